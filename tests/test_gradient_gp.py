@@ -1,0 +1,134 @@
+import pytest
+import torch
+from botorch.models import SingleTaskGP
+from botorch.models.transforms import Normalize, Standardize
+
+from botorch_dp.gradient_gp import GradientGP
+from botorch_dp.kernel_derivatives import KernelDerivatives
+from helpers import make_kernel, make_model
+
+CASES = [("rbf", "derivative_kernel"), ("rbf", "autograd"), ("matern52", "derivative_kernel"),
+         ("poly2", "derivative_kernel"), ("poly2", "autograd"), ("rq", "autograd")]
+
+
+def _data(d, N, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(N, d, generator=g, dtype=torch.float64)
+    Y = (torch.sin(3 * X).sum(-1) + X[:, 0] ** 2).unsqueeze(-1)
+    return X.to(dtype), Y.to(dtype)
+
+
+def _fd_stencil(theta, h):
+    """2d points theta ± h e_j and the matrix mapping their values to central differences."""
+    d = theta.shape[-1]
+    E = torch.eye(d, dtype=theta.dtype)
+    P = torch.cat([theta + h * E, theta - h * E])
+    D = torch.cat([E, -E], dim=1) / (2 * h)  # d x 2d
+    return P, D
+
+
+@pytest.mark.parametrize("name,method", CASES)
+def test_posterior_matches_botorch_autograd_and_fd(name, method, dtype):
+    d, N, noise = 3, 12, 1e-3
+    X, Y = _data(d, N, dtype)
+    model = make_model(make_kernel(name, d, dtype), X, Y, noise)
+    gp = GradientGP.from_model(model, method=method)
+    theta = torch.tensor([[0.3, 0.6, 0.45], [0.7, 0.2, 0.5]], dtype=dtype)
+    post = gp.posterior(theta)
+    assert post.mean.shape == (2, d) and post.covariance.shape == (2, d, d)
+    assert post.mean.dtype == dtype
+
+    # independent 1: autograd through BoTorch's posterior mean
+    x = theta.clone().requires_grad_(True)
+    (g_auto,) = torch.autograd.grad(model.posterior(x.unsqueeze(-2)).mean.sum(), x)
+    tol = dict(rtol=1e-6, atol=1e-7) if dtype == torch.float64 else dict(rtol=2e-3, atol=2e-3)
+    torch.testing.assert_close(post.mean, g_auto, **tol)
+
+    # independent 2: finite differences of BoTorch's posterior (mean and covariance), in float64
+    model64 = make_model(make_kernel(name, d), X.double(), Y.double(), noise)
+    h = 1e-4
+    for b in range(2):
+        P, Dm = _fd_stencil(theta[b].double(), h)
+        with torch.no_grad():
+            p = model64.posterior(P)
+        fd_mean = Dm @ p.mean.squeeze(-1)
+        fd_cov = Dm @ p.mvn.covariance_matrix @ Dm.T
+        tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float64 else dict(rtol=5e-3, atol=5e-3)
+        torch.testing.assert_close(post.mean[b].double(), fd_mean, **tol)
+        torch.testing.assert_close(post.covariance[b].double(), fd_cov, **tol)
+        assert torch.isclose(post.trace[b].double(), fd_cov.trace(), **tol)
+
+
+def test_trace_and_brute_force_dense_solve():
+    d, N = 4, 15
+    X, _ = _data(d, N, torch.float64)
+    kernel = make_kernel("rbf", d)
+    for noise in (0.0, 0.05):
+        gp = GradientGP(X, kernel, noise)
+        theta = torch.rand(3, d, dtype=torch.float64)
+        kd = KernelDerivatives(kernel)
+        G = kd.cross(theta, X)
+        K = kernel(X).to_dense() + max(noise, gp.jitter) * torch.eye(N, dtype=torch.float64)
+        expected = kd.prior(theta) - G @ torch.linalg.solve(K, G.transpose(-1, -2))
+        torch.testing.assert_close(gp.posterior_covariance(theta), expected, rtol=1e-8, atol=1e-10)
+        torch.testing.assert_close(gp.posterior_trace(theta), expected.diagonal(dim1=-2, dim2=-1).sum(-1))
+
+
+def test_condition_on_equals_refit():
+    d = 3
+    X, _ = _data(d, 10, torch.float64)
+    Z = torch.rand(4, d, dtype=torch.float64)
+    kernel = make_kernel("matern52", d)
+    gp = GradientGP(X, kernel, 0.01)
+    cond = gp.condition_on(Z)
+    refit = GradientGP(torch.cat([X, Z]), kernel, 0.01)
+    torch.testing.assert_close(cond.L, refit.L)
+    theta = torch.rand(d, dtype=torch.float64)
+    torch.testing.assert_close(cond.posterior_trace(theta), refit.posterior_trace(theta))
+    # from an empty data set too
+    empty = GradientGP(X[:0], kernel, 0.01)
+    torch.testing.assert_close(empty.condition_on(X).L, GradientGP(X, kernel, 0.01).L)
+    torch.testing.assert_close(empty.posterior_trace(theta), KernelDerivatives(kernel).prior_trace(theta))
+
+
+def test_gradient_weights_give_per_user_means():
+    """A Y (one solve for all users) equals the posterior mean of each user's GP."""
+    d, N, n = 3, 9, 5
+    X, _ = _data(d, N, torch.float64)
+    Y = torch.randn(N, n, dtype=torch.float64)
+    kernel = make_kernel("rbf", d)
+    gp = GradientGP(X, kernel, 0.01)
+    theta = torch.rand(d, dtype=torch.float64)
+    A = gp.gradient_weights(theta)
+    assert A.shape == (d, N)
+    G = A @ Y
+    for i in range(n):
+        gp_i = GradientGP(X, kernel, 0.01, train_Y=Y[:, i])
+        torch.testing.assert_close(G[:, i], gp_i.posterior(theta).mean)
+
+
+def test_standardize_is_undone():
+    d, N = 2, 8
+    X, Y = _data(d, N, torch.float64)
+    Y = 10 * Y + 3
+    k = make_kernel("rbf", d)
+    model = SingleTaskGP(X, Y, covar_module=k, outcome_transform=Standardize(m=1))
+    model.likelihood.noise = 1e-3
+    model.eval()
+    gp = GradientGP.from_model(model)
+    theta = torch.tensor([0.4, 0.6], dtype=torch.float64)
+    x = theta.clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(model.posterior(x[None]).mean.sum(), x)
+    torch.testing.assert_close(gp.posterior(theta).mean, g, rtol=1e-6, atol=1e-8)
+
+
+def test_refusals():
+    d, N = 2, 5
+    X, Y = _data(d, N, torch.float64)
+    model = SingleTaskGP(X, Y, input_transform=Normalize(d))
+    with pytest.raises(NotImplementedError, match="input transform"):
+        GradientGP.from_model(model)
+    with pytest.raises(ValueError, match="N x d"):
+        GradientGP(X[0], make_kernel("rbf", d))
+    with pytest.raises(ValueError, match="non-negative"):
+        GradientGP(X, make_kernel("rbf", d), -1.0)
