@@ -1,0 +1,442 @@
+r"""A ledger of the privacy spent by a tuning run, with an optional budget filter.
+
+Validation data (the users whose losses drive the optimizer) is accounted with μ-GDP;
+training data used by DP-SGD inside each evaluation is accounted separately with Opacus.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+from botorch_dp.privacy.accountants import accountant_epsilon, make_accountant
+from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
+
+__all__ = ["PrivacyBudgetExceeded", "PrivacyLedger"]
+
+RunId = Union[int, str]
+_TRAINING_ACCOUNTANTS = ("rdp", "prv")
+
+
+class PrivacyBudgetExceeded(RuntimeError):
+    r"""Raised before recording a step or run that would exceed the privacy budget."""
+
+
+def _check_delta(delta: float, name: str = "delta") -> float:
+    delta = float(delta)
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"{name} must lie in the open interval (0, 1), got {delta!r}.")
+    return delta
+
+
+def _check_positive(value: Optional[float], name: str) -> Optional[float]:
+    if value is None:
+        return None
+    value = float(value)
+    if math.isnan(value) or value <= 0.0:
+        raise ValueError(f"{name} must be positive (math.inf allowed), got {value!r}.")
+    return value
+
+
+def _check_mu(mu: float) -> float:
+    mu = float(mu)
+    if math.isnan(mu) or mu <= 0.0:
+        raise ValueError(f"mu must be positive (math.inf for a non-private step), got {mu!r}.")
+    return mu
+
+
+def _check_run(
+    noise_multiplier: float, sample_rate: float, steps: int
+) -> Tuple[float, float, int]:
+    noise_multiplier = float(noise_multiplier)
+    if math.isnan(noise_multiplier) or noise_multiplier < 0.0 or math.isinf(noise_multiplier):
+        raise ValueError(
+            f"noise_multiplier must be finite and non-negative, got {noise_multiplier!r}."
+        )
+    sample_rate = float(sample_rate)
+    if not 0.0 < sample_rate <= 1.0:
+        raise ValueError(f"sample_rate must lie in (0, 1], got {sample_rate!r}.")
+    if isinstance(steps, bool) or int(steps) != steps or int(steps) < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}.")
+    return noise_multiplier, sample_rate, int(steps)
+
+
+class PrivacyLedger:
+    r"""Records the privacy spent on validation data and on training data.
+
+    Validation data: each step of a tuning loop that releases something computed from
+    the validation users (a DP-GIBO gradient release, for instance) is recorded with
+    its GDP parameter μ_t under a ``step_index``; the total is μ = sqrt(Σ_t μ_t²).
+
+    Training data: when each evaluation trains a model with DP-SGD, each training run is
+    recorded as (noise_multiplier, sample_rate, steps) under a ``run_id``, and all runs
+    are composed with an Opacus accountant (``"rdp"`` or ``"prv"``). The training data
+    is a different dataset, so its guarantee is reported separately.
+
+    Recording is idempotent on ``step_index`` and ``run_id``: after resuming from a
+    checkpoint, re-recording a step that is already in the ledger changes nothing.
+    With budgets set, ``record_*`` checks the budget first and raises
+    ``PrivacyBudgetExceeded`` without recording anything when it would be exceeded.
+    A relative slack of ``BUDGET_RTOL`` absorbs floating-point rounding, so that T
+    steps of μ/sqrt(T) fit a budget of μ.
+
+    Example (25 DP-GIBO steps of μ/sqrt(25) with μ = 1; a 26th step is refused):
+
+        ledger = PrivacyLedger(validation_mu_budget=1.0)
+        for t in range(25):
+            ledger.record_validation_step(mu=0.2, step_index=t)
+        ledger.validation_epsilon(1e-5)  # about 4.377
+    """
+
+    STATE_VERSION = 1
+    BUDGET_RTOL = 1e-9
+
+    def __init__(
+        self,
+        *,
+        validation_mu_budget: Optional[float] = None,
+        training_epsilon_budget: Optional[float] = None,
+        training_delta: Optional[float] = None,
+        training_accountant: str = "rdp",
+        prv_eps_error: float = 0.01,
+    ) -> None:
+        r"""Create an empty ledger.
+
+        Args:
+            validation_mu_budget: Optional total GDP budget μ for the validation data.
+            training_epsilon_budget: Optional ε budget for the training data; needs
+                ``training_delta``.
+            training_delta: δ at which training ε is measured (budget and report).
+            training_accountant: Opacus accountant for training runs, ``"rdp"`` or
+                ``"prv"``.
+            prv_eps_error: Accuracy of the PRV accountant when it is used.
+        """
+        self.validation_mu_budget = _check_positive(validation_mu_budget, "validation_mu_budget")
+        self.training_epsilon_budget = _check_positive(
+            training_epsilon_budget, "training_epsilon_budget"
+        )
+        self.training_delta = (
+            None if training_delta is None else _check_delta(training_delta, "training_delta")
+        )
+        if self.training_epsilon_budget is not None and self.training_delta is None:
+            raise ValueError("training_epsilon_budget needs training_delta.")
+        if training_accountant not in _TRAINING_ACCOUNTANTS:
+            raise ValueError(
+                f"training_accountant must be one of {_TRAINING_ACCOUNTANTS}, "
+                f"got {training_accountant!r}."
+            )
+        self.training_accountant = training_accountant
+        self.prv_eps_error = _check_positive(prv_eps_error, "prv_eps_error")
+        self._validation_steps: Dict[int, float] = {}
+        self._training_runs: Dict[RunId, Tuple[float, float, int]] = {}
+
+    # ------------------------------------------------------------------ validation
+
+    @property
+    def validation_steps(self) -> Dict[int, float]:
+        r"""A copy of the recorded validation steps, {step_index: μ_t}."""
+        return dict(sorted(self._validation_steps.items()))
+
+    def validation_mu(self) -> float:
+        r"""Total GDP parameter of the validation data, sqrt(Σ_t μ_t²).
+
+        Returns:
+            μ ≥ 0 (0.0 with no steps, ``math.inf`` after a non-private step).
+        """
+        return compose_gdp(self._validation_steps.values())
+
+    def validation_epsilon(self, delta: float) -> float:
+        r"""ε at ``delta`` of the validation data (exact GDP conversion).
+
+        Args:
+            delta: The target δ in (0, 1).
+
+        Returns:
+            ε ≥ 0 (0.0 with no steps).
+        """
+        delta = _check_delta(delta)
+        mu = self.validation_mu()
+        return 0.0 if mu == 0.0 else gdp_epsilon(mu, delta)
+
+    def remaining_validation_mu(self) -> float:
+        r"""The μ of the largest further step the validation budget allows.
+
+        Returns:
+            sqrt(budget² − spent²), clipped at 0; ``math.inf`` without a budget.
+        """
+        budget = self.validation_mu_budget
+        if budget is None or math.isinf(budget):
+            return math.inf
+        spent = self.validation_mu()
+        if math.isinf(spent):
+            return 0.0
+        return math.sqrt(max(budget * budget - spent * spent, 0.0))
+
+    def check_validation_step(self, mu: float) -> None:
+        r"""Raise if one more validation step of GDP parameter ``mu`` exceeds the budget.
+
+        Args:
+            mu: The step's GDP parameter μ_t > 0 (``math.inf`` for a non-private step).
+
+        Returns:
+            None; raises ``PrivacyBudgetExceeded`` if the step does not fit.
+        """
+        mu = _check_mu(mu)
+        budget = self.validation_mu_budget
+        if budget is None or math.isinf(budget):
+            return
+        total = compose_gdp([self.validation_mu(), mu])
+        if total > budget * (1.0 + self.BUDGET_RTOL):
+            raise PrivacyBudgetExceeded(
+                f"Validation privacy budget exceeded: a step with mu={mu:.6g} would bring "
+                f"the total to mu={total:.6g}, above the budget mu={budget:.6g}. Spent "
+                f"mu={self.validation_mu():.6g}; remaining mu budget "
+                f"sqrt(budget^2 - spent^2) = {self.remaining_validation_mu():.6g}."
+            )
+
+    def record_validation_step(self, *, mu: float, step_index: int) -> bool:
+        r"""Record a validation step, unless ``step_index`` is already recorded.
+
+        Args:
+            mu: The step's GDP parameter μ_t > 0 (``math.inf`` for a non-private step).
+            step_index: Integer ≥ 0 identifying the step (e.g. the iteration number).
+
+        Returns:
+            True if the step was recorded, False if it was already there. A different
+            μ for a recorded ``step_index`` raises ``ValueError``.
+        """
+        mu = _check_mu(mu)
+        if isinstance(step_index, bool) or int(step_index) != step_index or step_index < 0:
+            raise ValueError(f"step_index must be a non-negative integer, got {step_index!r}.")
+        step_index = int(step_index)
+        if step_index in self._validation_steps:
+            recorded = self._validation_steps[step_index]
+            if not math.isclose(recorded, mu, rel_tol=1e-9):
+                raise ValueError(
+                    f"Validation step {step_index} is already recorded with mu={recorded!r}, "
+                    f"not mu={mu!r}."
+                )
+            return False
+        self.check_validation_step(mu)
+        self._validation_steps[step_index] = mu
+        return True
+
+    # -------------------------------------------------------------------- training
+
+    @property
+    def training_runs(self) -> Dict[RunId, Tuple[float, float, int]]:
+        r"""A copy of the recorded training runs, {run_id: (σ, q, steps)}."""
+        return dict(self._training_runs)
+
+    def training_history(self) -> List[Tuple[float, float, int]]:
+        r"""The training runs as an Opacus accountant history, in recording order.
+
+        Returns:
+            A list of (noise_multiplier, sample_rate, num_steps) tuples.
+        """
+        return list(self._training_runs.values())
+
+    def _training_epsilon_of(
+        self, history: List[Tuple[float, float, int]], delta: float, accountant: str
+    ) -> float:
+        if accountant not in _TRAINING_ACCOUNTANTS:
+            raise ValueError(
+                f"accountant must be one of {_TRAINING_ACCOUNTANTS}, got {accountant!r}."
+            )
+        return accountant_epsilon(
+            make_accountant(accountant, history), delta=delta, eps_error=self.prv_eps_error
+        )
+
+    def training_epsilon(self, delta: float, accountant: Optional[str] = None) -> float:
+        r"""ε at ``delta`` of all training runs composed, from an Opacus accountant.
+
+        Args:
+            delta: The target δ in (0, 1).
+            accountant: ``"rdp"`` or ``"prv"``; the ledger's ``training_accountant``
+                if None.
+
+        Returns:
+            ε ≥ 0 (0.0 with no runs, ``math.inf`` if a run had no noise).
+        """
+        delta = _check_delta(delta)
+        accountant = self.training_accountant if accountant is None else accountant
+        return self._training_epsilon_of(self.training_history(), delta, accountant)
+
+    def check_training_run(
+        self, *, noise_multiplier: float, sample_rate: float, steps: int
+    ) -> None:
+        r"""Raise if one more DP-SGD training run would exceed the training budget.
+
+        Args:
+            noise_multiplier: DP-SGD noise multiplier σ ≥ 0 of the run.
+            sample_rate: Poisson sampling rate q in (0, 1].
+            steps: Number of optimizer steps of the run.
+
+        Returns:
+            None; raises ``PrivacyBudgetExceeded`` if the run does not fit.
+        """
+        run = _check_run(noise_multiplier, sample_rate, steps)
+        budget = self.training_epsilon_budget
+        if budget is None or math.isinf(budget):
+            return
+        delta = self.training_delta
+        total = self._training_epsilon_of(
+            self.training_history() + [run], delta, self.training_accountant
+        )
+        if total > budget * (1.0 + self.BUDGET_RTOL):
+            spent = self.training_epsilon(delta)
+            raise PrivacyBudgetExceeded(
+                f"Training privacy budget exceeded: a run with noise_multiplier={run[0]:.6g}, "
+                f"sample_rate={run[1]:.6g}, steps={run[2]} would bring the training "
+                f"epsilon ({self.training_accountant}, delta={delta:.3g}) to {total:.6g}, "
+                f"above the budget {budget:.6g}. Spent so far: epsilon={spent:.6g} of "
+                f"{budget:.6g}; epsilons do not compose additively, so what is left is "
+                f"a run whose composition with the past stays within the budget."
+            )
+
+    def record_training_run(
+        self, *, run_id: RunId, noise_multiplier: float, sample_rate: float, steps: int
+    ) -> bool:
+        r"""Record a DP-SGD training run, unless ``run_id`` is already recorded.
+
+        Args:
+            run_id: A string or integer identifying the run (JSON-serialisable).
+            noise_multiplier: DP-SGD noise multiplier σ ≥ 0 (0 is non-private).
+            sample_rate: Poisson sampling rate q in (0, 1].
+            steps: Number of optimizer steps of the run.
+
+        Returns:
+            True if recorded, False if ``run_id`` was already there with the same
+            parameters; different parameters for a recorded ``run_id`` raise
+            ``ValueError``.
+        """
+        if isinstance(run_id, bool) or not isinstance(run_id, (int, str)):
+            raise ValueError(f"run_id must be a str or an int, got {run_id!r}.")
+        run = _check_run(noise_multiplier, sample_rate, steps)
+        if run_id in self._training_runs:
+            recorded = self._training_runs[run_id]
+            same = recorded[2] == run[2] and all(
+                math.isclose(a, b, rel_tol=1e-12) for a, b in zip(recorded[:2], run[:2])
+            )
+            if not same:
+                raise ValueError(
+                    f"Training run {run_id!r} is already recorded as {recorded!r}, not {run!r}."
+                )
+            return False
+        self.check_training_run(noise_multiplier=run[0], sample_rate=run[1], steps=run[2])
+        self._training_runs[run_id] = run
+        return True
+
+    # --------------------------------------------------------------------- reports
+
+    def report(self, delta: float, *, training_delta: Optional[float] = None) -> Dict[str, Any]:
+        r"""Both guarantees, side by side but never composed (different datasets).
+
+        Args:
+            delta: δ for the validation guarantee.
+            training_delta: δ for the training guarantee; defaults to the ledger's
+                ``training_delta``, then to ``delta``.
+
+        Returns:
+            ``{"validation": {...}, "training": {...}}`` with plain floats/ints/str:
+            validation ``mu``, ``epsilon``, ``delta``, ``num_steps``, ``mu_budget``,
+            ``remaining_mu``; training ``accountant``, ``epsilon``, ``delta``,
+            ``num_runs``, ``epsilon_budget``.
+        """
+        delta = _check_delta(delta)
+        if training_delta is None:
+            training_delta = self.training_delta if self.training_delta is not None else delta
+        training_delta = _check_delta(training_delta, "training_delta")
+        return {
+            "validation": {
+                "mu": self.validation_mu(),
+                "epsilon": self.validation_epsilon(delta),
+                "delta": delta,
+                "num_steps": len(self._validation_steps),
+                "mu_budget": self.validation_mu_budget,
+                "remaining_mu": self.remaining_validation_mu(),
+            },
+            "training": {
+                "accountant": self.training_accountant,
+                "epsilon": self.training_epsilon(training_delta),
+                "delta": training_delta,
+                "num_runs": len(self._training_runs),
+                "epsilon_budget": self.training_epsilon_budget,
+            },
+        }
+
+    # ---------------------------------------------------------------- persistence
+
+    def state_dict(self) -> Dict[str, Any]:
+        r"""The ledger's full state as plain values (``json.dumps``-able).
+
+        Infinite μ is stored as ``float("inf")``, which Python's ``json`` writes as
+        ``Infinity`` and reads back.
+
+        Returns:
+            A dict with the version, the budget settings, ``validation_steps`` as a list
+            of [step_index, μ_t] and ``training_runs`` as a list of dicts.
+        """
+        return {
+            "version": self.STATE_VERSION,
+            "validation_mu_budget": self.validation_mu_budget,
+            "training_epsilon_budget": self.training_epsilon_budget,
+            "training_delta": self.training_delta,
+            "training_accountant": self.training_accountant,
+            "prv_eps_error": self.prv_eps_error,
+            "validation_steps": [[i, mu] for i, mu in sorted(self._validation_steps.items())],
+            "training_runs": [
+                {"run_id": run_id, "noise_multiplier": s, "sample_rate": q, "steps": n}
+                for run_id, (s, q, n) in self._training_runs.items()
+            ],
+        }
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        r"""Replace the ledger's state (settings and records) with a saved one.
+
+        Args:
+            state_dict: A mapping produced by ``state_dict`` (possibly via JSON).
+
+        Returns:
+            None. The budgets are not re-checked: a checkpoint records what was spent.
+        """
+        version = state_dict.get("version")
+        if version != self.STATE_VERSION:
+            raise ValueError(f"Unsupported ledger state version {version!r}.")
+        fresh = PrivacyLedger(
+            validation_mu_budget=state_dict.get("validation_mu_budget"),
+            training_epsilon_budget=state_dict.get("training_epsilon_budget"),
+            training_delta=state_dict.get("training_delta"),
+            training_accountant=state_dict.get("training_accountant", "rdp"),
+            prv_eps_error=state_dict.get("prv_eps_error", 0.01),
+        )
+        steps: Dict[int, float] = {}
+        for step_index, mu in state_dict.get("validation_steps", []):
+            if int(step_index) != step_index or step_index < 0 or step_index in steps:
+                raise ValueError(f"Invalid or repeated validation step index {step_index!r}.")
+            steps[int(step_index)] = _check_mu(mu)
+        runs: Dict[RunId, Tuple[float, float, int]] = {}
+        for entry in state_dict.get("training_runs", []):
+            run_id = entry["run_id"]
+            if run_id in runs:
+                raise ValueError(f"Repeated training run id {run_id!r}.")
+            runs[run_id] = _check_run(
+                entry["noise_multiplier"], entry["sample_rate"], entry["steps"]
+            )
+        fresh._validation_steps = steps
+        fresh._training_runs = runs
+        self.__dict__.update(fresh.__dict__)
+
+    @classmethod
+    def from_state_dict(cls, state_dict: Mapping[str, Any]) -> "PrivacyLedger":
+        r"""Build a ledger from a saved state.
+
+        Args:
+            state_dict: A mapping produced by ``state_dict`` (possibly via JSON).
+
+        Returns:
+            The restored ``PrivacyLedger``.
+        """
+        ledger = cls()
+        ledger.load_state_dict(state_dict)
+        return ledger

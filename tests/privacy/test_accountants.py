@@ -1,0 +1,183 @@
+r"""Tests for botorch_dp.privacy.accountants, against Opacus and dp_accounting."""
+
+import json
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+from dp_accounting.pld import PLDAccountant
+from opacus.accountants import PRVAccountant, RDPAccountant
+
+from botorch_dp.privacy.accountants import (
+    GDPAccountant,
+    accountant_epsilon,
+    dp_gibo_noise_multiplier,
+    epsilon_table,
+    make_accountant,
+)
+from botorch_dp.privacy.analysis.gdp import gaussian_noise_std_for_mu, gdp_epsilon
+
+DELTA = 1e-5
+
+
+def _pld_epsilon(noise_multipliers_and_steps, delta):
+    accountant = PLDAccountant()
+    for noise_multiplier, steps in noise_multipliers_and_steps:
+        accountant.compose(
+            dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(noise_multiplier), steps)
+        )
+    return accountant.get_epsilon(delta)
+
+
+def _step_all(accountants, noise_multipliers):
+    for noise_multiplier in noise_multipliers:
+        for accountant in accountants:
+            accountant.step(noise_multiplier=noise_multiplier, sample_rate=1.0)
+
+
+def test_gdp_accountant_basics():
+    accountant = GDPAccountant()
+    assert accountant.get_mu() == 0.0
+    assert accountant.get_epsilon(DELTA) == 0.0
+    opacus = RDPAccountant()
+    sequence = [5.0] * 10 + [2.0] * 3 + [5.0] * 2
+    _step_all([accountant, opacus], sequence)
+    # Same run-length encoded history as Opacus.
+    assert accountant.history == opacus.history
+    assert len(accountant) == 15
+    expected_mu = math.sqrt(12 / 25 + 3 / 4)
+    assert accountant.get_mu() == pytest.approx(expected_mu, rel=1e-14)
+    assert accountant.get_epsilon(DELTA) == pytest.approx(gdp_epsilon(expected_mu, DELTA), rel=1e-14)
+    accountant.step(noise_multiplier=0.0)  # a non-private step
+    assert accountant.get_mu() == math.inf
+    assert accountant.get_epsilon(DELTA) == math.inf
+
+
+def test_gdp_accountant_refuses_subsampling_and_bad_input():
+    accountant = GDPAccountant()
+    with pytest.raises(ValueError, match="full-batch"):
+        accountant.step(noise_multiplier=1.0, sample_rate=0.01)
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        accountant.step(noise_multiplier=-1.0)
+    assert accountant.history == []
+
+
+def test_gdp_accountant_state_dict_json_round_trip():
+    accountant = GDPAccountant()
+    _step_all([accountant], [3.0, 3.0, 4.0])
+    state = json.loads(json.dumps(accountant.state_dict()))
+    restored = GDPAccountant()
+    restored.load_state_dict(state)
+    assert restored.history == accountant.history
+    assert restored.get_epsilon(DELTA) == accountant.get_epsilon(DELTA)
+    with pytest.raises(ValueError, match="Cannot load"):
+        restored.load_state_dict(RDPAccountant().state_dict())
+    with pytest.raises(ValueError, match="must contain"):
+        restored.load_state_dict({})
+
+
+def test_design_reference_25_steps():
+    # design.md §5: 25 full-batch steps with noise multiplier 5 (μ = 1), δ = 1e-5.
+    ours = make_accountant("gdp")
+    rdp = make_accountant("rdp")
+    prv = make_accountant("prv")
+    _step_all([ours, rdp, prv], [5.0] * 25)
+    assert ours.get_mu() == pytest.approx(1.0, rel=1e-14)
+    exact = accountant_epsilon(ours, delta=DELTA)
+    rdp_eps = accountant_epsilon(rdp, delta=DELTA)
+    eps_error = 0.01
+    prv_eps = accountant_epsilon(prv, delta=DELTA, eps_error=eps_error)
+    assert exact == pytest.approx(4.3772, abs=1e-3)
+    assert rdp_eps == pytest.approx(4.729, abs=1e-3)
+    assert prv_eps == pytest.approx(4.387, abs=1e-3)
+    # RDP is an upper bound, looser than the exact value.
+    assert exact <= rdp_eps
+    # PRV: the exact value lies inside the interval Opacus certifies, and its point
+    # estimate is within eps_error of it.
+    delta_error = DELTA / 1000
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dprv = prv._get_dprv(eps_error=eps_error, delta_error=delta_error)
+        lower, estimate, upper = dprv.compute_epsilon(DELTA, delta_error, eps_error)
+    assert lower <= exact <= upper == pytest.approx(prv_eps)
+    assert abs(estimate - exact) <= eps_error
+
+
+def test_agrees_with_dp_accounting_pld():
+    # Homogeneous (the design reference) and heterogeneous compositions.
+    for steps_spec in ([(5.0, 25)], [(2.0, 3), (7.0, 10), (4.0, 1)]):
+        ours = make_accountant("gdp", [(s, 1.0, n) for s, n in steps_spec])
+        exact = accountant_epsilon(ours, delta=DELTA)
+        pld = _pld_epsilon(steps_spec, DELTA)
+        # The PLD accountant is pessimistic by construction and fine-grained.
+        assert exact <= pld + 1e-6
+        assert pld - exact <= 1e-3
+
+
+def test_make_accountant_matches_direct_feeding():
+    history = [(1.5, 0.01, 200), (3.0, 1.0, 5)]
+    for name, cls in (("rdp", RDPAccountant), ("prv", PRVAccountant)):
+        direct = cls()
+        for noise_multiplier, sample_rate, steps in history:
+            for _ in range(steps):
+                direct.step(noise_multiplier=noise_multiplier, sample_rate=sample_rate)
+        made = make_accountant(name, history)
+        assert isinstance(made, cls)
+        assert made.history == direct.history
+        assert accountant_epsilon(made, delta=DELTA) == accountant_epsilon(direct, delta=DELTA)
+    with pytest.raises(ValueError, match="Unknown accountant"):
+        make_accountant("moments")
+    with pytest.raises(ValueError, match="sample_rate"):
+        make_accountant("gdp", [(1.0, 0.5, 3)])
+    with pytest.raises(ValueError, match="delta"):
+        accountant_epsilon(make_accountant("gdp"), delta=1.5)
+
+
+def test_dp_gibo_noise_multiplier():
+    for clip_bound, num_users, mu, steps in [(3.0, 1000, 1.0, 25), (1.0, 50, 0.5, 150)]:
+        expected = math.sqrt(steps) / mu
+        value = dp_gibo_noise_multiplier(
+            clip_bound=clip_bound, num_users=num_users, privacy_mu=mu, num_steps=steps
+        )
+        assert value == pytest.approx(expected, rel=1e-14)
+        sensitivity = 2 * clip_bound / num_users
+        assert value == pytest.approx(
+            gaussian_noise_std_for_mu(sensitivity, mu, steps) / sensitivity, rel=1e-14
+        )
+        # Feeding it to the accountant T times spends exactly μ.
+        accountant = make_accountant("gdp", [(value, 1.0, steps)])
+        assert accountant.get_mu() == pytest.approx(mu, rel=1e-14)
+    assert dp_gibo_noise_multiplier(clip_bound=1.0, num_users=5, privacy_mu=math.inf, num_steps=3) == 0
+    for bad in (
+        dict(clip_bound=0.0, num_users=5, privacy_mu=1.0, num_steps=3),
+        dict(clip_bound=1.0, num_users=0, privacy_mu=1.0, num_steps=3),
+        dict(clip_bound=1.0, num_users=5, privacy_mu=-1.0, num_steps=3),
+        dict(clip_bound=1.0, num_users=5, privacy_mu=1.0, num_steps=0),
+    ):
+        with pytest.raises(ValueError):
+            dp_gibo_noise_multiplier(**bad)
+
+
+def test_epsilon_table():
+    table = epsilon_table(noise_multiplier=5.0, steps=25, delta=DELTA)
+    assert list(table) == ["gdp_exact", "opacus_rdp", "opacus_prv", "zcdp_bun_steinke", "zcdp_cks"]
+    # Exact is the smallest; CKS is the continuous-order version of Opacus's RDP
+    # conversion; Bun–Steinke is the loosest.
+    assert table["gdp_exact"] <= table["opacus_prv"] <= table["zcdp_cks"]
+    assert table["zcdp_cks"] <= table["opacus_rdp"] <= table["zcdp_bun_steinke"]
+    assert table["opacus_rdp"] - table["zcdp_cks"] < 1e-3
+    same = epsilon_table(mu=1.0, steps=25, delta=DELTA)
+    assert same == pytest.approx(table, rel=1e-12)
+    one_step = epsilon_table(mu=1.0, delta=DELTA)
+    for key in ("gdp_exact", "opacus_rdp", "zcdp_bun_steinke", "zcdp_cks"):
+        assert one_step[key] == pytest.approx(table[key], rel=1e-9)
+    assert abs(one_step["opacus_prv"] - table["opacus_prv"]) < 0.01
+    assert all(value == math.inf for value in epsilon_table(mu=math.inf, delta=DELTA).values())
+    with pytest.raises(ValueError, match="exactly one"):
+        epsilon_table(mu=1.0, noise_multiplier=5.0, steps=25, delta=DELTA)
+    with pytest.raises(ValueError, match="exactly one"):
+        epsilon_table(delta=DELTA)
+    with pytest.raises(ValueError, match="needs steps"):
+        epsilon_table(noise_multiplier=5.0, delta=DELTA)
+    with pytest.raises(ValueError, match="delta"):
+        epsilon_table(mu=1.0, delta=0.0)
