@@ -7,6 +7,7 @@ mean, covariance and trace of ``∇f(θ)``, and the trace reduction from adding 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from gpytorch.kernels import Kernel
@@ -178,6 +179,31 @@ class GradientGP(torch.nn.Module):
             jitter=jitter,
             method=method,
         )
+
+    @classmethod
+    def from_factor(
+        cls, train_X: Tensor, factor: Tensor, kernel: Kernel, noise_variance: float, **kwargs: Any
+    ) -> "GradientGP":
+        r"""A ``GradientGP`` with a known Cholesky factor (e.g. restored from a checkpoint).
+
+        Args:
+            train_X: An ``N x d`` tensor.
+            factor: The ``N x N`` lower Cholesky factor of ``k(D, D) + max(σ², jitter)I``.
+            kernel: The kernel.
+            noise_variance: Homoskedastic ``σ²``.
+            kwargs: Other ``GradientGP`` keyword arguments.
+
+        Returns:
+            The ``GradientGP``; no factorization is done.
+        """
+        gp = cls(train_X[:0], kernel, noise_variance, **kwargs)
+        N = train_X.shape[0]
+        if factor.shape != (N, N):
+            raise ValueError(f"factor must be {N} x {N}, got {tuple(factor.shape)}.")
+        gp.train_X = train_X.detach()
+        gp.train_noise = gp.train_noise.new_full((N,), float(noise_variance))
+        gp.L = factor.detach()
+        return gp
 
     def condition_on(self, X_new: Tensor, noise_variance: float | Tensor | None = None) -> "GradientGP":
         r"""A new ``GradientGP`` on ``D ∪ X_new``, reusing the Cholesky factor.

@@ -55,12 +55,12 @@ def derivative_kernel_for(kernel: Kernel) -> Kernel | None:
         twin = PolynomialKernelGrad(power=kernel.power)
         twin = twin.to(kernel.offset)
         twin.offset = kernel.offset.detach()
-        return twin
+        return twin.requires_grad_(False)
     else:
         return None
     twin = twin.to(kernel.lengthscale)
     twin.lengthscale = kernel.lengthscale.detach()
-    return twin
+    return twin.requires_grad_(False)
 
 
 class KernelDerivatives:

@@ -1,0 +1,128 @@
+import math
+
+import pytest
+import torch
+
+from botorch_dp.mechanism import (
+    GaussianGradientMechanism,
+    check_losses,
+    clip_rows,
+    clipped_mean_gradient,
+    gaussian_noise_std,
+)
+
+
+def test_clip_rows_closed_form():
+    G = torch.tensor([[3.0, 4.0], [0.3, 0.4], [0.0, 0.0]], dtype=torch.float64)
+    clipped, was = clip_rows(G, 1.0)
+    torch.testing.assert_close(clipped, torch.tensor([[0.6, 0.8], [0.3, 0.4], [0.0, 0.0]], dtype=torch.float64))
+    assert was.tolist() == [True, False, False]
+
+
+def test_chunked_mean_equals_direct():
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(4, 9, generator=g, dtype=torch.float64)
+    Y = torch.randn(9, 103, generator=g, dtype=torch.float64)
+    direct = clip_rows((A @ Y).T, 0.7)[0].mean(0)
+    for chunk in (1, 10, 103, 5000):
+        mean, k = clipped_mean_gradient(A, Y, 0.7, chunk_size=chunk)
+        torch.testing.assert_close(mean, direct)
+        assert k == int(((A @ Y).T.norm(dim=-1) > 0.7).sum())
+
+
+def test_replace_one_sensitivity_is_at_most_2B_over_n():
+    """Changing one user's losses arbitrarily moves the clipped mean by <= 2B/n."""
+    g = torch.Generator().manual_seed(1)
+    B, n = 1.5, 40
+    worst = 0.0
+    for trial in range(200):
+        A = torch.randn(3, 6, generator=g, dtype=torch.float64)
+        Y = torch.randn(6, n, generator=g, dtype=torch.float64) * 5
+        Y2 = Y.clone()
+        i = trial % n
+        Y2[:, i] = torch.randn(6, generator=g, dtype=torch.float64) * 10 ** (trial % 5)
+        d = (clipped_mean_gradient(A, Y, B)[0] - clipped_mean_gradient(A, Y2, B)[0]).norm()
+        worst = max(worst, float(d))
+        assert d <= 2 * B / n + 1e-12
+    # the bound is nearly attained by opposite, heavily clipped gradients
+    A = torch.eye(2, dtype=torch.float64)
+    Y = torch.zeros(2, n, dtype=torch.float64)
+    Y2 = Y.clone()
+    Y[0, 0], Y2[0, 0] = 100.0, -100.0
+    d = (clipped_mean_gradient(A, Y, B)[0] - clipped_mean_gradient(A, Y2, B)[0]).norm()
+    assert math.isclose(float(d), 2 * B / n, rel_tol=1e-12)
+
+
+def test_noise_std_statistical():
+    """Empirical std of the released noise matches 2B√T/(nμ) (fixed seed, chi-square bound)."""
+    B, n, mu, T, d = 2.0, 100, 0.8, 16, 50
+    expected = 2 * B * math.sqrt(T) / (n * mu)
+    mech = GaussianGradientMechanism(
+        clip_bound=B, num_users=n, privacy_mu=mu, num_steps=T, generator=torch.Generator().manual_seed(0)
+    )
+    assert math.isclose(mech.noise_std, expected)
+    assert math.isclose(mech.step_mu, mu / math.sqrt(T))
+    A = torch.zeros(d, 3, dtype=torch.float64)
+    Y = torch.zeros(3, n, dtype=torch.float64)
+    draws = torch.stack([mech.release(A, Y).gradient for _ in range(200)])  # 10,000 samples
+    m = draws.numel()
+    std = float(draws.pow(2).mean().sqrt())
+    # sum of squares / σ² ~ χ²_m: 5-sigma band on the standard deviation ≈ 1 ± 5/sqrt(2m)
+    assert abs(std / expected - 1) < 5 / math.sqrt(2 * m)
+    assert abs(float(draws.mean())) < 5 * expected / math.sqrt(m)
+
+
+def test_secure_rng_has_the_same_scale():
+    mech = GaussianGradientMechanism(clip_bound=1.0, num_users=10, privacy_mu=1.0, num_steps=4, secure_rng=True)
+    w = torch.stack([mech.sample_noise(100) for _ in range(20)])
+    assert abs(float(w.std()) / mech.noise_std - 1) < 5 / math.sqrt(2 * w.numel())
+
+
+def test_non_private_and_diagnostics():
+    assert gaussian_noise_std(clip_bound=1.0, num_users=5, privacy_mu=math.inf, num_steps=3) == 0.0
+    mech = GaussianGradientMechanism(clip_bound=1.0, num_users=2, privacy_mu=math.inf, num_steps=3)
+    A = torch.eye(2, dtype=torch.float64)
+    Y = torch.tensor([[3.0, 0.1], [4.0, 0.2]], dtype=torch.float64)
+    rel = mech.release(A, Y, diagnostics=True)
+    torch.testing.assert_close(rel.gradient, torch.tensor([0.35, 0.5], dtype=torch.float64))
+    assert rel.diagnostics["clip_fraction"] == 0.5
+    assert mech.release(A, Y).diagnostics is None
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(clip_bound=0.0), "clip_bound"),
+        (dict(clip_bound=-1.0), "clip_bound"),
+        (dict(num_users=0), "num_users"),
+        (dict(privacy_mu=0.0), "privacy_mu"),
+        (dict(privacy_mu=-2.0), "privacy_mu"),
+        (dict(num_steps=0), "num_steps"),
+    ],
+)
+def test_mechanism_refuses_bad_parameters(kwargs, match):
+    args = dict(clip_bound=1.0, num_users=3, privacy_mu=1.0, num_steps=2) | kwargs
+    with pytest.raises(ValueError, match=match):
+        GaussianGradientMechanism(**args)
+
+
+def test_check_losses():
+    good = torch.zeros(2, 3, dtype=torch.float64)
+    check_losses(good, 2)
+    with pytest.raises(ValueError, match="shape"):
+        check_losses(torch.zeros(3, dtype=torch.float64), 2)
+    with pytest.raises(ValueError, match="shape"):
+        check_losses(torch.zeros(3, 3, dtype=torch.float64), 2)
+    with pytest.raises(ValueError, match="at least one user"):
+        check_losses(torch.zeros(2, 0, dtype=torch.float64), 2)
+    with pytest.raises(ValueError, match="stay fixed"):
+        check_losses(good, 2, num_users=4)
+    bad = good.clone()
+    bad[1, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"non-finite.*\[1\]"):
+        check_losses(bad, 2)
+    bad[1, 2] = float("inf")
+    with pytest.raises(ValueError, match="non-finite"):
+        check_losses(bad, 2)
+    with pytest.raises(ValueError, match="floating"):
+        check_losses(torch.zeros(2, 3, dtype=torch.int64), 2)
