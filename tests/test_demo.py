@@ -1,0 +1,26 @@
+import json
+import math
+
+from botorch_dp import demo
+from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+
+
+def test_demo_runs_and_separates_private_from_non_private(tmp_path, capsys):
+    out = tmp_path / "demo"
+    summary = demo.main(
+        ["--dim", "3", "--n-total", "200", "--iterations", "3", "--out", str(out), "--no-progress",
+         "--raw-samples", "16", "--mu", "2"]
+    )
+    printed = capsys.readouterr().out
+    assert "NON-PRIVATE" in printed and "epsilon" in printed
+    saved = json.loads((out / "demo_result.json").read_text())
+    assert (out / "demo.png").stat().st_size > 0
+    private = saved["private_release"]
+    # the public part holds no loss values, only the release and its guarantee
+    assert not any("loss" in key for key in private)
+    g = private["guarantee"]
+    assert math.isclose(g["mu"], 2.0) and math.isclose(g["epsilon"], gdp_epsilon(2.0, 1e-5))
+    assert len(private["theta"]) == 3 and private["num_evaluations"] == sum(private["batch_sizes"])
+    # random search got exactly as many evaluations as DP-GIBO used
+    assert summary["private_release"]["num_evaluations"] >= 4
+    assert "random_search_best_loss" in saved["non_private_diagnostics"]
