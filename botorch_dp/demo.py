@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> dict:
         "non_private_diagnostics": {
             "dp_gibo_final_loss": gibo_loss,
             "random_search_best_loss": rs_loss,
+            "random_search_evaluations": len(rs_curve),
             "loss_at_generating_lengthscales": truth_loss,
         },
         "wall_time_s": elapsed,
