@@ -1,11 +1,12 @@
 r"""Covariances between a GP's gradient and its values, for a fixed kernel.
 
-Two backends: GPyTorch's derivative kernels (RBF, Matérn-5/2, polynomial, optionally
-wrapped in a ``ScaleKernel``) and an autograd path for any twice-differentiable kernel.
+Backends: closed forms and GPyTorch's derivative kernels (RBF, Matérn-5/2, polynomial,
+optionally inside a ``ScaleKernel``), and autograd for any twice-differentiable kernel.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
@@ -21,7 +22,7 @@ from gpytorch.kernels import (
 )
 from torch import Tensor
 
-Method = Literal["auto", "derivative_kernel", "autograd"]
+Method = Literal["auto", "closed_form", "derivative_kernel", "autograd"]
 
 
 def _split_scale(kernel: Kernel) -> tuple[Kernel, Tensor | None]:
@@ -75,23 +76,29 @@ class KernelDerivatives:
     Args:
         kernel: A GPyTorch kernel with fixed hyperparameters, on ``d``-dim inputs.
         method: ``"derivative_kernel"`` uses GPyTorch's derivative kernels (RBF,
-            Matérn-5/2 and polynomial, optionally inside a ``ScaleKernel``);
-            ``"autograd"`` differentiates ``kernel`` itself and works for any
-            twice-differentiable kernel; ``"auto"`` picks the first that applies.
+            Matérn-5/2 and polynomial, optionally inside a ``ScaleKernel``), which form
+            the full ``(d+1) x (d+1)`` joint block per pair of points;
+            ``"closed_form"`` takes the gradient/value block from hand-written
+            formulas for the same kernels (``O(d)`` per pair instead of ``O(d²)``) and
+            the gradient/gradient block from the derivative kernel; ``"autograd"``
+            differentiates ``kernel`` itself and works for any twice-differentiable
+            kernel; ``"auto"`` picks the first of closed_form / autograd that applies.
     """
 
     def __init__(self, kernel: Kernel, method: Method = "auto") -> None:
-        if method not in ("auto", "derivative_kernel", "autograd"):
+        if method not in ("auto", "closed_form", "derivative_kernel", "autograd"):
             raise ValueError(f"Unknown method {method!r}.")
         self.kernel = kernel
         base, _ = _split_scale(kernel)
         has_twin = derivative_kernel_for(base) is not None
-        if method == "derivative_kernel" and not has_twin:
+        if method in ("closed_form", "derivative_kernel") and not has_twin:
             raise ValueError(
                 f"No GPyTorch derivative kernel for {type(base).__name__}; "
                 "use method='autograd'."
             )
-        self.method = "derivative_kernel" if (method != "autograd" and has_twin) else "autograd"
+        if method == "auto":
+            method = "closed_form" if has_twin else "autograd"
+        self.method = method
         if self.method == "autograd" and isinstance(base, MaternKernel):
             # GPyTorch computes Matérn distances as sqrt(clamp(r², 1e-30)), whose autograd
             # second derivative at r = 0 is wrong; Matérn-5/2 has a derivative kernel.
@@ -114,6 +121,8 @@ class KernelDerivatives:
         if X.shape[-2] == 0:
             shape = torch.broadcast_shapes(theta.shape[:-1], X.shape[:-2])
             return X.new_zeros(*shape, X.shape[-1], 0)
+        if self.method == "closed_form":
+            return self._cross_closed(theta, X)
         if self.method == "derivative_kernel":
             return self._cross_twin(theta, X)
         return self._cross_autograd(theta, X)
@@ -127,7 +136,7 @@ class KernelDerivatives:
         Returns:
             A ``batch_shape x d x d`` tensor ``∇k∇ᵀ(θ, θ)``.
         """
-        if self.method == "derivative_kernel":
+        if self.method in ("closed_form", "derivative_kernel"):
             return self._prior_twin(theta)
         return self._prior_autograd(theta)
 
@@ -150,6 +159,29 @@ class KernelDerivatives:
         # joint covariance laid out per point as [f, df/dx_1, ..., df/dx_d]
         joint = twin(theta_, X).to_dense()  # batch x (d+1) x n(d+1)
         out = joint[..., 1:, :: d + 1]
+        return out if scale is None else scale * out
+
+    def _cross_closed(self, theta: Tensor, X: Tensor) -> Tensor:
+        # d k(θ, x) / dθ_j for the kernels that have a GPyTorch derivative twin:
+        #   RBF:        −k(θ, x) (θ_j − x_j) / ℓ_j²
+        #   Matérn-5/2: −(5/3)(1 + √5 r) exp(−√5 r) (θ_j − x_j) / ℓ_j²   (r: scaled distance)
+        #   polynomial: p (θᵀx + c)^(p−1) x_j
+        base, scale = _split_scale(self.kernel)
+        theta_ = theta.unsqueeze(-2)  # batch x 1 x d
+        if isinstance(base, PolynomialKernel):
+            inner = (theta_ * X).sum(-1, keepdim=True) + base.offset.reshape(())
+            out = base.power * inner.pow(base.power - 1) * X
+        else:
+            ls2 = base.lengthscale.reshape(-1).pow(2)
+            diff = theta_ - X  # batch x n x d
+            scaled = diff / ls2
+            r2 = (diff * scaled).sum(-1, keepdim=True)
+            if isinstance(base, RBFKernel):
+                out = -torch.exp(-0.5 * r2) * scaled
+            else:  # Matérn-5/2
+                r = r2.clamp_min(1e-30).sqrt()  # zero gradient at r = 0, the correct limit
+                out = -(5.0 / 3.0) * (1 + math.sqrt(5.0) * r) * torch.exp(-math.sqrt(5.0) * r) * scaled
+        out = out.transpose(-1, -2)
         return out if scale is None else scale * out
 
     def _prior_twin(self, theta: Tensor) -> Tensor:

@@ -7,8 +7,8 @@ from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.kernel_derivatives import KernelDerivatives
 from helpers import make_kernel, make_model
 
-CASES = [("rbf", "derivative_kernel"), ("rbf", "autograd"), ("matern52", "derivative_kernel"),
-         ("poly2", "derivative_kernel"), ("poly2", "autograd"), ("rq", "autograd")]
+CASES = [("rbf", "closed_form"), ("rbf", "derivative_kernel"), ("rbf", "autograd"), ("matern52", "closed_form"), ("matern52", "derivative_kernel"),
+         ("poly2", "closed_form"), ("poly2", "derivative_kernel"), ("poly2", "autograd"), ("rq", "autograd")]
 
 
 def _data(d, N, dtype, seed=0):
