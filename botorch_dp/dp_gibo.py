@@ -225,9 +225,18 @@ class DPGIBO:
         config: The ``DPGIBOConfig``.
         checkpoint_dir: If given, the full state is written there atomically after every
             ``ask`` and ``tell``; ``DPGIBO.resume`` continues from it.
+        ledger: A ``PrivacyLedger`` to record the validation steps in (default: a new one
+            with ``config.privacy_budget_mu`` as budget). Pass the ledger your objective
+            records DP training runs in, so that both guarantees are checkpointed together.
     """
 
-    def __init__(self, config: DPGIBOConfig, *, checkpoint_dir: str | os.PathLike | None = None) -> None:
+    def __init__(
+        self,
+        config: DPGIBOConfig,
+        *,
+        checkpoint_dir: str | os.PathLike | None = None,
+        ledger: PrivacyLedger | None = None,
+    ) -> None:
         self.config = config
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
         self._validate_config()
@@ -263,7 +272,9 @@ class DPGIBO:
         self._diag: list[dict] = []
         self._adagrad_sum = torch.zeros(d, dtype=torch.float64)
         self._mechanism: GaussianGradientMechanism | None = None
-        self.ledger = PrivacyLedger(validation_mu_budget=c.privacy_budget_mu)
+        if ledger is not None and c.privacy_budget_mu is not None:
+            raise ValueError("Set the budget on the ledger you pass, not privacy_budget_mu.")
+        self.ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=c.privacy_budget_mu)
         self._noise_gen = c.generator if c.generator is not None else torch.Generator().manual_seed(c.seed)
         self._search_gen = torch.Generator().manual_seed(c.seed + 1)
         if c.unsafe_allow_sensitive_fitting:
@@ -577,7 +588,7 @@ class DPGIBO:
     def load_state_dict(self, state: dict) -> None:
         for k in self._STATE_KEYS:
             setattr(self, k, state[k])
-        self.ledger = PrivacyLedger.from_state_dict(state["ledger"])
+        self.ledger.load_state_dict(state["ledger"])
         self._noise_gen.set_state(state["noise_gen"])
         self._search_gen.set_state(state["search_gen"])
         self._gp = GradientGP.from_factor(
@@ -603,7 +614,11 @@ class DPGIBO:
 
     @classmethod
     def resume(
-        cls, checkpoint_dir: str | os.PathLike, config: DPGIBOConfig | None = None
+        cls,
+        checkpoint_dir: str | os.PathLike,
+        config: DPGIBOConfig | None = None,
+        *,
+        ledger: PrivacyLedger | None = None,
     ) -> "DPGIBO":
         r"""Continue a run from its checkpoint directory.
 
@@ -611,6 +626,8 @@ class DPGIBO:
             checkpoint_dir: The directory given to the original run.
             config: Optionally the config again (needed to pass a ``generator`` or a
                 ``hyperparameter_fit`` function); defaults to the stored one.
+            ledger: Optionally a ledger object to load the saved ledger state into (e.g.
+                the one a DP-training objective records its runs in).
 
         Returns:
             A ``DPGIBO`` in the saved state that keeps checkpointing to the same directory.
@@ -618,6 +635,8 @@ class DPGIBO:
         path = Path(checkpoint_dir) / CHECKPOINT_FILE
         # the checkpoint holds tensors, the config and the kernel module: a trusted local file
         state = torch.load(path, weights_only=False)
-        opt = cls(config if config is not None else state["config"], checkpoint_dir=checkpoint_dir)
+        opt = cls(
+            config if config is not None else state["config"], checkpoint_dir=checkpoint_dir, ledger=ledger
+        )
         opt.load_state_dict(state)
         return opt

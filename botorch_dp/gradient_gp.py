@@ -367,3 +367,23 @@ class GradientGP(torch.nn.Module):
         L_S = psd_safe_cholesky(S)
         M = torch.linalg.solve_triangular(L_S, C.transpose(-1, -2), upper=False)
         return M.pow(2).sum((-1, -2)) * self.output_scale**2
+
+
+def gradient_posterior(
+    model: torch.nn.Module, theta: Tensor, *, jitter: float = DEFAULT_JITTER, method: Method = "auto"
+) -> GradientPosterior:
+    r"""Posterior mean and covariance of ``∇f(θ)`` for a single-output exact GP.
+
+    Nothing is fitted: the model's kernel hyperparameters and likelihood noise ``σ²``
+    are used as they are (see ``GradientGP.from_model`` for the supported models).
+
+    Args:
+        model: E.g. a ``SingleTaskGP`` with fixed hyperparameters.
+        theta: A ``d`` or ``batch_shape x d`` tensor.
+        jitter: Diagonal floor of the kernel matrix.
+        method: Kernel-derivative backend (see ``KernelDerivatives``).
+
+    Returns:
+        A ``GradientPosterior`` (``batch_shape x d`` mean, ``batch_shape x d x d`` covariance).
+    """
+    return GradientGP.from_model(model, jitter=jitter, method=method).posterior(theta)

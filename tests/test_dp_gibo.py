@@ -256,3 +256,39 @@ def test_first_batch_does_not_depend_on_the_data():
     a.tell(Xa, obj_a(Xa))
     b.tell(Xb, obj_b(Xb))
     assert not torch.equal(a.theta, b.theta)
+
+
+def test_training_runs_in_a_shared_ledger_survive_resume(tmp_path):
+    """An objective that trains with DP records runs in the loop's ledger; resume keeps them once."""
+    from botorch_dp.privacy.ledger import PrivacyLedger
+
+    x, losses = normal_location(n=20, d=2)
+
+    def make_objective(ledger):
+        def objective(X):
+            for row in X:  # one (pretend) DP-SGD training run per evaluated point
+                ledger.record_training_run(
+                    run_id=repr(row.tolist()), noise_multiplier=1.1, sample_rate=0.01, steps=100
+                )
+            return losses(X)
+
+        return objective
+
+    cfg = nl_config(d=2, privacy_mu=1.0, clip_bound=2.0, num_iterations=4, seed=3)
+    ref_ledger = PrivacyLedger()
+    DPGIBO(cfg, ledger=ref_ledger).run(make_objective(ref_ledger), progress=False)
+
+    ledger = PrivacyLedger()
+    opt = DPGIBO(cfg, checkpoint_dir=tmp_path, ledger=ledger)
+    opt.run(make_objective(ledger), progress=False, callback=lambda o, info: info.iteration == 2)
+    X = opt.ask()
+    make_objective(ledger)(X)  # evaluated (and trained) but the process dies before tell()
+    ledger2 = PrivacyLedger()
+    opt = DPGIBO.resume(tmp_path, ledger=ledger2)
+    assert opt.ledger is ledger2
+    opt.run(make_objective(ledger2), progress=False)  # re-evaluates the pending points
+    assert len(ledger2.training_runs) == len(ref_ledger.training_runs) == 12
+    assert math.isclose(ledger2.training_epsilon(1e-5), ref_ledger.training_epsilon(1e-5))
+    assert len(ledger2.validation_steps) == 4
+    with pytest.raises(ValueError, match="budget on the ledger"):
+        DPGIBO(nl_config(d=2, privacy_budget_mu=1.0), ledger=PrivacyLedger())
