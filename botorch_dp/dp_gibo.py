@@ -439,15 +439,7 @@ class DPGIBO:
         losses = losses.to(torch.float64)
         c = self.config
         if self._mechanism is None:
-            self._mechanism = GaussianGradientMechanism(
-                clip_bound=c.clip_bound,
-                num_users=losses.shape[1],
-                privacy_mu=c.privacy_mu,
-                num_steps=c.num_iterations,
-                generator=self._noise_gen,
-                secure_rng=c.secure_rng,
-                chunk_size=c.user_chunk_size,
-            )
+            self._mechanism = self._make_mechanism(losses.shape[1])
         self.ledger.check_validation_step(self._mechanism.step_mu)  # budget filter, before release
 
         # the evaluations are kept from here on, whatever happens to the step
@@ -477,6 +469,18 @@ class DPGIBO:
         self.iteration += 1
         self._save_checkpoint()
         return IterationInfo(self.iteration, self.theta.clone(), points.shape[0], trace)
+
+    def _make_mechanism(self, num_users: int) -> GaussianGradientMechanism:
+        c = self.config
+        return GaussianGradientMechanism(
+            clip_bound=c.clip_bound,
+            num_users=num_users,
+            privacy_mu=c.privacy_mu,
+            num_steps=c.num_iterations,
+            generator=self._noise_gen,
+            secure_rng=c.secure_rng,
+            chunk_size=c.user_chunk_size,
+        )
 
     def _step(self, g: Tensor) -> Tensor:
         c = self.config
@@ -594,14 +598,7 @@ class DPGIBO:
         self._gp = GradientGP.from_factor(
             self._X, state["gp_factor"], self.kernel, self.noise_variance, jitter=self.config.jitter
         )
-        self._mechanism = None
-        if self._Y is not None:
-            c = self.config
-            self._mechanism = GaussianGradientMechanism(
-                clip_bound=c.clip_bound, num_users=self._Y.shape[1], privacy_mu=c.privacy_mu,
-                num_steps=c.num_iterations, generator=self._noise_gen,
-                secure_rng=c.secure_rng, chunk_size=c.user_chunk_size,
-            )
+        self._mechanism = None if self._Y is None else self._make_mechanism(self._Y.shape[1])
 
     def _save_checkpoint(self) -> None:
         if self.checkpoint_dir is None:
