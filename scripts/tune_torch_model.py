@@ -1,0 +1,375 @@
+r"""Tune the continuous hyperparameters of a torch MLP privately with DP-GIBO.
+
+θ = (learning rate, weight decay, dropout rate) of an SGD-trained MLP, searched on the
+unit cube (log-uniformly for the learning rate and the weight decay). The data set is
+one scikit-learn ships (default ``load_digits``), split into train / validation / test
+and standardized with the training statistics. Each validation example is a user; its
+loss is its cross-entropy under the model trained at θ (a fresh model from a fixed seed
+for every θ, so an evaluation is reproducible). DP-GIBO spends ``--mu`` (μ-GDP) on the
+validation users; everything it releases (θ_T, the iterates, the evaluation points, the
+noisy gradients) is covered by that guarantee.
+
+``--dp-train`` also trains every candidate with Opacus DP-SGD (Poisson sampling) and
+records each training run in a ``PrivacyLedger``. The training data then get their own
+guarantee, composed over ALL training runs (every evaluation of DP-GIBO, the final model,
+and the diagnostic baseline run) — it grows with the number of runs (seed 001, §3.4 and
+§5: each training call costs training privacy). DP-SGD makes the losses noisy; that
+noise is modelled as observation noise σ² in the GP, estimated by a pilot on PUBLIC
+synthetic data of the same shape (``--noise-variance`` states a value instead). σ² is
+never fit on the sensitive validation losses.
+
+Outputs (in ``--out``): ``tune_torch_model.json`` with the ``private_release`` (θ_T and
+iterates in natural units, evaluation points, guarantees), the ``public_settings``, and a
+separately keyed ``NON_PRIVATE_diagnostics`` section (validation loss / accuracy and
+test accuracy of the final and initial θ — never publish it); ``tune_torch_model.png``
+plots public quantities only.
+
+Examples::
+
+    python scripts/tune_torch_model.py --mu 1 --iterations 10
+    python scripts/tune_torch_model.py --mu 1 --iterations 10 --dp-train --dp-noise-multiplier 1.5
+    python scripts/tune_torch_model.py --quick
+
+Plugging in your own model and data
+-----------------------------------
+DP-GIBO needs one thing: a callable ``objective`` mapping a ``q x d`` tensor of
+parameters θ (float64, inside the public box ``bounds``) to the ``q x n`` tensor of
+per-user losses (row j: the loss of each of the n users at θ_j). Finite values only;
+the number of users must stay fixed. Then::
+
+    from botorch_dp.dp_gibo import DPGIBO, DPGIBOConfig
+    result = DPGIBO(DPGIBOConfig(bounds=bounds, kernel=kernel, privacy_mu=1.0,
+                                 clip_bound=B, num_iterations=T)).run(objective)
+    result.release  # private: theta, iterates, evaluation_points, guarantee
+
+For a classifier, ``botorch_dp.torch_tuning.TorchModelTuningObjective`` builds that
+callable: give it a ``ClassificationData`` (your ``X_train, y_train, X_val, y_val,
+X_test, y_test`` tensors and ``num_classes``), a ``SearchSpace`` of ``Hyperparameter``
+ranges, and ``model_fn(params) -> nn.Module`` (``params`` is a dict of natural values;
+``lr`` and ``weight_decay`` go to the SGD optimizer, the rest is for your model), plus
+``per_example_loss(model, X_val, y_val) -> n`` for another loss. The kernel, its
+hyperparameters, ``B``, η and σ² must be chosen without the sensitive data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+from gpytorch.kernels import RBFKernel, ScaleKernel
+
+from botorch_dp.dp_gibo import DPGIBO, DPGIBOConfig
+from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.torch_tuning import (
+    SKLEARN_DATASETS,
+    DPSGDConfig,
+    TorchModelTuningObjective,
+    TrainingConfig,
+    estimate_training_noise_variance,
+    load_sklearn_classification,
+    synthetic_like,
+)
+
+RESULT_FILE = "tune_torch_model.json"
+PLOT_FILE = "tune_torch_model.png"
+#: σ² stated for deterministic (non-DP) training: training from a fixed seed is a
+#: deterministic but rough function of θ; a small noise term keeps the GP from
+#: interpolating that roughness exactly.
+DEFAULT_NOISE_VARIANCE = 1e-4
+#: Floor of the pilot's σ² estimate (a variance estimated from a few runs can be tiny).
+MIN_NOISE_VARIANCE = 1e-4
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    g = p.add_argument_group("privacy of the validation data (DP-GIBO)")
+    g.add_argument("--mu", type=float, default=1.0, help="GDP budget μ on the validation users (inf: non-private)")
+    g.add_argument("--delta", type=float, default=1e-5, help="δ at which ε is reported (both guarantees)")
+    g.add_argument("--iterations", type=int, default=10, help="T, number of noisy gradient steps")
+    g.add_argument(
+        "--clip-bound", type=float, default=5.0,
+        help="B, per-user clipping norm (chosen on public synthetic data of the same shape, "
+        "where the median per-user gradient norm at the box centre is about 3-8)",
+    )
+    batch = g.add_mutually_exclusive_group()
+    batch.add_argument("--batch-size", type=int, default=None, help="b, fixed batch (default d + 1)")
+    batch.add_argument("--bias-tolerance", type=float, default=None, help="ε of adaptive batches")
+    g.add_argument("--step-size", type=float, default=0.2, help="η (AdaGrad on the unit cube)")
+    g.add_argument("--search-radius", type=float, default=0.1, help="local box half-width (unit cube)")
+    g.add_argument("--lengthscale", type=float, default=0.2, help="RBF length-scale of the GP (unit cube)")
+    g.add_argument("--outputscale", type=float, default=1.0, help="prior variance of a per-user loss")
+    g.add_argument(
+        "--noise-variance", type=float, default=None,
+        help=f"σ² of the GP; default {DEFAULT_NOISE_VARIANCE:g} without --dp-train, a public pilot with it",
+    )
+    g.add_argument("--raw-samples", type=int, default=64)
+    g.add_argument("--num-restarts", type=int, default=2)
+
+    t = p.add_argument_group("model, data and training")
+    t.add_argument("--dataset", choices=SKLEARN_DATASETS, default="digits")
+    t.add_argument("--epochs", type=int, default=10)
+    t.add_argument("--train-batch-size", type=int, default=64)
+    t.add_argument("--hidden", type=int, nargs="+", default=[64], help="hidden-layer widths")
+    t.add_argument("--threads", type=int, default=1, help="torch threads (small models: 1 is fastest)")
+
+    d = p.add_argument_group("privacy of the training data (DP-SGD)")
+    d.add_argument("--dp-train", action="store_true", help="train every candidate with Opacus DP-SGD")
+    d.add_argument("--dp-noise-multiplier", type=float, default=1.0, help="DP-SGD noise multiplier")
+    d.add_argument("--dp-max-grad-norm", type=float, default=1.0, help="DP-SGD per-example clipping norm")
+    d.add_argument("--training-accountant", choices=("rdp", "prv"), default="rdp")
+    d.add_argument("--pilot-repeats", type=int, default=3, help="DP-SGD runs per pilot point for σ²")
+
+    p.add_argument("--seed", type=int, default=0, help="seed of the splits, training and the loop")
+    p.add_argument("--out", type=Path, default=Path("outputs/tune_torch_model"))
+    p.add_argument("--quick", action="store_true", help="tiny settings for a smoke test")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-plot", action="store_true")
+    return p
+
+
+def make_kernel(dim: int, lengthscale: float, outputscale: float) -> ScaleKernel:
+    r"""Scaled RBF kernel with fixed, public hyperparameters on the unit cube."""
+    kernel = ScaleKernel(RBFKernel(ard_num_dims=dim)).to(torch.float64)
+    kernel.base_kernel.lengthscale = torch.full((1, dim), float(lengthscale), dtype=torch.float64)
+    kernel.outputscale = float(outputscale)
+    return kernel.requires_grad_(False)
+
+
+def _finite(x: float) -> float | str:
+    return x if math.isfinite(x) else ("inf" if x > 0 else "-inf")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    r"""Run the tuning; returns the JSON summary as a dict (also written to ``--out``)."""
+    args = build_parser().parse_args(argv)
+    if args.quick:
+        args.iterations = min(args.iterations, 2)
+        args.epochs = min(args.epochs, 3)
+        args.raw_samples, args.num_restarts = 32, 1
+        args.pilot_repeats = 2
+    start = time.perf_counter()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(args.threads)
+    try:
+        summary = _run(args)
+    finally:
+        torch.set_num_threads(threads)
+    summary["wall_time_s"] = time.perf_counter() - start
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / RESULT_FILE).write_text(json.dumps(summary, indent=2))
+    print(f"wall time: {summary['wall_time_s']:.1f} s; saved {args.out / RESULT_FILE}"
+          + ("" if args.no_plot else f" and {args.out / PLOT_FILE}"))
+    return summary
+
+
+def _run(args: argparse.Namespace) -> dict:
+    data = load_sklearn_classification(args.dataset, seed=args.seed)
+    training = TrainingConfig(
+        epochs=args.epochs, batch_size=args.train_batch_size, hidden_sizes=tuple(args.hidden),
+        seed=args.seed, num_threads=None,  # the script sets the threads once
+    )
+    dp_sgd = DPSGDConfig(args.dp_noise_multiplier, args.dp_max_grad_norm) if args.dp_train else None
+    ledger = PrivacyLedger(training_accountant=args.training_accountant, training_delta=args.delta)
+    objective = TorchModelTuningObjective(
+        data, training=training, dp_sgd=dp_sgd, ledger=ledger, noise_seed=args.seed
+    )
+    d = objective.dim
+    theta0 = objective.bounds.mean(0)
+
+    # ---- σ²: stated, or a pilot on PUBLIC synthetic data (never the validation losses)
+    if args.noise_variance is not None:
+        noise_variance, noise_source = args.noise_variance, "stated (--noise-variance)"
+    elif args.dp_train:
+        gen = torch.Generator().manual_seed(args.seed + 7)
+        num_points = 1 if args.quick else 3
+        points = torch.cat([theta0[None], torch.rand(num_points - 1, d, generator=gen, dtype=torch.float64)])
+        print(f"pilot: {num_points} x {args.pilot_repeats} DP-SGD runs on public synthetic data to estimate σ² ...")
+        pilot = estimate_training_noise_variance(
+            objective, synthetic_like(data, seed=args.seed), points, num_repeats=args.pilot_repeats
+        )
+        noise_variance = max(pilot, MIN_NOISE_VARIANCE)
+        noise_source = (
+            f"pilot on public synthetic data: pooled variance {pilot:.3g} of the mean validation "
+            f"loss over {args.pilot_repeats} DP-SGD runs at {num_points} public points, "
+            f"floored at {MIN_NOISE_VARIANCE:g}"
+        )
+    else:
+        noise_variance, noise_source = DEFAULT_NOISE_VARIANCE, "stated default (deterministic training)"
+
+    config = DPGIBOConfig(
+        bounds=objective.bounds,
+        kernel=make_kernel(d, args.lengthscale, args.outputscale),
+        num_iterations=args.iterations,
+        privacy_mu=args.mu,
+        clip_bound=args.clip_bound,
+        step_size=args.step_size,
+        step_rule="adagrad",
+        batch_size=args.batch_size,
+        bias_tolerance=args.bias_tolerance,
+        search_radius=args.search_radius,
+        noise_variance=noise_variance,
+        theta0=theta0,
+        seed=args.seed,
+        target_delta=args.delta,
+        raw_samples=args.raw_samples,
+        num_restarts=args.num_restarts,
+    )
+    result = DPGIBO(config).run(objective, progress=not args.no_progress)
+    release = result.release
+    num_tuning_runs = objective.num_trainings
+    space = objective.space
+
+    # ---- NON-PRIVATE diagnostics: train at θ_T (the deliverable model) and at θ_0
+    final = objective.evaluate_non_private(release.theta, run_id="final")
+    initial = objective.evaluate_non_private(release.iterates[0], run_id="diagnostic-theta0")
+
+    g = release.guarantee
+    validation = {
+        "data": f"validation split ({objective.num_users} users = examples)",
+        "mu": _finite(g.mu), "epsilon": _finite(g.epsilon), "delta": g.delta,
+        "noise_std": g.noise_std, "noise_multiplier": _finite(g.noise_multiplier),
+        "num_steps": g.num_steps, "valid": g.valid,
+    }
+    if args.dp_train:
+        training_guarantee = {
+            "data": f"training split ({len(data.y_train)} examples)",
+            "protected": True,
+            "accountant": ledger.training_accountant,
+            "epsilon": _finite(ledger.training_epsilon(args.delta)),
+            "delta": args.delta,
+            "num_runs": len(ledger.training_runs),
+            "runs_breakdown": {
+                "dp_gibo_evaluations": num_tuning_runs, "final_model": 1, "diagnostic_baseline": 1,
+            },
+            "per_run": {
+                "noise_multiplier": objective.runs[0].noise_multiplier,
+                "sample_rate": objective.runs[0].sample_rate,
+                "steps": objective.runs[0].steps,
+            },
+            "note": "composed over ALL DP-SGD training runs on the training split",
+        }
+    else:
+        training_guarantee = {
+            "data": f"training split ({len(data.y_train)} examples)",
+            "protected": False, "epsilon": "inf",
+            "note": "models trained without DP: the training data have NO guarantee",
+        }
+
+    summary = {
+        "private_release": {
+            "hyperparameters": space.to_natural(release.theta),
+            "theta_unit_cube": release.theta.tolist(),
+            "iterates": space.to_natural(release.iterates),
+            "iterates_unit_cube": release.iterates.tolist(),
+            "evaluation_points": space.to_natural(release.evaluation_points),
+            "batch_sizes": release.batch_sizes,
+            "posterior_traces": release.posterior_traces,
+            "released_gradients": release.released_gradients.tolist(),
+            "guarantees": {"validation_data": validation, "training_data": training_guarantee},
+        },
+        "public_settings": {
+            "dataset": args.dataset, "split_sizes": data.sizes(), "search_space": space.describe(),
+            "theta0_unit_cube": theta0.tolist(), "T": args.iterations, "mu": _finite(args.mu),
+            "clip_bound": args.clip_bound, "batch_size": args.batch_size,
+            "bias_tolerance": args.bias_tolerance, "step_size": args.step_size, "step_rule": "adagrad",
+            "search_radius": args.search_radius,
+            "kernel": {"type": "ScaleKernel(RBF)", "lengthscale": args.lengthscale, "outputscale": args.outputscale},
+            "noise_variance": noise_variance, "noise_variance_source": noise_source,
+            "training": {"epochs": args.epochs, "batch_size": args.train_batch_size,
+                         "hidden": args.hidden, "optimizer": "SGD(momentum=0.9)", "seed": args.seed},
+            "dp_sgd": None if dp_sgd is None else {
+                "noise_multiplier": dp_sgd.noise_multiplier, "max_grad_norm": dp_sgd.max_grad_norm,
+                "poisson_sampling": True,
+            },
+        },
+        "NON_PRIVATE_diagnostics": {
+            "WARNING": "NON-PRIVATE: computed from the validation and test data without any "
+            "privacy protection. For the developer only; do not publish.",
+            "final_theta": final,
+            "initial_theta0": initial,
+        },
+    }
+    _print(summary, args)
+    if not args.no_plot:
+        args.out.mkdir(parents=True, exist_ok=True)
+        _plot(args.out / PLOT_FILE, release, space, validation, training_guarantee)
+    return summary
+
+
+def _num(x: float | str) -> str:
+    return x if isinstance(x, str) else f"{x:.4g}"
+
+
+def _fmt_params(params: dict) -> str:
+    return ", ".join(f"{k}={v:.3g}" for k, v in params.items())
+
+
+def _print(summary: dict, args: argparse.Namespace) -> None:
+    rel = summary["private_release"]
+    val, tr = rel["guarantees"]["validation_data"], rel["guarantees"]["training_data"]
+    print("\n=== private release ===")
+    print(f"theta_0: {_fmt_params(rel['iterates'][0])}")
+    print(f"theta_T: {_fmt_params(rel['hyperparameters'])}")
+    print(f"evaluations: {len(rel['evaluation_points'])} in {len(rel['batch_sizes'])} iterations")
+    if val["mu"] == "inf":
+        print(f"validation data: NO guarantee (mu = inf: non-private GIBO) on the {val['data']}")
+    else:
+        print(f"validation data: mu = {_num(val['mu'])}-GDP => (epsilon = {_num(val['epsilon'])}, "
+              f"delta = {val['delta']:g})-DP over the {val['data']}")
+    if tr["protected"]:
+        print(f"training data  : epsilon = {_num(tr['epsilon'])} at delta = {tr['delta']:g} "
+              f"({tr['accountant']}, composed over all {tr['num_runs']} DP-SGD runs on the {tr['data']})")
+    else:
+        print("training data  : NOT protected (trained without DP; use --dp-train)")
+    diag = summary["NON_PRIVATE_diagnostics"]
+    print("\n=== NON-PRIVATE diagnostics (validation/test data; do not publish) ===")
+    for key, label in (("initial_theta0", "theta_0"), ("final_theta", "theta_T")):
+        r = diag[key]
+        print(f"{label}: validation loss {r['validation_loss']:.4f}, accuracy {r['validation_accuracy']:.4f}; "
+              f"test accuracy {r['test_accuracy']:.4f}")
+
+
+def _plot(path: Path, release, space, validation: dict, training: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    iterates = space.to_search_units(release.iterates)
+    points = space.to_search_units(release.evaluation_points)
+    it_of_point = torch.repeat_interleave(
+        torch.arange(len(release.batch_sizes)), torch.tensor(release.batch_sizes, dtype=torch.long)
+    )
+    fig, axes = plt.subplots(1, space.dim + 1, figsize=(3.6 * (space.dim + 1), 3.4))
+    for j, (ax, h) in enumerate(zip(axes, space.hyperparameters)):
+        ax.scatter(it_of_point, points[:, j], s=10, color="gray", alpha=0.6, label="evaluation points")
+        ax.plot(range(len(iterates)), iterates[:, j], "o-", label="iterates θ_t")
+        lo, hi = h.search_range
+        ax.set_ylim(lo, hi)
+        ax.set_xlabel("iteration t")
+        ax.set_ylabel(f"log10 {h.name}" if h.log_scale else h.name)
+    axes[0].legend(fontsize=8)
+    axes[-1].plot(range(1, len(release.posterior_traces) + 1), release.posterior_traces, "o-")
+    axes[-1].set_xlabel("iteration t")
+    axes[-1].set_ylabel("tr Σ_D(θ_t) after the batch")
+    tr = "training data unprotected" if not training["protected"] else (
+        f"training ε = {_num(training['epsilon'])} ({training['num_runs']} DP-SGD runs)"
+    )
+    fig.suptitle(
+        f"DP-GIBO (public release only): validation μ = {_num(validation['mu'])}, "
+        f"ε = {_num(validation['epsilon'])} at δ = {validation['delta']:g}; {tr}", fontsize=9,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
