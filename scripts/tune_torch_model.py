@@ -221,7 +221,8 @@ def _run(args: argparse.Namespace) -> dict:
         raw_samples=args.raw_samples,
         num_restarts=args.num_restarts,
     )
-    result = DPGIBO(config).run(objective, progress=not args.no_progress)
+    # one ledger: DP-GIBO's validation steps next to the objective's DP-SGD training runs
+    result = DPGIBO(config, ledger=ledger).run(objective, progress=not args.no_progress)
     release = result.release
     num_tuning_runs = objective.num_trainings
     space = objective.space
@@ -231,6 +232,8 @@ def _run(args: argparse.Namespace) -> dict:
     initial = objective.evaluate_non_private(release.iterates[0], run_id="diagnostic-theta0")
 
     g = release.guarantee
+    report = ledger.report(args.delta)  # both guarantees, side by side, never composed
+    assert math.isclose(report["validation"]["mu"], g.mu) or math.isinf(g.mu)
     validation = {
         "data": f"validation split ({objective.num_users} users = examples)",
         "mu": _finite(g.mu), "epsilon": _finite(g.epsilon), "delta": g.delta,
@@ -242,9 +245,9 @@ def _run(args: argparse.Namespace) -> dict:
             "data": f"training split ({len(data.y_train)} examples)",
             "protected": True,
             "accountant": ledger.training_accountant,
-            "epsilon": _finite(ledger.training_epsilon(args.delta)),
+            "epsilon": _finite(report["training"]["epsilon"]),
             "delta": args.delta,
-            "num_runs": len(ledger.training_runs),
+            "num_runs": report["training"]["num_runs"],
             "runs_breakdown": {
                 "dp_gibo_evaluations": num_tuning_runs, "final_model": 1, "diagnostic_baseline": 1,
             },
