@@ -243,6 +243,12 @@ class PrivacyLedger:
             raise ValueError(
                 f"accountant must be one of {_TRAINING_ACCOUNTANTS}, got {accountant!r}."
             )
+        # composition is commutative: runs with equal (σ, q) become one entry with the
+        # summed steps, which keeps the PRV accountant fast for many identical runs
+        merged: Dict[Tuple[float, float], int] = {}
+        for sigma, rate, steps in history:
+            merged[(sigma, rate)] = merged.get((sigma, rate), 0) + steps
+        history = [(sigma, rate, steps) for (sigma, rate), steps in merged.items()]
         return accountant_epsilon(
             make_accountant(accountant, history), delta=delta, eps_error=self.prv_eps_error
         )

@@ -174,3 +174,21 @@ def test_report_keeps_the_two_datasets_separate():
     assert report["training"]["num_runs"] == 3
     assert report["training"]["accountant"] == "rdp"
     assert report["training"]["epsilon"] == ledger.training_epsilon(1e-6)
+
+
+def test_identical_training_runs_are_merged_without_changing_epsilon():
+    """Many equal runs compose to the same ε as one history entry per run (and fast)."""
+    import time
+
+    ledger = PrivacyLedger()
+    for i in range(34):
+        ledger.record_training_run(run_id=i, noise_multiplier=1.5, sample_rate=1 / 15, steps=150)
+    ledger.record_training_run(run_id="other", noise_multiplier=2.0, sample_rate=0.1, steps=10)
+    direct = RDPAccountant()
+    direct.history = ledger.training_history()  # 35 separate entries
+    assert len(direct.history) == 35
+    expected = direct.get_epsilon(delta=1e-5)
+    assert ledger.training_epsilon(1e-5, accountant="rdp") == pytest.approx(expected, rel=1e-12)
+    start = time.perf_counter()
+    ledger.training_epsilon(1e-5, accountant="prv")
+    assert time.perf_counter() - start < 10.0
