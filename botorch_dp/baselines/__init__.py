@@ -1,0 +1,51 @@
+r"""Baselines for DP-GIBO: random search, private random search, UCB-BO, GIBO, noisy GD.
+
+Every baseline takes an objective (a ``PerUserProblem`` or a callable ``q x d -> q x n``
+per-user losses), the ``2 x d`` bounds and a budget, and returns a ``BaselineResult``.
+"""
+
+from botorch_dp.baselines.base import (
+    BaselineGuarantee,
+    BaselineHistory,
+    BaselineResult,
+    Objective,
+)
+from botorch_dp.baselines.gibo import NO_CLIP, from_dp_gibo_result, gibo
+from botorch_dp.baselines.noisy_gd import noisy_gradient_descent
+from botorch_dp.baselines.private_selection import (
+    DISTRIBUTIONS,
+    per_trial_mu_for_epsilon,
+    private_random_search,
+    private_selection_epsilon,
+    private_selection_rdp,
+    rdp_to_epsilon,
+    sample_num_trials,
+    tnb_gamma_for_mean,
+    tnb_log_pmf,
+    tnb_mean,
+)
+from botorch_dp.baselines.random_search import random_search
+from botorch_dp.baselines.ucb import ucb_bo
+
+__all__ = [
+    "DISTRIBUTIONS",
+    "NO_CLIP",
+    "BaselineGuarantee",
+    "BaselineHistory",
+    "BaselineResult",
+    "Objective",
+    "from_dp_gibo_result",
+    "gibo",
+    "noisy_gradient_descent",
+    "per_trial_mu_for_epsilon",
+    "private_random_search",
+    "private_selection_epsilon",
+    "private_selection_rdp",
+    "random_search",
+    "rdp_to_epsilon",
+    "sample_num_trials",
+    "tnb_gamma_for_mean",
+    "tnb_log_pmf",
+    "tnb_mean",
+    "ucb_bo",
+]

@@ -1,0 +1,137 @@
+r"""The result type shared by the baselines and the helpers that read their inputs.
+
+``BaselineResult`` holds the chosen ``θ``, the number of evaluations, the privacy
+guarantee (``None`` for non-private methods) and a ``BaselineHistory`` for plots.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Union
+
+import torch
+from torch import Tensor
+
+from botorch_dp.mechanism import check_losses
+from botorch_dp.problems.base import PerUserProblem
+
+#: A ``PerUserProblem`` or any callable mapping a ``q x d`` tensor to ``q x n`` losses.
+Objective = Union[PerUserProblem, Callable[[Tensor], Tensor]]
+
+
+@dataclass
+class BaselineGuarantee:
+    r"""The validation-data guarantee of a private baseline.
+
+    Attributes:
+        epsilon: ``ε`` of the ``(ε, δ)``-DP statement.
+        delta: ``δ`` of the ``(ε, δ)``-DP statement.
+        mu: Total GDP parameter when the method is ``μ``-GDP (noisy gradient
+            descent), ``None`` when the guarantee is not a GDP statement (private
+            selection, whose bound is in Rényi DP).
+        description: How the guarantee was derived, in words.
+        details: Further public parameters (per-trial budget, distribution, ...).
+    """
+
+    epsilon: float
+    delta: float
+    mu: float | None = None
+    description: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class BaselineHistory:
+    r"""What a baseline did, for curves and checks.
+
+    Attributes:
+        iterates: ``m x d`` tensor, the method's choice of ``θ`` after
+            ``evaluations[j]`` evaluations (the incumbent for search methods, the
+            iterate for descent methods).
+        evaluations: ``m`` long tensor, evaluations used when ``iterates[j]`` was chosen.
+        points: ``N x d`` tensor of the points at which the objective was evaluated.
+        mean_losses: ``N`` observed mean losses at ``points`` (NON-PRIVATE), or
+            ``None`` for methods that never form them.
+        public: Whether every field may be published under the method's guarantee.
+            ``False`` for non-private methods and for private selection (whose bound
+            relies on the number of trials staying hidden).
+        extras: Method-specific values (documented by each method).
+    """
+
+    iterates: Tensor
+    evaluations: Tensor
+    points: Tensor
+    mean_losses: Tensor | None = None
+    public: bool = False
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class BaselineResult:
+    r"""Result of a baseline run.
+
+    Attributes:
+        theta: The ``d`` tensor the method returns.
+        num_evaluations: Number of objective (or per-user gradient) evaluations used.
+        guarantee: ``BaselineGuarantee`` of a private method; ``None`` when the
+            method is not private.
+        history: The ``BaselineHistory``.
+    """
+
+    theta: Tensor
+    num_evaluations: int
+    guarantee: BaselineGuarantee | None
+    history: BaselineHistory
+
+    @property
+    def is_private(self) -> bool:
+        r"""Whether the method carries a differential-privacy guarantee."""
+        return self.guarantee is not None
+
+
+def check_bounds(bounds: Tensor) -> Tensor:
+    r"""Validate a ``2 x d`` box and return it as float64.
+
+    Args:
+        bounds: A ``2 x d`` tensor of lower and upper bounds.
+
+    Returns:
+        The ``2 x d`` float64 tensor.
+    """
+    bounds = torch.as_tensor(bounds, dtype=torch.float64)
+    if bounds.dim() != 2 or bounds.shape[0] != 2 or bounds.shape[1] < 1:
+        raise ValueError(f"bounds must be a 2 x d tensor, got shape {tuple(bounds.shape)}.")
+    if not torch.isfinite(bounds).all() or not (bounds[0] < bounds[1]).all():
+        raise ValueError("bounds must be finite with lower < upper in every dimension.")
+    return bounds
+
+
+def evaluate_losses(objective: Objective, X: Tensor, num_users: int | None = None) -> Tensor:
+    r"""Per-user losses at ``X``, checked for shape and finiteness.
+
+    Args:
+        objective: A ``PerUserProblem`` or a callable ``q x d -> q x n``.
+        X: A ``q x d`` tensor.
+        num_users: The expected ``n`` (``None``: any).
+
+    Returns:
+        A ``q x n`` float64 tensor (SENSITIVE).
+    """
+    losses = objective(X)
+    if not isinstance(losses, Tensor):
+        losses = torch.as_tensor(losses)
+    if losses.dim() == 1 and X.shape[0] == 1:
+        losses = losses.unsqueeze(0)
+    check_losses(losses, X.shape[0], num_users)
+    return losses.to(torch.float64)
+
+
+def uniform_points(bounds: Tensor, num_points: int, generator: torch.Generator) -> Tensor:
+    r"""``num_points x d`` uniform points in the box (data independent)."""
+    u = torch.rand(num_points, bounds.shape[1], generator=generator, dtype=torch.float64)
+    return bounds[0] + u * (bounds[1] - bounds[0])
+
+
+def project(theta: Tensor, bounds: Tensor) -> Tensor:
+    r"""Euclidean projection of a ``... x d`` tensor onto the box."""
+    return torch.minimum(torch.maximum(theta, bounds[0]), bounds[1])
