@@ -364,8 +364,14 @@ class GradientGP(torch.nn.Module):
             if V is None:
                 V = self.whitened_cross(theta)
             C = C - V.transpose(-1, -2) @ W
-        L_S = psd_safe_cholesky(S)
-        M = torch.linalg.solve_triangular(L_S, C.transpose(-1, -2), upper=False)
+        if X.shape[-2] == 1:
+            # q = 1 (greedy and adaptive batches): a square root and a division; torch's
+            # batched Cholesky / triangular solves over many 1 x 1 systems are far slower.
+            # S ≥ max(σ², jitter) holds exactly, so the floor only removes round-off.
+            M = C.transpose(-1, -2) / S.clamp_min(max(self.new_point_noise, self.jitter)).sqrt()
+        else:
+            L_S = psd_safe_cholesky(S)
+            M = torch.linalg.solve_triangular(L_S, C.transpose(-1, -2), upper=False)
         return M.pow(2).sum((-1, -2)) * self.output_scale**2
 
 
