@@ -9,6 +9,7 @@ negative binomial, Thm. 6 for the Poisson), converted to ``(ε, δ)``-DP.
 
 from __future__ import annotations
 
+import functools
 import math
 import secrets
 from typing import Callable
@@ -45,6 +46,7 @@ def tnb_mean(*, eta: float, gamma: float) -> float:
     return eta * (1.0 - gamma) / (gamma * (1.0 - gamma**eta))
 
 
+@functools.lru_cache(maxsize=256)
 def tnb_gamma_for_mean(*, eta: float, mean_trials: float) -> float:
     r"""The ``γ ∈ (0, 1)`` with ``E[K] = mean_trials`` under ``D_{η,γ}``.
 
@@ -102,11 +104,16 @@ def sample_num_trials(
             k = int(rng.negative_binomial(tnb_eta, gamma))
             if k >= 1:
                 return k
-    # η ∈ (−1, 0]: inverse CDF on a support long enough that the tail is negligible
-    kmax = int(min(1e8, 60.0 / gamma + 100))
-    ks = np.arange(1, kmax + 1)
-    cdf = np.cumsum(np.exp(tnb_log_pmf(ks, eta=tnb_eta, gamma=gamma)))
-    return int(min(np.searchsorted(cdf, rng.random() * cdf[-1]) + 1, kmax))
+    # η ∈ (−1, 0]: inverse CDF, walking the support in chunks (the tail can be very long)
+    u, cumulative, start, chunk = rng.random(), 0.0, 1, 65536
+    while True:
+        ks = np.arange(start, start + chunk)
+        pmf = np.exp(tnb_log_pmf(ks, eta=tnb_eta, gamma=gamma))
+        cdf = cumulative + np.cumsum(pmf)
+        i = int(np.searchsorted(cdf, u))
+        if i < chunk or pmf[-1] == 0.0:  # found, or the rest of the tail underflows
+            return int(ks[min(i, chunk - 1)])
+        cumulative, start = float(cdf[-1]), start + chunk
 
 
 # ---------------------------------------------------------------------------- accounting
