@@ -502,7 +502,7 @@ def compare_sentence(name_a: str, a: list[float], name_b: str, b: list[float]) -
     return ma < mb, f"{name_a} {ma:.4g} vs {name_b} {mb:.4g} (difference {mb - ma:+.3g}{z_txt})"
 
 
-def write_report(runner: Runner, out: Path, total_wall: float, argv: list[str], only: tuple[str, ...]) -> str:
+def write_report(runner: Runner, out: Path, total_wall: float, argv: list[str], only: tuple[str, ...], note: str = "") -> str:
     s, runs, p = runner.s, runner.runs, runner.pilot
     lines: list[str] = []
     add = lines.append
@@ -511,6 +511,8 @@ def write_report(runner: Runner, out: Path, total_wall: float, argv: list[str], 
     add(f"Command: `python scripts/reproduce_paper.py {' '.join(argv)}`  ")
     add(f"Total wall time: {total_wall:.0f} s on {torch.get_num_threads()} torch threads "
         f"({platform.machine()}, torch {torch.__version__}).  ")
+    if note:
+        add(note + "  ")
     add("All losses below are NON-PRIVATE diagnostics (noise-free validation loss of what a method returned).\n")
     add("## Settings and deviations from the paper\n")
     add(f"- GP length-scale tuning (E.1): d = {s.gp_dim}, n = {s.gp_n_total} split 50/50 "
@@ -522,10 +524,19 @@ def write_report(runner: Runner, out: Path, total_wall: float, argv: list[str], 
     if s.mode == "quick":
         add("- **Quick mode: a smoke configuration (tiny problems, few iterations), not a reproduction; "
             "its numbers say nothing about the paper's claims.**")
-    add(f"- Seeds: comparison {len(s.seeds)} (paper: 10), sweeps {len(s.sweep_seeds)}, E.3 {len(s.nl_seeds)}, "
-        f"E.4 {len(s.hub_seeds)} (paper: one run each shown for E.3/E.4)."
-        + (" **Sweeps reduced from the paper's 10 replications** to fit about 45 minutes on 2 shared cores."
-           if len(s.sweep_seeds) < 10 else ""))
+    has = {r.experiment for r in runs}
+    parts = []
+    if "comparison" in has:
+        parts.append(f"comparison {len(s.seeds)} (paper: 10)")
+    if has & {"eps", "mu", "sigma"}:
+        parts.append(f"sweeps {len(s.sweep_seeds)} (paper: 10)")
+    if "normal" in has:
+        parts.append(f"E.3 {len(s.nl_seeds)}")
+    if "huber" in has:
+        parts.append(f"E.4 {len(s.hub_seeds)}")
+    add("- Seeds: " + ", ".join(parts) + (" (the paper shows one run each for E.3/E.4)" if has & {"normal", "huber"} else "")
+        + (". **Reduced from the paper's 10 replications** to fit about 45 minutes on 2 shared cores."
+           if len(s.sweep_seeds) < 10 or len(s.seeds) < 10 else "."))
     if p:
         add(f"- Clip bound: pilot on an independent synthetic draw (problem seed {s.pilot_seed}): per-user "
             f"gradient-estimate norms median {p['grad_norm_median']:.3g}, 90% quantile {p['grad_norm_q90']:.3g}, "
@@ -534,16 +545,19 @@ def write_report(runner: Runner, out: Path, total_wall: float, argv: list[str], 
             f"noise std 2B√T/(nμ) = {2 * s.paper_clip_bound * math.sqrt(s.iterations) / (p['num_users'] * s.privacy_mu):.3g} "
             f"per coordinate exceeds the mean gradient; both are reported. Private random search clips per-user "
             f"losses to C = {p['loss_clip']:g} (95% quantile of pilot losses; median {p['loss_q50']:.3g}).")
-    add(f"- σ sweep (E.5): evaluation noise {s.observation_noise} (one N(0, σ²) draw per point, shared by the users), "
-        f"μ = {s.privacy_mu}, the E.1 set-up (adaptive batches, ε = {s.bias_tolerance}, b ≤ d + 1, "
-        f"T = {s.sigma_iterations}), B = pilot B; random search gets the evaluations of the correct-σ run and "
-        f"selects on the noisy observations.")
-    add(f"- E.3 normal location: d = 5, n = 50, b = {s.nl_batch}, B = {s.nl_clip:g}, T = {s.nl_iterations}, "
-        f"η = {s.nl_step_size} (plain steps; η not given in the paper), polynomial kernel of degree 2, θ₀ = 0.")
-    add(f"- E.4 Huber: d = 4, n = 100, b = {s.hub_batch}, B = {s.hub_clip:g}, T = {s.hub_iterations}, "
-        f"μ = {s.hub_mu:g}, η = {s.hub_step_size} for both methods (not given in the paper), RBF ℓ = 1, θ₀ = 0. "
-        "DP-GIBO and noisy GD use the same seed for their noise generators (common random numbers), so the "
-        "difference between them isolates DP-GIBO's gradient-estimation error.")
+    if "sigma" in has:
+        add(f"- σ sweep (E.5): evaluation noise {s.observation_noise} (one N(0, σ²) draw per point, shared by the users), "
+            f"μ = {s.privacy_mu}, the E.1 set-up (adaptive batches, ε = {s.bias_tolerance}, b ≤ d + 1, "
+            f"T = {s.sigma_iterations}), B = pilot B; random search gets the evaluations of the correct-σ run and "
+            f"selects on the noisy observations.")
+    if "normal" in has:
+        add(f"- E.3 normal location: d = 5, n = 50, b = {s.nl_batch}, B = {s.nl_clip:g}, T = {s.nl_iterations}, "
+            f"η = {s.nl_step_size} (plain steps; η not given in the paper), polynomial kernel of degree 2, θ₀ = 0.")
+    if "huber" in has:
+        add(f"- E.4 Huber: d = 4, n = 100, b = {s.hub_batch}, B = {s.hub_clip:g}, T = {s.hub_iterations}, "
+            f"μ = {s.hub_mu:g}, η = {s.hub_step_size} for both methods (not given in the paper), RBF ℓ = 1, θ₀ = 0. "
+            "DP-GIBO and noisy GD use the same seed for their noise generators (common random numbers), so the "
+            "difference between them isolates DP-GIBO's gradient-estimation error.")
     add(f"- Acquisition: optimize_acqf with {s.raw_samples} raw samples, {s.num_restarts} restart(s). "
         f"UCB-BO: β = {s.ucb_beta}, 2(d+1) Sobol points, hyperparameters refit every {s.ucb_refit_every} iterations. "
         f"Private random search: K ~ truncated negative binomial (η = {s.prs_eta:g}, geometric) with E[K] = budget, "
@@ -591,37 +605,49 @@ def write_report(runner: Runner, out: Path, total_wall: float, argv: list[str], 
                 f"per-trial μ₀ ≈ {statistics.fmean(r.extra['per_trial_mu'] for r in comp['private random search'] if r.setting == frac):.3g}"
                 for frac in s.prs_fractions))
         add("")
-        dp = [r.final_loss for r in ref]
+        def claim(what: str, a_name: str, a_runs: list[Run], b_name: str, b_runs: list[Run]) -> str:
+            # paired by seed: mean, median and number of seeds where a is lower
+            by_seed = {r.seed: r.final_loss for r in b_runs}
+            pairs = [(r.final_loss, by_seed[r.seed]) for r in a_runs if r.seed in by_seed]
+            a, b = [x for x, _ in pairs], [y for _, y in pairs]
+            mean_ok, txt = compare_sentence(a_name, a, b_name, b)
+            wins = sum(x < y for x, y in pairs)
+            median_txt = f"medians {statistics.median(a):.4g} vs {statistics.median(b):.4g}"
+            majority = wins > len(pairs) / 2
+            status = ("Matches" if mean_ok and majority else
+                      "Partly matches" if mean_ok or majority else "**Does NOT match**")
+            return (f"{status} {what}: {a_name} lower on {wins}/{len(pairs)} seeds; means {txt}; {median_txt}"
+                    "; 'matches' needs both a lower mean and a majority of seeds.")
+
         for other in ("random search (non-private)", "UCB-BO (non-private)"):
             if other in comp:
-                ok, txt = compare_sentence("DP-GIBO", dp, other, [r.final_loss for r in comp[other]])
-                wins = sum(ref_by_seed[r.seed] < r.final_loss for r in comp[other])
-                ok = ok and wins > len(comp[other]) / 2
-                findings.append(("Matches" if ok else "**Does NOT match**") +
-                                f" the paper's claim that DP-GIBO (μ = 1) beats {other.split(' (')[0]} at the same budget: "
-                                f"{txt}; DP-GIBO lower on {wins}/{len(comp[other])} seeds.")
+                findings.append(claim(
+                    f"the paper's claim that DP-GIBO (μ = 1) beats {other.split(' (')[0]} at the same budget",
+                    "DP-GIBO", ref, other.split(" (")[0], comp[other]))
         if prs_full:
-            ok, txt = compare_sentence("DP-GIBO", dp, "private random search", [r.final_loss for r in prs_full])
-            findings.append(("DP-GIBO beats" if ok else "**DP-GIBO does not beat**") +
-                            f" private random search at the same (ε, δ) and expected budget: {txt}.")
+            findings.append(claim(
+                "the expectation that DP-GIBO beats private random search at the same (ε, δ) and expected budget "
+                "(not a claim of the paper, which has no private baseline here)",
+                "DP-GIBO", ref, "private random search", prs_full))
         paper_key = next((k for k in comp if "paper" in k), None)
         if paper_key:
-            ok, txt = compare_sentence("pilot B", dp, "paper B = 3", [r.final_loss for r in comp[paper_key]])
-            findings.append(f"Clip bound: {'the pilot B is better than' if ok else 'the pilot B is NOT better than'} the paper's B = 3 on this problem: {txt}.")
+            findings.append(claim("the clip-bound reasoning (pilot B better than the paper's B = 3)",
+                                  "pilot B", ref, "B = 3", comp[paper_key]))
         if "GIBO (non-private)" in comp:
-            ok, txt = compare_sentence("GIBO", [r.final_loss for r in comp["GIBO (non-private)"]], "DP-GIBO", dp)
-            findings.append(f"Cost of privacy: non-private GIBO {'is better than' if ok else 'is not better than'} DP-GIBO: {txt}.")
+            findings.append(claim("the paper's cost of privacy (non-private GIBO better than DP-GIBO at μ = 1)",
+                                  "GIBO", comp["GIBO (non-private)"], "DP-GIBO", ref))
 
     # ---- 2. ε sweep
     eps_runs = by(runs, "eps")
     if eps_runs:
         add("## 2. Bias tolerance ε (adaptive batches)\n")
-        add("| ε | evaluations (mean ± s.e.) | final validation loss (mean ± s.e.) | seeds |")
-        add("|---|---|---|---|")
+        add("| ε | evaluations (mean ± s.e.) | final validation loss (mean ± s.e.) | median | seeds |")
+        add("|---|---|---|---|---|")
         rows = []
         for method, rs in sorted(eps_runs.items(), key=lambda kv: kv[1][0].setting):
             rows.append((rs[0].setting, [r.num_evaluations for r in rs], [r.final_loss for r in rs]))
-            add(f"| {rs[0].setting:g} | {fmt(rows[-1][1], 3)} | {fmt(rows[-1][2])} | {len(rs)} |")
+            add(f"| {rs[0].setting:g} | {fmt(rows[-1][1], 3)} | {fmt(rows[-1][2])} | "
+                f"{statistics.median(rows[-1][2]):.4g} | {len(rs)} |")
         add("")
         ev = [statistics.fmean(r[1]) for r in rows]
         lo = [statistics.fmean(r[2]) for r in rows]
@@ -638,15 +664,15 @@ def write_report(runner: Runner, out: Path, total_wall: float, argv: list[str], 
     mu_runs = by(runs, "mu")
     if mu_runs:
         add("## 3. Privacy level μ\n")
-        add("| μ | ε at δ = 1e-5 | evaluations (mean) | final validation loss (mean ± s.e.) | seeds |")
-        add("|---|---|---|---|---|")
+        add("| μ | ε at δ = 1e-5 | evaluations (mean) | final validation loss (mean ± s.e.) | median | seeds |")
+        add("|---|---|---|---|---|---|")
         rows = []
         for method, rs in sorted(mu_runs.items(), key=lambda kv: kv[1][0].setting):
             mu = rs[0].setting
             eps_txt = "∞ (non-private)" if math.isinf(mu) else f"{gdp_epsilon(mu, s.target_delta):.3f}"
             rows.append((mu, statistics.fmean(r.final_loss for r in rs)))
             add(f"| {method.removeprefix('μ=')} | {eps_txt} | {statistics.fmean(r.num_evaluations for r in rs):.0f} | "
-                f"{fmt([r.final_loss for r in rs])} | {len(rs)} |")
+                f"{fmt([r.final_loss for r in rs])} | {statistics.median(r.final_loss for r in rs):.4g} | {len(rs)} |")
         add("")
         mono = all(a[1] >= b[1] for a, b in zip(rows, rows[1:]))
         findings.append(("Matches" if mono else "Only partly matches") +
@@ -657,10 +683,11 @@ def write_report(runner: Runner, out: Path, total_wall: float, argv: list[str], 
     sig = by(runs, "sigma")
     if sig:
         add("## 4. Observation noise (E.5): surrogate σ correct, too high, too low\n")
-        add("| method | evaluations | final validation loss (mean ± s.e.) | seeds |")
-        add("|---|---|---|---|")
+        add("| method | evaluations | final validation loss (mean ± s.e.) | median | seeds |")
+        add("|---|---|---|---|---|")
         for method, rs in sig.items():
-            add(f"| {method} | {statistics.fmean(r.num_evaluations for r in rs):.0f} | {fmt([r.final_loss for r in rs])} | {len(rs)} |")
+            add(f"| {method} | {statistics.fmean(r.num_evaluations for r in rs):.0f} | {fmt([r.final_loss for r in rs])} | "
+                f"{statistics.median(r.final_loss for r in rs):.4g} | {len(rs)} |")
         add("")
         means = {rs[0].setting: statistics.fmean(r.final_loss for r in rs) for rs in sig.values()}
         n_evals = {rs[0].setting: statistics.fmean(r.num_evaluations for r in rs) for rs in sig.values()}
@@ -823,10 +850,14 @@ def make_plots(runner: Runner, out: Path) -> list[Path]:
             pts.append((rs[0].setting, mean_se([r.num_evaluations for r in rs]), mean_se([r.final_loss for r in rs])))
         a1.set(xlabel="number of evaluations", ylabel="validation loss", yscale="log", title="loss along the run")
         a1.legend(fontsize=7)
-        for eps, (e, es), (l, ls) in pts:
-            a2.errorbar(e, l, xerr=0 if math.isnan(es) else es, yerr=0 if math.isnan(ls) else ls, fmt="o", capsize=3)
-            a2.annotate(f"ε={eps:g}", (e, l), textcoords="offset points", xytext=(4, 4), fontsize=8)
-        a2.set(xlabel="evaluations used in T iterations", ylabel="final validation loss", title="bias tolerance ε")
+        for method, rs in sorted(eps_runs.items(), key=lambda kv: kv[1][0].setting):
+            pts_ = a2.scatter([r.num_evaluations for r in rs], [r.final_loss for r in rs], alpha=0.6, s=18)
+            e = statistics.median(r.num_evaluations for r in rs)
+            l = statistics.median(r.final_loss for r in rs)
+            a2.scatter([e], [l], marker="D", s=50, color=pts_.get_facecolor()[0], edgecolor="k")
+            a2.annotate(f"ε={rs[0].setting:g}", (e, l), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        a2.set(xlabel="evaluations used in T iterations", ylabel="final validation loss", yscale="log",
+               title="bias tolerance ε (dots: seeds, diamonds: medians)")
         save(fig, "eps_sweep.png")
 
     mu_runs = by(runs, "mu")
@@ -836,8 +867,12 @@ def make_plots(runner: Runner, out: Path) -> list[Path]:
         finite = [rs[0].setting for rs in items if not math.isinf(rs[0].setting)]
         inf_x = (max(finite) * 3) if finite else 1.0
         xs = [inf_x if math.isinf(rs[0].setting) else rs[0].setting for rs in items]
-        ms = [mean_se([r.final_loss for r in rs]) for rs in items]
-        ax.errorbar(xs, [m for m, _ in ms], yerr=[0 if math.isnan(e) else e for _, e in ms], fmt="o-", capsize=3)
+        for x, rs in zip(xs, items):
+            ax.scatter([x] * len(rs), [r.final_loss for r in rs], alpha=0.5, s=18, color="C0")
+        ax.plot(xs, [statistics.median(r.final_loss for r in rs) for rs in items], "D-", color="C1", label="median")
+        ax.plot(xs, [statistics.fmean(r.final_loss for r in rs) for rs in items], "o--", color="C2", label="mean")
+        ax.legend(fontsize=7)
+        ax.set_yscale("log")
         ax.set_xscale("log")
         ax.set_xticks(xs, [fmt_mu(rs[0].setting) for rs in items])
         ax.set(xlabel="μ (GDP); ∞ = non-private GIBO", ylabel="final validation loss", title="privacy level μ")
@@ -888,6 +923,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--theta0", choices=("random", "centre"), default="random",
                         help="start of DP-GIBO/GIBO on the GP problem: uniform per seed, or the box centre")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--render", type=Path, metavar="DIR",
+                        help="only rewrite DIR/results.md and plots from DIR/runs.json (no runs)")
     args = parser.parse_args(argv)
     argv = list(sys.argv[1:] if argv is None else argv)
 
@@ -903,6 +940,8 @@ def main(argv: list[str] | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     warnings.filterwarnings("ignore", message=".*(optimization|Optimization).*")
 
+    if args.render is not None:
+        return render(args.render, argv)
     start = time.perf_counter()
     runner = Runner(settings, progress=not args.no_progress)
     if {"comparison", "eps", "mu", "sigma"} & set(only):
@@ -921,13 +960,46 @@ def main(argv: list[str] | None = None) -> dict:
     text = write_report(runner, out, time.perf_counter() - start, argv, only)
     (out / "runs.json").write_text(json.dumps(
         {"settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(settings).items()},
-         "pilot": runner.pilot, "runs": [dataclasses.asdict(r) for r in runner.runs]},
+         "pilot": runner.pilot, "argv": argv, "wall_s": time.perf_counter() - start, "only": list(only),
+         "runs": [dataclasses.asdict(r) for r in runner.runs]},
         indent=1, default=str))
     print(text)
     print("Timing summary")
     print(timing_table(runner.runs))
     print(f"total wall time {total:.1f} s; wrote {out / 'results.md'}")
     return {"results_md": out / "results.md", "runs": runner.runs, "pilot": runner.pilot, "wall_s": total}
+
+
+def render(out: Path, argv: list[str]) -> dict:
+    r"""Rewrite ``results.md`` and the plots of ``out`` from its ``runs.json`` (no new runs).
+
+    The original command and wall time come from ``runs.json`` or, for files written
+    before they were stored there, from the previous ``results.md``.
+    """
+    import re
+
+    data = json.loads((out / "runs.json").read_text())
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    settings = Settings(**{k: tuple(v) if isinstance(v, list) else v for k, v in data["settings"].items() if k in fields})
+    runner = Runner(settings, progress=False)
+    runner.pilot = data["pilot"]
+    runner.runs = [Run(**r) for r in data["runs"]]
+    old = (out / "results.md").read_text() if (out / "results.md").exists() else ""
+    wall = data.get("wall_s")
+    if wall is None:
+        m = re.search(r"Total wall time: (\d+) s", old)
+        wall = float(m.group(1)) if m else math.nan
+    orig_argv = data.get("argv")
+    if orig_argv is None:
+        m = re.search(r"Command: `python scripts/reproduce_paper.py ?(.*?)`", old)
+        orig_argv = m.group(1).split() if m else []
+    only = tuple(data.get("only", EXPERIMENTS))
+    note = (f"Report re-rendered from `runs.json` with `python scripts/reproduce_paper.py {' '.join(argv)}` "
+            "(tables, findings and plots recomputed from the stored runs; nothing was re-run).")
+    make_plots(runner, out)
+    text = write_report(runner, out, wall, orig_argv, only, note=note)
+    print(text)
+    return {"results_md": out / "results.md", "runs": runner.runs, "pilot": runner.pilot, "wall_s": wall}
 
 
 if __name__ == "__main__":

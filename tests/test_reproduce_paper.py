@@ -81,3 +81,17 @@ def test_quick_runs_share_budget_and_privacy(quick):
     reused = [r for r in runs if r.extra.get("reused")]
     assert {r.experiment for r in reused} == {"eps", "mu"}
     assert result["pilot"]["clip_bound"] > 0 and result["pilot"]["loss_clip"] > 0
+
+
+def test_render_rewrites_the_report_from_runs_json(script, quick):
+    out, result = quick
+    before = (out / "results.md").read_text()
+    (out / "comparison.png").unlink()
+    rendered = script.main(["--render", str(out)])
+    after = (out / "results.md").read_text()
+    assert "re-rendered from `runs.json`" in after and "nothing was re-run" in after
+    assert (out / "comparison.png").exists()
+    # the same runs give the same tables
+    table = lambda text: [line for line in text.splitlines() if line.startswith("|") and "wall time" not in line]
+    assert table(after)[:12] == table(before)[:12]
+    assert len(rendered["runs"]) == len(result["runs"])
