@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import torch
 from botorch.optim import optimize_acqf
+from botorch.optim.initializers import gen_batch_initial_conditions
 from botorch.utils.sampling import manual_seed
 from gpytorch.kernels import Kernel
 from torch import Tensor
@@ -31,6 +32,7 @@ from botorch_dp.privacy.ledger import PrivacyLedger
 
 CHECKPOINT_FILE = "dp_gibo_checkpoint.pt"
 STEP_RULES = ("sgd", "adagrad")
+BATCH_SELECTIONS = ("joint", "greedy")
 
 
 @dataclass
@@ -63,8 +65,13 @@ class DPGIBOConfig:
         generator: Optional ``torch.Generator`` for the privacy noise (overrides ``seed``
             for the noise).
         secure_rng: Draw the privacy noise from OS entropy (not reproducible).
-        joint_batch: Optimize fixed batches jointly (``optimize_acqf`` with ``q = b``)
-            instead of greedily one point at a time.
+        batch_selection: How a batch is chosen. ``"joint"`` (default): ``optimize_acqf``
+            over all ``q`` points at once; with adaptive batches, the smallest
+            ``q ≤ b_max`` whose optimized batch reaches ``ε`` (bisection over ``q``).
+            ``"greedy"``: one point at a time, conditioning on the points already chosen.
+            Greedy is myopic (a single point carries little gradient information on its
+            own): on the d = 15 GP problem, 16 greedy points leave a posterior gradient
+            trace about 3× that of 16 jointly optimized points.
         target_delta: ``δ`` at which ``ε`` is reported.
         privacy_budget_mu: Optional GDP budget for the ledger's filter; a step that would
             exceed it is refused before anything is released.
@@ -98,7 +105,7 @@ class DPGIBOConfig:
     seed: int = 0
     generator: torch.Generator | None = None
     secure_rng: bool = False
-    joint_batch: bool = False
+    batch_selection: str = "joint"
     target_delta: float = 1e-5
     privacy_budget_mu: float | None = None
     diagnostics: bool = False
@@ -302,6 +309,8 @@ class DPGIBO:
             raise ValueError(f"step_size (η) must be positive, got {c.step_size}.")
         if c.step_rule not in STEP_RULES:
             raise ValueError(f"step_rule must be one of {STEP_RULES}, got {c.step_rule!r}.")
+        if c.batch_selection not in BATCH_SELECTIONS:
+            raise ValueError(f"batch_selection must be one of {BATCH_SELECTIONS}, got {c.batch_selection!r}.")
         if c.batch_size is not None and c.batch_size < 1:
             raise ValueError(f"batch_size (b) must be >= 1, got {c.batch_size}.")
         if c.bias_tolerance is not None and not c.bias_tolerance > 0:
@@ -365,21 +374,77 @@ class DPGIBO:
         return torch.stack([lo, hi])
 
     # ------------------------------------------------------------------ ask / tell
-    def _optimize(self, gp: GradientGP, q: int) -> Tensor:
+    def _optimize(self, gp: GradientGP, q: int, warm_start: Tensor | None = None) -> Tensor:
+        r"""Maximize the gradient information of a ``q``-batch in the local box.
+
+        ``warm_start`` (``q x d``) is optimized alongside the usual random restarts, so the
+        batch returned is at least as informative as the warm start (up to the optimizer).
+        """
         acqf = qGradientInformation(gp, self.theta)
         seed = int(torch.randint(0, 2**31 - 1, (1,), generator=self._search_gen))
+        bounds = self.local_bounds()
+        c = self.config
         # optimize_acqf draws from torch's global generator; fork it so the search is
         # reproducible (and resumable) without touching the caller's random state
         with manual_seed(seed):
+            initial = None
+            if warm_start is not None:
+                initial = gen_batch_initial_conditions(
+                    acqf, bounds, q=q, num_restarts=c.num_restarts, raw_samples=c.raw_samples,
+                    options={"seed": seed},
+                )
+                warm = torch.minimum(torch.maximum(warm_start, bounds[0]), bounds[1])
+                initial = torch.cat([warm.unsqueeze(0).to(initial), initial])
             cand, _ = optimize_acqf(
                 acqf,
-                bounds=self.local_bounds(),
+                bounds=bounds,
                 q=q,
-                num_restarts=self.config.num_restarts,
-                raw_samples=self.config.raw_samples,
+                num_restarts=c.num_restarts if initial is None else initial.shape[0],
+                raw_samples=c.raw_samples,
                 options={"seed": seed},
+                batch_initial_conditions=initial,
             )
         return cand.detach()
+
+    def _trace(self, gp: GradientGP, X: Tensor | None = None) -> float:
+        with torch.no_grad():
+            gp = gp if X is None or X.shape[0] == 0 else gp.condition_on(X)
+            return float(gp.posterior_trace(self.theta))
+
+    def _adaptive_greedy(self, gp: GradientGP) -> list[Tensor]:
+        chosen: list[Tensor] = []
+        trace = self._trace(gp)
+        while trace > self.config.bias_tolerance and len(chosen) < self.max_batch_size:
+            x = self._optimize(gp, 1)
+            gp = gp.condition_on(x)
+            chosen.append(x)
+            trace = self._trace(gp)
+        return chosen
+
+    def _adaptive_joint(self, gp: GradientGP) -> list[Tensor]:
+        r"""Smallest ``q ≤ b_max`` whose jointly optimized batch reaches ``tr Σ ≤ ε``.
+
+        The batch of size ``b_max`` is optimized first; if even it cannot reach ``ε``, it is
+        taken as it is (one optimization, the usual case early in a run). Otherwise the
+        smallest sufficient ``q`` is found by bisection, each size warm-started from the
+        leading points of the smallest sufficient batch found so far.
+        """
+        eps = self.config.bias_tolerance
+        if self._trace(gp) <= eps:
+            return []
+        hi = self.max_batch_size
+        best = self._optimize(gp, hi)
+        if self._trace(gp, best) > eps:
+            return [best]
+        lo = 0  # the empty batch is known not to suffice
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            candidate = self._optimize(gp, mid, warm_start=best[:mid])
+            if self._trace(gp, candidate) <= eps:
+                hi, best = mid, candidate
+            else:
+                lo = mid
+        return [best]
 
     def ask(self) -> Tensor:
         r"""Points to evaluate next.
@@ -393,17 +458,11 @@ class DPGIBO:
             raise RuntimeError(f"The run is finished ({self.config.num_iterations} iterations).")
         if self._pending is not None:
             return self._pending.clone()
-        gp, theta, chosen = self._gp, self.theta, []
+        gp, chosen = self._gp, []
+        joint = self.config.batch_selection == "joint"
         if self.adaptive:
-            with torch.no_grad():
-                trace = float(gp.posterior_trace(theta))
-            while trace > self.config.bias_tolerance and len(chosen) < self.max_batch_size:
-                x = self._optimize(gp, 1)
-                gp = gp.condition_on(x)
-                chosen.append(x)
-                with torch.no_grad():
-                    trace = float(gp.posterior_trace(theta))
-        elif self.config.joint_batch:
+            chosen = self._adaptive_joint(gp) if joint else self._adaptive_greedy(gp)
+        elif joint:
             chosen.append(self._optimize(gp, self.batch_size))
         else:
             for _ in range(self.batch_size):
