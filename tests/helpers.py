@@ -1,5 +1,10 @@
 """Shared builders for the tests."""
 
+import contextlib
+import importlib.util
+import sys
+from pathlib import Path
+
 import torch
 from botorch.models import SingleTaskGP
 from gpytorch.kernels import MaternKernel, PolynomialKernel, RBFKernel, RQKernel, ScaleKernel
@@ -39,3 +44,23 @@ def make_model(kernel, X, Y, noise: float):
     model.likelihood.noise = max(noise, 1e-12)
     model.eval()
     return model
+
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+@contextlib.contextmanager
+def loaded_script(name: str):
+    """Import ``scripts/<name>.py`` as a module for the duration of the block.
+
+    The module is registered in ``sys.modules`` under ``name`` (dataclasses look their
+    module up by name) and removed afterwards.
+    """
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(name, None)

@@ -1,25 +1,15 @@
 """Smoke test of scripts/bench_batch_selection.py: the quick configuration runs in-process,
 prints its table, and joint selection leaves less gradient uncertainty than greedy."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_batch_selection.py"
+from helpers import loaded_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_batch_selection", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
+    with loaded_script("bench_batch_selection") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 @pytest.mark.timeout(120)

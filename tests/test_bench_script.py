@@ -1,25 +1,15 @@
 """Smoke test of scripts/bench_acquisition.py: its quick configuration runs in-process,
 prints the expected table, and the fast and naive acquisitions agree."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_acquisition.py"
+from helpers import loaded_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_acquisition", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look the module up by name
-    try:
-        spec.loader.exec_module(module)
+    with loaded_script("bench_acquisition") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def _table_rows(text: str) -> tuple[list[str], list[list[str]]]:

@@ -2,11 +2,8 @@
 equal an independent recomputation, determinism, DP-SGD runs recorded in the ledger and
 accounted like Opacus, and the script's JSON keeps non-private values out of the release."""
 
-import importlib.util
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -29,7 +26,8 @@ from botorch_dp.torch_tuning import (
     synthetic_like,
 )
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "tune_torch_model.py"
+from helpers import loaded_script
+
 THETA = torch.tensor([[0.5, 0.5, 0.5], [0.8, 0.2, 0.1]], dtype=torch.float64)
 
 
@@ -40,14 +38,8 @@ def data():
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("tune_torch_model", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
+    with loaded_script("tune_torch_model") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def _reference_losses(data, lr, weight_decay, dropout, *, epochs, batch_size, hidden, seed):
