@@ -29,6 +29,7 @@ from botorch_dp.mechanism import GaussianGradientMechanism, check_losses
 from botorch_dp.privacy.accountants import dp_gibo_noise_multiplier
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.validation import check_delta, check_positive, check_positive_int
 
 CHECKPOINT_FILE = "dp_gibo_checkpoint.pt"
 STEP_RULES = ("sgd", "adagrad")
@@ -299,12 +300,9 @@ class DPGIBO:
             raise ValueError("bounds must be a 2 x d tensor.")
         if not torch.isfinite(b).all() or not (b[0] < b[1]).all():
             raise ValueError("bounds must be finite with lower < upper in every dimension.")
-        if not c.privacy_mu > 0:
-            raise ValueError(f"privacy_mu (μ) must be positive (math.inf for non-private), got {c.privacy_mu}.")
-        if not c.clip_bound > 0 or math.isinf(c.clip_bound):
-            raise ValueError(f"clip_bound (B) must be positive and finite, got {c.clip_bound}.")
-        if int(c.num_iterations) != c.num_iterations or c.num_iterations < 1:
-            raise ValueError(f"num_iterations (T) must be an integer >= 1, got {c.num_iterations}.")
+        check_positive(c.privacy_mu, "privacy_mu (μ)")
+        check_positive(c.clip_bound, "clip_bound (B)", allow_inf=False)
+        check_positive_int(c.num_iterations, "num_iterations (T)")
         if not c.step_size > 0:
             raise ValueError(f"step_size (η) must be positive, got {c.step_size}.")
         if c.step_rule not in STEP_RULES:
@@ -321,8 +319,7 @@ class DPGIBO:
             raise ValueError(f"max_batch_size must be >= 1, got {c.max_batch_size}.")
         if not c.noise_variance >= 0:
             raise ValueError(f"noise_variance (σ²) must be >= 0, got {c.noise_variance}.")
-        if not 0 < c.target_delta < 1:
-            raise ValueError(f"target_delta must be in (0, 1), got {c.target_delta}.")
+        check_delta(c.target_delta, "target_delta")
         if (c.kernel is None) == (c.model is None):
             raise ValueError("Give exactly one of kernel or model.")
         if c.hyperparameter_fit is not None and not c.unsafe_allow_sensitive_fitting:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from botorch_dp.privacy.validation import check_dp_gibo_parameters
+
 
 def check_losses(losses: Tensor, num_points: int, num_users: int | None = None) -> None:
     r"""Reject malformed per-user losses before anything is computed from them.
@@ -101,6 +103,9 @@ def gaussian_noise_std(*, clip_bound: float, num_users: int, privacy_mu: float, 
     deviation ``(2B/n)/(μ/√T)`` is ``μ/√T``-GDP, and ``T`` such steps compose to ``μ``-GDP
     (seed 000, Thm 3.1). ``privacy_mu = inf`` gives 0 (non-private GIBO).
     """
+    clip_bound, privacy_mu, num_steps, num_users = check_dp_gibo_parameters(
+        clip_bound=clip_bound, privacy_mu=privacy_mu, num_steps=num_steps, num_users=num_users
+    )
     if math.isinf(privacy_mu):
         return 0.0
     return 2.0 * clip_bound * math.sqrt(num_steps) / (num_users * privacy_mu)
@@ -146,14 +151,9 @@ class GaussianGradientMechanism:
         secure_rng: bool = False,
         chunk_size: int = 4096,
     ) -> None:
-        if not clip_bound > 0 or math.isinf(clip_bound):
-            raise ValueError(f"clip_bound (B) must be positive and finite, got {clip_bound}.")
-        if num_users < 1:
-            raise ValueError(f"num_users (n) must be at least 1, got {num_users}.")
-        if not privacy_mu > 0:
-            raise ValueError(f"privacy_mu (μ) must be positive (inf = non-private), got {privacy_mu}.")
-        if num_steps < 1:
-            raise ValueError(f"num_steps (T) must be at least 1, got {num_steps}.")
+        clip_bound, privacy_mu, num_steps, num_users = check_dp_gibo_parameters(
+            clip_bound=clip_bound, privacy_mu=privacy_mu, num_steps=num_steps, num_users=num_users
+        )
         self.clip_bound = float(clip_bound)
         self.num_users = int(num_users)
         self.privacy_mu = float(privacy_mu)

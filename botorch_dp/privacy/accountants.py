@@ -21,6 +21,7 @@ from botorch_dp.privacy.analysis.zcdp import (
     zcdp_epsilon,
     zcdp_epsilon_cks,
 )
+from botorch_dp.privacy.validation import check_delta, check_dp_gibo_parameters, check_positive, check_positive_int
 
 __all__ = [
     "ACCOUNTANT_NAMES",
@@ -112,8 +113,7 @@ class GDPAccountant(IAccountant):
         """
         mu = self.get_mu()
         if mu == 0.0:
-            if not 0.0 < float(delta) < 1.0:
-                raise ValueError(f"delta must lie in (0, 1), got {delta!r}.")
+            check_delta(delta)
             return 0.0
         return gdp_epsilon(mu, delta)
 
@@ -214,8 +214,7 @@ def accountant_epsilon(
     Returns:
         ε ≥ 0, ``math.inf`` if any recorded step has no noise.
     """
-    if not 0.0 < float(delta) < 1.0:
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}.")
+    check_delta(delta)
     if not accountant.history:
         return 0.0
     if any(float(entry[0]) == 0.0 for entry in accountant.history):
@@ -250,16 +249,9 @@ def dp_gibo_noise_multiplier(
     Returns:
         noise_std / sensitivity = sqrt(T)/μ.
     """
-    clip_bound = float(clip_bound)
-    if not clip_bound > 0.0 or math.isinf(clip_bound):
-        raise ValueError(f"clip_bound must be positive and finite, got {clip_bound!r}.")
-    if int(num_users) != num_users or num_users < 1:
-        raise ValueError(f"num_users must be a positive integer, got {num_users!r}.")
-    if int(num_steps) != num_steps or num_steps < 1:
-        raise ValueError(f"num_steps must be a positive integer, got {num_steps!r}.")
-    privacy_mu = float(privacy_mu)
-    if math.isnan(privacy_mu) or privacy_mu <= 0.0:
-        raise ValueError(f"privacy_mu must be positive, got {privacy_mu!r}.")
+    clip_bound, privacy_mu, num_steps, num_users = check_dp_gibo_parameters(
+        clip_bound=clip_bound, privacy_mu=privacy_mu, num_steps=num_steps, num_users=num_users
+    )
     if math.isinf(privacy_mu):
         return 0.0
     sensitivity = 2.0 * clip_bound / num_users
@@ -296,19 +288,14 @@ def epsilon_table(
     if noise_multiplier is not None and steps is None:
         raise ValueError("noise_multiplier needs steps.")
     steps = 1 if steps is None else steps
-    if int(steps) != steps or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}.")
-    steps = int(steps)
+    steps = check_positive_int(steps, "steps")
     if mu is not None:
-        mu = float(mu)
-        if math.isnan(mu) or mu <= 0.0:
-            raise ValueError(f"mu must be positive (math.inf allowed), got {mu!r}.")
+        mu = check_positive(mu, "mu")
         noise_multiplier = 0.0 if math.isinf(mu) else math.sqrt(steps) / mu
     noise_multiplier = float(noise_multiplier)
     if math.isnan(noise_multiplier) or noise_multiplier < 0.0:
         raise ValueError(f"noise_multiplier must be non-negative, got {noise_multiplier!r}.")
-    if not 0.0 < float(delta) < 1.0:
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}.")
+    check_delta(delta)
 
     history = [(noise_multiplier, 1.0, steps)]
     gdp = make_accountant("gdp", history)

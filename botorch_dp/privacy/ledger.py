@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from botorch_dp.privacy.accountants import accountant_epsilon, make_accountant
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
+from botorch_dp.privacy.validation import check_delta, check_positive, check_positive_int
 
 __all__ = ["PrivacyBudgetExceeded", "PrivacyLedger"]
 
@@ -23,26 +24,15 @@ class PrivacyBudgetExceeded(RuntimeError):
 
 
 def _check_delta(delta: float, name: str = "delta") -> float:
-    delta = float(delta)
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"{name} must lie in the open interval (0, 1), got {delta!r}.")
-    return delta
+    return check_delta(delta, name)
 
 
 def _check_positive(value: Optional[float], name: str) -> Optional[float]:
-    if value is None:
-        return None
-    value = float(value)
-    if math.isnan(value) or value <= 0.0:
-        raise ValueError(f"{name} must be positive (math.inf allowed), got {value!r}.")
-    return value
+    return None if value is None else check_positive(value, name)
 
 
 def _check_mu(mu: float) -> float:
-    mu = float(mu)
-    if math.isnan(mu) or mu <= 0.0:
-        raise ValueError(f"mu must be positive (math.inf for a non-private step), got {mu!r}.")
-    return mu
+    return check_positive(mu, "mu")
 
 
 def _check_run(
@@ -56,9 +46,7 @@ def _check_run(
     sample_rate = float(sample_rate)
     if not 0.0 < sample_rate <= 1.0:
         raise ValueError(f"sample_rate must lie in (0, 1], got {sample_rate!r}.")
-    if isinstance(steps, bool) or int(steps) != steps or int(steps) < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}.")
-    return noise_multiplier, sample_rate, int(steps)
+    return noise_multiplier, sample_rate, check_positive_int(steps, "steps")
 
 
 class PrivacyLedger:
