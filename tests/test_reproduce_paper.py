@@ -1,30 +1,21 @@
 """scripts/reproduce_paper.py --quick runs in-process and writes the tables and plots."""
 
-import importlib.util
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
+from helpers import loaded_script
 
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "reproduce_paper.py"
 PLOTS = ("comparison.png", "eps_sweep.png", "mu_sweep.png", "sigma_sweep.png", "normal_location.png", "huber.png",
          "svm.png")
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("reproduce_paper", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look the module up by name
-    try:
-        spec.loader.exec_module(module)
+    with loaded_script("reproduce_paper") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 @pytest.fixture(scope="module")
