@@ -21,8 +21,8 @@ Usage::
     python scripts/reproduce_paper.py --quick --out /tmp/quick   # ~1 minute smoke run
     # full mode split over commands (each within a time limit), then one report:
     python scripts/reproduce_paper.py --workers 16 --only comparison --out /tmp/a
-    python scripts/reproduce_paper.py --workers 16 --only eps mu sigma normal huber --out /tmp/b
-    python scripts/reproduce_paper.py --workers 16 --only svm --out /tmp/c
+    python scripts/reproduce_paper.py --workers 16 --only eps mu normal huber --out /tmp/b
+    python scripts/reproduce_paper.py --workers 16 --only sigma svm --out /tmp/c
     python scripts/reproduce_paper.py --merge /tmp/a /tmp/b /tmp/c --out reports
 
 ``--workers N`` runs independent jobs in N spawned processes with one torch thread each
@@ -37,8 +37,9 @@ Choices the paper does not fix, and reductions of the full mode (also stated in
 
 - Seeds: 10 replications for the method comparison and every sweep (E.1), 5 for the SVM
   (E.2), 3 for E.3/E.4 (the paper shows one run). ``--seeds``, ``--sweep-seeds`` and
-  ``--svm-seeds`` override them. Serial full mode on 2 shared cores takes hours (DP-GIBO
-  ~25 s, UCB-BO ~80 s per d = 15 run, SVM DP-GIBO ~2 min per run); use ``--workers``.
+  ``--svm-seeds`` override them. Serial full mode takes hours (one torch thread: DP-GIBO
+  ~25 s, UCB-BO ~80 s per d = 15 run, σ-sweep runs 75–180 s, SVM DP-GIBO ~110 s, GIBO
+  ~170 s, random search ~50 s per run); use ``--workers``.
 - σ sweep: E.5 says "once again [the] set-up from Example 4.1" with μ = 1, while E.1
   gives the σ experiment its own settings: full batches b = d + 1 (fixed), B = 1,
   μ = 0.1, T = 45. Those are used (``sigma_*`` settings), with evaluation noise 0.01.
@@ -252,6 +253,11 @@ def fmt(values: list[float], digits: int = 4) -> str:
 
 def fmt_mu(mu: float) -> str:
     return "∞" if math.isinf(mu) else f"{mu:g}"
+
+
+def threads_text() -> str:
+    n = torch.get_num_threads()
+    return f"{n} torch thread{'s' if n != 1 else ''}"
 
 
 def round_sig(x: float, sig: int = 2) -> float:
@@ -802,7 +808,7 @@ def write_report(runner: Runner, out: Path, total_wall: float, argv: list[str], 
     lines: list[str] = []
     add = lines.append
     eps_main = gdp_epsilon(s.privacy_mu, s.target_delta)
-    execution = execution or f"{torch.get_num_threads()} torch threads"
+    execution = execution or threads_text()
     add(f"# DP-GIBO paper reproduction ({s.mode} mode)\n")
     add(f"Command: `python scripts/reproduce_paper.py {' '.join(argv)}`  ")
     add(f"Total wall time: {total_wall:.0f} s on {execution} "
@@ -1332,7 +1338,7 @@ def run_all(settings: Settings, only: tuple[str, ...], out: Path, argv: list[str
     runner.runs = run_jobs(runner, jobs, workers=workers, progress=progress)
     total = time.perf_counter() - start
     execution = (f"{workers} worker processes with 1 torch thread each" if workers > 1
-                 else f"{torch.get_num_threads()} torch threads")
+                 else threads_text())
     make_plots(runner, out)
     text = write_report(runner, out, time.perf_counter() - start, argv, only, execution=execution)
     (out / "runs.json").write_text(json.dumps(
