@@ -1146,6 +1146,17 @@ def make_plots(runner: Runner, out: Path) -> list[Path]:
         se = np.nan_to_num(se)
         ax.fill_between(grid, m - se, m + se, alpha=0.2, color=line.get_color())
 
+    def eval_grid(groups):
+        r"""About 200 evaluation counts from 0 to the longest run among ``groups`` (lists of runs)."""
+        max_e = int(max(max(r.evals) for rs in groups for r in rs))
+        return list(range(0, max_e + 1, max(1, max_e // 200)))
+
+    def loss_bands(ax, groups: dict[str, list[Run]]):
+        r"""Mean ± s.e. of the loss against evaluations, one band per label."""
+        grid = eval_grid(groups.values())
+        for label, rs in groups.items():
+            band(ax, grid, [step_interp(r.evals, r.losses, grid) for r in rs], label)
+
     def save(fig, name):
         path = out / name
         fig.tight_layout()
@@ -1156,8 +1167,7 @@ def make_plots(runner: Runner, out: Path) -> list[Path]:
     comp = by(runs, "comparison")
     if comp:
         fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [3, 2]})
-        max_e = int(max(max(r.evals) for rs in comp.values() for r in rs if r.method != "private random search"))
-        grid = list(range(0, max_e + 1, max(1, max_e // 200)))
+        grid = eval_grid(rs for method, rs in comp.items() if method != "private random search")
         for method, rs in comp.items():
             if method == "private random search":
                 xs = sorted({r.setting for r in rs})
@@ -1191,15 +1201,11 @@ def make_plots(runner: Runner, out: Path) -> list[Path]:
     eps_runs = by(runs, "eps")
     if eps_runs:
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-        max_e = int(max(max(r.evals) for rs in eps_runs.values() for r in rs))
-        grid = list(range(0, max_e + 1, max(1, max_e // 200)))
-        pts = []
-        for method, rs in sorted(eps_runs.items(), key=lambda kv: kv[1][0].setting):
-            band(a1, grid, [step_interp(r.evals, r.losses, grid) for r in rs], method)
-            pts.append((rs[0].setting, mean_se([r.num_evaluations for r in rs]), mean_se([r.final_loss for r in rs])))
+        eps_runs = dict(sorted(eps_runs.items(), key=lambda kv: kv[1][0].setting))
+        loss_bands(a1, eps_runs)
         a1.set(xlabel="number of evaluations", ylabel="validation loss", yscale="log", title="loss along the run")
         a1.legend(fontsize=7)
-        for method, rs in sorted(eps_runs.items(), key=lambda kv: kv[1][0].setting):
+        for rs in eps_runs.values():
             pts_ = a2.scatter([r.num_evaluations for r in rs], [r.final_loss for r in rs], alpha=0.6, s=18)
             e = statistics.median(r.num_evaluations for r in rs)
             l = statistics.median(r.final_loss for r in rs)
@@ -1230,10 +1236,7 @@ def make_plots(runner: Runner, out: Path) -> list[Path]:
     sig = by(runs, "sigma")
     if sig:
         fig, ax = plt.subplots(figsize=(7, 4.5))
-        max_e = int(max(max(r.evals) for rs in sig.values() for r in rs))
-        grid = list(range(0, max_e + 1, max(1, max_e // 200)))
-        for method, rs in sig.items():
-            band(ax, grid, [step_interp(r.evals, r.losses, grid) for r in rs], method)
+        loss_bands(ax, sig)
         ax.set(xlabel="number of evaluations", ylabel="validation loss (noise-free)", yscale="log",
                title=f"evaluation noise {s.observation_noise}: surrogate σ correct / high / low")
         ax.legend(fontsize=7)
@@ -1242,10 +1245,7 @@ def make_plots(runner: Runner, out: Path) -> list[Path]:
     svm = by(runs, "svm")
     if svm:
         fig, ax = plt.subplots(figsize=(7, 4.5))
-        max_e = int(max(max(r.evals) for rs in svm.values() for r in rs))
-        grid = list(range(0, max_e + 1, max(1, max_e // 200)))
-        for method, rs in svm.items():
-            band(ax, grid, [step_interp(r.evals, r.losses, grid) for r in rs], method)
+        loss_bands(ax, svm)
         ax.set(xlabel="number of evaluations", ylabel="validation MSE (non-private diagnostic)", yscale="log",
                title=f"SVM tuning, d = {next(iter(svm.values()))[0].extra.get('dim', '?')} "
                      f"(mean ± s.e., {n_seeds(runs, 'svm')} seeds)")
