@@ -408,14 +408,14 @@ class DPGIBO:
             gp = gp if X is None or X.shape[0] == 0 else gp.condition_on(X)
             return float(gp.posterior_trace(self.theta))
 
-    def _adaptive_greedy(self, gp: GradientGP) -> list[Tensor]:
+    def _greedy(self, gp: GradientGP, num_points: int, tolerance: float | None = None) -> list[Tensor]:
+        r"""Up to ``num_points`` points, one at a time, each conditioned on those before it;
+        with ``tolerance``, stop as soon as ``tr Σ ≤ tolerance``."""
         chosen: list[Tensor] = []
-        trace = self._trace(gp)
-        while trace > self.config.bias_tolerance and len(chosen) < self.max_batch_size:
+        while len(chosen) < num_points and (tolerance is None or self._trace(gp) > tolerance):
             x = self._optimize(gp, 1)
             gp = gp.condition_on(x)
             chosen.append(x)
-            trace = self._trace(gp)
         return chosen
 
     def _adaptive_joint(self, gp: GradientGP) -> list[Tensor]:
@@ -455,17 +455,15 @@ class DPGIBO:
             raise RuntimeError(f"The run is finished ({self.config.num_iterations} iterations).")
         if self._pending is not None:
             return self._pending.clone()
-        gp, chosen = self._gp, []
-        joint = self.config.batch_selection == "joint"
-        if self.adaptive:
-            chosen = self._adaptive_joint(gp) if joint else self._adaptive_greedy(gp)
+        gp, joint = self._gp, self.config.batch_selection == "joint"
+        if self.adaptive and joint:
+            chosen = self._adaptive_joint(gp)
+        elif self.adaptive:
+            chosen = self._greedy(gp, self.max_batch_size, tolerance=self.config.bias_tolerance)
         elif joint:
-            chosen.append(self._optimize(gp, self.batch_size))
+            chosen = [self._optimize(gp, self.batch_size)]
         else:
-            for _ in range(self.batch_size):
-                x = self._optimize(gp, 1)
-                gp = gp.condition_on(x)
-                chosen.append(x)
+            chosen = self._greedy(gp, self.batch_size)
         self._pending = torch.cat(chosen) if chosen else torch.empty(0, self.dim, dtype=torch.float64)
         self._save_checkpoint()
         return self._pending.clone()

@@ -154,10 +154,10 @@ class GaussianGradientMechanism:
         clip_bound, privacy_mu, num_steps, num_users = check_dp_gibo_parameters(
             clip_bound=clip_bound, privacy_mu=privacy_mu, num_steps=num_steps, num_users=num_users
         )
-        self.clip_bound = float(clip_bound)
-        self.num_users = int(num_users)
-        self.privacy_mu = float(privacy_mu)
-        self.num_steps = int(num_steps)
+        self.clip_bound = clip_bound
+        self.num_users = num_users
+        self.privacy_mu = privacy_mu
+        self.num_steps = num_steps
         self.generator = generator
         self.secure_rng = secure_rng
         self.chunk_size = chunk_size

@@ -23,16 +23,8 @@ class PrivacyBudgetExceeded(RuntimeError):
     r"""Raised before recording a step or run that would exceed the privacy budget."""
 
 
-def _check_delta(delta: float, name: str = "delta") -> float:
-    return check_delta(delta, name)
-
-
 def _check_positive(value: Optional[float], name: str) -> Optional[float]:
     return None if value is None else check_positive(value, name)
-
-
-def _check_mu(mu: float) -> float:
-    return check_positive(mu, "mu")
 
 
 def _check_run(
@@ -104,7 +96,7 @@ class PrivacyLedger:
             training_epsilon_budget, "training_epsilon_budget"
         )
         self.training_delta = (
-            None if training_delta is None else _check_delta(training_delta, "training_delta")
+            None if training_delta is None else check_delta(training_delta, "training_delta")
         )
         if self.training_epsilon_budget is not None and self.training_delta is None:
             raise ValueError("training_epsilon_budget needs training_delta.")
@@ -142,7 +134,7 @@ class PrivacyLedger:
         Returns:
             ε ≥ 0 (0.0 with no steps).
         """
-        delta = _check_delta(delta)
+        delta = check_delta(delta)
         mu = self.validation_mu()
         return 0.0 if mu == 0.0 else gdp_epsilon(mu, delta)
 
@@ -169,7 +161,7 @@ class PrivacyLedger:
         Returns:
             None; raises ``PrivacyBudgetExceeded`` if the step does not fit.
         """
-        mu = _check_mu(mu)
+        mu = check_positive(mu, "mu")
         budget = self.validation_mu_budget
         if budget is None or math.isinf(budget):
             return
@@ -193,7 +185,7 @@ class PrivacyLedger:
             True if the step was recorded, False if it was already there. A different
             μ for a recorded ``step_index`` raises ``ValueError``.
         """
-        mu = _check_mu(mu)
+        mu = check_positive(mu, "mu")
         if isinstance(step_index, bool) or int(step_index) != step_index or step_index < 0:
             raise ValueError(f"step_index must be a non-negative integer, got {step_index!r}.")
         step_index = int(step_index)
@@ -252,7 +244,7 @@ class PrivacyLedger:
         Returns:
             ε ≥ 0 (0.0 with no runs, ``math.inf`` if a run had no noise).
         """
-        delta = _check_delta(delta)
+        delta = check_delta(delta)
         accountant = self.training_accountant if accountant is None else accountant
         return self._training_epsilon_of(self.training_history(), delta, accountant)
 
@@ -337,10 +329,10 @@ class PrivacyLedger:
             ``remaining_mu``; training ``accountant``, ``epsilon``, ``delta``,
             ``num_runs``, ``epsilon_budget``.
         """
-        delta = _check_delta(delta)
+        delta = check_delta(delta)
         if training_delta is None:
             training_delta = self.training_delta if self.training_delta is not None else delta
-        training_delta = _check_delta(training_delta, "training_delta")
+        training_delta = check_delta(training_delta, "training_delta")
         return {
             "validation": {
                 "mu": self.validation_mu(),
@@ -408,7 +400,7 @@ class PrivacyLedger:
         for step_index, mu in state_dict.get("validation_steps", []):
             if int(step_index) != step_index or step_index < 0 or step_index in steps:
                 raise ValueError(f"Invalid or repeated validation step index {step_index!r}.")
-            steps[int(step_index)] = _check_mu(mu)
+            steps[int(step_index)] = check_positive(mu, "mu")
         runs: Dict[RunId, Tuple[float, float, int]] = {}
         for entry in state_dict.get("training_runs", []):
             run_id = entry["run_id"]
