@@ -5,4 +5,11 @@ acquisition function, a private local-BO loop, privacy accountants, baselines
 and benchmark problems.
 """
 
+from botorch_dp.acquisition import qGradientInformation
+from botorch_dp.dp_gibo import DPGIBO, DPGIBOConfig
+from botorch_dp.gradient_gp import GradientGP
+from botorch_dp.privacy.ledger import PrivacyLedger
+
 __version__ = "0.1.0"
+
+__all__ = ["DPGIBO", "DPGIBOConfig", "GradientGP", "PrivacyLedger", "qGradientInformation", "__version__"]
