@@ -6,7 +6,7 @@ and benchmark problems.
 """
 
 from botorch_dp.acquisition import qGradientInformation
-from botorch_dp.dp_gibo import DPGIBO, DPGIBOConfig
+from botorch_dp.optim import DPGIBO, DPGIBOConfig
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.privacy.ledger import PrivacyLedger
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from botorch_dp.dp_gibo import DPGIBO, DPGIBOConfig
+from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.problems import GPRegressionLengthscales
 
 

@@ -31,7 +31,7 @@ import warnings
 import torch
 from gpytorch.kernels import RBFKernel
 
-from botorch_dp.dp_gibo import DPGIBO, DPGIBOConfig
+from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.gradient_gp import GradientGP
 
 SELECTIONS = ("greedy", "joint")

@@ -111,7 +111,7 @@ from botorch_dp.baselines import (
     random_search,
     ucb_bo,
 )
-from botorch_dp.dp_gibo import DPGIBO, DPGIBOConfig
+from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.problems import GPRegressionLengthscales, HuberRegression, KernelSVMRegression, NormalLocation

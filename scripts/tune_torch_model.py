@@ -37,7 +37,7 @@ parameters θ (float64, inside the public box ``bounds``) to the ``q x n`` tenso
 per-user losses (row j: the loss of each of the n users at θ_j). Finite values only;
 the number of users must stay fixed. Then::
 
-    from botorch_dp.dp_gibo import DPGIBO, DPGIBOConfig
+    from botorch_dp import DPGIBO, DPGIBOConfig
     result = DPGIBO(DPGIBOConfig(bounds=bounds, kernel=kernel, privacy_mu=1.0,
                                  clip_bound=B, num_iterations=T)).run(objective)
     result.release  # private: theta, iterates, evaluation_points, guarantee
@@ -63,7 +63,7 @@ from pathlib import Path
 import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
-from botorch_dp.dp_gibo import DPGIBO, DPGIBOConfig
+from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.torch_tuning import (
     SKLEARN_DATASETS,

@@ -251,7 +251,7 @@ import torch
 
 warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm without ipywidgets
 
-from botorch_dp.dp_gibo import DPGIBO, DPGIBOConfig
+from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.problems import GPRegressionLengthscales
 
@@ -448,7 +448,7 @@ import torch
 warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm without ipywidgets
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
-from botorch_dp.dp_gibo import DPGIBO, DPGIBOConfig
+from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.privacy.accountants import accountant_epsilon, make_accountant
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.torch_tuning import (

@@ -12,7 +12,7 @@ from typing import Any, Callable, Union
 import torch
 from torch import Tensor
 
-from botorch_dp.mechanism import check_losses
+from botorch_dp.privacy.checks import check_losses
 from botorch_dp.problems.base import PerUserProblem
 
 #: A ``PerUserProblem`` or any callable mapping a ``q x d`` tensor to ``q x n`` losses.
@@ -89,23 +89,6 @@ class BaselineResult:
         return self.guarantee is not None
 
 
-def check_bounds(bounds: Tensor) -> Tensor:
-    r"""Validate a ``2 x d`` box and return it as float64.
-
-    Args:
-        bounds: A ``2 x d`` tensor of lower and upper bounds.
-
-    Returns:
-        The ``2 x d`` float64 tensor.
-    """
-    bounds = torch.as_tensor(bounds, dtype=torch.float64)
-    if bounds.dim() != 2 or bounds.shape[0] != 2 or bounds.shape[1] < 1:
-        raise ValueError(f"bounds must be a 2 x d tensor, got shape {tuple(bounds.shape)}.")
-    if not torch.isfinite(bounds).all() or not (bounds[0] < bounds[1]).all():
-        raise ValueError("bounds must be finite with lower < upper in every dimension.")
-    return bounds
-
-
 def evaluate_losses(objective: Objective, X: Tensor, num_users: int | None = None) -> Tensor:
     r"""Per-user losses at ``X``, checked for shape and finiteness.
 
@@ -130,8 +113,3 @@ def uniform_points(bounds: Tensor, num_points: int, generator: torch.Generator) 
     r"""``num_points x d`` uniform points in the box (data independent)."""
     u = torch.rand(num_points, bounds.shape[1], generator=generator, dtype=torch.float64)
     return bounds[0] + u * (bounds[1] - bounds[0])
-
-
-def project(theta: Tensor, bounds: Tensor) -> Tensor:
-    r"""Euclidean projection of a ``... x d`` tensor onto the box."""
-    return torch.minimum(torch.maximum(theta, bounds[0]), bounds[1])

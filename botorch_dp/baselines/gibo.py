@@ -12,7 +12,7 @@ import torch
 from gpytorch.kernels import Kernel
 
 from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory, BaselineResult, Objective
-from botorch_dp.dp_gibo import DPGIBO, DPGIBOConfig, DPGIBOResult
+from botorch_dp.optim.dp_gibo import DPGIBO, DPGIBOConfig, DPGIBOResult
 
 #: Clip bound used by ``gibo`` when none is given: large enough that nothing is clipped.
 NO_CLIP = 1e30

@@ -12,8 +12,9 @@ from typing import Callable, Union
 import torch
 from torch import Tensor
 
-from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory, BaselineResult, check_bounds, project
-from botorch_dp.mechanism import GaussianGradientMechanism
+from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory, BaselineResult
+from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
+from botorch_dp.utils import check_bounds, project_to_box
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.problems.base import PerUserProblem
 
@@ -110,7 +111,7 @@ def noisy_gradient_descent(
         if step_rule == "adagrad":
             adagrad_sum = adagrad_sum + g**2
             g = g / (adagrad_sum.sqrt() + adagrad_eps)
-        theta = project(theta - step_size * g, bounds)
+        theta = project_to_box(theta - step_size * g, bounds)
         iterates.append(theta.clone())
     iterates_t = torch.stack(iterates)
     guarantee = None

@@ -24,10 +24,11 @@ from botorch_dp.baselines.base import (
     BaselineHistory,
     BaselineResult,
     Objective,
-    check_bounds,
     evaluate_losses,
     uniform_points,
 )
+from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
+from botorch_dp.utils import check_bounds
 from botorch_dp.privacy.analysis.gdp import gdp_delta
 
 DISTRIBUTIONS = ("truncated_negative_binomial", "poisson")
@@ -298,10 +299,6 @@ def private_random_search(
     """
     bounds = check_bounds(bounds)
     _check_distribution(distribution)
-    if not loss_clip > 0 or math.isinf(loss_clip):
-        raise ValueError(f"loss_clip (C) must be positive and finite, got {loss_clip}.")
-    if not per_trial_mu > 0 or math.isinf(per_trial_mu):
-        raise ValueError(f"per_trial_mu must be positive and finite, got {per_trial_mu}.")
     if secure_rng:
         rng = np.random.default_rng(secrets.randbits(128))
         noise_gen = torch.Generator().manual_seed(secrets.randbits(63))
@@ -309,16 +306,17 @@ def private_random_search(
         rng = np.random.default_rng([int(seed), 0])
         noise_gen = torch.Generator().manual_seed(int(seed) * 7919 + 1)
     point_gen = torch.Generator().manual_seed(int(seed))
+    mechanism = GaussianScoreMechanism(loss_clip=loss_clip, per_trial_mu=per_trial_mu, generator=noise_gen)
     K = sample_num_trials(distribution=distribution, mean_trials=mean_trials, rng=rng, tnb_eta=tnb_eta)
 
     X = uniform_points(bounds, K, point_gen)
-    scores, n = [], None
+    scores, n, noise_std = [], None, None
     for chunk in X.split(batch_size) if K else ():
         losses = evaluate_losses(objective, chunk, n)
         n = losses.shape[1]
-        clipped_mean = losses.clamp(min=0.0, max=loss_clip).mean(-1)  # sensitivity C/n
-        noise = torch.randn(chunk.shape[0], generator=noise_gen, dtype=torch.float64)
-        scores.append(clipped_mean + (loss_clip / (n * per_trial_mu)) * noise)
+        release = mechanism.release(losses)
+        scores.append(release.scores)
+        noise_std = release.noise_std
     d = bounds.shape[1]
     if K == 0:
         theta = bounds.mean(0) if fallback is None else torch.as_tensor(fallback, dtype=torch.float64).reshape(d)
@@ -340,7 +338,7 @@ def private_random_search(
         "mean_trials": float(mean_trials),
         "per_trial_mu": float(per_trial_mu),
         "loss_clip": float(loss_clip),
-        "noise_std": None if n is None else loss_clip / (n * per_trial_mu),
+        "noise_std": noise_std,
         "rdp_order": order,
     }
     if distribution == "truncated_negative_binomial":

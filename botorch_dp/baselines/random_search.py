@@ -12,10 +12,10 @@ from botorch_dp.baselines.base import (
     BaselineHistory,
     BaselineResult,
     Objective,
-    check_bounds,
     evaluate_losses,
     uniform_points,
 )
+from botorch_dp.utils import check_bounds
 
 
 def random_search(

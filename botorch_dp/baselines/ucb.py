@@ -24,9 +24,9 @@ from botorch_dp.baselines.base import (
     BaselineHistory,
     BaselineResult,
     Objective,
-    check_bounds,
     evaluate_losses,
 )
+from botorch_dp.utils import check_bounds
 
 
 #: Iteration cap of the L-BFGS marginal-likelihood fit.

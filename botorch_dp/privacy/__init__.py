@@ -8,7 +8,6 @@ from botorch_dp.privacy.accountants import (
     ACCOUNTANT_NAMES,
     GDPAccountant,
     accountant_epsilon,
-    dp_gibo_noise_multiplier,
     epsilon_table,
     make_accountant,
 )
@@ -35,7 +34,6 @@ __all__ = [
     "accountant_epsilon",
     "compose_gdp",
     "compose_zcdp",
-    "dp_gibo_noise_multiplier",
     "epsilon_table",
     "gaussian_noise_std_for_mu",
     "gaussian_zcdp",

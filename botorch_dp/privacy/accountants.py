@@ -21,13 +21,12 @@ from botorch_dp.privacy.analysis.zcdp import (
     zcdp_epsilon,
     zcdp_epsilon_cks,
 )
-from botorch_dp.privacy.validation import check_delta, check_dp_gibo_parameters, check_positive, check_positive_int
+from botorch_dp.privacy.checks import check_delta, check_positive, check_positive_int
 
 __all__ = [
     "ACCOUNTANT_NAMES",
     "GDPAccountant",
     "accountant_epsilon",
-    "dp_gibo_noise_multiplier",
     "epsilon_table",
     "make_accountant",
 ]
@@ -228,35 +227,6 @@ def accountant_epsilon(
         # still a valid (if looser) bound.
         warnings.simplefilter("ignore", UserWarning)
         return float(accountant.get_epsilon(delta))
-
-
-def dp_gibo_noise_multiplier(
-    *, clip_bound: float, num_users: int, privacy_mu: float, num_steps: int
-) -> float:
-    r"""Noise multiplier of DP-GIBO's gradient release (seed 000, Algorithm 1).
-
-    DP-GIBO adds noise of std 2B sqrt(T)/(n μ) to an average of per-user gradients
-    clipped to norm B, whose replace-one sensitivity is 2B/n. Their ratio, the noise
-    multiplier, is sqrt(T)/μ: B and n cancel, but are validated since they define the
-    mechanism.
-
-    Args:
-        clip_bound: The clipping bound B > 0.
-        num_users: The number n ≥ 1 of users.
-        privacy_mu: The total GDP budget μ > 0 (``math.inf`` gives 0: no noise).
-        num_steps: The number T ≥ 1 of gradient releases.
-
-    Returns:
-        noise_std / sensitivity = sqrt(T)/μ.
-    """
-    clip_bound, privacy_mu, num_steps, num_users = check_dp_gibo_parameters(
-        clip_bound=clip_bound, privacy_mu=privacy_mu, num_steps=num_steps, num_users=num_users
-    )
-    if math.isinf(privacy_mu):
-        return 0.0
-    sensitivity = 2.0 * clip_bound / num_users
-    noise_std = 2.0 * clip_bound * math.sqrt(num_steps) / (num_users * privacy_mu)
-    return noise_std / sensitivity
 
 
 def epsilon_table(

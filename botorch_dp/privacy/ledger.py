@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from botorch_dp.privacy.accountants import accountant_epsilon, make_accountant
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
-from botorch_dp.privacy.validation import check_delta, check_positive, check_positive_int
+from botorch_dp.privacy.checks import check_delta, check_positive, check_positive_int
 
 __all__ = ["PrivacyBudgetExceeded", "PrivacyLedger"]
 

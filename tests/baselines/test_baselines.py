@@ -25,7 +25,7 @@ from botorch_dp.baselines import (
     tnb_mean,
     ucb_bo,
 )
-from botorch_dp.dp_gibo import DPGIBO, DPGIBOConfig
+from botorch_dp.optim.dp_gibo import DPGIBO, DPGIBOConfig
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.problems import HuberRegression, NormalLocation
 

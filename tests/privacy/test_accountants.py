@@ -9,10 +9,10 @@ import pytest
 from dp_accounting.pld import PLDAccountant
 from opacus.accountants import PRVAccountant, RDPAccountant
 
+from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
 from botorch_dp.privacy.accountants import (
     GDPAccountant,
     accountant_epsilon,
-    dp_gibo_noise_multiplier,
     epsilon_table,
     make_accountant,
 )
@@ -135,27 +135,19 @@ def test_make_accountant_matches_direct_feeding():
 
 def test_dp_gibo_noise_multiplier():
     for clip_bound, num_users, mu, steps in [(3.0, 1000, 1.0, 25), (1.0, 50, 0.5, 150)]:
-        expected = math.sqrt(steps) / mu
-        value = dp_gibo_noise_multiplier(
+        mechanism = GaussianGradientMechanism(
             clip_bound=clip_bound, num_users=num_users, privacy_mu=mu, num_steps=steps
         )
-        assert value == pytest.approx(expected, rel=1e-14)
+        value = mechanism.noise_multiplier
+        assert value == pytest.approx(math.sqrt(steps) / mu, rel=1e-14)
         sensitivity = 2 * clip_bound / num_users
-        assert value == pytest.approx(
-            gaussian_noise_std_for_mu(sensitivity, mu, steps) / sensitivity, rel=1e-14
-        )
+        assert mechanism.sensitivity == pytest.approx(sensitivity, rel=1e-15)
+        assert value == pytest.approx(mechanism.noise_std / sensitivity, rel=1e-14)
         # Feeding it to the accountant T times spends exactly μ.
         accountant = make_accountant("gdp", [(value, 1.0, steps)])
         assert accountant.get_mu() == pytest.approx(mu, rel=1e-14)
-    assert dp_gibo_noise_multiplier(clip_bound=1.0, num_users=5, privacy_mu=math.inf, num_steps=3) == 0
-    for bad in (
-        dict(clip_bound=0.0, num_users=5, privacy_mu=1.0, num_steps=3),
-        dict(clip_bound=1.0, num_users=0, privacy_mu=1.0, num_steps=3),
-        dict(clip_bound=1.0, num_users=5, privacy_mu=-1.0, num_steps=3),
-        dict(clip_bound=1.0, num_users=5, privacy_mu=1.0, num_steps=0),
-    ):
-        with pytest.raises(ValueError):
-            dp_gibo_noise_multiplier(**bad)
+    no_noise = GaussianGradientMechanism(clip_bound=1.0, num_users=5, privacy_mu=math.inf, num_steps=3)
+    assert no_noise.noise_multiplier == 0
 
 
 def test_epsilon_table():

@@ -9,7 +9,7 @@ from gpytorch.kernels import PolynomialKernel, RBFKernel
 from botorch.optim import optimize_acqf
 
 from botorch_dp.acquisition import qGradientInformation
-from botorch_dp.dp_gibo import DPGIBO, DPGIBOConfig
+from botorch_dp.optim.dp_gibo import DPGIBO, DPGIBOConfig
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.ledger import PrivacyBudgetExceeded

@@ -1,5 +1,5 @@
 """Every entry point that takes the public privacy parameters refuses the same bad values
-(through botorch_dp.privacy.validation), before computing or releasing anything."""
+(through botorch_dp.privacy.checks), before computing or releasing anything."""
 
 import math
 
@@ -7,11 +7,11 @@ import pytest
 import torch
 from gpytorch.kernels import RBFKernel
 
-from botorch_dp.dp_gibo import DPGIBO, DPGIBOConfig
-from botorch_dp.mechanism import GaussianGradientMechanism, gaussian_noise_std
-from botorch_dp.privacy.accountants import dp_gibo_noise_multiplier, epsilon_table
+from botorch_dp.optim.dp_gibo import DPGIBO, DPGIBOConfig
+from botorch_dp.privacy.accountants import epsilon_table
+from botorch_dp.privacy.checks import check_delta, check_positive, check_positive_int
 from botorch_dp.privacy.ledger import PrivacyLedger
-from botorch_dp.privacy.validation import check_delta, check_positive, check_positive_int
+from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
 
 GOOD = dict(clip_bound=1.0, num_users=10, privacy_mu=1.0, num_steps=4)
 
@@ -24,8 +24,6 @@ def entry_points(**kw):
     )
     return {
         "mechanism": lambda: GaussianGradientMechanism(**params),
-        "noise_std": lambda: gaussian_noise_std(**params),
-        "accountant": lambda: dp_gibo_noise_multiplier(**params),
         "dp_gibo": lambda: DPGIBO(DPGIBOConfig(**gibo_kw)),
     }
 
@@ -51,12 +49,12 @@ def test_all_entry_points_refuse_the_same_values(bad, match):
 
 def test_good_values_agree_across_entry_points():
     calls = entry_points()
-    sigma = calls["noise_std"]()
+    mechanism = calls["mechanism"]()
+    sigma = mechanism.noise_std
     assert math.isclose(sigma, 2 * 1.0 * math.sqrt(4) / (10 * 1.0))
-    assert math.isclose(calls["accountant"](), sigma / (2 * 1.0 / 10))  # noise std / sensitivity
-    assert calls["mechanism"]().noise_std == pytest.approx(sigma)
+    assert math.isclose(mechanism.noise_multiplier, sigma / (2 * 1.0 / 10))  # noise std / sensitivity
     # μ = inf is non-private GIBO: allowed, and no noise
-    assert gaussian_noise_std(**{**GOOD, "privacy_mu": math.inf}) == 0.0
+    assert GaussianGradientMechanism(**{**GOOD, "privacy_mu": math.inf}).noise_std == 0.0
 
 
 def test_ledger_and_epsilon_table_use_the_same_checks():

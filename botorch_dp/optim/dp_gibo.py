@@ -25,11 +25,10 @@ from tqdm.auto import tqdm
 
 from botorch_dp.acquisition import qGradientInformation
 from botorch_dp.gradient_gp import DEFAULT_JITTER, GradientGP
-from botorch_dp.mechanism import GaussianGradientMechanism, check_losses
-from botorch_dp.privacy.accountants import dp_gibo_noise_multiplier
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from botorch_dp.privacy.checks import check_delta, check_losses, check_positive, check_positive_int
 from botorch_dp.privacy.ledger import PrivacyLedger
-from botorch_dp.privacy.validation import check_delta, check_positive, check_positive_int
+from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, ReleaseDiagnostics
 
 CHECKPOINT_FILE = "dp_gibo_checkpoint.pt"
 STEP_RULES = ("sgd", "adagrad")
@@ -277,7 +276,7 @@ class DPGIBO:
         self._batch_sizes: list[int] = []
         self._traces: list[float] = []
         self._released: list[Tensor] = []
-        self._diag: list[dict] = []
+        self._diag: list[ReleaseDiagnostics] = []
         self._adagrad_sum = torch.zeros(d, dtype=torch.float64)
         self._mechanism: GaussianGradientMechanism | None = None
         if ledger is not None and c.privacy_budget_mu is not None:
@@ -511,7 +510,7 @@ class DPGIBO:
         with torch.no_grad():
             A = self._gp.gradient_weights(self.theta)
             release = self._mechanism.release(A, Y, diagnostics=c.diagnostics)
-            self.ledger.record_validation_step(mu=self._mechanism.step_mu, step_index=self.iteration)
+            self.ledger.record_validation_step(mu=release.cost.mu, step_index=self.iteration)
             trace = float(self._gp.posterior_trace(self.theta))
         self._traces.append(trace)
         self._batch_sizes.append(points.shape[0])
@@ -590,17 +589,12 @@ class DPGIBO:
         delta = c.target_delta if delta is None else delta
         valid = not c.unsafe_allow_sensitive_fitting
         mu = self.ledger.validation_mu() if valid else math.inf
-        n = self.num_users
-        noise_std = 0.0 if self._mechanism is None else self._mechanism.noise_std
-        multiplier = (
-            math.inf if math.isinf(c.privacy_mu) else dp_gibo_noise_multiplier(
-                clip_bound=c.clip_bound, num_users=n or 1, privacy_mu=c.privacy_mu, num_steps=c.num_iterations
-            )
-        )
+        mechanism = self._mechanism if self._mechanism is not None else self._make_mechanism(1)
+        noise_std = 0.0 if self._mechanism is None else mechanism.noise_std
         eps = 0.0 if mu == 0 else (math.inf if math.isinf(mu) else gdp_epsilon(mu, delta))
         return PrivacyGuarantee(
             mu=mu, epsilon=eps, delta=delta, noise_std=noise_std,
-            noise_multiplier=multiplier, num_steps=self.iteration, valid=valid,
+            noise_multiplier=mechanism.noise_multiplier, num_steps=self.iteration, valid=valid,
         )
 
     def result(self) -> DPGIBOResult:
@@ -618,10 +612,10 @@ class DPGIBO:
         diagnostics = None
         if self.config.diagnostics:
             diagnostics = NonPrivateDiagnostics(
-                unnoised_gradients=torch.stack([x["unnoised_gradient"] for x in self._diag])
+                unnoised_gradients=torch.stack([x.unnoised_gradient for x in self._diag])
                 if self._diag else torch.empty(0, d, dtype=torch.float64),
-                clip_fractions=[x["clip_fraction"] for x in self._diag],
-                noise_norms=[x["noise_norm"] for x in self._diag],
+                clip_fractions=[x.clip_fraction for x in self._diag],
+                noise_norms=[x.noise_norm for x in self._diag],
             )
         return DPGIBOResult(release=release, diagnostics=diagnostics)
 

@@ -3,12 +3,12 @@ import math
 import pytest
 import torch
 
-from botorch_dp.mechanism import (
+from botorch_dp.privacy.checks import check_losses
+from botorch_dp.privacy.mechanisms import (
     GaussianGradientMechanism,
-    check_losses,
+    GaussianScoreMechanism,
     clip_rows,
     clipped_mean_gradient,
-    gaussian_noise_std,
 )
 
 
@@ -79,13 +79,14 @@ def test_secure_rng_has_the_same_scale():
 
 
 def test_non_private_and_diagnostics():
-    assert gaussian_noise_std(clip_bound=1.0, num_users=5, privacy_mu=math.inf, num_steps=3) == 0.0
     mech = GaussianGradientMechanism(clip_bound=1.0, num_users=2, privacy_mu=math.inf, num_steps=3)
+    assert mech.noise_std == 0.0
     A = torch.eye(2, dtype=torch.float64)
     Y = torch.tensor([[3.0, 0.1], [4.0, 0.2]], dtype=torch.float64)
     rel = mech.release(A, Y, diagnostics=True)
     torch.testing.assert_close(rel.gradient, torch.tensor([0.35, 0.5], dtype=torch.float64))
-    assert rel.diagnostics["clip_fraction"] == 0.5
+    assert rel.diagnostics.clip_fraction == 0.5
+    assert rel.cost.mu == math.inf
     assert mech.release(A, Y).diagnostics is None
 
 
@@ -126,3 +127,25 @@ def test_check_losses():
         check_losses(bad, 2)
     with pytest.raises(ValueError, match="floating"):
         check_losses(torch.zeros(2, 3, dtype=torch.int64), 2)
+
+
+def test_release_returns_its_cost():
+    mech = GaussianGradientMechanism(clip_bound=1.0, num_users=4, privacy_mu=2.0, num_steps=16)
+    rel = mech.release(torch.eye(2, dtype=torch.float64), torch.ones(2, 4, dtype=torch.float64))
+    assert rel.cost.mu == pytest.approx(0.5) and rel.cost.count == 1
+
+
+def test_score_mechanism_closed_form_and_noise_scale():
+    g = torch.Generator().manual_seed(5)
+    mech = GaussianScoreMechanism(loss_clip=2.0, per_trial_mu=0.5, generator=g)
+    losses = torch.tensor([[-1.0, 1.0, 5.0, 0.5]] * 4000, dtype=torch.float64)  # clipped mean 0.875
+    rel = mech.release(losses)
+    assert rel.noise_std == pytest.approx(2.0 / (4 * 0.5))
+    assert rel.cost.mu == 0.5 and rel.cost.count == 4000
+    m = rel.scores.numel()
+    assert abs(float(rel.scores.mean()) - 0.875) < 5 * rel.noise_std / math.sqrt(m)
+    assert abs(float(rel.scores.std()) / rel.noise_std - 1) < 5 / math.sqrt(2 * m)
+    with pytest.raises(ValueError, match="loss_clip"):
+        GaussianScoreMechanism(loss_clip=math.inf, per_trial_mu=1.0)
+    with pytest.raises(ValueError, match="per_trial_mu"):
+        GaussianScoreMechanism(loss_clip=1.0, per_trial_mu=0.0)

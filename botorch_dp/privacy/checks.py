@@ -1,0 +1,73 @@
+r"""Argument checks shared by every entry point: privacy parameters (μ, B, n, T, δ), losses.
+
+Each check returns the value converted to ``float``/``int`` and raises ``ValueError``
+naming the parameter before anything is computed or released.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+
+def check_positive(value: float, name: str, *, allow_inf: bool = True) -> float:
+    r"""``value > 0`` (NaN refused); ``math.inf`` only when ``allow_inf``."""
+    value = float(value)
+    if math.isnan(value) or value <= 0.0 or (math.isinf(value) and not allow_inf):
+        what = "positive (math.inf allowed)" if allow_inf else "positive and finite"
+        raise ValueError(f"{name} must be {what}, got {value!r}.")
+    return value
+
+
+def check_positive_int(value: int, name: str) -> int:
+    r"""An integer ``>= 1`` (``bool`` and non-integral floats refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    return int(value)
+
+
+def check_delta(value: float, name: str = "delta") -> float:
+    r"""A probability in the open interval ``(0, 1)``."""
+    value = float(value)
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"{name} must lie in the open interval (0, 1), got {value!r}.")
+    return value
+
+
+def check_losses(losses: Tensor, num_points: int, num_users: int | None = None) -> None:
+    r"""Reject malformed per-user losses before anything is computed from them.
+
+    Args:
+        losses: A ``q x n`` tensor of per-user losses at ``q`` points.
+        num_points: The expected ``q``.
+        num_users: The expected ``n`` (``None`` accepts any ``n ≥ 1``).
+
+    Raises:
+        ValueError: With a message naming the problem (shape, number of users,
+            non-finite entries and where they are).
+    """
+    if not isinstance(losses, Tensor):
+        raise ValueError(f"losses must be a torch.Tensor, got {type(losses).__name__}.")
+    if losses.dim() != 2 or losses.shape[0] != num_points:
+        raise ValueError(
+            f"losses must be a (num_points x num_users) = ({num_points} x n) tensor, "
+            f"got shape {tuple(losses.shape)}."
+        )
+    if losses.shape[1] < 1:
+        raise ValueError("losses must have at least one user (n >= 1).")
+    if num_users is not None and losses.shape[1] != num_users:
+        raise ValueError(
+            f"losses have {losses.shape[1]} users, earlier evaluations had {num_users}; "
+            "the number of users must stay fixed."
+        )
+    if not losses.is_floating_point():
+        raise ValueError(f"losses must be floating point, got {losses.dtype}.")
+    bad = ~torch.isfinite(losses)
+    if bad.any():
+        rows = sorted(set(bad.nonzero()[:, 0].tolist()))
+        raise ValueError(
+            f"losses contain {int(bad.sum())} non-finite values (NaN or inf) at point(s) "
+            f"{rows}; nothing was released. Fix the objective and tell these points again."
+        )

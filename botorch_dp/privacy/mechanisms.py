@@ -1,0 +1,272 @@
+r"""The privacy boundary: the one module where per-user losses meet each other or noise.
+
+Every release of the package is a call into this module and returns the released value
+together with its privacy cost (``PrivacyCost``); callers record that cost in the
+``PrivacyLedger`` and never recompute it.
+
+- ``GaussianGradientMechanism``: DP-GIBO's and noisy GD's gradient release. Per-user
+  gradient estimates ``A y_i`` are clipped to ``B``, averaged and noised with std
+  ``2B√T/(nμ)`` (seed 000, Thm. 3.1).
+- ``GaussianScoreMechanism``: private random search's score of one trial, the mean of the
+  ``[0, C]``-clipped per-user losses plus Gaussian noise (sensitivity ``C/n``).
+
+Nothing computed from per-user losses leaves this module un-noised, except clearly
+labelled non-private diagnostics returned only on request.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from botorch_dp.privacy.analysis.gdp import gaussian_noise_std_for_mu
+from botorch_dp.privacy.checks import check_positive, check_positive_int
+
+
+def clip_rows(G: Tensor, clip_bound: float) -> tuple[Tensor, Tensor]:
+    r"""Clip each row to Euclidean norm at most ``B``: ``ĝ_i = g_i · min(1, B/‖g_i‖)``.
+
+    Args:
+        G: An ``n x d`` tensor of per-user gradients.
+        clip_bound: ``B > 0``.
+
+    Returns:
+        The ``n x d`` clipped rows and an ``n`` boolean tensor marking clipped rows.
+    """
+    norms = G.norm(dim=-1, keepdim=True)
+    factor = (clip_bound / norms.clamp_min(torch.finfo(G.dtype).tiny)).clamp(max=1.0)
+    return G * factor, (norms.squeeze(-1) > clip_bound)
+
+
+def clipped_mean_gradient(
+    A: Tensor, Y: Tensor, clip_bound: float, chunk_size: int = 4096
+) -> tuple[Tensor, int]:
+    r"""``ḡ = (1/n) Σ_i clip(A y_i)``, computed in chunks of users.
+
+    ``A = ∇k(θ, D) K⁻¹`` is shared by all users, so each chunk costs one ``d x N`` by
+    ``N x chunk`` product. Replacing one user's losses moves ``ḡ`` by at most ``2B/n``.
+
+    Args:
+        A: A ``d x N`` tensor of gradient weights.
+        Y: An ``N x n`` tensor of per-user losses at the points of ``D`` (sensitive).
+        clip_bound: ``B > 0``.
+        chunk_size: Users per chunk; bounds the memory at ``d x chunk_size``.
+
+    Returns:
+        The ``d`` tensor ``ḡ`` (sensitive: not yet noised) and the number of clipped users.
+    """
+    n = Y.shape[-1]
+    total = A.new_zeros(A.shape[0])
+    num_clipped = 0
+    for start in range(0, n, chunk_size):
+        G = (A @ Y[:, start : start + chunk_size]).transpose(0, 1)  # chunk x d
+        clipped, was_clipped = clip_rows(G, clip_bound)
+        total = total + clipped.sum(0)
+        num_clipped += int(was_clipped.sum())
+    return total / n, num_clipped
+
+
+@dataclass(frozen=True)
+class PrivacyCost:
+    r"""What a release spent, as returned by every mechanism of this module.
+
+    Attributes:
+        mu: GDP parameter of each release (``math.inf``: no guarantee, no noise).
+        count: Number of releases of that ``mu`` the call made (e.g. one score per trial).
+    """
+
+    mu: float
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class ReleaseDiagnostics:
+    r"""NON-PRIVATE values of one gradient release. Never publish these.
+
+    Attributes:
+        unnoised_gradient: The ``d`` clipped mean before noise.
+        clip_fraction: Fraction of users whose estimate was clipped.
+        noise_norm: ``‖noise‖``.
+    """
+
+    unnoised_gradient: Tensor
+    clip_fraction: float
+    noise_norm: float
+
+
+@dataclass
+class GradientRelease:
+    r"""One privatized gradient, its cost and, only if requested, non-private diagnostics.
+
+    Attributes:
+        gradient: The ``d`` released gradient ``ḡ + noise`` (public).
+        cost: The ``PrivacyCost`` of this release (``μ/√T``-GDP).
+        diagnostics: ``None`` unless requested; then NON-PRIVATE ``ReleaseDiagnostics``.
+    """
+
+    gradient: Tensor
+    cost: PrivacyCost
+    diagnostics: ReleaseDiagnostics | None = None
+
+
+class GaussianGradientMechanism:
+    r"""Clip per-user gradient estimates, average them, add Gaussian noise.
+
+    Args:
+        clip_bound: ``B``, the per-user clipping norm.
+        num_users: ``n``, the (public) number of users.
+        privacy_mu: ``μ``, the total GDP budget of the ``T`` releases (``inf``: no noise).
+        num_steps: ``T``, the number of releases the budget is split over.
+        generator: Source of the noise; its state is part of the loop's checkpoint.
+        secure_rng: Draw the noise from the operating system's entropy
+            (``random.SystemRandom``) instead of ``generator``; runs are then not
+            reproducible.
+        chunk_size: Users per chunk when forming ``A Y``.
+    """
+
+    def __init__(
+        self,
+        *,
+        clip_bound: float,
+        num_users: int,
+        privacy_mu: float,
+        num_steps: int,
+        generator: torch.Generator | None = None,
+        secure_rng: bool = False,
+        chunk_size: int = 4096,
+    ) -> None:
+        self.clip_bound = check_positive(clip_bound, "clip_bound (B)", allow_inf=False)
+        self.privacy_mu = check_positive(privacy_mu, "privacy_mu (μ)")
+        self.num_steps = check_positive_int(num_steps, "num_steps (T)")
+        self.num_users = check_positive_int(num_users, "num_users (n)")
+        self.generator = generator
+        self.secure_rng = secure_rng
+        self.chunk_size = chunk_size
+
+    @property
+    def sensitivity(self) -> float:
+        r"""Replace-one L2 sensitivity ``2B/n`` of the clipped mean."""
+        return 2.0 * self.clip_bound / self.num_users
+
+    @property
+    def noise_std(self) -> float:
+        r"""Noise standard deviation per coordinate, ``2B√T/(nμ)`` (0 when ``μ = inf``)."""
+        return gaussian_noise_std_for_mu(self.sensitivity, self.privacy_mu, self.num_steps)
+
+    @property
+    def noise_multiplier(self) -> float:
+        r"""``noise_std`` over the sensitivity, ``√T/μ`` (Opacus's convention; 0: no noise)."""
+        return gaussian_noise_std_for_mu(1.0, self.privacy_mu, self.num_steps)
+
+    @property
+    def step_mu(self) -> float:
+        r"""GDP parameter ``μ/√T`` of one release."""
+        return self.privacy_mu / math.sqrt(self.num_steps)
+
+    def sample_noise(self, d: int, dtype: torch.dtype = torch.float64, device: torch.device | None = None) -> Tensor:
+        r"""A ``d`` tensor ``N(0, noise_std² I)`` on ``device``."""
+        return _gaussian(d, self.noise_std, self.generator, self.secure_rng, dtype, device)
+
+    def release(self, A: Tensor, Y: Tensor, *, diagnostics: bool = False) -> GradientRelease:
+        r"""Privatize the average clipped per-user gradient ``(1/n) Σ clip(A y_i)``.
+
+        Args:
+            A: A ``d x N`` tensor ``∇k(θ, D) K⁻¹`` (public: depends on ``D`` and ``θ``).
+            Y: An ``N x n`` tensor of per-user losses at ``D`` (sensitive).
+            diagnostics: Also return NON-PRIVATE diagnostics.
+
+        Returns:
+            A ``GradientRelease``.
+        """
+        if Y.shape[-1] != self.num_users:
+            raise ValueError(f"Expected {self.num_users} users, got {Y.shape[-1]}.")
+        mean, num_clipped = clipped_mean_gradient(A, Y, self.clip_bound, self.chunk_size)
+        noise = self.sample_noise(mean.shape[0], dtype=mean.dtype, device=mean.device)
+        released = (mean + noise).detach()
+        info = None
+        if diagnostics:
+            info = ReleaseDiagnostics(
+                unnoised_gradient=mean.detach().clone(),
+                clip_fraction=num_clipped / self.num_users,
+                noise_norm=float(noise.norm()),
+            )
+        return GradientRelease(gradient=released, cost=PrivacyCost(mu=self.step_mu), diagnostics=info)
+
+
+def _gaussian(
+    size: int,
+    std: float,
+    generator: torch.Generator | None,
+    secure_rng: bool,
+    dtype: torch.dtype,
+    device: torch.device | None,
+) -> Tensor:
+    r"""``size`` draws of ``N(0, std²)``: the only place privacy noise is sampled."""
+    if std == 0.0:
+        return torch.zeros(size, dtype=dtype, device=device)
+    if secure_rng:
+        rng = random.SystemRandom()
+        w = torch.tensor([rng.gauss(0.0, 1.0) for _ in range(size)], dtype=dtype, device=device)
+    elif generator is not None and device is not None and generator.device != torch.device(device):
+        # a generator lives on one device: draw there, then move (same numbers everywhere)
+        w = torch.randn(size, generator=generator, dtype=dtype, device=generator.device).to(device)
+    else:
+        w = torch.randn(size, generator=generator, dtype=dtype, device=device)
+    return std * w
+
+
+@dataclass
+class ScoreRelease:
+    r"""Noised scores of ``q`` trials and their cost (each trial ``μ₀``-GDP)."""
+
+    scores: Tensor
+    cost: PrivacyCost
+    noise_std: float
+
+
+class GaussianScoreMechanism:
+    r"""Score trials by the noised mean of ``[0, C]``-clipped per-user losses.
+
+    ``s_j = (1/n) Σ_i min(max(ℓ_i(θ_j), 0), C) + N(0, (C/(n μ₀))²)``: replacing one user
+    moves the clipped mean by at most ``C/n``, so each score is ``μ₀``-GDP. Private random
+    search (Papernot & Steinke, 2022) releases the best of a random number of such trials.
+
+    Args:
+        loss_clip: ``C > 0``, finite.
+        per_trial_mu: ``μ₀ > 0``, finite.
+        generator: Source of the noise.
+        secure_rng: Draw the noise from the operating system's entropy instead.
+    """
+
+    def __init__(
+        self,
+        *,
+        loss_clip: float,
+        per_trial_mu: float,
+        generator: torch.Generator | None = None,
+        secure_rng: bool = False,
+    ) -> None:
+        self.loss_clip = check_positive(loss_clip, "loss_clip (C)", allow_inf=False)
+        self.per_trial_mu = check_positive(per_trial_mu, "per_trial_mu (μ₀)", allow_inf=False)
+        self.generator = generator
+        self.secure_rng = secure_rng
+
+    def noise_std(self, num_users: int) -> float:
+        r"""``C/(n μ₀)``."""
+        return gaussian_noise_std_for_mu(self.loss_clip / num_users, self.per_trial_mu)
+
+    def release(self, losses: Tensor) -> ScoreRelease:
+        r"""Noised clipped-mean scores of the ``q`` rows of a ``q x n`` loss matrix (sensitive)."""
+        num_users = check_positive_int(losses.shape[-1], "num_users (n)")
+        clipped_mean = losses.clamp(min=0.0, max=self.loss_clip).mean(-1)
+        std = self.noise_std(num_users)
+        noise = _gaussian(losses.shape[0], 1.0, self.generator, self.secure_rng, losses.dtype, losses.device)
+        return ScoreRelease(
+            scores=clipped_mean + std * noise,
+            cost=PrivacyCost(mu=self.per_trial_mu, count=losses.shape[0]),
+            noise_std=std,
+        )

@@ -1,0 +1,65 @@
+r"""Small helpers shared across the package: seed derivation, torch threads, the box."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+def child_seeds(seed: int | list[int], num: int) -> list[int]:
+    r"""``num`` independent 63-bit seeds derived from ``seed`` (numpy's ``SeedSequence``).
+
+    Use one child per purpose (data, observation noise, privacy noise, candidate search)
+    instead of arithmetic such as ``seed + 1``, which makes streams of neighbouring seeds
+    overlap.
+
+    Args:
+        seed: A non-negative integer, or a list of them (e.g. ``[seed, index]``).
+        num: Number of children.
+
+    Returns:
+        ``num`` Python ints in ``[0, 2**63)``.
+    """
+    children = np.random.SeedSequence(seed).spawn(num)
+    return [int(c.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1)) for c in children]
+
+
+@contextlib.contextmanager
+def torch_threads(num_threads: int | None) -> Iterator[None]:
+    r"""Run the block with ``torch.set_num_threads(num_threads)`` and restore the old value.
+
+    ``None`` leaves the thread count alone.
+    """
+    previous = torch.get_num_threads()
+    if num_threads is not None:
+        torch.set_num_threads(int(num_threads))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def check_bounds(bounds: Tensor) -> Tensor:
+    r"""Validate a ``2 x d`` box and return it as float64.
+
+    Args:
+        bounds: A ``2 x d`` tensor (or array) of lower and upper bounds.
+
+    Returns:
+        The ``2 x d`` float64 tensor.
+    """
+    bounds = torch.as_tensor(bounds, dtype=torch.float64)
+    if bounds.dim() != 2 or bounds.shape[0] != 2 or bounds.shape[1] < 1:
+        raise ValueError(f"bounds must be a 2 x d tensor, got shape {tuple(bounds.shape)}.")
+    if not torch.isfinite(bounds).all() or not (bounds[0] < bounds[1]).all():
+        raise ValueError("bounds must be finite with lower < upper in every dimension.")
+    return bounds
+
+
+def project_to_box(theta: Tensor, bounds: Tensor) -> Tensor:
+    r"""Euclidean projection of a ``... x d`` tensor onto the box ``bounds`` (``2 x d``)."""
+    return torch.minimum(torch.maximum(theta, bounds[0]), bounds[1])
