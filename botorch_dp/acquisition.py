@@ -13,7 +13,7 @@ from botorch.utils.transforms import concatenate_pending_points, t_batch_mode_tr
 from torch import Tensor
 
 from botorch_dp.gradient_gp import DEFAULT_JITTER, GradientGP
-from botorch_dp.kernel_derivatives import Method
+from botorch_dp.kernel_derivatives import DerivativeBackend
 
 
 class qGradientInformation(AcquisitionFunction):
@@ -47,7 +47,7 @@ class qGradientInformation(AcquisitionFunction):
         X_pending: Tensor | None = None,
         *,
         jitter: float = DEFAULT_JITTER,
-        method: Method = "auto",
+        method: DerivativeBackend = "auto",
     ) -> None:
         super().__init__(model=model)
         gp = model if isinstance(model, GradientGP) else GradientGP.from_model(

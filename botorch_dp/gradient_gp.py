@@ -16,7 +16,7 @@ from gpytorch.means import ConstantMean, ZeroMean
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
-from botorch_dp.kernel_derivatives import KernelDerivatives, Method
+from botorch_dp.kernel_derivatives import DerivativeBackend, KernelDerivatives
 
 DEFAULT_JITTER = 1e-8
 
@@ -54,7 +54,10 @@ def _solve_lower(L: Tensor, B: Tensor) -> Tensor:
 
 
 class GradientGP(torch.nn.Module):
-    r"""Zero-mean GP with fixed kernel on public points ``D``, viewed through its gradient.
+    r"""The factorized gradient posterior of a fixed-kernel GP on public points ``D``.
+
+    Not a GP with gradient observations: it observes values at ``D`` and answers questions
+    about the gradient ``∇f(θ)`` (mean, covariance, trace, trace reduction of new points).
 
     With ``K = k(D, D) + diag(max(σ², jitter)) = LLᵀ`` and ``V(θ) = L⁻¹ ∇k(θ, D)ᵀ``:
 
@@ -88,36 +91,87 @@ class GradientGP(torch.nn.Module):
         mean_constant: float = 0.0,
         output_scale: float = 1.0,
         jitter: float = DEFAULT_JITTER,
-        method: Method = "auto",
+        method: DerivativeBackend = "auto",
     ) -> None:
         super().__init__()
         if train_X.dim() != 2:
             raise ValueError(f"train_X must be N x d, got shape {tuple(train_X.shape)}.")
-        self.kernel = kernel
-        self.derivatives = KernelDerivatives(kernel, method=method)
-        self.jitter = float(jitter)
-        self.mean_constant = float(mean_constant)
-        self.output_scale = float(output_scale)
-        self.train_X = train_X.detach()
         N = train_X.shape[0]
         noise = torch.as_tensor(noise_variance, dtype=train_X.dtype, device=train_X.device)
         if noise.dim() == 0:
-            self.new_point_noise = float(noise)
+            new_point_noise = float(noise)
             noise = noise.expand(N)
         else:
             if noise.shape != (N,):
                 raise ValueError(f"noise_variance must be a float or an N={N} tensor.")
-            self.new_point_noise = float(noise.mean()) if N > 0 else 0.0
-        if (noise < 0).any() or self.new_point_noise < 0:
+            new_point_noise = float(noise.mean()) if N > 0 else 0.0
+        if (noise < 0).any() or new_point_noise < 0:
             raise ValueError("noise_variance must be non-negative.")
-        self.train_noise = noise.detach()
-        self.train_Y = None if train_Y is None else train_Y.detach().reshape(N)
-        self.L = self._factor(self.train_X, self.train_noise)
+        self._set_parts(
+            kernel=kernel,
+            derivatives=KernelDerivatives(kernel, method=method),
+            jitter=float(jitter),
+            mean_constant=float(mean_constant),
+            output_scale=float(output_scale),
+            new_point_noise=new_point_noise,
+            train_X=train_X,
+            train_noise=noise,
+            train_Y=None if train_Y is None else train_Y.reshape(N),
+            L=None,
+        )
+
+    def _set_parts(
+        self,
+        *,
+        kernel: Kernel,
+        derivatives: KernelDerivatives,
+        jitter: float,
+        mean_constant: float,
+        output_scale: float,
+        new_point_noise: float,
+        train_X: Tensor,
+        train_noise: Tensor,
+        train_Y: Tensor | None,
+        L: Tensor | None,
+    ) -> None:
+        r"""Set every field; the one place a new field is added. ``L = None`` factorizes.
+
+        The tensors are registered as buffers, so ``.to(device)`` and ``.double()`` move
+        them together with the module.
+        """
+        self.kernel = kernel
+        self.derivatives = derivatives
+        self.jitter = jitter
+        self.mean_constant = mean_constant
+        self.output_scale = output_scale
+        self.new_point_noise = new_point_noise
+        self.register_buffer("train_X", train_X.detach())
+        self.register_buffer("train_noise", train_noise.detach())
+        self.register_buffer("train_Y", None if train_Y is None else train_Y.detach())
+        self.register_buffer("L", (self._factor(self.train_X, self.train_noise) if L is None else L).detach())
+
+    def _from_parts(self, train_X: Tensor, train_noise: Tensor, L: Tensor) -> "GradientGP":
+        r"""A ``GradientGP`` with this one's kernel and settings on new data with a known factor."""
+        gp = GradientGP.__new__(GradientGP)
+        torch.nn.Module.__init__(gp)
+        gp._set_parts(
+            kernel=self.kernel,
+            derivatives=self.derivatives,
+            jitter=self.jitter,
+            mean_constant=self.mean_constant,
+            output_scale=self.output_scale,
+            new_point_noise=self.new_point_noise,
+            train_X=train_X,
+            train_noise=train_noise,
+            train_Y=None,
+            L=L,
+        )
+        return gp
 
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_model(
-        cls, model: torch.nn.Module, *, jitter: float = DEFAULT_JITTER, method: Method = "auto"
+        cls, model: torch.nn.Module, *, jitter: float = DEFAULT_JITTER, method: DerivativeBackend = "auto"
     ) -> "GradientGP":
         r"""Read data, kernel, noise and prior mean off a single-output exact GP.
 
@@ -196,14 +250,11 @@ class GradientGP(torch.nn.Module):
         Returns:
             The ``GradientGP``; no factorization is done.
         """
-        gp = cls(train_X[:0], kernel, noise_variance, **kwargs)
+        empty = cls(train_X[:0], kernel, noise_variance, **kwargs)
         N = train_X.shape[0]
         if factor.shape != (N, N):
             raise ValueError(f"factor must be {N} x {N}, got {tuple(factor.shape)}.")
-        gp.train_X = train_X.detach()
-        gp.train_noise = gp.train_noise.new_full((N,), float(noise_variance))
-        gp.L = factor.detach()
-        return gp
+        return empty._from_parts(train_X, empty.train_noise.new_full((N,), float(noise_variance)), factor)
 
     def condition_on(self, X_new: Tensor, noise_variance: float | Tensor | None = None) -> "GradientGP":
         r"""A new ``GradientGP`` on ``D ∪ X_new``, reusing the Cholesky factor.
@@ -224,18 +275,6 @@ class GradientGP(torch.nn.Module):
             noise_variance = self.new_point_noise
         noise_new = torch.as_tensor(noise_variance, dtype=X_new.dtype, device=X_new.device)
         noise_new = noise_new.expand(q).detach()
-        new = GradientGP.__new__(GradientGP)
-        torch.nn.Module.__init__(new)
-        new.kernel, new.derivatives = self.kernel, self.derivatives
-        new.jitter, new.mean_constant, new.output_scale = (
-            self.jitter,
-            self.mean_constant,
-            self.output_scale,
-        )
-        new.new_point_noise = self.new_point_noise
-        new.train_X = torch.cat([self.train_X, X_new.detach()])
-        new.train_noise = torch.cat([self.train_noise, noise_new])
-        new.train_Y = None
         with torch.no_grad():
             W, S = self._schur(X_new.detach(), noise_new)
             L_S = psd_safe_cholesky(S)
@@ -244,8 +283,8 @@ class GradientGP(torch.nn.Module):
             L[:N, :N] = self.L
             L[N:, :N] = W.transpose(-1, -2)
             L[N:, N:] = L_S
-        new.L = L
-        return new
+        train_X = torch.cat([self.train_X, X_new.detach()])
+        return self._from_parts(train_X, torch.cat([self.train_noise, noise_new]), L)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -376,7 +415,7 @@ class GradientGP(torch.nn.Module):
 
 
 def gradient_posterior(
-    model: torch.nn.Module, theta: Tensor, *, jitter: float = DEFAULT_JITTER, method: Method = "auto"
+    model: torch.nn.Module, theta: Tensor, *, jitter: float = DEFAULT_JITTER, method: DerivativeBackend = "auto"
 ) -> GradientPosterior:
     r"""Posterior mean and covariance of ``∇f(θ)`` for a single-output exact GP.
 

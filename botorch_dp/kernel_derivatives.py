@@ -22,7 +22,7 @@ from gpytorch.kernels import (
 )
 from torch import Tensor
 
-Method = Literal["auto", "closed_form", "derivative_kernel", "autograd"]
+DerivativeBackend = Literal["auto", "closed_form", "derivative_kernel", "autograd"]
 
 
 def _split_scale(kernel: Kernel) -> tuple[Kernel, Tensor | None]:
@@ -85,7 +85,7 @@ class KernelDerivatives:
             kernel; ``"auto"`` picks the first of closed_form / autograd that applies.
     """
 
-    def __init__(self, kernel: Kernel, method: Method = "auto") -> None:
+    def __init__(self, kernel: Kernel, method: DerivativeBackend = "auto") -> None:
         if method not in ("auto", "closed_form", "derivative_kernel", "autograd"):
             raise ValueError(f"Unknown method {method!r}.")
         self.kernel = kernel

@@ -131,3 +131,32 @@ def test_refusals():
         GradientGP(X[0], make_kernel("rbf", d))
     with pytest.raises(ValueError, match="non-negative"):
         GradientGP(X, make_kernel("rbf", d), -1.0)
+
+
+def test_tensors_are_buffers_that_move_with_the_module():
+    d = 3
+    X, _ = _data(d, 8, torch.float64)
+    gp = GradientGP(X, make_kernel("rbf", d, torch.float64), 1e-3).condition_on(X[:2] + 0.1)
+    assert {"train_X", "train_noise", "L"} <= set(dict(gp.named_buffers()))
+    theta = torch.full((1, d), 0.4, dtype=torch.float64)
+    expected = gp.posterior_trace(theta)
+    moved = gp.to(torch.float32)  # the same call moves everything to a GPU
+    assert moved.train_X.dtype == moved.L.dtype == moved.train_noise.dtype == torch.float32
+    assert moved.train_X.shape == (10, d) and moved.L.shape == (10, 10)
+    torch.testing.assert_close(moved.posterior_trace(theta.float()), expected.float(), rtol=1e-4, atol=1e-6)
+
+
+def test_condition_on_and_from_factor_keep_every_setting():
+    d = 2
+    X, _ = _data(d, 6, torch.float64)
+    gp = GradientGP(X, make_kernel("matern52", d, torch.float64), 2e-3, mean_constant=0.5, output_scale=1.7, jitter=1e-7)
+    conditioned = gp.condition_on(X[:1] + 0.05)
+    restored = GradientGP.from_factor(
+        conditioned.train_X, conditioned.L, gp.kernel, 2e-3, mean_constant=0.5, output_scale=1.7, jitter=1e-7
+    )
+    for other in (conditioned, restored):
+        assert (other.jitter, other.mean_constant, other.output_scale, other.new_point_noise) == (1e-7, 0.5, 1.7, 2e-3)
+    theta = torch.tensor([[0.2, 0.8]], dtype=torch.float64)
+    assert torch.equal(restored.posterior_covariance(theta), conditioned.posterior_covariance(theta))
+    dense = GradientGP(conditioned.train_X, gp.kernel, 2e-3, output_scale=1.7, jitter=1e-7)
+    torch.testing.assert_close(conditioned.posterior_covariance(theta), dense.posterior_covariance(theta), rtol=1e-9, atol=1e-12)
