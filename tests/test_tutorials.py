@@ -73,7 +73,8 @@ def test_kernel_runs_this_interpreter(kernel_name, tmp_path):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(SMOKE_ENV, "1")
         _execute(nb, kernel_name, tmp_path)
-    out = "".join(o.get("text", "") for o in nb.cells[0].outputs).split()
+    stdout = [o for o in nb.cells[0].outputs if o.get("name") == "stdout"]  # warnings go to stderr
+    out = "".join(o.get("text", "") for o in stdout).split()
     assert os.path.realpath(out[0]) == os.path.realpath(sys.executable)
     assert out[1] == "1"  # the environment reaches the kernel
 
