@@ -27,19 +27,47 @@ from botorch_dp.privacy.analysis.gdp import gaussian_noise_std_for_mu
 from botorch_dp.privacy.checks import check_positive, check_positive_int
 
 
+def _pow2_exponents(x: Tensor, dim: int) -> Tensor:
+    r"""Integer ``e`` with ``max |x| < 2^e`` along ``dim`` (0 for an all-zero slice)."""
+    return torch.frexp(x.abs().amax(dim=dim)).exponent.to(torch.int64)
+
+
+def _ldexp(x: Tensor, e: Tensor) -> Tensor:
+    r"""``x · 2^e`` exactly, in two halves so that no factor ``2^e`` overflows on its own."""
+    half = torch.div(e, 2, rounding_mode="floor")
+    return torch.ldexp(torch.ldexp(x, half), e - half)
+
+
+def _clip_scaled(G_scaled: Tensor, e: Tensor, clip_bound: float) -> tuple[Tensor, Tensor]:
+    r"""Clip the rows ``g_i = G_scaled_i · 2^{e_i}`` to norm ``B`` without forming ``g_i``
+    when it would overflow.
+
+    A clipped row is ``g_i B/‖g_i‖ = G_scaled_i B/‖G_scaled_i‖`` (the power of two
+    cancels); an unclipped row is ``G_scaled_i · 2^{e_i}``, finite because ``‖g_i‖ ≤ B``.
+    Scaling by powers of two is exact, so in the normal floating-point range this gives
+    the same bits as clipping ``g_i`` directly.
+    """
+    scaled_norms = G_scaled.norm(dim=-1)  # finite: the caller scaled the inputs
+    clipped = _ldexp(scaled_norms, e) > clip_bound  # the true norm may be inf here; fine
+    factor = (clip_bound / scaled_norms).unsqueeze(-1)  # inf for a zero row, never used then
+    rows = torch.where(clipped.unsqueeze(-1), G_scaled * factor, _ldexp(G_scaled, e.unsqueeze(-1)))
+    return rows, clipped
+
+
 def clip_rows(G: Tensor, clip_bound: float) -> tuple[Tensor, Tensor]:
     r"""Clip each row to Euclidean norm at most ``B``: ``ĝ_i = g_i · min(1, B/‖g_i‖)``.
 
+    Exact for every finite row, including rows whose norm overflows float64.
+
     Args:
-        G: An ``n x d`` tensor of per-user gradients.
+        G: An ``n x d`` tensor of finite per-user gradients.
         clip_bound: ``B > 0``.
 
     Returns:
         The ``n x d`` clipped rows and an ``n`` boolean tensor marking clipped rows.
     """
-    norms = G.norm(dim=-1, keepdim=True)
-    factor = (clip_bound / norms.clamp_min(torch.finfo(G.dtype).tiny)).clamp(max=1.0)
-    return G * factor, (norms.squeeze(-1) > clip_bound)
+    e = _pow2_exponents(G, dim=-1)
+    return _clip_scaled(_ldexp(G, -e.unsqueeze(-1)), e, clip_bound)
 
 
 def clipped_mean_gradient(
@@ -50,21 +78,31 @@ def clipped_mean_gradient(
     ``A = ∇k(θ, D) K⁻¹`` is shared by all users, so each chunk costs one ``d x N`` by
     ``N x chunk`` product. Replacing one user's losses moves ``ḡ`` by at most ``2B/n``.
 
+    Overflow-safe: each user's losses are first scaled by a power of two that brings their
+    largest magnitude into ``[0.5, 1)``, so ``A y_i`` and its norm are formed without
+    overflow for any finite losses (up to the float64 maximum), and the clipping rule is
+    applied exactly. Scaling by a power of two is exact, so ordinary inputs give the same
+    bits as the direct product.
+
     Args:
-        A: A ``d x N`` tensor of gradient weights.
-        Y: An ``N x n`` tensor of per-user losses at the points of ``D`` (sensitive).
+        A: A ``d x N`` tensor of finite gradient weights.
+        Y: An ``N x n`` tensor of finite per-user losses at the points of ``D`` (sensitive).
         clip_bound: ``B > 0``.
-        chunk_size: Users per chunk; bounds the memory at ``d x chunk_size``.
+        chunk_size: Users per chunk; bounds the memory at ``N x chunk_size``.
 
     Returns:
         The ``d`` tensor ``ḡ`` (sensitive: not yet noised) and the number of clipped users.
     """
+    if not torch.isfinite(A).all():
+        raise ValueError("The gradient weights A are not finite; nothing was released.")
     n = Y.shape[-1]
     total = A.new_zeros(A.shape[0])
     num_clipped = 0
     for start in range(0, n, chunk_size):
-        G = (A @ Y[:, start : start + chunk_size]).transpose(0, 1)  # chunk x d
-        clipped, was_clipped = clip_rows(G, clip_bound)
+        chunk = Y[:, start : start + chunk_size]
+        e = _pow2_exponents(chunk, dim=0)  # one exponent per user
+        G_scaled = (A @ _ldexp(chunk, -e)).transpose(0, 1)  # chunk x d, |entries| ≤ Σ_k |A_jk|
+        clipped, was_clipped = _clip_scaled(G_scaled, e, clip_bound)
         total = total + clipped.sum(0)
         num_clipped += int(was_clipped.sum())
     return total / n, num_clipped
