@@ -42,7 +42,7 @@ the number of users must stay fixed. Then::
                                  clip_bound=B, num_iterations=T)).run(objective)
     result.release  # private: theta, iterates, evaluation_points, guarantee
 
-For a classifier, ``botorch_dp.torch_tuning.TorchModelTuningObjective`` builds that
+For a classifier, ``botorch_dp.tuning.TorchModelTuningObjective`` builds that
 callable: give it a ``ClassificationData`` (your ``X_train, y_train, X_val, y_val,
 X_test, y_test`` tensors and ``num_classes``), a ``SearchSpace`` of ``Hyperparameter``
 ranges, and ``model_fn(params) -> nn.Module`` (``params`` is a dict of natural values;
@@ -65,15 +65,15 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.privacy.ledger import PrivacyLedger
-from botorch_dp.torch_tuning import (
+from botorch_dp.training import DPSGDConfig, TrainingConfig
+from botorch_dp.tuning import (
     SKLEARN_DATASETS,
-    DPSGDConfig,
     TorchModelTuningObjective,
-    TrainingConfig,
     estimate_training_noise_variance,
     load_sklearn_classification,
     synthetic_like,
 )
+from botorch_dp.utils import torch_threads
 
 RESULT_FILE = "tune_torch_model.json"
 PLOT_FILE = "tune_torch_model.png"
@@ -155,12 +155,8 @@ def main(argv: list[str] | None = None) -> dict:
         args.raw_samples, args.num_restarts = 32, 1
         args.pilot_repeats = 2
     start = time.perf_counter()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads)
-    try:
+    with torch_threads(args.threads):
         summary = _run(args)
-    finally:
-        torch.set_num_threads(threads)
     summary["wall_time_s"] = time.perf_counter() - start
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / RESULT_FILE).write_text(json.dumps(summary, indent=2))
