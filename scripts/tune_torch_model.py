@@ -73,7 +73,7 @@ from botorch_dp.tuning import (
     load_sklearn_classification,
     synthetic_like,
 )
-from botorch_dp.utils import torch_threads
+from botorch_dp.utils import child_seeds, torch_threads
 
 RESULT_FILE = "tune_torch_model.json"
 PLOT_FILE = "tune_torch_model.png"
@@ -83,6 +83,8 @@ PLOT_FILE = "tune_torch_model.png"
 DEFAULT_NOISE_VARIANCE = 1e-4
 #: Floor of the pilot's σ² estimate (a variance estimated from a few runs can be tiny).
 MIN_NOISE_VARIANCE = 1e-4
+#: Name of the child stream of ``--seed`` that draws the pilot's public points.
+PILOT_POINTS_STREAM = 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -183,7 +185,8 @@ def _run(args: argparse.Namespace) -> dict:
     if args.noise_variance is not None:
         noise_variance, noise_source = args.noise_variance, "stated (--noise-variance)"
     elif args.dp_train:
-        gen = torch.Generator().manual_seed(args.seed + 7)
+        (pilot_points_seed,) = child_seeds([args.seed, PILOT_POINTS_STREAM], 1)
+        gen = torch.Generator().manual_seed(pilot_points_seed)
         num_points = 1 if args.quick else 3
         points = torch.cat([theta0[None], torch.rand(num_points - 1, d, generator=gen, dtype=torch.float64)])
         print(f"pilot: {num_points} x {args.pilot_repeats} DP-SGD runs on public synthetic data to estimate σ² ...")

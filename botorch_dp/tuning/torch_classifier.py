@@ -17,7 +17,6 @@ import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -33,6 +32,7 @@ from botorch_dp.training.dp_sgd import (
 )
 from botorch_dp.tuning.datasets import ClassificationData
 from botorch_dp.tuning.search_space import SearchSpace, default_mlp_space
+from botorch_dp.utils import child_seeds
 
 __all__ = ["TorchModelTuningObjective", "estimate_training_noise_variance", "per_example_cross_entropy"]
 
@@ -149,10 +149,6 @@ class TorchModelTuningObjective:
         return len(self.data.y_val)
 
     # ------------------------------------------------------------------ training
-    def _noise_seed_for(self, index: int) -> int:
-        seq = np.random.SeedSequence([self.noise_seed, index])  # one stream per training run
-        return int(seq.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
-
     def train(self, theta: Tensor, *, run_id: str | None = None) -> nn.Module:
         r"""Train one model at ``theta`` (recording a DP-SGD run in the ledger).
 
@@ -175,7 +171,7 @@ class TorchModelTuningObjective:
         model, history = train_model(
             params, self.data.X_train, self.data.y_train, self.training, model_fn=self.model_fn,
             dp_sgd=self.dp_sgd,
-            noise_seed=None if self.dp_sgd is None else self._noise_seed_for(index),
+            noise_seed=None if self.dp_sgd is None else child_seeds([self.noise_seed, index], 1)[0],
         )
         self.num_trainings += 1
         if self.dp_sgd is not None:
