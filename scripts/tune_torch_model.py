@@ -42,7 +42,7 @@ the number of users must stay fixed. Then::
                                  clip_bound=B, num_iterations=T)).run(objective)
     result.release  # private: theta, iterates, evaluation_points, guarantee
 
-For a classifier, ``botorch_dp.torch_tuning.TorchModelTuningObjective`` builds that
+For a classifier, ``botorch_dp.tuning.TorchModelTuningObjective`` builds that
 callable: give it a ``ClassificationData`` (your ``X_train, y_train, X_val, y_val,
 X_test, y_test`` tensors and ``num_classes``), a ``SearchSpace`` of ``Hyperparameter``
 ranges, and ``model_fn(params) -> nn.Module`` (``params`` is a dict of natural values;
@@ -65,15 +65,15 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.privacy.ledger import PrivacyLedger
-from botorch_dp.torch_tuning import (
+from botorch_dp.training import DPSGDConfig, TrainingConfig
+from botorch_dp.tuning import (
     SKLEARN_DATASETS,
-    DPSGDConfig,
     TorchModelTuningObjective,
-    TrainingConfig,
     estimate_training_noise_variance,
     load_sklearn_classification,
     synthetic_like,
 )
+from botorch_dp.utils import child_seeds, torch_threads
 
 RESULT_FILE = "tune_torch_model.json"
 PLOT_FILE = "tune_torch_model.png"
@@ -83,6 +83,8 @@ PLOT_FILE = "tune_torch_model.png"
 DEFAULT_NOISE_VARIANCE = 1e-4
 #: Floor of the pilot's σ² estimate (a variance estimated from a few runs can be tiny).
 MIN_NOISE_VARIANCE = 1e-4
+#: Name of the child stream of ``--seed`` that draws the pilot's public points.
+PILOT_POINTS_STREAM = 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -155,12 +157,8 @@ def main(argv: list[str] | None = None) -> dict:
         args.raw_samples, args.num_restarts = 32, 1
         args.pilot_repeats = 2
     start = time.perf_counter()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads)
-    try:
+    with torch_threads(args.threads):
         summary = _run(args)
-    finally:
-        torch.set_num_threads(threads)
     summary["wall_time_s"] = time.perf_counter() - start
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / RESULT_FILE).write_text(json.dumps(summary, indent=2))
@@ -187,7 +185,8 @@ def _run(args: argparse.Namespace) -> dict:
     if args.noise_variance is not None:
         noise_variance, noise_source = args.noise_variance, "stated (--noise-variance)"
     elif args.dp_train:
-        gen = torch.Generator().manual_seed(args.seed + 7)
+        (pilot_points_seed,) = child_seeds([args.seed, PILOT_POINTS_STREAM], 1)
+        gen = torch.Generator().manual_seed(pilot_points_seed)
         num_points = 1 if args.quick else 3
         points = torch.cat([theta0[None], torch.rand(num_points - 1, d, generator=gen, dtype=torch.float64)])
         print(f"pilot: {num_points} x {args.pilot_repeats} DP-SGD runs on public synthetic data to estimate σ² ...")

@@ -1,12 +1,14 @@
-"""Generate tutorials/*.ipynb with nbformat (outputs cleared): python tutorials/_make_notebooks.py [OUT_DIR]."""
+"""Generate tutorials/*.ipynb with nbformat (outputs cleared): python tutorials/_make_notebooks.py [OUT_DIR].
+
+Importing this file writes nothing; ``build_notebooks()`` returns the notebooks, which
+``tests/tutorials/test_notebooks.py`` compares with the committed ones.
+"""
 
 import sys
 from pathlib import Path
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-
-OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
 
 
 def md(s):
@@ -418,7 +420,7 @@ nb3 = [
 
 We tune $\theta$ = (learning rate, weight decay, dropout) of an SGD-trained MLP on scikit-learn's
 *digits* (8×8 images, 10 classes), split into train / validation / test and standardized with
-training statistics. The objective (`botorch_dp.torch_tuning.TorchModelTuningObjective`) trains a
+training statistics. The objective (`botorch_dp.tuning.TorchModelTuningObjective`) trains a
 fresh model at every θ and returns each **validation example's** cross-entropy: validation examples
 are the users of DP-GIBO.
 
@@ -451,10 +453,9 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.privacy.accountants import accountant_epsilon, make_accountant
 from botorch_dp.privacy.ledger import PrivacyLedger
-from botorch_dp.torch_tuning import (
-    DPSGDConfig,
+from botorch_dp.training import DPSGDConfig, TrainingConfig
+from botorch_dp.tuning import (
     TorchModelTuningObjective,
-    TrainingConfig,
     default_mlp_space,
     estimate_training_noise_variance,
     load_sklearn_classification,
@@ -643,16 +644,34 @@ plt.show()
 """),
 ]
 
-notebooks = {
+NOTEBOOKS = {
     "01_acquisition_dropin.ipynb": nb1,
     "02_dp_gibo_gp_lengthscales.ipynb": nb2,
     "03_private_torch_tuning.ipynb": nb3,
 }
-OUT.mkdir(parents=True, exist_ok=True)
-for name, cells in notebooks.items():
-    nb = new_notebook(cells=cells)
-    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
-    nb.metadata["language_info"] = {"name": "python"}
-    nbformat.validate(nb)
-    nbformat.write(nb, OUT / name)
-    print("wrote", OUT / name)
+
+
+def build_notebooks() -> dict:
+    """The notebooks by file name, validated; cell ids are ``cell-00``, ``cell-01``, ...
+    so that regenerating an unchanged notebook gives the same file."""
+    out = {}
+    for name, cells in NOTEBOOKS.items():
+        nb = new_notebook(cells=[nbformat.from_dict(c) for c in cells])
+        for k, cell in enumerate(nb.cells):
+            cell.id = f"cell-{k:02d}"
+        nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+        nb.metadata["language_info"] = {"name": "python"}
+        nbformat.validate(nb)
+        out[name] = nb
+    return out
+
+
+def main(out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, nb in build_notebooks().items():
+        nbformat.write(nb, out_dir / name)
+        print("wrote", out_dir / name)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent)

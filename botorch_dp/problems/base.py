@@ -7,21 +7,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-import numpy as np
 import torch
 from gpytorch.kernels import Kernel, RBFKernel
 from torch import Tensor
 
-
-def _child_seeds(seed: int, num: int) -> list[int]:
-    r"""Derive ``num`` independent 63-bit seeds from one user-facing seed.
-
-    Data generation and observation noise use separate generators; seeding both
-    with the same integer would make their streams identical (e.g. the first
-    observation-noise draw would equal the first data draw).
-    """
-    children = np.random.SeedSequence(int(seed)).spawn(num)
-    return [int(c.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1)) for c in children]
+from botorch_dp.utils import check_bounds, child_seeds
 
 
 class PerUserProblem(ABC):
@@ -60,18 +50,15 @@ class PerUserProblem(ABC):
         r"""Store the box, the number of users and the noise generator.
 
         Args:
-            bounds: A ``2 x d``-dim tensor of lower and upper bounds of Θ.
+            bounds: A ``2 x d``-dim tensor of finite lower and upper bounds of Θ
+                (lower < upper in every dimension).
             num_users: The number of users n.
             seed: The seed from which the data and the observation-noise
                 generators are derived.
             observation_noise_std: The standard deviation σ ≥ 0 of the noise
                 added to each evaluation (one draw per point, shared by users).
         """
-        bounds = torch.as_tensor(bounds, dtype=torch.float64)
-        if bounds.ndim != 2 or bounds.shape[0] != 2:
-            raise ValueError(f"bounds must be 2 x d, got shape {tuple(bounds.shape)}.")
-        if not bool((bounds[0] <= bounds[1]).all()):
-            raise ValueError("Lower bounds must not exceed upper bounds.")
+        bounds = check_bounds(bounds)
         if observation_noise_std < 0:
             raise ValueError("observation_noise_std must be non-negative.")
         self.bounds = bounds
@@ -79,7 +66,9 @@ class PerUserProblem(ABC):
         self.num_users = int(num_users)
         self.seed = int(seed)
         self.observation_noise_std = float(observation_noise_std)
-        data_seed, noise_seed = _child_seeds(self.seed, 2)
+        # separate streams: one seed for both would make the first observation-noise draw
+        # equal the first data draw
+        data_seed, noise_seed = child_seeds(self.seed, 2)
         self._data_seed = data_seed
         self.noise_generator = torch.Generator().manual_seed(noise_seed)
 

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from botorch_dp.problems.base import PerUserProblem
+from botorch_dp.utils import project_to_box
 
 
 def _rbf(X1: Tensor, X2: Tensor, lengthscales: Tensor, outputscale: float) -> Tensor:
@@ -152,7 +153,7 @@ class GPRegressionLengthscales(PerUserProblem):
         Returns:
             A ``q x n``-dim tensor.
         """
-        X = torch.maximum(torch.minimum(X, self.bounds[1]), self.bounds[0])
+        X = project_to_box(X, self.bounds)
         if X.shape[0] == 0:
             return X.new_zeros(0, self.num_users)
         out = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -14,7 +15,8 @@ from sklearn.datasets import load_breast_cancer, load_diabetes, make_friedman1
 from sklearn.svm import SVR
 from torch import Tensor
 
-from botorch_dp.problems.base import PerUserProblem, _child_seeds
+from botorch_dp.problems.base import PerUserProblem
+from botorch_dp.utils import child_seeds, project_to_box
 
 #: Box of the non-length-scale parameters (seed 000 Appendix E.2).
 LOG_LENGTHSCALE_BOUNDS = (-2.0, 2.0)
@@ -23,6 +25,118 @@ C_BOUNDS = (0.1, 3.0)
 GAMMA_BOUNDS = (0.01, 5.0)
 
 _DATASETS = ("friedman1", "breast_cancer", "diabetes")
+
+
+class _Split(NamedTuple):
+    r"""Standardized training and validation data of a ``KernelSVMRegression``."""
+
+    dataset: str
+    feature_indices: np.ndarray
+    train_indices: np.ndarray
+    val_indices: np.ndarray
+    train_X: np.ndarray
+    train_Y: np.ndarray
+    val_X: np.ndarray
+    val_Y: np.ndarray
+
+
+def _load_and_split(
+    dataset: str,
+    n_train: int | None,
+    n_val: int | None,
+    num_features: int | None,
+    *,
+    friedman_noise: float,
+    data: tuple[np.ndarray, np.ndarray] | None,
+    normalize_by_num_features: bool,
+    data_seed: int,
+) -> _Split:
+    r"""Load or generate the data, split the rows, subsample features and standardize.
+
+    The draws (the ``"friedman1"`` generator's seed, the feature subset, the row
+    permutation) come in this order from one ``numpy`` generator seeded with
+    ``data_seed``. Features and target are standardized with TRAINING statistics.
+
+    Args:
+        dataset: ``"friedman1"``, ``"breast_cancer"`` or ``"diabetes"`` (ignored when
+            ``data`` is given).
+        n_train: The number of training rows (None: see ``KernelSVMRegression``).
+        n_val: The number of validation rows (None: see ``KernelSVMRegression``).
+        num_features: The number of features (None: all).
+        friedman_noise: The noise std of the ``"friedman1"`` target.
+        data: Optional ``(X, y)`` with X an ``N x P`` and y an ``N`` array.
+        normalize_by_num_features: Divide the standardized features by √p.
+        data_seed: Seed of the data generator.
+
+    Returns:
+        The ``_Split`` (dataset name, feature and row indices, standardized arrays).
+    """
+    rng = np.random.default_rng(data_seed)
+    if data is None:
+        if dataset == "friedman1":
+            n_train = 1000 if n_train is None else n_train
+            n_val = 1000 if n_val is None else n_val
+            p = 30 if num_features is None else num_features
+            X_all, y_all = make_friedman1(
+                n_samples=n_train + n_val,
+                n_features=p,
+                noise=friedman_noise,
+                random_state=int(rng.integers(2**31 - 1)),
+            )
+            num_features = None  # all generated features are used
+        elif dataset == "breast_cancer":
+            X_all, y_all = load_breast_cancer(return_X_y=True)
+        elif dataset == "diabetes":
+            X_all, y_all = load_diabetes(return_X_y=True)
+        else:
+            raise ValueError(f"Unknown dataset {dataset!r}; choose from {_DATASETS}.")
+    else:
+        X_all, y_all = data
+        dataset = "custom"
+    X_all = np.asarray(X_all, dtype=np.float64)
+    y_all = np.asarray(y_all, dtype=np.float64).reshape(-1)
+    if X_all.ndim != 2 or X_all.shape[0] != y_all.shape[0]:
+        raise ValueError("data must be an N x P array and an N array.")
+    N, P = X_all.shape
+    if n_train is None:
+        n_train = min(1000, N // 2)
+    if n_val is None:
+        n_val = min(9000, N - n_train)
+    if n_train < 2 or n_val < 1 or n_train + n_val > N:
+        raise ValueError(
+            f"Cannot take {n_train} training and {n_val} validation rows from {N}."
+        )
+    if num_features is None or num_features >= P:
+        features = np.arange(P)
+    else:
+        features = np.sort(rng.choice(P, size=num_features, replace=False))
+    perm = rng.permutation(N)
+    train_idx, val_idx = perm[:n_train], perm[n_train : n_train + n_val]
+
+    X_tr, X_va = X_all[np.ix_(train_idx, features)], X_all[np.ix_(val_idx, features)]
+    y_tr, y_va = y_all[train_idx], y_all[val_idx]
+    x_mean, x_std = X_tr.mean(axis=0), X_tr.std(axis=0)
+    x_std = np.where(x_std > 0, x_std, 1.0)
+    if normalize_by_num_features:
+        # E‖x − x'‖² = 2 for standardized features divided by √p, so the
+        # paper's γ ∈ [0.01, 5] spans smooth to wiggly fits for any p; on
+        # merely standardized features (E‖x − x'‖² = 2p) the kernel matrix
+        # is ≈ I over most of the box and the loss is flat there.
+        x_std = x_std * np.sqrt(len(features))
+    y_mean, y_std = y_tr.mean(), y_tr.std()
+    y_std = y_std if y_std > 0 else 1.0
+    return _Split(
+        dataset,
+        features,
+        train_idx,
+        val_idx,
+        (X_tr - x_mean) / x_std,
+        (y_tr - y_mean) / y_std,
+        (X_va - x_mean) / x_std,
+        (y_va - y_mean) / y_std,
+    )
+
+
 
 
 class KernelSVMRegression(PerUserProblem):
@@ -93,83 +207,35 @@ class KernelSVMRegression(PerUserProblem):
         """
         # The data are needed before the base class is set up (they fix d);
         # derive the same data seed that the base class will hold.
-        data_seed = _child_seeds(seed, 2)[0]
-        rng = np.random.default_rng(data_seed)
-        if data is None:
-            if dataset == "friedman1":
-                n_train = 1000 if n_train is None else n_train
-                n_val = 1000 if n_val is None else n_val
-                p = 30 if num_features is None else num_features
-                X_all, y_all = make_friedman1(
-                    n_samples=n_train + n_val,
-                    n_features=p,
-                    noise=friedman_noise,
-                    random_state=int(rng.integers(2**31 - 1)),
-                )
-                num_features = None  # all generated features are used
-            elif dataset == "breast_cancer":
-                X_all, y_all = load_breast_cancer(return_X_y=True)
-            elif dataset == "diabetes":
-                X_all, y_all = load_diabetes(return_X_y=True)
-            else:
-                raise ValueError(f"Unknown dataset {dataset!r}; choose from {_DATASETS}.")
-        else:
-            X_all, y_all = data
-            dataset = "custom"
-        X_all = np.asarray(X_all, dtype=np.float64)
-        y_all = np.asarray(y_all, dtype=np.float64).reshape(-1)
-        if X_all.ndim != 2 or X_all.shape[0] != y_all.shape[0]:
-            raise ValueError("data must be an N x P array and an N array.")
-        N, P = X_all.shape
-        if n_train is None:
-            n_train = min(1000, N // 2)
-        if n_val is None:
-            n_val = min(9000, N - n_train)
-        if n_train < 2 or n_val < 1 or n_train + n_val > N:
-            raise ValueError(
-                f"Cannot take {n_train} training and {n_val} validation rows from {N}."
-            )
-        if num_features is None or num_features >= P:
-            features = np.arange(P)
-        else:
-            features = np.sort(rng.choice(P, size=num_features, replace=False))
-        perm = rng.permutation(N)
-        train_idx, val_idx = perm[:n_train], perm[n_train : n_train + n_val]
-
-        X_tr, X_va = X_all[np.ix_(train_idx, features)], X_all[np.ix_(val_idx, features)]
-        y_tr, y_va = y_all[train_idx], y_all[val_idx]
-        x_mean, x_std = X_tr.mean(axis=0), X_tr.std(axis=0)
-        x_std = np.where(x_std > 0, x_std, 1.0)
-        if normalize_by_num_features:
-            # E‖x − x'‖² = 2 for standardized features divided by √p, so the
-            # paper's γ ∈ [0.01, 5] spans smooth to wiggly fits for any p; on
-            # merely standardized features (E‖x − x'‖² = 2p) the kernel matrix
-            # is ≈ I over most of the box and the loss is flat there.
-            x_std = x_std * np.sqrt(len(features))
-        y_mean, y_std = y_tr.mean(), y_tr.std()
-        y_std = y_std if y_std > 0 else 1.0
-
-        p = len(features)
+        split = _load_and_split(
+            dataset,
+            n_train,
+            n_val,
+            num_features,
+            friedman_noise=friedman_noise,
+            data=data,
+            normalize_by_num_features=normalize_by_num_features,
+            data_seed=child_seeds(int(seed), 2)[0],
+        )
+        p = len(split.feature_indices)
         lower = [LOG_LENGTHSCALE_BOUNDS[0]] * p + [EPSILON_BOUNDS[0], C_BOUNDS[0], GAMMA_BOUNDS[0]]
         upper = [LOG_LENGTHSCALE_BOUNDS[1]] * p + [EPSILON_BOUNDS[1], C_BOUNDS[1], GAMMA_BOUNDS[1]]
         super().__init__(
             bounds=torch.tensor([lower, upper], dtype=torch.float64),
-            num_users=n_val,
+            num_users=len(split.val_indices),
             seed=seed,
             observation_noise_std=observation_noise_std,
         )
-        self.dataset = dataset
+        self.dataset = split.dataset
         self.num_features = p
         #: Column indices of the features used (into the source data).
-        self.feature_indices = features
+        self.feature_indices = split.feature_indices
         #: Row indices (into the source data) of the training / validation rows.
-        self.train_indices, self.val_indices = train_idx, val_idx
+        self.train_indices, self.val_indices = split.train_indices, split.val_indices
         #: Standardized training data (``n_train x p`` and ``n_train`` arrays).
-        self.train_X = (X_tr - x_mean) / x_std
-        self.train_Y = (y_tr - y_mean) / y_std
+        self.train_X, self.train_Y = split.train_X, split.train_Y
         #: SENSITIVE standardized validation data, one user per row.
-        self.val_X = (X_va - x_mean) / x_std
-        self.val_Y = (y_va - y_mean) / y_std
+        self.val_X, self.val_Y = split.val_X, split.val_Y
         #: Names of the coordinates of θ.
         self.parameter_names = [f"log_lengthscale_{k}" for k in range(p)] + [
             "epsilon",
@@ -240,7 +306,7 @@ class KernelSVMRegression(PerUserProblem):
         Returns:
             The ``p``-dim feature scales exp(−log ℓ), ε, C and γ.
         """
-        theta = torch.maximum(torch.minimum(theta, self.bounds[1]), self.bounds[0])
+        theta = project_to_box(theta, self.bounds)
         t = theta.detach().cpu().numpy()
         p = self.num_features
         return np.exp(-t[:p]), float(t[p]), float(t[p + 1]), float(t[p + 2])
