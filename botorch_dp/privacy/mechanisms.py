@@ -17,7 +17,7 @@ labelled non-private diagnostics returned only on request.
 from __future__ import annotations
 
 import math
-import random
+import os
 from dataclasses import dataclass
 
 import torch
@@ -160,9 +160,8 @@ class GaussianGradientMechanism:
         privacy_mu: ``μ``, the total GDP budget of the ``T`` releases (``inf``: no noise).
         num_steps: ``T``, the number of releases the budget is split over.
         generator: Source of the noise; its state is part of the loop's checkpoint.
-        secure_rng: Draw the noise from the operating system's entropy
-            (``random.SystemRandom``) instead of ``generator``; runs are then not
-            reproducible.
+        secure_rng: Draw the noise from the operating system's entropy even if a
+            ``generator`` is given (without one, the noise always comes from OS entropy).
         chunk_size: Users per chunk when forming ``A Y``.
     """
 
@@ -243,18 +242,38 @@ def _gaussian(
     dtype: torch.dtype,
     device: torch.device | None,
 ) -> Tensor:
-    r"""``size`` draws of ``N(0, std²)``: the only place privacy noise is sampled."""
+    r"""``size`` draws of ``N(0, std²)``: the only place privacy noise is sampled.
+
+    ``generator=None`` (the default everywhere) or ``secure_rng`` draws from the operating
+    system's entropy (``os.urandom``); a generator is used only when the caller seeded one
+    explicitly (tests, reproductions), which ``seeding.noise_generator`` warns about.
+    """
     if std == 0.0:
         return torch.zeros(size, dtype=dtype, device=device)
-    if secure_rng:
-        rng = random.SystemRandom()
-        w = torch.tensor([rng.gauss(0.0, 1.0) for _ in range(size)], dtype=dtype, device=device)
-    elif generator is not None and device is not None and generator.device != torch.device(device):
+    if secure_rng or generator is None:
+        w = os_entropy_normal(size, dtype=dtype, device=device)
+    elif device is not None and generator.device != torch.device(device):
         # a generator lives on one device: draw there, then move (same numbers everywhere)
         w = torch.randn(size, generator=generator, dtype=dtype, device=generator.device).to(device)
     else:
         w = torch.randn(size, generator=generator, dtype=dtype, device=device)
     return std * w
+
+
+def os_entropy_normal(size: int, *, dtype: torch.dtype = torch.float64, device: torch.device | None = None) -> Tensor:
+    r"""``size`` standard normal draws from the operating system's entropy (Box–Muller).
+
+    Uniforms are built from 53 random bits each (``os.urandom``), so the draws are as
+    unpredictable as the OS source and are not reproducible; the largest possible
+    magnitude is ``√(2 ln 2⁵³) ≈ 8.6``.
+    """
+    pairs = (size + 1) // 2
+    bits = torch.frombuffer(bytearray(os.urandom(16 * pairs)), dtype=torch.int64).reshape(2, pairs)
+    uniform = ((bits & (2**53 - 1)).to(torch.float64) + 0.5) * 2.0**-53  # in (0, 1), 53 random bits
+    radius = torch.sqrt(-2.0 * torch.log(uniform[0]))
+    angle = 2.0 * math.pi * uniform[1]
+    normal = torch.cat([radius * torch.cos(angle), radius * torch.sin(angle)])[:size]
+    return normal.to(dtype=dtype, device=device)
 
 
 @dataclass

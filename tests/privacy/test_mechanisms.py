@@ -207,3 +207,30 @@ def test_scaled_product_gives_the_same_bits_as_the_direct_one():
     norms = G.norm(dim=-1, keepdim=True)
     direct = (G * (0.5 / norms).clamp(max=1.0)).sum(0) / 50  # the textbook rule, no overflow here
     assert torch.equal(clipped_mean_gradient(A, Y, 0.5, chunk_size=50)[0], direct)
+
+
+def test_os_entropy_noise_is_standard_normal_and_never_repeats():
+    from scipy.stats import kstest
+
+    from botorch_dp.privacy.mechanisms import os_entropy_normal
+
+    x = os_entropy_normal(20_001)
+    assert x.shape == (20_001,) and x.dtype == torch.float64
+    assert kstest(x.numpy(), "norm").pvalue > 1e-6  # fails by chance once in a million runs
+    assert not torch.equal(os_entropy_normal(8), os_entropy_normal(8))
+    # without a generator the mechanism draws from OS entropy: two releases differ
+    mech = GaussianGradientMechanism(clip_bound=1.0, num_users=3, privacy_mu=1.0, num_steps=1)
+    A, Y = torch.eye(2, dtype=torch.float64), torch.zeros(2, 3, dtype=torch.float64)
+    assert not torch.equal(mech.release(A, Y).gradient, mech.release(A, Y).gradient)
+
+
+def test_explicit_noise_seed_warns_and_is_reproducible():
+    from botorch_dp.privacy.seeding import PrivacyWarning, noise_generator
+
+    assert noise_generator(None) is None
+    with pytest.warns(PrivacyWarning, match="reproducible"):
+        g1 = noise_generator(3)
+    with pytest.warns(PrivacyWarning):
+        g2, other = noise_generator(3), noise_generator(3, stream=1)
+    assert torch.equal(torch.randn(4, generator=g1), torch.randn(4, generator=g2))
+    assert not torch.equal(torch.randn(4, generator=g1), torch.randn(4, generator=other))
