@@ -155,7 +155,7 @@ def test_resume_reproduces_uninterrupted_run(tmp_path):
     full = DPGIBO(cfg).run(objective, progress=False)
 
     opt = DPGIBO(cfg, checkpoint_dir=tmp_path)
-    opt.run(objective, progress=False, callback=lambda o, info: info.iteration == 3)
+    opt.run(objective, progress=False, callback=lambda info: info.iteration == 3)
     assert opt.iteration == 3
     # crash after ask() but before tell(): the pending points survive the restart
     pending = opt.ask()
@@ -251,7 +251,7 @@ def test_sensitive_fitting_is_refused_unless_opted_out():
         DPGIBO(nl_config(d=d, hyperparameter_fit=fit))
     with pytest.warns(UserWarning, match="NO differential-privacy guarantee"):
         opt = DPGIBO(nl_config(d=d, kernel=None, model=model, unsafe_allow_sensitive_fitting=True))
-    assert opt.guarantee().valid is False and opt.guarantee().mu == math.inf
+    assert opt.guarantee().holds is False and opt.guarantee().mu == math.inf
     # a model without transforms is accepted; its kernel is copied and frozen
     plain = SingleTaskGP(X, X.sum(-1, keepdim=True), outcome_transform=None)
     opt = DPGIBO(nl_config(d=d, kernel=None, model=plain))
@@ -274,7 +274,7 @@ def test_budget_filter_refuses_before_release():
 def test_diagnostics_are_opt_in_and_labelled():
     x, objective = normal_location(n=30, d=3)
     true_gradient = lambda T: T - x.mean(0)  # noqa: E731
-    cfg = nl_config(d=3, privacy_mu=1.0, clip_bound=100.0, num_iterations=5, diagnostics=True)
+    cfg = nl_config(d=3, privacy_mu=1.0, clip_bound=100.0, num_iterations=5, record_non_private_diagnostics=True)
     res = DPGIBO(cfg).run(objective, progress=False)
     diag = res.diagnostics
     assert diag.NON_PRIVATE
@@ -287,7 +287,7 @@ def test_diagnostics_are_opt_in_and_labelled():
     bias = diag.bias_norms(res.release.iterates, true_gradient)
     assert bias.shape == (5,) and bias[0] > 1e-2 and bias[-1] < 1e-5
     # with a small clip bound most users are clipped
-    cfg = nl_config(d=3, privacy_mu=1.0, clip_bound=0.1, num_iterations=2, diagnostics=True)
+    cfg = nl_config(d=3, privacy_mu=1.0, clip_bound=0.1, num_iterations=2, record_non_private_diagnostics=True)
     diag = DPGIBO(cfg).run(objective, progress=False).diagnostics
     assert min(diag.clip_fractions) > 0.5
 
@@ -326,7 +326,7 @@ def test_training_runs_in_a_shared_ledger_survive_resume(tmp_path):
 
     ledger = PrivacyLedger()
     opt = DPGIBO(cfg, checkpoint_dir=tmp_path, ledger=ledger)
-    opt.run(make_objective(ledger), progress=False, callback=lambda o, info: info.iteration == 2)
+    opt.run(make_objective(ledger), progress=False, callback=lambda info: info.iteration == 2)
     X = opt.ask()
     make_objective(ledger)(X)  # evaluated (and trained) but the process dies before tell()
     ledger2 = PrivacyLedger()
