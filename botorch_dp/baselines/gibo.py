@@ -12,7 +12,7 @@ import torch
 from gpytorch.kernels import Kernel
 
 from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory, BaselineResult, Objective
-from botorch_dp.optim.dp_gibo import DPGIBO, DPGIBOConfig, DPGIBOResult
+from botorch_dp.optim import DPGIBO, DPGIBOConfig, DPGIBOResult
 
 #: Clip bound used by ``gibo`` when none is given: large enough that nothing is clipped.
 NO_CLIP = 1e30
@@ -29,7 +29,7 @@ def from_dp_gibo_result(result: DPGIBOResult) -> BaselineResult:
     release = result.release
     g = release.guarantee
     evaluations = torch.tensor([0] + list(release.batch_sizes)).cumsum(0)
-    private = g.valid and not math.isinf(g.mu)
+    private = g.holds and not math.isinf(g.mu)
     guarantee = None
     if private:
         guarantee = BaselineGuarantee(

@@ -13,10 +13,11 @@ import torch
 from torch import Tensor
 
 from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory, BaselineResult
-from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
-from botorch_dp.utils import check_bounds, project_to_box
+from botorch_dp.optim.step_rules import StepRule, make_step_optimizer, projected_step
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
 from botorch_dp.problems.base import PerUserProblem
+from botorch_dp.utils import check_bounds
 
 #: A ``PerUserProblem`` (its ``per_user_gradient`` is used) or a callable
 #: mapping a ``1 x d`` tensor to the ``1 x n x d`` per-user gradients.
@@ -46,16 +47,16 @@ def noisy_gradient_descent(
     step_size: float,
     privacy_mu: float,
     theta0: Tensor | None = None,
-    step_rule: str = "sgd",
+    step_rule: StepRule = "sgd",
     target_delta: float = 1e-5,
     seed: int = 0,
     secure_rng: bool = False,
-    adagrad_eps: float = 1e-8,
 ) -> BaselineResult:
     r"""``T`` steps of projected noisy gradient descent on ``f = (1/n) Σ ℓ_i``.
 
     Each step: ``g = (1/n) Σ_i clip_B(∇ℓ_i(θ_t)) + N(0, (2B√T/(nμ))² I)``, then
-    ``θ_{t+1} = Π_Θ(θ_t − η g)`` (or an AdaGrad step on the noised ``g``). The clipped
+    ``θ_{t+1} = Π_Θ(θ_t − η g)`` (or an AdaGrad step on the noised ``g``; both through
+    ``optim.step_rules``, as in DP-GIBO). The clipped
     mean has replace-one sensitivity ``2B/n``, so each step is ``μ/√T``-GDP and the run
     ``μ``-GDP (the accounting of DP-GIBO, seed 000 Thm. 3.1). ``privacy_mu = inf`` gives
     clipped, noise-free gradient descent (non-private).
@@ -69,11 +70,10 @@ def noisy_gradient_descent(
         step_size: ``η``.
         privacy_mu: ``μ``, total GDP budget (``math.inf``: non-private).
         theta0: ``d`` start (default: box centre).
-        step_rule: ``"sgd"`` or ``"adagrad"``.
+        step_rule: ``"sgd"`` or ``"adagrad"`` (``torch.optim.SGD``/``Adagrad``).
         target_delta: ``δ`` at which ``ε`` is reported.
         seed: Seed of the noise generator.
         secure_rng: Draw the noise from OS entropy.
-        adagrad_eps: Added to AdaGrad's denominator.
 
     Returns:
         A ``BaselineResult``; ``num_evaluations = T`` (per-user gradient evaluations).
@@ -87,8 +87,6 @@ def noisy_gradient_descent(
         raise ValueError(f"num_iterations (T) must be an integer >= 1, got {num_iterations}.")
     if not step_size > 0:
         raise ValueError(f"step_size (η) must be positive, got {step_size}.")
-    if step_rule not in ("sgd", "adagrad"):
-        raise ValueError(f"step_rule must be 'sgd' or 'adagrad', got {step_rule!r}.")
     theta = bounds.mean(0) if theta0 is None else torch.as_tensor(theta0, dtype=torch.float64).reshape(d).clone()
     if (theta < bounds[0]).any() or (theta > bounds[1]).any():
         raise ValueError("theta0 must lie inside the bounds.")
@@ -96,7 +94,7 @@ def noisy_gradient_descent(
     eye = torch.eye(d, dtype=torch.float64)
     mechanism, n = None, None
     iterates, released = [theta.clone()], []
-    adagrad_sum = torch.zeros(d, dtype=torch.float64)
+    optimizer = make_step_optimizer(theta, step_rule, step_size)  # refuses an unknown step_rule
     for _ in range(int(num_iterations)):
         G = _per_user_gradients(oracle, theta, n)  # n x d, sensitive
         if mechanism is None:
@@ -108,10 +106,7 @@ def noisy_gradient_descent(
         # the mechanism clips the rows of (A Y)ᵀ; with A = I and Y = Gᵀ those are the ∇ℓ_i
         g = mechanism.release(eye, G.T).gradient
         released.append(g)
-        if step_rule == "adagrad":
-            adagrad_sum = adagrad_sum + g**2
-            g = g / (adagrad_sum.sqrt() + adagrad_eps)
-        theta = project_to_box(theta - step_size * g, bounds)
+        theta = projected_step(optimizer, g, bounds)  # post-processing of the release
         iterates.append(theta.clone())
     iterates_t = torch.stack(iterates)
     guarantee = None

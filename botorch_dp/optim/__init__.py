@@ -1,8 +1,8 @@
-r"""The DP-GIBO loop: config, ask/tell facade, batch selection, step rules, results, checkpoints."""
+r"""The DP-GIBO loop: config and ask/tell facade (``dp_gibo``), batch selection, step rules,
+results and checkpoint I/O, one module each."""
 
-from botorch_dp.optim.dp_gibo import (
-    DPGIBO,
-    DPGIBOConfig,
+from botorch_dp.optim.dp_gibo import DPGIBO, DPGIBOConfig
+from botorch_dp.optim.results import (
     DPGIBOResult,
     IterationInfo,
     NonPrivateDiagnostics,

@@ -1,0 +1,223 @@
+r"""Batch selection: which points DP-GIBO evaluates next (public: depends on ``D``, ``θ`` only).
+
+Plain functions of the gradient GP, the iterate ``θ``, the local box, the search generator
+and the ``optimize_acqf`` settings, so each rule can be tested without a loop:
+``optimize_batch`` (one joint ``q``-batch of ``qGradientInformation``), ``greedy_batch``
+(one point at a time), ``adaptive_joint_batch`` (smallest sufficient ``q`` by bisection,
+seed 001 Alg. 2) and ``select_batch``, which picks among them as ``DPGIBO.ask`` does.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+import torch
+from botorch.optim import optimize_acqf
+from botorch.optim.initializers import gen_batch_initial_conditions
+from botorch.utils.sampling import manual_seed
+from torch import Tensor
+
+from botorch_dp.acquisition import qGradientInformation
+from botorch_dp.gradient_gp import GradientGP
+from botorch_dp.utils import project_to_box
+
+BatchSelection = Literal["joint", "greedy"]
+BATCH_SELECTIONS: tuple[str, ...] = get_args(BatchSelection)
+
+
+def local_bounds(theta: Tensor, search_radius: Tensor, bounds: Tensor) -> Tensor:
+    r"""The ``2 x d`` box ``[θ − r, θ + r] ∩ Θ`` in which candidates are searched.
+
+    Args:
+        theta: The ``d`` iterate ``θ``.
+        search_radius: A ``d`` tensor of half-widths ``r`` (units of ``θ``).
+        bounds: The ``2 x d`` box ``Θ``.
+
+    Returns:
+        A ``2 x d`` tensor of lower and upper bounds.
+    """
+    lo = torch.maximum(theta - search_radius, bounds[0])
+    hi = torch.minimum(theta + search_radius, bounds[1])
+    return torch.stack([lo, hi])
+
+
+def posterior_trace(gp: GradientGP, theta: Tensor, X: Tensor | None = None) -> float:
+    r"""``tr Σ_D(θ)``, the posterior gradient variance, after also conditioning on ``X``.
+
+    Args:
+        gp: The ``GradientGP`` on the evaluated points ``D``.
+        theta: The ``d`` iterate ``θ``.
+        X: An optional ``q x d`` batch to condition on first.
+
+    Returns:
+        The trace as a float.
+    """
+    with torch.no_grad():
+        gp = gp if X is None or X.shape[0] == 0 else gp.condition_on(X)
+        return float(gp.posterior_trace(theta))
+
+
+def optimize_batch(
+    gp: GradientGP,
+    theta: Tensor,
+    bounds: Tensor,
+    q: int,
+    generator: torch.Generator,
+    *,
+    num_restarts: int,
+    raw_samples: int,
+    warm_start: Tensor | None = None,
+) -> Tensor:
+    r"""Maximize the gradient information ``qGradientInformation`` of a ``q``-batch in a box.
+
+    ``optimize_acqf`` draws from torch's global generator; it runs under a seed drawn
+    from ``generator``, so the search is reproducible (and resumable) without touching
+    the caller's random state.
+
+    Args:
+        gp: The ``GradientGP`` on the evaluated points ``D``.
+        theta: The ``d`` iterate ``θ``.
+        bounds: The ``2 x d`` search box (usually ``local_bounds``).
+        q: Batch size.
+        generator: The search generator (public randomness); one draw per call.
+        num_restarts, raw_samples: Passed to ``optimize_acqf``.
+        warm_start: An optional ``q x d`` batch optimized alongside the random restarts,
+            so the result is at least as informative as it (up to the optimizer).
+
+    Returns:
+        A ``q x d`` tensor.
+    """
+    acqf = qGradientInformation(gp, theta)
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+    with manual_seed(seed):
+        initial = None
+        if warm_start is not None:
+            initial = gen_batch_initial_conditions(
+                acqf, bounds, q=q, num_restarts=num_restarts, raw_samples=raw_samples,
+                options={"seed": seed},
+            )
+            warm = project_to_box(warm_start, bounds)
+            initial = torch.cat([warm.unsqueeze(0).to(initial), initial])
+        cand, _ = optimize_acqf(
+            acqf,
+            bounds=bounds,
+            q=q,
+            num_restarts=num_restarts if initial is None else initial.shape[0],
+            raw_samples=raw_samples,
+            options={"seed": seed},
+            batch_initial_conditions=initial,
+        )
+    return cand.detach()
+
+
+def greedy_batch(
+    gp: GradientGP,
+    theta: Tensor,
+    bounds: Tensor,
+    num_points: int,
+    generator: torch.Generator,
+    *,
+    num_restarts: int,
+    raw_samples: int,
+    tolerance: float | None = None,
+) -> Tensor:
+    r"""Up to ``num_points`` points chosen one at a time, each conditioned on those before it.
+
+    Greedy is myopic: a lone point carries little gradient information, so a greedy
+    batch usually leaves a larger ``tr Σ`` than a joint batch of the same size.
+
+    Args:
+        gp, theta, bounds, generator, num_restarts, raw_samples: As in ``optimize_batch``.
+        num_points: The most points to add (``b`` or ``b_max``).
+        tolerance: ``ε``; if given, stop as soon as ``tr Σ ≤ ε`` (possibly at 0 points).
+
+    Returns:
+        A ``q x d`` tensor, ``0 ≤ q ≤ num_points``.
+    """
+    chosen = [theta.new_empty(0, theta.shape[-1])]
+    while len(chosen) - 1 < num_points and (tolerance is None or posterior_trace(gp, theta) > tolerance):
+        x = optimize_batch(gp, theta, bounds, 1, generator, num_restarts=num_restarts, raw_samples=raw_samples)
+        gp = gp.condition_on(x)
+        chosen.append(x)
+    return torch.cat(chosen)
+
+
+def adaptive_joint_batch(
+    gp: GradientGP,
+    theta: Tensor,
+    bounds: Tensor,
+    tolerance: float,
+    max_batch_size: int,
+    generator: torch.Generator,
+    *,
+    num_restarts: int,
+    raw_samples: int,
+) -> Tensor:
+    r"""The smallest ``q ≤ b_max`` whose jointly optimized batch reaches ``tr Σ ≤ ε``.
+
+    The empty batch is returned if ``tr Σ_D(θ) ≤ ε`` already. Otherwise the batch of size
+    ``b_max`` is optimized first; if even it cannot reach ``ε``, it is taken as it is (one
+    optimization, the usual case early in a run). Otherwise the smallest sufficient ``q``
+    is found by bisection, each size warm-started from the leading points of the smallest
+    sufficient batch found so far.
+
+    Args:
+        gp, theta, bounds, generator, num_restarts, raw_samples: As in ``optimize_batch``.
+        tolerance: ``ε > 0``.
+        max_batch_size: ``b_max``.
+
+    Returns:
+        A ``q x d`` tensor, ``0 ≤ q ≤ b_max``.
+    """
+    if posterior_trace(gp, theta) <= tolerance:
+        return theta.new_empty(0, theta.shape[-1])
+    options = dict(num_restarts=num_restarts, raw_samples=raw_samples)
+    hi = max_batch_size
+    best = optimize_batch(gp, theta, bounds, hi, generator, **options)
+    if posterior_trace(gp, theta, best) > tolerance:
+        return best
+    lo = 0  # the empty batch is known not to suffice
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        candidate = optimize_batch(gp, theta, bounds, mid, generator, warm_start=best[:mid], **options)
+        if posterior_trace(gp, theta, candidate) <= tolerance:
+            hi, best = mid, candidate
+        else:
+            lo = mid
+    return best
+
+
+def select_batch(
+    gp: GradientGP,
+    theta: Tensor,
+    bounds: Tensor,
+    generator: torch.Generator,
+    *,
+    batch_selection: BatchSelection,
+    batch_size: int,
+    bias_tolerance: float | None,
+    max_batch_size: int,
+    num_restarts: int,
+    raw_samples: int,
+) -> Tensor:
+    r"""The next batch: fixed ``b`` points (Alg. 1) or adaptive up to ``b_max`` (Alg. 2).
+
+    Args:
+        gp, theta, bounds, generator, num_restarts, raw_samples: As in ``optimize_batch``.
+        batch_selection: ``"joint"`` or ``"greedy"``.
+        batch_size: ``b`` of fixed batches (ignored when ``bias_tolerance`` is given).
+        bias_tolerance: ``ε`` of adaptive batches, or ``None`` for fixed batches.
+        max_batch_size: ``b_max`` of adaptive batches.
+
+    Returns:
+        A ``q x d`` tensor.
+    """
+    options = dict(num_restarts=num_restarts, raw_samples=raw_samples)
+    joint = batch_selection == "joint"
+    if bias_tolerance is not None and joint:
+        return adaptive_joint_batch(gp, theta, bounds, bias_tolerance, max_batch_size, generator, **options)
+    if bias_tolerance is not None:
+        return greedy_batch(gp, theta, bounds, max_batch_size, generator, tolerance=bias_tolerance, **options)
+    if joint:
+        return optimize_batch(gp, theta, bounds, batch_size, generator, **options)
+    return greedy_batch(gp, theta, bounds, batch_size, generator, **options)

@@ -1,0 +1,129 @@
+r"""What a DP-GIBO run returns: the private release, its guarantee and opt-in diagnostics.
+
+``PrivateRelease`` (with its ``PrivacyGuarantee``) and ``IterationInfo`` are public;
+``NonPrivateDiagnostics`` are computed from the sensitive losses and must not be published.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from botorch_dp.privacy.mechanisms import ReleaseDiagnostics
+
+
+@dataclass
+class PrivacyGuarantee:
+    r"""The validation-data guarantee of a run.
+
+    Attributes:
+        mu: Total GDP parameter spent so far (``inf``: no guarantee).
+        epsilon: ``ε`` at ``delta`` for ``mu``-GDP (exact conversion).
+        delta: The ``δ`` used.
+        noise_std: Standard deviation of the noise per coordinate, ``2B√T/(nμ)``.
+        noise_multiplier: ``noise_std`` over the sensitivity ``2B/n`` (Opacus's convention).
+        num_steps: Number of noisy releases so far.
+        holds: ``False`` when the run used the unsafe opt-out (then ``mu = inf``).
+    """
+
+    mu: float
+    epsilon: float
+    delta: float
+    noise_std: float
+    noise_multiplier: float
+    num_steps: int
+    holds: bool = True
+
+
+@dataclass
+class PrivateRelease:
+    r"""Everything a DP-GIBO run may publish.
+
+    Attributes:
+        theta: ``d`` tensor, the final iterate ``θ_T``.
+        iterates: ``(t + 1) x d`` tensor ``θ_0, ..., θ_t``.
+        evaluation_points: ``N x d`` tensor, the points ``D_t`` (chosen from public data).
+        batch_sizes: Points added at each iteration.
+        posterior_traces: ``tr Σ_{D_t}(θ_t)`` after each batch (depends on ``D``, ``θ`` only).
+        released_gradients: ``t x d`` tensor of the privatized gradients.
+        guarantee: The ``PrivacyGuarantee``.
+    """
+
+    theta: Tensor
+    iterates: Tensor
+    evaluation_points: Tensor
+    batch_sizes: list[int]
+    posterior_traces: list[float]
+    released_gradients: Tensor
+    guarantee: PrivacyGuarantee
+
+
+@dataclass
+class NonPrivateDiagnostics:
+    r"""NON-PRIVATE values computed from the sensitive losses. Never publish these.
+
+    Attributes:
+        unnoised_gradients: ``t x d`` clipped-mean gradients before noise.
+        clip_fractions: Fraction of users clipped at each step.
+        noise_norms: ``‖noise‖`` at each step.
+    """
+
+    unnoised_gradients: Tensor
+    clip_fractions: list[float]
+    noise_norms: list[float]
+    NON_PRIVATE: bool = field(default=True, init=False)
+
+    @classmethod
+    def from_releases(cls, diagnostics: list[ReleaseDiagnostics], dim: int) -> NonPrivateDiagnostics:
+        r"""Stack the per-release diagnostics of ``t`` steps (``dim``: ``d``, for ``t = 0``)."""
+        unnoised = (
+            torch.stack([x.unnoised_gradient for x in diagnostics])
+            if diagnostics
+            else torch.empty(0, dim, dtype=torch.float64)
+        )
+        return cls(
+            unnoised_gradients=unnoised,
+            clip_fractions=[x.clip_fraction for x in diagnostics],
+            noise_norms=[x.noise_norm for x in diagnostics],
+        )
+
+    def bias_norms(self, iterates: Tensor, true_gradient: Callable[[Tensor], Tensor]) -> Tensor:
+        r"""``‖ḡ_t − ∇f(θ_t)‖`` for each step, given the true gradient (NON-PRIVATE).
+
+        Args:
+            iterates: The ``(t + 1) x d`` iterates of the release.
+            true_gradient: Maps a ``k x d`` tensor to ``k x d`` gradients of ``f``.
+
+        Returns:
+            A ``t`` tensor.
+        """
+        t = self.unnoised_gradients.shape[0]
+        return (self.unnoised_gradients - true_gradient(iterates[:t])).norm(dim=-1)
+
+
+@dataclass
+class DPGIBOResult:
+    r"""Result of a run: ``release`` is private; ``diagnostics`` is not (``None`` unless asked)."""
+
+    release: PrivateRelease
+    diagnostics: NonPrivateDiagnostics | None = None
+
+
+@dataclass
+class IterationInfo:
+    r"""Public summary of one finished iteration (what ``run`` passes to its callback).
+
+    Attributes:
+        iteration: ``t``, the number of steps taken so far.
+        theta: ``d`` tensor, the new iterate ``θ_t`` (a copy).
+        batch_size: Points evaluated in this iteration.
+        posterior_trace: ``tr Σ_{D_t}(θ_{t-1})`` after this batch.
+    """
+
+    iteration: int
+    theta: Tensor
+    batch_size: int
+    posterior_trace: float

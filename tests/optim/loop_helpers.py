@@ -1,0 +1,49 @@
+r"""Shared settings of the loop tests: a normal-location objective and small configs."""
+
+import math
+
+import torch
+from gpytorch.kernels import PolynomialKernel, RBFKernel
+
+from botorch_dp.optim.dp_gibo import DPGIBOConfig
+
+FAST = dict(num_restarts=2, raw_samples=32)
+
+
+def normal_location(n=50, d=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = 1 + torch.randn(n, d, generator=g, dtype=torch.float64)
+
+    def objective(X):
+        return 0.5 * (X[:, None, :] - x[None]).pow(2).sum(-1)
+
+    return x, objective
+
+
+def poly_kernel():
+    k = PolynomialKernel(power=2)
+    k.offset = 1.0
+    return k
+
+
+def rbf_kernel(d, ls=1.0):
+    k = RBFKernel(ard_num_dims=d)
+    k.lengthscale = ls
+    return k
+
+
+def nl_config(d=5, **kw):
+    base = dict(
+        bounds=torch.tensor([[-2.0] * d, [4.0] * d], dtype=torch.float64),
+        kernel=poly_kernel(),
+        num_iterations=20,
+        privacy_mu=math.inf,
+        clip_bound=10.0,
+        step_size=0.5,
+        batch_size=3,
+        theta0=torch.zeros(d, dtype=torch.float64),
+        search_radius=0.5,
+        **FAST,
+    )
+    base.update(kw)
+    return DPGIBOConfig(**base)

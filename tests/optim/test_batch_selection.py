@@ -1,0 +1,120 @@
+import torch
+from botorch.optim import optimize_acqf
+from gpytorch.kernels import RBFKernel
+
+from botorch_dp.acquisition import qGradientInformation
+from botorch_dp.gradient_gp import GradientGP
+from botorch_dp.optim.batch_selection import (
+    adaptive_joint_batch,
+    greedy_batch,
+    local_bounds,
+    optimize_batch,
+    posterior_trace,
+    select_batch,
+)
+
+FAST = dict(num_restarts=2, raw_samples=32)
+
+
+def rbf_kernel(d, ls=1.0):
+    k = RBFKernel(ard_num_dims=d).to(torch.float64)
+    k.lengthscale = ls
+    k.requires_grad_(False)
+    return k
+
+
+def empty_gp(d, noise=1e-4):
+    return GradientGP(torch.empty(0, d, dtype=torch.float64), rbf_kernel(d), noise)
+
+
+def setting(d):
+    theta = torch.full((d,), 2.5, dtype=torch.float64)
+    box = torch.tensor([[0.0] * d, [5.0] * d], dtype=torch.float64)
+    return theta, local_bounds(theta, torch.full((d,), 0.5, dtype=torch.float64), box)
+
+
+def test_local_bounds_is_the_radius_box_cut_to_the_bounds():
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+    theta = torch.tensor([0.05, 0.5], dtype=torch.float64)
+    box = local_bounds(theta, torch.tensor([0.1, 0.2], dtype=torch.float64), bounds)
+    torch.testing.assert_close(box, torch.tensor([[0.0, 0.3], [0.15, 0.7]], dtype=torch.float64))
+
+
+def test_optimized_batch_lies_in_the_box_and_lowers_the_trace():
+    d = 3
+    theta, box = setting(d)
+    gp = empty_gp(d)
+    X = optimize_batch(gp, theta, box, 4, torch.Generator().manual_seed(0), **FAST)
+    assert X.shape == (4, d) and (X >= box[0]).all() and (X <= box[1]).all()
+    assert posterior_trace(gp, theta, X) < 0.5 * posterior_trace(gp, theta)
+    # the search is reproducible from the generator alone
+    again = optimize_batch(gp, theta, box, 4, torch.Generator().manual_seed(0), **FAST)
+    assert torch.equal(X, again)
+
+
+def test_joint_batch_leaves_a_smaller_trace_than_greedy():
+    d = 4
+    theta, box = setting(d)
+    gp = empty_gp(d)
+    joint = optimize_batch(gp, theta, box, d + 1, torch.Generator().manual_seed(0), **FAST)
+    greedy = greedy_batch(gp, theta, box, d + 1, torch.Generator().manual_seed(0), **FAST)
+    assert joint.shape == greedy.shape == (d + 1, d)
+    # a lone point says little about the gradient, so picking one at a time is myopic
+    assert posterior_trace(gp, theta, joint) < 0.5 * posterior_trace(gp, theta, greedy)
+
+
+def test_adaptive_joint_batch_is_the_smallest_that_reaches_the_tolerance():
+    d, eps = 3, 0.3
+    theta, box = setting(d)
+    gp = empty_gp(d)
+    X = adaptive_joint_batch(gp, theta, box, eps, d + 1, torch.Generator().manual_seed(0), **FAST)
+    q = X.shape[0]
+    assert 1 < q <= d + 1 and posterior_trace(gp, theta, X) <= eps
+    # brute force: a well-searched joint batch of q - 1 points does not reach eps
+    torch.manual_seed(0)
+    Xs, _ = optimize_acqf(qGradientInformation(gp, theta), box, q=q - 1, num_restarts=16, raw_samples=1024)
+    assert posterior_trace(gp, theta, Xs) > eps
+    # greedy selection with the same tolerance needs at least as many points
+    Xg = greedy_batch(gp, theta, box, d + 1, torch.Generator().manual_seed(0), tolerance=eps, **FAST)
+    assert Xg.shape[0] >= q and (posterior_trace(gp, theta, Xg) <= eps or Xg.shape[0] == d + 1)
+
+
+def test_unreachable_tolerance_takes_the_full_batch_in_one_optimization():
+    d = 2
+    theta, box = setting(d)
+    gp = empty_gp(d)
+    gen = torch.Generator().manual_seed(0)
+    X = adaptive_joint_batch(gp, theta, box, 1e-9, d + 1, gen, **FAST)
+    assert X.shape == (d + 1, d) and posterior_trace(gp, theta, X) > 1e-9
+    # one optimization = one draw from the search generator
+    probe = torch.Generator().manual_seed(0)
+    torch.randint(0, 2**31 - 1, (1,), generator=probe)
+    assert torch.equal(gen.get_state(), probe.get_state())
+
+
+def test_empty_batch_when_the_trace_already_meets_the_tolerance():
+    d = 2
+    theta, box = setting(d)
+    stencil = theta + 0.1 * torch.cat([torch.zeros(1, d), torch.eye(d), -torch.eye(d)]).to(torch.float64)
+    gp = empty_gp(d).condition_on(stencil)
+    eps = 2 * posterior_trace(gp, theta)
+    gen = torch.Generator().manual_seed(0)
+    state = gen.get_state()
+    for X in (
+        adaptive_joint_batch(gp, theta, box, eps, d + 1, gen, **FAST),
+        greedy_batch(gp, theta, box, d + 1, gen, tolerance=eps, **FAST),
+        select_batch(gp, theta, box, gen, batch_selection="joint", batch_size=3, bias_tolerance=eps,
+                     max_batch_size=d + 1, **FAST),
+    ):
+        assert X.shape == (0, d) and X.dtype == torch.float64
+    assert torch.equal(gen.get_state(), state)  # no search was run
+
+
+def test_select_batch_fixed_sizes():
+    d = 2
+    theta, box = setting(d)
+    gp = empty_gp(d)
+    for selection in ("joint", "greedy"):
+        X = select_batch(gp, theta, box, torch.Generator().manual_seed(1), batch_selection=selection,
+                         batch_size=3, bias_tolerance=None, max_batch_size=d + 1, **FAST)
+        assert X.shape == (3, d)
