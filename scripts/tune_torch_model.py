@@ -237,7 +237,7 @@ def _run(args: argparse.Namespace) -> dict:
         "data": f"validation split ({objective.num_users} users = examples)",
         "mu": _finite(g.mu), "epsilon": _finite(g.epsilon), "delta": g.delta,
         "noise_std": g.noise_std, "noise_multiplier": _finite(g.noise_multiplier),
-        "num_steps": g.num_steps, "valid": g.valid,
+        "num_steps": g.num_steps, "holds": g.holds,
     }
     if args.dp_train:
         training_guarantee = {

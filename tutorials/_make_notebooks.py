@@ -239,7 +239,7 @@ adds $\mathcal N(0, (2B\sqrt T/(n\mu))^2 I)$ and takes an AdaGrad step.
 In this notebook the data are synthetic, so we *may* look at the loss — that is how we measure
 utility. Every such number is a **non-private diagnostic**: computed from the sensitive
 validation data, it would not be available (or publishable) in a real private deployment.
-`DPGIBOConfig(diagnostics=True)` opts into extra non-private diagnostics (clip fractions, un-noised
+`DPGIBOConfig(record_non_private_diagnostics=True)` opts into extra non-private diagnostics (clip fractions, un-noised
 gradients) kept apart in `result.diagnostics`.
 """),
     md(SMOKE_NOTE),
@@ -293,7 +293,7 @@ def make_config(mu, clip_bound, seed, diagnostics=False):
         target_delta=DELTA,
         raw_samples=64,
         num_restarts=2,
-        diagnostics=diagnostics,
+        record_non_private_diagnostics=diagnostics,
     )
 """),
     md(r"""
