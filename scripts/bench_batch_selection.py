@@ -33,6 +33,7 @@ from gpytorch.kernels import RBFKernel
 
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.gradient_gp import GradientGP
+from botorch_dp.utils import torch_threads
 
 SELECTIONS = ("greedy", "joint")
 
@@ -91,28 +92,28 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = parser.parse_args(argv)
     if args.quick:
         args.dims, args.noises, args.seeds = [3], [1e-4], 1
-    torch.set_num_threads(args.threads)
-    warnings.simplefilter("ignore")
-    print(f"# batch selection: {platform.machine()}, torch {torch.__version__}, {args.threads} thread(s), "
-          f"optimize_acqf raw_samples={args.raw_samples}, num_restarts={args.num_restarts}, ε={args.eps}, "
-          f"{args.seeds} seed(s), medians over seeds")
-    print()
-    print("| d | σ² | selection | fixed b=d+1: trace left | time (s) | adaptive it.1: points / trace | "
-          "time (s) | adaptive it.2: points / trace | time (s) |")
-    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
-    rows = []
-    for d in args.dims:
-        for noise in args.noises:
-            for selection in SELECTIONS:
-                cases = [run_case(d, noise, seed, selection, args) for seed in range(args.seeds)]
-                med = {k: statistics.median(c[k] for c in cases) for k in cases[0]}
-                rows.append({"d": d, "noise": noise, "selection": selection, **med})
-                print(
-                    f"| {d} | {noise:g} | {selection} | {med['fixed_trace']:.3g} | {med['fixed_time']:.2f} | "
-                    f"{med['adaptive1_points']:g} / {med['adaptive1_trace']:.3g} | {med['adaptive1_time']:.2f} | "
-                    f"{med['adaptive2_points']:g} / {med['adaptive2_trace']:.3g} | {med['adaptive2_time']:.2f} |",
-                    flush=True,
-                )
+    with torch_threads(args.threads), warnings.catch_warnings():  # restored when main returns (tests)
+        warnings.simplefilter("ignore")
+        print(f"# batch selection: {platform.machine()}, torch {torch.__version__}, {args.threads} thread(s), "
+              f"optimize_acqf raw_samples={args.raw_samples}, num_restarts={args.num_restarts}, ε={args.eps}, "
+              f"{args.seeds} seed(s), medians over seeds")
+        print()
+        print("| d | σ² | selection | fixed b=d+1: trace left | time (s) | adaptive it.1: points / trace | "
+              "time (s) | adaptive it.2: points / trace | time (s) |")
+        print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+        rows = []
+        for d in args.dims:
+            for noise in args.noises:
+                for selection in SELECTIONS:
+                    cases = [run_case(d, noise, seed, selection, args) for seed in range(args.seeds)]
+                    med = {k: statistics.median(c[k] for c in cases) for k in cases[0]}
+                    rows.append({"d": d, "noise": noise, "selection": selection, **med})
+                    print(
+                        f"| {d} | {noise:g} | {selection} | {med['fixed_trace']:.3g} | {med['fixed_time']:.2f} | "
+                        f"{med['adaptive1_points']:g} / {med['adaptive1_trace']:.3g} | {med['adaptive1_time']:.2f} | "
+                        f"{med['adaptive2_points']:g} / {med['adaptive2_trace']:.3g} | {med['adaptive2_time']:.2f} |",
+                        flush=True,
+                    )
     return rows
 
 

@@ -1,8 +1,13 @@
 """Shared builders for the tests."""
 
+import atexit
 import contextlib
+import functools
 import importlib.util
+import shutil
 import sys
+import tempfile
+import warnings
 from pathlib import Path
 
 import torch
@@ -64,3 +69,25 @@ def loaded_script(name: str):
         yield module
     finally:
         sys.modules.pop(name, None)
+
+
+@functools.cache
+def quick_reproduction() -> dict:
+    """The quick-mode reproduction (serial, one torch thread), run once per test session.
+
+    Shared by ``tests/benchmarks`` and ``tests/scripts`` (which compares ``--workers 2``
+    against it), so that the quick mode runs serially only once.
+
+    Returns:
+        ``outputs.reproduce``'s dict (``results_md``, ``text``, ``runs``, ``pilot``, ...);
+        the output directory is ``result["results_md"].parent``.
+    """
+    from botorch_dp.benchmarks.outputs import reproduce
+    from botorch_dp.benchmarks.paper import EXPERIMENTS, Settings
+    from botorch_dp.utils import torch_threads
+
+    out = Path(tempfile.mkdtemp(prefix="quick_reproduction_"))
+    atexit.register(shutil.rmtree, out, True)
+    with torch_threads(1), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*(optimization|Optimization).*")
+        return reproduce(Settings.quick(), EXPERIMENTS, out, ["--quick", "--threads", "1"], progress=False)

@@ -1,0 +1,169 @@
+r"""A DAG of benchmark jobs and one scheduler that runs it over any executor.
+
+A ``Job`` names a runner method (``kind``) and its keyword arguments; it may take its
+evaluation budget from an earlier job (``budget_from``) or copy an identical earlier
+DP-GIBO run (``reuse_of``). ``run_jobs`` runs the jobs serially in this process, in a
+pool of spawned processes with one torch thread each, or over any
+``concurrent.futures.Executor`` (a Dask or Ray executor, a thread pool), and returns the
+runs in job order. Each job is deterministic given its arguments, so every way of
+running gives the runs of a serial run with one torch thread (apart from wall times).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+import multiprocessing
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from tqdm.auto import tqdm
+
+from botorch_dp.benchmarks.runs import Run
+
+#: ``run_job(kind, kwargs) -> Run``: runs one job (picklable for process pools).
+RunJob = Callable[[str, dict], Run]
+
+
+@dataclass
+class Job:
+    r"""One unit of work: ``Runner.<kind>(**kwargs)``, possibly fed by earlier jobs.
+
+    Attributes:
+        label: Progress-bar label.
+        kind: The ``Runner`` method.
+        kwargs: Its keyword arguments (plain, picklable values).
+        budget_from: Index of the job whose ``num_evaluations`` is passed as ``budget``.
+        reuse_of: Index of an identical DP-GIBO job: its ``Run`` is copied (relabelled), not re-run.
+        cost: Rough seconds at one thread (a scheduling hint for workers; no effect on results).
+    """
+
+    label: str
+    kind: str
+    kwargs: dict
+    budget_from: int | None = None
+    reuse_of: int | None = None
+    cost: float = 1.0
+
+    @property
+    def deps(self) -> list[int]:
+        r"""Indices of the jobs this one waits for."""
+        return [i for i in (self.budget_from, self.reuse_of) if i is not None]
+
+
+def job_kwargs(job: Job, results: list[Run | None]) -> dict:
+    r"""The job's keyword arguments, with ``budget`` taken from its ``budget_from`` job."""
+    kwargs = dict(job.kwargs)
+    if job.budget_from is not None:
+        kwargs["budget"] = results[job.budget_from].num_evaluations
+    return kwargs
+
+
+def reused_run(job: Job, source: Run) -> Run:
+    r"""``source`` relabelled with the experiment, method and setting of the reusing ``job``."""
+    k = job.kwargs
+    return dataclasses.replace(source, experiment=k["experiment"], method=k["method"], setting=k["setting"],
+                               extra={**source.extra, "reused": True})
+
+
+def critical_paths(jobs: list[Job]) -> list[float]:
+    r"""Cost of each job plus its longest chain of dependants (for scheduling longest-first)."""
+    cp = [job.cost for job in jobs]
+    for i in range(len(jobs) - 1, -1, -1):  # dependants always come after their sources
+        for d in jobs[i].deps:
+            cp[d] = max(cp[d], jobs[d].cost + cp[i])
+    return cp
+
+
+def init_one_thread_worker() -> None:
+    r"""Process-pool initializer: one torch thread and no optimizer warnings in the worker."""
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", message=".*(optimization|Optimization).*")
+
+
+def process_pool(workers: int) -> cf.ProcessPoolExecutor:
+    r"""``workers`` spawned processes with one torch thread each (the default pool of ``run_jobs``)."""
+    return cf.ProcessPoolExecutor(
+        max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=init_one_thread_worker,
+    )
+
+
+def run_jobs(jobs: list[Job], run_job: RunJob, *, workers: int | None = None,
+             executor: cf.Executor | None = None, progress: bool = True) -> list[Run]:
+    r"""Run ``jobs`` and return their ``Run`` objects in job order (whatever order they finished in).
+
+    Without ``executor`` and with ``workers`` ``None`` or 1 the jobs run one after the
+    other in this process. Otherwise every job whose sources are done is submitted,
+    longest critical path first, and reused runs are copied here. The runs equal those
+    of a serial run with one torch thread (torch's results depend on its thread count in
+    the last digits), apart from wall times. Threads of one process share torch's global
+    random state, which BoTorch's ``manual_seed`` forks, so concurrent threads are not
+    reproducible; use processes (or a thread pool of one worker).
+
+    Args:
+        jobs: The jobs; a job only depends on earlier jobs.
+        run_job: ``run_job(kind, kwargs) -> Run``; must be picklable for process pools.
+        workers: Without ``executor``: the number of spawned processes (``process_pool``).
+            With ``executor``: at most this many jobs in flight (``None``: no limit).
+        executor: Any ``concurrent.futures.Executor``; it is not shut down here. Its
+            workers should run torch with one thread.
+        progress: Show a progress bar.
+
+    Returns:
+        One ``Run`` per job, in job order.
+    """
+    results: list[Run | None] = [None] * len(jobs)
+    bar = tqdm(total=len(jobs), desc="reproduce", disable=not progress)
+    try:
+        if executor is None and (workers is None or workers <= 1):
+            for i, job in enumerate(jobs):
+                bar.set_postfix_str(job.label)
+                if job.reuse_of is not None:
+                    results[i] = reused_run(job, results[job.reuse_of])
+                else:
+                    results[i] = run_job(job.kind, job_kwargs(job, results))
+                bar.update()
+            return results
+        if executor is None:
+            with process_pool(workers) as pool:
+                _schedule(jobs, run_job, pool, workers, results, bar)
+        else:
+            _schedule(jobs, run_job, executor, workers or len(jobs), results, bar)
+    finally:
+        bar.close()
+    return results
+
+
+def _schedule(jobs: list[Job], run_job: RunJob, executor: cf.Executor, max_in_flight: int,
+              results: list[Run | None], bar) -> None:
+    r"""Submit ready jobs to ``executor`` (longest critical path first) until all are done."""
+    cp = critical_paths(jobs)
+    pending = set(range(len(jobs)))
+    in_flight: dict[cf.Future, int] = {}
+    while pending or in_flight:
+        progressed = True
+        while progressed:  # copy reused runs here; submit ready jobs while workers are free
+            progressed = False
+            ready = sorted((i for i in pending if all(results[d] is not None for d in jobs[i].deps)),
+                           key=lambda i: (-cp[i], i))
+            for i in ready:
+                if jobs[i].reuse_of is not None:
+                    results[i] = reused_run(jobs[i], results[jobs[i].reuse_of])
+                    pending.discard(i)
+                    bar.update()
+                    progressed = True
+                elif len(in_flight) < max_in_flight:
+                    in_flight[executor.submit(run_job, jobs[i].kind, job_kwargs(jobs[i], results))] = i
+                    pending.discard(i)
+        if not in_flight:
+            if pending:
+                raise RuntimeError("job dependencies cannot be satisfied")
+            break
+        done, _ = cf.wait(in_flight, return_when=cf.FIRST_COMPLETED)
+        for fut in done:
+            i = in_flight.pop(fut)
+            results[i] = fut.result()
+            bar.set_postfix_str(jobs[i].label)
+            bar.update()
