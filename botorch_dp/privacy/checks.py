@@ -82,6 +82,27 @@ def check_choice(value: str, name: str, choices: tuple[str, ...]) -> str:
     return value
 
 
+def check_history_entry(
+    noise_multiplier: float, sample_rate: float, num_steps: int, *, steps_name: str = "num_steps"
+) -> tuple[float, float, int]:
+    r"""One Opacus accountant history entry: ``num_steps`` Gaussian steps (e.g. a DP-SGD run).
+
+    Args:
+        noise_multiplier: Noise std over ℓ2-sensitivity, ``σ ≥ 0`` and finite (0: no noise).
+        sample_rate: Poisson sampling rate ``q ∈ (0, 1]``.
+        num_steps: Number of steps, an integer ``≥ 1``.
+        steps_name: The caller's name for ``num_steps``, used in the error message.
+
+    Returns:
+        ``(σ, q, steps)`` as ``(float, float, int)``.
+    """
+    return (
+        check_nonnegative(noise_multiplier, "noise_multiplier", allow_inf=False),
+        check_probability(sample_rate, "sample_rate", allow_one=True),
+        check_positive_int(num_steps, steps_name),
+    )
+
+
 def check_losses(losses: Tensor, num_points: int, num_users: int | None = None) -> None:
     r"""Reject malformed per-user losses before anything is computed from them.
 
