@@ -9,6 +9,7 @@ from botorch_dp.baselines.base import (
     BaselineHistory,
     BaselineResult,
     Objective,
+    incumbent_history,
 )
 from botorch_dp.baselines.gibo import NO_CLIP, from_dp_gibo_result, gibo
 from botorch_dp.baselines.noisy_gd import noisy_gradient_descent
@@ -38,6 +39,7 @@ __all__ = [
     "Objective",
     "from_dp_gibo_result",
     "gibo",
+    "incumbent_history",
     "noisy_gradient_descent",
     "per_trial_mu_for_epsilon",
     "private_random_search",
