@@ -21,7 +21,7 @@ from botorch_dp.privacy.accountants import (
     full_batch_steps,
     make_accountant,
 )
-from botorch_dp.privacy.analysis.gdp import gaussian_noise_std_for_mu, gdp_epsilon
+from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 
 DELTA = 1e-5
 
