@@ -9,21 +9,24 @@ from botorch_dp.baselines.base import (
     BaselineHistory,
     BaselineResult,
     Objective,
+    incumbent_history,
 )
 from botorch_dp.baselines.gibo import NO_CLIP, from_dp_gibo_result, gibo
 from botorch_dp.baselines.noisy_gd import noisy_gradient_descent
-from botorch_dp.baselines.private_selection import (
+from botorch_dp.baselines.private_random_search import private_random_search
+# The analysis of private selection lives in privacy.analysis; it is re-exported here
+# because the paper scripts import it next to the method.
+from botorch_dp.privacy.analysis.private_selection import (
     DISTRIBUTIONS,
     per_trial_mu_for_epsilon,
-    private_random_search,
     private_selection_epsilon,
     private_selection_rdp,
-    rdp_to_epsilon,
     sample_num_trials,
     tnb_gamma_for_mean,
     tnb_log_pmf,
     tnb_mean,
 )
+from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
 from botorch_dp.baselines.random_search import random_search
 from botorch_dp.baselines.ucb import ucb_bo
 
@@ -36,6 +39,7 @@ __all__ = [
     "Objective",
     "from_dp_gibo_result",
     "gibo",
+    "incumbent_history",
     "noisy_gradient_descent",
     "per_trial_mu_for_epsilon",
     "private_random_search",

@@ -1,7 +1,8 @@
 r"""The result type shared by the baselines and the helpers that read their inputs.
 
 ``BaselineResult`` holds the chosen ``θ``, the number of evaluations, the privacy
-guarantee (``None`` for non-private methods) and a ``BaselineHistory`` for plots.
+guarantee (``None`` for non-private methods) and a ``BaselineHistory`` for plots;
+``incumbent_history`` builds the best-so-far history of the search methods.
 """
 
 from __future__ import annotations
@@ -113,3 +114,27 @@ def uniform_points(bounds: Tensor, num_points: int, generator: torch.Generator) 
     r"""``num_points x d`` uniform points in the box (data independent)."""
     u = torch.rand(num_points, bounds.shape[1], generator=generator, dtype=torch.float64)
     return bounds[0] + u * (bounds[1] - bounds[0])
+
+
+def incumbent_history(X: Tensor, values: Tensor, extras: dict[str, Any] | None = None) -> BaselineHistory:
+    r"""The best-so-far (incumbent) history of a search over evaluated points.
+
+    Args:
+        X: ``N x d`` points, in the order they were evaluated.
+        values: ``N`` observed mean losses at ``X`` (NON-PRIVATE).
+        extras: Method-specific values for ``BaselineHistory.extras``.
+
+    Returns:
+        A NON-PUBLIC ``BaselineHistory``: ``iterates[j]`` is the best among the first
+        ``j + 1`` points (the latest one on ties, as ``torch.cummin``), so
+        ``iterates[-1]`` is the search's result; ``evaluations`` is ``1..N`` and
+        ``mean_losses`` are ``values``.
+    """
+    return BaselineHistory(
+        iterates=X[torch.cummin(values, 0).indices],
+        evaluations=torch.arange(1, X.shape[0] + 1),
+        points=X,
+        mean_losses=values,
+        public=False,
+        extras={} if extras is None else extras,
+    )

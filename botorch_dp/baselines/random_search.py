@@ -9,10 +9,10 @@ from __future__ import annotations
 import torch
 
 from botorch_dp.baselines.base import (
-    BaselineHistory,
     BaselineResult,
     Objective,
     evaluate_losses,
+    incumbent_history,
     uniform_points,
 )
 from botorch_dp.utils import check_bounds
@@ -51,13 +51,7 @@ def random_search(
         losses = evaluate_losses(objective, chunk, n)
         n = losses.shape[1]
         values.append(losses.mean(-1))
-    values = torch.cat(values)
-    running = torch.cummin(values, 0).indices
-    history = BaselineHistory(
-        iterates=X[running],
-        evaluations=torch.arange(1, X.shape[0] + 1),
-        points=X,
-        mean_losses=values,
-        public=False,
+    history = incumbent_history(X, torch.cat(values))
+    return BaselineResult(
+        theta=history.iterates[-1].clone(), num_evaluations=X.shape[0], guarantee=None, history=history
     )
-    return BaselineResult(theta=X[running[-1]].clone(), num_evaluations=X.shape[0], guarantee=None, history=history)

@@ -21,10 +21,10 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from tqdm.auto import tqdm
 
 from botorch_dp.baselines.base import (
-    BaselineHistory,
     BaselineResult,
     Objective,
     evaluate_losses,
+    incumbent_history,
 )
 from botorch_dp.utils import check_bounds
 
@@ -140,13 +140,7 @@ def ucb_bo(
             bar.update(q)
     finally:
         bar.close()
-    running = torch.cummin(y, 0).indices
-    history = BaselineHistory(
-        iterates=X[running],
-        evaluations=torch.arange(1, X.shape[0] + 1),
-        points=X,
-        mean_losses=y,
-        public=False,
-        extras={"num_initial": num_initial, "beta": beta},
+    history = incumbent_history(X, y, {"num_initial": num_initial, "beta": beta})
+    return BaselineResult(
+        theta=history.iterates[-1].clone(), num_evaluations=X.shape[0], guarantee=None, history=history
     )
-    return BaselineResult(theta=X[running[-1]].clone(), num_evaluations=X.shape[0], guarantee=None, history=history)

@@ -1,7 +1,13 @@
 r"""Privacy accountants with Opacus's interface, and helpers to compare them.
 
-``GDPAccountant`` accounts full-batch Gaussian steps exactly with μ-GDP; Opacus's
-``RDPAccountant`` and ``PRVAccountant`` can be fed the same steps for comparison.
+``GDPAccountant`` accounts full-batch Gaussian steps exactly with μ-GDP and is registered
+in Opacus's accountant registry under ``"gdp_full_batch"`` (so
+``opacus.accountants.create_accountant("gdp_full_batch")`` and
+``PrivacyEngine(accountant="gdp_full_batch")`` find it); Opacus's ``RDPAccountant`` and
+``PRVAccountant`` can be fed the same steps for comparison.
+
+This is the one module of ``botorch_dp.privacy`` that imports Opacus; the ledger imports
+it only when it accounts DP-SGD training runs, so a DP-GIBO run never loads Opacus.
 """
 
 from __future__ import annotations
@@ -9,36 +15,52 @@ from __future__ import annotations
 import math
 import warnings
 from collections import OrderedDict
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Mapping, Sequence
 
 import numpy as np
-from opacus.accountants import PRVAccountant, RDPAccountant
-from opacus.accountants.accountant import IAccountant
+from opacus.accountants import IAccountant, PRVAccountant, create_accountant, register_accountant
 
-from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
+from botorch_dp.privacy.analysis.gdp import (
+    compose_gdp,
+    gaussian_noise_std_for_mu,
+    gdp_epsilon,
+    gdp_mu_from_noise,
+)
 from botorch_dp.privacy.analysis.zcdp import (
     gdp_to_zcdp,
     zcdp_epsilon,
     zcdp_epsilon_cks,
 )
-from botorch_dp.privacy.checks import check_delta, check_positive, check_positive_int
+from botorch_dp.privacy.checks import (
+    check_choice,
+    check_delta,
+    check_history_entry,
+    check_nonnegative,
+    check_positive_int,
+)
 
 __all__ = [
     "ACCOUNTANT_NAMES",
+    "TABLE_KEYS",
     "GDPAccountant",
     "accountant_epsilon",
     "epsilon_table",
+    "full_batch_steps",
     "make_accountant",
 ]
 
-#: Names accepted by ``make_accountant``.
+#: Names accepted by ``make_accountant``: ``"gdp"`` is our ``GDPAccountant`` (Opacus's
+#: own registry entry ``"gdp"`` is its asymptotic ``GaussianAccountant``).
 ACCOUNTANT_NAMES = ("gdp", "rdp", "prv")
 
+#: The keys of ``epsilon_table``, in order.
+TABLE_KEYS = ("gdp_exact", "opacus_rdp", "opacus_prv", "zcdp_bun_steinke", "zcdp_cks")
+
 #: One history entry, as in Opacus: (noise_multiplier, sample_rate, num_steps).
-HistoryEntry = Tuple[float, float, int]
+HistoryEntry = tuple[float, float, int]
 
 
-def _append_step(history: List[HistoryEntry], noise_multiplier: float, sample_rate: float):
+def _append_step(history: list[HistoryEntry], noise_multiplier: float, sample_rate: float) -> None:
     # Same run-length encoding as Opacus: consecutive identical steps share an entry.
     if history and history[-1][0] == noise_multiplier and history[-1][1] == sample_rate:
         last = history.pop()
@@ -68,17 +90,13 @@ class GDPAccountant(IAccountant):
 
         Args:
             noise_multiplier: Noise standard deviation divided by the ℓ2-sensitivity,
-                σ ≥ 0 (0 means no noise).
+                σ ≥ 0 and finite (0 means no noise).
             sample_rate: Must be 1.0 (full batch).
 
         Returns:
             None.
         """
-        noise_multiplier = float(noise_multiplier)
-        if math.isnan(noise_multiplier) or noise_multiplier < 0.0:
-            raise ValueError(
-                f"noise_multiplier must be non-negative, got {noise_multiplier!r}."
-            )
+        noise_multiplier = check_nonnegative(noise_multiplier, "noise_multiplier", allow_inf=False)
         if float(sample_rate) != 1.0:
             raise ValueError(
                 "GDPAccountant only accounts full-batch steps (sample_rate=1.0), got "
@@ -110,11 +128,7 @@ class GDPAccountant(IAccountant):
         Returns:
             ε ≥ 0 (0.0 with no steps).
         """
-        mu = self.get_mu()
-        if mu == 0.0:
-            check_delta(delta)
-            return 0.0
-        return gdp_epsilon(mu, delta)
+        return gdp_epsilon(self.get_mu(), delta)
 
     def __len__(self) -> int:
         r"""Number of steps recorded (not the number of history entries)."""
@@ -125,7 +139,7 @@ class GDPAccountant(IAccountant):
         r"""Accounting mechanism name, ``"gdp_full_batch"``."""
         return "gdp_full_batch"
 
-    def state_dict(self, destination: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    def state_dict(self, destination: dict[str, Any] | None = None) -> dict[str, Any]:
         r"""The accountant's state as plain, JSON-serialisable values.
 
         Args:
@@ -157,40 +171,38 @@ class GDPAccountant(IAccountant):
                 f"Cannot load a {state_dict['mechanism']!r} state into "
                 f"{type(self).__name__} ({self.mechanism()!r})."
             )
-        history = []
-        for entry in state_dict["history"]:
-            noise_multiplier, sample_rate, num_steps = entry
-            if float(sample_rate) != 1.0 or int(num_steps) < 1 or float(noise_multiplier) < 0:
-                raise ValueError(f"Invalid history entry {entry!r}.")
-            history.append((float(noise_multiplier), 1.0, int(num_steps)))
+        history = [check_history_entry(*entry) for entry in state_dict["history"]]
+        if any(sample_rate != 1.0 for _, sample_rate, _ in history):
+            raise ValueError("GDPAccountant needs sample_rate=1.0 in every history entry.")
         self.history = history
 
 
-def make_accountant(
-    name: str, history: Optional[Sequence[Sequence[float]]] = None
-) -> IAccountant:
-    r"""Create an accountant by name, optionally pre-filled with a history.
+# Opacus's registry maps a mechanism name to an accountant class; the key is the class's
+# ``mechanism()``, as for Opacus's own accountants. ``force`` only makes a re-import
+# (e.g. ``importlib.reload``) idempotent: the key is ours.
+register_accountant(GDPAccountant.mechanism(), GDPAccountant, force=True)
+
+
+def make_accountant(name: str, history: Sequence[Sequence[float]] | None = None) -> IAccountant:
+    r"""Create an accountant through Opacus's registry, optionally pre-filled with a history.
 
     Args:
-        name: ``"gdp"`` (our exact ``GDPAccountant``), ``"rdp"`` (Opacus
-            ``RDPAccountant``) or ``"prv"`` (Opacus ``PRVAccountant``).
+        name: ``"gdp"`` (our exact ``GDPAccountant``, registered as
+            ``"gdp_full_batch"``), ``"rdp"`` (Opacus ``RDPAccountant``) or ``"prv"``
+            (Opacus ``PRVAccountant``).
         history: Optional Opacus-style entries (noise_multiplier, sample_rate,
             num_steps), stored as given, in order.
 
     Returns:
-        The accountant.
+        The accountant, from ``opacus.accountants.create_accountant``.
     """
-    factories = {"gdp": GDPAccountant, "rdp": RDPAccountant, "prv": PRVAccountant}
-    if name not in factories:
-        raise ValueError(f"Unknown accountant {name!r}; expected one of {ACCOUNTANT_NAMES}.")
-    accountant = factories[name]()
+    check_choice(name, "accountant", ACCOUNTANT_NAMES)
+    accountant = create_accountant(GDPAccountant.mechanism() if name == "gdp" else name)
     for entry in history or ():
-        noise_multiplier, sample_rate, num_steps = entry
-        if int(num_steps) != num_steps or int(num_steps) < 1:
-            raise ValueError(f"num_steps must be a positive integer in {entry!r}.")
-        if name == "gdp" and float(sample_rate) != 1.0:
+        entry = check_history_entry(*entry)
+        if name == "gdp" and entry[1] != 1.0:
             raise ValueError(f"GDPAccountant needs sample_rate=1.0, got entry {entry!r}.")
-        accountant.history.append((float(noise_multiplier), float(sample_rate), int(num_steps)))
+        accountant.history.append(entry)
     return accountant
 
 
@@ -229,52 +241,70 @@ def accountant_epsilon(
         return float(accountant.get_epsilon(delta))
 
 
-def epsilon_table(
-    *,
-    mu: Optional[float] = None,
-    noise_multiplier: Optional[float] = None,
-    steps: Optional[int] = None,
-    delta: float,
-    eps_error: float = 0.01,
-) -> Dict[str, float]:
-    r"""ε at ``delta`` of full-batch Gaussian steps, from every accountant.
+def full_batch_steps(
+    *, mu: float | None = None, noise_multiplier: float | None = None, steps: int | None = None
+) -> tuple[float, int, float]:
+    r"""The noise multiplier, number of steps and total μ of equal full-batch Gaussian steps.
 
     Give either ``mu`` (total GDP parameter; with ``steps`` it is split over that many
-    equal steps, default 1) or ``noise_multiplier`` and ``steps``.
+    equal steps, default 1) or ``noise_multiplier`` and ``steps``; the other follows from
+    μ = sqrt(T)/σ.
 
     Args:
         mu: Total GDP parameter μ > 0 (``math.inf`` allowed).
-        noise_multiplier: Per-step noise multiplier σ > 0.
+        noise_multiplier: Per-step noise multiplier σ ≥ 0 (0: no noise).
         steps: Number of steps T ≥ 1.
-        delta: The target δ in (0, 1).
-        eps_error: Accuracy of the Opacus PRV accountant.
 
     Returns:
-        A dict with keys ``gdp_exact``, ``opacus_rdp``, ``opacus_prv`` (its upper
-        bound), ``zcdp_bun_steinke`` and ``zcdp_cks``, each a float ε.
+        ``(noise_multiplier, steps, mu)``.
     """
     if (mu is None) == (noise_multiplier is None):
         raise ValueError("Give exactly one of mu and noise_multiplier.")
     if noise_multiplier is not None and steps is None:
         raise ValueError("noise_multiplier needs steps.")
-    steps = 1 if steps is None else steps
-    steps = check_positive_int(steps, "steps")
+    steps = check_positive_int(1 if steps is None else steps, "steps")
     if mu is not None:
-        mu = check_positive(mu, "mu")
-        noise_multiplier = 0.0 if math.isinf(mu) else math.sqrt(steps) / mu
-    noise_multiplier = float(noise_multiplier)
-    if math.isnan(noise_multiplier) or noise_multiplier < 0.0:
-        raise ValueError(f"noise_multiplier must be non-negative, got {noise_multiplier!r}.")
-    check_delta(delta)
+        return gaussian_noise_std_for_mu(1.0, mu, steps), steps, float(mu)
+    noise_multiplier = check_nonnegative(noise_multiplier, "noise_multiplier", allow_inf=False)
+    return noise_multiplier, steps, gdp_mu_from_noise(1.0, noise_multiplier, steps)
 
-    history = [(noise_multiplier, 1.0, steps)]
-    gdp = make_accountant("gdp", history)
-    total_mu = gdp.get_mu()
+
+def epsilon_table(
+    *,
+    mu: float | None = None,
+    noise_multiplier: float | None = None,
+    steps: int | None = None,
+    delta: float,
+    eps_error: float = 0.01,
+) -> dict[str, float]:
+    r"""ε at ``delta`` of full-batch Gaussian steps, from every accountant.
+
+    Give either ``mu`` (total GDP parameter; with ``steps`` it is split over that many
+    equal steps, default 1) or ``noise_multiplier`` and ``steps`` (see
+    ``full_batch_steps``).
+
+    Args:
+        mu: Total GDP parameter μ > 0 (``math.inf`` allowed).
+        noise_multiplier: Per-step noise multiplier σ ≥ 0.
+        steps: Number of steps T ≥ 1.
+        delta: The target δ in (0, 1).
+        eps_error: Accuracy of the Opacus PRV accountant.
+
+    Returns:
+        A dict with the keys ``TABLE_KEYS``: ``gdp_exact``, ``opacus_rdp``,
+        ``opacus_prv`` (its upper bound), ``zcdp_bun_steinke`` and ``zcdp_cks``, each a
+        float ε.
+    """
+    noise_multiplier, steps, total_mu = full_batch_steps(
+        mu=mu, noise_multiplier=noise_multiplier, steps=steps
+    )
+    check_delta(delta)
     if math.isinf(total_mu):
-        return {key: math.inf for key in _TABLE_KEYS}
+        return {key: math.inf for key in TABLE_KEYS}
+    history = [(noise_multiplier, 1.0, steps)]
     rho = gdp_to_zcdp(total_mu)
-    return {
-        "gdp_exact": accountant_epsilon(gdp, delta=delta),
+    table = {
+        "gdp_exact": accountant_epsilon(make_accountant("gdp", history), delta=delta),
         "opacus_rdp": accountant_epsilon(make_accountant("rdp", history), delta=delta),
         "opacus_prv": accountant_epsilon(
             make_accountant("prv", history), delta=delta, eps_error=eps_error
@@ -282,6 +312,4 @@ def epsilon_table(
         "zcdp_bun_steinke": zcdp_epsilon(rho, delta),
         "zcdp_cks": zcdp_epsilon_cks(rho, delta),
     }
-
-
-_TABLE_KEYS = ("gdp_exact", "opacus_rdp", "opacus_prv", "zcdp_bun_steinke", "zcdp_cks")
+    return {key: table[key] for key in TABLE_KEYS}

@@ -1,15 +1,17 @@
-r"""Argument checks shared by every entry point: privacy parameters (μ, B, n, T, δ), losses.
+r"""The one set of argument checks: privacy parameters (μ, ρ, ε, δ, B, n, T, σ, q), losses.
 
 Each check returns the value converted to ``float``/``int`` and raises ``ValueError``
-naming the parameter before anything is computed or released.
+naming the parameter before anything is computed or released. Only ``check_losses``
+needs torch, and imports it when called, so that ``privacy.analysis`` stays float-only.
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import torch
-from torch import Tensor
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 def check_positive(value: float, name: str, *, allow_inf: bool = True) -> float:
@@ -21,6 +23,23 @@ def check_positive(value: float, name: str, *, allow_inf: bool = True) -> float:
     return value
 
 
+def check_nonnegative(value: float, name: str, *, allow_inf: bool = True) -> float:
+    r"""``value >= 0`` (NaN refused); ``math.inf`` only when ``allow_inf``."""
+    value = float(value)
+    if math.isnan(value) or value < 0.0 or (math.isinf(value) and not allow_inf):
+        what = "non-negative (math.inf allowed)" if allow_inf else "non-negative and finite"
+        raise ValueError(f"{name} must be {what}, got {value!r}.")
+    return value
+
+
+def check_greater(value: float, name: str, bound: float) -> float:
+    r"""``bound < value < math.inf`` (NaN refused)."""
+    value = float(value)
+    if not bound < value < math.inf:
+        raise ValueError(f"{name} must be finite and exceed {bound:g}, got {value!r}.")
+    return value
+
+
 def check_positive_int(value: int, name: str) -> int:
     r"""An integer ``>= 1`` (``bool`` and non-integral floats refused)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 1:
@@ -28,12 +47,60 @@ def check_positive_int(value: int, name: str) -> int:
     return int(value)
 
 
-def check_delta(value: float, name: str = "delta") -> float:
-    r"""A probability in the open interval ``(0, 1)``."""
+def check_nonnegative_int(value: int, name: str) -> int:
+    r"""An integer ``>= 0`` (``bool`` and non-integral floats refused)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or int(value) != value
+        or value < 0
+    ):
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}.")
+    return int(value)
+
+
+def check_probability(value: float, name: str, *, allow_one: bool = False) -> float:
+    r"""A probability in ``(0, 1)``, or in ``(0, 1]`` when ``allow_one`` (a sample rate)."""
     value = float(value)
-    if not 0.0 < value < 1.0:
+    if allow_one and not 0.0 < value <= 1.0:
+        raise ValueError(f"{name} must lie in (0, 1], got {value!r}.")
+    if not allow_one and not 0.0 < value < 1.0:
         raise ValueError(f"{name} must lie in the open interval (0, 1), got {value!r}.")
     return value
+
+
+def check_delta(value: float, name: str = "delta") -> float:
+    r"""A δ of an (ε, δ) statement: a probability in the open interval ``(0, 1)``."""
+    return check_probability(value, name)
+
+
+def check_choice(value: str, name: str, choices: tuple[str, ...]) -> str:
+    r"""One of ``choices`` (an option string such as a distribution or accountant name)."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}.")
+    return value
+
+
+def check_history_entry(
+    noise_multiplier: float, sample_rate: float, num_steps: int, *, steps_name: str = "num_steps"
+) -> tuple[float, float, int]:
+    r"""One Opacus accountant history entry: ``num_steps`` Gaussian steps (e.g. a DP-SGD run).
+
+    Args:
+        noise_multiplier: Noise std over ℓ2-sensitivity, ``σ ≥ 0`` and finite (0: no noise).
+        sample_rate: Poisson sampling rate ``q ∈ (0, 1]``.
+        num_steps: Number of steps, an integer ``≥ 1``.
+        steps_name: The caller's name for ``num_steps``, used in the error message.
+
+    Returns:
+        ``(σ, q, steps)`` as ``(float, float, int)``.
+    """
+    return (
+        check_nonnegative(noise_multiplier, "noise_multiplier", allow_inf=False),
+        check_probability(sample_rate, "sample_rate", allow_one=True),
+        check_positive_int(num_steps, steps_name),
+    )
 
 
 def check_losses(losses: Tensor, num_points: int, num_users: int | None = None) -> None:
@@ -48,6 +115,9 @@ def check_losses(losses: Tensor, num_points: int, num_users: int | None = None) 
         ValueError: With a message naming the problem (shape, number of users,
             non-finite entries and where they are).
     """
+    import torch
+    from torch import Tensor
+
     if not isinstance(losses, Tensor):
         raise ValueError(f"losses must be a torch.Tensor, got {type(losses).__name__}.")
     if losses.dim() != 2 or losses.shape[0] != num_points:

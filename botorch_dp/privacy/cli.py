@@ -8,20 +8,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-from typing import List, Optional
 
-from botorch_dp.privacy.accountants import epsilon_table
+from botorch_dp.privacy.accountants import TABLE_KEYS, epsilon_table, full_batch_steps
 
 __all__ = ["main"]
 
-_LABELS = {
-    "gdp_exact": "exact mu-GDP conversion",
-    "opacus_rdp": "Opacus RDPAccountant",
-    "opacus_prv": "Opacus PRVAccountant (upper bound)",
-    "zcdp_bun_steinke": "zCDP, Bun & Steinke 2016",
-    "zcdp_cks": "zCDP, Canonne, Kamath & Steinke 2020",
-}
+# One label per key of ``epsilon_table`` (TABLE_KEYS), in its order.
+_LABELS = dict(
+    zip(
+        TABLE_KEYS,
+        (
+            "exact mu-GDP conversion",
+            "Opacus RDPAccountant",
+            "Opacus PRVAccountant (upper bound)",
+            "zCDP, Bun & Steinke 2016",
+            "zCDP, Canonne, Kamath & Steinke 2020",
+        ),
+        strict=True,
+    )
+)
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -50,7 +55,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _format_table(
-    table: dict, *, mu: float, steps: int, noise_multiplier: float, delta: float
+    table: dict[str, float], *, mu: float, steps: int, noise_multiplier: float, delta: float
 ) -> str:
     header = (
         f"{steps} full-batch Gaussian step(s), noise multiplier {noise_multiplier:.6g}: "
@@ -64,7 +69,7 @@ def _format_table(
     return "\n".join(lines)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     r"""Entry point of ``botorch-dp-epsilon`` and ``python -m botorch_dp.privacy.cli``.
 
     Args:
@@ -77,23 +82,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.noise_multiplier is not None and args.steps is None:
         parser.error("--noise-multiplier needs --steps")
-    steps = 1 if args.steps is None else args.steps
     try:
+        noise_multiplier, steps, mu = full_batch_steps(
+            mu=args.mu, noise_multiplier=args.noise_multiplier, steps=args.steps
+        )
         table = epsilon_table(
-            mu=args.mu,
-            noise_multiplier=args.noise_multiplier,
-            steps=steps,
-            delta=args.delta,
-            eps_error=args.eps_error,
+            noise_multiplier=noise_multiplier, steps=steps, delta=args.delta, eps_error=args.eps_error
         )
     except ValueError as error:
         parser.error(str(error))
-    if args.mu is not None:
-        mu = args.mu
-        noise_multiplier = 0.0 if math.isinf(mu) else math.sqrt(steps) / mu
-    else:
-        noise_multiplier = args.noise_multiplier
-        mu = math.inf if noise_multiplier == 0.0 else math.sqrt(steps) / noise_multiplier
     if args.json:
         print(json.dumps({"mu": mu, "delta": args.delta, "steps": steps, "epsilon": table}))
     else:

@@ -2,20 +2,28 @@ r"""A ledger of the privacy spent by a tuning run, with an optional budget filte
 
 Validation data (the users whose losses drive the optimizer) is accounted with μ-GDP;
 training data used by DP-SGD inside each evaluation is accounted separately with Opacus.
+Opacus is imported only when training runs are accounted (``privacy.accountants``), so
+importing the ledger and running DP-GIBO with it does not load Opacus.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Mapping, Union
 
-from botorch_dp.privacy.accountants import accountant_epsilon, make_accountant
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
-from botorch_dp.privacy.checks import check_delta, check_positive, check_positive_int
+from botorch_dp.privacy.checks import (
+    check_choice,
+    check_delta,
+    check_history_entry,
+    check_nonnegative_int,
+    check_positive,
+)
 
 __all__ = ["PrivacyBudgetExceeded", "PrivacyLedger"]
 
 RunId = Union[int, str]
+Run = tuple[float, float, int]
 _TRAINING_ACCOUNTANTS = ("rdp", "prv")
 
 
@@ -23,22 +31,8 @@ class PrivacyBudgetExceeded(RuntimeError):
     r"""Raised before recording a step or run that would exceed the privacy budget."""
 
 
-def _check_positive(value: Optional[float], name: str) -> Optional[float]:
+def _check_positive(value: float | None, name: str) -> float | None:
     return None if value is None else check_positive(value, name)
-
-
-def _check_run(
-    noise_multiplier: float, sample_rate: float, steps: int
-) -> Tuple[float, float, int]:
-    noise_multiplier = float(noise_multiplier)
-    if math.isnan(noise_multiplier) or noise_multiplier < 0.0 or math.isinf(noise_multiplier):
-        raise ValueError(
-            f"noise_multiplier must be finite and non-negative, got {noise_multiplier!r}."
-        )
-    sample_rate = float(sample_rate)
-    if not 0.0 < sample_rate <= 1.0:
-        raise ValueError(f"sample_rate must lie in (0, 1], got {sample_rate!r}.")
-    return noise_multiplier, sample_rate, check_positive_int(steps, "steps")
 
 
 class PrivacyLedger:
@@ -74,9 +68,9 @@ class PrivacyLedger:
     def __init__(
         self,
         *,
-        validation_mu_budget: Optional[float] = None,
-        training_epsilon_budget: Optional[float] = None,
-        training_delta: Optional[float] = None,
+        validation_mu_budget: float | None = None,
+        training_epsilon_budget: float | None = None,
+        training_delta: float | None = None,
         training_accountant: str = "rdp",
         prv_eps_error: float = 0.01,
     ) -> None:
@@ -100,20 +94,17 @@ class PrivacyLedger:
         )
         if self.training_epsilon_budget is not None and self.training_delta is None:
             raise ValueError("training_epsilon_budget needs training_delta.")
-        if training_accountant not in _TRAINING_ACCOUNTANTS:
-            raise ValueError(
-                f"training_accountant must be one of {_TRAINING_ACCOUNTANTS}, "
-                f"got {training_accountant!r}."
-            )
-        self.training_accountant = training_accountant
+        self.training_accountant = check_choice(
+            training_accountant, "training_accountant", _TRAINING_ACCOUNTANTS
+        )
         self.prv_eps_error = _check_positive(prv_eps_error, "prv_eps_error")
-        self._validation_steps: Dict[int, float] = {}
-        self._training_runs: Dict[RunId, Tuple[float, float, int]] = {}
+        self._validation_steps: dict[int, float] = {}
+        self._training_runs: dict[RunId, Run] = {}
 
     # ------------------------------------------------------------------ validation
 
     @property
-    def validation_steps(self) -> Dict[int, float]:
+    def validation_steps(self) -> dict[int, float]:
         r"""A copy of the recorded validation steps, {step_index: μ_t}."""
         return dict(sorted(self._validation_steps.items()))
 
@@ -134,9 +125,7 @@ class PrivacyLedger:
         Returns:
             ε ≥ 0 (0.0 with no steps).
         """
-        delta = check_delta(delta)
-        mu = self.validation_mu()
-        return 0.0 if mu == 0.0 else gdp_epsilon(mu, delta)
+        return gdp_epsilon(self.validation_mu(), delta)
 
     def remaining_validation_mu(self) -> float:
         r"""The μ of the largest further step the validation budget allows.
@@ -186,9 +175,7 @@ class PrivacyLedger:
             μ for a recorded ``step_index`` raises ``ValueError``.
         """
         mu = check_positive(mu, "mu")
-        if isinstance(step_index, bool) or int(step_index) != step_index or step_index < 0:
-            raise ValueError(f"step_index must be a non-negative integer, got {step_index!r}.")
-        step_index = int(step_index)
+        step_index = check_nonnegative_int(step_index, "step_index")
         if step_index in self._validation_steps:
             recorded = self._validation_steps[step_index]
             if not math.isclose(recorded, mu, rel_tol=1e-9):
@@ -204,11 +191,11 @@ class PrivacyLedger:
     # -------------------------------------------------------------------- training
 
     @property
-    def training_runs(self) -> Dict[RunId, Tuple[float, float, int]]:
+    def training_runs(self) -> dict[RunId, Run]:
         r"""A copy of the recorded training runs, {run_id: (σ, q, steps)}."""
         return dict(self._training_runs)
 
-    def training_history(self) -> List[Tuple[float, float, int]]:
+    def training_history(self) -> list[Run]:
         r"""The training runs as an Opacus accountant history, in recording order.
 
         Returns:
@@ -216,16 +203,15 @@ class PrivacyLedger:
         """
         return list(self._training_runs.values())
 
-    def _training_epsilon_of(
-        self, history: List[Tuple[float, float, int]], delta: float, accountant: str
-    ) -> float:
-        if accountant not in _TRAINING_ACCOUNTANTS:
-            raise ValueError(
-                f"accountant must be one of {_TRAINING_ACCOUNTANTS}, got {accountant!r}."
-            )
+    def _training_epsilon_of(self, history: list[Run], delta: float, accountant: str) -> float:
+        check_choice(accountant, "accountant", _TRAINING_ACCOUNTANTS)
+        if not history:
+            return 0.0
+        from botorch_dp.privacy.accountants import accountant_epsilon, make_accountant
+
         # composition is commutative: runs with equal (σ, q) become one entry with the
         # summed steps, which keeps the PRV accountant fast for many identical runs
-        merged: Dict[Tuple[float, float], int] = {}
+        merged: dict[tuple[float, float], int] = {}
         for sigma, rate, steps in history:
             merged[(sigma, rate)] = merged.get((sigma, rate), 0) + steps
         history = [(sigma, rate, steps) for (sigma, rate), steps in merged.items()]
@@ -233,7 +219,7 @@ class PrivacyLedger:
             make_accountant(accountant, history), delta=delta, eps_error=self.prv_eps_error
         )
 
-    def training_epsilon(self, delta: float, accountant: Optional[str] = None) -> float:
+    def training_epsilon(self, delta: float, accountant: str | None = None) -> float:
         r"""ε at ``delta`` of all training runs composed, from an Opacus accountant.
 
         Args:
@@ -261,7 +247,7 @@ class PrivacyLedger:
         Returns:
             None; raises ``PrivacyBudgetExceeded`` if the run does not fit.
         """
-        run = _check_run(noise_multiplier, sample_rate, steps)
+        run = check_history_entry(noise_multiplier, sample_rate, steps, steps_name="steps")
         budget = self.training_epsilon_budget
         if budget is None or math.isinf(budget):
             return
@@ -298,7 +284,7 @@ class PrivacyLedger:
         """
         if isinstance(run_id, bool) or not isinstance(run_id, (int, str)):
             raise ValueError(f"run_id must be a str or an int, got {run_id!r}.")
-        run = _check_run(noise_multiplier, sample_rate, steps)
+        run = check_history_entry(noise_multiplier, sample_rate, steps, steps_name="steps")
         if run_id in self._training_runs:
             recorded = self._training_runs[run_id]
             same = recorded[2] == run[2] and all(
@@ -315,7 +301,7 @@ class PrivacyLedger:
 
     # --------------------------------------------------------------------- reports
 
-    def report(self, delta: float, *, training_delta: Optional[float] = None) -> Dict[str, Any]:
+    def report(self, delta: float, *, training_delta: float | None = None) -> dict[str, Any]:
         r"""Both guarantees, side by side but never composed (different datasets).
 
         Args:
@@ -353,7 +339,7 @@ class PrivacyLedger:
 
     # ---------------------------------------------------------------- persistence
 
-    def state_dict(self) -> Dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         r"""The ledger's full state as plain values (``json.dumps``-able).
 
         Infinite μ is stored as ``float("inf")``, which Python's ``json`` writes as
@@ -396,25 +382,26 @@ class PrivacyLedger:
             training_accountant=state_dict.get("training_accountant", "rdp"),
             prv_eps_error=state_dict.get("prv_eps_error", 0.01),
         )
-        steps: Dict[int, float] = {}
+        steps: dict[int, float] = {}
         for step_index, mu in state_dict.get("validation_steps", []):
-            if int(step_index) != step_index or step_index < 0 or step_index in steps:
-                raise ValueError(f"Invalid or repeated validation step index {step_index!r}.")
-            steps[int(step_index)] = check_positive(mu, "mu")
-        runs: Dict[RunId, Tuple[float, float, int]] = {}
+            step_index = check_nonnegative_int(step_index, "step_index")
+            if step_index in steps:
+                raise ValueError(f"Repeated validation step index {step_index!r}.")
+            steps[step_index] = check_positive(mu, "mu")
+        runs: dict[RunId, Run] = {}
         for entry in state_dict.get("training_runs", []):
             run_id = entry["run_id"]
             if run_id in runs:
                 raise ValueError(f"Repeated training run id {run_id!r}.")
-            runs[run_id] = _check_run(
-                entry["noise_multiplier"], entry["sample_rate"], entry["steps"]
+            runs[run_id] = check_history_entry(
+                entry["noise_multiplier"], entry["sample_rate"], entry["steps"], steps_name="steps"
             )
         fresh._validation_steps = steps
         fresh._training_runs = runs
         self.__dict__.update(fresh.__dict__)
 
     @classmethod
-    def from_state_dict(cls, state_dict: Mapping[str, Any]) -> "PrivacyLedger":
+    def from_state_dict(cls, state_dict: Mapping[str, Any]) -> PrivacyLedger:
         r"""Build a ledger from a saved state.
 
         Args:

@@ -2,21 +2,26 @@ r"""Tests for botorch_dp.privacy.accountants, against Opacus and dp_accounting."
 
 import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import dp_accounting
 import numpy as np
 import pytest
 from dp_accounting.pld import PLDAccountant
-from opacus.accountants import PRVAccountant, RDPAccountant
+from opacus.accountants import PRVAccountant, RDPAccountant, create_accountant
 
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
 from botorch_dp.privacy.accountants import (
+    TABLE_KEYS,
     GDPAccountant,
     accountant_epsilon,
     epsilon_table,
+    full_batch_steps,
     make_accountant,
 )
-from botorch_dp.privacy.analysis.gdp import gaussian_noise_std_for_mu, gdp_epsilon
+from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 
 DELTA = 1e-5
 
@@ -60,6 +65,8 @@ def test_gdp_accountant_refuses_subsampling_and_bad_input():
         accountant.step(noise_multiplier=1.0, sample_rate=0.01)
     with pytest.raises(ValueError, match="noise_multiplier"):
         accountant.step(noise_multiplier=-1.0)
+    with pytest.raises(ValueError, match="noise_multiplier must be non-negative and finite"):
+        accountant.step(noise_multiplier=math.inf)
     assert accountant.history == []
 
 
@@ -75,6 +82,10 @@ def test_gdp_accountant_state_dict_json_round_trip():
         restored.load_state_dict(RDPAccountant().state_dict())
     with pytest.raises(ValueError, match="must contain"):
         restored.load_state_dict({})
+    with pytest.raises(ValueError, match="sample_rate=1.0"):
+        restored.load_state_dict({"history": [[3.0, 0.5, 2]], "mechanism": "gdp_full_batch"})
+    with pytest.raises(ValueError, match="num_steps"):
+        restored.load_state_dict({"history": [[3.0, 1.0, 0]], "mechanism": "gdp_full_batch"})
 
 
 def test_design_reference_25_steps():
@@ -125,8 +136,10 @@ def test_make_accountant_matches_direct_feeding():
         assert isinstance(made, cls)
         assert made.history == direct.history
         assert accountant_epsilon(made, delta=DELTA) == accountant_epsilon(direct, delta=DELTA)
-    with pytest.raises(ValueError, match="Unknown accountant"):
+    with pytest.raises(ValueError, match="accountant must be one of"):
         make_accountant("moments")
+    with pytest.raises(ValueError, match="num_steps"):
+        make_accountant("rdp", [(1.0, 0.5, 2.5)])
     with pytest.raises(ValueError, match="sample_rate"):
         make_accountant("gdp", [(1.0, 0.5, 3)])
     with pytest.raises(ValueError, match="delta"):
@@ -153,6 +166,7 @@ def test_dp_gibo_noise_multiplier():
 def test_epsilon_table():
     table = epsilon_table(noise_multiplier=5.0, steps=25, delta=DELTA)
     assert list(table) == ["gdp_exact", "opacus_rdp", "opacus_prv", "zcdp_bun_steinke", "zcdp_cks"]
+    assert tuple(table) == TABLE_KEYS
     # Exact is the smallest; CKS is the continuous-order version of Opacus's RDP
     # conversion; Bun–Steinke is the loosest.
     assert table["gdp_exact"] <= table["opacus_prv"] <= table["zcdp_cks"]
@@ -173,3 +187,54 @@ def test_epsilon_table():
         epsilon_table(noise_multiplier=5.0, delta=DELTA)
     with pytest.raises(ValueError, match="delta"):
         epsilon_table(mu=1.0, delta=0.0)
+
+
+def test_gdp_accountant_is_in_opacus_registry():
+    # Registered under its mechanism() name, like Opacus's own accountants; make_accountant
+    # goes through the registry, and Opacus's "gdp" stays its GaussianAccountant.
+    assert isinstance(create_accountant("gdp_full_batch"), GDPAccountant)
+    assert type(make_accountant("gdp")) is GDPAccountant
+    with pytest.warns(UserWarning, match="experimental"):  # Opacus's own GDP accountant
+        assert type(create_accountant("gdp")) is not GDPAccountant
+    assert type(make_accountant("rdp")) is RDPAccountant
+
+
+def test_full_batch_steps():
+    # μ = sqrt(T)/σ both ways, with the μ given kept as given.
+    assert full_batch_steps(mu=1.0, steps=25) == (5.0, 25, 1.0)
+    assert full_batch_steps(noise_multiplier=5.0, steps=25) == (5.0, 25, 1.0)
+    assert full_batch_steps(mu=0.5) == (2.0, 1, 0.5)
+    assert full_batch_steps(mu=math.inf, steps=3) == (0.0, 3, math.inf)
+    assert full_batch_steps(noise_multiplier=0.0, steps=3) == (0.0, 3, math.inf)
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        full_batch_steps(noise_multiplier=math.nan, steps=3)
+
+
+_NO_OPACUS = """
+import sys, math, torch
+from gpytorch.kernels import RBFKernel
+import botorch_dp, botorch_dp.privacy, botorch_dp.privacy.ledger, botorch_dp.privacy.mechanisms, botorch_dp.optim
+assert botorch_dp.__file__.startswith(sys.argv[1]), botorch_dp.__file__
+assert "opacus" not in sys.modules, "importing botorch_dp loaded opacus"
+bounds = torch.tensor([[-1.0, -1.0], [1.0, 1.0]], dtype=torch.float64)
+config = botorch_dp.DPGIBOConfig(
+    bounds=bounds, kernel=RBFKernel(), num_iterations=2, privacy_mu=1.0, clip_bound=1.0,
+    batch_size=2, raw_samples=8, num_restarts=1,
+)
+optimizer = botorch_dp.DPGIBO(config)
+optimizer.run(lambda X: (X.unsqueeze(-2) - 0.1 * torch.arange(4.0, dtype=torch.float64)[:, None]).square().sum(-1), progress=False)
+optimizer.ledger.report(1e-5)
+assert optimizer.ledger.validation_mu() > 0
+assert "opacus" not in sys.modules, "a DP-GIBO run loaded opacus"
+botorch_dp.privacy.GDPAccountant  # the lazy names still resolve, and load it
+assert "opacus" in sys.modules
+"""
+
+
+def test_importing_and_running_dp_gibo_does_not_load_opacus():
+    root = Path(__file__).resolve().parents[2]
+    completed = subprocess.run(
+        [sys.executable, "-c", _NO_OPACUS, str(root)],
+        cwd=root, capture_output=True, text=True, timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]

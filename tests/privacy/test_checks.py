@@ -9,7 +9,20 @@ from gpytorch.kernels import RBFKernel
 
 from botorch_dp.optim.dp_gibo import DPGIBO, DPGIBOConfig
 from botorch_dp.privacy.accountants import epsilon_table
-from botorch_dp.privacy.checks import check_delta, check_positive, check_positive_int
+from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from botorch_dp.privacy.analysis.private_selection import private_selection_epsilon
+from botorch_dp.privacy.analysis.zcdp import zcdp_epsilon
+from botorch_dp.privacy.checks import (
+    check_choice,
+    check_delta,
+    check_greater,
+    check_history_entry,
+    check_nonnegative,
+    check_nonnegative_int,
+    check_positive,
+    check_positive_int,
+    check_probability,
+)
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
 
@@ -83,3 +96,47 @@ def test_checks_return_converted_values():
     for bad in (0.0, 1.0, math.nan):
         with pytest.raises(ValueError, match="open interval"):
             check_delta(bad)
+
+
+def test_new_checks_return_converted_values_and_name_the_argument():
+    assert check_nonnegative(0, "x") == 0.0 and isinstance(check_nonnegative(0, "x"), float)
+    assert check_nonnegative(math.inf, "x") == math.inf
+    for bad, kw in ((-1e-300, {}), (math.nan, {}), (math.inf, {"allow_inf": False})):
+        with pytest.raises(ValueError, match="x must be non-negative"):
+            check_nonnegative(bad, "x", **kw)
+    assert check_nonnegative_int(0.0, "i") == 0 and isinstance(check_nonnegative_int(0.0, "i"), int)
+    for bad in (True, -1, 0.5, math.inf, math.nan):
+        with pytest.raises(ValueError, match="i must be a non-negative integer"):
+            check_nonnegative_int(bad, "i")
+    assert check_greater(2, "order", 1.0) == 2.0
+    for bad in (1.0, math.nan, math.inf):
+        with pytest.raises(ValueError, match="order must be finite and exceed 1"):
+            check_greater(bad, "order", 1.0)
+    assert check_probability(1, "q", allow_one=True) == 1.0
+    with pytest.raises(ValueError, match="open interval"):
+        check_probability(1.0, "gamma")
+    for bad in (0.0, 1.5, math.nan):
+        with pytest.raises(ValueError, match=r"q must lie in \(0, 1\]"):
+            check_probability(bad, "q", allow_one=True)
+    assert check_choice("rdp", "accountant", ("rdp", "prv")) == "rdp"
+    with pytest.raises(ValueError, match="accountant must be one of"):
+        check_choice("moments", "accountant", ("rdp", "prv"))
+    assert check_history_entry(1, 0.5, 3.0) == (1.0, 0.5, 3)
+    with pytest.raises(ValueError, match="steps must be a positive integer"):
+        check_history_entry(1.0, 0.5, 0, steps_name="steps")
+
+
+def test_analysis_and_ledger_refuse_the_same_delta():
+    # one message for every entry point that takes a δ
+    ledger = PrivacyLedger()
+    calls = [
+        lambda d: gdp_epsilon(1.0, d),
+        lambda d: zcdp_epsilon(0.5, d),
+        lambda d: ledger.validation_epsilon(d),
+        lambda d: ledger.training_epsilon(d),
+        lambda d: private_selection_epsilon(per_trial_mu=0.1, mean_trials=10.0, target_delta=d),
+    ]
+    for call in calls:
+        for bad in (0.0, 1.0, math.nan):
+            with pytest.raises(ValueError, match="delta must lie in the open interval"):
+                call(bad)

@@ -1,6 +1,8 @@
-r"""Pure privacy-analysis functions: μ-GDP (``gdp``) and zCDP (``zcdp``).
+r"""Pure privacy-analysis functions: μ-GDP (``gdp``), zCDP (``zcdp``), the RDP→(ε, δ)
+conversion (``rdp``) and the Rényi-DP bounds of private selection (``private_selection``).
 
-No state and no torch: floats in, floats out, checked against published values.
+No state and no torch: floats in, floats out, checked against published values and
+against ``dp_accounting``.
 """
 
 from botorch_dp.privacy.analysis.gdp import (
@@ -11,6 +13,17 @@ from botorch_dp.privacy.analysis.gdp import (
     gdp_mu,
     gdp_mu_from_noise,
 )
+from botorch_dp.privacy.analysis.private_selection import (
+    DISTRIBUTIONS,
+    per_trial_mu_for_epsilon,
+    private_selection_epsilon,
+    private_selection_rdp,
+    sample_num_trials,
+    tnb_gamma_for_mean,
+    tnb_log_pmf,
+    tnb_mean,
+)
+from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
 from botorch_dp.privacy.analysis.zcdp import (
     compose_zcdp,
     gaussian_zcdp,
@@ -20,6 +33,7 @@ from botorch_dp.privacy.analysis.zcdp import (
 )
 
 __all__ = [
+    "DISTRIBUTIONS",
     "compose_gdp",
     "compose_zcdp",
     "gaussian_noise_std_for_mu",
@@ -29,6 +43,14 @@ __all__ = [
     "gdp_mu",
     "gdp_mu_from_noise",
     "gdp_to_zcdp",
+    "per_trial_mu_for_epsilon",
+    "private_selection_epsilon",
+    "private_selection_rdp",
+    "rdp_to_epsilon",
+    "sample_num_trials",
+    "tnb_gamma_for_mean",
+    "tnb_log_pmf",
+    "tnb_mean",
     "zcdp_epsilon",
     "zcdp_epsilon_cks",
 ]

@@ -21,6 +21,14 @@ from typing import Iterable
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtri
 
+from botorch_dp.privacy.checks import (
+    check_delta,
+    check_nonnegative,
+    check_nonnegative_int,
+    check_positive,
+    check_positive_int,
+)
+
 __all__ = [
     "compose_gdp",
     "gaussian_noise_std_for_mu",
@@ -29,27 +37,6 @@ __all__ = [
     "gdp_mu",
     "gdp_mu_from_noise",
 ]
-
-
-def _check_mu(mu: float) -> float:
-    mu = float(mu)
-    if math.isnan(mu) or mu <= 0.0:
-        raise ValueError(f"mu must be positive (math.inf allowed), got {mu!r}.")
-    return mu
-
-
-def _check_delta(delta: float) -> float:
-    delta = float(delta)
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must lie in the open interval (0, 1), got {delta!r}.")
-    return delta
-
-
-def _check_epsilon(epsilon: float) -> float:
-    epsilon = float(epsilon)
-    if math.isnan(epsilon) or epsilon < 0.0:
-        raise ValueError(f"epsilon must be non-negative, got {epsilon!r}.")
-    return epsilon
 
 
 def _log_gdp_delta(mu: float, epsilon: float) -> float:
@@ -81,9 +68,7 @@ def compose_gdp(mus: Iterable[float]) -> float:
     """
     squares = []
     for mu_t in mus:
-        mu_t = float(mu_t)
-        if math.isnan(mu_t) or mu_t < 0.0:
-            raise ValueError(f"Each mu_t must be non-negative, got {mu_t!r}.")
+        mu_t = check_nonnegative(mu_t, "mu_t")
         if math.isinf(mu_t):
             return math.inf
         squares.append(mu_t * mu_t)
@@ -97,18 +82,19 @@ def gdp_delta(mu: float, epsilon: float) -> float:
     large ε neither overflows nor cancels to a negative number.
 
     Args:
-        mu: The GDP parameter μ > 0 (``math.inf`` allowed).
+        mu: The GDP parameter μ ≥ 0 (``math.inf`` allowed; 0 releases nothing).
         epsilon: The privacy loss ε ≥ 0 (``math.inf`` allowed).
 
     Returns:
         The smallest δ for which the mechanism is (ε, δ)-DP, a float in [0, 1).
-        It is 1.0 for μ = inf and finite ε, and 0.0 for ε = inf and finite μ.
+        It is 1.0 for μ = inf and finite ε, and 0.0 for μ = 0 or for ε = inf and
+        finite μ.
     """
-    mu = _check_mu(mu)
-    epsilon = _check_epsilon(epsilon)
+    mu = check_nonnegative(mu, "mu")
+    epsilon = check_nonnegative(epsilon, "epsilon")
     if math.isinf(mu):
         return 0.0 if math.isinf(epsilon) else 1.0
-    if math.isinf(epsilon):
+    if mu == 0.0 or math.isinf(epsilon):
         return 0.0
     return math.exp(_log_gdp_delta(mu, epsilon))
 
@@ -121,16 +107,20 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     μ²/2 + μ sqrt(2 log(1/δ)), which always over-estimates ε.
 
     Args:
-        mu: The GDP parameter μ > 0 (``math.inf`` allowed).
+        mu: The GDP parameter μ ≥ 0 (``math.inf`` allowed; 0, e.g. no steps yet,
+            gives ε = 0).
         delta: The target δ in (0, 1).
 
     Returns:
-        ε ≥ 0; 0.0 when δ ≥ δ(0) = 2Φ(μ/2) − 1, and ``math.inf`` when μ = inf.
+        ε ≥ 0; 0.0 when δ ≥ δ(0) = 2Φ(μ/2) − 1 (so for μ = 0), and ``math.inf``
+        when μ = inf.
     """
-    mu = _check_mu(mu)
-    delta = _check_delta(delta)
+    mu = check_nonnegative(mu, "mu")
+    delta = check_delta(delta)
     if math.isinf(mu):
         return math.inf
+    if mu == 0.0:
+        return 0.0
     log_delta = math.log(delta)
     if _log_gdp_delta(mu, 0.0) <= log_delta:
         return 0.0
@@ -160,8 +150,8 @@ def gdp_mu(epsilon: float, delta: float) -> float:
         μ > 0 such that ``gdp_epsilon(mu, delta) == epsilon`` (up to root-finding
         tolerance). For ε = 0 this is the closed form 2 Φ⁻¹((1 + δ)/2).
     """
-    epsilon = _check_epsilon(epsilon)
-    delta = _check_delta(delta)
+    epsilon = check_nonnegative(epsilon, "epsilon")
+    delta = check_delta(delta)
     if math.isinf(epsilon):
         return math.inf
     if epsilon == 0.0:
@@ -202,11 +192,9 @@ def gaussian_noise_std_for_mu(sensitivity: float, mu: float, steps: int = 1) -> 
     Returns:
         The per-release noise standard deviation σ ≥ 0.
     """
-    sensitivity = float(sensitivity)
-    if not sensitivity > 0.0 or math.isinf(sensitivity):
-        raise ValueError(f"sensitivity must be positive and finite, got {sensitivity!r}.")
-    mu = _check_mu(mu)
-    steps = _check_steps(steps)
+    sensitivity = check_positive(sensitivity, "sensitivity", allow_inf=False)
+    mu = check_positive(mu, "mu")
+    steps = check_positive_int(steps, "steps")
     if math.isinf(mu):
         return 0.0
     return sensitivity * math.sqrt(steps) / mu
@@ -223,25 +211,12 @@ def gdp_mu_from_noise(sensitivity: float, noise_std: float, steps: int = 1) -> f
     Returns:
         The GDP parameter μ of the whole sequence (0.0 when T = 0).
     """
-    sensitivity = float(sensitivity)
-    if not sensitivity > 0.0 or math.isinf(sensitivity):
-        raise ValueError(f"sensitivity must be positive and finite, got {sensitivity!r}.")
-    noise_std = float(noise_std)
-    if math.isnan(noise_std) or noise_std < 0.0:
-        raise ValueError(f"noise_std must be non-negative, got {noise_std!r}.")
-    steps = _check_steps(steps, allow_zero=True)
+    sensitivity = check_positive(sensitivity, "sensitivity", allow_inf=False)
+    noise_std = check_nonnegative(noise_std, "noise_std")
+    steps = check_nonnegative_int(steps, "steps")
     if steps == 0:
         return 0.0
     if noise_std == 0.0:
         return math.inf
     return math.sqrt(steps) * sensitivity / noise_std
 
-
-def _check_steps(steps: int, allow_zero: bool = False) -> int:
-    if isinstance(steps, bool) or int(steps) != steps:
-        raise ValueError(f"steps must be an integer, got {steps!r}.")
-    steps = int(steps)
-    if steps < (0 if allow_zero else 1):
-        bound = "non-negative" if allow_zero else "at least 1"
-        raise ValueError(f"steps must be {bound}, got {steps}.")
-    return steps

@@ -83,6 +83,17 @@ def test_zero_epsilon_region():
     assert gdp_epsilon(1.1 * mu_zero, delta) > 0.0
 
 
+def test_zero_mu_releases_nothing():
+    # μ = 0 (e.g. no step recorded yet) is the limit of the profile: δ(ε) → 0 for every
+    # ε ≥ 0 as μ → 0, so ε(δ) = 0 at every δ; compose_gdp([]) gives exactly this μ.
+    assert gdp_delta(1e-12, 0.0) < 1e-12
+    for delta in (1e-10, 1e-5, 0.5):
+        assert gdp_epsilon(0.0, delta) == 0.0
+        assert gdp_epsilon(compose_gdp([]), delta) == 0.0
+    assert gdp_delta(0.0, 0.0) == 0.0 and gdp_delta(0.0, 2.0) == 0.0
+    assert gdp_mu_from_noise(1.0, 2.0, 0) == 0.0
+
+
 def test_infinite_mu_and_epsilon():
     assert gdp_epsilon(math.inf, 1e-5) == math.inf
     assert gdp_delta(math.inf, 3.0) == 1.0
@@ -112,16 +123,16 @@ def test_composition_and_noise_calibration():
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: gdp_epsilon(0.0, 1e-5), "mu must be positive"),
-        (lambda: gdp_epsilon(-1.0, 1e-5), "mu must be positive"),
-        (lambda: gdp_epsilon(math.nan, 1e-5), "mu must be positive"),
+        (lambda: gdp_epsilon(-1.0, 1e-5), "mu must be non-negative"),
+        (lambda: gdp_epsilon(math.nan, 1e-5), "mu must be non-negative"),
         (lambda: gdp_epsilon(1.0, 0.0), "delta must lie"),
         (lambda: gdp_epsilon(1.0, 1.0), "delta must lie"),
         (lambda: gdp_epsilon(1.0, -1e-5), "delta must lie"),
         (lambda: gdp_mu(-0.1, 1e-5), "epsilon must be non-negative"),
         (lambda: gdp_mu(1.0, 2.0), "delta must lie"),
         (lambda: gdp_delta(1.0, -1.0), "epsilon must be non-negative"),
-        (lambda: gdp_delta(0.0, 1.0), "mu must be positive"),
+        (lambda: gdp_delta(-1.0, 1.0), "mu must be non-negative"),
+        (lambda: gaussian_noise_std_for_mu(1.0, 0.0), "mu must be positive"),
         (lambda: compose_gdp([1.0, -0.5]), "non-negative"),
         (lambda: gaussian_noise_std_for_mu(0.0, 1.0), "sensitivity"),
         (lambda: gaussian_noise_std_for_mu(1.0, 1.0, steps=0), "steps"),

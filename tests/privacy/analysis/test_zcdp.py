@@ -22,6 +22,7 @@ MUS = [0.01, 0.1, 0.5, 1.0, 2.0, 10.0]
 def test_parameters():
     assert gdp_to_zcdp(1.0) == 0.5
     assert gdp_to_zcdp(math.inf) == math.inf
+    assert gdp_to_zcdp(0.0) == 0.0
     assert gaussian_zcdp(2.0, 4.0) == pytest.approx(2.0**2 / (2 * 4.0**2), rel=1e-15)
     # Gaussian mechanism: Δ/σ-GDP and Δ²/(2σ²)-zCDP agree through ρ = μ²/2.
     assert gaussian_zcdp(0.3, 1.7) == pytest.approx(gdp_to_zcdp(0.3 / 1.7), rel=1e-14)
@@ -83,7 +84,7 @@ def test_monotonicity():
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: gdp_to_zcdp(0.0), "mu must be positive"),
+        (lambda: gdp_to_zcdp(-1.0), "mu must be non-negative"),
         (lambda: gaussian_zcdp(-1.0, 1.0), "sensitivity"),
         (lambda: gaussian_zcdp(1.0, -1.0), "noise_std"),
         (lambda: zcdp_epsilon(-0.1, 1e-5), "rho must be non-negative"),

@@ -1,0 +1,156 @@
+r"""Private random search with a random number of trials (Papernot & Steinke, ICLR 2022).
+
+The number of trials ``K`` is drawn from a truncated negative binomial or a Poisson
+distribution; each trial scores a uniform random ``θ`` by a Gaussian-noised mean of
+clipped per-user losses (``privacy.mechanisms.GaussianScoreMechanism``); only the best
+(``θ``, noisy score) pair is released. The guarantee is Papernot & Steinke's Rényi-DP
+bound (``privacy.analysis.private_selection``), converted to ``(ε, δ)``-DP.
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+
+import numpy as np
+import torch
+
+from botorch_dp.baselines.base import (
+    BaselineGuarantee,
+    BaselineHistory,
+    BaselineResult,
+    Objective,
+    evaluate_losses,
+    uniform_points,
+)
+from botorch_dp.privacy.analysis.private_selection import (
+    DISTRIBUTIONS,
+    private_selection_rdp,
+    sample_num_trials,
+    tnb_gamma_for_mean,
+)
+from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
+from botorch_dp.privacy.checks import check_choice
+from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
+from botorch_dp.utils import check_bounds
+
+__all__ = ["private_random_search"]
+
+
+def private_random_search(
+    objective: Objective,
+    bounds: torch.Tensor,
+    *,
+    mean_trials: float,
+    per_trial_mu: float,
+    loss_clip: float,
+    distribution: str = "truncated_negative_binomial",
+    tnb_eta: float = 1.0,
+    target_delta: float = 1e-5,
+    fallback: torch.Tensor | None = None,
+    seed: int = 0,
+    secure_rng: bool = False,
+    batch_size: int = 32,
+) -> BaselineResult:
+    r"""Private random search: release the best of ``K`` privately scored uniform points.
+
+    ``K`` is drawn from ``distribution`` with mean ``mean_trials``. Trial ``j`` draws
+    ``θ_j`` uniformly from the box (data independent) and scores it by
+
+        ``s_j = (1/n) Σ_i min(max(ℓ_i(θ_j), 0), C) + N(0, (C/(n μ₀))²)``;
+
+    replacing one user moves the clipped mean by at most ``C/n``, so each trial is
+    ``μ₀``-GDP. The pair ``(θ_j, s_j)`` with the smallest ``s_j`` is released. The
+    guarantee (``privacy.analysis.private_selection_epsilon``) needs ``K``, the other
+    trials and their scores to stay hidden: they are kept in the non-public ``history``
+    only. With the
+    Poisson distribution ``K = 0`` can occur; then ``fallback`` (default: the box
+    centre) is returned.
+
+    Args:
+        objective: A ``PerUserProblem`` or a callable ``q x d -> q x n`` per-user losses.
+        bounds: ``2 x d`` box.
+        mean_trials: ``E[K]``, the expected number of evaluations.
+        per_trial_mu: ``μ₀``, GDP parameter of one trial (see
+            ``privacy.analysis.private_selection.per_trial_mu_for_epsilon``).
+        loss_clip: ``C > 0``; per-user losses are clipped to ``[0, C]``.
+        distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
+        tnb_eta: ``η`` of the truncated negative binomial (1: geometric).
+        target_delta: ``δ`` at which ``ε`` is reported.
+        fallback: ``d`` tensor returned when ``K = 0`` (data independent).
+        seed: Seed of ``K``, the trial points and the noise.
+        secure_rng: Draw ``K`` and the noise from OS entropy (not reproducible).
+        batch_size: Trials evaluated per call of ``objective``.
+
+    Returns:
+        A ``BaselineResult``: ``theta`` and ``history.extras["released_score"]`` are the
+        private release; ``num_evaluations`` (= ``K``), ``history.points`` and
+        ``history.extras["noisy_scores"]`` must NOT be published (``history.public`` is
+        ``False``).
+    """
+    bounds = check_bounds(bounds)
+    check_choice(distribution, "distribution", DISTRIBUTIONS)
+    if secure_rng:
+        rng = np.random.default_rng(secrets.randbits(128))
+        noise_gen = torch.Generator().manual_seed(secrets.randbits(63))
+    else:
+        rng = np.random.default_rng([int(seed), 0])
+        noise_gen = torch.Generator().manual_seed(int(seed) * 7919 + 1)
+    point_gen = torch.Generator().manual_seed(int(seed))
+    mechanism = GaussianScoreMechanism(loss_clip=loss_clip, per_trial_mu=per_trial_mu, generator=noise_gen)
+    K = sample_num_trials(distribution=distribution, mean_trials=mean_trials, rng=rng, tnb_eta=tnb_eta)
+
+    X = uniform_points(bounds, K, point_gen)
+    scores, n, noise_std = [], None, None
+    for chunk in X.split(batch_size) if K else ():
+        losses = evaluate_losses(objective, chunk, n)
+        n = losses.shape[1]
+        release = mechanism.release(losses)
+        scores.append(release.scores)
+        noise_std = release.noise_std
+    d = bounds.shape[1]
+    if K == 0:
+        theta = bounds.mean(0) if fallback is None else torch.as_tensor(fallback, dtype=torch.float64).reshape(d)
+        scores_t, running, released_score = torch.empty(0, dtype=torch.float64), torch.empty(0, dtype=torch.long), None
+    else:
+        scores_t = torch.cat(scores)
+        running = torch.cummin(scores_t, 0).indices
+        theta = X[running[-1]].clone()
+        released_score = float(scores_t[running[-1]])
+
+    rdp = functools.partial(
+        private_selection_rdp,
+        per_trial_mu=per_trial_mu, mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta,
+    )
+    epsilon, order = rdp_to_epsilon(rdp, target_delta)
+    details = {
+        "distribution": distribution,
+        "mean_trials": float(mean_trials),
+        "per_trial_mu": float(per_trial_mu),
+        "loss_clip": float(loss_clip),
+        "noise_std": noise_std,
+        "rdp_order": order,
+    }
+    if distribution == "truncated_negative_binomial":
+        details.update(tnb_eta=float(tnb_eta), tnb_gamma=tnb_gamma_for_mean(eta=tnb_eta, mean_trials=mean_trials))
+    guarantee = BaselineGuarantee(
+        epsilon=epsilon,
+        delta=target_delta,
+        mu=None,
+        description=(
+            f"Papernot & Steinke (2022) private selection, K ~ {distribution} with E[K] = {mean_trials:g}, "
+            f"each trial {per_trial_mu:.4g}-GDP (Gaussian on the [0, C]-clipped mean loss); "
+            "Rényi-DP bound converted to (ε, δ) with Canonne-Kamath-Steinke Prop. 12. "
+            "Holds only while K and the other trials stay hidden."
+        ),
+        details=details,
+    )
+    history = BaselineHistory(
+        iterates=X[running] if K else X,
+        evaluations=torch.arange(1, K + 1),
+        points=X,
+        mean_losses=None,
+        public=False,
+        extras={"noisy_scores": scores_t, "released_score": released_score},
+    )
+    return BaselineResult(theta=theta, num_evaluations=K, guarantee=guarantee, history=history)

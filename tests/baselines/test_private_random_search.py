@@ -1,0 +1,53 @@
+"""Tests for botorch_dp.baselines.private_random_search: selection, clipping and noise scale."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from botorch_dp.baselines import private_random_search, random_search
+from botorch_dp.privacy.analysis.private_selection import private_selection_epsilon
+from botorch_dp.problems import NormalLocation
+
+
+def test_private_random_search_without_noise_picks_the_best_trial():
+    problem = NormalLocation(dim=2, num_users=25, seed=2)
+    res = private_random_search(
+        problem, problem.bounds, mean_trials=30.0, per_trial_mu=1e9, loss_clip=1e3, seed=5
+    )
+    K = res.num_evaluations
+    assert K >= 1 and not res.history.public
+    # same seed -> same uniform candidates as random search; noise std C/(nμ₀) = 4e-8 is negligible
+    ref = random_search(problem, problem.bounds, num_evaluations=K, seed=5)
+    torch.testing.assert_close(res.history.points, ref.history.points)
+    assert torch.equal(res.theta, ref.theta)
+    assert res.history.extras["released_score"] == pytest.approx(float(problem.objective(res.theta)), abs=1e-6)
+    assert res.guarantee.details["noise_std"] == pytest.approx(1e3 / (25 * 1e9))
+    assert res.guarantee.epsilon == pytest.approx(
+        private_selection_epsilon(per_trial_mu=1e9, mean_trials=30.0, target_delta=1e-5)
+    )
+
+
+def test_private_random_search_clips_losses_and_noises_with_C_over_n_mu():
+    n, C, mu0 = 10, 1.0, 0.5
+    bounds = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
+    constant = lambda X: torch.full((X.shape[0], n), 5.0, dtype=torch.float64)  # clipped to C = 1
+    res = private_random_search(constant, bounds, mean_trials=400.0, per_trial_mu=mu0, loss_clip=C, seed=0)
+    scores = res.history.extras["noisy_scores"]
+    assert scores.numel() == res.num_evaluations > 100
+    assert float(scores.mean()) == pytest.approx(C, abs=4 * 0.2 / math.sqrt(scores.numel()))
+    assert float(scores.std()) == pytest.approx(C / (n * mu0), rel=0.15)  # 0.2
+
+
+def test_private_random_search_poisson_with_zero_trials_returns_fallback():
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 2.0]], dtype=torch.float64)
+    calls = []
+    objective = lambda X: calls.append(X) or torch.zeros(X.shape[0], 3, dtype=torch.float64)
+    # E[K] = 1e-9: K = 0 with probability ≈ 1
+    res = private_random_search(
+        objective, bounds, mean_trials=1e-9, per_trial_mu=0.1, loss_clip=1.0, distribution="poisson", seed=0
+    )
+    assert res.num_evaluations == 0 and not calls
+    torch.testing.assert_close(res.theta, torch.tensor([0.5, 1.0], dtype=torch.float64))

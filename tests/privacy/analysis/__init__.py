@@ -1,0 +1,1 @@
+"""Tests for botorch_dp.privacy.analysis."""
