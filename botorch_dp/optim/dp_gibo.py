@@ -396,7 +396,7 @@ class DPGIBO:
         mu = self.ledger.validation_mu() if holds else math.inf
         mechanism = self._mechanism if self._mechanism is not None else self._make_mechanism(1)
         noise_std = 0.0 if self._mechanism is None else mechanism.noise_std
-        eps = 0.0 if mu == 0 else (math.inf if math.isinf(mu) else gdp_epsilon(mu, delta))
+        eps = gdp_epsilon(mu, delta)
         return PrivacyGuarantee(
             mu=mu, epsilon=eps, delta=delta, noise_std=noise_std,
             noise_multiplier=mechanism.noise_multiplier, num_steps=self.iteration, holds=holds,
