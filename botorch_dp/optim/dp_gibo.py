@@ -304,16 +304,7 @@ class DPGIBO:
         Returns:
             The public ``IterationInfo`` of the finished iteration.
         """
-        if self._pending is None:
-            raise RuntimeError("Call ask() before tell().")
-        points = torch.as_tensor(points, dtype=torch.float64)
-        if points.shape != self._pending.shape or not torch.allclose(points, self._pending):
-            raise ValueError("tell() must receive the points returned by the last ask().")
-        losses = torch.as_tensor(losses)
-        if losses.dim() == 2 and losses.shape[0] == 0 and self._Y is not None:
-            losses = losses.reshape(0, self._Y.shape[1])
-        check_losses(losses, points.shape[0], self.num_users)
-        losses = losses.to(torch.float64)
+        points, losses = self._checked_batch(points, losses)
         c = self.config
         if self._mechanism is None:
             self._mechanism = self._make_mechanism(losses.shape[1])
@@ -346,6 +337,20 @@ class DPGIBO:
         self.iteration += 1
         self._save_checkpoint()
         return IterationInfo(self.iteration, self.theta.clone(), points.shape[0], trace)
+
+    def _checked_batch(self, points: Tensor, losses: Tensor) -> tuple[Tensor, Tensor]:
+        r"""The told points and losses as float64 tensors, or a ``ValueError`` naming the
+        problem; nothing is released and no state changes before this returns."""
+        if self._pending is None:
+            raise RuntimeError("Call ask() before tell().")
+        points = torch.as_tensor(points, dtype=torch.float64)
+        if points.shape != self._pending.shape or not torch.allclose(points, self._pending):
+            raise ValueError("tell() must receive the points returned by the last ask().")
+        losses = torch.as_tensor(losses)
+        if losses.dim() == 2 and losses.shape[0] == 0 and self._Y is not None:
+            losses = losses.reshape(0, self._Y.shape[1])
+        check_losses(losses, points.shape[0], self.num_users)
+        return points, losses.to(torch.float64)
 
     def _make_mechanism(self, num_users: int) -> GaussianGradientMechanism:
         c = self.config
