@@ -47,8 +47,8 @@ class PrivacyLedger:
 
     Validation data: every release computed from the validation users (a DP-GIBO
     gradient release, for instance) is recorded with its GDP parameter μ_j under a
-    ``(run_id, key)`` pair: ``run_id`` names the run that made it (DP-GIBO uses a uuid4
-    kept across resume) and ``key`` the release within the run (DP-GIBO uses
+    ``(run_id, key)`` pair: ``run_id`` names the run that made it (DP-GIBO uses its
+    ``run_id``, a uuid4 hex) and ``key`` the release within the run (DP-GIBO uses
     ``"step-0003"``; a run with several releases per step can use ``"step-0003/grad"``,
     ``"step-0003/norm"``). The total over ALL runs is μ = sqrt(Σ_j μ_j²): runs that share
     a ledger compose (they read the same validation users), so two runs of μ = 0.6 give
@@ -61,7 +61,9 @@ class PrivacyLedger:
 
     Recording is idempotent on ``(run_id, key)`` and on the training ``run_id`` with the
     same parameters: after resuming from a checkpoint, re-recording a release that is
-    already in the ledger changes nothing; a different μ (or different DP-SGD
+    already in the ledger changes nothing (this needs the resumed run to keep its run
+    id; under a new id a replayed release counts twice, which over-counts but never
+    under-counts); a different μ (or different DP-SGD
     parameters) under a recorded id raises ``ValueError``. Whoever records must
     therefore use a fresh id for every new release or training run; an id is never
     "reused" silently at a different cost. With budgets set, ``record_*`` checks the
