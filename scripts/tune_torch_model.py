@@ -9,6 +9,12 @@ for every θ, so an evaluation is reproducible). DP-GIBO spends ``--mu`` (μ-GDP
 validation users; everything it releases (θ_T, the iterates, the evaluation points, the
 noisy gradients) is covered by that guarantee.
 
+Randomness: ``--seed`` seeds PUBLIC randomness only (data splits, model initialization
+and dropout, the pilot's points); DP-GIBO's config gets no seed derived from it. The
+privacy noise (DP-GIBO's gradient noise, DP-SGD's noise and Poisson batches) comes from
+OS entropy unless ``--noise-seed`` is given (reproductions only; it raises a
+``PrivacyWarning``). The noise seed is never written to the JSON, the plot or stdout.
+
 ``--dp-train`` also trains every candidate with Opacus DP-SGD (Poisson sampling) and
 records each training run in a ``PrivacyLedger``. The training data then get their own
 guarantee, composed over ALL training runs (every evaluation of DP-GIBO, the final model,
@@ -65,6 +71,7 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.tuning import (
     SKLEARN_DATASETS,
@@ -128,7 +135,15 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--training-accountant", choices=("rdp", "prv"), default="rdp")
     d.add_argument("--pilot-repeats", type=int, default=3, help="DP-SGD runs per pilot point for σ²")
 
-    p.add_argument("--seed", type=int, default=0, help="seed of the splits, training and the loop")
+    p.add_argument(
+        "--seed", type=int, default=0,
+        help="seed of PUBLIC randomness only: splits, initialization, dropout, pilot points (not the noise)",
+    )
+    p.add_argument(
+        "--noise-seed", type=int, default=None,
+        help="seed of the privacy noise (DP-GIBO and DP-SGD), for reproductions only: the noise becomes "
+        "reproducible (PrivacyWarning). Default: OS entropy. Never written to the outputs",
+    )
     p.add_argument("--out", type=Path, default=Path("outputs/tune_torch_model"))
     p.add_argument("--quick", action="store_true", help="tiny settings for a smoke test")
     p.add_argument("--no-progress", action="store_true")
@@ -175,8 +190,15 @@ def _run(args: argparse.Namespace) -> dict:
     )
     dp_sgd = DPSGDConfig(args.dp_noise_multiplier, args.dp_max_grad_norm) if args.dp_train else None
     ledger = PrivacyLedger(training_accountant=args.training_accountant, training_delta=args.delta)
+    # privacy noise: OS entropy, or two independent streams of --noise-seed (never written out)
+    if args.noise_seed is None:
+        gibo_noise = dict(secure_rng=True)
+        sgd_noise_seed = None
+    else:
+        gibo_seed, sgd_noise_seed = child_seeds(int(args.noise_seed), 2)
+        gibo_noise = dict(generator=noise_generator(gibo_seed, stacklevel=2))
     objective = TorchModelTuningObjective(
-        data, training=training, dp_sgd=dp_sgd, ledger=ledger, noise_seed=args.seed
+        data, training=training, dp_sgd=dp_sgd, ledger=ledger, noise_seed=sgd_noise_seed
     )
     d = objective.dim
     theta0 = objective.bounds.mean(0)
@@ -215,10 +237,10 @@ def _run(args: argparse.Namespace) -> dict:
         search_radius=args.search_radius,
         noise_variance=noise_variance,
         theta0=theta0,
-        seed=args.seed,
         target_delta=args.delta,
         raw_samples=args.raw_samples,
         num_restarts=args.num_restarts,
+        **gibo_noise,
     )
     # one ledger: DP-GIBO's validation steps next to the objective's DP-SGD training runs
     result = DPGIBO(config, ledger=ledger).run(objective, progress=not args.no_progress)
@@ -227,8 +249,8 @@ def _run(args: argparse.Namespace) -> dict:
     space = objective.space
 
     # ---- NON-PRIVATE diagnostics: train at θ_T (the deliverable model) and at θ_0
-    final = objective.evaluate_non_private(release.theta, run_id="final")
-    initial = objective.evaluate_non_private(release.iterates[0], run_id="diagnostic-theta0")
+    final = objective.evaluate_non_private(release.theta, label="final")
+    initial = objective.evaluate_non_private(release.iterates[0], label="diagnostic-theta0")
 
     g = release.guarantee
     report = ledger.report(args.delta)  # both guarantees, side by side, never composed
@@ -285,7 +307,9 @@ def _run(args: argparse.Namespace) -> dict:
             "kernel": {"type": "ScaleKernel(RBF)", "lengthscale": args.lengthscale, "outputscale": args.outputscale},
             "noise_variance": noise_variance, "noise_variance_source": noise_source,
             "training": {"epochs": args.epochs, "batch_size": args.train_batch_size,
-                         "hidden": args.hidden, "optimizer": "SGD(momentum=0.9)", "seed": args.seed},
+                         "hidden": args.hidden, "optimizer": "SGD(momentum=0.9)"},
+            "public_seed": args.seed,
+            "privacy_noise": "OS entropy" if args.noise_seed is None else "seeded (reproduction; seed not recorded)",
             "dp_sgd": None if dp_sgd is None else {
                 "noise_multiplier": dp_sgd.noise_multiplier, "max_grad_norm": dp_sgd.max_grad_norm,
                 "poisson_sampling": True,

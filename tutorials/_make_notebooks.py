@@ -580,8 +580,8 @@ rows = []
 for name, objective, result in (("plain training", objective_plain, result_plain),
                                 ("DP-SGD training", objective_dp, result_dp)):
     for label, theta in (("theta_0", result.release.iterates[0]), ("theta_T", result.release.theta)):
-        run_id = "final" if label == "theta_T" else "diagnostic-theta0"
-        rows.append((name, label, objective.evaluate_non_private(theta, run_id=run_id)))  # NON-PRIVATE
+        run_label = "final" if label == "theta_T" else "diagnostic-theta0"
+        rows.append((name, label, objective.evaluate_non_private(theta, label=run_label)))  # NON-PRIVATE
 print(f"{'':16} {'':8} {'val loss':>9} {'val acc':>8} {'test acc':>9}   [NON-PRIVATE]")
 for name, label, r in rows:
     print(f"{name:16} {label:8} {r['validation_loss']:9.4f} {r['validation_accuracy']:8.3f} {r['test_accuracy']:9.3f}")

@@ -16,6 +16,7 @@ from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory, Baseli
 from botorch_dp.optim.step_rules import StepRule, make_step_optimizer, projected_step
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
+from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.problems.base import PerUserProblem
 from botorch_dp.utils import check_bounds
 
@@ -49,8 +50,7 @@ def noisy_gradient_descent(
     theta0: Tensor | None = None,
     step_rule: StepRule = "sgd",
     target_delta: float = 1e-5,
-    seed: int = 0,
-    secure_rng: bool = False,
+    seed: int | None = None,
 ) -> BaselineResult:
     r"""``T`` steps of projected noisy gradient descent on ``f = (1/n) Σ ℓ_i``.
 
@@ -72,8 +72,10 @@ def noisy_gradient_descent(
         theta0: ``d`` start (default: box centre).
         step_rule: ``"sgd"`` or ``"adagrad"`` (``torch.optim.SGD``/``Adagrad``).
         target_delta: ``δ`` at which ``ε`` is reported.
-        seed: Seed of the noise generator.
-        secure_rng: Draw the noise from OS entropy.
+        seed: ``None`` (default): the noise comes from OS entropy, so nobody can
+            regenerate it. An integer: reproducible noise (tests, reproductions), with a
+            ``PrivacyWarning``; the guarantee then assumes the seed stays secret. The
+            noise is the only randomness of the method.
 
     Returns:
         A ``BaselineResult``; ``num_evaluations = T`` (per-user gradient evaluations).
@@ -90,7 +92,9 @@ def noisy_gradient_descent(
     theta = bounds.mean(0) if theta0 is None else torch.as_tensor(theta0, dtype=torch.float64).reshape(d).clone()
     if (theta < bounds[0]).any() or (theta > bounds[1]).any():
         raise ValueError("theta0 must lie inside the bounds.")
-    generator = torch.Generator().manual_seed(int(seed))
+    # None: no generator, the mechanism draws from OS entropy; a seed warns, and its stream
+    # is derived as before issue 13 (manual_seed(seed)), so seeded runs are unchanged
+    generator = None if seed is None else noise_generator(seed).manual_seed(int(seed))
     eye = torch.eye(d, dtype=torch.float64)
     mechanism, n = None, None
     iterates, released = [theta.clone()], []
@@ -101,7 +105,7 @@ def noisy_gradient_descent(
             n = G.shape[0]
             mechanism = GaussianGradientMechanism(
                 clip_bound=clip_bound, num_users=n, privacy_mu=privacy_mu, num_steps=int(num_iterations),
-                generator=generator, secure_rng=secure_rng,
+                generator=generator,
             )
         # the mechanism clips the rows of (A Y)ᵀ; with A = I and Y = Gᵀ those are the ∇ℓ_i
         g = mechanism.release(eye, G.T).gradient

@@ -32,6 +32,7 @@ from botorch_dp.privacy.analysis.private_selection import (
 from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
 from botorch_dp.privacy.checks import check_choice
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
+from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.utils import check_bounds
 
 __all__ = ["private_random_search"]
@@ -48,8 +49,7 @@ def private_random_search(
     tnb_eta: float = 1.0,
     target_delta: float = 1e-5,
     fallback: torch.Tensor | None = None,
-    seed: int = 0,
-    secure_rng: bool = False,
+    seed: int | None = None,
     batch_size: int = 32,
 ) -> BaselineResult:
     r"""Private random search: release the best of ``K`` privately scored uniform points.
@@ -63,7 +63,9 @@ def private_random_search(
     ``μ₀``-GDP. The pair ``(θ_j, s_j)`` with the smallest ``s_j`` is released. The
     guarantee (``privacy.analysis.private_selection_epsilon``) needs ``K``, the other
     trials and their scores to stay hidden: they are kept in the non-public ``history``
-    only. With the
+    only. For the same reason ``K`` and the trial points are privacy randomness, like the
+    noise: a known candidate sequence would reveal the winner's index (a lower bound on
+    ``K`` and that earlier trials scored worse). With the
     Poisson distribution ``K = 0`` can occur; then ``fallback`` (default: the box
     centre) is returned.
 
@@ -78,8 +80,10 @@ def private_random_search(
         tnb_eta: ``η`` of the truncated negative binomial (1: geometric).
         target_delta: ``δ`` at which ``ε`` is reported.
         fallback: ``d`` tensor returned when ``K = 0`` (data independent).
-        seed: Seed of ``K``, the trial points and the noise.
-        secure_rng: Draw ``K`` and the noise from OS entropy (not reproducible).
+        seed: ``None`` (default): ``K``, the trial points and the noise all come from OS
+            entropy (``secrets``; nothing is stored), so nobody can regenerate them. An
+            integer: all three are reproducible from it (tests, reproductions), with a
+            ``PrivacyWarning``; the guarantee then assumes the seed stays secret.
         batch_size: Trials evaluated per call of ``objective``.
 
     Returns:
@@ -90,13 +94,14 @@ def private_random_search(
     """
     bounds = check_bounds(bounds)
     check_choice(distribution, "distribution", DISTRIBUTIONS)
-    if secure_rng:
+    if seed is None:  # no noise generator: the mechanism draws from OS entropy
         rng = np.random.default_rng(secrets.randbits(128))
-        noise_gen = torch.Generator().manual_seed(secrets.randbits(63))
-    else:
+        noise_gen = None
+        point_gen = torch.Generator().manual_seed(secrets.randbits(63))
+    else:  # warns; the streams are derived as before issue 13, so seeded runs are unchanged
+        noise_gen = noise_generator(seed).manual_seed(int(seed) * 7919 + 1)
         rng = np.random.default_rng([int(seed), 0])
-        noise_gen = torch.Generator().manual_seed(int(seed) * 7919 + 1)
-    point_gen = torch.Generator().manual_seed(int(seed))
+        point_gen = torch.Generator().manual_seed(int(seed))
     mechanism = GaussianScoreMechanism(loss_clip=loss_clip, per_trial_mu=per_trial_mu, generator=noise_gen)
     K = sample_num_trials(distribution=distribution, mean_trials=mean_trials, rng=rng, tnb_eta=tnb_eta)
 

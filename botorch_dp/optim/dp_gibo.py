@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import math
 import os
+import uuid
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -239,6 +240,7 @@ class DPGIBO:
         if ledger is not None and c.privacy_budget_mu is not None:
             raise ValueError("Set the budget on the ledger you pass, not privacy_budget_mu.")
         self.ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=c.privacy_budget_mu)
+        self.run_id = uuid.uuid4().hex  # the run's name in the ledger
         self._noise_gen = c.generator if c.generator is not None else torch.Generator().manual_seed(c.seed)
         self._search_gen = torch.Generator().manual_seed(c.seed + 1)
         if c.unsafe_allow_sensitive_fitting:
@@ -325,7 +327,7 @@ class DPGIBO:
         with torch.no_grad():
             A = self._gp.gradient_weights(self.theta)
             release = self._mechanism.release(A, Y, diagnostics=c.record_non_private_diagnostics)
-            self.ledger.record_validation_step(mu=release.cost.mu, step_index=self.iteration)
+            self.ledger.record_validation_step(mu=release.cost.mu, run_id=self.run_id, key=f"step-{self.iteration:04d}")
             trace = float(self._gp.posterior_trace(self.theta))
         self._traces.append(trace)
         self._batch_sizes.append(points.shape[0])

@@ -16,7 +16,6 @@ from botorch_dp.privacy.checks import (
     check_choice,
     check_delta,
     check_history_entry,
-    check_nonnegative_int,
     check_positive,
 )
 
@@ -24,6 +23,8 @@ __all__ = ["PrivacyBudgetExceeded", "PrivacyLedger"]
 
 RunId = Union[int, str]
 Run = tuple[float, float, int]
+#: A validation release: (run id, release key), e.g. ("3f2a…", "step-0003").
+ReleaseKey = tuple[str, str]
 _TRAINING_ACCOUNTANTS = ("rdp", "prv")
 
 
@@ -35,22 +36,39 @@ def _check_positive(value: float | None, name: str) -> float | None:
     return None if value is None else check_positive(value, name)
 
 
+def _check_label(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not value or value != value.strip():
+        raise ValueError(f"{name} must be a non-empty string without surrounding spaces, got {value!r}.")
+    return value
+
+
 class PrivacyLedger:
     r"""Records the privacy spent on validation data and on training data.
 
-    Validation data: each step of a tuning loop that releases something computed from
-    the validation users (a DP-GIBO gradient release, for instance) is recorded with
-    its GDP parameter μ_t under a ``step_index``; the total is μ = sqrt(Σ_t μ_t²).
+    Validation data: every release computed from the validation users (a DP-GIBO
+    gradient release, for instance) is recorded with its GDP parameter μ_j under a
+    ``(run_id, key)`` pair: ``run_id`` names the run that made it (DP-GIBO uses its
+    ``run_id``, a uuid4 hex) and ``key`` the release within the run (DP-GIBO uses
+    ``"step-0003"``; a run with several releases per step can use ``"step-0003/grad"``,
+    ``"step-0003/norm"``). The total over ALL runs is μ = sqrt(Σ_j μ_j²): runs that share
+    a ledger compose (they read the same validation users), so two runs of μ = 0.6 give
+    μ = 0.8485.
 
     Training data: when each evaluation trains a model with DP-SGD, each training run is
     recorded as (noise_multiplier, sample_rate, steps) under a ``run_id``, and all runs
     are composed with an Opacus accountant (``"rdp"`` or ``"prv"``). The training data
     is a different dataset, so its guarantee is reported separately.
 
-    Recording is idempotent on ``step_index`` and ``run_id``: after resuming from a
-    checkpoint, re-recording a step that is already in the ledger changes nothing.
-    With budgets set, ``record_*`` checks the budget first and raises
-    ``PrivacyBudgetExceeded`` without recording anything when it would be exceeded.
+    Recording is idempotent on ``(run_id, key)`` and on the training ``run_id`` with the
+    same parameters: after resuming from a checkpoint, re-recording a release that is
+    already in the ledger changes nothing (this needs the resumed run to keep its run
+    id; under a new id a replayed release counts twice, which over-counts but never
+    under-counts); a different μ (or different DP-SGD
+    parameters) under a recorded id raises ``ValueError``. Whoever records must
+    therefore use a fresh id for every new release or training run; an id is never
+    "reused" silently at a different cost. With budgets set, ``record_*`` checks the
+    budget first and raises ``PrivacyBudgetExceeded`` without recording anything when it
+    would be exceeded; the filter runs over everything in the ledger, all runs together.
     A relative slack of ``BUDGET_RTOL`` absorbs floating-point rounding, so that T
     steps of μ/sqrt(T) fit a budget of μ.
 
@@ -58,11 +76,13 @@ class PrivacyLedger:
 
         ledger = PrivacyLedger(validation_mu_budget=1.0)
         for t in range(25):
-            ledger.record_validation_step(mu=0.2, step_index=t)
+            ledger.record_validation_step(mu=0.2, run_id="run-a", key=f"step-{t:04d}")
         ledger.validation_epsilon(1e-5)  # about 4.377
     """
 
-    STATE_VERSION = 1
+    #: Version of ``state_dict``. 2: validation releases keyed by (run_id, key); version 1
+    #: (keyed by step index only, so runs sharing a ledger were merged) is refused.
+    STATE_VERSION = 2
     BUDGET_RTOL = 1e-9
 
     def __init__(
@@ -98,23 +118,33 @@ class PrivacyLedger:
             training_accountant, "training_accountant", _TRAINING_ACCOUNTANTS
         )
         self.prv_eps_error = _check_positive(prv_eps_error, "prv_eps_error")
-        self._validation_steps: dict[int, float] = {}
+        self._validation_steps: dict[ReleaseKey, float] = {}
         self._training_runs: dict[RunId, Run] = {}
 
     # ------------------------------------------------------------------ validation
 
     @property
-    def validation_steps(self) -> dict[int, float]:
-        r"""A copy of the recorded validation steps, {step_index: μ_t}."""
-        return dict(sorted(self._validation_steps.items()))
+    def validation_steps(self) -> dict[ReleaseKey, float]:
+        r"""A copy of the recorded validation releases, {(run_id, key): μ_j}, in recording order."""
+        return dict(self._validation_steps)
 
-    def validation_mu(self) -> float:
-        r"""Total GDP parameter of the validation data, sqrt(Σ_t μ_t²).
+    def validation_run_ids(self) -> list[str]:
+        r"""The run ids with at least one validation release, in order of first recording."""
+        return list(dict.fromkeys(run_id for run_id, _ in self._validation_steps))
+
+    def validation_mu(self, run_id: str | None = None) -> float:
+        r"""Total GDP parameter of the validation data, sqrt(Σ_j μ_j²).
+
+        Args:
+            run_id: If given, only that run's releases (what the run spent on its own);
+                default all runs in the ledger, which is what the validation users paid.
 
         Returns:
-            μ ≥ 0 (0.0 with no steps, ``math.inf`` after a non-private step).
+            μ ≥ 0 (0.0 with no releases, ``math.inf`` after a non-private one).
         """
-        return compose_gdp(self._validation_steps.values())
+        if run_id is None:
+            return compose_gdp(self._validation_steps.values())
+        return compose_gdp(mu for (rid, _), mu in self._validation_steps.items() if rid == run_id)
 
     def validation_epsilon(self, delta: float) -> float:
         r"""ε at ``delta`` of the validation data (exact GDP conversion).
@@ -163,29 +193,33 @@ class PrivacyLedger:
                 f"sqrt(budget^2 - spent^2) = {self.remaining_validation_mu():.6g}."
             )
 
-    def record_validation_step(self, *, mu: float, step_index: int) -> bool:
-        r"""Record a validation step, unless ``step_index`` is already recorded.
+    def record_validation_step(self, mu: float, *, run_id: str, key: str) -> bool:
+        r"""Record a validation release, unless ``(run_id, key)`` is already recorded.
 
         Args:
-            mu: The step's GDP parameter μ_t > 0 (``math.inf`` for a non-private step).
-            step_index: Integer ≥ 0 identifying the step (e.g. the iteration number).
+            mu: The release's GDP parameter μ_j > 0 (``math.inf`` for a non-private one).
+            run_id: Non-empty string naming the run (e.g. ``DPGIBO.run_id``, a uuid4 hex).
+            key: Non-empty string naming the release within the run (e.g.
+                ``"step-0003"``, ``"step-0003/grad"``).
 
         Returns:
-            True if the step was recorded, False if it was already there. A different
-            μ for a recorded ``step_index`` raises ``ValueError``.
+            True if the release was recorded, False if it was already there with the same
+            μ (a replay after resume). A different μ for a recorded ``(run_id, key)``
+            raises ``ValueError``; a release over the budget raises
+            ``PrivacyBudgetExceeded`` and records nothing.
         """
         mu = check_positive(mu, "mu")
-        step_index = check_nonnegative_int(step_index, "step_index")
-        if step_index in self._validation_steps:
-            recorded = self._validation_steps[step_index]
-            if not math.isclose(recorded, mu, rel_tol=1e-9):
+        entry = (_check_label(run_id, "run_id"), _check_label(key, "key"))
+        if entry in self._validation_steps:
+            recorded = self._validation_steps[entry]
+            if not (recorded == mu or math.isclose(recorded, mu, rel_tol=1e-9)):
                 raise ValueError(
-                    f"Validation step {step_index} is already recorded with mu={recorded!r}, "
-                    f"not mu={mu!r}."
+                    f"Validation release {key!r} of run {run_id!r} is already recorded with "
+                    f"mu={recorded!r}, not mu={mu!r}."
                 )
             return False
         self.check_validation_step(mu)
-        self._validation_steps[step_index] = mu
+        self._validation_steps[entry] = mu
         return True
 
     # -------------------------------------------------------------------- training
@@ -311,8 +345,8 @@ class PrivacyLedger:
 
         Returns:
             ``{"validation": {...}, "training": {...}}`` with plain floats/ints/str:
-            validation ``mu``, ``epsilon``, ``delta``, ``num_steps``, ``mu_budget``,
-            ``remaining_mu``; training ``accountant``, ``epsilon``, ``delta``,
+            validation ``mu``, ``epsilon``, ``delta``, ``num_steps`` (releases, all runs),
+            ``num_runs``, ``mu_budget``, ``remaining_mu``; training ``accountant``, ``epsilon``, ``delta``,
             ``num_runs``, ``epsilon_budget``.
         """
         delta = check_delta(delta)
@@ -325,6 +359,7 @@ class PrivacyLedger:
                 "epsilon": self.validation_epsilon(delta),
                 "delta": delta,
                 "num_steps": len(self._validation_steps),
+                "num_runs": len(self.validation_run_ids()),
                 "mu_budget": self.validation_mu_budget,
                 "remaining_mu": self.remaining_validation_mu(),
             },
@@ -347,7 +382,8 @@ class PrivacyLedger:
 
         Returns:
             A dict with the version, the budget settings, ``validation_steps`` as a list
-            of [step_index, μ_t] and ``training_runs`` as a list of dicts.
+            of ``{"run_id", "key", "mu"}`` dicts and ``training_runs`` as a list of dicts,
+            both in recording order.
         """
         return {
             "version": self.STATE_VERSION,
@@ -356,7 +392,10 @@ class PrivacyLedger:
             "training_delta": self.training_delta,
             "training_accountant": self.training_accountant,
             "prv_eps_error": self.prv_eps_error,
-            "validation_steps": [[i, mu] for i, mu in sorted(self._validation_steps.items())],
+            "validation_steps": [
+                {"run_id": run_id, "key": key, "mu": mu}
+                for (run_id, key), mu in self._validation_steps.items()
+            ],
             "training_runs": [
                 {"run_id": run_id, "noise_multiplier": s, "sample_rate": q, "steps": n}
                 for run_id, (s, q, n) in self._training_runs.items()
@@ -371,10 +410,25 @@ class PrivacyLedger:
 
         Returns:
             None. The budgets are not re-checked: a checkpoint records what was spent.
+            A state of another version, or a damaged one, raises ``ValueError`` and
+            leaves the ledger unchanged. Version 1 is refused rather than migrated: it
+            keyed validation steps by step index only, so two runs that shared a ledger
+            were stored as one, and a migration would carry that under-count over.
         """
+        if not isinstance(state_dict, Mapping):
+            raise ValueError(f"A ledger state must be a mapping, got {type(state_dict).__name__}.")
         version = state_dict.get("version")
+        if version == 1:
+            raise ValueError(
+                "Ledger state version 1 is not supported: it keyed validation steps by step "
+                "index only, so runs that shared the ledger were counted as one and the total "
+                "may be under-counted. Start a new ledger (version "
+                f"{self.STATE_VERSION}), and add what the old one recorded by hand if needed."
+            )
         if version != self.STATE_VERSION:
-            raise ValueError(f"Unsupported ledger state version {version!r}.")
+            raise ValueError(
+                f"Unsupported ledger state version {version!r} (expected {self.STATE_VERSION})."
+            )
         fresh = PrivacyLedger(
             validation_mu_budget=state_dict.get("validation_mu_budget"),
             training_epsilon_budget=state_dict.get("training_epsilon_budget"),
@@ -382,15 +436,19 @@ class PrivacyLedger:
             training_accountant=state_dict.get("training_accountant", "rdp"),
             prv_eps_error=state_dict.get("prv_eps_error", 0.01),
         )
-        steps: dict[int, float] = {}
-        for step_index, mu in state_dict.get("validation_steps", []):
-            step_index = check_nonnegative_int(step_index, "step_index")
-            if step_index in steps:
-                raise ValueError(f"Repeated validation step index {step_index!r}.")
-            steps[step_index] = check_positive(mu, "mu")
+        steps: dict[ReleaseKey, float] = {}
+        for entry in _entries(state_dict, "validation_steps", ("run_id", "key", "mu")):
+            release = (_check_label(entry["run_id"], "run_id"), _check_label(entry["key"], "key"))
+            if release in steps:
+                raise ValueError(f"Repeated validation release {release!r}.")
+            steps[release] = check_positive(entry["mu"], "mu")
         runs: dict[RunId, Run] = {}
-        for entry in state_dict.get("training_runs", []):
+        for entry in _entries(
+            state_dict, "training_runs", ("run_id", "noise_multiplier", "sample_rate", "steps")
+        ):
             run_id = entry["run_id"]
+            if isinstance(run_id, bool) or not isinstance(run_id, (int, str)):
+                raise ValueError(f"run_id must be a str or an int, got {run_id!r}.")
             if run_id in runs:
                 raise ValueError(f"Repeated training run id {run_id!r}.")
             runs[run_id] = check_history_entry(
@@ -413,3 +471,13 @@ class PrivacyLedger:
         ledger = cls()
         ledger.load_state_dict(state_dict)
         return ledger
+
+
+def _entries(state_dict: Mapping[str, Any], name: str, fields: tuple[str, ...]) -> list[Mapping[str, Any]]:
+    entries = state_dict.get(name, [])
+    if not isinstance(entries, list):
+        raise ValueError(f"Ledger state: {name} must be a list, got {type(entries).__name__}.")
+    for entry in entries:
+        if not isinstance(entry, Mapping) or set(entry) != set(fields):
+            raise ValueError(f"Ledger state: each entry of {name} must have exactly the keys {fields}, got {entry!r}.")
+    return entries

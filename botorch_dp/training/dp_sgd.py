@@ -9,6 +9,7 @@ data. Opacus is imported only when a DP-SGD run starts.
 from __future__ import annotations
 
 import math
+import secrets
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.utils import child_seeds, torch_threads
 
 __all__ = [
@@ -142,11 +144,26 @@ def train_model(
     r"""Train a model with SGD (or Opacus DP-SGD) for the hyperparameters ``params``.
 
     The initialization and the dropout masks come from ``training.seed`` (torch's global
-    generator is forked, the caller's random state is untouched); without DP the
-    shuffling does too, so the model is a deterministic function of ``params``. With
-    DP-SGD the Poisson sampling and the gradient noise come from ``noise_seed``, which
-    must differ between runs: DP-SGD's guarantee and its composition over runs assume
-    fresh, independent noise (a seed known to an adversary voids it).
+    generator is forked, the caller's random state is untouched); they are public
+    randomness. Without DP the shuffling does too, so the model is a deterministic
+    function of ``params``.
+
+    With DP-SGD the Poisson sampling and the gradient noise are privacy randomness, drawn
+    from two child streams of one 63-bit run seed:
+
+    * ``noise_seed=None`` (default): the run seed is drawn with ``secrets.randbits(63)``
+      from the operating system's CSPRNG, used to seed this run's two generators and
+      never stored, returned or logged. Protected: nobody can regenerate the noise or
+      the batches from anything this package writes (outputs, ledgers, checkpoints), and
+      every run draws fresh, independent noise, as DP-SGD's guarantee and its composition
+      over runs assume. Not protected: the generators themselves are torch's Mersenne
+      Twister, not a cryptographic generator (Opacus's ``secure_mode`` needs
+      ``torchcsprng``, which is not a dependency); the seed lives in this process's memory
+      while the run trains; floating-point attacks on Gaussian sampling (Mironov 2012)
+      are not addressed.
+    * An explicit ``noise_seed`` (tests, reproductions): reproducible noise and a
+      ``PrivacyWarning``; the guarantee then assumes the seed stays secret, and seeds
+      must differ between runs.
 
     Args:
         params: Natural hyperparameter values; ``lr`` is required, ``weight_decay``
@@ -156,14 +173,21 @@ def train_model(
         training: The ``TrainingConfig``.
         model_fn: Builds the (untrained) model from ``params``.
         dp_sgd: Train with Opacus DP-SGD with these settings.
-        noise_seed: Seed of the DP-SGD sampler and noise (required with ``dp_sgd``).
+        noise_seed: Seed of the DP-SGD sampler and noise; ``None`` draws it from OS
+            entropy (see above). Ignored without ``dp_sgd``.
 
     Returns:
         The trained model (in eval mode, unwrapped from Opacus) and, with ``dp_sgd``,
         Opacus's accountant history of the run as ``(noise_multiplier, sample_rate, steps)``.
     """
-    if dp_sgd is not None and noise_seed is None:
-        raise ValueError("DP-SGD training needs a noise_seed that differs between runs.")
+    if dp_sgd is not None and noise_seed is not None:
+        warnings.warn(
+            "A DP-SGD noise seed was given: the training noise and the Poisson batches are "
+            "reproducible, and the guarantee assumes the seed stays secret. Leave "
+            "noise_seed=None to draw them from OS entropy.",
+            PrivacyWarning,
+            stacklevel=2,
+        )
     dataset = TensorDataset(X, y)
     with torch_threads(training.num_threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(training.seed)
@@ -175,7 +199,8 @@ def train_model(
         if dp_sgd is None:
             loader_seed = training.seed
         else:  # independent streams for the Poisson sampler and the gradient noise
-            loader_seed, gradient_noise_seed = child_seeds(int(noise_seed), 2)
+            run_seed = secrets.randbits(63) if noise_seed is None else int(noise_seed)
+            loader_seed, gradient_noise_seed = child_seeds(run_seed, 2)
         loader_gen = torch.Generator().manual_seed(loader_seed)
         loader = DataLoader(dataset, batch_size=training.batch_size, shuffle=True, generator=loader_gen)
         history = None
@@ -183,7 +208,7 @@ def train_model(
             from opacus import PrivacyEngine
 
             with warnings.catch_warnings():
-                # reproducible noise is intended here (see the docstring); say it once there
+                # secure_mode needs torchcsprng; how the generators are seeded is in the docstring
                 warnings.filterwarnings("ignore", message=".*Secure RNG turned off.*")
                 engine = PrivacyEngine(accountant="rdp")
                 model, optimizer, loader = engine.make_private(

@@ -13,7 +13,8 @@ NON-PRIVATE diagnostic.
 from __future__ import annotations
 
 import math
-import secrets
+import re
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,6 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training.dp_sgd import (
     DPSGDConfig,
     TrainingConfig,
@@ -71,9 +73,20 @@ class TorchModelTuningObjective:
     model on the training split (``train_model``), and return each validation example's
     loss (default: cross-entropy, capped at ``loss_cap``). Without DP-SGD each evaluation
     is a deterministic function of θ and ``training.seed``. With ``dp_sgd``, every
-    training run uses fresh DP-SGD noise from a seed derived from ``noise_seed`` and the
-    run's index, and is recorded in ``ledger`` (checked against its training budget
-    BEFORE training, recorded from Opacus's own accountant history after).
+    training run draws fresh DP-SGD noise and is recorded in ``ledger`` (checked against
+    its training budget BEFORE training, recorded from Opacus's own accountant history
+    after).
+
+    Training runs are numbered from the ledger, not from this object: run ``i`` is
+    recorded as ``f"{run_prefix}-{i:04d}"`` (``f"{run_prefix}-{i:04d}-{label}"`` with a
+    label), and ``i`` is one more than the largest index of ``run_prefix`` already in
+    the ledger. An objective rebuilt after ``DPGIBO.resume(dir, ledger=ledger)`` on the
+    restored ledger therefore continues the numbering: no run id, and with an explicit
+    ``noise_seed`` no noise stream, is used twice, and the ledger counts every run.
+    Objectives that share a ledger and a prefix share one numbering. A run whose
+    evaluation was lost with its process before ``tell`` was checkpointed is not in the
+    restored ledger; nothing computed from it was released, and the resumed loop
+    evaluates those points again with new runs.
 
     The returned losses are SENSITIVE; pass the objective to ``DPGIBO.run``.
 
@@ -91,13 +104,17 @@ class TorchModelTuningObjective:
         training: The ``TrainingConfig``.
         dp_sgd: Train every candidate with Opacus DP-SGD.
         ledger: ``PrivacyLedger`` that records the DP-SGD runs (a fresh one if None).
-        noise_seed: Base seed of the DP-SGD noise (see ``train_model``); ``None`` draws it
-            from OS entropy, so that nobody can reproduce the noise (runs are then not
-            reproducible).
+        noise_seed: ``None`` (default): every DP-SGD run's sampling and noise come from
+            a run seed drawn from OS entropy (``secrets.randbits(63)``) that is never
+            stored (see ``train_model`` for what that does and does not protect); runs
+            are then not reproducible. An integer: run ``i`` uses the child stream
+            ``child_seeds([noise_seed, i], 1)[0]`` (reproducible given the seed and the
+            ledger's history) and a ``PrivacyWarning`` is raised; the guarantee then
+            assumes the seed stays secret. Never write it to an output.
         loss_cap: Cap of the per-user losses (see ``per_example_cross_entropy``).
         per_example_loss: Optional ``(model, X_val, y_val) -> n`` losses replacing the
             capped cross-entropy.
-        run_prefix: Prefix of the ledger's run ids.
+        run_prefix: Prefix of the ledger's run ids (non-empty, no spaces).
     """
 
     def __init__(
@@ -109,7 +126,7 @@ class TorchModelTuningObjective:
         training: TrainingConfig | None = None,
         dp_sgd: DPSGDConfig | None = None,
         ledger: PrivacyLedger | None = None,
-        noise_seed: int | None = 0,
+        noise_seed: int | None = None,
         loss_cap: float = 20.0,
         per_example_loss: Callable[[nn.Module, Tensor, Tensor], Tensor] | None = None,
         run_prefix: str = "eval",
@@ -127,11 +144,24 @@ class TorchModelTuningObjective:
         self.model_fn = model_fn
         self.dp_sgd = dp_sgd
         self.ledger = ledger if ledger is not None else PrivacyLedger()
-        self.noise_seed = secrets.randbits(63) if noise_seed is None else int(noise_seed)
+        if noise_seed is not None and dp_sgd is not None:
+            warnings.warn(
+                "A DP-SGD noise seed was given: the training noise of every run is "
+                "reproducible, and the guarantee assumes the seed stays secret. Leave "
+                "noise_seed=None to draw it from OS entropy.",
+                PrivacyWarning,
+                stacklevel=2,
+            )
+        self.noise_seed = None if noise_seed is None else int(noise_seed)
         self.loss_cap = float(loss_cap)
         self.per_example_loss = per_example_loss
+        if not isinstance(run_prefix, str) or not run_prefix or any(c.isspace() for c in run_prefix):
+            raise ValueError(f"run_prefix must be a non-empty string without spaces, got {run_prefix!r}.")
         self.run_prefix = run_prefix
+        self._run_id_pattern = re.compile(rf"{re.escape(run_prefix)}-(\d+)(?:-.*)?", re.DOTALL)
+        #: The DP-SGD runs this object trained (this session only; the ledger has all).
         self.runs: list[TrainingRun] = []
+        #: Models this object trained (this session only).
         self.num_trainings = 0
 
     # ------------------------------------------------------------------ properties
@@ -149,36 +179,59 @@ class TorchModelTuningObjective:
         return len(self.data.y_val)
 
     # ------------------------------------------------------------------ training
-    def train(self, theta: Tensor, *, run_id: str | None = None) -> nn.Module:
+    def next_run_index(self) -> int:
+        r"""Index of the next DP-SGD training run: one more than the largest index of
+        ``run_prefix`` recorded in the ledger (0 if none), so it continues after a resume.
+
+        Returns:
+            An integer ≥ 0.
+        """
+        indices = [
+            int(match.group(1))
+            for run_id in self.ledger.training_runs
+            if isinstance(run_id, str) and (match := self._run_id_pattern.fullmatch(run_id))
+        ]
+        return max(indices, default=-1) + 1
+
+    def train(self, theta: Tensor, *, label: str | None = None) -> nn.Module:
         r"""Train one model at ``theta`` (recording a DP-SGD run in the ledger).
 
         Args:
             theta: A ``d`` tensor in the unit cube.
-            run_id: Ledger id of the run (default ``f"{run_prefix}-{index:04d}"``).
+            label: Optional label (e.g. ``"final"``) appended to the run's ledger id,
+                ``f"{run_prefix}-{index:04d}-{label}"``; the index keeps ids unique.
 
         Returns:
             The trained model in eval mode.
         """
         theta = torch.as_tensor(theta, dtype=torch.float64).reshape(self.dim)
         params = self.space.to_natural(theta)
-        index = self.num_trainings
-        run_id = f"{self.run_prefix}-{index:04d}" if run_id is None else str(run_id)
+        if label is not None and (not isinstance(label, str) or not label):
+            raise ValueError(f"label must be a non-empty string, got {label!r}.")
+        noise_seed = None
         if self.dp_sgd is not None:
+            index = self.next_run_index()
+            run_id = f"{self.run_prefix}-{index:04d}" + ("" if label is None else f"-{label}")
+            if self.noise_seed is not None:
+                noise_seed = child_seeds([self.noise_seed, index], 1)[0]
             planned = planned_dp_run(len(self.data.y_train), self.training, self.dp_sgd)
             s, q, steps = planned
             # budget filter before any training data is touched
             self.ledger.check_training_run(noise_multiplier=s, sample_rate=q, steps=steps)
-        model, history = train_model(
-            params, self.data.X_train, self.data.y_train, self.training, model_fn=self.model_fn,
-            dp_sgd=self.dp_sgd,
-            noise_seed=None if self.dp_sgd is None else child_seeds([self.noise_seed, index], 1)[0],
-        )
+        with warnings.catch_warnings():
+            # an explicit noise_seed was warned about once, in __init__
+            warnings.simplefilter("ignore", PrivacyWarning)
+            model, history = train_model(
+                params, self.data.X_train, self.data.y_train, self.training, model_fn=self.model_fn,
+                dp_sgd=self.dp_sgd, noise_seed=noise_seed,
+            )
         self.num_trainings += 1
         if self.dp_sgd is not None:
             if history[0] != planned[0] or history[2] != planned[2] or not math.isclose(history[1], planned[1]):
                 raise RuntimeError(f"Opacus accounted {history}, expected {planned}.")
             s, q, steps = history
-            self.ledger.record_training_run(run_id=run_id, noise_multiplier=s, sample_rate=q, steps=steps)
+            if not self.ledger.record_training_run(run_id=run_id, noise_multiplier=s, sample_rate=q, steps=steps):
+                raise RuntimeError(f"Training run {run_id!r} was already in the ledger; it was not counted.")
             self.runs.append(TrainingRun(run_id, s, q, steps))
         return model
 
@@ -205,7 +258,7 @@ class TorchModelTuningObjective:
         return torch.stack(out)
 
     # ------------------------------------------------------------------ diagnostics
-    def evaluate_non_private(self, theta: Tensor, *, run_id: str | None = None) -> dict[str, float]:
+    def evaluate_non_private(self, theta: Tensor, *, label: str | None = None) -> dict[str, float]:
         r"""NON-PRIVATE: validation loss/accuracy and test accuracy of a model trained at ``theta``.
 
         The training run is recorded in the ledger like any other (it uses the training
@@ -214,12 +267,12 @@ class TorchModelTuningObjective:
 
         Args:
             theta: A ``d`` tensor in the unit cube.
-            run_id: Ledger id of the training run.
+            label: Label of the training run's ledger id (see ``train``).
 
         Returns:
             ``{"validation_loss", "validation_accuracy", "test_loss", "test_accuracy"}``.
         """
-        model = self.train(theta, run_id=run_id)
+        model = self.train(theta, label=label)
         d = self.data
         with torch.no_grad():
             val_acc = (model(d.X_val).argmax(-1) == d.y_val).double().mean()
@@ -252,7 +305,7 @@ def estimate_training_noise_variance(
     thetas: Tensor,
     *,
     num_repeats: int = 3,
-    noise_seed: int = 12345,
+    noise_seed: int | None = 12345,
 ) -> float:
     r"""σ²: variance of the mean validation loss between training runs, on PUBLIC data.
 
@@ -271,14 +324,18 @@ def estimate_training_noise_variance(
         public_data: Non-sensitive data of a similar kind.
         thetas: A ``k x d`` (or ``d``) tensor of public points in the unit cube.
         num_repeats: Training runs per point (≥ 2).
-        noise_seed: Base seed of the pilot's DP-SGD noise.
+        noise_seed: Base seed of the pilot's DP-SGD noise (``None``: OS entropy). The
+            pilot trains on public data only, so a known seed exposes nothing and no
+            ``PrivacyWarning`` is raised for it.
 
     Returns:
         The pooled sample variance (a float ≥ 0).
     """
     if num_repeats < 2:
         raise ValueError("num_repeats must be at least 2.")
-    pilot = objective.with_data(public_data, ledger=PrivacyLedger(), noise_seed=noise_seed, run_prefix="pilot")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)  # public data: the seed protects nothing
+        pilot = objective.with_data(public_data, ledger=PrivacyLedger(), noise_seed=noise_seed, run_prefix="pilot")
     thetas = torch.as_tensor(thetas, dtype=torch.float64).reshape(-1, objective.dim)
     X = thetas.repeat_interleave(num_repeats, dim=0)  # (k * r) x d
     means = pilot(X).mean(-1).reshape(thetas.shape[0], num_repeats)

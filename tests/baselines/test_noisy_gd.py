@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
 
 from botorch_dp.baselines import noisy_gradient_descent
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.problems import HuberRegression, NormalLocation
 
 
@@ -38,9 +40,7 @@ def test_noisy_gd_noise_std_matches_2B_sqrtT_over_n_mu():
     n, d, T, B, mu = 50, 5, 400, 1.0, 2.0
     zero = lambda X: torch.zeros(X.shape[0], n, d, dtype=torch.float64)
     bounds = torch.tensor([[-1e6] * d, [1e6] * d], dtype=torch.float64)
-    res = noisy_gradient_descent(
-        zero, bounds, num_iterations=T, clip_bound=B, step_size=1e-3, privacy_mu=mu, seed=11
-    )
+    res = noisy_gradient_descent(zero, bounds, num_iterations=T, clip_bound=B, step_size=1e-3, privacy_mu=mu)
     expected = 2 * B * math.sqrt(T) / (n * mu)  # = 0.4
     g = res.history.extras["released_gradients"]  # pure noise: T x d = 2000 draws
     assert res.history.extras["noise_std"] == pytest.approx(expected)
@@ -63,3 +63,22 @@ def test_noisy_gd_clips_per_user_gradients():
     )
     torch.testing.assert_close(res.history.extras["released_gradients"][0], torch.tensor([0.5, 0.0, 0.0], dtype=torch.float64))
     torch.testing.assert_close(res.theta, torch.tensor([-1.0, 0.0, 0.0], dtype=torch.float64))
+
+
+def test_noisy_gd_noise_is_from_os_entropy_unless_seeded():
+    n, d = 10, 2
+    zero = lambda X: torch.zeros(X.shape[0], n, d, dtype=torch.float64)
+    bounds = torch.tensor([[-1e6] * d, [1e6] * d], dtype=torch.float64)
+    kwargs = dict(num_iterations=5, clip_bound=1.0, step_size=1e-3, privacy_mu=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyWarning)  # the default never warns
+        a = noisy_gradient_descent(zero, bounds, **kwargs)
+        b = noisy_gradient_descent(zero, bounds, **kwargs)
+    assert not torch.equal(a.history.extras["released_gradients"], b.history.extras["released_gradients"])
+    with pytest.warns(PrivacyWarning, match="reproducible"):
+        c = noisy_gradient_descent(zero, bounds, seed=11, **kwargs)
+    with pytest.warns(PrivacyWarning):
+        e = noisy_gradient_descent(zero, bounds, seed=11, **kwargs)
+    assert torch.equal(c.history.extras["released_gradients"], e.history.extras["released_gradients"])
+    with pytest.raises(TypeError, match="secure_rng"):
+        noisy_gradient_descent(zero, bounds, secure_rng=True, **kwargs)

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
 
 from botorch_dp.baselines import private_random_search, random_search
 from botorch_dp.privacy.analysis.private_selection import private_selection_epsilon
+from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.problems import NormalLocation
 
 
 def test_private_random_search_without_noise_picks_the_best_trial():
     problem = NormalLocation(dim=2, num_users=25, seed=2)
-    res = private_random_search(
-        problem, problem.bounds, mean_trials=30.0, per_trial_mu=1e9, loss_clip=1e3, seed=5
-    )
+    with pytest.warns(PrivacyWarning, match="reproducible"):
+        res = private_random_search(
+            problem, problem.bounds, mean_trials=30.0, per_trial_mu=1e9, loss_clip=1e3, seed=5
+        )
     K = res.num_evaluations
     assert K >= 1 and not res.history.public
     # same seed -> same uniform candidates as random search; noise std C/(nμ₀) = 4e-8 is negligible
@@ -34,7 +37,7 @@ def test_private_random_search_clips_losses_and_noises_with_C_over_n_mu():
     n, C, mu0 = 10, 1.0, 0.5
     bounds = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
     constant = lambda X: torch.full((X.shape[0], n), 5.0, dtype=torch.float64)  # clipped to C = 1
-    res = private_random_search(constant, bounds, mean_trials=400.0, per_trial_mu=mu0, loss_clip=C, seed=0)
+    res = private_random_search(constant, bounds, mean_trials=400.0, per_trial_mu=mu0, loss_clip=C)
     scores = res.history.extras["noisy_scores"]
     assert scores.numel() == res.num_evaluations > 100
     assert float(scores.mean()) == pytest.approx(C, abs=4 * 0.2 / math.sqrt(scores.numel()))
@@ -47,7 +50,30 @@ def test_private_random_search_poisson_with_zero_trials_returns_fallback():
     objective = lambda X: calls.append(X) or torch.zeros(X.shape[0], 3, dtype=torch.float64)
     # E[K] = 1e-9: K = 0 with probability ≈ 1
     res = private_random_search(
-        objective, bounds, mean_trials=1e-9, per_trial_mu=0.1, loss_clip=1.0, distribution="poisson", seed=0
+        objective, bounds, mean_trials=1e-9, per_trial_mu=0.1, loss_clip=1.0, distribution="poisson"
     )
     assert res.num_evaluations == 0 and not calls
     torch.testing.assert_close(res.theta, torch.tensor([0.5, 1.0], dtype=torch.float64))
+
+
+def test_private_random_search_default_draws_K_points_and_noise_from_os_entropy():
+    n = 4
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+    objective = lambda X: X.sum(-1, keepdim=True).expand(-1, n).clone()
+    kwargs = dict(mean_trials=20.0, per_trial_mu=0.5, loss_clip=2.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyWarning)  # the default never warns
+        runs = [private_random_search(objective, bounds, **kwargs) for _ in range(3)]
+    # nothing is reproducible: the trial points (and, almost surely, K) differ between calls
+    points = [r.history.points for r in runs]
+    assert not any(torch.equal(points[0][:1], p[:1]) for p in points[1:])
+    assert len({r.num_evaluations for r in runs} | {r.history.extras["released_score"] for r in runs}) > 1
+    # an explicit seed reproduces all of it, and says so
+    with pytest.warns(PrivacyWarning, match="seed stays secret"):
+        a = private_random_search(objective, bounds, seed=4, **kwargs)
+    with pytest.warns(PrivacyWarning):
+        b = private_random_search(objective, bounds, seed=4, **kwargs)
+    assert a.num_evaluations == b.num_evaluations and torch.equal(a.history.points, b.history.points)
+    assert torch.equal(a.history.extras["noisy_scores"], b.history.extras["noisy_scores"])
+    with pytest.raises(TypeError, match="secure_rng"):
+        private_random_search(objective, bounds, secure_rng=True, **kwargs)

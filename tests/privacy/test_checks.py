@@ -74,7 +74,7 @@ def test_ledger_and_epsilon_table_use_the_same_checks():
     ledger = PrivacyLedger()
     for mu in (0.0, -2.0, math.nan):
         with pytest.raises(ValueError, match="mu must be positive"):
-            ledger.record_validation_step(mu=mu, step_index=0)
+            ledger.record_validation_step(mu=mu, run_id="run-a", key="step-0000")
         with pytest.raises(ValueError, match="mu must be positive"):
             epsilon_table(mu=mu, delta=1e-5)
     with pytest.raises(ValueError, match="delta"):

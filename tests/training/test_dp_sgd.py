@@ -3,12 +3,14 @@ accounted like Opacus, the training budget is checked before training, and a run
 what ``planned_dp_run`` said it would."""
 
 import math
+import warnings
 
 import pytest
 import torch
 from opacus.accountants import RDPAccountant
 
 from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
+from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training import DPSGDConfig, TrainingConfig, make_mlp, planned_dp_run, train_model
 from botorch_dp.tuning import TorchModelTuningObjective
 
@@ -19,16 +21,17 @@ def test_dp_training_records_every_run_and_matches_opacus_rdp(data):
     training = TrainingConfig(epochs=1, batch_size=100, hidden_sizes=(16,), seed=0)
     dp = DPSGDConfig(noise_multiplier=1.3, max_grad_norm=1.0)
     ledger = PrivacyLedger()
-    objective = TorchModelTuningObjective(data, training=training, dp_sgd=dp, ledger=ledger, noise_seed=1)
+    with pytest.warns(PrivacyWarning, match="noise seed"):
+        objective = TorchModelTuningObjective(data, training=training, dp_sgd=dp, ledger=ledger, noise_seed=1)
     losses = objective(torch.cat([THETA, THETA[:1]]))
     assert losses.shape == (3, 539) and torch.isfinite(losses).all()
     # fresh DP-SGD noise for every run: the same θ gives a different model
     assert not torch.allclose(losses[0], losses[2])
-    diag = objective.evaluate_non_private(THETA[0], run_id="final")
+    diag = objective.evaluate_non_private(THETA[0], label="final")
     assert set(diag) == {"validation_loss", "validation_accuracy", "test_loss", "test_accuracy"}
 
     runs = ledger.training_runs
-    assert list(runs) == ["eval-0000", "eval-0001", "eval-0002", "final"]
+    assert list(runs) == ["eval-0000", "eval-0001", "eval-0002", "eval-0003-final"]
     batches = math.ceil(898 / 100)  # Opacus's Poisson loader: rate 1/len(loader), len(loader) steps/epoch
     expected = (1.3, 1.0 / batches, batches)
     for run in runs.values():
@@ -40,7 +43,8 @@ def test_dp_training_records_every_run_and_matches_opacus_rdp(data):
         assert ledger.training_epsilon(delta) == pytest.approx(accountant.get_epsilon(delta), rel=1e-10)
 
     # reproducible given the seeds and the order of the runs
-    again = TorchModelTuningObjective(data, training=training, dp_sgd=dp, noise_seed=1)
+    with pytest.warns(PrivacyWarning):
+        again = TorchModelTuningObjective(data, training=training, dp_sgd=dp, noise_seed=1)
     assert torch.equal(again(torch.cat([THETA, THETA[:1]])), losses)
 
 
@@ -68,18 +72,25 @@ def test_train_model_spends_what_was_planned_and_restores_threads():
     def model_fn(p):
         return make_mlp(4, 3, (8,))
 
-    with pytest.raises(ValueError, match="noise_seed"):
-        train_model(params, X, y, training, model_fn=model_fn, dp_sgd=dp)
     threads = torch.get_num_threads()
-    model, history = train_model(params, X, y, training, model_fn=model_fn, dp_sgd=dp, noise_seed=3)
+    with pytest.warns(PrivacyWarning, match="reproducible"):
+        model, history = train_model(params, X, y, training, model_fn=model_fn, dp_sgd=dp, noise_seed=3)
     assert torch.get_num_threads() == threads
     assert not model.training and not hasattr(model, "_module")  # eval mode, unwrapped from Opacus
     planned = planned_dp_run(50, training, dp)
     assert planned == (1.1, 1 / 4, 2 * 4)  # ⌈50 / 16⌉ = 4 Poisson batches per epoch
     assert history[0] == planned[0] and history[2] == planned[2]
     assert history[1] == pytest.approx(planned[1])
-    again, _ = train_model(params, X, y, training, model_fn=model_fn, dp_sgd=dp, noise_seed=3)
-    other, _ = train_model(params, X, y, training, model_fn=model_fn, dp_sgd=dp, noise_seed=4)
+    with pytest.warns(PrivacyWarning):
+        again, _ = train_model(params, X, y, training, model_fn=model_fn, dp_sgd=dp, noise_seed=3)
+        other, _ = train_model(params, X, y, training, model_fn=model_fn, dp_sgd=dp, noise_seed=4)
     assert torch.equal(again(X), model(X)) and not torch.equal(other(X), model(X))
-    plain, none = train_model(params, X, y, training, model_fn=model_fn)
+    # default: a fresh secret seed per run (no warning), so two runs differ
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyWarning)
+        first, h1 = train_model(params, X, y, training, model_fn=model_fn, dp_sgd=dp)
+        second, h2 = train_model(params, X, y, training, model_fn=model_fn, dp_sgd=dp)
+        plain, none = train_model(params, X, y, training, model_fn=model_fn, noise_seed=3)  # no DP: no warning
+    assert h1 == h2 == history
+    assert not torch.equal(first(X), second(X)) and not torch.equal(first(X), model(X))
     assert none is None and not plain.training

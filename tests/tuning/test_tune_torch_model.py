@@ -68,7 +68,35 @@ def test_script_quick_run_separates_private_and_non_private(script, tmp_path, dp
     else:
         assert train["protected"] is False and train["epsilon"] == "inf"
 
+    assert on_disk["public_settings"]["privacy_noise"] == "OS entropy"
     diag = on_disk["NON_PRIVATE_diagnostics"]
     assert "NON-PRIVATE" in diag["WARNING"]
     for key in ("final_theta", "initial_theta0"):
         assert 0.0 <= diag[key]["test_accuracy"] <= 1.0 and diag[key]["validation_loss"] > 0
+
+
+@pytest.mark.timeout(240)
+def test_script_never_writes_the_noise_seed(script, tmp_path, capsys):
+    from botorch_dp.privacy.seeding import PrivacyWarning
+    from botorch_dp.utils import child_seeds
+
+    noise_seed = 987654321
+    argv = ["--quick", "--no-progress", "--no-plot", "--dp-train", "--noise-seed", str(noise_seed)]
+    with pytest.warns(PrivacyWarning):
+        first = script.main(argv + ["--out", str(tmp_path / "a")])
+    out = capsys.readouterr()
+    text = (tmp_path / "a" / script.RESULT_FILE).read_text()
+    # the seed and every seed derived from it (DP-GIBO's stream, the DP-SGD base and per-run seeds)
+    gibo_seed, sgd_seed = child_seeds(noise_seed, 2)
+    num_runs = first["private_release"]["guarantees"]["training_data"]["num_runs"]
+    run_seeds = [child_seeds([sgd_seed, i], 1)[0] for i in range(num_runs)]
+    for secret in [noise_seed, gibo_seed, sgd_seed, *run_seeds, *child_seeds([gibo_seed, 0], 1)]:
+        for where in (text, out.out, out.err):
+            assert str(secret) not in where
+    keys = set(_keys(json.loads(text)))
+    assert {k for k in keys if "seed" in k} == {"public_seed"}
+    assert json.loads(text)["public_settings"]["privacy_noise"].startswith("seeded")
+    # an explicit noise seed reproduces the release
+    with pytest.warns(PrivacyWarning):
+        again = script.main(argv + ["--out", str(tmp_path / "b")])
+    assert again["private_release"] == first["private_release"]
