@@ -106,6 +106,8 @@ def clipped_mean_gradient(
     n = Y.shape[-1]
     total = A.new_zeros(A.shape[0])
     num_clipped = 0
+    if Y.shape[0] == 0:  # no evaluations yet (an empty first batch): every A y_i is 0
+        return total, 0
     for start in range(0, n, chunk_size):
         chunk = Y[:, start : start + chunk_size]
         bad = ~torch.isfinite(chunk).all(dim=0)  # users with a non-finite loss
