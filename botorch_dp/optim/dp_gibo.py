@@ -429,8 +429,9 @@ class DPGIBO:
             raise ValueError(f"points must be the tensor returned by ask(), got {type(points).__name__}.") from err
         if points.shape != self._pending.shape or not torch.allclose(points, self._pending):
             raise ValueError("tell() must receive the points returned by the last ask().")
-        try:
-            losses = torch.as_tensor(losses).detach()
+        try:  # Python lists become float64 (torch's default float32 would round them)
+            as_list = isinstance(losses, (list, tuple))
+            losses = torch.as_tensor(losses, dtype=torch.float64 if as_list else None).detach()
         except (TypeError, ValueError, RuntimeError) as err:
             raise ValueError(f"losses must be a (num_points x num_users) tensor, got {type(losses).__name__}.") from err
         if losses.dim() == 2 and losses.shape[0] == 0 and self._Y is not None:

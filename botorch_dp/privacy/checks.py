@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def _as_float(value: object, name: str) -> float:
     r"""``float(value)``, or a ``ValueError`` naming ``name`` (``bool`` refused)."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    if isinstance(value, (bool, str, bytes)) or type(value).__name__ == "bool_":
         raise ValueError(f"{name} must be a number, got {value!r}.")
     try:
         return float(value)  # type: ignore[arg-type]
