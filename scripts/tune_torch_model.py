@@ -71,7 +71,6 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.privacy.ledger import PrivacyLedger
-from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.tuning import (
     SKLEARN_DATASETS,
@@ -192,11 +191,11 @@ def _run(args: argparse.Namespace) -> dict:
     ledger = PrivacyLedger(training_accountant=args.training_accountant, training_delta=args.delta)
     # privacy noise: OS entropy, or two independent streams of --noise-seed (never written out)
     if args.noise_seed is None:
-        gibo_noise = dict(secure_rng=True)
+        gibo_noise = dict(seed=None)  # DP-GIBO noise and candidate search from OS entropy
         sgd_noise_seed = None
     else:
         gibo_seed, sgd_noise_seed = child_seeds(int(args.noise_seed), 2)
-        gibo_noise = dict(generator=noise_generator(gibo_seed, stacklevel=2))
+        gibo_noise = dict(seed=gibo_seed)  # DPGIBO warns (PrivacyWarning)
     objective = TorchModelTuningObjective(
         data, training=training, dp_sgd=dp_sgd, ledger=ledger, noise_seed=sgd_noise_seed
     )

@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import math
 import os
+import secrets
 import uuid
 import warnings
 from collections.abc import Callable
@@ -30,10 +31,20 @@ from botorch_dp.optim.checkpoint import load_state, save_state
 from botorch_dp.optim.results import DPGIBOResult, IterationInfo, NonPrivateDiagnostics, PrivacyGuarantee, PrivateRelease
 from botorch_dp.optim.step_rules import StepRule, check_step_rule, make_step_optimizer, projected_step
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
-from botorch_dp.privacy.checks import check_delta, check_losses, check_positive, check_positive_int
+from botorch_dp.privacy.checks import (
+    NONFINITE_LOSSES,
+    check_choice,
+    check_delta,
+    check_losses,
+    check_nonnegative,
+    check_nonnegative_int,
+    check_positive,
+    check_positive_int,
+)
 from botorch_dp.privacy.ledger import PrivacyLedger
-from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, ReleaseDiagnostics
-from botorch_dp.utils import check_bounds
+from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, NonfiniteLosses, ReleaseDiagnostics
+from botorch_dp.privacy.seeding import PrivacyWarning, noise_generator
+from botorch_dp.utils import check_bounds, child_seeds
 
 #: Version of ``DPGIBO.state_dict`` (2: the step rule's state is a ``torch.optim`` state dict).
 STATE_VERSION = 2
@@ -65,11 +76,20 @@ class DPGIBOConfig:
         search_radius: Half-width of the local box around ``θ`` in which candidates are
             searched (float or ``d`` tensor, in units of ``θ``); default 10% of the box width.
         noise_variance: ``σ²``, observation-noise variance of the losses.
-        theta0: ``θ₀`` (data-independent); default the centre of ``bounds``.
-        seed: Seed of the loop's generators (noise and candidate search).
-        generator: Optional ``torch.Generator`` for the privacy noise (overrides ``seed``
-            for the noise).
-        secure_rng: Draw the privacy noise from OS entropy (not reproducible).
+        theta0: ``θ₀`` (data-independent, finite); default the centre of ``bounds``.
+        seed: ``None`` (default): the privacy noise is drawn from the operating system's
+            entropy and the (public) candidate-search generator is seeded from it too, so
+            no one can regenerate the noise. An integer makes the run reproducible (tests,
+            reproductions): the noise comes from child stream 0 of the seed and the
+            candidate search from child stream 1, and every ``DPGIBO`` built from the
+            config raises a ``PrivacyWarning``: the guarantee then assumes the seed stays
+            secret. The seed is stored only in the (protected) checkpoint.
+        nonfinite_losses: What a NaN or ``inf`` per-user loss does. ``"refuse"`` (default):
+            ``tell`` raises ``ValueError`` naming the points, before anything is released;
+            the refusal itself is observable and reveals that some user's loss at those
+            points was not finite. ``"zero_user"``: a user with any non-finite loss among
+            the losses used at a step contributes 0 to that step's clipped sum (``n`` is
+            unchanged, so the sensitivity and the guarantee hold for every input).
         batch_selection: How a batch is chosen. ``"joint"`` (default): ``optimize_acqf``
             over all ``q`` points at once; with adaptive batches, the smallest
             ``q ≤ b_max`` whose optimized batch reaches ``ε`` (bisection over ``q``).
@@ -81,9 +101,9 @@ class DPGIBOConfig:
             exceed it is refused before anything is released.
         record_non_private_diagnostics: Record NON-PRIVATE diagnostics (un-noised
             gradients, clip fractions, noise norms) in ``result().diagnostics``. Off by default.
-        num_restarts, raw_samples: Passed to ``optimize_acqf``.
-        user_chunk_size: Users per chunk when forming per-user gradients.
-        jitter: Diagonal floor of the kernel matrices.
+        num_restarts, raw_samples: Passed to ``optimize_acqf`` (positive integers).
+        user_chunk_size: Users per chunk when forming per-user gradients (a positive integer).
+        jitter: Diagonal floor of the kernel matrices (``>= 0``, finite).
         unsafe_allow_sensitive_fitting: LOUD OPT-OUT. Permits ``hyperparameter_fit`` and
             models with transforms, which look at the sensitive losses; the run then
             carries no privacy guarantee (reported ``μ = inf``, ``holds = False``).
@@ -105,9 +125,8 @@ class DPGIBOConfig:
     search_radius: float | Tensor | None = None
     noise_variance: float = 0.0
     theta0: Tensor | None = None
-    seed: int = 0
-    generator: torch.Generator | None = None
-    secure_rng: bool = False
+    seed: int | None = None
+    nonfinite_losses: NonfiniteLosses = "refuse"
     batch_selection: BatchSelection = "joint"
     target_delta: float = 1e-5
     privacy_budget_mu: float | None = None
@@ -120,36 +139,69 @@ class DPGIBOConfig:
     hyperparameter_fit: Callable[[Kernel, Tensor, Tensor], None] | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.bounds, Tensor):
-            raise ValueError("bounds must be a 2 x d tensor.")
-        bounds = check_bounds(self.bounds)
+        # Every check raises ValueError naming the field; numeric fields are normalized
+        # (numpy and 0-d tensor numbers accepted, tensors copied to float64).
+        try:
+            bounds = torch.as_tensor(self.bounds).detach()
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise ValueError(f"bounds must be a 2 x d tensor or array, got {type(self.bounds).__name__}.") from err
+        self.bounds = bounds = check_bounds(bounds).clone()
         d = bounds.shape[1]
-        check_positive(self.privacy_mu, "privacy_mu (μ)")
-        check_positive(self.clip_bound, "clip_bound (B)", allow_inf=False)
-        check_positive_int(self.num_iterations, "num_iterations (T)")
-        check_positive(self.step_size, "step_size (η)")
+        self.privacy_mu = check_positive(self.privacy_mu, "privacy_mu (μ)")
+        self.clip_bound = check_positive(self.clip_bound, "clip_bound (B)", allow_inf=False)
+        self.num_iterations = check_positive_int(self.num_iterations, "num_iterations (T)")
+        self.step_size = check_positive(self.step_size, "step_size (η)", allow_inf=False)
         check_step_rule(self.step_rule)
         if self.batch_selection not in BATCH_SELECTIONS:
             raise ValueError(f"batch_selection must be one of {BATCH_SELECTIONS}, got {self.batch_selection!r}.")
         if self.batch_size is not None:
-            check_positive_int(self.batch_size, "batch_size (b)")
+            self.batch_size = check_positive_int(self.batch_size, "batch_size (b)")
         if self.bias_tolerance is not None:
-            check_positive(self.bias_tolerance, "bias_tolerance (ε)")
+            self.bias_tolerance = check_positive(self.bias_tolerance, "bias_tolerance (ε)", allow_inf=False)
         if self.bias_tolerance is not None and self.batch_size is not None:
             raise ValueError("Give either batch_size (fixed) or bias_tolerance (adaptive), not both.")
         if self.max_batch_size is not None:
-            check_positive_int(self.max_batch_size, "max_batch_size (b_max)")
-        if not self.noise_variance >= 0:
-            raise ValueError(f"noise_variance (σ²) must be >= 0, got {self.noise_variance}.")
-        check_delta(self.target_delta, "target_delta")
+            self.max_batch_size = check_positive_int(self.max_batch_size, "max_batch_size (b_max)")
+        self.noise_variance = check_nonnegative(self.noise_variance, "noise_variance (σ²)", allow_inf=False)
+        self.target_delta = check_delta(self.target_delta, "target_delta")
+        if self.privacy_budget_mu is not None:
+            self.privacy_budget_mu = check_positive(self.privacy_budget_mu, "privacy_budget_mu")
+        self.num_restarts = check_positive_int(self.num_restarts, "num_restarts")
+        self.raw_samples = check_positive_int(self.raw_samples, "raw_samples")
+        self.user_chunk_size = check_positive_int(self.user_chunk_size, "user_chunk_size")
+        self.jitter = check_nonnegative(self.jitter, "jitter", allow_inf=False)
+        if self.seed is not None:
+            self.seed = check_nonnegative_int(self.seed, "seed")
+        check_choice(self.nonfinite_losses, "nonfinite_losses", NONFINITE_LOSSES)
         if self.theta0 is not None:
-            theta0 = torch.as_tensor(self.theta0, dtype=torch.float64).reshape(-1)
-            if theta0.shape != (d,) or (theta0 < bounds[0]).any() or (theta0 > bounds[1]).any():
-                raise ValueError("theta0 must be a d-vector inside the bounds.")
-        if self.search_radius is not None and (torch.as_tensor(self.search_radius) <= 0).any():
-            raise ValueError("search_radius must be positive.")
+            theta0 = _float_tensor(self.theta0, "theta0 (θ₀)").reshape(-1)
+            if theta0.shape != (d,) or not torch.isfinite(theta0).all():
+                raise ValueError(f"theta0 (θ₀) must be a finite d = {d} vector, got {self.theta0!r}.")
+            if (theta0 < bounds[0]).any() or (theta0 > bounds[1]).any():
+                raise ValueError("theta0 (θ₀) must lie inside the bounds.")
+            self.theta0 = theta0
+        if self.search_radius is not None:
+            radius = _float_tensor(self.search_radius, "search_radius")
+            if radius.dim() > 1 or radius.numel() not in (1, d) or torch.isnan(radius).any() or (radius <= 0).any():
+                raise ValueError(
+                    f"search_radius must be a positive number or a positive d = {d} vector "
+                    f"(inf allowed, NaN not), got {self.search_radius!r}."
+                )
+            self.search_radius = radius if radius.dim() else float(radius)
         if (self.kernel is None) == (self.model is None):
             raise ValueError("Give exactly one of kernel or model.")
+        kernel = self.kernel if self.kernel is not None else getattr(self.model, "covar_module", None)
+        if not isinstance(kernel, Kernel):
+            raise ValueError(f"kernel (or model.covar_module) must be a gpytorch Kernel, got {type(kernel).__name__}.")
+        for module in kernel.modules():
+            ard = getattr(module, "ard_num_dims", None) if isinstance(module, Kernel) else None
+            active = getattr(module, "active_dims", None)
+            expected = d if active is None else int(torch.as_tensor(active).numel())
+            if ard is not None and ard != expected:
+                raise ValueError(
+                    f"kernel: {type(module).__name__} has ard_num_dims = {ard}, but the bounds have "
+                    f"d = {d} dimensions{'' if active is None else f' ({expected} active)'}."
+                )
         if self.hyperparameter_fit is not None and not self.unsafe_allow_sensitive_fitting:
             raise ValueError(
                 "hyperparameter_fit would fit kernel hyperparameters on the sensitive losses, "
@@ -165,6 +217,14 @@ class DPGIBOConfig:
                 "input transform), or set unsafe_allow_sensitive_fitting=True to run without a "
                 "privacy guarantee."
             )
+
+
+def _float_tensor(value: Any, name: str) -> Tensor:
+    r"""``value`` as a new float64 tensor, or a ``ValueError`` naming ``name``."""
+    try:
+        return torch.as_tensor(value).detach().to(torch.float64, copy=True)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise ValueError(f"{name} must be a number or a tensor, got {value!r}.") from err
 
 
 def _frozen_kernel(kernel: Kernel) -> Kernel:
@@ -217,12 +277,21 @@ class DPGIBO:
         d = self.dim
         self.kernel, self.noise_variance, self._standardize = _resolve_model(c)
         theta0 = (self.bounds[0] + self.bounds[1]) / 2 if c.theta0 is None else c.theta0
-        theta0 = torch.as_tensor(theta0, dtype=torch.float64).reshape(-1)
+        theta0 = torch.as_tensor(theta0, dtype=torch.float64).reshape(-1).clone()
         radius = 0.1 * (self.bounds[1] - self.bounds[0]) if c.search_radius is None else c.search_radius
         self.search_radius = torch.as_tensor(radius, dtype=torch.float64).expand(d).clone()
         self.adaptive = c.bias_tolerance is not None
         self.max_batch_size = c.max_batch_size if c.max_batch_size is not None else d + 1
         self.batch_size = c.batch_size if c.batch_size is not None else d + 1
+        if self.adaptive:  # needs the kernel, so checked here rather than in the config
+            with torch.no_grad():
+                prior_trace = float(GradientGP(torch.empty(0, d, dtype=torch.float64), self.kernel,
+                                               self.noise_variance, jitter=c.jitter).posterior_trace(theta0))
+            if not c.bias_tolerance < prior_trace:
+                raise ValueError(
+                    f"bias_tolerance (ε) = {c.bias_tolerance:g} is not below the prior gradient trace "
+                    f"{prior_trace:g} at theta0: the first batch would be empty. Choose a smaller ε."
+                )
         # state
         self.iteration = 0
         self.theta = theta0.clone()
@@ -241,12 +310,17 @@ class DPGIBO:
             raise ValueError("Set the budget on the ledger you pass, not privacy_budget_mu.")
         self.ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=c.privacy_budget_mu)
         self.run_id = uuid.uuid4().hex  # the run's name in the ledger
-        self._noise_gen = c.generator if c.generator is not None else torch.Generator().manual_seed(c.seed)
-        self._search_gen = torch.Generator().manual_seed(c.seed + 1)
+        # Privacy noise: OS entropy unless a seed is given (then child stream 0, with a
+        # PrivacyWarning; μ = inf draws no noise, so no generator and no warning).
+        # Candidate search is public randomness on a separate stream.
+        self._noise_gen = None if math.isinf(c.privacy_mu) else noise_generator(c.seed, stream=0, stacklevel=3)
+        search_seed = secrets.randbits(63) if c.seed is None else child_seeds([c.seed, 1], 1)[0]
+        self._search_gen = torch.Generator().manual_seed(search_seed)
         if c.unsafe_allow_sensitive_fitting:
             warnings.warn(
                 "unsafe_allow_sensitive_fitting=True: this run looks at the sensitive losses "
                 "outside the privacy mechanism and carries NO differential-privacy guarantee.",
+                PrivacyWarning,
                 stacklevel=2,
             )
 
@@ -326,7 +400,9 @@ class DPGIBO:
 
         with torch.no_grad():
             A = self._gp.gradient_weights(self.theta)
-            release = self._mechanism.release(A, Y, diagnostics=c.record_non_private_diagnostics)
+            release = self._mechanism.release(
+                A, Y, diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses
+            )
             self.ledger.record_validation_step(mu=release.cost.mu, run_id=self.run_id, key=f"step-{self.iteration:04d}")
             trace = float(self._gp.posterior_trace(self.theta))
         self._traces.append(trace)
@@ -341,24 +417,35 @@ class DPGIBO:
         return IterationInfo(self.iteration, self.theta.clone(), points.shape[0], trace)
 
     def _checked_batch(self, points: Tensor, losses: Tensor) -> tuple[Tensor, Tensor]:
-        r"""The told points and losses as float64 tensors, or a ``ValueError`` naming the
-        problem; nothing is released and no state changes before this returns."""
+        r"""The asked points and a float64 CPU COPY of the told losses (detached from any
+        autograd graph, so a caller reusing its buffer cannot change what is stored), or a
+        ``RuntimeError`` (no pending ask) / ``ValueError`` naming the problem; nothing is
+        released and no state changes before this returns."""
         if self._pending is None:
+            if self.is_done:
+                raise RuntimeError(f"The run is finished ({self.config.num_iterations} iterations); nothing to tell.")
             raise RuntimeError("Call ask() before tell().")
-        points = torch.as_tensor(points, dtype=torch.float64)
+        try:
+            points = torch.as_tensor(points).detach().to("cpu", torch.float64)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise ValueError(f"points must be the tensor returned by ask(), got {type(points).__name__}.") from err
         if points.shape != self._pending.shape or not torch.allclose(points, self._pending):
             raise ValueError("tell() must receive the points returned by the last ask().")
-        losses = torch.as_tensor(losses)
+        try:  # Python lists become float64 (torch's default float32 would round them)
+            as_list = isinstance(losses, (list, tuple))
+            losses = torch.as_tensor(losses, dtype=torch.float64 if as_list else None).detach()
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise ValueError(f"losses must be a (num_points x num_users) tensor, got {type(losses).__name__}.") from err
         if losses.dim() == 2 and losses.shape[0] == 0 and self._Y is not None:
             losses = losses.reshape(0, self._Y.shape[1])
-        check_losses(losses, points.shape[0], self.num_users)
-        return points, losses.to(torch.float64)
+        check_losses(losses, points.shape[0], self.num_users, nonfinite=self.config.nonfinite_losses)
+        return self._pending.clone(), losses.to(device="cpu", dtype=torch.float64, copy=True)
 
     def _make_mechanism(self, num_users: int) -> GaussianGradientMechanism:
         c = self.config
         return GaussianGradientMechanism(
             clip_bound=c.clip_bound, num_users=num_users, privacy_mu=c.privacy_mu, num_steps=c.num_iterations,
-            generator=self._noise_gen, secure_rng=c.secure_rng, chunk_size=c.user_chunk_size,
+            generator=self._noise_gen, chunk_size=c.user_chunk_size,
         )
 
     def run(
@@ -384,8 +471,13 @@ class DPGIBO:
         try:
             while not self.is_done:
                 X = self.ask()
-                empty = torch.empty(0, self.num_users or 1, dtype=torch.float64)
-                info = self.tell(X, objective(X) if X.shape[0] > 0 else empty)
+                if X.shape[0] > 0:
+                    losses = objective(X)
+                elif self.num_users is not None:
+                    losses = torch.empty(0, self.num_users, dtype=torch.float64)
+                else:  # an empty first batch: only the objective knows n (never assume n = 1)
+                    losses = self._first_empty_losses(objective, X)
+                info = self.tell(X, losses)
                 bar.update(1)
                 bar.set_postfix(b=info.batch_size, trace=f"{info.posterior_trace:.3g}")
                 if callback is not None and callback(info):
@@ -393,6 +485,23 @@ class DPGIBO:
         finally:
             bar.close()
         return self.result()
+
+    @staticmethod
+    def _first_empty_losses(objective: Callable[[Tensor], Tensor], X: Tensor) -> Tensor:
+        r"""The ``0 x n`` losses of an empty first batch, from the objective itself."""
+        try:
+            losses = objective(X)
+        except Exception as err:  # noqa: BLE001 - re-raised with the reason
+            raise ValueError(
+                "The first batch is empty, so the number of users n is unknown; the objective "
+                "failed on the empty 0 x d batch. Make it return a 0 x n tensor there."
+            ) from err
+        if not isinstance(losses, Tensor) or losses.dim() != 2 or losses.shape[0] != 0 or losses.shape[1] < 1:
+            raise ValueError(
+                "The first batch is empty, so the number of users n is unknown; the objective "
+                "must return a 0 x n tensor for the empty batch."
+            )
+        return losses
 
     # ------------------------------------------------------------------ results
     def guarantee(self, delta: float | None = None) -> PrivacyGuarantee:
@@ -438,21 +547,24 @@ class DPGIBO:
         state["step_optimizer"] = copy.deepcopy(self._optimizer.state_dict())
         state["gp_factor"] = self._gp.L.clone()  # restored as is: refactorizing changes bits
         state["ledger"] = self.ledger.state_dict()
-        state["noise_gen"] = self._noise_gen.get_state()
+        state["noise_gen"] = None if self._noise_gen is None else self._noise_gen.get_state()
         state["search_gen"] = self._search_gen.get_state()
-        state["config"] = dataclasses.replace(self.config, generator=None)
+        state["config"] = dataclasses.replace(self.config)
         state["version"] = STATE_VERSION
         return state
 
     def load_state_dict(self, state: dict) -> None:
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"Checkpoint state version {state.get('version')!r}, expected {STATE_VERSION}.")
+        if (state["noise_gen"] is None) != (self._noise_gen is None):
+            raise ValueError("seed: the checkpoint's noise was seeded differently (seed None vs an integer).")
         for k in self._STATE_KEYS:
             setattr(self, k, state[k])
         self._optimizer = make_step_optimizer(self.theta, self.config.step_rule, self.config.step_size)
         self._optimizer.load_state_dict(state["step_optimizer"])
         self.ledger.load_state_dict(state["ledger"])
-        self._noise_gen.set_state(state["noise_gen"])
+        if self._noise_gen is not None:
+            self._noise_gen.set_state(state["noise_gen"])
         self._search_gen.set_state(state["search_gen"])
         self._gp = GradientGP.from_factor(
             self._X, state["gp_factor"], self.kernel, self.noise_variance, jitter=self.config.jitter
@@ -475,8 +587,8 @@ class DPGIBO:
 
         Args:
             checkpoint_dir: The directory given to the original run.
-            config: Optionally the config again (needed to pass a ``generator`` or a
-                ``hyperparameter_fit`` function); defaults to the stored one.
+            config: Optionally the config again (needed to pass a ``hyperparameter_fit``
+                function); defaults to the stored one.
             ledger: Optionally a ledger object to load the saved ledger state into (e.g.
                 the one a DP-training objective records its runs in).
 

@@ -8,15 +8,30 @@ needs torch, and imports it when called, so that ``privacy.analysis`` stays floa
 from __future__ import annotations
 
 import math
+import numbers
+import operator
 from typing import TYPE_CHECKING
+
+#: How non-finite per-user losses are handled (``DPGIBOConfig.nonfinite_losses``).
+NONFINITE_LOSSES: tuple[str, ...] = ("refuse", "zero_user")
 
 if TYPE_CHECKING:
     from torch import Tensor
 
 
+def _as_float(value: object, name: str) -> float:
+    r"""``float(value)``, or a ``ValueError`` naming ``name`` (``bool`` refused)."""
+    if isinstance(value, (bool, str, bytes)) or type(value).__name__ == "bool_":
+        raise ValueError(f"{name} must be a number, got {value!r}.")
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise ValueError(f"{name} must be a number, got {value!r}.") from err
+
+
 def check_positive(value: float, name: str, *, allow_inf: bool = True) -> float:
     r"""``value > 0`` (NaN refused); ``math.inf`` only when ``allow_inf``."""
-    value = float(value)
+    value = _as_float(value, name)
     if math.isnan(value) or value <= 0.0 or (math.isinf(value) and not allow_inf):
         what = "positive (math.inf allowed)" if allow_inf else "positive and finite"
         raise ValueError(f"{name} must be {what}, got {value!r}.")
@@ -25,7 +40,7 @@ def check_positive(value: float, name: str, *, allow_inf: bool = True) -> float:
 
 def check_nonnegative(value: float, name: str, *, allow_inf: bool = True) -> float:
     r"""``value >= 0`` (NaN refused); ``math.inf`` only when ``allow_inf``."""
-    value = float(value)
+    value = _as_float(value, name)
     if math.isnan(value) or value < 0.0 or (math.isinf(value) and not allow_inf):
         what = "non-negative (math.inf allowed)" if allow_inf else "non-negative and finite"
         raise ValueError(f"{name} must be {what}, got {value!r}.")
@@ -34,35 +49,55 @@ def check_nonnegative(value: float, name: str, *, allow_inf: bool = True) -> flo
 
 def check_greater(value: float, name: str, bound: float) -> float:
     r"""``bound < value < math.inf`` (NaN refused)."""
-    value = float(value)
+    value = _as_float(value, name)
     if not bound < value < math.inf:
         raise ValueError(f"{name} must be finite and exceed {bound:g}, got {value!r}.")
     return value
 
 
+def as_integer(value: object) -> int | None:
+    r"""``value`` as a Python ``int`` if it is an integer, else ``None``.
+
+    Accepts Python, numpy and 0-d integer-tensor integers and integral finite floats;
+    ``bool`` (also numpy's and torch's) is not an integer here.
+    """
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return None
+    if hasattr(value, "dim") and hasattr(value, "dtype"):  # a torch tensor: 0-d, integer dtype only
+        if value.dim() != 0 or value.dtype.is_floating_point or value.dtype.is_complex or str(value.dtype) == "torch.bool":
+            return None
+        return int(value.item())
+    try:
+        return operator.index(value)  # int, numpy integers
+    except TypeError:
+        pass
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        value = float(value)
+        if math.isfinite(value) and value == int(value):
+            return int(value)
+    return None
+
+
 def check_positive_int(value: int, name: str) -> int:
-    r"""An integer ``>= 1`` (``bool`` and non-integral floats refused)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 1:
+    r"""An integer ``>= 1`` (numpy and 0-d tensor integers and integral floats accepted;
+    ``bool``, NaN, ``inf`` and non-integral values refused)."""
+    integer = as_integer(value)
+    if integer is None or integer < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}.")
-    return int(value)
+    return integer
 
 
 def check_nonnegative_int(value: int, name: str) -> int:
-    r"""An integer ``>= 0`` (``bool`` and non-integral floats refused)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or int(value) != value
-        or value < 0
-    ):
+    r"""An integer ``>= 0`` (as ``check_positive_int``, but 0 allowed)."""
+    integer = as_integer(value)
+    if integer is None or integer < 0:
         raise ValueError(f"{name} must be a non-negative integer, got {value!r}.")
-    return int(value)
+    return integer
 
 
 def check_probability(value: float, name: str, *, allow_one: bool = False) -> float:
     r"""A probability in ``(0, 1)``, or in ``(0, 1]`` when ``allow_one`` (a sample rate)."""
-    value = float(value)
+    value = _as_float(value, name)
     if allow_one and not 0.0 < value <= 1.0:
         raise ValueError(f"{name} must lie in (0, 1], got {value!r}.")
     if not allow_one and not 0.0 < value < 1.0:
@@ -103,17 +138,23 @@ def check_history_entry(
     )
 
 
-def check_losses(losses: Tensor, num_points: int, num_users: int | None = None) -> None:
+def check_losses(
+    losses: Tensor, num_points: int, num_users: int | None = None, *, nonfinite: str = "refuse"
+) -> None:
     r"""Reject malformed per-user losses before anything is computed from them.
 
     Args:
-        losses: A ``q x n`` tensor of per-user losses at ``q`` points.
+        losses: A ``q x n`` floating-point tensor of per-user losses at ``q`` points.
         num_points: The expected ``q``.
         num_users: The expected ``n`` (``None`` accepts any ``n ≥ 1``).
+        nonfinite: ``"refuse"`` (default): NaN or ``inf`` entries raise. ``"zero_user"``:
+            they are accepted (the mechanism then sets those users' contributions to 0).
 
     Raises:
-        ValueError: With a message naming the problem (shape, number of users,
-            non-finite entries and where they are).
+        ValueError: With a message naming the problem (type, shape, dtype, number of
+            users, non-finite entries and the points where they are). A refusal of
+            non-finite losses is itself observable: it reveals that some user's loss at
+            those points was not finite.
     """
     import torch
     from torch import Tensor
@@ -134,10 +175,14 @@ def check_losses(losses: Tensor, num_points: int, num_users: int | None = None) 
         )
     if not losses.is_floating_point():
         raise ValueError(f"losses must be floating point, got {losses.dtype}.")
-    bad = ~torch.isfinite(losses)
-    if bad.any():
-        rows = sorted(set(bad.nonzero()[:, 0].tolist()))
-        raise ValueError(
-            f"losses contain {int(bad.sum())} non-finite values (NaN or inf) at point(s) "
-            f"{rows}; nothing was released. Fix the objective and tell these points again."
-        )
+    check_choice(nonfinite, "nonfinite_losses", NONFINITE_LOSSES)
+    if nonfinite == "refuse":
+        bad = ~torch.isfinite(losses)
+        if bad.any():
+            rows = sorted(set(bad.nonzero()[:, 0].tolist()))
+            raise ValueError(
+                f"losses contain {int(bad.sum())} non-finite values (NaN or inf) at point(s) "
+                f"{rows}; nothing was released. Note that this refusal is itself visible: it "
+                "reveals that some user's loss at these points was not finite. Fix the "
+                "objective and tell these points again, or set nonfinite_losses='zero_user'."
+            )

@@ -19,12 +19,16 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import Tensor
 
 from botorch_dp.privacy.analysis.gdp import gaussian_noise_std_for_mu
 from botorch_dp.privacy.checks import check_positive, check_positive_int
+
+#: ``"refuse"``: non-finite losses raise before any release; ``"zero_user"``: such users contribute 0.
+NonfiniteLosses = Literal["refuse", "zero_user"]
 
 
 def _pow2_exponents(x: Tensor, dim: int) -> Tensor:
@@ -71,7 +75,7 @@ def clip_rows(G: Tensor, clip_bound: float) -> tuple[Tensor, Tensor]:
 
 
 def clipped_mean_gradient(
-    A: Tensor, Y: Tensor, clip_bound: float, chunk_size: int = 4096
+    A: Tensor, Y: Tensor, clip_bound: float, chunk_size: int = 4096, *, nonfinite: NonfiniteLosses = "refuse"
 ) -> tuple[Tensor, int]:
     r"""``ḡ = (1/n) Σ_i clip(A y_i)``, computed in chunks of users.
 
@@ -86,9 +90,13 @@ def clipped_mean_gradient(
 
     Args:
         A: A ``d x N`` tensor of finite gradient weights.
-        Y: An ``N x n`` tensor of finite per-user losses at the points of ``D`` (sensitive).
+        Y: An ``N x n`` tensor of per-user losses at the points of ``D`` (sensitive).
         clip_bound: ``B > 0``.
         chunk_size: Users per chunk; bounds the memory at ``N x chunk_size``.
+        nonfinite: ``"refuse"`` (default): a NaN or ``inf`` loss raises ``ValueError``
+            (the refusal reveals that some loss was not finite). ``"zero_user"``: every user
+            with a non-finite loss in ``Y`` contributes 0 (``n`` unchanged, so the
+            sensitivity ``2B/n`` and the guarantee hold for every input).
 
     Returns:
         The ``d`` tensor ``ḡ`` (sensitive: not yet noised) and the number of clipped users.
@@ -98,8 +106,18 @@ def clipped_mean_gradient(
     n = Y.shape[-1]
     total = A.new_zeros(A.shape[0])
     num_clipped = 0
+    if Y.shape[0] == 0:  # no evaluations yet (an empty first batch): every A y_i is 0
+        return total, 0
     for start in range(0, n, chunk_size):
         chunk = Y[:, start : start + chunk_size]
+        bad = ~torch.isfinite(chunk).all(dim=0)  # users with a non-finite loss
+        if bad.any():
+            if nonfinite != "zero_user":
+                raise ValueError(
+                    "The losses contain non-finite values (NaN or inf); nothing was released. "
+                    "This refusal reveals that some user's loss was not finite."
+                )
+            chunk = chunk.masked_fill(bad, 0.0)  # those users contribute clip(A·0) = 0
         e = _pow2_exponents(chunk, dim=0)  # one exponent per user
         G_scaled = (A @ _ldexp(chunk, -e)).transpose(0, 1)  # chunk x d, |entries| ≤ Σ_k |A_jk|
         clipped, was_clipped = _clip_scaled(G_scaled, e, clip_bound)
@@ -182,7 +200,7 @@ class GaussianGradientMechanism:
         self.num_users = check_positive_int(num_users, "num_users (n)")
         self.generator = generator
         self.secure_rng = secure_rng
-        self.chunk_size = chunk_size
+        self.chunk_size = check_positive_int(chunk_size, "chunk_size (user_chunk_size)")
 
     @property
     def sensitivity(self) -> float:
@@ -208,20 +226,25 @@ class GaussianGradientMechanism:
         r"""A ``d`` tensor ``N(0, noise_std² I)`` on ``device``."""
         return _gaussian(d, self.noise_std, self.generator, self.secure_rng, dtype, device)
 
-    def release(self, A: Tensor, Y: Tensor, *, diagnostics: bool = False) -> GradientRelease:
+    def release(
+        self, A: Tensor, Y: Tensor, *, diagnostics: bool = False, nonfinite: NonfiniteLosses = "refuse"
+    ) -> GradientRelease:
         r"""Privatize the average clipped per-user gradient ``(1/n) Σ clip(A y_i)``.
 
         Args:
             A: A ``d x N`` tensor ``∇k(θ, D) K⁻¹`` (public: depends on ``D`` and ``θ``).
             Y: An ``N x n`` tensor of per-user losses at ``D`` (sensitive).
             diagnostics: Also return NON-PRIVATE diagnostics.
+            nonfinite: ``"refuse"`` (default) or ``"zero_user"``; see ``clipped_mean_gradient``.
 
         Returns:
             A ``GradientRelease``.
         """
         if Y.shape[-1] != self.num_users:
             raise ValueError(f"Expected {self.num_users} users, got {Y.shape[-1]}.")
-        mean, num_clipped = clipped_mean_gradient(A, Y, self.clip_bound, self.chunk_size)
+        mean, num_clipped = clipped_mean_gradient(
+            A, Y, self.clip_bound, self.chunk_size, nonfinite=nonfinite
+        )
         noise = self.sample_noise(mean.shape[0], dtype=mean.dtype, device=mean.device)
         released = (mean + noise).detach()
         info = None
