@@ -17,6 +17,7 @@ import torch
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import random_search
 from botorch_dp.problems import GPRegressionLengthscales
+from botorch_dp.utils import child_seeds
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -32,7 +33,12 @@ def main(argv: list[str] | None = None) -> dict:
         help="B (set on problem seed 2, where ~90%% of per-user gradient norms are below it)",
     )
     parser.add_argument("--step-size", type=float, default=0.3, help="η (AdaGrad)")
-    parser.add_argument("--seed", type=int, default=1, help="seed of the data and of the loop")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the (public, simulated) data and of random search")
+    parser.add_argument(
+        "--noise-seed", type=int, default=None,
+        help="seed of DP-GIBO's privacy noise and candidate search (default: OS entropy; a seed "
+        "makes the run reproducible and raises a PrivacyWarning; it is never printed or saved)",
+    )
     parser.add_argument("--raw-samples", type=int, default=64)
     parser.add_argument("--num-restarts", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("outputs/demo"))
@@ -45,6 +51,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    search_seed = child_seeds([args.seed, 1], 1)[0]  # random search's public stream
 
     start = time.perf_counter()
     problem = GPRegressionLengthscales(dim=args.dim, n_total=args.n_total, seed=args.seed)
@@ -59,7 +66,7 @@ def main(argv: list[str] | None = None) -> dict:
         bias_tolerance=args.bias_tolerance,
         noise_variance=problem.fit_noise_variance,
         search_radius=0.5,
-        seed=args.seed,
+        seed=args.noise_seed,
         target_delta=args.delta,
         raw_samples=args.raw_samples,
         num_restarts=args.num_restarts,
@@ -69,7 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
     num_evals = release.evaluation_points.shape[0]
     # random search selects on the observed mean per-user losses (noise-free here, so the
     # observed mean is the validation loss); NON-PRIVATE: it looks at the losses un-noised
-    rs = random_search(problem, problem.bounds, num_evaluations=num_evals, seed=args.seed + 1000)
+    rs = random_search(problem, problem.bounds, num_evaluations=num_evals, seed=search_seed)
     elapsed = time.perf_counter() - start
 
     # ---- NON-PRIVATE evaluation of what was released (for the demo's comparison only)

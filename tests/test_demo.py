@@ -24,3 +24,21 @@ def test_demo_runs_and_separates_private_from_non_private(tmp_path, capsys):
     # random search got exactly as many evaluations as DP-GIBO used
     assert saved["non_private_diagnostics"]["random_search_evaluations"] == private["num_evaluations"]
     assert summary["private_release"]["num_evaluations"] >= 4
+
+
+def test_demo_noise_is_secure_by_default_and_a_noise_seed_is_never_written(tmp_path, capsys):
+    import warnings
+
+    import pytest
+
+    from botorch_dp import PrivacyWarning
+
+    small = ["--dim", "2", "--n-total", "100", "--iterations", "2", "--no-progress", "--raw-samples", "8"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyWarning)  # no seed: OS entropy, no warning
+        demo.main([*small, "--out", str(tmp_path / "a")])
+    with pytest.warns(PrivacyWarning):
+        demo.main([*small, "--out", str(tmp_path / "b"), "--noise-seed", "987654321"])
+    printed = capsys.readouterr().out
+    assert "987654321" not in printed
+    assert "987654321" not in (tmp_path / "b" / "demo_result.json").read_text()
