@@ -3,33 +3,16 @@ import math
 import pytest
 import torch
 
-from botorch_dp.optim.checkpoint import CHECKPOINT_FILE, load_state, save_state
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.privacy.ledger import PrivacyLedger
 
 from .loop_helpers import nl_config, normal_location
 
 
-def test_save_and_load_round_trip(tmp_path):
-    state = {"theta": torch.tensor([0.5, -1.0], dtype=torch.float64), "iteration": 3, "losses": torch.rand(2, 4)}
-    path = save_state(tmp_path / "run", state)
-    assert path == tmp_path / "run" / CHECKPOINT_FILE
-    loaded = load_state(tmp_path / "run")
-    assert loaded.keys() == state.keys() and loaded["iteration"] == 3
-    assert torch.equal(loaded["theta"], state["theta"]) and torch.equal(loaded["losses"], state["losses"])
-
-
-def test_failed_write_keeps_the_previous_checkpoint(tmp_path):
-    save_state(tmp_path, {"iteration": 1})
-    with pytest.raises(Exception):
-        save_state(tmp_path, {"iteration": 2, "unpicklable": lambda: None})
-    assert load_state(tmp_path) == {"iteration": 1}
-
-
 def test_state_of_another_version_is_refused(tmp_path):
     opt = DPGIBO(nl_config(d=2, privacy_mu=1.0, num_iterations=2))
     state = opt.state_dict()
-    state["version"] = 1
+    state["meta"]["version"] = 1
     with pytest.raises(ValueError, match="version"):
         DPGIBO(nl_config(d=2, privacy_mu=1.0, num_iterations=2)).load_state_dict(state)
 
@@ -40,8 +23,6 @@ def test_adagrad_state_is_checkpointed(tmp_path):
     X = opt.ask()
     opt.tell(X, objective(X))
     g = opt.result().release.released_gradients[0]
-    state = load_state(tmp_path)
-    torch.testing.assert_close(state["step_optimizer"]["state"][0]["sum"], g**2, rtol=0, atol=0)
     assert torch.equal(DPGIBO.resume(tmp_path)._optimizer.state_dict()["state"][0]["sum"], g**2)
 
 
