@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -75,7 +76,12 @@ def clip_rows(G: Tensor, clip_bound: float) -> tuple[Tensor, Tensor]:
 
 
 def clipped_mean_gradient(
-    A: Tensor, Y: Tensor, clip_bound: float, chunk_size: int = 4096, *, nonfinite: NonfiniteLosses = "refuse"
+    A: Tensor,
+    Y: Tensor | Sequence[Tensor],
+    clip_bound: float,
+    chunk_size: int = 4096,
+    *,
+    nonfinite: NonfiniteLosses = "refuse",
 ) -> tuple[Tensor, int]:
     r"""``ḡ = (1/n) Σ_i clip(A y_i)``, computed in chunks of users.
 
@@ -88,11 +94,17 @@ def clipped_mean_gradient(
     applied exactly. Scaling by a power of two is exact, so ordinary inputs give the same
     bits as the direct product.
 
+    ``Y`` may be given as a list of row blocks (one per batch, ``b_t x n`` each, stacking
+    to ``N x n``): only one ``N x chunk`` slice is ever stacked, never the whole matrix, and
+    the result has the same bits as for the stacked matrix (each user's exponent is taken
+    over all of that user's rows).
+
     Args:
         A: A ``d x N`` tensor of finite gradient weights.
-        Y: An ``N x n`` tensor of per-user losses at the points of ``D`` (sensitive).
+        Y: An ``N x n`` tensor of per-user losses at the points of ``D`` (sensitive),
+            or a sequence of row blocks of it.
         clip_bound: ``B > 0``.
-        chunk_size: Users per chunk; bounds the memory at ``N x chunk_size``.
+        chunk_size: Users per chunk; bounds the extra memory at ``N x chunk_size``.
         nonfinite: ``"refuse"`` (default): a NaN or ``inf`` loss raises ``ValueError``
             (the refusal reveals that some loss was not finite). ``"zero_user"``: every user
             with a non-finite loss in ``Y`` contributes 0 (``n`` unchanged, so the
@@ -103,13 +115,17 @@ def clipped_mean_gradient(
     """
     if not torch.isfinite(A).all():
         raise ValueError("The gradient weights A are not finite; nothing was released.")
-    n = Y.shape[-1]
+    blocks = [Y] if isinstance(Y, Tensor) else [b for b in Y if b.shape[0] > 0] or list(Y[:1])
+    n = blocks[0].shape[-1]
+    if any(b.shape[-1] != n for b in blocks) or sum(b.shape[0] for b in blocks) != A.shape[-1]:
+        raise ValueError("The loss blocks must stack to an N x n matrix matching A (d x N).")
     total = A.new_zeros(A.shape[0])
     num_clipped = 0
-    if Y.shape[0] == 0:  # no evaluations yet (an empty first batch): every A y_i is 0
+    if A.shape[-1] == 0:  # no evaluations yet (an empty first batch): every A y_i is 0
         return total, 0
     for start in range(0, n, chunk_size):
-        chunk = Y[:, start : start + chunk_size]
+        parts = [b[:, start : start + chunk_size] for b in blocks]
+        chunk = parts[0] if len(parts) == 1 else torch.cat(parts)
         bad = ~torch.isfinite(chunk).all(dim=0)  # users with a non-finite loss
         if bad.any():
             if nonfinite != "zero_user":
@@ -118,7 +134,7 @@ def clipped_mean_gradient(
                     "This refusal reveals that some user's loss was not finite."
                 )
             chunk = chunk.masked_fill(bad, 0.0)  # those users contribute clip(A·0) = 0
-        e = _pow2_exponents(chunk, dim=0)  # one exponent per user
+        e = _pow2_exponents(chunk, dim=0)  # one exponent per user, over all of their rows
         G_scaled = (A @ _ldexp(chunk, -e)).transpose(0, 1)  # chunk x d, |entries| ≤ Σ_k |A_jk|
         clipped, was_clipped = _clip_scaled(G_scaled, e, clip_bound)
         total = total + clipped.sum(0)
@@ -227,21 +243,28 @@ class GaussianGradientMechanism:
         return _gaussian(d, self.noise_std, self.generator, self.secure_rng, dtype, device)
 
     def release(
-        self, A: Tensor, Y: Tensor, *, diagnostics: bool = False, nonfinite: NonfiniteLosses = "refuse"
+        self,
+        A: Tensor,
+        Y: Tensor | Sequence[Tensor],
+        *,
+        diagnostics: bool = False,
+        nonfinite: NonfiniteLosses = "refuse",
     ) -> GradientRelease:
         r"""Privatize the average clipped per-user gradient ``(1/n) Σ clip(A y_i)``.
 
         Args:
             A: A ``d x N`` tensor ``∇k(θ, D) K⁻¹`` (public: depends on ``D`` and ``θ``).
-            Y: An ``N x n`` tensor of per-user losses at ``D`` (sensitive).
+            Y: An ``N x n`` tensor of per-user losses at ``D`` (sensitive), or a sequence of
+                its row blocks (see ``clipped_mean_gradient``).
             diagnostics: Also return NON-PRIVATE diagnostics.
             nonfinite: ``"refuse"`` (default) or ``"zero_user"``; see ``clipped_mean_gradient``.
 
         Returns:
             A ``GradientRelease``.
         """
-        if Y.shape[-1] != self.num_users:
-            raise ValueError(f"Expected {self.num_users} users, got {Y.shape[-1]}.")
+        n = Y.shape[-1] if isinstance(Y, Tensor) else Y[0].shape[-1]
+        if n != self.num_users:
+            raise ValueError(f"Expected {self.num_users} users, got {n}.")
         mean, num_clipped = clipped_mean_gradient(
             A, Y, self.clip_bound, self.chunk_size, nonfinite=nonfinite
         )

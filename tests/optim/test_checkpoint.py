@@ -1,35 +1,25 @@
+import dataclasses
+import json
 import math
+import pickle
+import stat
 
 import pytest
 import torch
+from gpytorch.kernels import MaternKernel, RQKernel, ScaleKernel
 
-from botorch_dp.optim.checkpoint import CHECKPOINT_FILE, load_state, save_state
+from botorch_dp.optim import checkpoint as ckpt
+
 from botorch_dp.optim.dp_gibo import DPGIBO
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
 
-from .loop_helpers import nl_config, normal_location
-
-
-def test_save_and_load_round_trip(tmp_path):
-    state = {"theta": torch.tensor([0.5, -1.0], dtype=torch.float64), "iteration": 3, "losses": torch.rand(2, 4)}
-    path = save_state(tmp_path / "run", state)
-    assert path == tmp_path / "run" / CHECKPOINT_FILE
-    loaded = load_state(tmp_path / "run")
-    assert loaded.keys() == state.keys() and loaded["iteration"] == 3
-    assert torch.equal(loaded["theta"], state["theta"]) and torch.equal(loaded["losses"], state["losses"])
-
-
-def test_failed_write_keeps_the_previous_checkpoint(tmp_path):
-    save_state(tmp_path, {"iteration": 1})
-    with pytest.raises(Exception):
-        save_state(tmp_path, {"iteration": 2, "unpicklable": lambda: None})
-    assert load_state(tmp_path) == {"iteration": 1}
+from .loop_helpers import nl_config, normal_location, poly_kernel, rbf_kernel
 
 
 def test_state_of_another_version_is_refused(tmp_path):
     opt = DPGIBO(nl_config(d=2, privacy_mu=1.0, num_iterations=2))
     state = opt.state_dict()
-    state["version"] = 1
+    state["meta"]["version"] = 1
     with pytest.raises(ValueError, match="version"):
         DPGIBO(nl_config(d=2, privacy_mu=1.0, num_iterations=2)).load_state_dict(state)
 
@@ -40,8 +30,6 @@ def test_adagrad_state_is_checkpointed(tmp_path):
     X = opt.ask()
     opt.tell(X, objective(X))
     g = opt.result().release.released_gradients[0]
-    state = load_state(tmp_path)
-    torch.testing.assert_close(state["step_optimizer"]["state"][0]["sum"], g**2, rtol=0, atol=0)
     assert torch.equal(DPGIBO.resume(tmp_path)._optimizer.state_dict()["state"][0]["sum"], g**2)
 
 
@@ -101,3 +89,179 @@ def test_training_runs_in_a_shared_ledger_survive_resume(tmp_path):
     assert len(ledger2.validation_steps) == 4
     with pytest.raises(ValueError, match="budget on the ledger"):
         DPGIBO(nl_config(d=2, privacy_budget_mu=1.0), ledger=PrivacyLedger())
+
+
+# ---------------------------------------------------------------------- safe format
+def _run_some(tmp_path, iterations=2, **kw):
+    x, objective = normal_location(n=12, d=2)
+    cfg = nl_config(d=2, privacy_mu=1.0, num_iterations=6, seed=5, **kw)
+    opt = DPGIBO(cfg, checkpoint_dir=tmp_path)
+    for _ in range(iterations):
+        X = opt.ask()
+        opt.tell(X, objective(X))
+    return opt, cfg, objective
+
+
+def test_checkpoint_files_are_private_and_listed(tmp_path):
+    opt, _, _ = _run_some(tmp_path / "ck")
+    root = tmp_path / "ck"
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    files = [p for p in root.rglob("*") if p.is_file()]
+    assert {p.relative_to(root).as_posix() for p in files} == {
+        "state.json", "gp/000002.safetensors", "losses/000000.safetensors", "losses/000001.safetensors",
+    }
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in files)
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in root.rglob("*") if p.is_dir())
+    assert b"pickle" not in (root / "state.json").read_bytes() and not list(root.rglob("*.tmp"))
+
+
+def test_loss_files_are_written_once(tmp_path):
+    opt, _, objective = _run_some(tmp_path, iterations=1)
+    first = (tmp_path / "losses" / "000000.safetensors").stat()
+    X = opt.ask()
+    opt.tell(X, objective(X))
+    again = (tmp_path / "losses" / "000000.safetensors").stat()
+    assert (again.st_ino, again.st_mtime_ns) == (first.st_ino, first.st_mtime_ns)
+
+
+class _Marker:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (str(self.path), "w"))  # creating the file proves the pickle ran
+
+
+@pytest.mark.parametrize("target", ["state.json", "gp/000002.safetensors", "losses/000001.safetensors"])
+def test_crafted_pickle_is_refused_and_runs_no_code(tmp_path, target):
+    _run_some(tmp_path / "ck")
+    marker = tmp_path / "pwned"
+    payload = pickle.dumps(_Marker(marker))
+    (tmp_path / "ck" / target).write_bytes(payload)
+    torch.save({"x": _Marker(marker)}, tmp_path / "ck" / "dp_gibo_checkpoint.pt")  # the old file name
+    with pytest.raises(ValueError, match="not valid JSON|damaged or replaced"):
+        DPGIBO.resume(tmp_path / "ck")
+    assert not marker.exists()
+
+
+def test_damaged_state_json_is_refused_with_a_reason(tmp_path):
+    _run_some(tmp_path)
+    path = tmp_path / "state.json"
+    good = path.read_text()
+    path.write_text(good[: len(good) // 2])
+    with pytest.raises(ValueError, match="not valid JSON"):
+        DPGIBO.resume(tmp_path)
+    doc = json.loads(good)
+    cases = [
+        ("schema_version", 99, "schema_version"),
+        ("format", "something-else", "format"),
+        ("iteration", 3, "loss_files"),
+        ("batch_sizes", [3, 4], "batch_sizes"),
+        ("surprise", 1, "unknown keys"),
+    ]
+    for key, value, message in cases:
+        path.write_text(json.dumps({**doc, key: value}))
+        with pytest.raises(ValueError, match=message):
+            DPGIBO.resume(tmp_path)
+    theta = dict(doc["theta"], hex=[float("nan").hex(), "0x0p+0"])
+    path.write_text(json.dumps({**doc, "theta": theta}))
+    with pytest.raises(ValueError, match="theta"):
+        DPGIBO.resume(tmp_path)
+    loss = tmp_path / "losses" / "000000.safetensors"
+    data = bytearray(loss.read_bytes())
+    data[-1] ^= 1
+    path.write_text(good)
+    loss.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="SHA-256"):
+        DPGIBO.resume(tmp_path)
+
+
+# ---------------------------------------------------------------------- atomic tell
+def test_failed_checkpoint_write_leaves_tell_undone_and_retry_releases_once(tmp_path, monkeypatch):
+    x, objective = normal_location(n=15, d=2)
+    cfg = nl_config(d=2, privacy_mu=1.0, num_iterations=4, seed=9, step_rule="adagrad")
+    full = DPGIBO(cfg).run(objective, progress=False)
+
+    opt = DPGIBO(cfg, checkpoint_dir=tmp_path)
+    X = opt.ask()
+    opt.tell(X, objective(X))
+    X = opt.ask()
+    before = opt.state_dict()
+    noise_state = opt._noise_gen.get_state()
+    real_write = ckpt._write_atomic
+
+    def failing_write(path, parts):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(ckpt, "_write_atomic", failing_write)
+    with pytest.raises(OSError, match="disk full"):
+        opt.tell(X, objective(X))
+    after = opt.state_dict()
+    assert json.dumps(after["meta"], sort_keys=True) == json.dumps(before["meta"], sort_keys=True)
+    assert all(torch.equal(a, b) for a, b in zip(after["loss_blocks"], before["loss_blocks"]))
+    assert opt.iteration == 1 and len(opt.ledger.validation_steps) == 1
+    assert torch.equal(opt._noise_gen.get_state(), noise_state) and torch.equal(opt.ask(), X)
+    monkeypatch.setattr(ckpt, "_write_atomic", real_write)
+    opt.tell(X, objective(X))  # the retry releases once, with the same noise
+    resumed = DPGIBO.resume(tmp_path).run(objective, progress=False)
+    assert torch.equal(resumed.release.released_gradients, full.release.released_gradients)
+    assert torch.equal(resumed.release.iterates, full.release.iterates)
+    assert len(resumed.release.batch_sizes) == 4 and math.isclose(resumed.release.guarantee.mu, 1.0, rel_tol=1e-9)
+
+
+def test_unwritable_directory_between_ask_and_tell(tmp_path):
+    x, objective = normal_location(n=15, d=2)
+    cfg = nl_config(d=2, privacy_mu=1.0, num_iterations=3, seed=4)
+    full = DPGIBO(cfg).run(objective, progress=False)
+    root = tmp_path / "ck"
+    opt = DPGIBO(cfg, checkpoint_dir=root)
+    X = opt.ask()
+    (root / "losses").write_text("not a directory")  # writes under losses/ now fail, even as root
+    with pytest.raises(OSError):
+        opt.tell(X, objective(X))
+    assert opt.iteration == 0 and not opt.ledger.validation_steps and torch.equal(opt.ask(), X)
+    (root / "losses").unlink()
+    result = opt.run(objective, progress=False)
+    assert torch.equal(result.release.iterates, full.release.iterates)
+    assert torch.equal(DPGIBO.resume(root).result().release.iterates, full.release.iterates)
+
+
+# ---------------------------------------------------------------------- resume checks
+def test_resume_refuses_a_changed_run(tmp_path):
+    opt, cfg, _ = _run_some(tmp_path)
+    with pytest.raises(ValueError, match="num_iterations"):
+        DPGIBO.resume(tmp_path, dataclasses.replace(cfg, num_iterations=12))
+    with pytest.raises(ValueError, match="clip_bound"):
+        DPGIBO.resume(tmp_path, dataclasses.replace(cfg, clip_bound=3.0))
+    with pytest.raises(ValueError, match="kernel"):
+        DPGIBO.resume(tmp_path, dataclasses.replace(cfg, kernel=rbf_kernel(2)))
+    kernel = poly_kernel()
+    kernel.offset = 1.5  # same class, other hyperparameter value
+    with pytest.raises(ValueError, match="kernel"):
+        DPGIBO.resume(tmp_path, dataclasses.replace(cfg, kernel=kernel))
+    same = DPGIBO.resume(tmp_path, cfg)
+    assert same.iteration == 2 and same.run_id == opt.run_id
+    assert torch.equal(same.theta, opt.theta)
+
+
+def test_budget_on_resume_can_only_tighten(tmp_path):
+    opt, cfg, objective = _run_some(tmp_path, privacy_budget_mu=1.0)
+    with pytest.raises(ValueError, match="only be tightened"):
+        DPGIBO.resume(tmp_path, dataclasses.replace(cfg, privacy_budget_mu=2.0))
+    tight = DPGIBO.resume(tmp_path, dataclasses.replace(cfg, privacy_budget_mu=0.65))
+    assert tight.ledger.validation_mu_budget == 0.65
+    X = tight.ask()
+    with pytest.raises(PrivacyBudgetExceeded):
+        tight.tell(X, objective(X))  # a third step of 1/√6 would spend 0.707 > 0.65
+    assert tight.iteration == 2 and len(tight.ledger.validation_steps) == 2
+    again = DPGIBO.resume(tmp_path)  # the ask() committed the tightened budget; the refused step is not there
+    assert again.ledger.validation_mu_budget == 0.65 and again.iteration == 2
+
+
+def test_resume_without_config_rebuilds_allow_listed_kernels(tmp_path):
+    for kernel in (rbf_kernel(2, 0.7), ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=2)), RQKernel()):
+        path = tmp_path / type(kernel).__name__
+        opt, cfg, _ = _run_some(path, kernel=kernel)
+        resumed = DPGIBO.resume(path)
+        assert type(resumed.config.kernel) is type(kernel)
+        assert resumed.state_dict()["meta"] == opt.state_dict()["meta"]
