@@ -7,6 +7,8 @@ needs torch, and imports it when called, so that ``privacy.analysis`` stays floa
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import math
 import numbers
 import operator
@@ -186,3 +188,22 @@ def check_losses(
                 "reveals that some user's loss at these points was not finite. Fix the "
                 "objective and tell these points again, or set nonfinite_losses='zero_user'."
             )
+
+
+def empty_batch_losses(objective: Callable[[Tensor], Tensor], X: Tensor) -> Tensor:
+    r"""The ``0 x n`` losses of an empty first batch, from the objective itself."""
+    from torch import Tensor  # torch stays out of this module's import (the analysis is pure float)
+
+    try:
+        losses = objective(X)
+    except Exception as err:  # noqa: BLE001 - re-raised with the reason
+        raise ValueError(
+            "The first batch is empty, so the number of users n is unknown; the objective "
+            "failed on the empty 0 x d batch. Make it return a 0 x n tensor there."
+        ) from err
+    if not isinstance(losses, Tensor) or losses.dim() != 2 or losses.shape[0] != 0 or losses.shape[1] < 1:
+        raise ValueError(
+            "The first batch is empty, so the number of users n is unknown; the objective "
+            "must return a 0 x n tensor for the empty batch."
+        )
+    return losses

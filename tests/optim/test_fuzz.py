@@ -125,10 +125,10 @@ def test_accepted_loss_formats_are_copied(data):
     }[kind]()
     opt.tell(X, value)
     expected = torch.as_tensor(good.float() if kind == "float32" else good, dtype=torch.float64)
-    assert torch.equal(opt._Y, expected) and not opt._Y.requires_grad
+    assert torch.equal(torch.cat(opt._Y_blocks), expected) and not torch.cat(opt._Y_blocks).requires_grad
     if kind == "numpy":
         value[:] = 0.0
-    assert torch.equal(opt._Y, expected)
+    assert torch.equal(torch.cat(opt._Y_blocks), expected)
 
 
 # ---------------------------------------------------------------- malformed configs

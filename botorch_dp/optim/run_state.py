@@ -1,0 +1,355 @@
+r"""What a DP-GIBO checkpoint stores besides tensors: the config as exact JSON, the kernel as
+an allow-listed spec with a fingerprint, and the checks that refuse a changed run on resume.
+
+Nothing here unpickles: kernels are rebuilt from ``_KERNELS`` only."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import numbers
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from gpytorch.kernels import Kernel, LinearKernel, MaternKernel, PolynomialKernel, RBFKernel, RQKernel, ScaleKernel
+from torch import Tensor
+
+from botorch_dp.optim import checkpoint as ckpt
+
+from botorch_dp.optim.config import DPGIBOConfig, resolve_model
+from botorch_dp.optim.step_rules import make_step_optimizer
+from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.mechanisms import ReleaseDiagnostics
+
+#: Version of ``DPGIBO.state_dict`` (3: JSON + safetensors, per-batch loss blocks, run id).
+STATE_VERSION = 3
+
+
+META_KEYS = {
+    "format", "schema_version", "version", "run_id", "config", "config_fingerprint", "kernel", "iteration",
+    "theta", "iterates", "pending", "batch_sizes", "traces", "released", "diagnostics", "step_optimizer",
+    "ledger", "noise_generator", "search_generator",
+}
+#: Config fields that may differ on resume: the budget (only tightened), the noise generator
+#: object (its state comes from the checkpoint) and the unsafe fitting callable (its presence
+#: is compared).
+_RESUME_MAY_DIFFER = {"privacy_budget_mu", "hyperparameter_fit"}
+_KERNELS: dict[str, type[Kernel]] = {
+    k.__name__: k for k in (RBFKernel, MaternKernel, PolynomialKernel, RQKernel, LinearKernel, ScaleKernel)
+}
+
+
+def committed_records(directory: str | os.PathLike) -> dict[str, Any]:
+    r"""The file records of the checkpoint just loaded (so that they are not written again)."""
+    raw = json.loads((Path(directory) / ckpt.STATE_FILE).read_text("utf-8"))
+    return {"gp_file": raw["gp_file"], "loss_files": raw["loss_files"]}
+
+
+def budget_of_ledger_state(ledger_state: Any) -> float | None:
+    budget = ledger_state.get("validation_mu_budget") if isinstance(ledger_state, dict) else None
+    return None if budget is None else float(budget)
+
+
+def json_fingerprint(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, allow_nan=True).encode("utf-8")).hexdigest()
+
+
+def kernel_spec(kernel: Kernel) -> dict[str, Any]:
+    r"""Class and settings of an allow-listed GPyTorch kernel (``ValueError`` for any other)."""
+    name = type(kernel).__name__
+    if _KERNELS.get(name) is not type(kernel):
+        raise ValueError(
+            f"kernel: {name} cannot be stored in a checkpoint; allowed are {sorted(_KERNELS)} "
+            "(or pass the config again on resume)."
+        )
+    if len(kernel.batch_shape) != 0:
+        raise ValueError("kernel: batched kernels cannot be stored in a checkpoint.")
+    spec: dict[str, Any] = {
+        "class": name,
+        "ard_num_dims": kernel.ard_num_dims,
+        "active_dims": None if kernel.active_dims is None else [int(i) for i in kernel.active_dims.tolist()],
+        "constraints": {
+            k: [
+                type(c).__name__,
+                getattr(getattr(c, "_transform", None), "__name__", None),
+                [float(v).hex() for v in torch.stack([c.lower_bound, c.upper_bound]).reshape(-1).tolist()],
+            ]
+            for k, c in kernel.named_constraints()
+        },
+    }
+    if isinstance(kernel, MaternKernel):
+        spec["nu"] = float(kernel.nu).hex()
+    if isinstance(kernel, PolynomialKernel):
+        spec["power"] = int(kernel.power)
+    if isinstance(kernel, ScaleKernel):
+        spec["base"] = kernel_spec(kernel.base_kernel)
+    return spec
+
+
+def kernel_tensors(kernel: Kernel) -> dict[str, Tensor]:
+    r"""The kernel's hyperparameters (raw parameters; constraint bounds are in the spec)."""
+    return {k: v.detach() for k, v in kernel.named_parameters()}
+
+
+def kernel_fingerprint(kernel: Kernel) -> str:
+    r"""SHA-256 of the kernel's class, settings and exact hyperparameter values."""
+    spec = kernel_spec(kernel)
+    values = {k: [float(x).hex() for x in v.to(torch.float64).reshape(-1).tolist()] for k, v in kernel_tensors(kernel).items()}
+    return json_fingerprint({"spec": spec, "values": values})
+
+
+def _build_kernel(spec: Any) -> Kernel:
+    if not isinstance(spec, dict) or spec.get("class") not in _KERNELS:
+        raise ValueError(f"Checkpoint field 'kernel': class not in the allow-list {sorted(_KERNELS)}.")
+    kw: dict[str, Any] = {"ard_num_dims": spec.get("ard_num_dims"), "active_dims": spec.get("active_dims")}
+    name = spec["class"]
+    if name == "MaternKernel":
+        kw["nu"] = ckpt.float_from_json(spec.get("nu"), "kernel.nu")
+    if name == "PolynomialKernel":
+        kw["power"] = spec.get("power")
+    if name == "ScaleKernel":
+        kw = {"base_kernel": _build_kernel(spec.get("base"))}
+    try:
+        kernel = _KERNELS[name](**kw)
+    except Exception as err:
+        raise ValueError(f"Checkpoint field 'kernel': cannot build {name}: {err}") from None
+    if kernel_spec(kernel) != spec:
+        raise ValueError(
+            f"Checkpoint field 'kernel': the stored {name} has settings or constraints that cannot be "
+            "rebuilt from the checkpoint; pass the config on resume."
+        )
+    return kernel
+
+
+def encode_value(value: Any) -> Any:
+    r"""Exact JSON encoding of plain values and tensors (floats as ``float.hex``)."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return {"float": float(value).hex()}
+    if isinstance(value, Tensor):
+        return {"tensor": ckpt.tensor_to_json(value.to(torch.float64) if not value.is_floating_point() else value)}
+    if isinstance(value, (list, tuple)):
+        return [encode_value(v) for v in value]
+    if isinstance(value, dict):
+        return {"dict": [[encode_value(k), encode_value(v)] for k, v in value.items()]}
+    raise TypeError(f"{type(value).__name__} cannot be stored exactly")
+
+
+def decode_value(value: Any, name: str, optimizer_state: bool = False) -> Any:
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, list):
+        return [decode_value(v, name, optimizer_state) for v in value]
+    if isinstance(value, dict) and set(value) == {"float"}:
+        return ckpt.float_from_json(value["float"], name, allow_inf=True)
+    if isinstance(value, dict) and set(value) == {"tensor"}:
+        return ckpt.tensor_from_json(value["tensor"], name)
+    if isinstance(value, dict) and set(value) == {"dict"} and isinstance(value["dict"], list):
+        items = value["dict"]
+        if not all(isinstance(kv, list) and len(kv) == 2 for kv in items):
+            raise ValueError(f"Checkpoint field {name!r}: malformed mapping.")
+        return {decode_value(k, name): decode_value(v, name, optimizer_state) for k, v in items}
+    raise ValueError(f"Checkpoint field {name!r}: unknown value {value!r:.80}.")
+
+
+def config_to_json(config: DPGIBOConfig) -> dict[str, Any]:
+    r"""The config's fields, exactly: kernel/model/callables are recorded by kind (the kernel
+    itself is stored as the resolved kernel's spec and tensors); anything else not JSON-able
+    raises a ``ValueError`` naming the field."""
+    out: dict[str, Any] = {}
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if field.name == "kernel":
+            out[field.name] = None if value is None else {"kernel": "resolved"}
+        elif value is not None and (field.name == "model" or callable(value) or isinstance(value, torch.Generator)):
+            out[field.name] = {"object": type(value).__qualname__}
+        else:
+            try:
+                out[field.name] = encode_value(value)
+            except TypeError as err:
+                raise ValueError(f"Config field {field.name!r} cannot be written to a checkpoint: {err}.") from None
+    return out
+
+
+def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, rebuild: bool) -> DPGIBOConfig | None:
+    r"""Check the stored config's fields and, if ``rebuild``, build the ``DPGIBOConfig``."""
+    names = {f.name for f in dataclasses.fields(DPGIBOConfig)}
+    if not isinstance(stored, dict) or set(stored) != names:
+        have = set(stored) if isinstance(stored, dict) else set()
+        raise ValueError(
+            f"Checkpoint field 'config': missing fields {sorted(names - have)}, unknown fields {sorted(have - names)}."
+        )
+    ckpt._check_keys(kernel_meta, {"spec", "fingerprint", "noise_variance", "standardize"}, "kernel")
+    if not rebuild:
+        return None
+    values: dict[str, Any] = {}
+    for name, value in stored.items():
+        if isinstance(value, dict) and set(value) == {"object"}:
+            raise ValueError(
+                f"The checkpoint's config has a {name!r} ({value['object']}), which is not stored; "
+                "pass the config to DPGIBO.resume."
+            )
+        if name == "kernel":
+            values[name] = None
+            continue
+        values[name] = decode_value(value, f"config.{name}")
+    if stored["kernel"] is not None:
+        kernel = _build_kernel(kernel_meta["spec"])
+        tensors = {k.removeprefix("kernel."): v for k, v in gp.items() if k.startswith("kernel.")}
+        if set(tensors) != set(kernel_tensors(kernel)):
+            raise ValueError("Checkpoint kernel tensors do not match the kernel's hyperparameters.")
+        kernel.load_state_dict({**kernel.state_dict(), **tensors})
+        kernel = kernel.to(torch.float64)
+        if kernel_fingerprint(kernel) != kernel_meta["fingerprint"]:
+            raise ValueError("Checkpoint field 'kernel': the rebuilt kernel does not match its stored fingerprint.")
+        values["kernel"] = kernel
+    try:
+        return DPGIBOConfig(**values)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"Checkpoint field 'config' is not a valid DPGIBOConfig: {err}") from None
+
+
+def check_same_run(meta: dict[str, Any], config: DPGIBOConfig) -> None:
+    r"""``ValueError`` naming the first field of ``config`` that differs from the checkpoint's."""
+    stored = meta["config"]
+    given = config_to_json(config)
+    for field in dataclasses.fields(config):
+        if field.name in _RESUME_MAY_DIFFER or field.name in ("kernel", "model"):
+            continue
+        if given[field.name] != stored.get(field.name):
+            raise ValueError(
+                f"Config field {field.name!r} differs from the checkpoint's; resuming would change "
+                "the run (and its privacy accounting). Start a new run instead."
+            )
+    if (config.hyperparameter_fit is None) != (stored.get("hyperparameter_fit") is None):
+        raise ValueError("Config field 'hyperparameter_fit' differs from the checkpoint's (given vs not given).")
+    if (config.model is None) != (stored.get("model") is None):
+        raise ValueError("Config field 'model' differs from the checkpoint's (kernel vs model).")
+    kernel, noise_variance, standardize = resolve_model(config)
+    k = meta["kernel"]
+    if kernel_fingerprint(kernel) != k.get("fingerprint"):
+        raise ValueError(
+            "Config field 'kernel' differs from the checkpoint's (class, settings or hyperparameter values)."
+        )
+    if float(noise_variance).hex() != k.get("noise_variance") or standardize != k.get("standardize"):
+        raise ValueError("Config field 'noise_variance' (or the model's likelihood noise) differs from the checkpoint's.")
+
+
+def check_state(
+    state: dict[str, Any], *, config: DPGIBOConfig, kernel: Kernel, has_noise_generator: bool
+) -> dict[str, Any]:
+    r"""Check every field of a loaded state against the config and against each other.
+
+    Returns the decoded values (``T``, ``theta``, ``iterates``, ``pending``, ``sizes``,
+    ``traces``, ``released``, ``diag``, ``X``, ``L``, ``blocks``, ``kernel_tensors``,
+    ``optimizer``, ``ledger_state``, ``noise_gen``, ``search_gen``, ``n``, ``meta``), or
+    raises ``ValueError`` naming the first field that is wrong; nothing is changed.
+    """
+    meta, gp, blocks = state["meta"], state["gp"], list(state["loss_blocks"])
+    if meta.get("version") != STATE_VERSION:
+        raise ValueError(f"Checkpoint state version {meta.get('version')!r}, expected {STATE_VERSION}.")
+    ckpt._check_keys(meta, META_KEYS, "state")
+    d, T = config.bounds.shape[1], meta["iteration"]
+    if not ckpt._is_int(T) or not 0 <= T <= config.num_iterations:
+        raise ValueError(f"Checkpoint field 'iteration' must be an integer in [0, num_iterations], got {T!r}.")
+    if not isinstance(meta["run_id"], str) or len(meta["run_id"]) != 32 or not all(ch in "0123456789abcdef" for ch in meta["run_id"]):
+        raise ValueError("Checkpoint field 'run_id' must be a uuid4 hex string.")
+    theta = ckpt.tensor_from_json(meta["theta"], "theta", (d,))
+    iterates = ckpt.tensor_from_json(meta["iterates"], "iterates", (T + 1, d))
+    if not torch.equal(iterates[-1], theta):
+        raise ValueError("Checkpoint fields 'theta' and 'iterates' disagree.")
+    pending = None if meta["pending"] is None else ckpt.tensor_from_json(meta["pending"], "pending", (None, d))
+    sizes = meta["batch_sizes"]
+    if not isinstance(sizes, list) or len(sizes) != T or not all(ckpt._is_int(b) and b >= 0 for b in sizes):
+        raise ValueError(f"Checkpoint field 'batch_sizes' must be {T} integers >= 0.")
+    if [b.shape[0] for b in blocks] != sizes:
+        raise ValueError("Checkpoint field 'batch_sizes' does not match the rows of the loss files.")
+    if not isinstance(meta["traces"], list) or len(meta["traces"]) != T:
+        raise ValueError(f"Checkpoint field 'traces' must hold {T} values.")
+    traces = [ckpt.float_from_json(v, "traces") for v in meta["traces"]]
+    released = ckpt.tensor_from_json(meta["released"], "released", (T, d))
+    if not isinstance(meta["diagnostics"], list) or len(meta["diagnostics"]) not in (0, T):
+        raise ValueError(f"Checkpoint field 'diagnostics' must hold 0 or {T} entries.")
+    diag = []
+    for entry in meta["diagnostics"]:
+        ckpt._check_keys(entry, {"unnoised_gradient", "clip_fraction", "noise_norm"}, "diagnostics")
+        diag.append(ReleaseDiagnostics(
+            unnoised_gradient=ckpt.tensor_from_json(entry["unnoised_gradient"], "diagnostics", (d,)),
+            clip_fraction=ckpt.float_from_json(entry["clip_fraction"], "diagnostics"),
+            noise_norm=ckpt.float_from_json(entry["noise_norm"], "diagnostics"),
+        ))
+    X, L = gp["X"], gp["L"]
+    if X.shape[1:] != (d,):
+        raise ValueError(f"Checkpoint tensor 'X' must have {d} columns.")
+    stored_kernel_tensors = {k.removeprefix("kernel."): v for k, v in gp.items() if k.startswith("kernel.")}
+    if set(stored_kernel_tensors) != set(kernel_tensors(kernel)):
+        raise ValueError("Checkpoint kernel tensors do not match the kernel's hyperparameters.")
+    noise_gen = ckpt.generator_state_from_json(meta["noise_generator"], "noise_generator")
+    search_gen = ckpt.generator_state_from_json(meta["search_generator"], "search_generator")
+    if (noise_gen is None) != (not has_noise_generator) or search_gen is None:
+        raise ValueError("Checkpoint field 'noise_generator'/'search_generator' does not match the config's generators.")
+    optimizer = make_step_optimizer(theta, config.step_rule, config.step_size)
+    try:
+        optimizer.load_state_dict(decode_value(meta["step_optimizer"], "step_optimizer", optimizer_state=True))
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"Checkpoint field 'step_optimizer' is not a {config.step_rule} state: {err}") from None
+    ledger_state = meta["ledger"]
+    PrivacyLedger.from_state_dict(ledger_state)  # validates before anything changes
+    n = blocks[0].shape[1] if blocks else None
+    if n is not None and config.privacy_mu < math.inf and n == 0:
+        raise ValueError("Checkpoint loss files hold no users.")
+    return {
+        "meta": meta, "T": T, "theta": theta, "iterates": iterates, "pending": pending, "sizes": sizes,
+        "traces": traces, "released": released, "diag": diag, "X": X, "L": L, "blocks": blocks,
+        "kernel_tensors": stored_kernel_tensors, "optimizer": optimizer, "ledger_state": ledger_state,
+        "noise_gen": noise_gen, "search_gen": search_gen, "n": n,
+    }
+
+
+def resume_config(
+    state: dict[str, Any], config: DPGIBOConfig | None, ledger: PrivacyLedger | None
+) -> tuple[DPGIBOConfig, float | None]:
+    r"""The config a resumed run continues with, and its (possibly tightened) budget.
+
+    Without ``config`` it is rebuilt from the checkpoint; with one, every field that affects
+    privacy or the algorithm must equal the stored one (``check_same_run``). A budget on
+    ``config`` or ``ledger`` may only tighten the stored one.
+    """
+    meta = state["meta"]
+    ckpt._check_keys(meta, META_KEYS, "state")
+    stored = config_from_json(meta["config"], state["gp"], meta["kernel"], rebuild=config is None)
+    stored_budget = budget_of_ledger_state(meta["ledger"])
+    budgets = [] if config is None else [config.privacy_budget_mu]
+    if ledger is not None:
+        budgets.append(ledger.validation_mu_budget)
+    for budget in budgets:
+        if budget is not None and stored_budget is not None and budget > stored_budget:
+            raise ValueError(
+                f"privacy_budget_mu={budget!r} on resume is looser than the checkpoint's budget "
+                f"{stored_budget!r}; a budget can only be tightened on resume."
+            )
+    budget = min([b for b in [stored_budget, *budgets] if b is not None], default=None)
+    if config is None:
+        config = stored
+    else:
+        check_same_run(meta, config)
+    return config, budget
+
+
+def encode_diagnostics(diagnostics: list[ReleaseDiagnostics]) -> list[dict[str, Any]]:
+    r"""The NON-PRIVATE diagnostics as exact JSON (checkpoint only)."""
+    return [
+        {
+            "unnoised_gradient": ckpt.tensor_to_json(dg.unnoised_gradient),
+            "clip_fraction": float(dg.clip_fraction).hex(),
+            "noise_norm": float(dg.noise_norm).hex(),
+        }
+        for dg in diagnostics
+    ]
