@@ -34,7 +34,20 @@ NonfiniteLosses = Literal["refuse", "zero_user"]
 
 def _pow2_exponents(x: Tensor, dim: int) -> Tensor:
     r"""Integer ``e`` with ``max |x| < 2^e`` along ``dim`` (0 for an all-zero slice)."""
-    return torch.frexp(x.abs().amax(dim=dim)).exponent.to(torch.int64)
+    return torch.frexp(_max_abs(x, dim)).exponent.to(torch.int64)
+
+
+def _max_abs(x: Tensor, dim: int) -> Tensor:
+    r"""``max |x|`` along ``dim`` without allocating ``|x|`` (NaN if the slice has one)."""
+    return torch.maximum(x.amax(dim=dim), -x.amin(dim=dim))
+
+
+def _scale_columns(x: Tensor, e: Tensor) -> Tensor:
+    r"""``x · 2^e`` with one exponent per column: one multiplication by exact powers of two
+    when every ``2^e`` is a normal float64, else the two-step ``_ldexp``."""
+    if bool((e.abs() < 1000).all()):
+        return x * torch.ldexp(torch.ones(e.shape, dtype=x.dtype, device=x.device), e)
+    return _ldexp(x, e)
 
 
 def _ldexp(x: Tensor, e: Tensor) -> Tensor:
@@ -126,7 +139,8 @@ def clipped_mean_gradient(
     for start in range(0, n, chunk_size):
         parts = [b[:, start : start + chunk_size] for b in blocks]
         chunk = parts[0] if len(parts) == 1 else torch.cat(parts)
-        bad = ~torch.isfinite(chunk).all(dim=0)  # users with a non-finite loss
+        largest = _max_abs(chunk, dim=0)  # per user; NaN or inf if the user has such a loss
+        bad = ~torch.isfinite(largest)  # users with a non-finite loss
         if bad.any():
             if nonfinite != "zero_user":
                 raise ValueError(
@@ -134,8 +148,9 @@ def clipped_mean_gradient(
                     "This refusal reveals that some user's loss was not finite."
                 )
             chunk = chunk.masked_fill(bad, 0.0)  # those users contribute clip(A·0) = 0
-        e = _pow2_exponents(chunk, dim=0)  # one exponent per user, over all of their rows
-        G_scaled = (A @ _ldexp(chunk, -e)).transpose(0, 1)  # chunk x d, |entries| ≤ Σ_k |A_jk|
+            largest = largest.masked_fill(bad, 0.0)
+        e = torch.frexp(largest).exponent.to(torch.int64)  # one exponent per user, over all rows
+        G_scaled = (A @ _scale_columns(chunk, -e)).transpose(0, 1)  # chunk x d, |entries| ≤ Σ_k |A_jk|
         clipped, was_clipped = _clip_scaled(G_scaled, e, clip_bound)
         total = total + clipped.sum(0)
         num_clipped += int(was_clipped.sum())
