@@ -33,6 +33,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from gpytorch.kernels import (
+    Kernel,
+    LinearKernel,
+    MaternKernel,
+    PolynomialKernel,
+    RBFKernel,
+    RQKernel,
+    ScaleKernel,
+)
 from torch import Tensor
 
 #: Name of the commit file and the identifier stored in it.
@@ -357,3 +366,81 @@ def load_state(directory: str | os.PathLike) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"Checkpoint file {gp_record['file']}: unknown tensors {unknown}.")
     return {"meta": meta, "gp": gp, "loss_blocks": blocks}
+
+
+# ---------------------------------------------------------------- kernels: an allow-list, never unpickled
+def json_fingerprint(obj: Any) -> str:
+    r"""SHA-256 of the canonical JSON of ``obj``."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, allow_nan=True).encode("utf-8")).hexdigest()
+
+
+_KERNELS: dict[str, type[Kernel]] = {
+    k.__name__: k for k in (RBFKernel, MaternKernel, PolynomialKernel, RQKernel, LinearKernel, ScaleKernel)
+}
+
+
+def kernel_spec(kernel: Kernel) -> dict[str, Any]:
+    r"""Class and settings of an allow-listed GPyTorch kernel (``ValueError`` for any other)."""
+    name = type(kernel).__name__
+    if _KERNELS.get(name) is not type(kernel):
+        raise ValueError(
+            f"kernel: {name} cannot be stored in a checkpoint; allowed are {sorted(_KERNELS)} "
+            "(or pass the config again on resume)."
+        )
+    if len(kernel.batch_shape) != 0:
+        raise ValueError("kernel: batched kernels cannot be stored in a checkpoint.")
+    spec: dict[str, Any] = {
+        "class": name,
+        "ard_num_dims": kernel.ard_num_dims,
+        "active_dims": None if kernel.active_dims is None else [int(i) for i in kernel.active_dims.tolist()],
+        "constraints": {
+            k: [
+                type(c).__name__,
+                getattr(getattr(c, "_transform", None), "__name__", None),
+                [float(v).hex() for v in torch.stack([c.lower_bound, c.upper_bound]).reshape(-1).tolist()],
+            ]
+            for k, c in kernel.named_constraints()
+        },
+    }
+    if isinstance(kernel, MaternKernel):
+        spec["nu"] = float(kernel.nu).hex()
+    if isinstance(kernel, PolynomialKernel):
+        spec["power"] = int(kernel.power)
+    if isinstance(kernel, ScaleKernel):
+        spec["base"] = kernel_spec(kernel.base_kernel)
+    return spec
+
+
+def kernel_tensors(kernel: Kernel) -> dict[str, Tensor]:
+    r"""The kernel's hyperparameters (raw parameters; constraint bounds are in the spec)."""
+    return {k: v.detach() for k, v in kernel.named_parameters()}
+
+
+def kernel_fingerprint(kernel: Kernel) -> str:
+    r"""SHA-256 of the kernel's class, settings and exact hyperparameter values."""
+    spec = kernel_spec(kernel)
+    values = {k: [float(x).hex() for x in v.to(torch.float64).reshape(-1).tolist()] for k, v in kernel_tensors(kernel).items()}
+    return json_fingerprint({"spec": spec, "values": values})
+
+
+def build_kernel(spec: Any) -> Kernel:
+    if not isinstance(spec, dict) or spec.get("class") not in _KERNELS:
+        raise ValueError(f"Checkpoint field 'kernel': class not in the allow-list {sorted(_KERNELS)}.")
+    kw: dict[str, Any] = {"ard_num_dims": spec.get("ard_num_dims"), "active_dims": spec.get("active_dims")}
+    name = spec["class"]
+    if name == "MaternKernel":
+        kw["nu"] = float_from_json(spec.get("nu"), "kernel.nu")
+    if name == "PolynomialKernel":
+        kw["power"] = spec.get("power")
+    if name == "ScaleKernel":
+        kw = {"base_kernel": build_kernel(spec.get("base"))}
+    try:
+        kernel = _KERNELS[name](**kw)
+    except Exception as err:
+        raise ValueError(f"Checkpoint field 'kernel': cannot build {name}: {err}") from None
+    if kernel_spec(kernel) != spec:
+        raise ValueError(
+            f"Checkpoint field 'kernel': the stored {name} has settings or constraints that cannot be "
+            "rebuilt from the checkpoint; pass the config on resume."
+        )
+    return kernel

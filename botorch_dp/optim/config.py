@@ -12,7 +12,7 @@ import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from botorch_dp.gradient_gp import DEFAULT_JITTER
+from botorch_dp.gradient_gp import DEFAULT_JITTER, GradientGP
 from botorch_dp.optim.batch_selection import BATCH_SELECTIONS, BatchSelection
 from botorch_dp.optim.step_rules import StepRule, check_step_rule
 from botorch_dp.privacy.checks import (
@@ -221,3 +221,15 @@ def resolve_model(config: DPGIBOConfig) -> tuple[Kernel, float, bool]:
     if noise == 0:
         noise = float(model.likelihood.noise.detach().mean())
     return _frozen_kernel(model.covar_module), noise, getattr(model, "outcome_transform", None) is not None
+
+
+def check_bias_tolerance(bias_tolerance: float, prior: GradientGP, theta0: Tensor) -> None:
+    r"""Refuse an adaptive tolerance ``ε`` at or above the prior gradient trace at ``θ₀``
+    (the first batch would be empty); ``prior`` is the ``GradientGP`` with no data."""
+    with torch.no_grad():
+        prior_trace = float(prior.posterior_trace(theta0))
+    if not bias_tolerance < prior_trace:
+        raise ValueError(
+            f"bias_tolerance (ε) = {bias_tolerance:g} is not below the prior gradient trace "
+            f"{prior_trace:g} at theta0: the first batch would be empty. Choose a smaller ε."
+        )

@@ -7,8 +7,6 @@ Settings: ``config``; batches: ``batch_selection``; steps: ``step_rules``; resul
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import math
 import os
 import secrets
@@ -24,34 +22,32 @@ from tqdm.auto import tqdm
 
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.batch_selection import local_bounds, select_batch
-from botorch_dp.optim import checkpoint as ckpt
-from botorch_dp.optim.checkpoint import load_state, save_state
-from botorch_dp.optim.results import DPGIBOResult, IterationInfo, NonPrivateDiagnostics, PrivacyGuarantee, PrivateRelease
+from botorch_dp.optim.checkpoint import save_state
+from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, resolve_model
+from botorch_dp.optim.results import (
+    DPGIBOResult,
+    IterationInfo,
+    NonPrivateDiagnostics,
+    PrivacyGuarantee,
+    PrivateRelease,
+)
+from botorch_dp.optim.run_state import (
+    apply_state,
+    config_to_json,
+    encode_state,
+    kernel_fingerprint,
+    resume_run,
+    rollback_on_error,
+)
 from botorch_dp.optim.step_rules import make_step_optimizer, projected_step
-from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.checks import (
+    check_told_batch,
     empty_batch_losses,
-    check_losses,
 )
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, ReleaseDiagnostics
 from botorch_dp.privacy.seeding import PrivacyWarning, noise_generator
 from botorch_dp.utils import check_bounds, child_seeds
-from botorch_dp.optim.config import DPGIBOConfig, resolve_model
-from botorch_dp.optim.run_state import (
-    encode_diagnostics,
-    resume_config,
-    STATE_VERSION,
-    check_state,
-    committed_records,
-    config_to_json,
-    encode_value,
-    json_fingerprint,
-    kernel_fingerprint,
-    kernel_spec,
-    kernel_tensors,
-)
-
 
 
 class DPGIBO:
@@ -91,14 +87,7 @@ class DPGIBO:
         self.max_batch_size = c.max_batch_size if c.max_batch_size is not None else d + 1
         self.batch_size = c.batch_size if c.batch_size is not None else d + 1
         if self.adaptive:  # needs the kernel, so checked here rather than in the config
-            with torch.no_grad():
-                prior_trace = float(GradientGP(torch.empty(0, d, dtype=torch.float64), self.kernel,
-                                               self.noise_variance, jitter=c.jitter).posterior_trace(theta0))
-            if not c.bias_tolerance < prior_trace:
-                raise ValueError(
-                    f"bias_tolerance (ε) = {c.bias_tolerance:g} is not below the prior gradient trace "
-                    f"{prior_trace:g} at theta0: the first batch would be empty. Choose a smaller ε."
-                )
+            check_bias_tolerance(c.bias_tolerance, GradientGP(torch.empty(0, d, dtype=torch.float64), self.kernel, self.noise_variance, jitter=c.jitter), theta0)
         # state
         self.iteration = 0
         self.theta = theta0.clone()
@@ -113,7 +102,6 @@ class DPGIBO:
         self._released: list[Tensor] = []
         self._diag: list[ReleaseDiagnostics] = []
         self._mechanism: GaussianGradientMechanism | None = None
-        self.run_id = uuid.uuid4().hex
         self._committed: dict[str, Any] | None = None  # files of the last checkpoint written
         self._kernel_fingerprint = kernel_fingerprint(self.kernel) if self.checkpoint_dir is not None else None
         self._config_json = config_to_json(c) if self.checkpoint_dir is not None else None
@@ -135,7 +123,6 @@ class DPGIBO:
                 stacklevel=2,
             )
 
-    # ------------------------------------------------------------------ properties
     @property
     def dim(self) -> int:
         return self.config.bounds.shape[1]
@@ -156,7 +143,6 @@ class DPGIBO:
         r"""``2 x d`` box ``[θ_t − r, θ_t + r] ∩ Θ`` in which the next candidates are searched."""
         return local_bounds(self.theta, self.search_radius, self.bounds)
 
-    # ------------------------------------------------------------------ ask / tell
     def ask(self) -> Tensor:
         r"""Points to evaluate next.
 
@@ -170,17 +156,13 @@ class DPGIBO:
         if self._pending is not None:
             return self._pending.clone()
         c = self.config
-        saved = self._snapshot()
-        try:
+        with rollback_on_error(self):  # a failed search or checkpoint write leaves no trace
             self._pending = select_batch(
                 self._gp, self.theta, self.local_bounds(), self._search_gen,
                 batch_selection=c.batch_selection, batch_size=self.batch_size, bias_tolerance=c.bias_tolerance,
                 max_batch_size=self.max_batch_size, num_restarts=c.num_restarts, raw_samples=c.raw_samples,
             )
             self._save_checkpoint()
-        except BaseException:
-            self._restore(saved)
-            raise
         return self._pending.clone()
 
     def tell(self, points: Tensor, losses: Tensor) -> IterationInfo:
@@ -202,12 +184,8 @@ class DPGIBO:
             The public ``IterationInfo`` of the finished iteration.
         """
         points, losses = self._checked_batch(points, losses)
-        saved = self._snapshot()
-        try:
+        with rollback_on_error(self):
             return self._step(points, losses)
-        except BaseException:
-            self._restore(saved)
-            raise
 
     def _step(self, points: Tensor, losses: Tensor) -> IterationInfo:
         c = self.config
@@ -255,21 +233,7 @@ class DPGIBO:
             if self.is_done:
                 raise RuntimeError(f"The run is finished ({self.config.num_iterations} iterations); nothing to tell.")
             raise RuntimeError("Call ask() before tell().")
-        try:
-            points = torch.as_tensor(points).detach().to("cpu", torch.float64)
-        except (TypeError, ValueError, RuntimeError) as err:
-            raise ValueError(f"points must be the tensor returned by ask(), got {type(points).__name__}.") from err
-        if points.shape != self._pending.shape or not torch.allclose(points, self._pending):
-            raise ValueError("tell() must receive the points returned by the last ask().")
-        try:  # Python lists become float64 (torch's default float32 would round them)
-            as_list = isinstance(losses, (list, tuple))
-            losses = torch.as_tensor(losses, dtype=torch.float64 if as_list else None).detach()
-        except (TypeError, ValueError, RuntimeError) as err:
-            raise ValueError(f"losses must be a (num_points x num_users) tensor, got {type(losses).__name__}.") from err
-        if losses.dim() == 2 and losses.shape[0] == 0 and self.num_users is not None:
-            losses = losses.reshape(0, self.num_users)
-        check_losses(losses, points.shape[0], self.num_users, nonfinite=self.config.nonfinite_losses)
-        return self._pending.clone(), losses.to(device="cpu", dtype=torch.float64, copy=True)
+        return check_told_batch(points, losses, self._pending, self.num_users, self.config.nonfinite_losses)
 
     def _make_mechanism(self, num_users: int) -> GaussianGradientMechanism:
         c = self.config
@@ -318,16 +282,12 @@ class DPGIBO:
 
     def guarantee(self, delta: float | None = None) -> PrivacyGuarantee:
         r"""The validation-data guarantee of the steps taken so far (noise read from the mechanism)."""
-        c = self.config
-        delta = c.target_delta if delta is None else delta
-        holds = not c.unsafe_allow_sensitive_fitting
-        mu = self.ledger.validation_mu() if holds else math.inf
-        mechanism = self._mechanism if self._mechanism is not None else self._make_mechanism(1)
-        noise_std = 0.0 if self._mechanism is None else mechanism.noise_std
-        eps = gdp_epsilon(mu, delta)
-        return PrivacyGuarantee(
-            mu=mu, epsilon=eps, delta=delta, noise_std=noise_std,
-            noise_multiplier=mechanism.noise_multiplier, num_steps=self.iteration, holds=holds,
+        holds = not self.config.unsafe_allow_sensitive_fitting
+        return PrivacyGuarantee.of(
+            mu=self.ledger.validation_mu() if holds else math.inf,
+            delta=self.config.target_delta if delta is None else delta,
+            mechanism=self._mechanism if self._mechanism is not None else self._make_mechanism(1),
+            released=self._mechanism is not None, num_steps=self.iteration, holds=holds,
         )
 
     def result(self) -> DPGIBOResult:
@@ -347,99 +307,13 @@ class DPGIBO:
             diagnostics = NonPrivateDiagnostics.from_releases(self._diag, d)
         return DPGIBOResult(release=release, diagnostics=diagnostics)
 
-    # ------------------------------------------------------------------ checkpointing
-    def _snapshot(self) -> dict[str, Any]:
-        r"""What ``ask``/``tell`` may change, to restore it exactly when they fail."""
-        return {
-            "attrs": {k: getattr(self, k) for k in _MUTABLE},
-            "theta": self.theta.clone(),
-            "optimizer": copy.deepcopy(self._optimizer.state_dict()),
-            "ledger": copy.deepcopy(self.ledger.state_dict()),
-            "noise_gen": None if self._noise_gen is None else self._noise_gen.get_state(),
-            "search_gen": self._search_gen.get_state(),
-            "kernel": copy.deepcopy(self.kernel.state_dict()) if self.config.hyperparameter_fit is not None else None,
-        }
-
-    def _restore(self, saved: dict[str, Any]) -> None:
-        for k, v in saved["attrs"].items():
-            setattr(self, k, v)
-        self.theta = saved["theta"]
-        self._optimizer = make_step_optimizer(self.theta, self.config.step_rule, self.config.step_size)
-        self._optimizer.load_state_dict(saved["optimizer"])
-        self.ledger.load_state_dict(saved["ledger"])
-        if saved["noise_gen"] is not None:
-            self._noise_gen.set_state(saved["noise_gen"])
-        self._search_gen.set_state(saved["search_gen"])
-        if saved["kernel"] is not None:
-            self.kernel.load_state_dict(saved["kernel"])
-
     def state_dict(self) -> dict[str, Any]:
-        r"""Full state as written to the checkpoint (SENSITIVE): ``meta`` (JSON-able: public
-        state, config, ledger, generator states, run id), ``gp`` (``X``, the Cholesky factor,
-        the kernel's tensors) and ``loss_blocks`` (the per-batch per-user losses)."""
-        config_json = self._config_json if self._config_json is not None else config_to_json(self.config)
-        fingerprint = self._kernel_fingerprint or kernel_fingerprint(self.kernel)
-        meta = {
-            "format": ckpt.FORMAT,
-            "schema_version": ckpt.SCHEMA_VERSION,
-            "version": STATE_VERSION,
-            "run_id": self.run_id,
-            "config": config_json,
-            "config_fingerprint": json_fingerprint(config_json),
-            "kernel": {
-                "spec": kernel_spec(self.kernel),
-                "fingerprint": fingerprint,
-                "noise_variance": float(self.noise_variance).hex(),
-                "standardize": self._standardize,
-            },
-            "iteration": self.iteration,
-            "theta": ckpt.tensor_to_json(self.theta),
-            "iterates": ckpt.tensor_to_json(torch.stack(self._iterates)),
-            "pending": None if self._pending is None else ckpt.tensor_to_json(self._pending),
-            "batch_sizes": list(self._batch_sizes),
-            "traces": [float(t).hex() for t in self._traces],
-            "released": ckpt.tensor_to_json(self._released_matrix()),
-            "diagnostics": encode_diagnostics(self._diag),
-            "step_optimizer": encode_value(self._optimizer.state_dict()),
-            "ledger": self.ledger.state_dict(),
-            "noise_generator": ckpt.generator_to_json(self._noise_gen),
-            "search_generator": ckpt.generator_to_json(self._search_gen),
-        }
-        gp = {"X": self._X, "L": self._gp.L}  # the factor is restored as is: refactorizing changes bits
-        gp.update({f"kernel.{k}": v.to(torch.float64) for k, v in kernel_tensors(self.kernel).items()})
-        return {"meta": meta, "gp": gp, "loss_blocks": list(self._Y_blocks)}
-
-    def _released_matrix(self) -> Tensor:
-        return torch.stack(self._released) if self._released else torch.empty(0, self.dim, dtype=torch.float64)
+        r"""Full state as written to the checkpoint (SENSITIVE; see ``run_state.encode_state``)."""
+        return encode_state(self)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        r"""Restore a state produced by ``state_dict`` (e.g. read by ``checkpoint.load_state``).
-
-        Every field is checked (type, shape, finiteness, consistency with the config and
-        with the other fields); a ``ValueError`` names the first field that is wrong, and
-        nothing is changed then.
-        """
-        checked = check_state(
-            state, config=self.config, kernel=self.kernel, has_noise_generator=self._noise_gen is not None
-        )
-        meta, X, L, blocks = checked["meta"], checked["X"], checked["L"], checked["blocks"]
-        T, theta, iterates, pending = checked["T"], checked["theta"], checked["iterates"], checked["pending"]
-        sizes, traces, released, diag = checked["sizes"], checked["traces"], checked["released"], checked["diag"]
-        kernel_tensors_, optimizer, ledger_state = checked["kernel_tensors"], checked["optimizer"], checked["ledger_state"]
-        noise_gen, search_gen, n = checked["noise_gen"], checked["search_gen"], checked["n"]
-        # all checked: assign
-        self.run_id = meta["run_id"]
-        self.iteration, self.theta, self._iterates, self._pending = T, theta, list(iterates), pending
-        self._batch_sizes, self._traces, self._released, self._diag = list(sizes), traces, list(released), diag
-        self._X, self._Y_blocks = X, blocks
-        self.kernel.load_state_dict({**self.kernel.state_dict(), **kernel_tensors_})
-        self._optimizer = optimizer
-        self.ledger.load_state_dict(ledger_state)
-        if noise_gen is not None:
-            self._noise_gen.set_state(noise_gen)
-        self._search_gen.set_state(search_gen)
-        self._gp = GradientGP.from_factor(X, L, self.kernel, self.noise_variance, jitter=self.config.jitter)
-        self._mechanism = None if n is None else self._make_mechanism(n)
+        r"""Restore a ``state_dict``, every field checked first (``run_state.apply_state``)."""
+        apply_state(self, state)
 
     def _save_checkpoint(self) -> None:
         if self.checkpoint_dir is not None:
@@ -475,26 +349,4 @@ class DPGIBO:
         Returns:
             A ``DPGIBO`` in the saved state that keeps checkpointing to the same directory.
         """
-        state = load_state(checkpoint_dir)
-        meta = state["meta"]
-        config, budget = resume_config(state, config, ledger)
-        init_config = config if ledger is None else dataclasses.replace(config, privacy_budget_mu=None)
-        with warnings.catch_warnings():
-            if config.unsafe_allow_sensitive_fitting:
-                warnings.simplefilter("ignore")  # already warned when the run started
-            opt = cls(init_config, checkpoint_dir=checkpoint_dir, ledger=ledger)
-        opt.config = dataclasses.replace(config, privacy_budget_mu=budget) if ledger is None else config
-        if opt._config_json is not None and ledger is None:
-            opt._config_json = config_to_json(opt.config)
-        opt._kernel_fingerprint = meta["kernel"]["fingerprint"]
-        opt.load_state_dict(state)
-        opt.ledger.validation_mu_budget = budget
-        opt._committed = committed_records(checkpoint_dir)
-        return opt
-
-
-#: Attributes that ``ask``/``tell`` replace (never mutate in place), restored when they fail.
-_MUTABLE = (
-    "iteration", "_iterates", "_X", "_Y_blocks", "_gp", "_pending", "_batch_sizes", "_traces",
-    "_released", "_diag", "_mechanism", "_committed",
-)
+        return resume_run(cls, checkpoint_dir, config, ledger)

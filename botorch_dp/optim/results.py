@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from botorch_dp.privacy.mechanisms import ReleaseDiagnostics
+from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, ReleaseDiagnostics
 
 
 @dataclass
@@ -36,6 +37,18 @@ class PrivacyGuarantee:
     noise_multiplier: float
     num_steps: int
     holds: bool = True
+
+    @classmethod
+    def of(
+        cls, *, mu: float, delta: float, mechanism: GaussianGradientMechanism, released: bool, num_steps: int, holds: bool
+    ) -> PrivacyGuarantee:
+        r"""The guarantee of ``mu``-GDP at ``delta``, with the noise read from ``mechanism``
+        (``noise_std`` is 0 until something was ``released``)."""
+        return cls(
+            mu=mu, epsilon=gdp_epsilon(mu, delta), delta=delta,
+            noise_std=mechanism.noise_std if released else 0.0,
+            noise_multiplier=mechanism.noise_multiplier, num_steps=num_steps, holds=holds,
+        )
 
 
 @dataclass

@@ -5,25 +5,39 @@ Nothing here unpickles: kernels are rebuilt from ``_KERNELS`` only."""
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
-import hashlib
 import json
 import math
 import numbers
 import os
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from gpytorch.kernels import Kernel, LinearKernel, MaternKernel, PolynomialKernel, RBFKernel, RQKernel, ScaleKernel
+from gpytorch.kernels import Kernel
 from torch import Tensor
 
+from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim import checkpoint as ckpt
-
+from botorch_dp.optim.checkpoint import (
+    build_kernel,
+    json_fingerprint,
+    kernel_fingerprint,
+    kernel_spec,
+    kernel_tensors,
+    load_state,
+)
 from botorch_dp.optim.config import DPGIBOConfig, resolve_model
 from botorch_dp.optim.step_rules import make_step_optimizer
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.mechanisms import ReleaseDiagnostics
+
+if TYPE_CHECKING:
+    from botorch_dp.optim.dp_gibo import DPGIBO
 
 #: Version of ``DPGIBO.state_dict`` (3: JSON + safetensors, per-batch loss blocks, run id).
 STATE_VERSION = 3
@@ -38,9 +52,6 @@ META_KEYS = {
 #: object (its state comes from the checkpoint) and the unsafe fitting callable (its presence
 #: is compared).
 _RESUME_MAY_DIFFER = {"privacy_budget_mu", "hyperparameter_fit"}
-_KERNELS: dict[str, type[Kernel]] = {
-    k.__name__: k for k in (RBFKernel, MaternKernel, PolynomialKernel, RQKernel, LinearKernel, ScaleKernel)
-}
 
 
 def committed_records(directory: str | os.PathLike) -> dict[str, Any]:
@@ -52,77 +63,6 @@ def committed_records(directory: str | os.PathLike) -> dict[str, Any]:
 def budget_of_ledger_state(ledger_state: Any) -> float | None:
     budget = ledger_state.get("validation_mu_budget") if isinstance(ledger_state, dict) else None
     return None if budget is None else float(budget)
-
-
-def json_fingerprint(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, allow_nan=True).encode("utf-8")).hexdigest()
-
-
-def kernel_spec(kernel: Kernel) -> dict[str, Any]:
-    r"""Class and settings of an allow-listed GPyTorch kernel (``ValueError`` for any other)."""
-    name = type(kernel).__name__
-    if _KERNELS.get(name) is not type(kernel):
-        raise ValueError(
-            f"kernel: {name} cannot be stored in a checkpoint; allowed are {sorted(_KERNELS)} "
-            "(or pass the config again on resume)."
-        )
-    if len(kernel.batch_shape) != 0:
-        raise ValueError("kernel: batched kernels cannot be stored in a checkpoint.")
-    spec: dict[str, Any] = {
-        "class": name,
-        "ard_num_dims": kernel.ard_num_dims,
-        "active_dims": None if kernel.active_dims is None else [int(i) for i in kernel.active_dims.tolist()],
-        "constraints": {
-            k: [
-                type(c).__name__,
-                getattr(getattr(c, "_transform", None), "__name__", None),
-                [float(v).hex() for v in torch.stack([c.lower_bound, c.upper_bound]).reshape(-1).tolist()],
-            ]
-            for k, c in kernel.named_constraints()
-        },
-    }
-    if isinstance(kernel, MaternKernel):
-        spec["nu"] = float(kernel.nu).hex()
-    if isinstance(kernel, PolynomialKernel):
-        spec["power"] = int(kernel.power)
-    if isinstance(kernel, ScaleKernel):
-        spec["base"] = kernel_spec(kernel.base_kernel)
-    return spec
-
-
-def kernel_tensors(kernel: Kernel) -> dict[str, Tensor]:
-    r"""The kernel's hyperparameters (raw parameters; constraint bounds are in the spec)."""
-    return {k: v.detach() for k, v in kernel.named_parameters()}
-
-
-def kernel_fingerprint(kernel: Kernel) -> str:
-    r"""SHA-256 of the kernel's class, settings and exact hyperparameter values."""
-    spec = kernel_spec(kernel)
-    values = {k: [float(x).hex() for x in v.to(torch.float64).reshape(-1).tolist()] for k, v in kernel_tensors(kernel).items()}
-    return json_fingerprint({"spec": spec, "values": values})
-
-
-def _build_kernel(spec: Any) -> Kernel:
-    if not isinstance(spec, dict) or spec.get("class") not in _KERNELS:
-        raise ValueError(f"Checkpoint field 'kernel': class not in the allow-list {sorted(_KERNELS)}.")
-    kw: dict[str, Any] = {"ard_num_dims": spec.get("ard_num_dims"), "active_dims": spec.get("active_dims")}
-    name = spec["class"]
-    if name == "MaternKernel":
-        kw["nu"] = ckpt.float_from_json(spec.get("nu"), "kernel.nu")
-    if name == "PolynomialKernel":
-        kw["power"] = spec.get("power")
-    if name == "ScaleKernel":
-        kw = {"base_kernel": _build_kernel(spec.get("base"))}
-    try:
-        kernel = _KERNELS[name](**kw)
-    except Exception as err:
-        raise ValueError(f"Checkpoint field 'kernel': cannot build {name}: {err}") from None
-    if kernel_spec(kernel) != spec:
-        raise ValueError(
-            f"Checkpoint field 'kernel': the stored {name} has settings or constraints that cannot be "
-            "rebuilt from the checkpoint; pass the config on resume."
-        )
-    return kernel
 
 
 def encode_value(value: Any) -> Any:
@@ -201,7 +141,7 @@ def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, re
             continue
         values[name] = decode_value(value, f"config.{name}")
     if stored["kernel"] is not None:
-        kernel = _build_kernel(kernel_meta["spec"])
+        kernel = build_kernel(kernel_meta["spec"])
         tensors = {k.removeprefix("kernel."): v for k, v in gp.items() if k.startswith("kernel.")}
         if set(tensors) != set(kernel_tensors(kernel)):
             raise ValueError("Checkpoint kernel tensors do not match the kernel's hyperparameters.")
@@ -353,3 +293,143 @@ def encode_diagnostics(diagnostics: list[ReleaseDiagnostics]) -> list[dict[str, 
         }
         for dg in diagnostics
     ]
+
+
+# ---------------------------------------------------------------- DPGIBO state (its private companion)
+#: Attributes that ``ask``/``tell`` replace (never mutate in place), restored when they fail.
+_MUTABLE = (
+    "iteration", "_iterates", "_X", "_Y_blocks", "_gp", "_pending", "_batch_sizes", "_traces",
+    "_released", "_diag", "_mechanism", "_committed",
+)
+
+
+def snapshot(opt: DPGIBO) -> dict[str, Any]:
+    r"""What ``ask``/``tell`` may change, to restore it exactly when they fail."""
+    return {
+        "attrs": {k: getattr(opt, k) for k in _MUTABLE},
+        "theta": opt.theta.clone(),
+        "optimizer": copy.deepcopy(opt._optimizer.state_dict()),
+        "ledger": copy.deepcopy(opt.ledger.state_dict()),
+        "noise_gen": None if opt._noise_gen is None else opt._noise_gen.get_state(),
+        "search_gen": opt._search_gen.get_state(),
+        "kernel": copy.deepcopy(opt.kernel.state_dict()) if opt.config.hyperparameter_fit is not None else None,
+    }
+
+
+def restore(opt: DPGIBO, saved: dict[str, Any]) -> None:
+    for k, v in saved["attrs"].items():
+        setattr(opt, k, v)
+    opt.theta = saved["theta"]
+    opt._optimizer = make_step_optimizer(opt.theta, opt.config.step_rule, opt.config.step_size)
+    opt._optimizer.load_state_dict(saved["optimizer"])
+    opt.ledger.load_state_dict(saved["ledger"])
+    if saved["noise_gen"] is not None:
+        opt._noise_gen.set_state(saved["noise_gen"])
+    opt._search_gen.set_state(saved["search_gen"])
+    if saved["kernel"] is not None:
+        opt.kernel.load_state_dict(saved["kernel"])
+
+
+def encode_state(opt: DPGIBO) -> dict[str, Any]:
+    r"""Full state as written to the checkpoint (SENSITIVE): ``meta`` (JSON-able: public
+    state, config, ledger, generator states, run id), ``gp`` (``X``, the Cholesky factor,
+    the kernel's tensors) and ``loss_blocks`` (the per-batch per-user losses)."""
+    config_json = opt._config_json if opt._config_json is not None else config_to_json(opt.config)
+    fingerprint = opt._kernel_fingerprint or kernel_fingerprint(opt.kernel)
+    meta = {
+        "format": ckpt.FORMAT,
+        "schema_version": ckpt.SCHEMA_VERSION,
+        "version": STATE_VERSION,
+        "run_id": opt.run_id,
+        "config": config_json,
+        "config_fingerprint": json_fingerprint(config_json),
+        "kernel": {
+            "spec": kernel_spec(opt.kernel),
+            "fingerprint": fingerprint,
+            "noise_variance": float(opt.noise_variance).hex(),
+            "standardize": opt._standardize,
+        },
+        "iteration": opt.iteration,
+        "theta": ckpt.tensor_to_json(opt.theta),
+        "iterates": ckpt.tensor_to_json(torch.stack(opt._iterates)),
+        "pending": None if opt._pending is None else ckpt.tensor_to_json(opt._pending),
+        "batch_sizes": list(opt._batch_sizes),
+        "traces": [float(t).hex() for t in opt._traces],
+        "released": ckpt.tensor_to_json(_released_matrix(opt)),
+        "diagnostics": encode_diagnostics(opt._diag),
+        "step_optimizer": encode_value(opt._optimizer.state_dict()),
+        "ledger": opt.ledger.state_dict(),
+        "noise_generator": ckpt.generator_to_json(opt._noise_gen),
+        "search_generator": ckpt.generator_to_json(opt._search_gen),
+    }
+    gp = {"X": opt._X, "L": opt._gp.L}  # the factor is restored as is: refactorizing changes bits
+    gp.update({f"kernel.{k}": v.to(torch.float64) for k, v in kernel_tensors(opt.kernel).items()})
+    return {"meta": meta, "gp": gp, "loss_blocks": list(opt._Y_blocks)}
+
+
+def _released_matrix(opt: DPGIBO) -> Tensor:
+    return torch.stack(opt._released) if opt._released else torch.empty(0, opt.dim, dtype=torch.float64)
+
+
+def apply_state(opt: DPGIBO, state: dict[str, Any]) -> None:
+    r"""Restore a state produced by ``state_dict`` (e.g. read by ``checkpoint.load_state``).
+
+    Every field is checked (type, shape, finiteness, consistency with the config and
+    with the other fields); a ``ValueError`` names the first field that is wrong, and
+    nothing is changed then.
+    """
+    checked = check_state(
+        state, config=opt.config, kernel=opt.kernel, has_noise_generator=opt._noise_gen is not None
+    )
+    meta, X, L, blocks = checked["meta"], checked["X"], checked["L"], checked["blocks"]
+    T, theta, iterates, pending = checked["T"], checked["theta"], checked["iterates"], checked["pending"]
+    sizes, traces, released, diag = checked["sizes"], checked["traces"], checked["released"], checked["diag"]
+    kernel_tensors_, optimizer, ledger_state = checked["kernel_tensors"], checked["optimizer"], checked["ledger_state"]
+    noise_gen, search_gen, n = checked["noise_gen"], checked["search_gen"], checked["n"]
+    # all checked: assign
+    opt.run_id = meta["run_id"]
+    opt.iteration, opt.theta, opt._iterates, opt._pending = T, theta, list(iterates), pending
+    opt._batch_sizes, opt._traces, opt._released, opt._diag = list(sizes), traces, list(released), diag
+    opt._X, opt._Y_blocks = X, blocks
+    opt.kernel.load_state_dict({**opt.kernel.state_dict(), **kernel_tensors_})
+    opt._optimizer = optimizer
+    opt.ledger.load_state_dict(ledger_state)
+    if noise_gen is not None:
+        opt._noise_gen.set_state(noise_gen)
+    opt._search_gen.set_state(search_gen)
+    opt._gp = GradientGP.from_factor(X, L, opt.kernel, opt.noise_variance, jitter=opt.config.jitter)
+    opt._mechanism = None if n is None else opt._make_mechanism(n)
+
+
+def resume_run(
+    cls: type[DPGIBO], checkpoint_dir: str | os.PathLike, config: DPGIBOConfig | None, ledger: PrivacyLedger | None
+) -> DPGIBO:
+    r"""``DPGIBO.resume``: load and check the checkpoint, then rebuild the run in its state."""
+    state = load_state(checkpoint_dir)
+    meta = state["meta"]
+    config, budget = resume_config(state, config, ledger)
+    init_config = config if ledger is None else dataclasses.replace(config, privacy_budget_mu=None)
+    with warnings.catch_warnings():
+        if config.unsafe_allow_sensitive_fitting:
+            warnings.simplefilter("ignore")  # already warned when the run started
+        opt = cls(init_config, checkpoint_dir=checkpoint_dir, ledger=ledger)
+    opt.config = dataclasses.replace(config, privacy_budget_mu=budget) if ledger is None else config
+    if opt._config_json is not None and ledger is None:
+        opt._config_json = config_to_json(opt.config)
+    opt._kernel_fingerprint = meta["kernel"]["fingerprint"]
+    opt.load_state_dict(state)
+    opt.ledger.validation_mu_budget = budget
+    opt._committed = committed_records(checkpoint_dir)
+    return opt
+
+
+@contextlib.contextmanager
+def rollback_on_error(opt: DPGIBO) -> Iterator[None]:
+    r"""Run the block; if it raises, put back everything ``ask``/``tell`` may have changed
+    (attributes, θ, step-rule state, ledger, generators, kernel) and re-raise."""
+    saved = snapshot(opt)
+    try:
+        yield
+    except BaseException:
+        restore(opt, saved)
+        raise

@@ -7,11 +7,10 @@ needs torch, and imports it when called, so that ``privacy.analysis`` stays floa
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import math
 import numbers
 import operator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 #: How non-finite per-user losses are handled (``DPGIBOConfig.nonfinite_losses``).
@@ -192,7 +191,9 @@ def check_losses(
 
 def empty_batch_losses(objective: Callable[[Tensor], Tensor], X: Tensor) -> Tensor:
     r"""The ``0 x n`` losses of an empty first batch, from the objective itself."""
-    from torch import Tensor  # torch stays out of this module's import (the analysis is pure float)
+    from torch import (
+        Tensor,  # torch stays out of this module's import (the analysis is pure float)
+    )
 
     try:
         losses = objective(X)
@@ -207,3 +208,36 @@ def empty_batch_losses(objective: Callable[[Tensor], Tensor], X: Tensor) -> Tens
             "must return a 0 x n tensor for the empty batch."
         )
     return losses
+
+
+def check_told_batch(
+    points: Tensor, losses: Tensor, pending: Tensor, num_users: int | None, nonfinite: str
+) -> tuple[Tensor, Tensor]:
+    r"""The asked points and a float64 CPU COPY of the told losses (detached from any
+    autograd graph, so a caller reusing its buffer cannot change what is stored), or a
+    ``ValueError`` naming the problem.
+
+    Args:
+        points: What the caller passed as the points; must equal ``pending``.
+        losses: What the caller passed as the ``b x n`` losses (tensor, array or list).
+        pending: The points of the last ``ask``.
+        num_users: ``n`` of earlier batches (``None`` before the first).
+        nonfinite: ``DPGIBOConfig.nonfinite_losses``.
+    """
+    import torch
+
+    try:
+        points = torch.as_tensor(points).detach().to("cpu", torch.float64)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise ValueError(f"points must be the tensor returned by ask(), got {type(points).__name__}.") from err
+    if points.shape != pending.shape or not torch.allclose(points, pending):
+        raise ValueError("tell() must receive the points returned by the last ask().")
+    try:  # Python lists become float64 (torch's default float32 would round them)
+        as_list = isinstance(losses, (list, tuple))
+        losses = torch.as_tensor(losses, dtype=torch.float64 if as_list else None).detach()
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise ValueError(f"losses must be a (num_points x num_users) tensor, got {type(losses).__name__}.") from err
+    if losses.dim() == 2 and losses.shape[0] == 0 and num_users is not None:
+        losses = losses.reshape(0, num_users)
+    check_losses(losses, points.shape[0], num_users, nonfinite=nonfinite)
+    return pending.clone(), losses.to(device="cpu", dtype=torch.float64, copy=True)
