@@ -1,7 +1,7 @@
 r"""What a DP-GIBO checkpoint stores besides tensors: the config as exact JSON, the kernel as
 an allow-listed spec with a fingerprint, and the checks that refuse a changed run on resume.
 
-Nothing here unpickles: kernels are rebuilt from ``_KERNELS`` only."""
+Nothing here unpickles: kernels are rebuilt from the allow-list in ``checkpoint`` only."""
 
 from __future__ import annotations
 
@@ -48,9 +48,8 @@ META_KEYS = {
     "theta", "iterates", "pending", "batch_sizes", "traces", "released", "diagnostics", "step_optimizer",
     "ledger", "noise_generator", "search_generator",
 }
-#: Config fields that may differ on resume: the budget (only tightened), the noise generator
-#: object (its state comes from the checkpoint) and the unsafe fitting callable (its presence
-#: is compared).
+#: Config fields that may differ on resume: the budget (only tightened) and the unsafe
+#: fitting callable (only its presence is compared).
 _RESUME_MAY_DIFFER = {"privacy_budget_mu", "hyperparameter_fit"}
 
 
