@@ -36,6 +36,7 @@ from botorch_dp.optim.run_state import (
     config_to_json,
     encode_state,
     kernel_fingerprint,
+    released_matrix,
     resume_run,
     rollback_on_error,
 )
@@ -299,7 +300,7 @@ class DPGIBO:
             evaluation_points=self._X.clone(),
             batch_sizes=list(self._batch_sizes),
             posterior_traces=list(self._traces),
-            released_gradients=torch.stack(self._released) if self._released else torch.empty(0, d, dtype=torch.float64),
+            released_gradients=released_matrix(self),
             guarantee=self.guarantee(),
         )
         diagnostics = None

@@ -354,7 +354,7 @@ def encode_state(opt: DPGIBO) -> dict[str, Any]:
         "pending": None if opt._pending is None else ckpt.tensor_to_json(opt._pending),
         "batch_sizes": list(opt._batch_sizes),
         "traces": [float(t).hex() for t in opt._traces],
-        "released": ckpt.tensor_to_json(_released_matrix(opt)),
+        "released": ckpt.tensor_to_json(released_matrix(opt)),
         "diagnostics": encode_diagnostics(opt._diag),
         "step_optimizer": encode_value(opt._optimizer.state_dict()),
         "ledger": opt.ledger.state_dict(),
@@ -366,7 +366,8 @@ def encode_state(opt: DPGIBO) -> dict[str, Any]:
     return {"meta": meta, "gp": gp, "loss_blocks": list(opt._Y_blocks)}
 
 
-def _released_matrix(opt: DPGIBO) -> Tensor:
+def released_matrix(opt: DPGIBO) -> Tensor:
+    r"""The ``t x d`` released gradients of the run so far (public)."""
     return torch.stack(opt._released) if opt._released else torch.empty(0, opt.dim, dtype=torch.float64)
 
 
