@@ -40,7 +40,7 @@ def test_noisy_gd_noise_std_matches_2B_sqrtT_over_n_mu():
     n, d, T, B, mu = 50, 5, 400, 1.0, 2.0
     zero = lambda X: torch.zeros(X.shape[0], n, d, dtype=torch.float64)
     bounds = torch.tensor([[-1e6] * d, [1e6] * d], dtype=torch.float64)
-    res = noisy_gradient_descent(zero, bounds, num_iterations=T, clip_bound=B, step_size=1e-3, privacy_mu=mu)
+    res = noisy_gradient_descent(zero, bounds, num_iterations=T, clip_bound=B, step_size=1e-3, privacy_mu=mu, seed=0)
     expected = 2 * B * math.sqrt(T) / (n * mu)  # = 0.4
     g = res.history.extras["released_gradients"]  # pure noise: T x d = 2000 draws
     assert res.history.extras["noise_std"] == pytest.approx(expected)
