@@ -91,7 +91,7 @@ class AMPConfig:
             raise ValueError(f"AMPConfig.fit_intercept must be a bool, got {self.fit_intercept!r}.")
         put("clip", check_positive(self.clip, "AMPConfig.clip (C)", allow_inf=False))
         put("feature_bound", check_positive(self.feature_bound, "AMPConfig.feature_bound (R)", allow_inf=False))
-        put("lam", check_greater(self.lam, f"AMPConfig.lam (λ, must exceed β = {self.beta:g})", self.beta))
+        put("lam", check_greater(self.lam, "AMPConfig.lam (λ > β)", self.beta))
         put("sigma", check_positive(self.sigma, "AMPConfig.sigma (σ)", allow_inf=False))
         put("sigma_out", check_positive(self.sigma_out, "AMPConfig.sigma_out (σ_out)", allow_inf=False))
         put("tau", check_positive(self.tau, "AMPConfig.tau (τ)", allow_inf=False))
@@ -300,51 +300,115 @@ def perturbed_objective(
     Returns:
         The scalar ``L^P(θ)`` (0-d tensor) and the ``d`` gradient ``∇L^P(θ)``.
     """
-    theta = theta.to(torch.float64)
-    row_norm = torch.linalg.vector_norm(features, dim=1)
-    value, slope = clipped_glm_loss(features @ theta, y, row_norm, loss=config.loss, clip=config.clip)
-    objective = value.sum() + 0.5 * config.lam * theta.dot(theta) + perturbation.dot(theta)
-    gradient = features.transpose(0, 1) @ slope + config.lam * theta + perturbation
-    return objective, gradient
+    return _Objective(features, y, perturbation, config).value_and_gradient(theta.to(torch.float64))
+
+
+class _Objective:
+    r"""``L^P`` on fixed data: value, exact gradient, Hessian-vector products (float64)."""
+
+    def __init__(self, features: Tensor, y: Tensor, perturbation: Tensor, config: AMPConfig) -> None:
+        self.features, self.y, self.b, self.config = features, y, perturbation, config
+        self.row_norm = torch.linalg.vector_norm(features, dim=1)
+
+    def _margins(self, theta: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        u = self.features @ theta
+        value, slope = clipped_glm_loss(u, self.y, self.row_norm, loss=self.config.loss, clip=self.config.clip)
+        return u, value, slope
+
+    def value_and_gradient(self, theta: Tensor) -> tuple[Tensor, Tensor]:
+        _, value, slope = self._margins(theta)
+        objective = value.sum() + 0.5 * self.config.lam * theta.dot(theta) + self.b.dot(theta)
+        return objective, self.features.transpose(0, 1) @ slope + self.config.lam * theta + self.b
+
+    def gradient(self, theta: Tensor) -> Tensor:
+        return self.value_and_gradient(theta)[1]
+
+    def curvature(self, theta: Tensor) -> Tensor:
+        r"""The ``n`` weights ``f_C''(x̃_iᵀθ)`` (0 on the linear pieces) of the Hessian."""
+        u = self.features @ theta
+        k = self.config.clip / self.row_norm
+        if self.config.loss == "squared":
+            return ((u - self.y).abs() < k).to(torch.float64)
+        p = torch.sigmoid(u)
+        return p * (1.0 - p) * ((p - self.y).abs() < k)
+
+
+def _newton_step(objective: _Objective, theta: Tensor, grad: Tensor) -> Tensor:
+    r"""One Newton-CG step with a line search that uses gradients only.
+
+    The direction solves ``H p = −g`` by conjugate gradients with Hessian-vector products
+    ``X̃ᵀ(w ⊙ X̃v) + λv``; the step length is the root of the directional derivative
+    ``∇L^P(θ + αp)ᵀp`` (increasing in ``α``: ``L^P`` is convex). No function values are
+    compared, so it keeps converging where float64 can no longer resolve the decrease of
+    ``L^P`` (large ``n``), where L-BFGS's line search stops.
+    """
+    from scipy.optimize import brentq
+    from scipy.sparse.linalg import LinearOperator, cg
+
+    d = theta.shape[0]
+    weights = objective.curvature(theta)
+    features, lam = objective.features, objective.config.lam
+
+    def hvp(v: np.ndarray) -> np.ndarray:
+        v_t = torch.as_tensor(np.asarray(v, dtype=np.float64).reshape(-1))
+        return (features.transpose(0, 1) @ (weights * (features @ v_t)) + lam * v_t).numpy()
+
+    direction, _ = cg(LinearOperator((d, d), matvec=hvp, dtype=np.float64), -grad.numpy(),
+                      rtol=1e-12, maxiter=min(10 * d, 1000))
+    p = torch.as_tensor(direction, dtype=torch.float64)
+    if not bool(torch.isfinite(p).all()) or float(p.dot(grad)) >= 0.0:
+        p = -grad  # steepest descent: always a descent direction
+    full = objective.gradient(theta + p)
+    if float(full.norm()) <= 0.5 * float(grad.norm()):
+        return theta + p  # the Newton step is good enough: no line search
+
+    def slope(alpha: float) -> float:
+        return float(objective.gradient(theta + alpha * p).dot(p))
+
+    hi = 1.0
+    for _ in range(60):  # bracket the root of the increasing directional derivative
+        if slope(hi) >= 0.0:
+            break
+        hi *= 2.0
+    alpha = brentq(slope, 0.0, hi, xtol=1e-15 * hi, rtol=1e-15, maxiter=200) if slope(hi) > 0 else hi
+    return theta + alpha * p
 
 
 def _minimise(features: Tensor, y: Tensor, b: Tensor, config: AMPConfig) -> tuple[Tensor, float, int]:
-    r"""L-BFGS (scipy, float64) until the exact ``‖∇L^P‖₂ ≤ τ`` or ``max_iter`` iterations.
+    r"""Minimise ``L^P`` until the exact ``‖∇L^P‖₂ ≤ τ``, in at most ``max_iter`` iterations.
 
-    Runs restart from the last point (a fresh curvature memory), which is free: only the
-    final check matters. Returns ``(θ̃, ‖∇L^P(θ̃)‖₂, iterations)``; raises
-    ``AMPNotConvergedError`` when the budget of iterations runs out first.
+    L-BFGS-B (scipy, float64) first; where it stops short of ``τ`` (typically because
+    float64 no longer resolves the decrease of a large sum, ``n ≳ 10⁵``), Newton-CG steps
+    with a gradient-only line search continue from its point. Changing the solver is free:
+    only the final check matters. Returns ``(θ̃, ‖∇L^P(θ̃)‖₂, iterations)``; raises
+    ``AMPNotConvergedError`` when the iterations run out first.
     """
+    objective = _Objective(features, y, b, config)
     d = features.shape[1]
-    row_norm = torch.linalg.vector_norm(features, dim=1)
 
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
-        theta = torch.tensor(x, dtype=torch.float64)
-        value, slope = clipped_glm_loss(features @ theta, y, row_norm, loss=config.loss, clip=config.clip)
-        obj = value.sum() + 0.5 * config.lam * theta.dot(theta) + b.dot(theta)
-        grad = features.transpose(0, 1) @ slope + config.lam * theta + b
-        return float(obj), grad.numpy()
+        value, grad = objective.value_and_gradient(torch.tensor(x, dtype=torch.float64))
+        return float(value), grad.numpy()
 
-    x = np.zeros(d)
-    used = 0
     # the ∞-norm test of L-BFGS-B at τ/(2√d) implies ‖g‖₂ ≤ τ/2, leaving room for the exact check
-    gtol = config.tau / (2.0 * math.sqrt(d))
-    while used < config.max_iter:
-        res = minimize(
-            fun, x, jac=True, method="L-BFGS-B",
-            options={"maxiter": config.max_iter - used, "maxfun": 20 * config.max_iter,
-                     "gtol": gtol, "ftol": 0.0, "maxcor": 20, "maxls": 50},
-        )
-        used += max(int(res.nit), 1)
-        x = np.asarray(res.x, dtype=np.float64)
-        theta = torch.from_numpy(x.copy())
-        grad_norm = float(torch.linalg.vector_norm(perturbed_objective(theta, features, y, b, config)[1]))
-        if grad_norm <= config.tau:
-            return theta, grad_norm, used
-    raise AMPNotConvergedError(
-        f"L-BFGS did not reach ‖∇L^P(θ̃)‖₂ ≤ τ = {config.tau:g} within max_iter = {config.max_iter} "
-        "iterations; nothing was released (raise max_iter)."
+    res = minimize(
+        fun, np.zeros(d), jac=True, method="L-BFGS-B",
+        options={"maxiter": config.max_iter, "maxfun": 20 * config.max_iter,
+                 "gtol": config.tau / (2.0 * math.sqrt(d)), "ftol": 0.0, "maxcor": 20, "maxls": 50},
     )
+    used = max(int(res.nit), 1)
+    theta = torch.tensor(res.x, dtype=torch.float64)
+    grad = objective.gradient(theta)
+    while not float(grad.norm()) <= config.tau:
+        if used >= config.max_iter or not bool(torch.isfinite(grad).all()):
+            raise AMPNotConvergedError(
+                f"The solver did not reach ‖∇L^P(θ̃)‖₂ ≤ τ = {config.tau:g} within max_iter = "
+                f"{config.max_iter} iterations; nothing was released (raise max_iter)."
+            )
+        theta = _newton_step(objective, theta, grad)
+        grad = objective.gradient(theta)
+        used += 1
+    return theta, float(grad.norm()), used
 
 
 def fit_amp(
