@@ -1,5 +1,7 @@
 r"""Pure privacy-analysis functions: μ-GDP (``gdp``), zCDP (``zcdp``), the RDP→(ε, δ)
-conversion (``rdp``) and the Rényi-DP bounds of private selection (``private_selection``).
+conversion (``rdp``), the Rényi-DP bounds of private selection (``private_selection``) and
+the RDP curves and privacy profiles of objective perturbation / AMP
+(``objective_perturbation``).
 
 No state and no torch: floats in, floats out, checked against published values and
 against ``dp_accounting``.
@@ -13,6 +15,19 @@ from botorch_dp.privacy.analysis.gdp import (
     gdp_mu,
     gdp_mu_from_noise,
 )
+from botorch_dp.privacy.analysis.objective_perturbation import (
+    amp_delta,
+    amp_epsilon,
+    amp_rdp,
+    amp_rdp_epsilon,
+    calibrate_amp,
+    gaussian_profile_delta,
+    kifer_delta,
+    objpert_delta,
+    objpert_epsilon,
+    objpert_rdp,
+    objpert_rdp_epsilon,
+)
 from botorch_dp.privacy.analysis.private_selection import (
     DISTRIBUTIONS,
     per_trial_mu_for_epsilon,
@@ -23,7 +38,11 @@ from botorch_dp.privacy.analysis.private_selection import (
     tnb_log_pmf,
     tnb_mean,
 )
-from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
+from botorch_dp.privacy.analysis.rdp import (
+    DEFAULT_RDP_ORDERS,
+    rdp_curve_epsilon,
+    rdp_to_epsilon,
+)
 from botorch_dp.privacy.analysis.zcdp import (
     compose_zcdp,
     gaussian_zcdp,
@@ -33,19 +52,32 @@ from botorch_dp.privacy.analysis.zcdp import (
 )
 
 __all__ = [
+    "DEFAULT_RDP_ORDERS",
     "DISTRIBUTIONS",
+    "amp_delta",
+    "amp_epsilon",
+    "amp_rdp",
+    "amp_rdp_epsilon",
+    "calibrate_amp",
     "compose_gdp",
     "compose_zcdp",
     "gaussian_noise_std_for_mu",
+    "gaussian_profile_delta",
     "gaussian_zcdp",
     "gdp_delta",
     "gdp_epsilon",
     "gdp_mu",
     "gdp_mu_from_noise",
     "gdp_to_zcdp",
+    "kifer_delta",
+    "objpert_delta",
+    "objpert_epsilon",
+    "objpert_rdp",
+    "objpert_rdp_epsilon",
     "per_trial_mu_for_epsilon",
     "private_selection_epsilon",
     "private_selection_rdp",
+    "rdp_curve_epsilon",
     "rdp_to_epsilon",
     "sample_num_trials",
     "tnb_gamma_for_mean",

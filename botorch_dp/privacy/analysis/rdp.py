@@ -4,20 +4,29 @@ Pure functions on floats. A mechanism is (λ, ε'(λ))-RDP when the Rényi diver
 order λ > 1 between its output distributions on neighbouring datasets is at most ε'(λ).
 ρ-zCDP is the curve ε'(λ) = λρ (``analysis.zcdp.zcdp_epsilon_cks``); private selection
 has the Papernot–Steinke curves of ``analysis.private_selection``. Both are converted
-here.
+here, minimising over a continuous order (``rdp_to_epsilon``). Curves known only on a
+grid of orders (composed by summing, as a ledger does) are converted with the same rule
+on that grid (``rdp_curve_epsilon``, usually on ``DEFAULT_RDP_ORDERS``).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 from scipy.optimize import minimize_scalar
 
 from botorch_dp.privacy.checks import check_delta
 
-__all__ = ["rdp_to_epsilon"]
+__all__ = ["DEFAULT_RDP_ORDERS", "rdp_curve_epsilon", "rdp_to_epsilon"]
+
+#: The public grid of Rényi orders on which RDP curves are evaluated and composed:
+#: Opacus's default orders (1.1, 1.2, …, 10.9 and 12, 13, …, 63) plus 80, 128, 256 and
+#: 512, because a small ε is attained at a large order.
+DEFAULT_RDP_ORDERS: tuple[float, ...] = tuple(
+    [1.0 + x / 10.0 for x in range(1, 100)] + [float(a) for a in range(12, 64)] + [80.0, 128.0, 256.0, 512.0]
+)
 
 # The starting grid of log(λ − 1), and how far it may be extended when the minimum
 # lies on one of its ends (tiny or huge ρ).
@@ -72,3 +81,45 @@ def rdp_to_epsilon(rdp: Callable[[float], float], delta: float) -> tuple[float, 
         if res.fun < best:
             best_x, best = float(res.x), float(res.fun)
     return max(best, 0.0), 1.0 + math.exp(best_x)
+
+
+def rdp_curve_epsilon(
+    rdp_values: Sequence[float] | np.ndarray, orders: Sequence[float] | np.ndarray, delta: float
+) -> tuple[float, float]:
+    r"""Convert an RDP curve known on a grid of orders to ``(ε, δ)``-DP.
+
+    The same rule as ``rdp_to_epsilon`` (Canonne, Kamath & Steinke 2020, Prop. 12; Balle
+    et al. 2020, Thm. 21), minimised over the given orders only:
+    ``ε = min_i ε'(λ_i) + log(1 − 1/λ_i) − (log δ + log λ_i)/(λ_i − 1)``, floored at 0.
+    Use it for curves composed on a fixed public grid (sum the per-mechanism values
+    order by order first), e.g. ``DEFAULT_RDP_ORDERS``; on a grid the minimum can only
+    be larger than ``rdp_to_epsilon``'s continuous one.
+
+    Args:
+        rdp_values: ``ε'(λ_i) ≥ 0`` at each order (``math.inf`` allowed: no guarantee at
+            that order), a sequence of the same length as ``orders``.
+        orders: The orders ``λ_i > 1`` (finite).
+        delta: Target ``δ ∈ (0, 1)``.
+
+    Returns:
+        ``(ε, λ)``: the ``ε ≥ 0`` and the grid order at which it is attained
+        (``(math.inf, math.nan)`` when every value is infinite).
+    """
+    log_delta = math.log(check_delta(delta))
+    rdp_values = np.asarray(rdp_values, dtype=np.float64)
+    orders = np.asarray(orders, dtype=np.float64)
+    if orders.ndim != 1 or orders.size == 0:
+        raise ValueError(f"orders must be a non-empty 1-d sequence, got shape {orders.shape}.")
+    if rdp_values.shape != orders.shape:
+        raise ValueError(
+            f"rdp_values must have one value per order: shape {rdp_values.shape} vs orders {orders.shape}."
+        )
+    if not np.all(np.isfinite(orders) & (orders > 1.0)):
+        raise ValueError("orders must be finite and exceed 1.")
+    if np.any(np.isnan(rdp_values)) or np.any(rdp_values < 0.0):
+        raise ValueError("rdp_values must be non-negative (math.inf allowed), not NaN.")
+    eps = rdp_values + np.log1p(-1.0 / orders) - (log_delta + np.log(orders)) / (orders - 1.0)
+    if np.all(np.isinf(eps)):
+        return math.inf, math.nan
+    i = int(np.argmin(eps))
+    return max(float(eps[i]), 0.0), float(orders[i])
