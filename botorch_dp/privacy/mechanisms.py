@@ -395,6 +395,7 @@ class GaussianScoreMechanism:
 import functools  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 
+from botorch_dp.privacy.analysis.objective_perturbation import amp_rdp  # noqa: E402
 from botorch_dp.privacy.checks import check_greater, check_nonnegative  # noqa: E402
 
 
@@ -434,13 +435,6 @@ class ObjectivePerturbationRelease:
 
     theta: Tensor
     cost: RDPCost
-
-
-def _amp_rdp_curve(alpha: float, **params: float) -> float:
-    r"""``amp_rdp(α, **params)`` (the analysis module is imported on first use)."""
-    from botorch_dp.privacy.analysis.objective_perturbation import amp_rdp
-
-    return amp_rdp(alpha, **params)
 
 
 class ObjectivePerturbationMechanism:
@@ -506,7 +500,7 @@ class ObjectivePerturbationMechanism:
         description = "AMP objective perturbation (add/remove one record): " + ", ".join(
             f"{k}={v:g}" for k, v in params.items()
         )
-        return RDPCost(rdp=functools.partial(_amp_rdp_curve, **params), description=description)
+        return RDPCost(rdp=functools.partial(amp_rdp, **params), description=description)
 
     def perturbation(self) -> Tensor:
         r"""The ``d`` float64 tensor ``b ~ N(0, σ² I_d)`` (SENSITIVE until released through

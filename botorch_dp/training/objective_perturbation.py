@@ -21,6 +21,7 @@ import torch
 from scipy.optimize import minimize
 from torch import Tensor
 
+from botorch_dp.privacy.analysis.objective_perturbation import amp_epsilon, amp_rdp, amp_rdp_epsilon
 from botorch_dp.privacy.checks import check_choice, check_greater, check_positive, check_positive_int
 from botorch_dp.privacy.mechanisms import (
     AMPNotConvergedError,
@@ -152,17 +153,25 @@ class AMPResult:
     cost: RDPCost | None = None
     nonprivate_diagnostics: AMPNonPrivateDiagnostics | None = field(default=None, repr=False)
 
-    def rdp(self, alpha: float) -> float:
-        r"""``ε(α)`` of the release: ``amp_rdp(α, ...)`` at the config's parameters (α > 1)."""
-        from botorch_dp.privacy.analysis.objective_perturbation import amp_rdp
-
+    def rdp(self, alpha: float | np.ndarray) -> float | np.ndarray:
+        r"""``ε(α)`` of the release: ``amp_rdp(α, ...)`` at the config's parameters (α > 1;
+        a float or a numpy array of orders)."""
         return amp_rdp(alpha, **self.config.privacy_parameters)
 
     def epsilon(self, delta: float) -> float:
-        r"""The tight ``ε`` at ``δ`` from AMP's privacy profile (``amp_epsilon``)."""
-        from botorch_dp.privacy.analysis.objective_perturbation import amp_epsilon
-
+        r"""The tight ``ε`` at ``δ`` of this one release, from AMP's privacy profile
+        (``amp_epsilon``). Use ``rdp`` (or ``rdp_epsilon``) when composing with other runs."""
         return amp_epsilon(delta, **self.config.privacy_parameters)
+
+    def rdp_epsilon(self, delta: float) -> float:
+        r"""``ε`` at ``δ`` via the RDP curve on ``DEFAULT_RDP_ORDERS`` (``amp_rdp_epsilon``):
+        what an RDP ledger charges for this run alone (looser than ``epsilon``)."""
+        return amp_rdp_epsilon(delta, **self.config.privacy_parameters)
+
+    @property
+    def description(self) -> str:
+        r"""A description of the release for ``PrivacyLedger.record_training_mechanism``."""
+        return self.cost.description if self.cost is not None else f"AMP: {self.config}"
 
     def decision_function(self, X: Tensor) -> Tensor:
         r"""``x̃ᵀθ`` for the rows of an ``m x p`` ``X`` (rescaled as in training): ``m`` tensor."""

@@ -284,7 +284,7 @@ def test_linear_regime_output_is_the_exact_objpert_gaussian():
     x_tilde = torch.tensor([0.6, 0.0, 1.0], dtype=torch.float64)
     k = config.clip / float(x_tilde.norm())
     gen = torch.Generator().manual_seed(8)
-    m = 600
+    m = 400
     released, b_draws, out_noise = [], [], []
     for _ in range(m):
         result = _quiet_fit(X, y, config, generator=gen, nonprivate_diagnostics=True)
@@ -366,17 +366,40 @@ def test_predict_helpers():
 
 
 def test_breast_cancer_smoke_at_the_calibrated_epsilon_one_setting():
+    from botorch_dp.privacy.analysis.objective_perturbation import calibrate_amp
     from botorch_dp.tuning import load_sklearn_classification
 
+    sigma, lam = calibrate_amp(1.0, 1e-5, clip=math.sqrt(2.0), beta=0.5, sigma_out=0.15, tau=5e-4)
+    assert sigma == pytest.approx(6.852, abs=1e-3) and lam == pytest.approx(1.05**27, rel=1e-12)  # spec §3.8
+    config = AMPConfig(lam=lam, sigma=sigma)  # logistic, C = √2, unit rows + bias: β = 0.5
     data = load_sklearn_classification("breast_cancer", seed=0)
     X = torch.cat([data.X_train, data.X_val]).double()
     y = torch.cat([data.y_train, data.y_val]).double()
-    config = AMPConfig(lam=1.05**27, sigma=6.852)  # spec §3.8: ε = 1 at δ = 1e-5 (C = √2, β = 0.5)
     result = _quiet_fit(X, y, config, generator=0)
     accuracy = float((result.predict(data.X_test) == data.y_test.double()).double().mean())
     majority = max(float(data.y_test.double().mean()), 1.0 - float(data.y_test.double().mean()))
     assert majority < 0.65 and accuracy >= 0.85
+    assert result.rdp_epsilon(1e-5) <= 1.0 + 1e-9  # what the RDP ledger charges
+    assert 0.9 < result.epsilon(1e-5) < result.rdp_epsilon(1e-5)  # the profile is tighter
 
+
+def test_guarantee_is_the_amp_curve_of_the_config():
+    from botorch_dp.privacy.analysis.objective_perturbation import amp_rdp
+
+    # squared loss, R = 1, no intercept: β = 1; ObjPert part at the spec's (L, σ, β, λ) = (1, 5, 1, 20)
+    config = AMPConfig(lam=20.0, sigma=5.0, loss="squared", clip=1.0, fit_intercept=False, tau=0.05, sigma_out=0.1)
+    X, y = _logistic_data(n=40, p=2, seed=13)
+    result = _quiet_fit(X, 2.0 * y - 1.0, config, generator=0)
+    # spec §3.8: ε_OP(2) = 0.2384361, plus α(2τ/λ)²/(2σ_out²) = 2 · 0.05²/2
+    assert result.rdp(2.0) == pytest.approx(0.2384361 + 0.0025, abs=1e-7)
+    orders = np.array([1.5, 2.0, 8.0, 32.0])
+    expected = amp_rdp(orders, clip=1.0, beta=1.0, lam=20.0, sigma=5.0, tau=0.05, sigma_out=0.1)
+    np.testing.assert_allclose(result.rdp(orders), expected, rtol=1e-15)
+    np.testing.assert_allclose([result.cost.rdp(a) for a in orders], expected, rtol=1e-15)
+    # spec §3.8 (P3, Monte Carlo-checked): δ_AMP(0.5) = 0.0026836, δ_AMP(0.2) = 0.061006
+    assert result.epsilon(0.0026836) == pytest.approx(0.5, abs=2e-3)
+    assert result.epsilon(0.061006) == pytest.approx(0.2, abs=2e-3)
+    assert result.description == result.cost.description and "tau=0.05" in result.description
 
 def test_newton_refinement_needs_no_function_values():
     from botorch_dp.training.objective_perturbation import _newton_step, _Objective
