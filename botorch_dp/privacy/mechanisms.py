@@ -413,7 +413,7 @@ class RDPCost:
 
     The release is ``(α, rdp(α))``-RDP for every order ``α > 1``; record it with
     ``PrivacyLedger.record_training_mechanism(run_id, rdp=cost.rdp, description=cost.description)``
-    and convert with ``privacy.analysis.rdp.rdp_to_epsilon``.
+    and convert with ``privacy.analysis.rdp`` (``rdp_curve_epsilon`` on ``DEFAULT_RDP_ORDERS``).
 
     Attributes:
         rdp: ``α ↦ ε(α)``, a pure function of public parameters.
@@ -498,13 +498,15 @@ class ObjectivePerturbationMechanism:
             "tau": self.tau, "sigma_out": self.sigma_out,
         }
         description = "AMP objective perturbation (add/remove one record): " + ", ".join(
-            f"{k}={v:g}" for k, v in params.items()
+            f"{k}={v:.10g}" for k, v in params.items()
         )
         return RDPCost(rdp=functools.partial(amp_rdp, **params), description=description)
 
     def perturbation(self) -> Tensor:
-        r"""The ``d`` float64 tensor ``b ~ N(0, σ² I_d)`` (SENSITIVE until released through
-        ``release``: it must not leave the training routine). Drawn once per mechanism."""
+        r"""The ``d`` float64 tensor ``b ~ N(0, σ² I_d)``, drawn once per mechanism.
+
+        SENSITIVE: with ``b`` known, ``θ̃`` reveals the data's gradient; it never leaves
+        the training routine (except as flagged non-private diagnostics)."""
         if self._perturbation_drawn:
             raise RuntimeError("The perturbation b was already drawn; a new b needs a new mechanism (and budget).")
         self._perturbation_drawn = True

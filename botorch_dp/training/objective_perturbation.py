@@ -70,7 +70,8 @@ class AMPConfig:
             the other coordinates.
         sigma_out: ``σ_out > 0``, the std of the output noise.
         tau: ``τ > 0``, the tolerance on ``‖∇L^P(θ̃)‖₂``.
-        max_iter: Most L-BFGS iterations in all; beyond them ``fit_amp`` refuses.
+        max_iter: Most solver iterations in all (L-BFGS iterations plus Newton refinement
+            steps); if ``τ`` is not reached by then, ``fit_amp`` refuses to release.
     """
 
     lam: float
@@ -127,7 +128,7 @@ class AMPNonPrivateDiagnostics:
         theta_tilde: The ``d`` approximate minimiser ``θ̃`` before the output noise.
         perturbation: The ``d`` objective perturbation ``b``.
         gradient_norm: ``‖∇L^P(θ̃)‖₂`` (exact, float64; at most ``τ``).
-        iterations: L-BFGS iterations used.
+        iterations: Solver iterations used (L-BFGS plus Newton refinement steps).
     """
 
     theta_tilde: Tensor
