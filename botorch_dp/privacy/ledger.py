@@ -585,10 +585,13 @@ class PrivacyLedger:
         run = check_history_entry(noise_multiplier, sample_rate, steps, steps_name="steps")
         if run_id in self._training:
             recorded = self._training[run_id]
-            same = (
-                not isinstance(recorded, TrainingMechanism)
-                and recorded[2] == run[2]
-                and all(math.isclose(a, b, rel_tol=1e-12) for a, b in zip(recorded[:2], run[:2]))
+            if isinstance(recorded, TrainingMechanism):
+                raise ValueError(
+                    f"Training run {run_id!r} is already recorded as the mechanism "
+                    f"{recorded.description!r}, not as a DP-SGD run."
+                )
+            same = recorded[2] == run[2] and all(
+                math.isclose(a, b, rel_tol=1e-12) for a, b in zip(recorded[:2], run[:2])
             )
             if not same:
                 raise ValueError(
