@@ -4,7 +4,8 @@ r"""Privacy accountants with Opacus's interface, and helpers to compare them.
 in Opacus's accountant registry under ``"gdp_full_batch"`` (so
 ``opacus.accountants.create_accountant("gdp_full_batch")`` and
 ``PrivacyEngine(accountant="gdp_full_batch")`` find it); Opacus's ``RDPAccountant`` and
-``PRVAccountant`` can be fed the same steps for comparison.
+``PRVAccountant`` can be fed the same steps for comparison. ``dp_sgd_rdp`` gives a DP-SGD
+run's RDP curve on any order grid, which the ledger composes with other mechanisms.
 
 This is the one module of ``botorch_dp.privacy`` that imports Opacus; the ledger imports
 it only when it accounts DP-SGD training runs, so a DP-GIBO run never loads Opacus.
