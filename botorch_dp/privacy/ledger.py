@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Union
 import numpy as np
 
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon, pure_dp_to_gdp_mu
+from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS, rdp_curve_epsilon
 from botorch_dp.privacy.checks import (
     check_choice,
     check_delta,
@@ -24,7 +25,7 @@ from botorch_dp.privacy.checks import (
     check_positive,
 )
 
-__all__ = ["TRAINING_RDP_ORDERS", "PrivacyBudgetExceeded", "PrivacyLedger", "TrainingMechanism"]
+__all__ = ["TRAINING_RDP_ORDERS", "filter_order", "PrivacyBudgetExceeded", "PrivacyLedger", "TrainingMechanism"]
 
 RunId = Union[int, str]
 Run = tuple[float, float, int]
@@ -35,29 +36,44 @@ _TRAINING_ACCOUNTANTS = ("rdp", "prv")
 #: The public Rényi orders α on which every training RDP curve is evaluated and composed:
 #: Opacus's default orders 1.1, 1.2, …, 10.9, 12, 13, …, 63, plus 80, 128, 256 and 512
 #: (a small ε needs a large α).
-# TODO(merge): use rdp.DEFAULT_RDP_ORDERS
-TRAINING_RDP_ORDERS: tuple[float, ...] = tuple(
-    [1.0 + x / 10.0 for x in range(1, 100)]
-    + [float(order) for order in range(12, 64)]
-    + [80.0, 128.0, 256.0, 512.0]
-)
+#: The public order grid of the training RDP curves (``analysis.rdp.DEFAULT_RDP_ORDERS``).
+TRAINING_RDP_ORDERS: tuple[float, ...] = DEFAULT_RDP_ORDERS
 _ORDERS = np.asarray(TRAINING_RDP_ORDERS, dtype=np.float64)
 
 
 def _rdp_grid_epsilon(rdp: np.ndarray, delta: float) -> tuple[float, float | None]:
-    r"""(ε, α) of an RDP curve on ``TRAINING_RDP_ORDERS`` at ``delta``.
+    r"""(ε, α) of an RDP curve on ``TRAINING_RDP_ORDERS`` at ``delta`` (``rdp_curve_epsilon``);
+    ``(inf, None)`` when the curve is infinite at every order."""
+    epsilon, order = rdp_curve_epsilon(rdp, TRAINING_RDP_ORDERS, delta)
+    return (math.inf, None) if not math.isfinite(epsilon) else (epsilon, float(order))
 
-    The rule of ``analysis.rdp.rdp_to_epsilon`` (Balle et al. 2020; Canonne, Kamath &
-    Steinke 2020, Prop. 12), ε = min_α ε'(α) + log(1 − 1/α) − (log δ + log α)/(α − 1),
-    with the minimum taken over the grid; clipped at 0. ``(inf, None)`` when the curve
-    is infinite at every order.
+
+def _order_budgets(epsilon: float, delta: float) -> np.ndarray:
+    r"""At each grid order α, the largest summed RDP that converts to ``ε ≤ epsilon``:
+    ``epsilon − log(1 − 1/α) + (log δ + log α)/(α − 1)`` (the rule of ``rdp_curve_epsilon``)."""
+    return epsilon - np.log1p(-1.0 / _ORDERS) + (math.log(delta) + np.log(_ORDERS)) / (_ORDERS - 1.0)
+
+
+def filter_order(epsilon: float, delta: float, first_curve: np.ndarray) -> float:
+    r"""The one Rényi order at which the training budget filter works.
+
+    An RDP filter is valid for adaptively chosen mechanisms at ONE order fixed in advance
+    (Feldman & Zrnic 2021); accepting while *some* order has room is not covered by that
+    theorem, because different outcome paths could then rely on different orders. The
+    order is fixed by the budget and the FIRST training entry, which is chosen before
+    anything computed from the training data exists: the grid order at which the most
+    copies of that entry fit the budget, ``argmax_α budget(α)/ε_1(α)``. A sequence of
+    identical runs is therefore accepted exactly as long as its grid ε fits.
+
+    Args:
+        epsilon: The training ε budget.
+        delta: The training δ.
+        first_curve: The RDP of the first training entry on ``TRAINING_RDP_ORDERS``.
     """
-    # TODO(merge): use rdp.rdp_curve_epsilon
-    eps = rdp + np.log1p(-1.0 / _ORDERS) - (math.log(delta) + np.log(_ORDERS)) / (_ORDERS - 1.0)
-    best = int(np.argmin(eps))
-    if not math.isfinite(eps[best]):
-        return math.inf, None
-    return max(float(eps[best]), 0.0), float(_ORDERS[best])
+    budgets = _order_budgets(epsilon, delta)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        copies = np.where(first_curve > 0, budgets / first_curve, np.where(budgets >= 0, np.inf, -np.inf))
+    return float(_ORDERS[int(np.argmax(copies))])
 
 
 @dataclass(frozen=True)
@@ -206,12 +222,15 @@ class PrivacyLedger:
     + new exceeds the μ budget; this GDP filter stays valid when each μ_j is chosen
     adaptively from earlier releases (Smith & Thakurta 2022, "Fully adaptive composition
     for Gaussian differential privacy"). Training with RDP: refuse an entry if the
-    converted ε of spent + new (at ``training_delta``) exceeds the ε budget, i.e. accept
-    it only while at least one grid order α keeps the summed RDP within that order's
-    budget ε_budget − log(1 − 1/α) + (log δ + log α)/(α − 1). An RDP filter stays valid
-    for adaptively chosen mechanisms (Feldman & Zrnic 2021, "Individual privacy
-    accounting via a Rényi filter", for one order; Lécuyer 2021, "Practical privacy
-    filters and odometers with Rényi differential privacy", for a set of orders). With
+    summed RDP of spent + new at ONE order α* exceeds that order's budget
+    ε_budget − log(1 − 1/α*) + (log δ + log α*)/(α* − 1), with α* = ``filter_order`` fixed by the budget and
+    the first training entry (chosen before anything computed from training data exists). An RDP filter at one order fixed in advance
+    stays valid for adaptively chosen mechanisms (Feldman & Zrnic 2021, "Individual
+    privacy accounting via a Rényi filter"), and (α*, budget)-RDP converts to
+    (ε_budget, δ). Accepting while *any* order has room would let different outcome
+    paths rely on different orders, which that theorem does not cover, so the filter
+    does not do it (it can refuse an entry whose grid ε, ``training_epsilon``, would still
+    fit; that ε is the right report when the runs are fixed in advance). With
     PRV (DP-SGD only) the filter composes spent + new with the PRV accountant, which is
     exact for runs whose parameters are fixed in advance (all evaluations at the same
     public DP-SGD settings, where the filter only decides how many runs fit). A relative
@@ -485,7 +504,10 @@ class PrivacyLedger:
         if not entries:
             return 0.0, None
         if accountant == "prv":
-            from botorch_dp.privacy.accountants import accountant_epsilon, make_accountant
+            from botorch_dp.privacy.accountants import (
+                accountant_epsilon,
+                make_accountant,
+            )
 
             history = _merged_history(entries)
             return accountant_epsilon(
@@ -534,6 +556,22 @@ class PrivacyLedger:
         spent_entries = list(self._training.values())
         entries = spent_entries + [entry]
         accountant, _ = self._accountant_for(entries, None)
+        if accountant == "rdp":
+            order = filter_order(budget, delta, _rdp_curve_of(entries[:1]))
+            i = TRAINING_RDP_ORDERS.index(order)
+            total = float(_rdp_curve_of(entries)[i])
+            allowed = float(_order_budgets(budget, delta)[i])
+            if total > allowed + budget * self.BUDGET_RTOL:
+                spent = self._training_epsilon_of(spent_entries, delta, accountant)[0]
+                raise PrivacyBudgetExceeded(
+                    f"Training privacy budget exceeded: {what} would bring the summed RDP "
+                    f"(rdp, delta={delta:.3g}) at the filter's order alpha={order:g} to "
+                    f"{total:.6g}, above the {allowed:.6g} that converts to the budget "
+                    f"epsilon={budget:.6g}. Spent so far: epsilon={spent:.6g} of {budget:.6g}. The "
+                    f"filter works at one order, fixed by the budget and the first training "
+                    f"entry, which keeps it valid for adaptively chosen runs (see PrivacyLedger)."
+                )
+            return
         total = self._training_epsilon_of(entries, delta, accountant)[0]
         if total > budget * (1.0 + self.BUDGET_RTOL):
             spent = self._training_epsilon_of(spent_entries, delta, accountant)[0]

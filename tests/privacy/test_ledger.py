@@ -3,6 +3,7 @@ r"""Tests for botorch_dp.privacy.ledger."""
 import json
 import math
 import warnings
+from typing import Callable
 
 import dp_accounting
 import numpy as np
@@ -243,7 +244,7 @@ def test_training_budget_filter():
     budget = two_runs.training_epsilon(1e-6)
     ledger = PrivacyLedger(training_epsilon_budget=budget, training_delta=1e-6)
     _record_runs(ledger, RUNS[:2])
-    with pytest.raises(PrivacyBudgetExceeded, match="Spent so far"):
+    with pytest.raises(PrivacyBudgetExceeded, match="Training privacy budget exceeded"):
         _record_runs(ledger, RUNS[2:])
     assert len(ledger.training_runs) == 2
     with pytest.raises(ValueError, match="training_delta"):
@@ -715,3 +716,43 @@ def test_damaged_v3_states_are_refused_and_change_nothing():
         with pytest.raises(ValueError):
             ledger.load_state_dict(json.loads(json.dumps(state)))
         assert ledger.state_dict() == good
+
+
+def _linear_curve(rho: float, shift: float = 0.0) -> Callable[[float], float]:
+    return lambda order: shift + rho * order
+
+
+def test_training_filter_works_at_one_order_fixed_by_the_first_entry():
+    from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, filter_order
+
+    budget, delta = 2.0, 1e-6
+    # Identical entries are accepted exactly as long as their grid epsilon fits.
+    ledger = PrivacyLedger(training_epsilon_budget=budget, training_delta=delta)
+    curve = _linear_curve(0.01)
+    count = 0
+    while True:
+        try:
+            ledger.record_training_mechanism(f"run-{count}", rdp=curve, description="gaussian")
+        except PrivacyBudgetExceeded:
+            break
+        count += 1
+    assert ledger.training_epsilon(delta) <= budget * (1 + 1e-9)
+    brute = PrivacyLedger()
+    for i in range(count + 1):
+        brute.record_training_mechanism(f"run-{i}", rdp=curve, description="gaussian")
+    assert brute.training_epsilon(delta) > budget  # one more would not have fitted
+    # The order is fixed by the first entry: after a Gaussian-like first run, a run whose
+    # RDP is tiny at large orders but huge at that order is refused, although its grid
+    # epsilon composed with the first run (at a large order) would fit.
+    first = _linear_curve(0.002)
+    order = filter_order(budget, delta, np.array([first(a) for a in TRAINING_RDP_ORDERS]))
+    spiky = lambda a: 50.0 if a == order else 1e-9  # noqa: E731
+    ledger = PrivacyLedger(training_epsilon_budget=budget, training_delta=delta)
+    ledger.record_training_mechanism("first", rdp=first, description="gaussian")
+    with pytest.raises(PrivacyBudgetExceeded, match=f"alpha={order:g}"):
+        ledger.record_training_mechanism("spiky", rdp=spiky, description="adversarial")
+    both = PrivacyLedger()
+    both.record_training_mechanism("first", rdp=first, description="gaussian")
+    both.record_training_mechanism("spiky", rdp=spiky, description="adversarial")
+    assert both.training_epsilon(delta) < budget  # "some order has room" would have accepted
+    assert list(ledger.training_mechanisms) == ["first"]
