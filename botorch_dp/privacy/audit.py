@@ -579,7 +579,7 @@ def audit_amp_release(
     ``D = {(1, −1)}``, ``z = (1, 1)`` for the squared (Huber) loss, ``D = {(1, 0)}``,
     ``z = (1, 1)`` for the logistic loss. With ``C < 1`` both records sit on the linear
     pieces of their clipped losses wherever ``θ`` lands in practice (``|θ| < 1 − C``
-    resp. ``< logit(1 − C)``, over ten standard deviations out): the record of ``D`` has
+    resp. ``< logit(1 − C)``, over eight standard deviations out): the record of ``D`` has
     slope ``+C``, ``z`` slope ``−C``, so the perturbed minimiser is ``θ^P = −(b + C)/λ``
     on ``D`` and ``−b/λ`` on ``D′``, and the release is Gaussian with means ``C/λ`` apart
     and variance ``σ²/λ² + σ_out²``: exactly ``μ_lin``-GDP with
@@ -591,7 +591,7 @@ def audit_amp_release(
     Releases: ``num_runs`` independent 1-D runs are packed into ONE mechanism of dimension
     ``num_runs`` (the objective ``Σ_j [Σ_z ℓ_C(θ_j; z) + (λ/2)θ_j² + b_j θ_j]`` is
     separable): the mechanism draws every ``b_j`` and every output noise, a vectorised
-    bisection finds ``θ̃`` with ``|∇_j| ≤ τ/(4√N)``, and the mechanism's own τ test checks
+    regula falsi search finds ``θ̃`` with ``|∇_j| ≤ τ/(4√N)``, and the mechanism's own τ test checks
     the whole gradient (stricter than one test per run) before it releases. Coordinate
     ``j`` of the release has exactly the law of one 1-D AMP release, and no noise is drawn
     outside ``privacy.mechanisms``.
@@ -606,8 +606,9 @@ def audit_amp_release(
     claimed profile. The result also carries ``claimed_epsilon = amp_epsilon(delta)`` and
     ``empirical_epsilon_lower``, the lower bound on ``ε`` at ``delta`` from the same test.
     The honest mechanism's point estimate ``empirical_mu`` sits near ``μ_lin``, below the
-    claim: the claim's extra ``c = −log(1 − β/λ)`` and the folded-normal term are only
-    reached by records whose curvature matters, which this design does not attempt.
+    claim: the claim's extra terms (the curvature term ``c = −log(1 − β/λ)`` and the folded
+    normal ``s|Z|`` of the dominating privacy loss) are not reached by a linear design; a
+    design whose records' curvature matters (not attempted here) could come closer.
 
     Args:
         num_runs: Releases per dataset (cheap: ``10⁶`` take seconds).
