@@ -67,14 +67,14 @@ def test_train_model_spends_what_was_planned_and_restores_threads():
     X, y = torch.randn(50, 4, generator=gen), torch.randint(0, 3, (50,), generator=gen)
     training = TrainingConfig(epochs=2, batch_size=16, seed=0, num_threads=1)
     dp = DPSGDConfig(noise_multiplier=1.1, max_grad_norm=0.5)
-    params = {"lr": 0.1, "weight_decay": 1e-4}
+    opt = dict(optimizer_kwargs={"lr": 0.1, "weight_decay": 1e-4})
 
-    def model_fn(p):
+    def model_fn():
         return make_mlp(4, 3, (8,))
 
     threads = torch.get_num_threads()
     with pytest.warns(PrivacyWarning, match="reproducible"):
-        model, history = train_model(params, X, y, training, model_fn=model_fn, dp_sgd=dp, noise_seed=3)
+        model, history = train_model(model_fn, X, y, training, **opt, dp_sgd=dp, noise_seed=3)
     assert torch.get_num_threads() == threads
     assert not model.training and not hasattr(model, "_module")  # eval mode, unwrapped from Opacus
     planned = planned_dp_run(50, training, dp)
@@ -82,15 +82,15 @@ def test_train_model_spends_what_was_planned_and_restores_threads():
     assert history[0] == planned[0] and history[2] == planned[2]
     assert history[1] == pytest.approx(planned[1])
     with pytest.warns(PrivacyWarning):
-        again, _ = train_model(params, X, y, training, model_fn=model_fn, dp_sgd=dp, noise_seed=3)
-        other, _ = train_model(params, X, y, training, model_fn=model_fn, dp_sgd=dp, noise_seed=4)
+        again, _ = train_model(model_fn, X, y, training, **opt, dp_sgd=dp, noise_seed=3)
+        other, _ = train_model(model_fn, X, y, training, **opt, dp_sgd=dp, noise_seed=4)
     assert torch.equal(again(X), model(X)) and not torch.equal(other(X), model(X))
     # default: a fresh secret seed per run (no warning), so two runs differ
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyWarning)
-        first, h1 = train_model(params, X, y, training, model_fn=model_fn, dp_sgd=dp)
-        second, h2 = train_model(params, X, y, training, model_fn=model_fn, dp_sgd=dp)
-        plain, none = train_model(params, X, y, training, model_fn=model_fn, noise_seed=3)  # no DP: no warning
+        first, h1 = train_model(model_fn, X, y, training, **opt, dp_sgd=dp)
+        second, h2 = train_model(model_fn, X, y, training, **opt, dp_sgd=dp)
+        plain, none = train_model(model_fn, X, y, training, **opt, noise_seed=3)  # no DP: no warning
     assert h1 == h2 == history
     assert not torch.equal(first(X), second(X)) and not torch.equal(first(X), model(X))
     assert none is None and not plain.training
