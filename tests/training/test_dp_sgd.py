@@ -94,3 +94,83 @@ def test_train_model_spends_what_was_planned_and_restores_threads():
     assert h1 == h2 == history
     assert not torch.equal(first(X), second(X)) and not torch.equal(first(X), model(X))
     assert none is None and not plain.training
+
+
+# ---------------------------------------------------------------- target training ε (issue 16 item 1)
+def _small_data():
+    from botorch_dp.tuning import ClassificationData
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(75, 3, generator=g, dtype=torch.float64)
+    y = (X[:, 0] > 0).long()
+    return ClassificationData(X[:60].numpy(), y[:60].numpy(), X[60:], y[60:])
+
+
+def test_target_training_epsilon_is_met_by_all_planned_runs_and_enforced():
+    from botorch_dp.privacy.ledger import PrivacyBudgetExceeded
+
+    training = TrainingConfig(epochs=1, batch_size=2, hidden_sizes=(4,), seed=0)  # q = 1/30, 30 steps
+    dp = DPSGDConfig(target_epsilon=3.0, target_delta=1e-5, planned_runs=3, max_grad_norm=0.5)
+    ledger = PrivacyLedger()
+    objective = TorchModelTuningObjective(_small_data(), training=training, dp_sgd=dp, ledger=ledger)
+    sigma, q, steps = objective.planned_run()
+    assert (q, steps) == (pytest.approx(1 / 30), 30) and objective.run_dp_sgd.max_grad_norm == 0.5
+    # the three planned runs, accounted as three separate Opacus entries, spend the target
+    # to within get_noise_multiplier's tolerance, and 2% less noise would overspend
+    accountant = RDPAccountant()
+    accountant.history = [(sigma, q, steps)] * 3
+    composed = accountant.get_epsilon(1e-5)
+    assert 3.0 - dp.epsilon_tolerance <= composed <= 3.0
+    accountant.history = [(0.98 * sigma, q, steps)] * 3
+    assert accountant.get_epsilon(1e-5) > 3.0
+
+    objective(THETA)
+    objective(THETA[:1])
+    report = objective.training_report()
+    assert report["num_runs"] == 3 and report["planned_runs"] == 3 and report["noise_multiplier"] == sigma
+    assert report["epsilon"] == pytest.approx(composed, rel=1e-10) and report["delta"] == 1e-5
+    # a fourth run would overspend: refused before it touches the data, nothing recorded
+    with pytest.raises(PrivacyBudgetExceeded, match="target"):
+        objective(THETA[:1])
+    assert objective.num_trainings == 3 and len(ledger.training_runs) == 3
+    # an objective rebuilt on the same ledger (a resumed run) calibrates the same σ and stops too
+    again = TorchModelTuningObjective(_small_data(), training=training, dp_sgd=dp, ledger=ledger)
+    assert again.planned_run() == (sigma, q, steps)
+    with pytest.raises(PrivacyBudgetExceeded):
+        again.train(THETA[0], label="final")
+    # more planned runs: more noise per run
+    more = TorchModelTuningObjective(_small_data(), training=training, dp_sgd=DPSGDConfig(
+        target_epsilon=3.0, target_delta=1e-5, planned_runs=12))
+    assert more.planned_run()[0] > sigma
+
+
+def test_target_calibration_uses_the_ledgers_accountant():
+    from opacus.accountants import PRVAccountant
+
+    from botorch_dp.training import calibrate_noise_multiplier
+
+    kw = dict(target_epsilon=1.0, target_delta=1e-5, sample_rate=0.01, steps_per_run=100, planned_runs=2)
+    rdp = calibrate_noise_multiplier(**kw)
+    prv = calibrate_noise_multiplier(**kw, accountant="prv")
+    assert prv < rdp  # PRV is tighter than RDP, so it needs less noise for the same target
+    accountant = PRVAccountant()
+    accountant.history = [(prv, 0.01, 100)] * 2
+    assert accountant.get_epsilon(1e-5, eps_error=0.01) <= 1.0 + 0.01
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(noise_multiplier=1.0, target_epsilon=1.0, target_delta=1e-5, planned_runs=3), "not both"),
+        (dict(target_epsilon=1.0, target_delta=1e-5), "planned_runs"),
+        (dict(target_epsilon=1.0, planned_runs=3), "target_delta"),
+        (dict(target_epsilon=-1.0, target_delta=1e-5, planned_runs=3), "target_epsilon"),
+        (dict(target_epsilon=1.0, target_delta=1e-5, planned_runs=0), "planned_runs"),
+        (dict(noise_multiplier=-1.0), "noise_multiplier"),
+        (dict(max_grad_norm=0.0), "max_grad_norm"),
+    ],
+)
+def test_dp_sgd_config_refuses_bad_settings(kw, match):
+    with pytest.raises(ValueError, match=match):
+        DPSGDConfig(**kw)
+    assert DPSGDConfig().noise_multiplier == 1.0 and not DPSGDConfig().has_target
