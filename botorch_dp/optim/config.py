@@ -237,6 +237,19 @@ class DPGIBOConfig:
             )
 
 
+    @property
+    def max_evaluations(self) -> int:
+        r"""The most objective evaluations the run can ask for: ``T · b`` with fixed batches,
+        ``T · b_max`` with adaptive ones (``b`` and ``b_max`` default to ``d + 1``). Plan
+        anything that costs per evaluation with it, e.g. the DP-SGD training runs of a
+        target training ε (``DPSGDConfig(planned_runs=...)``)."""
+        default = self.bounds.shape[1] + 1
+        if self.bias_tolerance is not None:
+            per_step = self.max_batch_size if self.max_batch_size is not None else default
+        else:
+            per_step = self.batch_size if self.batch_size is not None else default
+        return self.num_iterations * per_step
+
 def resolve_privacy(
     privacy_mu: float | None, epsilon: float | None, delta: float | None, target_delta: float | None
 ) -> tuple[float, float | None, float | None, float]:

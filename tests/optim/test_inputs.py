@@ -447,3 +447,14 @@ def test_fewer_than_two_users_are_refused_with_an_explanation(reduce):
     free = DPGIBO(config(privacy_mu=math.inf))
     Xf = free.ask()
     assert free.tell(Xf, objective(Xf).mean(-1, keepdim=True)).iteration == 1
+
+
+def test_max_evaluations_bounds_what_a_run_asks_for():
+    _, objective = normal_location(n=N, d=D)
+    fixed = config(num_iterations=3, batch_size=2)
+    assert fixed.max_evaluations == 6 == len(DPGIBO(fixed).run(objective, progress=False).release.evaluation_points)
+    assert config(num_iterations=3, batch_size=None).max_evaluations == 3 * (D + 1)  # default b = d + 1
+    adaptive = config(num_iterations=3, batch_size=None, bias_tolerance=0.05, max_batch_size=4)
+    assert adaptive.max_evaluations == 12
+    asked_for = DPGIBO(adaptive).run(objective, progress=False).release.batch_sizes
+    assert max(asked_for) <= 4 and sum(asked_for) <= 12
