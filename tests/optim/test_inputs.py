@@ -458,3 +458,20 @@ def test_max_evaluations_bounds_what_a_run_asks_for():
     assert adaptive.max_evaluations == 12
     asked_for = DPGIBO(adaptive).run(objective, progress=False).release.batch_sizes
     assert max(asked_for) <= 4 and sum(asked_for) <= 12
+
+
+def test_checkpoint_written_before_the_target_fields_still_resumes(tmp_path):
+    _, objective = normal_location(n=N, d=D)
+    cfg = config(num_iterations=3)
+    opt = DPGIBO(cfg, checkpoint_dir=tmp_path)
+    X = opt.ask()
+    opt.tell(X, objective(X))
+    state_file = tmp_path / "state.json"
+    state = json.loads(state_file.read_text())
+    for name in ("epsilon", "delta"):  # what an older version wrote
+        del state["config"][name]
+    state_file.write_text(json.dumps(state))
+    for resumed in (DPGIBO.resume(tmp_path), DPGIBO.resume(tmp_path, cfg)):
+        assert resumed.iteration == 1 and resumed.config.epsilon is None and resumed.config.privacy_mu == 1.0
+    with pytest.raises(ValueError, match="differs from the checkpoint"):
+        DPGIBO.resume(tmp_path, dataclasses.replace(cfg, privacy_mu=None, epsilon=4.377, delta=1e-5))
