@@ -42,7 +42,7 @@ STEP_RULES: tuple[str, ...] = get_args(StepRule)
 Preconditioner = Literal["noisy", "noisy_debiased", "private"]
 PRECONDITIONERS: tuple[str, ...] = get_args(Preconditioner)
 
-#: ``ε`` added to AdaGrad's denominator ``√(Σ g²) + ε`` (the package's historical value;
+#: ``eps`` added to AdaGrad's denominator ``√(Σ g²) + eps`` (the package's historical value;
 #: ``torch.optim.Adagrad``'s own default is 1e-10).
 ADAGRAD_EPS = 1e-8
 
@@ -69,8 +69,8 @@ def make_step_optimizer(
     Args:
         theta: The ``d`` start ``θ_0``; the optimizer holds (and updates) its own copy.
         step_rule: ``"sgd"`` (``θ ← θ − η g``), ``"adagrad"``
-            (``θ ← θ − η g / (√(Σ_{s≤t} g_s²) + ε)``, coordinate-wise) or ``"adagrad_full"``
-            (``FullMatrixAdagrad``).
+            (``θ ← θ − η g / (√(Σ_{s≤t} g_s²) + eps)``, coordinate-wise; ``eps`` is
+            ``ADAGRAD_EPS``) or ``"adagrad_full"`` (``FullMatrixAdagrad``).
         step_size: ``η > 0``.
         preconditioner: For ``"adagrad_full"``: ``"noisy"`` (default), ``"noisy_debiased"``
             or ``"private"``; must be ``None`` for the other rules.
@@ -149,8 +149,8 @@ def floored_solve(H: Tensor, u: Tensor, floor: float) -> Tensor:
 
 
 def preconditioner_floor(k: int, noise_std: float, eps: float = ADAGRAD_EPS, scale: float = 1.0) -> float:
-    r"""``λ_floor = max(ε_ada, c_fl · 2√k · σ_B)``: the GOE spectral edge ``2√k σ_B`` of the
-    preconditioner noise (0 for the free preconditioners), at least ``ε_ada``."""
+    r"""``λ_floor = max(eps, c_fl · 2√k · σ_B)``: the GOE spectral edge ``2√k σ_B`` of the
+    preconditioner noise (0 for the free preconditioners), at least AdaGrad's ``eps``."""
     return max(eps, scale * 2.0 * math.sqrt(k) * noise_std)
 
 
@@ -166,12 +166,12 @@ class FullMatrixAdagrad(torch.optim.Optimizer):
       which removes the noise's expected contribution ``E[ũũᵀ] = ūūᵀ + σ² I`` (``σ_s``
       public);
     - ``"private"``: ``Ĥ_t`` is the released preconditioner ``Ĝ_t`` (``k x k``, from
-      ``GOEPreconditionerMechanism``), floored at ``max(ε, 2√k σ_B(t))``.
+      ``GOEPreconditionerMechanism``), floored at ``max(eps, 2√k σ_B(t))``.
 
     With a fixed basis ``Ṽ`` the free preconditioners equal the spec's ``(Σ ũ_sũ_sᵀ)^{1/2}``
     in ``k`` coordinates; the statistics are kept in θ-space so that a basis that changes
     from step to step is handled too. Without a basis, ``Ṽ = I`` and this is ordinary
-    full-matrix AdaGrad with eigenvalue floor ``ε``.
+    full-matrix AdaGrad with eigenvalue floor ``eps``.
 
     State (checkpointed): ``step``, ``sum_outer`` (``Σ g̃ g̃ᵀ``, ``d x d``) and
     ``noise_outer`` (``Σ σ² ṼṼᵀ``, ``d x d``).
@@ -180,7 +180,7 @@ class FullMatrixAdagrad(torch.optim.Optimizer):
         params: One parameter, ``θ`` (``d``).
         lr: ``η > 0``.
         preconditioner: ``"noisy"``, ``"noisy_debiased"`` or ``"private"``.
-        eps: ``ε_ada``, the smallest eigenvalue of ``Ĥ``.
+        eps: AdaGrad's ``eps``, the smallest eigenvalue of ``Ĥ``.
         floor_scale: ``c_fl`` of the private floor.
     """
 
