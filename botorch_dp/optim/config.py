@@ -15,7 +15,8 @@ from torch import Tensor
 
 from botorch_dp.gradient_gp import DEFAULT_JITTER, GradientGP
 from botorch_dp.optim.batch_selection import BATCH_SELECTIONS, BatchSelection
-from botorch_dp.optim.step_rules import StepRule, check_step_rule
+from botorch_dp.optim.step_rules import PRECONDITIONERS, Preconditioner, StepRule, check_step_rule
+from botorch_dp.optim.subspace import SubspaceOracle
 from botorch_dp.privacy.analysis.gdp import gdp_mu
 from botorch_dp.privacy.checks import (
     NONFINITE_LOSSES,
@@ -38,6 +39,7 @@ __all__ = [
     "check_per_user_losses",
     "resolve_model",
     "resolve_privacy",
+    "split_privacy_mu",
 ]
 
 #: ``privacy_mu`` when neither it nor a target ``(epsilon, delta)`` is given.
@@ -70,8 +72,22 @@ class DPGIBOConfig:
             when ``epsilon`` is given).
         clip_bound: ``B``, per-user clipping norm of the gradient estimates.
         step_size: ``η``.
-        step_rule: ``"sgd"`` (``θ ← θ − η g``) or ``"adagrad"`` on the privatized gradients
-            (``torch.optim.SGD``/``Adagrad``, then projection onto ``Θ``; see ``step_rules``).
+        step_rule: ``"sgd"`` (``θ ← θ − η g``), ``"adagrad"`` or ``"adagrad_full"``
+            (full-matrix AdaGrad, seed 002) on the privatized gradients
+            (``torch.optim.SGD``/``Adagrad``/``FullMatrixAdagrad``, then projection onto ``Θ``;
+            see ``step_rules``).
+        preconditioner: With ``step_rule="adagrad_full"`` (default ``"noisy"``; ``None``
+            otherwise): ``"noisy"`` (``(Σ ũ ũᵀ)^{1/2}`` of the released gradients, free),
+            ``"noisy_debiased"`` (the same minus the public noise energy ``Σ σ² I``, free) or
+            ``"private"`` (the clean ``(Σ ū ūᵀ)^{1/2}`` released with GOE noise: each step
+            releases twice, ``μ_g² + μ_H² = μ²``; needs a fixed ``subspace`` or none).
+        preconditioner_mu_fraction: With ``preconditioner="private"``: the share ``f`` of
+            ``μ²`` spent on the preconditioner, ``μ_H = μ√f``, ``μ_g = μ√(1 − f)``
+            (default 0.5, i.e. ``μ_g = μ_H = μ/√2``); ``None`` otherwise.
+        subspace: A public ``SubspaceOracle`` (``optim.subspace``): each step projects the
+            per-user gradient estimates on its ``d x k`` basis ``Ṽ_t`` BEFORE clipping,
+            releases ``k`` noisy coordinates (same sensitivity ``2B/n`` and ``μ``) and steps
+            along ``Ṽ_t ũ_t``. The basis must not be computed from the sensitive users.
         batch_size: ``b`` for fixed batches (Alg. 1). Default ``d + 1`` when no
             ``bias_tolerance`` is given.
         bias_tolerance: Tolerance of adaptive batches (Alg. 2; the paper calls it ε, here
@@ -134,6 +150,9 @@ class DPGIBOConfig:
     clip_bound: float = 1.0
     step_size: float = 0.1
     step_rule: StepRule = "sgd"
+    preconditioner: Preconditioner | None = None
+    preconditioner_mu_fraction: float | None = None
+    subspace: SubspaceOracle | None = None
     batch_size: int | None = None
     bias_tolerance: float | None = None
     max_batch_size: int | None = None
@@ -171,6 +190,7 @@ class DPGIBOConfig:
         self.num_iterations = check_positive_int(self.num_iterations, "num_iterations (T)")
         self.step_size = check_positive(self.step_size, "step_size (η)", allow_inf=False)
         check_step_rule(self.step_rule)
+        self.preconditioner, self.preconditioner_mu_fraction = check_seed002_options(self, d)
         if self.batch_selection not in BATCH_SELECTIONS:
             raise ValueError(f"batch_selection must be one of {BATCH_SELECTIONS}, got {self.batch_selection!r}.")
         if self.batch_size is not None:
@@ -330,6 +350,55 @@ def check_per_user_losses(num_users: int, privacy_mu: float) -> None:
             "a guarantee for that one user protects no person in it. Return the per-user "
             "losses; DP-GIBO averages them itself after clipping each user's contribution."
         )
+
+
+def check_seed002_options(config: DPGIBOConfig, d: int) -> tuple[str | None, float | None]:
+    r"""Check ``subspace``, ``preconditioner`` and ``preconditioner_mu_fraction`` (seed 002).
+
+    Returns:
+        The normalized ``(preconditioner, preconditioner_mu_fraction)``: ``"noisy"`` for
+        ``adagrad_full`` without one, ``0.5`` for the private preconditioner without one.
+    """
+    oracle = config.subspace
+    if oracle is not None:
+        if not isinstance(oracle, SubspaceOracle):
+            raise ValueError(f"subspace must be a SubspaceOracle (optim.subspace), got {type(oracle).__name__}.")
+        basis = getattr(oracle, "basis", None)
+        if isinstance(basis, Tensor) and basis.shape[0] != d:
+            raise ValueError(f"subspace: the basis has {basis.shape[0]} rows, but the bounds have d = {d}.")
+        if isinstance(getattr(oracle, "k", None), int) and oracle.k > d:
+            raise ValueError(f"subspace: k = {oracle.k} exceeds d = {d}.")
+    preconditioner, fraction = config.preconditioner, config.preconditioner_mu_fraction
+    if config.step_rule != "adagrad_full":
+        if preconditioner is not None:
+            raise ValueError(f"preconditioner is only used with step_rule='adagrad_full', got step_rule={config.step_rule!r}.")
+    else:
+        preconditioner = check_choice("noisy" if preconditioner is None else preconditioner, "preconditioner", PRECONDITIONERS)
+    if preconditioner != "private":
+        if fraction is not None:
+            raise ValueError("preconditioner_mu_fraction is only used with preconditioner='private'.")
+        return preconditioner, None
+    if oracle is not None and not oracle.fixed:
+        raise ValueError(
+            f"preconditioner='private' needs a fixed subspace (its released matrices share coordinates); "
+            f"{type(oracle).__name__} changes from step to step. Use a fixed oracle or a free preconditioner."
+        )
+    fraction = 0.5 if fraction is None else check_positive(fraction, "preconditioner_mu_fraction", allow_inf=False)
+    if not fraction < 1.0:
+        raise ValueError(f"preconditioner_mu_fraction must lie in (0, 1), got {fraction!r}.")
+    return preconditioner, fraction
+
+
+def split_privacy_mu(config: DPGIBOConfig) -> tuple[float, float | None]:
+    r"""``(μ_g, μ_H)``: the gradient's and the private preconditioner's share of ``μ``.
+
+    ``μ_g² + μ_H² = μ²`` (GDP composes as the root sum of squares), ``μ_H = μ√f`` with
+    ``f = preconditioner_mu_fraction``; without the private preconditioner ``(μ, None)``.
+    """
+    if config.preconditioner != "private":
+        return config.privacy_mu, None
+    f = config.preconditioner_mu_fraction
+    return config.privacy_mu * math.sqrt(1.0 - f), config.privacy_mu * math.sqrt(f)
 
 
 def _float_tensor(value: Any, name: str) -> Tensor:

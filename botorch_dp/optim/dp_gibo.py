@@ -13,6 +13,7 @@ import secrets
 import uuid
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,13 @@ from tqdm.auto import tqdm
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.batch_selection import local_bounds, select_batch
 from botorch_dp.optim.checkpoint import save_state
-from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, check_per_user_losses, resolve_model
+from botorch_dp.optim.config import (
+    DPGIBOConfig,
+    check_bias_tolerance,
+    check_per_user_losses,
+    resolve_model,
+    split_privacy_mu,
+)
 from botorch_dp.optim.results import (
     DPGIBOResult,
     IterationInfo,
@@ -41,12 +48,18 @@ from botorch_dp.optim.run_state import (
     rollback_on_error,
 )
 from botorch_dp.optim.step_rules import make_step_optimizer, projected_step
+from botorch_dp.optim.subspace import SubspaceTrack, check_basis, projected_release
 from botorch_dp.privacy.checks import (
     check_told_batch,
     empty_batch_losses,
 )
 from botorch_dp.privacy.ledger import PrivacyLedger
-from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, ReleaseDiagnostics
+from botorch_dp.privacy.mechanisms import (
+    GaussianGradientMechanism,
+    GOEPreconditionerMechanism,
+    GradientRelease,
+    ReleaseDiagnostics,
+)
 from botorch_dp.privacy.seeding import PrivacyWarning, noise_generator
 from botorch_dp.utils import check_bounds, child_seeds
 
@@ -92,7 +105,7 @@ class DPGIBO:
         # state
         self.iteration = 0
         self.theta = theta0.clone()
-        self._optimizer = make_step_optimizer(theta0, c.step_rule, c.step_size)
+        self._optimizer = make_step_optimizer(theta0, c.step_rule, c.step_size, preconditioner=c.preconditioner)
         self._iterates = [theta0.clone()]
         self._X = torch.empty(0, d, dtype=torch.float64)
         self._Y_blocks: list[Tensor] = []  # per-batch b_t x n loss blocks, never concatenated
@@ -102,6 +115,7 @@ class DPGIBO:
         self._traces: list[float] = []
         self._released: list[Tensor] = []
         self._diag: list[ReleaseDiagnostics] = []
+        self._subspace = SubspaceTrack()  # seed 002: Ṽ_t, ũ_t, Ĝ_t (public), ū_t (SENSITIVE)
         self._mechanism: GaussianGradientMechanism | None = None
         self._committed: dict[str, Any] | None = None  # files of the last checkpoint written
         self._kernel_fingerprint = kernel_fingerprint(self.kernel) if self.checkpoint_dir is not None else None
@@ -192,7 +206,8 @@ class DPGIBO:
         c = self.config
         if self._mechanism is None:
             self._mechanism = self._make_mechanism(losses.shape[1])
-        self.ledger.check_validation_step(self._mechanism.step_mu)  # budget filter, before release
+        self.ledger.check_validation_step(self._step_mu())  # budget filter, before release
+        basis = self._subspace_basis()  # seed 002: Ṽ_t from θ_t and the points before this batch
 
         self._X = torch.cat([self._X, points])
         self._Y_blocks = [*self._Y_blocks, losses]  # a new list: the snapshot keeps the old one
@@ -209,9 +224,12 @@ class DPGIBO:
 
         with torch.no_grad():
             A = self._gp.gradient_weights(self.theta)
-            release = self._mechanism.release(
-                A, Y, diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses
-            )
+            if basis is None and c.preconditioner != "private":
+                release = self._mechanism.release(
+                    A, Y, diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses
+                )
+            else:  # seed 002: k-dimensional release (and the private preconditioner's)
+                release = self._subspace_release(A, Y, basis)
             self.ledger.record_validation_step(mu=release.cost.mu, run_id=self.run_id, key=f"step-{self.iteration:04d}")
             trace = float(self._gp.posterior_trace(self.theta))
         self._traces = [*self._traces, trace]
@@ -219,7 +237,9 @@ class DPGIBO:
         self._released = [*self._released, release.gradient]
         if release.diagnostics is not None:
             self._diag = [*self._diag, release.diagnostics]
-        self.theta = projected_step(self._optimizer, release.gradient, self.bounds)  # post-processing
+        self.theta = projected_step(  # post-processing
+            self._optimizer, release.gradient, self.bounds, **self._step_extras(basis)
+        )
         self._iterates = [*self._iterates, self.theta.clone()]
         self.iteration += 1
         self._save_checkpoint()  # durable before the step is returned
@@ -242,9 +262,78 @@ class DPGIBO:
     def _make_mechanism(self, num_users: int) -> GaussianGradientMechanism:
         c = self.config
         return GaussianGradientMechanism(
-            clip_bound=c.clip_bound, num_users=num_users, privacy_mu=c.privacy_mu, num_steps=c.num_iterations,
-            generator=self._noise_gen, chunk_size=c.user_chunk_size,
+            clip_bound=c.clip_bound, num_users=num_users, privacy_mu=split_privacy_mu(c)[0],
+            num_steps=c.num_iterations, generator=self._noise_gen, chunk_size=c.user_chunk_size,
         )
+
+    # ---------------------------------------------------------- seed 002: subspace, preconditioner
+    def _preconditioner_mechanism(self) -> GOEPreconditionerMechanism | None:
+        r"""The private preconditioner's mechanism (``μ_H``, same ``Δ`` and generator), or ``None``."""
+        mu_h = split_privacy_mu(self.config)[1]
+        if mu_h is None or self._mechanism is None:
+            return None
+        return GOEPreconditionerMechanism(
+            sensitivity=self._mechanism.sensitivity, privacy_mu=mu_h, num_steps=self.config.num_iterations,
+            generator=self._noise_gen,
+        )
+
+    def _step_mu(self) -> float:
+        r"""GDP parameter of one step: ``μ_g/√T``, or ``√(μ_g² + μ_H²)/√T`` with two releases."""
+        preconditioner = self._preconditioner_mechanism()
+        return math.hypot(self._mechanism.step_mu, 0.0 if preconditioner is None else preconditioner.step_mu)
+
+    def _subspace_basis(self) -> Tensor | None:
+        r"""``Ṽ_t`` from the oracle (public: ``θ_t`` and the GP on the points before this
+        batch), checked before anything is released; ``None`` without a subspace."""
+        oracle = self.config.subspace
+        if oracle is None:
+            return None
+        with torch.no_grad():
+            basis = check_basis(oracle(self.theta.clone(), self._gp), self.dim, f"basis from {type(oracle).__name__}")
+        first = self._subspace.bases[0] if self._subspace.bases else basis
+        if self.config.preconditioner == "private" and not torch.equal(basis, first):
+            raise ValueError(f"{type(oracle).__name__} returned a new basis; the private preconditioner needs a fixed one.")
+        return basis
+
+    def _subspace_release(self, A: Tensor, Y: Tensor | list[Tensor], basis: Tensor | None) -> GradientRelease:
+        r"""The gradient released in ``k`` coordinates through the mechanism (``Ṽ = I`` without
+        a subspace), lifted to θ-space; with the private preconditioner also ``Ĝ_t``, recorded
+        under ``step-XXXX/precond``. Updates ``self._subspace``."""
+        c = self.config
+        private = c.preconditioner == "private"
+        V = torch.eye(self.dim, dtype=torch.float64) if basis is None else basis
+        out = projected_release(
+            self._mechanism, V, A, Y, diagnostics=c.record_non_private_diagnostics,
+            nonfinite=c.nonfinite_losses, keep_unnoised=private,
+        )
+        track = self._subspace
+        track = replace(
+            track, bases=track.bases if basis is None else (*track.bases, basis),
+            coordinates=(*track.coordinates, out.coordinates),
+        )
+        if private:
+            columns = (*track.columns, out.unnoised_coordinates)
+            precond = self._preconditioner_mechanism().release(torch.stack(columns, dim=-1))
+            self.ledger.record_validation_step(
+                mu=precond.cost.mu, run_id=self.run_id, key=f"step-{self.iteration:04d}/precond"
+            )
+            track = replace(
+                track, columns=columns, preconditioners=(*track.preconditioners, precond.matrix),
+                preconditioner_noise_stds=(*track.preconditioner_noise_stds, precond.noise_std),
+            )
+        self._subspace = track
+        return out.release
+
+    def _step_extras(self, basis: Tensor | None) -> dict[str, Any]:
+        r"""Public extras of ``FullMatrixAdagrad.step`` (none for the other step rules)."""
+        c = self.config
+        if c.step_rule != "adagrad_full":
+            return {}
+        extras: dict[str, Any] = {"basis": basis, "noise_std": self._mechanism.noise_std}
+        if c.preconditioner == "private":
+            extras["released_preconditioner"] = self._subspace.preconditioners[-1]
+            extras["preconditioner_noise_std"] = self._subspace.preconditioner_noise_stds[-1]
+        return extras
 
     def run(
         self,
@@ -305,6 +394,9 @@ class DPGIBO:
             posterior_traces=list(self._traces),
             released_gradients=released_matrix(self),
             guarantee=self.guarantee(),
+            subspace_bases=list(self._subspace.bases),
+            released_coordinates=list(self._subspace.coordinates),
+            released_preconditioners=list(self._subspace.preconditioners),
         )
         diagnostics = None
         if self.config.record_non_private_diagnostics:

@@ -61,8 +61,15 @@ class PrivateRelease:
         evaluation_points: ``N x d`` tensor, the points ``D_t`` (chosen from public data).
         batch_sizes: Points added at each iteration.
         posterior_traces: ``tr Σ_{D_t}(θ_t)`` after each batch (depends on ``D``, ``θ`` only).
-        released_gradients: ``t x d`` tensor of the privatized gradients.
+        released_gradients: ``t x d`` tensor of the privatized gradients (in θ-space:
+            ``Ṽ_t ũ_t`` with a subspace).
         guarantee: The ``PrivacyGuarantee``.
+        subspace_bases: With a ``subspace`` (seed 002): the public ``d x k`` basis ``Ṽ_t`` of
+            each step; else empty.
+        released_coordinates: With a ``subspace`` or the private preconditioner: the released
+            ``k`` coordinates ``ũ_t`` of each step; else empty.
+        released_preconditioners: With ``preconditioner="private"``: the released ``k x k``
+            ``Ĝ_t`` of each step; else empty.
     """
 
     theta: Tensor
@@ -72,6 +79,14 @@ class PrivateRelease:
     posterior_traces: list[float]
     released_gradients: Tensor
     guarantee: PrivacyGuarantee
+    subspace_bases: list[Tensor] = field(default_factory=list)
+    released_coordinates: list[Tensor] = field(default_factory=list)
+    released_preconditioners: list[Tensor] = field(default_factory=list)
+
+    @property
+    def subspace_dims(self) -> list[int]:
+        r"""``k`` of each step's subspace (empty without a subspace)."""
+        return [V.shape[1] for V in self.subspace_bases]
 
 
 @dataclass

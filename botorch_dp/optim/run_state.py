@@ -33,27 +33,34 @@ from botorch_dp.optim.checkpoint import (
 )
 from botorch_dp.optim.config import DPGIBOConfig, resolve_model
 from botorch_dp.optim.step_rules import make_step_optimizer
+from botorch_dp.optim.subspace import SubspaceTrack, subspace_from_spec
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.mechanisms import ReleaseDiagnostics
 
 if TYPE_CHECKING:
     from botorch_dp.optim.dp_gibo import DPGIBO
 
-#: Version of ``DPGIBO.state_dict`` (3: JSON + safetensors, per-batch loss blocks, run id).
-STATE_VERSION = 3
+#: Version of ``DPGIBO.state_dict`` (3: JSON + safetensors, per-batch loss blocks, run id;
+#: 4: + ``subspace``, seed 002's per-step record). Version 3 is still read (no subspace).
+STATE_VERSION = 4
 
 
 META_KEYS = {
     "format", "schema_version", "version", "run_id", "config", "config_fingerprint", "kernel", "iteration",
     "theta", "iterates", "pending", "batch_sizes", "traces", "released", "diagnostics", "step_optimizer",
-    "ledger", "noise_generator", "search_generator",
+    "ledger", "noise_generator", "search_generator", "subspace",
 }
 #: Config fields that may differ on resume: the budget (only tightened) and the unsafe
 #: fitting callable (only its presence is compared).
 _RESUME_MAY_DIFFER = {"privacy_budget_mu", "hyperparameter_fit"}
 #: Config fields added after schema version 1 (issue 16's target (ε, δ)); a checkpoint
 #: written before them reads them as not given.
-_CONFIG_FIELDS_ADDED = ("epsilon", "delta")
+_CONFIG_FIELDS_ADDED = ("epsilon", "delta", "preconditioner", "preconditioner_mu_fraction", "subspace")
+
+
+def _meta_keys(meta: Any) -> set[str]:
+    r"""The keys of a state of ``meta``'s version (version 3 has no ``subspace``)."""
+    return META_KEYS - {"subspace"} if isinstance(meta, dict) and meta.get("version") == 3 else META_KEYS
 
 
 def committed_records(directory: str | os.PathLike) -> dict[str, Any]:
@@ -110,6 +117,11 @@ def config_to_json(config: DPGIBOConfig) -> dict[str, Any]:
         value = getattr(config, field.name)
         if field.name == "kernel":
             out[field.name] = None if value is None else {"kernel": "resolved"}
+        elif field.name == "subspace" and value is not None:  # compared and rebuilt by its exact spec
+            try:
+                out[field.name] = {"subspace": encode_value(value.spec())}
+            except TypeError as err:
+                raise ValueError(f"Config field 'subspace' cannot be written to a checkpoint: {err}.") from None
         elif value is not None and (field.name == "model" or callable(value) or isinstance(value, torch.Generator)):
             out[field.name] = {"object": type(value).__qualname__}
         else:
@@ -142,6 +154,9 @@ def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, re
             )
         if name == "kernel":
             values[name] = None
+            continue
+        if name == "subspace" and isinstance(value, dict) and set(value) == {"subspace"}:
+            values[name] = subspace_from_spec(decode_value(value["subspace"], "config.subspace"))
             continue
         values[name] = decode_value(value, f"config.{name}")
     if stored["kernel"] is not None:
@@ -193,13 +208,14 @@ def check_state(
 
     Returns the decoded values (``T``, ``theta``, ``iterates``, ``pending``, ``sizes``,
     ``traces``, ``released``, ``diag``, ``X``, ``L``, ``blocks``, ``kernel_tensors``,
-    ``optimizer``, ``ledger_state``, ``noise_gen``, ``search_gen``, ``n``, ``meta``), or
+    ``optimizer``, ``ledger_state``, ``noise_gen``, ``search_gen``, ``n``, ``meta``,
+    ``subspace``), or
     raises ``ValueError`` naming the first field that is wrong; nothing is changed.
     """
     meta, gp, blocks = state["meta"], state["gp"], list(state["loss_blocks"])
-    if meta.get("version") != STATE_VERSION:
-        raise ValueError(f"Checkpoint state version {meta.get('version')!r}, expected {STATE_VERSION}.")
-    ckpt._check_keys(meta, META_KEYS, "state")
+    if meta.get("version") not in (3, STATE_VERSION):
+        raise ValueError(f"Checkpoint state version {meta.get('version')!r}, expected {STATE_VERSION} (or 3).")
+    ckpt._check_keys(meta, _meta_keys(meta), "state")
     d, T = config.bounds.shape[1], meta["iteration"]
     if not ckpt._is_int(T) or not 0 <= T <= config.num_iterations:
         raise ValueError(f"Checkpoint field 'iteration' must be an integer in [0, num_iterations], got {T!r}.")
@@ -239,7 +255,11 @@ def check_state(
     search_gen = ckpt.generator_state_from_json(meta["search_generator"], "search_generator")
     if (noise_gen is None) != (not has_noise_generator) or search_gen is None:
         raise ValueError("Checkpoint field 'noise_generator'/'search_generator' does not match the config's generators.")
-    optimizer = make_step_optimizer(theta, config.step_rule, config.step_size)
+    subspace = SubspaceTrack.from_json(
+        meta.get("subspace", SubspaceTrack().to_json()), dim=d, steps=T, has_subspace=config.subspace is not None,
+        private=config.preconditioner == "private",
+    )
+    optimizer = make_step_optimizer(theta, config.step_rule, config.step_size, preconditioner=config.preconditioner)
     try:
         optimizer.load_state_dict(decode_value(meta["step_optimizer"], "step_optimizer", optimizer_state=True))
     except (KeyError, TypeError, ValueError) as err:
@@ -253,7 +273,7 @@ def check_state(
         "meta": meta, "T": T, "theta": theta, "iterates": iterates, "pending": pending, "sizes": sizes,
         "traces": traces, "released": released, "diag": diag, "X": X, "L": L, "blocks": blocks,
         "kernel_tensors": stored_kernel_tensors, "optimizer": optimizer, "ledger_state": ledger_state,
-        "noise_gen": noise_gen, "search_gen": search_gen, "n": n,
+        "noise_gen": noise_gen, "search_gen": search_gen, "n": n, "subspace": subspace,
     }
 
 
@@ -267,7 +287,7 @@ def resume_config(
     ``config`` or ``ledger`` may only tighten the stored one.
     """
     meta = state["meta"]
-    ckpt._check_keys(meta, META_KEYS, "state")
+    ckpt._check_keys(meta, _meta_keys(meta), "state")
     stored = config_from_json(meta["config"], state["gp"], meta["kernel"], rebuild=config is None)
     stored_budget = budget_of_ledger_state(meta["ledger"])
     budgets = [] if config is None else [config.privacy_budget_mu]
@@ -303,7 +323,7 @@ def encode_diagnostics(diagnostics: list[ReleaseDiagnostics]) -> list[dict[str, 
 #: Attributes that ``ask``/``tell`` replace (never mutate in place), restored when they fail.
 _MUTABLE = (
     "iteration", "_iterates", "_X", "_Y_blocks", "_gp", "_pending", "_batch_sizes", "_traces",
-    "_released", "_diag", "_mechanism", "_committed",
+    "_released", "_diag", "_mechanism", "_committed", "_subspace",
 )
 
 
@@ -324,7 +344,9 @@ def restore(opt: DPGIBO, saved: dict[str, Any]) -> None:
     for k, v in saved["attrs"].items():
         setattr(opt, k, v)
     opt.theta = saved["theta"]
-    opt._optimizer = make_step_optimizer(opt.theta, opt.config.step_rule, opt.config.step_size)
+    opt._optimizer = make_step_optimizer(
+        opt.theta, opt.config.step_rule, opt.config.step_size, preconditioner=opt.config.preconditioner
+    )
     opt._optimizer.load_state_dict(saved["optimizer"])
     opt.ledger.load_state_dict(saved["ledger"])
     if saved["noise_gen"] is not None:
@@ -365,6 +387,7 @@ def encode_state(opt: DPGIBO) -> dict[str, Any]:
         "ledger": opt.ledger.state_dict(),
         "noise_generator": ckpt.generator_to_json(opt._noise_gen),
         "search_generator": ckpt.generator_to_json(opt._search_gen),
+        "subspace": opt._subspace.to_json(),
     }
     gp = {"X": opt._X, "L": opt._gp.L}  # the factor is restored as is: refactorizing changes bits
     gp.update({f"kernel.{k}": v.to(torch.float64) for k, v in kernel_tensors(opt.kernel).items()})
@@ -396,6 +419,7 @@ def apply_state(opt: DPGIBO, state: dict[str, Any]) -> None:
     opt.iteration, opt.theta, opt._iterates, opt._pending = T, theta, list(iterates), pending
     opt._batch_sizes, opt._traces, opt._released, opt._diag = list(sizes), traces, list(released), diag
     opt._X, opt._Y_blocks = X, blocks
+    opt._subspace = checked["subspace"]
     opt.kernel.load_state_dict({**opt.kernel.state_dict(), **kernel_tensors_})
     opt._optimizer = optimizer
     opt.ledger.load_state_dict(ledger_state)

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import torch
 from torch import Tensor
 
+from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.privacy.checks import check_positive_int, check_probability
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, GradientRelease, NonfiniteLosses
 
@@ -50,6 +51,7 @@ __all__ = [
     "ProjectedRelease",
     "PublicGradientPCA",
     "SubspaceOracle",
+    "SubspaceTrack",
     "check_basis",
     "orthonormal_basis",
     "projected_release",
@@ -207,6 +209,14 @@ class FixedSubspace(SubspaceOracle):
 
     def __init__(self, V: Any) -> None:
         self.basis = orthonormal_basis(V, "V")
+
+    @classmethod
+    def from_basis(cls, basis: Tensor) -> FixedSubspace:
+        r"""A ``FixedSubspace`` holding an already orthonormal ``basis`` bit for bit (no QR),
+        e.g. one read back from a checkpoint; ``check_basis`` refuses anything else."""
+        oracle = cls.__new__(cls)
+        oracle.basis = check_basis(basis, basis.shape[0] if isinstance(basis, Tensor) else 0, "basis").clone()
+        return oracle
 
     @property
     def dim(self) -> int:
@@ -396,7 +406,7 @@ def subspace_from_spec(spec: Any) -> SubspaceOracle:
         ValueError: An unknown or malformed spec (a user-defined oracle: pass the config).
     """
     if isinstance(spec, dict) and spec.get("kind") == "fixed" and set(spec) == {"kind", "basis"}:
-        return FixedSubspace(spec["basis"])
+        return FixedSubspace.from_basis(spec["basis"])
     if isinstance(spec, dict) and spec.get("kind") == "posterior_gradient_covariance" and set(spec) == {"kind", "k"}:
         return PosteriorGradientCovarianceSubspace(spec["k"])
     raise ValueError(f"Unknown subspace oracle spec {spec!r:.80}; pass the config to resume.")
@@ -484,3 +494,72 @@ def projected_release(
         info = None
     lifted = GradientRelease(gradient=basis @ coordinates, cost=release.cost, diagnostics=info)
     return ProjectedRelease(release=lifted, coordinates=coordinates, unnoised_coordinates=unnoised)
+
+
+# ----------------------------------------------------------------------- a run's record
+@dataclass(frozen=True)
+class SubspaceTrack:
+    r"""What seed 002's options add to a DP-GIBO run's state, one entry per step.
+
+    Immutable: the loop replaces it at each step (so a failed ``tell`` restores it).
+
+    Attributes:
+        bases: ``Ṽ_t`` (``d x k``, public) of each step; empty without a subspace.
+        coordinates: ``ũ_t`` (``k``; ``d`` without a subspace), the released coordinates;
+            empty unless a subspace or the private preconditioner is on.
+        preconditioners: The released ``Ĝ_t`` (``k x k``, public); private preconditioner only.
+        preconditioner_noise_stds: ``σ_B(t)`` of those releases (public).
+        columns: SENSITIVE clean ``ū_t`` (``k``), the private preconditioner's input
+            ``X_t = [ū_1 … ū_t]``; kept only in the run and its (protected) checkpoint.
+    """
+
+    bases: tuple[Tensor, ...] = ()
+    coordinates: tuple[Tensor, ...] = ()
+    preconditioners: tuple[Tensor, ...] = ()
+    preconditioner_noise_stds: tuple[float, ...] = ()
+    columns: tuple[Tensor, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        r"""Exact JSON (floats as ``float.hex``) for the checkpoint (SENSITIVE: ``columns``)."""
+        return {
+            "bases": [ckpt.tensor_to_json(V) for V in self.bases],
+            "coordinates": [ckpt.tensor_to_json(u) for u in self.coordinates],
+            "preconditioners": [ckpt.tensor_to_json(G) for G in self.preconditioners],
+            "preconditioner_noise_stds": [float(x).hex() for x in self.preconditioner_noise_stds],
+            "columns": [ckpt.tensor_to_json(u) for u in self.columns],
+        }
+
+    @classmethod
+    def from_json(cls, value: Any, *, dim: int, steps: int, has_subspace: bool, private: bool) -> SubspaceTrack:
+        r"""Decode and check ``to_json``'s output for a run with ``steps`` steps taken.
+
+        Raises:
+            ValueError: Naming the first field that is wrong (counts, shapes, finiteness,
+                orthonormal bases, symmetric preconditioners).
+        """
+        name = "subspace"
+        ckpt._check_keys(value, {"bases", "coordinates", "preconditioners", "preconditioner_noise_stds", "columns"}, name)
+        expected = {
+            "bases": steps if has_subspace else 0,
+            "coordinates": steps if has_subspace or private else 0,
+            "preconditioners": steps if private else 0,
+            "preconditioner_noise_stds": steps if private else 0,
+            "columns": steps if private else 0,
+        }
+        for key, count in expected.items():
+            if not isinstance(value[key], list) or len(value[key]) != count:
+                raise ValueError(f"Checkpoint field '{name}.{key}' must hold {count} entries.")
+        bases = tuple(check_basis(ckpt.tensor_from_json(v, f"{name}.bases", (dim, None)), dim) for v in value["bases"])
+        ks = [V.shape[1] for V in bases] if has_subspace else [dim] * expected["coordinates"]
+        coordinates = tuple(ckpt.tensor_from_json(v, f"{name}.coordinates", (k,)) for v, k in zip(value["coordinates"], ks))
+        k = ks[0] if ks else dim
+        preconditioners = tuple(ckpt.tensor_from_json(v, f"{name}.preconditioners", (k, k)) for v in value["preconditioners"])
+        if any(not torch.equal(G, G.transpose(0, 1)) for G in preconditioners):
+            raise ValueError(f"Checkpoint field '{name}.preconditioners' must hold symmetric matrices.")
+        stds = tuple(ckpt.float_from_json(v, f"{name}.preconditioner_noise_stds") for v in value["preconditioner_noise_stds"])
+        if any(x < 0 for x in stds):
+            raise ValueError(f"Checkpoint field '{name}.preconditioner_noise_stds' must be non-negative.")
+        columns = tuple(ckpt.tensor_from_json(v, f"{name}.columns", (k,)) for v in value["columns"])
+        if private and has_subspace and any(not torch.equal(V, bases[0]) for V in bases):
+            raise ValueError(f"Checkpoint field '{name}.bases': the private preconditioner needs one fixed basis.")
+        return cls(bases, coordinates, preconditioners, stds, columns)

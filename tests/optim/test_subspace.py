@@ -98,8 +98,10 @@ def test_fixed_subspace_is_fixed_and_checks_the_dimension():
     torch.testing.assert_close(projector(V), torch.diag(torch.tensor([1.0, 1.0, 0.0], dtype=F64)), rtol=0, atol=1e-15)
     with pytest.raises(ValueError, match="d = 3"):
         oracle(torch.zeros(4, dtype=F64), None)
-    rebuilt = subspace_from_spec(oracle.spec())
+    rebuilt = subspace_from_spec(oracle.spec())  # bit for bit (a second QR would change the last bits)
     assert isinstance(rebuilt, FixedSubspace) and torch.equal(rebuilt.basis, oracle.basis)
+    with pytest.raises(ValueError, match="orthonormal"):
+        subspace_from_spec({"kind": "fixed", "basis": 2 * oracle.basis})
 
 
 def test_public_gradient_pca_recovers_the_active_subspace():
