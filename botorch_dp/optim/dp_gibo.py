@@ -13,7 +13,6 @@ import secrets
 import uuid
 import warnings
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -48,18 +47,13 @@ from botorch_dp.optim.run_state import (
     rollback_on_error,
 )
 from botorch_dp.optim.step_rules import make_step_optimizer, projected_step
-from botorch_dp.optim.subspace import SubspaceTrack, check_basis, projected_release
+from botorch_dp.optim.subspace import SubspaceTrack, step_basis, step_extras, subspace_release
 from botorch_dp.privacy.checks import (
     check_told_batch,
     empty_batch_losses,
 )
 from botorch_dp.privacy.ledger import PrivacyLedger
-from botorch_dp.privacy.mechanisms import (
-    GaussianGradientMechanism,
-    GOEPreconditionerMechanism,
-    GradientRelease,
-    ReleaseDiagnostics,
-)
+from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, GOEPreconditionerMechanism, ReleaseDiagnostics
 from botorch_dp.privacy.seeding import PrivacyWarning, noise_generator
 from botorch_dp.utils import check_bounds, child_seeds
 
@@ -207,7 +201,7 @@ class DPGIBO:
         if self._mechanism is None:
             self._mechanism = self._make_mechanism(losses.shape[1])
         self.ledger.check_validation_step(self._step_mu())  # budget filter, before release
-        basis = self._subspace_basis()  # seed 002: Ṽ_t from θ_t and the points before this batch
+        basis = step_basis(c, self.theta, self._gp, self._subspace)  # seed 002: Ṽ_t, public; None: no subspace
 
         self._X = torch.cat([self._X, points])
         self._Y_blocks = [*self._Y_blocks, losses]  # a new list: the snapshot keeps the old one
@@ -228,8 +222,15 @@ class DPGIBO:
                 release = self._mechanism.release(
                     A, Y, diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses
                 )
-            else:  # seed 002: k-dimensional release (and the private preconditioner's)
-                release = self._subspace_release(A, Y, basis)
+            else:  # seed 002: k-dimensional release, and the private preconditioner's
+                release, precond, self._subspace = subspace_release(
+                    self._mechanism, self._preconditioner_mechanism(), basis, A, Y, self._subspace,
+                    diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses,
+                )
+                if precond is not None:
+                    self.ledger.record_validation_step(
+                        mu=precond.cost.mu, run_id=self.run_id, key=f"step-{self.iteration:04d}/precond"
+                    )
             self.ledger.record_validation_step(mu=release.cost.mu, run_id=self.run_id, key=f"step-{self.iteration:04d}")
             trace = float(self._gp.posterior_trace(self.theta))
         self._traces = [*self._traces, trace]
@@ -238,7 +239,7 @@ class DPGIBO:
         if release.diagnostics is not None:
             self._diag = [*self._diag, release.diagnostics]
         self.theta = projected_step(  # post-processing
-            self._optimizer, release.gradient, self.bounds, **self._step_extras(basis)
+            self._optimizer, release.gradient, self.bounds, **step_extras(c, basis, self._mechanism, self._subspace)
         )
         self._iterates = [*self._iterates, self.theta.clone()]
         self.iteration += 1
@@ -281,59 +282,6 @@ class DPGIBO:
         r"""GDP parameter of one step: ``μ_g/√T``, or ``√(μ_g² + μ_H²)/√T`` with two releases."""
         preconditioner = self._preconditioner_mechanism()
         return math.hypot(self._mechanism.step_mu, 0.0 if preconditioner is None else preconditioner.step_mu)
-
-    def _subspace_basis(self) -> Tensor | None:
-        r"""``Ṽ_t`` from the oracle (public: ``θ_t`` and the GP on the points before this
-        batch), checked before anything is released; ``None`` without a subspace."""
-        oracle = self.config.subspace
-        if oracle is None:
-            return None
-        with torch.no_grad():
-            basis = check_basis(oracle(self.theta.clone(), self._gp), self.dim, f"basis from {type(oracle).__name__}")
-        first = self._subspace.bases[0] if self._subspace.bases else basis
-        if self.config.preconditioner == "private" and not torch.equal(basis, first):
-            raise ValueError(f"{type(oracle).__name__} returned a new basis; the private preconditioner needs a fixed one.")
-        return basis
-
-    def _subspace_release(self, A: Tensor, Y: Tensor | list[Tensor], basis: Tensor | None) -> GradientRelease:
-        r"""The gradient released in ``k`` coordinates through the mechanism (``Ṽ = I`` without
-        a subspace), lifted to θ-space; with the private preconditioner also ``Ĝ_t``, recorded
-        under ``step-XXXX/precond``. Updates ``self._subspace``."""
-        c = self.config
-        private = c.preconditioner == "private"
-        V = torch.eye(self.dim, dtype=torch.float64) if basis is None else basis
-        out = projected_release(
-            self._mechanism, V, A, Y, diagnostics=c.record_non_private_diagnostics,
-            nonfinite=c.nonfinite_losses, keep_unnoised=private,
-        )
-        track = self._subspace
-        track = replace(
-            track, bases=track.bases if basis is None else (*track.bases, basis),
-            coordinates=(*track.coordinates, out.coordinates),
-        )
-        if private:
-            columns = (*track.columns, out.unnoised_coordinates)
-            precond = self._preconditioner_mechanism().release(torch.stack(columns, dim=-1))
-            self.ledger.record_validation_step(
-                mu=precond.cost.mu, run_id=self.run_id, key=f"step-{self.iteration:04d}/precond"
-            )
-            track = replace(
-                track, columns=columns, preconditioners=(*track.preconditioners, precond.matrix),
-                preconditioner_noise_stds=(*track.preconditioner_noise_stds, precond.noise_std),
-            )
-        self._subspace = track
-        return out.release
-
-    def _step_extras(self, basis: Tensor | None) -> dict[str, Any]:
-        r"""Public extras of ``FullMatrixAdagrad.step`` (none for the other step rules)."""
-        c = self.config
-        if c.step_rule != "adagrad_full":
-            return {}
-        extras: dict[str, Any] = {"basis": basis, "noise_std": self._mechanism.noise_std}
-        if c.preconditioner == "private":
-            extras["released_preconditioner"] = self._subspace.preconditioners[-1]
-            extras["preconditioner_noise_std"] = self._subspace.preconditioner_noise_stds[-1]
-        return extras
 
     def run(
         self,

@@ -37,12 +37,19 @@ from torch import Tensor
 
 from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.privacy.checks import check_positive_int, check_probability
-from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, GradientRelease, NonfiniteLosses
+from botorch_dp.privacy.mechanisms import (
+    GaussianGradientMechanism,
+    GOEPreconditionerMechanism,
+    GradientRelease,
+    NonfiniteLosses,
+    PreconditionerRelease,
+)
 
 if TYPE_CHECKING:
     from gpytorch.kernels import Kernel
 
     from botorch_dp.gradient_gp import GradientGP
+    from botorch_dp.optim.config import DPGIBOConfig
 
 __all__ = [
     "FixedSubspace",
@@ -55,7 +62,10 @@ __all__ = [
     "check_basis",
     "orthonormal_basis",
     "projected_release",
+    "step_basis",
+    "step_extras",
     "subspace_from_spec",
+    "subspace_release",
     "top_eigenvectors",
 ]
 
@@ -563,3 +573,80 @@ class SubspaceTrack:
         if private and has_subspace and any(not torch.equal(V, bases[0]) for V in bases):
             raise ValueError(f"Checkpoint field '{name}.bases': the private preconditioner needs one fixed basis.")
         return cls(bases, coordinates, preconditioners, stds, columns)
+
+
+# ----------------------------------------------------------------------- the loop's steps
+def step_basis(config: DPGIBOConfig, theta: Tensor, gp: GradientGP, track: SubspaceTrack) -> Tensor | None:
+    r"""``Ṽ_t`` of DP-GIBO's next step, checked before anything is released.
+
+    Args:
+        config: The run's config (``subspace``, ``preconditioner``).
+        theta: ``θ_t`` (public).
+        gp: The ``GradientGP`` on the points evaluated before this step's batch (public).
+        track: The run's ``SubspaceTrack`` (the private preconditioner needs ``Ṽ_t = Ṽ_1``).
+
+    Returns:
+        The orthonormal ``d x k`` basis, or ``None`` without a subspace.
+    """
+    oracle = config.subspace
+    if oracle is None:
+        return None
+    d = theta.shape[-1]
+    with torch.no_grad():
+        basis = check_basis(oracle(theta.clone(), gp), d, f"basis from {type(oracle).__name__}")
+    if config.preconditioner == "private" and track.bases and not torch.equal(basis, track.bases[0]):
+        raise ValueError(f"{type(oracle).__name__} returned a new basis; the private preconditioner needs a fixed one.")
+    return basis
+
+
+def subspace_release(
+    mechanism: GaussianGradientMechanism,
+    preconditioner: GOEPreconditionerMechanism | None,
+    basis: Tensor | None,
+    A: Tensor,
+    Y: Tensor | Sequence[Tensor],
+    track: SubspaceTrack,
+    *,
+    diagnostics: bool = False,
+    nonfinite: NonfiniteLosses = "refuse",
+) -> tuple[GradientRelease, PreconditionerRelease | None, SubspaceTrack]:
+    r"""One DP-GIBO step's seed-002 releases: the gradient in ``k`` coordinates (``Ṽ = I``
+    without a subspace) and, with a ``preconditioner`` mechanism, ``Ĝ_t`` of the clean
+    ``X_t = [ū_1 … ū_t]``.
+
+    Returns:
+        The θ-space ``GradientRelease``, the ``PreconditionerRelease`` (or ``None``) whose
+        cost the caller records, and the updated ``track``.
+    """
+    V = torch.eye(A.shape[0], dtype=A.dtype) if basis is None else basis
+    out = projected_release(
+        mechanism, V, A, Y, diagnostics=diagnostics, nonfinite=nonfinite, keep_unnoised=preconditioner is not None
+    )
+    track = replace(
+        track, bases=track.bases if basis is None else (*track.bases, basis),
+        coordinates=(*track.coordinates, out.coordinates),
+    )
+    precond = None
+    if preconditioner is not None:
+        columns = (*track.columns, out.unnoised_coordinates)
+        precond = preconditioner.release(torch.stack(columns, dim=-1))
+        track = replace(
+            track, columns=columns, preconditioners=(*track.preconditioners, precond.matrix),
+            preconditioner_noise_stds=(*track.preconditioner_noise_stds, precond.noise_std),
+        )
+    return out.release, precond, track
+
+
+def step_extras(
+    config: DPGIBOConfig, basis: Tensor | None, mechanism: GaussianGradientMechanism, track: SubspaceTrack
+) -> dict[str, Any]:
+    r"""The public extras ``FullMatrixAdagrad.step`` needs (none for the other step rules):
+    the basis, the gradient's noise std and, for the private preconditioner, the released
+    ``Ĝ_t`` and its ``σ_B(t)``."""
+    if config.step_rule != "adagrad_full":
+        return {}
+    extras: dict[str, Any] = {"basis": basis, "noise_std": mechanism.noise_std}
+    if config.preconditioner == "private":
+        extras["released_preconditioner"] = track.preconditioners[-1]
+        extras["preconditioner_noise_std"] = track.preconditioner_noise_stds[-1]
+    return extras
