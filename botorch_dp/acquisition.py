@@ -36,6 +36,9 @@ class qGradientInformation(AcquisitionFunction):
             hyperparameters, or a ``GradientGP``.
         theta: A ``d`` tensor, the point whose gradient we want to learn.
         X_pending: An ``m x d`` tensor of points that will be evaluated anyway.
+        basis: An optional public ``d x k`` orthonormal basis ``Ṽ``: score the reduction of
+            ``tr(Ṽᵀ Σ_D(θ) Ṽ)``, the uncertainty of the projected gradient ``Ṽᵀ∇f(θ)`` that
+            a public-subspace release uses (seed 002, spec A5).
         jitter: Diagonal jitter (see ``GradientGP``); used when reading a BoTorch model.
         method: Backend for kernel derivatives (see ``KernelDerivatives``).
     """
@@ -46,6 +49,7 @@ class qGradientInformation(AcquisitionFunction):
         theta: Tensor,
         X_pending: Tensor | None = None,
         *,
+        basis: Tensor | None = None,
         jitter: float = DEFAULT_JITTER,
         method: DerivativeBackend = "auto",
     ) -> None:
@@ -58,14 +62,17 @@ class qGradientInformation(AcquisitionFunction):
             raise ValueError(f"theta has {theta.shape[0]} entries, the model has d={gp.dim}.")
         self.gradient_gp = gp
         self.register_buffer("theta", theta)
+        if basis is not None and (basis.dim() != 2 or basis.shape[0] != gp.dim):
+            raise ValueError(f"basis must be d x k with d={gp.dim}, got shape {tuple(basis.shape)}.")
+        self.register_buffer("basis", None if basis is None else basis.detach().to(gp.train_X))
         with torch.no_grad():
             self.register_buffer("_V", gp.whitened_cross(theta) if gp.num_train else None)
         self.set_X_pending(X_pending)
 
     @property
     def current_trace(self) -> Tensor:
-        r"""``tr Σ_D(θ)`` before adding any point (a scalar tensor)."""
-        return self.gradient_gp.posterior_trace(self.theta)
+        r"""``tr Σ_D(θ)`` (projected: ``tr(ṼᵀΣ_D(θ)Ṽ)``) before adding any point (a scalar tensor)."""
+        return self.gradient_gp.posterior_trace(self.theta, self.basis)
 
     @concatenate_pending_points
     @t_batch_mode_transform()
@@ -78,4 +85,4 @@ class qGradientInformation(AcquisitionFunction):
         Returns:
             A ``batch_shape`` tensor of trace reductions (non-negative).
         """
-        return self.gradient_gp.trace_reduction(self.theta, X, V=self._V)
+        return self.gradient_gp.trace_reduction(self.theta, X, V=self._V, basis=self.basis)

@@ -331,10 +331,18 @@ class GradientGP(torch.nn.Module):
         cov = self.derivatives.prior(theta) - V.transpose(-1, -2) @ V
         return cov * self.output_scale**2
 
-    def posterior_trace(self, theta: Tensor) -> Tensor:
-        r"""``tr Σ_D(θ)`` as a ``batch_shape`` tensor (depends on ``D`` and ``θ`` only)."""
+    def posterior_trace(self, theta: Tensor, basis: Tensor | None = None) -> Tensor:
+        r"""``tr Σ_D(θ)`` as a ``batch_shape`` tensor (depends on ``D`` and ``θ`` only).
+
+        With a ``d x k`` ``basis`` ``Ṽ``: the projected trace ``tr(Ṽᵀ Σ_D(θ) Ṽ)``, the
+        posterior variance of ``Ṽᵀ∇f(θ)`` (seed 002, spec A5).
+        """
         V = self.whitened_cross(theta)
-        trace = self.derivatives.prior_trace(theta) - V.pow(2).sum((-1, -2))
+        if basis is None:
+            trace = self.derivatives.prior_trace(theta) - V.pow(2).sum((-1, -2))
+        else:
+            prior = self.derivatives.prior(theta)
+            trace = (basis * (prior @ basis)).sum((-1, -2)) - (V @ basis).pow(2).sum((-1, -2))
         return trace * self.output_scale**2
 
     def posterior(self, theta: Tensor) -> GradientPosterior:
@@ -380,7 +388,9 @@ class GradientGP(torch.nn.Module):
         W = _solve_lower(self.L, self.kernel(self.train_X, X).to_dense())
         return W, S - W.transpose(-1, -2) @ W
 
-    def trace_reduction(self, theta: Tensor, X: Tensor, V: Tensor | None = None) -> Tensor:
+    def trace_reduction(
+        self, theta: Tensor, X: Tensor, V: Tensor | None = None, basis: Tensor | None = None
+    ) -> Tensor:
         r"""``tr Σ_D(θ) − tr Σ_{D ∪ X}(θ)``, vectorized over candidate batches.
 
         Adding the ``r`` points of ``X`` changes the posterior by a rank-``r`` term:
@@ -393,6 +403,8 @@ class GradientGP(torch.nn.Module):
             theta: A ``d`` tensor (or broadcastable ``batch_shape x d``).
             X: A ``batch_shape x r x d`` tensor of new points.
             V: Optional precomputed ``whitened_cross(theta)`` (``N x d``).
+            basis: Optional ``d x k`` ``Ṽ``: the reduction of the projected trace
+                ``tr(Ṽᵀ Σ Ṽ)`` instead (``C`` replaced by ``ṼᵀC``; seed 002, spec A5).
 
         Returns:
             A ``batch_shape`` tensor of non-negative trace reductions.
@@ -403,6 +415,8 @@ class GradientGP(torch.nn.Module):
             if V is None:
                 V = self.whitened_cross(theta)
             C = C - V.transpose(-1, -2) @ W
+        if basis is not None:
+            C = basis.transpose(-1, -2) @ C  # k x r: only Ṽᵀ∇f is wanted
         if X.shape[-2] == 1:
             # q = 1 (greedy and adaptive batches): a square root and a division; torch's
             # batched Cholesky / triangular solves over many 1 x 1 systems are far slower.

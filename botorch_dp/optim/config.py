@@ -37,6 +37,7 @@ __all__ = [
     "DPGIBOConfig",
     "check_bias_tolerance",
     "check_per_user_losses",
+    "default_batch_size",
     "resolve_model",
     "resolve_privacy",
     "split_privacy_mu",
@@ -88,6 +89,11 @@ class DPGIBOConfig:
             per-user gradient estimates on its ``d x k`` basis ``Ṽ_t`` BEFORE clipping,
             releases ``k`` noisy coordinates (same sensitivity ``2B/n`` and ``μ``) and steps
             along ``Ṽ_t ũ_t``. The basis must not be computed from the sensitive users.
+        subspace_acquisition: With a ``subspace``: choose batches for the projected gradient
+            ``Ṽ_tᵀ∇f`` only, maximizing the reduction of ``tr(Ṽ_tᵀ Σ_D(θ) Ṽ_t)``, and apply
+            ``bias_tolerance`` to that projected trace (seed 002, spec A5; public, so the
+            guarantee is unchanged). ``batch_size`` and ``max_batch_size`` then default to
+            ``k + 1`` when the oracle has an integer ``k``.
         batch_size: ``b`` for fixed batches (Alg. 1). Default ``d + 1`` when no
             ``bias_tolerance`` is given.
         bias_tolerance: Tolerance of adaptive batches (Alg. 2; the paper calls it ε, here
@@ -153,6 +159,7 @@ class DPGIBOConfig:
     preconditioner: Preconditioner | None = None
     preconditioner_mu_fraction: float | None = None
     subspace: SubspaceOracle | None = None
+    subspace_acquisition: bool = False
     batch_size: int | None = None
     bias_tolerance: float | None = None
     max_batch_size: int | None = None
@@ -262,8 +269,9 @@ class DPGIBOConfig:
         r"""The most objective evaluations the run can ask for: ``T · b`` with fixed batches,
         ``T · b_max`` with adaptive ones (``b`` and ``b_max`` default to ``d + 1``). Plan
         anything that costs per evaluation with it, e.g. the DP-SGD training runs of a
-        target training ε (``DPSGDConfig(planned_runs=...)``)."""
-        default = self.bounds.shape[1] + 1
+        target training ε (``DPSGDConfig(planned_runs=...)``). With
+        ``subspace_acquisition`` the defaults are ``k + 1`` (``default_batch_size``)."""
+        default = default_batch_size(self)
         if self.bias_tolerance is not None:
             per_step = self.max_batch_size if self.max_batch_size is not None else default
         else:
@@ -360,6 +368,10 @@ def check_seed002_options(config: DPGIBOConfig, d: int) -> tuple[str | None, flo
         ``adagrad_full`` without one, ``0.5`` for the private preconditioner without one.
     """
     oracle = config.subspace
+    if not isinstance(config.subspace_acquisition, bool):
+        raise ValueError(f"subspace_acquisition must be True or False, got {config.subspace_acquisition!r}.")
+    if config.subspace_acquisition and oracle is None:
+        raise ValueError("subspace_acquisition=True needs a subspace (the basis the acquisition projects on).")
     if oracle is not None:
         if not isinstance(oracle, SubspaceOracle):
             raise ValueError(f"subspace must be a SubspaceOracle (optim.subspace), got {type(oracle).__name__}.")
@@ -387,6 +399,14 @@ def check_seed002_options(config: DPGIBOConfig, d: int) -> tuple[str | None, flo
     if not fraction < 1.0:
         raise ValueError(f"preconditioner_mu_fraction must lie in (0, 1), got {fraction!r}.")
     return preconditioner, fraction
+
+
+def default_batch_size(config: DPGIBOConfig) -> int:
+    r"""Default ``b`` and ``b_max``: ``d + 1``, or ``k + 1`` with ``subspace_acquisition`` when
+    the oracle has an integer ``k`` (spec A5: ``k + 1`` points pin down ``k`` directions)."""
+    d = config.bounds.shape[1]
+    k = getattr(config.subspace, "k", None) if config.subspace_acquisition else None
+    return min(k, d) + 1 if isinstance(k, int) else d + 1
 
 
 def split_privacy_mu(config: DPGIBOConfig) -> tuple[float, float | None]:
@@ -427,11 +447,14 @@ def resolve_model(config: DPGIBOConfig) -> tuple[Kernel, float, bool]:
     return _frozen_kernel(model.covar_module), noise, getattr(model, "outcome_transform", None) is not None
 
 
-def check_bias_tolerance(bias_tolerance: float, prior: GradientGP, theta0: Tensor) -> None:
+def check_bias_tolerance(
+    bias_tolerance: float, prior: GradientGP, theta0: Tensor, basis: Tensor | None = None
+) -> None:
     r"""Refuse a ``bias_tolerance`` at or above the prior gradient trace at ``θ₀`` (the
-    first adaptive batch would be empty); ``prior`` is the ``GradientGP`` with no data."""
+    first adaptive batch would be empty); ``prior`` is the ``GradientGP`` with no data,
+    ``basis`` the projected acquisition's ``Ṽ`` at ``θ₀`` (then the projected trace)."""
     with torch.no_grad():
-        prior_trace = float(prior.posterior_trace(theta0))
+        prior_trace = float(prior.posterior_trace(theta0, basis))
     if not bias_tolerance < prior_trace:
         raise ValueError(
             f"bias_tolerance = {bias_tolerance:g} is not below the prior gradient trace "

@@ -27,6 +27,7 @@ from botorch_dp.optim.config import (
     DPGIBOConfig,
     check_bias_tolerance,
     check_per_user_losses,
+    default_batch_size,
     resolve_model,
     split_privacy_mu,
 )
@@ -92,10 +93,12 @@ class DPGIBO:
         radius = 0.1 * (self.bounds[1] - self.bounds[0]) if c.search_radius is None else c.search_radius
         self.search_radius = torch.as_tensor(radius, dtype=torch.float64).expand(d).clone()
         self.adaptive = c.bias_tolerance is not None
-        self.max_batch_size = c.max_batch_size if c.max_batch_size is not None else d + 1
-        self.batch_size = c.batch_size if c.batch_size is not None else d + 1
+        self.max_batch_size = c.max_batch_size if c.max_batch_size is not None else default_batch_size(c)
+        self.batch_size = c.batch_size if c.batch_size is not None else default_batch_size(c)
         if self.adaptive:  # needs the kernel, so checked here rather than in the config
-            check_bias_tolerance(c.bias_tolerance, GradientGP(torch.empty(0, d, dtype=torch.float64), self.kernel, self.noise_variance, jitter=c.jitter), theta0)
+            prior = GradientGP(torch.empty(0, d, dtype=torch.float64), self.kernel, self.noise_variance, jitter=c.jitter)
+            basis = step_basis(c, theta0, prior, SubspaceTrack()) if c.subspace_acquisition else None
+            check_bias_tolerance(c.bias_tolerance, prior, theta0, basis)
         # state
         self.iteration = 0
         self.theta = theta0.clone()
@@ -166,10 +169,13 @@ class DPGIBO:
             return self._pending.clone()
         c = self.config
         with rollback_on_error(self):  # a failed search or checkpoint write leaves no trace
+            # seed 002, A5: the same public Ṽ_t as tell() computes (same θ_t, same GP)
+            basis = step_basis(c, self.theta, self._gp, self._subspace) if c.subspace_acquisition else None
             self._pending = select_batch(
                 self._gp, self.theta, self.local_bounds(), self._search_gen,
                 batch_selection=c.batch_selection, batch_size=self.batch_size, bias_tolerance=c.bias_tolerance,
                 max_batch_size=self.max_batch_size, num_restarts=c.num_restarts, raw_samples=c.raw_samples,
+                basis=basis,
             )
             self._save_checkpoint()
         return self._pending.clone()

@@ -56,6 +56,16 @@ _RESUME_MAY_DIFFER = {"privacy_budget_mu", "hyperparameter_fit"}
 #: Config fields added after schema version 1 (issue 16's target (ε, δ)); a checkpoint
 #: written before them reads them as not given.
 _CONFIG_FIELDS_ADDED = ("epsilon", "delta", "preconditioner", "preconditioner_mu_fraction", "subspace")
+#: Added fields whose "not given" value is not ``None``.
+_CONFIG_FIELDS_ADDED_DEFAULTS = {"subspace_acquisition": False}
+
+
+def _with_added_fields(stored: Any) -> Any:
+    r"""A stored config with the fields added since it was written set to "not given"."""
+    if not isinstance(stored, dict):
+        return stored
+    added = {name: None for name in _CONFIG_FIELDS_ADDED} | _CONFIG_FIELDS_ADDED_DEFAULTS
+    return {**{k: v for k, v in added.items() if k not in stored}, **stored}
 
 
 def _meta_keys(meta: Any) -> set[str]:
@@ -135,8 +145,7 @@ def config_to_json(config: DPGIBOConfig) -> dict[str, Any]:
 def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, rebuild: bool) -> DPGIBOConfig | None:
     r"""Check the stored config's fields and, if ``rebuild``, build the ``DPGIBOConfig``."""
     names = {f.name for f in dataclasses.fields(DPGIBOConfig)}
-    if isinstance(stored, dict):  # written before these fields existed: they were not given
-        stored = {**{name: None for name in _CONFIG_FIELDS_ADDED if name not in stored}, **stored}
+    stored = _with_added_fields(stored)  # written before these fields existed: they were not given
     if not isinstance(stored, dict) or set(stored) != names:
         have = set(stored) if isinstance(stored, dict) else set()
         raise ValueError(
@@ -177,7 +186,7 @@ def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, re
 
 def check_same_run(meta: dict[str, Any], config: DPGIBOConfig) -> None:
     r"""``ValueError`` naming the first field of ``config`` that differs from the checkpoint's."""
-    stored = meta["config"]
+    stored = _with_added_fields(meta["config"])
     given = config_to_json(config)
     for field in dataclasses.fields(config):
         if field.name in _RESUME_MAY_DIFFER or field.name in ("kernel", "model"):

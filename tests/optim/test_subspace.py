@@ -264,3 +264,58 @@ def test_noise_energy_is_k_sigma_squared_instead_of_d_sigma_squared():
     # E‖Ṽw‖² = kσ², E‖w‖² = dσ²; relative standard errors √(2/(k·reps)) = 2%, √(2/(d·reps)) = 1%
     assert abs(projected.pow(2).sum(-1).mean() / (k * sigma2) - 1) < 0.1
     assert abs(full.pow(2).sum(-1).mean() / (d * sigma2) - 1) < 0.05
+
+
+# ----------------------------------------------------------------------------- projected acquisition (A5)
+def _gp_and_points(d=4, seed=9):
+    g = torch.Generator().manual_seed(seed)
+    kernel = ScaleKernel(RBFKernel(ard_num_dims=d)).to(F64)
+    kernel.base_kernel.lengthscale = torch.linspace(0.4, 1.2, d, dtype=F64)
+    kernel.outputscale = 1.3
+    kernel.requires_grad_(False)
+    theta = torch.zeros(d, dtype=F64)
+    D = 0.3 * torch.randn(5, d, generator=g, dtype=F64)
+    X = 0.3 * torch.randn(7, 3, d, generator=g, dtype=F64)  # 7 candidate batches of 3 points
+    V = orthonormal_basis(torch.randn(d, 2, generator=g, dtype=F64))
+    return GradientGP(D, kernel, 1e-4), kernel, theta, D, X, V
+
+
+def test_projected_trace_and_reduction_equal_dense_recomputation():
+    from botorch_dp.acquisition import qGradientInformation
+
+    gp, kernel, theta, D, X, V = _gp_and_points()
+    dense = V.T @ gp.posterior_covariance(theta) @ V
+    torch.testing.assert_close(gp.posterior_trace(theta, V), torch.trace(dense), rtol=1e-12, atol=1e-12)
+    # brute force: refactorize K on D ∪ X_j and project the dense posterior covariance
+    brute = torch.stack([
+        torch.trace(dense) - torch.trace(V.T @ GradientGP(torch.cat([D, x]), kernel, 1e-4).posterior_covariance(theta) @ V)
+        for x in X
+    ])
+    torch.testing.assert_close(gp.trace_reduction(theta, X, basis=V), brute, rtol=1e-8, atol=1e-10)
+    for q in (1, 3):  # the q = 1 shortcut and the Cholesky path
+        acqf = qGradientInformation(gp, theta, basis=V)
+        torch.testing.assert_close(acqf(X[:, :q]), gp.trace_reduction(theta, X[:, :q], basis=V), rtol=0, atol=0)
+    torch.testing.assert_close(acqf.current_trace, torch.trace(dense), rtol=1e-12, atol=1e-12)
+    # Ṽ = I: the projected acquisition is the full one
+    eye = torch.eye(4, dtype=F64)
+    torch.testing.assert_close(qGradientInformation(gp, theta, basis=eye)(X), qGradientInformation(gp, theta)(X),
+                               rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(gp.posterior_trace(theta, eye), gp.posterior_trace(theta), rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="basis must be d x k"):
+        qGradientInformation(gp, theta, basis=eye[:3])
+
+
+def test_adaptive_batches_stop_on_the_projected_trace():
+    from botorch_dp.optim.batch_selection import select_batch
+
+    gp, kernel, theta, D, X, V = _gp_and_points()
+    full, projected = float(gp.posterior_trace(theta)), float(gp.posterior_trace(theta, V))
+    assert projected < full
+    tolerance = (projected + full) / 2  # met by Ṽᵀ∇f already, not by ∇f
+    box = torch.stack([theta - 0.5, theta + 0.5])
+    options = dict(batch_size=5, bias_tolerance=tolerance, max_batch_size=5, num_restarts=1, raw_samples=8)
+    for selection in ("joint", "greedy"):
+        empty = select_batch(gp, theta, box, torch.Generator().manual_seed(0), batch_selection=selection, basis=V, **options)
+        assert empty.shape == (0, 4)
+    some = select_batch(gp, theta, box, torch.Generator().manual_seed(0), batch_selection="greedy", **options)
+    assert some.shape[0] >= 1

@@ -9,7 +9,7 @@ import torch
 
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.dp_gibo import DPGIBO
-from botorch_dp.optim.run_state import STATE_VERSION
+from botorch_dp.optim.run_state import STATE_VERSION, check_same_run
 from botorch_dp.optim.subspace import (
     FixedSubspace,
     PosteriorGradientCovarianceSubspace,
@@ -289,9 +289,40 @@ def test_version_3_checkpoint_of_a_plain_run_still_loads():
     meta = {k: v for k, v in state["meta"].items() if k != "subspace"}
     meta["version"] = 3
     meta["config"] = {k: v for k, v in meta["config"].items()
-                      if k not in ("subspace", "preconditioner", "preconditioner_mu_fraction")}
+                      if k not in ("subspace", "preconditioner", "preconditioner_mu_fraction", "subspace_acquisition")}
     other = DPGIBO(cfg)
     other.load_state_dict({**state, "meta": meta})
     assert torch.equal(other.theta, opt.theta) and other.iteration == 1
+    check_same_run(meta, cfg)  # resuming it with the same config is allowed: the new fields read as not given
+    with pytest.raises(ValueError, match="'subspace'"):  # a new field given a value is a change
+        check_same_run(meta, nl_config(d=2, privacy_mu=1.0, num_iterations=3, seed=9, subspace=FixedSubspace(torch.eye(2)),
+                                       subspace_acquisition=True))
     with pytest.raises(ValueError, match="subspace"):
         DPGIBO(cfg).load_state_dict({**state, "meta": {**meta, "version": 4}})  # v4 needs the key
+
+
+# --------------------------------------------------------------------------- projected acquisition (A5)
+def test_projected_acquisition_defaults_to_k_plus_one_points_and_stops_on_the_projected_trace():
+    _, objective = normal_location(n=12, d=4)
+    fixed = DPGIBO(nl_config(d=4, privacy_mu=1.0, num_iterations=2, seed=10, batch_size=None,
+                             subspace=FixedSubspace(V42), subspace_acquisition=True))
+    assert fixed.batch_size == 3 and fixed.config.max_evaluations == 2 * 3  # k + 1, not d + 1
+    assert fixed.run(objective, progress=False).release.batch_sizes == [3, 3]
+    tolerance = 0.05
+    cfg = nl_config(d=4, privacy_mu=1.0, num_iterations=3, seed=11, batch_size=None, bias_tolerance=tolerance,
+                    kernel=_nl_config(d=4).kernel, subspace=FixedSubspace(V42), subspace_acquisition=True,
+                    noise_variance=1e-4)
+    opt = DPGIBO(cfg)
+    assert opt.max_batch_size == 3
+    rel = opt.run(objective, progress=False).release
+    V, start = cfg.subspace.basis, 0
+    for t, b in enumerate(rel.batch_sizes):
+        start += b
+        gp = GradientGP(rel.evaluation_points[:start], opt.kernel, 1e-4)
+        projected = float(gp.posterior_trace(rel.iterates[t], V))
+        assert projected <= tolerance * (1 + 1e-6) or b == 3
+        assert projected <= rel.posterior_traces[t] + 1e-9  # the reported trace is the full one
+    with pytest.raises(ValueError, match="needs a subspace"):
+        nl_config(d=4, subspace_acquisition=True)
+    with pytest.raises(ValueError, match="True or False"):
+        nl_config(d=4, subspace=FixedSubspace(V42), subspace_acquisition="yes")
