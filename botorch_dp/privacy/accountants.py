@@ -4,7 +4,8 @@ r"""Privacy accountants with Opacus's interface, and helpers to compare them.
 in Opacus's accountant registry under ``"gdp_full_batch"`` (so
 ``opacus.accountants.create_accountant("gdp_full_batch")`` and
 ``PrivacyEngine(accountant="gdp_full_batch")`` find it); Opacus's ``RDPAccountant`` and
-``PRVAccountant`` can be fed the same steps for comparison.
+``PRVAccountant`` can be fed the same steps for comparison. ``dp_sgd_rdp`` gives a DP-SGD
+run's RDP curve on any order grid, which the ledger composes with other mechanisms.
 
 This is the one module of ``botorch_dp.privacy`` that imports Opacus; the ledger imports
 it only when it accounts DP-SGD training runs, so a DP-GIBO run never loads Opacus.
@@ -19,6 +20,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 from opacus.accountants import IAccountant, PRVAccountant, create_accountant, register_accountant
+from opacus.accountants.analysis.rdp import compute_rdp
 
 from botorch_dp.privacy.analysis.gdp import (
     compose_gdp,
@@ -44,6 +46,7 @@ __all__ = [
     "TABLE_KEYS",
     "GDPAccountant",
     "accountant_epsilon",
+    "dp_sgd_rdp",
     "epsilon_table",
     "full_batch_steps",
     "make_accountant",
@@ -239,6 +242,36 @@ def accountant_epsilon(
         # still a valid (if looser) bound.
         warnings.simplefilter("ignore", UserWarning)
         return float(accountant.get_epsilon(delta))
+
+
+def dp_sgd_rdp(
+    *, noise_multiplier: float, sample_rate: float, steps: int, orders: Sequence[float]
+) -> np.ndarray:
+    r"""RDP curve of a DP-SGD run (Poisson-subsampled Gaussian steps), from Opacus.
+
+    ``opacus.accountants.analysis.rdp.compute_rdp`` (Mironov, Talwar & Zhang 2019), the
+    curve Opacus's ``RDPAccountant`` sums over its history; evaluated at the given
+    orders so that DP-SGD runs and other mechanisms compose on one grid.
+
+    Args:
+        noise_multiplier: Noise std over ℓ2-sensitivity, σ ≥ 0 and finite (0: no noise).
+        sample_rate: Poisson sampling rate q in (0, 1].
+        steps: Number of steps T ≥ 1.
+        orders: ``k`` Rényi orders α > 1.
+
+    Returns:
+        A ``k`` float64 array of ε(α) ≥ 0 (all ``inf`` when σ = 0).
+    """
+    noise_multiplier, sample_rate, steps = check_history_entry(
+        noise_multiplier, sample_rate, steps, steps_name="steps"
+    )
+    orders = np.asarray(orders, dtype=np.float64)
+    if orders.ndim != 1 or orders.size == 0 or not np.all(orders > 1.0) or not np.all(np.isfinite(orders)):
+        raise ValueError(f"orders must be a non-empty list of finite orders > 1, got {orders!r}.")
+    if noise_multiplier == 0.0:
+        return np.full(orders.shape, math.inf)
+    rdp = compute_rdp(q=sample_rate, noise_multiplier=noise_multiplier, steps=steps, orders=orders)
+    return np.asarray(rdp, dtype=np.float64).reshape(orders.shape)
 
 
 def full_batch_steps(

@@ -1,17 +1,23 @@
-r"""A ledger of the privacy spent by a tuning run, with an optional budget filter.
+r"""A ledger of the privacy spent by a tuning run, with budget filters on both datasets.
 
 Validation data (the users whose losses drive the optimizer) is accounted with μ-GDP;
-training data used by DP-SGD inside each evaluation is accounted separately with Opacus.
-Opacus is imported only when training runs are accounted (``privacy.accountants``), so
-importing the ledger and running DP-GIBO with it does not load Opacus.
+training data used inside each evaluation (DP-SGD, objective perturbation, any mechanism
+with a Rényi-DP curve) is accounted separately, in RDP on one public order grid, or with
+Opacus's PRV accountant when every training entry is a DP-SGD run. Opacus is imported
+only when DP-SGD runs are accounted (``privacy.accountants``), so importing the ledger
+and running DP-GIBO with it does not load Opacus.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Union
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Union
 
-from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
+import numpy as np
+
+from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon, pure_dp_to_gdp_mu
+from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS, rdp_curve_epsilon
 from botorch_dp.privacy.checks import (
     check_choice,
     check_delta,
@@ -19,13 +25,71 @@ from botorch_dp.privacy.checks import (
     check_positive,
 )
 
-__all__ = ["PrivacyBudgetExceeded", "PrivacyLedger"]
+__all__ = ["TRAINING_RDP_ORDERS", "filter_order", "PrivacyBudgetExceeded", "PrivacyLedger", "TrainingMechanism"]
 
 RunId = Union[int, str]
 Run = tuple[float, float, int]
 #: A validation release: (run id, release key), e.g. ("3f2a…", "step-0003").
 ReleaseKey = tuple[str, str]
 _TRAINING_ACCOUNTANTS = ("rdp", "prv")
+
+#: The public Rényi orders α on which every training RDP curve is evaluated and composed:
+#: Opacus's default orders 1.1, 1.2, …, 10.9, 12, 13, …, 63, plus 80, 128, 256 and 512
+#: (a small ε needs a large α).
+#: The public order grid of the training RDP curves (``analysis.rdp.DEFAULT_RDP_ORDERS``).
+TRAINING_RDP_ORDERS: tuple[float, ...] = DEFAULT_RDP_ORDERS
+_ORDERS = np.asarray(TRAINING_RDP_ORDERS, dtype=np.float64)
+
+
+def _rdp_grid_epsilon(rdp: np.ndarray, delta: float) -> tuple[float, float | None]:
+    r"""(ε, α) of an RDP curve on ``TRAINING_RDP_ORDERS`` at ``delta`` (``rdp_curve_epsilon``);
+    ``(inf, None)`` when the curve is infinite at every order."""
+    epsilon, order = rdp_curve_epsilon(rdp, TRAINING_RDP_ORDERS, delta)
+    return (math.inf, None) if not math.isfinite(epsilon) else (epsilon, float(order))
+
+
+def _order_budgets(epsilon: float, delta: float) -> np.ndarray:
+    r"""At each grid order α, the largest summed RDP that converts to ``ε ≤ epsilon``:
+    ``epsilon − log(1 − 1/α) + (log δ + log α)/(α − 1)`` (the rule of ``rdp_curve_epsilon``)."""
+    return epsilon - np.log1p(-1.0 / _ORDERS) + (math.log(delta) + np.log(_ORDERS)) / (_ORDERS - 1.0)
+
+
+def filter_order(epsilon: float, delta: float, first_curve: np.ndarray) -> float:
+    r"""The one Rényi order at which the training budget filter works.
+
+    An RDP filter is valid for adaptively chosen mechanisms at ONE order fixed in advance
+    (Feldman & Zrnic 2021); accepting while *some* order has room is not covered by that
+    theorem, because different outcome paths could then rely on different orders. The
+    order is fixed by the budget and the FIRST training entry, which is chosen before
+    anything computed from the training data exists: the grid order at which the most
+    copies of that entry fit the budget, ``argmax_α budget(α)/ε_1(α)``. A sequence of
+    identical runs is therefore accepted exactly as long as its grid ε fits.
+
+    Args:
+        epsilon: The training ε budget.
+        delta: The training δ.
+        first_curve: The RDP of the first training entry on ``TRAINING_RDP_ORDERS``.
+    """
+    budgets = _order_budgets(epsilon, delta)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        copies = np.where(first_curve > 0, budgets / first_curve, np.where(budgets >= 0, np.inf, -np.inf))
+    return float(_ORDERS[int(np.argmax(copies))])
+
+
+@dataclass(frozen=True)
+class TrainingMechanism:
+    r"""A training-side mechanism given by its RDP curve on ``TRAINING_RDP_ORDERS``.
+
+    Attributes:
+        description: What the mechanism is (e.g. ``"AMP, lambda=3.7, sigma=6.9"``).
+        rdp: ε(α) at each order of ``TRAINING_RDP_ORDERS`` (floats ≥ 0, ``inf`` allowed).
+    """
+
+    description: str
+    rdp: tuple[float, ...]
+
+
+TrainingEntry = Union[Run, TrainingMechanism]
 
 
 class PrivacyBudgetExceeded(RuntimeError):
@@ -42,6 +106,76 @@ def _check_label(value: Any, name: str) -> str:
     return value
 
 
+def _check_run_id(run_id: Any) -> RunId:
+    if isinstance(run_id, bool) or not isinstance(run_id, (int, str)):
+        raise ValueError(f"run_id must be a str or an int, got {run_id!r}.")
+    return run_id
+
+
+def _check_rdp_values(values: Any, name: str) -> tuple[float, ...]:
+    r"""A curve on the grid: one float ≥ 0 (``inf`` allowed, NaN refused) per order."""
+    if isinstance(values, (str, bytes, Mapping)) or not hasattr(values, "__len__"):
+        raise ValueError(f"{name} must be a list of {len(TRAINING_RDP_ORDERS)} numbers, got {values!r}.")
+    if len(values) != len(TRAINING_RDP_ORDERS):
+        raise ValueError(f"{name} must have {len(TRAINING_RDP_ORDERS)} values (one per order), got {len(values)}.")
+    checked = []
+    for order, value in zip(TRAINING_RDP_ORDERS, values):
+        if isinstance(value, (bool, str, bytes)):
+            raise ValueError(f"{name} at order {order:g} must be a number, got {value!r}.")
+        try:
+            value = float(value)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise ValueError(f"{name} at order {order:g} must be a number, got {value!r}.") from err
+        if math.isnan(value) or value < 0.0:
+            raise ValueError(f"{name} at order {order:g} must be >= 0 (inf allowed), got {value!r}.")
+        checked.append(value)
+    return tuple(checked)
+
+
+def _close(a: float, b: float) -> bool:
+    return a == b or math.isclose(a, b, rel_tol=1e-9)
+
+
+def _same_curve(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return all(_close(x, y) for x, y in zip(a, b, strict=True))
+
+
+def _evaluate_curve(rdp: Callable[[float], float]) -> tuple[float, ...]:
+    r"""``rdp`` evaluated once at every order of the grid, checked."""
+    if not callable(rdp):
+        raise ValueError(f"rdp must be a callable alpha -> epsilon(alpha), got {rdp!r}.")
+    return _check_rdp_values([rdp(order) for order in TRAINING_RDP_ORDERS], "rdp")
+
+
+def _rdp_curve_of(entries: list[TrainingEntry]) -> np.ndarray:
+    r"""The summed RDP curve of training entries on the grid (Opacus loaded for DP-SGD runs)."""
+    total = np.zeros_like(_ORDERS)
+    for entry in entries:
+        if isinstance(entry, TrainingMechanism):
+            total += np.asarray(entry.rdp, dtype=np.float64)
+    history = _merged_history(entries)
+    if history:
+        from botorch_dp.privacy.accountants import dp_sgd_rdp
+
+        for sigma, rate, steps in history:
+            total += dp_sgd_rdp(noise_multiplier=sigma, sample_rate=rate, steps=steps, orders=_ORDERS)
+    return total
+
+
+def _merged_history(entries: list[TrainingEntry]) -> list[Run]:
+    r"""The DP-SGD runs of ``entries``, runs with equal (σ, q) merged into one entry.
+
+    Composition is commutative and RDP linear in the number of steps, so merging changes
+    nothing but keeps the PRV accountant fast for many identical runs.
+    """
+    merged: dict[tuple[float, float], int] = {}
+    for entry in entries:
+        if not isinstance(entry, TrainingMechanism):
+            sigma, rate, steps = entry
+            merged[(sigma, rate)] = merged.get((sigma, rate), 0) + steps
+    return [(sigma, rate, steps) for (sigma, rate), steps in merged.items()]
+
+
 class PrivacyLedger:
     r"""Records the privacy spent on validation data and on training data.
 
@@ -49,28 +183,59 @@ class PrivacyLedger:
     gradient release, for instance) is recorded with its GDP parameter μ_j under a
     ``(run_id, key)`` pair: ``run_id`` names the run that made it (DP-GIBO uses its
     ``run_id``, a uuid4 hex) and ``key`` the release within the run (DP-GIBO uses
-    ``"step-0003"``; a run with several releases per step can use ``"step-0003/grad"``,
-    ``"step-0003/norm"``). The total over ALL runs is μ = sqrt(Σ_j μ_j²): runs that share
-    a ledger compose (they read the same validation users), so two runs of μ = 0.6 give
-    μ = 0.8485.
+    ``"step-0003"``; a run with several releases per step uses ``"step-0003/grad"``,
+    ``"step-0003/norm"``, and a final selection ``"select"``). The total over ALL runs
+    is μ = sqrt(Σ_j μ_j²): runs that share a ledger compose (they read the same
+    validation users), so two runs of μ = 0.6 give μ = 0.8485. A pure ε-DP release (an
+    exponential mechanism) is recorded with ``record_validation_pure`` as
+    μ = 2Φ⁻¹(e^ε/(1 + e^ε)) (``analysis.gdp.pure_dp_to_gdp_mu``), its ε kept for reports.
 
-    Training data: when each evaluation trains a model with DP-SGD, each training run is
-    recorded as (noise_multiplier, sample_rate, steps) under a ``run_id``, and all runs
-    are composed with an Opacus accountant (``"rdp"`` or ``"prv"``). The training data
-    is a different dataset, so its guarantee is reported separately.
+    Training data: each training run is recorded under a ``run_id``, either as a DP-SGD
+    run (noise_multiplier, sample_rate, steps) with ``record_training_run``, or as any
+    mechanism given by its Rényi-DP curve α ↦ ε(α) with ``record_training_mechanism``
+    (objective perturbation, for instance). A curve is evaluated once, when recorded, at
+    the public orders ``TRAINING_RDP_ORDERS`` and stored as numbers. The RDP accountant
+    composes all entries by summing their curves on that grid (a DP-SGD run enters as
+    Opacus's ``compute_rdp(q, σ, steps, orders)``) and converts the sum to (ε, δ) with
+    the rule of ``analysis.rdp.rdp_to_epsilon``, minimised over the grid. Opacus's PRV
+    accountant is used only when every training entry is a DP-SGD run: asked for
+    explicitly on a ledger holding other mechanisms it raises ``ValueError``; as the
+    ledger's ``training_accountant`` it falls back to RDP, and ``report`` says which
+    accountant was used and why. The training data is a different dataset, so its
+    guarantee is reported separately and never composed with the validation one.
 
     Recording is idempotent on ``(run_id, key)`` and on the training ``run_id`` with the
     same parameters: after resuming from a checkpoint, re-recording a release that is
     already in the ledger changes nothing (this needs the resumed run to keep its run
     id; under a new id a replayed release counts twice, which over-counts but never
-    under-counts); a different μ (or different DP-SGD
-    parameters) under a recorded id raises ``ValueError``. Whoever records must
-    therefore use a fresh id for every new release or training run; an id is never
-    "reused" silently at a different cost. With budgets set, ``record_*`` checks the
-    budget first and raises ``PrivacyBudgetExceeded`` without recording anything when it
-    would be exceeded; the filter runs over everything in the ledger, all runs together.
-    A relative slack of ``BUDGET_RTOL`` absorbs floating-point rounding, so that T
-    steps of μ/sqrt(T) fit a budget of μ.
+    under-counts); a different μ or ε (or different DP-SGD parameters, or a different
+    RDP curve or description) under a recorded id raises ``ValueError``, as does the
+    same id with another kind of entry. Whoever records must therefore use a fresh id
+    for every new release or training run; an id is never "reused" silently at a
+    different cost.
+
+    Budget filters: with budgets set, ``record_*`` checks the budget first and raises
+    ``PrivacyBudgetExceeded`` without recording anything when it would be exceeded; the
+    filter runs over everything in the ledger, all runs together, and must be called
+    (``check_validation_step``, ``check_training_run``, ``check_training_mechanism``)
+    before the release is made. Validation: refuse a release if the composed μ of spent
+    + new exceeds the μ budget; this GDP filter stays valid when each μ_j is chosen
+    adaptively from earlier releases (Smith & Thakurta 2022, "Fully adaptive composition
+    for Gaussian differential privacy"). Training with RDP: refuse an entry if the
+    summed RDP of spent + new at ONE order α* exceeds that order's budget
+    ε_budget − log(1 − 1/α*) + (log δ + log α*)/(α* − 1), with α* = ``filter_order`` fixed by the budget and
+    the first training entry (chosen before anything computed from training data exists). An RDP filter at one order fixed in advance
+    stays valid for adaptively chosen mechanisms (Feldman & Zrnic 2021, "Individual
+    privacy accounting via a Rényi filter"), and (α*, budget)-RDP converts to
+    (ε_budget, δ). Accepting while *any* order has room would let different outcome
+    paths rely on different orders, which that theorem does not cover, so the filter
+    does not do it (it can refuse an entry whose grid ε, ``training_epsilon``, would still
+    fit; that ε is the right report when the runs are fixed in advance). With
+    PRV (DP-SGD only) the filter composes spent + new with the PRV accountant, which is
+    exact for runs whose parameters are fixed in advance (all evaluations at the same
+    public DP-SGD settings, where the filter only decides how many runs fit). A relative
+    slack of ``BUDGET_RTOL`` absorbs floating-point rounding, so that T steps of
+    μ/sqrt(T) fit a budget of μ.
 
     Example (25 DP-GIBO steps of μ/sqrt(25) with μ = 1; a 26th step is refused):
 
@@ -80,10 +245,14 @@ class PrivacyLedger:
         ledger.validation_epsilon(1e-5)  # about 4.377
     """
 
-    #: Version of ``state_dict``. 2: validation releases keyed by (run_id, key); version 1
-    #: (keyed by step index only, so runs sharing a ledger were merged) is refused.
-    STATE_VERSION = 2
+    #: Version of ``state_dict``. 3: training entries may be RDP curves on
+    #: ``TRAINING_RDP_ORDERS`` and validation releases may be pure ε-DP. 2 (DP-SGD runs
+    #: and Gaussian releases only) is still loaded. 1 (validation releases keyed by step
+    #: index only, so runs sharing a ledger were merged) is refused.
+    STATE_VERSION = 3
     BUDGET_RTOL = 1e-9
+    #: The public order grid of the training RDP curves (``TRAINING_RDP_ORDERS``).
+    RDP_ORDERS = TRAINING_RDP_ORDERS
 
     def __init__(
         self,
@@ -101,8 +270,9 @@ class PrivacyLedger:
             training_epsilon_budget: Optional ε budget for the training data; needs
                 ``training_delta``.
             training_delta: δ at which training ε is measured (budget and report).
-            training_accountant: Opacus accountant for training runs, ``"rdp"`` or
-                ``"prv"``.
+            training_accountant: Accountant for the training data, ``"rdp"`` or
+                ``"prv"`` (used only while every training entry is a DP-SGD run; RDP
+                otherwise).
             prv_eps_error: Accuracy of the PRV accountant when it is used.
         """
         self.validation_mu_budget = _check_positive(validation_mu_budget, "validation_mu_budget")
@@ -119,7 +289,8 @@ class PrivacyLedger:
         )
         self.prv_eps_error = _check_positive(prv_eps_error, "prv_eps_error")
         self._validation_steps: dict[ReleaseKey, float] = {}
-        self._training_runs: dict[RunId, Run] = {}
+        self._validation_pure: dict[ReleaseKey, float] = {}
+        self._training: dict[RunId, TrainingEntry] = {}
 
     # ------------------------------------------------------------------ validation
 
@@ -200,73 +371,217 @@ class PrivacyLedger:
             mu: The release's GDP parameter μ_j > 0 (``math.inf`` for a non-private one).
             run_id: Non-empty string naming the run (e.g. ``DPGIBO.run_id``, a uuid4 hex).
             key: Non-empty string naming the release within the run (e.g.
-                ``"step-0003"``, ``"step-0003/grad"``).
+                ``"step-0003"``, ``"step-0003/grad"``, ``"step-0003/norm"``, ``"select"``).
 
         Returns:
             True if the release was recorded, False if it was already there with the same
-            μ (a replay after resume). A different μ for a recorded ``(run_id, key)``
-            raises ``ValueError``; a release over the budget raises
-            ``PrivacyBudgetExceeded`` and records nothing.
+            μ (a replay after resume). A different μ for a recorded ``(run_id, key)``, or
+            a key recorded as a pure ε-DP release, raises ``ValueError``; a release over
+            the budget raises ``PrivacyBudgetExceeded`` and records nothing.
         """
         mu = check_positive(mu, "mu")
-        entry = (_check_label(run_id, "run_id"), _check_label(key, "key"))
-        if entry in self._validation_steps:
-            recorded = self._validation_steps[entry]
-            if not (recorded == mu or math.isclose(recorded, mu, rel_tol=1e-9)):
+        release = (_check_label(run_id, "run_id"), _check_label(key, "key"))
+        return self._record_validation(release, mu, None)
+
+    def record_validation_pure(self, epsilon: float, *, run_id: str, key: str) -> bool:
+        r"""Record a pure ε-DP validation release (e.g. an exponential mechanism).
+
+        It is charged as μ = 2Φ⁻¹(e^ε/(1 + e^ε))-GDP (``pure_dp_to_gdp_mu``: the
+        smallest μ whose Gaussian trade-off lies below that of ε-DP), so the validation
+        side stays μ-GDP; ε is kept for ``report``. Check the budget first with
+        ``check_validation_step(pure_dp_to_gdp_mu(epsilon))``.
+
+        Args:
+            epsilon: The release's pure-DP parameter ε > 0 (``math.inf``: non-private).
+            run_id: Non-empty string naming the run.
+            key: Non-empty string naming the release within the run (e.g. ``"select"``).
+
+        Returns:
+            True if recorded, False if ``(run_id, key)`` was already recorded with the
+            same ε (a replay after resume). A different ε, or a key recorded as a
+            Gaussian release, raises ``ValueError``; a release over the budget raises
+            ``PrivacyBudgetExceeded`` and records nothing.
+        """
+        epsilon = check_positive(epsilon, "epsilon")
+        release = (_check_label(run_id, "run_id"), _check_label(key, "key"))
+        return self._record_validation(release, pure_dp_to_gdp_mu(epsilon), epsilon)
+
+    def _record_validation(self, release: ReleaseKey, mu: float, epsilon: float | None) -> bool:
+        run_id, key = release
+        if release in self._validation_steps:
+            recorded = self._validation_steps[release]
+            recorded_epsilon = self._validation_pure.get(release)
+            if (recorded_epsilon is None) != (epsilon is None):
+                kind = "a Gaussian release" if recorded_epsilon is None else "a pure epsilon-DP release"
+                raise ValueError(
+                    f"Validation release {key!r} of run {run_id!r} is already recorded as {kind} "
+                    f"(mu={recorded!r}, epsilon={recorded_epsilon!r})."
+                )
+            if epsilon is not None and not _close(recorded_epsilon, epsilon):
+                raise ValueError(
+                    f"Validation release {key!r} of run {run_id!r} is already recorded with "
+                    f"epsilon={recorded_epsilon!r}, not epsilon={epsilon!r}."
+                )
+            if not _close(recorded, mu):
                 raise ValueError(
                     f"Validation release {key!r} of run {run_id!r} is already recorded with "
                     f"mu={recorded!r}, not mu={mu!r}."
                 )
             return False
         self.check_validation_step(mu)
-        self._validation_steps[entry] = mu
+        self._validation_steps[release] = mu
+        if epsilon is not None:
+            self._validation_pure[release] = epsilon
         return True
+
+    @property
+    def validation_pure_epsilons(self) -> dict[ReleaseKey, float]:
+        r"""A copy of the pure ε-DP validation releases, {(run_id, key): ε}, in recording order."""
+        return dict(self._validation_pure)
 
     # -------------------------------------------------------------------- training
 
     @property
     def training_runs(self) -> dict[RunId, Run]:
-        r"""A copy of the recorded training runs, {run_id: (σ, q, steps)}."""
-        return dict(self._training_runs)
+        r"""A copy of the recorded DP-SGD training runs, {run_id: (σ, q, steps)}."""
+        return {run_id: e for run_id, e in self._training.items() if not isinstance(e, TrainingMechanism)}
+
+    @property
+    def training_mechanisms(self) -> dict[RunId, TrainingMechanism]:
+        r"""A copy of the training entries given by an RDP curve, {run_id: TrainingMechanism}."""
+        return {run_id: e for run_id, e in self._training.items() if isinstance(e, TrainingMechanism)}
+
+    def training_run_ids(self) -> list[RunId]:
+        r"""The ids of all training entries (DP-SGD runs and mechanisms), in recording order."""
+        return list(self._training)
 
     def training_history(self) -> list[Run]:
-        r"""The training runs as an Opacus accountant history, in recording order.
+        r"""The DP-SGD training runs as an Opacus accountant history, in recording order.
+
+        Training mechanisms given by an RDP curve are not in it (see
+        ``training_rdp_curve`` for the composition of everything).
 
         Returns:
             A list of (noise_multiplier, sample_rate, num_steps) tuples.
         """
-        return list(self._training_runs.values())
+        return list(self.training_runs.values())
 
-    def _training_epsilon_of(self, history: list[Run], delta: float, accountant: str) -> float:
-        check_choice(accountant, "accountant", _TRAINING_ACCOUNTANTS)
-        if not history:
-            return 0.0
-        from botorch_dp.privacy.accountants import accountant_epsilon, make_accountant
+    def training_rdp_curve(self) -> tuple[float, ...]:
+        r"""The composed RDP curve of all training entries on ``TRAINING_RDP_ORDERS``.
 
-        # composition is commutative: runs with equal (σ, q) become one entry with the
-        # summed steps, which keeps the PRV accountant fast for many identical runs
-        merged: dict[tuple[float, float], int] = {}
-        for sigma, rate, steps in history:
-            merged[(sigma, rate)] = merged.get((sigma, rate), 0) + steps
-        history = [(sigma, rate, steps) for (sigma, rate), steps in merged.items()]
-        return accountant_epsilon(
-            make_accountant(accountant, history), delta=delta, eps_error=self.prv_eps_error
-        )
+        Returns:
+            ε(α) summed over the entries at each order (zeros with no entries).
+        """
+        return tuple(float(v) for v in _rdp_curve_of(list(self._training.values())))
+
+    def _accountant_for(self, entries: list[TrainingEntry], requested: str | None) -> tuple[str, str]:
+        r"""The accountant to compose ``entries`` with, and why."""
+        mechanisms = [e for e in entries if isinstance(e, TrainingMechanism)]
+        if requested is not None:
+            requested = check_choice(requested, "accountant", _TRAINING_ACCOUNTANTS)
+            if requested == "prv" and mechanisms:
+                raise ValueError(
+                    "The PRV accountant composes only DP-SGD runs, but the training side holds "
+                    f"{len(mechanisms)} mechanism(s) given by an RDP curve (e.g. "
+                    f"{mechanisms[0].description!r}); use accountant='rdp' (the default "
+                    "falls back to it)."
+                )
+            return requested, f"accountant={requested!r} was asked for"
+        if self.training_accountant == "rdp":
+            return "rdp", "training_accountant='rdp'"
+        if mechanisms:
+            return "rdp", (
+                f"training_accountant='prv' falls back to RDP: {len(mechanisms)} training "
+                f"mechanism(s) given by an RDP curve (e.g. {mechanisms[0].description!r}) are "
+                "not DP-SGD runs, and the PRV accountant composes only DP-SGD runs"
+            )
+        return "prv", "training_accountant='prv' and every training entry is a DP-SGD run"
+
+    def _training_epsilon_of(
+        self, entries: list[TrainingEntry], delta: float, accountant: str
+    ) -> tuple[float, float | None]:
+        r"""(ε, optimal order or None) of ``entries`` composed with ``accountant``."""
+        if not entries:
+            return 0.0, None
+        if accountant == "prv":
+            from botorch_dp.privacy.accountants import (
+                accountant_epsilon,
+                make_accountant,
+            )
+
+            history = _merged_history(entries)
+            return accountant_epsilon(
+                make_accountant("prv", history), delta=delta, eps_error=self.prv_eps_error
+            ), None
+        return _rdp_grid_epsilon(_rdp_curve_of(entries), delta)
+
+    def training_accountant_in_use(self, accountant: str | None = None) -> tuple[str, str]:
+        r"""Which accountant ``training_epsilon`` uses, and why.
+
+        Args:
+            accountant: ``"rdp"``, ``"prv"`` or None (the ledger's ``training_accountant``,
+                falling back to RDP when a training entry is not a DP-SGD run).
+
+        Returns:
+            ``(name, reason)``, e.g. ``("rdp", "training_accountant='prv' falls back to
+            RDP: ...")``. An explicit ``"prv"`` on a ledger holding a training mechanism
+            raises ``ValueError``.
+        """
+        return self._accountant_for(list(self._training.values()), accountant)
 
     def training_epsilon(self, delta: float, accountant: str | None = None) -> float:
-        r"""ε at ``delta`` of all training runs composed, from an Opacus accountant.
+        r"""ε at ``delta`` of all training entries composed.
 
         Args:
             delta: The target δ in (0, 1).
-            accountant: ``"rdp"`` or ``"prv"``; the ledger's ``training_accountant``
-                if None.
+            accountant: ``"rdp"`` (sum of the RDP curves on ``TRAINING_RDP_ORDERS``, one
+                conversion) or ``"prv"`` (Opacus's PRV accountant; only when every
+                training entry is a DP-SGD run, ``ValueError`` otherwise). None: the
+                ledger's ``training_accountant``, falling back to RDP when a training
+                entry is not a DP-SGD run (``training_accountant_in_use`` says which).
 
         Returns:
-            ε ≥ 0 (0.0 with no runs, ``math.inf`` if a run had no noise).
+            ε ≥ 0 (0.0 with no entries, ``math.inf`` if an entry had no noise).
         """
         delta = check_delta(delta)
-        accountant = self.training_accountant if accountant is None else accountant
-        return self._training_epsilon_of(self.training_history(), delta, accountant)
+        entries = list(self._training.values())
+        name, _ = self._accountant_for(entries, accountant)
+        return self._training_epsilon_of(entries, delta, name)[0]
+
+    def _check_training_entry(self, entry: TrainingEntry, what: str) -> None:
+        budget = self.training_epsilon_budget
+        if budget is None or math.isinf(budget):
+            return
+        delta = self.training_delta
+        spent_entries = list(self._training.values())
+        entries = spent_entries + [entry]
+        accountant, _ = self._accountant_for(entries, None)
+        if accountant == "rdp":
+            order = filter_order(budget, delta, _rdp_curve_of(entries[:1]))
+            i = TRAINING_RDP_ORDERS.index(order)
+            total = float(_rdp_curve_of(entries)[i])
+            allowed = float(_order_budgets(budget, delta)[i])
+            if total > allowed + budget * self.BUDGET_RTOL:
+                spent = self._training_epsilon_of(spent_entries, delta, accountant)[0]
+                raise PrivacyBudgetExceeded(
+                    f"Training privacy budget exceeded: {what} would bring the summed RDP "
+                    f"(rdp, delta={delta:.3g}) at the filter's order alpha={order:g} to "
+                    f"{total:.6g}, above the {allowed:.6g} that converts to the budget "
+                    f"epsilon={budget:.6g}. Spent so far: epsilon={spent:.6g} of {budget:.6g}. The "
+                    f"filter works at one order, fixed by the budget and the first training "
+                    f"entry, which keeps it valid for adaptively chosen runs (see PrivacyLedger)."
+                )
+            return
+        total = self._training_epsilon_of(entries, delta, accountant)[0]
+        if total > budget * (1.0 + self.BUDGET_RTOL):
+            spent = self._training_epsilon_of(spent_entries, delta, accountant)[0]
+            raise PrivacyBudgetExceeded(
+                f"Training privacy budget exceeded: {what} would bring the training epsilon "
+                f"({accountant}, delta={delta:.3g}) to {total:.6g}, above the budget "
+                f"{budget:.6g}. Spent so far: epsilon={spent:.6g} of {budget:.6g}; epsilons do "
+                f"not compose additively, so what is left is a run whose composition with the "
+                f"past stays within the budget."
+            )
 
     def check_training_run(
         self, *, noise_multiplier: float, sample_rate: float, steps: int
@@ -282,23 +597,10 @@ class PrivacyLedger:
             None; raises ``PrivacyBudgetExceeded`` if the run does not fit.
         """
         run = check_history_entry(noise_multiplier, sample_rate, steps, steps_name="steps")
-        budget = self.training_epsilon_budget
-        if budget is None or math.isinf(budget):
-            return
-        delta = self.training_delta
-        total = self._training_epsilon_of(
-            self.training_history() + [run], delta, self.training_accountant
+        self._check_training_entry(
+            run,
+            f"a run with noise_multiplier={run[0]:.6g}, sample_rate={run[1]:.6g}, steps={run[2]}",
         )
-        if total > budget * (1.0 + self.BUDGET_RTOL):
-            spent = self.training_epsilon(delta)
-            raise PrivacyBudgetExceeded(
-                f"Training privacy budget exceeded: a run with noise_multiplier={run[0]:.6g}, "
-                f"sample_rate={run[1]:.6g}, steps={run[2]} would bring the training "
-                f"epsilon ({self.training_accountant}, delta={delta:.3g}) to {total:.6g}, "
-                f"above the budget {budget:.6g}. Spent so far: epsilon={spent:.6g} of "
-                f"{budget:.6g}; epsilons do not compose additively, so what is left is "
-                f"a run whose composition with the past stays within the budget."
-            )
 
     def record_training_run(
         self, *, run_id: RunId, noise_multiplier: float, sample_rate: float, steps: int
@@ -313,14 +615,19 @@ class PrivacyLedger:
 
         Returns:
             True if recorded, False if ``run_id`` was already there with the same
-            parameters; different parameters for a recorded ``run_id`` raise
-            ``ValueError``.
+            parameters; different parameters for a recorded ``run_id`` (or a mechanism
+            under it) raise ``ValueError``; a run over the budget raises
+            ``PrivacyBudgetExceeded`` and records nothing.
         """
-        if isinstance(run_id, bool) or not isinstance(run_id, (int, str)):
-            raise ValueError(f"run_id must be a str or an int, got {run_id!r}.")
+        run_id = _check_run_id(run_id)
         run = check_history_entry(noise_multiplier, sample_rate, steps, steps_name="steps")
-        if run_id in self._training_runs:
-            recorded = self._training_runs[run_id]
+        if run_id in self._training:
+            recorded = self._training[run_id]
+            if isinstance(recorded, TrainingMechanism):
+                raise ValueError(
+                    f"Training run {run_id!r} is already recorded as the mechanism "
+                    f"{recorded.description!r}, not as a DP-SGD run."
+                )
             same = recorded[2] == run[2] and all(
                 math.isclose(a, b, rel_tol=1e-12) for a, b in zip(recorded[:2], run[:2])
             )
@@ -330,7 +637,69 @@ class PrivacyLedger:
                 )
             return False
         self.check_training_run(noise_multiplier=run[0], sample_rate=run[1], steps=run[2])
-        self._training_runs[run_id] = run
+        self._training[run_id] = run
+        return True
+
+    def check_training_mechanism(self, *, rdp: Callable[[float], float]) -> None:
+        r"""Raise if one more training mechanism with RDP curve ``rdp`` would exceed the budget.
+
+        Args:
+            rdp: The mechanism's RDP curve, a callable α ↦ ε(α) ≥ 0 (evaluated at
+                ``TRAINING_RDP_ORDERS``).
+
+        Returns:
+            None; raises ``PrivacyBudgetExceeded`` if the mechanism does not fit.
+        """
+        curve = _evaluate_curve(rdp)
+        self._check_training_entry(TrainingMechanism("(checked)", curve), "a mechanism")
+
+    def record_training_mechanism(
+        self, run_id: RunId, *, rdp: Callable[[float], float], description: str
+    ) -> bool:
+        r"""Record a training mechanism given by its RDP curve, unless ``run_id`` is recorded.
+
+        The curve is evaluated once, here, at every order of ``TRAINING_RDP_ORDERS`` and
+        stored as numbers; the ledger composes it with the other training entries by
+        summing on that grid.
+
+        Args:
+            run_id: A string or integer identifying the training run (JSON-serialisable).
+            rdp: The mechanism's Rényi-DP curve under the training data's neighbouring
+                relation, a callable α ↦ ε(α) returning a number ≥ 0 (``math.inf``
+                where the curve is unbounded) for each order α > 1, e.g.
+                ``lambda a: amp_rdp(a, clip=..., ...)``.
+            description: Non-empty string saying what the mechanism is (kept in reports
+                and the state).
+
+        Returns:
+            True if recorded, False if ``run_id`` was already there with the same curve
+            (up to a relative 1e-9) and description; anything else under a recorded
+            ``run_id`` raises ``ValueError``; a mechanism over the budget raises
+            ``PrivacyBudgetExceeded`` and records nothing.
+        """
+        run_id = _check_run_id(run_id)
+        if not isinstance(description, str) or not description.strip():
+            raise ValueError(f"description must be a non-empty string, got {description!r}.")
+        entry = TrainingMechanism(description, _evaluate_curve(rdp))
+        if run_id in self._training:
+            recorded = self._training[run_id]
+            if not (
+                isinstance(recorded, TrainingMechanism)
+                and recorded.description == entry.description
+                and _same_curve(recorded.rdp, entry.rdp)
+            ):
+                what = (
+                    f"the mechanism {recorded.description!r} with another RDP curve"
+                    if isinstance(recorded, TrainingMechanism)
+                    else f"the DP-SGD run {recorded!r}"
+                )
+                raise ValueError(
+                    f"Training run {run_id!r} is already recorded as {what}, not as the "
+                    f"mechanism {description!r} with this curve."
+                )
+            return False
+        self._check_training_entry(entry, f"the mechanism {description!r}")
+        self._training[run_id] = entry
         return True
 
     # --------------------------------------------------------------------- reports
@@ -344,15 +713,23 @@ class PrivacyLedger:
                 ``training_delta``, then to ``delta``.
 
         Returns:
-            ``{"validation": {...}, "training": {...}}`` with plain floats/ints/str:
+            ``{"validation": {...}, "training": {...}}`` with plain floats/ints/str/None:
             validation ``mu``, ``epsilon``, ``delta``, ``num_steps`` (releases, all runs),
-            ``num_runs``, ``mu_budget``, ``remaining_mu``; training ``accountant``, ``epsilon``, ``delta``,
-            ``num_runs``, ``epsilon_budget``.
+            ``num_runs``, ``mu_budget``, ``remaining_mu``, ``pure_releases`` (a list of
+            ``{"run_id", "key", "epsilon", "mu"}``, the pure ε-DP releases); training
+            ``accountant`` (the one used), ``accountant_reason`` (why),
+            ``epsilon``, ``delta``, ``rdp_order`` (the order attaining ε under RDP, else
+            None), ``num_runs`` (all entries), ``num_dp_sgd_runs``,
+            ``num_mechanisms``, ``epsilon_budget``.
         """
         delta = check_delta(delta)
         if training_delta is None:
             training_delta = self.training_delta if self.training_delta is not None else delta
         training_delta = check_delta(training_delta, "training_delta")
+        entries = list(self._training.values())
+        accountant, reason = self._accountant_for(entries, None)
+        epsilon, order = self._training_epsilon_of(entries, training_delta, accountant)
+        num_mechanisms = sum(isinstance(e, TrainingMechanism) for e in entries)
         return {
             "validation": {
                 "mu": self.validation_mu(),
@@ -362,12 +739,20 @@ class PrivacyLedger:
                 "num_runs": len(self.validation_run_ids()),
                 "mu_budget": self.validation_mu_budget,
                 "remaining_mu": self.remaining_validation_mu(),
+                "pure_releases": [
+                    {"run_id": run_id, "key": key, "epsilon": eps, "mu": self._validation_steps[(run_id, key)]}
+                    for (run_id, key), eps in self._validation_pure.items()
+                ],
             },
             "training": {
-                "accountant": self.training_accountant,
-                "epsilon": self.training_epsilon(training_delta),
+                "accountant": accountant,
+                "accountant_reason": reason,
+                "epsilon": epsilon,
                 "delta": training_delta,
-                "num_runs": len(self._training_runs),
+                "rdp_order": order,
+                "num_runs": len(entries),
+                "num_dp_sgd_runs": len(entries) - num_mechanisms,
+                "num_mechanisms": num_mechanisms,
                 "epsilon_budget": self.training_epsilon_budget,
             },
         }
@@ -377,14 +762,30 @@ class PrivacyLedger:
     def state_dict(self) -> dict[str, Any]:
         r"""The ledger's full state as plain values (``json.dumps``-able).
 
-        Infinite μ is stored as ``float("inf")``, which Python's ``json`` writes as
-        ``Infinity`` and reads back.
+        Infinite μ or ε(α) is stored as ``float("inf")``, which Python's ``json`` writes
+        as ``Infinity`` and reads back.
 
         Returns:
-            A dict with the version, the budget settings, ``validation_steps`` as a list
-            of ``{"run_id", "key", "mu"}`` dicts and ``training_runs`` as a list of dicts,
-            both in recording order.
+            A dict with the version, the budget settings, ``rdp_orders`` (the grid of
+            the stored curves), ``validation_steps`` as a list of ``{"run_id", "key",
+            "mu"}`` dicts (with ``"epsilon"`` too for a pure ε-DP release) and
+            ``training_runs`` as a list of dicts, ``{"run_id", "noise_multiplier",
+            "sample_rate", "steps"}`` for a DP-SGD run or ``{"run_id", "description",
+            "rdp"}`` for a mechanism, both lists in recording order.
         """
+        validation = []
+        for (run_id, key), mu in self._validation_steps.items():
+            entry: dict[str, Any] = {"run_id": run_id, "key": key, "mu": mu}
+            if (run_id, key) in self._validation_pure:
+                entry["epsilon"] = self._validation_pure[(run_id, key)]
+            validation.append(entry)
+        training = []
+        for run_id, e in self._training.items():
+            if isinstance(e, TrainingMechanism):
+                training.append({"run_id": run_id, "description": e.description, "rdp": list(e.rdp)})
+            else:
+                s, q, n = e
+                training.append({"run_id": run_id, "noise_multiplier": s, "sample_rate": q, "steps": n})
         return {
             "version": self.STATE_VERSION,
             "validation_mu_budget": self.validation_mu_budget,
@@ -392,28 +793,27 @@ class PrivacyLedger:
             "training_delta": self.training_delta,
             "training_accountant": self.training_accountant,
             "prv_eps_error": self.prv_eps_error,
-            "validation_steps": [
-                {"run_id": run_id, "key": key, "mu": mu}
-                for (run_id, key), mu in self._validation_steps.items()
-            ],
-            "training_runs": [
-                {"run_id": run_id, "noise_multiplier": s, "sample_rate": q, "steps": n}
-                for run_id, (s, q, n) in self._training_runs.items()
-            ],
+            "rdp_orders": list(TRAINING_RDP_ORDERS),
+            "validation_steps": validation,
+            "training_runs": training,
         }
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         r"""Replace the ledger's state (settings and records) with a saved one.
 
         Args:
-            state_dict: A mapping produced by ``state_dict`` (possibly via JSON).
+            state_dict: A mapping produced by ``state_dict`` (possibly via JSON), of
+                version 3 or 2.
 
         Returns:
             None. The budgets are not re-checked: a checkpoint records what was spent.
             A state of another version, or a damaged one, raises ``ValueError`` and
-            leaves the ledger unchanged. Version 1 is refused rather than migrated: it
+            leaves the ledger unchanged. Version 2 (DP-SGD runs and Gaussian releases
+            only) is loaded as it is. Version 1 is refused rather than migrated: it
             keyed validation steps by step index only, so two runs that shared a ledger
-            were stored as one, and a migration would carry that under-count over.
+            were stored as one, and a migration would carry that under-count over. A
+            version 3 state whose ``rdp_orders`` differ from ``TRAINING_RDP_ORDERS`` is
+            refused: its curves cannot be re-evaluated on this grid.
         """
         if not isinstance(state_dict, Mapping):
             raise ValueError(f"A ledger state must be a mapping, got {type(state_dict).__name__}.")
@@ -425,10 +825,24 @@ class PrivacyLedger:
                 "may be under-counted. Start a new ledger (version "
                 f"{self.STATE_VERSION}), and add what the old one recorded by hand if needed."
             )
-        if version != self.STATE_VERSION:
+        if version not in (2, self.STATE_VERSION) or isinstance(version, bool):
             raise ValueError(
-                f"Unsupported ledger state version {version!r} (expected {self.STATE_VERSION})."
+                f"Unsupported ledger state version {version!r} (expected {self.STATE_VERSION} or 2)."
             )
+        if version == self.STATE_VERSION:
+            orders = state_dict.get("rdp_orders")
+            if not (
+                isinstance(orders, list)
+                and len(orders) == len(TRAINING_RDP_ORDERS)
+                and all(
+                    isinstance(a, (int, float)) and not isinstance(a, bool) and _close(float(a), b)
+                    for a, b in zip(orders, TRAINING_RDP_ORDERS)
+                )
+            ):
+                raise ValueError(
+                    "Ledger state: rdp_orders differ from this version's TRAINING_RDP_ORDERS; "
+                    "its RDP curves cannot be composed on this grid."
+                )
         fresh = PrivacyLedger(
             validation_mu_budget=state_dict.get("validation_mu_budget"),
             training_epsilon_budget=state_dict.get("training_epsilon_budget"),
@@ -436,26 +850,36 @@ class PrivacyLedger:
             training_accountant=state_dict.get("training_accountant", "rdp"),
             prv_eps_error=state_dict.get("prv_eps_error", 0.01),
         )
-        steps: dict[ReleaseKey, float] = {}
-        for entry in _entries(state_dict, "validation_steps", ("run_id", "key", "mu")):
+        gaussian, pure = ("run_id", "key", "mu"), ("run_id", "key", "mu", "epsilon")
+        dp_sgd, mechanism = ("run_id", "noise_multiplier", "sample_rate", "steps"), ("run_id", "description", "rdp")
+        newer = version == self.STATE_VERSION
+        for entry in _entries(state_dict, "validation_steps", (gaussian, pure) if newer else (gaussian,)):
             release = (_check_label(entry["run_id"], "run_id"), _check_label(entry["key"], "key"))
-            if release in steps:
+            if release in fresh._validation_steps:
                 raise ValueError(f"Repeated validation release {release!r}.")
-            steps[release] = check_positive(entry["mu"], "mu")
-        runs: dict[RunId, Run] = {}
-        for entry in _entries(
-            state_dict, "training_runs", ("run_id", "noise_multiplier", "sample_rate", "steps")
-        ):
-            run_id = entry["run_id"]
-            if isinstance(run_id, bool) or not isinstance(run_id, (int, str)):
-                raise ValueError(f"run_id must be a str or an int, got {run_id!r}.")
-            if run_id in runs:
+            mu = check_positive(entry["mu"], "mu")
+            if "epsilon" in entry:
+                epsilon = check_positive(entry["epsilon"], "epsilon")
+                if not _close(mu, pure_dp_to_gdp_mu(epsilon)):
+                    raise ValueError(
+                        f"Validation release {release!r}: mu={mu!r} is not the GDP conversion "
+                        f"of its epsilon={epsilon!r}."
+                    )
+                fresh._validation_pure[release] = epsilon
+            fresh._validation_steps[release] = mu
+        for entry in _entries(state_dict, "training_runs", (dp_sgd, mechanism) if newer else (dp_sgd,)):
+            run_id = _check_run_id(entry["run_id"])
+            if run_id in fresh._training:
                 raise ValueError(f"Repeated training run id {run_id!r}.")
-            runs[run_id] = check_history_entry(
-                entry["noise_multiplier"], entry["sample_rate"], entry["steps"], steps_name="steps"
-            )
-        fresh._validation_steps = steps
-        fresh._training_runs = runs
+            if "rdp" in entry:
+                description = entry["description"]
+                if not isinstance(description, str) or not description.strip():
+                    raise ValueError(f"description must be a non-empty string, got {description!r}.")
+                fresh._training[run_id] = TrainingMechanism(description, _check_rdp_values(entry["rdp"], "rdp"))
+            else:
+                fresh._training[run_id] = check_history_entry(
+                    entry["noise_multiplier"], entry["sample_rate"], entry["steps"], steps_name="steps"
+                )
         self.__dict__.update(fresh.__dict__)
 
     @classmethod
@@ -473,11 +897,17 @@ class PrivacyLedger:
         return ledger
 
 
-def _entries(state_dict: Mapping[str, Any], name: str, fields: tuple[str, ...]) -> list[Mapping[str, Any]]:
+def _entries(
+    state_dict: Mapping[str, Any], name: str, shapes: tuple[tuple[str, ...], ...]
+) -> list[Mapping[str, Any]]:
     entries = state_dict.get(name, [])
     if not isinstance(entries, list):
         raise ValueError(f"Ledger state: {name} must be a list, got {type(entries).__name__}.")
+    allowed = [set(fields) for fields in shapes]
     for entry in entries:
-        if not isinstance(entry, Mapping) or set(entry) != set(fields):
-            raise ValueError(f"Ledger state: each entry of {name} must have exactly the keys {fields}, got {entry!r}.")
+        if not isinstance(entry, Mapping) or set(entry) not in allowed:
+            raise ValueError(
+                f"Ledger state: each entry of {name} must have exactly the keys "
+                f"{' or '.join(map(str, shapes))}, got {entry!r}."
+            )
     return entries

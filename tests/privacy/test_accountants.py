@@ -17,6 +17,7 @@ from botorch_dp.privacy.accountants import (
     TABLE_KEYS,
     GDPAccountant,
     accountant_epsilon,
+    dp_sgd_rdp,
     epsilon_table,
     full_batch_steps,
     make_accountant,
@@ -208,6 +209,67 @@ def test_full_batch_steps():
     assert full_batch_steps(noise_multiplier=0.0, steps=3) == (0.0, 3, math.inf)
     with pytest.raises(ValueError, match="noise_multiplier"):
         full_batch_steps(noise_multiplier=math.nan, steps=3)
+
+
+def _dp_accounting_rdp(event, order, delta=1e-5):
+    """The RDP of ``event`` at one order, read back from dp_accounting's ε at that order alone."""
+    accountant = dp_accounting.rdp.RdpAccountant(orders=[order])
+    accountant.compose(event)
+    eps = accountant.get_epsilon(delta)
+    return eps - math.log1p(-1 / order) + (math.log(delta) + math.log(order)) / (order - 1)
+
+
+def _quadrature_rdp(sigma, rate, order):
+    """One subsampled Gaussian step, from the definition: both directions of the Rényi divergence
+    between μ0 = N(0, σ²) and μ = (1 − q)μ0 + qN(1, σ²), integrated numerically; the larger one."""
+    from scipy import integrate, stats
+
+    def log_ratio(z):  # log μ(z)/μ0(z)
+        return np.logaddexp(math.log1p(-rate), math.log(rate) + (2 * z - 1) / (2 * sigma**2))
+
+    def divergence(sign, power):
+        def integrand(z):
+            return math.exp(stats.norm.logpdf(z, scale=sigma) + sign * power * log_ratio(z))
+
+        value, _ = integrate.quad(
+            integrand, -40 * sigma, 40 * sigma + order, epsabs=0, epsrel=1e-12, limit=1000,
+            points=[0.0, 0.5, order - 0.5],
+        )
+        return math.log(value) / (order - 1)
+
+    return max(divergence(1, order), divergence(-1, order - 1))
+
+
+def test_dp_sgd_rdp_closed_form_quadrature_and_dp_accounting():
+    orders = [1.5, 2.0, 4.7, 10.9, 12.0, 32.0, 80.0, 512.0]
+    # Full batch: T Gaussian steps, ε(α) = T·α/(2σ²).
+    full = dp_sgd_rdp(noise_multiplier=2.0, sample_rate=1.0, steps=3, orders=orders)
+    assert full.dtype == np.float64 and full.shape == (len(orders),)
+    assert full == pytest.approx([3 * a / 8 for a in orders], rel=1e-14)
+    for sigma, rate, steps in [(1.1, 0.02, 100), (0.9, 0.05, 40), (2.0, 0.3, 7)]:
+        ours = dp_sgd_rdp(noise_multiplier=sigma, sample_rate=rate, steps=steps, orders=orders)
+        one_step = dp_sgd_rdp(noise_multiplier=sigma, sample_rate=rate, steps=1, orders=orders)
+        assert ours == pytest.approx(steps * one_step, rel=1e-14)  # composition of T steps
+        # Fractional and small integer orders: the definition, by quadrature.
+        for order, value in zip(orders[:5], one_step[:5]):
+            assert value == pytest.approx(_quadrature_rdp(sigma, rate, order), rel=1e-7)
+        # Integer orders: dp_accounting's own computation of the subsampled Gaussian. (At
+        # fractional orders dp_accounting sums the absolute values of the binomial series,
+        # a looser bound than the exact value above.)
+        event = dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(rate, dp_accounting.GaussianDpEvent(sigma)), steps
+        )
+        for order, value in zip(orders, ours):
+            if float(order).is_integer():
+                assert value == pytest.approx(_dp_accounting_rdp(event, order), rel=1e-9)
+    assert np.all(dp_sgd_rdp(noise_multiplier=0.0, sample_rate=0.1, steps=2, orders=orders) == np.inf)
+    with pytest.raises(ValueError, match="sample_rate"):
+        dp_sgd_rdp(noise_multiplier=1.0, sample_rate=0.0, steps=2, orders=orders)
+    with pytest.raises(ValueError, match="steps"):
+        dp_sgd_rdp(noise_multiplier=1.0, sample_rate=0.5, steps=0, orders=orders)
+    for bad in ([], [1.0, 2.0], [2.0, math.inf], [[2.0]]):
+        with pytest.raises(ValueError, match="orders"):
+            dp_sgd_rdp(noise_multiplier=1.0, sample_rate=0.5, steps=2, orders=bad)
 
 
 _NO_OPACUS = """

@@ -3,13 +3,25 @@ r"""Tests for botorch_dp.privacy.ledger."""
 import json
 import math
 import warnings
+from typing import Callable
 
+import dp_accounting
+import numpy as np
 import pytest
+from dp_accounting.rdp import RdpAccountant
 from opacus.accountants import PRVAccountant, RDPAccountant
+from scipy.special import ndtr, ndtri
 
 from botorch_dp.privacy.accountants import accountant_epsilon
-from botorch_dp.privacy.analysis.gdp import gdp_epsilon
-from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
+from botorch_dp.privacy.analysis.gdp import gdp_epsilon, pure_dp_to_gdp_mu
+from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
+from botorch_dp.privacy.analysis.zcdp import zcdp_epsilon_cks
+from botorch_dp.privacy.ledger import (
+    TRAINING_RDP_ORDERS,
+    PrivacyBudgetExceeded,
+    PrivacyLedger,
+    TrainingMechanism,
+)
 from botorch_dp.privacy.seeding import PrivacyWarning
 
 DELTA = 1e-5
@@ -101,7 +113,7 @@ def test_state_dict_json_round_trip_does_not_double_count():
     ledger.record_validation_step(mu=0.5, run_id="run-b", key=_key(0))
     _record_runs(ledger, RUNS[:2])
     state = ledger.state_dict()
-    assert state["version"] == 2 == PrivacyLedger.STATE_VERSION
+    assert state["version"] == 3 == PrivacyLedger.STATE_VERSION
     assert state["validation_steps"][0] == {"run_id": "run-a", "key": "step-0000", "mu": 0.1}
     saved = json.dumps(state)
     resumed = PrivacyLedger.from_state_dict(json.loads(saved))
@@ -232,7 +244,7 @@ def test_training_budget_filter():
     budget = two_runs.training_epsilon(1e-6)
     ledger = PrivacyLedger(training_epsilon_budget=budget, training_delta=1e-6)
     _record_runs(ledger, RUNS[:2])
-    with pytest.raises(PrivacyBudgetExceeded, match="Spent so far"):
+    with pytest.raises(PrivacyBudgetExceeded, match="Training privacy budget exceeded"):
         _record_runs(ledger, RUNS[2:])
     assert len(ledger.training_runs) == 2
     with pytest.raises(ValueError, match="training_delta"):
@@ -253,10 +265,14 @@ def test_report_keeps_the_two_datasets_separate():
         "num_runs": 1,
         "mu_budget": 2.0,
         "remaining_mu": pytest.approx(math.sqrt(3.0)),
+        "pure_releases": [],
     }
     assert report["training"]["delta"] == 1e-6
-    assert report["training"]["num_runs"] == 3
+    assert report["training"]["num_runs"] == report["training"]["num_dp_sgd_runs"] == 3
+    assert report["training"]["num_mechanisms"] == 0
     assert report["training"]["accountant"] == "rdp"
+    assert report["training"]["accountant_reason"] == "training_accountant='rdp'"
+    assert report["training"]["rdp_order"] in PrivacyLedger.RDP_ORDERS
     assert report["training"]["epsilon"] == ledger.training_epsilon(1e-6)
 
 
@@ -324,3 +340,419 @@ def test_budget_filter_stops_a_second_dp_gibo_run():
     assert second.iteration == 2
     assert ledger.validation_mu(run_id=second.run_id) == pytest.approx(math.sqrt(2 * 0.16), rel=1e-12)
     assert ledger.validation_mu() <= 1.0
+
+
+# ------------------------------------------------------------- generic training side
+
+
+def _gaussian_curve(sigma, sensitivity=1.0):
+    """RDP of the Gaussian mechanism: ε(α) = α·Δ²/(2σ²)."""
+    return lambda alpha: alpha * sensitivity**2 / (2.0 * sigma**2)
+
+
+def _continuous_cks_epsilon(rho, delta):
+    """The same conversion minimised over all orders α > 1 (the grid can only be larger)."""
+    return rdp_to_epsilon(lambda alpha: alpha * rho, delta)[0]
+
+
+def test_the_order_grid_is_opacus_default_plus_large_orders():
+    orders = PrivacyLedger.RDP_ORDERS
+    assert orders == TRAINING_RDP_ORDERS
+    assert list(orders[: len(RDPAccountant.DEFAULT_ALPHAS)]) == [float(a) for a in RDPAccountant.DEFAULT_ALPHAS]
+    assert orders[len(RDPAccountant.DEFAULT_ALPHAS) :] == (80.0, 128.0, 256.0, 512.0)
+    assert orders[0] == 1.1 and orders[98] == 10.9 and orders[99] == 12.0 and orders[150] == 63.0
+    assert all(a < b for a, b in zip(orders, orders[1:]))
+
+
+@pytest.mark.parametrize(
+    "sigmas, sensitivity",
+    [([2.0, 3.0, 5.0], 1.0), ([30.0], 1.0), ([100.0], 1.0), ([0.5, 0.7], 1.0), ([4.0, 4.0], 0.5)],
+)
+def test_gaussian_rdp_entries_compose_to_the_closed_form(sigmas, sensitivity):
+    ledger = PrivacyLedger()
+    for i, sigma in enumerate(sigmas):
+        assert ledger.record_training_mechanism(
+            f"gauss-{i}", rdp=_gaussian_curve(sigma, sensitivity), description=f"Gaussian sigma={sigma}"
+        )
+    rho = sum(sensitivity**2 / (2.0 * sigma**2) for sigma in sigmas)
+    # The composed curve is α·ρ at every order of the grid.
+    curve = ledger.training_rdp_curve()
+    assert curve == pytest.approx([alpha * rho for alpha in TRAINING_RDP_ORDERS], rel=1e-13)
+    for delta in (1e-5, 1e-8):
+        eps = ledger.training_epsilon(delta)
+        # dp_accounting's RdpAccountant with Gaussian events (its own RDP and conversion),
+        # on the same grid: the same number.
+        same_grid = RdpAccountant(orders=list(TRAINING_RDP_ORDERS))
+        default_grid = RdpAccountant()
+        for sigma in sigmas:
+            event = dp_accounting.GaussianDpEvent(sigma / sensitivity)
+            same_grid.compose(event)
+            default_grid.compose(event)
+        assert eps == pytest.approx(same_grid.get_epsilon(delta), rel=1e-12)
+        # Its default grid ends 63, 128, 256, 512, 1024 (ours 63, 80, 128, 256, 512).
+        assert eps == pytest.approx(default_grid.get_epsilon(delta), rel=0.05)
+        # The grid minimum is above the continuous minimum (ρ-zCDP, CKS) and within the
+        # grid's resolution of it.
+        exact = _continuous_cks_epsilon(rho, delta)
+        assert exact == pytest.approx(zcdp_epsilon_cks(rho, delta), rel=1e-9)
+        assert exact - 1e-12 <= eps <= exact * 1.06
+
+
+def test_large_orders_matter_for_small_epsilon():
+    """One Gaussian release with σ = 100: Opacus's default grid (up to α = 63) gives ε = 0.106 at
+    δ = 1e-5; the grid with α up to 512 gives 0.0323, near the continuous 0.0308."""
+    ledger = PrivacyLedger()
+    ledger.record_training_run(run_id="one", noise_multiplier=100.0, sample_rate=1.0, steps=1)
+    opacus = RDPAccountant()
+    opacus.step(noise_multiplier=100.0, sample_rate=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # optimal order at the end of Opacus's grid
+        opacus_eps = opacus.get_epsilon(1e-5)
+    eps = ledger.training_epsilon(1e-5)
+    assert opacus_eps == pytest.approx(0.10602, abs=1e-4)
+    assert eps == pytest.approx(0.032289, abs=1e-5)
+    assert _continuous_cks_epsilon(1 / (2 * 100.0**2), 1e-5) == pytest.approx(0.030821, abs=1e-5)
+    assert ledger.report(1e-5)["training"]["rdp_order"] == 256.0
+
+
+def test_dp_sgd_run_and_its_rdp_curve_give_the_same_epsilon():
+    """A DP-SGD run recorded as (σ, q, steps) and the same run recorded as the RDP curve
+    compute_rdp(q, σ, steps, α) are the same entry for the RDP accountant."""
+    from opacus.accountants.analysis.rdp import compute_rdp
+
+    old_way, as_curve = PrivacyLedger(), PrivacyLedger()
+    for run_id, sigma, rate, steps in RUNS:
+        old_way.record_training_run(run_id=run_id, noise_multiplier=sigma, sample_rate=rate, steps=steps)
+        as_curve.record_training_mechanism(
+            run_id,
+            rdp=lambda alpha, s=sigma, q=rate, n=steps: compute_rdp(q=q, noise_multiplier=s, steps=n, orders=alpha),
+            description=f"DP-SGD sigma={sigma} q={rate} steps={steps}",
+        )
+    assert as_curve.training_history() == [] and len(as_curve.training_mechanisms) == 3
+    assert as_curve.training_rdp_curve() == pytest.approx(old_way.training_rdp_curve(), rel=1e-12)
+    for delta in (1e-5, 1e-6):
+        eps = old_way.training_epsilon(delta, accountant="rdp")
+        assert as_curve.training_epsilon(delta) == pytest.approx(eps, rel=1e-12)
+        # and both agree with Opacus's own RDPAccountant (its optimum is inside its grid here)
+        direct = RDPAccountant()
+        direct.history = [(s, q, n) for _, s, q, n in RUNS]
+        assert eps == pytest.approx(direct.get_epsilon(delta), rel=1e-9)
+    # Mixed: one run each way composes like both the old way.
+    mixed = PrivacyLedger()
+    mixed.record_training_run(run_id="a", noise_multiplier=1.1, sample_rate=0.02, steps=100)
+    mixed.record_training_mechanism(
+        "b", rdp=lambda alpha: compute_rdp(q=0.02, noise_multiplier=1.1, steps=100, orders=alpha), description="DP-SGD"
+    )
+    both = PrivacyLedger()
+    both.record_training_run(run_id="ab", noise_multiplier=1.1, sample_rate=0.02, steps=200)
+    assert mixed.training_epsilon(1e-5) == pytest.approx(both.training_epsilon(1e-5), rel=1e-12)
+
+
+def test_prv_only_when_every_training_entry_is_dp_sgd():
+    ledger = PrivacyLedger(training_accountant="prv", training_delta=1e-5)
+    _record_runs(ledger, RUNS[:2])
+    assert ledger.training_accountant_in_use() == (
+        "prv", "training_accountant='prv' and every training entry is a DP-SGD run"
+    )
+    prv = ledger.training_epsilon(1e-5)
+    assert prv == ledger.training_epsilon(1e-5, accountant="prv") < ledger.training_epsilon(1e-5, accountant="rdp")
+    assert ledger.report(1e-5)["training"]["accountant"] == "prv"
+    assert ledger.report(1e-5)["training"]["rdp_order"] is None
+    ledger.record_training_mechanism("amp-0", rdp=_gaussian_curve(20.0), description="AMP, lambda=3.7")
+    with pytest.raises(ValueError, match="PRV accountant composes only DP-SGD runs.*'AMP, lambda=3.7'"):
+        ledger.training_epsilon(1e-5, accountant="prv")
+    with pytest.raises(ValueError, match="PRV accountant composes only DP-SGD runs"):
+        ledger.training_accountant_in_use("prv")
+    # The default falls back to RDP, and the report says so.
+    rdp = ledger.training_epsilon(1e-5, accountant="rdp")
+    assert ledger.training_epsilon(1e-5) == rdp
+    training = ledger.report(1e-5)["training"]
+    assert training["accountant"] == "rdp" and training["epsilon"] == rdp
+    assert "falls back to RDP" in training["accountant_reason"]
+    assert "'AMP, lambda=3.7'" in training["accountant_reason"]
+    assert training["num_runs"] == 3 and training["num_dp_sgd_runs"] == 2 and training["num_mechanisms"] == 1
+    assert ledger.training_accountant == "prv"  # the setting is kept
+
+
+def test_training_budget_filter_on_rdp_curves_refuses_before_recording():
+    sigma, delta = 8.0, 1e-6
+    three = PrivacyLedger()
+    for i in range(3):
+        three.record_training_mechanism(f"m{i}", rdp=_gaussian_curve(sigma), description="Gaussian")
+    budget = three.training_epsilon(delta)
+    assert budget == pytest.approx(
+        min(
+            3 * a / (2 * sigma**2) + math.log1p(-1 / a) - (math.log(delta) + math.log(a)) / (a - 1)
+            for a in TRAINING_RDP_ORDERS
+        ),
+        rel=1e-12,
+    )
+    ledger = PrivacyLedger(training_epsilon_budget=budget, training_delta=delta)
+    for i in range(3):  # exactly at the budget: accepted
+        ledger.check_training_mechanism(rdp=_gaussian_curve(sigma))
+        assert ledger.record_training_mechanism(f"m{i}", rdp=_gaussian_curve(sigma), description="Gaussian")
+    before = ledger.state_dict()
+    with pytest.raises(PrivacyBudgetExceeded, match=r"mechanism 'Gaussian'.*\(rdp, delta=1e-06\).*Spent so far"):
+        ledger.record_training_mechanism("m3", rdp=_gaussian_curve(sigma), description="Gaussian")
+    with pytest.raises(PrivacyBudgetExceeded):
+        ledger.check_training_mechanism(rdp=_gaussian_curve(100.0 * sigma))
+    with pytest.raises(PrivacyBudgetExceeded):  # a DP-SGD run goes through the same filter
+        ledger.record_training_run(run_id="sgd", noise_multiplier=50.0, sample_rate=0.01, steps=10)
+    assert ledger.state_dict() == before
+    assert ledger.training_epsilon(delta) == budget
+    # A replay of a recorded mechanism is not a new one: accepted at the budget's edge.
+    assert not ledger.record_training_mechanism("m2", rdp=_gaussian_curve(sigma), description="Gaussian")
+    # With a "prv" ledger, a mechanism makes the filter compose with RDP.
+    prv = PrivacyLedger(training_accountant="prv", training_epsilon_budget=1.5, training_delta=1e-5)
+    prv.record_training_run(run_id="sgd", noise_multiplier=1.1, sample_rate=0.02, steps=100)
+    with pytest.raises(PrivacyBudgetExceeded, match=r"\(rdp, delta=1e-05\)"):
+        prv.record_training_mechanism("m", rdp=_gaussian_curve(1.2), description="Gaussian")
+    assert list(prv.training_runs) == ["sgd"] and prv.training_mechanisms == {}
+
+
+def test_training_mechanism_record_is_idempotent_and_checked():
+    ledger = PrivacyLedger()
+    calls = []
+
+    def curve(alpha):
+        calls.append(alpha)
+        return alpha / 50.0
+
+    assert ledger.record_training_mechanism("amp-0000", rdp=curve, description="AMP")
+    assert calls == list(TRAINING_RDP_ORDERS)  # evaluated once per order, at record time
+    eps = ledger.training_epsilon(1e-5)
+    assert not ledger.record_training_mechanism("amp-0000", rdp=curve, description="AMP")
+    assert ledger.training_epsilon(1e-5) == eps and len(ledger.training_mechanisms) == 1
+    assert ledger.training_mechanisms["amp-0000"] == TrainingMechanism("AMP", tuple(a / 50.0 for a in TRAINING_RDP_ORDERS))
+    with pytest.raises(ValueError, match="already recorded as the mechanism 'AMP' with another RDP curve"):
+        ledger.record_training_mechanism("amp-0000", rdp=lambda a: a / 40.0, description="AMP")
+    with pytest.raises(ValueError, match="already recorded"):
+        ledger.record_training_mechanism("amp-0000", rdp=curve, description="AMP, other")
+    ledger.record_training_run(run_id=3, noise_multiplier=1.0, sample_rate=0.1, steps=5)
+    with pytest.raises(ValueError, match="already recorded as the DP-SGD run"):
+        ledger.record_training_mechanism(3, rdp=curve, description="AMP")
+    with pytest.raises(ValueError, match="already recorded as the mechanism 'AMP', not as a DP-SGD run"):
+        ledger.record_training_run(run_id="amp-0000", noise_multiplier=1.0, sample_rate=0.1, steps=5)
+    assert ledger.training_run_ids() == ["amp-0000", 3]
+    bad_curves = [
+        (lambda a: -1e-3, "rdp at order 1.1 must be >= 0"),
+        (lambda a: math.nan if a > 100 else 0.1, "rdp at order 128 must be >= 0"),
+        (lambda a: "x", "rdp at order 1.1 must be a number"),
+        (lambda a: None, "must be a number"),
+        (0.5, "rdp must be a callable"),
+    ]
+    for rdp, message in bad_curves:
+        with pytest.raises(ValueError, match=message):
+            ledger.record_training_mechanism("bad", rdp=rdp, description="bad")
+    for bad in ("", "  ", None, 3):
+        with pytest.raises(ValueError, match="description must be a non-empty string"):
+            ledger.record_training_mechanism("bad", rdp=curve, description=bad)
+    for bad in (None, 1.5, True, ("a",)):
+        with pytest.raises(ValueError, match="run_id must be a str or an int"):
+            ledger.record_training_mechanism(bad, rdp=curve, description="AMP")
+    assert ledger.training_run_ids() == ["amp-0000", 3]
+    # An infinite curve (a mechanism without noise) makes ε infinite; finite at some orders only is fine.
+    partial = PrivacyLedger()
+    partial.record_training_mechanism("p", rdp=lambda a: a / 50.0 if a <= 20 else math.inf, description="bounded orders")
+    assert partial.training_epsilon(1e-5) == pytest.approx(
+        min(a / 50.0 + math.log1p(-1 / a) - (math.log(1e-5) + math.log(a)) / (a - 1) for a in TRAINING_RDP_ORDERS if a <= 20),
+        rel=1e-12,
+    )
+    partial.record_training_mechanism("q", rdp=lambda a: math.inf, description="no noise")
+    assert partial.training_epsilon(1e-5) == math.inf
+    assert partial.report(1e-5)["training"]["rdp_order"] is None
+
+
+# ------------------------------------------------------------ several releases, pure DP
+
+
+@pytest.mark.parametrize("epsilon, mu", [(0.1, 0.12531), (0.5, 0.62389), (1.0, 1.23204), (2.0, 2.35796)])
+def test_pure_dp_to_gdp_mu_spec_values(epsilon, mu):
+    assert pure_dp_to_gdp_mu(epsilon) == pytest.approx(mu, abs=5e-6)
+
+
+@pytest.mark.parametrize("epsilon", [0.01, 0.1, 0.5, 1.0, 2.0, 5.0, 20.0])
+def test_pure_dp_to_gdp_mu_is_the_smallest_dominating_gaussian(epsilon):
+    """Brute force on the trade-off functions: G_μ ≤ f_ε on a fine grid of α, with equality at
+    α* = 1/(1 + e^ε), and a 0.1 % smaller μ is no longer below f_ε."""
+    mu = pure_dp_to_gdp_mu(epsilon)
+    star = 1.0 / (1.0 + math.exp(epsilon))
+    alpha = np.sort(np.concatenate([np.logspace(-300, -3, 4000), np.linspace(1e-3, 1 - 1e-3, 200_001), [star]]))
+    f_eps = np.maximum.reduce([np.zeros_like(alpha), 1 - math.exp(epsilon) * alpha, math.exp(-epsilon) * (1 - alpha)])
+
+    def gaussian_tradeoff(m):
+        return ndtr(-ndtri(alpha) - m)  # Φ(Φ⁻¹(1 − α) − μ)
+
+    assert np.all(gaussian_tradeoff(mu) <= f_eps * (1 + 1e-9) + 1e-300)
+    assert ndtr(-ndtri(star) - mu) == pytest.approx(star, rel=1e-9)
+    assert np.any(gaussian_tradeoff(0.999 * mu) > f_eps * (1 + 1e-6))
+    assert pure_dp_to_gdp_mu(0.0) == 0.0 and pure_dp_to_gdp_mu(math.inf) == math.inf
+    with pytest.raises(ValueError, match="epsilon"):
+        pure_dp_to_gdp_mu(-0.1)
+    # large ε: no overflow, and μ grows like 2·sqrt(2ε)
+    assert math.isfinite(pure_dp_to_gdp_mu(800.0)) and pure_dp_to_gdp_mu(800.0) > pure_dp_to_gdp_mu(700.0)
+
+
+def test_several_releases_per_iteration_and_a_pure_selection():
+    ledger = PrivacyLedger(validation_mu_budget=1.0)
+    ledger.record_validation_step(mu=0.3, run_id="run-a", key="step-0003/grad")
+    ledger.record_validation_step(mu=0.4, run_id="run-a", key="step-0003/norm")
+    assert ledger.record_validation_pure(0.5, run_id="run-a", key="select")
+    mu_select = pure_dp_to_gdp_mu(0.5)
+    assert ledger.validation_steps[("run-a", "select")] == mu_select
+    assert ledger.validation_pure_epsilons == {("run-a", "select"): 0.5}
+    assert ledger.validation_mu() == pytest.approx(math.sqrt(0.25 + mu_select**2), rel=1e-14)
+    # Resume: the same releases again change nothing.
+    assert not ledger.record_validation_step(mu=0.3, run_id="run-a", key="step-0003/grad")
+    assert not ledger.record_validation_pure(0.5, run_id="run-a", key="select")
+    assert len(ledger.validation_steps) == 3
+    with pytest.raises(ValueError, match="already recorded with mu=0.4, not mu=0.5"):
+        ledger.record_validation_step(mu=0.5, run_id="run-a", key="step-0003/norm")
+    with pytest.raises(ValueError, match="already recorded with epsilon=0.5, not epsilon=0.6"):
+        ledger.record_validation_pure(0.6, run_id="run-a", key="select")
+    with pytest.raises(ValueError, match="already recorded as a pure epsilon-DP release"):
+        ledger.record_validation_step(mu=mu_select, run_id="run-a", key="select")
+    with pytest.raises(ValueError, match="already recorded as a Gaussian release"):
+        ledger.record_validation_pure(0.5, run_id="run-a", key="step-0003/grad")
+    with pytest.raises(ValueError, match="epsilon must be positive"):
+        ledger.record_validation_pure(0.0, run_id="run-a", key="select-2")
+    # The GDP filter charges the converted μ: 0.5 ⊕ 0.624 ⊕ μ(ε) ≤ 1 leaves room for ε ≈ 0.4.
+    remaining = ledger.remaining_validation_mu()
+    with pytest.raises(PrivacyBudgetExceeded):
+        ledger.record_validation_pure(0.5, run_id="run-b", key="select")
+    ledger.record_validation_pure(0.4, run_id="run-b", key="select")
+    assert pure_dp_to_gdp_mu(0.4) <= remaining < pure_dp_to_gdp_mu(0.5)
+    report = ledger.report(DELTA)["validation"]
+    assert report["num_steps"] == 4 and report["num_runs"] == 2
+    assert report["pure_releases"] == [
+        {"run_id": "run-a", "key": "select", "epsilon": 0.5, "mu": mu_select},
+        {"run_id": "run-b", "key": "select", "epsilon": 0.4, "mu": pure_dp_to_gdp_mu(0.4)},
+    ]
+
+
+# ------------------------------------------------------------------------ state v3 / v2
+
+
+def _v3_ledger():
+    ledger = PrivacyLedger(validation_mu_budget=3.0, training_delta=1e-6, training_accountant="prv")
+    ledger.record_validation_step(mu=0.3, run_id="run-a", key="step-0000/grad")
+    ledger.record_validation_pure(1.0, run_id="run-a", key="select")
+    ledger.record_training_run(run_id="eval-0000", noise_multiplier=1.1, sample_rate=0.02, steps=100)
+    ledger.record_training_mechanism("amp-0001", rdp=_gaussian_curve(6.0), description="AMP, lambda=3.7")
+    ledger.record_training_mechanism(7, rdp=lambda a: a / 80.0 if a < 30 else math.inf, description="bounded")
+    return ledger
+
+
+def test_state_v3_json_round_trip_with_curves_and_pure_releases():
+    ledger = _v3_ledger()
+    state = ledger.state_dict()
+    assert state["version"] == 3 and state["rdp_orders"] == list(TRAINING_RDP_ORDERS)
+    assert state["validation_steps"][1] == {"run_id": "run-a", "key": "select", "mu": pure_dp_to_gdp_mu(1.0), "epsilon": 1.0}
+    assert [e["run_id"] for e in state["training_runs"]] == ["eval-0000", "amp-0001", 7]
+    assert state["training_runs"][1]["description"] == "AMP, lambda=3.7"
+    saved = json.dumps(state)
+    resumed = PrivacyLedger.from_state_dict(json.loads(saved))
+    assert resumed.state_dict() == state
+    assert resumed.training_run_ids() == ["eval-0000", "amp-0001", 7]
+    assert resumed.training_mechanisms == ledger.training_mechanisms
+    assert resumed.validation_pure_epsilons == ledger.validation_pure_epsilons
+    assert resumed.training_epsilon(1e-6) == ledger.training_epsilon(1e-6)
+    assert resumed.report(1e-5) == ledger.report(1e-5)
+    # A resumed loop replays its last releases and training run: nothing changes.
+    assert not resumed.record_validation_pure(1.0, run_id="run-a", key="select")
+    assert not resumed.record_training_mechanism("amp-0001", rdp=_gaussian_curve(6.0), description="AMP, lambda=3.7")
+    assert resumed.state_dict() == state
+
+
+def test_old_v2_state_still_loads():
+    """A state written by the version-2 ledger (DP-SGD runs, Gaussian releases), as JSON."""
+    v2 = json.loads(
+        '{"version": 2, "validation_mu_budget": 2.0, "training_epsilon_budget": null, '
+        '"training_delta": 1e-06, "training_accountant": "rdp", "prv_eps_error": 0.01, '
+        '"validation_steps": [{"run_id": "run-a", "key": "step-0000", "mu": 0.6}, '
+        '{"run_id": "run-a", "key": "step-0001", "mu": Infinity}], '
+        '"training_runs": [{"run_id": "eval-0", "noise_multiplier": 1.1, "sample_rate": 0.02, "steps": 100}, '
+        '{"run_id": 4, "noise_multiplier": 0.9, "sample_rate": 0.05, "steps": 40}]}'
+    )
+    ledger = PrivacyLedger.from_state_dict(v2)
+    assert ledger.validation_steps == {("run-a", "step-0000"): 0.6, ("run-a", "step-0001"): math.inf}
+    assert ledger.training_runs == {"eval-0": (1.1, 0.02, 100), 4: (0.9, 0.05, 40)}
+    fresh = PrivacyLedger()
+    _record_runs(fresh, [("eval-0", 1.1, 0.02, 100), (4, 0.9, 0.05, 40)])
+    assert ledger.training_epsilon(1e-6) == fresh.training_epsilon(1e-6)
+    assert ledger.state_dict()["version"] == 3  # written back as version 3
+    assert PrivacyLedger.from_state_dict(ledger.state_dict()).state_dict() == ledger.state_dict()
+    # Version 2 never held curves or pure releases: such entries in a v2 state are damage.
+    bad_v2 = [
+        {**v2, "training_runs": [{"run_id": "m", "description": "AMP", "rdp": [0.1] * len(TRAINING_RDP_ORDERS)}]},
+        {**v2, "validation_steps": [{"run_id": "a", "key": "k", "mu": pure_dp_to_gdp_mu(1.0), "epsilon": 1.0}]},
+    ]
+    for state in bad_v2:
+        with pytest.raises(ValueError, match="exactly the keys"):
+            PrivacyLedger.from_state_dict(state)
+
+
+def test_damaged_v3_states_are_refused_and_change_nothing():
+    ledger = _v3_ledger()
+    good = ledger.state_dict()
+    n = len(TRAINING_RDP_ORDERS)
+    mechanism = {"run_id": "m", "description": "AMP", "rdp": [0.1] * n}
+    damaged = [
+        {**good, "version": True},
+        {**good, "rdp_orders": good["rdp_orders"][:-1]},
+        {**good, "rdp_orders": good["rdp_orders"][:-1] + [1024.0]},
+        {key: value for key, value in good.items() if key != "rdp_orders"},
+        {**good, "training_runs": [{**mechanism, "rdp": [0.1] * (n - 1)}]},
+        {**good, "training_runs": [{**mechanism, "rdp": [0.1] * (n - 1) + [math.nan]}]},
+        {**good, "training_runs": [{**mechanism, "rdp": [-0.1] + [0.1] * (n - 1)}]},
+        {**good, "training_runs": [{**mechanism, "rdp": "0.1"}]},
+        {**good, "training_runs": [{**mechanism, "description": ""}]},
+        {**good, "training_runs": [{k: v for k, v in mechanism.items() if k != "description"}]},
+        {**good, "training_runs": [mechanism, {**mechanism}]},
+        {**good, "validation_steps": [{"run_id": "a", "key": "k", "mu": 0.5, "epsilon": 1.0}]},
+        {**good, "validation_steps": [{"run_id": "a", "key": "k", "mu": 0.5, "epsilon": -1.0}]},
+    ]
+    for state in damaged:
+        with pytest.raises(ValueError):
+            ledger.load_state_dict(json.loads(json.dumps(state)))
+        assert ledger.state_dict() == good
+
+
+def _linear_curve(rho: float, shift: float = 0.0) -> Callable[[float], float]:
+    return lambda order: shift + rho * order
+
+
+def test_training_filter_works_at_one_order_fixed_by_the_first_entry():
+    from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, filter_order
+
+    budget, delta = 2.0, 1e-6
+    # Identical entries are accepted exactly as long as their grid epsilon fits.
+    ledger = PrivacyLedger(training_epsilon_budget=budget, training_delta=delta)
+    curve = _linear_curve(0.01)
+    count = 0
+    while True:
+        try:
+            ledger.record_training_mechanism(f"run-{count}", rdp=curve, description="gaussian")
+        except PrivacyBudgetExceeded:
+            break
+        count += 1
+    assert ledger.training_epsilon(delta) <= budget * (1 + 1e-9)
+    brute = PrivacyLedger()
+    for i in range(count + 1):
+        brute.record_training_mechanism(f"run-{i}", rdp=curve, description="gaussian")
+    assert brute.training_epsilon(delta) > budget  # one more would not have fitted
+    # The order is fixed by the first entry: after a Gaussian-like first run, a run whose
+    # RDP is tiny at large orders but huge at that order is refused, although its grid
+    # epsilon composed with the first run (at a large order) would fit.
+    first = _linear_curve(0.002)
+    order = filter_order(budget, delta, np.array([first(a) for a in TRAINING_RDP_ORDERS]))
+    spiky = lambda a: 50.0 if a == order else 1e-9  # noqa: E731
+    ledger = PrivacyLedger(training_epsilon_budget=budget, training_delta=delta)
+    ledger.record_training_mechanism("first", rdp=first, description="gaussian")
+    with pytest.raises(PrivacyBudgetExceeded, match=f"alpha={order:g}"):
+        ledger.record_training_mechanism("spiky", rdp=spiky, description="adversarial")
+    both = PrivacyLedger()
+    both.record_training_mechanism("first", rdp=first, description="gaussian")
+    both.record_training_mechanism("spiky", rdp=spiky, description="adversarial")
+    assert both.training_epsilon(delta) < budget  # "some order has room" would have accepted
+    assert list(ledger.training_mechanisms) == ["first"]

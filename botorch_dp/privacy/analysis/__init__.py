@@ -31,8 +31,12 @@ from botorch_dp.privacy.analysis.objective_perturbation import (
 from botorch_dp.privacy.analysis.private_selection import (
     DISTRIBUTIONS,
     per_trial_mu_for_epsilon,
+    poisson_mean_for_tail,
     private_selection_epsilon,
+    private_selection_epsilon_generic,
     private_selection_rdp,
+    private_selection_rdp_curve,
+    private_selection_rdp_generic,
     sample_num_trials,
     tnb_gamma_for_mean,
     tnb_log_pmf,
@@ -40,6 +44,7 @@ from botorch_dp.privacy.analysis.private_selection import (
 )
 from botorch_dp.privacy.analysis.rdp import (
     DEFAULT_RDP_ORDERS,
+    rdp_curve_delta,
     rdp_curve_epsilon,
     rdp_to_epsilon,
 )
@@ -75,8 +80,13 @@ __all__ = [
     "objpert_rdp",
     "objpert_rdp_epsilon",
     "per_trial_mu_for_epsilon",
+    "poisson_mean_for_tail",
     "private_selection_epsilon",
+    "private_selection_epsilon_generic",
     "private_selection_rdp",
+    "private_selection_rdp_curve",
+    "private_selection_rdp_generic",
+    "rdp_curve_delta",
     "rdp_curve_epsilon",
     "rdp_to_epsilon",
     "sample_num_trials",

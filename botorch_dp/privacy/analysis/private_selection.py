@@ -4,26 +4,38 @@ Releasing the best of ``K`` runs of a mechanism, with ``K`` drawn from a truncat
 negative binomial ``D_{η,γ}`` (η = 1: geometric, η = 0: logarithmic) or a Poisson
 distribution, is Rényi-DP with the bounds of P&S Thm. 2 (truncated negative binomial)
 and Thm. 6 (Poisson); ``analysis.rdp.rdp_to_epsilon`` converts them to ``(ε, δ)``.
-Here each run is a μ₀-GDP Gaussian mechanism (private random search's noisy score,
-``privacy.mechanisms.GaussianScoreMechanism``). Pure functions on floats (and numpy
-arrays for the pmf); the method itself is ``baselines.private_random_search``.
+The base mechanism (one run) is given by its RDP curve ``α ↦ ε(α)`` and, for the
+Poisson bound, its privacy profile ``ε ↦ δ(ε)`` (``private_selection_rdp_generic``,
+``private_selection_epsilon_generic``), e.g. an AMP training run
+(``analysis.objective_perturbation``) or a DP-SGD run. The μ₀-GDP Gaussian score of
+private random search (``privacy.mechanisms.GaussianScoreMechanism``) is the special
+case ``private_selection_rdp``/``private_selection_epsilon``. Pure functions on floats
+(and numpy arrays for the pmf); the method itself is ``baselines.private_random_search``.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from typing import Callable, Sequence
 
 import numpy as np
-from scipy.optimize import brentq
+from scipy.optimize import brentq, minimize_scalar
 from scipy.special import gammaln
+from scipy.stats import poisson
 
 from botorch_dp.privacy.analysis.gdp import gdp_delta
-from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
+from botorch_dp.privacy.analysis.rdp import (
+    DEFAULT_RDP_ORDERS,
+    rdp_curve_delta,
+    rdp_curve_epsilon,
+    rdp_to_epsilon,
+)
 from botorch_dp.privacy.checks import (
     check_choice,
     check_delta,
     check_greater,
+    check_nonnegative_int,
     check_positive,
     check_probability,
 )
@@ -31,8 +43,12 @@ from botorch_dp.privacy.checks import (
 __all__ = [
     "DISTRIBUTIONS",
     "per_trial_mu_for_epsilon",
+    "poisson_mean_for_tail",
     "private_selection_epsilon",
+    "private_selection_epsilon_generic",
     "private_selection_rdp",
+    "private_selection_rdp_curve",
+    "private_selection_rdp_generic",
     "sample_num_trials",
     "tnb_gamma_for_mean",
     "tnb_log_pmf",
@@ -69,6 +85,28 @@ def tnb_gamma_for_mean(*, eta: float, mean_trials: float) -> float:
         return 1.0 / mean_trials
     f = lambda log_gamma: math.log(tnb_mean(eta=eta, gamma=math.exp(log_gamma))) - math.log(mean_trials)
     return math.exp(brentq(f, math.log(1e-300), math.log(1.0 - 1e-12), xtol=1e-14, rtol=1e-14))
+
+
+def poisson_mean_for_tail(*, threshold: int, probability: float) -> float:
+    r"""The mean ``m`` of ``K ~ Poisson(m)`` with ``P[K > threshold] = probability``.
+
+    ``P[K > k]`` increases continuously in ``m`` from 0 to 1, so the root (``brentq``) is
+    unique. The paper's honest DP-SGD uses ``P[K > 10] = 0.9``, i.e. ``m ≈ 15.4066``.
+
+    Args:
+        threshold: ``k ≥ 0``, an integer.
+        probability: ``p ∈ (0, 1)``.
+
+    Returns:
+        ``m > 0``.
+    """
+    threshold = check_nonnegative_int(threshold, "threshold")
+    probability = check_probability(probability, "probability")
+    excess = lambda mean: float(poisson.sf(threshold, mean)) - probability
+    hi = threshold + 1.0
+    while excess(hi) < 0.0:
+        hi *= 2.0
+    return float(brentq(excess, 1e-300, hi, xtol=1e-14, rtol=1e-15, maxiter=500))
 
 
 def tnb_log_pmf(k: np.ndarray, *, eta: float, gamma: float) -> np.ndarray:
@@ -130,6 +168,214 @@ def sample_num_trials(
 
 
 # ---------------------------------------------------------------------------- accounting
+RDPCurve = Callable[[float], float]
+
+# log(λ̂ − 1) grid for the numerical minimisation over λ̂ in P&S Thm. 2, and its largest end
+_HAT_START, _HAT_STOP, _HAT_POINTS, _HAT_LIMIT = math.log(1e-3), math.log(1e6), 241, math.log(1e15)
+
+
+def _base_value(base_rdp: RDPCurve, order: float) -> float:
+    r"""``base_rdp(order)`` as a float, refused if NaN or negative (``inf`` allowed)."""
+    value = float(base_rdp(order))
+    if math.isnan(value) or value < 0.0:
+        raise ValueError(f"base_rdp must return values >= 0 (inf allowed); got {value!r} at order {order!r}.")
+    return value
+
+
+def _numerical_tnb_hat_term(base_rdp: RDPCurve, log_inv_gamma: float) -> float:
+    r"""``min_{λ̂ ≥ 1} (1 − 1/λ̂) ε(λ̂) + log(1/γ)/λ̂`` for a general RDP curve.
+
+    ``λ̂ = 1`` gives ``log(1/γ)`` (the first term vanishes; ``ε(1) ≤ ε(λ)`` is finite when
+    the curve is). Otherwise a log-spaced grid of ``λ̂ − 1 ∈ [1e-3, 1e6]`` (extended up to
+    ``1e15`` while the minimum is at its top), refined by a bounded scalar search between
+    the neighbours of the best grid point. Any ``λ̂`` gives a valid bound, so an inexact
+    minimum is only slightly loose, never wrong.
+    """
+
+    def g(x: float) -> float:
+        order_hat = 1.0 + math.exp(x)
+        return (1.0 - 1.0 / order_hat) * _base_value(base_rdp, order_hat) + log_inv_gamma / order_hat
+
+    grid = list(np.linspace(_HAT_START, _HAT_STOP, _HAT_POINTS))
+    values = [g(x) for x in grid]
+    step = grid[1] - grid[0]
+    while int(np.argmin(values)) == len(grid) - 1 and grid[-1] + step <= _HAT_LIMIT:
+        more = [grid[-1] + step * k for k in range(1, 61) if grid[-1] + step * k <= _HAT_LIMIT]
+        grid, values = grid + more, values + [g(x) for x in more]
+    i = int(np.argmin(values))
+    best = values[i]
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    if math.isfinite(best) and hi > lo:
+        res = minimize_scalar(g, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10})
+        best = min(best, float(res.fun))
+    return min(best, log_inv_gamma)
+
+
+def _zcdp_tnb_hat_term(rho: float, log_inv_gamma: float) -> float:
+    r"""The λ̂-term of P&S Thm. 2 for the curve ``ε(λ) = λρ``: minimised in closed form at
+    ``λ̂ = max(1, sqrt(log(1/γ)/ρ))``, value ``(λ̂ − 1)ρ + log(1/γ)/λ̂``."""
+    order_hat = max(1.0, math.sqrt(log_inv_gamma / rho))
+    return (order_hat - 1.0) * rho + log_inv_gamma / order_hat
+
+
+def private_selection_rdp_curve(
+    base_rdp: RDPCurve,
+    *,
+    base_delta: Callable[[float], float] | None = None,
+    mean_trials: float,
+    distribution: str = "truncated_negative_binomial",
+    tnb_eta: float = 1.0,
+    tnb_hat_term: Callable[[float], float] | None = None,
+) -> RDPCurve:
+    r"""The Rényi-DP curve ``λ ↦ ε'(λ)`` of releasing the best of ``K`` runs of a base mechanism.
+
+    - Truncated negative binomial ``D_{η,γ}`` (P&S Thm. 2):
+      ``ε'(λ) = ε(λ) + (1+η) min_{λ̂ ≥ 1} [(1 − 1/λ̂) ε(λ̂) + log(1/γ)/λ̂] + log E[K]/(λ − 1)``.
+      The minimum does not depend on λ and is computed once.
+    - Poisson with mean ``m`` (P&S Thm. 6):
+      ``ε'(λ) = ε(λ) + m δ̂ + log(m)/(λ − 1)`` where the base is ``(ε̂, δ̂)``-DP at
+      ``e^{ε̂} = 1 + 1/(λ − 1)``: ``δ̂ = base_delta(ε̂)``.
+
+    Args:
+        base_rdp: ``α ↦ ε(α)``, the RDP curve of one run (called with floats ``α > 1``;
+            values ``≥ 0``, ``inf`` allowed).
+        base_delta: ``ε ↦ δ(ε)``, the privacy profile of one run, used by the Poisson
+            bound (e.g. ``objective_perturbation.amp_delta``, or ``gdp_delta`` for a
+            Gaussian). ``None``: derived from ``base_rdp`` on ``DEFAULT_RDP_ORDERS`` by
+            ``analysis.rdp.rdp_curve_delta`` (valid, looser).
+        mean_trials: ``E[K]`` (``> 1`` for the truncated negative binomial).
+        distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
+        tnb_eta: ``η ∈ (−1, ∞)`` of the truncated negative binomial.
+        tnb_hat_term: Optional closed form of ``L ↦ min_{λ̂ ≥ 1} (1 − 1/λ̂) ε(λ̂) + L/λ̂``
+            (``L = log(1/γ)``) for this base; ``None`` minimises numerically.
+
+    Returns:
+        The curve, a function of the order ``λ > 1``.
+    """
+    check_choice(distribution, "distribution", DISTRIBUTIONS)
+    if not callable(base_rdp):
+        raise ValueError(f"base_rdp must be a callable order -> epsilon, got {type(base_rdp).__name__}.")
+    mean_trials = check_positive(mean_trials, "mean_trials", allow_inf=False)
+    log_mean = math.log(mean_trials)
+
+    if distribution == "poisson":
+        if base_delta is None:
+            orders = np.asarray(DEFAULT_RDP_ORDERS)
+            values = np.array([_base_value(base_rdp, float(a)) for a in orders])
+            base_delta = lambda eps_hat: rdp_curve_delta(values, orders, eps_hat)[0]
+        elif not callable(base_delta):
+            raise ValueError(f"base_delta must be a callable epsilon -> delta, got {type(base_delta).__name__}.")
+
+        def poisson_curve(order: float) -> float:
+            order = check_greater(order, "order", 1.0)
+            eps_hat = math.log1p(1.0 / (order - 1.0))
+            delta_hat = float(base_delta(eps_hat))
+            if not 0.0 <= delta_hat <= 1.0:
+                raise ValueError(f"base_delta must return a delta in [0, 1]; got {delta_hat!r} at {eps_hat!r}.")
+            return _base_value(base_rdp, order) + mean_trials * delta_hat + log_mean / (order - 1.0)
+
+        return poisson_curve
+
+    gamma = tnb_gamma_for_mean(eta=tnb_eta, mean_trials=mean_trials)
+    log_inv_gamma = math.log(1.0 / gamma)
+    hat = _numerical_tnb_hat_term(base_rdp, log_inv_gamma) if tnb_hat_term is None else tnb_hat_term(log_inv_gamma)
+    extra = (1.0 + tnb_eta) * hat
+
+    def tnb_curve(order: float) -> float:
+        order = check_greater(order, "order", 1.0)
+        return _base_value(base_rdp, order) + extra + log_mean / (order - 1.0)
+
+    return tnb_curve
+
+
+def private_selection_rdp_generic(
+    order: float,
+    base_rdp: RDPCurve,
+    *,
+    base_delta: Callable[[float], float] | None = None,
+    mean_trials: float,
+    distribution: str = "truncated_negative_binomial",
+    tnb_eta: float = 1.0,
+    tnb_hat_term: Callable[[float], float] | None = None,
+) -> float:
+    r"""Rényi-DP ``ε'(λ)`` at one order of private selection over a base mechanism.
+
+    ``private_selection_rdp_curve(base_rdp, ...)(order)``; see there for the bounds and
+    the arguments. To evaluate many orders, build the curve once (the λ̂-minimisation of
+    the truncated negative binomial bound is then done once).
+
+    Args:
+        order: ``λ > 1``.
+        base_rdp: ``α ↦ ε(α)`` of one run.
+        base_delta: ``ε ↦ δ(ε)`` of one run (Poisson bound; ``None``: from ``base_rdp``).
+        mean_trials: ``E[K]``.
+        distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
+        tnb_eta: ``η ∈ (−1, ∞)``.
+        tnb_hat_term: Optional closed form of the λ̂-minimum (see the curve).
+
+    Returns:
+        ``ε'(λ)``.
+    """
+    order = check_greater(order, "order", 1.0)
+    curve = private_selection_rdp_curve(
+        base_rdp, base_delta=base_delta, mean_trials=mean_trials, distribution=distribution,
+        tnb_eta=tnb_eta, tnb_hat_term=tnb_hat_term,
+    )
+    return curve(order)
+
+
+def private_selection_epsilon_generic(
+    base_rdp: RDPCurve,
+    *,
+    base_delta: Callable[[float], float] | None = None,
+    mean_trials: float,
+    target_delta: float,
+    distribution: str = "truncated_negative_binomial",
+    tnb_eta: float = 1.0,
+    tnb_hat_term: Callable[[float], float] | None = None,
+    orders: Sequence[float] | None = None,
+) -> float:
+    r"""``ε`` at ``δ = target_delta`` of private selection over a base mechanism.
+
+    Converts ``private_selection_rdp_curve`` to ``(ε, δ)`` with the one rule of
+    ``analysis.rdp``: over a continuous order (``rdp_to_epsilon``) when ``orders`` is
+    ``None``, else on the given grid (``rdp_curve_epsilon``, e.g. ``DEFAULT_RDP_ORDERS``,
+    the grid of the training ledger).
+
+    Args:
+        base_rdp: ``α ↦ ε(α)`` of one run.
+        base_delta: ``ε ↦ δ(ε)`` of one run (Poisson bound; ``None``: from ``base_rdp``).
+        mean_trials: ``E[K]``.
+        target_delta: ``δ ∈ (0, 1)``.
+        distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
+        tnb_eta: ``η ∈ (−1, ∞)``.
+        tnb_hat_term: Optional closed form of the λ̂-minimum.
+        orders: ``None`` (continuous) or a grid of orders ``> 1``.
+
+    Returns:
+        ``ε ≥ 0``.
+    """
+    target_delta = check_delta(target_delta, "target_delta")
+    curve = private_selection_rdp_curve(
+        base_rdp, base_delta=base_delta, mean_trials=mean_trials, distribution=distribution,
+        tnb_eta=tnb_eta, tnb_hat_term=tnb_hat_term,
+    )
+    if orders is None:
+        return rdp_to_epsilon(curve, target_delta)[0]
+    return rdp_curve_epsilon([curve(float(a)) for a in orders], orders, target_delta)[0]
+
+
+def _gaussian_score_base(per_trial_mu: float) -> dict:
+    r"""The μ₀-GDP Gaussian trial as a base mechanism: RDP ``λρ`` (``ρ = μ₀²/2``), its exact
+    profile ``gdp_delta(μ₀, ·)`` and the closed-form λ̂-term of P&S Thm. 2."""
+    rho = per_trial_mu**2 / 2.0
+    return dict(
+        base_rdp=lambda order: order * rho,
+        base_delta=functools.partial(gdp_delta, per_trial_mu),
+        tnb_hat_term=functools.partial(_zcdp_tnb_hat_term, rho),
+    )
+
+
 def private_selection_rdp(
     order: float,
     *,
@@ -141,15 +387,9 @@ def private_selection_rdp(
     r"""Rényi-DP ``ε'(λ)`` of releasing the best of ``K`` Gaussian-scored trials.
 
     Each trial is a Gaussian mechanism that is ``μ₀``-GDP, i.e. ``ρ = μ₀²/2``-zCDP and
-    ``(λ, λρ)``-RDP at every order ``λ > 1``.
-
-    - Truncated negative binomial ``D_{η,γ}`` (P&S Thm. 2):
-      ``ε' = ε(λ) + (1+η)(1 − 1/λ̂) ε(λ̂) + (1+η) log(1/γ)/λ̂ + log E[K]/(λ − 1)``,
-      minimized over ``λ̂ ≥ 1``; with ``ε(λ̂) = λ̂ρ`` the minimizer is
-      ``λ̂ = max(1, sqrt(log(1/γ)/ρ))``.
-    - Poisson with mean ``m`` (P&S Thm. 6): ``ε' = ε(λ) + m δ̂ + log(m)/(λ − 1)`` where the
-      trial is ``(ε̂, δ̂)``-DP with ``e^ε̂ = 1 + 1/(λ − 1)``; ``δ̂`` is the Gaussian's exact
-      privacy profile at that ``ε̂``.
+    ``(λ, λρ)``-RDP at every order ``λ > 1``: ``private_selection_rdp_generic`` with that
+    curve, the Gaussian's exact privacy profile for the Poisson bound, and the λ̂ of the
+    truncated negative binomial bound in closed form, ``λ̂ = max(1, sqrt(log(1/γ)/ρ))``.
 
     Args:
         order: ``λ > 1``.
@@ -164,18 +404,10 @@ def private_selection_rdp(
     check_choice(distribution, "distribution", DISTRIBUTIONS)
     order = check_greater(order, "order", 1.0)
     per_trial_mu = check_positive(per_trial_mu, "per_trial_mu", allow_inf=False)
-    mean_trials = check_positive(mean_trials, "mean_trials", allow_inf=False)
-    rho = per_trial_mu**2 / 2.0
-    base = order * rho
-    if distribution == "poisson":
-        eps_hat = math.log1p(1.0 / (order - 1.0))
-        delta_hat = gdp_delta(per_trial_mu, eps_hat)
-        return base + mean_trials * delta_hat + math.log(mean_trials) / (order - 1.0)
-    gamma = tnb_gamma_for_mean(eta=tnb_eta, mean_trials=mean_trials)
-    log_inv_gamma = math.log(1.0 / gamma)
-    order_hat = max(1.0, math.sqrt(log_inv_gamma / rho))
-    extra = (1.0 + tnb_eta) * ((order_hat - 1.0) * rho + log_inv_gamma / order_hat)
-    return base + extra + math.log(mean_trials) / (order - 1.0)
+    return private_selection_rdp_generic(
+        order, **_gaussian_score_base(per_trial_mu),
+        mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta,
+    )
 
 
 def private_selection_epsilon(
@@ -188,6 +420,8 @@ def private_selection_epsilon(
 ) -> float:
     r"""``ε`` at ``δ = target_delta`` of private selection (see ``private_selection_rdp``).
 
+    ``private_selection_epsilon_generic`` with the μ₀-GDP Gaussian trial as the base.
+
     Args:
         per_trial_mu: ``μ₀``, GDP parameter of one trial.
         mean_trials: ``E[K]``.
@@ -199,11 +433,12 @@ def private_selection_epsilon(
         ``ε ≥ 0``.
     """
     target_delta = check_delta(target_delta, "target_delta")
-    rdp = functools.partial(
-        private_selection_rdp,
-        per_trial_mu=per_trial_mu, mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta,
+    check_choice(distribution, "distribution", DISTRIBUTIONS)
+    per_trial_mu = check_positive(per_trial_mu, "per_trial_mu", allow_inf=False)
+    return private_selection_epsilon_generic(
+        **_gaussian_score_base(per_trial_mu),
+        mean_trials=mean_trials, target_delta=target_delta, distribution=distribution, tnb_eta=tnb_eta,
     )
-    return rdp_to_epsilon(rdp, target_delta)[0]
 
 
 def per_trial_mu_for_epsilon(

@@ -6,7 +6,8 @@ order λ > 1 between its output distributions on neighbouring datasets is at mos
 has the Papernot–Steinke curves of ``analysis.private_selection``. Both are converted
 here, minimising over a continuous order (``rdp_to_epsilon``). Curves known only on a
 grid of orders (composed by summing, as a ledger does) are converted with the same rule
-on that grid (``rdp_curve_epsilon``, usually on ``DEFAULT_RDP_ORDERS``).
+on that grid (``rdp_curve_epsilon``, usually on ``DEFAULT_RDP_ORDERS``); the inverse
+question, δ at a given ε, is ``rdp_curve_delta``.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from botorch_dp.privacy.checks import check_delta
+from botorch_dp.privacy.checks import check_delta, check_nonnegative
 
-__all__ = ["DEFAULT_RDP_ORDERS", "rdp_curve_epsilon", "rdp_to_epsilon"]
+__all__ = ["DEFAULT_RDP_ORDERS", "rdp_curve_delta", "rdp_curve_epsilon", "rdp_to_epsilon"]
 
 #: The public grid of Rényi orders on which RDP curves are evaluated and composed:
 #: Opacus's default orders (1.1, 1.2, …, 10.9 and 12, 13, …, 63) plus 80, 128, 256 and
@@ -83,6 +84,23 @@ def rdp_to_epsilon(rdp: Callable[[float], float], delta: float) -> tuple[float, 
     return max(best, 0.0), 1.0 + math.exp(best_x)
 
 
+def _check_curve(rdp_values: object, orders: object) -> tuple[np.ndarray, np.ndarray]:
+    r"""``(values, orders)`` as float64 arrays of one shape, orders finite ``> 1``, values ``≥ 0``."""
+    rdp_values = np.asarray(rdp_values, dtype=np.float64)
+    orders = np.asarray(orders, dtype=np.float64)
+    if orders.ndim != 1 or orders.size == 0:
+        raise ValueError(f"orders must be a non-empty 1-d sequence, got shape {orders.shape}.")
+    if rdp_values.shape != orders.shape:
+        raise ValueError(
+            f"rdp_values must have one value per order: shape {rdp_values.shape} vs orders {orders.shape}."
+        )
+    if not np.all(np.isfinite(orders) & (orders > 1.0)):
+        raise ValueError("orders must be finite and exceed 1.")
+    if np.any(np.isnan(rdp_values)) or np.any(rdp_values < 0.0):
+        raise ValueError("rdp_values must be non-negative (math.inf allowed), not NaN.")
+    return rdp_values, orders
+
+
 def rdp_curve_epsilon(
     rdp_values: Sequence[float] | np.ndarray, orders: Sequence[float] | np.ndarray, delta: float
 ) -> tuple[float, float]:
@@ -106,20 +124,37 @@ def rdp_curve_epsilon(
         (``(math.inf, math.nan)`` when every value is infinite).
     """
     log_delta = math.log(check_delta(delta))
-    rdp_values = np.asarray(rdp_values, dtype=np.float64)
-    orders = np.asarray(orders, dtype=np.float64)
-    if orders.ndim != 1 or orders.size == 0:
-        raise ValueError(f"orders must be a non-empty 1-d sequence, got shape {orders.shape}.")
-    if rdp_values.shape != orders.shape:
-        raise ValueError(
-            f"rdp_values must have one value per order: shape {rdp_values.shape} vs orders {orders.shape}."
-        )
-    if not np.all(np.isfinite(orders) & (orders > 1.0)):
-        raise ValueError("orders must be finite and exceed 1.")
-    if np.any(np.isnan(rdp_values)) or np.any(rdp_values < 0.0):
-        raise ValueError("rdp_values must be non-negative (math.inf allowed), not NaN.")
+    rdp_values, orders = _check_curve(rdp_values, orders)
     eps = rdp_values + np.log1p(-1.0 / orders) - (log_delta + np.log(orders)) / (orders - 1.0)
     if np.all(np.isinf(eps)):
         return math.inf, math.nan
     i = int(np.argmin(eps))
     return max(float(eps[i]), 0.0), float(orders[i])
+
+
+def rdp_curve_delta(
+    rdp_values: Sequence[float] | np.ndarray, orders: Sequence[float] | np.ndarray, epsilon: float
+) -> tuple[float, float]:
+    r"""The δ at a given ε implied by an RDP curve known on a grid of orders.
+
+    The inverse of ``rdp_curve_epsilon``'s rule (Canonne, Kamath & Steinke 2020, Prop. 12):
+    ``log δ = min_i (λ_i − 1)(ε'(λ_i) − ε + log(1 − 1/λ_i)) − log λ_i``, and also at most
+    the total-variation bound ``δ ≤ δ(0) ≤ sqrt(1 − e^{−ε'(λ_i)})`` (Bretagnolle–Huber,
+    as ``KL ≤ ε'(λ)``), as in ``dp_accounting.rdp.compute_delta``.
+
+    Args:
+        rdp_values: ``ε'(λ_i) ≥ 0`` at each order (``math.inf`` allowed).
+        orders: The orders ``λ_i > 1`` (finite).
+        epsilon: ``ε ≥ 0``.
+
+    Returns:
+        ``(δ, λ)``: ``δ ∈ [0, 1]`` and the grid order that attains it.
+    """
+    rdp_values, orders = _check_curve(rdp_values, orders)
+    epsilon = check_nonnegative(epsilon, "epsilon", allow_inf=False)
+    with np.errstate(divide="ignore"):
+        log_tv = np.where(rdp_values == 0.0, -np.inf, 0.5 * np.log1p(-np.exp(-rdp_values)))
+    log_cks = (orders - 1.0) * (rdp_values - epsilon + np.log1p(-1.0 / orders)) - np.log(orders)
+    log_delta = np.minimum(log_tv, log_cks)
+    i = int(np.argmin(log_delta))
+    return min(math.exp(float(log_delta[i])), 1.0), float(orders[i])

@@ -1,9 +1,13 @@
 r"""Tests for botorch_dp.privacy.analysis.private_selection: the TNB/Poisson distributions
-and the Papernot–Steinke bounds, by hand and against dp_accounting's RepeatAndSelectDpEvent."""
+and the Papernot–Steinke bounds, by hand and against dp_accounting's RepeatAndSelectDpEvent;
+the generic bounds over any RDP curve, and the Gaussian special case reproducing the
+values of the earlier Gaussian-only implementation bit for bit."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import dp_accounting
 import numpy as np
@@ -11,16 +15,21 @@ import pytest
 from scipy.stats import norm
 
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from botorch_dp.privacy.analysis.objective_perturbation import amp_delta, amp_rdp, amp_rdp_epsilon
 from botorch_dp.privacy.analysis.private_selection import (
     per_trial_mu_for_epsilon,
+    poisson_mean_for_tail,
     private_selection_epsilon,
+    private_selection_epsilon_generic,
     private_selection_rdp,
+    private_selection_rdp_curve,
+    private_selection_rdp_generic,
     sample_num_trials,
     tnb_gamma_for_mean,
     tnb_log_pmf,
     tnb_mean,
 )
-from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
+from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS, rdp_curve_delta, rdp_to_epsilon
 
 
 # ------------------------------------------------------------------------- distributions
@@ -186,3 +195,128 @@ def test_poisson_agrees_with_dp_accounting_up_to_the_per_trial_delta(per_trial_m
     swapped, _ = rdp_to_epsilon(with_rdp_delta_hat, delta)
     assert swapped <= theirs + 1e-12
     assert theirs - swapped <= 1e-4 * theirs
+
+
+# ------------------------------------------------------------------------- generic base mechanisms
+_REGRESSION = json.loads((Path(__file__).parent / "private_selection_gaussian_regression.json").read_text())
+
+
+def test_gaussian_special_case_reproduces_the_earlier_implementation_exactly():
+    # 456 values recorded from the Gaussian-only code (commit 355ee13) before it became a
+    # special case of the generic bounds: every one is reproduced bit for bit.
+    for dist, eta, mu, m, order, value in _REGRESSION["private_selection_rdp"]["rows"]:
+        kw = dict(per_trial_mu=mu, mean_trials=m, distribution=dist, tnb_eta=eta)
+        assert private_selection_rdp(order, **kw) == float.fromhex(value)
+    for dist, eta, mu, m, delta, value in _REGRESSION["private_selection_epsilon"]["rows"]:
+        kw = dict(per_trial_mu=mu, mean_trials=m, distribution=dist, tnb_eta=eta)
+        assert private_selection_epsilon(target_delta=delta, **kw) == float.fromhex(value)
+    for dist, eta, eps, m, value in _REGRESSION["per_trial_mu_for_epsilon"]["rows"]:
+        kw = dict(mean_trials=m, distribution=dist, tnb_eta=eta)
+        assert per_trial_mu_for_epsilon(target_epsilon=eps, target_delta=1e-5, **kw) == float.fromhex(value)
+
+
+@pytest.mark.parametrize("distribution,eta", [("truncated_negative_binomial", 1.0), ("truncated_negative_binomial", 0.0), ("truncated_negative_binomial", -0.5), ("poisson", 1.0)])
+def test_generic_with_a_gaussian_curve_and_numerical_order_hat_matches_the_closed_form(distribution, eta):
+    # no closed-form λ̂ and a plain callable: the numerical minimum over λ̂ ≥ 1 agrees
+    for mu, m in [(0.05, 5.0), (0.2, 50.0), (1.0, 500.0), (3.0, 10.0)]:
+        rho = mu * mu / 2.0
+        base_delta = (lambda e, mu=mu: norm.cdf(-e / mu + mu / 2) - math.exp(e) * norm.cdf(-e / mu - mu / 2)) if distribution == "poisson" else None
+        kw = dict(mean_trials=m, distribution=distribution, tnb_eta=eta)
+        for order in (1.5, 4.0, 32.0):
+            generic = private_selection_rdp_generic(order, lambda a, rho=rho: a * rho, base_delta=base_delta, **kw)
+            assert generic == pytest.approx(private_selection_rdp(order, per_trial_mu=mu, **kw), rel=1e-12)
+
+
+def _laplace_rdp(eps0, order):
+    # Mironov 2017, Prop. 6: the Laplace mechanism with pure ε₀
+    return eps0 + math.log1p((order - 1) * math.expm1((1 - 2 * order) * eps0) / (2 * order - 1)) / (order - 1)
+
+
+@pytest.mark.parametrize("eps0,mean_trials,eta", [(0.1, 20.0, 1.0), (0.5, 10.0, 0.0), (0.05, 200.0, 2.0)])
+def test_generic_tnb_agrees_with_dp_accounting_for_a_laplace_base(eps0, mean_trials, eta):
+    # a curve that is not linear; dp_accounting minimises over λ̂ and λ on its grid only. The
+    # curve is bounded (pure DP), so the best λ is beyond 1/δ: the grid reaches 1e9.
+    base = lambda a: _laplace_rdp(eps0, a)
+    ours = private_selection_epsilon_generic(base, mean_trials=mean_trials, target_delta=1e-5, tnb_eta=eta)
+    event = dp_accounting.dp_event.RepeatAndSelectDpEvent(dp_accounting.LaplaceDpEvent(1.0 / eps0), mean_trials, eta)
+    accountant = dp_accounting.rdp.RdpAccountant(orders=list(1.0 + np.geomspace(1e-3, 1e9, 1200)))
+    accountant.compose(event)
+    theirs = accountant.get_epsilon(1e-5)
+    # dp_accounting also takes the monotone envelope ε'(λ) ← min_{λ' ≥ λ} ε'(λ') (RDP grows
+    # with the order), worth ~1e-5 here; our continuous orders are worth about as much
+    assert ours == pytest.approx(theirs, rel=1e-4)
+
+
+@pytest.mark.parametrize("eps0,mean_trials", [(0.1, 15.4066), (0.5, 5.0)])
+def test_generic_poisson_with_rdp_derived_delta_hat_equals_dp_accounting_on_the_same_grid(eps0, mean_trials):
+    # base_delta=None: δ̂ from the RDP curve on DEFAULT_RDP_ORDERS, as dp_accounting does on its orders
+    orders = list(DEFAULT_RDP_ORDERS)
+    base = lambda a: _laplace_rdp(eps0, a)
+    ours = private_selection_epsilon_generic(base, mean_trials=mean_trials, target_delta=1e-5, distribution="poisson", orders=orders)
+    event = dp_accounting.dp_event.RepeatAndSelectDpEvent(dp_accounting.LaplaceDpEvent(1.0 / eps0), mean_trials, math.inf)
+    accountant = dp_accounting.rdp.RdpAccountant(orders=orders)
+    accountant.compose(event)
+    assert ours == pytest.approx(accountant.get_epsilon(1e-5), rel=1e-10)
+    # with the exact Laplace profile instead, δ̂ and hence ε are smaller
+    exact = lambda e: max(0.0, 1.0 - math.exp((e - eps0) / 2.0))  # δ(ε) of Laplace with pure ε₀
+    assert private_selection_epsilon_generic(base, base_delta=exact, mean_trials=mean_trials, target_delta=1e-5, distribution="poisson", orders=orders) < ours
+
+
+def test_rdp_curve_delta_agrees_with_dp_accounting():
+    from dp_accounting.rdp.rdp_privacy_accountant import compute_delta
+
+    orders = np.asarray(DEFAULT_RDP_ORDERS)
+    for values in (0.01 * orders, np.array([_laplace_rdp(0.3, a) for a in orders])):
+        for epsilon in (0.0, 0.1, 0.5, 2.0):
+            ours, order = rdp_curve_delta(values, orders, epsilon)
+            theirs, their_order = compute_delta(list(orders), list(values), epsilon)
+            assert ours == pytest.approx(theirs, rel=1e-12) and order == their_order
+
+
+def test_amp_base_mechanism():
+    # P&S over AMP trials: each trial has the AMP RDP curve and profile (spec C4(b))
+    amp = dict(clip=math.sqrt(2.0), beta=0.5, lam=3.7335, sigma=6.85, tau=5e-4, sigma_out=0.15)
+    base_rdp = lambda a: amp_rdp(a, **amp)
+    base_delta = lambda e: amp_delta(e, **amp)
+    single = amp_rdp_epsilon(1e-5, **amp)
+    m = poisson_mean_for_tail(threshold=10, probability=0.9)
+    with_profile = private_selection_epsilon_generic(base_rdp, base_delta=base_delta, mean_trials=m, target_delta=1e-5, distribution="poisson")
+    with_rdp_delta = private_selection_epsilon_generic(base_rdp, mean_trials=m, target_delta=1e-5, distribution="poisson")
+    tnb = private_selection_epsilon_generic(base_rdp, mean_trials=m, target_delta=1e-5)
+    assert single < with_profile < with_rdp_delta  # the exact profile gives the smaller δ̂
+    assert single < tnb
+    # the curve built once equals the per-order function, and is valid at every order
+    curve = private_selection_rdp_curve(base_rdp, base_delta=base_delta, mean_trials=m, distribution="poisson")
+    for order in (1.5, 3.0, 20.0):
+        value = private_selection_rdp_generic(order, base_rdp, base_delta=base_delta, mean_trials=m, distribution="poisson")
+        assert curve(order) == value
+        eps_hat = math.log1p(1.0 / (order - 1.0))
+        assert value == pytest.approx(base_rdp(order) + m * base_delta(eps_hat) + math.log(m) / (order - 1.0), rel=1e-12)
+
+
+def test_poisson_mean_for_tail():
+    m = poisson_mean_for_tail(threshold=10, probability=0.9)
+    assert m == pytest.approx(15.4066, abs=5e-5)  # spec §3.8 (paper: ≈ 15.4)
+    from scipy.stats import poisson
+
+    assert poisson.sf(10, m) == pytest.approx(0.9, rel=1e-12)
+    assert poisson_mean_for_tail(threshold=0, probability=0.5) == pytest.approx(math.log(2.0), rel=1e-12)  # P[K > 0] = 1 − e^{−m}
+
+
+def test_generic_input_validation():
+    base = lambda a: 0.1 * a
+    for call, match in [
+        (lambda: private_selection_rdp_generic(1.0, base, mean_trials=10.0), "order"),
+        (lambda: private_selection_rdp_generic(2.0, "x", mean_trials=10.0), "base_rdp"),
+        (lambda: private_selection_rdp_generic(2.0, lambda a: math.nan, mean_trials=10.0), "base_rdp"),
+        (lambda: private_selection_rdp_generic(2.0, lambda a: -1.0, mean_trials=10.0, distribution="poisson", base_delta=lambda e: 0.1), "base_rdp"),
+        (lambda: private_selection_rdp_generic(2.0, base, mean_trials=10.0, distribution="poisson", base_delta=lambda e: 2.0), "base_delta"),
+        (lambda: private_selection_rdp_generic(2.0, base, mean_trials=10.0, distribution="poisson", base_delta=3.0), "base_delta"),
+        (lambda: private_selection_rdp_generic(2.0, base, mean_trials=-1.0), "mean_trials"),
+        (lambda: private_selection_rdp_generic(2.0, base, mean_trials=10.0, distribution="uniform"), "distribution"),
+        (lambda: private_selection_epsilon_generic(base, mean_trials=10.0, target_delta=1.0), "target_delta"),
+        (lambda: poisson_mean_for_tail(threshold=-1, probability=0.5), "threshold"),
+        (lambda: poisson_mean_for_tail(threshold=10, probability=1.0), "probability"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            call()
