@@ -359,17 +359,20 @@ class AMPRunBudget:
         r"""The reference curve on ``DEFAULT_RDP_ORDERS``."""
         return np.asarray(self.rdp(_ORDERS), dtype=np.float64)
 
-    def epsilon(self, delta: float, num_runs: int = 1) -> float:
-        r"""``ε`` at ``δ`` of ``num_runs`` reference runs composed on ``DEFAULT_RDP_ORDERS``."""
-        num_runs = check_positive_int(num_runs, "num_runs")
+    def epsilon(self, delta: float, num_runs: float = 1.0) -> float:
+        r"""``ε`` at ``δ`` of ``num_runs`` times the reference curve, converted on
+        ``DEFAULT_RDP_ORDERS`` (``num_runs`` may be fractional: runs of weight ≠ 1)."""
+        num_runs = check_positive(num_runs, "num_runs", allow_inf=False)
         return rdp_curve_epsilon(num_runs * self.rdp_values(), _ORDERS, check_delta(delta))[0]
 
-    def sigma_at(self, lam: float, clip: float | None = None) -> float | None:
-        r"""σ of a run at ``(λ, C)`` held to this budget (``amp_sigma_for_curve``); ``None``
-        when ``λ`` is too small for any σ. ``C`` defaults to the reference's."""
+    def sigma_at(self, lam: float, clip: float | None = None, weight: float = 1.0) -> float | None:
+        r"""σ of a run at ``(λ, C)`` whose curve lies below ``weight`` times the reference
+        (``amp_sigma_for_curve``); ``None`` when ``λ`` is too small for any σ. ``C``
+        defaults to the reference's; ``weight > 1`` gives a run a larger share."""
         clip = self.clip if clip is None else check_positive(clip, "clip (C)", allow_inf=False)
+        weight = check_positive(weight, "weight", allow_inf=False)
         return amp_sigma_for_curve(
-            self.rdp_values(), lam=lam, clip=clip, beta=self.beta, tau=self.tau, sigma_out=self.sigma_out
+            weight * self.rdp_values(), lam=lam, clip=clip, beta=self.beta, tau=self.tau, sigma_out=self.sigma_out
         )
 
     def min_lam(self) -> float:
@@ -474,7 +477,7 @@ def plan_amp_runs(
     epsilon: float,
     delta: float,
     *,
-    num_runs: int,
+    num_runs: float,
     clip: float = math.sqrt(2.0),
     beta: float = 0.5,
     tau: float = 5e-4,
@@ -485,12 +488,14 @@ def plan_amp_runs(
 
     ``plan_amp_budget`` with the total ``rdp_curve_epsilon(k · ε_run, δ)`` on
     ``DEFAULT_RDP_ORDERS`` (what the ledger computes for ``k`` runs) and the first
-    ``λ = 2βk/ε`` (where ``k c ≈ ε/2``).
+    ``λ = 2βk/ε`` (where ``k c ≈ ε/2``). ``k`` counts reference-run units and may be
+    fractional: e.g. ``T·b`` evaluation runs of weight 1 and a final run of weight ``w``
+    (``AMPRunBudget.sigma_at(..., weight=w)``) need ``k = T·b + w``.
 
     Args:
         epsilon: Total training ``ε`` of the ``k`` runs.
         delta: ``δ``.
-        num_runs: ``k``, the planned number of training runs.
+        num_runs: ``k > 0``, the planned number of (weighted) training runs.
         clip, beta, tau, sigma_out: Public AMP constants (defaults: the authors', unit
             rows with a bias feature).
         factor: ``f`` of ``plan_amp_budget``.
@@ -500,12 +505,12 @@ def plan_amp_runs(
     """
     epsilon = check_positive(epsilon, "epsilon", allow_inf=False)
     delta = check_delta(delta)
-    k = check_positive_int(num_runs, "num_runs")
+    k = check_positive(num_runs, "num_runs", allow_inf=False)
     total = lambda curve: rdp_curve_epsilon(k * np.asarray(curve(_ORDERS)), _ORDERS, delta)[0]
     return plan_amp_budget(
         epsilon, total_epsilon=total, lam_start=2.0 * beta * k / epsilon, clip=clip, beta=beta, tau=tau,
         sigma_out=sigma_out, factor=factor,
-        description=f"each of {k} AMP runs below one reference RDP curve; {k} reference runs composed "
+        description=f"each AMP run below (a weight times) one reference RDP curve; {k:g} reference runs composed "
         f"in RDP give epsilon = {epsilon:g} at delta = {delta:g}",
     )
 
@@ -765,15 +770,16 @@ class AMPTuningObjective:
         return kernel.requires_grad_(False)
 
     # ------------------------------------------------------------------ training
-    def config_at(self, theta: Tensor) -> AMPConfig:
-        r"""The public ``AMPConfig`` of a run at ``theta`` (a ``d`` unit-cube point)."""
+    def config_at(self, theta: Tensor, budget_weight: float = 1.0) -> AMPConfig:
+        r"""The public ``AMPConfig`` of a run at ``theta`` (a ``d`` unit-cube point) whose
+        RDP curve lies below ``budget_weight`` times the budget's reference curve."""
         theta = torch.as_tensor(theta, dtype=torch.float64).reshape(self.dim)
         if not torch.isfinite(theta).all():
             raise ValueError(f"theta must be finite, got {theta.tolist()}.")
         params = self.space.to_natural(theta)
         lam = params["lam"]
         clip = params.get("clip", self.budget.clip)
-        sigma = self.budget.sigma_at(lam, clip)
+        sigma = self.budget.sigma_at(lam, clip, weight=budget_weight)
         if sigma is None:  # cannot happen inside lam_range (checked above); kept as a guard
             raise ValueError(f"lambda = {lam:g} is below what the budget allows; nothing was trained.")
         return AMPConfig(lam=lam, sigma=sigma, loss="logistic", clip=clip, feature_bound=1.0,
@@ -789,17 +795,19 @@ class AMPTuningObjective:
         ]
         return max(indices, default=-1) + 1
 
-    def train(self, theta: Tensor, *, label: str | None = None) -> AMPResult:
+    def train(self, theta: Tensor, *, label: str | None = None, budget_weight: float = 1.0) -> AMPResult:
         r"""Train and release one AMP model at ``theta``, recording it in the ledger.
 
         Args:
             theta: A ``d`` unit-cube point.
             label: Optional label appended to the run id (e.g. ``"final"``).
+            budget_weight: The run's curve lies below this multiple of the reference
+                curve (default 1; e.g. a larger share for the final model).
 
         Returns:
             The ``AMPResult`` (its ``theta`` is the released model).
         """
-        config = self.config_at(theta)
+        config = self.config_at(theta, budget_weight)
         if label is not None and (not isinstance(label, str) or not label or label != label.strip()):
             raise ValueError(f"label must be a non-empty string, got {label!r}.")
         index = self.next_run_index()
