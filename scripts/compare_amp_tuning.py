@@ -577,16 +577,31 @@ def main(argv: list[str] | None = None) -> dict:
                     ))
     runs = run_jobs(jobs, run_job, workers=args.workers, progress=not args.no_progress)
     wall = time.perf_counter() - start
-    text = report_text(settings, plan_, runs, argv, wall)
+    shown = public_argv(argv)
+    text = report_text(settings, plan_, runs, shown, wall)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / REPORT_MD).write_text(text)
     (args.out / RUNS_JSON).write_text(json.dumps(
-        {"command": argv, "wall_s": wall, "settings": plain, "plan": plan_,
+        {"command": shown, "wall_s": wall, "settings": plain, "plan": plan_,
          "runs": [dataclasses.asdict(r) for r in runs]}, indent=1))
     if not args.no_plot:
         make_plot(settings, runs, args.out / REPORT_PNG)
     print(text)
     return {"runs": runs, "plan": plan_, "report": text}
+
+
+def public_argv(argv: list[str]) -> list[str]:
+    r"""``argv`` with the value of ``--noise-seed`` replaced: a noise seed is never written."""
+    out, hide = [], False
+    for arg in argv:
+        if hide:
+            out.append("<not recorded>")
+        elif arg.startswith("--noise-seed="):
+            arg = "--noise-seed=<not recorded>"
+        if not hide:
+            out.append(arg)
+        hide = arg == "--noise-seed"
+    return out
 
 
 def _settings_from_plain(plain: dict) -> Settings:
