@@ -154,7 +154,7 @@ def breast_cancer_ranges() -> tuple[np.ndarray, np.ndarray]:
 
 
 def synthetic_logistic(
-    num_examples: int, num_features: int, *, seed: int, signal: float = 3.0
+    num_examples: int, num_features: int, *, seed: int, signal: float = 5.0
 ) -> tuple[Tensor, Tensor]:
     r"""A synthetic logistic model with Gaussian features (Synthetic-L-like).
 
@@ -191,7 +191,7 @@ def load_logistic_data(
     test_fraction: float = 0.2,
     num_examples: int = 20_000,
     num_features: int = 100,
-    signal: float = 3.0,
+    signal: float = 5.0,
 ) -> LogisticData:
     r"""A binary classification data set with unit rows, split (stratified) by ``seed``.
 
@@ -678,6 +678,13 @@ class AMPTuningObjective:
     The returned losses are SENSITIVE (validation side); pass the objective to
     ``DPGIBO.run`` or ``private_random_search``. The released models (``results``) are
     public on the validation side and covered on the training side by the ledger.
+
+    Composition: when the number of runs and their weights are fixed in advance (``k``
+    units), every run lies below its weight times the reference curve ``r`` whatever λ
+    the tuner picks, so the adaptive composition is at most ``k·r`` at every order and
+    ``budget.epsilon(δ, k)`` is the training guarantee. The ledger's own sum of the exact
+    curves is never larger; a ledger budget filter, if set, checks every run before
+    training at its one fixed order.
 
     Args:
         data: The ``LogisticData`` (unit rows).

@@ -75,3 +75,16 @@ def test_a_noise_seed_is_never_written(script):
     assert script.public_argv(["--quick", "--noise-seed", "123", "--out", "x"]) == [
         "--quick", "--noise-seed", "<not recorded>", "--out", "x"]
     assert script.public_argv(["--noise-seed=123"]) == ["--noise-seed=<not recorded>"]
+
+
+def test_render_rewrites_the_report_from_the_runs(script, quick):
+    out, result = quick
+    before = (out / script.REPORT_MD).read_text()
+    rendered = script.main(["--render", "--out", str(out), "--no-plot"])
+    after = (out / script.REPORT_MD).read_text()
+    assert after == rendered["report"] and after.startswith(before)
+    assert after[len(before):] == (
+        f"\nReport re-rendered from {script.RUNS_JSON} by `python scripts/compare_amp_tuning.py --render --out {out} "
+        "--no-plot`.\n"
+    )
+    assert [r.extra for r in rendered["runs"]] == [r.extra for r in result["runs"]]
