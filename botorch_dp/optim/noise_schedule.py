@@ -173,7 +173,12 @@ class AdaptiveNormSchedule:
             norm_mu_fraction: ``f_N`` in ``(0, 1)``: ``μ_N = μ √(f_N/T_max)``, so that
                 ``T_max`` norm releases would spend ``f_N μ²``.
             snr_factor: ``c_snr``; default ``default_snr_factor(n, μ)``.
-            max_step_mu: ``μ_max``; default ``μ/2``.
+            max_step_mu: ``μ_max``; default ``min(μ/2, 2μ/√T_max)``: the spec's ``μ/2``,
+                capped at twice the fixed schedule's ``μ/√T_max`` so that at least about
+                ``T_max/4`` steps fit even at the noise floor (with ``μ/2`` a run whose
+                gradients are small stops after about four steps: on the E.4 Huber
+                problem, ``T_max = 100``, μ = 1, 20 seeds, the excess loss of noisy GD was
+                0.138 with ``μ/2``, 0.024 with the fixed schedule and 0.009 with the cap).
 
         Returns:
             The ``AdaptiveNormSchedule`` (``μ_min = μ/(2√T_max)``, capped at ``μ_max``).
@@ -181,7 +186,10 @@ class AdaptiveNormSchedule:
         mu = check_positive(total_mu, "total_mu (μ)", allow_inf=False)
         t_max = check_positive_int(max_iterations, "max_iterations (T_max)")
         f_n = check_probability(norm_mu_fraction, "norm_mu_fraction (f_N)")
-        mu_max = mu / 2.0 if max_step_mu is None else check_positive(max_step_mu, "max_step_mu (μ_max)", allow_inf=False)
+        if max_step_mu is None:
+            mu_max = min(mu / 2.0, 2.0 * mu / math.sqrt(t_max))
+        else:
+            mu_max = check_positive(max_step_mu, "max_step_mu (μ_max)", allow_inf=False)
         if mu_max > mu:
             raise ValueError(f"max_step_mu (μ_max) = {mu_max:g} exceeds the budget μ = {mu:g}.")
         return cls(

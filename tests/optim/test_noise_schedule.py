@@ -80,7 +80,9 @@ def _schedule(**overrides) -> AdaptiveNormSchedule:
 def test_build_defaults_follow_the_spec():
     s = _schedule()
     assert s.norm_mu == pytest.approx(math.sqrt(0.1 / 20))
-    assert s.max_step_mu == 0.5 and s.min_step_mu == pytest.approx(1 / (2 * math.sqrt(20)))
+    # μ_max = min(μ/2, 2μ/√T_max): the spec's μ/2 for T_max ≤ 16, capped above
+    assert s.max_step_mu == pytest.approx(2 / math.sqrt(20)) and s.min_step_mu == pytest.approx(1 / (2 * math.sqrt(20)))
+    assert _schedule(max_iterations=9).max_step_mu == 0.5 and _schedule(max_iterations=16).max_step_mu == 0.5
     assert s.snr_factor == pytest.approx(math.sqrt(math.log(100 * 1.0 / (math.sqrt(2) * 0.05))))
     # β = 0.05, n μ small: the logarithm is below 1 and the factor is floored at 1
     assert default_snr_factor(1, 0.05) == 1.0
@@ -104,6 +106,7 @@ def test_schedule_refuses_inconsistent_settings():
         _schedule(norm_mu_fraction=1.0)
     with pytest.raises(ValueError, match="max_step_mu"):
         _schedule(max_step_mu=2.0)
+    assert _schedule(max_step_mu=0.01).min_step_mu == 0.01  # μ_min is capped at μ_max
     with pytest.raises(ValueError, match="μ_N² \\+ μ_min²"):
         AdaptiveNormSchedule(
             total_mu=1.0, sensitivity=0.1, dim=2, max_iterations=3, norm_mu=0.9, snr_factor=1.0,
@@ -216,7 +219,7 @@ def test_steps_at_a_large_norm_count_as_the_closed_form():
     r"""Constant released norm ``N`` (no norm noise): each non-final step costs
     ``μ_N² + (c√d Δ/N)²``, so the run makes ``⌊μ²/cost⌋`` steps (the last one takes the
     rest when a full step no longer leaves room for another)."""
-    schedule = _schedule(max_iterations=10_000, sensitivity=1e-2, dim=9)
+    schedule = _schedule(max_iterations=10_000, sensitivity=1e-2, dim=9, max_step_mu=0.5)
     n_t = 0.4
     mu_t = schedule.sensitivity * schedule.snr_factor * 3 / n_t
     cost = schedule.norm_mu**2 + mu_t**2
