@@ -188,7 +188,8 @@ plt.show()
 Adding greedy picks one at a time (via `X_pending`) drives $\operatorname{tr}\Sigma_D(\theta)$ down:
 with $d + 1$ well-placed points the gradient at θ is already pinned down to a small fraction of its
 prior uncertainty. DP-GIBO's adaptive batch rule stops adding points once the trace is below
-the bias tolerance ε (`DPGIBOConfig(bias_tolerance=...)`).
+the bias tolerance (`DPGIBOConfig(bias_tolerance=...)`; the paper calls it ε, here ε is
+always the privacy loss).
 """),
     code(r"""
 chosen = torch.empty(0, d, dtype=dtype)
@@ -232,7 +233,7 @@ adds $\mathcal N(0, (2B\sqrt T/(n\mu))^2 I)$ and takes an AdaGrad step.
 
 | public (the *private release*, `result.release`) | NON-PRIVATE (never publish) |
 |---|---|
-| bounds, kernel, θ₀, T, B, μ, η, ε (the settings) | per-user losses, mean loss $f(\theta)$ |
+| bounds, kernel, θ₀, T, B, μ, η, bias tolerance (the settings) | per-user losses, mean loss $f(\theta)$ |
 | evaluation points $D_t$, iterates $\theta_t$, final θ | unclipped / clipped gradients, clip fractions |
 | noisy gradients, posterior traces, the guarantee | anything fit on the losses |
 
@@ -274,7 +275,7 @@ warnings.filterwarnings("ignore", message="A noise seed was given", category=Pri
 
 The kernel of the surrogate GP is the paper's choice (RBF, all length-scales 1), fixed — never fit on
 the losses. Batches are adaptive: points are added around $\theta_t$ until
-$\operatorname{tr}\Sigma_D(\theta_t) \le \varepsilon = 0.5$ (at most $d + 1$ per step).
+$\operatorname{tr}\Sigma_D(\theta_t) \le 0.5$, the bias tolerance (at most $d + 1$ per step).
 """),
     code(r"""
 problem = GPRegressionLengthscales(dim=5, n_total=400, seed=1)
@@ -483,7 +484,8 @@ warnings.filterwarnings("ignore", message="A noise seed was given", category=Pri
 
 θ lives on the unit cube; the `SearchSpace` maps it to natural units (log-uniform for the learning
 rate and the weight decay). The objective maps a `q x d` tensor of θ's to the `q x n` per-user losses —
-the only interface DP-GIBO needs (plug in your own model with `model_fn=`, or write any such callable).
+the only interface DP-GIBO needs (plug in your own model with `model_fn=`, any torch optimizer with
+`optimizer=` and any per-example loss with `loss_fn=`, or write any such callable).
 """),
     code(r"""
 data = load_sklearn_classification("digits", seed=0)

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.batch_selection import local_bounds, select_batch
 from botorch_dp.optim.checkpoint import save_state
-from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, resolve_model
+from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, check_per_user_losses, resolve_model
 from botorch_dp.optim.results import (
     DPGIBOResult,
     IterationInfo,
@@ -234,7 +234,10 @@ class DPGIBO:
             if self.is_done:
                 raise RuntimeError(f"The run is finished ({self.config.num_iterations} iterations); nothing to tell.")
             raise RuntimeError("Call ask() before tell().")
-        return check_told_batch(points, losses, self._pending, self.num_users, self.config.nonfinite_losses)
+        points, losses = check_told_batch(points, losses, self._pending, self.num_users, self.config.nonfinite_losses)
+        if self.num_users is None:  # the first batch fixes n: one loss per user, n >= 2
+            check_per_user_losses(losses.shape[1], self.config.privacy_mu)
+        return points, losses
 
     def _make_mechanism(self, num_users: int) -> GaussianGradientMechanism:
         c = self.config

@@ -51,6 +51,9 @@ META_KEYS = {
 #: Config fields that may differ on resume: the budget (only tightened) and the unsafe
 #: fitting callable (only its presence is compared).
 _RESUME_MAY_DIFFER = {"privacy_budget_mu", "hyperparameter_fit"}
+#: Config fields added after schema version 1 (issue 16's target (ε, δ)); a checkpoint
+#: written before them reads them as not given.
+_CONFIG_FIELDS_ADDED = ("epsilon", "delta")
 
 
 def committed_records(directory: str | os.PathLike) -> dict[str, Any]:
@@ -120,6 +123,8 @@ def config_to_json(config: DPGIBOConfig) -> dict[str, Any]:
 def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, rebuild: bool) -> DPGIBOConfig | None:
     r"""Check the stored config's fields and, if ``rebuild``, build the ``DPGIBOConfig``."""
     names = {f.name for f in dataclasses.fields(DPGIBOConfig)}
+    if isinstance(stored, dict):  # written before these fields existed: they were not given
+        stored = {**{name: None for name in _CONFIG_FIELDS_ADDED if name not in stored}, **stored}
     if not isinstance(stored, dict) or set(stored) != names:
         have = set(stored) if isinstance(stored, dict) else set()
         raise ValueError(
