@@ -67,6 +67,13 @@ class DPGIBO:
     (2B√T/(nμ))² I)`` (``A = ∇k(θ, D)K⁻¹``) through ``GaussianGradientMechanism``, step
     and project. Per-user losses stay in this object and its (protected) checkpoint.
 
+    With ``noise_schedule="adaptive_norm"`` each step releases a noisy norm and then the
+    gradient at the ``μ_t`` the schedule derives from it (``AdaptiveGaussianGradientMechanism``,
+    ``optim.noise_schedule``), until the filter has spent the budget. With
+    ``selection="exponential"`` or ``"noisy_loss"``, ``ask`` returns the iterates once the
+    steps are done, and ``tell`` with their losses chooses the returned iterate
+    (``optim.selection``).
+
     Args:
         config: The ``DPGIBOConfig``.
         checkpoint_dir: If given, the full state is written there atomically after every

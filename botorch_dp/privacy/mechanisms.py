@@ -699,7 +699,8 @@ class AdaptiveGaussianGradientMechanism:
         num_users: ``n``, the (public) number of users.
         generator: Source of the noise (``None``: OS entropy).
         secure_rng: Draw from OS entropy even if a ``generator`` is given.
-        chunk_size: Users per chunk when forming ``A Y``.
+        chunk_size: Users per chunk when forming ``A Y`` (passed to ``clipped_mean_gradient``;
+            ``None`` where that function chooses it).
     """
 
     def __init__(
@@ -709,13 +710,13 @@ class AdaptiveGaussianGradientMechanism:
         num_users: int,
         generator: torch.Generator | None = None,
         secure_rng: bool = False,
-        chunk_size: int = 4096,
+        chunk_size: int | None = 4096,
     ) -> None:
         self.clip_bound = check_positive(clip_bound, "clip_bound (B)", allow_inf=False)
         self.num_users = check_positive_int(num_users, "num_users (n)")
         self.generator = generator
         self.secure_rng = secure_rng
-        self.chunk_size = check_positive_int(chunk_size, "chunk_size (user_chunk_size)")
+        self.chunk_size = None if chunk_size is None else check_positive_int(chunk_size, "chunk_size (user_chunk_size)")
 
     @property
     def sensitivity(self) -> float:

@@ -17,13 +17,15 @@ import warnings
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import botorch_dp.optim.dp_gibo as dp_gibo_module
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.noise_schedule import default_snr_factor
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
 from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
-from botorch_dp.privacy.mechanisms import clipped_mean_gradient
+from botorch_dp.privacy.mechanisms import ClippedMean, NormRelease, PrivacyCost, clipped_mean_gradient
 from botorch_dp.privacy.seeding import noise_generator
 
 from .loop_helpers import nl_config, normal_location
@@ -111,6 +113,28 @@ def test_releases_are_the_clipped_mean_plus_realised_noise_from_the_schedule():
         spent += mu_t**2
         assert final == (t == T - 1)
     assert T >= 3  # the closed form was exercised over several steps
+
+
+@settings(max_examples=10, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(norms=st.lists(st.sampled_from([-1e300, -3.0, -1e-300, 0.0, 5e-324, 1e-9, 0.05, 1.0, 1e300]), min_size=6, max_size=6))
+def test_adversarial_released_norms_never_overspend_the_loop(norms):
+    r"""Whatever the released norms are (a mechanism double returns them), the loop's
+    ledger never exceeds μ and the run ends with a step that spends exactly the rest."""
+    released = iter(norms)
+    original = ClippedMean.release_norm
+
+    def adversarial(self, mu):
+        original(self, mu)  # the real release, then an adversarial value in its place
+        return NormRelease(norm=next(released), cost=PrivacyCost(mu=mu), noise_std=0.0)
+
+    ClippedMean.release_norm = adversarial
+    try:
+        opt, result = _run(_cfg(num_iterations=6, privacy_mu=0.7))
+    finally:
+        ClippedMean.release_norm = original
+    total = math.fsum(mu * mu for mu in opt.ledger.validation_steps.values())
+    assert total <= 0.49 * (1 + 1e-9) and total == pytest.approx(0.49, rel=1e-9)
+    assert opt.is_done and len(result.release.step_mus) <= 6
 
 
 def test_the_released_noise_uses_the_modules_clipped_mean():
