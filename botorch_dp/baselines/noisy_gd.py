@@ -21,13 +21,14 @@ from botorch_dp.optim.noise_schedule import (
     NOISE_SCHEDULES,
     AdaptiveNormSchedule,
     NoiseSchedule,
+    release_adaptive_step,
 )
 from botorch_dp.optim.selection import (
     EVALUATED_SELECTIONS,
     Selection,
     check_selection,
     min_noisy_norm_index,
-    selection_mechanism,
+    release_selection,
     selection_mu_of,
     steps_mu,
 )
@@ -192,10 +193,10 @@ def noisy_gradient_descent(
     elif selection in EVALUATED_SELECTIONS:
         losses = evaluate_losses(loss_oracle, iterates_t, n)  # T + 1 candidates θ_0..θ_T, sensitive
         num_evaluations += iterates_t.shape[0]
-        chosen = selection_mechanism(
-            selection, selection_epsilon=selection_epsilon, selection_mu=selection_mu, loss_clip=loss_clip,
+        chosen = release_selection(
+            selection, losses, selection_epsilon=selection_epsilon, selection_mu=selection_mu, loss_clip=loss_clip,
             generator=generator,
-        ).release(losses)
+        )
         selected, scores = chosen.index, chosen.scores
         spent = [*spent, chosen.mu]
     if noise_schedule == "adaptive_norm" or selection != "last":
@@ -289,20 +290,16 @@ def _adaptive_descent(
                 total_mu=mu_steps, sensitivity=mechanism.sensitivity, dim=d, max_iterations=max_iterations,
                 num_users=n, norm_mu_fraction=norm_mu_fraction, snr_factor=snr_factor, max_step_mu=max_step_mu,
             )
-        step = mechanism.clipped_mean(eye, G.T)
-        norm = step.release_norm(schedule.norm_mu)
-        spent.append(norm.cost.mu)
-        budget = schedule.gradient_budget(norm.norm, t, spent)
-        grad = step.release_gradient(budget.mu)
-        spent.append(grad.cost.mu)
-        record["norm_mus"].append(norm.cost.mu)
-        record["noisy_norms"].append(norm.norm)
-        record["step_mus"].append(grad.cost.mu)
-        record["noise_stds"].append(mechanism.noise_std(grad.cost.mu))
-        released.append(grad.gradient)
-        theta = projected_step(optimizer, grad.gradient, bounds)  # post-processing of the release
+        step = release_adaptive_step(mechanism.clipped_mean(eye, G.T), schedule, index=t, spent_mus=spent)
+        spent += [step.norm.cost.mu, step.gradient.cost.mu]
+        record["norm_mus"].append(step.norm.cost.mu)
+        record["noisy_norms"].append(step.norm.norm)
+        record["step_mus"].append(step.gradient.cost.mu)
+        record["noise_stds"].append(step.noise_std)
+        released.append(step.gradient.gradient)
+        theta = projected_step(optimizer, step.gradient.gradient, bounds)  # post-processing of the release
         iterates.append(theta.clone())
-        if budget.final:
+        if step.final:
             break
     record["noise_std"] = record["noise_stds"][-1]
     record["num_users"] = n

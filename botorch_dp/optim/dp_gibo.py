@@ -24,6 +24,7 @@ from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.batch_selection import local_bounds, select_batch
 from botorch_dp.optim.checkpoint import save_state
 from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, check_per_user_losses, resolve_model
+from botorch_dp.optim.noise_schedule import AdaptiveNormSchedule, release_adaptive_step
 from botorch_dp.optim.results import (
     DPGIBOResult,
     IterationInfo,
@@ -40,8 +41,7 @@ from botorch_dp.optim.run_state import (
     resume_run,
     rollback_on_error,
 )
-from botorch_dp.optim.noise_schedule import AdaptiveNormSchedule
-from botorch_dp.optim.selection import EVALUATED_SELECTIONS, min_noisy_norm_index, record_selection, selection_mechanism
+from botorch_dp.optim.selection import EVALUATED_SELECTIONS, min_noisy_norm_index, release_selection
 from botorch_dp.optim.step_rules import make_step_optimizer, projected_step
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.checks import (
@@ -233,10 +233,9 @@ class DPGIBO:
         if self._mechanism is None:
             self._mechanism = self._make_mechanism(losses.shape[1])
         adaptive_noise = c.noise_schedule == "adaptive_norm"
-        if adaptive_noise:  # the schedule's filter and the ledger's, before any release
+        if adaptive_noise:  # the schedule's filter (the ledger's runs before each release)
             if not self._adaptive_schedule().can_start_step(self.iteration, self._spent_mus()):
                 raise RuntimeError("The adaptive schedule's filter has no room for another step.")
-            self.ledger.check_validation_step(self._adaptive_schedule().norm_mu)
         else:
             self.ledger.check_validation_step(self._mechanism.step_mu)  # budget filter, before release
 
@@ -289,37 +288,30 @@ class DPGIBO:
         return [mu for (run_id, _), mu in self.ledger.validation_steps.items() if run_id == self.run_id]
 
     def _adaptive_release(self, A: Tensor, Y: Tensor | list[Tensor]) -> GradientRelease:
-        r"""One ``"adaptive_norm"`` step: the noisy norm, then the gradient at the ``μ_t`` the
-        schedule derives from it; each checked against the ledger before it is made and
-        recorded under ``step-t/norm``, ``step-t/grad``."""
+        r"""One ``"adaptive_norm"`` step (``release_adaptive_step``): each release checked
+        against the ledger before it is made and recorded as ``step-t/norm``, ``step-t/grad``."""
         c = self.config
-        key = f"step-{self.iteration:04d}"
-        schedule = self._adaptive_schedule(dim=A.shape[0])
-        step = self._mechanism.clipped_mean(A, Y, nonfinite=c.nonfinite_losses)
-        norm = step.release_norm(schedule.norm_mu)  # checked by the caller
-        self.ledger.record_validation_step(mu=norm.cost.mu, run_id=self.run_id, key=f"{key}/norm")
-        budget = schedule.gradient_budget(norm.norm, self.iteration, self._spent_mus())
-        self.ledger.check_validation_step(budget.mu)
-        release = step.release_gradient(budget.mu, diagnostics=c.record_non_private_diagnostics)
-        self.ledger.record_validation_step(mu=release.cost.mu, run_id=self.run_id, key=f"{key}/grad")
-        self._noisy_norms = [*self._noisy_norms, norm.norm]
-        self._norm_mus = [*self._norm_mus, norm.cost.mu]
-        self._step_mus = [*self._step_mus, release.cost.mu]
-        self._noise_stds = [*self._noise_stds, self._mechanism.noise_std(release.cost.mu)]
-        self._stopped = budget.final
-        return release
+        step = release_adaptive_step(
+            self._mechanism.clipped_mean(A, Y, nonfinite=c.nonfinite_losses), self._adaptive_schedule(dim=A.shape[0]),
+            index=self.iteration, spent_mus=self._spent_mus(), ledger=self.ledger, run_id=self.run_id,
+            diagnostics=c.record_non_private_diagnostics,
+        )
+        self._noisy_norms = [*self._noisy_norms, step.norm.norm]
+        self._norm_mus = [*self._norm_mus, step.norm.cost.mu]
+        self._step_mus = [*self._step_mus, step.gradient.cost.mu]
+        self._noise_stds = [*self._noise_stds, step.noise_std]
+        self._stopped = step.final
+        return step.gradient
 
     def _select(self, points: Tensor, losses: Tensor) -> IterationInfo:
-        r"""The evaluated selection: one release over the iterates' ``(t + 1) x n`` losses,
-        checked against the ledger first and recorded under ``"select"``."""
+        r"""The evaluated selection over the iterates' ``(t + 1) x n`` losses, checked against
+        the ledger first and recorded under ``"select"``."""
         c = self.config
-        self.ledger.check_validation_step(c.selection_privacy_mu)
-        mechanism = selection_mechanism(
-            c.selection, selection_epsilon=c.selection_epsilon, selection_mu=c.selection_mu, loss_clip=c.loss_clip,
-            generator=self._noise_gen,
+        chosen = release_selection(
+            c.selection, losses, selection_epsilon=c.selection_epsilon, selection_mu=c.selection_mu,
+            loss_clip=c.loss_clip, generator=self._noise_gen, ledger=self.ledger, run_id=self.run_id,
+            nonfinite=c.nonfinite_losses,
         )
-        chosen = mechanism.release(losses, nonfinite=c.nonfinite_losses)
-        record_selection(self.ledger, chosen, run_id=self.run_id)
         self._selected, self._selection_scores = chosen.index, chosen.scores
         self._pending = None
         self._save_checkpoint()  # durable before the choice is returned

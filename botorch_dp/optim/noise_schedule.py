@@ -17,8 +17,9 @@ released values only, so the run is ``μ``-GDP by fully adaptive GDP composition
 Thakurta 2022, "Fully adaptive composition for Gaussian differential privacy"). The
 number of steps ``T ≤ T_max`` is random but public.
 
-The functions here are pure arithmetic on public values (``μ``, ``Δ``, ``d``, released
-norms); the releases themselves live in ``privacy.mechanisms``.
+The schedule is pure arithmetic on public values (``μ``, ``Δ``, ``d``, released norms); the
+releases themselves live in ``privacy.mechanisms``, and ``release_adaptive_step`` makes one
+step's two releases in the schedule's order (shared by DP-GIBO and noisy GD).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from botorch_dp.privacy.checks import check_positive, check_positive_int, check_probability
+from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.mechanisms import ClippedMean, GradientRelease, NormRelease
 
 __all__ = [
     "DEFAULT_FAILURE_PROBABILITY",
@@ -36,6 +39,7 @@ __all__ = [
     "FILTER_RTOL",
     "NOISE_SCHEDULES",
     "AdaptiveNormSchedule",
+    "AdaptiveStep",
     "NoiseSchedule",
     "StepBudget",
     "default_snr_factor",
@@ -43,6 +47,7 @@ __all__ = [
     "paper_norm_sigma",
     "paper_sigma",
     "realized_zcdp",
+    "release_adaptive_step",
     "remaining_square",
 ]
 
@@ -255,6 +260,68 @@ class AdaptiveNormSchedule:
     def noise_std(self, mu: float) -> float:
         r"""``σ = Δ/μ``."""
         return self.sensitivity / mu
+
+
+@dataclass
+class AdaptiveStep:
+    r"""The two releases of one ``"adaptive_norm"`` step.
+
+    Attributes:
+        norm: The ``NormRelease`` (``N_t`` and its cost ``μ_N``).
+        gradient: The ``GradientRelease`` (its cost is the realised ``μ_t``).
+        noise_std: ``σ_t = Δ/μ_t`` of the gradient release.
+        final: Whether the step spent the rest of the budget (the run stops after it).
+    """
+
+    norm: NormRelease
+    gradient: GradientRelease
+    noise_std: float
+    final: bool
+
+
+def release_adaptive_step(
+    step: ClippedMean,
+    schedule: AdaptiveNormSchedule,
+    *,
+    index: int,
+    spent_mus: Sequence[float],
+    ledger: PrivacyLedger | None = None,
+    run_id: str | None = None,
+    diagnostics: bool = False,
+) -> AdaptiveStep:
+    r"""One step of B1′: the noisy norm at ``μ_N``, then the gradient at the ``μ_t`` the schedule
+    derives from the released norm.
+
+    With a ``ledger``, each release's ``μ`` is checked against its budget
+    (``check_validation_step``) before the release is made and recorded after it, under
+    ``(run_id, "step-<index>/norm")`` and ``(run_id, "step-<index>/grad")``.
+
+    Args:
+        step: This step's ``ClippedMean`` (from ``AdaptiveGaussianGradientMechanism.clipped_mean``).
+        schedule: The run's ``AdaptiveNormSchedule``.
+        index: ``t``, the 0-based step index.
+        spent_mus: Every ``μ_j`` the run released before this step (the caller has checked
+            ``schedule.can_start_step(t, spent_mus)``).
+        ledger: Optional ledger to check and record in.
+        run_id: The run's ledger id (with ``ledger``).
+        diagnostics: Return NON-PRIVATE diagnostics with the gradient release.
+
+    Returns:
+        The ``AdaptiveStep``.
+    """
+    key = f"step-{index:04d}"
+    if ledger is not None:
+        ledger.check_validation_step(schedule.norm_mu)
+    norm = step.release_norm(schedule.norm_mu)
+    if ledger is not None:
+        ledger.record_validation_step(norm.cost.mu, run_id=run_id, key=f"{key}/norm")
+    budget = schedule.gradient_budget(norm.norm, index, [*spent_mus, norm.cost.mu])
+    if ledger is not None:
+        ledger.check_validation_step(budget.mu)
+    gradient = step.release_gradient(budget.mu, diagnostics=diagnostics)
+    if ledger is not None:
+        ledger.record_validation_step(gradient.cost.mu, run_id=run_id, key=f"{key}/grad")
+    return AdaptiveStep(norm=norm, gradient=gradient, noise_std=schedule.noise_std(gradient.cost.mu), final=budget.final)
 
 
 # --------------------------------------------------------------- the paper's Algorithm 3

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Literal, get_args
 
 import torch
+from torch import Tensor
 
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
 from botorch_dp.privacy.checks import check_positive
@@ -32,6 +33,7 @@ from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.mechanisms import (
     ExponentialLossSelection,
     NoisyLossSelection,
+    NonfiniteLosses,
     PureDPCost,
     SelectionRelease,
 )
@@ -44,6 +46,7 @@ __all__ = [
     "check_selection",
     "min_noisy_norm_index",
     "record_selection",
+    "release_selection",
     "selection_mechanism",
     "selection_mu",
     "selection_mu_of",
@@ -167,3 +170,42 @@ def record_selection(ledger: PrivacyLedger, release: SelectionRelease, *, run_id
     if isinstance(release.cost, PureDPCost):
         return ledger.record_validation_pure(release.cost.epsilon, run_id=run_id, key=SELECTION_KEY)
     return ledger.record_validation_step(release.mu, run_id=run_id, key=SELECTION_KEY)
+
+
+def release_selection(
+    selection: str,
+    losses: Tensor,
+    *,
+    selection_epsilon: float | None,
+    selection_mu: float | None,
+    loss_clip: float | None,
+    generator: torch.Generator | None,
+    ledger: PrivacyLedger | None = None,
+    run_id: str | None = None,
+    nonfinite: NonfiniteLosses = "refuse",
+) -> SelectionRelease:
+    r"""The evaluated selection over ``q`` candidates: with a ``ledger``, its charge is checked
+    before the release and the release recorded under ``(run_id, "select")`` after it.
+
+    Args:
+        selection: ``"exponential"`` or ``"noisy_loss"``.
+        losses: The ``q x n`` per-user losses of the candidates (sensitive).
+        selection_epsilon, selection_mu, loss_clip: As in ``check_selection``.
+        generator: Source of the randomness (``None``: OS entropy).
+        ledger: Optional ledger to check and record in.
+        run_id: The run's ledger id (with ``ledger``).
+        nonfinite: ``"refuse"`` or ``"zero_user"`` (see ``privacy.mechanisms``).
+
+    Returns:
+        The ``SelectionRelease`` (index, cost, and the noisy scores of ``"noisy_loss"``).
+    """
+    if ledger is not None:
+        ledger.check_validation_step(selection_mu_of(selection, selection_epsilon, selection_mu))
+    mechanism = selection_mechanism(
+        selection, selection_epsilon=selection_epsilon, selection_mu=selection_mu, loss_clip=loss_clip,
+        generator=generator,
+    )
+    chosen = mechanism.release(losses, nonfinite=nonfinite)
+    if ledger is not None:
+        record_selection(ledger, chosen, run_id=run_id)
+    return chosen

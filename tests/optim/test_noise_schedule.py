@@ -14,6 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import torch
+
 from botorch_dp.optim.noise_schedule import (
     AdaptiveNormSchedule,
     default_snr_factor,
@@ -21,8 +23,11 @@ from botorch_dp.optim.noise_schedule import (
     paper_norm_sigma,
     paper_sigma,
     realized_zcdp,
+    release_adaptive_step,
     remaining_square,
 )
+from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
+from botorch_dp.privacy.mechanisms import AdaptiveGaussianGradientMechanism
 
 FILTER = settings(max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 
@@ -230,3 +235,22 @@ def test_steps_at_a_large_norm_count_as_the_closed_form():
     while 1.0 - (k + 1) * cost - (schedule.norm_mu**2 + schedule.min_step_mu**2) >= 0:
         k += 1
     assert len(finals) == k + 1
+
+
+def test_release_adaptive_step_checks_and_records_both_releases():
+    A = torch.eye(3, dtype=torch.float64)
+    Y = torch.full((3, 10), 0.1, dtype=torch.float64)
+    mech = AdaptiveGaussianGradientMechanism(clip_bound=1.0, num_users=10, generator=torch.Generator().manual_seed(0))
+    schedule = AdaptiveNormSchedule.build(
+        total_mu=1.0, sensitivity=mech.sensitivity, dim=3, max_iterations=4, num_users=10, max_step_mu=0.5
+    )
+    ledger = PrivacyLedger(validation_mu_budget=1.0)
+    step = release_adaptive_step(mech.clipped_mean(A, Y), schedule, index=2, spent_mus=[], ledger=ledger, run_id="r")
+    assert ledger.validation_steps == {("r", "step-0002/norm"): schedule.norm_mu, ("r", "step-0002/grad"): step.gradient.cost.mu}
+    assert step.noise_std == pytest.approx(mech.sensitivity / step.gradient.cost.mu)
+    assert step.gradient.cost.mu == schedule.gradient_budget(step.norm.norm, 2, [schedule.norm_mu]).mu
+    # a ledger without room for the gradient: the norm is recorded, the gradient refused
+    tight = PrivacyLedger(validation_mu_budget=schedule.norm_mu * 1.01)
+    with pytest.raises(PrivacyBudgetExceeded):
+        release_adaptive_step(mech.clipped_mean(A, Y), schedule, index=0, spent_mus=[], ledger=tight, run_id="r")
+    assert list(tight.validation_steps) == [("r", "step-0000/norm")]
