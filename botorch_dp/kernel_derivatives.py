@@ -128,18 +128,21 @@ def _embedding(kernel: Kernel, d: int, like: Tensor) -> Tensor | None:
     return torch.eye(d, dtype=like.dtype, device=like.device)[:, kernel.active_dims.to(like.device)]
 
 
-def _tree_cross(kernel: Kernel, theta: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
+def _tree_cross(kernel: Kernel, theta: Tensor, X: Tensor, sliced: bool = False) -> tuple[Tensor, Tensor]:
     r"""``k(θ, X)`` (``batch x n``) and ``∂k(θ, x_i)/∂θ`` (``batch x n x d``) by closed forms.
 
     ``theta`` is ``batch x d``, ``X`` is ``batch x n x d`` (broadcastable). Each node first
-    selects its ``active_dims`` (as GPyTorch does) and maps its gradient back to ``d``.
+    selects its ``active_dims`` and maps its gradient back to ``d``, as GPyTorch's
+    ``__call__`` does: sums and products call their parts, but a ``ScaleKernel`` (which
+    takes over its base kernel's ``active_dims``) calls its base's ``forward``, so the
+    base is not sliced again (``sliced=True``).
     """
-    E = _embedding(kernel, theta.shape[-1], theta)
+    E = None if sliced else _embedding(kernel, theta.shape[-1], theta)
     if E is not None:
         theta, X = theta @ E, X @ E
     kind = type(kernel)
     if kind is ScaleKernel:
-        value, grad = _tree_cross(kernel.base_kernel, theta, X)
+        value, grad = _tree_cross(kernel.base_kernel, theta, X, sliced=True)
         scale = kernel.outputscale.reshape(())
         value, grad = scale * value, scale * grad
     elif kind is AdditiveKernel:
@@ -179,21 +182,21 @@ def _tree_cross(kernel: Kernel, theta: Tensor, X: Tensor) -> tuple[Tensor, Tenso
     return value, grad
 
 
-def _tree_at_theta(kernel: Kernel, theta: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _tree_at_theta(kernel: Kernel, theta: Tensor, sliced: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     r"""At ``a = b = θ``: ``k(θ, θ)``, ``g = ∂k(a, b)/∂a`` and ``H = ∂²k(a, b)/∂a∂bᵀ``.
 
     Shapes ``batch``, ``batch x d`` and ``batch x d x d`` for a ``batch x d`` ``theta``.
     ``H`` is the prior gradient covariance; ``g`` (zero for stationary kernels) enters the
     product rule: ``H(k₁k₂) = H₁k₂ + g₁g₂ᵀ + g₂g₁ᵀ + k₁H₂`` (``∂k/∂b = g`` by symmetry).
+    ``active_dims`` as in ``_tree_cross``.
     """
-    d = theta.shape[-1]
-    E = _embedding(kernel, d, theta)
+    E = None if sliced else _embedding(kernel, theta.shape[-1], theta)
     if E is not None:
         theta = theta @ E
     kind = type(kernel)
     if kind is ScaleKernel:
         scale = kernel.outputscale.reshape(())
-        value, g, H = (scale * t for t in _tree_at_theta(kernel.base_kernel, theta))
+        value, g, H = (scale * t for t in _tree_at_theta(kernel.base_kernel, theta, sliced=True))
     elif kind is AdditiveKernel:
         parts = [_tree_at_theta(k, theta) for k in kernel.kernels]
         value, g, H = (sum(p[i] for p in parts) for i in range(3))

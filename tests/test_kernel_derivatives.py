@@ -155,6 +155,8 @@ def composite_kernel(name: str, d: int = 3):
         return scaled(ProductKernel(rbf([0, 2]), poly(3, [1])), 0.7)
     if name == "additive_matern_active":
         return AdditiveKernel(scaled(rbf([0]), 0.5), matern(2.5, [1, 2]), scaled(matern(1.5, [0, 1]), 0.3))
+    if name == "scaled_matern_active":  # ScaleKernel takes over its base's active_dims
+        return AdditiveKernel(scaled(rbf([1, 2]), 0.5), scaled(matern(1.5, [2]), 0.4), poly(2, [0, 2]))
     if name == "matern32*rbf":
         return scaled(ProductKernel(matern(1.5), rbf()), 1.1)
     if name == "matern12":
@@ -162,7 +164,7 @@ def composite_kernel(name: str, d: int = 3):
     raise ValueError(name)
 
 
-COMPOSITES = ["matern32", "rbf+poly", "rbf*poly", "rbf*poly3_active", "additive_matern_active", "matern32*rbf"]
+COMPOSITES = ["matern32", "rbf+poly", "rbf*poly", "rbf*poly3_active", "additive_matern_active", "scaled_matern_active", "matern32*rbf"]
 
 
 def _autograd_cross(kernel, theta, X):
