@@ -13,6 +13,7 @@ import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.acquisition.input_constructors import acqf_input_constructor
 from botorch.acquisition.objective import PosteriorTransform, ScalarizedPosteriorTransform
+from botorch.exceptions.errors import BotorchTensorDimensionError
 from botorch.models.model import Model
 from botorch.utils.transforms import concatenate_pending_points, t_batch_mode_transform
 from torch import Tensor
@@ -155,7 +156,7 @@ class qGradientInformation(AcquisitionFunction):
                 raise ValueError(f"theta has {theta.shape[0]} entries, the model has d={part.gp.dim}.")
             try:
                 theta_z, J = part.at(theta)
-            except RuntimeError as e:  # shape mismatch inside the transform
+            except (RuntimeError, BotorchTensorDimensionError) as e:  # θ of the wrong size
                 raise ValueError(f"theta has {theta.shape[0]} entries; the input transform refused it: {e}") from e
             with torch.no_grad():
                 V = part.gp.whitened_cross(theta_z, J) if part.gp.num_train else None

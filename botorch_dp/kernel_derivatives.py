@@ -264,7 +264,8 @@ class KernelDerivatives:
         check_differentiable(kernel)
         self.kernel = kernel
         base, _ = _split_scale(kernel)
-        has_twin = derivative_kernel_for(base) is not None
+        # a ScaleKernel may carry active_dims of its own, which the twin path would ignore
+        has_twin = kernel.active_dims is None and derivative_kernel_for(base) is not None
         closed = has_twin or _has_closed_form(kernel)
         has_matern = any(isinstance(k, MaternKernel) for k in _nodes(kernel))
         if method == "derivative_kernel" and not has_twin:

@@ -161,6 +161,10 @@ def test_theta_shape_checked():
     acqf, _ = _setup()
     with pytest.raises(ValueError, match="theta has"):
         qGradientInformation(acqf.gradient_gp, torch.zeros(3, dtype=torch.float64))
+    X = torch.rand(5, 3, dtype=torch.float64)
+    model = SingleTaskGP(X, X.sum(-1, keepdim=True), input_transform=Normalize(3)).eval()
+    with pytest.raises(ValueError, match="theta has 2 entries"):
+        qGradientInformation(model, torch.zeros(2, dtype=torch.float64))
 
 
 # ---------------------------------------------------------------------- BoTorch drop-in

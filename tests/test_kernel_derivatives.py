@@ -257,3 +257,16 @@ def test_composite_method_selection_and_refusals():
         KernelDerivatives(composite_kernel("matern32") + make_kernel("rq", 3))
     with pytest.raises(ValueError, match="batch_shape"):
         KernelDerivatives(RBFKernel(batch_shape=torch.Size([2])))
+
+
+def test_active_dims_on_a_scale_kernel_itself():
+    """ScaleKernel(RBF(), active_dims=...) slices at the scale kernel: the closed forms follow."""
+    from gpytorch.kernels import ScaleKernel
+
+    base = make_kernel("rbf", 2).base_kernel
+    kernel = ScaleKernel(base, active_dims=torch.tensor([0, 2])).to(torch.float64)
+    theta, X = torch.rand(3, dtype=torch.float64), torch.rand(4, 3, dtype=torch.float64)
+    kd = KernelDerivatives(kernel)
+    torch.testing.assert_close(kd.cross(theta, X), _autograd_cross(kernel, theta, X))
+    torch.testing.assert_close(kd.prior(theta), KernelDerivatives(kernel, "autograd").prior(theta))
+    assert kd.prior(theta)[1].abs().max() == 0  # the unused dimension has no gradient
