@@ -268,14 +268,15 @@ class TorchModelTuningObjective:
     # ------------------------------------------------------------------ training
     def next_run_index(self) -> int:
         r"""Index of the next DP-SGD training run: one more than the largest index of
-        ``run_prefix`` recorded in the ledger (0 if none), so it continues after a resume.
+        ``run_prefix`` among all training entries of the ledger (DP-SGD runs and RDP-curve
+        mechanisms; 0 if none), so it continues after a resume and never reuses an id.
 
         Returns:
             An integer ≥ 0.
         """
         indices = [
             int(match.group(1))
-            for run_id in self.ledger.training_runs
+            for run_id in self.ledger.training_run_ids()
             if isinstance(run_id, str) and (match := self._run_id_pattern.fullmatch(run_id))
         ]
         return max(indices, default=-1) + 1
