@@ -15,6 +15,13 @@ from torch import Tensor
 
 from botorch_dp.gradient_gp import DEFAULT_JITTER, GradientGP
 from botorch_dp.optim.batch_selection import BATCH_SELECTIONS, BatchSelection
+from botorch_dp.optim.noise_schedule import (
+    DEFAULT_NORM_MU_FRACTION,
+    NOISE_SCHEDULES,
+    AdaptiveNormSchedule,
+    NoiseSchedule,
+)
+from botorch_dp.optim.selection import EVALUATED_SELECTIONS, Selection, check_selection, selection_mu_of, steps_mu
 from botorch_dp.optim.step_rules import StepRule, check_step_rule
 from botorch_dp.privacy.analysis.gdp import gdp_mu
 from botorch_dp.privacy.checks import (
@@ -25,6 +32,7 @@ from botorch_dp.privacy.checks import (
     check_nonnegative_int,
     check_positive,
     check_positive_int,
+    check_probability,
 )
 from botorch_dp.privacy.mechanisms import NonfiniteLosses
 from botorch_dp.utils import check_bounds
@@ -124,6 +132,43 @@ class DPGIBOConfig:
             ``dataclasses.replace`` or a checkpoint). ``math.inf``: non-private.
         delta: The ``δ`` of the target ``(epsilon, delta)``, in ``(0, 1)``; only with
             ``epsilon``.
+
+    Adaptive noise and the choice of the returned iterate (seed 003; ``noise_schedule``
+    and ``selection`` modules). The budget split is explicit: the selection's charge
+    ``μ_sel`` (0 for ``"last"`` and ``"min_noisy_norm"``) comes out of ``privacy_mu``, and the
+    gradient steps get ``steps_privacy_mu = √(μ² − μ_sel²)``, so the whole run stays
+    ``μ``-GDP (``privacy_mu`` or the resolved target ``(epsilon, delta)``).
+
+    Attributes:
+        noise_schedule: ``"fixed"`` (default): every step ``μ_steps/√T``-GDP, noise
+            ``2B√T/(n μ_steps)``. ``"adaptive_norm"``: per step, a noisy norm of the clipped
+            mean gradient (``μ_N``-GDP, sensitivity ``2B/n``), then the gradient with noise
+            ``σ_t = max(max(N_t, 0)/(c_snr √d), Δ/μ_max)``, charged its realised
+            ``μ_t = Δ/σ_t``; a GDP filter stops the run when ``μ_steps`` is spent (the last
+            step spends exactly the rest), after at most ``max_iterations`` steps. The number
+            of steps is random and public. Needs a finite ``privacy_mu``.
+        max_iterations: ``T_max``, the cap on the steps of ``"adaptive_norm"`` (default
+            ``num_iterations``); refused with ``"fixed"``, which makes exactly
+            ``num_iterations`` steps.
+        norm_mu_fraction: ``f_N`` in ``(0, 1)``: each norm release is
+            ``μ_N = μ_steps √(f_N/T_max)``-GDP (default 0.1; ``"adaptive_norm"`` only).
+        snr_factor: ``c_snr > 0``, the target ratio of the released norm to the noise norm
+            ``σ_t √d`` (default ``√log(n μ_steps/(√2·0.05))``, at least 1; ``"adaptive_norm"`` only).
+        max_step_mu: ``μ_max``, the largest non-final gradient release (default
+            ``min(μ_steps/2, 2 μ_steps/√T_max)``; ``"adaptive_norm"`` only).
+        selection: The iterate ``result()`` returns: ``"last"`` (default, ``θ_T``);
+            ``"min_noisy_norm"`` (the iterate with the smallest released noisy norm; free,
+            ``"adaptive_norm"`` only); ``"exponential"`` (exponential mechanism on the
+            iterates' mean losses clamped to ``[0, loss_clip]``, Gumbel-max; pure
+            ``selection_epsilon``-DP, charged ``μ_sel = 2Φ⁻¹(e^ε/(1 + e^ε))``);
+            ``"noisy_loss"`` (Gaussian noisy mean losses of all iterates, the smallest wins;
+            ``selection_mu``-GDP). The last two ask for one more batch after the steps: the
+            ``T + 1`` iterates ``θ_0..θ_T``, evaluated on the same users.
+        selection_epsilon: ``ε_sel`` of ``"exponential"`` (required there only).
+        selection_mu: ``μ_sel`` of ``"noisy_loss"``, all ``T + 1`` scores together
+            (required there only).
+        loss_clip: ``C``: per-user losses are clamped to ``[0, C]`` for the evaluated
+            selections (sensitivity ``C/n``; required there only).
     """
 
     bounds: Tensor
@@ -154,6 +199,16 @@ class DPGIBOConfig:
     hyperparameter_fit: Callable[[Kernel, Tensor, Tensor], None] | None = None
     epsilon: float | None = None
     delta: float | None = None
+    # seed 003: adaptive noise and private choice of the returned iterate
+    noise_schedule: NoiseSchedule = "fixed"
+    max_iterations: int | None = None
+    norm_mu_fraction: float = DEFAULT_NORM_MU_FRACTION
+    snr_factor: float | None = None
+    max_step_mu: float | None = None
+    selection: Selection = "last"
+    selection_epsilon: float | None = None
+    selection_mu: float | None = None
+    loss_clip: float | None = None
 
     def __post_init__(self) -> None:
         # Every check raises ValueError naming the field; numeric fields are normalized
@@ -235,6 +290,7 @@ class DPGIBOConfig:
                 "input transform), or set unsafe_allow_sensitive_fitting=True to run without a "
                 "privacy guarantee."
             )
+        _check_noise_schedule_and_selection(self)
 
 
     @property
@@ -248,7 +304,26 @@ class DPGIBOConfig:
             per_step = self.max_batch_size if self.max_batch_size is not None else default
         else:
             per_step = self.batch_size if self.batch_size is not None else default
-        return self.num_iterations * per_step
+        # an evaluated selection asks for the T + 1 iterates after the last step
+        selection = self.iteration_cap + 1 if self.selection in EVALUATED_SELECTIONS else 0
+        return self.iteration_cap * per_step + selection
+
+    @property
+    def iteration_cap(self) -> int:
+        r"""The most steps the run makes: ``num_iterations``, or ``max_iterations`` (``T_max``,
+        default ``num_iterations``) with ``noise_schedule="adaptive_norm"``."""
+        return self.max_iterations if self.max_iterations is not None else self.num_iterations
+
+    @property
+    def selection_privacy_mu(self) -> float:
+        r"""``μ_sel``, the selection's GDP charge (0 for ``"last"`` and ``"min_noisy_norm"``)."""
+        return selection_mu_of(self.selection, self.selection_epsilon, self.selection_mu)
+
+    @property
+    def steps_privacy_mu(self) -> float:
+        r"""``μ_steps = √(μ² − μ_sel²)``, the gradient steps' share (``privacy_mu`` itself
+        without a charged selection)."""
+        return steps_mu(self.privacy_mu, self.selection_privacy_mu)
 
 def resolve_privacy(
     privacy_mu: float | None, epsilon: float | None, delta: float | None, target_delta: float | None
@@ -329,6 +404,40 @@ def check_per_user_losses(num_users: int, privacy_mu: float) -> None:
             "such as the mean loss over all users treats the whole data set as one user, and "
             "a guarantee for that one user protects no person in it. Return the per-user "
             "losses; DP-GIBO averages them itself after clipping each user's contribution."
+        )
+
+
+def _check_noise_schedule_and_selection(config: DPGIBOConfig) -> None:
+    r"""Seed 003's fields: a known schedule and selection, their parameters only where
+    they are used (``ValueError`` naming the field)."""
+    c = config
+    check_choice(c.noise_schedule, "noise_schedule", NOISE_SCHEDULES)
+    adaptive = c.noise_schedule == "adaptive_norm"
+    if adaptive:
+        if math.isinf(c.privacy_mu):
+            raise ValueError("noise_schedule='adaptive_norm' scales the noise to a privacy budget; it needs a finite privacy_mu.")
+        if c.max_iterations is not None:
+            c.max_iterations = check_positive_int(c.max_iterations, "max_iterations (T_max)")
+        c.norm_mu_fraction = check_probability(c.norm_mu_fraction, "norm_mu_fraction (f_N)")
+        if c.snr_factor is not None:
+            c.snr_factor = check_positive(c.snr_factor, "snr_factor (c_snr)", allow_inf=False)
+    else:
+        for name in ("max_iterations", "snr_factor", "max_step_mu"):
+            if getattr(c, name) is not None:
+                raise ValueError(f"{name} is only used with noise_schedule='adaptive_norm'.")
+        if c.norm_mu_fraction != DEFAULT_NORM_MU_FRACTION:
+            raise ValueError("norm_mu_fraction is only used with noise_schedule='adaptive_norm'.")
+    c.selection_epsilon, c.selection_mu, c.loss_clip = check_selection(
+        c.selection, noise_schedule=c.noise_schedule, privacy_mu=c.privacy_mu,
+        selection_epsilon=c.selection_epsilon, selection_mu=c.selection_mu, loss_clip=c.loss_clip,
+    )
+    if adaptive:
+        if c.max_step_mu is not None:
+            c.max_step_mu = check_positive(c.max_step_mu, "max_step_mu (μ_max)", allow_inf=False)
+        # the schedule's own checks (one step must fit, μ_max ≤ μ_steps); n and Δ do not enter them
+        AdaptiveNormSchedule.build(
+            total_mu=c.steps_privacy_mu, sensitivity=1.0, dim=c.bounds.shape[1], max_iterations=c.iteration_cap,
+            num_users=1, norm_mu_fraction=c.norm_mu_fraction, snr_factor=c.snr_factor, max_step_mu=c.max_step_mu,
         )
 
 
