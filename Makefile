@@ -1,26 +1,41 @@
 # Set-up and common tasks. The pinned CPU torch is installed first so that no
 # dependency resolution pulls a CUDA build.
+#
+# The environment is (re)installed only when it is out of date: the stamp file
+# $(VENV)/.installed is rebuilt when it is missing (a fresh clone, a deleted .venv) or
+# older than setup.cfg, pyproject.toml or this Makefile. A second `make demo` or
+# `make test` therefore starts at once. The package is installed in editable mode, so
+# changes to its source need no reinstall; `make reinstall` forces one.
 PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
+STAMP = $(VENV)/.installed
 
-.PHONY: install demo test bench clean
+.PHONY: install reinstall demo test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 
-install: $(BIN)/python
+# the stamp is touched only after both installs succeed, so a failed install is retried
+$(STAMP): setup.cfg pyproject.toml Makefile | $(BIN)/python
 	$(BIN)/pip install torch==2.13.0
 	$(BIN)/pip install -e '.[dev]'
+	touch $(STAMP)
 
-demo: install
+install: $(STAMP)
+
+reinstall:
+	rm -f $(STAMP)
+	$(MAKE) install
+
+demo: $(STAMP)
 	$(BIN)/python -m botorch_dp.demo
 
-test: install
+test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-bench: install
+bench: $(STAMP)
 	$(BIN)/python scripts/bench_acquisition.py
 
 clean:

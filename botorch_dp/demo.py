@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--iterations", type=int, default=25, help="T")
     parser.add_argument("--dim", type=int, default=15, help="d, number of length-scales")
     parser.add_argument("--n-total", type=int, default=2000, help="data points, split 50/50")
-    parser.add_argument("--bias-tolerance", type=float, default=0.5, help="ε of adaptive batches")
+    parser.add_argument("--bias-tolerance", type=float, default=0.5, help="adaptive batches: add points until tr Σ_D(θ) ≤ bias_tolerance")
     parser.add_argument(
         "--clip-bound", type=float, default=0.25,
         help="B (set on problem seed 2, where ~90%% of per-user gradient norms are below it)",

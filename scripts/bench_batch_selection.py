@@ -8,7 +8,7 @@ search radius 0.5, non-private so that no noise is drawn) and compares the two v
 
 - fixed batches ``b = d + 1``: posterior gradient trace ``tr Σ_D(θ)`` left after the
   first batch (lower is better; the prior trace is ``d``);
-- adaptive batches (``ε``, ``b_max = d + 1``): points asked and trace reached in the
+- adaptive batches (``bias_tolerance``, ``b_max = d + 1``): points asked and trace reached in the
   first two iterations (the loop takes one step on a linear public test objective
   between them, so the second batch starts from the first one's points);
 - the wall time of each ``ask()``.
@@ -68,7 +68,7 @@ def run_case(d: int, noise: float, seed: int, selection: str, args) -> dict:
     X, wall = timed_ask(opt)
     out["fixed_trace"], out["fixed_time"] = trace_after(opt, X), wall
     # adaptive batches, two iterations
-    opt = DPGIBO(make_config(d, noise, seed, selection, args, bias_tolerance=args.eps))
+    opt = DPGIBO(make_config(d, noise, seed, selection, args, bias_tolerance=args.bias_tolerance))
     direction = torch.linspace(-1.0, 1.0, d, dtype=torch.float64)
     for it in (1, 2):
         X, wall = timed_ask(opt)
@@ -85,7 +85,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--dims", type=int, nargs="+", default=[5, 15, 33])
     parser.add_argument("--noises", type=float, nargs="+", default=[1e-4, 0.0025])
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--eps", type=float, default=0.5, help="bias tolerance ε of the adaptive rule")
+    parser.add_argument(
+        "--bias-tolerance", type=float, default=0.5, help="bias tolerance of the adaptive rule (tr Σ ≤ it)"
+    )
     parser.add_argument("--raw-samples", type=int, default=32)
     parser.add_argument("--num-restarts", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
@@ -95,7 +97,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     with torch_threads(args.threads), warnings.catch_warnings():  # restored when main returns (tests)
         warnings.simplefilter("ignore")
         print(f"# batch selection: {platform.machine()}, torch {torch.__version__}, {args.threads} thread(s), "
-              f"optimize_acqf raw_samples={args.raw_samples}, num_restarts={args.num_restarts}, ε={args.eps}, "
+              f"optimize_acqf raw_samples={args.raw_samples}, num_restarts={args.num_restarts}, bias_tolerance={args.bias_tolerance}, "
               f"{args.seeds} seed(s), medians over seeds")
         print()
         print("| d | σ² | selection | fixed b=d+1: trace left | time (s) | adaptive it.1: points / trace | "

@@ -5,10 +5,11 @@ Writes ``results.md`` (tables, findings, timing), ``runs.json`` (every run) and 
 to ``--out``:
 
 1. ``comparison.png``: validation loss against evaluations on GP length-scale tuning
-   (E.1: d = 15, n = 2000 split 50/50, T = 25, ε = 0.5, AdaGrad η = 0.3) for DP-GIBO
+   (E.1: d = 15, n = 2000 split 50/50, T = 25, bias tolerance 0.5, AdaGrad η = 0.3) for DP-GIBO
    (μ = 1), non-private GIBO, random search, private random search (Papernot–Steinke,
    same (ε, δ) as DP-GIBO) and UCB-BO, all with DP-GIBO's evaluation budget;
-2. ``eps_sweep.png``: bias tolerance ε of adaptive batches, evaluations used vs final loss;
+2. ``eps_sweep.png``: bias tolerance of adaptive batches (the paper's ε), evaluations used vs
+   final loss;
 3. ``mu_sweep.png``: final loss against μ;
 4. ``sigma_sweep.png``: E.5, observation noise 0.01, surrogate σ correct / too high / too low;
 5. ``normal_location.png`` (E.3) and ``huber.png`` (E.4, DP-GIBO vs noisy GD);

@@ -6,8 +6,10 @@ one scikit-learn ships (default ``load_digits``), split into train / validation 
 and standardized with the training statistics. Each validation example is a user; its
 loss is its cross-entropy under the model trained at θ (a fresh model from a fixed seed
 for every θ, so an evaluation is reproducible). DP-GIBO spends ``--mu`` (μ-GDP) on the
-validation users; everything it releases (θ_T, the iterates, the evaluation points, the
-noisy gradients) is covered by that guarantee.
+validation users (or ``--epsilon E --delta D``, a target (ε, δ) resolved to μ by exact
+GDP inversion); everything it releases (θ_T, the iterates, the evaluation points, the
+noisy gradients) is covered by that guarantee. ``--optimizer`` picks the torch optimizer
+whose ``lr`` and ``weight_decay`` are tuned.
 
 Randomness: ``--seed`` seeds PUBLIC randomness only (data splits, model initialization
 and dropout, the pilot's points); DP-GIBO's config gets no seed derived from it. The
@@ -19,7 +21,11 @@ OS entropy unless ``--noise-seed`` is given (reproductions only; it raises a
 records each training run in a ``PrivacyLedger``. The training data then get their own
 guarantee, composed over ALL training runs (every evaluation of DP-GIBO, the final model,
 and the diagnostic baseline run) — it grows with the number of runs (seed 001, §3.4 and
-§5: each training call costs training privacy). DP-SGD makes the losses noisy; that
+§5: each training call costs training privacy). ``--dp-train-epsilon E`` calibrates the
+DP-SGD noise multiplier so that ALL planned runs together spend at most E at ``--delta``
+(Opacus ``get_noise_multiplier`` over the summed steps of the planned runs: DP-GIBO's
+``max_evaluations`` plus the final model and the diagnostic baseline); a run beyond the
+plan is refused. DP-SGD makes the losses noisy; that
 noise is modelled as observation noise σ² in the GP, estimated by a pilot on PUBLIC
 synthetic data of the same shape (``--noise-variance`` states a value instead). σ² is
 never fit on the sensitive validation losses.
@@ -34,6 +40,7 @@ Examples::
 
     python scripts/tune_torch_model.py --mu 1 --iterations 10
     python scripts/tune_torch_model.py --mu 1 --iterations 10 --dp-train --dp-noise-multiplier 1.5
+    python scripts/tune_torch_model.py --epsilon 1 --delta 1e-5 --dp-train --dp-train-epsilon 3
     python scripts/tune_torch_model.py --quick
 
 Plugging in your own model and data
@@ -48,18 +55,21 @@ the number of users must stay fixed. Then::
                                  clip_bound=B, num_iterations=T)).run(objective)
     result.release  # private: theta, iterates, evaluation_points, guarantee
 
-For a classifier, ``botorch_dp.tuning.TorchModelTuningObjective`` builds that
-callable: give it a ``ClassificationData`` (your ``X_train, y_train, X_val, y_val,
-X_test, y_test`` tensors and ``num_classes``), a ``SearchSpace`` of ``Hyperparameter``
-ranges, and ``model_fn(params) -> nn.Module`` (``params`` is a dict of natural values;
-``lr`` and ``weight_decay`` go to the SGD optimizer, the rest is for your model), plus
-``per_example_loss(model, X_val, y_val) -> n`` for another loss. The kernel, its
+For a torch model, ``botorch_dp.tuning.TorchModelTuningObjective`` builds that
+callable: give it your data (``(X_train, y_train, X_val, y_val)`` numpy arrays or
+tensors of any float dtype, or a ``ClassificationData``), a ``SearchSpace`` of
+``Hyperparameter`` ranges (``log_scale=True`` for rates), ``model_fn(**kwargs) ->
+nn.Module`` (e.g. your module class), ``optimizer=`` any ``torch.optim`` class and
+``loss_fn(outputs, targets) -> n`` any per-example loss (``reduction="none"``). Each
+hyperparameter is passed by name to the optimizer or to ``model_fn``
+(``Hyperparameter(target=...)`` or their signatures decide). The kernel, its
 hyperparameters, ``B``, η and σ² must be chosen without the sensitive data.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -67,14 +77,16 @@ import time
 from pathlib import Path
 
 import torch
-from gpytorch.kernels import RBFKernel, ScaleKernel
+from gpytorch.kernels import ScaleKernel
 
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.tuning import (
     SKLEARN_DATASETS,
+    SearchSpace,
     TorchModelTuningObjective,
+    default_mlp_space,
     estimate_training_noise_variance,
     load_sklearn_classification,
     synthetic_like,
@@ -91,6 +103,10 @@ DEFAULT_NOISE_VARIANCE = 1e-4
 MIN_NOISE_VARIANCE = 1e-4
 #: Name of the child stream of ``--seed`` that draws the pilot's public points.
 PILOT_POINTS_STREAM = 1
+#: ``--optimizer`` choices: torch optimizers that take ``lr`` and ``weight_decay``.
+OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "rmsprop": torch.optim.RMSprop}
+#: Training runs besides DP-GIBO's evaluations: the final model and the diagnostic baseline.
+EXTRA_TRAINING_RUNS = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,8 +114,13 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
     g = p.add_argument_group("privacy of the validation data (DP-GIBO)")
-    g.add_argument("--mu", type=float, default=1.0, help="GDP budget μ on the validation users (inf: non-private)")
-    g.add_argument("--delta", type=float, default=1e-5, help="δ at which ε is reported (both guarantees)")
+    target = g.add_mutually_exclusive_group()
+    target.add_argument("--mu", type=float, default=None, help="GDP budget μ on the validation users (default 1; inf: non-private)")
+    target.add_argument(
+        "--epsilon", type=float, default=None,
+        help="target ε on the validation users at --delta, instead of --mu (μ by exact GDP inversion)",
+    )
+    g.add_argument("--delta", type=float, default=1e-5, help="δ of the targets, at which ε is reported (both guarantees)")
     g.add_argument("--iterations", type=int, default=10, help="T, number of noisy gradient steps")
     g.add_argument(
         "--clip-bound", type=float, default=5.0,
@@ -108,7 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     batch = g.add_mutually_exclusive_group()
     batch.add_argument("--batch-size", type=int, default=None, help="b, fixed batch (default d + 1)")
-    batch.add_argument("--bias-tolerance", type=float, default=None, help="ε of adaptive batches")
+    batch.add_argument(
+        "--bias-tolerance", type=float, default=None,
+        help="adaptive batches: add points until tr Σ_D(θ) ≤ bias_tolerance (up to d + 1)",
+    )
     g.add_argument("--step-size", type=float, default=0.2, help="η (AdaGrad on the unit cube)")
     g.add_argument("--search-radius", type=float, default=0.1, help="local box half-width (unit cube)")
     g.add_argument("--lengthscale", type=float, default=0.2, help="RBF length-scale of the GP (unit cube)")
@@ -125,11 +149,17 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--epochs", type=int, default=10)
     t.add_argument("--train-batch-size", type=int, default=64)
     t.add_argument("--hidden", type=int, nargs="+", default=[64], help="hidden-layer widths")
+    t.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="sgd", help="torch optimizer (lr and weight decay tuned)")
     t.add_argument("--threads", type=int, default=1, help="torch threads (small models: 1 is fastest)")
 
     d = p.add_argument_group("privacy of the training data (DP-SGD)")
     d.add_argument("--dp-train", action="store_true", help="train every candidate with Opacus DP-SGD")
-    d.add_argument("--dp-noise-multiplier", type=float, default=1.0, help="DP-SGD noise multiplier")
+    noise = d.add_mutually_exclusive_group()
+    noise.add_argument("--dp-noise-multiplier", type=float, default=None, help="DP-SGD noise multiplier (default 1)")
+    noise.add_argument(
+        "--dp-train-epsilon", type=float, default=None,
+        help="target training ε at --delta of ALL planned DP-SGD runs composed; calibrates the noise multiplier",
+    )
     d.add_argument("--dp-max-grad-norm", type=float, default=1.0, help="DP-SGD per-example clipping norm")
     d.add_argument("--training-accountant", choices=("rdp", "prv"), default="rdp")
     d.add_argument("--pilot-repeats", type=int, default=3, help="DP-SGD runs per pilot point for σ²")
@@ -150,12 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def make_kernel(dim: int, lengthscale: float, outputscale: float) -> ScaleKernel:
+def make_kernel(space: SearchSpace, lengthscale: float, outputscale: float) -> ScaleKernel:
     r"""Scaled RBF kernel with fixed, public hyperparameters on the unit cube."""
-    kernel = ScaleKernel(RBFKernel(ard_num_dims=dim)).to(torch.float64)
-    kernel.base_kernel.lengthscale = torch.full((1, dim), float(lengthscale), dtype=torch.float64)
-    kernel.outputscale = float(outputscale)
-    return kernel.requires_grad_(False)
+    return space.recommended_kernel(lengthscale, outputscale)
 
 
 def _finite(x: float) -> float | str:
@@ -183,12 +210,11 @@ def main(argv: list[str] | None = None) -> dict:
 
 def _run(args: argparse.Namespace) -> dict:
     data = load_sklearn_classification(args.dataset, seed=args.seed)
+    space = default_mlp_space()
     training = TrainingConfig(
         epochs=args.epochs, batch_size=args.train_batch_size, hidden_sizes=tuple(args.hidden),
         seed=args.seed, num_threads=None,  # the script sets the threads once
     )
-    dp_sgd = DPSGDConfig(args.dp_noise_multiplier, args.dp_max_grad_norm) if args.dp_train else None
-    ledger = PrivacyLedger(training_accountant=args.training_accountant, training_delta=args.delta)
     # privacy noise: OS entropy, or two independent streams of --noise-seed (never written out)
     if args.noise_seed is None:
         gibo_noise = dict(seed=None)  # DP-GIBO noise and candidate search from OS entropy
@@ -196,11 +222,41 @@ def _run(args: argparse.Namespace) -> dict:
     else:
         gibo_seed, sgd_noise_seed = child_seeds(int(args.noise_seed), 2)
         gibo_noise = dict(seed=gibo_seed)  # DPGIBO warns (PrivacyWarning)
-    objective = TorchModelTuningObjective(
-        data, training=training, dp_sgd=dp_sgd, ledger=ledger, noise_seed=sgd_noise_seed
+    d = space.dim
+    theta0 = space.bounds.mean(0)
+    target = dict(epsilon=args.epsilon, delta=args.delta) if args.epsilon is not None else dict(privacy_mu=args.mu)
+    # σ² is set after the pilot below; everything else is public and fixed here
+    config = DPGIBOConfig(
+        bounds=space.bounds,
+        kernel=make_kernel(space, args.lengthscale, args.outputscale),
+        num_iterations=args.iterations,
+        clip_bound=args.clip_bound,
+        step_size=args.step_size,
+        step_rule="adagrad",
+        batch_size=args.batch_size,
+        bias_tolerance=args.bias_tolerance,
+        search_radius=args.search_radius,
+        theta0=theta0,
+        target_delta=args.delta,
+        raw_samples=args.raw_samples,
+        num_restarts=args.num_restarts,
+        **target,
+        **gibo_noise,
     )
-    d = objective.dim
-    theta0 = objective.bounds.mean(0)
+    planned_runs = config.max_evaluations + EXTRA_TRAINING_RUNS
+    dp_sgd = None
+    if args.dp_train and args.dp_train_epsilon is not None:
+        dp_sgd = DPSGDConfig(
+            max_grad_norm=args.dp_max_grad_norm, target_epsilon=args.dp_train_epsilon,
+            target_delta=args.delta, planned_runs=planned_runs,
+        )
+    elif args.dp_train:
+        dp_sgd = DPSGDConfig(1.0 if args.dp_noise_multiplier is None else args.dp_noise_multiplier, args.dp_max_grad_norm)
+    ledger = PrivacyLedger(training_accountant=args.training_accountant, training_delta=args.delta)
+    objective = TorchModelTuningObjective(
+        data, space, optimizer=OPTIMIZERS[args.optimizer], training=training, dp_sgd=dp_sgd, ledger=ledger,
+        noise_seed=sgd_noise_seed,
+    )
 
     # ---- σ²: stated, or a pilot on PUBLIC synthetic data (never the validation losses)
     if args.noise_variance is not None:
@@ -222,25 +278,8 @@ def _run(args: argparse.Namespace) -> dict:
         )
     else:
         noise_variance, noise_source = DEFAULT_NOISE_VARIANCE, "stated default (deterministic training)"
+    config = dataclasses.replace(config, noise_variance=noise_variance)
 
-    config = DPGIBOConfig(
-        bounds=objective.bounds,
-        kernel=make_kernel(d, args.lengthscale, args.outputscale),
-        num_iterations=args.iterations,
-        privacy_mu=args.mu,
-        clip_bound=args.clip_bound,
-        step_size=args.step_size,
-        step_rule="adagrad",
-        batch_size=args.batch_size,
-        bias_tolerance=args.bias_tolerance,
-        search_radius=args.search_radius,
-        noise_variance=noise_variance,
-        theta0=theta0,
-        target_delta=args.delta,
-        raw_samples=args.raw_samples,
-        num_restarts=args.num_restarts,
-        **gibo_noise,
-    )
     # one ledger: DP-GIBO's validation steps next to the objective's DP-SGD training runs
     result = DPGIBO(config, ledger=ledger).run(objective, progress=not args.no_progress)
     release = result.release
@@ -261,6 +300,8 @@ def _run(args: argparse.Namespace) -> dict:
         "num_steps": g.num_steps, "holds": g.holds,
     }
     if args.dp_train:
+        trained = objective.training_report(args.delta)
+        assert trained["epsilon"] == report["training"]["epsilon"] and trained["num_runs"] == report["training"]["num_runs"]
         training_guarantee = {
             "data": f"training split ({len(data.y_train)} examples)",
             "protected": True,
@@ -276,7 +317,11 @@ def _run(args: argparse.Namespace) -> dict:
                 "sample_rate": objective.runs[0].sample_rate,
                 "steps": objective.runs[0].steps,
             },
-            "note": "composed over ALL DP-SGD training runs on the training split",
+            "target_epsilon": trained.get("target_epsilon"),
+            "planned_runs": trained.get("planned_runs"),
+            "note": "composed over ALL DP-SGD training runs on the training split"
+            + ("; the noise multiplier was calibrated so that the planned runs spend at most the target"
+               if dp_sgd.has_target else ""),
         }
     else:
         training_guarantee = {
@@ -299,19 +344,22 @@ def _run(args: argparse.Namespace) -> dict:
         },
         "public_settings": {
             "dataset": args.dataset, "split_sizes": data.sizes(), "search_space": space.describe(),
-            "theta0_unit_cube": theta0.tolist(), "T": args.iterations, "mu": _finite(args.mu),
+            "theta0_unit_cube": theta0.tolist(), "T": args.iterations, "mu": _finite(config.privacy_mu),
+            "target_epsilon": args.epsilon,
             "clip_bound": args.clip_bound, "batch_size": args.batch_size,
             "bias_tolerance": args.bias_tolerance, "step_size": args.step_size, "step_rule": "adagrad",
             "search_radius": args.search_radius,
             "kernel": {"type": "ScaleKernel(RBF)", "lengthscale": args.lengthscale, "outputscale": args.outputscale},
             "noise_variance": noise_variance, "noise_variance_source": noise_source,
             "training": {"epochs": args.epochs, "batch_size": args.train_batch_size,
-                         "hidden": args.hidden, "optimizer": "SGD(momentum=0.9)"},
+                         "hidden": args.hidden,
+                         "optimizer": "SGD(momentum=0.9)" if args.optimizer == "sgd" else OPTIMIZERS[args.optimizer].__name__},
             "public_seed": args.seed,
             "privacy_noise": "OS entropy" if args.noise_seed is None else "seeded (reproduction; seed not recorded)",
             "dp_sgd": None if dp_sgd is None else {
-                "noise_multiplier": dp_sgd.noise_multiplier, "max_grad_norm": dp_sgd.max_grad_norm,
-                "poisson_sampling": True,
+                "noise_multiplier": objective.run_dp_sgd.noise_multiplier, "max_grad_norm": dp_sgd.max_grad_norm,
+                "poisson_sampling": True, "target_epsilon": dp_sgd.target_epsilon,
+                "planned_runs": dp_sgd.planned_runs,
             },
         },
         "NON_PRIVATE_diagnostics": {
@@ -351,6 +399,9 @@ def _print(summary: dict, args: argparse.Namespace) -> None:
     if tr["protected"]:
         print(f"training data  : epsilon = {_num(tr['epsilon'])} at delta = {tr['delta']:g} "
               f"({tr['accountant']}, composed over all {tr['num_runs']} DP-SGD runs on the {tr['data']})")
+        if tr["target_epsilon"] is not None:
+            print(f"                 target epsilon {tr['target_epsilon']:g} for {tr['planned_runs']} planned runs: "
+                  f"noise multiplier {tr['per_run']['noise_multiplier']:.4g} per run")
     else:
         print("training data  : NOT protected (trained without DP; use --dp-train)")
     diag = summary["NON_PRIVATE_diagnostics"]

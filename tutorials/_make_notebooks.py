@@ -188,7 +188,8 @@ plt.show()
 Adding greedy picks one at a time (via `X_pending`) drives $\operatorname{tr}\Sigma_D(\theta)$ down:
 with $d + 1$ well-placed points the gradient at θ is already pinned down to a small fraction of its
 prior uncertainty. DP-GIBO's adaptive batch rule stops adding points once the trace is below
-the bias tolerance ε (`DPGIBOConfig(bias_tolerance=...)`).
+the bias tolerance (`DPGIBOConfig(bias_tolerance=...)`; the paper calls it ε, here ε is
+always the privacy loss).
 """),
     code(r"""
 chosen = torch.empty(0, d, dtype=dtype)
@@ -232,7 +233,7 @@ adds $\mathcal N(0, (2B\sqrt T/(n\mu))^2 I)$ and takes an AdaGrad step.
 
 | public (the *private release*, `result.release`) | NON-PRIVATE (never publish) |
 |---|---|
-| bounds, kernel, θ₀, T, B, μ, η, ε (the settings) | per-user losses, mean loss $f(\theta)$ |
+| bounds, kernel, θ₀, T, B, μ, η, bias tolerance (the settings) | per-user losses, mean loss $f(\theta)$ |
 | evaluation points $D_t$, iterates $\theta_t$, final θ | unclipped / clipped gradients, clip fractions |
 | noisy gradients, posterior traces, the guarantee | anything fit on the losses |
 
@@ -274,7 +275,7 @@ warnings.filterwarnings("ignore", message="A noise seed was given", category=Pri
 
 The kernel of the surrogate GP is the paper's choice (RBF, all length-scales 1), fixed — never fit on
 the losses. Batches are adaptive: points are added around $\theta_t$ until
-$\operatorname{tr}\Sigma_D(\theta_t) \le \varepsilon = 0.5$ (at most $d + 1$ per step).
+$\operatorname{tr}\Sigma_D(\theta_t) \le 0.5$, the bias tolerance (at most $d + 1$ per step).
 """),
     code(r"""
 problem = GPRegressionLengthscales(dim=5, n_total=400, seed=1)
@@ -483,7 +484,8 @@ warnings.filterwarnings("ignore", message="A noise seed was given", category=Pri
 
 θ lives on the unit cube; the `SearchSpace` maps it to natural units (log-uniform for the learning
 rate and the weight decay). The objective maps a `q x d` tensor of θ's to the `q x n` per-user losses —
-the only interface DP-GIBO needs (plug in your own model with `model_fn=`, or write any such callable).
+the only interface DP-GIBO needs (plug in your own model with `model_fn=`, any torch optimizer with
+`optimizer=` and any per-example loss with `loss_fn=`, or write any such callable).
 """),
     code(r"""
 data = load_sklearn_classification("digits", seed=0)
@@ -652,10 +654,298 @@ plt.show()
 """),
 ]
 
+# ------------------------------------------------------------------------------------------ 04
+nb4 = [
+    md(r"""
+# 4. Objective perturbation (AMP) versus DP-SGD for private logistic regression
+
+A linear model can be trained privately without noisy gradient steps: **objective perturbation**
+adds a random linear term to the training objective and releases its minimiser (Kifer, Smith &
+Thakurta 2012; seed paper 004, Redberg, Koskela & Wang). `botorch_dp.training.fit_amp` implements
+the practical version, **AMP** (approximate minima perturbation) with gradient clipping:
+
+$$L^P(\theta) = \sum_{z \in Z} \ell_C(\theta; z) + \tfrac{\lambda}{2}\lVert\theta\rVert^2 + b^\top\theta,
+\qquad b \sim \mathcal N(0, \sigma^2 I),$$
+
+minimised until $\lVert\nabla L^P(\tilde\theta)\rVert \le \tau$ (checked in float64 before anything is
+released), then $\tilde\theta + \mathcal N(0, \sigma_{\text{out}}^2 I)$ is released. $\ell_C$ is the
+logistic loss with each example's gradient clipped to norm $C$; rows are rescaled to norm at most 1
+and a bias feature is appended, so $\lVert\tilde x\rVert \le \sqrt2$ and the loss is $\beta = 0.5$
+smooth. The guarantee protects the **training** records (add or remove one record) and is given by
+an RDP curve and a tighter privacy profile $\delta(\varepsilon)$.
+
+This notebook
+
+1. calibrates $(\sigma, \lambda)$ for a target $(\varepsilon, \delta)$ with `calibrate_amp` (the authors'
+   procedure) and trains AMP on scikit-learn's bundled breast-cancer data;
+2. trains the same logistic model with DP-SGD (Opacus, `botorch_dp.training.train_model`) whose noise
+   multiplier Opacus chooses for the **same** $(\varepsilon, \delta)$, and compares test accuracies
+   over several noise seeds;
+3. plots AMP's privacy profile against the Gaussian lower bound and the classic bound of Kifer et al.
+"""),
+    md(SMOKE_NOTE),
+    code(r"""
+import math
+import os
+import warnings
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm without ipywidgets
+from opacus.accountants.utils import get_noise_multiplier
+from sklearn.datasets import load_breast_cancer
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import train_test_split
+from sklearn.preprocessing import StandardScaler
+
+from botorch_dp import PrivacyWarning
+from botorch_dp.privacy.accountants import accountant_epsilon, make_accountant
+from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from botorch_dp.privacy.analysis.objective_perturbation import (
+    amp_delta,
+    amp_epsilon,
+    amp_rdp_epsilon,
+    calibrate_amp,
+    gaussian_profile_delta,
+    kifer_delta,
+    objpert_delta,
+)
+from botorch_dp.training import AMPConfig, DPSGDConfig, TrainingConfig, fit_amp, make_mlp, planned_dp_run, train_model
+from botorch_dp.training.objective_perturbation import amp_features
+
+SMOKE = os.environ.get("BOTORCH_DP_TUTORIAL_SMOKE", "0") == "1"
+EPSILONS = [1.0] if SMOKE else [0.3, 1.0, 3.0]  # target ε of ONE training run
+SEEDS = [0, 1] if SMOKE else [0, 1, 2, 3, 4]  # noise seeds (same data, same split)
+DELTA = 1e-5
+# AMP: the authors' defaults (the AMPConfig defaults): C = √2, σ_out = 0.15, τ = 5e-4, β = 0.5
+CLIP, SIGMA_OUT, TAU, BETA = math.sqrt(2.0), 0.15, 5e-4, 0.5
+# DP-SGD: fixed in advance, not tuned on this data (tuning them would cost privacy too)
+EPOCHS, BATCH_SIZE, LEARNING_RATE, MAX_GRAD_NORM = 20, 64, 0.5, 1.0
+torch.set_num_threads(1)  # tiny models: one thread is fastest
+"""),
+    md(r"""
+## Data
+
+569 tumours, 30 features, two classes. We hold out a stratified 25 % test split (used only for the
+NON-PRIVATE accuracy diagnostics below). The features are standardised with the training split's mean
+and scale, and AMP rescales every row to norm at most 1 (a per-record map, free). **Caveat:** the
+standardisation statistics are computed from the training data without protection; a deployment takes
+them from public knowledge (documented ranges) or pays for them. Both methods see exactly the same
+features, so the comparison is fair.
+"""),
+    code(r"""
+X, y = load_breast_cancer(return_X_y=True)
+X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
+scaler = StandardScaler().fit(X_train)
+X_train = torch.tensor(scaler.transform(X_train))
+X_test = torch.tensor(scaler.transform(X_test))
+y_train = torch.tensor(y_train, dtype=torch.float64)
+y_test = torch.tensor(y_test, dtype=torch.float64)
+# the rows AMP trains on (norm <= 1, without its bias column): DP-SGD gets the same rows
+Z_train = amp_features(X_train, AMPConfig(lam=1.0, sigma=1.0))[:, :-1]
+Z_test = amp_features(X_test, AMPConfig(lam=1.0, sigma=1.0))[:, :-1]
+print("train:", tuple(Z_train.shape), "| test:", tuple(Z_test.shape))
+
+# NON-PRIVATE reference: ordinary (almost unregularised) logistic regression on the same rows
+reference = LogisticRegression(C=1e4, max_iter=5000).fit(Z_train.numpy(), y_train.numpy())
+print(f"non-private logistic regression, test accuracy: {reference.score(Z_test.numpy(), y_test.numpy()):.3f}")
+"""),
+    md(r"""
+## AMP at a calibrated (σ, λ)
+
+`calibrate_amp(ε, δ, ...)` starts at $\lambda = 2\beta/\varepsilon$ and grows λ by 5 % until the smallest
+σ that meets $(\varepsilon, \delta)$ through AMP's RDP curve is within a factor 1.3 of the Gaussian
+mechanism's σ. Those are public choices (no data involved), so AMP needs no tuning at all.
+
+Seeds: `fit_amp(..., generator=seed)` makes the noise reproducible, which a real deployment must not
+do, so it raises a `PrivacyWarning` — shown once below, then silenced for this notebook. Leave
+`generator=None` (the default) to draw the noise from OS entropy.
+"""),
+    code(r"""
+sigma, lam = calibrate_amp(1.0, DELTA, clip=CLIP, beta=BETA, sigma_out=SIGMA_OUT, tau=TAU)
+config = AMPConfig(lam=lam, sigma=sigma, clip=CLIP, sigma_out=SIGMA_OUT, tau=TAU)  # logistic, bias
+print(f"epsilon = 1: sigma = {sigma:.4f}, lambda = {lam:.4f} (beta = {config.beta})")
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    result = fit_amp(X_train, y_train, config, generator=0)
+print("expected warning:", caught[0].category.__name__, "-", str(caught[0].message)[:90], "...")
+# the seeds below are deliberate (a reproducible tutorial): silence the warning they raise
+warnings.filterwarnings("ignore", category=PrivacyWarning)
+
+print("released theta (first 5):", np.round(result.theta[:5].numpy(), 3))
+print(f"test accuracy [NON-PRIVATE diagnostic]: {(result.predict(X_test) == y_test).double().mean():.3f}")
+print(f"this run: epsilon = {result.rdp_epsilon(DELTA):.4f} via its RDP curve, "
+      f"{result.epsilon(DELTA):.4f} via its privacy profile, at delta = {DELTA:g}")
+print(result.description)
+"""),
+    md(r"""
+## DP-SGD at the same ε
+
+The same linear model (`make_mlp(30, 2, hidden_sizes=())`: one linear layer, two logits, cross-entropy),
+trained by Opacus DP-SGD with Poisson sampling. Opacus's `get_noise_multiplier` finds the noise
+multiplier that reaches the target ε at δ through its RDP accountant, so both methods are compared at
+the same RDP ε. The two tighter accountings (AMP's privacy profile, DP-SGD's PRV accountant) are
+printed next to it.
+"""),
+    code(r"""
+training = TrainingConfig(epochs=EPOCHS, batch_size=BATCH_SIZE, momentum=0.9, hidden_sizes=(), seed=0)
+_, sample_rate, steps = planned_dp_run(len(y_train), training, DPSGDConfig())
+
+
+def dp_sgd_noise_multiplier(epsilon):
+    return get_noise_multiplier(target_epsilon=epsilon, target_delta=DELTA, sample_rate=sample_rate,
+                                steps=steps, accountant="rdp")
+
+
+def dp_sgd_epsilon(accountant, history):
+    return accountant_epsilon(make_accountant(accountant, history), delta=DELTA)
+
+
+# Opacus's RDP analysis warns when the best order is the largest of its grid: its noise search tries
+# very large noise multipliers, and the PRV accountant sizes its domain with a loose RDP bound. Neither
+# affects the values printed below (ε of the returned noise multiplier, PRV ε).
+warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
+
+
+def linear_model(params):
+    return make_mlp(Z_train.shape[1], 2, hidden_sizes=())
+
+
+def dp_sgd_accuracy(noise_multiplier, seed):
+    run = TrainingConfig(epochs=EPOCHS, batch_size=BATCH_SIZE, momentum=0.9, hidden_sizes=(), seed=seed)
+    model, _ = train_model({"lr": LEARNING_RATE}, Z_train.float(), y_train.long(), run, model_fn=linear_model,
+                           dp_sgd=DPSGDConfig(noise_multiplier, MAX_GRAD_NORM), noise_seed=seed)
+    with torch.no_grad():
+        return float((model(Z_test.float()).argmax(1) == y_test.long()).double().mean())  # NON-PRIVATE
+
+
+def amp_accuracy(config, seed):
+    return float((fit_amp(X_train, y_train, config, generator=seed).predict(X_test) == y_test).double().mean())
+
+
+rows = []
+for epsilon in EPSILONS:
+    sigma, lam = calibrate_amp(epsilon, DELTA, clip=CLIP, beta=BETA, sigma_out=SIGMA_OUT, tau=TAU)
+    amp_config = AMPConfig(lam=lam, sigma=sigma, clip=CLIP, sigma_out=SIGMA_OUT, tau=TAU)
+    noise_multiplier = dp_sgd_noise_multiplier(epsilon)
+    history = [(noise_multiplier, sample_rate, steps)]
+    rows.append({
+        "epsilon": epsilon,
+        "amp": [amp_accuracy(amp_config, s) for s in SEEDS],
+        "dp_sgd": [dp_sgd_accuracy(noise_multiplier, s) for s in SEEDS],
+        "amp_rdp": amp_rdp_epsilon(DELTA, **amp_config.privacy_parameters),
+        "amp_profile": amp_epsilon(DELTA, **amp_config.privacy_parameters),
+        "sgd_rdp": dp_sgd_epsilon("rdp", history),
+        "sgd_prv": dp_sgd_epsilon("prv", history),
+        "noise_multiplier": noise_multiplier,
+    })
+
+print(f"DP-SGD: {EPOCHS} epochs, expected batch {BATCH_SIZE} (q = {sample_rate:.4f}, {steps} steps), "
+      f"lr {LEARNING_RATE}, clip {MAX_GRAD_NORM}")
+print(f"test accuracy over {len(SEEDS)} noise seeds, mean ± sd [NON-PRIVATE diagnostic]")
+print(f"{'target eps':>10} | {'AMP':>13} {'eps RDP':>8} {'profile':>8} | {'DP-SGD':>13} {'sigma':>6} "
+      f"{'eps RDP':>8} {'PRV':>6}")
+for r in rows:
+    print(f"{r['epsilon']:>10g} | {np.mean(r['amp']):.3f} ± {np.std(r['amp']):.3f} {r['amp_rdp']:>8.3f} "
+          f"{r['amp_profile']:>8.3f} | {np.mean(r['dp_sgd']):.3f} ± {np.std(r['dp_sgd']):.3f} "
+          f"{r['noise_multiplier']:>6.2f} {r['sgd_rdp']:>8.3f} {r['sgd_prv']:>6.3f}")
+"""),
+    code(r"""
+fig, ax = plt.subplots(figsize=(5.5, 3.5))
+for key, label, shift in (("amp", "AMP (calibrated σ, λ)", -0.02), ("dp_sgd", "DP-SGD (Opacus)", 0.02)):
+    for r in rows:
+        ax.scatter([math.log10(r["epsilon"]) + shift] * len(r[key]), r[key], s=12, alpha=0.5,
+                   color="C0" if key == "amp" else "C1")
+    ax.plot([math.log10(r["epsilon"]) + shift for r in rows], [np.mean(r[key]) for r in rows], "o-",
+            color="C0" if key == "amp" else "C1", label=label)
+ax.axhline(reference.score(Z_test.numpy(), y_test.numpy()), color="grey", ls="--", label="non-private")
+ax.set_xticks([math.log10(e) for e in EPSILONS], [f"{e:g}" for e in EPSILONS])
+ax.set_xlim(math.log10(min(EPSILONS)) - 0.3, math.log10(max(EPSILONS)) + 0.3)
+ax.set_xlabel(f"ε at δ = {DELTA:g} (one training run, RDP)")
+ax.set_ylabel("test accuracy [NON-PRIVATE]")
+ax.legend(fontsize=8)
+plt.show()
+"""),
+    md(r"""
+**Reading the table.** With the full settings (5 seeds) we got, AMP versus DP-SGD: 0.908 ± 0.007 versus
+0.895 ± 0.013 at ε = 0.3, 0.934 ± 0.012 versus 0.930 ± 0.014 at ε = 1, and 0.941 ± 0.008 versus
+0.954 ± 0.013 at ε = 3 (non-private: 0.937). On this small data set (426 training records) the two are
+within a seed-to-seed standard deviation of each other at ε ≥ 1; AMP is ahead at small ε, where
+DP-SGD's 140 noisy steps cost the most, and behind at ε = 3, where DP-SGD's short, implicitly
+regularised training even beats the unregularised non-private fit while AMP's λ is set for privacy,
+not accuracy. AMP needs no learning rate, number of epochs or batch size — (σ, λ) come from the
+calibration, without data — and its privacy profile certifies a smaller ε than its RDP curve (as
+PRV does for DP-SGD). DP-SGD's settings here were fixed in advance; tuning them, or AMP's λ, on the
+data would have to be paid for (private selection, or DP-GIBO over log λ).
+
+Each row trains one model per seed on the same training data. That is an evaluation of the *method*
+(how much the accuracy varies with the noise); publishing all of these models would compose their
+guarantees (the RDP curves add up). A deployment trains and releases one model.
+"""),
+    md(r"""
+## The privacy profile δ(ε)
+
+For one ObjPert release the privacy loss is dominated by $\omega = c + s^2/2 + s\lvert Z\rvert$ with
+$c = -\log(1 - \beta/\lambda)$ and $s = C/\sigma$, which gives the profile `objpert_delta` (the paper's
+Appendix D.2 version; its main-text Theorem 3.1 is wrong). AMP's output noise adds a Gaussian of
+sensitivity $2\tau/\lambda$ (`amp_delta`). Two references:
+
+* the **Gaussian lower bound** $\delta_G(\varepsilon; s)$: the linear loss $\ell = x^\top\theta$ attains it,
+  so no valid bound for objective perturbation can lie below it;
+* the **classic bound** of Kifer, Smith & Thakurta (2012): $(\varepsilon, \delta)$-DP when
+  $\lambda \ge 2\beta/\varepsilon$ and $\sigma \ge C\sqrt{8\log(2/\delta) + 4\varepsilon}/\varepsilon$ —
+  the smallest δ it certifies at the same (σ, λ) is `kifer_delta`.
+"""),
+    code(r"""
+params = dict(clip=CLIP, beta=BETA, lam=config.lam, sigma=config.sigma)
+grid = np.linspace(0.0, 3.0, 61 if SMOKE else 151)
+curves = {
+    "AMP (objective + output noise)": [amp_delta(e, **params, tau=TAU, sigma_out=SIGMA_OUT) for e in grid],
+    "ObjPert (exact minimiser)": [objpert_delta(e, **params) for e in grid],
+    "Gaussian lower bound": [gaussian_profile_delta(e, sensitivity_over_sigma=CLIP / config.sigma) for e in grid],
+    "classic bound (Kifer et al.)": [kifer_delta(e, **params) for e in grid],
+}
+fig, ax = plt.subplots(figsize=(6, 3.8))
+for (label, values), style in zip(curves.items(), ("-", "--", ":", "-.")):
+    ax.semilogy(grid, np.maximum(values, 1e-12), style, label=label)
+ax.axhline(DELTA, color="grey", lw=0.8)
+ax.set_ylim(1e-9, 1.5)
+ax.set_xlabel("ε")
+ax.set_ylabel("δ(ε)")
+ax.set_title(f"σ = {config.sigma:.3f}, λ = {config.lam:.3f} (calibrated for ε = 1)", fontsize=9)
+ax.legend(fontsize=8)
+plt.show()
+
+kifer_eps = min((e for e in np.linspace(0.01, 5.0, 2000) if kifer_delta(e, **params) <= DELTA), default=math.inf)
+print(f"epsilon at delta = {DELTA:g} for the same (sigma, lambda):")
+print(f"  AMP privacy profile:          {result.epsilon(DELTA):.4f}")
+print(f"  AMP RDP curve (calibrated):   {result.rdp_epsilon(DELTA):.4f}")
+print(f"  Gaussian lower bound:         {gdp_epsilon(CLIP / config.sigma, DELTA):.4f}")
+print(f"  classic bound (Kifer et al.): {kifer_eps:.4f}")
+"""),
+    md(r"""
+**What the plot says.** With the same noise, the classic analysis certifies more than twice the ε of
+the modern one (2.13 against 0.93 at δ = 1e-5); the profile of seed 004 lies between the Gaussian
+lower bound (0.75) and the classic bound, much closer to the former. The remaining gap comes from the
+curvature term $c$ and the folded-normal term $s\lvert Z\rvert$ of the analysis, which the linear loss
+(the lower bound's worst case) does not incur. The output noise that lets AMP stop at an approximate
+minimiser costs almost nothing here ($2\tau/\lambda$ is tiny next to $\sigma_{\text{out}}$).
+
+`python scripts/audit_privacy.py --quick` includes an empirical audit of one AMP release, calibrated
+the same way for ε = 1, δ = 1e-5 (`privacy.audit.audit_amp_release`): on worst-case neighbouring
+datasets its lower bound stays below the claimed curve, and it flags an AMP with the objective
+perturbation dropped or the noise halved.
+"""),
+]
+
 NOTEBOOKS = {
     "01_acquisition_dropin.ipynb": nb1,
     "02_dp_gibo_gp_lengthscales.ipynb": nb2,
     "03_private_torch_tuning.ipynb": nb3,
+    "04_objective_perturbation.ipynb": nb4,
 }
 
 

@@ -363,7 +363,7 @@ def experiment_jobs(settings: Settings, pilot: dict, only: tuple[str, ...]) -> l
     r"""The jobs of the experiments in ``only``, in the serial order (a job only needs earlier jobs).
 
     A DP-GIBO run on the GP problem with the same arguments as an earlier one (e.g. the
-    ε-sweep's ε = 0.5 and the main run of the same seed) becomes a ``reuse_of`` job.
+    bias-tolerance sweep's 0.5 and the main run of the same seed) becomes a ``reuse_of`` job.
 
     Args:
         settings: The run's settings.
@@ -423,7 +423,7 @@ def experiment_jobs(settings: Settings, pilot: dict, only: tuple[str, ...]) -> l
     if "eps" in only:
         for eps in s.eps_values:
             for seed in s.sweep_seeds:
-                dp_gibo_gp_job(f"eps={eps:g} seed {seed}", "eps", f"ε={eps:g}", seed, mu=s.privacy_mu, clip=B,
+                dp_gibo_gp_job(f"eps={eps:g} seed {seed}", "eps", f"bias_tolerance={eps:g}", seed, mu=s.privacy_mu, clip=B,
                                setting=eps, bias_tolerance=eps)
     if "mu" in only:
         for mu in s.mu_values:

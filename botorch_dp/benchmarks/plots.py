@@ -101,7 +101,8 @@ def make_plots(settings: Settings, runs: list[Run], out: Path) -> list[Path]:
     if eps_runs:
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
         eps_runs = dict(sorted(eps_runs.items(), key=lambda kv: kv[1][0].setting))
-        loss_bands(a1, eps_runs)
+        # labelled by the setting (stored runs may carry the old "ε=..." method label)
+        loss_bands(a1, {f"bias_tolerance={rs[0].setting:g}": rs for rs in eps_runs.values()})
         a1.set(xlabel="number of evaluations", ylabel="validation loss", yscale="log", title="loss along the run")
         a1.legend(fontsize=7)
         for rs in eps_runs.values():
@@ -109,9 +110,9 @@ def make_plots(settings: Settings, runs: list[Run], out: Path) -> list[Path]:
             e = statistics.median(r.num_evaluations for r in rs)
             l = statistics.median(r.final_loss for r in rs)
             a2.scatter([e], [l], marker="D", s=50, color=pts_.get_facecolor()[0], edgecolor="k")
-            a2.annotate(f"ε={rs[0].setting:g}", (e, l), textcoords="offset points", xytext=(4, 4), fontsize=8)
+            a2.annotate(f"{rs[0].setting:g}", (e, l), textcoords="offset points", xytext=(4, 4), fontsize=8)
         a2.set(xlabel="evaluations used in T iterations", ylabel="final validation loss", yscale="log",
-               title="bias tolerance ε (dots: seeds, diamonds: medians)")
+               title="bias tolerance (dots: seeds, diamonds: medians)")
         save(fig, "eps_sweep.png")
 
     mu_runs = group_by_method(runs, "mu")

@@ -155,7 +155,7 @@ def settings_section(s: Settings, runs: list[Run], pilot: dict) -> list[str]:
     eps_main = gdp_epsilon(s.privacy_mu, s.target_delta)
     add("## Settings and deviations from the paper\n")
     add(f"- GP length-scale tuning (E.1): d = {s.gp_dim}, n = {s.gp_n_total} split 50/50 "
-        f"({s.gp_n_total // 2} validation users), T = {s.iterations}, ε = {s.bias_tolerance}, μ = {s.privacy_mu} "
+        f"({s.gp_n_total // 2} validation users), T = {s.iterations}, bias tolerance {s.bias_tolerance}, μ = {s.privacy_mu} "
         f"(= ({eps_main:.3f}, {s.target_delta:g})-DP), AdaGrad η = {s.step_size}, surrogate RBF ℓ = 1, "
         f"σ = 0.05, search radius {s.search_radius}; "
         + ("θ₀ uniform in the box per seed (`--theta0 random`)." if s.gp_theta0 == "random"
@@ -176,7 +176,7 @@ def settings_section(s: Settings, runs: list[Run], pilot: dict) -> list[str]:
         + (f". **Fewer than the paper's replications** ({', '.join(reduced)})." if reduced else "."))
     if s.batch_selection == "joint":
         add("- Batches are chosen jointly (`batch_selection=\"joint\"`: `optimize_acqf` over all q points; adaptive "
-            "batches take the smallest q ≤ d + 1, found by bisection, whose optimized batch reaches the bias tolerance ε, "
+            "batches take the smallest q ≤ d + 1, found by bisection, whose optimized batch reaches the bias tolerance, "
             "or d + 1 points when none does).")
     else:
         add("- Batches are chosen greedily (`batch_selection=\"greedy\"`: one point at a time, conditioning on the "
@@ -194,7 +194,7 @@ def settings_section(s: Settings, runs: list[Run], pilot: dict) -> list[str]:
         if s.sigma_bias_tolerance is None:
             batch_txt = f"fixed full batches b = d + 1 = {s.sigma_batch_size or s.gp_dim + 1}"
         else:
-            batch_txt = f"adaptive batches, ε = {s.sigma_bias_tolerance:g}, b ≤ d + 1"
+            batch_txt = f"adaptive batches, bias tolerance {s.sigma_bias_tolerance:g}, b ≤ d + 1"
         clip_txt = "pilot B" if s.sigma_clip is None else f"B = {s.sigma_clip:g}"
         paper_txt = ("the settings E.1 gives for the σ experiment (b = d + 1, B = 1, μ = 0.1, T = 45; E.5's own text "
                      "says μ = 1)" if (s.sigma_bias_tolerance is None and s.sigma_mu == 0.1 and s.sigma_clip == 1.0
@@ -289,8 +289,8 @@ def experiment_sections(s: Settings, runs: list[Run]) -> tuple[list[str], list[s
 
     eps_runs = dict(sorted(group_by_method(runs, "eps").items(), key=lambda kv: kv[1][0].setting))
     if eps_runs:
-        add("## 2. Bias tolerance ε (adaptive batches)\n")
-        add(table(eps_runs, [("ε", lambda label, rs: f"{rs[0].setting:g}"),
+        add("## 2. Bias tolerance (adaptive batches; the paper's ε)\n")
+        add(table(eps_runs, [("bias tolerance", lambda label, rs: f"{rs[0].setting:g}"),
                              mean_se_column("evaluations (mean ± s.e.)", lambda r: r.num_evaluations, 3),
                              FINAL_LOSS, median_column(), seeds_column()]))
         add("")
@@ -298,10 +298,10 @@ def experiment_sections(s: Settings, runs: list[Run]) -> tuple[list[str], list[s
         lo = [statistics.fmean(r.final_loss for r in rs) for rs in eps_runs.values()]
         mono_ev = all(a >= b for a, b in zip(ev, ev[1:]))
         findings.append(("Matches" if mono_ev else "**Does NOT match**") +
-                        " the paper: smaller ε needs more evaluations (mean evaluations by increasing ε: " +
+                        " the paper: a smaller bias tolerance needs more evaluations (mean evaluations by increasing tolerance: " +
                         ", ".join(f"{e:.0f}" for e in ev) + ").")
         findings.append(("Matches" if lo[0] <= lo[-1] else "**Does NOT match**") +
-                        " the paper: the largest ε ends at a worse loss than the smallest (final losses by increasing ε: "
+                        " the paper: the largest bias tolerance ends at a worse loss than the smallest (final losses by increasing tolerance: "
                         + ", ".join(f"{x:.4g}" for x in lo) + ").")
 
     mu_runs = dict(sorted(group_by_method(runs, "mu").items(), key=lambda kv: kv[1][0].setting))
@@ -340,7 +340,7 @@ def experiment_sections(s: Settings, runs: list[Run]) -> tuple[list[str], list[s
             findings.append(("Matches" if best == correct else "**Does NOT match**") +
                             f" the paper: the correct σ is best (best: σ = {best:g}; evaluations used: " +
                             ", ".join(f"σ={v:g}: {n_evals[v]:.0f}" for v in sig_vals) +
-                            ("; a larger surrogate σ keeps the posterior trace above ε, so it adds more points"
+                            ("; a larger surrogate σ keeps the posterior trace above the bias tolerance, so it adds more points"
                              if s.sigma_bias_tolerance is not None else "; fixed batches") + ").")
             if "RS" in means:
                 findings.append(("Matches" if means[low] > means["RS"] else "**Does NOT match**") +

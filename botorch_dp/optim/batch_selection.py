@@ -129,7 +129,8 @@ def greedy_batch(
     Args:
         gp, theta, bounds, generator, num_restarts, raw_samples: As in ``optimize_batch``.
         num_points: The most points to add (``b`` or ``b_max``).
-        tolerance: ``ε``; if given, stop as soon as ``tr Σ ≤ ε`` (possibly at 0 points).
+        tolerance: The bias tolerance; if given, stop as soon as ``tr Σ ≤ tolerance``
+            (possibly at 0 points).
 
     Returns:
         A ``q x d`` tensor, ``0 ≤ q ≤ num_points``.
@@ -153,17 +154,17 @@ def adaptive_joint_batch(
     num_restarts: int,
     raw_samples: int,
 ) -> Tensor:
-    r"""The smallest ``q ≤ b_max`` whose jointly optimized batch reaches ``tr Σ ≤ ε``.
+    r"""The smallest ``q ≤ b_max`` whose jointly optimized batch reaches ``tr Σ ≤ tolerance``.
 
-    The empty batch is returned if ``tr Σ_D(θ) ≤ ε`` already. Otherwise the batch of size
-    ``b_max`` is optimized first; if even it cannot reach ``ε``, it is taken as it is (one
+    The empty batch is returned if ``tr Σ_D(θ) ≤ tolerance`` already. Otherwise the batch of size
+    ``b_max`` is optimized first; if even it cannot reach the tolerance, it is taken as it is (one
     optimization, the usual case early in a run). Otherwise the smallest sufficient ``q``
     is found by bisection, each size warm-started from the leading points of the smallest
     sufficient batch found so far.
 
     Args:
         gp, theta, bounds, generator, num_restarts, raw_samples: As in ``optimize_batch``.
-        tolerance: ``ε > 0``.
+        tolerance: The bias tolerance, ``> 0``.
         max_batch_size: ``b_max``.
 
     Returns:
@@ -206,7 +207,8 @@ def select_batch(
         gp, theta, bounds, generator, num_restarts, raw_samples: As in ``optimize_batch``.
         batch_selection: ``"joint"`` or ``"greedy"``.
         batch_size: ``b`` of fixed batches (ignored when ``bias_tolerance`` is given).
-        bias_tolerance: ``ε`` of adaptive batches, or ``None`` for fixed batches.
+        bias_tolerance: Tolerance of adaptive batches (``tr Σ ≤ bias_tolerance``), or
+            ``None`` for fixed batches.
         max_batch_size: ``b_max`` of adaptive batches.
 
     Returns:

@@ -4,6 +4,7 @@ the kernel and noise variance are read off it (``resolve_model``)."""
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,15 @@ from torch import Tensor
 
 from botorch_dp.gradient_gp import DEFAULT_JITTER, GradientGP
 from botorch_dp.optim.batch_selection import BATCH_SELECTIONS, BatchSelection
+from botorch_dp.optim.noise_schedule import (
+    DEFAULT_NORM_MU_FRACTION,
+    NOISE_SCHEDULES,
+    AdaptiveNormSchedule,
+    NoiseSchedule,
+)
+from botorch_dp.optim.selection import EVALUATED_SELECTIONS, Selection, check_selection, selection_mu_of, steps_mu
 from botorch_dp.optim.step_rules import StepRule, check_step_rule
+from botorch_dp.privacy.analysis.gdp import gdp_mu
 from botorch_dp.privacy.checks import (
     NONFINITE_LOSSES,
     check_choice,
@@ -23,9 +32,32 @@ from botorch_dp.privacy.checks import (
     check_nonnegative_int,
     check_positive,
     check_positive_int,
+    check_probability,
 )
 from botorch_dp.privacy.mechanisms import NonfiniteLosses
 from botorch_dp.utils import check_bounds
+
+__all__ = [
+    "DEFAULT_PRIVACY_MU",
+    "DEFAULT_TARGET_DELTA",
+    "MIN_USERS",
+    "DPGIBOConfig",
+    "check_bias_tolerance",
+    "check_per_user_losses",
+    "resolve_model",
+    "resolve_privacy",
+]
+
+#: ``privacy_mu`` when neither it nor a target ``(epsilon, delta)`` is given.
+DEFAULT_PRIVACY_MU = 1.0
+#: ``target_delta`` when neither it nor ``delta`` is given.
+DEFAULT_TARGET_DELTA = 1e-5
+#: Fewest users a private run accepts (see ``check_per_user_losses``).
+MIN_USERS = 2
+#: A ``privacy_mu`` given next to ``(epsilon, delta)`` must be their ``μ`` to this relative
+#: tolerance (a resolved config copied or read back from a checkpoint; scipy's root finder
+#: may differ in the last digits between versions).
+_RESOLVED_MU_RTOL = 1e-9
 
 
 @dataclass
@@ -41,15 +73,18 @@ class DPGIBOConfig:
             transforms are refused (see ``unsafe_allow_sensitive_fitting``).
         num_iterations: ``T``, number of noisy gradient steps.
         privacy_mu: ``μ``, total GDP budget on the validation users; ``math.inf`` runs
-            non-private GIBO.
+            non-private GIBO. Default 1.0 when no target ``(epsilon, delta)`` is given.
+            After construction it always holds the ``μ`` the loop uses (the resolved one
+            when ``epsilon`` is given).
         clip_bound: ``B``, per-user clipping norm of the gradient estimates.
         step_size: ``η``.
         step_rule: ``"sgd"`` (``θ ← θ − η g``) or ``"adagrad"`` on the privatized gradients
             (``torch.optim.SGD``/``Adagrad``, then projection onto ``Θ``; see ``step_rules``).
         batch_size: ``b`` for fixed batches (Alg. 1). Default ``d + 1`` when no
             ``bias_tolerance`` is given.
-        bias_tolerance: ``ε`` for adaptive batches (Alg. 2): add points until
-            ``tr Σ_D(θ) ≤ ε`` or ``max_batch_size`` points were added.
+        bias_tolerance: Tolerance of adaptive batches (Alg. 2; the paper calls it ε, here
+            ε always means the privacy loss): add points until
+            ``tr Σ_D(θ) ≤ bias_tolerance`` or ``max_batch_size`` points were added.
         max_batch_size: ``b_max`` of the adaptive rule (default ``d + 1``).
         search_radius: Half-width of the local box around ``θ`` in which candidates are
             searched (float or ``d`` tensor, in units of ``θ``); default 10% of the box width.
@@ -70,11 +105,12 @@ class DPGIBOConfig:
             unchanged, so the sensitivity and the guarantee hold for every input).
         batch_selection: How a batch is chosen. ``"joint"`` (default): ``optimize_acqf``
             over all ``q`` points at once; with adaptive batches, the smallest
-            ``q ≤ b_max`` whose optimized batch reaches ``ε`` (bisection over ``q``).
+            ``q ≤ b_max`` whose optimized batch reaches ``bias_tolerance`` (bisection over ``q``).
             ``"greedy"``: one point at a time, conditioning on the points already chosen
             (myopic: on the d = 15 GP problem, 16 greedy points leave a posterior gradient
             trace about 3× that of 16 joint points). See ``batch_selection``.
-        target_delta: ``δ`` at which ``ε`` is reported.
+        target_delta: ``δ`` at which the guarantee's ``ε`` is reported; default ``delta``
+            when a target ``(epsilon, delta)`` is given, else ``1e-5``.
         privacy_budget_mu: Optional GDP budget for the ledger's filter; a step that would
             exceed it is refused before anything is released.
         record_non_private_diagnostics: Record NON-PRIVATE diagnostics (un-noised
@@ -87,13 +123,59 @@ class DPGIBOConfig:
             carries no privacy guarantee (reported ``μ = inf``, ``holds = False``).
         hyperparameter_fit: ``fn(kernel, train_X, mean_losses)`` called before each step;
             refused unless the opt-out is set.
+        epsilon: A target privacy loss ``ε`` of the whole run on the validation users,
+            instead of ``privacy_mu``; needs ``delta``. The run is then ``μ``-GDP with
+            the largest ``μ`` that is ``(ε, δ)``-DP, found by exact inversion of the GDP
+            privacy profile (``privacy.analysis.gdp.gdp_mu``), and ``privacy_mu`` holds
+            that ``μ``. Giving ``privacy_mu`` as well is an error, except the ``μ`` that
+            ``(epsilon, delta)`` resolve to (as in a copy of a resolved config, e.g.
+            ``dataclasses.replace`` or a checkpoint). ``math.inf``: non-private.
+        delta: The ``δ`` of the target ``(epsilon, delta)``, in ``(0, 1)``; only with
+            ``epsilon``.
+
+    Adaptive noise and the choice of the returned iterate (seed 003; ``noise_schedule``
+    and ``selection`` modules). The budget split is explicit: the selection's charge
+    ``μ_sel`` (0 for ``"last"`` and ``"min_noisy_norm"``) comes out of ``privacy_mu``, and the
+    gradient steps get ``steps_privacy_mu = √(μ² − μ_sel²)``, so the whole run stays
+    ``μ``-GDP (``privacy_mu`` or the resolved target ``(epsilon, delta)``).
+
+    Attributes:
+        noise_schedule: ``"fixed"`` (default): every step ``μ_steps/√T``-GDP, noise
+            ``2B√T/(n μ_steps)``. ``"adaptive_norm"``: per step, a noisy norm of the clipped
+            mean gradient (``μ_N``-GDP, sensitivity ``2B/n``), then the gradient with noise
+            ``σ_t = max(max(N_t, 0)/(c_snr √d), Δ/μ_max)``, charged its realised
+            ``μ_t = Δ/σ_t``; a GDP filter stops the run when ``μ_steps`` is spent (the last
+            step spends exactly the rest), after at most ``max_iterations`` steps. The number
+            of steps is random and public. Needs a finite ``privacy_mu``.
+        max_iterations: ``T_max``, the cap on the steps of ``"adaptive_norm"`` (default
+            ``num_iterations``); refused with ``"fixed"``, which makes exactly
+            ``num_iterations`` steps.
+        norm_mu_fraction: ``f_N`` in ``(0, 1)``: each norm release is
+            ``μ_N = μ_steps √(f_N/T_max)``-GDP (default 0.1; ``"adaptive_norm"`` only).
+        snr_factor: ``c_snr > 0``, the target ratio of the released norm to the noise norm
+            ``σ_t √d`` (default ``√log(n μ_steps/(√2·0.05))``, at least 1; ``"adaptive_norm"`` only).
+        max_step_mu: ``μ_max``, the largest non-final gradient release (default
+            ``min(μ_steps/2, 2 μ_steps/√T_max)``; ``"adaptive_norm"`` only).
+        selection: The iterate ``result()`` returns: ``"last"`` (default, ``θ_T``);
+            ``"min_noisy_norm"`` (the iterate with the smallest released noisy norm; free,
+            ``"adaptive_norm"`` only); ``"exponential"`` (exponential mechanism on the
+            iterates' mean losses clamped to ``[0, loss_clip]``, Gumbel-max; pure
+            ``selection_epsilon``-DP, charged ``μ_sel = 2Φ⁻¹(e^ε/(1 + e^ε))``);
+            ``"noisy_loss"`` (Gaussian noisy mean losses of all iterates, the smallest wins;
+            ``selection_mu``-GDP). The last two ask for one more batch after the steps: the
+            ``T + 1`` iterates ``θ_0..θ_T``, evaluated on the same users.
+        selection_epsilon: ``ε_sel`` of ``"exponential"`` (required there only).
+        selection_mu: ``μ_sel`` of ``"noisy_loss"``, all ``T + 1`` scores together
+            (required there only).
+        loss_clip: ``C``: per-user losses are clamped to ``[0, C]`` for the evaluated
+            selections (sensitivity ``C/n``; required there only).
     """
 
     bounds: Tensor
     kernel: Kernel | None = None
     model: Any = None
     num_iterations: int = 25
-    privacy_mu: float = 1.0
+    privacy_mu: float | None = None
     clip_bound: float = 1.0
     step_size: float = 0.1
     step_rule: StepRule = "sgd"
@@ -106,7 +188,7 @@ class DPGIBOConfig:
     seed: int | None = None
     nonfinite_losses: NonfiniteLosses = "refuse"
     batch_selection: BatchSelection = "joint"
-    target_delta: float = 1e-5
+    target_delta: float | None = None
     privacy_budget_mu: float | None = None
     record_non_private_diagnostics: bool = False
     num_restarts: int = 4
@@ -115,6 +197,18 @@ class DPGIBOConfig:
     jitter: float = DEFAULT_JITTER
     unsafe_allow_sensitive_fitting: bool = False
     hyperparameter_fit: Callable[[Kernel, Tensor, Tensor], None] | None = None
+    epsilon: float | None = None
+    delta: float | None = None
+    # seed 003: adaptive noise and private choice of the returned iterate
+    noise_schedule: NoiseSchedule = "fixed"
+    max_iterations: int | None = None
+    norm_mu_fraction: float = DEFAULT_NORM_MU_FRACTION
+    snr_factor: float | None = None
+    max_step_mu: float | None = None
+    selection: Selection = "last"
+    selection_epsilon: float | None = None
+    selection_mu: float | None = None
+    loss_clip: float | None = None
 
     def __post_init__(self) -> None:
         # Every check raises ValueError naming the field; numeric fields are normalized
@@ -125,7 +219,9 @@ class DPGIBOConfig:
             raise ValueError(f"bounds must be a 2 x d tensor or array, got {type(self.bounds).__name__}.") from err
         self.bounds = bounds = check_bounds(bounds).clone()
         d = bounds.shape[1]
-        self.privacy_mu = check_positive(self.privacy_mu, "privacy_mu (μ)")
+        self.privacy_mu, self.epsilon, self.delta, self.target_delta = resolve_privacy(
+            self.privacy_mu, self.epsilon, self.delta, self.target_delta
+        )
         self.clip_bound = check_positive(self.clip_bound, "clip_bound (B)", allow_inf=False)
         self.num_iterations = check_positive_int(self.num_iterations, "num_iterations (T)")
         self.step_size = check_positive(self.step_size, "step_size (η)", allow_inf=False)
@@ -135,13 +231,12 @@ class DPGIBOConfig:
         if self.batch_size is not None:
             self.batch_size = check_positive_int(self.batch_size, "batch_size (b)")
         if self.bias_tolerance is not None:
-            self.bias_tolerance = check_positive(self.bias_tolerance, "bias_tolerance (ε)", allow_inf=False)
+            self.bias_tolerance = check_positive(self.bias_tolerance, "bias_tolerance", allow_inf=False)
         if self.bias_tolerance is not None and self.batch_size is not None:
             raise ValueError("Give either batch_size (fixed) or bias_tolerance (adaptive), not both.")
         if self.max_batch_size is not None:
             self.max_batch_size = check_positive_int(self.max_batch_size, "max_batch_size (b_max)")
         self.noise_variance = check_nonnegative(self.noise_variance, "noise_variance (σ²)", allow_inf=False)
-        self.target_delta = check_delta(self.target_delta, "target_delta")
         if self.privacy_budget_mu is not None:
             self.privacy_budget_mu = check_positive(self.privacy_budget_mu, "privacy_budget_mu")
         self.num_restarts = check_positive_int(self.num_restarts, "num_restarts")
@@ -195,6 +290,155 @@ class DPGIBOConfig:
                 "input transform), or set unsafe_allow_sensitive_fitting=True to run without a "
                 "privacy guarantee."
             )
+        _check_noise_schedule_and_selection(self)
+
+
+    @property
+    def max_evaluations(self) -> int:
+        r"""The most objective evaluations the run can ask for: ``T · b`` with fixed batches,
+        ``T · b_max`` with adaptive ones (``b`` and ``b_max`` default to ``d + 1``). Plan
+        anything that costs per evaluation with it, e.g. the DP-SGD training runs of a
+        target training ε (``DPSGDConfig(planned_runs=...)``)."""
+        default = self.bounds.shape[1] + 1
+        if self.bias_tolerance is not None:
+            per_step = self.max_batch_size if self.max_batch_size is not None else default
+        else:
+            per_step = self.batch_size if self.batch_size is not None else default
+        # an evaluated selection asks for the T + 1 iterates after the last step
+        selection = self.iteration_cap + 1 if self.selection in EVALUATED_SELECTIONS else 0
+        return self.iteration_cap * per_step + selection
+
+    @property
+    def iteration_cap(self) -> int:
+        r"""The most steps the run makes: ``num_iterations``, or ``max_iterations`` (``T_max``,
+        default ``num_iterations``) with ``noise_schedule="adaptive_norm"``."""
+        return self.max_iterations if self.max_iterations is not None else self.num_iterations
+
+    @property
+    def selection_privacy_mu(self) -> float:
+        r"""``μ_sel``, the selection's GDP charge (0 for ``"last"`` and ``"min_noisy_norm"``)."""
+        return selection_mu_of(self.selection, self.selection_epsilon, self.selection_mu)
+
+    @property
+    def steps_privacy_mu(self) -> float:
+        r"""``μ_steps = √(μ² − μ_sel²)``, the gradient steps' share (``privacy_mu`` itself
+        without a charged selection)."""
+        return steps_mu(self.privacy_mu, self.selection_privacy_mu)
+
+def resolve_privacy(
+    privacy_mu: float | None, epsilon: float | None, delta: float | None, target_delta: float | None
+) -> tuple[float, float | None, float | None, float]:
+    r"""The ``μ`` a run uses, from ``privacy_mu`` or from a target ``(epsilon, delta)``.
+
+    A target ``(ε, δ)`` resolves to the largest ``μ`` whose ``μ``-GDP guarantee implies
+    ``(ε, δ)``-DP: the exact inversion ``gdp_mu(ε, δ)`` of the GDP privacy profile
+    ``δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)`` (Dong, Roth & Su 2019), so the run's
+    reported ``ε`` at ``δ`` is the target.
+
+    Args:
+        privacy_mu: ``μ`` as given (``None``: not given).
+        epsilon: Target ``ε`` (``None``: not given).
+        delta: Target ``δ``; needed with, and only with, ``epsilon``.
+        target_delta: ``δ`` at which ``ε`` is reported (``None``: ``delta``, else 1e-5).
+
+    Returns:
+        ``(privacy_mu, epsilon, delta, target_delta)``, checked and converted.
+
+    Raises:
+        ValueError: Naming the fields: ``epsilon`` without ``delta`` (or the reverse),
+            both ``privacy_mu`` and ``epsilon`` (unless ``privacy_mu`` is the ``μ`` they
+            resolve to), or a value out of range.
+    """
+    if epsilon is None:
+        if delta is not None:
+            raise ValueError(
+                "delta (δ) was given without epsilon (ε): a target (ε, δ) needs both, "
+                "DPGIBOConfig(epsilon=..., delta=...). For the δ at which the guarantee's ε "
+                "is reported, use target_delta."
+            )
+        mu = DEFAULT_PRIVACY_MU if privacy_mu is None else check_positive(privacy_mu, "privacy_mu (μ)")
+        target = DEFAULT_TARGET_DELTA if target_delta is None else check_delta(target_delta, "target_delta")
+        return mu, None, None, target
+    epsilon = check_positive(epsilon, "epsilon (ε)")
+    if delta is None:
+        raise ValueError(
+            "epsilon (ε) needs delta (δ): give both, DPGIBOConfig(epsilon=..., delta=...), "
+            "with δ well below 1/n (e.g. 1e-5)."
+        )
+    delta = check_delta(delta, "delta (δ)")
+    mu = gdp_mu(epsilon, delta)
+    if privacy_mu is not None:
+        given = check_positive(privacy_mu, "privacy_mu (μ)")
+        if not math.isclose(given, mu, rel_tol=_RESOLVED_MU_RTOL):
+            raise ValueError(
+                "Give either privacy_mu (μ) or epsilon and delta (a target (ε, δ)), not both: "
+                f"privacy_mu = {given:g} is not the μ = {mu:.10g} that epsilon = {epsilon:g}, "
+                f"delta = {delta:g} resolve to. Set privacy_mu=None to use the target."
+            )
+        mu = given  # the value a resolved config already runs with
+    target = delta if target_delta is None else check_delta(target_delta, "target_delta")
+    return mu, epsilon, delta, target
+
+
+def check_per_user_losses(num_users: int, privacy_mu: float) -> None:
+    r"""Refuse a private run on fewer than ``MIN_USERS`` users' losses.
+
+    DP-GIBO protects each column of the ``q x n`` losses: column ``i`` must be user
+    ``i``'s own loss (e.g. a validation example's loss, ``reduction="none"``). An
+    objective that returns the mean loss as a ``q x 1`` tensor makes the whole data set
+    one "user", and a guarantee for that one user says nothing about any person in it.
+    Non-private runs (``μ = inf``) accept any ``n ≥ 1``.
+
+    Args:
+        num_users: ``n``, the number of columns of the first told losses.
+        privacy_mu: The run's ``μ``.
+
+    Raises:
+        ValueError: Explaining per-user losses, before anything is released.
+    """
+    if num_users < MIN_USERS and not math.isinf(privacy_mu):
+        raise ValueError(
+            f"losses have {num_users} column(s), but a private run needs per-user losses: a "
+            "q x n tensor whose column i is user i's own loss at each of the q points (e.g. "
+            "each validation example's loss, reduction='none'), with n >= 2. A q x 1 tensor "
+            "such as the mean loss over all users treats the whole data set as one user, and "
+            "a guarantee for that one user protects no person in it. Return the per-user "
+            "losses; DP-GIBO averages them itself after clipping each user's contribution."
+        )
+
+
+def _check_noise_schedule_and_selection(config: DPGIBOConfig) -> None:
+    r"""Seed 003's fields: a known schedule and selection, their parameters only where
+    they are used (``ValueError`` naming the field)."""
+    c = config
+    check_choice(c.noise_schedule, "noise_schedule", NOISE_SCHEDULES)
+    adaptive = c.noise_schedule == "adaptive_norm"
+    if adaptive:
+        if math.isinf(c.privacy_mu):
+            raise ValueError("noise_schedule='adaptive_norm' scales the noise to a privacy budget; it needs a finite privacy_mu.")
+        if c.max_iterations is not None:
+            c.max_iterations = check_positive_int(c.max_iterations, "max_iterations (T_max)")
+        c.norm_mu_fraction = check_probability(c.norm_mu_fraction, "norm_mu_fraction (f_N)")
+        if c.snr_factor is not None:
+            c.snr_factor = check_positive(c.snr_factor, "snr_factor (c_snr)", allow_inf=False)
+    else:
+        for name in ("max_iterations", "snr_factor", "max_step_mu"):
+            if getattr(c, name) is not None:
+                raise ValueError(f"{name} is only used with noise_schedule='adaptive_norm'.")
+        if c.norm_mu_fraction != DEFAULT_NORM_MU_FRACTION:
+            raise ValueError("norm_mu_fraction is only used with noise_schedule='adaptive_norm'.")
+    c.selection_epsilon, c.selection_mu, c.loss_clip = check_selection(
+        c.selection, noise_schedule=c.noise_schedule, privacy_mu=c.privacy_mu,
+        selection_epsilon=c.selection_epsilon, selection_mu=c.selection_mu, loss_clip=c.loss_clip,
+    )
+    if adaptive:
+        if c.max_step_mu is not None:
+            c.max_step_mu = check_positive(c.max_step_mu, "max_step_mu (μ_max)", allow_inf=False)
+        # the schedule's own checks (one step must fit, μ_max ≤ μ_steps); n and Δ do not enter them
+        AdaptiveNormSchedule.build(
+            total_mu=c.steps_privacy_mu, sensitivity=1.0, dim=c.bounds.shape[1], max_iterations=c.iteration_cap,
+            num_users=1, norm_mu_fraction=c.norm_mu_fraction, snr_factor=c.snr_factor, max_step_mu=c.max_step_mu,
+        )
 
 
 def _float_tensor(value: Any, name: str) -> Tensor:
@@ -224,12 +468,13 @@ def resolve_model(config: DPGIBOConfig) -> tuple[Kernel, float, bool]:
 
 
 def check_bias_tolerance(bias_tolerance: float, prior: GradientGP, theta0: Tensor) -> None:
-    r"""Refuse an adaptive tolerance ``ε`` at or above the prior gradient trace at ``θ₀``
-    (the first batch would be empty); ``prior`` is the ``GradientGP`` with no data."""
+    r"""Refuse a ``bias_tolerance`` at or above the prior gradient trace at ``θ₀`` (the
+    first adaptive batch would be empty); ``prior`` is the ``GradientGP`` with no data."""
     with torch.no_grad():
         prior_trace = float(prior.posterior_trace(theta0))
     if not bias_tolerance < prior_trace:
         raise ValueError(
-            f"bias_tolerance (ε) = {bias_tolerance:g} is not below the prior gradient trace "
-            f"{prior_trace:g} at theta0: the first batch would be empty. Choose a smaller ε."
+            f"bias_tolerance = {bias_tolerance:g} is not below the prior gradient trace "
+            f"{prior_trace:g} at theta0: the first batch would be empty. Choose a smaller "
+            "bias_tolerance."
         )

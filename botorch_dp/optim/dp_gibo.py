@@ -23,7 +23,8 @@ from tqdm.auto import tqdm
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.batch_selection import local_bounds, select_batch
 from botorch_dp.optim.checkpoint import save_state
-from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, resolve_model
+from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, check_per_user_losses, resolve_model
+from botorch_dp.optim.noise_schedule import AdaptiveNormSchedule, release_adaptive_step
 from botorch_dp.optim.results import (
     DPGIBOResult,
     IterationInfo,
@@ -40,13 +41,20 @@ from botorch_dp.optim.run_state import (
     resume_run,
     rollback_on_error,
 )
+from botorch_dp.optim.selection import EVALUATED_SELECTIONS, min_noisy_norm_index, release_selection
 from botorch_dp.optim.step_rules import make_step_optimizer, projected_step
+from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.checks import (
     check_told_batch,
     empty_batch_losses,
 )
 from botorch_dp.privacy.ledger import PrivacyLedger
-from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, ReleaseDiagnostics
+from botorch_dp.privacy.mechanisms import (
+    AdaptiveGaussianGradientMechanism,
+    GaussianGradientMechanism,
+    GradientRelease,
+    ReleaseDiagnostics,
+)
 from botorch_dp.privacy.seeding import PrivacyWarning, noise_generator
 from botorch_dp.utils import check_bounds, child_seeds
 
@@ -58,6 +66,13 @@ class DPGIBO:
     receive the ``q x n`` per-user losses, release ``(1/n) Σ_i clip_B(A y_i) + N(0,
     (2B√T/(nμ))² I)`` (``A = ∇k(θ, D)K⁻¹``) through ``GaussianGradientMechanism``, step
     and project. Per-user losses stay in this object and its (protected) checkpoint.
+
+    With ``noise_schedule="adaptive_norm"`` each step releases a noisy norm and then the
+    gradient at the ``μ_t`` the schedule derives from it (``AdaptiveGaussianGradientMechanism``,
+    ``optim.noise_schedule``), until the filter has spent the budget. With
+    ``selection="exponential"`` or ``"noisy_loss"``, ``ask`` returns the iterates once the
+    steps are done, and ``tell`` with their losses chooses the returned iterate
+    (``optim.selection``).
 
     Args:
         config: The ``DPGIBOConfig``.
@@ -102,7 +117,15 @@ class DPGIBO:
         self._traces: list[float] = []
         self._released: list[Tensor] = []
         self._diag: list[ReleaseDiagnostics] = []
-        self._mechanism: GaussianGradientMechanism | None = None
+        self._mechanism: GaussianGradientMechanism | AdaptiveGaussianGradientMechanism | None = None
+        # seed 003 (noise_schedule="adaptive_norm", selection): public per-step values
+        self._step_mus: list[float] = []  # μ_t of each adaptive gradient release
+        self._noise_stds: list[float] = []  # σ_t = Δ/μ_t
+        self._noisy_norms: list[float] = []  # released N_t
+        self._norm_mus: list[float] = []  # μ_N of each norm release
+        self._stopped = False  # the filter ended the adaptive steps
+        self._selected: int | None = None  # the evaluated selection's choice
+        self._selection_scores: Tensor | None = None  # "noisy_loss": the released scores
         self._committed: dict[str, Any] | None = None  # files of the last checkpoint written
         self._kernel_fingerprint = kernel_fingerprint(self.kernel) if self.checkpoint_dir is not None else None
         self._config_json = config_to_json(c) if self.checkpoint_dir is not None else None
@@ -129,8 +152,16 @@ class DPGIBO:
         return self.config.bounds.shape[1]
 
     @property
+    def steps_done(self) -> bool:
+        r"""No gradient step is left: ``T`` steps made (``T_max`` with ``"adaptive_norm"``),
+        or the adaptive schedule's filter spent the budget."""
+        return self._stopped or self.iteration >= self.config.iteration_cap
+
+    @property
     def is_done(self) -> bool:
-        return self.iteration >= self.config.num_iterations
+        r"""The steps are done and so is the choice of the returned iterate (an evaluated
+        ``selection`` asks for one more batch, the iterates)."""
+        return self.steps_done and not (self.config.selection in EVALUATED_SELECTIONS and self._selected is None)
 
     @property
     def num_users(self) -> int | None:
@@ -150,13 +181,20 @@ class DPGIBO:
         Returns:
             A ``b x d`` float64 tensor (``b`` may be 0 with adaptive batches when the
             existing evaluations already pin down the gradient). Repeated calls before
-            ``tell`` return the same points.
+            ``tell`` return the same points. After the last step of a run with
+            ``selection="exponential"`` or ``"noisy_loss"``, the ``(t + 1) x d`` iterates
+            ``θ_0..θ_t``, whose losses choose the returned iterate.
         """
         if self.is_done:
-            raise RuntimeError(f"The run is finished ({self.config.num_iterations} iterations).")
+            raise RuntimeError(f"The run is finished ({self.iteration} iterations).")
         if self._pending is not None:
             return self._pending.clone()
         c = self.config
+        if self.steps_done:  # the evaluated selection's batch: the iterates θ_0..θ_T (public)
+            with rollback_on_error(self):
+                self._pending = torch.stack(self._iterates)
+                self._save_checkpoint()
+            return self._pending.clone()
         with rollback_on_error(self):  # a failed search or checkpoint write leaves no trace
             self._pending = select_batch(
                 self._gp, self.theta, self.local_bounds(), self._search_gen,
@@ -186,13 +224,20 @@ class DPGIBO:
         """
         points, losses = self._checked_batch(points, losses)
         with rollback_on_error(self):
+            if self.steps_done:  # the iterates' losses: the evaluated selection
+                return self._select(points, losses)
             return self._step(points, losses)
 
     def _step(self, points: Tensor, losses: Tensor) -> IterationInfo:
         c = self.config
         if self._mechanism is None:
             self._mechanism = self._make_mechanism(losses.shape[1])
-        self.ledger.check_validation_step(self._mechanism.step_mu)  # budget filter, before release
+        adaptive_noise = c.noise_schedule == "adaptive_norm"
+        if adaptive_noise:  # the schedule's filter (the ledger's runs before each release)
+            if not self._adaptive_schedule().can_start_step(self.iteration, self._spent_mus()):
+                raise RuntimeError("The adaptive schedule's filter has no room for another step.")
+        else:
+            self.ledger.check_validation_step(self._mechanism.step_mu)  # budget filter, before release
 
         self._X = torch.cat([self._X, points])
         self._Y_blocks = [*self._Y_blocks, losses]  # a new list: the snapshot keeps the old one
@@ -209,10 +254,13 @@ class DPGIBO:
 
         with torch.no_grad():
             A = self._gp.gradient_weights(self.theta)
-            release = self._mechanism.release(
-                A, Y, diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses
-            )
-            self.ledger.record_validation_step(mu=release.cost.mu, run_id=self.run_id, key=f"step-{self.iteration:04d}")
+            if adaptive_noise:
+                release = self._adaptive_release(A, Y)
+            else:
+                release = self._mechanism.release(
+                    A, Y, diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses
+                )
+                self.ledger.record_validation_step(mu=release.cost.mu, run_id=self.run_id, key=f"step-{self.iteration:04d}")
             trace = float(self._gp.posterior_trace(self.theta))
         self._traces = [*self._traces, trace]
         self._batch_sizes = [*self._batch_sizes, points.shape[0]]
@@ -225,6 +273,61 @@ class DPGIBO:
         self._save_checkpoint()  # durable before the step is returned
         return IterationInfo(self.iteration, self.theta.clone(), points.shape[0], trace)
 
+    # ------------------------------------------------- seed 003: adaptive noise, selection
+    def _adaptive_schedule(self, dim: int | None = None) -> AdaptiveNormSchedule:
+        r"""The B1′ schedule of this run (public: config, ``n``, ``d_eff``)."""
+        c = self.config
+        return AdaptiveNormSchedule.build(
+            total_mu=c.steps_privacy_mu, sensitivity=self._mechanism.sensitivity, dim=self.dim if dim is None else dim,
+            max_iterations=c.iteration_cap, num_users=self._mechanism.num_users, norm_mu_fraction=c.norm_mu_fraction,
+            snr_factor=c.snr_factor, max_step_mu=c.max_step_mu,
+        )
+
+    def _spent_mus(self) -> list[float]:
+        r"""Every ``μ_j`` this run has recorded in the ledger (its filter's spent budget)."""
+        return [mu for (run_id, _), mu in self.ledger.validation_steps.items() if run_id == self.run_id]
+
+    def _adaptive_release(self, A: Tensor, Y: Tensor | list[Tensor]) -> GradientRelease:
+        r"""One ``"adaptive_norm"`` step (``release_adaptive_step``): each release checked
+        against the ledger before it is made and recorded as ``step-t/norm``, ``step-t/grad``."""
+        c = self.config
+        step = release_adaptive_step(
+            self._mechanism.clipped_mean(A, Y, nonfinite=c.nonfinite_losses), self._adaptive_schedule(dim=A.shape[0]),
+            index=self.iteration, spent_mus=self._spent_mus(), ledger=self.ledger, run_id=self.run_id,
+            diagnostics=c.record_non_private_diagnostics,
+        )
+        self._noisy_norms = [*self._noisy_norms, step.norm.norm]
+        self._norm_mus = [*self._norm_mus, step.norm.cost.mu]
+        self._step_mus = [*self._step_mus, step.gradient.cost.mu]
+        self._noise_stds = [*self._noise_stds, step.noise_std]
+        self._stopped = step.final
+        return step.gradient
+
+    def _select(self, points: Tensor, losses: Tensor) -> IterationInfo:
+        r"""The evaluated selection over the iterates' ``(t + 1) x n`` losses, checked against
+        the ledger first and recorded under ``"select"``."""
+        c = self.config
+        chosen = release_selection(
+            c.selection, losses, selection_epsilon=c.selection_epsilon, selection_mu=c.selection_mu,
+            loss_clip=c.loss_clip, generator=self._noise_gen, ledger=self.ledger, run_id=self.run_id,
+            nonfinite=c.nonfinite_losses,
+        )
+        self._selected, self._selection_scores = chosen.index, chosen.scores
+        self._pending = None
+        self._save_checkpoint()  # durable before the choice is returned
+        return IterationInfo(self.iteration, self._iterates[chosen.index].clone(), points.shape[0], math.nan, chosen.index)
+
+    def selected_index(self) -> int | None:
+        r"""The index ``j`` of the iterate the run returns (``θ_j``): the last one, the argmin
+        of the released noisy norms, or the evaluated selection's choice (``None`` until
+        it is made)."""
+        c = self.config
+        if c.selection in EVALUATED_SELECTIONS:
+            return self._selected
+        if c.selection == "min_noisy_norm" and self._noisy_norms:
+            return min_noisy_norm_index(self._noisy_norms)  # post-processing: free
+        return len(self._iterates) - 1
+
     def _checked_batch(self, points: Tensor, losses: Tensor) -> tuple[Tensor, Tensor]:
         r"""The asked points and a float64 CPU COPY of the told losses (detached from any
         autograd graph, so a caller reusing its buffer cannot change what is stored), or a
@@ -232,14 +335,21 @@ class DPGIBO:
         released and no state changes before this returns."""
         if self._pending is None:
             if self.is_done:
-                raise RuntimeError(f"The run is finished ({self.config.num_iterations} iterations); nothing to tell.")
+                raise RuntimeError(f"The run is finished ({self.iteration} iterations); nothing to tell.")
             raise RuntimeError("Call ask() before tell().")
-        return check_told_batch(points, losses, self._pending, self.num_users, self.config.nonfinite_losses)
+        points, losses = check_told_batch(points, losses, self._pending, self.num_users, self.config.nonfinite_losses)
+        if self.num_users is None:  # the first batch fixes n: one loss per user, n >= 2
+            check_per_user_losses(losses.shape[1], self.config.privacy_mu)
+        return points, losses
 
-    def _make_mechanism(self, num_users: int) -> GaussianGradientMechanism:
+    def _make_mechanism(self, num_users: int) -> GaussianGradientMechanism | AdaptiveGaussianGradientMechanism:
         c = self.config
+        if c.noise_schedule == "adaptive_norm":
+            return AdaptiveGaussianGradientMechanism(
+                clip_bound=c.clip_bound, num_users=num_users, generator=self._noise_gen, chunk_size=c.user_chunk_size
+            )
         return GaussianGradientMechanism(
-            clip_bound=c.clip_bound, num_users=num_users, privacy_mu=c.privacy_mu, num_steps=c.num_iterations,
+            clip_bound=c.clip_bound, num_users=num_users, privacy_mu=c.steps_privacy_mu, num_steps=c.num_iterations,
             generator=self._noise_gen, chunk_size=c.user_chunk_size,
         )
 
@@ -262,7 +372,7 @@ class DPGIBO:
         Returns:
             The ``DPGIBOResult``.
         """
-        bar = tqdm(total=self.config.num_iterations, initial=self.iteration, disable=not progress, desc="DP-GIBO")
+        bar = tqdm(total=self.config.iteration_cap, initial=self.iteration, disable=not progress, desc="DP-GIBO")
         try:
             while not self.is_done:
                 X = self.ask()
@@ -273,8 +383,9 @@ class DPGIBO:
                 else:  # an empty first batch: only the objective knows n (never assume n = 1)
                     losses = empty_batch_losses(objective, X)
                 info = self.tell(X, losses)
-                bar.update(1)
-                bar.set_postfix(b=info.batch_size, trace=f"{info.posterior_trace:.3g}")
+                if info.selected_index is None:  # a step (not the evaluated selection)
+                    bar.update(1)
+                    bar.set_postfix(b=info.batch_size, trace=f"{info.posterior_trace:.3g}")
                 if callback is not None and callback(info):
                     break
         finally:
@@ -284,9 +395,16 @@ class DPGIBO:
     def guarantee(self, delta: float | None = None) -> PrivacyGuarantee:
         r"""The validation-data guarantee of the steps taken so far (noise read from the mechanism)."""
         holds = not self.config.unsafe_allow_sensitive_fitting
+        mu = self.ledger.validation_mu() if holds else math.inf
+        delta = self.config.target_delta if delta is None else delta
+        if self.config.noise_schedule == "adaptive_norm":  # σ_t differs per step: report the latest
+            std = self._noise_stds[-1] if self._noise_stds else 0.0
+            return PrivacyGuarantee(
+                mu=mu, epsilon=gdp_epsilon(mu, delta), delta=delta, noise_std=std,
+                noise_multiplier=std / self._mechanism.sensitivity if std else 0.0, num_steps=self.iteration, holds=holds,
+            )
         return PrivacyGuarantee.of(
-            mu=self.ledger.validation_mu() if holds else math.inf,
-            delta=self.config.target_delta if delta is None else delta,
+            mu=mu, delta=delta,
             mechanism=self._mechanism if self._mechanism is not None else self._make_mechanism(1),
             released=self._mechanism is not None, num_steps=self.iteration, holds=holds,
         )
@@ -294,14 +412,26 @@ class DPGIBO:
     def result(self) -> DPGIBOResult:
         r"""The private release and, if ``config.record_non_private_diagnostics``, NON-PRIVATE diagnostics."""
         d = self.dim
+        selected = self.selected_index()
+        if self.config.noise_schedule == "adaptive_norm" or self._mechanism is None:
+            step_mus, noise_stds = list(self._step_mus), list(self._noise_stds)
+        else:  # fixed schedule: the same μ/√T and σ at every step
+            step_mus = [self._mechanism.step_mu] * self.iteration
+            noise_stds = [self._mechanism.noise_std] * self.iteration
         release = PrivateRelease(
-            theta=self.theta.clone(),
+            theta=(self.theta if selected is None else self._iterates[selected]).clone(),
             iterates=torch.stack(self._iterates),
             evaluation_points=self._X.clone(),
             batch_sizes=list(self._batch_sizes),
             posterior_traces=list(self._traces),
             released_gradients=released_matrix(self),
             guarantee=self.guarantee(),
+            step_mus=step_mus,
+            noise_stds=noise_stds,
+            noisy_norms=list(self._noisy_norms),
+            norm_mus=list(self._norm_mus),
+            selected_index=selected,
+            selection_scores=None if self._selection_scores is None else self._selection_scores.clone(),
         )
         diagnostics = None
         if self.config.record_non_private_diagnostics:

@@ -28,6 +28,10 @@ class PrivacyGuarantee:
         noise_multiplier: ``noise_std`` over the sensitivity ``2B/n`` (Opacus's convention).
         num_steps: Number of noisy releases so far.
         holds: ``False`` when the run used the unsafe opt-out (then ``mu = inf``).
+
+    With ``noise_schedule="adaptive_norm"`` the noise differs per step: ``noise_std`` and
+    ``noise_multiplier`` are those of the most recent gradient release (every step's
+    ``σ_t`` and ``μ_t`` are in ``PrivateRelease.noise_stds`` and ``step_mus``).
     """
 
     mu: float
@@ -37,6 +41,12 @@ class PrivacyGuarantee:
     noise_multiplier: float
     num_steps: int
     holds: bool = True
+
+    @property
+    def rho(self) -> float:
+        r"""``ρ = μ²/2``: the same guarantee in zCDP units (exact for Gaussian releases;
+        for a pure ``ε``-DP selection it reports the ledger's GDP charge ``μ_sel``)."""
+        return self.mu * self.mu / 2.0
 
     @classmethod
     def of(
@@ -63,6 +73,16 @@ class PrivateRelease:
         posterior_traces: ``tr Σ_{D_t}(θ_t)`` after each batch (depends on ``D``, ``θ`` only).
         released_gradients: ``t x d`` tensor of the privatized gradients.
         guarantee: The ``PrivacyGuarantee``.
+        step_mus: ``μ_t`` of each gradient release (the realised ``Δ/σ_t``).
+        noise_stds: ``σ_t``, the noise std per coordinate of each gradient release.
+        noisy_norms: The released noisy gradient norms ``N_t`` (``"adaptive_norm"`` only;
+            ``N_t`` is at ``θ_t``; empty otherwise).
+        norm_mus: ``μ_N`` of each norm release (empty without ``"adaptive_norm"``).
+        selected_index: ``j`` with ``theta = iterates[j]``: ``t`` for ``"last"``, the argmin
+            of ``noisy_norms``, or the private choice of ``"exponential"``/``"noisy_loss"``
+            (``None`` while that choice is still to be made; ``theta`` is then ``θ_t``).
+        selection_scores: The released noisy mean losses of the iterates (``"noisy_loss"``),
+            else ``None``.
     """
 
     theta: Tensor
@@ -72,6 +92,12 @@ class PrivateRelease:
     posterior_traces: list[float]
     released_gradients: Tensor
     guarantee: PrivacyGuarantee
+    step_mus: list[float] = field(default_factory=list)
+    noise_stds: list[float] = field(default_factory=list)
+    noisy_norms: list[float] = field(default_factory=list)
+    norm_mus: list[float] = field(default_factory=list)
+    selected_index: int | None = None
+    selection_scores: Tensor | None = None
 
 
 @dataclass
@@ -133,10 +159,13 @@ class IterationInfo:
         iteration: ``t``, the number of steps taken so far.
         theta: ``d`` tensor, the new iterate ``θ_t`` (a copy).
         batch_size: Points evaluated in this iteration.
-        posterior_trace: ``tr Σ_{D_t}(θ_{t-1})`` after this batch.
+        posterior_trace: ``tr Σ_{D_t}(θ_{t-1})`` after this batch (NaN for a selection).
+        selected_index: ``None`` after a step; after the selection batch of
+            ``"exponential"``/``"noisy_loss"``, the chosen iterate's index (``theta`` is it).
     """
 
     iteration: int
     theta: Tensor
     batch_size: int
     posterior_trace: float
+    selected_index: int | None = None

@@ -18,7 +18,7 @@ from botorch_dp.utils import project_to_box
 StepRule = Literal["sgd", "adagrad"]
 STEP_RULES: tuple[str, ...] = get_args(StepRule)
 
-#: ``ε`` added to AdaGrad's denominator ``√(Σ g²) + ε`` (the package's historical value;
+#: ``eps`` added to AdaGrad's denominator ``√(Σ g²) + eps`` (the package's historical value;
 #: ``torch.optim.Adagrad``'s own default is 1e-10).
 ADAGRAD_EPS = 1e-8
 
@@ -43,7 +43,8 @@ def make_step_optimizer(theta: Tensor, step_rule: StepRule, step_size: float) ->
     Args:
         theta: The ``d`` start ``θ_0``; the optimizer holds (and updates) its own copy.
         step_rule: ``"sgd"`` (``θ ← θ − η g``) or ``"adagrad"``
-            (``θ ← θ − η g / (√(Σ_{s≤t} g_s²) + ε)``, coordinate-wise).
+            (``θ ← θ − η g / (√(Σ_{s≤t} g_s²) + eps)``, coordinate-wise; ``eps`` is
+            ``ADAGRAD_EPS``).
         step_size: ``η > 0``.
 
     Returns:

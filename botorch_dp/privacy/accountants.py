@@ -236,6 +236,7 @@ def accountant_epsilon(
     if isinstance(accountant, PRVAccountant):
         with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
+            warnings.simplefilter("ignore", UserWarning)  # its RDP domain bound: see below
             return float(accountant.get_epsilon(delta, eps_error=eps_error))
     with warnings.catch_warnings():
         # RDP warns when the optimal order is at the end of its grid; the value is

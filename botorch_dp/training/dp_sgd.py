@@ -1,9 +1,19 @@
 r"""DP-SGD training inside one evaluation: the training-data guarantee.
 
-``train_model`` trains a fresh model for one set of hyperparameters with SGD or, given a
-``DPSGDConfig``, with Opacus DP-SGD (Poisson sampling), and returns Opacus's accountant
-history of the run; ``planned_dp_run`` says what a run will spend before it touches the
-data. Opacus is imported only when a DP-SGD run starts.
+``train_model`` trains a fresh model for one set of hyperparameters with any torch
+optimizer or, given a ``DPSGDConfig``, with Opacus DP-SGD (Poisson sampling), and returns
+Opacus's accountant history of the run; ``planned_dp_run`` says what a run will spend
+before it touches the data.
+
+A target training ε: ``DPSGDConfig(target_epsilon=..., target_delta=..., planned_runs=R)``
+calibrates the noise multiplier σ so that ALL ``R`` planned runs together are
+``(ε, δ)``-DP for the training data (``calibrate_noise_multiplier``). Every run has the
+same Poisson rate ``q`` and ``S`` steps, and Opacus's RDP (and PRV) accounting of ``R``
+runs of ``S`` steps equals that of one run of ``R·S`` steps (the per-step privacy loss
+distributions compose the same way, whichever run a step belongs to; the ledger merges
+equal runs the same way). So Opacus's ``get_noise_multiplier`` is asked for
+``steps = R·S``, and the composed ε of the ``R`` runs is within its tolerance below the
+target. Opacus is imported only when a DP-SGD run or a calibration starts.
 """
 
 from __future__ import annotations
@@ -13,12 +23,20 @@ import secrets
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from botorch_dp.privacy.checks import (
+    check_choice,
+    check_delta,
+    check_nonnegative,
+    check_positive,
+    check_positive_int,
+)
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.utils import child_seeds, torch_threads
 
@@ -26,10 +44,17 @@ __all__ = [
     "DPSGDConfig",
     "TrainingConfig",
     "TrainingRun",
+    "calibrate_noise_multiplier",
+    "composed_training_epsilon",
     "make_mlp",
+    "per_example_loss_default",
     "planned_dp_run",
+    "resolve_dp_sgd",
     "train_model",
 ]
+
+#: Accountants a training-data ε can be calibrated and reported with (Opacus names).
+TRAINING_ACCOUNTANTS: tuple[str, ...] = ("rdp", "prv")
 
 
 @dataclass
@@ -39,7 +64,8 @@ class TrainingConfig:
     Attributes:
         epochs: Passes over the training split.
         batch_size: Mini-batch size (the expected batch size under Poisson sampling).
-        momentum: SGD momentum.
+        momentum: Momentum of ``torch.optim.SGD`` (only that optimizer, and only when no
+            ``momentum`` is given as a hyperparameter or an optimizer keyword).
         hidden_sizes: Widths of the hidden layers of the default MLP.
         seed: Seed of the initialization, dropout masks and (without DP) shuffling, so
             an evaluation is a deterministic function of θ.
@@ -60,13 +86,60 @@ class TrainingConfig:
 class DPSGDConfig:
     r"""Opacus DP-SGD settings of every training run (Poisson sampling).
 
+    Give either ``noise_multiplier`` or a target: ``target_epsilon``, ``target_delta`` and
+    ``planned_runs``, from which the noise multiplier of every run is calibrated so that
+    the ``planned_runs`` runs TOGETHER are ``(target_epsilon, target_delta)``-DP for the
+    training data (see the module docstring and ``calibrate_noise_multiplier``). Count
+    every run that trains on the training data: each evaluation of DP-GIBO (at most
+    ``DPGIBOConfig.max_evaluations``), the final model, any diagnostic run.
+
     Attributes:
-        noise_multiplier: Noise standard deviation over ``max_grad_norm``.
+        noise_multiplier: Noise standard deviation over ``max_grad_norm`` (default 1.0
+            when no target is given).
         max_grad_norm: Per-example gradient clipping norm.
+        target_epsilon: Target ε of all planned runs composed.
+        target_delta: Its δ.
+        planned_runs: ``R``, the number of training runs the target covers; a run
+            beyond the target is refused before it touches the data.
+        epsilon_tolerance: Accuracy of Opacus's search: the planned runs spend between
+            ``target_epsilon − epsilon_tolerance`` and ``target_epsilon``.
     """
 
-    noise_multiplier: float = 1.0
+    noise_multiplier: float | None = None
     max_grad_norm: float = 1.0
+    target_epsilon: float | None = None
+    target_delta: float | None = None
+    planned_runs: int | None = None
+    epsilon_tolerance: float = 0.01
+
+    def __post_init__(self) -> None:
+        self.max_grad_norm = check_positive(self.max_grad_norm, "max_grad_norm", allow_inf=False)
+        self.epsilon_tolerance = check_positive(self.epsilon_tolerance, "epsilon_tolerance", allow_inf=False)
+        target = (self.target_epsilon, self.target_delta, self.planned_runs)
+        if all(v is None for v in target):
+            noise = 1.0 if self.noise_multiplier is None else self.noise_multiplier
+            self.noise_multiplier = check_nonnegative(noise, "noise_multiplier", allow_inf=False)
+            return
+        if self.noise_multiplier is not None:
+            raise ValueError(
+                "Give either noise_multiplier or a target (target_epsilon, target_delta, "
+                "planned_runs), not both."
+            )
+        if any(v is None for v in target):
+            raise ValueError(
+                "A training-ε target needs target_epsilon, target_delta and planned_runs "
+                "(the number of training runs it covers), got "
+                f"target_epsilon={self.target_epsilon!r}, target_delta={self.target_delta!r}, "
+                f"planned_runs={self.planned_runs!r}."
+            )
+        self.target_epsilon = check_positive(self.target_epsilon, "target_epsilon", allow_inf=False)
+        self.target_delta = check_delta(self.target_delta, "target_delta")
+        self.planned_runs = check_positive_int(self.planned_runs, "planned_runs")
+
+    @property
+    def has_target(self) -> bool:
+        r"""The noise multiplier is calibrated to a target ε (rather than given)."""
+        return self.target_epsilon is not None
 
 
 @dataclass(frozen=True)
@@ -113,40 +186,178 @@ def _batches_per_epoch(num_examples: int, batch_size: int) -> int:
     return math.ceil(num_examples / batch_size)
 
 
+def _run_shape(num_examples: int, training: TrainingConfig) -> tuple[float, int]:
+    r"""Opacus's Poisson loader samples with rate ``1 / len(loader)`` and takes
+    ``len(loader)`` steps per epoch, ``len(loader) = ⌈m / batch_size⌉``."""
+    k = _batches_per_epoch(check_positive_int(num_examples, "num_examples"), training.batch_size)
+    return 1.0 / k, training.epochs * k
+
+
+def calibrate_noise_multiplier(
+    *,
+    target_epsilon: float,
+    target_delta: float,
+    sample_rate: float,
+    steps_per_run: int,
+    planned_runs: int,
+    accountant: str = "rdp",
+    epsilon_tolerance: float = 0.01,
+    eps_error: float = 0.01,
+) -> float:
+    r"""The DP-SGD noise multiplier σ that makes ``planned_runs`` equal runs ``(ε, δ)``-DP.
+
+    Opacus's ``get_noise_multiplier`` searches σ for ONE history entry; ``R`` runs of
+    ``S`` steps at the same ``(σ, q)`` compose exactly like one entry of ``R·S`` steps,
+    so it is asked for ``steps = R·S``.
+
+    Args:
+        target_epsilon: ε of all runs composed (> 0).
+        target_delta: δ in (0, 1).
+        sample_rate: Poisson rate ``q`` of each run.
+        steps_per_run: ``S``.
+        planned_runs: ``R``.
+        accountant: ``"rdp"`` or ``"prv"`` (the ledger's ``training_accountant``).
+        epsilon_tolerance: The composed ε lies in ``[target − tolerance, target]``.
+        eps_error: Accuracy of the PRV accountant.
+
+    Returns:
+        σ > 0.
+    """
+    from opacus.accountants.utils import get_noise_multiplier
+
+    check_choice(accountant, "accountant", TRAINING_ACCOUNTANTS)
+    total_steps = check_positive_int(steps_per_run, "steps_per_run") * check_positive_int(planned_runs, "planned_runs")
+    kwargs = {"eps_error": eps_error} if accountant == "prv" else {}
+    with warnings.catch_warnings():
+        # RDP: "optimal order is the largest alpha" (still a valid bound); PRV: log(1 - q) at q = 1
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(get_noise_multiplier(
+            target_epsilon=check_positive(target_epsilon, "target_epsilon", allow_inf=False),
+            target_delta=check_delta(target_delta, "target_delta"),
+            sample_rate=float(sample_rate), steps=total_steps, accountant=accountant,
+            epsilon_tolerance=epsilon_tolerance, **kwargs,
+        ))
+
+
+def composed_training_epsilon(
+    history: Sequence[tuple[float, float, int]], delta: float, accountant: str = "rdp", eps_error: float = 0.01
+) -> float:
+    r"""ε at ``delta`` of DP-SGD runs composed, merged like the ledger (equal ``(σ, q)`` runs
+    become one entry with the summed steps), from Opacus's accountant.
+
+    Args:
+        history: ``(noise_multiplier, sample_rate, steps)`` per run.
+        delta: δ in (0, 1).
+        accountant: ``"rdp"`` or ``"prv"``.
+        eps_error: Accuracy of the PRV accountant.
+
+    Returns:
+        ε ≥ 0 (0.0 for no runs).
+    """
+    from botorch_dp.privacy.accountants import accountant_epsilon, make_accountant
+
+    check_choice(accountant, "accountant", TRAINING_ACCOUNTANTS)
+    merged: dict[tuple[float, float], int] = {}
+    for sigma, rate, steps in history:
+        merged[(float(sigma), float(rate))] = merged.get((float(sigma), float(rate)), 0) + int(steps)
+    if not merged:
+        return 0.0
+    entries = [(sigma, rate, steps) for (sigma, rate), steps in merged.items()]
+    return accountant_epsilon(make_accountant(accountant, entries), delta=delta, eps_error=eps_error)
+
+
+def resolve_dp_sgd(
+    dp_sgd: DPSGDConfig, num_examples: int, training: TrainingConfig, *, accountant: str = "rdp", eps_error: float = 0.01
+) -> DPSGDConfig:
+    r"""The plain ``DPSGDConfig`` (a noise multiplier, no target) that every run uses.
+
+    Args:
+        dp_sgd: Settings with a noise multiplier or a target ε.
+        num_examples: ``m``, the size of the training split.
+        training: The ``TrainingConfig`` (epochs, batch size).
+        accountant: The accountant the target is met under (the ledger's).
+        eps_error: Accuracy of the PRV accountant.
+
+    Returns:
+        ``dp_sgd`` itself without a target, else a new config with the calibrated σ.
+    """
+    if not dp_sgd.has_target:
+        return dp_sgd
+    sample_rate, steps = _run_shape(num_examples, training)
+    sigma = calibrate_noise_multiplier(
+        target_epsilon=dp_sgd.target_epsilon, target_delta=dp_sgd.target_delta, sample_rate=sample_rate,
+        steps_per_run=steps, planned_runs=dp_sgd.planned_runs, accountant=accountant,
+        epsilon_tolerance=dp_sgd.epsilon_tolerance, eps_error=eps_error,
+    )
+    return DPSGDConfig(noise_multiplier=sigma, max_grad_norm=dp_sgd.max_grad_norm)
+
+
 def planned_dp_run(num_examples: int, training: TrainingConfig, dp_sgd: DPSGDConfig) -> tuple[float, float, int]:
     r"""What one DP-SGD run will spend, known before it touches the data.
-
-    Opacus's Poisson loader samples with rate ``1 / len(loader)`` and takes
-    ``len(loader)`` steps per epoch, ``len(loader) = ⌈m / batch_size⌉``.
 
     Args:
         num_examples: ``m``, the size of the training split.
         training: The ``TrainingConfig`` (epochs, batch size).
-        dp_sgd: The ``DPSGDConfig``.
+        dp_sgd: A ``DPSGDConfig`` with a noise multiplier (``resolve_dp_sgd`` turns a
+            target into one).
 
     Returns:
         ``(noise_multiplier, sample_rate, steps)`` as an Opacus history entry.
     """
-    k = _batches_per_epoch(num_examples, training.batch_size)
-    return float(dp_sgd.noise_multiplier), 1.0 / k, training.epochs * k
+    if dp_sgd.has_target:
+        raise ValueError("planned_dp_run needs a noise multiplier; resolve a target with resolve_dp_sgd first.")
+    sample_rate, steps = _run_shape(num_examples, training)
+    return float(dp_sgd.noise_multiplier), sample_rate, steps
+
+
+def per_example_loss_default(outputs: Tensor, targets: Tensor) -> Tensor:
+    r"""Cross-entropy for class labels, squared error for floating targets; one per example.
+
+    Args:
+        outputs: ``m x k`` logits, or ``m`` / ``m x k`` predictions.
+        targets: ``m`` class labels (``long``), or floating targets of ``outputs``' size.
+
+    Returns:
+        An ``m`` tensor.
+    """
+    if not targets.is_floating_point():
+        return F.cross_entropy(outputs, targets, reduction="none")
+    m = outputs.shape[0]
+    return (outputs.reshape(m, -1) - targets.reshape(m, -1).to(outputs.dtype)).pow(2).mean(-1)
+
+
+def model_dtype(model: nn.Module) -> torch.dtype:
+    r"""The dtype of the model's first floating-point parameter (torch's default if none)."""
+    for parameter in model.parameters():
+        if parameter.is_floating_point():
+            return parameter.dtype
+    return torch.get_default_dtype()
+
+
+def cast_batch(X: Tensor, y: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    r"""Features in the model's ``dtype``; floating targets too, class labels stay ``long``."""
+    return X.to(dtype), (y.to(dtype) if y.is_floating_point() else y)
 
 
 def train_model(
-    params: Mapping[str, float],
+    model_fn: Callable[[], nn.Module],
     X: Tensor,
     y: Tensor,
     training: TrainingConfig,
     *,
-    model_fn: Callable[[Mapping[str, float]], nn.Module],
+    optimizer: Callable[..., torch.optim.Optimizer] = torch.optim.SGD,
+    optimizer_kwargs: Mapping[str, Any] | None = None,
+    loss_fn: Callable[[Tensor, Tensor], Tensor] | None = None,
     dp_sgd: DPSGDConfig | None = None,
     noise_seed: int | None = None,
 ) -> tuple[nn.Module, tuple[float, float, int] | None]:
-    r"""Train a model with SGD (or Opacus DP-SGD) for the hyperparameters ``params``.
+    r"""Train a fresh model with any torch optimizer (or Opacus DP-SGD around it).
 
     The initialization and the dropout masks come from ``training.seed`` (torch's global
     generator is forked, the caller's random state is untouched); they are public
     randomness. Without DP the shuffling does too, so the model is a deterministic
-    function of ``params``.
+    function of its hyperparameters.
 
     With DP-SGD the Poisson sampling and the gradient noise are privacy randomness, drawn
     from two child streams of one 63-bit run seed:
@@ -166,13 +377,18 @@ def train_model(
       must differ between runs.
 
     Args:
-        params: Natural hyperparameter values; ``lr`` is required, ``weight_decay``
-            optional; all are passed to ``model_fn``.
-        X: ``m x p`` float32 training features.
-        y: ``m`` training labels.
+        model_fn: Builds the untrained model (called once, after seeding).
+        X: ``m x p`` training features of any floating dtype (cast to the model's).
+        y: ``m`` class labels, or floating targets.
         training: The ``TrainingConfig``.
-        model_fn: Builds the (untrained) model from ``params``.
-        dp_sgd: Train with Opacus DP-SGD with these settings.
+        optimizer: A ``torch.optim.Optimizer`` class, or any ``(params, **kwargs) ->
+            Optimizer``; Opacus wraps it for DP-SGD.
+        optimizer_kwargs: Its keyword arguments (e.g. ``lr``, ``weight_decay``). With
+            ``torch.optim.SGD`` and no ``momentum`` among them, ``training.momentum``.
+        loss_fn: ``(outputs, targets) -> m`` per-example losses; their mean is minimized
+            (default ``per_example_loss_default``).
+        dp_sgd: Train with Opacus DP-SGD with these settings (a noise multiplier; see
+            ``resolve_dp_sgd`` for a target ε).
         noise_seed: Seed of the DP-SGD sampler and noise; ``None`` draws it from OS
             entropy (see above). Ignored without ``dp_sgd``.
 
@@ -180,6 +396,8 @@ def train_model(
         The trained model (in eval mode, unwrapped from Opacus) and, with ``dp_sgd``,
         Opacus's accountant history of the run as ``(noise_multiplier, sample_rate, steps)``.
     """
+    if dp_sgd is not None and dp_sgd.has_target:
+        raise ValueError("train_model needs a DPSGDConfig with a noise multiplier; see resolve_dp_sgd.")
     if dp_sgd is not None and noise_seed is not None:
         warnings.warn(
             "A DP-SGD noise seed was given: the training noise and the Poisson batches are "
@@ -188,14 +406,17 @@ def train_model(
             PrivacyWarning,
             stacklevel=2,
         )
-    dataset = TensorDataset(X, y)
+    loss_fn = per_example_loss_default if loss_fn is None else loss_fn
+    kwargs = dict(optimizer_kwargs or {})
+    if optimizer is torch.optim.SGD:
+        kwargs.setdefault("momentum", training.momentum)
     with torch_threads(training.num_threads), torch.random.fork_rng(devices=[]):
         torch.manual_seed(training.seed)
-        model = model_fn(params)
-        optimizer = torch.optim.SGD(
-            model.parameters(), lr=float(params["lr"]), momentum=training.momentum,
-            weight_decay=float(params.get("weight_decay", 0.0)),
-        )
+        model = model_fn()
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"model_fn must return a torch.nn.Module, got {type(model).__name__}.")
+        dataset = TensorDataset(*cast_batch(X, y, model_dtype(model)))
+        opt = optimizer(model.parameters(), **kwargs)
         if dp_sgd is None:
             loader_seed = training.seed
         else:  # independent streams for the Poisson sampler and the gradient noise
@@ -211,8 +432,8 @@ def train_model(
                 # secure_mode needs torchcsprng; how the generators are seeded is in the docstring
                 warnings.filterwarnings("ignore", message=".*Secure RNG turned off.*")
                 engine = PrivacyEngine(accountant="rdp")
-                model, optimizer, loader = engine.make_private(
-                    module=model, optimizer=optimizer, data_loader=loader,
+                model, opt, loader = engine.make_private(
+                    module=model, optimizer=opt, data_loader=loader,
                     noise_multiplier=dp_sgd.noise_multiplier, max_grad_norm=dp_sgd.max_grad_norm,
                     poisson_sampling=True,
                     noise_generator=torch.Generator().manual_seed(gradient_noise_seed),
@@ -223,14 +444,14 @@ def train_model(
             warnings.filterwarnings("ignore", message=".*Full backward hook is firing.*")
             for _ in range(training.epochs):
                 for xb, yb in loader:
-                    optimizer.zero_grad(set_to_none=True)
+                    opt.zero_grad(set_to_none=True)
                     if xb.shape[0] == 0:  # an empty Poisson batch still takes a (noise-only) step
                         out = model(xb)
                         loss = out.sum() * 0.0
                     else:
-                        loss = F.cross_entropy(model(xb), yb)
+                        loss = loss_fn(model(xb), yb).mean()
                     loss.backward()
-                    optimizer.step()
+                    opt.step()
         if dp_sgd is not None:
             entries = engine.accountant.history  # run-length encoded: one entry per run
             if len(entries) != 1:

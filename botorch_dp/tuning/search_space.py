@@ -4,19 +4,37 @@ Coordinates: DP-GIBO works on the unit cube ``[0, 1]^d``, so that one kernel
 length-scale, one search radius and one step size fit every hyperparameter; a
 ``SearchSpace`` maps a point of the cube to natural units (log-uniformly for
 log-scaled hyperparameters such as the learning rate).
+
+Each hyperparameter is passed by name, as a keyword argument, either to the optimizer
+(e.g. ``lr``, ``weight_decay``, ``momentum`` of any ``torch.optim`` class) or to the
+model's constructor (e.g. ``dropout``); ``route_hyperparameters`` decides which, from
+``Hyperparameter.target`` or from the two signatures.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
+from gpytorch.kernels import RBFKernel, ScaleKernel
 from torch import Tensor
 
-__all__ = ["Hyperparameter", "SearchSpace", "default_mlp_space"]
+__all__ = [
+    "HYPERPARAMETER_TARGETS",
+    "Hyperparameter",
+    "SearchSpace",
+    "default_mlp_space",
+    "keyword_parameters",
+    "route_hyperparameters",
+]
+
+#: Where a hyperparameter goes: a keyword of the optimizer or of the model constructor.
+HYPERPARAMETER_TARGETS: tuple[str, ...] = ("optimizer", "model")
+HyperparameterTarget = Literal["optimizer", "model"]
 
 
 @dataclass(frozen=True)
@@ -28,14 +46,25 @@ class Hyperparameter:
         lower: Lower end of the range in natural units.
         upper: Upper end of the range in natural units.
         log_scale: Search ``log10`` of the value (``lower`` must then be positive).
+        target: ``"optimizer"`` (a keyword argument of the optimizer, e.g. ``lr``) or
+            ``"model"`` (a keyword argument of ``model_fn``, e.g. ``dropout``); ``None``
+            (default) infers it from the signatures (see ``route_hyperparameters``). The
+            value is a float; round it inside ``model_fn`` for an integer setting.
     """
 
     name: str
     lower: float
     upper: float
     log_scale: bool = False
+    target: HyperparameterTarget | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ValueError(f"Hyperparameter name must be a Python identifier (a keyword argument), got {self.name!r}.")
+        if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
+            raise ValueError(f"{self.name}: lower and upper must be finite.")
+        if self.target is not None and self.target not in HYPERPARAMETER_TARGETS:
+            raise ValueError(f"{self.name}: target must be one of {HYPERPARAMETER_TARGETS} or None, got {self.target!r}.")
         if not self.lower < self.upper:
             raise ValueError(f"{self.name}: lower must be below upper.")
         if self.log_scale and self.lower <= 0:
@@ -133,9 +162,102 @@ class SearchSpace:
     def describe(self) -> list[dict[str, Any]]:
         r"""The space as plain values (for a JSON report)."""
         return [
-            {"name": h.name, "lower": h.lower, "upper": h.upper, "log_scale": h.log_scale}
+            {"name": h.name, "lower": h.lower, "upper": h.upper, "log_scale": h.log_scale, "target": h.target}
             for h in self.hyperparameters
         ]
+
+    def recommended_kernel(self, lengthscale: float = 0.2, outputscale: float = 1.0) -> ScaleKernel:
+        r"""A scaled RBF kernel on the unit cube with FIXED, public hyperparameters.
+
+        A length-scale of 0.2 (a fifth of every range) and a prior variance of 1 for a
+        per-user loss suit losses of order one (e.g. a capped cross-entropy); they depend
+        only on the space, never on the data, as DP-GIBO requires.
+
+        Args:
+            lengthscale: The RBF length-scale, in unit-cube coordinates.
+            outputscale: The prior variance of a per-user loss.
+
+        Returns:
+            A float64 ``ScaleKernel(RBFKernel(ard_num_dims=d))`` with gradients off.
+        """
+        kernel = ScaleKernel(RBFKernel(ard_num_dims=self.dim)).to(torch.float64)
+        kernel.base_kernel.lengthscale = torch.full((1, self.dim), float(lengthscale), dtype=torch.float64)
+        kernel.outputscale = float(outputscale)
+        return kernel.requires_grad_(False)
+
+
+def keyword_parameters(fn: Callable[..., Any], *, skip_first: bool = False) -> tuple[set[str], bool]:
+    r"""The names ``fn`` accepts as keyword arguments, and whether it takes ``**kwargs``.
+
+    Args:
+        fn: A function or a class (its constructor's signature).
+        skip_first: Leave out the first positional parameter (an optimizer's ``params``).
+
+    Returns:
+        ``(names, takes_var_keyword)``; ``(set(), True)`` if the signature is unknown.
+    """
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return set(), True
+    if skip_first and parameters and parameters[0].kind in (
+        inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD
+    ):
+        parameters = parameters[1:]
+    names = {
+        p.name for p in parameters
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
+    return names, any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def route_hyperparameters(
+    space: SearchSpace, optimizer: Callable[..., Any], model_fn: Callable[..., Any]
+) -> dict[str, str]:
+    r"""Where each hyperparameter of ``space`` goes: ``"optimizer"`` or ``"model"``.
+
+    An explicit ``Hyperparameter.target`` wins. Otherwise a name that the optimizer's
+    signature lists (after its ``params``) goes to the optimizer, one that ``model_fn``'s
+    signature lists goes to the model, and when only one of them takes ``**kwargs`` the
+    name goes there. A name both list, or neither, raises.
+
+    Args:
+        space: The ``SearchSpace``.
+        optimizer: A ``torch.optim.Optimizer`` class or any ``(params, **kwargs) -> Optimizer``.
+        model_fn: A model class or any ``(**kwargs) -> nn.Module``.
+
+    Returns:
+        ``{name: "optimizer" | "model"}`` in the space's order.
+
+    Raises:
+        ValueError: Naming the hyperparameter and the keywords each side accepts.
+    """
+    opt_names, opt_var = keyword_parameters(optimizer, skip_first=True)
+    model_names, model_var = keyword_parameters(model_fn)
+    routes: dict[str, str] = {}
+    for h in space.hyperparameters:
+        if h.target is not None:
+            routes[h.name] = h.target
+            continue
+        in_opt, in_model = h.name in opt_names, h.name in model_names
+        if in_opt and in_model:
+            problem = "is a keyword of both the optimizer and model_fn"
+        elif in_opt or in_model:
+            routes[h.name] = "optimizer" if in_opt else "model"
+            continue
+        elif opt_var != model_var:
+            routes[h.name] = "optimizer" if opt_var else "model"
+            continue
+        else:
+            problem = "is a keyword of neither the optimizer nor model_fn"
+        raise ValueError(
+            f"Hyperparameter {h.name!r} {problem}: the optimizer "
+            f"{getattr(optimizer, '__name__', type(optimizer).__name__)} takes {sorted(opt_names)}, "
+            f"model_fn takes {sorted(model_names)} (model_fn is called with the model's "
+            "hyperparameters as keyword arguments). Rename it, or set "
+            "Hyperparameter(..., target='optimizer') or target='model'."
+        )
+    return routes
 
 
 def default_mlp_space() -> SearchSpace:

@@ -1,8 +1,9 @@
-r"""Private tuning of the continuous hyperparameters of a torch classifier with DP-GIBO.
+r"""Private tuning of the continuous hyperparameters of a torch model with DP-GIBO.
 
 ``TorchModelTuningObjective`` maps parameters θ (``q x d``) to the ``q x n`` per-user
-validation losses of a model trained at each θ, optionally with Opacus DP-SGD whose
-training runs are recorded in a ``PrivacyLedger``.
+validation losses of a model trained at each θ (any model, any torch optimizer, any
+per-example loss), optionally with Opacus DP-SGD whose training runs are recorded in a
+``PrivacyLedger`` (and whose noise can be calibrated to a target training ε).
 
 The objective is what ``DPGIBO.run`` consumes. Its outputs are SENSITIVE (one loss per
 validation example); only the DP-GIBO release computed from them is private. Anything
@@ -15,28 +16,36 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training.dp_sgd import (
     DPSGDConfig,
     TrainingConfig,
     TrainingRun,
+    cast_batch,
+    composed_training_epsilon,
     make_mlp,
+    model_dtype,
+    per_example_loss_default,
     planned_dp_run,
+    resolve_dp_sgd,
     train_model,
 )
 from botorch_dp.tuning.datasets import ClassificationData
-from botorch_dp.tuning.search_space import SearchSpace, default_mlp_space
+from botorch_dp.tuning.search_space import SearchSpace, default_mlp_space, route_hyperparameters
 from botorch_dp.utils import child_seeds
 
 __all__ = ["TorchModelTuningObjective", "estimate_training_noise_variance", "per_example_cross_entropy"]
+
+#: Relative slack when comparing a composed training ε with its target (root finding).
+_TARGET_RTOL = 1e-9
 
 
 def per_example_cross_entropy(
@@ -46,7 +55,7 @@ def per_example_cross_entropy(
 
     Args:
         model: A classifier returning ``n x k`` logits.
-        X: ``n x p`` features.
+        X: ``n x p`` features (cast to the model's dtype).
         y: ``n`` labels.
         loss_cap: If given, losses above it and non-finite ones (a diverged model)
             become ``loss_cap``. A public constant, so the losses stay a fixed function
@@ -58,24 +67,46 @@ def per_example_cross_entropy(
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        losses = F.cross_entropy(model(X), y, reduction="none").to(torch.float64)
+        losses = F.cross_entropy(model(X.to(model_dtype(model))), y, reduction="none").to(torch.float64)
     model.train(was_training)
-    if loss_cap is not None:
-        losses = torch.where(torch.isfinite(losses), losses, torch.full_like(losses, loss_cap))
-        losses = losses.clamp(max=loss_cap)
-    return losses
+    return _cap(losses, loss_cap)
+
+
+def _cap(losses: Tensor, loss_cap: float | None) -> Tensor:
+    if loss_cap is None:
+        return losses
+    losses = torch.where(torch.isfinite(losses), losses, torch.full_like(losses, loss_cap))
+    return losses.clamp(max=loss_cap)
+
+
+def _per_user_error(what: str) -> ValueError:
+    return ValueError(
+        f"{what}. DP-GIBO needs per-user losses: one loss per validation example (each "
+        "example is a user), e.g. F.cross_entropy(outputs, targets, reduction='none'), so "
+        "that each user's influence can be clipped; a mean over all examples would make "
+        "the whole validation set one user and protect no person in it."
+    )
 
 
 class TorchModelTuningObjective:
     r"""θ (``q x d``, unit cube) ↦ ``q x n`` per-user validation losses of a trained model.
 
-    For each row of θ: map it to natural hyperparameters with ``space``, train a fresh
-    model on the training split (``train_model``), and return each validation example's
-    loss (default: cross-entropy, capped at ``loss_cap``). Without DP-SGD each evaluation
-    is a deterministic function of θ and ``training.seed``. With ``dp_sgd``, every
-    training run draws fresh DP-SGD noise and is recorded in ``ledger`` (checked against
-    its training budget BEFORE training, recorded from Opacus's own accountant history
-    after).
+    For each row of θ: map it to natural hyperparameters with ``space``, build the model
+    with ``model_fn(**model_hyperparameters)``, train it on the training split with
+    ``optimizer(params, **optimizer_kwargs, **optimizer_hyperparameters)`` minimizing the
+    mean of ``loss_fn``, and return each validation example's loss under ``loss_fn``
+    (capped at ``loss_cap``). Which hyperparameter goes where follows
+    ``Hyperparameter.target`` or the two signatures (``route_hyperparameters``): nothing
+    is hard-coded, so ``lr``, ``weight_decay``, ``momentum``, ``eps``, … of any
+    ``torch.optim`` class and any keyword of your model can be tuned.
+
+    Without DP-SGD each evaluation is a deterministic function of θ and
+    ``training.seed``. With ``dp_sgd``, every training run draws fresh DP-SGD noise and is
+    recorded in ``ledger`` (checked against its training budget, and against the
+    ``dp_sgd`` target, BEFORE training; recorded from Opacus's own accountant history
+    after). ``DPSGDConfig(target_epsilon=..., target_delta=..., planned_runs=R)``
+    calibrates the noise multiplier once, here, so that ``R`` runs spend at most the
+    target (see ``botorch_dp.training.dp_sgd``); ``training_report()`` gives the total.
 
     Training runs are numbered from the ledger, not from this object: run ``i`` is
     recorded as ``f"{run_prefix}-{i:04d}"`` (``f"{run_prefix}-{i:04d}-{label}"`` with a
@@ -91,19 +122,33 @@ class TorchModelTuningObjective:
     The returned losses are SENSITIVE; pass the objective to ``DPGIBO.run``.
 
     Example:
-        >>> data = load_sklearn_classification("digits")
-        >>> objective = TorchModelTuningObjective(data, default_mlp_space())
-        >>> result = DPGIBO(DPGIBOConfig(bounds=objective.bounds, kernel=k)).run(objective)
+        >>> space = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True),
+        ...                      Hyperparameter("dropout", 0.0, 0.5)])
+        >>> objective = TorchModelTuningObjective((X_train, y_train, X_val, y_val), space,
+        ...                                       model_fn=MyNet, optimizer=torch.optim.Adam)
+        >>> result = DPGIBO(DPGIBOConfig(bounds=space.bounds, kernel=space.recommended_kernel(),
+        ...                              epsilon=1.0, delta=1e-5)).run(objective)
 
     Args:
-        data: A ``ClassificationData`` (or anything with ``X_train``, ``y_train``,
-            ``X_val``, ``y_val``; ``X_test``/``y_test`` for diagnostics).
+        data: A ``ClassificationData``, or a tuple ``(X_train, y_train, X_val, y_val)``
+            (optionally ``+ (X_test, y_test)``) of numpy arrays or tensors of any float
+            dtype (features are cast to the model's dtype; integer labels to ``long``).
+            The validation examples are the users; there must be at least 2.
         space: The ``SearchSpace`` (default ``default_mlp_space()``).
-        model_fn: ``params -> nn.Module``; default an MLP (``make_mlp``) with
-            ``training.hidden_sizes`` and ``params["dropout"]``.
-        training: The ``TrainingConfig``.
-        dp_sgd: Train every candidate with Opacus DP-SGD.
-        ledger: ``PrivacyLedger`` that records the DP-SGD runs (a fresh one if None).
+        model_fn: ``(**model_hyperparameters) -> nn.Module``, e.g. your ``nn.Module``
+            class; default an MLP (``make_mlp``) with ``training.hidden_sizes`` and a
+            ``dropout`` keyword.
+        optimizer: A ``torch.optim.Optimizer`` class, or any ``(params, **kwargs) ->
+            Optimizer`` (default ``torch.optim.SGD``, with ``training.momentum``).
+        optimizer_kwargs: Fixed keyword arguments of the optimizer (not tuned).
+        loss_fn: ``(outputs, targets) -> n`` per-example losses (``reduction="none"``),
+            used for training (its mean) and as each user's validation loss; default
+            cross-entropy for class labels, squared error for floating targets.
+        training: The ``TrainingConfig`` (epochs, batch size, seed, threads).
+        dp_sgd: Train every candidate with Opacus DP-SGD (a noise multiplier, or a
+            target training ε over ``planned_runs`` runs).
+        ledger: ``PrivacyLedger`` that records the DP-SGD runs (a fresh one if None). Its
+            ``training_accountant`` is the one a target ε is calibrated with.
         noise_seed: ``None`` (default): every DP-SGD run's sampling and noise come from
             a run seed drawn from OS entropy (``secrets.randbits(63)``) that is never
             stored (see ``train_model`` for what that does and does not protect); runs
@@ -111,39 +156,73 @@ class TorchModelTuningObjective:
             ``child_seeds([noise_seed, i], 1)[0]`` (reproducible given the seed and the
             ledger's history) and a ``PrivacyWarning`` is raised; the guarantee then
             assumes the seed stays secret. Never write it to an output.
-        loss_cap: Cap of the per-user losses (see ``per_example_cross_entropy``).
-        per_example_loss: Optional ``(model, X_val, y_val) -> n`` losses replacing the
-            capped cross-entropy.
+        loss_cap: Cap of the per-user losses (see ``per_example_cross_entropy``);
+            ``None``: no cap (non-finite losses are then refused by DP-GIBO).
+        per_example_loss: Optional ``(model, X_val, y_val) -> n`` losses replacing
+            ``loss_fn`` at validation, for models that need more than ``model(X)``.
         run_prefix: Prefix of the ledger's run ids (non-empty, no spaces).
     """
 
     def __init__(
         self,
-        data: ClassificationData,
+        data: ClassificationData | Sequence[Any],
         space: SearchSpace | None = None,
         *,
-        model_fn: Callable[[Mapping[str, float]], nn.Module] | None = None,
+        model_fn: Callable[..., nn.Module] | None = None,
+        optimizer: Callable[..., torch.optim.Optimizer] = torch.optim.SGD,
+        optimizer_kwargs: Mapping[str, Any] | None = None,
+        loss_fn: Callable[[Tensor, Tensor], Tensor] | None = None,
         training: TrainingConfig | None = None,
         dp_sgd: DPSGDConfig | None = None,
         ledger: PrivacyLedger | None = None,
         noise_seed: int | None = None,
-        loss_cap: float = 20.0,
+        loss_cap: float | None = 20.0,
         per_example_loss: Callable[[nn.Module, Tensor, Tensor], Tensor] | None = None,
         run_prefix: str = "eval",
     ) -> None:
+        if not isinstance(data, ClassificationData):
+            if not isinstance(data, (tuple, list)) or len(data) not in (4, 6):
+                raise ValueError(
+                    "data must be a ClassificationData or a tuple (X_train, y_train, X_val, y_val"
+                    f"[, X_test, y_test]), got {type(data).__name__}"
+                    + (f" of length {len(data)}" if isinstance(data, (tuple, list)) else "") + "."
+                )
+            data = ClassificationData(*data)
+        if len(data.y_val) < 2:
+            raise _per_user_error(f"The validation split has {len(data.y_val)} example(s), fewer than 2")
         self.data = data
         self.space = space if space is not None else default_mlp_space()
+        if not isinstance(self.space, SearchSpace):
+            raise ValueError(f"space must be a SearchSpace, got {type(self.space).__name__}.")
         self.training = training if training is not None else TrainingConfig()
+        self._given_model_fn = model_fn
         if model_fn is None:
-            num_features, num_classes = data.X_train.shape[1], int(data.num_classes)
+            num_features = data.num_features
+            outputs = int(data.num_classes) if data.is_classification else int(data.y_train[0].numel())
             hidden = self.training.hidden_sizes
 
-            def model_fn(params: Mapping[str, float]) -> nn.Module:
-                return make_mlp(num_features, num_classes, hidden, params.get("dropout", 0.0))
+            def model_fn(dropout: float = 0.0) -> nn.Module:
+                return make_mlp(num_features, outputs, hidden, dropout)
 
+        if not callable(model_fn) or not callable(optimizer):
+            raise ValueError("model_fn and optimizer must be callables (e.g. a Module class and a torch.optim class).")
         self.model_fn = model_fn
-        self.dp_sgd = dp_sgd
+        self.optimizer = optimizer
+        self.optimizer_kwargs = dict(optimizer_kwargs or {})
+        self.loss_fn = per_example_loss_default if loss_fn is None else loss_fn
+        self._given_loss_fn = loss_fn
+        #: ``{name: "optimizer" | "model"}``: where each hyperparameter is passed.
+        self.routes = route_hyperparameters(self.space, optimizer, model_fn)
+        clash = sorted(set(self.optimizer_kwargs) & {n for n, t in self.routes.items() if t == "optimizer"})
+        if clash:
+            raise ValueError(f"optimizer_kwargs fixes {clash}, which the search space tunes; remove one.")
         self.ledger = ledger if ledger is not None else PrivacyLedger()
+        #: The settings given (possibly a target ε); ``run_dp_sgd`` is what every run uses.
+        self.dp_sgd = dp_sgd
+        self.run_dp_sgd = None if dp_sgd is None else resolve_dp_sgd(
+            dp_sgd, len(data.y_train), self.training,
+            accountant=self.ledger.training_accountant, eps_error=self.ledger.prv_eps_error,
+        )
         if noise_seed is not None and dp_sgd is not None:
             warnings.warn(
                 "A DP-SGD noise seed was given: the training noise of every run is "
@@ -153,7 +232,7 @@ class TorchModelTuningObjective:
                 stacklevel=2,
             )
         self.noise_seed = None if noise_seed is None else int(noise_seed)
-        self.loss_cap = float(loss_cap)
+        self.loss_cap = None if loss_cap is None else float(loss_cap)
         self.per_example_loss = per_example_loss
         if not isinstance(run_prefix, str) or not run_prefix or any(c.isspace() for c in run_prefix):
             raise ValueError(f"run_prefix must be a non-empty string without spaces, got {run_prefix!r}.")
@@ -178,20 +257,52 @@ class TorchModelTuningObjective:
     def num_users(self) -> int:
         return len(self.data.y_val)
 
+    def split_hyperparameters(self, params: Mapping[str, float]) -> tuple[dict[str, Any], dict[str, float]]:
+        r"""``(optimizer keyword arguments, model keyword arguments)`` for natural values ``params``."""
+        optimizer_kwargs = dict(self.optimizer_kwargs)
+        model_kwargs: dict[str, float] = {}
+        for name, value in params.items():
+            (optimizer_kwargs if self.routes[name] == "optimizer" else model_kwargs)[name] = value
+        return optimizer_kwargs, model_kwargs
+
     # ------------------------------------------------------------------ training
     def next_run_index(self) -> int:
         r"""Index of the next DP-SGD training run: one more than the largest index of
-        ``run_prefix`` recorded in the ledger (0 if none), so it continues after a resume.
+        ``run_prefix`` among all training entries of the ledger (DP-SGD runs and RDP-curve
+        mechanisms; 0 if none), so it continues after a resume and never reuses an id.
 
         Returns:
             An integer ≥ 0.
         """
         indices = [
             int(match.group(1))
-            for run_id in self.ledger.training_runs
+            for run_id in self.ledger.training_run_ids()
             if isinstance(run_id, str) and (match := self._run_id_pattern.fullmatch(run_id))
         ]
         return max(indices, default=-1) + 1
+
+    def planned_run(self) -> tuple[float, float, int] | None:
+        r"""``(noise_multiplier, sample_rate, steps)`` of every DP-SGD run (``None`` without DP-SGD)."""
+        if self.run_dp_sgd is None:
+            return None
+        return planned_dp_run(len(self.data.y_train), self.training, self.run_dp_sgd)
+
+    def _check_target(self, run: tuple[float, float, int]) -> None:
+        target = self.dp_sgd
+        if target is None or not target.has_target:
+            return
+        accountant = self.ledger.training_accountant
+        total = composed_training_epsilon(
+            [*self.ledger.training_history(), run], target.target_delta, accountant, self.ledger.prv_eps_error
+        )
+        if total > target.target_epsilon * (1.0 + _TARGET_RTOL):
+            raise PrivacyBudgetExceeded(
+                f"Training-data target exceeded: one more DP-SGD run would bring the training epsilon "
+                f"({accountant}, delta={target.target_delta:g}) to {total:.6g}, above the target "
+                f"{target.target_epsilon:g} that the noise multiplier was calibrated for "
+                f"(planned_runs={target.planned_runs}; the ledger holds {len(self.ledger.training_runs)} runs). "
+                "Plan more runs (more noise per run) or evaluate fewer points."
+            )
 
     def train(self, theta: Tensor, *, label: str | None = None) -> nn.Module:
         r"""Train one model at ``theta`` (recording a DP-SGD run in the ledger).
@@ -205,28 +316,30 @@ class TorchModelTuningObjective:
             The trained model in eval mode.
         """
         theta = torch.as_tensor(theta, dtype=torch.float64).reshape(self.dim)
-        params = self.space.to_natural(theta)
+        optimizer_kwargs, model_kwargs = self.split_hyperparameters(self.space.to_natural(theta))
         if label is not None and (not isinstance(label, str) or not label):
             raise ValueError(f"label must be a non-empty string, got {label!r}.")
         noise_seed = None
-        if self.dp_sgd is not None:
+        planned = self.planned_run()
+        if planned is not None:
             index = self.next_run_index()
             run_id = f"{self.run_prefix}-{index:04d}" + ("" if label is None else f"-{label}")
             if self.noise_seed is not None:
                 noise_seed = child_seeds([self.noise_seed, index], 1)[0]
-            planned = planned_dp_run(len(self.data.y_train), self.training, self.dp_sgd)
             s, q, steps = planned
-            # budget filter before any training data is touched
+            # budget filter and target check before any training data is touched
             self.ledger.check_training_run(noise_multiplier=s, sample_rate=q, steps=steps)
+            self._check_target(planned)
         with warnings.catch_warnings():
             # an explicit noise_seed was warned about once, in __init__
             warnings.simplefilter("ignore", PrivacyWarning)
             model, history = train_model(
-                params, self.data.X_train, self.data.y_train, self.training, model_fn=self.model_fn,
-                dp_sgd=self.dp_sgd, noise_seed=noise_seed,
+                lambda: self.model_fn(**model_kwargs), self.data.X_train, self.data.y_train, self.training,
+                optimizer=self.optimizer, optimizer_kwargs=optimizer_kwargs, loss_fn=self.loss_fn,
+                dp_sgd=self.run_dp_sgd, noise_seed=noise_seed,
             )
         self.num_trainings += 1
-        if self.dp_sgd is not None:
+        if planned is not None:
             if history[0] != planned[0] or history[2] != planned[2] or not math.isclose(history[1], planned[1]):
                 raise RuntimeError(f"Opacus accounted {history}, expected {planned}.")
             s, q, steps = history
@@ -236,9 +349,25 @@ class TorchModelTuningObjective:
         return model
 
     def _losses(self, model: nn.Module, X: Tensor, y: Tensor) -> Tensor:
+        n = X.shape[0]
         if self.per_example_loss is not None:
-            return torch.as_tensor(self.per_example_loss(model, X, y), dtype=torch.float64).reshape(-1)
-        return per_example_cross_entropy(model, X, y, loss_cap=self.loss_cap)
+            losses = self.per_example_loss(model, X.to(model_dtype(model)), y)
+            where = "per_example_loss"
+        else:
+            was_training = model.training
+            model.eval()
+            with torch.no_grad():
+                Xc, yc = cast_batch(X, y, model_dtype(model))
+                losses = self.loss_fn(model(Xc), yc)
+            model.train(was_training)
+            where = "loss_fn"
+        losses = torch.as_tensor(losses).detach()
+        if losses.dim() == 0 or losses.shape[0] != n:
+            raise _per_user_error(
+                f"{where} returned shape {tuple(losses.shape)} for {n} examples, not one loss per example"
+            )
+        losses = losses.reshape(n, -1).to(torch.float64).mean(-1)
+        return _cap(losses, self.loss_cap)
 
     def __call__(self, X: Tensor) -> Tensor:
         r"""Per-user validation losses at each row of ``X`` (SENSITIVE).
@@ -257,9 +386,46 @@ class TorchModelTuningObjective:
             return torch.empty(0, self.num_users, dtype=torch.float64)
         return torch.stack(out)
 
+    # ------------------------------------------------------------------ reports
+    def training_report(self, delta: float | None = None) -> dict[str, Any]:
+        r"""The training-data guarantee of the DP-SGD runs in the ledger (public values).
+
+        Args:
+            delta: δ of the reported ε; default the target's ``target_delta``, else the
+                ledger's ``training_delta``, else 1e-5.
+
+        Returns:
+            ``{"protected": False}`` without DP-SGD; else ``protected``, ``accountant``,
+            ``epsilon`` (all runs in the ledger composed), ``delta``, ``num_runs``,
+            ``noise_multiplier``, ``sample_rate``, ``steps_per_run`` and, with a target,
+            ``target_epsilon``, ``target_delta``, ``planned_runs``.
+        """
+        planned = self.planned_run()
+        if planned is None:
+            return {"protected": False}
+        if delta is None:
+            delta = self.dp_sgd.target_delta if self.dp_sgd.has_target else self.ledger.training_delta
+        delta = 1e-5 if delta is None else delta
+        report = {
+            "protected": True,
+            "accountant": self.ledger.training_accountant,
+            "epsilon": self.ledger.training_epsilon(delta),
+            "delta": delta,
+            "num_runs": len(self.ledger.training_runs),
+            "noise_multiplier": planned[0],
+            "sample_rate": planned[1],
+            "steps_per_run": planned[2],
+        }
+        if self.dp_sgd.has_target:
+            report.update(
+                target_epsilon=self.dp_sgd.target_epsilon, target_delta=self.dp_sgd.target_delta,
+                planned_runs=self.dp_sgd.planned_runs,
+            )
+        return report
+
     # ------------------------------------------------------------------ diagnostics
-    def evaluate_non_private(self, theta: Tensor, *, label: str | None = None) -> dict[str, float]:
-        r"""NON-PRIVATE: validation loss/accuracy and test accuracy of a model trained at ``theta``.
+    def evaluate_non_private(self, theta: Tensor, *, label: str | None = None) -> dict[str, float | None]:
+        r"""NON-PRIVATE: validation and test loss (and accuracy) of a model trained at ``theta``.
 
         The training run is recorded in the ledger like any other (it uses the training
         data); the returned numbers are computed from the validation and test data
@@ -270,29 +436,39 @@ class TorchModelTuningObjective:
             label: Label of the training run's ledger id (see ``train``).
 
         Returns:
-            ``{"validation_loss", "validation_accuracy", "test_loss", "test_accuracy"}``.
+            ``{"validation_loss", "validation_accuracy", "test_loss", "test_accuracy"}``;
+            accuracies are ``None`` for floating targets, test values ``None`` without a
+            test split.
         """
         model = self.train(theta, label=label)
         d = self.data
-        with torch.no_grad():
-            val_acc = (model(d.X_val).argmax(-1) == d.y_val).double().mean()
-            test_acc = (model(d.X_test).argmax(-1) == d.y_test).double().mean()
+
+        def accuracy(X: Tensor, y: Tensor) -> float | None:
+            if not d.is_classification:
+                return None
+            with torch.no_grad():
+                return float((model(X.to(model_dtype(model))).argmax(-1) == y).double().mean())
+
+        has_test = d.X_test is not None
         return {
             "validation_loss": float(self._losses(model, d.X_val, d.y_val).mean()),
-            "validation_accuracy": float(val_acc),
-            "test_loss": float(self._losses(model, d.X_test, d.y_test).mean()),
-            "test_accuracy": float(test_acc),
+            "validation_accuracy": accuracy(d.X_val, d.y_val),
+            "test_loss": float(self._losses(model, d.X_test, d.y_test).mean()) if has_test else None,
+            "test_accuracy": accuracy(d.X_test, d.y_test) if has_test else None,
         }
 
-    def with_data(self, data: ClassificationData, **overrides: Any) -> "TorchModelTuningObjective":
-        r"""A copy of this objective (same space, model, training, DP-SGD) on other data.
+    def with_data(self, data: ClassificationData | Sequence[Any], **overrides: Any) -> "TorchModelTuningObjective":
+        r"""A copy of this objective (same space, model, optimizer, loss, training) on other data.
 
-        The copy has a fresh ledger unless ``ledger=`` is passed; use it for pilots on
-        public data, which cost no privacy of the sensitive data.
+        The copy has a fresh ledger unless ``ledger=`` is passed, and trains with the
+        noise multiplier every run of this objective uses (a target ε is resolved on this
+        objective's data and not carried over): use it for pilots on public data, which
+        cost no privacy of the sensitive data.
         """
         kwargs = dict(
-            space=self.space, model_fn=self.model_fn, training=self.training, dp_sgd=self.dp_sgd,
-            noise_seed=self.noise_seed, loss_cap=self.loss_cap,
+            space=self.space, model_fn=self._given_model_fn, optimizer=self.optimizer,
+            optimizer_kwargs=self.optimizer_kwargs, loss_fn=self._given_loss_fn, training=self.training,
+            dp_sgd=self.run_dp_sgd, noise_seed=self.noise_seed, loss_cap=self.loss_cap,
             per_example_loss=self.per_example_loss, run_prefix=self.run_prefix,
         )
         kwargs.update(overrides)

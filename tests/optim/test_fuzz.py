@@ -134,7 +134,9 @@ def test_accepted_loss_formats_are_copied(data):
 # ---------------------------------------------------------------- malformed configs
 INVALID = {
     "num_iterations": [0, -1, 1.5, math.nan, math.inf, True, "3", None],
-    "privacy_mu": [0.0, -1.0, math.nan, -math.inf, "1", None],
+    "privacy_mu": [0.0, -1.0, math.nan, -math.inf, "1"],  # None: the default (or the target's μ)
+    "epsilon": [0.0, -1.0, math.nan, "1", 1.0],  # 1.0: without delta, or next to privacy_mu
+    "delta": [1e-5, 0.0, 1.0],  # without epsilon
     "clip_bound": [0.0, -1.0, math.nan, math.inf, None],
     "step_size": [0.0, -0.1, math.nan, math.inf, "0.1"],
     "batch_size": [0, -2, 2.5, math.nan, True],

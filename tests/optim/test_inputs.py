@@ -5,6 +5,8 @@ released (no DPGIBO built, or its state, ledger and pending points unchanged), (
 corrected call works.
 """
 
+import dataclasses
+import json
 import math
 import warnings
 
@@ -358,3 +360,118 @@ def test_malformed_points_are_refused_before_anything():
             opt.tell(bad, objective(X))
     assert_nothing_released(opt, before)
     assert opt.tell(X.numpy(), objective(X)).iteration == 1  # numpy points are fine
+
+
+# ---------------------------------------------------------------- target (ε, δ) (issue 16 item 1)
+def test_target_epsilon_delta_resolves_to_the_exact_gdp_mu_and_the_run_reports_it():
+    from botorch_dp.privacy.analysis.gdp import gdp_delta
+
+    cfg = config(privacy_mu=None, epsilon=1.0, delta=1e-5)
+    # μ is the largest one whose privacy profile reaches δ at ε (Dong, Roth & Su): δ_μ(ε) = δ,
+    # and slightly larger μ would break it (the profile increases in μ)
+    assert cfg.privacy_mu == pytest.approx(0.26805, abs=1e-5)
+    assert gdp_delta(cfg.privacy_mu, 1.0) == pytest.approx(1e-5, rel=1e-9)
+    assert gdp_delta(cfg.privacy_mu * (1 + 1e-6), 1.0) > 1e-5
+    assert (cfg.epsilon, cfg.delta, cfg.target_delta) == (1.0, 1e-5, 1e-5)
+    # the resolved μ is what the loop runs with: same noise as the equivalent privacy_mu config
+    by_mu = config(privacy_mu=cfg.privacy_mu, num_iterations=2)
+    _, objective = normal_location(n=N, d=D)
+    a = DPGIBO(dataclasses.replace(cfg, num_iterations=2)).run(objective, progress=False).release
+    b = DPGIBO(by_mu).run(objective, progress=False).release
+    assert torch.equal(a.released_gradients, b.released_gradients)
+    assert a.guarantee.mu == pytest.approx(cfg.privacy_mu, rel=1e-12)
+    assert a.guarantee.epsilon == pytest.approx(1.0, rel=1e-9) and a.guarantee.delta == 1e-5
+    assert config(privacy_mu=None, epsilon=math.inf, delta=1e-5).privacy_mu == math.inf
+    assert config(privacy_mu=None).privacy_mu == 1.0 and config(privacy_mu=None).target_delta == 1e-5
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(privacy_mu=1.0, epsilon=1.0, delta=1e-5), r"either privacy_mu .* or epsilon and delta"),
+        (dict(privacy_mu=None, epsilon=1.0), r"epsilon \(ε\) needs delta"),
+        (dict(privacy_mu=None, delta=1e-5), r"delta \(δ\) was given without epsilon"),
+        (dict(privacy_mu=None, epsilon=-1.0, delta=1e-5), r"epsilon \(ε\) must be positive"),
+        (dict(privacy_mu=None, epsilon=1.0, delta=1.5), r"delta"),
+        (dict(privacy_mu=None, epsilon=float("nan"), delta=1e-5), r"epsilon"),
+    ],
+)
+def test_bad_target_epsilon_delta_is_refused_naming_the_fields(kw, match):
+    with pytest.raises(ValueError, match=match):
+        config(**kw)
+
+
+def test_resolved_config_survives_copies_and_checkpoint_round_trip(tmp_path):
+    from botorch_dp.optim.run_state import config_to_json
+
+    cfg = config(privacy_mu=None, epsilon=2.0, delta=1e-6, num_iterations=4)
+    assert dataclasses.replace(cfg, num_restarts=3).privacy_mu == cfg.privacy_mu  # re-validated, same μ
+    with pytest.raises(ValueError, match="not both"):
+        dataclasses.replace(cfg, epsilon=3.0)  # the old μ next to a new target
+    assert dataclasses.replace(cfg, epsilon=3.0, privacy_mu=None).privacy_mu > cfg.privacy_mu
+    stored = json.loads(json.dumps(config_to_json(cfg)))  # what state.json holds
+    assert stored["privacy_mu"] == {"float": cfg.privacy_mu.hex()} and stored["epsilon"] == {"float": (2.0).hex()}
+    _, objective = normal_location(n=N, d=D)
+    opt = DPGIBO(cfg, checkpoint_dir=tmp_path)
+    X = opt.ask()
+    opt.tell(X, objective(X))
+    again = DPGIBO.resume(tmp_path)  # config rebuilt from the checkpoint's JSON
+    assert (again.config.privacy_mu, again.config.epsilon, again.config.delta) == (cfg.privacy_mu, 2.0, 1e-6)
+    assert DPGIBO.resume(tmp_path, cfg).iteration == 1
+    for changed in (
+        dict(epsilon=1.0, privacy_mu=None),
+        dict(delta=1e-5, privacy_mu=None),
+        dict(epsilon=None, delta=None),  # same μ, stated directly: a different config all the same
+    ):
+        with pytest.raises(ValueError, match="differs from the checkpoint"):
+            DPGIBO.resume(tmp_path, dataclasses.replace(cfg, **changed))
+    done = again.run(objective, progress=False).release.guarantee
+    assert done.epsilon == pytest.approx(2.0, rel=1e-9) and done.delta == 1e-6
+
+
+# ---------------------------------------------------------------- per-user losses (issue 16 item 4)
+@pytest.mark.parametrize("reduce", ["mean", "single_user"])
+def test_fewer_than_two_users_are_refused_with_an_explanation(reduce):
+    opt, X, objective = asked()
+    losses = objective(X)
+    bad = losses.mean(-1, keepdim=True) if reduce == "mean" else losses[:, :1]
+    before = snapshot(opt)
+    with pytest.raises(ValueError, match=r"1 column\(s\), but a private run needs per-user losses") as info:
+        opt.tell(X, bad)
+    assert "mean loss" in str(info.value) and "reduction='none'" in str(info.value)
+    assert_nothing_released(opt, before)
+    with pytest.raises(ValueError, match="per-user losses"):
+        DPGIBO(config()).run(lambda X: objective(X).mean(-1, keepdim=True), progress=False)
+    assert opt.tell(X, losses[:, :2]).iteration == 1  # two users are enough
+    # a non-private run (μ = inf) may optimise one scalar objective
+    free = DPGIBO(config(privacy_mu=math.inf))
+    Xf = free.ask()
+    assert free.tell(Xf, objective(Xf).mean(-1, keepdim=True)).iteration == 1
+
+
+def test_max_evaluations_bounds_what_a_run_asks_for():
+    _, objective = normal_location(n=N, d=D)
+    fixed = config(num_iterations=3, batch_size=2)
+    assert fixed.max_evaluations == 6 == len(DPGIBO(fixed).run(objective, progress=False).release.evaluation_points)
+    assert config(num_iterations=3, batch_size=None).max_evaluations == 3 * (D + 1)  # default b = d + 1
+    adaptive = config(num_iterations=3, batch_size=None, bias_tolerance=0.05, max_batch_size=4)
+    assert adaptive.max_evaluations == 12
+    asked_for = DPGIBO(adaptive).run(objective, progress=False).release.batch_sizes
+    assert max(asked_for) <= 4 and sum(asked_for) <= 12
+
+
+def test_checkpoint_written_before_the_target_fields_still_resumes(tmp_path):
+    _, objective = normal_location(n=N, d=D)
+    cfg = config(num_iterations=3)
+    opt = DPGIBO(cfg, checkpoint_dir=tmp_path)
+    X = opt.ask()
+    opt.tell(X, objective(X))
+    state_file = tmp_path / "state.json"
+    state = json.loads(state_file.read_text())
+    for name in ("epsilon", "delta"):  # what an older version wrote
+        del state["config"][name]
+    state_file.write_text(json.dumps(state))
+    for resumed in (DPGIBO.resume(tmp_path), DPGIBO.resume(tmp_path, cfg)):
+        assert resumed.iteration == 1 and resumed.config.epsilon is None and resumed.config.privacy_mu == 1.0
+    with pytest.raises(ValueError, match="differs from the checkpoint"):
+        DPGIBO.resume(tmp_path, dataclasses.replace(cfg, privacy_mu=None, epsilon=4.377, delta=1e-5))

@@ -24,7 +24,7 @@ def test_adagrad_steps_match_a_hand_computation():
     g2 = torch.tensor([0.4, 3.0, 1.0], dtype=torch.float64)
     eta = 0.1
     opt = make_step_optimizer(theta, "adagrad", eta)
-    # step 1: Σg² = g1², so each nonzero coordinate moves by η·sign(g) (up to ε)
+    # step 1: Σg² = g1², so each nonzero coordinate moves by η·sign(g) (up to Adagrad's eps)
     step1 = projected_step(opt, g1, BOUNDS)
     expected1 = -eta * g1 / (g1.abs() + ADAGRAD_EPS)
     torch.testing.assert_close(step1, expected1, rtol=1e-14, atol=1e-15)

@@ -172,6 +172,6 @@ def test_bench_batch_selection_quick_prints_table_and_joint_wins(bench_batch_sel
         assert 0 < r["fixed_trace"] < d  # below the prior trace tr ∇k∇ᵀ(θ, θ) = d
         assert 1 <= r["adaptive1_points"] <= d + 1
     assert by["joint"]["fixed_trace"] < 0.5 * by["greedy"]["fixed_trace"]
-    # the adaptive rule stops at ε = 0.5 or at b_max = d + 1 points
+    # the adaptive rule stops at bias_tolerance = 0.5 or at b_max = d + 1 points
     for r in rows:
         assert r["adaptive1_trace"] <= 0.5 or r["adaptive1_points"] == d + 1

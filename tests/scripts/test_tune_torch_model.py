@@ -100,3 +100,22 @@ def test_script_never_writes_the_noise_seed(script, tmp_path, capsys):
     with pytest.warns(PrivacyWarning):
         again = script.main(argv + ["--out", str(tmp_path / "b")])
     assert again["private_release"] == first["private_release"]
+
+
+@pytest.mark.timeout(240)
+def test_script_targets_epsilon_for_both_guarantees(script, tmp_path):
+    from botorch_dp.privacy.analysis.gdp import gdp_mu
+
+    argv = ["--quick", "--no-progress", "--no-plot", "--epsilon", "1", "--delta", "1e-5", "--dp-train",
+            "--dp-train-epsilon", "3", "--optimizer", "adam", "--out", str(tmp_path)]
+    release = script.main(argv)["private_release"]
+    val = release["guarantees"]["validation_data"]
+    assert val["mu"] == pytest.approx(gdp_mu(1.0, 1e-5), rel=1e-12) and val["epsilon"] == pytest.approx(1.0, rel=1e-9)
+    train = release["guarantees"]["training_data"]
+    # quick: T = 2 iterations of b = d + 1 = 4 points, plus the final model and the baseline
+    assert train["planned_runs"] == 2 * 4 + 2 == train["num_runs"] and train["target_epsilon"] == 3.0
+    per = train["per_run"]
+    accountant = RDPAccountant()
+    accountant.history = [(per["noise_multiplier"], per["sample_rate"], per["steps"])] * train["num_runs"]
+    assert train["epsilon"] == pytest.approx(accountant.get_epsilon(1e-5), rel=1e-10)
+    assert 3.0 - 0.01 <= train["epsilon"] <= 3.0  # every planned run was used: the target, spent

@@ -67,14 +67,14 @@ def test_train_model_spends_what_was_planned_and_restores_threads():
     X, y = torch.randn(50, 4, generator=gen), torch.randint(0, 3, (50,), generator=gen)
     training = TrainingConfig(epochs=2, batch_size=16, seed=0, num_threads=1)
     dp = DPSGDConfig(noise_multiplier=1.1, max_grad_norm=0.5)
-    params = {"lr": 0.1, "weight_decay": 1e-4}
+    opt = dict(optimizer_kwargs={"lr": 0.1, "weight_decay": 1e-4})
 
-    def model_fn(p):
+    def model_fn():
         return make_mlp(4, 3, (8,))
 
     threads = torch.get_num_threads()
     with pytest.warns(PrivacyWarning, match="reproducible"):
-        model, history = train_model(params, X, y, training, model_fn=model_fn, dp_sgd=dp, noise_seed=3)
+        model, history = train_model(model_fn, X, y, training, **opt, dp_sgd=dp, noise_seed=3)
     assert torch.get_num_threads() == threads
     assert not model.training and not hasattr(model, "_module")  # eval mode, unwrapped from Opacus
     planned = planned_dp_run(50, training, dp)
@@ -82,15 +82,95 @@ def test_train_model_spends_what_was_planned_and_restores_threads():
     assert history[0] == planned[0] and history[2] == planned[2]
     assert history[1] == pytest.approx(planned[1])
     with pytest.warns(PrivacyWarning):
-        again, _ = train_model(params, X, y, training, model_fn=model_fn, dp_sgd=dp, noise_seed=3)
-        other, _ = train_model(params, X, y, training, model_fn=model_fn, dp_sgd=dp, noise_seed=4)
+        again, _ = train_model(model_fn, X, y, training, **opt, dp_sgd=dp, noise_seed=3)
+        other, _ = train_model(model_fn, X, y, training, **opt, dp_sgd=dp, noise_seed=4)
     assert torch.equal(again(X), model(X)) and not torch.equal(other(X), model(X))
     # default: a fresh secret seed per run (no warning), so two runs differ
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyWarning)
-        first, h1 = train_model(params, X, y, training, model_fn=model_fn, dp_sgd=dp)
-        second, h2 = train_model(params, X, y, training, model_fn=model_fn, dp_sgd=dp)
-        plain, none = train_model(params, X, y, training, model_fn=model_fn, noise_seed=3)  # no DP: no warning
+        first, h1 = train_model(model_fn, X, y, training, **opt, dp_sgd=dp)
+        second, h2 = train_model(model_fn, X, y, training, **opt, dp_sgd=dp)
+        plain, none = train_model(model_fn, X, y, training, **opt, noise_seed=3)  # no DP: no warning
     assert h1 == h2 == history
     assert not torch.equal(first(X), second(X)) and not torch.equal(first(X), model(X))
     assert none is None and not plain.training
+
+
+# ---------------------------------------------------------------- target training ε (issue 16 item 1)
+def _small_data():
+    from botorch_dp.tuning import ClassificationData
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(75, 3, generator=g, dtype=torch.float64)
+    y = (X[:, 0] > 0).long()
+    return ClassificationData(X[:60].numpy(), y[:60].numpy(), X[60:], y[60:])
+
+
+def test_target_training_epsilon_is_met_by_all_planned_runs_and_enforced():
+    from botorch_dp.privacy.ledger import PrivacyBudgetExceeded
+
+    training = TrainingConfig(epochs=1, batch_size=2, hidden_sizes=(4,), seed=0)  # q = 1/30, 30 steps
+    dp = DPSGDConfig(target_epsilon=3.0, target_delta=1e-5, planned_runs=3, max_grad_norm=0.5)
+    ledger = PrivacyLedger()
+    objective = TorchModelTuningObjective(_small_data(), training=training, dp_sgd=dp, ledger=ledger)
+    sigma, q, steps = objective.planned_run()
+    assert (q, steps) == (pytest.approx(1 / 30), 30) and objective.run_dp_sgd.max_grad_norm == 0.5
+    # the three planned runs, accounted as three separate Opacus entries, spend the target
+    # to within get_noise_multiplier's tolerance, and 2% less noise would overspend
+    accountant = RDPAccountant()
+    accountant.history = [(sigma, q, steps)] * 3
+    composed = accountant.get_epsilon(1e-5)
+    assert 3.0 - dp.epsilon_tolerance <= composed <= 3.0
+    accountant.history = [(0.98 * sigma, q, steps)] * 3
+    assert accountant.get_epsilon(1e-5) > 3.0
+
+    objective(THETA)
+    objective(THETA[:1])
+    report = objective.training_report()
+    assert report["num_runs"] == 3 and report["planned_runs"] == 3 and report["noise_multiplier"] == sigma
+    assert report["epsilon"] == pytest.approx(composed, rel=1e-10) and report["delta"] == 1e-5
+    # a fourth run would overspend: refused before it touches the data, nothing recorded
+    with pytest.raises(PrivacyBudgetExceeded, match="target"):
+        objective(THETA[:1])
+    assert objective.num_trainings == 3 and len(ledger.training_runs) == 3
+    # an objective rebuilt on the same ledger (a resumed run) calibrates the same σ and stops too
+    again = TorchModelTuningObjective(_small_data(), training=training, dp_sgd=dp, ledger=ledger)
+    assert again.planned_run() == (sigma, q, steps)
+    with pytest.raises(PrivacyBudgetExceeded):
+        again.train(THETA[0], label="final")
+    # more planned runs: more noise per run
+    more = TorchModelTuningObjective(_small_data(), training=training, dp_sgd=DPSGDConfig(
+        target_epsilon=3.0, target_delta=1e-5, planned_runs=12))
+    assert more.planned_run()[0] > sigma
+
+
+def test_target_calibration_uses_the_ledgers_accountant():
+    from opacus.accountants import PRVAccountant
+
+    from botorch_dp.training import calibrate_noise_multiplier
+
+    kw = dict(target_epsilon=1.0, target_delta=1e-5, sample_rate=0.01, steps_per_run=100, planned_runs=2)
+    rdp = calibrate_noise_multiplier(**kw)
+    prv = calibrate_noise_multiplier(**kw, accountant="prv")
+    assert prv < rdp  # PRV is tighter than RDP, so it needs less noise for the same target
+    accountant = PRVAccountant()
+    accountant.history = [(prv, 0.01, 100)] * 2
+    assert accountant.get_epsilon(1e-5, eps_error=0.01) <= 1.0 + 0.01
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(noise_multiplier=1.0, target_epsilon=1.0, target_delta=1e-5, planned_runs=3), "not both"),
+        (dict(target_epsilon=1.0, target_delta=1e-5), "planned_runs"),
+        (dict(target_epsilon=1.0, planned_runs=3), "target_delta"),
+        (dict(target_epsilon=-1.0, target_delta=1e-5, planned_runs=3), "target_epsilon"),
+        (dict(target_epsilon=1.0, target_delta=1e-5, planned_runs=0), "planned_runs"),
+        (dict(noise_multiplier=-1.0), "noise_multiplier"),
+        (dict(max_grad_norm=0.0), "max_grad_norm"),
+    ],
+)
+def test_dp_sgd_config_refuses_bad_settings(kw, match):
+    with pytest.raises(ValueError, match=match):
+        DPSGDConfig(**kw)
+    assert DPSGDConfig().noise_multiplier == 1.0 and not DPSGDConfig().has_target

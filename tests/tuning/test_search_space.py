@@ -23,3 +23,51 @@ def test_search_space_maps_unit_cube_to_natural_units():
         Hyperparameter("lr", 0.0, 1.0, log_scale=True)
     with pytest.raises(ValueError):
         SearchSpace([Hyperparameter("a", 0, 1), Hyperparameter("a", 0, 2)])
+
+
+def test_hyperparameters_are_routed_by_target_or_signature():
+    from torch import nn
+
+    from botorch_dp.tuning import route_hyperparameters
+
+    space = SearchSpace([
+        Hyperparameter("lr", 1e-4, 1.0, log_scale=True),
+        Hyperparameter("momentum", 0.0, 0.99),
+        Hyperparameter("dropout", 0.0, 0.5),
+        Hyperparameter("width", 4, 64, log_scale=True, target="model"),
+    ])
+
+    def model_fn(dropout, width):
+        return nn.Linear(2, int(width))
+
+    assert route_hyperparameters(space, torch.optim.SGD, model_fn) == {
+        "lr": "optimizer", "momentum": "optimizer", "dropout": "model", "width": "model",
+    }
+    # **kwargs on one side only takes what the other side does not name
+    assert route_hyperparameters(space, torch.optim.SGD, lambda **kw: None)["dropout"] == "model"
+    # Adam has no momentum keyword: refused, naming it and both signatures
+    with pytest.raises(ValueError, match="'momentum' is a keyword of neither.*Adam takes .*'lr'"):
+        route_hyperparameters(space, torch.optim.Adam, model_fn)
+    # a name both sides list is ambiguous until a target says where it goes
+    with pytest.raises(ValueError, match="'lr' is a keyword of both"):
+        route_hyperparameters(space, torch.optim.SGD, lambda lr, momentum, dropout, width: None)
+    explicit = SearchSpace([Hyperparameter("lr", 1e-4, 1.0, log_scale=True, target="model")])
+    assert route_hyperparameters(explicit, torch.optim.SGD, lambda lr: None) == {"lr": "model"}
+    with pytest.raises(ValueError, match="target"):
+        Hyperparameter("lr", 1e-4, 1.0, target="loss")
+    with pytest.raises(ValueError, match="identifier"):
+        Hyperparameter("learning rate", 1e-4, 1.0)
+
+
+def test_recommended_kernel_is_fixed_and_depends_only_on_the_space():
+    space = default_mlp_space()
+    kernel = space.recommended_kernel()
+    assert kernel.base_kernel.lengthscale.shape == (1, 3) and kernel.base_kernel.lengthscale.dtype == torch.float64
+    torch.testing.assert_close(kernel.base_kernel.lengthscale, torch.full((1, 3), 0.2, dtype=torch.float64))
+    assert float(kernel.outputscale) == pytest.approx(1.0)
+    assert not any(p.requires_grad for p in kernel.parameters())
+    x = torch.rand(4, 3, dtype=torch.float64)
+    K = kernel(x).to_dense()
+    # k(x, x') = exp(-|x - x'|² / (2 ℓ²)) with ℓ = 0.2
+    expected = torch.exp(-torch.cdist(x, x).pow(2) / (2 * 0.2**2))
+    torch.testing.assert_close(K, expected, rtol=1e-6, atol=1e-8)

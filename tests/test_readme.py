@@ -1,0 +1,62 @@
+r"""The README's main example (issue 16 item 4), run exactly as written.
+
+The block after the ``readme-main-example`` marker is extracted from README.md and
+executed unchanged: it must tune three hyperparameters of a torch classifier at ε = 1 in
+at most 15 lines and release a guarantee that is that target.
+"""
+
+import contextlib
+import io
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from botorch_dp.privacy.analysis.gdp import gdp_epsilon, gdp_mu
+from botorch_dp.utils import torch_threads
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+MARKER = "<!-- readme-main-example"
+
+
+def main_example() -> str:
+    r"""The python block right below the marker comment (exactly one in the README)."""
+    text = README.read_text("utf-8")
+    blocks = re.findall(re.escape(MARKER) + r"[^\n]*-->\n```python\n(.*?)\n```", text, re.DOTALL)
+    assert len(blocks) == 1 and text.count(MARKER) == 1, "exactly one marker, right above a python block"
+    return blocks[0]
+
+
+def test_main_example_is_short():
+    lines = main_example().splitlines()
+    assert len(lines) <= 15, len(lines)
+    assert "epsilon=1.0" in main_example() and "delta=" in main_example()
+
+
+@pytest.mark.timeout(300)
+def test_main_example_runs_and_releases_the_target_guarantee():
+    namespace: dict = {"__name__": "readme_main_example"}
+    out = io.StringIO()
+    with torch_threads(1), contextlib.redirect_stdout(out):
+        exec(compile(main_example(), str(README), "exec"), namespace)
+    space, objective, result = namespace["space"], namespace["objective"], namespace["result"]
+    release = result.release
+    # three hyperparameters of a torch classifier, routed by name: Adam's two, the model's one
+    assert space.names == ["lr", "weight_decay", "dropout"]
+    assert objective.routes == {"lr": "optimizer", "weight_decay": "optimizer", "dropout": "model"}
+    assert objective.optimizer is torch.optim.Adam and objective.num_users == 269
+    assert objective.data.X_train.dtype == torch.float64  # the numpy data as given
+    # the target (ε, δ) = (1, 1e-5): μ by exact GDP inversion, and the release reports the target
+    g = release.guarantee
+    assert g.holds and g.num_steps == 10 and g.delta == 1e-5
+    assert g.mu == pytest.approx(gdp_mu(1.0, 1e-5), rel=1e-12) and g.epsilon == pytest.approx(1.0, rel=1e-9)
+    assert math.isclose(gdp_epsilon(g.mu, 1e-5), 1.0, rel_tol=1e-9)
+    assert len(release.iterates) == 11 and ((release.theta >= 0) & (release.theta <= 1)).all()
+    assert len(release.evaluation_points) == sum(release.batch_sizes) == objective.num_trainings
+    # what it prints: the tuned hyperparameters in natural units and the guarantee
+    printed = out.getvalue()
+    natural = space.to_natural(release.theta)
+    assert printed == f"{natural} {g}\n"
+    assert 1e-4 <= natural["lr"] <= 1e-1 and 0.0 <= natural["dropout"] <= 0.5
