@@ -26,12 +26,13 @@ Both sides use ε: training ε on the training split (add/remove one record, RDP
 validation guarantee at the same ε on the validation users (replace one user). Test
 accuracy is a NON-PRIVATE diagnostic. ``m = 15.4066`` (``P[K > 10] = 0.9``).
 
-Scaled down from the paper (seed 004 §5) to fit 2 cores: DP-SGD uses SGD with momentum
-0.9 (``training.dp_sgd.train_model``) instead of Adam, a log-uniform learning rate in
-[1e-3, 10] instead of a grid over [1e-8, 1e-1], and 5 epochs instead of 60 on the
-synthetic data (expected batch 256: 200 steps per run); on breast_cancer (284 training
-records) the expected batch is 64 (q = 0.2, where the paper's 256 would be q = 0.5) and
-30 epochs (150 steps).
+Scaled down from the paper (seed 004 §5) to fit 2 cores: DP-SGD (Adam, clip √2) runs 5
+epochs instead of 60 on the synthetic data (expected batch 256: 200 steps per run); on
+breast_cancer (284 training records) the expected batch is 64 (q = 0.2, where the
+paper's 256 would be q = 0.5) and 30 epochs (150 steps). With so few steps Adam needs a
+larger rate: the learning rate is log-uniform in [1e-4, 1], the authors' code's
+[1e-5, 1e-1] one decade up, after a check on seed 0 put the best rate at the upper end of
+their range (a choice in DP-SGD's favour, made on the reported data).
 
 Randomness: ``--seed`` values seed PUBLIC randomness only (splits, synthetic data,
 DP-SGD initialisation). The privacy noise (AMP, DP-GIBO, the scores, K and the trial
@@ -132,8 +133,8 @@ class Settings:
     ps_tail_threshold: int = 10
     ps_tail_probability: float = 0.9
     # honest DP-SGD (scaled down)
-    dpsgd_lr_lower: float = 1e-3
-    dpsgd_lr_upper: float = 10.0
+    dpsgd_lr_lower: float = 1e-4  # the authors' [1e-5, 1e-1] a decade up (see the docstring)
+    dpsgd_lr_upper: float = 1.0
     dpsgd_batches: tuple[tuple[str, int], ...] = (("breast_cancer", 64), ("synthetic", 256))
     dpsgd_epochs: tuple[tuple[str, int], ...] = (("breast_cancer", 30), ("synthetic", 5))
 
@@ -499,7 +500,7 @@ def report_text(settings: Settings, plan_: dict, runs: list[Run], argv: list[str
         f"{s.gibo_step:g}, search radius {s.gibo_radius:g}.",
         f"- P&S: K ~ Poisson({s.mean_trials:.4f}) (P[K > {s.ps_tail_threshold}] = {s.ps_tail_probability:g}); "
         f"Gaussian scores of the mean capped loss (C = {s.loss_cap:g}); DP-SGD trials: 2-logit linear model, "
-        f"SGD momentum 0.9, lr log-uniform in [{s.dpsgd_lr_lower:g}, {s.dpsgd_lr_upper:g}], expected batch "
+        f"Adam, lr log-uniform in [{s.dpsgd_lr_lower:g}, {s.dpsgd_lr_upper:g}], expected batch "
         f"{dict(s.dpsgd_batches)}, epochs {dict(s.dpsgd_epochs)}, clip √2.",
         "",
         markdown_row(["ε", "calibrated (σ, λ)", "DP-GIBO per-run reference (σ, λ)", "P&S per-trial reference (σ, λ)",
