@@ -67,7 +67,7 @@ class qGradientInformation(AcquisitionFunction):
     r"""Reduction of the posterior gradient-covariance trace at ``theta`` (to be maximized).
 
     ``α(z) = tr Σ_D(θ) − tr Σ_{D ∪ z ∪ X_pending}(θ)`` where ``Σ_D(θ)`` is the posterior
-    covariance of ``∇f(θ)`` given the model's training inputs ``D`` (seed 000 / 001,
+    covariance of ``∇f(θ)`` given the model's training inputs ``D`` (Sopa et al.,
     GIBO). The value does not depend on the outcomes, so a model built on public points
     with placeholder outcomes is enough. The Cholesky factor of the training kernel
     matrix and ``L⁻¹∇k(θ, D)ᵀ`` are computed once; each candidate batch costs triangular

@@ -3,7 +3,7 @@ r"""Noisy gradient descent with exact per-user gradients (DP-GD, the paper's E.4
 Per-user gradients are clipped to ``B``, averaged and noised by the same Gaussian
 mechanism as DP-GIBO (noise ``2B√T/(nμ)``), so ``T`` steps are ``μ``-GDP in total; or, with
 ``noise_schedule="adaptive_norm"``, with noise scaled to a released noisy gradient norm and
-stopped by a GDP filter (seed 003, ``optim.noise_schedule``). The returned iterate can be
+stopped by a GDP filter (Menart et al., ``optim.noise_schedule``). The returned iterate can be
 chosen privately (``selection``, see ``optim.selection``).
 """
 
@@ -87,7 +87,7 @@ def noisy_gradient_descent(
     ``θ_{t+1} = Π_Θ(θ_t − η g)`` (or an AdaGrad step on the noised ``g``; both through
     ``optim.step_rules``, as in DP-GIBO). The clipped
     mean has replace-one sensitivity ``2B/n``, so each step is ``μ/√T``-GDP and the run
-    ``μ``-GDP (the accounting of DP-GIBO, seed 000 Thm. 3.1). ``privacy_mu = inf`` gives
+    ``μ``-GDP (the accounting of DP-GIBO, Sopa et al. Thm. 3.1). ``privacy_mu = inf`` gives
     clipped, noise-free gradient descent (non-private).
 
     Args:

@@ -4,7 +4,7 @@ Plain functions of the gradient GP, the iterate ``θ``, the local box, the searc
 and the ``optimize_acqf`` settings, so each rule can be tested without a loop:
 ``optimize_batch`` (one joint ``q``-batch of ``qGradientInformation``), ``greedy_batch``
 (one point at a time), ``adaptive_joint_batch`` (smallest sufficient ``q`` by bisection,
-seed 001 Alg. 2) and ``select_batch``, which picks among them as ``DPGIBO.ask`` does.
+Sopa et al., short version, Alg. 2) and ``select_batch``, which picks among them as ``DPGIBO.ask`` does.
 """
 
 from __future__ import annotations

@@ -133,7 +133,7 @@ class DPGIBOConfig:
         delta: The ``δ`` of the target ``(epsilon, delta)``, in ``(0, 1)``; only with
             ``epsilon``.
 
-    Adaptive noise and the choice of the returned iterate (seed 003; ``noise_schedule``
+    Adaptive noise and the choice of the returned iterate (Menart et al.; ``noise_schedule``
     and ``selection`` modules). The budget split is explicit: the selection's charge
     ``μ_sel`` (0 for ``"last"`` and ``"min_noisy_norm"``) comes out of ``privacy_mu``, and the
     gradient steps get ``steps_privacy_mu = √(μ² − μ_sel²)``, so the whole run stays
@@ -199,7 +199,7 @@ class DPGIBOConfig:
     hyperparameter_fit: Callable[[Kernel, Tensor, Tensor], None] | None = None
     epsilon: float | None = None
     delta: float | None = None
-    # seed 003: adaptive noise and private choice of the returned iterate
+    # Menart et al.: adaptive noise and private choice of the returned iterate
     noise_schedule: NoiseSchedule = "fixed"
     max_iterations: int | None = None
     norm_mu_fraction: float = DEFAULT_NORM_MU_FRACTION
@@ -408,7 +408,7 @@ def check_per_user_losses(num_users: int, privacy_mu: float) -> None:
 
 
 def _check_noise_schedule_and_selection(config: DPGIBOConfig) -> None:
-    r"""Seed 003's fields: a known schedule and selection, their parameters only where
+    r"""Menart et al.'s fields: a known schedule and selection, their parameters only where
     they are used (``ValueError`` naming the field)."""
     c = config
     check_choice(c.noise_schedule, "noise_schedule", NOISE_SCHEDULES)

@@ -1,4 +1,4 @@
-r"""DP-GIBO (seed 000 Alg. 1, seed 001 Alg. 1–2): the ask/tell/run/resume facade ``DPGIBO``.
+r"""DP-GIBO (Sopa et al. Alg. 1; short version Alg. 1–2): the ask/tell/run/resume facade ``DPGIBO``.
 
 Settings: ``config``; batches: ``batch_selection``; steps: ``step_rules``; results:
 ``results``; state encoding: ``run_state``; files: ``checkpoint``; the release itself:
@@ -118,7 +118,7 @@ class DPGIBO:
         self._released: list[Tensor] = []
         self._diag: list[ReleaseDiagnostics] = []
         self._mechanism: GaussianGradientMechanism | AdaptiveGaussianGradientMechanism | None = None
-        # seed 003 (noise_schedule="adaptive_norm", selection): public per-step values
+        # Menart et al. (noise_schedule="adaptive_norm", selection): public per-step values
         self._step_mus: list[float] = []  # μ_t of each adaptive gradient release
         self._noise_stds: list[float] = []  # σ_t = Δ/μ_t
         self._noisy_norms: list[float] = []  # released N_t
@@ -273,7 +273,7 @@ class DPGIBO:
         self._save_checkpoint()  # durable before the step is returned
         return IterationInfo(self.iteration, self.theta.clone(), points.shape[0], trace)
 
-    # ------------------------------------------------- seed 003: adaptive noise, selection
+    # ------------------------------------------------- Menart et al.: adaptive noise, selection
     def _adaptive_schedule(self, dim: int | None = None) -> AdaptiveNormSchedule:
         r"""The B1′ schedule of this run (public: config, ``n``, ``d_eff``)."""
         c = self.config

@@ -1,5 +1,5 @@
-r"""Noise schedules of the gradient releases: ``"fixed"`` (seed 000) or ``"adaptive_norm"``
-with a GDP privacy filter (seed 003, Algorithm 3 as corrected in the spec, "B1′").
+r"""Noise schedules of the gradient releases: ``"fixed"`` (Sopa et al.) or ``"adaptive_norm"``
+with a GDP privacy filter (Menart et al., Algorithm 3 as corrected in the spec, "B1′").
 
 ``"fixed"``: every one of the ``T`` steps is ``μ/√T``-GDP (noise ``2B√T/(nμ)``).
 

@@ -50,7 +50,7 @@ META_KEYS = {
     "ledger", "noise_generator", "search_generator", "noise_and_selection",
 }
 #: Meta keys added after schema version 1, with what an older checkpoint means by them.
-#: ``noise_and_selection`` (issue 15, seed 003): nothing adaptive and no selection yet.
+#: ``noise_and_selection`` (issue 15, Menart et al.): nothing adaptive and no selection yet.
 _META_KEYS_ADDED = {"noise_and_selection": None}
 #: Config fields that may differ on resume: the budget (only tightened) and the unsafe
 #: fitting callable (only its presence is compared).
@@ -58,7 +58,7 @@ _RESUME_MAY_DIFFER = {"privacy_budget_mu", "hyperparameter_fit"}
 #: Config fields added after schema version 1 (issue 16's target (ε, δ)); a checkpoint
 #: written before them reads them as not given.
 _CONFIG_FIELDS_ADDED = ("epsilon", "delta")
-#: Config fields added by issue 15 (seed 003: noise schedule, selection); a checkpoint
+#: Config fields added by issue 15 (Menart et al.: noise schedule, selection); a checkpoint
 #: written before them reads them as their defaults (the fixed schedule, the last iterate).
 _CONFIG_FIELDS_WITH_DEFAULTS = (
     "noise_schedule", "max_iterations", "norm_mu_fraction", "snr_factor", "max_step_mu",
@@ -287,7 +287,7 @@ _NOISE_LISTS = ("step_mus", "noise_stds", "noisy_norms", "norm_mus")
 
 
 def encode_noise_and_selection(opt: DPGIBO) -> dict[str, Any]:
-    r"""Seed 003's public state as exact JSON: the adaptive schedule's per-step values, whether
+    r"""Menart et al.'s public state as exact JSON: the adaptive schedule's per-step values, whether
     its filter stopped the steps, and the evaluated selection's choice (and scores)."""
     lists = {"step_mus": opt._step_mus, "noise_stds": opt._noise_stds, "noisy_norms": opt._noisy_norms, "norm_mus": opt._norm_mus}
     return {

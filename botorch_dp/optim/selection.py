@@ -1,6 +1,6 @@
-r"""Private choice of the returned iterate (seed 003, spec B2), and the budget split it needs.
+r"""Private choice of the returned iterate (Menart et al., spec B2), and the budget split it needs.
 
-- ``"last"``: ``θ_T``, as in seed 000. Free.
+- ``"last"``: ``θ_T``, as in Sopa et al.. Free.
 - ``"min_noisy_norm"``: ``θ_{t*}``, ``t* = argmin_t N_t`` over the noisy gradient norms that
   ``noise_schedule="adaptive_norm"`` releases anyway. Post-processing of released values:
   free, and refused with the ``"fixed"`` schedule (which releases no norms).

@@ -572,7 +572,7 @@ def audit_amp_release(
     grid_size: int = 64,
     seed: int = 0,
 ) -> AuditResult:
-    r"""Audit one AMP training release (seed 004, Alg. 1) on worst-case add/remove neighbours.
+    r"""Audit one AMP training release (Redberg et al., Alg. 1) on worst-case add/remove neighbours.
 
     Design: one feature at the public bound (``x = R = 1``, no intercept), ``D`` = one
     record and ``D′ = D ∪ {z}`` whose clipped gradient pushes ``θ`` up by the full ``C``:
@@ -644,7 +644,7 @@ def audit_all(*, quick: bool = False, seed: int = 0) -> list[AuditResult]:
     The validation-side mechanisms (gradient release, its overflow variant, private random
     search's score, a whole DP-GIBO run), one AMP training release (``amp_release``,
     add/remove one training record; its ``claimed_mu`` is the local ``μ`` of AMP's claimed
-    trade-off curve, see ``audit_amp_release``), and seed 003's noisy-norm release and
+    trade-off curve, see ``audit_amp_release``), and Menart et al.'s noisy-norm release and
     exponential-mechanism selection (``audit_norm_release``, ``audit_exponential_selection``).
 
     Args:
@@ -664,12 +664,12 @@ def audit_all(*, quick: bool = False, seed: int = 0) -> list[AuditResult]:
         audit_score_release(num_runs=releases, seed=seed),
         audit_dp_gibo(num_runs=loop_runs, seed=seed),
         audit_amp_release(num_runs=amp_runs, seed=seed),
-        audit_norm_release(num_runs=releases, seed=seed),  # seed 003: adaptive_norm's norm release
-        audit_exponential_selection(num_runs=releases, seed=seed),  # seed 003: selection of the iterate
+        audit_norm_release(num_runs=releases, seed=seed),  # Menart et al.: adaptive_norm's norm release
+        audit_exponential_selection(num_runs=releases, seed=seed),  # Menart et al.: selection of the iterate
     ]
 
 
-# ------------------------------------------------------- seed 003: norm release, exponential mechanism
+# ------------------------------------------------------- Menart et al.: norm release, exponential mechanism
 def audit_norm_release(
     *,
     num_runs: int,

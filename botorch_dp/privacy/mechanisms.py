@@ -6,7 +6,7 @@ together with its privacy cost (``PrivacyCost``); callers record that cost in th
 
 - ``GaussianGradientMechanism``: DP-GIBO's and noisy GD's gradient release. Per-user
   gradient estimates ``A y_i`` are clipped to ``B``, averaged and noised with std
-  ``2B√T/(nμ)`` (seed 000, Thm. 3.1).
+  ``2B√T/(nμ)`` (Sopa et al., Thm. 3.1).
 - ``GaussianScoreMechanism``: private random search's score of one trial, the mean of the
   ``[0, C]``-clipped per-user losses plus Gaussian noise (sensitivity ``C/n``).
 
@@ -390,7 +390,7 @@ class GaussianScoreMechanism:
         )
 
 
-# --- Objective perturbation (AMP, seed 004): training-side releases with an RDP curve. ---
+# --- Objective perturbation (AMP, Redberg et al.): training-side releases with an RDP curve. ---
 # The imports sit here so that this block can be appended without touching the rest.
 import functools  # noqa: E402
 from collections.abc import Callable  # noqa: E402
@@ -543,7 +543,7 @@ class ObjectivePerturbationMechanism:
         return ObjectivePerturbationRelease(theta=theta_tilde + noise, cost=self.cost)
 
 
-# --- Adaptive noise and private selection (seed 003): releases at an explicit μ or ε. ---
+# --- Adaptive noise and private selection (Menart et al.): releases at an explicit μ or ε. ---
 # Appended as one block, like the objective-perturbation block above; the clipped mean is
 # ``clipped_mean_gradient`` of this module, never a copy.
 from botorch_dp.privacy.analysis.gdp import compose_gdp, pure_dp_to_gdp_mu  # noqa: E402
@@ -682,7 +682,7 @@ class ClippedMean:
 
 
 class AdaptiveGaussianGradientMechanism:
-    r"""Gradient releases whose noise is chosen per release (seed 003's adaptive noise).
+    r"""Gradient releases whose noise is chosen per release (Menart et al.'s adaptive noise).
 
     Unlike ``GaussianGradientMechanism`` (one ``σ = 2B√T/(nμ)`` for all ``T`` steps),
     each release here is made at an explicit GDP parameter ``μ_t`` and noised with
@@ -837,7 +837,7 @@ class ExponentialLossSelection:
 
     Scores ``u_j = (1/n) Σ_i clamp(ℓ_i(θ_j), 0, C)`` (sensitivity ``Δ = C/n`` under
     replace-one); the candidate is drawn with ``P(j) ∝ exp(−ε u_j/(2Δ))`` by Gumbel-max
-    (seed 003, Thm. 5, with the user's ``ε`` instead of the paper's temperature, E3.10).
+    (Menart et al., Thm. 5, with the user's ``ε`` instead of the paper's temperature, E3.10).
     Only the index leaves; its cost is ``PureDPCost(ε)``.
 
     Args:

@@ -489,7 +489,7 @@ def estimate_training_noise_variance(
     ``synthetic_like(data)``) with the objective's model, training and DP-SGD settings
     but independent DP-SGD noise, and returns the pooled sample variance (the mean over
     the rows of the per-row variances) of their mean validation losses: the ``σ²`` of
-    the observation model ``f̃(θ) = f(θ) + v``, ``v ~ N(0, σ²)`` (seed 001, §3.4).
+    the observation model ``f̃(θ) = f(θ) + v``, ``v ~ N(0, σ²)`` (Sopa et al., short version, §3.4).
     Several rows guard against a point where the model barely moves and the variance
     is deceptively small. The sensitive data are never touched and nothing is recorded
     in the objective's ledger (a pilot on public data costs no privacy). Without DP-SGD
