@@ -26,7 +26,7 @@ Both sides use ε: training ε on the training split (add/remove one record, RDP
 validation guarantee at the same ε on the validation users (replace one user). Test
 accuracy is a NON-PRIVATE diagnostic. ``m = 15.4066`` (``P[K > 10] = 0.9``).
 
-Scaled down from the paper (seed 004 §5) to fit 2 cores: DP-SGD (Adam, clip √2) runs 5
+Scaled down from the paper (Redberg, Koskela & Wang, §5) to fit 2 cores: DP-SGD (Adam, clip √2) runs 5
 epochs instead of 60 on the synthetic data (expected batch 256: 200 steps per run); on
 breast_cancer (284 training records) the expected batch is 64 (q = 0.2, where the
 paper's 256 would be q = 0.5) and 30 epochs (150 steps). With so few steps Adam needs a

@@ -2,8 +2,10 @@ r"""Private tuning of AMP-trained logistic regression: data, per-run budgets and
 
 ``AMPTuningObjective`` maps θ (the unit cube over ``log10 λ``, optionally ``log10 C``) to
 the ``q x n`` per-user logistic losses of the VALIDATION users under a model trained at
-each θ with AMP (objective perturbation, seed 004) on the TRAINING split; every training
-run is checked against and recorded in a ``PrivacyLedger`` with its RDP curve. σ is
+each θ with AMP (objective perturbation; Redberg, Koskela & Wang, "Improving the Privacy
+and Practicality of Objective Perturbation for Differentially Private Linear Learners") on
+the TRAINING split; every training run is checked against and recorded in a
+``PrivacyLedger`` with its RDP curve. σ is
 calibrated per (λ, C) so that every run's RDP curve lies below one public reference curve
 (``AMPRunBudget``), so ``k`` runs cost at most what ``k`` reference runs cost.
 ``DPSGDTuningObjective`` is the Opacus DP-SGD counterpart (θ = the learning rate).
@@ -611,7 +613,7 @@ def dp_sgd_noise_for_selection(
 ) -> float:
     r"""The smallest DP-SGD noise multiplier whose P&S selection is ``(ε, δ)``-DP.
 
-    "Honest" DP-SGD tuning (seed 004 §5): every trial is a DP-SGD run with the same
+    "Honest" DP-SGD tuning (Redberg, Koskela & Wang, §5): every trial is a DP-SGD run with the same
     ``(σ, q, T)``; the selection's curve is ``selection_curve`` of the run's
     ``compute_rdp`` curve, converted on ``DEFAULT_RDP_ORDERS``; it decreases in σ, so σ is
     found by bisection on ``log σ``.
@@ -876,7 +878,7 @@ class DPSGDTuningObjective(TorchModelTuningObjective):
     Args:
         data: The ``LogisticData``.
         lr_range: ``(lr_lo, lr_hi)``, searched log-uniformly (default the authors' code's
-            ``[1e-5, 1e-1]`` for Adam, seed 004 §3.6).
+            ``[1e-5, 1e-1]`` for Adam, Redberg, Koskela & Wang's code).
         optimizer: The ``torch.optim`` class (default Adam, as in the paper's honest DP-SGD).
         training: Epochs, expected batch size (``TrainingConfig``).
         dp_sgd: Noise multiplier and clipping norm (``DPSGDConfig``).
