@@ -1,6 +1,6 @@
 r"""The main job: DP-GIBO (μ = 1) on GP-regression length-scale tuning vs random search.
 
-``python -m botorch_dp.demo`` runs seed 000 Appendix E.1 (d = 15, n = 2000 split 50/50)
+``python -m botorch_dp.demo`` runs Sopa et al. Appendix E.1 (d = 15, n = 2000 split 50/50)
 and prints the private release, its guarantee and both (non-private) validation losses.
 """
 

@@ -2,6 +2,8 @@ r"""Posterior of the gradient of a GP with fixed hyperparameters.
 
 ``GradientGP`` holds the Cholesky factor of ``K = k(D, D) + σ²I`` and returns the posterior
 mean, covariance and trace of ``∇f(θ)``, and the trace reduction from adding new points.
+``output_gradient_gps`` reads one ``GradientGP`` per output off a BoTorch model, together
+with the model's input transform, whose Jacobian maps gradients back to the original inputs.
 """
 
 from __future__ import annotations
@@ -17,6 +19,16 @@ from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
 from botorch_dp.kernel_derivatives import DerivativeBackend, KernelDerivatives
+
+__all__ = [
+    "DEFAULT_JITTER",
+    "GradientGP",
+    "GradientPosterior",
+    "OutputGradientGP",
+    "TensorSnapshot",
+    "gradient_posterior",
+    "output_gradient_gps",
+]
 
 DEFAULT_JITTER = 1e-8
 
@@ -37,6 +49,42 @@ class GradientPosterior:
     def trace(self) -> Tensor:
         r"""``tr Σ_D(θ)``, a ``batch_shape`` tensor."""
         return self.covariance.diagonal(dim1=-2, dim2=-1).sum(-1)
+
+
+class TensorSnapshot:
+    r"""Copies of a module's parameters and buffers, to tell whether they changed since.
+
+    GPyTorch sets hyperparameters through ``.data`` (``kernel.lengthscale = 2.0``), which
+    leaves a tensor's version counter alone, so values are compared.
+
+    Args:
+        module: The module (e.g. a kernel or a whole model) to watch.
+    """
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self._tensors = [*module.parameters(), *module.buffers()]
+        self._values = [t.detach().clone() for t in self._tensors]
+
+    def changed(self, *, same_dtype: bool = False) -> bool:
+        r"""Whether any watched value differs from its copy.
+
+        Args:
+            same_dtype: Also count a move to another dtype or device as a change;
+                otherwise the copy is cast to the tensor's dtype and device first.
+        """
+        for t, saved in zip(self._tensors, self._values):
+            if saved.dtype != t.dtype or saved.device != t.device:
+                if same_dtype:
+                    return True
+                saved = saved.to(t)
+            if not torch.equal(t, saved):
+                return True
+        return False
+
+
+def _to_input_space(G: Tensor, jacobian: Tensor | None) -> Tensor:
+    r"""``JᵀG``: a ``batch x d_z x r`` block of gradients in ``z`` as gradients in ``x``."""
+    return G if jacobian is None else jacobian.transpose(-1, -2) @ G
 
 
 def _solve_lower(L: Tensor, B: Tensor) -> Tensor:
@@ -67,6 +115,15 @@ class GradientGP(torch.nn.Module):
     The outcomes ``y`` are optional: the covariance, its trace and the acquisition depend
     on ``D`` and ``θ`` only. Outputs are multiplied by ``output_scale`` (mean) and
     ``output_scale²`` (covariances), which undoes an outcome standardization.
+
+    Input transforms (chain rule): when the GP lives on ``z = T(x)``, the gradient in ``x``
+    is ``Jᵀ∇_z f`` with ``J = ∂z/∂x`` at ``θ``. The methods that take ``jacobian`` (a
+    ``batch_shape x d_z x d_x`` tensor) return gradients in ``x``: ``θ`` and the points stay
+    in ``z``, every gradient block ``G`` becomes ``JᵀG``.
+
+    The kernel's hyperparameters are copied when the factor is computed: if they change
+    afterwards the factor is stale, ``kernel_changed()`` says so and ``condition_on``
+    refuses. Build a new ``GradientGP`` then.
 
     Args:
         train_X: An ``N x d`` tensor of evaluated points ``D`` (``N`` may be 0).
@@ -118,6 +175,7 @@ class GradientGP(torch.nn.Module):
             train_noise=noise,
             train_Y=None if train_Y is None else train_Y.reshape(N),
             L=None,
+            kernel_state=None,
         )
 
     def _set_parts(
@@ -133,12 +191,15 @@ class GradientGP(torch.nn.Module):
         train_noise: Tensor,
         train_Y: Tensor | None,
         L: Tensor | None,
+        kernel_state: TensorSnapshot | None,
     ) -> None:
         r"""Set every field; the one place a new field is added. ``L = None`` factorizes.
 
         The tensors are registered as buffers, so ``.to(device)`` and ``.double()`` move
-        them together with the module.
+        them together with the module. ``kernel_state`` is the kernel as ``L`` was
+        computed (``None``: as it is now).
         """
+        self._kernel_state = TensorSnapshot(kernel) if kernel_state is None else kernel_state
         self.kernel = kernel
         self.derivatives = derivatives
         self.jitter = jitter
@@ -165,74 +226,47 @@ class GradientGP(torch.nn.Module):
             train_noise=train_noise,
             train_Y=None,
             L=L,
+            kernel_state=self._kernel_state,
         )
         return gp
 
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_model(
-        cls, model: torch.nn.Module, *, jitter: float = DEFAULT_JITTER, method: DerivativeBackend = "auto"
+        cls,
+        model: torch.nn.Module,
+        *,
+        output: int | None = None,
+        jitter: float = DEFAULT_JITTER,
+        method: DerivativeBackend = "auto",
     ) -> "GradientGP":
-        r"""Read data, kernel, noise and prior mean off a single-output exact GP.
+        r"""Read data, kernel, noise and prior mean of one output off an exact GP.
 
-        Supports BoTorch's ``SingleTaskGP`` (and other ``ExactGP`` models with a
-        ``covar_module``) with a ``GaussianLikelihood`` or ``FixedNoiseGaussianLikelihood``,
-        a ``ZeroMean`` or ``ConstantMean``, no input transform, and either no outcome
-        transform or ``Standardize``. Nothing is fitted.
+        Supports BoTorch's ``SingleTaskGP`` (also with several outputs) and other
+        ``ExactGP`` models with a ``covar_module``, with a ``GaussianLikelihood`` or
+        ``FixedNoiseGaussianLikelihood``, a ``ZeroMean`` or ``ConstantMean``, no input
+        transform, no batch dimensions, and either no outcome transform or
+        ``Standardize``. Nothing is fitted. For models with an input transform use
+        ``output_gradient_gps`` (or ``gradient_posterior`` / ``qGradientInformation``),
+        which map gradients back to the original inputs.
 
         Args:
             model: The GP.
+            output: Which output of a multi-output model (``None`` for one output).
             jitter: See ``GradientGP``.
             method: See ``KernelDerivatives``.
 
         Returns:
             A ``GradientGP`` on the model's training data.
         """
-        if getattr(model, "num_outputs", 1) != 1:
-            raise NotImplementedError("Only single-output models are supported.")
         if getattr(model, "input_transform", None) is not None:
             raise NotImplementedError(
-                "Models with an input transform are not supported: the gradient would be "
-                "taken in transformed coordinates. Transform the inputs yourself."
+                "GradientGP.from_model reads a model without an input transform: its GP lives "
+                "on the transformed inputs. Use output_gradient_gps(model), gradient_posterior "
+                "or qGradientInformation, which map gradients to the original inputs by the "
+                "chain rule."
             )
-        train_X = model.train_inputs[0]
-        train_Y = model.train_targets
-        if train_X.dim() != 2:
-            raise NotImplementedError("Batched models are not supported.")
-        mean_module = getattr(model, "mean_module", None)
-        if mean_module is None or isinstance(mean_module, ZeroMean):
-            mean_constant = 0.0
-        elif isinstance(mean_module, ConstantMean):
-            mean_constant = float(mean_module.constant.detach().reshape(()))
-        else:
-            raise NotImplementedError(f"Unsupported mean module {type(mean_module).__name__}.")
-        likelihood = model.likelihood
-        if isinstance(likelihood, FixedNoiseGaussianLikelihood):
-            noise = likelihood.noise.detach().reshape(-1)
-        elif isinstance(likelihood, GaussianLikelihood):
-            noise = float(likelihood.noise.detach().reshape(()))
-        else:
-            raise NotImplementedError(f"Unsupported likelihood {type(likelihood).__name__}.")
-        output_scale = 1.0
-        transform = getattr(model, "outcome_transform", None)
-        if transform is not None:
-            from botorch.models.transforms.outcome import Standardize
-
-            if not isinstance(transform, Standardize):
-                raise NotImplementedError(
-                    f"Unsupported outcome transform {type(transform).__name__}."
-                )
-            output_scale = float(transform.stdvs.detach().reshape(()))
-        return cls(
-            train_X,
-            model.covar_module,
-            noise,
-            train_Y,
-            mean_constant=mean_constant,
-            output_scale=output_scale,
-            jitter=jitter,
-            method=method,
-        )
+        return _read_exact_gp(model, output, jitter=jitter, method=method)
 
     @classmethod
     def from_factor(
@@ -269,7 +303,15 @@ class GradientGP(torch.nn.Module):
 
         Returns:
             The conditioned ``GradientGP``.
+
+        Raises:
+            RuntimeError: The kernel changed since this ``GradientGP`` was factorized.
         """
+        if self.kernel_changed():
+            raise RuntimeError(
+                "The kernel's hyperparameters changed after this GradientGP was factorized: "
+                "its Cholesky factor is stale. Build a new GradientGP."
+            )
         q = X_new.shape[0]
         if noise_variance is None:
             noise_variance = self.new_point_noise
@@ -287,6 +329,10 @@ class GradientGP(torch.nn.Module):
         return self._from_parts(train_X, torch.cat([self.train_noise, noise_new]), L)
 
     # ------------------------------------------------------------------ properties
+    def kernel_changed(self) -> bool:
+        r"""Whether the kernel's hyperparameters differ from those the factor was computed with."""
+        return self._kernel_state.changed()
+
     @property
     def num_train(self) -> int:
         return self.train_X.shape[0]
@@ -300,11 +346,11 @@ class GradientGP(torch.nn.Module):
         r"""``∇k(θ, D)``: a ``batch_shape x d x N`` tensor for ``batch_shape x d`` ``theta``."""
         return self.derivatives.cross(theta, self.train_X)
 
-    def whitened_cross(self, theta: Tensor) -> Tensor:
-        r"""``V(θ) = L⁻¹ ∇k(θ, D)ᵀ``: a ``batch_shape x N x d`` tensor."""
-        return _solve_lower(self.L, self.cross(theta).transpose(-1, -2))
+    def whitened_cross(self, theta: Tensor, jacobian: Tensor | None = None) -> Tensor:
+        r"""``V(θ) = L⁻¹ ∇k(θ, D)ᵀ``: a ``batch_shape x N x d`` tensor (``L⁻¹ (Jᵀ∇k)ᵀ`` with ``jacobian``)."""
+        return _solve_lower(self.L, _to_input_space(self.cross(theta), jacobian).transpose(-1, -2))
 
-    def gradient_weights(self, theta: Tensor) -> Tensor:
+    def gradient_weights(self, theta: Tensor, jacobian: Tensor | None = None) -> Tensor:
         r"""``A = ∇k(θ, D) K⁻¹``, so that ``A y`` is the posterior gradient mean for data ``y``.
 
         One matrix serves every user: the per-user gradient estimates are ``A Y`` for
@@ -312,11 +358,12 @@ class GradientGP(torch.nn.Module):
 
         Args:
             theta: A ``batch_shape x d`` tensor.
+            jacobian: Optional ``batch_shape x d x d_x`` input Jacobian (see the class).
 
         Returns:
-            A ``batch_shape x d x N`` tensor.
+            A ``batch_shape x d x N`` tensor (``d_x`` rows with ``jacobian``).
         """
-        cross = self.cross(theta)
+        cross = _to_input_space(self.cross(theta), jacobian)
         if self.num_train == 0:
             return cross
         rhs = cross.transpose(-1, -2)
@@ -325,41 +372,48 @@ class GradientGP(torch.nn.Module):
         sol = torch.cholesky_solve(rhs.movedim(-2, 0).reshape(N, -1), self.L)
         return sol.reshape(N, *batch, d).movedim(0, -2).transpose(-1, -2)
 
-    def posterior_covariance(self, theta: Tensor) -> Tensor:
-        r"""``Σ_D(θ) = ∇k∇ᵀ(θ, θ) − ∇k(θ, D) K⁻¹ k(D, θ)∇ᵀ``, ``batch_shape x d x d``."""
-        V = self.whitened_cross(theta)
-        cov = self.derivatives.prior(theta) - V.transpose(-1, -2) @ V
+    def _prior(self, theta: Tensor, jacobian: Tensor | None) -> Tensor:
+        prior = self.derivatives.prior(theta)
+        return prior if jacobian is None else jacobian.transpose(-1, -2) @ prior @ jacobian
+
+    def posterior_covariance(self, theta: Tensor, jacobian: Tensor | None = None) -> Tensor:
+        r"""``Σ_D(θ) = ∇k∇ᵀ(θ, θ) − ∇k(θ, D) K⁻¹ k(D, θ)∇ᵀ``, ``batch_shape x d x d``.
+
+        With ``jacobian``: ``JᵀΣ_D(θ)J``, the covariance of the gradient in ``x``.
+        """
+        V = self.whitened_cross(theta, jacobian)
+        cov = self._prior(theta, jacobian) - V.transpose(-1, -2) @ V
         return cov * self.output_scale**2
 
-    def posterior_trace(self, theta: Tensor, basis: Tensor | None = None) -> Tensor:
+    def posterior_trace(self, theta: Tensor, jacobian: Tensor | None = None) -> Tensor:
         r"""``tr Σ_D(θ)`` as a ``batch_shape`` tensor (depends on ``D`` and ``θ`` only).
 
-        With a ``d x k`` ``basis`` ``Ṽ``: the projected trace ``tr(Ṽᵀ Σ_D(θ) Ṽ)``, the
-        posterior variance of ``Ṽᵀ∇f(θ)`` (seed 002, spec A5).
+        With ``jacobian``: ``tr JᵀΣ_D(θ)J``.
         """
-        V = self.whitened_cross(theta)
-        if basis is None:
-            trace = self.derivatives.prior_trace(theta) - V.pow(2).sum((-1, -2))
+        V = self.whitened_cross(theta, jacobian)
+        if jacobian is None:
+            prior_trace = self.derivatives.prior_trace(theta)
         else:
-            prior = self.derivatives.prior(theta)
-            trace = (basis * (prior @ basis)).sum((-1, -2)) - (V @ basis).pow(2).sum((-1, -2))
+            prior_trace = self._prior(theta, jacobian).diagonal(dim1=-2, dim2=-1).sum(-1)
+        trace = prior_trace - V.pow(2).sum((-1, -2))
         return trace * self.output_scale**2
 
-    def posterior(self, theta: Tensor) -> GradientPosterior:
+    def posterior(self, theta: Tensor, jacobian: Tensor | None = None) -> GradientPosterior:
         r"""Posterior of ``∇f(θ)`` given ``train_Y``.
 
         Args:
             theta: A ``batch_shape x d`` tensor.
+            jacobian: Optional ``batch_shape x d x d_x`` input Jacobian (see the class).
 
         Returns:
             ``GradientPosterior`` with a ``batch_shape x d`` mean and a
-            ``batch_shape x d x d`` covariance.
+            ``batch_shape x d x d`` covariance (``d_x`` with ``jacobian``).
         """
         if self.train_Y is None:
             raise ValueError("This GradientGP has no outcomes; pass train_Y.")
         y = (self.train_Y - self.mean_constant).unsqueeze(-1)
-        mean = (self.gradient_weights(theta) @ y).squeeze(-1) * self.output_scale
-        return GradientPosterior(mean=mean, covariance=self.posterior_covariance(theta))
+        mean = (self.gradient_weights(theta, jacobian) @ y).squeeze(-1) * self.output_scale
+        return GradientPosterior(mean=mean, covariance=self.posterior_covariance(theta, jacobian))
 
     # ------------------------------------------------------------------ acquisition core
     def _factor(self, X: Tensor, noise: Tensor) -> Tensor:
@@ -389,7 +443,7 @@ class GradientGP(torch.nn.Module):
         return W, S - W.transpose(-1, -2) @ W
 
     def trace_reduction(
-        self, theta: Tensor, X: Tensor, V: Tensor | None = None, basis: Tensor | None = None
+        self, theta: Tensor, X: Tensor, V: Tensor | None = None, jacobian: Tensor | None = None
     ) -> Tensor:
         r"""``tr Σ_D(θ) − tr Σ_{D ∪ X}(θ)``, vectorized over candidate batches.
 
@@ -402,21 +456,19 @@ class GradientGP(torch.nn.Module):
         Args:
             theta: A ``d`` tensor (or broadcastable ``batch_shape x d``).
             X: A ``batch_shape x r x d`` tensor of new points.
-            V: Optional precomputed ``whitened_cross(theta)`` (``N x d``).
-            basis: Optional ``d x k`` ``Ṽ``: the reduction of the projected trace
-                ``tr(Ṽᵀ Σ Ṽ)`` instead (``C`` replaced by ``ṼᵀC``; seed 002, spec A5).
+            V: Optional precomputed ``whitened_cross(theta, jacobian)`` (``N x d``).
+            jacobian: Optional ``d x d_x`` input Jacobian at ``θ`` (see the class): the
+                reduction of ``tr JᵀΣ(θ)J``, the trace in the original inputs ``x``.
 
         Returns:
             A ``batch_shape`` tensor of non-negative trace reductions.
         """
         W, S = self._schur(X, self.new_point_noise)
-        C = self.derivatives.cross(theta, X)  # batch x d x r
+        C = _to_input_space(self.derivatives.cross(theta, X), jacobian)  # batch x d x r
         if self.num_train > 0:
             if V is None:
-                V = self.whitened_cross(theta)
+                V = self.whitened_cross(theta, jacobian)
             C = C - V.transpose(-1, -2) @ W
-        if basis is not None:
-            C = basis.transpose(-1, -2) @ C  # k x r: only Ṽᵀ∇f is wanted
         if X.shape[-2] == 1:
             # q = 1 (greedy and adaptive batches): a square root and a division; torch's
             # batched Cholesky / triangular solves over many 1 x 1 systems are far slower.
@@ -428,13 +480,280 @@ class GradientGP(torch.nn.Module):
         return M.pow(2).sum((-1, -2)) * self.output_scale**2
 
 
+# ---------------------------------------------------------------------- BoTorch models
+_BATCH_HINT = (
+    "Build one acquisition (or gradient posterior) per batch element, e.g. from a "
+    "SingleTaskGP on train_X[i], train_Y[i]; several outputs are supported as a "
+    "multi-output SingleTaskGP or a ModelListGP."
+)
+
+
+def _select(t: Tensor, output: int | None, m: int, size: int = 1) -> Tensor:
+    r"""The ``size`` entries of one output from a per-output stack (or a shared tensor)."""
+    t = t.detach().reshape(-1)
+    if output is not None and t.numel() == m * size:
+        return t.reshape(m, size)[output]
+    if t.numel() != size:
+        raise NotImplementedError(f"Cannot read one output from a tensor with {t.numel()} entries.")
+    return t
+
+
+def _read_exact_gp(
+    model: torch.nn.Module, output: int | None, *, jitter: float, method: DerivativeBackend
+) -> GradientGP:
+    r"""``GradientGP`` of one output of an exact GP, on its training inputs as stored.
+
+    In eval mode BoTorch stores the transformed training inputs, so the result lives in
+    the model's input space ``z`` (no chain rule here).
+    """
+    from botorch.models.gpytorch import BatchedMultiOutputGPyTorchModel
+    from botorch.models.transforms.outcome import Standardize
+
+    if not hasattr(model, "train_inputs") or not hasattr(model, "covar_module"):
+        raise NotImplementedError(
+            f"{type(model).__name__} is not an exact GP with train_inputs and a covar_module "
+            "(e.g. SingleTaskGP); the gradient posterior needs one."
+        )
+    m = getattr(model, "num_outputs", 1)
+    if m != 1 and not isinstance(model, BatchedMultiOutputGPyTorchModel):
+        raise NotImplementedError(f"{type(model).__name__} with {m} outputs is not supported.")
+    if m != 1 and output is None:
+        raise NotImplementedError(
+            f"The model has {m} outputs: pass output=i, or use output_gradient_gps(model)."
+        )
+    if output is not None and not 0 <= output < m:
+        raise ValueError(f"output={output} is out of range for a model with {m} outputs.")
+    train_X, train_Y = model.train_inputs[0], model.train_targets
+    if m != 1:  # BoTorch stacks the outputs as the last batch dimension
+        train_X, train_Y = train_X[..., output, :, :], train_Y[..., output, :]
+    if train_X.dim() != 2:
+        raise NotImplementedError(
+            f"Batched models are not supported (training inputs of shape {tuple(train_X.shape)}): "
+            "a batch of models has no single gradient posterior at θ. " + _BATCH_HINT
+        )
+    N = train_X.shape[0]
+    kernel = model.covar_module
+    if len(kernel.batch_shape) > 0:
+        if m == 1 or tuple(kernel.batch_shape) != (m,):
+            raise NotImplementedError(
+                f"A kernel with batch_shape {tuple(kernel.batch_shape)} is not supported. " + _BATCH_HINT
+            )
+        kernel = kernel[output]  # a copy with this output's hyperparameters
+    mean_module = getattr(model, "mean_module", None)
+    if mean_module is None or isinstance(mean_module, ZeroMean):
+        mean_constant = 0.0
+    elif isinstance(mean_module, ConstantMean):
+        mean_constant = float(_select(mean_module.constant, output, m))
+    else:
+        raise NotImplementedError(f"Unsupported mean module {type(mean_module).__name__}.")
+    likelihood = model.likelihood
+    if isinstance(likelihood, FixedNoiseGaussianLikelihood):
+        noise = _select(likelihood.noise, output, m, N)
+    elif isinstance(likelihood, GaussianLikelihood):
+        noise = float(_select(likelihood.noise, output, m))
+    else:
+        raise NotImplementedError(f"Unsupported likelihood {type(likelihood).__name__}.")
+    output_scale = 1.0
+    transform = getattr(model, "outcome_transform", None)
+    if transform is not None:
+        if not isinstance(transform, Standardize):
+            raise NotImplementedError(f"Unsupported outcome transform {type(transform).__name__}.")
+        output_scale = float(_select(transform.stdvs, output, m))
+    return GradientGP(
+        train_X,
+        kernel,
+        noise,
+        train_Y,
+        mean_constant=mean_constant,
+        output_scale=output_scale,
+        jitter=jitter,
+        method=method,
+    )
+
+
+def _split_outputs(model: torch.nn.Module) -> list[tuple[torch.nn.Module, int | None]]:
+    r"""``(single-output model, output index)`` pairs: model lists flattened, outputs apart."""
+    from botorch.models.gpytorch import MultiTaskGPyTorchModel
+    from botorch.models.model import ModelList
+
+    if isinstance(model, ModelList):
+        return [pair for sub in model.models for pair in _split_outputs(sub)]
+    if isinstance(model, MultiTaskGPyTorchModel):
+        raise NotImplementedError(
+            f"{type(model).__name__} correlates its tasks (the task index is an input), so its "
+            "gradient covariance does not split into one trace per output. Use a ModelListGP "
+            "of single-task GPs or a multi-output SingleTaskGP (independent outputs)."
+        )
+    batch_shape = getattr(model, "_input_batch_shape", None)
+    if batch_shape is None:
+        train_inputs = getattr(model, "train_inputs", None)
+        batch_shape = train_inputs[0].shape[:-2] if train_inputs else torch.Size()
+    if len(batch_shape) > 0:
+        raise NotImplementedError(
+            f"{type(model).__name__} has batch_shape {tuple(batch_shape)}: a batch of models has "
+            "no single gradient posterior at θ. " + _BATCH_HINT
+        )
+    m = getattr(model, "num_outputs", 1)
+    return [(model, None)] if m == 1 else [(model, i) for i in range(m)]
+
+
+def _transforms(transform: torch.nn.Module) -> list[torch.nn.Module]:
+    from botorch.models.transforms.input import ChainedInputTransform
+
+    if isinstance(transform, ChainedInputTransform):
+        return [t for sub in transform.values() for t in _transforms(sub)]
+    return [transform]
+
+
+def _check_input_transform(transform: torch.nn.Module) -> None:
+    r"""Refuse input transforms under which ``f(x) = g(T(x))`` has no gradient by the chain rule."""
+    from botorch.models.transforms.input import (
+        BatchBroadcastedInputTransform,
+        NumericToCategoricalEncoding,
+        OneHotToNumeric,
+        Round,
+    )
+
+    for t in _transforms(transform):
+        name = type(t).__name__
+        if isinstance(t, BatchBroadcastedInputTransform):
+            raise NotImplementedError(f"{name} belongs to a batched model. " + _BATCH_HINT)
+        if getattr(t, "is_one_to_many", False):
+            raise NotImplementedError(
+                f"The input transform {name} maps each point to several points, so the model "
+                "is not a GP of one transformed point z = T(x) and the chain rule does not apply."
+            )
+        if not (t.transform_on_train and t.transform_on_eval):
+            raise NotImplementedError(
+                f"The input transform {name} applies only to training or only to test inputs "
+                f"(transform_on_train={t.transform_on_train}, transform_on_eval="
+                f"{t.transform_on_eval}): the training data and θ would live in different spaces."
+            )
+        if isinstance(t, (Round, OneHotToNumeric, NumericToCategoricalEncoding)):
+            raise NotImplementedError(
+                f"The input transform {name} is not differentiable: the objective is piecewise "
+                "constant in the original inputs and has no gradient to learn."
+            )
+
+
+def _input_jacobian(transform: torch.nn.Module, theta: Tensor) -> tuple[Tensor, Tensor]:
+    r"""``z = T(θ)`` and ``J = ∂z/∂θ`` for a ``batch x d`` ``theta`` (``batch x d_z``, ``batch x d_z x d``).
+
+    ``T`` acts point by point (checked), so the row ``j`` of every point's Jacobian comes
+    from one backward pass of ``Σ_points z_j``.
+    """
+    batch, d = theta.shape[:-1], theta.shape[-1]
+    with torch.enable_grad():
+        x = theta.detach().reshape(-1, d).requires_grad_(True)
+        z = transform(x)
+        if z.dim() != 2 or z.shape[0] != x.shape[0]:
+            raise NotImplementedError(
+                f"The input transform maps {tuple(x.shape)} inputs to shape {tuple(z.shape)}; "
+                "the chain rule needs a map of one point to one point."
+            )
+        rows = [
+            torch.autograd.grad(z[:, j].sum(), x, retain_graph=True, allow_unused=True)[0]
+            for j in range(z.shape[-1])
+        ]
+    rows = [torch.zeros_like(x) if r is None else r for r in rows]
+    J = torch.stack(rows, dim=-2)
+    if not torch.isfinite(J).all():
+        raise ValueError("The input transform's Jacobian at theta is not finite.")
+    return z.detach().reshape(*batch, -1), J.reshape(*batch, *J.shape[-2:])
+
+
+@dataclass
+class OutputGradientGP:
+    r"""The ``GradientGP`` of one output of a model and the map of the model's inputs.
+
+    The GP lives on the model's inputs ``z = T(x)`` (``T`` its input transform, or the
+    identity); gradients in the original inputs ``x`` follow by the chain rule,
+    ``∇_x f = Jᵀ ∇_z f`` with ``J = ∂z/∂x`` (diagonal for affine transforms such as
+    ``Normalize``).
+
+    Attributes:
+        gp: The ``GradientGP`` in ``z``.
+        input_transform: The model's input transform ``T`` (in eval mode), or ``None``.
+    """
+
+    gp: GradientGP
+    input_transform: torch.nn.Module | None = None
+
+    def inputs(self, X: Tensor) -> Tensor:
+        r"""``T(X)`` for a ``batch_shape x q x d`` tensor (differentiable in ``X``)."""
+        return X if self.input_transform is None else self.input_transform(X)
+
+    def at(self, theta: Tensor) -> tuple[Tensor, Tensor | None]:
+        r"""``T(θ)`` and ``J = ∂T/∂x`` at ``θ`` (``None`` without a transform).
+
+        Args:
+            theta: A ``batch_shape x d`` tensor.
+
+        Returns:
+            A ``batch_shape x d_z`` tensor and a ``batch_shape x d_z x d`` tensor or ``None``.
+        """
+        if self.input_transform is None:
+            return theta, None
+        return _input_jacobian(self.input_transform, theta.to(self.gp.train_X))
+
+    def posterior(self, theta: Tensor) -> GradientPosterior:
+        r"""Posterior of ``∇_x f(θ)`` in the original inputs (needs the outcomes)."""
+        theta_z, J = self.at(theta)
+        return self.gp.posterior(theta_z, jacobian=J)
+
+    def posterior_trace(self, theta: Tensor) -> Tensor:
+        r"""``tr Cov(∇_x f(θ) | D)`` as a ``batch_shape`` tensor."""
+        theta_z, J = self.at(theta)
+        return self.gp.posterior_trace(theta_z, jacobian=J)
+
+
+def output_gradient_gps(
+    model: torch.nn.Module, *, jitter: float = DEFAULT_JITTER, method: DerivativeBackend = "auto"
+) -> list[OutputGradientGP]:
+    r"""One ``OutputGradientGP`` per output of a model, in output order.
+
+    Reads ``GradientGP``s as they are, single-output exact GPs (see
+    ``GradientGP.from_model``), multi-output ``SingleTaskGP``s (each output its own GP)
+    and ``ModelListGP``s (flattened). Input transforms are kept for the chain rule when
+    they map one point to one differentiable point on training and test inputs alike
+    (``Normalize`` with fixed or learned bounds, ``InputStandardize``, ``Warp``,
+    ``Log10``, chains of them). The model is put in eval mode (as BoTorch's
+    ``posterior`` does), where it holds its transformed training inputs.
+
+    Refused with an error that names the alternative: batched models (a batch of models
+    has no single gradient posterior: build one per batch element), multi-task models
+    (correlated outputs), approximate GPs, non-differentiable or one-to-many transforms,
+    and kernels with non-differentiable sample paths (Matérn-1/2).
+
+    Args:
+        model: A ``GradientGP`` or a BoTorch / GPyTorch exact GP with fixed hyperparameters.
+        jitter: See ``GradientGP``.
+        method: See ``KernelDerivatives``.
+
+    Returns:
+        A list with one entry per output.
+    """
+    if isinstance(model, GradientGP):
+        return [OutputGradientGP(model)]
+    model.eval()
+    parts = []
+    for sub, output in _split_outputs(model):
+        transform = getattr(sub, "input_transform", None)
+        if transform is not None:
+            _check_input_transform(transform)
+        gp = _read_exact_gp(sub, output, jitter=jitter, method=method)
+        parts.append(OutputGradientGP(gp, transform))
+    return parts
+
+
 def gradient_posterior(
     model: torch.nn.Module, theta: Tensor, *, jitter: float = DEFAULT_JITTER, method: DerivativeBackend = "auto"
 ) -> GradientPosterior:
     r"""Posterior mean and covariance of ``∇f(θ)`` for a single-output exact GP.
 
     Nothing is fitted: the model's kernel hyperparameters and likelihood noise ``σ²``
-    are used as they are (see ``GradientGP.from_model`` for the supported models).
+    are used as they are (see ``output_gradient_gps`` for the supported models). With an
+    input transform the gradient is taken in the original inputs (chain rule).
 
     Args:
         model: E.g. a ``SingleTaskGP`` with fixed hyperparameters.
@@ -445,4 +764,9 @@ def gradient_posterior(
     Returns:
         A ``GradientPosterior`` (``batch_shape x d`` mean, ``batch_shape x d x d`` covariance).
     """
-    return GradientGP.from_model(model, jitter=jitter, method=method).posterior(theta)
+    parts = output_gradient_gps(model, jitter=jitter, method=method)
+    if len(parts) != 1:
+        raise NotImplementedError(
+            f"The model has {len(parts)} outputs: take output_gradient_gps(model)[i].posterior(theta)."
+        )
+    return parts[0].posterior(theta)

@@ -3,7 +3,7 @@ import torch
 from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
 
-from botorch_dp.gradient_gp import GradientGP, gradient_posterior
+from botorch_dp.gradient_gp import GradientGP, gradient_posterior, output_gradient_gps
 from botorch_dp.kernel_derivatives import KernelDerivatives
 from helpers import make_kernel, make_model
 
@@ -125,7 +125,7 @@ def test_refusals():
     d, N = 2, 5
     X, Y = _data(d, N, torch.float64)
     model = SingleTaskGP(X, Y, input_transform=Normalize(d))
-    with pytest.raises(NotImplementedError, match="input transform"):
+    with pytest.raises(NotImplementedError, match="output_gradient_gps"):
         GradientGP.from_model(model)
     with pytest.raises(ValueError, match="N x d"):
         GradientGP(X[0], make_kernel("rbf", d))
@@ -160,3 +160,101 @@ def test_condition_on_and_from_factor_keep_every_setting():
     assert torch.equal(restored.posterior_covariance(theta), conditioned.posterior_covariance(theta))
     dense = GradientGP(conditioned.train_X, gp.kernel, 2e-3, output_scale=1.7, jitter=1e-7)
     torch.testing.assert_close(conditioned.posterior_covariance(theta), dense.posterior_covariance(theta), rtol=1e-9, atol=1e-12)
+
+
+def _warped_normalize(d):
+    from botorch.models.transforms.input import ChainedInputTransform, Warp
+
+    warp = Warp(d=d, indices=[1]).to(torch.float64)
+    warp.initialize(concentration0=torch.tensor([0.6], dtype=torch.float64), concentration1=torch.tensor([2.0], dtype=torch.float64))
+    bounds = torch.tensor([[-1.0] * d, [4.0] * d], dtype=torch.float64)
+    return ChainedInputTransform(normalize=Normalize(d, bounds=bounds), warp=warp)
+
+
+@pytest.mark.parametrize("transform", ["normalize_learned", "normalize_warp"])
+def test_gradient_posterior_in_original_inputs(transform):
+    """With an input transform the posterior is of ∇_x f: BoTorch autograd / differences in x."""
+    d, N, noise = 3, 10, 1e-3
+    X, Y = _data(d, N, torch.float64)
+    X = 3 * X  # raw inputs in [0, 3]
+    tf = Normalize(d) if transform == "normalize_learned" else _warped_normalize(d)
+    model = SingleTaskGP(X, Y, covar_module=make_kernel("matern52", d), input_transform=tf, outcome_transform=Standardize(m=1))
+    model.likelihood.noise = noise
+    model.eval()
+    theta = torch.tensor([[1.0, 2.0, 1.4], [2.2, 0.6, 1.5]], dtype=torch.float64)
+    post = gradient_posterior(model, theta)
+    x = theta.clone().requires_grad_(True)
+    (g_auto,) = torch.autograd.grad(model.posterior(x.unsqueeze(-2)).mean.sum(), x)
+    torch.testing.assert_close(post.mean, g_auto, rtol=1e-6, atol=1e-8)
+    for b in range(2):
+        P, Dm = _fd_stencil(theta[b], 1e-4)
+        with torch.no_grad():
+            fd_cov = Dm @ model.posterior(P).mvn.covariance_matrix @ Dm.T
+        torch.testing.assert_close(post.covariance[b], fd_cov, rtol=1e-5, atol=1e-7)
+    # the GP itself lives on the transformed inputs; the chain rule is what makes these agree
+    (part,) = output_gradient_gps(model)
+    z_theta = model.transform_inputs(theta)
+    assert not torch.allclose(part.gp.posterior(z_theta).mean, post.mean, rtol=1e-2)
+
+
+def test_multi_output_from_model_and_output_gradient_gps():
+    """Output k of a multi-output SingleTaskGP reads as the single-output GP on column k."""
+    from gpytorch.kernels import RBFKernel, ScaleKernel
+
+    d, N = 2, 7
+    X, Y1 = _data(d, N, torch.float64)
+    Y = torch.cat([Y1, 2 * X[:, :1]], dim=-1)
+    kernel = ScaleKernel(RBFKernel(ard_num_dims=d, batch_shape=torch.Size([2])), batch_shape=torch.Size([2])).double()
+    kernel.base_kernel.lengthscale = torch.tensor([[[0.5, 0.9]], [[1.2, 0.4]]], dtype=torch.float64)
+    kernel.outputscale = torch.tensor([1.5, 0.5], dtype=torch.float64)
+    model = SingleTaskGP(X, Y, covar_module=kernel, outcome_transform=Standardize(m=2))
+    model.likelihood.noise = torch.tensor([[1e-3], [2e-2]], dtype=torch.float64)
+    model.eval()
+    theta = torch.tensor([0.3, 0.7], dtype=torch.float64)
+    parts = output_gradient_gps(model)
+    assert len(parts) == 2
+    for k in range(2):
+        single = SingleTaskGP(X, Y[:, k : k + 1], covar_module=kernel[k], outcome_transform=Standardize(m=1))
+        single.likelihood.noise = [1e-3, 2e-2][k]
+        single.eval()
+        expected = gradient_posterior(single, theta)
+        for got in (parts[k].posterior(theta), GradientGP.from_model(model, output=k).posterior(theta)):
+            torch.testing.assert_close(got.mean, expected.mean)
+            torch.testing.assert_close(got.covariance, expected.covariance)
+    with pytest.raises(NotImplementedError, match="output=i"):
+        GradientGP.from_model(model)
+    with pytest.raises(NotImplementedError, match="2 outputs"):
+        gradient_posterior(model, theta)
+
+
+def test_transform_refusals():
+    from botorch.models.transforms.input import AppendFeatures, InputPerturbation, Round
+
+    d = 2
+    X, Y = _data(d, 6, torch.float64)
+    cases = [
+        (Round(integer_indices=[0]), "not differentiable"),
+        (InputPerturbation(torch.zeros(2, d, dtype=torch.float64)), "several points"),
+        (AppendFeatures(torch.rand(2, 1, dtype=torch.float64)), "several points"),
+        (Normalize(d, transform_on_eval=False), "only to training or only to test"),
+    ]
+    for tf, message in cases:
+        model = SingleTaskGP(X, Y, input_transform=tf).eval()
+        with pytest.raises(NotImplementedError, match=message):
+            output_gradient_gps(model)
+
+
+def test_kernel_changed_and_stale_factor_refused():
+    d = 2
+    X, _ = _data(d, 6, torch.float64)
+    kernel = make_kernel("rbf", d)
+    gp = GradientGP(X, kernel, 1e-3)
+    child = gp.condition_on(X[:1] + 0.1)
+    assert not gp.kernel_changed() and not child.kernel_changed()
+    kernel.base_kernel.lengthscale = 2.0
+    assert gp.kernel_changed() and child.kernel_changed()  # the child's factor extends the parent's
+    with pytest.raises(RuntimeError, match="stale"):
+        child.condition_on(X[:1])
+    fresh = GradientGP(X, kernel, 1e-3)
+    assert not fresh.kernel_changed()
+    assert not fresh.to(torch.float32).kernel_changed()  # moving the module (kernel and factor) is no change

@@ -1,7 +1,8 @@
 r"""The README's main example (issue 16 item 4), run exactly as written.
 
 The block after the ``readme-main-example`` marker is extracted from README.md and
-executed unchanged: it must tune three hyperparameters of a torch classifier at ε = 1 in
+executed unchanged (tests/test_docs.py runs every other python block of the docs and
+skips this one): it must tune three hyperparameters of a torch classifier at ε = 1 in
 at most 15 lines and release a guarantee that is that target.
 """
 

@@ -63,7 +63,7 @@ def gibo(
     progress: bool = False,
     **config_kwargs,
 ) -> BaselineResult:
-    r"""Non-private GIBO (Müller et al. 2021, as in seed 000): DP-GIBO with ``μ = ∞``.
+    r"""Non-private GIBO (Müller et al. 2021, as in Sopa et al.): DP-GIBO with ``μ = ∞``.
 
     Args:
         objective: A ``PerUserProblem`` or a callable ``q x d -> q x n`` per-user losses.

@@ -1,7 +1,10 @@
 r"""Noisy gradient descent with exact per-user gradients (DP-GD, the paper's E.4 baseline).
 
 Per-user gradients are clipped to ``B``, averaged and noised by the same Gaussian
-mechanism as DP-GIBO (noise ``2B√T/(nμ)``), so ``T`` steps are ``μ``-GDP in total.
+mechanism as DP-GIBO (noise ``2B√T/(nμ)``), so ``T`` steps are ``μ``-GDP in total; or, with
+``noise_schedule="adaptive_norm"``, with noise scaled to a released noisy gradient norm and
+stopped by a GDP filter (Menart et al., ``optim.noise_schedule``). The returned iterate can be
+chosen privately (``selection``, see ``optim.selection``).
 """
 
 from __future__ import annotations
@@ -12,10 +15,27 @@ from typing import Callable, Union
 import torch
 from torch import Tensor
 
-from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory, BaselineResult
+from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory, BaselineResult, evaluate_losses
+from botorch_dp.optim.noise_schedule import (
+    DEFAULT_NORM_MU_FRACTION,
+    NOISE_SCHEDULES,
+    AdaptiveNormSchedule,
+    NoiseSchedule,
+    release_adaptive_step,
+)
+from botorch_dp.optim.selection import (
+    EVALUATED_SELECTIONS,
+    Selection,
+    check_selection,
+    min_noisy_norm_index,
+    release_selection,
+    selection_mu_of,
+    steps_mu,
+)
 from botorch_dp.optim.step_rules import StepRule, make_step_optimizer, projected_step
-from botorch_dp.privacy.analysis.gdp import gdp_epsilon
-from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
+from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
+from botorch_dp.privacy.checks import check_choice, check_positive, check_probability
+from botorch_dp.privacy.mechanisms import AdaptiveGaussianGradientMechanism, GaussianGradientMechanism
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.problems.base import PerUserProblem
 from botorch_dp.utils import check_bounds
@@ -51,6 +71,15 @@ def noisy_gradient_descent(
     step_rule: StepRule = "sgd",
     target_delta: float = 1e-5,
     seed: int | None = None,
+    noise_schedule: NoiseSchedule = "fixed",
+    norm_mu_fraction: float = DEFAULT_NORM_MU_FRACTION,
+    snr_factor: float | None = None,
+    max_step_mu: float | None = None,
+    selection: Selection = "last",
+    selection_epsilon: float | None = None,
+    selection_mu: float | None = None,
+    loss_clip: float | None = None,
+    loss_oracle: Callable[[Tensor], Tensor] | None = None,
 ) -> BaselineResult:
     r"""``T`` steps of projected noisy gradient descent on ``f = (1/n) Σ ℓ_i``.
 
@@ -58,7 +87,7 @@ def noisy_gradient_descent(
     ``θ_{t+1} = Π_Θ(θ_t − η g)`` (or an AdaGrad step on the noised ``g``; both through
     ``optim.step_rules``, as in DP-GIBO). The clipped
     mean has replace-one sensitivity ``2B/n``, so each step is ``μ/√T``-GDP and the run
-    ``μ``-GDP (the accounting of DP-GIBO, seed 000 Thm. 3.1). ``privacy_mu = inf`` gives
+    ``μ``-GDP (the accounting of DP-GIBO, Sopa et al. Thm. 3.1). ``privacy_mu = inf`` gives
     clipped, noise-free gradient descent (non-private).
 
     Args:
@@ -76,12 +105,39 @@ def noisy_gradient_descent(
             regenerate it. An integer: reproducible noise (tests, reproductions), with a
             ``PrivacyWarning``; the guarantee then assumes the seed stays secret. The
             noise is the only randomness of the method.
+        noise_schedule: ``"fixed"`` (default, the above) or ``"adaptive_norm"``: each step
+            releases a noisy norm of the clipped mean gradient and then the gradient with
+            noise scaled to it, each charged its realised ``μ_t``; a GDP filter stops the
+            run when the budget is spent (the last step spends exactly the rest), after at
+            most ``num_iterations`` (``T_max``) steps. See ``optim.noise_schedule``.
+        norm_mu_fraction: ``f_N`` of ``"adaptive_norm"`` (``μ_N = μ_steps √(f_N/T_max)``).
+        snr_factor: ``c_snr`` of ``"adaptive_norm"`` (default ``√log(nμ/(√2·0.05))``, ≥ 1).
+        max_step_mu: ``μ_max`` of ``"adaptive_norm"`` (default ``μ_steps/2``).
+        selection: Which iterate is returned: ``"last"`` (default), ``"min_noisy_norm"``
+            (free; ``"adaptive_norm"`` only), ``"exponential"`` or ``"noisy_loss"`` (evaluate
+            ``θ_0..θ_T`` on the users, ``T + 1`` more evaluations). See ``optim.selection``.
+        selection_epsilon: ``ε_sel`` of ``"exponential"``; charged ``μ_sel = 2Φ⁻¹(e^ε/(1+e^ε))``.
+        selection_mu: ``μ_sel`` of ``"noisy_loss"`` (all ``T + 1`` scores together).
+        loss_clip: ``C`` of both evaluated selections (losses clamped to ``[0, C]``).
+        loss_oracle: Per-user losses ``q x d -> q x n`` for the evaluated selections;
+            default the ``oracle`` itself when it is a ``PerUserProblem``.
+
+    The budget split is explicit: the selection gets ``μ_sel`` and the gradient steps
+    ``μ_steps = √(μ² − μ_sel²)``, so the whole run is ``μ``-GDP.
 
     Returns:
-        A ``BaselineResult``; ``num_evaluations = T`` (per-user gradient evaluations).
-        The history is public (post-processing of the noised gradients): ``iterates``
-        are ``θ_0..θ_T``, ``extras["released_gradients"]`` the ``T x d`` noised gradients,
-        ``extras["noise_std"]`` the per-coordinate noise standard deviation.
+        A ``BaselineResult``; ``num_evaluations`` counts per-user gradient evaluations
+        (``T``) plus, for an evaluated selection, the ``T + 1`` loss evaluations. The
+        history is public (post-processing of the released values): ``iterates`` are
+        ``θ_0..θ_T``, ``extras["released_gradients"]`` the ``T x d`` noised gradients,
+        ``extras["noise_std"]`` the per-coordinate noise standard deviation (fixed
+        schedule; with ``"adaptive_norm"`` the per-step values are
+        ``extras["noise_stds"]``). With ``"adaptive_norm"`` or a selection other than
+        ``"last"``, also ``extras["step_mus"]`` (``μ_t`` of each gradient release),
+        ``extras["noise_stds"]``, ``extras["noisy_norms"]`` and ``extras["norm_mus"]``
+        (empty with ``"fixed"``), ``extras["selected_index"]`` (the returned iterate) and
+        ``extras["selection_scores"]`` (the released noisy losses of ``"noisy_loss"``,
+        else ``None``).
     """
     bounds = check_bounds(bounds)
     d = bounds.shape[1]
@@ -92,19 +148,115 @@ def noisy_gradient_descent(
     theta = bounds.mean(0) if theta0 is None else torch.as_tensor(theta0, dtype=torch.float64).reshape(d).clone()
     if (theta < bounds[0]).any() or (theta > bounds[1]).any():
         raise ValueError("theta0 must lie inside the bounds.")
+    check_choice(noise_schedule, "noise_schedule", NOISE_SCHEDULES)
+    if noise_schedule == "adaptive_norm":
+        if math.isinf(privacy_mu):
+            raise ValueError("noise_schedule='adaptive_norm' scales the noise to a privacy budget; it needs a finite privacy_mu.")
+        check_probability(norm_mu_fraction, "norm_mu_fraction (f_N)")
+        if snr_factor is not None:
+            check_positive(snr_factor, "snr_factor (c_snr)", allow_inf=False)
+        if max_step_mu is not None:
+            check_positive(max_step_mu, "max_step_mu (μ_max)", allow_inf=False)
+    selection_epsilon, selection_mu, loss_clip = check_selection(
+        selection, noise_schedule=noise_schedule, privacy_mu=privacy_mu, selection_epsilon=selection_epsilon,
+        selection_mu=selection_mu, loss_clip=loss_clip,
+    )
+    if selection in EVALUATED_SELECTIONS:
+        if loss_oracle is None and not isinstance(oracle, PerUserProblem):
+            raise ValueError(f"selection={selection!r} evaluates the iterates: pass loss_oracle (q x d -> q x n losses).")
+        loss_oracle = oracle if loss_oracle is None else loss_oracle
+    selection_charge = selection_mu_of(selection, selection_epsilon, selection_mu)
+    mu_steps = steps_mu(privacy_mu, selection_charge)
     # None: no generator, the mechanism draws from OS entropy; a seed warns, and its stream
     # is derived as before issue 13 (manual_seed(seed)), so seeded runs are unchanged
     generator = None if seed is None else noise_generator(seed).manual_seed(int(seed))
+    if noise_schedule == "adaptive_norm":
+        theta, iterates_t, released, record = _adaptive_descent(
+            oracle, bounds, theta, int(num_iterations), clip_bound, step_size, mu_steps, step_rule, generator,
+            norm_mu_fraction, snr_factor, max_step_mu,
+        )
+        n = record["num_users"]
+    else:
+        theta, iterates_t, released, mechanism, n = _fixed_descent(
+            oracle, bounds, theta, int(num_iterations), clip_bound, step_size, mu_steps, step_rule, generator
+        )
+        steps = iterates_t.shape[0] - 1
+        record = {
+            "noise_std": mechanism.noise_std, "step_mus": [mechanism.step_mu] * steps,
+            "noise_stds": [mechanism.noise_std] * steps, "noisy_norms": [], "norm_mus": [],
+        }
+    num_steps = iterates_t.shape[0] - 1
+    extras: dict = {"released_gradients": torch.stack(released), "noise_std": record["noise_std"]}
+    selected, scores, num_evaluations, spent = num_steps, None, num_steps, record["norm_mus"] + record["step_mus"]
+    if selection == "min_noisy_norm":
+        selected = min_noisy_norm_index(record["noisy_norms"])  # post-processing: free
+    elif selection in EVALUATED_SELECTIONS:
+        losses = evaluate_losses(loss_oracle, iterates_t, n)  # T + 1 candidates θ_0..θ_T, sensitive
+        num_evaluations += iterates_t.shape[0]
+        chosen = release_selection(
+            selection, losses, selection_epsilon=selection_epsilon, selection_mu=selection_mu, loss_clip=loss_clip,
+            generator=generator,
+        )
+        selected, scores = chosen.index, chosen.scores
+        spent = [*spent, chosen.mu]
+    if noise_schedule == "adaptive_norm" or selection != "last":
+        extras.update({k: record[k] for k in ("step_mus", "noise_stds", "noisy_norms", "norm_mus")})
+        extras.update({"selected_index": selected, "selection_scores": scores})
+    guarantee = None
+    if not math.isinf(privacy_mu):
+        total_mu = float(privacy_mu) if (noise_schedule == "fixed" and selection == "last") else compose_gdp(spent)
+        if noise_schedule == "fixed" and selection == "last":
+            description = (
+                f"{num_iterations} Gaussian steps, each {privacy_mu / math.sqrt(num_iterations):.4g}-GDP "
+                f"(sensitivity 2B/n, noise 2B√T/(nμ)), composed to {privacy_mu:g}-GDP; exact GDP→(ε, δ)."
+            )
+        else:
+            description = _description(noise_schedule, selection, num_steps, mu_steps, selection_charge, total_mu)
+        guarantee = BaselineGuarantee(
+            epsilon=gdp_epsilon(total_mu, target_delta),
+            delta=target_delta,
+            mu=total_mu,
+            description=description,
+            details={"noise_std": record["noise_std"], "clip_bound": float(clip_bound), "num_users": n},
+        )
+    history = BaselineHistory(
+        iterates=iterates_t,
+        evaluations=torch.arange(0, num_steps + 1),
+        points=iterates_t[:-1],
+        mean_losses=None,
+        public=True,
+        extras=extras,
+    )
+    return BaselineResult(
+        theta=iterates_t[selected].clone(), num_evaluations=num_evaluations, guarantee=guarantee, history=history
+    )
+
+
+def _description(schedule: str, selection: str, steps: int, mu_steps: float, mu_sel: float, total: float) -> str:
+    what = (
+        f"{steps} adaptive steps (noisy norm + gradient, each charged its realised μ_t = Δ/σ_t, "
+        f"GDP filter at μ_steps = {mu_steps:.4g})"
+        if schedule == "adaptive_norm"
+        else f"{steps} Gaussian steps composed to μ_steps = {mu_steps:.4g}"
+    )
+    if selection in EVALUATED_SELECTIONS:
+        what += f", plus a {selection} selection of the returned iterate charged μ_sel = {mu_sel:.4g}"
+    return f"{what}; composed to {total:.6g}-GDP (fully adaptive GDP composition); exact GDP→(ε, δ)."
+
+
+def _fixed_descent(oracle, bounds, theta, num_iterations, clip_bound, step_size, privacy_mu, step_rule, generator):
+    r"""``T`` steps at ``μ/√T`` each (``GaussianGradientMechanism``)."""
+    d = bounds.shape[1]
     eye = torch.eye(d, dtype=torch.float64)
     mechanism, n = None, None
     iterates, released = [theta.clone()], []
     optimizer = make_step_optimizer(theta, step_rule, step_size)  # refuses an unknown step_rule
-    for _ in range(int(num_iterations)):
+    for _ in range(num_iterations):
         G = _per_user_gradients(oracle, theta, n)  # n x d, sensitive
         if mechanism is None:
             n = G.shape[0]
             mechanism = GaussianGradientMechanism(
-                clip_bound=clip_bound, num_users=n, privacy_mu=privacy_mu, num_steps=int(num_iterations),
+                clip_bound=clip_bound, num_users=n, privacy_mu=privacy_mu, num_steps=num_iterations,
                 generator=generator,
             )
         # the mechanism clips the rows of (A Y)ᵀ; with A = I and Y = Gᵀ those are the ∇ℓ_i
@@ -112,25 +264,43 @@ def noisy_gradient_descent(
         released.append(g)
         theta = projected_step(optimizer, g, bounds)  # post-processing of the release
         iterates.append(theta.clone())
-    iterates_t = torch.stack(iterates)
-    guarantee = None
-    if not math.isinf(privacy_mu):
-        guarantee = BaselineGuarantee(
-            epsilon=gdp_epsilon(privacy_mu, target_delta),
-            delta=target_delta,
-            mu=float(privacy_mu),
-            description=(
-                f"{num_iterations} Gaussian steps, each {privacy_mu / math.sqrt(num_iterations):.4g}-GDP "
-                f"(sensitivity 2B/n, noise 2B√T/(nμ)), composed to {privacy_mu:g}-GDP; exact GDP→(ε, δ)."
-            ),
-            details={"noise_std": mechanism.noise_std, "clip_bound": float(clip_bound), "num_users": n},
-        )
-    history = BaselineHistory(
-        iterates=iterates_t,
-        evaluations=torch.arange(0, int(num_iterations) + 1),
-        points=iterates_t[:-1],
-        mean_losses=None,
-        public=True,
-        extras={"released_gradients": torch.stack(released), "noise_std": mechanism.noise_std},
-    )
-    return BaselineResult(theta=theta, num_evaluations=int(num_iterations), guarantee=guarantee, history=history)
+    return theta, torch.stack(iterates), released, mechanism, n
+
+
+def _adaptive_descent(
+    oracle, bounds, theta, max_iterations, clip_bound, step_size, mu_steps, step_rule, generator,
+    norm_mu_fraction, snr_factor, max_step_mu,
+):
+    r"""At most ``T_max`` steps of B1′: noisy norm, then the gradient at the ``μ_t`` the
+    schedule derives from it; the filter runs before every step."""
+    d = bounds.shape[1]
+    eye = torch.eye(d, dtype=torch.float64)
+    mechanism = schedule = n = None
+    iterates, released, spent = [theta.clone()], [], []
+    record: dict = {"step_mus": [], "noise_stds": [], "noisy_norms": [], "norm_mus": []}
+    optimizer = make_step_optimizer(theta, step_rule, step_size)
+    for t in range(max_iterations):
+        if schedule is not None and not schedule.can_start_step(t, spent):
+            break  # the filter: no room for a norm release and a minimal gradient release
+        G = _per_user_gradients(oracle, theta, n)  # n x d, sensitive
+        if mechanism is None:
+            n = G.shape[0]
+            mechanism = AdaptiveGaussianGradientMechanism(clip_bound=clip_bound, num_users=n, generator=generator)
+            schedule = AdaptiveNormSchedule.build(
+                total_mu=mu_steps, sensitivity=mechanism.sensitivity, dim=d, max_iterations=max_iterations,
+                num_users=n, norm_mu_fraction=norm_mu_fraction, snr_factor=snr_factor, max_step_mu=max_step_mu,
+            )
+        step = release_adaptive_step(mechanism.clipped_mean(eye, G.T), schedule, index=t, spent_mus=spent)
+        spent += [step.norm.cost.mu, step.gradient.cost.mu]
+        record["norm_mus"].append(step.norm.cost.mu)
+        record["noisy_norms"].append(step.norm.norm)
+        record["step_mus"].append(step.gradient.cost.mu)
+        record["noise_stds"].append(step.noise_std)
+        released.append(step.gradient.gradient)
+        theta = projected_step(optimizer, step.gradient.gradient, bounds)  # post-processing of the release
+        iterates.append(theta.clone())
+        if step.final:
+            break
+    record["noise_std"] = record["noise_stds"][-1]
+    record["num_users"] = n
+    return theta, torch.stack(iterates), released, record

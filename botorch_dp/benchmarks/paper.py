@@ -1,4 +1,4 @@
-r"""The DP-GIBO paper's experiments (seed 000 §4 and Appendix E.1–E.5, seed 001 §4.4).
+r"""The DP-GIBO paper's experiments (Sopa et al. §4 and Appendix E.1–E.5; short version §4.4).
 
 ``Settings`` holds every knob (paper values unless noted); ``pilot`` sets the clip bounds
 from an independent synthetic draw; ``Runner`` runs one job of one method and returns a
@@ -94,7 +94,7 @@ class Settings:
     huber_mu: float = 1.0
     huber_step_size: float = 0.2
     huber_seeds: tuple[int, ...] = (0, 1, 2)
-    # SVM tuning (E.2 / seed 001 §4.4): friedman1 stand-in for CT slice, d = 33
+    # SVM tuning (E.2 / Sopa et al., short version, §4.4): friedman1 stand-in for CT slice, d = 33
     svm_dataset: str = "friedman1"
     svm_num_features: int | None = None  # None: the data set's default (30 for friedman1)
     svm_n_train: int | None = None  # None: the problem's default (1000)

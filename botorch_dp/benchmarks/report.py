@@ -216,7 +216,7 @@ def settings_section(s: Settings, runs: list[Run], pilot: dict) -> list[str]:
     if "svm" in has:
         svm_runs = [r for r in runs if r.experiment == "svm"]
         d = svm_runs[0].extra.get("dim", "?")
-        add(f"- SVM (E.2 / seed 001 §4.4): `KernelSVMRegression` on `{s.svm_dataset}` (a stand-in for the UCI CT-slice "
+        add(f"- SVM (E.2 / Sopa et al., short version, §4.4): `KernelSVMRegression` on `{s.svm_dataset}` (a stand-in for the UCI CT-slice "
             f"data, which is not shipped), d = {d} (log length-scales, ε, C, γ in the paper's box), "
             f"{svm_runs[0].extra.get('num_users', '?')} validation users; DP-GIBO μ = {s.svm_mu:g}, B = {s.svm_clip:g}, "
             f"AdaGrad η = {s.svm_step_size}, fixed batches b = {s.svm_batch_size or f'd + 1 = {d + 1}'}, T = {s.svm_iterations} "
@@ -400,7 +400,7 @@ def experiment_sections(s: Settings, runs: list[Run]) -> tuple[list[str], list[s
             findings.append(paired_finding("the paper's claim (E.2) that DP-GIBO beats random search on SVM tuning",
                                            "DP-GIBO", svm[dp_key], "random search", svm[rs_key]))
         if "GIBO (non-private)" in svm and rs_key in svm:
-            findings.append(paired_finding("the paper's claim (seed 001 §4.4) that non-private GIBO beats random "
+            findings.append(paired_finding("the paper's claim (Sopa et al., short version, §4.4) that non-private GIBO beats random "
                                            "search on SVM tuning", "GIBO", svm["GIBO (non-private)"], "random search",
                                            svm[rs_key]))
         if dp_key and "GIBO (non-private)" in svm:

@@ -4,7 +4,7 @@ Plain functions of the gradient GP, the iterate ``θ``, the local box, the searc
 and the ``optimize_acqf`` settings, so each rule can be tested without a loop:
 ``optimize_batch`` (one joint ``q``-batch of ``qGradientInformation``), ``greedy_batch``
 (one point at a time), ``adaptive_joint_batch`` (smallest sufficient ``q`` by bisection,
-seed 001 Alg. 2) and ``select_batch``, which picks among them as ``DPGIBO.ask`` does.
+Sopa et al., short version, Alg. 2) and ``select_batch``, which picks among them as ``DPGIBO.ask`` does.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def optimize_batch(
         warm_start: An optional ``q x d`` batch optimized alongside the random restarts,
             so the result is at least as informative as it (up to the optimizer).
         basis: An optional public ``d x k`` ``Ṽ``: maximize the reduction of the projected
-            trace ``tr(ṼᵀΣṼ)`` (seed 002's projected acquisition, spec A5).
+            trace ``tr(ṼᵀΣṼ)`` (Kairouz et al.'s subspaces, projected acquisition, spec A5).
 
     Returns:
         A ``q x d`` tensor.

@@ -15,6 +15,13 @@ from torch import Tensor
 
 from botorch_dp.gradient_gp import DEFAULT_JITTER, GradientGP
 from botorch_dp.optim.batch_selection import BATCH_SELECTIONS, BatchSelection
+from botorch_dp.optim.noise_schedule import (
+    DEFAULT_NORM_MU_FRACTION,
+    NOISE_SCHEDULES,
+    AdaptiveNormSchedule,
+    NoiseSchedule,
+)
+from botorch_dp.optim.selection import EVALUATED_SELECTIONS, Selection, check_selection, selection_mu_of, steps_mu
 from botorch_dp.optim.step_rules import PRECONDITIONERS, Preconditioner, StepRule, check_step_rule
 from botorch_dp.optim.subspace import SubspaceOracle
 from botorch_dp.privacy.analysis.gdp import gdp_mu
@@ -26,6 +33,7 @@ from botorch_dp.privacy.checks import (
     check_nonnegative_int,
     check_positive,
     check_positive_int,
+    check_probability,
 )
 from botorch_dp.privacy.mechanisms import NonfiniteLosses
 from botorch_dp.utils import check_bounds
@@ -74,16 +82,18 @@ class DPGIBOConfig:
         clip_bound: ``B``, per-user clipping norm of the gradient estimates.
         step_size: ``η``.
         step_rule: ``"sgd"`` (``θ ← θ − η g``), ``"adagrad"`` or ``"adagrad_full"``
-            (full-matrix AdaGrad, seed 002) on the privatized gradients
+            (full-matrix AdaGrad, Kairouz et al.) on the privatized gradients
             (``torch.optim.SGD``/``Adagrad``/``FullMatrixAdagrad``, then projection onto ``Θ``;
             see ``step_rules``).
         preconditioner: With ``step_rule="adagrad_full"`` (default ``"noisy"``; ``None``
             otherwise): ``"noisy"`` (``(Σ ũ ũᵀ)^{1/2}`` of the released gradients, free),
             ``"noisy_debiased"`` (the same minus the public noise energy ``Σ σ² I``, free) or
             ``"private"`` (the clean ``(Σ ū ūᵀ)^{1/2}`` released with GOE noise: each step
-            releases twice, ``μ_g² + μ_H² = μ²``; needs a fixed ``subspace`` or none).
+            releases twice, ``μ_g² + μ_H² = μ_steps²``; needs a fixed ``subspace`` or none,
+            and the fixed ``noise_schedule``).
         preconditioner_mu_fraction: With ``preconditioner="private"``: the share ``f`` of
-            ``μ²`` spent on the preconditioner, ``μ_H = μ√f``, ``μ_g = μ√(1 − f)``
+            ``μ_steps²`` (``steps_privacy_mu``: ``μ`` less a charged selection) spent on the
+            preconditioner, ``μ_H = μ_steps√f``, ``μ_g = μ_steps√(1 − f)``
             (default 0.5, i.e. ``μ_g = μ_H = μ/√2``); ``None`` otherwise.
         subspace: A public ``SubspaceOracle`` (``optim.subspace``): each step projects the
             per-user gradient estimates on its ``d x k`` basis ``Ṽ_t`` BEFORE clipping,
@@ -91,7 +101,7 @@ class DPGIBOConfig:
             along ``Ṽ_t ũ_t``. The basis must not be computed from the sensitive users.
         subspace_acquisition: With a ``subspace``: choose batches for the projected gradient
             ``Ṽ_tᵀ∇f`` only, maximizing the reduction of ``tr(Ṽ_tᵀ Σ_D(θ) Ṽ_t)``, and apply
-            ``bias_tolerance`` to that projected trace (seed 002, spec A5; public, so the
+            ``bias_tolerance`` to that projected trace (spec A5; the points stay public, so the
             guarantee is unchanged). ``batch_size`` and ``max_batch_size`` then default to
             ``k + 1`` when the oracle has an integer ``k``.
         batch_size: ``b`` for fixed batches (Alg. 1). Default ``d + 1`` when no
@@ -146,6 +156,43 @@ class DPGIBOConfig:
             ``dataclasses.replace`` or a checkpoint). ``math.inf``: non-private.
         delta: The ``δ`` of the target ``(epsilon, delta)``, in ``(0, 1)``; only with
             ``epsilon``.
+
+    Adaptive noise and the choice of the returned iterate (Menart et al.; ``noise_schedule``
+    and ``selection`` modules). The budget split is explicit: the selection's charge
+    ``μ_sel`` (0 for ``"last"`` and ``"min_noisy_norm"``) comes out of ``privacy_mu``, and the
+    gradient steps get ``steps_privacy_mu = √(μ² − μ_sel²)``, so the whole run stays
+    ``μ``-GDP (``privacy_mu`` or the resolved target ``(epsilon, delta)``).
+
+    Attributes:
+        noise_schedule: ``"fixed"`` (default): every step ``μ_steps/√T``-GDP, noise
+            ``2B√T/(n μ_steps)``. ``"adaptive_norm"``: per step, a noisy norm of the clipped
+            mean gradient (``μ_N``-GDP, sensitivity ``2B/n``), then the gradient with noise
+            ``σ_t = max(max(N_t, 0)/(c_snr √d), Δ/μ_max)``, charged its realised
+            ``μ_t = Δ/σ_t``; a GDP filter stops the run when ``μ_steps`` is spent (the last
+            step spends exactly the rest), after at most ``max_iterations`` steps. The number
+            of steps is random and public. Needs a finite ``privacy_mu``.
+        max_iterations: ``T_max``, the cap on the steps of ``"adaptive_norm"`` (default
+            ``num_iterations``); refused with ``"fixed"``, which makes exactly
+            ``num_iterations`` steps.
+        norm_mu_fraction: ``f_N`` in ``(0, 1)``: each norm release is
+            ``μ_N = μ_steps √(f_N/T_max)``-GDP (default 0.1; ``"adaptive_norm"`` only).
+        snr_factor: ``c_snr > 0``, the target ratio of the released norm to the noise norm
+            ``σ_t √d`` (default ``√log(n μ_steps/(√2·0.05))``, at least 1; ``"adaptive_norm"`` only).
+        max_step_mu: ``μ_max``, the largest non-final gradient release (default
+            ``min(μ_steps/2, 2 μ_steps/√T_max)``; ``"adaptive_norm"`` only).
+        selection: The iterate ``result()`` returns: ``"last"`` (default, ``θ_T``);
+            ``"min_noisy_norm"`` (the iterate with the smallest released noisy norm; free,
+            ``"adaptive_norm"`` only); ``"exponential"`` (exponential mechanism on the
+            iterates' mean losses clamped to ``[0, loss_clip]``, Gumbel-max; pure
+            ``selection_epsilon``-DP, charged ``μ_sel = 2Φ⁻¹(e^ε/(1 + e^ε))``);
+            ``"noisy_loss"`` (Gaussian noisy mean losses of all iterates, the smallest wins;
+            ``selection_mu``-GDP). The last two ask for one more batch after the steps: the
+            ``T + 1`` iterates ``θ_0..θ_T``, evaluated on the same users.
+        selection_epsilon: ``ε_sel`` of ``"exponential"`` (required there only).
+        selection_mu: ``μ_sel`` of ``"noisy_loss"``, all ``T + 1`` scores together
+            (required there only).
+        loss_clip: ``C``: per-user losses are clamped to ``[0, C]`` for the evaluated
+            selections (sensitivity ``C/n``; required there only).
     """
 
     bounds: Tensor
@@ -180,6 +227,16 @@ class DPGIBOConfig:
     hyperparameter_fit: Callable[[Kernel, Tensor, Tensor], None] | None = None
     epsilon: float | None = None
     delta: float | None = None
+    # Menart et al.: adaptive noise and private choice of the returned iterate
+    noise_schedule: NoiseSchedule = "fixed"
+    max_iterations: int | None = None
+    norm_mu_fraction: float = DEFAULT_NORM_MU_FRACTION
+    snr_factor: float | None = None
+    max_step_mu: float | None = None
+    selection: Selection = "last"
+    selection_epsilon: float | None = None
+    selection_mu: float | None = None
+    loss_clip: float | None = None
 
     def __post_init__(self) -> None:
         # Every check raises ValueError naming the field; numeric fields are normalized
@@ -197,7 +254,7 @@ class DPGIBOConfig:
         self.num_iterations = check_positive_int(self.num_iterations, "num_iterations (T)")
         self.step_size = check_positive(self.step_size, "step_size (η)", allow_inf=False)
         check_step_rule(self.step_rule)
-        self.preconditioner, self.preconditioner_mu_fraction = check_seed002_options(self, d)
+        self.preconditioner, self.preconditioner_mu_fraction = check_subspace_options(self, d)
         if self.batch_selection not in BATCH_SELECTIONS:
             raise ValueError(f"batch_selection must be one of {BATCH_SELECTIONS}, got {self.batch_selection!r}.")
         if self.batch_size is not None:
@@ -262,6 +319,7 @@ class DPGIBOConfig:
                 "input transform), or set unsafe_allow_sensitive_fitting=True to run without a "
                 "privacy guarantee."
             )
+        _check_noise_schedule_and_selection(self)
 
 
     @property
@@ -276,7 +334,26 @@ class DPGIBOConfig:
             per_step = self.max_batch_size if self.max_batch_size is not None else default
         else:
             per_step = self.batch_size if self.batch_size is not None else default
-        return self.num_iterations * per_step
+        # an evaluated selection asks for the T + 1 iterates after the last step
+        selection = self.iteration_cap + 1 if self.selection in EVALUATED_SELECTIONS else 0
+        return self.iteration_cap * per_step + selection
+
+    @property
+    def iteration_cap(self) -> int:
+        r"""The most steps the run makes: ``num_iterations``, or ``max_iterations`` (``T_max``,
+        default ``num_iterations``) with ``noise_schedule="adaptive_norm"``."""
+        return self.max_iterations if self.max_iterations is not None else self.num_iterations
+
+    @property
+    def selection_privacy_mu(self) -> float:
+        r"""``μ_sel``, the selection's GDP charge (0 for ``"last"`` and ``"min_noisy_norm"``)."""
+        return selection_mu_of(self.selection, self.selection_epsilon, self.selection_mu)
+
+    @property
+    def steps_privacy_mu(self) -> float:
+        r"""``μ_steps = √(μ² − μ_sel²)``, the gradient steps' share (``privacy_mu`` itself
+        without a charged selection)."""
+        return steps_mu(self.privacy_mu, self.selection_privacy_mu)
 
 def resolve_privacy(
     privacy_mu: float | None, epsilon: float | None, delta: float | None, target_delta: float | None
@@ -360,8 +437,9 @@ def check_per_user_losses(num_users: int, privacy_mu: float) -> None:
         )
 
 
-def check_seed002_options(config: DPGIBOConfig, d: int) -> tuple[str | None, float | None]:
-    r"""Check ``subspace``, ``preconditioner`` and ``preconditioner_mu_fraction`` (seed 002).
+def check_subspace_options(config: DPGIBOConfig, d: int) -> tuple[str | None, float | None]:
+    r"""Check ``subspace``, ``subspace_acquisition``, ``preconditioner`` and
+    ``preconditioner_mu_fraction`` (Kairouz et al.).
 
     Returns:
         The normalized ``(preconditioner, preconditioner_mu_fraction)``: ``"noisy"`` for
@@ -390,6 +468,11 @@ def check_seed002_options(config: DPGIBOConfig, d: int) -> tuple[str | None, flo
         if fraction is not None:
             raise ValueError("preconditioner_mu_fraction is only used with preconditioner='private'.")
         return preconditioner, None
+    if config.noise_schedule == "adaptive_norm":
+        raise ValueError(
+            "preconditioner='private' with noise_schedule='adaptive_norm' is not supported: the private "
+            "preconditioner's noise is calibrated to a fixed per-step share of μ. Use a free preconditioner."
+        )
     if oracle is not None and not oracle.fixed:
         raise ValueError(
             f"preconditioner='private' needs a fixed subspace (its released matrices share coordinates); "
@@ -410,15 +493,52 @@ def default_batch_size(config: DPGIBOConfig) -> int:
 
 
 def split_privacy_mu(config: DPGIBOConfig) -> tuple[float, float | None]:
-    r"""``(μ_g, μ_H)``: the gradient's and the private preconditioner's share of ``μ``.
+    r"""``(μ_g, μ_H)``: the gradient's and the private preconditioner's share of the steps'
+    budget ``μ_steps`` (``steps_privacy_mu``: ``privacy_mu`` less a charged selection).
 
-    ``μ_g² + μ_H² = μ²`` (GDP composes as the root sum of squares), ``μ_H = μ√f`` with
-    ``f = preconditioner_mu_fraction``; without the private preconditioner ``(μ, None)``.
+    ``μ_g² + μ_H² = μ_steps²`` (GDP composes as the root sum of squares),
+    ``μ_H = μ_steps√f`` with ``f = preconditioner_mu_fraction``; without the private
+    preconditioner ``(μ_steps, None)``.
     """
+    mu = config.steps_privacy_mu
     if config.preconditioner != "private":
-        return config.privacy_mu, None
+        return mu, None
     f = config.preconditioner_mu_fraction
-    return config.privacy_mu * math.sqrt(1.0 - f), config.privacy_mu * math.sqrt(f)
+    return mu * math.sqrt(1.0 - f), mu * math.sqrt(f)
+
+
+def _check_noise_schedule_and_selection(config: DPGIBOConfig) -> None:
+    r"""Menart et al.'s fields: a known schedule and selection, their parameters only where
+    they are used (``ValueError`` naming the field)."""
+    c = config
+    check_choice(c.noise_schedule, "noise_schedule", NOISE_SCHEDULES)
+    adaptive = c.noise_schedule == "adaptive_norm"
+    if adaptive:
+        if math.isinf(c.privacy_mu):
+            raise ValueError("noise_schedule='adaptive_norm' scales the noise to a privacy budget; it needs a finite privacy_mu.")
+        if c.max_iterations is not None:
+            c.max_iterations = check_positive_int(c.max_iterations, "max_iterations (T_max)")
+        c.norm_mu_fraction = check_probability(c.norm_mu_fraction, "norm_mu_fraction (f_N)")
+        if c.snr_factor is not None:
+            c.snr_factor = check_positive(c.snr_factor, "snr_factor (c_snr)", allow_inf=False)
+    else:
+        for name in ("max_iterations", "snr_factor", "max_step_mu"):
+            if getattr(c, name) is not None:
+                raise ValueError(f"{name} is only used with noise_schedule='adaptive_norm'.")
+        if c.norm_mu_fraction != DEFAULT_NORM_MU_FRACTION:
+            raise ValueError("norm_mu_fraction is only used with noise_schedule='adaptive_norm'.")
+    c.selection_epsilon, c.selection_mu, c.loss_clip = check_selection(
+        c.selection, noise_schedule=c.noise_schedule, privacy_mu=c.privacy_mu,
+        selection_epsilon=c.selection_epsilon, selection_mu=c.selection_mu, loss_clip=c.loss_clip,
+    )
+    if adaptive:
+        if c.max_step_mu is not None:
+            c.max_step_mu = check_positive(c.max_step_mu, "max_step_mu (μ_max)", allow_inf=False)
+        # the schedule's own checks (one step must fit, μ_max ≤ μ_steps); n and Δ do not enter them
+        AdaptiveNormSchedule.build(
+            total_mu=c.steps_privacy_mu, sensitivity=1.0, dim=c.bounds.shape[1], max_iterations=c.iteration_cap,
+            num_users=1, norm_mu_fraction=c.norm_mu_fraction, snr_factor=c.snr_factor, max_step_mu=c.max_step_mu,
+        )
 
 
 def _float_tensor(value: Any, name: str) -> Tensor:

@@ -1,4 +1,4 @@
-r"""DP-GIBO (seed 000 Alg. 1, seed 001 Alg. 1–2): the ask/tell/run/resume facade ``DPGIBO``.
+r"""DP-GIBO (Sopa et al. Alg. 1; short version Alg. 1–2): the ask/tell/run/resume facade ``DPGIBO``.
 
 Settings: ``config``; batches: ``batch_selection``; steps: ``step_rules``; results:
 ``results``; state encoding: ``run_state``; files: ``checkpoint``; the release itself:
@@ -31,6 +31,7 @@ from botorch_dp.optim.config import (
     resolve_model,
     split_privacy_mu,
 )
+from botorch_dp.optim.noise_schedule import AdaptiveNormSchedule, release_adaptive_step
 from botorch_dp.optim.results import (
     DPGIBOResult,
     IterationInfo,
@@ -47,14 +48,29 @@ from botorch_dp.optim.run_state import (
     resume_run,
     rollback_on_error,
 )
+from botorch_dp.optim.selection import EVALUATED_SELECTIONS, min_noisy_norm_index, release_selection
 from botorch_dp.optim.step_rules import make_step_optimizer, projected_step
-from botorch_dp.optim.subspace import SubspaceTrack, step_basis, step_extras, subspace_release
+from botorch_dp.optim.subspace import (
+    SubspaceTrack,
+    lift_release,
+    preconditioner_mechanism,
+    step_basis,
+    step_extras,
+    step_mu,
+    subspace_release,
+)
+from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.checks import (
     check_told_batch,
     empty_batch_losses,
 )
 from botorch_dp.privacy.ledger import PrivacyLedger
-from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, GOEPreconditionerMechanism, ReleaseDiagnostics
+from botorch_dp.privacy.mechanisms import (
+    AdaptiveGaussianGradientMechanism,
+    GaussianGradientMechanism,
+    GradientRelease,
+    ReleaseDiagnostics,
+)
 from botorch_dp.privacy.seeding import PrivacyWarning, noise_generator
 from botorch_dp.utils import check_bounds, child_seeds
 
@@ -66,6 +82,13 @@ class DPGIBO:
     receive the ``q x n`` per-user losses, release ``(1/n) Σ_i clip_B(A y_i) + N(0,
     (2B√T/(nμ))² I)`` (``A = ∇k(θ, D)K⁻¹``) through ``GaussianGradientMechanism``, step
     and project. Per-user losses stay in this object and its (protected) checkpoint.
+
+    With ``noise_schedule="adaptive_norm"`` each step releases a noisy norm and then the
+    gradient at the ``μ_t`` the schedule derives from it (``AdaptiveGaussianGradientMechanism``,
+    ``optim.noise_schedule``), until the filter has spent the budget. With
+    ``selection="exponential"`` or ``"noisy_loss"``, ``ask`` returns the iterates once the
+    steps are done, and ``tell`` with their losses chooses the returned iterate
+    (``optim.selection``).
 
     Args:
         config: The ``DPGIBOConfig``.
@@ -112,8 +135,16 @@ class DPGIBO:
         self._traces: list[float] = []
         self._released: list[Tensor] = []
         self._diag: list[ReleaseDiagnostics] = []
-        self._subspace = SubspaceTrack()  # seed 002: Ṽ_t, ũ_t, Ĝ_t (public), ū_t (SENSITIVE)
-        self._mechanism: GaussianGradientMechanism | None = None
+        self._mechanism: GaussianGradientMechanism | AdaptiveGaussianGradientMechanism | None = None
+        # Menart et al. (noise_schedule="adaptive_norm", selection): public per-step values
+        self._step_mus: list[float] = []  # μ_t of each adaptive gradient release
+        self._noise_stds: list[float] = []  # σ_t = Δ/μ_t
+        self._noisy_norms: list[float] = []  # released N_t
+        self._norm_mus: list[float] = []  # μ_N of each norm release
+        self._stopped = False  # the filter ended the adaptive steps
+        self._selected: int | None = None  # the evaluated selection's choice
+        self._selection_scores: Tensor | None = None  # "noisy_loss": the released scores
+        self._subspace = SubspaceTrack()  # Kairouz et al.: Ṽ_t, ũ_t, Ĝ_t (public), ū_t (SENSITIVE)
         self._committed: dict[str, Any] | None = None  # files of the last checkpoint written
         self._kernel_fingerprint = kernel_fingerprint(self.kernel) if self.checkpoint_dir is not None else None
         self._config_json = config_to_json(c) if self.checkpoint_dir is not None else None
@@ -140,8 +171,16 @@ class DPGIBO:
         return self.config.bounds.shape[1]
 
     @property
+    def steps_done(self) -> bool:
+        r"""No gradient step is left: ``T`` steps made (``T_max`` with ``"adaptive_norm"``),
+        or the adaptive schedule's filter spent the budget."""
+        return self._stopped or self.iteration >= self.config.iteration_cap
+
+    @property
     def is_done(self) -> bool:
-        return self.iteration >= self.config.num_iterations
+        r"""The steps are done and so is the choice of the returned iterate (an evaluated
+        ``selection`` asks for one more batch, the iterates)."""
+        return self.steps_done and not (self.config.selection in EVALUATED_SELECTIONS and self._selected is None)
 
     @property
     def num_users(self) -> int | None:
@@ -161,15 +200,22 @@ class DPGIBO:
         Returns:
             A ``b x d`` float64 tensor (``b`` may be 0 with adaptive batches when the
             existing evaluations already pin down the gradient). Repeated calls before
-            ``tell`` return the same points.
+            ``tell`` return the same points. After the last step of a run with
+            ``selection="exponential"`` or ``"noisy_loss"``, the ``(t + 1) x d`` iterates
+            ``θ_0..θ_t``, whose losses choose the returned iterate.
         """
         if self.is_done:
-            raise RuntimeError(f"The run is finished ({self.config.num_iterations} iterations).")
+            raise RuntimeError(f"The run is finished ({self.iteration} iterations).")
         if self._pending is not None:
             return self._pending.clone()
         c = self.config
+        if self.steps_done:  # the evaluated selection's batch: the iterates θ_0..θ_T (public)
+            with rollback_on_error(self):
+                self._pending = torch.stack(self._iterates)
+                self._save_checkpoint()
+            return self._pending.clone()
         with rollback_on_error(self):  # a failed search or checkpoint write leaves no trace
-            # seed 002, A5: the same public Ṽ_t as tell() computes (same θ_t, same GP)
+            # projected acquisition (spec A5): the same public Ṽ_t as tell() computes (same θ_t, same GP)
             basis = step_basis(c, self.theta, self._gp, self._subspace) if c.subspace_acquisition else None
             self._pending = select_batch(
                 self._gp, self.theta, self.local_bounds(), self._search_gen,
@@ -200,14 +246,22 @@ class DPGIBO:
         """
         points, losses = self._checked_batch(points, losses)
         with rollback_on_error(self):
+            if self.steps_done:  # the iterates' losses: the evaluated selection
+                return self._select(points, losses)
             return self._step(points, losses)
 
     def _step(self, points: Tensor, losses: Tensor) -> IterationInfo:
         c = self.config
         if self._mechanism is None:
             self._mechanism = self._make_mechanism(losses.shape[1])
-        self.ledger.check_validation_step(self._step_mu())  # budget filter, before release
-        basis = step_basis(c, self.theta, self._gp, self._subspace)  # seed 002: Ṽ_t, public; None: no subspace
+        adaptive_noise = c.noise_schedule == "adaptive_norm"
+        if adaptive_noise:  # the schedule's filter (the ledger's runs before each release)
+            if not self._adaptive_schedule().can_start_step(self.iteration, self._spent_mus()):
+                raise RuntimeError("The adaptive schedule's filter has no room for another step.")
+        else:
+            precond = preconditioner_mechanism(c, self._mechanism, self._noise_gen)  # None unless "private"
+            self.ledger.check_validation_step(step_mu(self._mechanism, precond))  # budget filter, before release
+        basis = step_basis(c, self.theta, self._gp, self._subspace)  # Kairouz et al.: Ṽ_t (public), or None
 
         self._X = torch.cat([self._X, points])
         self._Y_blocks = [*self._Y_blocks, losses]  # a new list: the snapshot keeps the old one
@@ -224,33 +278,89 @@ class DPGIBO:
 
         with torch.no_grad():
             A = self._gp.gradient_weights(self.theta)
-            if basis is None and c.preconditioner != "private":
+            if adaptive_noise:  # with a subspace: released in k coordinates (d_eff = k), stepped in θ-space
+                release = self._adaptive_release(A if basis is None else basis.transpose(0, 1) @ A, Y)
+                if basis is not None:
+                    release, self._subspace = lift_release(release, basis, self._subspace)
+            elif basis is None and c.preconditioner != "private":
                 release = self._mechanism.release(
                     A, Y, diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses
                 )
-            else:  # seed 002: k-dimensional release, and the private preconditioner's
-                release, precond, self._subspace = subspace_release(
-                    self._mechanism, self._preconditioner_mechanism(), basis, A, Y, self._subspace,
-                    diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses,
+                self.ledger.record_validation_step(mu=release.cost.mu, run_id=self.run_id, key=f"step-{self.iteration:04d}")
+            else:  # Kairouz et al.: k-dimensional release, and the private preconditioner's (both recorded)
+                release, self._subspace = subspace_release(
+                    self._mechanism, precond, basis, A, Y, self._subspace, ledger=self.ledger, run_id=self.run_id,
+                    index=self.iteration, diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses,
                 )
-                if precond is not None:
-                    self.ledger.record_validation_step(
-                        mu=precond.cost.mu, run_id=self.run_id, key=f"step-{self.iteration:04d}/precond"
-                    )
-            self.ledger.record_validation_step(mu=release.cost.mu, run_id=self.run_id, key=f"step-{self.iteration:04d}")
             trace = float(self._gp.posterior_trace(self.theta))
         self._traces = [*self._traces, trace]
         self._batch_sizes = [*self._batch_sizes, points.shape[0]]
         self._released = [*self._released, release.gradient]
         if release.diagnostics is not None:
             self._diag = [*self._diag, release.diagnostics]
+        noise_std = self._noise_stds[-1] if adaptive_noise else self._mechanism.noise_std
         self.theta = projected_step(  # post-processing
-            self._optimizer, release.gradient, self.bounds, **step_extras(c, basis, self._mechanism, self._subspace)
+            self._optimizer, release.gradient, self.bounds, **step_extras(c, basis, noise_std, self._subspace)
         )
         self._iterates = [*self._iterates, self.theta.clone()]
         self.iteration += 1
         self._save_checkpoint()  # durable before the step is returned
         return IterationInfo(self.iteration, self.theta.clone(), points.shape[0], trace)
+
+    # ------------------------------------------------- Menart et al.: adaptive noise, selection
+    def _adaptive_schedule(self, dim: int | None = None) -> AdaptiveNormSchedule:
+        r"""The B1′ schedule of this run (public: config, ``n``, ``d_eff``)."""
+        c = self.config
+        return AdaptiveNormSchedule.build(
+            total_mu=c.steps_privacy_mu, sensitivity=self._mechanism.sensitivity, dim=self.dim if dim is None else dim,
+            max_iterations=c.iteration_cap, num_users=self._mechanism.num_users, norm_mu_fraction=c.norm_mu_fraction,
+            snr_factor=c.snr_factor, max_step_mu=c.max_step_mu,
+        )
+
+    def _spent_mus(self) -> list[float]:
+        r"""Every ``μ_j`` this run has recorded in the ledger (its filter's spent budget)."""
+        return [mu for (run_id, _), mu in self.ledger.validation_steps.items() if run_id == self.run_id]
+
+    def _adaptive_release(self, A: Tensor, Y: Tensor | list[Tensor]) -> GradientRelease:
+        r"""One ``"adaptive_norm"`` step (``release_adaptive_step``): each release checked
+        against the ledger before it is made and recorded as ``step-t/norm``, ``step-t/grad``."""
+        c = self.config
+        step = release_adaptive_step(
+            self._mechanism.clipped_mean(A, Y, nonfinite=c.nonfinite_losses), self._adaptive_schedule(dim=A.shape[0]),
+            index=self.iteration, spent_mus=self._spent_mus(), ledger=self.ledger, run_id=self.run_id,
+            diagnostics=c.record_non_private_diagnostics,
+        )
+        self._noisy_norms = [*self._noisy_norms, step.norm.norm]
+        self._norm_mus = [*self._norm_mus, step.norm.cost.mu]
+        self._step_mus = [*self._step_mus, step.gradient.cost.mu]
+        self._noise_stds = [*self._noise_stds, step.noise_std]
+        self._stopped = step.final
+        return step.gradient
+
+    def _select(self, points: Tensor, losses: Tensor) -> IterationInfo:
+        r"""The evaluated selection over the iterates' ``(t + 1) x n`` losses, checked against
+        the ledger first and recorded under ``"select"``."""
+        c = self.config
+        chosen = release_selection(
+            c.selection, losses, selection_epsilon=c.selection_epsilon, selection_mu=c.selection_mu,
+            loss_clip=c.loss_clip, generator=self._noise_gen, ledger=self.ledger, run_id=self.run_id,
+            nonfinite=c.nonfinite_losses,
+        )
+        self._selected, self._selection_scores = chosen.index, chosen.scores
+        self._pending = None
+        self._save_checkpoint()  # durable before the choice is returned
+        return IterationInfo(self.iteration, self._iterates[chosen.index].clone(), points.shape[0], math.nan, chosen.index)
+
+    def selected_index(self) -> int | None:
+        r"""The index ``j`` of the iterate the run returns (``θ_j``): the last one, the argmin
+        of the released noisy norms, or the evaluated selection's choice (``None`` until
+        it is made)."""
+        c = self.config
+        if c.selection in EVALUATED_SELECTIONS:
+            return self._selected
+        if c.selection == "min_noisy_norm" and self._noisy_norms:
+            return min_noisy_norm_index(self._noisy_norms)  # post-processing: free
+        return len(self._iterates) - 1
 
     def _checked_batch(self, points: Tensor, losses: Tensor) -> tuple[Tensor, Tensor]:
         r"""The asked points and a float64 CPU COPY of the told losses (detached from any
@@ -259,35 +369,23 @@ class DPGIBO:
         released and no state changes before this returns."""
         if self._pending is None:
             if self.is_done:
-                raise RuntimeError(f"The run is finished ({self.config.num_iterations} iterations); nothing to tell.")
+                raise RuntimeError(f"The run is finished ({self.iteration} iterations); nothing to tell.")
             raise RuntimeError("Call ask() before tell().")
         points, losses = check_told_batch(points, losses, self._pending, self.num_users, self.config.nonfinite_losses)
         if self.num_users is None:  # the first batch fixes n: one loss per user, n >= 2
             check_per_user_losses(losses.shape[1], self.config.privacy_mu)
         return points, losses
 
-    def _make_mechanism(self, num_users: int) -> GaussianGradientMechanism:
+    def _make_mechanism(self, num_users: int) -> GaussianGradientMechanism | AdaptiveGaussianGradientMechanism:
         c = self.config
+        if c.noise_schedule == "adaptive_norm":
+            return AdaptiveGaussianGradientMechanism(
+                clip_bound=c.clip_bound, num_users=num_users, generator=self._noise_gen, chunk_size=c.user_chunk_size
+            )
         return GaussianGradientMechanism(
-            clip_bound=c.clip_bound, num_users=num_users, privacy_mu=split_privacy_mu(c)[0],
-            num_steps=c.num_iterations, generator=self._noise_gen, chunk_size=c.user_chunk_size,
+            clip_bound=c.clip_bound, num_users=num_users, privacy_mu=split_privacy_mu(c)[0], num_steps=c.num_iterations,
+            generator=self._noise_gen, chunk_size=c.user_chunk_size,
         )
-
-    # ---------------------------------------------------------- seed 002: subspace, preconditioner
-    def _preconditioner_mechanism(self) -> GOEPreconditionerMechanism | None:
-        r"""The private preconditioner's mechanism (``μ_H``, same ``Δ`` and generator), or ``None``."""
-        mu_h = split_privacy_mu(self.config)[1]
-        if mu_h is None or self._mechanism is None:
-            return None
-        return GOEPreconditionerMechanism(
-            sensitivity=self._mechanism.sensitivity, privacy_mu=mu_h, num_steps=self.config.num_iterations,
-            generator=self._noise_gen,
-        )
-
-    def _step_mu(self) -> float:
-        r"""GDP parameter of one step: ``μ_g/√T``, or ``√(μ_g² + μ_H²)/√T`` with two releases."""
-        preconditioner = self._preconditioner_mechanism()
-        return math.hypot(self._mechanism.step_mu, 0.0 if preconditioner is None else preconditioner.step_mu)
 
     def run(
         self,
@@ -308,7 +406,7 @@ class DPGIBO:
         Returns:
             The ``DPGIBOResult``.
         """
-        bar = tqdm(total=self.config.num_iterations, initial=self.iteration, disable=not progress, desc="DP-GIBO")
+        bar = tqdm(total=self.config.iteration_cap, initial=self.iteration, disable=not progress, desc="DP-GIBO")
         try:
             while not self.is_done:
                 X = self.ask()
@@ -319,8 +417,9 @@ class DPGIBO:
                 else:  # an empty first batch: only the objective knows n (never assume n = 1)
                     losses = empty_batch_losses(objective, X)
                 info = self.tell(X, losses)
-                bar.update(1)
-                bar.set_postfix(b=info.batch_size, trace=f"{info.posterior_trace:.3g}")
+                if info.selected_index is None:  # a step (not the evaluated selection)
+                    bar.update(1)
+                    bar.set_postfix(b=info.batch_size, trace=f"{info.posterior_trace:.3g}")
                 if callback is not None and callback(info):
                     break
         finally:
@@ -330,9 +429,16 @@ class DPGIBO:
     def guarantee(self, delta: float | None = None) -> PrivacyGuarantee:
         r"""The validation-data guarantee of the steps taken so far (noise read from the mechanism)."""
         holds = not self.config.unsafe_allow_sensitive_fitting
+        mu = self.ledger.validation_mu() if holds else math.inf
+        delta = self.config.target_delta if delta is None else delta
+        if self.config.noise_schedule == "adaptive_norm":  # σ_t differs per step: report the latest
+            std = self._noise_stds[-1] if self._noise_stds else 0.0
+            return PrivacyGuarantee(
+                mu=mu, epsilon=gdp_epsilon(mu, delta), delta=delta, noise_std=std,
+                noise_multiplier=std / self._mechanism.sensitivity if std else 0.0, num_steps=self.iteration, holds=holds,
+            )
         return PrivacyGuarantee.of(
-            mu=self.ledger.validation_mu() if holds else math.inf,
-            delta=self.config.target_delta if delta is None else delta,
+            mu=mu, delta=delta,
             mechanism=self._mechanism if self._mechanism is not None else self._make_mechanism(1),
             released=self._mechanism is not None, num_steps=self.iteration, holds=holds,
         )
@@ -340,17 +446,32 @@ class DPGIBO:
     def result(self) -> DPGIBOResult:
         r"""The private release and, if ``config.record_non_private_diagnostics``, NON-PRIVATE diagnostics."""
         d = self.dim
+        selected = self.selected_index()
+        if self.config.noise_schedule == "adaptive_norm" or self._mechanism is None:
+            step_mus, noise_stds = list(self._step_mus), list(self._noise_stds)
+        else:  # fixed schedule: the same μ/√T and σ at every step
+            step_mus = [self._mechanism.step_mu] * self.iteration
+            noise_stds = [self._mechanism.noise_std] * self.iteration
+        precond = preconditioner_mechanism(self.config, self._mechanism, None)
         release = PrivateRelease(
-            theta=self.theta.clone(),
+            theta=(self.theta if selected is None else self._iterates[selected]).clone(),
             iterates=torch.stack(self._iterates),
             evaluation_points=self._X.clone(),
             batch_sizes=list(self._batch_sizes),
             posterior_traces=list(self._traces),
             released_gradients=released_matrix(self),
             guarantee=self.guarantee(),
+            step_mus=step_mus,
+            noise_stds=noise_stds,
+            noisy_norms=list(self._noisy_norms),
+            norm_mus=list(self._norm_mus),
+            selected_index=selected,
+            selection_scores=None if self._selection_scores is None else self._selection_scores.clone(),
             subspace_bases=list(self._subspace.bases),
             released_coordinates=list(self._subspace.coordinates),
             released_preconditioners=list(self._subspace.preconditioners),
+            preconditioner_mus=[precond.step_mu] * len(self._subspace.preconditioners) if precond else [],
+            preconditioner_noise_stds=list(self._subspace.preconditioner_noise_stds),
         )
         diagnostics = None
         if self.config.record_non_private_diagnostics:

@@ -28,6 +28,10 @@ class PrivacyGuarantee:
         noise_multiplier: ``noise_std`` over the sensitivity ``2B/n`` (Opacus's convention).
         num_steps: Number of noisy releases so far.
         holds: ``False`` when the run used the unsafe opt-out (then ``mu = inf``).
+
+    With ``noise_schedule="adaptive_norm"`` the noise differs per step: ``noise_std`` and
+    ``noise_multiplier`` are those of the most recent gradient release (every step's
+    ``σ_t`` and ``μ_t`` are in ``PrivateRelease.noise_stds`` and ``step_mus``).
     """
 
     mu: float
@@ -37,6 +41,12 @@ class PrivacyGuarantee:
     noise_multiplier: float
     num_steps: int
     holds: bool = True
+
+    @property
+    def rho(self) -> float:
+        r"""``ρ = μ²/2``: the same guarantee in zCDP units (exact for Gaussian releases;
+        for a pure ``ε``-DP selection it reports the ledger's GDP charge ``μ_sel``)."""
+        return self.mu * self.mu / 2.0
 
     @classmethod
     def of(
@@ -61,15 +71,27 @@ class PrivateRelease:
         evaluation_points: ``N x d`` tensor, the points ``D_t`` (chosen from public data).
         batch_sizes: Points added at each iteration.
         posterior_traces: ``tr Σ_{D_t}(θ_t)`` after each batch (depends on ``D``, ``θ`` only).
-        released_gradients: ``t x d`` tensor of the privatized gradients (in θ-space:
-            ``Ṽ_t ũ_t`` with a subspace).
+        released_gradients: ``t x d`` tensor of the privatized gradients.
         guarantee: The ``PrivacyGuarantee``.
-        subspace_bases: With a ``subspace`` (seed 002): the public ``d x k`` basis ``Ṽ_t`` of
-            each step; else empty.
+        step_mus: ``μ_t`` of each gradient release (the realised ``Δ/σ_t``).
+        noise_stds: ``σ_t``, the noise std per coordinate of each gradient release.
+        noisy_norms: The released noisy gradient norms ``N_t`` (``"adaptive_norm"`` only;
+            ``N_t`` is at ``θ_t``; empty otherwise).
+        norm_mus: ``μ_N`` of each norm release (empty without ``"adaptive_norm"``).
+        selected_index: ``j`` with ``theta = iterates[j]``: ``t`` for ``"last"``, the argmin
+            of ``noisy_norms``, or the private choice of ``"exponential"``/``"noisy_loss"``
+            (``None`` while that choice is still to be made; ``theta`` is then ``θ_t``).
+        selection_scores: The released noisy mean losses of the iterates (``"noisy_loss"``),
+            else ``None``.
+        subspace_bases: With a ``subspace`` (Kairouz et al.): the public ``d x k`` basis
+            ``Ṽ_t`` of each step; else empty. ``released_gradients`` are then ``Ṽ_t ũ_t``.
         released_coordinates: With a ``subspace`` or the private preconditioner: the released
             ``k`` coordinates ``ũ_t`` of each step; else empty.
         released_preconditioners: With ``preconditioner="private"``: the released ``k x k``
             ``Ĝ_t`` of each step; else empty.
+        preconditioner_mus: ``μ_H/√T``, the GDP parameter of each preconditioner release
+            (empty without the private preconditioner).
+        preconditioner_noise_stds: ``σ_B(t)`` of each preconditioner release (GOE scale).
     """
 
     theta: Tensor
@@ -79,9 +101,17 @@ class PrivateRelease:
     posterior_traces: list[float]
     released_gradients: Tensor
     guarantee: PrivacyGuarantee
+    step_mus: list[float] = field(default_factory=list)
+    noise_stds: list[float] = field(default_factory=list)
+    noisy_norms: list[float] = field(default_factory=list)
+    norm_mus: list[float] = field(default_factory=list)
+    selected_index: int | None = None
+    selection_scores: Tensor | None = None
     subspace_bases: list[Tensor] = field(default_factory=list)
     released_coordinates: list[Tensor] = field(default_factory=list)
     released_preconditioners: list[Tensor] = field(default_factory=list)
+    preconditioner_mus: list[float] = field(default_factory=list)
+    preconditioner_noise_stds: list[float] = field(default_factory=list)
 
     @property
     def subspace_dims(self) -> list[int]:
@@ -148,10 +178,13 @@ class IterationInfo:
         iteration: ``t``, the number of steps taken so far.
         theta: ``d`` tensor, the new iterate ``θ_t`` (a copy).
         batch_size: Points evaluated in this iteration.
-        posterior_trace: ``tr Σ_{D_t}(θ_{t-1})`` after this batch.
+        posterior_trace: ``tr Σ_{D_t}(θ_{t-1})`` after this batch (NaN for a selection).
+        selected_index: ``None`` after a step; after the selection batch of
+            ``"exponential"``/``"noisy_loss"``, the chosen iterate's index (``theta`` is it).
     """
 
     iteration: int
     theta: Tensor
     batch_size: int
     posterior_trace: float
+    selected_index: int | None = None

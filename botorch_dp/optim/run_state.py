@@ -32,6 +32,7 @@ from botorch_dp.optim.checkpoint import (
     load_state,
 )
 from botorch_dp.optim.config import DPGIBOConfig, resolve_model
+from botorch_dp.optim.selection import EVALUATED_SELECTIONS, SELECTION_KEY
 from botorch_dp.optim.step_rules import make_step_optimizer
 from botorch_dp.optim.subspace import SubspaceTrack, subspace_from_spec
 from botorch_dp.privacy.ledger import PrivacyLedger
@@ -40,37 +41,42 @@ from botorch_dp.privacy.mechanisms import ReleaseDiagnostics
 if TYPE_CHECKING:
     from botorch_dp.optim.dp_gibo import DPGIBO
 
-#: Version of ``DPGIBO.state_dict`` (3: JSON + safetensors, per-batch loss blocks, run id;
-#: 4: + ``subspace``, seed 002's per-step record). Version 3 is still read (no subspace).
-STATE_VERSION = 4
+#: Version of ``DPGIBO.state_dict`` (3: JSON + safetensors, per-batch loss blocks, run id).
+STATE_VERSION = 3
 
 
 META_KEYS = {
     "format", "schema_version", "version", "run_id", "config", "config_fingerprint", "kernel", "iteration",
     "theta", "iterates", "pending", "batch_sizes", "traces", "released", "diagnostics", "step_optimizer",
-    "ledger", "noise_generator", "search_generator", "subspace",
+    "ledger", "noise_generator", "search_generator", "noise_and_selection", "subspace",
 }
+#: Meta keys added after schema version 1, with what an older checkpoint means by them.
+#: ``noise_and_selection`` (issue 15, Menart et al.): nothing adaptive and no selection yet.
+#: ``subspace`` (issue 15, Kairouz et al.): no subspace, no private preconditioner yet.
+_META_KEYS_ADDED = {"noise_and_selection": None, "subspace": None}
 #: Config fields that may differ on resume: the budget (only tightened) and the unsafe
 #: fitting callable (only its presence is compared).
 _RESUME_MAY_DIFFER = {"privacy_budget_mu", "hyperparameter_fit"}
 #: Config fields added after schema version 1 (issue 16's target (ε, δ)); a checkpoint
 #: written before them reads them as not given.
-_CONFIG_FIELDS_ADDED = ("epsilon", "delta", "preconditioner", "preconditioner_mu_fraction", "subspace")
-#: Added fields whose "not given" value is not ``None``.
-_CONFIG_FIELDS_ADDED_DEFAULTS = {"subspace_acquisition": False}
+_CONFIG_FIELDS_ADDED = ("epsilon", "delta")
+#: Config fields added by issue 15 (Menart et al.: noise schedule, selection); a checkpoint
+#: written before them reads them as their defaults (the fixed schedule, the last iterate).
+_CONFIG_FIELDS_WITH_DEFAULTS = (
+    "noise_schedule", "max_iterations", "norm_mu_fraction", "snr_factor", "max_step_mu",
+    "selection", "selection_epsilon", "selection_mu", "loss_clip",
+    # Kairouz et al.: no subspace, no projected acquisition, no full-matrix preconditioner
+    "preconditioner", "preconditioner_mu_fraction", "subspace", "subspace_acquisition",
+)
 
 
 def _with_added_fields(stored: Any) -> Any:
-    r"""A stored config with the fields added since it was written set to "not given"."""
+    r"""A stored config with the fields added since it was written filled in."""
     if not isinstance(stored, dict):
         return stored
-    added = {name: None for name in _CONFIG_FIELDS_ADDED} | _CONFIG_FIELDS_ADDED_DEFAULTS
-    return {**{k: v for k, v in added.items() if k not in stored}, **stored}
-
-
-def _meta_keys(meta: Any) -> set[str]:
-    r"""The keys of a state of ``meta``'s version (version 3 has no ``subspace``)."""
-    return META_KEYS - {"subspace"} if isinstance(meta, dict) and meta.get("version") == 3 else META_KEYS
+    defaults = {f.name: f.default for f in dataclasses.fields(DPGIBOConfig) if f.name in _CONFIG_FIELDS_WITH_DEFAULTS}
+    added = {name: encode_value(value) for name, value in defaults.items() if name not in stored}
+    return {**{name: None for name in _CONFIG_FIELDS_ADDED if name not in stored}, **added, **stored}
 
 
 def committed_records(directory: str | os.PathLike) -> dict[str, Any]:
@@ -145,7 +151,7 @@ def config_to_json(config: DPGIBOConfig) -> dict[str, Any]:
 def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, rebuild: bool) -> DPGIBOConfig | None:
     r"""Check the stored config's fields and, if ``rebuild``, build the ``DPGIBOConfig``."""
     names = {f.name for f in dataclasses.fields(DPGIBOConfig)}
-    stored = _with_added_fields(stored)  # written before these fields existed: they were not given
+    stored = _with_added_fields(stored)  # written before these fields existed
     if not isinstance(stored, dict) or set(stored) != names:
         have = set(stored) if isinstance(stored, dict) else set()
         raise ValueError(
@@ -217,17 +223,16 @@ def check_state(
 
     Returns the decoded values (``T``, ``theta``, ``iterates``, ``pending``, ``sizes``,
     ``traces``, ``released``, ``diag``, ``X``, ``L``, ``blocks``, ``kernel_tensors``,
-    ``optimizer``, ``ledger_state``, ``noise_gen``, ``search_gen``, ``n``, ``meta``,
-    ``subspace``), or
+    ``optimizer``, ``ledger_state``, ``noise_gen``, ``search_gen``, ``n``, ``meta``), or
     raises ``ValueError`` naming the first field that is wrong; nothing is changed.
     """
-    meta, gp, blocks = state["meta"], state["gp"], list(state["loss_blocks"])
-    if meta.get("version") not in (3, STATE_VERSION):
-        raise ValueError(f"Checkpoint state version {meta.get('version')!r}, expected {STATE_VERSION} (or 3).")
-    ckpt._check_keys(meta, _meta_keys(meta), "state")
+    meta, gp, blocks = _with_added_meta(state["meta"]), state["gp"], list(state["loss_blocks"])
+    if meta.get("version") != STATE_VERSION:
+        raise ValueError(f"Checkpoint state version {meta.get('version')!r}, expected {STATE_VERSION}.")
+    ckpt._check_keys(meta, META_KEYS, "state")
     d, T = config.bounds.shape[1], meta["iteration"]
-    if not ckpt._is_int(T) or not 0 <= T <= config.num_iterations:
-        raise ValueError(f"Checkpoint field 'iteration' must be an integer in [0, num_iterations], got {T!r}.")
+    if not ckpt._is_int(T) or not 0 <= T <= config.iteration_cap:
+        raise ValueError(f"Checkpoint field 'iteration' must be an integer in [0, {config.iteration_cap}], got {T!r}.")
     if not isinstance(meta["run_id"], str) or len(meta["run_id"]) != 32 or not all(ch in "0123456789abcdef" for ch in meta["run_id"]):
         raise ValueError("Checkpoint field 'run_id' must be a uuid4 hex string.")
     theta = ckpt.tensor_from_json(meta["theta"], "theta", (d,))
@@ -265,8 +270,8 @@ def check_state(
     if (noise_gen is None) != (not has_noise_generator) or search_gen is None:
         raise ValueError("Checkpoint field 'noise_generator'/'search_generator' does not match the config's generators.")
     subspace = SubspaceTrack.from_json(
-        meta.get("subspace", SubspaceTrack().to_json()), dim=d, steps=T, has_subspace=config.subspace is not None,
-        private=config.preconditioner == "private",
+        meta["subspace"] if meta["subspace"] is not None else SubspaceTrack().to_json(), dim=d, steps=T,
+        has_subspace=config.subspace is not None, private=config.preconditioner == "private",
     )
     optimizer = make_step_optimizer(theta, config.step_rule, config.step_size, preconditioner=config.preconditioner)
     try:
@@ -274,16 +279,84 @@ def check_state(
     except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"Checkpoint field 'step_optimizer' is not a {config.step_rule} state: {err}") from None
     ledger_state = meta["ledger"]
-    PrivacyLedger.from_state_dict(ledger_state)  # validates before anything changes
+    ledger = PrivacyLedger.from_state_dict(ledger_state)  # validates before anything changes
     n = blocks[0].shape[1] if blocks else None
     if n is not None and config.privacy_mu < math.inf and n == 0:
         raise ValueError("Checkpoint loss files hold no users.")
+    adaptive = check_noise_and_selection(meta["noise_and_selection"], config=config, T=T, ledger=ledger, run_id=meta["run_id"])
     return {
         "meta": meta, "T": T, "theta": theta, "iterates": iterates, "pending": pending, "sizes": sizes,
         "traces": traces, "released": released, "diag": diag, "X": X, "L": L, "blocks": blocks,
         "kernel_tensors": stored_kernel_tensors, "optimizer": optimizer, "ledger_state": ledger_state,
-        "noise_gen": noise_gen, "search_gen": search_gen, "n": n, "subspace": subspace,
+        "noise_gen": noise_gen, "search_gen": search_gen, "n": n, "noise_and_selection": adaptive,
+        "subspace": subspace,
     }
+
+
+def _with_added_meta(meta: Any) -> Any:
+    r"""A stored ``meta`` with the keys added since it was written filled in."""
+    if not isinstance(meta, dict):
+        return meta
+    return {**{k: v for k, v in _META_KEYS_ADDED.items() if k not in meta}, **meta}
+
+
+_NOISE_LISTS = ("step_mus", "noise_stds", "noisy_norms", "norm_mus")
+
+
+def encode_noise_and_selection(opt: DPGIBO) -> dict[str, Any]:
+    r"""Menart et al.'s public state as exact JSON: the adaptive schedule's per-step values, whether
+    its filter stopped the steps, and the evaluated selection's choice (and scores)."""
+    lists = {"step_mus": opt._step_mus, "noise_stds": opt._noise_stds, "noisy_norms": opt._noisy_norms, "norm_mus": opt._norm_mus}
+    return {
+        **{name: [float(v).hex() for v in values] for name, values in lists.items()},
+        "stopped": opt._stopped,
+        "selected_index": opt._selected,
+        "selection_scores": None if opt._selection_scores is None else ckpt.tensor_to_json(opt._selection_scores),
+    }
+
+
+def check_noise_and_selection(
+    entry: Any, *, config: DPGIBOConfig, T: int, ledger: PrivacyLedger, run_id: str
+) -> dict[str, Any]:
+    r"""Decode and check the ``noise_and_selection`` field against the config and the ledger.
+
+    ``None`` (a checkpoint written before the field existed) is a run with the fixed
+    schedule and no selection made. With ``"adaptive_norm"`` each list holds ``T`` values
+    and every ``μ`` equals the ledger's record of that release (``step-t/norm``,
+    ``step-t/grad``): the filter's spent budget is read from the ledger, so the two must
+    agree. A made selection needs its ledger record (``"select"``).
+    """
+    empty = {name: [] for name in _NOISE_LISTS} | {"stopped": False, "selected_index": None, "selection_scores": None}
+    if entry is None:
+        entry = empty
+    ckpt._check_keys(entry, set(empty), "noise_and_selection")
+    adaptive = config.noise_schedule == "adaptive_norm"
+    out: dict[str, Any] = {}
+    for name in _NOISE_LISTS:
+        values = entry[name]
+        if not isinstance(values, list) or len(values) != (T if adaptive else 0):
+            raise ValueError(f"Checkpoint field 'noise_and_selection.{name}' must hold {T if adaptive else 0} values.")
+        out[name] = [ckpt.float_from_json(v, f"noise_and_selection.{name}") for v in values]
+        if name != "noisy_norms" and not all(v > 0 for v in out[name]):
+            raise ValueError(f"Checkpoint field 'noise_and_selection.{name}' must hold positive values.")
+    recorded = ledger.validation_steps
+    for t in range(len(out["step_mus"])):
+        for name, key in (("norm_mus", "norm"), ("step_mus", "grad")):
+            if recorded.get((run_id, f"step-{t:04d}/{key}")) != out[name][t]:
+                raise ValueError(f"Checkpoint field 'noise_and_selection.{name}' disagrees with the ledger at step {t}.")
+    stopped, selected, scores = entry["stopped"], entry["selected_index"], entry["selection_scores"]
+    if not isinstance(stopped, bool) or (stopped and not adaptive):
+        raise ValueError("Checkpoint field 'noise_and_selection.stopped' must be a bool (True only with adaptive_norm).")
+    evaluated = config.selection in EVALUATED_SELECTIONS
+    if selected is not None and (not evaluated or not ckpt._is_int(selected) or not 0 <= selected <= T
+                                 or (run_id, SELECTION_KEY) not in recorded):
+        raise ValueError(f"Checkpoint field 'noise_and_selection.selected_index' must be None or an index in [0, {T}] "
+                         "of a recorded evaluated selection.")
+    if (scores is not None) != (selected is not None and config.selection == "noisy_loss"):
+        raise ValueError("Checkpoint field 'noise_and_selection.selection_scores' must be given exactly for a made noisy_loss selection.")
+    out["stopped"], out["selected_index"] = stopped, selected
+    out["selection_scores"] = None if scores is None else ckpt.tensor_from_json(scores, "noise_and_selection.selection_scores", (T + 1,))
+    return out
 
 
 def resume_config(
@@ -295,8 +368,8 @@ def resume_config(
     privacy or the algorithm must equal the stored one (``check_same_run``). A budget on
     ``config`` or ``ledger`` may only tighten the stored one.
     """
-    meta = state["meta"]
-    ckpt._check_keys(meta, _meta_keys(meta), "state")
+    meta = _with_added_meta(state["meta"])
+    ckpt._check_keys(meta, META_KEYS, "state")
     stored = config_from_json(meta["config"], state["gp"], meta["kernel"], rebuild=config is None)
     stored_budget = budget_of_ledger_state(meta["ledger"])
     budgets = [] if config is None else [config.privacy_budget_mu]
@@ -332,7 +405,9 @@ def encode_diagnostics(diagnostics: list[ReleaseDiagnostics]) -> list[dict[str, 
 #: Attributes that ``ask``/``tell`` replace (never mutate in place), restored when they fail.
 _MUTABLE = (
     "iteration", "_iterates", "_X", "_Y_blocks", "_gp", "_pending", "_batch_sizes", "_traces",
-    "_released", "_diag", "_mechanism", "_committed", "_subspace",
+    "_released", "_diag", "_mechanism", "_committed",
+    "_step_mus", "_noise_stds", "_noisy_norms", "_norm_mus", "_stopped", "_selected", "_selection_scores",
+    "_subspace",
 )
 
 
@@ -396,6 +471,7 @@ def encode_state(opt: DPGIBO) -> dict[str, Any]:
         "ledger": opt.ledger.state_dict(),
         "noise_generator": ckpt.generator_to_json(opt._noise_gen),
         "search_generator": ckpt.generator_to_json(opt._search_gen),
+        "noise_and_selection": encode_noise_and_selection(opt),
         "subspace": opt._subspace.to_json(),
     }
     gp = {"X": opt._X, "L": opt._gp.L}  # the factor is restored as is: refactorizing changes bits
@@ -423,12 +499,12 @@ def apply_state(opt: DPGIBO, state: dict[str, Any]) -> None:
     sizes, traces, released, diag = checked["sizes"], checked["traces"], checked["released"], checked["diag"]
     kernel_tensors_, optimizer, ledger_state = checked["kernel_tensors"], checked["optimizer"], checked["ledger_state"]
     noise_gen, search_gen, n = checked["noise_gen"], checked["search_gen"], checked["n"]
+    adaptive = checked["noise_and_selection"]
     # all checked: assign
     opt.run_id = meta["run_id"]
     opt.iteration, opt.theta, opt._iterates, opt._pending = T, theta, list(iterates), pending
     opt._batch_sizes, opt._traces, opt._released, opt._diag = list(sizes), traces, list(released), diag
     opt._X, opt._Y_blocks = X, blocks
-    opt._subspace = checked["subspace"]
     opt.kernel.load_state_dict({**opt.kernel.state_dict(), **kernel_tensors_})
     opt._optimizer = optimizer
     opt.ledger.load_state_dict(ledger_state)
@@ -437,6 +513,11 @@ def apply_state(opt: DPGIBO, state: dict[str, Any]) -> None:
     opt._search_gen.set_state(search_gen)
     opt._gp = GradientGP.from_factor(X, L, opt.kernel, opt.noise_variance, jitter=opt.config.jitter)
     opt._mechanism = None if n is None else opt._make_mechanism(n)
+    opt._step_mus, opt._noise_stds = adaptive["step_mus"], adaptive["noise_stds"]
+    opt._noisy_norms, opt._norm_mus = adaptive["noisy_norms"], adaptive["norm_mus"]
+    opt._stopped, opt._selected = adaptive["stopped"], adaptive["selected_index"]
+    opt._selection_scores = adaptive["selection_scores"]
+    opt._subspace = checked["subspace"]
 
 
 def resume_run(

@@ -4,7 +4,7 @@ The iterate ``θ`` is the one parameter of a ``torch.optim.SGD``, ``torch.optim.
 ``FullMatrixAdagrad``; each step hands it a released (already privatized) gradient, lets
 the optimizer update, then projects onto the box ``Θ`` once. Steps are post-processing of
 the releases, so any optimizer is private; its ``state_dict`` (AdaGrad's sums) goes into
-the checkpoint. ``FullMatrixAdagrad`` (seed 002, spec A3) preconditions with a matrix built
+the checkpoint. ``FullMatrixAdagrad`` (Kairouz et al., spec A3) preconditions with a matrix built
 from the released gradients (free) or with a separately released preconditioner.
 """
 
@@ -114,7 +114,7 @@ def projected_step(
     return theta.detach().clone()
 
 
-# ----------------------------------------------------------------- full-matrix AdaGrad (seed 002)
+# ------------------------------------------------------- full-matrix AdaGrad (Kairouz et al.)
 def psd_sqrt(M: Tensor) -> Tensor:
     r"""``PSD(M)^{1/2}``: the square root of a symmetric matrix with its negative eigenvalues
     set to 0 (``M`` is symmetrised first).
@@ -155,7 +155,7 @@ def preconditioner_floor(k: int, noise_std: float, eps: float = ADAGRAD_EPS, sca
 
 
 class FullMatrixAdagrad(torch.optim.Optimizer):
-    r"""Full-matrix AdaGrad on released gradients, optionally in a public subspace (seed 002, A3).
+    r"""Full-matrix AdaGrad on released gradients, optionally in a public subspace (Kairouz et al., spec A3).
 
     Each ``step`` reads the released θ-space gradient ``g̃_t = Ṽ_t ũ_t`` from ``θ.grad`` and
     moves ``θ ← θ − η Ṽ_t Ĥ_t⁻¹ ũ_t`` (``ũ_t = Ṽ_tᵀ g̃_t``; the caller projects onto the box).

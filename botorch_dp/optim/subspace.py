@@ -1,4 +1,4 @@
-r"""Public subspaces for DP-GIBO's projected gradient release (seed 002, spec A2 and A4).
+r"""Public subspaces for DP-GIBO's projected gradient release (Kairouz et al., spec A2 and A4).
 
 A subspace oracle returns an orthonormal ``d x k`` basis ``Ṽ`` (``k ≤ d``) computed from
 public information only. The projected release clips and noises the per-user gradient
@@ -28,6 +28,7 @@ responsibility for ``FixedSubspace``.
 from __future__ import annotations
 
 import abc
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -42,7 +43,6 @@ from botorch_dp.privacy.mechanisms import (
     GOEPreconditionerMechanism,
     GradientRelease,
     NonfiniteLosses,
-    PreconditionerRelease,
 )
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
     from botorch_dp.gradient_gp import GradientGP
     from botorch_dp.optim.config import DPGIBOConfig
+    from botorch_dp.privacy.ledger import PrivacyLedger
 
 __all__ = [
     "FixedSubspace",
@@ -61,9 +62,12 @@ __all__ = [
     "SubspaceTrack",
     "check_basis",
     "orthonormal_basis",
+    "lift_release",
+    "preconditioner_mechanism",
     "projected_release",
     "step_basis",
     "step_extras",
+    "step_mu",
     "subspace_from_spec",
     "subspace_release",
     "top_eigenvectors",
@@ -495,21 +499,25 @@ def projected_release(
         raise ValueError(f"The basis must be d x k with d = {A.shape[0]}, got shape {tuple(basis.shape)}.")
     A_k = basis.transpose(0, 1) @ A  # Ṽᵀ A, k x N, public
     release = mechanism.release(A_k, Y, diagnostics=diagnostics or keep_unnoised, nonfinite=nonfinite)
-    coordinates = release.gradient
     info = release.diagnostics
     unnoised = None if info is None or not keep_unnoised else info.unnoised_gradient
-    if info is not None and diagnostics:
+    if not diagnostics:
+        release = replace(release, diagnostics=None)
+    return ProjectedRelease(release=_lift(release, basis), coordinates=release.gradient, unnoised_coordinates=unnoised)
+
+
+def _lift(release: GradientRelease, basis: Tensor) -> GradientRelease:
+    r"""A ``k``-coordinate release in θ-space: ``Ṽ ũ``, and ``Ṽ ū`` in its diagnostics."""
+    info = release.diagnostics
+    if info is not None:
         info = replace(info, unnoised_gradient=basis @ info.unnoised_gradient)
-    else:
-        info = None
-    lifted = GradientRelease(gradient=basis @ coordinates, cost=release.cost, diagnostics=info)
-    return ProjectedRelease(release=lifted, coordinates=coordinates, unnoised_coordinates=unnoised)
+    return GradientRelease(gradient=basis @ release.gradient, cost=release.cost, diagnostics=info)
 
 
 # ----------------------------------------------------------------------- a run's record
 @dataclass(frozen=True)
 class SubspaceTrack:
-    r"""What seed 002's options add to a DP-GIBO run's state, one entry per step.
+    r"""What Kairouz et al.'s options add to a DP-GIBO run's state, one entry per step.
 
     Immutable: the loop replaces it at each step (so a failed ``tell`` restores it).
 
@@ -599,6 +607,27 @@ def step_basis(config: DPGIBOConfig, theta: Tensor, gp: GradientGP, track: Subsp
     return basis
 
 
+def preconditioner_mechanism(
+    config: DPGIBOConfig, mechanism: GaussianGradientMechanism | None, generator: torch.Generator | None
+) -> GOEPreconditionerMechanism | None:
+    r"""The private preconditioner's mechanism: ``μ_H`` of ``split_privacy_mu``, ``T``, the
+    gradient mechanism's ``Δ = 2B/n`` and the run's noise generator; ``None`` without it."""
+    from botorch_dp.optim.config import split_privacy_mu
+
+    mu_h = split_privacy_mu(config)[1]
+    if mu_h is None or mechanism is None:
+        return None
+    return GOEPreconditionerMechanism(
+        sensitivity=mechanism.sensitivity, privacy_mu=mu_h, num_steps=config.num_iterations, generator=generator
+    )
+
+
+def step_mu(mechanism: GaussianGradientMechanism, preconditioner: GOEPreconditionerMechanism | None) -> float:
+    r"""GDP parameter of one fixed-schedule step, for the budget filter: ``μ_g/√T``, or
+    ``√(μ_g² + μ_H²)/√T`` with the private preconditioner's second release."""
+    return math.hypot(mechanism.step_mu, 0.0 if preconditioner is None else preconditioner.step_mu)
+
+
 def subspace_release(
     mechanism: GaussianGradientMechanism,
     preconditioner: GOEPreconditionerMechanism | None,
@@ -607,16 +636,21 @@ def subspace_release(
     Y: Tensor | Sequence[Tensor],
     track: SubspaceTrack,
     *,
+    ledger: PrivacyLedger,
+    run_id: str,
+    index: int,
     diagnostics: bool = False,
     nonfinite: NonfiniteLosses = "refuse",
-) -> tuple[GradientRelease, PreconditionerRelease | None, SubspaceTrack]:
-    r"""One DP-GIBO step's seed-002 releases: the gradient in ``k`` coordinates (``Ṽ = I``
-    without a subspace) and, with a ``preconditioner`` mechanism, ``Ĝ_t`` of the clean
-    ``X_t = [ū_1 … ū_t]``.
+) -> tuple[GradientRelease, SubspaceTrack]:
+    r"""One fixed-schedule step's releases with a subspace or the private preconditioner.
+
+    The gradient is released in ``k`` coordinates (``Ṽ = I`` without a subspace) and
+    recorded as ``step-XXXX``; with a ``preconditioner`` mechanism, ``Ĝ_t`` of the clean
+    ``X_t = [ū_1 … ū_t]`` is released too and recorded as ``step-XXXX/precond``. The caller
+    has checked the budget for both (``step_mu``).
 
     Returns:
-        The θ-space ``GradientRelease``, the ``PreconditionerRelease`` (or ``None``) whose
-        cost the caller records, and the updated ``track``.
+        The θ-space ``GradientRelease`` and the updated ``track``.
     """
     V = torch.eye(A.shape[0], dtype=A.dtype) if basis is None else basis
     out = projected_release(
@@ -626,26 +660,33 @@ def subspace_release(
         track, bases=track.bases if basis is None else (*track.bases, basis),
         coordinates=(*track.coordinates, out.coordinates),
     )
-    precond = None
+    key = f"step-{index:04d}"
     if preconditioner is not None:
         columns = (*track.columns, out.unnoised_coordinates)
         precond = preconditioner.release(torch.stack(columns, dim=-1))
+        ledger.record_validation_step(mu=precond.cost.mu, run_id=run_id, key=f"{key}/precond")
         track = replace(
             track, columns=columns, preconditioners=(*track.preconditioners, precond.matrix),
             preconditioner_noise_stds=(*track.preconditioner_noise_stds, precond.noise_std),
         )
-    return out.release, precond, track
+    ledger.record_validation_step(mu=out.release.cost.mu, run_id=run_id, key=key)
+    return out.release, track
 
 
-def step_extras(
-    config: DPGIBOConfig, basis: Tensor | None, mechanism: GaussianGradientMechanism, track: SubspaceTrack
-) -> dict[str, Any]:
+def lift_release(release: GradientRelease, basis: Tensor, track: SubspaceTrack) -> tuple[GradientRelease, SubspaceTrack]:
+    r"""A ``k``-coordinate release made elsewhere (e.g. the adaptive schedule's, from
+    ``Ṽᵀ A``) lifted to θ-space, and ``track`` with this step's ``Ṽ_t`` and ``ũ_t``."""
+    track = replace(track, bases=(*track.bases, basis), coordinates=(*track.coordinates, release.gradient))
+    return _lift(release, basis), track
+
+
+def step_extras(config: DPGIBOConfig, basis: Tensor | None, noise_std: float, track: SubspaceTrack) -> dict[str, Any]:
     r"""The public extras ``FullMatrixAdagrad.step`` needs (none for the other step rules):
-    the basis, the gradient's noise std and, for the private preconditioner, the released
-    ``Ĝ_t`` and its ``σ_B(t)``."""
+    the basis, the std ``σ_t`` of each released coordinate and, for the private
+    preconditioner, the released ``Ĝ_t`` and its ``σ_B(t)``."""
     if config.step_rule != "adagrad_full":
         return {}
-    extras: dict[str, Any] = {"basis": basis, "noise_std": mechanism.noise_std}
+    extras: dict[str, Any] = {"basis": basis, "noise_std": noise_std}
     if config.preconditioner == "private":
         extras["released_preconditioner"] = track.preconditioners[-1]
         extras["preconditioner_noise_std"] = track.preconditioner_noise_stds[-1]

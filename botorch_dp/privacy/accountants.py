@@ -78,7 +78,7 @@ class GDPAccountant(IAccountant):
     A step with noise multiplier σ (noise std divided by ℓ2-sensitivity) and no
     subsampling is (1/σ)-GDP, so after steps σ_1..σ_T the total is
     μ = sqrt(Σ_t 1/σ_t²) and ε(δ) is the exact GDP conversion. This is the accounting
-    of DP-GIBO (seed 000, Thm 3.1). Subsampled steps are refused: their GDP
+    of DP-GIBO (Sopa et al., Thm 3.1). Subsampled steps are refused: their GDP
     guarantee is only asymptotic, use Opacus's ``RDPAccountant``/``PRVAccountant``.
 
     ``history`` holds Opacus-style entries (noise_multiplier, sample_rate, num_steps).

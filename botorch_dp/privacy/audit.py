@@ -577,7 +577,7 @@ def audit_amp_release(
     grid_size: int = 64,
     seed: int = 0,
 ) -> AuditResult:
-    r"""Audit one AMP training release (seed 004, Alg. 1) on worst-case add/remove neighbours.
+    r"""Audit one AMP training release (Redberg et al., Alg. 1) on worst-case add/remove neighbours.
 
     Design: one feature at the public bound (``x = R = 1``, no intercept), ``D`` = one
     record and ``D′ = D ∪ {z}`` whose clipped gradient pushes ``θ`` up by the full ``C``:
@@ -647,11 +647,12 @@ def audit_all(*, quick: bool = False, seed: int = 0) -> list[AuditResult]:
     r"""The audits of every mechanism in the package.
 
     The validation-side mechanisms (gradient release, its overflow variant, private random
-    search's score, a whole DP-GIBO run) and one AMP training release (``amp_release``,
+    search's score, a whole DP-GIBO run), one AMP training release (``amp_release``,
     add/remove one training record; its ``claimed_mu`` is the local ``μ`` of AMP's claimed
-    trade-off curve, see ``audit_amp_release``); seed 002's public-subspace gradient release
-    and private AdaGrad preconditioner (``audit_projected_release``,
-    ``audit_private_preconditioner``).
+    trade-off curve, see ``audit_amp_release``), Menart et al.'s noisy-norm release and
+    exponential-mechanism selection (``audit_norm_release``, ``audit_exponential_selection``),
+    and Kairouz et al.'s public-subspace gradient release and private AdaGrad preconditioner
+    (``audit_projected_release``, ``audit_private_preconditioner``).
 
     Args:
         quick: Small run counts (about a minute on 2 cores) instead of ``≥ 10⁴`` releases
@@ -670,12 +671,108 @@ def audit_all(*, quick: bool = False, seed: int = 0) -> list[AuditResult]:
         audit_score_release(num_runs=releases, seed=seed),
         audit_dp_gibo(num_runs=loop_runs, seed=seed),
         audit_amp_release(num_runs=amp_runs, seed=seed),
-        audit_projected_release(num_runs=releases, seed=seed),
-        audit_private_preconditioner(num_runs=releases, seed=seed),
+        audit_norm_release(num_runs=releases, seed=seed),  # Menart et al.: adaptive_norm's norm release
+        audit_exponential_selection(num_runs=releases, seed=seed),  # Menart et al.: selection of the iterate
+        audit_projected_release(num_runs=releases, seed=seed),  # Kairouz et al.: public-subspace release
+        audit_private_preconditioner(num_runs=releases, seed=seed),  # Kairouz et al.: AdaGrad preconditioner
     ]
 
 
-# ------------------------------------------------ seed 002: projected release, private preconditioner
+# ------------------------------------------------------- Menart et al.: norm release, exponential mechanism
+def audit_norm_release(
+    *,
+    num_runs: int,
+    mechanism_class: type | None = None,
+    norm_mu: float = 1.0,
+    clip_bound: float = 1.0,
+    num_users: int = 10,
+    dim: int = 3,
+    seed: int = 0,
+) -> AuditResult:
+    r"""Audit one noisy-norm release of ``noise_schedule="adaptive_norm"``.
+
+    ``A = 100 I``; users 2..n contribute ``+B u`` after clipping (``u`` a unit vector); the
+    first user ``−B u`` on ``D`` and ``+B u`` on ``D′``, so ``‖ḡ‖`` is ``(n − 2)B/n`` and
+    ``B``: they differ by the sensitivity ``2B/n``. The statistic is the released norm;
+    the claim is ``norm_mu``.
+
+    Args:
+        num_runs: Releases per dataset.
+        mechanism_class: The mechanism (default ``AdaptiveGaussianGradientMechanism``; a
+            test double for a broken one).
+        norm_mu, clip_bound, num_users, dim: The release's settings.
+        seed: Seed of the audit.
+    """
+    from botorch_dp.privacy.mechanisms import AdaptiveGaussianGradientMechanism
+
+    mechanism_class = AdaptiveGaussianGradientMechanism if mechanism_class is None else mechanism_class
+    u = _direction(dim)
+    A = 100.0 * torch.eye(dim, dtype=torch.float64)
+
+    def sampler(first_sign: float) -> StatisticSampler:
+        Y = (10.0 * u).unsqueeze(-1).repeat(1, num_users)
+        Y[:, 0] = first_sign * 10.0 * u
+
+        def sample(num: int, stream: int) -> Tensor:
+            mechanism = mechanism_class(
+                clip_bound=clip_bound, num_users=num_users, generator=torch.Generator().manual_seed(stream)
+            )
+            return torch.tensor([mechanism.clipped_mean(A, Y).release_norm(norm_mu).norm for _ in range(num)])
+
+        return sample
+
+    return run_audit("adaptive_norm_release", sampler(-1.0), sampler(1.0), norm_mu, num_runs=num_runs, seed=seed)
+
+
+def audit_exponential_selection(
+    *,
+    num_runs: int,
+    mechanism_class: type | None = None,
+    epsilon: float = 1.0,
+    loss_clip: float = 1.0,
+    num_users: int = 10,
+    seed: int = 0,
+) -> AuditResult:
+    r"""Audit the exponential-mechanism choice of the returned iterate (``ε``-DP).
+
+    Two candidates; every user but the first has loss 0 at both; the first user's losses
+    are ``(C, 0)`` on ``D`` and ``(0, C)`` on ``D′``, so the clamped mean scores swap
+    ``(Δ, 0) ↔ (0, Δ)``, ``Δ = C/n``. The statistic is ``1{chosen index = 0}``. The claim
+    is the ledger's charge ``2Φ⁻¹(e^ε/(1 + e^ε))``; a correct sampler shows about
+    ``2Φ⁻¹(e^{ε/2}/(1 + e^{ε/2}))`` here (with two candidates the log-ratio of each outcome
+    is ``ε/2``), so the lower bound stays well below the claim, and a sampler that drops
+    the Gumbel noise (always the argmin) or runs at several times its ``ε`` exceeds it.
+
+    Args:
+        num_runs: Selections per dataset.
+        mechanism_class: The mechanism (default ``ExponentialLossSelection``; a test double).
+        epsilon, loss_clip, num_users: The selection's settings.
+        seed: Seed of the audit.
+    """
+    from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
+    from botorch_dp.privacy.mechanisms import ExponentialLossSelection
+
+    mechanism_class = ExponentialLossSelection if mechanism_class is None else mechanism_class
+
+    def sampler(first_user: tuple[float, float]) -> StatisticSampler:
+        losses = torch.zeros(2, num_users, dtype=torch.float64)
+        losses[:, 0] = torch.tensor(first_user, dtype=torch.float64)
+
+        def sample(num: int, stream: int) -> Tensor:
+            mechanism = mechanism_class(
+                epsilon=epsilon, loss_clip=loss_clip, generator=torch.Generator().manual_seed(stream)
+            )
+            return torch.tensor([float(mechanism.release(losses).index == 0) for _ in range(num)])
+
+        return sample
+
+    return run_audit(
+        "exponential_selection", sampler((loss_clip, 0.0)), sampler((0.0, loss_clip)), pure_dp_to_gdp_mu(epsilon),
+        num_runs=num_runs, seed=seed,
+    )
+
+
+# ------------------------------------ Kairouz et al.: projected release, private preconditioner
 def audit_projected_release(
     *,
     num_runs: int,

@@ -6,7 +6,7 @@ together with its privacy cost (``PrivacyCost``); callers record that cost in th
 
 - ``GaussianGradientMechanism``: DP-GIBO's and noisy GD's gradient release. Per-user
   gradient estimates ``A y_i`` are clipped to ``B``, averaged and noised with std
-  ``2B√T/(nμ)`` (seed 000, Thm. 3.1).
+  ``2B√T/(nμ)`` (Sopa et al., Thm. 3.1).
 - ``GaussianScoreMechanism``: private random search's score of one trial, the mean of the
   ``[0, C]``-clipped per-user losses plus Gaussian noise (sensitivity ``C/n``).
 
@@ -390,7 +390,7 @@ class GaussianScoreMechanism:
         )
 
 
-# --- Objective perturbation (AMP, seed 004): training-side releases with an RDP curve. ---
+# --- Objective perturbation (AMP, Redberg et al.): training-side releases with an RDP curve. ---
 # The imports sit here so that this block can be appended without touching the rest.
 import functools  # noqa: E402
 from collections.abc import Callable  # noqa: E402
@@ -543,7 +543,368 @@ class ObjectivePerturbationMechanism:
         return ObjectivePerturbationRelease(theta=theta_tilde + noise, cost=self.cost)
 
 
-# --- Private AdaGrad preconditioner (seed 002, spec A3, errata E2.1–E2.4): GOE noise. ---
+# --- Adaptive noise and private selection (Menart et al.): releases at an explicit μ or ε. ---
+# Appended as one block, like the objective-perturbation block above; the clipped mean is
+# ``clipped_mean_gradient`` of this module, never a copy.
+from botorch_dp.privacy.analysis.gdp import compose_gdp, pure_dp_to_gdp_mu  # noqa: E402
+
+
+def os_entropy_uniform(size: int, *, dtype: torch.dtype = torch.float64, device: torch.device | None = None) -> Tensor:
+    r"""``size`` uniform draws in the open interval ``(0, 1)`` from the operating system's
+    entropy (53 random bits each, as in ``os_entropy_normal``)."""
+    bits = torch.frombuffer(bytearray(os.urandom(8 * max(size, 1))), dtype=torch.int64)[:size]
+    return (((bits & (2**53 - 1)).to(torch.float64) + 0.5) * 2.0**-53).to(dtype=dtype, device=device)
+
+
+def _uniform(size: int, generator: torch.Generator | None, secure_rng: bool) -> Tensor:
+    r"""``size`` float64 uniforms in ``(0, 1)``: the only place selection randomness is drawn
+    (OS entropy unless a generator is given, as for ``_gaussian``)."""
+    if secure_rng or generator is None:
+        return os_entropy_uniform(size)
+    # torch.rand gives multiples of 2^-53 in [0, 1); shifting by half a step keeps 0 and 1 out
+    return torch.rand(size, generator=generator, dtype=torch.float64, device=generator.device).cpu() + 2.0**-54
+
+
+@dataclass(frozen=True)
+class PureDPCost:
+    r"""What a pure ``ε``-DP release (an exponential mechanism) spent.
+
+    Record it with ``PrivacyLedger.record_validation_pure(epsilon, ...)``; the ledger
+    charges it as ``mu = 2Φ⁻¹(e^ε/(1 + e^ε))``-GDP (``analysis.gdp.pure_dp_to_gdp_mu``).
+
+    Attributes:
+        epsilon: The pure-DP parameter ``ε > 0``.
+    """
+
+    epsilon: float
+
+    @property
+    def mu(self) -> float:
+        r"""The GDP charge ``2Φ⁻¹(e^ε/(1 + e^ε))`` of this release."""
+        return pure_dp_to_gdp_mu(self.epsilon)
+
+
+@dataclass
+class NormRelease:
+    r"""One released noisy norm ``N = ‖ḡ‖ + N(0, σ²)`` (public; may be negative).
+
+    Attributes:
+        norm: The released value ``N``.
+        cost: Its ``PrivacyCost`` (``μ = Δ/σ``, ``Δ = 2B/n``).
+        noise_std: ``σ``.
+    """
+
+    norm: float
+    cost: PrivacyCost
+    noise_std: float
+
+
+class ClippedMean:
+    r"""One step's clipped mean ``ḡ = (1/n) Σ_i clip_B(A y_i)``, kept inside, released only noised.
+
+    Made by ``AdaptiveGaussianGradientMechanism.clipped_mean``. It releases at most one
+    noisy norm and at most one noisy gradient (a second request raises ``RuntimeError``:
+    every release of a step has one ledger key, and recording a key twice would not
+    count twice). The caller chooses each release's ``μ`` (e.g. the gradient's from the
+    released norm) and checks the budget before asking for it.
+
+    ``ḡ`` is SENSITIVE and is not exposed, except in the NON-PRIVATE diagnostics of a
+    gradient release made with ``diagnostics=True``.
+    """
+
+    def __init__(
+        self,
+        mean: Tensor,
+        num_clipped: int,
+        *,
+        sensitivity: float,
+        num_users: int,
+        generator: torch.Generator | None,
+        secure_rng: bool,
+    ) -> None:
+        self._mean = mean
+        self._num_clipped = num_clipped
+        self._sensitivity = sensitivity
+        self._num_users = num_users
+        self._generator = generator
+        self._secure_rng = secure_rng
+        self._released: set[str] = set()
+
+    @property
+    def dim(self) -> int:
+        r"""``d``, the dimension of ``ḡ``."""
+        return self._mean.shape[0]
+
+    def _claim(self, what: str) -> None:
+        if what in self._released:
+            raise RuntimeError(f"This step's {what} was already released; a new release needs a new step.")
+        self._released.add(what)
+
+    def release_norm(self, mu: float) -> NormRelease:
+        r"""Release ``‖ḡ‖ + N(0, (Δ/μ)²)``: replacing one user moves ``‖ḡ‖`` by at most
+        ``‖ḡ − ḡ′‖ ≤ Δ = 2B/n``, so the release is ``μ``-GDP.
+
+        Args:
+            mu: The release's GDP parameter ``μ > 0`` (``inf``: the exact norm, non-private).
+
+        Returns:
+            A ``NormRelease``.
+        """
+        mu = check_positive(mu, "mu (norm release)")
+        self._claim("norm")
+        std = gaussian_noise_std_for_mu(self._sensitivity, mu)
+        noise = _gaussian(1, std, self._generator, self._secure_rng, self._mean.dtype, self._mean.device)
+        value = float(torch.linalg.vector_norm(self._mean) + noise[0])
+        return NormRelease(norm=value, cost=PrivacyCost(mu=mu), noise_std=std)
+
+    def release_gradient(self, mu: float, *, diagnostics: bool = False) -> GradientRelease:
+        r"""Release ``ḡ + N(0, (Δ/μ)² I_d)`` (``μ``-GDP, ``Δ = 2B/n``).
+
+        Args:
+            mu: The release's GDP parameter ``μ > 0`` (``inf``: no noise, non-private).
+            diagnostics: Also return NON-PRIVATE diagnostics.
+
+        Returns:
+            A ``GradientRelease`` whose cost is ``μ``.
+        """
+        mu = check_positive(mu, "mu (gradient release)")
+        self._claim("gradient")
+        std = gaussian_noise_std_for_mu(self._sensitivity, mu)
+        noise = _gaussian(self.dim, std, self._generator, self._secure_rng, self._mean.dtype, self._mean.device)
+        info = None
+        if diagnostics:
+            info = ReleaseDiagnostics(
+                unnoised_gradient=self._mean.detach().clone(),
+                clip_fraction=self._num_clipped / self._num_users,
+                noise_norm=float(noise.norm()),
+            )
+        return GradientRelease(gradient=(self._mean + noise).detach(), cost=PrivacyCost(mu=mu), diagnostics=info)
+
+
+class AdaptiveGaussianGradientMechanism:
+    r"""Gradient releases whose noise is chosen per release (Menart et al.'s adaptive noise).
+
+    Unlike ``GaussianGradientMechanism`` (one ``σ = 2B√T/(nμ)`` for all ``T`` steps),
+    each release here is made at an explicit GDP parameter ``μ_t`` and noised with
+    ``σ_t = Δ/μ_t``, ``Δ = 2B/n``; its cost is that realised ``μ_t``, never a value
+    computed before ``σ_t`` is known. Per step, ``clipped_mean(A, Y)`` forms
+    ``ḡ = (1/n) Σ clip_B(A y_i)`` once (``clipped_mean_gradient``), and the returned
+    ``ClippedMean`` releases a noisy norm and a noisy gradient of it. Adaptively chosen
+    ``μ_t`` compose to ``√Σμ_t²`` as long as a filter keeps that sum within the budget
+    (Smith & Thakurta 2022); the filter is the caller's (``PrivacyLedger.check_validation_step``
+    before every release, and ``optim.noise_schedule``).
+
+    Args:
+        clip_bound: ``B``, the per-user clipping norm.
+        num_users: ``n``, the (public) number of users.
+        generator: Source of the noise (``None``: OS entropy).
+        secure_rng: Draw from OS entropy even if a ``generator`` is given.
+        chunk_size: Users per chunk when forming ``A Y`` (passed to ``clipped_mean_gradient``;
+            ``None`` where that function chooses it).
+    """
+
+    def __init__(
+        self,
+        *,
+        clip_bound: float,
+        num_users: int,
+        generator: torch.Generator | None = None,
+        secure_rng: bool = False,
+        chunk_size: int | None = 4096,
+    ) -> None:
+        self.clip_bound = check_positive(clip_bound, "clip_bound (B)", allow_inf=False)
+        self.num_users = check_positive_int(num_users, "num_users (n)")
+        self.generator = generator
+        self.secure_rng = secure_rng
+        self.chunk_size = None if chunk_size is None else check_positive_int(chunk_size, "chunk_size (user_chunk_size)")
+
+    @property
+    def sensitivity(self) -> float:
+        r"""Replace-one L2 sensitivity ``Δ = 2B/n`` of ``ḡ`` (and of ``‖ḡ‖``)."""
+        return 2.0 * self.clip_bound / self.num_users
+
+    def noise_std(self, mu: float) -> float:
+        r"""``σ = Δ/μ``, the noise of a ``μ``-GDP release (0 for ``μ = inf``)."""
+        return gaussian_noise_std_for_mu(self.sensitivity, mu)
+
+    def clipped_mean(
+        self, A: Tensor, Y: Tensor | Sequence[Tensor], *, nonfinite: NonfiniteLosses = "refuse"
+    ) -> ClippedMean:
+        r"""Form this step's ``ḡ`` (nothing is released yet).
+
+        Args:
+            A: A ``d x N`` tensor ``∇k(θ, D) K⁻¹`` (public).
+            Y: An ``N x n`` tensor of per-user losses at ``D`` (sensitive), or its row
+                blocks (see ``clipped_mean_gradient``).
+            nonfinite: ``"refuse"`` (default) or ``"zero_user"``; see ``clipped_mean_gradient``.
+
+        Returns:
+            A ``ClippedMean`` that releases the noisy norm and gradient.
+        """
+        n = Y.shape[-1] if isinstance(Y, Tensor) else Y[0].shape[-1]
+        if n != self.num_users:
+            raise ValueError(f"Expected {self.num_users} users, got {n}.")
+        mean, num_clipped = clipped_mean_gradient(A, Y, self.clip_bound, self.chunk_size, nonfinite=nonfinite)
+        return ClippedMean(
+            mean, num_clipped, sensitivity=self.sensitivity, num_users=self.num_users,
+            generator=self.generator, secure_rng=self.secure_rng,
+        )
+
+
+def _checked_losses(losses: Tensor, nonfinite: NonfiniteLosses) -> Tensor:
+    r"""A float64 copy of a ``q x n`` loss matrix (SENSITIVE) with its non-finite entries
+    refused (``"refuse"``) or set to 0 (``"zero_user"``: that user's term of that score is
+    0, which keeps every clamped score's sensitivity at ``C/n``)."""
+    if not isinstance(losses, Tensor) or losses.dim() != 2 or losses.shape[0] < 1 or losses.shape[1] < 1:
+        shape = tuple(losses.shape) if isinstance(losses, Tensor) else type(losses).__name__
+        raise ValueError(f"losses must be a q x n tensor with q, n >= 1, got {shape}.")
+    losses = losses.detach().to(torch.float64)
+    bad = ~torch.isfinite(losses)
+    if bad.any():
+        if nonfinite != "zero_user":
+            raise ValueError(
+                "The losses contain non-finite values (NaN or inf); nothing was released. "
+                "This refusal reveals that some user's loss was not finite."
+            )
+        losses = losses.masked_fill(bad, 0.0)
+    return losses
+
+
+def exponential_mechanism_log_probabilities(scores: Tensor, *, epsilon: float, sensitivity: float) -> Tensor:
+    r"""``log P(j) = −ε u_j/(2Δ) − log Σ_k exp(−ε u_k/(2Δ))``: the exponential mechanism
+    that prefers LOW scores ``u`` of sensitivity ``Δ`` (``ε``-DP).
+
+    Args:
+        scores: A ``batch_shape x q`` tensor of scores ``u_j``.
+        epsilon: ``ε > 0``.
+        sensitivity: ``Δ > 0``, the most one user can move any ``u_j``.
+
+    Returns:
+        A ``batch_shape x q`` float64 tensor of log-probabilities (over the last dimension).
+    """
+    epsilon = check_positive(epsilon, "epsilon (ε)", allow_inf=False)
+    sensitivity = check_positive(sensitivity, "sensitivity (Δ)", allow_inf=False)
+    logits = -epsilon * scores.to(torch.float64) / (2.0 * sensitivity)
+    return logits - torch.logsumexp(logits, dim=-1, keepdim=True)
+
+
+def gumbel_max_index(
+    log_weights: Tensor, *, generator: torch.Generator | None = None, secure_rng: bool = False
+) -> int:
+    r"""A sample from ``P(j) ∝ exp(log_weights_j)`` by the Gumbel-max trick:
+    ``argmax_j (log_weights_j + G_j)`` with ``G_j = −log(−log U_j)`` i.i.d. Gumbel(0, 1).
+
+    Args:
+        log_weights: A ``q`` tensor of finite unnormalised log-probabilities.
+        generator: Source of the uniforms (``None``: OS entropy).
+        secure_rng: Draw from OS entropy even if a ``generator`` is given.
+
+    Returns:
+        The sampled index ``j`` (a Python ``int``).
+    """
+    log_weights = log_weights.detach().to(device="cpu", dtype=torch.float64).reshape(-1)
+    if log_weights.numel() == 0 or not torch.isfinite(log_weights).all():
+        raise ValueError("log_weights must be a non-empty tensor of finite values.")
+    gumbel = -torch.log(-torch.log(_uniform(log_weights.numel(), generator, secure_rng)))
+    return int(torch.argmax(log_weights + gumbel))
+
+
+@dataclass
+class SelectionRelease:
+    r"""A privately chosen candidate (an iterate) and the cost of choosing it.
+
+    Attributes:
+        index: The chosen candidate ``j`` (public).
+        cost: ``PureDPCost`` (exponential mechanism) or ``PrivacyCost`` (noisy losses:
+            ``count`` scores of ``mu`` each).
+        scores: The released noisy scores (noisy losses only; ``None`` otherwise).
+    """
+
+    index: int
+    cost: PureDPCost | PrivacyCost
+    scores: Tensor | None = None
+
+    @property
+    def mu(self) -> float:
+        r"""The release's total GDP charge (``pure_dp_to_gdp_mu(ε)``, or ``√count · mu``)."""
+        if isinstance(self.cost, PureDPCost):
+            return self.cost.mu
+        return compose_gdp([self.cost.mu] * self.cost.count)
+
+
+class ExponentialLossSelection:
+    r"""Choose a candidate of low mean loss with the exponential mechanism (``ε``-DP).
+
+    Scores ``u_j = (1/n) Σ_i clamp(ℓ_i(θ_j), 0, C)`` (sensitivity ``Δ = C/n`` under
+    replace-one); the candidate is drawn with ``P(j) ∝ exp(−ε u_j/(2Δ))`` by Gumbel-max
+    (Menart et al., Thm. 5, with the user's ``ε`` instead of the paper's temperature, E3.10).
+    Only the index leaves; its cost is ``PureDPCost(ε)``.
+
+    Args:
+        epsilon: ``ε > 0``, finite.
+        loss_clip: ``C > 0``, finite.
+        generator: Source of the Gumbel noise (``None``: OS entropy).
+        secure_rng: Draw from OS entropy even if a ``generator`` is given.
+    """
+
+    def __init__(
+        self, *, epsilon: float, loss_clip: float, generator: torch.Generator | None = None, secure_rng: bool = False
+    ) -> None:
+        self.epsilon = check_positive(epsilon, "epsilon (ε, selection)", allow_inf=False)
+        self.loss_clip = check_positive(loss_clip, "loss_clip (C)", allow_inf=False)
+        self.generator = generator
+        self.secure_rng = secure_rng
+
+    def release(self, losses: Tensor, *, nonfinite: NonfiniteLosses = "refuse") -> SelectionRelease:
+        r"""Choose one of ``q`` candidates from their ``q x n`` per-user losses (sensitive)."""
+        losses = _checked_losses(losses, nonfinite)
+        scores = losses.clamp(min=0.0, max=self.loss_clip).mean(-1)  # sensitivity C/n each
+        log_p = exponential_mechanism_log_probabilities(
+            scores, epsilon=self.epsilon, sensitivity=self.loss_clip / losses.shape[-1]
+        )
+        index = gumbel_max_index(log_p, generator=self.generator, secure_rng=self.secure_rng)
+        return SelectionRelease(index=index, cost=PureDPCost(self.epsilon))
+
+
+class NoisyLossSelection:
+    r"""Choose the candidate with the smallest noisy mean loss (Gaussian, ``μ``-GDP in total).
+
+    Releases ``s_j = (1/n) Σ_i clamp(ℓ_i(θ_j), 0, C) + N(0, σ²)`` for all ``q``
+    candidates with ``σ = √q · (C/n)/μ`` (``GaussianScoreMechanism`` at ``μ₀ = μ/√q`` per
+    score, ``μ`` in total by exact composition), and returns ``argmin_j s_j`` with the scores.
+
+    Args:
+        total_mu: ``μ > 0``, finite: the GDP charge of all ``q`` scores together.
+        loss_clip: ``C > 0``, finite.
+        generator: Source of the noise (``None``: OS entropy).
+        secure_rng: Draw from OS entropy even if a ``generator`` is given.
+    """
+
+    def __init__(
+        self, *, total_mu: float, loss_clip: float, generator: torch.Generator | None = None, secure_rng: bool = False
+    ) -> None:
+        self.total_mu = check_positive(total_mu, "total_mu (μ, selection)", allow_inf=False)
+        self.loss_clip = check_positive(loss_clip, "loss_clip (C)", allow_inf=False)
+        self.generator = generator
+        self.secure_rng = secure_rng
+
+    def noise_std(self, num_candidates: int, num_users: int) -> float:
+        r"""``σ = √q · (C/n)/μ``."""
+        return gaussian_noise_std_for_mu(self.loss_clip / num_users, self.total_mu, num_candidates)
+
+    def release(self, losses: Tensor, *, nonfinite: NonfiniteLosses = "refuse") -> SelectionRelease:
+        r"""Noisy scores of ``q`` candidates from their ``q x n`` per-user losses (sensitive),
+        and the index of the smallest."""
+        losses = _checked_losses(losses, nonfinite)
+        q = losses.shape[0]
+        per_score_mu = self.total_mu / math.sqrt(q)
+        scored = GaussianScoreMechanism(
+            loss_clip=self.loss_clip, per_trial_mu=per_score_mu, generator=self.generator, secure_rng=self.secure_rng
+        ).release(losses)
+        return SelectionRelease(index=int(torch.argmin(scored.scores)), cost=scored.cost, scores=scored.scores.detach())
+
+
+# --- Private AdaGrad preconditioner (Kairouz et al., spec A3, errata E2.1–E2.4): GOE noise. ---
 def gram_sqrt(X: Tensor) -> Tensor:
     r"""``G = (X Xᵀ)^{1/2} = |Xᵀ|`` of a ``k x t`` matrix, from its thin SVD ``X = U S Wᵀ``.
 

@@ -1,6 +1,7 @@
 r"""Benchmark problems that return per-user losses ℓ_i(θ) for the private loop.
 
-``get_problem(name, **kwargs)`` builds one of the paper's problems by registry name.
+``get_problem(name, **kwargs)`` builds one of the paper's problems by registry name;
+``AMPTuningObjective`` (``logistic_regression``) tunes AMP-trained logistic regression.
 """
 
 from __future__ import annotations
@@ -8,6 +9,16 @@ from __future__ import annotations
 from botorch_dp.problems.base import PerUserProblem
 from botorch_dp.problems.gp_regression import GPRegressionLengthscales
 from botorch_dp.problems.huber import HuberRegression
+from botorch_dp.problems.logistic_regression import (
+    LOGISTIC_DATASETS,
+    AMPRunBudget,
+    AMPTuningObjective,
+    DPSGDTuningObjective,
+    LogisticData,
+    load_logistic_data,
+    plan_amp_runs,
+    plan_amp_selection,
+)
 from botorch_dp.problems.normal_location import NormalLocation
 from botorch_dp.problems.svm import KernelSVMRegression
 
@@ -40,11 +51,19 @@ def get_problem(name: str, **kwargs) -> PerUserProblem:
 
 
 __all__ = [
+    "LOGISTIC_DATASETS",
     "PROBLEMS",
+    "AMPRunBudget",
+    "AMPTuningObjective",
+    "DPSGDTuningObjective",
     "GPRegressionLengthscales",
     "HuberRegression",
     "KernelSVMRegression",
+    "LogisticData",
     "NormalLocation",
     "PerUserProblem",
     "get_problem",
+    "load_logistic_data",
+    "plan_amp_runs",
+    "plan_amp_selection",
 ]

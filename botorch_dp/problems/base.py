@@ -22,7 +22,7 @@ class PerUserProblem(ABC):
     private loop clips, aggregates and noises. ``objective`` and ``optimum`` /
     ``optimal_value`` are NON-PRIVATE diagnostics computed from the same data.
 
-    Observation noise (seed 000, §2 and Appendix E.5): with
+    Observation noise (Sopa et al., §2 and Appendix E.5): with
     ``observation_noise_std`` σ > 0 each evaluated point θ gets ONE draw
     ε ~ N(0, σ²), added to every user's loss at that point, i.e.
     y_i(θ) = ℓ_i(θ) + ε. Each user's observed loss therefore has noise σ, and so
@@ -174,7 +174,7 @@ class PerUserProblem(ABC):
     def recommended_kernel(self) -> Kernel:
         r"""The surrogate kernel used for this problem in the paper.
 
-        Default: RBF with all length-scales fixed to 1 (seed 000, Appendix E.1,
+        Default: RBF with all length-scales fixed to 1 (Sopa et al., Appendix E.1,
         E.2), hyperparameters frozen (they must not be fit on sensitive losses).
 
         Returns:

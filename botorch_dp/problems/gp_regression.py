@@ -1,6 +1,6 @@
 r"""Tuning the ARD length-scales of a GP regression on data drawn from a GP.
 
-Seed 000 §4 Example 4.1 / Appendix E.1, E.5: one user per validation point, loss = squared error.
+Sopa et al. §4 Example 4.1 / Appendix E.1, E.5: one user per validation point, loss = squared error.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 r"""Weighted Huber linear regression with bounded per-user gradients.
 
-Seed 000 Appendix E.4 / seed 001 §4.2: ℓ_i(θ) = ρ_c(y_i − x_iᵀθ) · min(1, 2/‖x_i‖²).
+Sopa et al. Appendix E.4 / short version §4.2: ℓ_i(θ) = ρ_c(y_i − x_iᵀθ) · min(1, 2/‖x_i‖²).
 """
 
 from __future__ import annotations

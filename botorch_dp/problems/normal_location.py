@@ -1,6 +1,6 @@
 r"""Location of the normal model: ℓ_i(θ) = ½‖x_i − θ‖² with x_i ~ N(θ*, I).
 
-Seed 000 Appendix E.3 / seed 001 §4.1; the minimizer is the sample mean of the data.
+Sopa et al. Appendix E.3 / short version §4.1; the minimizer is the sample mean of the data.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 r"""Tuning an RBF support vector regression (ARD length-scales, ε, C, γ) on validation data.
 
-Seed 000 Example 4.2 / Appendix E.2, seed 001 §4.4: one user per validation point, squared error.
+Sopa et al. Example 4.2 / Appendix E.2, short version §4.4: one user per validation point, squared error.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from torch import Tensor
 from botorch_dp.problems.base import PerUserProblem
 from botorch_dp.utils import child_seeds, project_to_box
 
-#: Box of the non-length-scale parameters (seed 000 Appendix E.2).
+#: Box of the non-length-scale parameters (Sopa et al. Appendix E.2).
 LOG_LENGTHSCALE_BOUNDS = (-2.0, 2.0)
 EPSILON_BOUNDS = (0.01, 1.0)
 C_BOUNDS = (0.1, 3.0)
@@ -157,7 +157,7 @@ class KernelSVMRegression(PerUserProblem):
 
     - ``"friedman1"`` (default): ``sklearn.datasets.make_friedman1`` with p = 30
       features (5 informative, 25 pure noise) and noise std 1, generated from
-      the seed; d = 33 as in seed 001 §4.4; 1000 training and 1000 validation
+      the seed; d = 33 as in Sopa et al., short version, §4.4; 1000 training and 1000 validation
       points. Irrelevant features reward long length-scales, so the ARD part
       of θ matters.
     - ``"breast_cancer"``: the 30 features of the shipped Wisconsin data with

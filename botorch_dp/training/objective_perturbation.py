@@ -1,7 +1,7 @@
 r"""AMP training of linear models: approximate minima perturbation with gradient clipping.
 
 ``fit_amp`` trains a logistic or Huber (clipped squared-loss) linear model by objective
-perturbation (Redberg, Koskela & Wang, seed 004, Alg. 1): minimise the λ-strongly convex
+perturbation (Redberg, Koskela & Wang, Alg. 1): minimise the λ-strongly convex
 ``L^P(θ) = Σ_z ℓ_C(θ; z) + (λ/2)‖θ‖² + bᵀθ`` with ``b ~ N(0, σ² I)`` until
 ``‖∇L^P(θ̃)‖₂ ≤ τ`` (checked with an exact float64 gradient), then release
 ``θ̃ + N(0, σ_out² I)``. The guarantee (training side, add/remove one record) is the RDP
@@ -429,7 +429,7 @@ def fit_amp(
     generator: torch.Generator | int | None = None,
     nonprivate_diagnostics: bool = False,
 ) -> AMPResult:
-    r"""Train a linear model with AMP and gradient clipping (seed 004, Alg. 1).
+    r"""Train a linear model with AMP and gradient clipping (Redberg et al., Alg. 1).
 
     1. Check the inputs; build ``X̃`` (rows rescaled to ``‖x‖ ≤ R``, bias column).
     2. Draw ``b ~ N(0, σ² I_d)``.

@@ -268,14 +268,15 @@ class TorchModelTuningObjective:
     # ------------------------------------------------------------------ training
     def next_run_index(self) -> int:
         r"""Index of the next DP-SGD training run: one more than the largest index of
-        ``run_prefix`` recorded in the ledger (0 if none), so it continues after a resume.
+        ``run_prefix`` among all training entries of the ledger (DP-SGD runs and RDP-curve
+        mechanisms; 0 if none), so it continues after a resume and never reuses an id.
 
         Returns:
             An integer ≥ 0.
         """
         indices = [
             int(match.group(1))
-            for run_id in self.ledger.training_runs
+            for run_id in self.ledger.training_run_ids()
             if isinstance(run_id, str) and (match := self._run_id_pattern.fullmatch(run_id))
         ]
         return max(indices, default=-1) + 1
@@ -488,7 +489,7 @@ def estimate_training_noise_variance(
     ``synthetic_like(data)``) with the objective's model, training and DP-SGD settings
     but independent DP-SGD noise, and returns the pooled sample variance (the mean over
     the rows of the per-row variances) of their mean validation losses: the ``σ²`` of
-    the observation model ``f̃(θ) = f(θ) + v``, ``v ~ N(0, σ²)`` (seed 001, §3.4).
+    the observation model ``f̃(θ) = f(θ) + v``, ``v ~ N(0, σ²)`` (Sopa et al., short version, §3.4).
     Several rows guard against a point where the model barely moves and the variance
     is deceptively small. The sensitive data are never touched and nothing is recorded
     in the objective's ledger (a pilot on public data costs no privacy). Without DP-SGD

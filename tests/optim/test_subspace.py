@@ -291,10 +291,10 @@ def test_projected_trace_and_reduction_equal_dense_recomputation():
         torch.trace(dense) - torch.trace(V.T @ GradientGP(torch.cat([D, x]), kernel, 1e-4).posterior_covariance(theta) @ V)
         for x in X
     ])
-    torch.testing.assert_close(gp.trace_reduction(theta, X, basis=V), brute, rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(gp.trace_reduction(theta, X, jacobian=V), brute, rtol=1e-8, atol=1e-10)
     for q in (1, 3):  # the q = 1 shortcut and the Cholesky path
         acqf = qGradientInformation(gp, theta, basis=V)
-        torch.testing.assert_close(acqf(X[:, :q]), gp.trace_reduction(theta, X[:, :q], basis=V), rtol=0, atol=0)
+        torch.testing.assert_close(acqf(X[:, :q]), gp.trace_reduction(theta, X[:, :q], jacobian=V), rtol=0, atol=0)
     torch.testing.assert_close(acqf.current_trace, torch.trace(dense), rtol=1e-12, atol=1e-12)
     # Ṽ = I: the projected acquisition is the full one
     eye = torch.eye(4, dtype=F64)

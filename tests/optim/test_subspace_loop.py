@@ -9,7 +9,7 @@ import torch
 
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.dp_gibo import DPGIBO
-from botorch_dp.optim.run_state import STATE_VERSION, check_same_run
+from botorch_dp.optim.run_state import check_same_run
 from botorch_dp.optim.subspace import (
     FixedSubspace,
     PosteriorGradientCovarianceSubspace,
@@ -242,7 +242,7 @@ def test_resume_reproduces_a_private_preconditioner_run_and_refuses_changes(tmp_
     full = DPGIBO(cfg).run(objective, progress=False).release
     opt = DPGIBO(cfg, checkpoint_dir=tmp_path)
     opt.run(objective, progress=False, callback=lambda info: info.iteration == 2)
-    assert opt.state_dict()["meta"]["version"] == STATE_VERSION == 4
+    assert opt.state_dict()["meta"]["subspace"]["columns"]  # the sensitive X_t is in the checkpoint
     del opt
     for changed, field in [
         (dict(subspace=FixedSubspace(V42[:, :1])), "subspace"),
@@ -279,7 +279,7 @@ def test_resume_with_a_changing_subspace_and_damaged_track_refused(tmp_path):
         DPGIBO(cfg).load_state_dict(bad)
 
 
-def test_version_3_checkpoint_of_a_plain_run_still_loads():
+def test_a_checkpoint_written_before_the_subspace_fields_still_loads():
     _, objective = normal_location(n=10, d=2)
     cfg = nl_config(d=2, privacy_mu=1.0, num_iterations=3, seed=9)
     opt = DPGIBO(cfg)
@@ -287,18 +287,19 @@ def test_version_3_checkpoint_of_a_plain_run_still_loads():
     opt.tell(X, objective(X))
     state = opt.state_dict()
     meta = {k: v for k, v in state["meta"].items() if k != "subspace"}
-    meta["version"] = 3
     meta["config"] = {k: v for k, v in meta["config"].items()
                       if k not in ("subspace", "preconditioner", "preconditioner_mu_fraction", "subspace_acquisition")}
     other = DPGIBO(cfg)
     other.load_state_dict({**state, "meta": meta})
-    assert torch.equal(other.theta, opt.theta) and other.iteration == 1
+    assert torch.equal(other.theta, opt.theta) and other.iteration == 1 and other._subspace == opt._subspace
     check_same_run(meta, cfg)  # resuming it with the same config is allowed: the new fields read as not given
     with pytest.raises(ValueError, match="'subspace'"):  # a new field given a value is a change
         check_same_run(meta, nl_config(d=2, privacy_mu=1.0, num_iterations=3, seed=9, subspace=FixedSubspace(torch.eye(2)),
                                        subspace_acquisition=True))
-    with pytest.raises(ValueError, match="subspace"):
-        DPGIBO(cfg).load_state_dict({**state, "meta": {**meta, "version": 4}})  # v4 needs the key
+    # a run with a subspace needs its record
+    with_subspace = nl_config(d=2, privacy_mu=1.0, num_iterations=3, seed=9, subspace=FixedSubspace(torch.eye(2)))
+    with pytest.raises(ValueError, match="subspace.bases"):
+        DPGIBO(with_subspace).load_state_dict({**state, "meta": meta})
 
 
 # --------------------------------------------------------------------------- projected acquisition (A5)

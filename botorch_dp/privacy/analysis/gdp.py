@@ -8,7 +8,7 @@ output is no easier than telling N(0, 1) from N(μ, 1). Its privacy profile is
 
 and μ-GDP holds exactly when the mechanism is (ε, δ(ε))-DP for every ε ≥ 0. The
 Gaussian mechanism with ℓ2-sensitivity Δ and noise N(0, σ² I) is (Δ/σ)-GDP, and T such
-mechanisms compose to sqrt(Σ μ_t²)-GDP (seed 000, Theorem 3.1).
+mechanisms compose to sqrt(Σ μ_t²)-GDP (Sopa et al., Theorem 3.1).
 
 ``μ = math.inf`` stands for a non-private release: its ε is infinite at every δ < 1.
 """

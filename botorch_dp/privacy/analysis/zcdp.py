@@ -39,7 +39,7 @@ def gdp_to_zcdp(mu: float) -> float:
 def gaussian_zcdp(sensitivity: float, noise_std: float) -> float:
     r"""zCDP parameter of one Gaussian mechanism: ρ = Δ²/(2σ²).
 
-    This is the standard constant of Bun & Steinke (2016, Prop. 1.6); seed 003 charges
+    This is the standard constant of Bun & Steinke (2016, Prop. 1.6); Menart et al. charge
     its Gaussian steps with a different constant, which is not used here.
 
     Args:

@@ -1,0 +1,341 @@
+r"""DP-GIBO with seed 003's options: ``noise_schedule="adaptive_norm"`` and ``selection``.
+
+Oracles: the release reproduced by hand from the generator's normals and the schedule's
+closed form (accounting from the realised ``σ_t``); the ledger (keys, exact spend,
+idempotent re-recording after resume); the explicit budget split of the selections;
+checkpoints that resume to the uninterrupted run bit for bit. Batches are uniform points
+from the public search generator (as in ``test_fuzz``): batch selection is not what is
+tested here, and ``optimize_acqf`` would make the file slow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import warnings
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import botorch_dp.optim.dp_gibo as dp_gibo_module
+from botorch_dp.optim.dp_gibo import DPGIBO
+from botorch_dp.optim.noise_schedule import default_snr_factor
+from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
+from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
+from botorch_dp.privacy.mechanisms import ClippedMean, NormRelease, PrivacyCost, clipped_mean_gradient
+from botorch_dp.privacy.seeding import noise_generator
+
+from .loop_helpers import nl_config, normal_location
+from .state_helpers import same, snapshot
+
+D, N = 2, 40
+
+
+@pytest.fixture(autouse=True)
+def cheap_batches(monkeypatch):
+    def select_batch(gp, theta, local_box, generator, *, batch_size, **_):
+        u = torch.rand(batch_size, theta.shape[0], generator=generator, dtype=torch.float64)
+        return local_box[0] + (local_box[1] - local_box[0]) * u
+
+    monkeypatch.setattr(dp_gibo_module, "select_batch", select_batch)
+
+
+@pytest.fixture(autouse=True)
+def quiet_seed_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # seeded noise warns; these tests need reproducible runs
+        yield
+
+
+def _cfg(**kw):
+    settings = dict(d=D, privacy_mu=1.0, clip_bound=2.0, num_iterations=12, seed=4, noise_schedule="adaptive_norm")
+    settings.update(kw)
+    return nl_config(**settings)
+
+
+def _run(cfg, **kwargs):
+    _, objective = normal_location(n=N, d=D)
+    opt = DPGIBO(cfg, **kwargs)
+    return opt, opt.run(objective, progress=False)
+
+
+# ------------------------------------------------------------------------ adaptive noise
+def test_adaptive_run_spends_exactly_its_budget_with_one_norm_and_one_gradient_key_per_step():
+    opt, result = _run(_cfg())
+    r = result.release
+    T = len(r.step_mus)
+    assert 1 <= T <= 12 and opt.is_done and (opt._stopped or T == 12)
+    keys = [key for (_, key) in opt.ledger.validation_steps]
+    assert keys == [f"step-{t:04d}/{kind}" for t in range(T) for kind in ("norm", "grad")]
+    recorded = list(opt.ledger.validation_steps.values())
+    assert recorded[0::2] == r.norm_mus and recorded[1::2] == r.step_mus
+    assert r.guarantee.mu == pytest.approx(1.0, rel=1e-9)  # the last step spent exactly the rest
+    assert r.guarantee.rho == pytest.approx(0.5, rel=1e-9)
+    delta = 2 * 2.0 / N
+    assert r.noise_stds == [pytest.approx(delta / m, rel=1e-15) for m in r.step_mus]
+    assert r.guarantee.noise_std == r.noise_stds[-1] and r.guarantee.num_steps == T
+    assert r.selected_index == T and torch.equal(r.theta, r.iterates[-1])
+    assert r.iterates.shape == (T + 1, D) and r.released_gradients.shape == (T, D) and len(r.noisy_norms) == T
+    with pytest.raises(RuntimeError, match="finished"):
+        opt.ask()
+
+
+def test_releases_are_the_clipped_mean_plus_realised_noise_from_the_schedule():
+    r"""Reproduce every release by hand: ``N_t = ‖ḡ_t‖ + (Δ/μ_N) z``, then ``μ_t`` from the
+    closed form ``σ_t = max(max(N_t, 0)/(c√d), Δ/μ_max)`` (or the rest, at the last step)
+    and ``g̃_t = ḡ_t + (Δ/μ_t) z'``, with ``z, z'`` the seeded generator's normals."""
+    cfg = _cfg(record_non_private_diagnostics=True, num_iterations=30)
+    opt, result = _run(cfg)
+    r, diag = result.release, result.diagnostics
+    T, delta = len(r.step_mus), 2 * 2.0 / N
+    gen = noise_generator(4, stream=0)
+    mu_n = math.sqrt(0.1 / 30)
+    c_snr = default_snr_factor(N, 1.0)
+    mu_max, mu_min = min(0.5, 2 / math.sqrt(30)), 1 / (2 * math.sqrt(30))
+    spent = 0.0
+    for t in range(T):
+        g_bar = diag.unnoised_gradients[t]
+        z0 = torch.randn(1, generator=gen, dtype=torch.float64)
+        z = torch.randn(D, generator=gen, dtype=torch.float64)
+        n_t = float(g_bar.norm() + (delta / mu_n) * z0[0])
+        assert r.noisy_norms[t] == pytest.approx(n_t, rel=1e-12, abs=1e-15) and r.norm_mus[t] == pytest.approx(mu_n)
+        spent += mu_n**2
+        sigma = max(max(n_t, 0.0) / (c_snr * math.sqrt(D)), delta / mu_max)
+        target = max(delta / sigma, mu_min)
+        rest = 1.0 - spent
+        final = target**2 > rest - (mu_n**2 + mu_min**2) or t == 29
+        mu_t = math.sqrt(rest) if final else target
+        assert r.step_mus[t] == pytest.approx(mu_t, rel=1e-12)
+        torch.testing.assert_close(r.released_gradients[t], g_bar + (delta / mu_t) * z, rtol=1e-12, atol=1e-14)
+        spent += mu_t**2
+        assert final == (t == T - 1)
+    assert T >= 3  # the closed form was exercised over several steps
+
+
+@settings(max_examples=10, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(norms=st.lists(st.sampled_from([-1e300, -3.0, -1e-300, 0.0, 5e-324, 1e-9, 0.05, 1.0, 1e300]), min_size=6, max_size=6))
+def test_adversarial_released_norms_never_overspend_the_loop(norms):
+    r"""Whatever the released norms are (a mechanism double returns them), the loop's
+    ledger never exceeds μ and the run ends with a step that spends exactly the rest."""
+    released = iter(norms)
+    original = ClippedMean.release_norm
+
+    def adversarial(self, mu):
+        original(self, mu)  # the real release, then an adversarial value in its place
+        return NormRelease(norm=next(released), cost=PrivacyCost(mu=mu), noise_std=0.0)
+
+    ClippedMean.release_norm = adversarial
+    try:
+        opt, result = _run(_cfg(num_iterations=6, privacy_mu=0.7))
+    finally:
+        ClippedMean.release_norm = original
+    total = math.fsum(mu * mu for mu in opt.ledger.validation_steps.values())
+    assert total <= 0.49 * (1 + 1e-9) and total == pytest.approx(0.49, rel=1e-9)
+    assert opt.is_done and len(result.release.step_mus) <= 6
+
+
+def test_the_released_noise_uses_the_modules_clipped_mean():
+    r"""The un-noised value behind each release is ``clipped_mean_gradient`` of the GP's
+    weights at ``θ_t`` (the module's one clipped mean, not a copy)."""
+    cfg = _cfg(record_non_private_diagnostics=True, num_iterations=3, privacy_mu=2.0)
+    opt, result = _run(cfg)
+    from botorch_dp.gradient_gp import GradientGP
+
+    X, Y = result.release.evaluation_points, torch.cat(opt._Y_blocks)
+    sizes = result.release.batch_sizes
+    for t in range(len(sizes)):
+        rows = sum(sizes[: t + 1])
+        gp = GradientGP(X[:rows], opt.kernel, opt.noise_variance, jitter=cfg.jitter)
+        A = gp.gradient_weights(result.release.iterates[t])
+        expected, _ = clipped_mean_gradient(A, Y[:rows], 2.0)
+        torch.testing.assert_close(result.diagnostics.unnoised_gradients[t], expected, rtol=1e-10, atol=1e-12)
+
+
+def test_fixed_schedule_reports_its_constant_noise_per_step():
+    opt, result = _run(_cfg(noise_schedule="fixed", num_iterations=4))
+    r = result.release
+    assert r.step_mus == [pytest.approx(0.5)] * 4 and r.noise_stds == [pytest.approx(2 * 2.0 * 2 / (N * 1.0))] * 4
+    assert r.noisy_norms == [] and r.norm_mus == [] and r.selected_index == 4
+    assert [key for (_, key) in opt.ledger.validation_steps] == [f"step-{t:04d}" for t in range(4)]
+
+
+def test_a_shared_ledger_budget_refuses_before_anything_is_recorded():
+    ledger = PrivacyLedger(validation_mu_budget=0.5)
+    _, objective = normal_location(n=N, d=D)
+    opt = DPGIBO(_cfg(), ledger=ledger)
+    with pytest.raises(PrivacyBudgetExceeded):
+        while not opt.is_done:
+            X = opt.ask()
+            before = snapshot(opt)
+            opt.tell(X, objective(X))
+    assert same(snapshot(opt), before)  # the refused step left no trace (norm release included)
+    assert ledger.validation_mu() <= 0.5 * (1 + 1e-9)
+
+
+# -------------------------------------------------------------------------- selection
+def test_min_noisy_norm_costs_nothing_and_returns_the_argmin():
+    opt_last, last = _run(_cfg())
+    opt_min, chosen = _run(_cfg(selection="min_noisy_norm"))
+    assert list(opt_min.ledger.validation_steps.values()) == list(opt_last.ledger.validation_steps.values())
+    assert torch.equal(chosen.release.iterates, last.release.iterates)
+    j = chosen.release.selected_index
+    assert chosen.release.noisy_norms[j] == min(chosen.release.noisy_norms)
+    assert torch.equal(chosen.release.theta, chosen.release.iterates[j])
+    assert chosen.release.guarantee.mu == last.release.guarantee.mu
+
+
+@pytest.mark.parametrize("schedule", ["fixed", "adaptive_norm"])
+@pytest.mark.parametrize("selection", ["exponential", "noisy_loss"])
+def test_evaluated_selection_asks_for_the_iterates_and_is_charged(selection, schedule):
+    extra = {"selection_epsilon": 0.4} if selection == "exponential" else {"selection_mu": 0.3}
+    cfg = _cfg(noise_schedule=schedule, num_iterations=5, selection=selection, loss_clip=20.0, **extra)
+    mu_sel = pure_dp_to_gdp_mu(0.4) if selection == "exponential" else 0.3
+    assert cfg.selection_privacy_mu == mu_sel and cfg.steps_privacy_mu == pytest.approx(math.sqrt(1 - mu_sel**2))
+    _, objective = normal_location(n=N, d=D)
+    opt = DPGIBO(cfg)
+    infos = []
+    while not opt.is_done:
+        X = opt.ask()
+        if opt.steps_done:  # the selection batch: the iterates themselves
+            assert torch.equal(X, torch.stack(opt._iterates))
+        infos.append(opt.tell(X, objective(X)))
+    r = opt.result().release
+    T = r.iterates.shape[0] - 1
+    assert infos[-1].selected_index == r.selected_index and math.isnan(infos[-1].posterior_trace)
+    assert all(info.selected_index is None for info in infos[:-1]) and infos[-1].batch_size == T + 1
+    assert torch.equal(r.theta, r.iterates[r.selected_index])
+    steps = [(key, mu) for (_, key), mu in opt.ledger.validation_steps.items() if key != "select"]
+    assert math.fsum(mu * mu for _, mu in steps) == pytest.approx(cfg.steps_privacy_mu**2, rel=1e-9)
+    assert opt.ledger.validation_steps[(opt.run_id, "select")] == pytest.approx(mu_sel, rel=1e-12)
+    assert r.guarantee.mu == pytest.approx(1.0, rel=1e-9)
+    if selection == "exponential":
+        assert opt.ledger.validation_pure_epsilons == {(opt.run_id, "select"): 0.4}
+        assert r.selection_scores is None
+    else:
+        assert r.selection_scores.shape == (T + 1,) and r.selected_index == int(torch.argmin(r.selection_scores))
+    if schedule == "fixed":  # the steps' noise is calibrated to μ_steps
+        assert r.noise_stds[0] == pytest.approx(2 * 2.0 * math.sqrt(5) / (N * cfg.steps_privacy_mu), rel=1e-12)
+    assert len(r.evaluation_points) + T + 1 <= cfg.max_evaluations
+
+
+def test_run_calls_back_with_the_selection():
+    cfg = _cfg(num_iterations=3, selection="exponential", selection_epsilon=0.5, loss_clip=20.0)
+    _, objective = normal_location(n=N, d=D)
+    seen = []
+    result = DPGIBO(cfg).run(objective, progress=False, callback=seen.append)
+    assert seen[-1].selected_index == result.release.selected_index is not None
+    assert [s.iteration for s in seen[:-1]] == list(range(1, len(seen)))
+
+
+# ------------------------------------------------------------------------ configuration
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"privacy_mu": math.inf}, "needs a finite privacy_mu"),
+        ({"noise_schedule": "fixed", "max_iterations": 5}, "max_iterations is only used"),
+        ({"noise_schedule": "fixed", "norm_mu_fraction": 0.2}, "norm_mu_fraction is only used"),
+        ({"noise_schedule": "fixed", "snr_factor": 2.0}, "snr_factor is only used"),
+        ({"noise_schedule": "fixed", "selection": "min_noisy_norm"}, "only noise_schedule='adaptive_norm'"),
+        ({"noise_schedule": "bursty"}, "noise_schedule must be one of"),
+        ({"norm_mu_fraction": 1.5}, "norm_mu_fraction"),
+        ({"max_step_mu": 2.0}, "max_step_mu"),
+        ({"max_iterations": 0}, "max_iterations"),
+        ({"max_iterations": 1, "norm_mu_fraction": 0.9}, "One step needs"),
+        ({"selection": "exponential", "loss_clip": 1.0}, "needs selection_epsilon"),
+        ({"selection": "noisy_loss", "selection_mu": 1.0, "loss_clip": 1.0}, "must be below privacy_mu"),
+        ({"selection": "last", "selection_mu": 0.1}, "selection_mu is only used"),
+    ],
+)
+def test_bad_options_are_refused_naming_the_field(kw, match):
+    with pytest.raises(ValueError, match=match):
+        _cfg(**kw)
+
+
+def test_max_iterations_caps_the_adaptive_steps_and_the_evaluations():
+    cfg = _cfg(max_iterations=3, batch_size=2, norm_mu_fraction=0.05, max_step_mu=0.05)
+    assert cfg.iteration_cap == 3 and cfg.max_evaluations == 6
+    _, result = _run(cfg)
+    assert len(result.release.step_mus) == 3 and result.release.guarantee.mu == pytest.approx(1.0, rel=1e-9)
+    assert result.release.step_mus[-1] > 0.05  # the third step, the last allowed, took the rest
+
+
+# ---------------------------------------------------------------------- checkpoint/resume
+@pytest.mark.parametrize("selection", ["min_noisy_norm", "noisy_loss"])
+def test_resume_reproduces_the_uninterrupted_run_with_two_releases_per_step(tmp_path, selection):
+    extra = {"selection_mu": 0.3, "loss_clip": 20.0} if selection == "noisy_loss" else {}
+    cfg = _cfg(selection=selection, **extra)
+    _, objective = normal_location(n=N, d=D)
+    full = DPGIBO(cfg).run(objective, progress=False).release
+    opt = DPGIBO(cfg, checkpoint_dir=tmp_path)
+    opt.run(objective, progress=False, callback=lambda info: info.iteration == 2)
+    X = opt.ask()  # crash after ask, before tell
+    del opt
+    opt = DPGIBO.resume(tmp_path)
+    assert torch.equal(opt.ask(), X)
+    while not opt.steps_done:
+        X = opt.ask()
+        opt.tell(X, objective(X))
+    if selection == "noisy_loss":  # crash in the selection phase, after its ask
+        opt.ask()
+        opt = DPGIBO.resume(tmp_path)
+        assert opt.steps_done and not opt.is_done
+    resumed = opt.run(objective, progress=False).release
+    for name in ("iterates", "released_gradients", "step_mus", "noise_stds", "noisy_norms", "norm_mus", "selected_index"):
+        assert same(getattr(resumed, name), getattr(full, name)), name
+    assert same(resumed.selection_scores, full.selection_scores)
+    assert resumed.guarantee.mu == pytest.approx(1.0, rel=1e-9)
+    T = len(full.step_mus)
+    assert len(opt.ledger.validation_steps) == 2 * T + (selection == "noisy_loss")  # no release counted twice
+    # re-recording a step's two releases is idempotent: the ledger answers False
+    run_id, steps = opt.run_id, opt.ledger.validation_steps
+    assert not opt.ledger.record_validation_step(steps[(run_id, "step-0001/norm")], run_id=run_id, key="step-0001/norm")
+    assert not opt.ledger.record_validation_step(steps[(run_id, "step-0001/grad")], run_id=run_id, key="step-0001/grad")
+    assert len(opt.ledger.validation_steps) == len(steps)
+
+
+def test_finished_adaptive_run_resumes_as_finished(tmp_path):
+    cfg = _cfg(selection="min_noisy_norm")
+    opt, result = _run(cfg, checkpoint_dir=tmp_path)
+    resumed = DPGIBO.resume(tmp_path)
+    assert resumed.is_done and resumed._stopped == opt._stopped
+    assert same(resumed.result().release.selected_index, result.release.selected_index)
+
+
+def test_a_damaged_noise_record_is_refused(tmp_path):
+    opt, _ = _run(_cfg(num_iterations=4), checkpoint_dir=tmp_path)
+    state_file = tmp_path / "state.json"
+    good = json.loads(state_file.read_text())
+    for field, value in [
+        ("step_mus", [float(0.3).hex()] * len(good["noise_and_selection"]["step_mus"])),
+        ("noisy_norms", []),
+        ("stopped", "yes"),
+        ("selected_index", 1),
+    ]:
+        state = json.loads(json.dumps(good))
+        state["noise_and_selection"][field] = value
+        state_file.write_text(json.dumps(state))
+        with pytest.raises(ValueError, match="noise_and_selection"):
+            DPGIBO.resume(tmp_path)
+
+
+def test_checkpoint_written_before_the_seed_003_fields_still_resumes(tmp_path):
+    cfg = _cfg(noise_schedule="fixed", num_iterations=3)
+    _, objective = normal_location(n=N, d=D)
+    opt = DPGIBO(cfg, checkpoint_dir=tmp_path)
+    X = opt.ask()
+    opt.tell(X, objective(X))
+    state_file = tmp_path / "state.json"
+    state = json.loads(state_file.read_text())
+    for name in ("noise_schedule", "max_iterations", "norm_mu_fraction", "snr_factor", "max_step_mu",
+                 "selection", "selection_epsilon", "selection_mu", "loss_clip"):
+        del state["config"][name]
+    del state["noise_and_selection"]  # what an older version wrote
+    state_file.write_text(json.dumps(state))
+    for resumed in (DPGIBO.resume(tmp_path), DPGIBO.resume(tmp_path, cfg)):
+        assert resumed.iteration == 1 and resumed.config.noise_schedule == "fixed" and resumed.config.selection == "last"
+        assert resumed.result().release.step_mus == [pytest.approx(1.0 / math.sqrt(3))]
+    with pytest.raises(ValueError, match="differs from the checkpoint"):
+        DPGIBO.resume(tmp_path, dataclasses.replace(cfg, noise_schedule="adaptive_norm"))
