@@ -27,6 +27,7 @@ __all__ = [
     "Preconditioner",
     "StepRule",
     "check_step_rule",
+    "debiased_floor",
     "floored_solve",
     "make_step_optimizer",
     "preconditioner_floor",
@@ -154,6 +155,19 @@ def preconditioner_floor(k: int, noise_std: float, eps: float = ADAGRAD_EPS, sca
     return max(eps, scale * 2.0 * math.sqrt(k) * noise_std)
 
 
+def debiased_floor(k: int, noise_fourth_sum: float, eps: float = ADAGRAD_EPS, scale: float = 1.0) -> float:
+    r"""``λ_floor = max(eps, c_fl (4k Σ_s σ_s⁴)^{1/4})`` for the debiased preconditioner.
+
+    ``Σ_s (w_s w_sᵀ − σ_s² I)``, the noise left in the debiased sum, has entries of variance
+    ``Σσ_s⁴`` off the diagonal (``2Σσ_s⁴`` on it): close to ``√(Σσ_s⁴)`` times a GOE matrix,
+    whose spectral edge is ``2√k √(Σσ_s⁴)``. Eigenvalues of the debiased sum below that edge
+    are noise, so its square root is floored at ``√(2√k √(Σσ_s⁴))``. Without this floor a
+    direction the clip to PSD zeroed would be divided by ``eps`` while the released ``ũ_t``
+    still carries noise of size ``σ_t`` there (steps of ``η σ_t / eps``).
+    """
+    return max(eps, scale * (4.0 * k * noise_fourth_sum) ** 0.25)
+
+
 class FullMatrixAdagrad(torch.optim.Optimizer):
     r"""Full-matrix AdaGrad on released gradients, optionally in a public subspace (Kairouz et al., spec A3).
 
@@ -164,7 +178,8 @@ class FullMatrixAdagrad(torch.optim.Optimizer):
     - ``"noisy"`` (free): ``Ĥ_t = Ṽ_tᵀ (Σ_{s≤t} g̃_s g̃_sᵀ)^{1/2} Ṽ_t``;
     - ``"noisy_debiased"`` (free): ``Ĥ_t = Ṽ_tᵀ PSD(Σ_s g̃_s g̃_sᵀ − Σ_s σ_s² Ṽ_sṼ_sᵀ)^{1/2} Ṽ_t``,
       which removes the noise's expected contribution ``E[ũũᵀ] = ūūᵀ + σ² I`` (``σ_s``
-      public);
+      public), floored at the noise level of that difference (``debiased_floor``; an
+      addition to the spec, which floors the free variants at ``eps`` only);
     - ``"private"``: ``Ĥ_t`` is the released preconditioner ``Ĝ_t`` (``k x k``, from
       ``GOEPreconditionerMechanism``), floored at ``max(eps, 2√k σ_B(t))``.
 
@@ -173,15 +188,15 @@ class FullMatrixAdagrad(torch.optim.Optimizer):
     from step to step is handled too. Without a basis, ``Ṽ = I`` and this is ordinary
     full-matrix AdaGrad with eigenvalue floor ``eps``.
 
-    State (checkpointed): ``step``, ``sum_outer`` (``Σ g̃ g̃ᵀ``, ``d x d``) and
-    ``noise_outer`` (``Σ σ² ṼṼᵀ``, ``d x d``).
+    State (checkpointed): ``step``, ``sum_outer`` (``Σ g̃ g̃ᵀ``, ``d x d``),
+    ``noise_outer`` (``Σ σ² ṼṼᵀ``, ``d x d``) and ``noise_fourth`` (``Σ σ⁴``).
 
     Args:
         params: One parameter, ``θ`` (``d``).
         lr: ``η > 0``.
         preconditioner: ``"noisy"``, ``"noisy_debiased"`` or ``"private"``.
         eps: AdaGrad's ``eps``, the smallest eigenvalue of ``Ĥ``.
-        floor_scale: ``c_fl`` of the private floor.
+        floor_scale: ``c_fl`` of the private and debiased floors.
     """
 
     def __init__(
@@ -206,8 +221,10 @@ class FullMatrixAdagrad(torch.optim.Optimizer):
         r"""Load a ``state_dict``; ``ValueError`` if its sums are not ``d x d`` finite tensors."""
         d = self.param_groups[0]["params"][0].numel()
         for entry in dict(state_dict.get("state", {})).values():
-            if set(entry) != {"step", "sum_outer", "noise_outer"}:
-                raise ValueError(f"FullMatrixAdagrad state must hold step, sum_outer and noise_outer, got {sorted(entry)}.")
+            if set(entry) != {"step", "sum_outer", "noise_outer", "noise_fourth"}:
+                raise ValueError(
+                    f"FullMatrixAdagrad state must hold step, sum_outer, noise_outer and noise_fourth, got {sorted(entry)}."
+                )
             for key in ("sum_outer", "noise_outer"):
                 value = entry[key]
                 if not isinstance(value, Tensor) or value.shape != (d, d) or not torch.isfinite(value).all():
@@ -253,10 +270,12 @@ class FullMatrixAdagrad(torch.optim.Optimizer):
             state["step"] = torch.zeros((), dtype=torch.float64)
             state["sum_outer"] = torch.zeros(d, d, dtype=g.dtype, device=g.device)
             state["noise_outer"] = torch.zeros(d, d, dtype=g.dtype, device=g.device)
+            state["noise_fourth"] = torch.zeros((), dtype=torch.float64)
         state["step"] += 1
         state["sum_outer"] += torch.outer(g, g)
         if noise_std:
             state["noise_outer"] += (noise_std**2) * (V @ V.transpose(0, 1))
+            state["noise_fourth"] += noise_std**4
         u = V.transpose(0, 1) @ g
         if self.preconditioner == "private":
             if released_preconditioner is None or released_preconditioner.shape != (k, k):
@@ -265,10 +284,11 @@ class FullMatrixAdagrad(torch.optim.Optimizer):
             floor = preconditioner_floor(k, preconditioner_noise_std, group["eps"], group["floor_scale"])
         else:
             S = state["sum_outer"]
+            floor = group["eps"]
             if self.preconditioner == "noisy_debiased":
                 S = S - state["noise_outer"]
+                floor = debiased_floor(k, float(state["noise_fourth"]), group["eps"], group["floor_scale"])
             H = V.transpose(0, 1) @ psd_sqrt(S) @ V
-            floor = group["eps"]
         direction = V @ floored_solve(H, u, floor)
         theta.add_(direction.reshape(theta.shape), alpha=-group["lr"])
         return loss

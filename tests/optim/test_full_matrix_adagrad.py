@@ -10,6 +10,7 @@ from botorch_dp.optim.step_rules import (
     ADAGRAD_EPS,
     PRECONDITIONERS,
     FullMatrixAdagrad,
+    debiased_floor,
     floored_solve,
     make_step_optimizer,
     preconditioner_floor,
@@ -84,16 +85,27 @@ def test_debiased_preconditioner_subtracts_the_noise_energy():
     opt = make_step_optimizer(torch.zeros(2, dtype=F64), "adagrad_full", 1.0, preconditioner="noisy_debiased")
     projected_step(opt, u1, wide(2), noise_std=sigma)
     theta = projected_step(opt, u2, wide(2), noise_std=sigma)
-    # Σ ũũᵀ − 2σ² I = diag(4 − 0.5, 1 − 0.5) = diag(3.5, 0.5); step 1: diag(4 − 0.25, −0.25) → PSD diag(3.75, 0)
-    step1 = -u1 / math.sqrt(3.75)
-    step2 = -u2 / math.sqrt(0.5)
-    torch.testing.assert_close(theta, step1 + step2, rtol=1e-12, atol=1e-12)
+    # step 1: PSD(diag(4 − 0.25, −0.25))^{1/2} = diag(√3.75, 0), floor (4·2·σ⁴)^{1/4} = 0.84: u1 sees √3.75
+    # step 2: diag(4 − 0.5, 1 − 0.5)^{1/2} = diag(√3.5, √0.5), floor (4·2·2σ⁴)^{1/4} = 1 > √0.5: u2 sees 1
+    assert debiased_floor(2, 2 * sigma**4) == pytest.approx(1.0)
+    torch.testing.assert_close(theta, -u1 / math.sqrt(3.75) - u2 / 1.0, rtol=1e-12, atol=1e-12)
     state = opt.state_dict()["state"][0]
     torch.testing.assert_close(state["noise_outer"], 2 * sigma**2 * torch.eye(2, dtype=F64), rtol=0, atol=0)
+    assert float(state["noise_fourth"]) == 2 * sigma**4
     # the plain "noisy" preconditioner would have used diag(4, 1)
     noisy = make_step_optimizer(torch.zeros(2, dtype=F64), "adagrad_full", 1.0)
     projected_step(noisy, u1, wide(2), noise_std=sigma)
     torch.testing.assert_close(projected_step(noisy, u2, wide(2), noise_std=sigma), -u1 / 2 - u2 / 1, rtol=1e-12, atol=1e-12)
+
+
+def test_debiased_floor_keeps_a_pure_noise_step_bounded():
+    # ũ smaller than its noise: PSD(ũũᵀ − σ²I) = 0, so without the floor the step would be ũ/eps ~ 1e7
+    u = torch.tensor([0.1, 0.1], dtype=F64)
+    opt = make_step_optimizer(torch.zeros(2, dtype=F64), "adagrad_full", 1.0, preconditioner="noisy_debiased")
+    theta = projected_step(opt, u, wide(2), noise_std=1.0)
+    floor = (4 * 2 * 1.0) ** 0.25
+    torch.testing.assert_close(theta, -u / floor, rtol=1e-12, atol=1e-15)
+    assert debiased_floor(2, 0.0) == ADAGRAD_EPS  # no noise: the plain eps floor
 
 
 def test_private_preconditioner_is_floored_at_the_goe_edge_and_descends():
@@ -168,7 +180,7 @@ def test_bad_settings_and_states_are_refused():
     with pytest.raises(ValueError, match="sum_outer"):
         make_step_optimizer(theta, "adagrad_full", 0.1).load_state_dict(state)
     state["state"][0] = {"step": torch.tensor(1.0), "sum": torch.ones(2, dtype=F64)}  # an Adagrad state
-    with pytest.raises(ValueError, match="noise_outer"):
+    with pytest.raises(ValueError, match="noise_fourth"):
         make_step_optimizer(theta, "adagrad_full", 0.1).load_state_dict(state)
     with pytest.raises(ValueError, match="basis"):
         projected_step(opt, torch.ones(2, dtype=F64), wide(2), basis=torch.eye(3, dtype=F64))

@@ -327,3 +327,23 @@ def test_projected_acquisition_defaults_to_k_plus_one_points_and_stops_on_the_pr
         nl_config(d=4, subspace_acquisition=True)
     with pytest.raises(ValueError, match="True or False"):
         nl_config(d=4, subspace=FixedSubspace(V42), subspace_acquisition="yes")
+
+
+# --------------------------------------------------------------------------- with Menart et al.'s options
+def test_subspace_with_the_adaptive_schedule_releases_k_coordinates():
+    _, objective = normal_location(n=30, d=4)
+    cfg = nl_config(d=4, privacy_mu=2.0, num_iterations=4, seed=12, subspace=FixedSubspace(V42),
+                    noise_schedule="adaptive_norm", step_rule="adagrad_full", preconditioner="noisy_debiased")
+    opt = DPGIBO(cfg)
+    rel = opt.run(objective, progress=False).release
+    t = len(rel.step_mus)
+    V = cfg.subspace.basis
+    assert t >= 1 and rel.subspace_dims == [2] * t and all(u.shape == (2,) for u in rel.released_coordinates)
+    for s in range(t):
+        assert torch.equal(rel.released_gradients[s], V @ rel.released_coordinates[s])
+        assert in_span(V, rel.iterates[s + 1] - rel.iterates[0])
+    keys = [key for (_, key) in opt.ledger.validation_steps]
+    assert keys == [k for s in range(t) for k in (f"step-{s:04d}/norm", f"step-{s:04d}/grad")]
+    assert rel.guarantee.mu <= 2.0 * (1 + 1e-12)
+    with pytest.raises(ValueError, match="not supported"):
+        nl_config(d=4, privacy_mu=2.0, noise_schedule="adaptive_norm", step_rule="adagrad_full", preconditioner="private")
