@@ -22,11 +22,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from botorch_dp.privacy.analysis.gdp import gaussian_noise_std_for_mu
-from botorch_dp.privacy.checks import check_positive, check_positive_int
+from botorch_dp.privacy.checks import all_finite, check_positive, check_positive_int
 
 #: ``"refuse"``: non-finite losses raise before any release; ``"zero_user"``: such users contribute 0.
 NonfiniteLosses = Literal["refuse", "zero_user"]
@@ -101,23 +102,28 @@ def clipped_mean_gradient(
     ``A = ∇k(θ, D) K⁻¹`` is shared by all users, so each chunk costs one ``d x N`` by
     ``N x chunk`` product. Replacing one user's losses moves ``ḡ`` by at most ``2B/n``.
 
-    Overflow-safe: each user's losses are first scaled by a power of two that brings their
-    largest magnitude into ``[0.5, 1)``, so ``A y_i`` and its norm are formed without
-    overflow for any finite losses (up to the float64 maximum), and the clipping rule is
-    applied exactly. Scaling by a power of two is exact, so ordinary inputs give the same
-    bits as the direct product.
+    Overflow-safe and exact for every finite input (up to the float64 maximum): each chunk
+    is first formed directly, ``A y_i`` and a norm per user; a user whose product or norm
+    overflowed (the norm is then not finite, which the check below sees for every such
+    user) is formed again from losses scaled by a power of two that brings their largest
+    magnitude into ``[0.5, 1)`` (``_clipped_sum_scaled``), and the clipping rule is
+    applied exactly. Scaling by a power of two is exact, so both forms give the same bits
+    wherever nothing under- or overflows; the direct one is only used when ``B`` is far
+    above the underflow range (``_direct_product_is_safe``), so that a norm's rounding
+    near zero can never decide whether a user is clipped. Which users take the scaled form
+    depends on their losses, so the time of a call does too (it is not part of the
+    release).
 
     ``Y`` may be given as a list of row blocks (one per batch, ``b_t x n`` each, stacking
     to ``N x n``): only one ``N x chunk`` slice is ever stacked, never the whole matrix, and
-    the result has the same bits as for the stacked matrix (each user's exponent is taken
-    over all of that user's rows).
+    the result has the same bits as for the stacked matrix.
 
     Args:
         A: A ``d x N`` tensor of finite gradient weights.
         Y: An ``N x n`` tensor of per-user losses at the points of ``D`` (sensitive),
             or a sequence of row blocks of it.
         clip_bound: ``B > 0``.
-        chunk_size: Users per chunk; bounds the extra memory at ``N x chunk_size``.
+        chunk_size: Users per chunk; bounds the extra memory at ``(N + 3d) x chunk_size``.
         nonfinite: ``"refuse"`` (default): a NaN or ``inf`` loss raises ``ValueError``
             (the refusal reveals that some loss was not finite). ``"zero_user"``: every user
             with a non-finite loss in ``Y`` contributes 0 (``n`` unchanged, so the
@@ -126,35 +132,122 @@ def clipped_mean_gradient(
     Returns:
         The ``d`` tensor ``ḡ`` (sensitive: not yet noised) and the number of clipped users.
     """
+    total, num_clipped, _ = _clipped_sum(A, Y, clip_bound, chunk_size, nonfinite=nonfinite)
+    return total / (Y.shape[-1] if isinstance(Y, Tensor) else Y[0].shape[-1]), num_clipped
+
+
+def _clipped_sum(
+    A: Tensor,
+    Y: Tensor | Sequence[Tensor],
+    clip_bound: float,
+    chunk_size: int,
+    *,
+    nonfinite: NonfiniteLosses = "refuse",
+    direct: bool = True,
+) -> tuple[Tensor, int, int]:
+    r"""``Σ_i clip(A y_i)`` (``d``), the number of clipped users, and the number of users
+    formed from scaled losses (``direct=False``: all of them, the reference path)."""
     if not torch.isfinite(A).all():
         raise ValueError("The gradient weights A are not finite; nothing was released.")
     blocks = [Y] if isinstance(Y, Tensor) else [b for b in Y if b.shape[0] > 0] or list(Y[:1])
     n = blocks[0].shape[-1]
     if any(b.shape[-1] != n for b in blocks) or sum(b.shape[0] for b in blocks) != A.shape[-1]:
         raise ValueError("The loss blocks must stack to an N x n matrix matching A (d x N).")
+    A, blocks = A.detach(), [b.detach() for b in blocks]  # sensitive, never differentiated
     total = A.new_zeros(A.shape[0])
-    num_clipped = 0
+    num_clipped = num_scaled = 0
     if A.shape[-1] == 0:  # no evaluations yet (an empty first batch): every A y_i is 0
-        return total, 0
+        return total, 0, 0
+    direct = direct and _direct_product_is_safe(clip_bound, A.dtype)
     for start in range(0, n, chunk_size):
         parts = [b[:, start : start + chunk_size] for b in blocks]
-        chunk = parts[0] if len(parts) == 1 else torch.cat(parts)
-        largest = _max_abs(chunk, dim=0)  # per user; NaN or inf if the user has such a loss
-        bad = ~torch.isfinite(largest)  # users with a non-finite loss
-        if bad.any():
-            if nonfinite != "zero_user":
-                raise ValueError(
-                    "The losses contain non-finite values (NaN or inf); nothing was released. "
-                    "This refusal reveals that some user's loss was not finite."
-                )
-            chunk = chunk.masked_fill(bad, 0.0)  # those users contribute clip(A·0) = 0
-            largest = largest.masked_fill(bad, 0.0)
-        e = torch.frexp(largest).exponent.to(torch.int64)  # one exponent per user, over all rows
-        G_scaled = (A @ _scale_columns(chunk, -e)).transpose(0, 1)  # chunk x d, |entries| ≤ Σ_k |A_jk|
-        clipped, was_clipped = _clip_scaled(G_scaled, e, clip_bound)
-        total = total + clipped.sum(0)
-        num_clipped += int(was_clipped.sum())
-    return total / n, num_clipped
+        chunk = parts[0] if len(parts) == 1 else torch.cat(parts)  # N x chunk: this user's rows of every batch
+        if direct:
+            part, clipped, scaled = _clipped_sum_direct(A, chunk, clip_bound, nonfinite)
+        else:
+            (part, clipped), scaled = _clipped_sum_scaled(A, chunk, clip_bound, nonfinite), chunk.shape[-1]
+        total = total + part
+        num_clipped += clipped
+        num_scaled += scaled
+    return total, num_clipped, num_scaled
+
+
+def _direct_product_is_safe(clip_bound: float, dtype: torch.dtype) -> bool:
+    r"""Whether the unscaled product may be used: ``B ≥ tiny^{1/4}`` (``2^-255.5`` in
+    float64). Then ``B² ≥ √tiny``, so squares that underflow (absolute error at most the
+    smallest subnormal each) move a sum of squares near ``B²`` by far less than its
+    rounding: the clip decision is the exact rule's."""
+    return clip_bound >= torch.finfo(dtype).tiny ** 0.25
+
+
+def _clipped_sum_direct(A: Tensor, chunk: Tensor, clip_bound: float, nonfinite: NonfiniteLosses) -> tuple[Tensor, int, int]:
+    r"""``Σ clip(A y_i)`` over the users (columns) of an ``N x c`` chunk from the unscaled
+    product, with users whose product or norm overflowed formed again by
+    ``_clipped_sum_scaled``; returns the sum, the number clipped and the number rescaled.
+
+    Same bits as ``_clipped_sum_scaled`` whenever no value under- or overflows: the norm is
+    ``torch.linalg.vector_norm``'s (``_column_norms``), the factor ``B/‖g_i‖`` and the
+    product with it are the scaled ones times exact powers of two.
+    """
+    if not all_finite(chunk):  # a NaN or inf loss: the scaled path refuses or zeroes those users
+        return (*_clipped_sum_scaled(A, chunk, clip_bound, nonfinite), chunk.shape[-1])
+    G = A @ chunk  # d x c
+    norms = _column_norms(G)
+    scaled_sum, scaled_clipped, num_scaled = None, 0, 0
+    if not bool(torch.isfinite(norms.sum())):  # some A y_i or its norm overflowed: inf or NaN there
+        overflow = ~torch.isfinite(norms)
+        G.masked_fill_(overflow, 0.0)  # these users come from the scaled path instead
+        norms.masked_fill_(overflow, 0.0)
+        scaled_sum, scaled_clipped = _clipped_sum_scaled(A, chunk[:, overflow], clip_bound, nonfinite)
+        num_scaled = int(overflow.sum())
+    clipped = norms > clip_bound
+    G.mul_(torch.where(clipped, clip_bound / norms, 1.0))  # g_i B/‖g_i‖ or g_i itself
+    total = G.sum(1)
+    if scaled_sum is not None:
+        total = total + scaled_sum
+    return total, int(clipped.sum()) + scaled_clipped, num_scaled
+
+
+def _clipped_sum_scaled(A: Tensor, chunk: Tensor, clip_bound: float, nonfinite: NonfiniteLosses) -> tuple[Tensor, int]:
+    r"""``Σ clip(A y_i)`` and the number clipped over the users of an ``N x c`` chunk, each
+    user's losses scaled by the power of two that brings their largest magnitude into
+    ``[0.5, 1)``, and ``A`` by the one that brings its largest magnitude there: the scaled
+    ``A y_i`` (entries at most ``N``) and its norm never overflow, for any finite losses and
+    weights. Non-finite losses raise, or (``"zero_user"``) those users give 0."""
+    largest = _max_abs(chunk, dim=0)  # per user; NaN or inf if the user has such a loss
+    bad = ~torch.isfinite(largest)  # users with a non-finite loss
+    if bad.any():
+        if nonfinite != "zero_user":
+            raise ValueError(
+                "The losses contain non-finite values (NaN or inf); nothing was released. "
+                "This refusal reveals that some user's loss was not finite."
+            )
+        chunk = chunk.masked_fill(bad, 0.0)  # those users contribute clip(A·0) = 0
+        largest = largest.masked_fill(bad, 0.0)
+    e = torch.frexp(largest).exponent.to(torch.int64)  # one exponent per user, over all rows
+    a = int(torch.frexp(A.abs().max()).exponent)  # one for A (public), so that huge weights cannot overflow
+    A_scaled = torch.ldexp(A, A.new_tensor(-a)) if abs(a) < 1000 else _ldexp(A, torch.tensor(-a))
+    G_scaled = (A_scaled @ _scale_columns(chunk, -e)).transpose(0, 1)  # c x d, |entries| ≤ N
+    clipped, was_clipped = _clip_scaled(G_scaled, e + a, clip_bound)
+    return clipped.sum(0), int(was_clipped.sum())
+
+
+def _column_norms(G: Tensor) -> Tensor:
+    r"""The Euclidean norm of each column of a ``d x c`` tensor, with the bits of
+    ``torch.linalg.vector_norm(G, dim=0)``: squares summed in row order, then a correctly
+    rounded square root. That reduction is not vectorized on CPU (about 15× slower), and
+    torch's CPU ``sqrt`` (MKL VML) is within 1 ulp but not correctly rounded; numpy's is."""
+    if G.shape[0] == 0:
+        return G.new_zeros(G.shape[1])
+    squares = G * G
+    total = squares[0]
+    for row in squares[1:]:
+        total += row
+    if total.device.type == "cpu":
+        array = total.numpy()
+        np.sqrt(array, out=array)
+        return total
+    return total.sqrt_()
 
 
 @dataclass(frozen=True)
