@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from botorch_dp.privacy.analysis.gdp import gaussian_noise_std_for_mu
-from botorch_dp.privacy.checks import all_finite, check_positive, check_positive_int
+from botorch_dp.privacy.checks import check_positive, check_positive_int
 
 #: ``"refuse"``: non-finite losses raise before any release; ``"zero_user"``: such users contribute 0.
 NonfiniteLosses = Literal["refuse", "zero_user"]
@@ -93,7 +93,7 @@ def clipped_mean_gradient(
     A: Tensor,
     Y: Tensor | Sequence[Tensor],
     clip_bound: float,
-    chunk_size: int = 4096,
+    chunk_size: int | None = None,
     *,
     nonfinite: NonfiniteLosses = "refuse",
 ) -> tuple[Tensor, int]:
@@ -123,7 +123,8 @@ def clipped_mean_gradient(
         Y: An ``N x n`` tensor of per-user losses at the points of ``D`` (sensitive),
             or a sequence of row blocks of it.
         clip_bound: ``B > 0``.
-        chunk_size: Users per chunk; bounds the extra memory at ``(N + 3d) x chunk_size``.
+        chunk_size: Users per chunk: the extra memory is about ``(N + 2d) x chunk_size``
+            floats. ``None`` (default): ``default_chunk_size(n, N, d)``.
         nonfinite: ``"refuse"`` (default): a NaN or ``inf`` loss raises ``ValueError``
             (the refusal reveals that some loss was not finite). ``"zero_user"``: every user
             with a non-finite loss in ``Y`` contributes 0 (``n`` unchanged, so the
@@ -140,7 +141,7 @@ def _clipped_sum(
     A: Tensor,
     Y: Tensor | Sequence[Tensor],
     clip_bound: float,
-    chunk_size: int,
+    chunk_size: int | None,
     *,
     nonfinite: NonfiniteLosses = "refuse",
     direct: bool = True,
@@ -159,6 +160,8 @@ def _clipped_sum(
     if A.shape[-1] == 0:  # no evaluations yet (an empty first batch): every A y_i is 0
         return total, 0, 0
     direct = direct and _direct_product_is_safe(clip_bound, A.dtype)
+    if chunk_size is None:
+        chunk_size = default_chunk_size(n, A.shape[-1], A.shape[0])
     for start in range(0, n, chunk_size):
         parts = [b[:, start : start + chunk_size] for b in blocks]
         chunk = parts[0] if len(parts) == 1 else torch.cat(parts)  # N x chunk: this user's rows of every batch
@@ -172,6 +175,21 @@ def _clipped_sum(
     return total, num_clipped, num_scaled
 
 
+def default_chunk_size(num_users: int, num_points: int, dim: int) -> int:
+    r"""Users per chunk when none is given: large enough that the per-chunk work of a few
+    dozen tensor operations is small next to the chunk's arithmetic (at least 4096 users),
+    small enough that the chunk's ``(N + 2d) x chunk`` float temporaries stay within
+    16 MiB (cache-sized) and an eighth of the users (a small fraction of the loss matrix),
+    and at most 65536.
+
+    Args:
+        num_users: ``n``.
+        num_points: ``N``, the rows of the loss matrix.
+        dim: ``d``, the rows of ``A``.
+    """
+    return max(4096, min(65536, num_users // 8, 2**21 // (num_points + 2 * dim)))
+
+
 def _direct_product_is_safe(clip_bound: float, dtype: torch.dtype) -> bool:
     r"""Whether the unscaled product may be used: ``B ≥ tiny^{1/4}`` (``2^-255.5`` in
     float64). Then ``B² ≥ √tiny``, so squares that underflow (absolute error at most the
@@ -182,24 +200,25 @@ def _direct_product_is_safe(clip_bound: float, dtype: torch.dtype) -> bool:
 
 def _clipped_sum_direct(A: Tensor, chunk: Tensor, clip_bound: float, nonfinite: NonfiniteLosses) -> tuple[Tensor, int, int]:
     r"""``Σ clip(A y_i)`` over the users (columns) of an ``N x c`` chunk from the unscaled
-    product, with users whose product or norm overflowed formed again by
-    ``_clipped_sum_scaled``; returns the sum, the number clipped and the number rescaled.
+    product; users whose product or norm overflowed, or who have a non-finite loss, are
+    formed by ``_clipped_sum_scaled`` instead (which refuses or zeroes the latter). Returns
+    the sum, the number clipped and the number formed from scaled losses.
 
     Same bits as ``_clipped_sum_scaled`` whenever no value under- or overflows: the norm is
     ``torch.linalg.vector_norm``'s (``_column_norms``), the factor ``B/‖g_i‖`` and the
     product with it are the scaled ones times exact powers of two.
     """
-    if not all_finite(chunk):  # a NaN or inf loss: the scaled path refuses or zeroes those users
-        return (*_clipped_sum_scaled(A, chunk, clip_bound, nonfinite), chunk.shape[-1])
     G = A @ chunk  # d x c
     norms = _column_norms(G)
     scaled_sum, scaled_clipped, num_scaled = None, 0, 0
-    if not bool(torch.isfinite(norms.sum())):  # some A y_i or its norm overflowed: inf or NaN there
-        overflow = ~torch.isfinite(norms)
-        G.masked_fill_(overflow, 0.0)  # these users come from the scaled path instead
-        norms.masked_fill_(overflow, 0.0)
-        scaled_sum, scaled_clipped = _clipped_sum_scaled(A, chunk[:, overflow], clip_bound, nonfinite)
-        num_scaled = int(overflow.sum())
+    # One test for the whole chunk: a NaN or inf anywhere makes a sum non-finite (an
+    # overflow of large finite losses only sends the chunk to the per-user test below).
+    if not bool((norms.sum() + chunk.sum()).isfinite()):
+        special = ~(norms.isfinite() & chunk.isfinite().all(0))  # overflowed, or a non-finite loss
+        G.masked_fill_(special, 0.0)  # these users come from the scaled path instead
+        norms.masked_fill_(special, 0.0)
+        scaled_sum, scaled_clipped = _clipped_sum_scaled(A, chunk[:, special], clip_bound, nonfinite)
+        num_scaled = int(special.sum())
     clipped = norms > clip_bound
     G.mul_(torch.where(clipped, clip_bound / norms, 1.0))  # g_i B/‖g_i‖ or g_i itself
     total = G.sum(1)
@@ -304,7 +323,7 @@ class GaussianGradientMechanism:
         generator: Source of the noise; its state is part of the loop's checkpoint.
         secure_rng: Draw the noise from the operating system's entropy even if a
             ``generator`` is given (without one, the noise always comes from OS entropy).
-        chunk_size: Users per chunk when forming ``A Y``.
+        chunk_size: Users per chunk when forming ``A Y`` (``None``: ``default_chunk_size``).
     """
 
     def __init__(
@@ -316,7 +335,7 @@ class GaussianGradientMechanism:
         num_steps: int,
         generator: torch.Generator | None = None,
         secure_rng: bool = False,
-        chunk_size: int = 4096,
+        chunk_size: int | None = None,
     ) -> None:
         self.clip_bound = check_positive(clip_bound, "clip_bound (B)", allow_inf=False)
         self.privacy_mu = check_positive(privacy_mu, "privacy_mu (μ)")
@@ -324,7 +343,7 @@ class GaussianGradientMechanism:
         self.num_users = check_positive_int(num_users, "num_users (n)")
         self.generator = generator
         self.secure_rng = secure_rng
-        self.chunk_size = check_positive_int(chunk_size, "chunk_size (user_chunk_size)")
+        self.chunk_size = None if chunk_size is None else check_positive_int(chunk_size, "chunk_size (user_chunk_size)")
 
     @property
     def sensitivity(self) -> float:
