@@ -115,8 +115,8 @@ def clipped_mean_gradient(
     release).
 
     ``Y`` may be given as a list of row blocks (one per batch, ``b_t x n`` each, stacking
-    to ``N x n``): only one ``N x chunk`` slice is ever stacked, never the whole matrix, and
-    the result has the same bits as for the stacked matrix.
+    to ``N x n``): they are never stacked; ``A y_i`` is accumulated block by block (the
+    last bits can differ from those of one product with the stacked matrix).
 
     Args:
         A: A ``d x N`` tensor of finite gradient weights.
@@ -162,13 +162,14 @@ def _clipped_sum(
     direct = direct and _direct_product_is_safe(clip_bound, A.dtype)
     if chunk_size is None:
         chunk_size = default_chunk_size(n, A.shape[-1], A.shape[0])
+    A_parts = A.split([b.shape[0] for b in blocks], dim=-1)
+    check_losses = not bool(A.ne(0).all())  # see _clipped_sum_direct
     for start in range(0, n, chunk_size):
-        parts = [b[:, start : start + chunk_size] for b in blocks]
-        chunk = parts[0] if len(parts) == 1 else torch.cat(parts)  # N x chunk: this user's rows of every batch
+        parts = [b[:, start : start + chunk_size] for b in blocks]  # this chunk's users in every batch
         if direct:
-            part, clipped, scaled = _clipped_sum_direct(A, chunk, clip_bound, nonfinite)
+            part, clipped, scaled = _clipped_sum_direct(A, A_parts, parts, clip_bound, nonfinite, check_losses)
         else:
-            (part, clipped), scaled = _clipped_sum_scaled(A, chunk, clip_bound, nonfinite), chunk.shape[-1]
+            (part, clipped), scaled = _clipped_sum_scaled(A, parts, clip_bound, nonfinite), parts[0].shape[-1]
         total = total + part
         num_clipped += clipped
         num_scaled += scaled
@@ -198,26 +199,45 @@ def _direct_product_is_safe(clip_bound: float, dtype: torch.dtype) -> bool:
     return clip_bound >= torch.finfo(dtype).tiny ** 0.25
 
 
-def _clipped_sum_direct(A: Tensor, chunk: Tensor, clip_bound: float, nonfinite: NonfiniteLosses) -> tuple[Tensor, int, int]:
-    r"""``Σ clip(A y_i)`` over the users (columns) of an ``N x c`` chunk from the unscaled
-    product; users whose product or norm overflowed, or who have a non-finite loss, are
-    formed by ``_clipped_sum_scaled`` instead (which refuses or zeroes the latter). Returns
-    the sum, the number clipped and the number formed from scaled losses.
+def _clipped_sum_direct(
+    A: Tensor,
+    A_parts: Sequence[Tensor],
+    parts: Sequence[Tensor],
+    clip_bound: float,
+    nonfinite: NonfiniteLosses,
+    check_losses: bool,
+) -> tuple[Tensor, int, int]:
+    r"""``Σ clip(A y_i)`` over ``c`` users from the unscaled product ``Σ_t A_t Y_t`` of the
+    batches' column blocks ``A_t`` of ``A`` and ``b_t x c`` row blocks ``Y_t`` of the losses
+    (``_product``). Users whose product or norm overflowed, or who have a non-finite loss,
+    are formed by ``_clipped_sum_scaled`` instead (which refuses or zeroes the latter).
+    Returns the sum, the number clipped and the number formed from scaled losses.
 
-    Same bits as ``_clipped_sum_scaled`` whenever no value under- or overflows: the norm is
-    ``torch.linalg.vector_norm``'s (``_column_norms``), the factor ``B/‖g_i‖`` and the
+    Same bits as ``_clipped_sum_scaled`` whenever no value under- or overflows: the product
+    is the same sequence of operations on operands scaled by exact powers of two, the norm
+    is ``torch.linalg.vector_norm``'s (``_column_norms``), and the factor ``B/‖g_i‖`` and the
     product with it are the scaled ones times exact powers of two.
+
+    A NaN or inf loss always shows as a non-finite norm when no weight is 0: each of that
+    user's ``A_jk y_ik`` is then NaN or inf, and so is every ``(A y_i)_j``. A product routine
+    may skip zero weights (the reference BLAS does), so when ``A`` has a zero
+    (``check_losses``) the losses are tested as well.
     """
-    G = A @ chunk  # d x c
+    G = _product(A_parts, parts)  # d x c
     norms = _column_norms(G)
     scaled_sum, scaled_clipped, num_scaled = None, 0, 0
-    # One test for the whole chunk: a NaN or inf anywhere makes a sum non-finite (an
-    # overflow of large finite losses only sends the chunk to the per-user test below).
-    if not bool((norms.sum() + chunk.sum()).isfinite()):
-        special = ~(norms.isfinite() & chunk.isfinite().all(0))  # overflowed, or a non-finite loss
+    # One test for the chunk: a NaN or inf makes the sum non-finite (an overflowing sum of
+    # large norms or losses only sends the chunk to the per-user test below).
+    test = norms.sum()
+    if check_losses:
+        test = test + sum(Y_t.sum() for Y_t in parts)
+    if not bool(test.isfinite()):
+        special = norms.isfinite().logical_not_()  # overflowed, or a non-finite loss
+        for Y_t in parts:
+            special |= Y_t.isfinite().all(0).logical_not_()
         G.masked_fill_(special, 0.0)  # these users come from the scaled path instead
         norms.masked_fill_(special, 0.0)
-        scaled_sum, scaled_clipped = _clipped_sum_scaled(A, chunk[:, special], clip_bound, nonfinite)
+        scaled_sum, scaled_clipped = _clipped_sum_scaled(A, [Y_t[:, special] for Y_t in parts], clip_bound, nonfinite)
         num_scaled = int(special.sum())
     clipped = norms > clip_bound
     G.mul_(torch.where(clipped, clip_bound / norms, 1.0))  # g_i B/‖g_i‖ or g_i itself
@@ -227,13 +247,16 @@ def _clipped_sum_direct(A: Tensor, chunk: Tensor, clip_bound: float, nonfinite: 
     return total, int(clipped.sum()) + scaled_clipped, num_scaled
 
 
-def _clipped_sum_scaled(A: Tensor, chunk: Tensor, clip_bound: float, nonfinite: NonfiniteLosses) -> tuple[Tensor, int]:
-    r"""``Σ clip(A y_i)`` and the number clipped over the users of an ``N x c`` chunk, each
-    user's losses scaled by the power of two that brings their largest magnitude into
-    ``[0.5, 1)``, and ``A`` by the one that brings its largest magnitude there: the scaled
-    ``A y_i`` (entries at most ``N``) and its norm never overflow, for any finite losses and
-    weights. Non-finite losses raise, or (``"zero_user"``) those users give 0."""
-    largest = _max_abs(chunk, dim=0)  # per user; NaN or inf if the user has such a loss
+def _clipped_sum_scaled(A: Tensor, parts: Sequence[Tensor], clip_bound: float, nonfinite: NonfiniteLosses) -> tuple[Tensor, int]:
+    r"""``Σ clip(A y_i)`` and the number clipped over ``c`` users (the ``b_t x c`` row blocks
+    ``parts`` of their losses), each user's losses scaled by the power of two that brings
+    their largest magnitude into ``[0.5, 1)``, and ``A`` by the one that brings its largest
+    magnitude there: the scaled ``A y_i`` (entries at most ``N``) and its norm never
+    overflow, for any finite losses and weights. Non-finite losses raise, or
+    (``"zero_user"``) those users give 0."""
+    largest = _max_abs(parts[0], dim=0)  # per user, over all rows; NaN or inf if the user has such a loss
+    for Y_t in parts[1:]:
+        largest = torch.maximum(largest, _max_abs(Y_t, dim=0))
     bad = ~torch.isfinite(largest)  # users with a non-finite loss
     if bad.any():
         if nonfinite != "zero_user":
@@ -241,14 +264,25 @@ def _clipped_sum_scaled(A: Tensor, chunk: Tensor, clip_bound: float, nonfinite: 
                 "The losses contain non-finite values (NaN or inf); nothing was released. "
                 "This refusal reveals that some user's loss was not finite."
             )
-        chunk = chunk.masked_fill(bad, 0.0)  # those users contribute clip(A·0) = 0
+        parts = [Y_t.masked_fill(bad, 0.0) for Y_t in parts]  # those users contribute clip(A·0) = 0
         largest = largest.masked_fill(bad, 0.0)
-    e = torch.frexp(largest).exponent.to(torch.int64)  # one exponent per user, over all rows
+    e = torch.frexp(largest).exponent.to(torch.int64)  # one exponent per user
     a = int(torch.frexp(A.abs().max()).exponent)  # one for A (public), so that huge weights cannot overflow
     A_scaled = torch.ldexp(A, A.new_tensor(-a)) if abs(a) < 1000 else _ldexp(A, torch.tensor(-a))
-    G_scaled = (A_scaled @ _scale_columns(chunk, -e)).transpose(0, 1)  # c x d, |entries| ≤ N
+    A_parts = A_scaled.split([Y_t.shape[0] for Y_t in parts], dim=-1)
+    G_scaled = _product(A_parts, [_scale_columns(Y_t, -e) for Y_t in parts]).transpose(0, 1)  # c x d, |entries| ≤ N
     clipped, was_clipped = _clip_scaled(G_scaled, e + a, clip_bound)
     return clipped.sum(0), int(was_clipped.sum())
+
+
+def _product(A_parts: Sequence[Tensor], parts: Sequence[Tensor]) -> Tensor:
+    r"""``Σ_t A_t Y_t`` (``d x c``), accumulated block by block in a fresh tensor: the loss
+    blocks are never stacked (the bits can differ in the last place from one product with
+    the stacked matrix)."""
+    G = A_parts[0] @ parts[0]
+    for A_t, Y_t in zip(A_parts[1:], parts[1:]):
+        G.addmm_(A_t, Y_t)
+    return G
 
 
 def _column_norms(G: Tensor) -> Tensor:
