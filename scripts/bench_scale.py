@@ -1,14 +1,23 @@
 r"""Scale benchmark of one DP-GIBO ``tell`` and its checkpoint (issue 13, item 10).
 
 For each number of users ``n``, runs a few iterations of DP-GIBO (fixed batches of ``d + 1``
-points, a quadratic per-user loss) with a checkpoint directory and reports, per iteration:
-the wall time of ``tell`` without a checkpoint, with a checkpoint, the bare matmul
-``A @ Y`` of the same size (``d x N`` by ``N x n``) measured in the same process, the
-checkpoint bytes written by that ``tell`` (new loss file + new gp file + ``state.json``), and
-the peak resident memory (Linux ``VmHWM``, reset before the ``tell`` through
-``/proc/self/clear_refs``) above the process's RSS before any losses existed, over the bytes
-of the whole ``N x n`` loss matrix after the ``tell``: it counts everything the run holds,
-including the caller's new ``b x n`` losses (which ``tell`` keeps as the new row block).
+points, a quadratic per-user loss) and reports, per iteration:
+
+- the wall time of ``tell`` without a checkpoint (best of ``--repeat`` identical runs) and
+  with one, next to the bare matmul ``A @ Y`` of the same size (``d x N`` by ``N x n``, the
+  whole loss matrix stacked, best of 3) measured in the same process right after the tell;
+- the checkpoint bytes written by that ``tell`` (new loss file + new gp file + ``state.json``);
+- memory, from the resident set (Linux ``VmRSS``; the peak ``VmHWM`` is reset before the
+  checkpointed ``tell`` through ``/proc/self/clear_refs``, and freed heap memory is handed
+  back to the system with ``malloc_trim`` before each reading), over the bytes of the whole
+  ``N x n`` loss matrix after the ``tell``:
+
+  * **working memory**: the peak during the ``tell`` above the resident size after it, i.e.
+    what the ``tell`` allocates and frees again (the new block it keeps is not counted);
+  * **held + caller's**: the peak above the resident size before any losses existed, i.e.
+    everything: the losses the run holds, the caller's new ``b x n`` batch (still alive
+    during the ``tell``; ``tell`` must copy it, so at the first iteration this alone is
+    2×) and the working memory.
 
     python scripts/bench_scale.py            # n in {1e4, 1e5, 1e6}
     python scripts/bench_scale.py --quick    # n in {1e3, 1e4}, seconds
@@ -17,12 +26,14 @@ including the caller's new ``b x n`` losses (which ``tell`` keeps as the new row
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import gc
-import math
 import os
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -51,67 +62,94 @@ def _rss() -> tuple[int, int]:
     return int(fields["VmRSS"].split()[0]) * 1024, int(fields["VmHWM"].split()[0]) * 1024
 
 
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+
+
+def _settled_rss() -> int:
+    r"""``VmRSS`` after collecting garbage and returning freed heap memory to the system
+    (``malloc_trim``), so that it counts memory that is held, not memory cached by malloc."""
+    gc.collect()
+    if hasattr(_LIBC, "malloc_trim"):
+        _LIBC.malloc_trim(0)
+    return _rss()[0]
+
+
 def _reset_peak() -> None:
     Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS (Linux)
 
 
-def bench(n: int, d: int, iterations: int, workdir: Path) -> list[dict[str, float]]:
-    r"""Rows of measurements, one per iteration, for ``n`` users."""
+def _objective(n: int, d: int):
     g = torch.Generator().manual_seed(0)
     centres = 1.0 + torch.randn(n, d, generator=g, dtype=torch.float64)
 
     def objective(X: torch.Tensor) -> torch.Tensor:  # b x n, built row by row (b x n memory only)
         return torch.stack([0.5 * (centres - x).pow(2).sum(-1) for x in X])
 
+    return objective
+
+
+def _timed(fn, *args) -> float:
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+
+def _bare_matmul(opt: DPGIBO) -> float:
+    r"""Best of 3 times of ``A @ Y`` for the last step's ``A`` and the stacked ``N x n`` losses."""
+    A = opt._gp.gradient_weights(opt._iterates[-2])
+    Y = torch.cat(opt._Y_blocks)
+    return min(_timed(torch.matmul, A, Y) for _ in range(3))
+
+
+def _plain_runs(cfg: DPGIBOConfig, objective, iterations: int, repeat: int):
+    r"""Per iteration: the best ``tell`` time over ``repeat`` identical runs without a
+    checkpoint, and the best of 3 bare ``A @ Y`` (whole matrix) right after each tell."""
+    tell_s = [float("inf")] * iterations
+    matmul_s = [float("inf")] * iterations
+    for _ in range(repeat):
+        opt = DPGIBO(cfg)
+        for t in range(iterations):
+            X = opt.ask()
+            Y_new = objective(X)
+            gc.collect()
+            tell_s[t] = min(tell_s[t], _timed(opt.tell, X, Y_new))
+            del Y_new
+            matmul_s[t] = min(matmul_s[t], _bare_matmul(opt))
+        iterates = torch.stack(opt._iterates)
+        del opt
+    return tell_s, matmul_s, iterates
+
+
+def bench(n: int, d: int, iterations: int, workdir: Path, repeat: int = 1) -> list[dict[str, float]]:
+    r"""Rows of measurements, one per iteration, for ``n`` users."""
+    objective = _objective(n, d)
     cfg = _config(d, iterations)
-    plain = DPGIBO(cfg)
-    tell_s, points = [], []
-    for _ in range(iterations):
-        X = plain.ask()
-        Y_new = objective(X)
-        start = time.perf_counter()
-        plain.tell(X, Y_new)
-        tell_s.append(time.perf_counter() - start)
-        points.append(X)
-    plain_iterates = torch.stack(plain._iterates)
-    del plain, Y_new
-    gc.collect()
-    baseline, _ = _rss()  # the objective's data and the libraries, no losses
+    tell_s, matmul_s, plain_iterates = _plain_runs(cfg, objective, iterations, repeat)
+    baseline = _settled_rss()  # the objective's data and the libraries, no losses
     opt = DPGIBO(cfg, checkpoint_dir=workdir / f"n{n}")
     rows = []
     for t in range(iterations):
         X = opt.ask()
-        assert torch.equal(X, points[t])
         Y_new = objective(X)
         before = _dir_bytes(opt.checkpoint_dir)
-        gc.collect()
+        _settled_rss()
         _reset_peak()
-        start = time.perf_counter()
-        opt.tell(X, Y_new)
-        tell_ckpt_s = time.perf_counter() - start
+        tell_ckpt_s = _timed(opt.tell, X, Y_new)
         _, peak = _rss()
+        after_rss = _settled_rss()  # the run's losses and the caller's batch, still alive
         after = _dir_bytes(opt.checkpoint_dir)
         written = sum(size for name, size in after.items() if name not in before or name == "state.json")
         loss_bytes = sum(size for name, size in after.items() if name.startswith("losses/") and name not in before)
         del Y_new
         N = opt._X.shape[0]
-        A = opt._gp.gradient_weights(opt._iterates[-2])
-        Y = torch.cat(opt._Y_blocks)
-        matmul_s = min(_timed(lambda: A @ Y) for _ in range(3))
-        del Y, A
+        matrix = N * n * 8
         rows.append(dict(
-            n=n, t=t + 1, N=N, tell_s=tell_s[t], tell_ckpt_s=tell_ckpt_s, matmul_s=matmul_s,
+            n=n, t=t + 1, N=N, tell_s=tell_s[t], tell_ckpt_s=tell_ckpt_s, matmul_s=matmul_s[t],
             written=written, loss_bytes=loss_bytes, total=sum(after.values()),
-            peak_ratio=(peak - baseline) / (N * n * 8),
+            working_ratio=max(peak - after_rss, 0) / matrix, peak_ratio=(peak - baseline) / matrix,
         ))
     assert torch.equal(torch.stack(opt._iterates), plain_iterates)  # same run with and without checkpoint
     return rows
-
-
-def _timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, float]]:
@@ -120,20 +158,27 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     parser.add_argument("--users", type=int, nargs="*", help="override the list of n")
     parser.add_argument("--dim", type=int, default=10)
     parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=None,
+                        help="runs without checkpoint whose best tell time is reported (default 3, --quick 1)")
     args = parser.parse_args(argv)
     users = args.users or ([10**3, 10**4] if args.quick else [10**4, 10**5, 10**6])
+    repeat = args.repeat or (1 if args.quick else 3)
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fixed noise seed warns: this is a benchmark
         for n in users:
-            rows += bench(n, args.dim, args.iterations, Path(tmp))
+            rows += bench(n, args.dim, args.iterations, Path(tmp), repeat)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, d = {args.dim}, batch d + 1, "
-          f"{os.cpu_count()} CPUs; peak = (VmHWM during the checkpointed tell − RSS before any losses) / (N·n·8 bytes)")
-    print("| n | iter | N | tell (no ckpt) s | tell + ckpt s | A @ Y s | tell / matmul | written MB | loss file MB | checkpoint MB | peak / loss matrix |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          f"{os.cpu_count()} CPUs, tell best of {repeat} runs, A @ Y best of {3 * repeat}; memory over the "
+          "N·n·8 bytes of the loss matrix: working = peak during the checkpointed tell − resident after it; "
+          "held + caller's = peak − resident before any losses")
+    print("| n | iter | N | tell (no ckpt) s | tell + ckpt s | A @ Y s | tell / matmul | written MB | loss file MB | "
+          "checkpoint MB | working memory / loss matrix | held + caller's / loss matrix |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['n']:.0e} | {r['t']} | {r['N']} | {r['tell_s']:.3f} | {r['tell_ckpt_s']:.3f} | {r['matmul_s']:.3f} | "
               f"{r['tell_s'] / r['matmul_s']:.2f} | {r['written'] / 1e6:.2f} | {r['loss_bytes'] / 1e6:.2f} | "
-              f"{r['total'] / 1e6:.2f} | {r['peak_ratio']:.2f} |")
+              f"{r['total'] / 1e6:.2f} | {r['working_ratio']:.2f} | {r['peak_ratio']:.2f} |")
     sys.stdout.flush()
     return rows
 

@@ -140,7 +140,9 @@ class DPGIBOConfig:
         record_non_private_diagnostics: Record NON-PRIVATE diagnostics (un-noised
             gradients, clip fractions, noise norms) in ``result().diagnostics``. Off by default.
         num_restarts, raw_samples: Passed to ``optimize_acqf`` (positive integers).
-        user_chunk_size: Users per chunk when forming per-user gradients (a positive integer).
+        user_chunk_size: Users per chunk when forming per-user gradients (a positive
+            integer), or ``None`` (default): chosen from ``n``, ``N`` and ``d`` by
+            ``privacy.mechanisms.default_chunk_size`` (4096 to 65536 users).
         jitter: Diagonal floor of the kernel matrices (``>= 0``, finite).
         unsafe_allow_sensitive_fitting: LOUD OPT-OUT. Permits ``hyperparameter_fit`` and
             models with transforms, which look at the sensitive losses; the run then
@@ -221,7 +223,7 @@ class DPGIBOConfig:
     record_non_private_diagnostics: bool = False
     num_restarts: int = 4
     raw_samples: int = 128
-    user_chunk_size: int = 4096
+    user_chunk_size: int | None = None
     jitter: float = DEFAULT_JITTER
     unsafe_allow_sensitive_fitting: bool = False
     hyperparameter_fit: Callable[[Kernel, Tensor, Tensor], None] | None = None
@@ -270,7 +272,8 @@ class DPGIBOConfig:
             self.privacy_budget_mu = check_positive(self.privacy_budget_mu, "privacy_budget_mu")
         self.num_restarts = check_positive_int(self.num_restarts, "num_restarts")
         self.raw_samples = check_positive_int(self.raw_samples, "raw_samples")
-        self.user_chunk_size = check_positive_int(self.user_chunk_size, "user_chunk_size")
+        if self.user_chunk_size is not None:
+            self.user_chunk_size = check_positive_int(self.user_chunk_size, "user_chunk_size")
         self.jitter = check_nonnegative(self.jitter, "jitter", allow_inf=False)
         if self.seed is not None:
             self.seed = check_nonnegative_int(self.seed, "seed")

@@ -272,7 +272,8 @@ def dp_sgd_rdp(
     if noise_multiplier == 0.0:
         return np.full(orders.shape, math.inf)
     rdp = compute_rdp(q=sample_rate, noise_multiplier=noise_multiplier, steps=steps, orders=orders)
-    return np.asarray(rdp, dtype=np.float64).reshape(orders.shape)
+    # Opacus's series can round to about -1e-11 at small orders; RDP is never negative.
+    return np.maximum(np.asarray(rdp, dtype=np.float64).reshape(orders.shape), 0.0)
 
 
 def full_batch_steps(

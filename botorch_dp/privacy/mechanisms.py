@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -92,7 +93,7 @@ def clipped_mean_gradient(
     A: Tensor,
     Y: Tensor | Sequence[Tensor],
     clip_bound: float,
-    chunk_size: int = 4096,
+    chunk_size: int | None = None,
     *,
     nonfinite: NonfiniteLosses = "refuse",
 ) -> tuple[Tensor, int]:
@@ -101,23 +102,29 @@ def clipped_mean_gradient(
     ``A = ∇k(θ, D) K⁻¹`` is shared by all users, so each chunk costs one ``d x N`` by
     ``N x chunk`` product. Replacing one user's losses moves ``ḡ`` by at most ``2B/n``.
 
-    Overflow-safe: each user's losses are first scaled by a power of two that brings their
-    largest magnitude into ``[0.5, 1)``, so ``A y_i`` and its norm are formed without
-    overflow for any finite losses (up to the float64 maximum), and the clipping rule is
-    applied exactly. Scaling by a power of two is exact, so ordinary inputs give the same
-    bits as the direct product.
+    Overflow-safe and exact for every finite input (up to the float64 maximum): each chunk
+    is first formed directly, ``A y_i`` and a norm per user; a user whose product or norm
+    overflowed (the norm is then not finite, which the check below sees for every such
+    user) is formed again from losses scaled by a power of two that brings their largest
+    magnitude into ``[0.5, 1)`` (``_clipped_sum_scaled``), and the clipping rule is
+    applied exactly. Scaling by a power of two is exact, so both forms give the same bits
+    wherever nothing under- or overflows; the direct one is only used when ``B`` is far
+    above the underflow range (``_direct_product_is_safe``), so that a norm's rounding
+    near zero can never decide whether a user is clipped. Which users take the scaled form
+    depends on their losses, so the time of a call does too (it is not part of the
+    release).
 
     ``Y`` may be given as a list of row blocks (one per batch, ``b_t x n`` each, stacking
-    to ``N x n``): only one ``N x chunk`` slice is ever stacked, never the whole matrix, and
-    the result has the same bits as for the stacked matrix (each user's exponent is taken
-    over all of that user's rows).
+    to ``N x n``): they are never stacked; ``A y_i`` is accumulated block by block (the
+    last bits can differ from those of one product with the stacked matrix).
 
     Args:
         A: A ``d x N`` tensor of finite gradient weights.
         Y: An ``N x n`` tensor of per-user losses at the points of ``D`` (sensitive),
             or a sequence of row blocks of it.
         clip_bound: ``B > 0``.
-        chunk_size: Users per chunk; bounds the extra memory at ``N x chunk_size``.
+        chunk_size: Users per chunk: the extra memory is about ``(N + 2d) x chunk_size``
+            floats. ``None`` (default): ``default_chunk_size(n, N, d)``.
         nonfinite: ``"refuse"`` (default): a NaN or ``inf`` loss raises ``ValueError``
             (the refusal reveals that some loss was not finite). ``"zero_user"``: every user
             with a non-finite loss in ``Y`` contributes 0 (``n`` unchanged, so the
@@ -126,35 +133,174 @@ def clipped_mean_gradient(
     Returns:
         The ``d`` tensor ``ḡ`` (sensitive: not yet noised) and the number of clipped users.
     """
+    total, num_clipped, _ = _clipped_sum(A, Y, clip_bound, chunk_size, nonfinite=nonfinite)
+    return total / (Y.shape[-1] if isinstance(Y, Tensor) else Y[0].shape[-1]), num_clipped
+
+
+def _clipped_sum(
+    A: Tensor,
+    Y: Tensor | Sequence[Tensor],
+    clip_bound: float,
+    chunk_size: int | None,
+    *,
+    nonfinite: NonfiniteLosses = "refuse",
+    direct: bool = True,
+) -> tuple[Tensor, int, int]:
+    r"""``Σ_i clip(A y_i)`` (``d``), the number of clipped users, and the number of users
+    formed from scaled losses (``direct=False``: all of them, the reference path)."""
     if not torch.isfinite(A).all():
         raise ValueError("The gradient weights A are not finite; nothing was released.")
     blocks = [Y] if isinstance(Y, Tensor) else [b for b in Y if b.shape[0] > 0] or list(Y[:1])
     n = blocks[0].shape[-1]
     if any(b.shape[-1] != n for b in blocks) or sum(b.shape[0] for b in blocks) != A.shape[-1]:
         raise ValueError("The loss blocks must stack to an N x n matrix matching A (d x N).")
+    A, blocks = A.detach(), [b.detach() for b in blocks]  # sensitive, never differentiated
     total = A.new_zeros(A.shape[0])
-    num_clipped = 0
+    num_clipped = num_scaled = 0
     if A.shape[-1] == 0:  # no evaluations yet (an empty first batch): every A y_i is 0
-        return total, 0
+        return total, 0, 0
+    direct = direct and _direct_product_is_safe(clip_bound, A.dtype)
+    if chunk_size is None:
+        chunk_size = default_chunk_size(n, A.shape[-1], A.shape[0])
+    A_parts = A.split([b.shape[0] for b in blocks], dim=-1)
+    check_losses = not bool(A.ne(0).all())  # see _clipped_sum_direct
     for start in range(0, n, chunk_size):
-        parts = [b[:, start : start + chunk_size] for b in blocks]
-        chunk = parts[0] if len(parts) == 1 else torch.cat(parts)
-        largest = _max_abs(chunk, dim=0)  # per user; NaN or inf if the user has such a loss
-        bad = ~torch.isfinite(largest)  # users with a non-finite loss
-        if bad.any():
-            if nonfinite != "zero_user":
-                raise ValueError(
-                    "The losses contain non-finite values (NaN or inf); nothing was released. "
-                    "This refusal reveals that some user's loss was not finite."
-                )
-            chunk = chunk.masked_fill(bad, 0.0)  # those users contribute clip(A·0) = 0
-            largest = largest.masked_fill(bad, 0.0)
-        e = torch.frexp(largest).exponent.to(torch.int64)  # one exponent per user, over all rows
-        G_scaled = (A @ _scale_columns(chunk, -e)).transpose(0, 1)  # chunk x d, |entries| ≤ Σ_k |A_jk|
-        clipped, was_clipped = _clip_scaled(G_scaled, e, clip_bound)
-        total = total + clipped.sum(0)
-        num_clipped += int(was_clipped.sum())
-    return total / n, num_clipped
+        parts = [b[:, start : start + chunk_size] for b in blocks]  # this chunk's users in every batch
+        if direct:
+            part, clipped, scaled = _clipped_sum_direct(A, A_parts, parts, clip_bound, nonfinite, check_losses)
+        else:
+            (part, clipped), scaled = _clipped_sum_scaled(A, parts, clip_bound, nonfinite), parts[0].shape[-1]
+        total = total + part
+        num_clipped += clipped
+        num_scaled += scaled
+    return total, num_clipped, num_scaled
+
+
+def default_chunk_size(num_users: int, num_points: int, dim: int) -> int:
+    r"""Users per chunk when none is given: large enough that the per-chunk work of a few
+    dozen tensor operations is small next to the chunk's arithmetic (at least 4096 users),
+    small enough that the chunk's ``(N + 2d) x chunk`` float temporaries stay within
+    16 MiB (cache-sized) and an eighth of the users (a small fraction of the loss matrix),
+    and at most 65536.
+
+    Args:
+        num_users: ``n``.
+        num_points: ``N``, the rows of the loss matrix.
+        dim: ``d``, the rows of ``A``.
+    """
+    return max(4096, min(65536, num_users // 8, 2**21 // (num_points + 2 * dim)))
+
+
+def _direct_product_is_safe(clip_bound: float, dtype: torch.dtype) -> bool:
+    r"""Whether the unscaled product may be used: ``B ≥ tiny^{1/4}`` (``2^-255.5`` in
+    float64). Then ``B² ≥ √tiny``, so squares that underflow (absolute error at most the
+    smallest subnormal each) move a sum of squares near ``B²`` by far less than its
+    rounding: the clip decision is the exact rule's."""
+    return clip_bound >= torch.finfo(dtype).tiny ** 0.25
+
+
+def _clipped_sum_direct(
+    A: Tensor,
+    A_parts: Sequence[Tensor],
+    parts: Sequence[Tensor],
+    clip_bound: float,
+    nonfinite: NonfiniteLosses,
+    check_losses: bool,
+) -> tuple[Tensor, int, int]:
+    r"""``Σ clip(A y_i)`` over ``c`` users from the unscaled product ``Σ_t A_t Y_t`` of the
+    batches' column blocks ``A_t`` of ``A`` and ``b_t x c`` row blocks ``Y_t`` of the losses
+    (``_product``). Users whose product or norm overflowed, or who have a non-finite loss,
+    are formed by ``_clipped_sum_scaled`` instead (which refuses or zeroes the latter).
+    Returns the sum, the number clipped and the number formed from scaled losses.
+
+    Same bits as ``_clipped_sum_scaled`` whenever no value under- or overflows: the product
+    is the same sequence of operations on operands scaled by exact powers of two, the norm
+    is ``torch.linalg.vector_norm``'s (``_column_norms``), and the factor ``B/‖g_i‖`` and the
+    product with it are the scaled ones times exact powers of two.
+
+    A NaN or inf loss always shows as a non-finite norm when no weight is 0: each of that
+    user's ``A_jk y_ik`` is then NaN or inf, and so is every ``(A y_i)_j``. A product routine
+    may skip zero weights (the reference BLAS does), so when ``A`` has a zero
+    (``check_losses``) the losses are tested as well.
+    """
+    G = _product(A_parts, parts)  # d x c
+    norms = _column_norms(G)
+    scaled_sum, scaled_clipped, num_scaled = None, 0, 0
+    # One test for the chunk: a NaN or inf makes the sum non-finite (an overflowing sum of
+    # large norms or losses only sends the chunk to the per-user test below).
+    test = norms.sum()
+    if check_losses:
+        test = test + sum(Y_t.sum() for Y_t in parts)
+    if not bool(test.isfinite()):
+        special = norms.isfinite().logical_not_()  # overflowed, or a non-finite loss
+        for Y_t in parts:
+            special |= Y_t.isfinite().all(0).logical_not_()
+        G.masked_fill_(special, 0.0)  # these users come from the scaled path instead
+        norms.masked_fill_(special, 0.0)
+        scaled_sum, scaled_clipped = _clipped_sum_scaled(A, [Y_t[:, special] for Y_t in parts], clip_bound, nonfinite)
+        num_scaled = int(special.sum())
+    clipped = norms > clip_bound
+    G.mul_(torch.where(clipped, clip_bound / norms, 1.0))  # g_i B/‖g_i‖ or g_i itself
+    total = G.sum(1)
+    if scaled_sum is not None:
+        total = total + scaled_sum
+    return total, int(clipped.sum()) + scaled_clipped, num_scaled
+
+
+def _clipped_sum_scaled(A: Tensor, parts: Sequence[Tensor], clip_bound: float, nonfinite: NonfiniteLosses) -> tuple[Tensor, int]:
+    r"""``Σ clip(A y_i)`` and the number clipped over ``c`` users (the ``b_t x c`` row blocks
+    ``parts`` of their losses), each user's losses scaled by the power of two that brings
+    their largest magnitude into ``[0.5, 1)``, and ``A`` by the one that brings its largest
+    magnitude there: the scaled ``A y_i`` (entries at most ``N``) and its norm never
+    overflow, for any finite losses and weights. Non-finite losses raise, or
+    (``"zero_user"``) those users give 0."""
+    largest = _max_abs(parts[0], dim=0)  # per user, over all rows; NaN or inf if the user has such a loss
+    for Y_t in parts[1:]:
+        largest = torch.maximum(largest, _max_abs(Y_t, dim=0))
+    bad = ~torch.isfinite(largest)  # users with a non-finite loss
+    if bad.any():
+        if nonfinite != "zero_user":
+            raise ValueError(
+                "The losses contain non-finite values (NaN or inf); nothing was released. "
+                "This refusal reveals that some user's loss was not finite."
+            )
+        parts = [Y_t.masked_fill(bad, 0.0) for Y_t in parts]  # those users contribute clip(A·0) = 0
+        largest = largest.masked_fill(bad, 0.0)
+    e = torch.frexp(largest).exponent.to(torch.int64)  # one exponent per user
+    a = int(torch.frexp(A.abs().max()).exponent)  # one for A (public), so that huge weights cannot overflow
+    A_scaled = torch.ldexp(A, A.new_tensor(-a)) if abs(a) < 1000 else _ldexp(A, torch.tensor(-a))
+    A_parts = A_scaled.split([Y_t.shape[0] for Y_t in parts], dim=-1)
+    G_scaled = _product(A_parts, [_scale_columns(Y_t, -e) for Y_t in parts]).transpose(0, 1)  # c x d, |entries| ≤ N
+    clipped, was_clipped = _clip_scaled(G_scaled, e + a, clip_bound)
+    return clipped.sum(0), int(was_clipped.sum())
+
+
+def _product(A_parts: Sequence[Tensor], parts: Sequence[Tensor]) -> Tensor:
+    r"""``Σ_t A_t Y_t`` (``d x c``), accumulated block by block in a fresh tensor: the loss
+    blocks are never stacked (the bits can differ in the last place from one product with
+    the stacked matrix)."""
+    G = A_parts[0] @ parts[0]
+    for A_t, Y_t in zip(A_parts[1:], parts[1:]):
+        G.addmm_(A_t, Y_t)
+    return G
+
+
+def _column_norms(G: Tensor) -> Tensor:
+    r"""The Euclidean norm of each column of a ``d x c`` tensor, with the bits of
+    ``torch.linalg.vector_norm(G, dim=0)``: squares summed in row order, then a correctly
+    rounded square root. That reduction is not vectorized on CPU (about 15× slower), and
+    torch's CPU ``sqrt`` (MKL VML) is within 1 ulp but not correctly rounded; numpy's is."""
+    if G.shape[0] == 0:
+        return G.new_zeros(G.shape[1])
+    squares = G * G
+    total = squares[0]
+    for row in squares[1:]:
+        total += row
+    if total.device.type == "cpu":
+        array = total.numpy()
+        np.sqrt(array, out=array)
+        return total
+    return total.sqrt_()
 
 
 @dataclass(frozen=True)
@@ -211,7 +357,7 @@ class GaussianGradientMechanism:
         generator: Source of the noise; its state is part of the loop's checkpoint.
         secure_rng: Draw the noise from the operating system's entropy even if a
             ``generator`` is given (without one, the noise always comes from OS entropy).
-        chunk_size: Users per chunk when forming ``A Y``.
+        chunk_size: Users per chunk when forming ``A Y`` (``None``: ``default_chunk_size``).
     """
 
     def __init__(
@@ -223,7 +369,7 @@ class GaussianGradientMechanism:
         num_steps: int,
         generator: torch.Generator | None = None,
         secure_rng: bool = False,
-        chunk_size: int = 4096,
+        chunk_size: int | None = None,
     ) -> None:
         self.clip_bound = check_positive(clip_bound, "clip_bound (B)", allow_inf=False)
         self.privacy_mu = check_positive(privacy_mu, "privacy_mu (μ)")
@@ -231,7 +377,7 @@ class GaussianGradientMechanism:
         self.num_users = check_positive_int(num_users, "num_users (n)")
         self.generator = generator
         self.secure_rng = secure_rng
-        self.chunk_size = check_positive_int(chunk_size, "chunk_size (user_chunk_size)")
+        self.chunk_size = None if chunk_size is None else check_positive_int(chunk_size, "chunk_size (user_chunk_size)")
 
     @property
     def sensitivity(self) -> float:

@@ -300,3 +300,19 @@ def test_importing_and_running_dp_gibo_does_not_load_opacus():
         cwd=root, capture_output=True, text=True, timeout=300,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
+
+
+def test_dp_sgd_rdp_is_never_negative(monkeypatch):
+    # Opacus's series has been seen to round to about -7e-12 at order 1.2 (reported from a
+    # breast-cancer DP-SGD run); RDP is >= 0, and a negative value breaks the P&S bound.
+    from botorch_dp.privacy import accountants
+    from botorch_dp.privacy.accountants import dp_sgd_rdp
+
+    real = accountants.compute_rdp
+    monkeypatch.setattr(
+        accountants, "compute_rdp", lambda **kw: np.where(np.asarray(kw["orders"]) < 1.25, -7e-12, np.asarray(real(**kw)))
+    )
+    orders = np.array([1.1, 1.2, 2.0, 32.0])
+    rdp = dp_sgd_rdp(noise_multiplier=50.0, sample_rate=0.01, steps=10, orders=orders)
+    assert np.all(rdp >= 0.0)
+    assert rdp[2:] == pytest.approx(real(q=0.01, noise_multiplier=50.0, steps=10, orders=orders[2:]), rel=1e-12)

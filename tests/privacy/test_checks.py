@@ -13,6 +13,7 @@ from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.analysis.private_selection import private_selection_epsilon
 from botorch_dp.privacy.analysis.zcdp import zcdp_epsilon
 from botorch_dp.privacy.checks import (
+    all_finite,
     check_choice,
     check_delta,
     check_greater,
@@ -140,3 +141,23 @@ def test_analysis_and_ledger_refuse_the_same_delta():
         for bad in (0.0, 1.0, math.nan):
             with pytest.raises(ValueError, match="delta must lie in the open interval"):
                 call(bad)
+
+
+def test_all_finite_agrees_with_the_elementwise_test():
+    fmax = torch.finfo(torch.float64).max
+    g = torch.Generator().manual_seed(0)
+    cases = [
+        torch.zeros(0, 3, dtype=torch.float64),
+        torch.tensor([[fmax, fmax], [-fmax, 5e-324]], dtype=torch.float64),  # the sum overflows, all finite
+        torch.tensor([3e38, 3e38], dtype=torch.float32),
+    ]
+    for bad in (math.nan, math.inf, -math.inf):
+        for dtype in (torch.float64, torch.float32):
+            x = torch.randn(4, 50, generator=g, dtype=torch.float64).to(dtype)
+            x[int(torch.randint(4, (), generator=g)), int(torch.randint(50, (), generator=g))] = bad
+            cases += [x, x[:, ::3]]  # strided views too
+            x = torch.tensor([fmax, -fmax, bad], dtype=torch.float64)  # inf - inf and NaN hidden in an overflow
+            cases.append(x)
+    for x in cases:
+        assert all_finite(x) == bool(torch.isfinite(x).all())
+    assert not all_finite(torch.tensor([fmax, fmax, math.nan], dtype=torch.float64))
