@@ -106,6 +106,10 @@ class qGradientInformation(AcquisitionFunction):
         theta: A ``d`` tensor, the point whose gradient we want to learn (original inputs).
         X_pending: An ``m x d`` tensor of points that will be evaluated anyway.
         posterior_transform: Optional ``ScalarizedPosteriorTransform`` weighting the outputs.
+        basis: Optional public ``d x k`` orthonormal basis ``Ṽ`` (original inputs): score
+            the reduction of ``tr(ṼᵀΣ_D(θ)Ṽ)``, the uncertainty of the projected gradient
+            ``Ṽᵀ∇f(θ)`` that a public-subspace release uses (Kairouz et al., spec A5); with
+            an input transform the Jacobian becomes ``JṼ``.
         jitter: Diagonal jitter (see ``GradientGP``); used when reading a BoTorch model.
         method: Backend for kernel derivatives (see ``KernelDerivatives``).
     """
@@ -117,6 +121,7 @@ class qGradientInformation(AcquisitionFunction):
         X_pending: Tensor | None = None,
         *,
         posterior_transform: PosteriorTransform | None = None,
+        basis: Tensor | None = None,
         jitter: float = DEFAULT_JITTER,
         method: DerivativeBackend = "auto",
     ) -> None:
@@ -130,6 +135,9 @@ class qGradientInformation(AcquisitionFunction):
         self.posterior_transform = posterior_transform
         self._jitter, self._method = float(jitter), method
         theta = torch.as_tensor(theta).detach().reshape(-1)
+        if basis is not None and (basis.dim() != 2 or basis.shape[0] != theta.shape[0]):
+            raise ValueError(f"basis must be d x k with d={theta.shape[0]}, got shape {tuple(basis.shape)}.")
+        self._basis = None if basis is None else basis.detach()
         self._build(theta)
         self.set_X_pending(X_pending)
 
@@ -158,6 +166,9 @@ class qGradientInformation(AcquisitionFunction):
                 theta_z, J = part.at(theta)
             except (RuntimeError, BotorchTensorDimensionError) as e:  # θ of the wrong size
                 raise ValueError(f"theta has {theta.shape[0]} entries; the input transform refused it: {e}") from e
+            if self._basis is not None:  # the projected gradient Ṽᵀ∇_x f = (JṼ)ᵀ∇_z f
+                basis = self._basis.to(theta)
+                J = basis if J is None else J @ basis
             with torch.no_grad():
                 V = part.gp.whitened_cross(theta_z, J) if part.gp.num_train else None
             self._theta_z.append(theta_z)
@@ -166,7 +177,7 @@ class qGradientInformation(AcquisitionFunction):
         self.register_buffer("theta", theta)
         self._gps = torch.nn.ModuleList([p.gp for p in parts])
         # the plain case (one output, no transform, no weights) keeps the original code path
-        self._plain = len(parts) == 1 and parts[0].input_transform is None and weights is None
+        self._plain = len(parts) == 1 and parts[0].input_transform is None and weights is None and self._basis is None
         self.register_buffer("_V", self._Vs[0] if self._plain else None)
         self._watch = None if isinstance(self.model, GradientGP) else _ModelWatch(self.model)
 
@@ -192,7 +203,8 @@ class qGradientInformation(AcquisitionFunction):
 
     @property
     def current_trace(self) -> Tensor:
-        r"""``Σ_k w_k² tr Σ_{D,k}(θ)`` before adding any point (a scalar tensor)."""
+        r"""``Σ_k w_k² tr Σ_{D,k}(θ)`` (projected on ``basis``: ``tr ṼᵀΣṼ``) before adding any
+        point (a scalar tensor)."""
         self._refresh()
         traces = [
             part.gp.posterior_trace(theta_z, J)

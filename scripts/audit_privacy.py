@@ -2,7 +2,8 @@
 r"""Empirical privacy audit of every mechanism in botorch-dp.
 
 For each mechanism (one DP-GIBO gradient release, the same with overflowing losses, private
-random search's score, a whole DP-GIBO run, one AMP training release) the audit builds
+random search's score, a whole DP-GIBO run, one AMP training release, a public-subspace
+gradient release, the private AdaGrad preconditioner) the audit builds
 worst-case neighbouring datasets, runs many releases on each, and prints the claimed μ next
 to an empirical μ and its one-sided 95% Clopper–Pearson lower bound (thresholds chosen on
 held-out runs). A lower bound above the claim means the mechanism leaks more than it claims.

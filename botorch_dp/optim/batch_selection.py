@@ -41,20 +41,21 @@ def local_bounds(theta: Tensor, search_radius: Tensor, bounds: Tensor) -> Tensor
     return torch.stack([lo, hi])
 
 
-def posterior_trace(gp: GradientGP, theta: Tensor, X: Tensor | None = None) -> float:
+def posterior_trace(gp: GradientGP, theta: Tensor, X: Tensor | None = None, basis: Tensor | None = None) -> float:
     r"""``tr Σ_D(θ)``, the posterior gradient variance, after also conditioning on ``X``.
 
     Args:
         gp: The ``GradientGP`` on the evaluated points ``D``.
         theta: The ``d`` iterate ``θ``.
         X: An optional ``q x d`` batch to condition on first.
+        basis: An optional ``d x k`` ``Ṽ``: the projected trace ``tr(ṼᵀΣṼ)`` instead.
 
     Returns:
         The trace as a float.
     """
     with torch.no_grad():
         gp = gp if X is None or X.shape[0] == 0 else gp.condition_on(X)
-        return float(gp.posterior_trace(theta))
+        return float(gp.posterior_trace(theta, basis))
 
 
 def optimize_batch(
@@ -67,6 +68,7 @@ def optimize_batch(
     num_restarts: int,
     raw_samples: int,
     warm_start: Tensor | None = None,
+    basis: Tensor | None = None,
 ) -> Tensor:
     r"""Maximize the gradient information ``qGradientInformation`` of a ``q``-batch in a box.
 
@@ -83,11 +85,13 @@ def optimize_batch(
         num_restarts, raw_samples: Passed to ``optimize_acqf``.
         warm_start: An optional ``q x d`` batch optimized alongside the random restarts,
             so the result is at least as informative as it (up to the optimizer).
+        basis: An optional public ``d x k`` ``Ṽ``: maximize the reduction of the projected
+            trace ``tr(ṼᵀΣṼ)`` (Kairouz et al.'s subspaces, projected acquisition, spec A5).
 
     Returns:
         A ``q x d`` tensor.
     """
-    acqf = qGradientInformation(gp, theta)
+    acqf = qGradientInformation(gp, theta, basis=basis)
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
     with manual_seed(seed):
         initial = None
@@ -120,6 +124,7 @@ def greedy_batch(
     num_restarts: int,
     raw_samples: int,
     tolerance: float | None = None,
+    basis: Tensor | None = None,
 ) -> Tensor:
     r"""Up to ``num_points`` points chosen one at a time, each conditioned on those before it.
 
@@ -127,7 +132,7 @@ def greedy_batch(
     batch usually leaves a larger ``tr Σ`` than a joint batch of the same size.
 
     Args:
-        gp, theta, bounds, generator, num_restarts, raw_samples: As in ``optimize_batch``.
+        gp, theta, bounds, generator, num_restarts, raw_samples, basis: As in ``optimize_batch``.
         num_points: The most points to add (``b`` or ``b_max``).
         tolerance: The bias tolerance; if given, stop as soon as ``tr Σ ≤ tolerance``
             (possibly at 0 points).
@@ -136,8 +141,10 @@ def greedy_batch(
         A ``q x d`` tensor, ``0 ≤ q ≤ num_points``.
     """
     chosen = [theta.new_empty(0, theta.shape[-1])]
-    while len(chosen) - 1 < num_points and (tolerance is None or posterior_trace(gp, theta) > tolerance):
-        x = optimize_batch(gp, theta, bounds, 1, generator, num_restarts=num_restarts, raw_samples=raw_samples)
+    while len(chosen) - 1 < num_points and (tolerance is None or posterior_trace(gp, theta, basis=basis) > tolerance):
+        x = optimize_batch(
+            gp, theta, bounds, 1, generator, num_restarts=num_restarts, raw_samples=raw_samples, basis=basis
+        )
         gp = gp.condition_on(x)
         chosen.append(x)
     return torch.cat(chosen)
@@ -153,6 +160,7 @@ def adaptive_joint_batch(
     *,
     num_restarts: int,
     raw_samples: int,
+    basis: Tensor | None = None,
 ) -> Tensor:
     r"""The smallest ``q ≤ b_max`` whose jointly optimized batch reaches ``tr Σ ≤ tolerance``.
 
@@ -163,25 +171,25 @@ def adaptive_joint_batch(
     sufficient batch found so far.
 
     Args:
-        gp, theta, bounds, generator, num_restarts, raw_samples: As in ``optimize_batch``.
+        gp, theta, bounds, generator, num_restarts, raw_samples, basis: As in ``optimize_batch``.
         tolerance: The bias tolerance, ``> 0``.
         max_batch_size: ``b_max``.
 
     Returns:
         A ``q x d`` tensor, ``0 ≤ q ≤ b_max``.
     """
-    if posterior_trace(gp, theta) <= tolerance:
+    if posterior_trace(gp, theta, basis=basis) <= tolerance:
         return theta.new_empty(0, theta.shape[-1])
-    options = dict(num_restarts=num_restarts, raw_samples=raw_samples)
+    options = dict(num_restarts=num_restarts, raw_samples=raw_samples, basis=basis)
     hi = max_batch_size
     best = optimize_batch(gp, theta, bounds, hi, generator, **options)
-    if posterior_trace(gp, theta, best) > tolerance:
+    if posterior_trace(gp, theta, best, basis) > tolerance:
         return best
     lo = 0  # the empty batch is known not to suffice
     while hi - lo > 1:
         mid = (lo + hi) // 2
         candidate = optimize_batch(gp, theta, bounds, mid, generator, warm_start=best[:mid], **options)
-        if posterior_trace(gp, theta, candidate) <= tolerance:
+        if posterior_trace(gp, theta, candidate, basis) <= tolerance:
             hi, best = mid, candidate
         else:
             lo = mid
@@ -200,6 +208,7 @@ def select_batch(
     max_batch_size: int,
     num_restarts: int,
     raw_samples: int,
+    basis: Tensor | None = None,
 ) -> Tensor:
     r"""The next batch: fixed ``b`` points (Alg. 1) or adaptive up to ``b_max`` (Alg. 2).
 
@@ -210,11 +219,12 @@ def select_batch(
         bias_tolerance: Tolerance of adaptive batches (``tr Σ ≤ bias_tolerance``), or
             ``None`` for fixed batches.
         max_batch_size: ``b_max`` of adaptive batches.
+        basis: An optional public ``d x k`` ``Ṽ`` for the projected acquisition and trace.
 
     Returns:
         A ``q x d`` tensor.
     """
-    options = dict(num_restarts=num_restarts, raw_samples=raw_samples)
+    options = dict(num_restarts=num_restarts, raw_samples=raw_samples, basis=basis)
     joint = batch_selection == "joint"
     if bias_tolerance is not None and joint:
         return adaptive_joint_batch(gp, theta, bounds, bias_tolerance, max_batch_size, generator, **options)

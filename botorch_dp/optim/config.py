@@ -22,7 +22,8 @@ from botorch_dp.optim.noise_schedule import (
     NoiseSchedule,
 )
 from botorch_dp.optim.selection import EVALUATED_SELECTIONS, Selection, check_selection, selection_mu_of, steps_mu
-from botorch_dp.optim.step_rules import StepRule, check_step_rule
+from botorch_dp.optim.step_rules import PRECONDITIONERS, Preconditioner, StepRule, check_step_rule
+from botorch_dp.optim.subspace import SubspaceOracle
 from botorch_dp.privacy.analysis.gdp import gdp_mu
 from botorch_dp.privacy.checks import (
     NONFINITE_LOSSES,
@@ -44,8 +45,10 @@ __all__ = [
     "DPGIBOConfig",
     "check_bias_tolerance",
     "check_per_user_losses",
+    "default_batch_size",
     "resolve_model",
     "resolve_privacy",
+    "split_privacy_mu",
 ]
 
 #: ``privacy_mu`` when neither it nor a target ``(epsilon, delta)`` is given.
@@ -78,8 +81,29 @@ class DPGIBOConfig:
             when ``epsilon`` is given).
         clip_bound: ``B``, per-user clipping norm of the gradient estimates.
         step_size: ``η``.
-        step_rule: ``"sgd"`` (``θ ← θ − η g``) or ``"adagrad"`` on the privatized gradients
-            (``torch.optim.SGD``/``Adagrad``, then projection onto ``Θ``; see ``step_rules``).
+        step_rule: ``"sgd"`` (``θ ← θ − η g``), ``"adagrad"`` or ``"adagrad_full"``
+            (full-matrix AdaGrad, Kairouz et al.) on the privatized gradients
+            (``torch.optim.SGD``/``Adagrad``/``FullMatrixAdagrad``, then projection onto ``Θ``;
+            see ``step_rules``).
+        preconditioner: With ``step_rule="adagrad_full"`` (default ``"noisy"``; ``None``
+            otherwise): ``"noisy"`` (``(Σ ũ ũᵀ)^{1/2}`` of the released gradients, free),
+            ``"noisy_debiased"`` (the same minus the public noise energy ``Σ σ² I``, free) or
+            ``"private"`` (the clean ``(Σ ū ūᵀ)^{1/2}`` released with GOE noise: each step
+            releases twice, ``μ_g² + μ_H² = μ_steps²``; needs a fixed ``subspace`` or none,
+            and the fixed ``noise_schedule``).
+        preconditioner_mu_fraction: With ``preconditioner="private"``: the share ``f`` of
+            ``μ_steps²`` (``steps_privacy_mu``: ``μ`` less a charged selection) spent on the
+            preconditioner, ``μ_H = μ_steps√f``, ``μ_g = μ_steps√(1 − f)``
+            (default 0.5, i.e. ``μ_g = μ_H = μ/√2``); ``None`` otherwise.
+        subspace: A public ``SubspaceOracle`` (``optim.subspace``): each step projects the
+            per-user gradient estimates on its ``d x k`` basis ``Ṽ_t`` BEFORE clipping,
+            releases ``k`` noisy coordinates (same sensitivity ``2B/n`` and ``μ``) and steps
+            along ``Ṽ_t ũ_t``. The basis must not be computed from the sensitive users.
+        subspace_acquisition: With a ``subspace``: choose batches for the projected gradient
+            ``Ṽ_tᵀ∇f`` only, maximizing the reduction of ``tr(Ṽ_tᵀ Σ_D(θ) Ṽ_t)``, and apply
+            ``bias_tolerance`` to that projected trace (spec A5; the points stay public, so the
+            guarantee is unchanged). ``batch_size`` and ``max_batch_size`` then default to
+            ``k + 1`` when the oracle has an integer ``k``.
         batch_size: ``b`` for fixed batches (Alg. 1). Default ``d + 1`` when no
             ``bias_tolerance`` is given.
         bias_tolerance: Tolerance of adaptive batches (Alg. 2; the paper calls it ε, here
@@ -181,6 +205,10 @@ class DPGIBOConfig:
     clip_bound: float = 1.0
     step_size: float = 0.1
     step_rule: StepRule = "sgd"
+    preconditioner: Preconditioner | None = None
+    preconditioner_mu_fraction: float | None = None
+    subspace: SubspaceOracle | None = None
+    subspace_acquisition: bool = False
     batch_size: int | None = None
     bias_tolerance: float | None = None
     max_batch_size: int | None = None
@@ -228,6 +256,7 @@ class DPGIBOConfig:
         self.num_iterations = check_positive_int(self.num_iterations, "num_iterations (T)")
         self.step_size = check_positive(self.step_size, "step_size (η)", allow_inf=False)
         check_step_rule(self.step_rule)
+        self.preconditioner, self.preconditioner_mu_fraction = check_subspace_options(self, d)
         if self.batch_selection not in BATCH_SELECTIONS:
             raise ValueError(f"batch_selection must be one of {BATCH_SELECTIONS}, got {self.batch_selection!r}.")
         if self.batch_size is not None:
@@ -301,8 +330,9 @@ class DPGIBOConfig:
         r"""The most objective evaluations the run can ask for: ``T · b`` with fixed batches,
         ``T · b_max`` with adaptive ones (``b`` and ``b_max`` default to ``d + 1``). Plan
         anything that costs per evaluation with it, e.g. the DP-SGD training runs of a
-        target training ε (``DPSGDConfig(planned_runs=...)``)."""
-        default = self.bounds.shape[1] + 1
+        target training ε (``DPSGDConfig(planned_runs=...)``). With
+        ``subspace_acquisition`` the defaults are ``k + 1`` (``default_batch_size``)."""
+        default = default_batch_size(self)
         if self.bias_tolerance is not None:
             per_step = self.max_batch_size if self.max_batch_size is not None else default
         else:
@@ -410,6 +440,76 @@ def check_per_user_losses(num_users: int, privacy_mu: float) -> None:
         )
 
 
+def check_subspace_options(config: DPGIBOConfig, d: int) -> tuple[str | None, float | None]:
+    r"""Check ``subspace``, ``subspace_acquisition``, ``preconditioner`` and
+    ``preconditioner_mu_fraction`` (Kairouz et al.).
+
+    Returns:
+        The normalized ``(preconditioner, preconditioner_mu_fraction)``: ``"noisy"`` for
+        ``adagrad_full`` without one, ``0.5`` for the private preconditioner without one.
+    """
+    oracle = config.subspace
+    if not isinstance(config.subspace_acquisition, bool):
+        raise ValueError(f"subspace_acquisition must be True or False, got {config.subspace_acquisition!r}.")
+    if config.subspace_acquisition and oracle is None:
+        raise ValueError("subspace_acquisition=True needs a subspace (the basis the acquisition projects on).")
+    if oracle is not None:
+        if not isinstance(oracle, SubspaceOracle):
+            raise ValueError(f"subspace must be a SubspaceOracle (optim.subspace), got {type(oracle).__name__}.")
+        basis = getattr(oracle, "basis", None)
+        if isinstance(basis, Tensor) and basis.shape[0] != d:
+            raise ValueError(f"subspace: the basis has {basis.shape[0]} rows, but the bounds have d = {d}.")
+        if isinstance(getattr(oracle, "k", None), int) and oracle.k > d:
+            raise ValueError(f"subspace: k = {oracle.k} exceeds d = {d}.")
+    preconditioner, fraction = config.preconditioner, config.preconditioner_mu_fraction
+    if config.step_rule != "adagrad_full":
+        if preconditioner is not None:
+            raise ValueError(f"preconditioner is only used with step_rule='adagrad_full', got step_rule={config.step_rule!r}.")
+    else:
+        preconditioner = check_choice("noisy" if preconditioner is None else preconditioner, "preconditioner", PRECONDITIONERS)
+    if preconditioner != "private":
+        if fraction is not None:
+            raise ValueError("preconditioner_mu_fraction is only used with preconditioner='private'.")
+        return preconditioner, None
+    if config.noise_schedule == "adaptive_norm":
+        raise ValueError(
+            "preconditioner='private' with noise_schedule='adaptive_norm' is not supported: the private "
+            "preconditioner's noise is calibrated to a fixed per-step share of μ. Use a free preconditioner."
+        )
+    if oracle is not None and not oracle.fixed:
+        raise ValueError(
+            f"preconditioner='private' needs a fixed subspace (its released matrices share coordinates); "
+            f"{type(oracle).__name__} changes from step to step. Use a fixed oracle or a free preconditioner."
+        )
+    fraction = 0.5 if fraction is None else check_positive(fraction, "preconditioner_mu_fraction", allow_inf=False)
+    if not fraction < 1.0:
+        raise ValueError(f"preconditioner_mu_fraction must lie in (0, 1), got {fraction!r}.")
+    return preconditioner, fraction
+
+
+def default_batch_size(config: DPGIBOConfig) -> int:
+    r"""Default ``b`` and ``b_max``: ``d + 1``, or ``k + 1`` with ``subspace_acquisition`` when
+    the oracle has an integer ``k`` (spec A5: ``k + 1`` points pin down ``k`` directions)."""
+    d = config.bounds.shape[1]
+    k = getattr(config.subspace, "k", None) if config.subspace_acquisition else None
+    return min(k, d) + 1 if isinstance(k, int) else d + 1
+
+
+def split_privacy_mu(config: DPGIBOConfig) -> tuple[float, float | None]:
+    r"""``(μ_g, μ_H)``: the gradient's and the private preconditioner's share of the steps'
+    budget ``μ_steps`` (``steps_privacy_mu``: ``privacy_mu`` less a charged selection).
+
+    ``μ_g² + μ_H² = μ_steps²`` (GDP composes as the root sum of squares),
+    ``μ_H = μ_steps√f`` with ``f = preconditioner_mu_fraction``; without the private
+    preconditioner ``(μ_steps, None)``.
+    """
+    mu = config.steps_privacy_mu
+    if config.preconditioner != "private":
+        return mu, None
+    f = config.preconditioner_mu_fraction
+    return mu * math.sqrt(1.0 - f), mu * math.sqrt(f)
+
+
 def _check_noise_schedule_and_selection(config: DPGIBOConfig) -> None:
     r"""Menart et al.'s fields: a known schedule and selection, their parameters only where
     they are used (``ValueError`` naming the field)."""
@@ -470,11 +570,14 @@ def resolve_model(config: DPGIBOConfig) -> tuple[Kernel, float, bool]:
     return _frozen_kernel(model.covar_module), noise, getattr(model, "outcome_transform", None) is not None
 
 
-def check_bias_tolerance(bias_tolerance: float, prior: GradientGP, theta0: Tensor) -> None:
+def check_bias_tolerance(
+    bias_tolerance: float, prior: GradientGP, theta0: Tensor, basis: Tensor | None = None
+) -> None:
     r"""Refuse a ``bias_tolerance`` at or above the prior gradient trace at ``θ₀`` (the
-    first adaptive batch would be empty); ``prior`` is the ``GradientGP`` with no data."""
+    first adaptive batch would be empty); ``prior`` is the ``GradientGP`` with no data,
+    ``basis`` the projected acquisition's ``Ṽ`` at ``θ₀`` (then the projected trace)."""
     with torch.no_grad():
-        prior_trace = float(prior.posterior_trace(theta0))
+        prior_trace = float(prior.posterior_trace(theta0, basis))
     if not bias_tolerance < prior_trace:
         raise ValueError(
             f"bias_tolerance = {bias_tolerance:g} is not below the prior gradient trace "

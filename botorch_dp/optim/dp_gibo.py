@@ -23,7 +23,14 @@ from tqdm.auto import tqdm
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.batch_selection import local_bounds, select_batch
 from botorch_dp.optim.checkpoint import save_state
-from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, check_per_user_losses, resolve_model
+from botorch_dp.optim.config import (
+    DPGIBOConfig,
+    check_bias_tolerance,
+    check_per_user_losses,
+    default_batch_size,
+    resolve_model,
+    split_privacy_mu,
+)
 from botorch_dp.optim.noise_schedule import AdaptiveNormSchedule, release_adaptive_step
 from botorch_dp.optim.results import (
     DPGIBOResult,
@@ -43,6 +50,15 @@ from botorch_dp.optim.run_state import (
 )
 from botorch_dp.optim.selection import EVALUATED_SELECTIONS, min_noisy_norm_index, release_selection
 from botorch_dp.optim.step_rules import make_step_optimizer, projected_step
+from botorch_dp.optim.subspace import (
+    SubspaceTrack,
+    lift_release,
+    preconditioner_mechanism,
+    step_basis,
+    step_extras,
+    step_mu,
+    subspace_release,
+)
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.checks import (
     check_told_batch,
@@ -100,14 +116,16 @@ class DPGIBO:
         radius = 0.1 * (self.bounds[1] - self.bounds[0]) if c.search_radius is None else c.search_radius
         self.search_radius = torch.as_tensor(radius, dtype=torch.float64).expand(d).clone()
         self.adaptive = c.bias_tolerance is not None
-        self.max_batch_size = c.max_batch_size if c.max_batch_size is not None else d + 1
-        self.batch_size = c.batch_size if c.batch_size is not None else d + 1
+        self.max_batch_size = c.max_batch_size if c.max_batch_size is not None else default_batch_size(c)
+        self.batch_size = c.batch_size if c.batch_size is not None else default_batch_size(c)
         if self.adaptive:  # needs the kernel, so checked here rather than in the config
-            check_bias_tolerance(c.bias_tolerance, GradientGP(torch.empty(0, d, dtype=torch.float64), self.kernel, self.noise_variance, jitter=c.jitter), theta0)
+            prior = GradientGP(torch.empty(0, d, dtype=torch.float64), self.kernel, self.noise_variance, jitter=c.jitter)
+            basis = step_basis(c, theta0, prior, SubspaceTrack()) if c.subspace_acquisition else None
+            check_bias_tolerance(c.bias_tolerance, prior, theta0, basis)
         # state
         self.iteration = 0
         self.theta = theta0.clone()
-        self._optimizer = make_step_optimizer(theta0, c.step_rule, c.step_size)
+        self._optimizer = make_step_optimizer(theta0, c.step_rule, c.step_size, preconditioner=c.preconditioner)
         self._iterates = [theta0.clone()]
         self._X = torch.empty(0, d, dtype=torch.float64)
         self._Y_blocks: list[Tensor] = []  # per-batch b_t x n loss blocks, never concatenated
@@ -126,6 +144,7 @@ class DPGIBO:
         self._stopped = False  # the filter ended the adaptive steps
         self._selected: int | None = None  # the evaluated selection's choice
         self._selection_scores: Tensor | None = None  # "noisy_loss": the released scores
+        self._subspace = SubspaceTrack()  # Kairouz et al.: Ṽ_t, ũ_t, Ĝ_t (public), ū_t (SENSITIVE)
         self._committed: dict[str, Any] | None = None  # files of the last checkpoint written
         self._kernel_fingerprint = kernel_fingerprint(self.kernel) if self.checkpoint_dir is not None else None
         self._config_json = config_to_json(c) if self.checkpoint_dir is not None else None
@@ -196,10 +215,13 @@ class DPGIBO:
                 self._save_checkpoint()
             return self._pending.clone()
         with rollback_on_error(self):  # a failed search or checkpoint write leaves no trace
+            # projected acquisition (spec A5): the same public Ṽ_t as tell() computes (same θ_t, same GP)
+            basis = step_basis(c, self.theta, self._gp, self._subspace) if c.subspace_acquisition else None
             self._pending = select_batch(
                 self._gp, self.theta, self.local_bounds(), self._search_gen,
                 batch_selection=c.batch_selection, batch_size=self.batch_size, bias_tolerance=c.bias_tolerance,
                 max_batch_size=self.max_batch_size, num_restarts=c.num_restarts, raw_samples=c.raw_samples,
+                basis=basis,
             )
             self._save_checkpoint()
         return self._pending.clone()
@@ -237,7 +259,9 @@ class DPGIBO:
             if not self._adaptive_schedule().can_start_step(self.iteration, self._spent_mus()):
                 raise RuntimeError("The adaptive schedule's filter has no room for another step.")
         else:
-            self.ledger.check_validation_step(self._mechanism.step_mu)  # budget filter, before release
+            precond = preconditioner_mechanism(c, self._mechanism, self._noise_gen)  # None unless "private"
+            self.ledger.check_validation_step(step_mu(self._mechanism, precond))  # budget filter, before release
+        basis = step_basis(c, self.theta, self._gp, self._subspace)  # Kairouz et al.: Ṽ_t (public), or None
 
         self._X = torch.cat([self._X, points])
         self._Y_blocks = [*self._Y_blocks, losses]  # a new list: the snapshot keeps the old one
@@ -254,20 +278,30 @@ class DPGIBO:
 
         with torch.no_grad():
             A = self._gp.gradient_weights(self.theta)
-            if adaptive_noise:
-                release = self._adaptive_release(A, Y)
-            else:
+            if adaptive_noise:  # with a subspace: released in k coordinates (d_eff = k), stepped in θ-space
+                release = self._adaptive_release(A if basis is None else basis.transpose(0, 1) @ A, Y)
+                if basis is not None:
+                    release, self._subspace = lift_release(release, basis, self._subspace)
+            elif basis is None and c.preconditioner != "private":
                 release = self._mechanism.release(
                     A, Y, diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses
                 )
                 self.ledger.record_validation_step(mu=release.cost.mu, run_id=self.run_id, key=f"step-{self.iteration:04d}")
+            else:  # Kairouz et al.: k-dimensional release, and the private preconditioner's (both recorded)
+                release, self._subspace = subspace_release(
+                    self._mechanism, precond, basis, A, Y, self._subspace, ledger=self.ledger, run_id=self.run_id,
+                    index=self.iteration, diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses,
+                )
             trace = float(self._gp.posterior_trace(self.theta))
         self._traces = [*self._traces, trace]
         self._batch_sizes = [*self._batch_sizes, points.shape[0]]
         self._released = [*self._released, release.gradient]
         if release.diagnostics is not None:
             self._diag = [*self._diag, release.diagnostics]
-        self.theta = projected_step(self._optimizer, release.gradient, self.bounds)  # post-processing
+        noise_std = self._noise_stds[-1] if adaptive_noise else self._mechanism.noise_std
+        self.theta = projected_step(  # post-processing
+            self._optimizer, release.gradient, self.bounds, **step_extras(c, basis, noise_std, self._subspace)
+        )
         self._iterates = [*self._iterates, self.theta.clone()]
         self.iteration += 1
         self._save_checkpoint()  # durable before the step is returned
@@ -349,7 +383,7 @@ class DPGIBO:
                 clip_bound=c.clip_bound, num_users=num_users, generator=self._noise_gen, chunk_size=c.user_chunk_size
             )
         return GaussianGradientMechanism(
-            clip_bound=c.clip_bound, num_users=num_users, privacy_mu=c.steps_privacy_mu, num_steps=c.num_iterations,
+            clip_bound=c.clip_bound, num_users=num_users, privacy_mu=split_privacy_mu(c)[0], num_steps=c.num_iterations,
             generator=self._noise_gen, chunk_size=c.user_chunk_size,
         )
 
@@ -418,6 +452,7 @@ class DPGIBO:
         else:  # fixed schedule: the same μ/√T and σ at every step
             step_mus = [self._mechanism.step_mu] * self.iteration
             noise_stds = [self._mechanism.noise_std] * self.iteration
+        precond = preconditioner_mechanism(self.config, self._mechanism, None)
         release = PrivateRelease(
             theta=(self.theta if selected is None else self._iterates[selected]).clone(),
             iterates=torch.stack(self._iterates),
@@ -432,6 +467,11 @@ class DPGIBO:
             norm_mus=list(self._norm_mus),
             selected_index=selected,
             selection_scores=None if self._selection_scores is None else self._selection_scores.clone(),
+            subspace_bases=list(self._subspace.bases),
+            released_coordinates=list(self._subspace.coordinates),
+            released_preconditioners=list(self._subspace.preconditioners),
+            preconditioner_mus=[precond.step_mu] * len(self._subspace.preconditioners) if precond else [],
+            preconditioner_noise_stds=list(self._subspace.preconditioner_noise_stds),
         )
         diagnostics = None
         if self.config.record_non_private_diagnostics:

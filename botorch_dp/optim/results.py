@@ -83,6 +83,15 @@ class PrivateRelease:
             (``None`` while that choice is still to be made; ``theta`` is then ``θ_t``).
         selection_scores: The released noisy mean losses of the iterates (``"noisy_loss"``),
             else ``None``.
+        subspace_bases: With a ``subspace`` (Kairouz et al.): the public ``d x k`` basis
+            ``Ṽ_t`` of each step; else empty. ``released_gradients`` are then ``Ṽ_t ũ_t``.
+        released_coordinates: With a ``subspace`` or the private preconditioner: the released
+            ``k`` coordinates ``ũ_t`` of each step; else empty.
+        released_preconditioners: With ``preconditioner="private"``: the released ``k x k``
+            ``Ĝ_t`` of each step; else empty.
+        preconditioner_mus: ``μ_H/√T``, the GDP parameter of each preconditioner release
+            (empty without the private preconditioner).
+        preconditioner_noise_stds: ``σ_B(t)`` of each preconditioner release (GOE scale).
     """
 
     theta: Tensor
@@ -98,6 +107,16 @@ class PrivateRelease:
     norm_mus: list[float] = field(default_factory=list)
     selected_index: int | None = None
     selection_scores: Tensor | None = None
+    subspace_bases: list[Tensor] = field(default_factory=list)
+    released_coordinates: list[Tensor] = field(default_factory=list)
+    released_preconditioners: list[Tensor] = field(default_factory=list)
+    preconditioner_mus: list[float] = field(default_factory=list)
+    preconditioner_noise_stds: list[float] = field(default_factory=list)
+
+    @property
+    def subspace_dims(self) -> list[int]:
+        r"""``k`` of each step's subspace (empty without a subspace)."""
+        return [V.shape[1] for V in self.subspace_bases]
 
 
 @dataclass

@@ -34,6 +34,7 @@ from botorch_dp.optim.checkpoint import (
 from botorch_dp.optim.config import DPGIBOConfig, resolve_model
 from botorch_dp.optim.selection import EVALUATED_SELECTIONS, SELECTION_KEY
 from botorch_dp.optim.step_rules import make_step_optimizer
+from botorch_dp.optim.subspace import SubspaceTrack, subspace_from_spec
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.mechanisms import ReleaseDiagnostics
 
@@ -47,11 +48,12 @@ STATE_VERSION = 3
 META_KEYS = {
     "format", "schema_version", "version", "run_id", "config", "config_fingerprint", "kernel", "iteration",
     "theta", "iterates", "pending", "batch_sizes", "traces", "released", "diagnostics", "step_optimizer",
-    "ledger", "noise_generator", "search_generator", "noise_and_selection",
+    "ledger", "noise_generator", "search_generator", "noise_and_selection", "subspace",
 }
 #: Meta keys added after schema version 1, with what an older checkpoint means by them.
 #: ``noise_and_selection`` (issue 15, Menart et al.): nothing adaptive and no selection yet.
-_META_KEYS_ADDED = {"noise_and_selection": None}
+#: ``subspace`` (issue 15, Kairouz et al.): no subspace, no private preconditioner yet.
+_META_KEYS_ADDED = {"noise_and_selection": None, "subspace": None}
 #: Config fields that may differ on resume: the budget (only tightened) and the unsafe
 #: fitting callable (only its presence is compared).
 _RESUME_MAY_DIFFER = {"privacy_budget_mu", "hyperparameter_fit"}
@@ -63,6 +65,8 @@ _CONFIG_FIELDS_ADDED = ("epsilon", "delta")
 _CONFIG_FIELDS_WITH_DEFAULTS = (
     "noise_schedule", "max_iterations", "norm_mu_fraction", "snr_factor", "max_step_mu",
     "selection", "selection_epsilon", "selection_mu", "loss_clip",
+    # Kairouz et al.: no subspace, no projected acquisition, no full-matrix preconditioner
+    "preconditioner", "preconditioner_mu_fraction", "subspace", "subspace_acquisition",
 )
 
 
@@ -129,6 +133,11 @@ def config_to_json(config: DPGIBOConfig) -> dict[str, Any]:
         value = getattr(config, field.name)
         if field.name == "kernel":
             out[field.name] = None if value is None else {"kernel": "resolved"}
+        elif field.name == "subspace" and value is not None:  # compared and rebuilt by its exact spec
+            try:
+                out[field.name] = {"subspace": encode_value(value.spec())}
+            except TypeError as err:
+                raise ValueError(f"Config field 'subspace' cannot be written to a checkpoint: {err}.") from None
         elif value is not None and (field.name == "model" or callable(value) or isinstance(value, torch.Generator)):
             out[field.name] = {"object": type(value).__qualname__}
         else:
@@ -160,6 +169,9 @@ def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, re
             )
         if name == "kernel":
             values[name] = None
+            continue
+        if name == "subspace" and isinstance(value, dict) and set(value) == {"subspace"}:
+            values[name] = subspace_from_spec(decode_value(value["subspace"], "config.subspace"))
             continue
         values[name] = decode_value(value, f"config.{name}")
     if stored["kernel"] is not None:
@@ -257,7 +269,11 @@ def check_state(
     search_gen = ckpt.generator_state_from_json(meta["search_generator"], "search_generator")
     if (noise_gen is None) != (not has_noise_generator) or search_gen is None:
         raise ValueError("Checkpoint field 'noise_generator'/'search_generator' does not match the config's generators.")
-    optimizer = make_step_optimizer(theta, config.step_rule, config.step_size)
+    subspace = SubspaceTrack.from_json(
+        meta["subspace"] if meta["subspace"] is not None else SubspaceTrack().to_json(), dim=d, steps=T,
+        has_subspace=config.subspace is not None, private=config.preconditioner == "private",
+    )
+    optimizer = make_step_optimizer(theta, config.step_rule, config.step_size, preconditioner=config.preconditioner)
     try:
         optimizer.load_state_dict(decode_value(meta["step_optimizer"], "step_optimizer", optimizer_state=True))
     except (KeyError, TypeError, ValueError) as err:
@@ -273,6 +289,7 @@ def check_state(
         "traces": traces, "released": released, "diag": diag, "X": X, "L": L, "blocks": blocks,
         "kernel_tensors": stored_kernel_tensors, "optimizer": optimizer, "ledger_state": ledger_state,
         "noise_gen": noise_gen, "search_gen": search_gen, "n": n, "noise_and_selection": adaptive,
+        "subspace": subspace,
     }
 
 
@@ -390,6 +407,7 @@ _MUTABLE = (
     "iteration", "_iterates", "_X", "_Y_blocks", "_gp", "_pending", "_batch_sizes", "_traces",
     "_released", "_diag", "_mechanism", "_committed",
     "_step_mus", "_noise_stds", "_noisy_norms", "_norm_mus", "_stopped", "_selected", "_selection_scores",
+    "_subspace",
 )
 
 
@@ -410,7 +428,9 @@ def restore(opt: DPGIBO, saved: dict[str, Any]) -> None:
     for k, v in saved["attrs"].items():
         setattr(opt, k, v)
     opt.theta = saved["theta"]
-    opt._optimizer = make_step_optimizer(opt.theta, opt.config.step_rule, opt.config.step_size)
+    opt._optimizer = make_step_optimizer(
+        opt.theta, opt.config.step_rule, opt.config.step_size, preconditioner=opt.config.preconditioner
+    )
     opt._optimizer.load_state_dict(saved["optimizer"])
     opt.ledger.load_state_dict(saved["ledger"])
     if saved["noise_gen"] is not None:
@@ -452,6 +472,7 @@ def encode_state(opt: DPGIBO) -> dict[str, Any]:
         "noise_generator": ckpt.generator_to_json(opt._noise_gen),
         "search_generator": ckpt.generator_to_json(opt._search_gen),
         "noise_and_selection": encode_noise_and_selection(opt),
+        "subspace": opt._subspace.to_json(),
     }
     gp = {"X": opt._X, "L": opt._gp.L}  # the factor is restored as is: refactorizing changes bits
     gp.update({f"kernel.{k}": v.to(torch.float64) for k, v in kernel_tensors(opt.kernel).items()})
@@ -496,6 +517,7 @@ def apply_state(opt: DPGIBO, state: dict[str, Any]) -> None:
     opt._noisy_norms, opt._norm_mus = adaptive["noisy_norms"], adaptive["norm_mus"]
     opt._stopped, opt._selected = adaptive["stopped"], adaptive["selected_index"]
     opt._selection_scores = adaptive["selection_scores"]
+    opt._subspace = checked["subspace"]
 
 
 def resume_run(

@@ -48,7 +48,10 @@ from botorch_dp.privacy.checks import check_choice
 from botorch_dp.privacy.mechanisms import (
     GaussianGradientMechanism,
     GaussianScoreMechanism,
+    GOEPreconditionerMechanism,
     ObjectivePerturbationMechanism,
+    clipped_mean_gradient,
+    gram_sqrt,
 )
 from botorch_dp.training.objective_perturbation import AMPConfig, amp_features, clipped_glm_loss
 from botorch_dp.utils import child_seeds
@@ -61,6 +64,8 @@ __all__ = [
     "audit_amp_release",
     "audit_dp_gibo",
     "audit_gradient_release",
+    "audit_private_preconditioner",
+    "audit_projected_release",
     "audit_score_release",
     "clopper_pearson_upper",
     "epsilon_lower_from_rates",
@@ -644,8 +649,10 @@ def audit_all(*, quick: bool = False, seed: int = 0) -> list[AuditResult]:
     The validation-side mechanisms (gradient release, its overflow variant, private random
     search's score, a whole DP-GIBO run), one AMP training release (``amp_release``,
     add/remove one training record; its ``claimed_mu`` is the local ``μ`` of AMP's claimed
-    trade-off curve, see ``audit_amp_release``), and Menart et al.'s noisy-norm release and
-    exponential-mechanism selection (``audit_norm_release``, ``audit_exponential_selection``).
+    trade-off curve, see ``audit_amp_release``), Menart et al.'s noisy-norm release and
+    exponential-mechanism selection (``audit_norm_release``, ``audit_exponential_selection``),
+    and Kairouz et al.'s public-subspace gradient release and private AdaGrad preconditioner
+    (``audit_projected_release``, ``audit_private_preconditioner``).
 
     Args:
         quick: Small run counts (about a minute on 2 cores) instead of ``≥ 10⁴`` releases
@@ -666,6 +673,8 @@ def audit_all(*, quick: bool = False, seed: int = 0) -> list[AuditResult]:
         audit_amp_release(num_runs=amp_runs, seed=seed),
         audit_norm_release(num_runs=releases, seed=seed),  # Menart et al.: adaptive_norm's norm release
         audit_exponential_selection(num_runs=releases, seed=seed),  # Menart et al.: selection of the iterate
+        audit_projected_release(num_runs=releases, seed=seed),  # Kairouz et al.: public-subspace release
+        audit_private_preconditioner(num_runs=releases, seed=seed),  # Kairouz et al.: AdaGrad preconditioner
     ]
 
 
@@ -761,3 +770,104 @@ def audit_exponential_selection(
         "exponential_selection", sampler((loss_clip, 0.0)), sampler((0.0, loss_clip)), pure_dp_to_gdp_mu(epsilon),
         num_runs=num_runs, seed=seed,
     )
+
+
+# ------------------------------------ Kairouz et al.: projected release, private preconditioner
+def audit_projected_release(
+    *,
+    num_runs: int,
+    mechanism_class: type[GaussianGradientMechanism] = GaussianGradientMechanism,
+    privacy_mu: float = 1.0,
+    num_steps: int = 1,
+    clip_bound: float = 1.0,
+    num_users: int = 10,
+    dim: int = 5,
+    k: int = 2,
+    seed: int = 0,
+) -> AuditResult:
+    r"""Audit one public-subspace release (``optim.subspace.projected_release``, spec A2).
+
+    ``A = 100 I`` (``d x d``) and a fixed orthonormal ``d x k`` basis ``Ṽ``; every user but
+    the first has zero losses. On ``D`` the first user's losses are ``−10 Ṽu`` (``u`` a unit
+    ``k``-vector), on ``D′`` ``10³ (Ṽu + w)`` with ``w ⟂ span(Ṽ)``: the projection drops
+    ``w``, and clipping in ``k`` dimensions sends both to ``∓B u``, so the projected means
+    differ by exactly ``2B/n``. The statistic is ``(Ṽu)ᵀ g`` on the θ-space release
+    ``g = Ṽ ũ``; the claim is the per-release ``μ/√T``, as without a subspace.
+    """
+    from botorch_dp.optim.subspace import orthonormal_basis, projected_release
+
+    grid = torch.arange(dim * (k + 1), dtype=torch.float64).reshape(dim, k + 1)
+    Q = orthonormal_basis(torch.cos(grid) + torch.eye(dim, k + 1, dtype=torch.float64))
+    basis, w = Q[:, :k], Q[:, k]
+    direction = basis @ _direction(k)
+    A = 100.0 * torch.eye(dim, dtype=torch.float64)
+
+    def sampler(first_user: Tensor) -> StatisticSampler:
+        Y = torch.zeros(dim, num_users, dtype=torch.float64)
+        Y[:, 0] = first_user
+
+        def sample(num: int, stream: int) -> Tensor:
+            mechanism = mechanism_class(
+                clip_bound=clip_bound, num_users=num_users, privacy_mu=privacy_mu, num_steps=num_steps,
+                generator=torch.Generator().manual_seed(stream),
+            )
+            return torch.stack([projected_release(mechanism, basis, A, Y).release.gradient @ direction for _ in range(num)])
+
+        return sample
+
+    claimed = GaussianGradientMechanism(
+        clip_bound=clip_bound, num_users=num_users, privacy_mu=privacy_mu, num_steps=num_steps
+    ).step_mu
+    return run_audit(
+        "projected_gradient_release", sampler(-10.0 * direction), sampler(1e3 * (direction + w)), claimed,
+        num_runs=num_runs, seed=seed,
+    )
+
+
+def audit_private_preconditioner(
+    *,
+    num_runs: int,
+    mechanism_class: type[GOEPreconditionerMechanism] = GOEPreconditionerMechanism,
+    privacy_mu: float = 1.0,
+    num_steps: int = 3,
+    clip_bound: float = 1.0,
+    num_users: int = 100,
+    seed: int = 0,
+) -> AuditResult:
+    r"""Audit the private AdaGrad preconditioner's release at step ``t = T`` (spec A3, E2.1).
+
+    ``k = 2``, ``A = 100 I``. Every user but the first has losses ``(1, 0)`` (clipped to
+    ``B e₁``); the first user's are ``(0, −10)`` on ``D`` and ``(0, 10³)`` on ``D′``
+    (clipped to ``∓B e₂``). Each of the ``t`` columns of ``X_t`` is the clipped mean of
+    those users, computed by ``clipped_mean_gradient`` as in the release, so the columns
+    differ by exactly ``Δ = 2B/n``, nearly orthogonally to the columns themselves: the
+    rank-one worst case, where ``‖G_t − G_t′‖_F`` is within ``10⁻⁴`` of the bound
+    ``√(2t) Δ``. The statistic is ``⟨Ĝ_t, E⟩_F`` with ``E`` the unit direction of
+    ``G_t′ − G_t``; the claim is ``μ_H/√T``.
+    """
+    A = 100.0 * torch.eye(2, dtype=torch.float64)
+    sensitivity = 2.0 * clip_bound / num_users
+
+    def columns(first_user: Tensor) -> Tensor:
+        Y = torch.zeros(2, num_users, dtype=torch.float64)
+        Y[0, 1:] = 1.0
+        Y[:, 0] = first_user
+        mean, _ = clipped_mean_gradient(A, Y, clip_bound)
+        return mean.unsqueeze(-1).expand(2, num_steps).clone()
+
+    X, X_prime = columns(torch.tensor([0.0, -10.0])), columns(torch.tensor([0.0, 1e3]))
+    E = gram_sqrt(X_prime) - gram_sqrt(X)
+    E = E / E.norm()
+
+    def sampler(X_t: Tensor) -> StatisticSampler:
+        def sample(num: int, stream: int) -> Tensor:
+            mechanism = mechanism_class(
+                sensitivity=sensitivity, privacy_mu=privacy_mu, num_steps=num_steps,
+                generator=torch.Generator().manual_seed(stream),
+            )
+            return torch.stack([(mechanism.release(X_t).matrix * E).sum() for _ in range(num)])
+
+        return sample
+
+    claimed = GOEPreconditionerMechanism(sensitivity=sensitivity, privacy_mu=privacy_mu, num_steps=num_steps).step_mu
+    return run_audit("private_preconditioner", sampler(X), sampler(X_prime), claimed, num_runs=num_runs, seed=seed)

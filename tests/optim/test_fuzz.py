@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import botorch_dp.optim.dp_gibo as dp_gibo_module
 from botorch_dp.optim.dp_gibo import DPGIBO
+from botorch_dp.optim.subspace import FixedSubspace
 
 from .loop_helpers import nl_config, normal_location
 from .state_helpers import same, snapshot
@@ -155,6 +156,9 @@ INVALID = {
     "nonfinite_losses": ["zero", "ignore", None, 0],
     "step_rule": ["adam", None],
     "batch_selection": ["random", None],
+    "preconditioner": ["noisy", "private", "exact"],  # only with step_rule="adagrad_full"
+    "preconditioner_mu_fraction": [0.5, 0.0],  # only with preconditioner="private"
+    "subspace": [torch.eye(2), "V", FixedSubspace(torch.eye(3))],
 }
 FIELD_NAMES = sorted(INVALID)
 

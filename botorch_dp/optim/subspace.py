@@ -1,0 +1,693 @@
+r"""Public subspaces for DP-GIBO's projected gradient release (Kairouz et al., spec A2 and A4).
+
+A subspace oracle returns an orthonormal ``d x k`` basis ``Ṽ`` (``k ≤ d``) computed from
+public information only. The projected release clips and noises the per-user gradient
+estimates in ``k`` coordinates, ``u_i = Ṽᵀ A y_i``, instead of ``d``, so the noise energy
+per step is ``kσ²`` instead of ``dσ²``; the step is taken in θ-space along ``Ṽ ũ``.
+
+Oracles:
+
+- ``FixedSubspace(V)``: a basis chosen by the user (e.g. "the informative length-scales").
+- ``PublicGradientPCA``: the active subspace of the same task on public proxy data (top
+  eigenvectors of ``(1/m) Σ ĝ_j ĝ_jᵀ`` over gradients at ``m`` public points).
+- ``PreviousRunsPCA``: the same PCA over the released (public) gradients, or the iterate
+  differences, of earlier runs.
+- ``PosteriorGradientCovarianceSubspace(k)``: the top-``k`` eigenvectors of the GP's
+  posterior gradient covariance ``Σ_D(θ_t)``. It needs no extra data and is free: ``Σ_D(θ)``
+  depends on the kernel (fixed, public), the evaluated points ``D`` (chosen from earlier
+  releases) and ``θ_t`` (an earlier release), never on the losses.
+
+Privacy does not depend on the basis: the projection happens before clipping, so each
+``û_i`` has norm at most ``B`` whatever ``Ṽ`` is, the replace-one sensitivity of the mean
+stays ``2B/n`` and the noise std stays ``2B√T/(nμ)``. What the basis must not do is depend
+on the sensitive users: a basis computed from them (other than from released values) is a
+release of its own that this library does not account for. That is the caller's
+responsibility for ``FixedSubspace``.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+import torch
+from torch import Tensor
+
+from botorch_dp.optim import checkpoint as ckpt
+from botorch_dp.privacy.checks import check_positive_int, check_probability
+from botorch_dp.privacy.mechanisms import (
+    GaussianGradientMechanism,
+    GOEPreconditionerMechanism,
+    GradientRelease,
+    NonfiniteLosses,
+)
+
+if TYPE_CHECKING:
+    from gpytorch.kernels import Kernel
+
+    from botorch_dp.gradient_gp import GradientGP
+    from botorch_dp.optim.config import DPGIBOConfig
+    from botorch_dp.privacy.ledger import PrivacyLedger
+
+__all__ = [
+    "FixedSubspace",
+    "PosteriorGradientCovarianceSubspace",
+    "PreviousRunsPCA",
+    "ProjectedRelease",
+    "PublicGradientPCA",
+    "SubspaceOracle",
+    "SubspaceTrack",
+    "check_basis",
+    "orthonormal_basis",
+    "lift_release",
+    "preconditioner_mechanism",
+    "projected_release",
+    "step_basis",
+    "step_extras",
+    "step_mu",
+    "subspace_from_spec",
+    "subspace_release",
+    "top_eigenvectors",
+]
+
+#: Largest ``max |ṼᵀṼ − I|`` accepted from an oracle.
+ORTHONORMALITY_TOLERANCE = 1e-8
+#: Relative size of the smallest diagonal entry of ``R`` (of ``V = QR``) below which the
+#: columns of ``V`` count as linearly dependent.
+RANK_TOLERANCE = 1e-10
+
+
+def orthonormal_basis(V: Any, name: str = "V", dim: int | None = None) -> Tensor:
+    r"""An orthonormal basis of the column span of ``V`` by a reduced QR decomposition.
+
+    The signs are fixed so that ``R`` has a positive diagonal (the basis is then a function
+    of ``V`` alone; an already orthonormal ``V`` with that property, e.g. ``I``, comes back
+    unchanged up to rounding, and ``I`` exactly).
+
+    Args:
+        V: A ``d x k`` tensor or array (a ``d`` vector is one direction), ``1 ≤ k ≤ d``,
+            finite, with linearly independent columns.
+        name: The argument's name for error messages.
+        dim: If given, the required ``d``.
+
+    Returns:
+        A ``d x k`` float64 tensor ``Q`` with ``QᵀQ = I`` spanning the columns of ``V``.
+    """
+    try:
+        V = torch.as_tensor(V).detach().to(dtype=torch.float64, device="cpu", copy=True)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise ValueError(f"{name} must be a d x k tensor, got {type(V).__name__}.") from err
+    if V.dim() == 1:
+        V = V.unsqueeze(-1)
+    if V.dim() != 2 or V.shape[0] < 1 or V.shape[1] < 1:
+        raise ValueError(f"{name} must be a d x k tensor with k >= 1, got shape {tuple(V.shape)}.")
+    d, k = V.shape
+    if dim is not None and d != dim:
+        raise ValueError(f"{name} must have d = {dim} rows, got {d}.")
+    if k > d:
+        raise ValueError(f"{name} has k = {k} columns, more than d = {d}: a subspace has k <= d.")
+    if not torch.isfinite(V).all():
+        raise ValueError(f"{name} must be finite (no NaN or inf).")
+    Q, R = torch.linalg.qr(V, mode="reduced")
+    diag = R.diagonal()
+    if not bool((diag.abs() > RANK_TOLERANCE * max(float(V.abs().max()), 1e-300)).all()):
+        raise ValueError(f"The columns of {name} are linearly dependent (or zero): no k = {k} dimensional subspace.")
+    signs = torch.where(diag < 0, -1.0, 1.0).to(Q)
+    return Q * signs
+
+
+def check_basis(V: Any, dim: int, name: str = "subspace basis") -> Tensor:
+    r"""Check that an oracle's output is an orthonormal ``dim x k`` float64 tensor.
+
+    Returns:
+        ``V`` as a float64 CPU tensor (not re-orthonormalised, so its bits are kept).
+    """
+    if not isinstance(V, Tensor):
+        raise ValueError(f"The {name} must be a tensor, got {type(V).__name__}.")
+    V = V.detach().to(dtype=torch.float64, device="cpu")
+    if V.dim() != 2 or V.shape[0] != dim or not 1 <= V.shape[1] <= dim:
+        raise ValueError(f"The {name} must be d x k with d = {dim} and 1 <= k <= d, got shape {tuple(V.shape)}.")
+    if not torch.isfinite(V).all():
+        raise ValueError(f"The {name} is not finite.")
+    gram = V.transpose(0, 1) @ V
+    error = float((gram - torch.eye(V.shape[1], dtype=V.dtype)).abs().max())
+    if not error <= ORTHONORMALITY_TOLERANCE:
+        raise ValueError(f"The {name} is not orthonormal (max |VᵀV − I| = {error:.3g}); orthonormalise it with QR.")
+    return V
+
+
+def top_eigenvectors(
+    C: Tensor, *, k: int | None = None, energy: float | None = None, name: str = "matrix"
+) -> tuple[Tensor, Tensor]:
+    r"""The leading eigenvectors of a symmetric PSD ``d x d`` matrix.
+
+    Args:
+        C: A symmetric ``d x d`` tensor (symmetrised here).
+        k: Number of directions; or
+        energy: the smallest ``k`` whose eigenvalues capture at least this fraction of the
+            trace (``0 < energy ≤ 1``).
+        name: For error messages.
+
+    Returns:
+        The ``d x k`` orthonormal basis (signs fixed as in ``orthonormal_basis``) and all
+        ``d`` eigenvalues in decreasing order.
+    """
+    C = C.to(torch.float64)
+    if C.dim() != 2 or C.shape[0] != C.shape[1] or not torch.isfinite(C).all():
+        raise ValueError(f"The {name} must be a finite square matrix.")
+    d = C.shape[0]
+    eigenvalues, vectors = torch.linalg.eigh((C + C.transpose(0, 1)) / 2)
+    eigenvalues, vectors = eigenvalues.flip(0), vectors.flip(1)  # decreasing
+    if k is None:
+        total = float(eigenvalues.clamp_min(0.0).sum())
+        if not total > 0.0:
+            raise ValueError(f"The {name} is zero: it defines no direction.")
+        captured = eigenvalues.clamp_min(0.0).cumsum(0) / total
+        k = int((captured < energy * (1.0 - 1e-12)).sum()) + 1
+    if not 1 <= k <= d:
+        raise ValueError(f"k must lie in [1, d = {d}], got {k}.")
+    return orthonormal_basis(vectors[:, :k], name=f"top eigenvectors of the {name}"), eigenvalues
+
+
+def _check_k_energy(k: int | None, energy: float | None) -> tuple[int | None, float | None]:
+    if k is not None and energy is not None:
+        raise ValueError("Give either k or energy, not both.")
+    if k is not None:
+        return check_positive_int(k, "k"), None
+    return None, check_probability(0.9 if energy is None else energy, "energy", allow_one=True)
+
+
+class SubspaceOracle(abc.ABC):
+    r"""Where the public basis ``Ṽ_t`` of step ``t`` comes from.
+
+    ``oracle(theta, gp)`` returns an orthonormal ``d x k`` float64 tensor. It may use the
+    iterate ``θ_t`` and the ``GradientGP`` on the points evaluated before step ``t``'s batch
+    (both public), never the losses. ``fixed`` says whether every call returns the same
+    basis (the private preconditioner needs one). ``spec()`` describes the oracle exactly,
+    as JSON-able values and tensors, so that a checkpoint can refuse a changed one.
+    """
+
+    #: Whether every call returns the same basis.
+    fixed: bool = True
+
+    @abc.abstractmethod
+    def __call__(self, theta: Tensor, gp: GradientGP) -> Tensor:
+        r"""The ``d x k`` basis for iterate ``theta`` (``d``) given ``gp`` (public)."""
+
+    @abc.abstractmethod
+    def spec(self) -> dict[str, Any]:
+        r"""An exact description (``{"kind": ..., ...}``) of this oracle."""
+
+
+class FixedSubspace(SubspaceOracle):
+    r"""A fixed basis given by the user, orthonormalised with QR.
+
+    Example: on an SVM tuning task whose last 25 length-scales belong to noise features, the
+    5 informative length-scales plus ``(ε, C, γ)`` as coordinate directions, or all noise
+    length-scales moved together as one direction.
+
+    The basis must come from public information (a domain expert, a public data set): it
+    is used as given and costs nothing in the accounting.
+
+    Args:
+        V: A ``d x k`` tensor (``1 ≤ k ≤ d``), finite, with independent columns.
+
+    Attributes:
+        basis: The orthonormal ``d x k`` basis.
+    """
+
+    fixed = True
+
+    def __init__(self, V: Any) -> None:
+        self.basis = orthonormal_basis(V, "V")
+
+    @classmethod
+    def from_basis(cls, basis: Tensor) -> FixedSubspace:
+        r"""A ``FixedSubspace`` holding an already orthonormal ``basis`` bit for bit (no QR),
+        e.g. one read back from a checkpoint; ``check_basis`` refuses anything else."""
+        oracle = cls.__new__(cls)
+        oracle.basis = check_basis(basis, basis.shape[0] if isinstance(basis, Tensor) else 0, "basis").clone()
+        return oracle
+
+    @property
+    def dim(self) -> int:
+        return self.basis.shape[0]
+
+    @property
+    def k(self) -> int:
+        return self.basis.shape[1]
+
+    def __call__(self, theta: Tensor, gp: GradientGP | None = None) -> Tensor:
+        if theta.shape[-1] != self.dim:
+            raise ValueError(f"The subspace has d = {self.dim} rows, but θ has {theta.shape[-1]} entries.")
+        return self.basis.clone()
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "fixed", "basis": self.basis.clone()}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(d={self.dim}, k={self.k})"
+
+
+class PublicGradientPCA(FixedSubspace):
+    r"""The active subspace of the tuning task on PUBLIC proxy data.
+
+    With gradients ``ĝ_1..ĝ_m`` of the same task on public data (opt-in users, synthetic
+    data, a public data set of the task, a differently seeded draw of a benchmark), the
+    basis is the top eigenvectors of ``C = (1/m) Σ_j ĝ_j ĝ_jᵀ``. Build it from gradients,
+    or with ``from_objective`` from a public objective evaluated at public points.
+
+    Args:
+        gradients: An ``m x d`` tensor of public gradients.
+        k: Number of directions; or
+        energy: the smallest ``k`` capturing this fraction of ``tr C`` (default 0.9).
+
+    Attributes:
+        basis: The ``d x k`` basis.
+        eigenvalues: The ``d`` eigenvalues of ``C``, decreasing.
+    """
+
+    def __init__(self, gradients: Tensor, *, k: int | None = None, energy: float | None = None) -> None:
+        k, energy = _check_k_energy(k, energy)
+        G = _float_matrix(gradients, "gradients")
+        C = G.transpose(0, 1) @ G / G.shape[0]
+        self.basis, self.eigenvalues = top_eigenvectors(C, k=k, energy=energy, name="public gradient covariance")
+
+    @classmethod
+    def from_objective(
+        cls,
+        objective: Callable[[Tensor], Tensor],
+        points: Tensor,
+        *,
+        k: int | None = None,
+        energy: float | None = None,
+        step: float = 1e-4,
+        kernel: Kernel | None = None,
+        noise_variance: float = 0.0,
+    ) -> PublicGradientPCA:
+        r"""The PCA of gradients of a PUBLIC objective at public points.
+
+        Args:
+            objective: Maps a ``q x d`` tensor to ``q`` losses or ``q x n`` per-user losses
+                (averaged over users). It must be computed on public data only.
+            points: An ``m x d`` tensor of public points.
+            k, energy: See the class.
+            step: Central finite-difference step ``h`` (gradients from ``2dm`` evaluations,
+                made in one call), used when no ``kernel`` is given.
+            kernel: If given, the gradients are the posterior means of a GP with this fixed
+                kernel on the objective's values at ``points`` (``m`` evaluations).
+            noise_variance: The GP's ``σ²`` (with ``kernel``).
+
+        Returns:
+            The ``PublicGradientPCA``.
+        """
+        X = _float_matrix(points, "points")
+        m, d = X.shape
+        if kernel is None:
+            h = float(step)
+            if not h > 0.0:
+                raise ValueError(f"step must be positive, got {step!r}.")
+            offsets = h * torch.eye(d, dtype=torch.float64)
+            probes = torch.cat([X[:, None, :] + offsets, X[:, None, :] - offsets], dim=1).reshape(2 * m * d, d)
+            values = _mean_losses(objective(probes), 2 * m * d).reshape(m, 2, d)
+            gradients = (values[:, 0] - values[:, 1]) / (2.0 * h)
+        else:
+            from botorch_dp.gradient_gp import GradientGP
+
+            values = _mean_losses(objective(X), m)
+            gp = GradientGP(X, kernel, noise_variance, train_Y=values)
+            with torch.no_grad():
+                gradients = gp.posterior(X).mean
+        return cls(gradients, k=k, energy=energy)
+
+
+class PreviousRunsPCA(FixedSubspace):
+    r"""The PCA of the public outputs of earlier runs.
+
+    Released gradients of earlier DP-GIBO runs (on other data sets, or earlier DP runs whose
+    releases are public) are public; so are their iterates. The basis is the top
+    eigenvectors of ``(1/m) Σ_j g_j g_jᵀ`` over the stacked rows.
+
+    Args:
+        released: An ``m x d`` tensor, a sequence of such tensors, or a sequence of
+            ``PrivateRelease`` / ``DPGIBOResult`` objects.
+        use: ``"gradients"`` (the released gradients) or ``"iterate_differences"``
+            (``θ_{t+1} − θ_t``), for releases.
+        k, energy: As in ``PublicGradientPCA``.
+
+    Attributes:
+        basis: The ``d x k`` basis.
+        eigenvalues: The ``d`` eigenvalues, decreasing.
+    """
+
+    def __init__(
+        self,
+        released: Tensor | Sequence[Any],
+        *,
+        use: Literal["gradients", "iterate_differences"] = "gradients",
+        k: int | None = None,
+        energy: float | None = None,
+    ) -> None:
+        if use not in ("gradients", "iterate_differences"):
+            raise ValueError(f"use must be 'gradients' or 'iterate_differences', got {use!r}.")
+        k, energy = _check_k_energy(k, energy)
+        items = [released] if isinstance(released, Tensor) else list(released)
+        if not items:
+            raise ValueError("released must hold at least one run's outputs.")
+        rows = []
+        for item in items:
+            item = getattr(item, "release", item)  # a DPGIBOResult
+            if isinstance(item, Tensor):
+                rows.append(_float_matrix(item, "released"))
+            elif use == "gradients":
+                rows.append(_float_matrix(item.released_gradients, "released gradients"))
+            else:
+                rows.append(_float_matrix(item.iterates, "iterates").diff(dim=0))
+        if len({r.shape[1] for r in rows}) != 1:
+            raise ValueError("The released runs have different dimensions d.")
+        G = torch.cat(rows)
+        if G.shape[0] == 0:
+            raise ValueError("The released runs hold no gradients.")
+        C = G.transpose(0, 1) @ G / G.shape[0]
+        self.basis, self.eigenvalues = top_eigenvectors(C, k=k, energy=energy, name="released gradient covariance")
+
+
+class PosteriorGradientCovarianceSubspace(SubspaceOracle):
+    r"""The top-``k`` eigenvectors of the GP's posterior gradient covariance ``Σ_D(θ_t)``.
+
+    ``Σ_D(θ) = ∇k∇ᵀ(θ, θ) − ∇k(θ, D) K⁻¹ k(D, θ)∇ᵀ`` is where the gradient is still
+    uncertain given the points evaluated so far: at the start the prior's most variable
+    directions (for an ARD kernel, the shortest length-scales), later the directions the
+    evaluations have not pinned down. It needs no extra data, and it is FREE: it is a
+    function of the kernel (fixed, chosen without the losses), of ``D`` (chosen by the
+    public acquisition from earlier releases) and of ``θ_t`` (computed from earlier
+    releases), never of the losses ``y``, so using it is post-processing.
+
+    The basis changes from step to step (``fixed = False``), so it cannot be combined with
+    the private preconditioner. Ties between eigenvalues are broken by ``torch.linalg.eigh``.
+
+    Args:
+        k: Number of directions, ``1 ≤ k ≤ d``.
+    """
+
+    fixed = False
+
+    def __init__(self, k: int) -> None:
+        self.k = check_positive_int(k, "k")
+
+    def __call__(self, theta: Tensor, gp: GradientGP) -> Tensor:
+        if self.k > gp.dim:
+            raise ValueError(f"k = {self.k} exceeds d = {gp.dim}.")
+        with torch.no_grad():
+            covariance = gp.posterior_covariance(theta.detach().to(torch.float64).reshape(-1))
+        basis, _ = top_eigenvectors(covariance, k=self.k, name="posterior gradient covariance")
+        return basis
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "posterior_gradient_covariance", "k": self.k}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(k={self.k})"
+
+
+def subspace_from_spec(spec: Any) -> SubspaceOracle:
+    r"""Rebuild a built-in oracle from its ``spec()`` (the allow-list a checkpoint may name).
+
+    Raises:
+        ValueError: An unknown or malformed spec (a user-defined oracle: pass the config).
+    """
+    if isinstance(spec, dict) and spec.get("kind") == "fixed" and set(spec) == {"kind", "basis"}:
+        return FixedSubspace.from_basis(spec["basis"])
+    if isinstance(spec, dict) and spec.get("kind") == "posterior_gradient_covariance" and set(spec) == {"kind", "k"}:
+        return PosteriorGradientCovarianceSubspace(spec["k"])
+    raise ValueError(f"Unknown subspace oracle spec {spec!r:.80}; pass the config to resume.")
+
+
+def _float_matrix(value: Any, name: str) -> Tensor:
+    try:
+        X = torch.as_tensor(value).detach().to(dtype=torch.float64, device="cpu")
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise ValueError(f"{name} must be an m x d tensor, got {type(value).__name__}.") from err
+    if X.dim() != 2 or X.shape[1] < 1:
+        raise ValueError(f"{name} must be an m x d tensor, got shape {tuple(X.shape)}.")
+    if not torch.isfinite(X).all():
+        raise ValueError(f"{name} must be finite.")
+    return X
+
+
+def _mean_losses(values: Tensor, q: int) -> Tensor:
+    values = torch.as_tensor(values).detach().to(torch.float64)
+    if values.dim() == 2 and values.shape[0] == q:
+        values = values.mean(-1)
+    if values.shape != (q,) or not torch.isfinite(values).all():
+        raise ValueError(f"The public objective must return {q} finite losses (or {q} x n), got shape {tuple(values.shape)}.")
+    return values
+
+
+# ----------------------------------------------------------------------- the projected release
+@dataclass
+class ProjectedRelease:
+    r"""A gradient released in ``k`` coordinates, and its image in θ-space.
+
+    Attributes:
+        release: The ``GradientRelease`` in θ-space: ``gradient = Ṽ ũ`` (``d``), the cost of
+            the ``k``-dimensional release, and (only if requested) NON-PRIVATE diagnostics
+            with ``unnoised_gradient = Ṽ ū``.
+        coordinates: ``ũ = ū + N(0, σ² I_k)``, the ``k`` released coordinates (public).
+        unnoised_coordinates: SENSITIVE ``ū`` (``k``), only when ``keep_unnoised``: the
+            private preconditioner's input, never to be published.
+    """
+
+    release: GradientRelease
+    coordinates: Tensor
+    unnoised_coordinates: Tensor | None = None
+
+
+def projected_release(
+    mechanism: GaussianGradientMechanism,
+    basis: Tensor,
+    A: Tensor,
+    Y: Tensor | Sequence[Tensor],
+    *,
+    diagnostics: bool = False,
+    nonfinite: NonfiniteLosses = "refuse",
+    keep_unnoised: bool = False,
+) -> ProjectedRelease:
+    r"""Release ``ũ = (1/n) Σ_i clip_B(Ṽᵀ A y_i) + N(0, σ² I_k)`` through ``mechanism``.
+
+    The public ``k x N`` matrix ``Ṽᵀ A`` takes the place of ``A`` in
+    ``GaussianGradientMechanism.release``: it is projected before clipping, so each user's
+    clipped ``û_i`` has norm at most ``B``, the sensitivity is ``2B/n`` and the release is
+    ``μ/√T``-GDP exactly as without a subspace; only ``k`` noise coordinates are drawn.
+
+    Args:
+        mechanism: The gradient mechanism (its ``B``, ``n``, ``μ``, ``T``, generator).
+        basis: The public ``d x k`` basis ``Ṽ``.
+        A: The public ``d x N`` gradient weights ``∇k(θ, D) K⁻¹``.
+        Y: The SENSITIVE ``N x n`` losses (or their row blocks).
+        diagnostics: Also return NON-PRIVATE diagnostics (in θ-space).
+        nonfinite: See ``clipped_mean_gradient``.
+        keep_unnoised: Also return the SENSITIVE ``ū`` (for the private preconditioner).
+
+    Returns:
+        The ``ProjectedRelease``.
+    """
+    if basis.dim() != 2 or basis.shape[0] != A.shape[0]:
+        raise ValueError(f"The basis must be d x k with d = {A.shape[0]}, got shape {tuple(basis.shape)}.")
+    A_k = basis.transpose(0, 1) @ A  # Ṽᵀ A, k x N, public
+    release = mechanism.release(A_k, Y, diagnostics=diagnostics or keep_unnoised, nonfinite=nonfinite)
+    info = release.diagnostics
+    unnoised = None if info is None or not keep_unnoised else info.unnoised_gradient
+    if not diagnostics:
+        release = replace(release, diagnostics=None)
+    return ProjectedRelease(release=_lift(release, basis), coordinates=release.gradient, unnoised_coordinates=unnoised)
+
+
+def _lift(release: GradientRelease, basis: Tensor) -> GradientRelease:
+    r"""A ``k``-coordinate release in θ-space: ``Ṽ ũ``, and ``Ṽ ū`` in its diagnostics."""
+    info = release.diagnostics
+    if info is not None:
+        info = replace(info, unnoised_gradient=basis @ info.unnoised_gradient)
+    return GradientRelease(gradient=basis @ release.gradient, cost=release.cost, diagnostics=info)
+
+
+# ----------------------------------------------------------------------- a run's record
+@dataclass(frozen=True)
+class SubspaceTrack:
+    r"""What Kairouz et al.'s options add to a DP-GIBO run's state, one entry per step.
+
+    Immutable: the loop replaces it at each step (so a failed ``tell`` restores it).
+
+    Attributes:
+        bases: ``Ṽ_t`` (``d x k``, public) of each step; empty without a subspace.
+        coordinates: ``ũ_t`` (``k``; ``d`` without a subspace), the released coordinates;
+            empty unless a subspace or the private preconditioner is on.
+        preconditioners: The released ``Ĝ_t`` (``k x k``, public); private preconditioner only.
+        preconditioner_noise_stds: ``σ_B(t)`` of those releases (public).
+        columns: SENSITIVE clean ``ū_t`` (``k``), the private preconditioner's input
+            ``X_t = [ū_1 … ū_t]``; kept only in the run and its (protected) checkpoint.
+    """
+
+    bases: tuple[Tensor, ...] = ()
+    coordinates: tuple[Tensor, ...] = ()
+    preconditioners: tuple[Tensor, ...] = ()
+    preconditioner_noise_stds: tuple[float, ...] = ()
+    columns: tuple[Tensor, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        r"""Exact JSON (floats as ``float.hex``) for the checkpoint (SENSITIVE: ``columns``)."""
+        return {
+            "bases": [ckpt.tensor_to_json(V) for V in self.bases],
+            "coordinates": [ckpt.tensor_to_json(u) for u in self.coordinates],
+            "preconditioners": [ckpt.tensor_to_json(G) for G in self.preconditioners],
+            "preconditioner_noise_stds": [float(x).hex() for x in self.preconditioner_noise_stds],
+            "columns": [ckpt.tensor_to_json(u) for u in self.columns],
+        }
+
+    @classmethod
+    def from_json(cls, value: Any, *, dim: int, steps: int, has_subspace: bool, private: bool) -> SubspaceTrack:
+        r"""Decode and check ``to_json``'s output for a run with ``steps`` steps taken.
+
+        Raises:
+            ValueError: Naming the first field that is wrong (counts, shapes, finiteness,
+                orthonormal bases, symmetric preconditioners).
+        """
+        name = "subspace"
+        ckpt._check_keys(value, {"bases", "coordinates", "preconditioners", "preconditioner_noise_stds", "columns"}, name)
+        expected = {
+            "bases": steps if has_subspace else 0,
+            "coordinates": steps if has_subspace or private else 0,
+            "preconditioners": steps if private else 0,
+            "preconditioner_noise_stds": steps if private else 0,
+            "columns": steps if private else 0,
+        }
+        for key, count in expected.items():
+            if not isinstance(value[key], list) or len(value[key]) != count:
+                raise ValueError(f"Checkpoint field '{name}.{key}' must hold {count} entries.")
+        bases = tuple(check_basis(ckpt.tensor_from_json(v, f"{name}.bases", (dim, None)), dim) for v in value["bases"])
+        ks = [V.shape[1] for V in bases] if has_subspace else [dim] * expected["coordinates"]
+        coordinates = tuple(ckpt.tensor_from_json(v, f"{name}.coordinates", (k,)) for v, k in zip(value["coordinates"], ks))
+        k = ks[0] if ks else dim
+        preconditioners = tuple(ckpt.tensor_from_json(v, f"{name}.preconditioners", (k, k)) for v in value["preconditioners"])
+        if any(not torch.equal(G, G.transpose(0, 1)) for G in preconditioners):
+            raise ValueError(f"Checkpoint field '{name}.preconditioners' must hold symmetric matrices.")
+        stds = tuple(ckpt.float_from_json(v, f"{name}.preconditioner_noise_stds") for v in value["preconditioner_noise_stds"])
+        if any(x < 0 for x in stds):
+            raise ValueError(f"Checkpoint field '{name}.preconditioner_noise_stds' must be non-negative.")
+        columns = tuple(ckpt.tensor_from_json(v, f"{name}.columns", (k,)) for v in value["columns"])
+        if private and has_subspace and any(not torch.equal(V, bases[0]) for V in bases):
+            raise ValueError(f"Checkpoint field '{name}.bases': the private preconditioner needs one fixed basis.")
+        return cls(bases, coordinates, preconditioners, stds, columns)
+
+
+# ----------------------------------------------------------------------- the loop's steps
+def step_basis(config: DPGIBOConfig, theta: Tensor, gp: GradientGP, track: SubspaceTrack) -> Tensor | None:
+    r"""``Ṽ_t`` of DP-GIBO's next step, checked before anything is released.
+
+    Args:
+        config: The run's config (``subspace``, ``preconditioner``).
+        theta: ``θ_t`` (public).
+        gp: The ``GradientGP`` on the points evaluated before this step's batch (public).
+        track: The run's ``SubspaceTrack`` (the private preconditioner needs ``Ṽ_t = Ṽ_1``).
+
+    Returns:
+        The orthonormal ``d x k`` basis, or ``None`` without a subspace.
+    """
+    oracle = config.subspace
+    if oracle is None:
+        return None
+    d = theta.shape[-1]
+    with torch.no_grad():
+        basis = check_basis(oracle(theta.clone(), gp), d, f"basis from {type(oracle).__name__}")
+    if config.preconditioner == "private" and track.bases and not torch.equal(basis, track.bases[0]):
+        raise ValueError(f"{type(oracle).__name__} returned a new basis; the private preconditioner needs a fixed one.")
+    return basis
+
+
+def preconditioner_mechanism(
+    config: DPGIBOConfig, mechanism: GaussianGradientMechanism | None, generator: torch.Generator | None
+) -> GOEPreconditionerMechanism | None:
+    r"""The private preconditioner's mechanism: ``μ_H`` of ``split_privacy_mu``, ``T``, the
+    gradient mechanism's ``Δ = 2B/n`` and the run's noise generator; ``None`` without it."""
+    from botorch_dp.optim.config import split_privacy_mu
+
+    mu_h = split_privacy_mu(config)[1]
+    if mu_h is None or mechanism is None:
+        return None
+    return GOEPreconditionerMechanism(
+        sensitivity=mechanism.sensitivity, privacy_mu=mu_h, num_steps=config.num_iterations, generator=generator
+    )
+
+
+def step_mu(mechanism: GaussianGradientMechanism, preconditioner: GOEPreconditionerMechanism | None) -> float:
+    r"""GDP parameter of one fixed-schedule step, for the budget filter: ``μ_g/√T``, or
+    ``√(μ_g² + μ_H²)/√T`` with the private preconditioner's second release."""
+    return math.hypot(mechanism.step_mu, 0.0 if preconditioner is None else preconditioner.step_mu)
+
+
+def subspace_release(
+    mechanism: GaussianGradientMechanism,
+    preconditioner: GOEPreconditionerMechanism | None,
+    basis: Tensor | None,
+    A: Tensor,
+    Y: Tensor | Sequence[Tensor],
+    track: SubspaceTrack,
+    *,
+    ledger: PrivacyLedger,
+    run_id: str,
+    index: int,
+    diagnostics: bool = False,
+    nonfinite: NonfiniteLosses = "refuse",
+) -> tuple[GradientRelease, SubspaceTrack]:
+    r"""One fixed-schedule step's releases with a subspace or the private preconditioner.
+
+    The gradient is released in ``k`` coordinates (``Ṽ = I`` without a subspace) and
+    recorded as ``step-XXXX``; with a ``preconditioner`` mechanism, ``Ĝ_t`` of the clean
+    ``X_t = [ū_1 … ū_t]`` is released too and recorded as ``step-XXXX/precond``. The caller
+    has checked the budget for both (``step_mu``).
+
+    Returns:
+        The θ-space ``GradientRelease`` and the updated ``track``.
+    """
+    V = torch.eye(A.shape[0], dtype=A.dtype) if basis is None else basis
+    out = projected_release(
+        mechanism, V, A, Y, diagnostics=diagnostics, nonfinite=nonfinite, keep_unnoised=preconditioner is not None
+    )
+    track = replace(
+        track, bases=track.bases if basis is None else (*track.bases, basis),
+        coordinates=(*track.coordinates, out.coordinates),
+    )
+    key = f"step-{index:04d}"
+    if preconditioner is not None:
+        columns = (*track.columns, out.unnoised_coordinates)
+        precond = preconditioner.release(torch.stack(columns, dim=-1))
+        ledger.record_validation_step(mu=precond.cost.mu, run_id=run_id, key=f"{key}/precond")
+        track = replace(
+            track, columns=columns, preconditioners=(*track.preconditioners, precond.matrix),
+            preconditioner_noise_stds=(*track.preconditioner_noise_stds, precond.noise_std),
+        )
+    ledger.record_validation_step(mu=out.release.cost.mu, run_id=run_id, key=key)
+    return out.release, track
+
+
+def lift_release(release: GradientRelease, basis: Tensor, track: SubspaceTrack) -> tuple[GradientRelease, SubspaceTrack]:
+    r"""A ``k``-coordinate release made elsewhere (e.g. the adaptive schedule's, from
+    ``Ṽᵀ A``) lifted to θ-space, and ``track`` with this step's ``Ṽ_t`` and ``ũ_t``."""
+    track = replace(track, bases=(*track.bases, basis), coordinates=(*track.coordinates, release.gradient))
+    return _lift(release, basis), track
+
+
+def step_extras(config: DPGIBOConfig, basis: Tensor | None, noise_std: float, track: SubspaceTrack) -> dict[str, Any]:
+    r"""The public extras ``FullMatrixAdagrad.step`` needs (none for the other step rules):
+    the basis, the std ``σ_t`` of each released coordinate and, for the private
+    preconditioner, the released ``Ĝ_t`` and its ``σ_B(t)``."""
+    if config.step_rule != "adagrad_full":
+        return {}
+    extras: dict[str, Any] = {"basis": basis, "noise_std": noise_std}
+    if config.preconditioner == "private":
+        extras["released_preconditioner"] = track.preconditioners[-1]
+        extras["preconditioner_noise_std"] = track.preconditioner_noise_stds[-1]
+    return extras
