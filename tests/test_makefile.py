@@ -20,7 +20,11 @@ PACKAGE = "pip install -e '.[dev]'"
 
 
 def _dry_run(cwd: Path, target: str) -> list[str]:
-    env = {**os.environ, "LC_ALL": "C"}  # make's own messages in English
+    # make's own messages in English; without the variables of an enclosing make (CI runs
+    # the suite through `make test`, whose MAKELEVEL/MAKEFLAGS make `make -n` print
+    # "Entering directory" lines)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
+    env["LC_ALL"] = "C"
     env.pop("MAKEFLAGS", None)
     done = subprocess.run(
         ["make", "-n", target], cwd=cwd, capture_output=True, text=True, check=True, timeout=60, env=env

@@ -810,13 +810,13 @@ def dp_sgd_epsilon(accountant, history):
 warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
 
 
-def linear_model(params):
+def linear_model():
     return make_mlp(Z_train.shape[1], 2, hidden_sizes=())
 
 
 def dp_sgd_accuracy(noise_multiplier, seed):
     run = TrainingConfig(epochs=EPOCHS, batch_size=BATCH_SIZE, momentum=0.9, hidden_sizes=(), seed=seed)
-    model, _ = train_model({"lr": LEARNING_RATE}, Z_train.float(), y_train.long(), run, model_fn=linear_model,
+    model, _ = train_model(linear_model, Z_train.float(), y_train.long(), run, optimizer_kwargs={"lr": LEARNING_RATE},
                            dp_sgd=DPSGDConfig(noise_multiplier, MAX_GRAD_NORM), noise_seed=seed)
     with torch.no_grad():
         return float((model(Z_test.float()).argmax(1) == y_test.long()).double().mean())  # NON-PRIVATE
