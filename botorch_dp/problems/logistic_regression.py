@@ -595,7 +595,6 @@ def dp_sgd_curve(*, noise_multiplier: float, sample_rate: float, steps: int) -> 
     def curve(alpha):
         alphas = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
         values = dp_sgd_rdp(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps, orders=alphas)
-        values = np.maximum(values, 0.0)  # compute_rdp can return -1e-11 at small orders
         return values if np.ndim(alpha) else float(values[0])
 
     return _grid_cached(curve)
