@@ -36,6 +36,7 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -43,7 +44,11 @@ from scipy.stats import beta as beta_dist
 from scipy.stats import norm
 from torch import Tensor
 
-from botorch_dp.privacy.analysis.objective_perturbation import amp_delta, amp_epsilon, calibrate_amp
+from botorch_dp.privacy.analysis.objective_perturbation import (
+    amp_delta,
+    amp_epsilon,
+    calibrate_amp,
+)
 from botorch_dp.privacy.checks import check_choice
 from botorch_dp.privacy.mechanisms import (
     GaussianGradientMechanism,
@@ -53,7 +58,11 @@ from botorch_dp.privacy.mechanisms import (
     clipped_mean_gradient,
     gram_sqrt,
 )
-from botorch_dp.training.objective_perturbation import AMPConfig, amp_features, clipped_glm_loss
+from botorch_dp.training.objective_perturbation import (
+    AMPConfig,
+    amp_features,
+    clipped_glm_loss,
+)
 from botorch_dp.utils import child_seeds
 
 __all__ = [
@@ -342,6 +351,37 @@ def _direction(d: int) -> Tensor:
     return torch.ones(d, dtype=torch.float64) / math.sqrt(d)
 
 
+def _gradient_samplers(
+    mechanism_class: type[GaussianGradientMechanism],
+    *,
+    A: Tensor,
+    num_users: int,
+    direction: Tensor,
+    release: Callable[[GaussianGradientMechanism, Tensor, Tensor], Tensor],
+    **settings: Any,
+) -> tuple[Callable[[Tensor], StatisticSampler], float]:
+    r"""Samplers of ``directionᵀ g`` for a gradient mechanism whose first user's losses are
+    given (every other user's are zero), and the claimed per-release ``μ/√T``.
+
+    ``release(mechanism, A, Y)`` returns the released ``d``-vector ``g``; ``settings`` are
+    the mechanism's ``clip_bound``, ``privacy_mu`` and ``num_steps``.
+    """
+
+    def sampler(first_user: Tensor) -> StatisticSampler:
+        Y = torch.zeros(A.shape[-1], num_users, dtype=torch.float64)
+        Y[:, 0] = first_user
+
+        def sample(num: int, stream: int) -> Tensor:
+            mechanism = mechanism_class(
+                num_users=num_users, generator=torch.Generator().manual_seed(stream), **settings
+            )
+            return torch.stack([release(mechanism, A, Y) @ direction for _ in range(num)])
+
+        return sample
+
+    return sampler, GaussianGradientMechanism(num_users=num_users, **settings).step_mu
+
+
 def audit_gradient_release(
     *,
     num_runs: int,
@@ -376,25 +416,12 @@ def audit_gradient_release(
         The ``AuditResult``.
     """
     u = _direction(dim)
-    A = 100.0 * torch.eye(dim, dtype=torch.float64)
-
-    def sampler(first_user: Tensor) -> StatisticSampler:
-        Y = torch.zeros(dim, num_users, dtype=torch.float64)
-        Y[:, 0] = first_user
-
-        def sample(num: int, stream: int) -> Tensor:
-            mechanism = mechanism_class(
-                clip_bound=clip_bound, num_users=num_users, privacy_mu=privacy_mu, num_steps=num_steps,
-                generator=torch.Generator().manual_seed(stream),
-            )
-            return torch.stack([mechanism.release(A, Y).gradient @ u for _ in range(num)])
-
-        return sample
-
+    sampler, claimed = _gradient_samplers(
+        mechanism_class, A=100.0 * torch.eye(dim, dtype=torch.float64), num_users=num_users, direction=u,
+        release=lambda mechanism, A, Y: mechanism.release(A, Y).gradient,
+        clip_bound=clip_bound, privacy_mu=privacy_mu, num_steps=num_steps,
+    )
     name = "gradient_release" if loss_scale_d_prime < 1e300 else "gradient_release_overflow"
-    claimed = GaussianGradientMechanism(
-        clip_bound=clip_bound, num_users=num_users, privacy_mu=privacy_mu, num_steps=num_steps
-    ).step_mu
     return run_audit(
         name, sampler(-10.0 * u), sampler(loss_scale_d_prime * u), claimed, num_runs=num_runs, seed=seed
     )
@@ -800,24 +827,11 @@ def audit_projected_release(
     Q = orthonormal_basis(torch.cos(grid) + torch.eye(dim, k + 1, dtype=torch.float64))
     basis, w = Q[:, :k], Q[:, k]
     direction = basis @ _direction(k)
-    A = 100.0 * torch.eye(dim, dtype=torch.float64)
-
-    def sampler(first_user: Tensor) -> StatisticSampler:
-        Y = torch.zeros(dim, num_users, dtype=torch.float64)
-        Y[:, 0] = first_user
-
-        def sample(num: int, stream: int) -> Tensor:
-            mechanism = mechanism_class(
-                clip_bound=clip_bound, num_users=num_users, privacy_mu=privacy_mu, num_steps=num_steps,
-                generator=torch.Generator().manual_seed(stream),
-            )
-            return torch.stack([projected_release(mechanism, basis, A, Y).release.gradient @ direction for _ in range(num)])
-
-        return sample
-
-    claimed = GaussianGradientMechanism(
-        clip_bound=clip_bound, num_users=num_users, privacy_mu=privacy_mu, num_steps=num_steps
-    ).step_mu
+    sampler, claimed = _gradient_samplers(
+        mechanism_class, A=100.0 * torch.eye(dim, dtype=torch.float64), num_users=num_users, direction=direction,
+        release=lambda mechanism, A, Y: projected_release(mechanism, basis, A, Y).release.gradient,
+        clip_bound=clip_bound, privacy_mu=privacy_mu, num_steps=num_steps,
+    )
     return run_audit(
         "projected_gradient_release", sampler(-10.0 * direction), sampler(1e3 * (direction + w)), claimed,
         num_runs=num_runs, seed=seed,
