@@ -315,17 +315,25 @@ def _ps_amp(data, s: Settings, entry) -> dict:
     objective = AMPTuningObjective(data, budget, lam_range=lam_range(budget, s), ledger=PrivacyLedger(),
                                    noise_seed=amp_seed, loss_cap=s.loss_cap)
     winner, guarantee, params = _selection(objective, s, entry["ps_per_trial_mu"], select_seed, None)
-    curve = private_selection_rdp_curve(budget.rdp, mean_trials=s.mean_trials, distribution="poisson")
+    row = _selection_row(
+        data, s, budget.rdp, "ps-amp", f"P&S over AMP trials: {budget.description}", guarantee,
+        None if winner is None else lambda: objective.accuracy_non_private(objective.results[winner]),
+    )
+    return {**row, "lam": params.get("lam")}
+
+
+def _selection_row(data, s: Settings, base_rdp, run_id: str, description: str, guarantee, winner_accuracy) -> dict:
+    r"""What a Papernot–Steinke selection spent and reached: the P&S curve over ``base_rdp``
+    recorded in a fresh ledger (the trials themselves went to a scratch ledger, K stays
+    hidden), and the winner's test accuracy (``winner_accuracy`` None: K = 0, probability
+    e^-m, and the data-independent θ = 0, class 0, is released)."""
+    curve = private_selection_rdp_curve(base_rdp, mean_trials=s.mean_trials, distribution="poisson")
     ledger = PrivacyLedger()
-    ledger.record_training_mechanism("ps-amp", rdp=curve, description=f"P&S over AMP trials: {budget.description}")
-    if winner is None:  # K = 0 (probability e^-m): the data-independent θ = 0 (class 0) is released
-        accuracy = float((data.y_test == 0).double().mean())
-    else:
-        accuracy = objective.accuracy_non_private(objective.results[winner])
+    ledger.record_training_mechanism(run_id, rdp=curve, description=description)
+    accuracy = float((data.y_test == 0).double().mean()) if winner_accuracy is None else winner_accuracy()
     return {
         "test_accuracy": accuracy, "training_epsilon": ledger.training_epsilon(s.delta),
         "training_runs": s.mean_trials, "validation_mu": None, "validation_epsilon": guarantee.epsilon,
-        "lam": params.get("lam"),
     }
 
 
@@ -345,22 +353,13 @@ def _ps_dpsgd(data, s: Settings, entry) -> dict:
     if planned is not None and planned[1:] != (dp["sample_rate"], dp["steps"]):
         raise RuntimeError(f"DP-SGD ran {planned}, planned {dp}.")
     base = dp_sgd_curve(noise_multiplier=dp["noise_multiplier"], sample_rate=dp["sample_rate"], steps=dp["steps"])
-    curve = private_selection_rdp_curve(base, mean_trials=s.mean_trials, distribution="poisson")
-    ledger = PrivacyLedger()
-    ledger.record_training_mechanism(
-        "ps-dpsgd", rdp=curve,
-        description=f"P&S over DP-SGD trials (noise multiplier {dp['noise_multiplier']:.6g}, q = "
+    row = _selection_row(
+        data, s, base, "ps-dpsgd",
+        f"P&S over DP-SGD trials (noise multiplier {dp['noise_multiplier']:.6g}, q = "
         f"{dp['sample_rate']:.6g}, {dp['steps']} steps), Poisson E[K] = {s.mean_trials:.6g}",
+        guarantee, None if winner is None else lambda: objective.accuracy_non_private(objective.models[winner]),
     )
-    if winner is None:
-        accuracy = float((data.y_test == 0).double().mean())
-    else:
-        accuracy = objective.accuracy_non_private(objective.models[winner])
-    return {
-        "test_accuracy": accuracy, "training_epsilon": ledger.training_epsilon(s.delta),
-        "training_runs": s.mean_trials, "validation_mu": None, "validation_epsilon": guarantee.epsilon,
-        "lr": params.get("lr"),
-    }
+    return {**row, "lr": params.get("lr")}
 
 
 def _non_private(data, s: Settings, entry) -> dict:

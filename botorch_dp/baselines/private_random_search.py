@@ -99,7 +99,8 @@ def private_random_search(
         noise_gen = None
         point_gen = torch.Generator().manual_seed(secrets.randbits(63))
     else:  # warns; the streams are derived as before issue 13, so seeded runs are unchanged
-        noise_gen = noise_generator(seed).manual_seed(int(seed) * 7919 + 1)
+        # (reduced mod 2**63: torch seeds are int64, and child_seeds gives seeds up to 2**63)
+        noise_gen = noise_generator(seed).manual_seed((int(seed) * 7919 + 1) % 2**63)
         rng = np.random.default_rng([int(seed), 0])
         point_gen = torch.Generator().manual_seed(int(seed))
     mechanism = GaussianScoreMechanism(loss_clip=loss_clip, per_trial_mu=per_trial_mu, generator=noise_gen)

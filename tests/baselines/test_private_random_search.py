@@ -77,3 +77,17 @@ def test_private_random_search_default_draws_K_points_and_noise_from_os_entropy(
     assert torch.equal(a.history.extras["noisy_scores"], b.history.extras["noisy_scores"])
     with pytest.raises(TypeError, match="secure_rng"):
         private_random_search(objective, bounds, secure_rng=True, **kwargs)
+
+
+def test_private_random_search_accepts_every_63_bit_seed():
+    # child_seeds hands out seeds up to 2**63 - 1; the derived noise stream must not overflow int64
+    from botorch_dp.utils import child_seeds
+
+    bounds = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
+    objective = lambda X: torch.zeros(X.shape[0], 3, dtype=torch.float64)
+    for seed in (2**63 - 1, max(child_seeds(7, 8))):
+        with pytest.warns(PrivacyWarning, match="reproducible"):
+            a = private_random_search(objective, bounds, mean_trials=5.0, per_trial_mu=1.0, loss_clip=1.0, seed=seed)
+        with pytest.warns(PrivacyWarning, match="reproducible"):
+            b = private_random_search(objective, bounds, mean_trials=5.0, per_trial_mu=1.0, loss_clip=1.0, seed=seed)
+        assert torch.equal(a.history.extras["noisy_scores"], b.history.extras["noisy_scores"])
