@@ -141,7 +141,7 @@ class DPGIBOConfig:
             gradients, clip fractions, noise norms) in ``result().diagnostics``. Off by default.
         num_restarts, raw_samples: Passed to ``optimize_acqf`` (positive integers).
         user_chunk_size: Users per chunk when forming per-user gradients (a positive
-            integer), or ``None`` (default): chosen from ``n``, ``N`` and ``d`` by
+            integer), or ``None`` (default): chosen from ``n`` and ``d`` by
             ``privacy.mechanisms.default_chunk_size`` (4096 to 65536 users).
         jitter: Diagonal floor of the kernel matrices (``>= 0``, finite).
         unsafe_allow_sensitive_fitting: LOUD OPT-OUT. Permits ``hyperparameter_fit`` and
