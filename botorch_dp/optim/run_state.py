@@ -54,9 +54,11 @@ META_KEYS = {
 #: ``noise_and_selection`` (issue 15, Menart et al.): nothing adaptive and no selection yet.
 #: ``subspace`` (issue 15, Kairouz et al.): no subspace, no private preconditioner yet.
 _META_KEYS_ADDED = {"noise_and_selection": None, "subspace": None}
-#: Config fields that may differ on resume: the budget (only tightened) and the unsafe
-#: fitting callable (only its presence is compared).
-_RESUME_MAY_DIFFER = {"privacy_budget_mu", "hyperparameter_fit"}
+#: Config fields that may differ on resume: the budget (only tightened), the unsafe
+#: fitting callable (only its presence is compared) and the users per clipping chunk (a
+#: memory and speed knob: it changes only the order of one floating-point sum, not what is
+#: clipped or how much noise is added; its default changed in issue 13's scale work).
+_RESUME_MAY_DIFFER = {"privacy_budget_mu", "hyperparameter_fit", "user_chunk_size"}
 #: Config fields added after schema version 1 (issue 16's target (ε, δ)); a checkpoint
 #: written before them reads them as not given.
 _CONFIG_FIELDS_ADDED = ("epsilon", "delta")
