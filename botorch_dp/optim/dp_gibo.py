@@ -419,12 +419,19 @@ class DPGIBO:
                 info = self.tell(X, losses)
                 if info.selected_index is None:  # a step (not the evaluated selection)
                     bar.update(1)
-                    bar.set_postfix(b=info.batch_size, trace=f"{info.posterior_trace:.3g}")
+                    bar.set_postfix(b=info.batch_size, trace=f"{info.posterior_trace:.3g}", eps=self._epsilon_spent())
                 if callback is not None and callback(info):
                     break
         finally:
             bar.close()
         return self.result()
+
+    def _epsilon_spent(self) -> str:
+        r"""ε at the config's δ of the ledger's validation spending so far, for the progress
+        bar (a function of the recorded μ's only: public)."""
+        if self.config.unsafe_allow_sensitive_fitting:
+            return "inf"
+        return f"{gdp_epsilon(self.ledger.validation_mu(), self.config.target_delta):.3g}"
 
     def guarantee(self, delta: float | None = None) -> PrivacyGuarantee:
         r"""The validation-data guarantee of the steps taken so far (noise read from the mechanism)."""
