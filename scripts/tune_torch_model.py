@@ -20,7 +20,7 @@ OS entropy unless ``--noise-seed`` is given (reproductions only; it raises a
 ``--dp-train`` also trains every candidate with Opacus DP-SGD (Poisson sampling) and
 records each training run in a ``PrivacyLedger``. The training data then get their own
 guarantee, composed over ALL training runs (every evaluation of DP-GIBO, the final model,
-and the diagnostic baseline run) — it grows with the number of runs (seed 001, §3.4 and
+and the diagnostic baseline run) — it grows with the number of runs (Sopa et al., short version, §3.4 and
 §5: each training call costs training privacy). ``--dp-train-epsilon E`` calibrates the
 DP-SGD noise multiplier so that ALL planned runs together spend at most E at ``--delta``
 (Opacus ``get_noise_multiplier`` over the summed steps of the planned runs: DP-GIBO's

@@ -223,7 +223,7 @@ nb2 = [
     md(r"""
 # 2. DP-GIBO on GP-regression length-scales: the privacy/utility trade-off
 
-We tune the $d$ ARD length-scales of a GP regression (seed 000, Example 4.1 / Appendix E.1, here
+We tune the $d$ ARD length-scales of a GP regression (Sopa et al., Example 4.1 / Appendix E.1, here
 with $d = 5$ and 400 points split 50/50). Each **validation point is a user**: its loss is the squared
 error of the GP's posterior mean at that point. DP-GIBO spends a budget of $\mu$-GDP on these users
 over $T$ steps: it estimates each user's gradient from the GP, clips it to norm $B$, averages,
@@ -438,7 +438,7 @@ Two datasets, two guarantees:
   without DP, the training data have **no** guarantee: θ_T and the final model may leak them. With
   `dp_sgd=...`, each candidate is trained with Opacus DP-SGD; every run (each evaluation, the final
   model, diagnostics) is recorded in a `PrivacyLedger` and composed with an Opacus accountant. Each
-  training call costs training privacy (seed 001, §3.4 and §5), so this ε grows with the number of
+  training call costs training privacy (Sopa et al., short version, §3.4 and §5), so this ε grows with the number of
   evaluations — we report the composed value.
 
 The two guarantees are about different people and are reported side by side, never added.
@@ -646,7 +646,7 @@ plt.show()
   tuning, including the discarded candidates and the diagnostic runs. It grows roughly with the square
   root of the number of runs; fewer evaluations (smaller T or batches), fewer epochs or a larger noise
   multiplier lower it, and DP-SGD's noise also makes the losses noisier (a larger σ²).
-  Seed 001 (§5) points to adaptive-tuning accounting (Wang et al., 2024) as a way to avoid paying for
+  Sopa et al. (short version, §5) points to adaptive-tuning accounting (Wang et al., 2024) as a way to avoid paying for
   every run; it is not implemented here.
 * Seeds: runs here are reproducible because the DP-SGD noise comes from seeded generators. A real
   deployment must draw that noise from a secret source; DP-GIBO does so by default (`DPGIBOConfig(seed=None)`
@@ -928,7 +928,7 @@ print(f"  classic bound (Kifer et al.): {kifer_eps:.4f}")
 """),
     md(r"""
 **What the plot says.** With the same noise, the classic analysis certifies more than twice the ε of
-the modern one (2.13 against 0.93 at δ = 1e-5); the profile of seed 004 lies between the Gaussian
+the modern one (2.13 against 0.93 at δ = 1e-5); the profile of Redberg et al. lies between the Gaussian
 lower bound (0.75) and the classic bound, much closer to the former. The remaining gap comes from the
 curvature term $c$ and the folded-normal term $s\lvert Z\rvert$ of the analysis, which the linear loss
 (the lower bound's worst case) does not incur. The output noise that lets AMP stop at an approximate
