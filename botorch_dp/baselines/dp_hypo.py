@@ -293,10 +293,11 @@ def dp_hypo(
         raise ValueError(f"ledger must be a PrivacyLedger or None, got {type(ledger).__name__}.")
 
     # the guarantee depends on public parameters only: computed (and charged) before any release
-    rdp = lambda order: dp_hypo_rdp(
+    # (a Rényi divergence is ≥ 0: the Poisson bound's log E[K]/(α − 1) < 0 for E[K] < 1 is floored)
+    rdp = lambda order: max(dp_hypo_rdp(
         order, per_trial_mu=per_trial_mu, mean_trials=mean_trials, ratio_upper=ratio, ratio_lower=1.0 / ratio,
         distribution=distribution, tnb_eta=tnb_eta,
-    )
+    ), 0.0)
     curve = [rdp(float(a)) for a in DEFAULT_RDP_ORDERS]
     epsilon, order = rdp_curve_epsilon(curve, DEFAULT_RDP_ORDERS, target_delta)
     description = (
@@ -330,7 +331,7 @@ def dp_hypo(
             seen = torch.tensor(indices)
             log_w, gp_state = gp_sampling_log_weights(
                 unit[seen], torch.tensor(scores, dtype=torch.float64), unit,
-                noise_variance=max(noise_std**2, 1e-8 * loss_clip**2), exploration=exploration, temperature=temperature,
+                noise_variance=max(noise_std**2, 1e-6 * loss_clip**2), exploration=exploration, temperature=temperature,
                 state=gp_state, fit=(j - 2) % refit_every == 0,
             )
             p = project_to_ratio_class(log_w, ratio_upper=ratio, ratio_lower=1.0 / ratio)
