@@ -9,6 +9,7 @@ bounded ratio of the uniform prior. The guarantee is ``privacy.analysis.dp_hypo`
 
 from __future__ import annotations
 
+import functools
 import math
 import secrets
 import uuid
@@ -181,6 +182,35 @@ def _fit(model: SingleTaskGP) -> None:
             pass
 
 
+def _rdp(order: float, *, per_trial_mu: float, mean_trials: float, ratio: float, distribution: str, tnb_eta: float) -> float:
+    r"""``dp_hypo_rdp`` with ``C = R``, ``c = 1/R``, floored at 0 (a Rényi divergence is
+    ``≥ 0``; the Poisson bound's ``log E[K]/(α − 1)`` is negative for ``E[K] < 1``)."""
+    value = dp_hypo_rdp(
+        order, per_trial_mu=per_trial_mu, mean_trials=mean_trials, ratio_upper=ratio, ratio_lower=1.0 / ratio,
+        distribution=distribution, tnb_eta=tnb_eta,
+    )
+    return max(value, 0.0)
+
+
+@functools.lru_cache(maxsize=16)
+def _unit_candidates(dim: int, num: int, seed: int) -> Tensor:
+    r"""``num x dim`` scrambled Sobol points in the unit cube (public; cached, scrambling is slow)."""
+    return SobolEngine(dim, scramble=True, seed=seed).draw(num, dtype=torch.float64)
+
+
+@functools.lru_cache(maxsize=64)
+def _grid_epsilon(
+    per_trial_mu: float, mean_trials: float, ratio: float, distribution: str, tnb_eta: float, target_delta: float
+) -> tuple[float, float]:
+    r"""``(ε, order)`` of ``_rdp`` on ``DEFAULT_RDP_ORDERS`` (cached: repeated runs, audits)."""
+    curve = [
+        _rdp(float(a), per_trial_mu=per_trial_mu, mean_trials=mean_trials, ratio=ratio, distribution=distribution,
+             tnb_eta=tnb_eta)
+        for a in DEFAULT_RDP_ORDERS
+    ]
+    return rdp_curve_epsilon(curve, DEFAULT_RDP_ORDERS, target_delta)
+
+
 def dp_hypo(
     objective: Objective,
     bounds: Tensor,
@@ -293,13 +323,11 @@ def dp_hypo(
         raise ValueError(f"ledger must be a PrivacyLedger or None, got {type(ledger).__name__}.")
 
     # the guarantee depends on public parameters only: computed (and charged) before any release
-    # (a Rényi divergence is ≥ 0: the Poisson bound's log E[K]/(α − 1) < 0 for E[K] < 1 is floored)
-    rdp = lambda order: max(dp_hypo_rdp(
-        order, per_trial_mu=per_trial_mu, mean_trials=mean_trials, ratio_upper=ratio, ratio_lower=1.0 / ratio,
-        distribution=distribution, tnb_eta=tnb_eta,
-    ), 0.0)
-    curve = [rdp(float(a)) for a in DEFAULT_RDP_ORDERS]
-    epsilon, order = rdp_curve_epsilon(curve, DEFAULT_RDP_ORDERS, target_delta)
+    rdp = functools.partial(
+        _rdp, per_trial_mu=per_trial_mu, mean_trials=mean_trials, ratio=ratio, distribution=distribution,
+        tnb_eta=tnb_eta,
+    )
+    epsilon, order = _grid_epsilon(per_trial_mu, mean_trials, ratio, distribution, tnb_eta, target_delta)
     description = (
         f"DP-HyPO (Wang et al. 2023), K ~ {distribution} with E[K] = {mean_trials:g}, density ratio in "
         f"[1/{ratio:g}, {ratio:g}], each trial {per_trial_mu:.4g}-GDP (Gaussian on the [0, {loss_clip:g}]-clipped "
@@ -320,7 +348,7 @@ def dp_hypo(
     mechanism = GaussianScoreMechanism(loss_clip=loss_clip, per_trial_mu=per_trial_mu, generator=noise_gen)
     K = sample_num_trials(distribution=distribution, mean_trials=mean_trials, rng=rng, tnb_eta=tnb_eta)
 
-    unit = SobolEngine(d, scramble=True, seed=int(candidate_seed)).draw(num_candidates, dtype=torch.float64)
+    unit = _unit_candidates(d, num_candidates, int(candidate_seed)).clone()
     candidates = bounds[0] + unit * (bounds[1] - bounds[0])
     indices, scores, max_ratio = [], [], []
     n, noise_std, gp_state = None, None, None
