@@ -321,6 +321,8 @@ def dp_hypo(
         fallback = fallback.reshape(d)
     if ledger is not None and not isinstance(ledger, PrivacyLedger):
         raise ValueError(f"ledger must be a PrivacyLedger or None, got {type(ledger).__name__}.")
+    if run_id is not None and ledger is None:
+        raise ValueError("run_id names a ledger entry: pass a ledger with it (or leave run_id=None).")
 
     # the guarantee depends on public parameters only: computed (and charged) before any release
     rdp = functools.partial(

@@ -38,7 +38,7 @@ def _ratios(p: torch.Tensor) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------ projection
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     values=st.lists(
         st.one_of(st.floats(-1e6, 1e6), st.just(-math.inf), st.floats(-1e-3, 1e-3)), min_size=1, max_size=64
@@ -55,7 +55,7 @@ def test_projection_stays_in_the_ratio_class_after_normalisation(values, upper, 
     assert float(r.min()) >= c * (1 - 1e-12) and float(r.max()) <= upper * (1 + 1e-12)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(values=st.lists(st.floats(-30.0, 30.0), min_size=2, max_size=40), upper=st.floats(1.0, 50.0))
 def test_projection_is_the_kl_projection(values, upper):
     # p = clip(τ w, c/N, C/N): p/w is one constant on the entries strictly inside the bounds,
@@ -209,6 +209,7 @@ def test_poisson_with_zero_trials_returns_the_fallback_without_evaluating():
         (dict(target_delta=1.0), "target_delta"),
         (dict(fallback=torch.zeros(3)), "fallback"),
         (dict(ledger="ledger"), "ledger"),
+        (dict(run_id="hypo"), "run_id"),
     ],
 )
 def test_bad_arguments_are_refused_before_anything_is_evaluated(override, name):
