@@ -479,9 +479,11 @@ class DPGIBO:
                 mu=mu, epsilon=gdp_epsilon(mu, delta), delta=delta, noise_std=std,
                 noise_multiplier=std / self._mechanism.sensitivity if std else 0.0, num_steps=self.iteration, holds=holds,
             )
+        mechanism = self._mechanism if self._mechanism is not None else self._make_mechanism(1)
+        if self.config.clip_bound == "adaptive" and self.iteration:  # the latest release's B_t (also after a resume)
+            mechanism = self._make_mechanism(mechanism.num_users, self._clip_bounds[self.iteration - 1])
         return PrivacyGuarantee.of(
-            mu=mu, delta=delta,
-            mechanism=self._mechanism if self._mechanism is not None else self._make_mechanism(1),
+            mu=mu, delta=delta, mechanism=mechanism,
             released=self._mechanism is not None, num_steps=self.iteration, holds=holds,
         )
 

@@ -206,10 +206,10 @@ def test_budget_filter_refuses_the_step_before_anything_is_released():
 def test_resume_continues_bit_identically_and_refuses_a_changed_setting(tmp_path):
     cfg = _cfg()
     full, _ = _run(cfg)
-    _run(cfg, steps=2, checkpoint_dir=tmp_path)
+    partial, _ = _run(cfg, steps=2, checkpoint_dir=tmp_path)
     resumed = DPGIBO.resume(tmp_path)
     assert resumed.result().release.clip_bounds == full.result().release.clip_bounds[:3]
-    assert resumed.iteration == 2
+    assert resumed.iteration == 2 and resumed.guarantee() == partial.guarantee()  # σ of B_1, the latest release's
     _, objective = normal_location(n=N, d=D)
     resumed.run(objective, progress=False)
     a, b = resumed.result().release, full.result().release
