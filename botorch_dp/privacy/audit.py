@@ -71,6 +71,7 @@ __all__ = [
     "TradeOffCurve",
     "audit_all",
     "audit_amp_release",
+    "audit_clip_count_release",
     "audit_dp_gibo",
     "audit_dp_hypo_score",
     "audit_gradient_release",
@@ -754,6 +755,7 @@ def audit_all(*, quick: bool = False, seed: int = 0) -> list[AuditResult]:
         audit_exponential_selection(num_runs=releases, seed=seed),  # Menart et al.: selection of the iterate
         audit_projected_release(num_runs=releases, seed=seed),  # Kairouz et al.: public-subspace release
         audit_private_preconditioner(num_runs=releases, seed=seed),  # Kairouz et al.: AdaGrad preconditioner
+        audit_clip_count_release(num_runs=releases, seed=seed),  # Andrew et al.: adaptive clipping's count
     ]
 
 
@@ -937,3 +939,47 @@ def audit_private_preconditioner(
 
     claimed = GOEPreconditionerMechanism(sensitivity=sensitivity, privacy_mu=privacy_mu, num_steps=num_steps).step_mu
     return run_audit("private_preconditioner", sampler(X), sampler(X_prime), claimed, num_runs=num_runs, seed=seed)
+
+
+# ------------------------------------------------------- Andrew et al.: adaptive clipping's count release
+def audit_clip_count_release(
+    *,
+    num_runs: int,
+    mechanism_class: type | None = None,
+    count_mu: float = 1.0,
+    clip_bound: float = 1.0,
+    num_users: int = 10,
+    dim: int = 3,
+    seed: int = 0,
+) -> AuditResult:
+    r"""Audit one clip-count release of ``clip_bound="adaptive"``.
+
+    ``A = I``; users 2..n have estimates of norm ``B/2`` (within ``B``); the first user's is
+    ``2B`` on ``D`` (above) and ``B/2`` on ``D′`` (within), so the exact counts are ``n − 1``
+    and ``n``: they differ by the sensitivity 1. The statistic is the released count; the
+    claim is ``count_mu``.
+
+    Args:
+        num_runs: Releases per dataset.
+        mechanism_class: The mechanism (default ``GaussianClipCountMechanism``; a test
+            double for a broken one).
+        count_mu, clip_bound, num_users, dim: The release's settings.
+        seed: Seed of the audit.
+    """
+    from botorch_dp.privacy.mechanisms import GaussianClipCountMechanism
+
+    mechanism_class = GaussianClipCountMechanism if mechanism_class is None else mechanism_class
+    u = _direction(dim)
+    A = torch.eye(dim, dtype=torch.float64)
+
+    def sampler(first_scale: float) -> StatisticSampler:
+        Y = (0.5 * clip_bound * u).unsqueeze(-1).repeat(1, num_users)
+        Y[:, 0] = first_scale * clip_bound * u
+
+        def sample(num: int, stream: int) -> Tensor:
+            mechanism = mechanism_class(num_users=num_users, generator=torch.Generator().manual_seed(stream))
+            return torch.tensor([mechanism.release(A, Y, clip_bound, count_mu).count for _ in range(num)])
+
+        return sample
+
+    return run_audit("adaptive_clip_count", sampler(2.0), sampler(0.5), count_mu, num_runs=num_runs, seed=seed)
