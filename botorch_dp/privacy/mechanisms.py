@@ -960,7 +960,7 @@ def count_within_clip(
     if A.shape[-1] == 0:  # no evaluations yet: every estimate is 0
         return n
     if chunk_size is None:
-        chunk_size = default_chunk_size(n, A.shape[-1], A.shape[0])
+        chunk_size = default_chunk_size(n, A.shape[0])
     A_parts = A.split([b.shape[0] for b in blocks], dim=-1)
     count = 0
     for start in range(0, n, chunk_size):
