@@ -5,7 +5,9 @@ training data used inside each evaluation (DP-SGD, objective perturbation, any m
 with a Rényi-DP curve) is accounted separately, in RDP on one public order grid, or with
 Opacus's PRV accountant when every training entry is a DP-SGD run. Opacus is imported
 only when DP-SGD runs are accounted (``privacy.accountants``), so importing the ledger
-and running DP-GIBO with it does not load Opacus.
+and running DP-GIBO with it does not load Opacus. A ledger lives in memory, or, with
+``storage=`` and ``dataset=``, in an SQLite or PostgreSQL database shared by many runs and
+machines (``privacy.ledger_storage``, which alone imports SQLAlchemy).
 """
 
 from __future__ import annotations
@@ -1146,7 +1148,12 @@ class PrivacyLedger:
             keyed validation steps by step index only, so two runs that shared a ledger
             were stored as one, and a migration would carry that under-count over. A
             version 3 state whose ``rdp_orders`` differ from ``TRAINING_RDP_ORDERS`` is
-            refused: its curves cannot be re-evaluated on this grid.
+            refused: its curves cannot be re-evaluated on this grid. On a stored ledger
+            the state is MERGED into the dataset (one transaction): its entries missing
+            from the database are added, those present must agree (``ValueError``
+            otherwise, nothing changed), nothing is deleted; its settings must equal the
+            stored ones, and its budgets become this object's if they do not loosen the
+            stored ones.
         """
         if not isinstance(state_dict, Mapping):
             raise ValueError(f"A ledger state must be a mapping, got {type(state_dict).__name__}.")

@@ -295,7 +295,7 @@ def test_dpgibo_runs_sharing_a_stored_ledger_record_what_they_would_in_memory(tm
         kernel.offset = 1.0
         return DPGIBOConfig(
             kernel=kernel, bounds=torch.tensor([[-2.0, -2.0], [4.0, 4.0]], dtype=torch.float64), privacy_mu=0.6, clip_bound=2.0,
-            num_iterations=3, step_size=0.5, batch_size=3, theta0=torch.zeros(2, dtype=torch.float64),
+            num_iterations=2, step_size=0.5, batch_size=3, theta0=torch.zeros(2, dtype=torch.float64),
             search_radius=0.5, num_restarts=2, raw_samples=32, **kw,
         )
 
@@ -316,7 +316,9 @@ def test_dpgibo_runs_sharing_a_stored_ledger_record_what_they_would_in_memory(tm
         runs[0].run_id = runs[1].run_id
         results = [opt.run(objective, progress=False) for opt in runs]
         assert results[0].release.theta.equal(results[1].release.theta)
-    assert stored.state_dict() == memory.state_dict() and len(memory.validation_steps) >= 8
+    assert stored.state_dict() == memory.state_dict()
+    keys = {key.split("/")[-1] for _, key in memory.validation_steps}
+    assert {"step-0000", "step-0001", "norm", "grad", "select"} <= keys  # every kind of release
     assert [r.status for r in _rows(url, dataset)] == ["recorded"] * len(memory.validation_steps)
     with pytest.raises(PrivacyBudgetExceeded):  # a third run of mu 0.6 does not fit 1.0
         DPGIBO(configs[0], ledger=PrivacyLedger(storage=url, dataset=dataset)).run(objective, progress=False)
