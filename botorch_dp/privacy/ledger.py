@@ -16,6 +16,7 @@ import contextlib
 import functools
 import math
 import os
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, TypeVar, Union
@@ -118,14 +119,17 @@ def _synced(method: _F) -> _F:
 
     @functools.wraps(method)
     def wrapper(self: PrivacyLedger, *args: Any, **kwargs: Any) -> Any:
-        if self._storage is None or self._holding:
+        if self._storage is None:
             return method(self, *args, **kwargs)
-        self._holding = True
-        try:
-            self._load_rows(self._storage.rows(self.dataset))
-            return method(self, *args, **kwargs)
-        finally:
-            self._holding = False
+        with self._lock:  # one thread at a time uses (and reloads) the object's copy
+            if self._holding:
+                return method(self, *args, **kwargs)
+            self._holding = True
+            try:
+                self._load_rows(self._storage.rows(self.dataset))
+                return method(self, *args, **kwargs)
+            finally:
+                self._holding = False
 
     return wrapper  # type: ignore[return-value]
 
@@ -399,6 +403,7 @@ class PrivacyLedger:
         self._reserved_mus: list[float] = []
         self._training_sequence: list[TrainingEntry] = []
         self._owner = uuid.uuid4().hex
+        self._lock = threading.RLock()
         if storage is None:
             if dataset is not None:
                 raise ValueError("dataset needs storage (the database that holds the dataset's ledger).")
@@ -443,6 +448,7 @@ class PrivacyLedger:
         if self._storage is not None:  # reopened (by URL) where it is unpickled
             state["_storage"] = self._storage.url
         state["_holding"] = False
+        del state["_lock"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -451,6 +457,7 @@ class PrivacyLedger:
 
             state = {**state, "_storage": open_storage(state["_storage"]), "_owner": uuid.uuid4().hex}
         self.__dict__.update(state)
+        self._lock = threading.RLock()
 
     def _load_rows(self, rows: list[StoredRow]) -> None:
         r"""Replace the copy of the dataset's entries with ``rows`` (in recording order)."""
@@ -483,7 +490,7 @@ class PrivacyLedger:
         if self._storage is None:
             yield None
             return
-        with self._storage.transaction(self.dataset) as tx:
+        with self._lock, self._storage.transaction(self.dataset) as tx:
             self._holding = True
             try:
                 self._load_rows(tx.rows())

@@ -263,6 +263,28 @@ def test_eight_processes_race_for_a_budget_of_five_releases(url):
     assert ledger.validation_mu() == pytest.approx(math.sqrt(5) * MU, rel=1e-12) and ledger.validation_mu() <= BUDGET
 
 
+def test_threads_sharing_one_stored_ledger_object_spend_five_releases(tmp_path):
+    r"""A thread pool evaluating candidates with one objective shares its ledger object:
+    check, release, record from 8 threads at once still spend exactly 5 releases."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    url = f"sqlite:///{tmp_path / 'budget.db'}"
+    ledger = PrivacyLedger(storage=url, dataset="d", validation_mu_budget=BUDGET)
+
+    def spend(i):
+        try:
+            ledger.check_validation_step(MU)
+        except PrivacyBudgetExceeded:
+            return False
+        ledger.record_validation_step(MU, run_id=f"thread-{i}", key="step-0000")
+        return True
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(spend, range(8)))
+    assert sum(outcomes) == 5
+    assert [r.status for r in _rows(url, "d")] == ["recorded"] * 5
+
+
 def test_a_process_killed_inside_its_transaction_leaves_nothing(url):
     dataset = _dataset()
     PrivacyLedger(storage=url, dataset=dataset, validation_mu_budget=BUDGET)
