@@ -17,10 +17,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 
-# the stamp is touched only after both installs succeed, so a failed install is retried
+# the stamp is touched only after the installs succeed, so a failed install is retried;
+# scripts/ensure_postgres.sh adds Debian's PostgreSQL server (the shared-ledger tests start
+# one) only where it is missing, and never fails the set-up
 $(STAMP): setup.cfg pyproject.toml Makefile | $(BIN)/python
 	$(BIN)/pip install torch==2.13.0
 	$(BIN)/pip install -e '.[dev]'
+	sh scripts/ensure_postgres.sh
 	touch $(STAMP)
 
 install: $(STAMP)
