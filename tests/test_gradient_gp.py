@@ -258,3 +258,81 @@ def test_kernel_changed_and_stale_factor_refused():
     fresh = GradientGP(X, kernel, 1e-3)
     assert not fresh.kernel_changed()
     assert not fresh.to(torch.float32).kernel_changed()  # moving the module (kernel and factor) is no change
+
+
+def _trace_reduction_by_autograd(gp, theta, X, jacobian=None):
+    """The trace reduction as plain tensor operations (what autograd differentiated before
+    ``trace_reduction`` had a closed-form backward pass)."""
+    from linear_operator.utils.cholesky import psd_safe_cholesky
+
+    W, S = gp._schur(X, gp.new_point_noise)
+    C = gp.derivatives.cross(theta, X)
+    if jacobian is not None:
+        C = jacobian.transpose(-1, -2) @ C
+    if gp.num_train > 0:
+        C = C - gp.whitened_cross(theta, jacobian).transpose(-1, -2) @ W
+    if X.shape[-2] == 1:
+        M = C.transpose(-1, -2) / S.clamp_min(max(gp.new_point_noise, gp.jitter)).sqrt()
+    else:
+        M = torch.linalg.solve_triangular(psd_safe_cholesky(S), C.transpose(-1, -2), upper=False)
+    return M.pow(2).sum((-1, -2)) * gp.output_scale**2
+
+
+@pytest.mark.parametrize("name,method", [("rbf", "closed_form"), ("matern52", "closed_form"), ("poly2", "closed_form"), ("rq", "autograd")])
+@pytest.mark.parametrize("N,r", [(0, 3), (9, 1), (9, 4)])
+def test_trace_reduction_closed_form_backward_equals_autograd(name, method, N, r, dtype):
+    d = 3
+    X_train, _ = _data(d, N, dtype, seed=1)
+    gp = GradientGP(X_train, make_kernel(name, d, dtype), 1e-3, method=method)
+    g = torch.Generator().manual_seed(2)
+    theta = torch.rand(2, 1, d, generator=g, dtype=torch.float64).to(dtype).requires_grad_(True)  # batch of θ
+    X = torch.rand(2, 5, r, d, generator=g, dtype=torch.float64).to(dtype).requires_grad_(True)
+    J = (torch.eye(d, dtype=torch.float64) + 0.3 * torch.rand(d, d, generator=g, dtype=torch.float64)).to(dtype)
+    tol = dict(rtol=1e-9, atol=1e-12) if dtype == torch.float64 else dict(rtol=2e-3, atol=1e-5)
+    for jacobian in (None, J):
+        weights = torch.rand(2, 5, generator=g, dtype=torch.float64).to(dtype)  # a non-uniform upstream gradient
+        new = gp.trace_reduction(theta, X, jacobian=jacobian)
+        old = _trace_reduction_by_autograd(gp, theta, X, jacobian)
+        assert torch.equal(new, old)  # the forward pass is unchanged, bit for bit
+        # (the autograd backend differentiates ∇k in X but not in θ: then neither has a θ gradient)
+        grads_new = torch.autograd.grad((weights * new).sum(), (X, theta), allow_unused=True)
+        grads_old = torch.autograd.grad((weights * old).sum(), (X, theta), allow_unused=True)
+        for a, b in zip(grads_new, grads_old):
+            assert (a is None) == (b is None)
+            if a is not None:
+                torch.testing.assert_close(a, b, **tol)
+        assert grads_new[0].abs().sum() > 0
+
+
+def test_trace_reduction_backward_where_the_floor_is_active():
+    """``r = 1`` with ``S`` below the floor (round-off can put it there): as for ``clamp_min``,
+    ``S`` gets no gradient there, ``C`` still does. Checked on the function itself, against
+    autograd of its formula, with one batch element clamped and one not."""
+    from botorch_dp.gradient_gp import _SchurTraceReduction
+
+    g = torch.Generator().manual_seed(3)
+    N, d, floor = 4, 3, 0.05
+    L = torch.linalg.cholesky(torch.eye(N, dtype=torch.float64) + 0.1 * torch.ones(N, N, dtype=torch.float64))
+    K_DX = (0.3 * torch.rand(2, N, 1, generator=g, dtype=torch.float64)).requires_grad_(True)
+    W = torch.linalg.solve_triangular(L, K_DX.detach(), upper=False)
+    # K_XX = WᵀW + {0.01, 0.5}: S = 0.01 < floor (clamped) and S = 0.5 (not)
+    K_XX = ((W.transpose(-1, -2) @ W) + torch.tensor([0.01, 0.5], dtype=torch.float64)[:, None, None]).requires_grad_(True)
+    G = torch.rand(2, d, 1, generator=g, dtype=torch.float64).requires_grad_(True)
+    V = torch.rand(N, d, generator=g, dtype=torch.float64).requires_grad_(True)
+
+    def formula(K_DX, K_XX, G, V):
+        W = torch.linalg.solve_triangular(L, K_DX, upper=False)
+        S = K_XX - W.transpose(-1, -2) @ W
+        C = G - V.transpose(-1, -2) @ W
+        return (C.transpose(-1, -2) / S.clamp_min(floor).sqrt()).pow(2).sum((-1, -2))
+
+    inputs = (K_DX, K_XX, G, V)
+    new = _SchurTraceReduction.apply(K_DX, K_XX, G, V, L, floor)
+    old = formula(*inputs)
+    torch.testing.assert_close(new, old, rtol=1e-14, atol=0.0)
+    weights = torch.tensor([0.7, 1.3], dtype=torch.float64)
+    grads_new = torch.autograd.grad((weights * new).sum(), inputs)
+    grads_old = torch.autograd.grad((weights * old).sum(), inputs)
+    for a, b in zip(grads_new, grads_old):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
+    assert grads_new[1][0].abs().max() == 0 and grads_new[1][1].abs().max() > 0  # no gradient to a clamped S
