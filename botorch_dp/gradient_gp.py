@@ -101,73 +101,6 @@ def _solve_lower(L: Tensor, B: Tensor) -> Tensor:
     return sol.reshape(N, *batch, r).movedim(0, -2)
 
 
-def _solve_upper_transposed(L: Tensor, B: Tensor) -> Tensor:
-    r"""``L⁻ᵀ B`` for an ``N x N`` lower factor and a ``batch x N x r`` right-hand side (as ``_solve_lower``)."""
-    N, r = B.shape[-2:]
-    if N == 0:
-        return B
-    batch = B.shape[:-2]
-    rhs = B.movedim(-2, 0).reshape(N, -1)
-    sol = torch.linalg.solve_triangular(L.transpose(-1, -2), rhs, upper=True)
-    return sol.reshape(N, *batch, r).movedim(0, -2)
-
-
-class _SchurTraceReduction(torch.autograd.Function):
-    r"""``‖chol(S)⁻¹ Cᵀ‖²_F`` with ``W = L⁻¹ K_DX``, ``S = K_XX − WᵀW`` and ``C = G − VᵀW``.
-
-    The forward pass is the one ``GradientGP.trace_reduction`` has always made (same
-    operations, same bits). The backward pass is the closed form, so autograd does not
-    replay the triangular solves, the Cholesky factorization and the products one by one:
-    with ``S̃ = chol(S) chol(S)ᵀ`` (``S`` itself unless the factorization added jitter),
-    ``P = S̃⁻¹Cᵀ`` and ``R = PPᵀ``,
-
-    ``∂α/∂G = 2Pᵀ``, ``∂α/∂K_XX = −R``, ``∂α/∂K_DX = L⁻ᵀ(2WR − 2VPᵀ)``, ``∂α/∂V = −2WP``.
-
-    For ``r = 1`` the factor is ``√max(S, floor)``, and (as for ``clamp_min``) ``S`` gets
-    no gradient where the floor is active. One triangular solve against ``L`` in each pass.
-    """
-
-    @staticmethod
-    def forward(ctx, K_DX: Tensor, K_XX: Tensor, G: Tensor, V: Tensor, L: Tensor, floor: float) -> Tensor:
-        W = _solve_lower(L, K_DX)
-        S = K_XX - W.transpose(-1, -2) @ W
-        C = G - V.transpose(-1, -2) @ W
-        if S.shape[-1] == 1:
-            factor = S.clamp_min(floor).sqrt()
-            M = C.transpose(-1, -2) / factor
-        else:
-            factor = psd_safe_cholesky(S)
-            M = torch.linalg.solve_triangular(factor, C.transpose(-1, -2), upper=False)
-        ctx.save_for_backward(W, M, factor, S, V, L)
-        ctx.floor = floor
-        ctx.shapes = (K_DX.shape, K_XX.shape, G.shape, V.shape)
-        return M.pow(2).sum((-1, -2))
-
-    @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
-        W, M, factor, S, V, L = ctx.saved_tensors
-        shape_K_DX, shape_K_XX, shape_G, shape_V = ctx.shapes
-        g = grad[..., None, None]
-        if S.shape[-1] == 1:
-            P = M / factor  # S⁻¹Cᵀ
-            R = (P @ P.transpose(-1, -2)) * (S >= ctx.floor)
-        else:
-            P = torch.linalg.solve_triangular(factor.transpose(-1, -2), M, upper=True)
-            R = P @ P.transpose(-1, -2)
-        gP = (2 * g) * P  # ∂α/∂Cᵀ
-        out: list[Tensor | None] = [None] * 6
-        if ctx.needs_input_grad[0]:
-            grad_W = (2 * g) * (W @ R) - V @ gP.transpose(-1, -2)
-            out[0] = _solve_upper_transposed(L, grad_W).sum_to_size(shape_K_DX)
-        if ctx.needs_input_grad[1]:
-            out[1] = (-g * R).sum_to_size(shape_K_XX)
-        if ctx.needs_input_grad[2]:
-            out[2] = gP.transpose(-1, -2).sum_to_size(shape_G)
-        if ctx.needs_input_grad[3]:
-            out[3] = -(W @ gP).sum_to_size(shape_V)
-        return tuple(out)
-
-
 class GradientGP(torch.nn.Module):
     r"""The factorized gradient posterior of a fixed-kernel GP on public points ``D``.
 
@@ -530,21 +463,21 @@ class GradientGP(torch.nn.Module):
         Returns:
             A ``batch_shape`` tensor of non-negative trace reductions.
         """
-        r = X.shape[-2]
-        noise = torch.as_tensor(self.new_point_noise, dtype=X.dtype, device=X.device).expand(r)
-        K_XX = self.kernel(X).to_dense() + torch.diag_embed(noise.clamp_min(self.jitter))
-        G = _to_input_space(self.derivatives.cross(theta, X), jacobian)  # batch x d x r
+        W, S = self._schur(X, self.new_point_noise)
+        C = _to_input_space(self.derivatives.cross(theta, X), jacobian)  # batch x d x r
         if self.num_train > 0:
             if V is None:
                 V = self.whitened_cross(theta, jacobian)
-            K_DX = self.kernel(self.train_X, X).to_dense()
+            C = C - V.transpose(-1, -2) @ W
+        if X.shape[-2] == 1:
+            # q = 1 (greedy and adaptive batches): a square root and a division; torch's
+            # batched Cholesky / triangular solves over many 1 x 1 systems are far slower.
+            # S ≥ max(σ², jitter) holds exactly, so the floor only removes round-off.
+            M = C.transpose(-1, -2) / S.clamp_min(max(self.new_point_noise, self.jitter)).sqrt()
         else:
-            V = G.new_zeros(0, G.shape[-2])
-            K_DX = X.new_zeros(*X.shape[:-2], 0, r)
-        # r = 1 (greedy and adaptive batches): S ≥ max(σ², jitter) holds exactly, so the
-        # floor only removes round-off
-        floor = max(self.new_point_noise, self.jitter)
-        return _SchurTraceReduction.apply(K_DX, K_XX, G, V, self.L, floor) * self.output_scale**2
+            L_S = psd_safe_cholesky(S)
+            M = torch.linalg.solve_triangular(L_S, C.transpose(-1, -2), upper=False)
+        return M.pow(2).sum((-1, -2)) * self.output_scale**2
 
 
 # ---------------------------------------------------------------------- BoTorch models
