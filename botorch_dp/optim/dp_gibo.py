@@ -7,6 +7,7 @@ Settings: ``config``; batches: ``batch_selection``; steps: ``step_rules``; resul
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
 import os
 import secrets
@@ -20,6 +21,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from botorch_dp.evaluation import evaluate_rows
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.batch_selection import local_bounds, select_batch
 from botorch_dp.optim.checkpoint import save_state
@@ -393,6 +395,7 @@ class DPGIBO:
         *,
         callback: Callable[[IterationInfo], bool | None] | None = None,
         progress: bool = True,
+        executor: concurrent.futures.Executor | None = None,
     ) -> DPGIBOResult:
         r"""Run the remaining iterations.
 
@@ -402,6 +405,9 @@ class DPGIBO:
                 with the optimizer, which holds the sensitive losses); returning ``True``
                 stops the run early (the guarantee covers the steps taken).
             progress: Show a tqdm bar (public values only).
+            executor: Evaluate each batch's rows on this ``concurrent.futures.Executor``
+                (``evaluation.evaluate_rows``: one row per call, losses in row order);
+                ``None``: ``objective(X)`` in this process.
 
         Returns:
             The ``DPGIBOResult``.
@@ -411,7 +417,7 @@ class DPGIBO:
             while not self.is_done:
                 X = self.ask()
                 if X.shape[0] > 0:
-                    losses = objective(X)
+                    losses = evaluate_rows(objective, X, executor=executor)
                 elif self.num_users is not None:
                     losses = torch.empty(0, self.num_users, dtype=torch.float64)
                 else:  # an empty first batch: only the objective knows n (never assume n = 1)
