@@ -48,12 +48,13 @@ STATE_VERSION = 3
 META_KEYS = {
     "format", "schema_version", "version", "run_id", "config", "config_fingerprint", "kernel", "iteration",
     "theta", "iterates", "pending", "batch_sizes", "traces", "released", "diagnostics", "step_optimizer",
-    "ledger", "noise_generator", "search_generator", "noise_and_selection", "subspace",
+    "ledger", "noise_generator", "search_generator", "noise_and_selection", "subspace", "partitioned_users",
 }
 #: Meta keys added after schema version 1, with what an older checkpoint means by them.
 #: ``noise_and_selection`` (issue 15, Menart et al.): nothing adaptive and no selection yet.
 #: ``subspace`` (issue 15, Kairouz et al.): no subspace, no private preconditioner yet.
-_META_KEYS_ADDED = {"noise_and_selection": None, "subspace": None}
+#: ``partitioned_users`` (issue 17): ``n`` of a run whose losses are held in partitions (none in the files).
+_META_KEYS_ADDED = {"noise_and_selection": None, "subspace": None, "partitioned_users": None}
 #: Config fields that may differ on resume: the budget (only tightened) and the unsafe
 #: fitting callable (only its presence is compared).
 _RESUME_MAY_DIFFER = {"privacy_budget_mu", "hyperparameter_fit"}
@@ -243,7 +244,10 @@ def check_state(
     sizes = meta["batch_sizes"]
     if not isinstance(sizes, list) or len(sizes) != T or not all(ckpt._is_int(b) and b >= 0 for b in sizes):
         raise ValueError(f"Checkpoint field 'batch_sizes' must be {T} integers >= 0.")
-    if [b.shape[0] for b in blocks] != sizes:
+    partitioned = meta["partitioned_users"]
+    if partitioned is not None and (not ckpt._is_int(partitioned) or partitioned < 2 or blocks):
+        raise ValueError("Checkpoint field 'partitioned_users' must be None or an integer n >= 2 with no loss files.")
+    if partitioned is None and [b.shape[0] for b in blocks] != sizes:
         raise ValueError("Checkpoint field 'batch_sizes' does not match the rows of the loss files.")
     if not isinstance(meta["traces"], list) or len(meta["traces"]) != T:
         raise ValueError(f"Checkpoint field 'traces' must hold {T} values.")
@@ -280,7 +284,7 @@ def check_state(
         raise ValueError(f"Checkpoint field 'step_optimizer' is not a {config.step_rule} state: {err}") from None
     ledger_state = meta["ledger"]
     ledger = PrivacyLedger.from_state_dict(ledger_state)  # validates before anything changes
-    n = blocks[0].shape[1] if blocks else None
+    n = blocks[0].shape[1] if blocks else partitioned
     if n is not None and config.privacy_mu < math.inf and n == 0:
         raise ValueError("Checkpoint loss files hold no users.")
     adaptive = check_noise_and_selection(meta["noise_and_selection"], config=config, T=T, ledger=ledger, run_id=meta["run_id"])
@@ -289,7 +293,7 @@ def check_state(
         "traces": traces, "released": released, "diag": diag, "X": X, "L": L, "blocks": blocks,
         "kernel_tensors": stored_kernel_tensors, "optimizer": optimizer, "ledger_state": ledger_state,
         "noise_gen": noise_gen, "search_gen": search_gen, "n": n, "noise_and_selection": adaptive,
-        "subspace": subspace,
+        "subspace": subspace, "partitioned_users": partitioned,
     }
 
 
@@ -407,7 +411,7 @@ _MUTABLE = (
     "iteration", "_iterates", "_X", "_Y_blocks", "_gp", "_pending", "_batch_sizes", "_traces",
     "_released", "_diag", "_mechanism", "_committed",
     "_step_mus", "_noise_stds", "_noisy_norms", "_norm_mus", "_stopped", "_selected", "_selection_scores",
-    "_subspace",
+    "_subspace", "_partitioned_users",
 )
 
 
@@ -473,6 +477,7 @@ def encode_state(opt: DPGIBO) -> dict[str, Any]:
         "search_generator": ckpt.generator_to_json(opt._search_gen),
         "noise_and_selection": encode_noise_and_selection(opt),
         "subspace": opt._subspace.to_json(),
+        "partitioned_users": opt._partitioned_users,
     }
     gp = {"X": opt._X, "L": opt._gp.L}  # the factor is restored as is: refactorizing changes bits
     gp.update({f"kernel.{k}": v.to(torch.float64) for k, v in kernel_tensors(opt.kernel).items()})
@@ -518,6 +523,7 @@ def apply_state(opt: DPGIBO, state: dict[str, Any]) -> None:
     opt._stopped, opt._selected = adaptive["stopped"], adaptive["selected_index"]
     opt._selection_scores = adaptive["selection_scores"]
     opt._subspace = checked["subspace"]
+    opt._partitioned_users = checked["partitioned_users"]
 
 
 def resume_run(
