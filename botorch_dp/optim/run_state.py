@@ -249,6 +249,8 @@ def check_state(
         raise ValueError("Checkpoint field 'partitioned_users' must be None or an integer n >= 2 with no loss files.")
     if partitioned is None and [b.shape[0] for b in blocks] != sizes:
         raise ValueError("Checkpoint field 'batch_sizes' does not match the rows of the loss files.")
+    if partitioned is not None and sum(sizes) != gp["X"].shape[0]:
+        raise ValueError("Checkpoint field 'batch_sizes' does not match the rows of X.")
     if not isinstance(meta["traces"], list) or len(meta["traces"]) != T:
         raise ValueError(f"Checkpoint field 'traces' must hold {T} values.")
     traces = [ckpt.float_from_json(v, "traces") for v in meta["traces"]]
