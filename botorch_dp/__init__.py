@@ -8,9 +8,13 @@ and benchmark problems.
 from botorch_dp.acquisition import qGradientInformation
 from botorch_dp.optim import DPGIBO, DPGIBOConfig
 from botorch_dp.gradient_gp import GradientGP
+from botorch_dp.plan import PrivatePlan, plan_private_run
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.seeding import PrivacyWarning
 
 __version__ = "0.1.0"
 
-__all__ = ["DPGIBO", "DPGIBOConfig", "GradientGP", "PrivacyLedger", "PrivacyWarning", "qGradientInformation", "__version__"]
+__all__ = [
+    "DPGIBO", "DPGIBOConfig", "GradientGP", "PrivacyLedger", "PrivacyWarning", "PrivatePlan", "plan_private_run",
+    "qGradientInformation", "__version__",
+]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-r"""Reproduce the DP-GIBO paper's experiments (seed 000 §4 and Appendix E, seed 001 §4).
+r"""Reproduce the DP-GIBO paper's experiments (Sopa et al. §4 and Appendix E; §4 of the short version).
 
 Writes ``results.md`` (tables, findings, timing), ``runs.json`` (every run) and PNG plots
 to ``--out``:
@@ -13,7 +13,7 @@ to ``--out``:
 3. ``mu_sweep.png``: final loss against μ;
 4. ``sigma_sweep.png``: E.5, observation noise 0.01, surrogate σ correct / too high / too low;
 5. ``normal_location.png`` (E.3) and ``huber.png`` (E.4, DP-GIBO vs noisy GD);
-6. ``svm.png``: E.2 / seed 001 §4.4, SVM hyperparameter tuning (d = 33): DP-GIBO (μ = 1),
+6. ``svm.png``: E.2 / Sopa et al. (short version) §4.4, SVM hyperparameter tuning (d = 33): DP-GIBO (μ = 1),
    non-private GIBO and random search with DP-GIBO's evaluation count.
 
 Usage::
@@ -73,7 +73,7 @@ Choices the paper does not fix, and reductions of the full mode (also stated in
   below 2I, about 0.25I), the same η for DP-GIBO and noisy GD.
 - SVM (E.2): the UCI CT-slice data are not shipped, so ``KernelSVMRegression`` on
   friedman1 data (30 features, 5 informative; 1000 training points, 1000 validation
-  users) stands in, d = 33 as in seed 001 §4.4 (the seed 000 version has d = 103). The
+  users) stands in, d = 33 as in §4.4 of the short version of Sopa et al. (the long version has d = 103). The
   paper's box, AdaGrad η = 0.8, B = 1, b = d + 1, θ₀ uniform per seed and an RBF surrogate
   with length-scale 1 on the raw (not normalised) coordinates. The paper gives no T; T = 25
   (850 evaluations; the loss levels off after about 10 iterations in a pilot on 2 seeds).

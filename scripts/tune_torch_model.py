@@ -20,7 +20,7 @@ OS entropy unless ``--noise-seed`` is given (reproductions only; it raises a
 ``--dp-train`` also trains every candidate with Opacus DP-SGD (Poisson sampling) and
 records each training run in a ``PrivacyLedger``. The training data then get their own
 guarantee, composed over ALL training runs (every evaluation of DP-GIBO, the final model,
-and the diagnostic baseline run) — it grows with the number of runs (seed 001, §3.4 and
+and the diagnostic baseline run) — it grows with the number of runs (Sopa et al., short version, §3.4 and
 §5: each training call costs training privacy). ``--dp-train-epsilon E`` calibrates the
 DP-SGD noise multiplier so that ALL planned runs together spend at most E at ``--delta``
 (Opacus ``get_noise_multiplier`` over the summed steps of the planned runs: DP-GIBO's
@@ -372,7 +372,7 @@ def _run(args: argparse.Namespace) -> dict:
     _print(summary, args)
     if not args.no_plot:
         args.out.mkdir(parents=True, exist_ok=True)
-        _plot(args.out / PLOT_FILE, release, space, validation, training_guarantee)
+        _plot(args.out / PLOT_FILE, release, space, validation, training_guarantee, ledger)
     return summary
 
 
@@ -412,18 +412,26 @@ def _print(summary: dict, args: argparse.Namespace) -> None:
               f"test accuracy {r['test_accuracy']:.4f}")
 
 
-def _plot(path: Path, release, space, validation: dict, training: dict) -> None:
+def _plot(path: Path, release, space, validation: dict, training: dict, ledger: PrivacyLedger) -> None:
+    r"""Public values only: the iterates and evaluation points per hyperparameter, the
+    posterior trace, ε spent against iterations, and the loss the run released (the noisy
+    losses of ``selection="noisy_loss"``) or else the norm of the released noisy gradient.
+    A curve of the validation loss at every iterate would be computed from the sensitive
+    validation data (and, with --dp-train, cost one more DP-SGD run per iterate), so it is
+    not drawn."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from botorch_dp.plot import plot_loss, plot_privacy
 
     iterates = space.to_search_units(release.iterates)
     points = space.to_search_units(release.evaluation_points)
     it_of_point = torch.repeat_interleave(
         torch.arange(len(release.batch_sizes)), torch.tensor(release.batch_sizes, dtype=torch.long)
     )
-    fig, axes = plt.subplots(1, space.dim + 1, figsize=(3.6 * (space.dim + 1), 3.4))
+    fig, axes = plt.subplots(1, space.dim + 3, figsize=(3.6 * (space.dim + 3), 3.4))
     for j, (ax, h) in enumerate(zip(axes, space.hyperparameters)):
         ax.scatter(it_of_point, points[:, j], s=10, color="gray", alpha=0.6, label="evaluation points")
         ax.plot(range(len(iterates)), iterates[:, j], "o-", label="iterates θ_t")
@@ -432,9 +440,21 @@ def _plot(path: Path, release, space, validation: dict, training: dict) -> None:
         ax.set_xlabel("iteration t")
         ax.set_ylabel(f"log10 {h.name}" if h.log_scale else h.name)
     axes[0].legend(fontsize=8)
-    axes[-1].plot(range(1, len(release.posterior_traces) + 1), release.posterior_traces, "o-")
-    axes[-1].set_xlabel("iteration t")
-    axes[-1].set_ylabel("tr Σ_D(θ_t) after the batch")
+    trace_ax, privacy_ax, loss_ax = axes[-3:]
+    trace_ax.plot(range(1, len(release.posterior_traces) + 1), release.posterior_traces, "o-")
+    trace_ax.set_xlabel("iteration t")
+    trace_ax.set_ylabel("tr Σ_D(θ_t) after the batch")
+    if math.isfinite(validation["delta"]) and validation["mu"] != "inf":
+        plot_privacy(ledger, delta=validation["delta"], ax=privacy_ax)
+    else:
+        privacy_ax.text(0.5, 0.5, "non-private run: μ = ∞", ha="center", va="center", transform=privacy_ax.transAxes)
+    if release.selection_scores is not None:
+        plot_loss(release, ax=loss_ax)
+    else:  # no loss was released: the released gradient's norm is the public sign of progress
+        norms = release.released_gradients.norm(dim=-1)
+        loss_ax.plot(range(len(norms)), norms.numpy(), "o-")
+        loss_ax.set_xlabel("iteration t")
+        loss_ax.set_ylabel("‖released noisy gradient‖")
     tr = "training data unprotected" if not training["protected"] else (
         f"training ε = {_num(training['epsilon'])} ({training['num_runs']} DP-SGD runs)"
     )

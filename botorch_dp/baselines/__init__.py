@@ -1,4 +1,4 @@
-r"""Baselines for DP-GIBO: random search, private random search, UCB-BO, GIBO, noisy GD.
+r"""Baselines for DP-GIBO: random search, private random search, DP-HyPO, UCB-BO, GIBO, noisy GD.
 
 Every baseline takes an objective (a ``PerUserProblem`` or a callable ``q x d -> q x n``
 per-user losses), the ``2 x d`` bounds and a budget, and returns a ``BaselineResult``.
@@ -11,6 +11,7 @@ from botorch_dp.baselines.base import (
     Objective,
     incumbent_history,
 )
+from botorch_dp.baselines.dp_hypo import dp_hypo, gp_sampling_log_weights, project_to_ratio_class
 from botorch_dp.baselines.gibo import NO_CLIP, from_dp_gibo_result, gibo
 from botorch_dp.baselines.noisy_gd import noisy_gradient_descent
 from botorch_dp.baselines.private_random_search import private_random_search
@@ -37,12 +38,15 @@ __all__ = [
     "BaselineHistory",
     "BaselineResult",
     "Objective",
+    "dp_hypo",
     "from_dp_gibo_result",
     "gibo",
+    "gp_sampling_log_weights",
     "incumbent_history",
     "noisy_gradient_descent",
     "per_trial_mu_for_epsilon",
     "private_random_search",
+    "project_to_ratio_class",
     "private_selection_epsilon",
     "private_selection_rdp",
     "random_search",

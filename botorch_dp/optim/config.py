@@ -7,13 +7,19 @@ import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_dp.gradient_gp import DEFAULT_JITTER, GradientGP
+from botorch_dp.optim.adaptive_clip import (
+    DEFAULT_CLIP_INIT,
+    DEFAULT_CLIP_LEARNING_RATE,
+    DEFAULT_CLIP_MU_FRACTION,
+    DEFAULT_CLIP_QUANTILE,
+)
 from botorch_dp.optim.batch_selection import BATCH_SELECTIONS, BatchSelection
 from botorch_dp.optim.noise_schedule import (
     DEFAULT_NORM_MU_FRACTION,
@@ -45,6 +51,7 @@ __all__ = [
     "DPGIBOConfig",
     "check_bias_tolerance",
     "check_per_user_losses",
+    "clip_count_privacy_mu",
     "default_batch_size",
     "resolve_model",
     "resolve_privacy",
@@ -79,7 +86,11 @@ class DPGIBOConfig:
             non-private GIBO. Default 1.0 when no target ``(epsilon, delta)`` is given.
             After construction it always holds the ``μ`` the loop uses (the resolved one
             when ``epsilon`` is given).
-        clip_bound: ``B``, per-user clipping norm of the gradient estimates.
+        clip_bound: ``B``, per-user clipping norm of the gradient estimates, or
+            ``"adaptive"``: ``B_t`` tracks a private quantile of the per-user estimate norms
+            (Andrew et al. 2021; ``optim.adaptive_clip``), with ``clip_init``,
+            ``clip_quantile``, ``clip_learning_rate`` and ``clip_mu_fraction``. Needs the
+            fixed ``noise_schedule``, no ``subspace`` and no private preconditioner.
         step_size: ``η``.
         step_rule: ``"sgd"`` (``θ ← θ − η g``), ``"adagrad"`` or ``"adagrad_full"``
             (full-matrix AdaGrad, Kairouz et al.) on the privatized gradients
@@ -141,7 +152,7 @@ class DPGIBOConfig:
             gradients, clip fractions, noise norms) in ``result().diagnostics``. Off by default.
         num_restarts, raw_samples: Passed to ``optimize_acqf`` (positive integers).
         user_chunk_size: Users per chunk when forming per-user gradients (a positive
-            integer), or ``None`` (default): chosen from ``n``, ``N`` and ``d`` by
+            integer), or ``None`` (default): chosen from ``n`` and ``d`` by
             ``privacy.mechanisms.default_chunk_size`` (4096 to 65536 users).
         jitter: Diagonal floor of the kernel matrices (``>= 0``, finite).
         unsafe_allow_sensitive_fitting: LOUD OPT-OUT. Permits ``hyperparameter_fit`` and
@@ -195,6 +206,18 @@ class DPGIBOConfig:
             (required there only).
         loss_clip: ``C``: per-user losses are clamped to ``[0, C]`` for the evaluated
             selections (sensitivity ``C/n``; required there only).
+
+    Adaptive clipping (``clip_bound="adaptive"``, Andrew et al. 2021; all ``None`` otherwise).
+    Each step releases, besides the gradient at ``B_t``, the noisy count of users with
+    ``‖A y_i‖ ≤ B_t`` (``μ_C/√T``-GDP, ledger key ``step-t/clip``; the gradient is
+    ``step-t/grad``, ``μ_g/√T``-GDP), and ``B_{t+1} = B_t exp(−η_C(b̃_t/n − γ))``. The split is
+    ``μ_C = μ_steps√f_C``, ``μ_g = μ_steps√(1 − f_C)``: the run stays ``privacy_mu``-GDP.
+
+    Attributes:
+        clip_init: ``B₀ > 0`` (default 1.0; a public choice, e.g. from ``botorch_dp.plan``).
+        clip_quantile: ``γ`` in ``(0, 1)``, the target quantile of the norms (default 0.5).
+        clip_learning_rate: ``η_C > 0`` of the geometric update (default 0.2).
+        clip_mu_fraction: ``f_C`` in ``(0, 1)``, the counts' share of ``μ_steps²`` (default 0.1).
     """
 
     bounds: Tensor
@@ -202,7 +225,7 @@ class DPGIBOConfig:
     model: Any = None
     num_iterations: int = 25
     privacy_mu: float | None = None
-    clip_bound: float = 1.0
+    clip_bound: float | Literal["adaptive"] = 1.0
     step_size: float = 0.1
     step_rule: StepRule = "sgd"
     preconditioner: Preconditioner | None = None
@@ -239,6 +262,11 @@ class DPGIBOConfig:
     selection_epsilon: float | None = None
     selection_mu: float | None = None
     loss_clip: float | None = None
+    # Andrew et al. 2021: adaptive clipping by a private quantile
+    clip_init: float | None = None
+    clip_quantile: float | None = None
+    clip_learning_rate: float | None = None
+    clip_mu_fraction: float | None = None
 
     def __post_init__(self) -> None:
         # Every check raises ValueError naming the field; numeric fields are normalized
@@ -252,7 +280,8 @@ class DPGIBOConfig:
         self.privacy_mu, self.epsilon, self.delta, self.target_delta = resolve_privacy(
             self.privacy_mu, self.epsilon, self.delta, self.target_delta
         )
-        self.clip_bound = check_positive(self.clip_bound, "clip_bound (B)", allow_inf=False)
+        if not (isinstance(self.clip_bound, str) and self.clip_bound == "adaptive"):
+            self.clip_bound = check_positive(self.clip_bound, "clip_bound (B)", allow_inf=False)
         self.num_iterations = check_positive_int(self.num_iterations, "num_iterations (T)")
         self.step_size = check_positive(self.step_size, "step_size (η)", allow_inf=False)
         check_step_rule(self.step_rule)
@@ -323,7 +352,7 @@ class DPGIBOConfig:
                 "privacy guarantee."
             )
         _check_noise_schedule_and_selection(self)
-
+        _check_adaptive_clip(self)
 
     @property
     def max_evaluations(self) -> int:
@@ -504,10 +533,61 @@ def split_privacy_mu(config: DPGIBOConfig) -> tuple[float, float | None]:
     preconditioner ``(μ_steps, None)``.
     """
     mu = config.steps_privacy_mu
+    if config.clip_bound == "adaptive":  # μ_g of the gradients; the counts get clip_count_privacy_mu
+        return mu * math.sqrt(1.0 - config.clip_mu_fraction), None
     if config.preconditioner != "private":
         return mu, None
     f = config.preconditioner_mu_fraction
     return mu * math.sqrt(1.0 - f), mu * math.sqrt(f)
+
+
+def clip_count_privacy_mu(config: DPGIBOConfig) -> float | None:
+    r"""``μ_C = μ_steps √f_C``, the total GDP parameter of the ``T`` clip-count releases of
+    ``clip_bound="adaptive"`` (each ``μ_C/√T``); ``None`` for a fixed bound.
+    ``μ_C² + μ_g² = μ_steps²`` with ``split_privacy_mu``'s ``μ_g``."""
+    if config.clip_bound != "adaptive":
+        return None
+    return config.steps_privacy_mu * math.sqrt(config.clip_mu_fraction)
+
+
+_ADAPTIVE_CLIP_FIELDS = {
+    "clip_init": DEFAULT_CLIP_INIT,
+    "clip_quantile": DEFAULT_CLIP_QUANTILE,
+    "clip_learning_rate": DEFAULT_CLIP_LEARNING_RATE,
+    "clip_mu_fraction": DEFAULT_CLIP_MU_FRACTION,
+}
+
+
+def _check_adaptive_clip(config: DPGIBOConfig) -> None:
+    r"""``clip_bound="adaptive"``'s fields: filled with their defaults and checked there,
+    refused elsewhere, and the options adaptive clipping does not combine with refused
+    (``ValueError`` naming the field)."""
+    c = config
+    if c.clip_bound != "adaptive":
+        for name in _ADAPTIVE_CLIP_FIELDS:
+            if getattr(c, name) is not None:
+                raise ValueError(f"{name} is only used with clip_bound='adaptive'.")
+        return
+    for name, default in _ADAPTIVE_CLIP_FIELDS.items():
+        if getattr(c, name) is None:
+            setattr(c, name, default)
+    c.clip_init = check_positive(c.clip_init, "clip_init (B₀)", allow_inf=False)
+    c.clip_quantile = check_probability(c.clip_quantile, "clip_quantile (γ)")
+    c.clip_learning_rate = check_positive(c.clip_learning_rate, "clip_learning_rate (η_C)", allow_inf=False)
+    c.clip_mu_fraction = check_probability(c.clip_mu_fraction, "clip_mu_fraction (f_C)")
+    if math.isinf(c.privacy_mu):
+        raise ValueError("clip_bound='adaptive' spends part of a privacy budget on the clip counts; it needs a finite privacy_mu.")
+    for name, value, allowed in (
+        ("noise_schedule", c.noise_schedule, "fixed"),
+        ("subspace", c.subspace, None),
+        ("preconditioner", c.preconditioner if c.preconditioner == "private" else None, None),
+        ("hyperparameter_fit", c.hyperparameter_fit, None),
+    ):
+        if value != allowed:
+            raise ValueError(
+                f"clip_bound='adaptive' does not combine with {name}={value!r}: use "
+                f"{name}={allowed!r}, or a fixed clip_bound."
+            )
 
 
 def _check_noise_schedule_and_selection(config: DPGIBOConfig) -> None:

@@ -24,12 +24,14 @@ from tqdm.auto import tqdm
 from botorch_dp.distributed.partitions import PartitionedObjective
 from botorch_dp.evaluation import evaluate_rows
 from botorch_dp.gradient_gp import GradientGP
+from botorch_dp.optim.adaptive_clip import CLIP_KEY, next_clip_bound
 from botorch_dp.optim.batch_selection import local_bounds, select_batch
 from botorch_dp.optim.checkpoint import save_state
 from botorch_dp.optim.config import (
     DPGIBOConfig,
     check_bias_tolerance,
     check_per_user_losses,
+    clip_count_privacy_mu,
     default_batch_size,
     resolve_model,
     split_privacy_mu,
@@ -70,6 +72,7 @@ from botorch_dp.privacy.checks import (
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.mechanisms import (
     AdaptiveGaussianGradientMechanism,
+    GaussianClipCountMechanism,
     GaussianGradientMechanism,
     GradientRelease,
     ReleaseDiagnostics,
@@ -150,6 +153,9 @@ class DPGIBO:
         self._selected: int | None = None  # the evaluated selection's choice
         self._selection_scores: Tensor | None = None  # "noisy_loss": the released scores
         self._subspace = SubspaceTrack()  # Kairouz et al.: Ṽ_t, ũ_t, Ĝ_t (public), ū_t (SENSITIVE)
+        # Andrew et al. (clip_bound="adaptive"): B_0..B_t and the released counts b̃_0..b̃_{t-1} (public)
+        self._clip_bounds: list[float] = [c.clip_init] if c.clip_bound == "adaptive" else []
+        self._clip_counts: list[float] = []
         self._committed: dict[str, Any] | None = None  # files of the last checkpoint written
         self._partitioned_users: int | None = None  # n of a run whose users are held in partitions
         self._kernel_fingerprint = kernel_fingerprint(self.kernel) if self.checkpoint_dir is not None else None
@@ -282,6 +288,7 @@ class DPGIBO:
         c = self.config
         unsupported = [name for name, used in (
             ("noise_schedule='adaptive_norm'", c.noise_schedule == "adaptive_norm"),
+            ("clip_bound='adaptive'", c.clip_bound == "adaptive"),
             ("subspace", c.subspace is not None), ("preconditioner='private'", c.preconditioner == "private"),
             ("an evaluated selection", c.selection in EVALUATED_SELECTIONS),
             ("hyperparameter_fit or a standardizing model", c.hyperparameter_fit is not None or self._standardize),
@@ -311,7 +318,8 @@ class DPGIBO:
 
     def _step(self, points: Tensor, losses: Tensor | None, partitions: PartitionedObjective | None = None) -> IterationInfo:
         c = self.config
-        if self._mechanism is None:
+        adaptive_clip = c.clip_bound == "adaptive"
+        if self._mechanism is None or adaptive_clip:  # adaptive clipping: this step's B_t
             self._mechanism = self._make_mechanism(losses.shape[1] if partitions is None else partitions.num_users)
         adaptive_noise = c.noise_schedule == "adaptive_norm"
         if adaptive_noise:  # the schedule's filter (the ledger's runs before each release)
@@ -319,7 +327,10 @@ class DPGIBO:
                 raise RuntimeError("The adaptive schedule's filter has no room for another step.")
         else:
             precond = preconditioner_mechanism(c, self._mechanism, self._noise_gen)  # None unless "private"
-            self.ledger.check_validation_step(step_mu(self._mechanism, precond))  # budget filter, before release
+            if adaptive_clip:  # the gradient and the clip count, together (budget filter, before release)
+                self.ledger.check_validation_step(math.hypot(self._mechanism.step_mu, self._clip_step_mu()))
+            else:
+                self.ledger.check_validation_step(step_mu(self._mechanism, precond))  # budget filter, before release
         basis = step_basis(c, self.theta, self._gp, self._subspace)  # Kairouz et al.: Ṽ_t (public), or None
 
         self._X = torch.cat([self._X, points])
@@ -342,6 +353,8 @@ class DPGIBO:
                 release = self._adaptive_release(A if basis is None else basis.transpose(0, 1) @ A, Y)
                 if basis is not None:
                     release, self._subspace = lift_release(release, basis, self._subspace)
+            elif adaptive_clip:  # Andrew et al.: the gradient at B_t, the count at B_t, then B_{t+1}
+                release = self._adaptive_clip_release(A, Y)
             elif partitions is not None:  # the partitions' clipped sums, in partition order
                 chunk = self._mechanism.chunk_size or default_chunk_size(self._mechanism.num_users, A.shape[-1], A.shape[0])
                 partials = partitions.partial_sums(A, clip_bound=c.clip_bound, chunk_size=chunk, nonfinite=c.nonfinite_losses)
@@ -371,6 +384,28 @@ class DPGIBO:
         self.iteration += 1
         self._save_checkpoint()  # durable before the step is returned
         return IterationInfo(self.iteration, self.theta.clone(), points.shape[0], trace)
+
+    # ------------------------------------------------- Andrew et al.: adaptive clipping
+    def _clip_step_mu(self) -> float:
+        r"""``μ_C/√T``, the GDP parameter of one clip-count release (``clip_bound="adaptive"``)."""
+        return clip_count_privacy_mu(self.config) / math.sqrt(self.config.num_iterations)
+
+    def _adaptive_clip_release(self, A: Tensor, Y: Tensor | list[Tensor]) -> GradientRelease:
+        r"""One ``clip_bound="adaptive"`` step: the gradient clipped at ``B_t`` (``μ_g/√T``,
+        recorded as ``step-t/grad``), the noisy count of users within ``B_t`` (``μ_C/√T``,
+        ``step-t/clip``), and the geometric update to ``B_{t+1}`` (post-processing)."""
+        c = self.config
+        key = f"step-{self.iteration:04d}"
+        n = self._mechanism.num_users
+        release = self._mechanism.release(A, Y, diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses)
+        counter = GaussianClipCountMechanism(num_users=n, generator=self._noise_gen, chunk_size=c.user_chunk_size)
+        count = counter.release(A, Y, self._clip_bounds[-1], self._clip_step_mu(), nonfinite=c.nonfinite_losses)
+        self.ledger.record_validation_step(mu=release.cost.mu, run_id=self.run_id, key=f"{key}/grad")
+        self.ledger.record_validation_step(mu=count.cost.mu, run_id=self.run_id, key=f"{key}/{CLIP_KEY}")
+        bound = next_clip_bound(self._clip_bounds[-1], count.count, n, c.clip_quantile, c.clip_learning_rate)
+        self._clip_counts = [*self._clip_counts, count.count]
+        self._clip_bounds = [*self._clip_bounds, bound]
+        return release
 
     # ------------------------------------------------- Menart et al.: adaptive noise, selection
     def _adaptive_schedule(self, dim: int | None = None) -> AdaptiveNormSchedule:
@@ -441,8 +476,16 @@ class DPGIBO:
             check_per_user_losses(losses.shape[1], self.config.privacy_mu)
         return points, losses
 
-    def _make_mechanism(self, num_users: int) -> GaussianGradientMechanism | AdaptiveGaussianGradientMechanism:
+    def _make_mechanism(
+        self, num_users: int, clip_bound: float | None = None
+    ) -> GaussianGradientMechanism | AdaptiveGaussianGradientMechanism:
         c = self.config
+        if c.clip_bound == "adaptive":  # B_t: the current bound unless one is given
+            return GaussianGradientMechanism(
+                clip_bound=self._clip_bounds[-1] if clip_bound is None else clip_bound, num_users=num_users,
+                privacy_mu=split_privacy_mu(c)[0], num_steps=c.num_iterations, generator=self._noise_gen,
+                chunk_size=c.user_chunk_size,
+            )
         if c.noise_schedule == "adaptive_norm":
             return AdaptiveGaussianGradientMechanism(
                 clip_bound=c.clip_bound, num_users=num_users, generator=self._noise_gen, chunk_size=c.user_chunk_size
@@ -487,7 +530,7 @@ class DPGIBO:
                     info = self.tell(X, self._losses_at(objective, X, executor))
                 if info.selected_index is None:  # a step (not the evaluated selection)
                     bar.update(1)
-                    bar.set_postfix(b=info.batch_size, trace=f"{info.posterior_trace:.3g}")
+                    bar.set_postfix(b=info.batch_size, trace=f"{info.posterior_trace:.3g}", eps=self._epsilon_spent())
                 if callback is not None and callback(info):
                     break
         finally:
@@ -504,6 +547,13 @@ class DPGIBO:
             return torch.empty(0, self.num_users, dtype=torch.float64)
         return empty_batch_losses(objective, X)  # an empty first batch: only the objective knows n (never assume n = 1)
 
+    def _epsilon_spent(self) -> str:
+        r"""ε at the config's δ of the ledger's validation spending so far, for the progress
+        bar (a function of the recorded μ's only: public)."""
+        if self.config.unsafe_allow_sensitive_fitting:
+            return "inf"
+        return f"{gdp_epsilon(self.ledger.validation_mu(), self.config.target_delta):.3g}"
+
     def guarantee(self, delta: float | None = None) -> PrivacyGuarantee:
         r"""The validation-data guarantee of the steps taken so far (noise read from the mechanism)."""
         holds = not self.config.unsafe_allow_sensitive_fitting
@@ -515,9 +565,11 @@ class DPGIBO:
                 mu=mu, epsilon=gdp_epsilon(mu, delta), delta=delta, noise_std=std,
                 noise_multiplier=std / self._mechanism.sensitivity if std else 0.0, num_steps=self.iteration, holds=holds,
             )
+        mechanism = self._mechanism if self._mechanism is not None else self._make_mechanism(1)
+        if self.config.clip_bound == "adaptive" and self.iteration:  # the latest release's B_t (also after a resume)
+            mechanism = self._make_mechanism(mechanism.num_users, self._clip_bounds[self.iteration - 1])
         return PrivacyGuarantee.of(
-            mu=mu, delta=delta,
-            mechanism=self._mechanism if self._mechanism is not None else self._make_mechanism(1),
+            mu=mu, delta=delta, mechanism=mechanism,
             released=self._mechanism is not None, num_steps=self.iteration, holds=holds,
         )
 
@@ -527,6 +579,10 @@ class DPGIBO:
         selected = self.selected_index()
         if self.config.noise_schedule == "adaptive_norm" or self._mechanism is None:
             step_mus, noise_stds = list(self._step_mus), list(self._noise_stds)
+        elif self.config.clip_bound == "adaptive":  # σ_t = 2B_t√T/(nμ_g): one per bound
+            step_mus = [self._mechanism.step_mu] * self.iteration
+            n = self._mechanism.num_users
+            noise_stds = [self._make_mechanism(n, bound).noise_std for bound in self._clip_bounds[: self.iteration]]
         else:  # fixed schedule: the same μ/√T and σ at every step
             step_mus = [self._mechanism.step_mu] * self.iteration
             noise_stds = [self._mechanism.noise_std] * self.iteration
@@ -550,6 +606,8 @@ class DPGIBO:
             released_preconditioners=list(self._subspace.preconditioners),
             preconditioner_mus=[precond.step_mu] * len(self._subspace.preconditioners) if precond else [],
             preconditioner_noise_stds=list(self._subspace.preconditioner_noise_stds),
+            clip_bounds=list(self._clip_bounds),
+            clip_counts=list(self._clip_counts),
         )
         diagnostics = None
         if self.config.record_non_private_diagnostics:

@@ -92,6 +92,10 @@ class PrivateRelease:
         preconditioner_mus: ``μ_H/√T``, the GDP parameter of each preconditioner release
             (empty without the private preconditioner).
         preconditioner_noise_stds: ``σ_B(t)`` of each preconditioner release (GOE scale).
+        clip_bounds: With ``clip_bound="adaptive"``: ``B_0, …, B_t`` (``B_j`` clipped step
+            ``j``; ``B_t`` is the next step's), public; else empty.
+        clip_counts: With ``clip_bound="adaptive"``: the released noisy counts ``b̃_j`` of
+            users with ``‖A y_i‖ ≤ B_j``; else empty.
     """
 
     theta: Tensor
@@ -112,6 +116,8 @@ class PrivateRelease:
     released_preconditioners: list[Tensor] = field(default_factory=list)
     preconditioner_mus: list[float] = field(default_factory=list)
     preconditioner_noise_stds: list[float] = field(default_factory=list)
+    clip_bounds: list[float] = field(default_factory=list)
+    clip_counts: list[float] = field(default_factory=list)
 
     @property
     def subspace_dims(self) -> list[int]:

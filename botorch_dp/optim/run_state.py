@@ -31,7 +31,8 @@ from botorch_dp.optim.checkpoint import (
     kernel_tensors,
     load_state,
 )
-from botorch_dp.optim.config import DPGIBOConfig, resolve_model
+from botorch_dp.optim.adaptive_clip import check_clip_state, encode_clip_state
+from botorch_dp.optim.config import DPGIBOConfig, clip_count_privacy_mu, resolve_model
 from botorch_dp.optim.selection import EVALUATED_SELECTIONS, SELECTION_KEY
 from botorch_dp.optim.step_rules import make_step_optimizer
 from botorch_dp.optim.subspace import SubspaceTrack, subspace_from_spec
@@ -48,16 +49,19 @@ STATE_VERSION = 3
 META_KEYS = {
     "format", "schema_version", "version", "run_id", "config", "config_fingerprint", "kernel", "iteration",
     "theta", "iterates", "pending", "batch_sizes", "traces", "released", "diagnostics", "step_optimizer",
-    "ledger", "noise_generator", "search_generator", "noise_and_selection", "subspace", "partitioned_users",
+    "ledger", "noise_generator", "search_generator", "noise_and_selection", "subspace", "adaptive_clip", "partitioned_users",
 }
 #: Meta keys added after schema version 1, with what an older checkpoint means by them.
 #: ``noise_and_selection`` (issue 15, Menart et al.): nothing adaptive and no selection yet.
 #: ``subspace`` (issue 15, Kairouz et al.): no subspace, no private preconditioner yet.
+#: ``adaptive_clip`` (issue 16, Andrew et al.): a fixed clip bound.
 #: ``partitioned_users`` (issue 17): ``n`` of a run whose losses are held in partitions (none in the files).
-_META_KEYS_ADDED = {"noise_and_selection": None, "subspace": None, "partitioned_users": None}
-#: Config fields that may differ on resume: the budget (only tightened) and the unsafe
-#: fitting callable (only its presence is compared).
-_RESUME_MAY_DIFFER = {"privacy_budget_mu", "hyperparameter_fit"}
+_META_KEYS_ADDED = {"noise_and_selection": None, "subspace": None, "adaptive_clip": None, "partitioned_users": None}
+#: Config fields that may differ on resume: the budget (only tightened), the unsafe
+#: fitting callable (only its presence is compared) and the users per clipping chunk (a
+#: memory and speed knob: it changes only the order of one floating-point sum, not what is
+#: clipped or how much noise is added; its default changed in issue 13's scale work).
+_RESUME_MAY_DIFFER = {"privacy_budget_mu", "hyperparameter_fit", "user_chunk_size"}
 #: Config fields added after schema version 1 (issue 16's target (ε, δ)); a checkpoint
 #: written before them reads them as not given.
 _CONFIG_FIELDS_ADDED = ("epsilon", "delta")
@@ -68,6 +72,8 @@ _CONFIG_FIELDS_WITH_DEFAULTS = (
     "selection", "selection_epsilon", "selection_mu", "loss_clip",
     # Kairouz et al.: no subspace, no projected acquisition, no full-matrix preconditioner
     "preconditioner", "preconditioner_mu_fraction", "subspace", "subspace_acquisition",
+    # issue 16, Andrew et al.: a fixed clip bound
+    "clip_init", "clip_quantile", "clip_learning_rate", "clip_mu_fraction",
 )
 
 
@@ -290,12 +296,17 @@ def check_state(
     if n is not None and config.privacy_mu < math.inf and n == 0:
         raise ValueError("Checkpoint loss files hold no users.")
     adaptive = check_noise_and_selection(meta["noise_and_selection"], config=config, T=T, ledger=ledger, run_id=meta["run_id"])
+    clip_mu = clip_count_privacy_mu(config)
+    clip = check_clip_state(
+        meta["adaptive_clip"], config=config, T=T, num_users=n, ledger=ledger, run_id=meta["run_id"],
+        step_mu=None if clip_mu is None else clip_mu / math.sqrt(config.num_iterations),
+    )
     return {
         "meta": meta, "T": T, "theta": theta, "iterates": iterates, "pending": pending, "sizes": sizes,
         "traces": traces, "released": released, "diag": diag, "X": X, "L": L, "blocks": blocks,
         "kernel_tensors": stored_kernel_tensors, "optimizer": optimizer, "ledger_state": ledger_state,
         "noise_gen": noise_gen, "search_gen": search_gen, "n": n, "noise_and_selection": adaptive,
-        "subspace": subspace, "partitioned_users": partitioned,
+        "subspace": subspace, "adaptive_clip": clip, "partitioned_users": partitioned,
     }
 
 
@@ -413,7 +424,7 @@ _MUTABLE = (
     "iteration", "_iterates", "_X", "_Y_blocks", "_gp", "_pending", "_batch_sizes", "_traces",
     "_released", "_diag", "_mechanism", "_committed",
     "_step_mus", "_noise_stds", "_noisy_norms", "_norm_mus", "_stopped", "_selected", "_selection_scores",
-    "_subspace", "_partitioned_users",
+    "_subspace", "_clip_bounds", "_clip_counts", "_partitioned_users",
 )
 
 
@@ -479,6 +490,7 @@ def encode_state(opt: DPGIBO) -> dict[str, Any]:
         "search_generator": ckpt.generator_to_json(opt._search_gen),
         "noise_and_selection": encode_noise_and_selection(opt),
         "subspace": opt._subspace.to_json(),
+        "adaptive_clip": encode_clip_state(opt._clip_bounds, opt._clip_counts) if opt.config.clip_bound == "adaptive" else None,
         "partitioned_users": opt._partitioned_users,
     }
     gp = {"X": opt._X, "L": opt._gp.L}  # the factor is restored as is: refactorizing changes bits
@@ -519,6 +531,7 @@ def apply_state(opt: DPGIBO, state: dict[str, Any]) -> None:
         opt._noise_gen.set_state(noise_gen)
     opt._search_gen.set_state(search_gen)
     opt._gp = GradientGP.from_factor(X, L, opt.kernel, opt.noise_variance, jitter=opt.config.jitter)
+    opt._clip_bounds, opt._clip_counts = checked["adaptive_clip"]  # before the mechanism: it clips at B_t
     opt._mechanism = None if n is None else opt._make_mechanism(n)
     opt._step_mus, opt._noise_stds = adaptive["step_mus"], adaptive["noise_stds"]
     opt._noisy_norms, opt._norm_mus = adaptive["noisy_norms"], adaptive["norm_mus"]

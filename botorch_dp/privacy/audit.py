@@ -71,7 +71,9 @@ __all__ = [
     "TradeOffCurve",
     "audit_all",
     "audit_amp_release",
+    "audit_clip_count_release",
     "audit_dp_gibo",
+    "audit_dp_hypo_score",
     "audit_gradient_release",
     "audit_private_preconditioner",
     "audit_projected_release",
@@ -591,6 +593,55 @@ def _amp_design(
     return config, sampler(labels_d), sampler(labels_d + [added_label])
 
 
+def audit_dp_hypo_score(
+    *,
+    num_runs: int,
+    per_trial_mu: float = 1.0,
+    loss_clip: float = 1.0,
+    num_users: int = 10,
+    mean_trials: float = 1.5,
+    ratio_bound: float = 1.0,
+    seed: int = 0,
+) -> AuditResult:
+    r"""Audit DP-HyPO's trial score as ``baselines.dp_hypo`` releases it, one whole run per release.
+
+    The first user's loss is 0 on ``D`` and ``C`` on ``D′`` at every ``θ`` (every other
+    user 0), so every trial's clipped mean differs by the sensitivity ``C/n``; the statistic
+    is the run's first trial score (``history.extras["noisy_scores"][0]``, one ``μ₀``-GDP
+    release; the released best score is one of the trial scores). This checks the noise
+    that ``dp_hypo`` itself adds, through its argument handling, seeding and mechanism. The
+    selection's bound (``privacy.analysis.dp_hypo``; ``ε`` of several units at these
+    settings) is out of reach of a test on this many runs and is checked analytically
+    instead (``tests/privacy/analysis/test_dp_hypo.py``). ``ratio_bound = 1`` by default:
+    the first trial is drawn from the prior whatever the ratio, and no GP is fitted.
+    """
+    from botorch_dp.baselines.dp_hypo import dp_hypo  # here: the baselines import privacy
+    from botorch_dp.privacy.seeding import PrivacyWarning
+
+    bounds = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
+
+    def sampler(first_loss: float) -> StatisticSampler:
+        losses = torch.zeros(1, num_users, dtype=torch.float64)
+        losses[0, 0] = first_loss
+        objective = lambda X: losses.expand(X.shape[0], num_users)
+
+        def sample(num: int, stream: int) -> Tensor:
+            scores = []
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", PrivacyWarning)  # the audit seeds its runs on purpose
+                for run_seed in child_seeds([stream, 1], num):
+                    result = dp_hypo(
+                        objective, bounds, mean_trials=mean_trials, per_trial_mu=per_trial_mu, loss_clip=loss_clip,
+                        ratio_bound=ratio_bound, num_candidates=8, seed=run_seed,
+                    )
+                    scores.append(result.history.extras["noisy_scores"][0])
+            return torch.stack(scores)
+
+        return sample
+
+    return run_audit("dp_hypo_score", sampler(0.0), sampler(loss_clip), per_trial_mu, num_runs=num_runs, seed=seed)
+
+
 def audit_amp_release(
     *,
     num_runs: int,
@@ -674,7 +725,7 @@ def audit_all(*, quick: bool = False, seed: int = 0) -> list[AuditResult]:
     r"""The audits of every mechanism in the package.
 
     The validation-side mechanisms (gradient release, its overflow variant, private random
-    search's score, a whole DP-GIBO run), one AMP training release (``amp_release``,
+    search's score, DP-HyPO's trial score through a whole ``dp_hypo`` call, a whole DP-GIBO run), one AMP training release (``amp_release``,
     add/remove one training record; its ``claimed_mu`` is the local ``μ`` of AMP's claimed
     trade-off curve, see ``audit_amp_release``), Menart et al.'s noisy-norm release and
     exponential-mechanism selection (``audit_norm_release``, ``audit_exponential_selection``),
@@ -692,16 +743,19 @@ def audit_all(*, quick: bool = False, seed: int = 0) -> list[AuditResult]:
     releases = 2_000 if quick else 20_000
     loop_runs = 100 if quick else 3_400  # T = 3 releases per run: ≥ 10⁴ releases per dataset
     amp_runs = 100_000 if quick else 1_000_000  # vectorised: under a second resp. a few seconds
+    hypo_runs = 1_000 if quick else 10_000  # one whole dp_hypo call per release: about 1 ms each
     return [
         audit_gradient_release(num_runs=releases, seed=seed),
         audit_gradient_release(num_runs=releases, loss_scale_d_prime=1e307, seed=seed),
         audit_score_release(num_runs=releases, seed=seed),
+        audit_dp_hypo_score(num_runs=hypo_runs, seed=seed),
         audit_dp_gibo(num_runs=loop_runs, seed=seed),
         audit_amp_release(num_runs=amp_runs, seed=seed),
         audit_norm_release(num_runs=releases, seed=seed),  # Menart et al.: adaptive_norm's norm release
         audit_exponential_selection(num_runs=releases, seed=seed),  # Menart et al.: selection of the iterate
         audit_projected_release(num_runs=releases, seed=seed),  # Kairouz et al.: public-subspace release
         audit_private_preconditioner(num_runs=releases, seed=seed),  # Kairouz et al.: AdaGrad preconditioner
+        audit_clip_count_release(num_runs=releases, seed=seed),  # Andrew et al.: adaptive clipping's count
     ]
 
 
@@ -885,3 +939,47 @@ def audit_private_preconditioner(
 
     claimed = GOEPreconditionerMechanism(sensitivity=sensitivity, privacy_mu=privacy_mu, num_steps=num_steps).step_mu
     return run_audit("private_preconditioner", sampler(X), sampler(X_prime), claimed, num_runs=num_runs, seed=seed)
+
+
+# ------------------------------------------------------- Andrew et al.: adaptive clipping's count release
+def audit_clip_count_release(
+    *,
+    num_runs: int,
+    mechanism_class: type | None = None,
+    count_mu: float = 1.0,
+    clip_bound: float = 1.0,
+    num_users: int = 10,
+    dim: int = 3,
+    seed: int = 0,
+) -> AuditResult:
+    r"""Audit one clip-count release of ``clip_bound="adaptive"``.
+
+    ``A = I``; users 2..n have estimates of norm ``B/2`` (within ``B``); the first user's is
+    ``2B`` on ``D`` (above) and ``B/2`` on ``D′`` (within), so the exact counts are ``n − 1``
+    and ``n``: they differ by the sensitivity 1. The statistic is the released count; the
+    claim is ``count_mu``.
+
+    Args:
+        num_runs: Releases per dataset.
+        mechanism_class: The mechanism (default ``GaussianClipCountMechanism``; a test
+            double for a broken one).
+        count_mu, clip_bound, num_users, dim: The release's settings.
+        seed: Seed of the audit.
+    """
+    from botorch_dp.privacy.mechanisms import GaussianClipCountMechanism
+
+    mechanism_class = GaussianClipCountMechanism if mechanism_class is None else mechanism_class
+    u = _direction(dim)
+    A = torch.eye(dim, dtype=torch.float64)
+
+    def sampler(first_scale: float) -> StatisticSampler:
+        Y = (0.5 * clip_bound * u).unsqueeze(-1).repeat(1, num_users)
+        Y[:, 0] = first_scale * clip_bound * u
+
+        def sample(num: int, stream: int) -> Tensor:
+            mechanism = mechanism_class(num_users=num_users, generator=torch.Generator().manual_seed(stream))
+            return torch.tensor([mechanism.release(A, Y, clip_bound, count_mu).count for _ in range(num)])
+
+        return sample
+
+    return run_audit("adaptive_clip_count", sampler(2.0), sampler(0.5), count_mu, num_runs=num_runs, seed=seed)

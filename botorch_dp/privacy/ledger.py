@@ -5,14 +5,21 @@ training data used inside each evaluation (DP-SGD, objective perturbation, any m
 with a Rényi-DP curve) is accounted separately, in RDP on one public order grid, or with
 Opacus's PRV accountant when every training entry is a DP-SGD run. Opacus is imported
 only when DP-SGD runs are accounted (``privacy.accountants``), so importing the ledger
-and running DP-GIBO with it does not load Opacus.
+and running DP-GIBO with it does not load Opacus. A ledger lives in memory, or, with
+``storage=`` and ``dataset=``, in an SQLite or PostgreSQL database shared by many runs and
+machines (``privacy.ledger_storage``, which alone imports SQLAlchemy).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
+import os
+import threading
+import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, TypeVar, Union
 
 import numpy as np
 
@@ -24,6 +31,9 @@ from botorch_dp.privacy.checks import (
     check_history_entry,
     check_positive,
 )
+
+if TYPE_CHECKING:
+    from botorch_dp.privacy.ledger_storage import LedgerStorage, LedgerTransaction, StoredRow
 
 __all__ = ["TRAINING_RDP_ORDERS", "filter_order", "PrivacyBudgetExceeded", "PrivacyLedger", "TrainingMechanism"]
 
@@ -94,6 +104,66 @@ TrainingEntry = Union[Run, TrainingMechanism]
 
 class PrivacyBudgetExceeded(RuntimeError):
     r"""Raised before recording a step or run that would exceed the privacy budget."""
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+#: The settings stored with a dataset; the budgets among them may be left at None to
+#: adopt the stored ones.
+_SETTINGS = ("validation_mu_budget", "training_epsilon_budget", "training_delta", "training_accountant", "prv_eps_error")
+_BUDGET_SETTINGS = ("validation_mu_budget", "training_epsilon_budget", "training_delta")
+
+
+def _synced(method: _F) -> _F:
+    r"""A reader of a stored ledger: reloads the dataset's entries first (one consistent
+    snapshot per outermost call; nothing to do in memory)."""
+
+    @functools.wraps(method)
+    def wrapper(self: PrivacyLedger, *args: Any, **kwargs: Any) -> Any:
+        if self._storage is None:
+            return method(self, *args, **kwargs)
+        with self._lock:  # one thread at a time uses (and reloads) the object's copy
+            if self._holding:
+                return method(self, *args, **kwargs)
+            self._holding = True
+            try:
+                self._load_rows(self._storage.rows(self.dataset))
+                return method(self, *args, **kwargs)
+            finally:
+                self._holding = False
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _training_entry_to_json(entry: TrainingEntry) -> dict[str, Any]:
+    if isinstance(entry, TrainingMechanism):
+        return {"description": entry.description, "rdp": list(entry.rdp)}
+    sigma, rate, steps = entry
+    return {"noise_multiplier": sigma, "sample_rate": rate, "steps": steps}
+
+
+def _training_entry_from_json(entry: Mapping[str, Any]) -> TrainingEntry:
+    if "rdp" in entry:
+        return TrainingMechanism(str(entry["description"]), _check_rdp_values(entry["rdp"], "rdp"))
+    return check_history_entry(entry["noise_multiplier"], entry["sample_rate"], entry["steps"], steps_name="steps")
+
+
+def _same_dp_sgd_run(a: Run, b: Run) -> bool:
+    return a[2] == b[2] and all(math.isclose(x, y, rel_tol=1e-12) for x, y in zip(a[:2], b[:2]))
+
+
+def _same_training(a: TrainingEntry, b: TrainingEntry) -> bool:
+    if isinstance(a, TrainingMechanism) or isinstance(b, TrainingMechanism):
+        return (
+            isinstance(a, TrainingMechanism) and isinstance(b, TrainingMechanism)
+            and a.description == b.description and _same_curve(a.rdp, b.rdp)
+        )
+    return _same_dp_sgd_run(a, b)
+
+
+def _same_setting(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) and not isinstance(b, bool):
+        return _close(float(a), float(b))
+    return a == b
 
 
 def _check_positive(value: float | None, name: str) -> float | None:
@@ -237,6 +307,27 @@ class PrivacyLedger:
     slack of ``BUDGET_RTOL`` absorbs floating-point rounding, so that T steps of
     μ/sqrt(T) fit a budget of μ.
 
+    Storage: by default the ledger lives in memory (and in DP-GIBO's checkpoints). With
+    ``storage=`` (an SQLite file path or ``sqlite:///`` URL, or a PostgreSQL URL) and a
+    ``dataset`` name, it lives in a database shared by every run, process and machine
+    that opens the same dataset (``privacy.ledger_storage``): the budgets are stored with
+    the dataset when it is first opened, and every read reloads the dataset's entries.
+    A budget check and the record of a release run in ONE transaction holding the
+    dataset's lock (SQLite ``BEGIN IMMEDIATE``, PostgreSQL ``SELECT … FOR UPDATE``), so
+    concurrent runs can never together overspend. Because callers check before they
+    release and record after (the pattern of DP-GIBO and the tuning objectives), a check
+    on a stored ledger with a budget RESERVES its cost in the same transaction (a
+    ``"reserved"`` row counted by every later check); the next record by the same ledger
+    object consumes the reservation (a GDP reservation by its μ², so one check of a
+    composed μ covers several records; a training reservation is turned into the record in
+    place, keeping its position for ``filter_order``). The budget is thus durable in the
+    database before anything is released, and a record that fails leaves the reservation
+    counted. A reservation whose release never happened (a crash before the release) stays
+    counted — an over-count, never an under-count — until ``cancel_reservations`` is called
+    by its ledger object. ``load_state_dict`` on a stored ledger merges: entries of the
+    state missing from the database are added (not re-checked: they were spent), entries
+    in both must agree, nothing is ever deleted.
+
     Example (25 DP-GIBO steps of μ/sqrt(25) with μ = 1; a 26th step is refused):
 
         ledger = PrivacyLedger(validation_mu_budget=1.0)
@@ -262,8 +353,10 @@ class PrivacyLedger:
         training_delta: float | None = None,
         training_accountant: str = "rdp",
         prv_eps_error: float = 0.01,
+        storage: str | os.PathLike | None = None,
+        dataset: str | None = None,
     ) -> None:
-        r"""Create an empty ledger.
+        r"""Create an empty ledger, or open a dataset's ledger in a database.
 
         Args:
             validation_mu_budget: Optional total GDP budget μ for the validation data.
@@ -274,6 +367,16 @@ class PrivacyLedger:
                 ``"prv"`` (used only while every training entry is a DP-SGD run; RDP
                 otherwise).
             prv_eps_error: Accuracy of the PRV accountant when it is used.
+            storage: None (in memory), or the database holding the ledger: an SQLite file
+                path or ``sqlite:///`` URL, or any SQLAlchemy PostgreSQL URL (e.g.
+                ``"postgresql://user@/ledger?host=/run/postgresql"``; needs the ``[db]``
+                extra). The first ledger to open ``dataset`` stores these settings with
+                it; a later one must pass the same settings, or leave a budget (or
+                ``training_delta``) at None to adopt the stored one: any other value
+                raises ``ValueError`` (one shared budget has one value; a run may tighten
+                its own filter afterwards by lowering ``validation_mu_budget`` on its
+                ledger object, which never loosens the stored budget).
+            dataset: The dataset's name in ``storage`` (needed with it, refused without).
         """
         self.validation_mu_budget = _check_positive(validation_mu_budget, "validation_mu_budget")
         self.training_epsilon_budget = _check_positive(
@@ -291,18 +394,184 @@ class PrivacyLedger:
         self._validation_steps: dict[ReleaseKey, float] = {}
         self._validation_pure: dict[ReleaseKey, float] = {}
         self._training: dict[RunId, TrainingEntry] = {}
+        # a stored ledger: the database, its copy of the dataset's entries, the reservations
+        self._storage: LedgerStorage | None = None
+        self.dataset: str | None = None
+        self._stored_settings: dict[str, Any] = {}
+        self._holding = False
+        self._rows: list[StoredRow] = []
+        self._reserved_mus: list[float] = []
+        self._training_sequence: list[TrainingEntry] = []
+        self._owner = uuid.uuid4().hex
+        self._lock = threading.RLock()
+        if storage is None:
+            if dataset is not None:
+                raise ValueError("dataset needs storage (the database that holds the dataset's ledger).")
+        else:
+            self._open(storage, dataset)
+
+    # ------------------------------------------------------------------- storage
+
+    def _settings(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _SETTINGS}
+
+    def _open(self, storage: str | os.PathLike, dataset: Any) -> None:
+        r"""Open (or create) ``dataset`` in ``storage`` and adopt its stored settings."""
+        from botorch_dp.privacy.ledger_storage import open_storage
+
+        dataset = _check_label(dataset, "dataset") if dataset is not None else None
+        if dataset is None:
+            raise ValueError("storage needs dataset, the name of the dataset whose budget the ledger holds.")
+        store = open_storage(storage)
+        given = self._settings()
+        stored = store.ensure_dataset(dataset, given)
+        for name in _SETTINGS:
+            if name in _BUDGET_SETTINGS and given[name] is None:
+                continue
+            if not _same_setting(given[name], stored.get(name)):
+                raise ValueError(
+                    f"{name}={given[name]!r} differs from {stored.get(name)!r}, stored with dataset "
+                    f"{dataset!r} in {store.url!r} when it was first opened. A shared budget has "
+                    f"one value: pass the stored value, or None to adopt it."
+                )
+        for name in _SETTINGS:
+            setattr(self, name, stored.get(name))
+        self._storage, self.dataset, self._stored_settings = store, dataset, stored
+
+    @property
+    def storage_url(self) -> str | None:
+        r"""The SQLAlchemy URL of the ledger's database (None in memory)."""
+        return None if self._storage is None else self._storage.url
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        if self._storage is not None:  # reopened (by URL) where it is unpickled
+            state["_storage"] = self._storage.url
+        state["_holding"] = False
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if isinstance(state.get("_storage"), str):
+            from botorch_dp.privacy.ledger_storage import open_storage
+
+            state = {**state, "_storage": open_storage(state["_storage"]), "_owner": uuid.uuid4().hex}
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+
+    def _load_rows(self, rows: list[StoredRow]) -> None:
+        r"""Replace the copy of the dataset's entries with ``rows`` (in recording order)."""
+        validation: dict[ReleaseKey, float] = {}
+        pure: dict[ReleaseKey, float] = {}
+        training: dict[RunId, TrainingEntry] = {}
+        reserved: list[float] = []
+        sequence: list[TrainingEntry] = []
+        for row in rows:
+            if row.side == "validation":
+                if row.status == "reserved":
+                    reserved.append(float(row.entry["mu"]))
+                    continue
+                validation[(row.run_id, row.key)] = float(row.entry["mu"])
+                if "epsilon" in row.entry:
+                    pure[(row.run_id, row.key)] = float(row.entry["epsilon"])
+            else:
+                entry = _training_entry_from_json(row.entry)
+                sequence.append(entry)
+                if row.status == "recorded":
+                    training[row.run_id] = entry
+        self._rows = list(rows)
+        self._validation_steps, self._validation_pure, self._training = validation, pure, training
+        self._reserved_mus, self._training_sequence = reserved, sequence
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[LedgerTransaction | None]:
+        r"""In memory: nothing. Stored: the dataset's write transaction, its entries reloaded
+        under the lock; everything in the block commits together or not at all."""
+        if self._storage is None:
+            yield None
+            return
+        with self._lock, self._storage.transaction(self.dataset) as tx:
+            self._holding = True
+            try:
+                self._load_rows(tx.rows())
+                yield tx
+            finally:
+                self._holding = False
+
+    def _my_reservations(self, side: str) -> list[StoredRow]:
+        return [r for r in self._rows if r.side == side and r.status == "reserved" and r.owner == self._owner]
+
+    def _consume_validation_reservation(self, tx: LedgerTransaction | None, mu: float) -> None:
+        r"""Take ``mu`` (by μ²) off this ledger object's oldest validation reservation."""
+        mine = [] if tx is None else self._my_reservations("validation")
+        if not mine:
+            return
+        row = mine[0]
+        held = float(row.entry["mu"])
+        left2 = held * held - mu * mu
+        self._reserved_mus.remove(held)
+        if math.isinf(mu) or left2 <= 1e-9 * held * held:
+            tx.delete(row.seq)
+        else:
+            tx.update(row.seq, entry={"mu": math.sqrt(left2)})
+            self._reserved_mus.append(math.sqrt(left2))
+
+    def cancel_reservations(self) -> int:
+        r"""Drop the budget this ledger object reserved by checks that no record followed.
+
+        Call it only when those releases were NOT made (e.g. the release raised); a
+        reservation left in place over-counts, never under-counts. Nothing to do in memory.
+
+        Returns:
+            The number of reservations dropped.
+        """
+        with self._writing() as tx:
+            if tx is None:
+                return 0
+            mine = self._my_reservations("validation") + self._my_reservations("training")
+            for row in mine:
+                tx.delete(row.seq)
+            return len(mine)
+
+    def _validation_budget(self) -> float | None:
+        r"""The budget the filter uses: the object's, never above the stored one."""
+        budget = self.validation_mu_budget
+        if self._storage is not None:
+            stored = self._stored_settings.get("validation_mu_budget")
+            budget = stored if budget is None else budget if stored is None else min(budget, stored)
+        return budget
+
+    def _training_budget(self) -> float | None:
+        budget = self.training_epsilon_budget
+        if self._storage is not None:
+            stored = self._stored_settings.get("training_epsilon_budget")
+            budget = stored if budget is None else budget if stored is None else min(budget, stored)
+        return budget
+
+    def _spent_validation_mu(self) -> float:
+        r"""μ of the recorded releases and of every reservation (only stored ledgers reserve)."""
+        if not self._reserved_mus:
+            return self.validation_mu()
+        return compose_gdp([*self._validation_steps.values(), *self._reserved_mus])
+
+    def _training_spent(self) -> list[TrainingEntry]:
+        r"""The training entries the filter counts, in order (stored: reservations too)."""
+        return list(self._training_sequence) if self._storage is not None else list(self._training.values())
 
     # ------------------------------------------------------------------ validation
 
     @property
+    @_synced
     def validation_steps(self) -> dict[ReleaseKey, float]:
         r"""A copy of the recorded validation releases, {(run_id, key): μ_j}, in recording order."""
         return dict(self._validation_steps)
 
+    @_synced
     def validation_run_ids(self) -> list[str]:
         r"""The run ids with at least one validation release, in order of first recording."""
         return list(dict.fromkeys(run_id for run_id, _ in self._validation_steps))
 
+    @_synced
     def validation_mu(self, run_id: str | None = None) -> float:
         r"""Total GDP parameter of the validation data, sqrt(Σ_j μ_j²).
 
@@ -317,6 +586,7 @@ class PrivacyLedger:
             return compose_gdp(self._validation_steps.values())
         return compose_gdp(mu for (rid, _), mu in self._validation_steps.items() if rid == run_id)
 
+    @_synced
     def validation_epsilon(self, delta: float) -> float:
         r"""ε at ``delta`` of the validation data (exact GDP conversion).
 
@@ -328,16 +598,17 @@ class PrivacyLedger:
         """
         return gdp_epsilon(self.validation_mu(), delta)
 
+    @_synced
     def remaining_validation_mu(self) -> float:
         r"""The μ of the largest further step the validation budget allows.
 
         Returns:
             sqrt(budget² − spent²), clipped at 0; ``math.inf`` without a budget.
         """
-        budget = self.validation_mu_budget
+        budget = self._validation_budget()
         if budget is None or math.isinf(budget):
             return math.inf
-        spent = self.validation_mu()
+        spent = self._spent_validation_mu()
         if math.isinf(spent):
             return 0.0
         return math.sqrt(max(budget * budget - spent * spent, 0.0))
@@ -349,18 +620,33 @@ class PrivacyLedger:
             mu: The step's GDP parameter μ_t > 0 (``math.inf`` for a non-private step).
 
         Returns:
-            None; raises ``PrivacyBudgetExceeded`` if the step does not fit.
+            None; raises ``PrivacyBudgetExceeded`` if the step does not fit. On a stored
+            ledger with a budget, a step that fits is reserved (see ``PrivacyLedger``):
+            the next record by this object consumes the reservation.
         """
         mu = check_positive(mu, "mu")
-        budget = self.validation_mu_budget
+        if self._storage is None:
+            self._check_validation_fits(mu)
+            return
+        budget = self._validation_budget()
         if budget is None or math.isinf(budget):
             return
-        total = compose_gdp([self.validation_mu(), mu])
+        with self._writing() as tx:
+            self._check_validation_fits(mu)
+            tx.insert(side="validation", status="reserved", entry={"mu": mu}, owner=self._owner)
+
+    def _check_validation_fits(self, mu: float) -> None:
+        budget = self._validation_budget()
+        if budget is None or math.isinf(budget):
+            return
+        spent = self._spent_validation_mu()
+        total = compose_gdp([spent, mu])
         if total > budget * (1.0 + self.BUDGET_RTOL):
+            reserved = " (recorded and reserved, all runs)" if self._reserved_mus else ""
             raise PrivacyBudgetExceeded(
                 f"Validation privacy budget exceeded: a step with mu={mu:.6g} would bring "
                 f"the total to mu={total:.6g}, above the budget mu={budget:.6g}. Spent "
-                f"mu={self.validation_mu():.6g}; remaining mu budget "
+                f"mu={spent:.6g}{reserved}; remaining mu budget "
                 f"sqrt(budget^2 - spent^2) = {self.remaining_validation_mu():.6g}."
             )
 
@@ -407,6 +693,23 @@ class PrivacyLedger:
         return self._record_validation(release, pure_dp_to_gdp_mu(epsilon), epsilon)
 
     def _record_validation(self, release: ReleaseKey, mu: float, epsilon: float | None) -> bool:
+        with self._writing() as tx:
+            if self._same_validation(release, mu, epsilon):
+                self._consume_validation_reservation(tx, mu)  # the replayed release's check
+                return False
+            self._consume_validation_reservation(tx, mu)
+            self._check_validation_fits(mu)
+            if tx is not None:
+                entry = {"mu": mu} if epsilon is None else {"mu": mu, "epsilon": epsilon}
+                tx.insert(side="validation", status="recorded", run_id=release[0], key=release[1], entry=entry)
+            self._validation_steps[release] = mu
+            if epsilon is not None:
+                self._validation_pure[release] = epsilon
+            return True
+
+    def _same_validation(self, release: ReleaseKey, mu: float, epsilon: float | None) -> bool:
+        r"""True if ``release`` is recorded with this cost, False if it is not recorded;
+        ``ValueError`` if it is recorded with another."""
         run_id, key = release
         if release in self._validation_steps:
             recorded = self._validation_steps[release]
@@ -427,14 +730,11 @@ class PrivacyLedger:
                     f"Validation release {key!r} of run {run_id!r} is already recorded with "
                     f"mu={recorded!r}, not mu={mu!r}."
                 )
-            return False
-        self.check_validation_step(mu)
-        self._validation_steps[release] = mu
-        if epsilon is not None:
-            self._validation_pure[release] = epsilon
-        return True
+            return True
+        return False
 
     @property
+    @_synced
     def validation_pure_epsilons(self) -> dict[ReleaseKey, float]:
         r"""A copy of the pure ε-DP validation releases, {(run_id, key): ε}, in recording order."""
         return dict(self._validation_pure)
@@ -442,19 +742,23 @@ class PrivacyLedger:
     # -------------------------------------------------------------------- training
 
     @property
+    @_synced
     def training_runs(self) -> dict[RunId, Run]:
         r"""A copy of the recorded DP-SGD training runs, {run_id: (σ, q, steps)}."""
         return {run_id: e for run_id, e in self._training.items() if not isinstance(e, TrainingMechanism)}
 
     @property
+    @_synced
     def training_mechanisms(self) -> dict[RunId, TrainingMechanism]:
         r"""A copy of the training entries given by an RDP curve, {run_id: TrainingMechanism}."""
         return {run_id: e for run_id, e in self._training.items() if isinstance(e, TrainingMechanism)}
 
+    @_synced
     def training_run_ids(self) -> list[RunId]:
         r"""The ids of all training entries (DP-SGD runs and mechanisms), in recording order."""
         return list(self._training)
 
+    @_synced
     def training_history(self) -> list[Run]:
         r"""The DP-SGD training runs as an Opacus accountant history, in recording order.
 
@@ -466,6 +770,7 @@ class PrivacyLedger:
         """
         return list(self.training_runs.values())
 
+    @_synced
     def training_rdp_curve(self) -> tuple[float, ...]:
         r"""The composed RDP curve of all training entries on ``TRAINING_RDP_ORDERS``.
 
@@ -515,6 +820,7 @@ class PrivacyLedger:
             ), None
         return _rdp_grid_epsilon(_rdp_curve_of(entries), delta)
 
+    @_synced
     def training_accountant_in_use(self, accountant: str | None = None) -> tuple[str, str]:
         r"""Which accountant ``training_epsilon`` uses, and why.
 
@@ -529,6 +835,7 @@ class PrivacyLedger:
         """
         return self._accountant_for(list(self._training.values()), accountant)
 
+    @_synced
     def training_epsilon(self, delta: float, accountant: str | None = None) -> float:
         r"""ε at ``delta`` of all training entries composed.
 
@@ -549,12 +856,53 @@ class PrivacyLedger:
         return self._training_epsilon_of(entries, delta, name)[0]
 
     def _check_training_entry(self, entry: TrainingEntry, what: str) -> None:
-        budget = self.training_epsilon_budget
+        spent_entries = self._training_spent()
+        self._check_training_entries(spent_entries, spent_entries + [entry], what)
+
+    def _check_or_reserve_training(self, entry: TrainingEntry, what: str) -> None:
+        r"""The training filter for one more ``entry``; a stored ledger with a budget reserves it."""
+        if self._storage is None:
+            self._check_training_entry(entry, what)
+            return
+        budget = self._training_budget()
+        if budget is None or math.isinf(budget):
+            return
+        with self._writing() as tx:
+            self._check_training_entry(entry, what)
+            tx.insert(side="training", status="reserved", entry=_training_entry_to_json(entry), owner=self._owner)
+
+    def _add_training(self, tx: LedgerTransaction | None, run_id: RunId, entry: TrainingEntry, what: str) -> None:
+        r"""Check ``entry`` against the filter and record it (stored: in this object's oldest
+        training reservation's place, so that the entries' order, and ``filter_order``,
+        are those of the checks)."""
+        mine = [] if tx is None else self._my_reservations("training")
+        if not mine:
+            self._check_training_entry(entry, what)
+            if tx is not None:
+                tx.insert(side="training", status="recorded", run_id=run_id, key="", entry=_training_entry_to_json(entry))
+        else:
+            rows = [r for r in self._rows if r.side == "training"]
+            at = [r.seq for r in rows].index(mine[0].seq)
+            spent = self._training_sequence[:at] + self._training_sequence[at + 1:]
+            entries = self._training_sequence[:at] + [entry] + self._training_sequence[at + 1:]
+            self._check_training_entries(spent, entries, what)
+            tx.update(mine[0].seq, entry=_training_entry_to_json(entry), status="recorded", run_id=run_id, key="")
+            self._training_sequence = entries
+        self._training[run_id] = entry
+
+    def _drop_training_reservation(self, tx: LedgerTransaction | None) -> None:
+        r"""A replayed training run's check: its reservation is dropped (the run is recorded)."""
+        mine = [] if tx is None else self._my_reservations("training")
+        if mine:
+            tx.delete(mine[0].seq)
+
+    def _check_training_entries(self, spent_entries: list[TrainingEntry], entries: list[TrainingEntry], what: str) -> None:
+        r"""Raise ``PrivacyBudgetExceeded`` unless ``entries`` (``spent_entries`` and the new
+        one, in recording order) fit the training budget."""
+        budget = self._training_budget()
         if budget is None or math.isinf(budget):
             return
         delta = self.training_delta
-        spent_entries = list(self._training.values())
-        entries = spent_entries + [entry]
         accountant, _ = self._accountant_for(entries, None)
         if accountant == "rdp":
             order = filter_order(budget, delta, _rdp_curve_of(entries[:1]))
@@ -597,10 +945,7 @@ class PrivacyLedger:
             None; raises ``PrivacyBudgetExceeded`` if the run does not fit.
         """
         run = check_history_entry(noise_multiplier, sample_rate, steps, steps_name="steps")
-        self._check_training_entry(
-            run,
-            f"a run with noise_multiplier={run[0]:.6g}, sample_rate={run[1]:.6g}, steps={run[2]}",
-        )
+        self._check_or_reserve_training(run, _dp_sgd_what(run))
 
     def record_training_run(
         self, *, run_id: RunId, noise_multiplier: float, sample_rate: float, steps: int
@@ -621,24 +966,22 @@ class PrivacyLedger:
         """
         run_id = _check_run_id(run_id)
         run = check_history_entry(noise_multiplier, sample_rate, steps, steps_name="steps")
-        if run_id in self._training:
-            recorded = self._training[run_id]
-            if isinstance(recorded, TrainingMechanism):
-                raise ValueError(
-                    f"Training run {run_id!r} is already recorded as the mechanism "
-                    f"{recorded.description!r}, not as a DP-SGD run."
-                )
-            same = recorded[2] == run[2] and all(
-                math.isclose(a, b, rel_tol=1e-12) for a, b in zip(recorded[:2], run[:2])
-            )
-            if not same:
-                raise ValueError(
-                    f"Training run {run_id!r} is already recorded as {recorded!r}, not {run!r}."
-                )
-            return False
-        self.check_training_run(noise_multiplier=run[0], sample_rate=run[1], steps=run[2])
-        self._training[run_id] = run
-        return True
+        with self._writing() as tx:
+            if run_id in self._training:
+                recorded = self._training[run_id]
+                if isinstance(recorded, TrainingMechanism):
+                    raise ValueError(
+                        f"Training run {run_id!r} is already recorded as the mechanism "
+                        f"{recorded.description!r}, not as a DP-SGD run."
+                    )
+                if not _same_dp_sgd_run(recorded, run):
+                    raise ValueError(
+                        f"Training run {run_id!r} is already recorded as {recorded!r}, not {run!r}."
+                    )
+                self._drop_training_reservation(tx)
+                return False
+            self._add_training(tx, run_id, run, _dp_sgd_what(run))
+            return True
 
     def check_training_mechanism(self, *, rdp: Callable[[float], float]) -> None:
         r"""Raise if one more training mechanism with RDP curve ``rdp`` would exceed the budget.
@@ -651,7 +994,7 @@ class PrivacyLedger:
             None; raises ``PrivacyBudgetExceeded`` if the mechanism does not fit.
         """
         curve = _evaluate_curve(rdp)
-        self._check_training_entry(TrainingMechanism("(checked)", curve), "a mechanism")
+        self._check_or_reserve_training(TrainingMechanism("(checked)", curve), "a mechanism")
 
     def record_training_mechanism(
         self, run_id: RunId, *, rdp: Callable[[float], float], description: str
@@ -681,29 +1024,27 @@ class PrivacyLedger:
         if not isinstance(description, str) or not description.strip():
             raise ValueError(f"description must be a non-empty string, got {description!r}.")
         entry = TrainingMechanism(description, _evaluate_curve(rdp))
-        if run_id in self._training:
-            recorded = self._training[run_id]
-            if not (
-                isinstance(recorded, TrainingMechanism)
-                and recorded.description == entry.description
-                and _same_curve(recorded.rdp, entry.rdp)
-            ):
-                what = (
-                    f"the mechanism {recorded.description!r} with another RDP curve"
-                    if isinstance(recorded, TrainingMechanism)
-                    else f"the DP-SGD run {recorded!r}"
-                )
-                raise ValueError(
-                    f"Training run {run_id!r} is already recorded as {what}, not as the "
-                    f"mechanism {description!r} with this curve."
-                )
-            return False
-        self._check_training_entry(entry, f"the mechanism {description!r}")
-        self._training[run_id] = entry
-        return True
+        with self._writing() as tx:
+            if run_id in self._training:
+                recorded = self._training[run_id]
+                if not _same_training(recorded, entry):
+                    what = (
+                        f"the mechanism {recorded.description!r} with another RDP curve"
+                        if isinstance(recorded, TrainingMechanism)
+                        else f"the DP-SGD run {recorded!r}"
+                    )
+                    raise ValueError(
+                        f"Training run {run_id!r} is already recorded as {what}, not as the "
+                        f"mechanism {description!r} with this curve."
+                    )
+                self._drop_training_reservation(tx)
+                return False
+            self._add_training(tx, run_id, entry, f"the mechanism {description!r}")
+            return True
 
     # --------------------------------------------------------------------- reports
 
+    @_synced
     def report(self, delta: float, *, training_delta: float | None = None) -> dict[str, Any]:
         r"""Both guarantees, side by side but never composed (different datasets).
 
@@ -759,6 +1100,7 @@ class PrivacyLedger:
 
     # ---------------------------------------------------------------- persistence
 
+    @_synced
     def state_dict(self) -> dict[str, Any]:
         r"""The ledger's full state as plain values (``json.dumps``-able).
 
@@ -813,7 +1155,12 @@ class PrivacyLedger:
             keyed validation steps by step index only, so two runs that shared a ledger
             were stored as one, and a migration would carry that under-count over. A
             version 3 state whose ``rdp_orders`` differ from ``TRAINING_RDP_ORDERS`` is
-            refused: its curves cannot be re-evaluated on this grid.
+            refused: its curves cannot be re-evaluated on this grid. On a stored ledger
+            the state is MERGED into the dataset (one transaction): its entries missing
+            from the database are added, those present must agree (``ValueError``
+            otherwise, nothing changed), nothing is deleted; its settings must equal the
+            stored ones, and its budgets become this object's if they do not loosen the
+            stored ones.
         """
         if not isinstance(state_dict, Mapping):
             raise ValueError(f"A ledger state must be a mapping, got {type(state_dict).__name__}.")
@@ -880,7 +1227,47 @@ class PrivacyLedger:
                 fresh._training[run_id] = check_history_entry(
                     entry["noise_multiplier"], entry["sample_rate"], entry["steps"], steps_name="steps"
                 )
-        self.__dict__.update(fresh.__dict__)
+        if self._storage is None:
+            self.__dict__.update(fresh.__dict__)
+            return
+        self._merge(fresh)
+
+    def _merge(self, fresh: PrivacyLedger) -> None:
+        r"""``load_state_dict`` on a stored ledger: add the state's entries that the database
+        lacks (unchecked: they were spent), check those it has; its budgets become this
+        object's (they may only tighten the stored ones)."""
+        stored = self._stored_settings
+        for name in ("training_accountant", "prv_eps_error", "training_delta"):
+            value = getattr(fresh, name)
+            if not (value is None and name == "training_delta") and not _same_setting(value, stored.get(name)):
+                raise ValueError(
+                    f"Ledger state: {name}={value!r} differs from {stored.get(name)!r}, stored with "
+                    f"dataset {self.dataset!r}."
+                )
+        for name in ("validation_mu_budget", "training_epsilon_budget"):
+            value, limit = getattr(fresh, name), stored.get(name)
+            if value is not None and limit is not None and value > limit * (1.0 + self.BUDGET_RTOL):
+                raise ValueError(
+                    f"Ledger state: {name}={value!r} is looser than {limit!r}, stored with dataset "
+                    f"{self.dataset!r}; a state can only tighten a stored ledger's budget."
+                )
+        with self._writing() as tx:
+            for release, mu in fresh._validation_steps.items():
+                epsilon = fresh._validation_pure.get(release)
+                if not self._same_validation(release, mu, epsilon):
+                    entry = {"mu": mu} if epsilon is None else {"mu": mu, "epsilon": epsilon}
+                    tx.insert(side="validation", status="recorded", run_id=release[0], key=release[1], entry=entry)
+            for run_id, entry in fresh._training.items():
+                if run_id not in self._training:
+                    tx.insert(side="training", status="recorded", run_id=run_id, key="", entry=_training_entry_to_json(entry))
+                elif not _same_training(self._training[run_id], entry):
+                    raise ValueError(
+                        f"Ledger state: training run {run_id!r} is {entry!r}, but dataset {self.dataset!r} "
+                        f"records {self._training[run_id]!r} under it."
+                    )
+        for name in ("validation_mu_budget", "training_epsilon_budget"):
+            value = getattr(fresh, name)
+            setattr(self, name, stored.get(name) if value is None else value)
 
     @classmethod
     def from_state_dict(cls, state_dict: Mapping[str, Any]) -> PrivacyLedger:
@@ -895,6 +1282,10 @@ class PrivacyLedger:
         ledger = cls()
         ledger.load_state_dict(state_dict)
         return ledger
+
+
+def _dp_sgd_what(run: Run) -> str:
+    return f"a run with noise_multiplier={run[0]:.6g}, sample_rate={run[1]:.6g}, steps={run[2]}"
 
 
 def _entries(

@@ -1,4 +1,4 @@
-r"""Noisy GD with ``noise_schedule="adaptive_norm"`` and private selection (seed 003, spec §2.7).
+r"""Noisy GD with ``noise_schedule="adaptive_norm"`` and private selection (Menart et al., spec §2.7).
 
 Oracle: linear per-user losses with the same gradient ``a`` for every user, so the clipped
 mean is ``a`` exactly; the number of steps and the noise per step then have closed forms.

@@ -1,4 +1,4 @@
-r"""DP-GIBO with seed 003's options: ``noise_schedule="adaptive_norm"`` and ``selection``.
+r"""DP-GIBO with Menart et al.'s options: ``noise_schedule="adaptive_norm"`` and ``selection``.
 
 Oracles: the release reproduced by hand from the generator's normals and the schedule's
 closed form (accounting from the realised ``σ_t``); the ledger (keys, exact spend,

@@ -1,4 +1,4 @@
-"""Full-matrix AdaGrad on released gradients (seed 002, spec A3, §1.7 items 4–5)."""
+"""Full-matrix AdaGrad on released gradients (Kairouz et al., spec A3, §1.7 items 4–5)."""
 
 import math
 

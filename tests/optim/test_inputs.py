@@ -475,3 +475,18 @@ def test_checkpoint_written_before_the_target_fields_still_resumes(tmp_path):
         assert resumed.iteration == 1 and resumed.config.epsilon is None and resumed.config.privacy_mu == 1.0
     with pytest.raises(ValueError, match="differs from the checkpoint"):
         DPGIBO.resume(tmp_path, dataclasses.replace(cfg, privacy_mu=None, epsilon=4.377, delta=1e-5))
+
+
+def test_resume_accepts_another_user_chunk_size(tmp_path):
+    # a memory knob, not a privacy setting: checkpoints written with the old default (4096)
+    # resume under the new one (None: chosen from n and d), and vice versa
+    _, objective = normal_location(n=N, d=D)
+    cfg = config(num_iterations=3, user_chunk_size=4096)
+    opt = DPGIBO(cfg, checkpoint_dir=tmp_path)
+    X = opt.ask()
+    opt.tell(X, objective(X))
+    resumed = DPGIBO.resume(tmp_path, dataclasses.replace(cfg, user_chunk_size=None))
+    assert resumed.iteration == 1 and resumed.config.user_chunk_size is None
+    assert DPGIBO.resume(tmp_path).config.user_chunk_size == 4096
+    with pytest.raises(ValueError, match="'num_iterations' differs from the checkpoint"):
+        DPGIBO.resume(tmp_path, dataclasses.replace(cfg, user_chunk_size=None, num_iterations=4))

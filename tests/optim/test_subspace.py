@@ -1,4 +1,4 @@
-"""Subspace oracles and the projected release (seed 002, spec A2/A4, §1.7 items 6)."""
+"""Subspace oracles and the projected release (Kairouz et al., spec A2/A4, §1.7 items 6)."""
 
 import math
 from types import SimpleNamespace

@@ -1,4 +1,4 @@
-"""Seed 002 inside DP-GIBO: subspace releases, full-matrix AdaGrad, the private preconditioner."""
+"""Kairouz et al. inside DP-GIBO: subspace releases, full-matrix AdaGrad, the private preconditioner."""
 
 import math
 import warnings

@@ -1,4 +1,4 @@
-"""Audits of seed 003's releases (noisy norm, exponential selection): sound, and able to catch broken ones."""
+"""Audits of Menart et al.'s releases (noisy norm, exponential selection): sound, and able to catch broken ones."""
 
 import math
 

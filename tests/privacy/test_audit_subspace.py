@@ -1,4 +1,4 @@
-"""Audits of seed 002's releases: sound on the real mechanisms, and able to catch broken ones."""
+"""Audits of Kairouz et al.'s releases: sound on the real mechanisms, and able to catch broken ones."""
 
 import math
 

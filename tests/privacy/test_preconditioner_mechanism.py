@@ -1,4 +1,4 @@
-"""The private AdaGrad preconditioner release (seed 002, spec A3, E2.1–E2.3, §1.7 items 1–3)."""
+"""The private AdaGrad preconditioner release (Kairouz et al., spec A3, E2.1–E2.3, §1.7 items 1–3)."""
 
 import math
 

@@ -1,4 +1,4 @@
-r"""Seed 003's releases in ``privacy.mechanisms``: the per-release-μ gradient and norm releases,
+r"""Menart et al.'s releases in ``privacy.mechanisms``: the per-release-μ gradient and norm releases,
 the exponential mechanism (Gumbel-max) and the Gaussian noisy-loss selection.
 
 Oracles: ``clipped_mean_gradient`` (the one clipped mean), noise standard deviations

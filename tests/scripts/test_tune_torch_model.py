@@ -97,9 +97,10 @@ def test_script_never_writes_the_noise_seed(script, tmp_path, capsys):
     assert {k for k in keys if "seed" in k} == {"public_seed"}
     assert json.loads(text)["public_settings"]["privacy_noise"].startswith("seeded")
     # an explicit noise seed reproduces the release
-    with pytest.warns(PrivacyWarning):
-        again = script.main(argv + ["--out", str(tmp_path / "b")])
+    with pytest.warns(PrivacyWarning):  # this time with the plot (public panels, incl. ε spent)
+        again = script.main([a for a in argv if a != "--no-plot"] + ["--out", str(tmp_path / "b")])
     assert again["private_release"] == first["private_release"]
+    assert (tmp_path / "b" / script.PLOT_FILE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.timeout(240)

@@ -1,4 +1,4 @@
-"""AMP training (seed 004, Alg. 1): clipped losses, the τ test, refusals, noise, oracles."""
+"""AMP training (Redberg et al., Alg. 1): clipped losses, the τ test, refusals, noise, oracles."""
 
 import math
 import warnings

@@ -54,12 +54,13 @@ def _execute(nb, kernel_name: str, cwd: Path):
     return nb
 
 
-def test_there_are_four_tutorials():
+def test_there_are_five_tutorials():
     assert [p.name for p in NOTEBOOKS] == [
         "01_acquisition_dropin.ipynb",
         "02_dp_gibo_gp_lengthscales.ipynb",
         "03_private_torch_tuning.ipynb",
         "04_objective_perturbation.ipynb",
+        "05_plan_on_a_public_proxy.ipynb",
     ]
 
 

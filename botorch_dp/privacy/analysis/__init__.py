@@ -1,12 +1,21 @@
 r"""Pure privacy-analysis functions: μ-GDP (``gdp``), zCDP (``zcdp``), the RDP→(ε, δ)
 conversion (``rdp``), the Rényi-DP bounds of private selection (``private_selection``) and
 the RDP curves and privacy profiles of objective perturbation / AMP
-(``objective_perturbation``).
+(``objective_perturbation``) and the Rényi-DP bound of DP-HyPO's adaptive selection
+(``dp_hypo``).
 
 No state and no torch: floats in, floats out, checked against published values and
 against ``dp_accounting``.
 """
 
+from botorch_dp.privacy.analysis.dp_hypo import (
+    adaptivity_log_factors,
+    check_ratio_bounds,
+    dp_hypo_epsilon,
+    dp_hypo_epsilon_generic,
+    dp_hypo_rdp,
+    dp_hypo_rdp_curve,
+)
 from botorch_dp.privacy.analysis.gdp import (
     compose_gdp,
     gaussian_noise_std_for_mu,
@@ -59,6 +68,12 @@ from botorch_dp.privacy.analysis.zcdp import (
 __all__ = [
     "DEFAULT_RDP_ORDERS",
     "DISTRIBUTIONS",
+    "adaptivity_log_factors",
+    "check_ratio_bounds",
+    "dp_hypo_epsilon",
+    "dp_hypo_epsilon_generic",
+    "dp_hypo_rdp",
+    "dp_hypo_rdp_curve",
     "amp_delta",
     "amp_epsilon",
     "amp_rdp",

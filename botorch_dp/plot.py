@@ -1,0 +1,252 @@
+r"""Plots of a private run: ε spent, loss and the iterate path against iterations.
+
+Everything drawn here is public: the ledger's recorded ``μ``'s, the released iterates and
+evaluation points, the released noisy values, or a loss computed on a PUBLIC proxy
+objective that the caller supplies. Nothing reads the sensitive per-user losses a
+``DPGIBO`` holds. matplotlib is imported only when a function draws.
+
+Example::
+
+    opt = DPGIBO(config)
+    result = opt.run(objective)
+    fig = botorch_dp.plot.plot_run(opt, proxy=public_objective)
+    fig.savefig("run.png")
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
+from botorch_dp.privacy.ledger import PrivacyLedger
+
+if TYPE_CHECKING:  # pragma: no cover
+    from botorch_dp.optim.dp_gibo import DPGIBO
+    from botorch_dp.optim.results import PrivateRelease
+
+__all__ = ["SpendingPoint", "epsilon_spent", "plot_privacy", "plot_loss", "plot_iterate_path", "plot_run"]
+
+_STEP_KEY = re.compile(r"^step-(\d+)(?:/|$)")
+
+
+@dataclass(frozen=True)
+class SpendingPoint:
+    r"""The validation spending after one stage of releases.
+
+    Attributes:
+        label: The stage: ``"step-0003"`` for every release of step 3 (its norm, gradient,
+            clip-bound or preconditioner releases together), or a key such as ``"select"``.
+        iteration: Steps completed after this stage (``t + 1`` for ``step-t``; a stage that
+            is not a step keeps the previous count).
+        mu: Total GDP ``μ`` spent up to and including this stage.
+        epsilon: ``ε`` at the requested ``δ`` for ``mu``.
+    """
+
+    label: str
+    iteration: int
+    mu: float
+    epsilon: float
+
+
+def epsilon_spent(ledger: PrivacyLedger, delta: float, *, run_id: str | None = None) -> list[SpendingPoint]:
+    r"""Cumulative validation spending, stage by stage, in the ledger's recording order.
+
+    Releases whose keys share a ``step-t`` prefix form one stage; the others (e.g. the
+    private selection ``"select"``) are stages of their own. Composition is the ledger's
+    (``μ = sqrt(Σ μ_j²)``; pure-ε releases enter as their GDP charge).
+
+    Args:
+        ledger: The ``PrivacyLedger`` the run recorded in.
+        delta: ``δ`` in (0, 1) at which to report ``ε``.
+        run_id: Only this run's releases; default every run in the ledger (what the
+            validation users paid).
+
+    Returns:
+        One ``SpendingPoint`` per stage (empty before the first release).
+    """
+    if not isinstance(ledger, PrivacyLedger):
+        raise TypeError(f"ledger must be a PrivacyLedger, got {type(ledger).__name__}.")
+    if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}.")
+    stages: dict[tuple[str, str], list[float]] = {}
+    for (rid, key), mu in ledger.validation_steps.items():
+        if run_id is not None and rid != run_id:
+            continue
+        match = _STEP_KEY.match(key)
+        stages.setdefault((rid, f"step-{match.group(1)}" if match else key), []).append(mu)
+    points, spent, iteration = [], [], 0
+    for (_, label), mus in stages.items():
+        spent.extend(mus)
+        match = _STEP_KEY.match(label)
+        iteration = int(match.group(1)) + 1 if match else iteration
+        mu = compose_gdp(spent)
+        points.append(SpendingPoint(label, iteration, mu, gdp_epsilon(mu, delta)))
+    return points
+
+
+def _axes(ax: Any) -> Any:
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(5, 3.5))[1]
+
+
+def plot_privacy(
+    source: DPGIBO | PrivacyLedger, *, delta: float | None = None, run_id: str | None = None, ax: Any = None
+) -> Any:
+    r"""``ε`` spent against iterations (a step line, one point per stage), with the budget.
+
+    Args:
+        source: A ``DPGIBO`` (its ledger and ``config.target_delta``) or a ``PrivacyLedger``.
+        delta: ``δ`` for ``ε``; default the optimizer's ``target_delta`` (required for a
+            bare ledger).
+        run_id: Only this run's releases; default all runs in the ledger.
+        ax: A matplotlib ``Axes`` to draw on; default a new figure.
+
+    Returns:
+        The ``Axes``.
+    """
+    ledger = source if isinstance(source, PrivacyLedger) else source.ledger
+    if delta is None:
+        if isinstance(source, PrivacyLedger):
+            raise ValueError("delta is required when plotting a bare PrivacyLedger.")
+        delta = source.config.target_delta
+    points = epsilon_spent(ledger, delta, run_id=run_id)
+    ax = _axes(ax)
+    xs = [0] + [p.iteration for p in points]
+    ys = [0.0] + [p.epsilon for p in points]
+    ax.step(xs, ys, where="post", marker="o", label="ε spent")
+    budget = ledger.validation_mu_budget
+    if budget is not None and math.isfinite(budget):
+        ax.axhline(gdp_epsilon(budget, delta), color="grey", linestyle="--", label="budget")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel(f"ε at δ = {delta:.3g}")
+    ax.legend()
+    return ax
+
+
+def _proxy_losses(proxy: Callable[[Tensor], Tensor], points: Tensor) -> Tensor:
+    values = torch.as_tensor(proxy(points))
+    if values.ndim == 2:  # per-user losses of a proxy population: their mean
+        values = values.double().mean(dim=-1)
+    if values.ndim != 1 or values.shape[0] != points.shape[0]:
+        raise ValueError(
+            f"proxy must map a k x d tensor to k losses or a k x n matrix of losses, got shape "
+            f"{tuple(values.shape)} for k = {points.shape[0]}."
+        )
+    return values.double()
+
+
+def plot_loss(release: PrivateRelease, *, proxy: Callable[[Tensor], Tensor] | None = None, ax: Any = None) -> Any:
+    r"""Loss against iterations: a public proxy's loss at the iterates, or the released
+    noisy losses.
+
+    Args:
+        release: The run's ``PrivateRelease`` (``result().release``).
+        proxy: A PUBLIC objective (e.g. the loss on public data, or the true loss of a
+            synthetic benchmark) mapping ``k x d`` points to ``k`` losses or ``k x n``
+            per-user losses (averaged). Never pass the sensitive objective: the plot would
+            publish un-noised values.
+        ax: A matplotlib ``Axes``; default a new figure.
+
+    Returns:
+        The ``Axes``.
+
+    Raises:
+        ValueError: Without ``proxy`` when the run released no losses (only
+            ``selection="noisy_loss"`` releases noisy losses of the iterates).
+    """
+    its = torch.arange(release.iterates.shape[0])
+    ax = _axes(ax)
+    if proxy is not None:
+        ax.plot(its.numpy(), _proxy_losses(proxy, release.iterates).numpy(), marker="o", label="public proxy loss")
+    elif release.selection_scores is not None:
+        scores = release.selection_scores.double()
+        ax.plot(its[: scores.shape[0]].numpy(), scores.numpy(), marker="o", label="released noisy loss")
+    else:
+        raise ValueError(
+            "This run released no losses: pass proxy= (a public objective), or run with "
+            "selection='noisy_loss' to release noisy losses of the iterates."
+        )
+    if release.selected_index is not None:
+        ax.axvline(release.selected_index, color="grey", linestyle=":", label="selected iterate")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("loss")
+    ax.legend()
+    return ax
+
+
+def plot_iterate_path(release: PrivateRelease, *, dims: tuple[int, int] = (0, 1), ax: Any = None) -> Any:
+    r"""The iterates ``θ_0, …, θ_t`` and the evaluation points in two coordinates.
+
+    Args:
+        release: The run's ``PrivateRelease``.
+        dims: The two coordinates to draw (distinct, each in ``[0, d)``).
+        ax: A matplotlib ``Axes``; default a new figure.
+
+    Returns:
+        The ``Axes``.
+    """
+    d = release.iterates.shape[-1]
+    if len(dims) != 2 or dims[0] == dims[1] or not all(isinstance(i, int) and 0 <= i < d for i in dims):
+        raise ValueError(f"dims must be two distinct coordinates in [0, {d}), got {dims!r}.")
+    i, j = dims
+    ax = _axes(ax)
+    pts = release.evaluation_points
+    if pts.shape[0]:
+        ax.scatter(pts[:, i].numpy(), pts[:, j].numpy(), s=8, color="lightgrey", label="evaluations")
+    path = release.iterates
+    ax.plot(path[:, i].numpy(), path[:, j].numpy(), marker="o", markersize=3, label="iterates")
+    ax.scatter([float(path[0, i])], [float(path[0, j])], marker="s", color="black", zorder=3, label="θ₀")
+    ax.scatter([float(release.theta[i])], [float(release.theta[j])], marker="*", s=120, color="red", zorder=3, label="released θ")
+    ax.set_xlabel(f"θ[{i}]")
+    ax.set_ylabel(f"θ[{j}]")
+    ax.legend()
+    return ax
+
+
+def plot_run(
+    optimizer: DPGIBO,
+    *,
+    proxy: Callable[[Tensor], Tensor] | None = None,
+    delta: float | None = None,
+    dims: tuple[int, int] = (0, 1),
+) -> Any:
+    r"""One figure: ``ε`` spent, loss (if a proxy is given or losses were released) and the
+    iterate path (if ``d ≥ 2``) of a ``DPGIBO`` run.
+
+    Args:
+        optimizer: The ``DPGIBO`` (only its ledger and its private release are read).
+        proxy: A PUBLIC objective for the loss panel (see ``plot_loss``).
+        delta: ``δ`` for ``ε``; default ``config.target_delta``.
+        dims: Coordinates of the path panel.
+
+    Returns:
+        The matplotlib ``Figure``.
+    """
+    import matplotlib.pyplot as plt
+
+    release = optimizer.result().release
+    panels = ["privacy"]
+    if proxy is not None or release.selection_scores is not None:
+        panels.append("loss")
+    if release.iterates.shape[-1] >= 2:
+        panels.append("path")
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.5), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        if panel == "privacy":
+            plot_privacy(optimizer, delta=delta, ax=ax)
+        elif panel == "loss":
+            plot_loss(release, proxy=proxy, ax=ax)
+        else:
+            plot_iterate_path(release, dims=dims, ax=ax)
+    fig.tight_layout()
+    return fig

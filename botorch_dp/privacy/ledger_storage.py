@@ -1,0 +1,318 @@
+r"""Database storage for ``PrivacyLedger``: one dataset's budget shared by many runs and machines.
+
+A ``LedgerStorage`` keeps, per dataset name, the ledger's settings (its budgets) and its
+entries in three tables (SQLAlchemy Core; SQLite or PostgreSQL):
+
+* ``botorch_dp_ledger_meta``: ``schema_version`` (``SCHEMA_VERSION``); a database written by
+  another version is refused.
+* ``botorch_dp_ledger_datasets``: one row per dataset, its settings as JSON text (the
+  validation μ budget, the training ε budget and δ, the training accountant and the PRV
+  accuracy), fixed when the row is created.
+* ``botorch_dp_ledger_entries``: one row per entry, in recording order (``seq``): ``side``
+  (``"validation"`` or ``"training"``), ``status`` (``"recorded"``, or ``"reserved"`` for a
+  budget hold taken by a check before its release), the run id (as JSON, so ``3`` and
+  ``"3"`` differ), the release key (``""`` for training), the owner of a reservation (a
+  ledger instance's random token) and the entry itself as JSON text (μ and ε, DP-SGD
+  parameters, or a description and an RDP curve; ``Infinity`` for ``inf``). No pickle.
+
+Every change runs in ONE transaction that first takes the dataset's lock: ``BEGIN
+IMMEDIATE`` on SQLite (the database's write lock), ``SELECT … FOR UPDATE`` on the
+dataset's row on PostgreSQL. The ledger reads all of the dataset's entries, checks the
+budget and writes the new row inside it, so two processes on two machines can never both
+spend the last of a budget; a process that dies inside the transaction leaves nothing
+(SQLite rolls the journal back, PostgreSQL aborts the dead session's transaction).
+
+SQLAlchemy is imported by this module only, and the ledger imports this module only for a
+ledger with ``storage=``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+__all__ = ["SCHEMA_VERSION", "LedgerStorage", "LedgerTransaction", "StoredRow", "open_storage", "storage_url"]
+
+#: Version of the tables' layout; a database of another version is refused.
+SCHEMA_VERSION = 1
+
+_metadata = sa.MetaData()
+_meta = sa.Table(
+    "botorch_dp_ledger_meta",
+    _metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+_datasets = sa.Table(
+    "botorch_dp_ledger_datasets",
+    _metadata,
+    sa.Column("dataset", sa.String(255), primary_key=True),
+    sa.Column("settings", sa.Text, nullable=False),
+    sa.Column("created_at", sa.String(40), nullable=False),
+)
+_entries = sa.Table(
+    "botorch_dp_ledger_entries",
+    _metadata,
+    sa.Column("seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column("dataset", sa.String(255), sa.ForeignKey("botorch_dp_ledger_datasets.dataset"), nullable=False),
+    sa.Column("side", sa.String(16), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("run_id", sa.Text, nullable=True),
+    sa.Column("release_key", sa.Text, nullable=True),
+    sa.Column("owner", sa.String(64), nullable=True),
+    sa.Column("entry", sa.Text, nullable=False),
+    sa.Column("created_at", sa.String(40), nullable=False),
+    sa.UniqueConstraint("dataset", "side", "run_id", "release_key", name="botorch_dp_ledger_entries_release"),
+    sa.CheckConstraint("side IN ('validation', 'training')", name="botorch_dp_ledger_entries_side"),
+    sa.CheckConstraint("status IN ('recorded', 'reserved')", name="botorch_dp_ledger_entries_status"),
+)
+sa.Index("botorch_dp_ledger_entries_dataset_seq", _entries.c.dataset, _entries.c.seq)
+
+_SIDES = ("validation", "training")
+_STATUSES = ("recorded", "reserved")
+
+
+@dataclass(frozen=True)
+class StoredRow:
+    r"""One stored entry, decoded.
+
+    Attributes:
+        seq: Its position in recording order (increasing within a dataset).
+        side: ``"validation"`` or ``"training"``.
+        status: ``"recorded"`` or ``"reserved"``.
+        run_id: The run id (str or int; None for a reservation).
+        key: The release key (``""`` for training; None for a reservation).
+        owner: The token of the ledger instance holding a reservation (None when recorded).
+        entry: The decoded JSON entry.
+    """
+
+    seq: int
+    side: str
+    status: str
+    run_id: Any
+    key: str | None
+    owner: str | None
+    entry: dict[str, Any]
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat()
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, allow_nan=True)
+
+
+def storage_url(storage: str | os.PathLike) -> str:
+    r"""The SQLAlchemy URL of ``storage``: a URL (``"sqlite:///budget.db"``,
+    ``"postgresql://user@/db?host=/run/postgresql"``) as it is, with ``postgresql://``
+    given the psycopg (3) driver; any other string or path is an SQLite file.
+
+    Args:
+        storage: A SQLAlchemy URL, or the path of an SQLite file.
+
+    Returns:
+        The URL string.
+    """
+    if isinstance(storage, os.PathLike):
+        storage = os.fspath(storage)
+    if not isinstance(storage, str) or not storage.strip():
+        raise ValueError(f"storage must be a database URL or a file path, got {storage!r}.")
+    if "://" not in storage:
+        return "sqlite:///" + os.path.abspath(storage)
+    if storage.startswith(("postgresql://", "postgres://")):
+        return "postgresql+psycopg://" + storage.split("://", 1)[1]
+    return storage
+
+
+class LedgerTransaction:
+    r"""The open transaction of one dataset, its lock held (see ``LedgerStorage.transaction``)."""
+
+    def __init__(self, connection: Connection, dataset: str) -> None:
+        self._connection = connection
+        self.dataset = dataset
+
+    def rows(self) -> list[StoredRow]:
+        r"""All of the dataset's entries (recorded and reserved), in recording order."""
+        return _select_rows(self._connection, self.dataset)
+
+    def insert(
+        self, *, side: str, status: str, entry: Mapping[str, Any], run_id: Any = None, key: str | None = None,
+        owner: str | None = None,
+    ) -> int:
+        r"""Add an entry; returns its ``seq``."""
+        if side not in _SIDES or status not in _STATUSES:
+            raise ValueError(f"side/status must be in {_SIDES}/{_STATUSES}, got {side!r}/{status!r}.")
+        result = self._connection.execute(
+            _entries.insert().values(
+                dataset=self.dataset, side=side, status=status,
+                run_id=None if run_id is None else _dumps(run_id), release_key=key, owner=owner,
+                entry=_dumps(dict(entry)), created_at=_now(),
+            )
+        )
+        return int(result.inserted_primary_key[0])
+
+    def update(self, seq: int, *, entry: Mapping[str, Any], status: str | None = None, run_id: Any = None,
+               key: str | None = None) -> None:
+        r"""Replace the entry of row ``seq`` (a reservation shrunk, or turned into a record in place)."""
+        values: dict[str, Any] = {"entry": _dumps(dict(entry))}
+        if status is not None:
+            values.update(status=status, run_id=None if run_id is None else _dumps(run_id), release_key=key, owner=None)
+        self._connection.execute(
+            _entries.update().where(_entries.c.dataset == self.dataset, _entries.c.seq == seq).values(**values)
+        )
+
+    def delete(self, seq: int) -> None:
+        r"""Remove row ``seq`` (a consumed or cancelled reservation)."""
+        self._connection.execute(_entries.delete().where(_entries.c.dataset == self.dataset, _entries.c.seq == seq))
+
+
+def _select_rows(connection: Connection, dataset: str) -> list[StoredRow]:
+    rows = connection.execute(
+        sa.select(_entries).where(_entries.c.dataset == dataset).order_by(_entries.c.seq)
+    ).mappings()
+    return [
+        StoredRow(
+            seq=int(r["seq"]), side=r["side"], status=r["status"],
+            run_id=None if r["run_id"] is None else json.loads(r["run_id"]), key=r["release_key"],
+            owner=r["owner"], entry=json.loads(r["entry"]),
+        )
+        for r in rows
+    ]
+
+
+def _before_commit(transaction: LedgerTransaction) -> None:
+    r"""Called inside every write transaction just before it commits (a seam for the crash tests)."""
+
+
+class LedgerStorage:
+    r"""A ledger database (SQLite file or PostgreSQL server) reached through SQLAlchemy.
+
+    Use ``open_storage``; one object per URL per process is shared by the ledgers of that
+    process. Do not carry it across ``fork`` (open the ledger in the child).
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.dialect = sa.engine.make_url(url).get_backend_name()
+        if self.dialect == "sqlite":
+            # the driver's own transaction handling off, so that BEGIN IMMEDIATE is ours;
+            # a writer waits up to 60 s for another one's lock
+            self.engine: Engine = sa.create_engine(url, connect_args={"timeout": 60.0})
+
+            @sa.event.listens_for(self.engine, "connect")
+            def _connect(dbapi_connection: Any, _record: Any) -> None:
+                dbapi_connection.isolation_level = None
+                dbapi_connection.execute("PRAGMA foreign_keys = ON")
+
+            @sa.event.listens_for(self.engine, "begin")
+            def _begin(connection: Connection) -> None:
+                read_only = connection.get_execution_options().get("botorch_dp_read", False)
+                connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+        elif self.dialect == "postgresql":
+            self.engine = sa.create_engine(url, pool_pre_ping=True)
+        else:
+            raise ValueError(f"storage: only SQLite and PostgreSQL are supported, got the {self.dialect!r} URL {url!r}.")
+        self._create_schema()
+
+    def _create_schema(self) -> None:
+        with self.engine.begin() as connection:
+            if self.dialect == "postgresql":  # concurrent CREATE TABLEs would collide
+                connection.execute(sa.text("SELECT pg_advisory_xact_lock(7262304165)"))
+            _metadata.create_all(connection)
+            insert = _dialect_insert(self.dialect, _meta).values(name="schema_version", value=str(SCHEMA_VERSION))
+            connection.execute(insert.on_conflict_do_nothing(index_elements=["name"]))
+            version = connection.execute(sa.select(_meta.c.value).where(_meta.c.name == "schema_version")).scalar_one()
+        if version != str(SCHEMA_VERSION):
+            raise ValueError(
+                f"The ledger database {self.url!r} has schema version {version}, this version of "
+                f"botorch-dp reads version {SCHEMA_VERSION}."
+            )
+
+    def ensure_dataset(self, dataset: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+        r"""The stored settings of ``dataset``, creating its row with ``settings`` if it is new.
+
+        Args:
+            dataset: The dataset's name.
+            settings: Plain JSON-able settings (used only if the dataset is new).
+
+        Returns:
+            The settings stored with the dataset (those of whoever created it first).
+        """
+        with self.engine.begin() as connection:
+            insert = _dialect_insert(self.dialect, _datasets).values(
+                dataset=dataset, settings=_dumps(dict(settings)), created_at=_now()
+            )
+            connection.execute(insert.on_conflict_do_nothing(index_elements=["dataset"]))
+            stored = connection.execute(
+                sa.select(_datasets.c.settings).where(_datasets.c.dataset == dataset)
+            ).scalar_one()
+        return json.loads(stored)
+
+    def rows(self, dataset: str) -> list[StoredRow]:
+        r"""A consistent snapshot of the dataset's entries, in recording order (no lock taken on PostgreSQL)."""
+        options = {"botorch_dp_read": True} if self.dialect == "sqlite" else {"isolation_level": "REPEATABLE READ"}
+        with self.engine.connect().execution_options(**options) as connection:  # SQLite: a deferred BEGIN
+            with connection.begin():
+                return _select_rows(connection, dataset)
+
+    @contextlib.contextmanager
+    def transaction(self, dataset: str) -> Iterator[LedgerTransaction]:
+        r"""A write transaction on ``dataset`` with its lock held; commits if the block succeeds.
+
+        SQLite: ``BEGIN IMMEDIATE`` (the database's write lock, waited for up to 60 s).
+        PostgreSQL: ``SELECT … FOR UPDATE`` of the dataset's row, so that transactions on
+        one dataset run one after the other (and transactions on different datasets do not
+        wait for each other). Anything raised in the block rolls everything back.
+        """
+        with self.engine.begin() as connection:
+            locked = connection.execute(
+                sa.select(_datasets.c.dataset).where(_datasets.c.dataset == dataset).with_for_update()
+            ).scalar_one_or_none()
+            if locked is None:
+                raise ValueError(f"Dataset {dataset!r} is not in the ledger database {self.url!r}.")
+            tx = LedgerTransaction(connection, dataset)
+            yield tx
+            _before_commit(tx)
+
+    def dispose(self) -> None:
+        r"""Close the pooled connections."""
+        self.engine.dispose()
+
+
+def _dialect_insert(dialect: str, table: sa.Table) -> Any:
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    else:
+        from sqlalchemy.dialects.postgresql import insert
+    return insert(table)
+
+
+_open: dict[tuple[int, str], LedgerStorage] = {}
+_open_lock = threading.Lock()
+
+
+def open_storage(storage: str | os.PathLike) -> LedgerStorage:
+    r"""The ``LedgerStorage`` of ``storage`` (a URL or an SQLite path), one per URL and process.
+
+    Args:
+        storage: See ``storage_url``.
+
+    Returns:
+        The shared ``LedgerStorage`` (tables created if the database is new).
+    """
+    url = storage_url(storage)
+    key = (os.getpid(), url)
+    with _open_lock:
+        if key not in _open:
+            _open[key] = LedgerStorage(url)
+        return _open[key]
