@@ -7,12 +7,14 @@ guarantee (``None`` for non-private methods) and a ``BaselineHistory`` for plots
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
 import torch
 from torch import Tensor
 
+from botorch_dp.evaluation import evaluate_rows
 from botorch_dp.privacy.checks import check_losses
 from botorch_dp.problems.base import PerUserProblem
 
@@ -90,18 +92,22 @@ class BaselineResult:
         return self.guarantee is not None
 
 
-def evaluate_losses(objective: Objective, X: Tensor, num_users: int | None = None) -> Tensor:
+def evaluate_losses(
+    objective: Objective, X: Tensor, num_users: int | None = None, *, executor: cf.Executor | None = None
+) -> Tensor:
     r"""Per-user losses at ``X``, checked for shape and finiteness.
 
     Args:
         objective: A ``PerUserProblem`` or a callable ``q x d -> q x n``.
         X: A ``q x d`` tensor.
         num_users: The expected ``n`` (``None``: any).
+        executor: Evaluate the rows of ``X`` on this ``concurrent.futures.Executor``
+            (``evaluation.evaluate_rows``); ``None``: ``objective(X)`` in this process.
 
     Returns:
         A ``q x n`` float64 tensor (SENSITIVE).
     """
-    losses = objective(X)
+    losses = evaluate_rows(objective, X, executor=executor)
     if not isinstance(losses, Tensor):
         losses = torch.as_tensor(losses)
     if losses.dim() == 1 and X.shape[0] == 1:

@@ -9,6 +9,7 @@ chosen privately (``selection``, see ``optim.selection``).
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import math
 from typing import Callable, Union
 
@@ -80,6 +81,7 @@ def noisy_gradient_descent(
     selection_mu: float | None = None,
     loss_clip: float | None = None,
     loss_oracle: Callable[[Tensor], Tensor] | None = None,
+    executor: cf.Executor | None = None,
 ) -> BaselineResult:
     r"""``T`` steps of projected noisy gradient descent on ``f = (1/n) Σ ℓ_i``.
 
@@ -121,6 +123,10 @@ def noisy_gradient_descent(
         loss_clip: ``C`` of both evaluated selections (losses clamped to ``[0, C]``).
         loss_oracle: Per-user losses ``q x d -> q x n`` for the evaluated selections;
             default the ``oracle`` itself when it is a ``PerUserProblem``.
+        executor: Evaluate the ``T + 1`` iterates' rows of an evaluated selection on this
+            ``concurrent.futures.Executor`` (``evaluation.evaluate_rows``); ``None``: in
+            this process. (The gradient oracle is called once per step, one point: nothing
+            to spread.)
 
     The budget split is explicit: the selection gets ``μ_sel`` and the gradient steps
     ``μ_steps = √(μ² − μ_sel²)``, so the whole run is ``μ``-GDP.
@@ -191,7 +197,7 @@ def noisy_gradient_descent(
     if selection == "min_noisy_norm":
         selected = min_noisy_norm_index(record["noisy_norms"])  # post-processing: free
     elif selection in EVALUATED_SELECTIONS:
-        losses = evaluate_losses(loss_oracle, iterates_t, n)  # T + 1 candidates θ_0..θ_T, sensitive
+        losses = evaluate_losses(loss_oracle, iterates_t, n, executor=executor)  # T + 1 candidates θ_0..θ_T, sensitive
         num_evaluations += iterates_t.shape[0]
         chosen = release_selection(
             selection, losses, selection_epsilon=selection_epsilon, selection_mu=selection_mu, loss_clip=loss_clip,

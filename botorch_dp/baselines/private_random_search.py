@@ -9,6 +9,7 @@ bound (``privacy.analysis.private_selection``), converted to ``(ε, δ)``-DP.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import functools
 import secrets
 
@@ -51,6 +52,7 @@ def private_random_search(
     fallback: torch.Tensor | None = None,
     seed: int | None = None,
     batch_size: int = 32,
+    executor: cf.Executor | None = None,
 ) -> BaselineResult:
     r"""Private random search: release the best of ``K`` privately scored uniform points.
 
@@ -85,6 +87,8 @@ def private_random_search(
             integer: all three are reproducible from it (tests, reproductions), with a
             ``PrivacyWarning``; the guarantee then assumes the seed stays secret.
         batch_size: Trials evaluated per call of ``objective``.
+        executor: Evaluate the rows of each call on this ``concurrent.futures.Executor``
+            (``evaluation.evaluate_rows``, losses in row order); ``None``: in this process.
 
     Returns:
         A ``BaselineResult``: ``theta`` and ``history.extras["released_score"]`` are the
@@ -109,7 +113,7 @@ def private_random_search(
     X = uniform_points(bounds, K, point_gen)
     scores, n, noise_std = [], None, None
     for chunk in X.split(batch_size) if K else ():
-        losses = evaluate_losses(objective, chunk, n)
+        losses = evaluate_losses(objective, chunk, n, executor=executor)
         n = losses.shape[1]
         release = mechanism.release(losses)
         scores.append(release.scores)

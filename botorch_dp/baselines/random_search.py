@@ -6,6 +6,8 @@ no privacy guarantee; it is the reference that the paper compares DP-GIBO agains
 
 from __future__ import annotations
 
+import concurrent.futures as cf
+
 import torch
 
 from botorch_dp.baselines.base import (
@@ -25,6 +27,7 @@ def random_search(
     num_evaluations: int,
     seed: int = 0,
     batch_size: int = 32,
+    executor: cf.Executor | None = None,
 ) -> BaselineResult:
     r"""Evaluate ``num_evaluations`` uniform points and return the one with the lowest mean loss.
 
@@ -35,6 +38,8 @@ def random_search(
         num_evaluations: ``m``, the number of points.
         seed: Seed of the (data-independent) points.
         batch_size: Points evaluated per call of ``objective``.
+        executor: Evaluate the rows of each call on this ``concurrent.futures.Executor``
+            (``evaluation.evaluate_rows``, losses in row order); ``None``: in this process.
 
     Returns:
         A NON-PRIVATE ``BaselineResult`` (``guarantee=None``). ``history.iterates[j]``
@@ -48,7 +53,7 @@ def random_search(
     X = uniform_points(bounds, int(num_evaluations), gen)
     values, n = [], None
     for chunk in X.split(batch_size):
-        losses = evaluate_losses(objective, chunk, n)
+        losses = evaluate_losses(objective, chunk, n, executor=executor)
         n = losses.shape[1]
         values.append(losses.mean(-1))
     history = incumbent_history(X, torch.cat(values))

@@ -7,6 +7,7 @@ which is fine only because this baseline makes no privacy claim).
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import warnings
 
 import torch
@@ -78,6 +79,7 @@ def ucb_bo(
     raw_samples: int = 256,
     seed: int = 0,
     progress: bool = False,
+    executor: cf.Executor | None = None,
 ) -> BaselineResult:
     r"""UCB Bayesian optimization of the mean loss.
 
@@ -100,6 +102,8 @@ def ucb_bo(
         num_restarts, raw_samples: Passed to ``optimize_acqf``.
         seed: Seed of the Sobol points and the acquisition optimization.
         progress: Show a tqdm bar.
+        executor: Evaluate the rows of each call on this ``concurrent.futures.Executor``
+            (``evaluation.evaluate_rows``, losses in row order); ``None``: in this process.
 
     Returns:
         A NON-PRIVATE ``BaselineResult``: ``theta`` is the best observed point;
@@ -114,7 +118,7 @@ def ucb_bo(
         raise ValueError("batch_size and refit_every must be >= 1.")
     num_initial = min(num_evaluations, 2 * (d + 1) if num_initial is None else num_initial)
     X = draw_sobol_samples(bounds=bounds, n=num_initial, q=1, seed=seed).squeeze(1).to(torch.float64)
-    losses = evaluate_losses(objective, X)
+    losses = evaluate_losses(objective, X, executor=executor)
     n = losses.shape[1]
     y = losses.mean(-1)
     state, iteration = None, 0
@@ -135,7 +139,7 @@ def ucb_bo(
                 )
             cand = cand.detach().to(torch.float64)
             X = torch.cat([X, cand])
-            y = torch.cat([y, evaluate_losses(objective, cand, n).mean(-1)])
+            y = torch.cat([y, evaluate_losses(objective, cand, n, executor=executor).mean(-1)])
             iteration += 1
             bar.update(q)
     finally:

@@ -2,10 +2,10 @@ r"""A DAG of benchmark jobs and one scheduler that runs it over any executor.
 
 A ``Job`` names a runner method (``kind``) and its keyword arguments; it may take its
 evaluation budget from an earlier job (``budget_from``) or copy an identical earlier
-DP-GIBO run (``reuse_of``). ``run_jobs`` runs the jobs serially in this process, in a
-pool of spawned processes with one torch thread each, or over any
-``concurrent.futures.Executor`` (a Dask or Ray executor, a thread pool), and returns the
-runs in job order. Each job is deterministic given its arguments, so every way of
+DP-GIBO run (``reuse_of``). ``run_jobs`` runs the jobs over a ``concurrent.futures.Executor``
+(``evaluation.SerialExecutor`` in this process by default, a pool of spawned processes with
+one torch thread each, a Dask or Ray executor, a thread pool) and returns the runs in job
+order. Each job is deterministic given its arguments, so every way of
 running gives the runs of a serial run with one torch thread (apart from wall times).
 """
 
@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
-import multiprocessing
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import torch
 from tqdm.auto import tqdm
 
 from botorch_dp.benchmarks.runs import Run
+from botorch_dp.evaluation import SerialExecutor, init_one_thread_worker, process_pool
+
+__all__ = ["Job", "RunJob", "critical_paths", "init_one_thread_worker", "job_kwargs", "process_pool",
+           "reused_run", "run_jobs"]
 
 #: ``run_job(kind, kwargs) -> Run``: runs one job (picklable for process pools).
 RunJob = Callable[[str, dict], Run]
@@ -77,28 +78,15 @@ def critical_paths(jobs: list[Job]) -> list[float]:
     return cp
 
 
-def init_one_thread_worker() -> None:
-    r"""Process-pool initializer: one torch thread and no optimizer warnings in the worker."""
-    torch.set_num_threads(1)
-    warnings.filterwarnings("ignore", message=".*(optimization|Optimization).*")
-
-
-def process_pool(workers: int) -> cf.ProcessPoolExecutor:
-    r"""``workers`` spawned processes with one torch thread each (the default pool of ``run_jobs``)."""
-    return cf.ProcessPoolExecutor(
-        max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=init_one_thread_worker,
-    )
-
-
 def run_jobs(jobs: list[Job], run_job: RunJob, *, workers: int | None = None,
              executor: cf.Executor | None = None, progress: bool = True) -> list[Run]:
     r"""Run ``jobs`` and return their ``Run`` objects in job order (whatever order they finished in).
 
-    Without ``executor`` and with ``workers`` ``None`` or 1 the jobs run one after the
-    other in this process. Otherwise every job whose sources are done is submitted,
-    longest critical path first, and reused runs are copied here. The runs equal those
-    of a serial run with one torch thread (torch's results depend on its thread count in
-    the last digits), apart from wall times. Threads of one process share torch's global
+    Every job whose sources are done is submitted to the executor, longest critical path
+    first, and reused runs are copied here. Without ``executor`` and with ``workers``
+    ``None`` or 1 the executor is a ``SerialExecutor``: the jobs run one after the other in
+    this process. The runs equal those of a serial run with one torch thread (torch's
+    results depend on its thread count in the last digits), apart from wall times. Threads of one process share torch's global
     random state, which BoTorch's ``manual_seed`` forks, so concurrent threads are not
     reproducible; use processes (or a thread pool of one worker).
 
@@ -118,15 +106,8 @@ def run_jobs(jobs: list[Job], run_job: RunJob, *, workers: int | None = None,
     bar = tqdm(total=len(jobs), desc="reproduce", disable=not progress)
     try:
         if executor is None and (workers is None or workers <= 1):
-            for i, job in enumerate(jobs):
-                bar.set_postfix_str(job.label)
-                if job.reuse_of is not None:
-                    results[i] = reused_run(job, results[job.reuse_of])
-                else:
-                    results[i] = run_job(job.kind, job_kwargs(job, results))
-                bar.update()
-            return results
-        if executor is None:
+            _schedule(jobs, run_job, SerialExecutor(), 1, results, bar)
+        elif executor is None:
             with process_pool(workers) as pool:
                 _schedule(jobs, run_job, pool, workers, results, bar)
         else:

@@ -337,7 +337,8 @@ def load_state(directory: str | os.PathLike) -> dict[str, Any]:
     if not _is_int(iteration) or iteration < 0:
         raise ValueError("Checkpoint field 'iteration' must be an integer >= 0.")
     records = meta.pop("loss_files", None)
-    if not isinstance(records, list) or len(records) != iteration:
+    partitioned = meta.get("partitioned_users") is not None  # the losses are in the partitions (issue 17)
+    if not isinstance(records, list) or len(records) != (0 if partitioned else iteration):
         raise ValueError(f"Checkpoint field 'loss_files': expected one loss file per iteration ({iteration}).")
     blocks: list[Tensor] = []
     for t, record in enumerate(records):
@@ -358,8 +359,8 @@ def load_state(directory: str | os.PathLike) -> dict[str, Any]:
     if gp_record["file"] != f"gp/{iteration:06d}.safetensors":
         raise ValueError(f"Checkpoint field 'gp_file': expected gp/{iteration:06d}.safetensors.")
     gp = _load_tensors(data, gp_record["file"])
-    N = sum(b.shape[0] for b in blocks)
     X, L = gp.get("X"), gp.get("L")
+    N = X.shape[0] if partitioned and isinstance(X, Tensor) else sum(b.shape[0] for b in blocks)
     if X is None or L is None or X.dim() != 2 or X.shape[0] != N or L.shape != (N, N):
         raise ValueError(f"Checkpoint file {gp_record['file']}: expected X (N x d) and L (N x N) with N = {N} told points.")
     unknown = sorted(k for k in gp if k not in ("X", "L") and not k.startswith("kernel."))

@@ -7,6 +7,7 @@ Settings: ``config``; batches: ``batch_selection``; steps: ``step_rules``; resul
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
 import os
 import secrets
@@ -20,6 +21,8 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from botorch_dp.distributed.partitions import PartitionedObjective
+from botorch_dp.evaluation import evaluate_rows
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.adaptive_clip import CLIP_KEY, next_clip_bound
 from botorch_dp.optim.batch_selection import local_bounds, select_batch
@@ -73,6 +76,8 @@ from botorch_dp.privacy.mechanisms import (
     GaussianGradientMechanism,
     GradientRelease,
     ReleaseDiagnostics,
+    default_chunk_size,
+    release_partial_sums,
 )
 from botorch_dp.privacy.seeding import PrivacyWarning, noise_generator
 from botorch_dp.utils import check_bounds, child_seeds
@@ -152,6 +157,7 @@ class DPGIBO:
         self._clip_bounds: list[float] = [c.clip_init] if c.clip_bound == "adaptive" else []
         self._clip_counts: list[float] = []
         self._committed: dict[str, Any] | None = None  # files of the last checkpoint written
+        self._partitioned_users: int | None = None  # n of a run whose users are held in partitions
         self._kernel_fingerprint = kernel_fingerprint(self.kernel) if self.checkpoint_dir is not None else None
         self._config_json = config_to_json(c) if self.checkpoint_dir is not None else None
         if ledger is not None and c.privacy_budget_mu is not None:
@@ -190,7 +196,7 @@ class DPGIBO:
 
     @property
     def num_users(self) -> int | None:
-        return self._Y_blocks[0].shape[1] if self._Y_blocks else None
+        return self._Y_blocks[0].shape[1] if self._Y_blocks else self._partitioned_users
 
     @property
     def evaluation_points(self) -> Tensor:
@@ -250,17 +256,71 @@ class DPGIBO:
         Returns:
             The public ``IterationInfo`` of the finished iteration.
         """
+        if self._partitioned_users is not None:
+            raise RuntimeError("This run's users are held in partitions: use tell_partitioned().")
         points, losses = self._checked_batch(points, losses)
         with rollback_on_error(self):
             if self.steps_done:  # the iterates' losses: the evaluated selection
                 return self._select(points, losses)
             return self._step(points, losses)
 
-    def _step(self, points: Tensor, losses: Tensor) -> IterationInfo:
+    def tell_partitioned(self, points: Tensor, partitions: PartitionedObjective) -> IterationInfo:
+        r"""``tell`` for users held in partitions (``botorch_dp.distributed``): no loss reaches this process.
+
+        The partitions evaluate their users' losses at ``points`` (and at any earlier batch
+        of ``D`` they do not hold, e.g. after a lost worker or a resume) and keep them; the
+        driver sends ``A = ∇k(θ, D)K⁻¹`` (public), receives each partition's sum of
+        clipped estimates and releases ``(1/n) Σ_P s_P`` plus the noise of the in-process
+        release (``privacy.mechanisms.release_partial_sums``), once. Malformed losses raise
+        ``ValueError`` naming the partition before anything is released. Atomic as
+        ``tell``: the step is durable in the checkpoint before it is returned, a failure
+        leaves the driver, ledger and noise generator as before, and a retry releases once.
+        The fixed noise schedule without a subspace, a private preconditioner, an evaluated
+        selection or sensitive fitting is supported.
+
+        Args:
+            points: The ``b x d`` tensor returned by ``ask``.
+            partitions: The ``PartitionedObjective`` holding the users (``n`` fixed).
+
+        Returns:
+            The public ``IterationInfo`` of the finished iteration.
+        """
+        c = self.config
+        unsupported = [name for name, used in (
+            ("noise_schedule='adaptive_norm'", c.noise_schedule == "adaptive_norm"),
+            ("clip_bound='adaptive'", c.clip_bound == "adaptive"),
+            ("subspace", c.subspace is not None), ("preconditioner='private'", c.preconditioner == "private"),
+            ("an evaluated selection", c.selection in EVALUATED_SELECTIONS),
+            ("hyperparameter_fit or a standardizing model", c.hyperparameter_fit is not None or self._standardize),
+        ) if used]
+        if unsupported:
+            raise ValueError(f"partitions: partitioned users do not support {', '.join(unsupported)}.")
+        if self._Y_blocks:
+            raise RuntimeError("This run's losses are held in this process: use tell().")
+        if self._pending is None:
+            if self.is_done:
+                raise RuntimeError(f"The run is finished ({self.iteration} iterations); nothing to tell.")
+            raise RuntimeError("Call ask() before tell_partitioned().")
+        points = torch.as_tensor(points).detach().to("cpu", torch.float64)
+        if points.shape != self._pending.shape or not torch.allclose(points, self._pending):
+            raise ValueError("tell_partitioned() must receive the points returned by the last ask().")
+        n = partitions.num_users
+        if self._partitioned_users is None:
+            check_per_user_losses(n, c.privacy_mu)
+        elif n != self._partitioned_users:
+            raise ValueError(f"partitions hold {n} users, earlier steps had {self._partitioned_users}; n must stay fixed.")
+        points = self._pending.clone()
+        batches = [*self._X.split(self._batch_sizes), points]  # public: the points of every batch of D
+        partitions.evaluate(batches, nonfinite=c.nonfinite_losses)  # checked there; no driver state changes
+        with rollback_on_error(self):
+            self._partitioned_users = n
+            return self._step(points, None, partitions)
+
+    def _step(self, points: Tensor, losses: Tensor | None, partitions: PartitionedObjective | None = None) -> IterationInfo:
         c = self.config
         adaptive_clip = c.clip_bound == "adaptive"
         if self._mechanism is None or adaptive_clip:  # adaptive clipping: this step's B_t
-            self._mechanism = self._make_mechanism(losses.shape[1])
+            self._mechanism = self._make_mechanism(losses.shape[1] if partitions is None else partitions.num_users)
         adaptive_noise = c.noise_schedule == "adaptive_norm"
         if adaptive_noise:  # the schedule's filter (the ledger's runs before each release)
             if not self._adaptive_schedule().can_start_step(self.iteration, self._spent_mus()):
@@ -274,7 +334,8 @@ class DPGIBO:
         basis = step_basis(c, self.theta, self._gp, self._subspace)  # Kairouz et al.: Ṽ_t (public), or None
 
         self._X = torch.cat([self._X, points])
-        self._Y_blocks = [*self._Y_blocks, losses]  # a new list: the snapshot keeps the old one
+        if partitions is None:
+            self._Y_blocks = [*self._Y_blocks, losses]  # a new list: the snapshot keeps the old one
         self._gp = self._gp.condition_on(points) if points.shape[0] else self._gp
         self._pending = None
         Y: Tensor | list[Tensor] = self._Y_blocks
@@ -294,6 +355,11 @@ class DPGIBO:
                     release, self._subspace = lift_release(release, basis, self._subspace)
             elif adaptive_clip:  # Andrew et al.: the gradient at B_t, the count at B_t, then B_{t+1}
                 release = self._adaptive_clip_release(A, Y)
+            elif partitions is not None:  # the partitions' clipped sums, in partition order
+                chunk = self._mechanism.chunk_size or default_chunk_size(self._mechanism.num_users, A.shape[-1], A.shape[0])
+                partials = partitions.partial_sums(A, clip_bound=c.clip_bound, chunk_size=chunk, nonfinite=c.nonfinite_losses)
+                release = release_partial_sums(self._mechanism, partials, diagnostics=c.record_non_private_diagnostics)
+                self.ledger.record_validation_step(mu=release.cost.mu, run_id=self.run_id, key=f"step-{self.iteration:04d}")
             elif basis is None and c.preconditioner != "private":
                 release = self._mechanism.release(
                     A, Y, diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses
@@ -431,19 +497,25 @@ class DPGIBO:
 
     def run(
         self,
-        objective: Callable[[Tensor], Tensor],
+        objective: Callable[[Tensor], Tensor] | PartitionedObjective,
         *,
         callback: Callable[[IterationInfo], bool | None] | None = None,
         progress: bool = True,
+        executor: concurrent.futures.Executor | None = None,
     ) -> DPGIBOResult:
         r"""Run the remaining iterations.
 
         Args:
-            objective: Maps a ``q x d`` tensor to the ``q x n`` per-user losses.
+            objective: Maps a ``q x d`` tensor to the ``q x n`` per-user losses, or a
+                ``distributed.PartitionedObjective`` whose partitions keep the losses
+                (each step is then ``tell_partitioned``).
             callback: Called with the public ``IterationInfo`` after each iteration (never
                 with the optimizer, which holds the sensitive losses); returning ``True``
                 stops the run early (the guarantee covers the steps taken).
             progress: Show a tqdm bar (public values only).
+            executor: Evaluate each batch's rows on this ``concurrent.futures.Executor``
+                (``evaluation.evaluate_rows``: one row per call, losses in row order);
+                ``None``: ``objective(X)`` in this process.
 
         Returns:
             The ``DPGIBOResult``.
@@ -452,13 +524,10 @@ class DPGIBO:
         try:
             while not self.is_done:
                 X = self.ask()
-                if X.shape[0] > 0:
-                    losses = objective(X)
-                elif self.num_users is not None:
-                    losses = torch.empty(0, self.num_users, dtype=torch.float64)
-                else:  # an empty first batch: only the objective knows n (never assume n = 1)
-                    losses = empty_batch_losses(objective, X)
-                info = self.tell(X, losses)
+                if isinstance(objective, PartitionedObjective):  # the losses stay in the partitions
+                    info = self.tell_partitioned(X, objective)
+                else:
+                    info = self.tell(X, self._losses_at(objective, X, executor))
                 if info.selected_index is None:  # a step (not the evaluated selection)
                     bar.update(1)
                     bar.set_postfix(b=info.batch_size, trace=f"{info.posterior_trace:.3g}", eps=self._epsilon_spent())
@@ -467,6 +536,16 @@ class DPGIBO:
         finally:
             bar.close()
         return self.result()
+
+    def _losses_at(
+        self, objective: Callable[[Tensor], Tensor], X: Tensor, executor: concurrent.futures.Executor | None
+    ) -> Tensor:
+        r"""The objective's ``b x n`` losses at the asked ``X`` (over ``executor`` if given)."""
+        if X.shape[0] > 0:
+            return evaluate_rows(objective, X, executor=executor)
+        if self.num_users is not None:
+            return torch.empty(0, self.num_users, dtype=torch.float64)
+        return empty_batch_losses(objective, X)  # an empty first batch: only the objective knows n (never assume n = 1)
 
     def _epsilon_spent(self) -> str:
         r"""ε at the config's δ of the ledger's validation spending so far, for the progress

@@ -49,13 +49,14 @@ STATE_VERSION = 3
 META_KEYS = {
     "format", "schema_version", "version", "run_id", "config", "config_fingerprint", "kernel", "iteration",
     "theta", "iterates", "pending", "batch_sizes", "traces", "released", "diagnostics", "step_optimizer",
-    "ledger", "noise_generator", "search_generator", "noise_and_selection", "subspace", "adaptive_clip",
+    "ledger", "noise_generator", "search_generator", "noise_and_selection", "subspace", "adaptive_clip", "partitioned_users",
 }
 #: Meta keys added after schema version 1, with what an older checkpoint means by them.
 #: ``noise_and_selection`` (issue 15, Menart et al.): nothing adaptive and no selection yet.
 #: ``subspace`` (issue 15, Kairouz et al.): no subspace, no private preconditioner yet.
 #: ``adaptive_clip`` (issue 16, Andrew et al.): a fixed clip bound.
-_META_KEYS_ADDED = {"noise_and_selection": None, "subspace": None, "adaptive_clip": None}
+#: ``partitioned_users`` (issue 17): ``n`` of a run whose losses are held in partitions (none in the files).
+_META_KEYS_ADDED = {"noise_and_selection": None, "subspace": None, "adaptive_clip": None, "partitioned_users": None}
 #: Config fields that may differ on resume: the budget (only tightened), the unsafe
 #: fitting callable (only its presence is compared) and the users per clipping chunk (a
 #: memory and speed knob: it changes only the order of one floating-point sum, not what is
@@ -249,8 +250,13 @@ def check_state(
     sizes = meta["batch_sizes"]
     if not isinstance(sizes, list) or len(sizes) != T or not all(ckpt._is_int(b) and b >= 0 for b in sizes):
         raise ValueError(f"Checkpoint field 'batch_sizes' must be {T} integers >= 0.")
-    if [b.shape[0] for b in blocks] != sizes:
+    partitioned = meta["partitioned_users"]
+    if partitioned is not None and (not ckpt._is_int(partitioned) or partitioned < 2 or blocks):
+        raise ValueError("Checkpoint field 'partitioned_users' must be None or an integer n >= 2 with no loss files.")
+    if partitioned is None and [b.shape[0] for b in blocks] != sizes:
         raise ValueError("Checkpoint field 'batch_sizes' does not match the rows of the loss files.")
+    if partitioned is not None and sum(sizes) != gp["X"].shape[0]:
+        raise ValueError("Checkpoint field 'batch_sizes' does not match the rows of X.")
     if not isinstance(meta["traces"], list) or len(meta["traces"]) != T:
         raise ValueError(f"Checkpoint field 'traces' must hold {T} values.")
     traces = [ckpt.float_from_json(v, "traces") for v in meta["traces"]]
@@ -286,7 +292,7 @@ def check_state(
         raise ValueError(f"Checkpoint field 'step_optimizer' is not a {config.step_rule} state: {err}") from None
     ledger_state = meta["ledger"]
     ledger = PrivacyLedger.from_state_dict(ledger_state)  # validates before anything changes
-    n = blocks[0].shape[1] if blocks else None
+    n = blocks[0].shape[1] if blocks else partitioned
     if n is not None and config.privacy_mu < math.inf and n == 0:
         raise ValueError("Checkpoint loss files hold no users.")
     adaptive = check_noise_and_selection(meta["noise_and_selection"], config=config, T=T, ledger=ledger, run_id=meta["run_id"])
@@ -300,7 +306,7 @@ def check_state(
         "traces": traces, "released": released, "diag": diag, "X": X, "L": L, "blocks": blocks,
         "kernel_tensors": stored_kernel_tensors, "optimizer": optimizer, "ledger_state": ledger_state,
         "noise_gen": noise_gen, "search_gen": search_gen, "n": n, "noise_and_selection": adaptive,
-        "subspace": subspace, "adaptive_clip": clip,
+        "subspace": subspace, "adaptive_clip": clip, "partitioned_users": partitioned,
     }
 
 
@@ -418,7 +424,7 @@ _MUTABLE = (
     "iteration", "_iterates", "_X", "_Y_blocks", "_gp", "_pending", "_batch_sizes", "_traces",
     "_released", "_diag", "_mechanism", "_committed",
     "_step_mus", "_noise_stds", "_noisy_norms", "_norm_mus", "_stopped", "_selected", "_selection_scores",
-    "_subspace", "_clip_bounds", "_clip_counts",
+    "_subspace", "_clip_bounds", "_clip_counts", "_partitioned_users",
 )
 
 
@@ -485,6 +491,7 @@ def encode_state(opt: DPGIBO) -> dict[str, Any]:
         "noise_and_selection": encode_noise_and_selection(opt),
         "subspace": opt._subspace.to_json(),
         "adaptive_clip": encode_clip_state(opt._clip_bounds, opt._clip_counts) if opt.config.clip_bound == "adaptive" else None,
+        "partitioned_users": opt._partitioned_users,
     }
     gp = {"X": opt._X, "L": opt._gp.L}  # the factor is restored as is: refactorizing changes bits
     gp.update({f"kernel.{k}": v.to(torch.float64) for k, v in kernel_tensors(opt.kernel).items()})
@@ -531,6 +538,7 @@ def apply_state(opt: DPGIBO, state: dict[str, Any]) -> None:
     opt._stopped, opt._selected = adaptive["stopped"], adaptive["selected_index"]
     opt._selection_scores = adaptive["selection_scores"]
     opt._subspace = checked["subspace"]
+    opt._partitioned_users = checked["partitioned_users"]
 
 
 def resume_run(

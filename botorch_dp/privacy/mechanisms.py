@@ -1334,3 +1334,112 @@ class GOEPreconditionerMechanism:
         std = self.noise_std(t)
         noise = _goe(k, std, self.generator, self.secure_rng, G.dtype, G.device)
         return PreconditionerRelease(matrix=(G + noise).detach(), cost=PrivacyCost(mu=self.step_mu), noise_std=std)
+
+
+# --- Partitioned users (issue 17): partial sums formed where the users' data lives. ---
+# A partition forms ``Σ_{i in P} clip_B(A y_i)`` with the clipping above (``_clipped_sum``,
+# never a copy); the driver adds the partitions' sums in a fixed order and draws the noise
+# here. Appended as one block, like the blocks above.
+@dataclass(frozen=True)
+class ClippedPartialSum:
+    r"""One partition's ``Σ_{i ∈ P} clip_B(A y_i)``: SENSITIVE until noised.
+
+    It travels from the partition to the driver, so that channel must be trusted (or
+    encrypted) like the process holding the losses.
+
+    Attributes:
+        total: The ``d`` sum of the partition's clipped per-user estimates.
+        num_users: ``n_P``, the partition's number of users (public, like ``n``).
+        num_clipped: How many of them were clipped (NON-PRIVATE; only for diagnostics).
+    """
+
+    total: Tensor
+    num_users: int
+    num_clipped: int
+
+
+def clipped_partial_sum(
+    A: Tensor,
+    Y: Tensor | Sequence[Tensor],
+    clip_bound: float,
+    chunk_size: int | None = None,
+    *,
+    nonfinite: NonfiniteLosses = "refuse",
+) -> ClippedPartialSum:
+    r"""``Σ_i clip_B(A y_i)`` over one partition's users, as the in-process release forms it.
+
+    The same chunked, overflow-safe computation as ``clipped_mean_gradient`` (the sum
+    before the division by ``n``): a partition holding all users, or each partition holding
+    one chunk of ``chunk_size`` users, gives the in-process sum bit for bit.
+
+    Args:
+        A: The ``d x N`` public gradient weights ``∇k(θ, D) K⁻¹``.
+        Y: The partition's ``N x n_P`` losses at ``D`` (sensitive), or its row blocks.
+        clip_bound: ``B > 0``.
+        chunk_size: Users per chunk; pass the driver's (``None``: ``default_chunk_size``
+            of this partition, which differs from that of all ``n`` users).
+        nonfinite: ``"refuse"`` or ``"zero_user"``; see ``clipped_mean_gradient``.
+
+    Returns:
+        The partition's ``ClippedPartialSum``.
+    """
+    check_positive(clip_bound, "clip_bound (B)", allow_inf=False)
+    total, num_clipped, _ = _clipped_sum(A, Y, clip_bound, chunk_size, nonfinite=nonfinite)
+    n = Y.shape[-1] if isinstance(Y, Tensor) else Y[0].shape[-1]
+    return ClippedPartialSum(total=total, num_users=int(n), num_clipped=int(num_clipped))
+
+
+def release_partial_sums(
+    mechanism: GaussianGradientMechanism,
+    partials: Sequence[ClippedPartialSum],
+    *,
+    diagnostics: bool = False,
+) -> GradientRelease:
+    r"""Release ``(1/n) Σ_P s_P + N(0, σ² I)`` from the partitions' partial sums ``s_P``.
+
+    The sums are added in the order given (a fixed order: the release does not depend on
+    which partition finished first); then exactly as ``GaussianGradientMechanism.release``
+    (same division by ``n``, same noise draw, same cost). Each ``s_P`` is checked first, so
+    a broken or tampered partition is refused before anything is released: a finite
+    ``d``-vector of norm at most ``n_P B`` (a sum of ``n_P`` vectors clipped to ``B``), and
+    the ``n_P`` add up to the mechanism's ``n``.
+
+    Args:
+        mechanism: The run's ``GaussianGradientMechanism`` (its ``n``, ``B``, ``σ``, noise source).
+        partials: One ``ClippedPartialSum`` per partition, in partition order.
+        diagnostics: Also return NON-PRIVATE diagnostics.
+
+    Returns:
+        A ``GradientRelease`` (cost ``μ/√T``).
+    """
+    if len(partials) == 0:
+        raise ValueError("partials: no partial sums were given; nothing was released.")
+    d = partials[0].total.shape[-1] if isinstance(partials[0].total, Tensor) else None
+    for p, part in enumerate(partials):
+        s = part.total
+        if not isinstance(s, Tensor) or s.dim() != 1 or s.shape[0] != d or not bool(torch.isfinite(s).all()):
+            raise ValueError(f"partials[{p}]: the partial sum must be a finite d-vector (d = {d}); nothing was released.")
+        if float(torch.linalg.vector_norm(s)) > part.num_users * mechanism.clip_bound * (1.0 + 1e-9):
+            raise ValueError(
+                f"partials[{p}]: the partial sum's norm exceeds n_P·B, so it is not a sum of clipped "
+                "estimates; nothing was released."
+            )
+    total_users = sum(int(part.num_users) for part in partials)
+    if total_users != mechanism.num_users:
+        raise ValueError(
+            f"partials: the partitions hold {total_users} users, the mechanism expects n = {mechanism.num_users}; "
+            "nothing was released."
+        )
+    total = partials[0].total.new_zeros(d)
+    for part in partials:  # fixed order
+        total = total + part.total
+    mean = total / mechanism.num_users
+    noise = mechanism.sample_noise(d, dtype=mean.dtype, device=mean.device)
+    info = None
+    if diagnostics:
+        info = ReleaseDiagnostics(
+            unnoised_gradient=mean.detach().clone(),
+            clip_fraction=sum(part.num_clipped for part in partials) / mechanism.num_users,
+            noise_norm=float(noise.norm()),
+        )
+    return GradientRelease(gradient=(mean + noise).detach(), cost=PrivacyCost(mu=mechanism.step_mu), diagnostics=info)

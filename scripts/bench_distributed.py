@@ -1,0 +1,157 @@
+r"""Benchmark of partitioned users (issue 17, item 4): in-process vs a Dask LocalCluster.
+
+For each number of users ``n``, synthetic users (``distributed.synthetic.SyntheticUsers``:
+two numbers per user, generated where they are evaluated) are held
+
+- **in-process**: one process (spawned, one torch thread) holds all users' loss rows
+  (``InProcessPartitions`` with one partition: the arithmetic of an in-process DP-GIBO tell);
+- **dask, W workers**: a ``LocalCluster(n_workers=W, threads_per_worker=1, processes=True)``
+  with one partition of ``n/W`` users per worker (``DaskPartitions``); the driver (this
+  process) never holds a loss.
+
+Each run first evaluates ``|D| − iterations·b`` points in batches of ``b = d + 1`` (the
+"fill", reported separately), then times ``iterations`` steps. A step is what a
+partitioned DP-GIBO iteration does with the users: evaluate ``b`` new points on every
+user, send ``A`` (``d x |D|``, public, random here), form the partitions' clipped sums and
+release them with noise (``release_partial_sums``). Batch selection (public, the same in
+every setup) is not timed. Reported per setup: the median time per step, the speed-up over
+one worker, the peak resident memory of each process holding users (``ru_maxrss``,
+including the ~0.3 GiB of Python and torch) next to the bytes of its partition's
+``|D| x n_P`` losses, and the growth of the driver's resident memory.
+
+    python scripts/bench_distributed.py            # n in {1e6, 1e7}, |D| = 200, d = 15
+    python scripts/bench_distributed.py --quick    # n = 2e4, |D| = 24, d = 3 (seconds)
+
+Run it on an otherwise idle machine; pin it to two cores with ``taskset -c 0,1`` to
+compare with the "2 cores" goal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import multiprocessing
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from botorch_dp.distributed import InProcessPartitions
+from botorch_dp.distributed.synthetic import SyntheticUsers
+from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, default_chunk_size, release_partial_sums
+
+GIB = 2.0**30
+
+
+def _peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+
+
+def _batches(points: int, dim: int, batch: int, seed: int) -> list[torch.Tensor]:
+    r"""The public evaluation points, in batches of ``batch`` (the last may be smaller)."""
+    X = 2.0 * torch.rand(points, dim, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) - 1.0
+    return list(X.split(batch))
+
+
+def run_steps(partitions, num_users: int, dim: int, points: int, iterations: int, seed: int) -> dict:
+    r"""Fill, then time ``iterations`` partitioned steps on ``partitions``; returns the timings."""
+    batch = dim + 1
+    batches = _batches(points, dim, batch, seed)
+    first = max(1, len(batches) - iterations)
+    t0 = time.perf_counter()
+    partitions.evaluate(batches[:first])
+    fill = time.perf_counter() - t0
+    mechanism = GaussianGradientMechanism(clip_bound=1.0, num_users=num_users, privacy_mu=1.0, num_steps=iterations)
+    gen = torch.Generator().manual_seed(seed + 1)
+    times = []
+    for t in range(first, len(batches)):
+        start = time.perf_counter()
+        partitions.evaluate(batches[: t + 1])
+        N = sum(b.shape[0] for b in batches[: t + 1])
+        A = (torch.rand(dim, N, generator=gen, dtype=torch.float64) - 0.5) * (4.0 / N)  # public weights
+        partials = partitions.partial_sums(A, clip_bound=1.0, chunk_size=default_chunk_size(num_users, N, dim))
+        release_partial_sums(mechanism, partials)
+        times.append(time.perf_counter() - start)
+    return {"fill_s": fill, "step_s": times, "points": sum(b.shape[0] for b in batches)}
+
+
+def _in_process(num_users: int, dim: int, points: int, iterations: int, seed: int) -> dict:
+    r"""The in-process setup, run in a fresh process with one torch thread."""
+    torch.set_num_threads(1)
+    out = run_steps(InProcessPartitions([SyntheticUsers(num_users, dim, seed)]), num_users, dim, points, iterations, seed)
+    out["peak_rss"] = [_peak_rss_bytes()]
+    return out
+
+
+def _dask(num_users: int, workers: int, dim: int, points: int, iterations: int, seed: int) -> dict:
+    from distributed import Client, LocalCluster
+
+    from botorch_dp.distributed.dask import DaskPartitions
+
+    sizes = [num_users // workers + (k < num_users % workers) for k in range(workers)]
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit=0,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        client.run(torch.set_num_threads, 1)
+        rss0 = _rss_bytes()
+        partitions = DaskPartitions(client, [SyntheticUsers(n, dim, seed + k) for k, n in enumerate(sizes)])
+        out = run_steps(partitions, num_users, dim, points, iterations, seed)
+        out["driver_growth"] = max(0, _rss_bytes() - rss0)
+        peaks = client.run(_peak_rss_bytes)
+        out["peak_rss"] = [peaks[w] for w in partitions.workers]
+        partitions.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--users", type=float, nargs="+", default=[1e6, 1e7], help="numbers of users n")
+    parser.add_argument("--points", type=int, default=200, help="|D| at the last timed step")
+    parser.add_argument("--dim", type=int, default=15, help="d")
+    parser.add_argument("--iterations", type=int, default=3, help="timed steps per setup")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="Dask worker counts")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="n = 2e4, |D| = 24, d = 3, 2 steps")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.users, args.points, args.dim, args.iterations = [2e4], 24, 3, 2
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:  # the spawned in-process run imports this module by name
+        sys.path.insert(0, here)
+    rows = []
+    for n in (int(u) for u in args.users):
+        with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            res = pool.submit(_in_process, n, args.dim, args.points, args.iterations, args.seed).result()
+        rows.append({"n": n, "setup": "in-process", "workers": 1, **res, "driver_growth": None})
+        for w in args.workers:
+            rows.append({"n": n, "setup": "dask", "workers": w,
+                         **_dask(n, w, args.dim, args.points, args.iterations, args.seed)})
+    print(f"bench_distributed: |D| = {rows[0]['points']}, d = {args.dim}, b = d + 1, {args.iterations} timed steps; "
+          f"torch {torch.__version__}; command: {' '.join(sys.argv)}")
+    print("| n | setup | workers | s / step (median) | speed-up vs 1 worker | fill s | peak RSS per worker (GiB) "
+          "| its losses (GiB) | driver growth (GiB) |")
+    print("|---:|---|---:|---:|---:|---:|---|---|---:|")
+    for row in rows:
+        median = statistics.median(row["step_s"])
+        row["median_step_s"] = median
+        one = next((r for r in rows if r["n"] == row["n"] and r["setup"] == "dask" and r["workers"] == 1), None)
+        speedup = (statistics.median(one["step_s"]) / median) if (row["setup"] == "dask" and one) else None
+        row["speedup"] = speedup
+        share = [row["n"] // row["workers"] + (k < row["n"] % row["workers"]) for k in range(row["workers"])]
+        losses = " / ".join(f"{row['points'] * s * 8 / GIB:.2f}" for s in share)
+        peaks = " / ".join(f"{p / GIB:.2f}" for p in row["peak_rss"])
+        growth = "–" if row["driver_growth"] is None else f"{row['driver_growth'] / GIB:.3f}"
+        print(f"| {row['n']:.0e} | {row['setup']} | {row['workers']} | {median:.3f} | "
+              f"{'–' if speedup is None else f'{speedup:.2f}×'} | {row['fill_s']:.2f} | {peaks} | {losses} | {growth} |")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
