@@ -77,7 +77,7 @@ def run_steps(partitions, num_users: int, dim: int, points: int, iterations: int
         partitions.evaluate(batches[: t + 1])
         N = sum(b.shape[0] for b in batches[: t + 1])
         A = (torch.rand(dim, N, generator=gen, dtype=torch.float64) - 0.5) * (4.0 / N)  # public weights
-        partials = partitions.partial_sums(A, clip_bound=1.0, chunk_size=default_chunk_size(num_users, N, dim))
+        partials = partitions.partial_sums(A, clip_bound=1.0, chunk_size=default_chunk_size(num_users, dim))
         release_partial_sums(mechanism, partials)
         times.append(time.perf_counter() - start)
     return {"fill_s": fill, "step_s": times, "points": sum(b.shape[0] for b in batches)}

@@ -356,7 +356,7 @@ class DPGIBO:
             elif adaptive_clip:  # Andrew et al.: the gradient at B_t, the count at B_t, then B_{t+1}
                 release = self._adaptive_clip_release(A, Y)
             elif partitions is not None:  # the partitions' clipped sums, in partition order
-                chunk = self._mechanism.chunk_size or default_chunk_size(self._mechanism.num_users, A.shape[-1], A.shape[0])
+                chunk = self._mechanism.chunk_size or default_chunk_size(self._mechanism.num_users, A.shape[0])
                 partials = partitions.partial_sums(A, clip_bound=c.clip_bound, chunk_size=chunk, nonfinite=c.nonfinite_losses)
                 release = release_partial_sums(self._mechanism, partials, diagnostics=c.record_non_private_diagnostics)
                 self.ledger.record_validation_step(mu=release.cost.mu, run_id=self.run_id, key=f"step-{self.iteration:04d}")
