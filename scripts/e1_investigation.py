@@ -47,7 +47,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from torch import Tensor
 
 from botorch_dp import DPGIBO, DPGIBOConfig
@@ -138,9 +137,9 @@ def centred_gradient_weights(enabled: bool = True) -> Iterator[None]:
 
 
 def quick_settings() -> Settings:
-    r"""A small E.1 (d = 3, n = 200, T = 3) that keeps every code path."""
-    return dataclasses.replace(Settings.quick(), gp_dim=3, gp_n_total=200, iterations=3, seeds=(0, 1), pilot_points=1,
-                               raw_samples=16)
+    r"""A small E.1 (d = 3, n = 100, T = 2) that keeps every code path."""
+    return dataclasses.replace(Settings.quick(), gp_dim=3, gp_n_total=100, iterations=2, seeds=(0, 1), pilot_points=1,
+                               raw_samples=8)
 
 
 def make_problem(settings: Settings, variant: Variant, seed: int) -> tuple[PerUserProblem, Tensor]:
@@ -252,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", nargs="+", default=["baseline"], choices=sorted(VARIANTS))
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default 0..9 (0 1 with --quick)")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
-    parser.add_argument("--quick", action="store_true", help="d = 3, n = 200, T = 3: a smoke run")
+    parser.add_argument("--quick", action="store_true", help="d = 3, n = 100, T = 2: a smoke run")
     parser.add_argument("--out", default="reports/e1_investigation_runs",
                         help="stem of the outputs: <out>.json (runs, resumable) and <out>.md (table)")
     parser.add_argument("--render", action="store_true", help="only rewrite <out>.md from <out>.json")
