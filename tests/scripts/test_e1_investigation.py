@@ -1,6 +1,7 @@
 """scripts/e1_investigation.py: the centring wrapper, the log parameterisation, the win counts and a quick run."""
 
 import json
+import re
 
 import torch
 
@@ -50,33 +51,49 @@ def test_log_lengthscales_evaluates_the_base_problem_at_exp():
     assert log.num_users == base.num_users == 30
 
 
-def test_summarise_counts_strict_wins_per_seed():
-    runs = []
-    for seed, (g, rs) in enumerate([(1.0, 2.0), (3.0, 2.0), (2.0, 2.0)]):
-        runs.append(dict(variant="eta1", method="GIBO (non-private)", seed=seed, final_loss=g, num_evaluations=10))
-        runs.append(dict(variant="eta1", method="random search", seed=seed, final_loss=rs, num_evaluations=10))
+def test_summarise_reads_random_search_at_each_runs_budget_and_counts_strict_wins():
+    runs = [dict(variant="eta1", method="GIBO (non-private)", seed=seed, final_loss=loss, num_evaluations=budget)
+            for seed, loss, budget in [(0, 1.0, 2), (1, 3.0, 1), (2, 2.0, 3), (3, 0.5, 9)]]
+    curves = {"raw/full/0": [5.0, 2.0, 0.1], "raw/full/1": [2.0], "raw/full/2": [4.0, 3.0, 2.0]}
     with loaded_script("e1_investigation") as script:
-        rows = script.summarise(runs, ["eta1"])
-    gibo = next(r for r in rows if r["method"].startswith("GIBO"))
-    assert gibo["wins_vs_rs"] == "1/3"  # a tie is not a win
-    assert abs(gibo["mean"] - 2.0) < 1e-12 and abs(gibo["se"] - 1 / 3**0.5) < 1e-12
+        rows = script.summarise(runs, ["eta1"], curves, script.Settings())
+    (row,) = rows
+    # seed 0 at 2 evaluations: 1.0 < 2.0 (win; the curve's later 0.1 is not used); seed 1: loss; seed 2: a tie
+    # is no win; seed 3: its budget is beyond the curve, so it is left out
+    assert row["wins_vs_rs"] == "1/3" and row["rs_missing"] == 1
+    assert abs(row["rs_mean"] - 2.0) < 1e-12
+    assert abs(row["mean"] - 1.625) < 1e-12
+
+
+def test_extended_random_search_curve_matches_random_search():
+    from botorch_dp.baselines import random_search
+    from botorch_dp.benchmarks.runs import iterate_curve
+
+    with loaded_script("e1_investigation") as script:
+        settings = script.quick_settings()
+        problem, _ = script.make_problem(settings, script.VARIANTS["baseline"], 4)
+        direct = iterate_curve(problem, random_search(problem, problem.bounds, num_evaluations=9, seed=4))[1]
+        full = script.extend_rs_curve(settings, "baseline", 4, [], 9)
+        extended = script.extend_rs_curve(settings, "baseline", 4, full[:5], 9)
+    assert full == extended
+    torch.testing.assert_close(torch.tensor(full), torch.tensor(direct))
 
 
 def test_quick_run_writes_json_and_table_and_resumes(tmp_path, monkeypatch, capsys):
     out = tmp_path / "e1"
-    argv = ["--quick", "--variants", "centred", "--seeds", "0", "--methods", "DP-GIBO (μ=1)", "random search",
-            "--out", str(out)]
+    argv = ["--quick", "--variants", "centred", "--seeds", "0", "--methods", "DP-GIBO (μ=1)", "--out", str(out)]
     with loaded_script("e1_investigation") as script:
         assert script.main(argv) == 0
         store = json.loads(out.with_suffix(".json").read_text())
-        runs = {r["method"]: r for r in store["runs"]}
-        assert set(runs) == {"DP-GIBO (μ=1)", "random search"}
-        # random search gets DP-GIBO's evaluation count; DP-GIBO used the variant's pilot B
-        assert runs["random search"]["num_evaluations"] == runs["DP-GIBO (μ=1)"]["num_evaluations"] > 0
-        assert runs["DP-GIBO (μ=1)"]["clip"] == store["pilots"]["centred/quick"]["clip_bound"] > 0
+        (run,) = store["runs"]
+        assert run["method"] == "DP-GIBO (μ=1)" and run["num_evaluations"] > 0
+        # DP-GIBO used the variant's pilot B; random search has a curve up to its budget
+        assert run["clip"] == store["pilots"]["centred/quick"]["clip_bound"] > 0
+        curves = json.loads((tmp_path / "e1_rs.json").read_text())
+        assert len(curves["raw/quick/0"]) == run["num_evaluations"]
         table = out.with_suffix(".md").read_text()
-        assert "| centred |" in table and "random search" in table
+        assert "| centred |" in table and "wins vs RS" in table
         # a second call finds everything recorded and runs nothing
         monkeypatch.setattr(script, "run_seed", lambda *a, **k: (_ for _ in ()).throw(AssertionError("re-ran")))
         assert script.main(argv) == 0
-    assert "wins vs RS" in capsys.readouterr().out
+    assert re.search(r"wins vs RS [01]/1", capsys.readouterr().out)
