@@ -246,12 +246,46 @@ def rs_key(settings: Settings, variant_name: str, seed: int) -> str:
     return f"{space}/{settings.mode}/{seed}"
 
 
-def stored_rs_curves(path: Path = Path("reports/runs.json")) -> dict[str, list[float]]:
-    r"""The random-search curves of ``reports/`` (E.1 comparison, raw box, full mode), by ``rs_key``."""
-    if not path.exists():
-        return {}
-    return {f"raw/full/{r['seed']}": r["losses"] for r in json.loads(path.read_text())["runs"]
-            if r["experiment"] == "comparison" and r["method"] == "random search (non-private)"}
+REPORTS = {"baseline": Path("reports/runs.json"), "theta0_centre": Path("reports/centre_theta0/runs.json")}
+
+
+def stored_rs_curves() -> dict[str, list[float]]:
+    r"""The random-search curves of ``reports/`` (E.1 comparison, raw box, full mode), by ``rs_key``.
+
+    Random search does not depend on θ₀, so the two reports hold prefixes of the same curve
+    per seed; the longer one is kept.
+    """
+    curves: dict[str, list[float]] = {}
+    for path in REPORTS.values():
+        if path.exists():
+            for r in json.loads(path.read_text())["runs"]:
+                if r["experiment"] == "comparison" and r["method"] == "random search (non-private)":
+                    key = f"raw/full/{r['seed']}"
+                    if len(r["losses"]) > len(curves.get(key, [])):
+                        curves[key] = r["losses"]
+    return curves
+
+
+def imported_runs() -> list[dict]:
+    r"""The E.1 GIBO and DP-GIBO (μ = 1, pilot B) runs of ``reports/`` (variant ``baseline``) and
+    ``reports/centre_theta0/`` (variant ``theta0_centre``), as records of this script."""
+    out = []
+    for name, path in REPORTS.items():
+        if not path.exists():
+            continue
+        for r in json.loads(path.read_text())["runs"]:
+            if r["experiment"] != "comparison":
+                continue
+            if r["method"] == "GIBO (non-private)":
+                method = "GIBO (non-private)"
+            elif r["method"].startswith("DP-GIBO") and r["setting"] == "pilot B":
+                method = "DP-GIBO (μ=1)"
+            else:
+                continue
+            out.append(dict(variant=name, method=method, seed=r["seed"], final_loss=r["final_loss"],
+                            initial_loss=r["losses"][0], num_evaluations=int(r["num_evaluations"]),
+                            wall_s=r["wall_s"], source=str(path)))
+    return out
 
 
 def extend_rs_curve(settings: Settings, variant_name: str, seed: int, curve: list[float], budget: int) -> list[float]:
@@ -350,13 +384,16 @@ def variant_clip(store: dict, settings: Settings, name: str, quick: bool, needed
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--variants", nargs="+", default=["baseline"], choices=sorted(VARIANTS))
+    parser.add_argument("--variants", nargs="*", default=[], choices=sorted(VARIANTS))
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default 0..9 (0 1 with --quick)")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--quick", action="store_true", help="d = 3, n = 100, T = 2: a smoke run")
     parser.add_argument("--out", default="reports/e1_investigation_runs",
                         help="stem of the outputs: <out>.json (runs, resumable) and <out>.md (table)")
     parser.add_argument("--render", action="store_true", help="only rewrite <out>.md from <out>.json")
+    parser.add_argument("--import-reports", action="store_true",
+                        help="add reports/'s E.1 GIBO and DP-GIBO runs as variants baseline and theta0_centre "
+                             "(those not already in <out>.json)")
     parser.add_argument("--alignment", action="store_true",
                         help="only print the cosine of one batch's gradient estimate with the true gradient at θ₀, "
                              "zero prior mean vs centred, raw and log length-scales (JSON: <out>_alignment.json)")
@@ -380,6 +417,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{'log' if log else 'raw'} {key}: {m:.3f} ± {se:.3f}")
         Path(f"{out}_alignment.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1))
         return 0
+    if args.import_reports and not args.quick:
+        have = {(r["variant"], r["method"], r["seed"]) for r in store["runs"]}
+        store["runs"].extend(r for r in imported_runs() if (r["variant"], r["method"], r["seed"]) not in have)
+        json_path.write_text(json.dumps(store, indent=1))
     if not args.render:
         clips: dict[str, float | None] = {}
         for seed in seeds:  # seeds outer: whatever finishes is paired across the variants
@@ -397,8 +438,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{name:18s} seed {seed:2d} {r['method']:20s} loss {r['final_loss']:.4f} "
                           f"evals {r['num_evaluations']} ({r['wall_s']:.1f} s)", flush=True)
     rs_path = Path(f"{out}_rs.json")
-    rs_curves = {**(stored_rs_curves() if not args.quick else {}),
-                 **(json.loads(rs_path.read_text()) if rs_path.exists() else {})}
+    rs_curves = stored_rs_curves() if not args.quick else {}
+    for key, curve in (json.loads(rs_path.read_text()) if rs_path.exists() else {}).items():
+        if len(curve) > len(rs_curves.get(key, [])):
+            rs_curves[key] = curve
     runs = [r for r in store["runs"] if r["method"] in METHODS]
     if not args.render:  # random search at every run's budget (only the missing points are evaluated)
         for r in runs:
