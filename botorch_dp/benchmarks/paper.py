@@ -34,6 +34,7 @@ from botorch_dp.benchmarks.runs import Run, format_mu, iterate_curve, round_sig
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.problems import GPRegressionLengthscales, HuberRegression, KernelSVMRegression, NormalLocation
+from botorch_dp.problems.base import PerUserProblem
 
 INF = math.inf
 EXPERIMENTS = ("comparison", "eps", "mu", "sigma", "normal", "huber", "svm")
@@ -140,7 +141,7 @@ def svm_problem(settings: Settings, seed: int) -> KernelSVMRegression:
     )
 
 
-def pilot(settings: Settings) -> dict:
+def pilot(settings: Settings, problem: PerUserProblem | None = None) -> dict:
     r"""Clip bound B and loss clip C from an independent synthetic draw (public reasoning).
 
     At ``pilot_points`` uniform θ, take d + 1 uniform points in the search box around θ,
@@ -149,17 +150,19 @@ def pilot(settings: Settings) -> dict:
 
     Args:
         settings: The run's settings (problem size, ``pilot_seed``, ``pilot_points``).
+        problem: The pilot's problem; default ``gp_problem(settings, settings.pilot_seed)``
+            (a variant of the E.1 problem, e.g. another parameterisation, on the pilot seed).
 
     Returns:
         ``clip_bound`` (90% quantile of the norms, 2 digits), ``loss_clip`` (95% quantile
         of the losses) and the statistics the report quotes.
     """
-    problem = gp_problem(settings, settings.pilot_seed)
+    problem = gp_problem(settings, settings.pilot_seed) if problem is None else problem
     kernel = problem.recommended_kernel().to(torch.float64)
     kernel.requires_grad_(False)
     gen = torch.Generator().manual_seed(settings.pilot_seed)
     norms, mean_norms, losses = [], [], []
-    d = settings.gp_dim
+    d = problem.dim
     for j in range(settings.pilot_points):
         theta = problem.sample_in_bounds(1, seed=settings.pilot_seed + j)[0]
         lo = torch.maximum(theta - settings.search_radius, problem.bounds[0])
