@@ -112,7 +112,9 @@ def instrumented(timer: Timer) -> Iterator[None]:
             setattr(owner, name, original)
 
 
-def make_run(dim: int, seed: int, *, iterations: int, clip: float, n_total: int) -> tuple[DPGIBO, Callable]:
+def make_run(
+    dim: int, seed: int, *, iterations: int, clip: float, n_total: int, acqf_maxiter: int | None = None
+) -> tuple[DPGIBO, Callable]:
     r"""The DP-GIBO optimizer and objective of ``Runner.dp_gibo_gp`` at dimension ``dim``."""
     s = Settings(gp_dim=dim, gp_n_total=n_total)
     problem = gp_problem(s, seed)
@@ -122,7 +124,7 @@ def make_run(dim: int, seed: int, *, iterations: int, clip: float, n_total: int)
         bias_tolerance=s.bias_tolerance, noise_variance=problem.fit_noise_variance,
         search_radius=s.search_radius, theta0=gp_theta0(problem, seed, s.gp_theta0), seed=seed,
         target_delta=s.target_delta, raw_samples=s.raw_samples, num_restarts=s.num_restarts,
-        batch_selection=s.batch_selection,
+        batch_selection=s.batch_selection, acqf_maxiter=acqf_maxiter,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the explicit seed's PrivacyWarning
@@ -131,7 +133,8 @@ def make_run(dim: int, seed: int, *, iterations: int, clip: float, n_total: int)
 
 
 def profile_run(
-    dim: int, seed: int, *, iterations: int, clip: float, n_total: int, cprofile: bool, verbose: bool = False
+    dim: int, seed: int, *, iterations: int, clip: float, n_total: int, cprofile: bool, verbose: bool = False,
+    acqf_maxiter: int | None = None,
 ) -> dict:
     r"""One timed run; returns the breakdown, the total, the evaluations and a digest of the release.
 
@@ -139,7 +142,7 @@ def profile_run(
     load on a shared machine; with one thread it is close to the wall time of an idle core).
     With ``verbose``, one line per step (elapsed wall and CPU time, ``|D|``).
     """
-    optimizer, problem = make_run(dim, seed, iterations=iterations, clip=clip, n_total=n_total)
+    optimizer, problem = make_run(dim, seed, iterations=iterations, clip=clip, n_total=n_total, acqf_maxiter=acqf_maxiter)
     timer = Timer()
     objective = timer.wrap("objective", problem)
     profiler = cProfile.Profile() if cprofile else None
@@ -212,6 +215,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--profile", action="store_true", help="print cProfile's top functions too")
     parser.add_argument("--verbose", action="store_true", help="print the elapsed time after every step")
+    parser.add_argument("--acqf-maxiter", type=int, default=None,
+                        help="cap on L-BFGS-B iterations per restart of the batch search (default: BoTorch's)")
     args = parser.parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -219,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
     for dim in args.dims:
         run = profile_run(
             dim, args.seed, iterations=args.iterations, clip=args.clip, n_total=args.n_total, cprofile=args.profile,
-            verbose=args.verbose,
+            verbose=args.verbose, acqf_maxiter=args.acqf_maxiter,
         )
         print(format_breakdown(run), flush=True)
         if args.profile:

@@ -69,6 +69,7 @@ def optimize_batch(
     raw_samples: int,
     warm_start: Tensor | None = None,
     basis: Tensor | None = None,
+    maxiter: int | None = None,
 ) -> Tensor:
     r"""Maximize the gradient information ``qGradientInformation`` of a ``q``-batch in a box.
 
@@ -87,12 +88,15 @@ def optimize_batch(
             so the result is at least as informative as it (up to the optimizer).
         basis: An optional public ``d x k`` ``Ṽ``: maximize the reduction of the projected
             trace ``tr(ṼᵀΣṼ)`` (Kairouz et al.'s subspaces, projected acquisition, spec A5).
+        maxiter: An optional cap on the L-BFGS-B iterations of each restart (BoTorch's
+            ``options={"maxiter": ...}``); ``None``: BoTorch's default.
 
     Returns:
         A ``q x d`` tensor.
     """
     acqf = qGradientInformation(gp, theta, basis=basis)
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+    options = {"seed": seed} if maxiter is None else {"seed": seed, "maxiter": maxiter}
     with manual_seed(seed):
         initial = None
         if warm_start is not None:
@@ -108,7 +112,7 @@ def optimize_batch(
             q=q,
             num_restarts=num_restarts if initial is None else initial.shape[0],
             raw_samples=raw_samples,
-            options={"seed": seed},
+            options=options,
             batch_initial_conditions=initial,
         )
     return cand.detach()
@@ -125,6 +129,7 @@ def greedy_batch(
     raw_samples: int,
     tolerance: float | None = None,
     basis: Tensor | None = None,
+    maxiter: int | None = None,
 ) -> Tensor:
     r"""Up to ``num_points`` points chosen one at a time, each conditioned on those before it.
 
@@ -132,7 +137,8 @@ def greedy_batch(
     batch usually leaves a larger ``tr Σ`` than a joint batch of the same size.
 
     Args:
-        gp, theta, bounds, generator, num_restarts, raw_samples, basis: As in ``optimize_batch``.
+        gp, theta, bounds, generator, num_restarts, raw_samples, basis, maxiter: As in
+            ``optimize_batch``.
         num_points: The most points to add (``b`` or ``b_max``).
         tolerance: The bias tolerance; if given, stop as soon as ``tr Σ ≤ tolerance``
             (possibly at 0 points).
@@ -143,7 +149,8 @@ def greedy_batch(
     chosen = [theta.new_empty(0, theta.shape[-1])]
     while len(chosen) - 1 < num_points and (tolerance is None or posterior_trace(gp, theta, basis=basis) > tolerance):
         x = optimize_batch(
-            gp, theta, bounds, 1, generator, num_restarts=num_restarts, raw_samples=raw_samples, basis=basis
+            gp, theta, bounds, 1, generator, num_restarts=num_restarts, raw_samples=raw_samples, basis=basis,
+            maxiter=maxiter,
         )
         gp = gp.condition_on(x)
         chosen.append(x)
@@ -161,6 +168,7 @@ def adaptive_joint_batch(
     num_restarts: int,
     raw_samples: int,
     basis: Tensor | None = None,
+    maxiter: int | None = None,
 ) -> Tensor:
     r"""The smallest ``q ≤ b_max`` whose jointly optimized batch reaches ``tr Σ ≤ tolerance``.
 
@@ -171,7 +179,8 @@ def adaptive_joint_batch(
     sufficient batch found so far.
 
     Args:
-        gp, theta, bounds, generator, num_restarts, raw_samples, basis: As in ``optimize_batch``.
+        gp, theta, bounds, generator, num_restarts, raw_samples, basis, maxiter: As in
+            ``optimize_batch``.
         tolerance: The bias tolerance, ``> 0``.
         max_batch_size: ``b_max``.
 
@@ -180,7 +189,7 @@ def adaptive_joint_batch(
     """
     if posterior_trace(gp, theta, basis=basis) <= tolerance:
         return theta.new_empty(0, theta.shape[-1])
-    options = dict(num_restarts=num_restarts, raw_samples=raw_samples, basis=basis)
+    options = dict(num_restarts=num_restarts, raw_samples=raw_samples, basis=basis, maxiter=maxiter)
     hi = max_batch_size
     best = optimize_batch(gp, theta, bounds, hi, generator, **options)
     if posterior_trace(gp, theta, best, basis) > tolerance:
@@ -209,11 +218,12 @@ def select_batch(
     num_restarts: int,
     raw_samples: int,
     basis: Tensor | None = None,
+    maxiter: int | None = None,
 ) -> Tensor:
     r"""The next batch: fixed ``b`` points (Alg. 1) or adaptive up to ``b_max`` (Alg. 2).
 
     Args:
-        gp, theta, bounds, generator, num_restarts, raw_samples: As in ``optimize_batch``.
+        gp, theta, bounds, generator, num_restarts, raw_samples, maxiter: As in ``optimize_batch``.
         batch_selection: ``"joint"`` or ``"greedy"``.
         batch_size: ``b`` of fixed batches (ignored when ``bias_tolerance`` is given).
         bias_tolerance: Tolerance of adaptive batches (``tr Σ ≤ bias_tolerance``), or
@@ -224,7 +234,7 @@ def select_batch(
     Returns:
         A ``q x d`` tensor.
     """
-    options = dict(num_restarts=num_restarts, raw_samples=raw_samples, basis=basis)
+    options = dict(num_restarts=num_restarts, raw_samples=raw_samples, basis=basis, maxiter=maxiter)
     joint = batch_selection == "joint"
     if bias_tolerance is not None and joint:
         return adaptive_joint_batch(gp, theta, bounds, bias_tolerance, max_batch_size, generator, **options)

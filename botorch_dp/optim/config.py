@@ -151,6 +151,11 @@ class DPGIBOConfig:
         record_non_private_diagnostics: Record NON-PRIVATE diagnostics (un-noised
             gradients, clip fractions, noise norms) in ``result().diagnostics``. Off by default.
         num_restarts, raw_samples: Passed to ``optimize_acqf`` (positive integers).
+        acqf_maxiter: Optional cap on the L-BFGS-B iterations of each restart of the batch
+            search (``optimize_acqf``'s ``options={"maxiter": ...}``; positive integer);
+            ``None`` (default): BoTorch's default (2000). At high ``d`` the search dominates a
+            run's cost; a cap (e.g. 100) trades a slightly less informative batch for time.
+            It affects only public candidate search, never the privacy accounting.
         user_chunk_size: Users per chunk when forming per-user gradients (a positive
             integer), or ``None`` (default): chosen from ``n`` and ``d`` by
             ``privacy.mechanisms.default_chunk_size`` (4096 to 65536 users).
@@ -267,6 +272,8 @@ class DPGIBOConfig:
     clip_quantile: float | None = None
     clip_learning_rate: float | None = None
     clip_mu_fraction: float | None = None
+    # speed knob of the (public) batch search
+    acqf_maxiter: int | None = None
 
     def __post_init__(self) -> None:
         # Every check raises ValueError naming the field; numeric fields are normalized
@@ -301,6 +308,8 @@ class DPGIBOConfig:
             self.privacy_budget_mu = check_positive(self.privacy_budget_mu, "privacy_budget_mu")
         self.num_restarts = check_positive_int(self.num_restarts, "num_restarts")
         self.raw_samples = check_positive_int(self.raw_samples, "raw_samples")
+        if self.acqf_maxiter is not None:
+            self.acqf_maxiter = check_positive_int(self.acqf_maxiter, "acqf_maxiter")
         if self.user_chunk_size is not None:
             self.user_chunk_size = check_positive_int(self.user_chunk_size, "user_chunk_size")
         self.jitter = check_nonnegative(self.jitter, "jitter", allow_inf=False)

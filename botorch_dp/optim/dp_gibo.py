@@ -233,7 +233,7 @@ class DPGIBO:
                 self._gp, self.theta, self.local_bounds(), self._search_gen,
                 batch_selection=c.batch_selection, batch_size=self.batch_size, bias_tolerance=c.bias_tolerance,
                 max_batch_size=self.max_batch_size, num_restarts=c.num_restarts, raw_samples=c.raw_samples,
-                basis=basis,
+                basis=basis, maxiter=c.acqf_maxiter,
             )
             self._save_checkpoint()
         return self._pending.clone()

@@ -74,6 +74,8 @@ _CONFIG_FIELDS_WITH_DEFAULTS = (
     "preconditioner", "preconditioner_mu_fraction", "subspace", "subspace_acquisition",
     # issue 16, Andrew et al.: a fixed clip bound
     "clip_init", "clip_quantile", "clip_learning_rate", "clip_mu_fraction",
+    # issue 18: BoTorch's default L-BFGS-B iterations in the batch search
+    "acqf_maxiter",
 )
 
 

@@ -118,3 +118,45 @@ def test_select_batch_fixed_sizes():
         X = select_batch(gp, theta, box, torch.Generator().manual_seed(1), batch_selection=selection,
                          batch_size=3, bias_tolerance=None, max_batch_size=d + 1, **FAST)
         assert X.shape == (3, d)
+
+
+def test_acqf_maxiter_reaches_every_optimize_acqf_call_and_only_when_set(monkeypatch):
+    import dataclasses
+
+    import pytest
+
+    from botorch_dp.optim import batch_selection
+    from botorch_dp.optim.dp_gibo import DPGIBO
+    from tests.optim.loop_helpers import nl_config
+
+    seen = []
+
+    def recording(*args, **kwargs):
+        seen.append(dict(kwargs["options"]))
+        return optimize_acqf(*args, **kwargs)
+
+    monkeypatch.setattr(batch_selection, "optimize_acqf", recording)
+    base = nl_config(d=2, num_iterations=1, batch_size=3)
+    DPGIBO(dataclasses.replace(base, acqf_maxiter=7, batch_selection="greedy")).ask()  # one search per point
+    assert len(seen) == 3 and all(o["maxiter"] == 7 for o in seen)
+    seen.clear()
+    DPGIBO(base).ask()  # joint
+    assert len(seen) == 1 and "maxiter" not in seen[0]  # default: BoTorch's own
+    for bad in (0, -1, 2.5):
+        with pytest.raises(ValueError, match="acqf_maxiter"):
+            dataclasses.replace(base, acqf_maxiter=bad)
+
+
+def test_capped_search_stays_a_valid_batch_and_the_cap_binds():
+    # with one L-BFGS-B iteration the batch is found from the best raw sample almost as is;
+    # the uncapped search is at least as informative (same seed, same initial conditions)
+    d = 3
+    gp, theta, bounds = empty_gp(d), torch.zeros(d, dtype=torch.float64), torch.tensor([[-1.0] * d, [1.0] * d], dtype=torch.float64)
+    gen = lambda: torch.Generator().manual_seed(0)  # noqa: E731
+    capped = optimize_batch(gp, theta, bounds, 2, gen(), num_restarts=2, raw_samples=16, maxiter=1)
+    free = optimize_batch(gp, theta, bounds, 2, gen(), num_restarts=2, raw_samples=16)
+    acqf = qGradientInformation(gp, theta)
+    assert capped.shape == free.shape == (2, d)
+    assert ((capped >= bounds[0]) & (capped <= bounds[1])).all()
+    assert float(acqf(free.unsqueeze(0))) >= float(acqf(capped.unsqueeze(0))) - 1e-12
+    assert not torch.equal(capped, free)
