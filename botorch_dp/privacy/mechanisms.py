@@ -140,6 +140,33 @@ def clipped_mean_gradient(
     return total / (Y.shape[-1] if isinstance(Y, Tensor) else Y[0].shape[-1]), num_clipped
 
 
+def _checked_blocks(A: Tensor, Y: Tensor | Sequence[Tensor]) -> tuple[Tensor, list[Tensor], int]:
+    r"""``A`` and the row blocks of ``Y`` (empty blocks dropped), detached (sensitive, never
+    differentiated), and ``n``; refuses non-finite weights and blocks that do not stack to
+    an ``N x n`` matrix matching ``A`` (``d x N``)."""
+    if not torch.isfinite(A).all():
+        raise ValueError("The gradient weights A are not finite; nothing was released.")
+    blocks = [Y] if isinstance(Y, Tensor) else [b for b in Y if b.shape[0] > 0] or list(Y[:1])
+    n = blocks[0].shape[-1]
+    if any(b.shape[-1] != n for b in blocks) or sum(b.shape[0] for b in blocks) != A.shape[-1]:
+        raise ValueError("The loss blocks must stack to an N x n matrix matching A (d x N).")
+    return A.detach(), [b.detach() for b in blocks], n
+
+
+def _without_nonfinite_users(parts: list[Tensor], bad: Tensor, nonfinite: NonfiniteLosses) -> list[Tensor]:
+    r"""The row blocks ``parts`` of some users' losses with the users flagged in ``bad`` (a
+    non-finite loss) refused (``"refuse"``) or zeroed (``"zero_user"``: they contribute as
+    ``A·0 = 0``)."""
+    if not bool(bad.any()):
+        return parts
+    if nonfinite != "zero_user":
+        raise ValueError(
+            "The losses contain non-finite values (NaN or inf); nothing was released. "
+            "This refusal reveals that some user's loss was not finite."
+        )
+    return [Y_t.masked_fill(bad, 0.0) for Y_t in parts]
+
+
 def _clipped_sum(
     A: Tensor,
     Y: Tensor | Sequence[Tensor],
@@ -151,13 +178,7 @@ def _clipped_sum(
 ) -> tuple[Tensor, int, int]:
     r"""``Σ_i clip(A y_i)`` (``d``), the number of clipped users, and the number of users
     formed from scaled losses (``direct=False``: all of them, the reference path)."""
-    if not torch.isfinite(A).all():
-        raise ValueError("The gradient weights A are not finite; nothing was released.")
-    blocks = [Y] if isinstance(Y, Tensor) else [b for b in Y if b.shape[0] > 0] or list(Y[:1])
-    n = blocks[0].shape[-1]
-    if any(b.shape[-1] != n for b in blocks) or sum(b.shape[0] for b in blocks) != A.shape[-1]:
-        raise ValueError("The loss blocks must stack to an N x n matrix matching A (d x N).")
-    A, blocks = A.detach(), [b.detach() for b in blocks]  # sensitive, never differentiated
+    A, blocks, n = _checked_blocks(A, Y)
     total = A.new_zeros(A.shape[0])
     num_clipped = num_scaled = 0
     if A.shape[-1] == 0:  # no evaluations yet (an empty first batch): every A y_i is 0
@@ -265,13 +286,8 @@ def _clipped_sum_scaled(A: Tensor, parts: Sequence[Tensor], clip_bound: float, n
     for Y_t in parts[1:]:
         largest = torch.maximum(largest, _max_abs(Y_t, dim=0))
     bad = ~torch.isfinite(largest)  # users with a non-finite loss
-    if bad.any():
-        if nonfinite != "zero_user":
-            raise ValueError(
-                "The losses contain non-finite values (NaN or inf); nothing was released. "
-                "This refusal reveals that some user's loss was not finite."
-            )
-        parts = [Y_t.masked_fill(bad, 0.0) for Y_t in parts]  # those users contribute clip(A·0) = 0
+    if bool(bad.any()):
+        parts = _without_nonfinite_users(parts, bad, nonfinite)  # those users contribute clip(A·0) = 0
         largest = largest.masked_fill(bad, 0.0)
     e = torch.frexp(largest).exponent.to(torch.int64)  # one exponent per user
     a = int(torch.frexp(A.abs().max()).exponent)  # one for A (public), so that huge weights cannot overflow
@@ -950,13 +966,7 @@ def count_within_clip(
     Returns:
         The count, an integer in ``[0, n]``.
     """
-    if not torch.isfinite(A).all():
-        raise ValueError("The gradient weights A are not finite; nothing was released.")
-    blocks = [Y] if isinstance(Y, Tensor) else [b for b in Y if b.shape[0] > 0] or list(Y[:1])
-    n = blocks[0].shape[-1]
-    if any(b.shape[-1] != n for b in blocks) or sum(b.shape[0] for b in blocks) != A.shape[-1]:
-        raise ValueError("The loss blocks must stack to an N x n matrix matching A (d x N).")
-    A, blocks = A.detach(), [b.detach() for b in blocks]
+    A, blocks, n = _checked_blocks(A, Y)
     if A.shape[-1] == 0:  # no evaluations yet: every estimate is 0
         return n
     if chunk_size is None:
@@ -968,13 +978,7 @@ def count_within_clip(
         bad = torch.zeros(parts[0].shape[-1], dtype=torch.bool, device=A.device)
         for Y_t in parts:
             bad |= Y_t.isfinite().all(0).logical_not_()
-        if bool(bad.any()):
-            if nonfinite != "zero_user":
-                raise ValueError(
-                    "The losses contain non-finite values (NaN or inf); nothing was released. "
-                    "This refusal reveals that some user's loss was not finite."
-                )
-            parts = [Y_t.masked_fill(bad, 0.0) for Y_t in parts]
+        parts = _without_nonfinite_users(parts, bad, nonfinite)
         norms = _column_norms(_product(A_parts, parts))  # NaN or inf when a product overflowed
         count += int((norms <= clip_bound).sum())  # NaN compares False: above B
     return count
