@@ -76,16 +76,19 @@ def epsilon_spent(ledger: PrivacyLedger, delta: float, *, run_id: str | None = N
     if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
         raise ValueError(f"delta must be in (0, 1), got {delta!r}.")
     stages: dict[tuple[str, str], list[float]] = {}
+    steps: dict[str, int] = {}  # a step stage's label -> steps completed after it
     for (rid, key), mu in ledger.validation_steps.items():
         if run_id is not None and rid != run_id:
             continue
         match = _STEP_KEY.match(key)
-        stages.setdefault((rid, f"step-{match.group(1)}" if match else key), []).append(mu)
+        label = f"step-{match.group(1)}" if match else key
+        if match:
+            steps[label] = int(match.group(1)) + 1
+        stages.setdefault((rid, label), []).append(mu)
     points, spent, iteration = [], [], 0
     for (_, label), mus in stages.items():
         spent.extend(mus)
-        match = _STEP_KEY.match(label)
-        iteration = int(match.group(1)) + 1 if match else iteration
+        iteration = steps.get(label, iteration)
         mu = compose_gdp(spent)
         points.append(SpendingPoint(label, iteration, mu, gdp_epsilon(mu, delta)))
     return points

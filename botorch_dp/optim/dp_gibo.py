@@ -530,7 +530,8 @@ class DPGIBO:
                     info = self.tell(X, self._losses_at(objective, X, executor))
                 if info.selected_index is None:  # a step (not the evaluated selection)
                     bar.update(1)
-                    bar.set_postfix(b=info.batch_size, trace=f"{info.posterior_trace:.3g}", eps=self._epsilon_spent())
+                    eps = self.guarantee().epsilon  # public: a function of the recorded μ's
+                    bar.set_postfix(b=info.batch_size, trace=f"{info.posterior_trace:.3g}", eps=f"{eps:.3g}")
                 if callback is not None and callback(info):
                     break
         finally:
@@ -546,13 +547,6 @@ class DPGIBO:
         if self.num_users is not None:
             return torch.empty(0, self.num_users, dtype=torch.float64)
         return empty_batch_losses(objective, X)  # an empty first batch: only the objective knows n (never assume n = 1)
-
-    def _epsilon_spent(self) -> str:
-        r"""ε at the config's δ of the ledger's validation spending so far, for the progress
-        bar (a function of the recorded μ's only: public)."""
-        if self.config.unsafe_allow_sensitive_fitting:
-            return "inf"
-        return f"{gdp_epsilon(self.ledger.validation_mu(), self.config.target_delta):.3g}"
 
     def guarantee(self, delta: float | None = None) -> PrivacyGuarantee:
         r"""The validation-data guarantee of the steps taken so far (noise read from the mechanism)."""
