@@ -144,3 +144,43 @@ def incumbent_history(X: Tensor, values: Tensor, extras: dict[str, Any] | None =
         public=False,
         extras={} if extras is None else extras,
     )
+
+
+def noisy_selection(
+    X: Tensor, scores: Tensor, bounds: Tensor, fallback: Tensor | None, extras: dict[str, Any] | None = None
+) -> tuple[Tensor, BaselineHistory]:
+    r"""The released point of a private selection over trials with noisy scores (lowest wins),
+    and its NON-PUBLIC history.
+
+    Args:
+        X: ``K x d`` trial points, in the order they were scored (``K`` may be 0).
+        scores: ``K`` released noisy scores.
+        bounds: ``2 x d`` box; its centre is released when ``K = 0`` and no ``fallback``.
+        fallback: The data-independent point released when ``K = 0`` (``d`` values), or None.
+        extras: Method-specific values added to ``BaselineHistory.extras`` (next to
+            ``noisy_scores`` and ``released_score``).
+
+    Returns:
+        ``(theta, history)``: ``theta`` the best-scored trial (the latest on ties, as
+        ``torch.cummin``) or the fallback; ``history.iterates`` the best-so-far trials
+        (``X`` itself when ``K = 0``) and ``extras["released_score"]`` the winner's noisy
+        score (None when ``K = 0``).
+    """
+    K = X.shape[0]
+    if K == 0:
+        d = bounds.shape[1]
+        theta = bounds.mean(0) if fallback is None else torch.as_tensor(fallback, dtype=torch.float64).reshape(d)
+        running, released_score = torch.empty(0, dtype=torch.long), None
+    else:
+        running = torch.cummin(scores, 0).indices
+        theta = X[running[-1]].clone()
+        released_score = float(scores[running[-1]])
+    history = BaselineHistory(
+        iterates=X[running] if K else X,
+        evaluations=torch.arange(1, K + 1),
+        points=X,
+        mean_losses=None,
+        public=False,
+        extras={"noisy_scores": scores, "released_score": released_score, **(extras or {})},
+    )
+    return theta, history

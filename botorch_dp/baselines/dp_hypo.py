@@ -26,10 +26,10 @@ from torch.quasirandom import SobolEngine
 
 from botorch_dp.baselines.base import (
     BaselineGuarantee,
-    BaselineHistory,
     BaselineResult,
     Objective,
     evaluate_losses,
+    noisy_selection,
 )
 from botorch_dp.privacy.analysis.dp_hypo import check_ratio_bounds, dp_hypo_rdp
 from botorch_dp.privacy.analysis.private_selection import DISTRIBUTIONS, sample_num_trials, tnb_gamma_for_mean
@@ -377,14 +377,9 @@ def dp_hypo(
         noise_std = release.noise_std
 
     X = candidates[torch.tensor(indices, dtype=torch.long)] if K else torch.empty(0, d, dtype=torch.float64)
-    scores_t = torch.tensor(scores, dtype=torch.float64)
-    if K == 0:
-        theta = bounds.mean(0) if fallback is None else fallback
-        running, released_score = torch.empty(0, dtype=torch.long), None
-    else:
-        running = torch.cummin(scores_t, 0).indices
-        theta = X[running[-1]].clone()
-        released_score = float(scores_t[running[-1]])
+    theta, history = noisy_selection(
+        X, torch.tensor(scores, dtype=torch.float64), bounds, fallback, {"max_ratio": torch.tensor(max_ratio)}
+    )
 
     details = {
         "distribution": distribution,
@@ -407,13 +402,5 @@ def dp_hypo(
         description=description + "; Rényi-DP bound (privacy.analysis.dp_hypo) converted to (ε, δ) on "
         "DEFAULT_RDP_ORDERS. Holds only while K, the other trials and the sampling densities stay hidden.",
         details=details,
-    )
-    history = BaselineHistory(
-        iterates=X[running] if K else X,
-        evaluations=torch.arange(1, K + 1),
-        points=X,
-        mean_losses=None,
-        public=False,
-        extras={"noisy_scores": scores_t, "released_score": released_score, "max_ratio": torch.tensor(max_ratio)},
     )
     return BaselineResult(theta=theta, num_evaluations=K, guarantee=guarantee, history=history)

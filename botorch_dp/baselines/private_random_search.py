@@ -18,10 +18,10 @@ import torch
 
 from botorch_dp.baselines.base import (
     BaselineGuarantee,
-    BaselineHistory,
     BaselineResult,
     Objective,
     evaluate_losses,
+    noisy_selection,
     uniform_points,
 )
 from botorch_dp.privacy.analysis.private_selection import (
@@ -118,15 +118,8 @@ def private_random_search(
         release = mechanism.release(losses)
         scores.append(release.scores)
         noise_std = release.noise_std
-    d = bounds.shape[1]
-    if K == 0:
-        theta = bounds.mean(0) if fallback is None else torch.as_tensor(fallback, dtype=torch.float64).reshape(d)
-        scores_t, running, released_score = torch.empty(0, dtype=torch.float64), torch.empty(0, dtype=torch.long), None
-    else:
-        scores_t = torch.cat(scores)
-        running = torch.cummin(scores_t, 0).indices
-        theta = X[running[-1]].clone()
-        released_score = float(scores_t[running[-1]])
+    scores_t = torch.cat(scores) if K else torch.empty(0, dtype=torch.float64)
+    theta, history = noisy_selection(X, scores_t, bounds, fallback)
 
     rdp = functools.partial(
         private_selection_rdp,
@@ -154,13 +147,5 @@ def private_random_search(
             "Holds only while K and the other trials stay hidden."
         ),
         details=details,
-    )
-    history = BaselineHistory(
-        iterates=X[running] if K else X,
-        evaluations=torch.arange(1, K + 1),
-        points=X,
-        mean_losses=None,
-        public=False,
-        extras={"noisy_scores": scores_t, "released_score": released_score},
     )
     return BaselineResult(theta=theta, num_evaluations=K, guarantee=guarantee, history=history)
