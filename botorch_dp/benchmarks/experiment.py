@@ -16,6 +16,13 @@ An experiment is a module (or any object) with five members:
 - ``write_report(settings, context, runs, out, command) -> Path``: writes the report
   (Markdown, plots) into the directory ``out`` and returns the Markdown file's path.
 
+Optionally, ``SELECTION_FIELDS``: names of settings fields that only choose WHICH jobs run
+(seed lists, a list of sub-experiments) and never change a job's result. The run store
+leaves them out of its header, so adding seeds to a finished benchmark reuses its runs.
+
+Before ``write_report`` the CLI adds ``wall_s`` (the command's wall time) and
+``execution`` (how the jobs ran) to a copy of the context.
+
 ``EXPERIMENTS`` maps a name to the module path; ``load_experiment`` imports it.
 """
 
@@ -29,8 +36,6 @@ __all__ = ["EXPERIMENTS", "REQUIRED_MEMBERS", "load_experiment"]
 #: name -> module path of the experiments the CLI knows.
 EXPERIMENTS: dict[str, str] = {
     "paper": "botorch_dp.benchmarks.paper_experiment",
-    "dimension": "botorch_dp.benchmarks.dimension",
-    "mlp": "botorch_dp.benchmarks.mlp",
 }
 
 REQUIRED_MEMBERS = ("Settings", "quick_settings", "prepare", "experiment_jobs", "make_runner", "write_report")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from tqdm.auto import tqdm
 
 from botorch_dp.benchmarks.runs import Run
+from botorch_dp.benchmarks.store import RunStore
 from botorch_dp.evaluation import SerialExecutor, init_one_thread_worker, process_pool
 
 __all__ = ["Job", "RunJob", "critical_paths", "init_one_thread_worker", "job_kwargs", "process_pool",
@@ -79,7 +80,7 @@ def critical_paths(jobs: list[Job]) -> list[float]:
 
 
 def run_jobs(jobs: list[Job], run_job: RunJob, *, workers: int | None = None,
-             executor: cf.Executor | None = None, progress: bool = True) -> list[Run]:
+             executor: cf.Executor | None = None, progress: bool = True, store: RunStore | None = None) -> list[Run]:
     r"""Run ``jobs`` and return their ``Run`` objects in job order (whatever order they finished in).
 
     Every job whose sources are done is submitted to the executor, longest critical path
@@ -98,31 +99,35 @@ def run_jobs(jobs: list[Job], run_job: RunJob, *, workers: int | None = None,
         executor: Any ``concurrent.futures.Executor``; it is not shut down here. Its
             workers should run torch with one thread.
         progress: Show a progress bar.
+        store: A ``RunStore``: a job whose key it holds is not run (its stored run is
+            used, and jobs that depend on it get their budget from it), and every job that
+            finishes is added to it at once, so an interrupted benchmark resumes where it
+            stopped.
 
     Returns:
         One ``Run`` per job, in job order.
     """
     results: list[Run | None] = [None] * len(jobs)
-    bar = tqdm(total=len(jobs), desc="reproduce", disable=not progress)
+    bar = tqdm(total=len(jobs), desc="jobs", disable=not progress)
     try:
         if executor is None and (workers is None or workers <= 1):
-            _schedule(jobs, run_job, SerialExecutor(), 1, results, bar)
+            _schedule(jobs, run_job, SerialExecutor(), 1, results, bar, store)
         elif executor is None:
             with process_pool(workers) as pool:
-                _schedule(jobs, run_job, pool, workers, results, bar)
+                _schedule(jobs, run_job, pool, workers, results, bar, store)
         else:
-            _schedule(jobs, run_job, executor, workers or len(jobs), results, bar)
+            _schedule(jobs, run_job, executor, workers or len(jobs), results, bar, store)
     finally:
         bar.close()
     return results
 
 
 def _schedule(jobs: list[Job], run_job: RunJob, executor: cf.Executor, max_in_flight: int,
-              results: list[Run | None], bar) -> None:
+              results: list[Run | None], bar, store: RunStore | None) -> None:
     r"""Submit ready jobs to ``executor`` (longest critical path first) until all are done."""
     cp = critical_paths(jobs)
     pending = set(range(len(jobs)))
-    in_flight: dict[cf.Future, int] = {}
+    in_flight: dict[cf.Future, tuple[int, str | None]] = {}
     while pending or in_flight:
         progressed = True
         while progressed:  # copy reused runs here; submit ready jobs while workers are free
@@ -135,8 +140,17 @@ def _schedule(jobs: list[Job], run_job: RunJob, executor: cf.Executor, max_in_fl
                     pending.discard(i)
                     bar.update()
                     progressed = True
+                    continue
+                kwargs = job_kwargs(jobs[i], results)
+                key = store.key(jobs[i].kind, kwargs) if store is not None else None
+                stored = store.get(key) if store is not None else None
+                if stored is not None:
+                    results[i] = stored
+                    pending.discard(i)
+                    bar.update()
+                    progressed = True
                 elif len(in_flight) < max_in_flight:
-                    in_flight[executor.submit(run_job, jobs[i].kind, job_kwargs(jobs[i], results))] = i
+                    in_flight[executor.submit(run_job, jobs[i].kind, kwargs)] = (i, key)
                     pending.discard(i)
         if not in_flight:
             if pending:
@@ -144,7 +158,9 @@ def _schedule(jobs: list[Job], run_job: RunJob, executor: cf.Executor, max_in_fl
             break
         done, _ = cf.wait(in_flight, return_when=cf.FIRST_COMPLETED)
         for fut in done:
-            i = in_flight.pop(fut)
+            i, key = in_flight.pop(fut)
             results[i] = fut.result()
+            if store is not None:
+                store.add(key, results[i])
             bar.set_postfix_str(jobs[i].label)
             bar.update()

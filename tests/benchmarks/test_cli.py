@@ -1,0 +1,187 @@
+"""botorch_dp.benchmarks.cli and store: one command runs every experiment, resumes from its
+run store, refuses a store made with other settings, and agrees with the paper harness."""
+
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import quick_reproduction
+from tests.benchmarks.test_jobs import _fake_jobs, fake_run_job
+
+from botorch_dp.benchmarks import paper_experiment
+from botorch_dp.benchmarks.cli import main, parse_value, settings_with
+from botorch_dp.benchmarks.experiment import EXPERIMENTS, REQUIRED_MEMBERS, load_experiment
+from botorch_dp.benchmarks.jobs import run_jobs
+from botorch_dp.benchmarks.runs import Run
+from botorch_dp.benchmarks.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _strip_wall(runs):
+    return [dataclasses.replace(r, wall_s=0.0) for r in runs]
+
+
+def _as_stored(runs):
+    """Runs as they read back from JSON (tuples become lists)."""
+    return [Run(**json.loads(json.dumps(dataclasses.asdict(r)))) for r in runs]
+
+
+# ---------------------------------------------------------------------------- settings
+
+
+def test_parse_value_follows_the_field_types():
+    assert parse_value("3", int, "x") == 3
+    assert parse_value("0.5", float, "x") == 0.5
+    assert parse_value("inf", float, "x") == math.inf
+    assert parse_value("none", float | None, "x") is None
+    assert parse_value("2", int | None, "x") == 2
+    assert parse_value("0, 1,2", tuple[int, ...], "x") == (0, 1, 2)
+    assert parse_value("", tuple[int, ...], "x") == ()
+    assert parse_value("no", bool, "x") is False
+    with pytest.raises(ValueError, match="--set x: expected int"):
+        parse_value("1.5", int, "x")
+
+
+def test_settings_with_names_the_bad_field():
+    s = paper_experiment.quick_settings()
+    changed = settings_with(s, ["seeds=4,5", "gp_dim=3", "only=normal"])
+    assert (changed.seeds, changed.gp_dim, changed.only) == ((4, 5), 3, ("normal",))
+    with pytest.raises(ValueError, match="--set gp_dimm: not a settings field"):
+        settings_with(s, ["gp_dimm=3"])
+    with pytest.raises(ValueError, match="FIELD=VALUE"):
+        settings_with(s, ["gp_dim"])
+    with pytest.raises(ValueError, match="only must name experiments"):
+        settings_with(s, ["only=nosuch"])
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_every_registered_experiment_meets_the_contract(name):
+    module = load_experiment(name)
+    assert all(hasattr(module, m) for m in REQUIRED_MEMBERS)
+    quick = module.quick_settings()
+    assert isinstance(quick, module.Settings) and dataclasses.is_dataclass(quick)
+    assert set(getattr(module, "SELECTION_FIELDS", ())) <= {f.name for f in dataclasses.fields(quick)}
+
+
+def test_unknown_experiment_is_refused():
+    with pytest.raises(ValueError, match="unknown experiment 'nope'"):
+        load_experiment("nope")
+
+
+# ------------------------------------------------------------------------------- store
+
+
+def test_store_round_trips_and_refuses_other_settings(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    store = RunStore(path, {"experiment": "x", "settings": {"a": 1, "b": (1, 2)}})
+    run = Run("e", "m", 0, 0.5, [0, 3], [1.0, 0.25], 0.25, 3, 1.5, epsilon=None, extra={"b": [1, 2]})
+    key = store.key("dp", {"seed": 0, "setting": (1, 2)})
+    assert key != store.key("dp", {"seed": 1, "setting": (1, 2)}) != store.key("rs", {"seed": 0, "setting": (1, 2)})
+    store.add(key, run)
+    again = RunStore(path, {"experiment": "x", "settings": {"a": 1, "b": [1, 2]}})
+    assert again.get(key) == run and len(again) == 1
+    assert again.key("dp", {"seed": 0, "setting": [1, 2]}) == key
+    with pytest.raises(ValueError, match=r"settings: a \(stored 1, now 2\)"):
+        RunStore(path, {"experiment": "x", "settings": {"a": 2, "b": [1, 2]}})
+    other = RunStore(tmp_path / "other.jsonl", {"experiment": "x", "settings": {"a": 2, "b": [1, 2]}})
+    assert other.key("dp", {"seed": 0, "setting": (1, 2)}) != key  # keys depend on the settings
+
+
+def test_store_drops_a_line_cut_short_and_refuses_foreign_files(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    store = RunStore(path, {"experiment": "x"})
+    run = Run("e", "m", 0, None, [0], [1.0], 1.0, 1, 0.1)
+    store.add("k1", run)
+    with open(path, "a") as f:
+        f.write('{"key": "k2", "run": {"experim')  # killed mid-write
+    reopened = RunStore(path, {"experiment": "x"})
+    assert reopened.get("k1") == run and reopened.get("k2") is None
+    reopened.add("k3", run)  # the cut line is gone, so the file stays valid
+    assert RunStore(path, {"experiment": "x"}).get("k3") == run
+    foreign = tmp_path / "foreign.jsonl"
+    foreign.write_text('{"hello": 1}\n')
+    with pytest.raises(ValueError, match="not a run store"):
+        RunStore(foreign, {"experiment": "x"})
+
+
+def test_run_jobs_resumes_from_the_store_after_a_failure(tmp_path):
+    calls = []
+
+    def counting(kind, kwargs):
+        calls.append((kind, kwargs["seed"], kwargs["method"]))
+        if len(calls) == 3 and fail:
+            raise RuntimeError("killed")
+        return fake_run_job(kind, kwargs)
+
+    reference = run_jobs(_fake_jobs(), fake_run_job, progress=False)
+    path = tmp_path / "runs.jsonl"
+    fail = True
+    with pytest.raises(RuntimeError, match="killed"):
+        run_jobs(_fake_jobs(), counting, progress=False, store=RunStore(path, {"experiment": "fake"}))
+    assert len(RunStore(path, {"experiment": "fake"})) == 2  # the two finished jobs are kept
+    fail, calls = False, []
+    resumed = run_jobs(_fake_jobs(), counting, progress=False, store=RunStore(path, {"experiment": "fake"}))
+    assert len(calls) == 2  # only the two jobs that had not finished (job 3 reuses job 0)
+    assert resumed == _as_stored(reference)
+    calls = []
+    assert run_jobs(_fake_jobs(), counting, progress=False, store=RunStore(path, {"experiment": "fake"})) == resumed
+    assert calls == []
+
+
+# --------------------------------------------------------------------------------- CLI
+
+
+def test_cli_paper_agrees_with_the_harness_and_resumes(tmp_path, capsys):
+    argv = ["run", "paper", "--quick", "--set", "only=normal,huber", "--out", str(tmp_path), "--no-progress"]
+    first = main(argv)
+    assert first["ran"] == len(first["runs"]) > 0 and first["stored"] == 0
+    harness = [r for r in quick_reproduction()["runs"] if r.experiment in ("normal", "huber")]
+    assert _strip_wall(first["runs"]) == _strip_wall(harness)
+    assert (tmp_path / "results.md").exists() and json.loads((tmp_path / "runs.json").read_text())["only"] == [
+        "normal", "huber"]
+    again = main(argv)
+    assert again["ran"] == 0 and again["stored"] == len(first["runs"])
+    assert again["runs"] == _as_stored(first["runs"])
+    # a seed list is a selection field: more seeds reuse the stored runs
+    more = main([*argv, "--set", "normal_location_seeds=0,1"])
+    assert more["stored"] == len(first["runs"]) and more["ran"] == 2  # two new normal-location runs
+    # any other change of settings is refused, naming the field
+    with pytest.raises(SystemExit, match="huber_mu"):
+        main([*argv, "--set", "huber_mu=2"])
+    capsys.readouterr()
+
+
+def test_cli_errors_name_the_argument(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "paper", "--quick", "--set", "gp_dimm=3", "--out", str(tmp_path)])
+    assert "gp_dimm" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["run", "paper", "--quick", "--workers", "0", "--out", str(tmp_path)])
+    assert "--workers" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="--render: .* not stored"):
+        main(["run", "paper", "--quick", "--set", "only=huber", "--render", "--out", str(tmp_path)])
+
+
+def test_cli_on_a_dask_cluster_gives_the_serial_runs(tmp_path):
+    from distributed import LocalCluster
+
+    argv = ["run", "paper", "--quick", "--set", "only=huber", "--set", "huber_iterations=5", "--no-progress"]
+    serial = main([*argv, "--out", str(tmp_path / "serial")])
+    # a scheduler address, as for a real cluster (an in-process one keeps the test fast)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        dask = main([*argv, "--out", str(tmp_path / "dask"), "--dask", cluster.scheduler_address])
+    assert dask["ran"] == len(serial["runs"])
+    assert _strip_wall(dask["runs"]) == _strip_wall(serial["runs"])
+
+
+def test_module_entry_point_lists_the_experiments():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "botorch_dp.benchmarks", "list"], capture_output=True, text=True,
+                         env=env, cwd=ROOT, check=True).stdout
+    assert [line.split()[0] for line in out.splitlines()] == list(EXPERIMENTS)
