@@ -1,4 +1,9 @@
-r"""The paper-reproduction harness (``scripts/reproduce_paper.py``), importable and testable.
+r"""The quality benchmarks: one CLI (``python -m botorch_dp.benchmarks``) over registered experiments.
+
+- ``cli``: the command (``list``, ``settings``, ``run NAME``), ``--set``, executors, resume;
+- ``experiment``: the contract of an experiment module and the registry;
+- ``store``: ``RunStore``, the fsynced JSON-lines record of finished jobs that makes runs resumable;
+- ``paper_experiment``: the paper's experiments as the ``paper`` experiment;
 
 - ``runs``: the ``Run`` record and the helpers that summarise runs;
 - ``jobs``: the job DAG and ``run_jobs`` over any ``concurrent.futures.Executor``;
