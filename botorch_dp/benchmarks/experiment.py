@@ -36,6 +36,7 @@ __all__ = ["EXPERIMENTS", "REQUIRED_MEMBERS", "load_experiment"]
 #: name -> module path of the experiments the CLI knows.
 EXPERIMENTS: dict[str, str] = {
     "paper": "botorch_dp.benchmarks.paper_experiment",
+    "e1": "botorch_dp.benchmarks.e1",
 }
 
 REQUIRED_MEMBERS = ("Settings", "quick_settings", "prepare", "experiment_jobs", "make_runner", "write_report")
