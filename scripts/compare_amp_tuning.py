@@ -1,43 +1,10 @@
 r"""Private tuning of AMP logistic regression: DP-GIBO vs Papernot–Steinke vs no tuning vs DP-SGD.
 
-At each ε (δ = 1e-5) and seed, on scikit-learn's bundled ``breast_cancer`` data and a
-synthetic high-dimensional logistic model, four methods release a logistic regression:
-
-1. ``AMP, calibrated λ``: one AMP run at ``calibrate_amp(ε, δ)`` (the authors' σ and λ);
-   training ε = ε, no validation data used.
-2. ``DP-GIBO over log λ``: DP-GIBO (``T`` iterations of ``b = 2`` points on the unit
-   cube over ``log10 λ``, starting at the reference λ) with AMP per evaluation, then a
-   final AMP run at θ_T. The training budget ε is split in RDP: every evaluation run lies
-   below one reference curve r and the final run below w·r, and ``(T·b + w)·r`` converts
-   to ε on the ledger's order grid (``plan_amp_runs(num_runs=T·b + w)``); w = T·b gives
-   the final model as much RDP as all evaluations together. The validation users pay
-   μ = gdp_mu(ε, δ) (reported separately).
-3. ``P&S over log λ (AMP)``: Papernot–Steinke private selection with ``K ~ Poisson(m)``
-   AMP trials at uniform random ``log10 λ``; each trial is held below a reference curve
-   whose P&S bound (Thm. 6, on the same grid) is ε (``plan_amp_selection``); the
-   validation scores are the Gaussian score mechanism of ``private_random_search`` with
-   a per-trial μ₀ whose P&S bound is ε on the validation users. The winning trial's own
-   model is released.
-4. ``honest DP-SGD (P&S over lr)``: the same selection over Opacus DP-SGD runs of a
-   2-logit linear model at uniform random ``log10 lr``; one noise multiplier for all
-   trials, calibrated so that the P&S bound over its ``compute_rdp`` curve is ε.
-
-Both sides use ε: training ε on the training split (add/remove one record, RDP) and a
-validation guarantee at the same ε on the validation users (replace one user). Test
-accuracy is a NON-PRIVATE diagnostic. ``m = 15.4066`` (``P[K > 10] = 0.9``).
-
-Scaled down from the paper (Redberg, Koskela & Wang, §5) to fit 2 cores: DP-SGD (Adam, clip √2) runs 5
-epochs instead of 60 on the synthetic data (expected batch 256: 200 steps per run); on
-breast_cancer (284 training records) the expected batch is 64 (q = 0.2, where the
-paper's 256 would be q = 0.5) and 30 epochs (150 steps). With so few steps Adam needs a
-larger rate: the learning rate is log-uniform in [1e-4, 1], the authors' code's
-[1e-5, 1e-1] one decade up, after a check on seed 0 put the best rate at the upper end of
-their range (a choice in DP-SGD's favour, made on the reported data).
-
-Randomness: ``--seed`` values seed PUBLIC randomness only (splits, synthetic data,
-DP-SGD initialisation). The privacy noise (AMP, DP-GIBO, the scores, K and the trial
-points, DP-SGD) comes from OS entropy unless ``--noise-seed`` is given (reproductions
-only; a ``PrivacyWarning``, and the seed is never written out).
+The comparison is ``botorch_dp.benchmarks.amp`` (its docstring describes the methods, the
+budgets and the scaling-down); it is also the ``amp`` experiment of
+``python -m botorch_dp.benchmarks``. This script keeps the original command line, with
+``--noise-seed`` (reproductions only: a ``PrivacyWarning``; the seed is never written out)
+and ``--render``.
 
 Examples::
 
@@ -50,511 +17,33 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
-import statistics
 import sys
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
-from botorch_dp import DPGIBO, DPGIBOConfig
-from botorch_dp.baselines import private_random_search
-from botorch_dp.benchmarks.jobs import Job, run_jobs
-from botorch_dp.benchmarks.report import markdown_row
-from botorch_dp.benchmarks.runs import Run, format_mean_se, mean_se
-from botorch_dp.privacy.analysis.gdp import gdp_mu
-from botorch_dp.privacy.analysis.objective_perturbation import calibrate_amp
-from botorch_dp.privacy.analysis.private_selection import (
-    per_trial_mu_for_epsilon,
-    poisson_mean_for_tail,
-    private_selection_rdp_curve,
-)
-from botorch_dp.privacy.ledger import PrivacyLedger
-from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.problems.logistic_regression import (
+from botorch_dp.benchmarks.amp import (  # noqa: F401 - re-exported for the script's users and tests
+    LABELS,
+    METHODS,
+    REPORT_MD,
+    REPORT_PNG,
+    RUNS_JSON,
     AMPRunBudget,
-    AMPTuningObjective,
-    DPSGDTuningObjective,
-    load_logistic_data,
-    plan_amp_runs,
-    plan_amp_selection,
-    dp_sgd_curve,
-    dp_sgd_noise_for_selection,
+    Runner,
+    Settings,
+    experiment_jobs,
+    plain_settings,
+    plan,
+    settings_from_plain,
 )
-from botorch_dp.training.dp_sgd import DPSGDConfig, TrainingConfig, planned_dp_run
-from botorch_dp.training.objective_perturbation import AMPConfig, fit_amp
-from botorch_dp.utils import child_seeds, torch_threads
+from botorch_dp.benchmarks.amp_report import make_plot, report_text
+from botorch_dp.benchmarks.jobs import run_jobs
+from botorch_dp.benchmarks.runs import Run
+from botorch_dp.privacy.seeding import PrivacyWarning
 
-METHODS = ("amp_calibrated", "dp_gibo", "ps_amp", "ps_dpsgd")
-LABELS = {
-    "amp_calibrated": "AMP, calibrated λ (no tuning)",
-    "dp_gibo": "DP-GIBO over log λ (AMP)",
-    "ps_amp": "P&S over log λ (AMP)",
-    "ps_dpsgd": "honest DP-SGD (P&S over lr)",
-}
-REPORT_MD, REPORT_PNG, RUNS_JSON = "amp_tuning.md", "amp_tuning.png", "amp_tuning_runs.json"
-CLIP, BETA = math.sqrt(2.0), 0.5  # unit rows plus a bias feature: ‖x̃‖ ≤ √2, β = 0.25·2
+COMMAND = "python scripts/compare_amp_tuning.py"
 
 
-@dataclass
-class Settings:
-    r"""Public settings of a comparison (the ``--quick`` ones are ``Settings.quick()``)."""
-
-    epsilons: tuple[float, ...] = (0.1, 1.0, 8.0)
-    delta: float = 1e-5
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    datasets: tuple[str, ...] = ("breast_cancer", "synthetic")
-    synthetic_examples: int = 20_000
-    synthetic_features: int = 100
-    synthetic_signal: float = 5.0
-    tau: float = 5e-4
-    sigma_out: float = 0.15
-    loss_cap: float = 3.0
-    # λ box, relative to the per-run budget's reference λ: [max(lo·λ_ref, 1.25·λ_min), hi·λ_ref]
-    lam_lower: float = 0.5
-    lam_upper: float = 64.0
-    # DP-GIBO (public: set a priori, T and w after a 3-seed pilot on synthetic data with seeds
-    # 1000-1002 and logit sd 3, never on the data reported)
-    gibo_iterations: int = 3
-    gibo_batch: int = 2
-    gibo_final_weight: float = 6.0  # w = T·b: the final model gets as much RDP as all evaluations
-    gibo_clip: float = 1.0
-    gibo_step: float = 0.1
-    gibo_radius: float = 0.1
-    gibo_lengthscale: float = 0.3
-    gibo_outputscale: float = 0.25
-    gibo_noise_variance: float = 0.01
-    gibo_raw_samples: int = 64
-    gibo_restarts: int = 2
-    # Papernot–Steinke: Poisson number of trials with P[K > 10] = 0.9
-    ps_tail_threshold: int = 10
-    ps_tail_probability: float = 0.9
-    # honest DP-SGD (scaled down)
-    dpsgd_lr_lower: float = 1e-4  # the authors' [1e-5, 1e-1] a decade up (see the docstring)
-    dpsgd_lr_upper: float = 1.0
-    dpsgd_batches: tuple[tuple[str, int], ...] = (("breast_cancer", 64), ("synthetic", 256))
-    dpsgd_epochs: tuple[tuple[str, int], ...] = (("breast_cancer", 30), ("synthetic", 5))
-
-    @classmethod
-    def quick(cls) -> "Settings":
-        r"""Tiny settings for CI (one ε, one seed, small synthetic data, 2 DP-GIBO iterations)."""
-        return cls(
-            epsilons=(1.0,), seeds=(0,), synthetic_examples=1000, synthetic_features=20, gibo_iterations=2,
-            gibo_final_weight=4.0,
-            gibo_raw_samples=16, gibo_restarts=1, ps_tail_threshold=2, ps_tail_probability=0.5,
-            dpsgd_epochs=(("breast_cancer", 2), ("synthetic", 2)),
-            dpsgd_batches=(("breast_cancer", 64), ("synthetic", 64)),
-        )
-
-    @property
-    def mean_trials(self) -> float:
-        r"""``m`` with ``P[K > threshold] = probability`` for ``K ~ Poisson(m)``."""
-        return poisson_mean_for_tail(threshold=self.ps_tail_threshold, probability=self.ps_tail_probability)
-
-    @property
-    def gibo_runs(self) -> int:
-        r"""Training runs of DP-GIBO: ``T·b`` evaluations plus the final model."""
-        return self.gibo_iterations * self.gibo_batch + 1
-
-    @property
-    def gibo_units(self) -> float:
-        r"""DP-GIBO's training budget in reference runs: ``T·b`` evaluations of weight 1 and
-        the final model of weight ``w``."""
-        return self.gibo_iterations * self.gibo_batch + self.gibo_final_weight
-
-    def epochs(self, dataset: str) -> int:
-        return dict(self.dpsgd_epochs)[dataset]
-
-    def batch(self, dataset: str) -> int:
-        return dict(self.dpsgd_batches)[dataset]
-
-    def data(self, dataset: str, seed: int):
-        return load_logistic_data(
-            dataset, seed=seed, num_examples=self.synthetic_examples, num_features=self.synthetic_features,
-            signal=self.synthetic_signal,
-        )
-
-
-# ============================================================================ planning (public)
-def plan(settings: Settings) -> dict:
-    r"""Every method's public privacy parameters per ε (and DP-SGD's per data set).
-
-    Nothing here looks at data: the budgets depend on ε, δ, the AMP constants, the
-    numbers of runs and the training-set sizes (public).
-    """
-    s = settings
-    out: dict = {"mean_trials": s.mean_trials, "per_epsilon": {}}
-    amp = dict(clip=CLIP, beta=BETA, tau=s.tau, sigma_out=s.sigma_out)
-    for eps in s.epsilons:
-        sigma, lam = calibrate_amp(eps, s.delta, **amp)
-        entry = {
-            "calibrated": {"sigma": sigma, "lam": lam},
-            "gibo_budget": dataclasses.asdict(plan_amp_runs(eps, s.delta, num_runs=s.gibo_units, **amp)),
-            "ps_budget": dataclasses.asdict(plan_amp_selection(eps, s.delta, mean_trials=s.mean_trials,
-                                                               distribution="poisson", **amp)),
-            "gibo_mu": gdp_mu(eps, s.delta),
-            "ps_per_trial_mu": per_trial_mu_for_epsilon(
-                target_epsilon=eps, target_delta=s.delta, mean_trials=s.mean_trials, distribution="poisson"
-            ),
-            "dpsgd": {},
-        }
-        for name in s.datasets:
-            num_train = s.data(name, s.seeds[0]).sizes()["train"]  # the same for every seed
-            training = TrainingConfig(epochs=s.epochs(name), batch_size=s.batch(name))
-            _, rate, steps = planned_dp_run(num_train, training, DPSGDConfig(1.0, CLIP))
-            noise = dp_sgd_noise_for_selection(eps, s.delta, sample_rate=rate, steps=steps,
-                                               mean_trials=s.mean_trials, distribution="poisson")
-            entry["dpsgd"][name] = {"noise_multiplier": noise, "sample_rate": rate, "steps": steps}
-        out["per_epsilon"][repr(float(eps))] = entry
-    return out
-
-
-def lam_range(budget: AMPRunBudget, settings: Settings) -> tuple[float, float]:
-    r"""The public λ box of a tuning method: ``[max(lo·λ_ref, 1.25·λ_min), hi·λ_ref]``."""
-    return max(settings.lam_lower * budget.lam, 1.25 * budget.min_lam()), settings.lam_upper * budget.lam
-
-
-# ============================================================================ methods
-def _children(seed: int | None) -> tuple[int | None, int | None]:
-    r"""Two independent noise streams of a job's noise seed (both ``None``: OS entropy)."""
-    return (None, None) if seed is None else tuple(child_seeds(seed, 2))
-
-
-def run_job(kind: str, kwargs: dict) -> Run:
-    r"""One method on one (data set, ε, seed); ``kind`` is the method (``run_jobs``'s API)."""
-    settings = _settings_from_plain(kwargs["settings"])
-    dataset, eps, seed = kwargs["dataset"], float(kwargs["epsilon"]), int(kwargs["seed"])
-    entry = dict(kwargs["plan"]["per_epsilon"][repr(eps)], dataset=dataset, epsilon=eps, seed=seed)
-    entry["noise_seed"] = None if kwargs["noise_seed"] is None else child_seeds(
-        [int(kwargs["noise_seed"]), (METHODS + ("non_private",)).index(kind), settings.datasets.index(dataset),
-         settings.epsilons.index(eps), seed], 1)[0]
-    data = settings.data(dataset, seed)
-    start = time.perf_counter()
-    with torch_threads(1), warnings.catch_warnings():
-        warnings.simplefilter("ignore", PrivacyWarning)  # warned once in main when --noise-seed is given
-        warnings.filterwarnings("ignore", message=".*(optimization|Optimization).*")
-        out = METHOD_FUNCTIONS[kind](data, settings, entry)
-    wall = time.perf_counter() - start
-    return Run(
-        experiment=dataset, method=kind, seed=seed, setting=eps, evals=[], losses=[],
-        final_loss=1.0 - out["test_accuracy"], num_evaluations=out["training_runs"], wall_s=wall,
-        epsilon=out["training_epsilon"], extra=out,
-    )
-
-
-def _amp_calibrated(data, s: Settings, entry) -> dict:
-    cal = entry["calibrated"]
-    config = AMPConfig(lam=cal["lam"], sigma=cal["sigma"], clip=CLIP, tau=s.tau, sigma_out=s.sigma_out,
-                       max_iter=2000)
-    result = fit_amp(data.X_train, data.y_train, config, generator=entry["noise_seed"])
-    ledger = PrivacyLedger()
-    ledger.record_training_mechanism("amp-calibrated", rdp=result.cost.rdp, description=result.description)
-    return {
-        "test_accuracy": float((result.predict(data.X_test) == data.y_test).double().mean()),
-        "training_epsilon": ledger.training_epsilon(s.delta), "training_runs": 1,
-        "validation_mu": 0.0, "validation_epsilon": 0.0, "lam": cal["lam"],
-    }
-
-
-def _dp_gibo(data, s: Settings, entry) -> dict:
-    budget = AMPRunBudget(**entry["gibo_budget"])
-    mu = entry["gibo_mu"]
-    # Validation: the ledger's GDP filter holds DP-GIBO to μ. Training: the runs are fixed
-    # in advance (T·b evaluations below the reference curve r, the final model below w·r,
-    # at whatever λ DP-GIBO picks), so their adaptive composition is at most (T·b + w)·r at
-    # every order, and its grid conversion (the plan: ε) is the guarantee. The ledger also sums the runs'
-    # exact curves (reported beside it; a conversion of adaptively chosen curves).
-    ledger = PrivacyLedger(validation_mu_budget=mu, training_delta=s.delta)
-    amp_seed, gibo_seed = _children(entry["noise_seed"])
-    objective = AMPTuningObjective(data, budget, lam_range=lam_range(budget, s), ledger=ledger,
-                                   noise_seed=amp_seed, loss_cap=s.loss_cap)
-    theta0 = objective.space.from_natural({"lam": budget.lam})  # start at the budget's reference λ
-    config = DPGIBOConfig(
-        bounds=objective.bounds, kernel=objective.recommended_kernel(s.gibo_lengthscale, s.gibo_outputscale),
-        num_iterations=s.gibo_iterations, privacy_mu=mu, clip_bound=s.gibo_clip, step_size=s.gibo_step,
-        step_rule="adagrad", batch_size=s.gibo_batch, search_radius=s.gibo_radius,
-        noise_variance=s.gibo_noise_variance, theta0=theta0, target_delta=s.delta,
-        raw_samples=s.gibo_raw_samples, num_restarts=s.gibo_restarts, seed=gibo_seed,
-    )
-    release = DPGIBO(config, ledger=ledger).run(objective, progress=False).release
-    final = objective.train(release.theta, label="final", budget_weight=s.gibo_final_weight)
-    runs = len(objective.results)
-    if runs != s.gibo_runs:
-        raise RuntimeError(f"DP-GIBO trained {runs} models, planned {s.gibo_runs}.")
-    return {
-        "test_accuracy": objective.accuracy_non_private(final),
-        "training_epsilon": budget.epsilon(s.delta, s.gibo_units), "training_epsilon_ledger": ledger.training_epsilon(s.delta),
-        "training_runs": runs,
-        "validation_mu": ledger.validation_mu(), "validation_epsilon": ledger.validation_epsilon(s.delta),
-        "lam": final.config.lam,
-    }
-
-
-def _selection(objective, s: Settings, per_trial_mu: float, noise_seed, fallback) -> tuple[int | None, object, dict]:
-    r"""``private_random_search`` over ``objective``: (index of the winning trial or None
-    when K = 0, its validation guarantee, the released hyperparameters)."""
-    result = private_random_search(
-        objective, objective.bounds, mean_trials=s.mean_trials, per_trial_mu=per_trial_mu, loss_clip=s.loss_cap,
-        distribution="poisson", target_delta=s.delta, fallback=fallback, seed=noise_seed,
-    )
-    if result.num_evaluations == 0:
-        return None, result.guarantee, {}
-    points = result.history.points  # NON-PUBLIC: only used to find the winner's own model
-    winner = max(j for j in range(points.shape[0]) if torch.equal(points[j], result.theta))
-    return winner, result.guarantee, objective.space.to_natural(result.theta)
-
-
-def _ps_amp(data, s: Settings, entry) -> dict:
-    budget = AMPRunBudget(**entry["ps_budget"])
-    amp_seed, select_seed = _children(entry["noise_seed"])
-    # The trials go to a scratch ledger: K must stay hidden, and what the training data pay
-    # is the P&S bound over the reference curve, recorded below as one mechanism.
-    objective = AMPTuningObjective(data, budget, lam_range=lam_range(budget, s), ledger=PrivacyLedger(),
-                                   noise_seed=amp_seed, loss_cap=s.loss_cap)
-    winner, guarantee, params = _selection(objective, s, entry["ps_per_trial_mu"], select_seed, None)
-    row = _selection_row(
-        data, s, budget.rdp, "ps-amp", f"P&S over AMP trials: {budget.description}", guarantee,
-        None if winner is None else lambda: objective.accuracy_non_private(objective.results[winner]),
-    )
-    return {**row, "lam": params.get("lam")}
-
-
-def _selection_row(data, s: Settings, base_rdp, run_id: str, description: str, guarantee, winner_accuracy) -> dict:
-    r"""What a Papernot–Steinke selection spent and reached: the P&S curve over ``base_rdp``
-    recorded in a fresh ledger (the trials themselves went to a scratch ledger, K stays
-    hidden), and the winner's test accuracy (``winner_accuracy`` None: K = 0, probability
-    e^-m, and the data-independent θ = 0, class 0, is released)."""
-    curve = private_selection_rdp_curve(base_rdp, mean_trials=s.mean_trials, distribution="poisson")
-    ledger = PrivacyLedger()
-    ledger.record_training_mechanism(run_id, rdp=curve, description=description)
-    accuracy = float((data.y_test == 0).double().mean()) if winner_accuracy is None else winner_accuracy()
-    return {
-        "test_accuracy": accuracy, "training_epsilon": ledger.training_epsilon(s.delta),
-        "training_runs": s.mean_trials, "validation_mu": None, "validation_epsilon": guarantee.epsilon,
-    }
-
-
-def _ps_dpsgd(data, s: Settings, entry) -> dict:
-    dp = entry["dpsgd"][entry["dataset"]]
-    sgd_seed, select_seed = _children(entry["noise_seed"])
-    training = TrainingConfig(epochs=s.epochs(entry["dataset"]), batch_size=s.batch(entry["dataset"]), seed=entry["seed"],
-                              num_threads=None)
-    objective = DPSGDTuningObjective(
-        data, lr_range=(s.dpsgd_lr_lower, s.dpsgd_lr_upper), training=training,
-        dp_sgd=DPSGDConfig(dp["noise_multiplier"], CLIP), ledger=PrivacyLedger(), noise_seed=sgd_seed,
-        loss_cap=s.loss_cap,
-    )
-    winner, guarantee, params = _selection(objective, s, entry["ps_per_trial_mu"], select_seed, None)
-    planned = (objective.runs[0].noise_multiplier, objective.runs[0].sample_rate, objective.runs[0].steps) \
-        if objective.runs else None
-    if planned is not None and planned[1:] != (dp["sample_rate"], dp["steps"]):
-        raise RuntimeError(f"DP-SGD ran {planned}, planned {dp}.")
-    base = dp_sgd_curve(noise_multiplier=dp["noise_multiplier"], sample_rate=dp["sample_rate"], steps=dp["steps"])
-    row = _selection_row(
-        data, s, base, "ps-dpsgd",
-        f"P&S over DP-SGD trials (noise multiplier {dp['noise_multiplier']:.6g}, q = "
-        f"{dp['sample_rate']:.6g}, {dp['steps']} steps), Poisson E[K] = {s.mean_trials:.6g}",
-        guarantee, None if winner is None else lambda: objective.accuracy_non_private(objective.models[winner]),
-    )
-    return {**row, "lr": params.get("lr")}
-
-
-def _non_private(data, s: Settings, entry) -> dict:
-    r"""NON-PRIVATE references: logistic regression at λ = 1 (sum objective, bias not
-    regularised: scikit-learn's C = 1) and at the λ of a log grid that is best on the
-    validation accuracy (the ceiling the private methods chase)."""
-    from sklearn.linear_model import LogisticRegression
-
-    def fit(lam: float):
-        return LogisticRegression(C=1.0 / lam, max_iter=5000).fit(data.X_train.numpy(), data.y_train.numpy())
-
-    score = lambda model, X, y: float(model.score(X.numpy(), y.numpy()))
-    models = {lam: fit(lam) for lam in NON_PRIVATE_LAMBDAS}
-    best = max(NON_PRIVATE_LAMBDAS, key=lambda lam: (score(models[lam], data.X_val, data.y_val), lam))
-    return {
-        "test_accuracy": score(models[1.0], data.X_test, data.y_test),
-        "tuned_test_accuracy": score(models[best], data.X_test, data.y_test), "tuned_lam": best,
-        "training_epsilon": math.inf, "training_runs": len(NON_PRIVATE_LAMBDAS), "validation_mu": None,
-        "validation_epsilon": None, "lam": 1.0,
-    }
-
-
-#: The λ grid of the tuned non-private reference (1e-3 … 1e3, 13 values).
-NON_PRIVATE_LAMBDAS = tuple(float(10.0 ** (k / 2)) for k in range(-6, 7))
-
-
-METHOD_FUNCTIONS = {"amp_calibrated": _amp_calibrated, "dp_gibo": _dp_gibo, "ps_amp": _ps_amp,
-                    "ps_dpsgd": _ps_dpsgd, "non_private": _non_private}
-
-
-# ============================================================================ report
-def _fmt(x: float | None, spec: str = ".3g") -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "—"
-    return "∞" if math.isinf(x) else f"{x:{spec}}"
-
-
-def _median(values: list) -> float | None:
-    values = [v for v in values if v is not None and not math.isnan(v)]
-    return statistics.median(values) if values else None
-
-
-def _paired(a: list[Run], b: list[Run]) -> tuple[float, float, int, int]:
-    r"""Mean ± s.e. of the accuracy difference a − b paired by seed, wins of a, pairs."""
-    acc_b = {r.seed: r.extra["test_accuracy"] for r in b}
-    diffs = [r.extra["test_accuracy"] - acc_b[r.seed] for r in a if r.seed in acc_b]
-    if not diffs:
-        return math.nan, math.nan, 0, 0
-    m, se = mean_se(diffs)
-    return m, se, sum(d > 0 for d in diffs), len(diffs)
-
-
-def report_text(settings: Settings, plan_: dict, runs: list[Run], argv: list[str], wall: float) -> str:
-    s = settings
-    lines = [
-        "# Private tuning of AMP logistic regression",
-        "",
-        f"Command: `python scripts/compare_amp_tuning.py {' '.join(argv)}`",
-        f"Total wall time: {wall:.0f} s. δ = {s.delta:g}; {len(s.seeds)} seed(s) ({', '.join(map(str, s.seeds))}).",
-        "",
-        "Test accuracy is a NON-PRIVATE diagnostic (mean ± standard error over seeds; each seed",
-        "is its own split, its own synthetic data and fresh privacy noise). *training ε*: the",
-        "composed guarantee of every training run on the training split (add/remove one record,",
-        "RDP on the ledger's order grid). *validation*: what the validation users paid (replace",
-        "one user): μ-GDP for DP-GIBO, (ε, δ) from the P&S bound for the selections. The two",
-        "sides are different data and are never composed.",
-        "",
-    ]
-    for dataset in s.datasets:
-        ds_runs = [r for r in runs if r.experiment == dataset]
-        if not ds_runs:
-            continue
-        sizes = s.data(dataset, s.seeds[0]).sizes()
-        lines += [f"## {dataset} (train {sizes['train']}, validation {sizes['validation']}, test {sizes['test']})", ""]
-        lines.append(markdown_row(["ε", "method", "test accuracy", "training ε", "validation μ", "validation ε",
-                                   "training runs", "released λ (median)", "wall s / seed"]))
-        lines.append("|" + "|".join(["---"] * 9) + "|")
-        for eps in s.epsilons:
-            for method in METHODS:
-                group = [r for r in ds_runs if r.method == method and r.setting == eps]
-                if not group:
-                    continue
-                ex = [r.extra for r in group]
-                lines.append(markdown_row([
-                    f"{eps:g}", LABELS[method], format_mean_se([e["test_accuracy"] for e in ex], 3),
-                    _fmt(max(e["training_epsilon"] for e in ex), ".4g"),
-                    _fmt(_median([e["validation_mu"] for e in ex]), ".4g"),
-                    _fmt(_median([e["validation_epsilon"] for e in ex]), ".4g"),
-                    _fmt(statistics.fmean(e["training_runs"] for e in ex), ".4g")
-                    + (" (E[K])" if method.startswith("ps_") else ""),
-                    _fmt(_median([e.get("lam") for e in ex])) if method != "ps_dpsgd"
-                    else "lr " + _fmt(_median([e.get("lr") for e in ex])),
-                    f"{statistics.fmean(r.wall_s for r in group):.1f}",
-                ]))
-        ref = [r for r in ds_runs if r.method == "non_private"]
-        if ref:
-            lines.append(markdown_row(["∞", "non-private logistic regression (λ = 1), reference",
-                                       format_mean_se([r.extra["test_accuracy"] for r in ref], 3),
-                                       "∞", "—", "—", "1", "1", ""]))
-            lines.append(markdown_row(["∞", "non-private, λ best on validation (grid 1e-3…1e3), reference",
-                                       format_mean_se([r.extra["tuned_test_accuracy"] for r in ref], 3),
-                                       "∞", "∞", "∞", str(len(NON_PRIVATE_LAMBDAS)),
-                                       _fmt(_median([r.extra["tuned_lam"] for r in ref])),
-                                       f"{statistics.fmean(r.wall_s for r in ref):.1f}"]))
-        gibo = [r for r in ds_runs if r.method == "dp_gibo"]
-        if gibo:
-            lines += ["", "DP-GIBO's training ε is the plan, (T·b + w)·r converted (valid for adaptively chosen λ); "
-                      "the ledger's sum of the runs' exact curves converts to " + ", ".join(
-                          f"{max(r.extra['training_epsilon_ledger'] for r in gibo if r.setting == eps):.4g} "
-                          f"(ε = {eps:g}, largest over seeds)" for eps in s.epsilons
-                          if any(r.setting == eps for r in gibo)) + "."]
-        lines += ["", "Paired by seed (difference in test accuracy, mean ± s.e., wins of DP-GIBO):", ""]
-        for eps in s.epsilons:
-            gibo = [r for r in ds_runs if r.method == "dp_gibo" and r.setting == eps]
-            for other in ("amp_calibrated", "ps_amp", "ps_dpsgd"):
-                rest = [r for r in ds_runs if r.method == other and r.setting == eps]
-                m, se, wins, n = _paired(gibo, rest)
-                if n:
-                    verdict = "DP-GIBO wins" if m - 2 * (0 if math.isnan(se) else se) > 0 else (
-                        "DP-GIBO loses" if m + 2 * (0 if math.isnan(se) else se) < 0 else "no clear difference")
-                    lines.append(f"- ε = {eps:g}, DP-GIBO − {LABELS[other]}: {m:+.3f} ± {_fmt(se, '.2g')} "
-                                 f"({wins}/{n} seeds better): {verdict}.")
-        lines.append("")
-    lines += ["## Settings and privacy parameters (public)", ""]
-    lines += [
-        f"- Data: breast_cancer mapped to [−1, 1] with the feature ranges published in its documentation, "
-        f"rows scaled to norm 1; synthetic: {s.synthetic_examples} examples, {s.synthetic_features} Gaussian "
-        f"features on the unit sphere, logistic labels (logit sd {s.synthetic_signal:g}). Splits 50/30/20 % "
-        "(train/validation/test).",
-        f"- AMP: logistic loss, bias feature, C = √2, β = 0.5, τ = {s.tau:g}, σ_out = {s.sigma_out:g}; per-user "
-        f"validation loss = logistic loss capped at {s.loss_cap:g}.",
-        f"- DP-GIBO: T = {s.gibo_iterations}, b = {s.gibo_batch}, so {s.gibo_runs} training runs: "
-        f"{s.gibo_runs - 1} evaluations, each below the reference RDP curve r, and the released model at θ_T "
-        f"below {s.gibo_final_weight:g}·r; ({s.gibo_units:g})·r converts to the training ε. Unit cube over log10 λ in [max({s.lam_lower:g}·λ_ref, 1.25·λ_min), "
-        f"{s.lam_upper:g}·λ_ref], θ₀ at λ_ref; RBF length-scale {s.gibo_lengthscale:g}, output scale "
-        f"{s.gibo_outputscale:g}, σ² = {s.gibo_noise_variance:g}, B = {s.gibo_clip:g}, AdaGrad η = "
-        f"{s.gibo_step:g}, search radius {s.gibo_radius:g}.",
-        f"- P&S: K ~ Poisson({s.mean_trials:.4f}) (P[K > {s.ps_tail_threshold}] = {s.ps_tail_probability:g}); "
-        f"Gaussian scores of the mean capped loss (C = {s.loss_cap:g}); DP-SGD trials: 2-logit linear model, "
-        f"Adam, lr log-uniform in [{s.dpsgd_lr_lower:g}, {s.dpsgd_lr_upper:g}], expected batch "
-        f"{dict(s.dpsgd_batches)}, epochs {dict(s.dpsgd_epochs)}, clip √2.",
-        "",
-        markdown_row(["ε", "calibrated (σ, λ)", "DP-GIBO per-run reference (σ, λ)", "P&S per-trial reference (σ, λ)",
-                      "DP-GIBO μ", "P&S per-trial μ₀", "DP-SGD noise multiplier"]),
-        "|" + "|".join(["---"] * 7) + "|",
-    ]
-    for eps in s.epsilons:
-        e = plan_["per_epsilon"][repr(float(eps))]
-        g, p = e["gibo_budget"], e["ps_budget"]
-        lines.append(markdown_row([
-            f"{eps:g}", f"({e['calibrated']['sigma']:.4g}, {e['calibrated']['lam']:.4g})",
-            f"({g['sigma']:.4g}, {g['lam']:.4g})", f"({p['sigma']:.4g}, {p['lam']:.4g})",
-            f"{e['gibo_mu']:.4g}", f"{e['ps_per_trial_mu']:.4g}",
-            ", ".join(f"{k}: {v['noise_multiplier']:.4g}" for k, v in e["dpsgd"].items()),
-        ]))
-    return "\n".join(lines) + "\n"
-
-
-def make_plot(settings: Settings, runs: list[Run], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    datasets = [d for d in settings.datasets if any(r.experiment == d for r in runs)]
-    fig, axes = plt.subplots(1, len(datasets), figsize=(5.2 * len(datasets), 3.8), squeeze=False)
-    for ax, dataset in zip(axes[0], datasets):
-        for method in METHODS:
-            xs, ms, ses = [], [], []
-            for eps in settings.epsilons:
-                acc = [r.extra["test_accuracy"] for r in runs if r.experiment == dataset and r.method == method
-                       and r.setting == eps]
-                if acc:
-                    m, se = mean_se(acc)
-                    xs.append(eps), ms.append(m), ses.append(0.0 if math.isnan(se) else se)
-            if xs:
-                ax.errorbar(xs, ms, yerr=ses, marker="o", capsize=3, label=LABELS[method])
-        ref = [r.extra for r in runs if r.experiment == dataset and r.method == "non_private"]
-        if ref:
-            ax.axhline(statistics.fmean(e["test_accuracy"] for e in ref), color="gray", ls="--", lw=1,
-                       label="non-private (λ = 1)")
-            ax.axhline(statistics.fmean(e["tuned_test_accuracy"] for e in ref), color="black", ls=":", lw=1,
-                       label="non-private (λ tuned on validation)")
-        ax.set_xscale("log")
-        ax.set_xlabel("ε (training; validation at the same ε), δ = 1e-5")
-        ax.set_ylabel("test accuracy (non-private diagnostic)")
-        ax.set_title(dataset)
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-# ============================================================================ CLI
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -577,9 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
 def render(out: Path, argv: list[str], plot: bool = True) -> dict:
     r"""Rewrite the report and the plot in ``out`` from its runs file (nothing is run)."""
     stored = json.loads((out / RUNS_JSON).read_text())
-    settings = _settings_from_plain(stored["settings"])
+    settings = settings_from_plain(stored["settings"])
     runs = [Run(**r) for r in stored["runs"]]
-    text = report_text(settings, stored["plan"], runs, stored["command"], stored["wall_s"])
+    command = stored["command"]
+    if isinstance(command, list):  # runs files written before the command was stored as a string
+        command = f"{COMMAND} {' '.join(command)}"
+    text = report_text(settings, stored["plan"], runs, command, stored["wall_s"])
     text += f"\nReport re-rendered from {RUNS_JSON} by `python scripts/compare_amp_tuning.py {' '.join(argv)}`.\n"
     (out / REPORT_MD).write_text(text)
     if plot:
@@ -600,27 +92,19 @@ def main(argv: list[str] | None = None) -> dict:
         settings.seeds = tuple(args.seeds)
     if args.datasets:
         settings.datasets = tuple(args.datasets)
-    methods = tuple(args.methods) if args.methods else METHODS + ("non_private",)
+    if args.methods:
+        settings.methods = tuple(args.methods)
     if args.noise_seed is not None:
         warnings.warn("--noise-seed makes every privacy noise reproducible; the guarantees then assume it stays "
                       "secret. It is not written to the outputs.", PrivacyWarning, stacklevel=2)
     start = time.perf_counter()
     plan_ = plan(settings)
-    plain = _plain(settings)
-    jobs = []
-    for dataset in settings.datasets:
-        for eps in settings.epsilons:
-            for seed in settings.seeds:
-                for method in methods:
-                    jobs.append(Job(
-                        label=f"{dataset} ε={eps:g} seed={seed} {method}", kind=method,
-                        kwargs={"settings": plain, "plan": plan_, "dataset": dataset, "epsilon": eps, "seed": seed,
-                                "noise_seed": args.noise_seed},
-                        cost=(10.0 if method == "ps_dpsgd" else 3.0) * (5.0 if dataset == "synthetic" else 1.0),
-                    ))
-    runs = run_jobs(jobs, run_job, workers=args.workers, progress=not args.no_progress)
+    plain = plain_settings(settings)
+    jobs = experiment_jobs(settings, plan_)
+    runs = run_jobs(jobs, Runner(settings, plan_, args.noise_seed).execute, workers=args.workers,
+                    progress=not args.no_progress)
     wall = time.perf_counter() - start
-    shown = public_argv(argv)
+    shown = f"{COMMAND} {' '.join(public_argv(argv))}"
     text = report_text(settings, plan_, runs, shown, wall)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / REPORT_MD).write_text(text)
@@ -645,18 +129,6 @@ def public_argv(argv: list[str]) -> list[str]:
             out.append(arg)
         hide = arg == "--noise-seed"
     return out
-
-
-def _settings_from_plain(plain: dict) -> Settings:
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in plain.items()}
-    for key in ("dpsgd_epochs", "dpsgd_batches"):
-        values[key] = tuple(tuple(x) for x in plain[key])
-    return Settings(**values)
-
-
-def _plain(settings: Settings) -> dict:
-    return {k: (list(map(list, v)) if k in ("dpsgd_epochs", "dpsgd_batches") else list(v) if isinstance(v, tuple) else v)
-            for k, v in dataclasses.asdict(settings).items()}
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ __all__ = ["EXPERIMENTS", "REQUIRED_MEMBERS", "load_experiment"]
 EXPERIMENTS: dict[str, str] = {
     "paper": "botorch_dp.benchmarks.paper_experiment",
     "e1": "botorch_dp.benchmarks.e1",
+    "amp": "botorch_dp.benchmarks.amp",
 }
 
 REQUIRED_MEMBERS = ("Settings", "quick_settings", "prepare", "experiment_jobs", "make_runner", "write_report")

@@ -185,3 +185,24 @@ def test_module_entry_point_lists_the_experiments():
     out = subprocess.run([sys.executable, "-m", "botorch_dp.benchmarks", "list"], capture_output=True, text=True,
                          env=env, cwd=ROOT, check=True).stdout
     assert [line.split()[0] for line in out.splitlines()] == list(EXPERIMENTS)
+
+
+def test_cli_amp_runs_within_budget_and_resumes(tmp_path):
+    from botorch_dp.privacy.analysis.gdp import gdp_mu
+
+    argv = ["run", "amp", "--quick", "--set", "datasets=breast_cancer", "--set", "methods=amp_calibrated,dp_gibo",
+            "--out", str(tmp_path), "--no-progress"]
+    first = main(argv)
+    (eps,) = first["context"]["per_epsilon"]
+    assert sorted(r.method for r in first["runs"]) == ["amp_calibrated", "dp_gibo"]
+    for r in first["runs"]:
+        assert r.extra["training_epsilon"] <= float(eps) * (1 + 1e-9)
+        if r.method == "dp_gibo":
+            assert r.extra["validation_mu"] == pytest.approx(gdp_mu(float(eps), 1e-5), rel=1e-9)
+    assert (tmp_path / "amp_tuning.md").exists() and (tmp_path / "amp_tuning.png").exists()
+    again = main(argv)
+    assert again["ran"] == 0 and again["runs"] == _as_stored(first["runs"])
+    # the CLI never sets a noise seed: nothing it writes mentions one
+    for path in tmp_path.iterdir():
+        if path.suffix in (".md", ".json", ".jsonl"):
+            assert "noise_seed" not in path.read_text().replace('"noise_seed": null', "")

@@ -55,8 +55,8 @@ def test_quick_run_reports_every_method_within_its_budget(script, quick):
     for label in script.LABELS.values():
         assert text.count(f"| {label} |") == len(settings.datasets)
     stored = json.loads((tmp_path / script.RUNS_JSON).read_text())
-    assert len(stored["runs"]) == len(runs) and stored["command"] == ["--quick", "--out", str(tmp_path),
-                                                                       "--no-progress"]
+    assert len(stored["runs"]) == len(runs) and stored["command"] == (
+        f"python scripts/compare_amp_tuning.py --quick --out {tmp_path} --no-progress")
     assert (tmp_path / script.REPORT_PNG).read_bytes()[:4] == b"\x89PNG"
 
 
