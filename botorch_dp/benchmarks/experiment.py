@@ -38,6 +38,7 @@ EXPERIMENTS: dict[str, str] = {
     "paper": "botorch_dp.benchmarks.paper_experiment",
     "e1": "botorch_dp.benchmarks.e1",
     "amp": "botorch_dp.benchmarks.amp",
+    "options": "botorch_dp.benchmarks.options",
 }
 
 REQUIRED_MEMBERS = ("Settings", "quick_settings", "prepare", "experiment_jobs", "make_runner", "write_report")
