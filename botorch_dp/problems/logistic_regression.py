@@ -41,7 +41,7 @@ from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training.dp_sgd import DPSGDConfig, TrainingConfig
 from botorch_dp.training.objective_perturbation import AMPConfig, AMPResult, fit_amp
 from botorch_dp.tuning.datasets import ClassificationData
-from botorch_dp.tuning.search_space import Hyperparameter, SearchSpace
+from botorch_dp.tuning.search_space import Hyperparameter, SearchSpace, SearchSpaceObjective
 from botorch_dp.tuning.torch_classifier import TorchModelTuningObjective
 from botorch_dp.utils import child_seeds
 
@@ -663,7 +663,7 @@ def logistic_losses(scores: Tensor, y: Tensor, *, loss_cap: float) -> Tensor:
 
 
 # ============================================================================ AMP objective
-class AMPTuningObjective:
+class AMPTuningObjective(SearchSpaceObjective):
     r"""θ (``q x d`` unit cube) ↦ ``q x n`` validation losses of AMP logistic regressions.
 
     The unit cube maps to ``log10 λ`` (and, with ``clip_range``, ``log10 C``) through a
@@ -750,20 +750,6 @@ class AMPTuningObjective:
         self.results: list[AMPResult] = []
         #: The ledger id of each of ``results``.
         self.run_ids: list[str] = []
-
-    # ------------------------------------------------------------------ properties
-    @property
-    def dim(self) -> int:
-        return self.space.dim
-
-    @property
-    def bounds(self) -> Tensor:
-        r"""``2 x d`` unit cube, the box Θ to hand to ``DPGIBOConfig``."""
-        return self.space.bounds
-
-    @property
-    def num_users(self) -> int:
-        return len(self.data.y_val)
 
     def recommended_kernel(self, lengthscale: float = 0.3, outputscale: float = 0.25) -> Kernel:
         r"""A scaled RBF kernel on the unit cube with fixed, public hyperparameters.

@@ -27,6 +27,7 @@ __all__ = [
     "HYPERPARAMETER_TARGETS",
     "Hyperparameter",
     "SearchSpace",
+    "SearchSpaceObjective",
     "default_mlp_space",
     "keyword_parameters",
     "route_hyperparameters",
@@ -184,6 +185,30 @@ class SearchSpace:
         kernel.base_kernel.lengthscale = torch.full((1, self.dim), float(lengthscale), dtype=torch.float64)
         kernel.outputscale = float(outputscale)
         return kernel.requires_grad_(False)
+
+
+class SearchSpaceObjective:
+    r"""Mixin of tuning objectives with a ``space`` (``SearchSpace``) and ``data`` (``ClassificationData``).
+
+    ``dim`` and ``bounds`` are the search space's (the ``2 x d`` unit cube to hand to
+    ``DPGIBOConfig``); ``num_users`` is the number of validation examples, one user each.
+    """
+
+    space: SearchSpace
+    data: Any
+
+    @property
+    def dim(self) -> int:
+        return self.space.dim
+
+    @property
+    def bounds(self) -> Tensor:
+        r"""``2 x d`` unit cube, the box Θ to hand to ``DPGIBOConfig``."""
+        return self.space.bounds
+
+    @property
+    def num_users(self) -> int:
+        return len(self.data.y_val)
 
 
 def keyword_parameters(fn: Callable[..., Any], *, skip_first: bool = False) -> tuple[set[str], bool]:

@@ -39,7 +39,7 @@ from botorch_dp.training.dp_sgd import (
     train_model,
 )
 from botorch_dp.tuning.datasets import ClassificationData
-from botorch_dp.tuning.search_space import SearchSpace, default_mlp_space, route_hyperparameters
+from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective, default_mlp_space, route_hyperparameters
 from botorch_dp.utils import child_seeds
 
 __all__ = ["TorchModelTuningObjective", "estimate_training_noise_variance", "per_example_cross_entropy"]
@@ -88,7 +88,7 @@ def _per_user_error(what: str) -> ValueError:
     )
 
 
-class TorchModelTuningObjective:
+class TorchModelTuningObjective(SearchSpaceObjective):
     r"""θ (``q x d``, unit cube) ↦ ``q x n`` per-user validation losses of a trained model.
 
     For each row of θ: map it to natural hyperparameters with ``space``, build the model
@@ -242,20 +242,6 @@ class TorchModelTuningObjective:
         self.runs: list[TrainingRun] = []
         #: Models this object trained (this session only).
         self.num_trainings = 0
-
-    # ------------------------------------------------------------------ properties
-    @property
-    def dim(self) -> int:
-        return self.space.dim
-
-    @property
-    def bounds(self) -> Tensor:
-        r"""``2 x d`` unit cube, the box Θ to hand to ``DPGIBOConfig``."""
-        return self.space.bounds
-
-    @property
-    def num_users(self) -> int:
-        return len(self.data.y_val)
 
     def split_hyperparameters(self, params: Mapping[str, float]) -> tuple[dict[str, Any], dict[str, float]]:
         r"""``(optimizer keyword arguments, model keyword arguments)`` for natural values ``params``."""
