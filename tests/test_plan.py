@@ -96,8 +96,9 @@ def test_recommendation_is_the_best_trial_and_the_noise_is_the_private_one(plann
     for t in plan.trials:  # σ = 2B√T/(nμ) at the PRIVATE n and μ
         assert t.noise_std == pytest.approx(2 * t.clip_bound * math.sqrt(t.num_iterations) / (N_PRIVATE * mu), rel=1e-12)
     assert "*" in plan.table() and f"{N_PROXY} users" in str(plan)
-    # the proxy answers: one probe batch, then per run T batches and the returned iterate
-    assert len(calls) == 1 + len(plan.trials) * (2 + 1)
+    # the proxy answers: the 10 d kernel-fit points, one probe batch, then per run T batches
+    # and the returned iterate
+    assert calls[0] == 10 * D and len(calls) == 2 + len(plan.trials) * (2 + 1)
 
 
 def test_the_planned_config_runs_privately_at_exactly_its_budget(planned):
