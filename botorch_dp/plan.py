@@ -1,8 +1,9 @@
 r"""Plan a private DP-GIBO run on a PUBLIC proxy, without touching the sensitive data.
 
-Choosing the clip bound ``B``, the step size ``η`` or the number of steps ``T`` by trying them
-on the sensitive objective silently voids the guarantee (every try is a release that nobody
-accounts for). ``plan_private_run`` chooses them on a public proxy instead: an objective with
+Choosing the kernel's length-scales, the clip bound ``B``, the bias tolerance, the step size
+``η`` or the number of steps ``T`` by trying or fitting them on the sensitive objective silently
+voids the guarantee (every try is a release that nobody accounts for). ``plan_private_run``
+chooses them on a public proxy instead: an objective with
 the same signature (``q x d`` points to ``q x n_p`` per-user losses) built from data whose use
 costs no privacy, e.g. a public dataset of the same task, a public split, opt-in users, or
 synthetic users of the same shape. The sensitive objective is not an argument: the plan cannot
@@ -19,17 +20,31 @@ sensitive ones: the plan is as good as the proxy is similar.
 
 The steps:
 
-1. ``B`` candidates: quantiles of the proxy's per-user gradient-estimate norms ``‖A y_i‖`` at
-   ``θ₀`` (the first batch DP-GIBO would ask for; ``A = ∇k(θ₀, D)K⁻¹``). With
-   ``clip_bound="adaptive"`` the candidates are ``clip_init`` (``B₀``).
-2. Each setting (``B`` × ``η`` × ``T``) runs DP-GIBO on the proxy at the simulated budget
-   ``num_repeats`` times; its score is the proxy's mean loss at the returned iterate.
-3. The setting with the smallest mean score is returned in a ``DPGIBOConfig``, with a report
-   of every setting: scores, the first step's noise std at the private budget, and the
-   expected noise-to-signal ratio ``σ√d/‖ḡ_B(θ₀)‖`` of that step on the proxy.
+1. Kernel (``fit_kernel=True``, default; ``fit_kernel_on_proxy``): the proxy's mean loss at
+   ``m = 10 d`` scrambled Sobol points of ``Θ`` (or of the box of half-width
+   ``kernel_fit_radius`` around ``θ₀``) fits the hyperparameters of a copy of the config's own
+   kernel (length-scales, outputscale, ...; and ``σ²`` when the config models noise) by
+   marginal likelihood (BoTorch ``SingleTaskGP`` with a constant mean, ``fit_gpytorch_mll``).
+   The fit is in the raw ``θ`` coordinates and loss units DP-GIBO's kernel acts on (it applies
+   no input or outcome transform). ``Θ`` by default because the iterates may go anywhere in it
+   and the kernel is stationary: the length-scales should describe the loss where the run goes,
+   not only the first search box. Fitted on a public proxy, the hyperparameters are public;
+   they are never fitted on the sensitive objective, which the plan never sees.
+2. For each batch rule (``bias_tolerances``: adaptive tolerances, ``None`` for fixed batches;
+   default the config's own rule), ``B`` candidates: quantiles of the proxy's per-user
+   gradient-estimate norms ``‖A y_i‖`` at ``θ₀`` (the first batch DP-GIBO would ask for, with
+   the fitted kernel; ``A = ∇k(θ₀, D)K⁻¹``). With ``clip_bound="adaptive"`` the candidates are
+   ``clip_init`` (``B₀``).
+3. Each setting (batch rule × ``B`` × ``η`` × ``T``) runs DP-GIBO on the proxy at the
+   simulated budget ``num_repeats`` times; its score is the proxy's mean loss at the returned
+   iterate.
+4. The setting with the smallest mean score is returned in a ``DPGIBOConfig`` (with the fitted
+   kernel), with a report of the fit and of every setting: scores, the first step's noise std
+   at the private budget, and the expected noise-to-signal ratio ``σ√d/‖ḡ_B(θ₀)‖`` of that
+   step on the proxy.
 
-Kernel hyperparameters, the batch rule and the privacy budget are taken from the given config
-(chosen from public information too); the plan does not fit them.
+The privacy budget, θ₀, the box and the step rule are taken from the given config (public
+choices); the plan does not choose them.
 """
 
 from __future__ import annotations
@@ -207,11 +222,12 @@ def fit_kernel_on_proxy(
     structure, float64) is fitted to the mean losses with ``fit_gpytorch_mll``. The fit is in
     the raw ``θ`` coordinates and loss units DP-GIBO's kernel acts on (no input or outcome
     transform), with a constant prior mean: the level of the loss says nothing about its
-    gradient, which is all DP-GIBO asks of the GP. Every trainable hyperparameter is fitted
-    (length-scales, outputscale, offsets, ...); one the user froze (``requires_grad=False``)
-    keeps its value. With ``σ² > 0`` in the config (or the model's likelihood) the noise
-    variance is fitted too, from that value; with ``σ² = 0`` it stays 0 (the fit uses a
-    numerical nugget only). The user's kernel and model are not changed.
+    gradient, which is all DP-GIBO asks of the GP. Every hyperparameter of the kernel is fitted
+    (length-scales, outputscale, offsets, ...), also frozen ones: ``requires_grad=False``, as in
+    the ``problems``' recommended kernels, guards against fits on sensitive losses (the
+    returned copy keeps the flags). With ``σ² > 0`` in the config (or the model's likelihood)
+    the noise variance is fitted too, from that value; with ``σ² = 0`` it stays 0 (the fit uses
+    a numerical nugget only). The user's kernel and model are not changed.
 
     Never pass the sensitive objective: fitted hyperparameters of sensitive losses are
     sensitive, and this function does not privatize anything.
@@ -241,10 +257,9 @@ def fit_kernel_on_proxy(
     source = config.kernel if config.kernel is not None else config.model.covar_module
     _, noise, _ = resolve_model(config)
     nugget = max(config.jitter, _RELATIVE_NUGGET * float(y.var()))
-    kernel = copy.deepcopy(source).to(torch.float64)
-    trainable = {name: p.requires_grad for name, p in source.named_parameters()}
-    for name, p in kernel.named_parameters():
-        p.requires_grad_(trainable[name])
+    # every hyperparameter is fitted, also those the user froze (``requires_grad=False`` is how
+    # kernels say "never fit on the sensitive losses"; this fit is on public ones)
+    kernel = copy.deepcopy(source).to(torch.float64).requires_grad_(True)
     if noise > 0:
         likelihood = GaussianLikelihood(noise_constraint=GreaterThan(nugget)).to(torch.float64)
         likelihood.noise = max(noise, 2 * nugget)

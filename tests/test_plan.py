@@ -151,7 +151,7 @@ def _box(lo, hi):
 def test_the_kernel_fit_recovers_the_length_scales_of_a_gp_sample():
     # fast along axis 0 (ℓ = 0.3), slow along axis 1 (ℓ = 1.5), outputscale 2, on [0, 3]²
     proxy = _gp_sample_proxy((0.3, 1.5), 2.0)
-    kernel = ScaleKernel(RBFKernel(ard_num_dims=2))
+    kernel = ScaleKernel(RBFKernel(ard_num_dims=2)).requires_grad_(False)  # frozen: never fit on sensitive losses
     before = copy.deepcopy(kernel.state_dict())
     config = DPGIBOConfig(
         bounds=_box(0.0, 3.0), kernel=kernel, privacy_mu=1.0, num_iterations=1, step_size=0.1, batch_size=3,
@@ -172,7 +172,7 @@ def test_the_kernel_fit_recovers_the_length_scales_of_a_gp_sample():
     # the returned config carries them in a float64 copy of the same kernel class; the user's is unchanged
     fitted = plan.config.kernel
     assert type(fitted) is ScaleKernel and type(fitted.base_kernel) is RBFKernel and fitted is not kernel
-    assert all(p.dtype == torch.float64 for p in fitted.parameters())
+    assert all(p.dtype == torch.float64 and not p.requires_grad for p in fitted.parameters())
     assert fitted.base_kernel.lengthscale.flatten().tolist() == pytest.approx(list(ls), rel=1e-12)
     assert float(fitted.outputscale.detach()) == pytest.approx(fit.hyperparameters["outputscale"][0], rel=1e-12)
     assert all(torch.equal(before[k], v) for k, v in kernel.state_dict().items())
