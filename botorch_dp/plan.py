@@ -242,6 +242,11 @@ def fit_kernel_on_proxy(
 
     Returns:
         The config with the fitted kernel (and ``noise_variance``), and the ``KernelFit``.
+
+    Raises:
+        ValueError: Naming the argument, for a bad ``num_points`` or ``radius``, a proxy that
+            does not return finite per-user losses, or a mean loss that is constant at the points.
+        botorch.exceptions.ModelFittingError: If every attempt of ``fit_gpytorch_mll`` fails.
     """
     d = config.bounds.shape[1]
     m = KERNEL_FIT_POINTS_PER_DIM * d if num_points is None else check_positive_int(num_points, "kernel_fit_points")
