@@ -193,7 +193,7 @@ def _proxy_losses(proxy_objective: Callable[[Tensor], Tensor], points: Tensor) -
     return losses
 
 
-def _fit_region(config: DPGIBOConfig, radius: float | Tensor | None) -> Tensor:
+def _fit_region(config: DPGIBOConfig, radius: float | Tensor | None, name: str = "radius") -> Tensor:
     r"""The ``2 x d`` box ``[θ₀ − r, θ₀ + r] ∩ Θ`` (``Θ`` itself for ``radius=None``)."""
     bounds = config.bounds.to(torch.float64)
     if radius is None:
@@ -201,7 +201,7 @@ def _fit_region(config: DPGIBOConfig, radius: float | Tensor | None) -> Tensor:
     d = bounds.shape[1]
     r = torch.as_tensor(radius, dtype=torch.float64)
     if r.dim() > 1 or r.numel() not in (1, d) or not torch.isfinite(r).all() or (r <= 0).any():
-        raise ValueError(f"kernel_fit_radius must be a positive finite number or d = {d} vector, got {radius!r}.")
+        raise ValueError(f"{name} must be a positive finite number or d = {d} vector, got {radius!r}.")
     theta0 = (bounds[0] + bounds[1]) / 2 if config.theta0 is None else config.theta0.to(torch.float64)
     return torch.stack([torch.maximum(theta0 - r, bounds[0]), torch.minimum(theta0 + r, bounds[1])])
 
@@ -249,9 +249,9 @@ def fit_kernel_on_proxy(
         botorch.exceptions.ModelFittingError: If every attempt of ``fit_gpytorch_mll`` fails.
     """
     d = config.bounds.shape[1]
-    m = KERNEL_FIT_POINTS_PER_DIM * d if num_points is None else check_positive_int(num_points, "kernel_fit_points")
+    m = KERNEL_FIT_POINTS_PER_DIM * d if num_points is None else check_positive_int(num_points, "num_points")
     if m < 2:
-        raise ValueError(f"kernel_fit_points must be at least 2, got {m}.")
+        raise ValueError(f"num_points must be at least 2, got {m}.")
     region = _fit_region(config, radius)
     seed = check_nonnegative_int(seed, "seed")
     sobol = SobolEngine(d, scramble=True, seed=seed).draw(m, dtype=torch.float64)
@@ -483,7 +483,7 @@ def plan_private_run(
     if kernel_fit_points is not None and check_positive_int(kernel_fit_points, "kernel_fit_points") < 2:
         raise ValueError(f"kernel_fit_points must be at least 2, got {kernel_fit_points}.")
     if kernel_fit_radius is not None:
-        _fit_region(config, kernel_fit_radius)  # refuses a bad radius before the proxy is called
+        _fit_region(config, kernel_fit_radius, "kernel_fit_radius")  # refused before the proxy is called
     num_repeats = check_positive_int(num_repeats, "num_repeats")
     seeds = child_seeds([check_nonnegative_int(seed, "seed")], num_repeats)
     adaptive_clip = config.clip_bound == "adaptive"
