@@ -946,11 +946,12 @@ nb5 = [
     md(r"""
 # 5. Plan a private run on a public proxy
 
-DP-GIBO needs a few settings before it sees any data: the clip bound $B$, the step size $\eta$,
-the number of steps $T$ (plus the kernel and the batch rule). **Choosing them by trying them on the
-sensitive data silently voids the guarantee**: each try looks at the data outside the mechanism, and
-nobody accounts for it. This tutorial chooses them on a **public proxy** instead, with
-`botorch_dp.plan_private_run`, then runs privately once with the planned config.
+DP-GIBO needs a few settings before it sees any data: the kernel's hyperparameters, the clip bound
+$B$, the step size $\eta$, the number of steps $T$ and the batch rule. **Choosing them by trying (or
+fitting) them on the sensitive data silently voids the guarantee**: each try looks at the data
+outside the mechanism, and nobody accounts for it. This tutorial chooses them on a **public
+proxy** instead, with `botorch_dp.plan_private_run`, then runs privately once with the planned
+config.
 
 The task: ridge regression with degree-2 features on scikit-learn's *diabetes* data, with two
 penalties (one for the linear and one for the quadratic terms), $\theta = (\log_{10}\lambda_1,
@@ -1041,9 +1042,10 @@ print(f"users: public proxy {len(y_public)}, private {len(y_private)}, test {len
     md(r"""
 ## The settings fixed in advance
 
-The box, the kernel (an RBF with length-scale 1.5 in units of $\log_{10}\lambda$), θ₀, the batch
-rule and the privacy target are public choices made without data. What is left to plan is $B$,
-$\eta$ and $T$.
+The box, the kernel's form (a scaled RBF in units of $\log_{10}\lambda$, with observation noise),
+θ₀, the batch rule and the privacy target are public choices made without data. The kernel's
+length-scale 1.5, outputscale 0.1 and noise variance 1e-4 below are only where the fit on the proxy
+starts. What is left to plan is the kernel's hyperparameters, $B$, $\eta$ and $T$.
 """),
     code(r"""
 kernel = ScaleKernel(RBFKernel()).double()
@@ -1063,12 +1065,17 @@ print(f"target (epsilon, delta) = ({EPSILON:g}, {DELTA:g}) -> mu = {base.privacy
 `plan_private_run` takes the proxy objective, the config and the number of **private** users $n$
 (public). It
 
-1. asks DP-GIBO's first batch at θ₀ and takes quantiles of the proxy users' gradient-estimate norms
+1. fits the kernel's length-scale, outputscale and noise variance by marginal likelihood on the
+   proxy's mean loss at $10d$ Sobol points of the box (BoTorch's `SingleTaskGP` and
+   `fit_gpytorch_mll`, in the raw $\theta$ coordinates the kernel acts on; `fit_kernel=False` keeps
+   the given kernel);
+2. asks DP-GIBO's first batch at θ₀ and takes quantiles of the proxy users' gradient-estimate norms
    $\lVert A y_i\rVert$ as the $B$ candidates;
-2. runs the ordinary DP-GIBO loop on the proxy for every $(B, \eta, T)$ at the budget
-   $\mu \cdot n/n_p$: every release's noise is $c/(n\mu)$ on the scale of the mean, so the proxy run
-   with $n_p$ users draws exactly the noise the private run with $n$ users will draw;
-3. returns the setting with the smallest proxy loss at the returned iterate, and a report.
+3. runs the ordinary DP-GIBO loop on the proxy for every $(B, \eta, T)$ (and batch rule, given
+   `bias_tolerances`) at the budget $\mu \cdot n/n_p$: every release's noise is $c/(n\mu)$ on the
+   scale of the mean, so the proxy run with $n_p$ users draws exactly the noise the private run with
+   $n$ users will draw;
+4. returns the setting with the smallest proxy loss at the returned iterate, and a report.
 
 The noise-to-signal column is the first step's expected noise norm $\sigma\sqrt d$ over the norm of
 the proxy's clipped mean gradient estimate at θ₀: well above 1, the first steps are mostly noise.
@@ -1121,8 +1128,9 @@ print(f"guarantee: epsilon = {adaptive.guarantee.epsilon:.3f}; test loss at thet
 ## Compared with an oracle that tuned on the sensitive data
 
 For comparison only: the same plan with the **private** objective as its "proxy". This is what a
-practitioner must not do: it looks at the sensitive users outside any mechanism, so a run with
-its config has no guarantee. The test loss on a grid of θ shows where the good region lies.
+practitioner must not do: it looks at the sensitive users outside any mechanism (the kernel fit
+included), so a run with its config has no guarantee. The test loss on a grid of θ shows where
+the good region lies.
 """),
     code(r"""
 oracle = plan_private_run(  # NOT private: for comparison only
@@ -1150,10 +1158,10 @@ plt.show()
 """),
     md(r"""
 **What to take away.** Every choice that shaped the private run came from public inputs: the proxy
-users, the box, the kernel and the budget. The proxy's quality is the limit: a proxy whose losses
-differ from the sensitive ones (another population, a smaller or noisier set) plans worse settings,
-and nothing in the plan can detect that. What it cannot do either is leak: the private users were
-seen once, by DP-GIBO, at ε = 1.
+users, the box, the kernel's form and the budget. The proxy's quality is the limit: a proxy whose
+losses differ from the sensitive ones (another population, a smaller or noisier set) plans worse
+settings, and nothing in the plan can detect that. What it cannot do either is leak: the private
+users were seen once, by DP-GIBO, at ε = 1.
 """),
 ]
 
