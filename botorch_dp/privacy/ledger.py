@@ -330,9 +330,10 @@ class PrivacyLedger:
     Budget filters: with budgets set, ``record_*`` checks the budget first and raises
     ``PrivacyBudgetExceeded`` without recording anything when it would be exceeded; the
     filter runs over everything in the ledger, all runs together, and must be called
-    (``check_validation_step``, ``check_training_run``, ``check_training_mechanism``)
-    before the release is made. Validation: refuse a release if the composed μ of spent
-    + new exceeds the μ budget; this GDP filter stays valid when each μ_j is chosen
+    (``check_validation_step``, ``check_validation_mechanism``, ``check_training_run``,
+    ``check_training_mechanism``) before the release is made. Validation (no RDP entry on
+    that side; see below otherwise): refuse a release if the composed μ of spent + new
+    exceeds the μ budget; this GDP filter stays valid when each μ_j is chosen
     adaptively from earlier releases (Smith & Thakurta 2022, "Fully adaptive composition
     for Gaussian differential privacy"). Training with RDP: refuse an entry if the
     summed RDP of spent + new at ONE order α* exceeds that order's budget
@@ -362,10 +363,16 @@ class PrivacyLedger:
     validation side is (α, α B²/2)-RDP at every grid order at once; refusing an entry because
     another order is full only stops early, which every order's filter allows. The
     guarantee of the budget is therefore the RDP conversion of α B²/2 on the grid
-    (``rdp_curve_epsilon``), a little looser than B-GDP's exact ε; ``validation_epsilon``
+    (``rdp_curve_epsilon``), a little looser than B-GDP's exact ε (it holds for every
+    ledger with a budget, so quote it, not B-GDP, when whether an RDP entry is added may
+    depend on earlier releases); ``validation_epsilon``
     converts the realised sum, which is the right report when the entries are fixed in
     advance. ``remaining_validation_mu`` is then the largest μ with spent(α) + α μ²/2 ≤
-    α B²/2 at every order.
+    α B²/2 at every order. The price: a curve that is steep at small orders (private
+    selection and DP-HyPO, through their log E[K]/(α − 1) terms) is decided at α = 1.1 and
+    needs B well above the μ whose GDP ε matches its own ε (a DP-HyPO run with μ₀ = 0.5,
+    E[K] = 5, R = 2, η = 0, ε = 6.3 at δ = 1e-5 like 1.36-GDP, needs B ≥ 7.85); an entry
+    with ε(α) = ∞ at some grid order never fits a finite budget.
 
     Storage: by default the ledger lives in memory (and in DP-GIBO's checkpoints). With
     ``storage=`` (an SQLite file path or ``sqlite:///`` URL, or a PostgreSQL URL) and a
@@ -724,10 +731,10 @@ class PrivacyLedger:
         """
         if self._run_has_rdp(run_id):
             which = "the validation side" if run_id is None else f"run {run_id!r}"
+            example = next(m for (rid, _), m in self._validation_mechanisms.items() if run_id in (None, rid))
             raise ValueError(
-                f"{which} holds releases given by a Renyi-DP curve (e.g. "
-                f"{next(iter(self._validation_mechanisms.values())).description!r}), which no GDP mu "
-                "covers: use validation_epsilon(delta) or validation_rdp_curve()."
+                f"{which} holds releases given by a Renyi-DP curve (e.g. {example.description!r}), "
+                "which no GDP mu covers: use validation_epsilon(delta) or validation_rdp_curve()."
             )
         if run_id is None:
             return compose_gdp(self._validation_steps.values())
