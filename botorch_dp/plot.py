@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
+from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,8 +46,11 @@ class SpendingPoint:
             clip-bound or preconditioner releases together), or a key such as ``"select"``.
         iteration: Steps completed after this stage (``t + 1`` for ``step-t``; a stage that
             is not a step keeps the previous count).
-        mu: Total GDP ``μ`` spent up to and including this stage.
-        epsilon: ``ε`` at the requested ``δ`` for ``mu``.
+        mu: Total GDP ``μ`` spent up to and including this stage (NaN when the releases
+            composed include one known only by its RDP curve, e.g. a DP-HyPO run).
+        epsilon: ``ε`` at the requested ``δ`` for ``mu`` (with NaN ``mu``: the RDP
+            conversion of the summed curves on the ledger's order grid, as
+            ``PrivacyLedger.validation_epsilon``).
     """
 
     label: str
@@ -60,7 +64,9 @@ def epsilon_spent(ledger: PrivacyLedger, delta: float, *, run_id: str | None = N
 
     Releases whose keys share a ``step-t`` prefix form one stage; the others (e.g. the
     private selection ``"select"``) are stages of their own. Composition is the ledger's
-    (``μ = sqrt(Σ μ_j²)``; pure-ε releases enter as their GDP charge).
+    (``μ = sqrt(Σ μ_j²)``; pure-ε releases enter as their GDP charge; when the releases
+    shown include one known only by its RDP curve, every stage is composed in RDP instead,
+    ``PrivacyLedger.validation_release_curves`` summed and converted).
 
     Args:
         ledger: The ``PrivacyLedger`` the run recorded in.
@@ -75,15 +81,14 @@ def epsilon_spent(ledger: PrivacyLedger, delta: float, *, run_id: str | None = N
         raise TypeError(f"ledger must be a PrivacyLedger, got {type(ledger).__name__}.")
     if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
         raise ValueError(f"delta must be in (0, 1), got {delta!r}.")
+    if any(run_id is None or rid == run_id for rid, _ in ledger.validation_mechanisms):
+        return _rdp_spent(ledger, delta, run_id)
     stages: dict[tuple[str, str], list[float]] = {}
     steps: dict[str, int] = {}  # a step stage's label -> steps completed after it
     for (rid, key), mu in ledger.validation_steps.items():
         if run_id is not None and rid != run_id:
             continue
-        match = _STEP_KEY.match(key)
-        label = f"step-{match.group(1)}" if match else key
-        if match:
-            steps[label] = int(match.group(1)) + 1
+        label = _stage(key, steps)
         stages.setdefault((rid, label), []).append(mu)
     points, spent, iteration = [], [], 0
     for (_, label), mus in stages.items():
@@ -91,6 +96,32 @@ def epsilon_spent(ledger: PrivacyLedger, delta: float, *, run_id: str | None = N
         iteration = steps.get(label, iteration)
         mu = compose_gdp(spent)
         points.append(SpendingPoint(label, iteration, mu, gdp_epsilon(mu, delta)))
+    return points
+
+
+def _stage(key: str, steps: dict[str, int]) -> str:
+    r"""The stage label of a release key (``step-t`` for ``step-t/...``), noting a step's count in ``steps``."""
+    match = _STEP_KEY.match(key)
+    label = f"step-{match.group(1)}" if match else key
+    if match:
+        steps[label] = int(match.group(1)) + 1
+    return label
+
+
+def _rdp_spent(ledger: PrivacyLedger, delta: float, run_id: str | None) -> list[SpendingPoint]:
+    r"""``epsilon_spent`` composed in RDP: the stages' summed curves, converted on the grid."""
+    stages: dict[tuple[str, str], list[tuple[float, ...]]] = {}
+    steps: dict[str, int] = {}
+    for rid, key, curve in ledger.validation_release_curves():
+        if run_id is None or rid == run_id:
+            stages.setdefault((rid, _stage(key, steps)), []).append(curve)
+    points, total, iteration = [], [0.0] * len(PrivacyLedger.RDP_ORDERS), 0
+    for (_, label), curves in stages.items():
+        for curve in curves:
+            total = [t + c for t, c in zip(total, curve)]
+        iteration = steps.get(label, iteration)
+        epsilon = rdp_curve_epsilon(total, PrivacyLedger.RDP_ORDERS, delta)[0]
+        points.append(SpendingPoint(label, iteration, math.nan, epsilon))
     return points
 
 
@@ -129,7 +160,12 @@ def plot_privacy(
     ax.step(xs, ys, where="post", marker="o", label="ε spent")
     budget = ledger.validation_mu_budget
     if budget is not None and math.isfinite(budget):
-        ax.axhline(gdp_epsilon(budget, delta), color="grey", linestyle="--", label="budget")
+        if ledger.validation_mechanisms:  # the RDP filter guarantees (α, α B²/2)-RDP at every grid order
+            orders = PrivacyLedger.RDP_ORDERS
+            limit = rdp_curve_epsilon([a * budget * budget / 2.0 for a in orders], orders, delta)[0]
+        else:
+            limit = gdp_epsilon(budget, delta)
+        ax.axhline(limit, color="grey", linestyle="--", label="budget")
     ax.set_xlabel("iteration")
     ax.set_ylabel(f"ε at δ = {delta:.3g}")
     ax.legend()

@@ -17,6 +17,7 @@ import torch  # noqa: E402
 from botorch_dp import plot  # noqa: E402
 from botorch_dp.optim.dp_gibo import DPGIBO  # noqa: E402
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon  # noqa: E402
+from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon  # noqa: E402
 from botorch_dp.privacy.ledger import PrivacyLedger  # noqa: E402
 from botorch_dp.privacy.seeding import PrivacyWarning  # noqa: E402
 from tests.optim.loop_helpers import nl_config, normal_location  # noqa: E402
@@ -65,6 +66,24 @@ def test_epsilon_spent_groups_a_steps_releases_and_keeps_other_stages():
         plot.epsilon_spent(ledger, 1.5)
     with pytest.raises(TypeError, match="ledger"):
         plot.epsilon_spent({}, 1e-6)
+
+
+def test_epsilon_spent_composes_in_rdp_when_a_release_has_only_a_curve():
+    ledger = PrivacyLedger()
+    ledger.record_validation_step(0.3, run_id="a", key="step-0000/norm")
+    ledger.record_validation_step(0.4, run_id="a", key="step-0000/grad")
+    ledger.record_validation_mechanism(lambda a: 0.5 + a / 8.0, run_id="h", key="select", description="curve")
+    ledger.record_validation_step(0.5, run_id="a", key="step-0001")
+    points = plot.epsilon_spent(ledger, 1e-6)
+    assert [(p.label, p.iteration) for p in points] == [("step-0000", 1), ("select", 1), ("step-0001", 2)]
+    assert all(math.isnan(p.mu) for p in points)
+    orders = PrivacyLedger.RDP_ORDERS
+    first = [a * 0.25 / 2 for a in orders]  # 0.3² + 0.4² = 0.5²: the step's exact curve α μ²/2
+    assert points[0].epsilon == pytest.approx(rdp_curve_epsilon(first, orders, 1e-6)[0], rel=1e-12)
+    assert points[-1].epsilon == pytest.approx(ledger.validation_epsilon(1e-6), rel=1e-12)
+    assert [p.epsilon for p in points] == sorted(p.epsilon for p in points)
+    only_a = plot.epsilon_spent(ledger, 1e-6, run_id="a")  # a run without RDP entries: GDP as before
+    assert only_a[-1].mu == pytest.approx(ledger.validation_mu("a")) == pytest.approx(math.sqrt(0.5))
 
 
 def test_plot_privacy_draws_the_spending_and_the_budget():

@@ -47,7 +47,10 @@ from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.utils import check_bounds, child_seeds
 
-__all__ = ["dp_hypo", "gp_sampling_log_weights", "project_to_ratio_class"]
+__all__ = ["LEDGER_KEY", "dp_hypo", "gp_sampling_log_weights", "project_to_ratio_class"]
+
+#: The key of a DP-HyPO run's one validation release in the ledger (under its ``run_id``).
+LEDGER_KEY = "select"
 
 #: Iteration cap of the L-BFGS marginal-likelihood fit of the sampling GP.
 FIT_MAXITER = 100
@@ -253,17 +256,17 @@ def dp_hypo(
     hidden: they are only in the non-public ``history``. ``K`` and the candidate draws are
     privacy randomness (from OS entropy unless ``seed`` is given), like the noise.
 
-    Ledger: with ``ledger``, the run's RDP curve is recorded BEFORE the first evaluation
-    (it depends on public parameters only, so a budget filter can refuse the run before
-    anything is released) with ``record_training_mechanism(run_id, rdp=…)``: the ledger's
-    one entry for a mechanism known by its RDP curve. Its validation side holds μ-GDP
-    (``record_validation_step``) and pure ε-DP (``record_validation_pure``) releases only,
-    and this bound is neither: the ``log E[K]/(α − 1)`` term makes no GDP ``μ`` dominate it,
-    and ``δ > 0`` rules out pure DP; charging each trial as a μ₀-GDP step would publish
-    ``K`` (and void the selection bound). The entry therefore appears under "training" in
-    ``ledger.report``; that side is never composed with the validation side, so a ledger
-    that also holds GDP releases on the same validation users (DP-GIBO) reports the two
-    separately, and their sum is for the caller to state.
+    Ledger: with ``ledger``, the run's RDP curve is charged to the VALIDATION side (the
+    scores are per-user validation losses) BEFORE the first evaluation, with
+    ``record_validation_mechanism(rdp, run_id=run_id, key="select", …)``: the curve depends
+    on public parameters only, so the ledger's validation budget filter can refuse the run
+    (``PrivacyBudgetExceeded``) before anything is released. The bound is no μ-GDP (the
+    ``log E[K]/(α − 1)`` term makes no ``μ`` dominate it) and charging each trial as a
+    μ₀-GDP step would publish ``K`` (and void the selection bound), so the ledger composes
+    it in RDP with the other validation releases (a DP-GIBO run's Gaussian steps on the
+    same users, say): ``ledger.validation_epsilon(δ)`` then covers both, the μ budget ``B``
+    holds as ``(α, α B²/2)``-RDP at every grid order, and ``ledger.validation_mu()`` raises
+    (no μ covers the run). Nothing is charged to the training side.
 
     Args:
         objective: A ``PerUserProblem`` or a callable ``q x d -> q x n`` per-user losses.
@@ -337,7 +340,7 @@ def dp_hypo(
     )
     if ledger is not None:
         run_id = f"dp-hypo-{uuid.uuid4().hex}" if run_id is None else run_id
-        ledger.record_training_mechanism(run_id, rdp=rdp, description=description)
+        ledger.record_validation_mechanism(rdp, run_id=run_id, key=LEDGER_KEY, description=description)
 
     if seed is None:  # no noise generator: the mechanism draws from OS entropy
         rng = np.random.default_rng(secrets.randbits(128))
@@ -400,7 +403,9 @@ def dp_hypo(
         delta=target_delta,
         mu=None,
         description=description + "; Rényi-DP bound (privacy.analysis.dp_hypo) converted to (ε, δ) on "
-        "DEFAULT_RDP_ORDERS. Holds only while K, the other trials and the sampling densities stay hidden.",
+        "DEFAULT_RDP_ORDERS, for this run alone (with a ledger, its validation_epsilon composes it with "
+        "the other validation releases). Holds only while K, the other trials and the sampling densities "
+        "stay hidden.",
         details=details,
     )
     return BaselineResult(theta=theta, num_evaluations=K, guarantee=guarantee, history=history)

@@ -8,6 +8,7 @@ Settings: ``config``; batches: ``batch_selection``; steps: ``step_rules``; resul
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import math
 import os
 import secrets
@@ -549,23 +550,35 @@ class DPGIBO:
         return empty_batch_losses(objective, X)  # an empty first batch: only the objective knows n (never assume n = 1)
 
     def guarantee(self, delta: float | None = None) -> PrivacyGuarantee:
-        r"""The validation-data guarantee of the steps taken so far (noise read from the mechanism)."""
+        r"""The validation-data guarantee of the steps taken so far (noise read from the mechanism).
+
+        ``mu`` and ``epsilon`` are the ledger's, all runs on it; when the ledger's validation
+        side also holds a release known only by its RDP curve (a DP-HyPO run on the same
+        users), no μ covers the composition: ``mu`` is NaN and ``epsilon`` the ledger's RDP
+        conversion (``PrivacyLedger.validation_epsilon``)."""
         holds = not self.config.unsafe_allow_sensitive_fitting
-        mu = self.ledger.validation_mu() if holds else math.inf
+        mu, rdp = math.inf, False
+        if holds:
+            try:
+                mu = self.ledger.validation_mu()
+            except ValueError:  # the ledger's validation side holds an RDP entry: no μ covers it
+                mu, rdp = math.nan, True
         delta = self.config.target_delta if delta is None else delta
+        epsilon = self.ledger.validation_epsilon(delta) if rdp else gdp_epsilon(mu, delta)
         if self.config.noise_schedule == "adaptive_norm":  # σ_t differs per step: report the latest
             std = self._noise_stds[-1] if self._noise_stds else 0.0
             return PrivacyGuarantee(
-                mu=mu, epsilon=gdp_epsilon(mu, delta), delta=delta, noise_std=std,
+                mu=mu, epsilon=epsilon, delta=delta, noise_std=std,
                 noise_multiplier=std / self._mechanism.sensitivity if std else 0.0, num_steps=self.iteration, holds=holds,
             )
         mechanism = self._mechanism if self._mechanism is not None else self._make_mechanism(1)
         if self.config.clip_bound == "adaptive" and self.iteration:  # the latest release's B_t (also after a resume)
             mechanism = self._make_mechanism(mechanism.num_users, self._clip_bounds[self.iteration - 1])
-        return PrivacyGuarantee.of(
-            mu=mu, delta=delta, mechanism=mechanism,
+        guarantee = PrivacyGuarantee.of(
+            mu=0.0 if rdp else mu, delta=delta, mechanism=mechanism,  # rdp: mu and epsilon replaced below
             released=self._mechanism is not None, num_steps=self.iteration, holds=holds,
         )
+        return dataclasses.replace(guarantee, mu=mu, epsilon=epsilon) if rdp else guarantee
 
     def result(self) -> DPGIBOResult:
         r"""The private release and, if ``config.record_non_private_diagnostics``, NON-PRIVATE diagnostics."""

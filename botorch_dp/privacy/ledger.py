@@ -35,7 +35,14 @@ from botorch_dp.privacy.checks import (
 if TYPE_CHECKING:
     from botorch_dp.privacy.ledger_storage import LedgerStorage, LedgerTransaction, StoredRow
 
-__all__ = ["TRAINING_RDP_ORDERS", "filter_order", "PrivacyBudgetExceeded", "PrivacyLedger", "TrainingMechanism"]
+__all__ = [
+    "TRAINING_RDP_ORDERS",
+    "filter_order",
+    "PrivacyBudgetExceeded",
+    "PrivacyLedger",
+    "TrainingMechanism",
+    "ValidationMechanism",
+]
 
 RunId = Union[int, str]
 Run = tuple[float, float, int]
@@ -43,10 +50,9 @@ Run = tuple[float, float, int]
 ReleaseKey = tuple[str, str]
 _TRAINING_ACCOUNTANTS = ("rdp", "prv")
 
-#: The public Rényi orders α on which every training RDP curve is evaluated and composed:
+#: The public Rényi orders α on which every RDP curve is evaluated and composed:
 #: Opacus's default orders 1.1, 1.2, …, 10.9, 12, 13, …, 63, plus 80, 128, 256 and 512
 #: (a small ε needs a large α).
-#: The public order grid of the training RDP curves (``analysis.rdp.DEFAULT_RDP_ORDERS``).
 TRAINING_RDP_ORDERS: tuple[float, ...] = DEFAULT_RDP_ORDERS
 _ORDERS = np.asarray(TRAINING_RDP_ORDERS, dtype=np.float64)
 
@@ -100,6 +106,32 @@ class TrainingMechanism:
 
 
 TrainingEntry = Union[Run, TrainingMechanism]
+
+
+@dataclass(frozen=True)
+class ValidationMechanism:
+    r"""A validation release given by its RDP curve on ``TRAINING_RDP_ORDERS`` (e.g. a DP-HyPO run).
+
+    Attributes:
+        description: What the release is (e.g. ``"DP-HyPO, E[K] = 10, ..."``).
+        rdp: ε(α) at each order of ``TRAINING_RDP_ORDERS`` (floats ≥ 0, ``inf`` allowed).
+    """
+
+    description: str
+    rdp: tuple[float, ...]
+
+
+def _gaussian_rdp(mu: float) -> np.ndarray:
+    r"""The exact RDP curve of μ-GDP on the grid, α μ²/2 (``inf`` for μ = ∞)."""
+    return _ORDERS * (mu * mu / 2.0)
+
+
+def _pure_rdp(epsilon: float, mu: float) -> np.ndarray:
+    r"""An RDP curve of a pure ε-DP release charged μ-GDP: min(α μ²/2, α ε²/2, ε).
+
+    Each term is a valid bound: μ-GDP gives α μ²/2; ε-DP gives ε²/2-zCDP (Bun & Steinke
+    2016, Prop. 3.3), i.e. α ε²/2, and D_α ≤ D_∞ ≤ ε."""
+    return np.minimum(np.minimum(_gaussian_rdp(mu), _ORDERS * (epsilon * epsilon / 2.0)), epsilon)
 
 
 class PrivacyBudgetExceeded(RuntimeError):
@@ -259,6 +291,17 @@ class PrivacyLedger:
     validation users), so two runs of μ = 0.6 give μ = 0.8485. A pure ε-DP release (an
     exponential mechanism) is recorded with ``record_validation_pure`` as
     μ = 2Φ⁻¹(e^ε/(1 + e^ε)) (``analysis.gdp.pure_dp_to_gdp_mu``), its ε kept for reports.
+    A validation release known only by its Rényi-DP curve (a DP-HyPO run: no μ-GDP bound
+    dominates it) is recorded with ``record_validation_mechanism``, its curve evaluated
+    once on ``RDP_ORDERS`` and stored as numbers. While the validation side holds no such
+    entry, everything is exactly μ-GDP as above (``validation_mu``, the exact GDP
+    ``validation_epsilon``). Once it holds one, the validation side is composed in RDP on
+    the grid (``validation_rdp_curve``): each Gaussian release contributes its exact curve
+    α μ_j²/2, each pure ε-DP release min(α μ_j²/2, α ε²/2, ε) (its GDP charge, ε²/2-zCDP and
+    D_α ≤ ε are all valid bounds), each RDP entry its curve; ``validation_epsilon``
+    converts the sum with the training side's rule (``analysis.rdp.rdp_curve_epsilon``),
+    and ``validation_mu`` raises ``ValueError`` rather than return a μ that ignores the
+    RDP entries (for a ``run_id`` without RDP entries it still answers).
 
     Training data: each training run is recorded under a ``run_id``, either as a DP-SGD
     run (noise_multiplier, sample_rate, steps) with ``record_training_run``, or as any
@@ -287,9 +330,10 @@ class PrivacyLedger:
     Budget filters: with budgets set, ``record_*`` checks the budget first and raises
     ``PrivacyBudgetExceeded`` without recording anything when it would be exceeded; the
     filter runs over everything in the ledger, all runs together, and must be called
-    (``check_validation_step``, ``check_training_run``, ``check_training_mechanism``)
-    before the release is made. Validation: refuse a release if the composed μ of spent
-    + new exceeds the μ budget; this GDP filter stays valid when each μ_j is chosen
+    (``check_validation_step``, ``check_validation_mechanism``, ``check_training_run``,
+    ``check_training_mechanism``) before the release is made. Validation (no RDP entry on
+    that side; see below otherwise): refuse a release if the composed μ of spent + new
+    exceeds the μ budget; this GDP filter stays valid when each μ_j is chosen
     adaptively from earlier releases (Smith & Thakurta 2022, "Fully adaptive composition
     for Gaussian differential privacy"). Training with RDP: refuse an entry if the
     summed RDP of spent + new at ONE order α* exceeds that order's budget
@@ -307,6 +351,29 @@ class PrivacyLedger:
     slack of ``BUDGET_RTOL`` absorbs floating-point rounding, so that T steps of
     μ/sqrt(T) fit a budget of μ.
 
+    Validation with RDP entries (``record_validation_mechanism``/``check_validation_mechanism``):
+    while the validation side (recorded and reserved) holds no RDP entry and none is being
+    added, the GDP filter above runs unchanged. Otherwise a new validation entry of any kind
+    is accepted only if the summed curve of spent + new stays ≤ α B²/2 at EVERY order α of
+    ``RDP_ORDERS`` (B the μ budget; α B²/2 is the RDP curve of B-GDP). For GDP-only entries
+    this is the same test as Σ μ_j² ≤ B². What is guaranteed: at each grid order α, on
+    every outcome path, the accepted entries' RDP costs sum to at most α B²/2 (the GDP filter's
+    acceptances before the first RDP entry also satisfy it, as Σ μ_j² ≤ B²), so each order is
+    a valid Rényi filter for adaptively chosen entries (Feldman & Zrnic 2021) and the whole
+    validation side is (α, α B²/2)-RDP at every grid order at once; refusing an entry because
+    another order is full only stops early, which every order's filter allows. The
+    guarantee of the budget is therefore the RDP conversion of α B²/2 on the grid
+    (``rdp_curve_epsilon``), a little looser than B-GDP's exact ε (it holds for every
+    ledger with a budget, so quote it, not B-GDP, when whether an RDP entry is added may
+    depend on earlier releases); ``validation_epsilon``
+    converts the realised sum, which is the right report when the entries are fixed in
+    advance. ``remaining_validation_mu`` is then the largest μ with spent(α) + α μ²/2 ≤
+    α B²/2 at every order. The price: a curve that is steep at small orders (private
+    selection and DP-HyPO, through their log E[K]/(α − 1) terms) is decided at α = 1.1 and
+    needs B well above the μ whose GDP ε matches its own ε (a DP-HyPO run with μ₀ = 0.5,
+    E[K] = 5, R = 2, η = 0, ε = 6.3 at δ = 1e-5 like 1.36-GDP, needs B ≥ 7.85); an entry
+    with ε(α) = ∞ at some grid order never fits a finite budget.
+
     Storage: by default the ledger lives in memory (and in DP-GIBO's checkpoints). With
     ``storage=`` (an SQLite file path or ``sqlite:///`` URL, or a PostgreSQL URL) and a
     ``dataset`` name, it lives in a database shared by every run, process and machine
@@ -319,8 +386,9 @@ class PrivacyLedger:
     on a stored ledger with a budget RESERVES its cost in the same transaction (a
     ``"reserved"`` row counted by every later check); the next record by the same ledger
     object consumes the reservation (a GDP reservation by its μ², so one check of a
-    composed μ covers several records; a training reservation is turned into the record in
-    place, keeping its position for ``filter_order``). The budget is thus durable in the
+    composed μ covers several records; a validation RDP reservation, which holds the checked
+    curve, is dropped by the next ``record_validation_mechanism``; a training reservation is
+    turned into the record in place, keeping its position for ``filter_order``). The budget is thus durable in the
     database before anything is released, and a record that fails leaves the reservation
     counted. A reservation whose release never happened (a crash before the release) stays
     counted — an over-count, never an under-count — until ``cancel_reservations`` is called
@@ -336,13 +404,14 @@ class PrivacyLedger:
         ledger.validation_epsilon(1e-5)  # about 4.377
     """
 
-    #: Version of ``state_dict``. 3: training entries may be RDP curves on
-    #: ``TRAINING_RDP_ORDERS`` and validation releases may be pure ε-DP. 2 (DP-SGD runs
-    #: and Gaussian releases only) is still loaded. 1 (validation releases keyed by step
-    #: index only, so runs sharing a ledger were merged) is refused.
-    STATE_VERSION = 3
+    #: Version of ``state_dict``. 4: validation releases may also be RDP curves on
+    #: ``RDP_ORDERS`` (``record_validation_mechanism``). 3 (training entries may be RDP
+    #: curves, validation releases Gaussian or pure ε-DP) and 2 (DP-SGD runs and Gaussian
+    #: releases only) are still loaded. 1 (validation releases keyed by step index only, so
+    #: runs sharing a ledger were merged) is refused.
+    STATE_VERSION = 4
     BUDGET_RTOL = 1e-9
-    #: The public order grid of the training RDP curves (``TRAINING_RDP_ORDERS``).
+    #: The public order grid of the ledger's RDP curves, both sides (``TRAINING_RDP_ORDERS``).
     RDP_ORDERS = TRAINING_RDP_ORDERS
 
     def __init__(
@@ -393,6 +462,8 @@ class PrivacyLedger:
         self.prv_eps_error = _check_positive(prv_eps_error, "prv_eps_error")
         self._validation_steps: dict[ReleaseKey, float] = {}
         self._validation_pure: dict[ReleaseKey, float] = {}
+        self._validation_mechanisms: dict[ReleaseKey, ValidationMechanism] = {}
+        self._validation_order: list[ReleaseKey] = []  # every validation release, in recording order
         self._training: dict[RunId, TrainingEntry] = {}
         # a stored ledger: the database, its copy of the dataset's entries, the reservations
         self._storage: LedgerStorage | None = None
@@ -401,6 +472,7 @@ class PrivacyLedger:
         self._holding = False
         self._rows: list[StoredRow] = []
         self._reserved_mus: list[float] = []
+        self._reserved_curves: dict[int, np.ndarray] = {}  # seq -> curve of a validation RDP reservation
         self._training_sequence: list[TrainingEntry] = []
         self._owner = uuid.uuid4().hex
         self._lock = threading.RLock()
@@ -463,17 +535,30 @@ class PrivacyLedger:
         r"""Replace the copy of the dataset's entries with ``rows`` (in recording order)."""
         validation: dict[ReleaseKey, float] = {}
         pure: dict[ReleaseKey, float] = {}
+        mechanisms: dict[ReleaseKey, ValidationMechanism] = {}
+        order: list[ReleaseKey] = []
         training: dict[RunId, TrainingEntry] = {}
         reserved: list[float] = []
+        reserved_curves: dict[int, np.ndarray] = {}
         sequence: list[TrainingEntry] = []
         for row in rows:
             if row.side == "validation":
                 if row.status == "reserved":
-                    reserved.append(float(row.entry["mu"]))
+                    if "rdp" in row.entry:
+                        reserved_curves[row.seq] = np.asarray(_check_rdp_values(row.entry["rdp"], "rdp"))
+                    else:
+                        reserved.append(float(row.entry["mu"]))
                     continue
-                validation[(row.run_id, row.key)] = float(row.entry["mu"])
+                release = (row.run_id, row.key)
+                order.append(release)
+                if "rdp" in row.entry:
+                    mechanisms[release] = ValidationMechanism(
+                        str(row.entry["description"]), _check_rdp_values(row.entry["rdp"], "rdp")
+                    )
+                    continue
+                validation[release] = float(row.entry["mu"])
                 if "epsilon" in row.entry:
-                    pure[(row.run_id, row.key)] = float(row.entry["epsilon"])
+                    pure[release] = float(row.entry["epsilon"])
             else:
                 entry = _training_entry_from_json(row.entry)
                 sequence.append(entry)
@@ -481,7 +566,9 @@ class PrivacyLedger:
                     training[row.run_id] = entry
         self._rows = list(rows)
         self._validation_steps, self._validation_pure, self._training = validation, pure, training
+        self._validation_mechanisms, self._validation_order = mechanisms, order
         self._reserved_mus, self._training_sequence = reserved, sequence
+        self._reserved_curves = reserved_curves
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[LedgerTransaction | None]:
@@ -503,7 +590,7 @@ class PrivacyLedger:
 
     def _consume_validation_reservation(self, tx: LedgerTransaction | None, mu: float) -> None:
         r"""Take ``mu`` (by μ²) off this ledger object's oldest validation reservation."""
-        mine = [] if tx is None else self._my_reservations("validation")
+        mine = [] if tx is None else [r for r in self._my_reservations("validation") if "rdp" not in r.entry]
         if not mine:
             return
         row = mine[0]
@@ -515,6 +602,13 @@ class PrivacyLedger:
         else:
             tx.update(row.seq, entry={"mu": math.sqrt(left2)})
             self._reserved_mus.append(math.sqrt(left2))
+
+    def _consume_validation_curve_reservation(self, tx: LedgerTransaction | None) -> None:
+        r"""Drop this ledger object's oldest validation RDP reservation (its release is being recorded)."""
+        mine = [] if tx is None else [r for r in self._my_reservations("validation") if "rdp" in r.entry]
+        if mine:
+            tx.delete(mine[0].seq)
+            del self._reserved_curves[mine[0].seq]
 
     def cancel_reservations(self) -> int:
         r"""Drop the budget this ledger object reserved by checks that no record followed.
@@ -548,6 +642,35 @@ class PrivacyLedger:
             budget = stored if budget is None else budget if stored is None else min(budget, stored)
         return budget
 
+    def _validation_rdp_entries(self) -> bool:
+        r"""Whether the validation side holds an RDP entry, recorded or reserved."""
+        return bool(self._validation_mechanisms or self._reserved_curves)
+
+    def _release_rdp(self, release: ReleaseKey) -> np.ndarray:
+        r"""The RDP curve on the grid of one recorded validation release."""
+        if release in self._validation_mechanisms:
+            return np.asarray(self._validation_mechanisms[release].rdp, dtype=np.float64)
+        mu = self._validation_steps[release]
+        if release in self._validation_pure:
+            return _pure_rdp(self._validation_pure[release], mu)
+        return _gaussian_rdp(mu)
+
+    def _validation_curve(self, releases: Iterator[ReleaseKey] | list[ReleaseKey]) -> np.ndarray:
+        r"""The summed RDP curve of recorded validation releases on the grid."""
+        total = np.zeros_like(_ORDERS)
+        for release in releases:
+            total = total + self._release_rdp(release)
+        return total
+
+    def _spent_validation_curve(self) -> np.ndarray:
+        r"""The summed RDP curve of the recorded releases and of every reservation."""
+        total = self._validation_curve(self._validation_order)
+        for mu in self._reserved_mus:
+            total = total + _gaussian_rdp(mu)
+        for curve in self._reserved_curves.values():
+            total = total + curve
+        return total
+
     def _spent_validation_mu(self) -> float:
         r"""μ of the recorded releases and of every reservation (only stored ledgers reserve)."""
         if not self._reserved_mus:
@@ -563,13 +686,34 @@ class PrivacyLedger:
     @property
     @_synced
     def validation_steps(self) -> dict[ReleaseKey, float]:
-        r"""A copy of the recorded validation releases, {(run_id, key): μ_j}, in recording order."""
+        r"""A copy of the recorded Gaussian and pure ε-DP validation releases, {(run_id, key): μ_j},
+        in recording order (the RDP entries are in ``validation_mechanisms``)."""
         return dict(self._validation_steps)
+
+    @property
+    @_synced
+    def validation_mechanisms(self) -> dict[ReleaseKey, ValidationMechanism]:
+        r"""A copy of the validation releases given by an RDP curve, {(run_id, key): ValidationMechanism}."""
+        return dict(self._validation_mechanisms)
 
     @_synced
     def validation_run_ids(self) -> list[str]:
-        r"""The run ids with at least one validation release, in order of first recording."""
-        return list(dict.fromkeys(run_id for run_id, _ in self._validation_steps))
+        r"""The run ids with at least one validation release (of any kind), in order of first recording."""
+        return list(dict.fromkeys(run_id for run_id, _ in self._validation_order))
+
+    @_synced
+    def validation_release_curves(self) -> list[tuple[str, str, tuple[float, ...]]]:
+        r"""Every validation release with its RDP curve on ``RDP_ORDERS``, in recording order.
+
+        Returns:
+            ``(run_id, key, curve)`` per release: α μ²/2 for a Gaussian release,
+            min(α μ²/2, α ε²/2, ε) for a pure ε-DP one, the stored curve for an RDP entry
+            (the terms ``validation_rdp_curve`` sums).
+        """
+        return [(rid, key, tuple(float(v) for v in self._release_rdp((rid, key)))) for rid, key in self._validation_order]
+
+    def _run_has_rdp(self, run_id: str | None) -> bool:
+        return any(run_id is None or rid == run_id for rid, _ in self._validation_mechanisms)
 
     @_synced
     def validation_mu(self, run_id: str | None = None) -> float:
@@ -580,15 +724,45 @@ class PrivacyLedger:
                 default all runs in the ledger, which is what the validation users paid.
 
         Returns:
-            μ ≥ 0 (0.0 with no releases, ``math.inf`` after a non-private one).
+            μ ≥ 0 (0.0 with no releases, ``math.inf`` after a non-private one). Raises
+            ``ValueError`` when the releases asked about include an RDP entry
+            (``record_validation_mechanism``): no μ covers it; use ``validation_epsilon``
+            or ``validation_rdp_curve``.
         """
+        if self._run_has_rdp(run_id):
+            which = "the validation side" if run_id is None else f"run {run_id!r}"
+            example = next(m for (rid, _), m in self._validation_mechanisms.items() if run_id in (None, rid))
+            raise ValueError(
+                f"{which} holds releases given by a Renyi-DP curve (e.g. {example.description!r}), "
+                "which no GDP mu covers: use validation_epsilon(delta) or validation_rdp_curve()."
+            )
         if run_id is None:
             return compose_gdp(self._validation_steps.values())
         return compose_gdp(mu for (rid, _), mu in self._validation_steps.items() if rid == run_id)
 
     @_synced
+    def validation_rdp_curve(self, run_id: str | None = None) -> tuple[float, ...]:
+        r"""The composed RDP curve of the validation releases on ``RDP_ORDERS``.
+
+        Σ_j α μ_j²/2 over the Gaussian releases (the exact curve of μ_j-GDP), Σ min(α μ_j²/2,
+        α ε_j²/2, ε_j) over the pure ε-DP ones, plus the curves of the RDP entries.
+
+        Args:
+            run_id: If given, only that run's releases; default all runs.
+
+        Returns:
+            ε(α) at each order (zeros with no releases).
+        """
+        releases = [r for r in self._validation_order if run_id is None or r[0] == run_id]
+        return tuple(float(v) for v in self._validation_curve(releases))
+
+    @_synced
     def validation_epsilon(self, delta: float) -> float:
-        r"""ε at ``delta`` of the validation data (exact GDP conversion).
+        r"""ε at ``delta`` of the validation data, all runs.
+
+        Exact GDP conversion of ``validation_mu`` while the validation side holds Gaussian
+        and pure ε-DP releases only; with an RDP entry, the RDP conversion
+        (``analysis.rdp.rdp_curve_epsilon``, as for training) of ``validation_rdp_curve``.
 
         Args:
             delta: The target δ in (0, 1).
@@ -596,18 +770,25 @@ class PrivacyLedger:
         Returns:
             ε ≥ 0 (0.0 with no steps).
         """
-        return gdp_epsilon(self.validation_mu(), delta)
+        if not self._validation_mechanisms:
+            return gdp_epsilon(self.validation_mu(), delta)
+        return _rdp_grid_epsilon(self._validation_curve(self._validation_order), check_delta(delta))[0]
 
     @_synced
     def remaining_validation_mu(self) -> float:
         r"""The μ of the largest further step the validation budget allows.
 
         Returns:
-            sqrt(budget² − spent²), clipped at 0; ``math.inf`` without a budget.
+            sqrt(budget² − spent²), clipped at 0; ``math.inf`` without a budget. With RDP
+            entries: the largest μ with spent(α) + α μ²/2 ≤ α budget²/2 at every grid order,
+            sqrt(min_α (budget² − 2 spent(α)/α)), clipped at 0.
         """
         budget = self._validation_budget()
         if budget is None or math.isinf(budget):
             return math.inf
+        if self._validation_rdp_entries():
+            room = budget * budget - 2.0 * self._spent_validation_curve() / _ORDERS
+            return math.sqrt(max(float(np.min(room)), 0.0))
         spent = self._spent_validation_mu()
         if math.isinf(spent):
             return 0.0
@@ -635,19 +816,71 @@ class PrivacyLedger:
             self._check_validation_fits(mu)
             tx.insert(side="validation", status="reserved", entry={"mu": mu}, owner=self._owner)
 
-    def _check_validation_fits(self, mu: float) -> None:
+    def check_validation_mechanism(self, rdp: Callable[[float], float]) -> None:
+        r"""Raise if one more validation release with RDP curve ``rdp`` would exceed the budget.
+
+        The filter with RDP entries (see ``PrivacyLedger``): the summed curve of everything
+        spent (recorded and reserved) plus this one must stay ≤ α B²/2 at every order of
+        ``RDP_ORDERS``.
+
+        Args:
+            rdp: The release's RDP curve, a callable α ↦ ε(α) ≥ 0 (evaluated at ``RDP_ORDERS``).
+
+        Returns:
+            None; raises ``PrivacyBudgetExceeded`` if the release does not fit. On a stored
+            ledger with a budget, a release that fits is reserved (its curve) in the same
+            transaction; the next ``record_validation_mechanism`` by this object drops it.
+        """
+        curve = np.asarray(_evaluate_curve(rdp), dtype=np.float64)
+        if self._storage is None:
+            self._check_validation_fits(curve=curve)
+            return
         budget = self._validation_budget()
         if budget is None or math.isinf(budget):
             return
-        spent = self._spent_validation_mu()
-        total = compose_gdp([spent, mu])
-        if total > budget * (1.0 + self.BUDGET_RTOL):
-            reserved = " (recorded and reserved, all runs)" if self._reserved_mus else ""
+        with self._writing() as tx:
+            self._check_validation_fits(curve=curve)
+            tx.insert(
+                side="validation", status="reserved", entry={"description": "(checked)", "rdp": list(map(float, curve))},
+                owner=self._owner,
+            )
+
+    def _check_validation_fits(
+        self, mu: float | None = None, *, epsilon: float | None = None, curve: np.ndarray | None = None
+    ) -> None:
+        r"""The validation filter for one more release: μ-GDP (``mu``), pure ε-DP charged
+        ``mu`` (``epsilon`` too) or an RDP ``curve``; GDP while no RDP entry is involved."""
+        budget = self._validation_budget()
+        if budget is None or math.isinf(budget):
+            return
+        if curve is None and not self._validation_rdp_entries():
+            spent = self._spent_validation_mu()
+            total = compose_gdp([spent, mu])
+            if total > budget * (1.0 + self.BUDGET_RTOL):
+                reserved = " (recorded and reserved, all runs)" if self._reserved_mus else ""
+                raise PrivacyBudgetExceeded(
+                    f"Validation privacy budget exceeded: a step with mu={mu:.6g} would bring "
+                    f"the total to mu={total:.6g}, above the budget mu={budget:.6g}. Spent "
+                    f"mu={spent:.6g}{reserved}; remaining mu budget "
+                    f"sqrt(budget^2 - spent^2) = {self.remaining_validation_mu():.6g}."
+                )
+            return
+        if curve is None:
+            curve = _gaussian_rdp(mu) if epsilon is None else _pure_rdp(epsilon, mu)
+        what = "a release given by its RDP curve" if mu is None else f"a release with mu={mu:.6g}"
+        total = self._spent_validation_curve() + curve
+        allowed = _gaussian_rdp(budget)
+        with np.errstate(invalid="ignore"):
+            over = total > allowed * (1.0 + self.BUDGET_RTOL)
+        if np.any(over):
+            i = int(np.argmax(np.where(over, total / allowed, -np.inf)))
             raise PrivacyBudgetExceeded(
-                f"Validation privacy budget exceeded: a step with mu={mu:.6g} would bring "
-                f"the total to mu={total:.6g}, above the budget mu={budget:.6g}. Spent "
-                f"mu={spent:.6g}{reserved}; remaining mu budget "
-                f"sqrt(budget^2 - spent^2) = {self.remaining_validation_mu():.6g}."
+                f"Validation privacy budget exceeded: {what} would bring the summed RDP of the "
+                f"validation side at order alpha={_ORDERS[i]:g} to {total[i]:.6g}, above "
+                f"alpha*budget^2/2 = {allowed[i]:.6g} (the RDP of budget mu={budget:.6g} GDP). With "
+                f"releases given by an RDP curve, every order of RDP_ORDERS must stay within it "
+                f"(see PrivacyLedger); remaining mu for a Gaussian release: "
+                f"{self.remaining_validation_mu():.6g}."
             )
 
     def record_validation_step(self, mu: float, *, run_id: str, key: str) -> bool:
@@ -662,7 +895,7 @@ class PrivacyLedger:
         Returns:
             True if the release was recorded, False if it was already there with the same
             μ (a replay after resume). A different μ for a recorded ``(run_id, key)``, or
-            a key recorded as a pure ε-DP release, raises ``ValueError``; a release over
+            a key recorded as another kind of release, raises ``ValueError``; a release over
             the budget raises ``PrivacyBudgetExceeded`` and records nothing.
         """
         mu = check_positive(mu, "mu")
@@ -674,7 +907,8 @@ class PrivacyLedger:
 
         It is charged as μ = 2Φ⁻¹(e^ε/(1 + e^ε))-GDP (``pure_dp_to_gdp_mu``: the
         smallest μ whose Gaussian trade-off lies below that of ε-DP), so the validation
-        side stays μ-GDP; ε is kept for ``report``. Check the budget first with
+        side stays μ-GDP; ε is kept for ``report`` (and, once the validation side holds an
+        RDP entry, for the tighter curve min(α μ²/2, α ε²/2, ε)). Check the budget first with
         ``check_validation_step(pure_dp_to_gdp_mu(epsilon))``.
 
         Args:
@@ -684,13 +918,56 @@ class PrivacyLedger:
 
         Returns:
             True if recorded, False if ``(run_id, key)`` was already recorded with the
-            same ε (a replay after resume). A different ε, or a key recorded as a
-            Gaussian release, raises ``ValueError``; a release over the budget raises
+            same ε (a replay after resume). A different ε, or a key recorded as another
+            kind of release, raises ``ValueError``; a release over the budget raises
             ``PrivacyBudgetExceeded`` and records nothing.
         """
         epsilon = check_positive(epsilon, "epsilon")
         release = (_check_label(run_id, "run_id"), _check_label(key, "key"))
         return self._record_validation(release, pure_dp_to_gdp_mu(epsilon), epsilon)
+
+    def record_validation_mechanism(
+        self, rdp: Callable[[float], float], *, run_id: str, key: str, description: str
+    ) -> bool:
+        r"""Record a validation release given by its RDP curve (e.g. a whole DP-HyPO run).
+
+        The curve is evaluated once, here, at every order of ``RDP_ORDERS`` and stored as
+        numbers; from then on the validation side is composed in RDP (see
+        ``PrivacyLedger``). Check the budget first with ``check_validation_mechanism(rdp)``
+        (or record before the release, when the curve depends on public parameters only).
+
+        Args:
+            rdp: The release's Rényi-DP curve under the validation data's neighbouring
+                relation, a callable α ↦ ε(α) ≥ 0 (``math.inf`` where unbounded).
+            run_id: Non-empty string naming the run.
+            key: Non-empty string naming the release within the run (e.g. ``"select"``).
+            description: Non-empty string saying what the release is (kept in reports and
+                the state).
+
+        Returns:
+            True if recorded, False if ``(run_id, key)`` was already recorded with the same
+            curve (up to a relative 1e-9) and description. Another curve or description, or
+            a key recorded as another kind of release, raises ``ValueError``; a release over
+            the budget raises ``PrivacyBudgetExceeded`` and records nothing.
+        """
+        release = (_check_label(run_id, "run_id"), _check_label(key, "key"))
+        if not isinstance(description, str) or not description.strip():
+            raise ValueError(f"description must be a non-empty string, got {description!r}.")
+        entry = ValidationMechanism(description, _evaluate_curve(rdp))
+        with self._writing() as tx:
+            if self._same_validation_mechanism(release, entry):
+                self._consume_validation_curve_reservation(tx)  # the replayed release's check
+                return False
+            self._consume_validation_curve_reservation(tx)
+            self._check_validation_fits(curve=np.asarray(entry.rdp, dtype=np.float64))
+            if tx is not None:
+                tx.insert(
+                    side="validation", status="recorded", run_id=release[0], key=release[1],
+                    entry={"description": entry.description, "rdp": list(entry.rdp)},
+                )
+            self._validation_mechanisms[release] = entry
+            self._validation_order.append(release)
+            return True
 
     def _record_validation(self, release: ReleaseKey, mu: float, epsilon: float | None) -> bool:
         with self._writing() as tx:
@@ -698,19 +975,45 @@ class PrivacyLedger:
                 self._consume_validation_reservation(tx, mu)  # the replayed release's check
                 return False
             self._consume_validation_reservation(tx, mu)
-            self._check_validation_fits(mu)
+            self._check_validation_fits(mu, epsilon=epsilon)
             if tx is not None:
                 entry = {"mu": mu} if epsilon is None else {"mu": mu, "epsilon": epsilon}
                 tx.insert(side="validation", status="recorded", run_id=release[0], key=release[1], entry=entry)
             self._validation_steps[release] = mu
             if epsilon is not None:
                 self._validation_pure[release] = epsilon
+            self._validation_order.append(release)
             return True
+
+    def _same_validation_mechanism(self, release: ReleaseKey, entry: ValidationMechanism) -> bool:
+        r"""True if ``release`` is recorded as this RDP entry, False if it is not recorded;
+        ``ValueError`` if it is recorded as anything else."""
+        run_id, key = release
+        if release in self._validation_steps:
+            kind = "a pure epsilon-DP release" if release in self._validation_pure else "a Gaussian release"
+            raise ValueError(
+                f"Validation release {key!r} of run {run_id!r} is already recorded as {kind} "
+                f"(mu={self._validation_steps[release]!r}), not as a release given by an RDP curve."
+            )
+        recorded = self._validation_mechanisms.get(release)
+        if recorded is None:
+            return False
+        if recorded.description != entry.description or not _same_curve(recorded.rdp, entry.rdp):
+            raise ValueError(
+                f"Validation release {key!r} of run {run_id!r} is already recorded as "
+                f"{recorded.description!r} with its RDP curve, not as {entry.description!r} with this curve."
+            )
+        return True
 
     def _same_validation(self, release: ReleaseKey, mu: float, epsilon: float | None) -> bool:
         r"""True if ``release`` is recorded with this cost, False if it is not recorded;
         ``ValueError`` if it is recorded with another."""
         run_id, key = release
+        if release in self._validation_mechanisms:
+            raise ValueError(
+                f"Validation release {key!r} of run {run_id!r} is already recorded as a release "
+                f"given by an RDP curve ({self._validation_mechanisms[release].description!r})."
+            )
         if release in self._validation_steps:
             recorded = self._validation_steps[release]
             recorded_epsilon = self._validation_pure.get(release)
@@ -1055,9 +1358,13 @@ class PrivacyLedger:
 
         Returns:
             ``{"validation": {...}, "training": {...}}`` with plain floats/ints/str/None:
-            validation ``mu``, ``epsilon``, ``delta``, ``num_steps`` (releases, all runs),
-            ``num_runs``, ``mu_budget``, ``remaining_mu``, ``pure_releases`` (a list of
-            ``{"run_id", "key", "epsilon", "mu"}``, the pure ε-DP releases); training
+            validation ``mu`` (None when the validation side holds an RDP entry: no μ covers
+            it), ``epsilon`` (``validation_epsilon``), ``delta``, ``num_steps`` (releases of
+            every kind, all runs), ``num_runs``, ``mu_budget``, ``remaining_mu``,
+            ``pure_releases`` (a list of ``{"run_id", "key", "epsilon", "mu"}``, the pure ε-DP
+            releases), and only when the validation side holds an RDP entry ``rdp_order``
+            (the grid order attaining ε) and ``rdp_releases`` (a list of ``{"run_id", "key",
+            "description"}``, the releases given by an RDP curve); training
             ``accountant`` (the one used), ``accountant_reason`` (why),
             ``epsilon``, ``delta``, ``rdp_order`` (the order attaining ε under RDP, else
             None), ``num_runs`` (all entries), ``num_dp_sgd_runs``,
@@ -1071,20 +1378,27 @@ class PrivacyLedger:
         accountant, reason = self._accountant_for(entries, None)
         epsilon, order = self._training_epsilon_of(entries, training_delta, accountant)
         num_mechanisms = sum(isinstance(e, TrainingMechanism) for e in entries)
+        validation: dict[str, Any] = {
+            "mu": None if self._validation_mechanisms else self.validation_mu(),
+            "epsilon": self.validation_epsilon(delta),
+            "delta": delta,
+            "num_steps": len(self._validation_order),
+            "num_runs": len(self.validation_run_ids()),
+            "mu_budget": self.validation_mu_budget,
+            "remaining_mu": self.remaining_validation_mu(),
+            "pure_releases": [
+                {"run_id": run_id, "key": key, "epsilon": eps, "mu": self._validation_steps[(run_id, key)]}
+                for (run_id, key), eps in self._validation_pure.items()
+            ],
+        }
+        if self._validation_mechanisms:
+            validation["rdp_order"] = _rdp_grid_epsilon(self._validation_curve(self._validation_order), delta)[1]
+            validation["rdp_releases"] = [
+                {"run_id": run_id, "key": key, "description": m.description}
+                for (run_id, key), m in self._validation_mechanisms.items()
+            ]
         return {
-            "validation": {
-                "mu": self.validation_mu(),
-                "epsilon": self.validation_epsilon(delta),
-                "delta": delta,
-                "num_steps": len(self._validation_steps),
-                "num_runs": len(self.validation_run_ids()),
-                "mu_budget": self.validation_mu_budget,
-                "remaining_mu": self.remaining_validation_mu(),
-                "pure_releases": [
-                    {"run_id": run_id, "key": key, "epsilon": eps, "mu": self._validation_steps[(run_id, key)]}
-                    for (run_id, key), eps in self._validation_pure.items()
-                ],
-            },
+            "validation": validation,
             "training": {
                 "accountant": accountant,
                 "accountant_reason": reason,
@@ -1110,16 +1424,22 @@ class PrivacyLedger:
         Returns:
             A dict with the version, the budget settings, ``rdp_orders`` (the grid of
             the stored curves), ``validation_steps`` as a list of ``{"run_id", "key",
-            "mu"}`` dicts (with ``"epsilon"`` too for a pure ε-DP release) and
+            "mu"}`` dicts (with ``"epsilon"`` too for a pure ε-DP release), or ``{"run_id",
+            "key", "description", "rdp"}`` for a release given by its RDP curve, and
             ``training_runs`` as a list of dicts, ``{"run_id", "noise_multiplier",
             "sample_rate", "steps"}`` for a DP-SGD run or ``{"run_id", "description",
             "rdp"}`` for a mechanism, both lists in recording order.
         """
         validation = []
-        for (run_id, key), mu in self._validation_steps.items():
-            entry: dict[str, Any] = {"run_id": run_id, "key": key, "mu": mu}
-            if (run_id, key) in self._validation_pure:
-                entry["epsilon"] = self._validation_pure[(run_id, key)]
+        for run_id, key in self._validation_order:
+            entry: dict[str, Any] = {"run_id": run_id, "key": key}
+            if (run_id, key) in self._validation_mechanisms:
+                mechanism = self._validation_mechanisms[(run_id, key)]
+                entry.update(description=mechanism.description, rdp=list(mechanism.rdp))
+            else:
+                entry["mu"] = self._validation_steps[(run_id, key)]
+                if (run_id, key) in self._validation_pure:
+                    entry["epsilon"] = self._validation_pure[(run_id, key)]
             validation.append(entry)
         training = []
         for run_id, e in self._training.items():
@@ -1145,16 +1465,16 @@ class PrivacyLedger:
 
         Args:
             state_dict: A mapping produced by ``state_dict`` (possibly via JSON), of
-                version 3 or 2.
+                version 4, 3 or 2.
 
         Returns:
             None. The budgets are not re-checked: a checkpoint records what was spent.
             A state of another version, or a damaged one, raises ``ValueError`` and
-            leaves the ledger unchanged. Version 2 (DP-SGD runs and Gaussian releases
-            only) is loaded as it is. Version 1 is refused rather than migrated: it
+            leaves the ledger unchanged. Versions 3 (no validation RDP entries) and 2
+            (DP-SGD runs and Gaussian releases only) are loaded as they are. Version 1 is refused rather than migrated: it
             keyed validation steps by step index only, so two runs that shared a ledger
             were stored as one, and a migration would carry that under-count over. A
-            version 3 state whose ``rdp_orders`` differ from ``TRAINING_RDP_ORDERS`` is
+            version 3 or 4 state whose ``rdp_orders`` differ from ``TRAINING_RDP_ORDERS`` is
             refused: its curves cannot be re-evaluated on this grid. On a stored ledger
             the state is MERGED into the dataset (one transaction): its entries missing
             from the database are added, those present must agree (``ValueError``
@@ -1172,11 +1492,11 @@ class PrivacyLedger:
                 "may be under-counted. Start a new ledger (version "
                 f"{self.STATE_VERSION}), and add what the old one recorded by hand if needed."
             )
-        if version not in (2, self.STATE_VERSION) or isinstance(version, bool):
+        if version not in (2, 3, self.STATE_VERSION) or isinstance(version, bool):
             raise ValueError(
-                f"Unsupported ledger state version {version!r} (expected {self.STATE_VERSION} or 2)."
+                f"Unsupported ledger state version {version!r} (expected {self.STATE_VERSION}, 3 or 2)."
             )
-        if version == self.STATE_VERSION:
+        if version >= 3:
             orders = state_dict.get("rdp_orders")
             if not (
                 isinstance(orders, list)
@@ -1198,12 +1518,23 @@ class PrivacyLedger:
             prv_eps_error=state_dict.get("prv_eps_error", 0.01),
         )
         gaussian, pure = ("run_id", "key", "mu"), ("run_id", "key", "mu", "epsilon")
+        validation_rdp = ("run_id", "key", "description", "rdp")
         dp_sgd, mechanism = ("run_id", "noise_multiplier", "sample_rate", "steps"), ("run_id", "description", "rdp")
-        newer = version == self.STATE_VERSION
-        for entry in _entries(state_dict, "validation_steps", (gaussian, pure) if newer else (gaussian,)):
+        newer = version >= 3
+        shapes = {2: (gaussian,), 3: (gaussian, pure)}.get(version, (gaussian, pure, validation_rdp))
+        for entry in _entries(state_dict, "validation_steps", shapes):
             release = (_check_label(entry["run_id"], "run_id"), _check_label(entry["key"], "key"))
-            if release in fresh._validation_steps:
+            if release in fresh._validation_steps or release in fresh._validation_mechanisms:
                 raise ValueError(f"Repeated validation release {release!r}.")
+            fresh._validation_order.append(release)
+            if "rdp" in entry:
+                description = entry["description"]
+                if not isinstance(description, str) or not description.strip():
+                    raise ValueError(f"description must be a non-empty string, got {description!r}.")
+                fresh._validation_mechanisms[release] = ValidationMechanism(
+                    description, _check_rdp_values(entry["rdp"], "rdp")
+                )
+                continue
             mu = check_positive(entry["mu"], "mu")
             if "epsilon" in entry:
                 epsilon = check_positive(entry["epsilon"], "epsilon")
@@ -1252,7 +1583,16 @@ class PrivacyLedger:
                     f"{self.dataset!r}; a state can only tighten a stored ledger's budget."
                 )
         with self._writing() as tx:
-            for release, mu in fresh._validation_steps.items():
+            for release in fresh._validation_order:
+                if release in fresh._validation_mechanisms:
+                    mechanism = fresh._validation_mechanisms[release]
+                    if not self._same_validation_mechanism(release, mechanism):
+                        tx.insert(
+                            side="validation", status="recorded", run_id=release[0], key=release[1],
+                            entry={"description": mechanism.description, "rdp": list(mechanism.rdp)},
+                        )
+                    continue
+                mu = fresh._validation_steps[release]
                 epsilon = fresh._validation_pure.get(release)
                 if not self._same_validation(release, mu, epsilon):
                     entry = {"mu": mu} if epsilon is None else {"mu": mu, "epsilon": epsilon}

@@ -12,8 +12,15 @@ entries in three tables (SQLAlchemy Core; SQLite or PostgreSQL):
   (``"validation"`` or ``"training"``), ``status`` (``"recorded"``, or ``"reserved"`` for a
   budget hold taken by a check before its release), the run id (as JSON, so ``3`` and
   ``"3"`` differ), the release key (``""`` for training), the owner of a reservation (a
-  ledger instance's random token) and the entry itself as JSON text (μ and ε, DP-SGD
-  parameters, or a description and an RDP curve; ``Infinity`` for ``inf``). No pickle.
+  ledger instance's random token) and the entry itself as JSON text (``Infinity`` for
+  ``inf``). No pickle. Validation entries: ``{"mu"}`` (Gaussian), ``{"mu", "epsilon"}``
+  (pure ε-DP) or ``{"description", "rdp"}`` (a release given by its RDP curve on the
+  ledger's order grid, ``PrivacyLedger.record_validation_mechanism``); a validation
+  reservation holds ``{"mu"}`` or, from ``check_validation_mechanism``, the checked
+  ``{"description", "rdp"}``. Training entries: DP-SGD parameters or ``{"description",
+  "rdp"}``. The curve rows need no schema change (the entry is JSON text); a botorch-dp
+  older than them fails with ``KeyError: 'mu'`` on a dataset that holds one, rather than
+  under-count it.
 
 Every change runs in ONE transaction that first takes the dataset's lock: ``BEGIN
 IMMEDIATE`` on SQLite (the database's write lock), ``SELECT … FOR UPDATE`` on the

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from botorch_dp.baselines import dp_hypo, project_to_ratio_class
+from botorch_dp.baselines.dp_hypo import LEDGER_KEY
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_rdp
 from botorch_dp.privacy.analysis.private_selection import private_selection_rdp
 from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS, rdp_curve_epsilon
@@ -143,7 +144,7 @@ def test_guarantee_is_the_bound_on_the_ledger_grid_and_reduces_to_papernot_stein
 
 
 def test_ledger_is_charged_before_the_first_evaluation():
-    ledger = PrivacyLedger(training_delta=1e-5)
+    ledger = PrivacyLedger()
     calls = []
 
     def failing(X):
@@ -153,18 +154,57 @@ def test_ledger_is_charged_before_the_first_evaluation():
     with pytest.raises(RuntimeError, match="objective failed"):
         dp_hypo(failing, BOUNDS, mean_trials=5.0, per_trial_mu=0.5, loss_clip=1.0, ratio_bound=2.0,
                 ledger=ledger, run_id="hypo-1")
-    assert len(calls) == 1 and list(ledger.training_mechanisms) == ["hypo-1"]
+    assert len(calls) == 1 and list(ledger.validation_mechanisms) == [("hypo-1", LEDGER_KEY)]
+    assert not ledger.training_run_ids()  # the validation users pay, not the training data
 
-    ledger = PrivacyLedger(training_delta=1e-5)
+    ledger = PrivacyLedger()
     res = _run(2.0, 0, ledger=ledger, run_id="hypo-2", mean_trials=4.0)
-    assert ledger.training_epsilon(1e-5) == pytest.approx(res.guarantee.epsilon, rel=1e-12)
+    assert ledger.validation_epsilon(1e-5) == pytest.approx(res.guarantee.epsilon, rel=1e-12)
     assert res.guarantee.details["ledger_run_id"] == "hypo-2"
+    with pytest.raises(ValueError, match="validation_epsilon"):
+        ledger.validation_mu()  # no mu covers the run
 
-    tight = PrivacyLedger(training_epsilon_budget=0.5, training_delta=1e-5)
+    # the validation mu budget filter refuses the run before anything is evaluated exactly
+    # when its curve exceeds alpha B^2/2 at some grid order (alpha = 1.1 here)
+    curve = [max(dp_hypo_rdp(a, per_trial_mu=0.5, mean_trials=5.0, ratio_upper=2.0, ratio_lower=0.5), 0.0)
+             for a in DEFAULT_RDP_ORDERS]
+    needed = max(math.sqrt(2.0 * c / a) for c, a in zip(curve, DEFAULT_RDP_ORDERS))
+    tight = PrivacyLedger(validation_mu_budget=0.99 * needed)
     calls.clear()
-    with pytest.raises(PrivacyBudgetExceeded):
+    with pytest.raises(PrivacyBudgetExceeded, match="alpha=1.1"):
         dp_hypo(failing, BOUNDS, mean_trials=5.0, per_trial_mu=0.5, loss_clip=1.0, ratio_bound=2.0, ledger=tight)
-    assert not calls and not tight.training_mechanisms
+    assert not calls and not tight.validation_mechanisms and tight.validation_mu() == 0.0
+    roomy = PrivacyLedger(validation_mu_budget=1.01 * needed)
+    with pytest.raises(RuntimeError, match="objective failed"):
+        dp_hypo(failing, BOUNDS, mean_trials=5.0, per_trial_mu=0.5, loss_clip=1.0, ratio_bound=2.0, ledger=roomy)
+    assert len(calls) == 1 and len(roomy.validation_mechanisms) == 1
+
+
+def test_dp_hypo_and_a_gaussian_step_compose_on_the_validation_side():
+    """A DP-HyPO run and a DP-GIBO-sized Gaussian step on one ledger: both on the validation
+    side, nothing on the training side, and validation_epsilon is the RDP conversion of the
+    sum of the run's closed-form curve and the step's alpha mu^2/2."""
+    ledger = PrivacyLedger(validation_mu_budget=20.0)
+    kw = dict(mean_trials=4.0, per_trial_mu=0.5, distribution="poisson")
+    res = _run(2.0, 3, ledger=ledger, run_id="hypo", **kw)
+    step_mu = 1.0 / math.sqrt(25)  # one step of a mu = 1, T = 25 DP-GIBO run
+    ledger.check_validation_step(step_mu)
+    ledger.record_validation_step(step_mu, run_id="gibo", key="step-0000")
+    assert not ledger.training_run_ids() and ledger.training_epsilon(1e-5) == 0.0
+    assert ledger.validation_run_ids() == ["hypo", "gibo"]
+    run_curve = [
+        max(dp_hypo_rdp(a, per_trial_mu=0.5, mean_trials=4.0, ratio_upper=2.0, ratio_lower=0.5, distribution="poisson"), 0.0)
+        for a in DEFAULT_RDP_ORDERS
+    ]
+    both = [c + a * step_mu**2 / 2 for c, a in zip(run_curve, DEFAULT_RDP_ORDERS)]
+    assert ledger.validation_rdp_curve() == pytest.approx(both, rel=1e-12)
+    eps = ledger.validation_epsilon(1e-5)
+    assert eps == pytest.approx(rdp_curve_epsilon(both, DEFAULT_RDP_ORDERS, 1e-5)[0], rel=1e-12)
+    assert eps > res.guarantee.epsilon  # the step costs something on top of the run
+    report = ledger.report(1e-5)["validation"]
+    assert report["mu"] is None and report["epsilon"] == eps and report["num_steps"] == 2
+    assert [r["run_id"] for r in report["rdp_releases"]] == ["hypo"]
+    assert ledger.validation_mu(run_id="gibo") == pytest.approx(step_mu)  # a run without RDP entries
 
 
 def test_seed_warns_and_default_draws_from_os_entropy():

@@ -106,3 +106,37 @@ def crash(url: str, dataset: str, mu: float, results: Any) -> None:
             os.kill(p.pid, signal.SIGKILL)
         p.join(timeout=120)
         results.put((where, p.exitcode))
+
+
+def spend_curve(url: str, dataset: str, mu: float, run_id: str, start: Any, results: Any) -> None:
+    r"""``spend`` for a validation release given by its RDP curve α ↦ α μ²/2
+    (``check_validation_mechanism`` reserves it, ``record_validation_mechanism`` records it)."""
+    ledger, storage = ledger_modules()
+    storage._before_commit = lambda tx: time.sleep(0.02)
+    book = ledger.PrivacyLedger(storage=url, dataset=dataset)
+
+    def curve(alpha: float) -> float:
+        return alpha * mu * mu / 2.0
+
+    start.wait()
+    try:
+        book.check_validation_mechanism(curve)
+    except ledger.PrivacyBudgetExceeded:
+        results.put((run_id, "refused"))
+        return
+    time.sleep(0.01)  # the release would happen here
+    book.record_validation_mechanism(curve, run_id=run_id, key="select", description="curve")
+    results.put((run_id, "released"))
+
+
+def race_curves(url: str, dataset: str, mu: float, runs: int, results: Any) -> None:
+    r"""``race`` with ``spend_curve``."""
+    ledger_modules()
+    ctx = multiprocessing.get_context("fork")
+    start = ctx.Barrier(runs, timeout=120)
+    procs = [ctx.Process(target=spend_curve, args=(url, dataset, mu, f"run-{i}", start, results)) for i in range(runs)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    results.put(("exitcodes", [p.exitcode for p in procs]))

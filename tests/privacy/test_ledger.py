@@ -113,7 +113,7 @@ def test_state_dict_json_round_trip_does_not_double_count():
     ledger.record_validation_step(mu=0.5, run_id="run-b", key=_key(0))
     _record_runs(ledger, RUNS[:2])
     state = ledger.state_dict()
-    assert state["version"] == 3 == PrivacyLedger.STATE_VERSION
+    assert state["version"] == 4 == PrivacyLedger.STATE_VERSION
     assert state["validation_steps"][0] == {"run_id": "run-a", "key": "step-0000", "mu": 0.1}
     saved = json.dumps(state)
     resumed = PrivacyLedger.from_state_dict(json.loads(saved))
@@ -646,7 +646,7 @@ def _v3_ledger():
 def test_state_v3_json_round_trip_with_curves_and_pure_releases():
     ledger = _v3_ledger()
     state = ledger.state_dict()
-    assert state["version"] == 3 and state["rdp_orders"] == list(TRAINING_RDP_ORDERS)
+    assert state["version"] == 4 and state["rdp_orders"] == list(TRAINING_RDP_ORDERS)
     assert state["validation_steps"][1] == {"run_id": "run-a", "key": "select", "mu": pure_dp_to_gdp_mu(1.0), "epsilon": 1.0}
     assert [e["run_id"] for e in state["training_runs"]] == ["eval-0000", "amp-0001", 7]
     assert state["training_runs"][1]["description"] == "AMP, lambda=3.7"
@@ -680,7 +680,7 @@ def test_old_v2_state_still_loads():
     fresh = PrivacyLedger()
     _record_runs(fresh, [("eval-0", 1.1, 0.02, 100), (4, 0.9, 0.05, 40)])
     assert ledger.training_epsilon(1e-6) == fresh.training_epsilon(1e-6)
-    assert ledger.state_dict()["version"] == 3  # written back as version 3
+    assert ledger.state_dict()["version"] == 4  # written back as version 4
     assert PrivacyLedger.from_state_dict(ledger.state_dict()).state_dict() == ledger.state_dict()
     # Version 2 never held curves or pure releases: such entries in a v2 state are damage.
     bad_v2 = [
