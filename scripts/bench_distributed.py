@@ -21,6 +21,7 @@ including the ~0.3 GiB of Python and torch) next to the bytes of its partition's
 
     python scripts/bench_distributed.py            # n in {1e6, 1e7}, |D| = 200, d = 15
     python scripts/bench_distributed.py --quick    # n = 2e4, |D| = 24, d = 3 (seconds)
+    python scripts/bench_distributed.py --users 1e7 --no-in-process   # Dask only: 7.5 GiB per worker
 
 Run it on an otherwise idle machine; pin it to two cores with ``taskset -c 0,1`` to
 compare with the "2 cores" goal.
@@ -119,6 +120,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="Dask worker counts")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="n = 2e4, |D| = 24, d = 3, 2 steps")
+    parser.add_argument("--no-in-process", action="store_true",
+                        help="skip the in-process setup (it holds all n·|D| losses in one process)")
     args = parser.parse_args(argv)
     if args.quick:
         args.users, args.points, args.dim, args.iterations = [2e4], 24, 3, 2
@@ -127,9 +130,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
         sys.path.insert(0, here)
     rows = []
     for n in (int(u) for u in args.users):
-        with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            res = pool.submit(_in_process, n, args.dim, args.points, args.iterations, args.seed).result()
-        rows.append({"n": n, "setup": "in-process", "workers": 1, **res, "driver_growth": None})
+        if not args.no_in_process:
+            with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+                res = pool.submit(_in_process, n, args.dim, args.points, args.iterations, args.seed).result()
+            rows.append({"n": n, "setup": "in-process", "workers": 1, **res, "driver_growth": None})
         for w in args.workers:
             rows.append({"n": n, "setup": "dask", "workers": w,
                          **_dask(n, w, args.dim, args.points, args.iterations, args.seed)})
