@@ -53,7 +53,15 @@ from botorch_dp.baselines import (
 )
 from botorch_dp.benchmarks.jobs import Job
 from botorch_dp.benchmarks.report import markdown_row
-from botorch_dp.benchmarks.runs import Run, format_mean_se, format_mu, iterate_curve, mean_se, round_sig
+from botorch_dp.benchmarks.runs import (
+    Run,
+    format_mean_se,
+    format_mu,
+    iterate_curve,
+    mean_se,
+    round_sig,
+    step_interp,
+)
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_epsilon
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
@@ -341,7 +349,8 @@ class Runner:
         result = from_dp_gibo_result(dp_result)
         evals, losses = iterate_curve(_MeanLoss(objective), result)  # NON-PRIVATE curve
         return self._run(method, seed, setting, objective, result, start, evals, losses, result.num_evaluations,
-                         {"batch_sizes": dp_result.release.batch_sizes, "initial_loss": losses[0]})
+                         {"batch_sizes": dp_result.release.batch_sizes, "initial_loss": losses[0],
+                          "noise_std": dp_result.release.guarantee.noise_std})
 
     def random(self, method: str, seed: int, budget: int, setting: Any) -> Run:
         r"""Non-private random search with ``budget`` uniform points (from the replication seed)."""
@@ -459,14 +468,37 @@ def _groups(settings: Settings, runs: list[Run]) -> list[tuple[float, str, list[
     return out
 
 
-def _paired(a: list[Run], b: list[Run], key) -> tuple[float, float, int, int]:
-    r"""Mean ± s.e. of ``key(b) − key(a)`` over common seeds, wins of ``a`` (strictly better), pairs."""
+def _paired(a: list[Run], b: list[Run], key) -> tuple[float, float, int, int, int]:
+    r"""``key(b) − key(a)`` over common seeds: mean, s.e., wins of ``a`` (> 0), ties (= 0), pairs."""
     by_seed = {r.seed: r for r in b}
     diffs = [key(by_seed[r.seed]) - key(r) for r in a if r.seed in by_seed]
     if not diffs:
-        return math.nan, math.nan, 0, 0
+        return math.nan, math.nan, 0, 0, 0
     m, se = mean_se(diffs)
-    return m, se, sum(x > 0 for x in diffs), len(diffs)
+    return m, se, sum(x > 0 for x in diffs), sum(x == 0 for x in diffs), len(diffs)
+
+
+def _pairs(settings: Settings, runs: list[Run]) -> list[tuple[float, str, list[Run], list[Run]]]:
+    r"""``(μ, other method, DP-GIBO runs, other runs)`` of the paired comparisons that have runs."""
+    out = []
+    for mu in settings.mus:
+        gibo = [r for r in runs if r.method == DP_GIBO and r.setting == mu]
+        for other in (PRIVATE_RS, DP_HYPO, GIBO):
+            rest = [r for r in runs if r.method == other and (r.setting == mu or other == GIBO)]
+            if gibo and rest:
+                out.append((mu, other, gibo, rest))
+    return out
+
+
+def _verdict(m: float, se: float) -> str:
+    r"""``"DP-GIBO better"`` / ``"DP-GIBO worse"`` when the mean is over 2 s.e. from 0."""
+    if math.isnan(m) or math.isnan(se):
+        return "—"
+    if m - 2 * se > 0:
+        return "DP-GIBO better"
+    if m + 2 * se < 0:
+        return "DP-GIBO worse"
+    return "no clear difference"
 
 
 def _fmt(x: float | None, spec: str = ".3g") -> str:
@@ -510,25 +542,19 @@ def report_text(settings: Settings, context: dict, runs: list[Run], command: str
             f"{statistics.fmean(r.wall_s for r in group):.1f}",
         ]))
     lines += ["", "## Paired by seed: DP-GIBO against the private baselines at the same (ε, δ)", "",
-              "Differences are other − DP-GIBO (positive: DP-GIBO better); *wins*: seeds where DP-GIBO is",
-              "strictly better.", ""]
-    for mu in s.mus:
-        gibo = [r for r in runs if r.method == DP_GIBO and r.setting == mu]
-        for other in (PRIVATE_RS, DP_HYPO):
-            rest = [r for r in runs if r.method == other and r.setting == mu]
-            m, se, wins, n = _paired(gibo, rest, lambda r: r.final_loss)
-            ma, sea, wa, na = _paired(gibo, rest, lambda r: -r.extra["test_accuracy"])
-            if n:
-                lines.append(f"- μ = {mu:g}, vs {other}: validation loss {m:+.3f} ± {_fmt(se, '.2g')} "
-                             f"(DP-GIBO better on {wins}/{n} seeds); test accuracy {-ma:+.3f} ± {_fmt(sea, '.2g')} "
-                             f"in the other's favour (DP-GIBO better on {wa}/{na}).")
-    gibo_np = [r for r in runs if r.method == GIBO]
-    for mu in s.mus:
-        gibo = [r for r in runs if r.method == DP_GIBO and r.setting == mu]
-        m, se, wins, n = _paired(gibo, gibo_np, lambda r: r.final_loss)
-        if n:
-            lines.append(f"- μ = {mu:g}, DP-GIBO vs non-private GIBO (cost of privacy): validation loss "
-                         f"{m:+.3f} ± {_fmt(se, '.2g')} (DP-GIBO better on {wins}/{n}).")
+              "Δ validation loss = other − DP-GIBO and Δ test accuracy = DP-GIBO − other (positive: DP-GIBO",
+              "better), mean ± s.e. over seeds; *wins*: seeds where DP-GIBO is strictly better (ties counted",
+              "apart); *verdict*: a mean more than two standard errors from 0, else no clear difference. The last",
+              "rows compare DP-GIBO with non-private GIBO (the cost of privacy and clipping).", "",
+              markdown_row(["μ", "DP-GIBO vs", "Δ validation loss", "wins / ties / seeds", "verdict (validation)",
+                            "Δ test accuracy", "wins / ties / seeds", "verdict (test)"]),
+              "|" + "|".join(["---"] * 8) + "|"]
+    for mu, other, gibo, rest in _pairs(s, runs):
+        cells = [format_mu(mu), other]
+        for key in (lambda r: r.final_loss, lambda r: -r.extra["test_accuracy"]):
+            m, se, wins, ties, n = _paired(gibo, rest, key)
+            cells += [f"{m:+.4f} ± {_fmt(se, '.2g')}", f"{wins} / {ties} / {n}", _verdict(m, se)]
+        lines.append(markdown_row(cells))
     initial = [r.extra["initial_loss"] for r in runs if r.method == GIBO]
     d = space.dim
     lines += [
@@ -568,8 +594,22 @@ def report_text(settings: Settings, context: dict, runs: list[Run], command: str
                                "PrivacyWarning by design)." if s.seeded_noise else "OS entropy."),
     ]
     if initial:
-        lines.append(f"- Validation loss at θ₀ (box centre): {format_mean_se(initial, 3)}.")
-    lines.append("")
+        lines.append(f"- Validation loss at θ₀ (box centre, the start of DP-GIBO and GIBO): "
+                     f"{format_mean_se(initial, 3)}.")
+    lines += [
+        "",
+        "## Left out",
+        "",
+        "- DP-SGD training: every model is trained without DP, so only the validation users are protected",
+        "  (the guarantee in the table); the training split has no guarantee. DP-SGD would add training noise",
+        "  and a second guarantee (`TorchModelTuningObjective(dp_sgd=...)`) at several times the cost.",
+        "- A sweep of the selections' E[K] (paper.py's private random search fractions) and of DP-HyPO's",
+        "  ratio bound: one E[K] (the shared evaluation budget) and one public ratio, for the time limit.",
+        "- Adaptive batches (bias tolerance) and DP-GIBO presets: fixed batches of d + 1 keep every μ at the",
+        "  same budget.",
+        "- Other data sets (breast_cancer, wine): `dataset=` runs them; not run here.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -582,7 +622,7 @@ def make_plot(settings: Settings, runs: list[Run], path: Path) -> None:
 
     metrics = (("validation loss of released θ (non-private diagnostic)", lambda r: r.final_loss),
                ("test accuracy at released θ (non-private diagnostic)", lambda r: r.extra["test_accuracy"]))
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
     colors = dict(zip(METHODS, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
     for ax, (label, key) in zip(axes, metrics):
         for j, method in enumerate(PRIVATE_METHODS):
@@ -599,16 +639,39 @@ def make_plot(settings: Settings, runs: list[Run], path: Path) -> None:
             if vals:
                 ax.axhline(statistics.fmean(vals), ls=ls, lw=1.2, color=colors[method], label=f"{method}, μ = ∞")
         ax.set_xscale("log")
+        ax.minorticks_off()
         ax.set_xticks(list(settings.mus))
         ax.set_xticklabels([f"{mu:g}" for mu in settings.mus])
         ax.set_xlabel(f"μ (validation users; ε = gdp_epsilon(μ, {settings.target_delta:g}))")
         ax.set_ylabel(label, fontsize=8)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
+    _plot_curves(settings, runs, axes[2], colors)
     fig.suptitle(f"MLP on {settings.dataset}: mean ± s.e. over {len({r.seed for r in runs})} seeds", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _plot_curves(settings: Settings, runs: list[Run], ax, colors: dict) -> None:
+    r"""Mean validation loss of each method's current choice against evaluations (NON-PRIVATE)."""
+    budget = max((int(r.num_evaluations) for r in runs), default=1)
+    grid = list(range(budget + 1))
+    curves = [(f"{DP_GIBO} μ = {mu:g}", DP_GIBO, mu) for mu in settings.mus] + [(m, m, INF) for m in (GIBO, RANDOM, UCB)]
+    for j, (label, method, mu) in enumerate(curves):
+        group = [r for r in runs if r.method == method and (r.setting == mu or method != DP_GIBO)]
+        if not group:
+            continue
+        values = torch.tensor([step_interp(r.evals, r.losses, grid) for r in group], dtype=torch.float64)
+        mean = values.nanmean(0)
+        style = dict(color=colors[method], alpha=0.45 + 0.55 * (j + 1) / len(settings.mus)) if method == DP_GIBO else dict(
+            color=colors[method], ls="--")
+        ax.plot(grid, mean.tolist(), label=label, **style)
+    ax.set_yscale("log")
+    ax.set_xlabel("evaluations")
+    ax.set_ylabel("validation loss of current choice (non-private diagnostic)", fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
 
 
 def write_report(settings: Settings, context: dict, runs: list[Run], out: Path, command: str) -> Path:

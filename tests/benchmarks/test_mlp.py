@@ -87,14 +87,22 @@ def test_report_has_one_row_per_mu_and_method_and_a_plot(quick):
     s, path = quick["settings"], quick["path"]
     text = path.read_text()
     assert path.name == mlp.REPORT_MD and (path.parent / mlp.REPORT_PNG).stat().st_size > 0
-    rows = [r for r in _rows(text)[2:]]
-    keys = [(r[0], r[2]) for r in rows]
+    main, paired = text.split("## Paired by seed")
+    keys = [(r[0], r[2]) for r in _rows(main)[2:]]
     expected = [(f"{mu:g}", m) for mu in s.mus for m in mlp.PRIVATE_METHODS] + [("∞", m) for m in mlp.REFERENCE_METHODS]
     assert keys == expected
+    pairs = _rows(paired)[2:]
+    assert [(r[0], r[1]) for r in pairs] == [(f"{mu:g}", m) for mu in s.mus
+                                             for m in (mlp.PRIVATE_RS, mlp.DP_HYPO, mlp.GIBO)]
+    # the paired difference of validation losses is the difference of the per-seed runs
+    runs = quick["runs"]
+    first = pairs[0]
+    diffs = [next(r for r in runs if r.method == mlp.PRIVATE_RS and r.setting == s.mus[0] and r.seed == seed).final_loss
+             - next(r for r in runs if r.method == mlp.DP_GIBO and r.setting == s.mus[0] and r.seed == seed).final_loss
+             for seed in s.seeds]
+    assert float(first[2].split(" ± ")[0]) == pytest.approx(sum(diffs) / len(diffs), abs=1e-4)
+    assert int(first[3].split(" / ")[0]) == sum(d > 0 for d in diffs)
     assert "python -m botorch_dp.benchmarks run mlp --quick" in text and "NON-PRIVATE" in text
-    for mu in s.mus:
-        for other in (mlp.PRIVATE_RS, mlp.DP_HYPO):
-            assert f"- μ = {mu:g}, vs {other}: validation loss" in text
 
 
 def test_prepare_never_reads_the_validation_users(quick, monkeypatch):
