@@ -118,7 +118,7 @@ class Settings:
     test_fraction: float = 0.2
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     hidden: tuple[int, ...] = (32,)
-    epochs: int = 10
+    epochs: int = 8
     train_batch_size: int = 64
     loss_cap: float = 5.0
     tune_momentum: bool = True
@@ -127,26 +127,26 @@ class Settings:
     target_delta: float = 1e-5
     seeded_noise: bool = True
     # DP-GIBO (θ₀ = box centre, AdaGrad, fixed batches of d + 1)
-    iterations: int = 12
+    iterations: int = 10
     batch_size: int | None = None  # None: d + 1
     step_size: float = 0.2
     search_radius: float = 0.1
     lengthscale: float = 0.2
     outputscale: float = 1.0
-    raw_samples: int = 64
-    num_restarts: int = 2
+    raw_samples: int = 32
+    num_restarts: int = 1
     # private selections: E[K] = fraction · budget
     selection_fraction: float = 1.0
     tnb_eta: float = 1.0
-    dp_hypo_ratio: float = 1.2  # the largest of (1.05, 1.1, 1.2, 1.5, 2) feasible at μ = 0.5 with E[K] = 60
+    dp_hypo_ratio: float = 1.2  # the largest of (1.05, 1.1, 1.2, 1.5, 2) feasible at μ = 0.5 with E[K] = 50
     dp_hypo_candidates: int = 512
     dp_hypo_refit_every: int = 5
     # UCB-BO
     ucb_beta: float = 2.0
     ucb_num_initial: int | None = None  # None: 2(d + 1)
     ucb_refit_every: int = 5
-    ucb_raw_samples: int = 64
-    ucb_num_restarts: int = 2
+    ucb_raw_samples: int = 32
+    ucb_num_restarts: int = 1
     # pilot on public synthetic data
     pilot_seed: int = 10_000
     pilot_points: int = 4

@@ -5,6 +5,7 @@ reads the validation users, and reproducible jobs under seeded noise."""
 import dataclasses
 import json
 import math
+import pickle
 
 import pytest
 import torch
@@ -36,6 +37,8 @@ def test_the_module_satisfies_the_contract(quick):
     assert isinstance(s.seeds, tuple) and isinstance(s.mus, tuple)
     json.dumps(dataclasses.asdict(s))
     json.dumps(quick["context"])
+    run_job = pickle.loads(pickle.dumps(mlp.make_runner(s, quick["context"])))  # for process pools
+    assert run_job.__self__.settings == s
     for job in quick["jobs"]:
         json.dumps(job.kwargs)
         assert all(d < quick["jobs"].index(job) for d in job.deps)
