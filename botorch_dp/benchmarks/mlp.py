@@ -116,7 +116,7 @@ class Settings:
     dataset: str = "digits"
     val_fraction: float = 0.3
     test_fraction: float = 0.2
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    seeds: tuple[int, ...] = tuple(range(10))
     hidden: tuple[int, ...] = (32,)
     epochs: int = 8
     train_batch_size: int = 64
@@ -541,6 +541,17 @@ def report_text(settings: Settings, context: dict, runs: list[Run], command: str
             + (" (E[K])" if method in (PRIVATE_RS, DP_HYPO) else ""),
             f"{statistics.fmean(r.wall_s for r in group):.1f}",
         ]))
+    realized = []
+    for mu in s.mus:
+        for method in (PRIVATE_RS, DP_HYPO):
+            ks = sorted(r.extra["realized_trials_NON_PRIVATE"] for r in runs if r.method == method and r.setting == mu)
+            if ks:
+                realized.append(f"{method} at μ = {mu:g}: {', '.join(map(str, ks))}")
+    if realized:
+        lines += ["", "The selections draw their number of trials K from a truncated negative binomial (η = "
+                  f"{s.tnb_eta:g}{', i.e. geometric' if s.tnb_eta == 1 else ''}) with E[K] = "
+                  f"{s.selection_fraction:g} × the budget; the realised K per seed (sorted; "
+                  "NON-PRIVATE diagnostic, hidden by the method) were: " + "; ".join(realized) + "."]
     lines += ["", "## Paired by seed: DP-GIBO against the private baselines at the same (ε, δ)", "",
               "Δ validation loss = other − DP-GIBO and Δ test accuracy = DP-GIBO − other (positive: DP-GIBO",
               "better), mean ± s.e. over seeds; *wins*: seeds where DP-GIBO is strictly better (ties counted",
