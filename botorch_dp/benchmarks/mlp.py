@@ -490,6 +490,15 @@ def _pairs(settings: Settings, runs: list[Run]) -> list[tuple[float, str, list[R
     return out
 
 
+def _sign_test(wins: int, losses: int) -> float:
+    r"""Two-sided exact sign test of ``wins`` against ``losses`` (``nan`` without any)."""
+    if wins + losses == 0:
+        return math.nan
+    from scipy.stats import binomtest
+
+    return float(binomtest(wins, wins + losses, 0.5).pvalue)
+
+
 def _verdict(m: float, se: float) -> str:
     r"""``"DP-GIBO better"`` / ``"DP-GIBO worse"`` when the mean is over 2 s.e. from 0."""
     if math.isnan(m) or math.isnan(se):
@@ -557,15 +566,19 @@ def report_text(settings: Settings, context: dict, runs: list[Run], command: str
               "better), mean ± s.e. over seeds; *wins*: seeds where DP-GIBO is strictly better (ties counted",
               "apart); *verdict*: a mean more than two standard errors from 0, else no clear difference. The last",
               "rows compare DP-GIBO with non-private GIBO (the cost of privacy and clipping).", "",
-              markdown_row(["μ", "DP-GIBO vs", "Δ validation loss", "wins / ties / seeds", "verdict (validation)",
-                            "Δ test accuracy", "wins / ties / seeds", "verdict (test)"]),
-              "|" + "|".join(["---"] * 8) + "|"]
+              markdown_row(["μ", "DP-GIBO vs", "Δ validation loss", "wins / ties / seeds", "sign test p",
+                            "verdict (validation)", "Δ test accuracy", "wins / ties / seeds", "sign test p",
+                            "verdict (test)"]),
+              "|" + "|".join(["---"] * 10) + "|"]
     for mu, other, gibo, rest in _pairs(s, runs):
         cells = [format_mu(mu), other]
         for key in (lambda r: r.final_loss, lambda r: -r.extra["test_accuracy"]):
             m, se, wins, ties, n = _paired(gibo, rest, key)
-            cells += [f"{m:+.4f} ± {_fmt(se, '.2g')}", f"{wins} / {ties} / {n}", _verdict(m, se)]
+            cells += [f"{m:+.4f} ± {_fmt(se, '.2g')}", f"{wins} / {ties} / {n}", _fmt(_sign_test(wins, n - ties - wins), ".2g"),
+                      _verdict(m, se)]
         lines.append(markdown_row(cells))
+    lines += ["", "*sign test p*: two-sided exact binomial test of the wins against the losses (ties left out), a",
+              "check that does not assume normal differences (the selections' losses are heavy-tailed)."]
     initial = [r.extra["initial_loss"] for r in runs if r.method == GIBO]
     d = space.dim
     lines += [
