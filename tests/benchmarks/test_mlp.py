@@ -1,0 +1,149 @@
+"""botorch_dp.benchmarks.mlp in quick mode, through the experiment contract: equal budgets within a
+seed, every private run at its target (ε, δ), one report row per (μ, method), a pilot that never
+reads the validation users, and reproducible jobs under seeded noise."""
+
+import dataclasses
+import json
+import math
+import pickle
+
+import pytest
+import torch
+
+from botorch_dp.benchmarks import mlp
+from botorch_dp.benchmarks.experiment import REQUIRED_MEMBERS, load_experiment
+from botorch_dp.benchmarks.jobs import job_kwargs, run_jobs
+from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    settings = mlp.quick_settings()
+    context = mlp.prepare(settings)
+    jobs = mlp.experiment_jobs(settings, context)
+    runs = run_jobs(jobs, mlp.make_runner(settings, context), workers=1, progress=False)
+    out = tmp_path_factory.mktemp("mlp")
+    path = mlp.write_report(settings, context, runs, out, "python -m botorch_dp.benchmarks run mlp --quick")
+    return {"settings": settings, "context": context, "jobs": jobs, "runs": runs, "path": path}
+
+
+def _rows(text: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines() if line.startswith("|")]
+
+
+def test_the_module_satisfies_the_contract(quick):
+    assert load_experiment("mlp") is mlp and all(hasattr(mlp, m) for m in REQUIRED_MEMBERS)
+    s = quick["settings"]
+    assert isinstance(s.seeds, tuple) and isinstance(s.mus, tuple)
+    json.dumps(dataclasses.asdict(s))
+    json.dumps(quick["context"])
+    run_job = pickle.loads(pickle.dumps(mlp.make_runner(s, quick["context"])))  # for process pools
+    assert run_job.__self__.settings == s
+    for job in quick["jobs"]:
+        json.dumps(job.kwargs)
+        assert all(d < quick["jobs"].index(job) for d in job.deps)
+
+
+def test_every_method_of_a_seed_gets_dp_gibos_evaluations(quick):
+    s, runs = quick["settings"], quick["runs"]
+    d = mlp.search_space(s).dim
+    assert d == 4
+    budget = s.iterations * (d + 1)
+    for seed in s.seeds:
+        mine = [r for r in runs if r.seed == seed]
+        assert {(r.method, r.setting) for r in mine} == (
+            {(m, mu) for m in mlp.PRIVATE_METHODS for mu in s.mus} | {(m, math.inf) for m in mlp.REFERENCE_METHODS}
+        )
+        assert {r.num_evaluations for r in mine} == {budget}
+        for r in mine:  # only the selections may realise another number of trials (a hidden K)
+            if r.method in (mlp.PRIVATE_RS, mlp.DP_HYPO):
+                assert r.extra["realized_trials_NON_PRIVATE"] >= 0
+            else:
+                assert r.evals[-1] == budget
+                assert r.extra["trainings"] >= budget + 1  # the evaluations and the diagnostic model
+
+
+def test_private_runs_spend_exactly_the_target_epsilon(quick):
+    s = quick["settings"]
+    for r in quick["runs"]:
+        if r.method in mlp.PRIVATE_METHODS:
+            assert r.epsilon == pytest.approx(gdp_epsilon(r.setting, s.target_delta), rel=1e-6)
+        else:
+            assert r.epsilon is None and math.isinf(r.setting)
+    # a smaller μ means a smaller per-trial budget for both selections
+    for method in (mlp.PRIVATE_RS, mlp.DP_HYPO):
+        mu0 = {r.setting: r.extra["per_trial_mu"] for r in quick["runs"] if r.method == method and r.seed == 0}
+        assert mu0[min(s.mus)] < mu0[max(s.mus)]
+
+
+def test_released_hyperparameters_and_diagnostics_are_in_range(quick):
+    space = mlp.search_space(quick["settings"])
+    for r in quick["runs"]:
+        for h in space.hyperparameters:
+            assert h.lower * (1 - 1e-9) <= r.extra["hyperparameters"][h.name] <= h.upper * (1 + 1e-9)
+        assert 0.0 <= r.extra["test_accuracy"] <= 1.0
+        assert 0.0 <= r.final_loss <= quick["settings"].loss_cap
+        assert r.losses[-1] == pytest.approx(r.final_loss, abs=1e-12)  # deterministic training
+
+
+def test_report_has_one_row_per_mu_and_method_and_a_plot(quick):
+    s, path = quick["settings"], quick["path"]
+    text = path.read_text()
+    assert path.name == mlp.REPORT_MD and (path.parent / mlp.REPORT_PNG).stat().st_size > 0
+    main, paired = text.split("## Paired by seed")
+    keys = [(r[0], r[2]) for r in _rows(main)[2:]]
+    expected = [(f"{mu:g}", m) for mu in s.mus for m in mlp.PRIVATE_METHODS] + [("∞", m) for m in mlp.REFERENCE_METHODS]
+    assert keys == expected
+    pairs = _rows(paired)[2:]
+    assert [(r[0], r[1]) for r in pairs] == [(f"{mu:g}", m) for mu in s.mus
+                                             for m in (mlp.PRIVATE_RS, mlp.DP_HYPO, mlp.GIBO)]
+    # the paired difference of validation losses is the difference of the per-seed runs
+    runs = quick["runs"]
+    first = pairs[0]
+    diffs = [next(r for r in runs if r.method == mlp.PRIVATE_RS and r.setting == s.mus[0] and r.seed == seed).final_loss
+             - next(r for r in runs if r.method == mlp.DP_GIBO and r.setting == s.mus[0] and r.seed == seed).final_loss
+             for seed in s.seeds]
+    assert float(first[2].split(" ± ")[0]) == pytest.approx(sum(diffs) / len(diffs), abs=1e-4)
+    assert int(first[3].split(" / ")[0]) == sum(d > 0 for d in diffs)
+    assert "python -m botorch_dp.benchmarks run mlp --quick" in text and "NON-PRIVATE" in text
+
+
+def test_prepare_never_reads_the_validation_users(quick, monkeypatch):
+    settings = quick["settings"]
+    real = mlp.load_data
+
+    def replaced(s, seed):
+        data = real(s, seed)
+        gen = torch.Generator().manual_seed(99)
+        data.X_val = torch.randn(data.X_val.shape, generator=gen, dtype=data.X_val.dtype) * 50.0
+        data.y_val = data.y_val[torch.randperm(len(data.y_val), generator=gen)]
+        return data
+
+    monkeypatch.setattr(mlp, "load_data", replaced)
+    again = mlp.prepare(settings)
+    drop = lambda c: {k: v for k, v in c.items() if k != "pilot_wall_s"}
+    assert drop(again) == drop(quick["context"])
+
+
+def test_jobs_are_deterministic_with_seeded_noise_and_not_without(quick):
+    settings, context, jobs, runs = quick["settings"], quick["context"], quick["jobs"], quick["runs"]
+    run_job = mlp.make_runner(settings, context)
+    strip = lambda r: dataclasses.replace(r, wall_s=0.0)
+    for kind in ("gibo", "dp_hypo"):
+        i = next(i for i, j in enumerate(jobs) if j.kind == kind and j.kwargs["method"] != mlp.GIBO)
+        assert strip(run_job(jobs[i].kind, job_kwargs(jobs[i], runs))) == strip(runs[i])
+    fresh = mlp.make_runner(dataclasses.replace(settings, seeded_noise=False), context)
+    a, b = (fresh(jobs[0].kind, jobs[0].kwargs) for _ in range(2))
+    assert a.extra["hyperparameters"] != b.extra["hyperparameters"]  # OS-entropy noise differs between runs
+
+
+def test_dp_hypo_per_trial_mu_hits_its_target_and_refuses_an_unreachable_one():
+    from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_epsilon
+    from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS
+
+    mu0 = mlp.dp_hypo_per_trial_mu(target_epsilon=2.0, target_delta=1e-5, mean_trials=20.0, ratio=1.2)
+    eps = dp_hypo_epsilon(per_trial_mu=mu0, mean_trials=20.0, ratio_upper=1.2, ratio_lower=1 / 1.2,
+                          target_delta=1e-5, orders=DEFAULT_RDP_ORDERS)
+    assert eps == pytest.approx(2.0, rel=1e-8)
+    with pytest.raises(ValueError, match="cannot reach"):
+        mlp.dp_hypo_per_trial_mu(target_epsilon=2.0, target_delta=1e-5, mean_trials=60.0, ratio=2.0)
