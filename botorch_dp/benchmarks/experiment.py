@@ -39,6 +39,7 @@ EXPERIMENTS: dict[str, str] = {
     "e1": "botorch_dp.benchmarks.e1",
     "amp": "botorch_dp.benchmarks.amp",
     "options": "botorch_dp.benchmarks.options",
+    "mlp": "botorch_dp.benchmarks.mlp",
 }
 
 REQUIRED_MEMBERS = ("Settings", "quick_settings", "prepare", "experiment_jobs", "make_runner", "write_report")
