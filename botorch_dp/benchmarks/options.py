@@ -13,7 +13,8 @@ budget). Variants (``VARIANTS``; each is a set of ``DPGIBOConfig`` changes):
 - ``public_pca``: the release projected on the top-``subspace_k`` directions of gradients of an
   independent synthetic draw of the task (the pilot's seed: public), estimated by a GP on
   ``pca_points`` Sobol points (``PublicGradientPCA.from_objective``).
-- ``adagrad_full``: full-matrix AdaGrad with the noisy (GOE) private preconditioner.
+- ``adagrad_full``: full-matrix AdaGrad with its default preconditioner (``"noisy"``: built
+  from the released gradients, no extra privacy).
 - ``adaptive_norm``: the noise follows a noisy gradient norm, under a GDP filter.
 - ``adaptive_norm_min``: that, returning the iterate with the smallest released noisy norm.
 - ``combined``: the union of the variants named in ``combination`` (``--set
