@@ -72,7 +72,7 @@ METHODS: dict[str, str] = {
     "private_rs": "private random search (μ=1 budget)",
     "dp_hypo": "DP-HyPO (μ=1 budget)",
     "random_search": "random search (non-private)",
-    "ucb_bo": "UCB-BO (non-private)",
+    "ucb_bo": "UCB-BO (non-private, batches of d+1)",
 }
 PRIVATE = ("dp_gibo", "dp_gibo_eta1", "private_rs", "dp_hypo")
 
@@ -96,6 +96,7 @@ class Settings:
     #: the costly baselines run only at d <= these (0: no limit)
     ucb_bo_max_dim: int = 0
     dp_hypo_max_dim: int = 0
+    gibo_max_dim: int = 0
     # task family
     relevant: int = 3
     relevant_low: float = 0.2
@@ -124,8 +125,8 @@ class Settings:
     dp_hypo_refit_every: int = 100
     dp_hypo_fraction: float = 1.0  # E[K] = fraction · budget; < 1 is a reduced budget, labelled in the report
     ucb_beta: float = 2.0
-    ucb_batch: int = 1
-    ucb_refit_every: int = 25
+    ucb_batch: int = 0  # 0: batches of d + 1 (T acquisition rounds, like DP-GIBO); 1: sequential UCB
+    ucb_refit_every: int = 5  # in BO iterations (batches)
     ucb_raw_samples: int = 64
     ucb_num_restarts: int = 1
     # pilot (clip bounds)
@@ -202,7 +203,7 @@ def _methods_at(settings: Settings, dim: int) -> tuple[tuple[str, ...], tuple[in
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown methods {unknown}; known: {', '.join(METHODS)}")
-    limits = {"ucb_bo": settings.ucb_bo_max_dim, "dp_hypo": settings.dp_hypo_max_dim}
+    limits = {"ucb_bo": settings.ucb_bo_max_dim, "dp_hypo": settings.dp_hypo_max_dim, "gibo": settings.gibo_max_dim}
     methods = tuple(m for m in methods if m != "dp_gibo" and not 0 < limits.get(m, 0) < dim)
     seeds = settings.high_dim_seeds if high else settings.seeds
     if 0 < dim <= settings.extra_seeds_max_dim:
@@ -285,7 +286,7 @@ class Runner:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 result = ucb_bo(problem, problem.bounds, num_evaluations=budget, beta=s.ucb_beta,
-                                batch_size=s.ucb_batch, refit_every=s.ucb_refit_every, raw_samples=s.ucb_raw_samples,
+                                batch_size=s.ucb_batch or dim + 1, refit_every=s.ucb_refit_every, raw_samples=s.ucb_raw_samples,
                                 num_restarts=s.ucb_num_restarts, seed=seed)
         else:
             raise ValueError(f"unknown baseline {method!r}")
