@@ -50,6 +50,7 @@ from botorch_dp.problems import GPRegressionLengthscales
 
 __all__ = [
     "METHODS",
+    "SELECTION_FIELDS",
     "Runner",
     "Settings",
     "dimension_problem",
@@ -75,6 +76,10 @@ METHODS: dict[str, str] = {
     "ucb_bo": "UCB-BO (non-private, batches of d+1)",
 }
 PRIVATE = ("dp_gibo", "dp_gibo_eta1", "private_rs", "dp_hypo")
+
+
+#: Fields that only choose which seeds run (left out of the CLI run store's header).
+SELECTION_FIELDS = ("seeds", "high_dim_seeds", "extra_seeds")
 
 
 @dataclass
@@ -407,9 +412,14 @@ def _plot(settings: Settings, runs: list[Run], path: Path) -> None:
         if dims:
             ax.plot(dims, [statistics.fmean(r.extra[field] for r in heads[d]) for d in dims], style, color="grey",
                     label=name)
+    all_dims = sorted({d for d, _ in cells} | set(heads))
+    if all_dims and min(all_dims) > 0:
+        ax.set_xscale("log")
+        ax.set_xticks(all_dims, [str(d) for d in all_dims])
+        ax.minorticks_off()
     ax.set_xlabel("d (number of length-scales)")
     ax.set_ylabel("final validation MSE (NON-PRIVATE diagnostic)")
-    ax.set_title("Loss against dimension: GP length-scales, 3 relevant inputs")
+    ax.set_title(f"Loss against dimension: GP length-scales, {settings.relevant} relevant inputs")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
