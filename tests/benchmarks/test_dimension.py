@@ -1,0 +1,127 @@
+"""botorch_dp.benchmarks.dimension: the quick experiment end to end through the contract of
+benchmarks.experiment (shared budgets, calibrated privacy, head-room, report), and its parts."""
+
+import dataclasses
+import math
+import warnings
+
+import pytest
+import torch
+
+from botorch_dp.benchmarks import dimension as D
+from botorch_dp.benchmarks.experiment import REQUIRED_MEMBERS, load_experiment
+from botorch_dp.benchmarks.jobs import run_jobs
+from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_epsilon
+from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    s = D.quick_settings()
+    context = D.prepare(s)
+    jobs = D.experiment_jobs(s, context)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the seeded runs' PrivacyWarning, optimiser warnings
+        runs = run_jobs(jobs, D.make_runner(s, context), workers=1, progress=False)
+    out = tmp_path_factory.mktemp("dimension")
+    md = D.write_report(s, context, runs, out, "python -m botorch_dp.benchmarks run dimension --quick")
+    return dict(settings=s, context=context, jobs=jobs, runs=runs, md=md, out=out)
+
+
+def test_registered_and_complete():
+    module = load_experiment("dimension")
+    assert module is D
+    assert all(hasattr(D, m) for m in REQUIRED_MEMBERS)
+    for f in dataclasses.fields(D.Settings):  # plain fields only
+        value = getattr(D.quick_settings(), f.name)
+        assert value is None or isinstance(value, (int, float, str, bool, tuple)), f.name
+
+
+def test_every_cell_shares_dp_gibo_budget_and_privacy(quick):
+    s, runs = quick["settings"], quick["runs"]
+    main = {(r.setting, r.seed): r for r in runs if r.experiment == "dimension" and r.extra["key"] == "dp_gibo"}
+    # quick: d = 2 on seeds 0, 1 with every method; d = 3 (high-d rule) on seed 0 with two methods
+    assert set(main) == {(2, 0), (2, 1), (3, 0)}
+    keys = {}
+    target = gdp_epsilon(s.privacy_mu, s.target_delta)
+    for r in runs:
+        if r.experiment != "dimension":
+            continue
+        keys.setdefault(r.setting, set()).add(r.extra["key"])
+        ref = main[(r.setting, r.seed)]
+        assert r.num_evaluations == ref.num_evaluations, (r.method, r.setting, r.seed)
+        assert ref.num_evaluations == s.iterations * (r.setting + 1)  # fixed batches of d + 1
+        if r.extra["key"] in ("dp_gibo", "dp_gibo_eta1", "private_rs"):
+            assert r.epsilon == pytest.approx(target, rel=1e-8)
+        elif r.extra["key"] == "dp_hypo":
+            assert target - 1e-3 <= r.epsilon <= target + 1e-9
+        else:
+            assert r.epsilon is None
+    assert keys[2] == set(D.METHODS)
+    assert keys[3] == {"dp_gibo", "random_search"}
+
+
+def test_headroom_measured_and_reported(quick):
+    heads = [r for r in quick["runs"] if r.experiment == "headroom"]
+    assert {(r.setting, r.seed) for r in heads} == {(2, 0), (2, 1), (3, 0)}
+    for r in heads:
+        e = r.extra
+        problem = D.dimension_problem(quick["settings"], r.setting, r.seed)
+        assert e["loss_theta0"] == pytest.approx(float(problem.objective(problem.default_theta0())))
+        assert e["loss_zero"] == pytest.approx(float(problem.val_Y.square().mean()))
+        assert e["headroom_ratio"] == pytest.approx((e["loss_theta0"] - e["loss_truth"]) / e["loss_theta0"])
+    text = quick["md"].read_text()
+    ratios = [r.extra["headroom_ratio"] for r in heads if r.setting == 2]
+    assert "| 2 | 2 |" in text and f"{sum(ratios) / 2:.3f} | {min(ratios):.3f} |" in text
+
+
+def test_report_has_rows_plot_and_runs(quick):
+    text, out = quick["md"].read_text(), quick["out"]
+    for label in D.METHODS.values():
+        assert f"| {label} |" in text, label
+    assert "not run" in text  # the high-d cells of the methods left out
+    assert "Goal" in text and "| 2 | " in text and "quick mode" in text
+    assert (out / "dimension.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "dimension_runs.json").stat().st_size > 1000
+
+
+def test_job_is_deterministic(quick):
+    s, context = quick["settings"], quick["context"]
+    runner = D.make_runner(s, context)
+    jobs = quick["jobs"]
+    for i, job in enumerate(jobs):
+        if job.kind in ("gibo", "private_selection") and job.kwargs["dim"] == 2 and job.kwargs["seed"] == 1:
+            kwargs = dict(job.kwargs)
+            if job.budget_from is not None:
+                kwargs["budget"] = quick["runs"][job.budget_from].num_evaluations
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                again = runner(job.kind, kwargs)
+            assert dataclasses.replace(again, wall_s=0.0) == dataclasses.replace(quick["runs"][i], wall_s=0.0)
+
+
+def test_generating_lengthscales_sparse():
+    s = D.Settings()
+    for dim, seed in ((5, 0), (30, 3), (100, 1)):
+        ell = D.generating_lengthscales(s, dim, seed)
+        short = ell < s.irrelevant_lengthscale
+        assert int(short.sum()) == s.relevant
+        assert bool(((ell[short] >= s.relevant_low) & (ell[short] <= s.relevant_high)).all())
+        assert torch.equal(ell, D.generating_lengthscales(s, dim, seed))
+    assert not torch.equal(D.generating_lengthscales(s, 30, 0), D.generating_lengthscales(s, 30, 1))
+
+
+def test_dp_hypo_mu_is_the_largest_within_target():
+    kw = dict(mean_trials=40.0, ratio_upper=2.0, target_delta=1e-5, tnb_eta=1.0, orders=DEFAULT_RDP_ORDERS)
+    target = gdp_epsilon(1.0, 1e-5)
+    mu0 = D.dp_hypo_mu_for_epsilon(target_epsilon=target, target_delta=1e-5, mean_trials=40.0, ratio=2.0, tnb_eta=1.0)
+    assert dp_hypo_epsilon(per_trial_mu=mu0, **kw) <= target
+    assert dp_hypo_epsilon(per_trial_mu=mu0 * 1.001, **kw) > target
+    assert math.isfinite(mu0) and mu0 > 0
+
+
+def test_unknown_method_refused():
+    s = dataclasses.replace(D.quick_settings(), methods=("dp_gibo", "bogus"))
+    with pytest.raises(ValueError, match="bogus"):
+        D.experiment_jobs(s, {})
