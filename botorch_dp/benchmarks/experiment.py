@@ -40,6 +40,7 @@ EXPERIMENTS: dict[str, str] = {
     "amp": "botorch_dp.benchmarks.amp",
     "options": "botorch_dp.benchmarks.options",
     "mlp": "botorch_dp.benchmarks.mlp",
+    "dimension": "botorch_dp.benchmarks.dimension",
 }
 
 REQUIRED_MEMBERS = ("Settings", "quick_settings", "prepare", "experiment_jobs", "make_runner", "write_report")
