@@ -111,7 +111,7 @@ def _plain(settings: Any) -> dict:
 
 def run_experiment(name: str, settings: Any, out: Path, *, workers: int = 1, dask: str | None = None,
                    fresh: bool = False, render_only: bool = False, progress: bool = True,
-                   command: str = "") -> dict:
+                   command: str = "", threads: int | None = None) -> dict:
     r"""Run (or resume) experiment ``name`` with ``settings`` and write its report into ``out``.
 
     Args:
@@ -124,6 +124,8 @@ def run_experiment(name: str, settings: Any, out: Path, *, workers: int = 1, das
         render_only: Run nothing: write the report from the stored runs (every job must be stored).
         progress: Show a progress bar.
         command: The command line, quoted in the report.
+        threads: Torch threads of this process for serial runs (default: torch's; 1 with
+            ``workers > 1``). Torch's results depend on the thread count in the last digits.
 
     Returns:
         ``report`` (the Markdown path), ``runs``, ``context``, ``wall_s``, ``stored`` (jobs
@@ -158,7 +160,7 @@ def run_experiment(name: str, settings: Any, out: Path, *, workers: int = 1, das
             cluster.close()
         execution = f"Dask ({'LocalCluster of ' + str(workers) + ' single-thread workers' if cluster else dask})"
     else:
-        with torch_threads(1 if workers > 1 else None):
+        with torch_threads(1 if workers > 1 else threads):
             runs = run_jobs(jobs, runner, workers=workers, progress=progress, store=store)
         execution = f"{workers} worker processes with 1 torch thread each" if workers > 1 else threads_text()
     wall = time.perf_counter() - start
@@ -183,6 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, help="output directory (default outputs/NAME, or outputs/NAME-quick)")
     run.add_argument("--workers", type=int, default=1, help="spawned processes with one torch thread each")
     run.add_argument("--dask", metavar="ADDRESS", help="a Dask scheduler address, or 'local' for a LocalCluster")
+    run.add_argument("--threads", type=int, help="torch threads of this process (default torch's; 1 with --workers)")
     run.add_argument("--fresh", action="store_true", help="discard the stored runs of OUT first")
     run.add_argument("--render", action="store_true", help="only write the report from the stored runs")
     run.add_argument("--no-progress", action="store_true")
@@ -206,6 +209,8 @@ def main(argv: list[str] | None = None) -> dict | None:
         return None
     if args.workers < 1:
         parser.error("--workers must be at least 1")
+    if args.threads is not None and args.threads < 1:
+        parser.error("--threads must be at least 1")
     try:
         settings = settings_with(settings, args.set)
     except ValueError as error:
@@ -215,7 +220,8 @@ def main(argv: list[str] | None = None) -> dict | None:
     warnings.filterwarnings("ignore", message=".*(optimization|Optimization).*")
     try:
         result = run_experiment(args.name, settings, out, workers=args.workers, dask=args.dask, fresh=args.fresh,
-                                render_only=args.render, progress=not args.no_progress, command=command)
+                                render_only=args.render, progress=not args.no_progress, command=command,
+                                threads=args.threads)
     except ValueError as error:
         raise SystemExit(f"error: {error}") from error
     print(result["report"].read_text())
