@@ -44,7 +44,7 @@ from botorch_dp.baselines import (
 from botorch_dp.benchmarks.jobs import Job
 from botorch_dp.benchmarks.paper import pilot
 from botorch_dp.benchmarks.runs import Run, iterate_curve, mean_se
-from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_epsilon
+from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.problems import GPRegressionLengthscales
 
@@ -54,7 +54,6 @@ __all__ = [
     "Runner",
     "Settings",
     "dimension_problem",
-    "dp_hypo_mu_for_epsilon",
     "experiment_jobs",
     "generating_lengthscales",
     "make_runner",
@@ -179,28 +178,6 @@ def dimension_problem(settings: Settings, dim: int, seed: int) -> GPRegressionLe
     )
 
 
-def dp_hypo_mu_for_epsilon(*, target_epsilon: float, target_delta: float, mean_trials: float, ratio: float,
-                           tnb_eta: float) -> float:
-    r"""The largest per-trial μ₀ whose DP-HyPO run (geometric-like TNB ``K``) is ``(target_epsilon, δ)``-DP.
-
-    Bisection on ``log μ₀`` of ``dp_hypo_epsilon`` on the ledger's order grid (what
-    ``dp_hypo`` reports), kept on the side that does not exceed the target.
-    """
-    from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS
-
-    def eps(mu0: float) -> float:
-        return dp_hypo_epsilon(per_trial_mu=mu0, mean_trials=mean_trials, ratio_upper=ratio,
-                               target_delta=target_delta, tnb_eta=tnb_eta, orders=DEFAULT_RDP_ORDERS)
-
-    lo, hi = math.log(1e-6), math.log(1e2)
-    if eps(math.exp(lo)) > target_epsilon:
-        raise ValueError(f"no per-trial μ₀ reaches ε = {target_epsilon} with E[K] = {mean_trials}, R = {ratio}")
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if eps(math.exp(mid)) <= target_epsilon else (lo, mid)
-    return math.exp(lo)
-
-
 def _methods_at(settings: Settings, dim: int) -> tuple[tuple[str, ...], tuple[int, ...]]:
     r"""The methods and seeds run at ``dim`` (``dp_gibo`` first: it sets the budget)."""
     high = settings.high_dim_from > 0 and dim >= settings.high_dim_from
@@ -316,8 +293,9 @@ class Runner:
                                            loss_clip=loss_clip, tnb_eta=s.tnb_eta, target_delta=s.target_delta,
                                            seed=seed)
         elif method == "dp_hypo":
-            mu0 = dp_hypo_mu_for_epsilon(target_epsilon=target, target_delta=s.target_delta, mean_trials=mean_trials,
-                                         ratio=s.dp_hypo_ratio, tnb_eta=s.tnb_eta)
+            mu0 = dp_hypo_per_trial_mu_for_epsilon(target_epsilon=target, target_delta=s.target_delta,
+                                                   mean_trials=mean_trials, ratio_upper=s.dp_hypo_ratio,
+                                                   tnb_eta=s.tnb_eta)
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*(optimization|Optimization|fit).*")
                 result = dp_hypo(problem, problem.bounds, mean_trials=mean_trials, per_trial_mu=mu0,

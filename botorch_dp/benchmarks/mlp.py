@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from scipy.optimize import brentq
 
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import (
@@ -63,9 +62,8 @@ from botorch_dp.benchmarks.runs import (
     step_interp,
 )
 from botorch_dp.gradient_gp import GradientGP
-from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_epsilon
+from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
-from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS
 from botorch_dp.training import TrainingConfig
 from botorch_dp.tuning import (
     ClassificationData,
@@ -82,7 +80,6 @@ __all__ = [
     "METHODS",
     "Runner",
     "Settings",
-    "dp_hypo_per_trial_mu",
     "experiment_jobs",
     "load_data",
     "make_objective",
@@ -268,22 +265,6 @@ def prepare(settings: Settings) -> dict:
     }
 
 
-def dp_hypo_per_trial_mu(*, target_epsilon: float, target_delta: float, mean_trials: float, ratio: float,
-                         tnb_eta: float = 1.0) -> float:
-    r"""The per-trial μ₀ at which DP-HyPO's ε on ``DEFAULT_RDP_ORDERS`` (what ``dp_hypo``
-    reports) equals ``target_epsilon`` (``brentq`` on ``log μ₀``; ε increases in μ₀)."""
-    def gap(log_mu: float) -> float:
-        return dp_hypo_epsilon(
-            per_trial_mu=math.exp(log_mu), mean_trials=mean_trials, ratio_upper=ratio, ratio_lower=1.0 / ratio,
-            target_delta=target_delta, tnb_eta=tnb_eta, orders=DEFAULT_RDP_ORDERS,
-        ) - target_epsilon
-
-    lo, hi = math.log(1e-6), math.log(1e2)
-    if gap(lo) >= 0:
-        raise ValueError(f"DP-HyPO cannot reach epsilon={target_epsilon} with E[K]={mean_trials} and ratio {ratio}.")
-    return math.exp(brentq(gap, lo, hi, xtol=1e-12))
-
-
 # ============================================================================ runner
 class Runner:
     r"""Runs one job of one method and returns a ``Run``; picklable (settings and context only).
@@ -394,8 +375,9 @@ class Runner:
         mean_trials = max(2.0, s.selection_fraction * budget)
         start = time.perf_counter()
         objective = self._objective(seed)
-        mu0 = dp_hypo_per_trial_mu(target_epsilon=gdp_epsilon(mu, s.target_delta), target_delta=s.target_delta,
-                                   mean_trials=mean_trials, ratio=s.dp_hypo_ratio, tnb_eta=s.tnb_eta)
+        mu0 = dp_hypo_per_trial_mu_for_epsilon(
+            target_epsilon=gdp_epsilon(mu, s.target_delta), target_delta=s.target_delta, mean_trials=mean_trials,
+            ratio_upper=s.dp_hypo_ratio, tnb_eta=s.tnb_eta)
         result = dp_hypo(
             objective, objective.bounds, mean_trials=mean_trials, per_trial_mu=mu0, loss_clip=c["loss_clip"],
             ratio_bound=s.dp_hypo_ratio, tnb_eta=s.tnb_eta, target_delta=s.target_delta,

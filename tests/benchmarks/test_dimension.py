@@ -2,7 +2,6 @@
 benchmarks.experiment (shared budgets, calibrated privacy, head-room, report), and its parts."""
 
 import dataclasses
-import math
 import warnings
 
 import pytest
@@ -11,9 +10,7 @@ import torch
 from botorch_dp.benchmarks import dimension as D
 from botorch_dp.benchmarks.experiment import REQUIRED_MEMBERS, load_experiment
 from botorch_dp.benchmarks.jobs import run_jobs
-from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_epsilon
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
-from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS
 
 
 @pytest.fixture(scope="module")
@@ -110,15 +107,6 @@ def test_generating_lengthscales_sparse():
         assert bool(((ell[short] >= s.relevant_low) & (ell[short] <= s.relevant_high)).all())
         assert torch.equal(ell, D.generating_lengthscales(s, dim, seed))
     assert not torch.equal(D.generating_lengthscales(s, 30, 0), D.generating_lengthscales(s, 30, 1))
-
-
-def test_dp_hypo_mu_is_the_largest_within_target():
-    kw = dict(mean_trials=40.0, ratio_upper=2.0, target_delta=1e-5, tnb_eta=1.0, orders=DEFAULT_RDP_ORDERS)
-    target = gdp_epsilon(1.0, 1e-5)
-    mu0 = D.dp_hypo_mu_for_epsilon(target_epsilon=target, target_delta=1e-5, mean_trials=40.0, ratio=2.0, tnb_eta=1.0)
-    assert dp_hypo_epsilon(per_trial_mu=mu0, **kw) <= target
-    assert dp_hypo_epsilon(per_trial_mu=mu0 * 1.001, **kw) > target
-    assert math.isfinite(mu0) and mu0 > 0
 
 
 def test_unknown_method_refused():

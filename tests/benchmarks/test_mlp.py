@@ -135,15 +135,3 @@ def test_jobs_are_deterministic_with_seeded_noise_and_not_without(quick):
     fresh = mlp.make_runner(dataclasses.replace(settings, seeded_noise=False), context)
     a, b = (fresh(jobs[0].kind, jobs[0].kwargs) for _ in range(2))
     assert a.extra["hyperparameters"] != b.extra["hyperparameters"]  # OS-entropy noise differs between runs
-
-
-def test_dp_hypo_per_trial_mu_hits_its_target_and_refuses_an_unreachable_one():
-    from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_epsilon
-    from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS
-
-    mu0 = mlp.dp_hypo_per_trial_mu(target_epsilon=2.0, target_delta=1e-5, mean_trials=20.0, ratio=1.2)
-    eps = dp_hypo_epsilon(per_trial_mu=mu0, mean_trials=20.0, ratio_upper=1.2, ratio_lower=1 / 1.2,
-                          target_delta=1e-5, orders=DEFAULT_RDP_ORDERS)
-    assert eps == pytest.approx(2.0, rel=1e-8)
-    with pytest.raises(ValueError, match="cannot reach"):
-        mlp.dp_hypo_per_trial_mu(target_epsilon=2.0, target_delta=1e-5, mean_trials=60.0, ratio=2.0)

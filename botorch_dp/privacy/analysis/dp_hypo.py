@@ -44,12 +44,14 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
+from scipy.optimize import brentq
+
 from botorch_dp.privacy.analysis.private_selection import (
     DISTRIBUTIONS,
     private_selection_rdp,
     private_selection_rdp_curve,
 )
-from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon, rdp_to_epsilon
+from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS, rdp_curve_epsilon, rdp_to_epsilon
 from botorch_dp.privacy.checks import check_choice, check_delta, check_greater, check_positive
 
 __all__ = [
@@ -57,6 +59,7 @@ __all__ = [
     "check_ratio_bounds",
     "dp_hypo_epsilon",
     "dp_hypo_epsilon_generic",
+    "dp_hypo_per_trial_mu_for_epsilon",
     "dp_hypo_rdp",
     "dp_hypo_rdp_curve",
 ]
@@ -286,3 +289,54 @@ def dp_hypo_epsilon(
     if orders is None:
         return rdp_to_epsilon(curve, target_delta)[0]
     return rdp_curve_epsilon([curve(float(a)) for a in orders], orders, target_delta)[0]
+
+
+def dp_hypo_per_trial_mu_for_epsilon(
+    *,
+    target_epsilon: float,
+    target_delta: float,
+    mean_trials: float,
+    ratio_upper: float,
+    ratio_lower: float | None = None,
+    distribution: str = "truncated_negative_binomial",
+    tnb_eta: float = 1.0,
+    orders: Sequence[float] | None = DEFAULT_RDP_ORDERS,
+) -> float:
+    r"""The largest per-trial ``μ₀`` whose DP-HyPO run is ``(target_epsilon, target_delta)``-DP.
+
+    ``dp_hypo_epsilon`` increases in ``μ₀``; its root is found by ``brentq`` on ``log μ₀``
+    and, if rounding left it above the target, moved just below, so the returned ``μ₀``
+    never exceeds the target. The DP-HyPO twin of
+    ``private_selection.per_trial_mu_for_epsilon``.
+
+    Args:
+        target_epsilon: ``ε > 0`` that the whole run may spend.
+        target_delta: ``δ ∈ (0, 1)``.
+        mean_trials, ratio_upper, ratio_lower, distribution, tnb_eta: As ``dp_hypo_epsilon``.
+        orders: The order grid (default ``DEFAULT_RDP_ORDERS``, the ledger's and what
+            ``baselines.dp_hypo`` reports); ``None``: continuous order.
+
+    Returns:
+        ``μ₀ > 0``.
+
+    Raises:
+        ValueError: If even a vanishing ``μ₀`` exceeds the target.
+    """
+    target_epsilon = check_positive(target_epsilon, "target_epsilon", allow_inf=False)
+
+    def gap(log_mu: float) -> float:
+        return dp_hypo_epsilon(
+            per_trial_mu=math.exp(log_mu), mean_trials=mean_trials, ratio_upper=ratio_upper, ratio_lower=ratio_lower,
+            target_delta=target_delta, distribution=distribution, tnb_eta=tnb_eta, orders=orders,
+        ) - target_epsilon
+
+    lo, hi, xtol = math.log(1e-6), math.log(1e2), 1e-12
+    if gap(lo) >= 0:
+        raise ValueError(
+            f"DP-HyPO cannot reach epsilon={target_epsilon} with E[K]={mean_trials} and ratio {ratio_upper}; "
+            "allow a larger epsilon, fewer trials or a smaller ratio."
+        )
+    root = brentq(gap, lo, hi, xtol=xtol)
+    if gap(root) > 0:  # brentq's root is within xtol on either side: step to the safe side
+        root -= 2 * xtol
+    return math.exp(root)

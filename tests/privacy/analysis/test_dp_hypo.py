@@ -19,10 +19,11 @@ from botorch_dp.privacy.analysis.dp_hypo import (
     check_ratio_bounds,
     dp_hypo_epsilon,
     dp_hypo_epsilon_generic,
+    dp_hypo_per_trial_mu_for_epsilon,
     dp_hypo_rdp,
     dp_hypo_rdp_curve,
 )
-from botorch_dp.privacy.analysis.gdp import gdp_delta
+from botorch_dp.privacy.analysis.gdp import gdp_delta, gdp_epsilon
 from botorch_dp.privacy.analysis.private_selection import (
     private_selection_epsilon,
     private_selection_epsilon_generic,
@@ -213,3 +214,20 @@ def test_refusals_name_the_argument():
         dp_hypo_epsilon(per_trial_mu=1.0, mean_trials=3.0, ratio_upper=2.0, target_delta=0.0)
     with pytest.raises(ValueError, match="mean_trials"):
         dp_hypo_rdp_curve(lambda a: a, mean_trials=-1.0, ratio_upper=2.0)
+
+
+def test_per_trial_mu_is_the_largest_within_the_target_and_refuses_an_unreachable_one():
+    # the calibration the loss-against-dimension benchmark uses (ratio 2, E[K] = 40, target of mu = 1)
+    kw = dict(mean_trials=40.0, ratio_upper=2.0, target_delta=1e-5, tnb_eta=1.0, orders=DEFAULT_RDP_ORDERS)
+    target = gdp_epsilon(1.0, 1e-5)
+    mu0 = dp_hypo_per_trial_mu_for_epsilon(target_epsilon=target, **kw)
+    assert dp_hypo_epsilon(per_trial_mu=mu0, **kw) <= target
+    assert dp_hypo_epsilon(per_trial_mu=mu0 * 1.001, **kw) > target
+    assert math.isfinite(mu0) and mu0 > 0
+    # and the MLP benchmark's (ratio 1.2, E[K] = 20, epsilon 2): the target is hit
+    mu0 = dp_hypo_per_trial_mu_for_epsilon(target_epsilon=2.0, target_delta=1e-5, mean_trials=20.0, ratio_upper=1.2)
+    eps = dp_hypo_epsilon(per_trial_mu=mu0, mean_trials=20.0, ratio_upper=1.2, ratio_lower=1 / 1.2,
+                          target_delta=1e-5, orders=DEFAULT_RDP_ORDERS)
+    assert eps == pytest.approx(2.0, rel=1e-8) and eps <= 2.0
+    with pytest.raises(ValueError, match="cannot reach"):
+        dp_hypo_per_trial_mu_for_epsilon(target_epsilon=2.0, target_delta=1e-5, mean_trials=60.0, ratio_upper=2.0)
