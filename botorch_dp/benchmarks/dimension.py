@@ -41,7 +41,7 @@ from botorch_dp.baselines import (
     random_search,
     ucb_bo,
 )
-from botorch_dp.benchmarks.jobs import Job
+from botorch_dp.benchmarks.jobs import Job, KindRunner
 from botorch_dp.benchmarks.paper import pilot
 from botorch_dp.benchmarks.runs import Run, iterate_curve, mean_se
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
@@ -204,20 +204,10 @@ def prepare(settings: Settings) -> dict:
                       for d in settings.dims}}
 
 
-class Runner:
+class Runner(KindRunner):
     r"""Runs one job of the experiment and returns a ``Run``; holds only the settings and the pilot."""
 
     KINDS = ("headroom", "gibo", "baseline", "private_selection")
-
-    def __init__(self, settings: Settings, context: dict) -> None:
-        self.settings = settings
-        self.context = context
-
-    def execute(self, kind: str, kwargs: dict) -> Run:
-        r"""Run ``self.<kind>(**kwargs)``."""
-        if kind not in self.KINDS:
-            raise ValueError(f"unknown job kind {kind!r}")
-        return getattr(self, kind)(**kwargs)
 
     def _pilot(self, dim: int) -> dict:
         return self.context["pilot"][str(dim)]

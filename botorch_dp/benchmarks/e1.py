@@ -49,7 +49,7 @@ from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import NO_CLIP, from_dp_gibo_result
 from botorch_dp.baselines.base import uniform_points
 from botorch_dp.benchmarks import paper
-from botorch_dp.benchmarks.jobs import Job, RunJob
+from botorch_dp.benchmarks.jobs import Job, KindRunner, RunJob
 from botorch_dp.benchmarks.paper import gp_problem, gp_theta0, pilot
 from botorch_dp.benchmarks.runs import Run, iterate_curve, mean_se
 from botorch_dp.gradient_gp import GradientGP
@@ -392,27 +392,25 @@ def experiment_jobs(settings: Settings, context: dict) -> list[Job]:
     return jobs
 
 
-class Runner:
+class Runner(KindRunner):
     r"""Runs one job of the E.1 investigation (``execute`` is the CLI's ``run_job``)."""
 
-    def __init__(self, settings: Settings, context: dict) -> None:
-        self.settings = settings
-        self.context = context
+    KINDS = ("gibo", "random_search")
 
-    def execute(self, kind: str, kwargs: dict) -> Run:
-        r"""``gibo``: one method on one variant and seed; ``random_search``: one curve."""
-        if kind == "gibo":
-            start = time.perf_counter()
-            (r,) = run_seed(self.settings, kwargs["variant"], kwargs["seed"], kwargs["clip"], (kwargs["method"],))
-            extra = {k: r[k] for k in ("initial_loss", "clip", "final_theta")}
-            return Run("e1", r["method"], r["seed"], r["variant"], r["evals"], r["losses"], r["final_loss"],
-                       r["num_evaluations"], time.perf_counter() - start, extra=extra)
-        if kind == "random_search":
-            start = time.perf_counter()
-            curve = extend_rs_curve(self.settings, kwargs["variant"], kwargs["seed"], [], kwargs["budget"])
-            return Run("e1", "random search (non-private)", kwargs["seed"], _space(kwargs["variant"]),
-                       list(range(1, len(curve) + 1)), curve, curve[-1], len(curve), time.perf_counter() - start)
-        raise ValueError(f"unknown job kind {kind!r}")
+    def gibo(self, variant: str, method: str, seed: int, clip: float | None) -> Run:
+        r"""One method of ``METHODS`` on one variant and seed."""
+        start = time.perf_counter()
+        (r,) = run_seed(self.settings, variant, seed, clip, (method,))
+        extra = {k: r[k] for k in ("initial_loss", "clip", "final_theta")}
+        return Run("e1", r["method"], r["seed"], r["variant"], r["evals"], r["losses"], r["final_loss"],
+                   r["num_evaluations"], time.perf_counter() - start, extra=extra)
+
+    def random_search(self, variant: str, seed: int, budget: int) -> Run:
+        r"""The random-search curve of the variant's search box and ``seed``, ``budget`` evaluations long."""
+        start = time.perf_counter()
+        curve = extend_rs_curve(self.settings, variant, seed, [], budget)
+        return Run("e1", "random search (non-private)", seed, _space(variant), list(range(1, len(curve) + 1)), curve,
+                   curve[-1], len(curve), time.perf_counter() - start)
 
 
 def make_runner(settings: Settings, context: dict) -> RunJob:

@@ -11,7 +11,7 @@ An experiment is a module (or any object) with five members:
 - ``experiment_jobs(settings, context) -> list[Job]``: the jobs (``jobs.Job``), each
   depending only on earlier ones; each job's ``kwargs`` are plain JSON-ready values.
 - ``make_runner(settings, context) -> RunJob``: a picklable ``run_job(kind, kwargs) -> Run``
-  (a top-level class instance, e.g. ``paper.Runner(settings, context).execute``);
+  (e.g. ``Runner(settings, context).execute`` of a ``jobs.KindRunner`` subclass);
   deterministic given its arguments, privacy noise excepted where no noise seed is set.
 - ``write_report(settings, context, runs, out, command) -> Path``: writes the report
   (Markdown, plots) into the directory ``out`` and returns the Markdown file's path.

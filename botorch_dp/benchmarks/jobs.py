@@ -15,6 +15,7 @@ import concurrent.futures as cf
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -22,11 +23,36 @@ from botorch_dp.benchmarks.runs import Run
 from botorch_dp.benchmarks.store import RunStore
 from botorch_dp.evaluation import SerialExecutor, init_one_thread_worker, process_pool
 
-__all__ = ["Job", "RunJob", "critical_paths", "init_one_thread_worker", "job_kwargs", "process_pool",
+__all__ = ["Job", "KindRunner", "RunJob", "critical_paths", "init_one_thread_worker", "job_kwargs", "process_pool",
            "reused_run", "run_jobs"]
 
 #: ``run_job(kind, kwargs) -> Run``: runs one job (picklable for process pools).
 RunJob = Callable[[str, dict], Run]
+
+
+class KindRunner:
+    r"""Base of an experiment's runner: ``execute(kind, kwargs)`` calls the method ``kind``.
+
+    A subclass lists its job kinds in ``KINDS`` and defines one method per kind taking the
+    job's keyword arguments. It holds only the settings and the public context, so
+    ``runner.execute`` can be sent to worker processes as the ``run_job`` of ``run_jobs``.
+
+    Args:
+        settings: The experiment's settings.
+        context: Its public context (``prepare``'s dict; default empty).
+    """
+
+    KINDS: tuple[str, ...] = ()
+
+    def __init__(self, settings: Any, context: dict | None = None) -> None:
+        self.settings = settings
+        self.context = {} if context is None else context
+
+    def execute(self, kind: str, kwargs: dict) -> Run:
+        r"""Run ``self.<kind>(**kwargs)``; ``ValueError`` for a kind not in ``KINDS``."""
+        if kind not in self.KINDS:
+            raise ValueError(f"unknown job kind {kind!r}")
+        return getattr(self, kind)(**kwargs)
 
 
 @dataclass

@@ -50,7 +50,7 @@ from botorch_dp.baselines import (
     random_search,
     ucb_bo,
 )
-from botorch_dp.benchmarks.jobs import Job
+from botorch_dp.benchmarks.jobs import Job, KindRunner
 from botorch_dp.benchmarks.report import markdown_row
 from botorch_dp.benchmarks.runs import (
     Run,
@@ -266,7 +266,7 @@ def prepare(settings: Settings) -> dict:
 
 
 # ============================================================================ runner
-class Runner:
+class Runner(KindRunner):
     r"""Runs one job of one method and returns a ``Run``; picklable (settings and context only).
 
     Every job rebuilds its seed's data and objective, so a job depends on its arguments only.
@@ -274,16 +274,10 @@ class Runner:
 
     KINDS = ("gibo", "random", "ucb", "private_rs", "dp_hypo")
 
-    def __init__(self, settings: Settings, context: dict) -> None:
-        self.settings = settings
-        self.context = context
-
     def execute(self, kind: str, kwargs: dict) -> Run:
         r"""Run ``self.<kind>(**kwargs)`` on one torch thread."""
-        if kind not in self.KINDS:
-            raise ValueError(f"unknown job kind {kind!r}")
         with torch_threads(1):
-            return getattr(self, kind)(**kwargs)
+            return super().execute(kind, kwargs)
 
     # ------------------------------------------------------------------ helpers
     def _objective(self, seed: int) -> TorchModelTuningObjective:

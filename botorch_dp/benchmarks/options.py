@@ -40,7 +40,7 @@ import torch
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import from_dp_gibo_result
 from botorch_dp.benchmarks import paper
-from botorch_dp.benchmarks.jobs import Job, RunJob
+from botorch_dp.benchmarks.jobs import Job, KindRunner, RunJob
 from botorch_dp.benchmarks.report import markdown_row
 from botorch_dp.benchmarks.runs import Run, format_mean_se, iterate_curve, mean_se
 from botorch_dp.optim.subspace import FixedSubspace, PosteriorGradientCovarianceSubspace, PublicGradientPCA
@@ -154,12 +154,10 @@ def experiment_jobs(settings: Settings, context: dict) -> list[Job]:
     return jobs
 
 
-class Runner:
+class Runner(KindRunner):
     r"""Runs one DP-GIBO variant on one task and seed (``execute`` is the CLI's ``run_job``)."""
 
-    def __init__(self, settings: Settings, context: dict) -> None:
-        self.settings = settings
-        self.context = context
+    KINDS = ("dp_gibo",)
 
     def config(self, task: str, variant: str, seed: int) -> tuple[Any, DPGIBOConfig]:
         r"""The task's problem and the variant's config (fixed batches of d + 1 for T steps)."""
@@ -179,11 +177,8 @@ class Runner:
         config = DPGIBOConfig(**{**base, **variant_changes(s, self.context, task, variant, d)})
         return problem, config
 
-    def execute(self, kind: str, kwargs: dict) -> Run:
-        r"""``dp_gibo``: the variant ``kwargs["variant"]`` on ``kwargs["task"]`` and ``kwargs["seed"]``."""
-        if kind != "dp_gibo":
-            raise ValueError(f"unknown job kind {kind!r}")
-        task, variant, seed = kwargs["task"], kwargs["variant"], kwargs["seed"]
+    def dp_gibo(self, task: str, variant: str, seed: int) -> Run:
+        r"""The DP-GIBO ``variant`` on ``task`` and ``seed``."""
         start = time.perf_counter()
         problem, config = self.config(task, variant, seed)
         with warnings.catch_warnings():

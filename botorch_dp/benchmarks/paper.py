@@ -29,7 +29,7 @@ from botorch_dp.baselines import (
     random_search,
     ucb_bo,
 )
-from botorch_dp.benchmarks.jobs import Job
+from botorch_dp.benchmarks.jobs import Job, KindRunner
 from botorch_dp.benchmarks.runs import Run, format_mu, iterate_curve, round_sig
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
@@ -192,7 +192,7 @@ def pilot(settings: Settings, problem: PerUserProblem | None = None) -> dict:
     }
 
 
-class Runner:
+class Runner(KindRunner):
     r"""Runs and times single jobs; each method returns one ``Run`` and keeps no state between jobs.
 
     A ``Runner`` holds only the settings and the pilot, so ``runner.execute`` can be sent
@@ -202,14 +202,8 @@ class Runner:
     KINDS = ("dp_gibo_gp", "baseline_gp", "private_rs_gp", "dp_gibo_small", "noisy_gd_small", "svm_gibo", "svm_random")
 
     def __init__(self, settings: Settings, pilot: dict | None = None) -> None:
-        self.settings = settings
+        super().__init__(settings)
         self.pilot = pilot or {}
-
-    def execute(self, kind: str, kwargs: dict) -> Run:
-        r"""Run ``self.<kind>(**kwargs)``."""
-        if kind not in self.KINDS:
-            raise ValueError(f"unknown job kind {kind!r}")
-        return getattr(self, kind)(**kwargs)
 
     # ------------------------------------------------------------------ GP problem
     def dp_gibo_gp(
