@@ -79,12 +79,14 @@ def die_in_transaction(url: str, dataset: str, mu: float, where: str, ready: Any
     os._exit(0)  # not reached
 
 
-def race(url: str, dataset: str, mu: float, runs: int, results: Any) -> None:
-    r"""``runs`` processes run ``spend`` at once; then ``("exitcodes", [...])`` is reported."""
+def race(url: str, dataset: str, mu: float, runs: int, results: Any, curves: bool = False) -> None:
+    r"""``runs`` processes run ``spend`` (``spend_curve`` with ``curves``) at once; then
+    ``("exitcodes", [...])`` is reported."""
     ledger_modules()
     ctx = multiprocessing.get_context("fork")
     start = ctx.Barrier(runs, timeout=120)
-    procs = [ctx.Process(target=spend, args=(url, dataset, mu, f"run-{i}", start, results)) for i in range(runs)]
+    target = spend_curve if curves else spend
+    procs = [ctx.Process(target=target, args=(url, dataset, mu, f"run-{i}", start, results)) for i in range(runs)]
     for p in procs:
         p.start()
     for p in procs:
@@ -127,16 +129,3 @@ def spend_curve(url: str, dataset: str, mu: float, run_id: str, start: Any, resu
     time.sleep(0.01)  # the release would happen here
     book.record_validation_mechanism(curve, run_id=run_id, key="select", description="curve")
     results.put((run_id, "released"))
-
-
-def race_curves(url: str, dataset: str, mu: float, runs: int, results: Any) -> None:
-    r"""``race`` with ``spend_curve``."""
-    ledger_modules()
-    ctx = multiprocessing.get_context("fork")
-    start = ctx.Barrier(runs, timeout=120)
-    procs = [ctx.Process(target=spend_curve, args=(url, dataset, mu, f"run-{i}", start, results)) for i in range(runs)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=120)
-    results.put(("exitcodes", [p.exitcode for p in procs]))

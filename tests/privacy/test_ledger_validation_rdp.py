@@ -334,7 +334,7 @@ def test_eight_processes_race_for_a_budget_of_five_curves(tmp_path):
     PrivacyLedger(storage=url, dataset=dataset, validation_mu_budget=0.45)
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
-    helper = ctx.Process(target=ledger_workers.race_curves, args=(url, dataset, 0.2, 8, results))
+    helper = ctx.Process(target=ledger_workers.race, args=(url, dataset, 0.2, 8, results, True))
     helper.start()
     reported = [results.get(timeout=180) for _ in range(9)]
     helper.join(timeout=60)
