@@ -95,15 +95,38 @@ def reproduce(settings: Settings, only: tuple[str, ...], out: Path, argv: list[s
         execution = f"{workers} worker processes with 1 torch thread each"
     else:
         execution = threads_text()
-    make_plots(settings, runs, out)
-    text = write_report(settings, runs, pilot_values, out, time.perf_counter() - start, argv, execution=execution)
-    (out / "runs.json").write_text(json.dumps(
-        {"settings": settings_to_dict(settings), "pilot": pilot_values, "argv": argv,
-         "wall_s": time.perf_counter() - start, "only": list(only), "workers": workers or 1,
-         "execution": execution, "runs": [dataclasses.asdict(r) for r in runs]},
-        indent=1, default=str))
+    text = write_outputs(settings, runs, pilot_values, out, argv, total, only=only, execution=execution,
+                         workers=workers or 1)
     return {"results_md": out / "results.md", "text": text, "runs": runs, "pilot": pilot_values,
             "pilot_s": pilot_s, "wall_s": total}
+
+
+def write_outputs(settings: Settings, runs: list[Run], pilot_values: dict, out: Path, argv: list[str], wall_s: float,
+                  *, only: tuple[str, ...], execution: str | None, workers: int | None = None) -> str:
+    r"""Write the plots, ``results.md`` and ``runs.json`` of ``runs`` into ``out``.
+
+    Args:
+        settings: The settings the runs were made with.
+        runs: The runs.
+        pilot_values: The pilot's clip bounds (``{}`` when none ran).
+        out: The output directory.
+        argv: The command's arguments (quoted in the report).
+        wall_s: The command's wall time (pilot and runs).
+        only: The experiments run.
+        execution: How the jobs ran (processes, threads, executor).
+        workers: The number of worker processes, if known.
+
+    Returns:
+        The text of ``results.md``.
+    """
+    make_plots(settings, runs, out)
+    text = write_report(settings, runs, pilot_values, out, wall_s, argv, execution=execution)
+    (out / "runs.json").write_text(json.dumps(
+        {"settings": settings_to_dict(settings), "pilot": pilot_values, "argv": argv, "wall_s": wall_s,
+         "only": list(only), "workers": workers, "execution": execution,
+         "runs": [dataclasses.asdict(r) for r in runs]},
+        indent=1, default=str))
+    return text
 
 
 def runs_json_path(path: Path) -> Path:

@@ -9,14 +9,12 @@ is the same experiment with the paper's own command-line options.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from pathlib import Path
 
 from botorch_dp.benchmarks import paper
 from botorch_dp.benchmarks.jobs import Job, RunJob
-from botorch_dp.benchmarks.plots import make_plots
-from botorch_dp.benchmarks.report import write_report as write_results_md
+from botorch_dp.benchmarks.outputs import write_outputs
 from botorch_dp.benchmarks.runs import Run
 
 __all__ = ["Settings", "experiment_jobs", "make_runner", "prepare", "quick_settings", "write_report"]
@@ -71,15 +69,7 @@ def make_runner(settings: Settings, context: dict) -> RunJob:
 
 def write_report(settings: Settings, context: dict, runs: list[Run], out: Path, command: str) -> Path:
     r"""Write ``results.md``, the plots and ``runs.json`` (readable by ``reproduce_paper.py --render``)."""
-    ps = paper_settings(settings)
-    wall = float(context.get("wall_s", math.nan))
-    argv = command.split()
-    make_plots(ps, runs, out)
     pilot = {k: v for k, v in context.items() if k not in ("wall_s", "execution")}
-    write_results_md(ps, runs, pilot, out, wall, argv, execution=context.get("execution"))
-    (out / "runs.json").write_text(json.dumps(
-        {"settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(ps).items()},
-         "pilot": pilot, "argv": argv, "wall_s": wall, "only": list(settings.only),
-         "execution": context.get("execution"), "runs": [dataclasses.asdict(r) for r in runs]},
-        indent=1, default=str))
+    write_outputs(paper_settings(settings), runs, pilot, out, command.split(), float(context.get("wall_s", math.nan)),
+                  only=tuple(settings.only), execution=context.get("execution"))
     return out / "results.md"
