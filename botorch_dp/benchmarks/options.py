@@ -17,8 +17,9 @@ budget). Variants (``VARIANTS``; each is a set of ``DPGIBOConfig`` changes):
   from the released gradients, no extra privacy).
 - ``adaptive_norm``: the noise follows a noisy gradient norm, under a GDP filter.
 - ``adaptive_norm_min``: that, returning the iterate with the smallest released noisy norm.
-- ``combined``: the union of the variants named in ``combination`` (``--set
-  combination=public_pca,adaptive_norm``), to be chosen from a run on other seeds.
+- a combination: the union of the variants named in ``combination`` (``--set
+  combination=adagrad_full,adaptive_norm``), run as the variant ``"adagrad_full+adaptive_norm"``
+  (the name is the job's key, so runs of several combinations share one store).
 
 Every run's privacy is the same μ (the options re-split it, never add to it). Clip bounds:
 the ``paper`` pilot's B on the GP task (an independent synthetic draw) and ``svm_clip`` on
@@ -47,7 +48,8 @@ from botorch_dp.optim.subspace import FixedSubspace, PosteriorGradientCovariance
 from botorch_dp.privacy.seeding import PrivacyWarning
 
 __all__ = [
-    "SELECTION_FIELDS", "TASKS", "VARIANTS", "Runner", "Settings", "experiment_jobs", "make_runner", "prepare",
+    "SELECTION_FIELDS", "TASKS", "VARIANTS", "Runner", "Settings", "combination_name", "experiment_jobs", "make_runner",
+    "prepare",
     "quick_settings", "variant_changes", "write_report",
 ]
 
@@ -91,8 +93,9 @@ class Settings(paper.Settings):
             raise ValueError(f"subspace_k must be >= 1 and pca_points >= 2, got {self.subspace_k}, {self.pca_points}")
 
 
-#: Fields that only choose which jobs run (left out of the run store's header).
-SELECTION_FIELDS = ("option_seeds",)
+#: Fields that only choose which jobs run (left out of the run store's header): a job's key
+#: names its task, variant (a combination by its ``+``-joined name) and seed.
+SELECTION_FIELDS = ("option_seeds", "variants", "combination")
 
 
 def quick_settings() -> Settings:
@@ -119,18 +122,28 @@ def _public_pca_basis(settings: Settings, task: str) -> list[list[float]]:
 
 
 def prepare(settings: Settings) -> dict:
-    r"""Public set-up: the GP task's pilot B and the public-PCA bases (independent synthetic draws)."""
+    r"""Public set-up: the GP task's pilot B and the public-PCA bases (independent synthetic draws).
+
+    The bases are made whichever variants are selected, so the context (part of the run store's
+    header) does not depend on the selection fields.
+    """
     context: dict[str, Any] = {}
     if "gp" in settings.tasks:
         context["gp_clip"] = paper.pilot(settings)["clip_bound"]
-    if "public_pca" in settings.variants or "public_pca" in settings.combination:
-        context["pca_basis"] = {task: _public_pca_basis(settings, task) for task in settings.tasks}
+    context["pca_basis"] = {task: _public_pca_basis(settings, task) for task in settings.tasks}
     return context
 
 
+def combination_name(names: tuple[str, ...]) -> str:
+    r"""The variant name of a combination of ``VARIANTS``: ``"adagrad_full+adaptive_norm"``."""
+    return "+".join(names)
+
+
 def variant_changes(settings: Settings, context: dict, task: str, variant: str, dim: int) -> dict[str, Any]:
-    r"""The ``DPGIBOConfig`` changes of ``variant`` (``"combined"``: of ``settings.combination``)."""
-    names = settings.combination if variant == "combined" else (variant,)
+    r"""The ``DPGIBOConfig`` changes of ``variant`` (a ``+``-joined combination: of each part)."""
+    names = tuple(variant.split("+"))
+    if any(name not in VARIANTS for name in names):
+        raise ValueError(f"variant {variant!r} is not one of {tuple(VARIANTS)} or a '+'-joined combination of them")
     changes: dict[str, Any] = {}
     for name in names:
         changes.update(VARIANTS[name])
@@ -142,8 +155,8 @@ def variant_changes(settings: Settings, context: dict, task: str, variant: str, 
 
 
 def experiment_jobs(settings: Settings, context: dict) -> list[Job]:
-    r"""One DP-GIBO job per (task, seed, variant); ``combined`` too when a combination is set."""
-    variants = list(settings.variants) + (["combined"] if settings.combination else [])
+    r"""One DP-GIBO job per (task, seed, variant); the combination too when one is set."""
+    variants = list(settings.variants) + ([combination_name(settings.combination)] if settings.combination else [])
     jobs = []
     for task in settings.tasks:
         cost = 25.0 * (settings.gp_dim / 15) ** 2 if task == "gp" else 150.0
@@ -228,8 +241,6 @@ def write_report(settings: Settings, context: dict, runs: list[Run], out: Path, 
     lines += [f"μ = {settings.privacy_mu:g} for every run; fixed batches of d + 1 points; losses are NON-PRIVATE "
               "diagnostics of the returned point. Wins: seeds where the variant's loss is strictly below plain "
               "DP-GIBO's on the same seed (same data, θ₀ and noise seed).", ""]
-    if settings.combination:
-        lines += [f"`combined` = {' + '.join(settings.combination)}.", ""]
     for task in settings.tasks:
         task_runs = [r for r in runs if r.experiment == task]
         if not task_runs:

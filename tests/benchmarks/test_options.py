@@ -24,14 +24,14 @@ def test_every_variant_spends_the_same_mu_within_plains_budget(quick_gp):
     result, _ = quick_gp
     settings = options.quick_settings()
     runs = result["runs"]
-    assert sorted(r.method for r in runs) == sorted([*options.VARIANTS, "combined"])
+    assert sorted(r.method for r in runs) == sorted([*options.VARIANTS, "posterior_subspace+adaptive_norm"])
     plain = next(r for r in runs if r.method == "plain")
     assert plain.num_evaluations == settings.iterations * (settings.gp_dim + 1)
     for r in runs:
         assert r.extra["mu"] == pytest.approx(settings.privacy_mu, rel=1e-9)
         assert r.epsilon == pytest.approx(plain.epsilon, rel=1e-9)
         assert r.num_evaluations <= plain.num_evaluations
-        if not r.method.startswith("adaptive") and r.method != "combined":
+        if "adaptive" not in r.method:
             assert r.num_evaluations == plain.num_evaluations
 
 
@@ -47,7 +47,7 @@ def test_variants_reach_the_config(quick_gp):
     assert cfg.step_rule == "adagrad_full"
     _, cfg = runner.config("gp", "adaptive_norm_min", 0)
     assert (cfg.noise_schedule, cfg.selection) == ("adaptive_norm", "min_noisy_norm")
-    _, cfg = runner.config("gp", "combined", 0)  # posterior_subspace + adaptive_norm
+    _, cfg = runner.config("gp", "posterior_subspace+adaptive_norm", 0)
     assert isinstance(cfg.subspace, PosteriorGradientCovarianceSubspace) and cfg.noise_schedule == "adaptive_norm"
     _, plain = runner.config("gp", "plain", 0)
     assert (plain.subspace, plain.step_rule, plain.noise_schedule, plain.selection) == (None, "adagrad", "fixed", "last")
@@ -74,6 +74,22 @@ def test_report_counts_paired_wins_against_plain(quick_gp):
             continue
         row = next(line for line in text.splitlines() if line.startswith(f"| {r.method} |"))
         assert re.search(rf"\| {int(r.final_loss < plain.final_loss)}/1 \|", row), row
+
+
+def test_another_selection_of_variants_reuses_the_store(quick_gp):
+    # variants and combination only select jobs: a second combination and a subset of the
+    # variants run in the same store, and only the new combination is run
+    result, out = quick_gp
+    again = main(["run", "options", "--quick", "--set", "tasks=gp", "--set", "variants=plain,adaptive_norm",
+                  "--set", "combination=adagrad_full,adaptive_norm", "--out", str(out), "--no-progress"])
+    assert again["ran"] == 1 and again["stored"] == len(result["runs"])
+    assert [r.method for r in again["runs"]] == ["plain", "adaptive_norm", "adagrad_full+adaptive_norm"]
+    before = {r.method: r.final_loss for r in result["runs"]}
+    assert all(before[r.method] == r.final_loss for r in again["runs"][:2])
+    _, cfg = options.Runner(options.quick_settings(), result["context"]).config("gp", "adagrad_full+adaptive_norm", 0)
+    assert (cfg.step_rule, cfg.noise_schedule) == ("adagrad_full", "adaptive_norm")
+    with pytest.raises(ValueError, match="'adagrad_full\\+sgd' is not one of"):
+        options.variant_changes(options.quick_settings(), result["context"], "gp", "adagrad_full+sgd", 4)
 
 
 def test_settings_refuse_conflicting_or_unknown_choices():
