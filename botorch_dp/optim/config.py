@@ -363,6 +363,15 @@ class DPGIBOConfig:
         _check_noise_schedule_and_selection(self)
         _check_adaptive_clip(self)
 
+    @classmethod
+    def from_preset(cls, *names: str, **settings: Any) -> DPGIBOConfig:
+        r"""A config from the named presets of ``optim.presets.PRESETS`` (``"paper"``,
+        ``"e1_reach"``, ``"adaptive_noise"``; several combine), with ``settings`` (which win
+        over the presets' values), e.g. ``DPGIBOConfig.from_preset("e1_reach", bounds=b, kernel=k)``."""
+        from botorch_dp.optim.presets import preset_settings
+
+        return cls(**{**preset_settings(*names), **settings})
+
     @property
     def max_evaluations(self) -> int:
         r"""The most objective evaluations the run can ask for: ``T · b`` with fixed batches,

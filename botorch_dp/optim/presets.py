@@ -1,0 +1,84 @@
+r"""Named sets of ``DPGIBOConfig`` settings, each backed by a measurement in ``reports/``.
+
+A preset only fills settings: anything passed explicitly wins, and several presets combine when
+they do not set the same field to different values::
+
+    config = DPGIBOConfig.from_preset("e1_reach", bounds=bounds, kernel=kernel, clip_bound=2.0)
+    config = DPGIBOConfig.from_preset("e1_reach", "adaptive_noise", bounds=bounds, kernel=kernel)
+
+No preset changes the privacy guarantee: each re-splits the same ``μ`` or changes only public
+settings (step rule and size, number of steps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["PRESETS", "Preset", "preset_settings"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    r"""A named set of ``DPGIBOConfig`` settings.
+
+    Attributes:
+        settings: Field name → value.
+        summary: One line: what it does and when to use it.
+        evidence: Where it was measured (a report in ``reports/`` and its numbers).
+    """
+
+    settings: Mapping[str, Any]
+    summary: str
+    evidence: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
+
+
+PRESETS: Mapping[str, Preset] = MappingProxyType({
+    "paper": Preset(
+        {"step_rule": "adagrad", "step_size": 0.3, "num_iterations": 25},
+        "Seed 000's E.1 settings: AdaGrad with η = 0.3 for T = 25 steps (batches default to d + 1).",
+        "reports/dimension.md: below private random search on 5/5 seeds at d = 30 (box [0.05, 5]^d, μ = 1).",
+    ),
+    "e1_reach": Preset(
+        {"step_rule": "adagrad", "step_size": 1.0, "num_iterations": 25},
+        "AdaGrad with η = 1 for T = 25: an iterate can cross a box about 5 wide (η Σ t^-1/2 ≈ 2η√T), "
+        "for starts far from the optimum.",
+        "reports/e1_investigation.md: E.1 from uniform starts, DP-GIBO beats random search on 7/10 seeds "
+        "(η = 0.3: 4/10); reports/dimension.md: better than η = 0.3 at d = 15, 60, 100, worse at d = 30.",
+    ),
+    "adaptive_noise": Preset(
+        {"noise_schedule": "adaptive_norm"},
+        "Menart et al.'s norm-scaled noise under a GDP filter: the same μ spent in fewer steps, so "
+        "fewer evaluations; the best of the options measured by issue 15, but not better than plain "
+        "DP-GIBO in final loss.",
+        "reports/options/: see options.md (GP, d = 15) and options_svm.md (SVM, d = 33).",
+    ),
+})
+
+
+def preset_settings(*names: str) -> dict[str, Any]:
+    r"""The union of the settings of the presets ``names``.
+
+    Raises:
+        ValueError: If no name is given, a name is unknown, or two presets set one field to
+            different values.
+    """
+    if not names:
+        raise ValueError(f"preset: name at least one of {tuple(PRESETS)}.")
+    merged: dict[str, Any] = {}
+    owner: dict[str, str] = {}
+    for name in names:
+        if name not in PRESETS:
+            raise ValueError(f"preset: unknown preset {name!r}; known: {', '.join(PRESETS)}.")
+        for field, value in PRESETS[name].settings.items():
+            if field in merged and merged[field] != value:
+                raise ValueError(f"preset: {name!r} sets {field}={value!r} but {owner[field]!r} sets {merged[field]!r}.")
+            merged[field], owner[field] = value, name
+    return merged
+
+

@@ -1,0 +1,55 @@
+"""optim.presets: presets fill settings (explicit ones win), combine without conflicts, and are
+the settings whose measurements they cite."""
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from gpytorch.kernels import RBFKernel
+
+from botorch_dp import DPGIBOConfig
+from botorch_dp.benchmarks import dimension, options, paper
+from botorch_dp.optim.presets import PRESETS, preset_settings
+
+BOUNDS = torch.tensor([[0.05] * 3, [5.0] * 3], dtype=torch.float64)
+KW = dict(bounds=BOUNDS, kernel=RBFKernel())
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_preset_fills_settings_and_explicit_settings_win():
+    config = DPGIBOConfig.from_preset("e1_reach", **KW)
+    assert (config.step_rule, config.step_size, config.num_iterations) == ("adagrad", 1.0, 25)
+    config = DPGIBOConfig.from_preset("e1_reach", **KW, step_size=0.5, num_iterations=7)
+    assert (config.step_rule, config.step_size, config.num_iterations) == ("adagrad", 0.5, 7)
+    plain = DPGIBOConfig(**KW)
+    assert (plain.step_rule, plain.step_size, plain.noise_schedule) == ("sgd", 0.1, "fixed")  # untouched defaults
+
+
+def test_presets_combine_and_refuse_conflicts_and_unknown_names():
+    config = DPGIBOConfig.from_preset("e1_reach", "adaptive_noise", **KW)
+    assert (config.step_size, config.noise_schedule) == (1.0, "adaptive_norm")
+    with pytest.raises(ValueError, match="'e1_reach' sets step_size=1.0 but 'paper' sets 0.3"):
+        preset_settings("paper", "e1_reach")
+    with pytest.raises(ValueError, match="unknown preset 'fast'"):
+        DPGIBOConfig.from_preset("fast", **KW)
+    with pytest.raises(ValueError, match="name at least one"):
+        preset_settings()
+    with pytest.raises(TypeError):
+        PRESETS["paper"].settings["step_size"] = 2.0  # read-only
+
+
+def test_presets_are_the_settings_their_reports_measured():
+    # the benchmark settings behind each preset's evidence: a change to one must change the other
+    p = paper.Settings()
+    assert dict(PRESETS["paper"].settings) == {"step_rule": "adagrad", "step_size": p.step_size, "num_iterations": p.iterations}
+    d = dimension.Settings()
+    assert PRESETS["e1_reach"].settings["step_size"] == d.preset_step_size
+    assert PRESETS["paper"].settings["step_size"] == d.step_size
+    assert PRESETS["e1_reach"].settings["num_iterations"] == d.iterations
+    assert dict(PRESETS["adaptive_noise"].settings) == options.VARIANTS["adaptive_norm"]
+    for name, preset in PRESETS.items():
+        cited = re.findall(r"reports/[\w/.-]+", preset.evidence)
+        assert cited, name
+        for path in cited:
+            assert (ROOT / path.rstrip(".:,")).exists(), (name, path)
