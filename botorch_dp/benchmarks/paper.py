@@ -141,10 +141,11 @@ def svm_problem(settings: Settings, seed: int) -> KernelSVMRegression:
     )
 
 
-def pilot(settings: Settings, problem: PerUserProblem | None = None) -> dict:
+def pilot(settings: Settings, problem: PerUserProblem | None = None, theta: torch.Tensor | None = None) -> dict:
     r"""Clip bound B and loss clip C from an independent synthetic draw (public reasoning).
 
-    At ``pilot_points`` uniform θ, take d + 1 uniform points in the search box around θ,
+    At ``pilot_points`` uniform θ (or ``pilot_points`` times at one public ``theta``, e.g.
+    the run's start), take d + 1 uniform points in the search box around θ,
     form the per-user gradient estimates ``A y_i`` (as DP-GIBO does) and collect their
     norms and the per-user losses.
 
@@ -152,6 +153,7 @@ def pilot(settings: Settings, problem: PerUserProblem | None = None) -> dict:
         settings: The run's settings (problem size, ``pilot_seed``, ``pilot_points``).
         problem: The pilot's problem; default ``gp_problem(settings, settings.pilot_seed)``
             (a variant of the E.1 problem, e.g. another parameterisation, on the pilot seed).
+        theta: Optional public ``d`` point around which every pilot design is drawn.
 
     Returns:
         ``clip_bound`` (90% quantile of the norms, 2 digits), ``loss_clip`` (95% quantile
@@ -164,13 +166,16 @@ def pilot(settings: Settings, problem: PerUserProblem | None = None) -> dict:
     norms, mean_norms, losses = [], [], []
     d = problem.dim
     for j in range(settings.pilot_points):
-        theta = problem.sample_in_bounds(1, seed=settings.pilot_seed + j)[0]
-        lo = torch.maximum(theta - settings.search_radius, problem.bounds[0])
-        hi = torch.minimum(theta + settings.search_radius, problem.bounds[1])
+        if theta is None:
+            centre = problem.sample_in_bounds(1, seed=settings.pilot_seed + j)[0]
+        else:
+            centre = torch.as_tensor(theta, dtype=torch.float64)
+        lo = torch.maximum(centre - settings.search_radius, problem.bounds[0])
+        hi = torch.minimum(centre + settings.search_radius, problem.bounds[1])
         X = lo + (hi - lo) * torch.rand(d + 1, d, generator=gen, dtype=torch.float64)
         Y = problem(X)  # (d + 1) x n
         with torch.no_grad():
-            A = GradientGP(X, kernel, problem.fit_noise_variance).gradient_weights(theta)
+            A = GradientGP(X, kernel, problem.fit_noise_variance).gradient_weights(centre)
         G = (A @ Y).T
         norms.append(G.norm(dim=-1))
         mean_norms.append(float(G.mean(0).norm()))
