@@ -109,6 +109,20 @@ def _plain(settings: Any) -> dict:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(settings).items()}
 
 
+def _field_defaults(settings: Any) -> dict:
+    r"""The declared default of every field of the settings dataclass (lists for tuples)."""
+    defaults = {}
+    for f in dataclasses.fields(settings):
+        if f.default is not dataclasses.MISSING:
+            value = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            value = f.default_factory()
+        else:
+            continue
+        defaults[f.name] = list(value) if isinstance(value, tuple) else value
+    return defaults
+
+
 def run_experiment(name: str, settings: Any, out: Path, *, workers: int = 1, dask: str | None = None,
                    fresh: bool = False, render_only: bool = False, progress: bool = True,
                    command: str = "", threads: int | None = None) -> dict:
@@ -140,7 +154,8 @@ def run_experiment(name: str, settings: Any, out: Path, *, workers: int = 1, das
     context = experiment.prepare(settings)
     selection = set(getattr(experiment, "SELECTION_FIELDS", ()))
     header_settings = {k: v for k, v in _plain(settings).items() if k not in selection}
-    store = RunStore(path, {"experiment": name, "settings": header_settings, "context": context})
+    store = RunStore(path, {"experiment": name, "settings": header_settings, "context": context},
+                     added_field_defaults=_field_defaults(settings))
     jobs = experiment.experiment_jobs(settings, context)
     before = len(store)
     runner = experiment.make_runner(settings, context)

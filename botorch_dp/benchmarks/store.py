@@ -7,7 +7,10 @@ resolved keyword arguments, so a run is only reused by the same job of the same
 experiment with the same settings. Opening a file whose header differs from ``header``
 raises ``ValueError`` naming the differing fields (resume with the settings the file was
 made with, or start a fresh output directory): a benchmark never mixes runs made under
-different settings.
+different settings. One difference is not one: a settings field added to the code after
+the file was written, at its default value (``added_field_defaults``), since an added field's
+default keeps the behaviour the file's runs were made with; the file's header and keys are
+then kept.
 
 Every line is flushed and fsynced before ``add`` returns, so a run that finished is never
 lost to a crash or a kill; a final line cut short by one (no trailing newline, or not
@@ -50,15 +53,19 @@ class RunStore:
     Args:
         path: The file (created with its parent directories if missing).
         header: JSON-ready description of what the runs depend on besides each job's
-            arguments: the experiment's name, its settings and its public context.
+            arguments: the experiment's name, its settings (under ``"settings"``) and its
+            public context.
+        added_field_defaults: The default value of every settings field: a field the
+            file's header lacks is accepted when ``header`` gives it this value.
 
     Raises:
         ValueError: If the file exists with another header, or is not a run store.
     """
 
-    def __init__(self, path: str | os.PathLike, header: dict) -> None:
+    def __init__(self, path: str | os.PathLike, header: dict, *, added_field_defaults: dict | None = None) -> None:
         self.path = Path(path)
         self.header = {"format": FORMAT, **_normalised(header)}
+        self._defaults = _normalised(added_field_defaults or {})
         self._digest = hashlib.sha256(canonical_json(self.header).encode()).hexdigest()
         self._runs: dict[str, Run] = {}
         if self.path.exists() and self.path.stat().st_size > 0:
@@ -76,7 +83,10 @@ class RunStore:
         if not isinstance(stored, dict) or stored.get("format") != FORMAT:
             raise ValueError(f"{self.path} is not a run store of format {FORMAT!r}")
         if stored != self.header:
-            raise ValueError(self._difference(stored))
+            if not self._only_added_defaults(stored):
+                raise ValueError(self._difference(stored))
+            self.header = stored  # the same experiment: keep the file's header and its keys
+            self._digest = hashlib.sha256(canonical_json(stored).encode()).hexdigest()
         complete, tail = lines[1:-1], lines[-1]  # a file written by add() ends with a newline
         for i, line in enumerate(complete):
             try:
@@ -87,6 +97,16 @@ class RunStore:
         if tail:  # the last write was cut short: drop it (that job runs again)
             with open(self.path, "r+", encoding="utf-8") as f:
                 f.truncate(self.path.stat().st_size - len(tail.encode()))
+
+    def _only_added_defaults(self, stored: dict) -> bool:
+        r"""Whether ``stored`` is this header less settings fields that are at their defaults here."""
+        settings, old = self.header.get("settings"), stored.get("settings")
+        if not isinstance(settings, dict) or not isinstance(old, dict) or not set(old) <= set(settings):
+            return False
+        added = set(settings) - set(old)
+        if not added or any(k not in self._defaults or settings[k] != self._defaults[k] for k in added):
+            return False
+        return {**self.header, "settings": {k: v for k, v in settings.items() if k in old}} == stored
 
     def _difference(self, stored: dict) -> str:
         keys = sorted(set(stored) | set(self.header))

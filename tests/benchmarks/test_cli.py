@@ -93,6 +93,39 @@ def test_store_round_trips_and_refuses_other_settings(tmp_path):
     assert other.key("dp", {"seed": 0, "setting": (1, 2)}) != key  # keys depend on the settings
 
 
+def test_store_accepts_a_field_added_later_only_at_its_default(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    old = RunStore(path, {"experiment": "x", "settings": {"a": 1}, "context": {"c": 2}})
+    key = old.key("dp", {"seed": 0})
+    run = Run("e", "m", 0, None, [0], [1.0], 1.0, 1, 0.1)
+    old.add(key, run)
+    defaults = {"a": 1, "new": (3, 4)}
+    # the code gained a field "new": at its default the file's runs and keys stay valid
+    grown = RunStore(path, {"experiment": "x", "settings": {"a": 1, "new": (3, 4)}, "context": {"c": 2}},
+                     added_field_defaults=defaults)
+    assert grown.get(grown.key("dp", {"seed": 0})) == run and grown.key("dp", {"seed": 0}) == key
+    grown.add(grown.key("dp", {"seed": 1}), run)
+    assert len(RunStore(path, {"experiment": "x", "settings": {"a": 1}, "context": {"c": 2}})) == 2
+    # anything else is still another experiment: the new field elsewhere than its default,
+    # no defaults given, another changed field, another context
+    for settings, context, given in [({"a": 1, "new": [5]}, {"c": 2}, defaults), ({"a": 1, "new": [3, 4]}, {"c": 2}, None),
+                                     ({"a": 2, "new": [3, 4]}, {"c": 2}, defaults), ({"a": 1, "new": [3, 4]}, {"c": 3}, defaults)]:
+        with pytest.raises(ValueError, match="other settings"):
+            RunStore(path, {"experiment": "x", "settings": settings, "context": context}, added_field_defaults=given)
+    # a field the code dropped is a difference too
+    with pytest.raises(ValueError, match="other settings"):
+        RunStore(path, {"experiment": "x", "settings": {}, "context": {"c": 2}}, added_field_defaults=defaults)
+
+
+def test_cli_field_defaults_are_the_dataclass_defaults():
+    from botorch_dp.benchmarks import dimension
+    from botorch_dp.benchmarks.cli import _field_defaults
+
+    defaults = _field_defaults(dimension.Settings(dims=(5,), acqf_maxiter=3))
+    assert defaults["dims"] == [5, 15, 30, 60, 100] and defaults["acqf_maxiter"] == 100
+    assert set(defaults) == {f.name for f in dataclasses.fields(dimension.Settings)}
+
+
 def test_store_drops_a_line_cut_short_and_refuses_foreign_files(tmp_path):
     path = tmp_path / "runs.jsonl"
     store = RunStore(path, {"experiment": "x"})
