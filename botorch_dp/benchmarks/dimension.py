@@ -136,6 +136,13 @@ class Settings:
     # pilot (clip bounds)
     pilot_seed: int = 10_000
     pilot_points: int = 6
+    #: where the pilot's designs are drawn: "uniform" θ in the box, or "theta0" (around the run's
+    #: public start; smaller B, better DP-GIBO at d = 5, 15, 30: reports/dimension_pilot_check.md)
+    pilot_at: str = "uniform"
+
+    def __post_init__(self) -> None:
+        if self.pilot_at not in ("uniform", "theta0"):
+            raise ValueError(f"pilot_at must be 'uniform' or 'theta0', got {self.pilot_at!r}")
 
 
 def quick_settings() -> Settings:
@@ -194,14 +201,19 @@ def _methods_at(settings: Settings, dim: int) -> tuple[tuple[str, ...], tuple[in
 
 
 def prepare(settings: Settings) -> dict:
-    r"""Clip bounds per d from an independent synthetic draw (problem seed ``pilot_seed``; public).
+    r"""Clip bounds per d from an independent synthetic draw (problem seed ``pilot_seed``; public),
+    at uniform θ or around θ₀ (``pilot_at``).
 
     Returns:
         ``{"pilot": {str(d): paper.pilot's dict}}``: ``clip_bound`` (DP-GIBO's B) and
         ``loss_clip`` (the private selections' C) per d.
     """
-    return {"pilot": {str(d): pilot(settings, dimension_problem(settings, d, settings.pilot_seed))
-                      for d in settings.dims}}
+    context = {}
+    for d in settings.dims:
+        problem = dimension_problem(settings, d, settings.pilot_seed)
+        theta = problem.default_theta0() if settings.pilot_at == "theta0" else None
+        context[str(d)] = pilot(settings, problem, theta=theta)
+    return {"pilot": context}
 
 
 class Runner(KindRunner):

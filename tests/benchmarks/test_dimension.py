@@ -113,3 +113,16 @@ def test_unknown_method_refused():
     s = dataclasses.replace(D.quick_settings(), methods=("dp_gibo", "bogus"))
     with pytest.raises(ValueError, match="bogus"):
         D.experiment_jobs(s, {})
+
+
+def test_pilot_at_theta0_draws_around_the_start(quick):
+    s = dataclasses.replace(D.quick_settings(), dims=(3,), pilot_at="theta0")
+    around = D.prepare(s)["pilot"]["3"]
+    problem = D.dimension_problem(s, 3, s.pilot_seed)
+    from botorch_dp.benchmarks.paper import pilot
+
+    assert around == pilot(s, problem, theta=problem.default_theta0())
+    assert D.prepare(dataclasses.replace(s, pilot_at="uniform"))["pilot"]["3"] == quick["context"]["pilot"]["3"]
+    assert around["clip_bound"] != quick["context"]["pilot"]["3"]["clip_bound"]
+    with pytest.raises(ValueError, match="pilot_at"):
+        dataclasses.replace(s, pilot_at="centre")
