@@ -77,8 +77,10 @@ METHODS: dict[str, str] = {
 PRIVATE = ("dp_gibo", "dp_gibo_eta1", "private_rs", "dp_hypo")
 
 
-#: Fields that only choose which seeds run (left out of the CLI run store's header).
-SELECTION_FIELDS = ("seeds", "high_dim_seeds", "extra_seeds")
+#: Fields that only choose which jobs run (left out of the CLI run store's header): a job's key names
+#: its kind, d, seed and method, and a baseline's budget is its cell's DP-GIBO run.
+SELECTION_FIELDS = ("seeds", "high_dim_seeds", "extra_seeds", "methods", "high_dim_from", "high_dim_methods",
+                    "extra_seeds_max_dim", "ucb_bo_max_dim", "dp_hypo_max_dim", "gibo_max_dim")
 
 
 @dataclass

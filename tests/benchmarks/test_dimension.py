@@ -126,3 +126,17 @@ def test_pilot_at_theta0_draws_around_the_start(quick):
     assert around["clip_bound"] != quick["context"]["pilot"]["3"]["clip_bound"]
     with pytest.raises(ValueError, match="pilot_at"):
         dataclasses.replace(s, pilot_at="centre")
+
+
+def test_method_limits_only_select_jobs(tmp_path):
+    # raising a method's d limit adds its cells to the same store; every earlier run is reused
+    from botorch_dp.benchmarks.cli import main
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        first = main(["run", "dimension", "--quick", "--out", str(tmp_path), "--no-progress"])
+        more = main(["run", "dimension", "--quick", "--set", "ucb_bo_max_dim=3", "--out", str(tmp_path),
+                     "--no-progress"])
+    assert first["ran"] == len(first["runs"]) and more["stored"] == first["ran"]
+    added = [r for r in more["runs"] if r not in first["runs"]]
+    assert more["ran"] == len(added) >= 1 and {(r.setting, r.extra["key"]) for r in added} == {(3, "ucb_bo")}
