@@ -41,7 +41,7 @@ class Preset:
 PRESETS: Mapping[str, Preset] = MappingProxyType({
     "paper": Preset(
         {"step_rule": "adagrad", "step_size": 0.3, "num_iterations": 25},
-        "Seed 000's E.1 settings: AdaGrad with η = 0.3 for T = 25 steps (batches default to d + 1).",
+        "Sopa et al.'s E.1 settings: AdaGrad with η = 0.3 for T = 25 steps (batches default to d + 1).",
         "reports/dimension.md: below private random search on 5/5 seeds at d = 30 (box [0.05, 5]^d, μ = 1).",
     ),
     "e1_reach": Preset(
