@@ -24,15 +24,14 @@ import time
 import warnings
 
 from botorch_dp.benchmarks import dimension
-from botorch_dp.benchmarks.paper import pilot
 from botorch_dp.benchmarks.runs import format_mean_se
 from botorch_dp.privacy.seeding import PrivacyWarning
 
 
 def pilots(settings: dimension.Settings, dim: int) -> dict[str, dict]:
-    r"""The experiment's pilot (uniform θ) and the pilot around θ₀, both on the pilot's draw."""
-    problem = dimension.dimension_problem(settings, dim, settings.pilot_seed)
-    return {"uniform": pilot(settings, problem), "theta0": pilot(settings, problem, theta=problem.default_theta0())}
+    r"""The experiment's pilot (uniform θ) and the pilot around θ₀ (``pilot_at``), both on the pilot's draw."""
+    return {at: dimension.prepare(dataclasses.replace(settings, dims=(dim,), pilot_at=at))["pilot"][str(dim)]
+            for at in ("uniform", "theta0")}
 
 
 def check(settings: dimension.Settings, dims: list[int], seeds: list[int]) -> list[dict]:

@@ -27,6 +27,8 @@ Usage::
     python scripts/profile_dp_gibo.py --dims 5 15 30 60 100 --seed 0
     python scripts/profile_dp_gibo.py --dims 60 --profile      # + cProfile's top functions
     python scripts/profile_dp_gibo.py --dims 5 --iterations 3  # a quick smoke run
+    python scripts/profile_dp_gibo.py --task dimension --dims 100 --clip 2.4 --threads 2
+        # the loss-against-dimension experiment's DP-GIBO job (its d = 100 pilot B = 2.4)
 
 Run with ``OMP_NUM_THREADS`` / ``--threads`` set to the cores you want to measure on.
 """
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import cProfile
 import functools
 import io
@@ -50,6 +53,7 @@ import torch
 import botorch_dp.optim.batch_selection as batch_selection
 import botorch_dp.optim.dp_gibo as dp_gibo
 from botorch_dp import DPGIBO, DPGIBOConfig
+from botorch_dp.benchmarks import dimension
 from botorch_dp.benchmarks.paper import Settings, gp_problem, gp_theta0
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
@@ -113,19 +117,31 @@ def instrumented(timer: Timer) -> Iterator[None]:
 
 
 def make_run(
-    dim: int, seed: int, *, iterations: int, clip: float, n_total: int, acqf_maxiter: int | None = None
+    dim: int, seed: int, *, iterations: int, clip: float, n_total: int, acqf_maxiter: int | None = None,
+    task: str = "e1",
 ) -> tuple[DPGIBO, Callable]:
-    r"""The DP-GIBO optimizer and objective of ``Runner.dp_gibo_gp`` at dimension ``dim``."""
-    s = Settings(gp_dim=dim, gp_n_total=n_total)
-    problem = gp_problem(s, seed)
-    config = DPGIBOConfig(
-        bounds=problem.bounds, kernel=problem.recommended_kernel(), num_iterations=iterations,
-        privacy_mu=s.privacy_mu, clip_bound=clip, step_size=s.step_size, step_rule="adagrad",
-        bias_tolerance=s.bias_tolerance, noise_variance=problem.fit_noise_variance,
-        search_radius=s.search_radius, theta0=gp_theta0(problem, seed, s.gp_theta0), seed=seed,
-        target_delta=s.target_delta, raw_samples=s.raw_samples, num_restarts=s.num_restarts,
-        batch_selection=s.batch_selection, acqf_maxiter=acqf_maxiter,
-    )
+    r"""The DP-GIBO optimizer and objective of ``Runner.dp_gibo_gp`` at dimension ``dim`` (``task="e1"``),
+    or of the loss-against-dimension experiment's ``dp_gibo`` job (``task="dimension"``:
+    ``dimension.gibo_config`` with ``clip`` as B; ``n_total`` unused, ``acqf_maxiter`` ``None``
+    keeps the experiment's)."""
+    if task == "dimension":
+        s = dimension.Settings(iterations=iterations)
+        if acqf_maxiter is not None:
+            s = dataclasses.replace(s, acqf_maxiter=acqf_maxiter)
+        problem, config = dimension.gibo_config(s, dim, seed, "dp_gibo", clip)
+    elif task == "e1":
+        s = Settings(gp_dim=dim, gp_n_total=n_total)
+        problem = gp_problem(s, seed)
+        config = DPGIBOConfig(
+            bounds=problem.bounds, kernel=problem.recommended_kernel(), num_iterations=iterations,
+            privacy_mu=s.privacy_mu, clip_bound=clip, step_size=s.step_size, step_rule="adagrad",
+            bias_tolerance=s.bias_tolerance, noise_variance=problem.fit_noise_variance,
+            search_radius=s.search_radius, theta0=gp_theta0(problem, seed, s.gp_theta0), seed=seed,
+            target_delta=s.target_delta, raw_samples=s.raw_samples, num_restarts=s.num_restarts,
+            batch_selection=s.batch_selection, acqf_maxiter=acqf_maxiter,
+        )
+    else:
+        raise ValueError(f"task must be 'e1' or 'dimension', got {task!r}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the explicit seed's PrivacyWarning
         optimizer = DPGIBO(config)
@@ -134,7 +150,7 @@ def make_run(
 
 def profile_run(
     dim: int, seed: int, *, iterations: int, clip: float, n_total: int, cprofile: bool, verbose: bool = False,
-    acqf_maxiter: int | None = None,
+    acqf_maxiter: int | None = None, task: str = "e1",
 ) -> dict:
     r"""One timed run; returns the breakdown, the total, the evaluations and a digest of the release.
 
@@ -142,7 +158,8 @@ def profile_run(
     load on a shared machine; with one thread it is close to the wall time of an idle core).
     With ``verbose``, one line per step (elapsed wall and CPU time, ``|D|``).
     """
-    optimizer, problem = make_run(dim, seed, iterations=iterations, clip=clip, n_total=n_total, acqf_maxiter=acqf_maxiter)
+    optimizer, problem = make_run(dim, seed, iterations=iterations, clip=clip, n_total=n_total, acqf_maxiter=acqf_maxiter,
+                                  task=task)
     timer = Timer()
     objective = timer.wrap("objective", problem)
     profiler = cProfile.Profile() if cprofile else None
@@ -207,6 +224,9 @@ def format_breakdown(run: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--task", choices=("e1", "dimension"), default="e1",
+                        help="e1: the E.1 problem carried to d (default); dimension: the loss-against-dimension "
+                             "experiment's DP-GIBO job (400 training points, acqf_maxiter=100)")
     parser.add_argument("--dims", type=int, nargs="+", default=[5, 15, 30, 60, 100])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--iterations", type=int, default=25, help="T (default: E.1's 25)")
@@ -224,7 +244,7 @@ def main(argv: list[str] | None = None) -> None:
     for dim in args.dims:
         run = profile_run(
             dim, args.seed, iterations=args.iterations, clip=args.clip, n_total=args.n_total, cprofile=args.profile,
-            verbose=args.verbose, acqf_maxiter=args.acqf_maxiter,
+            verbose=args.verbose, acqf_maxiter=args.acqf_maxiter, task=args.task,
         )
         print(format_breakdown(run), flush=True)
         if args.profile:

@@ -54,6 +54,7 @@ __all__ = [
     "Runner",
     "Settings",
     "dimension_problem",
+    "gibo_config",
     "experiment_jobs",
     "generating_lengthscales",
     "make_runner",
@@ -218,6 +219,25 @@ def prepare(settings: Settings) -> dict:
     return {"pilot": context}
 
 
+def gibo_config(settings: Settings, dim: int, seed: int, method: str,
+                clip_bound: float) -> tuple[GPRegressionLengthscales, DPGIBOConfig]:
+    r"""The problem and config of a ``gibo`` job: ``dp_gibo`` / ``dp_gibo_eta1`` (μ = ``privacy_mu``,
+    clip ``clip_bound``, η = ``step_size`` / ``preset_step_size``) or non-private ``gibo`` (no clip)."""
+    s = settings
+    problem = dimension_problem(s, dim, seed)
+    private = method != "gibo"
+    config = DPGIBOConfig(
+        bounds=problem.bounds, kernel=problem.recommended_kernel(), num_iterations=s.iterations,
+        privacy_mu=s.privacy_mu if private else INF, clip_bound=clip_bound if private else NO_CLIP,
+        step_size=s.preset_step_size if method == "dp_gibo_eta1" else s.step_size, step_rule="adagrad",
+        bias_tolerance=s.bias_tolerance, batch_size=None if s.bias_tolerance is not None else dim + 1,
+        noise_variance=problem.fit_noise_variance, search_radius=s.search_radius, theta0=problem.default_theta0(),
+        seed=seed, target_delta=s.target_delta, raw_samples=s.raw_samples, num_restarts=s.num_restarts,
+        acqf_maxiter=s.acqf_maxiter,
+    )
+    return problem, config
+
+
 class Runner(KindRunner):
     r"""Runs one job of the experiment and returns a ``Run``; holds only the settings and the pilot."""
 
@@ -240,19 +260,8 @@ class Runner(KindRunner):
 
     def gibo(self, dim: int, seed: int, method: str) -> Run:
         r"""DP-GIBO (``dp_gibo``, ``dp_gibo_eta1``) or non-private GIBO (``gibo``) from the box centre."""
-        s = self.settings
         start = time.perf_counter()
-        problem = dimension_problem(s, dim, seed)
-        private = method != "gibo"
-        config = DPGIBOConfig(
-            bounds=problem.bounds, kernel=problem.recommended_kernel(), num_iterations=s.iterations,
-            privacy_mu=s.privacy_mu if private else INF, clip_bound=self._pilot(dim)["clip_bound"] if private else NO_CLIP,
-            step_size=s.preset_step_size if method == "dp_gibo_eta1" else s.step_size, step_rule="adagrad",
-            bias_tolerance=s.bias_tolerance, batch_size=None if s.bias_tolerance is not None else dim + 1,
-            noise_variance=problem.fit_noise_variance, search_radius=s.search_radius, theta0=problem.default_theta0(),
-            seed=seed, target_delta=s.target_delta, raw_samples=s.raw_samples, num_restarts=s.num_restarts,
-            acqf_maxiter=s.acqf_maxiter,
-        )
+        problem, config = gibo_config(self.settings, dim, seed, method, self._pilot(dim)["clip_bound"])
         dp_result = DPGIBO(config).run(problem, progress=False)
         result = from_dp_gibo_result(dp_result)
         wall = time.perf_counter() - start

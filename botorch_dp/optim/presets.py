@@ -81,5 +81,3 @@ def preset_settings(*names: str) -> dict[str, Any]:
                 raise ValueError(f"preset: {name!r} sets {field}={value!r} but {owner[field]!r} sets {merged[field]!r}.")
             merged[field], owner[field] = value, name
     return merged
-
-

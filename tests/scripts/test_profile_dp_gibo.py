@@ -55,3 +55,21 @@ def test_main_prints_the_breakdown(profile_dp_gibo, capsys):
     out = capsys.readouterr().out
     for line in ("d = 2, seed 0:", "optimize_acqf", "GP conditioning*", "objective", "step   2:", "without the objective"):
         assert line in out
+
+
+def test_dimension_task_is_the_experiments_dp_gibo_job(profile_dp_gibo):
+    # --task dimension times the same run the dimension experiment's Runner makes
+    from botorch_dp.benchmarks import dimension
+
+    run = profile_dp_gibo.profile_run(2, 0, cprofile=False, iterations=2, clip=0.7, n_total=0, task="dimension")
+    settings = dimension.Settings(iterations=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        job = dimension.Runner(settings, {"pilot": {"2": {"clip_bound": 0.7}}}).gibo(2, 0, "dp_gibo")
+    assert run["batch_sizes"] == job.extra["batch_sizes"] == [3, 3]
+    # the job evaluates every iterate in one batch, the script only the last: equal up to round-off
+    assert run["final_loss"] == pytest.approx(job.final_loss, rel=1e-10, abs=0)
+    other = dimension.Runner(settings, {"pilot": {"2": {"clip_bound": 0.2}}}).gibo(2, 0, "dp_gibo")
+    assert other.final_loss != pytest.approx(job.final_loss, rel=1e-6)  # B reaches the run
+    with pytest.raises(ValueError, match="task must be"):
+        profile_dp_gibo.make_run(2, 0, iterations=2, clip=0.7, n_total=0, task="svm")
