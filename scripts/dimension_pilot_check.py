@@ -29,9 +29,9 @@ from botorch_dp.privacy.seeding import PrivacyWarning
 
 
 def pilots(settings: dimension.Settings, dim: int) -> dict[str, dict]:
-    r"""The experiment's pilot (uniform θ) and the pilot around θ₀ (``pilot_at``), both on the pilot's draw."""
-    return {at: dimension.prepare(dataclasses.replace(settings, dims=(dim,), pilot_at=at))["pilot"][str(dim)]
-            for at in ("uniform", "theta0")}
+    r"""The experiment's pilot at uniform θ and the one around θ₀, both on the pilot's draw."""
+    context = dimension.prepare(dataclasses.replace(settings, dims=(dim,), pilot_at="theta0"))
+    return {"uniform": context["pilot"][str(dim)], "theta0": context["pilot_theta0"][str(dim)]}
 
 
 def check(settings: dimension.Settings, dims: list[int], seeds: list[int]) -> list[dict]:

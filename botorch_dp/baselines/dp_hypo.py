@@ -229,6 +229,7 @@ def dp_hypo(
     exploration: float = 2.0,
     temperature: float = 0.1,
     refit_every: int = 1,
+    density_update_every: int = 1,
     candidate_seed: int = 0,
     fallback: Tensor | None = None,
     ledger: PrivacyLedger | None = None,
@@ -242,7 +243,7 @@ def dp_hypo(
     ``distribution`` with mean ``mean_trials``. Trial ``j`` samples a candidate from
     ``π_j``: the prior for the first two trials (and always when ``ratio_bound = 1``),
     afterwards the GP density of ``gp_sampling_log_weights`` fit to the earlier trials'
-    noisy scores, projected to ``1/R ≤ π_j/π_0 ≤ R`` (``R = ratio_bound``,
+    noisy scores (recomputed every ``density_update_every`` trials), projected to ``1/R ≤ π_j/π_0 ≤ R`` (``R = ratio_bound``,
     ``project_to_ratio_class``). The trial is scored by the Gaussian score mechanism,
     ``s_j = (1/n) Σ_i min(max(ℓ_i(θ_j), 0), C) + N(0, (C/(n μ₀))²)`` (``μ₀``-GDP), and the
     pair ``(θ_j, s_j)`` with the smallest ``s_j`` is released. ``ratio_bound = 1`` is private
@@ -281,9 +282,16 @@ def dp_hypo(
         num_candidates: ``N ≥ 2`` Sobol candidates.
         exploration: ``β ≥ 0`` of the LCB.
         temperature: ``T > 0`` of the softmax (relative to the LCB's spread).
-        refit_every: Fit the GP's hyperparameters at every ``refit_every``-th GP trial
-            (the first one always); in between the GP keeps the last fit and only
-            conditions on the new scores (fits dominate the run time).
+        refit_every: Fit the GP's hyperparameters at a density update at least
+            ``refit_every`` trials after the last fit (the first update always fits); in
+            between the GP keeps the last fit and only conditions on the new scores (fits
+            dominate the run time).
+        density_update_every: Recompute the sampling density at trial 2 and every
+            ``density_update_every`` trials after it; the trials in between draw from the
+            last density (a batch of draws, as a batched BO loop would make). Any density
+            in the ratio class computed from earlier scores is covered by the bound, so
+            this changes the cost (``K / density_update_every`` GP updates instead of
+            ``K``), not the guarantee.
         candidate_seed: Seed of the (public) Sobol scrambling.
         fallback: ``d`` tensor returned when ``K = 0`` (Poisson; default: the box centre).
         ledger: Optional ``PrivacyLedger`` to charge (see above).
@@ -316,6 +324,7 @@ def dp_hypo(
     exploration = check_nonnegative(exploration, "exploration", allow_inf=False)
     temperature = check_positive(temperature, "temperature", allow_inf=False)
     refit_every = check_positive_int(refit_every, "refit_every")
+    density_update_every = check_positive_int(density_update_every, "density_update_every")
     d = bounds.shape[1]
     if fallback is not None:
         fallback = torch.as_tensor(fallback, dtype=torch.float64)
@@ -356,17 +365,18 @@ def dp_hypo(
     unit = _unit_candidates(d, num_candidates, int(candidate_seed)).clone()
     candidates = bounds[0] + unit * (bounds[1] - bounds[0])
     indices, scores, max_ratio = [], [], []
-    n, noise_std, gp_state = None, None, None
+    n, noise_std, gp_state, last_fit = None, None, None, None
+    p = torch.full((num_candidates,), 1.0 / num_candidates, dtype=torch.float64)  # the prior
     for j in range(K):
-        if ratio == 1.0 or j < 2:
-            p = torch.full((num_candidates,), 1.0 / num_candidates, dtype=torch.float64)
-        else:
+        if ratio > 1.0 and j >= 2 and (j - 2) % density_update_every == 0:
+            fit = last_fit is None or j - last_fit >= refit_every
             seen = torch.tensor(indices)
             log_w, gp_state = gp_sampling_log_weights(
                 unit[seen], torch.tensor(scores, dtype=torch.float64), unit,
                 noise_variance=max(noise_std**2, 1e-6 * loss_clip**2), exploration=exploration, temperature=temperature,
-                state=gp_state, fit=(j - 2) % refit_every == 0,
+                state=gp_state, fit=fit,
             )
+            last_fit = j if fit else last_fit
             p = project_to_ratio_class(log_w, ratio_upper=ratio, ratio_lower=1.0 / ratio)
         cumulative = torch.cumsum(p, 0)
         u = torch.rand(1, generator=choice_gen, dtype=torch.float64) * cumulative[-1]

@@ -81,7 +81,7 @@ PRIVATE = ("dp_gibo", "dp_gibo_eta1", "private_rs", "dp_hypo")
 #: Fields that only choose which jobs run (left out of the CLI run store's header): a job's key names
 #: its kind, d, seed and method, and a baseline's budget is its cell's DP-GIBO run.
 SELECTION_FIELDS = ("seeds", "high_dim_seeds", "extra_seeds", "methods", "high_dim_from", "high_dim_methods",
-                    "extra_seeds_max_dim", "ucb_bo_max_dim", "dp_hypo_max_dim", "gibo_max_dim")
+                    "extra_seeds_max_dim", "ucb_bo_max_dim", "dp_hypo_max_dim", "gibo_max_dim", "dp_hypo_batched_from")
 
 
 @dataclass
@@ -131,6 +131,10 @@ class Settings:
     dp_hypo_candidates: int = 1024
     dp_hypo_refit_every: int = 100
     dp_hypo_fraction: float = 1.0  # E[K] = fraction · budget; < 1 is a reduced budget, labelled in the report
+    #: at d >= this (0: never) DP-HyPO recomputes its sampling density once per d + 1 trials (a batch,
+    #: like DP-GIBO's) instead of every trial: K/(d + 1) GP updates, the same guarantee; the job's
+    #: arguments carry it, so per-trial runs stay valid in the store
+    dp_hypo_batched_from: int = 0
     ucb_beta: float = 2.0
     ucb_batch: int = 0  # 0: batches of d + 1 (T acquisition rounds, like DP-GIBO); 1: sequential UCB
     ucb_refit_every: int = 5  # in BO iterations (batches)
@@ -139,9 +143,11 @@ class Settings:
     # pilot (clip bounds)
     pilot_seed: int = 10_000
     pilot_points: int = 6
-    #: where the pilot's designs are drawn: "uniform" θ in the box, or "theta0" (around the run's
-    #: public start; smaller B, better DP-GIBO at d = 5, 15, 30: reports/dimension_pilot_check.md)
-    pilot_at: str = "uniform"
+    #: where DP-GIBO's clip-bound pilot draws its designs: "theta0" (around the run's public start,
+    #: where DP-GIBO's 25 steps stay; smaller B, better DP-GIBO at d = 5 to 60:
+    #: reports/dimension_pilot_check.md) or "uniform" θ in the box (the first store's choice). The
+    #: private selections' loss clip C always comes from the uniform pilot: they sample the whole box.
+    pilot_at: str = "theta0"
 
     def __post_init__(self) -> None:
         if self.pilot_at not in ("uniform", "theta0"):
@@ -154,7 +160,7 @@ def quick_settings() -> Settings:
         mode="quick", dims=(2, 3), seeds=(0,), extra_seeds=(1,), extra_seeds_max_dim=2, high_dim_from=3,
         high_dim_methods=("dp_gibo", "random_search", "ucb_bo"), high_dim_seeds=(0,), ucb_bo_max_dim=2,
         dp_hypo_max_dim=2, relevant=1, n_train=40, n_val=60, iterations=2, raw_samples=8, acqf_maxiter=5,
-        dp_hypo_candidates=16, dp_hypo_refit_every=2, ucb_refit_every=2, ucb_raw_samples=8, pilot_points=2,
+        dp_hypo_candidates=16, dp_hypo_refit_every=2, dp_hypo_batched_from=2, ucb_refit_every=2, ucb_raw_samples=8, pilot_points=2,
     )
 
 
@@ -204,19 +210,28 @@ def _methods_at(settings: Settings, dim: int) -> tuple[tuple[str, ...], tuple[in
 
 
 def prepare(settings: Settings) -> dict:
-    r"""Clip bounds per d from an independent synthetic draw (problem seed ``pilot_seed``; public),
-    at uniform θ or around θ₀ (``pilot_at``).
+    r"""The public pilots per d, on an independent synthetic draw (problem seed ``pilot_seed``).
 
     Returns:
-        ``{"pilot": {str(d): paper.pilot's dict}}``: ``clip_bound`` (DP-GIBO's B) and
-        ``loss_clip`` (the private selections' C) per d.
+        ``{"pilot": {str(d): paper.pilot's dict at uniform θ}}``, whose ``loss_clip`` is the
+        private selections' C (and whose ``clip_bound`` is DP-GIBO's B when ``pilot_at`` is
+        ``"uniform"``); with ``pilot_at="theta0"`` also ``"pilot_theta0"``, the same around the
+        box centre θ₀, whose ``clip_bound`` is DP-GIBO's B.
     """
-    context = {}
+    context: dict[str, dict] = {"pilot": {}}
+    if settings.pilot_at == "theta0":
+        context["pilot_theta0"] = {}
     for d in settings.dims:
         problem = dimension_problem(settings, d, settings.pilot_seed)
-        theta = problem.default_theta0() if settings.pilot_at == "theta0" else None
-        context[str(d)] = pilot(settings, problem, theta=theta)
-    return {"pilot": context}
+        context["pilot"][str(d)] = pilot(settings, problem)
+        if settings.pilot_at == "theta0":
+            context["pilot_theta0"][str(d)] = pilot(settings, problem, theta=problem.default_theta0())
+    return context
+
+
+def clip_bound(context: dict, dim: int) -> float:
+    r"""DP-GIBO's clip bound B at ``dim``: the θ₀ pilot's when ``context`` has one, else the uniform one's."""
+    return float(context.get("pilot_theta0", context["pilot"])[str(dim)]["clip_bound"])
 
 
 def gibo_config(settings: Settings, dim: int, seed: int, method: str,
@@ -243,9 +258,6 @@ class Runner(KindRunner):
 
     KINDS = ("headroom", "gibo", "baseline", "private_selection")
 
-    def _pilot(self, dim: int) -> dict:
-        return self.context["pilot"][str(dim)]
-
     def headroom(self, dim: int, seed: int) -> Run:
         r"""Loss at θ₀ (box centre), at ℓ*, and of predicting zero (NON-PRIVATE diagnostics)."""
         start = time.perf_counter()
@@ -261,7 +273,7 @@ class Runner(KindRunner):
     def gibo(self, dim: int, seed: int, method: str) -> Run:
         r"""DP-GIBO (``dp_gibo``, ``dp_gibo_eta1``) or non-private GIBO (``gibo``) from the box centre."""
         start = time.perf_counter()
-        problem, config = gibo_config(self.settings, dim, seed, method, self._pilot(dim)["clip_bound"])
+        problem, config = gibo_config(self.settings, dim, seed, method, clip_bound(self.context, dim))
         dp_result = DPGIBO(config).run(problem, progress=False)
         result = from_dp_gibo_result(dp_result)
         wall = time.perf_counter() - start
@@ -290,15 +302,16 @@ class Runner(KindRunner):
         return Run("dimension", METHODS[method], seed, dim, evals, losses, losses[-1], result.num_evaluations, wall,
                    extra={"dim": dim, "key": method})
 
-    def private_selection(self, dim: int, seed: int, method: str, budget: int) -> Run:
-        r"""Private random search or DP-HyPO with ``E[K] = private_rs_fraction · budget`` at DP-GIBO's (ε, δ)."""
+    def private_selection(self, dim: int, seed: int, method: str, budget: int, density_update_every: int = 1) -> Run:
+        r"""Private random search or DP-HyPO with ``E[K] = private_rs_fraction · budget`` at DP-GIBO's (ε, δ)
+        (DP-HyPO's sampling density recomputed every ``density_update_every`` trials)."""
         s = self.settings
         start = time.perf_counter()
         problem = dimension_problem(s, dim, seed)
         target = gdp_epsilon(s.privacy_mu, s.target_delta)
         fraction = s.dp_hypo_fraction if method == "dp_hypo" else s.private_rs_fraction
         mean_trials = max(2.0, fraction * budget)
-        loss_clip = self._pilot(dim)["loss_clip"]
+        loss_clip = self.context["pilot"][str(dim)]["loss_clip"]
         if method == "private_rs":
             mu0 = per_trial_mu_for_epsilon(target_epsilon=target, target_delta=s.target_delta, mean_trials=mean_trials,
                                            tnb_eta=s.tnb_eta)
@@ -314,7 +327,8 @@ class Runner(KindRunner):
                 result = dp_hypo(problem, problem.bounds, mean_trials=mean_trials, per_trial_mu=mu0,
                                  loss_clip=loss_clip, ratio_bound=s.dp_hypo_ratio, tnb_eta=s.tnb_eta,
                                  target_delta=s.target_delta, num_candidates=s.dp_hypo_candidates,
-                                 refit_every=s.dp_hypo_refit_every, candidate_seed=seed, seed=seed)
+                                 refit_every=s.dp_hypo_refit_every, density_update_every=density_update_every,
+                                 candidate_seed=seed, seed=seed)
         else:
             raise ValueError(f"unknown private selection {method!r}")
         wall = time.perf_counter() - start
@@ -322,7 +336,8 @@ class Runner(KindRunner):
         return Run("dimension", METHODS[method], seed, dim, [int(round(mean_trials))], [final], final, mean_trials, wall,
                    epsilon=result.guarantee.epsilon,
                    extra={"dim": dim, "key": method, "per_trial_mu": mu0, "target_epsilon": target,
-                          "realized_trials_NON_PRIVATE": result.num_evaluations})
+                          "realized_trials_NON_PRIVATE": result.num_evaluations,
+                          **({"density_update_every": density_update_every} if method == "dp_hypo" else {})})
 
 
 def experiment_jobs(settings: Settings, context: dict) -> list[Job]:
@@ -350,7 +365,10 @@ def experiment_jobs(settings: Settings, context: dict) -> list[Job]:
                     jobs.append(Job(label, "baseline", dict(dim=dim, seed=seed, method=method), budget_from=main,
                                     cost=(5.0 if method == "ucb_bo" else 0.2) * gibo_cost))
                 else:
-                    jobs.append(Job(label, "private_selection", dict(dim=dim, seed=seed, method=method),
+                    kwargs = dict(dim=dim, seed=seed, method=method)
+                    if method == "dp_hypo" and 0 < settings.dp_hypo_batched_from <= dim:
+                        kwargs["density_update_every"] = dim + 1
+                    jobs.append(Job(label, "private_selection", kwargs,
                                     budget_from=main, cost=(2.0 if method == "dp_hypo" else 0.2) * gibo_cost))
     return jobs
 
@@ -529,6 +547,10 @@ def write_report(settings: Settings, context: dict, runs: list[Run], out, comman
     if s.dp_hypo_fraction < 1:
         lines += [f"DP-HyPO ran with a REDUCED budget: E[K] = {s.dp_hypo_fraction:g} · DP-GIBO's evaluations "
                   "(its GP refits make the full budget too costly here), at the same (ε, δ).", ""]
+    batched = sorted({r.extra["dim"] for r in runs if r.extra.get("density_update_every", 1) > 1})
+    if batched:
+        lines += [f"DP-HyPO at d = {', '.join(map(str, batched))} recomputed its sampling density once per d + 1 "
+                  "trials (a batch, like DP-GIBO's), elsewhere at every trial; the bound is the same.", ""]
     lines += ["## Cells not run (by these settings)", ""]
     for d in dims:
         missing = [METHODS[k] for k in METHODS if (d, k) not in cells]
@@ -536,11 +558,13 @@ def write_report(settings: Settings, context: dict, runs: list[Run], out, comman
             lines.append(f"- d = {d}: " + "; ".join(missing))
     lines += [""]
     lines += ["## Pilot (public clip bounds per d, problem seed " + f"{s.pilot_seed})", "",
+              f"DP-GIBO's B from the pilot {'around θ₀' if 'pilot_theta0' in context else 'at uniform θ'}; the "
+              "private selections' C from the pilot at uniform θ.", "",
               "| d | DP-GIBO clip B | loss clip C |", "|---|---|---|"]
     for d in dims:
         p = context.get("pilot", {}).get(str(d))
         if p:
-            lines.append(f"| {d} | {p['clip_bound']:g} | {p['loss_clip']:g} |")
+            lines.append(f"| {d} | {clip_bound(context, d):g} | {p['loss_clip']:g} |")
     lines += ["", "## Settings", "", "```", json.dumps(asdict(s), ensure_ascii=False), "```", ""]
     md = out / "dimension.md"
     md.write_text("\n".join(lines))

@@ -3,6 +3,7 @@ its guarantee and ledger charge, and the refusal of bad arguments."""
 
 from __future__ import annotations
 
+import importlib
 import math
 import warnings
 
@@ -130,6 +131,48 @@ def test_adaptive_density_beats_the_prior_with_negligible_noise():
     assert all(float(r.history.extras["max_ratio"].max()) == pytest.approx(1.0) for r in plain)
 
 
+def _spy_density_updates(monkeypatch):
+    module = importlib.import_module("botorch_dp.baselines.dp_hypo")  # the package's dp_hypo is the function
+    calls = []
+    real = module.gp_sampling_log_weights
+
+    def spy(train_X, train_Y, candidates, **kw):
+        calls.append((train_X.shape[0], kw["fit"]))
+        return real(train_X, train_Y, candidates, **kw)
+
+    monkeypatch.setattr(module, "gp_sampling_log_weights", spy)
+    return calls
+
+
+@pytest.mark.parametrize("every, refit", [(1, 3), (5, 8), (4, 1)])
+def test_density_updates_and_fits_follow_their_cadence(monkeypatch, every, refit):
+    calls = _spy_density_updates(monkeypatch)
+    result = _run(8.0, 3, mean_trials=30.0, refit_every=refit, density_update_every=every)
+    K = result.num_evaluations
+    assert K > 12
+    updates = list(range(2, K, every))  # trial j's density sees the j earlier trials
+    assert [n for n, _ in calls] == updates
+    fits, last = [], None
+    for j in updates:  # a fit when refit_every trials have passed since the last one
+        fits.append(last is None or j - last >= refit)
+        last = j if fits[-1] else last
+    assert [f for _, f in calls] == fits
+    if every == 1:  # the former rule: a fit at every refit_every-th GP trial
+        assert fits == [(j - 2) % refit == 0 for j in updates]
+    ratios = result.history.extras["max_ratio"]  # the trials between updates draw from one density
+    assert float(ratios.max()) <= 8.0 * (1 + 1e-12)
+    for start in updates:
+        block = ratios[start : start + every]
+        assert torch.equal(block, block[:1].expand_as(block))
+
+
+def test_batched_density_still_beats_the_prior_with_negligible_noise():
+    seeds = range(5)
+    plain = sum(mean_loss(_run(1.0, s).theta) for s in seeds) / 5
+    batched = sum(mean_loss(_run(8.0, s, density_update_every=3).theta) for s in seeds) / 5
+    assert batched < 0.8 * plain
+
+
 def test_guarantee_is_the_bound_on_the_ledger_grid_and_reduces_to_papernot_steinke():
     kw = dict(per_trial_mu=0.5, mean_trials=5.0, distribution="truncated_negative_binomial", tnb_eta=1.0)
     for ratio in (1.0, 3.0):
@@ -246,6 +289,7 @@ def test_poisson_with_zero_trials_returns_the_fallback_without_evaluating():
         (dict(temperature=0.0), "temperature"),
         (dict(exploration=-1.0), "exploration"),
         (dict(refit_every=0), "refit_every"),
+        (dict(density_update_every=0), "density_update_every"),
         (dict(target_delta=1.0), "target_delta"),
         (dict(fallback=torch.zeros(3)), "fallback"),
         (dict(ledger="ledger"), "ledger"),

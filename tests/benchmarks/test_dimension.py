@@ -116,17 +116,44 @@ def test_unknown_method_refused():
 
 
 def test_pilot_at_theta0_draws_around_the_start(quick):
-    s = dataclasses.replace(D.quick_settings(), dims=(3,), pilot_at="theta0")
-    around = D.prepare(s)["pilot"]["3"]
+    s = dataclasses.replace(D.quick_settings(), dims=(3,))
+    assert s.pilot_at == "theta0"  # the default
+    context = D.prepare(s)
     problem = D.dimension_problem(s, 3, s.pilot_seed)
     from botorch_dp.benchmarks.paper import pilot
 
-    assert around == pilot(s, problem, theta=problem.default_theta0())
-    assert D.prepare(dataclasses.replace(s, pilot_at="uniform"))["pilot"]["3"] == quick["context"]["pilot"]["3"]
-    assert around["clip_bound"] != quick["context"]["pilot"]["3"]["clip_bound"]
+    assert context["pilot_theta0"]["3"] == pilot(s, problem, theta=problem.default_theta0())
+    assert context["pilot"]["3"] == pilot(s, problem) == quick["context"]["pilot"]["3"]
+    uniform = D.prepare(dataclasses.replace(s, pilot_at="uniform"))
+    assert uniform == {"pilot": context["pilot"]}
+    assert D.clip_bound(context, 3) == context["pilot_theta0"]["3"]["clip_bound"]
+    assert D.clip_bound(uniform, 3) == context["pilot"]["3"]["clip_bound"] != D.clip_bound(context, 3)
     with pytest.raises(ValueError, match="pilot_at"):
         dataclasses.replace(s, pilot_at="centre")
 
+
+def test_theta0_pilot_sets_only_dp_gibos_clip_bound(monkeypatch):
+    s = dataclasses.replace(D.quick_settings(), dims=(3,))
+    context = D.prepare(s)
+    contexts = {"both": context, "uniform": {"pilot": context["pilot"]}, "theta0": {"pilot": context["pilot_theta0"]}}
+    clips = {}
+
+    def spy(name):
+        def private_random_search(*args, loss_clip, **kwargs):
+            clips[name] = loss_clip
+            return real(*args, loss_clip=loss_clip, **kwargs)
+        return private_random_search
+
+    real = D.private_random_search
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gibo = {name: D.Runner(s, c).gibo(3, 0, "dp_gibo").final_loss for name, c in contexts.items()}
+        for name, c in contexts.items():
+            monkeypatch.setattr(D, "private_random_search", spy(name))
+            D.Runner(s, c).private_selection(3, 0, "private_rs", 12)
+    assert gibo["both"] == gibo["theta0"] != gibo["uniform"]  # B from the θ₀ pilot
+    assert clips["both"] == clips["uniform"] == context["pilot"]["3"]["loss_clip"]  # C from the uniform pilot
+    assert clips["theta0"] != clips["both"]
 
 def test_method_limits_only_select_jobs(tmp_path):
     # raising a method's d limit adds its cells to the same store; every earlier run is reused
@@ -140,3 +167,19 @@ def test_method_limits_only_select_jobs(tmp_path):
     assert first["ran"] == len(first["runs"]) and more["stored"] == first["ran"]
     added = [r for r in more["runs"] if r not in first["runs"]]
     assert more["ran"] == len(added) >= 1 and {(r.setting, r.extra["key"]) for r in added} == {(3, "ucb_bo")}
+
+
+def test_dp_hypo_batched_from_sets_the_jobs_density_cadence():
+    s = dataclasses.replace(D.quick_settings(), dims=(2, 3), high_dim_from=0, dp_hypo_max_dim=3,
+                            dp_hypo_batched_from=3)
+    jobs = {(j.kwargs["dim"], j.kwargs["seed"]): j.kwargs for j in D.experiment_jobs(s, {})
+            if j.kwargs.get("method") == "dp_hypo"}
+    assert jobs[(2, 0)] == dict(dim=2, seed=0, method="dp_hypo")  # per trial: the key of a per-trial run
+    assert jobs[(3, 0)] == dict(dim=3, seed=0, method="dp_hypo", density_update_every=4)
+    assert "dp_hypo_batched_from" in D.SELECTION_FIELDS
+
+
+def test_quick_report_marks_batched_dp_hypo(quick):
+    hypo = [r for r in quick["runs"] if r.extra.get("key") == "dp_hypo"]
+    assert hypo and all(r.extra["density_update_every"] == r.extra["dim"] + 1 for r in hypo)
+    assert "recomputed its sampling density once per d + 1" in quick["md"].read_text()
