@@ -82,7 +82,7 @@ PRIVATE = ("dp_gibo", "dp_gibo_eta1", "private_rs", "dp_hypo")
 #: its kind, d, seed and method, and a baseline's budget is its cell's DP-GIBO run.
 SELECTION_FIELDS = ("seeds", "high_dim_seeds", "extra_seeds", "methods", "high_dim_from", "high_dim_methods",
                     "extra_seeds_max_dim", "ucb_bo_max_dim", "dp_hypo_max_dim", "gibo_max_dim", "dp_hypo_batched_from",
-                    "dp_hypo_batched_fit_points")
+                    "dp_hypo_batched_max_points")
 
 
 @dataclass
@@ -136,9 +136,9 @@ class Settings:
     #: like DP-GIBO's) instead of every trial: K/(d + 1) GP updates, the same guarantee; the job's
     #: arguments carry it, so per-trial runs stay valid in the store
     dp_hypo_batched_from: int = 0
-    #: batched DP-HyPO fits its GP's hyperparameters on the last this many trials (0: all); the
-    #: density still conditions on every trial (a fit on K ~ 2000 noisy scores costs minutes)
-    dp_hypo_batched_fit_points: int = 512
+    #: batched DP-HyPO's GP sees the last this many trials (0: all): K has a long tail, and a GP on
+    #: K = 9007 trials (d = 100) used 19 GB and minutes per update
+    dp_hypo_batched_max_points: int = 1024
     ucb_beta: float = 2.0
     ucb_batch: int = 0  # 0: batches of d + 1 (T acquisition rounds, like DP-GIBO); 1: sequential UCB
     ucb_refit_every: int = 5  # in BO iterations (batches)
@@ -164,7 +164,7 @@ def quick_settings() -> Settings:
         mode="quick", dims=(2, 3), seeds=(0,), extra_seeds=(1,), extra_seeds_max_dim=2, high_dim_from=3,
         high_dim_methods=("dp_gibo", "random_search", "ucb_bo"), high_dim_seeds=(0,), ucb_bo_max_dim=2,
         dp_hypo_max_dim=2, relevant=1, n_train=40, n_val=60, iterations=2, raw_samples=8, acqf_maxiter=5,
-        dp_hypo_candidates=16, dp_hypo_refit_every=2, dp_hypo_batched_from=2, dp_hypo_batched_fit_points=4, ucb_refit_every=2, ucb_raw_samples=8, pilot_points=2,
+        dp_hypo_candidates=16, dp_hypo_refit_every=2, dp_hypo_batched_from=2, dp_hypo_batched_max_points=4, ucb_refit_every=2, ucb_raw_samples=8, pilot_points=2,
     )
 
 
@@ -307,10 +307,10 @@ class Runner(KindRunner):
                    extra={"dim": dim, "key": method})
 
     def private_selection(self, dim: int, seed: int, method: str, budget: int, density_update_every: int = 1,
-                          fit_max_points: int | None = None) -> Run:
+                          max_points: int | None = None) -> Run:
         r"""Private random search or DP-HyPO with ``E[K] = private_rs_fraction · budget`` at DP-GIBO's (ε, δ)
         (DP-HyPO's sampling density recomputed every ``density_update_every`` trials, its GP's
-        hyperparameters fit on the last ``fit_max_points`` trials)."""
+        GP seeing the last ``max_points`` trials)."""
         s = self.settings
         start = time.perf_counter()
         problem = dimension_problem(s, dim, seed)
@@ -334,7 +334,7 @@ class Runner(KindRunner):
                                  loss_clip=loss_clip, ratio_bound=s.dp_hypo_ratio, tnb_eta=s.tnb_eta,
                                  target_delta=s.target_delta, num_candidates=s.dp_hypo_candidates,
                                  refit_every=s.dp_hypo_refit_every, density_update_every=density_update_every,
-                                 fit_max_points=fit_max_points,
+                                 max_points=max_points,
                                  candidate_seed=seed, seed=seed)
         else:
             raise ValueError(f"unknown private selection {method!r}")
@@ -344,7 +344,7 @@ class Runner(KindRunner):
                    epsilon=result.guarantee.epsilon,
                    extra={"dim": dim, "key": method, "per_trial_mu": mu0, "target_epsilon": target,
                           "realized_trials_NON_PRIVATE": result.num_evaluations,
-                          **({"density_update_every": density_update_every, "fit_max_points": fit_max_points}
+                          **({"density_update_every": density_update_every, "max_points": max_points}
                              if method == "dp_hypo" else {})})
 
 
@@ -376,8 +376,8 @@ def experiment_jobs(settings: Settings, context: dict) -> list[Job]:
                     kwargs = dict(dim=dim, seed=seed, method=method)
                     if method == "dp_hypo" and 0 < settings.dp_hypo_batched_from <= dim:
                         kwargs["density_update_every"] = dim + 1
-                        if settings.dp_hypo_batched_fit_points > 0:
-                            kwargs["fit_max_points"] = settings.dp_hypo_batched_fit_points
+                        if settings.dp_hypo_batched_max_points > 0:
+                            kwargs["max_points"] = settings.dp_hypo_batched_max_points
                     jobs.append(Job(label, "private_selection", kwargs,
                                     budget_from=main, cost=(2.0 if method == "dp_hypo" else 0.2) * gibo_cost))
     return jobs
@@ -559,10 +559,10 @@ def write_report(settings: Settings, context: dict, runs: list[Run], out, comman
                   "(its GP refits make the full budget too costly here), at the same (ε, δ).", ""]
     batched = sorted({r.extra["dim"] for r in runs if r.extra.get("density_update_every", 1) > 1})
     if batched:
-        fit = sorted({r.extra.get("fit_max_points") for r in runs if r.extra.get("density_update_every", 1) > 1},
+        fit = sorted({r.extra.get("max_points") for r in runs if r.extra.get("density_update_every", 1) > 1},
                      key=str)
         lines += [f"DP-HyPO at d = {', '.join(map(str, batched))} recomputed its sampling density once per d + 1 "
-                  "trials (a batch, like DP-GIBO's), elsewhere at every trial, and fit its GP's hyperparameters on "
+                  "trials (a batch, like DP-GIBO's), elsewhere at every trial, and its GP saw (fit and posterior) "
                   f"the last {' / '.join('all' if f is None else str(f) for f in fit)} trials; the bound is the same.",
                   ""]
     lines += ["## Cells not run (by these settings)", ""]

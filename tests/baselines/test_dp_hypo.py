@@ -12,7 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from botorch_dp.baselines import dp_hypo, gp_sampling_log_weights, project_to_ratio_class
+from botorch_dp.baselines import dp_hypo, project_to_ratio_class
 from botorch_dp.baselines.dp_hypo import LEDGER_KEY
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_rdp
 from botorch_dp.privacy.analysis.private_selection import private_selection_rdp
@@ -166,25 +166,26 @@ def test_density_updates_and_fits_follow_their_cadence(monkeypatch, every, refit
         assert torch.equal(block, block[:1].expand_as(block))
 
 
-def test_fit_on_the_last_trials_then_condition_on_all():
-    gen = torch.Generator().manual_seed(4)
-    X = torch.rand(40, 2, generator=gen, dtype=torch.float64)
-    Y = (X - 0.3).square().sum(-1) + 0.05 * torch.randn(40, generator=gen, dtype=torch.float64)
-    C = torch.rand(64, 2, generator=gen, dtype=torch.float64)
-    kw = dict(noise_variance=0.0025)
-    log_w, state = gp_sampling_log_weights(X, Y, C, fit_max_points=15, **kw)
-    _, recent = gp_sampling_log_weights(X[-15:], Y[-15:], C, **kw)  # a fit on the last 15 alone
-    assert state.keys() == recent.keys()
-    for k in state:
-        assert torch.equal(state[k], recent[k]), k
-    conditioned, _ = gp_sampling_log_weights(X, Y, C, state=recent, fit=False, **kw)  # all 40 trials
-    assert torch.equal(log_w, conditioned)
-    on_recent, _ = gp_sampling_log_weights(X[-15:], Y[-15:], C, state=recent, fit=False, **kw)
-    assert not torch.allclose(log_w, on_recent)
-    full, _ = gp_sampling_log_weights(X, Y, C, **kw)
-    assert not torch.allclose(log_w, full)  # the fit did see fewer points
-    same, _ = gp_sampling_log_weights(X, Y, C, fit_max_points=40, **kw)  # a cap above j: the plain fit
-    assert torch.equal(same, full)
+def test_max_points_shows_the_density_only_the_last_trials(monkeypatch):
+    module = importlib.import_module("botorch_dp.baselines.dp_hypo")
+    seen, real = [], module.gp_sampling_log_weights
+
+    def spy(train_X, train_Y, candidates, **kw):
+        seen.append((train_X.clone(), train_Y.clone()))
+        return real(train_X, train_Y, candidates, **kw)
+
+    monkeypatch.setattr(module, "gp_sampling_log_weights", spy)
+    result = _run(8.0, 3, mean_trials=30.0, density_update_every=3, max_points=7)
+    K = result.num_evaluations
+    assert K > 12
+    points = (result.history.points - BOUNDS[0]) / (BOUNDS[1] - BOUNDS[0])  # the unit-cube trials
+    scores = result.history.extras["noisy_scores"]
+    assert len(seen) == len(range(2, K, 3))
+    for j, (X, Y) in zip(range(2, K, 3), seen):  # trial j's density: trials max(0, j - 7), ..., j - 1
+        first = max(0, j - 7)
+        assert X.shape[0] == j - first
+        assert torch.allclose(X, points[first:j], atol=1e-12)
+        assert torch.equal(Y, scores[first:j].to(torch.float64))
 
 
 def test_batched_density_still_beats_the_prior_with_negligible_noise():
@@ -311,7 +312,7 @@ def test_poisson_with_zero_trials_returns_the_fallback_without_evaluating():
         (dict(exploration=-1.0), "exploration"),
         (dict(refit_every=0), "refit_every"),
         (dict(density_update_every=0), "density_update_every"),
-        (dict(fit_max_points=1), "fit_max_points"),
+        (dict(max_points=1), "max_points"),
         (dict(target_delta=1.0), "target_delta"),
         (dict(fallback=torch.zeros(3)), "fallback"),
         (dict(ledger="ledger"), "ledger"),

@@ -176,9 +176,9 @@ def test_dp_hypo_batched_from_sets_the_jobs_density_cadence():
             if j.kwargs.get("method") == "dp_hypo"}
     assert jobs[(2, 0)] == dict(dim=2, seed=0, method="dp_hypo")  # per trial: the key of a per-trial run
     assert jobs[(3, 0)] == dict(dim=3, seed=0, method="dp_hypo", density_update_every=4,
-                                fit_max_points=s.dp_hypo_batched_fit_points)
-    assert {"dp_hypo_batched_from", "dp_hypo_batched_fit_points"} <= set(D.SELECTION_FIELDS)
-    unfit = dataclasses.replace(s, dp_hypo_batched_fit_points=0)
+                                max_points=s.dp_hypo_batched_max_points)
+    assert {"dp_hypo_batched_from", "dp_hypo_batched_max_points"} <= set(D.SELECTION_FIELDS)
+    unfit = dataclasses.replace(s, dp_hypo_batched_max_points=0)
     assert [j.kwargs for j in D.experiment_jobs(unfit, {}) if j.kwargs.get("method") == "dp_hypo"][-1] == dict(
         dim=3, seed=0, method="dp_hypo", density_update_every=4)
 
