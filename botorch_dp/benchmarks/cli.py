@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from botorch_dp.benchmarks.experiment import EXPERIMENTS, load_experiment
-from botorch_dp.benchmarks.jobs import run_jobs
+from botorch_dp.benchmarks.jobs import run_jobs, unstored_jobs
 from botorch_dp.benchmarks.report import threads_text
 from botorch_dp.benchmarks.store import RunStore
 from botorch_dp.utils import torch_threads
@@ -160,8 +160,7 @@ def run_experiment(name: str, settings: Any, out: Path, *, workers: int = 1, das
     before = len(store)
     runner = experiment.make_runner(settings, context)
     if render_only:
-        missing = [j.label for j in jobs if j.reuse_of is None and j.budget_from is None
-                   and store.get(store.key(j.kind, j.kwargs)) is None]
+        missing = unstored_jobs(jobs, store)
         if missing:
             raise ValueError(f"--render: {len(missing)} job(s) are not stored in {path}, e.g. {missing[0]!r}")
     if dask is not None:

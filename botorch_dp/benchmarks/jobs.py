@@ -89,6 +89,26 @@ def job_kwargs(job: Job, results: list[Run | None]) -> dict:
     return kwargs
 
 
+def unstored_jobs(jobs: list[Job], store: RunStore) -> list[str]:
+    r"""Labels of the jobs that ``run_jobs(jobs, ..., store=store)`` would have to run.
+
+    Walks the DAG as ``run_jobs`` does, but only through the store: a job fed by another
+    (``budget_from``) is keyed with the stored source's budget, and is unstored when its
+    source is; a reused job is unstored when its source is.
+    """
+    results: list[Run | None] = [None] * len(jobs)
+    missing = []
+    for i, job in enumerate(jobs):  # sources always come before the jobs they feed
+        if job.reuse_of is not None:
+            source = results[job.reuse_of]
+            results[i] = None if source is None else reused_run(job, source)
+        elif job.budget_from is None or results[job.budget_from] is not None:
+            results[i] = store.get(store.key(job.kind, job_kwargs(job, results)))
+        if results[i] is None:
+            missing.append(job.label)
+    return missing
+
+
 def reused_run(job: Job, source: Run) -> Run:
     r"""``source`` relabelled with the experiment, method and setting of the reusing ``job``."""
     k = job.kwargs

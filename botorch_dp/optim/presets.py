@@ -42,14 +42,15 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     "paper": Preset(
         {"step_rule": "adagrad", "step_size": 0.3, "num_iterations": 25},
         "Sopa et al.'s E.1 settings: AdaGrad with η = 0.3 for T = 25 steps (batches default to d + 1).",
-        "reports/dimension.md: below private random search on 5/5 seeds at d = 30 (box [0.05, 5]^d, μ = 1).",
+        "reports/dimension.md: below private random search on 5/5 seeds at d = 30, 60 and 100 (box [0.05, 5]^d, μ = 1).",
     ),
     "e1_reach": Preset(
         {"step_rule": "adagrad", "step_size": 1.0, "num_iterations": 25},
         "AdaGrad with η = 1 for T = 25: an iterate can cross a box about 5 wide (η Σ t^-1/2 ≈ 2η√T), "
         "for starts far from the optimum.",
         "reports/e1_investigation.md: E.1 from uniform starts, DP-GIBO beats random search on 7/10 seeds "
-        "(η = 0.3: 4/10); reports/dimension.md: better than η = 0.3 at d = 15, 60, 100, worse at d = 30.",
+        "(η = 0.3: 4/10); reports/dimension.md: worse than η = 0.3 at d = 30, 60 and 100 (diverged on 1 of 5 "
+        "seeds at d = 100), about equal at d = 5 and 15.",
     ),
     "adaptive_noise": Preset(
         {"noise_schedule": "adaptive_norm"},

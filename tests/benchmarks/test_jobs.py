@@ -7,9 +7,10 @@ import dataclasses
 import pytest
 from helpers import quick_reproduction
 
-from botorch_dp.benchmarks.jobs import Job, critical_paths, run_jobs
+from botorch_dp.benchmarks.jobs import Job, critical_paths, run_jobs, unstored_jobs
 from botorch_dp.benchmarks.paper import Runner, Settings, experiment_jobs
 from botorch_dp.benchmarks.runs import Run
+from botorch_dp.benchmarks.store import RunStore
 from botorch_dp.utils import torch_threads
 
 
@@ -51,6 +52,28 @@ def test_any_executor_gives_the_serial_runs(max_workers, in_flight):
     with cf.ThreadPoolExecutor(max_workers=max_workers) as pool:
         pooled = run_jobs(_fake_jobs(), fake_run_job, executor=pool, workers=in_flight, progress=False)
     assert pooled == serial
+
+
+def test_unstored_jobs_follow_the_dag_through_the_store(tmp_path):
+    # --render relies on this: a job fed by another's budget is keyed with the stored budget,
+    # so one that is missing must be named (it used to slip through and be run)
+    jobs = _fake_jobs()
+    store = RunStore(tmp_path / "runs.jsonl", {"experiment": "x"})
+    assert unstored_jobs(jobs, store) == ["a", "b", "rs a", "a again", "rs b"]
+    run_jobs(jobs, fake_run_job, progress=False, store=store)
+    assert unstored_jobs(jobs, store) == []
+    # a store without the fed job "rs b" (its key carries job b's budget)
+    partial = RunStore(tmp_path / "partial.jsonl", {"experiment": "x"})
+    runs = run_jobs(jobs[:4], fake_run_job, progress=False, store=partial)
+    assert unstored_jobs(jobs, partial) == ["rs b"]
+    # a stored fed job under another budget is not the one the DAG asks for
+    wrong = dict(jobs[4].kwargs, budget=runs[1].num_evaluations + 1)
+    partial.add(partial.key("rs", wrong), fake_run_job("rs", wrong))
+    assert unstored_jobs(jobs, partial) == ["rs b"]
+    # a missing source makes its dependants unstored too
+    only_b = RunStore(tmp_path / "only_b.jsonl", {"experiment": "x"})
+    run_jobs([jobs[1]], fake_run_job, progress=False, store=only_b)
+    assert unstored_jobs(jobs, only_b) == ["a", "rs a", "a again", "rs b"]
 
 
 def test_unsatisfiable_dependencies_raise():
