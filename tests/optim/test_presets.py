@@ -48,6 +48,7 @@ def test_presets_are_the_settings_their_reports_measured():
     assert PRESETS["paper"].settings["step_size"] == d.step_size
     assert PRESETS["e1_reach"].settings["num_iterations"] == d.iterations
     assert dict(PRESETS["adaptive_noise"].settings) == options.VARIANTS["adaptive_norm"]
+    assert dict(PRESETS["fast_search"].settings) == {"acqf_maxiter": d.acqf_maxiter}
     for name, preset in PRESETS.items():
         cited = re.findall(r"reports/[\w/.-]+", preset.evidence)
         assert cited, name
