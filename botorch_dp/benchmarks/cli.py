@@ -151,7 +151,9 @@ def run_experiment(name: str, settings: Any, out: Path, *, workers: int = 1, das
     path = out / f"runs-{name}.jsonl"
     if fresh and path.exists():
         path.unlink()
+    prepare_start = time.perf_counter()
     context = experiment.prepare(settings)
+    prepare_wall = time.perf_counter() - prepare_start
     selection = set(getattr(experiment, "SELECTION_FIELDS", ()))
     header_settings = {k: v for k, v in _plain(settings).items() if k not in selection}
     store = RunStore(path, {"experiment": name, "settings": header_settings, "context": context},
@@ -178,7 +180,7 @@ def run_experiment(name: str, settings: Any, out: Path, *, workers: int = 1, das
             runs = run_jobs(jobs, runner, workers=workers, progress=progress, store=store)
         execution = f"{workers} worker processes with 1 torch thread each" if workers > 1 else threads_text()
     wall = time.perf_counter() - start
-    report_context = {**context, "wall_s": wall, "execution": execution}
+    report_context = {**context, "wall_s": wall, "prepare_wall_s": prepare_wall, "execution": execution}
     report = experiment.write_report(settings, report_context, runs, out, command)
     return {"report": report, "runs": runs, "context": context, "wall_s": wall, "stored": before,
             "ran": len(store) - before}

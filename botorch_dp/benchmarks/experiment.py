@@ -7,7 +7,9 @@ An experiment is a module (or any object) with five members:
 - ``quick_settings() -> Settings``: a smoke configuration that keeps every code path and
   runs in well under a minute on one core (the test suite runs it).
 - ``prepare(settings) -> dict``: public set-up computed once before the jobs (a pilot's
-  clip bounds on synthetic data, for instance); JSON-ready; ``{}`` when there is none.
+  clip bounds on synthetic data, for instance); JSON-ready; ``{}`` when there is none. It
+  must be a function of the settings alone (no wall times, no entropy): the run store's
+  header holds it, and a context that changes between calls would refuse every resume.
 - ``experiment_jobs(settings, context) -> list[Job]``: the jobs (``jobs.Job``), each
   depending only on earlier ones; each job's ``kwargs`` are plain JSON-ready values.
 - ``make_runner(settings, context) -> RunJob``: a picklable ``run_job(kind, kwargs) -> Run``
@@ -20,8 +22,9 @@ Optionally, ``SELECTION_FIELDS``: names of settings fields that only choose WHIC
 (seed lists, a list of sub-experiments) and never change a job's result. The run store
 leaves them out of its header, so adding seeds to a finished benchmark reuses its runs.
 
-Before ``write_report`` the CLI adds ``wall_s`` (the command's wall time) and
-``execution`` (how the jobs ran) to a copy of the context.
+Before ``write_report`` the CLI adds ``wall_s`` (the command's wall time),
+``prepare_wall_s`` (the time ``prepare`` took) and ``execution`` (how the jobs ran) to a
+copy of the context.
 
 ``EXPERIMENTS`` maps a name to the module path; ``load_experiment`` imports it.
 """

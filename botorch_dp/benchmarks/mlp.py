@@ -224,7 +224,6 @@ def prepare(settings: Settings) -> dict:
     Returns:
         ``noise_variance``, ``clip_bound``, ``loss_clip`` and the statistics the report quotes.
     """
-    start = time.perf_counter()
     s = settings
     shape = load_data(s, s.seeds[0])  # only its split sizes, features and classes are read
     public = synthetic_like(shape, seed=s.pilot_seed)
@@ -261,7 +260,6 @@ def prepare(settings: Settings) -> dict:
         "sizes": shape.sizes(),
         "num_features": shape.num_features,
         "num_classes": shape.num_classes,
-        "pilot_wall_s": time.perf_counter() - start,
     }
 
 
@@ -502,8 +500,9 @@ def report_text(settings: Settings, context: dict, runs: list[Run], command: str
         "",
         f"Command: `{command}`",
         "",
-        f"Total wall time: {c.get('pilot_wall_s', 0.0) + job_wall:.0f} s (pilot {c.get('pilot_wall_s', 0.0):.0f} s + "
-        f"{len(runs)} jobs {job_wall:.0f} s, one worker process, one torch thread). "
+        f"Total wall time: {c.get('wall_s', 0.0):.0f} s (pilot {c.get('prepare_wall_s', 0.0):.0f} s; "
+        f"{len(runs)} jobs {job_wall:.0f} s of run time, some possibly taken from the run store; "
+        f"{c.get('execution', 'serial')}). "
         f"Seeds: {', '.join(map(str, seeds))}; δ = {s.target_delta:g}.",
         "",
         "Every loss and accuracy below is a NON-PRIVATE diagnostic: the validation loss of the released θ",

@@ -5,6 +5,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from botorch_dp.benchmarks.cli import main, parse_value, settings_with
 from botorch_dp.benchmarks.experiment import EXPERIMENTS, REQUIRED_MEMBERS, load_experiment
 from botorch_dp.benchmarks.jobs import run_jobs
 from botorch_dp.benchmarks.runs import Run
-from botorch_dp.benchmarks.store import RunStore
+from botorch_dp.benchmarks.store import RunStore, canonical_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,6 +68,15 @@ def test_every_registered_experiment_meets_the_contract(name):
     quick = module.quick_settings()
     assert isinstance(quick, module.Settings) and dataclasses.is_dataclass(quick)
     assert set(getattr(module, "SELECTION_FIELDS", ())) <= {f.name for f in dataclasses.fields(quick)}
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_every_context_is_a_function_of_the_settings(name):
+    # the store's header holds the context: one that changed between calls (a wall time,
+    # say, as mlp's once held) would refuse every resume and every --render
+    module = load_experiment(name)
+    quick = module.quick_settings()
+    assert canonical_json(module.prepare(quick)) == canonical_json(module.prepare(quick))
 
 
 def test_unknown_experiment_is_refused():
@@ -241,3 +251,13 @@ def test_cli_amp_runs_within_budget_and_resumes(tmp_path):
     for path in tmp_path.iterdir():
         if path.suffix in (".md", ".json", ".jsonl"):
             assert "noise_seed" not in path.read_text().replace('"noise_seed": null', "")
+
+
+def test_cli_mlp_resumes_and_renders_from_its_store(tmp_path):
+    argv = ["run", "mlp", "--quick", "--set", "seeds=0", "--out", str(tmp_path), "--no-progress"]
+    first = main(argv)
+    assert first["ran"] == len(first["runs"]) > 0
+    again = main(argv + ["--render"])  # a second process's prepare gives the same header
+    assert again["ran"] == 0 and again["runs"] == _as_stored(first["runs"])
+    text = (tmp_path / "mlp_tuning.md").read_text()
+    assert re.search(r"Total wall time: \d+ s \(pilot \d+ s; ", text), text
