@@ -473,7 +473,7 @@ def write_report(settings: Settings, context: dict, runs: list[Run], out, comman
         "",
         f"Command: `{command}`" + (" (quick mode: a smoke run, not a result)" if s.mode == "quick" else ""),
         "",
-        f"Total run time (sum of the jobs' wall times, one worker, one torch thread): {total_wall / 60:.1f} min.",
+        f"Total run time (sum of the jobs' wall times, each job on one torch thread): {total_wall / 60:.1f} min.",
         "",
         "All losses are NON-PRIVATE diagnostics: the noise-free validation MSE of the point a method returns "
         "(last iterate of GIBO / DP-GIBO, best evaluated point of random search and UCB-BO, the released winner "
@@ -566,10 +566,9 @@ def write_report(settings: Settings, context: dict, runs: list[Run], out, comman
                   f"the last {' / '.join('all' if f is None else str(f) for f in fit)} trials; the bound is the same.",
                   ""]
     lines += ["## Cells not run (by these settings)", ""]
-    for d in dims:
-        missing = [METHODS[k] for k in METHODS if (d, k) not in cells]
-        if missing:
-            lines.append(f"- d = {d}: " + "; ".join(missing))
+    not_run = [(d, [METHODS[k] for k in METHODS if (d, k) not in cells]) for d in dims]
+    lines += [f"- d = {d}: " + "; ".join(missing) for d, missing in not_run if missing] or \
+        ["None: every method ran at every d."]
     lines += [""]
     lines += ["## Pilot (public clip bounds per d, problem seed " + f"{s.pilot_seed})", "",
               f"DP-GIBO's B from the pilot {'around θ₀' if 'pilot_theta0' in context else 'at uniform θ'}; the "

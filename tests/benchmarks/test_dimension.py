@@ -78,6 +78,12 @@ def test_report_has_rows_plot_and_runs(quick):
     for label in D.METHODS.values():
         assert f"| {label} |" in text, label
     assert "not run" in text  # the high-d cells of the methods left out
+    not_run = text.split("## Cells not run")[1].split("##")[0]
+    assert "- d = 3: " in not_run and "None: every method" not in not_run
+    # a report whose runs cover every cell says so instead of an empty section
+    s, runs = quick["settings"], [r for r in quick["runs"] if r.extra.get("dim") == 2]
+    full = D.write_report(dataclasses.replace(s, dims=(2,)), quick["context"], runs, out / "only_d2", "cmd")
+    assert "None: every method ran at every d." in full.read_text()
     assert "Goal" in text and "| 2 | " in text and "quick mode" in text
     assert (out / "dimension.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "dimension_runs.json").stat().st_size > 1000
