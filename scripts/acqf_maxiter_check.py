@@ -27,7 +27,6 @@ import argparse
 import concurrent.futures as cf
 import dataclasses
 import json
-import math
 import multiprocessing
 import statistics
 import time
@@ -37,7 +36,7 @@ from pathlib import Path
 import torch
 
 from botorch_dp.benchmarks import dimension
-from botorch_dp.benchmarks.runs import format_mean_se
+from botorch_dp.benchmarks.runs import format_mean_se, mean_se
 from botorch_dp.evaluation import init_one_thread_worker
 from botorch_dp.privacy.seeding import PrivacyWarning
 
@@ -135,8 +134,8 @@ def summary(rows: list[dict], caps: list[int | None]) -> str:
         cells += [f"{statistics.median(wall[n]):.3g}" for n in names]
         for n in names[1:]:
             diff = [a - b for a, b in zip(loss[n], loss[ref])]
-            se = statistics.stdev(diff) / math.sqrt(len(diff)) if len(diff) > 1 else float("nan")
-            cells.append(f"{statistics.fmean(diff):+.3g} ± {se:.2g} ({statistics.median(diff):+.3g})")
+            mean, se = mean_se(diff)
+            cells.append(f"{mean:+.3g} ± {se:.2g} ({statistics.median(diff):+.3g})")
         for n in names[1:]:
             cells.append(f"{sum(a <= b for a, b in zip(loss[n], loss[ref]))}/{len(seeds)}")
         lines.append("| " + " | ".join(cells) + " |")
