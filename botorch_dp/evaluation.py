@@ -68,17 +68,19 @@ def init_one_thread_worker() -> None:
     warnings.filterwarnings("ignore", message=".*(optimization|Optimization).*")
 
 
-def process_pool(workers: int) -> cf.ProcessPoolExecutor:
+def process_pool(workers: int, initializer: Callable[[], None] = init_one_thread_worker) -> cf.ProcessPoolExecutor:
     r"""``workers`` spawned processes with one torch thread each.
 
     Args:
         workers: The number of processes (``>= 1``).
+        initializer: Run once in each process; the default sets one torch thread. Another
+            one should call ``init_one_thread_worker`` itself.
 
     Returns:
         A ``ProcessPoolExecutor`` (shut it down, e.g. with ``with process_pool(2) as pool:``).
     """
     return cf.ProcessPoolExecutor(
-        max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=init_one_thread_worker,
+        max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=initializer,
     )
 
 

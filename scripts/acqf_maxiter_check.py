@@ -27,7 +27,6 @@ import argparse
 import concurrent.futures as cf
 import dataclasses
 import json
-import multiprocessing
 import statistics
 import time
 import warnings
@@ -37,7 +36,7 @@ import torch
 
 from botorch_dp.benchmarks import dimension
 from botorch_dp.benchmarks.runs import format_mean_se, mean_se
-from botorch_dp.evaluation import init_one_thread_worker
+from botorch_dp.evaluation import init_one_thread_worker, process_pool
 from botorch_dp.privacy.seeding import PrivacyWarning
 
 
@@ -102,8 +101,7 @@ def check(settings: dimension.Settings, dims: list[int], seeds: list[int], caps:
         for d, s, c in jobs:
             done(one_run(settings, context, d, s, c, method))
     else:
-        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                    initializer=_init_worker) as pool:
+        with process_pool(workers, initializer=_init_worker) as pool:
             futures = [pool.submit(one_run, settings, context, d, s, c, method) for d, s, c in jobs]
             for future in cf.as_completed(futures):
                 done(future.result())
