@@ -42,7 +42,7 @@ from botorch_dp.privacy.checks import (
     check_positive,
     check_positive_int,
 )
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger, ValidationMechanism
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.utils import check_bounds, child_seeds
@@ -259,10 +259,11 @@ def dp_hypo(
     privacy randomness (from OS entropy unless ``seed`` is given), like the noise.
 
     Ledger: with ``ledger``, the run's RDP curve is charged to the VALIDATION side (the
-    scores are per-user validation losses) BEFORE the first evaluation, with
-    ``record_validation_mechanism(rdp, run_id=run_id, key="select", …)``: the curve depends
-    on public parameters only, so the ledger's validation budget filter can refuse the run
-    (``PrivacyBudgetExceeded``) before anything is released. The bound is no μ-GDP (the
+    scores are per-user validation losses) BEFORE the first evaluation, under
+    ``(run_id, "select")`` with ``PrivacyLedger.charge``: the curve depends on public
+    parameters only, so the ledger's validation budget filter can refuse the run
+    (``PrivacyBudgetExceeded``) before anything is released. A ``run_id`` the ledger
+    already holds is refused (``ValueError``): a second run is charged under its own id. The bound is no μ-GDP (the
     ``log E[K]/(α − 1)`` term makes no ``μ`` dominate it) and charging each trial as a
     μ₀-GDP step would publish ``K`` (and void the selection bound), so the ledger composes
     it in RDP with the other validation releases (a DP-GIBO run's Gaussian steps on the
@@ -300,7 +301,8 @@ def dp_hypo(
         candidate_seed: Seed of the (public) Sobol scrambling.
         fallback: ``d`` tensor returned when ``K = 0`` (Poisson; default: the box centre).
         ledger: Optional ``PrivacyLedger`` to charge (see above).
-        run_id: The ledger entry's id (default ``"dp-hypo-<uuid4 hex>"``).
+        run_id: The ledger entry's id (default ``"dp-hypo-<uuid4 hex>"``); one the ledger
+            already holds is refused.
         seed: ``None`` (default): ``K``, the candidate draws and the noise come from OS
             entropy. An integer: all three are reproducible from it (tests), with a
             ``PrivacyWarning``.
@@ -356,9 +358,11 @@ def dp_hypo(
         f"[1/{ratio:g}, {ratio:g}], each trial {per_trial_mu:.4g}-GDP (Gaussian on the [0, {loss_clip:g}]-clipped "
         "mean validation loss)"
     )
-    if ledger is not None:
+    if ledger is not None:  # the whole run's curve, admitted and recorded before anything is drawn
         run_id = f"dp-hypo-{uuid.uuid4().hex}" if run_id is None else run_id
-        ledger.record_validation_mechanism(rdp, run_id=run_id, key=LEDGER_KEY, description=description)
+        event = ValidationMechanism(description, tuple(rdp(order) for order in TRAINING_RDP_ORDERS))
+        with ledger.charge({LEDGER_KEY: event}, run_id=run_id, new_run=True) as meter:
+            meter.record(LEDGER_KEY, event)
 
     if seed is None:  # no noise generator: the mechanism draws from OS entropy
         rng = np.random.default_rng(secrets.randbits(128))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import math
+import uuid
 from typing import Callable, Union
 
 import torch
@@ -36,6 +37,7 @@ from botorch_dp.optim.selection import (
 from botorch_dp.optim.step_rules import StepRule, make_step_optimizer, projected_step
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
 from botorch_dp.privacy.checks import check_choice, check_positive, check_probability
+from botorch_dp.privacy.ledger import Gaussian, PrivacyBudgetExceeded, PrivacyLedger
 from botorch_dp.privacy.mechanisms import AdaptiveGaussianGradientMechanism, GaussianGradientMechanism
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.problems.base import PerUserProblem
@@ -82,6 +84,8 @@ def noisy_gradient_descent(
     loss_clip: float | None = None,
     loss_oracle: Callable[[Tensor], Tensor] | None = None,
     executor: cf.Executor | None = None,
+    ledger: PrivacyLedger | None = None,
+    run_id: str | None = None,
 ) -> BaselineResult:
     r"""``T`` steps of projected noisy gradient descent on ``f = (1/n) Σ ℓ_i``.
 
@@ -127,6 +131,14 @@ def noisy_gradient_descent(
             ``concurrent.futures.Executor`` (``evaluation.evaluate_rows``); ``None``: in
             this process. (The gradient oracle is called once per step, one point: nothing
             to spread.)
+        ledger: The ``PrivacyLedger`` of the users (default: a new one, private to this call).
+            Every release is charged to it (``PrivacyLedger.charge``: each step's worst case
+            admitted before its noise, each release recorded just before its draw); a step
+            its budget cannot admit raises ``PrivacyBudgetExceeded`` before anything of that
+            step is released (the earlier steps stay recorded). With ``"adaptive_norm"`` the
+            schedule also plans with what the ledger has left.
+        run_id: The run's id in the ledger (default ``"noisy-gd-<uuid4 hex>"``); one the
+            ledger already holds is refused (``ValueError``).
 
     The budget split is explicit: the selection gets ``μ_sel`` and the gradient steps
     ``μ_steps = √(μ² − μ_sel²)``, so the whole run is ``μ``-GDP.
@@ -173,18 +185,22 @@ def noisy_gradient_descent(
         loss_oracle = oracle if loss_oracle is None else loss_oracle
     selection_charge = selection_mu_of(selection, selection_epsilon, selection_mu)
     mu_steps = steps_mu(privacy_mu, selection_charge)
+    if ledger is not None and not isinstance(ledger, PrivacyLedger):
+        raise ValueError(f"ledger must be a PrivacyLedger or None, got {type(ledger).__name__}.")
+    run_id = f"noisy-gd-{uuid.uuid4().hex}" if run_id is None else run_id
+    account = _Account(PrivacyLedger() if ledger is None else ledger, run_id)
     # None: no generator, the mechanism draws from OS entropy; a seed warns, and its stream
     # is derived as before issue 13 (manual_seed(seed)), so seeded runs are unchanged
     generator = None if seed is None else noise_generator(seed).manual_seed(int(seed))
     if noise_schedule == "adaptive_norm":
         theta, iterates_t, released, record = _adaptive_descent(
             oracle, bounds, theta, int(num_iterations), clip_bound, step_size, mu_steps, step_rule, generator,
-            norm_mu_fraction, snr_factor, max_step_mu,
+            norm_mu_fraction, snr_factor, max_step_mu, account,
         )
         n = record["num_users"]
     else:
         theta, iterates_t, released, mechanism, n = _fixed_descent(
-            oracle, bounds, theta, int(num_iterations), clip_bound, step_size, mu_steps, step_rule, generator
+            oracle, bounds, theta, int(num_iterations), clip_bound, step_size, mu_steps, step_rule, generator, account
         )
         steps = iterates_t.shape[0] - 1
         record = {
@@ -201,7 +217,7 @@ def noisy_gradient_descent(
         num_evaluations += iterates_t.shape[0]
         chosen = release_selection(
             selection, losses, selection_epsilon=selection_epsilon, selection_mu=selection_mu, loss_clip=loss_clip,
-            generator=generator,
+            generator=generator, ledger=account.ledger, run_id=account.run_id,
         )
         selected, scores = chosen.index, chosen.scores
         spent = [*spent, chosen.mu]
@@ -250,14 +266,25 @@ def _description(schedule: str, selection: str, steps: int, mu_steps: float, mu_
     return f"{what}; composed to {total:.6g}-GDP (fully adaptive GDP composition); exact GDP→(ε, δ)."
 
 
-def _fixed_descent(oracle, bounds, theta, num_iterations, clip_bound, step_size, privacy_mu, step_rule, generator):
-    r"""``T`` steps at ``μ/√T`` each (``GaussianGradientMechanism``)."""
+class _Account:
+    r"""The ledger and run id a noisy-GD call charges (its first charge refuses a taken id)."""
+
+    def __init__(self, ledger: PrivacyLedger, run_id: str) -> None:
+        self.ledger, self.run_id, self.started = ledger, run_id, False
+
+    def charge(self, bound: dict, step: int):
+        new_run, self.started = not self.started, True
+        return self.ledger.charge(bound, run_id=self.run_id, step=step, new_run=new_run)
+
+
+def _fixed_descent(oracle, bounds, theta, num_iterations, clip_bound, step_size, privacy_mu, step_rule, generator, account):
+    r"""``T`` steps at ``μ/√T`` each (``GaussianGradientMechanism``), each charged before its noise."""
     d = bounds.shape[1]
     eye = torch.eye(d, dtype=torch.float64)
     mechanism, n = None, None
     iterates, released = [theta.clone()], []
     optimizer = make_step_optimizer(theta, step_rule, step_size)  # refuses an unknown step_rule
-    for _ in range(num_iterations):
+    for t in range(num_iterations):
         G = _per_user_gradients(oracle, theta, n)  # n x d, sensitive
         if mechanism is None:
             n = G.shape[0]
@@ -266,7 +293,8 @@ def _fixed_descent(oracle, bounds, theta, num_iterations, clip_bound, step_size,
                 generator=generator,
             )
         # the mechanism clips the rows of (A Y)ᵀ; with A = I and Y = Gᵀ those are the ∇ℓ_i
-        g = mechanism.release(eye, G.T).gradient
+        with account.charge({"grad": Gaussian(mechanism.step_mu)}, t) as meter:
+            g = mechanism.release(eye, G.T, meter=meter).gradient
         released.append(g)
         theta = projected_step(optimizer, g, bounds)  # post-processing of the release
         iterates.append(theta.clone())
@@ -275,10 +303,11 @@ def _fixed_descent(oracle, bounds, theta, num_iterations, clip_bound, step_size,
 
 def _adaptive_descent(
     oracle, bounds, theta, max_iterations, clip_bound, step_size, mu_steps, step_rule, generator,
-    norm_mu_fraction, snr_factor, max_step_mu,
+    norm_mu_fraction, snr_factor, max_step_mu, account,
 ):
     r"""At most ``T_max`` steps of B1′: noisy norm, then the gradient at the ``μ_t`` the
-    schedule derives from it; the filter runs before every step."""
+    schedule derives from it; the filter (the schedule's and the ledger's, one check) runs
+    before every step, and the step's worst case is charged before its noise."""
     d = bounds.shape[1]
     eye = torch.eye(d, dtype=torch.float64)
     mechanism = schedule = n = None
@@ -296,7 +325,16 @@ def _adaptive_descent(
                 total_mu=mu_steps, sensitivity=mechanism.sensitivity, dim=d, max_iterations=max_iterations,
                 num_users=n, norm_mu_fraction=norm_mu_fraction, snr_factor=snr_factor, max_step_mu=max_step_mu,
             )
-        step = release_adaptive_step(mechanism.clipped_mean(eye, G.T), schedule, index=t, spent_mus=spent)
+        room = account.ledger.remaining_validation_mu()
+        if not schedule.can_start_step(t, spent, room):
+            raise PrivacyBudgetExceeded(
+                f"Validation privacy budget exceeded: the ledger has mu={room:.6g} left, less than adaptive "
+                f"step {t} needs; nothing of that step was released."
+            )
+        with account.charge(schedule.step_bound(spent, room), t) as meter:
+            step = release_adaptive_step(
+                mechanism.clipped_mean(eye, G.T), schedule, index=t, spent_mus=spent, meter=meter, ledger_room=room
+            )
         spent += [step.norm.cost.mu, step.gradient.cost.mu]
         record["norm_mus"].append(step.norm.cost.mu)
         record["noisy_norms"].append(step.norm.norm)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import functools
 import secrets
+import uuid
 
 import numpy as np
 import torch
@@ -32,6 +33,8 @@ from botorch_dp.privacy.analysis.private_selection import (
 )
 from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
 from botorch_dp.privacy.checks import check_choice
+from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger, ValidationMechanism
+from botorch_dp.privacy.ledger.events import SELECTION_PART
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.utils import check_bounds
@@ -53,6 +56,8 @@ def private_random_search(
     seed: int | None = None,
     batch_size: int = 32,
     executor: cf.Executor | None = None,
+    ledger: PrivacyLedger | None = None,
+    run_id: str | None = None,
 ) -> BaselineResult:
     r"""Private random search: release the best of ``K`` privately scored uniform points.
 
@@ -89,6 +94,13 @@ def private_random_search(
         batch_size: Trials evaluated per call of ``objective``.
         executor: Evaluate the rows of each call on this ``concurrent.futures.Executor``
             (``evaluation.evaluate_rows``, losses in row order); ``None``: in this process.
+        ledger: Optional ``PrivacyLedger`` of the validation users: the run's RDP curve (which
+            depends on public parameters only) is charged under ``(run_id, "select")`` before
+            ``K`` is drawn, so its budget filter refuses the run (``PrivacyBudgetExceeded``)
+            before anything is released; the run then composes in RDP with the ledger's other
+            releases.
+        run_id: The run's id in ``ledger`` (default ``"private-rs-<uuid4 hex>"``); one the
+            ledger already holds is refused (``ValueError``).
 
     Returns:
         A ``BaselineResult``: ``theta`` and ``history.extras["released_score"]`` are the
@@ -98,6 +110,23 @@ def private_random_search(
     """
     bounds = check_bounds(bounds)
     check_choice(distribution, "distribution", DISTRIBUTIONS)
+    if ledger is not None and not isinstance(ledger, PrivacyLedger):
+        raise ValueError(f"ledger must be a PrivacyLedger or None, got {type(ledger).__name__}.")
+    if run_id is not None and ledger is None:
+        raise ValueError("run_id names a ledger entry: pass a ledger with it (or leave run_id=None).")
+    rdp = functools.partial(
+        private_selection_rdp,
+        per_trial_mu=per_trial_mu, mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta,
+    )
+    if ledger is not None:  # the whole run's curve, admitted and recorded before K is drawn
+        run_id = f"private-rs-{uuid.uuid4().hex}" if run_id is None else run_id
+        event = ValidationMechanism(
+            f"private random search (Papernot & Steinke), K ~ {distribution} with E[K] = {mean_trials:g}, "
+            f"each trial {per_trial_mu:.4g}-GDP",
+            tuple(rdp(order) for order in TRAINING_RDP_ORDERS),
+        )
+        with ledger.charge({SELECTION_PART: event}, run_id=run_id, new_run=True) as meter:
+            meter.record(SELECTION_PART, event)
     if seed is None:  # no noise generator: the mechanism draws from OS entropy
         rng = np.random.default_rng(secrets.randbits(128))
         noise_gen = None
@@ -121,10 +150,6 @@ def private_random_search(
     scores_t = torch.cat(scores) if K else torch.empty(0, dtype=torch.float64)
     theta, history = noisy_selection(X, scores_t, bounds, fallback)
 
-    rdp = functools.partial(
-        private_selection_rdp,
-        per_trial_mu=per_trial_mu, mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta,
-    )
     epsilon, order = rdp_to_epsilon(rdp, target_delta)
     details = {
         "distribution": distribution,
@@ -133,6 +158,7 @@ def private_random_search(
         "loss_clip": float(loss_clip),
         "noise_std": noise_std,
         "rdp_order": order,
+        "ledger_run_id": run_id,
     }
     if distribution == "truncated_negative_binomial":
         details.update(tnb_eta=float(tnb_eta), tnb_gamma=tnb_gamma_for_mean(eta=tnb_eta, mean_trials=mean_trials))

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from botorch_dp.optim import checkpoint as ckpt
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger import PrivacyLedger, release_key
 
 __all__ = [
     "CLIP_KEY",
@@ -122,8 +122,10 @@ def check_clip_state(
     expected = clip_bounds_from_counts(config.clip_init, counts, num_users, config.clip_quantile, config.clip_learning_rate)
     if [b.hex() for b in bounds] != [b.hex() for b in expected]:
         raise ValueError("Checkpoint field 'adaptive_clip.bounds' does not follow from clip_init and the released counts.")
-    recorded = ledger.validation_steps
+    recorded: dict[str, list[float]] = {}
+    for record in ledger.validation_records(run_id):
+        recorded.setdefault(record.key, []).append(getattr(record.event, "mu", math.nan))
     for t in range(T):
-        if recorded.get((run_id, f"step-{t:04d}/{CLIP_KEY}")) != step_mu:
+        if step_mu not in recorded.get(release_key(t, CLIP_KEY, ("grad", CLIP_KEY)), []):
             raise ValueError(f"Checkpoint field 'adaptive_clip.counts' disagrees with the ledger at step {t}.")
     return bounds, counts

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from botorch_dp.distributed.partitions import PartitionedObjective
 from botorch_dp.evaluation import evaluate_rows
 from botorch_dp.gradient_gp import GradientGP
-from botorch_dp.optim.adaptive_clip import CLIP_KEY, next_clip_bound
+from botorch_dp.optim.adaptive_clip import next_clip_bound
 from botorch_dp.optim.batch_selection import local_bounds, select_batch
 from botorch_dp.optim.checkpoint import save_state
 from botorch_dp.optim.config import (
@@ -54,7 +54,7 @@ from botorch_dp.optim.run_state import (
     resume_run,
     rollback_on_error,
 )
-from botorch_dp.optim.selection import EVALUATED_SELECTIONS, min_noisy_norm_index, release_selection
+from botorch_dp.optim.selection import EVALUATED_SELECTIONS, SELECTION_KEY, min_noisy_norm_index, release_selection
 from botorch_dp.optim.step_rules import make_step_optimizer, projected_step
 from botorch_dp.optim.subspace import (
     SubspaceTrack,
@@ -62,7 +62,6 @@ from botorch_dp.optim.subspace import (
     preconditioner_mechanism,
     step_basis,
     step_extras,
-    step_mu,
     subspace_release,
 )
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
@@ -70,11 +69,12 @@ from botorch_dp.privacy.checks import (
     check_told_batch,
     empty_batch_losses,
 )
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger import Gaussian, Meter, PrivacyBudgetExceeded, PrivacyLedger
 from botorch_dp.privacy.mechanisms import (
     AdaptiveGaussianGradientMechanism,
     GaussianClipCountMechanism,
     GaussianGradientMechanism,
+    GOEPreconditionerMechanism,
     GradientRelease,
     ReleaseDiagnostics,
     default_chunk_size,
@@ -323,55 +323,27 @@ class DPGIBO:
         if self._mechanism is None or adaptive_clip:  # adaptive clipping: this step's B_t
             self._mechanism = self._make_mechanism(losses.shape[1] if partitions is None else partitions.num_users)
         adaptive_noise = c.noise_schedule == "adaptive_norm"
-        if adaptive_noise:  # the schedule's filter (the ledger's runs before each release)
-            if not self._adaptive_schedule().can_start_step(self.iteration, self._spent_mus()):
-                raise RuntimeError("The adaptive schedule's filter has no room for another step.")
-        else:
-            precond = preconditioner_mechanism(c, self._mechanism, self._noise_gen)  # None unless "private"
-            if adaptive_clip:  # the gradient and the clip count, together (budget filter, before release)
-                self.ledger.check_validation_step(math.hypot(self._mechanism.step_mu, self._clip_step_mu()))
-            else:
-                self.ledger.check_validation_step(step_mu(self._mechanism, precond))  # budget filter, before release
-        basis = step_basis(c, self.theta, self._gp, self._subspace)  # Kairouz et al.: Ṽ_t (public), or None
-
-        self._X = torch.cat([self._X, points])
-        if partitions is None:
-            self._Y_blocks = [*self._Y_blocks, losses]  # a new list: the snapshot keeps the old one
-        self._gp = self._gp.condition_on(points) if points.shape[0] else self._gp
-        self._pending = None
-        Y: Tensor | list[Tensor] = self._Y_blocks
-        if c.hyperparameter_fit is not None or self._standardize:  # unsafe opt-out only
-            Y = torch.cat(self._Y_blocks)
-        if c.hyperparameter_fit is not None:
-            c.hyperparameter_fit(self.kernel, self._X, Y.mean(-1))
-            self._gp = GradientGP(self._X, self.kernel, self.noise_variance, jitter=c.jitter)
-        if self._standardize:  # data-dependent outcome scaling
-            Y = (Y - Y.mean()) / Y.std().clamp_min(1e-12)
-
-        with torch.no_grad():
-            A = self._gp.gradient_weights(self.theta)
-            if adaptive_noise:  # with a subspace: released in k coordinates (d_eff = k), stepped in θ-space
-                release = self._adaptive_release(A if basis is None else basis.transpose(0, 1) @ A, Y)
-                if basis is not None:
-                    release, self._subspace = lift_release(release, basis, self._subspace)
-            elif adaptive_clip:  # Andrew et al.: the gradient at B_t, the count at B_t, then B_{t+1}
-                release = self._adaptive_clip_release(A, Y)
-            elif partitions is not None:  # the partitions' clipped sums, in partition order
-                chunk = self._mechanism.chunk_size or default_chunk_size(self._mechanism.num_users, A.shape[0])
-                partials = partitions.partial_sums(A, clip_bound=c.clip_bound, chunk_size=chunk, nonfinite=c.nonfinite_losses)
-                release = release_partial_sums(self._mechanism, partials, diagnostics=c.record_non_private_diagnostics)
-                self.ledger.record_validation_step(mu=release.cost.mu, run_id=self.run_id, key=f"step-{self.iteration:04d}")
-            elif basis is None and c.preconditioner != "private":
-                release = self._mechanism.release(
-                    A, Y, diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses
-                )
-                self.ledger.record_validation_step(mu=release.cost.mu, run_id=self.run_id, key=f"step-{self.iteration:04d}")
-            else:  # Kairouz et al.: k-dimensional release, and the private preconditioner's (both recorded)
-                release, self._subspace = subspace_release(
-                    self._mechanism, precond, basis, A, Y, self._subspace, ledger=self.ledger, run_id=self.run_id,
-                    index=self.iteration, diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses,
-                )
-            trace = float(self._gp.posterior_trace(self.theta))
+        precond = None if adaptive_noise else preconditioner_mechanism(c, self._mechanism, self._noise_gen)
+        # the step's worst case, charged before anything is computed from the losses
+        bound, plan = self._step_bound(precond)
+        with self.ledger.charge(bound, run_id=self.run_id, step=self.iteration) as meter:
+            basis = step_basis(c, self.theta, self._gp, self._subspace)  # Kairouz et al.: Ṽ_t (public), or None
+            self._X = torch.cat([self._X, points])
+            if partitions is None:
+                self._Y_blocks = [*self._Y_blocks, losses]  # a new list: the snapshot keeps the old one
+            self._gp = self._gp.condition_on(points) if points.shape[0] else self._gp
+            self._pending = None
+            Y: Tensor | list[Tensor] = self._Y_blocks
+            if c.hyperparameter_fit is not None or self._standardize:  # unsafe opt-out only
+                Y = torch.cat(self._Y_blocks)
+            if c.hyperparameter_fit is not None:
+                c.hyperparameter_fit(self.kernel, self._X, Y.mean(-1))
+                self._gp = GradientGP(self._X, self.kernel, self.noise_variance, jitter=c.jitter)
+            if self._standardize:  # data-dependent outcome scaling
+                Y = (Y - Y.mean()) / Y.std().clamp_min(1e-12)
+            with torch.no_grad():
+                release = self._release(meter, plan, basis, precond, Y, partitions)
+                trace = float(self._gp.posterior_trace(self.theta))
         self._traces = [*self._traces, trace]
         self._batch_sizes = [*self._batch_sizes, points.shape[0]]
         self._released = [*self._released, release.gradient]
@@ -386,23 +358,77 @@ class DPGIBO:
         self._save_checkpoint()  # durable before the step is returned
         return IterationInfo(self.iteration, self.theta.clone(), points.shape[0], trace)
 
+    def _step_bound(
+        self, precond: GOEPreconditionerMechanism | None
+    ) -> tuple[dict[str, Gaussian], tuple[list[float], float] | None]:
+        r"""Everything this step can release, at its largest cost (public): the ledger admits
+        it before any noise is drawn. Adaptive schedule: the norm and the largest gradient
+        ``min(its own rest, what the ledger has left)`` allows, with that plan (the run's
+        spent ``μ_j`` and the ledger's room) for the release; otherwise ``μ_g/√T``, plus the
+        clip count ``μ_C/√T`` or the preconditioner ``μ_H/√T``, and no plan."""
+        c = self.config
+        if c.noise_schedule == "adaptive_norm":
+            schedule, room, spent = self._adaptive_schedule(), self.ledger.remaining_validation_mu(), self._spent_mus()
+            if not schedule.can_start_step(self.iteration, spent, room):
+                if schedule.can_start_step(self.iteration, spent):
+                    raise PrivacyBudgetExceeded(
+                        f"Validation privacy budget exceeded: the ledger has mu={room:.6g} left, less than one "
+                        f"adaptive step needs (a norm at mu={schedule.norm_mu:.6g} and a gradient at "
+                        f"mu={schedule.min_step_mu:.6g}). Nothing was released."
+                    )
+                raise RuntimeError("The adaptive schedule's filter has no room for another step.")
+            return schedule.step_bound(spent, room), (spent, room)
+        bound = {"grad": Gaussian(self._mechanism.step_mu)}
+        if c.clip_bound == "adaptive":
+            bound["clip"] = Gaussian(self._clip_step_mu())
+        if precond is not None:
+            bound["precond"] = Gaussian(precond.step_mu)
+        return bound, None
+
+    def _release(self, meter: Meter, plan: tuple[list[float], float] | None, basis: Tensor | None,
+                 precond: GOEPreconditionerMechanism | None, Y: Tensor | list[Tensor],
+                 partitions: PartitionedObjective | None) -> GradientRelease:
+        r"""This step's releases, each recorded through ``meter`` just before its draw."""
+        c = self.config
+        A = self._gp.gradient_weights(self.theta)
+        if c.noise_schedule == "adaptive_norm":  # with a subspace: released in k coordinates (d_eff = k)
+            release = self._adaptive_release(A if basis is None else basis.transpose(0, 1) @ A, Y, meter, plan)
+            if basis is not None:
+                release, self._subspace = lift_release(release, basis, self._subspace)
+            return release
+        if c.clip_bound == "adaptive":  # Andrew et al.: the gradient at B_t, the count at B_t, then B_{t+1}
+            return self._adaptive_clip_release(A, Y, meter)
+        if partitions is not None:  # the partitions' clipped sums, in partition order
+            chunk = self._mechanism.chunk_size or default_chunk_size(self._mechanism.num_users, A.shape[0])
+            partials = partitions.partial_sums(A, clip_bound=c.clip_bound, chunk_size=chunk, nonfinite=c.nonfinite_losses)
+            return release_partial_sums(self._mechanism, partials, diagnostics=c.record_non_private_diagnostics, meter=meter)
+        if basis is None and precond is None:
+            return self._mechanism.release(
+                A, Y, diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses, meter=meter
+            )
+        # Kairouz et al.: k-dimensional release, and the private preconditioner's
+        release, self._subspace = subspace_release(
+            self._mechanism, precond, basis, A, Y, self._subspace, meter=meter,
+            diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses,
+        )
+        return release
+
     # ------------------------------------------------- Andrew et al.: adaptive clipping
     def _clip_step_mu(self) -> float:
         r"""``μ_C/√T``, the GDP parameter of one clip-count release (``clip_bound="adaptive"``)."""
         return clip_count_privacy_mu(self.config) / math.sqrt(self.config.num_iterations)
 
-    def _adaptive_clip_release(self, A: Tensor, Y: Tensor | list[Tensor]) -> GradientRelease:
+    def _adaptive_clip_release(self, A: Tensor, Y: Tensor | list[Tensor], meter: Meter) -> GradientRelease:
         r"""One ``clip_bound="adaptive"`` step: the gradient clipped at ``B_t`` (``μ_g/√T``,
         recorded as ``step-t/grad``), the noisy count of users within ``B_t`` (``μ_C/√T``,
         ``step-t/clip``), and the geometric update to ``B_{t+1}`` (post-processing)."""
         c = self.config
-        key = f"step-{self.iteration:04d}"
         n = self._mechanism.num_users
-        release = self._mechanism.release(A, Y, diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses)
+        release = self._mechanism.release(
+            A, Y, diagnostics=c.record_non_private_diagnostics, nonfinite=c.nonfinite_losses, meter=meter
+        )
         counter = GaussianClipCountMechanism(num_users=n, generator=self._noise_gen, chunk_size=c.user_chunk_size)
-        count = counter.release(A, Y, self._clip_bounds[-1], self._clip_step_mu(), nonfinite=c.nonfinite_losses)
-        self.ledger.record_validation_step(mu=release.cost.mu, run_id=self.run_id, key=f"{key}/grad")
-        self.ledger.record_validation_step(mu=count.cost.mu, run_id=self.run_id, key=f"{key}/{CLIP_KEY}")
+        count = counter.release(A, Y, self._clip_bounds[-1], self._clip_step_mu(), nonfinite=c.nonfinite_losses, meter=meter)
         bound = next_clip_bound(self._clip_bounds[-1], count.count, n, c.clip_quantile, c.clip_learning_rate)
         self._clip_counts = [*self._clip_counts, count.count]
         self._clip_bounds = [*self._clip_bounds, bound]
@@ -419,16 +445,21 @@ class DPGIBO:
         )
 
     def _spent_mus(self) -> list[float]:
-        r"""Every ``μ_j`` this run has recorded in the ledger (its filter's spent budget)."""
-        return [mu for (run_id, _), mu in self.ledger.validation_steps.items() if run_id == self.run_id]
+        r"""Every ``μ_j`` this run has recorded in the ledger (its filter's spent budget; a
+        release made twice, e.g. a retried step, counts twice)."""
+        return [r.event.mu for r in self.ledger.validation_records(self.run_id) if r.key != SELECTION_KEY]
 
-    def _adaptive_release(self, A: Tensor, Y: Tensor | list[Tensor]) -> GradientRelease:
-        r"""One ``"adaptive_norm"`` step (``release_adaptive_step``): each release checked
-        against the ledger before it is made and recorded as ``step-t/norm``, ``step-t/grad``."""
+    def _adaptive_release(
+        self, A: Tensor, Y: Tensor | list[Tensor], meter: Meter, plan: tuple[list[float], float]
+    ) -> GradientRelease:
+        r"""One ``"adaptive_norm"`` step (``release_adaptive_step``) within the charged bound
+        (``plan``: the run's spent ``μ_j`` and the ledger's room before the step), recorded as
+        ``step-t/norm``, ``step-t/grad``."""
         c = self.config
+        spent, room = plan
         step = release_adaptive_step(
             self._mechanism.clipped_mean(A, Y, nonfinite=c.nonfinite_losses), self._adaptive_schedule(dim=A.shape[0]),
-            index=self.iteration, spent_mus=self._spent_mus(), ledger=self.ledger, run_id=self.run_id,
+            index=self.iteration, spent_mus=spent, meter=meter, ledger_room=room,
             diagnostics=c.record_non_private_diagnostics,
         )
         self._noisy_norms = [*self._noisy_norms, step.norm.norm]

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from botorch_dp.privacy.checks import check_positive, check_positive_int, check_probability
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger import Gaussian, Meter
 from botorch_dp.privacy.mechanisms import ClippedMean, GradientRelease, NormRelease
 
 __all__ = [
@@ -62,6 +62,9 @@ DEFAULT_FAILURE_PROBABILITY = 0.05
 #: rounding of ``Σ μ_j²`` never ends a run with a step's worth of budget unspent. It can
 #: only let a run START a step; what that step spends is capped at the exact remainder.
 FILTER_RTOL = 1e-12
+#: Relative margin by which the ledger's room must be smaller than the schedule's own rest
+#: to take its place (so that rounding of the two computations of one budget never moves a run).
+LEDGER_RTOL = 1e-9
 
 
 def remaining_square(total_mu: float, spent_mus: Sequence[float]) -> float:
@@ -208,17 +211,45 @@ class AdaptiveNormSchedule:
             min_step_mu=min(mu / (2.0 * math.sqrt(t_max)), mu_max),
         )
 
-    def can_start_step(self, step: int, spent_mus: Sequence[float]) -> bool:
-        r"""The filter at the top of step ``step``: ``step < T_max`` and ``μ_N² + μ_min²`` fit.
+    def room(self, spent_mus: Sequence[float], ledger_room: float = math.inf) -> float:
+        r"""What the next step may spend in all, as a square: ``μ² − Σ_j μ_j²``, or the ledger's
+        ``ledger_room²`` when that is smaller (a shared ledger, or a ledger budget below
+        ``μ``): the schedule's filter and the ledger's budget are one check.
+
+        Args:
+            spent_mus: Every ``μ_j`` this run has released so far.
+            ledger_room: The largest μ the ledger admits now (``remaining_validation_mu``).
+        """
+        rest = remaining_square(self.total_mu, spent_mus)
+        if math.isfinite(ledger_room) and ledger_room * ledger_room < rest * (1.0 - LEDGER_RTOL):
+            return ledger_room * ledger_room
+        return rest
+
+    def can_start_step(self, step: int, spent_mus: Sequence[float], ledger_room: float = math.inf) -> bool:
+        r"""The filter at the top of step ``step``: ``step < T_max`` and ``μ_N² + μ_min²`` fit
+        in ``room(spent_mus, ledger_room)``.
 
         Args:
             step: ``t``, the 0-based index of the step about to start.
             spent_mus: Every ``μ_j`` this run has released so far (norms and gradients).
+            ledger_room: The largest μ the ledger admits now.
         """
         if step >= self.max_iterations:
             return False
         need = self.norm_mu**2 + self.min_step_mu**2
-        return remaining_square(self.total_mu, spent_mus) >= need - FILTER_RTOL * self.total_mu**2
+        return self.room(spent_mus, ledger_room) >= need - FILTER_RTOL * self.total_mu**2
+
+    def step_bound(self, spent_mus: Sequence[float], ledger_room: float = math.inf) -> dict[str, Gaussian]:
+        r"""The step's worst case for the ledger, before anything is drawn: the norm at ``μ_N``
+        and the largest gradient the step may pick, ``√(room − μ_N²)`` (the final step's
+        rest; every other step's ``μ_t`` is smaller).
+
+        Args:
+            spent_mus: Every ``μ_j`` this run has released so far.
+            ledger_room: The largest μ the ledger admits now.
+        """
+        after = self.room(spent_mus, ledger_room) - self.norm_mu**2
+        return {"norm": Gaussian(self.norm_mu), "grad": Gaussian(math.sqrt(max(after, 0.0)) or self.min_step_mu)}
 
     def noise_target_mu(self, noisy_norm: float) -> float:
         r"""``Δ/σ_t`` for ``σ_t = max(max(N_t, 0)/(c_snr √d), Δ/μ_max)``, clamped below at
@@ -235,13 +266,17 @@ class AdaptiveNormSchedule:
             mu = min(mu, self.sensitivity * self.snr_factor * math.sqrt(self.dim) / noisy_norm)
         return max(mu, self.min_step_mu)
 
-    def gradient_budget(self, noisy_norm: float, step: int, spent_mus: Sequence[float]) -> StepBudget:
+    def gradient_budget(
+        self, noisy_norm: float, step: int, spent_mus: Sequence[float], ledger_room: float = math.inf
+    ) -> StepBudget:
         r"""``μ_t`` of step ``step``'s gradient release, after its norm release.
 
         Args:
             noisy_norm: This step's released ``N_t``.
             step: ``t`` (0-based).
             spent_mus: Every ``μ_j`` released so far, this step's norm release included.
+            ledger_room: The largest μ the ledger admitted before this step's norm release
+                (the step's ``room`` is the smaller of the two).
 
         Returns:
             The ``StepBudget``: ``noise_target_mu(N_t)``, or the rest ``√(μ² − Σμ_j²)``
@@ -250,6 +285,10 @@ class AdaptiveNormSchedule:
         """
         mu_t = self.noise_target_mu(noisy_norm)
         rest = remaining_square(self.total_mu, spent_mus)
+        if math.isfinite(ledger_room):  # the same cap as ``room``, after the norm release
+            capped = ledger_room * ledger_room - self.norm_mu**2
+            if capped < rest * (1.0 - LEDGER_RTOL):
+                rest = capped
         if rest <= 0.0:
             raise ValueError("The budget is spent: the filter should have stopped before this step's releases.")
         room_after = rest - (self.norm_mu**2 + self.min_step_mu**2)
@@ -285,42 +324,34 @@ def release_adaptive_step(
     *,
     index: int,
     spent_mus: Sequence[float],
-    ledger: PrivacyLedger | None = None,
-    run_id: str | None = None,
+    meter: Meter | None = None,
+    ledger_room: float = math.inf,
     diagnostics: bool = False,
 ) -> AdaptiveStep:
     r"""One step of B1′: the noisy norm at ``μ_N``, then the gradient at the ``μ_t`` the schedule
     derives from the released norm.
 
-    With a ``ledger``, each release's ``μ`` is checked against its budget
-    (``check_validation_step``) before the release is made and recorded after it, under
-    ``(run_id, "step-<index>/norm")`` and ``(run_id, "step-<index>/grad")``.
+    The caller charges the step's worst case (``schedule.step_bound(spent_mus,
+    ledger_room)``) before calling, and passes the charge's ``meter``: each release is
+    recorded as ``"norm"`` and ``"grad"`` just before its draw, and the gradient's ``μ_t``
+    never exceeds what was admitted, so no check can refuse the step half way.
 
     Args:
         step: This step's ``ClippedMean`` (from ``AdaptiveGaussianGradientMechanism.clipped_mean``).
         schedule: The run's ``AdaptiveNormSchedule``.
         index: ``t``, the 0-based step index.
         spent_mus: Every ``μ_j`` the run released before this step (the caller has checked
-            ``schedule.can_start_step(t, spent_mus)``).
-        ledger: Optional ledger to check and record in.
-        run_id: The run's ledger id (with ``ledger``).
+            ``schedule.can_start_step(t, spent_mus, ledger_room)``).
+        meter: The charged step's meter (None: the caller accounts the releases).
+        ledger_room: The largest μ the ledger admitted before this step.
         diagnostics: Return NON-PRIVATE diagnostics with the gradient release.
 
     Returns:
         The ``AdaptiveStep``.
     """
-    key = f"step-{index:04d}"
-    if ledger is not None:
-        ledger.check_validation_step(schedule.norm_mu)
-    norm = step.release_norm(schedule.norm_mu)
-    if ledger is not None:
-        ledger.record_validation_step(norm.cost.mu, run_id=run_id, key=f"{key}/norm")
-    budget = schedule.gradient_budget(norm.norm, index, [*spent_mus, norm.cost.mu])
-    if ledger is not None:
-        ledger.check_validation_step(budget.mu)
-    gradient = step.release_gradient(budget.mu, diagnostics=diagnostics)
-    if ledger is not None:
-        ledger.record_validation_step(gradient.cost.mu, run_id=run_id, key=f"{key}/grad")
+    norm = step.release_norm(schedule.norm_mu, meter=meter)
+    budget = schedule.gradient_budget(norm.norm, index, [*spent_mus, norm.cost.mu], ledger_room=ledger_room)
+    gradient = step.release_gradient(budget.mu, diagnostics=diagnostics, meter=meter)
     return AdaptiveStep(norm=norm, gradient=gradient, noise_std=schedule.noise_std(gradient.cost.mu), final=budget.final)
 
 

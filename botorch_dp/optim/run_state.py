@@ -36,7 +36,7 @@ from botorch_dp.optim.config import DPGIBOConfig, clip_count_privacy_mu, resolve
 from botorch_dp.optim.selection import EVALUATED_SELECTIONS, SELECTION_KEY
 from botorch_dp.optim.step_rules import make_step_optimizer
 from botorch_dp.optim.subspace import SubspaceTrack, subspace_from_spec
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger import PrivacyLedger, release_key
 from botorch_dp.privacy.mechanisms import ReleaseDiagnostics
 
 if TYPE_CHECKING:
@@ -297,6 +297,7 @@ def check_state(
     n = blocks[0].shape[1] if blocks else partitioned
     if n is not None and config.privacy_mu < math.inf and n == 0:
         raise ValueError("Checkpoint loss files hold no users.")
+    check_ledger_covers_steps(config, ledger, meta["run_id"], T, n)
     adaptive = check_noise_and_selection(meta["noise_and_selection"], config=config, T=T, ledger=ledger, run_id=meta["run_id"])
     clip_mu = clip_count_privacy_mu(config)
     clip = check_clip_state(
@@ -358,17 +359,17 @@ def check_noise_and_selection(
         out[name] = [ckpt.float_from_json(v, f"noise_and_selection.{name}") for v in values]
         if name != "noisy_norms" and not all(v > 0 for v in out[name]):
             raise ValueError(f"Checkpoint field 'noise_and_selection.{name}' must hold positive values.")
-    recorded = ledger.validation_steps
+    recorded = recorded_mus(ledger, run_id)
     for t in range(len(out["step_mus"])):
-        for name, key in (("norm_mus", "norm"), ("step_mus", "grad")):
-            if recorded.get((run_id, f"step-{t:04d}/{key}")) != out[name][t]:
+        for name, part in (("norm_mus", "norm"), ("step_mus", "grad")):
+            if out[name][t] not in recorded.get(release_key(t, part, ("norm", "grad")), []):
                 raise ValueError(f"Checkpoint field 'noise_and_selection.{name}' disagrees with the ledger at step {t}.")
     stopped, selected, scores = entry["stopped"], entry["selected_index"], entry["selection_scores"]
     if not isinstance(stopped, bool) or (stopped and not adaptive):
         raise ValueError("Checkpoint field 'noise_and_selection.stopped' must be a bool (True only with adaptive_norm).")
     evaluated = config.selection in EVALUATED_SELECTIONS
     if selected is not None and (not evaluated or not ckpt._is_int(selected) or not 0 <= selected <= T
-                                 or (run_id, SELECTION_KEY) not in recorded):
+                                 or SELECTION_KEY not in recorded):
         raise ValueError(f"Checkpoint field 'noise_and_selection.selected_index' must be None or an index in [0, {T}] "
                          "of a recorded evaluated selection.")
     if (scores is not None) != (selected is not None and config.selection == "noisy_loss"):
@@ -376,6 +377,49 @@ def check_noise_and_selection(
     out["stopped"], out["selected_index"] = stopped, selected
     out["selection_scores"] = None if scores is None else ckpt.tensor_from_json(scores, "noise_and_selection.selection_scores", (T + 1,))
     return out
+
+
+def recorded_mus(ledger: PrivacyLedger, run_id: str) -> dict[str, list[float]]:
+    r"""The μ of every validation record of ``run_id``, by key (a key recorded twice, a retried
+    release, has two values)."""
+    found: dict[str, list[float]] = {}
+    for record in ledger.validation_records(run_id):
+        found.setdefault(record.key, []).append(getattr(record.event, "mu", math.nan))
+    return found
+
+
+def check_ledger_covers_steps(config: DPGIBOConfig, ledger: PrivacyLedger, run_id: str, T: int, n: int | None) -> None:
+    r"""``ValueError`` unless the checkpoint's ledger records every release of the ``T`` steps
+    the run has taken: the gradient of each step at the config's ``μ_g/√T`` (the fixed
+    schedule), the clip count or the preconditioner where the config releases one, the norm
+    and gradient of an adaptive step (their μ are checked against the noise lists). A state
+    whose ledger lost records it had, however consistently edited, is refused here."""
+    from botorch_dp.optim.config import split_privacy_mu  # the config's own split of μ
+
+    if T == 0 or config.unsafe_allow_sensitive_fitting and math.isinf(config.privacy_mu):
+        return
+    recorded = recorded_mus(ledger, run_id)
+    adaptive = config.noise_schedule == "adaptive_norm"
+    parts = ["norm", "grad"] if adaptive else ["grad"]
+    if config.clip_bound == "adaptive":
+        parts.append("clip")
+    mu_g, mu_h = split_privacy_mu(config)
+    if mu_h is not None:
+        parts.append("precond")
+    grad_mu = None if adaptive else mu_g / math.sqrt(config.num_iterations)
+    for t in range(T):
+        for part in parts:
+            key = release_key(t, part, parts)
+            if key not in recorded:
+                raise ValueError(
+                    f"Checkpoint field 'ledger' lacks the release {key!r} of run {run_id!r}: the run has taken {T} "
+                    "steps, so its ledger must record each of them. The checkpoint is inconsistent (edited or "
+                    "damaged); it is refused."
+                )
+            if part == "grad" and grad_mu is not None and not any(math.isclose(v, grad_mu, rel_tol=1e-12)
+                                                                   for v in recorded[key]):
+                raise ValueError(f"Checkpoint field 'ledger': release {key!r} of run {run_id!r} was not charged "
+                                 f"mu={grad_mu:.6g}, the config's per-step mu; the checkpoint is refused.")
 
 
 def resume_config(
@@ -436,7 +480,6 @@ def snapshot(opt: DPGIBO) -> dict[str, Any]:
         "attrs": {k: getattr(opt, k) for k in _MUTABLE},
         "theta": opt.theta.clone(),
         "optimizer": copy.deepcopy(opt._optimizer.state_dict()),
-        "ledger": copy.deepcopy(opt.ledger.state_dict()),
         "noise_gen": None if opt._noise_gen is None else opt._noise_gen.get_state(),
         "search_gen": opt._search_gen.get_state(),
         "kernel": copy.deepcopy(opt.kernel.state_dict()) if opt.config.hyperparameter_fit is not None else None,
@@ -451,7 +494,6 @@ def restore(opt: DPGIBO, saved: dict[str, Any]) -> None:
         opt.theta, opt.config.step_rule, opt.config.step_size, preconditioner=opt.config.preconditioner
     )
     opt._optimizer.load_state_dict(saved["optimizer"])
-    opt.ledger.load_state_dict(saved["ledger"])
     if saved["noise_gen"] is not None:
         opt._noise_gen.set_state(saved["noise_gen"])
     opt._search_gen.set_state(saved["search_gen"])
@@ -559,16 +601,19 @@ def resume_run(
     if opt._config_json is not None and ledger is None:
         opt._config_json = config_to_json(opt.config)
     opt._kernel_fingerprint = meta["kernel"]["fingerprint"]
-    opt.load_state_dict(state)
+    opt.load_state_dict(state)  # merges the saved ledger into opt.ledger (never replaces it)
     opt.ledger.validation_mu_budget = budget
+    opt.ledger.cancel_reservations(opt.run_id)  # holds left by a process that died inside a step
     opt._committed = committed_records(checkpoint_dir)
     return opt
 
 
 @contextlib.contextmanager
 def rollback_on_error(opt: DPGIBO) -> Iterator[None]:
-    r"""Run the block; if it raises, put back everything ``ask``/``tell`` may have changed
-    (attributes, θ, step-rule state, ledger, generators, kernel) and re-raise."""
+    r"""Run the block; if it raises, put back everything ``ask``/``tell`` may have changed in
+    the RUN (attributes, θ, step-rule state, generators, kernel) and re-raise. The ledger is
+    never rolled back: a release whose noise was drawn before the failure stays recorded,
+    and a retry that draws again is charged again."""
     saved = snapshot(opt)
     try:
         yield

@@ -29,12 +29,11 @@ from torch import Tensor
 
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
 from botorch_dp.privacy.checks import check_positive
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger, PureDP
 from botorch_dp.privacy.mechanisms import (
     ExponentialLossSelection,
     NoisyLossSelection,
     NonfiniteLosses,
-    PureDPCost,
     SelectionRelease,
 )
 
@@ -45,7 +44,7 @@ __all__ = [
     "Selection",
     "check_selection",
     "min_noisy_norm_index",
-    "record_selection",
+    "selection_event",
     "release_selection",
     "selection_mechanism",
     "selection_mu",
@@ -163,13 +162,11 @@ def selection_mechanism(
     raise ValueError(f"selection={selection!r} needs no mechanism.")
 
 
-def record_selection(ledger: PrivacyLedger, release: SelectionRelease, *, run_id: str) -> bool:
-    r"""Record a selection release under ``(run_id, "select")``: pure ``ε`` with
-    ``record_validation_pure`` (charged ``2Φ⁻¹(e^ε/(1 + e^ε))``), Gaussian scores with their
-    composed ``μ``. Idempotent (a replay after resume returns ``False``)."""
-    if isinstance(release.cost, PureDPCost):
-        return ledger.record_validation_pure(release.cost.epsilon, run_id=run_id, key=SELECTION_KEY)
-    return ledger.record_validation_step(release.mu, run_id=run_id, key=SELECTION_KEY)
+def selection_event(selection: str, selection_epsilon: float | None, selection_mu: float | None) -> PureDP | Gaussian:
+    r"""What an evaluated selection spends: ``PureDP(ε)`` (exponential) or ``Gaussian(μ)`` (noisy losses)."""
+    if selection == "exponential":
+        return PureDP(selection_epsilon)
+    return Gaussian(selection_mu)
 
 
 def release_selection(
@@ -184,8 +181,9 @@ def release_selection(
     run_id: str | None = None,
     nonfinite: NonfiniteLosses = "refuse",
 ) -> SelectionRelease:
-    r"""The evaluated selection over ``q`` candidates: with a ``ledger``, its charge is checked
-    before the release and the release recorded under ``(run_id, "select")`` after it.
+    r"""The evaluated selection over ``q`` candidates: with a ``ledger``, its cost is charged
+    (``PrivacyLedger.charge``) before anything is drawn and recorded under ``(run_id, "select")``
+    just before the draw.
 
     Args:
         selection: ``"exponential"`` or ``"noisy_loss"``.
@@ -199,13 +197,12 @@ def release_selection(
     Returns:
         The ``SelectionRelease`` (index, cost, and the noisy scores of ``"noisy_loss"``).
     """
-    if ledger is not None:
-        ledger.check_validation_step(selection_mu_of(selection, selection_epsilon, selection_mu))
     mechanism = selection_mechanism(
         selection, selection_epsilon=selection_epsilon, selection_mu=selection_mu, loss_clip=loss_clip,
         generator=generator,
     )
-    chosen = mechanism.release(losses, nonfinite=nonfinite)
-    if ledger is not None:
-        record_selection(ledger, chosen, run_id=run_id)
-    return chosen
+    if ledger is None:
+        return mechanism.release(losses, nonfinite=nonfinite)
+    bound = {SELECTION_KEY: selection_event(selection, selection_epsilon, selection_mu)}
+    with ledger.charge(bound, run_id=run_id) as meter:
+        return mechanism.release(losses, nonfinite=nonfinite, meter=meter, part=SELECTION_KEY)

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
     from botorch_dp.gradient_gp import GradientGP
     from botorch_dp.optim.config import DPGIBOConfig
-    from botorch_dp.privacy.ledger import PrivacyLedger
+    from botorch_dp.privacy.ledger import Meter
 
 __all__ = [
     "FixedSubspace",
@@ -67,7 +67,6 @@ __all__ = [
     "projected_release",
     "step_basis",
     "step_extras",
-    "step_mu",
     "subspace_from_spec",
     "subspace_release",
     "top_eigenvectors",
@@ -475,6 +474,7 @@ def projected_release(
     diagnostics: bool = False,
     nonfinite: NonfiniteLosses = "refuse",
     keep_unnoised: bool = False,
+    meter: Meter | None = None,
 ) -> ProjectedRelease:
     r"""Release ``ũ = (1/n) Σ_i clip_B(Ṽᵀ A y_i) + N(0, σ² I_k)`` through ``mechanism``.
 
@@ -491,6 +491,7 @@ def projected_release(
         diagnostics: Also return NON-PRIVATE diagnostics (in θ-space).
         nonfinite: See ``clipped_mean_gradient``.
         keep_unnoised: Also return the SENSITIVE ``ū`` (for the private preconditioner).
+        meter: The charged step's meter (the release is recorded as ``"grad"``).
 
     Returns:
         The ``ProjectedRelease``.
@@ -498,7 +499,7 @@ def projected_release(
     if basis.dim() != 2 or basis.shape[0] != A.shape[0]:
         raise ValueError(f"The basis must be d x k with d = {A.shape[0]}, got shape {tuple(basis.shape)}.")
     A_k = basis.transpose(0, 1) @ A  # Ṽᵀ A, k x N, public
-    release = mechanism.release(A_k, Y, diagnostics=diagnostics or keep_unnoised, nonfinite=nonfinite)
+    release = mechanism.release(A_k, Y, diagnostics=diagnostics or keep_unnoised, nonfinite=nonfinite, meter=meter)
     info = release.diagnostics
     unnoised = None if info is None or not keep_unnoised else info.unnoised_gradient
     if not diagnostics:
@@ -622,12 +623,6 @@ def preconditioner_mechanism(
     )
 
 
-def step_mu(mechanism: GaussianGradientMechanism, preconditioner: GOEPreconditionerMechanism | None) -> float:
-    r"""GDP parameter of one fixed-schedule step, for the budget filter: ``μ_g/√T``, or
-    ``√(μ_g² + μ_H²)/√T`` with the private preconditioner's second release."""
-    return math.hypot(mechanism.step_mu, 0.0 if preconditioner is None else preconditioner.step_mu)
-
-
 def subspace_release(
     mechanism: GaussianGradientMechanism,
     preconditioner: GOEPreconditionerMechanism | None,
@@ -636,40 +631,36 @@ def subspace_release(
     Y: Tensor | Sequence[Tensor],
     track: SubspaceTrack,
     *,
-    ledger: PrivacyLedger,
-    run_id: str,
-    index: int,
+    meter: Meter,
     diagnostics: bool = False,
     nonfinite: NonfiniteLosses = "refuse",
 ) -> tuple[GradientRelease, SubspaceTrack]:
     r"""One fixed-schedule step's releases with a subspace or the private preconditioner.
 
     The gradient is released in ``k`` coordinates (``Ṽ = I`` without a subspace) and
-    recorded as ``step-XXXX``; with a ``preconditioner`` mechanism, ``Ĝ_t`` of the clean
-    ``X_t = [ū_1 … ū_t]`` is released too and recorded as ``step-XXXX/precond``. The caller
-    has checked the budget for both (``step_mu``).
+    recorded through the charged step's ``meter`` as ``"grad"`` (``step-XXXX``); with a
+    ``preconditioner`` mechanism, ``Ĝ_t`` of the clean ``X_t = [ū_1 … ū_t]`` is released
+    too, as ``"precond"`` (``step-XXXX/precond``). The caller's charge holds both.
 
     Returns:
         The θ-space ``GradientRelease`` and the updated ``track``.
     """
     V = torch.eye(A.shape[0], dtype=A.dtype) if basis is None else basis
     out = projected_release(
-        mechanism, V, A, Y, diagnostics=diagnostics, nonfinite=nonfinite, keep_unnoised=preconditioner is not None
+        mechanism, V, A, Y, diagnostics=diagnostics, nonfinite=nonfinite, keep_unnoised=preconditioner is not None,
+        meter=meter,
     )
     track = replace(
         track, bases=track.bases if basis is None else (*track.bases, basis),
         coordinates=(*track.coordinates, out.coordinates),
     )
-    key = f"step-{index:04d}"
     if preconditioner is not None:
         columns = (*track.columns, out.unnoised_coordinates)
-        precond = preconditioner.release(torch.stack(columns, dim=-1))
-        ledger.record_validation_step(mu=precond.cost.mu, run_id=run_id, key=f"{key}/precond")
+        precond = preconditioner.release(torch.stack(columns, dim=-1), meter=meter)
         track = replace(
             track, columns=columns, preconditioners=(*track.preconditioners, precond.matrix),
             preconditioner_noise_stds=(*track.preconditioner_noise_stds, precond.noise_std),
         )
-    ledger.record_validation_step(mu=out.release.cost.mu, run_id=run_id, key=key)
     return out.release, track
 
 

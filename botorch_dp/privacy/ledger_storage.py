@@ -8,19 +8,29 @@ entries in three tables (SQLAlchemy Core; SQLite or PostgreSQL):
 * ``botorch_dp_ledger_datasets``: one row per dataset, its settings as JSON text (the
   validation μ budget, the training ε budget and δ, the training accountant and the PRV
   accuracy), fixed when the row is created.
-* ``botorch_dp_ledger_entries``: one row per entry, in recording order (``seq``): ``side``
+* ``botorch_dp_ledger_records``: one row per entry, in recording order (``seq``): ``side``
   (``"validation"`` or ``"training"``), ``status`` (``"recorded"``, or ``"reserved"`` for a
-  budget hold taken by a check before its release), the run id (as JSON, so ``3`` and
-  ``"3"`` differ), the release key (``""`` for training), the owner of a reservation (a
-  ledger instance's random token) and the entry itself as JSON text (``Infinity`` for
-  ``inf``). No pickle. Validation entries: ``{"mu"}`` (Gaussian), ``{"mu", "epsilon"}``
-  (pure ε-DP) or ``{"description", "rdp"}`` (a release given by its RDP curve on the
-  ledger's order grid, ``PrivacyLedger.record_validation_mechanism``); a validation
-  reservation holds ``{"mu"}`` or, from ``check_validation_mechanism``, the checked
-  ``{"description", "rdp"}``. Training entries: DP-SGD parameters or ``{"description",
-  "rdp"}``. The curve rows need no schema change (the entry is JSON text); a botorch-dp
-  older than them fails with ``KeyError: 'mu'`` on a dataset that holds one, rather than
-  under-count it.
+  budget hold taken by ``PrivacyLedger.charge`` before its releases), the run id (as JSON, so
+  ``3`` and ``"3"`` differ), the release key (``""`` for training), the ``release_id`` of a
+  record (unique in its dataset: every release made has its own, so a step replayed with
+  fresh noise is a second row), the ``owner`` of a reservation (the token of the charge that
+  holds it; its run id is in ``run_id``) and the entry itself as JSON text (``Infinity`` for
+  ``inf``). No pickle. Validation entries: ``{"mu"}`` (Gaussian), ``{"mu", "epsilon"}`` (pure
+  ε-DP) or ``{"description", "rdp"}`` (an RDP curve on the ledger's order grid); training
+  entries: DP-SGD parameters or ``{"description", "rdp"}``. A validation reservation holds
+  ``{"mu"}`` or ``{"description", "rdp"}`` (a step's composed worst case), a training one
+  the entry it reserves (turned into the record in place, keeping its position). Records
+  are never updated or deleted; reservations are deleted when their charge ends or when
+  their run's reservations are cancelled.
+
+Schema version 2. A version-1 database (table ``botorch_dp_ledger_entries``, whose rows had
+no release id and were unique on ``(run_id, key)``) is migrated on open, in one locked
+transaction: its rows are copied in order, recorded ones with ``legacy:`` release ids that
+depend only on ``(side, run_id, key)`` (as a version-4 ledger state's entries get, so the
+same record from a checkpoint is not counted twice), its reservations under run id
+``"legacy-reservation"`` (cancel them with ``cancel_reservations("legacy-reservation")``
+once you know their releases were not made); the old table is left as it was, and the
+version becomes 2, which older botorch-dp refuses.
 
 Every change runs in ONE transaction that first takes the dataset's lock: ``BEGIN
 IMMEDIATE`` on SQLite (the database's write lock), ``SELECT … FOR UPDATE`` on the
@@ -48,8 +58,10 @@ from sqlalchemy.engine import Connection, Engine
 
 __all__ = ["SCHEMA_VERSION", "LedgerStorage", "LedgerTransaction", "StoredRow", "open_storage", "storage_url"]
 
-#: Version of the tables' layout; a database of another version is refused.
-SCHEMA_VERSION = 1
+#: Version of the tables' layout; version 1 is migrated, any other is refused.
+SCHEMA_VERSION = 2
+#: The run id that reservations migrated from a version-1 database are held under.
+LEGACY_RESERVATION_RUN = "legacy-reservation"
 
 _metadata = sa.MetaData()
 _meta = sa.Table(
@@ -65,8 +77,8 @@ _datasets = sa.Table(
     sa.Column("settings", sa.Text, nullable=False),
     sa.Column("created_at", sa.String(40), nullable=False),
 )
-_entries = sa.Table(
-    "botorch_dp_ledger_entries",
+_records = sa.Table(
+    "botorch_dp_ledger_records",
     _metadata,
     sa.Column("seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
     sa.Column("dataset", sa.String(255), sa.ForeignKey("botorch_dp_ledger_datasets.dataset"), nullable=False),
@@ -74,14 +86,31 @@ _entries = sa.Table(
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("run_id", sa.Text, nullable=True),
     sa.Column("release_key", sa.Text, nullable=True),
+    sa.Column("release_id", sa.String(255), nullable=True),
     sa.Column("owner", sa.String(64), nullable=True),
     sa.Column("entry", sa.Text, nullable=False),
     sa.Column("created_at", sa.String(40), nullable=False),
-    sa.UniqueConstraint("dataset", "side", "run_id", "release_key", name="botorch_dp_ledger_entries_release"),
-    sa.CheckConstraint("side IN ('validation', 'training')", name="botorch_dp_ledger_entries_side"),
-    sa.CheckConstraint("status IN ('recorded', 'reserved')", name="botorch_dp_ledger_entries_status"),
+    sa.UniqueConstraint("dataset", "release_id", name="botorch_dp_ledger_records_release"),
+    sa.CheckConstraint("side IN ('validation', 'training')", name="botorch_dp_ledger_records_side"),
+    sa.CheckConstraint("status IN ('recorded', 'reserved')", name="botorch_dp_ledger_records_status"),
 )
-sa.Index("botorch_dp_ledger_entries_dataset_seq", _entries.c.dataset, _entries.c.seq)
+sa.Index("botorch_dp_ledger_records_dataset_seq", _records.c.dataset, _records.c.seq)
+
+# Version 1's table, read only to migrate it (never created: not in ``_metadata``).
+_legacy_metadata = sa.MetaData()
+_legacy_entries = sa.Table(
+    "botorch_dp_ledger_entries",
+    _legacy_metadata,
+    sa.Column("seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("dataset", sa.String(255)),
+    sa.Column("side", sa.String(16)),
+    sa.Column("status", sa.String(16)),
+    sa.Column("run_id", sa.Text),
+    sa.Column("release_key", sa.Text),
+    sa.Column("owner", sa.String(64)),
+    sa.Column("entry", sa.Text),
+    sa.Column("created_at", sa.String(40)),
+)
 
 _SIDES = ("validation", "training")
 _STATUSES = ("recorded", "reserved")
@@ -95,9 +124,10 @@ class StoredRow:
         seq: Its position in recording order (increasing within a dataset).
         side: ``"validation"`` or ``"training"``.
         status: ``"recorded"`` or ``"reserved"``.
-        run_id: The run id (str or int; None for a reservation).
+        run_id: The run id (str or int); for a reservation, the run holding it.
         key: The release key (``""`` for training; None for a reservation).
-        owner: The token of the ledger instance holding a reservation (None when recorded).
+        release_id: The record's own id (None for a reservation).
+        owner: The token of the charge holding a reservation (None when recorded).
         entry: The decoded JSON entry.
     """
 
@@ -106,6 +136,7 @@ class StoredRow:
     status: str
     run_id: Any
     key: str | None
+    release_id: str | None
     owner: str | None
     entry: dict[str, Any]
 
@@ -151,46 +182,66 @@ class LedgerTransaction:
         r"""All of the dataset's entries (recorded and reserved), in recording order."""
         return _select_rows(self._connection, self.dataset)
 
-    def insert(
+    def record(self, *, side: str, entry: Mapping[str, Any], run_id: Any, key: str, release_id: str) -> int:
+        r"""Append a record (a release that was made); returns its ``seq``."""
+        return self._insert(side=side, status="recorded", entry=entry, run_id=run_id, key=key, release_id=release_id)
+
+    def reserve(self, *, side: str, entry: Mapping[str, Any], run_id: Any, owner: str) -> int:
+        r"""Append a reservation held by the charge ``owner`` of run ``run_id``; returns its ``seq``."""
+        return self._insert(side=side, status="reserved", entry=entry, run_id=run_id, owner=owner)
+
+    def _insert(
         self, *, side: str, status: str, entry: Mapping[str, Any], run_id: Any = None, key: str | None = None,
-        owner: str | None = None,
+        release_id: str | None = None, owner: str | None = None,
     ) -> int:
-        r"""Add an entry; returns its ``seq``."""
         if side not in _SIDES or status not in _STATUSES:
             raise ValueError(f"side/status must be in {_SIDES}/{_STATUSES}, got {side!r}/{status!r}.")
         result = self._connection.execute(
-            _entries.insert().values(
+            _records.insert().values(
                 dataset=self.dataset, side=side, status=status,
-                run_id=None if run_id is None else _dumps(run_id), release_key=key, owner=owner,
-                entry=_dumps(dict(entry)), created_at=_now(),
+                run_id=None if run_id is None else _dumps(run_id), release_key=key, release_id=release_id,
+                owner=owner, entry=_dumps(dict(entry)), created_at=_now(),
             )
         )
         return int(result.inserted_primary_key[0])
 
-    def update(self, seq: int, *, entry: Mapping[str, Any], status: str | None = None, run_id: Any = None,
-               key: str | None = None) -> None:
-        r"""Replace the entry of row ``seq`` (a reservation shrunk, or turned into a record in place)."""
-        values: dict[str, Any] = {"entry": _dumps(dict(entry))}
-        if status is not None:
-            values.update(status=status, run_id=None if run_id is None else _dumps(run_id), release_key=key, owner=None)
+    def shrink_reservation(self, seq: int, *, entry: Mapping[str, Any]) -> None:
+        r"""Replace what reservation ``seq`` holds (part of it was used by a record)."""
         self._connection.execute(
-            _entries.update().where(_entries.c.dataset == self.dataset, _entries.c.seq == seq).values(**values)
+            _records.update()
+            .where(_records.c.dataset == self.dataset, _records.c.seq == seq, _records.c.status == "reserved")
+            .values(entry=_dumps(dict(entry)))
         )
 
-    def delete(self, seq: int) -> None:
-        r"""Remove row ``seq`` (a consumed or cancelled reservation)."""
-        self._connection.execute(_entries.delete().where(_entries.c.dataset == self.dataset, _entries.c.seq == seq))
+    def fulfil_reservation(self, seq: int, *, entry: Mapping[str, Any], run_id: Any, key: str, release_id: str) -> None:
+        r"""Turn training reservation ``seq`` into the record of its run, in place (its position
+        fixes the training filter's order)."""
+        self._connection.execute(
+            _records.update()
+            .where(_records.c.dataset == self.dataset, _records.c.seq == seq, _records.c.status == "reserved")
+            .values(entry=_dumps(dict(entry)), status="recorded", run_id=_dumps(run_id), release_key=key,
+                    release_id=release_id, owner=None)
+        )
+
+    def drop_reservation(self, seq: int) -> None:
+        r"""Remove reservation ``seq`` (its charge ended, or its run's reservations were cancelled);
+        a record is never removed."""
+        self._connection.execute(
+            _records.delete().where(
+                _records.c.dataset == self.dataset, _records.c.seq == seq, _records.c.status == "reserved"
+            )
+        )
 
 
 def _select_rows(connection: Connection, dataset: str) -> list[StoredRow]:
     rows = connection.execute(
-        sa.select(_entries).where(_entries.c.dataset == dataset).order_by(_entries.c.seq)
+        sa.select(_records).where(_records.c.dataset == dataset).order_by(_records.c.seq)
     ).mappings()
     return [
         StoredRow(
             seq=int(r["seq"]), side=r["side"], status=r["status"],
             run_id=None if r["run_id"] is None else json.loads(r["run_id"]), key=r["release_key"],
-            owner=r["owner"], entry=json.loads(r["entry"]),
+            release_id=r["release_id"], owner=r["owner"], entry=json.loads(r["entry"]),
         )
         for r in rows
     ]
@@ -239,6 +290,9 @@ class LedgerStorage:
             insert = _dialect_insert(self.dialect, _meta).values(name="schema_version", value=str(SCHEMA_VERSION))
             connection.execute(insert.on_conflict_do_nothing(index_elements=["name"]))
             version = connection.execute(sa.select(_meta.c.value).where(_meta.c.name == "schema_version")).scalar_one()
+            if version == "1":
+                _migrate_from_version_1(connection)
+                version = str(SCHEMA_VERSION)
         if version != str(SCHEMA_VERSION):
             raise ValueError(
                 f"The ledger database {self.url!r} has schema version {version}, this version of "
@@ -294,6 +348,28 @@ class LedgerStorage:
     def dispose(self) -> None:
         r"""Close the pooled connections."""
         self.engine.dispose()
+
+
+def _migrate_from_version_1(connection: Connection) -> None:
+    r"""Copy a version-1 database's entries into ``botorch_dp_ledger_records`` (see the module
+    docstring) and mark the database version 2, inside the caller's locked transaction."""
+    rows = connection.execute(sa.select(_legacy_entries).order_by(_legacy_entries.c.seq)).mappings().all()
+    for r in rows:
+        recorded = r["status"] == "recorded"
+        run_id = json.loads(r["run_id"]) if r["run_id"] is not None else None
+        key = r["release_key"] if recorded else None
+        release_id = None
+        if recorded:
+            release_id = f"legacy:{r['side']}:{json.dumps(run_id)}:{r['release_key'] or ''}"
+        connection.execute(
+            _records.insert().values(
+                dataset=r["dataset"], side=r["side"], status=r["status"],
+                run_id=_dumps(run_id if recorded else LEGACY_RESERVATION_RUN), release_key=key,
+                release_id=release_id, owner=None if recorded else (r["owner"] or "legacy"), entry=r["entry"],
+                created_at=r["created_at"],
+            )
+        )
+    connection.execute(_meta.update().where(_meta.c.name == "schema_version").values(value=str(SCHEMA_VERSION)))
 
 
 def _dialect_insert(dialect: str, table: sa.Table) -> Any:

@@ -1,8 +1,10 @@
 r"""The privacy boundary: the one module where per-user losses meet each other or noise.
 
 Every release of the package is a call into this module and returns the released value
-together with its privacy cost (``PrivacyCost``); callers record that cost in the
-``PrivacyLedger`` and never recompute it.
+together with its privacy cost (``PrivacyCost``). A release made inside a charged step
+(``PrivacyLedger.charge``) takes the step's ``meter`` and records its cost through it
+immediately before its noise is drawn (``_charged``), so the ledger holds a record whenever
+the noise exists; without a meter the caller is responsible for the accounting.
 
 - ``GaussianGradientMechanism``: DP-GIBO's and noisy GD's gradient release. Per-user
   gradient estimates ``A y_i`` are clipped to ``B``, averaged and noised with std
@@ -30,9 +32,18 @@ from torch import Tensor
 
 from botorch_dp.privacy.analysis.gdp import gaussian_noise_std_for_mu
 from botorch_dp.privacy.checks import check_positive, check_positive_int
+from botorch_dp.privacy.ledger.events import Gaussian, PrivacyEvent, PureDP
+from botorch_dp.privacy.ledger.meter import Meter, TrainingMeter
 
 #: ``"refuse"``: non-finite losses raise before any release; ``"zero_user"``: such users contribute 0.
 NonfiniteLosses = Literal["refuse", "zero_user"]
+
+
+def _charged(meter: Meter | None, part: str, event: PrivacyEvent) -> None:
+    r"""Record a release's cost through its step's meter; called immediately before the draw
+    (a meter refuses an event above its bound, so nothing is drawn then)."""
+    if meter is not None:
+        meter.record(part, event)
 
 
 def _pow2_exponents(x: Tensor, dim: int) -> Tensor:
@@ -434,6 +445,8 @@ class GaussianGradientMechanism:
         *,
         diagnostics: bool = False,
         nonfinite: NonfiniteLosses = "refuse",
+        meter: Meter | None = None,
+        part: str = "grad",
     ) -> GradientRelease:
         r"""Privatize the average clipped per-user gradient ``(1/n) Σ clip(A y_i)``.
 
@@ -443,6 +456,9 @@ class GaussianGradientMechanism:
                 its row blocks (see ``clipped_mean_gradient``).
             diagnostics: Also return NON-PRIVATE diagnostics.
             nonfinite: ``"refuse"`` (default) or ``"zero_user"``; see ``clipped_mean_gradient``.
+            meter: The charged step's meter: ``Gaussian(μ/√T)`` is recorded as ``part``
+                just before the noise is drawn.
+            part: The release's part of its step.
 
         Returns:
             A ``GradientRelease``.
@@ -453,6 +469,7 @@ class GaussianGradientMechanism:
         mean, num_clipped = clipped_mean_gradient(
             A, Y, self.clip_bound, self.chunk_size, nonfinite=nonfinite
         )
+        _charged(meter, part, Gaussian(self.step_mu))
         noise = self.sample_noise(mean.shape[0], dtype=mean.dtype, device=mean.device)
         released = (mean + noise).detach()
         info = None
@@ -547,11 +564,15 @@ class GaussianScoreMechanism:
         r"""``C/(n μ₀)``."""
         return gaussian_noise_std_for_mu(self.loss_clip / num_users, self.per_trial_mu)
 
-    def release(self, losses: Tensor) -> ScoreRelease:
-        r"""Noised clipped-mean scores of the ``q`` rows of a ``q x n`` loss matrix (sensitive)."""
+    def release(self, losses: Tensor, *, meter: Meter | None = None, part: str = "score") -> ScoreRelease:
+        r"""Noised clipped-mean scores of the ``q`` rows of a ``q x n`` loss matrix (sensitive).
+
+        With a ``meter``, the ``q`` scores are recorded as ``part``, one
+        ``Gaussian(μ₀ √q)`` (their exact composition), just before the noise is drawn."""
         num_users = check_positive_int(losses.shape[-1], "num_users (n)")
         clipped_mean = losses.clamp(min=0.0, max=self.loss_clip).mean(-1)
         std = self.noise_std(num_users)
+        _charged(meter, part, Gaussian(self.per_trial_mu * math.sqrt(losses.shape[0])))
         noise = _gaussian(losses.shape[0], 1.0, self.generator, self.secure_rng, losses.dtype, losses.device)
         return ScoreRelease(
             scores=clipped_mean + std * noise,
@@ -566,6 +587,7 @@ import functools  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 
 from botorch_dp.privacy.analysis.objective_perturbation import amp_rdp  # noqa: E402
+from botorch_dp.privacy.ledger.events import TRAINING_RDP_ORDERS  # noqa: E402
 from botorch_dp.privacy.checks import check_greater, check_nonnegative  # noqa: E402
 
 
@@ -672,13 +694,24 @@ class ObjectivePerturbationMechanism:
         )
         return RDPCost(rdp=functools.partial(amp_rdp, **params), description=description)
 
-    def perturbation(self) -> Tensor:
+    def perturbation(self, *, meter: TrainingMeter | None = None, run_id: object = None) -> Tensor:
         r"""The ``d`` float64 tensor ``b ~ N(0, σ² I_d)``, drawn once per mechanism.
 
         SENSITIVE: with ``b`` known, ``θ̃`` reveals the data's gradient; it never leaves
-        the training routine (except as flagged non-private diagnostics)."""
+        the training routine (except as flagged non-private diagnostics).
+
+        Args:
+            meter: The training charge's meter: the whole mechanism (both draws) is recorded
+                as training run ``run_id`` just before ``b`` is drawn.
+            run_id: The run's id in the meter's bound.
+        """
         if self._perturbation_drawn:
             raise RuntimeError("The perturbation b was already drawn; a new b needs a new mechanism (and budget).")
+        if meter is not None:
+            from botorch_dp.privacy.ledger.events import TrainingMechanism
+
+            cost = self.cost
+            meter.record(run_id, TrainingMechanism(cost.description, tuple(cost.rdp(a) for a in TRAINING_RDP_ORDERS)))
         self._perturbation_drawn = True
         return _gaussian(self.dim, self.sigma, self.generator, self.secure_rng, torch.float64, None)
 
@@ -810,35 +843,43 @@ class ClippedMean:
             raise RuntimeError(f"This step's {what} was already released; a new release needs a new step.")
         self._released.add(what)
 
-    def release_norm(self, mu: float) -> NormRelease:
+    def release_norm(self, mu: float, *, meter: Meter | None = None, part: str = "norm") -> NormRelease:
         r"""Release ``‖ḡ‖ + N(0, (Δ/μ)²)``: replacing one user moves ``‖ḡ‖`` by at most
         ``‖ḡ − ḡ′‖ ≤ Δ = 2B/n``, so the release is ``μ``-GDP.
 
         Args:
             mu: The release's GDP parameter ``μ > 0`` (``inf``: the exact norm, non-private).
+            meter: The charged step's meter (``Gaussian(μ)`` recorded as ``part`` before the draw).
+            part: The release's part of its step.
 
         Returns:
             A ``NormRelease``.
         """
         mu = check_positive(mu, "mu (norm release)")
         self._claim("norm")
+        _charged(meter, part, Gaussian(mu))
         std = gaussian_noise_std_for_mu(self._sensitivity, mu)
         noise = _gaussian(1, std, self._generator, self._secure_rng, self._mean.dtype, self._mean.device)
         value = float(torch.linalg.vector_norm(self._mean) + noise[0])
         return NormRelease(norm=value, cost=PrivacyCost(mu=mu), noise_std=std)
 
-    def release_gradient(self, mu: float, *, diagnostics: bool = False) -> GradientRelease:
+    def release_gradient(
+        self, mu: float, *, diagnostics: bool = False, meter: Meter | None = None, part: str = "grad"
+    ) -> GradientRelease:
         r"""Release ``ḡ + N(0, (Δ/μ)² I_d)`` (``μ``-GDP, ``Δ = 2B/n``).
 
         Args:
             mu: The release's GDP parameter ``μ > 0`` (``inf``: no noise, non-private).
             diagnostics: Also return NON-PRIVATE diagnostics.
+            meter: The charged step's meter (``Gaussian(μ)`` recorded as ``part`` before the draw).
+            part: The release's part of its step.
 
         Returns:
             A ``GradientRelease`` whose cost is ``μ``.
         """
         mu = check_positive(mu, "mu (gradient release)")
         self._claim("gradient")
+        _charged(meter, part, Gaussian(mu))
         std = gaussian_noise_std_for_mu(self._sensitivity, mu)
         noise = _gaussian(self.dim, std, self._generator, self._secure_rng, self._mean.dtype, self._mean.device)
         info = None
@@ -1028,6 +1069,8 @@ class GaussianClipCountMechanism:
         mu: float,
         *,
         nonfinite: NonfiniteLosses = "refuse",
+        meter: Meter | None = None,
+        part: str = "clip",
     ) -> ClipCountRelease:
         r"""Release ``#{i : ‖A y_i‖ ≤ B} + N(0, (1/μ)²)``.
 
@@ -1037,6 +1080,8 @@ class GaussianClipCountMechanism:
             clip_bound: ``B > 0``, the bound the count is taken at (public).
             mu: The release's GDP parameter ``μ > 0`` (``inf``: the exact count, non-private).
             nonfinite: ``"refuse"`` (default) or ``"zero_user"``; see ``count_within_clip``.
+            meter: The charged step's meter (``Gaussian(μ)`` recorded as ``part`` before the draw).
+            part: The release's part of its step.
 
         Returns:
             A ``ClipCountRelease``.
@@ -1048,6 +1093,7 @@ class GaussianClipCountMechanism:
             raise ValueError(f"Expected {self.num_users} users, got {n}.")
         count = count_within_clip(A, Y, clip_bound, self.chunk_size, nonfinite=nonfinite)
         std = self.noise_std(mu)
+        _charged(meter, part, Gaussian(mu))
         noise = _gaussian(1, std, self.generator, self.secure_rng, torch.float64, None)
         return ClipCountRelease(count=float(count + noise[0]), cost=PrivacyCost(mu=mu), noise_std=std)
 
@@ -1156,13 +1202,18 @@ class ExponentialLossSelection:
         self.generator = generator
         self.secure_rng = secure_rng
 
-    def release(self, losses: Tensor, *, nonfinite: NonfiniteLosses = "refuse") -> SelectionRelease:
-        r"""Choose one of ``q`` candidates from their ``q x n`` per-user losses (sensitive)."""
+    def release(
+        self, losses: Tensor, *, nonfinite: NonfiniteLosses = "refuse", meter: Meter | None = None,
+        part: str = "select",
+    ) -> SelectionRelease:
+        r"""Choose one of ``q`` candidates from their ``q x n`` per-user losses (sensitive)
+        (with a ``meter``, ``PureDP(ε)`` is recorded as ``part`` before the Gumbel draws)."""
         losses = _checked_losses(losses, nonfinite)
         scores = losses.clamp(min=0.0, max=self.loss_clip).mean(-1)  # sensitivity C/n each
         log_p = exponential_mechanism_log_probabilities(
             scores, epsilon=self.epsilon, sensitivity=self.loss_clip / losses.shape[-1]
         )
+        _charged(meter, part, PureDP(self.epsilon))
         index = gumbel_max_index(log_p, generator=self.generator, secure_rng=self.secure_rng)
         return SelectionRelease(index=index, cost=PureDPCost(self.epsilon))
 
@@ -1193,12 +1244,17 @@ class NoisyLossSelection:
         r"""``σ = √q · (C/n)/μ``."""
         return gaussian_noise_std_for_mu(self.loss_clip / num_users, self.total_mu, num_candidates)
 
-    def release(self, losses: Tensor, *, nonfinite: NonfiniteLosses = "refuse") -> SelectionRelease:
+    def release(
+        self, losses: Tensor, *, nonfinite: NonfiniteLosses = "refuse", meter: Meter | None = None,
+        part: str = "select",
+    ) -> SelectionRelease:
         r"""Noisy scores of ``q`` candidates from their ``q x n`` per-user losses (sensitive),
-        and the index of the smallest."""
+        and the index of the smallest (with a ``meter``, ``Gaussian(μ)`` is recorded as
+        ``part`` before the draw)."""
         losses = _checked_losses(losses, nonfinite)
         q = losses.shape[0]
         per_score_mu = self.total_mu / math.sqrt(q)
+        _charged(meter, part, Gaussian(self.total_mu))
         scored = GaussianScoreMechanism(
             loss_clip=self.loss_clip, per_trial_mu=per_score_mu, generator=self.generator, secure_rng=self.secure_rng
         ).release(losses)
@@ -1317,12 +1373,14 @@ class GOEPreconditionerMechanism:
         r"""GDP parameter ``μ_H/√T`` of one release."""
         return self.privacy_mu / math.sqrt(self.num_steps)
 
-    def release(self, columns: Tensor) -> PreconditionerRelease:
+    def release(self, columns: Tensor, *, meter: Meter | None = None, part: str = "precond") -> PreconditionerRelease:
         r"""Release ``G_t + σ_B(t) M`` for the SENSITIVE ``k x t`` matrix of clean columns.
 
         Args:
             columns: ``X_t = [ū_1 … ū_t]``, ``k x t`` with ``1 ≤ t ≤ T``, finite; each column
                 a clipped mean of sensitivity ``Δ`` (the caller's contract).
+            meter: The charged step's meter (``Gaussian(μ_H/√T)`` recorded as ``part`` before the draw).
+            part: The release's part of its step.
 
         Returns:
             The ``PreconditionerRelease``.
@@ -1336,6 +1394,7 @@ class GOEPreconditionerMechanism:
             raise ValueError("The preconditioner's columns are not finite; nothing was released.")
         G = gram_sqrt(columns.detach())
         std = self.noise_std(t)
+        _charged(meter, part, Gaussian(self.step_mu))
         noise = _goe(k, std, self.generator, self.secure_rng, G.dtype, G.device)
         return PreconditionerRelease(matrix=(G + noise).detach(), cost=PrivacyCost(mu=self.step_mu), noise_std=std)
 
@@ -1398,6 +1457,8 @@ def release_partial_sums(
     partials: Sequence[ClippedPartialSum],
     *,
     diagnostics: bool = False,
+    meter: Meter | None = None,
+    part: str = "grad",
 ) -> GradientRelease:
     r"""Release ``(1/n) Σ_P s_P + N(0, σ² I)`` from the partitions' partial sums ``s_P``.
 
@@ -1412,6 +1473,8 @@ def release_partial_sums(
         mechanism: The run's ``GaussianGradientMechanism`` (its ``n``, ``B``, ``σ``, noise source).
         partials: One ``ClippedPartialSum`` per partition, in partition order.
         diagnostics: Also return NON-PRIVATE diagnostics.
+        meter: The charged step's meter (``Gaussian(μ/√T)`` recorded as ``part`` before the draw).
+        part: The release's part of its step.
 
     Returns:
         A ``GradientRelease`` (cost ``μ/√T``).
@@ -1419,31 +1482,32 @@ def release_partial_sums(
     if len(partials) == 0:
         raise ValueError("partials: no partial sums were given; nothing was released.")
     d = partials[0].total.shape[-1] if isinstance(partials[0].total, Tensor) else None
-    for p, part in enumerate(partials):
-        s = part.total
+    for p, partial in enumerate(partials):
+        s = partial.total
         if not isinstance(s, Tensor) or s.dim() != 1 or s.shape[0] != d or not bool(torch.isfinite(s).all()):
             raise ValueError(f"partials[{p}]: the partial sum must be a finite d-vector (d = {d}); nothing was released.")
-        if float(torch.linalg.vector_norm(s)) > part.num_users * mechanism.clip_bound * (1.0 + 1e-9):
+        if float(torch.linalg.vector_norm(s)) > partial.num_users * mechanism.clip_bound * (1.0 + 1e-9):
             raise ValueError(
                 f"partials[{p}]: the partial sum's norm exceeds n_P·B, so it is not a sum of clipped "
                 "estimates; nothing was released."
             )
-    total_users = sum(int(part.num_users) for part in partials)
+    total_users = sum(int(partial.num_users) for partial in partials)
     if total_users != mechanism.num_users:
         raise ValueError(
             f"partials: the partitions hold {total_users} users, the mechanism expects n = {mechanism.num_users}; "
             "nothing was released."
         )
     total = partials[0].total.new_zeros(d)
-    for part in partials:  # fixed order
-        total = total + part.total
+    for partial in partials:  # fixed order
+        total = total + partial.total
     mean = total / mechanism.num_users
+    _charged(meter, part, Gaussian(mechanism.step_mu))
     noise = mechanism.sample_noise(d, dtype=mean.dtype, device=mean.device)
     info = None
     if diagnostics:
         info = ReleaseDiagnostics(
             unnoised_gradient=mean.detach().clone(),
-            clip_fraction=sum(part.num_clipped for part in partials) / mechanism.num_users,
+            clip_fraction=sum(partial.num_clipped for partial in partials) / mechanism.num_users,
             noise_norm=float(noise.norm()),
         )
     return GradientRelease(gradient=(mean + noise).detach(), cost=PrivacyCost(mu=mechanism.step_mu), diagnostics=info)

@@ -123,8 +123,8 @@ def test_adversarial_released_norms_never_overspend_the_loop(norms):
     released = iter(norms)
     original = ClippedMean.release_norm
 
-    def adversarial(self, mu):
-        original(self, mu)  # the real release, then an adversarial value in its place
+    def adversarial(self, mu, **kwargs):
+        original(self, mu, **kwargs)  # the real release, then an adversarial value in its place
         return NormRelease(norm=next(released), cost=PrivacyCost(mu=mu), noise_std=0.0)
 
     ClippedMean.release_norm = adversarial
@@ -162,17 +162,25 @@ def test_fixed_schedule_reports_its_constant_noise_per_step():
     assert [key for (_, key) in opt.ledger.validation_steps] == [f"step-{t:04d}" for t in range(4)]
 
 
-def test_a_shared_ledger_budget_refuses_before_anything_is_recorded():
+def test_a_tight_ledger_caps_the_schedule_and_then_refuses_before_anything_is_recorded():
+    r"""A ledger budget below the schedule's total is one check with the schedule's filter:
+    the run plans with what the ledger has left and its last step spends exactly that, so no
+    step is refused half way (after its norm release). Another run on the spent ledger is
+    refused before anything is drawn: no record, no state change."""
     ledger = PrivacyLedger(validation_mu_budget=0.5)
     _, objective = normal_location(n=N, d=D)
     opt = DPGIBO(_cfg(), ledger=ledger)
-    with pytest.raises(PrivacyBudgetExceeded):
-        while not opt.is_done:
-            X = opt.ask()
-            before = snapshot(opt)
-            opt.tell(X, objective(X))
-    assert same(snapshot(opt), before)  # the refused step left no trace (norm release included)
-    assert ledger.validation_mu() <= 0.5 * (1 + 1e-9)
+    opt.run(objective, progress=False)
+    assert opt.is_done
+    assert ledger.validation_mu() == pytest.approx(0.5, rel=1e-9) and ledger.validation_mu() <= 0.5 * (1 + 1e-9)
+    keys = [r.key for r in ledger.validation_records()]
+    assert keys == [f"step-{t:04d}/{part}" for t in range(len(keys) // 2) for part in ("norm", "grad")]
+    other = DPGIBO(_cfg(), ledger=ledger)
+    X = other.ask()
+    before, records = snapshot(other), ledger.validation_records()
+    with pytest.raises(PrivacyBudgetExceeded, match="Nothing was released"):
+        other.tell(X, objective(X))
+    assert same(snapshot(other), before) and ledger.validation_records() == records
 
 
 # -------------------------------------------------------------------------- selection
@@ -288,12 +296,9 @@ def test_resume_reproduces_the_uninterrupted_run_with_two_releases_per_step(tmp_
     assert same(resumed.selection_scores, full.selection_scores)
     assert resumed.guarantee.mu == pytest.approx(1.0, rel=1e-9)
     T = len(full.step_mus)
-    assert len(opt.ledger.validation_steps) == 2 * T + (selection == "noisy_loss")  # no release counted twice
-    # re-recording a step's two releases is idempotent: the ledger answers False
-    run_id, steps = opt.run_id, opt.ledger.validation_steps
-    assert not opt.ledger.record_validation_step(steps[(run_id, "step-0001/norm")], run_id=run_id, key="step-0001/norm")
-    assert not opt.ledger.record_validation_step(steps[(run_id, "step-0001/grad")], run_id=run_id, key="step-0001/grad")
-    assert len(opt.ledger.validation_steps) == len(steps)
+    # one record per release made: the checkpoint's records were merged, none counted twice
+    assert len(opt.ledger.validation_records()) == 2 * T + (selection == "noisy_loss")
+    assert len({r.release_id for r in opt.ledger.validation_records()}) == 2 * T + (selection == "noisy_loss")
 
 
 def test_finished_adaptive_run_resumes_as_finished(tmp_path):

@@ -12,7 +12,7 @@ from botorch_dp.optim.selection import (
     SELECTION_KEY,
     check_selection,
     min_noisy_norm_index,
-    record_selection,
+    release_selection,
     selection_mechanism,
     selection_mu_of,
     steps_mu,
@@ -86,17 +86,21 @@ def test_selection_mechanisms_and_ledger_records():
         selection_mechanism("last", selection_epsilon=None, selection_mu=None, loss_clip=None, generator=None)
 
     ledger = PrivacyLedger(validation_mu_budget=1.0)
-    release = em.release(losses)
-    assert record_selection(ledger, release, run_id=RUN)
-    assert not record_selection(ledger, release, run_id=RUN)  # a replay after resume changes nothing
+    common = dict(selection_epsilon=0.5, selection_mu=None, loss_clip=1.0, generator=gen)
+    release_selection("exponential", losses, ledger=ledger, run_id=RUN, **common)
     assert ledger.validation_pure_epsilons == {(RUN, SELECTION_KEY): 0.5}
     assert ledger.validation_mu() == pytest.approx(pure_dp_to_gdp_mu(0.5))
     report = ledger.report(1e-5)["validation"]["pure_releases"]
     assert report == [{"run_id": RUN, "key": SELECTION_KEY, "epsilon": 0.5, "mu": pure_dp_to_gdp_mu(0.5)}]
+    release_selection("exponential", losses, ledger=ledger, run_id=RUN, **common)  # a second release: charged again
+    assert len(ledger.validation_records(RUN)) == 2
+    assert ledger.validation_mu() == pytest.approx(math.sqrt(2) * pure_dp_to_gdp_mu(0.5))
 
     other = PrivacyLedger(validation_mu_budget=0.3)
-    scored = nl.release(losses)
-    assert record_selection(other, scored, run_id=RUN)
+    noisy = dict(selection_epsilon=None, selection_mu=0.3, loss_clip=1.0, generator=gen)
+    release_selection("noisy_loss", losses, ledger=other, run_id=RUN, **noisy)
     assert other.validation_steps == {(RUN, SELECTION_KEY): pytest.approx(0.3, rel=1e-15)}
-    with pytest.raises(PrivacyBudgetExceeded):
-        record_selection(other, scored, run_id="1" * 32)  # another run: over the budget, refused
+    state = gen.get_state()
+    with pytest.raises(PrivacyBudgetExceeded, match="Nothing was released"):  # refused before its draw
+        release_selection("noisy_loss", losses, ledger=other, run_id="1" * 32, **noisy)
+    assert torch.equal(gen.get_state(), state) and len(other.validation_records()) == 1

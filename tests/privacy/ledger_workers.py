@@ -37,7 +37,8 @@ def ledger_modules() -> tuple[Any, Any]:
 
 
 def spend(url: str, dataset: str, mu: float, run_id: str, start: Any, results: Any) -> None:
-    r"""One run: wait for the others, check (reserve), "release", record; report the outcome.
+    r"""One run: wait for the others, charge the step (check and reserve), record and "release";
+    report the outcome.
 
     Inside every write transaction the child sleeps 20 ms before committing, so that a
     filter without the lock would let several runs read the same spent total.
@@ -46,13 +47,15 @@ def spend(url: str, dataset: str, mu: float, run_id: str, start: Any, results: A
     storage._before_commit = lambda tx: time.sleep(0.02)
     book = ledger.PrivacyLedger(storage=url, dataset=dataset)  # adopts the stored budget
     start.wait()
+    event = ledger.Gaussian(mu)
     try:
-        book.check_validation_step(mu)  # reserves the budget, before the release
+        with book.charge({"grad": event}, run_id=run_id, step=0) as meter:  # reserves, before the release
+            time.sleep(0.01)
+            meter.record("grad", event)  # just before the draw
+            time.sleep(0.01)  # the release would happen here
     except ledger.PrivacyBudgetExceeded:
         results.put((run_id, "refused"))
         return
-    time.sleep(0.01)  # the release would happen here
-    book.record_validation_step(mu, run_id=run_id, key="step-0000")
     results.put((run_id, "released"))
 
 
@@ -66,7 +69,7 @@ def die_in_transaction(url: str, dataset: str, mu: float, where: str, ready: Any
     ledger, storage = ledger_modules()
     book = ledger.PrivacyLedger(storage=url, dataset=dataset)
     if where == "exit-before-insert":
-        storage.LedgerTransaction.insert = lambda self, **kw: os._exit(3)
+        storage.LedgerTransaction._insert = lambda self, **kw: os._exit(3)
     elif where == "exit-before-commit":
         storage._before_commit = lambda tx: os._exit(3)
     else:
@@ -111,8 +114,7 @@ def crash(url: str, dataset: str, mu: float, results: Any) -> None:
 
 
 def spend_curve(url: str, dataset: str, mu: float, run_id: str, start: Any, results: Any) -> None:
-    r"""``spend`` for a validation release given by its RDP curve α ↦ α μ²/2
-    (``check_validation_mechanism`` reserves it, ``record_validation_mechanism`` records it)."""
+    r"""``spend`` for a validation release given by its RDP curve α ↦ α μ²/2."""
     ledger, storage = ledger_modules()
     storage._before_commit = lambda tx: time.sleep(0.02)
     book = ledger.PrivacyLedger(storage=url, dataset=dataset)
@@ -121,11 +123,13 @@ def spend_curve(url: str, dataset: str, mu: float, run_id: str, start: Any, resu
         return alpha * mu * mu / 2.0
 
     start.wait()
+    event = ledger.ValidationMechanism("curve", tuple(curve(a) for a in ledger.TRAINING_RDP_ORDERS))
     try:
-        book.check_validation_mechanism(curve)
+        with book.charge({"select": event}, run_id=run_id) as meter:
+            time.sleep(0.01)
+            meter.record("select", event)
+            time.sleep(0.01)  # the release would happen here
     except ledger.PrivacyBudgetExceeded:
         results.put((run_id, "refused"))
         return
-    time.sleep(0.01)  # the release would happen here
-    book.record_validation_mechanism(curve, run_id=run_id, key="select", description="curve")
     results.put((run_id, "released"))

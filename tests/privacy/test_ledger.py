@@ -18,8 +18,11 @@ from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
 from botorch_dp.privacy.analysis.zcdp import zcdp_epsilon_cks
 from botorch_dp.privacy.ledger import (
     TRAINING_RDP_ORDERS,
+    DPSGDRun,
+    Gaussian,
     PrivacyBudgetExceeded,
     PrivacyLedger,
+    PureDP,
     TrainingMechanism,
 )
 from botorch_dp.privacy.seeding import PrivacyWarning
@@ -39,7 +42,27 @@ def _key(t):
     return f"step-{t:04d}"
 
 
-def test_validation_steps_compose_and_are_idempotent():
+def _spend(ledger, mu, run_id, step, part="grad"):
+    """One release through the charge protocol: admitted before, recorded at the draw."""
+    event = Gaussian(mu)
+    with ledger.charge({part: event}, run_id=run_id, step=step) as meter:
+        meter.record(part, event)
+
+
+def _train(ledger, runs=RUNS):
+    """DP-SGD runs through the training charge (admitted before, recorded before training)."""
+    for run_id, noise_multiplier, sample_rate, steps in runs:
+        with ledger.charge_training({run_id: DPSGDRun.checked(noise_multiplier, sample_rate, steps)}) as meter:
+            meter.record(run_id)
+
+
+def _train_curve(ledger, run_id, curve, description):
+    event = TrainingMechanism(description, tuple(curve(a) for a in TRAINING_RDP_ORDERS))
+    with ledger.charge_training({run_id: event}) as meter:
+        meter.record(run_id)
+
+
+def test_validation_records_compose_and_each_release_counts():
     ledger = PrivacyLedger()
     assert ledger.validation_mu() == 0.0
     assert ledger.validation_epsilon(DELTA) == 0.0
@@ -47,15 +70,17 @@ def test_validation_steps_compose_and_are_idempotent():
         assert ledger.record_validation_step(mu=0.2, run_id="run-a", key=_key(t))
     assert ledger.validation_mu() == pytest.approx(1.0, rel=1e-14)
     assert ledger.validation_epsilon(DELTA) == pytest.approx(4.3772, abs=1e-3)
-    # Re-recording any release of the same run with the same μ changes nothing.
-    for t in range(25):
-        assert not ledger.record_validation_step(mu=0.2, run_id="run-a", key=_key(t))
-    assert len(ledger.validation_steps) == 25
     assert list(ledger.validation_steps)[:2] == [("run-a", "step-0000"), ("run-a", "step-0001")]
-    assert ledger.validation_mu() == pytest.approx(1.0, rel=1e-14)
-    with pytest.raises(ValueError, match="already recorded with mu=0.2"):
-        ledger.record_validation_step(mu=0.3, run_id="run-a", key=_key(3))
-    assert ledger.validation_mu() == pytest.approx(1.0, rel=1e-14)
+    # Every record is a release made: the same (run_id, key) recorded again (a step replayed
+    # with fresh noise) counts again, with its own release id; a record is never merged away.
+    for t in range(25):
+        assert ledger.record_validation_step(mu=0.2, run_id="run-a", key=_key(t))
+    assert len(ledger.validation_records()) == 50 and len(ledger.validation_steps) == 25
+    assert len({r.release_id for r in ledger.validation_records()}) == 50
+    assert ledger.validation_steps[("run-a", "step-0003")] == pytest.approx(0.2 * math.sqrt(2), rel=1e-14)
+    assert ledger.validation_mu() == pytest.approx(math.sqrt(2), rel=1e-14)
+    ledger.record_validation_step(mu=0.3, run_id="run-a", key=_key(3))  # another cost: one more release
+    assert ledger.validation_mu() == pytest.approx(math.sqrt(2 + 0.09), rel=1e-14)
     for bad in ("", " step", 3, None):
         with pytest.raises(ValueError, match="key must be a non-empty string"):
             ledger.record_validation_step(mu=0.3, run_id="run-a", key=bad)
@@ -63,7 +88,7 @@ def test_validation_steps_compose_and_are_idempotent():
             ledger.record_validation_step(mu=0.3, run_id=bad, key="step-0000")
     with pytest.raises(ValueError, match="mu must be positive"):
         ledger.record_validation_step(mu=0.0, run_id="run-a", key=_key(30))
-    assert len(ledger.validation_steps) == 25
+    assert len(ledger.validation_records()) == 51
 
 
 def test_two_runs_on_one_ledger_compose():
@@ -90,51 +115,64 @@ def test_two_runs_on_one_ledger_compose():
 def test_budget_filter_runs_over_all_runs():
     ledger = PrivacyLedger(validation_mu_budget=0.8)
     for t in range(4):
-        ledger.record_validation_step(mu=0.3, run_id="run-a", key=_key(t))  # μ = 0.6
+        _spend(ledger, 0.3, "run-a", t)  # μ = 0.6
     ledger.check_validation_step(math.sqrt(0.28))  # 0.6 ⊕ 0.529 = 0.8 fits exactly
     with pytest.raises(PrivacyBudgetExceeded, match="remaining mu budget"):
         ledger.check_validation_step(0.53)
-    # A second run of μ = 0.6 (same step keys) would make 0.8485 > 0.8: its 4th step is refused.
+    # A second run of μ = 0.6 (same step keys) would make 0.8485 > 0.8: its 4th step is
+    # refused before anything is recorded (or drawn).
     for t in range(3):
-        ledger.record_validation_step(mu=0.3, run_id="run-b", key=_key(t))
-    with pytest.raises(PrivacyBudgetExceeded):
-        ledger.record_validation_step(mu=0.3, run_id="run-b", key=_key(3))
-    assert len(ledger.validation_steps) == 7
+        _spend(ledger, 0.3, "run-b", t)
+    with pytest.raises(PrivacyBudgetExceeded, match="step 3 of run 'run-b'.*Nothing was released"):
+        with ledger.charge({"grad": Gaussian(0.3)}, run_id="run-b", step=3):
+            raise AssertionError("the block must not run")
+    assert len(ledger.validation_records()) == 7 and ledger.num_reservations() == 0
     assert ledger.validation_mu() == pytest.approx(math.sqrt(7 * 0.09), rel=1e-12)
-    # A replay of a recorded release is not a new release: accepted at the budget's edge.
-    assert not ledger.record_validation_step(mu=0.3, run_id="run-b", key=_key(2))
+    # A release made elsewhere is a fact: recorded even past the budget, which then has no room.
+    ledger.record_validation_step(mu=0.3, run_id="run-b", key=_key(3))
+    assert ledger.validation_mu() > 0.8 and ledger.remaining_validation_mu() == 0.0
 
 
 def test_state_dict_json_round_trip_does_not_double_count():
     ledger = PrivacyLedger(training_delta=1e-6, training_accountant="rdp")
     mus = [0.1, 0.3, 0.2, 0.25]
     for t, mu in enumerate(mus):
-        ledger.record_validation_step(mu=mu, run_id="run-a", key=_key(t))
-    ledger.record_validation_step(mu=0.5, run_id="run-b", key=_key(0))
-    _record_runs(ledger, RUNS[:2])
+        _spend(ledger, mu, "run-a", t)
+    _spend(ledger, 0.5, "run-b", 0)
+    _train(ledger, RUNS[:2])
     state = ledger.state_dict()
-    assert state["version"] == 4 == PrivacyLedger.STATE_VERSION
-    assert state["validation_steps"][0] == {"run_id": "run-a", "key": "step-0000", "mu": 0.1}
+    assert state["version"] == 5 == PrivacyLedger.STATE_VERSION
+    first = state["validation_steps"][0]
+    assert {k: v for k, v in first.items() if k != "release_id"} == {"run_id": "run-a", "key": "step-0000", "mu": 0.1}
+    assert len(first["release_id"]) == 32
     saved = json.dumps(state)
     resumed = PrivacyLedger.from_state_dict(json.loads(saved))
     assert resumed.state_dict() == ledger.state_dict()
     assert resumed.validation_steps == ledger.validation_steps
-    # A resumed loop replays the last step and the last run before continuing.
-    assert not resumed.record_validation_step(mu=mus[-1], run_id="run-a", key=_key(len(mus) - 1))
-    _record_runs(resumed, RUNS[1:2])
+    # Loading the same state again merges by release id: nothing is counted twice.
+    resumed.load_state_dict(json.loads(saved))
+    assert resumed.state_dict() == ledger.state_dict()
     assert resumed.validation_mu() == pytest.approx(ledger.validation_mu(), rel=1e-15)
     assert resumed.training_epsilon(1e-6) == ledger.training_epsilon(1e-6)
     # Then it goes on.
-    resumed.record_validation_step(mu=0.4, run_id="run-a", key=_key(len(mus)))
-    _record_runs(resumed, RUNS[2:])
+    _spend(resumed, 0.4, "run-a", len(mus))
+    _train(resumed, RUNS[2:])
     expected_mu = math.sqrt(sum(mu**2 for mu in mus) + 0.4**2 + 0.5**2)
     assert resumed.validation_mu() == pytest.approx(expected_mu, rel=1e-14)
     assert len(resumed.training_runs) == 3
-    # load_state_dict replaces the state of an existing ledger.
+    # load_state_dict into a ledger that holds other records MERGES: they stay.
     other = PrivacyLedger(validation_mu_budget=9.0)
     other.record_validation_step(mu=5.0, run_id="x", key=_key(99))
     other.load_state_dict(json.loads(saved))
-    assert other.state_dict() == ledger.state_dict()
+    assert other.validation_mu() == pytest.approx(math.sqrt(25.0 + ledger.validation_mu() ** 2), rel=1e-14)
+    assert other.validation_mu_budget == 9.0 and len(other.records()) == len(ledger.records()) + 1
+    # the same release id with another cost is a contradiction, refused with nothing changed
+    forged = json.loads(saved)
+    forged["validation_steps"][0]["mu"] = 0.01
+    before = other.state_dict()
+    with pytest.raises(ValueError, match="release .* is .* here but"):
+        other.load_state_dict(forged)
+    assert other.state_dict() == before
     with pytest.raises(ValueError, match="version 99"):
         PrivacyLedger.from_state_dict({"version": 99})
 
@@ -171,13 +209,13 @@ def test_non_private_step_makes_mu_infinite_and_survives_json():
     ledger.record_validation_step(mu=math.inf, run_id="run-a", key=_key(1))
     assert ledger.validation_mu() == math.inf
     assert ledger.validation_epsilon(DELTA) == math.inf
-    assert not ledger.record_validation_step(mu=math.inf, run_id="run-a", key=_key(1))
     resumed = PrivacyLedger.from_state_dict(json.loads(json.dumps(ledger.state_dict())))
     assert resumed.validation_mu() == math.inf
     assert resumed.report(DELTA)["validation"]["mu"] == math.inf
     budgeted = PrivacyLedger(validation_mu_budget=10.0)
     with pytest.raises(PrivacyBudgetExceeded):
-        budgeted.record_validation_step(mu=math.inf, run_id="run-a", key=_key(0))
+        _spend(budgeted, math.inf, "run-a", 0)
+    assert budgeted.validation_records() == []
 
 
 @pytest.mark.parametrize(
@@ -192,7 +230,7 @@ def test_validation_budget_filter_closed_form(budget, mu_step):
     ledger = PrivacyLedger(validation_mu_budget=budget)
     for k in range(allowed):
         assert ledger.remaining_validation_mu() >= mu_step * (1 - 1e-9)
-        ledger.record_validation_step(mu=mu_step, run_id="run-a", key=_key(k))
+        _spend(ledger, mu_step, "run-a", k)
     spent = ledger.validation_mu()
     assert spent <= budget * (1 + 1e-9)
     remaining = math.sqrt(max(budget**2 - spent**2, 0.0))
@@ -201,13 +239,13 @@ def test_validation_budget_filter_closed_form(budget, mu_step):
         ledger.check_validation_step(mu_step)
     assert f"{ledger.remaining_validation_mu():.6g}" in str(info.value)
     with pytest.raises(PrivacyBudgetExceeded):
-        ledger.record_validation_step(mu=mu_step, run_id="run-b", key=_key(0))
-    # Nothing was recorded by the refused step.
-    assert len(ledger.validation_steps) == allowed
+        _spend(ledger, mu_step, "run-b", 0)
+    # Nothing was recorded by the refused step, and its hold is gone.
+    assert len(ledger.validation_records()) == allowed and ledger.num_reservations() == 0
     assert ledger.validation_mu() == spent
     # A step that fits the remainder is still accepted.
     if ledger.remaining_validation_mu() > 1e-6:
-        ledger.record_validation_step(mu=0.99 * ledger.remaining_validation_mu(), run_id="run-b", key=_key(0))
+        _spend(ledger, 0.99 * ledger.remaining_validation_mu(), "run-b", 0)
     assert isinstance(PrivacyBudgetExceeded("x"), RuntimeError)
 
 
@@ -215,8 +253,11 @@ def test_training_composition_matches_direct_opacus():
     ledger = PrivacyLedger()
     assert ledger.training_epsilon(DELTA) == 0.0
     _record_runs(ledger)
-    # Re-recording a run does not count it twice.
-    _record_runs(ledger, RUNS[:1])
+    # Every training run has its own id: recording one again is refused, not merged.
+    with pytest.raises(ValueError, match="already in the ledger"):
+        _record_runs(ledger, RUNS[:1])
+    with pytest.raises(ValueError, match="already in the ledger"):
+        _train(ledger, RUNS[:1])
     assert len(ledger.training_runs) == 3
     for name, cls in (("rdp", RDPAccountant), ("prv", PRVAccountant)):
         direct = cls()
@@ -228,7 +269,7 @@ def test_training_composition_matches_direct_opacus():
         )
     rdp = ledger.training_epsilon(DELTA, accountant="rdp")
     assert 0.0 < ledger.training_epsilon(DELTA, accountant="prv") <= rdp
-    with pytest.raises(ValueError, match="already recorded"):
+    with pytest.raises(ValueError, match="already in the ledger"):
         ledger.record_training_run(run_id="eval-0", noise_multiplier=2.0, sample_rate=0.02, steps=100)
     with pytest.raises(ValueError, match="sample_rate"):
         ledger.record_training_run(run_id="bad", noise_multiplier=1.0, sample_rate=0.0, steps=1)
@@ -243,10 +284,16 @@ def test_training_budget_filter():
     _record_runs(two_runs, RUNS[:2])
     budget = two_runs.training_epsilon(1e-6)
     ledger = PrivacyLedger(training_epsilon_budget=budget, training_delta=1e-6)
-    _record_runs(ledger, RUNS[:2])
-    with pytest.raises(PrivacyBudgetExceeded, match="Training privacy budget exceeded"):
-        _record_runs(ledger, RUNS[2:])
-    assert len(ledger.training_runs) == 2
+    _train(ledger, RUNS[:2])
+    with pytest.raises(PrivacyBudgetExceeded, match="Training privacy budget exceeded.*Nothing was trained"):
+        _train(ledger, RUNS[2:])
+    assert len(ledger.training_runs) == 2 and ledger.num_reservations() == 0
+    # two runs admitted together are checked together, before either trains
+    fresh = PrivacyLedger(training_epsilon_budget=budget, training_delta=1e-6)
+    with pytest.raises(PrivacyBudgetExceeded):
+        with fresh.charge_training({r[0]: DPSGDRun(*r[1:]) for r in RUNS}):
+            raise AssertionError("the block must not run")
+    assert fresh.training_runs == {}
     with pytest.raises(ValueError, match="training_delta"):
         PrivacyLedger(training_epsilon_budget=1.0)
 
@@ -490,27 +537,25 @@ def test_training_budget_filter_on_rdp_curves_refuses_before_recording():
     ledger = PrivacyLedger(training_epsilon_budget=budget, training_delta=delta)
     for i in range(3):  # exactly at the budget: accepted
         ledger.check_training_mechanism(rdp=_gaussian_curve(sigma))
-        assert ledger.record_training_mechanism(f"m{i}", rdp=_gaussian_curve(sigma), description="Gaussian")
+        _train_curve(ledger, f"m{i}", _gaussian_curve(sigma), "Gaussian")
     before = ledger.state_dict()
     with pytest.raises(PrivacyBudgetExceeded, match=r"mechanism 'Gaussian'.*\(rdp, delta=1e-06\).*Spent so far"):
-        ledger.record_training_mechanism("m3", rdp=_gaussian_curve(sigma), description="Gaussian")
+        _train_curve(ledger, "m3", _gaussian_curve(sigma), "Gaussian")
     with pytest.raises(PrivacyBudgetExceeded):
         ledger.check_training_mechanism(rdp=_gaussian_curve(100.0 * sigma))
     with pytest.raises(PrivacyBudgetExceeded):  # a DP-SGD run goes through the same filter
-        ledger.record_training_run(run_id="sgd", noise_multiplier=50.0, sample_rate=0.01, steps=10)
-    assert ledger.state_dict() == before
+        _train(ledger, [("sgd", 50.0, 0.01, 10)])
+    assert ledger.state_dict() == before and ledger.num_reservations() == 0
     assert ledger.training_epsilon(delta) == budget
-    # A replay of a recorded mechanism is not a new one: accepted at the budget's edge.
-    assert not ledger.record_training_mechanism("m2", rdp=_gaussian_curve(sigma), description="Gaussian")
     # With a "prv" ledger, a mechanism makes the filter compose with RDP.
     prv = PrivacyLedger(training_accountant="prv", training_epsilon_budget=1.5, training_delta=1e-5)
-    prv.record_training_run(run_id="sgd", noise_multiplier=1.1, sample_rate=0.02, steps=100)
+    _train(prv, [("sgd", 1.1, 0.02, 100)])
     with pytest.raises(PrivacyBudgetExceeded, match=r"\(rdp, delta=1e-05\)"):
-        prv.record_training_mechanism("m", rdp=_gaussian_curve(1.2), description="Gaussian")
+        _train_curve(prv, "m", _gaussian_curve(1.2), "Gaussian")
     assert list(prv.training_runs) == ["sgd"] and prv.training_mechanisms == {}
 
 
-def test_training_mechanism_record_is_idempotent_and_checked():
+def test_training_mechanism_records_are_checked_and_never_share_an_id():
     ledger = PrivacyLedger()
     calls = []
 
@@ -521,17 +566,14 @@ def test_training_mechanism_record_is_idempotent_and_checked():
     assert ledger.record_training_mechanism("amp-0000", rdp=curve, description="AMP")
     assert calls == list(TRAINING_RDP_ORDERS)  # evaluated once per order, at record time
     eps = ledger.training_epsilon(1e-5)
-    assert not ledger.record_training_mechanism("amp-0000", rdp=curve, description="AMP")
+    with pytest.raises(ValueError, match="'amp-0000' is already in the ledger"):  # same curve: still a second run
+        ledger.record_training_mechanism("amp-0000", rdp=curve, description="AMP")
     assert ledger.training_epsilon(1e-5) == eps and len(ledger.training_mechanisms) == 1
     assert ledger.training_mechanisms["amp-0000"] == TrainingMechanism("AMP", tuple(a / 50.0 for a in TRAINING_RDP_ORDERS))
-    with pytest.raises(ValueError, match="already recorded as the mechanism 'AMP' with another RDP curve"):
-        ledger.record_training_mechanism("amp-0000", rdp=lambda a: a / 40.0, description="AMP")
-    with pytest.raises(ValueError, match="already recorded"):
-        ledger.record_training_mechanism("amp-0000", rdp=curve, description="AMP, other")
     ledger.record_training_run(run_id=3, noise_multiplier=1.0, sample_rate=0.1, steps=5)
-    with pytest.raises(ValueError, match="already recorded as the DP-SGD run"):
+    with pytest.raises(ValueError, match="already in the ledger"):
         ledger.record_training_mechanism(3, rdp=curve, description="AMP")
-    with pytest.raises(ValueError, match="already recorded as the mechanism 'AMP', not as a DP-SGD run"):
+    with pytest.raises(ValueError, match="already in the ledger"):
         ledger.record_training_run(run_id="amp-0000", noise_multiplier=1.0, sample_rate=0.1, steps=5)
     assert ledger.training_run_ids() == ["amp-0000", 3]
     bad_curves = [
@@ -595,32 +637,35 @@ def test_pure_dp_to_gdp_mu_is_the_smallest_dominating_gaussian(epsilon):
 
 def test_several_releases_per_iteration_and_a_pure_selection():
     ledger = PrivacyLedger(validation_mu_budget=1.0)
-    ledger.record_validation_step(mu=0.3, run_id="run-a", key="step-0003/grad")
-    ledger.record_validation_step(mu=0.4, run_id="run-a", key="step-0003/norm")
-    assert ledger.record_validation_pure(0.5, run_id="run-a", key="select")
+    with ledger.charge({"grad": Gaussian(0.3), "norm": Gaussian(0.4)}, run_id="run-a", step=3) as meter:
+        assert meter.key("grad") == "step-0003/grad" and meter.key("norm") == "step-0003/norm"
+        meter.record("norm", Gaussian(0.4))
+        meter.record("grad", Gaussian(0.25))  # below its bound: the rest is given back
+        with pytest.raises(RuntimeError, match="already recorded"):
+            meter.record("norm", Gaussian(0.4))
+        with pytest.raises(ValueError, match="not in this step's bound"):
+            meter.record("clip", Gaussian(0.1))
+    with pytest.raises(RuntimeError, match="charge has ended"):
+        meter.record("grad", Gaussian(0.1))
+    with ledger.charge({"select": PureDP(0.5)}, run_id="run-a") as meter:
+        with pytest.raises(ValueError, match="exceeds the step's bound"):
+            meter.record("select", PureDP(0.6))
+        meter.record("select", PureDP(0.5))
     mu_select = pure_dp_to_gdp_mu(0.5)
+    assert [r.key for r in ledger.validation_records()] == ["step-0003/norm", "step-0003/grad", "select"]
     assert ledger.validation_steps[("run-a", "select")] == mu_select
     assert ledger.validation_pure_epsilons == {("run-a", "select"): 0.5}
-    assert ledger.validation_mu() == pytest.approx(math.sqrt(0.25 + mu_select**2), rel=1e-14)
-    # Resume: the same releases again change nothing.
-    assert not ledger.record_validation_step(mu=0.3, run_id="run-a", key="step-0003/grad")
-    assert not ledger.record_validation_pure(0.5, run_id="run-a", key="select")
-    assert len(ledger.validation_steps) == 3
-    with pytest.raises(ValueError, match="already recorded with mu=0.4, not mu=0.5"):
-        ledger.record_validation_step(mu=0.5, run_id="run-a", key="step-0003/norm")
-    with pytest.raises(ValueError, match="already recorded with epsilon=0.5, not epsilon=0.6"):
-        ledger.record_validation_pure(0.6, run_id="run-a", key="select")
-    with pytest.raises(ValueError, match="already recorded as a pure epsilon-DP release"):
-        ledger.record_validation_step(mu=mu_select, run_id="run-a", key="select")
-    with pytest.raises(ValueError, match="already recorded as a Gaussian release"):
-        ledger.record_validation_pure(0.5, run_id="run-a", key="step-0003/grad")
+    assert ledger.validation_mu() == pytest.approx(math.sqrt(0.16 + 0.0625 + mu_select**2), rel=1e-14)
+    assert ledger.num_reservations() == 0
     with pytest.raises(ValueError, match="epsilon must be positive"):
         ledger.record_validation_pure(0.0, run_id="run-a", key="select-2")
-    # The GDP filter charges the converted μ: 0.5 ⊕ 0.624 ⊕ μ(ε) ≤ 1 leaves room for ε ≈ 0.4.
+    # The GDP filter charges the converted μ: what is left admits ε = 0.4 but not ε = 0.5.
     remaining = ledger.remaining_validation_mu()
     with pytest.raises(PrivacyBudgetExceeded):
-        ledger.record_validation_pure(0.5, run_id="run-b", key="select")
-    ledger.record_validation_pure(0.4, run_id="run-b", key="select")
+        with ledger.charge({"select": PureDP(0.5)}, run_id="run-b"):
+            raise AssertionError("not reached")
+    with ledger.charge({"select": PureDP(0.4)}, run_id="run-b") as meter:
+        meter.record("select", PureDP(0.4))
     assert pure_dp_to_gdp_mu(0.4) <= remaining < pure_dp_to_gdp_mu(0.5)
     report = ledger.report(DELTA)["validation"]
     assert report["num_steps"] == 4 and report["num_runs"] == 2
@@ -628,6 +673,10 @@ def test_several_releases_per_iteration_and_a_pure_selection():
         {"run_id": "run-a", "key": "select", "epsilon": 0.5, "mu": mu_select},
         {"run_id": "run-b", "key": "select", "epsilon": 0.4, "mu": pure_dp_to_gdp_mu(0.4)},
     ]
+    # a run id chosen by the caller is refused when taken (new_run), before anything
+    with pytest.raises(ValueError, match="'run-b' is already in the ledger"):
+        with ledger.charge({"select": PureDP(0.01)}, run_id="run-b", new_run=True):
+            raise AssertionError("not reached")
 
 
 # ------------------------------------------------------------------------ state v3 / v2
@@ -646,8 +695,9 @@ def _v3_ledger():
 def test_state_v3_json_round_trip_with_curves_and_pure_releases():
     ledger = _v3_ledger()
     state = ledger.state_dict()
-    assert state["version"] == 4 and state["rdp_orders"] == list(TRAINING_RDP_ORDERS)
-    assert state["validation_steps"][1] == {"run_id": "run-a", "key": "select", "mu": pure_dp_to_gdp_mu(1.0), "epsilon": 1.0}
+    assert state["version"] == 5 and state["rdp_orders"] == list(TRAINING_RDP_ORDERS)
+    select = {k: v for k, v in state["validation_steps"][1].items() if k != "release_id"}
+    assert select == {"run_id": "run-a", "key": "select", "mu": pure_dp_to_gdp_mu(1.0), "epsilon": 1.0}
     assert [e["run_id"] for e in state["training_runs"]] == ["eval-0000", "amp-0001", 7]
     assert state["training_runs"][1]["description"] == "AMP, lambda=3.7"
     saved = json.dumps(state)
@@ -658,9 +708,8 @@ def test_state_v3_json_round_trip_with_curves_and_pure_releases():
     assert resumed.validation_pure_epsilons == ledger.validation_pure_epsilons
     assert resumed.training_epsilon(1e-6) == ledger.training_epsilon(1e-6)
     assert resumed.report(1e-5) == ledger.report(1e-5)
-    # A resumed loop replays its last releases and training run: nothing changes.
-    assert not resumed.record_validation_pure(1.0, run_id="run-a", key="select")
-    assert not resumed.record_training_mechanism("amp-0001", rdp=_gaussian_curve(6.0), description="AMP, lambda=3.7")
+    # Loading the state again (a resumed loop) merges: nothing changes.
+    resumed.load_state_dict(json.loads(saved))
     assert resumed.state_dict() == state
 
 
@@ -680,8 +729,12 @@ def test_old_v2_state_still_loads():
     fresh = PrivacyLedger()
     _record_runs(fresh, [("eval-0", 1.1, 0.02, 100), (4, 0.9, 0.05, 40)])
     assert ledger.training_epsilon(1e-6) == fresh.training_epsilon(1e-6)
-    assert ledger.state_dict()["version"] == 4  # written back as version 4
+    assert ledger.state_dict()["version"] == 5  # written back as version 5
     assert PrivacyLedger.from_state_dict(ledger.state_dict()).state_dict() == ledger.state_dict()
+    # its records got ids that depend only on (side, run id, key): loading it twice is one copy
+    assert [r.release_id for r in ledger.validation_records()][0] == 'legacy:validation:"run-a":step-0000'
+    ledger.load_state_dict(v2)
+    assert len(ledger.records()) == 4
     # Version 2 never held curves or pure releases: such entries in a v2 state are damage.
     bad_v2 = [
         {**v2, "training_runs": [{"run_id": "m", "description": "AMP", "rdp": [0.1] * len(TRAINING_RDP_ORDERS)}]},
@@ -732,7 +785,7 @@ def test_training_filter_works_at_one_order_fixed_by_the_first_entry():
     count = 0
     while True:
         try:
-            ledger.record_training_mechanism(f"run-{count}", rdp=curve, description="gaussian")
+            _train_curve(ledger, f"run-{count}", curve, "gaussian")
         except PrivacyBudgetExceeded:
             break
         count += 1
@@ -748,9 +801,9 @@ def test_training_filter_works_at_one_order_fixed_by_the_first_entry():
     order = filter_order(budget, delta, np.array([first(a) for a in TRAINING_RDP_ORDERS]))
     spiky = lambda a: 50.0 if a == order else 1e-9  # noqa: E731
     ledger = PrivacyLedger(training_epsilon_budget=budget, training_delta=delta)
-    ledger.record_training_mechanism("first", rdp=first, description="gaussian")
+    _train_curve(ledger, "first", first, "gaussian")
     with pytest.raises(PrivacyBudgetExceeded, match=f"alpha={order:g}"):
-        ledger.record_training_mechanism("spiky", rdp=spiky, description="adversarial")
+        _train_curve(ledger, "spiky", spiky, "adversarial")
     both = PrivacyLedger()
     both.record_training_mechanism("first", rdp=first, description="gaussian")
     both.record_training_mechanism("spiky", rdp=spiky, description="adversarial")

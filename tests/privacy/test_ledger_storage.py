@@ -21,7 +21,15 @@ import pytest
 import sqlalchemy as sa
 
 from botorch_dp.privacy.analysis.gdp import compose_gdp, pure_dp_to_gdp_mu
-from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
+from botorch_dp.privacy.ledger import (
+    TRAINING_RDP_ORDERS,
+    DPSGDRun,
+    Gaussian,
+    PrivacyBudgetExceeded,
+    PrivacyLedger,
+    PureDP,
+    TrainingMechanism,
+)
 from botorch_dp.privacy.ledger_storage import SCHEMA_VERSION, open_storage, storage_url
 
 from . import ledger_workers
@@ -60,10 +68,31 @@ def _gaussian_rdp(sigma):
     return lambda alpha: alpha / (2.0 * sigma**2)
 
 
+def _curve(sigma, description):
+    return TrainingMechanism(description, tuple(_gaussian_rdp(sigma)(a) for a in TRAINING_RDP_ORDERS))
+
+
+def _spend(ledger, event, run_id, step=None, part="grad"):
+    with ledger.charge({part: event}, run_id=run_id, step=step) as meter:
+        meter.record(part, event)
+
+
+def _train(ledger, run_id, event):
+    with ledger.charge_training({run_id: event}) as meter:
+        meter.record(run_id)
+
+
+def _without_ids(state):
+    r"""A ledger state with the records' random release ids left out (two ledgers that made
+    the same releases hold the same records under different ids)."""
+    strip = lambda entries: [{k: v for k, v in e.items() if k != "release_id"} for e in entries]  # noqa: E731
+    return {**state, "validation_steps": strip(state["validation_steps"]), "training_runs": strip(state["training_runs"])}
+
+
 # ------------------------------------------------------------------------ in memory
 
 
-def test_in_memory_ledger_is_the_default_and_unchanged():
+def test_in_memory_ledger_is_the_default_and_refuses_to_be_copied_into_a_worker():
     ledger = PrivacyLedger(validation_mu_budget=1.0)
     assert ledger.storage_url is None and ledger.dataset is None
     for t in range(25):
@@ -76,7 +105,13 @@ def test_in_memory_ledger_is_the_default_and_unchanged():
         "version", "validation_mu_budget", "training_epsilon_budget", "training_delta", "training_accountant",
         "prv_eps_error", "rdp_orders", "validation_steps", "training_runs",
     }
-    assert pickle.loads(pickle.dumps(ledger)).state_dict() == state
+    # a copy in another process would record charges there that are then lost: refused
+    for holder in (ledger, PrivacyLedger(validation_mu_budget=1.0), PrivacyLedger(training_epsilon_budget=1.0,
+                                                                                  training_delta=1e-5)):
+        with pytest.raises(TypeError, match="cannot be pickled.*storage="):
+            pickle.dumps(holder)
+    empty = pickle.loads(pickle.dumps(PrivacyLedger()))  # an empty ledger without budget holds nothing to lose
+    assert empty.records() == []
     assert ledger.cancel_reservations() == 0
     with pytest.raises(ValueError, match="dataset needs storage"):
         PrivacyLedger(dataset="clinic")
@@ -98,23 +133,19 @@ def test_storage_urls():
 
 
 def _script(ledger: PrivacyLedger) -> list[str]:
-    r"""The same releases and training entries, with a check before each record; what was refused."""
+    r"""The same charged releases and training entries; what was refused."""
     refused = []
     for t in range(6):
         mu = 0.3 if t % 2 else 0.25
         try:
-            ledger.check_validation_step(mu)
-            ledger.record_validation_step(mu, run_id="run-a", key=f"step-{t:04d}")
+            _spend(ledger, Gaussian(mu), "run-a", t)
         except PrivacyBudgetExceeded:
             refused.append(f"step-{t}")
-    ledger.check_validation_step(pure_dp_to_gdp_mu(0.2))
-    ledger.record_validation_pure(0.2, run_id="run-a", key="select")
-    assert ledger.record_validation_step(0.25, run_id="run-a", key="step-0000") is False  # replay
-    ledger.record_training_run(run_id=0, noise_multiplier=1.1, sample_rate=0.01, steps=200)
+    _spend(ledger, PureDP(0.2), "run-a", part="select")
+    _train(ledger, 0, DPSGDRun(1.1, 0.01, 200))
     for i, sigma in enumerate([3.0, 2.0, 4.0, 1.5, 3.0, 2.5]):
         try:
-            ledger.check_training_mechanism(rdp=_gaussian_rdp(sigma))
-            ledger.record_training_mechanism(f"amp-{i}", rdp=_gaussian_rdp(sigma), description=f"Gaussian sigma={sigma}")
+            _train(ledger, f"amp-{i}", _curve(sigma, f"Gaussian sigma={sigma}"))
         except PrivacyBudgetExceeded:
             refused.append(f"amp-{i}")
     return refused
@@ -130,7 +161,7 @@ def test_a_stored_ledger_composes_exactly_as_in_memory(url):
     assert "step-5" in refused and any(r.startswith("amp-") for r in refused)
     reopened = PrivacyLedger(storage=url, dataset=dataset)
     for ledger in (stored, reopened):
-        assert ledger.state_dict() == memory.state_dict()
+        assert _without_ids(ledger.state_dict()) == _without_ids(memory.state_dict())
         assert ledger.report(1e-6) == memory.report(1e-6)
         assert ledger.validation_mu() == memory.validation_mu()  # bit for bit
         assert ledger.training_epsilon(1e-5) == memory.training_epsilon(1e-5)
@@ -140,26 +171,25 @@ def test_a_stored_ledger_composes_exactly_as_in_memory(url):
 
 
 def test_a_training_record_takes_its_reservations_place_so_the_filter_order_is_kept(url):
-    r"""Run A checks first, run B checks and records in between, A records: the entries'
-    order (and so ``filter_order``, fixed by the FIRST entry) is that of the checks. A's
-    Gaussian curve fixes the order at 10.2, where a further Gaussian entry fits; had B's flat
-    curve come first, the order would be 512, where it does not."""
+    r"""Run A is admitted first, run B is admitted and recorded in between, A records: the
+    entries' order (and so ``filter_order``, fixed by the FIRST entry) is that of the
+    admissions. A's Gaussian curve fixes the order at 10.2, where a further Gaussian entry
+    fits; had B's flat curve come first, the order would be 512, where it does not."""
     dataset = _dataset()
     settings = dict(training_epsilon_budget=2.0, training_delta=1e-5)
     a = PrivacyLedger(storage=url, dataset=dataset, **settings)
     b = PrivacyLedger(storage=url, dataset=dataset)
-    flat = lambda alpha: 0.5  # noqa: E731
-    a.check_training_mechanism(rdp=_gaussian_rdp(4.0))
-    b.check_training_mechanism(rdp=flat)
-    b.record_training_mechanism("b", rdp=flat, description="B")
-    a.record_training_mechanism("a", rdp=_gaussian_rdp(4.0), description="A")
+    flat = TrainingMechanism("B", (0.5,) * len(TRAINING_RDP_ORDERS))
+    with a.charge_training({"a": _curve(4.0, "A")}) as meter:
+        _train(b, "b", flat)
+        meter.record("a")
     in_order, reversed_ = PrivacyLedger(**settings), PrivacyLedger(**settings)
-    in_order.record_training_mechanism("a", rdp=_gaussian_rdp(4.0), description="A")
-    in_order.record_training_mechanism("b", rdp=flat, description="B")
-    assert b.training_run_ids() == ["a", "b"] and b.state_dict() == in_order.state_dict()
+    _train(in_order, "a", _curve(4.0, "A"))
+    _train(in_order, "b", flat)
+    assert b.training_run_ids() == ["a", "b"] and _without_ids(b.state_dict()) == _without_ids(in_order.state_dict())
     b.check_training_mechanism(rdp=_gaussian_rdp(5.0))
     in_order.check_training_mechanism(rdp=_gaussian_rdp(5.0))
-    reversed_.record_training_mechanism("b", rdp=flat, description="B")
+    _train(reversed_, "b", flat)
     with pytest.raises(PrivacyBudgetExceeded, match="alpha=512"):  # what appending A after B would do
         reversed_.check_training_mechanism(rdp=_gaussian_rdp(4.0))
     with pytest.raises(PrivacyBudgetExceeded, match="alpha=10.2"):
@@ -186,27 +216,35 @@ def test_the_budget_is_stored_with_the_dataset_and_a_different_one_refused(url):
     adopted.check_validation_step(0.6)  # the others keep the stored budget
     adopted.validation_mu_budget = 5.0  # never looser than the stored one
     with pytest.raises(PrivacyBudgetExceeded):
-        adopted.check_validation_step(0.9)
+        adopted.check_validation_step(1.1)
     assert PrivacyLedger(storage=url, dataset=_dataset()).validation_mu_budget is None
 
 
-def test_a_check_reserves_and_a_vanished_runs_reservation_stays_counted(url):
+def test_a_charge_reserves_and_a_dead_runs_reservation_stays_counted_until_its_run_cancels_it(url):
     dataset = _dataset()
     a = PrivacyLedger(storage=url, dataset=dataset, validation_mu_budget=BUDGET)
     b = PrivacyLedger(storage=url, dataset=dataset)
-    a.check_validation_step(0.4)  # ... and run a never records (it crashed before its release)
-    assert b.validation_mu() == 0.0 and b.validation_steps == {}
-    assert b.remaining_validation_mu() == pytest.approx(math.sqrt(BUDGET**2 - 0.4**2))
-    with pytest.raises(PrivacyBudgetExceeded, match="recorded and reserved"):
-        b.check_validation_step(0.3)
-    assert b.cancel_reservations() == 0  # not b's to drop
-    assert a.cancel_reservations() == 1
-    # one check of a composed mu covers its records (by mu^2); nothing is left reserved
-    b.check_validation_step(compose_gdp([0.3, 0.2]))
-    b.record_validation_step(0.3, run_id="b", key="step-0000/precond")
-    assert [r.status for r in _rows(url, dataset)] == ["reserved", "recorded"]
-    b.record_validation_step(0.2, run_id="b", key="step-0000")
-    assert [r.status for r in _rows(url, dataset)] == ["recorded", "recorded"]
+    with a.charge({"grad": Gaussian(0.4)}, run_id="a", step=0):  # held while the step runs ...
+        assert [(r.status, r.run_id) for r in _rows(url, dataset)] == [("reserved", "a")]
+        assert b.remaining_validation_mu() == pytest.approx(math.sqrt(BUDGET**2 - 0.4**2))
+        with pytest.raises(PrivacyBudgetExceeded, match="recorded and reserved"):
+            _spend(b, Gaussian(0.3), "b", 0)
+    assert _rows(url, dataset) == [] and b.remaining_validation_mu() == pytest.approx(BUDGET)  # ... and given back
+    # a process killed inside its charge leaves its hold, counted (an over-count) until the
+    # run resumes or cancels it; another run cannot drop it
+    with open_storage(url).transaction(dataset) as tx:
+        tx.reserve(side="validation", entry={"mu": 0.4}, run_id="a", owner="killed")
+    with pytest.raises(PrivacyBudgetExceeded):
+        _spend(b, Gaussian(0.3), "b", 0)
+    assert b.cancel_reservations("b") == 0 and b.cancel_reservations() == 0
+    assert a.cancel_reservations("a") == 1
+    # one charge of several parts holds their composed mu; each record takes its mu^2 off
+    with b.charge({"grad": Gaussian(0.2), "precond": Gaussian(0.3)}, run_id="b", step=0) as meter:
+        meter.record("precond", Gaussian(0.3))
+        rows = _rows(url, dataset)
+        assert [r.status for r in rows] == ["reserved", "recorded"] and rows[0].entry["mu"] == pytest.approx(0.2)
+        meter.record("grad", Gaussian(0.2))
+        assert [r.status for r in _rows(url, dataset)] == ["recorded", "recorded"]
     assert a.validation_mu() == compose_gdp([0.3, 0.2])
 
 
@@ -215,7 +253,7 @@ def test_load_state_dict_merges_into_a_stored_ledger(url):
     stored = PrivacyLedger(storage=url, dataset=dataset, validation_mu_budget=1.0)
     stored.record_validation_step(0.3, run_id="a", key="step-0000")
     memory = PrivacyLedger(validation_mu_budget=0.8)
-    memory.record_validation_step(0.3, run_id="a", key="step-0000")
+    memory.load_state_dict(stored.state_dict())  # the same release, by its id
     memory.record_validation_step(0.4, run_id="a", key="step-0001")
     memory.record_training_run(run_id=7, noise_multiplier=1.0, sample_rate=0.01, steps=10)
     stored.load_state_dict(memory.state_dict())
@@ -223,14 +261,20 @@ def test_load_state_dict_merges_into_a_stored_ledger(url):
     assert stored.state_dict()["validation_steps"] == memory.state_dict()["validation_steps"]
     assert stored.training_runs == {7: (1.0, 0.01, 10)} and stored.validation_mu_budget == 0.8
     assert PrivacyLedger(storage=url, dataset=dataset).validation_mu_budget == 1.0  # the stored one
-    conflicting = PrivacyLedger()
-    conflicting.record_validation_step(0.5, run_id="a", key="step-0000")
+    # another ledger's release under the same (run id, key) is another release: both are kept
+    other = PrivacyLedger()
+    other.record_validation_step(0.5, run_id="a", key="step-0000")
+    stored.load_state_dict(other.state_dict())
+    assert stored.validation_mu() == pytest.approx(compose_gdp([0.3, 0.4, 0.5]), rel=1e-14)
+    # the same release id with another cost is a contradiction: refused, nothing written
+    forged = stored.state_dict()
+    forged["validation_steps"][0]["mu"] = 0.01
     before = _rows(url, dataset)
-    with pytest.raises(ValueError, match="already recorded"):
-        stored.load_state_dict(conflicting.state_dict())
+    with pytest.raises(ValueError, match="here but"):
+        stored.load_state_dict(forged)
     looser = PrivacyLedger(validation_mu_budget=2.0)
-    with pytest.raises(ValueError, match="looser"):
-        stored.load_state_dict(looser.state_dict())
+    stored.load_state_dict(looser.state_dict())  # a state never loosens a budget
+    assert stored.validation_mu_budget == 0.8
     assert _rows(url, dataset) == before
 
 
@@ -265,7 +309,7 @@ def test_eight_processes_race_for_a_budget_of_five_releases(url):
 
 def test_threads_sharing_one_stored_ledger_object_spend_five_releases(tmp_path):
     r"""A thread pool evaluating candidates with one objective shares its ledger object:
-    check, release, record from 8 threads at once still spend exactly 5 releases."""
+    charges from 8 threads at once still spend exactly 5 releases."""
     from concurrent.futures import ThreadPoolExecutor
 
     url = f"sqlite:///{tmp_path / 'budget.db'}"
@@ -273,10 +317,9 @@ def test_threads_sharing_one_stored_ledger_object_spend_five_releases(tmp_path):
 
     def spend(i):
         try:
-            ledger.check_validation_step(MU)
+            _spend(ledger, Gaussian(MU), f"thread-{i}", 0)
         except PrivacyBudgetExceeded:
             return False
-        ledger.record_validation_step(MU, run_id=f"thread-{i}", key="step-0000")
         return True
 
     with ThreadPoolExecutor(8) as pool:
@@ -293,10 +336,9 @@ def test_a_process_killed_inside_its_transaction_leaves_nothing(url):
     assert _rows(url, dataset) == []
     ledger = PrivacyLedger(storage=url, dataset=dataset)  # the lock is free, the budget whole
     for t in range(5):
-        ledger.check_validation_step(MU)
-        ledger.record_validation_step(MU, run_id="after", key=f"step-{t:04d}")
+        _spend(ledger, Gaussian(MU), "after", t)
     with pytest.raises(PrivacyBudgetExceeded):
-        ledger.check_validation_step(MU)
+        _spend(ledger, Gaussian(MU), "after", 5)
     assert [r.run_id for r in _rows(url, dataset)] == ["after"] * 5
 
 
@@ -304,9 +346,9 @@ def test_a_process_killed_inside_its_transaction_leaves_nothing(url):
 
 
 def test_dpgibo_runs_sharing_a_stored_ledger_record_what_they_would_in_memory(tmp_path):
-    r"""DP-GIBO checks before each release and records after it; with a stored ledger the
-    checks reserve and the records consume, so two seeded runs leave exactly the entries of
-    the same runs on an in-memory ledger, and no reservation."""
+    r"""DP-GIBO charges each step before its releases and records each at its draw; with a
+    stored ledger the charges reserve and the records consume, so two seeded runs leave
+    exactly the entries of the same runs on an in-memory ledger, and no reservation."""
     import torch
     from gpytorch.kernels import PolynomialKernel
 
@@ -338,10 +380,10 @@ def test_dpgibo_runs_sharing_a_stored_ledger_record_what_they_would_in_memory(tm
         runs[0].run_id = runs[1].run_id
         results = [opt.run(objective, progress=False) for opt in runs]
         assert results[0].release.theta.equal(results[1].release.theta)
-    assert stored.state_dict() == memory.state_dict()
+    assert _without_ids(stored.state_dict()) == _without_ids(memory.state_dict())
     keys = {key.split("/")[-1] for _, key in memory.validation_steps}
     assert {"step-0000", "step-0001", "norm", "grad", "select"} <= keys  # every kind of release
-    assert [r.status for r in _rows(url, dataset)] == ["recorded"] * len(memory.validation_steps)
+    assert [r.status for r in _rows(url, dataset)] == ["recorded"] * len(memory.validation_records())
     with pytest.raises(PrivacyBudgetExceeded):  # a third run of mu 0.6 does not fit 1.0
         DPGIBO(configs[0], ledger=PrivacyLedger(storage=url, dataset=dataset)).run(objective, progress=False)
 
@@ -352,9 +394,52 @@ def test_the_sqlite_file_holds_json_text(tmp_path):
     ledger.record_validation_pure(0.5, run_id="r", key="select")
     engine = sa.create_engine(f"sqlite:///{path}")
     with engine.connect() as db:
-        row = db.execute(sa.text("SELECT run_id, release_key, entry FROM botorch_dp_ledger_entries")).one()
+        row = db.execute(sa.text("SELECT run_id, release_key, release_id, entry FROM botorch_dp_ledger_records")).one()
         settings = db.execute(sa.text("SELECT settings FROM botorch_dp_ledger_datasets")).scalar_one()
     engine.dispose()
-    assert row.run_id == '"r"' and row.release_key == "select"
+    assert row.run_id == '"r"' and row.release_key == "select" and len(row.release_id) == 32
     assert json.loads(row.entry) == {"mu": pure_dp_to_gdp_mu(0.5), "epsilon": 0.5}
     assert json.loads(settings)["validation_mu_budget"] == 1.0
+
+
+def test_a_version_1_database_is_migrated_in_place_and_its_old_records_keep_their_identity(tmp_path):
+    r"""A database written before release ids (schema 1: rows unique on (run_id, key)) is
+    copied into the new table on open: its records get the ``legacy:`` ids a version-4
+    checkpoint's records get, so the same release from both is one record; its
+    reservations are held under ``"legacy-reservation"``; older code refuses version 2."""
+    path = tmp_path / "v1.db"
+    with sqlite3.connect(path) as db:
+        db.executescript(
+            """
+            CREATE TABLE botorch_dp_ledger_meta (name VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL);
+            INSERT INTO botorch_dp_ledger_meta VALUES ('schema_version', '1');
+            CREATE TABLE botorch_dp_ledger_datasets (dataset VARCHAR(255) PRIMARY KEY, settings TEXT NOT NULL,
+                created_at VARCHAR(40) NOT NULL);
+            CREATE TABLE botorch_dp_ledger_entries (seq INTEGER PRIMARY KEY AUTOINCREMENT, dataset VARCHAR(255) NOT NULL,
+                side VARCHAR(16) NOT NULL, status VARCHAR(16) NOT NULL, run_id TEXT, release_key TEXT, owner VARCHAR(64),
+                entry TEXT NOT NULL, created_at VARCHAR(40) NOT NULL);
+            """
+        )
+        settings = {"validation_mu_budget": 1.0, "training_epsilon_budget": None, "training_delta": None,
+                    "training_accountant": "rdp", "prv_eps_error": 0.01}
+        db.execute("INSERT INTO botorch_dp_ledger_datasets VALUES ('d', ?, 'then')", (json.dumps(settings),))
+        rows = [("validation", "recorded", '"run-a"', "step-0000", None, '{"mu": 0.3}'),
+                ("validation", "reserved", None, None, "tok", '{"mu": 0.4}'),
+                ("training", "recorded", "7", "", None, '{"noise_multiplier": 1.0, "sample_rate": 0.1, "steps": 5}')]
+        for side, status, run_id, key, owner, entry in rows:
+            db.execute("INSERT INTO botorch_dp_ledger_entries (dataset, side, status, run_id, release_key, owner, entry, "
+                       "created_at) VALUES ('d', ?, ?, ?, ?, ?, ?, 'then')", (side, status, run_id, key, owner, entry))
+    ledger = PrivacyLedger(storage=path, dataset="d")
+    assert ledger.validation_mu_budget == 1.0 and ledger.validation_mu() == 0.3
+    assert [r.release_id for r in ledger.records()] == ['legacy:validation:"run-a":step-0000', "legacy:training:7:"]
+    assert ledger.remaining_validation_mu() == pytest.approx(math.sqrt(1 - 0.09 - 0.16))  # the old hold still counts
+    assert ledger.cancel_reservations("legacy-reservation") == 1
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM botorch_dp_ledger_meta").fetchone() == ("2",)
+        assert db.execute("SELECT COUNT(*) FROM botorch_dp_ledger_entries").fetchone() == (3,)  # left as it was
+    # the same release in a version-4 checkpoint state merges into it: not counted twice
+    v4 = {"version": 4, "validation_mu_budget": 1.0, "training_epsilon_budget": None, "training_delta": None,
+          "training_accountant": "rdp", "prv_eps_error": 0.01, "rdp_orders": list(TRAINING_RDP_ORDERS),
+          "validation_steps": [{"run_id": "run-a", "key": "step-0000", "mu": 0.3}], "training_runs": []}
+    ledger.load_state_dict(v4)
+    assert len(ledger.records()) == 2 and PrivacyLedger(storage=path, dataset="d").validation_mu() == 0.3

@@ -17,7 +17,7 @@ from dp_accounting.rdp import RdpAccountant
 
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon, pure_dp_to_gdp_mu
 from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
-from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger, ValidationMechanism
+from botorch_dp.privacy.ledger import Gaussian, PrivacyBudgetExceeded, PrivacyLedger, PureDP, ValidationMechanism
 from botorch_dp.privacy.ledger_storage import open_storage
 from botorch_dp.privacy.seeding import PrivacyWarning
 
@@ -35,6 +35,16 @@ def _gaussian(mu):
 def _selection_like(alpha):
     r"""A curve no μ-GDP dominates: large at small orders (a ``log E[K]/(α − 1)``-like term)."""
     return 0.05 * alpha + 0.2 / (alpha - 1.0)
+
+
+def _event(curve, description="curve"):
+    return ValidationMechanism(description, tuple(curve(a) for a in ORDERS))
+
+
+def _spend(ledger, event, run_id, part="select"):
+    r"""One release through the charge protocol (admitted before, recorded at the draw)."""
+    with ledger.charge({part: event}, run_id=run_id) as meter:
+        meter.record(part, event)
 
 
 # -------------------------------------------------------------- GDP-only: unchanged
@@ -55,7 +65,7 @@ def test_gdp_only_ledger_gives_the_closed_forms_bit_for_bit():
     assert ledger.validation_mechanisms == {}
     report = ledger.report(DELTA)["validation"]
     assert report["mu"] == spent and "rdp_order" not in report and "rdp_releases" not in report
-    assert all(set(e) in ({"run_id", "key", "mu"}, {"run_id", "key", "mu", "epsilon"})
+    assert all(set(e) in ({"release_id", "run_id", "key", "mu"}, {"release_id", "run_id", "key", "mu", "epsilon"})
                for e in ledger.state_dict()["validation_steps"])
     # the GDP filter: exactly the room sqrt(1 - spent^2) fits, a bit more does not
     room = ledger.remaining_validation_mu()
@@ -133,8 +143,7 @@ def test_filter_refuses_a_curve_over_alpha_budget_squared_over_two_at_one_order(
     def spiky(alpha):  # within the room everywhere but at alpha = 63
         return room[ORDERS.index(alpha)] * (1.01 if alpha == 63.0 else 0.5)
 
-    for attempt in (ledger.check_validation_mechanism, lambda r: ledger.record_validation_mechanism(
-            r, run_id="h", key="select", description="spiky")):
+    for attempt in (ledger.check_validation_mechanism, lambda r: _spend(ledger, _event(r, "spiky"), "h")):
         with pytest.raises(PrivacyBudgetExceeded, match="alpha=63"):
             attempt(spiky)
     assert ledger.validation_mechanisms == {} and ledger.validation_mu() == 0.6  # nothing recorded
@@ -142,13 +151,12 @@ def test_filter_refuses_a_curve_over_alpha_budget_squared_over_two_at_one_order(
 
     # exactly the room fits; afterwards no Gaussian step does
     ledger.check_validation_mechanism(lambda a: room[ORDERS.index(a)])
-    assert ledger.record_validation_mechanism(lambda a: room[ORDERS.index(a)], run_id="h", key="select",
-                                              description="exact")
+    _spend(ledger, _event(lambda a: room[ORDERS.index(a)], "exact"), "h")
     assert ledger.remaining_validation_mu() == pytest.approx(0.0, abs=1e-6)
     with pytest.raises(PrivacyBudgetExceeded, match="summed RDP"):
         ledger.check_validation_step(1e-3)
     with pytest.raises(PrivacyBudgetExceeded):
-        ledger.record_validation_pure(0.01, run_id="gibo", key="select")
+        _spend(ledger, PureDP(0.01), "gibo")
     assert list(ledger.validation_steps) == [("gibo", "step-0000")]
 
 
@@ -171,37 +179,30 @@ def test_after_an_rdp_entry_a_gaussian_step_fits_up_to_the_closed_form_remaining
 def test_a_curve_that_no_budget_order_covers_is_refused_before_anything_is_recorded():
     ledger = PrivacyLedger(validation_mu_budget=3.0)
     with pytest.raises(PrivacyBudgetExceeded, match="alpha=1.1"):
-        ledger.record_validation_mechanism(lambda a: 5.0, run_id="h", key="select", description="flat")
-    ledger.record_validation_mechanism(lambda a: 4.0, run_id="h", key="select", description="flat")  # 4 <= 1.1*9/2
+        _spend(ledger, _event(lambda a: 5.0, "flat"), "h")
+    _spend(ledger, _event(lambda a: 4.0, "flat"), "h")  # 4 <= 1.1*9/2
     with pytest.raises(PrivacyBudgetExceeded):
-        ledger.record_validation_mechanism(lambda a: math.inf, run_id="x", key="select", description="no noise")
-    assert list(ledger.validation_mechanisms) == [("h", "select")]
+        _spend(ledger, _event(lambda a: math.inf, "no noise"), "x")
+    assert list(ledger.validation_mechanisms) == [("h", "select")] and ledger.num_reservations() == 0
 
 
 # ------------------------------------------------------------ idempotence, errors
 
 
-def test_recording_is_idempotent_and_conflicts_raise():
+def test_every_record_counts_and_bad_input_changes_nothing():
     ledger = PrivacyLedger()
     curve = _selection_like
     assert ledger.record_validation_mechanism(curve, run_id="h", key="select", description="DP-HyPO")
-    assert not ledger.record_validation_mechanism(curve, run_id="h", key="select", description="DP-HyPO")
-    assert not ledger.record_validation_mechanism(lambda a: curve(a) * (1 + 1e-12), run_id="h", key="select",
-                                                  description="DP-HyPO")  # within the 1e-9 tolerance
-    with pytest.raises(ValueError, match="already recorded as 'DP-HyPO'"):
-        ledger.record_validation_mechanism(lambda a: 2 * curve(a), run_id="h", key="select", description="DP-HyPO")
-    with pytest.raises(ValueError, match="already recorded"):
-        ledger.record_validation_mechanism(curve, run_id="h", key="select", description="other")
-    with pytest.raises(ValueError, match="given by an RDP curve"):
-        ledger.record_validation_step(0.1, run_id="h", key="select")
-    with pytest.raises(ValueError, match="given by an RDP curve"):
-        ledger.record_validation_pure(0.1, run_id="h", key="select")
-    ledger.record_validation_step(0.1, run_id="g", key="step-0000")
+    once = np.asarray(ledger.validation_rdp_curve())
+    # a second record under the same (run_id, key) is a second release (e.g. a run repeated
+    # under a reused id): it is composed, never merged away
+    assert ledger.record_validation_mechanism(curve, run_id="h", key="select", description="DP-HyPO")
+    assert np.allclose(ledger.validation_rdp_curve(), 2 * once, rtol=1e-12)
+    assert len(ledger.validation_records("h")) == 2
+    # releases of other kinds under the same key are composed too
+    ledger.record_validation_step(0.1, run_id="h", key="select")
     ledger.record_validation_pure(0.2, run_id="g", key="select")
-    with pytest.raises(ValueError, match="a Gaussian release"):
-        ledger.record_validation_mechanism(curve, run_id="g", key="step-0000", description="x")
-    with pytest.raises(ValueError, match="a pure epsilon-DP release"):
-        ledger.record_validation_mechanism(curve, run_id="g", key="select", description="x")
+    assert len(ledger.validation_records()) == 4
     before = ledger.state_dict()
     for bad, match in [
         (dict(rdp=3.0), "callable"),
@@ -218,7 +219,11 @@ def test_recording_is_idempotent_and_conflicts_raise():
             ledger.record_validation_mechanism(rdp, **kwargs)
     with pytest.raises(ValueError, match="callable"):
         ledger.check_validation_mechanism("not a curve")
-    assert ledger.state_dict() == before
+    for bound in ({}, {"select": 0.5}, {"Select": Gaussian(0.1)}, {"grad": PureDP(0.1), "x y": Gaussian(0.1)}):
+        with pytest.raises(ValueError):
+            with ledger.charge(bound, run_id="new"):
+                raise AssertionError("not reached")
+    assert ledger.state_dict() == before and ledger.num_reservations() == 0
 
 
 # ---------------------------------------------------------------------- state
@@ -240,29 +245,32 @@ def test_state_round_trip_keeps_rdp_entries_in_recording_order():
     ledger = _mixed_ledger(unbounded=True)
     assert ledger.validation_epsilon(DELTA) < math.inf  # the orders <= 60 still convert
     state = ledger.state_dict()
-    assert state["version"] == 4
+    assert state["version"] == 5
     assert [(e["run_id"], e["key"]) for e in state["validation_steps"]] == [
         ("gibo", "step-0000"), ("hypo", "select"), ("gibo", "select"), ("hypo-2", "select")]
-    assert set(state["validation_steps"][1]) == {"run_id", "key", "description", "rdp"}
+    assert set(state["validation_steps"][1]) == {"release_id", "run_id", "key", "description", "rdp"}
     resumed = PrivacyLedger.from_state_dict(json.loads(json.dumps(state)))
     assert resumed.state_dict() == state
     assert resumed.validation_mechanisms == ledger.validation_mechanisms
     assert resumed.validation_epsilon(DELTA) == ledger.validation_epsilon(DELTA)
     assert resumed.report(DELTA) == ledger.report(DELTA)
-    assert not resumed.record_validation_mechanism(_selection_like, run_id="hypo", key="select", description="selection")
-    # version 3 (no validation curves) still loads; a version-3 state with a curve is damage
-    v3 = {**state, "version": 3, "validation_steps": [state["validation_steps"][0], state["validation_steps"][2]]}
+    resumed.load_state_dict(json.loads(json.dumps(state)))  # loading it again merges: nothing changes
+    assert resumed.state_dict() == state
+    # version 3 (no validation curves, no release ids) still loads; a version-3 state with a curve is damage
+    strip = lambda e: {k: v for k, v in e.items() if k != "release_id"}  # noqa: E731
+    v3 = {**state, "version": 3, "validation_steps": [strip(state["validation_steps"][0]), strip(state["validation_steps"][2])],
+          "training_runs": []}
     old = PrivacyLedger.from_state_dict(v3)
     assert old.validation_mu() == compose_gdp([0.3, pure_dp_to_gdp_mu(0.5)])
     with pytest.raises(ValueError, match="exactly the keys"):
-        PrivacyLedger.from_state_dict({**state, "version": 3})
+        PrivacyLedger.from_state_dict({**v3, "validation_steps": [strip(e) for e in state["validation_steps"]]})
     damaged = json.loads(json.dumps(state))
     damaged["validation_steps"][1]["rdp"] = damaged["validation_steps"][1]["rdp"][:-1]
     with pytest.raises(ValueError, match="one per order"):
         PrivacyLedger.from_state_dict(damaged)
     damaged = json.loads(json.dumps(state))
     damaged["validation_steps"].append({**state["validation_steps"][1]})
-    with pytest.raises(ValueError, match="Repeated validation release"):
+    with pytest.raises(ValueError, match="repeated release"):
         PrivacyLedger.from_state_dict(damaged)
 
 
@@ -281,28 +289,30 @@ def test_sqlite_round_trip_and_reservations(tmp_path):
     stored.load_state_dict(memory.state_dict())  # merging again changes nothing
     assert len(open_storage(url).rows("d")) == 4
 
-    # a check reserves the curve in the database: another object sees the budget taken
+    # a charge reserves its worst case in the database: another object sees the budget taken
     budget_room = reopened.remaining_validation_mu()
     half = budget_room / math.sqrt(2.0)
-    stored.check_validation_mechanism(_gaussian(half))
-    rows = open_storage(url).rows("d")
-    assert rows[-1].status == "reserved" and "rdp" in rows[-1].entry
-    assert reopened.remaining_validation_mu() == pytest.approx(half, rel=1e-9)
-    with pytest.raises(PrivacyBudgetExceeded):
-        reopened.check_validation_mechanism(_gaussian(half * 1.01))
-    # the record consumes the reservation (no double count)
-    assert stored.record_validation_mechanism(_gaussian(half), run_id="late", key="select", description="g")
+    with stored.charge({"select": _event(_gaussian(half), "g")}, run_id="late") as meter:
+        rows = open_storage(url).rows("d")
+        assert rows[-1].status == "reserved" and "rdp" in rows[-1].entry and rows[-1].run_id == "late"
+        assert reopened.remaining_validation_mu() == pytest.approx(half, rel=1e-9)
+        with pytest.raises(PrivacyBudgetExceeded):
+            reopened.check_validation_mechanism(_gaussian(half * 1.01))
+        meter.record("select", _event(_gaussian(half), "g"))  # the record uses up the reservation
     assert [r.status for r in open_storage(url).rows("d")] == ["recorded"] * 5
     assert reopened.remaining_validation_mu() == pytest.approx(half, rel=1e-9)
-    # a reservation whose release never happened is dropped by cancel_reservations
-    stored.check_validation_mechanism(_gaussian(0.1))
-    assert reopened.remaining_validation_mu() < half
-    assert stored.cancel_reservations() == 1
+    # a reservation left by a process that died inside its charge stays counted until its
+    # run cancels it (DPGIBO.resume does); records are never touched
+    with open_storage(url).transaction("d") as tx:  # what a killed process leaves behind
+        tx.reserve(side="validation", entry={"mu": 0.1}, run_id="dead", owner="x" * 32)
+    assert reopened.remaining_validation_mu() < half and reopened.num_reservations() == 1
+    assert stored.cancel_reservations("someone-else") == 0
+    assert stored.cancel_reservations("dead") == 1
     assert reopened.remaining_validation_mu() == pytest.approx(half, rel=1e-9)
     # a stored conflicting state is refused and changes nothing
     conflicting = memory.state_dict()
     conflicting["validation_steps"][1]["description"] = "other"
-    with pytest.raises(ValueError, match="already recorded"):
+    with pytest.raises(ValueError, match="here but"):
         stored.load_state_dict(conflicting)
     assert len(open_storage(url).rows("d")) == 5
 
@@ -312,14 +322,13 @@ def test_threads_sharing_one_stored_ledger_spend_exactly_the_budget(tmp_path):
 
     url = f"sqlite:///{tmp_path / 'budget.db'}"
     ledger = PrivacyLedger(storage=url, dataset="d", validation_mu_budget=0.45)
-    curve = _gaussian(0.2)  # 5 fit (0.2 <= 0.2025), 6 do not
+    event = _event(_gaussian(0.2), "g")  # 5 fit (0.2 <= 0.2025), 6 do not
 
     def spend(i):
         try:
-            ledger.check_validation_mechanism(curve)
+            _spend(ledger, event, f"thread-{i}")
         except PrivacyBudgetExceeded:
             return False
-        ledger.record_validation_mechanism(curve, run_id=f"thread-{i}", key="select", description="g")
         return True
 
     with ThreadPoolExecutor(8) as pool:

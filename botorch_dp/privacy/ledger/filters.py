@@ -1,0 +1,303 @@
+r"""The ledger's budget filters and compositions: pure functions of events and budgets.
+
+Validation side: μ-GDP composition ``√Σμ_j²`` while every entry is Gaussian or pure ε-DP,
+with the GDP filter of Smith & Thakurta (2022, "Fully adaptive composition for Gaussian
+differential privacy"); once an entry is given by its Rényi-DP curve, everything is
+composed in RDP on ``TRAINING_RDP_ORDERS`` and a new entry is admitted only while the
+summed curve stays ≤ α B²/2 at every grid order (each order a valid Rényi filter, Feldman &
+Zrnic 2021). Training side: RDP summed on the grid and filtered at ONE order fixed by the
+budget and the first training entry (``filter_order``), or Opacus's PRV accountant when
+every entry is a DP-SGD run. See ``PrivacyLedger`` for what each guarantee means.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from botorch_dp.privacy.analysis.gdp import compose_gdp
+from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
+from botorch_dp.privacy.checks import check_choice
+from botorch_dp.privacy.ledger.events import (
+    TRAINING_RDP_ORDERS,
+    DPSGDRun,
+    Gaussian,
+    PureDP,
+    TrainingEvent,
+    TrainingMechanism,
+    ValidationEvent,
+    ValidationMechanism,
+)
+
+__all__ = [
+    "BUDGET_RTOL",
+    "PrivacyBudgetExceeded",
+    "TRAINING_ACCOUNTANTS",
+    "accountant_for",
+    "check_training_admits",
+    "check_validation_admits",
+    "event_rdp",
+    "filter_order",
+    "gdp_only",
+    "merged_history",
+    "rdp_grid_epsilon",
+    "remaining_validation_mu",
+    "training_epsilon_of",
+    "training_rdp_curve",
+    "validation_rdp_curve",
+]
+
+ORDERS = np.asarray(TRAINING_RDP_ORDERS, dtype=np.float64)
+TRAINING_ACCOUNTANTS = ("rdp", "prv")
+#: Relative slack absorbing floating-point rounding, so that T steps of μ/√T fit a budget μ.
+BUDGET_RTOL = 1e-9
+
+
+class PrivacyBudgetExceeded(RuntimeError):
+    r"""Raised before a release (or a step's releases) that would exceed the privacy budget."""
+
+
+# ------------------------------------------------------------------------- validation
+def gaussian_rdp(mu: float) -> np.ndarray:
+    r"""The exact RDP curve of μ-GDP on the grid, α μ²/2 (``inf`` for μ = ∞)."""
+    return ORDERS * (mu * mu / 2.0)
+
+
+def event_rdp(event: ValidationEvent) -> np.ndarray:
+    r"""The RDP curve on the grid of one validation event.
+
+    Gaussian: α μ²/2. Pure ε-DP charged μ: min(α μ²/2, α ε²/2, ε) — μ-GDP, ε²/2-zCDP (Bun &
+    Steinke 2016, Prop. 3.3) and D_α ≤ D_∞ ≤ ε are all valid bounds. An RDP entry: its curve."""
+    if isinstance(event, ValidationMechanism):
+        return np.asarray(event.rdp, dtype=np.float64)
+    if isinstance(event, PureDP):
+        eps = event.epsilon
+        return np.minimum(np.minimum(gaussian_rdp(event.mu), ORDERS * (eps * eps / 2.0)), eps)
+    return gaussian_rdp(event.mu)
+
+
+def gdp_only(events: Sequence[ValidationEvent]) -> bool:
+    r"""Whether every event is Gaussian or pure ε-DP (then the side is exactly μ-GDP)."""
+    return all(isinstance(e, (Gaussian, PureDP)) for e in events)
+
+
+def validation_rdp_curve(events: Sequence[ValidationEvent]) -> np.ndarray:
+    r"""The summed RDP curve on the grid (zeros for no events)."""
+    total = np.zeros_like(ORDERS)
+    for event in events:
+        total = total + event_rdp(event)
+    return total
+
+
+def rdp_grid_epsilon(rdp: np.ndarray, delta: float) -> tuple[float, float | None]:
+    r"""(ε, α) of an RDP curve on ``TRAINING_RDP_ORDERS`` at ``delta`` (``rdp_curve_epsilon``);
+    ``(inf, None)`` when the curve is infinite at every order."""
+    epsilon, order = rdp_curve_epsilon(rdp, TRAINING_RDP_ORDERS, delta)
+    return (math.inf, None) if not math.isfinite(epsilon) else (epsilon, float(order))
+
+
+def remaining_validation_mu(budget: float | None, spent: Sequence[ValidationEvent]) -> float:
+    r"""The μ of the largest further Gaussian release the budget allows after ``spent``.
+
+    ``sqrt(budget² − spent²)`` clipped at 0 (``inf`` without a budget); with RDP entries the
+    largest μ with spent(α) + α μ²/2 ≤ α budget²/2 at every grid order."""
+    if budget is None or math.isinf(budget):
+        return math.inf
+    if not gdp_only(spent):
+        room = budget * budget - 2.0 * validation_rdp_curve(spent) / ORDERS
+        return math.sqrt(max(float(np.min(room)), 0.0))
+    total = compose_gdp(e.mu for e in spent)
+    if math.isinf(total):
+        return 0.0
+    return math.sqrt(max(budget * budget - total * total, 0.0))
+
+
+def check_validation_admits(
+    budget: float | None, spent: Sequence[ValidationEvent], new: Sequence[ValidationEvent], what: str
+) -> None:
+    r"""Raise ``PrivacyBudgetExceeded`` unless ``new`` (all of it) fits the budget after ``spent``.
+
+    Args:
+        budget: The μ budget (None or ``inf``: no filter).
+        spent: Everything recorded and reserved so far (all runs).
+        new: The events to admit together (a step's worst case).
+        what: How the error names ``new`` (e.g. ``"a step with mu=0.2"``).
+    """
+    if budget is None or math.isinf(budget) or not new:
+        return
+    if gdp_only(spent) and gdp_only(new):
+        spent_mu = compose_gdp(e.mu for e in spent)
+        total = compose_gdp([spent_mu, *(e.mu for e in new)])
+        if total > budget * (1.0 + BUDGET_RTOL):
+            raise PrivacyBudgetExceeded(
+                f"Validation privacy budget exceeded: {what} would bring the total to mu={total:.6g}, "
+                f"above the budget mu={budget:.6g}. Spent mu={spent_mu:.6g} (recorded and reserved, all runs); "
+                f"remaining mu budget sqrt(budget^2 - spent^2) = {remaining_validation_mu(budget, spent):.6g}. "
+                "Nothing was released."
+            )
+        return
+    total = validation_rdp_curve([*spent, *new])
+    allowed = gaussian_rdp(budget)
+    with np.errstate(invalid="ignore"):
+        over = total > allowed * (1.0 + BUDGET_RTOL)
+    if np.any(over):
+        i = int(np.argmax(np.where(over, total / allowed, -np.inf)))
+        raise PrivacyBudgetExceeded(
+            f"Validation privacy budget exceeded: {what} would bring the summed RDP of the validation "
+            f"side at order alpha={ORDERS[i]:g} to {total[i]:.6g}, above alpha*budget^2/2 = {allowed[i]:.6g} "
+            f"(the RDP of budget mu={budget:.6g} GDP). With releases given by an RDP curve, every order "
+            f"of RDP_ORDERS must stay within it (see PrivacyLedger); remaining mu for a Gaussian "
+            f"release: {remaining_validation_mu(budget, spent):.6g}. Nothing was released."
+        )
+
+
+# --------------------------------------------------------------------------- training
+def merged_history(entries: Sequence[TrainingEvent]) -> list[DPSGDRun]:
+    r"""The DP-SGD runs of ``entries``, runs with equal (σ, q) merged into one entry.
+
+    Composition is commutative and RDP linear in the number of steps, so merging changes
+    nothing but keeps the PRV accountant fast for many identical runs."""
+    merged: dict[tuple[float, float], int] = {}
+    for entry in entries:
+        if isinstance(entry, DPSGDRun):
+            key = (entry.noise_multiplier, entry.sample_rate)
+            merged[key] = merged.get(key, 0) + entry.steps
+    return [DPSGDRun(sigma, rate, steps) for (sigma, rate), steps in merged.items()]
+
+
+def training_rdp_curve(entries: Sequence[TrainingEvent]) -> np.ndarray:
+    r"""The summed RDP curve of training entries on the grid (Opacus loaded for DP-SGD runs)."""
+    total = np.zeros_like(ORDERS)
+    for entry in entries:
+        if isinstance(entry, TrainingMechanism):
+            total += np.asarray(entry.rdp, dtype=np.float64)
+    history = merged_history(entries)
+    if history:
+        from botorch_dp.privacy.accountants import dp_sgd_rdp
+
+        for sigma, rate, steps in history:
+            total += dp_sgd_rdp(noise_multiplier=sigma, sample_rate=rate, steps=steps, orders=ORDERS)
+    return total
+
+
+def order_budgets(epsilon: float, delta: float) -> np.ndarray:
+    r"""At each grid order α, the largest summed RDP that converts to ``ε ≤ epsilon``:
+    ``epsilon − log(1 − 1/α) + (log δ + log α)/(α − 1)`` (the rule of ``rdp_curve_epsilon``)."""
+    return epsilon - np.log1p(-1.0 / ORDERS) + (math.log(delta) + np.log(ORDERS)) / (ORDERS - 1.0)
+
+
+def filter_order(epsilon: float, delta: float, first_curve: np.ndarray) -> float:
+    r"""The one Rényi order at which the training budget filter works.
+
+    An RDP filter is valid for adaptively chosen mechanisms at ONE order fixed in advance
+    (Feldman & Zrnic 2021); accepting while *some* order has room is not covered by that
+    theorem, because different outcome paths could then rely on different orders. The
+    order is fixed by the budget and the FIRST training entry, which is chosen before
+    anything computed from the training data exists: the grid order at which the most
+    copies of that entry fit the budget, ``argmax_α budget(α)/ε_1(α)``. A sequence of
+    identical runs is therefore accepted exactly as long as its grid ε fits.
+
+    Args:
+        epsilon: The training ε budget.
+        delta: The training δ.
+        first_curve: The RDP of the first training entry on ``TRAINING_RDP_ORDERS``.
+    """
+    budgets = order_budgets(epsilon, delta)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        copies = np.where(first_curve > 0, budgets / first_curve, np.where(budgets >= 0, np.inf, -np.inf))
+    return float(ORDERS[int(np.argmax(copies))])
+
+
+def accountant_for(entries: Sequence[TrainingEvent], setting: str, requested: str | None) -> tuple[str, str]:
+    r"""The accountant to compose ``entries`` with, and why (the ledger's ``setting``, a
+    ``requested`` one, RDP whenever an entry is not a DP-SGD run)."""
+    mechanisms = [e for e in entries if isinstance(e, TrainingMechanism)]
+    if requested is not None:
+        requested = check_choice(requested, "accountant", TRAINING_ACCOUNTANTS)
+        if requested == "prv" and mechanisms:
+            raise ValueError(
+                "The PRV accountant composes only DP-SGD runs, but the training side holds "
+                f"{len(mechanisms)} mechanism(s) given by an RDP curve (e.g. {mechanisms[0].description!r}); "
+                "use accountant='rdp' (the default falls back to it)."
+            )
+        return requested, f"accountant={requested!r} was asked for"
+    if setting == "rdp":
+        return "rdp", "training_accountant='rdp'"
+    if mechanisms:
+        return "rdp", (
+            f"training_accountant='prv' falls back to RDP: {len(mechanisms)} training mechanism(s) given "
+            f"by an RDP curve (e.g. {mechanisms[0].description!r}) are not DP-SGD runs, and the PRV "
+            "accountant composes only DP-SGD runs"
+        )
+    return "prv", "training_accountant='prv' and every training entry is a DP-SGD run"
+
+
+def training_epsilon_of(
+    entries: Sequence[TrainingEvent], delta: float, accountant: str, prv_eps_error: float
+) -> tuple[float, float | None]:
+    r"""(ε, optimal order or None) of ``entries`` composed with ``accountant``."""
+    if not entries:
+        return 0.0, None
+    if accountant == "prv":
+        from botorch_dp.privacy.accountants import accountant_epsilon, make_accountant
+
+        history = [tuple(run) for run in merged_history(entries)]
+        return accountant_epsilon(make_accountant("prv", history), delta=delta, eps_error=prv_eps_error), None
+    return rdp_grid_epsilon(training_rdp_curve(entries), delta)
+
+
+def describe_training(entry: TrainingEvent) -> str:
+    r"""How an error message names a training entry."""
+    if isinstance(entry, DPSGDRun):
+        return (
+            f"a run with noise_multiplier={entry.noise_multiplier:.6g}, sample_rate={entry.sample_rate:.6g}, "
+            f"steps={entry.steps}"
+        )
+    return f"the mechanism {entry.description!r}"
+
+
+def check_training_admits(
+    budget: float | None,
+    delta: float | None,
+    setting: str,
+    prv_eps_error: float,
+    spent: Sequence[TrainingEvent],
+    new: Sequence[TrainingEvent],
+) -> None:
+    r"""Raise ``PrivacyBudgetExceeded`` unless ``spent`` followed by ``new`` fit the training budget.
+
+    With RDP the filter works at ``filter_order`` of the first entry of ``spent + new`` (in
+    recording order); with PRV (DP-SGD runs only) it composes everything with Opacus's PRV
+    accountant, exact for runs fixed in advance.
+    """
+    if budget is None or math.isinf(budget) or not new:
+        return
+    entries = [*spent, *new]
+    what = describe_training(new[0]) if len(new) == 1 else f"{len(new)} training runs"
+    accountant, _ = accountant_for(entries, setting, None)
+    if accountant == "rdp":
+        order = filter_order(budget, delta, training_rdp_curve(entries[:1]))
+        i = TRAINING_RDP_ORDERS.index(order)
+        total = float(training_rdp_curve(entries)[i])
+        allowed = float(order_budgets(budget, delta)[i])
+        if total > allowed + budget * BUDGET_RTOL:
+            spent_eps = training_epsilon_of(spent, delta, accountant, prv_eps_error)[0]
+            raise PrivacyBudgetExceeded(
+                f"Training privacy budget exceeded: {what} would bring the summed RDP (rdp, delta={delta:.3g}) "
+                f"at the filter's order alpha={order:g} to {total:.6g}, above the {allowed:.6g} that converts "
+                f"to the budget epsilon={budget:.6g}. Spent so far: epsilon={spent_eps:.6g} of {budget:.6g}. "
+                "The filter works at one order, fixed by the budget and the first training entry, which "
+                "keeps it valid for adaptively chosen runs (see PrivacyLedger). Nothing was trained."
+            )
+        return
+    total = training_epsilon_of(entries, delta, accountant, prv_eps_error)[0]
+    if total > budget * (1.0 + BUDGET_RTOL):
+        spent_eps = training_epsilon_of(spent, delta, accountant, prv_eps_error)[0]
+        raise PrivacyBudgetExceeded(
+            f"Training privacy budget exceeded: {what} would bring the training epsilon ({accountant}, "
+            f"delta={delta:.3g}) to {total:.6g}, above the budget {budget:.6g}. Spent so far: "
+            f"epsilon={spent_eps:.6g} of {budget:.6g}; epsilons do not compose additively, so what is left "
+            "is a run whose composition with the past stays within the budget. Nothing was trained."
+        )

@@ -1,0 +1,528 @@
+r"""``PrivacyLedger``: an append-only record of what was spent, with the one charge protocol.
+
+See the package docstring (``botorch_dp.privacy.ledger``) for the accounting and what each
+guarantee means; this module holds the ledger's storage, its charges and its state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from botorch_dp.privacy.analysis.gdp import compose_gdp
+from botorch_dp.privacy.checks import check_choice, check_delta, check_positive
+from botorch_dp.privacy.ledger.events import (
+    TRAINING_RDP_ORDERS,
+    DPSGDRun,
+    Gaussian,
+    PureDP,
+    TrainingEvent,
+    TrainingMechanism,
+    ValidationEvent,
+    ValidationMechanism,
+    check_rdp_values,
+    new_release_id,
+)
+from botorch_dp.privacy.ledger.filters import (
+    BUDGET_RTOL,
+    ORDERS,
+    TRAINING_ACCOUNTANTS,
+    check_training_admits,
+    check_validation_admits,
+    event_rdp,
+    gdp_only,
+)
+from botorch_dp.privacy.ledger.meter import Meter, TrainingMeter, check_validation_bound
+from botorch_dp.privacy.ledger.rows import Row, Transaction, memory_counter, rows_from_storage
+from botorch_dp.privacy.ledger.state import SETTINGS, STATE_VERSION, check_key, check_run_id, decode_state, encode_state
+from botorch_dp.privacy.ledger.views import LedgerViews, synced
+
+if TYPE_CHECKING:
+    from botorch_dp.privacy.ledger_storage import LedgerStorage
+
+__all__ = ["PrivacyLedger"]
+
+_BUDGET_SETTINGS = ("validation_mu_budget", "training_epsilon_budget", "training_delta")
+
+
+def _same_setting(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) and not isinstance(b, bool):
+        return a == b or math.isclose(float(a), float(b), rel_tol=1e-9)
+    return a == b
+
+
+def _evaluate_curve(rdp: Callable[[float], float]) -> tuple[float, ...]:
+    r"""``rdp`` evaluated once at every order of the grid, checked."""
+    if not callable(rdp):
+        raise ValueError(f"rdp must be a callable alpha -> epsilon(alpha), got {rdp!r}.")
+    return check_rdp_values([rdp(order) for order in TRAINING_RDP_ORDERS], "rdp")
+
+
+class PrivacyLedger(LedgerViews):
+    r"""Records the privacy spent on validation data and on training data (see the package docstring).
+
+    Every release is charged with ``charge`` (validation: a step's worst case admitted and
+    held before any noise, each release recorded by ``meter.record`` just before its draw)
+    or ``charge_training`` (training runs, recorded before they train). Records are never
+    removed or replaced: rolling a run back restores the run, never the ledger; loading a
+    state into a ledger merges; every release has its own ``release_id``, so a replayed step
+    with fresh noise is charged again (a crash may over-count, never under-count).
+
+    Example (25 DP-GIBO steps of μ/sqrt(25) with μ = 1; a 26th step is refused before its noise):
+
+        ledger = PrivacyLedger(validation_mu_budget=1.0)
+        for t in range(25):
+            with ledger.charge({"grad": Gaussian(0.2)}, run_id="run-a", step=t) as meter:
+                meter.record("grad", Gaussian(0.2))  # then draw the noise
+        ledger.validation_epsilon(1e-5)  # about 4.377
+
+    Args:
+        validation_mu_budget: Optional total GDP budget μ for the validation data.
+        training_epsilon_budget: Optional ε budget for the training data; needs ``training_delta``.
+        training_delta: δ at which training ε is measured (budget and report).
+        training_accountant: ``"rdp"`` or ``"prv"`` (used only while every training entry
+            is a DP-SGD run; RDP otherwise).
+        prv_eps_error: Accuracy of the PRV accountant when it is used.
+        storage: None (in memory), or the database holding the ledger: an SQLite file path
+            or ``sqlite:///`` URL, or a PostgreSQL URL (needs the ``[db]`` extra). The first
+            ledger to open ``dataset`` stores these settings with it; a later one must pass
+            the same settings, or leave a budget (or ``training_delta``) at None to adopt the
+            stored one (a run may lower ``validation_mu_budget`` on its object afterwards,
+            which never loosens the stored budget).
+        dataset: The dataset's name in ``storage`` (needed with it, refused without).
+    """
+
+    #: Version of ``state_dict`` (``ledger.state``): 5 gives every entry a release id.
+    STATE_VERSION = STATE_VERSION
+    BUDGET_RTOL = BUDGET_RTOL
+    #: The public order grid of the ledger's RDP curves, both sides (``TRAINING_RDP_ORDERS``).
+    RDP_ORDERS = TRAINING_RDP_ORDERS
+
+    def __init__(
+        self,
+        *,
+        validation_mu_budget: float | None = None,
+        training_epsilon_budget: float | None = None,
+        training_delta: float | None = None,
+        training_accountant: str = "rdp",
+        prv_eps_error: float = 0.01,
+        storage: str | os.PathLike | None = None,
+        dataset: str | None = None,
+    ) -> None:
+        self.validation_mu_budget = None if validation_mu_budget is None else check_positive(
+            validation_mu_budget, "validation_mu_budget")
+        self.training_epsilon_budget = None if training_epsilon_budget is None else check_positive(
+            training_epsilon_budget, "training_epsilon_budget")
+        self.training_delta = None if training_delta is None else check_delta(training_delta, "training_delta")
+        if self.training_epsilon_budget is not None and self.training_delta is None:
+            raise ValueError("training_epsilon_budget needs training_delta.")
+        self.training_accountant = check_choice(training_accountant, "training_accountant", TRAINING_ACCOUNTANTS)
+        self.prv_eps_error = check_positive(prv_eps_error, "prv_eps_error")
+        self._rows: list[Row] = []
+        self._counter = memory_counter()
+        self._storage: LedgerStorage | None = None
+        self.dataset: str | None = None
+        self._stored_settings: dict[str, Any] = {}
+        self._holding = False
+        self._owned: set[str] = set()  # tokens of this object's charges (for cancel_reservations())
+        self._lock = threading.RLock()
+        if storage is None:
+            if dataset is not None:
+                raise ValueError("dataset needs storage (the database that holds the dataset's ledger).")
+        else:
+            self._open(storage, dataset)
+
+    # ------------------------------------------------------------------- storage
+    def _settings(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in SETTINGS}
+
+    def _open(self, storage: str | os.PathLike, dataset: Any) -> None:
+        r"""Open (or create) ``dataset`` in ``storage`` and adopt its stored settings."""
+        from botorch_dp.privacy.ledger_storage import open_storage
+
+        if dataset is None:
+            raise ValueError("storage needs dataset, the name of the dataset whose budget the ledger holds.")
+        dataset = check_key(dataset) if isinstance(dataset, str) else check_key(dataset)
+        store = open_storage(storage)
+        given = self._settings()
+        stored = store.ensure_dataset(dataset, given)
+        for name in SETTINGS:
+            if name in _BUDGET_SETTINGS and given[name] is None:
+                continue
+            if not _same_setting(given[name], stored.get(name)):
+                raise ValueError(
+                    f"{name}={given[name]!r} differs from {stored.get(name)!r}, stored with dataset {dataset!r} "
+                    f"in {store.url!r} when it was first opened. A shared budget has one value: pass the stored "
+                    "value, or None to adopt it."
+                )
+        for name in SETTINGS:
+            setattr(self, name, stored.get(name))
+        self._storage, self.dataset, self._stored_settings = store, dataset, stored
+
+    @property
+    def storage_url(self) -> str | None:
+        r"""The SQLAlchemy URL of the ledger's database (None in memory)."""
+        return None if self._storage is None else self._storage.url
+
+    def __getstate__(self) -> dict[str, Any]:
+        if self._storage is None and (self._rows or any(getattr(self, n) is not None for n in ("validation_mu_budget",
+                                                                                              "training_epsilon_budget"))):
+            raise TypeError(
+                "An in-memory PrivacyLedger with a budget or records cannot be pickled: a copy in another "
+                "process (an executor's worker, a Dask task) would record there and its charges would be "
+                "lost. Keep the ledger in this process (objectives that train privately return their "
+                "charges through evaluate_rows), or share it by URL with PrivacyLedger(storage=..., "
+                "dataset=...), which pickles as its database address."
+            )
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_counter")}
+        if self._storage is not None:  # reopened (by URL) where it is unpickled
+            state["_storage"] = self._storage.url
+            state["_rows"] = []
+        state["_holding"], state["_owned"] = False, set()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if isinstance(state.get("_storage"), str):
+            from botorch_dp.privacy.ledger_storage import open_storage
+
+            state = {**state, "_storage": open_storage(state["_storage"])}
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+        self._counter = memory_counter()
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[Transaction]:
+        r"""A transaction on the ledger's rows under its lock; stored: the dataset's write
+        transaction with the rows reloaded, everything committing together or not at all."""
+        if self._storage is None:
+            with self._lock:
+                self._holding = True
+                try:
+                    yield Transaction(self._rows, None, self._counter)
+                finally:
+                    self._holding = False
+            return
+        with self._lock, self._storage.transaction(self.dataset) as tx:
+            self._holding = True
+            try:
+                self._rows = rows_from_storage(tx.rows())
+                yield Transaction(self._rows, tx, self._counter)
+            finally:
+                self._holding = False
+
+    # ------------------------------------------------------------------- budgets
+    def _validation_budget(self) -> float | None:
+        r"""The budget the filter uses: the object's, never above the stored one."""
+        budget = self.validation_mu_budget
+        if self._storage is not None:
+            stored = self._stored_settings.get("validation_mu_budget")
+            budget = stored if budget is None else budget if stored is None else min(budget, stored)
+        return budget
+
+    def _training_budget(self) -> float | None:
+        budget = self.training_epsilon_budget
+        if self._storage is not None:
+            stored = self._stored_settings.get("training_epsilon_budget")
+            budget = stored if budget is None else budget if stored is None else min(budget, stored)
+        return budget
+
+    def _spent(self, side: str) -> list[Any]:
+        r"""The events of every record and reservation of ``side``, in order (what the filter counts)."""
+        return [row.event for row in self._rows if row.side == side]
+
+    # ------------------------------------------------------------------- charges
+    @contextlib.contextmanager
+    def charge(self, bound: Mapping[str, ValidationEvent], *, run_id: str, step: int | None = None,
+               new_run: bool = False) -> Iterator[Meter]:
+        r"""Admit one step's worst case on the validation budget, then record its releases.
+
+        Before the block runs, everything the step can spend (``bound``: part ↦ its largest
+        event) is checked against the budget together with everything recorded or reserved
+        (all runs) and held as a reservation; ``PrivacyBudgetExceeded`` is raised before
+        anything is released. Inside, each release calls ``meter.record(part, event)`` just
+        before its noise is drawn (keys from ``events.release_key``). Leaving the block
+        gives back what was not recorded; records stay whatever happens.
+
+        Args:
+            bound: Part name (``"grad"``, ``"norm"``, ``"clip"``, ``"precond"``, ``"select"``,
+                …) ↦ the largest ``Gaussian``, ``PureDP`` or ``ValidationMechanism`` it may spend.
+            run_id: The run's id.
+            step: The step index (None for a release outside the steps).
+            new_run: Refuse (``ValueError``) a ``run_id`` the ledger already holds: the
+                first charge of a run whose id the caller chose.
+
+        Yields:
+            The step's ``Meter``.
+        """
+        run_id = check_run_id(run_id)
+        bound = check_validation_bound(bound)
+        owner = uuid.uuid4().hex
+        reservation = None
+        with self._writing() as tx:
+            if new_run and any(r.recorded and r.side == "validation" and r.run_id == run_id for r in tx.rows):
+                raise ValueError(
+                    f"run_id {run_id!r} is already in the ledger; a new run needs a new id (a second run "
+                    "under the same id would share its records)."
+                )
+            what = f"step {step} of run {run_id!r}" if step is not None else f"release {sorted(bound)} of run {run_id!r}"
+            events = list(bound.values())
+            if gdp_only(events):
+                what += f" (mu={compose_gdp(e.mu for e in events):.6g})"
+            check_validation_admits(self._validation_budget(), self._spent("validation"), events, what)
+            if self._validation_budget() is not None and not math.isinf(self._validation_budget()):
+                reservation = tx.reserve("validation", run_id, owner, _held(events))
+                self._owned.add(owner)
+        meter = Meter(self, bound, run_id, step, owner, reservation)
+        try:
+            yield meter
+        finally:
+            meter._close()
+            if reservation is not None:
+                with self._writing() as tx:
+                    tx.drop(reservation)
+                self._owned.discard(owner)
+
+    def _record_charged(self, meter: Meter, part: str, event: ValidationEvent) -> str:
+        r"""``Meter.record``: append the record, take its cost off the charge's reservation."""
+        release_id = new_release_id()
+        with self._writing() as tx:
+            tx.record("validation", meter.run_id, meter.key(part), release_id, event)
+            if meter._reservation is not None:
+                held = next((r.event for r in tx.rows if r.seq == meter._reservation and not r.recorded), None)
+                if held is not None:
+                    left = _shrunk(held, event)
+                    if left is None:
+                        tx.drop(meter._reservation)
+                    else:
+                        tx.shrink(meter._reservation, left)
+        return release_id
+
+    @contextlib.contextmanager
+    def charge_training(self, bound: Mapping[Any, TrainingEvent]) -> Iterator[TrainingMeter]:
+        r"""Admit training runs on the training budget (all of them, in order), then record them.
+
+        Run ids already in the ledger are refused (``ValueError``), as is a set of runs over
+        the budget (``PrivacyBudgetExceeded``), before anything trains. Each run is held as a
+        reservation in order; ``meter.record(run_id)`` turns it into the run's record just
+        before the run starts (its noise). Leaving the block gives back the runs not recorded.
+
+        Args:
+            bound: Run id ↦ the run's ``DPSGDRun`` or ``TrainingMechanism``.
+
+        Yields:
+            The ``TrainingMeter``.
+        """
+        if not isinstance(bound, Mapping) or not bound:
+            raise ValueError(f"bound must be a non-empty mapping of run ids to training events, got {bound!r}.")
+        checked = {}
+        for run_id, event in bound.items():
+            if not isinstance(event, (DPSGDRun, TrainingMechanism)):
+                raise ValueError(f"bound[{run_id!r}] must be a DPSGDRun or a TrainingMechanism, got {event!r}.")
+            checked[check_run_id(run_id, training=True)] = event
+        owner = uuid.uuid4().hex
+        with self._writing() as tx:
+            taken = [r.run_id for r in tx.rows if r.recorded and r.side == "training" and r.run_id in checked]
+            if taken:
+                raise ValueError(f"Training run id {taken[0]!r} is already in the ledger; every run needs its own id.")
+            check_training_admits(self._training_budget(), self.training_delta, self.training_accountant,
+                                  self.prv_eps_error, self._spent("training"), list(checked.values()))
+            reservations = {run_id: tx.reserve("training", run_id, owner, event) for run_id, event in checked.items()}
+            self._owned.add(owner)
+        meter = TrainingMeter(self, checked, owner, reservations)
+        try:
+            yield meter
+        finally:
+            meter._close()
+            with self._writing() as tx:
+                for run_id, seq in reservations.items():
+                    if run_id not in meter._recorded:
+                        tx.drop(seq)
+            self._owned.discard(owner)
+
+    def _record_training_charged(self, meter: TrainingMeter, run_id: Any, event: TrainingEvent) -> str:
+        release_id = new_release_id()
+        with self._writing() as tx:
+            tx.fulfil(meter._reservations[run_id], run_id, "", release_id, event)
+        return release_id
+
+    def cancel_reservations(self, run_id: Any = None) -> int:
+        r"""Drop reservations whose releases were not made: those held for ``run_id`` (e.g. left
+        by a process that died inside a charge), or with ``run_id=None`` those of this object's
+        open charges. Records are never touched. ``DPGIBO.resume`` settles its run's this way.
+
+        Returns:
+            The number of reservations dropped.
+        """
+        with self._writing() as tx:
+            mine = [r for r in tx.rows if not r.recorded
+                    and (r.owner in self._owned if run_id is None else r.run_id == run_id)]
+            for row in mine:
+                tx.drop(row.seq)
+            return len(mine)
+
+    # ------------------------------------------------------- releases made elsewhere
+    def check_validation_step(self, mu: float) -> None:
+        r"""Raise ``PrivacyBudgetExceeded`` if one more ``mu``-GDP release would exceed the budget
+        (nothing is held: for releases made inside this package use ``charge``, which holds
+        the budget between the check and the record, also across processes)."""
+        event = Gaussian(mu)
+        with self._writing():
+            check_validation_admits(self._validation_budget(), self._spent("validation"), [event],
+                                    f"a step with mu={event.mu:.6g}")
+
+    def check_validation_mechanism(self, rdp: Callable[[float], float]) -> None:
+        r"""Raise if one more validation release with RDP curve ``rdp`` would exceed the budget."""
+        event = ValidationMechanism("(checked)", _evaluate_curve(rdp))
+        with self._writing():
+            check_validation_admits(self._validation_budget(), self._spent("validation"), [event],
+                                    "a release given by its RDP curve")
+
+    def check_training_run(self, *, noise_multiplier: float, sample_rate: float, steps: int) -> None:
+        r"""Raise if one more DP-SGD run would exceed the training budget."""
+        run = DPSGDRun.checked(noise_multiplier, sample_rate, steps)
+        with self._writing():
+            check_training_admits(self._training_budget(), self.training_delta, self.training_accountant,
+                                  self.prv_eps_error, self._spent("training"), [run])
+
+    def check_training_mechanism(self, *, rdp: Callable[[float], float]) -> None:
+        r"""Raise if one more training mechanism with RDP curve ``rdp`` would exceed the budget."""
+        event = TrainingMechanism("(checked)", _evaluate_curve(rdp))
+        with self._writing():
+            check_training_admits(self._training_budget(), self.training_delta, self.training_accountant,
+                                  self.prv_eps_error, self._spent("training"), [event])
+
+    def _append(self, side: str, run_id: Any, key: str, event: Any) -> bool:
+        with self._writing() as tx:
+            if side == "training" and any(r.recorded and r.side == "training" and r.run_id == run_id for r in tx.rows):
+                raise ValueError(f"Training run id {run_id!r} is already in the ledger; every run needs its own id.")
+            tx.record(side, run_id, key, new_release_id(), event)
+        return True
+
+    def record_validation_step(self, mu: float, *, run_id: str, key: str) -> bool:
+        r"""Record a ``mu``-GDP validation release made outside this package's mechanisms.
+
+        A record is a fact: it is never refused for the budget (check first) and never merged
+        with an earlier one, so the same ``(run_id, key)`` recorded twice counts twice.
+
+        Returns:
+            True.
+        """
+        return self._append("validation", check_run_id(run_id), check_key(key), Gaussian(mu))
+
+    def record_validation_pure(self, epsilon: float, *, run_id: str, key: str) -> bool:
+        r"""Record a pure ε-DP validation release (charged ``2Φ⁻¹(e^ε/(1 + e^ε))``-GDP; see
+        ``record_validation_step``)."""
+        return self._append("validation", check_run_id(run_id), check_key(key), PureDP(epsilon))
+
+    def record_validation_mechanism(self, rdp: Callable[[float], float], *, run_id: str, key: str,
+                                    description: str) -> bool:
+        r"""Record a validation release given by its RDP curve (evaluated once on ``RDP_ORDERS``;
+        see ``record_validation_step``)."""
+        event = ValidationMechanism(description, _evaluate_curve(rdp))
+        return self._append("validation", check_run_id(run_id), check_key(key), event)
+
+    def record_training_run(self, *, run_id: Any, noise_multiplier: float, sample_rate: float, steps: int) -> bool:
+        r"""Record a DP-SGD run made outside this package; a ``run_id`` already recorded raises
+        ``ValueError`` (every run has its own id). Never refused for the budget (check first).
+
+        Returns:
+            True.
+        """
+        run = DPSGDRun.checked(noise_multiplier, sample_rate, steps)
+        return self._append("training", check_run_id(run_id, training=True), "", run)
+
+    def record_training_mechanism(self, run_id: Any, *, rdp: Callable[[float], float], description: str) -> bool:
+        r"""Record a training mechanism given by its RDP curve (see ``record_training_run``)."""
+        event = TrainingMechanism(description, _evaluate_curve(rdp))
+        return self._append("training", check_run_id(run_id, training=True), "", event)
+
+    # ---------------------------------------------------------------- persistence
+    @synced
+    def state_dict(self) -> dict[str, Any]:
+        r"""The ledger's records and settings as plain values (``json.dumps``-able; version 5).
+
+        Reservations are not part of it (they are no records). Infinite μ or ε(α) is stored as
+        ``float("inf")``, which Python's ``json`` writes as ``Infinity`` and reads back.
+        """
+        return encode_state(self._settings(), self.records())
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        r"""Merge a saved state into this ledger: never replace, never remove.
+
+        Records of the state missing here are added (not re-checked: they were spent); records
+        present under the same ``release_id`` must agree (``ValueError`` otherwise, nothing
+        changed). A budget of the state tightens this ledger's (never loosens it); the other
+        settings must agree, except that a ledger without training records adopts the
+        state's δ and accountant. A damaged state or unsupported version raises
+        ``ValueError`` and changes nothing.
+        """
+        settings, records = decode_state(state_dict)
+        with self._writing() as tx:
+            present = {r.release_id: r for r in tx.rows if r.recorded}
+            has_training = any(r.recorded and r.side == "training" for r in tx.rows)
+            for name in ("training_accountant", "prv_eps_error", "training_delta"):
+                mine, theirs = getattr(self, name), settings[name]
+                if theirs is None or _same_setting(mine, theirs) or (mine is None and name == "training_delta"):
+                    continue
+                if self._storage is None and not has_training:
+                    continue  # adopted below
+                raise ValueError(f"Ledger state: {name}={theirs!r} differs from this ledger's {mine!r}.")
+            new = []
+            for record in records:
+                old = present.get(record.release_id)
+                if old is None:
+                    new.append(record)
+                elif (old.side, old.run_id, old.key, old.event) != (record.side, record.run_id, record.key, record.event):
+                    raise ValueError(
+                        f"Ledger state: release {record.release_id!r} ({record.side} run {record.run_id!r}, key "
+                        f"{record.key!r}) is {record.event!r} here but {old.event!r} in this ledger."
+                    )
+            for record in new:
+                tx.record(record.side, record.run_id, record.key, record.release_id, record.event)
+            if self._storage is None and not has_training:
+                for name in ("training_accountant", "prv_eps_error", "training_delta"):
+                    if settings[name] is not None:
+                        setattr(self, name, settings[name])
+            elif self.training_delta is None:
+                self.training_delta = settings["training_delta"]
+        for name in ("validation_mu_budget", "training_epsilon_budget"):
+            theirs, mine = settings[name], getattr(self, name)
+            if theirs is not None and (mine is None or theirs < mine):
+                setattr(self, name, theirs)
+
+    @classmethod
+    def from_state_dict(cls, state_dict: Mapping[str, Any]) -> PrivacyLedger:
+        r"""A new in-memory ledger holding a saved state."""
+        settings, _ = decode_state(state_dict)
+        ledger = cls(**settings)
+        ledger.load_state_dict(state_dict)
+        return ledger
+
+
+def _held(events: list[ValidationEvent]) -> ValidationEvent:
+    r"""What a charge's reservation holds for its worst case: the composed μ while everything
+    is GDP, the summed RDP curve otherwise."""
+    if gdp_only(events):
+        return Gaussian(compose_gdp(e.mu for e in events))
+    total = np.zeros_like(ORDERS)
+    for event in events:
+        total = total + event_rdp(event)
+    return ValidationMechanism("(reserved)", tuple(float(v) for v in total))
+
+
+def _shrunk(held: ValidationEvent, used: ValidationEvent) -> ValidationEvent | None:
+    r"""A reservation after ``used`` was recorded against it (None: nothing left)."""
+    if isinstance(held, Gaussian):
+        left2 = held.mu * held.mu - used.mu * used.mu if isinstance(used, (Gaussian, PureDP)) else 0.0
+        if math.isinf(held.mu):
+            return held if not math.isinf(getattr(used, "mu", math.inf)) else None
+        return None if left2 <= 1e-12 * held.mu * held.mu else Gaussian(math.sqrt(left2))
+    left = np.maximum(np.asarray(held.rdp) - event_rdp(used), 0.0)
+    return None if not np.any(left > 1e-12) else ValidationMechanism("(reserved)", tuple(float(v) for v in left))
