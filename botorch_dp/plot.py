@@ -16,7 +16,6 @@ Example::
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,7 +25,7 @@ from torch import Tensor
 
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
 from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger import PrivacyLedger, parse_release_key, release_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from botorch_dp.optim.dp_gibo import DPGIBO
@@ -34,7 +33,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["SpendingPoint", "epsilon_spent", "plot_privacy", "plot_loss", "plot_iterate_path", "plot_run"]
 
-_STEP_KEY = re.compile(r"^step-(\d+)(?:/|$)")
 
 
 @dataclass(frozen=True)
@@ -85,11 +83,9 @@ def epsilon_spent(ledger: PrivacyLedger, delta: float, *, run_id: str | None = N
         return _rdp_spent(ledger, delta, run_id)
     stages: dict[tuple[str, str], list[float]] = {}
     steps: dict[str, int] = {}  # a step stage's label -> steps completed after it
-    for (rid, key), mu in ledger.validation_steps.items():
-        if run_id is not None and rid != run_id:
-            continue
-        label = _stage(key, steps)
-        stages.setdefault((rid, label), []).append(mu)
+    for record in ledger.validation_records(run_id):  # every release, a repeated one twice
+        label = _stage(record.key, steps)
+        stages.setdefault((record.run_id, label), []).append(record.event.mu)
     points, spent, iteration = [], [], 0
     for (_, label), mus in stages.items():
         spent.extend(mus)
@@ -101,10 +97,11 @@ def epsilon_spent(ledger: PrivacyLedger, delta: float, *, run_id: str | None = N
 
 def _stage(key: str, steps: dict[str, int]) -> str:
     r"""The stage label of a release key (``step-t`` for ``step-t/...``), noting a step's count in ``steps``."""
-    match = _STEP_KEY.match(key)
-    label = f"step-{match.group(1)}" if match else key
-    if match:
-        steps[label] = int(match.group(1)) + 1
+    step, _ = parse_release_key(key)
+    if step is None:
+        return key
+    label = release_key(step, "grad")  # the step's bare key, "step-t"
+    steps[label] = step + 1
     return label
 
 

@@ -370,13 +370,13 @@ class DPGIBO:
         if c.noise_schedule == "adaptive_norm":
             schedule, room, spent = self._adaptive_schedule(), self.ledger.remaining_validation_mu(), self._spent_mus()
             if not schedule.can_start_step(self.iteration, spent, room):
-                if schedule.can_start_step(self.iteration, spent):
-                    raise PrivacyBudgetExceeded(
-                        f"Validation privacy budget exceeded: the ledger has mu={room:.6g} left, less than one "
-                        f"adaptive step needs (a norm at mu={schedule.norm_mu:.6g} and a gradient at "
-                        f"mu={schedule.min_step_mu:.6g}). Nothing was released."
-                    )
-                raise RuntimeError("The adaptive schedule's filter has no room for another step.")
+                what = (f"the ledger has mu={room:.6g} left" if schedule.can_start_step(self.iteration, spent) else
+                        f"this run's releases already spent its steps' mu={schedule.total_mu:.6g} (a copy of the run "
+                        "resumed from the same checkpoint spends it too)")
+                raise PrivacyBudgetExceeded(
+                    f"Validation privacy budget exceeded: {what}, less than one adaptive step needs (a norm at "
+                    f"mu={schedule.norm_mu:.6g} and a gradient at mu={schedule.min_step_mu:.6g}). Nothing was released."
+                )
             return schedule.step_bound(spent, room), (spent, room)
         bound = {"grad": Gaussian(self._mechanism.step_mu)}
         if c.clip_bound == "adaptive":

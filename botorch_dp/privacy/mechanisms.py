@@ -39,9 +39,25 @@ from botorch_dp.privacy.ledger.meter import Meter, TrainingMeter
 NonfiniteLosses = Literal["refuse", "zero_user"]
 
 
-def _charged(meter: Meter | None, part: str, event: PrivacyEvent) -> None:
-    r"""Record a release's cost through its step's meter; called immediately before the draw
-    (a meter refuses an event above its bound, so nothing is drawn then)."""
+def _charged(
+    meter: Meter | None, part: str, event: PrivacyEvent, *, release_mu: float | None = None,
+    generator: torch.Generator | None = None, secure_rng: bool = False,
+) -> None:
+    r"""Record a release's cost through its step's meter; called immediately before the draw.
+
+    A Gaussian release from OS entropy at a finite per-release ``release_mu`` above
+    ``MAX_OS_ENTROPY_RELEASE_MU`` is refused here first (``ValueError``: the sampler's
+    truncation would void the guarantee, see ``os_entropy_normal``), and a meter refuses an
+    event above its bound: either way nothing is recorded or drawn.
+    """
+    if (release_mu is not None and (secure_rng or generator is None) and math.isfinite(release_mu)
+            and release_mu > MAX_OS_ENTROPY_RELEASE_MU):
+        raise ValueError(
+            f"release_mu (per-release μ) = {release_mu!r} exceeds MAX_OS_ENTROPY_RELEASE_MU = "
+            f"{MAX_OS_ENTROPY_RELEASE_MU}: the OS-entropy normal sampler's support ends at |Z| = "
+            f"{OS_ENTROPY_NORMAL_MAX_ABS:.2f}, so at this μ the release would not be μ-GDP (truncation "
+            "mass above 1e-30). Use a smaller μ per release (more steps, or a smaller budget). Nothing was released."
+        )
     if meter is not None:
         meter.record(part, event)
 
@@ -436,7 +452,7 @@ class GaussianGradientMechanism:
 
     def sample_noise(self, d: int, dtype: torch.dtype = torch.float64, device: torch.device | None = None) -> Tensor:
         r"""A ``d`` tensor ``N(0, noise_std² I)`` on ``device``."""
-        return _gaussian(d, self.noise_std, self.generator, self.secure_rng, dtype, device)
+        return _gaussian(d, self.noise_std, self.generator, self.secure_rng, dtype, device, release_mu=self.step_mu)
 
     def release(
         self,
@@ -469,7 +485,8 @@ class GaussianGradientMechanism:
         mean, num_clipped = clipped_mean_gradient(
             A, Y, self.clip_bound, self.chunk_size, nonfinite=nonfinite
         )
-        _charged(meter, part, Gaussian(self.step_mu))
+        _charged(meter, part, Gaussian(self.step_mu), release_mu=self.step_mu, generator=self.generator,
+                 secure_rng=self.secure_rng)
         noise = self.sample_noise(mean.shape[0], dtype=mean.dtype, device=mean.device)
         released = (mean + noise).detach()
         info = None
@@ -704,8 +721,10 @@ class GaussianScoreMechanism:
         num_users = check_positive_int(losses.shape[-1], "num_users (n)")
         clipped_mean = losses.clamp(min=0.0, max=self.loss_clip).mean(-1)
         std = self.noise_std(num_users)
-        _charged(meter, part, Gaussian(self.per_trial_mu * math.sqrt(losses.shape[0])))
-        noise = _gaussian(losses.shape[0], 1.0, self.generator, self.secure_rng, losses.dtype, losses.device)
+        composed = self.per_trial_mu * math.sqrt(losses.shape[0])  # the q scores' μ together (per score: μ₀)
+        _charged(meter, part, Gaussian(composed), release_mu=composed, generator=self.generator, secure_rng=self.secure_rng)
+        noise = _gaussian(losses.shape[0], 1.0, self.generator, self.secure_rng, losses.dtype, losses.device,
+                          release_mu=composed)
         return ScoreRelease(
             scores=clipped_mean + std * noise,
             cost=PrivacyCost(mu=self.per_trial_mu, count=losses.shape[0]),
@@ -845,7 +864,8 @@ class ObjectivePerturbationMechanism:
             cost = self.cost
             meter.record(run_id, TrainingMechanism(cost.description, tuple(cost.rdp(a) for a in TRAINING_RDP_ORDERS)))
         self._perturbation_drawn = True
-        return _gaussian(self.dim, self.sigma, self.generator, self.secure_rng, torch.float64, None)
+        return _gaussian(self.dim, self.sigma, self.generator, self.secure_rng, torch.float64, None,
+                         release_mu=self.clip / self.sigma)
 
     def release(self, theta_tilde: Tensor, gradient: Callable[[Tensor], Tensor]) -> ObjectivePerturbationRelease:
         r"""Verify ``‖∇L^P(θ̃)‖₂ ≤ τ``, then release ``θ̃ + N(0, σ_out² I_d)``.
@@ -874,7 +894,8 @@ class ObjectivePerturbationMechanism:
                 "The gradient-norm condition ‖∇L^P(θ̃)‖₂ ≤ τ does not hold at θ̃; nothing was released."
             )
         self._released = True
-        noise = _gaussian(self.dim, self.sigma_out, self.generator, self.secure_rng, torch.float64, None)
+        noise = _gaussian(self.dim, self.sigma_out, self.generator, self.secure_rng, torch.float64, None,
+                          release_mu=2.0 * self.tau / (self.lam * self.sigma_out))
         return ObjectivePerturbationRelease(theta=theta_tilde + noise, cost=self.cost)
 
 
@@ -1031,9 +1052,9 @@ class ClippedMean:
         """
         mu = check_positive(mu, "mu (norm release)")
         self._claim("norm")
-        _charged(meter, part, Gaussian(mu))
+        _charged(meter, part, Gaussian(mu), release_mu=mu, generator=self._generator, secure_rng=self._secure_rng)
         std = gaussian_noise_std_for_mu(self._sensitivity, mu)
-        noise = _gaussian(1, std, self._generator, self._secure_rng, self._mean.dtype, self._mean.device)
+        noise = _gaussian(1, std, self._generator, self._secure_rng, self._mean.dtype, self._mean.device, release_mu=mu)
         value = float(torch.linalg.vector_norm(self._mean) + noise[0])
         return NormRelease(norm=value, cost=PrivacyCost(mu=mu), noise_std=std)
 
@@ -1053,9 +1074,10 @@ class ClippedMean:
         """
         mu = check_positive(mu, "mu (gradient release)")
         self._claim("gradient")
-        _charged(meter, part, Gaussian(mu))
+        _charged(meter, part, Gaussian(mu), release_mu=mu, generator=self._generator, secure_rng=self._secure_rng)
         std = gaussian_noise_std_for_mu(self._sensitivity, mu)
-        noise = _gaussian(self.dim, std, self._generator, self._secure_rng, self._mean.dtype, self._mean.device)
+        noise = _gaussian(self.dim, std, self._generator, self._secure_rng, self._mean.dtype, self._mean.device,
+                          release_mu=mu)
         info = None
         if diagnostics:
             info = ReleaseDiagnostics(
@@ -1267,8 +1289,8 @@ class GaussianClipCountMechanism:
             raise ValueError(f"Expected {self.num_users} users, got {n}.")
         count = count_within_clip(A, Y, clip_bound, self.chunk_size, nonfinite=nonfinite)
         std = self.noise_std(mu)
-        _charged(meter, part, Gaussian(mu))
-        noise = _gaussian(1, std, self.generator, self.secure_rng, torch.float64, None)
+        _charged(meter, part, Gaussian(mu), release_mu=mu, generator=self.generator, secure_rng=self.secure_rng)
+        noise = _gaussian(1, std, self.generator, self.secure_rng, torch.float64, None, release_mu=mu)
         return ClipCountRelease(count=float(count + noise[0]), cost=PrivacyCost(mu=mu), noise_std=std)
 
 
@@ -1428,7 +1450,8 @@ class NoisyLossSelection:
         losses = _checked_losses(losses, nonfinite)
         q = losses.shape[0]
         per_score_mu = self.total_mu / math.sqrt(q)
-        _charged(meter, part, Gaussian(self.total_mu))
+        _charged(meter, part, Gaussian(self.total_mu), release_mu=self.total_mu, generator=self.generator,
+                 secure_rng=self.secure_rng)
         scored = GaussianScoreMechanism(
             loss_clip=self.loss_clip, per_trial_mu=per_score_mu, generator=self.generator, secure_rng=self.secure_rng
         ).release(losses)
@@ -1458,11 +1481,11 @@ def gram_sqrt(X: Tensor) -> Tensor:
 
 def _goe(
     k: int, std: float, generator: torch.Generator | None, secure_rng: bool, dtype: torch.dtype,
-    device: torch.device | None,
+    device: torch.device | None, *, release_mu: float | None = None,
 ) -> Tensor:
     r"""``std · M`` with ``M = (Z + Zᵀ)/√2``, ``Z`` a ``k x k`` matrix of iid ``N(0, 1)``
     (all zeros, and no draw, when ``std = 0``)."""
-    Z = _gaussian(k * k, std, generator, secure_rng, dtype, device).reshape(k, k)
+    Z = _gaussian(k * k, std, generator, secure_rng, dtype, device, release_mu=release_mu).reshape(k, k)
     return (Z + Z.transpose(0, 1)) / math.sqrt(2.0)
 
 
@@ -1568,8 +1591,9 @@ class GOEPreconditionerMechanism:
             raise ValueError("The preconditioner's columns are not finite; nothing was released.")
         G = gram_sqrt(columns.detach())
         std = self.noise_std(t)
-        _charged(meter, part, Gaussian(self.step_mu))
-        noise = _goe(k, std, self.generator, self.secure_rng, G.dtype, G.device)
+        _charged(meter, part, Gaussian(self.step_mu), release_mu=self.step_mu, generator=self.generator,
+                 secure_rng=self.secure_rng)
+        noise = _goe(k, std, self.generator, self.secure_rng, G.dtype, G.device, release_mu=self.step_mu)
         return PreconditionerRelease(matrix=(G + noise).detach(), cost=PrivacyCost(mu=self.step_mu), noise_std=std)
 
 
@@ -1675,7 +1699,8 @@ def release_partial_sums(
     for partial in partials:  # fixed order
         total = total + partial.total
     mean = total / mechanism.num_users
-    _charged(meter, part, Gaussian(mechanism.step_mu))
+    _charged(meter, part, Gaussian(mechanism.step_mu), release_mu=mechanism.step_mu, generator=mechanism.generator,
+             secure_rng=mechanism.secure_rng)
     noise = mechanism.sample_noise(d, dtype=mean.dtype, device=mean.device)
     info = None
     if diagnostics:

@@ -327,10 +327,13 @@ class PrivacyLedger(LedgerViews):
                 raise ValueError(f"bound[{run_id!r}] must be a DPSGDRun or a TrainingMechanism, got {event!r}.")
             checked[check_run_id(run_id, training=True)] = event
         owner = uuid.uuid4().hex
-        with self._writing() as tx:
-            taken = [r.run_id for r in tx.rows if r.recorded and r.side == "training" and r.run_id in checked]
+        with self._writing() as tx:  # recorded, or held by another open charge (in any process)
+            taken = [r.run_id for r in tx.rows if r.side == "training" and r.run_id in checked]
             if taken:
-                raise ValueError(f"Training run id {taken[0]!r} is already in the ledger; every run needs its own id.")
+                raise ValueError(
+                    f"Training run id {taken[0]!r} is already in the ledger (recorded, or held by an open charge); "
+                    "every run needs its own id."
+                )
             check_training_admits(self._training_budget(), self.training_delta, self.training_accountant,
                                   self.prv_eps_error, self._spent("training"), list(checked.values()))
             reservations = {run_id: tx.reserve("training", run_id, owner, event) for run_id, event in checked.items()}
