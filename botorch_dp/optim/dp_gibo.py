@@ -27,7 +27,7 @@ from botorch_dp.evaluation import evaluate_rows
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.adaptive_clip import next_clip_bound
 from botorch_dp.optim.batch_selection import local_bounds, select_batch
-from botorch_dp.optim.checkpoint import save_state
+from botorch_dp.optim.checkpoint import check_new_checkpoint_dir, save_state
 from botorch_dp.optim.config import (
     DPGIBOConfig,
     check_bias_tolerance,
@@ -102,7 +102,9 @@ class DPGIBO:
     Args:
         config: The ``DPGIBOConfig``.
         checkpoint_dir: If given, the full state is written there atomically after every
-            ``ask`` and ``tell``; ``DPGIBO.resume`` continues from it.
+            ``ask`` and ``tell``; ``DPGIBO.resume`` continues from it. It must be missing or
+            hold no checkpoint yet, must not be a symbolic link, and must be private (this
+            user's, mode ``0700``); else ``ValueError`` (``checkpoint.check_new_checkpoint_dir``).
         ledger: A ``PrivacyLedger`` to record the validation steps in (default: a new one
             with ``config.privacy_budget_mu`` as budget). Pass the ledger your objective
             records DP training runs in, so that both guarantees are checkpointed together.
@@ -114,9 +116,12 @@ class DPGIBO:
         *,
         checkpoint_dir: str | os.PathLike | None = None,
         ledger: PrivacyLedger | None = None,
+        _resuming: bool = False,
     ) -> None:
         self.config = c = config
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
+        if self.checkpoint_dir is not None and not _resuming:  # DPGIBO.resume continues its own checkpoint
+            check_new_checkpoint_dir(self.checkpoint_dir)  # before anything is computed or released
         self.bounds = check_bounds(c.bounds.detach())
         d = self.dim
         self.kernel, self.noise_variance, self._standardize = resolve_model(c)

@@ -184,12 +184,11 @@ def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, re
             continue
         values[name] = decode_value(value, f"config.{name}")
     if stored["kernel"] is not None:
-        kernel = build_kernel(kernel_meta["spec"])
+        kernel = build_kernel(kernel_meta["spec"])  # already in the stored dtype: the values load exactly
         tensors = {k.removeprefix("kernel."): v for k, v in gp.items() if k.startswith("kernel.")}
         if set(tensors) != set(kernel_tensors(kernel)):
             raise ValueError("Checkpoint kernel tensors do not match the kernel's hyperparameters.")
         kernel.load_state_dict({**kernel.state_dict(), **tensors})
-        kernel = kernel.to(torch.float64)
         if kernel_fingerprint(kernel) != kernel_meta["fingerprint"]:
             raise ValueError("Checkpoint field 'kernel': the rebuilt kernel does not match its stored fingerprint.")
         values["kernel"] = kernel
@@ -596,7 +595,7 @@ def resume_run(
     with warnings.catch_warnings():
         if config.unsafe_allow_sensitive_fitting:
             warnings.simplefilter("ignore")  # already warned when the run started
-        opt = cls(init_config, checkpoint_dir=checkpoint_dir, ledger=ledger)
+        opt = cls(init_config, checkpoint_dir=checkpoint_dir, ledger=ledger, _resuming=True)  # its own checkpoint
     opt.config = dataclasses.replace(config, privacy_budget_mu=budget) if ledger is None else config
     if opt._config_json is not None and ledger is None:
         opt._config_json = config_to_json(opt.config)

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import botorch_dp.optim.dp_gibo as dp_gibo_module
+from botorch_dp.optim.checkpoint import json_fingerprint
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.noise_schedule import default_snr_factor
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
@@ -338,6 +339,7 @@ def test_checkpoint_written_before_the_seed_003_fields_still_resumes(tmp_path):
                  "selection", "selection_epsilon", "selection_mu", "loss_clip"):
         del state["config"][name]
     del state["noise_and_selection"]  # what an older version wrote
+    state["config_fingerprint"] = json_fingerprint(state["config"])  # of the config it wrote
     state_file.write_text(json.dumps(state))
     for resumed in (DPGIBO.resume(tmp_path), DPGIBO.resume(tmp_path, cfg)):
         assert resumed.iteration == 1 and resumed.config.noise_schedule == "fixed" and resumed.config.selection == "last"

@@ -190,7 +190,7 @@ def test_failed_checkpoint_write_leaves_tell_undone_and_retry_releases_once(tmp_
     noise_state = opt._noise_gen.get_state()
     real_write = ckpt._write_atomic
 
-    def failing_write(path, parts):
+    def failing_write(*args, **kwargs):
         raise OSError("disk full")
 
     monkeypatch.setattr(ckpt, "_write_atomic", failing_write)

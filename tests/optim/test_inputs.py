@@ -17,6 +17,7 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 
 import botorch_dp.optim.dp_gibo as dp_gibo_module
 from botorch_dp import PrivacyWarning
+from botorch_dp.optim.checkpoint import json_fingerprint
 from botorch_dp.optim.dp_gibo import DPGIBO, DPGIBOConfig
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
@@ -470,6 +471,7 @@ def test_checkpoint_written_before_the_target_fields_still_resumes(tmp_path):
     state = json.loads(state_file.read_text())
     for name in ("epsilon", "delta"):  # what an older version wrote
         del state["config"][name]
+    state["config_fingerprint"] = json_fingerprint(state["config"])  # of the config it wrote
     state_file.write_text(json.dumps(state))
     for resumed in (DPGIBO.resume(tmp_path), DPGIBO.resume(tmp_path, cfg)):
         assert resumed.iteration == 1 and resumed.config.epsilon is None and resumed.config.privacy_mu == 1.0
