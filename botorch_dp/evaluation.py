@@ -9,6 +9,14 @@ the tasks finish in. ``map_in_order`` is the same for any function and list of a
 The losses are SENSITIVE: they travel from the workers to this process, so the channel
 must be as trusted as the process itself (``botorch_dp.distributed`` keeps them on the
 workers instead).
+
+Objectives that train on private data (``ChargedObjective``: the tuning objectives with
+DP-SGD or objective perturbation) are charged HERE, in the process that holds the ledger:
+``evaluate_rows`` calls ``objective.charge_rows(X)`` once for the whole batch (admitted or
+refused whole before any row trains, every run recorded before it is dispatched), and each
+task runs ``objective.evaluate_charged(rows, tickets)``, which touches no ledger. A worker
+that fails after the charge leaves its runs recorded (an over-count, never an
+under-count); the caller's ledger holds every run, whatever the executor.
 """
 
 from __future__ import annotations
@@ -18,12 +26,13 @@ import multiprocessing
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import torch
 from torch import Tensor
 
 __all__ = [
+    "ChargedObjective",
     "SerialExecutor",
     "evaluate_rows",
     "init_one_thread_worker",
@@ -128,6 +137,23 @@ def map_in_order(
     return results
 
 
+@runtime_checkable
+class ChargedObjective(Protocol):
+    r"""An objective whose evaluation spends privacy (trains on private data), in two halves.
+
+    ``charge_rows(X)`` runs where the ledger is: it charges one training run per row of the
+    ``q x d`` tensor ``X`` (one charge for the batch, before anything trains) and returns ``q``
+    public tickets. ``evaluate_charged(X, tickets)`` runs anywhere (a pickled copy on a
+    worker) and returns the ``q x n`` losses of the rows trained under their tickets,
+    touching no ledger. ``objective(X)`` must equal ``evaluate_charged(X, charge_rows(X))``.
+    ``tuning.charged.ChargedTraining`` implements it.
+    """
+
+    def charge_rows(self, X: Tensor) -> Sequence[Any]: ...
+
+    def evaluate_charged(self, X: Tensor, tickets: Sequence[Any]) -> Tensor: ...
+
+
 def _check_row_independent(objective: Callable[[Tensor], Tensor]) -> None:
     r"""``ValueError`` for an objective whose rows depend on its own random state."""
     from botorch_dp.problems.base import PerUserProblem  # lazy: problems import the baselines' types
@@ -148,6 +174,11 @@ def _evaluate_group(objective: Callable[[Tensor], Tensor], X: Tensor) -> Tensor:
     return losses.detach().to(dtype=torch.float64, device="cpu")
 
 
+def _evaluate_charged_group(objective: ChargedObjective, X: Tensor, tickets: Sequence[Any]) -> Tensor:
+    r"""``objective.evaluate_charged(X, tickets)`` as a float64 CPU tensor (runs on a worker)."""
+    return torch.as_tensor(objective.evaluate_charged(X, tickets)).detach().to(dtype=torch.float64, device="cpu")
+
+
 def evaluate_rows(
     objective: Callable[[Tensor], Tensor],
     X: Tensor,
@@ -164,7 +195,8 @@ def evaluate_rows(
     ``objective(X)`` when the objective computes each row on its own (as a loop over
     candidates does; a batched product may differ in the last bits) and holds no random
     state that changes between calls (a ``PerUserProblem`` with observation noise is
-    refused with a ``ValueError``).
+    refused with a ``ValueError``). A ``ChargedObjective`` is charged here first, for all
+    of ``X`` (``charge_rows``), and each group is ``evaluate_charged(group, its tickets)``.
 
     Args:
         objective: Maps a ``q x d`` tensor to ``q x n`` per-user losses (SENSITIVE);
@@ -187,8 +219,14 @@ def evaluate_rows(
         raise ValueError(f"X must be a q x d tensor, got shape {tuple(X.shape)}.")
     if X.shape[0] == 0:
         return objective(X)
-    groups = [(objective, g.detach().clone()) for g in X.split(rows_per_task)]
-    blocks = map_in_order(_evaluate_group, groups, executor, max_in_flight=max_in_flight)
+    if isinstance(objective, ChargedObjective):
+        tickets = list(objective.charge_rows(X))  # in this process, before any row trains
+        groups = [(objective, g.detach().clone(), tickets[i:i + rows_per_task])
+                  for i, g in zip(range(0, X.shape[0], rows_per_task), X.split(rows_per_task))]
+        blocks = map_in_order(_evaluate_charged_group, groups, executor, max_in_flight=max_in_flight)
+    else:
+        groups = [(objective, g.detach().clone()) for g in X.split(rows_per_task)]
+        blocks = map_in_order(_evaluate_group, groups, executor, max_in_flight=max_in_flight)
     widths = {b.shape[-1] for b in blocks}
     if len(widths) != 1 or any(b.dim() != 2 or b.shape[0] != g[1].shape[0] for b, g in zip(blocks, groups)):
         shapes = [tuple(b.shape) for b in blocks]

@@ -3,10 +3,10 @@ r"""Plan a private DP-GIBO run on a PUBLIC proxy, without touching the sensitive
 Choosing the kernel's length-scales, the clip bound ``B``, the bias tolerance, the step size
 ``η`` or the number of steps ``T`` by trying or fitting them on the sensitive objective silently
 voids the guarantee (every try is a release that nobody accounts for). ``plan_private_run``
-chooses them on a public proxy instead: an objective with
-the same signature (``q x d`` points to ``q x n_p`` per-user losses) built from data whose use
-costs no privacy, e.g. a public dataset of the same task, a public split, opt-in users, or
-synthetic users of the same shape. The sensitive objective is not an argument: the plan cannot
+chooses them on a public proxy instead: an objective with the same signature (``q x d`` points to
+``q x n_p`` per-user losses) built from public users (a public dataset or split, opt-in or synthetic
+users; a proxy whose MODELS train on sensitive rows charges each training run to their ledger, see
+``plan_private_run``). The sensitive objective is not an argument: the plan cannot
 see it. Because everything it looks at is public, the returned config is public too, and the
 private run that uses it is exactly as private as one with a hand-picked config.
 
@@ -427,10 +427,10 @@ def plan_private_run(
     r"""Fit the kernel, then choose ``B``, ``η``, ``T`` and the batch rule of a private DP-GIBO
     run, all on a PUBLIC proxy objective.
 
-    The proxy must be public (a public dataset or split of the same task, opt-in users,
-    synthetic users): its losses are used without noise and without accounting, which costs
-    no privacy only if nobody's sensitive data are in it. Never pass the sensitive objective.
-    The returned config is computed from public inputs only, and is public.
+    The proxy's users must be public (a public dataset or split, opt-in or synthetic users): their
+    losses are used without noise or accounting. Never pass the sensitive objective. A proxy that
+    TRAINS on the sensitive training rows (``TorchModelTuningObjective.with_data`` on a public
+    validation split) is charged: every model it trains goes to the sensitive objective's ledger.
 
     Args:
         proxy_objective: Maps ``q x d`` points to the ``q x n_p`` per-user losses of the

@@ -964,6 +964,14 @@ squared error. They are split in two:
 
 The model's training examples are a third set. Like tutorial 3 without DP-SGD, this tutorial
 does not protect them.
+
+**When the training examples are sensitive too.** With DP-SGD training (tutorial 3), a proxy built
+with `objective.with_data(...)` that swaps only the validation split still trains every one of its
+models on the sensitive training rows. The library's choice is to **charge** such a proxy, not to
+refuse it: `with_data` recognises the shared training records by content, and the copy charges
+every model it trains (the plan's included) to the sensitive objective's ledger, held to its DP-SGD
+target, so `training_report()` shows what the planning spent. Asking such a copy for another ledger
+or for training without DP-SGD is refused. A proxy whose training data are public too costs nothing.
 """),
     md(SMOKE_NOTE),
     code(r"""

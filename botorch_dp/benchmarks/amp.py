@@ -71,7 +71,7 @@ from botorch_dp.privacy.analysis.private_selection import (
     poisson_mean_for_tail,
     private_selection_rdp_curve,
 )
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger, TrainingMechanism
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.problems.logistic_regression import (
     AMPRunBudget,
@@ -85,6 +85,7 @@ from botorch_dp.problems.logistic_regression import (
 )
 from botorch_dp.training.dp_sgd import DPSGDConfig, TrainingConfig, planned_dp_run
 from botorch_dp.training.objective_perturbation import AMPConfig, fit_amp
+from botorch_dp.tuning.charged import amp_training_event
 from botorch_dp.utils import child_seeds, torch_threads
 __all__ = [
     "LABELS", "METHODS", "SELECTION_FIELDS", "Runner", "Settings", "experiment_jobs", "lam_range", "make_runner",
@@ -274,9 +275,10 @@ def _amp_calibrated(data, s: Settings, entry) -> dict:
     cal = entry["calibrated"]
     config = AMPConfig(lam=cal["lam"], sigma=cal["sigma"], clip=CLIP, tau=s.tau, sigma_out=s.sigma_out,
                        max_iter=2000)
-    result = fit_amp(data.X_train, data.y_train, config, generator=entry["noise_seed"])
-    ledger = PrivacyLedger()
-    ledger.record_training_mechanism("amp-calibrated", rdp=result.cost.rdp, description=result.description)
+    ledger = PrivacyLedger()  # the row's own ledger: the run is charged before it trains, recorded at its draw
+    with ledger.charge_training({"amp-calibrated": amp_training_event(config, data.num_features + 1)}) as meter:
+        result = fit_amp(data.X_train, data.y_train, config, generator=entry["noise_seed"], meter=meter,
+                         run_id="amp-calibrated")
     return {
         "test_accuracy": float((result.predict(data.X_test) == data.y_test).double().mean()),
         "training_epsilon": ledger.training_epsilon(s.delta), "training_runs": 1,
@@ -354,7 +356,8 @@ def _selection_row(data, s: Settings, base_rdp, run_id: str, description: str, g
     e^-m, and the data-independent θ = 0, class 0, is released)."""
     curve = private_selection_rdp_curve(base_rdp, mean_trials=s.mean_trials, distribution="poisson")
     ledger = PrivacyLedger()
-    ledger.record_training_mechanism(run_id, rdp=curve, description=description)
+    with ledger.charge_training({run_id: TrainingMechanism(description, tuple(curve(a) for a in TRAINING_RDP_ORDERS))}) as meter:
+        meter.record(run_id)  # the selection was made above (a report of what it spent)
     accuracy = float((data.y_test == 0).double().mean()) if winner_accuracy is None else winner_accuracy()
     return {
         "test_accuracy": accuracy, "training_epsilon": ledger.training_epsilon(s.delta),

@@ -4,8 +4,8 @@ r"""Private tuning of AMP-trained logistic regression: data, per-run budgets and
 the ``q x n`` per-user logistic losses of the VALIDATION users under a model trained at
 each θ with AMP (objective perturbation; Redberg, Koskela & Wang, "Improving the Privacy
 and Practicality of Objective Perturbation for Differentially Private Linear Learners") on
-the TRAINING split; every training run is checked against and recorded in a
-``PrivacyLedger`` with its RDP curve. σ is
+the TRAINING split; every training run is charged to a ``PrivacyLedger`` with its RDP
+curve before it trains (``tuning.charged``, under any executor). σ is
 calibrated per (λ, C) so that every run's RDP curve lies below one public reference curve
 (``AMPRunBudget``), so ``k`` runs cost at most what ``k`` reference runs cost.
 ``DPSGDTuningObjective`` is the Opacus DP-SGD counterpart (θ = the learning rate).
@@ -18,6 +18,7 @@ import math
 import re
 import warnings
 from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +41,7 @@ from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training.dp_sgd import DPSGDConfig, TrainingConfig
 from botorch_dp.training.objective_perturbation import AMPConfig, AMPResult, fit_amp
+from botorch_dp.tuning.charged import ChargedTraining, TrainingTicket, amp_training_event, same_event
 from botorch_dp.tuning.datasets import ClassificationData
 from botorch_dp.tuning.search_space import Hyperparameter, SearchSpace, SearchSpaceObjective
 from botorch_dp.tuning.torch_classifier import TorchModelTuningObjective
@@ -663,17 +665,17 @@ def logistic_losses(scores: Tensor, y: Tensor, *, loss_cap: float) -> Tensor:
 
 
 # ============================================================================ AMP objective
-class AMPTuningObjective(SearchSpaceObjective):
+class AMPTuningObjective(ChargedTraining, SearchSpaceObjective):
     r"""θ (``q x d`` unit cube) ↦ ``q x n`` validation losses of AMP logistic regressions.
 
     The unit cube maps to ``log10 λ`` (and, with ``clip_range``, ``log10 C``) through a
     ``SearchSpace``. Each row of θ trains ONE AMP model on the training split: ``λ`` (and
     ``C``) from θ, ``σ = budget.sigma_at(λ, C)`` (so the run's RDP curve lies below the
-    budget's reference curve), ``τ`` and ``σ_out`` from the budget. Before training the
-    ledger's training filter is asked (``check_training_mechanism``); after it the run is
-    recorded with its exact curve (``record_training_mechanism``, run id
-    ``f"{run_prefix}-{i:04d}"``, numbered from the ledger as in
-    ``TorchModelTuningObjective``). The losses are the validation users' logistic losses
+    budget's reference curve), ``τ`` and ``σ_out`` from the budget. Every run is charged to
+    the ledger with its exact curve before it trains (``tuning.charged``: a batch admitted
+    whole and recorded before dispatch, under any executor; ``train`` records through the
+    mechanism at the draw of its perturbation), run id ``f"{run_prefix}-{i:04d}"``,
+    numbered from the ledger as in ``TorchModelTuningObjective``. The losses are the validation users' logistic losses
     under the RELEASED parameters, in ``[0, loss_cap]``.
 
     The returned losses are SENSITIVE (validation side); pass the objective to
@@ -745,11 +747,12 @@ class AMPTuningObjective(SearchSpaceObjective):
         if not isinstance(run_prefix, str) or not run_prefix or any(ch.isspace() for ch in run_prefix):
             raise ValueError(f"run_prefix must be a non-empty string without spaces, got {run_prefix!r}.")
         self.run_prefix = run_prefix
-        self._run_id_pattern = re.compile(rf"{re.escape(run_prefix)}-(\d+)(?:-.*)?", re.DOTALL)
-        #: The released ``AMPResult`` of every run this object trained, in order.
+        #: The released ``AMPResult`` of every run this object trained in this process, in order.
         self.results: list[AMPResult] = []
         #: The ledger id of each of ``results``.
         self.run_ids: list[str] = []
+
+    _PER_PROCESS = ("results", "run_ids")
 
     def recommended_kernel(self, lengthscale: float = 0.3, outputscale: float = 0.25) -> Kernel:
         r"""A scaled RBF kernel on the unit cube with fixed, public hyperparameters.
@@ -780,17 +783,28 @@ class AMPTuningObjective(SearchSpaceObjective):
                          fit_intercept=True, sigma_out=self.budget.sigma_out, tau=self.budget.tau,
                          max_iter=self.max_iter)
 
-    def next_run_index(self) -> int:
-        r"""One more than the largest index of ``run_prefix`` in the ledger (0 if none)."""
-        indices = [
-            int(match.group(1))
-            for run_id in self.ledger.training_run_ids()
-            if isinstance(run_id, str) and (match := self._run_id_pattern.fullmatch(run_id))
-        ]
-        return max(indices, default=-1) + 1
+    def planned_event(self, theta: Tensor, budget_weight: float = 1.0) -> Any:
+        r"""The ledger event (``TrainingMechanism``) of a run at ``theta``, known before it trains."""
+        return amp_training_event(self.config_at(theta, budget_weight), self.data.num_features + 1)
+
+    def _train_with(self, theta: Tensor, ticket: TrainingTicket, meter: Any = None, budget_weight: float = 1.0) -> AMPResult:
+        config = self.config_at(theta, budget_weight)
+        generator = None if ticket.noise_seed is None else torch.Generator().manual_seed(ticket.noise_seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyWarning)  # warned once, in __init__
+            result = fit_amp(self.data.X_train, self.data.y_train, config, generator=generator, meter=meter,
+                             run_id=ticket.run_id)
+        if not same_event(amp_training_event(config, result.theta.numel()), ticket.event):
+            raise RuntimeError(f"AMP ran {result.description!r} for run {ticket.run_id!r}, charged as {ticket.event}.")
+        self.results.append(result)
+        self.run_ids.append(ticket.run_id)
+        return result
+
+    def _validation_losses(self, result: AMPResult) -> Tensor:
+        return self.losses_of(result, self.data.X_val, self.data.y_val)
 
     def train(self, theta: Tensor, *, label: str | None = None, budget_weight: float = 1.0) -> AMPResult:
-        r"""Train and release one AMP model at ``theta``, recording it in the ledger.
+        r"""Train and release one AMP model at ``theta``, charged on its own (recorded at its draw).
 
         Args:
             theta: A ``d`` unit-cube point.
@@ -801,44 +815,11 @@ class AMPTuningObjective(SearchSpaceObjective):
         Returns:
             The ``AMPResult`` (its ``theta`` is the released model).
         """
-        config = self.config_at(theta, budget_weight)
-        if label is not None and (not isinstance(label, str) or not label or label != label.strip()):
-            raise ValueError(f"label must be a non-empty string, got {label!r}.")
-        index = self.next_run_index()
-        run_id = f"{self.run_prefix}-{index:04d}" + ("" if label is None else f"-{label}")
-        curve = functools.partial(amp_rdp, **config.privacy_parameters)
-        self.ledger.check_training_mechanism(rdp=curve)  # budget filter before the data are touched
-        generator = None
-        if self.noise_seed is not None:
-            generator = torch.Generator().manual_seed(child_seeds([self.noise_seed, index], 1)[0])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", PrivacyWarning)  # warned once, in __init__
-            result = fit_amp(self.data.X_train, self.data.y_train, config, generator=generator)
-        if not self.ledger.record_training_mechanism(run_id, rdp=result.cost.rdp, description=result.description):
-            raise RuntimeError(f"Training run {run_id!r} was already in the ledger; it was not counted.")
-        self.results.append(result)
-        self.run_ids.append(run_id)
-        return result
+        return self._train_alone(theta, label, budget_weight=budget_weight)
 
     def losses_of(self, result: AMPResult, X: Tensor, y: Tensor) -> Tensor:
         r"""Per-example capped logistic losses of a released model on ``(X, y)``: ``n``."""
         return logistic_losses(result.decision_function(X), y, loss_cap=self.loss_cap)
-
-    def __call__(self, X: Tensor) -> Tensor:
-        r"""Per-user validation losses at each row of ``X`` (SENSITIVE).
-
-        Args:
-            X: A ``q x d`` (or ``d``) tensor of unit-cube points.
-
-        Returns:
-            A ``q x n`` float64 tensor in ``[0, loss_cap]``: entry ``(j, i)`` is validation
-            user ``i``'s loss under the model trained at ``X[j]``.
-        """
-        X = torch.as_tensor(X, dtype=torch.float64).reshape(-1, self.dim)
-        rows = [self.losses_of(self.train(x), self.data.X_val, self.data.y_val) for x in X]
-        if not rows:
-            return torch.empty(0, self.num_users, dtype=torch.float64)
-        return torch.stack(rows)
 
     # ------------------------------------------------------------------ diagnostics
     def accuracy_non_private(self, result: AMPResult, split: str = "test") -> float:
@@ -856,7 +837,7 @@ class DPSGDTuningObjective(TorchModelTuningObjective):
 
     The model is a linear layer with two logits (softmax logistic regression, bias
     included); its per-example cross-entropy is the logistic loss of the logit
-    difference. Every run is checked against and recorded in the ledger as a DP-SGD run.
+    difference. Every run is charged to the ledger as a DP-SGD run before it trains.
     Unlike the parent, the trained models are kept (``models``) so that a selection
     method can release the winning trial's own model.
 
@@ -886,15 +867,17 @@ class DPSGDTuningObjective(TorchModelTuningObjective):
         p = data.num_features
         space = SearchSpace([Hyperparameter("lr", float(lr_range[0]), float(lr_range[1]), log_scale=True)])
         super().__init__(
-            data.to_classification_data(), space, model_fn=lambda: nn.Linear(p, 2), optimizer=optimizer,
+            data.to_classification_data(), space, model_fn=functools.partial(nn.Linear, p, 2), optimizer=optimizer,
             training=training, dp_sgd=dp_sgd, ledger=ledger, noise_seed=noise_seed, loss_cap=loss_cap,
             run_prefix=run_prefix,
         )
-        #: The trained models, in order of training.
+        #: The models trained in this process, in order of training.
         self.models: list[nn.Module] = []
 
-    def train(self, theta: Tensor, *, label: str | None = None) -> nn.Module:
-        model = super().train(theta, label=label)
+    _PER_PROCESS = ("runs", "models")
+
+    def _train_with(self, theta: Tensor, ticket: TrainingTicket, meter: Any = None, **options: Any) -> nn.Module:
+        model = super()._train_with(theta, ticket, meter, **options)
         self.models.append(model)
         return model
 

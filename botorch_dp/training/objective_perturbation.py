@@ -171,7 +171,7 @@ class AMPResult:
 
     @property
     def description(self) -> str:
-        r"""A description of the release for ``PrivacyLedger.record_training_mechanism``."""
+        r"""A description of the release (the ledger record's description)."""
         return self.cost.description if self.cost is not None else f"AMP: {self.config}"
 
     def decision_function(self, X: Tensor) -> Tensor:
@@ -428,6 +428,8 @@ def fit_amp(
     *,
     generator: torch.Generator | int | None = None,
     nonprivate_diagnostics: bool = False,
+    meter: object = None,
+    run_id: object = None,
 ) -> AMPResult:
     r"""Train a linear model with AMP and gradient clipping (Redberg et al., Alg. 1).
 
@@ -451,6 +453,9 @@ def fit_amp(
             reproductions) and raises a ``PrivacyWarning``.
         nonprivate_diagnostics: Also return ``AMPNonPrivateDiagnostics`` (``θ̃``, ``b``,
             iterations): NOT private, never publish them.
+        meter: A training charge's ``TrainingMeter`` (``PrivacyLedger.charge_training``): the
+            run is recorded as ``run_id`` by the mechanism just before it draws ``b``.
+        run_id: The run's id in ``meter``'s bound (needed with ``meter``).
 
     Returns:
         An ``AMPResult``.
@@ -481,7 +486,9 @@ def fit_amp(
     else:
         raise ValueError(f"generator must be None, a torch.Generator or an int seed, got {type(generator).__name__}.")
     mechanism = ObjectivePerturbationMechanism(dim=d, generator=noise_gen, **config.privacy_parameters)
-    b = mechanism.perturbation()
+    if meter is not None and run_id is None:
+        raise ValueError("run_id=None: a meter records the run under its id; pass the id it was charged under.")
+    b = mechanism.perturbation(meter=meter, run_id=run_id)
     theta_tilde, grad_norm, iterations = _minimise(features, labels, b, config)
     release = mechanism.release(theta_tilde, lambda t: perturbed_objective(t, features, labels, b, config)[1])
     diagnostics = None

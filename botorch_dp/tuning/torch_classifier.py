@@ -2,8 +2,9 @@ r"""Private tuning of the continuous hyperparameters of a torch model with DP-GI
 
 ``TorchModelTuningObjective`` maps parameters θ (``q x d``) to the ``q x n`` per-user
 validation losses of a model trained at each θ (any model, any torch optimizer, any
-per-example loss), optionally with Opacus DP-SGD whose training runs are recorded in a
-``PrivacyLedger`` (and whose noise can be calibrated to a target training ε).
+per-example loss), optionally with Opacus DP-SGD whose training runs are charged to a
+``PrivacyLedger`` before they train, in the caller's process whatever executor trains
+them (``tuning.charged``), and whose noise can be calibrated to a target training ε.
 
 The objective is what ``DPGIBO.run`` consumes. Its outputs are SENSITIVE (one loss per
 validation example); only the DP-GIBO release computed from them is private. Anything
@@ -13,8 +14,7 @@ NON-PRIVATE diagnostic.
 
 from __future__ import annotations
 
-import math
-import re
+import functools
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
+from botorch_dp.privacy.ledger import DPSGDRun, PrivacyBudgetExceeded, PrivacyLedger
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training.dp_sgd import (
     DPSGDConfig,
@@ -38,9 +38,9 @@ from botorch_dp.training.dp_sgd import (
     resolve_dp_sgd,
     train_model,
 )
+from botorch_dp.tuning.charged import ChargedTraining, TrainingTicket, same_event, shared_rows_ledger
 from botorch_dp.tuning.datasets import ClassificationData
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective, default_mlp_space, route_hyperparameters
-from botorch_dp.utils import child_seeds
 
 __all__ = ["TorchModelTuningObjective", "estimate_training_noise_variance", "per_example_cross_entropy"]
 
@@ -88,7 +88,7 @@ def _per_user_error(what: str) -> ValueError:
     )
 
 
-class TorchModelTuningObjective(SearchSpaceObjective):
+class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
     r"""θ (``q x d``, unit cube) ↦ ``q x n`` per-user validation losses of a trained model.
 
     For each row of θ: map it to natural hyperparameters with ``space``, build the model
@@ -102,9 +102,11 @@ class TorchModelTuningObjective(SearchSpaceObjective):
 
     Without DP-SGD each evaluation is a deterministic function of θ and
     ``training.seed``. With ``dp_sgd``, every training run draws fresh DP-SGD noise and is
-    recorded in ``ledger`` (checked against its training budget, and against the
-    ``dp_sgd`` target, BEFORE training; recorded from Opacus's own accountant history
-    after). ``DPSGDConfig(target_epsilon=..., target_delta=..., planned_runs=R)``
+    charged to ``ledger`` BEFORE it trains: a batch of rows is admitted whole against the
+    training budget and the ``dp_sgd`` target, and its runs are recorded with their
+    planned ``(σ, q, steps)``, which Opacus's own history must then match
+    (``tuning.charged``: the same under any executor, and a pickled copy carries no
+    in-memory ledger). ``DPSGDConfig(target_epsilon=..., target_delta=..., planned_runs=R)``
     calibrates the noise multiplier once, here, so that ``R`` runs spend at most the
     target (see ``botorch_dp.training.dp_sgd``); ``training_report()`` gives the total.
 
@@ -199,11 +201,7 @@ class TorchModelTuningObjective(SearchSpaceObjective):
         if model_fn is None:
             num_features = data.num_features
             outputs = int(data.num_classes) if data.is_classification else int(data.y_train[0].numel())
-            hidden = self.training.hidden_sizes
-
-            def model_fn(dropout: float = 0.0) -> nn.Module:
-                return make_mlp(num_features, outputs, hidden, dropout)
-
+            model_fn = functools.partial(make_mlp, num_features, outputs, tuple(self.training.hidden_sizes))
         if not callable(model_fn) or not callable(optimizer):
             raise ValueError("model_fn and optimizer must be callables (e.g. a Module class and a torch.optim class).")
         self.model_fn = model_fn
@@ -237,11 +235,12 @@ class TorchModelTuningObjective(SearchSpaceObjective):
         if not isinstance(run_prefix, str) or not run_prefix or any(c.isspace() for c in run_prefix):
             raise ValueError(f"run_prefix must be a non-empty string without spaces, got {run_prefix!r}.")
         self.run_prefix = run_prefix
-        self._run_id_pattern = re.compile(rf"{re.escape(run_prefix)}-(\d+)(?:-.*)?", re.DOTALL)
-        #: The DP-SGD runs this object trained (this session only; the ledger has all).
+        #: The DP-SGD runs this object charged (this session only; the ledger has all).
         self.runs: list[TrainingRun] = []
-        #: Models this object trained (this session only).
+        #: Models this object charged or trained alone (this session only), wherever they trained.
         self.num_trainings = 0
+
+    _PER_PROCESS = ("runs",)
 
     def split_hyperparameters(self, params: Mapping[str, float]) -> tuple[dict[str, Any], dict[str, float]]:
         r"""``(optimizer keyword arguments, model keyword arguments)`` for natural values ``params``."""
@@ -252,46 +251,60 @@ class TorchModelTuningObjective(SearchSpaceObjective):
         return optimizer_kwargs, model_kwargs
 
     # ------------------------------------------------------------------ training
-    def next_run_index(self) -> int:
-        r"""Index of the next DP-SGD training run: one more than the largest index of
-        ``run_prefix`` among all training entries of the ledger (DP-SGD runs and RDP-curve
-        mechanisms; 0 if none), so it continues after a resume and never reuses an id.
-
-        Returns:
-            An integer ≥ 0.
-        """
-        indices = [
-            int(match.group(1))
-            for run_id in self.ledger.training_run_ids()
-            if isinstance(run_id, str) and (match := self._run_id_pattern.fullmatch(run_id))
-        ]
-        return max(indices, default=-1) + 1
-
     def planned_run(self) -> tuple[float, float, int] | None:
         r"""``(noise_multiplier, sample_rate, steps)`` of every DP-SGD run (``None`` without DP-SGD)."""
         if self.run_dp_sgd is None:
             return None
         return planned_dp_run(len(self.data.y_train), self.training, self.run_dp_sgd)
 
-    def _check_target(self, run: tuple[float, float, int]) -> None:
+    def planned_event(self, theta: Tensor | None = None, **options: Any) -> DPSGDRun | None:
+        r"""The ledger event of a run (the same at every ``theta``; None without DP-SGD)."""
+        planned = self.planned_run()
+        return None if planned is None else DPSGDRun.checked(*planned)
+
+    def _check_charge(self, events: list[DPSGDRun]) -> None:
         target = self.dp_sgd
         if target is None or not target.has_target:
             return
         accountant = self.ledger.training_accountant
         total = composed_training_epsilon(
-            [*self.ledger.training_history(), run], target.target_delta, accountant, self.ledger.prv_eps_error
+            [*self.ledger.training_history(), *events], target.target_delta, accountant, self.ledger.prv_eps_error
         )
         if total > target.target_epsilon * (1.0 + _TARGET_RTOL):
             raise PrivacyBudgetExceeded(
-                f"Training-data target exceeded: one more DP-SGD run would bring the training epsilon "
+                f"Training-data target exceeded: {len(events)} more DP-SGD run(s) would bring the training epsilon "
                 f"({accountant}, delta={target.target_delta:g}) to {total:.6g}, above the target "
                 f"{target.target_epsilon:g} that the noise multiplier was calibrated for "
                 f"(planned_runs={target.planned_runs}; the ledger holds {len(self.ledger.training_runs)} runs). "
                 "Plan more runs (more noise per run) or evaluate fewer points."
             )
 
+    def _note_charged(self, tickets: list[TrainingTicket]) -> None:
+        super()._note_charged(tickets)
+        self.runs += [TrainingRun(t.run_id, *t.event) for t in tickets if t.run_id is not None]
+
+    def _train_with(self, theta: Tensor, ticket: TrainingTicket, meter: Any = None, **options: Any) -> nn.Module:
+        r"""Train one model at ``theta`` under ``ticket`` (with a ``meter``: record its run first)."""
+        optimizer_kwargs, model_kwargs = self.split_hyperparameters(self.space.to_natural(theta))
+        if meter is not None and ticket.run_id is not None:
+            meter.record(ticket.run_id)  # just before the run draws its noise
+        with warnings.catch_warnings():
+            # an explicit noise_seed was warned about once, in __init__
+            warnings.simplefilter("ignore", PrivacyWarning)
+            model, history = train_model(
+                lambda: self.model_fn(**model_kwargs), self.data.X_train, self.data.y_train, self.training,
+                optimizer=self.optimizer, optimizer_kwargs=optimizer_kwargs, loss_fn=self.loss_fn,
+                dp_sgd=self.run_dp_sgd, noise_seed=ticket.noise_seed,
+            )
+        if ticket.event is not None and not same_event(DPSGDRun(*history), ticket.event):
+            raise RuntimeError(f"Opacus accounted {history} for run {ticket.run_id!r}, charged as {ticket.event}.")
+        return model
+
+    def _validation_losses(self, model: nn.Module) -> Tensor:
+        return self._losses(model, self.data.X_val, self.data.y_val)
+
     def train(self, theta: Tensor, *, label: str | None = None) -> nn.Module:
-        r"""Train one model at ``theta`` (recording a DP-SGD run in the ledger).
+        r"""Train one model at ``theta``, its DP-SGD run charged on its own and recorded just before it trains.
 
         Args:
             theta: A ``d`` tensor in the unit cube.
@@ -301,38 +314,7 @@ class TorchModelTuningObjective(SearchSpaceObjective):
         Returns:
             The trained model in eval mode.
         """
-        theta = torch.as_tensor(theta, dtype=torch.float64).reshape(self.dim)
-        optimizer_kwargs, model_kwargs = self.split_hyperparameters(self.space.to_natural(theta))
-        if label is not None and (not isinstance(label, str) or not label):
-            raise ValueError(f"label must be a non-empty string, got {label!r}.")
-        noise_seed = None
-        planned = self.planned_run()
-        if planned is not None:
-            index = self.next_run_index()
-            run_id = f"{self.run_prefix}-{index:04d}" + ("" if label is None else f"-{label}")
-            if self.noise_seed is not None:
-                noise_seed = child_seeds([self.noise_seed, index], 1)[0]
-            s, q, steps = planned
-            # budget filter and target check before any training data is touched
-            self.ledger.check_training_run(noise_multiplier=s, sample_rate=q, steps=steps)
-            self._check_target(planned)
-        with warnings.catch_warnings():
-            # an explicit noise_seed was warned about once, in __init__
-            warnings.simplefilter("ignore", PrivacyWarning)
-            model, history = train_model(
-                lambda: self.model_fn(**model_kwargs), self.data.X_train, self.data.y_train, self.training,
-                optimizer=self.optimizer, optimizer_kwargs=optimizer_kwargs, loss_fn=self.loss_fn,
-                dp_sgd=self.run_dp_sgd, noise_seed=noise_seed,
-            )
-        self.num_trainings += 1
-        if planned is not None:
-            if history[0] != planned[0] or history[2] != planned[2] or not math.isclose(history[1], planned[1]):
-                raise RuntimeError(f"Opacus accounted {history}, expected {planned}.")
-            s, q, steps = history
-            if not self.ledger.record_training_run(run_id=run_id, noise_multiplier=s, sample_rate=q, steps=steps):
-                raise RuntimeError(f"Training run {run_id!r} was already in the ledger; it was not counted.")
-            self.runs.append(TrainingRun(run_id, s, q, steps))
-        return model
+        return self._train_alone(theta, label)
 
     def _losses(self, model: nn.Module, X: Tensor, y: Tensor) -> Tensor:
         n = X.shape[0]
@@ -354,23 +336,6 @@ class TorchModelTuningObjective(SearchSpaceObjective):
             )
         losses = losses.reshape(n, -1).to(torch.float64).mean(-1)
         return _cap(losses, self.loss_cap)
-
-    def __call__(self, X: Tensor) -> Tensor:
-        r"""Per-user validation losses at each row of ``X`` (SENSITIVE).
-
-        Args:
-            X: A ``q x d`` (or ``d``) tensor of unit-cube coordinates.
-
-        Returns:
-            A ``q x n`` float64 tensor, entry ``(j, i)`` = loss of validation example
-            ``i`` under the model trained at ``X[j]``.
-        """
-        X = torch.as_tensor(X, dtype=torch.float64)
-        X = X.reshape(-1, self.dim)
-        out = [self._losses(self.train(x), self.data.X_val, self.data.y_val) for x in X]
-        if not out:
-            return torch.empty(0, self.num_users, dtype=torch.float64)
-        return torch.stack(out)
 
     # ------------------------------------------------------------------ reports
     def training_report(self, delta: float | None = None) -> dict[str, Any]:
@@ -446,10 +411,23 @@ class TorchModelTuningObjective(SearchSpaceObjective):
     def with_data(self, data: ClassificationData | Sequence[Any], **overrides: Any) -> "TorchModelTuningObjective":
         r"""A copy of this objective (same space, model, optimizer, loss, training) on other data.
 
-        The copy has a fresh ledger unless ``ledger=`` is passed, and trains with the
-        noise multiplier every run of this objective uses (a target ε is resolved on this
-        objective's data and not carried over): use it for pilots on public data, which
-        cost no privacy of the sensitive data.
+        It trains with the noise multiplier every run of this objective uses (a target ε is
+        resolved on this objective's data, not on ``data``). Which ledger it charges depends
+        on the training rows: a proxy whose training split shares a record with this
+        objective's (compared by content, ``tuning.charged.training_row_digests``) trains on
+        sensitive data, so with DP-SGD every run it trains is CHARGED TO THIS OBJECTIVE'S
+        LEDGER (and held to its target), whatever it is used for (a pilot, a plan on a
+        public validation split); such a copy given another ``ledger=`` or
+        ``dp_sgd=None`` is refused (``ValueError``). Without a shared record the copy has a
+        fresh ledger unless ``ledger=`` is passed: a pilot on public data costs no privacy.
+        Without DP-SGD this objective protects no training data, and neither does the copy.
+
+        Args:
+            data: A ``ClassificationData`` or a tuple, as in the constructor.
+            **overrides: Constructor arguments to replace (``ledger``, ``noise_seed``, ...).
+
+        Returns:
+            The new ``TorchModelTuningObjective``.
         """
         kwargs = dict(
             space=self.space, model_fn=self._given_model_fn, optimizer=self.optimizer,
@@ -458,7 +436,11 @@ class TorchModelTuningObjective(SearchSpaceObjective):
             per_example_loss=self.per_example_loss, run_prefix=self.run_prefix,
         )
         kwargs.update(overrides)
-        return TorchModelTuningObjective(data, **kwargs)
+        ledger = shared_rows_ledger(self, data, overrides)
+        proxy = TorchModelTuningObjective(data, **{**kwargs, **({} if ledger is None else {"ledger": ledger})})
+        if ledger is not None and "dp_sgd" not in overrides:
+            proxy.dp_sgd = self.dp_sgd  # this objective's target covers every run on its rows
+        return proxy
 
 
 def estimate_training_noise_variance(
@@ -478,8 +460,9 @@ def estimate_training_noise_variance(
     the observation model ``f̃(θ) = f(θ) + v``, ``v ~ N(0, σ²)`` (Sopa et al., short version, §3.4).
     Several rows guard against a point where the model barely moves and the variance
     is deceptively small. The sensitive data are never touched and nothing is recorded
-    in the objective's ledger (a pilot on public data costs no privacy). Without DP-SGD
-    training is deterministic and this returns 0.
+    in the objective's ledger (a pilot on public data costs no privacy); ``public_data``
+    that shares a training record with the objective is refused (``with_data``'s
+    ``ValueError``). Without DP-SGD training is deterministic and this returns 0.
 
     Args:
         objective: The objective whose settings are copied.
