@@ -250,10 +250,13 @@ class DPGIBO:
         Malformed input raises ``ValueError`` before anything is released; the asked
         points stay pending, so they can be told again with corrected losses.
 
-        Atomic: the new state is durable in the checkpoint before the step is returned. If
-        anything fails (budget filter, release, checkpoint write), ``tell`` raises and the
-        optimizer, ledger and noise generator are as before: nothing was released, the
-        points stay pending, and a retry releases once (with the same noise if seeded).
+        Atomic for the run: the new state is durable in the checkpoint before the step is
+        returned. The step's worst case is admitted by the ledger before any noise is drawn
+        (``PrivacyBudgetExceeded`` then: nothing was released or recorded). If anything fails
+        later (a release, the checkpoint write), ``tell`` raises and the run — optimizer,
+        noise generator, pending points — is as before, but the ledger is not rolled back:
+        every release whose noise was drawn stays recorded, and a retry that draws again is
+        charged again (an over-count, never an under-count).
 
         Args:
             points: The ``b x d`` tensor returned by ``ask``.
@@ -280,7 +283,8 @@ class DPGIBO:
         release (``privacy.mechanisms.release_partial_sums``), once. Malformed losses raise
         ``ValueError`` naming the partition before anything is released. Atomic as
         ``tell``: the step is durable in the checkpoint before it is returned, a failure
-        leaves the driver, ledger and noise generator as before, and a retry releases once.
+        leaves the driver and noise generator as before (the ledger keeps what was drawn),
+        and a retry is charged again.
         The fixed noise schedule without a subspace, a private preconditioner, an evaluated
         selection or sensitive fitting is supported.
 

@@ -28,7 +28,6 @@ responsibility for ``FixedSubspace``.
 from __future__ import annotations
 
 import abc
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal

@@ -109,10 +109,10 @@ def failing_writes(flags: list[bool]):
     r"""Make the ``i``-th checkpoint write fail when ``flags`` says so (after that, writes work)."""
     real, calls = ckpt._write_atomic, iter(flags)
 
-    def write(path, parts):
-        if path.name == ckpt.STATE_FILE and next(calls, False):
+    def write(dir_fd, name, *args, **kwargs):
+        if name == ckpt.STATE_FILE and next(calls, False):
             raise _Fail("the checkpoint write failed after the release")
-        return real(path, parts)
+        return real(dir_fd, name, *args, **kwargs)
 
     ckpt._write_atomic = write
     try:
@@ -205,6 +205,62 @@ def test_two_copies_of_one_checkpoint_resumed_against_one_stored_ledger_are_both
     made = len(draws.mus)
     assert len(ledger.validation_records()) == made and made > 2 * len(OPTIONS[option]) // 2
     assert _ledger_square(ledger) == pytest.approx(draws.square, rel=1e-12)
+
+
+def _one_process(url: str, seed: int, option: str, start, results) -> None:
+    r"""A DP-GIBO run in its own process on the shared stored ledger; reports its draws."""
+    _, objective = normal_location(n=12, d=2)
+    with warnings.catch_warnings(), counting_draws() as draws:
+        warnings.simplefilter("ignore")
+        opt = DPGIBO(_config(option, seed=seed), ledger=PrivacyLedger(storage=url, dataset="users"))
+        start.wait()
+        try:
+            opt.run(objective, progress=False)
+        except PrivacyBudgetExceeded:
+            pass  # the other process spent the rest: refused before the noise
+    results.put(draws.mus)
+
+
+@pytest.mark.parametrize("option", ["fixed", "adaptive_norm"])
+def test_processes_sharing_a_stored_ledger_are_charged_for_every_release_and_no_more(tmp_path, option):
+    import multiprocessing
+
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    PrivacyLedger(storage=url, dataset="users", validation_mu_budget=1.5)  # two runs of mu = 1 do not fit
+    ctx = multiprocessing.get_context("spawn")
+    start, results = ctx.Barrier(2, timeout=300), ctx.Queue()
+    procs = [ctx.Process(target=_one_process, args=(url, seed, option, start, results)) for seed in (1, 2)]
+    for p in procs:
+        p.start()
+    made = [mu for _ in procs for mu in results.get(timeout=300)]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    ledger = PrivacyLedger(storage=url, dataset="users")
+    assert _ledger_square(ledger) == pytest.approx(math.fsum(mu * mu for mu in made), rel=1e-12)
+    assert len(ledger.validation_records()) == len(made) and ledger.validation_mu() <= 1.5 * (1 + 1e-9)
+    assert ledger.num_reservations() == 0
+
+
+class _Quadratic:
+    r"""Per-user squared distances to fixed points (a picklable objective for worker processes)."""
+
+    def __init__(self, n: int = 12, d: int = 2) -> None:
+        self.x = normal_location(n=n, d=d)[0]
+
+    def __call__(self, X):
+        return 0.5 * (X[:, None, :] - self.x[None]).pow(2).sum(-1)
+
+
+def test_the_loop_over_a_process_pool_is_charged_for_every_release():
+    from botorch_dp.evaluation import process_pool
+
+    objective = _Quadratic()
+    ledger = PrivacyLedger()
+    with warnings.catch_warnings(), counting_draws() as draws, process_pool(2) as pool:
+        warnings.simplefilter("ignore", PrivacyWarning)
+        DPGIBO(_config("adaptive_clip"), ledger=ledger).run(objective, progress=False, executor=pool)
+    assert len(draws.mus) == 6 and _ledger_square(ledger) == pytest.approx(draws.square, rel=1e-12)
 
 
 def test_a_retried_adaptive_step_on_a_tight_shared_ledger_never_releases_uncharged():

@@ -11,7 +11,7 @@ import math
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,7 +27,6 @@ from botorch_dp.privacy.ledger.events import (
     TrainingMechanism,
     ValidationEvent,
     ValidationMechanism,
-    check_rdp_values,
     new_release_id,
 )
 from botorch_dp.privacy.ledger.filters import (
@@ -42,6 +41,7 @@ from botorch_dp.privacy.ledger.filters import (
 from botorch_dp.privacy.ledger.meter import Meter, TrainingMeter, check_validation_bound
 from botorch_dp.privacy.ledger.rows import Row, Transaction, memory_counter, rows_from_storage
 from botorch_dp.privacy.ledger.state import SETTINGS, STATE_VERSION, check_key, check_run_id, decode_state, encode_state
+from botorch_dp.privacy.ledger.external import ExternalReleases
 from botorch_dp.privacy.ledger.views import LedgerViews, synced
 
 if TYPE_CHECKING:
@@ -58,14 +58,7 @@ def _same_setting(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _evaluate_curve(rdp: Callable[[float], float]) -> tuple[float, ...]:
-    r"""``rdp`` evaluated once at every order of the grid, checked."""
-    if not callable(rdp):
-        raise ValueError(f"rdp must be a callable alpha -> epsilon(alpha), got {rdp!r}.")
-    return check_rdp_values([rdp(order) for order in TRAINING_RDP_ORDERS], "rdp")
-
-
-class PrivacyLedger(LedgerViews):
+class PrivacyLedger(LedgerViews, ExternalReleases):
     r"""Records the privacy spent on validation data and on training data (see the package docstring).
 
     Every release is charged with ``charge`` (validation: a step's worst case admitted and
@@ -369,82 +362,6 @@ class PrivacyLedger(LedgerViews):
             for row in mine:
                 tx.drop(row.seq)
             return len(mine)
-
-    # ------------------------------------------------------- releases made elsewhere
-    def check_validation_step(self, mu: float) -> None:
-        r"""Raise ``PrivacyBudgetExceeded`` if one more ``mu``-GDP release would exceed the budget
-        (nothing is held: for releases made inside this package use ``charge``, which holds
-        the budget between the check and the record, also across processes)."""
-        event = Gaussian(mu)
-        with self._writing():
-            check_validation_admits(self._validation_budget(), self._spent("validation"), [event],
-                                    f"a step with mu={event.mu:.6g}")
-
-    def check_validation_mechanism(self, rdp: Callable[[float], float]) -> None:
-        r"""Raise if one more validation release with RDP curve ``rdp`` would exceed the budget."""
-        event = ValidationMechanism("(checked)", _evaluate_curve(rdp))
-        with self._writing():
-            check_validation_admits(self._validation_budget(), self._spent("validation"), [event],
-                                    "a release given by its RDP curve")
-
-    def check_training_run(self, *, noise_multiplier: float, sample_rate: float, steps: int) -> None:
-        r"""Raise if one more DP-SGD run would exceed the training budget."""
-        run = DPSGDRun.checked(noise_multiplier, sample_rate, steps)
-        with self._writing():
-            check_training_admits(self._training_budget(), self.training_delta, self.training_accountant,
-                                  self.prv_eps_error, self._spent("training"), [run])
-
-    def check_training_mechanism(self, *, rdp: Callable[[float], float]) -> None:
-        r"""Raise if one more training mechanism with RDP curve ``rdp`` would exceed the budget."""
-        event = TrainingMechanism("(checked)", _evaluate_curve(rdp))
-        with self._writing():
-            check_training_admits(self._training_budget(), self.training_delta, self.training_accountant,
-                                  self.prv_eps_error, self._spent("training"), [event])
-
-    def _append(self, side: str, run_id: Any, key: str, event: Any) -> bool:
-        with self._writing() as tx:
-            if side == "training" and any(r.recorded and r.side == "training" and r.run_id == run_id for r in tx.rows):
-                raise ValueError(f"Training run id {run_id!r} is already in the ledger; every run needs its own id.")
-            tx.record(side, run_id, key, new_release_id(), event)
-        return True
-
-    def record_validation_step(self, mu: float, *, run_id: str, key: str) -> bool:
-        r"""Record a ``mu``-GDP validation release made outside this package's mechanisms.
-
-        A record is a fact: it is never refused for the budget (check first) and never merged
-        with an earlier one, so the same ``(run_id, key)`` recorded twice counts twice.
-
-        Returns:
-            True.
-        """
-        return self._append("validation", check_run_id(run_id), check_key(key), Gaussian(mu))
-
-    def record_validation_pure(self, epsilon: float, *, run_id: str, key: str) -> bool:
-        r"""Record a pure ε-DP validation release (charged ``2Φ⁻¹(e^ε/(1 + e^ε))``-GDP; see
-        ``record_validation_step``)."""
-        return self._append("validation", check_run_id(run_id), check_key(key), PureDP(epsilon))
-
-    def record_validation_mechanism(self, rdp: Callable[[float], float], *, run_id: str, key: str,
-                                    description: str) -> bool:
-        r"""Record a validation release given by its RDP curve (evaluated once on ``RDP_ORDERS``;
-        see ``record_validation_step``)."""
-        event = ValidationMechanism(description, _evaluate_curve(rdp))
-        return self._append("validation", check_run_id(run_id), check_key(key), event)
-
-    def record_training_run(self, *, run_id: Any, noise_multiplier: float, sample_rate: float, steps: int) -> bool:
-        r"""Record a DP-SGD run made outside this package; a ``run_id`` already recorded raises
-        ``ValueError`` (every run has its own id). Never refused for the budget (check first).
-
-        Returns:
-            True.
-        """
-        run = DPSGDRun.checked(noise_multiplier, sample_rate, steps)
-        return self._append("training", check_run_id(run_id, training=True), "", run)
-
-    def record_training_mechanism(self, run_id: Any, *, rdp: Callable[[float], float], description: str) -> bool:
-        r"""Record a training mechanism given by its RDP curve (see ``record_training_run``)."""
-        event = TrainingMechanism(description, _evaluate_curve(rdp))
-        return self._append("training", check_run_id(run_id, training=True), "", event)
 
     # ---------------------------------------------------------------- persistence
     @synced

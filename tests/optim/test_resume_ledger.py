@@ -1,0 +1,121 @@
+r"""Resuming never makes the ledger forget (issue 28): a resume merges into a live ledger, a
+checkpoint whose ledger lost records is refused, a dead process's reservation is settled
+when its run resumes, and a caller-chosen run id is never charged for free twice."""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import pytest
+import torch
+
+from botorch_dp.baselines import dp_hypo, noisy_gradient_descent, private_random_search
+from botorch_dp.optim import checkpoint as ckpt
+from botorch_dp.optim.dp_gibo import DPGIBO
+from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger_storage import open_storage
+from botorch_dp.privacy.seeding import PrivacyWarning
+from tests.optim.loop_helpers import nl_config, normal_location
+
+
+def _config(**kw):
+    base = dict(d=2, privacy_mu=0.6, clip_bound=2.0, num_iterations=4, batch_size=2, seed=3)
+    base.update(kw)
+    return nl_config(**base)
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        yield
+
+
+def test_resume_into_a_live_ledger_merges_with_the_other_runs_records(tmp_path):
+    r"""The defect: ``DPGIBO.resume(ckpt, ledger=L)`` replaced ``L``'s state, so ``L`` reported
+    0.6 where two μ = 0.6 runs on it compose to 0.8485."""
+    _, objective = normal_location(n=12, d=2)
+    shared = PrivacyLedger()
+    DPGIBO(_config(seed=1), ledger=shared).run(objective, progress=False)  # another run on the same users
+    opt = DPGIBO(_config(seed=2), checkpoint_dir=tmp_path)
+    opt.run(objective, progress=False)
+    resumed = DPGIBO.resume(tmp_path, ledger=shared)
+    assert shared.validation_mu() == pytest.approx(math.hypot(0.6, 0.6), rel=1e-12)
+    assert shared.validation_mu(run_id=resumed.run_id) == pytest.approx(0.6, rel=1e-12)
+    assert resumed.guarantee().mu == pytest.approx(0.8485, abs=1e-4)
+
+
+def test_a_checkpoint_whose_ledger_lost_records_is_refused(tmp_path):
+    r"""The defect: a consistently edited ``state.json`` with its ledger entries deleted resumed
+    and reported μ 0.707 after 1.0 was spent. The checkpoint's ledger must record every
+    release of the steps the run took."""
+    _, objective = normal_location(n=12, d=2)
+    opt = DPGIBO(_config(privacy_mu=1.0), checkpoint_dir=tmp_path)
+    opt.run(objective, progress=False, callback=lambda info: info.iteration == 2)
+    path = tmp_path / ckpt.STATE_FILE
+    state = json.loads(path.read_text())
+    assert [e["key"] for e in state["ledger"]["validation_steps"]] == ["step-0000", "step-0001"]
+    state["ledger"]["validation_steps"] = state["ledger"]["validation_steps"][:1]  # one step's record gone
+    path.write_text(json.dumps(state))
+    with pytest.raises(ValueError, match="lacks the release 'step-0001'"):
+        DPGIBO.resume(tmp_path)
+    state["ledger"]["validation_steps"][0]["mu"] = 0.01  # the right keys, a smaller charge
+    state["ledger"]["validation_steps"].append({**state["ledger"]["validation_steps"][0], "key": "step-0001",
+                                                "release_id": "f" * 32})
+    path.write_text(json.dumps(state))
+    with pytest.raises(ValueError, match="was not charged mu=0.5"):
+        DPGIBO.resume(tmp_path)
+
+
+def test_a_dead_processs_reservation_is_settled_when_its_run_resumes(tmp_path):
+    r"""The defect: a process killed between a stored ledger's check and its record left a
+    reservation nobody could cancel. It belongs to its run now, and the run's resume drops it."""
+    _, objective = normal_location(n=12, d=2)
+    url = tmp_path / "ledger.db"
+    opt = DPGIBO(_config(), checkpoint_dir=tmp_path / "ckpt", ledger=PrivacyLedger(storage=url, dataset="users",
+                                                                                  validation_mu_budget=1.0))
+    opt.run(objective, progress=False, callback=lambda info: info.iteration == 1)
+    with open_storage(url).transaction("users") as tx:  # what a process killed inside a step leaves
+        tx.reserve(side="validation", entry={"mu": 0.3}, run_id=opt.run_id, owner="killed")
+    ledger = PrivacyLedger(storage=url, dataset="users")
+    held = ledger.remaining_validation_mu()
+    assert ledger.num_reservations() == 1
+    resumed = DPGIBO.resume(tmp_path / "ckpt", ledger=ledger)
+    assert ledger.num_reservations() == 0 and ledger.remaining_validation_mu() > held
+    resumed.run(objective, progress=False)
+    assert ledger.validation_mu() == pytest.approx(0.6, rel=1e-12)
+
+
+def test_a_run_id_the_ledger_holds_is_refused_before_anything_is_released():
+    r"""The defect: a second ``dp_hypo(..., run_id="tuning")`` on one ledger was not charged
+    (the "already recorded" answer was ignored). Every entry point that takes a run id refuses
+    a taken one; with its default id every call is a new run."""
+    x, objective = normal_location(n=12, d=2)
+    bounds = torch.tensor([[-2.0, -2.0], [4.0, 4.0]], dtype=torch.float64)
+    ledger = PrivacyLedger()
+    hypo = dict(mean_trials=3.0, per_trial_mu=0.3, loss_clip=20.0, ratio_bound=1.0, num_candidates=64, seed=0,
+                ledger=ledger)
+    dp_hypo(objective, bounds, run_id="tuning", **hypo)
+    spent = ledger.validation_rdp_curve()
+    with pytest.raises(ValueError, match="'tuning' is already in the ledger"):
+        dp_hypo(objective, bounds, run_id="tuning", **hypo)
+    assert ledger.validation_rdp_curve() == spent
+    dp_hypo(objective, bounds, **hypo)  # a new default id: charged again
+    assert ledger.validation_rdp_curve()[0] == pytest.approx(2 * spent[0], rel=1e-12)
+    search = dict(mean_trials=3.0, per_trial_mu=0.3, loss_clip=20.0, seed=0, ledger=ledger)
+    private_random_search(objective, bounds, run_id="search", **search)
+    with pytest.raises(ValueError, match="'search' is already in the ledger"):
+        private_random_search(objective, bounds, run_id="search", **search)
+
+    def gradients(theta):
+        return theta[:, None, :] - x[None]
+
+    gd_ledger = PrivacyLedger()
+    gd = dict(num_iterations=3, clip_bound=2.0, step_size=0.3, privacy_mu=0.5, seed=0, ledger=gd_ledger)
+    noisy_gradient_descent(gradients, bounds, run_id="gd", **gd)
+    assert gd_ledger.validation_mu(run_id="gd") == pytest.approx(0.5, rel=1e-12)
+    with pytest.raises(ValueError, match="'gd' is already in the ledger"):
+        noisy_gradient_descent(gradients, bounds, run_id="gd", **gd)
+    assert gd_ledger.validation_mu() == pytest.approx(0.5, rel=1e-12)
