@@ -1,7 +1,7 @@
 r"""The accounting cannot forget: one charge protocol, checked at the one place noise is drawn.
 
 A harness counts every release actually made — each call of the Gaussian draw
-(``mechanisms._gaussian``, with the release's ``μ``) and of the exponential mechanism's
+(``mechanisms._noise._gaussian``, with the release's ``μ``) and of the exponential mechanism's
 Gumbel draw — and compares the ledger with it after randomized sequences (hypothesis) of
 asks and tells, tells that fail after their release, retries, budget refusals, crashes
 and resumes, and two copies of one checkpoint resumed against one stored ledger: the
@@ -27,9 +27,8 @@ from hypothesis import strategies as st
 import botorch_dp
 from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.dp_gibo import DPGIBO
-from botorch_dp.privacy import mechanisms
-from botorch_dp.privacy.ledger import Gaussian, PrivacyBudgetExceeded, PrivacyLedger
-from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
+from botorch_dp.privacy.ledger import Gaussian, PrivacyBudgetExceeded, PrivacyLedger, PureDP
+from botorch_dp.privacy.mechanisms import ExponentialLossSelection, GaussianGradientMechanism, _noise
 from botorch_dp.privacy.seeding import PrivacyWarning
 from tests.optim.loop_helpers import nl_config, normal_location
 
@@ -52,9 +51,9 @@ class Draws:
 
 @contextlib.contextmanager
 def counting_draws():
-    r"""Patch the draw sites of ``privacy.mechanisms`` for the block; yields the ``Draws``."""
+    r"""Patch the draw sites of ``privacy.mechanisms._noise`` for the block; yields the ``Draws``."""
     draws = Draws()
-    gaussian, gumbel, exponential = mechanisms._gaussian, mechanisms._gumbel, mechanisms.ExponentialLossSelection.release
+    gaussian, gumbel, exponential = _noise._gaussian, _noise._gumbel, ExponentialLossSelection.release
     pending: list[float] = []
 
     def counted_gaussian(size, std, *args, release_mu=None, **kwargs):
@@ -68,16 +67,16 @@ def counting_draws():
         return gumbel(*args, **kwargs)
 
     def exponential_release(self, *args, **kwargs):
-        pending.append(mechanisms.PureDP(self.epsilon).mu)
+        pending.append(PureDP(self.epsilon).mu)
         return exponential(self, *args, **kwargs)
 
-    mechanisms._gaussian, mechanisms._gumbel = counted_gaussian, counted_gumbel
-    mechanisms.ExponentialLossSelection.release = exponential_release
+    _noise._gaussian, _noise._gumbel = counted_gaussian, counted_gumbel
+    ExponentialLossSelection.release = exponential_release
     try:
         yield draws
     finally:
-        mechanisms._gaussian, mechanisms._gumbel = gaussian, gumbel
-        mechanisms.ExponentialLossSelection.release = exponential
+        _noise._gaussian, _noise._gumbel = gaussian, gumbel
+        ExponentialLossSelection.release = exponential
 
 
 def _ledger_square(ledger: PrivacyLedger) -> float:

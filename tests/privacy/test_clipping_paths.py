@@ -10,13 +10,8 @@ import math
 import pytest
 import torch
 
-from botorch_dp.privacy.mechanisms import (
-    GaussianGradientMechanism,
-    _clipped_sum,
-    _column_norms,
-    _direct_product_is_safe,
-    clipped_mean_gradient,
-)
+from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, clipped_mean_gradient
+from botorch_dp.privacy.mechanisms._clipping import _clipped_sum, _column_norms, _direct_product_is_safe
 
 from .test_mechanisms import FMAX, _exact_clipped_mean
 

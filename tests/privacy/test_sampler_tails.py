@@ -19,8 +19,8 @@ import torch
 from scipy.special import log_ndtr, ndtri_exp
 from scipy.stats import chisquare, gumbel_r, kstest, norm
 
-import botorch_dp.privacy.mechanisms as mechanisms
-from botorch_dp.privacy.mechanisms import (
+import botorch_dp.privacy.mechanisms._noise as mechanisms
+from botorch_dp.privacy.mechanisms._noise import (
     MAX_OS_ENTROPY_RELEASE_MU,
     OS_ENTROPY_NORMAL_MAX_ABS,
     _gaussian,
@@ -29,11 +29,11 @@ from botorch_dp.privacy.mechanisms import (
     _half_uniform_from_words,
     _normal_from_half_uniform,
     _os_entropy_half_uniform,
-    gumbel_max_index,
     os_entropy_gumbel,
     os_entropy_normal,
     os_entropy_uniform,
 )
+from botorch_dp.privacy.mechanisms.scores import gumbel_max_index
 
 N = 200_000
 LN2 = math.log(2.0)

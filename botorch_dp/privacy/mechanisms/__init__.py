@@ -1,0 +1,117 @@
+r"""The privacy boundary: where per-user losses meet each other or noise.
+
+Every release of the package is a call into this package and returns the released value
+together with its cost (``PrivacyCost``, ``PureDPCost``, ``RDPCost``). A release made
+inside a charged step (``PrivacyLedger.charge``) takes the step's ``meter`` and records its
+cost through it immediately before its noise is drawn, so the ledger holds a record
+whenever the noise exists; without a meter the caller is responsible for the accounting.
+
+- ``_clipping``: the clipped sums of per-user estimates ``clip_B(A y_i)`` (exact and
+  overflow-safe), in process and per partition; SENSITIVE until noised.
+- ``_noise``: the only module that draws privacy noise (Gaussian, Gumbel, GOE), from the
+  operating system's entropy unless a generator was seeded.
+- ``gradient``: ``GaussianGradientMechanism`` (DP-GIBO's and noisy GD's release, noise
+  ``2B√T/(nμ)``, Sopa et al., Thm. 3.1), the per-release ``AdaptiveGaussianGradientMechanism``
+  and its ``ClippedMean`` (Menart et al.), ``release_partial_sums``.
+- ``counts``: adaptive clipping's noisy count (Andrew et al. 2021).
+- ``scores``: trial scores of private random search, and the exponential-mechanism and
+  noisy-loss choices of an iterate.
+- ``preconditioner``: the GOE-noised private AdaGrad preconditioner (Kairouz et al.).
+- ``objective_perturbation``: AMP, a training-side release with an RDP curve.
+
+Nothing computed from per-user losses leaves this package un-noised, except clearly
+labelled non-private diagnostics returned only on request.
+"""
+
+from botorch_dp.privacy.mechanisms._clipping import (
+    ClippedPartialSum,
+    NonfiniteLosses,
+    clip_rows,
+    clipped_mean_gradient,
+    clipped_partial_sum,
+    count_within_clip,
+    default_chunk_size,
+)
+from botorch_dp.privacy.mechanisms._noise import (
+    MAX_OS_ENTROPY_RELEASE_MU,
+    OS_ENTROPY_NORMAL_MAX_ABS,
+    os_entropy_gumbel,
+    os_entropy_normal,
+    os_entropy_uniform,
+)
+from botorch_dp.privacy.mechanisms.counts import ClipCountRelease, GaussianClipCountMechanism
+from botorch_dp.privacy.mechanisms.gradient import (
+    AdaptiveGaussianGradientMechanism,
+    ClippedMean,
+    GaussianGradientMechanism,
+    release_partial_sums,
+)
+from botorch_dp.privacy.mechanisms.objective_perturbation import (
+    AMPNotConvergedError,
+    ObjectivePerturbationMechanism,
+    ObjectivePerturbationRelease,
+)
+from botorch_dp.privacy.mechanisms.preconditioner import (
+    GOEPreconditionerMechanism,
+    PreconditionerRelease,
+    gram_sqrt,
+    sample_goe,
+)
+from botorch_dp.privacy.mechanisms.releases import (
+    GradientRelease,
+    NormRelease,
+    PrivacyCost,
+    PureDPCost,
+    RDPCost,
+    ReleaseDiagnostics,
+)
+from botorch_dp.privacy.mechanisms.scores import (
+    ExponentialLossSelection,
+    GaussianScoreMechanism,
+    NoisyLossSelection,
+    ScoreRelease,
+    SelectionRelease,
+    exponential_mechanism_log_probabilities,
+    gumbel_max_index,
+)
+
+__all__ = [
+    "MAX_OS_ENTROPY_RELEASE_MU",
+    "OS_ENTROPY_NORMAL_MAX_ABS",
+    "AMPNotConvergedError",
+    "AdaptiveGaussianGradientMechanism",
+    "ClipCountRelease",
+    "ClippedMean",
+    "ClippedPartialSum",
+    "ExponentialLossSelection",
+    "GOEPreconditionerMechanism",
+    "GaussianClipCountMechanism",
+    "GaussianGradientMechanism",
+    "GaussianScoreMechanism",
+    "GradientRelease",
+    "NoisyLossSelection",
+    "NonfiniteLosses",
+    "NormRelease",
+    "ObjectivePerturbationMechanism",
+    "ObjectivePerturbationRelease",
+    "PreconditionerRelease",
+    "PrivacyCost",
+    "PureDPCost",
+    "RDPCost",
+    "ReleaseDiagnostics",
+    "ScoreRelease",
+    "SelectionRelease",
+    "clip_rows",
+    "clipped_mean_gradient",
+    "clipped_partial_sum",
+    "count_within_clip",
+    "default_chunk_size",
+    "exponential_mechanism_log_probabilities",
+    "gram_sqrt",
+    "gumbel_max_index",
+    "os_entropy_gumbel",
+    "os_entropy_normal",
+    "os_entropy_uniform",
+    "release_partial_sums",
+    "sample_goe",
+]

@@ -1,0 +1,291 @@
+r"""The one module that draws privacy noise: Gaussian, Gumbel and GOE draws, from the operating
+system's entropy unless a caller seeded a generator, each preceded by its release's record.
+
+``_charged`` records a release's cost through its charged step's meter immediately before
+the draw (``PrivacyLedger.charge``); every draw of the package goes through ``_gaussian``,
+``_gumbel`` or ``_goe`` here (``tests/privacy/test_boundary.py`` checks that no other module
+draws). The OS-entropy samplers reach the float64 floor (see ``os_entropy_normal``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+from torch import Tensor
+
+from botorch_dp.privacy.checks import check_positive
+from botorch_dp.privacy.ledger.events import PrivacyEvent
+from botorch_dp.privacy.ledger.meter import Meter
+
+def _charged(
+    meter: Meter | None, part: str, event: PrivacyEvent, *, release_mu: float | None = None,
+    generator: torch.Generator | None = None, secure_rng: bool = False,
+) -> None:
+    r"""Record a release's cost through its step's meter; called immediately before the draw.
+
+    A Gaussian release from OS entropy at a finite per-release ``release_mu`` above
+    ``MAX_OS_ENTROPY_RELEASE_MU`` is refused here first (``ValueError``: the sampler's
+    truncation would void the guarantee, see ``os_entropy_normal``), and a meter refuses an
+    event above its bound: either way nothing is recorded or drawn.
+    """
+    if (release_mu is not None and (secure_rng or generator is None) and math.isfinite(release_mu)
+            and release_mu > MAX_OS_ENTROPY_RELEASE_MU):
+        raise ValueError(
+            f"release_mu (per-release μ) = {release_mu!r} exceeds MAX_OS_ENTROPY_RELEASE_MU = "
+            f"{MAX_OS_ENTROPY_RELEASE_MU}: the OS-entropy normal sampler's support ends at |Z| = "
+            f"{OS_ENTROPY_NORMAL_MAX_ABS:.2f}, so at this μ the release would not be μ-GDP (truncation "
+            "mass above 1e-30). Use a smaller μ per release (more steps, or a smaller budget). Nothing was released."
+        )
+    if meter is not None:
+        meter.record(part, event)
+
+
+def _gaussian(
+    size: int,
+    std: float,
+    generator: torch.Generator | None,
+    secure_rng: bool,
+    dtype: torch.dtype,
+    device: torch.device | None,
+    *,
+    release_mu: float | None = None,
+) -> Tensor:
+    r"""``size`` draws of ``N(0, std²)``: the only place privacy noise is sampled.
+
+    ``generator=None`` (the default everywhere) or ``secure_rng`` draws from the operating
+    system's entropy (``os_entropy_normal``); a generator is used only when the caller seeded
+    one explicitly (tests, reproductions), which ``seeding.noise_generator`` warns about.
+
+    ``release_mu``, the release's per-release GDP parameter ``μ = Δ/std``, is optional: when a
+    caller passes it, a finite ``μ > MAX_OS_ENTROPY_RELEASE_MU`` is refused on the OS-entropy
+    path before anything is drawn (see ``os_entropy_normal``). A caller that does not pass it
+    is not checked. ``std = 0`` (``μ = inf``) returns zeros and draws nothing.
+    """
+    if std == 0.0:
+        return torch.zeros(size, dtype=dtype, device=device)
+    if secure_rng or generator is None:
+        w = os_entropy_normal(size, dtype=dtype, device=device, release_mu=release_mu)
+    elif device is not None and generator.device != torch.device(device):
+        # a generator lives on one device: draw there, then move (same numbers everywhere)
+        w = torch.randn(size, generator=generator, dtype=dtype, device=generator.device).to(device)
+    else:
+        w = torch.randn(size, generator=generator, dtype=dtype, device=device)
+    return std * w
+
+
+#: Leading zero bits beyond which the OS-entropy uniforms stop counting: ``u`` is then
+#: ``2⁻¹⁰⁷⁴``, the smallest positive float64 (probability ``2⁻¹⁰⁷³`` per draw).
+_OS_ENTROPY_MAX_ZEROS = 1072
+
+
+#: The largest ``|Z|`` that ``os_entropy_normal`` can return, ``−Φ⁻¹(2⁻¹⁰⁷⁴) = 38.4674…``.
+OS_ENTROPY_NORMAL_MAX_ABS = 38.467405617144344
+
+
+#: The largest finite per-release GDP parameter ``μ = Δ/σ`` that ``os_entropy_normal``
+#: (and ``_gaussian`` on its OS-entropy path) accepts when told the release's ``μ``:
+#: the truncation mass ``Φ̄(38.467 − 26) ≈ 5·10⁻³⁶`` is below ``10⁻³⁰`` (see ``os_entropy_normal``).
+MAX_OS_ENTROPY_RELEASE_MU = 26.0
+
+
+_SIGN_BIT = -(2**63)  # int64 with only bit 63 set
+
+
+_EXPONENT_BITS = 0x7FF << 52
+
+
+_LOW_52, _LOW_53 = 2**52 - 1, 2**53 - 1
+
+
+def _os_entropy_words(count: int) -> Tensor:
+    r"""``count`` int64 words of 64 random bits each from ``os.urandom``."""
+    if count == 0:
+        return torch.zeros(0, dtype=torch.int64)
+    return torch.frombuffer(bytearray(os.urandom(8 * count)), dtype=torch.int64)
+
+
+def _leading_zeros(field: Tensor) -> Tensor:
+    r"""Leading zero bits of 53-bit fields (``0 <= field < 2^53``: the float64 conversion is
+    exact, so ``frexp`` gives the bit length)."""
+    return 53 - torch.frexp(field.to(torch.float64)).exponent.to(torch.int64)
+
+
+def _half_uniform_from_bits(zeros: Tensor, mantissa: Tensor) -> Tensor:
+    r"""``u = 2^{-(k+2)} (1 + m 2^{-52})`` for ``k = zeros`` (``0 <= k <= 1072``) and 52-bit ``m``.
+
+    Built from its bit pattern, so ``u`` is exact for ``k <= 1020`` (normal floats) and
+    correctly rounded to the subnormal grid beyond; ``u`` lies in ``[2⁻¹⁰⁷⁴, 1/2)``.
+    """
+    excess = (zeros - 1020).clamp(min=0)  # binades below the normal range, at most 52
+    normal = (((1021 - zeros + excess) << 52) | mantissa).view(torch.float64)
+    return normal * ((1023 - excess) << 52).view(torch.float64)
+
+
+def _half_uniform_from_words(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    r"""Uniforms on ``(0, 1/2)`` with full float64 precision near 0, and fair sign bits, from
+    two random int64 words per draw (see ``_os_entropy_half_uniform``).
+
+    ``a`` gives the 52 mantissa bits ``m`` and, in bit 63, the sign (returned as an int64
+    that is 0 or has only bit 63 set). ``b``'s low 53 bits begin a random bit string whose
+    count of leading zeros ``k`` has ``P(k) = 2^{-(k+1)}``; ``u = 2^{-(k+2)} (1 + m 2^{-52})``,
+    i.e. ``u`` is uniform on ``(0, 1/2)`` rounded down to 52 bits in its binade. When those
+    53 bits are all zero (probability ``2⁻⁵³`` per draw), the string goes on with the low 53
+    bits of further words from ``_os_entropy_words``, for just those draws, round after
+    round, until a one appears or ``k`` reaches 1072 (``u = 2⁻¹⁰⁷⁴``, at most 20 rounds).
+    """
+    mantissa, sign, head = a & _LOW_52, a & _SIGN_BIT, b & _LOW_53
+    # head >= 1 (k = 53 - bitlen(head) <= 52): head's binade, scaled by 2^-54, is u's binade
+    u = ((head.to(torch.float64).view(torch.int64) & _EXPONENT_BITS) | mantissa).view(torch.float64) * 2.0**-54
+    all_zero = head == 0
+    if bool(all_zero.any()):  # probability size·2^-53; otherwise no branch depends on the draws
+        index = all_zero.nonzero().reshape(-1)
+        zeros = torch.full_like(index, 53)
+        still = torch.arange(index.numel())
+        while still.numel() > 0:
+            more = _os_entropy_words(still.numel()) & _LOW_53
+            zeros[still] += _leading_zeros(more)
+            still = still[(more == 0) & (zeros[still] < _OS_ENTROPY_MAX_ZEROS)]
+        u[index] = _half_uniform_from_bits(zeros.clamp(max=_OS_ENTROPY_MAX_ZEROS), mantissa[index])
+    return u, sign
+
+
+def _os_entropy_half_uniform(size: int) -> tuple[Tensor, Tensor]:
+    r"""``size`` float64 uniforms on ``(0, 1/2)``, exact to 52 bits in every binade down to
+    ``2⁻¹⁰⁷⁴``, and ``size`` independent fair signs, from ``os.urandom`` (16 bytes per draw).
+
+    Returns ``(u, sign)``; ``sign`` is an int64 tensor, 0 or ``−2⁶³`` (only bit 63 set).
+    See ``_half_uniform_from_words`` for the construction. Its branch for the deep draws
+    (past 53 zero bits) is the only Python-level branch that depends on the draws, and it is
+    taken with probability ``size·2⁻⁵³``. That is why a whole second word starts the zero
+    count: starting it in the 11 spare bits of the first would take the branch for 1 draw in
+    2048, and its time would tell whether some ``|Z|`` exceeded 3.3. (Element-wise
+    floating-point timing is not addressed.)
+    """
+    words = _os_entropy_words(2 * size).reshape(2, size)
+    return _half_uniform_from_words(words[0], words[1])
+
+
+def os_entropy_normal(
+    size: int,
+    *,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | None = None,
+    release_mu: float | None = None,
+) -> Tensor:
+    r"""``size`` standard normal draws from the operating system's entropy (inverse CDF).
+
+    ``Z = ±Φ⁻¹(u)`` with a random sign and ``u`` uniform on ``(0, 1/2)`` at full float64
+    precision down to ``2⁻¹⁰⁷⁴`` (``_os_entropy_half_uniform``: a geometric binade from
+    random bits and 52 random mantissa bits); ``Φ⁻¹`` is ``torch.special.ndtri``, accurate
+    to a few ulps over that whole range. The draws are as unpredictable as the OS source
+    and are not reproducible. The largest possible magnitude is
+    ``OS_ENTROPY_NORMAL_MAX_ABS = −Φ⁻¹(2⁻¹⁰⁷⁴) ≈ 38.47``; the exact normal exceeds it with
+    probability ``2Φ̄(38.47) ≈ 10⁻³²³``.
+
+    Truncation and the accepted ``μ``: noise bounded by ``z_max = 38.47`` is not exactly
+    Gaussian. For a release with per-release GDP parameter ``μ = Δ/σ``, the outputs that a
+    neighbour can produce and the data set itself cannot have mass at most
+    ``Φ̄(z_max − μ)`` (one coordinate carrying the whole shift is the worst case); more
+    generally, the sampler equals an exact normal draw except with probability ``2⁻¹⁰⁷³``
+    per coordinate (up to float64 rounding, which this bound does not cover), so a
+    ``d``-coordinate release's trade-off curve is within
+    ``Φ̄(Φ⁻¹(1 − d·2⁻¹⁰⁷³) − μ) + d·2⁻¹⁰⁷³`` of ``G_μ``. At ``μ ≤ MAX_OS_ENTROPY_RELEASE_MU
+    = 26`` both are below ``10⁻³⁰`` (``Φ̄(12.47) ≈ 5·10⁻³⁶``; the second for any
+    ``d ≤ 10¹⁶``). A finite ``release_mu`` above 26 therefore raises ``ValueError`` before
+    anything is drawn; ``release_mu=None`` (no ``μ`` given) or ``inf`` is not checked.
+
+    Args:
+        size: Number of draws.
+        dtype: Output dtype (the draws are made in float64).
+        device: Output device (the draws are made on the CPU).
+        release_mu: The per-release GDP parameter of the release the draws are for.
+
+    Returns:
+        A ``size`` tensor of independent ``N(0, 1)`` draws.
+    """
+    if release_mu is not None:
+        release_mu = check_positive(release_mu, "release_mu (per-release μ)")
+        if math.isfinite(release_mu) and release_mu > MAX_OS_ENTROPY_RELEASE_MU:
+            raise ValueError(
+                f"release_mu (per-release μ) = {release_mu!r} exceeds MAX_OS_ENTROPY_RELEASE_MU = "
+                f"{MAX_OS_ENTROPY_RELEASE_MU}: the OS-entropy normal sampler's support ends at "
+                f"|Z| = {OS_ENTROPY_NORMAL_MAX_ABS:.2f}, so at this μ the truncation mass "
+                "Φ̄(z_max − μ) would exceed 1e-30 and the release would not be μ-GDP. "
+                "Nothing was drawn."
+            )
+    return _normal_from_half_uniform(*_os_entropy_half_uniform(size)).to(dtype=dtype, device=device)
+
+
+def _normal_from_half_uniform(u: Tensor, sign: Tensor) -> Tensor:
+    r"""``Φ⁻¹(u)`` (negative for ``u < 1/2``) with its sign flipped where ``sign`` has bit 63 set."""
+    return (torch.special.ndtri(u).view(torch.int64) ^ sign).view(torch.float64)
+
+
+def os_entropy_uniform(size: int, *, dtype: torch.dtype = torch.float64, device: torch.device | None = None) -> Tensor:
+    r"""``size`` uniform draws in the open interval ``(0, 1)`` from the operating system's
+    entropy.
+
+    A random half, and in it ``_os_entropy_half_uniform``'s ``u``: the draw is ``u`` (full
+    float64 precision down to ``2⁻¹⁰⁷⁴``) or ``1 − u``. Near 1, float64 itself has a step
+    of ``2⁻⁵³``, so the upper half is rounded to that grid and capped at ``1 − 2⁻⁵³``.
+    That is why the exponential mechanism's Gumbel noise does not go through this
+    function: ``−log(−log U)`` of it could not exceed ``36.7`` (see ``os_entropy_gumbel``).
+    """
+    u, sign = _os_entropy_half_uniform(size)
+    draws = torch.where(sign != 0, (1.0 - u).clamp(max=1.0 - 2.0**-53), u)
+    return draws.to(dtype=dtype, device=device)
+
+
+def os_entropy_gumbel(size: int) -> Tensor:
+    r"""``size`` float64 Gumbel(0, 1) draws ``G = −log E`` from the operating system's entropy.
+
+    ``E = −log U`` is an Exp(1) draw taken from ``U``'s half directly, without forming
+    ``U`` near 1: ``E = −log u`` in the lower half and ``E = −log(1 − u)`` in the upper
+    (``u`` from ``_os_entropy_half_uniform``, down to ``2⁻¹⁰⁷⁴``), so both ends of ``E``,
+    hence of ``G``, keep full float64 precision. The support is
+    ``G ∈ [−log 744.44, 744.44] = [−6.61, 744.44]`` (``744.44 = 1074 ln 2``); 53-bit uniforms
+    gave ``[−3.62, 37.43]``.
+
+    Why the support matters (Gumbel-max, ``gumbel_max_index``): with ``G`` confined to an
+    interval of width ``W``, a candidate whose log-weight is more than ``W`` below the best
+    can never be chosen, while a neighbouring data set (log-weights moved by at most ``ε``)
+    may choose it; pure ``ε``-DP then fails. With 53-bit uniforms (``W = 41``) such
+    failures had probability of order ``q e^ε 2⁻⁵³`` (``q`` candidates), about ``10⁻¹⁴``
+    for ``q = 10`` and ``ε = 1``.
+    Here the sampler equals an exact Gumbel draw except with probability ``2⁻¹⁰⁷³`` per
+    draw (up to float64 rounding, which this bound does not cover), so the chosen index is
+    ``(ε, (1 + e^ε)·q·2⁻¹⁰⁷³)``-DP: ``δ < 10⁻³⁰`` whenever ``ε + ln q ≤ 673``. Nothing is
+    refused above that (``gumbel_max_index`` does not see ``ε``); ``ε`` in the hundreds
+    makes the selection an argmin anyway.
+    """
+    return _gumbel_from_half_uniform(*_os_entropy_half_uniform(size))
+
+
+def _gumbel_from_half_uniform(u: Tensor, sign: Tensor) -> Tensor:
+    r"""``−log(−log U)`` for ``U = u`` (``sign`` 0) or ``U = 1 − u`` (``sign`` set), ``u < 1/2``."""
+    # −log(1 − u) = u + u²/2 + u³/3 + …: torch's log1p returns 0 for subnormal u, so the
+    # series (exact to rounding for u < 2⁻²⁷) stands in for small u
+    upper = torch.where(u < 2.0**-27, u + 0.5 * u * u, -torch.log1p(-u))
+    return -torch.log(torch.where(sign != 0, upper, -torch.log(u)))
+
+
+def _gumbel(size: int, generator: torch.Generator | None, secure_rng: bool) -> Tensor:
+    r"""``size`` float64 Gumbel(0, 1) draws: the only place selection randomness is drawn
+    (OS entropy, ``os_entropy_gumbel``, unless a generator is given, as for ``_gaussian``)."""
+    if secure_rng or generator is None:
+        return os_entropy_gumbel(size)
+    # torch.rand gives multiples of 2^-53 in [0, 1); shifting by half a step keeps 0 and 1 out
+    u = torch.rand(size, generator=generator, dtype=torch.float64, device=generator.device).cpu() + 2.0**-54
+    return -torch.log(-torch.log(u))
+
+
+def _goe(
+    k: int, std: float, generator: torch.Generator | None, secure_rng: bool, dtype: torch.dtype,
+    device: torch.device | None, *, release_mu: float | None = None,
+) -> Tensor:
+    r"""``std · M`` with ``M = (Z + Zᵀ)/√2``, ``Z`` a ``k x k`` matrix of iid ``N(0, 1)``
+    (all zeros, and no draw, when ``std = 0``)."""
+    Z = _gaussian(k * k, std, generator, secure_rng, dtype, device, release_mu=release_mu).reshape(k, k)
+    return (Z + Z.transpose(0, 1)) / math.sqrt(2.0)
