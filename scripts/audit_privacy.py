@@ -11,7 +11,7 @@ claim means the release spends more than it claims. AMP claims a privacy profile
 a μ: its row compares the audit's rates with the trade-off curve that profile implies, in μ
 units at the audit's false-positive rate, and also gives ε at δ (claimed, and a 95% lower bound).
 
-    python scripts/audit_privacy.py --quick --json    # about two minutes on 2 cores
+    python scripts/audit_privacy.py --quick --json    # about 2.5 minutes; --jobs 2: about 1.5
     python scripts/audit_privacy.py                   # thousands of runs per row (long)
     python scripts/audit_privacy.py --quick --rows gradient_release amp_release
 """
@@ -29,15 +29,19 @@ from botorch_dp.utils import torch_threads
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small run counts (about two minutes)")
+    parser.add_argument("--quick", action="store_true", help="small run counts (about 2.5 minutes)")
     parser.add_argument("--json", action="store_true", help="print one JSON list instead of a table")
     parser.add_argument("--seed", type=int, default=0, help="seed of the audit (audits are reproducible)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--rows", nargs="+", metavar="NAME", help="only these rows (default: all)")
+    parser.add_argument("--jobs", type=int, default=1, help="rows run in this many processes (default 1)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
+    options = {"names": args.rows} if args.rows else {}
+    if args.jobs > 1:
+        options["jobs"] = args.jobs
     with torch_threads(args.threads):
-        results = audit_all(quick=args.quick, seed=args.seed, **({"names": args.rows} if args.rows else {}))
+        results = audit_all(quick=args.quick, seed=args.seed, **options)
     keys = ("mechanism", "claimed_mu", "empirical_mu", "empirical_mu_lower", "num_runs")
     epsilon_keys = ("delta", "claimed_epsilon", "empirical_epsilon_lower")  # audits run at a δ (AMP)
     rows = [

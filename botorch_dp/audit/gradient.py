@@ -123,8 +123,7 @@ def audit_dp_gibo(
         return loop_sampler(
             linear_users(slopes),
             lambda s: audit_config(
-                dim=dim, seed=s, num_iterations=num_iterations, privacy_mu=privacy_mu, clip_bound=clip_bound,
-                raw_samples=16, acqf_maxiter=10,
+                dim=dim, seed=s, num_iterations=num_iterations, privacy_mu=privacy_mu, clip_bound=clip_bound
             ),
             lambda opt, result: (
                 float((result.release.released_gradients @ u).sum()), result.release.guarantee.mu

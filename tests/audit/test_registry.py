@@ -36,6 +36,15 @@ def test_audit_all_runs_the_rows_in_order_with_their_options_and_times_them(only
         registry.audit_all(names=["third"])
 
 
+def test_rows_run_in_worker_processes_give_the_same_results():
+    # two cheap real rows in two spawned processes (each imports the registry itself)
+    names = ["noisy_gd_adaptive_norm", "dp_hypo_score"]
+    here = registry.audit_all(quick=True, names=names)
+    there = registry.audit_all(quick=True, names=names, jobs=2)
+    strip = lambda r: {**r.to_dict(), "seconds": None}  # noqa: E731
+    assert [strip(r) for r in there] == [strip(r) for r in here]
+
+
 def test_a_row_name_is_registered_once(only_fake_rows):
     registry.audit_row("first", quick=4, full=10)(fake_audit)  # the same function again: harmless
     with pytest.raises(ValueError, match="already registered"):

@@ -1,4 +1,4 @@
-"""scripts/audit_privacy.py: JSON keys, exit status, a leak turns the exit status to 1, --rows."""
+"""scripts/audit_privacy.py: JSON keys, exit status, a leak turns the exit status to 1, --rows and --jobs."""
 
 import json
 
@@ -56,5 +56,6 @@ def test_rows_selects_the_rows_to_run(monkeypatch):
     with loaded_script("audit_privacy") as script:
         monkeypatch.setattr(script, "audit_all", _small(leaky=False, calls=calls))
         assert script.main(["--quick", "--json", "--rows", "gradient_release", "amp_release"]) == 0
+        assert script.main(["--quick", "--json", "--jobs", "2"]) == 0
         assert script.main(["--quick", "--json"]) == 0
-    assert calls == [{"names": ["gradient_release", "amp_release"]}, {}]
+    assert calls == [{"names": ["gradient_release", "amp_release"]}, {"jobs": 2}, {}]
