@@ -5,9 +5,9 @@ Each row drives the library as a user does and reads its claim from what the lib
 reported, so these tests run the real code paths. The seeded rows are deterministic (seed 0,
 the quick run counts, as ``audit_all(quick=True)`` runs them). ``gradient_release_os_entropy``
 draws its noise from OS entropy, so its outcome is random: its soundness is checked at 99%
-confidence (a false alarm has probability at most 1%; about 0 in 400 simulated audits of
-exactly Gaussian releases at this size) and its leak detection at the row's 95% (it missed a
-2× leak in about 0.3% of those simulations).
+confidence (a false alarm has probability at most 1%; none in 300 simulated audits of exactly
+Gaussian releases of this size) and its leak detection at the row's 95% (300 simulated audits
+of a 2× leak at this size missed it twice).
 
 The 2× leak is made at the one place every Gaussian privacy draw goes through,
 ``privacy.mechanisms._gaussian(size, std, generator, secure_rng, dtype, device)``, so it
