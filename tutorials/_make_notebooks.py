@@ -934,10 +934,10 @@ curvature term $c$ and the folded-normal term $s\lvert Z\rvert$ of the analysis,
 (the lower bound's worst case) does not incur. The output noise that lets AMP stop at an approximate
 minimiser costs almost nothing here ($2\tau/\lambda$ is tiny next to $\sigma_{\text{out}}$).
 
-`python scripts/audit_privacy.py --quick` includes an empirical audit of one AMP release, calibrated
-the same way for ε = 1, δ = 1e-5 (`privacy.audit.audit_amp_release`): on worst-case neighbouring
-datasets its lower bound stays below the claimed curve, and it flags an AMP with the objective
-perturbation dropped or the noise halved.
+`python scripts/audit_privacy.py --quick` includes an empirical audit of AMP releases made by
+`fit_amp` itself, calibrated the same way for ε = 4, δ = 1e-5 (`botorch_dp.audit.amp`): on
+worst-case neighbouring datasets its lower bound stays below the claimed curve, and it flags an AMP
+with the objective perturbation dropped or the noise halved.
 """),
 ]
 
