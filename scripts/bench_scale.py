@@ -96,8 +96,8 @@ def _timed(fn, *args) -> float:
 
 def _bare_matmul(opt: DPGIBO) -> float:
     r"""Best of 3 times of ``A @ Y`` for the last step's ``A`` and the stacked ``N x n`` losses."""
-    A = opt._gp.gradient_weights(opt._iterates[-2])
-    Y = torch.cat(opt._Y_blocks)
+    A = opt.state.gp.gradient_weights(opt.state.iterates[-2])
+    Y = torch.cat(opt.state.blocks)
     return min(_timed(torch.matmul, A, Y) for _ in range(3))
 
 
@@ -115,7 +115,7 @@ def _plain_runs(cfg: DPGIBOConfig, objective, iterations: int, repeat: int):
             tell_s[t] = min(tell_s[t], _timed(opt.tell, X, Y_new))
             del Y_new
             matmul_s[t] = min(matmul_s[t], _bare_matmul(opt))
-        iterates = torch.stack(opt._iterates)
+        iterates = torch.stack(opt.state.iterates)
         del opt
     return tell_s, matmul_s, iterates
 
@@ -141,14 +141,14 @@ def bench(n: int, d: int, iterations: int, workdir: Path, repeat: int = 1) -> li
         written = sum(size for name, size in after.items() if name not in before or name == "state.json")
         loss_bytes = sum(size for name, size in after.items() if name.startswith("losses/") and name not in before)
         del Y_new
-        N = opt._X.shape[0]
+        N = opt.state.X.shape[0]
         matrix = N * n * 8
         rows.append(dict(
             n=n, t=t + 1, N=N, tell_s=tell_s[t], tell_ckpt_s=tell_ckpt_s, matmul_s=matmul_s[t],
             written=written, loss_bytes=loss_bytes, total=sum(after.values()),
             working_ratio=max(peak - after_rss, 0) / matrix, peak_ratio=(peak - baseline) / matrix,
         ))
-    assert torch.equal(torch.stack(opt._iterates), plain_iterates)  # same run with and without checkpoint
+    assert torch.equal(torch.stack(opt.state.iterates), plain_iterates)  # same run with and without checkpoint
     return rows
 
 

@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 import botorch_dp.optim.batch_selection as batch_selection
-import botorch_dp.optim.dp_gibo as dp_gibo
+import botorch_dp.optim.options.batches as batches
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.benchmarks import dimension
 from botorch_dp.benchmarks.paper import Settings, gp_problem, gp_theta0
@@ -98,13 +98,13 @@ class Timer:
 def instrumented(timer: Timer) -> Iterator[None]:
     r"""Wrap the timed functions where the loop looks them up; restore them afterwards."""
     patches = [
-        (dp_gibo, "select_batch", "batch selection"),
+        (batches, "select_batch", "batch selection"),
         (batch_selection, "optimize_acqf", "optimize_acqf"),
         (batch_selection, "posterior_trace", "posterior trace"),
         (DPGIBO, "tell", "tell"),
         (GradientGP, "condition_on", "GP conditioning*"),
         (GradientGP, "gradient_weights", "gradient weights"),
-        (GaussianGradientMechanism, "release", "mechanism"),
+        (GaussianGradientMechanism, "release_sum", "mechanism"),
     ]
     saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in patches]
     try:

@@ -71,9 +71,8 @@ def audit_row(name: str, *, quick: int, full: int, description: str = "", **opti
 
 
 def registered_rows() -> list[AuditRow]:
-    r"""Every registered row, in registration order (importing ``botorch_dp.audit`` registers them all)."""
-    import botorch_dp.audit  # noqa: F401  (the scenario modules register on import)
-
+    r"""Every registered row, in registration order. Importing this module runs the package's
+    ``__init__`` first, which imports (and so registers) every scenario module."""
     return list(_REGISTRY.values())
 
 

@@ -12,33 +12,51 @@ from __future__ import annotations
 import concurrent.futures as cf
 import math
 import uuid
-from typing import Callable, Union
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Union
 
 import torch
 from torch import Tensor
 
-from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory, BaselineResult, evaluate_losses
+from botorch_dp.baselines.base import (
+    BaselineGuarantee,
+    BaselineHistory,
+    BaselineResult,
+    evaluate_losses,
+)
 from botorch_dp.optim.noise_schedule import (
     DEFAULT_NORM_MU_FRACTION,
     NOISE_SCHEDULES,
-    AdaptiveNormSchedule,
     NoiseSchedule,
-    release_adaptive_step,
 )
+from botorch_dp.optim.options import (
+    AdaptiveNorm,
+    ClipState,
+    Exponential,
+    FixedClip,
+    FixedNoise,
+    Last,
+    MinNoisyNorm,
+    NoiseState,
+    NoisyLoss,
+    Options,
+    RunPlan,
+    Strategy,
+    lookup,
+)
+from botorch_dp.optim.projected import SubspaceTrack
 from botorch_dp.optim.selection import (
     EVALUATED_SELECTIONS,
+    SELECTION_KEY,
     Selection,
-    check_selection,
-    min_noisy_norm_index,
-    release_selection,
-    selection_mu_of,
-    steps_mu,
+    check_selection_fields,
 )
-from botorch_dp.optim.step_rules import StepRule, make_step_optimizer, projected_step
+from botorch_dp.optim.step_rules import StepRule, projected_step
+from botorch_dp.optim.users import InMemoryUsers
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
-from botorch_dp.privacy.checks import check_choice, check_positive, check_probability
-from botorch_dp.privacy.ledger import Gaussian, PrivacyBudgetExceeded, PrivacyLedger
-from botorch_dp.privacy.mechanisms import AdaptiveGaussianGradientMechanism, GaussianGradientMechanism
+from botorch_dp.privacy.checks import check_choice, check_probability
+from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.problems.base import PerUserProblem
 from botorch_dp.utils import check_bounds
@@ -101,17 +119,22 @@ def noisy_gradient_descent(
             ``1 x d -> 1 x n x d`` of per-user gradients (sensitive).
         bounds: ``2 x d`` box ``Θ``.
         num_iterations: ``T``.
-        clip_bound: ``B``.
+        clip_bound: ``B``, or a clip policy of ``optim.options`` (e.g. ``QuantileClip(...)``:
+            the bound tracks a private quantile of the per-user gradient norms, its counts
+            charged as part ``"clip"``; ``extras["clip_bounds"]``/``["clip_counts"]``).
         step_size: ``η``.
         privacy_mu: ``μ``, total GDP budget (``math.inf``: non-private).
         theta0: ``d`` start (default: box centre).
-        step_rule: ``"sgd"`` or ``"adagrad"`` (``torch.optim.SGD``/``Adagrad``).
+        step_rule: ``"sgd"``, ``"adagrad"`` or ``"adagrad_full"`` (``torch.optim.SGD``/``Adagrad``,
+            ``FullMatrixAdagrad``), or a step-rule strategy of ``optim.options`` (e.g.
+            ``FullMatrixAdaGrad(PrivateGOE())``). The options are DP-GIBO's strategies
+            (``optim.options``): the same checks, budget split and releases.
         target_delta: ``δ`` at which ``ε`` is reported.
         seed: ``None`` (default): the noise comes from OS entropy, so nobody can
             regenerate it. An integer: reproducible noise (tests, reproductions), with a
             ``PrivacyWarning``; the guarantee then assumes the seed stays secret. The
             noise is the only randomness of the method.
-        noise_schedule: ``"fixed"`` (default, the above) or ``"adaptive_norm"``: each step
+        noise_schedule: ``"fixed"`` (default, the above), ``"adaptive_norm"`` or an ``AdaptiveNorm``: each step
             releases a noisy norm of the clipped mean gradient and then the gradient with
             noise scaled to it, each charged its realised ``μ_t``; a GDP filter stops the
             run when the budget is spent (the last step spends exactly the rest), after at
@@ -166,25 +189,13 @@ def noisy_gradient_descent(
     theta = bounds.mean(0) if theta0 is None else torch.as_tensor(theta0, dtype=torch.float64).reshape(d).clone()
     if (theta < bounds[0]).any() or (theta > bounds[1]).any():
         raise ValueError("theta0 must lie inside the bounds.")
-    check_choice(noise_schedule, "noise_schedule", NOISE_SCHEDULES)
-    if noise_schedule == "adaptive_norm":
-        if math.isinf(privacy_mu):
-            raise ValueError("noise_schedule='adaptive_norm' scales the noise to a privacy budget; it needs a finite privacy_mu.")
-        check_probability(norm_mu_fraction, "norm_mu_fraction (f_N)")
-        if snr_factor is not None:
-            check_positive(snr_factor, "snr_factor (c_snr)", allow_inf=False)
-        if max_step_mu is not None:
-            check_positive(max_step_mu, "max_step_mu (μ_max)", allow_inf=False)
-    selection_epsilon, selection_mu, loss_clip = check_selection(
-        selection, noise_schedule=noise_schedule, privacy_mu=privacy_mu, selection_epsilon=selection_epsilon,
-        selection_mu=selection_mu, loss_clip=loss_clip,
-    )
-    if selection in EVALUATED_SELECTIONS:
+    options = _options(clip_bound, noise_schedule, norm_mu_fraction, snr_factor, max_step_mu, step_rule, selection,
+                       selection_epsilon, selection_mu, loss_clip)
+    options.check(privacy_mu, d, int(num_iterations))
+    if options.selection.evaluated:
         if loss_oracle is None and not isinstance(oracle, PerUserProblem):
             raise ValueError(f"selection={selection!r} evaluates the iterates: pass loss_oracle (q x d -> q x n losses).")
         loss_oracle = oracle if loss_oracle is None else loss_oracle
-    selection_charge = selection_mu_of(selection, selection_epsilon, selection_mu)
-    mu_steps = steps_mu(privacy_mu, selection_charge)
     if ledger is not None and not isinstance(ledger, PrivacyLedger):
         raise ValueError(f"ledger must be a PrivacyLedger or None, got {type(ledger).__name__}.")
     run_id = f"noisy-gd-{uuid.uuid4().hex}" if run_id is None else run_id
@@ -192,54 +203,48 @@ def noisy_gradient_descent(
     # None: no generator, the mechanism draws from OS entropy; a seed warns, and its stream
     # is derived as before issue 13 (manual_seed(seed)), so seeded runs are unchanged
     generator = None if seed is None else noise_generator(seed).manual_seed(int(seed))
-    if noise_schedule == "adaptive_norm":
-        theta, iterates_t, released, record = _adaptive_descent(
-            oracle, bounds, theta, int(num_iterations), clip_bound, step_size, mu_steps, step_rule, generator,
-            norm_mu_fraction, snr_factor, max_step_mu, account,
-        )
-        n = record["num_users"]
-    else:
-        theta, iterates_t, released, mechanism, n = _fixed_descent(
-            oracle, bounds, theta, int(num_iterations), clip_bound, step_size, mu_steps, step_rule, generator, account
-        )
-        steps = iterates_t.shape[0] - 1
-        record = {
-            "noise_std": mechanism.noise_std, "step_mus": [mechanism.step_mu] * steps,
-            "noise_stds": [mechanism.noise_std] * steps, "noisy_norms": [], "norm_mus": [],
-        }
+    theta, iterates_t, released, record, n = _descent(
+        oracle, bounds, theta, int(num_iterations), step_size, privacy_mu, options, generator, account
+    )
     num_steps = iterates_t.shape[0] - 1
-    extras: dict = {"released_gradients": torch.stack(released), "noise_std": record["noise_std"]}
-    selected, scores, num_evaluations, spent = num_steps, None, num_steps, record["norm_mus"] + record["step_mus"]
-    if selection == "min_noisy_norm":
-        selected = min_noisy_norm_index(record["noisy_norms"])  # post-processing: free
-    elif selection in EVALUATED_SELECTIONS:
+    extras: dict = {"released_gradients": torch.stack(released), "noise_std": record.noise.noise_stds[-1]}
+    selected, scores, num_evaluations = num_steps, None, num_steps
+    spent = [*record.noise.norm_mus, *record.noise.step_mus, *record.others]
+    if options.selection.evaluated:
         losses = evaluate_losses(loss_oracle, iterates_t, n, executor=executor)  # T + 1 candidates θ_0..θ_T, sensitive
         num_evaluations += iterates_t.shape[0]
-        chosen = release_selection(
-            selection, losses, selection_epsilon=selection_epsilon, selection_mu=selection_mu, loss_clip=loss_clip,
-            generator=generator, ledger=account.ledger, run_id=account.run_id,
-        )
+        sums = InMemoryUsers((losses,)).clamped_loss_sums(iterates_t, losses, options.selection.loss_clip)
+        with account.ledger.charge({SELECTION_KEY: options.selection.event()}, run_id=account.run_id) as meter:
+            chosen = options.selection.release(sums, n, meter, generator)
         selected, scores = chosen.index, chosen.scores
         spent = [*spent, chosen.mu]
-    if noise_schedule == "adaptive_norm" or selection != "last":
-        extras.update({k: record[k] for k in ("step_mus", "noise_stds", "noisy_norms", "norm_mus")})
+    else:
+        selected = options.selection.index(num_steps + 1, record.noise.noisy_norms)  # post-processing: free
+    plain = options.noise.name == "fixed" and options.selection.name == "last" and not record.others
+    if not plain:
+        extras.update({"step_mus": list(record.noise.step_mus), "noise_stds": list(record.noise.noise_stds),
+                       "noisy_norms": list(record.noise.noisy_norms), "norm_mus": list(record.noise.norm_mus)})
         extras.update({"selected_index": selected, "selection_scores": scores})
+    if record.clip.bounds:
+        extras.update({"clip_bounds": list(record.clip.bounds), "clip_counts": list(record.clip.counts)})
     guarantee = None
     if not math.isinf(privacy_mu):
-        total_mu = float(privacy_mu) if (noise_schedule == "fixed" and selection == "last") else compose_gdp(spent)
-        if noise_schedule == "fixed" and selection == "last":
+        total_mu = float(privacy_mu) if plain else compose_gdp(spent)
+        if plain:
             description = (
                 f"{num_iterations} Gaussian steps, each {privacy_mu / math.sqrt(num_iterations):.4g}-GDP "
                 f"(sensitivity 2B/n, noise 2B√T/(nμ)), composed to {privacy_mu:g}-GDP; exact GDP→(ε, δ)."
             )
         else:
-            description = _description(noise_schedule, selection, num_steps, mu_steps, selection_charge, total_mu)
+            split = options.split(privacy_mu)
+            description = _description(options.noise.name, options.selection.name, num_steps, split.steps_mu,
+                                       split.selection_mu, total_mu)
         guarantee = BaselineGuarantee(
             epsilon=gdp_epsilon(total_mu, target_delta),
             delta=target_delta,
             mu=total_mu,
             description=description,
-            details={"noise_std": record["noise_std"], "clip_bound": float(clip_bound), "num_users": n},
+            details={"noise_std": record.noise.noise_stds[-1], "clip_bound": options.clip.bound, "num_users": n},
         )
     history = BaselineHistory(
         iterates=iterates_t,
@@ -252,6 +257,25 @@ def noisy_gradient_descent(
     return BaselineResult(
         theta=iterates_t[selected].clone(), num_evaluations=num_evaluations, guarantee=guarantee, history=history
     )
+
+
+def _options(clip_bound, noise_schedule, norm_mu_fraction, snr_factor, max_step_mu, step_rule, selection,
+             selection_epsilon, selection_mu, loss_clip) -> Options:
+    r"""DP-GIBO's strategies for noisy GD's arguments (strategy objects are taken as they are)."""
+    clip = clip_bound if isinstance(clip_bound, Strategy) else FixedClip(clip_bound)
+    if isinstance(noise_schedule, Strategy):
+        noise = noise_schedule
+    else:
+        check_choice(noise_schedule, "noise_schedule", NOISE_SCHEDULES)
+        noise = (FixedNoise() if noise_schedule == "fixed" else
+                 AdaptiveNorm(check_probability(norm_mu_fraction, "norm_mu_fraction (f_N)"), snr_factor, max_step_mu))
+    if not isinstance(selection, Strategy):
+        epsilon, mu, clip_c = check_selection_fields(selection, selection_epsilon=selection_epsilon,
+                                                     selection_mu=selection_mu, loss_clip=loss_clip)
+        selection = {"last": Last, "min_noisy_norm": MinNoisyNorm, "exponential": lambda: Exponential(epsilon, clip_c),
+                     "noisy_loss": lambda: NoisyLoss(mu, clip_c)}[selection]()
+    rule = step_rule if isinstance(step_rule, Strategy) else lookup("step_rule", step_rule, "step_rule")()
+    return Options(clip=clip, noise=noise, step_rule=rule, selection=selection)
 
 
 def _description(schedule: str, selection: str, steps: int, mu_steps: float, mu_sel: float, total: float) -> str:
@@ -277,74 +301,45 @@ class _Account:
         return self.ledger.charge(bound, run_id=self.run_id, step=step, new_run=new_run)
 
 
-def _fixed_descent(oracle, bounds, theta, num_iterations, clip_bound, step_size, privacy_mu, step_rule, generator, account):
-    r"""``T`` steps at ``μ/√T`` each (``GaussianGradientMechanism``), each charged before its noise."""
+@dataclass(frozen=True)
+class _Record:
+    r"""The public record of a descent: the noise schedule's, the clip policy's, and the μ's of
+    the releases besides the gradients and norms (clip counts, preconditioners)."""
+
+    noise: NoiseState
+    clip: ClipState
+    others: tuple[float, ...]
+
+
+def _descent(oracle, bounds, theta, num_iterations, step_size, privacy_mu, options, generator, account):
+    r"""At most ``T`` steps (``T_max`` of an adaptive schedule), each through the strategies of
+    ``options``: its worst case charged before anything is drawn (``Options.step_bound``), the
+    users' clipped sum of their exact gradients (``W = I``) released by the noise schedule
+    (``Options.release_step``), then a projected step (post-processing)."""
     d = bounds.shape[1]
     eye = torch.eye(d, dtype=torch.float64)
-    mechanism, n = None, None
+    n = None
+    noise, clip, track, others = NoiseState(), options.clip.initial_state(), SubspaceTrack(), ()
     iterates, released = [theta.clone()], []
-    optimizer = make_step_optimizer(theta, step_rule, step_size)  # refuses an unknown step_rule
-    for t in range(num_iterations):
+    optimizer = options.step_rule.make_optimizer(theta, step_size)
+    cap = options.iteration_cap(num_iterations)
+    for t in range(cap):
         G = _per_user_gradients(oracle, theta, n)  # n x d, sensitive
-        if mechanism is None:
-            n = G.shape[0]
-            mechanism = GaussianGradientMechanism(
-                clip_bound=clip_bound, num_users=n, privacy_mu=privacy_mu, num_steps=num_iterations,
-                generator=generator,
-            )
-        # the mechanism clips the rows of (A Y)ᵀ; with A = I and Y = Gᵀ those are the ∇ℓ_i
-        with account.charge({"grad": Gaussian(mechanism.step_mu)}, t) as meter:
-            g = mechanism.release(eye, G.T, meter=meter).gradient
-        released.append(g)
-        theta = projected_step(optimizer, g, bounds)  # post-processing of the release
-        iterates.append(theta.clone())
-    return theta, torch.stack(iterates), released, mechanism, n
-
-
-def _adaptive_descent(
-    oracle, bounds, theta, max_iterations, clip_bound, step_size, mu_steps, step_rule, generator,
-    norm_mu_fraction, snr_factor, max_step_mu, account,
-):
-    r"""At most ``T_max`` steps of B1′: noisy norm, then the gradient at the ``μ_t`` the
-    schedule derives from it; the filter (the schedule's and the ledger's, one check) runs
-    before every step, and the step's worst case is charged before its noise."""
-    d = bounds.shape[1]
-    eye = torch.eye(d, dtype=torch.float64)
-    mechanism = schedule = n = None
-    iterates, released, spent = [theta.clone()], [], []
-    record: dict = {"step_mus": [], "noise_stds": [], "noisy_norms": [], "norm_mus": []}
-    optimizer = make_step_optimizer(theta, step_rule, step_size)
-    for t in range(max_iterations):
-        if schedule is not None and not schedule.can_start_step(t, spent):
-            break  # the filter: no room for a norm release and a minimal gradient release
-        G = _per_user_gradients(oracle, theta, n)  # n x d, sensitive
-        if mechanism is None:
-            n = G.shape[0]
-            mechanism = AdaptiveGaussianGradientMechanism(clip_bound=clip_bound, num_users=n, generator=generator)
-            schedule = AdaptiveNormSchedule.build(
-                total_mu=mu_steps, sensitivity=mechanism.sensitivity, dim=d, max_iterations=max_iterations,
-                num_users=n, norm_mu_fraction=norm_mu_fraction, snr_factor=snr_factor, max_step_mu=max_step_mu,
-            )
+        n = G.shape[0]
+        plan = RunPlan(num_iterations=num_iterations, iteration_cap=cap, dim=d, num_users=n,
+                       split=options.split(privacy_mu), generator=generator)
+        spent = [*noise.norm_mus, *noise.step_mus]  # this run's norm and gradient releases, in order
         room = account.ledger.remaining_validation_mu()
-        if not schedule.can_start_step(t, spent, room):
-            raise PrivacyBudgetExceeded(
-                f"Validation privacy budget exceeded: the ledger has mu={room:.6g} left, less than adaptive "
-                f"step {t} needs; nothing of that step was released."
-            )
-        with account.charge(schedule.step_bound(spent, room), t) as meter:
-            step = release_adaptive_step(
-                mechanism.clipped_mean(eye, G.T), schedule, index=t, spent_mus=spent, meter=meter, ledger_room=room
-            )
-        spent += [step.norm.cost.mu, step.gradient.cost.mu]
-        record["norm_mus"].append(step.norm.cost.mu)
-        record["noisy_norms"].append(step.norm.norm)
-        record["step_mus"].append(step.gradient.cost.mu)
-        record["noise_stds"].append(step.noise_std)
-        released.append(step.gradient.gradient)
-        theta = projected_step(optimizer, step.gradient.gradient, bounds)  # post-processing of the release
+        with account.charge(options.step_bound(plan, noise, spent, room), t) as meter:
+            # the clip policy clips the rows of (W Y)ᵀ; with W = I and Y = Gᵀ those are the ∇ℓ_i
+            out = options.release_step(InMemoryUsers((G.T,)), eye, plan, noise=noise, clip=clip, track=track,
+                                       meter=meter, step=t, spent=spent, room=room)
+            others = (*others, *(e.mu for k, e in meter.recorded.items() if k not in ("grad", "norm")))
+        noise, clip, track = out.noise, out.clip, out.track
+        released.append(out.release.gradient)
+        theta = projected_step(optimizer, out.release.gradient, bounds,  # post-processing of the release
+                               **options.step_rule.extras(None, noise.noise_stds[-1], track))
         iterates.append(theta.clone())
-        if step.final:
+        if noise.stopped:
             break
-    record["noise_std"] = record["noise_stds"][-1]
-    record["num_users"] = n
-    return theta, torch.stack(iterates), released, record
+    return theta, torch.stack(iterates), released, _Record(noise, clip, others), n

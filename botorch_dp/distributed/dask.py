@@ -30,9 +30,19 @@ import torch
 from distributed import Client, Future, wait
 from torch import Tensor
 
-from botorch_dp.distributed.partitions import UserPartition, evaluate_partition, matching_prefix
+from botorch_dp.distributed.partitions import (
+    UserPartition,
+    evaluate_partition,
+    matching_prefix,
+    partition_clamped_sums,
+)
 from botorch_dp.privacy.checks import check_positive_int
-from botorch_dp.privacy.mechanisms import ClippedPartialSum, NonfiniteLosses, clipped_partial_sum
+from botorch_dp.privacy.mechanisms import (
+    ClippedPartialSum,
+    NonfiniteLosses,
+    clipped_partial_sum,
+)
+from botorch_dp.privacy.mechanisms.sums import ClampedPartialSum
 
 __all__ = ["DaskPartitions", "partition_partial_sum"]
 
@@ -119,6 +129,21 @@ class DaskPartitions:
                 workers=self._home(i), allow_other_workers=True,
             )
             for i, blocks in enumerate(self._blocks)
+        ]
+        return list(self.client.gather(futures))
+
+    def clamped_loss_sums(
+        self, points: Tensor, *, loss_clip: float, chunk_size: int, nonfinite: NonfiniteLosses = "refuse"
+    ) -> list[ClampedPartialSum]:
+        r"""See ``PartitionedObjective.clamped_loss_sums``: one task per partition (preferring its
+        home worker) evaluates its users at ``points`` and returns only the ``q`` sums."""
+        points = points.detach().to("cpu", torch.float64).clone()
+        futures = [
+            self.client.submit(
+                partition_clamped_sums, partition, points, i, float(loss_clip), int(chunk_size), nonfinite, pure=False,
+                workers=self._home(i), allow_other_workers=True,
+            )
+            for i, partition in enumerate(self.partitions)
         ]
         return list(self.client.gather(futures))
 

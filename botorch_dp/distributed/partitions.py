@@ -28,7 +28,12 @@ import torch
 from torch import Tensor
 
 from botorch_dp.privacy.checks import check_losses, check_positive_int
-from botorch_dp.privacy.mechanisms import ClippedPartialSum, NonfiniteLosses, clipped_partial_sum
+from botorch_dp.privacy.mechanisms import (
+    ClippedPartialSum,
+    NonfiniteLosses,
+    clipped_partial_sum,
+)
+from botorch_dp.privacy.mechanisms.sums import ClampedPartialSum, clamped_loss_sums
 
 __all__ = [
     "InProcessPartitions",
@@ -94,6 +99,29 @@ class PartitionedObjective(Protocol):
         """
         ...
 
+    def clamped_loss_sums(
+        self, points: Tensor, *, loss_clip: float, chunk_size: int, nonfinite: NonfiniteLosses = "refuse"
+    ) -> list[ClampedPartialSum]:
+        r"""Each partition's ``Σ_{i ∈ P} clamp(ℓ_i, 0, C)`` at each row of ``points`` (evaluated for
+        this call, not kept), in partition order: what an evaluated selection of the returned
+        iterate releases from.
+
+        Args:
+            points: The ``q x d`` candidates (public).
+            loss_clip: ``C``.
+            chunk_size: Users per chunk (the driver's).
+            nonfinite: As in ``evaluate``.
+        """
+        ...
+
+
+def partition_clamped_sums(
+    partition: UserPartition, points: Tensor, index: int, loss_clip: float, chunk_size: int, nonfinite: NonfiniteLosses
+) -> ClampedPartialSum:
+    r"""Partition ``index``'s clamped loss sums at ``points`` (runs where its data is)."""
+    losses = evaluate_partition(partition, points, index, nonfinite)
+    return ClampedPartialSum(clamped_loss_sums(losses, loss_clip, chunk_size, nonfinite=nonfinite), int(partition.num_users))
+
 
 def matching_prefix(held: Sequence[Tensor], batches: Sequence[Tensor]) -> int:
     r"""How many leading batches of ``held`` equal those of ``batches`` (same points, bit for bit)."""
@@ -156,3 +184,9 @@ class InProcessPartitions:
         self, A: Tensor, *, clip_bound: float, chunk_size: int, nonfinite: NonfiniteLosses = "refuse"
     ) -> list[ClippedPartialSum]:
         return [clipped_partial_sum(A, rows, clip_bound, chunk_size, nonfinite=nonfinite) for rows in self._rows]
+
+    def clamped_loss_sums(
+        self, points: Tensor, *, loss_clip: float, chunk_size: int, nonfinite: NonfiniteLosses = "refuse"
+    ) -> list[ClampedPartialSum]:
+        points = points.detach().to(torch.float64).clone()
+        return [partition_clamped_sums(p, points, i, loss_clip, chunk_size, nonfinite) for i, p in enumerate(self.partitions)]

@@ -1,10 +1,11 @@
 r"""Public settings of a DP-GIBO run: ``DPGIBOConfig``, validated on construction, and how
-the kernel and noise variance are read off it (``resolve_model``)."""
+the kernel and noise variance are read off it (``resolve_model``). The option fields and their
+strategies are read in ``optim.config_options``; ``μ`` from a target ``(ε, δ)`` in
+``optim.privacy_target``."""
 
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -14,32 +15,32 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_dp.gradient_gp import DEFAULT_JITTER, GradientGP
-from botorch_dp.optim.adaptive_clip import (
-    DEFAULT_CLIP_INIT,
-    DEFAULT_CLIP_LEARNING_RATE,
-    DEFAULT_CLIP_MU_FRACTION,
-    DEFAULT_CLIP_QUANTILE,
-)
 from botorch_dp.optim.batch_selection import BATCH_SELECTIONS, BatchSelection
-from botorch_dp.optim.noise_schedule import (
-    DEFAULT_NORM_MU_FRACTION,
-    NOISE_SCHEDULES,
-    AdaptiveNormSchedule,
-    NoiseSchedule,
+from botorch_dp.optim.config_options import (
+    absorb_strategies,
+    build_options,
+    check_option_fields,
+    set_field,
 )
-from botorch_dp.optim.selection import EVALUATED_SELECTIONS, Selection, check_selection, selection_mu_of, steps_mu
-from botorch_dp.optim.step_rules import PRECONDITIONERS, Preconditioner, StepRule, check_step_rule
+from botorch_dp.optim.noise_schedule import DEFAULT_NORM_MU_FRACTION, NoiseSchedule
+from botorch_dp.optim.options import Options
+from botorch_dp.optim.privacy_target import (
+    DEFAULT_PRIVACY_MU,
+    DEFAULT_TARGET_DELTA,
+    MIN_USERS,
+    check_per_user_losses,
+    resolve_privacy,
+)
+from botorch_dp.optim.selection import Selection
+from botorch_dp.optim.step_rules import Preconditioner, StepRule, check_step_rule
 from botorch_dp.optim.subspace import SubspaceOracle
-from botorch_dp.privacy.analysis.gdp import gdp_mu
 from botorch_dp.privacy.checks import (
     NONFINITE_LOSSES,
     check_choice,
-    check_delta,
     check_nonnegative,
     check_nonnegative_int,
     check_positive,
     check_positive_int,
-    check_probability,
 )
 from botorch_dp.privacy.mechanisms import NonfiniteLosses
 from botorch_dp.utils import check_bounds
@@ -58,21 +59,20 @@ __all__ = [
     "split_privacy_mu",
 ]
 
-#: ``privacy_mu`` when neither it nor a target ``(epsilon, delta)`` is given.
-DEFAULT_PRIVACY_MU = 1.0
-#: ``target_delta`` when neither it nor ``delta`` is given.
-DEFAULT_TARGET_DELTA = 1e-5
-#: Fewest users a private run accepts (see ``check_per_user_losses``).
-MIN_USERS = 2
-#: A ``privacy_mu`` given next to ``(epsilon, delta)`` must be their ``μ`` to this relative
-#: tolerance (a resolved config copied or read back from a checkpoint; scipy's root finder
-#: may differ in the last digits between versions).
-_RESOLVED_MU_RTOL = 1e-9
-
-
-@dataclass
+@dataclass(frozen=True)
 class DPGIBOConfig:
     r"""Public settings of a DP-GIBO run (paper symbols in brackets), validated on construction.
+
+    Frozen: change a config with ``dataclasses.replace``. The options are read into strategy
+    objects (``config.options``: clip policy, noise schedule, projection, step rule, selection,
+    batch rule, fitting; ``optim.options``), and the option fields also take those objects,
+    e.g. ``clip_bound=QuantileClip(1.0, quantile=0.9)``, ``noise_schedule=AdaptiveNorm()``,
+    ``step_rule=FullMatrixAdaGrad(PrivateGOE(0.3))``, ``selection=NoisyLoss(0.3, loss_clip=5.0)``
+    or ``subspace=Projected(oracle, acquisition=True)`` (they are stored as the fields they
+    stand for). Options that cannot run together are refused here, by the rule one of them
+    declares (``Options.check``): the private preconditioner with adaptive clipping, with the
+    adaptive noise schedule, or with a subspace that moves; ``"min_noisy_norm"`` without the
+    adaptive schedule; a spending option with ``privacy_mu = inf``.
 
     Attributes:
         bounds: ``2 x d`` tensor, the public box ``Θ``.
@@ -89,8 +89,9 @@ class DPGIBOConfig:
         clip_bound: ``B``, per-user clipping norm of the gradient estimates, or
             ``"adaptive"``: ``B_t`` tracks a private quantile of the per-user estimate norms
             (Andrew et al. 2021; ``optim.adaptive_clip``), with ``clip_init``,
-            ``clip_quantile``, ``clip_learning_rate`` and ``clip_mu_fraction``. Needs the
-            fixed ``noise_schedule``, no ``subspace`` and no private preconditioner.
+            ``clip_quantile``, ``clip_learning_rate`` and ``clip_mu_fraction``; works with
+            either noise schedule, any ``subspace`` (the norms are those of the projected
+            estimates) and partitioned users, not with the private preconditioner.
         step_size: ``η``.
         step_rule: ``"sgd"`` (``θ ← θ − η g``), ``"adagrad"`` or ``"adagrad_full"``
             (full-matrix AdaGrad, Kairouz et al.) on the privatized gradients
@@ -101,7 +102,7 @@ class DPGIBOConfig:
             ``"noisy_debiased"`` (the same minus the public noise energy ``Σ σ² I``, free) or
             ``"private"`` (the clean ``(Σ ū ūᵀ)^{1/2}`` released with GOE noise: each step
             releases twice, ``μ_g² + μ_H² = μ_steps²``; needs a fixed ``subspace`` or none,
-            and the fixed ``noise_schedule``).
+            the fixed ``noise_schedule`` and a fixed ``clip_bound``).
         preconditioner_mu_fraction: With ``preconditioner="private"``: the share ``f`` of
             ``μ_steps²`` (``steps_privacy_mu``: ``μ`` less a charged selection) spent on the
             preconditioner, ``μ_H = μ_steps√f``, ``μ_g = μ_steps√(1 − f)``
@@ -216,9 +217,10 @@ class DPGIBOConfig:
 
     Adaptive clipping (``clip_bound="adaptive"``, Andrew et al. 2021; all ``None`` otherwise).
     Each step releases, besides the gradient at ``B_t``, the noisy count of users with
-    ``‖A y_i‖ ≤ B_t`` (``μ_C/√T``-GDP, ledger key ``step-t/clip``; the gradient is
-    ``step-t/grad``, ``μ_g/√T``-GDP), and ``B_{t+1} = B_t exp(−η_C(b̃_t/n − γ))``. The split is
-    ``μ_C = μ_steps√f_C``, ``μ_g = μ_steps√(1 − f_C)``: the run stays ``privacy_mu``-GDP.
+    ``‖A y_i‖ ≤ B_t`` (``μ_C/√T_max``-GDP, ledger key ``step-t/clip``; the gradient is
+    ``step-t/grad``, released by the noise schedule from ``μ_g`` at ``Δ_t = 2B_t/n``), and
+    ``B_{t+1} = B_t exp(−η_C(b̃_t/n − γ))``. The split is ``μ_C = μ_steps√f_C``,
+    ``μ_g = μ_steps√(1 − f_C)``: the run stays ``privacy_mu``-GDP.
 
     Attributes:
         clip_init: ``B₀ > 0`` (default 1.0; a public choice, e.g. from ``botorch_dp.plan``).
@@ -284,39 +286,40 @@ class DPGIBOConfig:
             bounds = torch.as_tensor(self.bounds).detach()
         except (TypeError, ValueError, RuntimeError) as err:
             raise ValueError(f"bounds must be a 2 x d tensor or array, got {type(self.bounds).__name__}.") from err
-        self.bounds = bounds = check_bounds(bounds).clone()
+        bounds = check_bounds(bounds).clone()
+        set_field(self, "bounds", bounds)
         d = bounds.shape[1]
-        self.privacy_mu, self.epsilon, self.delta, self.target_delta = resolve_privacy(
-            self.privacy_mu, self.epsilon, self.delta, self.target_delta
-        )
+        absorb_strategies(self)  # strategy objects given in the option fields
+        privacy = resolve_privacy(self.privacy_mu, self.epsilon, self.delta, self.target_delta)
+        for name, value in zip(("privacy_mu", "epsilon", "delta", "target_delta"), privacy, strict=True):
+            set_field(self, name, value)
         if not (isinstance(self.clip_bound, str) and self.clip_bound == "adaptive"):
-            self.clip_bound = check_positive(self.clip_bound, "clip_bound (B)", allow_inf=False)
-        self.num_iterations = check_positive_int(self.num_iterations, "num_iterations (T)")
-        self.step_size = check_positive(self.step_size, "step_size (η)", allow_inf=False)
+            set_field(self, "clip_bound", check_positive(self.clip_bound, "clip_bound (B)", allow_inf=False))
+        set_field(self, "num_iterations", check_positive_int(self.num_iterations, "num_iterations (T)"))
+        set_field(self, "step_size", check_positive(self.step_size, "step_size (η)", allow_inf=False))
         check_step_rule(self.step_rule)
-        self.preconditioner, self.preconditioner_mu_fraction = check_subspace_options(self, d)
         if self.batch_selection not in BATCH_SELECTIONS:
             raise ValueError(f"batch_selection must be one of {BATCH_SELECTIONS}, got {self.batch_selection!r}.")
         if self.batch_size is not None:
-            self.batch_size = check_positive_int(self.batch_size, "batch_size (b)")
+            set_field(self, "batch_size", check_positive_int(self.batch_size, "batch_size (b)"))
         if self.bias_tolerance is not None:
-            self.bias_tolerance = check_positive(self.bias_tolerance, "bias_tolerance", allow_inf=False)
+            set_field(self, "bias_tolerance", check_positive(self.bias_tolerance, "bias_tolerance", allow_inf=False))
         if self.bias_tolerance is not None and self.batch_size is not None:
             raise ValueError("Give either batch_size (fixed) or bias_tolerance (adaptive), not both.")
         if self.max_batch_size is not None:
-            self.max_batch_size = check_positive_int(self.max_batch_size, "max_batch_size (b_max)")
-        self.noise_variance = check_nonnegative(self.noise_variance, "noise_variance (σ²)", allow_inf=False)
+            set_field(self, "max_batch_size", check_positive_int(self.max_batch_size, "max_batch_size (b_max)"))
+        set_field(self, "noise_variance", check_nonnegative(self.noise_variance, "noise_variance (σ²)", allow_inf=False))
         if self.privacy_budget_mu is not None:
-            self.privacy_budget_mu = check_positive(self.privacy_budget_mu, "privacy_budget_mu")
-        self.num_restarts = check_positive_int(self.num_restarts, "num_restarts")
-        self.raw_samples = check_positive_int(self.raw_samples, "raw_samples")
+            set_field(self, "privacy_budget_mu", check_positive(self.privacy_budget_mu, "privacy_budget_mu"))
+        set_field(self, "num_restarts", check_positive_int(self.num_restarts, "num_restarts"))
+        set_field(self, "raw_samples", check_positive_int(self.raw_samples, "raw_samples"))
         if self.acqf_maxiter is not None:
-            self.acqf_maxiter = check_positive_int(self.acqf_maxiter, "acqf_maxiter")
+            set_field(self, "acqf_maxiter", check_positive_int(self.acqf_maxiter, "acqf_maxiter"))
         if self.user_chunk_size is not None:
-            self.user_chunk_size = check_positive_int(self.user_chunk_size, "user_chunk_size")
-        self.jitter = check_nonnegative(self.jitter, "jitter", allow_inf=False)
+            set_field(self, "user_chunk_size", check_positive_int(self.user_chunk_size, "user_chunk_size"))
+        set_field(self, "jitter", check_nonnegative(self.jitter, "jitter", allow_inf=False))
         if self.seed is not None:
-            self.seed = check_nonnegative_int(self.seed, "seed")
+            set_field(self, "seed", check_nonnegative_int(self.seed, "seed"))
         check_choice(self.nonfinite_losses, "nonfinite_losses", NONFINITE_LOSSES)
         if self.theta0 is not None:
             theta0 = _float_tensor(self.theta0, "theta0 (θ₀)").reshape(-1)
@@ -324,7 +327,7 @@ class DPGIBOConfig:
                 raise ValueError(f"theta0 (θ₀) must be a finite d = {d} vector, got {self.theta0!r}.")
             if (theta0 < bounds[0]).any() or (theta0 > bounds[1]).any():
                 raise ValueError("theta0 (θ₀) must lie inside the bounds.")
-            self.theta0 = theta0
+            set_field(self, "theta0", theta0)
         if self.search_radius is not None:
             radius = _float_tensor(self.search_radius, "search_radius")
             if radius.dim() > 1 or radius.numel() not in (1, d) or torch.isnan(radius).any() or (radius <= 0).any():
@@ -332,7 +335,7 @@ class DPGIBOConfig:
                     f"search_radius must be a positive number or a positive d = {d} vector "
                     f"(inf allowed, NaN not), got {self.search_radius!r}."
                 )
-            self.search_radius = radius if radius.dim() else float(radius)
+            set_field(self, "search_radius", radius if radius.dim() else float(radius))
         if (self.kernel is None) == (self.model is None):
             raise ValueError("Give exactly one of kernel or model.")
         kernel = self.kernel if self.kernel is not None else getattr(self.model, "covar_module", None)
@@ -362,8 +365,8 @@ class DPGIBOConfig:
                 "input transform), or set unsafe_allow_sensitive_fitting=True to run without a "
                 "privacy guarantee."
             )
-        _check_noise_schedule_and_selection(self)
-        _check_adaptive_clip(self)
+        check_option_fields(self)
+        self.options.check(self.privacy_mu, d, self.num_iterations)  # what the options need of each other
 
     @classmethod
     def from_preset(cls, *names: str, **settings: Any) -> DPGIBOConfig:
@@ -375,273 +378,60 @@ class DPGIBOConfig:
         return cls(**{**preset_settings(*names), **settings})
 
     @property
+    def options(self) -> Options:
+        r"""The run's strategies (``optim.options``), one per family, built from the (checked)
+        fields: the fields stay the config's one spelling (``vars``, ``dataclasses.replace`` and
+        the checkpoint see them), and strategy objects given in them are read into them."""
+        return build_options(self)
+
+    @property
     def max_evaluations(self) -> int:
         r"""The most objective evaluations the run can ask for: ``T · b`` with fixed batches,
         ``T · b_max`` with adaptive ones (``b`` and ``b_max`` default to ``d + 1``). Plan
         anything that costs per evaluation with it, e.g. the DP-SGD training runs of a
         target training ε (``DPSGDConfig(planned_runs=...)``). With
         ``subspace_acquisition`` the defaults are ``k + 1`` (``default_batch_size``)."""
-        default = default_batch_size(self)
-        if self.bias_tolerance is not None:
-            per_step = self.max_batch_size if self.max_batch_size is not None else default
-        else:
-            per_step = self.batch_size if self.batch_size is not None else default
+        o = self.options
+        per_step = o.batches.per_step(o.projection.default_batch_size(self.bounds.shape[1]))
         # an evaluated selection asks for the T + 1 iterates after the last step
-        selection = self.iteration_cap + 1 if self.selection in EVALUATED_SELECTIONS else 0
+        selection = self.iteration_cap + 1 if o.selection.evaluated else 0
         return self.iteration_cap * per_step + selection
 
     @property
     def iteration_cap(self) -> int:
         r"""The most steps the run makes: ``num_iterations``, or ``max_iterations`` (``T_max``,
         default ``num_iterations``) with ``noise_schedule="adaptive_norm"``."""
-        return self.max_iterations if self.max_iterations is not None else self.num_iterations
+        return self.options.iteration_cap(self.num_iterations)
 
     @property
     def selection_privacy_mu(self) -> float:
         r"""``μ_sel``, the selection's GDP charge (0 for ``"last"`` and ``"min_noisy_norm"``)."""
-        return selection_mu_of(self.selection, self.selection_epsilon, self.selection_mu)
+        return self.options.selection.charge
 
     @property
     def steps_privacy_mu(self) -> float:
         r"""``μ_steps = √(μ² − μ_sel²)``, the gradient steps' share (``privacy_mu`` itself
         without a charged selection)."""
-        return steps_mu(self.privacy_mu, self.selection_privacy_mu)
-
-def resolve_privacy(
-    privacy_mu: float | None, epsilon: float | None, delta: float | None, target_delta: float | None
-) -> tuple[float, float | None, float | None, float]:
-    r"""The ``μ`` a run uses, from ``privacy_mu`` or from a target ``(epsilon, delta)``.
-
-    A target ``(ε, δ)`` resolves to the largest ``μ`` whose ``μ``-GDP guarantee implies
-    ``(ε, δ)``-DP: the exact inversion ``gdp_mu(ε, δ)`` of the GDP privacy profile
-    ``δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)`` (Dong, Roth & Su 2019), so the run's
-    reported ``ε`` at ``δ`` is the target.
-
-    Args:
-        privacy_mu: ``μ`` as given (``None``: not given).
-        epsilon: Target ``ε`` (``None``: not given).
-        delta: Target ``δ``; needed with, and only with, ``epsilon``.
-        target_delta: ``δ`` at which ``ε`` is reported (``None``: ``delta``, else 1e-5).
-
-    Returns:
-        ``(privacy_mu, epsilon, delta, target_delta)``, checked and converted.
-
-    Raises:
-        ValueError: Naming the fields: ``epsilon`` without ``delta`` (or the reverse),
-            both ``privacy_mu`` and ``epsilon`` (unless ``privacy_mu`` is the ``μ`` they
-            resolve to), or a value out of range.
-    """
-    if epsilon is None:
-        if delta is not None:
-            raise ValueError(
-                "delta (δ) was given without epsilon (ε): a target (ε, δ) needs both, "
-                "DPGIBOConfig(epsilon=..., delta=...). For the δ at which the guarantee's ε "
-                "is reported, use target_delta."
-            )
-        mu = DEFAULT_PRIVACY_MU if privacy_mu is None else check_positive(privacy_mu, "privacy_mu (μ)")
-        target = DEFAULT_TARGET_DELTA if target_delta is None else check_delta(target_delta, "target_delta")
-        return mu, None, None, target
-    epsilon = check_positive(epsilon, "epsilon (ε)")
-    if delta is None:
-        raise ValueError(
-            "epsilon (ε) needs delta (δ): give both, DPGIBOConfig(epsilon=..., delta=...), "
-            "with δ well below 1/n (e.g. 1e-5)."
-        )
-    delta = check_delta(delta, "delta (δ)")
-    mu = gdp_mu(epsilon, delta)
-    if privacy_mu is not None:
-        given = check_positive(privacy_mu, "privacy_mu (μ)")
-        if not math.isclose(given, mu, rel_tol=_RESOLVED_MU_RTOL):
-            raise ValueError(
-                "Give either privacy_mu (μ) or epsilon and delta (a target (ε, δ)), not both: "
-                f"privacy_mu = {given:g} is not the μ = {mu:.10g} that epsilon = {epsilon:g}, "
-                f"delta = {delta:g} resolve to. Set privacy_mu=None to use the target."
-            )
-        mu = given  # the value a resolved config already runs with
-    target = delta if target_delta is None else check_delta(target_delta, "target_delta")
-    return mu, epsilon, delta, target
-
-
-def check_per_user_losses(num_users: int, privacy_mu: float) -> None:
-    r"""Refuse a private run on fewer than ``MIN_USERS`` users' losses.
-
-    DP-GIBO protects each column of the ``q x n`` losses: column ``i`` must be user
-    ``i``'s own loss (e.g. a validation example's loss, ``reduction="none"``). An
-    objective that returns the mean loss as a ``q x 1`` tensor makes the whole data set
-    one "user", and a guarantee for that one user says nothing about any person in it.
-    Non-private runs (``μ = inf``) accept any ``n ≥ 1``.
-
-    Args:
-        num_users: ``n``, the number of columns of the first told losses.
-        privacy_mu: The run's ``μ``.
-
-    Raises:
-        ValueError: Explaining per-user losses, before anything is released.
-    """
-    if num_users < MIN_USERS and not math.isinf(privacy_mu):
-        raise ValueError(
-            f"losses have {num_users} column(s), but a private run needs per-user losses: a "
-            "q x n tensor whose column i is user i's own loss at each of the q points (e.g. "
-            "each validation example's loss, reduction='none'), with n >= 2. A q x 1 tensor "
-            "such as the mean loss over all users treats the whole data set as one user, and "
-            "a guarantee for that one user protects no person in it. Return the per-user "
-            "losses; DP-GIBO averages them itself after clipping each user's contribution."
-        )
-
-
-def check_subspace_options(config: DPGIBOConfig, d: int) -> tuple[str | None, float | None]:
-    r"""Check ``subspace``, ``subspace_acquisition``, ``preconditioner`` and
-    ``preconditioner_mu_fraction`` (Kairouz et al.).
-
-    Returns:
-        The normalized ``(preconditioner, preconditioner_mu_fraction)``: ``"noisy"`` for
-        ``adagrad_full`` without one, ``0.5`` for the private preconditioner without one.
-    """
-    oracle = config.subspace
-    if not isinstance(config.subspace_acquisition, bool):
-        raise ValueError(f"subspace_acquisition must be True or False, got {config.subspace_acquisition!r}.")
-    if config.subspace_acquisition and oracle is None:
-        raise ValueError("subspace_acquisition=True needs a subspace (the basis the acquisition projects on).")
-    if oracle is not None:
-        if not isinstance(oracle, SubspaceOracle):
-            raise ValueError(f"subspace must be a SubspaceOracle (optim.subspace), got {type(oracle).__name__}.")
-        basis = getattr(oracle, "basis", None)
-        if isinstance(basis, Tensor) and basis.shape[0] != d:
-            raise ValueError(f"subspace: the basis has {basis.shape[0]} rows, but the bounds have d = {d}.")
-        if isinstance(getattr(oracle, "k", None), int) and oracle.k > d:
-            raise ValueError(f"subspace: k = {oracle.k} exceeds d = {d}.")
-    preconditioner, fraction = config.preconditioner, config.preconditioner_mu_fraction
-    if config.step_rule != "adagrad_full":
-        if preconditioner is not None:
-            raise ValueError(f"preconditioner is only used with step_rule='adagrad_full', got step_rule={config.step_rule!r}.")
-    else:
-        preconditioner = check_choice("noisy" if preconditioner is None else preconditioner, "preconditioner", PRECONDITIONERS)
-    if preconditioner != "private":
-        if fraction is not None:
-            raise ValueError("preconditioner_mu_fraction is only used with preconditioner='private'.")
-        return preconditioner, None
-    if config.noise_schedule == "adaptive_norm":
-        raise ValueError(
-            "preconditioner='private' with noise_schedule='adaptive_norm' is not supported: the private "
-            "preconditioner's noise is calibrated to a fixed per-step share of μ. Use a free preconditioner."
-        )
-    if oracle is not None and not oracle.fixed:
-        raise ValueError(
-            f"preconditioner='private' needs a fixed subspace (its released matrices share coordinates); "
-            f"{type(oracle).__name__} changes from step to step. Use a fixed oracle or a free preconditioner."
-        )
-    fraction = 0.5 if fraction is None else check_positive(fraction, "preconditioner_mu_fraction", allow_inf=False)
-    if not fraction < 1.0:
-        raise ValueError(f"preconditioner_mu_fraction must lie in (0, 1), got {fraction!r}.")
-    return preconditioner, fraction
+        return self.options.split(self.privacy_mu).steps_mu
 
 
 def default_batch_size(config: DPGIBOConfig) -> int:
     r"""Default ``b`` and ``b_max``: ``d + 1``, or ``k + 1`` with ``subspace_acquisition`` when
     the oracle has an integer ``k`` (spec A5: ``k + 1`` points pin down ``k`` directions)."""
-    d = config.bounds.shape[1]
-    k = getattr(config.subspace, "k", None) if config.subspace_acquisition else None
-    return min(k, d) + 1 if isinstance(k, int) else d + 1
+    return config.options.projection.default_batch_size(config.bounds.shape[1])
 
 
 def split_privacy_mu(config: DPGIBOConfig) -> tuple[float, float | None]:
-    r"""``(μ_g, μ_H)``: the gradient's and the private preconditioner's share of the steps'
-    budget ``μ_steps`` (``steps_privacy_mu``: ``privacy_mu`` less a charged selection).
-
-    ``μ_g² + μ_H² = μ_steps²`` (GDP composes as the root sum of squares),
-    ``μ_H = μ_steps√f`` with ``f = preconditioner_mu_fraction``; without the private
-    preconditioner ``(μ_steps, None)``.
-    """
-    mu = config.steps_privacy_mu
-    if config.clip_bound == "adaptive":  # μ_g of the gradients; the counts get clip_count_privacy_mu
-        return mu * math.sqrt(1.0 - config.clip_mu_fraction), None
-    if config.preconditioner != "private":
-        return mu, None
-    f = config.preconditioner_mu_fraction
-    return mu * math.sqrt(1.0 - f), mu * math.sqrt(f)
+    r"""``(μ_g, μ_H)``: the gradients' and the private preconditioner's share of ``privacy_mu``
+    (``optim.options.BudgetSplit``, where every split of the budget is made)."""
+    split = config.options.split(config.privacy_mu)
+    return split.gradient_mu, split.precond_mu
 
 
 def clip_count_privacy_mu(config: DPGIBOConfig) -> float | None:
-    r"""``μ_C = μ_steps √f_C``, the total GDP parameter of the ``T`` clip-count releases of
-    ``clip_bound="adaptive"`` (each ``μ_C/√T``); ``None`` for a fixed bound.
-    ``μ_C² + μ_g² = μ_steps²`` with ``split_privacy_mu``'s ``μ_g``."""
-    if config.clip_bound != "adaptive":
-        return None
-    return config.steps_privacy_mu * math.sqrt(config.clip_mu_fraction)
-
-
-_ADAPTIVE_CLIP_FIELDS = {
-    "clip_init": DEFAULT_CLIP_INIT,
-    "clip_quantile": DEFAULT_CLIP_QUANTILE,
-    "clip_learning_rate": DEFAULT_CLIP_LEARNING_RATE,
-    "clip_mu_fraction": DEFAULT_CLIP_MU_FRACTION,
-}
-
-
-def _check_adaptive_clip(config: DPGIBOConfig) -> None:
-    r"""``clip_bound="adaptive"``'s fields: filled with their defaults and checked there,
-    refused elsewhere, and the options adaptive clipping does not combine with refused
-    (``ValueError`` naming the field)."""
-    c = config
-    if c.clip_bound != "adaptive":
-        for name in _ADAPTIVE_CLIP_FIELDS:
-            if getattr(c, name) is not None:
-                raise ValueError(f"{name} is only used with clip_bound='adaptive'.")
-        return
-    for name, default in _ADAPTIVE_CLIP_FIELDS.items():
-        if getattr(c, name) is None:
-            setattr(c, name, default)
-    c.clip_init = check_positive(c.clip_init, "clip_init (B₀)", allow_inf=False)
-    c.clip_quantile = check_probability(c.clip_quantile, "clip_quantile (γ)")
-    c.clip_learning_rate = check_positive(c.clip_learning_rate, "clip_learning_rate (η_C)", allow_inf=False)
-    c.clip_mu_fraction = check_probability(c.clip_mu_fraction, "clip_mu_fraction (f_C)")
-    if math.isinf(c.privacy_mu):
-        raise ValueError("clip_bound='adaptive' spends part of a privacy budget on the clip counts; it needs a finite privacy_mu.")
-    for name, value, allowed in (
-        ("noise_schedule", c.noise_schedule, "fixed"),
-        ("subspace", c.subspace, None),
-        ("preconditioner", c.preconditioner if c.preconditioner == "private" else None, None),
-        ("hyperparameter_fit", c.hyperparameter_fit, None),
-    ):
-        if value != allowed:
-            raise ValueError(
-                f"clip_bound='adaptive' does not combine with {name}={value!r}: use "
-                f"{name}={allowed!r}, or a fixed clip_bound."
-            )
-
-
-def _check_noise_schedule_and_selection(config: DPGIBOConfig) -> None:
-    r"""Menart et al.'s fields: a known schedule and selection, their parameters only where
-    they are used (``ValueError`` naming the field)."""
-    c = config
-    check_choice(c.noise_schedule, "noise_schedule", NOISE_SCHEDULES)
-    adaptive = c.noise_schedule == "adaptive_norm"
-    if adaptive:
-        if math.isinf(c.privacy_mu):
-            raise ValueError("noise_schedule='adaptive_norm' scales the noise to a privacy budget; it needs a finite privacy_mu.")
-        if c.max_iterations is not None:
-            c.max_iterations = check_positive_int(c.max_iterations, "max_iterations (T_max)")
-        c.norm_mu_fraction = check_probability(c.norm_mu_fraction, "norm_mu_fraction (f_N)")
-        if c.snr_factor is not None:
-            c.snr_factor = check_positive(c.snr_factor, "snr_factor (c_snr)", allow_inf=False)
-    else:
-        for name in ("max_iterations", "snr_factor", "max_step_mu"):
-            if getattr(c, name) is not None:
-                raise ValueError(f"{name} is only used with noise_schedule='adaptive_norm'.")
-        if c.norm_mu_fraction != DEFAULT_NORM_MU_FRACTION:
-            raise ValueError("norm_mu_fraction is only used with noise_schedule='adaptive_norm'.")
-    c.selection_epsilon, c.selection_mu, c.loss_clip = check_selection(
-        c.selection, noise_schedule=c.noise_schedule, privacy_mu=c.privacy_mu,
-        selection_epsilon=c.selection_epsilon, selection_mu=c.selection_mu, loss_clip=c.loss_clip,
-    )
-    if adaptive:
-        if c.max_step_mu is not None:
-            c.max_step_mu = check_positive(c.max_step_mu, "max_step_mu (μ_max)", allow_inf=False)
-        # the schedule's own checks (one step must fit, μ_max ≤ μ_steps); n and Δ do not enter them
-        AdaptiveNormSchedule.build(
-            total_mu=c.steps_privacy_mu, sensitivity=1.0, dim=c.bounds.shape[1], max_iterations=c.iteration_cap,
-            num_users=1, norm_mu_fraction=c.norm_mu_fraction, snr_factor=c.snr_factor, max_step_mu=c.max_step_mu,
-        )
+    r"""``μ_C = μ_steps √f_C``, all clip counts of ``clip_bound="adaptive"`` together (``None``
+    for a fixed bound; ``optim.options.BudgetSplit``)."""
+    return config.options.split(config.privacy_mu).clip_mu
 
 
 def _float_tensor(value: Any, name: str) -> Tensor:

@@ -1,46 +1,50 @@
-r"""What a DP-GIBO checkpoint stores besides tensors: the config as exact JSON, the kernel as
-an allow-listed spec with a fingerprint, and the checks that refuse a changed run on resume.
+r"""A DP-GIBO run's state as its checkpoint stores it: ``encode_state``/``apply_state`` (every
+field checked against the config and each other on load), the ledger checks of a resume, and
+``resume_run``. The config's own encoding and comparison are in ``optim.stored_config``.
 
 Nothing here unpickles: kernels are rebuilt from the allow-list in ``checkpoint`` only."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import json
 import math
-import numbers
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from gpytorch.kernels import Kernel
-from torch import Tensor
 
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim import checkpoint as ckpt
+from botorch_dp.optim.adaptive_clip import check_clip_state, encode_clip_state
 from botorch_dp.optim.checkpoint import (
-    build_kernel,
     json_fingerprint,
     kernel_fingerprint,
     kernel_spec,
     kernel_tensors,
     load_state,
 )
-from botorch_dp.optim.adaptive_clip import check_clip_state, encode_clip_state
-from botorch_dp.optim.config import DPGIBOConfig, clip_count_privacy_mu, resolve_model
+from botorch_dp.optim.config import DPGIBOConfig, clip_count_privacy_mu
+from botorch_dp.optim.options import ClipState, NoiseState
+from botorch_dp.optim.projected import SubspaceTrack
 from botorch_dp.optim.selection import EVALUATED_SELECTIONS, SELECTION_KEY
+from botorch_dp.optim.state import Run, RunState
 from botorch_dp.optim.step_rules import make_step_optimizer
-from botorch_dp.optim.subspace import SubspaceTrack, subspace_from_spec
+from botorch_dp.optim.stored_config import (
+    check_same_run,
+    config_from_json,
+    config_to_json,
+    decode_value,
+    encode_value,
+)
+from botorch_dp.optim.users import InMemoryUsers
 from botorch_dp.privacy.ledger import PrivacyLedger, release_key
 from botorch_dp.privacy.mechanisms import ReleaseDiagnostics
-
-if TYPE_CHECKING:
-    from botorch_dp.optim.dp_gibo import DPGIBO
 
 #: Version of ``DPGIBO.state_dict`` (3: JSON + safetensors, per-batch loss blocks, run id).
 STATE_VERSION = 3
@@ -57,37 +61,6 @@ META_KEYS = {
 #: ``adaptive_clip`` (issue 16, Andrew et al.): a fixed clip bound.
 #: ``partitioned_users`` (issue 17): ``n`` of a run whose losses are held in partitions (none in the files).
 _META_KEYS_ADDED = {"noise_and_selection": None, "subspace": None, "adaptive_clip": None, "partitioned_users": None}
-#: Config fields that may differ on resume: the budget (only tightened), the unsafe
-#: fitting callable (only its presence is compared) and the users per clipping chunk (a
-#: memory and speed knob: it changes only the order of one floating-point sum, not what is
-#: clipped or how much noise is added; its default changed in issue 13's scale work).
-_RESUME_MAY_DIFFER = {"privacy_budget_mu", "hyperparameter_fit", "user_chunk_size"}
-#: Config fields added after schema version 1 (issue 16's target (ε, δ)); a checkpoint
-#: written before them reads them as not given.
-_CONFIG_FIELDS_ADDED = ("epsilon", "delta")
-#: Config fields added by issue 15 (Menart et al.: noise schedule, selection); a checkpoint
-#: written before them reads them as their defaults (the fixed schedule, the last iterate).
-_CONFIG_FIELDS_WITH_DEFAULTS = (
-    "noise_schedule", "max_iterations", "norm_mu_fraction", "snr_factor", "max_step_mu",
-    "selection", "selection_epsilon", "selection_mu", "loss_clip",
-    # Kairouz et al.: no subspace, no projected acquisition, no full-matrix preconditioner
-    "preconditioner", "preconditioner_mu_fraction", "subspace", "subspace_acquisition",
-    # issue 16, Andrew et al.: a fixed clip bound
-    "clip_init", "clip_quantile", "clip_learning_rate", "clip_mu_fraction",
-    # issue 18: BoTorch's default L-BFGS-B iterations in the batch search
-    "acqf_maxiter",
-)
-
-
-def _with_added_fields(stored: Any) -> Any:
-    r"""A stored config with the fields added since it was written filled in."""
-    if not isinstance(stored, dict):
-        return stored
-    defaults = {f.name: f.default for f in dataclasses.fields(DPGIBOConfig) if f.name in _CONFIG_FIELDS_WITH_DEFAULTS}
-    added = {name: encode_value(value) for name, value in defaults.items() if name not in stored}
-    return {**{name: None for name in _CONFIG_FIELDS_ADDED if name not in stored}, **added, **stored}
-
-
 def committed_records(directory: str | os.PathLike) -> dict[str, Any]:
     r"""The file records of the checkpoint just loaded (so that they are not written again)."""
     raw = json.loads((Path(directory) / ckpt.STATE_FILE).read_text("utf-8"))
@@ -97,131 +70,6 @@ def committed_records(directory: str | os.PathLike) -> dict[str, Any]:
 def budget_of_ledger_state(ledger_state: Any) -> float | None:
     budget = ledger_state.get("validation_mu_budget") if isinstance(ledger_state, dict) else None
     return None if budget is None else float(budget)
-
-
-def encode_value(value: Any) -> Any:
-    r"""Exact JSON encoding of plain values and tensors (floats as ``float.hex``)."""
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return {"float": float(value).hex()}
-    if isinstance(value, Tensor):
-        return {"tensor": ckpt.tensor_to_json(value.to(torch.float64) if not value.is_floating_point() else value)}
-    if isinstance(value, (list, tuple)):
-        return [encode_value(v) for v in value]
-    if isinstance(value, dict):
-        return {"dict": [[encode_value(k), encode_value(v)] for k, v in value.items()]}
-    raise TypeError(f"{type(value).__name__} cannot be stored exactly")
-
-
-def decode_value(value: Any, name: str, optimizer_state: bool = False) -> Any:
-    if value is None or isinstance(value, (bool, str, int)):
-        return value
-    if isinstance(value, list):
-        return [decode_value(v, name, optimizer_state) for v in value]
-    if isinstance(value, dict) and set(value) == {"float"}:
-        return ckpt.float_from_json(value["float"], name, allow_inf=True)
-    if isinstance(value, dict) and set(value) == {"tensor"}:
-        return ckpt.tensor_from_json(value["tensor"], name)
-    if isinstance(value, dict) and set(value) == {"dict"} and isinstance(value["dict"], list):
-        items = value["dict"]
-        if not all(isinstance(kv, list) and len(kv) == 2 for kv in items):
-            raise ValueError(f"Checkpoint field {name!r}: malformed mapping.")
-        return {decode_value(k, name): decode_value(v, name, optimizer_state) for k, v in items}
-    raise ValueError(f"Checkpoint field {name!r}: unknown value {value!r:.80}.")
-
-
-def config_to_json(config: DPGIBOConfig) -> dict[str, Any]:
-    r"""The config's fields, exactly: kernel/model/callables are recorded by kind (the kernel
-    itself is stored as the resolved kernel's spec and tensors); anything else not JSON-able
-    raises a ``ValueError`` naming the field."""
-    out: dict[str, Any] = {}
-    for field in dataclasses.fields(config):
-        value = getattr(config, field.name)
-        if field.name == "kernel":
-            out[field.name] = None if value is None else {"kernel": "resolved"}
-        elif field.name == "subspace" and value is not None:  # compared and rebuilt by its exact spec
-            try:
-                out[field.name] = {"subspace": encode_value(value.spec())}
-            except TypeError as err:
-                raise ValueError(f"Config field 'subspace' cannot be written to a checkpoint: {err}.") from None
-        elif value is not None and (field.name == "model" or callable(value) or isinstance(value, torch.Generator)):
-            out[field.name] = {"object": type(value).__qualname__}
-        else:
-            try:
-                out[field.name] = encode_value(value)
-            except TypeError as err:
-                raise ValueError(f"Config field {field.name!r} cannot be written to a checkpoint: {err}.") from None
-    return out
-
-
-def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, rebuild: bool) -> DPGIBOConfig | None:
-    r"""Check the stored config's fields and, if ``rebuild``, build the ``DPGIBOConfig``."""
-    names = {f.name for f in dataclasses.fields(DPGIBOConfig)}
-    stored = _with_added_fields(stored)  # written before these fields existed
-    if not isinstance(stored, dict) or set(stored) != names:
-        have = set(stored) if isinstance(stored, dict) else set()
-        raise ValueError(
-            f"Checkpoint field 'config': missing fields {sorted(names - have)}, unknown fields {sorted(have - names)}."
-        )
-    ckpt._check_keys(kernel_meta, {"spec", "fingerprint", "noise_variance", "standardize"}, "kernel")
-    if not rebuild:
-        return None
-    values: dict[str, Any] = {}
-    for name, value in stored.items():
-        if isinstance(value, dict) and set(value) == {"object"}:
-            raise ValueError(
-                f"The checkpoint's config has a {name!r} ({value['object']}), which is not stored; "
-                "pass the config to DPGIBO.resume."
-            )
-        if name == "kernel":
-            values[name] = None
-            continue
-        if name == "subspace" and isinstance(value, dict) and set(value) == {"subspace"}:
-            values[name] = subspace_from_spec(decode_value(value["subspace"], "config.subspace"))
-            continue
-        values[name] = decode_value(value, f"config.{name}")
-    if stored["kernel"] is not None:
-        kernel = build_kernel(kernel_meta["spec"])  # already in the stored dtype: the values load exactly
-        tensors = {k.removeprefix("kernel."): v for k, v in gp.items() if k.startswith("kernel.")}
-        if set(tensors) != set(kernel_tensors(kernel)):
-            raise ValueError("Checkpoint kernel tensors do not match the kernel's hyperparameters.")
-        kernel.load_state_dict({**kernel.state_dict(), **tensors})
-        if kernel_fingerprint(kernel) != kernel_meta["fingerprint"]:
-            raise ValueError("Checkpoint field 'kernel': the rebuilt kernel does not match its stored fingerprint.")
-        values["kernel"] = kernel
-    try:
-        return DPGIBOConfig(**values)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"Checkpoint field 'config' is not a valid DPGIBOConfig: {err}") from None
-
-
-def check_same_run(meta: dict[str, Any], config: DPGIBOConfig) -> None:
-    r"""``ValueError`` naming the first field of ``config`` that differs from the checkpoint's."""
-    stored = _with_added_fields(meta["config"])
-    given = config_to_json(config)
-    for field in dataclasses.fields(config):
-        if field.name in _RESUME_MAY_DIFFER or field.name in ("kernel", "model"):
-            continue
-        if given[field.name] != stored.get(field.name):
-            raise ValueError(
-                f"Config field {field.name!r} differs from the checkpoint's; resuming would change "
-                "the run (and its privacy accounting). Start a new run instead."
-            )
-    if (config.hyperparameter_fit is None) != (stored.get("hyperparameter_fit") is None):
-        raise ValueError("Config field 'hyperparameter_fit' differs from the checkpoint's (given vs not given).")
-    if (config.model is None) != (stored.get("model") is None):
-        raise ValueError("Config field 'model' differs from the checkpoint's (kernel vs model).")
-    kernel, noise_variance, standardize = resolve_model(config)
-    k = meta["kernel"]
-    if kernel_fingerprint(kernel) != k.get("fingerprint"):
-        raise ValueError(
-            "Config field 'kernel' differs from the checkpoint's (class, settings or hyperparameter values)."
-        )
-    if float(noise_variance).hex() != k.get("noise_variance") or standardize != k.get("standardize"):
-        raise ValueError("Config field 'noise_variance' (or the model's likelihood noise) differs from the checkpoint's.")
 
 
 def check_state(
@@ -322,15 +170,19 @@ def _with_added_meta(meta: Any) -> Any:
 _NOISE_LISTS = ("step_mus", "noise_stds", "noisy_norms", "norm_mus")
 
 
-def encode_noise_and_selection(opt: DPGIBO) -> dict[str, Any]:
-    r"""Menart et al.'s public state as exact JSON: the adaptive schedule's per-step values, whether
-    its filter stopped the steps, and the evaluated selection's choice (and scores)."""
-    lists = {"step_mus": opt._step_mus, "noise_stds": opt._noise_stds, "noisy_norms": opt._noisy_norms, "norm_mus": opt._norm_mus}
+def encode_noise_and_selection(opt: Run) -> dict[str, Any]:
+    r"""Menart et al.'s public state as exact JSON: the adaptive schedule's per-step values (none
+    for the fixed schedule, whose values follow from the config), whether its filter stopped
+    the steps, and the evaluated selection's choice (and scores)."""
+    s = opt.state
+    per_step = opt.options.noise.name == "adaptive_norm"
+    lists = {"step_mus": s.noise.step_mus, "noise_stds": s.noise.noise_stds, "noisy_norms": s.noise.noisy_norms,
+             "norm_mus": s.noise.norm_mus}
     return {
-        **{name: [float(v).hex() for v in values] for name, values in lists.items()},
-        "stopped": opt._stopped,
-        "selected_index": opt._selected,
-        "selection_scores": None if opt._selection_scores is None else ckpt.tensor_to_json(opt._selection_scores),
+        **{name: [float(v).hex() for v in values] if per_step else [] for name, values in lists.items()},
+        "stopped": s.noise.stopped,
+        "selected_index": s.selected,
+        "selection_scores": None if s.selection_scores is None else ckpt.tensor_to_json(s.selection_scores),
     }
 
 
@@ -463,47 +315,12 @@ def encode_diagnostics(diagnostics: list[ReleaseDiagnostics]) -> list[dict[str, 
     ]
 
 
-# ---------------------------------------------------------------- DPGIBO state (its private companion)
-#: Attributes that ``ask``/``tell`` replace (never mutate in place), restored when they fail.
-_MUTABLE = (
-    "iteration", "_iterates", "_X", "_Y_blocks", "_gp", "_pending", "_batch_sizes", "_traces",
-    "_released", "_diag", "_mechanism", "_committed",
-    "_step_mus", "_noise_stds", "_noisy_norms", "_norm_mus", "_stopped", "_selected", "_selection_scores",
-    "_subspace", "_clip_bounds", "_clip_counts", "_partitioned_users",
-)
-
-
-def snapshot(opt: DPGIBO) -> dict[str, Any]:
-    r"""What ``ask``/``tell`` may change, to restore it exactly when they fail."""
-    return {
-        "attrs": {k: getattr(opt, k) for k in _MUTABLE},
-        "theta": opt.theta.clone(),
-        "optimizer": copy.deepcopy(opt._optimizer.state_dict()),
-        "noise_gen": None if opt._noise_gen is None else opt._noise_gen.get_state(),
-        "search_gen": opt._search_gen.get_state(),
-        "kernel": copy.deepcopy(opt.kernel.state_dict()) if opt.config.hyperparameter_fit is not None else None,
-    }
-
-
-def restore(opt: DPGIBO, saved: dict[str, Any]) -> None:
-    for k, v in saved["attrs"].items():
-        setattr(opt, k, v)
-    opt.theta = saved["theta"]
-    opt._optimizer = make_step_optimizer(
-        opt.theta, opt.config.step_rule, opt.config.step_size, preconditioner=opt.config.preconditioner
-    )
-    opt._optimizer.load_state_dict(saved["optimizer"])
-    if saved["noise_gen"] is not None:
-        opt._noise_gen.set_state(saved["noise_gen"])
-    opt._search_gen.set_state(saved["search_gen"])
-    if saved["kernel"] is not None:
-        opt.kernel.load_state_dict(saved["kernel"])
-
-
-def encode_state(opt: DPGIBO) -> dict[str, Any]:
+# ---------------------------------------------------------------- a run's RunState, encoded
+def encode_state(opt: Run) -> dict[str, Any]:
     r"""Full state as written to the checkpoint (SENSITIVE): ``meta`` (JSON-able: public
     state, config, ledger, generator states, run id), ``gp`` (``X``, the Cholesky factor,
     the kernel's tensors) and ``loss_blocks`` (the per-batch per-user losses)."""
+    s = opt.state
     config_json = opt._config_json if opt._config_json is not None else config_to_json(opt.config)
     fingerprint = opt._kernel_fingerprint or kernel_fingerprint(opt.kernel)
     meta = {
@@ -517,76 +334,72 @@ def encode_state(opt: DPGIBO) -> dict[str, Any]:
             "spec": kernel_spec(opt.kernel),
             "fingerprint": fingerprint,
             "noise_variance": float(opt.noise_variance).hex(),
-            "standardize": opt._standardize,
+            "standardize": bool(getattr(opt.options.fitting, "standardize", False)),
         },
-        "iteration": opt.iteration,
-        "theta": ckpt.tensor_to_json(opt.theta),
-        "iterates": ckpt.tensor_to_json(torch.stack(opt._iterates)),
-        "pending": None if opt._pending is None else ckpt.tensor_to_json(opt._pending),
-        "batch_sizes": list(opt._batch_sizes),
-        "traces": [float(t).hex() for t in opt._traces],
-        "released": ckpt.tensor_to_json(released_matrix(opt)),
-        "diagnostics": encode_diagnostics(opt._diag),
-        "step_optimizer": encode_value(opt._optimizer.state_dict()),
+        "iteration": s.iteration,
+        "theta": ckpt.tensor_to_json(s.theta),
+        "iterates": ckpt.tensor_to_json(torch.stack(s.iterates)),
+        "pending": None if s.pending is None else ckpt.tensor_to_json(s.pending),
+        "batch_sizes": list(s.batch_sizes),
+        "traces": [float(t).hex() for t in s.traces],
+        "released": ckpt.tensor_to_json(s.released_matrix(opt.dim)),
+        "diagnostics": encode_diagnostics(list(s.diagnostics)),
+        "step_optimizer": encode_value(s.optimizer),
         "ledger": opt.ledger.state_dict(),
         "noise_generator": ckpt.generator_to_json(opt._noise_gen),
         "search_generator": ckpt.generator_to_json(opt._search_gen),
         "noise_and_selection": encode_noise_and_selection(opt),
-        "subspace": opt._subspace.to_json(),
-        "adaptive_clip": encode_clip_state(opt._clip_bounds, opt._clip_counts) if opt.config.clip_bound == "adaptive" else None,
-        "partitioned_users": opt._partitioned_users,
+        "subspace": s.track.to_json(),
+        "adaptive_clip": encode_clip_state(list(s.clip.bounds), list(s.clip.counts)) if s.clip.bounds else None,
+        "partitioned_users": s.num_users if s.partitioned else None,
     }
-    gp = {"X": opt._X, "L": opt._gp.L}  # the factor is restored as is: refactorizing changes bits
+    gp = {"X": s.X, "L": s.gp.L}  # the factor is restored as is: refactorizing changes bits
     gp.update({f"kernel.{k}": v.to(torch.float64) for k, v in kernel_tensors(opt.kernel).items()})
-    return {"meta": meta, "gp": gp, "loss_blocks": list(opt._Y_blocks)}
+    return {"meta": meta, "gp": gp, "loss_blocks": s.blocks}
 
 
-def released_matrix(opt: DPGIBO) -> Tensor:
-    r"""The ``t x d`` released gradients of the run so far (public)."""
-    return torch.stack(opt._released) if opt._released else torch.empty(0, opt.dim, dtype=torch.float64)
-
-
-def apply_state(opt: DPGIBO, state: dict[str, Any]) -> None:
+def apply_state(opt: Run, state: dict[str, Any]) -> None:
     r"""Restore a state produced by ``state_dict`` (e.g. read by ``checkpoint.load_state``).
 
-    Every field is checked (type, shape, finiteness, consistency with the config and
-    with the other fields); a ``ValueError`` names the first field that is wrong, and
-    nothing is changed then.
+    Every field is checked (type, shape, finiteness, consistency with the config, with the
+    other fields and with the ledger's records); a ``ValueError`` names the first field that is
+    wrong, and nothing is changed then. The saved ledger is MERGED into ``opt.ledger``.
     """
     checked = check_state(
         state, config=opt.config, kernel=opt.kernel, has_noise_generator=opt._noise_gen is not None
     )
-    meta, X, L, blocks = checked["meta"], checked["X"], checked["L"], checked["blocks"]
-    T, theta, iterates, pending = checked["T"], checked["theta"], checked["iterates"], checked["pending"]
-    sizes, traces, released, diag = checked["sizes"], checked["traces"], checked["released"], checked["diag"]
-    kernel_tensors_, optimizer, ledger_state = checked["kernel_tensors"], checked["optimizer"], checked["ledger_state"]
-    noise_gen, search_gen, n = checked["noise_gen"], checked["search_gen"], checked["n"]
+    meta, X, L, blocks, n = checked["meta"], checked["X"], checked["L"], checked["blocks"], checked["n"]
     adaptive = checked["noise_and_selection"]
+    bounds, counts = checked["adaptive_clip"]
+    c = opt.config
+    users = InMemoryUsers(tuple(blocks), c.user_chunk_size, c.nonfinite_losses) if blocks else None
+    noise = opt.options.noise.restored(
+        opt.plan(n), NoiseState(tuple(adaptive["step_mus"]), tuple(adaptive["noise_stds"]), tuple(adaptive["noisy_norms"]),
+                                tuple(adaptive["norm_mus"]), adaptive["stopped"]),
+        [bounds[t] if bounds else opt.options.clip.current(ClipState()) for t in range(checked["T"])],
+    )
     # all checked: assign
+    opt.kernel.load_state_dict({**opt.kernel.state_dict(), **checked["kernel_tensors"]})
+    gp = GradientGP.from_factor(X, L, opt.kernel, opt.noise_variance, jitter=c.jitter)
+    opt._optimizer = checked["optimizer"]
+    opt.state = RunState(
+        theta=checked["theta"], iterates=tuple(checked["iterates"]), X=X, gp=gp, optimizer=copy.deepcopy(
+            checked["optimizer"].state_dict()), users=users, num_users=n, partitioned=checked["partitioned_users"] is not None,
+        pending=checked["pending"], batch_sizes=tuple(checked["sizes"]), traces=tuple(checked["traces"]),
+        released=tuple(checked["released"]), diagnostics=tuple(checked["diag"]), noise=noise,
+        clip=ClipState(tuple(bounds), tuple(counts)), track=checked["subspace"], selected=adaptive["selected_index"],
+        selection_scores=adaptive["selection_scores"],
+    )
     opt.run_id = meta["run_id"]
-    opt.iteration, opt.theta, opt._iterates, opt._pending = T, theta, list(iterates), pending
-    opt._batch_sizes, opt._traces, opt._released, opt._diag = list(sizes), traces, list(released), diag
-    opt._X, opt._Y_blocks = X, blocks
-    opt.kernel.load_state_dict({**opt.kernel.state_dict(), **kernel_tensors_})
-    opt._optimizer = optimizer
-    opt.ledger.load_state_dict(ledger_state)
-    if noise_gen is not None:
-        opt._noise_gen.set_state(noise_gen)
-    opt._search_gen.set_state(search_gen)
-    opt._gp = GradientGP.from_factor(X, L, opt.kernel, opt.noise_variance, jitter=opt.config.jitter)
-    opt._clip_bounds, opt._clip_counts = checked["adaptive_clip"]  # before the mechanism: it clips at B_t
-    opt._mechanism = None if n is None else opt._make_mechanism(n)
-    opt._step_mus, opt._noise_stds = adaptive["step_mus"], adaptive["noise_stds"]
-    opt._noisy_norms, opt._norm_mus = adaptive["noisy_norms"], adaptive["norm_mus"]
-    opt._stopped, opt._selected = adaptive["stopped"], adaptive["selected_index"]
-    opt._selection_scores = adaptive["selection_scores"]
-    opt._subspace = checked["subspace"]
-    opt._partitioned_users = checked["partitioned_users"]
+    opt.ledger.load_state_dict(checked["ledger_state"])
+    if checked["noise_gen"] is not None:
+        opt._noise_gen.set_state(checked["noise_gen"])
+    opt._search_gen.set_state(checked["search_gen"])
 
 
 def resume_run(
-    cls: type[DPGIBO], checkpoint_dir: str | os.PathLike, config: DPGIBOConfig | None, ledger: PrivacyLedger | None
-) -> DPGIBO:
+    cls: Callable[..., Run], checkpoint_dir: str | os.PathLike, config: DPGIBOConfig | None, ledger: PrivacyLedger | None
+) -> Run:
     r"""``DPGIBO.resume``: load and check the checkpoint, then rebuild the run in its state."""
     state = load_state(checkpoint_dir)
     meta = state["meta"]
@@ -597,6 +410,7 @@ def resume_run(
             warnings.simplefilter("ignore")  # already warned when the run started
         opt = cls(init_config, checkpoint_dir=checkpoint_dir, ledger=ledger, _resuming=True)  # its own checkpoint
     opt.config = dataclasses.replace(config, privacy_budget_mu=budget) if ledger is None else config
+    opt.options = opt.config.options
     if opt._config_json is not None and ledger is None:
         opt._config_json = config_to_json(opt.config)
     opt._kernel_fingerprint = meta["kernel"]["fingerprint"]
@@ -605,17 +419,3 @@ def resume_run(
     opt.ledger.cancel_reservations(opt.run_id)  # holds left by a process that died inside a step
     opt._committed = committed_records(checkpoint_dir)
     return opt
-
-
-@contextlib.contextmanager
-def rollback_on_error(opt: DPGIBO) -> Iterator[None]:
-    r"""Run the block; if it raises, put back everything ``ask``/``tell`` may have changed in
-    the RUN (attributes, θ, step-rule state, generators, kernel) and re-raise. The ledger is
-    never rolled back: a release whose noise was drawn before the failure stays recorded,
-    and a retry that draws again is charged again."""
-    saved = snapshot(opt)
-    try:
-        yield
-    except BaseException:
-        restore(opt, saved)
-        raise

@@ -43,9 +43,10 @@ __all__ = [
     "SELECTION_KEY",
     "Selection",
     "check_selection",
+    "check_selection_fields",
     "min_noisy_norm_index",
-    "selection_event",
     "release_selection",
+    "selection_event",
     "selection_mechanism",
     "selection_mu",
     "selection_mu_of",
@@ -83,23 +84,14 @@ def check_selection(
     Returns:
         ``(selection_epsilon, selection_mu, loss_clip)`` as floats (or ``None``).
     """
-    if selection not in SELECTIONS:
-        raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}.")
+    checked = check_selection_fields(
+        selection, selection_epsilon=selection_epsilon, selection_mu=selection_mu, loss_clip=loss_clip
+    )
     if selection == "min_noisy_norm" and noise_schedule != "adaptive_norm":
         raise ValueError(
             "selection='min_noisy_norm' picks the iterate with the smallest released noisy "
             "gradient norm; only noise_schedule='adaptive_norm' releases those norms."
         )
-    users = {"selection_epsilon": ("exponential",), "selection_mu": ("noisy_loss",), "loss_clip": EVALUATED_SELECTIONS}
-    given = {"selection_epsilon": selection_epsilon, "selection_mu": selection_mu, "loss_clip": loss_clip}
-    for name, used_by in users.items():
-        if selection in used_by and given[name] is None:
-            raise ValueError(f"selection={selection!r} needs {name}.")
-        if selection not in used_by and given[name] is not None:
-            raise ValueError(f"{name} is only used by selection in {used_by}, not by selection={selection!r}.")
-    checked = tuple(
-        None if given[name] is None else check_positive(given[name], name, allow_inf=False) for name in given
-    )
     if selection in EVALUATED_SELECTIONS:
         charge = selection_mu_of(selection, checked[0], checked[1])
         if not math.isfinite(privacy_mu):
@@ -110,6 +102,27 @@ def check_selection(
                 "the gradient steps get √(μ² − μ_sel²)."
             )
     return checked  # type: ignore[return-value]
+
+
+def check_selection_fields(
+    selection: str, *, selection_epsilon: float | None, selection_mu: float | None, loss_clip: float | None
+) -> tuple[float | None, float | None, float | None]:
+    r"""A known ``selection`` with exactly the parameters it uses (``ValueError`` naming the
+    argument); returns ``(selection_epsilon, selection_mu, loss_clip)`` as floats (or ``None``).
+    What it needs of the other options is the selection strategy's to declare
+    (``optim.options.selection``)."""
+    if selection not in SELECTIONS:
+        raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}.")
+    users = {"selection_epsilon": ("exponential",), "selection_mu": ("noisy_loss",), "loss_clip": EVALUATED_SELECTIONS}
+    given = {"selection_epsilon": selection_epsilon, "selection_mu": selection_mu, "loss_clip": loss_clip}
+    for name, used_by in users.items():
+        if selection in used_by and given[name] is None:
+            raise ValueError(f"selection={selection!r} needs {name}.")
+        if selection not in used_by and given[name] is not None:
+            raise ValueError(f"{name} is only used by selection in {used_by}, not by selection={selection!r}.")
+    return tuple(  # type: ignore[return-value]
+        None if given[name] is None else check_positive(given[name], name, allow_inf=False) for name in given
+    )
 
 
 def selection_mu_of(selection: str, selection_epsilon: float | None, selection_mu: float | None) -> float:

@@ -138,3 +138,31 @@ def test_bad_options_are_refused_before_any_gradient_is_evaluated(kwargs, match)
     with pytest.raises(ValueError, match=match):
         noisy_gradient_descent(oracle, BOUNDS, **settings)
     assert calls == []
+
+
+def _spread(X: torch.Tensor) -> torch.Tensor:
+    r"""User ``i``'s gradient is ``(i + 1)/N · 10 · e_0`` at every θ: norms uniform on (0, 10], median 5."""
+    norms = 10.0 * torch.arange(1, N + 1, dtype=torch.float64) / N
+    return (norms[:, None] * A_VEC).expand(X.shape[0], N, D)
+
+
+@pytest.mark.parametrize("schedule", ["fixed", "adaptive_norm"])
+def test_quantile_clipping_tracks_the_median_norm_through_the_same_strategy_as_dp_gibo(schedule):
+    r"""``clip_bound=QuantileClip(...)`` (the clip policy of ``optim.options``): the bound moves
+    geometrically from ``B₀ = 1`` to the median gradient norm 5 (``log 5/(η_C γ) ≈ 16`` steps at
+    least), each step charges a count as part ``"clip"``, and the run spends exactly ``μ``
+    (``μ_g² + μ_C² = μ²``; the adaptive schedule's filter spends the gradients' share to the end)."""
+    from botorch_dp.optim.options import QuantileClip
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # seeded noise warns
+        res = noisy_gradient_descent(
+            _spread, BOUNDS, num_iterations=60, step_size=1e-3, privacy_mu=50.0, seed=0, noise_schedule=schedule,
+            clip_bound=QuantileClip(bound=1.0, quantile=0.5, learning_rate=0.2, fraction=0.1),
+        )
+    x = res.history.extras
+    steps = res.history.iterates.shape[0] - 1
+    assert len(x["clip_bounds"]) == steps + 1 and len(x["clip_counts"]) == steps
+    assert x["clip_bounds"][0] == 1.0 and x["clip_bounds"][-1] == pytest.approx(5.0, rel=0.25)
+    assert all(b1 > b0 for b0, b1 in zip(x["clip_bounds"][:12], x["clip_bounds"][1:13]))  # below the median: up
+    assert res.guarantee.mu == pytest.approx(50.0, rel=1e-9)

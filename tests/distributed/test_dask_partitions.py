@@ -78,7 +78,7 @@ def test_dask_run_equals_the_in_process_run_bit_for_bit(client):
     for other in (local, remote):
         assert torch.equal(plain.released_gradients, other.released_gradients)
         assert torch.equal(plain.iterates, other.iterates) and plain.guarantee == other.guarantee
-    assert driver._Y_blocks == [] and driver.num_users == 40
+    assert list(driver.state.blocks) == [] and driver.num_users == 40
     # the rows stay on the workers: one block per partition and batch, none in this process
     assert [len(b) for b in partitions._blocks] == [2, 2]
     assert {f.status for b in partitions._blocks for f in b} == {"finished"}
@@ -96,7 +96,7 @@ def test_a_worker_killed_mid_iteration_costs_no_second_release_and_no_evaluation
     opt.tell_partitioned(opt.ask(), partitions)
     # kill, between the evaluations and the partial sums, the worker holding partition 1's rows
     X = opt.ask()
-    partitions.evaluate([*opt.evaluation_points.split(opt._batch_sizes), X])
+    partitions.evaluate([*opt.evaluation_points.split(list(opt.state.batch_sizes)), X])
     holder = next(iter(client.who_has(partitions._blocks[1])[partitions._blocks[1][0].key]))
     pid = client.run(os.getpid, workers=[holder])[holder]
     os.kill(pid, signal.SIGKILL)

@@ -130,7 +130,7 @@ def test_partitioned_run_equals_the_in_process_run_bit_for_bit():
     split = quiet_run(opt, InProcessPartitions(parts))
     assert torch.equal(plain.released_gradients, split.release.released_gradients)
     assert torch.equal(plain.iterates, split.release.iterates) and plain.guarantee == split.release.guarantee
-    assert opt.num_users == sum(SIZES) and opt._Y_blocks == []  # the driver holds no loss
+    assert opt.num_users == sum(SIZES) and list(opt.state.blocks) == []  # the driver holds no loss
     assert split.diagnostics is not None
     # three partitions of unequal size (several chunks): the same up to the order of the sums
     uneven = synthetic_partitions([7, 13, 20], D, seed=5)
@@ -145,7 +145,7 @@ def test_evaluations_are_kept_and_never_repeated():
     opt = new(config(num_iterations=3))
     quiet_run(opt, partitions)
     assert [p.calls for p in parts] == [opt.evaluation_points.shape[0]] * 2  # each point once per partition
-    batches = list(opt.evaluation_points.split(opt._batch_sizes))
+    batches = list(opt.evaluation_points.split(list(opt.state.batch_sizes)))
     partitions.evaluate(batches)  # the same batches again: nothing to evaluate
     assert [p.calls for p in parts] == [opt.evaluation_points.shape[0]] * 2
     partitions.evaluate(batches[:1] + [batches[1] + 0.01])  # a changed batch replaces it and drops the rest
@@ -177,11 +177,14 @@ def test_bad_losses_on_one_partition_release_nothing():
     assert len(zero.ledger.validation_steps) == 1
 
 
-def test_unsupported_settings_and_mixing_are_refused():
+def test_sensitive_fitting_and_mixing_are_refused():
     parts = InProcessPartitions(synthetic_partitions(SIZES, D, seed=5))
-    opt = new(config(noise_schedule="adaptive_norm"))
-    with pytest.raises(ValueError, match="partitions: partitioned users do not support noise_schedule='adaptive_norm'"):
-        opt.tell_partitioned(opt.ask(), parts)
+    # only the unsafe fitting path is refused: it needs the raw losses, which stay in the partitions
+    opt = new(config(unsafe_allow_sensitive_fitting=True, hyperparameter_fit=lambda kernel, X, y: None))
+    X = opt.ask()
+    with pytest.raises(ValueError, match="partitions: partitioned users do not support hyperparameter_fit"):
+        opt.tell_partitioned(X, parts)
+    assert opt.ledger.validation_records() == [] and torch.equal(opt.ask(), X)
     opt = new(config())
     X = opt.ask()
     opt.tell_partitioned(X, parts)
@@ -209,7 +212,7 @@ def test_a_failed_partition_computation_is_retried_with_one_release(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)
         resumed = DPGIBO.resume(tmp_path, config())
-    assert resumed.num_users == sum(SIZES) and resumed._Y_blocks == []
+    assert resumed.num_users == sum(SIZES) and list(resumed.state.blocks) == []
     result = quiet_run(resumed, InProcessPartitions(synthetic_partitions(SIZES, D, seed=5))).release
     assert torch.equal(result.released_gradients, reference.released_gradients)
     assert torch.equal(result.iterates, reference.iterates)

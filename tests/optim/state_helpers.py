@@ -40,7 +40,7 @@ def snapshot(opt) -> dict:
         "ledger": opt.ledger.state_dict(),
         "validation_mu": opt.ledger.validation_mu(),
         "iteration": opt.iteration,
-        "pending": None if opt._pending is None else opt._pending.clone(),
+        "pending": None if opt.state.pending is None else opt.state.pending.clone(),
         "noise_gen": None if opt._noise_gen is None else opt._noise_gen.get_state(),
         "search_gen": opt._search_gen.get_state(),
     }

@@ -143,7 +143,6 @@ def test_config_fills_the_defaults_and_splits_the_budget():
         (dict(clip_learning_rate=-0.1), "clip_learning_rate"),
         (dict(clip_init=math.inf), "clip_init"),
         (dict(privacy_mu=math.inf), "privacy_mu"),
-        (dict(noise_schedule="adaptive_norm"), "noise_schedule"),
         (dict(clip_bound="auto"), "clip_bound"),
     ],
 )

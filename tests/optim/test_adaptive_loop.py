@@ -20,7 +20,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import botorch_dp.optim.dp_gibo as dp_gibo_module
+import botorch_dp.optim.options.batches as batches_module
 from botorch_dp.optim.checkpoint import json_fingerprint
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.noise_schedule import default_snr_factor
@@ -41,7 +41,7 @@ def cheap_batches(monkeypatch):
         u = torch.rand(batch_size, theta.shape[0], generator=generator, dtype=torch.float64)
         return local_box[0] + (local_box[1] - local_box[0]) * u
 
-    monkeypatch.setattr(dp_gibo_module, "select_batch", select_batch)
+    monkeypatch.setattr(batches_module, "select_batch", select_batch)
 
 
 @pytest.fixture(autouse=True)
@@ -68,7 +68,7 @@ def test_adaptive_run_spends_exactly_its_budget_with_one_norm_and_one_gradient_k
     opt, result = _run(_cfg())
     r = result.release
     T = len(r.step_mus)
-    assert 1 <= T <= 12 and opt.is_done and (opt._stopped or T == 12)
+    assert 1 <= T <= 12 and opt.is_done and (opt.state.noise.stopped or T == 12)
     keys = [key for (_, key) in opt.ledger.validation_steps]
     assert keys == [f"step-{t:04d}/{kind}" for t in range(T) for kind in ("norm", "grad")]
     recorded = list(opt.ledger.validation_steps.values())
@@ -145,7 +145,7 @@ def test_the_released_noise_uses_the_modules_clipped_mean():
     opt, result = _run(cfg)
     from botorch_dp.gradient_gp import GradientGP
 
-    X, Y = result.release.evaluation_points, torch.cat(opt._Y_blocks)
+    X, Y = result.release.evaluation_points, torch.cat(list(opt.state.blocks))
     sizes = result.release.batch_sizes
     for t in range(len(sizes)):
         rows = sum(sizes[: t + 1])
@@ -209,7 +209,7 @@ def test_evaluated_selection_asks_for_the_iterates_and_is_charged(selection, sch
     while not opt.is_done:
         X = opt.ask()
         if opt.steps_done:  # the selection batch: the iterates themselves
-            assert torch.equal(X, torch.stack(opt._iterates))
+            assert torch.equal(X, torch.stack(list(opt.state.iterates)))
         infos.append(opt.tell(X, objective(X)))
     r = opt.result().release
     T = r.iterates.shape[0] - 1
@@ -306,7 +306,7 @@ def test_finished_adaptive_run_resumes_as_finished(tmp_path):
     cfg = _cfg(selection="min_noisy_norm")
     opt, result = _run(cfg, checkpoint_dir=tmp_path)
     resumed = DPGIBO.resume(tmp_path)
-    assert resumed.is_done and resumed._stopped == opt._stopped
+    assert resumed.is_done and resumed.state.noise.stopped == opt.state.noise.stopped
     assert same(resumed.result().release.selected_index, result.release.selected_index)
 
 

@@ -9,6 +9,7 @@ import torch
 from gpytorch.kernels import MaternKernel, RQKernel, ScaleKernel
 
 from botorch_dp.optim import checkpoint as ckpt
+from botorch_dp.optim.checkpoint import files as ckpt_files
 
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
@@ -188,12 +189,12 @@ def test_failed_checkpoint_write_leaves_tell_undone_and_retry_releases_once(tmp_
     X = opt.ask()
     before = opt.state_dict()
     noise_state = opt._noise_gen.get_state()
-    real_write = ckpt._write_atomic
+    real_write = ckpt_files._write_atomic
 
     def failing_write(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(ckpt, "_write_atomic", failing_write)
+    monkeypatch.setattr(ckpt_files, "_write_atomic", failing_write)
     with pytest.raises(OSError, match="disk full"):
         opt.tell(X, objective(X))
     after = opt.state_dict()
@@ -203,7 +204,7 @@ def test_failed_checkpoint_write_leaves_tell_undone_and_retry_releases_once(tmp_
     assert all(torch.equal(a, b) for a, b in zip(after["loss_blocks"], before["loss_blocks"]))
     assert opt.iteration == 1 and [r.key for r in opt.ledger.validation_records()] == ["step-0000", "step-0001"]
     assert torch.equal(opt._noise_gen.get_state(), noise_state) and torch.equal(opt.ask(), X)
-    monkeypatch.setattr(ckpt, "_write_atomic", real_write)
+    monkeypatch.setattr(ckpt_files, "_write_atomic", real_write)
     opt.tell(X, objective(X))  # the retry releases again (the same seeded noise), and is charged again
     resumed = DPGIBO.resume(tmp_path).run(objective, progress=False)
     assert torch.equal(resumed.release.released_gradients, full.release.released_gradients)

@@ -92,7 +92,7 @@ def test_a_checkpoint_committed_after_construction_is_not_replaced(tmp_path):
     before = _contents(root)
     with pytest.raises(ValueError, match=r"DPGIBO\.resume"):
         late.ask()  # its first save
-    assert _contents(root) == before and late.iteration == 0 and late._pending is None
+    assert _contents(root) == before and late.iteration == 0 and late.state.pending is None
     assert DPGIBO.resume(root).iteration == 2
 
 
@@ -155,7 +155,7 @@ def test_a_symlinked_part_of_a_checkpoint_is_refused_on_write(tmp_path, name):
         opt.ask()
     assert str(path) in str(err.value)
     assert (_contents(aside) if aside.is_dir() else aside.read_bytes()) == before
-    assert opt._pending is None  # the failed ask left no trace
+    assert opt.state.pending is None  # the failed ask left no trace
 
 
 @pytest.mark.parametrize("name", ["gp/000002.safetensors", "losses/000001.safetensors"])
@@ -196,7 +196,7 @@ def test_a_checkpoint_directory_open_to_others_is_refused(tmp_path, mode):
         with pytest.raises(ValueError, match=re.escape(oct(mode))) as err:
             attempt()
         assert str(root) in str(err.value)
-    assert _contents(root) == before and opt._pending is None
+    assert _contents(root) == before and opt.state.pending is None
     os.chmod(root, 0o700)
     assert DPGIBO.resume(root).iteration == 1
     shared = tmp_path / "shared"
@@ -293,7 +293,7 @@ def test_a_schema_1_checkpoint_from_before_these_checks_resumes(tmp_path):
     resumed.tell(X, problem(X))
     again = DPGIBO.resume(root)  # what it wrote reads back too
     assert again.iteration == 3 and len(again.ledger.validation_steps) == 3
-    assert torch.equal(torch.stack(again._iterates), torch.stack(resumed._iterates))
+    assert torch.equal(torch.stack(list(again.state.iterates)), torch.stack(list(resumed.state.iterates)))
 
 
 @pytest.mark.timeout(300)
@@ -327,7 +327,7 @@ def test_the_readme_loop_resumes_in_a_fresh_process_without_config(tmp_path):
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert Path(out["module"]).resolve().is_relative_to(ROOT)  # the code under test, not an installed copy
     assert out["steps"] == 10 and out["mu"] == pytest.approx(1.0, rel=1e-9)
-    assert out["iterates"] == torch.stack(opt._iterates).tolist()
+    assert out["iterates"] == torch.stack(list(opt.state.iterates)).tolist()
     assert DPGIBO.resume(directory).is_done
 
 

@@ -13,7 +13,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import botorch_dp.optim.dp_gibo as dp_gibo_module
+import botorch_dp.optim.options.batches as batches_module
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.subspace import FixedSubspace
 
@@ -36,7 +36,7 @@ def cheap_batches(monkeypatch):
         u = torch.rand(batch_size, theta.shape[0], generator=generator, dtype=torch.float64)
         return local_box[0] + (local_box[1] - local_box[0]) * u
 
-    monkeypatch.setattr(dp_gibo_module, "select_batch", select_batch)
+    monkeypatch.setattr(batches_module, "select_batch", select_batch)
 
 
 def config(**kw):
@@ -59,7 +59,7 @@ def assert_refused_without_effect(opt, X, call):
     with pytest.raises((ValueError, RuntimeError)):
         call()
     assert same(snapshot(opt), before)  # bit-identical state, ledger, generators
-    assert opt._pending is not None and torch.equal(opt._pending, X)  # still pending
+    assert opt.state.pending is not None and torch.equal(opt.state.pending, X)  # still pending
     assert torch.equal(opt.ask(), X)
     iteration = opt.iteration
     assert opt.tell(X, OBJECTIVE(X)).iteration == iteration + 1  # the corrected call works
@@ -126,10 +126,10 @@ def test_accepted_loss_formats_are_copied(data):
     }[kind]()
     opt.tell(X, value)
     expected = torch.as_tensor(good.float() if kind == "float32" else good, dtype=torch.float64)
-    assert torch.equal(torch.cat(opt._Y_blocks), expected) and not torch.cat(opt._Y_blocks).requires_grad
+    assert torch.equal(torch.cat(opt.state.blocks), expected) and not torch.cat(opt.state.blocks).requires_grad
     if kind == "numpy":
         value[:] = 0.0
-    assert torch.equal(torch.cat(opt._Y_blocks), expected)
+    assert torch.equal(torch.cat(opt.state.blocks), expected)
 
 
 # ---------------------------------------------------------------- malformed configs
@@ -181,7 +181,7 @@ def test_call_sequences_never_corrupt_the_state(ops):
     refused call leaves the state bit-identical; accepted ones advance by one step."""
     opt = DPGIBO(config())
     for op in ops + ["ask", "tell"] * T:
-        pending = opt._pending
+        pending = opt.state.pending
         before = snapshot(opt)
         if op == "ask":
             if opt.is_done:
@@ -200,7 +200,7 @@ def test_call_sequences_never_corrupt_the_state(ops):
         if op == "tell":
             iteration = opt.iteration
             assert opt.tell(pending, OBJECTIVE(pending)).iteration == iteration + 1
-            assert opt._pending is None
+            assert opt.state.pending is None
             continue
         if op == "tell_other":
             call = lambda: opt.tell(pending + 0.25, OBJECTIVE(pending))  # noqa: E731
@@ -210,5 +210,5 @@ def test_call_sequences_never_corrupt_the_state(ops):
             call = lambda: opt.tell(pending, OBJECTIVE(pending)[:, :0])  # noqa: E731
         with pytest.raises(ValueError):
             call()
-        assert same(snapshot(opt), before) and torch.equal(opt._pending, pending)
+        assert same(snapshot(opt), before) and torch.equal(opt.state.pending, pending)
     assert opt.is_done and opt.ledger.validation_mu() == pytest.approx(1.0)

@@ -15,7 +15,7 @@ import pytest
 import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
-import botorch_dp.optim.dp_gibo as dp_gibo_module
+import botorch_dp.optim.options.batches as batches_module
 from botorch_dp import PrivacyWarning
 from botorch_dp.optim.checkpoint import json_fingerprint
 from botorch_dp.optim.dp_gibo import DPGIBO, DPGIBOConfig
@@ -60,7 +60,7 @@ def test_default_seed_is_none_and_draws_noise_from_os_entropy():
     # the public search stream is seeded from OS entropy too: two runs differ
     assert not torch.equal(a._search_gen.get_state(), b._search_gen.get_state())
     X = a.ask()
-    b._pending = X.clone()  # same points and data, so only the noise can differ
+    b.state = dataclasses.replace(b.state, pending=X.clone())  # same points and data, so only the noise can differ
     a.tell(X, objective(X))
     b.tell(X, objective(X))
     assert not torch.equal(a.result().release.released_gradients, b.result().release.released_gradients)
@@ -179,14 +179,14 @@ def test_tell_copies_the_callers_losses():
     opt.tell(X, buffer)
     released = opt.result().release.released_gradients.clone()
     buffer.fill_(1e6)  # the caller reuses its output buffer
-    assert torch.equal(torch.cat(opt._Y_blocks), kept)
+    assert torch.equal(torch.cat(list(opt.state.blocks)), kept)
     assert torch.equal(opt.result().release.released_gradients, released)
     # also for numpy input (torch.as_tensor would share its memory)
     X = opt.ask()
     array = objective(X).numpy().copy()
     opt.tell(X, array)
     array[:] = 1e6
-    assert torch.equal(torch.cat(opt._Y_blocks)[-X.shape[0]:], objective(X))
+    assert torch.equal(torch.cat(list(opt.state.blocks))[-X.shape[0]:], objective(X))
 
 
 def test_losses_with_requires_grad_are_detached_before_the_release(tmp_path):
@@ -195,15 +195,15 @@ def test_losses_with_requires_grad_are_detached_before_the_release(tmp_path):
     X = opt.ask()
     w = torch.ones((), dtype=torch.float64, requires_grad=True)
     info = opt.tell(X, objective(X) * w)  # a non-leaf tensor: used to fail in the checkpoint
-    assert info.iteration == 1 and not torch.cat(opt._Y_blocks).requires_grad
+    assert info.iteration == 1 and not torch.cat(list(opt.state.blocks)).requires_grad
     assert not opt.result().release.released_gradients.requires_grad
     resumed = DPGIBO.resume(tmp_path)
-    assert resumed.iteration == 1 and torch.equal(torch.cat(resumed._Y_blocks), torch.cat(opt._Y_blocks))
+    assert resumed.iteration == 1 and torch.equal(torch.cat(list(resumed.state.blocks)), torch.cat(list(opt.state.blocks)))
 
 
 def test_empty_first_adaptive_batch_uses_the_real_number_of_users(monkeypatch):
     _, objective = normal_location(n=N, d=D)
-    real_select = dp_gibo_module.select_batch
+    real_select = batches_module.select_batch
     calls = []
 
     def first_empty(gp, *args, **kwargs):
@@ -212,14 +212,13 @@ def test_empty_first_adaptive_batch_uses_the_real_number_of_users(monkeypatch):
             return torch.empty(0, D, dtype=torch.float64)
         return real_select(gp, *args, **kwargs)
 
-    monkeypatch.setattr(dp_gibo_module, "select_batch", first_empty)
+    monkeypatch.setattr(batches_module, "select_batch", first_empty)
     opt = DPGIBO(config(batch_size=None, bias_tolerance=0.5, max_batch_size=3, num_iterations=2))
     result = opt.run(objective, progress=False)
     assert result.release.batch_sizes[0] == 0 and opt.num_users == N
     assert math.isclose(result.release.guarantee.noise_std, 2 * 3.0 * math.sqrt(2) / (N * 1.0), rel_tol=1e-15)
-    assert opt._mechanism.num_users == N
     # an objective that cannot say n on an empty batch is refused before any release
-    monkeypatch.setattr(dp_gibo_module, "select_batch", lambda *a, **k: torch.empty(0, D, dtype=torch.float64))
+    monkeypatch.setattr(batches_module, "select_batch", lambda *a, **k: torch.empty(0, D, dtype=torch.float64))
     opt = DPGIBO(config(batch_size=None, bias_tolerance=0.5, max_batch_size=3, num_iterations=2))
 
     def no_empty(X):
@@ -274,7 +273,7 @@ def test_bias_tolerance_at_or_above_the_prior_trace_is_refused_before_anything()
     kernel = rbf_kernel(D, 0.5)
     with torch.no_grad():  # tr of the RBF prior gradient covariance at θ₀: d / ℓ² (+ jitter)
         fixed = DPGIBO(config(kernel=kernel, noise_variance=1e-4))
-        prior = float(fixed._gp.posterior_trace(fixed.theta))
+        prior = float(fixed.state.gp.posterior_trace(fixed.theta))
     assert math.isclose(prior, D / 0.5**2, rel_tol=1e-6)
     ledger = PrivacyLedger()
     for eps in (prior, 2 * prior):
@@ -403,7 +402,7 @@ def test_bad_target_epsilon_delta_is_refused_naming_the_fields(kw, match):
 
 
 def test_resolved_config_survives_copies_and_checkpoint_round_trip(tmp_path):
-    from botorch_dp.optim.run_state import config_to_json
+    from botorch_dp.optim.stored_config import config_to_json
 
     cfg = config(privacy_mu=None, epsilon=2.0, delta=1e-6, num_iterations=4)
     assert dataclasses.replace(cfg, num_restarts=3).privacy_mu == cfg.privacy_mu  # re-validated, same μ

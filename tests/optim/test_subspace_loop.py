@@ -9,7 +9,7 @@ import torch
 
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.dp_gibo import DPGIBO
-from botorch_dp.optim.run_state import check_same_run
+from botorch_dp.optim.stored_config import check_same_run
 from botorch_dp.optim.subspace import (
     FixedSubspace,
     PosteriorGradientCovarianceSubspace,
@@ -139,7 +139,7 @@ def test_private_preconditioner_releases_twice_per_step_and_composes_to_mu():
     assert rel.guarantee.epsilon == pytest.approx(4.3772, abs=5e-5)
     delta = 2 * 3.0 / 20
     assert rel.guarantee.noise_std == pytest.approx(math.sqrt(T) * delta / (1 / math.sqrt(2)))  # σ_b with μ_g
-    stds = opt._subspace.preconditioner_noise_stds
+    stds = opt.state.track.preconditioner_noise_stds
     assert list(stds) == pytest.approx([math.sqrt(t * T) * delta * math.sqrt(2) for t in range(1, T + 1)])
     assert len(rel.released_preconditioners) == T
     assert all(G.shape == (2, 2) and torch.equal(G, G.T) for G in rel.released_preconditioners)
@@ -223,7 +223,7 @@ def test_bad_oracle_output_is_refused_before_release():
         (dict(step_rule="adagrad_full", preconditioner="private", preconditioner_mu_fraction=1.0), r"\(0, 1\)"),
         (dict(step_rule="adagrad_full", preconditioner="private", preconditioner_mu_fraction=0.0), "fraction"),
         (dict(step_rule="adagrad_full", preconditioner="private", subspace=PosteriorGradientCovarianceSubspace(2)),
-         "fixed subspace"),
+         "needs one basis for every step .* a fixed SubspaceOracle"),
         (dict(subspace=torch.eye(5)), "SubspaceOracle"),
         (dict(subspace=FixedSubspace(torch.eye(4))), "d = 5"),
         (dict(subspace=PosteriorGradientCovarianceSubspace(6)), "exceeds d"),
@@ -256,7 +256,7 @@ def test_resume_reproduces_a_private_preconditioner_run_and_refuses_changes(tmp_
             DPGIBO.resume(tmp_path, nl_config(**{**base, **changed}))
     resumed = DPGIBO.resume(tmp_path)  # the config (and its subspace) rebuilt from the checkpoint
     assert torch.equal(resumed.config.subspace.basis, cfg.subspace.basis)
-    assert len(resumed._subspace.columns) == 2  # the sensitive X_t survives
+    assert len(resumed.state.track.columns) == 2  # the sensitive X_t survives
     rel = resumed.run(objective, progress=False).release
     assert torch.equal(rel.iterates, full.iterates)
     assert all(torch.equal(a, b) for a, b in zip(rel.released_preconditioners, full.released_preconditioners))
@@ -291,7 +291,7 @@ def test_a_checkpoint_written_before_the_subspace_fields_still_loads():
                       if k not in ("subspace", "preconditioner", "preconditioner_mu_fraction", "subspace_acquisition")}
     other = DPGIBO(cfg)
     other.load_state_dict({**state, "meta": meta})
-    assert torch.equal(other.theta, opt.theta) and other.iteration == 1 and other._subspace == opt._subspace
+    assert torch.equal(other.theta, opt.theta) and other.iteration == 1 and other.state.track == opt.state.track
     check_same_run(meta, cfg)  # resuming it with the same config is allowed: the new fields read as not given
     with pytest.raises(ValueError, match="'subspace'"):  # a new field given a value is a change
         check_same_run(meta, nl_config(d=2, privacy_mu=1.0, num_iterations=3, seed=9, subspace=FixedSubspace(torch.eye(2)),
@@ -307,14 +307,14 @@ def test_projected_acquisition_defaults_to_k_plus_one_points_and_stops_on_the_pr
     _, objective = normal_location(n=12, d=4)
     fixed = DPGIBO(nl_config(d=4, privacy_mu=1.0, num_iterations=2, seed=10, batch_size=None,
                              subspace=FixedSubspace(V42), subspace_acquisition=True))
-    assert fixed.batch_size == 3 and fixed.config.max_evaluations == 2 * 3  # k + 1, not d + 1
+    assert fixed.ask().shape[0] == 3 and fixed.config.max_evaluations == 2 * 3  # k + 1, not d + 1
     assert fixed.run(objective, progress=False).release.batch_sizes == [3, 3]
     tolerance = 0.05
     cfg = nl_config(d=4, privacy_mu=1.0, num_iterations=3, seed=11, batch_size=None, bias_tolerance=tolerance,
                     kernel=_nl_config(d=4).kernel, subspace=FixedSubspace(V42), subspace_acquisition=True,
                     noise_variance=1e-4)
     opt = DPGIBO(cfg)
-    assert opt.max_batch_size == 3
+    assert cfg.max_evaluations == 3 * 3  # b_max = k + 1
     rel = opt.run(objective, progress=False).release
     V, start = cfg.subspace.basis, 0
     for t, b in enumerate(rel.batch_sizes):
@@ -345,5 +345,5 @@ def test_subspace_with_the_adaptive_schedule_releases_k_coordinates():
     keys = [key for (_, key) in opt.ledger.validation_steps]
     assert keys == [k for s in range(t) for k in (f"step-{s:04d}/norm", f"step-{s:04d}/grad")]
     assert rel.guarantee.mu <= 2.0 * (1 + 1e-12)
-    with pytest.raises(ValueError, match="not supported"):
+    with pytest.raises(ValueError, match="preconditioner='private' does not combine with noise_schedule='adaptive_norm'"):
         nl_config(d=4, privacy_mu=2.0, noise_schedule="adaptive_norm", step_rule="adagrad_full", preconditioner="private")

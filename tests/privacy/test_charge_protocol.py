@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 import botorch_dp
 from botorch_dp.optim import checkpoint as ckpt
+from botorch_dp.optim.checkpoint import files as ckpt_files
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.privacy.ledger import Gaussian, PrivacyBudgetExceeded, PrivacyLedger, PureDP
 from botorch_dp.privacy.mechanisms import ExponentialLossSelection, GaussianGradientMechanism, _noise
@@ -53,7 +54,7 @@ class Draws:
 def counting_draws():
     r"""Patch the draw sites of ``privacy.mechanisms._noise`` for the block; yields the ``Draws``."""
     draws = Draws()
-    gaussian, gumbel, exponential = _noise._gaussian, _noise._gumbel, ExponentialLossSelection.release
+    gaussian, gumbel, exponential = _noise._gaussian, _noise._gumbel, ExponentialLossSelection.release_sums
     pending: list[float] = []
 
     def counted_gaussian(size, std, *args, release_mu=None, **kwargs):
@@ -71,12 +72,12 @@ def counting_draws():
         return exponential(self, *args, **kwargs)
 
     _noise._gaussian, _noise._gumbel = counted_gaussian, counted_gumbel
-    ExponentialLossSelection.release = exponential_release
+    ExponentialLossSelection.release_sums = exponential_release  # release() goes through it too
     try:
         yield draws
     finally:
         _noise._gaussian, _noise._gumbel = gaussian, gumbel
-        ExponentialLossSelection.release = exponential
+        ExponentialLossSelection.release_sums = exponential
 
 
 def _ledger_square(ledger: PrivacyLedger) -> float:
@@ -106,18 +107,18 @@ class _Fail(Exception):
 @contextlib.contextmanager
 def failing_writes(flags: list[bool]):
     r"""Make the ``i``-th checkpoint write fail when ``flags`` says so (after that, writes work)."""
-    real, calls = ckpt._write_atomic, iter(flags)
+    real, calls = ckpt_files._write_atomic, iter(flags)
 
     def write(dir_fd, name, *args, **kwargs):
         if name == ckpt.STATE_FILE and next(calls, False):
             raise _Fail("the checkpoint write failed after the release")
         return real(dir_fd, name, *args, **kwargs)
 
-    ckpt._write_atomic = write
+    ckpt_files._write_atomic = write
     try:
         yield
     finally:
-        ckpt._write_atomic = real
+        ckpt_files._write_atomic = real
 
 
 def _retried(call, retries: int = 12):
@@ -346,7 +347,7 @@ def test_no_code_outside_the_ledger_writes_records_or_formats_keys():
 def test_the_walker_sees_an_inserted_record_and_an_inserted_key():
     path = "botorch_dp/optim/dp_gibo.py"
     source = (PACKAGE / "optim" / "dp_gibo.py").read_text()
-    anchor = "        self._traces = [*self._traces, trace]\n"
+    anchor = "        self._save_checkpoint()  # durable before the step is returned\n"
     assert anchor in source and protocol_violations({path: source}) == []
     for inserted, what in (
         ("        self.ledger.record_validation_step(0.1, run_id=self.run_id, key='x')\n", "record_validation_step"),

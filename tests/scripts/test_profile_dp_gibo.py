@@ -8,7 +8,7 @@ import torch
 from helpers import loaded_script
 
 import botorch_dp.optim.batch_selection as batch_selection
-import botorch_dp.optim.dp_gibo as dp_gibo
+import botorch_dp.optim.options.batches as batches
 from botorch_dp import DPGIBO
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
@@ -24,9 +24,9 @@ def profile_dp_gibo():
 
 def test_timed_run_equals_a_plain_run_and_restores_the_patches(profile_dp_gibo):
     originals = [
-        dp_gibo.select_batch, batch_selection.optimize_acqf, batch_selection.posterior_trace,
+        batches.select_batch, batch_selection.optimize_acqf, batch_selection.posterior_trace,
         DPGIBO.__dict__["tell"], GradientGP.__dict__["condition_on"], GradientGP.__dict__["gradient_weights"],
-        GaussianGradientMechanism.__dict__["release"],
+        GaussianGradientMechanism.__dict__["release_sum"],
     ]
     run = profile_dp_gibo.profile_run(3, 0, cprofile=False, **SMALL)
     optimizer, problem = profile_dp_gibo.make_run(3, 0, **SMALL)
@@ -36,9 +36,9 @@ def test_timed_run_equals_a_plain_run_and_restores_the_patches(profile_dp_gibo):
     assert run["batch_sizes"] == plain.batch_sizes
     assert torch.equal(run["final_theta"], plain.theta)  # same seed, same bits
     assert originals == [
-        dp_gibo.select_batch, batch_selection.optimize_acqf, batch_selection.posterior_trace,
+        batches.select_batch, batch_selection.optimize_acqf, batch_selection.posterior_trace,
         DPGIBO.__dict__["tell"], GradientGP.__dict__["condition_on"], GradientGP.__dict__["gradient_weights"],
-        GaussianGradientMechanism.__dict__["release"],
+        GaussianGradientMechanism.__dict__["release_sum"],
     ]
     parts, calls = run["parts"], run["calls"]
     assert calls["batch selection"] == calls["tell"] == calls["mechanism"] == SMALL["iterations"]

@@ -14,34 +14,39 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from botorch_dp.privacy.analysis.gdp import compose_gdp
 from botorch_dp.privacy.checks import check_choice, check_delta, check_positive
+from botorch_dp.privacy.ledger.accounts import LedgerAccounts
 from botorch_dp.privacy.ledger.events import (
     TRAINING_RDP_ORDERS,
     DPSGDRun,
-    Gaussian,
-    PureDP,
     TrainingEvent,
     TrainingMechanism,
     ValidationEvent,
-    ValidationMechanism,
     new_release_id,
 )
+from botorch_dp.privacy.ledger.external import ExternalReleases
 from botorch_dp.privacy.ledger.filters import (
     BUDGET_RTOL,
-    ORDERS,
     TRAINING_ACCOUNTANTS,
     check_training_admits,
     check_validation_admits,
-    event_rdp,
     gdp_only,
 )
-from botorch_dp.privacy.ledger.meter import Meter, TrainingMeter, check_validation_bound
-from botorch_dp.privacy.ledger.rows import Row, Transaction, memory_counter, rows_from_storage
-from botorch_dp.privacy.ledger.state import SETTINGS, STATE_VERSION, check_key, check_run_id, decode_state, encode_state
-from botorch_dp.privacy.ledger.external import ExternalReleases
+from botorch_dp.privacy.ledger.meter import (
+    Meter,
+    TrainingMeter,
+    check_validation_bound,
+    held_bound,
+    shrunk,
+)
+from botorch_dp.privacy.ledger.rows import Row, memory_counter
+from botorch_dp.privacy.ledger.state import (
+    STATE_VERSION,
+    check_run_id,
+    decode_state,
+    encode_state,
+)
 from botorch_dp.privacy.ledger.views import LedgerViews, synced
 
 if TYPE_CHECKING:
@@ -49,16 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PrivacyLedger"]
 
-_BUDGET_SETTINGS = ("validation_mu_budget", "training_epsilon_budget", "training_delta")
-
-
-def _same_setting(a: Any, b: Any) -> bool:
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) and not isinstance(b, bool):
-        return a == b or math.isclose(float(a), float(b), rel_tol=1e-9)
-    return a == b
-
-
-class PrivacyLedger(LedgerViews, ExternalReleases):
+class PrivacyLedger(LedgerAccounts, LedgerViews, ExternalReleases):
     r"""Records the privacy spent on validation data and on training data (see the package docstring).
 
     Every release is charged with ``charge`` (validation: a step's worst case admitted and
@@ -132,104 +128,6 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
         else:
             self._open(storage, dataset)
 
-    # ------------------------------------------------------------------- storage
-    def _settings(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in SETTINGS}
-
-    def _open(self, storage: str | os.PathLike, dataset: Any) -> None:
-        r"""Open (or create) ``dataset`` in ``storage`` and adopt its stored settings."""
-        from botorch_dp.privacy.ledger_storage import open_storage
-
-        if dataset is None:
-            raise ValueError("storage needs dataset, the name of the dataset whose budget the ledger holds.")
-        dataset = check_key(dataset) if isinstance(dataset, str) else check_key(dataset)
-        store = open_storage(storage)
-        given = self._settings()
-        stored = store.ensure_dataset(dataset, given)
-        for name in SETTINGS:
-            if name in _BUDGET_SETTINGS and given[name] is None:
-                continue
-            if not _same_setting(given[name], stored.get(name)):
-                raise ValueError(
-                    f"{name}={given[name]!r} differs from {stored.get(name)!r}, stored with dataset {dataset!r} "
-                    f"in {store.url!r} when it was first opened. A shared budget has one value: pass the stored "
-                    "value, or None to adopt it."
-                )
-        for name in SETTINGS:
-            setattr(self, name, stored.get(name))
-        self._storage, self.dataset, self._stored_settings = store, dataset, stored
-
-    @property
-    def storage_url(self) -> str | None:
-        r"""The SQLAlchemy URL of the ledger's database (None in memory)."""
-        return None if self._storage is None else self._storage.url
-
-    def __getstate__(self) -> dict[str, Any]:
-        if self._storage is None and (self._rows or any(getattr(self, n) is not None for n in ("validation_mu_budget",
-                                                                                              "training_epsilon_budget"))):
-            raise TypeError(
-                "An in-memory PrivacyLedger with a budget or records cannot be pickled: a copy in another "
-                "process (an executor's worker, a Dask task) would record there and its charges would be "
-                "lost. Keep the ledger in this process (objectives that train privately return their "
-                "charges through evaluate_rows), or share it by URL with PrivacyLedger(storage=..., "
-                "dataset=...), which pickles as its database address."
-            )
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_counter")}
-        if self._storage is not None:  # reopened (by URL) where it is unpickled
-            state["_storage"] = self._storage.url
-            state["_rows"] = []
-        state["_holding"], state["_owned"] = False, set()
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        if isinstance(state.get("_storage"), str):
-            from botorch_dp.privacy.ledger_storage import open_storage
-
-            state = {**state, "_storage": open_storage(state["_storage"])}
-        self.__dict__.update(state)
-        self._lock = threading.RLock()
-        self._counter = memory_counter()
-
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[Transaction]:
-        r"""A transaction on the ledger's rows under its lock; stored: the dataset's write
-        transaction with the rows reloaded, everything committing together or not at all."""
-        if self._storage is None:
-            with self._lock:
-                self._holding = True
-                try:
-                    yield Transaction(self._rows, None, self._counter)
-                finally:
-                    self._holding = False
-            return
-        with self._lock, self._storage.transaction(self.dataset) as tx:
-            self._holding = True
-            try:
-                self._rows = rows_from_storage(tx.rows())
-                yield Transaction(self._rows, tx, self._counter)
-            finally:
-                self._holding = False
-
-    # ------------------------------------------------------------------- budgets
-    def _validation_budget(self) -> float | None:
-        r"""The budget the filter uses: the object's, never above the stored one."""
-        budget = self.validation_mu_budget
-        if self._storage is not None:
-            stored = self._stored_settings.get("validation_mu_budget")
-            budget = stored if budget is None else budget if stored is None else min(budget, stored)
-        return budget
-
-    def _training_budget(self) -> float | None:
-        budget = self.training_epsilon_budget
-        if self._storage is not None:
-            stored = self._stored_settings.get("training_epsilon_budget")
-            budget = stored if budget is None else budget if stored is None else min(budget, stored)
-        return budget
-
-    def _spent(self, side: str) -> list[Any]:
-        r"""The events of every record and reservation of ``side``, in order (what the filter counts)."""
-        return [row.event for row in self._rows if row.side == side]
-
     # ------------------------------------------------------------------- charges
     @contextlib.contextmanager
     def charge(self, bound: Mapping[str, ValidationEvent], *, run_id: str, step: int | None = None,
@@ -270,7 +168,7 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
                 what += f" (mu={compose_gdp(e.mu for e in events):.6g})"
             check_validation_admits(self._validation_budget(), self._spent("validation"), events, what)
             if self._validation_budget() is not None and not math.isinf(self._validation_budget()):
-                reservation = tx.reserve("validation", run_id, owner, _held(events))
+                reservation = tx.reserve("validation", run_id, owner, held_bound(events))
                 self._owned.add(owner)
         meter = Meter(self, bound, run_id, step, owner, reservation)
         try:
@@ -290,7 +188,7 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
             if meter._reservation is not None:
                 held = next((r.event for r in tx.rows if r.seq == meter._reservation and not r.recorded), None)
                 if held is not None:
-                    left = _shrunk(held, event)
+                    left = shrunk(held, event)
                     if left is None:
                         tx.drop(meter._reservation)
                     else:
@@ -383,39 +281,7 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
         state's δ and accountant. A damaged state or unsupported version raises
         ``ValueError`` and changes nothing.
         """
-        settings, records = decode_state(state_dict)
-        with self._writing() as tx:
-            present = {r.release_id: r for r in tx.rows if r.recorded}
-            has_training = any(r.recorded and r.side == "training" for r in tx.rows)
-            for name in ("training_accountant", "prv_eps_error", "training_delta"):
-                mine, theirs = getattr(self, name), settings[name]
-                if theirs is None or _same_setting(mine, theirs) or (mine is None and name == "training_delta"):
-                    continue
-                if self._storage is None and not has_training:
-                    continue  # adopted below
-                raise ValueError(f"Ledger state: {name}={theirs!r} differs from this ledger's {mine!r}.")
-            new = []
-            for record in records:
-                old = present.get(record.release_id)
-                if old is None:
-                    new.append(record)
-                elif (old.side, old.run_id, old.key, old.event) != (record.side, record.run_id, record.key, record.event):
-                    raise ValueError(
-                        f"Ledger state: release {record.release_id!r} ({record.side} run {record.run_id!r}, key "
-                        f"{record.key!r}) is {record.event!r} here but {old.event!r} in this ledger."
-                    )
-            for record in new:
-                tx.record(record.side, record.run_id, record.key, record.release_id, record.event)
-            if self._storage is None and not has_training:
-                for name in ("training_accountant", "prv_eps_error", "training_delta"):
-                    if settings[name] is not None:
-                        setattr(self, name, settings[name])
-            elif self.training_delta is None:
-                self.training_delta = settings["training_delta"]
-        for name in ("validation_mu_budget", "training_epsilon_budget"):
-            theirs, mine = settings[name], getattr(self, name)
-            if theirs is not None and (mine is None or theirs < mine):
-                setattr(self, name, theirs)
+        self._merge_state(*decode_state(state_dict))
 
     @classmethod
     def from_state_dict(cls, state_dict: Mapping[str, Any]) -> PrivacyLedger:
@@ -424,25 +290,3 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
         ledger = cls(**settings)
         ledger.load_state_dict(state_dict)
         return ledger
-
-
-def _held(events: list[ValidationEvent]) -> ValidationEvent:
-    r"""What a charge's reservation holds for its worst case: the composed μ while everything
-    is GDP, the summed RDP curve otherwise."""
-    if gdp_only(events):
-        return Gaussian(compose_gdp(e.mu for e in events))
-    total = np.zeros_like(ORDERS)
-    for event in events:
-        total = total + event_rdp(event)
-    return ValidationMechanism("(reserved)", tuple(float(v) for v in total))
-
-
-def _shrunk(held: ValidationEvent, used: ValidationEvent) -> ValidationEvent | None:
-    r"""A reservation after ``used`` was recorded against it (None: nothing left)."""
-    if isinstance(held, Gaussian):
-        left2 = held.mu * held.mu - used.mu * used.mu if isinstance(used, (Gaussian, PureDP)) else 0.0
-        if math.isinf(held.mu):
-            return held if not math.isinf(getattr(used, "mu", math.inf)) else None
-        return None if left2 <= 1e-12 * held.mu * held.mu else Gaussian(math.sqrt(left2))
-    left = np.maximum(np.asarray(held.rdp) - event_rdp(used), 0.0)
-    return None if not np.any(left > 1e-12) else ValidationMechanism("(reserved)", tuple(float(v) for v in left))

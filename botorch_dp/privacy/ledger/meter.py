@@ -12,11 +12,13 @@ keyed by the runs' ids.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from botorch_dp.privacy.analysis.gdp import compose_gdp
 from botorch_dp.privacy.ledger.events import (
     DPSGDRun,
     Gaussian,
@@ -28,12 +30,9 @@ from botorch_dp.privacy.ledger.events import (
     ValidationMechanism,
     release_key,
 )
-from botorch_dp.privacy.ledger.filters import BUDGET_RTOL, event_rdp
+from botorch_dp.privacy.ledger.filters import BUDGET_RTOL, ORDERS, event_rdp, gdp_only
 
-if TYPE_CHECKING:
-    from botorch_dp.privacy.ledger.ledger import PrivacyLedger
-
-__all__ = ["Meter", "TrainingMeter", "check_validation_bound", "fits_bound"]
+__all__ = ["Meter", "TrainingMeter", "check_validation_bound", "fits_bound", "held_bound", "shrunk"]
 
 _VALIDATION_EVENTS = (Gaussian, PureDP, ValidationMechanism)
 _TRAINING_EVENTS = (DPSGDRun, TrainingMechanism)
@@ -77,7 +76,7 @@ class Meter:
         step: The step index (None for a release outside the steps, e.g. a selection).
     """
 
-    def __init__(self, ledger: PrivacyLedger, bound: dict[str, ValidationEvent], run_id: str, step: int | None,
+    def __init__(self, ledger: Any, bound: dict[str, ValidationEvent], run_id: str, step: int | None,
                  owner: str, reservation: int | None) -> None:
         self._ledger = ledger
         self.bound = dict(bound)
@@ -132,7 +131,7 @@ class TrainingMeter:
         bound: Run id ↦ the run's event (a DP-SGD run's exact parameters, or a curve bound).
     """
 
-    def __init__(self, ledger: PrivacyLedger, bound: dict[Any, TrainingEvent], owner: str,
+    def __init__(self, ledger: Any, bound: dict[Any, TrainingEvent], owner: str,
                  reservations: dict[Any, int]) -> None:
         self._ledger = ledger
         self.bound = dict(bound)
@@ -168,3 +167,24 @@ class TrainingMeter:
 
     def _close(self) -> None:
         self._open = False
+
+def held_bound(events: list[ValidationEvent]) -> ValidationEvent:
+    r"""What a charge's reservation holds for its worst case: the composed μ while everything
+    is GDP, the summed RDP curve otherwise."""
+    if gdp_only(events):
+        return Gaussian(compose_gdp(e.mu for e in events))
+    total = np.zeros_like(ORDERS)
+    for event in events:
+        total = total + event_rdp(event)
+    return ValidationMechanism("(reserved)", tuple(float(v) for v in total))
+
+
+def shrunk(held: ValidationEvent, used: ValidationEvent) -> ValidationEvent | None:
+    r"""A reservation after ``used`` was recorded against it (None: nothing left)."""
+    if isinstance(held, Gaussian):
+        left2 = held.mu * held.mu - used.mu * used.mu if isinstance(used, (Gaussian, PureDP)) else 0.0
+        if math.isinf(held.mu):
+            return held if not math.isinf(getattr(used, "mu", math.inf)) else None
+        return None if left2 <= 1e-12 * held.mu * held.mu else Gaussian(math.sqrt(left2))
+    left = np.maximum(np.asarray(held.rdp) - event_rdp(used), 0.0)
+    return None if not np.any(left > 1e-12) else ValidationMechanism("(reserved)", tuple(float(v) for v in left))

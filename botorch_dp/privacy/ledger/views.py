@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
 from botorch_dp.privacy.checks import check_delta
@@ -32,9 +32,6 @@ from botorch_dp.privacy.ledger.filters import (
 )
 from botorch_dp.privacy.ledger.rows import rows_from_storage
 
-if TYPE_CHECKING:
-    from botorch_dp.privacy.ledger.ledger import PrivacyLedger
-
 __all__ = ["LedgerViews", "synced"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -45,7 +42,7 @@ def synced(method: _F) -> _F:
     per outermost call; in memory it only takes the lock)."""
 
     @functools.wraps(method)
-    def wrapper(self: PrivacyLedger, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             if self._storage is None or self._holding:
                 return method(self, *args, **kwargs)

@@ -8,6 +8,9 @@ whenever the noise exists; without a meter the caller is responsible for the acc
 
 - ``_clipping``: the clipped sums of per-user estimates ``clip_B(A y_i)`` (exact and
   overflow-safe), in process and per partition; SENSITIVE until noised.
+- ``sums``: those sums as the mechanisms receive them (``ClippedSum`` with the count within
+  ``B`` from the same pass), the partitions' partial sums combined in a fixed order after
+  checks, and the clamped loss sums of the evaluated selections.
 - ``_noise``: the only module that draws privacy noise (Gaussian, Gumbel, GOE), from the
   operating system's entropy unless a generator was seeded.
 - ``gradient``: ``GaussianGradientMechanism`` (DP-GIBO's and noisy GD's release, noise
@@ -24,11 +27,9 @@ labelled non-private diagnostics returned only on request.
 """
 
 from botorch_dp.privacy.mechanisms._clipping import (
-    ClippedPartialSum,
     NonfiniteLosses,
     clip_rows,
     clipped_mean_gradient,
-    clipped_partial_sum,
     count_within_clip,
     default_chunk_size,
 )
@@ -39,7 +40,10 @@ from botorch_dp.privacy.mechanisms._noise import (
     os_entropy_normal,
     os_entropy_uniform,
 )
-from botorch_dp.privacy.mechanisms.counts import ClipCountRelease, GaussianClipCountMechanism
+from botorch_dp.privacy.mechanisms.counts import (
+    ClipCountRelease,
+    GaussianClipCountMechanism,
+)
 from botorch_dp.privacy.mechanisms.gradient import (
     AdaptiveGaussianGradientMechanism,
     ClippedMean,
@@ -74,15 +78,27 @@ from botorch_dp.privacy.mechanisms.scores import (
     exponential_mechanism_log_probabilities,
     gumbel_max_index,
 )
+from botorch_dp.privacy.mechanisms.sums import (
+    ClampedPartialSum,
+    ClippedPartialSum,
+    ClippedSum,
+    clamped_loss_sums,
+    clipped_partial_sum,
+    clipped_sum,
+    combine_clamped_sums,
+    combine_partial_sums,
+)
 
 __all__ = [
     "MAX_OS_ENTROPY_RELEASE_MU",
     "OS_ENTROPY_NORMAL_MAX_ABS",
     "AMPNotConvergedError",
     "AdaptiveGaussianGradientMechanism",
+    "ClampedPartialSum",
     "ClipCountRelease",
     "ClippedMean",
     "ClippedPartialSum",
+    "ClippedSum",
     "ExponentialLossSelection",
     "GOEPreconditionerMechanism",
     "GaussianClipCountMechanism",
@@ -101,9 +117,13 @@ __all__ = [
     "ReleaseDiagnostics",
     "ScoreRelease",
     "SelectionRelease",
+    "clamped_loss_sums",
     "clip_rows",
     "clipped_mean_gradient",
     "clipped_partial_sum",
+    "clipped_sum",
+    "combine_clamped_sums",
+    "combine_partial_sums",
     "count_within_clip",
     "default_chunk_size",
     "exponential_mechanism_log_probabilities",

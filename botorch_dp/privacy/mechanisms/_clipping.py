@@ -6,14 +6,11 @@ losses meet each other (``clipped_sum``, ``clipped_mean_gradient``, the partitio
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import torch
 from torch import Tensor
-
-from botorch_dp.privacy.checks import check_positive
 
 #: ``"refuse"``: non-finite losses raise before any release; ``"zero_user"``: such users contribute 0.
 NonfiniteLosses = Literal["refuse", "zero_user"]
@@ -354,52 +351,3 @@ def count_within_clip(
         norms = _column_norms(_product(A_parts, parts))  # NaN or inf when a product overflowed
         count += int((norms <= clip_bound).sum())  # NaN compares False: above B
     return count
-
-
-@dataclass(frozen=True)
-class ClippedPartialSum:
-    r"""One partition's ``Σ_{i ∈ P} clip_B(A y_i)``: SENSITIVE until noised.
-
-    It travels from the partition to the driver, so that channel must be trusted (or
-    encrypted) like the process holding the losses.
-
-    Attributes:
-        total: The ``d`` sum of the partition's clipped per-user estimates.
-        num_users: ``n_P``, the partition's number of users (public, like ``n``).
-        num_clipped: How many of them were clipped (NON-PRIVATE; only for diagnostics).
-    """
-
-    total: Tensor
-    num_users: int
-    num_clipped: int
-
-
-def clipped_partial_sum(
-    A: Tensor,
-    Y: Tensor | Sequence[Tensor],
-    clip_bound: float,
-    chunk_size: int | None = None,
-    *,
-    nonfinite: NonfiniteLosses = "refuse",
-) -> ClippedPartialSum:
-    r"""``Σ_i clip_B(A y_i)`` over one partition's users, as the in-process release forms it.
-
-    The same chunked, overflow-safe computation as ``clipped_mean_gradient`` (the sum
-    before the division by ``n``): a partition holding all users, or each partition holding
-    one chunk of ``chunk_size`` users, gives the in-process sum bit for bit.
-
-    Args:
-        A: The ``d x N`` public gradient weights ``∇k(θ, D) K⁻¹``.
-        Y: The partition's ``N x n_P`` losses at ``D`` (sensitive), or its row blocks.
-        clip_bound: ``B > 0``.
-        chunk_size: Users per chunk; pass the driver's (``None``: ``default_chunk_size``
-            of this partition, which differs from that of all ``n`` users).
-        nonfinite: ``"refuse"`` or ``"zero_user"``; see ``clipped_mean_gradient``.
-
-    Returns:
-        The partition's ``ClippedPartialSum``.
-    """
-    check_positive(clip_bound, "clip_bound (B)", allow_inf=False)
-    total, num_clipped, _ = _clipped_sum(A, Y, clip_bound, chunk_size, nonfinite=nonfinite)
-    n = Y.shape[-1] if isinstance(Y, Tensor) else Y[0].shape[-1]
-    return ClippedPartialSum(total=total, num_users=int(n), num_clipped=int(num_clipped))

@@ -17,6 +17,7 @@ from botorch_dp.privacy.mechanisms import _noise
 from botorch_dp.privacy.mechanisms._clipping import NonfiniteLosses, count_within_clip
 from botorch_dp.privacy.mechanisms.releases import PrivacyCost
 
+
 @dataclass
 class ClipCountRelease:
     r"""One released noisy count of the users whose gradient estimate is within the clip bound.
@@ -99,6 +100,24 @@ class GaussianClipCountMechanism:
         if n != self.num_users:
             raise ValueError(f"Expected {self.num_users} users, got {n}.")
         count = count_within_clip(A, Y, clip_bound, self.chunk_size, nonfinite=nonfinite)
+        return self.release_count(count, mu, meter=meter, part=part)
+
+    def release_count(self, count: int, mu: float, *, meter: Meter | None = None, part: str = "clip") -> ClipCountRelease:
+        r"""Release ``count + N(0, (1/μ)²)`` for a count of users within the bound (SENSITIVE),
+        e.g. ``ClippedSum.within`` from the gradient's own pass.
+
+        Args:
+            count: ``#{i : ‖A y_i‖ ≤ B}``, an integer in ``[0, n]``.
+            mu: The release's GDP parameter ``μ > 0``.
+            meter: The charged step's meter (``Gaussian(μ)`` recorded as ``part`` before the draw).
+            part: The release's part of its step.
+
+        Returns:
+            A ``ClipCountRelease``.
+        """
+        mu = check_positive(mu, "mu (clip count release)")
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= self.num_users:
+            raise ValueError(f"count must be an integer in [0, n = {self.num_users}]; nothing was released.")
         std = self.noise_std(mu)
         _noise._charged(meter, part, Gaussian(mu), release_mu=mu, generator=self.generator, secure_rng=self.secure_rng)
         noise = _noise._gaussian(1, std, self.generator, self.secure_rng, torch.float64, None, release_mu=mu)

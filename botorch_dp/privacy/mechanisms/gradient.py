@@ -16,8 +16,23 @@ from botorch_dp.privacy.checks import check_positive, check_positive_int
 from botorch_dp.privacy.ledger.events import Gaussian
 from botorch_dp.privacy.ledger.meter import Meter
 from botorch_dp.privacy.mechanisms import _noise
-from botorch_dp.privacy.mechanisms._clipping import ClippedPartialSum, NonfiniteLosses, clipped_mean_gradient
-from botorch_dp.privacy.mechanisms.releases import GradientRelease, NormRelease, PrivacyCost, ReleaseDiagnostics
+from botorch_dp.privacy.mechanisms._clipping import (
+    NonfiniteLosses,
+    clipped_mean_gradient,
+)
+from botorch_dp.privacy.mechanisms.releases import (
+    GradientRelease,
+    NormRelease,
+    PrivacyCost,
+    ReleaseDiagnostics,
+)
+from botorch_dp.privacy.mechanisms.sums import (
+    ClippedPartialSum,
+    ClippedSum,
+    clipped_sum,
+    combine_partial_sums,
+)
+
 
 class GaussianGradientMechanism:
     r"""Clip per-user gradient estimates, average them, add Gaussian noise.
@@ -104,11 +119,32 @@ class GaussianGradientMechanism:
         n = Y.shape[-1] if isinstance(Y, Tensor) else Y[0].shape[-1]
         if n != self.num_users:
             raise ValueError(f"Expected {self.num_users} users, got {n}.")
-        mean, num_clipped = clipped_mean_gradient(
-            A, Y, self.clip_bound, self.chunk_size, nonfinite=nonfinite
-        )
+        summed = clipped_sum(A, Y, self.clip_bound, self.chunk_size, nonfinite=nonfinite)
+        return self.release_sum(summed, diagnostics=diagnostics, meter=meter, part=part)
+
+    def release_sum(
+        self, summed: ClippedSum, *, diagnostics: bool = False, meter: Meter | None = None, part: str = "grad"
+    ) -> GradientRelease:
+        r"""Privatize ``(1/n) Σ_i clip_B(W y_i)`` from its ``ClippedSum`` (in process or from partitions).
+
+        Args:
+            summed: The users' clipped sum at this mechanism's ``B`` over its ``n`` users (SENSITIVE).
+            diagnostics: Also return NON-PRIVATE diagnostics.
+            meter: The charged step's meter: ``Gaussian(μ/√T)`` is recorded as ``part`` just
+                before the noise is drawn.
+            part: The release's part of its step.
+
+        Returns:
+            A ``GradientRelease``.
+        """
+        if summed.num_users != self.num_users or summed.bound != self.clip_bound:
+            raise ValueError(
+                f"The clipped sum covers n = {summed.num_users} users at B = {summed.bound}; the mechanism's are "
+                f"n = {self.num_users}, B = {self.clip_bound}."
+            )
+        mean, num_clipped = summed.mean(), summed.num_clipped
         _noise._charged(meter, part, Gaussian(self.step_mu), release_mu=self.step_mu, generator=self.generator,
-                 secure_rng=self.secure_rng)
+                        secure_rng=self.secure_rng)
         noise = self.sample_noise(mean.shape[0], dtype=mean.dtype, device=mean.device)
         released = (mean + noise).detach()
         info = None
@@ -258,6 +294,17 @@ class AdaptiveGaussianGradientMechanism:
         r"""``σ = Δ/μ``, the noise of a ``μ``-GDP release (0 for ``μ = inf``)."""
         return gaussian_noise_std_for_mu(self.sensitivity, mu)
 
+    def clipped_mean_of(self, summed: ClippedSum) -> ClippedMean:
+        r"""This step's ``ḡ`` from the users' ``ClippedSum`` at ``summed.bound`` (nothing is released
+        yet); the releases' sensitivity is ``2 summed.bound/n``, so a moving bound (adaptive
+        clipping) moves it with it."""
+        if summed.num_users != self.num_users:
+            raise ValueError(f"Expected {self.num_users} users, got {summed.num_users}.")
+        return ClippedMean(
+            summed.mean(), summed.num_clipped, sensitivity=2.0 * summed.bound / self.num_users,
+            num_users=self.num_users, generator=self.generator, secure_rng=self.secure_rng,
+        )
+
     def clipped_mean(
         self, A: Tensor, Y: Tensor | Sequence[Tensor], *, nonfinite: NonfiniteLosses = "refuse"
     ) -> ClippedMean:
@@ -309,36 +356,5 @@ def release_partial_sums(
     Returns:
         A ``GradientRelease`` (cost ``μ/√T``).
     """
-    if len(partials) == 0:
-        raise ValueError("partials: no partial sums were given; nothing was released.")
-    d = partials[0].total.shape[-1] if isinstance(partials[0].total, Tensor) else None
-    for p, partial in enumerate(partials):
-        s = partial.total
-        if not isinstance(s, Tensor) or s.dim() != 1 or s.shape[0] != d or not bool(torch.isfinite(s).all()):
-            raise ValueError(f"partials[{p}]: the partial sum must be a finite d-vector (d = {d}); nothing was released.")
-        if float(torch.linalg.vector_norm(s)) > partial.num_users * mechanism.clip_bound * (1.0 + 1e-9):
-            raise ValueError(
-                f"partials[{p}]: the partial sum's norm exceeds n_P·B, so it is not a sum of clipped "
-                "estimates; nothing was released."
-            )
-    total_users = sum(int(partial.num_users) for partial in partials)
-    if total_users != mechanism.num_users:
-        raise ValueError(
-            f"partials: the partitions hold {total_users} users, the mechanism expects n = {mechanism.num_users}; "
-            "nothing was released."
-        )
-    total = partials[0].total.new_zeros(d)
-    for partial in partials:  # fixed order
-        total = total + partial.total
-    mean = total / mechanism.num_users
-    _noise._charged(meter, part, Gaussian(mechanism.step_mu), release_mu=mechanism.step_mu, generator=mechanism.generator,
-             secure_rng=mechanism.secure_rng)
-    noise = mechanism.sample_noise(d, dtype=mean.dtype, device=mean.device)
-    info = None
-    if diagnostics:
-        info = ReleaseDiagnostics(
-            unnoised_gradient=mean.detach().clone(),
-            clip_fraction=sum(partial.num_clipped for partial in partials) / mechanism.num_users,
-            noise_norm=float(noise.norm()),
-        )
-    return GradientRelease(gradient=(mean + noise).detach(), cost=PrivacyCost(mu=mechanism.step_mu), diagnostics=info)
+    summed = combine_partial_sums(partials, mechanism.clip_bound, mechanism.num_users)
+    return mechanism.release_sum(summed, diagnostics=diagnostics, meter=meter, part=part)

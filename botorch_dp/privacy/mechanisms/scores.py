@@ -19,6 +19,7 @@ from botorch_dp.privacy.mechanisms import _noise
 from botorch_dp.privacy.mechanisms._clipping import NonfiniteLosses
 from botorch_dp.privacy.mechanisms.releases import PrivacyCost, PureDPCost
 
+
 @dataclass
 class ScoreRelease:
     r"""Noised scores of ``q`` trials and their cost (each trial ``μ₀``-GDP)."""
@@ -66,14 +67,19 @@ class GaussianScoreMechanism:
         ``Gaussian(μ₀ √q)`` (their exact composition), just before the noise is drawn."""
         num_users = check_positive_int(losses.shape[-1], "num_users (n)")
         clipped_mean = losses.clamp(min=0.0, max=self.loss_clip).mean(-1)
+        return self.release_means(clipped_mean, num_users, meter=meter, part=part)
+
+    def release_means(self, means: Tensor, num_users: int, *, meter: Meter | None = None,
+                      part: str = "score") -> ScoreRelease:
+        r"""Noised scores from the ``q`` clamped mean losses (SENSITIVE) over ``num_users`` users."""
         std = self.noise_std(num_users)
-        composed = self.per_trial_mu * math.sqrt(losses.shape[0])  # the q scores' μ together (per score: μ₀)
+        composed = self.per_trial_mu * math.sqrt(means.shape[0])  # the q scores' μ together (per score: μ₀)
         _noise._charged(meter, part, Gaussian(composed), release_mu=composed, generator=self.generator, secure_rng=self.secure_rng)
-        noise = _noise._gaussian(losses.shape[0], 1.0, self.generator, self.secure_rng, losses.dtype, losses.device,
-                          release_mu=composed)
+        noise = _noise._gaussian(means.shape[0], 1.0, self.generator, self.secure_rng, means.dtype, means.device,
+                                 release_mu=composed)
         return ScoreRelease(
-            scores=clipped_mean + std * noise,
-            cost=PrivacyCost(mu=self.per_trial_mu, count=losses.shape[0]),
+            scores=means + std * noise,
+            cost=PrivacyCost(mu=self.per_trial_mu, count=means.shape[0]),
             noise_std=std,
         )
 
@@ -189,9 +195,17 @@ class ExponentialLossSelection:
         r"""Choose one of ``q`` candidates from their ``q x n`` per-user losses (sensitive)
         (with a ``meter``, ``PureDP(ε)`` is recorded as ``part`` before the Gumbel draws)."""
         losses = _checked_losses(losses, nonfinite)
-        scores = losses.clamp(min=0.0, max=self.loss_clip).mean(-1)  # sensitivity C/n each
+        sums = losses.clamp(min=0.0, max=self.loss_clip).sum(-1)
+        return self.release_sums(sums, losses.shape[-1], meter=meter, part=part)
+
+    def release_sums(self, sums: Tensor, num_users: int, *, meter: Meter | None = None,
+                     part: str = "select") -> SelectionRelease:
+        r"""Choose one of ``q`` candidates from their clamped loss sums ``Σ_i clamp(ℓ_i, 0, C)``
+        (SENSITIVE; in process or added from partitions) over ``num_users`` users."""
+        num_users = check_positive_int(num_users, "num_users (n)")
+        scores = sums.detach().to(torch.float64) / num_users  # sensitivity C/n each
         log_p = exponential_mechanism_log_probabilities(
-            scores, epsilon=self.epsilon, sensitivity=self.loss_clip / losses.shape[-1]
+            scores, epsilon=self.epsilon, sensitivity=self.loss_clip / num_users
         )
         _noise._charged(meter, part, PureDP(self.epsilon))
         index = gumbel_max_index(log_p, generator=self.generator, secure_rng=self.secure_rng)
@@ -232,11 +246,18 @@ class NoisyLossSelection:
         and the index of the smallest (with a ``meter``, ``Gaussian(μ)`` is recorded as
         ``part`` before the draw)."""
         losses = _checked_losses(losses, nonfinite)
-        q = losses.shape[0]
+        sums = losses.clamp(min=0.0, max=self.loss_clip).sum(-1)
+        return self.release_sums(sums, losses.shape[-1], meter=meter, part=part)
+
+    def release_sums(self, sums: Tensor, num_users: int, *, meter: Meter | None = None,
+                     part: str = "select") -> SelectionRelease:
+        r"""Noisy scores of ``q`` candidates from their clamped loss sums (SENSITIVE; in process or
+        added from partitions) over ``num_users`` users, and the index of the smallest."""
+        q = sums.shape[0]
         per_score_mu = self.total_mu / math.sqrt(q)
         _noise._charged(meter, part, Gaussian(self.total_mu), release_mu=self.total_mu, generator=self.generator,
-                 secure_rng=self.secure_rng)
+                        secure_rng=self.secure_rng)
         scored = GaussianScoreMechanism(
             loss_clip=self.loss_clip, per_trial_mu=per_score_mu, generator=self.generator, secure_rng=self.secure_rng
-        ).release(losses)
+        ).release_means(sums.detach().to(torch.float64) / num_users, num_users)
         return SelectionRelease(index=int(torch.argmin(scored.scores)), cost=scored.cost, scores=scored.scores.detach())

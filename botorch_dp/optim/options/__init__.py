@@ -1,0 +1,185 @@
+r"""DP-GIBO's options as strategy objects, one family per module.
+
+| family | strategies | module |
+|---|---|---|
+| clip | ``FixedClip``, ``QuantileClip`` | ``clip`` |
+| noise | ``FixedNoise``, ``AdaptiveNorm`` | ``noise`` |
+| projection | ``NoProjection``, ``Projected`` (over the ``SubspaceOracle``s) | ``projection`` |
+| step_rule | ``SGD``, ``AdaGrad``, ``FullMatrixAdaGrad`` (``PrivateGOE``) | ``steps`` |
+| selection | ``Last``, ``MinNoisyNorm``, ``Exponential``, ``NoisyLoss`` | ``selection`` |
+| batches | ``FixedBatches``, ``AdaptiveBatches`` | ``batches`` |
+| fitting | ``NoFitting``, ``SensitiveFitting`` (the unsafe opt-out) | ``fitting`` |
+
+``Options`` bundles one strategy per family; ``BudgetSplit`` gives each its μ. Compatibility
+is declared, not branched: a strategy lists what it ``requires`` and ``provides`` (e.g.
+``AdaptiveNorm`` provides the ``"noisy_norms"`` that ``MinNoisyNorm`` requires; the private
+preconditioner requires a ``"fixed_basis"``), the strategies it ``conflicts`` with and why
+(the private preconditioner: adaptive clipping and the adaptive schedule), and whether it
+whether it needs a finite ``μ`` (``needs_finite_mu``); ``Options.check`` applies all of it and names
+both parties.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+from torch import Tensor
+
+from botorch_dp.optim.options.base import RunPlan
+from botorch_dp.optim.options.batches import AdaptiveBatches, FixedBatches
+from botorch_dp.optim.options.budget import BudgetSplit, room_left
+from botorch_dp.optim.options.clip import ClipState, FixedClip, QuantileClip
+from botorch_dp.optim.options.fitting import NoFitting, SensitiveFitting
+from botorch_dp.optim.options.noise import AdaptiveNorm, FixedNoise, NoiseState
+from botorch_dp.optim.options.projection import NoProjection, Projected
+from botorch_dp.optim.options.registry import (
+    Strategy,
+    from_spec,
+    lookup,
+    register,
+    registered,
+)
+from botorch_dp.optim.options.selection import (
+    Exponential,
+    Last,
+    MinNoisyNorm,
+    NoisyLoss,
+)
+from botorch_dp.optim.options.steps import SGD, AdaGrad, FullMatrixAdaGrad, PrivateGOE
+from botorch_dp.optim.projected import SubspaceTrack
+from botorch_dp.optim.users import Users
+from botorch_dp.privacy.ledger import Gaussian, Meter
+from botorch_dp.privacy.mechanisms import GradientRelease
+
+__all__ = [
+    "CAPABILITIES",
+    "SGD",
+    "AdaGrad",
+    "AdaptiveBatches",
+    "AdaptiveNorm",
+    "BudgetSplit",
+    "ClipState",
+    "Exponential",
+    "FixedBatches",
+    "FixedClip",
+    "FixedNoise",
+    "FullMatrixAdaGrad",
+    "Last",
+    "MinNoisyNorm",
+    "NoFitting",
+    "NoProjection",
+    "NoiseState",
+    "NoisyLoss",
+    "Options",
+    "PrivateGOE",
+    "Projected",
+    "QuantileClip",
+    "RunPlan",
+    "SensitiveFitting",
+    "StepOutcome",
+    "Strategy",
+    "from_spec",
+    "lookup",
+    "register",
+    "registered",
+]
+
+#: What a strategy may ``require`` of the others, as an error message describes it.
+CAPABILITIES: dict[str, str] = {
+    "noisy_norms": "the released noisy gradient norms, which only noise_schedule='adaptive_norm' releases",
+    "fixed_basis": ("one basis for every step (its released matrices share coordinates): no subspace, or a fixed "
+                    "SubspaceOracle"),
+}
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    r"""What one step's releases give: the gradient release (in the released coordinates) and
+    the noise schedule's, clip policy's and step rule's records after it (all public)."""
+
+    release: GradientRelease
+    noise: NoiseState
+    clip: ClipState
+    track: SubspaceTrack
+
+
+@dataclass(frozen=True)
+class Options:
+    r"""One strategy per family: what a run does beyond the plain DP-GIBO step."""
+
+    clip: FixedClip = FixedClip()
+    noise: FixedNoise | AdaptiveNorm = FixedNoise()
+    projection: NoProjection | Projected = NoProjection()
+    step_rule: SGD = SGD()
+    selection: Last = Last()
+    batches: FixedBatches = FixedBatches()
+    fitting: NoFitting = NoFitting()
+
+    def strategies(self) -> list[Strategy]:
+        return [getattr(self, f.name) for f in fields(self)]
+
+    def split(self, privacy_mu: float) -> BudgetSplit:
+        r"""The run's ``BudgetSplit`` of ``privacy_mu``."""
+        return BudgetSplit(
+            privacy_mu, selection_mu=self.selection.charge, clip_fraction=self.clip.mu_fraction,
+            precond_fraction=self.step_rule.mu_fraction,
+        )
+
+    def check(self, privacy_mu: float, dim: int, num_iterations: int) -> None:
+        r"""Refuse options that cannot run together (``ValueError`` naming both parties and why).
+
+        Nothing here compares two options by name: each strategy declares what it ``requires``
+        and ``provides``, the strategies it ``conflicts`` with, and whether it ``needs_finite_mu``.
+        """
+        strategies = self.strategies()
+        provided = frozenset().union(*(s.provides for s in strategies))
+        for strategy in strategies:
+            for capability in sorted(strategy.requires - provided):
+                raise ValueError(f"{strategy.label} needs {CAPABILITIES.get(capability, capability)}.")
+            if strategy.needs_finite_mu is not None and math.isinf(privacy_mu):
+                raise ValueError(f"{strategy.label} {strategy.needs_finite_mu}; it needs a finite privacy_mu (μ).")
+            for other in strategies:
+                reason = strategy.conflicts().get(other.key)
+                if reason is not None:
+                    raise ValueError(f"{strategy.label} does not combine with {other.label}: {reason}.")
+        if self.selection.charge and not self.selection.charge < privacy_mu:
+            raise ValueError(
+                f"The selection's charge μ_sel = {self.selection.charge:.6g} must be below privacy_mu (μ) = "
+                f"{privacy_mu:.6g}: the gradient steps get √(μ² − μ_sel²)."
+            )
+        self.projection.check(dim)
+        self.noise.check(self.split(privacy_mu), dim, num_iterations)
+
+    def iteration_cap(self, num_iterations: int) -> int:
+        return self.noise.iteration_cap(num_iterations)
+
+    def step_bound(self, plan: RunPlan, noise: NoiseState, spent: list[float], room: float) -> dict[str, Gaussian]:
+        r"""Everything one step may release, at its largest cost (public), for the ledger's
+        ``charge`` before any noise is drawn: the clip policy's and the step rule's parts, and the
+        noise schedule's within what they leave of ``room`` (``spent``: the run's norm and gradient
+        μ's so far, which an adaptive schedule's filter reads)."""
+        others = {**self.clip.bound_parts(plan), **self.step_rule.bound_parts(plan)}
+        return {**self.noise.bound(plan, noise, spent, room_left(room, others)), **others}
+
+    def release_step(
+        self, users: Users, W: Tensor, plan: RunPlan, *, noise: NoiseState, clip: ClipState, track: SubspaceTrack,
+        meter: Meter, step: int, spent: list[float], room: float,
+    ) -> StepOutcome:
+        r"""One step's releases inside a charge (``meter``): the users' clipped sum of ``W y_i`` at
+        the clip policy's bound (one pass), the gradient by the noise schedule, then what the clip
+        policy (a count) and the step rule (a preconditioner) release from the same sum. Each
+        release is recorded just before its draw; the strategies see only the ``ClippedSum``."""
+        summed = self.clip.aggregate(users, W, clip)
+        others = {**self.clip.bound_parts(plan), **self.step_rule.bound_parts(plan)}
+        release, noise = self.noise.release(summed, plan, noise, meter, step=step, dim=W.shape[0], spent=spent,
+                                            room=room_left(room, others))
+        clip = self.clip.update(summed, plan, clip, meter)
+        track = self.step_rule.observe(summed, plan, track, meter)
+        return StepOutcome(release, noise, clip, track)
+
+    def describe(self) -> dict[str, Any]:
+        r"""Each family's ``spec()``."""
+        return {s.family: s.spec() for s in self.strategies()}
+

@@ -1,0 +1,111 @@
+r"""Batch rules: how many points each step evaluates and how they are searched (``optim.batch_selection``).
+
+``FixedBatches(size)`` (Sopa et al., Alg. 1) and ``AdaptiveBatches(tolerance, max_size)``
+(Alg. 2: the smallest batch whose posterior gradient trace reaches the tolerance, at most
+``max_size`` points). Both search ``"joint"`` (``optimize_acqf`` over the whole batch) or
+``"greedy"`` (one point at a time), with ``maxiter`` L-BFGS-B iterations per restart (``None``:
+BoTorch's default). Public computation only: no batch rule spends budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from botorch_dp.gradient_gp import GradientGP
+from botorch_dp.optim.batch_selection import BATCH_SELECTIONS, select_batch
+from botorch_dp.optim.options.registry import Strategy, register
+from botorch_dp.privacy.checks import check_positive, check_positive_int
+
+__all__ = ["AdaptiveBatches", "FixedBatches"]
+
+
+def _check_search(search: Any, maxiter: Any) -> None:
+    if search not in BATCH_SELECTIONS:
+        raise ValueError(f"batch_selection must be one of {BATCH_SELECTIONS}, got {search!r}.")
+    if maxiter is not None:
+        check_positive_int(maxiter, "acqf_maxiter")
+
+
+@register("batches", "fixed")
+@dataclass(frozen=True)
+class FixedBatches(Strategy):
+    r"""``size`` points per step (``None``: the projection's default, ``d + 1`` or ``k + 1``)."""
+
+    size: int | None = None
+    search: str = "joint"
+    maxiter: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.size is not None:
+            check_positive_int(self.size, "batch_size (b)")
+        _check_search(self.search, self.maxiter)
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": self.name, "size": self.size, "search": self.search, "maxiter": self.maxiter}
+
+    @property
+    def tolerance(self) -> float | None:
+        r"""The adaptive rule's trace tolerance (none)."""
+        return None
+
+    def per_step(self, default: int) -> int:
+        r"""The most points a step evaluates."""
+        return self.size if self.size is not None else default
+
+    def select(
+        self, gp: GradientGP, theta: Tensor, bounds: Tensor, generator: torch.Generator, *, basis: Tensor | None,
+        default: int, num_restarts: int, raw_samples: int,
+    ) -> Tensor:
+        r"""The next batch (a ``q x d`` tensor; public)."""
+        size = self.per_step(default)
+        return select_batch(
+            gp, theta, bounds, generator, batch_selection=self.search, batch_size=size, bias_tolerance=self.tolerance,
+            max_batch_size=size, num_restarts=num_restarts, raw_samples=raw_samples, basis=basis, maxiter=self.maxiter,
+        )
+
+
+@register("batches", "adaptive")
+@dataclass(frozen=True)
+class AdaptiveBatches(FixedBatches):
+    r"""Add points until ``tr Σ_D(θ) ≤ tolerance`` or ``max_size`` were added.
+
+    Args:
+        bias_tolerance: The tolerance (the paper's ε; here ε always means the privacy loss).
+        max_size: ``b_max`` (``None``: the projection's default).
+    """
+
+    bias_tolerance: float = 0.1
+    max_size: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bias_tolerance", check_positive(self.bias_tolerance, "bias_tolerance", allow_inf=False))
+        if self.max_size is not None:
+            check_positive_int(self.max_size, "max_batch_size (b_max)")
+        if self.size is not None:
+            raise ValueError("Give either batch_size (fixed) or bias_tolerance (adaptive), not both.")
+        _check_search(self.search, self.maxiter)
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": self.name, "bias_tolerance": self.bias_tolerance, "max_size": self.max_size,
+                "search": self.search, "maxiter": self.maxiter}
+
+    @property
+    def tolerance(self) -> float | None:
+        return self.bias_tolerance
+
+    def per_step(self, default: int) -> int:
+        return self.max_size if self.max_size is not None else default
+
+    def select(
+        self, gp: GradientGP, theta: Tensor, bounds: Tensor, generator: torch.Generator, *, basis: Tensor | None,
+        default: int, num_restarts: int, raw_samples: int,
+    ) -> Tensor:
+        return select_batch(
+            gp, theta, bounds, generator, batch_selection=self.search, batch_size=default,
+            bias_tolerance=self.bias_tolerance, max_batch_size=self.per_step(default), num_restarts=num_restarts,
+            raw_samples=raw_samples, basis=basis, maxiter=self.maxiter,
+        )

@@ -1,0 +1,63 @@
+r"""The LOUD opt-out that looks at the sensitive losses outside the mechanisms.
+
+``NoFitting`` (the default): the kernel's hyperparameters stay as given and the losses reach
+the mechanisms untouched. ``SensitiveFitting`` (``unsafe_allow_sensitive_fitting=True`` with a
+``hyperparameter_fit`` or a model with an outcome transform) refits the kernel on the mean
+losses and/or standardizes the losses before each release: the run then carries NO privacy
+guarantee. It needs the raw losses, which only in-memory users give (partitions refuse it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpytorch.kernels import Kernel
+from torch import Tensor
+
+from botorch_dp.gradient_gp import GradientGP
+from botorch_dp.optim.options.registry import Strategy, register
+from botorch_dp.optim.users import InMemoryUsers, Users
+
+__all__ = ["NoFitting", "SensitiveFitting"]
+
+
+@register("fitting", "none")
+@dataclass(frozen=True)
+class NoFitting(Strategy):
+    r"""Nothing is fit on, or computed from, the losses outside the mechanisms."""
+
+    holds = True
+
+    def prepare(self, users: Users, X: Tensor, kernel: Kernel, gp: GradientGP, noise_variance: float,
+                jitter: float) -> tuple[Users, GradientGP]:
+        r"""The users and GP the step releases from (unchanged)."""
+        return users, gp
+
+
+@register("fitting", "sensitive")
+@dataclass(frozen=True)
+class SensitiveFitting(NoFitting):
+    r"""UNSAFE: refit the kernel (``fit(kernel, X, mean_losses)``) and/or standardize the losses."""
+
+    fit: Callable[[Kernel, Tensor, Tensor], None] | None = None
+    standardize: bool = False
+    holds = False
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": self.name, "fit": None if self.fit is None else type(self.fit).__qualname__,
+                "standardize": self.standardize}
+
+    def prepare(self, users: Users, X: Tensor, kernel: Kernel, gp: GradientGP, noise_variance: float,
+                jitter: float) -> tuple[Users, GradientGP]:
+        if not users.raw_losses:
+            raise ValueError("partitions: partitioned users do not support hyperparameter_fit or a standardizing model "
+                             "(they need the raw losses, which never leave the partitions).")
+        Y = users.losses()
+        if self.fit is not None:
+            self.fit(kernel, X, Y.mean(-1))
+            gp = GradientGP(X, kernel, noise_variance, jitter=jitter)
+        if self.standardize:  # data-dependent outcome scaling
+            Y = (Y - Y.mean()) / Y.std().clamp_min(1e-12)
+        return InMemoryUsers((Y,), users.chunk_size, users.nonfinite), gp

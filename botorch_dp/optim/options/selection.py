@@ -1,0 +1,134 @@
+r"""Which iterate a run returns (Menart et al.; ``optim.selection``).
+
+``Last`` (``θ_T``) and ``MinNoisyNorm`` (the iterate with the smallest released noisy norm;
+needs a schedule that releases norms) are free post-processing. ``Exponential(ε, C)`` and
+``NoisyLoss(μ, C)`` evaluate the iterates ``θ_0..θ_T`` on the users once more and choose
+privately from their clamped loss sums (part ``"select"``); their charge ``μ_sel`` comes off
+the top of the budget (``BudgetSplit``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from botorch_dp.optim.options.registry import Strategy, register
+from botorch_dp.optim.selection import SELECTION_KEY, min_noisy_norm_index
+from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
+from botorch_dp.privacy.checks import check_positive
+from botorch_dp.privacy.ledger import Gaussian, Meter, PureDP
+from botorch_dp.privacy.mechanisms import (
+    ExponentialLossSelection,
+    NoisyLossSelection,
+    SelectionRelease,
+)
+
+__all__ = ["Exponential", "Last", "MinNoisyNorm", "NoisyLoss"]
+
+
+@register("selection", "last")
+@dataclass(frozen=True)
+class Last(Strategy):
+    r"""Return the last iterate ``θ_T``."""
+
+    evaluated = False
+
+    @property
+    def charge(self) -> float:
+        r"""``μ_sel``, the selection's GDP charge."""
+        return 0.0
+
+    def index(self, num_iterates: int, noisy_norms: tuple[float, ...]) -> int:
+        r"""The returned iterate's index (free rules only)."""
+        return num_iterates - 1
+
+
+@register("selection", "min_noisy_norm")
+@dataclass(frozen=True)
+class MinNoisyNorm(Last):
+    r"""Return the iterate whose released noisy gradient norm is smallest (post-processing)."""
+
+    requires = frozenset({"noisy_norms"})
+
+    def index(self, num_iterates: int, noisy_norms: tuple[float, ...]) -> int:
+        return min_noisy_norm_index(noisy_norms) if noisy_norms else num_iterates - 1
+
+
+class _Evaluated(Last):
+    r"""A rule that evaluates the iterates and chooses privately (recorded as ``"select"``)."""
+
+    evaluated = True
+    needs_finite_mu = "spends budget"
+
+    def mechanism(self, generator: torch.Generator | None) -> ExponentialLossSelection | NoisyLossSelection:
+        raise NotImplementedError
+
+    def release(self, sums: Tensor, num_users: int, meter: Meter, generator: torch.Generator | None) -> SelectionRelease:
+        r"""Choose from the candidates' clamped loss sums (SENSITIVE), recorded as ``"select"``."""
+        return self.mechanism(generator).release_sums(sums, num_users, meter=meter, part=SELECTION_KEY)
+
+
+@register("selection", "exponential")
+@dataclass(frozen=True)
+class Exponential(_Evaluated):
+    r"""The exponential mechanism on the iterates' mean losses clamped to ``[0, C]`` (pure ``ε``-DP,
+    charged ``μ_sel = 2Φ⁻¹(e^ε/(1 + e^ε))``).
+
+    Args:
+        epsilon: ``ε_sel > 0``, finite.
+        loss_clip: ``C > 0``, finite.
+    """
+
+    epsilon: float = 1.0
+    loss_clip: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_positive(self.epsilon, "selection_epsilon", allow_inf=False))
+        object.__setattr__(self, "loss_clip", check_positive(self.loss_clip, "loss_clip", allow_inf=False))
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": self.name, "epsilon": self.epsilon, "loss_clip": self.loss_clip}
+
+    @property
+    def charge(self) -> float:
+        return pure_dp_to_gdp_mu(self.epsilon)
+
+    def event(self) -> PureDP | Gaussian:
+        return PureDP(self.epsilon)
+
+    def mechanism(self, generator: torch.Generator | None) -> ExponentialLossSelection | NoisyLossSelection:
+        return ExponentialLossSelection(epsilon=self.epsilon, loss_clip=self.loss_clip, generator=generator)
+
+
+@register("selection", "noisy_loss")
+@dataclass(frozen=True)
+class NoisyLoss(_Evaluated):
+    r"""Gaussian noisy mean losses of all iterates, the smallest wins (``μ_sel``-GDP in all).
+
+    Args:
+        mu: ``μ_sel > 0``, finite: all scores together.
+        loss_clip: ``C > 0``, finite.
+    """
+
+    mu: float = 1.0
+    loss_clip: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mu", check_positive(self.mu, "selection_mu", allow_inf=False))
+        object.__setattr__(self, "loss_clip", check_positive(self.loss_clip, "loss_clip", allow_inf=False))
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": self.name, "mu": self.mu, "loss_clip": self.loss_clip}
+
+    @property
+    def charge(self) -> float:
+        return float(self.mu)
+
+    def event(self) -> PureDP | Gaussian:
+        return Gaussian(self.mu)
+
+    def mechanism(self, generator: torch.Generator | None) -> ExponentialLossSelection | NoisyLossSelection:
+        return NoisyLossSelection(total_mu=self.mu, loss_clip=self.loss_clip, generator=generator)

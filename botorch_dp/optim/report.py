@@ -1,0 +1,139 @@
+r"""What a DP-GIBO run reports, read off its ``RunState``, its strategies and its ledger: the
+guarantee, the ``PrivateRelease`` (and opt-in NON-PRIVATE diagnostics); and the small checks
+and arithmetic of the facade that do not need its internals."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from botorch_dp.distributed.partitions import PartitionedObjective
+from botorch_dp.optim.config import check_per_user_losses
+from botorch_dp.optim.results import (
+    DPGIBOResult,
+    NonPrivateDiagnostics,
+    PrivacyGuarantee,
+    PrivateRelease,
+)
+from botorch_dp.optim.state import Run
+from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from botorch_dp.privacy.checks import check_told_batch
+from botorch_dp.privacy.ledger import parse_release_key
+
+__all__ = ["checked_batch", "checked_partitioned", "guarantee", "replace", "result", "spent"]
+
+replace = dataclasses.replace
+
+
+def _last_bound(opt: Run) -> float:
+    r"""The bound the latest step was clipped at (the first step's before any)."""
+    s = opt.state
+    if s.clip.bounds and s.iteration:
+        return s.clip.bounds[s.iteration - 1]
+    return opt.options.clip.current(s.clip)
+
+
+def guarantee(opt: Run, delta: float | None = None) -> PrivacyGuarantee:
+    r"""The validation-data guarantee of the steps taken so far.
+
+    ``mu`` and ``epsilon`` are the ledger's, all runs on it; when the ledger's validation side
+    also holds a release known only by its RDP curve (a DP-HyPO run on the same users), no μ
+    covers the composition: ``mu`` is NaN and ``epsilon`` the ledger's RDP conversion. The noise
+    is the latest gradient release's (0 before any)."""
+    c, s = opt.config, opt.state
+    holds = opt.options.fitting.holds
+    mu, rdp = math.inf, False
+    if holds:
+        try:
+            mu = opt.ledger.validation_mu()
+        except ValueError:  # the ledger's validation side holds an RDP entry: no μ covers it
+            mu, rdp = math.nan, True
+    delta = c.target_delta if delta is None else delta
+    epsilon = opt.ledger.validation_epsilon(delta) if rdp else gdp_epsilon(mu, delta)
+    std, multiplier = opt.options.noise.noise(opt.plan(s.num_users or 1), s.noise, _last_bound(opt))
+    return PrivacyGuarantee(mu=mu, epsilon=epsilon, delta=delta, noise_std=std if s.iteration else 0.0,
+                            noise_multiplier=multiplier, num_steps=s.iteration, holds=holds)
+
+
+def result(opt: Run) -> DPGIBOResult:
+    r"""The private release and, if ``config.record_non_private_diagnostics``, NON-PRIVATE diagnostics."""
+    s = opt.state
+    selected = opt.selected_index()
+    precond_mu = opt.plan().split.precond_mu
+    release = PrivateRelease(
+        theta=(s.theta if selected is None else s.iterates[selected]).clone(),
+        iterates=torch.stack(s.iterates),
+        evaluation_points=s.X.clone(),
+        batch_sizes=list(s.batch_sizes),
+        posterior_traces=list(s.traces),
+        released_gradients=s.released_matrix(opt.dim),
+        guarantee=guarantee(opt),
+        step_mus=list(s.noise.step_mus),
+        noise_stds=list(s.noise.noise_stds),
+        noisy_norms=list(s.noise.noisy_norms),
+        norm_mus=list(s.noise.norm_mus),
+        selected_index=selected,
+        selection_scores=None if s.selection_scores is None else s.selection_scores.clone(),
+        subspace_bases=list(s.track.bases),
+        released_coordinates=list(s.track.coordinates),
+        released_preconditioners=list(s.track.preconditioners),
+        preconditioner_mus=([precond_mu / math.sqrt(opt.config.iteration_cap)] * len(s.track.preconditioners)
+                            if precond_mu is not None else []),
+        preconditioner_noise_stds=list(s.track.preconditioner_noise_stds),
+        clip_bounds=list(s.clip.bounds),
+        clip_counts=list(s.clip.counts),
+    )
+    diagnostics = None
+    if opt.config.record_non_private_diagnostics:
+        diagnostics = NonPrivateDiagnostics.from_releases(list(s.diagnostics), opt.dim)
+    return DPGIBOResult(release=release, diagnostics=diagnostics)
+
+
+def checked_partitioned(opt: Run, points: Any, partitions: PartitionedObjective) -> Tensor:
+    r"""The asked points, for users held in ``partitions``; ``RuntimeError`` (losses held here, no
+    pending ask) or ``ValueError`` (other points, another ``n``, sensitive fitting) before
+    anything is evaluated or released."""
+    s = opt.state
+    if s.users is not None:
+        raise RuntimeError("This run's losses are held in this process: use tell().")
+    if not opt.options.fitting.holds:
+        raise ValueError("partitions: partitioned users do not support hyperparameter_fit or a standardizing model "
+                         "(they need the raw losses, which never leave the partitions).")
+    if s.pending is None:
+        if opt.is_done:
+            raise RuntimeError(f"The run is finished ({s.iteration} iterations); nothing to tell.")
+        raise RuntimeError("Call ask() before tell_partitioned().")
+    points = torch.as_tensor(points).detach().to("cpu", torch.float64)
+    if points.shape != s.pending.shape or not torch.allclose(points, s.pending):
+        raise ValueError("tell_partitioned() must receive the points returned by the last ask().")
+    n = partitions.num_users
+    if s.num_users is None:
+        check_per_user_losses(n, opt.config.privacy_mu)
+    elif n != s.num_users:
+        raise ValueError(f"partitions hold {n} users, earlier steps had {s.num_users}; n must stay fixed.")
+    return s.pending.clone()
+
+
+def spent(opt: Run) -> list[float]:
+    r"""The μ of every norm and gradient release the run has recorded, in order (an adaptive
+    schedule's spent budget; a release made twice, e.g. by a copy of the run, counts twice)."""
+    return [r.event.mu for r in opt.ledger.validation_records(opt.run_id) if parse_release_key(r.key)[1] in ("norm", "grad")]
+
+
+def checked_batch(opt: Run, points: Any, losses: Any) -> tuple[Tensor, Tensor]:
+    r"""The asked points and a float64 CPU COPY of the told losses (detached, so a caller reusing
+    its buffer cannot change what is stored), or a ``RuntimeError`` (no pending ask) /
+    ``ValueError`` naming the problem; nothing changes before this returns."""
+    s = opt.state
+    if s.pending is None:
+        if opt.is_done:
+            raise RuntimeError(f"The run is finished ({s.iteration} iterations); nothing to tell.")
+        raise RuntimeError("Call ask() before tell().")
+    points, losses = check_told_batch(points, losses, s.pending, s.num_users, opt.config.nonfinite_losses)
+    if s.num_users is None:  # the first batch fixes n: one loss per user, n >= 2
+        check_per_user_losses(losses.shape[1], opt.config.privacy_mu)
+    return points, losses

@@ -1,0 +1,149 @@
+r"""A DP-GIBO run's state as one immutable object: ``RunState``, replaced (never mutated) each step.
+
+A failed ``ask`` or ``tell`` keeps the previous object, so rolling a run back is keeping a
+reference (the ledger is never rolled back). The state holds the public record of the run
+(iterates, evaluation points, batch sizes, traces, released gradients, each strategy's
+slice), the told losses while they are held in this process (SENSITIVE), the step rule's
+optimizer state, and the evaluated selection's choice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from botorch_dp.gradient_gp import GradientGP
+from botorch_dp.optim.options import ClipState, NoiseState
+from botorch_dp.optim.projected import SubspaceTrack
+from botorch_dp.optim.users import InMemoryUsers
+from botorch_dp.privacy.mechanisms import ReleaseDiagnostics
+
+__all__ = ["Run", "RunState", "rollback_on_error"]
+
+
+@dataclass(frozen=True)
+class RunState:
+    r"""Everything ``ask``/``tell`` change.
+
+    Attributes:
+        theta: ``θ_t`` (public).
+        iterates: ``θ_0, …, θ_t``.
+        X: The ``N x d`` evaluation points ``D_t``.
+        gp: The ``GradientGP`` on ``X``.
+        users: The told losses, one block per batch (SENSITIVE; ``None`` before the first
+            tell and when the users are held in partitions).
+        num_users: ``n`` (``None`` until the first batch is told).
+        partitioned: Whether the users are held in partitions (no loss in this process).
+        pending: The asked points not told yet.
+        batch_sizes, traces, released: Per step: points added, ``tr Σ_D(θ)``, the θ-space release.
+        diagnostics: NON-PRIVATE diagnostics per step (only when asked for).
+        optimizer: The step rule's ``torch.optim`` state after the last step (a copy).
+        noise: The noise schedule's record; clip: the clip policy's; track: the projection's
+            and the private preconditioner's (``SubspaceTrack``).
+        selected: The evaluated selection's choice (``None`` until made).
+        selection_scores: ``"noisy_loss"``'s released scores.
+    """
+
+    theta: Tensor
+    iterates: tuple[Tensor, ...]
+    X: Tensor
+    gp: GradientGP
+    optimizer: dict[str, Any]
+    users: InMemoryUsers | None = None
+    num_users: int | None = None
+    partitioned: bool = False
+    pending: Tensor | None = None
+    batch_sizes: tuple[int, ...] = ()
+    traces: tuple[float, ...] = ()
+    released: tuple[Tensor, ...] = ()
+    diagnostics: tuple[ReleaseDiagnostics, ...] = ()
+    noise: NoiseState = field(default_factory=NoiseState)
+    clip: ClipState = field(default_factory=ClipState)
+    track: SubspaceTrack = field(default_factory=SubspaceTrack)
+    selected: int | None = None
+    selection_scores: Tensor | None = None
+
+    @property
+    def iteration(self) -> int:
+        r"""Steps taken."""
+        return len(self.batch_sizes)
+
+    @property
+    def blocks(self) -> list[Tensor]:
+        r"""The told loss blocks (empty when none are held here)."""
+        return [] if self.users is None else list(self.users.blocks)
+
+    def released_matrix(self, dim: int) -> Tensor:
+        r"""The ``t x d`` released gradients (public)."""
+        return torch.stack(self.released) if self.released else torch.empty(0, dim, dtype=torch.float64)
+
+    def stepped(self, *, points: Tensor, gp: GradientGP, users: InMemoryUsers | None, num_users: int, partitioned: bool,
+                theta: Tensor, trace: float, release: Tensor, diagnostics: ReleaseDiagnostics | None,
+                optimizer: dict[str, Any], noise: NoiseState, clip: ClipState, track: SubspaceTrack) -> RunState:
+        r"""The state after one step."""
+        return replace(
+            self, theta=theta, iterates=(*self.iterates, theta.clone()), X=torch.cat([self.X, points]), gp=gp,
+            users=users, num_users=num_users, partitioned=partitioned, pending=None,
+            batch_sizes=(*self.batch_sizes, points.shape[0]), traces=(*self.traces, trace),
+            released=(*self.released, release),
+            diagnostics=self.diagnostics if diagnostics is None else (*self.diagnostics, diagnostics),
+            optimizer=copy.deepcopy(optimizer), noise=noise, clip=clip, track=track,
+        )
+
+
+class Run(Protocol):
+    r"""What the run's helpers (``report``, ``run_state``, ``rollback_on_error``) read and replace
+    of a ``DPGIBO``, named here so that they need not import the facade."""
+
+    config: Any
+    options: Any
+    state: RunState
+    ledger: Any
+    run_id: str
+    kernel: Any
+    noise_variance: float
+    checkpoint_dir: Any
+    _optimizer: Any
+    _noise_gen: torch.Generator | None
+    _search_gen: torch.Generator
+    _committed: dict[str, Any] | None
+    _config_json: dict[str, Any] | None
+    _kernel_fingerprint: str | None
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def is_done(self) -> bool: ...
+
+    def plan(self, num_users: int | None = None) -> Any: ...
+
+    def selected_index(self) -> int | None: ...
+
+
+@contextlib.contextmanager
+def rollback_on_error(opt: Run) -> Iterator[None]:
+    r"""Run the block; if it raises, put the run back as it was (its ``RunState``, the step rule's
+    optimizer, both generators, a refit kernel) and re-raise. The ledger is never rolled back:
+    what was drawn stays recorded."""
+    saved, search = opt.state, opt._search_gen.get_state()
+    noise = None if opt._noise_gen is None else opt._noise_gen.get_state()
+    kernel = None if opt.options.fitting.holds else {k: v.clone() for k, v in opt.kernel.state_dict().items()}
+    try:
+        yield
+    except BaseException:
+        opt.state = saved
+        opt._optimizer = opt.options.step_rule.make_optimizer(saved.theta, opt.config.step_size)
+        opt._optimizer.load_state_dict(saved.optimizer)
+        if noise is not None:
+            opt._noise_gen.set_state(noise)
+        opt._search_gen.set_state(search)
+        if kernel is not None:
+            opt.kernel.load_state_dict(kernel)
+        raise

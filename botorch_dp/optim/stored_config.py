@@ -1,0 +1,174 @@
+r"""A run's config as a checkpoint stores it: every field as exact JSON (floats as ``float.hex``;
+the kernel by the resolved kernel's spec and tensors, a subspace by its spec, callables by
+kind), rebuilt from an allow-list, and compared field by field on resume (``check_same_run``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from botorch_dp.optim import checkpoint as ckpt
+from botorch_dp.optim.checkpoint import build_kernel, kernel_fingerprint, kernel_tensors
+from botorch_dp.optim.config import DPGIBOConfig, resolve_model
+from botorch_dp.optim.subspace import subspace_from_spec
+
+__all__ = ["check_same_run", "config_from_json", "config_to_json", "decode_value", "encode_value", "with_added_fields"]
+
+#: Config fields that may differ on resume: the budget (only tightened), the unsafe
+#: fitting callable (only its presence is compared) and the users per clipping chunk (a
+#: memory and speed knob: it changes only the order of one floating-point sum, not what is
+#: clipped or how much noise is added; its default changed in issue 13's scale work).
+_RESUME_MAY_DIFFER = {"privacy_budget_mu", "hyperparameter_fit", "user_chunk_size"}
+#: Config fields added after schema version 1 (issue 16's target (ε, δ)); a checkpoint
+#: written before them reads them as not given.
+_CONFIG_FIELDS_ADDED = ("epsilon", "delta")
+#: Config fields added by issue 15 (Menart et al.: noise schedule, selection); a checkpoint
+#: written before them reads them as their defaults (the fixed schedule, the last iterate).
+_CONFIG_FIELDS_WITH_DEFAULTS = (
+    "noise_schedule", "max_iterations", "norm_mu_fraction", "snr_factor", "max_step_mu",
+    "selection", "selection_epsilon", "selection_mu", "loss_clip",
+    # Kairouz et al.: no subspace, no projected acquisition, no full-matrix preconditioner
+    "preconditioner", "preconditioner_mu_fraction", "subspace", "subspace_acquisition",
+    # issue 16, Andrew et al.: a fixed clip bound
+    "clip_init", "clip_quantile", "clip_learning_rate", "clip_mu_fraction",
+    # issue 18: BoTorch's default L-BFGS-B iterations in the batch search
+    "acqf_maxiter",
+)
+
+
+def with_added_fields(stored: Any) -> Any:
+    r"""A stored config with the fields added since it was written filled in."""
+    if not isinstance(stored, dict):
+        return stored
+    defaults = {f.name: f.default for f in dataclasses.fields(DPGIBOConfig) if f.name in _CONFIG_FIELDS_WITH_DEFAULTS}
+    added = {name: encode_value(value) for name, value in defaults.items() if name not in stored}
+    return {**{name: None for name in _CONFIG_FIELDS_ADDED if name not in stored}, **added, **stored}
+
+
+def encode_value(value: Any) -> Any:
+    r"""Exact JSON encoding of plain values and tensors (floats as ``float.hex``)."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return {"float": float(value).hex()}
+    if isinstance(value, Tensor):
+        return {"tensor": ckpt.tensor_to_json(value.to(torch.float64) if not value.is_floating_point() else value)}
+    if isinstance(value, (list, tuple)):
+        return [encode_value(v) for v in value]
+    if isinstance(value, dict):
+        return {"dict": [[encode_value(k), encode_value(v)] for k, v in value.items()]}
+    raise TypeError(f"{type(value).__name__} cannot be stored exactly")
+
+
+def decode_value(value: Any, name: str, optimizer_state: bool = False) -> Any:
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, list):
+        return [decode_value(v, name, optimizer_state) for v in value]
+    if isinstance(value, dict) and set(value) == {"float"}:
+        return ckpt.float_from_json(value["float"], name, allow_inf=True)
+    if isinstance(value, dict) and set(value) == {"tensor"}:
+        return ckpt.tensor_from_json(value["tensor"], name)
+    if isinstance(value, dict) and set(value) == {"dict"} and isinstance(value["dict"], list):
+        items = value["dict"]
+        if not all(isinstance(kv, list) and len(kv) == 2 for kv in items):
+            raise ValueError(f"Checkpoint field {name!r}: malformed mapping.")
+        return {decode_value(k, name): decode_value(v, name, optimizer_state) for k, v in items}
+    raise ValueError(f"Checkpoint field {name!r}: unknown value {value!r:.80}.")
+
+
+def config_to_json(config: DPGIBOConfig) -> dict[str, Any]:
+    r"""The config's fields, exactly: kernel/model/callables are recorded by kind (the kernel
+    itself is stored as the resolved kernel's spec and tensors); anything else not JSON-able
+    raises a ``ValueError`` naming the field."""
+    out: dict[str, Any] = {}
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if field.name == "kernel":
+            out[field.name] = None if value is None else {"kernel": "resolved"}
+        elif field.name == "subspace" and value is not None:  # compared and rebuilt by its exact spec
+            try:
+                out[field.name] = {"subspace": encode_value(value.spec())}
+            except TypeError as err:
+                raise ValueError(f"Config field 'subspace' cannot be written to a checkpoint: {err}.") from None
+        elif value is not None and (field.name == "model" or callable(value) or isinstance(value, torch.Generator)):
+            out[field.name] = {"object": type(value).__qualname__}
+        else:
+            try:
+                out[field.name] = encode_value(value)
+            except TypeError as err:
+                raise ValueError(f"Config field {field.name!r} cannot be written to a checkpoint: {err}.") from None
+    return out
+
+
+def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, rebuild: bool) -> DPGIBOConfig | None:
+    r"""Check the stored config's fields and, if ``rebuild``, build the ``DPGIBOConfig``."""
+    names = {f.name for f in dataclasses.fields(DPGIBOConfig)}
+    stored = with_added_fields(stored)  # written before these fields existed
+    if not isinstance(stored, dict) or set(stored) != names:
+        have = set(stored) if isinstance(stored, dict) else set()
+        raise ValueError(
+            f"Checkpoint field 'config': missing fields {sorted(names - have)}, unknown fields {sorted(have - names)}."
+        )
+    ckpt._check_keys(kernel_meta, {"spec", "fingerprint", "noise_variance", "standardize"}, "kernel")
+    if not rebuild:
+        return None
+    values: dict[str, Any] = {}
+    for name, value in stored.items():
+        if isinstance(value, dict) and set(value) == {"object"}:
+            raise ValueError(
+                f"The checkpoint's config has a {name!r} ({value['object']}), which is not stored; "
+                "pass the config to DPGIBO.resume."
+            )
+        if name == "kernel":
+            values[name] = None
+            continue
+        if name == "subspace" and isinstance(value, dict) and set(value) == {"subspace"}:
+            values[name] = subspace_from_spec(decode_value(value["subspace"], "config.subspace"))
+            continue
+        values[name] = decode_value(value, f"config.{name}")
+    if stored["kernel"] is not None:
+        kernel = build_kernel(kernel_meta["spec"])  # already in the stored dtype: the values load exactly
+        tensors = {k.removeprefix("kernel."): v for k, v in gp.items() if k.startswith("kernel.")}
+        if set(tensors) != set(kernel_tensors(kernel)):
+            raise ValueError("Checkpoint kernel tensors do not match the kernel's hyperparameters.")
+        kernel.load_state_dict({**kernel.state_dict(), **tensors})
+        if kernel_fingerprint(kernel) != kernel_meta["fingerprint"]:
+            raise ValueError("Checkpoint field 'kernel': the rebuilt kernel does not match its stored fingerprint.")
+        values["kernel"] = kernel
+    try:
+        return DPGIBOConfig(**values)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"Checkpoint field 'config' is not a valid DPGIBOConfig: {err}") from None
+
+
+def check_same_run(meta: dict[str, Any], config: DPGIBOConfig) -> None:
+    r"""``ValueError`` naming the first field of ``config`` that differs from the checkpoint's."""
+    stored = with_added_fields(meta["config"])
+    given = config_to_json(config)
+    for field in dataclasses.fields(config):
+        if field.name in _RESUME_MAY_DIFFER or field.name in ("kernel", "model"):
+            continue
+        if given[field.name] != stored.get(field.name):
+            raise ValueError(
+                f"Config field {field.name!r} differs from the checkpoint's; resuming would change "
+                "the run (and its privacy accounting). Start a new run instead."
+            )
+    if (config.hyperparameter_fit is None) != (stored.get("hyperparameter_fit") is None):
+        raise ValueError("Config field 'hyperparameter_fit' differs from the checkpoint's (given vs not given).")
+    if (config.model is None) != (stored.get("model") is None):
+        raise ValueError("Config field 'model' differs from the checkpoint's (kernel vs model).")
+    kernel, noise_variance, standardize = resolve_model(config)
+    k = meta["kernel"]
+    if kernel_fingerprint(kernel) != k.get("fingerprint"):
+        raise ValueError(
+            "Config field 'kernel' differs from the checkpoint's (class, settings or hyperparameter values)."
+        )
+    if float(noise_variance).hex() != k.get("noise_variance") or standardize != k.get("standardize"):
+        raise ValueError("Config field 'noise_variance' (or the model's likelihood noise) differs from the checkpoint's.")
