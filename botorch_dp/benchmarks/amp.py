@@ -73,15 +73,14 @@ from botorch_dp.privacy.analysis.private_selection import (
 )
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger, TrainingMechanism
 from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.problems.logistic_regression import (
+from botorch_dp.problems.logistic_data import load_logistic_data
+from botorch_dp.problems.logistic_regression import AMPTuningObjective, DPSGDTuningObjective
+from botorch_dp.problems.run_budgets import (
     AMPRunBudget,
-    AMPTuningObjective,
-    DPSGDTuningObjective,
-    load_logistic_data,
-    plan_amp_runs,
-    plan_amp_selection,
     dp_sgd_curve,
     dp_sgd_noise_for_selection,
+    plan_amp_runs,
+    plan_amp_selection,
 )
 from botorch_dp.training.dp_sgd import DPSGDConfig, TrainingConfig, planned_dp_run
 from botorch_dp.training.objective_perturbation import AMPConfig, fit_amp
