@@ -18,6 +18,7 @@ from gpytorch.kernels import Kernel
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
+from botorch_dp.gradient_gp.exact import exact_gp_parts
 from botorch_dp.kernel_derivatives import DerivativeBackend, KernelDerivatives
 
 __all__ = [
@@ -263,9 +264,7 @@ class GradientGP(torch.nn.Module):
                 "or qGradientInformation, which map gradients to the original inputs by the "
                 "chain rule."
             )
-        from botorch_dp.gradient_gp.models import _read_exact_gp  # models imports this module: not at import time
-
-        return _read_exact_gp(model, output, jitter=jitter, method=method)
+        return cls(**exact_gp_parts(model, output), jitter=jitter, method=method)
 
     @classmethod
     def from_factor(

@@ -2,7 +2,7 @@ r"""Gradient GPs read off BoTorch and GPyTorch models, with the chain rule throu
 
 ``output_gradient_gps`` splits a model into its outputs (model lists flattened, the outputs
 of a multi-output ``SingleTaskGP`` apart), reads each exact GP's training data, kernel,
-noise, prior mean and outcome scale into a ``GradientGP`` (``_read_exact_gp``, also behind
+noise, prior mean and outcome scale (``exact.exact_gp_parts``, also behind
 ``GradientGP.from_model``), and keeps the model's input transform: its Jacobian at θ maps
 gradients back to the original inputs (``OutputGradientGP``). ``gradient_posterior`` is
 the shortcut for a model with one output. Models and transforms with no single gradient
@@ -14,11 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
-from gpytorch.means import ConstantMean, ZeroMean
 from torch import Tensor
 
 from botorch_dp.gradient_gp.core import DEFAULT_JITTER, GradientGP, GradientPosterior
+from botorch_dp.gradient_gp.exact import BATCH_HINT, exact_gp_parts
 from botorch_dp.kernel_derivatives import DerivativeBackend
 
 __all__ = [
@@ -27,94 +26,12 @@ __all__ = [
     "output_gradient_gps",
 ]
 
-_BATCH_HINT = (
-    "Build one acquisition (or gradient posterior) per batch element, e.g. from a "
-    "SingleTaskGP on train_X[i], train_Y[i]; several outputs are supported as a "
-    "multi-output SingleTaskGP or a ModelListGP."
-)
-
-
-def _select(t: Tensor, output: int | None, m: int, size: int = 1) -> Tensor:
-    r"""The ``size`` entries of one output from a per-output stack (or a shared tensor)."""
-    t = t.detach().reshape(-1)
-    if output is not None and t.numel() == m * size:
-        return t.reshape(m, size)[output]
-    if t.numel() != size:
-        raise NotImplementedError(f"Cannot read one output from a tensor with {t.numel()} entries.")
-    return t
-
-
 def _read_exact_gp(
     model: torch.nn.Module, output: int | None, *, jitter: float, method: DerivativeBackend
 ) -> GradientGP:
-    r"""``GradientGP`` of one output of an exact GP, on its training inputs as stored.
-
-    In eval mode BoTorch stores the transformed training inputs, so the result lives in
-    the model's input space ``z`` (no chain rule here).
-    """
-    from botorch.models.gpytorch import BatchedMultiOutputGPyTorchModel
-    from botorch.models.transforms.outcome import Standardize
-
-    if not hasattr(model, "train_inputs") or not hasattr(model, "covar_module"):
-        raise NotImplementedError(
-            f"{type(model).__name__} is not an exact GP with train_inputs and a covar_module "
-            "(e.g. SingleTaskGP); the gradient posterior needs one."
-        )
-    m = getattr(model, "num_outputs", 1)
-    if m != 1 and not isinstance(model, BatchedMultiOutputGPyTorchModel):
-        raise NotImplementedError(f"{type(model).__name__} with {m} outputs is not supported.")
-    if m != 1 and output is None:
-        raise NotImplementedError(
-            f"The model has {m} outputs: pass output=i, or use output_gradient_gps(model)."
-        )
-    if output is not None and not 0 <= output < m:
-        raise ValueError(f"output={output} is out of range for a model with {m} outputs.")
-    train_X, train_Y = model.train_inputs[0], model.train_targets
-    if m != 1:  # BoTorch stacks the outputs as the last batch dimension
-        train_X, train_Y = train_X[..., output, :, :], train_Y[..., output, :]
-    if train_X.dim() != 2:
-        raise NotImplementedError(
-            f"Batched models are not supported (training inputs of shape {tuple(train_X.shape)}): "
-            "a batch of models has no single gradient posterior at θ. " + _BATCH_HINT
-        )
-    N = train_X.shape[0]
-    kernel = model.covar_module
-    if len(kernel.batch_shape) > 0:
-        if m == 1 or tuple(kernel.batch_shape) != (m,):
-            raise NotImplementedError(
-                f"A kernel with batch_shape {tuple(kernel.batch_shape)} is not supported. " + _BATCH_HINT
-            )
-        kernel = kernel[output]  # a copy with this output's hyperparameters
-    mean_module = getattr(model, "mean_module", None)
-    if mean_module is None or isinstance(mean_module, ZeroMean):
-        mean_constant = 0.0
-    elif isinstance(mean_module, ConstantMean):
-        mean_constant = float(_select(mean_module.constant, output, m))
-    else:
-        raise NotImplementedError(f"Unsupported mean module {type(mean_module).__name__}.")
-    likelihood = model.likelihood
-    if isinstance(likelihood, FixedNoiseGaussianLikelihood):
-        noise = _select(likelihood.noise, output, m, N)
-    elif isinstance(likelihood, GaussianLikelihood):
-        noise = float(_select(likelihood.noise, output, m))
-    else:
-        raise NotImplementedError(f"Unsupported likelihood {type(likelihood).__name__}.")
-    output_scale = 1.0
-    transform = getattr(model, "outcome_transform", None)
-    if transform is not None:
-        if not isinstance(transform, Standardize):
-            raise NotImplementedError(f"Unsupported outcome transform {type(transform).__name__}.")
-        output_scale = float(_select(transform.stdvs, output, m))
-    return GradientGP(
-        train_X,
-        kernel,
-        noise,
-        train_Y,
-        mean_constant=mean_constant,
-        output_scale=output_scale,
-        jitter=jitter,
-        method=method,
-    )
+    r"""``GradientGP`` of one output of an exact GP, on its training inputs as stored (in eval
+    mode BoTorch stores the transformed inputs, so it lives in the model's input space ``z``)."""
+    return GradientGP(**exact_gp_parts(model, output), jitter=jitter, method=method)
 
 
 def _split_outputs(model: torch.nn.Module) -> list[tuple[torch.nn.Module, int | None]]:
@@ -137,7 +54,7 @@ def _split_outputs(model: torch.nn.Module) -> list[tuple[torch.nn.Module, int | 
     if len(batch_shape) > 0:
         raise NotImplementedError(
             f"{type(model).__name__} has batch_shape {tuple(batch_shape)}: a batch of models has "
-            "no single gradient posterior at θ. " + _BATCH_HINT
+            "no single gradient posterior at θ. " + BATCH_HINT
         )
     m = getattr(model, "num_outputs", 1)
     return [(model, None)] if m == 1 else [(model, i) for i in range(m)]
@@ -163,7 +80,7 @@ def _check_input_transform(transform: torch.nn.Module) -> None:
     for t in _transforms(transform):
         name = type(t).__name__
         if isinstance(t, BatchBroadcastedInputTransform):
-            raise NotImplementedError(f"{name} belongs to a batched model. " + _BATCH_HINT)
+            raise NotImplementedError(f"{name} belongs to a batched model. " + BATCH_HINT)
         if getattr(t, "is_one_to_many", False):
             raise NotImplementedError(
                 f"The input transform {name} maps each point to several points, so the model "
