@@ -122,3 +122,42 @@ def test_bad_losses_on_one_partition_raise_naming_it_and_release_nothing(client)
     assert opt.ledger.validation_steps == {} and opt.iteration == 0 and opt.result().release.released_gradients.numel() == 0
     assert partitions._points == [] and partitions._blocks == [[], []]  # no partition kept rows
     partitions.close()
+
+
+#: Option sets that used to be refused on partitions (issue 29, item 3), as the pins spell them.
+_ON_DASK = {
+    "adaptive_clip+adaptive_norm+posterior+min_noisy_norm": ("clip.adaptive", "noise.adaptive_norm",
+                                                             "projection.posterior", "selection.min_noisy_norm"),
+    "adaptive_clip+public_pca+noisy_loss+adaptive_batches": ("clip.adaptive", "projection.public_pca",
+                                                             "selection.noisy_loss", "batches.adaptive"),
+    "private_preconditioner+fixed_basis+exponential": ("step.adagrad_full_private", "projection.fixed",
+                                                       "selection.exponential"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ON_DASK))
+def test_every_option_runs_on_dask_as_in_one_process(client, name):
+    r"""Adaptive clipping, the adaptive schedule, subspaces, the private preconditioner and the
+    evaluated selections on ``DaskPartitions`` (two worker processes, one chunk of users per
+    partition): the run is the in-memory run bit for bit, and the ledger holds the same records."""
+    from tests.test_option_pins import FAMILIES, N, _Half, _objective, _settings
+
+    overrides: dict = {}
+    for option in _ON_DASK[name]:
+        family, value = option.split(".")
+        overrides.update(FAMILIES[family][value])
+    settings = {**_settings(overrides), "num_iterations": 3, "user_chunk_size": N // 2}
+    memory_run, dask_run = new(DPGIBOConfig(**settings)), new(DPGIBOConfig(**settings))
+    memory = memory_run.run(_objective, progress=False).release
+    partitions = DaskPartitions(client, [_Half(0), _Half(N // 2)])
+    try:
+        remote = dask_run.run(partitions, progress=False).release
+    finally:
+        partitions.close()
+    for field in ("released_gradients", "iterates", "evaluation_points"):
+        assert torch.equal(getattr(memory, field), getattr(remote, field)), field
+    for field in ("clip_bounds", "clip_counts", "noisy_norms", "step_mus", "selected_index", "batch_sizes"):
+        assert getattr(memory, field) == getattr(remote, field), field
+    assert memory.guarantee == remote.guarantee and list(dask_run.state.blocks) == []
+    assert [(r.key, r.event) for r in memory_run.ledger.validation_records()] == \
+        [(r.key, r.event) for r in dask_run.ledger.validation_records()]
