@@ -380,9 +380,9 @@ def simulation_config(config: DPGIBOConfig, num_users: int, num_proxy_users: int
             mu_sel = pure_dp_to_gdp_mu(selection_epsilon)
         elif selection_mu is not None:
             mu_sel = selection_mu
-        mu = math.hypot(scale * c.steps_privacy_mu, mu_sel)
+        mu = math.hypot(scale * c.mu_split.steps_mu, mu_sel)
     return dataclasses.replace(
-        c, privacy_mu=mu, epsilon=None, delta=None, privacy_budget_mu=None,
+        c, privacy_mu=mu, epsilon=None, delta=None, validation_mu_budget=None,
         selection_epsilon=selection_epsilon, selection_mu=selection_mu,
         max_step_mu=None if c.max_step_mu is None else c.max_step_mu * scale, **changes,
     )
@@ -499,7 +499,7 @@ def plan_private_run(
         probes = []
         for tol in tolerances:  # every rule is checked (against the fitted kernel) before any run
             try:
-                probes.append(DPGIBO(dataclasses.replace(_with_batch_rule(config, tol), seed=seeds[0], privacy_budget_mu=None)))
+                probes.append(DPGIBO(dataclasses.replace(_with_batch_rule(config, tol), seed=seeds[0], validation_mu_budget=None)))
             except ValueError as err:
                 raise ValueError(f"bias_tolerances: {err}") from err
         trials, norm_quantiles, gradient_points, n_p = [], {}, {}, None
