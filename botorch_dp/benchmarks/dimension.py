@@ -17,19 +17,17 @@ loss at θ₀, at the generating length-scales ℓ* and of predicting zero (NON-
 diagnostics, like every loss in the runs).
 
 Contract: ``botorch_dp.benchmarks.experiment``.
+
+This module is the experiment (the pilots, ``Runner`` and the jobs); the settings, labels
+and task family are in ``benchmarks.dimension_task`` and the report in
+``benchmarks.dimension_report``, and their public names are re-exported here.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import statistics
 import time
 import warnings
-from dataclasses import asdict, dataclass
-from pathlib import Path
-
-import torch
 
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import (
@@ -41,9 +39,20 @@ from botorch_dp.baselines import (
     random_search,
     ucb_bo,
 )
+from botorch_dp.benchmarks.dimension_report import write_report
+from botorch_dp.benchmarks.dimension_task import (  # noqa: F401  (re-exported)
+    METHODS,
+    PRIVATE,
+    SELECTION_FIELDS,
+    Settings,
+    clip_bound,
+    dimension_problem,
+    generating_lengthscales,
+    quick_settings,
+)
 from botorch_dp.benchmarks.jobs import Job, KindRunner
 from botorch_dp.benchmarks.paper import pilot
-from botorch_dp.benchmarks.runs import Run, iterate_curve, mean_se
+from botorch_dp.benchmarks.runs import Run, iterate_curve
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.problems import GPRegressionLengthscales
@@ -64,138 +73,6 @@ __all__ = [
 ]
 
 INF = math.inf
-
-#: method key -> label in tables and plots.
-METHODS: dict[str, str] = {
-    "dp_gibo": "DP-GIBO (μ=1, E.1 settings: AdaGrad η=0.3)",
-    "dp_gibo_eta1": "DP-GIBO (μ=1, preset e1_reach: η=1)",
-    "gibo": "GIBO (non-private, η=0.3)",
-    "private_rs": "private random search (μ=1 budget)",
-    "dp_hypo": "DP-HyPO (μ=1 budget)",
-    "random_search": "random search (non-private)",
-    "ucb_bo": "UCB-BO (non-private, batches of d+1)",
-}
-PRIVATE = ("dp_gibo", "dp_gibo_eta1", "private_rs", "dp_hypo")
-
-
-#: Fields that only choose which jobs run (left out of the CLI run store's header): a job's key names
-#: its kind, d, seed and method, and a baseline's budget is its cell's DP-GIBO run.
-SELECTION_FIELDS = ("seeds", "high_dim_seeds", "extra_seeds", "methods", "high_dim_from", "high_dim_methods",
-                    "extra_seeds_max_dim", "ucb_bo_max_dim", "dp_hypo_max_dim", "gibo_max_dim", "dp_hypo_batched_from",
-                    "dp_hypo_batched_max_points")
-
-
-@dataclass
-class Settings:
-    r"""Every knob of the loss-against-dimension experiment (public values only)."""
-
-    mode: str = "full"
-    dims: tuple[int, ...] = (5, 15, 30, 60, 100)
-    seeds: tuple[int, ...] = tuple(range(5))
-    #: methods run at every d in ``dims`` (keys of ``METHODS``; ``dp_gibo`` is always run: it sets the budget)
-    methods: tuple[str, ...] = ("dp_gibo", "dp_gibo_eta1", "gibo", "private_rs", "dp_hypo", "random_search", "ucb_bo")
-    #: d at or above which only ``high_dim_methods`` run, on ``high_dim_seeds`` (cost); 0: none
-    high_dim_from: int = 0
-    high_dim_methods: tuple[str, ...] = ("dp_gibo", "gibo", "private_rs", "random_search")
-    high_dim_seeds: tuple[int, ...] = tuple(range(5))
-    #: seeds added at d <= ``extra_seeds_max_dim`` (cheap cells get 10 seeds); 0: none
-    extra_seeds: tuple[int, ...] = tuple(range(5, 10))
-    extra_seeds_max_dim: int = 0
-    #: the costly baselines run only at d <= these (0: no limit)
-    ucb_bo_max_dim: int = 0
-    dp_hypo_max_dim: int = 0
-    gibo_max_dim: int = 0
-    # task family
-    relevant: int = 3
-    relevant_low: float = 0.2
-    relevant_high: float = 0.6
-    irrelevant_lengthscale: float = 50.0  # above the box: those inputs barely matter; best reachable is ℓ* projected
-    n_train: int = 400
-    n_val: int = 1000
-    lengthscale_low: float = 0.05
-    lengthscale_high: float = 5.0
-    # DP-GIBO (E.1 settings unless noted)
-    iterations: int = 25
-    privacy_mu: float = 1.0
-    target_delta: float = 1e-5
-    step_size: float = 0.3
-    preset_step_size: float = 1.0
-    bias_tolerance: float | None = None  # None: fixed batches of d + 1 (every method's budget T(d + 1))
-    search_radius: float = 0.5
-    raw_samples: int = 32
-    num_restarts: int = 1
-    acqf_maxiter: int | None = 100
-    # baselines
-    private_rs_fraction: float = 1.0
-    tnb_eta: float = 1.0
-    dp_hypo_ratio: float = 2.0
-    dp_hypo_candidates: int = 1024
-    dp_hypo_refit_every: int = 100
-    dp_hypo_fraction: float = 1.0  # E[K] = fraction · budget; < 1 is a reduced budget, labelled in the report
-    #: at d >= this (0: never) DP-HyPO recomputes its sampling density once per d + 1 trials (a batch,
-    #: like DP-GIBO's) instead of every trial: K/(d + 1) GP updates, the same guarantee; the job's
-    #: arguments carry it, so per-trial runs stay valid in the store
-    dp_hypo_batched_from: int = 0
-    #: batched DP-HyPO's GP sees the last this many trials (0: all): K has a long tail, and a GP on
-    #: K = 9007 trials (d = 100) used 19 GB and minutes per update
-    dp_hypo_batched_max_points: int = 1024
-    ucb_beta: float = 2.0
-    ucb_batch: int = 0  # 0: batches of d + 1 (T acquisition rounds, like DP-GIBO); 1: sequential UCB
-    ucb_refit_every: int = 5  # in BO iterations (batches)
-    ucb_raw_samples: int = 64
-    ucb_num_restarts: int = 1
-    # pilot (clip bounds)
-    pilot_seed: int = 10_000
-    pilot_points: int = 6
-    #: where DP-GIBO's clip-bound pilot draws its designs: "theta0" (around the run's public start,
-    #: where DP-GIBO's 25 steps stay; smaller B, better DP-GIBO at d = 5 to 60:
-    #: reports/dimension_pilot_check.md) or "uniform" θ in the box (the first store's choice). The
-    #: private selections' loss clip C always comes from the uniform pilot: they sample the whole box.
-    pilot_at: str = "theta0"
-
-    def __post_init__(self) -> None:
-        if self.pilot_at not in ("uniform", "theta0"):
-            raise ValueError(f"pilot_at must be 'uniform' or 'theta0', got {self.pilot_at!r}")
-
-
-def quick_settings() -> Settings:
-    r"""A smoke configuration that keeps every code path (seconds on one core)."""
-    return Settings(
-        mode="quick", dims=(2, 3), seeds=(0,), extra_seeds=(1,), extra_seeds_max_dim=2, high_dim_from=3,
-        high_dim_methods=("dp_gibo", "random_search", "ucb_bo"), high_dim_seeds=(0,), ucb_bo_max_dim=2,
-        dp_hypo_max_dim=2, relevant=1, n_train=40, n_val=60, iterations=2, raw_samples=8, acqf_maxiter=5,
-        dp_hypo_candidates=16, dp_hypo_refit_every=2, dp_hypo_batched_from=2, dp_hypo_batched_max_points=4, ucb_refit_every=2, ucb_raw_samples=8, pilot_points=2,
-    )
-
-
-def generating_lengthscales(settings: Settings, dim: int, seed: int) -> torch.Tensor:
-    r"""ℓ* of replication ``seed`` at ``dim``: ``relevant`` short ones at random positions, the rest long.
-
-    Args:
-        settings: The experiment's settings (``relevant``, its range, ``irrelevant_lengthscale``).
-        dim: d.
-        seed: The replication seed.
-
-    Returns:
-        A ``d``-dim float64 tensor (NON-PRIVATE reference of the generated data).
-    """
-    k = min(settings.relevant, dim)
-    gen = torch.Generator().manual_seed(7919 * seed + dim)
-    ell = torch.full((dim,), float(settings.irrelevant_lengthscale), dtype=torch.float64)
-    where = torch.randperm(dim, generator=gen)[:k]
-    u = torch.rand(k, generator=gen, dtype=torch.float64)
-    ell[where] = settings.relevant_low + (settings.relevant_high - settings.relevant_low) * u
-    return ell
-
-
-def dimension_problem(settings: Settings, dim: int, seed: int) -> GPRegressionLengthscales:
-    r"""The GP length-scale problem of cell (``dim``, ``seed``): ``n_val`` users, ``n_train`` training points."""
-    n_total = settings.n_train + settings.n_val
-    return GPRegressionLengthscales(
-        dim=dim, n_total=n_total, train_fraction=settings.n_train / n_total,
-        lengthscale_bounds=(settings.lengthscale_low, settings.lengthscale_high),
-        true_lengthscales=generating_lengthscales(settings, dim, seed), seed=seed,
-    )
 
 
 def _methods_at(settings: Settings, dim: int) -> tuple[tuple[str, ...], tuple[int, ...]]:
@@ -231,11 +108,6 @@ def prepare(settings: Settings) -> dict:
         if settings.pilot_at == "theta0":
             context["pilot_theta0"][str(d)] = pilot(settings, problem, theta=problem.default_theta0())
     return context
-
-
-def clip_bound(context: dict, dim: int) -> float:
-    r"""DP-GIBO's clip bound B at ``dim``: the θ₀ pilot's when ``context`` has one, else the uniform one's."""
-    return float(context.get("pilot_theta0", context["pilot"])[str(dim)]["clip_bound"])
 
 
 def gibo_config(settings: Settings, dim: int, seed: int, method: str,
@@ -386,203 +258,3 @@ def experiment_jobs(settings: Settings, context: dict) -> list[Job]:
 def make_runner(settings: Settings, context: dict):
     r"""The picklable ``run_job(kind, kwargs) -> Run`` of the experiment."""
     return Runner(settings, context).execute
-
-
-# ---------------------------------------------------------------------------------------------- report
-def _by_cell(runs: list[Run]) -> dict[tuple[int, str], dict[int, Run]]:
-    cells: dict[tuple[int, str], dict[int, Run]] = {}
-    for r in runs:
-        if r.experiment == "dimension":
-            cells.setdefault((int(r.setting), r.extra["key"]), {})[r.seed] = r
-    return cells
-
-
-def _headroom(runs: list[Run]) -> dict[int, list[Run]]:
-    out: dict[int, list[Run]] = {}
-    for r in runs:
-        if r.experiment == "headroom":
-            out.setdefault(int(r.setting), []).append(r)
-    return out
-
-
-def _fmt(values: list[float]) -> str:
-    m, se = mean_se(values)
-    return f"{m:.3g}" if math.isnan(se) else f"{m:.3g} ± {se:.2g}"
-
-
-def _plot(settings: Settings, runs: list[Run], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    cells = _by_cell(runs)
-    heads = _headroom(runs)
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    for key, label in METHODS.items():
-        dims = sorted(d for (d, k) in cells if k == key)
-        if not dims:
-            continue
-        stats = [mean_se([r.final_loss for r in cells[(d, key)].values()]) for d in dims]
-        ax.errorbar(dims, [m for m, _ in stats], yerr=[0.0 if math.isnan(se) else se for _, se in stats],
-                    marker="o", capsize=3, label=label)
-    for name, field, style in (("loss at θ₀ (centre)", "loss_theta0", ":"), ("loss at ℓ*", "loss_truth", "--")):
-        dims = sorted(heads)
-        if dims:
-            ax.plot(dims, [statistics.fmean(r.extra[field] for r in heads[d]) for d in dims], style, color="grey",
-                    label=name)
-    all_dims = sorted({d for d, _ in cells} | set(heads))
-    if all_dims and min(all_dims) > 0:
-        ax.set_xscale("log")
-        ax.set_xticks(all_dims, [str(d) for d in all_dims])
-        ax.minorticks_off()
-    ax.set_xlabel("d (number of length-scales)")
-    ax.set_ylabel("final validation MSE (NON-PRIVATE diagnostic)")
-    ax.set_title(f"Loss against dimension: GP length-scales, {settings.relevant} relevant inputs")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def write_report(settings: Settings, context: dict, runs: list[Run], out, command: str) -> Path:
-    r"""Write ``dimension.md``, ``dimension.png`` and ``dimension_runs.json`` into ``out``.
-
-    Args:
-        settings: The settings the runs were made with.
-        context: ``prepare(settings)``.
-        runs: The runs, in job order.
-        out: The output directory.
-        command: The command that produced the runs (quoted in the report).
-
-    Returns:
-        The Markdown file's path.
-    """
-    s = settings
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    cells, heads = _by_cell(runs), _headroom(runs)
-    dims = sorted({d for d, _ in cells} | set(heads))
-    target = gdp_epsilon(s.privacy_mu, s.target_delta)
-    total_wall = sum(r.wall_s for r in runs)
-    lines = [
-        "# Loss against dimension (issue 18 item 2, paper Figure 1)",
-        "",
-        "**Goal, stated before the runs:** DP-GIBO (μ = 1) below private random search (same (ε, δ), same "
-        "expected budget) at every d ≥ 30 on ≥ 80% of seeds.",
-        "",
-        f"Command: `{command}`" + (" (quick mode: a smoke run, not a result)" if s.mode == "quick" else ""),
-        "",
-        f"Total run time (sum of the jobs' wall times, each job on one torch thread): {total_wall / 60:.1f} min.",
-        "",
-        "All losses are NON-PRIVATE diagnostics: the noise-free validation MSE of the point a method returns "
-        "(last iterate of GIBO / DP-GIBO, best evaluated point of random search and UCB-BO, the released winner "
-        "of private random search and DP-HyPO).",
-        "",
-        "## Task family",
-        "",
-        f"GP length-scale tuning as in E.1 (`problems.GPRegressionLengthscales`, squared error per validation "
-        f"user), with {s.n_val} users and {s.n_train} training points at every d; inputs U[0, 1]^d, box "
-        f"[{s.lengthscale_low:g}, {s.lengthscale_high:g}]^d, θ₀ = the box centre. The generating length-scales ℓ* "
-        f"have {s.relevant} relevant inputs at random positions with ℓ* ~ U[{s.relevant_low:g}, {s.relevant_high:g}] "
-        f"and ℓ* = {s.irrelevant_lengthscale:g} for the other d − {s.relevant} inputs "
-        "(`dimension.generating_lengthscales`).",
-        "",
-        "Why this family: with all d inputs relevant (E.1 carried to every d) and a fixed training set, "
-        "the loss at the generating length-scales approaches the loss of predicting zero as d grows "
-        "(issue 18: 0.51 of it at d = 30, 0.90 at d = 60), so no method can separate. Here the regression "
-        f"problem stays {s.relevant}-dimensional at every d, so {s.n_train} training points determine it and the "
-        "best reachable loss stays small; θ₀ (the box centre, the package default and the start that "
-        "`reports/e1_investigation.md` found best) treats every input alike, over-smoothing the relevant "
-        "inputs, so it predicts badly, and the head-room below stays large at every d. The right move is the "
-        "ARD move of the paper's GP example: shorten the relevant length-scales and lengthen the others. The "
-        "irrelevant ℓ* lie above the box, so the best reachable point is ℓ* projected onto the box (the "
-        "objective projects): 'loss at ℓ*' below is that loss. A uniform draw in the box puts a few "
-        "irrelevant length-scales at short values once d is large, which destroys the fit: random search "
-        "should degrade with d and a local method should not, which is what the paper's Figure 1 is about. "
-        "The training set is kept small because an evaluation costs one Cholesky of its size.",
-        "",
-        "## Head-room per d (loss at θ₀ − loss at ℓ*) / loss at θ₀; requirement ≥ 0.5",
-        "",
-        "| d | seeds | loss of predicting 0 | loss at θ₀ | loss at ℓ* | head-room ratio (mean) | min over seeds |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for d in dims:
-        hs = heads.get(d, [])
-        if hs:
-            ratios = [r.extra["headroom_ratio"] for r in hs]
-            lines.append(f"| {d} | {len(hs)} | {_fmt([r.extra['loss_zero'] for r in hs])} | "
-                         f"{_fmt([r.extra['loss_theta0'] for r in hs])} | {_fmt([r.extra['loss_truth'] for r in hs])} | "
-                         f"{statistics.fmean(ratios):.3f} | {min(ratios):.3f} |")
-    lines += ["", "## Final loss per method and d (mean ± s.e. over seeds; seeds per cell in brackets)", ""]
-    present = [k for k in METHODS if any((d, k) in cells for d in dims)]
-    lines.append("| method | ε (target " + f"{target:.3f}) | " + " | ".join(f"d = {d}" for d in dims) + " |")
-    lines.append("|---" * (len(dims) + 2) + "|")
-    for key in present:
-        eps = sorted({round(r.epsilon, 4) for c in cells for r in cells[c].values() if c[1] == key and r.epsilon})
-        row = [METHODS[key], ", ".join(f"{e:g}" for e in eps) if eps else "— (non-private)"]
-        for d in dims:
-            runs_c = cells.get((d, key))
-            row.append(f"{_fmt([r.final_loss for r in runs_c.values()])} ({len(runs_c)})" if runs_c else "not run")
-        lines.append("| " + " | ".join(row) + " |")
-    lines += ["", "Evaluations per run (every method of a cell has DP-GIBO's count on the same seed; private "
-              "selections: expected trials):", "", "| d | evaluations | wall s per run, by method |", "|---|---|---|"]
-    for d in dims:
-        if (d, "dp_gibo") in cells:
-            ev = sorted({int(r.num_evaluations) for r in cells[(d, "dp_gibo")].values()})
-            walls = ", ".join(f"{k}: {statistics.fmean(r.wall_s for r in cells[(d, k)].values()):.1f}"
-                              for k in present if (d, k) in cells)
-            lines.append(f"| {d} | {', '.join(map(str, ev))} | {walls} |")
-    lines += ["", "## DP-GIBO against private random search, per seed (lower final loss wins)", "",
-              "| d | DP-GIBO (E.1 settings) wins | DP-GIBO (η=1 preset) wins | seeds |", "|---|---|---|---|"]
-    met = []
-    for d in dims:
-        ref = cells.get((d, "private_rs"))
-        if not ref:
-            continue
-        row = [str(d)]
-        for key in ("dp_gibo", "dp_gibo_eta1"):
-            mine = cells.get((d, key), {})
-            common = sorted(set(mine) & set(ref))
-            wins = sum(mine[i].final_loss < ref[i].final_loss for i in common)
-            row.append(f"{wins}/{len(common)}" if common else "not run")
-            if d >= 30 and key == "dp_gibo" and common:
-                met.append((d, wins, len(common)))
-        row.append(str(len(ref)))
-        lines.append("| " + " | ".join(row) + " |")
-    ok = bool(met) and all(w >= 0.8 * n for _, w, n in met)
-    lines += ["", "**Goal (DP-GIBO, E.1 settings):** " + (
-        ("met" if ok else "NOT met") + " at the d ≥ 30 that were run ("
-        + ", ".join(f"d = {d}: {w}/{n}" for d, w, n in met) + ")" if met else "no d ≥ 30 was run") + ".", ""]
-    if s.dp_hypo_fraction < 1:
-        lines += [f"DP-HyPO ran with a REDUCED budget: E[K] = {s.dp_hypo_fraction:g} · DP-GIBO's evaluations "
-                  "(its GP refits make the full budget too costly here), at the same (ε, δ).", ""]
-    batched = sorted({r.extra["dim"] for r in runs if r.extra.get("density_update_every", 1) > 1})
-    if batched:
-        fit = sorted({r.extra.get("max_points") for r in runs if r.extra.get("density_update_every", 1) > 1},
-                     key=str)
-        lines += [f"DP-HyPO at d = {', '.join(map(str, batched))} recomputed its sampling density once per d + 1 "
-                  "trials (a batch, like DP-GIBO's), elsewhere at every trial, and its GP saw (fit and posterior) "
-                  f"the last {' / '.join('all' if f is None else str(f) for f in fit)} trials; the bound is the same.",
-                  ""]
-    lines += ["## Cells not run (by these settings)", ""]
-    not_run = [(d, [METHODS[k] for k in METHODS if (d, k) not in cells]) for d in dims]
-    lines += [f"- d = {d}: " + "; ".join(missing) for d, missing in not_run if missing] or \
-        ["None: every method ran at every d."]
-    lines += [""]
-    lines += ["## Pilot (public clip bounds per d, problem seed " + f"{s.pilot_seed})", "",
-              f"DP-GIBO's B from the pilot {'around θ₀' if 'pilot_theta0' in context else 'at uniform θ'}; the "
-              "private selections' C from the pilot at uniform θ.", "",
-              "| d | DP-GIBO clip B | loss clip C |", "|---|---|---|"]
-    for d in dims:
-        p = context.get("pilot", {}).get(str(d))
-        if p:
-            lines.append(f"| {d} | {clip_bound(context, d):g} | {p['loss_clip']:g} |")
-    lines += ["", "## Settings", "", "```", json.dumps(asdict(s), ensure_ascii=False), "```", ""]
-    md = out / "dimension.md"
-    md.write_text("\n".join(lines))
-    _plot(s, runs, out / "dimension.png")
-    (out / "dimension_runs.json").write_text(json.dumps(
-        {"settings": asdict(s), "context": context, "runs": [asdict(r) for r in runs]}, ensure_ascii=False,
-        default=lambda x: None if isinstance(x, float) and math.isinf(x) else str(x)))
-    return md

@@ -1,7 +1,8 @@
 r"""Benchmark problems that return per-user losses ℓ_i(θ) for the private loop.
 
 ``get_problem(name, **kwargs)`` builds one of the paper's problems by registry name;
-``AMPTuningObjective`` (``logistic_regression``) tunes AMP-trained logistic regression.
+``AMPTuningObjective`` (``logistic_regression``) tunes AMP-trained logistic regression, on
+the data of ``logistic_data`` with the per-run privacy budgets of ``run_budgets``.
 """
 
 from __future__ import annotations
@@ -9,17 +10,10 @@ from __future__ import annotations
 from botorch_dp.problems.base import PerUserProblem
 from botorch_dp.problems.gp_regression import GPRegressionLengthscales
 from botorch_dp.problems.huber import HuberRegression
-from botorch_dp.problems.logistic_regression import (
-    LOGISTIC_DATASETS,
-    AMPRunBudget,
-    AMPTuningObjective,
-    DPSGDTuningObjective,
-    LogisticData,
-    load_logistic_data,
-    plan_amp_runs,
-    plan_amp_selection,
-)
+from botorch_dp.problems.logistic_data import LOGISTIC_DATASETS, LogisticData, load_logistic_data
+from botorch_dp.problems.logistic_regression import AMPTuningObjective, DPSGDTuningObjective
 from botorch_dp.problems.normal_location import NormalLocation
+from botorch_dp.problems.run_budgets import AMPRunBudget, plan_amp_runs, plan_amp_selection
 from botorch_dp.problems.svm import KernelSVMRegression
 
 #: Registry name -> problem class (paper settings are the constructor defaults).

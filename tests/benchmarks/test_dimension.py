@@ -1,29 +1,20 @@
 """botorch_dp.benchmarks.dimension: the quick experiment end to end through the contract of
-benchmarks.experiment (shared budgets, calibrated privacy, head-room, report), and its parts."""
+benchmarks.experiment (shared budgets, calibrated privacy, head-room), and its parts (the task
+family: test_dimension_task.py; the report: test_dimension_report.py)."""
 
 import dataclasses
 import warnings
 
 import pytest
-import torch
 
 from botorch_dp.benchmarks import dimension as D
 from botorch_dp.benchmarks.experiment import REQUIRED_MEMBERS, load_experiment
-from botorch_dp.benchmarks.jobs import run_jobs
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 
 
-@pytest.fixture(scope="module")
-def quick(tmp_path_factory):
-    s = D.quick_settings()
-    context = D.prepare(s)
-    jobs = D.experiment_jobs(s, context)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the seeded runs' PrivacyWarning, optimiser warnings
-        runs = run_jobs(jobs, D.make_runner(s, context), workers=1, progress=False)
-    out = tmp_path_factory.mktemp("dimension")
-    md = D.write_report(s, context, runs, out, "python -m botorch_dp.benchmarks run dimension --quick")
-    return dict(settings=s, context=context, jobs=jobs, runs=runs, md=md, out=out)
+@pytest.fixture
+def quick(dimension_quick):
+    return dimension_quick
 
 
 def test_registered_and_complete():
@@ -73,22 +64,6 @@ def test_headroom_measured_and_reported(quick):
     assert "| 2 | 2 |" in text and f"{sum(ratios) / 2:.3f} | {min(ratios):.3f} |" in text
 
 
-def test_report_has_rows_plot_and_runs(quick):
-    text, out = quick["md"].read_text(), quick["out"]
-    for label in D.METHODS.values():
-        assert f"| {label} |" in text, label
-    assert "not run" in text  # the high-d cells of the methods left out
-    not_run = text.split("## Cells not run")[1].split("##")[0]
-    assert "- d = 3: " in not_run and "None: every method" not in not_run
-    # a report whose runs cover every cell says so instead of an empty section
-    s, runs = quick["settings"], [r for r in quick["runs"] if r.extra.get("dim") == 2]
-    full = D.write_report(dataclasses.replace(s, dims=(2,)), quick["context"], runs, out / "only_d2", "cmd")
-    assert "None: every method ran at every d." in full.read_text()
-    assert "Goal" in text and "| 2 | " in text and "quick mode" in text
-    assert (out / "dimension.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (out / "dimension_runs.json").stat().st_size > 1000
-
-
 def test_job_is_deterministic(quick):
     s, context = quick["settings"], quick["context"]
     runner = D.make_runner(s, context)
@@ -102,17 +77,6 @@ def test_job_is_deterministic(quick):
                 warnings.simplefilter("ignore")
                 again = runner(job.kind, kwargs)
             assert dataclasses.replace(again, wall_s=0.0) == dataclasses.replace(quick["runs"][i], wall_s=0.0)
-
-
-def test_generating_lengthscales_sparse():
-    s = D.Settings()
-    for dim, seed in ((5, 0), (30, 3), (100, 1)):
-        ell = D.generating_lengthscales(s, dim, seed)
-        short = ell < s.irrelevant_lengthscale
-        assert int(short.sum()) == s.relevant
-        assert bool(((ell[short] >= s.relevant_low) & (ell[short] <= s.relevant_high)).all())
-        assert torch.equal(ell, D.generating_lengthscales(s, dim, seed))
-    assert not torch.equal(D.generating_lengthscales(s, 30, 0), D.generating_lengthscales(s, 30, 1))
 
 
 def test_unknown_method_refused():
@@ -187,9 +151,3 @@ def test_dp_hypo_batched_from_sets_the_jobs_density_cadence():
     unfit = dataclasses.replace(s, dp_hypo_batched_max_points=0)
     assert [j.kwargs for j in D.experiment_jobs(unfit, {}) if j.kwargs.get("method") == "dp_hypo"][-1] == dict(
         dim=3, seed=0, method="dp_hypo", density_update_every=4)
-
-
-def test_quick_report_marks_batched_dp_hypo(quick):
-    hypo = [r for r in quick["runs"] if r.extra.get("key") == "dp_hypo"]
-    assert hypo and all(r.extra["density_update_every"] == r.extra["dim"] + 1 for r in hypo)
-    assert "recomputed its sampling density once per d + 1" in quick["md"].read_text()

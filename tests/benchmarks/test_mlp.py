@@ -1,6 +1,6 @@
 """botorch_dp.benchmarks.mlp in quick mode, through the experiment contract: equal budgets within a
-seed, every private run at its target (ε, δ), one report row per (μ, method), a pilot that never
-reads the validation users, and reproducible jobs under seeded noise."""
+seed, every private run at its target (ε, δ), a pilot that never reads the validation users, and
+reproducible jobs under seeded noise (the report: test_mlp_report.py)."""
 
 import dataclasses
 import json
@@ -12,23 +12,13 @@ import torch
 
 from botorch_dp.benchmarks import mlp
 from botorch_dp.benchmarks.experiment import REQUIRED_MEMBERS, load_experiment
-from botorch_dp.benchmarks.jobs import job_kwargs, run_jobs
+from botorch_dp.benchmarks.jobs import job_kwargs
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 
 
-@pytest.fixture(scope="module")
-def quick(tmp_path_factory):
-    settings = mlp.quick_settings()
-    context = mlp.prepare(settings)
-    jobs = mlp.experiment_jobs(settings, context)
-    runs = run_jobs(jobs, mlp.make_runner(settings, context), workers=1, progress=False)
-    out = tmp_path_factory.mktemp("mlp")
-    path = mlp.write_report(settings, context, runs, out, "python -m botorch_dp.benchmarks run mlp --quick")
-    return {"settings": settings, "context": context, "jobs": jobs, "runs": runs, "path": path}
-
-
-def _rows(text: str) -> list[list[str]]:
-    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines() if line.startswith("|")]
+@pytest.fixture
+def quick(mlp_quick):
+    return mlp_quick
 
 
 def test_the_module_satisfies_the_contract(quick):
@@ -84,28 +74,6 @@ def test_released_hyperparameters_and_diagnostics_are_in_range(quick):
         assert 0.0 <= r.extra["test_accuracy"] <= 1.0
         assert 0.0 <= r.final_loss <= quick["settings"].loss_cap
         assert r.losses[-1] == pytest.approx(r.final_loss, abs=1e-12)  # deterministic training
-
-
-def test_report_has_one_row_per_mu_and_method_and_a_plot(quick):
-    s, path = quick["settings"], quick["path"]
-    text = path.read_text()
-    assert path.name == mlp.REPORT_MD and (path.parent / mlp.REPORT_PNG).stat().st_size > 0
-    main, paired = text.split("## Paired by seed")
-    keys = [(r[0], r[2]) for r in _rows(main)[2:]]
-    expected = [(f"{mu:g}", m) for mu in s.mus for m in mlp.PRIVATE_METHODS] + [("∞", m) for m in mlp.REFERENCE_METHODS]
-    assert keys == expected
-    pairs = _rows(paired)[2:]
-    assert [(r[0], r[1]) for r in pairs] == [(f"{mu:g}", m) for mu in s.mus
-                                             for m in (mlp.PRIVATE_RS, mlp.DP_HYPO, mlp.GIBO)]
-    # the paired difference of validation losses is the difference of the per-seed runs
-    runs = quick["runs"]
-    first = pairs[0]
-    diffs = [next(r for r in runs if r.method == mlp.PRIVATE_RS and r.setting == s.mus[0] and r.seed == seed).final_loss
-             - next(r for r in runs if r.method == mlp.DP_GIBO and r.setting == s.mus[0] and r.seed == seed).final_loss
-             for seed in s.seeds]
-    assert float(first[2].split(" ± ")[0]) == pytest.approx(sum(diffs) / len(diffs), abs=1e-4)
-    assert int(first[3].split(" / ")[0]) == sum(d > 0 for d in diffs)
-    assert "python -m botorch_dp.benchmarks run mlp --quick" in text and "NON-PRIVATE" in text
 
 
 def test_prepare_never_reads_the_validation_users(quick, monkeypatch):

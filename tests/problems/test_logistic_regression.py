@@ -1,8 +1,8 @@
-"""Tests for problems/logistic_regression.py: the data, the per-run AMP budgets (domination
-of the reference curve, the plans for composed runs and for P&S selection), and the AMP /
+"""Tests for problems/logistic_regression.py: the capped logistic losses and the AMP /
 DP-SGD tuning objectives (shapes, finiteness at the corners of the box, one ledger entry per
 evaluation with the run's exact curve, per-user losses recomputed from the released θ, and
-validation data that never reach training)."""
+validation data that never reach training); the module still exports the names that moved
+to logistic_data.py and run_budgets.py."""
 
 import math
 import warnings
@@ -13,9 +13,7 @@ import torch
 
 import botorch_dp.problems.logistic_regression as lr
 from botorch_dp.privacy.analysis.objective_perturbation import amp_rdp
-from botorch_dp.privacy.analysis.private_selection import private_selection_epsilon_generic
-from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS, rdp_curve_epsilon
-from botorch_dp.privacy.accountants import dp_sgd_rdp
+from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS
 from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.problems import AMPTuningObjective, DPSGDTuningObjective, load_logistic_data
@@ -47,48 +45,7 @@ def _objective(data, budget, **kwargs):
         return AMPTuningObjective(data, budget, **kwargs)
 
 
-# ---------------------------------------------------------------------------- data
-def test_breast_cancer_ranges_are_the_published_table_and_cover_the_data():
-    from sklearn.datasets import load_breast_cancer
-
-    lower, upper = lr.breast_cancer_ranges()
-    X = load_breast_cancer().data
-    assert lower.shape == upper.shape == (30,) and np.all(lower < upper)
-    assert (lower[0], upper[0], lower[3], upper[3]) == (6.981, 28.11, 143.5, 2501.0)  # radius, area (mean)
-    # the table is rounded to 3 decimals (1% of the narrowest ranges): the examples lie inside it up to that
-    slack = 0.015 * (upper - lower)
-    assert np.all(X >= lower - slack) and np.all(X <= upper + slack)
-    assert np.all(X.min(0) <= lower + slack) and np.all(X.max(0) >= upper - slack)  # and the ranges are attained
-
-
-def test_load_logistic_data_splits_with_unit_rows(cancer):
-    sizes = cancer.sizes()
-    assert sum(sizes.values()) == 569 and sizes == {"train": 284, "validation": 171, "test": 114}
-    for X, y in ((cancer.X_train, cancer.y_train), (cancer.X_val, cancer.y_val), (cancer.X_test, cancer.y_test)):
-        assert X.dtype == torch.float64 and X.shape[1] == 30
-        assert torch.allclose(torch.linalg.vector_norm(X, dim=1), torch.ones(X.shape[0], dtype=torch.float64))
-        assert set(y.unique().tolist()) == {0.0, 1.0}
-    rows = lambda X: {tuple(r) for r in X.tolist()}
-    assert not rows(cancer.X_train) & rows(cancer.X_val) and not rows(cancer.X_val) & rows(cancer.X_test)
-    again = load_logistic_data("breast_cancer", seed=0)
-    assert torch.equal(again.X_val, cancer.X_val)
-    assert not torch.equal(load_logistic_data("breast_cancer", seed=1).X_val, cancer.X_val)
-    with pytest.raises(ValueError, match="name"):
-        load_logistic_data("adult")
-
-
-def test_synthetic_labels_follow_the_logistic_model():
-    X, y = lr.synthetic_logistic(4000, 50, seed=0, signal=5.0)
-    assert X.shape == (4000, 50) and torch.allclose(X.norm(dim=1), torch.ones(4000, dtype=torch.float64))
-    # the true direction classifies at about the Bayes rate E[sigmoid(|z|)], z ~ N(0, 25): 0.88
-    from sklearn.linear_model import LogisticRegression
-
-    model = LogisticRegression(C=100.0, max_iter=2000).fit(X[:3000].numpy(), y[:3000].numpy())
-    assert 0.83 < model.score(X[3000:].numpy(), y[3000:].numpy()) < 0.93
-    X2, y2 = lr.synthetic_logistic(4000, 50, seed=0, signal=5.0)
-    assert torch.equal(X, X2) and torch.equal(y, y2)
-
-
+# ---------------------------------------------------------------------------- losses
 def test_logistic_losses_brute_force_and_total():
     u = torch.tensor([-800.0, -3.0, 0.0, 2.5, 800.0, math.inf, -math.inf, math.nan], dtype=torch.float64)
     y = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 0.0], dtype=torch.float64)
@@ -103,80 +60,15 @@ def test_logistic_losses_brute_force_and_total():
     assert torch.isfinite(out).all()
 
 
-# ---------------------------------------------------------------------------- budgets
-def test_sigma_for_curve_is_the_smallest_dominated_sigma(budget):
-    ref = budget.rdp_values()
-    for lam in (budget.lam, 2.0 * budget.lam, 40.0 * budget.lam, 1.2 * budget.min_lam()):
-        sigma = budget.sigma_at(lam)
-        curve = amp_rdp(ORDERS, lam=lam, sigma=sigma, **AMP)
-        assert np.all(curve <= ref)  # below the reference at every grid order
-        assert np.any(amp_rdp(ORDERS, lam=lam, sigma=sigma * (1 - 1e-6), **AMP) > ref)  # and the smallest
-    assert budget.sigma_at(budget.lam) == pytest.approx(budget.sigma, rel=1e-9)
-    heavier = budget.sigma_at(2.0 * budget.lam, weight=3.0)
-    assert np.all(amp_rdp(ORDERS, lam=2.0 * budget.lam, sigma=heavier, **AMP) <= 3.0 * ref)
-    assert heavier < budget.sigma_at(2.0 * budget.lam)
+def test_the_module_still_exports_the_data_and_the_budgets():
+    import botorch_dp.problems.logistic_data as ld
+    import botorch_dp.problems.run_budgets as rb
 
-
-def test_min_lam_is_where_the_sigma_to_infinity_limit_meets_the_reference(budget):
-    floor = budget.min_lam()
-    assert budget.beta < floor < budget.lam
-    assert budget.sigma_at(floor * (1 - 1e-6)) is None
-    assert budget.sigma_at(floor * (1 + 1e-3)) is not None
-    with pytest.raises(ValueError, match="lam"):
-        budget.sigma_at(0.4)  # λ ≤ β
-
-
-def _first_accepted_by_scan(epsilon, delta, k, factor=1.3):
-    """Brute force for plan_amp_runs: σ by scanning a log grid (coarse 5 %, then 0.05 % steps),
-    λ by a linear scan of the 1.05 grid from 2βk/ε."""
-    total = lambda sigma, lam: rdp_curve_epsilon(k * amp_rdp(ORDERS, lam=lam, sigma=sigma, **AMP), ORDERS, delta)[0]
-
-    def sigma_at(lam):
-        coarse = next((s for s in 0.5 * 1.05 ** np.arange(400) if total(s, lam) <= epsilon), None)
-        if coarse is None:
-            return None
-        return next(s for s in coarse / 1.05 * 1.0005 ** np.arange(200) if total(s, lam) <= epsilon)
-
-    sigma_inf = sigma_at(0.5e12)
-    step = 0
-    while True:
-        lam = 2 * 0.5 * k / epsilon * 1.05**step
-        sigma = sigma_at(lam)
-        if sigma is not None and sigma <= factor * sigma_inf:
-            return lam, sigma
-        step += 1
-
-
-@pytest.mark.parametrize("epsilon,k", [(1.0, 5), (8.0, 9.0)])
-def test_plan_amp_runs_spends_epsilon_at_the_first_accepted_lambda(epsilon, k):
-    plan = lr.plan_amp_runs(epsilon, 1e-5, num_runs=k)
-    assert plan.epsilon(1e-5, k) <= epsilon and plan.epsilon(1e-5, k) == pytest.approx(epsilon, rel=1e-9)
-    lam, sigma = _first_accepted_by_scan(epsilon, 1e-5, k)
-    assert plan.lam == pytest.approx(lam, rel=1e-12)
-    assert plan.sigma == pytest.approx(sigma, rel=1e-3)  # the scan's σ grid has steps of 0.05 %
-    with pytest.raises(ValueError, match="num_runs"):
-        lr.plan_amp_runs(1.0, 1e-5, num_runs=0)
-
-
-def test_plan_amp_selection_spends_epsilon_under_the_generic_ps_bound():
-    plan = lr.plan_amp_selection(1.0, 1e-5, mean_trials=15.4066)
-    eps = private_selection_epsilon_generic(plan.rdp, mean_trials=15.4066, target_delta=1e-5,
-                                            distribution="poisson", orders=DEFAULT_RDP_ORDERS)
-    assert eps <= 1.0 and eps == pytest.approx(1.0, rel=1e-9)
-    # one trial alone is much cheaper than the selection
-    assert plan.epsilon(1e-5) < 0.5
-
-
-def test_dp_sgd_noise_for_selection_meets_epsilon():
-    q, steps = 0.05, 100
-    sigma = lr.dp_sgd_noise_for_selection(1.0, 1e-5, sample_rate=q, steps=steps, mean_trials=15.4066)
-    base = lambda a: float(max(dp_sgd_rdp(noise_multiplier=sigma, sample_rate=q, steps=steps, orders=[a])[0], 0.0))
-    eps = private_selection_epsilon_generic(base, mean_trials=15.4066, target_delta=1e-5,
-                                            distribution="poisson", orders=DEFAULT_RDP_ORDERS)
-    assert eps <= 1.0 and eps == pytest.approx(1.0, rel=1e-3)
-    curve = lr.dp_sgd_curve(noise_multiplier=0.99 * sigma, sample_rate=q, steps=steps)
-    values = lr.selection_curve(curve, mean_trials=15.4066)
-    assert rdp_curve_epsilon(values, ORDERS, 1e-5)[0] > 1.0
+    for module in (ld, rb):
+        for name in module.__all__:
+            assert getattr(lr, name) is getattr(module, name)
+    own = {"AMPTuningObjective", "DPSGDTuningObjective", "logistic_losses"}
+    assert set(lr.__all__) == set(ld.__all__) | set(rb.__all__) | own
 
 
 # ---------------------------------------------------------------------------- AMP objective

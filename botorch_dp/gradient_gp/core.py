@@ -1,9 +1,11 @@
-r"""Posterior of the gradient of a GP with fixed hyperparameters.
+r"""``GradientGP``: the factorized gradient posterior of a GP with fixed hyperparameters.
 
-``GradientGP`` holds the Cholesky factor of ``K = k(D, D) + σ²I`` and returns the posterior
-mean, covariance and trace of ``∇f(θ)``, and the trace reduction from adding new points.
-``output_gradient_gps`` reads one ``GradientGP`` per output off a BoTorch model, together
-with the model's input transform, whose Jacobian maps gradients back to the original inputs.
+A ``GradientGP`` holds the Cholesky factor of ``K = k(D, D) + σ²I`` on the public points
+``D`` and returns the posterior mean, covariance and trace of ``∇f(θ)`` (a
+``GradientPosterior``), and the trace reduction from adding new points; ``condition_on``
+extends the factor by a Schur update. ``TensorSnapshot`` tells whether the kernel changed
+since the factor was computed. Reading a ``GradientGP`` off a BoTorch model is in
+``models``.
 """
 
 from __future__ import annotations
@@ -13,21 +15,17 @@ from typing import Any
 
 import torch
 from gpytorch.kernels import Kernel
-from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
-from gpytorch.means import ConstantMean, ZeroMean
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
+from botorch_dp.gradient_gp.exact import exact_gp_parts
 from botorch_dp.kernel_derivatives import DerivativeBackend, KernelDerivatives
 
 __all__ = [
     "DEFAULT_JITTER",
     "GradientGP",
     "GradientPosterior",
-    "OutputGradientGP",
     "TensorSnapshot",
-    "gradient_posterior",
-    "output_gradient_gps",
 ]
 
 DEFAULT_JITTER = 1e-8
@@ -266,7 +264,7 @@ class GradientGP(torch.nn.Module):
                 "or qGradientInformation, which map gradients to the original inputs by the "
                 "chain rule."
             )
-        return _read_exact_gp(model, output, jitter=jitter, method=method)
+        return cls(**exact_gp_parts(model, output), jitter=jitter, method=method)
 
     @classmethod
     def from_factor(
@@ -478,295 +476,3 @@ class GradientGP(torch.nn.Module):
             L_S = psd_safe_cholesky(S)
             M = torch.linalg.solve_triangular(L_S, C.transpose(-1, -2), upper=False)
         return M.pow(2).sum((-1, -2)) * self.output_scale**2
-
-
-# ---------------------------------------------------------------------- BoTorch models
-_BATCH_HINT = (
-    "Build one acquisition (or gradient posterior) per batch element, e.g. from a "
-    "SingleTaskGP on train_X[i], train_Y[i]; several outputs are supported as a "
-    "multi-output SingleTaskGP or a ModelListGP."
-)
-
-
-def _select(t: Tensor, output: int | None, m: int, size: int = 1) -> Tensor:
-    r"""The ``size`` entries of one output from a per-output stack (or a shared tensor)."""
-    t = t.detach().reshape(-1)
-    if output is not None and t.numel() == m * size:
-        return t.reshape(m, size)[output]
-    if t.numel() != size:
-        raise NotImplementedError(f"Cannot read one output from a tensor with {t.numel()} entries.")
-    return t
-
-
-def _read_exact_gp(
-    model: torch.nn.Module, output: int | None, *, jitter: float, method: DerivativeBackend
-) -> GradientGP:
-    r"""``GradientGP`` of one output of an exact GP, on its training inputs as stored.
-
-    In eval mode BoTorch stores the transformed training inputs, so the result lives in
-    the model's input space ``z`` (no chain rule here).
-    """
-    from botorch.models.gpytorch import BatchedMultiOutputGPyTorchModel
-    from botorch.models.transforms.outcome import Standardize
-
-    if not hasattr(model, "train_inputs") or not hasattr(model, "covar_module"):
-        raise NotImplementedError(
-            f"{type(model).__name__} is not an exact GP with train_inputs and a covar_module "
-            "(e.g. SingleTaskGP); the gradient posterior needs one."
-        )
-    m = getattr(model, "num_outputs", 1)
-    if m != 1 and not isinstance(model, BatchedMultiOutputGPyTorchModel):
-        raise NotImplementedError(f"{type(model).__name__} with {m} outputs is not supported.")
-    if m != 1 and output is None:
-        raise NotImplementedError(
-            f"The model has {m} outputs: pass output=i, or use output_gradient_gps(model)."
-        )
-    if output is not None and not 0 <= output < m:
-        raise ValueError(f"output={output} is out of range for a model with {m} outputs.")
-    train_X, train_Y = model.train_inputs[0], model.train_targets
-    if m != 1:  # BoTorch stacks the outputs as the last batch dimension
-        train_X, train_Y = train_X[..., output, :, :], train_Y[..., output, :]
-    if train_X.dim() != 2:
-        raise NotImplementedError(
-            f"Batched models are not supported (training inputs of shape {tuple(train_X.shape)}): "
-            "a batch of models has no single gradient posterior at θ. " + _BATCH_HINT
-        )
-    N = train_X.shape[0]
-    kernel = model.covar_module
-    if len(kernel.batch_shape) > 0:
-        if m == 1 or tuple(kernel.batch_shape) != (m,):
-            raise NotImplementedError(
-                f"A kernel with batch_shape {tuple(kernel.batch_shape)} is not supported. " + _BATCH_HINT
-            )
-        kernel = kernel[output]  # a copy with this output's hyperparameters
-    mean_module = getattr(model, "mean_module", None)
-    if mean_module is None or isinstance(mean_module, ZeroMean):
-        mean_constant = 0.0
-    elif isinstance(mean_module, ConstantMean):
-        mean_constant = float(_select(mean_module.constant, output, m))
-    else:
-        raise NotImplementedError(f"Unsupported mean module {type(mean_module).__name__}.")
-    likelihood = model.likelihood
-    if isinstance(likelihood, FixedNoiseGaussianLikelihood):
-        noise = _select(likelihood.noise, output, m, N)
-    elif isinstance(likelihood, GaussianLikelihood):
-        noise = float(_select(likelihood.noise, output, m))
-    else:
-        raise NotImplementedError(f"Unsupported likelihood {type(likelihood).__name__}.")
-    output_scale = 1.0
-    transform = getattr(model, "outcome_transform", None)
-    if transform is not None:
-        if not isinstance(transform, Standardize):
-            raise NotImplementedError(f"Unsupported outcome transform {type(transform).__name__}.")
-        output_scale = float(_select(transform.stdvs, output, m))
-    return GradientGP(
-        train_X,
-        kernel,
-        noise,
-        train_Y,
-        mean_constant=mean_constant,
-        output_scale=output_scale,
-        jitter=jitter,
-        method=method,
-    )
-
-
-def _split_outputs(model: torch.nn.Module) -> list[tuple[torch.nn.Module, int | None]]:
-    r"""``(single-output model, output index)`` pairs: model lists flattened, outputs apart."""
-    from botorch.models.gpytorch import MultiTaskGPyTorchModel
-    from botorch.models.model import ModelList
-
-    if isinstance(model, ModelList):
-        return [pair for sub in model.models for pair in _split_outputs(sub)]
-    if isinstance(model, MultiTaskGPyTorchModel):
-        raise NotImplementedError(
-            f"{type(model).__name__} correlates its tasks (the task index is an input), so its "
-            "gradient covariance does not split into one trace per output. Use a ModelListGP "
-            "of single-task GPs or a multi-output SingleTaskGP (independent outputs)."
-        )
-    batch_shape = getattr(model, "_input_batch_shape", None)
-    if batch_shape is None:
-        train_inputs = getattr(model, "train_inputs", None)
-        batch_shape = train_inputs[0].shape[:-2] if train_inputs else torch.Size()
-    if len(batch_shape) > 0:
-        raise NotImplementedError(
-            f"{type(model).__name__} has batch_shape {tuple(batch_shape)}: a batch of models has "
-            "no single gradient posterior at θ. " + _BATCH_HINT
-        )
-    m = getattr(model, "num_outputs", 1)
-    return [(model, None)] if m == 1 else [(model, i) for i in range(m)]
-
-
-def _transforms(transform: torch.nn.Module) -> list[torch.nn.Module]:
-    from botorch.models.transforms.input import ChainedInputTransform
-
-    if isinstance(transform, ChainedInputTransform):
-        return [t for sub in transform.values() for t in _transforms(sub)]
-    return [transform]
-
-
-def _check_input_transform(transform: torch.nn.Module) -> None:
-    r"""Refuse input transforms under which ``f(x) = g(T(x))`` has no gradient by the chain rule."""
-    from botorch.models.transforms.input import (
-        BatchBroadcastedInputTransform,
-        NumericToCategoricalEncoding,
-        OneHotToNumeric,
-        Round,
-    )
-
-    for t in _transforms(transform):
-        name = type(t).__name__
-        if isinstance(t, BatchBroadcastedInputTransform):
-            raise NotImplementedError(f"{name} belongs to a batched model. " + _BATCH_HINT)
-        if getattr(t, "is_one_to_many", False):
-            raise NotImplementedError(
-                f"The input transform {name} maps each point to several points, so the model "
-                "is not a GP of one transformed point z = T(x) and the chain rule does not apply."
-            )
-        if not (t.transform_on_train and t.transform_on_eval):
-            raise NotImplementedError(
-                f"The input transform {name} applies only to training or only to test inputs "
-                f"(transform_on_train={t.transform_on_train}, transform_on_eval="
-                f"{t.transform_on_eval}): the training data and θ would live in different spaces."
-            )
-        if isinstance(t, (Round, OneHotToNumeric, NumericToCategoricalEncoding)):
-            raise NotImplementedError(
-                f"The input transform {name} is not differentiable: the objective is piecewise "
-                "constant in the original inputs and has no gradient to learn."
-            )
-
-
-def _input_jacobian(transform: torch.nn.Module, theta: Tensor) -> tuple[Tensor, Tensor]:
-    r"""``z = T(θ)`` and ``J = ∂z/∂θ`` for a ``batch x d`` ``theta`` (``batch x d_z``, ``batch x d_z x d``).
-
-    ``T`` acts point by point (checked), so the row ``j`` of every point's Jacobian comes
-    from one backward pass of ``Σ_points z_j``.
-    """
-    batch, d = theta.shape[:-1], theta.shape[-1]
-    with torch.enable_grad():
-        x = theta.detach().reshape(-1, d).requires_grad_(True)
-        z = transform(x)
-        if z.dim() != 2 or z.shape[0] != x.shape[0]:
-            raise NotImplementedError(
-                f"The input transform maps {tuple(x.shape)} inputs to shape {tuple(z.shape)}; "
-                "the chain rule needs a map of one point to one point."
-            )
-        rows = [
-            torch.autograd.grad(z[:, j].sum(), x, retain_graph=True, allow_unused=True)[0]
-            for j in range(z.shape[-1])
-        ]
-    rows = [torch.zeros_like(x) if r is None else r for r in rows]
-    J = torch.stack(rows, dim=-2)
-    if not torch.isfinite(J).all():
-        raise ValueError("The input transform's Jacobian at theta is not finite.")
-    return z.detach().reshape(*batch, -1), J.reshape(*batch, *J.shape[-2:])
-
-
-@dataclass
-class OutputGradientGP:
-    r"""The ``GradientGP`` of one output of a model and the map of the model's inputs.
-
-    The GP lives on the model's inputs ``z = T(x)`` (``T`` its input transform, or the
-    identity); gradients in the original inputs ``x`` follow by the chain rule,
-    ``∇_x f = Jᵀ ∇_z f`` with ``J = ∂z/∂x`` (diagonal for affine transforms such as
-    ``Normalize``).
-
-    Attributes:
-        gp: The ``GradientGP`` in ``z``.
-        input_transform: The model's input transform ``T`` (in eval mode), or ``None``.
-    """
-
-    gp: GradientGP
-    input_transform: torch.nn.Module | None = None
-
-    def inputs(self, X: Tensor) -> Tensor:
-        r"""``T(X)`` for a ``batch_shape x q x d`` tensor (differentiable in ``X``)."""
-        return X if self.input_transform is None else self.input_transform(X)
-
-    def at(self, theta: Tensor) -> tuple[Tensor, Tensor | None]:
-        r"""``T(θ)`` and ``J = ∂T/∂x`` at ``θ`` (``None`` without a transform).
-
-        Args:
-            theta: A ``batch_shape x d`` tensor.
-
-        Returns:
-            A ``batch_shape x d_z`` tensor and a ``batch_shape x d_z x d`` tensor or ``None``.
-        """
-        if self.input_transform is None:
-            return theta, None
-        return _input_jacobian(self.input_transform, theta.to(self.gp.train_X))
-
-    def posterior(self, theta: Tensor) -> GradientPosterior:
-        r"""Posterior of ``∇_x f(θ)`` in the original inputs (needs the outcomes)."""
-        theta_z, J = self.at(theta)
-        return self.gp.posterior(theta_z, jacobian=J)
-
-    def posterior_trace(self, theta: Tensor) -> Tensor:
-        r"""``tr Cov(∇_x f(θ) | D)`` as a ``batch_shape`` tensor."""
-        theta_z, J = self.at(theta)
-        return self.gp.posterior_trace(theta_z, jacobian=J)
-
-
-def output_gradient_gps(
-    model: torch.nn.Module, *, jitter: float = DEFAULT_JITTER, method: DerivativeBackend = "auto"
-) -> list[OutputGradientGP]:
-    r"""One ``OutputGradientGP`` per output of a model, in output order.
-
-    Reads ``GradientGP``s as they are, single-output exact GPs (see
-    ``GradientGP.from_model``), multi-output ``SingleTaskGP``s (each output its own GP)
-    and ``ModelListGP``s (flattened). Input transforms are kept for the chain rule when
-    they map one point to one differentiable point on training and test inputs alike
-    (``Normalize`` with fixed or learned bounds, ``InputStandardize``, ``Warp``,
-    ``Log10``, chains of them). The model is put in eval mode (as BoTorch's
-    ``posterior`` does), where it holds its transformed training inputs.
-
-    Refused with an error that names the alternative: batched models (a batch of models
-    has no single gradient posterior: build one per batch element), multi-task models
-    (correlated outputs), approximate GPs, non-differentiable or one-to-many transforms,
-    and kernels with non-differentiable sample paths (Matérn-1/2).
-
-    Args:
-        model: A ``GradientGP`` or a BoTorch / GPyTorch exact GP with fixed hyperparameters.
-        jitter: See ``GradientGP``.
-        method: See ``KernelDerivatives``.
-
-    Returns:
-        A list with one entry per output.
-    """
-    if isinstance(model, GradientGP):
-        return [OutputGradientGP(model)]
-    model.eval()
-    parts = []
-    for sub, output in _split_outputs(model):
-        transform = getattr(sub, "input_transform", None)
-        if transform is not None:
-            _check_input_transform(transform)
-        gp = _read_exact_gp(sub, output, jitter=jitter, method=method)
-        parts.append(OutputGradientGP(gp, transform))
-    return parts
-
-
-def gradient_posterior(
-    model: torch.nn.Module, theta: Tensor, *, jitter: float = DEFAULT_JITTER, method: DerivativeBackend = "auto"
-) -> GradientPosterior:
-    r"""Posterior mean and covariance of ``∇f(θ)`` for a single-output exact GP.
-
-    Nothing is fitted: the model's kernel hyperparameters and likelihood noise ``σ²``
-    are used as they are (see ``output_gradient_gps`` for the supported models). With an
-    input transform the gradient is taken in the original inputs (chain rule).
-
-    Args:
-        model: E.g. a ``SingleTaskGP`` with fixed hyperparameters.
-        theta: A ``d`` or ``batch_shape x d`` tensor.
-        jitter: Diagonal floor of the kernel matrix.
-        method: Kernel-derivative backend (see ``KernelDerivatives``).
-
-    Returns:
-        A ``GradientPosterior`` (``batch_shape x d`` mean, ``batch_shape x d x d`` covariance).
-    """
-    parts = output_gradient_gps(model, jitter=jitter, method=method)
-    if len(parts) != 1:
-        raise NotImplementedError(
-            f"The model has {len(parts)} outputs: take output_gradient_gps(model)[i].posterior(theta)."
-        )
-    return parts[0].posterior(theta)

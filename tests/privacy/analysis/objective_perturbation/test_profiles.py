@@ -1,26 +1,24 @@
-r"""Tests for botorch_dp.privacy.analysis.objective_perturbation: every oracle of spec
-§3.8 (seeds-002-004.md, computed independently of this code), closed forms, numerical
-integration, Monte Carlo of the privacy loss (fixed seeds), an exact 1-D logistic
-ObjPert density, and dp_accounting's RDP conversion."""
+r"""Tests for botorch_dp.privacy.analysis.objective_perturbation.profiles: the spec's profile and ε
+oracles (§3.8, seeds-002-004.md, computed independently of this code), closed forms, numerical
+integration and Monte Carlo of the privacy loss (fixed seeds), an exact 1-D logistic ObjPert
+density, dp_accounting's PLD composition, high-precision quadrature of AMP's profile, and the
+classic bound of Kifer et al."""
 
 from __future__ import annotations
 
 import math
 
-import dp_accounting
 import numpy as np
 import pytest
 from scipy.integrate import quad, simpson
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from botorch_dp.privacy.analysis.gdp import gdp_epsilon, gdp_mu
+from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.analysis.objective_perturbation import (
     amp_delta,
     amp_epsilon,
-    amp_rdp,
     amp_rdp_epsilon,
-    calibrate_amp,
     gaussian_profile_delta,
     kifer_delta,
     objpert_delta,
@@ -28,24 +26,10 @@ from botorch_dp.privacy.analysis.objective_perturbation import (
     objpert_rdp,
     objpert_rdp_epsilon,
 )
-from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS, rdp_curve_epsilon
+from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
 
-FIG1_LEFT = dict(clip=1.0, beta=1.0, lam=20.0, sigma=5.0)  # c = 0.051293, ε* = 0.071293
-FIG1_RIGHT = dict(clip=1.0, beta=1.0, lam=5.0, sigma=10.0)
-FIG4 = dict(clip=1.0, beta=1.0, lam=10.0, sigma=8.0)
-AMP_MC = dict(FIG1_LEFT, tau=0.05, sigma_out=0.1)  # s_g = 2τ/(λσ_out) = 0.05
-ORDERS = np.asarray(DEFAULT_RDP_ORDERS)
-
-
-def _c_s(clip, beta, lam, sigma):
-    return -math.log(1.0 - beta / lam), clip / sigma
-
-
-# ------------------------------------------------------------------------- spec §3.8 oracles
-@pytest.mark.parametrize("alpha,expected", [(1.5, 0.2345776), (2.0, 0.2384361), (8.0, 0.2982851), (32.0, 0.7136529)])
-def test_rdp_oracles(alpha, expected):
-    # spec prints 7 decimals: half a unit in the last place
-    assert objpert_rdp(alpha, **FIG1_LEFT) == pytest.approx(expected, abs=5e-8)
+from .cases import AMP_MC, FIG1_LEFT, FIG1_RIGHT, FIG4, ORDERS
+from .cases import c_s as _c_s
 
 
 @pytest.mark.parametrize(
@@ -89,55 +73,6 @@ def test_epsilon_oracles_at_delta_1e_5(params, profile, rdp, lower):
     assert eps_lower < eps_profile < eps_rdp
 
 
-@pytest.mark.parametrize("k,expected,tol", [(10, 3.2479, 5e-5), (100, 24.662, 5e-4)])
-def test_k_fold_rdp_oracles(k, expected, tol):
-    # Fig. 4 setting; k runs compose by summing the RDP curves on the grid
-    values = k * objpert_rdp(ORDERS, **FIG4)
-    eps, _ = rdp_curve_epsilon(values, ORDERS, 1e-5)
-    assert eps == pytest.approx(expected, abs=tol)
-    # the same conversion as dp_accounting's on the same grid
-    theirs, _ = dp_accounting.rdp.compute_epsilon(list(ORDERS), list(values), 1e-5)
-    assert eps == pytest.approx(theirs, rel=1e-12)
-
-
-def test_analytic_gaussian_sigma_oracles():
-    # σ_G = 1/μ for the μ-GDP that is exactly (ε, δ)-DP (sensitivity 1)
-    for epsilon, expected in [(0.1, 30.7496), (1.0, 3.7306), (8.0, 0.6002)]:
-        assert 1.0 / gdp_mu(epsilon, 1e-5) == pytest.approx(expected, abs=5e-5)
-
-
-# C3 with C = √2, β = 0.5, σ_out = 0.15, f = 1.3, δ = 1e-5: (ε, τ, σ or None, j), λ = (2β/ε)·1.05^j
-CALIBRATION = [
-    (0.1, 5e-4, 56.30, 34, 52.53),
-    (1.0, 5e-4, 6.852, 27, 3.7335),
-    (8.0, 5e-4, 1.094, 34, 0.6567),
-    (0.1, 0.01, None, 35, 55.16),
-    (1.0, 0.01, None, 29, 4.116),
-    (8.0, 0.01, None, 35, 0.6895),
-]
-
-
-@pytest.mark.parametrize("epsilon,tau,sigma_expected,j,lam_expected", CALIBRATION)
-def test_calibration_table(epsilon, tau, sigma_expected, j, lam_expected):
-    kw = dict(clip=math.sqrt(2.0), beta=0.5, sigma_out=0.15, tau=tau)
-    sigma, lam = calibrate_amp(epsilon, 1e-5, **kw)
-    assert lam == pytest.approx((1.0 / epsilon) * 1.05**j, rel=1e-12)
-    # the spec prints λ to 4 significant digits (5 for 3.7335)
-    assert lam == pytest.approx(lam_expected, rel=1e-3)
-    if sigma_expected is not None:
-        assert sigma == pytest.approx(sigma_expected, rel=1e-3)  # spec: 4 significant digits
-    amp_kw = dict(clip=kw["clip"], beta=0.5, sigma_out=0.15, tau=tau)
-    # σ is the smallest noise meeting ε at this λ ...
-    assert amp_rdp_epsilon(1e-5, lam=lam, sigma=sigma, **amp_kw) == pytest.approx(epsilon, rel=1e-9)
-    assert amp_rdp_epsilon(1e-5, lam=lam, sigma=0.999 * sigma, **amp_kw) > epsilon
-    # ... within 1.3 σ_G, and at the previous λ the smallest σ was above 1.3 σ_G (no off-by-one λ)
-    sigma_gauss = kw["clip"] / gdp_mu(epsilon, 1e-5)
-    assert sigma <= 1.3 * sigma_gauss
-    lam_prev = lam / 1.05
-    if lam_prev > 0.5:
-        assert amp_rdp_epsilon(1e-5, lam=lam_prev, sigma=1.3 * sigma_gauss, **amp_kw) > epsilon
-
-
 def test_amp_profile_oracles_and_tau_to_zero():
     # spec: quadrature agrees with Monte Carlo; printed to 5 significant digits
     assert amp_delta(0.2, **AMP_MC) == pytest.approx(0.061006, rel=1e-5)
@@ -149,51 +84,6 @@ def test_amp_profile_oracles_and_tau_to_zero():
         assert abs(tiny - exact) <= 1e-12
         assert amp_delta(epsilon, **dict(FIG1_LEFT, tau=0.0, sigma_out=0.1)) == exact
     assert amp_epsilon(1e-5, **dict(FIG1_LEFT, tau=0.0, sigma_out=0.1)) == objpert_epsilon(1e-5, **FIG1_LEFT)
-
-
-# ------------------------------------------------------------------------- independent checks
-@pytest.mark.parametrize("params", [FIG1_LEFT, FIG1_RIGHT, dict(clip=math.sqrt(2.0), beta=0.5, lam=3.0, sigma=0.7)])
-def test_rdp_equals_numerical_integration_of_the_folded_normal_mgf(params):
-    c, s = _c_s(**params)
-    alphas = np.array([1.001, 1.5, 2.0, 8.0, 32.0, 100.0])
-    values = objpert_rdp(alphas, **params)  # arrays in, arrays out
-    assert values.shape == alphas.shape
-    for alpha, value in zip(alphas, values):
-        t = alpha - 1.0
-        # E[e^{t|X|}], X ~ N(0, s²): 2 ∫₀^∞ φ_s(x) e^{tx} dx = e^m · 2 ∫₀^∞ φ_s(x) e^{tx − m} dx, m = t²s²/2
-        # (the integrand in log space; split at its peak t s²)
-        shift, peak = t * t * s * s / 2.0, t * s * s
-        f = lambda x: 2.0 * math.exp(norm.logpdf(x, scale=s) + t * x - shift)
-        mgf = sum(quad(f, lo, hi, epsabs=0.0, epsrel=1e-13, limit=200)[0] for lo, hi in ((0.0, peak), (peak, math.inf)))
-        by_quad = c + s * s / 2.0 + (math.log(mgf) + shift) / t
-        assert value == pytest.approx(by_quad, rel=1e-12)
-        assert value == objpert_rdp(float(alpha), **params)
-    # α → 1 limit (spec E4.3): c + s²/2 + s√(2/π)
-    assert objpert_rdp(1.0 + 1e-10, **params) == pytest.approx(c + s * s / 2.0 + s * math.sqrt(2.0 / math.pi), rel=1e-9)
-
-
-def test_rdp_above_gaussian_with_gap_decreasing_to_c():
-    for params in (FIG1_LEFT, FIG1_RIGHT, FIG4):
-        c, s = _c_s(**params)
-        alphas = np.concatenate([ORDERS, [1e3, 1e4, 1e6]])
-        gap = objpert_rdp(alphas, **params) - alphas * s * s / 2.0
-        assert np.all(gap > c)
-        assert np.all(np.diff(gap) < 0)
-        assert gap[-1] - c == pytest.approx(math.log(2.0) / (1e6 - 1.0), rel=1e-3)  # log(2Φ(·)) → log 2
-
-
-def test_amp_rdp_is_objpert_plus_output_gaussian():
-    s_g = 2 * AMP_MC["tau"] / (AMP_MC["lam"] * AMP_MC["sigma_out"])
-    gaussian = amp_rdp(ORDERS, **AMP_MC) - objpert_rdp(ORDERS, **FIG1_LEFT)
-    np.testing.assert_allclose(gaussian, ORDERS * s_g**2 / 2.0, rtol=1e-10)
-    # that Gaussian part, converted by our grid rule, equals dp_accounting's RDP accountant
-    accountant = dp_accounting.rdp.RdpAccountant(orders=list(ORDERS))
-    accountant.compose(dp_accounting.GaussianDpEvent(1.0 / s_g))
-    assert rdp_curve_epsilon(ORDERS * s_g**2 / 2.0, ORDERS, 1e-5)[0] == pytest.approx(accountant.get_epsilon(1e-5), rel=1e-12)
-    # and the whole AMP curve's conversion equals dp_accounting's on the same values
-    values = amp_rdp(ORDERS, **AMP_MC)
-    theirs, _ = dp_accounting.rdp.compute_epsilon(list(ORDERS), list(values), 1e-5)
-    assert amp_rdp_epsilon(1e-5, **AMP_MC) == pytest.approx(theirs, rel=1e-12)
 
 
 def _plrv_expectation(epsilon, c, s):
@@ -346,36 +236,6 @@ def test_kifer_bound_is_the_inverted_classic_theorem_and_looser():
     assert kifer_delta(0.0, **params) == 1.0
 
 
-def test_input_validation():
-    good = dict(FIG1_LEFT)
-    calls = [
-        (lambda: objpert_rdp(1.0, **good), "alpha"),
-        (lambda: objpert_rdp(np.array([2.0, 0.5]), **good), "alpha"),
-        (lambda: objpert_rdp(math.inf, **good), "alpha"),
-        (lambda: objpert_rdp(2.0, **dict(good, lam=1.0)), "lam must exceed beta"),
-        (lambda: objpert_rdp(2.0, **dict(good, clip=0.0)), "clip"),
-        (lambda: objpert_rdp(2.0, **dict(good, clip=math.inf)), "clip"),
-        (lambda: objpert_rdp(2.0, **dict(good, sigma=-1.0)), "sigma"),
-        (lambda: objpert_rdp(2.0, **dict(good, sigma=math.nan)), "sigma"),
-        (lambda: objpert_rdp(2.0, **dict(good, beta=-1.0)), "beta"),
-        (lambda: amp_rdp(2.0, **good, tau=-1.0, sigma_out=0.1), "tau"),
-        (lambda: amp_rdp(2.0, **good, tau=0.1, sigma_out=0.0), "sigma_out"),
-        (lambda: objpert_delta(math.nan, **good), "epsilon"),
-        (lambda: amp_delta(math.nan, **AMP_MC), "epsilon"),
-        (lambda: objpert_epsilon(0.0, **good), "delta"),
-        (lambda: amp_epsilon(1.0, **AMP_MC), "delta"),
-        (lambda: objpert_rdp_epsilon(1.5, **good), "delta"),
-        (lambda: kifer_delta(1.0, **dict(good, lam=0.5)), "lam"),
-        (lambda: gaussian_profile_delta(1.0, sensitivity_over_sigma=0.0), "sensitivity_over_sigma"),
-        (lambda: calibrate_amp(0.0, 1e-5, clip=1.0, beta=0.5, sigma_out=0.1, tau=1e-3), "epsilon"),
-        (lambda: calibrate_amp(1.0, 1e-5, clip=1.0, beta=0.5, sigma_out=0.1, tau=1e-3, factor=1.0), "factor"),
-        (lambda: calibrate_amp(1.0, 1e-5, clip=1.0, beta=0.0, sigma_out=0.1, tau=1e-3), "beta"),
-    ]
-    for call, match in calls:
-        with pytest.raises(ValueError, match=match):
-            call()
-
-
 def _objpert_pld(c, s, interval):
     # dp_accounting PLD of ObjPert's dominating pair: ω = c + s²/2 + s|Z| rounded up to the grid
     # (pessimistic), no mass at +inf; an independent numerical representation of (P1)
@@ -460,3 +320,18 @@ def test_amp_profile_properties_over_random_parameters():
         assert np.all(amp >= np.array([gaussian_profile_delta(e, sensitivity_over_sigma=s_g) for e in grid]) * (1 - 1e-12))
         eps = amp_epsilon(1e-5, **params)
         assert objpert_epsilon(1e-5, **base) <= eps * (1 + 1e-12) and eps <= amp_rdp_epsilon(1e-5, **params)
+
+
+def test_input_validation():
+    good = dict(FIG1_LEFT)
+    calls = [
+        (lambda: objpert_delta(math.nan, **good), "epsilon"),
+        (lambda: amp_delta(math.nan, **AMP_MC), "epsilon"),
+        (lambda: objpert_epsilon(0.0, **good), "delta"),
+        (lambda: amp_epsilon(1.0, **AMP_MC), "delta"),
+        (lambda: kifer_delta(1.0, **dict(good, lam=0.5)), "lam"),
+        (lambda: gaussian_profile_delta(1.0, sensitivity_over_sigma=0.0), "sensitivity_over_sigma"),
+    ]
+    for call, match in calls:
+        with pytest.raises(ValueError, match=match):
+            call()

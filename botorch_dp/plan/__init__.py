@@ -1,0 +1,67 @@
+r"""Plan a private DP-GIBO run on a PUBLIC proxy, without touching the sensitive data.
+
+Choosing the kernel's length-scales, the clip bound ``B``, the bias tolerance, the step size
+``η`` or the number of steps ``T`` by trying or fitting them on the sensitive objective silently
+voids the guarantee (every try is a release that nobody accounts for). ``plan_private_run``
+chooses them on a public proxy instead: an objective with the same signature (``q x d`` points to
+``q x n_p`` per-user losses) built from public users (a public dataset or split, opt-in or synthetic
+users; a proxy whose MODELS train on sensitive rows charges each training run to their ledger, see
+``plan_private_run``). The sensitive objective is not an argument: the plan cannot
+see it. Because everything it looks at is public, the returned config is public too, and the
+private run that uses it is exactly as private as one with a hand-picked config.
+
+How the private run's noise is simulated on the proxy. Every release of DP-GIBO (gradient,
+noisy norm, clip count, selection score) has sensitivity proportional to ``1/n``: the noise on
+the scale of the mean is ``c/(n μ)`` for a constant ``c`` of the setting. A proxy run with
+``n_p`` users at ``μ' = μ n/n_p`` therefore draws noise of exactly the distribution the private
+run with ``n`` users at ``μ`` will draw (``simulation_config``), and the existing DP-GIBO loop
+runs unchanged on the proxy. What the proxy cannot tell is how far its losses are from the
+sensitive ones: the plan is as good as the proxy is similar.
+
+The steps:
+
+1. Kernel (``fit_kernel=True``, default; ``fit_kernel_on_proxy``): the proxy's mean loss at
+   ``m = 10 d`` scrambled Sobol points of ``Θ`` (or of the box of half-width
+   ``kernel_fit_radius`` around ``θ₀``) fits the hyperparameters of a copy of the config's own
+   kernel (length-scales, outputscale, ...; and ``σ²`` when the config models noise) by
+   marginal likelihood (BoTorch ``SingleTaskGP`` with a constant mean, ``fit_gpytorch_mll``).
+   The fit is in the raw ``θ`` coordinates and loss units DP-GIBO's kernel acts on (it applies
+   no input or outcome transform). ``Θ`` by default because the iterates may go anywhere in it
+   and the kernel is stationary: the length-scales should describe the loss where the run goes,
+   not only the first search box. Fitted on a public proxy, the hyperparameters are public;
+   they are never fitted on the sensitive objective, which the plan never sees.
+2. For each batch rule (``bias_tolerances``: adaptive tolerances, ``None`` for fixed batches;
+   default the config's own rule), ``B`` candidates: quantiles of the proxy's per-user
+   gradient-estimate norms ``‖A y_i‖`` at ``θ₀`` (the first batch DP-GIBO would ask for, with
+   the fitted kernel; ``A = ∇k(θ₀, D)K⁻¹``). With ``clip_bound="adaptive"`` the candidates are
+   ``clip_init`` (``B₀``).
+3. Each setting (batch rule × ``B`` × ``η`` × ``T``) runs DP-GIBO on the proxy at the
+   simulated budget ``num_repeats`` times; its score is the proxy's mean loss at the returned
+   iterate.
+4. The setting with the smallest mean score is returned in a ``DPGIBOConfig`` (with the fitted
+   kernel), with a report of the fit and of every setting: scores, the first step's noise std
+   at the private budget, and the expected noise-to-signal ratio ``σ√d/‖ḡ_B(θ₀)‖`` of that
+   step on the proxy.
+
+The privacy budget, θ₀, the box and the step rule are taken from the given config (public
+choices); the plan does not choose them.
+
+The package: ``kernel_fit`` (step 1, ``fit_kernel_on_proxy``), ``proxy`` (the proxy's checked
+losses and ``simulation_config``) and ``search`` (steps 2 to 4, ``plan_private_run``); every
+public name is re-exported here.
+"""
+
+from botorch_dp.plan.kernel_fit import KERNEL_FIT_POINTS_PER_DIM, KernelFit, fit_kernel_on_proxy
+from botorch_dp.plan.proxy import simulation_config
+from botorch_dp.plan.search import DEFAULT_CLIP_QUANTILES, PlanTrial, PrivatePlan, plan_private_run
+
+__all__ = [
+    "DEFAULT_CLIP_QUANTILES",
+    "KERNEL_FIT_POINTS_PER_DIM",
+    "KernelFit",
+    "PlanTrial",
+    "PrivatePlan",
+    "fit_kernel_on_proxy",
+    "plan_private_run",
+    "simulation_config",
+]

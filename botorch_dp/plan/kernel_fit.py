@@ -1,0 +1,194 @@
+r"""Fitting the config's kernel on a public proxy's mean loss by marginal likelihood.
+
+``fit_kernel_on_proxy`` evaluates the proxy at scrambled Sobol points of ``Θ`` (or of a box
+around ``θ₀``), fits a copy of the config's kernel (and ``σ²`` when the config models noise)
+with BoTorch, and returns the config with the fitted kernel and a ``KernelFit`` report. All
+of it is public because the proxy is.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from botorch.exceptions.warnings import InputDataWarning
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
+from gpytorch.constraints import GreaterThan
+from gpytorch.kernels import Kernel
+from gpytorch.likelihoods import GaussianLikelihood
+from gpytorch.mlls import ExactMarginalLogLikelihood
+from torch import Tensor
+from torch.quasirandom import SobolEngine
+
+from botorch_dp.optim.config import DPGIBOConfig, resolve_model
+from botorch_dp.plan.proxy import _proxy_losses
+from botorch_dp.privacy.checks import check_nonnegative_int, check_positive_int
+
+__all__ = ["KERNEL_FIT_POINTS_PER_DIM", "KernelFit", "fit_kernel_on_proxy"]
+
+#: Default number of kernel-fit points per dimension (``m = 10 d``, the usual size of an
+#: initial space-filling design for GP hyperparameters).
+KERNEL_FIT_POINTS_PER_DIM = 10
+#: Numerical nugget of a noiseless fit, relative to the variance of the fitted mean losses.
+_RELATIVE_NUGGET = 1e-6
+
+
+@dataclass(frozen=True)
+class KernelFit:
+    r"""GP hyperparameters fitted on the PUBLIC proxy's mean loss (all values public).
+
+    Attributes:
+        points: The ``m x d`` scrambled Sobol points of the fit, in the raw ``θ`` coordinates
+            the kernel acts on (DP-GIBO applies no input transform).
+        mean_losses: The ``m`` proxy mean losses ``(1/n_p) Σ_i ℓ_i`` at ``points``.
+        region: The ``2 x d`` box the points fill.
+        hyperparameters: ``{name: values}`` of the fitted kernel, constrained values (e.g.
+            ``"base_kernel.lengthscale"``, ``"outputscale"``), named as in the kernel.
+        noise_variance: The fitted ``σ²``, or ``None`` when the config models no noise (the
+            fit then fixes a numerical nugget, ``1e-6`` of the losses' variance).
+        log_marginal_likelihood: The fitted model's exact marginal log likelihood per point.
+    """
+
+    points: Tensor
+    mean_losses: Tensor
+    region: Tensor
+    hyperparameters: dict[str, tuple[float, ...]]
+    noise_variance: float | None
+    log_marginal_likelihood: float
+
+    @property
+    def lengthscales(self) -> tuple[float, ...] | None:
+        r"""The first ``lengthscale`` among ``hyperparameters`` (``None`` if the kernel has none)."""
+        for name, values in self.hyperparameters.items():
+            if name.split(".")[-1] == "lengthscale":
+                return values
+        return None
+
+    def describe(self) -> str:
+        r"""One line per fitted hyperparameter."""
+        lines = [f"kernel fitted by marginal likelihood on the proxy's mean loss at {len(self.points)} Sobol points:"]
+        for name, values in self.hyperparameters.items():
+            lines.append(f"  {name} = " + ", ".join(f"{v:.4g}" for v in values))
+        noise = "not modelled (numerical nugget only)" if self.noise_variance is None else f"{self.noise_variance:.4g}"
+        lines.append(f"  noise variance = {noise}")
+        return "\n".join(lines)
+
+
+def _constrained_hyperparameters(kernel: Kernel) -> dict[str, tuple[float, ...]]:
+    r"""``{name: values}`` of every parameter of ``kernel``, through its constraint if any."""
+    out = {}
+    for name, raw, constraint in kernel.named_parameters_and_constraints():
+        value = raw if constraint is None else constraint.transform(raw)
+        parts = name.split(".")
+        parts[-1] = parts[-1].removeprefix("raw_")
+        out[".".join(parts)] = tuple(float(v) for v in value.detach().reshape(-1))
+    return out
+
+
+def _fit_region(config: DPGIBOConfig, radius: float | Tensor | None, name: str = "radius") -> Tensor:
+    r"""The ``2 x d`` box ``[θ₀ − r, θ₀ + r] ∩ Θ`` (``Θ`` itself for ``radius=None``)."""
+    bounds = config.bounds.to(torch.float64)
+    if radius is None:
+        return bounds.clone()
+    d = bounds.shape[1]
+    r = torch.as_tensor(radius, dtype=torch.float64)
+    if r.dim() > 1 or r.numel() not in (1, d) or not torch.isfinite(r).all() or (r <= 0).any():
+        raise ValueError(f"{name} must be a positive finite number or d = {d} vector, got {radius!r}.")
+    theta0 = (bounds[0] + bounds[1]) / 2 if config.theta0 is None else config.theta0.to(torch.float64)
+    return torch.stack([torch.maximum(theta0 - r, bounds[0]), torch.minimum(theta0 + r, bounds[1])])
+
+
+def fit_kernel_on_proxy(
+    proxy_objective: Callable[[Tensor], Tensor],
+    config: DPGIBOConfig,
+    *,
+    num_points: int | None = None,
+    radius: float | Tensor | None = None,
+    seed: int = 0,
+) -> tuple[DPGIBOConfig, KernelFit]:
+    r"""Fit the config's kernel on a PUBLIC proxy's mean loss by marginal likelihood.
+
+    The proxy is evaluated at ``m`` scrambled Sobol points of the region (``Θ``, or the box of
+    half-width ``radius`` around ``θ₀``), and a BoTorch ``SingleTaskGP`` with a copy of the
+    config's kernel (``config.kernel`` or ``config.model.covar_module``: same class, same
+    structure, float64) is fitted to the mean losses with ``fit_gpytorch_mll``. The fit is in
+    the raw ``θ`` coordinates and loss units DP-GIBO's kernel acts on (no input or outcome
+    transform), with a constant prior mean: the level of the loss says nothing about its
+    gradient, which is all DP-GIBO asks of the GP. Every hyperparameter of the kernel is fitted
+    (length-scales, outputscale, offsets, ...), also frozen ones: ``requires_grad=False``, as in
+    the ``problems``' recommended kernels, guards against fits on sensitive losses (the
+    returned copy keeps the flags). With ``σ² > 0`` in the config (or the model's likelihood)
+    the noise variance is fitted too, from that value; with ``σ² = 0`` it stays 0 (the fit uses
+    a numerical nugget only). The user's kernel and model are not changed.
+
+    Never pass the sensitive objective: fitted hyperparameters of sensitive losses are
+    sensitive, and this function does not privatize anything.
+
+    Args:
+        proxy_objective: Maps ``q x d`` points to ``q x n_p`` public per-user losses.
+        config: The private run's config.
+        num_points: ``m`` (default ``10 d``); at least 2.
+        radius: Half-width (float or ``d`` tensor, units of ``θ``) of the fit box around
+            ``θ₀``, cut to ``Θ``; ``None`` (default): all of ``Θ``.
+        seed: Seed of the Sobol scrambling (public randomness).
+
+    Returns:
+        The config with the fitted kernel (and ``noise_variance``), and the ``KernelFit``.
+
+    Raises:
+        ValueError: Naming the argument, for a bad ``num_points`` or ``radius``, a proxy that
+            does not return finite per-user losses, or a mean loss that is constant at the points.
+        botorch.exceptions.ModelFittingError: If every attempt of ``fit_gpytorch_mll`` fails.
+    """
+    d = config.bounds.shape[1]
+    m = KERNEL_FIT_POINTS_PER_DIM * d if num_points is None else check_positive_int(num_points, "num_points")
+    if m < 2:
+        raise ValueError(f"num_points must be at least 2, got {m}.")
+    region = _fit_region(config, radius)
+    seed = check_nonnegative_int(seed, "seed")
+    sobol = SobolEngine(d, scramble=True, seed=seed).draw(m, dtype=torch.float64)
+    points = region[0] + (region[1] - region[0]) * sobol
+    y = _proxy_losses(proxy_objective, points).mean(dim=1)
+    if not float(y.var()) > 0:
+        raise ValueError("The proxy's mean loss is constant at the kernel-fit points: there is nothing to fit.")
+    source = config.kernel if config.kernel is not None else config.model.covar_module
+    _, noise, _ = resolve_model(config)
+    nugget = max(config.jitter, _RELATIVE_NUGGET * float(y.var()))
+    # every hyperparameter is fitted, also those the user froze (``requires_grad=False`` is how
+    # kernels say "never fit on the sensitive losses"; this fit is on public ones)
+    kernel = copy.deepcopy(source).to(torch.float64).requires_grad_(True)
+    if noise > 0:
+        likelihood = GaussianLikelihood(noise_constraint=GreaterThan(nugget)).to(torch.float64)
+        likelihood.noise = max(noise, 2 * nugget)
+        model_kw = dict(likelihood=likelihood)
+    else:
+        model_kw = dict(train_Yvar=torch.full((m, 1), nugget, dtype=torch.float64))
+    with warnings.catch_warnings():
+        # raw coordinates and raw loss units on purpose: they are the ones the kernel acts on
+        warnings.filterwarnings("ignore", category=InputDataWarning)
+        model = SingleTaskGP(points, y.unsqueeze(-1), covar_module=kernel, outcome_transform=None, **model_kw)
+        mll = fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        model.train()
+        with torch.no_grad():
+            lml = float(mll(model(points), y))
+    model.eval()
+    fitted = copy.deepcopy(source).to(torch.float64)
+    fitted.load_state_dict(kernel.state_dict())
+    fitted_noise = float(model.likelihood.noise.detach().mean()) if noise > 0 else None
+    changes = {} if fitted_noise is None else {"noise_variance": fitted_noise}
+    if config.kernel is not None:
+        changes["kernel"] = fitted
+    else:
+        fitted_model = copy.deepcopy(config.model)
+        fitted_model.covar_module = fitted
+        changes["model"] = fitted_model
+    fit = KernelFit(
+        points=points, mean_losses=y, region=region, hyperparameters=_constrained_hyperparameters(fitted),
+        noise_variance=fitted_noise, log_marginal_likelihood=lml,
+    )
+    return dataclasses.replace(config, **changes), fit

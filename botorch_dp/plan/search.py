@@ -1,0 +1,278 @@
+r"""The search over clip bound, step size, number of steps and batch rule on the public proxy.
+
+``plan_private_run`` fits the kernel (``kernel_fit``), takes the ``B`` candidates from the
+proxy's per-user gradient-estimate norms at ``θ₀``, runs DP-GIBO on the proxy at the simulated
+private budget (``proxy.simulation_config``) for every setting, and returns the best one in a
+``PrivatePlan`` with a report of every ``PlanTrial``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from botorch_dp.gradient_gp import GradientGP
+from botorch_dp.optim.config import MIN_USERS, DPGIBOConfig
+from botorch_dp.optim.dp_gibo import DPGIBO
+from botorch_dp.plan.kernel_fit import KernelFit, _fit_region, fit_kernel_on_proxy
+from botorch_dp.plan.proxy import _proxy_losses, simulation_config
+from botorch_dp.privacy.checks import check_nonnegative_int, check_positive, check_positive_int, check_probability
+from botorch_dp.privacy.mechanisms import clip_rows
+from botorch_dp.privacy.seeding import PrivacyWarning
+from botorch_dp.utils import child_seeds
+
+__all__ = ["DEFAULT_CLIP_QUANTILES", "PlanTrial", "PrivatePlan", "plan_private_run"]
+
+#: Quantiles of the proxy's per-user gradient-estimate norms tried as ``B``.
+DEFAULT_CLIP_QUANTILES = (0.5, 0.75, 0.9)
+
+
+@dataclass(frozen=True)
+class PlanTrial:
+    r"""One setting tried on the proxy (all values public).
+
+    Attributes:
+        clip_quantile: The quantile of the proxy norms the bound was taken at.
+        clip_bound: ``B`` (``B₀`` with ``clip_bound="adaptive"``).
+        step_size: ``η``.
+        num_iterations: ``T``.
+        proxy_losses: The proxy's mean loss at the returned iterate, one per repeat.
+        noise_std: The first gradient release's noise std per coordinate at the private
+            budget and ``n`` (the same in the simulation, by construction).
+        noise_to_signal: ``σ√d/‖ḡ_B(θ₀)‖``: expected norm of that noise over the norm of the
+            proxy's clipped mean gradient estimate at ``θ₀`` (``inf`` if the latter is 0).
+        bias_tolerance: The batch rule: the adaptive rule's tolerance on ``tr Σ_D(θ)``, or
+            ``None`` for fixed batches (``batch_size``, default ``d + 1``).
+    """
+
+    clip_quantile: float
+    clip_bound: float
+    step_size: float
+    num_iterations: int
+    proxy_losses: tuple[float, ...]
+    noise_std: float
+    noise_to_signal: float
+    bias_tolerance: float | None = None
+
+    @property
+    def mean_proxy_loss(self) -> float:
+        r"""The mean of ``proxy_losses``: the setting's score (smaller is better)."""
+        return math.fsum(self.proxy_losses) / len(self.proxy_losses)
+
+
+@dataclass
+class PrivatePlan:
+    r"""What ``plan_private_run`` returns. Everything here comes from the public proxy and the
+    public settings, so all of it may be published.
+
+    Attributes:
+        config: The recommended ``DPGIBOConfig``: the given one with the fitted kernel (and
+            noise variance) and the best ``B``, ``η``, ``T`` and batch rule.
+        trials: Every ``PlanTrial``, in the order tried.
+        best: The index of the recommended trial.
+        norm_quantiles: ``{γ: B_γ}``, the proxy's per-user gradient-estimate norm quantiles at
+            ``θ₀``, for the recommended batch rule (the other rules' are in ``trials``).
+        gradient_points: The ``b x d`` first batch at ``θ₀`` the norms were taken at (same rule).
+        num_users: ``n`` of the private run.
+        num_proxy_users: ``n_p`` of the proxy.
+        kernel_fit: The ``KernelFit`` on the proxy, or ``None`` with ``fit_kernel=False``
+            (the config's kernel kept).
+    """
+
+    config: DPGIBOConfig
+    trials: list[PlanTrial]
+    best: int
+    norm_quantiles: dict[float, float]
+    gradient_points: Tensor
+    num_users: int
+    num_proxy_users: int
+    kernel_fit: KernelFit | None = None
+
+    def table(self) -> str:
+        r"""The trials as a fixed-width text table, the recommended one marked ``*``."""
+        head = (
+            f"{'':1} {'batch rule':>12} {'quantile':>8} {'B':>10} {'eta':>8} {'T':>4} {'proxy loss':>11} {'+-':>9} "
+            f"{'noise std':>10} {'noise/signal':>12}"
+        )
+        lines = [head]
+        for i, t in enumerate(self.trials):
+            spread = (max(t.proxy_losses) - min(t.proxy_losses)) / 2
+            rule = "fixed" if t.bias_tolerance is None else f"tol {t.bias_tolerance:.3g}"
+            lines.append(
+                f"{'*' if i == self.best else '':1} {rule:>12} {t.clip_quantile:>8.3g} {t.clip_bound:>10.4g} "
+                f"{t.step_size:>8.3g} {t.num_iterations:>4d} {t.mean_proxy_loss:>11.5g} {spread:>9.2g} "
+                f"{t.noise_std:>10.3g} {t.noise_to_signal:>12.3g}"
+            )
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        c = self.config
+        budget = f"mu = {c.privacy_mu:.4g}" + ("" if c.epsilon is None else f" (epsilon = {c.epsilon:g}, delta = {c.delta:g})")
+        kernel = "kernel: the config's (not fitted)" if self.kernel_fit is None else self.kernel_fit.describe()
+        return (
+            f"DP-GIBO plan on a public proxy of {self.num_proxy_users} users for a private run on "
+            f"{self.num_users} users at {budget}; noise simulated at the private budget.\n{kernel}\n{self.table()}"
+        )
+
+
+def _checked_floats(values: Sequence[float], name: str, check: Callable[[float, str], float]) -> tuple[float, ...]:
+    values = tuple(values)
+    if not values:
+        raise ValueError(f"{name} must hold at least one value.")
+    return tuple(check(v, name) for v in values)
+
+
+def _with_batch_rule(config: DPGIBOConfig, bias_tolerance: float | None) -> DPGIBOConfig:
+    r"""``config`` with the adaptive rule at ``bias_tolerance``, or fixed batches for ``None``."""
+    if bias_tolerance is None:
+        return config if config.bias_tolerance is None else dataclasses.replace(config, bias_tolerance=None)
+    return dataclasses.replace(config, bias_tolerance=bias_tolerance, batch_size=None)
+
+
+def _checked_tolerances(values: Sequence[float | None]) -> tuple[float | None, ...]:
+    values = tuple(values)
+    if not values:
+        raise ValueError("bias_tolerances must hold at least one value (None: fixed batches).")
+    return tuple(None if v is None else check_positive(v, "bias_tolerances", allow_inf=False) for v in values)
+
+
+def plan_private_run(
+    proxy_objective: Callable[[Tensor], Tensor],
+    config: DPGIBOConfig,
+    *,
+    num_users: int,
+    clip_quantiles: Sequence[float] = DEFAULT_CLIP_QUANTILES,
+    step_sizes: Sequence[float] | None = None,
+    num_iterations: Sequence[int] | None = None,
+    bias_tolerances: Sequence[float | None] | None = None,
+    fit_kernel: bool = True,
+    kernel_fit_points: int | None = None,
+    kernel_fit_radius: float | Tensor | None = None,
+    num_repeats: int = 2,
+    seed: int = 0,
+) -> PrivatePlan:
+    r"""Fit the kernel, then choose ``B``, ``η``, ``T`` and the batch rule of a private DP-GIBO
+    run, all on a PUBLIC proxy objective.
+
+    The proxy's users must be public (a public dataset or split, opt-in or synthetic users): their
+    losses are used without noise or accounting. Never pass the sensitive objective. A proxy that
+    TRAINS on the sensitive training rows (``TorchModelTuningObjective.with_data`` on a public
+    validation split) is charged: every model it trains goes to the sensitive objective's ledger.
+
+    Args:
+        proxy_objective: Maps ``q x d`` points to the ``q x n_p`` per-user losses of the
+            proxy users (the signature of the private objective).
+        config: The private run's config: bounds, kernel, batch rule, privacy budget
+            (``privacy_mu`` or ``epsilon``/``delta``), schedule and selection. Its kernel
+            hyperparameters (and ``noise_variance`` when positive) are fitted unless
+            ``fit_kernel=False``; its ``clip_bound`` (``clip_init`` with ``"adaptive"``),
+            ``step_size``, ``num_iterations`` and batch rule are what the search chooses.
+        num_users: ``n``, the number of users of the private run (public).
+        clip_quantiles: Quantiles in ``(0, 1]`` of the proxy's per-user gradient-estimate
+            norms at ``θ₀`` tried as ``B`` (or ``B₀``), per batch rule.
+        step_sizes: ``η`` candidates (default: ``config.step_size`` times 0.5, 1 and 2).
+        num_iterations: ``T`` candidates (default: ``config.num_iterations``).
+        bias_tolerances: Batch rules tried: a positive ``bias_tolerance`` (adaptive batches up
+            to ``max_batch_size``; in units of the fitted kernel's gradient variance, and below
+            its prior trace at ``θ₀``), or ``None`` for fixed batches of ``config.batch_size``
+            (default ``d + 1``). Default: the config's own rule only.
+        fit_kernel: Fit the kernel on the proxy first (``fit_kernel_on_proxy``); ``False``
+            keeps the config's kernel and noise variance.
+        kernel_fit_points: ``m``, Sobol points of the fit (default ``10 d``).
+        kernel_fit_radius: Half-width of the fit box around ``θ₀`` (cut to ``Θ``); ``None``
+            (default): all of ``Θ``, the region the run's iterates may visit.
+        num_repeats: Simulated runs per setting (different noise; the same across settings).
+        seed: Seed of the fit points and of the simulated runs' noise and search (public
+            randomness on public data).
+
+    Returns:
+        The ``PrivatePlan``: recommended config and report.
+
+    Raises:
+        ValueError: Naming the argument, for a bad candidate list, ``num_users < 2``, a
+            bias tolerance at or above the prior gradient trace, or a proxy that does not
+            return per-user losses.
+    """
+    n = check_positive_int(num_users, "num_users (n)")
+    if n < MIN_USERS:
+        raise ValueError(f"num_users (n) must be at least {MIN_USERS}: the private run protects each of its n users.")
+    quantiles = _checked_floats(clip_quantiles, "clip_quantiles", lambda v, name: check_probability(v, name, allow_one=True))
+    etas = _checked_floats(
+        (0.5 * config.step_size, config.step_size, 2.0 * config.step_size) if step_sizes is None else step_sizes,
+        "step_sizes", lambda v, name: check_positive(v, name, allow_inf=False),
+    )
+    Ts = tuple(check_positive_int(T, "num_iterations") for T in ((config.num_iterations,) if num_iterations is None else num_iterations))
+    if not Ts:
+        raise ValueError("num_iterations must hold at least one value.")
+    tolerances = _checked_tolerances((config.bias_tolerance,) if bias_tolerances is None else bias_tolerances)
+    if not isinstance(fit_kernel, bool):
+        raise ValueError(f"fit_kernel must be True or False, got {fit_kernel!r}.")
+    if kernel_fit_points is not None and check_positive_int(kernel_fit_points, "kernel_fit_points") < 2:
+        raise ValueError(f"kernel_fit_points must be at least 2, got {kernel_fit_points}.")
+    if kernel_fit_radius is not None:
+        _fit_region(config, kernel_fit_radius, "kernel_fit_radius")  # refused before the proxy is called
+    num_repeats = check_positive_int(num_repeats, "num_repeats")
+    seeds = child_seeds([check_nonnegative_int(seed, "seed")], num_repeats)
+    adaptive_clip = config.clip_bound == "adaptive"
+
+    kernel_fit = None
+    if fit_kernel:
+        config, kernel_fit = fit_kernel_on_proxy(
+            proxy_objective, config, num_points=kernel_fit_points, radius=kernel_fit_radius, seed=seed
+        )
+    with warnings.catch_warnings():
+        # the simulation's seeded noise is public randomness on public data, not a release
+        warnings.filterwarnings("ignore", category=PrivacyWarning)
+        probes = []
+        for tol in tolerances:  # every rule is checked (against the fitted kernel) before any run
+            try:
+                probes.append(DPGIBO(dataclasses.replace(_with_batch_rule(config, tol), seed=seeds[0], validation_mu_budget=None)))
+            except ValueError as err:
+                raise ValueError(f"bias_tolerances: {err}") from err
+        trials, norm_quantiles, gradient_points, n_p = [], {}, {}, None
+        for tol, probe in zip(tolerances, probes):
+            rule_config = _with_batch_rule(config, tol)
+            points = probe.ask()  # public: depends on θ₀, the kernel and the search seed only
+            losses = _proxy_losses(proxy_objective, points)
+            if n_p is not None and losses.shape[1] != n_p:
+                raise ValueError(f"proxy_objective returned {losses.shape[1]} users, earlier {n_p}.")
+            n_p = losses.shape[1]
+            gp = GradientGP(points, probe.kernel, probe.noise_variance, jitter=config.jitter)
+            with torch.no_grad():
+                estimates = (gp.gradient_weights(probe.theta) @ losses).transpose(0, 1)  # n_p x d, public
+            norms = estimates.norm(dim=1)
+            bounds = torch.quantile(norms, torch.tensor(quantiles, dtype=torch.float64)).tolist()
+            if not all(b > 0 and math.isfinite(b) for b in bounds):
+                raise ValueError(f"The proxy's gradient-estimate norm quantiles {bounds} are not all positive and finite.")
+            norm_quantiles[tol], gradient_points[tol] = dict(zip(quantiles, bounds)), points.clone()
+            for (gamma, bound), eta, T in itertools.product(zip(quantiles, bounds), etas, Ts):
+                clip = {"clip_init": bound} if adaptive_clip else {"clip_bound": bound}
+                signal = float(clip_rows(estimates, bound)[0].mean(0).norm())
+                scores, noise_std = [], math.nan
+                for r, s in enumerate(seeds):
+                    sim = simulation_config(rule_config, n, n_p, step_size=eta, num_iterations=T, seed=s, **clip)
+                    release = DPGIBO(sim).run(proxy_objective, progress=False).release
+                    value = torch.as_tensor(proxy_objective(release.theta.unsqueeze(0))).to(torch.float64).mean()
+                    scores.append(float(value))
+                    if r == 0:
+                        noise_std = release.noise_stds[0] if release.noise_stds else math.nan
+                dim = points.shape[1]
+                ratio = noise_std * math.sqrt(dim) / signal if signal > 0 else math.inf
+                trials.append(PlanTrial(gamma, bound, eta, T, tuple(scores), noise_std, ratio, tol))
+    best = min(range(len(trials)), key=lambda i: trials[i].mean_proxy_loss)
+    t = trials[best]
+    chosen = {"clip_init": t.clip_bound} if adaptive_clip else {"clip_bound": t.clip_bound}
+    recommended = dataclasses.replace(
+        _with_batch_rule(config, t.bias_tolerance), step_size=t.step_size, num_iterations=t.num_iterations, **chosen
+    )
+    return PrivatePlan(
+        config=recommended, trials=trials, best=best, norm_quantiles=norm_quantiles[t.bias_tolerance],
+        gradient_points=gradient_points[t.bias_tolerance], num_users=n, num_proxy_users=n_p, kernel_fit=kernel_fit,
+    )

@@ -1,0 +1,46 @@
+r"""``botorch_dp.plan.proxy``: the simulated noise equals the private run's (closed form), and a
+proxy that does not return per-user losses is refused."""
+
+import pytest
+
+from botorch_dp.plan import plan_private_run, simulation_config
+from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
+from tests.optim.loop_helpers import normal_location
+
+from .plan_helpers import N_PRIVATE, N_PROXY, D
+from .plan_helpers import plan_config as _config
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(),
+        dict(clip_bound="adaptive", clip_mu_fraction=0.3),
+        dict(selection="noisy_loss", selection_mu=0.1, loss_clip=5.0),
+        dict(selection="exponential", selection_epsilon=0.2, loss_clip=5.0),
+        dict(noise_schedule="adaptive_norm", max_step_mu=0.1),
+    ],
+)
+def test_simulation_draws_the_private_runs_noise(kw):
+    # every release's noise on the scale of the mean, c/(n μ_j), is the same for n_p proxy users
+    config = _config(**kw)
+    sim = simulation_config(config, N_PRIVATE, N_PROXY, clip_bound=config.clip_bound)
+    scale = N_PRIVATE / N_PROXY
+    assert sim.mu_split.steps_mu == pytest.approx(scale * config.mu_split.steps_mu, rel=1e-12)
+    assert sim.mu_split.gradient_mu * N_PROXY == pytest.approx(config.mu_split.gradient_mu * N_PRIVATE, rel=1e-12)
+    if config.clip_bound == "adaptive":
+        assert sim.mu_split.clip_mu * N_PROXY == pytest.approx(config.mu_split.clip_mu * N_PRIVATE, rel=1e-12)
+    if config.selection == "noisy_loss":
+        assert sim.selection_mu * N_PROXY == pytest.approx(config.selection_mu * N_PRIVATE, rel=1e-15)
+    if config.selection == "exponential":  # P(j) ∝ exp(−ε u_j n/(2C)): ε n is what matters
+        assert sim.selection_epsilon * N_PROXY == pytest.approx(config.selection_epsilon * N_PRIVATE, rel=1e-15)
+        assert sim.mu_split.selection_mu == pytest.approx(pure_dp_to_gdp_mu(sim.selection_epsilon), rel=1e-15)
+    if config.max_step_mu is not None:
+        assert sim.max_step_mu * N_PROXY == pytest.approx(config.max_step_mu * N_PRIVATE, rel=1e-15)
+    assert sim.epsilon is None and sim.validation_mu_budget is None
+
+
+def test_a_proxy_without_per_user_losses_is_refused():
+    _, proxy = normal_location(n=N_PROXY, d=D)
+    with pytest.raises(ValueError, match="per-user losses"):
+        plan_private_run(lambda X: proxy(X).mean(-1, keepdim=True), _config(), num_users=N_PRIVATE)
