@@ -4,7 +4,7 @@ r"""Joint vs greedy batch selection in DP-GIBO: gradient information per evaluat
 For each input dimension ``d`` and surrogate noise ``σ²`` the script builds DP-GIBO loops
 (RBF kernel with length-scale 1, box ``[0, 5]^d``, ``θ₀`` uniform in the box per seed,
 search radius 0.5, non-private so that no noise is drawn) and compares the two values of
-``DPGIBOConfig.batch_selection`` side by side on the same ``θ₀``:
+``DPGIBOConfig.batch_search`` side by side on the same ``θ₀``:
 
 - fixed batches ``b = d + 1``: posterior gradient trace ``tr Σ_D(θ)`` left after the
   first batch (lower is better; the prior trace is ``d``);
@@ -46,7 +46,7 @@ def make_config(d: int, noise: float, seed: int, selection: str, args, **kw) -> 
         bounds=torch.tensor([[0.0] * d, [5.0] * d], dtype=torch.float64), kernel=kernel, privacy_mu=math.inf,
         num_iterations=3, step_size=0.3, step_rule="adagrad", search_radius=0.5, noise_variance=noise,
         theta0=theta0, seed=seed, raw_samples=args.raw_samples, num_restarts=args.num_restarts,
-        batch_selection=selection, **kw,
+        batch_search=selection, **kw,
     )
 
 

@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-import botorch_dp.optim.batch_selection as batch_selection
+import botorch_dp.optim.batch_search as batch_search
 import botorch_dp.optim.options.batches as batches
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.benchmarks import dimension
@@ -99,8 +99,8 @@ def instrumented(timer: Timer) -> Iterator[None]:
     r"""Wrap the timed functions where the loop looks them up; restore them afterwards."""
     patches = [
         (batches, "select_batch", "batch selection"),
-        (batch_selection, "optimize_acqf", "optimize_acqf"),
-        (batch_selection, "posterior_trace", "posterior trace"),
+        (batch_search, "optimize_acqf", "optimize_acqf"),
+        (batch_search, "posterior_trace", "posterior trace"),
         (DPGIBO, "tell", "tell"),
         (GradientGP, "condition_on", "GP conditioning*"),
         (GradientGP, "gradient_weights", "gradient weights"),
@@ -138,7 +138,7 @@ def make_run(
             bias_tolerance=s.bias_tolerance, noise_variance=problem.fit_noise_variance,
             search_radius=s.search_radius, theta0=gp_theta0(problem, seed, s.gp_theta0), seed=seed,
             target_delta=s.target_delta, raw_samples=s.raw_samples, num_restarts=s.num_restarts,
-            batch_selection=s.batch_selection, acqf_maxiter=acqf_maxiter,
+            batch_search=s.batch_search, acqf_maxiter=acqf_maxiter,
         )
     else:
         raise ValueError(f"task must be 'e1' or 'dimension', got {task!r}")

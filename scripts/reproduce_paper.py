@@ -114,7 +114,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--theta0", choices=("random", "centre"), default="random",
                         help="start of DP-GIBO/GIBO on the GP problem: uniform per seed, or the box centre")
     parser.add_argument("--batch-selection", choices=("joint", "greedy"), default="joint",
-                        help="how DP-GIBO/GIBO choose their batches (DPGIBOConfig.batch_selection)")
+                        help="how DP-GIBO/GIBO choose their batches (DPGIBOConfig.batch_search)")
     parser.add_argument("--workers", type=int, default=1,
                         help="run independent jobs in this many spawned processes with one torch thread each "
                              "(default 1: one after the other in this process)")

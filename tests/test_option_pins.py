@@ -134,7 +134,7 @@ FAMILIES: dict[str, dict[str, dict]] = {
 
 #: Single options outside the families (each with the defaults otherwise).
 EXTRA = {
-    "batch_greedy": {"batch_selection": "greedy", "batch_size": 3},
+    "batch_greedy": {"batch_search": "greedy", "batch_size": 3},
     "acqf_maxiter": {"acqf_maxiter": 20},
     "subspace_acquisition": {"subspace": lambda: FixedSubspace(_basis()), "subspace_acquisition": True},
     "zero_user": {"nonfinite_losses": "zero_user", "_objective": _objective_with_a_nan},

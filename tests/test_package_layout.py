@@ -165,7 +165,7 @@ def test_nothing_in_the_package_imports_the_audit_or_the_benchmarks_from_below()
 # ---------------------------------------------------------------------- the thin loop
 OPTION_FIELDS = {
     "clip_bound", "noise_schedule", "subspace", "subspace_acquisition", "step_rule", "preconditioner", "selection",
-    "bias_tolerance", "batch_size", "max_batch_size", "batch_selection", "hyperparameter_fit",
+    "bias_tolerance", "batch_size", "max_batch_size", "batch_search", "hyperparameter_fit",
     "unsafe_allow_sensitive_fitting", "max_iterations",
 }
 

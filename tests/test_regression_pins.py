@@ -110,9 +110,9 @@ def _noisy_gd(step_rule: str) -> dict[str, torch.Tensor]:
 
 CASES = {
     "dp_gibo_fixed_joint": lambda: _dp_gibo(batch_size=4),
-    "dp_gibo_fixed_greedy_adagrad": lambda: _dp_gibo(batch_size=3, batch_selection="greedy", step_rule="adagrad"),
+    "dp_gibo_fixed_greedy_adagrad": lambda: _dp_gibo(batch_size=3, batch_search="greedy", step_rule="adagrad"),
     "dp_gibo_adaptive_joint": lambda: _dp_gibo(bias_tolerance=0.05, max_batch_size=4),
-    "dp_gibo_adaptive_greedy": lambda: _dp_gibo(bias_tolerance=0.05, max_batch_size=4, batch_selection="greedy"),
+    "dp_gibo_adaptive_greedy": lambda: _dp_gibo(bias_tolerance=0.05, max_batch_size=4, batch_search="greedy"),
     "dp_gibo_non_private": lambda: _dp_gibo(batch_size=4, privacy_mu=math.inf),
     "private_random_search": _private_random_search,
     "noisy_gd_sgd": lambda: _noisy_gd("sgd"),

@@ -211,7 +211,7 @@ def run_seed(settings: Settings, variant_name: str, seed: int, clip: float | Non
             step_rule="adagrad", bias_tolerance=settings.bias_tolerance, noise_variance=problem.fit_noise_variance,
             search_radius=settings.search_radius, theta0=theta0, seed=seed, target_delta=settings.target_delta,
             raw_samples=settings.raw_samples, num_restarts=settings.num_restarts,
-            batch_selection=settings.batch_selection,
+            batch_search=settings.batch_selection,
         )
         start = time.perf_counter()
         with warnings.catch_warnings(), centred_gradient_weights(v.centre_losses):

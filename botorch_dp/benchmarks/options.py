@@ -186,7 +186,7 @@ class Runner(KindRunner):
                         theta0=problem.sample_in_bounds(1, seed=1000 + seed)[0])
         base.update(bounds=problem.bounds, kernel=problem.recommended_kernel(), privacy_mu=s.privacy_mu,
                     step_rule="adagrad", batch_size=d + 1, seed=seed, target_delta=s.target_delta,
-                    raw_samples=s.raw_samples, num_restarts=s.num_restarts, batch_selection=s.batch_selection)
+                    raw_samples=s.raw_samples, num_restarts=s.num_restarts, batch_search=s.batch_selection)
         config = DPGIBOConfig(**{**base, **variant_changes(s, self.context, task, variant, d)})
         return problem, config
 

@@ -227,7 +227,7 @@ class Runner(KindRunner):
             noise_variance=problem.fit_noise_variance if noise_std is None else noise_std**2,
             search_radius=s.search_radius, theta0=gp_theta0(problem, seed, s.gp_theta0), seed=seed,
             target_delta=s.target_delta, raw_samples=s.raw_samples, num_restarts=s.num_restarts,
-            batch_selection=s.batch_selection,
+            batch_search=s.batch_selection,
         )
         dp_result = DPGIBO(config).run(problem, progress=False)
         result = from_dp_gibo_result(dp_result)
@@ -302,7 +302,7 @@ class Runner(KindRunner):
             bounds=problem.bounds, kernel=problem.recommended_kernel(), num_iterations=iterations, privacy_mu=mu,
             clip_bound=clip, step_size=step_size, batch_size=batch, theta0=problem.default_theta0(), seed=seed,
             target_delta=s.target_delta, raw_samples=s.raw_samples, num_restarts=s.num_restarts,
-            batch_selection=s.batch_selection,
+            batch_search=s.batch_selection,
         )
         result = from_dp_gibo_result(DPGIBO(config).run(problem, progress=False))
         return self._small_run(experiment, method, problem, seed, result, time.perf_counter() - start, setting)
@@ -340,7 +340,7 @@ class Runner(KindRunner):
             privacy_mu=mu, clip_bound=NO_CLIP if math.isinf(mu) else s.svm_clip, step_size=s.svm_step_size,
             step_rule="adagrad", batch_size=s.svm_batch_size or problem.dim + 1,
             theta0=problem.sample_in_bounds(1, seed=1000 + seed)[0], seed=seed, target_delta=s.target_delta,
-            raw_samples=s.raw_samples, num_restarts=s.num_restarts, batch_selection=s.batch_selection,
+            raw_samples=s.raw_samples, num_restarts=s.num_restarts, batch_search=s.batch_selection,
         )
         result = from_dp_gibo_result(DPGIBO(config).run(problem, progress=False))
         wall = time.perf_counter() - start

@@ -175,11 +175,11 @@ def settings_section(s: Settings, runs: list[Run], pilot: dict) -> list[str]:
     add("- Seeds: " + ", ".join(parts) + (" (the paper shows one run each for E.3/E.4)" if has & {"normal", "huber"} else "")
         + (f". **Fewer than the paper's replications** ({', '.join(reduced)})." if reduced else "."))
     if s.batch_selection == "joint":
-        add("- Batches are chosen jointly (`batch_selection=\"joint\"`: `optimize_acqf` over all q points; adaptive "
+        add("- Batches are chosen jointly (`batch_search=\"joint\"`: `optimize_acqf` over all q points; adaptive "
             "batches take the smallest q ≤ d + 1, found by bisection, whose optimized batch reaches the bias tolerance, "
             "or d + 1 points when none does).")
     else:
-        add("- Batches are chosen greedily (`batch_selection=\"greedy\"`: one point at a time, conditioning on the "
+        add("- Batches are chosen greedily (`batch_search=\"greedy\"`: one point at a time, conditioning on the "
             "points already chosen).")
     if pilot:
         paper_noise = gaussian_noise_std_for_mu(2 * s.paper_clip_bound / pilot["num_users"], s.privacy_mu, s.iterations)

@@ -15,7 +15,7 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_dp.gradient_gp import DEFAULT_JITTER, GradientGP
-from botorch_dp.optim.batch_selection import BATCH_SELECTIONS, BatchSelection
+from botorch_dp.optim.batch_search import BATCH_SEARCHES, BatchSearch
 from botorch_dp.optim.config_options import (
     absorb_strategies,
     build_options,
@@ -23,7 +23,8 @@ from botorch_dp.optim.config_options import (
     set_field,
 )
 from botorch_dp.optim.noise_schedule import DEFAULT_NORM_MU_FRACTION, NoiseSchedule
-from botorch_dp.optim.options import Options
+from botorch_dp.optim.deprecated import alias_property, rename_fields, warn_renamed
+from botorch_dp.optim.options import BudgetSplit, Options
 from botorch_dp.optim.privacy_target import (
     DEFAULT_PRIVACY_MU,
     DEFAULT_TARGET_DELTA,
@@ -139,15 +140,15 @@ class DPGIBOConfig:
             points was not finite. ``"zero_user"``: a user with any non-finite loss among
             the losses used at a step contributes 0 to that step's clipped sum (``n`` is
             unchanged, so the sensitivity and the guarantee hold for every input).
-        batch_selection: How a batch is chosen. ``"joint"`` (default): ``optimize_acqf``
+        batch_search: How a batch is chosen. ``"joint"`` (default): ``optimize_acqf``
             over all ``q`` points at once; with adaptive batches, the smallest
             ``q ≤ b_max`` whose optimized batch reaches ``bias_tolerance`` (bisection over ``q``).
             ``"greedy"``: one point at a time, conditioning on the points already chosen
             (myopic: on the d = 15 GP problem, 16 greedy points leave a posterior gradient
-            trace about 3× that of 16 joint points). See ``batch_selection``.
+            trace about 3× that of 16 joint points). See ``batch_search``.
         target_delta: ``δ`` at which the guarantee's ``ε`` is reported; default ``delta``
             when a target ``(epsilon, delta)`` is given, else ``1e-5``.
-        privacy_budget_mu: Optional GDP budget for the ledger's filter; a step that would
+        validation_mu_budget: Optional GDP budget for the ledger's filter; a step that would
             exceed it is refused before anything is released.
         record_non_private_diagnostics: Record NON-PRIVATE diagnostics (un-noised
             gradients, clip fractions, noise norms) in ``result().diagnostics``. Off by default.
@@ -249,9 +250,9 @@ class DPGIBOConfig:
     theta0: Tensor | None = None
     seed: int | None = None
     nonfinite_losses: NonfiniteLosses = "refuse"
-    batch_selection: BatchSelection = "joint"
+    batch_search: BatchSearch = "joint"
     target_delta: float | None = None
-    privacy_budget_mu: float | None = None
+    validation_mu_budget: float | None = None
     record_non_private_diagnostics: bool = False
     num_restarts: int = 4
     raw_samples: int = 128
@@ -298,8 +299,8 @@ class DPGIBOConfig:
         set_field(self, "num_iterations", check_positive_int(self.num_iterations, "num_iterations (T)"))
         set_field(self, "step_size", check_positive(self.step_size, "step_size (η)", allow_inf=False))
         check_step_rule(self.step_rule)
-        if self.batch_selection not in BATCH_SELECTIONS:
-            raise ValueError(f"batch_selection must be one of {BATCH_SELECTIONS}, got {self.batch_selection!r}.")
+        if self.batch_search not in BATCH_SEARCHES:
+            raise ValueError(f"batch_search must be one of {BATCH_SEARCHES}, got {self.batch_search!r}.")
         if self.batch_size is not None:
             set_field(self, "batch_size", check_positive_int(self.batch_size, "batch_size (b)"))
         if self.bias_tolerance is not None:
@@ -309,8 +310,8 @@ class DPGIBOConfig:
         if self.max_batch_size is not None:
             set_field(self, "max_batch_size", check_positive_int(self.max_batch_size, "max_batch_size (b_max)"))
         set_field(self, "noise_variance", check_nonnegative(self.noise_variance, "noise_variance (σ²)", allow_inf=False))
-        if self.privacy_budget_mu is not None:
-            set_field(self, "privacy_budget_mu", check_positive(self.privacy_budget_mu, "privacy_budget_mu"))
+        if self.validation_mu_budget is not None:
+            set_field(self, "validation_mu_budget", check_positive(self.validation_mu_budget, "validation_mu_budget"))
         set_field(self, "num_restarts", check_positive_int(self.num_restarts, "num_restarts"))
         set_field(self, "raw_samples", check_positive_int(self.raw_samples, "raw_samples"))
         if self.acqf_maxiter is not None:
@@ -404,15 +405,21 @@ class DPGIBOConfig:
         return self.options.iteration_cap(self.num_iterations)
 
     @property
-    def selection_privacy_mu(self) -> float:
-        r"""``μ_sel``, the selection's GDP charge (0 for ``"last"`` and ``"min_noisy_norm"``)."""
-        return self.options.selection.charge
+    def mu_split(self) -> BudgetSplit:
+        r"""How ``privacy_mu`` is split between the run's releases (``optim.options.BudgetSplit``,
+        the one place this is computed): ``selection_mu`` (``μ_sel``, 0 for a free selection),
+        ``steps_mu = √(μ² − μ_sel²)``, and the steps' shares ``gradient_mu``, ``clip_mu`` (adaptive
+        clipping's counts) and ``precond_mu`` (the private preconditioner)."""
+        return self.options.split(self.privacy_mu)
 
-    @property
-    def steps_privacy_mu(self) -> float:
-        r"""``μ_steps = √(μ² − μ_sel²)``, the gradient steps' share (``privacy_mu`` itself
-        without a charged selection)."""
-        return self.options.split(self.privacy_mu).steps_mu
+
+#: Old field names (``rename_fields``): one name per concept.
+RENAMED_FIELDS = {"privacy_budget_mu": "validation_mu_budget", "batch_selection": "batch_search"}
+rename_fields(DPGIBOConfig, RENAMED_FIELDS)
+DPGIBOConfig.steps_privacy_mu = alias_property(  # type: ignore[attr-defined]
+    "DPGIBOConfig.steps_privacy_mu", "DPGIBOConfig.mu_split.steps_mu", lambda c: c.mu_split.steps_mu)
+DPGIBOConfig.selection_privacy_mu = alias_property(  # type: ignore[attr-defined]
+    "DPGIBOConfig.selection_privacy_mu", "DPGIBOConfig.mu_split.selection_mu", lambda c: c.mu_split.selection_mu)
 
 
 def default_batch_size(config: DPGIBOConfig) -> int:
@@ -422,16 +429,16 @@ def default_batch_size(config: DPGIBOConfig) -> int:
 
 
 def split_privacy_mu(config: DPGIBOConfig) -> tuple[float, float | None]:
-    r"""``(μ_g, μ_H)``: the gradients' and the private preconditioner's share of ``privacy_mu``
-    (``optim.options.BudgetSplit``, where every split of the budget is made)."""
-    split = config.options.split(config.privacy_mu)
+    r"""Deprecated: ``config.mu_split.gradient_mu`` and ``.precond_mu``."""
+    warn_renamed("split_privacy_mu(config)", "config.mu_split.gradient_mu and .precond_mu")
+    split = config.mu_split
     return split.gradient_mu, split.precond_mu
 
 
 def clip_count_privacy_mu(config: DPGIBOConfig) -> float | None:
-    r"""``μ_C = μ_steps √f_C``, all clip counts of ``clip_bound="adaptive"`` together (``None``
-    for a fixed bound; ``optim.options.BudgetSplit``)."""
-    return config.options.split(config.privacy_mu).clip_mu
+    r"""Deprecated: ``config.mu_split.clip_mu``."""
+    warn_renamed("clip_count_privacy_mu(config)", "config.mu_split.clip_mu")
+    return config.mu_split.clip_mu
 
 
 def _float_tensor(value: Any, name: str) -> Tensor:

@@ -172,8 +172,8 @@ def build_options(config: Any) -> Options:
         "exponential": lambda: Exponential(c.selection_epsilon, c.loss_clip),
         "noisy_loss": lambda: NoisyLoss(c.selection_mu, c.loss_clip),
     }[c.selection]()
-    batches = (FixedBatches(c.batch_size, c.batch_selection, c.acqf_maxiter) if c.bias_tolerance is None else
-               AdaptiveBatches(None, c.batch_selection, c.acqf_maxiter, c.bias_tolerance, c.max_batch_size))
+    batches = (FixedBatches(c.batch_size, c.batch_search, c.acqf_maxiter) if c.bias_tolerance is None else
+               AdaptiveBatches(None, c.batch_search, c.acqf_maxiter, c.bias_tolerance, c.max_batch_size))
     standardize = getattr(c.model, "outcome_transform", None) is not None
     sensitive = c.unsafe_allow_sensitive_fitting and (c.hyperparameter_fit is not None or standardize)
     fitting = SensitiveFitting(c.hyperparameter_fit, standardize) if sensitive else NoFitting()

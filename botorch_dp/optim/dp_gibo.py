@@ -28,7 +28,7 @@ from botorch_dp.distributed.partitions import PartitionedObjective
 from botorch_dp.evaluation import evaluate_rows
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim import report
-from botorch_dp.optim.batch_selection import local_bounds
+from botorch_dp.optim.batch_search import local_bounds
 from botorch_dp.optim.checkpoint import (
     check_new_checkpoint_dir,
     kernel_fingerprint,
@@ -75,7 +75,7 @@ class DPGIBO:
             hold no checkpoint yet, must not be a symbolic link, and must be private (this
             user's, mode ``0700``); else ``ValueError`` (``checkpoint.check_new_checkpoint_dir``).
         ledger: A ``PrivacyLedger`` to charge (default: a new one with
-            ``config.privacy_budget_mu`` as budget). Pass the ledger your objective records DP
+            ``config.validation_mu_budget`` as budget). Pass the ledger your objective records DP
             training runs in, or a stored one shared by other runs on the same users.
     """
 
@@ -101,9 +101,9 @@ class DPGIBO:
         self._committed: dict[str, Any] | None = None  # files of the last checkpoint written
         self._kernel_fingerprint = kernel_fingerprint(self.kernel) if self.checkpoint_dir is not None else None
         self._config_json = config_to_json(c) if self.checkpoint_dir is not None else None
-        if ledger is not None and c.privacy_budget_mu is not None:
-            raise ValueError("Set the budget on the ledger you pass, not privacy_budget_mu.")
-        self.ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=c.privacy_budget_mu)
+        if ledger is not None and c.validation_mu_budget is not None:
+            raise ValueError("Set the budget on the ledger you pass, not validation_mu_budget.")
+        self.ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=c.validation_mu_budget)
         self.run_id = uuid.uuid4().hex  # the run's name in the ledger
         # Privacy noise: OS entropy unless a seed is given (then child stream 0, with a
         # PrivacyWarning; μ = inf draws no noise). Candidate search: public, stream 1.

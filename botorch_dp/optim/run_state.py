@@ -29,7 +29,7 @@ from botorch_dp.optim.checkpoint import (
     kernel_tensors,
     load_state,
 )
-from botorch_dp.optim.config import DPGIBOConfig, clip_count_privacy_mu
+from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.options import ClipState, NoiseState
 from botorch_dp.optim.projected import SubspaceTrack
 from botorch_dp.optim.selection import EVALUATED_SELECTIONS, SELECTION_KEY
@@ -146,7 +146,7 @@ def check_state(
         raise ValueError("Checkpoint loss files hold no users.")
     check_ledger_covers_steps(config, ledger, meta["run_id"], T, n)
     adaptive = check_noise_and_selection(meta["noise_and_selection"], config=config, T=T, ledger=ledger, run_id=meta["run_id"])
-    clip_mu = clip_count_privacy_mu(config)
+    clip_mu = config.mu_split.clip_mu
     clip = check_clip_state(
         meta["adaptive_clip"], config=config, T=T, num_users=n, ledger=ledger, run_id=meta["run_id"],
         step_mu=None if clip_mu is None else clip_mu / math.sqrt(config.num_iterations),
@@ -245,7 +245,6 @@ def check_ledger_covers_steps(config: DPGIBOConfig, ledger: PrivacyLedger, run_i
     schedule), the clip count or the preconditioner where the config releases one, the norm
     and gradient of an adaptive step (their μ are checked against the noise lists). A state
     whose ledger lost records it had, however consistently edited, is refused here."""
-    from botorch_dp.optim.config import split_privacy_mu  # the config's own split of μ
 
     if T == 0 or config.unsafe_allow_sensitive_fitting and math.isinf(config.privacy_mu):
         return
@@ -254,7 +253,7 @@ def check_ledger_covers_steps(config: DPGIBOConfig, ledger: PrivacyLedger, run_i
     parts = ["norm", "grad"] if adaptive else ["grad"]
     if config.clip_bound == "adaptive":
         parts.append("clip")
-    mu_g, mu_h = split_privacy_mu(config)
+    mu_g, mu_h = config.mu_split.gradient_mu, config.mu_split.precond_mu
     if mu_h is not None:
         parts.append("precond")
     grad_mu = None if adaptive else mu_g / math.sqrt(config.num_iterations)
@@ -286,13 +285,13 @@ def resume_config(
     ckpt._check_keys(meta, META_KEYS, "state")
     stored = config_from_json(meta["config"], state["gp"], meta["kernel"], rebuild=config is None)
     stored_budget = budget_of_ledger_state(meta["ledger"])
-    budgets = [] if config is None else [config.privacy_budget_mu]
+    budgets = [] if config is None else [config.validation_mu_budget]
     if ledger is not None:
         budgets.append(ledger.validation_mu_budget)
     for budget in budgets:
         if budget is not None and stored_budget is not None and budget > stored_budget:
             raise ValueError(
-                f"privacy_budget_mu={budget!r} on resume is looser than the checkpoint's budget "
+                f"validation_mu_budget={budget!r} on resume is looser than the checkpoint's budget "
                 f"{stored_budget!r}; a budget can only be tightened on resume."
             )
     budget = min([b for b in [stored_budget, *budgets] if b is not None], default=None)
@@ -404,12 +403,12 @@ def resume_run(
     state = load_state(checkpoint_dir)
     meta = state["meta"]
     config, budget = resume_config(state, config, ledger)
-    init_config = config if ledger is None else dataclasses.replace(config, privacy_budget_mu=None)
+    init_config = config if ledger is None else dataclasses.replace(config, validation_mu_budget=None)
     with warnings.catch_warnings():
         if config.unsafe_allow_sensitive_fitting:
             warnings.simplefilter("ignore")  # already warned when the run started
         opt = cls(init_config, checkpoint_dir=checkpoint_dir, ledger=ledger, _resuming=True)  # its own checkpoint
-    opt.config = dataclasses.replace(config, privacy_budget_mu=budget) if ledger is None else config
+    opt.config = dataclasses.replace(config, validation_mu_budget=budget) if ledger is None else config
     opt.options = opt.config.options
     if opt._config_json is not None and ledger is None:
         opt._config_json = config_to_json(opt.config)

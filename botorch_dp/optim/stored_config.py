@@ -13,7 +13,7 @@ from torch import Tensor
 
 from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.checkpoint import build_kernel, kernel_fingerprint, kernel_tensors
-from botorch_dp.optim.config import DPGIBOConfig, resolve_model
+from botorch_dp.optim.config import RENAMED_FIELDS, DPGIBOConfig, resolve_model
 from botorch_dp.optim.subspace import subspace_from_spec
 
 __all__ = ["check_same_run", "config_from_json", "config_to_json", "decode_value", "encode_value", "with_added_fields"]
@@ -22,7 +22,7 @@ __all__ = ["check_same_run", "config_from_json", "config_to_json", "decode_value
 #: fitting callable (only its presence is compared) and the users per clipping chunk (a
 #: memory and speed knob: it changes only the order of one floating-point sum, not what is
 #: clipped or how much noise is added; its default changed in issue 13's scale work).
-_RESUME_MAY_DIFFER = {"privacy_budget_mu", "hyperparameter_fit", "user_chunk_size"}
+_RESUME_MAY_DIFFER = {"validation_mu_budget", "hyperparameter_fit", "user_chunk_size"}
 #: Config fields added after schema version 1 (issue 16's target (ε, δ)); a checkpoint
 #: written before them reads them as not given.
 _CONFIG_FIELDS_ADDED = ("epsilon", "delta")
@@ -41,9 +41,11 @@ _CONFIG_FIELDS_WITH_DEFAULTS = (
 
 
 def with_added_fields(stored: Any) -> Any:
-    r"""A stored config with the fields added since it was written filled in."""
+    r"""A stored config with the fields added since it was written filled in, and renamed
+    fields (``config.RENAMED_FIELDS``) under their new names."""
     if not isinstance(stored, dict):
         return stored
+    stored = {RENAMED_FIELDS.get(name, name): value for name, value in stored.items()}
     defaults = {f.name: f.default for f in dataclasses.fields(DPGIBOConfig) if f.name in _CONFIG_FIELDS_WITH_DEFAULTS}
     added = {name: encode_value(value) for name, value in defaults.items() if name not in stored}
     return {**{name: None for name in _CONFIG_FIELDS_ADDED if name not in stored}, **added, **stored}

@@ -233,7 +233,7 @@ def plan_private_run(
         probes = []
         for tol in tolerances:  # every rule is checked (against the fitted kernel) before any run
             try:
-                probes.append(DPGIBO(dataclasses.replace(_with_batch_rule(config, tol), seed=seeds[0], privacy_budget_mu=None)))
+                probes.append(DPGIBO(dataclasses.replace(_with_batch_rule(config, tol), seed=seeds[0], validation_mu_budget=None)))
             except ValueError as err:
                 raise ValueError(f"bias_tolerances: {err}") from err
         trials, norm_quantiles, gradient_points, n_p = [], {}, {}, None

@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from botorch_dp.optim.adaptive_clip import clip_bounds_from_counts, next_clip_bound
-from botorch_dp.optim.config import clip_count_privacy_mu, split_privacy_mu
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.privacy.analysis.gdp import gdp_mu
 from botorch_dp.privacy.ledger import PrivacyBudgetExceeded
@@ -127,10 +126,10 @@ def test_update_rule_closed_form():
 def test_config_fills_the_defaults_and_splits_the_budget():
     cfg = _cfg(clip_init=None)
     assert (cfg.clip_init, cfg.clip_quantile, cfg.clip_learning_rate, cfg.clip_mu_fraction) == (1.0, 0.5, 0.2, 0.1)
-    mu_g, _ = split_privacy_mu(cfg)
-    assert mu_g == pytest.approx(math.sqrt(0.9)) and clip_count_privacy_mu(cfg) == pytest.approx(math.sqrt(0.1))
-    assert math.hypot(mu_g, clip_count_privacy_mu(cfg)) == pytest.approx(1.0, rel=1e-15)
-    assert clip_count_privacy_mu(nl_config(d=D)) is None
+    mu_g, mu_c = cfg.mu_split.gradient_mu, cfg.mu_split.clip_mu
+    assert mu_g == pytest.approx(math.sqrt(0.9)) and mu_c == pytest.approx(math.sqrt(0.1))
+    assert math.hypot(mu_g, mu_c) == pytest.approx(1.0, rel=1e-15)
+    assert nl_config(d=D).mu_split.clip_mu is None
 
 
 @pytest.mark.parametrize(
@@ -190,7 +189,7 @@ def test_released_counts_are_the_true_counts_with_negligible_noise():
 
 
 def test_budget_filter_refuses_the_step_before_anything_is_released():
-    cfg = _cfg(privacy_mu=1.0, num_iterations=4, privacy_budget_mu=0.6)  # room for 1 of the 4 steps (μ/√4 each)
+    cfg = _cfg(privacy_mu=1.0, num_iterations=4, validation_mu_budget=0.6)  # room for 1 of the 4 steps (μ/√4 each)
     _, objective = normal_location(n=N, d=D)
     opt = DPGIBO(cfg)
     X = opt.ask()

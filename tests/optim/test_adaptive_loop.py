@@ -202,7 +202,7 @@ def test_evaluated_selection_asks_for_the_iterates_and_is_charged(selection, sch
     extra = {"selection_epsilon": 0.4} if selection == "exponential" else {"selection_mu": 0.3}
     cfg = _cfg(noise_schedule=schedule, num_iterations=5, selection=selection, loss_clip=20.0, **extra)
     mu_sel = pure_dp_to_gdp_mu(0.4) if selection == "exponential" else 0.3
-    assert cfg.selection_privacy_mu == mu_sel and cfg.steps_privacy_mu == pytest.approx(math.sqrt(1 - mu_sel**2))
+    assert cfg.mu_split.selection_mu == mu_sel and cfg.mu_split.steps_mu == pytest.approx(math.sqrt(1 - mu_sel**2))
     _, objective = normal_location(n=N, d=D)
     opt = DPGIBO(cfg)
     infos = []
@@ -217,7 +217,7 @@ def test_evaluated_selection_asks_for_the_iterates_and_is_charged(selection, sch
     assert all(info.selected_index is None for info in infos[:-1]) and infos[-1].batch_size == T + 1
     assert torch.equal(r.theta, r.iterates[r.selected_index])
     steps = [(key, mu) for (_, key), mu in opt.ledger.validation_steps.items() if key != "select"]
-    assert math.fsum(mu * mu for _, mu in steps) == pytest.approx(cfg.steps_privacy_mu**2, rel=1e-9)
+    assert math.fsum(mu * mu for _, mu in steps) == pytest.approx(cfg.mu_split.steps_mu**2, rel=1e-9)
     assert opt.ledger.validation_steps[(opt.run_id, "select")] == pytest.approx(mu_sel, rel=1e-12)
     assert r.guarantee.mu == pytest.approx(1.0, rel=1e-9)
     if selection == "exponential":
@@ -226,7 +226,7 @@ def test_evaluated_selection_asks_for_the_iterates_and_is_charged(selection, sch
     else:
         assert r.selection_scores.shape == (T + 1,) and r.selected_index == int(torch.argmin(r.selection_scores))
     if schedule == "fixed":  # the steps' noise is calibrated to μ_steps
-        assert r.noise_stds[0] == pytest.approx(2 * 2.0 * math.sqrt(5) / (N * cfg.steps_privacy_mu), rel=1e-12)
+        assert r.noise_stds[0] == pytest.approx(2 * 2.0 * math.sqrt(5) / (N * cfg.mu_split.steps_mu), rel=1e-12)
     assert len(r.evaluation_points) + T + 1 <= cfg.max_evaluations
 
 

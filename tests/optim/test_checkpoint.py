@@ -89,7 +89,7 @@ def test_training_runs_in_a_shared_ledger_survive_resume(tmp_path):
     assert math.isclose(ledger2.training_epsilon(1e-5), ref_ledger.training_epsilon(1e-5))
     assert len(ledger2.validation_steps) == 4
     with pytest.raises(ValueError, match="budget on the ledger"):
-        DPGIBO(nl_config(d=2, privacy_budget_mu=1.0), ledger=PrivacyLedger())
+        DPGIBO(nl_config(d=2, validation_mu_budget=1.0), ledger=PrivacyLedger())
 
 
 # ---------------------------------------------------------------------- safe format
@@ -251,10 +251,10 @@ def test_resume_refuses_a_changed_run(tmp_path):
 
 
 def test_budget_on_resume_can_only_tighten(tmp_path):
-    opt, cfg, objective = _run_some(tmp_path, privacy_budget_mu=1.0)
+    opt, cfg, objective = _run_some(tmp_path, validation_mu_budget=1.0)
     with pytest.raises(ValueError, match="only be tightened"):
-        DPGIBO.resume(tmp_path, dataclasses.replace(cfg, privacy_budget_mu=2.0))
-    tight = DPGIBO.resume(tmp_path, dataclasses.replace(cfg, privacy_budget_mu=0.65))
+        DPGIBO.resume(tmp_path, dataclasses.replace(cfg, validation_mu_budget=2.0))
+    tight = DPGIBO.resume(tmp_path, dataclasses.replace(cfg, validation_mu_budget=0.65))
     assert tight.ledger.validation_mu_budget == 0.65
     X = tight.ask()
     with pytest.raises(PrivacyBudgetExceeded):

@@ -285,6 +285,7 @@ def test_a_schema_1_checkpoint_from_before_these_checks_resumes(tmp_path):
     config, problem = namespace["config"], namespace["problem"]
     doc = json.loads((root / ckpt.STATE_FILE).read_text())
     assert doc["schema_version"] == 1 and "dtype" not in doc["kernel"]["spec"]
+    assert {"privacy_budget_mu", "batch_selection"} <= set(doc["config"])  # the fields' old names (RENAMED_FIELDS)
     with_config = DPGIBO.resume(root, config)
     assert with_config.iteration == 2
     resumed = DPGIBO.resume(root)  # without config: the float64 kernel rebuilt exactly

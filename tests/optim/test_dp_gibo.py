@@ -123,7 +123,7 @@ def test_objective_returning_nan_stops_run_before_release():
         (dict(bounds=torch.ones(2, 5)), "lower < upper"),
         (dict(noise_variance=-1.0), "noise_variance"),
         (dict(target_delta=0.0), "target_delta"),
-        (dict(batch_selection="random"), "batch_selection"),
+        (dict(batch_search="random"), "batch_search"),
     ],
 )
 def test_config_refusals(kw, match):
@@ -161,7 +161,7 @@ def test_sensitive_fitting_is_refused_unless_opted_out():
 
 def test_budget_filter_refuses_before_release():
     x, objective = normal_location(n=10, d=2)
-    opt = DPGIBO(nl_config(d=2, privacy_mu=1.0, num_iterations=4, privacy_budget_mu=0.75))
+    opt = DPGIBO(nl_config(d=2, privacy_mu=1.0, num_iterations=4, validation_mu_budget=0.75))
     # each step is mu/sqrt(T) = 0.5: two steps (total ~0.707) fit, a third (0.866) does not
     for _ in range(2):
         X = opt.ask()

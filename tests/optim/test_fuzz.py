@@ -144,7 +144,7 @@ INVALID = {
     "max_batch_size": [0, -1, 1.5],
     "noise_variance": [-1e-6, math.nan, math.inf, "0"],
     "target_delta": [0.0, 1.0, -0.1, math.nan, 2.0],
-    "privacy_budget_mu": [0.0, -1.0, math.nan],
+    "validation_mu_budget": [0.0, -1.0, math.nan],
     "num_restarts": [0, -1, 2.5, math.nan],
     "raw_samples": [0, -3, 0.5, math.inf],
     "user_chunk_size": [0, -1, 2.5, math.nan, math.inf, False],
@@ -155,7 +155,7 @@ INVALID = {
     "bias_tolerance": [0.0, -1.0, math.nan, math.inf],
     "nonfinite_losses": ["zero", "ignore", None, 0],
     "step_rule": ["adam", None],
-    "batch_selection": ["random", None],
+    "batch_search": ["random", None],
     "preconditioner": ["noisy", "private", "exact"],  # only with step_rule="adagrad_full"
     "preconditioner_mu_fraction": [0.5, 0.0],  # only with preconditioner="private"
     "subspace": [torch.eye(2), "V", FixedSubspace(torch.eye(3))],

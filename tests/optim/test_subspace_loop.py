@@ -36,7 +36,7 @@ def _quiet():
 
 def nl_config(**kw):
     """The loop tests' config with the fast greedy batch search (joint search is ~20x slower)."""
-    return _nl_config(**{"batch_selection": "greedy", "num_restarts": 1, "raw_samples": 16, **kw})
+    return _nl_config(**{"batch_search": "greedy", "num_restarts": 1, "raw_samples": 16, **kw})
 
 
 def in_span(V, x, atol=1e-12):
@@ -161,7 +161,7 @@ def test_budget_filter_counts_both_releases_before_either():
     # each step is √(μ_g² + μ_H²)/√T = 0.5: one step fits a budget of 0.65, a second (0.707) does not,
     # although the gradient alone (√(0.25 + 0.125) = 0.61) would
     cfg = nl_config(d=2, privacy_mu=1.0, num_iterations=4, seed=4, step_rule="adagrad_full", preconditioner="private",
-                    privacy_budget_mu=0.65)
+                    validation_mu_budget=0.65)
     opt = DPGIBO(cfg)
     X = opt.ask()
     opt.tell(X, objective(X))

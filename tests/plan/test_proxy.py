@@ -3,7 +3,6 @@ proxy that does not return per-user losses is refused."""
 
 import pytest
 
-from botorch_dp.optim.config import clip_count_privacy_mu, split_privacy_mu
 from botorch_dp.plan import plan_private_run, simulation_config
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
 from tests.optim.loop_helpers import normal_location
@@ -27,18 +26,18 @@ def test_simulation_draws_the_private_runs_noise(kw):
     config = _config(**kw)
     sim = simulation_config(config, N_PRIVATE, N_PROXY, clip_bound=config.clip_bound)
     scale = N_PRIVATE / N_PROXY
-    assert sim.steps_privacy_mu == pytest.approx(scale * config.steps_privacy_mu, rel=1e-12)
-    assert split_privacy_mu(sim)[0] * N_PROXY == pytest.approx(split_privacy_mu(config)[0] * N_PRIVATE, rel=1e-12)
+    assert sim.mu_split.steps_mu == pytest.approx(scale * config.mu_split.steps_mu, rel=1e-12)
+    assert sim.mu_split.gradient_mu * N_PROXY == pytest.approx(config.mu_split.gradient_mu * N_PRIVATE, rel=1e-12)
     if config.clip_bound == "adaptive":
-        assert clip_count_privacy_mu(sim) * N_PROXY == pytest.approx(clip_count_privacy_mu(config) * N_PRIVATE, rel=1e-12)
+        assert sim.mu_split.clip_mu * N_PROXY == pytest.approx(config.mu_split.clip_mu * N_PRIVATE, rel=1e-12)
     if config.selection == "noisy_loss":
         assert sim.selection_mu * N_PROXY == pytest.approx(config.selection_mu * N_PRIVATE, rel=1e-15)
     if config.selection == "exponential":  # P(j) ∝ exp(−ε u_j n/(2C)): ε n is what matters
         assert sim.selection_epsilon * N_PROXY == pytest.approx(config.selection_epsilon * N_PRIVATE, rel=1e-15)
-        assert sim.selection_privacy_mu == pytest.approx(pure_dp_to_gdp_mu(sim.selection_epsilon), rel=1e-15)
+        assert sim.mu_split.selection_mu == pytest.approx(pure_dp_to_gdp_mu(sim.selection_epsilon), rel=1e-15)
     if config.max_step_mu is not None:
         assert sim.max_step_mu * N_PROXY == pytest.approx(config.max_step_mu * N_PRIVATE, rel=1e-15)
-    assert sim.epsilon is None and sim.privacy_budget_mu is None
+    assert sim.epsilon is None and sim.validation_mu_budget is None
 
 
 def test_a_proxy_without_per_user_losses_is_refused():

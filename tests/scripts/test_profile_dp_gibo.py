@@ -7,7 +7,7 @@ import pytest
 import torch
 from helpers import loaded_script
 
-import botorch_dp.optim.batch_selection as batch_selection
+import botorch_dp.optim.batch_search as batch_search
 import botorch_dp.optim.options.batches as batches
 from botorch_dp import DPGIBO
 from botorch_dp.gradient_gp import GradientGP
@@ -24,7 +24,7 @@ def profile_dp_gibo():
 
 def test_timed_run_equals_a_plain_run_and_restores_the_patches(profile_dp_gibo):
     originals = [
-        batches.select_batch, batch_selection.optimize_acqf, batch_selection.posterior_trace,
+        batches.select_batch, batch_search.optimize_acqf, batch_search.posterior_trace,
         DPGIBO.__dict__["tell"], GradientGP.__dict__["condition_on"], GradientGP.__dict__["gradient_weights"],
         GaussianGradientMechanism.__dict__["release_sum"],
     ]
@@ -36,7 +36,7 @@ def test_timed_run_equals_a_plain_run_and_restores_the_patches(profile_dp_gibo):
     assert run["batch_sizes"] == plain.batch_sizes
     assert torch.equal(run["final_theta"], plain.theta)  # same seed, same bits
     assert originals == [
-        batches.select_batch, batch_selection.optimize_acqf, batch_selection.posterior_trace,
+        batches.select_batch, batch_search.optimize_acqf, batch_search.posterior_trace,
         DPGIBO.__dict__["tell"], GradientGP.__dict__["condition_on"], GradientGP.__dict__["gradient_weights"],
         GaussianGradientMechanism.__dict__["release_sum"],
     ]

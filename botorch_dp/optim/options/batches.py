@@ -1,4 +1,4 @@
-r"""Batch rules: how many points each step evaluates and how they are searched (``optim.batch_selection``).
+r"""Batch rules: how many points each step evaluates and how they are searched (``optim.batch_search``).
 
 ``FixedBatches(size)`` (Sopa et al., Alg. 1) and ``AdaptiveBatches(tolerance, max_size)``
 (Alg. 2: the smallest batch whose posterior gradient trace reaches the tolerance, at most
@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from botorch_dp.gradient_gp import GradientGP
-from botorch_dp.optim.batch_selection import BATCH_SELECTIONS, select_batch
+from botorch_dp.optim.batch_search import BATCH_SEARCHES, select_batch
 from botorch_dp.optim.options.registry import Strategy, register
 from botorch_dp.privacy.checks import check_positive, check_positive_int
 
@@ -24,8 +24,8 @@ __all__ = ["AdaptiveBatches", "FixedBatches"]
 
 
 def _check_search(search: Any, maxiter: Any) -> None:
-    if search not in BATCH_SELECTIONS:
-        raise ValueError(f"batch_selection must be one of {BATCH_SELECTIONS}, got {search!r}.")
+    if search not in BATCH_SEARCHES:
+        raise ValueError(f"batch_search must be one of {BATCH_SEARCHES}, got {search!r}.")
     if maxiter is not None:
         check_positive_int(maxiter, "acqf_maxiter")
 
@@ -63,7 +63,7 @@ class FixedBatches(Strategy):
         r"""The next batch (a ``q x d`` tensor; public)."""
         size = self.per_step(default)
         return select_batch(
-            gp, theta, bounds, generator, batch_selection=self.search, batch_size=size, bias_tolerance=self.tolerance,
+            gp, theta, bounds, generator, batch_search=self.search, batch_size=size, bias_tolerance=self.tolerance,
             max_batch_size=size, num_restarts=num_restarts, raw_samples=raw_samples, basis=basis, maxiter=self.maxiter,
         )
 
@@ -105,7 +105,7 @@ class AdaptiveBatches(FixedBatches):
         default: int, num_restarts: int, raw_samples: int,
     ) -> Tensor:
         return select_batch(
-            gp, theta, bounds, generator, batch_selection=self.search, batch_size=default,
+            gp, theta, bounds, generator, batch_search=self.search, batch_size=default,
             bias_tolerance=self.bias_tolerance, max_batch_size=self.per_step(default), num_restarts=num_restarts,
             raw_samples=raw_samples, basis=basis, maxiter=self.maxiter,
         )

@@ -4,7 +4,7 @@ from gpytorch.kernels import RBFKernel
 
 from botorch_dp.acquisition import qGradientInformation
 from botorch_dp.gradient_gp import GradientGP
-from botorch_dp.optim.batch_selection import (
+from botorch_dp.optim.batch_search import (
     adaptive_joint_batch,
     greedy_batch,
     local_bounds,
@@ -103,7 +103,7 @@ def test_empty_batch_when_the_trace_already_meets_the_tolerance():
     for X in (
         adaptive_joint_batch(gp, theta, box, eps, d + 1, gen, **FAST),
         greedy_batch(gp, theta, box, d + 1, gen, tolerance=eps, **FAST),
-        select_batch(gp, theta, box, gen, batch_selection="joint", batch_size=3, bias_tolerance=eps,
+        select_batch(gp, theta, box, gen, batch_search="joint", batch_size=3, bias_tolerance=eps,
                      max_batch_size=d + 1, **FAST),
     ):
         assert X.shape == (0, d) and X.dtype == torch.float64
@@ -115,7 +115,7 @@ def test_select_batch_fixed_sizes():
     theta, box = setting(d)
     gp = empty_gp(d)
     for selection in ("joint", "greedy"):
-        X = select_batch(gp, theta, box, torch.Generator().manual_seed(1), batch_selection=selection,
+        X = select_batch(gp, theta, box, torch.Generator().manual_seed(1), batch_search=selection,
                          batch_size=3, bias_tolerance=None, max_batch_size=d + 1, **FAST)
         assert X.shape == (3, d)
 
@@ -125,7 +125,7 @@ def test_acqf_maxiter_reaches_every_optimize_acqf_call_and_only_when_set(monkeyp
 
     import pytest
 
-    from botorch_dp.optim import batch_selection
+    from botorch_dp.optim import batch_search
     from botorch_dp.optim.dp_gibo import DPGIBO
     from tests.optim.loop_helpers import nl_config
 
@@ -135,9 +135,9 @@ def test_acqf_maxiter_reaches_every_optimize_acqf_call_and_only_when_set(monkeyp
         seen.append(dict(kwargs["options"]))
         return optimize_acqf(*args, **kwargs)
 
-    monkeypatch.setattr(batch_selection, "optimize_acqf", recording)
+    monkeypatch.setattr(batch_search, "optimize_acqf", recording)
     base = nl_config(d=2, num_iterations=1, batch_size=3)
-    DPGIBO(dataclasses.replace(base, acqf_maxiter=7, batch_selection="greedy")).ask()  # one search per point
+    DPGIBO(dataclasses.replace(base, acqf_maxiter=7, batch_search="greedy")).ask()  # one search per point
     assert len(seen) == 3 and all(o["maxiter"] == 7 for o in seen)
     seen.clear()
     DPGIBO(base).ask()  # joint

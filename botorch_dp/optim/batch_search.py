@@ -21,8 +21,8 @@ from botorch_dp.acquisition import qGradientInformation
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.utils import project_to_box
 
-BatchSelection = Literal["joint", "greedy"]
-BATCH_SELECTIONS: tuple[str, ...] = get_args(BatchSelection)
+BatchSearch = Literal["joint", "greedy"]
+BATCH_SEARCHES: tuple[str, ...] = get_args(BatchSearch)
 
 
 def local_bounds(theta: Tensor, search_radius: Tensor, bounds: Tensor) -> Tensor:
@@ -211,7 +211,7 @@ def select_batch(
     bounds: Tensor,
     generator: torch.Generator,
     *,
-    batch_selection: BatchSelection,
+    batch_search: BatchSearch,
     batch_size: int,
     bias_tolerance: float | None,
     max_batch_size: int,
@@ -224,7 +224,7 @@ def select_batch(
 
     Args:
         gp, theta, bounds, generator, num_restarts, raw_samples, maxiter: As in ``optimize_batch``.
-        batch_selection: ``"joint"`` or ``"greedy"``.
+        batch_search: ``"joint"`` or ``"greedy"``.
         batch_size: ``b`` of fixed batches (ignored when ``bias_tolerance`` is given).
         bias_tolerance: Tolerance of adaptive batches (``tr Σ ≤ bias_tolerance``), or
             ``None`` for fixed batches.
@@ -235,7 +235,7 @@ def select_batch(
         A ``q x d`` tensor.
     """
     options = dict(num_restarts=num_restarts, raw_samples=raw_samples, basis=basis, maxiter=maxiter)
-    joint = batch_selection == "joint"
+    joint = batch_search == "joint"
     if bias_tolerance is not None and joint:
         return adaptive_joint_batch(gp, theta, bounds, bias_tolerance, max_batch_size, generator, **options)
     if bias_tolerance is not None:
