@@ -10,7 +10,7 @@ the clip bound does not change the cost.
 
 The breakdown (seconds, wall clock, nested parts listed under their parent):
 
-- ``batch selection`` (``ask``): ``select_batch``, of which ``optimize_acqf`` (the
+- ``batch search`` (``ask``): ``search_batch``, of which ``optimize_acqf`` (the
   acquisition's optimisation: initial conditions and L-BFGS-B) and ``posterior trace``
   (the bias-tolerance checks);
 - ``objective`` (the GP regression's validation losses, reported separately: it is the
@@ -19,7 +19,7 @@ The breakdown (seconds, wall clock, nested parts listed under their parent):
   mean, noise);
 - ``other``: the rest of the run (checkpoints are off; configuration, bookkeeping);
 - ``GP conditioning*`` (``GradientGP.condition_on``, the Cholesky update by a Schur
-  complement), counted wherever it runs: in ``tell`` and inside the batch selection's
+  complement), counted wherever it runs: in ``tell`` and inside the batch search's
   posterior traces, so it overlaps those lines and is not part of ``other``.
 
 Usage::
@@ -59,7 +59,7 @@ from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
 
 PARTS = (
-    ("batch selection", 0),
+    ("batch search", 0),
     ("optimize_acqf", 1),
     ("posterior trace", 1),
     ("objective", 0),
@@ -98,7 +98,7 @@ class Timer:
 def instrumented(timer: Timer) -> Iterator[None]:
     r"""Wrap the timed functions where the loop looks them up; restore them afterwards."""
     patches = [
-        (batches, "select_batch", "batch selection"),
+        (batches, "search_batch", "batch search"),
         (batch_search, "optimize_acqf", "optimize_acqf"),
         (batch_search, "posterior_trace", "posterior trace"),
         (DPGIBO, "tell", "tell"),
@@ -138,7 +138,7 @@ def make_run(
             bias_tolerance=s.bias_tolerance, noise_variance=problem.fit_noise_variance,
             search_radius=s.search_radius, theta0=gp_theta0(problem, seed, s.gp_theta0), seed=seed,
             target_delta=s.target_delta, raw_samples=s.raw_samples, num_restarts=s.num_restarts,
-            batch_search=s.batch_search, acqf_maxiter=acqf_maxiter,
+            batch_search=s.batch_selection, acqf_maxiter=acqf_maxiter,
         )
     else:
         raise ValueError(f"task must be 'e1' or 'dimension', got {task!r}")

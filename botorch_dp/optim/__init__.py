@@ -1,4 +1,4 @@
-r"""The DP-GIBO loop: config and ask/tell facade (``dp_gibo``), batch selection, step rules,
+r"""The DP-GIBO loop: config and ask/tell facade (``dp_gibo``), options as strategies (``options``), batch search, step rules,
 results and checkpoint I/O, one module each."""
 
 from botorch_dp.optim.dp_gibo import DPGIBO, DPGIBOConfig

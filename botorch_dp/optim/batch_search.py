@@ -1,10 +1,10 @@
-r"""Batch selection: which points DP-GIBO evaluates next (public: depends on ``D``, ``θ`` only).
+r"""Batch search: which points DP-GIBO evaluates next (public: depends on ``D``, ``θ`` only).
 
 Plain functions of the gradient GP, the iterate ``θ``, the local box, the search generator
 and the ``optimize_acqf`` settings, so each rule can be tested without a loop:
 ``optimize_batch`` (one joint ``q``-batch of ``qGradientInformation``), ``greedy_batch``
 (one point at a time), ``adaptive_joint_batch`` (smallest sufficient ``q`` by bisection,
-Sopa et al., short version, Alg. 2) and ``select_batch``, which picks among them as ``DPGIBO.ask`` does.
+Sopa et al., short version, Alg. 2) and ``search_batch``, which picks among them as ``DPGIBO.ask`` does.
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ def adaptive_joint_batch(
     return best
 
 
-def select_batch(
+def search_batch(
     gp: GradientGP,
     theta: Tensor,
     bounds: Tensor,

@@ -20,7 +20,7 @@ __all__ = ["alias_property", "rename_fields", "warn_renamed"]
 
 def warn_renamed(old: str, new: str, stacklevel: int = 3) -> None:
     r"""The ``DeprecationWarning`` of a renamed name."""
-    warnings.warn(f"{old} is deprecated; use {new}.", DeprecationWarning, stacklevel=stacklevel)
+    warnings.warn(f"{old} is deprecated; use {new} instead.", DeprecationWarning, stacklevel=stacklevel)
 
 
 def rename_fields(cls: type, renamed: dict[str, str]) -> None:

@@ -37,11 +37,11 @@ D, N = 2, 40
 
 @pytest.fixture(autouse=True)
 def cheap_batches(monkeypatch):
-    def select_batch(gp, theta, local_box, generator, *, batch_size, **_):
+    def search_batch(gp, theta, local_box, generator, *, batch_size, **_):
         u = torch.rand(batch_size, theta.shape[0], generator=generator, dtype=torch.float64)
         return local_box[0] + (local_box[1] - local_box[0]) * u
 
-    monkeypatch.setattr(batches_module, "select_batch", select_batch)
+    monkeypatch.setattr(batches_module, "search_batch", search_batch)
 
 
 @pytest.fixture(autouse=True)

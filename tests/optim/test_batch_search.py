@@ -10,7 +10,7 @@ from botorch_dp.optim.batch_search import (
     local_bounds,
     optimize_batch,
     posterior_trace,
-    select_batch,
+    search_batch,
 )
 
 FAST = dict(num_restarts=2, raw_samples=32)
@@ -103,19 +103,19 @@ def test_empty_batch_when_the_trace_already_meets_the_tolerance():
     for X in (
         adaptive_joint_batch(gp, theta, box, eps, d + 1, gen, **FAST),
         greedy_batch(gp, theta, box, d + 1, gen, tolerance=eps, **FAST),
-        select_batch(gp, theta, box, gen, batch_search="joint", batch_size=3, bias_tolerance=eps,
+        search_batch(gp, theta, box, gen, batch_search="joint", batch_size=3, bias_tolerance=eps,
                      max_batch_size=d + 1, **FAST),
     ):
         assert X.shape == (0, d) and X.dtype == torch.float64
     assert torch.equal(gen.get_state(), state)  # no search was run
 
 
-def test_select_batch_fixed_sizes():
+def test_search_batch_fixed_sizes():
     d = 2
     theta, box = setting(d)
     gp = empty_gp(d)
     for selection in ("joint", "greedy"):
-        X = select_batch(gp, theta, box, torch.Generator().manual_seed(1), batch_search=selection,
+        X = search_batch(gp, theta, box, torch.Generator().manual_seed(1), batch_search=selection,
                          batch_size=3, bias_tolerance=None, max_batch_size=d + 1, **FAST)
         assert X.shape == (3, d)
 

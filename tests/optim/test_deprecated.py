@@ -3,6 +3,7 @@ each with a DeprecationWarning naming the new one, and disagree loudly with the 
 
 import dataclasses
 import math
+import re
 
 import pytest
 
@@ -16,7 +17,7 @@ from .loop_helpers import nl_config
     ("batch_selection", "batch_search", "greedy"),
 ])
 def test_a_renamed_field_is_set_and_read_by_its_old_name_with_a_warning(old, new, value):
-    with pytest.warns(DeprecationWarning, match=f"{old}=... is deprecated; use {new}=..."):
+    with pytest.warns(DeprecationWarning, match=re.escape(f"DPGIBOConfig({old}=...) is deprecated; use {new}=...")):
         cfg = nl_config(d=2, privacy_mu=1.0, **{old: value})
     assert getattr(cfg, new) == value and old not in {f.name for f in dataclasses.fields(cfg)}
     with pytest.warns(DeprecationWarning, match=f"DPGIBOConfig.{old} is deprecated; use DPGIBOConfig.{new}"):

@@ -32,11 +32,11 @@ def cheap_batches(monkeypatch):
     r"""Uniform points in the local box from the (public) search generator instead of
     ``optimize_acqf``: the fuzz set is about input handling and state, and must be fast."""
 
-    def select_batch(gp, theta, local_box, generator, *, batch_size, **_):
+    def search_batch(gp, theta, local_box, generator, *, batch_size, **_):
         u = torch.rand(batch_size, theta.shape[0], generator=generator, dtype=torch.float64)
         return local_box[0] + (local_box[1] - local_box[0]) * u
 
-    monkeypatch.setattr(batches_module, "select_batch", select_batch)
+    monkeypatch.setattr(batches_module, "search_batch", search_batch)
 
 
 def config(**kw):

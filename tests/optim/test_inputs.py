@@ -203,7 +203,7 @@ def test_losses_with_requires_grad_are_detached_before_the_release(tmp_path):
 
 def test_empty_first_adaptive_batch_uses_the_real_number_of_users(monkeypatch):
     _, objective = normal_location(n=N, d=D)
-    real_select = batches_module.select_batch
+    real_select = batches_module.search_batch
     calls = []
 
     def first_empty(gp, *args, **kwargs):
@@ -212,13 +212,13 @@ def test_empty_first_adaptive_batch_uses_the_real_number_of_users(monkeypatch):
             return torch.empty(0, D, dtype=torch.float64)
         return real_select(gp, *args, **kwargs)
 
-    monkeypatch.setattr(batches_module, "select_batch", first_empty)
+    monkeypatch.setattr(batches_module, "search_batch", first_empty)
     opt = DPGIBO(config(batch_size=None, bias_tolerance=0.5, max_batch_size=3, num_iterations=2))
     result = opt.run(objective, progress=False)
     assert result.release.batch_sizes[0] == 0 and opt.num_users == N
     assert math.isclose(result.release.guarantee.noise_std, 2 * 3.0 * math.sqrt(2) / (N * 1.0), rel_tol=1e-15)
     # an objective that cannot say n on an empty batch is refused before any release
-    monkeypatch.setattr(batches_module, "select_batch", lambda *a, **k: torch.empty(0, D, dtype=torch.float64))
+    monkeypatch.setattr(batches_module, "search_batch", lambda *a, **k: torch.empty(0, D, dtype=torch.float64))
     opt = DPGIBO(config(batch_size=None, bias_tolerance=0.5, max_batch_size=3, num_iterations=2))
 
     def no_empty(X):

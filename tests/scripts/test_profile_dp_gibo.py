@@ -24,7 +24,7 @@ def profile_dp_gibo():
 
 def test_timed_run_equals_a_plain_run_and_restores_the_patches(profile_dp_gibo):
     originals = [
-        batches.select_batch, batch_search.optimize_acqf, batch_search.posterior_trace,
+        batches.search_batch, batch_search.optimize_acqf, batch_search.posterior_trace,
         DPGIBO.__dict__["tell"], GradientGP.__dict__["condition_on"], GradientGP.__dict__["gradient_weights"],
         GaussianGradientMechanism.__dict__["release_sum"],
     ]
@@ -36,17 +36,17 @@ def test_timed_run_equals_a_plain_run_and_restores_the_patches(profile_dp_gibo):
     assert run["batch_sizes"] == plain.batch_sizes
     assert torch.equal(run["final_theta"], plain.theta)  # same seed, same bits
     assert originals == [
-        batches.select_batch, batch_search.optimize_acqf, batch_search.posterior_trace,
+        batches.search_batch, batch_search.optimize_acqf, batch_search.posterior_trace,
         DPGIBO.__dict__["tell"], GradientGP.__dict__["condition_on"], GradientGP.__dict__["gradient_weights"],
         GaussianGradientMechanism.__dict__["release_sum"],
     ]
     parts, calls = run["parts"], run["calls"]
-    assert calls["batch selection"] == calls["tell"] == calls["mechanism"] == SMALL["iterations"]
+    assert calls["batch search"] == calls["tell"] == calls["mechanism"] == SMALL["iterations"]
     assert calls["objective"] == sum(b > 0 for b in run["batch_sizes"])
-    assert parts["optimize_acqf"] + parts.get("posterior trace", 0.0) <= parts["batch selection"]
+    assert parts["optimize_acqf"] + parts.get("posterior trace", 0.0) <= parts["batch search"]
     assert parts["gradient weights"] + parts["mechanism"] <= parts["tell"]
-    assert calls["GP conditioning*"] >= calls["tell"]  # also inside the batch selection
-    assert parts["batch selection"] + parts["objective"] + parts["tell"] <= run["total"]
+    assert calls["GP conditioning*"] >= calls["tell"]  # also inside the batch search
+    assert parts["batch search"] + parts["objective"] + parts["tell"] <= run["total"]
     assert run["evaluations"] == sum(run["batch_sizes"]) == plain.evaluation_points.shape[0]
 
 

@@ -15,7 +15,7 @@ is declared, not branched: a strategy lists what it ``requires`` and ``provides`
 ``AdaptiveNorm`` provides the ``"noisy_norms"`` that ``MinNoisyNorm`` requires; the private
 preconditioner requires a ``"fixed_basis"``), the strategies it ``conflicts`` with and why
 (the private preconditioner: adaptive clipping and the adaptive schedule), and whether it
-whether it needs a finite ``μ`` (``needs_finite_mu``); ``Options.check`` applies all of it and names
+needs a finite ``μ`` (``needs_finite_mu``); ``Options.check`` applies all of it and names
 both parties.
 """
 

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from botorch_dp.gradient_gp import GradientGP
-from botorch_dp.optim.batch_search import BATCH_SEARCHES, select_batch
+from botorch_dp.optim.batch_search import BATCH_SEARCHES, search_batch
 from botorch_dp.optim.options.registry import Strategy, register
 from botorch_dp.privacy.checks import check_positive, check_positive_int
 
@@ -62,7 +62,7 @@ class FixedBatches(Strategy):
     ) -> Tensor:
         r"""The next batch (a ``q x d`` tensor; public)."""
         size = self.per_step(default)
-        return select_batch(
+        return search_batch(
             gp, theta, bounds, generator, batch_search=self.search, batch_size=size, bias_tolerance=self.tolerance,
             max_batch_size=size, num_restarts=num_restarts, raw_samples=raw_samples, basis=basis, maxiter=self.maxiter,
         )
@@ -104,7 +104,7 @@ class AdaptiveBatches(FixedBatches):
         self, gp: GradientGP, theta: Tensor, bounds: Tensor, generator: torch.Generator, *, basis: Tensor | None,
         default: int, num_restarts: int, raw_samples: int,
     ) -> Tensor:
-        return select_batch(
+        return search_batch(
             gp, theta, bounds, generator, batch_search=self.search, batch_size=default,
             bias_tolerance=self.bias_tolerance, max_batch_size=self.per_step(default), num_restarts=num_restarts,
             raw_samples=raw_samples, basis=basis, maxiter=self.maxiter,

@@ -90,7 +90,7 @@ class QuantileClip(FixedClip):
         bound: ``B₀ > 0``, the first step's bound (a public choice, e.g. from ``botorch_dp.plan``).
         quantile: ``γ`` in ``(0, 1)``.
         learning_rate: ``η_C > 0`` of the geometric update.
-        mu_fraction: ``f_C`` in ``(0, 1)``: the counts spend ``μ_C = μ_steps√f_C`` in all.
+        fraction: ``f_C`` in ``(0, 1)``: the counts spend ``μ_C = μ_steps√f_C`` in all.
     """
 
     bound: float = DEFAULT_CLIP_INIT
