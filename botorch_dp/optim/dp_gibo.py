@@ -42,6 +42,7 @@ from botorch_dp.optim.config import (
 from botorch_dp.optim.options import RunPlan
 from botorch_dp.optim.results import DPGIBOResult, IterationInfo, PrivacyGuarantee
 from botorch_dp.optim.run_state import apply_state, encode_state, resume_run
+from botorch_dp.optim.public_checks import check_kernel
 from botorch_dp.optim.selection import SELECTION_KEY
 from botorch_dp.optim.state import RunState, rollback_on_error
 from botorch_dp.optim.step_rules import projected_step
@@ -92,6 +93,7 @@ class DPGIBO:
         theta0 = torch.as_tensor(theta0, dtype=torch.float64).reshape(-1).clone()
         radius = 0.1 * (self.bounds[1] - self.bounds[0]) if c.search_radius is None else c.search_radius
         self.search_radius = torch.as_tensor(radius, dtype=torch.float64).expand(self.dim).clone()
+        check_kernel(self.kernel, theta0, self.search_radius)  # public: refuses k(θ₀, θ₀) = 0, warns on a scale mismatch
         gp = GradientGP(torch.empty(0, self.dim, dtype=torch.float64), self.kernel, self.noise_variance, jitter=c.jitter)
         self._optimizer = o.step_rule.make_optimizer(theta0, c.step_size)
         self.state = RunState(theta=theta0.clone(), iterates=(theta0.clone(),), X=gp.train_X.clone(), gp=gp,
@@ -165,6 +167,7 @@ class DPGIBO:
             raise RuntimeError(f"The run is finished ({self.iteration} iterations).")
         s, o, c = self.state, self.options, self.config
         if s.pending is None:
+            report.check_next_release(self)  # a ledger that cannot pay refuses before any evaluation
             with rollback_on_error(self):  # a failed search or checkpoint write leaves no trace
                 if self.steps_done:  # the evaluated selection's batch: the iterates (public)
                     pending = torch.stack(s.iterates)

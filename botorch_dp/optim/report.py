@@ -13,18 +13,20 @@ from torch import Tensor
 
 from botorch_dp.distributed.partitions import PartitionedObjective
 from botorch_dp.optim.config import check_per_user_losses
+from botorch_dp.optim.public_checks import warn_delta, warn_noise
 from botorch_dp.optim.results import (
     DPGIBOResult,
     NonPrivateDiagnostics,
     PrivacyGuarantee,
     PrivateRelease,
 )
+from botorch_dp.optim.selection import SELECTION_KEY
 from botorch_dp.optim.state import Run
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.checks import check_told_batch
 from botorch_dp.privacy.ledger import parse_release_key
 
-__all__ = ["checked_batch", "checked_partitioned", "guarantee", "replace", "result", "spent"]
+__all__ = ["check_next_release", "checked_batch", "checked_partitioned", "guarantee", "replace", "result", "spent"]
 
 replace = dataclasses.replace
 
@@ -113,6 +115,7 @@ def checked_partitioned(opt: Run, points: Any, partitions: PartitionedObjective)
     n = partitions.num_users
     if s.num_users is None:
         check_per_user_losses(n, opt.config.privacy_mu)
+        _first_batch_checks(opt, n)
     elif n != s.num_users:
         raise ValueError(f"partitions hold {n} users, earlier steps had {s.num_users}; n must stay fixed.")
     return s.pending.clone()
@@ -136,4 +139,32 @@ def checked_batch(opt: Run, points: Any, losses: Any) -> tuple[Tensor, Tensor]:
     points, losses = check_told_batch(points, losses, s.pending, s.num_users, opt.config.nonfinite_losses)
     if s.num_users is None:  # the first batch fixes n: one loss per user, n >= 2
         check_per_user_losses(losses.shape[1], opt.config.privacy_mu)
+        _first_batch_checks(opt, losses.shape[1])
     return points, losses
+
+
+def _first_batch_checks(opt: Run, n: int) -> None:
+    r"""The checks that need ``n``, when the first batch is told (before its release): ``δ ≥ 1/n``
+    and a first step that is mostly noise (``optim.public_checks``; public)."""
+    c, o, s = opt.config, opt.options, opt.state
+    if math.isinf(c.privacy_mu):
+        return
+    warn_delta(c.target_delta, n, stacklevel=5)
+    bound = o.clip.current(s.clip)
+    noise_std, _ = o.noise.noise(opt.plan(n), s.noise, bound)
+    warn_noise(noise_std, o.projection.released_dim(opt.dim), bound, n, c.privacy_mu, stacklevel=5)
+
+
+def check_next_release(opt: Run) -> None:
+    r"""Refuse the next release's worst case (``PrivacyBudgetExceeded``) before its points are
+    searched for or evaluated, so that a ledger which cannot pay for one more step costs the user
+    no evaluation: the step's bound (``Options.step_bound``: ``n`` does not enter it, so 1 stands
+    in before the first ``tell``) or the evaluated selection's charge. Public: settings and the
+    ledger only. ``tell`` charges the same bound again (other runs may spend in between)."""
+    s, o = opt.state, opt.options
+    if opt.steps_done:
+        bound, what = {SELECTION_KEY: o.selection.event()}, f"the selection of run {opt.run_id!r}"
+    else:
+        bound = o.step_bound(opt.plan(s.num_users or 1), s.noise, spent(opt), opt.ledger.remaining_validation_mu())
+        what = f"step {s.iteration} of run {opt.run_id!r}"
+    opt.ledger.check_admits(bound, f"{what} (checked before its points are evaluated)")

@@ -417,4 +417,6 @@ def resume_run(
     opt.ledger.validation_mu_budget = budget
     opt.ledger.cancel_reservations(opt.run_id)  # holds left by a process that died inside a step
     opt._committed = committed_records(checkpoint_dir)
+    if budget != budget_of_ledger_state(meta["ledger"]):
+        opt._save_checkpoint()  # a budget tightened on resume is durable at once (nothing else changed)
     return opt

@@ -21,6 +21,7 @@ from torch import Tensor
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.config import MIN_USERS, DPGIBOConfig
 from botorch_dp.optim.dp_gibo import DPGIBO
+from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan.kernel_fit import KernelFit, _fit_region, fit_kernel_on_proxy
 from botorch_dp.plan.proxy import _proxy_losses, simulation_config
 from botorch_dp.privacy.checks import check_nonnegative_int, check_positive, check_positive_int, check_probability
@@ -230,6 +231,7 @@ def plan_private_run(
     with warnings.catch_warnings():
         # the simulation's seeded noise is public randomness on public data, not a release
         warnings.filterwarnings("ignore", category=PrivacyWarning)
+        warnings.filterwarnings("ignore", category=SettingsWarning)  # the proxy's n is not the run's: said below
         probes = []
         for tol in tolerances:  # every rule is checked (against the fitted kernel) before any run
             try:
@@ -268,6 +270,14 @@ def plan_private_run(
                 trials.append(PlanTrial(gamma, bound, eta, T, tuple(scores), noise_std, ratio, tol))
     best = min(range(len(trials)), key=lambda i: trials[i].mean_proxy_loss)
     t = trials[best]
+    if t.noise_to_signal >= 1.0:
+        warnings.warn(
+            f"On the proxy, every step of the best setting is mostly noise: expected noise-to-signal ratio "
+            f"{t.noise_to_signal:.3g} (noise std {t.noise_std:.3g} per coordinate, clip bound {t.clip_bound:.3g}, "
+            f"T = {t.num_iterations}, n = {n}). The private run will hardly improve on θ₀: raise the budget, "
+            "take fewer iterations or find more users.",
+            SettingsWarning, stacklevel=2,
+        )
     chosen = {"clip_init": t.clip_bound} if adaptive_clip else {"clip_bound": t.clip_bound}
     recommended = dataclasses.replace(
         _with_batch_rule(config, t.bias_tolerance), step_size=t.step_size, num_iterations=t.num_iterations, **chosen

@@ -228,16 +228,30 @@ def calibrate_noise_multiplier(
     check_choice(accountant, "accountant", TRAINING_ACCOUNTANTS)
     total_steps = check_positive_int(steps_per_run, "steps_per_run") * check_positive_int(planned_runs, "planned_runs")
     kwargs = {"eps_error": eps_error} if accountant == "prv" else {}
+    target_epsilon = check_positive(target_epsilon, "target_epsilon", allow_inf=False)
+    target_delta = check_delta(target_delta, "target_delta")
     with warnings.catch_warnings():
         # RDP: "optimal order is the largest alpha" (still a valid bound); PRV: log(1 - q) at q = 1
         warnings.simplefilter("ignore", UserWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
-        return float(get_noise_multiplier(
-            target_epsilon=check_positive(target_epsilon, "target_epsilon", allow_inf=False),
-            target_delta=check_delta(target_delta, "target_delta"),
-            sample_rate=float(sample_rate), steps=total_steps, accountant=accountant,
-            epsilon_tolerance=epsilon_tolerance, **kwargs,
-        ))
+        try:
+            return float(get_noise_multiplier(
+                target_epsilon=target_epsilon, target_delta=target_delta, sample_rate=float(sample_rate),
+                steps=total_steps, accountant=accountant, epsilon_tolerance=epsilon_tolerance, **kwargs,
+            ))
+        except ValueError as err:  # Opacus: "The privacy budget is too low." (no σ up to its MAX_SIGMA reaches it)
+            from opacus.accountants.utils import MAX_SIGMA
+
+            floor = composed_training_epsilon([(MAX_SIGMA, float(sample_rate), total_steps)], target_delta, accountant,
+                                              eps_error)
+            raise ValueError(
+                f"target_epsilon={target_epsilon!r} is below what DP-SGD can reach for planned_runs={planned_runs} "
+                f"run(s) of steps_per_run={steps_per_run} steps at sample_rate={float(sample_rate):.4g} "
+                f"(target_delta={target_delta!r}, {accountant} accountant): even the noise multiplier "
+                f"{MAX_SIGMA:.0e} gives epsilon = {floor:.4g}, the smallest feasible target. Raise target_epsilon "
+                f"well above {floor:.3g} (such noise learns nothing) or use the 'prv' "
+                f"accountant. Nothing was trained."
+            ) from err
 
 
 def composed_training_epsilon(

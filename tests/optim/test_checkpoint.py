@@ -256,11 +256,10 @@ def test_budget_on_resume_can_only_tighten(tmp_path):
         DPGIBO.resume(tmp_path, dataclasses.replace(cfg, validation_mu_budget=2.0))
     tight = DPGIBO.resume(tmp_path, dataclasses.replace(cfg, validation_mu_budget=0.65))
     assert tight.ledger.validation_mu_budget == 0.65
-    X = tight.ask()
     with pytest.raises(PrivacyBudgetExceeded):
-        tight.tell(X, objective(X))  # a third step of 1/√6 would spend 0.707 > 0.65
+        tight.ask()  # a third step of 1/√6 would spend 0.707 > 0.65: refused before its batch
     assert tight.iteration == 2 and len(tight.ledger.validation_steps) == 2
-    again = DPGIBO.resume(tmp_path)  # the ask() committed the tightened budget; the refused step is not there
+    again = DPGIBO.resume(tmp_path)  # the resume committed the tightened budget; the refused step is not there
     assert again.ledger.validation_mu_budget == 0.65 and again.iteration == 2
 
 

@@ -7,7 +7,7 @@ from botorch.models import SingleTaskGP
 from botorch_dp.optim import IterationInfo
 from botorch_dp.optim.dp_gibo import DPGIBO, DPGIBOConfig
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
-from botorch_dp.privacy.ledger import PrivacyBudgetExceeded
+from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
 
 from .loop_helpers import FAST, nl_config, normal_location, rbf_kernel
 
@@ -161,15 +161,42 @@ def test_sensitive_fitting_is_refused_unless_opted_out():
 
 def test_budget_filter_refuses_before_release():
     x, objective = normal_location(n=10, d=2)
+    calls = []
+
+    def counted(X):
+        calls.append(X.shape[0])
+        return objective(X)
+
     opt = DPGIBO(nl_config(d=2, privacy_mu=1.0, num_iterations=4, validation_mu_budget=0.75))
-    # each step is mu/sqrt(T) = 0.5: two steps (total ~0.707) fit, a third (0.866) does not
-    for _ in range(2):
-        X = opt.ask()
-        opt.tell(X, objective(X))
-    X = opt.ask()
-    with pytest.raises(PrivacyBudgetExceeded, match="remaining"):
-        opt.tell(X, objective(X))
-    assert opt.iteration == 2 and opt.evaluation_points.shape[0] == 6
+    # each step is mu/sqrt(T) = 0.5: two steps (total ~0.707) fit, a third (0.866) does not, and is
+    # refused when its batch is asked for: the objective is not called for it
+    with pytest.raises(PrivacyBudgetExceeded, match=r"step 2 of run .* \(checked before its points are evaluated\).*remaining"):
+        opt.run(counted, progress=False)
+    assert calls == [3, 3] and opt.iteration == 2 and opt.evaluation_points.shape[0] == 6
+    assert opt.state.pending is None and len(opt.ledger.validation_records()) == 2
+
+
+def test_a_ledger_that_cannot_pay_one_step_costs_no_evaluation():
+    _, objective = normal_location(n=10, d=2)
+    calls = []
+    tight = PrivacyLedger(validation_mu_budget=0.3)  # one step is mu/sqrt(T) = 0.5
+    opt = DPGIBO(nl_config(d=2, privacy_mu=1.0, num_iterations=4), ledger=tight)
+    with pytest.raises(PrivacyBudgetExceeded, match="step 0 of run"):
+        opt.run(lambda X: calls.append(X) or objective(X), progress=False)
+    assert calls == [] and tight.validation_records() == [] and opt.iteration == 0
+    assert tight.remaining_validation_mu() == pytest.approx(0.3)  # the check held nothing back
+
+
+def test_tell_still_refuses_what_another_run_spent_after_the_ask():
+    _, objective = normal_location(n=10, d=2)
+    shared = PrivacyLedger(validation_mu_budget=0.6)
+    first, second = (DPGIBO(nl_config(d=2, privacy_mu=1.0, num_iterations=4), ledger=shared) for _ in range(2))
+    X = first.ask()  # admitted now: one step of 0.5 fits 0.6
+    Y = second.ask()
+    second.tell(Y, objective(Y))  # spends 0.5 of the shared budget
+    with pytest.raises(PrivacyBudgetExceeded, match="Nothing was released"):
+        first.tell(X, objective(X))  # 0.707 > 0.6: refused at the charge, before its draw
+    assert len(shared.validation_records()) == 1 and first.iteration == 0
 
 
 def test_diagnostics_are_opt_in_and_labelled():

@@ -142,3 +142,21 @@ def test_bad_arguments_are_refused_naming_them(kw, match):
         plan_private_run(counted, _config(), **args)
     # refused before the proxy is called, except the trace check, which needs the fitted kernel
     assert calls == ([10 * D] if kw.get("bias_tolerances") == (100.0,) else [])
+
+
+def test_a_plan_whose_best_setting_is_mostly_noise_warns_with_its_ratio():
+    from botorch_dp.optim.public_checks import SettingsWarning
+
+    _, proxy = normal_location(n=N_PROXY, d=D, seed=1)
+    kw = dict(num_users=N_PRIVATE, clip_quantiles=(0.5, 0.9), step_sizes=(0.5,), num_repeats=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan = plan_private_run(proxy, _config(epsilon=0.05), **kw)  # μ ≈ 0.012 for 120 users
+    noisy = [str(w.message) for w in caught if issubclass(w.category, SettingsWarning)]
+    ratio = plan.trials[plan.best].noise_to_signal
+    assert ratio >= 1 and len(noisy) == 1 and f"noise-to-signal ratio {ratio:.3g}" in noisy[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan = plan_private_run(proxy, _config(epsilon=8.0), **kw)
+    assert plan.trials[plan.best].noise_to_signal < 1
+    assert not [w for w in caught if issubclass(w.category, SettingsWarning)]

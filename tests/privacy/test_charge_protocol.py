@@ -286,10 +286,9 @@ def test_a_retried_adaptive_step_on_a_tight_shared_ledger_never_releases_uncharg
     assert _ledger_square(shared) == pytest.approx(0.09 + draws.square, rel=1e-12)
     assert shared.validation_mu() <= 0.5 * (1 + 1e-9)
     other = DPGIBO(_config("adaptive_norm"), ledger=shared)
-    X = other.ask()
     with counting_draws() as more, pytest.raises(PrivacyBudgetExceeded):
-        other.tell(X, objective(X))
-    assert more.mus == []  # refused before the noise, not after
+        other.ask()  # refused before its batch is even evaluated
+    assert more.mus == [] and other.state.pending is None  # refused before the noise, not after
 
 
 def test_the_budget_is_checked_before_the_draw_not_when_recording():

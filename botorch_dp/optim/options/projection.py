@@ -43,6 +43,10 @@ class NoProjection(Strategy):
         r"""``d + 1`` points pin down ``d`` directions."""
         return dim + 1
 
+    def released_dim(self, dim: int) -> int:
+        r"""How many coordinates a step noises (``d``)."""
+        return dim
+
     def check(self, dim: int) -> None:
         r"""Nothing to check."""
 
@@ -112,6 +116,13 @@ class Projected(Strategy):
 
     def acquisition_basis(self, theta: Tensor, gp: GradientGP, track: SubspaceTrack) -> Tensor | None:
         return self.basis(theta, gp, track) if self.acquisition else None
+
+    def released_dim(self, dim: int) -> int:
+        r"""How many coordinates a step noises: the oracle's ``k`` when it declares one, else ``d``."""
+        k = getattr(self.oracle, "k", None)
+        basis = getattr(self.oracle, "basis", None)
+        k = basis.shape[1] if isinstance(basis, Tensor) and basis.dim() == 2 else k
+        return min(k, dim) if isinstance(k, int) else dim
 
     def default_batch_size(self, dim: int) -> int:
         r"""``k + 1`` with the projected acquisition and an integer ``k`` (spec A5), else ``d + 1``."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
@@ -22,6 +22,7 @@ from botorch_dp.privacy.ledger.events import (
 )
 from botorch_dp.privacy.ledger.filters import (
     accountant_for,
+    check_validation_admits,
     event_rdp,
     gdp_only,
     rdp_grid_epsilon,
@@ -30,6 +31,7 @@ from botorch_dp.privacy.ledger.filters import (
     training_rdp_curve,
     validation_rdp_curve,
 )
+from botorch_dp.privacy.ledger.meter import check_validation_bound
 from botorch_dp.privacy.ledger.rows import rows_from_storage
 
 __all__ = ["LedgerViews", "synced"]
@@ -173,6 +175,15 @@ class LedgerViews:
         r"""The μ of the largest further Gaussian release the budget allows, counting every record
         and reservation of all runs (``inf`` without a budget)."""
         return remaining_validation_mu(self._validation_budget(), self._spent("validation"))
+
+    @synced
+    def check_admits(self, bound: Mapping[str, Any], what: str = "the next release") -> None:
+        r"""Raise ``PrivacyBudgetExceeded`` if ``charge(bound)`` would be refused now, holding and
+        recording nothing: a caller can refuse before paying for what a release needs (``DPGIBO.ask``
+        checks the next step before its batch is evaluated). ``charge`` checks again, since other
+        runs may spend in between."""
+        events = list(check_validation_bound(bound).values())
+        check_validation_admits(self._validation_budget(), self._spent("validation"), events, what)
 
     # --------------------------------------------------------------- training
     @property
