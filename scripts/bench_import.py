@@ -199,7 +199,20 @@ def render(report: dict) -> str:
         lines.append(f"| {label} | {s['median_s']:.3f} | {s['min_s']:.3f} | {s['max_s']:.3f} | "
                      f"{s['median_process_s']:.3f} | {s['modules']} | {ratio:.2f} |")
     verdict = "met" if report["meets_goal"] else "NOT met"
-    lines += ["", f"`import botorch_dp` / `import botorch` = **{report['ratio']:.2f}** (goal ≤ {GOAL}: {verdict})."]
+    lines += ["", f"`import botorch_dp` / `import botorch` = **{report['ratio']:.3f}** (goal ≤ {GOAL}: {verdict})."]
+    rel = report["ratios"]
+    lines += ["", (f"`from botorch_dp import *` / `import botorch` = {rel['botorch_dp public names']:.2f}: every public "
+                   "name loaded (the package imports them on first access, so this is what a user of `DPGIBO` or "
+                   "`qGradientInformation` pays once).")]
+    if "botorch AcquisitionFunction" in rel:
+        lines += ["", (f"`from botorch.acquisition import AcquisitionFunction` / `import botorch` = "
+                       f"{rel['botorch AcquisitionFunction']:.2f}: the floor of any BoTorch acquisition function, "
+                       "`qGradientInformation` included.")]
+    if report["compare"]:
+        ref = report["compare"]["ref"]
+        lines += ["", (f"Before, at `{ref}` (`{report['compare']['commit'][:12]}`), same run: `import botorch_dp` / "
+                       f"`import botorch` = {rel[f'botorch_dp @ {ref}']:.2f}, `from botorch_dp import *` / "
+                       f"`import botorch` = {rel[f'botorch_dp public names @ {ref}']:.2f}.")]
     return "\n".join(lines) + "\n"
 
 

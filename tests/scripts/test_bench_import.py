@@ -38,7 +38,7 @@ def test_quick_bench_import_writes_the_report(tmp_path, capsys):
     md = (tmp_path / "bench_import.md").read_text()
     assert md in out
     assert "| `import botorch` |" in md and "| `import botorch_dp` |" in md and "| `from botorch_dp import *` |" in md
-    assert f"**{stored['ratio']:.2f}**" in md and "torch 2" in md
+    assert f"**{stored['ratio']:.3f}**" in md and "torch 2" in md
 
 
 def test_repeats_must_be_positive():
