@@ -3,15 +3,24 @@ r"""GIBO's gradient-information acquisition as a BoTorch acquisition function.
 ``qGradientInformation`` scores a q-batch by how much it shrinks the trace of the GP's
 posterior gradient covariance at the current iterate θ; ``construct_inputs_gradient_information``
 is its BoTorch input constructor (what Ax calls).
+
+The constructor is registered with ``botorch.acquisition.input_constructors`` when that module
+is loaded, not before: importing it costs about 0.4 s (``scipy.stats``, BoTorch's whole
+acquisition zoo), more than the rest of this module together, and only Ax-style callers of
+``get_acqf_input_constructor`` need it. If it is loaded already, the constructor is registered
+on import of this module; otherwise an import hook registers it right after BoTorch's module
+runs, and then removes itself (``_register_input_constructor_on_import``).
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import sys
+from types import ModuleType
 from typing import Any
 
 import torch
 from botorch.acquisition import AcquisitionFunction
-from botorch.acquisition.input_constructors import acqf_input_constructor
 from botorch.acquisition.objective import PosteriorTransform, ScalarizedPosteriorTransform
 from botorch.exceptions.errors import BotorchTensorDimensionError
 from botorch.models.model import Model
@@ -245,7 +254,6 @@ class qGradientInformation(AcquisitionFunction):
         return self._combine(values)
 
 
-@acqf_input_constructor(qGradientInformation)
 def construct_inputs_gradient_information(
     model: Model,
     theta: Tensor | list[float] | None = None,
@@ -312,3 +320,57 @@ def construct_inputs_gradient_information(
         "jitter": jitter,
         "method": method,
     }
+
+
+# ---------------------------------------------------------------------- registration with BoTorch
+_INPUT_CONSTRUCTORS = "botorch.acquisition.input_constructors"
+
+
+def _register(module: ModuleType) -> None:
+    if qGradientInformation not in module.ACQF_INPUT_CONSTRUCTOR_REGISTRY:
+        module.acqf_input_constructor(qGradientInformation)(construct_inputs_gradient_information)
+
+
+class _RegisteringLoader(importlib.abc.Loader):
+    r"""BoTorch's own loader of ``input_constructors``, registering the constructor after it runs."""
+
+    def __init__(self, loader: importlib.abc.Loader, finder: _RegisterOnImport) -> None:
+        self.loader, self.finder = loader, finder
+
+    def create_module(self, spec: Any) -> ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.loader.exec_module(module)
+        _register(module)
+        if self.finder in sys.meta_path:  # registered once: nothing more to watch
+            sys.meta_path.remove(self.finder)
+
+    def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... (tracebacks, inspect)
+        return getattr(self.loader, name)
+
+
+class _RegisterOnImport(importlib.abc.MetaPathFinder):
+    r"""Finds ``input_constructors`` with the other finders and wraps its loader."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != _INPUT_CONSTRUCTORS:
+            return None
+        for finder in [f for f in sys.meta_path if f is not self]:
+            spec = finder.find_spec(fullname, path, target) if hasattr(finder, "find_spec") else None
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _RegisteringLoader(spec.loader, self)
+                return spec
+        return None
+
+
+def _register_input_constructor_on_import() -> None:
+    loaded = sys.modules.get(_INPUT_CONSTRUCTORS)
+    if loaded is not None and hasattr(loaded, "acqf_input_constructor"):
+        _register(loaded)
+    elif not any(isinstance(f, _RegisterOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RegisterOnImport())
+
+
+_register_input_constructor_on_import()

@@ -17,7 +17,6 @@ import warnings
 
 import numpy as np
 import torch
-from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from botorch.models.transforms import Standardize
 from gpytorch.mlls import ExactMarginalLogLikelihood
@@ -173,6 +172,7 @@ def gp_sampling_log_weights(
 
 def _fit(model: SingleTaskGP) -> None:
     r"""One capped L-BFGS marginal-likelihood fit; on failure the hyperparameters stay."""
+    from botorch.fit import fit_gpytorch_mll
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # optimizer warnings on hard likelihoods; the fit falls back
         try:

@@ -12,10 +12,8 @@ import warnings
 
 import torch
 from botorch.acquisition import UpperConfidenceBound, qUpperConfidenceBound
-from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
-from botorch.optim import optimize_acqf
 from botorch.sampling import SobolQMCNormalSampler
 from botorch.utils.sampling import draw_sobol_samples, manual_seed
 from gpytorch.mlls import ExactMarginalLogLikelihood
@@ -38,6 +36,7 @@ FIT_TIMEOUT_S = 5.0
 
 def _fit_model(X: torch.Tensor, y: torch.Tensor, bounds: torch.Tensor, state: dict | None, refit: bool) -> SingleTaskGP:
     r"""GP on ``(X, −y)`` (UCB maximizes); warm-started from ``state``, fitted if ``refit``."""
+    from botorch.fit import fit_gpytorch_mll
     d = X.shape[1]
     model = SingleTaskGP(
         X, -y.unsqueeze(-1),
@@ -110,6 +109,7 @@ def ucb_bo(
         ``history.iterates[j]`` the best among the first ``j + 1`` evaluations;
         ``history.mean_losses`` the observed mean losses.
     """
+    from botorch.optim import optimize_acqf
     bounds = check_bounds(bounds)
     d = bounds.shape[1]
     if num_evaluations < 1:

@@ -9,11 +9,9 @@ Sopa et al., short version, Alg. 2) and ``search_batch``, which picks among them
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import torch
-from botorch.optim import optimize_acqf
-from botorch.optim.initializers import gen_batch_initial_conditions
 from botorch.utils.sampling import manual_seed
 from torch import Tensor
 
@@ -23,6 +21,15 @@ from botorch_dp.utils import project_to_box
 
 BatchSearch = Literal["joint", "greedy"]
 BATCH_SEARCHES: tuple[str, ...] = get_args(BatchSearch)
+
+
+def optimize_acqf(*args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
+    r"""BoTorch's ``optimize_acqf``, imported on first use: ``botorch.optim`` loads
+    ``scipy.optimize`` and BoTorch's acquisition functions, which importing the package
+    need not pay for (issue 33, item 4). A module attribute, so a profiler can wrap it."""
+    from botorch.optim import optimize_acqf as botorch_optimize_acqf
+
+    return botorch_optimize_acqf(*args, **kwargs)
 
 
 def local_bounds(theta: Tensor, search_radius: Tensor, bounds: Tensor) -> Tensor:
@@ -94,6 +101,8 @@ def optimize_batch(
     Returns:
         A ``q x d`` tensor.
     """
+    from botorch.optim.initializers import gen_batch_initial_conditions
+
     acqf = qGradientInformation(gp, theta, basis=basis)
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
     options = {"seed": seed} if maxiter is None else {"seed": seed, "maxiter": maxiter}

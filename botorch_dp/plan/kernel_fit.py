@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import torch
 from botorch.exceptions.warnings import InputDataWarning
-from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from gpytorch.constraints import GreaterThan
 from gpytorch.kernels import Kernel
@@ -145,6 +144,7 @@ def fit_kernel_on_proxy(
             does not return finite per-user losses, or a mean loss that is constant at the points.
         botorch.exceptions.ModelFittingError: If every attempt of ``fit_gpytorch_mll`` fails.
     """
+    from botorch.fit import fit_gpytorch_mll
     d = config.bounds.shape[1]
     m = KERNEL_FIT_POINTS_PER_DIM * d if num_points is None else check_positive_int(num_points, "num_points")
     if m < 2:

@@ -11,8 +11,6 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-from sklearn.datasets import load_breast_cancer, load_diabetes, make_friedman1
-from sklearn.svm import SVR
 from torch import Tensor
 
 from botorch_dp.problems.base import PerUserProblem
@@ -71,6 +69,7 @@ def _load_and_split(
     Returns:
         The ``_Split`` (dataset name, feature and row indices, standardized arrays).
     """
+    from sklearn.datasets import load_breast_cancer, load_diabetes, make_friedman1
     rng = np.random.default_rng(data_seed)
     if data is None:
         if dataset == "friedman1":
@@ -320,6 +319,7 @@ class KernelSVMRegression(PerUserProblem):
         Returns:
             A ``q x n``-dim tensor.
         """
+        from sklearn.svm import SVR
         out = np.empty((X.shape[0], self.num_users), dtype=np.float64)
         for j, theta in enumerate(X):
             scale, epsilon, C, gamma = self.split_parameters(theta)

@@ -44,7 +44,6 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
-from scipy.optimize import brentq
 
 from botorch_dp.privacy.analysis.private_selection import (
     DISTRIBUTIONS,
@@ -322,6 +321,7 @@ def dp_hypo_per_trial_mu_for_epsilon(
     Raises:
         ValueError: If even a vanishing ``μ₀`` exceeds the target.
     """
+    from scipy.optimize import brentq
     target_epsilon = check_positive(target_epsilon, "target_epsilon", allow_inf=False)
 
     def gap(log_mu: float) -> float:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-from scipy.optimize import brentq
 from scipy.special import log_expit, log_ndtr, ndtri, ndtri_exp
 
 from botorch_dp.privacy.checks import (
@@ -116,6 +115,7 @@ def gdp_epsilon(mu: float, delta: float) -> float:
         ε ≥ 0; 0.0 when δ ≥ δ(0) = 2Φ(μ/2) − 1 (so for μ = 0), and ``math.inf``
         when μ = inf.
     """
+    from scipy.optimize import brentq
     mu = check_nonnegative(mu, "mu")
     delta = check_delta(delta)
     if math.isinf(mu):
@@ -151,6 +151,7 @@ def gdp_mu(epsilon: float, delta: float) -> float:
         μ > 0 such that ``gdp_epsilon(mu, delta) == epsilon`` (up to root-finding
         tolerance). For ε = 0 this is the closed form 2 Φ⁻¹((1 + δ)/2).
     """
+    from scipy.optimize import brentq
     epsilon = check_nonnegative(epsilon, "epsilon")
     delta = check_delta(delta)
     if math.isinf(epsilon):

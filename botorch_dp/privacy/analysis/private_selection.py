@@ -20,9 +20,7 @@ import math
 from typing import Callable, Sequence
 
 import numpy as np
-from scipy.optimize import brentq, minimize_scalar
 from scipy.special import gammaln
-from scipy.stats import poisson
 
 from botorch_dp.privacy.analysis.gdp import gdp_delta
 from botorch_dp.privacy.analysis.rdp import (
@@ -79,6 +77,7 @@ def tnb_gamma_for_mean(*, eta: float, mean_trials: float) -> float:
     ``E[K]`` decreases from ``∞`` to ``1`` as ``γ`` goes from 0 to 1, so the root is
     unique for ``mean_trials > 1``.
     """
+    from scipy.optimize import brentq
     mean_trials = check_greater(mean_trials, "mean_trials", 1.0)
     eta = check_greater(eta, "eta", -1.0)
     if eta == 1.0:
@@ -100,6 +99,8 @@ def poisson_mean_for_tail(*, threshold: int, probability: float) -> float:
     Returns:
         ``m > 0``.
     """
+    from scipy.optimize import brentq
+    from scipy.stats import poisson
     threshold = check_nonnegative_int(threshold, "threshold")
     probability = check_probability(probability, "probability")
     excess = lambda mean: float(poisson.sf(threshold, mean)) - probability
@@ -191,6 +192,7 @@ def _numerical_tnb_hat_term(base_rdp: RDPCurve, log_inv_gamma: float) -> float:
     the neighbours of the best grid point. Any ``λ̂`` gives a valid bound, so an inexact
     minimum is only slightly loose, never wrong.
     """
+    from scipy.optimize import minimize_scalar
 
     def g(x: float) -> float:
         order_hat = 1.0 + math.exp(x)
@@ -467,6 +469,7 @@ def per_trial_mu_for_epsilon(
         ValueError: If even a vanishing ``μ₀`` exceeds the target (the ``log E[K]`` term
             alone costs too much).
     """
+    from scipy.optimize import brentq
     target_epsilon = check_positive(target_epsilon, "target_epsilon", allow_inf=False)
     target_delta = check_delta(target_delta, "target_delta")
     eps = lambda log_mu: private_selection_epsilon(

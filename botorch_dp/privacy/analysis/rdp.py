@@ -16,7 +16,6 @@ import math
 from typing import Callable, Sequence
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from botorch_dp.privacy.checks import check_delta, check_nonnegative
 
@@ -51,6 +50,7 @@ def rdp_to_epsilon(rdp: Callable[[float], float], delta: float) -> tuple[float, 
     Returns:
         ``(ε, λ)``: the ``ε ≥ 0`` and the order at which it is attained.
     """
+    from scipy.optimize import minimize_scalar
     log_delta = math.log(check_delta(delta))
 
     def objective(log_order_minus_one: float) -> float:

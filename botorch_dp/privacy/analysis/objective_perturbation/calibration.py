@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import brentq
 
 from botorch_dp.privacy.analysis.gdp import gdp_mu
 from botorch_dp.privacy.analysis.objective_perturbation.rdp_curves import amp_rdp_epsilon
@@ -30,6 +29,7 @@ def _sigma_for_epsilon(
     ``ε(σ)`` decreases in σ towards the ε of the curve ``c + α s_g²/2`` (σ = ∞); when that
     limit already exceeds the target, no σ works at this λ.
     """
+    from scipy.optimize import brentq
     c = -math.log1p(-beta / lam)
     s_g = 2.0 * tau / (lam * sigma_out)
     orders = np.asarray(DEFAULT_RDP_ORDERS)

@@ -12,8 +12,6 @@ import math
 import warnings
 from typing import Callable
 
-from scipy.integrate import IntegrationWarning, quad
-from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
 from botorch_dp.privacy.analysis.gdp import gdp_delta, gdp_epsilon
@@ -111,6 +109,7 @@ def _amp_profile(epsilon: float, c: float, s: float, s_g: float) -> float:
     ``(s_g²/2 + a few s_g)/s``, and in the bulk of ``φ``; those are ``quad``'s break
     points. ``φ(z) < 1e-300`` beyond ``z = 40``, where the range stops.
     """
+    from scipy.integrate import IntegrationWarning, quad
     base = _objpert_profile(epsilon, c, s)
     if s_g == 0.0:
         return base
@@ -175,6 +174,7 @@ def amp_delta(
 def _profile_epsilon(profile: Callable[[float], float], delta: float, upper: float) -> float:
     r"""The ``ε ≥ 0`` with ``profile(ε) = δ`` (``brentq`` on ``log δ(ε)``, decreasing);
     0 when ``profile(0) ≤ δ``. ``upper`` is a first guess of an ε with ``δ(ε) ≤ δ``."""
+    from scipy.optimize import brentq
     log_delta = math.log(delta)
 
     def excess(epsilon: float) -> float:
