@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from botorch_dp.acquisition import qGradientInformation
     from botorch_dp.gradient_gp import GradientGP
     from botorch_dp.optim import DPGIBO, DPGIBOConfig
+    from botorch_dp.optim.public_checks import SettingsWarning
     from botorch_dp.plan import PrivatePlan, plan_private_run
     from botorch_dp.privacy.ledger import PrivacyLedger
     from botorch_dp.privacy.seeding import PrivacyWarning
@@ -35,6 +36,7 @@ _LAZY_NAMES = {
     "PrivacyWarning": "botorch_dp.privacy.seeding",
     "PrivatePlan": "botorch_dp.plan",
     "plan_private_run": "botorch_dp.plan",
+    "SettingsWarning": "botorch_dp.optim.public_checks",
     "qGradientInformation": "botorch_dp.acquisition",
 }
 
@@ -45,8 +47,8 @@ _SUBMODULES = (
 )
 
 __all__ = [
-    "DPGIBO", "DPGIBOConfig", "GradientGP", "PrivacyLedger", "PrivacyWarning", "PrivatePlan", "plan_private_run",
-    "qGradientInformation", "__version__",
+    "DPGIBO", "DPGIBOConfig", "GradientGP", "PrivacyLedger", "PrivacyWarning", "PrivatePlan", "SettingsWarning",
+    "plan_private_run", "qGradientInformation", "__version__",
 ]
 
 
