@@ -11,7 +11,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 STAMP = $(VENV)/.installed
 
-.PHONY: install reinstall demo test bench clean
+.PHONY: install reinstall demo test test-fast bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# everything but the tests marked slow (Dask, PostgreSQL, notebooks, subprocesses and other
+# long runs): under 90 s on 2 cores, for the edit-test loop; CI runs `make test`
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_acquisition.py

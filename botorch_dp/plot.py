@@ -30,6 +30,7 @@ from botorch_dp.privacy.ledger import PrivacyLedger, parse_release_key, release_
 if TYPE_CHECKING:  # pragma: no cover
     from botorch_dp.optim.dp_gibo import DPGIBO
     from botorch_dp.optim.results import PrivateRelease
+    from botorch_dp.tuning.search_space import SearchSpace
 
 __all__ = ["SpendingPoint", "epsilon_spent", "plot_privacy", "plot_loss", "plot_iterate_path", "plot_run"]
 
@@ -163,6 +164,10 @@ def plot_privacy(
         else:
             limit = gdp_epsilon(budget, delta)
         ax.axhline(limit, color="grey", linestyle="--", label="budget")
+    if ledger.training_records():  # the other protected set: the training records (DP-SGD, AMP)
+        training_delta = ledger.training_delta if ledger.training_delta is not None else delta
+        eps = ledger.training_epsilon(training_delta)
+        ax.axhline(eps, color="tab:orange", linestyle=":", label=f"training ε = {eps:.3g} (δ = {training_delta:.3g})")
     ax.set_xlabel("iteration")
     ax.set_ylabel(f"ε at δ = {delta:.3g}")
     ax.legend()
@@ -220,13 +225,17 @@ def plot_loss(release: PrivateRelease, *, proxy: Callable[[Tensor], Tensor] | No
     return ax
 
 
-def plot_iterate_path(release: PrivateRelease, *, dims: tuple[int, int] = (0, 1), ax: Any = None) -> Any:
+def plot_iterate_path(
+    release: PrivateRelease, *, dims: tuple[int, int] = (0, 1), ax: Any = None, space: SearchSpace | None = None
+) -> Any:
     r"""The iterates ``θ_0, …, θ_t`` and the evaluation points in two coordinates.
 
     Args:
         release: The run's ``PrivateRelease``.
         dims: The two coordinates to draw (distinct, each in ``[0, d)``).
         ax: A matplotlib ``Axes``; default a new figure.
+        space: A ``tuning.SearchSpace``: the axes are then the hyperparameters by name, in
+            natural units (log axes for log-scale ones); default ``θ[i]`` in search units.
 
     Returns:
         The ``Axes``.
@@ -235,16 +244,27 @@ def plot_iterate_path(release: PrivateRelease, *, dims: tuple[int, int] = (0, 1)
     if len(dims) != 2 or dims[0] == dims[1] or not all(isinstance(i, int) and 0 <= i < d for i in dims):
         raise ValueError(f"dims must be two distinct coordinates in [0, {d}), got {dims!r}.")
     i, j = dims
+    if space is not None and space.dim != d:
+        raise ValueError(f"space has dim {space.dim}, but the run's theta has d = {d}.")
+    natural = (lambda X: X) if space is None else (lambda X: _natural(space, X))
     ax = _axes(ax)
-    pts = release.evaluation_points
+    pts = natural(release.evaluation_points)
     if pts.shape[0]:
         ax.scatter(pts[:, i].numpy(), pts[:, j].numpy(), s=8, color="lightgrey", label="evaluations")
-    path = release.iterates
+    path = natural(release.iterates)
+    theta = natural(release.theta.reshape(1, -1))[0]
     ax.plot(path[:, i].numpy(), path[:, j].numpy(), marker="o", markersize=3, label="iterates")
     ax.scatter([float(path[0, i])], [float(path[0, j])], marker="s", color="black", zorder=3, label="θ₀")
-    ax.scatter([float(release.theta[i])], [float(release.theta[j])], marker="*", s=120, color="red", zorder=3, label="released θ")
-    ax.set_xlabel(f"θ[{i}]")
-    ax.set_ylabel(f"θ[{j}]")
+    ax.scatter([float(theta[i])], [float(theta[j])], marker="*", s=120, color="red", zorder=3, label="released θ")
+    if space is None:
+        ax.set_xlabel(f"θ[{i}]")
+        ax.set_ylabel(f"θ[{j}]")
+    else:
+        hp = space.hyperparameters
+        ax.set_xlabel(hp[i].name)
+        ax.set_ylabel(hp[j].name)
+        ax.set_xscale("log" if hp[i].log_scale else "linear")
+        ax.set_yscale("log" if hp[j].log_scale else "linear")
     ax.legend()
     return ax
 
@@ -255,15 +275,18 @@ def plot_run(
     proxy: Callable[[Tensor], Tensor] | None = None,
     delta: float | None = None,
     dims: tuple[int, int] = (0, 1),
+    space: SearchSpace | None = None,
 ) -> Any:
-    r"""One figure: ``ε`` spent, loss (if a proxy is given or losses were released) and the
-    iterate path (if ``d ≥ 2``) of a ``DPGIBO`` run.
+    r"""One figure: ``ε`` spent (and the training records' ``ε`` when candidates were trained
+    privately), loss (if a proxy is given or losses were released) and the iterate path (if
+    ``d ≥ 2``; by hyperparameter name with ``space``) of a ``DPGIBO`` run.
 
     Args:
         optimizer: The ``DPGIBO`` (only its ledger and its private release are read).
         proxy: A PUBLIC objective for the loss panel (see ``plot_loss``).
         delta: ``δ`` for ``ε``; default ``config.target_delta``.
         dims: Coordinates of the path panel.
+        space: The run's ``tuning.SearchSpace``, to name the path's axes and draw it in natural units.
 
     Returns:
         The matplotlib ``Figure``.
@@ -283,6 +306,12 @@ def plot_run(
         elif panel == "loss":
             plot_loss(release, proxy=proxy, ax=ax)
         else:
-            plot_iterate_path(release, dims=dims, ax=ax)
+            plot_iterate_path(release, dims=dims, ax=ax, space=space)
     fig.tight_layout()
     return fig
+
+
+def _natural(space: SearchSpace, points: Tensor) -> Tensor:
+    r"""``k x d`` points in natural units, columns in the space's order (public post-processing)."""
+    rows = space.to_natural(points.reshape(-1, points.shape[-1]))
+    return torch.tensor([[float(row[h.name]) for h in space.hyperparameters] for row in rows], dtype=torch.float64)

@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 # The regression pins (tests/test_regression_pins.py) are exact floating-point values, and
 # the L-BFGS-B batch search runs on numpy's and scipy's OpenBLAS, whose kernels are chosen by
@@ -19,6 +20,35 @@ def pytest_configure(config):
     config.addinivalue_line(
         "filterwarnings", "ignore:A noise seed was given:botorch_dp.privacy.seeding.PrivacyWarning"
     )
+
+
+#: ``make test-fast`` runs ``pytest -m "not slow"`` (under 90 s on 2 cores); ``make test`` (CI) runs
+#: everything. Marked slow: every test under these paths (empirical audits, notebooks, scripts,
+#: Dask, subprocesses and process pools), every test using one of these fixtures (a PostgreSQL
+#: server, a Dask cluster), and the functions listed in tests/slow_tests.txt (measured;
+#: ``scripts/update_slow_tests.py`` rewrites it from a ``--durations=0`` run).
+SLOW_PATHS = (
+    "tests/audit/", "tests/tutorials/", "tests/scripts/", "tests/distributed/", "tests/benchmarks/test_cli.py",
+    "tests/benchmarks/test_jobs.py", "tests/test_imports_lazy.py", "tests/test_makefile.py",
+    "tests/tuning/test_training_charges.py",
+)
+SLOW_FIXTURES = frozenset({"postgres_url", "dask_client"})
+SLOW_LIST = Path(__file__).with_name("slow_tests.txt")
+
+
+def slow_functions() -> frozenset[str]:
+    r"""The ``file::function`` ids listed in ``tests/slow_tests.txt`` (comments dropped)."""
+    lines = (line.split("#")[0].strip() for line in SLOW_LIST.read_text().splitlines())
+    return frozenset(line for line in lines if line)
+
+
+def pytest_collection_modifyitems(config, items):
+    listed = slow_functions()
+    for item in items:
+        node = item.nodeid.split("[")[0]
+        if (node.startswith(SLOW_PATHS) or node in listed
+                or SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(params=[torch.float32, torch.float64], ids=["float32", "float64"])

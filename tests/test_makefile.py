@@ -48,7 +48,8 @@ def _fake_venv(checkout: Path, stamp_time: float | None) -> None:
         os.utime(checkout / ".venv" / ".installed", (stamp_time, stamp_time))
 
 
-@pytest.mark.parametrize("target,command", [("demo", "python -m botorch_dp.demo"), ("test", "python -m pytest -q")])
+@pytest.mark.parametrize("target,command", [("demo", "python -m botorch_dp.demo"), ("test", "python -m pytest -q"),
+                                            ("test-fast", 'python -m pytest -q -m "not slow"')])
 def test_fresh_checkout_installs_everything_then_runs(checkout, target, command):
     lines = _dry_run(checkout, target)
     assert lines[0].endswith("-m venv .venv")
@@ -58,7 +59,7 @@ def test_fresh_checkout_installs_everything_then_runs(checkout, target, command)
     assert lines[-2] == "touch .venv/.installed" and lines[-1] == f".venv/bin/{command}"
 
 
-@pytest.mark.parametrize("target", ["demo", "test", "install", "bench"])
+@pytest.mark.parametrize("target", ["demo", "test", "test-fast", "install", "bench"])
 def test_up_to_date_environment_installs_nothing(checkout, target):
     _fake_venv(checkout, stamp_time=2_000_000)
     lines = _dry_run(checkout, target)

@@ -130,6 +130,41 @@ def test_plot_iterate_path_draws_the_released_iterates(finished):
     plt.close("all")
 
 
+def test_the_path_is_drawn_by_hyperparameter_name_in_natural_units(finished):
+    from botorch_dp.tuning import Hyperparameter, SearchSpace
+
+    opt, _ = finished
+    release = opt.result().release
+    space = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Hyperparameter("momentum", 0.0, 0.9),
+                         Hyperparameter("dropout", 0.0, 0.5)])
+    ax = plot.plot_iterate_path(release, dims=(0, 2), space=space)
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_xscale(), ax.get_yscale()) == ("lr", "dropout", "log", "linear")
+    natural = space.to_natural(release.iterates)
+    np.testing.assert_allclose(ax.get_lines()[0].get_xdata(), [row["lr"] for row in natural], rtol=1e-12)
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), [row["dropout"] for row in natural], rtol=1e-12)
+    with pytest.raises(ValueError, match="space has dim 1"):
+        plot.plot_iterate_path(release, space=SearchSpace([Hyperparameter("lr", 1e-4, 1e-1)]))
+    fig = plot.plot_run(opt, space=space)
+    assert fig.axes[-1].get_xlabel() == "lr"
+    plt.close("all")
+
+
+def test_the_privacy_panel_shows_the_training_epsilon_when_candidates_were_trained_privately(finished):
+    opt, _ = finished
+    ledger = PrivacyLedger()
+    for t, rec in enumerate(opt.ledger.validation_records()):
+        ledger.record_validation_step(rec.event.mu, run_id="r", key=f"step-{t:04d}")
+    ax = plot.plot_privacy(ledger, delta=1e-5)
+    assert not any("training" in t.get_text() for t in ax.get_legend().get_texts())
+    ledger.record_training_run(run_id=0, noise_multiplier=1.0, sample_rate=0.01, steps=500)
+    ax = plot.plot_privacy(ledger, delta=1e-5)
+    eps = ledger.training_epsilon(1e-5)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert f"training ε = {eps:.3g} (δ = 1e-05)" in labels
+    assert any(len(line.get_ydata()) == 2 and np.allclose(line.get_ydata(), [eps, eps]) for line in ax.get_lines())
+    plt.close("all")
+
+
 def test_progress_bar_shows_epsilon_spent(capsys):
     _, objective = normal_location(n=40, d=3)
     with warnings.catch_warnings():

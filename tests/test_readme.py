@@ -56,8 +56,9 @@ def test_main_example_runs_and_releases_the_target_guarantee():
     assert math.isclose(gdp_epsilon(g.mu, 1e-5), 1.0, rel_tol=1e-9)
     assert len(release.iterates) == 11 and ((release.theta >= 0) & (release.theta <= 1)).all()
     assert len(release.evaluation_points) == sum(release.batch_sizes) == objective.num_trainings
-    # what it prints: the tuned hyperparameters in natural units and the guarantee
+    # what it prints: the tuned hyperparameters in natural units and the statement of the guarantee
     printed = out.getvalue()
     natural = space.to_natural(release.theta)
-    assert printed == f"{natural} {g}\n"
+    assert printed == f"{natural}\n{result.guarantee_report()}\n"
+    assert "validation users (replace one user's losses): (epsilon = 1, delta = 1e-05)-DP" in printed
     assert 1e-4 <= natural["lr"] <= 1e-1 and 0.0 <= natural["dropout"] <= 0.5

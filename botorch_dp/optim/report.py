@@ -25,6 +25,7 @@ from botorch_dp.optim.state import Run
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.checks import check_told_batch
 from botorch_dp.privacy.ledger import parse_release_key
+from botorch_dp.privacy.statement import guarantee_statement
 
 __all__ = ["check_next_release", "checked_batch", "checked_partitioned", "guarantee", "replace", "result", "spent"]
 
@@ -92,7 +93,8 @@ def result(opt: Run) -> DPGIBOResult:
     diagnostics = None
     if opt.config.record_non_private_diagnostics:
         diagnostics = NonPrivateDiagnostics.from_releases(list(s.diagnostics), opt.dim)
-    return DPGIBOResult(release=release, diagnostics=diagnostics)
+    return DPGIBOResult(release=release, diagnostics=diagnostics,
+                        statement=guarantee_statement(opt.ledger, release.guarantee.delta))
 
 
 def checked_partitioned(opt: Run, points: Any, partitions: PartitionedObjective) -> Tensor:

@@ -6,14 +6,18 @@ r"""What a DP-GIBO run returns: the private release, its guarantee and opt-in di
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from botorch_dp.optim.release_json import release_json
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, ReleaseDiagnostics
+from botorch_dp.privacy.statement import GuaranteeStatement
 
 
 @dataclass
@@ -170,12 +174,50 @@ class NonPrivateDiagnostics:
         return (self.unnoised_gradients - true_gradient(iterates[:t])).norm(dim=-1)
 
 
-@dataclass
+@dataclass(repr=False)
 class DPGIBOResult:
-    r"""Result of a run: ``release`` is private; ``diagnostics`` is not (``None`` unless asked)."""
+    r"""Result of a run: ``release`` is private; ``diagnostics`` is not (``None`` unless asked).
+
+    ``statement`` is what the run's ledger protected when the result was made (validation users,
+    training records, and both composed; ``privacy.statement``): ``guarantee_report()`` says it
+    in words and ``to_json()`` writes it with the release.
+    """
 
     release: PrivateRelease
     diagnostics: NonPrivateDiagnostics | None = None
+    statement: GuaranteeStatement | None = None
+
+    def guarantee_report(self) -> str:
+        r"""What was protected, in plain words: per protected set the ``(ε, δ)`` and how it was
+        reached, and the composed guarantee if the same people are in both sets."""
+        if self.statement is None:
+            g = self.release.guarantee
+            return f"What was protected:\n- validation users: (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})-DP"
+        return str(self.statement)
+
+    def to_json(self, path: str | os.PathLike | None = None, *, space: Any = None, include_diagnostics: bool = False) -> str:
+        r"""The release and its guarantee as JSON (written to ``path`` too, if given).
+
+        Args:
+            path: Optionally a file to write (owner-only permissions are the caller's choice).
+            space: A ``tuning.SearchSpace``: ``theta`` and the iterates are then also given in
+                natural units, by hyperparameter name.
+            include_diagnostics: Add the NON-PRIVATE diagnostics (labelled as such; never
+                publish them). Off by default.
+
+        Returns:
+            The JSON text. No noise seed is in it (a run never stores one).
+        """
+        return release_json(self, path, space=space, include_diagnostics=include_diagnostics)
+
+    def __repr__(self) -> str:
+        r = self.release
+        g = r.guarantee
+        return (f"DPGIBOResult(theta of d = {r.theta.shape[-1]}, {len(r.batch_sizes)} steps, {r.evaluation_points.shape[0]} "
+                f"evaluations, validation (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})"
+                f"{', NON-PRIVATE diagnostics' if self.diagnostics is not None else ''})")
+
+    __str__ = __repr__
 
 
 @dataclass

@@ -66,8 +66,13 @@ def test_quick_row_is_sound_and_its_design_separates(name):
     assert result.mechanism == name
     assert result.empirical_mu_lower <= result.claimed_mu, result
     # the neighbours are worst cases: the point estimate is near what the design spends (a design
-    # that failed to separate D from D′ would sit near 0); 150-2500 counted runs per side
-    assert abs(result.empirical_mu - TRUE_MU[name]) < 0.45 * TRUE_MU[name], result
+    # that failed to separate D from D′ would sit near 0); 150-2500 counted runs per side. The
+    # OS-entropy row's estimate is random: only its lower side is checked (separation), since its
+    # upper side is the soundness check above, at 99% (a run gave 1.47 for a true 1.0)
+    if name in UNSEEDED:
+        assert result.empirical_mu > 0.55 * TRUE_MU[name], result
+    else:
+        assert abs(result.empirical_mu - TRUE_MU[name]) < 0.45 * TRUE_MU[name], result
 
 
 def halve_gaussian_noise(monkeypatch):

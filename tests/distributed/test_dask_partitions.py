@@ -24,7 +24,7 @@ SIZES = [20, 20]
 
 
 @pytest.fixture(scope="module")
-def client():
+def dask_client():
     with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cluster, \
             Client(cluster) as c:
         yield c
@@ -68,11 +68,11 @@ class NaNUsers(SyntheticUsers):
         return losses
 
 
-def test_dask_run_equals_the_in_process_run_bit_for_bit(client):
+def test_dask_run_equals_the_in_process_run_bit_for_bit(dask_client):
     parts = synthetic_partitions(SIZES, D, seed=5)
     plain = new(config()).run(lambda X: torch.cat([p(X) for p in parts], 1), progress=False).release
     local = new(config()).run(InProcessPartitions(parts), progress=False).release
-    partitions = DaskPartitions(client, parts)
+    partitions = DaskPartitions(dask_client, parts)
     driver = new(config())
     remote = driver.run(partitions, progress=False).release
     for other in (local, remote):
@@ -86,22 +86,22 @@ def test_dask_run_equals_the_in_process_run_bit_for_bit(client):
 
 
 @pytest.mark.timeout(600)
-def test_a_worker_killed_mid_iteration_costs_no_second_release_and_no_evaluation(client, tmp_path):
+def test_a_worker_killed_mid_iteration_costs_no_second_release_and_no_evaluation(dask_client, tmp_path):
     armed, died = str(tmp_path / "armed"), str(tmp_path / "died")
     parts = [DyingUsers(20, D, 5, armed, died), SyntheticUsers(20, D, 6)]
     reference = new(config(num_iterations=3)).run(InProcessPartitions(synthetic_partitions(SIZES, D, 5)),
                                                   progress=False).release
-    partitions = DaskPartitions(client, parts)
+    partitions = DaskPartitions(dask_client, parts)
     opt = new(config(num_iterations=3))
     opt.tell_partitioned(opt.ask(), partitions)
     # kill, between the evaluations and the partial sums, the worker holding partition 1's rows
     X = opt.ask()
     partitions.evaluate([*opt.evaluation_points.split(list(opt.state.batch_sizes)), X])
-    holder = next(iter(client.who_has(partitions._blocks[1])[partitions._blocks[1][0].key]))
-    pid = client.run(os.getpid, workers=[holder])[holder]
+    holder = next(iter(dask_client.who_has(partitions._blocks[1])[partitions._blocks[1][0].key]))
+    pid = dask_client.run(os.getpid, workers=[holder])[holder]
     os.kill(pid, signal.SIGKILL)
     opt.tell_partitioned(X, partitions)  # the lost rows are recomputed where Dask puts them
-    client.wait_for_workers(2, timeout=240)  # the nanny restarts the killed worker
+    dask_client.wait_for_workers(2, timeout=240)  # the nanny restarts the killed worker
     # and the partition that dies in its next evaluation is evaluated again elsewhere
     Path(armed).touch()
     opt.tell_partitioned(opt.ask(), partitions)
@@ -113,8 +113,8 @@ def test_a_worker_killed_mid_iteration_costs_no_second_release_and_no_evaluation
     partitions.close()
 
 
-def test_bad_losses_on_one_partition_raise_naming_it_and_release_nothing(client):
-    partitions = DaskPartitions(client, [SyntheticUsers(20, D, 1), NaNUsers(20, D, 2)])
+def test_bad_losses_on_one_partition_raise_naming_it_and_release_nothing(dask_client):
+    partitions = DaskPartitions(dask_client, [SyntheticUsers(20, D, 1), NaNUsers(20, D, 2)])
     opt = new(config())
     X = opt.ask()
     with pytest.raises(ValueError, match=r"partition 1: losses contain 2 non-finite values"):
@@ -136,7 +136,7 @@ _ON_DASK = {
 
 
 @pytest.mark.parametrize("name", sorted(_ON_DASK))
-def test_every_option_runs_on_dask_as_in_one_process(client, name):
+def test_every_option_runs_on_dask_as_in_one_process(dask_client, name):
     r"""Adaptive clipping, the adaptive schedule, subspaces, the private preconditioner and the
     evaluated selections on ``DaskPartitions`` (two worker processes, one chunk of users per
     partition): the run is the in-memory run bit for bit, and the ledger holds the same records."""
@@ -149,7 +149,7 @@ def test_every_option_runs_on_dask_as_in_one_process(client, name):
     settings = {**_settings(overrides), "num_iterations": 3, "user_chunk_size": N // 2}
     memory_run, dask_run = new(DPGIBOConfig(**settings)), new(DPGIBOConfig(**settings))
     memory = memory_run.run(_objective, progress=False).release
-    partitions = DaskPartitions(client, [_Half(0), _Half(N // 2)])
+    partitions = DaskPartitions(dask_client, [_Half(0), _Half(N // 2)])
     try:
         remote = dask_run.run(partitions, progress=False).release
     finally:

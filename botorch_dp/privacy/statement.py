@@ -1,0 +1,160 @@
+r"""One statement of what a tuning procedure protected, read off its ledger, in plain words.
+
+A ledger holds two protected sets: the **validation users** (each user's losses may be
+replaced: the Gaussian releases of DP-GIBO, the scores of private random search, DP-HyPO,
+...) and the **training records** (one record may be added or removed: DP-SGD runs, AMP).
+``guarantee_statement`` states the ``(ε, δ)`` of each and how it was reached; when the same
+people are in both sets, it also composes them: a person's change replaces their validation
+losses and adds or removes their training record, each mechanism's RDP holds for its part of
+that change, and the RDP curves add (validation ``μ``-GDP is ``α μ²/2`` exactly), converted
+on the ledger's order grid. The statement is public (it reads only what the ledger
+recorded) and holds no noise seed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from botorch_dp.privacy.checks import check_delta
+from botorch_dp.privacy.ledger import PrivacyLedger, parse_release_key
+from botorch_dp.privacy.ledger.events import DPSGDRun, Gaussian, PureDP, TrainingMechanism, ValidationMechanism
+from botorch_dp.privacy.ledger.filters import rdp_grid_epsilon, training_rdp_curve, validation_rdp_curve
+
+__all__ = ["GuaranteeStatement", "ProtectedSet", "guarantee_statement"]
+
+#: What each release part of a DP-GIBO step is, in words.
+_PARTS = {
+    "grad": "Gaussian gradient releases",
+    "norm": "noisy gradient norms",
+    "clip": "noisy clip counts",
+    "precond": "GOE preconditioner releases",
+    "select": "a private selection of the returned iterate",
+}
+
+
+@dataclass(frozen=True)
+class ProtectedSet:
+    r"""The guarantee of one protected set.
+
+    Attributes:
+        name: ``"validation users"``, ``"training records"`` or ``"the same people in both"``.
+        neighbours: What one person's change is (``"replace one user's losses"``, ...).
+        epsilon: ``ε`` at ``delta`` (``inf`` without a guarantee).
+        delta: ``δ``.
+        mechanisms: How it was reached, in words (one line each).
+        mu: The composed Gaussian-DP ``μ`` when the set's releases are all Gaussian (else None).
+    """
+
+    name: str
+    neighbours: str
+    epsilon: float
+    delta: float
+    mechanisms: tuple[str, ...]
+    mu: float | None = None
+
+    def line(self) -> str:
+        mu = "" if self.mu is None else f", from mu = {self.mu:.4g} Gaussian DP"
+        return (f"{self.name} ({self.neighbours}): (epsilon = {self.epsilon:.4g}, delta = {self.delta:.3g})-DP{mu}; "
+                + "; ".join(self.mechanisms))
+
+
+@dataclass(frozen=True)
+class GuaranteeStatement:
+    r"""What a procedure protected: per protected set, and composed for people in both.
+
+    ``composed`` is None unless the ledger holds both validation and training entries; it
+    applies only when the same people are in both sets (``str`` says so).
+    """
+
+    validation: ProtectedSet | None
+    training: ProtectedSet | None
+    composed: ProtectedSet | None
+
+    def __str__(self) -> str:
+        lines = ["What was protected:"]
+        for part in (self.validation, self.training):
+            if part is not None:
+                lines.append(f"- {part.line()}")
+        if self.validation is None and self.training is None:
+            lines.append("- nothing was released")
+        if self.composed is not None:
+            lines.append(f"- if the same people are in both sets, {self.composed.line()}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        r"""Plain JSON values (``inf`` as the string ``"inf"``)."""
+        def plain(part: ProtectedSet | None) -> dict[str, Any] | None:
+            if part is None:
+                return None
+            out = asdict(part)
+            out["mechanisms"] = list(part.mechanisms)
+            return {k: ("inf" if isinstance(v, float) and math.isinf(v) else v) for k, v in out.items()}
+
+        return {"validation": plain(self.validation), "training": plain(self.training),
+                "composed_if_same_people": plain(self.composed)}
+
+
+def _validation(ledger: PrivacyLedger, delta: float) -> ProtectedSet | None:
+    records = ledger.validation_records()
+    if not records:
+        return None
+    parts: dict[str, int] = {}
+    other: list[str] = []
+    for record in records:
+        if isinstance(record.event, ValidationMechanism):
+            other.append(record.event.description)
+        elif isinstance(record.event, PureDP):
+            other.append(f"a pure epsilon = {record.event.epsilon:.4g} release ({record.key})")
+        else:
+            part = parse_release_key(record.key)[1]
+            parts[part] = parts.get(part, 0) + 1
+    runs = len(ledger.validation_run_ids())
+    mechanisms = tuple(f"{count} {_PARTS.get(part, part + ' releases')}" for part, count in parts.items()) + tuple(other)
+    mechanisms += (f"composed over {runs} run(s) on these users",)
+    events = [r.event for r in records]
+    mu = ledger.validation_mu() if all(isinstance(e, (Gaussian, PureDP)) for e in events) else None
+    return ProtectedSet("validation users", "replace one user's losses", ledger.validation_epsilon(delta), delta,
+                        mechanisms, mu)
+
+
+def _training(ledger: PrivacyLedger, delta: float) -> ProtectedSet | None:
+    records = ledger.training_records()
+    if not records:
+        return None
+    sgd = sum(isinstance(r.event, DPSGDRun) for r in records)
+    others = [r.event.description for r in records if isinstance(r.event, TrainingMechanism)]
+    accountant, _ = ledger.training_accountant_in_use()
+    mechanisms = ((f"{sgd} DP-SGD run(s) (Opacus, {accountant.upper()} accountant)",) if sgd else ()) + tuple(others)
+    return ProtectedSet("training records", "add or remove one record", ledger.training_epsilon(delta), delta, mechanisms)
+
+
+def guarantee_statement(ledger: PrivacyLedger, delta: float, *, training_delta: float | None = None) -> GuaranteeStatement:
+    r"""The statement of everything ``ledger`` recorded.
+
+    Args:
+        ledger: The ledger the procedure charged (all its runs count).
+        delta: ``δ`` of the validation guarantee and of the composed one.
+        training_delta: ``δ`` of the training guarantee (default: the ledger's, then ``delta``).
+
+    Returns:
+        The ``GuaranteeStatement``.
+    """
+    delta = check_delta(delta)
+    if training_delta is None:
+        training_delta = ledger.training_delta if ledger.training_delta is not None else delta
+    validation = _validation(ledger, delta)
+    training = _training(ledger, check_delta(training_delta, "training_delta"))
+    composed = None
+    if validation is not None and training is not None:
+        curve = (np.asarray(validation_rdp_curve([r.event for r in ledger.validation_records()]))
+                 + np.asarray(training_rdp_curve([r.event for r in ledger.training_records()])))
+        epsilon, order = rdp_grid_epsilon(curve, delta)
+        composed = ProtectedSet(
+            "the same people in both", "replace their losses and add or remove their record", epsilon, delta,
+            (f"RDP of both sets added and converted at order {order:g}",),
+        )
+    return GuaranteeStatement(validation, training, composed)

@@ -1,0 +1,64 @@
+"""botorch_dp.privacy.statement: one statement of what a ledger protected (issue 32, item 1),
+checked against closed forms and against Opacus's own RDP analysis."""
+
+import math
+
+import numpy as np
+import pytest
+from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
+
+from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
+from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger.events import TRAINING_RDP_ORDERS
+from botorch_dp.privacy.statement import guarantee_statement
+from botorch_dp.training.dp_sgd import composed_training_epsilon
+
+DELTA = 1e-5
+
+
+def _validation_ledger() -> PrivacyLedger:
+    ledger = PrivacyLedger()
+    for t, mu in enumerate([0.5, 0.5, 0.3]):
+        ledger.record_validation_step(mu, run_id="run-a", key=f"step-{t:04d}")
+    ledger.record_validation_step(0.4, run_id="run-b", key="step-0000")
+    return ledger
+
+
+def test_validation_only_is_the_exact_gdp_conversion_of_all_runs():
+    statement = guarantee_statement(_validation_ledger(), DELTA)
+    mu = compose_gdp([0.5, 0.5, 0.3, 0.4])
+    v = statement.validation
+    assert v.mu == pytest.approx(mu, rel=1e-12) and v.epsilon == pytest.approx(gdp_epsilon(mu, DELTA), rel=1e-12)
+    assert statement.training is None and statement.composed is None
+    assert "4 Gaussian gradient releases" in str(statement) and "composed over 2 run(s)" in str(statement)
+    assert "if the same people" not in str(statement)
+
+
+def test_training_and_the_composition_agree_with_opacus():
+    ledger = _validation_ledger()
+    runs = [(1.1, 0.02, 300), (1.1, 0.02, 300), (0.9, 0.05, 100)]
+    for i, (sigma, q, steps) in enumerate(runs):
+        ledger.record_training_run(run_id=i, noise_multiplier=sigma, sample_rate=q, steps=steps)
+    statement = guarantee_statement(ledger, DELTA)
+    assert statement.training.epsilon == pytest.approx(composed_training_epsilon(runs, DELTA), rel=1e-12)
+    assert "3 DP-SGD run(s) (Opacus, RDP accountant)" in str(statement)
+    orders = np.asarray(TRAINING_RDP_ORDERS)
+    mu = compose_gdp([0.5, 0.5, 0.3, 0.4])
+    rdp = orders * mu**2 / 2 + sum(compute_rdp(q=q, noise_multiplier=s, steps=n, orders=orders) for s, q, n in runs)
+    expected, _ = get_privacy_spent(orders=orders, rdp=rdp, delta=DELTA)
+    assert statement.composed.epsilon == pytest.approx(expected, rel=1e-9)
+    # composing costs more than either side alone, and at most what the two would sum to
+    assert max(statement.training.epsilon, statement.validation.epsilon) < statement.composed.epsilon
+    assert statement.composed.epsilon < statement.training.epsilon + statement.validation.epsilon + 1.0
+    assert "if the same people are in both sets" in str(statement)
+    plain = statement.to_dict()
+    assert set(plain) == {"validation", "training", "composed_if_same_people"}
+    assert plain["training"]["neighbours"] == "add or remove one record"
+
+
+def test_an_empty_ledger_says_nothing_was_released_and_infinity_is_plain_json():
+    assert "nothing was released" in str(guarantee_statement(PrivacyLedger(), DELTA))
+    ledger = PrivacyLedger()
+    ledger.record_validation_step(math.inf, run_id="r", key="step-0000")
+    plain = guarantee_statement(ledger, DELTA).to_dict()
+    assert plain["validation"]["epsilon"] == "inf" and plain["validation"]["mu"] == "inf"
