@@ -39,7 +39,7 @@ def slow_functions(log: str, threshold: float) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("log", type=Path, help="output of pytest --durations=0")
-    parser.add_argument("--threshold", type=float, default=0.5, help="seconds per test function (default 0.5)")
+    parser.add_argument("--threshold", type=float, default=0.3, help="seconds per test function (default 0.3)")
     parser.add_argument("--out", type=Path, default=ROOT / "tests" / "slow_tests.txt")
     args = parser.parse_args(argv)
     found = slow_functions(args.log.read_text(), args.threshold)
