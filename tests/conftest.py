@@ -42,12 +42,20 @@ def slow_functions() -> frozenset[str]:
     return frozenset(line for line in lines if line)
 
 
+def _uses_a_slow_service(item) -> bool:
+    r"""A fixture of ``SLOW_FIXTURES``, or a parameter ``"postgresql"`` (a fixture parametrized over
+    storage back ends asks for the server with ``request.getfixturevalue``)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return bool(SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))) or any(
+        isinstance(v, str) and v == "postgresql" for v in params.values()
+    )
+
+
 def pytest_collection_modifyitems(config, items):
     listed = slow_functions()
     for item in items:
         node = item.nodeid.split("[")[0]
-        if (node.startswith(SLOW_PATHS) or node in listed
-                or SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))):
+        if node.startswith(SLOW_PATHS) or node in listed or _uses_a_slow_service(item):
             item.add_marker(pytest.mark.slow)
 
 
