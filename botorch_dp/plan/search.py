@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+from tqdm.auto import tqdm
 
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.config import MIN_USERS, DPGIBOConfig
@@ -85,6 +86,9 @@ class PrivatePlan:
         num_proxy_users: ``n_p`` of the proxy.
         kernel_fit: The ``KernelFit`` on the proxy, or ``None`` with ``fit_kernel=False``
             (the config's kernel kept).
+        given: The settings passed in (their kernel, ``B``, ``η``, ``T`` and batch rule, no
+            planning) simulated the same way, so the plan's gain is visible (``None`` for a
+            plan made without it). Its ``clip_quantile`` is the share of proxy norms ``≤ B``.
     """
 
     config: DPGIBOConfig
@@ -95,32 +99,48 @@ class PrivatePlan:
     num_users: int
     num_proxy_users: int
     kernel_fit: KernelFit | None = None
+    given: PlanTrial | None = None
 
     def table(self) -> str:
-        r"""The trials as a fixed-width text table, the recommended one marked ``*``."""
+        r"""The trials as a fixed-width text table, the recommended one marked ``*`` and the
+        settings passed in (``given``) last, marked ``g``; ``+-`` is the standard error over the
+        repeats (``n/a`` with one)."""
         head = (
             f"{'':1} {'batch rule':>12} {'quantile':>8} {'B':>10} {'eta':>8} {'T':>4} {'proxy loss':>11} {'+-':>9} "
             f"{'noise std':>10} {'noise/signal':>12}"
         )
-        lines = [head]
-        for i, t in enumerate(self.trials):
-            spread = (max(t.proxy_losses) - min(t.proxy_losses)) / 2
-            rule = "fixed" if t.bias_tolerance is None else f"tol {t.bias_tolerance:.3g}"
-            lines.append(
-                f"{'*' if i == self.best else '':1} {rule:>12} {t.clip_quantile:>8.3g} {t.clip_bound:>10.4g} "
-                f"{t.step_size:>8.3g} {t.num_iterations:>4d} {t.mean_proxy_loss:>11.5g} {spread:>9.2g} "
-                f"{t.noise_std:>10.3g} {t.noise_to_signal:>12.3g}"
-            )
+        rows = [("*" if i == self.best else "", t) for i, t in enumerate(self.trials)]
+        lines = [head] + [_row(mark, t) for mark, t in rows + ([("g", self.given)] if self.given is not None else [])]
         return "\n".join(lines)
 
     def __str__(self) -> str:
         c = self.config
         budget = f"mu = {c.privacy_mu:.4g}" + ("" if c.epsilon is None else f" (epsilon = {c.epsilon:g}, delta = {c.delta:g})")
         kernel = "kernel: the config's (not fitted)" if self.kernel_fit is None else self.kernel_fit.describe()
+        given = ""
+        if self.given is not None:
+            best = self.trials[self.best]
+            given = (f"\nrecommended (*): proxy loss {best.mean_proxy_loss:.5g} +- {_spread(best)}; the settings passed "
+                     f"(g): {self.given.mean_proxy_loss:.5g} +- {_spread(self.given)}")
         return (
             f"DP-GIBO plan on a public proxy of {self.num_proxy_users} users for a private run on "
-            f"{self.num_users} users at {budget}; noise simulated at the private budget.\n{kernel}\n{self.table()}"
+            f"{self.num_users} users at {budget}; noise simulated at the private budget.\n{kernel}\n{self.table()}{given}"
         )
+
+
+def _spread(trial: PlanTrial) -> str:
+    r"""The standard error of the trial's mean proxy loss over its repeats (``n/a`` with one)."""
+    r = len(trial.proxy_losses)
+    if r < 2:
+        return "n/a"
+    mean = trial.mean_proxy_loss
+    return f"{math.sqrt(math.fsum((x - mean) ** 2 for x in trial.proxy_losses) / (r - 1) / r):.2g}"
+
+
+def _row(mark: str, t: PlanTrial) -> str:
+    rule = "fixed" if t.bias_tolerance is None else f"tol {t.bias_tolerance:.3g}"
+    return (f"{mark:1} {rule:>12} {t.clip_quantile:>8.3g} {t.clip_bound:>10.4g} {t.step_size:>8.3g} {t.num_iterations:>4d} "
+            f"{t.mean_proxy_loss:>11.5g} {_spread(t):>9} {t.noise_std:>10.3g} {t.noise_to_signal:>12.3g}")
 
 
 def _checked_floats(values: Sequence[float], name: str, check: Callable[[float, str], float]) -> tuple[float, ...]:
@@ -156,8 +176,9 @@ def plan_private_run(
     fit_kernel: bool = True,
     kernel_fit_points: int | None = None,
     kernel_fit_radius: float | Tensor | None = None,
-    num_repeats: int = 2,
+    num_repeats: int = 3,
     seed: int = 0,
+    progress: bool = True,
 ) -> PrivatePlan:
     r"""Fit the kernel, then choose ``B``, ``η``, ``T`` and the batch rule of a private DP-GIBO
     run, all on a PUBLIC proxy objective.
@@ -189,9 +210,11 @@ def plan_private_run(
         kernel_fit_points: ``m``, Sobol points of the fit (default ``10 d``).
         kernel_fit_radius: Half-width of the fit box around ``θ₀`` (cut to ``Θ``); ``None``
             (default): all of ``Θ``, the region the run's iterates may visit.
-        num_repeats: Simulated runs per setting (different noise; the same across settings).
+        num_repeats: Simulated runs per setting (different noise; the same across settings);
+            the table's ``+-`` is their standard error.
         seed: Seed of the fit points and of the simulated runs' noise and search (public
             randomness on public data).
+        progress: Show a tqdm bar over the simulated runs (public values only).
 
     Returns:
         The ``PrivatePlan``: recommended config and report.
@@ -223,11 +246,15 @@ def plan_private_run(
     seeds = child_seeds([check_nonnegative_int(seed, "seed")], num_repeats)
     adaptive_clip = config.clip_bound == "adaptive"
 
+    given_config = config  # the settings passed in, simulated as they are for the "given" row
     kernel_fit = None
     if fit_kernel:
         config, kernel_fit = fit_kernel_on_proxy(
             proxy_objective, config, num_points=kernel_fit_points, radius=kernel_fit_radius, seed=seed
         )
+    key = "clip_init" if adaptive_clip else "clip_bound"
+    total = (len(tolerances) * len(quantiles) * len(etas) * len(Ts) + 1) * num_repeats
+    bar = tqdm(total=total, disable=not progress, desc="planning on the proxy", unit="run")
     with warnings.catch_warnings():
         # the simulation's seeded noise is public randomness on public data, not a release
         warnings.filterwarnings("ignore", category=PrivacyWarning)
@@ -238,36 +265,54 @@ def plan_private_run(
                 probes.append(DPGIBO(dataclasses.replace(_with_batch_rule(config, tol), seed=seeds[0], validation_mu_budget=None)))
             except ValueError as err:
                 raise ValueError(f"bias_tolerances: {err}") from err
-        trials, norm_quantiles, gradient_points, n_p = [], {}, {}, None
-        for tol, probe in zip(tolerances, probes):
-            rule_config = _with_batch_rule(config, tol)
+        n_p: list[int] = []
+
+        def estimates_at_theta0(probe: DPGIBO) -> tuple[Tensor, Tensor]:
+            r"""The probe's first batch and the proxy users' gradient estimates there (public)."""
             points = probe.ask()  # public: depends on θ₀, the kernel and the search seed only
             losses = _proxy_losses(proxy_objective, points)
-            if n_p is not None and losses.shape[1] != n_p:
-                raise ValueError(f"proxy_objective returned {losses.shape[1]} users, earlier {n_p}.")
-            n_p = losses.shape[1]
-            gp = GradientGP(points, probe.kernel, probe.noise_variance, jitter=config.jitter)
+            if n_p and losses.shape[1] != n_p[0]:
+                raise ValueError(f"proxy_objective returned {losses.shape[1]} users, earlier {n_p[0]}.")
+            n_p[:] = [losses.shape[1]]
+            gp = GradientGP(points, probe.kernel, probe.noise_variance, jitter=probe.config.jitter)
             with torch.no_grad():
-                estimates = (gp.gradient_weights(probe.theta) @ losses).transpose(0, 1)  # n_p x d, public
-            norms = estimates.norm(dim=1)
-            bounds = torch.quantile(norms, torch.tensor(quantiles, dtype=torch.float64)).tolist()
-            if not all(b > 0 and math.isfinite(b) for b in bounds):
-                raise ValueError(f"The proxy's gradient-estimate norm quantiles {bounds} are not all positive and finite.")
-            norm_quantiles[tol], gradient_points[tol] = dict(zip(quantiles, bounds)), points.clone()
-            for (gamma, bound), eta, T in itertools.product(zip(quantiles, bounds), etas, Ts):
-                clip = {"clip_init": bound} if adaptive_clip else {"clip_bound": bound}
-                signal = float(clip_rows(estimates, bound)[0].mean(0).norm())
-                scores, noise_std = [], math.nan
-                for r, s in enumerate(seeds):
-                    sim = simulation_config(rule_config, n, n_p, step_size=eta, num_iterations=T, seed=s, **clip)
-                    release = DPGIBO(sim).run(proxy_objective, progress=False).release
-                    value = torch.as_tensor(proxy_objective(release.theta.unsqueeze(0))).to(torch.float64).mean()
-                    scores.append(float(value))
-                    if r == 0:
-                        noise_std = release.noise_stds[0] if release.noise_stds else math.nan
-                dim = points.shape[1]
-                ratio = noise_std * math.sqrt(dim) / signal if signal > 0 else math.inf
-                trials.append(PlanTrial(gamma, bound, eta, T, tuple(scores), noise_std, ratio, tol))
+                return points, (gp.gradient_weights(probe.theta) @ losses).transpose(0, 1)  # n_p x d
+
+        def simulate(rule_config: DPGIBOConfig, estimates: Tensor, bound: float, gamma: float, eta: float, T: int,
+                     tol: float | None) -> PlanTrial:
+            signal = float(clip_rows(estimates, bound)[0].mean(0).norm())
+            scores, noise_std = [], math.nan
+            for r, s in enumerate(seeds):
+                sim = simulation_config(rule_config, n, n_p[0], step_size=eta, num_iterations=T, seed=s, **{key: bound})
+                release = DPGIBO(sim).run(proxy_objective, progress=False).release
+                scores.append(float(torch.as_tensor(proxy_objective(release.theta.unsqueeze(0))).to(torch.float64).mean()))
+                if r == 0:
+                    noise_std = release.noise_stds[0] if release.noise_stds else math.nan
+                bar.update(1)
+            ratio = noise_std * math.sqrt(estimates.shape[1]) / signal if signal > 0 else math.inf
+            return PlanTrial(gamma, bound, eta, T, tuple(scores), noise_std, ratio, tol)
+
+        trials, norm_quantiles, gradient_points = [], {}, {}
+        try:
+            for tol, probe in zip(tolerances, probes):
+                rule_config = _with_batch_rule(config, tol)
+                points, estimates = estimates_at_theta0(probe)
+                norms = estimates.norm(dim=1)
+                bounds = torch.quantile(norms, torch.tensor(quantiles, dtype=torch.float64)).tolist()
+                if not all(b > 0 and math.isfinite(b) for b in bounds):
+                    raise ValueError(f"The proxy's gradient-estimate norm quantiles {bounds} are not all positive and finite.")
+                norm_quantiles[tol], gradient_points[tol] = dict(zip(quantiles, bounds)), points.clone()
+                for (gamma, bound), eta, T in itertools.product(zip(quantiles, bounds), etas, Ts):
+                    trials.append(simulate(rule_config, estimates, bound, gamma, eta, T, tol))
+            # the settings passed in, as they are (their kernel, B, η, T, batch rule): the plan's baseline
+            _, estimates = estimates_at_theta0(DPGIBO(dataclasses.replace(given_config, seed=seeds[0], validation_mu_budget=None)))
+            bound = float(given_config.clip_init if adaptive_clip else given_config.clip_bound)
+            share = float((estimates.norm(dim=1) <= bound).double().mean())
+            given = simulate(given_config, estimates, bound, share, given_config.step_size, given_config.num_iterations,
+                             given_config.bias_tolerance)
+        finally:
+            bar.close()
+        n_p_value = n_p[0]
     best = min(range(len(trials)), key=lambda i: trials[i].mean_proxy_loss)
     t = trials[best]
     if t.noise_to_signal >= 1.0:
@@ -284,5 +329,6 @@ def plan_private_run(
     )
     return PrivatePlan(
         config=recommended, trials=trials, best=best, norm_quantiles=norm_quantiles[t.bias_tolerance],
-        gradient_points=gradient_points[t.bias_tolerance], num_users=n, num_proxy_users=n_p, kernel_fit=kernel_fit,
+        gradient_points=gradient_points[t.bias_tolerance], num_users=n, num_proxy_users=n_p_value, kernel_fit=kernel_fit,
+        given=given,
     )

@@ -65,8 +65,8 @@ def test_recommendation_is_the_best_trial_and_the_noise_is_the_private_one(plann
         assert t.noise_std == pytest.approx(2 * t.clip_bound * math.sqrt(t.num_iterations) / (N_PRIVATE * mu), rel=1e-12)
     assert "*" in plan.table() and f"{N_PROXY} users" in str(plan)
     # the proxy answers: the 10 d kernel-fit points, one probe batch, then per run T batches
-    # and the returned iterate
-    assert calls[0] == 10 * D and len(calls) == 2 + len(plan.trials) * (2 + 1)
+    # and the returned iterate; then the settings passed in: a probe batch and one run
+    assert calls[0] == 10 * D and len(calls) == 2 + len(plan.trials) * (2 + 1) + 1 + (2 + 1)
 
 
 def test_the_planned_config_runs_privately_at_exactly_its_budget(planned):
@@ -160,3 +160,31 @@ def test_a_plan_whose_best_setting_is_mostly_noise_warns_with_its_ratio():
         plan = plan_private_run(proxy, _config(epsilon=8.0), **kw)
     assert plan.trials[plan.best].noise_to_signal < 1
     assert not [w for w in caught if issubclass(w.category, SettingsWarning)]
+
+
+def test_the_settings_passed_in_are_simulated_as_they_are_and_shown_next_to_the_recommendation(capsys):
+    from botorch_dp.plan.proxy import simulation_config
+    from botorch_dp.utils import child_seeds
+
+    _, proxy = normal_location(n=N_PROXY, d=D, seed=1)
+    config = _config(clip_bound=0.7, step_size=0.25)
+    plan = plan_private_run(proxy, config, num_users=N_PRIVATE, clip_quantiles=(0.5, 0.9), step_sizes=(0.5,),
+                            num_repeats=2, progress=True)
+    given = plan.given
+    assert (given.clip_bound, given.step_size, given.num_iterations) == (0.7, 0.25, config.num_iterations)
+    # brute force: the same simulated runs by hand (the config's own kernel, not the fitted one)
+    expected = []
+    for s in child_seeds([0], 2):
+        sim = simulation_config(config, N_PRIVATE, N_PROXY, seed=s, clip_bound=0.7)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            theta = DPGIBO(sim).run(proxy, progress=False).release.theta
+        expected.append(float(proxy(theta.unsqueeze(0)).mean()))
+    assert given.proxy_losses == tuple(expected)
+    assert plan.table().splitlines()[-1].startswith("g ") and "the settings passed (g)" in str(plan)
+    se = math.sqrt(sum((x - given.mean_proxy_loss) ** 2 for x in expected) / 2)  # sd/√r with r = 2
+    assert f"{given.mean_proxy_loss:.5g} +- {se:.2g}" in str(plan)
+    assert "planning on the proxy" in capsys.readouterr().err  # the progress bar
+    one = plan_private_run(proxy, config, num_users=N_PRIVATE, clip_quantiles=(0.5,), step_sizes=(0.5,),
+                           num_repeats=1, progress=False)
+    assert " n/a " in one.table()  # one repeat has no spread to show
