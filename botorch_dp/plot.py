@@ -260,7 +260,7 @@ def plot_iterate_path(
         ax.set_xlabel(f"θ[{i}]")
         ax.set_ylabel(f"θ[{j}]")
     else:
-        hp = space.hyperparameters
+        hp = space.relaxed
         ax.set_xlabel(hp[i].name)
         ax.set_ylabel(hp[j].name)
         ax.set_xscale("log" if hp[i].log_scale else "linear")
@@ -313,5 +313,6 @@ def plot_run(
 
 def _natural(space: SearchSpace, points: Tensor) -> Tensor:
     r"""``k x d`` points in natural units, columns in the space's order (public post-processing)."""
-    rows = space.to_natural(points.reshape(-1, points.shape[-1]))
-    return torch.tensor([[float(row[h.name]) for h in space.hyperparameters] for row in rows], dtype=torch.float64)
+    s = space.to_search_units(points.reshape(-1, points.shape[-1]))
+    return torch.tensor([[float(h.natural(v)) for h, v in zip(space.relaxed, row)] for row in s.tolist()],
+                        dtype=torch.float64)

@@ -16,7 +16,9 @@ from botorch_dp.tuning.datasets import (
     synthetic_like,
 )
 from botorch_dp.tuning.search_space import (
+    Categorical,
     Hyperparameter,
+    Integer,
     SearchSpace,
     default_mlp_space,
     route_hyperparameters,
@@ -29,8 +31,10 @@ from botorch_dp.tuning.torch_classifier import (
 
 __all__ = [
     "SKLEARN_DATASETS",
+    "Categorical",
     "ClassificationData",
     "Hyperparameter",
+    "Integer",
     "SearchSpace",
     "TorchModelTuningObjective",
     "default_mlp_space",

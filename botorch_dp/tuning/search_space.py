@@ -1,4 +1,4 @@
-r"""The search space of continuous hyperparameters: the unit cube DP-GIBO searches ↦ natural units.
+r"""The search space of hyperparameters: the unit cube DP-GIBO searches ↦ natural units.
 
 Coordinates: DP-GIBO works on the unit cube ``[0, 1]^d``, so that one kernel
 length-scale, one search radius and one step size fit every hyperparameter; a
@@ -9,11 +9,16 @@ Each hyperparameter is passed by name, as a keyword argument, either to the opti
 (e.g. ``lr``, ``weight_decay``, ``momentum`` of any ``torch.optim`` class) or to the
 model's constructor (e.g. ``dropout``); ``route_hyperparameters`` decides which, from
 ``Hyperparameter.target`` or from the two signatures.
+
+Continuous ``Hyperparameter``s and ``Integer``s (relaxed, rounded on the way out;
+``tuning.discrete``) are the coordinates of θ; ``Categorical``s are not: a space with them
+lists their ``configurations()``, and ``with_choice`` fixes them for one run.
 """
 
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,9 +28,13 @@ import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 from torch import Tensor
 
+from botorch_dp.tuning.discrete import Categorical, Integer
+
 __all__ = [
     "HYPERPARAMETER_TARGETS",
+    "Categorical",
     "Hyperparameter",
+    "Integer",
     "SearchSpace",
     "SearchSpaceObjective",
     "default_mlp_space",
@@ -78,33 +87,78 @@ class Hyperparameter:
             return math.log10(self.lower), math.log10(self.upper)
         return float(self.lower), float(self.upper)
 
+    def natural(self, search_value: float) -> float:
+        r"""The natural value of a search-unit value (``10^s`` for log-scaled ones)."""
+        return 10.0**search_value if self.log_scale else search_value
+
+    def search_value(self, value: Any) -> float:
+        r"""The search-unit value of a natural one."""
+        return math.log10(float(value)) if self.log_scale else float(value)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": "continuous", "lower": self.lower, "upper": self.upper,
+                "log_scale": self.log_scale, "target": self.target}
+
 
 class SearchSpace:
     r"""Maps the unit cube ``[0, 1]^d`` that DP-GIBO searches to natural hyperparameters.
 
     Coordinate ``u_j ∈ [0, 1]`` becomes ``s_j = a_j + u_j (b_j − a_j)`` in search units
-    (``[a_j, b_j]`` = ``Hyperparameter.search_range``) and then ``10^{s_j}`` for
-    log-scaled hyperparameters, ``s_j`` otherwise.
+    (``[a_j, b_j]`` = ``search_range``) and then ``10^{s_j}`` for log-scaled hyperparameters,
+    ``s_j`` otherwise, rounded for an ``Integer``. The ``d`` coordinates are the continuous and
+    integer hyperparameters, in the order given (``relaxed``); ``Categorical`` ones are fixed
+    per run (``with_choice``), or enumerated (``configurations``).
 
     Args:
-        hyperparameters: The ``d`` hyperparameters, in the order of θ's coordinates.
+        hyperparameters: ``Hyperparameter``, ``Integer`` and ``Categorical`` objects.
+        fixed: Values of categorical hyperparameters fixed for this space (``with_choice``).
     """
 
-    def __init__(self, hyperparameters: Sequence[Hyperparameter]) -> None:
+    def __init__(self, hyperparameters: Sequence[Hyperparameter | Integer | Categorical],
+                 fixed: Mapping[str, Any] | None = None) -> None:
         self.hyperparameters = tuple(hyperparameters)
-        if not self.hyperparameters:
-            raise ValueError("A search space needs at least one hyperparameter.")
+        bad = [h for h in self.hyperparameters if not isinstance(h, (Hyperparameter, Integer, Categorical))]
+        if bad:
+            raise ValueError(f"A search space holds Hyperparameter, Integer and Categorical objects, got {bad[0]!r}.")
         names = [h.name for h in self.hyperparameters]
         if len(set(names)) != len(names):
             raise ValueError(f"Hyperparameter names must be unique, got {names}.")
+        self.relaxed = tuple(h for h in self.hyperparameters if not isinstance(h, Categorical))
+        self.categoricals = tuple(h for h in self.hyperparameters if isinstance(h, Categorical))
+        if not self.relaxed:
+            raise ValueError("A search space needs at least one continuous or integer hyperparameter (a coordinate "
+                             "of θ); with categorical ones only, use private selection among them.")
+        self.fixed = self._checked_choice(fixed or {}, partial=True)
+
+    def _checked_choice(self, choice: Mapping[str, Any], partial: bool = False) -> dict[str, Any]:
+        by_name = {h.name: h for h in self.categoricals}
+        unknown = [name for name in choice if name not in by_name]
+        if unknown:
+            raise ValueError(f"{unknown[0]!r} is not a categorical hyperparameter of the space "
+                             f"(those are {list(by_name)}).")
+        missing = [name for name in by_name if name not in choice and name not in getattr(self, "fixed", {})]
+        if missing and not partial:
+            raise ValueError(f"choose a value for the categorical hyperparameter(s) {missing}.")
+        return {name: by_name[name].check(value) for name, value in choice.items()}
+
+    def with_choice(self, choice: Mapping[str, Any]) -> SearchSpace:
+        r"""The same space with these categorical values fixed (the θ coordinates unchanged)."""
+        return SearchSpace(self.hyperparameters, {**self.fixed, **self._checked_choice(choice, partial=True)})
+
+    def configurations(self) -> list[dict[str, Any]]:
+        r"""Every combination of the categorical values not fixed yet (``[{}]`` without any)."""
+        free = [h for h in self.categoricals if h.name not in self.fixed]
+        return [dict(zip([h.name for h in free], values)) for values in itertools.product(*(h.choices for h in free))]
 
     @property
     def dim(self) -> int:
-        return len(self.hyperparameters)
+        r"""``d``: the continuous and integer hyperparameters (θ's coordinates)."""
+        return len(self.relaxed)
 
     @property
     def names(self) -> list[str]:
-        return [h.name for h in self.hyperparameters]
+        r"""The names of θ's coordinates, in order."""
+        return [h.name for h in self.relaxed]
 
     @property
     def bounds(self) -> Tensor:
@@ -121,51 +175,57 @@ class SearchSpace:
             A ``batch_shape x d`` float64 tensor.
         """
         theta = torch.as_tensor(theta, dtype=torch.float64)
-        lo, hi = torch.tensor([h.search_range for h in self.hyperparameters], dtype=torch.float64).T
+        lo, hi = torch.tensor([h.search_range for h in self.relaxed], dtype=torch.float64).T
         return lo + theta.clamp(0.0, 1.0) * (hi - lo)
 
-    def to_natural(self, theta: Tensor) -> list[dict[str, float]] | dict[str, float]:
-        r"""Unit-cube coordinates to natural hyperparameter values.
+    def to_natural(self, theta: Tensor, choice: Mapping[str, Any] | None = None) -> list[dict[str, Any]] | dict[str, Any]:
+        r"""Unit-cube coordinates to natural hyperparameter values (integers rounded), with every
+        categorical value (``fixed``, then ``choice``).
 
         Args:
             theta: A ``d`` tensor or a ``q x d`` tensor in ``[0, 1]^d`` (values outside are
                 clamped).
+            choice: Values of the categorical hyperparameters not fixed in the space; each must
+                be given (``ValueError`` naming what is missing, unknown or not a choice).
 
         Returns:
-            ``{name: value}`` for a ``d`` tensor, a list of ``q`` such dicts otherwise.
+            ``{name: value}`` in the space's order for a ``d`` tensor, a list of ``q`` such
+            dicts otherwise; plain Python values (float, int, or the categorical choice).
         """
+        chosen = {**self.fixed, **self._checked_choice(choice or {})}
         s = self.to_search_units(theta)
         single = s.dim() == 1
         rows = []
         for row in s.reshape(-1, self.dim).tolist():
-            rows.append({
-                h.name: (10.0**v if h.log_scale else v) for h, v in zip(self.hyperparameters, row)
-            })
+            values = {**chosen, **{h.name: h.natural(v) for h, v in zip(self.relaxed, row)}}
+            rows.append({h.name: values[h.name] for h in self.hyperparameters})
         return rows[0] if single else rows
 
     def from_natural(self, values: Mapping[str, float]) -> Tensor:
         r"""Natural hyperparameter values to unit-cube coordinates.
 
         Args:
-            values: ``{name: value}`` with every hyperparameter of the space.
+            values: ``{name: value}`` with every continuous and integer hyperparameter of the
+                space (an integer's value lands at the centre of its interval); categorical
+                values, if given, must be choices.
 
         Returns:
             A ``d`` float64 tensor.
         """
+        self._checked_choice({h.name: values[h.name] for h in self.categoricals if h.name in values}, partial=True)
+        missing = [h.name for h in self.relaxed if h.name not in values]
+        if missing:
+            raise ValueError(f"values lacks the hyperparameter(s) {missing}.")
         out = []
-        for h in self.hyperparameters:
-            v = float(values[h.name])
-            v = math.log10(v) if h.log_scale else v
+        for h in self.relaxed:
             a, b = h.search_range
-            out.append((v - a) / (b - a))
+            out.append((h.search_value(values[h.name]) - a) / (b - a))
         return torch.tensor(out, dtype=torch.float64)
 
     def describe(self) -> list[dict[str, Any]]:
-        r"""The space as plain values (for a JSON report)."""
-        return [
-            {"name": h.name, "lower": h.lower, "upper": h.upper, "log_scale": h.log_scale, "target": h.target}
-            for h in self.hyperparameters
-        ]
+        r"""The space as plain values (for a JSON report), fixed categorical values included."""
+        return [{**h.describe(), **({"fixed": self.fixed[h.name]} if h.name in self.fixed else {})}
+                for h in self.hyperparameters]
 
     def recommended_kernel(self, lengthscale: float = 0.2, outputscale: float = 1.0) -> ScaleKernel:
         r"""A scaled RBF kernel on the unit cube with FIXED, public hyperparameters.

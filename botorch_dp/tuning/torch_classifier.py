@@ -196,6 +196,11 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
         self.space = space if space is not None else default_mlp_space()
         if not isinstance(self.space, SearchSpace):
             raise ValueError(f"space must be a SearchSpace, got {type(self.space).__name__}.")
+        free = [h.name for h in self.space.categoricals if h.name not in self.space.fixed]
+        if free:
+            raise ValueError(f"space: the categorical hyperparameter(s) {free} are not fixed; give one configuration "
+                             "with space.with_choice({...}) (one DP-GIBO run per configuration of "
+                             "space.configurations()).")
         self.training = training if training is not None else TrainingConfig()
         self._given_model_fn = model_fn
         if model_fn is None:
