@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from botorch_dp.plan import PrivatePlan, plan_private_run
     from botorch_dp.privacy.ledger import PrivacyLedger
     from botorch_dp.privacy.seeding import PrivacyWarning
+    from botorch_dp.tuning.one_call import tune
 
 __version__ = "0.1.0"
 
@@ -38,6 +39,7 @@ _LAZY_NAMES = {
     "plan_private_run": "botorch_dp.plan",
     "SettingsWarning": "botorch_dp.optim.public_checks",
     "qGradientInformation": "botorch_dp.acquisition",
+    "tune": "botorch_dp.tuning.one_call",
 }
 
 #: The subpackages and modules, imported on first attribute access (``botorch_dp.optim``).
@@ -48,7 +50,7 @@ _SUBMODULES = (
 
 __all__ = [
     "DPGIBO", "DPGIBOConfig", "GradientGP", "PrivacyLedger", "PrivacyWarning", "PrivatePlan", "SettingsWarning",
-    "plan_private_run", "qGradientInformation", "__version__",
+    "plan_private_run", "qGradientInformation", "tune", "__version__",
 ]
 
 

@@ -33,6 +33,7 @@ _PARTS = {
     "clip": "noisy clip counts",
     "precond": "GOE preconditioner releases",
     "select": "a private selection of the returned iterate",
+    "score": "private choice(s) among runs by noisy validation scores",
 }
 
 
@@ -113,7 +114,8 @@ def _validation(ledger: PrivacyLedger, delta: float) -> ProtectedSet | None:
             part = parse_release_key(record.key)[1]
             parts[part] = parts.get(part, 0) + 1
     runs = len(ledger.validation_run_ids())
-    mechanisms = tuple(f"{count} {_PARTS.get(part, part + ' releases')}" for part, count in parts.items()) + tuple(other)
+    mechanisms = tuple(f"{count} × {_PARTS.get(part, part + ' releases')}" if part == "score" else
+                       f"{count} {_PARTS.get(part, part + ' releases')}" for part, count in parts.items()) + tuple(other)
     mechanisms += (f"composed over {runs} run(s) on these users",)
     events = [r.event for r in records]
     mu = ledger.validation_mu() if all(isinstance(e, (Gaussian, PureDP)) for e in events) else None

@@ -1,33 +1,53 @@
 r"""Tuning real models privately: objectives that return one loss per user for DP-GIBO.
 
-``search_space`` maps the unit cube DP-GIBO searches to natural hyperparameters and
-routes each to the optimizer or the model, ``datasets`` holds the train / validation /
-test splits (numpy or torch, any float dtype), and ``torch_classifier`` is the objective
-that trains a torch model at each θ and returns the per-example validation losses
-(training itself, with or without DP-SGD, is in ``botorch_dp.training``).
+``search_space`` maps the unit cube DP-GIBO searches to natural hyperparameters (continuous,
+``Integer`` and ``Categorical`` ones, ``discrete``) and routes each to the optimizer or the
+model, ``datasets`` holds the train / validation / test splits (numpy or torch, any float
+dtype), ``torch_classifier`` is the objective that trains a torch model at each θ and returns
+the per-example validation losses (training itself, with or without DP-SGD, is in
+``botorch_dp.training``), and ``one_call`` is ``tune``, the one call.
+
+Each name is imported on first use (PEP 562), so that ``from botorch_dp.tuning import
+SearchSpace`` (or ``botorch_dp.tune``) does not load scikit-learn and the training stack.
 """
 
 from __future__ import annotations
 
-from botorch_dp.tuning.datasets import (
-    SKLEARN_DATASETS,
-    ClassificationData,
-    load_sklearn_classification,
-    synthetic_like,
-)
-from botorch_dp.tuning.search_space import (
-    Categorical,
-    Hyperparameter,
-    Integer,
-    SearchSpace,
-    default_mlp_space,
-    route_hyperparameters,
-)
-from botorch_dp.tuning.torch_classifier import (
-    TorchModelTuningObjective,
-    estimate_training_noise_variance,
-    per_example_cross_entropy,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from botorch_dp.tuning.datasets import (
+        SKLEARN_DATASETS,
+        ClassificationData,
+        load_sklearn_classification,
+        synthetic_like,
+    )
+    from botorch_dp.tuning.one_call import TuneResult, tune
+    from botorch_dp.tuning.search_space import (
+        Categorical,
+        Hyperparameter,
+        Integer,
+        SearchSpace,
+        default_mlp_space,
+        route_hyperparameters,
+    )
+    from botorch_dp.tuning.torch_classifier import (
+        TorchModelTuningObjective,
+        estimate_training_noise_variance,
+        per_example_cross_entropy,
+    )
+
+#: Public name → the module that defines it.
+_LAZY_NAMES = {
+    **dict.fromkeys(("SKLEARN_DATASETS", "ClassificationData", "load_sklearn_classification", "synthetic_like"),
+                    "botorch_dp.tuning.datasets"),
+    **dict.fromkeys(("TuneResult", "tune"), "botorch_dp.tuning.one_call"),
+    **dict.fromkeys(("Categorical", "Hyperparameter", "Integer", "SearchSpace", "default_mlp_space",
+                     "route_hyperparameters"), "botorch_dp.tuning.search_space"),
+    **dict.fromkeys(("TorchModelTuningObjective", "estimate_training_noise_variance", "per_example_cross_entropy"),
+                    "botorch_dp.tuning.torch_classifier"),
+}
 
 __all__ = [
     "SKLEARN_DATASETS",
@@ -37,10 +57,24 @@ __all__ = [
     "Integer",
     "SearchSpace",
     "TorchModelTuningObjective",
+    "TuneResult",
     "default_mlp_space",
     "estimate_training_noise_variance",
     "load_sklearn_classification",
     "per_example_cross_entropy",
     "route_hyperparameters",
     "synthetic_like",
+    "tune",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_NAMES:
+        value = getattr(importlib.import_module(_LAZY_NAMES[name]), name)
+        globals()[name] = value  # once: later lookups do not come here
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

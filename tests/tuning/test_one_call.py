@@ -1,0 +1,107 @@
+"""tune(): the one call (issue 30, item 2, and 4a for categorical spaces): plain DP-GIBO for a
+continuous space, one run per configuration plus a private choice by noisy scores otherwise, the
+whole procedure charged to one ledger at exactly the target (ε, δ), natural units in and out."""
+
+import math
+import warnings
+
+import pytest
+import torch
+
+from botorch_dp import DPGIBO, DPGIBOConfig, tune
+from botorch_dp.privacy.analysis.gdp import gdp_epsilon, gdp_mu
+from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.tuning import Categorical, Hyperparameter, Integer, SearchSpace
+from botorch_dp.tuning.one_call import TUNE_DEFAULTS
+from botorch_dp.utils import child_seeds
+
+N = 300
+FAST = dict(raw_samples=16, num_restarts=1, num_iterations=4)
+_NOISE = torch.randn(N, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 0.1
+
+
+def _loss(c) -> torch.Tensor:
+    base = (math.log10(c["lr"]) + 2.5) ** 2 + ((c.get("width", 64) - 64) / 64) ** 2
+    return (0.2 * (base + (0.0 if c.get("optimizer", "adam") == "adam" else 1.0)) + _NOISE).clamp(min=0)
+
+
+def objective(configs):
+    return torch.stack([_loss(c) for c in configs])
+
+
+MIXED = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Integer("width", 16, 128),
+                     Categorical("optimizer", ["sgd", "adam"])])
+
+
+def _tune(space, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return tune(objective, space, **{"epsilon": 3.0, "delta": 1e-5, "seed": 7, "progress": False, **FAST, **kw})
+
+
+def test_a_continuous_space_is_plain_dp_gibo_at_the_target():
+    space = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True)])
+    result = _tune(space)
+    config = DPGIBOConfig(bounds=space.bounds, kernel=space.recommended_kernel(), privacy_mu=gdp_mu(3.0, 1e-5),
+                          target_delta=1e-5, seed=child_seeds([7], 2)[0], **{**TUNE_DEFAULTS, **FAST})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = DPGIBO(config).run(lambda X: objective(space.to_natural(X)), progress=False).release
+    assert torch.equal(result.runs[0].result.release.theta, plain.theta) and result.chosen == 0
+    assert result.hyperparameters == space.to_natural(plain.theta)
+    assert result.guarantee.epsilon == pytest.approx(3.0, rel=1e-9) and result.runs[0].noisy_score is None
+    assert [r.key for r in result.ledger.validation_records()] == [f"step-{t:04d}" for t in range(4)]
+
+
+def test_configurations_are_enumerated_and_chosen_privately_at_exactly_the_target():
+    seen = []
+
+    def recording(configs):
+        seen.extend(configs)
+        return objective(configs)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = tune(recording, MIXED, epsilon=3.0, delta=1e-5, seed=7, progress=False, **FAST)
+    mu = gdp_mu(3.0, 1e-5)
+    assert result.guarantee.mu == pytest.approx(mu, rel=1e-12) and result.guarantee.epsilon == pytest.approx(3.0, rel=1e-9)
+    assert result.ledger.validation_mu() == pytest.approx(mu, rel=1e-12)  # the runs and the choice, all of it
+    assert [r.configuration for r in result.runs] == [{"optimizer": "sgd"}, {"optimizer": "adam"}]
+    run_mu = mu * math.sqrt(0.9 / 2)
+    assert all(result.ledger.validation_mu(r.run_id) == pytest.approx(run_mu, rel=1e-12) for r in result.runs)
+    scores = [r.noisy_score for r in result.runs]
+    assert result.chosen == scores.index(min(scores))  # the choice is the lowest released score
+    h = result.hyperparameters
+    assert list(h) == ["lr", "width", "optimizer"] and type(h["lr"]) is float and type(h["width"]) is int
+    assert h["optimizer"] == result.runs[result.chosen].configuration["optimizer"]
+    # the objective only ever saw natural units: every name, ints for the integer, a choice for the categorical
+    assert seen and all(set(c) == {"lr", "width", "optimizer"} and type(c["width"]) is int and 16 <= c["width"] <= 128
+                        and c["optimizer"] in ("sgd", "adam") and 1e-4 <= c["lr"] <= 1e-1 for c in seen)
+    assert "over 2 configuration(s)" in result.guarantee_report()
+    assert '"optimizer"' in result.to_json() and "seed" not in result.to_json()
+
+
+def test_with_a_large_budget_the_better_configuration_wins():
+    result = _tune(MIXED, epsilon=50.0)
+    assert result.hyperparameters["optimizer"] == "adam"  # sgd's losses are 0.2 higher everywhere
+    assert gdp_epsilon(result.guarantee.mu, 1e-5) == pytest.approx(50.0, rel=1e-9)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (lambda configs: objective(configs)[:, :5] if len(configs) == 1 else objective(configs),
+     r"objective returned shape \(1, 5\) at the final point"),
+    (lambda configs: objective(configs) * (math.nan if len(configs) == 1 else 1.0), r"non-finite losses at the final"),
+])
+def test_a_bad_objective_at_the_choice_releases_no_score(bad, match):
+    ledger = PrivacyLedger()
+    with warnings.catch_warnings(), pytest.raises(ValueError, match=match):
+        warnings.simplefilter("ignore")
+        tune(bad, MIXED, epsilon=3.0, delta=1e-5, seed=7, progress=False, ledger=ledger, batch_size=3, **FAST)
+    assert not [r for r in ledger.validation_records() if r.key == "score"]
+
+
+def test_settings_that_tune_owns_are_refused():
+    with pytest.raises(ValueError, match=r"tune sets \['privacy_mu'\] itself"):
+        tune(objective, MIXED, epsilon=1.0, delta=1e-5, privacy_mu=1.0)
+    with pytest.raises(ValueError, match="space must be a SearchSpace"):
+        tune(objective, [Hyperparameter("lr", 0.1, 1.0)], epsilon=1.0, delta=1e-5)
