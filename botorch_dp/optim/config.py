@@ -32,6 +32,7 @@ from botorch_dp.optim.privacy_target import (
     check_per_user_losses,
     resolve_privacy,
 )
+from botorch_dp.optim.public_checks import check_kernel_variance
 from botorch_dp.optim.selection import Selection
 from botorch_dp.optim.step_rules import Preconditioner, StepRule, check_step_rule
 from botorch_dp.optim.subspace import SubspaceOracle
@@ -351,6 +352,7 @@ class DPGIBOConfig:
                     f"kernel: {type(module).__name__} has ard_num_dims = {ard}, but the bounds have "
                     f"d = {d} dimensions{'' if active is None else f' ({expected} active)'}."
                 )
+        check_kernel_variance(kernel, (bounds[0] + bounds[1]) / 2 if self.theta0 is None else self.theta0)
         if self.hyperparameter_fit is not None and not self.unsafe_allow_sensitive_fitting:
             raise ValueError(
                 "hyperparameter_fit would fit kernel hyperparameters on the sensitive losses, "

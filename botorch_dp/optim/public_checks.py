@@ -28,7 +28,8 @@ from torch import Tensor
 
 from botorch_dp.privacy.seeding import PrivacyWarning
 
-__all__ = ["FAR_CORRELATION", "FLAT_CORRELATION", "SettingsWarning", "check_kernel", "warn_delta", "warn_noise"]
+__all__ = ["FAR_CORRELATION", "FLAT_CORRELATION", "SettingsWarning", "check_kernel", "check_kernel_variance",
+           "warn_delta", "warn_noise"]
 
 #: Below this correlation between ``θ₀`` and a point one search radius away, the kernel sees
 #: the local box as unrelated points (its length-scale is far below the radius).
@@ -41,6 +42,22 @@ class SettingsWarning(UserWarning):
     r"""A public setting that will probably make the run useless (it still runs as asked)."""
 
 
+def check_kernel_variance(kernel: Kernel, theta0: Tensor, value: float | None = None) -> float:
+    r"""``k(θ₀, θ₀)``, or a ``ValueError`` when it is not positive and finite (``DPGIBOConfig`` checks
+    this when it is built; ``value``: the variance if already computed)."""
+    if value is None:
+        dtype = next((q.dtype for q in kernel.parameters() if q.is_floating_point()), torch.float64)
+        with torch.no_grad():
+            x = torch.as_tensor(theta0).reshape(1, -1).to(dtype)  # the kernel's own dtype (a float32 one too)
+            value = float(kernel(x, x).to_dense().reshape(-1)[0])
+    if not math.isfinite(value) or value <= 0.0:
+        raise ValueError(
+            f"kernel: k(θ₀, θ₀) = {value!r}, so the GP carries no gradient information and θ never moves "
+            "(e.g. a ScaleKernel with outputscale 0). Give the kernel a positive outputscale."
+        )
+    return value
+
+
 def check_kernel(kernel: Kernel, theta0: Tensor, radius: Tensor, stacklevel: int = 3) -> None:
     r"""Refuse a kernel with no variance at ``θ₀``; warn when the search radius and the kernel's
     length-scales do not match in some coordinate (public: the kernel, ``θ₀`` and the radius)."""
@@ -49,12 +66,7 @@ def check_kernel(kernel: Kernel, theta0: Tensor, radius: Tensor, stacklevel: int
         points = torch.cat([theta0[None], theta0[None] + torch.diag(radius)]).to(torch.float64)
         k = torch.as_tensor(kernel(points[:1], points).to_dense(), dtype=torch.float64).reshape(-1)
         variances = torch.as_tensor(kernel(points, points, diag=True), dtype=torch.float64).reshape(-1)
-    k0 = float(k[0])
-    if not math.isfinite(k0) or k0 <= 0.0:
-        raise ValueError(
-            f"kernel: k(θ₀, θ₀) = {k0!r}, so the GP carries no gradient information and θ never moves "
-            "(e.g. a ScaleKernel with outputscale 0). Give the kernel a positive outputscale."
-        )
+    k0 = check_kernel_variance(kernel, theta0, float(k[0]))
     if not torch.allclose(variances, variances[0], rtol=1e-9, atol=0.0):
         return  # not stationary (e.g. polynomial): no length-scale to compare with the radius
     rho = (k[1:] / k0).tolist()

@@ -35,11 +35,11 @@ def _settings_warnings(config: DPGIBOConfig) -> list[str]:
     return [str(w.message) for w in caught if issubclass(w.category, SettingsWarning)]
 
 
-def test_a_kernel_with_zero_outputscale_is_refused_when_the_run_is_built():
+def test_a_kernel_with_zero_outputscale_is_refused_when_the_config_is_built():
     kernel = ScaleKernel(_rbf(0.5))
     kernel.outputscale = 0.0
     with pytest.raises(ValueError, match=re.escape("kernel: k(θ₀, θ₀) = 0.0") + ".*outputscale"):
-        DPGIBO(_config([[0.0, 0.0], [1.0, 1.0]], kernel))
+        _config([[0.0, 0.0], [1.0, 1.0]], kernel)  # DPGIBOConfig itself: before any run exists
     kernel.outputscale = 1e-3  # small but positive: accepted
     DPGIBO(_config([[0.0, 0.0], [1.0, 1.0]], kernel))
 
