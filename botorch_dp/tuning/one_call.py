@@ -15,15 +15,21 @@ validation users. ``objective(configs)`` takes a list of ``q`` dicts in natural 
 Python values; integers rounded, the configuration's categorical values included) and returns
 the ``q x n`` per-user losses.
 
-Not built yet (issue 30): a public proxy for planning, checkpoints, the sampled
-(Papernot–Steinke) strategy for spaces with many configurations, and its audit row.
+With ``proxy=`` (an objective of the same signature on PUBLIC users) and ``num_users=n``,
+each configuration's run is first planned on the proxy (``plan_private_run``: the kernel, ``B``,
+``η``, ``T`` and batch rule chosen with the private run's noise simulated), at no privacy cost.
+
+Not built yet (issue 30): checkpoints, a ``TorchModelTuningObjective`` as the objective, the
+sampled (Papernot–Steinke) strategy for spaces with many configurations, and its audit row.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +39,8 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from botorch_dp.optim import DPGIBO, DPGIBOConfig, DPGIBOResult
+from botorch_dp.optim.public_checks import SettingsWarning
+from botorch_dp.plan import PrivatePlan, plan_private_run
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon, gdp_mu
 from botorch_dp.privacy.checks import check_delta, check_positive, check_probability
 from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger
@@ -68,6 +76,8 @@ class ConfigurationRun:
     result: DPGIBOResult
     run_id: str
     num_users: int
+    config: DPGIBOConfig
+    plan: PrivatePlan | None = None
     noisy_score: float | None = None
 
 
@@ -138,6 +148,9 @@ def tune(
     epsilon: float,
     delta: float,
     ledger: PrivacyLedger | None = None,
+    proxy: Callable[[list[dict[str, Any]]], Any] | None = None,
+    num_users: int | None = None,
+    plan_options: dict[str, Any] | None = None,
     selection_share: float = 0.1,
     loss_clip: float = 3.0,
     seed: int | None = None,
@@ -154,6 +167,10 @@ def tune(
         epsilon: ``ε`` of the whole procedure (``μ = gdp_mu(ε, δ)``, split as the module says).
         delta: ``δ``.
         ledger: The ledger to charge (default a new one whose budget is the procedure's ``μ``).
+        proxy: A PUBLIC objective of the same signature (its users' losses are used without
+            noise or accounting): each configuration's settings are planned on it first.
+        num_users: ``n`` of ``objective`` (public), needed with ``proxy``.
+        plan_options: Keywords of ``plan_private_run`` (``clip_quantiles``, ``step_sizes``, ...).
         selection_share: ``f``, the share of ``μ²`` for the choice among configurations (used
             only with more than one).
         loss_clip: ``C`` of the scores (losses clamped to ``[0, C]``).
@@ -174,6 +191,11 @@ def tune(
     blocked = {"bounds", "privacy_mu", "epsilon", "delta", "seed", "validation_mu_budget"} & set(settings)
     if blocked:
         raise ValueError(f"tune sets {sorted(blocked)} itself; give epsilon, delta and seed to tune().")
+    if proxy is not None and (num_users is None or isinstance(num_users, bool) or not isinstance(num_users, int)):
+        raise ValueError(f"num_users: planning on a proxy needs n, the number of users of objective (public), "
+                         f"got {num_users!r}.")
+    if proxy is None and plan_options:
+        raise ValueError("plan_options: give proxy= to plan on.")
     configurations = space.configurations()
     K = len(configurations)
     mu_run = mu if K == 1 else mu * math.sqrt((1.0 - share) / K)
@@ -184,9 +206,17 @@ def tune(
     runs: list[ConfigurationRun] = []
     for k, choice in enumerate(tqdm(configurations, disable=not progress or K == 1, desc="configurations")):
         config = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, seed=seeds[k], **base)
+        plan = None
+        if proxy is not None:  # public: the proxy's users only; the private run's noise simulated
+            plan = plan_private_run(_configs_objective(proxy, space, choice), config, num_users=num_users,
+                                    progress=progress, **(plan_options or {}))
+            config = dataclasses.replace(plan.config, seed=seeds[k])
         optimizer = DPGIBO(config, ledger=ledger)
         result = optimizer.run(_configs_objective(objective, space, choice), progress=progress, executor=executor)
-        runs.append(ConfigurationRun(choice, result, optimizer.run_id, int(optimizer.num_users or 0)))
+        runs.append(ConfigurationRun(choice, result, optimizer.run_id, int(optimizer.num_users or 0), config, plan))
+        if plan is not None and optimizer.num_users != num_users:
+            warnings.warn(f"The run was planned for num_users = {num_users}, but objective has {optimizer.num_users} "
+                          "users: the plan simulated other noise than the run drew.", SettingsWarning, stacklevel=2)
     chosen, run_ids = 0, [r.run_id for r in runs]
     if K > 1:
         n = runs[0].num_users

@@ -105,3 +105,32 @@ def test_settings_that_tune_owns_are_refused():
         tune(objective, MIXED, epsilon=1.0, delta=1e-5, privacy_mu=1.0)
     with pytest.raises(ValueError, match="space must be a SearchSpace"):
         tune(objective, [Hyperparameter("lr", 0.1, 1.0)], epsilon=1.0, delta=1e-5)
+
+
+def test_with_a_public_proxy_each_configuration_is_planned_on_it_and_the_objective_only_runs():
+    proxy_noise = torch.randn(80, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 0.1
+    proxy_calls, private_rows = [], []
+
+    def proxy(configs):
+        proxy_calls.append(len(configs))
+        return torch.stack([(_loss(c)[:80] - _NOISE[:80] + proxy_noise).clamp(min=0) for c in configs])
+
+    def private(configs):
+        private_rows.append(len(configs))
+        return objective(configs)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = tune(private, MIXED, epsilon=3.0, delta=1e-5, seed=7, progress=False, proxy=proxy, num_users=N,
+                      plan_options=dict(clip_quantiles=(0.5, 0.9), step_sizes=(0.2,), num_repeats=1), **FAST)
+    assert proxy_calls and all(r.plan is not None for r in result.runs)
+    for r in result.runs:  # the run used the plan's settings (and the procedure's seed stream)
+        planned = r.plan.config
+        assert (r.config.clip_bound, r.config.step_size, r.config.num_iterations) == (
+            planned.clip_bound, planned.step_size, planned.num_iterations)
+        assert r.config.clip_bound in [t.clip_bound for t in r.plan.trials]
+    # the sensitive objective answered only the runs' batches and the two final points
+    assert sum(private_rows) == sum(sum(r.result.release.batch_sizes) for r in result.runs) + 2
+    assert result.guarantee.mu == pytest.approx(gdp_mu(3.0, 1e-5), rel=1e-12)
+    with pytest.raises(ValueError, match=r"num_users: planning on a proxy needs n"):
+        tune(private, MIXED, epsilon=3.0, delta=1e-5, proxy=proxy)
