@@ -13,12 +13,13 @@ rows on import, in the order listed here, which is the order of ``audit_all``:
 - ``subspace``: a public-subspace release and the private AdaGrad preconditioner;
 - ``adaptive_clip``: ``clip_bound="adaptive"``'s noisy count;
 - ``baselines``: private random search's and DP-HyPO's trial scores;
-- ``amp``: one AMP training release through ``fit_amp``.
+- ``amp``: one AMP training release through ``fit_amp``;
+- ``one_call``: ``tune``'s noisy score of a configuration (its choice among configurations).
 
 Every row drives the library the way a user does (``DPGIBO`` ``ask``/``tell`` or ``run``,
-the baseline functions, ``fit_amp``), reads its statistic from what the call returns and
+the baseline functions, ``fit_amp``, ``tune``), reads its statistic from what the call returns and
 its claim from what the library reports for that run (its ledger or guarantee). This
-package sits above ``optim``, ``baselines`` and ``training``; ``privacy`` does not import it.
+package sits above ``optim``, ``baselines``, ``training`` and ``tuning``; ``privacy`` does not import it.
 """
 
 # the scenario modules register their rows on import, in this order (the order of audit_all)
@@ -30,6 +31,7 @@ from botorch_dp.audit import subspace  # noqa: F401
 from botorch_dp.audit import adaptive_clip  # noqa: F401
 from botorch_dp.audit import baselines  # noqa: F401
 from botorch_dp.audit import amp  # noqa: F401
+from botorch_dp.audit import one_call  # noqa: F401
 from botorch_dp.audit.registry import AuditRow, audit_all, audit_row, registered_rows
 from botorch_dp.audit.statistics import (
     AuditResult,

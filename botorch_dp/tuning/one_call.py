@@ -19,8 +19,9 @@ With ``proxy=`` (an objective of the same signature on PUBLIC users) and ``num_u
 each configuration's run is first planned on the proxy (``plan_private_run``: the kernel, ``B``,
 ``η``, ``T`` and batch rule chosen with the private run's noise simulated), at no privacy cost.
 
-Not built yet (issue 30): checkpoints, a ``TorchModelTuningObjective`` as the objective, the
-sampled (Papernot–Steinke) strategy for spaces with many configurations, and its audit row.
+The choice's scores are audited on this path (``audit.one_call``, row ``tune_choice_score``).
+Not built yet (issue 30): checkpoints, a ``TorchModelTuningObjective`` as the objective, and
+the sampled (Papernot–Steinke) strategy for spaces with many configurations.
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ class TuneResult:
         runs: The ``ConfigurationRun`` of each configuration, in ``space.configurations()`` order.
         chosen: The index of the chosen run.
         statement: What the ledger protected (all its runs; ``privacy.statement``).
+        score_mu: ``μ_score``, the GDP parameter of each configuration's noisy score (``None``
+            with one configuration: no choice is made).
     """
 
     hyperparameters: dict[str, Any]
@@ -99,6 +102,7 @@ class TuneResult:
     chosen: int
     statement: GuaranteeStatement
     ledger: PrivacyLedger = field(repr=False)
+    score_mu: float | None = None
 
     def guarantee_report(self) -> str:
         r"""What was protected, in plain words (``GuaranteeStatement``), after this procedure's own line."""
@@ -243,5 +247,6 @@ def tune(
     return TuneResult(
         hyperparameters=dict(hyperparameters), guarantee=TuneGuarantee(spent, gdp_epsilon(spent, delta), delta),
         runs=runs, chosen=chosen, statement=guarantee_statement(ledger, delta), ledger=ledger,
+        score_mu=mu_score if K > 1 else None,
     )
 

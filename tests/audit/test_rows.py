@@ -43,6 +43,7 @@ TRUE_MU = {
     "private_random_search_score": 1.0,
     "dp_hypo_score": 1.0,
     "amp_release": 0.6971,  # μ_lin = C/√(σ² + λ²σ_out²) at ε = 4; the claimed curve lies above it
+    "tune_choice_score": 1.0,  # one Gaussian score at μ_score = 1 (the target set for it)
 }
 SOUND = [name for name in ROWS if name != "adaptive_norm_tight_ledger"]
 LEAK = [name for name in SOUND if name != "exponential_selection"]
@@ -53,7 +54,7 @@ def test_the_registry_lists_every_row_in_order():
         "gradient_release", "gradient_release_overflow", "gradient_release_os_entropy", "dp_gibo_loop",
         "adaptive_norm_release", "noisy_gd_adaptive_norm", "adaptive_norm_tight_ledger", "exponential_selection",
         "projected_gradient_release", "private_preconditioner", "adaptive_clip_count",
-        "private_random_search_score", "dp_hypo_score", "amp_release",
+        "private_random_search_score", "dp_hypo_score", "amp_release", "tune_choice_score",
     ]
     assert set(TRUE_MU) == set(SOUND)
     assert all(4 <= row.quick_runs < row.full_runs for row in ROWS.values())
