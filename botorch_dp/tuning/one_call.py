@@ -48,101 +48,26 @@ from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.privacy.statement import GuaranteeStatement, guarantee_statement
+from botorch_dp.tuning.sampled import sample_configurations
 from botorch_dp.tuning.search_space import SearchSpace
+from botorch_dp.tuning.tune_result import (
+    SCORE_PART,
+    ConfigurationRun,
+    TuneGuarantee,
+    TuneResult,
+    configs_objective,
+    final_losses,
+)
 from botorch_dp.utils import child_seeds
 
-__all__ = ["TUNE_DEFAULTS", "TuneGuarantee", "TuneResult", "tune"]
+__all__ = ["STRATEGIES", "TUNE_DEFAULTS", "ConfigurationRun", "TuneGuarantee", "TuneResult", "tune"]
 
 #: DP-GIBO settings of ``tune`` unless given as keywords (those of the README's main example:
 #: a scaled RBF kernel on the unit cube with length-scale 0.2, AdaGrad, losses of order one).
 TUNE_DEFAULTS: dict[str, Any] = dict(num_iterations=10, clip_bound=2.0, step_size=0.2, step_rule="adagrad",
                                      noise_variance=1e-4)
-SCORE_PART = "score"
-
-
-@dataclass(frozen=True)
-class TuneGuarantee:
-    r"""The guarantee of the whole procedure for the validation users (all its runs and its choice)."""
-
-    mu: float
-    epsilon: float
-    delta: float
-
-
-@dataclass
-class ConfigurationRun:
-    r"""One configuration's DP-GIBO run and, with several, its released noisy score."""
-
-    configuration: dict[str, Any]
-    result: DPGIBOResult
-    run_id: str
-    num_users: int
-    config: DPGIBOConfig
-    plan: PrivatePlan | None = None
-    noisy_score: float | None = None
-
-
-@dataclass
-class TuneResult:
-    r"""What ``tune`` releases: the chosen hyperparameters in natural units and the guarantee.
-
-    Attributes:
-        hyperparameters: ``{name: value}`` in the space's order, plain Python values.
-        guarantee: ``TuneGuarantee`` of this procedure (``.epsilon``, ``.delta``, ``.mu``).
-        runs: The ``ConfigurationRun`` of each configuration, in ``space.configurations()`` order.
-        chosen: The index of the chosen run.
-        statement: What the ledger protected (all its runs; ``privacy.statement``).
-        score_mu: ``μ_score``, the GDP parameter of each configuration's noisy score (``None``
-            with one configuration: no choice is made).
-    """
-
-    hyperparameters: dict[str, Any]
-    guarantee: TuneGuarantee
-    runs: list[ConfigurationRun]
-    chosen: int
-    statement: GuaranteeStatement
-    ledger: PrivacyLedger = field(repr=False)
-    score_mu: float | None = None
-
-    def guarantee_report(self) -> str:
-        r"""What was protected, in plain words (``GuaranteeStatement``), after this procedure's own line."""
-        g = self.guarantee
-        return (f"tune: (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})-DP for the validation users over "
-                f"{len(self.runs)} configuration(s) (mu = {g.mu:.4g} Gaussian DP)\n{self.statement}")
-
-    def to_json(self, path: str | None = None) -> str:
-        r"""The released hyperparameters, scores and guarantee as strict JSON (no noise seed)."""
-        out = {
-            "hyperparameters": self.hyperparameters,
-            "guarantee": {"mu": self.guarantee.mu, "epsilon": self.guarantee.epsilon, "delta": self.guarantee.delta},
-            "configurations": [{"configuration": r.configuration, "noisy_score": r.noisy_score,
-                                "theta": r.result.release.theta.tolist()} for r in self.runs],
-            "chosen": self.chosen,
-            "statement": self.statement.to_dict(),
-        }
-        text = json.dumps(out, indent=1, allow_nan=False)
-        if path is not None:
-            with open(path, "w") as f:
-                f.write(text + "\n")
-        return text
-
-
-def _configs_objective(objective: Callable[[list[dict[str, Any]]], Any], space: SearchSpace,
-                       choice: dict[str, Any]) -> Callable[[Tensor], Tensor]:
-    r"""θ-batch → the objective's losses at the batch's natural configurations (public points)."""
-    def evaluate(X: Tensor) -> Tensor:
-        rows = space.to_natural(X.reshape(-1, space.dim), choice=choice)
-        return torch.as_tensor(objective(list(rows)), dtype=torch.float64)
-    return evaluate
-
-
-def _final_losses(evaluate: Callable[[Tensor], Tensor], theta: Tensor, num_users: int, what: str) -> Tensor:
-    losses = evaluate(theta.reshape(1, -1))
-    if losses.shape != (1, num_users):
-        raise ValueError(f"objective returned shape {tuple(losses.shape)} at {what}, expected (1, {num_users}).")
-    if not torch.isfinite(losses).all():
-        raise ValueError(f"objective returned non-finite losses at {what}; nothing was released for the choice.")
-    return losses
+#: How ``tune`` chooses among categorical configurations.
+STRATEGIES = ("enumerate", "sample")
 
 
 def tune(
@@ -155,6 +80,8 @@ def tune(
     proxy: Callable[[list[dict[str, Any]]], Any] | None = None,
     num_users: int | None = None,
     plan_options: dict[str, Any] | None = None,
+    strategy: str = "enumerate",
+    mean_trials: float = 4.0,
     selection_share: float = 0.1,
     loss_clip: float = 3.0,
     seed: int | None = None,
@@ -175,8 +102,14 @@ def tune(
             noise or accounting): each configuration's settings are planned on it first.
         num_users: ``n`` of ``objective`` (public), needed with ``proxy``.
         plan_options: Keywords of ``plan_private_run`` (``clip_quantiles``, ``step_sizes``, ...).
-        selection_share: ``f``, the share of ``μ²`` for the choice among configurations (used
-            only with more than one).
+        strategy: With categorical hyperparameters: ``"enumerate"`` (default: one run per
+            configuration, then the scores) or ``"sample"`` (``tuning.sampled``: a hidden random
+            number of runs on randomly drawn configurations, Papernot–Steinke over each run's
+            Gaussian-DP curve; for spaces with many configurations). Not yet chosen by a
+            measurement (issue 30, item 4).
+        mean_trials: ``E[K]`` of ``"sample"`` (a truncated negative binomial with ``η = 1``).
+        selection_share: ``f``, the share of ``μ²`` (of each trial's ``μ₀²`` with ``"sample"``)
+            for the scores (used only with more than one configuration).
         loss_clip: ``C`` of the scores (losses clamped to ``[0, C]``).
         seed: A noise seed (reproductions only: a ``PrivacyWarning``; default OS entropy).
         progress: Show progress bars.
@@ -200,27 +133,40 @@ def tune(
                          f"got {num_users!r}.")
     if proxy is None and plan_options:
         raise ValueError("plan_options: give proxy= to plan on.")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
     configurations = space.configurations()
     K = len(configurations)
     mu_run = mu if K == 1 else mu * math.sqrt((1.0 - share) / K)
     mu_score = mu * math.sqrt(share / K)
-    ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=mu)
+    sampled = strategy == "sample" and K > 1
+    # a new ledger holds the procedure to its μ; the sampled selection is calibrated to (ε, δ) itself (an RDP
+    # curve that no Gaussian μ budget contains at every order)
+    ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=None if sampled else mu)
     seeds: Sequence[int | None] = [None] * (K + 1) if seed is None else child_seeds([int(seed)], K + 1)
     base = {**TUNE_DEFAULTS, "kernel": space.recommended_kernel(), **settings}
-    runs: list[ConfigurationRun] = []
-    for k, choice in enumerate(tqdm(configurations, disable=not progress or K == 1, desc="configurations")):
-        config = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, seed=seeds[k], **base)
+
+    def run_one(choice: dict[str, Any], run_mu: float, run_seed: int | None, run_ledger: PrivacyLedger) -> ConfigurationRun:
+        config = DPGIBOConfig(bounds=space.bounds, privacy_mu=run_mu, target_delta=delta, seed=run_seed, **base)
         plan = None
         if proxy is not None:  # public: the proxy's users only; the private run's noise simulated
-            plan = plan_private_run(_configs_objective(proxy, space, choice), config, num_users=num_users,
+            plan = plan_private_run(configs_objective(proxy, space, choice), config, num_users=num_users,
                                     progress=progress, **(plan_options or {}))
-            config = dataclasses.replace(plan.config, seed=seeds[k])
-        optimizer = DPGIBO(config, ledger=ledger)
-        result = optimizer.run(_configs_objective(objective, space, choice), progress=progress, executor=executor)
-        runs.append(ConfigurationRun(choice, result, optimizer.run_id, int(optimizer.num_users or 0), config, plan))
+            config = dataclasses.replace(plan.config, seed=run_seed)
+        optimizer = DPGIBO(config, ledger=run_ledger)
+        result = optimizer.run(configs_objective(objective, space, choice), progress=progress, executor=executor)
         if plan is not None and optimizer.num_users != num_users:
             warnings.warn(f"The run was planned for num_users = {num_users}, but objective has {optimizer.num_users} "
-                          "users: the plan simulated other noise than the run drew.", SettingsWarning, stacklevel=2)
+                          "users: the plan simulated other noise than the run drew.", SettingsWarning, stacklevel=3)
+        return ConfigurationRun(choice, result, optimizer.run_id, int(optimizer.num_users or 0), config, plan)
+
+    if sampled:
+        return sample_configurations(
+            objective, space, run_one, epsilon=epsilon, delta=delta, ledger=ledger, mean_trials=mean_trials,
+            selection_share=share, loss_clip=loss_clip, seed=seed, progress=progress,
+        )
+    runs = [run_one(choice, mu_run, seeds[k], ledger)
+            for k, choice in enumerate(tqdm(configurations, disable=not progress or K == 1, desc="configurations"))]
     chosen, run_ids = 0, [r.run_id for r in runs]
     if K > 1:
         n = runs[0].num_users
@@ -228,7 +174,7 @@ def tune(
             raise ValueError(f"objective returned {sorted({r.num_users for r in runs})} users across configurations; "
                              "every configuration must be scored on the same n users.")
         losses = torch.cat([
-            _final_losses(_configs_objective(objective, space, r.configuration), r.result.release.theta, n,
+            final_losses(configs_objective(objective, space, r.configuration), r.result.release.theta, n,
                           f"the final point of configuration {r.configuration}")
             for r in runs
         ])

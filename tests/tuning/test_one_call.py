@@ -134,3 +134,36 @@ def test_with_a_public_proxy_each_configuration_is_planned_on_it_and_the_objecti
     assert result.guarantee.mu == pytest.approx(gdp_mu(3.0, 1e-5), rel=1e-12)
     with pytest.raises(ValueError, match=r"num_users: planning on a proxy needs n"):
         tune(private, MIXED, epsilon=3.0, delta=1e-5, proxy=proxy)
+
+
+def test_the_sampled_strategy_charges_one_papernot_steinke_curve_before_any_trial_and_releases_the_winner():
+    from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon, private_selection_epsilon
+
+    ledger = PrivacyLedger()
+    records_at_first_call = []
+
+    def watched(configs):
+        if not records_at_first_call:
+            records_at_first_call.append([r.key for r in ledger.validation_records()])
+        return objective(configs)
+
+    space = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True),
+                         Categorical("optimizer", ["sgd", "adam", "rmsprop", "adagrad"])])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = tune(watched, space, epsilon=3.0, delta=1e-5, seed=3, progress=False, ledger=ledger,
+                      strategy="sample", mean_trials=4.0, **FAST)
+    assert records_at_first_call == [["sample"]]  # the whole selection was charged before the first trial
+    assert [r.key for r in ledger.validation_records()] == ["sample"]  # the trials' releases are inside it
+    mu0 = per_trial_mu_for_epsilon(target_epsilon=3.0, target_delta=1e-5, mean_trials=4.0,
+                                   distribution="truncated_negative_binomial")
+    assert result.score_mu == pytest.approx(mu0 * math.sqrt(0.1), rel=1e-12)
+    expected = private_selection_epsilon(per_trial_mu=mu0, mean_trials=4.0, target_delta=1e-5,
+                                         distribution="truncated_negative_binomial")
+    assert result.guarantee.epsilon == pytest.approx(expected, rel=1e-9) and result.guarantee.epsilon <= 3.0 + 1e-9
+    assert math.isnan(result.guarantee.mu) and "Papernot–Steinke" in result.guarantee_report()
+    assert len(result.runs) == 1 and result.chosen == 0  # the winner only: K and the other trials stay hidden
+    assert result.hyperparameters["optimizer"] == result.runs[0].configuration["optimizer"]
+    assert '"mu": null' in result.to_json()
+    with pytest.raises(ValueError, match=r"strategy must be one of \('enumerate', 'sample'\)"):
+        tune(objective, space, epsilon=1.0, delta=1e-5, strategy="random")

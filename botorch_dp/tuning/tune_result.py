@@ -1,0 +1,117 @@
+r"""What ``tune`` returns, and the helpers its strategies share (``one_call``, ``sampled``).
+
+``TuneResult`` holds only what the procedure releases: the chosen hyperparameters in natural
+units, the released runs (every configuration's with ``"enumerate"``, only the winner's with
+``"sample"``), their noisy scores and the guarantee. ``objective`` and ``proxy`` take a list
+of configurations in natural units; ``configs_objective`` adapts them to DP-GIBO's θ batches.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from botorch_dp.optim import DPGIBOConfig, DPGIBOResult
+from botorch_dp.plan import PrivatePlan
+from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.statement import GuaranteeStatement
+from botorch_dp.tuning.search_space import SearchSpace
+
+__all__ = ["SCORE_PART", "ConfigurationRun", "TuneGuarantee", "TuneResult", "configs_objective", "final_losses"]
+
+#: The ledger part of the choice's scores (``"enumerate"``).
+SCORE_PART = "score"
+
+
+@dataclass(frozen=True)
+class TuneGuarantee:
+    r"""The guarantee of the whole procedure for the validation users (all its runs and its choice)."""
+
+    mu: float  # NaN when the procedure is an RDP statement (``strategy="sample"``)
+    epsilon: float
+    delta: float
+
+
+@dataclass
+class ConfigurationRun:
+    r"""One configuration's DP-GIBO run and, with several, its released noisy score."""
+
+    configuration: dict[str, Any]
+    result: DPGIBOResult
+    run_id: str
+    num_users: int
+    config: DPGIBOConfig
+    plan: PrivatePlan | None = None
+    noisy_score: float | None = None
+
+
+@dataclass
+class TuneResult:
+    r"""What ``tune`` releases: the chosen hyperparameters in natural units and the guarantee.
+
+    Attributes:
+        hyperparameters: ``{name: value}`` in the space's order, plain Python values.
+        guarantee: ``TuneGuarantee`` of this procedure (``.epsilon``, ``.delta``, ``.mu``).
+        runs: The ``ConfigurationRun`` of each configuration, in ``space.configurations()`` order.
+        chosen: The index of the chosen run.
+        statement: What the ledger protected (all its runs; ``privacy.statement``).
+        score_mu: ``μ_score``, the GDP parameter of each configuration's noisy score (``None``
+            with one configuration: no choice is made).
+    """
+
+    hyperparameters: dict[str, Any]
+    guarantee: TuneGuarantee
+    runs: list[ConfigurationRun]
+    chosen: int
+    statement: GuaranteeStatement
+    ledger: PrivacyLedger = field(repr=False)
+    score_mu: float | None = None
+
+    def guarantee_report(self) -> str:
+        r"""What was protected, in plain words (``GuaranteeStatement``), after this procedure's own line."""
+        g = self.guarantee
+        how = (f"over {len(self.runs)} configuration(s) (mu = {g.mu:.4g} Gaussian DP)" if math.isfinite(g.mu) else
+               "by Papernot–Steinke selection over a hidden number of sampled runs (RDP)")
+        return (f"tune: (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})-DP for the validation users {how}\n"
+                f"{self.statement}")
+
+    def to_json(self, path: str | None = None) -> str:
+        r"""The released hyperparameters, scores and guarantee as strict JSON (no noise seed)."""
+        out = {
+            "hyperparameters": self.hyperparameters,
+            "guarantee": {"mu": self.guarantee.mu if math.isfinite(self.guarantee.mu) else None,
+                          "epsilon": self.guarantee.epsilon, "delta": self.guarantee.delta},
+            "configurations": [{"configuration": r.configuration, "noisy_score": r.noisy_score,
+                                "theta": r.result.release.theta.tolist()} for r in self.runs],
+            "chosen": self.chosen,
+            "statement": self.statement.to_dict(),
+        }
+        text = json.dumps(out, indent=1, allow_nan=False)
+        if path is not None:
+            with open(path, "w") as f:
+                f.write(text + "\n")
+        return text
+
+
+def configs_objective(objective: Callable[[list[dict[str, Any]]], Any], space: SearchSpace,
+                       choice: dict[str, Any]) -> Callable[[Tensor], Tensor]:
+    r"""θ-batch → the objective's losses at the batch's natural configurations (public points)."""
+    def evaluate(X: Tensor) -> Tensor:
+        rows = space.to_natural(X.reshape(-1, space.dim), choice=choice)
+        return torch.as_tensor(objective(list(rows)), dtype=torch.float64)
+    return evaluate
+
+
+def final_losses(evaluate: Callable[[Tensor], Tensor], theta: Tensor, num_users: int, what: str) -> Tensor:
+    losses = evaluate(theta.reshape(1, -1))
+    if losses.shape != (1, num_users):
+        raise ValueError(f"objective returned shape {tuple(losses.shape)} at {what}, expected (1, {num_users}).")
+    if not torch.isfinite(losses).all():
+        raise ValueError(f"objective returned non-finite losses at {what}; nothing was released for the choice.")
+    return losses
