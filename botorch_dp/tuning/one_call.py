@@ -105,8 +105,9 @@ def tune(
         strategy: With categorical hyperparameters: ``"enumerate"`` (default: one run per
             configuration, then the scores) or ``"sample"`` (``tuning.sampled``: a hidden random
             number of runs on randomly drawn configurations, Papernot–Steinke over each run's
-            Gaussian-DP curve; for spaces with many configurations). Not yet chosen by a
-            measurement (issue 30, item 4).
+            Gaussian-DP curve; cheaper for spaces with many configurations). ``"enumerate"`` is
+            the default because it returned better points on the synthetic task of
+            ``scripts/compare_tune_strategies.py`` at K = 4 and 16 (``reports/tune_strategies.md``).
         mean_trials: ``E[K]`` of ``"sample"`` (a truncated negative binomial with ``η = 1``).
         selection_share: ``f``, the share of ``μ²`` (of each trial's ``μ₀²`` with ``"sample"``)
             for the scores (used only with more than one configuration).
