@@ -1,9 +1,11 @@
-r"""Small helpers shared across the package: seed derivation, torch threads, the box."""
+r"""Small helpers shared across the package: seed derivation, torch threads, the box, plain JSON values."""
 
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -63,3 +65,17 @@ def check_bounds(bounds: Tensor) -> Tensor:
 def project_to_box(theta: Tensor, bounds: Tensor) -> Tensor:
     r"""Euclidean projection of a ``... x d`` tensor onto the box ``bounds`` (``2 x d``)."""
     return torch.minimum(torch.maximum(theta, bounds[0]), bounds[1])
+
+
+def plain_json(value: Any) -> Any:
+    r"""``value`` as values strict JSON can hold: tensors and tuples become (nested) lists, dict keys
+    strings, and a non-finite float the string ``"inf"``, ``"-inf"`` or ``"nan"``."""
+    if isinstance(value, Tensor):
+        return plain_json(value.detach().cpu().tolist())
+    if isinstance(value, (list, tuple)):
+        return [plain_json(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): plain_json(v) for k, v in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
 
-import torch
+from botorch_dp.utils import plain_json
 
 __all__ = ["release_json"]
 
@@ -25,18 +24,6 @@ _FIELDS = (
     "noise_stds", "noisy_norms", "norm_mus", "selected_index", "selection_scores", "clip_bounds", "clip_counts",
     "preconditioner_mus", "preconditioner_noise_stds", "subspace_dims",
 )
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return _plain(value.detach().cpu().tolist())
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return value
 
 
 def release_json(result: Any, path: str | os.PathLike | None = None, *, space: Any = None,
@@ -62,7 +49,7 @@ def release_json(result: Any, path: str | os.PathLike | None = None, *, space: A
             "warning": "computed from the sensitive losses without noise: do not publish",
             "unnoised_gradients": d.unnoised_gradients, "clip_fractions": d.clip_fractions, "noise_norms": d.noise_norms,
         }
-    text = json.dumps(_plain(out), indent=1, allow_nan=False)
+    text = json.dumps(plain_json(out), indent=1, allow_nan=False)
     if path is not None:
         Path(path).write_text(text + "\n")
     return text

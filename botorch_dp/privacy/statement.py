@@ -13,16 +13,15 @@ recorded) and holds no noise seed.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from botorch_dp.privacy.checks import check_delta
 from botorch_dp.privacy.ledger import PrivacyLedger, parse_release_key
-from botorch_dp.privacy.ledger.events import DPSGDRun, Gaussian, PureDP, TrainingMechanism, ValidationMechanism
-from botorch_dp.privacy.ledger.filters import rdp_grid_epsilon, training_rdp_curve, validation_rdp_curve
+from botorch_dp.privacy.ledger.events import PureDP, TrainingMechanism, ValidationMechanism
+from botorch_dp.privacy.ledger.filters import rdp_grid_epsilon
+from botorch_dp.utils import plain_json
 
 __all__ = ["GuaranteeStatement", "ProtectedSet", "guarantee_statement"]
 
@@ -87,20 +86,12 @@ class GuaranteeStatement:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        r"""Plain JSON values (``inf`` as the string ``"inf"``)."""
-        def plain(part: ProtectedSet | None) -> dict[str, Any] | None:
-            if part is None:
-                return None
-            out = asdict(part)
-            out["mechanisms"] = list(part.mechanisms)
-            return {k: ("inf" if isinstance(v, float) and math.isinf(v) else v) for k, v in out.items()}
-
-        return {"validation": plain(self.validation), "training": plain(self.training),
-                "composed_if_same_people": plain(self.composed)}
+        r"""Plain JSON values (``inf`` as the string ``"inf"``; ``utils.plain_json``)."""
+        parts = {"validation": self.validation, "training": self.training, "composed_if_same_people": self.composed}
+        return {name: None if part is None else plain_json(asdict(part)) for name, part in parts.items()}
 
 
-def _validation(ledger: PrivacyLedger, delta: float) -> ProtectedSet | None:
-    records = ledger.validation_records()
+def _validation(report: dict[str, Any], records: list[Any]) -> ProtectedSet | None:
     if not records:
         return None
     parts: dict[str, int] = {}
@@ -113,25 +104,21 @@ def _validation(ledger: PrivacyLedger, delta: float) -> ProtectedSet | None:
         else:
             part = parse_release_key(record.key)[1]
             parts[part] = parts.get(part, 0) + 1
-    runs = len(ledger.validation_run_ids())
     mechanisms = tuple(f"{count} × {_PARTS.get(part, part + ' releases')}" if part == "score" else
                        f"{count} {_PARTS.get(part, part + ' releases')}" for part, count in parts.items()) + tuple(other)
-    mechanisms += (f"composed over {runs} run(s) on these users",)
-    events = [r.event for r in records]
-    mu = ledger.validation_mu() if all(isinstance(e, (Gaussian, PureDP)) for e in events) else None
-    return ProtectedSet("validation users", "replace one user's losses", ledger.validation_epsilon(delta), delta,
-                        mechanisms, mu)
+    mechanisms += (f"composed over {report['num_runs']} run(s) on these users",)
+    return ProtectedSet("validation users", "replace one user's losses", report["epsilon"], report["delta"],
+                        mechanisms, report["mu"])
 
 
-def _training(ledger: PrivacyLedger, delta: float) -> ProtectedSet | None:
-    records = ledger.training_records()
+def _training(report: dict[str, Any], records: list[Any]) -> ProtectedSet | None:
     if not records:
         return None
-    sgd = sum(isinstance(r.event, DPSGDRun) for r in records)
     others = [r.event.description for r in records if isinstance(r.event, TrainingMechanism)]
-    accountant, _ = ledger.training_accountant_in_use()
-    mechanisms = ((f"{sgd} DP-SGD run(s) (Opacus, {accountant.upper()} accountant)",) if sgd else ()) + tuple(others)
-    return ProtectedSet("training records", "add or remove one record", ledger.training_epsilon(delta), delta, mechanisms)
+    sgd = report["num_dp_sgd_runs"]
+    mechanisms = ((f"{sgd} DP-SGD run(s) (Opacus, {report['accountant'].upper()} accountant)",) if sgd else ())
+    return ProtectedSet("training records", "add or remove one record", report["epsilon"], report["delta"],
+                        mechanisms + tuple(others))
 
 
 def guarantee_statement(ledger: PrivacyLedger, delta: float, *, training_delta: float | None = None) -> GuaranteeStatement:
@@ -145,18 +132,15 @@ def guarantee_statement(ledger: PrivacyLedger, delta: float, *, training_delta: 
     Returns:
         The ``GuaranteeStatement``.
     """
-    delta = check_delta(delta)
-    if training_delta is None:
-        training_delta = ledger.training_delta if ledger.training_delta is not None else delta
-    validation = _validation(ledger, delta)
-    training = _training(ledger, check_delta(training_delta, "training_delta"))
+    report = ledger.report(delta, training_delta=training_delta)  # the ledger's own numbers for both sides
+    validation = _validation(report["validation"], ledger.validation_records())
+    training = _training(report["training"], ledger.training_records())
     composed = None
     if validation is not None and training is not None:
-        curve = (np.asarray(validation_rdp_curve([r.event for r in ledger.validation_records()]))
-                 + np.asarray(training_rdp_curve([r.event for r in ledger.training_records()])))
-        epsilon, order = rdp_grid_epsilon(curve, delta)
+        curve = np.asarray(ledger.validation_rdp_curve()) + np.asarray(ledger.training_rdp_curve())
+        epsilon, order = rdp_grid_epsilon(curve, validation.delta)
         composed = ProtectedSet(
-            "the same people in both", "replace their losses and add or remove their record", epsilon, delta,
+            "the same people in both", "replace their losses and add or remove their record", epsilon, validation.delta,
             (f"RDP of both sets added and converted at order {order:g}",),
         )
     return GuaranteeStatement(validation, training, composed)
