@@ -21,17 +21,20 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Categorical", "Integer"]
+__all__ = ["HYPERPARAMETER_TARGETS", "Categorical", "HyperparameterTarget", "Integer", "check_name_and_target"]
 
+#: Where a hyperparameter goes: a keyword of the optimizer or of the model constructor.
+HYPERPARAMETER_TARGETS: tuple[str, ...] = ("optimizer", "model")
 HyperparameterTarget = Literal["optimizer", "model"]
-_TARGETS = ("optimizer", "model")
 
 
-def _check_name(name: Any, target: Any) -> None:
+def check_name_and_target(name: Any, target: Any) -> None:
+    r"""Refuse a hyperparameter name that is no Python identifier (it is passed as a keyword) or
+    a target other than ``HYPERPARAMETER_TARGETS`` and ``None`` (every kind checks this)."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"Hyperparameter name must be a Python identifier (a keyword argument), got {name!r}.")
-    if target is not None and target not in _TARGETS:
-        raise ValueError(f"{name}: target must be one of {_TARGETS} or None, got {target!r}.")
+    if target is not None and target not in HYPERPARAMETER_TARGETS:
+        raise ValueError(f"{name}: target must be one of {HYPERPARAMETER_TARGETS} or None, got {target!r}.")
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class Integer:
     target: HyperparameterTarget | None = None
 
     def __post_init__(self) -> None:
-        _check_name(self.name, self.target)
+        check_name_and_target(self.name, self.target)
         for end in ("low", "high"):
             value = getattr(self, end)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
@@ -114,7 +117,7 @@ class Categorical:
     target: HyperparameterTarget | None = None
 
     def __post_init__(self) -> None:
-        _check_name(self.name, self.target)
+        check_name_and_target(self.name, self.target)
         if isinstance(self.choices, (str, bytes)) or not hasattr(self.choices, "__iter__"):
             raise ValueError(f"{self.name}: choices must be a sequence of values, got {self.choices!r}.")
         choices = tuple(self.choices)

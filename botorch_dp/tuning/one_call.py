@@ -27,27 +27,24 @@ the sampled (Papernot–Steinke) strategy for spaces with many configurations.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch import Tensor
 from tqdm.auto import tqdm
 
-from botorch_dp.optim import DPGIBO, DPGIBOConfig, DPGIBOResult
+from botorch_dp.optim import DPGIBO, DPGIBOConfig
 from botorch_dp.optim.public_checks import SettingsWarning
-from botorch_dp.plan import PrivatePlan, plan_private_run
+from botorch_dp.plan import plan_private_run
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon, gdp_mu
 from botorch_dp.privacy.checks import check_delta, check_positive, check_probability
 from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
-from botorch_dp.privacy.statement import GuaranteeStatement, guarantee_statement
+from botorch_dp.privacy.statement import guarantee_statement
 from botorch_dp.tuning.sampled import sample_configurations
 from botorch_dp.tuning.search_space import SearchSpace
 from botorch_dp.tuning.tune_result import (

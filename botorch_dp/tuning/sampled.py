@@ -23,7 +23,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import torch
 
 from botorch_dp.privacy.analysis.private_selection import (
     per_trial_mu_for_epsilon,

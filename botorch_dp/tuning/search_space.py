@@ -22,13 +22,19 @@ import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 from torch import Tensor
 
-from botorch_dp.tuning.discrete import Categorical, Integer
+from botorch_dp.tuning.discrete import (
+    HYPERPARAMETER_TARGETS,
+    Categorical,
+    HyperparameterTarget,
+    Integer,
+    check_name_and_target,
+)
 
 __all__ = [
     "HYPERPARAMETER_TARGETS",
@@ -42,9 +48,6 @@ __all__ = [
     "route_hyperparameters",
 ]
 
-#: Where a hyperparameter goes: a keyword of the optimizer or of the model constructor.
-HYPERPARAMETER_TARGETS: tuple[str, ...] = ("optimizer", "model")
-HyperparameterTarget = Literal["optimizer", "model"]
 
 
 @dataclass(frozen=True)
@@ -69,12 +72,9 @@ class Hyperparameter:
     target: HyperparameterTarget | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name.isidentifier():
-            raise ValueError(f"Hyperparameter name must be a Python identifier (a keyword argument), got {self.name!r}.")
+        check_name_and_target(self.name, self.target)
         if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
             raise ValueError(f"{self.name}: lower and upper must be finite.")
-        if self.target is not None and self.target not in HYPERPARAMETER_TARGETS:
-            raise ValueError(f"{self.name}: target must be one of {HYPERPARAMETER_TARGETS} or None, got {self.target!r}.")
         if not self.lower < self.upper:
             raise ValueError(f"{self.name}: lower must be below upper.")
         if self.log_scale and self.lower <= 0:
