@@ -49,23 +49,7 @@ _LAZY_NAMES = {
                     "botorch_dp.tuning.torch_classifier"),
 }
 
-__all__ = [
-    "SKLEARN_DATASETS",
-    "Categorical",
-    "ClassificationData",
-    "Hyperparameter",
-    "Integer",
-    "SearchSpace",
-    "TorchModelTuningObjective",
-    "TuneResult",
-    "default_mlp_space",
-    "estimate_training_noise_variance",
-    "load_sklearn_classification",
-    "per_example_cross_entropy",
-    "route_hyperparameters",
-    "synthetic_like",
-    "tune",
-]
+__all__ = sorted(_LAZY_NAMES)
 
 
 def __getattr__(name: str) -> Any:
