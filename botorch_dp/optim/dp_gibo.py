@@ -237,8 +237,7 @@ class DPGIBO:
 
     def _step(self, points: Tensor, users: Users) -> IterationInfo:
         s, o, plan = self.state, self.options, self.plan(users.num_users)
-        spent, room = report.spent(self), self.ledger.remaining_validation_mu()
-        bound = o.step_bound(plan, s.noise, spent, room)  # the step's worst case, before anything is drawn
+        bound, spent, room = report.step_bound(self, plan)  # the step's worst case, before anything is drawn
         with self.ledger.charge(bound, run_id=self.run_id, step=s.iteration) as meter, torch.no_grad():
             basis = o.projection.basis(s.theta, s.gp, s.track)  # Ṽ_t from the GP before the batch (public), or None
             gp = s.gp.condition_on(points) if points.shape[0] else s.gp

@@ -27,7 +27,7 @@ from botorch_dp.privacy.checks import check_told_batch
 from botorch_dp.privacy.ledger import parse_release_key
 from botorch_dp.privacy.statement import guarantee_statement
 
-__all__ = ["check_next_release", "checked_batch", "checked_partitioned", "guarantee", "replace", "result", "spent"]
+__all__ = ["check_next_release", "step_bound", "checked_batch", "checked_partitioned", "guarantee", "replace", "result", "spent"]
 
 replace = dataclasses.replace
 
@@ -157,6 +157,13 @@ def _first_batch_checks(opt: Run, n: int) -> None:
     warn_noise(noise_std, o.projection.released_dim(opt.dim), bound, n, c.privacy_mu, stacklevel=5)
 
 
+def step_bound(opt: Run, plan: Any) -> tuple[dict[str, Any], list[float], float]:
+    r"""The next step's worst case (``Options.step_bound``, public) with what it reads: the run's
+    spent norm and gradient μ's and the ledger's room."""
+    spent_mus, room = spent(opt), opt.ledger.remaining_validation_mu()
+    return opt.options.step_bound(plan, opt.state.noise, spent_mus, room), spent_mus, room
+
+
 def check_next_release(opt: Run) -> None:
     r"""Refuse the next release's worst case (``PrivacyBudgetExceeded``) before its points are
     searched for or evaluated, so that a ledger which cannot pay for one more step costs the user
@@ -167,6 +174,6 @@ def check_next_release(opt: Run) -> None:
     if opt.steps_done:
         bound, what = {SELECTION_KEY: o.selection.event()}, f"the selection of run {opt.run_id!r}"
     else:
-        bound = o.step_bound(opt.plan(s.num_users or 1), s.noise, spent(opt), opt.ledger.remaining_validation_mu())
+        bound = step_bound(opt, opt.plan(s.num_users or 1))[0]
         what = f"step {s.iteration} of run {opt.run_id!r}"
     opt.ledger.check_admits(bound, f"{what} (checked before its points are evaluated)")
