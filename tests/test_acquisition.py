@@ -18,8 +18,8 @@ from gpytorch.means import ZeroMean
 from botorch_dp.acquisition import qGradientInformation
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.kernel_derivatives import KernelDerivatives
-from helpers import make_kernel, make_model
-from test_kernel_derivatives import composite_kernel
+from tests.helpers import make_kernel, make_model
+from tests.test_kernel_derivatives import composite_kernel
 
 
 def _brute_force_reduction(kernel, D, Z, theta, noise, jitter):

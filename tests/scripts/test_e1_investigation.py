@@ -7,7 +7,7 @@ import torch
 
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.problems import GPRegressionLengthscales
-from helpers import loaded_script
+from tests.helpers import loaded_script
 
 
 def _gp(d=3, N=6, seed=0):

@@ -5,7 +5,7 @@ import warnings
 
 import pytest
 import torch
-from helpers import loaded_script
+from tests.helpers import loaded_script
 
 import botorch_dp.optim.batch_search as batch_search
 import botorch_dp.optim.options.batches as batches
