@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 import torch
@@ -30,8 +31,12 @@ from botorch_dp.privacy.mechanisms import (
 )
 from botorch_dp.privacy.seeding import PrivacyWarning, noise_generator
 
+if TYPE_CHECKING:
+    from botorch_dp.privacy.ledger.meter import TrainingMeter
+
 __all__ = [
     "AMPConfig",
+    "AMPParameters",
     "AMPNonPrivateDiagnostics",
     "AMPNotConvergedError",
     "AMPResult",
@@ -48,6 +53,18 @@ LOSSES: tuple[str, ...] = ("logistic", "squared")
 
 #: ``sup f''`` of each loss (the clipped losses have ``f_C'' ≤ f''``).
 _MAX_CURVATURE = {"logistic": 0.25, "squared": 1.0}
+
+
+class AMPParameters(TypedDict):
+    r"""The privacy parameters of one AMP run: the keyword arguments of ``amp_rdp``,
+    ``amp_epsilon``, ``amp_rdp_epsilon`` and ``ObjectivePerturbationMechanism``."""
+
+    clip: float
+    beta: float
+    lam: float
+    sigma: float
+    tau: float
+    sigma_out: float
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,7 +129,7 @@ class AMPConfig:
         return _MAX_CURVATURE[self.loss] * bound_sq
 
     @property
-    def privacy_parameters(self) -> dict[str, float]:
+    def privacy_parameters(self) -> AMPParameters:
         r"""The keyword arguments of ``amp_rdp``/``amp_epsilon`` for this run."""
         return {
             "clip": self.clip, "beta": self.beta, "lam": self.lam, "sigma": self.sigma,
@@ -428,7 +445,7 @@ def fit_amp(
     *,
     generator: torch.Generator | int | None = None,
     nonprivate_diagnostics: bool = False,
-    meter: object = None,
+    meter: TrainingMeter | None = None,
     run_id: object = None,
 ) -> AMPResult:
     r"""Train a linear model with AMP and gradient clipping (Redberg et al., Alg. 1).
