@@ -11,7 +11,7 @@ import concurrent.futures as cf
 import warnings
 
 import torch
-from botorch.acquisition import UpperConfidenceBound, qUpperConfidenceBound
+from botorch.acquisition import AcquisitionFunction, UpperConfidenceBound, qUpperConfidenceBound
 from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
 from botorch.sampling import SobolQMCNormalSampler
@@ -128,6 +128,7 @@ def ucb_bo(
             q = min(batch_size, num_evaluations - X.shape[0])
             model = _fit_model(X, y, bounds, state, refit=iteration % refit_every == 0)
             state = model.state_dict()
+            acqf: AcquisitionFunction
             if q == 1:
                 acqf = UpperConfidenceBound(model, beta=beta)
             else:
