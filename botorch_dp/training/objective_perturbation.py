@@ -15,28 +15,24 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 import torch
 from scipy.optimize import minimize
 from torch import Tensor
 
-from botorch_dp.privacy.analysis.objective_perturbation import amp_epsilon, amp_rdp, amp_rdp_epsilon
+from botorch_dp.privacy.analysis.objective_perturbation import AMPParameters, amp_epsilon, amp_rdp, amp_rdp_epsilon
 from botorch_dp.privacy.checks import check_choice, check_greater, check_positive, check_positive_int
 from botorch_dp.privacy.mechanisms import (
     AMPNotConvergedError,
     ObjectivePerturbationMechanism,
     RDPCost,
 )
+from botorch_dp.privacy.ledger.meter import TrainingMeter
 from botorch_dp.privacy.seeding import PrivacyWarning, noise_generator
-
-if TYPE_CHECKING:
-    from botorch_dp.privacy.ledger.meter import TrainingMeter
 
 __all__ = [
     "AMPConfig",
-    "AMPParameters",
     "AMPNonPrivateDiagnostics",
     "AMPNotConvergedError",
     "AMPResult",
@@ -53,18 +49,6 @@ LOSSES: tuple[str, ...] = ("logistic", "squared")
 
 #: ``sup f''`` of each loss (the clipped losses have ``f_C'' ≤ f''``).
 _MAX_CURVATURE = {"logistic": 0.25, "squared": 1.0}
-
-
-class AMPParameters(TypedDict):
-    r"""The privacy parameters of one AMP run: the keyword arguments of ``amp_rdp``,
-    ``amp_epsilon``, ``amp_rdp_epsilon`` and ``ObjectivePerturbationMechanism``."""
-
-    clip: float
-    beta: float
-    lam: float
-    sigma: float
-    tau: float
-    sigma_out: float
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,7 +8,7 @@ with ``analysis.rdp.rdp_curve_epsilon``, the one conversion of the package.
 from __future__ import annotations
 
 import math
-from typing import overload
+from typing import TypedDict, overload
 
 import numpy as np
 from scipy.special import erf, log_ndtr
@@ -22,9 +22,22 @@ from botorch_dp.privacy.analysis.objective_perturbation._params import (
 )
 from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS, rdp_curve_epsilon
 
-__all__ = ["amp_rdp", "amp_rdp_epsilon", "objpert_rdp", "objpert_rdp_epsilon"]
+__all__ = ["AMPParameters", "amp_rdp", "amp_rdp_epsilon", "objpert_rdp", "objpert_rdp_epsilon"]
 
 _SQRT_HALF = math.sqrt(0.5)
+
+
+class AMPParameters(TypedDict):
+    r"""The privacy parameters of one AMP run: the keyword arguments of ``amp_rdp``,
+    ``amp_epsilon``, ``amp_rdp_epsilon`` and ``ObjectivePerturbationMechanism``
+    (``training.objective_perturbation.AMPConfig.privacy_parameters``)."""
+
+    clip: float
+    beta: float
+    lam: float
+    sigma: float
+    tau: float
+    sigma_out: float
 
 
 def _log_two_phi(x: np.ndarray) -> np.ndarray:
