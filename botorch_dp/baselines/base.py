@@ -91,6 +91,12 @@ class BaselineResult:
         r"""Whether the method carries a differential-privacy guarantee."""
         return self.guarantee is not None
 
+    def private_guarantee(self) -> BaselineGuarantee:
+        r"""The guarantee of a private method (``ValueError`` for a non-private one)."""
+        if self.guarantee is None:
+            raise ValueError("This baseline result has no guarantee: the method is not private.")
+        return self.guarantee
+
 
 def evaluate_losses(
     objective: Objective, X: Tensor, num_users: int | None = None, *, executor: cf.Executor | None = None
