@@ -30,7 +30,7 @@ HEAVY = (
 SUBPACKAGES = ("acquisition", "gradient_gp", "optim", "plan", "privacy", "distributed")
 
 
-def _loaded_after(code: str) -> dict:
+def _loaded_after(code: str) -> set[str]:
     r"""Run ``code`` in a fresh interpreter on this checkout; which modules does it hold then?"""
     probe = (
         "import sys, json\n" + code + "\n"
