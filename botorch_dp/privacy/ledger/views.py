@@ -203,13 +203,12 @@ class LedgerViews(LedgerAccounts):
     @property
     def training_runs(self) -> dict[Any, DPSGDRun]:
         r"""The recorded DP-SGD training runs, {run_id: (σ, q, steps)}."""
-        return {r.run_id: event for r in self.training_records() if isinstance(event := training_event(r.event), DPSGDRun)}
+        return {r.run_id: r.event for r in self.training_records() if isinstance(r.event, DPSGDRun)}
 
     @property
     def training_mechanisms(self) -> dict[Any, TrainingMechanism]:
         r"""The training entries given by an RDP curve, {run_id: TrainingMechanism}."""
-        return {r.run_id: event for r in self.training_records()
-                if isinstance(event := training_event(r.event), TrainingMechanism)}
+        return {r.run_id: r.event for r in self.training_records() if isinstance(r.event, TrainingMechanism)}
 
     def training_run_ids(self) -> list[Any]:
         r"""The ids of all training entries, in recording order."""
