@@ -193,7 +193,10 @@ class AxThetaSpace:
                 f"{_NAMED[fits[0]]}, pass units={fits[0]!r} (AxThetaSpace.to_unit and from_unit convert explicitly)")
 
     def __repr__(self) -> str:
-        rows = ", ".join(f"{n}{' (log10)' if g else ''}" for n, g in zip(self.names, self.log_scale))
+        rows = ", ".join(
+            f"{n} in [{lo:g}, {hi:g}]{' (log scale)' if g else ''}"
+            for n, g, lo, hi in zip(self.names, self.log_scale, *self.natural_bounds.tolist())
+        )
         return f"AxThetaSpace([{rows}], fixed={self.fixed})"
 
 

@@ -37,6 +37,7 @@ def space_lr_dropout(with_fixed: bool = True) -> SearchSpace:
 def test_maps_agree_with_hand_computed_values():
     space = AxThetaSpace(space_lr_dropout())
     assert space.names == ("lr", "dropout") and space.log_scale == (True, False) and space.fixed == {"batch": 64}
+    assert repr(space) == "AxThetaSpace([lr in [0.0001, 0.1] (log scale), dropout in [0, 0.5]], fixed={'batch': 64})"
     # lr = 1e-3 is log10 -3 in Ax units, (−3 − (−4)) / 3 = 1/3 of the cube; dropout 0.2 is 0.2 / 0.5
     torch.testing.assert_close(space.to_unit({"lr": 1e-3, "dropout": 0.2}), torch.tensor([1 / 3, 0.4], dtype=F64))
     torch.testing.assert_close(space.to_unit([-3.0, 0.2], units="ax"), torch.tensor([1 / 3, 0.4], dtype=F64))
