@@ -220,7 +220,7 @@ def _anchors(html: str) -> set[str]:
 def test_the_site_builds_strictly_and_the_api_reference_has_every_public_name(tmp_path):
     site = tmp_path / "site"
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=540,
+                          cwd=ROOT, capture_output=True, text=True, timeout=540, check=False,
                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "WARNING" not in done.stderr, done.stderr[-3000:]
