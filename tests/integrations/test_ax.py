@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from pathlib import Path
 
 import pytest
@@ -210,22 +209,3 @@ def test_ax_is_an_extra_and_ci_installs_it():
 
     extras = read_configuration(ROOT / "setup.cfg")["options"]["extras_require"]
     assert "ax-platform>=1.3,<2" in extras["ax"] and "ax-platform>=1.3,<2" in extras["dev"]
-
-
-def _page_blocks() -> list[str]:
-    text = (ROOT / "docs" / "how-to" / "ax.md").read_text("utf-8")
-    return re.findall(r"^```python\n(.*?)^```\s*$", text, re.DOTALL | re.MULTILINE)
-
-
-def test_the_how_to_page_runs(tmp_path, monkeypatch):
-    import contextlib
-    import io
-
-    from botorch_dp.utils import torch_threads
-
-    blocks = _page_blocks()
-    assert blocks
-    monkeypatch.chdir(tmp_path)
-    for code in blocks:
-        with torch_threads(1), contextlib.redirect_stdout(io.StringIO()):
-            exec(compile(code, str(ROOT / "docs" / "how-to" / "ax.md"), "exec"), {"__name__": "docs_ax"})
