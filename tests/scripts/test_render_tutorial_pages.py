@@ -7,7 +7,7 @@ import re
 
 import nbformat
 import pytest
-from helpers import loaded_script
+from tests.helpers import loaded_script
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from tests.test_docs import FENCE, NO_RUN
