@@ -32,7 +32,8 @@ def planned():
         calls.append(X.shape[0])
         return proxy(X)
 
-    plan = plan_private_run(counted, _config(), num_users=N_PRIVATE, clip_quantiles=(0.5, 0.9), step_sizes=(0.5,), num_repeats=1)
+    plan = plan_private_run(counted, _config(), num_users=N_PRIVATE, clip_quantiles=(0.5, 0.9), step_sizes=(0.5,), num_repeats=1,
+                            choose_method=False)  # the method choice is tests/plan/test_method_choice.py's
     return plan, proxy, calls
 
 
@@ -123,6 +124,9 @@ def test_a_clearly_better_batch_rule_is_chosen():
         (dict(bias_tolerances=(math.nan,)), "bias_tolerances"),
         (dict(bias_tolerances=(100.0,)), "bias_tolerances"),  # above the prior gradient trace
         (dict(fit_kernel="yes"), "fit_kernel"),
+        (dict(choose_method=1), "choose_method"),
+        (dict(methods=()), "methods"),
+        (dict(methods=("dp_gibo",)), "methods"),
         (dict(kernel_fit_points=1), "kernel_fit_points"),
         (dict(kernel_fit_points=2.5), "kernel_fit_points"),
         (dict(kernel_fit_radius=-1.0), "kernel_fit_radius"),
