@@ -30,7 +30,11 @@ from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan.method_dp_gibo import DPGIBOMethod
 from botorch_dp.plan.method_dp_hypo import DPHyPOMethod
-from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext, MethodUnavailable
+from botorch_dp.plan.method_protocol import (
+    CandidateMethod,
+    MethodContext,
+    MethodUnavailable,
+)
 from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.seeding import PrivacyWarning

@@ -22,7 +22,7 @@ from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
 
-__all__ = ["DPHyPOMethod", "MAX_MEAN_TRIALS", "RATIO_LADDER"]
+__all__ = ["MAX_MEAN_TRIALS", "RATIO_LADDER", "DPHyPOMethod"]
 
 #: Default cap on ``E[K]`` for DP-HyPO to be simulated (and recommended).
 MAX_MEAN_TRIALS = 400.0

@@ -100,7 +100,8 @@ class MethodRun:
 class CandidateMethod(Protocol):
     r"""A method that can be simulated on a public proxy and run privately (see the module)."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     @property
     def gdp_mu(self) -> float | None: ...

@@ -25,7 +25,11 @@ from botorch_dp.baselines.private_random_search import private_random_search
 from botorch_dp.plan.method_protocol import MethodContext, MethodRun, MethodUnavailable
 from botorch_dp.plan.proxy import _proxy_losses
 from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon
-from botorch_dp.privacy.checks import check_positive, check_positive_int, check_probability
+from botorch_dp.privacy.checks import (
+    check_positive,
+    check_positive_int,
+    check_probability,
+)
 from botorch_dp.privacy.ledger import PrivacyLedger
 
 __all__ = ["LOSS_CLIP_POINTS", "LOSS_CLIP_QUANTILE", "PrivateRandomSearchMethod", "proxy_loss_clip"]

@@ -30,7 +30,12 @@ from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.statement import guarantee_statement
 from botorch_dp.tuning.search_space import SearchSpace
-from botorch_dp.tuning.tune_result import ConfigurationRun, TuneGuarantee, TuneResult, configs_objective
+from botorch_dp.tuning.tune_result import (
+    ConfigurationRun,
+    TuneGuarantee,
+    TuneResult,
+    configs_objective,
+)
 
 __all__ = ["METHODS", "check_method", "run_method"]
 

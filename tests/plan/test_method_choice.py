@@ -56,7 +56,7 @@ def test_the_evidence_is_the_kept_losses_and_an_unaffordable_method_says_why():
     proxy, config = narrow_basin()
     capped = DPHyPOMethod(max_mean_trials=10)  # E[K] = 18 is above the cap: not simulated
     comparison = _compare(proxy, config, 2_000, methods=(PrivateRandomSearchMethod(), capped, DPGIBOMethod()), seeds=(4, 5))
-    rs, hypo, gibo = comparison.scores
+    rs, hypo, _ = comparison.scores
     assert hypo.method is None and hypo.proxy_losses == () and "max_mean_trials = 10" in hypo.unavailable
     assert comparison.best == min((0, 2), key=lambda i: comparison.scores[i].mean_proxy_loss)
     best, other = comparison.scores[comparison.best], comparison.scores[2 - comparison.best]
