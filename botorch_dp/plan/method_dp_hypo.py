@@ -67,8 +67,6 @@ class DPHyPOMethod(PrivateRandomSearchMethod):
 
     def _select(self, objective: Callable[[Tensor], Tensor], per_trial_mu: float, seed: int | None,
                 ledger: PrivacyLedger | None) -> BaselineResult:
-        if self.per_trial_mu is None or self.bounds is None:
-            raise ValueError("DPHyPOMethod: resolve it first (resolved(proxy_objective, context)).")
         every = max(1, math.ceil(float(self.mean_trials) / DENSITY_UPDATES))
         return dp_hypo(objective, self.bounds, mean_trials=self.mean_trials, per_trial_mu=per_trial_mu,
                        loss_clip=self.loss_clip, ratio_bound=self.ratio_bound, tnb_eta=self.tnb_eta,

@@ -12,6 +12,7 @@ the same distributions.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,13 +25,14 @@ from botorch_dp.baselines.base import BaselineResult
 from botorch_dp.baselines.private_random_search import private_random_search
 from botorch_dp.plan.method_protocol import MethodContext, MethodRun, MethodUnavailable
 from botorch_dp.plan.proxy import _proxy_losses
-from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon
+from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon, private_selection_rdp
+from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
 from botorch_dp.privacy.checks import (
     check_positive,
     check_positive_int,
     check_probability,
 )
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger
 
 __all__ = ["LOSS_CLIP_POINTS", "LOSS_CLIP_QUANTILE", "PrivateRandomSearchMethod", "proxy_loss_clip"]
 
@@ -90,9 +92,28 @@ class PrivateRandomSearchMethod:
         return None  # a Rényi-DP bound (private selection): no μ-GDP budget holds it
 
     def _calibrate(self, epsilon: float, delta: float, mean_trials: float) -> dict[str, float]:
-        r"""The settings that make the run ``(ε, δ)``-DP at ``E[K]``: ``{"per_trial_mu": μ₀}``."""
-        return {"per_trial_mu": per_trial_mu_for_epsilon(target_epsilon=epsilon, target_delta=delta,
-                                                         mean_trials=mean_trials, tnb_eta=self.tnb_eta)}
+        r"""The settings that make the run ``(ε, δ)``-DP at ``E[K]``: ``{"per_trial_mu": μ₀}``.
+
+        ``per_trial_mu_for_epsilon`` optimises the order continuously; the ledger converts the
+        charged curve on its grid (``TRAINING_RDP_ORDERS``), which can read a little higher
+        (1.0000068 for 1.0 at ``E[K] = 18``). ``μ₀`` is therefore lowered, by bisection on
+        ``log μ₀``, until the grid conversion is at most ``ε`` too: the ledger's statement and
+        the run's guarantee then both stay within the target."""
+        mu0 = per_trial_mu_for_epsilon(target_epsilon=epsilon, target_delta=delta, mean_trials=mean_trials,
+                                       tnb_eta=self.tnb_eta)
+
+        def grid_epsilon(mu: float) -> float:
+            curve = [private_selection_rdp(a, per_trial_mu=mu, mean_trials=mean_trials, tnb_eta=self.tnb_eta)
+                     for a in TRAINING_RDP_ORDERS]
+            return rdp_curve_epsilon(curve, TRAINING_RDP_ORDERS, delta)[0]
+
+        if grid_epsilon(mu0) > epsilon:
+            lo, hi = math.log(mu0) - 1.0, math.log(mu0)  # grid ε at e^{-1} μ₀ is far below ε
+            for _ in range(60):
+                mid = 0.5 * (lo + hi)
+                lo, hi = (mid, hi) if grid_epsilon(math.exp(mid)) <= epsilon else (lo, mid)
+            mu0 = math.exp(lo)
+        return {"per_trial_mu": mu0}
 
     def resolved(self, proxy_objective: Callable[[Tensor], Tensor] | None,
                  context: MethodContext) -> PrivateRandomSearchMethod:
@@ -112,15 +133,18 @@ class PrivateRandomSearchMethod:
         return dataclasses.replace(self, mean_trials=mean_trials, loss_clip=clip, **calibrated,
                                    bounds=context.bounds.clone(), epsilon=context.epsilon, delta=context.delta)
 
-    def _select(self, objective: Callable[[Tensor], Tensor], per_trial_mu: float, seed: int | None,
-                ledger: PrivacyLedger | None) -> BaselineResult:
+    def _check_resolved(self) -> None:
         if self.per_trial_mu is None or self.bounds is None:
             raise ValueError(f"{type(self).__name__}: resolve it first (resolved(proxy_objective, context)).")
+
+    def _select(self, objective: Callable[[Tensor], Tensor], per_trial_mu: float, seed: int | None,
+                ledger: PrivacyLedger | None) -> BaselineResult:
         return private_random_search(objective, self.bounds, mean_trials=self.mean_trials, per_trial_mu=per_trial_mu,
                                      loss_clip=self.loss_clip, tnb_eta=self.tnb_eta, target_delta=self.delta,
                                      seed=seed, ledger=ledger)
 
     def simulate(self, proxy_objective: Callable[[Tensor], Tensor], context: MethodContext, seed: int) -> Tensor:
+        self._check_resolved()
         scale = context.num_users / int(context.num_proxy_users)  # noise C/(n μ₀) on n_p users
         return self._select(proxy_objective, float(self.per_trial_mu) * scale, seed, None).theta
 
@@ -133,6 +157,7 @@ class PrivateRandomSearchMethod:
             users.append(int(torch.as_tensor(losses).shape[-1]))
             return losses
 
+        self._check_resolved()
         if executor is not None:
             raise ValueError(f"executor: {self.name} evaluates its trials in this process, got {executor!r}.")
         result = self._select(counted, float(self.per_trial_mu), seed, ledger)
