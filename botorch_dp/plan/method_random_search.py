@@ -25,7 +25,10 @@ from botorch_dp.baselines.base import BaselineResult
 from botorch_dp.baselines.private_random_search import private_random_search
 from botorch_dp.plan.method_protocol import MethodContext, MethodRun, MethodUnavailable
 from botorch_dp.plan.proxy import _proxy_losses
-from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon, private_selection_rdp
+from botorch_dp.privacy.analysis.private_selection import (
+    per_trial_mu_for_epsilon,
+    private_selection_rdp,
+)
 from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
 from botorch_dp.privacy.checks import (
     check_positive,

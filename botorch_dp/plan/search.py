@@ -23,12 +23,22 @@ from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.config import MIN_USERS, DPGIBOConfig
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.public_checks import SettingsWarning
-from botorch_dp.plan.method_choice import DEFAULT_METHODS, MethodComparison, _check_methods, compare_methods
+from botorch_dp.plan.kernel_fit import KernelFit, _fit_region, fit_kernel_on_proxy
+from botorch_dp.plan.method_choice import (
+    DEFAULT_METHODS,
+    MethodComparison,
+    _check_methods,
+    compare_methods,
+)
 from botorch_dp.plan.method_dp_gibo import DPGIBOMethod
 from botorch_dp.plan.method_protocol import CandidateMethod
-from botorch_dp.plan.kernel_fit import KernelFit, _fit_region, fit_kernel_on_proxy
 from botorch_dp.plan.proxy import _proxy_losses, simulation_config
-from botorch_dp.privacy.checks import check_nonnegative_int, check_positive, check_positive_int, check_probability
+from botorch_dp.privacy.checks import (
+    check_nonnegative_int,
+    check_positive,
+    check_positive_int,
+    check_probability,
+)
 from botorch_dp.privacy.mechanisms import clip_rows
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.utils import child_seeds

@@ -9,7 +9,12 @@ import pytest
 import torch
 
 from botorch_dp import DPGIBO
-from botorch_dp.plan import DPGIBOMethod, MethodContext, MethodUnavailable, simulation_config
+from botorch_dp.plan import (
+    DPGIBOMethod,
+    MethodContext,
+    MethodUnavailable,
+    simulation_config,
+)
 from botorch_dp.privacy.ledger import PrivacyLedger
 from tests.optim.loop_helpers import normal_location
 

@@ -10,8 +10,16 @@ import torch
 from torch.quasirandom import SobolEngine
 
 from botorch_dp.baselines import private_random_search
-from botorch_dp.plan import MethodContext, MethodUnavailable, PrivateRandomSearchMethod, proxy_loss_clip
-from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon, private_selection_rdp
+from botorch_dp.plan import (
+    MethodContext,
+    MethodUnavailable,
+    PrivateRandomSearchMethod,
+    proxy_loss_clip,
+)
+from botorch_dp.privacy.analysis.private_selection import (
+    per_trial_mu_for_epsilon,
+    private_selection_rdp,
+)
 from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger
 from botorch_dp.privacy.ledger.filters import PrivacyBudgetExceeded
