@@ -41,8 +41,8 @@ from botorch_dp.privacy.seeding import PrivacyWarning
 
 __all__ = ["DEFAULT_METHODS", "MethodComparison", "MethodScore", "compare_methods"]
 
-#: The candidates the planner compares by default.
 DEFAULT_METHODS: tuple[CandidateMethod, ...] = (DPGIBOMethod(), PrivateRandomSearchMethod(), DPHyPOMethod())
+"""The candidates the planner compares by default."""
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -24,12 +24,12 @@ from botorch_dp.privacy.ledger import PrivacyLedger
 
 __all__ = ["MAX_MEAN_TRIALS", "RATIO_LADDER", "DPHyPOMethod"]
 
-#: Default cap on ``E[K]`` for DP-HyPO to be simulated (and recommended).
 MAX_MEAN_TRIALS = 400.0
-#: Smaller ratio bounds tried, largest first, when ``ratio_bound`` cannot reach ``(ε, δ)``.
+"""Default cap on ``E[K]`` for DP-HyPO to be simulated (and recommended)."""
 RATIO_LADDER = (1.5, 1.25, 1.1)
-#: Density updates per run aimed at (``density_update_every = ⌈E[K]/16⌉``).
+"""Smaller ratio bounds tried, largest first, when ``ratio_bound`` cannot reach ``(ε, δ)``."""
 DENSITY_UPDATES = 16
+"""Density updates per run aimed at (``density_update_every = ⌈E[K]/16⌉``)."""
 
 
 @dataclass(frozen=True)

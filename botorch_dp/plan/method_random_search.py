@@ -39,10 +39,10 @@ from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger
 
 __all__ = ["LOSS_CLIP_POINTS", "LOSS_CLIP_QUANTILE", "PrivateRandomSearchMethod", "proxy_loss_clip"]
 
-#: Default quantile of the proxy's per-user losses taken as the score clip ``C``.
 LOSS_CLIP_QUANTILE = 0.95
-#: Default number of Sobol points of ``Θ`` the proxy's losses are read at for ``C``.
+"""Default quantile of the proxy's per-user losses taken as the score clip ``C``."""
 LOSS_CLIP_POINTS = 32
+"""Default number of Sobol points of ``Θ`` the proxy's losses are read at for ``C``."""
 
 
 def proxy_loss_clip(proxy_objective: Callable[[Tensor], Tensor], bounds: Tensor, *, quantile: float = LOSS_CLIP_QUANTILE,

@@ -39,9 +39,9 @@ from botorch_dp.tuning.tune_result import (
 
 __all__ = ["METHODS", "check_method", "run_method"]
 
-#: ``tune``'s ``method`` values.
 METHODS = ("auto", "dp_gibo", "private_random_search", "dp_hypo")
-#: The unresolved candidate of each forced method without a proxy (``C`` given).
+"""``tune``'s ``method`` values."""
+# the unresolved candidate of each forced method without a proxy (``C`` given)
 _WITHOUT_PROXY: dict[str, Callable[[float], CandidateMethod]] = {
     "dp_gibo": lambda clip: DPGIBOMethod(),
     "private_random_search": lambda clip: PrivateRandomSearchMethod(loss_clip=clip),
