@@ -40,7 +40,12 @@ class TuneGuarantee:
 
 @dataclass
 class ConfigurationRun:
-    r"""One configuration's DP-GIBO run and, with several, its released noisy score."""
+    r"""One configuration's DP-GIBO run and, with several, its released noisy score.
+
+    When ``tune`` ran another method (``TuneResult.method``, ``tuning.method_runs``), ``result``
+    is its ``plan.MethodRun`` (``result.release.theta`` is the released point, ``noisy_score``
+    the winner's released score) and ``config`` DP-GIBO's planned settings, kept for reference.
+    """
 
     configuration: dict[str, Any]
     result: DPGIBOResult
