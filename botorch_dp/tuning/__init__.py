@@ -23,7 +23,9 @@ if TYPE_CHECKING:
         load_sklearn_classification,
         synthetic_like,
     )
+    from botorch_dp.tuning.noise_estimate import estimate_training_noise_variance
     from botorch_dp.tuning.one_call import TuneResult, tune
+    from botorch_dp.tuning.per_example import per_example_cross_entropy
     from botorch_dp.tuning.search_space import (
         Categorical,
         Hyperparameter,
@@ -32,11 +34,7 @@ if TYPE_CHECKING:
         default_mlp_space,
         route_hyperparameters,
     )
-    from botorch_dp.tuning.torch_classifier import (
-        TorchModelTuningObjective,
-        estimate_training_noise_variance,
-        per_example_cross_entropy,
-    )
+    from botorch_dp.tuning.torch_classifier import TorchModelTuningObjective
 
 #: Public name → the module that defines it.
 _LAZY_NAMES = {
@@ -45,8 +43,9 @@ _LAZY_NAMES = {
     **dict.fromkeys(("TuneResult", "tune"), "botorch_dp.tuning.one_call"),
     **dict.fromkeys(("Categorical", "Hyperparameter", "Integer", "SearchSpace", "default_mlp_space",
                      "route_hyperparameters"), "botorch_dp.tuning.search_space"),
-    **dict.fromkeys(("TorchModelTuningObjective", "estimate_training_noise_variance", "per_example_cross_entropy"),
-                    "botorch_dp.tuning.torch_classifier"),
+    "TorchModelTuningObjective": "botorch_dp.tuning.torch_classifier",
+    "estimate_training_noise_variance": "botorch_dp.tuning.noise_estimate",
+    "per_example_cross_entropy": "botorch_dp.tuning.per_example",
 }
 
 __all__ = sorted(_LAZY_NAMES)

@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from botorch_dp.privacy.ledger import DPSGDRun, PrivacyBudgetExceeded, PrivacyLedger
@@ -40,52 +39,16 @@ from botorch_dp.training.dp_sgd import (
 )
 from botorch_dp.tuning.charged import ChargedTraining, TrainingTicket, same_event, shared_rows_ledger
 from botorch_dp.tuning.datasets import ClassificationData
+from botorch_dp.tuning.noise_estimate import estimate_training_noise_variance
+from botorch_dp.tuning.per_example import cap_losses, per_example_cross_entropy, per_user_error
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective, default_mlp_space, route_hyperparameters
 
+#: ``estimate_training_noise_variance`` (``noise_estimate``) and ``per_example_cross_entropy``
+#: (``per_example``) are defined in their own modules and stay importable from here.
 __all__ = ["TorchModelTuningObjective", "estimate_training_noise_variance", "per_example_cross_entropy"]
 
 #: Relative slack when comparing a composed training ε with its target (root finding).
 _TARGET_RTOL = 1e-9
-
-
-def per_example_cross_entropy(
-    model: nn.Module, X: Tensor, y: Tensor, *, loss_cap: float | None = None
-) -> Tensor:
-    r"""Cross-entropy of each example under ``model`` (in eval mode, no gradients).
-
-    Args:
-        model: A classifier returning ``n x k`` logits.
-        X: ``n x p`` features (cast to the model's dtype).
-        y: ``n`` labels.
-        loss_cap: If given, losses above it and non-finite ones (a diverged model)
-            become ``loss_cap``. A public constant, so the losses stay a fixed function
-            of the model; the privacy guarantee rests on clipping either way.
-
-    Returns:
-        An ``n`` float64 tensor.
-    """
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        losses = F.cross_entropy(model(X.to(model_dtype(model))), y, reduction="none").to(torch.float64)
-    model.train(was_training)
-    return _cap(losses, loss_cap)
-
-
-def _cap(losses: Tensor, loss_cap: float | None) -> Tensor:
-    if loss_cap is None:
-        return losses
-    losses = torch.where(torch.isfinite(losses), losses, torch.full_like(losses, loss_cap))
-    return losses.clamp(max=loss_cap)
-
-
-def _per_user_error(what: str) -> ValueError:
-    return ValueError(
-        f"{what}. DP-GIBO needs per-user losses: one loss per validation example (each "
-        "example is a user), e.g. F.cross_entropy(outputs, targets, reduction='none'), so "
-        "that each user's influence can be clipped; a mean over all examples would make "
-        "the whole validation set one user and protect no person in it."
-    )
 
 
 class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
@@ -191,7 +154,7 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
                 )
             data = ClassificationData(*data)
         if len(data.y_val) < 2:
-            raise _per_user_error(f"The validation split has {len(data.y_val)} example(s), fewer than 2")
+            raise per_user_error(f"The validation split has {len(data.y_val)} example(s), fewer than 2")
         self.data = data
         self.space = space if space is not None else default_mlp_space()
         if not isinstance(self.space, SearchSpace):
@@ -336,11 +299,11 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
             where = "loss_fn"
         losses = torch.as_tensor(losses).detach()
         if losses.dim() == 0 or losses.shape[0] != n:
-            raise _per_user_error(
+            raise per_user_error(
                 f"{where} returned shape {tuple(losses.shape)} for {n} examples, not one loss per example"
             )
         losses = losses.reshape(n, -1).to(torch.float64).mean(-1)
-        return _cap(losses, self.loss_cap)
+        return cap_losses(losses, self.loss_cap)
 
     # ------------------------------------------------------------------ reports
     def training_report(self, delta: float | None = None) -> dict[str, Any]:
@@ -446,47 +409,3 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
         if ledger is not None and "dp_sgd" not in overrides:
             proxy.dp_sgd = self.dp_sgd  # this objective's target covers every run on its rows
         return proxy
-
-
-def estimate_training_noise_variance(
-    objective: TorchModelTuningObjective,
-    public_data: ClassificationData,
-    thetas: Tensor,
-    *,
-    num_repeats: int = 3,
-    noise_seed: int | None = 12345,
-) -> float:
-    r"""σ²: variance of the mean validation loss between training runs, on PUBLIC data.
-
-    At each row of ``thetas``, trains ``num_repeats`` models on ``public_data`` (e.g.
-    ``synthetic_like(data)``) with the objective's model, training and DP-SGD settings
-    but independent DP-SGD noise, and returns the pooled sample variance (the mean over
-    the rows of the per-row variances) of their mean validation losses: the ``σ²`` of
-    the observation model ``f̃(θ) = f(θ) + v``, ``v ~ N(0, σ²)`` (Sopa et al., short version, §3.4).
-    Several rows guard against a point where the model barely moves and the variance
-    is deceptively small. The sensitive data are never touched and nothing is recorded
-    in the objective's ledger (a pilot on public data costs no privacy); ``public_data``
-    that shares a training record with the objective is refused (``with_data``'s
-    ``ValueError``). Without DP-SGD training is deterministic and this returns 0.
-
-    Args:
-        objective: The objective whose settings are copied.
-        public_data: Non-sensitive data of a similar kind.
-        thetas: A ``k x d`` (or ``d``) tensor of public points in the unit cube.
-        num_repeats: Training runs per point (≥ 2).
-        noise_seed: Base seed of the pilot's DP-SGD noise (``None``: OS entropy). The
-            pilot trains on public data only, so a known seed exposes nothing and no
-            ``PrivacyWarning`` is raised for it.
-
-    Returns:
-        The pooled sample variance (a float ≥ 0).
-    """
-    if num_repeats < 2:
-        raise ValueError("num_repeats must be at least 2.")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PrivacyWarning)  # public data: the seed protects nothing
-        pilot = objective.with_data(public_data, ledger=PrivacyLedger(), noise_seed=noise_seed, run_prefix="pilot")
-    thetas = torch.as_tensor(thetas, dtype=torch.float64).reshape(-1, objective.dim)
-    X = thetas.repeat_interleave(num_repeats, dim=0)  # (k * r) x d
-    means = pilot(X).mean(-1).reshape(thetas.shape[0], num_repeats)
-    return float(means.var(dim=-1, unbiased=True).mean())
