@@ -63,6 +63,12 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
     is hard-coded, so ``lr``, ``weight_decay``, ``momentum``, ``eps``, … of any
     ``torch.optim`` class and any keyword of your model can be tuned.
 
+    A space with ``Categorical`` hyperparameters is routed the same way (e.g. an
+    ``activation`` keyword of the model), but θ does not fix their values: evaluate
+    ``with_choice({...})``, one configuration at a time (evaluating the unbound objective is
+    refused before anything is charged), or pass the objective to ``tune``, which does that
+    for every configuration.
+
     Without DP-SGD each evaluation is a deterministic function of θ and
     ``training.seed``. With ``dp_sgd``, every training run draws fresh DP-SGD noise and is
     charged to ``ledger`` BEFORE it trains: a batch of rows is admitted whole against the
@@ -159,11 +165,6 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
         self.space = space if space is not None else default_mlp_space()
         if not isinstance(self.space, SearchSpace):
             raise ValueError(f"space must be a SearchSpace, got {type(self.space).__name__}.")
-        free = [h.name for h in self.space.categoricals if h.name not in self.space.fixed]
-        if free:
-            raise ValueError(f"space: the categorical hyperparameter(s) {free} are not fixed; give one configuration "
-                             "with space.with_choice({...}) (one DP-GIBO run per configuration of "
-                             "space.configurations()).")
         self.training = training if training is not None else TrainingConfig()
         self._given_model_fn = model_fn
         if model_fn is None:
@@ -210,6 +211,30 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
 
     _PER_PROCESS = ("runs",)
 
+    def with_choice(self, choice: Mapping[str, Any]) -> TorchModelTuningObjective:
+        r"""This objective bound to one configuration of its categorical hyperparameters.
+
+        The copy's space fixes ``choice`` (``SearchSpace.with_choice``: unknown names and
+        values are refused by name); each value is routed like any other hyperparameter (to
+        the optimizer or to ``model_fn``, ``routes``). It charges the same ledger under the
+        same run numbering, and every run it charges is also counted in this object's
+        ``runs`` and ``num_trainings``. ``tune`` evaluates one such copy per configuration.
+
+        Args:
+            choice: ``{name: value}`` of the categorical hyperparameters not fixed yet.
+
+        Returns:
+            The bound ``TorchModelTuningObjective``.
+        """
+        bound = super().with_choice(choice)
+        bound.runs, bound.num_trainings, bound._bound_from = [], 0, self
+        return bound
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_bound_from"] = None  # a worker's copy reports nothing back (it only evaluates)
+        return state
+
     def split_hyperparameters(self, params: Mapping[str, float]) -> tuple[dict[str, Any], dict[str, float]]:
         r"""``(optimizer keyword arguments, model keyword arguments)`` for natural values ``params``."""
         optimizer_kwargs = dict(self.optimizer_kwargs)
@@ -226,7 +251,16 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
         return planned_dp_run(len(self.data.y_train), self.training, self.run_dp_sgd)
 
     def planned_event(self, theta: Tensor | None = None, **options: Any) -> DPSGDRun | None:
-        r"""The ledger event of a run (the same at every ``theta``; None without DP-SGD)."""
+        r"""The ledger event of a run (the same at every ``theta``; None without DP-SGD).
+
+        Every evaluation asks this first, before anything is charged or trained: a space
+        with a categorical hyperparameter not fixed yet is refused here (``with_choice``).
+        """
+        free = [h.name for h in self.space.categoricals if h.name not in self.space.fixed]
+        if free:
+            raise ValueError(f"space: the categorical hyperparameter(s) {free} are not fixed, so a point θ is no "
+                             "configuration to train; evaluate objective.with_choice({...}) (one configuration of "
+                             "space.configurations()), or call tune(objective, space, ...), which runs each of them.")
         planned = self.planned_run()
         return None if planned is None else DPSGDRun.checked(*planned)
 
@@ -250,6 +284,9 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
     def _note_charged(self, tickets: list[TrainingTicket]) -> None:
         super()._note_charged(tickets)
         self.runs += [TrainingRun(t.run_id, *t.event) for t in tickets if t.run_id is not None]
+        parent = self.__dict__.get("_bound_from")
+        if parent is not None:  # a with_choice copy: the objective it was bound from counts it too
+            parent._note_charged(tickets)
 
     def _train_with(self, theta: Tensor, ticket: TrainingTicket, meter: Any = None, **options: Any) -> nn.Module:
         r"""Train one model at ``theta`` under ``ticket`` (with a ``meter``: record its run first)."""
