@@ -298,6 +298,8 @@ def _arguments(objective: Any, space: SearchSpace, *, config: DPGIBOConfig, seed
         what.update(routes=getattr(objective, "routes", None), num_users=objective.num_users,
                     training_run=repr(_training_event(objective, space)))
     settings = config_to_json(dataclasses.replace(config, seed=None))
+    for derived in ("bounds", "privacy_mu", "target_delta"):  # from space, epsilon and delta, compared there
+        settings.pop(derived)
     settings["kernel"] = kernel_fingerprint(config.kernel) if config.kernel is not None else None
     return {
         "space": space.describe(), "configurations": space.configurations(), "objective": what, "settings": settings,
