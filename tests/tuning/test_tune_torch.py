@@ -47,15 +47,15 @@ class _Recorder:
         return torch.optim.SGD(params, lr=lr, momentum=momentum)
 
 
-def _objective(recorder, **kw):
-    return TorchModelTuningObjective(_data(), SPACE, model_fn=recorder.model_fn, optimizer=recorder.optimizer,
+def _objective(recorder, space=SPACE, **kw):
+    return TorchModelTuningObjective(_data(), space, model_fn=recorder.model_fn, optimizer=recorder.optimizer,
                                      training=TRAINING, **kw)
 
 
-def _tune(objective, **kw):
+def _tune(objective, space=SPACE, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return tune(objective, SPACE, **{"epsilon": 2.0, "delta": 1e-5, "seed": 3, "progress": False, **FAST, **kw})
+        return tune(objective, space, **{"epsilon": 2.0, "delta": 1e-5, "seed": 3, "progress": False, **FAST, **kw})
 
 
 def _trainings(result):
@@ -155,3 +155,22 @@ def test_bad_arguments_for_a_torch_objective_are_refused_by_name_before_anything
     with pytest.raises(ValueError, match=r"checkpoint_dir must be a path"):
         tune(objective, SPACE, epsilon=1.0, delta=1e-5, checkpoint_dir=3, progress=False)
     assert recorder.models == [] and objective.ledger.records() == []
+
+
+def test_a_torch_proxy_on_public_rows_plans_each_configuration_and_num_users_is_read_from_the_objective():
+    recorder, public_recorder = _Recorder(), _Recorder()
+    space = SPACE.with_choice({"momentum": 0.5})  # one categorical left free: two configurations
+    objective = _objective(recorder, space)
+    X, y, Xv, yv = _data()
+    g = torch.Generator().manual_seed(1)
+    public = (torch.randn(40, 4, generator=g, dtype=torch.float64) + 1.5 * y[:, None], y,
+              torch.randn(30, 4, generator=g, dtype=torch.float64) + 1.5 * yv[:, None], yv)
+    proxy = objective.with_data(public, model_fn=public_recorder.model_fn, optimizer=public_recorder.optimizer)
+    result = _tune(objective, space, proxy=proxy, plan_options=dict(clip_quantiles=(0.9,), step_sizes=(0.2,), num_repeats=1,
+                                                            fit_kernel=False))
+    assert len(result.runs) == 2 and all(r.plan is not None for r in result.runs)
+    for r in result.runs:  # each configuration was planned with its own categorical value, on public rows only
+        assert (r.config.clip_bound, r.config.step_size) == (r.plan.config.clip_bound, r.plan.config.step_size)
+    assert {a for _, a in public_recorder.models} == {"relu", "tanh"} and proxy.num_trainings > 0
+    assert len(recorder.models) == objective.num_trainings == _trainings(result)
+    assert all(m == 0.5 for _, m in recorder.optimizers + public_recorder.optimizers)
