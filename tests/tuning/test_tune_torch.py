@@ -2,6 +2,7 @@
 included, reaches the model or the optimizer of each configuration; every training of every
 configuration is one charged DP-SGD run; the statement's composed guarantee recomputed with Opacus."""
 
+import concurrent.futures
 import pickle
 import warnings
 
@@ -174,3 +175,44 @@ def test_a_torch_proxy_on_public_rows_plans_each_configuration_and_num_users_is_
     assert {a for _, a in public_recorder.models} == {"relu", "tanh"} and proxy.num_trainings > 0
     assert len(recorder.models) == objective.num_trainings == _trainings(result)
     assert all(m == 0.5 for _, m in recorder.optimizers + public_recorder.optimizers)
+
+
+class _CountingPool(concurrent.futures.ThreadPoolExecutor):
+    def __init__(self):
+        super().__init__(max_workers=1)
+        self.submitted = 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        self.submitted += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_an_executor_trains_the_rows_and_the_caller_charges_them_as_in_a_serial_call():
+    space = SPACE.with_choice({"momentum": 0.0})
+    results = []
+    for executor in (None, _CountingPool()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the explicit DP-SGD noise seed
+            objective = _objective(_Recorder(), space, dp_sgd=DPSGDConfig(noise_multiplier=1.5), noise_seed=2)
+        results.append((_tune(objective, space, executor=executor), executor))
+    (serial, _), (pooled, pool) = results
+    # every evaluated row went to the pool (the scores' final points are evaluated by tune itself)
+    assert pool.submitted == sum(r.result.release.evaluation_points.shape[0] for r in pooled.runs) > 0
+    for a, b in zip(serial.runs, pooled.runs):
+        assert torch.equal(a.result.release.theta, b.result.release.theta) and a.noisy_score == b.noisy_score
+    assert [(r.run_id, r.event) for r in pooled.ledger.training_records()] == \
+        [(r.run_id, r.event) for r in serial.ledger.training_records()]
+    pool.shutdown()
+
+
+def test_a_configurations_objective_pickles_for_a_process_pool():
+    from botorch_dp.tuning.tune_result import ConfigsObjective
+
+    wrapped = ConfigsObjective(_picklable_losses, SPACE, {"activation": "relu", "momentum": 0.5})
+    X = torch.tensor([[0.2, 0.4], [0.9, 0.1]], dtype=torch.float64)
+    assert torch.equal(pickle.loads(pickle.dumps(wrapped))(X), wrapped(X))
+    assert wrapped(X)[:, 0].tolist() == [c["lr"] for c in SPACE.to_natural(X, choice=wrapped.choice)]
+
+
+def _picklable_losses(configs):
+    return torch.tensor([[c["lr"], float(c["width"])] for c in configs], dtype=torch.float64)
