@@ -4,8 +4,10 @@ r"""Tuning real models privately: objectives that return one loss per user for D
 ``Integer`` and ``Categorical`` ones, ``discrete``) and routes each to the optimizer or the
 model, ``datasets`` holds the train / validation / test splits (numpy or torch, any float
 dtype), ``torch_classifier`` is the objective that trains a torch model at each θ and returns
-the per-example validation losses (training itself, with or without DP-SGD, is in
-``botorch_dp.training``), and ``one_call`` is ``tune``, the one call.
+the per-example validation losses (``per_example``: the losses and their cap; ``noise_estimate``:
+its σ² measured on public data; training itself, with or without DP-SGD, is in
+``botorch_dp.training``), and ``one_call`` is ``tune``, the one call (``tune_result``: what it
+returns; ``sampled``: its Papernot–Steinke strategy; ``tune_checkpoint``: its resumable directory).
 
 Each name is imported on first use (PEP 562), so that ``from botorch_dp.tuning import
 SearchSpace`` (or ``botorch_dp.tune``) does not load scikit-learn and the training stack.
