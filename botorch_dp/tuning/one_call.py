@@ -48,7 +48,7 @@ import math
 import os
 import uuid
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -73,6 +73,7 @@ from botorch_dp.tuning.tune_result import (
     SCORE_PART,
     ConfigurationRun,
     TuneGuarantee,
+    TuneObjective,
     TuneResult,
     configs_objective,
     final_losses,
@@ -90,13 +91,13 @@ STRATEGIES = ("enumerate", "sample")
 
 
 def tune(
-    objective: Callable[[list[dict[str, Any]]], Any] | SearchSpaceObjective,
+    objective: TuneObjective,
     space: SearchSpace,
     *,
     epsilon: float,
     delta: float,
     ledger: PrivacyLedger | None = None,
-    proxy: Callable[[list[dict[str, Any]]], Any] | SearchSpaceObjective | None = None,
+    proxy: TuneObjective | None = None,
     num_users: int | None = None,
     plan_options: dict[str, Any] | None = None,
     strategy: str = "enumerate",
@@ -200,10 +201,11 @@ def tune(
                 k: int | None = None) -> ConfigurationRun:
         config = DPGIBOConfig(bounds=space.bounds, privacy_mu=run_mu, target_delta=delta, seed=run_seed, **base)
         plan, run_dir = None, None if checkpoint is None or k is None else checkpoint.run_dir(k)
-        if run_dir is not None and checkpoint.has_run(k):  # its releases and records come back, nothing redrawn
-            optimizer = DPGIBO.resume(run_dir, config if proxy is None else None, ledger=run_ledger)
+        if checkpoint is not None and k is not None and checkpoint.has_run(k):  # its releases and records come back, nothing redrawn
+            optimizer = DPGIBO.resume(checkpoint.run_dir(k), config if proxy is None else None, ledger=run_ledger)
         else:
             if proxy is not None:  # public: the proxy's users only; the private run's noise simulated
+                assert num_users is not None  # checked above
                 plan = plan_private_run(configs_objective(proxy, space, choice), config, num_users=num_users,
                                         progress=progress, **(plan_options or {}))
                 config = dataclasses.replace(plan.config, seed=run_seed)
@@ -286,14 +288,14 @@ def _training_event(objective: Any, space: SearchSpace) -> Any:
     if not isinstance(objective, SearchSpaceObjective) or planned is None:
         return None
     choice = space.configurations()[0]
-    bound = objective.with_choice(choice) if choice else objective
+    bound: Any = objective.with_choice(choice) if choice else objective
     return bound.planned_event(torch.full((space.dim,), 0.5, dtype=torch.float64))
 
 
 def _arguments(objective: Any, space: SearchSpace, *, config: DPGIBOConfig, seed: int | None, proxy: Any,
                plan_options: dict[str, Any] | None, **values: Any) -> dict[str, Any]:
     r"""The public description of a call that ``checkpoint_dir`` compares on resume."""
-    what = {"kind": type(objective).__qualname__}
+    what: dict[str, Any] = {"kind": type(objective).__qualname__}
     if isinstance(objective, SearchSpaceObjective):
         what.update(routes=getattr(objective, "routes", None), num_users=objective.num_users,
                     training_run=repr(_training_event(objective, space)))

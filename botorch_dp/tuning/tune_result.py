@@ -24,7 +24,11 @@ from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.statement import GuaranteeStatement
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 
-__all__ = ["SCORE_PART", "ConfigsObjective", "ConfigurationRun", "TuneGuarantee", "TuneResult", "configs_objective", "final_losses"]
+__all__ = ["SCORE_PART", "ConfigsObjective", "ConfigurationRun", "TuneGuarantee", "TuneObjective", "TuneResult",
+           "configs_objective", "final_losses"]
+
+#: What ``tune`` takes as ``objective`` (and ``proxy``): configurations ↦ losses, or a θ-objective.
+TuneObjective = Callable[[list[dict[str, Any]]], Any] | SearchSpaceObjective
 
 #: The ledger part of the choice's scores (``"enumerate"``).
 SCORE_PART = "score"
@@ -116,14 +120,14 @@ class ConfigsObjective:
         return torch.as_tensor(self.objective(list(rows)), dtype=torch.float64)
 
 
-def configs_objective(objective: Callable[[list[dict[str, Any]]], Any], space: SearchSpace,
-                      choice: dict[str, Any]) -> Callable[[Tensor], Tensor]:
+def configs_objective(objective: TuneObjective, space: SearchSpace, choice: dict[str, Any]) -> Callable[[Tensor], Tensor]:
     r"""``objective`` as DP-GIBO evaluates it for configuration ``choice``: a
     ``SearchSpaceObjective`` (e.g. ``TorchModelTuningObjective``, which takes θ itself and
     charges its training runs) bound with ``with_choice``; any other callable, which takes a
     list of configurations in natural units, wrapped in a ``ConfigsObjective``."""
     if isinstance(objective, SearchSpaceObjective):
-        return objective.with_choice(choice) if choice else objective
+        bound: Any = objective.with_choice(choice) if choice else objective
+        return bound
     return ConfigsObjective(objective, space, choice)
 
 
