@@ -197,6 +197,15 @@ def tune(
             loss_clip=loss_clip, seed=seed, proxy=proxy, num_users=num_users, plan_options=plan_options,
             config=DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base)))
 
+    if trains and (checkpoint is None or not any(checkpoint.has_run(k) for k in range(K))):
+        # the procedure's most trainings (every evaluation of every run and each scored final point), against
+        # the objective's own limits (a DP-SGD target) before anything trains or is released; a resumed call
+        # merges the runs' records first and is held by each batch's charge instead
+        most = K * DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base).max_evaluations
+        bound = _bound(objective, configurations[0])
+        if callable(getattr(bound, "check_room", None)):
+            bound.check_room(most + (K if K > 1 else 0))
+
     def run_one(choice: dict[str, Any], run_mu: float, run_seed: int | None, run_ledger: PrivacyLedger,
                 k: int | None = None) -> ConfigurationRun:
         config = DPGIBOConfig(bounds=space.bounds, privacy_mu=run_mu, target_delta=delta, seed=run_seed, **base)
@@ -287,9 +296,12 @@ def _training_event(objective: Any, space: SearchSpace) -> Any:
     planned = getattr(objective, "planned_event", None)
     if not isinstance(objective, SearchSpaceObjective) or planned is None:
         return None
-    choice = space.configurations()[0]
-    bound: Any = objective.with_choice(choice) if choice else objective
-    return bound.planned_event(torch.full((space.dim,), 0.5, dtype=torch.float64))
+    return _bound(objective, space.configurations()[0]).planned_event(torch.full((space.dim,), 0.5,
+                                                                              dtype=torch.float64))
+
+
+def _bound(objective: Any, choice: dict[str, Any]) -> Any:
+    return objective.with_choice(choice) if choice else objective
 
 
 def _arguments(objective: Any, space: SearchSpace, *, config: DPGIBOConfig, seed: int | None, proxy: Any,

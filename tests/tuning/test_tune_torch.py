@@ -12,12 +12,13 @@ import torch
 from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
 from torch import nn
 
-from botorch_dp import tune
+from botorch_dp import DPGIBOConfig, tune
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon, gdp_mu
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
 from botorch_dp.privacy.ledger.events import TRAINING_RDP_ORDERS
 from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.tuning import Categorical, Hyperparameter, Integer, SearchSpace, TorchModelTuningObjective
+from botorch_dp.tuning.one_call import TUNE_DEFAULTS
 
 FAST = dict(raw_samples=16, num_restarts=1, num_iterations=2)
 TRAINING = TrainingConfig(epochs=1, batch_size=10, seed=0)
@@ -216,3 +217,18 @@ def test_a_configurations_objective_pickles_for_a_process_pool():
 
 def _picklable_losses(configs):
     return torch.tensor([[c["lr"], float(c["width"])] for c in configs], dtype=torch.float64)
+
+
+def test_a_dp_sgd_target_too_small_for_the_procedure_is_refused_before_anything_trains():
+    recorder = _Recorder()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        objective = _objective(recorder, dp_sgd=DPSGDConfig(target_epsilon=3.0, target_delta=1e-5, planned_runs=10))
+    # 4 configurations x T = 2 steps x b = d + 1 = 3 points, and 4 scored final points: 28 trainings
+    config = DPGIBOConfig(bounds=SPACE.bounds, kernel=SPACE.recommended_kernel(), privacy_mu=1.0,
+                          **{**TUNE_DEFAULTS, **FAST})
+    assert 4 * config.max_evaluations + 4 == 28
+    with pytest.raises(PrivacyBudgetExceeded, match=r"28 more DP-SGD run\(s\) .*planned_runs=10"):
+        _tune(objective)
+    assert recorder.models == [] and objective.ledger.records() == []
+    objective.with_choice(SPACE.configurations()[0]).check_room(10)  # what the target was calibrated for passes
