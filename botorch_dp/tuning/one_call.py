@@ -56,7 +56,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from botorch_dp.optim import DPGIBO, DPGIBOConfig
-from botorch_dp.optim.checkpoint import kernel_fingerprint
+from botorch_dp.optim.checkpoint import STATE_FILE, kernel_fingerprint
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.optim.stored_config import config_to_json
 from botorch_dp.plan import plan_private_run
@@ -190,18 +190,18 @@ def tune(
         PrivacyLedger(validation_mu_budget=None if sampled else mu)
     seeds: Sequence[int | None] = [None] * (K + 1) if seed is None else child_seeds([int(seed)], K + 1)
     base = {**TUNE_DEFAULTS, "kernel": space.recommended_kernel(), **settings}
+    run_config = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base)  # bad settings
     checkpoint = None
     if checkpoint_dir is not None:  # the arguments checked against a stored call before anything runs
         checkpoint = TuneCheckpoint(checkpoint_dir, _arguments(
             objective, space, epsilon=epsilon, delta=delta, strategy=strategy, selection_share=share,
             loss_clip=loss_clip, seed=seed, proxy=proxy, num_users=num_users, plan_options=plan_options,
-            config=DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base)))
-
+            config=run_config))
     if trains and (checkpoint is None or not any(checkpoint.has_run(k) for k in range(K))):
         # the procedure's most trainings (every evaluation of every run and each scored final point), against
         # the objective's own limits (a DP-SGD target) before anything trains or is released; a resumed call
         # merges the runs' records first and is held by each batch's charge instead
-        most = K * DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base).max_evaluations
+        most = K * run_config.max_evaluations
         bound = _bound(objective, configurations[0])
         if callable(getattr(bound, "check_room", None)):
             bound.check_room(most + (K if K > 1 else 0))
@@ -209,9 +209,10 @@ def tune(
     def run_one(choice: dict[str, Any], run_mu: float, run_seed: int | None, run_ledger: PrivacyLedger,
                 k: int | None = None) -> ConfigurationRun:
         config = DPGIBOConfig(bounds=space.bounds, privacy_mu=run_mu, target_delta=delta, seed=run_seed, **base)
-        plan, run_dir = None, None if checkpoint is None or k is None else checkpoint.run_dir(k)
-        if checkpoint is not None and k is not None and checkpoint.has_run(k):  # its releases and records come back, nothing redrawn
-            optimizer = DPGIBO.resume(checkpoint.run_dir(k), config if proxy is None else None, ledger=run_ledger)
+        plan = None
+        run_dir = None if checkpoint is None or k is None else checkpoint.run_dir(k)
+        if run_dir is not None and os.path.lexists(run_dir / STATE_FILE):  # releases, records back; none redrawn
+            optimizer = DPGIBO.resume(run_dir, config if proxy is None else None, ledger=run_ledger)
         else:
             if proxy is not None:  # public: the proxy's users only; the private run's noise simulated
                 assert num_users is not None  # checked above
