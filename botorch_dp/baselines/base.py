@@ -18,8 +18,8 @@ from botorch_dp.evaluation import evaluate_rows
 from botorch_dp.privacy.checks import check_losses
 from botorch_dp.problems.base import PerUserProblem
 
-#: A ``PerUserProblem`` or any callable mapping a ``q x d`` tensor to ``q x n`` losses.
 Objective = Union[PerUserProblem, Callable[[Tensor], Tensor]]
+"""A ``PerUserProblem`` or any callable mapping a ``q x d`` tensor to ``q x n`` losses."""
 
 
 @dataclass

@@ -98,7 +98,8 @@ def ucb_bo(
         beta: ``β`` of UCB.
         batch_size: Points per BO iteration.
         refit_every: Refit the hyperparameters every this many iterations.
-        num_restarts, raw_samples: Passed to ``optimize_acqf``.
+        num_restarts: Passed to ``optimize_acqf``.
+        raw_samples: Passed to ``optimize_acqf``.
         seed: Seed of the Sobol points and the acquisition optimization.
         progress: Show a tqdm bar.
         executor: Evaluate the rows of each call on this ``concurrent.futures.Executor``

@@ -52,9 +52,9 @@ __all__ = [
     "make_accountant",
 ]
 
-#: Names accepted by ``make_accountant``: ``"gdp"`` is our ``GDPAccountant`` (Opacus's
-#: own registry entry ``"gdp"`` is its asymptotic ``GaussianAccountant``).
 ACCOUNTANT_NAMES = ("gdp", "rdp", "prv")
+"""Names accepted by ``make_accountant``: ``"gdp"`` is our ``GDPAccountant`` (Opacus's own registry
+entry ``"gdp"`` is its asymptotic ``GaussianAccountant``)."""
 
 #: The keys of ``epsilon_table``, in order.
 TABLE_KEYS = ("gdp_exact", "opacus_rdp", "opacus_prv", "zcdp_bun_steinke", "zcdp_cks")
