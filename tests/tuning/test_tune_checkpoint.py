@@ -187,3 +187,26 @@ def test_a_dp_sgd_objective_resumes_in_a_new_process_with_every_training_charged
     assert _records(resumed) == _records(full)
     assert resumed.statement.training.epsilon == full.statement.training.epsilon
     assert resumed.statement.composed.epsilon == full.statement.composed.epsilon
+
+
+def test_a_planned_call_resumes_its_runs_with_the_stored_planned_settings(tmp_path):
+    proxy_calls = []
+
+    def proxy(configs):  # PUBLIC users: the same losses on other noise
+        proxy_calls.append(len(configs))
+        noise = torch.randn(80, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 0.1
+        return torch.stack([(row[:80] - _NOISE[:80] + noise).clamp(min=0) for row in Objective()(configs)])
+
+    plan = dict(proxy=proxy, num_users=N, seed=7,
+                plan_options=dict(clip_quantiles=(0.5, 0.9), step_sizes=(0.2,), num_repeats=1, fit_kernel=False))
+    full = _tune(Objective(), tmp_path / "full", **plan)
+    with pytest.raises(Interrupted):
+        _tune(Objective(fail_at=FAST["num_iterations"] + 2), tmp_path / "cut", **plan)  # inside configuration 1
+    proxy_calls.clear()
+    resumed = _tune(Objective(), tmp_path / "cut", **plan)
+    assert proxy_calls == []  # both runs resumed from their checkpoints: nothing planned again
+    assert all(r.plan is None for r in resumed.runs) and all(r.plan is not None for r in full.runs)
+    for a, b in zip(full.runs, resumed.runs):
+        assert b.config.clip_bound == a.plan.config.clip_bound and b.config.step_size == a.plan.config.step_size
+        assert torch.equal(a.result.release.theta, b.result.release.theta) and a.noisy_score == b.noisy_score
+    assert _records(resumed) == _records(full)
