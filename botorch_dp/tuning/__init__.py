@@ -4,8 +4,10 @@ r"""Tuning real models privately: objectives that return one loss per user for D
 ``Integer`` and ``Categorical`` ones, ``discrete``) and routes each to the optimizer or the
 model, ``datasets`` holds the train / validation / test splits (numpy or torch, any float
 dtype), ``torch_classifier`` is the objective that trains a torch model at each θ and returns
-the per-example validation losses (training itself, with or without DP-SGD, is in
-``botorch_dp.training``), and ``one_call`` is ``tune``, the one call.
+the per-example validation losses (``per_example``: the losses and their cap; ``noise_estimate``:
+its σ² measured on public data; training itself, with or without DP-SGD, is in
+``botorch_dp.training``), and ``one_call`` is ``tune``, the one call (``tune_result``: what it
+returns; ``sampled``: its Papernot–Steinke strategy; ``tune_checkpoint``: its resumable directory).
 
 Each name is imported on first use (PEP 562), so that ``from botorch_dp.tuning import
 SearchSpace`` (or ``botorch_dp.tune``) does not load scikit-learn and the training stack.
@@ -23,7 +25,9 @@ if TYPE_CHECKING:
         load_sklearn_classification,
         synthetic_like,
     )
+    from botorch_dp.tuning.noise_estimate import estimate_training_noise_variance
     from botorch_dp.tuning.one_call import TuneResult, tune
+    from botorch_dp.tuning.per_example import per_example_cross_entropy
     from botorch_dp.tuning.search_space import (
         Categorical,
         Hyperparameter,
@@ -32,11 +36,7 @@ if TYPE_CHECKING:
         default_mlp_space,
         route_hyperparameters,
     )
-    from botorch_dp.tuning.torch_classifier import (
-        TorchModelTuningObjective,
-        estimate_training_noise_variance,
-        per_example_cross_entropy,
-    )
+    from botorch_dp.tuning.torch_classifier import TorchModelTuningObjective
 
 #: Public name → the module that defines it.
 _LAZY_NAMES = {
@@ -45,8 +45,9 @@ _LAZY_NAMES = {
     **dict.fromkeys(("TuneResult", "tune"), "botorch_dp.tuning.one_call"),
     **dict.fromkeys(("Categorical", "Hyperparameter", "Integer", "SearchSpace", "default_mlp_space",
                      "route_hyperparameters"), "botorch_dp.tuning.search_space"),
-    **dict.fromkeys(("TorchModelTuningObjective", "estimate_training_noise_variance", "per_example_cross_entropy"),
-                    "botorch_dp.tuning.torch_classifier"),
+    "TorchModelTuningObjective": "botorch_dp.tuning.torch_classifier",
+    "estimate_training_noise_variance": "botorch_dp.tuning.noise_estimate",
+    "per_example_cross_entropy": "botorch_dp.tuning.per_example",
 }
 
 __all__ = sorted(_LAZY_NAMES)

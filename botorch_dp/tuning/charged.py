@@ -275,6 +275,19 @@ class ChargedTraining:
     def _check_charge(self, events: list[DPSGDRun | TrainingMechanism]) -> None:
         r"""Extra checks of a batch's runs before it is charged (default: none); raise to refuse it."""
 
+    def check_room(self, num_runs: int, theta: Tensor | None = None) -> None:
+        r"""Refuse, before anything trains, ``num_runs`` more runs at ``theta`` (default the cube's
+        centre) that the objective's own checks (``_check_charge``, e.g. a DP-SGD target) would
+        refuse later; nothing is charged. ``tune`` asks this for the whole procedure first.
+
+        Raises:
+            PrivacyBudgetExceeded: From ``_check_charge``, naming the numbers.
+        """
+        theta = torch.full((self.dim,), 0.5, dtype=torch.float64) if theta is None else theta
+        event = self.planned_event(theta)
+        if event is not None and num_runs > 0:
+            self._check_charge([event] * int(num_runs))
+
     # --------------------------------------------------------------------- numbering
     def _index_of(self, run_id: Any) -> int | None:
         if not isinstance(run_id, str):

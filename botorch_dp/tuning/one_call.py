@@ -22,25 +22,46 @@ Without categorical hyperparameters the plan also chooses the METHOD (DP-GIBO, p
 search or DP-HyPO, simulated on the proxy) and ``tune`` runs the recommended one
 (``tuning.method_runs``) unless ``method=`` forces one.
 
+``objective`` may also be a ``TorchModelTuningObjective`` (any ``SearchSpaceObjective``: it
+takes θ and routes each named value, categorical ones included, to the model or the
+optimizer) built on the same ``space``: each configuration's run evaluates
+``objective.with_choice(configuration)``. Its DP-SGD training runs, every evaluation and each
+run's scored final point, are charged to the objective's ledger, which ``tune`` then charges
+too (``ledger=`` must be that one or left out), so ``TuneResult.guarantee_report()`` states
+the validation users, the training records and, for people in both, the composition.
+
+``checkpoint_dir=`` makes the call resumable (``tuning.tune_checkpoint``): called again with
+the same arguments after an interruption, finished configurations are not re-run, their
+releases are neither re-drawn nor re-charged, and the ledger ends with the records of an
+uninterrupted call; other arguments are refused by name. ``executor=`` evaluates each
+batch's rows on a ``concurrent.futures.Executor`` (``DPGIBO.run``; training runs are charged
+in this process first). A tqdm bar counts the configurations, one per run.
+
 The choice's scores are audited on this path (``audit.one_call``, row ``tune_choice_score``).
-Not built yet (issue 30): checkpoints, a ``TorchModelTuningObjective`` as the objective, and
-the sampled (Papernot–Steinke) strategy for spaces with many configurations.
+Not built: checkpoints of ``strategy="sample"`` (its number of trials stays hidden; refused),
+and ``"sample"`` with an objective that charges training runs (the training ledger would
+count the hidden number of trials; refused).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import math
+import os
 import uuid
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch import Tensor
 from tqdm.auto import tqdm
 
 from botorch_dp.optim import DPGIBO, DPGIBOConfig
+from botorch_dp.optim.checkpoint import STATE_FILE, kernel_fingerprint
 from botorch_dp.optim.public_checks import SettingsWarning
+from botorch_dp.optim.stored_config import config_to_json
 from botorch_dp.plan import plan_private_run
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon, gdp_mu
 from botorch_dp.privacy.checks import check_delta, check_positive, check_probability
@@ -50,11 +71,13 @@ from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.privacy.statement import guarantee_statement
 from botorch_dp.tuning.method_runs import check_method, run_method
 from botorch_dp.tuning.sampled import sample_configurations
-from botorch_dp.tuning.search_space import SearchSpace
+from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
+from botorch_dp.tuning.tune_checkpoint import TuneCheckpoint, seed_digest
 from botorch_dp.tuning.tune_result import (
     SCORE_PART,
     ConfigurationRun,
     TuneGuarantee,
+    TuneObjective,
     TuneResult,
     configs_objective,
     final_losses,
@@ -72,13 +95,13 @@ STRATEGIES = ("enumerate", "sample")
 
 
 def tune(
-    objective: Callable[[list[dict[str, Any]]], Any],
+    objective: TuneObjective,
     space: SearchSpace,
     *,
     epsilon: float,
     delta: float,
     ledger: PrivacyLedger | None = None,
-    proxy: Callable[[list[dict[str, Any]]], Any] | None = None,
+    proxy: TuneObjective | None = None,
     num_users: int | None = None,
     plan_options: dict[str, Any] | None = None,
     strategy: str = "enumerate",
@@ -88,21 +111,25 @@ def tune(
     loss_clip: float = 3.0,
     seed: int | None = None,
     progress: bool = True,
-    executor: Any = None,
+    executor: concurrent.futures.Executor | None = None,
+    checkpoint_dir: str | os.PathLike | None = None,
     **settings: Any,
 ) -> TuneResult:
     r"""Tune ``space`` on ``objective`` at a total ``(epsilon, delta)`` for the validation users.
 
     Args:
         objective: Maps a list of ``q`` hyperparameter dicts (natural units) to the ``q x n``
-            per-user validation losses (sensitive).
+            per-user validation losses (sensitive); or a ``TorchModelTuningObjective`` (any
+            ``SearchSpaceObjective``) built on ``space``, evaluated at θ per configuration.
         space: The ``SearchSpace`` (continuous, ``Integer`` and ``Categorical`` hyperparameters).
         epsilon: ``ε`` of the whole procedure (``μ = gdp_mu(ε, δ)``, split as the module says).
         delta: ``δ``.
-        ledger: The ledger to charge (default a new one whose budget is the procedure's ``μ``).
-        proxy: A PUBLIC objective of the same signature (its users' losses are used without
-            noise or accounting): each configuration's settings are planned on it first.
-        num_users: ``n`` of ``objective`` (public), needed with ``proxy``.
+        ledger: The ledger to charge (default: the objective's own ledger for an objective that
+            charges training runs, else a new one whose budget is the procedure's ``μ``).
+        proxy: A PUBLIC objective of either kind (its users' losses are used without noise or
+            accounting): each configuration's settings are planned on it first.
+        num_users: ``n`` of ``objective`` (public), needed with ``proxy`` (read from a
+            ``TorchModelTuningObjective``).
         plan_options: Keywords of ``plan_private_run`` (``clip_quantiles``, ``step_sizes``, ...).
         strategy: With categorical hyperparameters: ``"enumerate"`` (default: one run per
             configuration, then the scores) or ``"sample"`` (``tuning.sampled``: a hidden random
@@ -121,8 +148,10 @@ def tune(
             for the scores (used only with more than one configuration).
         loss_clip: ``C`` of the scores (losses clamped to ``[0, C]``).
         seed: A noise seed (reproductions only: a ``PrivacyWarning``; default OS entropy).
-        progress: Show progress bars.
+        progress: Show progress bars (configurations, and each run's steps).
         executor: Evaluate batches on this ``concurrent.futures.Executor`` (``DPGIBO.run``).
+        checkpoint_dir: Make the call resumable there (``tuning.tune_checkpoint``; private,
+            created ``0700``): called again with the same arguments, it continues.
         **settings: ``DPGIBOConfig`` keywords; ``TUNE_DEFAULTS`` otherwise (the kernel is
             ``space.recommended_kernel()`` unless ``kernel=`` is given).
 
@@ -137,6 +166,10 @@ def tune(
     blocked = {"bounds", "privacy_mu", "epsilon", "delta", "seed", "validation_mu_budget"} & set(settings)
     if blocked:
         raise ValueError(f"tune sets {sorted(blocked)} itself; give epsilon, delta and seed to tune().")
+    for name, fn in (("objective", objective), ("proxy", proxy)):
+        _check_objective(name, fn, space)
+    if proxy is not None and num_users is None and isinstance(objective, SearchSpaceObjective):
+        num_users = objective.num_users
     if proxy is not None and (num_users is None or isinstance(num_users, bool) or not isinstance(num_users, int)):
         raise ValueError(f"num_users: planning on a proxy needs n, the number of users of objective (public), "
                          f"got {num_users!r}.")
@@ -144,60 +177,85 @@ def tune(
         raise ValueError("plan_options: give proxy= to plan on.")
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise ValueError(f"executor must be a concurrent.futures.Executor (with submit), got {executor!r}.")
     configurations = space.configurations()
     K = len(configurations)
     method = check_method(method, proxy, K)
     mu_run = mu if K == 1 else mu * math.sqrt((1.0 - share) / K)
     mu_score = mu * math.sqrt(share / K)
     sampled = strategy == "sample" and K > 1
+    trains = _training_event(objective, space) is not None
+    if sampled and checkpoint_dir is not None:
+        raise ValueError(f"checkpoint_dir={checkpoint_dir!r}: strategy='sample' is not checkpointed (its number of "
+                         "trials and their configurations stay hidden); use strategy='enumerate' to resume.")
+    if sampled and trains:
+        raise ValueError("strategy='sample' with an objective that charges DP training runs: the training ledger "
+                         "would count the hidden number of trials. Use strategy='enumerate'.")
+    own = getattr(objective, "ledger", None) if trains else None
+    if ledger is not None and own is not None and ledger is not own:
+        raise ValueError(f"ledger={ledger!r}: the objective records its training runs in objective.ledger; leave "
+                         "ledger out (tune charges that one) or build the objective with ledger=this ledger.")
     seeds: Sequence[int | None] = [None] * (K + 1) if seed is None else child_seeds([int(seed)], K + 1)
     base = {**TUNE_DEFAULTS, "kernel": space.recommended_kernel(), **settings}
     if method != "dp_gibo":  # one configuration: the plan's recommended method, or a forced one
-        return run_method(method, objective, space, DPGIBOConfig(bounds=space.bounds, privacy_mu=mu, target_delta=delta,
-                                                                 **base),
-                          proxy=proxy, num_users=num_users, plan_options=plan_options, ledger=ledger,
-                          loss_clip=loss_clip, seed=seeds[0], progress=progress, executor=executor)
+        if checkpoint_dir is not None:
+            raise ValueError(f"checkpoint_dir={checkpoint_dir!r}: method={method!r} (the planner's method choice or "
+                             "a selection method) is not checkpointed; pass method='dp_gibo' to resume runs.")
+        full = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu, target_delta=delta, **base)
+        return run_method(method, objective, space, full, proxy=proxy, num_users=num_users, plan_options=plan_options,
+                          ledger=ledger if ledger is not None else own, loss_clip=loss_clip, seed=seeds[0],
+                          progress=progress, executor=executor)
     # a new ledger holds the procedure to its μ; the sampled selection is calibrated to (ε, δ) itself (an RDP
     # curve that no Gaussian μ budget contains at every order)
-    ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=None if sampled else mu)
+    ledger = ledger if ledger is not None else own if own is not None else \
+        PrivacyLedger(validation_mu_budget=None if sampled else mu)
+    run_config = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base)  # bad settings
+    checkpoint = None
+    if checkpoint_dir is not None:  # the arguments checked against a stored call before anything runs
+        checkpoint = TuneCheckpoint(checkpoint_dir, _arguments(
+            objective, space, epsilon=epsilon, delta=delta, strategy=strategy, selection_share=share,
+            loss_clip=loss_clip, seed=seed, proxy=proxy, num_users=num_users, plan_options=plan_options,
+            config=run_config))
+    if trains and (checkpoint is None or not any(checkpoint.has_run(k) for k in range(K))):
+        # the procedure's most trainings (every evaluation of every run and each scored final point), against
+        # the objective's own limits (a DP-SGD target) before anything trains or is released; a resumed call
+        # merges the runs' records first and is held by each batch's charge instead
+        most = K * run_config.max_evaluations
+        bound = _bound(objective, configurations[0])
+        if callable(getattr(bound, "check_room", None)):
+            bound.check_room(most + (K if K > 1 else 0))
 
-    def run_one(choice: dict[str, Any], run_mu: float, run_seed: int | None, run_ledger: PrivacyLedger) -> ConfigurationRun:
+    def run_one(choice: dict[str, Any], run_mu: float, run_seed: int | None, run_ledger: PrivacyLedger,
+                k: int | None = None) -> ConfigurationRun:
         config = DPGIBOConfig(bounds=space.bounds, privacy_mu=run_mu, target_delta=delta, seed=run_seed, **base)
         plan = None
-        if proxy is not None:  # public: the proxy's users only; the private run's noise simulated
-            plan = plan_private_run(configs_objective(proxy, space, choice), config, num_users=num_users,
-                                    progress=progress, **{"choose_method": False, **(plan_options or {})})
-            config = dataclasses.replace(plan.config, seed=run_seed)
-        optimizer = DPGIBO(config, ledger=run_ledger)
+        run_dir = None if checkpoint is None or k is None else checkpoint.run_dir(k)
+        if run_dir is not None and os.path.lexists(run_dir / STATE_FILE):  # releases, records back; none redrawn
+            optimizer = DPGIBO.resume(run_dir, config if proxy is None else None, ledger=run_ledger)
+        else:
+            if proxy is not None:  # public: the proxy's users only; the private run's noise simulated
+                assert num_users is not None  # checked above
+                plan = plan_private_run(configs_objective(proxy, space, choice), config, num_users=num_users,
+                                        progress=progress, **{"choose_method": False, **(plan_options or {})})
+                config = dataclasses.replace(plan.config, seed=run_seed)
+            optimizer = DPGIBO(config, ledger=run_ledger, checkpoint_dir=run_dir)
         result = optimizer.run(configs_objective(objective, space, choice), progress=progress, executor=executor)
-        if plan is not None and optimizer.num_users != num_users:
+        if proxy is not None and optimizer.num_users != num_users:
             warnings.warn(f"The run was planned for num_users = {num_users}, but objective has {optimizer.num_users} "
                           "users: the plan simulated other noise than the run drew.", SettingsWarning, stacklevel=3)
-        return ConfigurationRun(choice, result, optimizer.run_id, int(optimizer.num_users or 0), config, plan)
+        return ConfigurationRun(choice, result, optimizer.run_id, int(optimizer.num_users or 0), optimizer.config, plan)
 
     if sampled:
         return sample_configurations(
             objective, space, run_one, epsilon=epsilon, delta=delta, ledger=ledger, mean_trials=mean_trials,
             selection_share=share, loss_clip=loss_clip, seed=seed, progress=progress,
         )
-    runs = [run_one(choice, mu_run, seeds[k], ledger)
+    runs = [run_one(choice, mu_run, seeds[k], ledger, k)
             for k, choice in enumerate(tqdm(configurations, disable=not progress or K == 1, desc="configurations"))]
     chosen, run_ids = 0, [r.run_id for r in runs]
     if K > 1:
-        n = runs[0].num_users
-        if any(r.num_users != n for r in runs):
-            raise ValueError(f"objective returned {sorted({r.num_users for r in runs})} users across configurations; "
-                             "every configuration must be scored on the same n users.")
-        losses = torch.cat([
-            final_losses(configs_objective(objective, space, r.configuration), r.result.release.theta, n,
-                          f"the final point of configuration {r.configuration}")
-            for r in runs
-        ])
-        mechanism = GaussianScoreMechanism(loss_clip=loss_clip, per_trial_mu=mu_score,
-                                           generator=noise_generator(seeds[K], stacklevel=3))
-        selection_id = uuid.uuid4().hex
-        with ledger.charge({SCORE_PART: Gaussian(mu_score * math.sqrt(K))}, run_id=selection_id, new_run=True) as meter:
-            scores = mechanism.release(losses, meter=meter, part=SCORE_PART).scores
+        selection_id, scores = _choose(objective, space, runs, ledger, mu_score, loss_clip, seeds[K], checkpoint)
         for r, s in zip(runs, scores.tolist()):
             r.noisy_score = float(s)
         chosen = int(torch.argmin(scores))  # post-processing of the released scores
@@ -211,3 +269,75 @@ def tune(
         score_mu=mu_score if K > 1 else None,
     )
 
+
+def _choose(objective: Any, space: SearchSpace, runs: list[ConfigurationRun], ledger: PrivacyLedger,
+            mu_score: float, loss_clip: float, seed: int | None,
+            checkpoint: TuneCheckpoint | None) -> tuple[str, Tensor]:
+    r"""The choice's noisy scores, released once (a resumed call reads them back): ``(run id, scores)``."""
+    stored = None if checkpoint is None else checkpoint.selection(len(runs), ledger)
+    if stored is not None:
+        return stored
+    n = runs[0].num_users
+    if any(r.num_users != n for r in runs):
+        raise ValueError(f"objective returned {sorted({r.num_users for r in runs})} users across configurations; "
+                         "every configuration must be scored on the same n users.")
+    losses = torch.cat([
+        final_losses(configs_objective(objective, space, r.configuration), r.result.release.theta, n,
+                     f"the final point of configuration {r.configuration}")
+        for r in runs
+    ])
+    mechanism = GaussianScoreMechanism(loss_clip=loss_clip, per_trial_mu=mu_score,
+                                       generator=noise_generator(seed, stacklevel=4))
+    selection_id = uuid.uuid4().hex
+    with ledger.charge({SCORE_PART: Gaussian(mu_score * math.sqrt(len(runs)))}, run_id=selection_id,
+                       new_run=True) as meter:
+        scores = mechanism.release(losses, meter=meter, part=SCORE_PART).scores
+    if checkpoint is not None:
+        checkpoint.save_selection(selection_id, scores, ledger)
+    return selection_id, scores
+
+
+def _check_objective(name: str, objective: Any, space: SearchSpace) -> None:
+    r"""``ValueError`` naming ``objective`` or ``proxy``: not callable, or a ``SearchSpaceObjective``
+    built on another space than ``space``."""
+    if objective is None and name == "proxy":
+        return
+    if not callable(objective):
+        raise ValueError(f"{name} must be callable (configurations -> q x n losses) or a TorchModelTuningObjective, "
+                         f"got {type(objective).__name__}.")
+    if isinstance(objective, SearchSpaceObjective):
+        other = objective.space
+        if other.hyperparameters != space.hyperparameters or other.fixed != space.fixed:
+            raise ValueError(f"{name}.space differs from space: {name}.space is {other.describe()}, space is "
+                             f"{space.describe()}; build the {type(objective).__name__} on the space you tune.")
+
+
+def _training_event(objective: Any, space: SearchSpace) -> Any:
+    r"""The event ``objective`` charges per training run (DP-SGD, AMP), ``None`` if it charges none."""
+    planned = getattr(objective, "planned_event", None)
+    if not isinstance(objective, SearchSpaceObjective) or planned is None:
+        return None
+    return _bound(objective, space.configurations()[0]).planned_event(torch.full((space.dim,), 0.5,
+                                                                              dtype=torch.float64))
+
+
+def _bound(objective: Any, choice: dict[str, Any]) -> Any:
+    return objective.with_choice(choice) if choice else objective
+
+
+def _arguments(objective: Any, space: SearchSpace, *, config: DPGIBOConfig, seed: int | None, proxy: Any,
+               plan_options: dict[str, Any] | None, **values: Any) -> dict[str, Any]:
+    r"""The public description of a call that ``checkpoint_dir`` compares on resume."""
+    what: dict[str, Any] = {"kind": type(objective).__qualname__}
+    if isinstance(objective, SearchSpaceObjective):
+        what.update(routes=getattr(objective, "routes", None), num_users=objective.num_users,
+                    training_run=repr(_training_event(objective, space)))
+    settings = config_to_json(dataclasses.replace(config, seed=None))
+    for derived in ("bounds", "privacy_mu", "target_delta"):  # from space, epsilon and delta, compared there
+        settings.pop(derived)
+    settings["kernel"] = kernel_fingerprint(config.kernel) if config.kernel is not None else None
+    return {
+        "space": space.describe(), "configurations": space.configurations(), "objective": what, "settings": settings,
+        "seed": seed_digest(seed), "proxy": None if proxy is None else type(proxy).__qualname__,
+        "plan_options": plan_options or {}, **values,
+    }

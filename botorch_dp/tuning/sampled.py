@@ -36,7 +36,14 @@ from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.privacy.statement import guarantee_statement
 from botorch_dp.tuning.search_space import SearchSpace
-from botorch_dp.tuning.tune_result import ConfigurationRun, TuneGuarantee, TuneResult, configs_objective, final_losses
+from botorch_dp.tuning.tune_result import (
+    ConfigurationRun,
+    TuneGuarantee,
+    TuneObjective,
+    TuneResult,
+    configs_objective,
+    final_losses,
+)
 from botorch_dp.utils import child_seeds
 
 __all__ = ["SAMPLE_PART", "sample_configurations"]
@@ -47,7 +54,7 @@ DISTRIBUTION = "truncated_negative_binomial"
 
 
 def sample_configurations(
-    objective: Callable[[list[dict[str, Any]]], Any],
+    objective: TuneObjective,
     space: SearchSpace,
     run_one: Callable[[dict[str, Any], float, int | None, PrivacyLedger], ConfigurationRun],
     *,

@@ -17,6 +17,7 @@ lists their ``configurations()``, and ``with_choice`` fixes them for one run.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import itertools
 import math
@@ -269,6 +270,13 @@ class SearchSpaceObjective:
     @property
     def num_users(self) -> int:
         return len(self.data.y_val)
+
+    def with_choice(self, choice: Mapping[str, Any]) -> Any:
+        r"""A shallow copy whose ``space`` fixes the categorical values ``choice``
+        (``SearchSpace.with_choice``); everything else, a ledger included, is shared."""
+        bound = copy.copy(self)
+        bound.space = self.space.with_choice(choice)
+        return bound
 
 
 def keyword_parameters(fn: Callable[..., Any], *, skip_first: bool = False) -> tuple[set[str], bool]:

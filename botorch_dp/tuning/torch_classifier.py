@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from botorch_dp.privacy.ledger import DPSGDRun, PrivacyBudgetExceeded, PrivacyLedger
@@ -40,52 +39,16 @@ from botorch_dp.training.dp_sgd import (
 )
 from botorch_dp.tuning.charged import ChargedTraining, TrainingTicket, same_event, shared_rows_ledger
 from botorch_dp.tuning.datasets import ClassificationData
+from botorch_dp.tuning.noise_estimate import estimate_training_noise_variance
+from botorch_dp.tuning.per_example import cap_losses, per_example_cross_entropy, per_user_error
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective, default_mlp_space, route_hyperparameters
 
+#: ``estimate_training_noise_variance`` (``noise_estimate``) and ``per_example_cross_entropy``
+#: (``per_example``) are defined in their own modules and stay importable from here.
 __all__ = ["TorchModelTuningObjective", "estimate_training_noise_variance", "per_example_cross_entropy"]
 
 #: Relative slack when comparing a composed training ε with its target (root finding).
 _TARGET_RTOL = 1e-9
-
-
-def per_example_cross_entropy(
-    model: nn.Module, X: Tensor, y: Tensor, *, loss_cap: float | None = None
-) -> Tensor:
-    r"""Cross-entropy of each example under ``model`` (in eval mode, no gradients).
-
-    Args:
-        model: A classifier returning ``n x k`` logits.
-        X: ``n x p`` features (cast to the model's dtype).
-        y: ``n`` labels.
-        loss_cap: If given, losses above it and non-finite ones (a diverged model)
-            become ``loss_cap``. A public constant, so the losses stay a fixed function
-            of the model; the privacy guarantee rests on clipping either way.
-
-    Returns:
-        An ``n`` float64 tensor.
-    """
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        losses = F.cross_entropy(model(X.to(model_dtype(model))), y, reduction="none").to(torch.float64)
-    model.train(was_training)
-    return _cap(losses, loss_cap)
-
-
-def _cap(losses: Tensor, loss_cap: float | None) -> Tensor:
-    if loss_cap is None:
-        return losses
-    losses = torch.where(torch.isfinite(losses), losses, torch.full_like(losses, loss_cap))
-    return losses.clamp(max=loss_cap)
-
-
-def _per_user_error(what: str) -> ValueError:
-    return ValueError(
-        f"{what}. DP-GIBO needs per-user losses: one loss per validation example (each "
-        "example is a user), e.g. F.cross_entropy(outputs, targets, reduction='none'), so "
-        "that each user's influence can be clipped; a mean over all examples would make "
-        "the whole validation set one user and protect no person in it."
-    )
 
 
 class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
@@ -99,6 +62,12 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
     ``Hyperparameter.target`` or the two signatures (``route_hyperparameters``): nothing
     is hard-coded, so ``lr``, ``weight_decay``, ``momentum``, ``eps``, … of any
     ``torch.optim`` class and any keyword of your model can be tuned.
+
+    A space with ``Categorical`` hyperparameters is routed the same way (e.g. an
+    ``activation`` keyword of the model), but θ does not fix their values: evaluate
+    ``with_choice({...})``, one configuration at a time (evaluating the unbound objective is
+    refused before anything is charged), or pass the objective to ``tune``, which does that
+    for every configuration.
 
     Without DP-SGD each evaluation is a deterministic function of θ and
     ``training.seed``. With ``dp_sgd``, every training run draws fresh DP-SGD noise and is
@@ -191,16 +160,11 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
                 )
             data = ClassificationData(*data)
         if len(data.y_val) < 2:
-            raise _per_user_error(f"The validation split has {len(data.y_val)} example(s), fewer than 2")
+            raise per_user_error(f"The validation split has {len(data.y_val)} example(s), fewer than 2")
         self.data = data
         self.space = space if space is not None else default_mlp_space()
         if not isinstance(self.space, SearchSpace):
             raise ValueError(f"space must be a SearchSpace, got {type(self.space).__name__}.")
-        free = [h.name for h in self.space.categoricals if h.name not in self.space.fixed]
-        if free:
-            raise ValueError(f"space: the categorical hyperparameter(s) {free} are not fixed; give one configuration "
-                             "with space.with_choice({...}) (one DP-GIBO run per configuration of "
-                             "space.configurations()).")
         self.training = training if training is not None else TrainingConfig()
         self._given_model_fn = model_fn
         if model_fn is None:
@@ -247,6 +211,30 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
 
     _PER_PROCESS = ("runs",)
 
+    def with_choice(self, choice: Mapping[str, Any]) -> TorchModelTuningObjective:
+        r"""This objective bound to one configuration of its categorical hyperparameters.
+
+        The copy's space fixes ``choice`` (``SearchSpace.with_choice``: unknown names and
+        values are refused by name); each value is routed like any other hyperparameter (to
+        the optimizer or to ``model_fn``, ``routes``). It charges the same ledger under the
+        same run numbering, and every run it charges is also counted in this object's
+        ``runs`` and ``num_trainings``. ``tune`` evaluates one such copy per configuration.
+
+        Args:
+            choice: ``{name: value}`` of the categorical hyperparameters not fixed yet.
+
+        Returns:
+            The bound ``TorchModelTuningObjective``.
+        """
+        bound = super().with_choice(choice)
+        bound.runs, bound.num_trainings, bound._bound_from = [], 0, self
+        return bound
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_bound_from"] = None  # a worker's copy reports nothing back (it only evaluates)
+        return state
+
     def split_hyperparameters(self, params: Mapping[str, float]) -> tuple[dict[str, Any], dict[str, float]]:
         r"""``(optimizer keyword arguments, model keyword arguments)`` for natural values ``params``."""
         optimizer_kwargs = dict(self.optimizer_kwargs)
@@ -263,7 +251,16 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
         return planned_dp_run(len(self.data.y_train), self.training, self.run_dp_sgd)
 
     def planned_event(self, theta: Tensor | None = None, **options: Any) -> DPSGDRun | None:
-        r"""The ledger event of a run (the same at every ``theta``; None without DP-SGD)."""
+        r"""The ledger event of a run (the same at every ``theta``; None without DP-SGD).
+
+        Every evaluation asks this first, before anything is charged or trained: a space
+        with a categorical hyperparameter not fixed yet is refused here (``with_choice``).
+        """
+        free = [h.name for h in self.space.categoricals if h.name not in self.space.fixed]
+        if free:
+            raise ValueError(f"space: the categorical hyperparameter(s) {free} are not fixed, so a point θ is no "
+                             "configuration to train; evaluate objective.with_choice({...}) (one configuration of "
+                             "space.configurations()), or call tune(objective, space, ...), which runs each of them.")
         planned = self.planned_run()
         return None if planned is None else DPSGDRun.checked(*planned)
 
@@ -287,6 +284,9 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
     def _note_charged(self, tickets: list[TrainingTicket]) -> None:
         super()._note_charged(tickets)
         self.runs += [TrainingRun(t.run_id, *t.event) for t in tickets if t.run_id is not None]
+        parent = self.__dict__.get("_bound_from")
+        if parent is not None:  # a with_choice copy: the objective it was bound from counts it too
+            parent._note_charged(tickets)
 
     def _train_with(self, theta: Tensor, ticket: TrainingTicket, meter: Any = None, **options: Any) -> nn.Module:
         r"""Train one model at ``theta`` under ``ticket`` (with a ``meter``: record its run first)."""
@@ -336,11 +336,11 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
             where = "loss_fn"
         losses = torch.as_tensor(losses).detach()
         if losses.dim() == 0 or losses.shape[0] != n:
-            raise _per_user_error(
+            raise per_user_error(
                 f"{where} returned shape {tuple(losses.shape)} for {n} examples, not one loss per example"
             )
         losses = losses.reshape(n, -1).to(torch.float64).mean(-1)
-        return _cap(losses, self.loss_cap)
+        return cap_losses(losses, self.loss_cap)
 
     # ------------------------------------------------------------------ reports
     def training_report(self, delta: float | None = None) -> dict[str, Any]:
@@ -446,47 +446,3 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
         if ledger is not None and "dp_sgd" not in overrides:
             proxy.dp_sgd = self.dp_sgd  # this objective's target covers every run on its rows
         return proxy
-
-
-def estimate_training_noise_variance(
-    objective: TorchModelTuningObjective,
-    public_data: ClassificationData,
-    thetas: Tensor,
-    *,
-    num_repeats: int = 3,
-    noise_seed: int | None = 12345,
-) -> float:
-    r"""σ²: variance of the mean validation loss between training runs, on PUBLIC data.
-
-    At each row of ``thetas``, trains ``num_repeats`` models on ``public_data`` (e.g.
-    ``synthetic_like(data)``) with the objective's model, training and DP-SGD settings
-    but independent DP-SGD noise, and returns the pooled sample variance (the mean over
-    the rows of the per-row variances) of their mean validation losses: the ``σ²`` of
-    the observation model ``f̃(θ) = f(θ) + v``, ``v ~ N(0, σ²)`` (Sopa et al., short version, §3.4).
-    Several rows guard against a point where the model barely moves and the variance
-    is deceptively small. The sensitive data are never touched and nothing is recorded
-    in the objective's ledger (a pilot on public data costs no privacy); ``public_data``
-    that shares a training record with the objective is refused (``with_data``'s
-    ``ValueError``). Without DP-SGD training is deterministic and this returns 0.
-
-    Args:
-        objective: The objective whose settings are copied.
-        public_data: Non-sensitive data of a similar kind.
-        thetas: A ``k x d`` (or ``d``) tensor of public points in the unit cube.
-        num_repeats: Training runs per point (≥ 2).
-        noise_seed: Base seed of the pilot's DP-SGD noise (``None``: OS entropy). The
-            pilot trains on public data only, so a known seed exposes nothing and no
-            ``PrivacyWarning`` is raised for it.
-
-    Returns:
-        The pooled sample variance (a float ≥ 0).
-    """
-    if num_repeats < 2:
-        raise ValueError("num_repeats must be at least 2.")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PrivacyWarning)  # public data: the seed protects nothing
-        pilot = objective.with_data(public_data, ledger=PrivacyLedger(), noise_seed=noise_seed, run_prefix="pilot")
-    thetas = torch.as_tensor(thetas, dtype=torch.float64).reshape(-1, objective.dim)
-    X = thetas.repeat_interleave(num_repeats, dim=0)  # (k * r) x d
-    means = pilot(X).mean(-1).reshape(thetas.shape[0], num_repeats)
-    return float(means.var(dim=-1, unbiased=True).mean())

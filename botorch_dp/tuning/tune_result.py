@@ -3,7 +3,8 @@ r"""What ``tune`` returns, and the helpers its strategies share (``one_call``, `
 ``TuneResult`` holds only what the procedure releases: the chosen hyperparameters in natural
 units, the released runs (every configuration's with ``"enumerate"``, only the winner's with
 ``"sample"``), their noisy scores and the guarantee. ``objective`` and ``proxy`` take a list
-of configurations in natural units; ``configs_objective`` adapts them to DP-GIBO's θ batches.
+of configurations in natural units, or are ``SearchSpaceObjective``s that take θ (a
+``TorchModelTuningObjective``); ``configs_objective`` gives either as DP-GIBO evaluates it.
 """
 
 from __future__ import annotations
@@ -21,9 +22,13 @@ from botorch_dp.optim import DPGIBOConfig, DPGIBOResult
 from botorch_dp.plan import PrivatePlan
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.statement import GuaranteeStatement
-from botorch_dp.tuning.search_space import SearchSpace
+from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 
-__all__ = ["SCORE_PART", "ConfigurationRun", "TuneGuarantee", "TuneResult", "configs_objective", "final_losses"]
+__all__ = ["SCORE_PART", "ConfigsObjective", "ConfigurationRun", "TuneGuarantee", "TuneObjective", "TuneResult",
+           "configs_objective", "final_losses"]
+
+#: What ``tune`` takes as ``objective`` (and ``proxy``): configurations ↦ losses, or a θ-objective.
+TuneObjective = Callable[[list[dict[str, Any]]], Any] | SearchSpaceObjective
 
 #: The ledger part of the choice's scores (``"enumerate"``).
 SCORE_PART = "score"
@@ -112,13 +117,31 @@ class TuneResult:
         return text
 
 
-def configs_objective(objective: Callable[[list[dict[str, Any]]], Any], space: SearchSpace,
-                       choice: dict[str, Any]) -> Callable[[Tensor], Tensor]:
-    r"""θ-batch → the objective's losses at the batch's natural configurations (public points)."""
-    def evaluate(X: Tensor) -> Tensor:
-        rows = space.to_natural(X.reshape(-1, space.dim), choice=choice)
-        return torch.as_tensor(objective(list(rows)), dtype=torch.float64)
-    return evaluate
+class ConfigsObjective:
+    r"""θ-batch → ``objective``'s losses at the batch's natural configurations (public points).
+
+    A class rather than a closure, so that it pickles for a process or cluster executor
+    whenever ``objective`` does.
+    """
+
+    def __init__(self, objective: Callable[[list[dict[str, Any]]], Any], space: SearchSpace,
+                 choice: dict[str, Any]) -> None:
+        self.objective, self.space, self.choice = objective, space, dict(choice)
+
+    def __call__(self, X: Tensor) -> Tensor:
+        rows = self.space.to_natural(X.reshape(-1, self.space.dim), choice=self.choice)
+        return torch.as_tensor(self.objective(list(rows)), dtype=torch.float64)
+
+
+def configs_objective(objective: TuneObjective, space: SearchSpace, choice: dict[str, Any]) -> Callable[[Tensor], Tensor]:
+    r"""``objective`` as DP-GIBO evaluates it for configuration ``choice``: a
+    ``SearchSpaceObjective`` (e.g. ``TorchModelTuningObjective``, which takes θ itself and
+    charges its training runs) bound with ``with_choice``; any other callable, which takes a
+    list of configurations in natural units, wrapped in a ``ConfigsObjective``."""
+    if isinstance(objective, SearchSpaceObjective):
+        bound: Any = objective.with_choice(choice) if choice else objective
+        return bound
+    return ConfigsObjective(objective, space, choice)
 
 
 def final_losses(evaluate: Callable[[Tensor], Tensor], theta: Tensor, num_users: int, what: str) -> Tensor:

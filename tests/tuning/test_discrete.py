@@ -104,8 +104,10 @@ def test_a_torch_objective_gets_plain_ints_and_the_fixed_choice_and_refuses_a_fr
 
     space = SearchSpace([Hyperparameter("lr", 1e-3, 1e-1, log_scale=True), Integer("width", 4, 12),
                          Categorical("activation", ["relu", "tanh"])])
+    free = TorchModelTuningObjective(data, space, model_fn=model_fn, optimizer=torch.optim.SGD)
     with pytest.raises(ValueError, match=r"space: the categorical hyperparameter\(s\) \['activation'\] are not fixed"):
-        TorchModelTuningObjective(data, space, model_fn=model_fn, optimizer=torch.optim.SGD)
+        free(torch.tensor([[0.5, 0.5]], dtype=torch.float64))  # refused before anything trains
+    assert seen == [] and free.num_trainings == 0
     objective = TorchModelTuningObjective(data, space.with_choice({"activation": "tanh"}), model_fn=model_fn,
                                           optimizer=torch.optim.SGD)
     assert objective.routes == {"lr": "optimizer", "width": "model", "activation": "model"}
