@@ -20,12 +20,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
+import sys
 import time
 import warnings
+from pathlib import Path
 
-from botorch_dp.benchmarks import dimension
-from botorch_dp.benchmarks.runs import format_mean_se
 from botorch_dp.privacy.seeding import PrivacyWarning
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the harness is the repo's top-level benchmarks/, not installed
+
+from benchmarks import dimension  # noqa: E402
+from benchmarks.runs import format_mean_se  # noqa: E402
 
 
 def pilots(settings: dimension.Settings, dim: int) -> dict[str, dict]:

@@ -36,27 +36,33 @@ Run with ``OMP_NUM_THREADS`` / ``--threads`` set to the cores you want to measur
 from __future__ import annotations
 
 import argparse
+import cProfile
 import contextlib
 import dataclasses
-import cProfile
 import functools
 import io
 import os
 import pstats
+import sys
 import time
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import torch
 
 import botorch_dp.optim.batch_search as batch_search
 import botorch_dp.optim.options.batches as batches
 from botorch_dp import DPGIBO, DPGIBOConfig
-from botorch_dp.benchmarks import dimension
-from botorch_dp.benchmarks.paper import Settings, gp_problem, gp_theta0
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the harness is the repo's top-level benchmarks/, not installed
+
+from benchmarks import dimension  # noqa: E402
+from benchmarks.paper import Settings, gp_problem, gp_theta0  # noqa: E402
 
 PARTS = (
     ("batch search", 0),

@@ -82,8 +82,8 @@ def quick_reproduction() -> dict:
         ``outputs.reproduce``'s dict (``results_md``, ``text``, ``runs``, ``pilot``, ...);
         the output directory is ``result["results_md"].parent``.
     """
-    from botorch_dp.benchmarks.outputs import reproduce
-    from botorch_dp.benchmarks.paper import EXPERIMENTS, Settings
+    from benchmarks.outputs import reproduce
+    from benchmarks.paper import EXPERIMENTS, Settings
     from botorch_dp.utils import torch_threads
 
     out = Path(tempfile.mkdtemp(prefix="quick_reproduction_"))

@@ -18,7 +18,7 @@ from gpytorch.means import ZeroMean
 from botorch_dp.acquisition import qGradientInformation
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.kernel_derivatives import KernelDerivatives
-from helpers import make_kernel, make_model
+from tests.helpers import make_kernel, make_model
 from test_kernel_derivatives import composite_kernel
 
 

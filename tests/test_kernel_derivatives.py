@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from botorch_dp.kernel_derivatives import KernelDerivatives, derivative_kernel_for
-from helpers import make_kernel
+from tests.helpers import make_kernel
 
 KERNELS = ["rbf", "matern52", "poly2", "rq"]
 

@@ -1,4 +1,4 @@
-"""botorch_dp.benchmarks.runs: the Run record and the summaries of runs."""
+"""benchmarks.runs: the Run record and the summaries of runs."""
 
 import dataclasses
 import math
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from botorch_dp.baselines import random_search
-from botorch_dp.benchmarks.runs import (
+from benchmarks.runs import (
     Run,
     format_mean_se,
     format_mu,

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared helpers
-from helpers import loaded_script  # noqa: E402
+from tests.helpers import loaded_script  # noqa: E402
 
 
 @pytest.mark.timeout(600)

@@ -7,7 +7,7 @@ import torch
 
 from botorch_dp.gradient_gp.core import GradientGP
 from botorch_dp.kernel_derivatives import KernelDerivatives
-from helpers import make_kernel
+from tests.helpers import make_kernel
 
 
 def _data(d, N, dtype, seed=0):

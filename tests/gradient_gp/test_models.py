@@ -9,7 +9,7 @@ from botorch.models.transforms import Normalize, Standardize
 
 from botorch_dp.gradient_gp.core import GradientGP
 from botorch_dp.gradient_gp.models import gradient_posterior, output_gradient_gps
-from helpers import make_kernel, make_model
+from tests.helpers import make_kernel, make_model
 
 CASES = [("rbf", "closed_form"), ("rbf", "derivative_kernel"), ("rbf", "autograd"), ("matern52", "closed_form"), ("matern52", "derivative_kernel"),
          ("poly2", "closed_form"), ("poly2", "derivative_kernel"), ("poly2", "autograd"), ("rq", "autograd")]

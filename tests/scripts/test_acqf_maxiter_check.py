@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from helpers import loaded_script
+from tests.helpers import loaded_script
 
 
 def test_quick_run_pairs_the_caps_and_reports_them(monkeypatch, capsys, tmp_path):

@@ -5,7 +5,7 @@ import json
 from botorch_dp.audit import AuditResult
 from botorch_dp.audit.amp import audit_amp_release
 from botorch_dp.audit.baselines import audit_score_release
-from helpers import loaded_script
+from tests.helpers import loaded_script
 
 
 def _small(leaky: bool, amp: bool = False, calls: list | None = None):

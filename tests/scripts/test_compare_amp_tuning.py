@@ -9,7 +9,7 @@ import pytest
 
 from botorch_dp.privacy.analysis.gdp import gdp_mu
 
-from helpers import loaded_script
+from tests.helpers import loaded_script
 
 
 @pytest.fixture(scope="module")

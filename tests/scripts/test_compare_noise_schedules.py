@@ -2,7 +2,7 @@
 
 import json
 
-from helpers import loaded_script
+from tests.helpers import loaded_script
 
 
 def test_quick_json_rows(capsys):

@@ -6,9 +6,9 @@ import re
 
 import torch
 
-from botorch_dp.benchmarks import dimension
-from botorch_dp.benchmarks.paper import pilot
-from helpers import loaded_script
+from benchmarks import dimension
+from benchmarks.paper import pilot
+from tests.helpers import loaded_script
 
 
 def test_pilot_around_a_point_uses_only_that_point(monkeypatch):

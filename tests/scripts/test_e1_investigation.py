@@ -7,7 +7,7 @@ import torch
 
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.problems import GPRegressionLengthscales
-from helpers import loaded_script
+from tests.helpers import loaded_script
 
 
 def _gp(d=3, N=6, seed=0):
@@ -67,7 +67,7 @@ def test_summarise_reads_random_search_at_each_runs_budget_and_counts_strict_win
 
 def test_extended_random_search_curve_matches_random_search():
     from botorch_dp.baselines import random_search
-    from botorch_dp.benchmarks.runs import iterate_curve
+    from benchmarks.runs import iterate_curve
 
     with loaded_script("e1_investigation") as script:
         settings = script.quick_settings()

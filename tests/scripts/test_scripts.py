@@ -6,7 +6,7 @@ test_bench_batch_selection.py)."""
 import json
 
 import pytest
-from helpers import loaded_script, quick_reproduction
+from tests.helpers import loaded_script, quick_reproduction
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from opacus.accountants import RDPAccountant
 
 from botorch_dp.tuning import default_mlp_space
 
-from helpers import loaded_script
+from tests.helpers import loaded_script
 
 
 @pytest.fixture(scope="module")
