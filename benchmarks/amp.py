@@ -59,22 +59,37 @@ from pathlib import Path
 
 import torch
 
-from botorch_dp import DPGIBO, DPGIBOConfig
-from botorch_dp.baselines import private_random_search
 from benchmarks.amp_task import (  # noqa: F401 - re-exported
-    BETA, CLIP, LABELS, METHODS, NON_PRIVATE_LAMBDAS, REPORT_MD, REPORT_PNG, RUNS_JSON, Settings,
+    BETA,
+    CLIP,
+    LABELS,
+    METHODS,
+    NON_PRIVATE_LAMBDAS,
+    REPORT_MD,
+    REPORT_PNG,
+    RUNS_JSON,
+    Settings,
 )
 from benchmarks.jobs import Job, RunJob
 from benchmarks.runs import Run
+from botorch_dp import DPGIBO, DPGIBOConfig
+from botorch_dp.baselines import private_random_search
 from botorch_dp.privacy.analysis.gdp import gdp_mu
 from botorch_dp.privacy.analysis.objective_perturbation import calibrate_amp
 from botorch_dp.privacy.analysis.private_selection import (
     per_trial_mu_for_epsilon,
     private_selection_rdp_curve,
 )
-from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger, TrainingMechanism
+from botorch_dp.privacy.ledger import (
+    TRAINING_RDP_ORDERS,
+    PrivacyLedger,
+    TrainingMechanism,
+)
 from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.problems.logistic_regression import AMPTuningObjective, DPSGDTuningObjective
+from botorch_dp.problems.logistic_regression import (
+    AMPTuningObjective,
+    DPSGDTuningObjective,
+)
 from botorch_dp.problems.run_budgets import (
     AMPRunBudget,
     dp_sgd_curve,

@@ -29,16 +29,6 @@ import math
 import time
 import warnings
 
-from botorch_dp import DPGIBO, DPGIBOConfig
-from botorch_dp.baselines import (
-    NO_CLIP,
-    dp_hypo,
-    from_dp_gibo_result,
-    per_trial_mu_for_epsilon,
-    private_random_search,
-    random_search,
-    ucb_bo,
-)
 from benchmarks.dimension_report import write_report
 from benchmarks.dimension_task import (  # noqa: F401  (re-exported)
     METHODS,
@@ -53,6 +43,16 @@ from benchmarks.dimension_task import (  # noqa: F401  (re-exported)
 from benchmarks.jobs import Job, KindRunner
 from benchmarks.paper import pilot
 from benchmarks.runs import Run, iterate_curve
+from botorch_dp import DPGIBO, DPGIBOConfig
+from botorch_dp.baselines import (
+    NO_CLIP,
+    dp_hypo,
+    from_dp_gibo_result,
+    per_trial_mu_for_epsilon,
+    private_random_search,
+    random_search,
+    ucb_bo,
+)
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.problems import GPRegressionLengthscales

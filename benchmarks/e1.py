@@ -45,13 +45,13 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from botorch_dp import DPGIBO, DPGIBOConfig
-from botorch_dp.baselines import NO_CLIP, from_dp_gibo_result
-from botorch_dp.baselines.base import uniform_points
 from benchmarks import paper
 from benchmarks.jobs import Job, KindRunner, RunJob
 from benchmarks.paper import gp_problem, gp_theta0, pilot
 from benchmarks.runs import Run, iterate_curve, mean_se
+from botorch_dp import DPGIBO, DPGIBOConfig
+from botorch_dp.baselines import NO_CLIP, from_dp_gibo_result
+from botorch_dp.baselines.base import uniform_points
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.problems import GPRegressionLengthscales
 from botorch_dp.problems.base import PerUserProblem

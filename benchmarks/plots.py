@@ -11,7 +11,14 @@ import warnings
 from pathlib import Path
 
 from benchmarks.paper import Settings
-from benchmarks.runs import Run, format_mu, group_by_method, mean_se, num_seeds, step_interp
+from benchmarks.runs import (
+    Run,
+    format_mu,
+    group_by_method,
+    mean_se,
+    num_seeds,
+    step_interp,
+)
 
 
 def make_plots(settings: Settings, runs: list[Run], out: Path) -> list[Path]:

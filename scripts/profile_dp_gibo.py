@@ -36,8 +36,8 @@ Run with ``OMP_NUM_THREADS`` / ``--threads`` set to the cores you want to measur
 from __future__ import annotations
 
 import argparse
-import cProfile
 import contextlib
+import cProfile
 import dataclasses
 import functools
 import io

@@ -11,8 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.helpers import quick_reproduction
-from tests.benchmarks.test_jobs import _fake_jobs, fake_run_job
 
 from benchmarks import paper_experiment
 from benchmarks.cli import main, parse_value, settings_with
@@ -20,6 +18,8 @@ from benchmarks.experiment import EXPERIMENTS, REQUIRED_MEMBERS, load_experiment
 from benchmarks.jobs import run_jobs
 from benchmarks.runs import Run
 from benchmarks.store import RunStore, canonical_json
+from tests.benchmarks.test_jobs import _fake_jobs, fake_run_job
+from tests.helpers import quick_reproduction
 
 ROOT = Path(__file__).resolve().parents[2]
 

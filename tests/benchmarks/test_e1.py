@@ -8,10 +8,10 @@ import re
 import pytest
 import torch
 
-from botorch_dp.baselines import random_search
 from benchmarks import e1
 from benchmarks.cli import main
 from benchmarks.runs import iterate_curve
+from botorch_dp.baselines import random_search
 
 
 @pytest.fixture(scope="module")

@@ -5,13 +5,13 @@ import concurrent.futures as cf
 import dataclasses
 
 import pytest
-from tests.helpers import quick_reproduction
 
 from benchmarks.jobs import Job, critical_paths, run_jobs, unstored_jobs
 from benchmarks.paper import Runner, Settings, experiment_jobs
 from benchmarks.runs import Run
 from benchmarks.store import RunStore
 from botorch_dp.utils import torch_threads
+from tests.helpers import quick_reproduction
 
 
 def fake_run_job(kind: str, kwargs: dict) -> Run:

@@ -4,7 +4,14 @@ one paired comparison per (μ, other method) whose numbers are those of the per-
 import pytest
 
 from benchmarks import mlp_report
-from benchmarks.mlp_task import DP_GIBO, DP_HYPO, GIBO, PRIVATE_METHODS, PRIVATE_RS, REFERENCE_METHODS
+from benchmarks.mlp_task import (
+    DP_GIBO,
+    DP_HYPO,
+    GIBO,
+    PRIVATE_METHODS,
+    PRIVATE_RS,
+    REFERENCE_METHODS,
+)
 
 
 @pytest.fixture

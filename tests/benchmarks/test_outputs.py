@@ -3,10 +3,10 @@
 import json
 
 import pytest
-from tests.helpers import quick_reproduction
 
 from benchmarks.outputs import merge, settings_from_dict, settings_to_dict
 from benchmarks.paper import Settings
+from tests.helpers import quick_reproduction
 
 
 def test_settings_round_trip_and_unknown_keys_are_refused():

@@ -6,7 +6,6 @@ import math
 import pytest
 import torch
 
-from botorch_dp.baselines import random_search
 from benchmarks.runs import (
     Run,
     format_mean_se,
@@ -18,6 +17,7 @@ from benchmarks.runs import (
     round_sig,
     step_interp,
 )
+from botorch_dp.baselines import random_search
 from botorch_dp.problems import NormalLocation
 
 

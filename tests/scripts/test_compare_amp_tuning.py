@@ -8,7 +8,6 @@ import math
 import pytest
 
 from botorch_dp.privacy.analysis.gdp import gdp_mu
-
 from tests.helpers import loaded_script
 
 
