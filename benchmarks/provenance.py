@@ -63,14 +63,16 @@ def _load() -> list[float] | None:
     return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
 
 
-def provenance(script: str, argv: list[str]) -> dict[str, Any]:
+def provenance(script: str, argv: list[str], note: str | None = None) -> dict[str, Any]:
     r"""The header fields, taken when the measurement starts.
 
     Args:
         script: The script's path from the repository root (``"scripts/bench_scale.py"``).
         argv: Its arguments, as given (``sys.argv[1:]`` on the command line).
+        note: A sentence for the report's reader (why this size was run, say), or ``None``.
     """
     return {
+        "note": note,
         "command": shlex.join(["python", script, *argv]),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git_revision": git_revision(),
@@ -101,8 +103,13 @@ def header_lines(report: dict[str, Any], title: str) -> list[str]:
         return " / ".join(f"{x:.2f}" for x in values) if values else "unknown"
 
     threads = report["torch_threads"]
+    loaded = [] if not m["load_average_start"] or m["load_average_start"][0] <= m["cpus_usable"] else [
+        f"**Loaded machine**: the 1-minute load average at the start ({m['load_average_start'][0]:.2f}) exceeded "
+        f"the {m['cpus_usable']} usable CPUs, so other work shared the cores: absolute times are inflated, and "
+        "only ratios of timings taken side by side in one process are comparable.", ""]
     return [
         f"# {title}", "",
+        *([f"Note: {report['note']}", ""] if report.get("note") else []),
         f"Command: `{report['command']}` (from the repository root)", "",
         f"Date: {report['date']}; revision `{report['git_revision']}`; total wall time {report['wall_s']:.0f} s.", "",
         f"Machine: {m['cpu']}, {m['cpu_count']} logical CPUs ({m['cpus_usable']} usable), {m['platform']}; "
@@ -110,6 +117,7 @@ def header_lines(report: dict[str, Any], title: str) -> list[str]:
         "",
         f"Python {report['python']}, torch {report['torch']} with {threads} thread{'s' if threads != 1 else ''} "
         f"(OMP_NUM_THREADS={report['OMP_NUM_THREADS']}).", "",
+        *loaded,
     ]
 
 

@@ -305,6 +305,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="tiny config: d=3, |D|=20, 16 candidates")
     p.add_argument("--profile", action="store_true", help="also cProfile the fast path")
     p.add_argument("--out", type=Path, default=ROOT / "reports", help="directory of bench_acquisition.json/.md")
+    p.add_argument("--note", default=None, help="a sentence for the report (why this size, say)")
     args = p.parse_args(argv)
     if args.quick:
         args.dims, args.num_train = [3], [20]
@@ -316,7 +317,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> list[Row]:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
-    stamp = provenance("scripts/bench_acquisition.py", argv)
+    stamp = provenance("scripts/bench_acquisition.py", argv, args.note)
     t_start = time.perf_counter()
     printed: list[str] = []
 
@@ -354,7 +355,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     print(f"Total runtime: {time.perf_counter() - t_start:.1f} s")
     report = {
         **finished(stamp),
-        "settings": {k: v for k, v in vars(args).items() if k not in ("out", "profile", "quick")},
+        "settings": {k: v for k, v in vars(args).items() if k not in ("out", "note", "profile", "quick")},
         "compared_against": COMPARED_AGAINST,
         "target": {"d": TARGET_CONFIG[0], "num_train": TARGET_CONFIG[1], "speedup_at_least": TARGET_SPEEDUP,
                    "speedup": target[0].speedup if target else None},

@@ -143,8 +143,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--no-in-process", action="store_true",
                         help="skip the in-process setup (it holds all n·|D| losses in one process)")
     parser.add_argument("--out", type=Path, default=ROOT / "reports", help="directory of bench_distributed.json/.md")
+    parser.add_argument("--note", default=None, help="a sentence for the report (why this size, say)")
     args = parser.parse_args(argv)
-    stamp = provenance("scripts/bench_distributed.py", argv)
+    stamp = provenance("scripts/bench_distributed.py", argv, args.note)
     if args.quick:
         args.users, args.points, args.dim, args.iterations = [2e4], 24, 3, 2
     here = str(Path(__file__).resolve().parent)
@@ -168,7 +169,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         row["speedup"] = base["dask"] / row["median_step_s"] if dask and base["dask"] else None  # vs 1 worker
         row["speedup_vs_in_process"] = (base["in-process"] / row["median_step_s"]
                                         if dask and base["in-process"] else None)
-    report = {**finished(stamp), "settings": {k: v for k, v in vars(args).items() if k != "out"},
+    report = {**finished(stamp), "settings": {k: v for k, v in vars(args).items() if k not in ("out", "note")},
               "compared_against": COMPARED_AGAINST, "rows": rows}
     text = render(report)
     print(text)

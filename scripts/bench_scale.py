@@ -201,10 +201,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     parser.add_argument("--repeat", type=int, default=None,
                         help="runs without checkpoint whose best tell time is reported (default 3, --quick 1)")
     parser.add_argument("--out", type=Path, default=ROOT / "reports", help="directory of bench_scale.json/.md")
+    parser.add_argument("--note", default=None, help="a sentence for the report (why this size, say)")
     args = parser.parse_args(argv)
     users = args.users or ([10**3, 10**4] if args.quick else [10**4, 10**5, 10**6])
     repeat = args.repeat or (1 if args.quick else 3)
-    stamp = provenance("scripts/bench_scale.py", argv)
+    stamp = provenance("scripts/bench_scale.py", argv, args.note)
     rows = []
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fixed noise seed warns: this is a benchmark

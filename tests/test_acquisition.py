@@ -18,12 +18,12 @@ from botorch.optim.initializers import gen_batch_initial_conditions
 from botorch.utils.datasets import SupervisedDataset
 from gpytorch.kernels import RBFKernelGrad
 from gpytorch.means import ZeroMean
-from test_kernel_derivatives import composite_kernel
 
 from botorch_dp.acquisition import qGradientInformation
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.kernel_derivatives import KernelDerivatives
 from tests.helpers import make_kernel, make_model
+from tests.test_kernel_derivatives import composite_kernel
 
 
 def _brute_force_reduction(kernel, D, Z, theta, noise, jitter):

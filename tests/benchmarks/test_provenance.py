@@ -61,3 +61,17 @@ def test_write_report_round_trips_and_refuses_nan(tmp_path):
     assert json.loads(json_path.read_text()) == report and md_path.read_text() == "# x\n"
     with pytest.raises(ValueError):
         P.write_report(tmp_path, "y", {"rows": [math.nan]}, "# y")
+
+
+def test_the_header_flags_a_loaded_machine_and_shows_a_note():
+    report = P.finished(P.provenance("scripts/x.py", [], note="run at n = 1e6 only"))
+    usable = report["machine"]["cpus_usable"]
+
+    def header(load: float) -> str:
+        machine = {**report["machine"], "load_average_start": [load, 0.0, 0.0]}
+        return "\n".join(P.header_lines({**report, "machine": machine}, "T"))
+
+    assert "Note: run at n = 1e6 only" in header(0.0)
+    assert "Loaded machine" not in header(usable) and "Loaded machine" not in header(0.0)
+    assert f"load average at the start ({usable + 0.5:.2f}) exceeded the {usable} usable CPUs" in header(usable + 0.5)
+    assert "Note:" not in "\n".join(P.header_lines({**report, "note": None}, "T"))

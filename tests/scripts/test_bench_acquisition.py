@@ -20,7 +20,7 @@ def bench_acquisition():
 
 @pytest.mark.timeout(120)
 def test_bench_acquisition_quick_prints_table_agrees_and_writes_its_report(bench_acquisition, tmp_path, capsys):
-    argv = ["--quick", "--out", str(tmp_path)]
+    argv = ["--quick", "--out", str(tmp_path), "--note", "the quick size, in the tests"]
     rows = bench_acquisition.main(argv)
     out = capsys.readouterr().out
 
@@ -44,6 +44,8 @@ def test_bench_acquisition_quick_prints_table_agrees_and_writes_its_report(bench
 
     report, text = read_timing_report(tmp_path, "bench_acquisition", argv)
     assert "NaiveGradientInformation" in report["compared_against"]
+    assert report["note"] == "the quick size, in the tests" and "Note: the quick size, in the tests" in text
+    assert "note" not in report["settings"] and "out" not in report["settings"]
     assert report["settings"]["dims"] == [3] and report["settings"]["num_candidates"] == 16
     assert report["target"]["speedup"] is None  # (100, 1000) was not run
     (stored,) = report["rows"]
