@@ -11,7 +11,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 STAMP = $(VENV)/.installed
 
-.PHONY: install reinstall demo test test-fast bench clean
+.PHONY: install reinstall demo test test-fast docs bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,8 +43,13 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
+# the documentation site (docs/, mkdocs.yml) into site/, with every warning an error;
+# `$(BIN)/mkdocs serve` previews it
+docs: $(STAMP)
+	$(BIN)/python -m mkdocs build --strict
+
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_acquisition.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info outputs
+	rm -rf $(VENV) build dist *.egg-info outputs site

@@ -45,7 +45,7 @@ _LAZY_NAMES = {
 #: The subpackages and modules, imported on first attribute access (``botorch_dp.optim``).
 _SUBMODULES = (
     "acquisition", "audit", "baselines", "demo", "distributed", "evaluation", "gradient_gp",
-    "kernel_derivatives", "optim", "plan", "plot", "privacy", "problems", "training", "tuning", "utils",
+    "integrations", "kernel_derivatives", "optim", "plan", "plot", "privacy", "problems", "training", "tuning", "utils",
 )
 
 __all__ = [

@@ -310,8 +310,17 @@ def construct_inputs_gradient_information(
             raise ValueError(
                 f"bounds must be {theta.shape[0]} (lower, upper) pairs, got shape {tuple(box.shape)}."
             )
-        if (theta < box[:, 0]).any() or (theta > box[:, 1]).any():
-            raise ValueError("theta lies outside bounds.")
+        outside = ((theta < box[:, 0]) | (theta > box[:, 1])).nonzero().flatten().tolist()
+        if outside:
+            shown = "; ".join(
+                f"theta[{j}] = {float(theta[j]):.6g} not in [{float(box[j, 0]):.6g}, {float(box[j, 1]):.6g}]"
+                for j in outside
+            )
+            raise ValueError(
+                f"theta lies outside bounds: {shown}. theta must be in the model's input space, the "
+                "space of these bounds (in Ax: log10 of log-scale parameters; a unit-cube theta must be "
+                "mapped there first, e.g. with botorch_dp.integrations.ax.AxThetaSpace.from_unit(theta, 'ax'))."
+            )
     return {
         "model": model,
         "theta": theta,

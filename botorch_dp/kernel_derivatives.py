@@ -147,8 +147,9 @@ def _tree_cross(kernel: Kernel, theta: Tensor, X: Tensor, sliced: bool = False) 
         value, grad = scale * value, scale * grad
     elif kind is AdditiveKernel:
         parts = [_tree_cross(k, theta, X) for k in kernel.kernels]
-        value = sum(v for v, _ in parts)
-        grad = sum(g for _, g in parts)
+        zero = theta.new_zeros(())  # sum's start, as the int 0 (same dtype and device as the parts)
+        value = sum((v for v, _ in parts), zero)
+        grad = sum((g for _, g in parts), zero)
     elif kind is ProductKernel:
         value, grad = _tree_cross(kernel.kernels[0], theta, X)
         for k in kernel.kernels[1:]:  # product rule, one factor at a time

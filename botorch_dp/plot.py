@@ -26,6 +26,7 @@ from torch import Tensor
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
 from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger, parse_release_key, release_key
+from botorch_dp.privacy.ledger.events import Gaussian, PureDP, validation_parts
 
 if TYPE_CHECKING:  # pragma: no cover
     from botorch_dp.optim.dp_gibo import DPGIBO
@@ -85,8 +86,11 @@ def epsilon_spent(ledger: PrivacyLedger, delta: float, *, run_id: str | None = N
     stages: dict[tuple[str, str], list[float]] = {}
     steps: dict[str, int] = {}  # a step stage's label -> steps completed after it
     for record in ledger.validation_records(run_id):  # every release, a repeated one twice
-        label = _stage(record.key, steps)
-        stages.setdefault((record.run_id, label), []).append(record.event.mu)
+        rid, key, event = validation_parts(record)
+        if not isinstance(event, (Gaussian, PureDP)):  # RDP entries went to _rdp_spent above
+            raise TypeError(f"Not a GDP release: {event!r}.")
+        label = _stage(key, steps)
+        stages.setdefault((rid, label), []).append(event.mu)
     points, spent, iteration = [], [], 0
     for (_, label), mus in stages.items():
         spent.extend(mus)
@@ -150,6 +154,8 @@ def plot_privacy(
     if delta is None:
         if isinstance(source, PrivacyLedger):
             raise ValueError("delta is required when plotting a bare PrivacyLedger.")
+        if source.config.target_delta is None:
+            raise ValueError("delta is required: the optimizer's config has no target_delta.")
         delta = source.config.target_delta
     points = epsilon_spent(ledger, delta, run_id=run_id)
     ax = _axes(ax)

@@ -40,6 +40,7 @@ import statistics
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -89,7 +90,7 @@ class NaiveGradientInformation(AcquisitionFunction):
     """
 
     def __init__(self, gp: GradientGP, theta: Tensor) -> None:
-        super().__init__(model=gp)
+        super().__init__(model=gp)  # type: ignore[arg-type]  # a GradientGP, not a botorch Model: only stored
         self.kernel = gp.kernel
         self.derivatives = KernelDerivatives(gp.kernel)
         self.train_X = gp.train_X
@@ -108,7 +109,7 @@ class NaiveGradientInformation(AcquisitionFunction):
         M = torch.linalg.solve_triangular(L, G.transpose(-1, -2), upper=False)
         return self.prior_trace - M.pow(2).sum()
 
-    @t_batch_mode_transform()
+    @t_batch_mode_transform()  # type: ignore[arg-type]  # typed for AcquisitionFunction methods only
     def forward(self, X: Tensor) -> Tensor:
         batch_shape, (q, d) = X.shape[:-2], X.shape[-2:]
         new_noise = self.train_noise.new_full((q,), self.new_noise)
@@ -145,9 +146,9 @@ def box(theta: Tensor) -> Tensor:
     return torch.stack([theta - HALF_WIDTH, theta + HALF_WIDTH])
 
 
-def _time(fn, repeats: int) -> tuple[float, object]:
-    """Median wall time (s) of ``repeats`` calls and the last result."""
-    times, out = [], None
+def _time(fn: Callable[[], Tensor], repeats: int) -> tuple[float, Tensor]:
+    """Median wall time (s) of ``repeats`` (>= 1) calls and the last result."""
+    times: list[float] = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         out = fn()
@@ -169,6 +170,8 @@ def time_optimize(acqf: AcquisitionFunction, theta: Tensor, args, seed: int) -> 
             raw_samples=args.raw_samples,
         )
         elapsed = time.perf_counter() - t0
+    if value is None:
+        raise RuntimeError("optimize_acqf returned no acquisition value.")
     return elapsed, float(value)
 
 

@@ -27,6 +27,7 @@ import platform
 import statistics
 import time
 import warnings
+from typing import Literal
 
 import torch
 from gpytorch.kernels import RBFKernel
@@ -35,10 +36,11 @@ from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.utils import torch_threads
 
-SELECTIONS = ("greedy", "joint")
+BatchSearch = Literal["greedy", "joint"]
+SELECTIONS: tuple[BatchSearch, ...] = ("greedy", "joint")
 
 
-def make_config(d: int, noise: float, seed: int, selection: str, args, **kw) -> DPGIBOConfig:
+def make_config(d: int, noise: float, seed: int, selection: BatchSearch, args, **kw) -> DPGIBOConfig:
     kernel = RBFKernel(ard_num_dims=d)
     kernel.lengthscale = 1.0
     theta0 = 5 * torch.rand(d, generator=torch.Generator().manual_seed(1000 + seed), dtype=torch.float64)
@@ -61,7 +63,7 @@ def timed_ask(opt: DPGIBO) -> tuple[torch.Tensor, float]:
     return X, time.perf_counter() - start
 
 
-def run_case(d: int, noise: float, seed: int, selection: str, args) -> dict:
+def run_case(d: int, noise: float, seed: int, selection: BatchSearch, args) -> dict:
     out = {}
     # fixed batches of d + 1 points
     opt = DPGIBO(make_config(d, noise, seed, selection, args, batch_size=d + 1))

@@ -141,18 +141,19 @@ def bench(n: int, d: int, iterations: int, workdir: Path, repeat: int = 1) -> li
     cfg = _config(d, iterations)
     tell_s, matmul_s, plain_iterates = _plain_runs(cfg, objective, iterations, repeat)
     baseline = _settled_rss()  # the objective's data and the libraries, no losses
-    opt = DPGIBO(cfg, checkpoint_dir=workdir / f"n{n}")
+    checkpoint_dir = workdir / f"n{n}"
+    opt = DPGIBO(cfg, checkpoint_dir=checkpoint_dir)
     rows = []
     for t in range(iterations):
         X = opt.ask()
         Y_new = objective(X)
-        before = _dir_bytes(opt.checkpoint_dir)
+        before = _dir_bytes(checkpoint_dir)
         _settled_rss()
         _reset_peak()
         tell_ckpt_s = _timed(opt.tell, X, Y_new)
         _, peak = _rss()
         after_rss = _settled_rss()  # the run's losses and the caller's batch, still alive
-        after = _dir_bytes(opt.checkpoint_dir)
+        after = _dir_bytes(checkpoint_dir)
         written = sum(size for name, size in after.items() if name not in before or name == "state.json")
         loss_bytes = sum(size for name, size in after.items() if name.startswith("losses/") and name not in before)
         del Y_new

@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import warnings
+from typing import Literal
 
 import torch
 
@@ -24,10 +25,10 @@ from botorch_dp.baselines import noisy_gradient_descent
 from botorch_dp.problems import HuberRegression, NormalLocation
 from botorch_dp.utils import torch_threads
 
-SCHEDULES = ("fixed", "adaptive_norm")
+SCHEDULES: tuple[Literal["fixed", "adaptive_norm"], ...] = ("fixed", "adaptive_norm")
 
 
-def problems(quick: bool) -> list[tuple[str, object, int]]:
+def problems(quick: bool) -> list[tuple[str, HuberRegression | NormalLocation, int]]:
     r"""``(name, problem, T)`` of the comparison (shorter runs with ``quick``)."""
     return [
         ("huber_e4", HuberRegression(seed=0), 20 if quick else 100),

@@ -52,7 +52,7 @@ def make_task(num_choices: int, dim: int, num_users: int, seed: int):
     optima = 0.2 + 0.6 * torch.rand(num_choices, dim, generator=g, dtype=torch.float64)
     noise = 0.1 * torch.randn(num_users, generator=g, dtype=torch.float64)
     names = [f"x{j}" for j in range(dim)]
-    choices = [f"c{k}" for k in range(num_choices)]
+    choices = tuple(f"c{k}" for k in range(num_choices))
     space = SearchSpace([*(Hyperparameter(name, 0.0, 1.0) for name in names), Categorical("choice", choices)])
 
     def true_loss(config) -> float:

@@ -185,7 +185,9 @@ def make_kernel(space: SearchSpace, lengthscale: float, outputscale: float) -> S
     return space.recommended_kernel(lengthscale, outputscale)
 
 
-def _finite(x: float) -> float | str:
+def _finite(x: float | None) -> float | str | None:
+    if x is None:
+        return None
     return x if math.isfinite(x) else ("inf" if x > 0 else "-inf")
 
 
@@ -216,15 +218,12 @@ def _run(args: argparse.Namespace) -> dict:
         seed=args.seed, num_threads=None,  # the script sets the threads once
     )
     # privacy noise: OS entropy, or two independent streams of --noise-seed (never written out)
-    if args.noise_seed is None:
-        gibo_noise = dict(seed=None)  # DP-GIBO noise and candidate search from OS entropy
-        sgd_noise_seed = None
-    else:
-        gibo_seed, sgd_noise_seed = child_seeds(int(args.noise_seed), 2)
-        gibo_noise = dict(seed=gibo_seed)  # DPGIBO warns (PrivacyWarning)
+    gibo_seed: int | None = None  # DP-GIBO noise and candidate search from OS entropy
+    sgd_noise_seed: int | None = None
+    if args.noise_seed is not None:
+        gibo_seed, sgd_noise_seed = child_seeds(int(args.noise_seed), 2)  # DPGIBO warns (PrivacyWarning)
     d = space.dim
     theta0 = space.bounds.mean(0)
-    target = dict(epsilon=args.epsilon, delta=args.delta) if args.epsilon is not None else dict(privacy_mu=args.mu)
     # σ² is set after the pilot below; everything else is public and fixed here
     config = DPGIBOConfig(
         bounds=space.bounds,
@@ -240,8 +239,11 @@ def _run(args: argparse.Namespace) -> dict:
         target_delta=args.delta,
         raw_samples=args.raw_samples,
         num_restarts=args.num_restarts,
-        **target,
-        **gibo_noise,
+        # a target (epsilon, delta), or privacy_mu
+        epsilon=args.epsilon,
+        delta=args.delta if args.epsilon is not None else None,
+        privacy_mu=args.mu if args.epsilon is None else None,
+        seed=gibo_seed,
     )
     planned_runs = config.max_evaluations + EXTRA_TRAINING_RUNS
     dp_sgd = None
@@ -299,7 +301,7 @@ def _run(args: argparse.Namespace) -> dict:
         "noise_std": g.noise_std, "noise_multiplier": _finite(g.noise_multiplier),
         "num_steps": g.num_steps, "holds": g.holds,
     }
-    if args.dp_train:
+    if dp_sgd is not None:  # args.dp_train
         trained = objective.training_report(args.delta)
         assert trained["epsilon"] == report["training"]["epsilon"] and trained["num_runs"] == report["training"]["num_runs"]
         training_guarantee = {
@@ -356,7 +358,7 @@ def _run(args: argparse.Namespace) -> dict:
                          "optimizer": "SGD(momentum=0.9)" if args.optimizer == "sgd" else OPTIMIZERS[args.optimizer].__name__},
             "public_seed": args.seed,
             "privacy_noise": "OS entropy" if args.noise_seed is None else "seeded (reproduction; seed not recorded)",
-            "dp_sgd": None if dp_sgd is None else {
+            "dp_sgd": None if dp_sgd is None or objective.run_dp_sgd is None else {  # both set with --dp-train
                 "noise_multiplier": objective.run_dp_sgd.noise_multiplier, "max_grad_norm": dp_sgd.max_grad_norm,
                 "poisson_sampling": True, "target_epsilon": dp_sgd.target_epsilon,
                 "planned_runs": dp_sgd.planned_runs,

@@ -68,6 +68,8 @@ def loaded_script(name: str):
     module up by name) and removed afterwards.
     """
     spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"Cannot load {SCRIPTS / f'{name}.py'}.")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:

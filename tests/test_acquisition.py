@@ -440,7 +440,7 @@ def test_registered_input_constructor_builds_it_as_ax_does():
 
     with pytest.raises(ValueError, match="needs theta"):
         _ax_style_acquisition(model, data, search_box, {})
-    with pytest.raises(ValueError, match="outside bounds"):
+    with pytest.raises(ValueError, match=r"outside bounds: theta\[0\] = 9 not in \[3.5, 4.5\]\. theta must be in the model.s input space"):
         _ax_style_acquisition(model, data, search_box, {"theta": [9.0, 5.0, 3.5]})
     with pytest.raises(ValueError, match="no objective or outcome constraints"):
         get_acqf_input_constructor(qGradientInformation)(model=model, theta=theta, objective=lambda Y, X=None: Y[..., 0])

@@ -1,4 +1,5 @@
-r"""Docs that run (issue 16 item 5): every ```python block of README.md and tutorials/README.md.
+r"""Docs that run (issue 16 item 5, issue 31 items 1 and 2): every ```python block of README.md,
+tutorials/README.md and the documentation site's pages (docs/**/*.md), and the site itself.
 
 Each block is written to stand alone, so each runs in a FRESH namespace (a reader may copy
 any one block), in a temporary working directory (a block may write a checkpoint), with one
@@ -12,13 +13,22 @@ above it says why:
 
 Any other block that fails (SyntaxError, NameError, an exception) fails this test.
 No-run blocks must still compile. Also checked: the ``tutorials`` extra of setup.cfg brings
-JupyterLab (and ``dev`` does not), both documents say how to open the notebooks with it, and
-the docs and botorch_dp cite papers by authors (README "References"), not by seed number.
+JupyterLab (and ``dev`` does not), the documents say how to open the notebooks with it, the
+docs and botorch_dp cite papers by authors (docs/references.md), not by seed number; every
+page of docs/ is in the nav of mkdocs.yml (and every nav entry is a page); the tutorial pages
+are what scripts/render_tutorial_pages.py makes of the notebooks; the ``docs`` extra (in
+``dev``) brings MkDocs; and (slow) ``mkdocs build --strict`` passes and the API reference has
+an entry for every name of each documented module's ``__all__``.
 """
 
 import contextlib
+import importlib
+import importlib.util
 import io
+import os
 import re
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -27,7 +37,13 @@ import pytest
 from botorch_dp.utils import torch_threads
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTS = ("README.md", "tutorials/README.md")
+DOCS = ROOT / "docs"
+#: The site's pages, and the two markdown documents outside it whose blocks also run.
+PAGES = tuple(sorted(p.relative_to(ROOT).as_posix() for p in DOCS.rglob("*.md")))
+DOCUMENTS = ("README.md", "tutorials/README.md", *PAGES)
+#: The modules of the API reference: docs/api/NAME.md documents ``botorch_dp.NAME`` (``botorch_dp.md`` the top).
+API_MODULES = ("botorch_dp", "botorch_dp.tuning", "botorch_dp.optim", "botorch_dp.privacy", "botorch_dp.plan",
+               "botorch_dp.training", "botorch_dp.distributed", "botorch_dp.baselines")
 NO_RUN = re.compile(r"<!-- docs: no-run \((?P<reason>[^)]*)\) -->\s*$")
 RUN_ELSEWHERE = "<!-- readme-main-example"
 FENCE = re.compile(r"^```python\n(?P<code>.*?)^```\s*$", re.DOTALL | re.MULTILINE)
@@ -70,7 +86,10 @@ def test_blocks_are_found_and_every_skipped_block_says_why():
     # the extraction sees every fence that opens a python block
     for document in DOCUMENTS:
         assert counts[document] == (ROOT / document).read_text("utf-8").count("```python\n"), document
-    assert counts["README.md"] >= 5 and counts["tutorials/README.md"] >= 2
+    assert counts["README.md"] >= 2 and counts["tutorials/README.md"] >= 2
+    # the site's pages hold most of the examples, and most of them run
+    assert sum(counts[page] for page in PAGES) >= 40
+    assert sum(1 for case in runnable_blocks() if case.values[0].startswith("docs/")) >= 15
     # exactly one block is run by tests/test_readme.py
     assert sum(a.startswith(RUN_ELSEWHERE) for d in DOCUMENTS for _, a, _ in python_blocks(d)) == 1
 
@@ -109,7 +128,7 @@ def test_tutorials_extra_brings_jupyterlab_and_the_docs_say_how_to_open_the_note
     names = {e: {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for r in reqs} for e, reqs in extras.items()}
     assert {"jupyterlab", "matplotlib", "nbclient", "ipykernel"} <= names["tutorials"]
     assert "jupyterlab" not in names["dev"]  # CI installs dev and runs the notebooks headless
-    for document in DOCUMENTS:
+    for document in ("README.md", "tutorials/README.md", "docs/tutorials/index.md"):
         text = (ROOT / document).read_text("utf-8")
         assert "pip install -e '.[tutorials]'" in text and "jupyter lab tutorials/" in text, document
 
@@ -119,5 +138,104 @@ def test_docs_cite_papers_by_authors_not_by_seed_number():
     texts += sorted((ROOT / "botorch_dp").rglob("*.py"))
     for path in texts:
         assert not re.search(r"\bseeds? 00\d", path.read_text("utf-8"), re.IGNORECASE), path
-    readme = (ROOT / "README.md").read_text("utf-8")
-    assert "*Scalable Differentially Private Bayesian Optimization*" in readme and "Getoar Sopa" in readme
+    for document in ("README.md", "docs/references.md"):
+        text = (ROOT / document).read_text("utf-8")
+        assert "*Scalable Differentially Private Bayesian Optimization*" in text and "Getoar Sopa" in text, document
+
+
+# ---------------------------------------------------------------------- the site (issue 31 items 1 and 2)
+def _nav_pages(entry) -> list[str]:
+    r"""Every page a (nested) mkdocs nav entry names, in order."""
+    if isinstance(entry, str):
+        return [entry]
+    if isinstance(entry, dict):
+        return [page for value in entry.values() for page in _nav_pages(value)]
+    return [page for item in entry for page in _nav_pages(item)]
+
+
+def _mkdocs_config() -> dict:
+    import yaml  # MkDocs's own dependency, in the docs extra
+
+    return yaml.safe_load((ROOT / "mkdocs.yml").read_text("utf-8"))
+
+
+def test_every_page_of_docs_is_in_the_nav_once_and_every_nav_entry_is_a_page():
+    nav = _nav_pages(_mkdocs_config()["nav"])
+    pages = {p.removeprefix("docs/") for p in PAGES}
+    assert len(nav) == len(set(nav)), sorted(page for page in nav if nav.count(page) > 1)
+    assert set(nav) == pages, (sorted(pages - set(nav)), sorted(set(nav) - pages))
+    # the sections the issue asks for
+    for page in ("index.md", "getting-started.md", "security.md", "architecture.md", "benchmarks/index.md",
+                 "how-to/ax.md", "performance.md", "api/index.md", "tutorials/index.md", "concepts/ledger.md"):
+        assert page in nav, page
+    assert {f"tutorials/{nb.stem}.md" for nb in (ROOT / "tutorials").glob("*.ipynb")} <= set(nav)
+    assert {f"api/{m.split('.')[-1]}.md" for m in API_MODULES} <= set(nav)
+
+
+def test_the_site_config_documents_the_package_from_the_repository():
+    config = _mkdocs_config()
+    assert config["theme"]["name"] == "material" and config["strict"] is True
+    handler = next(p["mkdocstrings"] for p in config["plugins"] if isinstance(p, dict) and "mkdocstrings" in p)
+    assert handler["handlers"]["python"]["paths"] == ["."]
+    for page in (DOCS / "api").glob("*.md"):
+        if page.stem != "index":
+            module = "botorch_dp" if page.stem == "botorch_dp" else f"botorch_dp.{page.stem}"
+            assert f"::: {module}\n" in page.read_text("utf-8"), page
+
+
+def test_the_tutorial_pages_are_rendered_from_the_notebooks():
+    spec = importlib.util.spec_from_file_location("render_tutorial_pages", ROOT / "scripts" / "render_tutorial_pages.py")
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    expected = render.render_all()
+    committed = {p for p in (DOCS / "tutorials").glob("*.md") if p.name != "index.md"}
+    assert set(expected) == committed, "run: python scripts/render_tutorial_pages.py"
+    for page, text in expected.items():
+        assert page.read_text("utf-8") == text, f"{page.name} is stale: run python scripts/render_tutorial_pages.py"
+
+
+def test_the_docs_extra_brings_mkdocs_and_dev_includes_it():
+    from setuptools.config.setupcfg import read_configuration
+
+    extras = read_configuration(ROOT / "setup.cfg")["options"]["extras_require"]
+    names = {e: {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for r in reqs} for e, reqs in extras.items()}
+    assert {"mkdocs", "mkdocs-material", "mkdocstrings"} <= names["docs"]
+    assert names["docs"] <= names["dev"]  # CI installs dev and builds the site in this file's slow test
+    assert any("mkdocstrings[python]" in r for r in extras["docs"])
+
+
+def test_the_docs_say_which_test_command_to_use():
+    for document in ("README.md", "docs/getting-started.md"):
+        text = (ROOT / document).read_text("utf-8")
+        assert "make test-fast" in text and "make test`" in text, document
+        assert re.search(r"while\s+(you\s+)?edit", text, re.IGNORECASE) and re.search(r"before\s+a\s+commit", text), document
+
+
+def _anchors(html: str) -> set[str]:
+    return set(re.findall(r'id="([^"]+)"', html))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_site_builds_strictly_and_the_api_reference_has_every_public_name(tmp_path):
+    site = tmp_path / "site"
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=540, check=False,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "WARNING" not in done.stderr, done.stderr[-3000:]
+    for page in PAGES:  # every page is built
+        relative = Path(page).relative_to("docs").with_suffix("")
+        html = site / (relative.parent if relative.name == "index" else relative) / "index.html"
+        assert html.is_file(), page
+    for name in API_MODULES:
+        module = importlib.import_module(name)
+        page = site / "api" / name.split(".")[-1] / "index.html"
+        anchors = _anchors(page.read_text("utf-8"))
+        missing = [member for member in module.__all__ if not member.startswith("__")
+                   and f"{name}.{member}" not in anchors
+                   and f"{getattr(getattr(module, member), '__module__', name)}.{member}" not in anchors]
+        assert not missing, (name, missing)
+    # a docstring's text reaches the page (not only an empty heading)
+    top = (site / "api" / "botorch_dp" / "index.html").read_text("utf-8")
+    assert "Continue a run from its checkpoint directory" in top

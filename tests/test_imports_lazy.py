@@ -23,14 +23,14 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Optional or heavy dependencies that no public name of the package needs at import.
 HEAVY = (
     "opacus", "dask", "distributed", "sklearn", "matplotlib", "dp_accounting", "safetensors", "psycopg", "pandas",
-    "scipy.stats", "scipy.optimize", "scipy.integrate",
+    "ax", "scipy.stats", "scipy.optimize", "scipy.integrate",
     "botorch.optim", "botorch.fit", "botorch.acquisition.input_constructors",
 )
 
 SUBPACKAGES = ("acquisition", "gradient_gp", "optim", "plan", "privacy", "distributed")
 
 
-def _loaded_after(code: str) -> dict:
+def _loaded_after(code: str) -> set[str]:
     r"""Run ``code`` in a fresh interpreter on this checkout; which modules does it hold then?"""
     probe = (
         "import sys, json\n" + code + "\n"
@@ -49,6 +49,16 @@ def test_import_botorch_dp_loads_neither_torch_nor_botorch_nor_any_heavy_module(
     loaded = _loaded_after("import botorch_dp")
     assert {"torch", "botorch", "gpytorch", "scipy", "numpy", *HEAVY}.isdisjoint(loaded)
     assert sorted(m for m in loaded if m.startswith("botorch_dp")) == ["botorch_dp"]
+
+
+def test_neither_botorch_dp_nor_its_integrations_package_imports_ax():
+    # ax-platform is an optional extra (botorch_dp.integrations.ax imports it, on demand)
+    for code in ("import botorch_dp", "import botorch_dp.integrations"):
+        loaded = _loaded_after(code)
+        assert "botorch_dp.integrations.ax" not in loaded, code
+        assert sorted(m for m in loaded if m == "ax" or m.startswith("ax.")) == [], code
+    loaded = _loaded_after("import botorch_dp.integrations.ax")  # the probe sees an import of Ax
+    assert {"ax", "botorch_dp.integrations.ax"} <= loaded
 
 
 def test_the_public_names_and_core_subpackages_load_no_heavy_module():

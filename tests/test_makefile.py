@@ -59,7 +59,7 @@ def test_fresh_checkout_installs_everything_then_runs(checkout, target, command)
     assert lines[-2] == "touch .venv/.installed" and lines[-1] == f".venv/bin/{command}"
 
 
-@pytest.mark.parametrize("target", ["demo", "test", "test-fast", "install", "bench"])
+@pytest.mark.parametrize("target", ["demo", "test", "test-fast", "docs", "install", "bench"])
 def test_up_to_date_environment_installs_nothing(checkout, target):
     _fake_venv(checkout, stamp_time=2_000_000)
     lines = _dry_run(checkout, target)

@@ -62,3 +62,18 @@ def test_main_example_runs_and_releases_the_target_guarantee():
     assert printed == f"{natural}\n{result.guarantee_report()}\n"
     assert "validation users (replace one user's losses): (epsilon = 1, delta = 1e-05)-DP" in printed
     assert 1e-4 <= natural["lr"] <= 1e-1 and 0.0 <= natural["dropout"] <= 0.5
+
+
+def test_the_readme_is_a_readme_with_links_that_resolve():
+    r"""Issue 31 item 3: at most 250 lines, the rest in the documentation site; every relative link
+    (into docs/ and reports/) names a file of the repository."""
+    text = README.read_text("utf-8")
+    assert len(text.splitlines()) <= 250, len(text.splitlines())
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    relative = [link for link in links if "://" not in link]
+    assert len(relative) >= 10 and any(link.startswith("docs/") for link in relative)
+    missing = [link for link in relative if not (README.parent / link).is_file()]
+    assert not missing, missing
+    for section in ("## Install, and the two commands", "## Main example", "## The acquisition as a drop-in",
+                    "## Headline results"):
+        assert section in text, section

@@ -129,7 +129,7 @@ def audit_noisy_gd_adaptive_norm(
                     )
                     x = result.history.extras
                     stats.append(release_llr(x["noisy_norms"], x["norm_mus"], x["released_gradients"], x["step_mus"]))
-                    claims.append(result.guarantee.mu)
+                    claims.append(result.private_guarantee().mu)
             return Observations(torch.tensor(stats, dtype=torch.float64), torch.tensor(claims, dtype=torch.float64))
 
         return sample

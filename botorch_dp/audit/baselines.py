@@ -68,7 +68,7 @@ def audit_score_release(
                         seed=run_seed,
                     )
                     stats.append(float(result.history.extras["noisy_scores"][0]))
-                    claims.append(result.guarantee.details["per_trial_mu"])
+                    claims.append(result.private_guarantee().details["per_trial_mu"])
             return Observations(torch.tensor(stats, dtype=torch.float64), torch.tensor(claims, dtype=torch.float64))
 
         return sample
@@ -110,7 +110,7 @@ def audit_dp_hypo_score(
                         ratio_bound=ratio_bound, num_candidates=8, seed=run_seed,
                     )
                     stats.append(float(result.history.extras["noisy_scores"][0]))
-                    claims.append(result.guarantee.details["per_trial_mu"])
+                    claims.append(result.private_guarantee().details["per_trial_mu"])
             return Observations(torch.tensor(stats, dtype=torch.float64), torch.tensor(claims, dtype=torch.float64))
 
         return sample

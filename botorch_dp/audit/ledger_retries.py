@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING, TypedDict
 
 import torch
 from scipy.stats import norm
@@ -51,6 +52,9 @@ from botorch_dp.audit.registry import audit_row
 from botorch_dp.audit.statistics import AuditResult, Observations, StatisticSampler, run_audit
 from botorch_dp.optim import DPGIBO, DPGIBOConfig, PrivateRelease
 from botorch_dp.privacy import PrivacyBudgetExceeded, PrivacyLedger
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11
 
 __all__ = ["audit_tight_ledger_retries", "retrying_step", "tight_ledger_design", "tight_ledger_setting"]
 
@@ -106,7 +110,20 @@ def tight_ledger_design(
     }
 
 
-def tight_ledger_setting(**settings: float) -> tuple[DPGIBOConfig, dict[str, float]]:
+class TightLedgerSettings(TypedDict):
+    r"""The keyword arguments of ``tight_ledger_design`` and ``tight_ledger_setting``."""
+
+    privacy_mu: float
+    max_iterations: int
+    norm_mu_fraction: float
+    max_step_mu: float
+    room_mu: float
+    refusal_probability: float
+    num_users: int
+    clip_bound: float
+
+
+def tight_ledger_setting(**settings: Unpack[TightLedgerSettings]) -> tuple[DPGIBOConfig, dict[str, float]]:
     r"""The row's unseeded ``DPGIBOConfig`` and its ``tight_ledger_design`` (same keyword arguments)."""
     design = tight_ledger_design(**settings)
     config = audit_config(

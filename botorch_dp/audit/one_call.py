@@ -45,10 +45,9 @@ def audit_tune_score(
     from botorch_dp.privacy.analysis.gdp import gdp_epsilon
     from botorch_dp.tuning import Categorical, Hyperparameter, SearchSpace, tune
 
-    space = SearchSpace([Hyperparameter("x", 0.0, 1.0), Categorical("c", ["a", "b"])])
+    space = SearchSpace([Hyperparameter("x", 0.0, 1.0), Categorical("c", ("a", "b"))])
     # μ_score = μ √(f/K) with K = 2: the target (ε, δ) whose μ gives the wanted μ_score
     epsilon = gdp_epsilon(score_mu * (2.0 / selection_share) ** 0.5, delta)
-    cheap = dict(num_iterations=1, batch_size=1, raw_samples=2, num_restarts=1, acqf_maxiter=2, clip_bound=1.0)
 
     def sampler(first_loss: float) -> StatisticSampler:
         losses = torch.zeros(1, num_users, dtype=torch.float64)
@@ -63,9 +62,13 @@ def audit_tune_score(
                 warnings.simplefilter("ignore", SettingsWarning)  # ten users and one step: noisy on purpose
                 for run_seed in child_seeds([stream, 5], num):
                     result = tune(objective, space, epsilon=epsilon, delta=delta, seed=run_seed, progress=False,
-                                  selection_share=selection_share, loss_clip=loss_clip, **cheap)
-                    stats.append(float(result.runs[0].noisy_score))
-                    claims.append(float(result.score_mu))
+                                  selection_share=selection_share, loss_clip=loss_clip, num_iterations=1,
+                                  batch_size=1, raw_samples=2, num_restarts=1, acqf_maxiter=2, clip_bound=1.0)
+                    noisy_score, score_mu = result.runs[0].noisy_score, result.score_mu
+                    if noisy_score is None or score_mu is None:
+                        raise RuntimeError("tune released no noisy score for its first configuration.")
+                    stats.append(float(noisy_score))
+                    claims.append(float(score_mu))
             return Observations(torch.tensor(stats, dtype=torch.float64), torch.tensor(claims, dtype=torch.float64))
 
         return sample

@@ -186,7 +186,7 @@ def tradeoff_mu(false_positive_rate: float, tradeoff_value: float) -> float:
     return gdp_mu_from_rates(false_positive_rate, min(float(tradeoff_value), 1.0))
 
 
-def tradeoff_from_profile(profile: Callable[[float], float], epsilons: Sequence[float]) -> TradeOffCurve:
+def tradeoff_from_profile(profile: Callable[[float], float], epsilons: Sequence[float] | np.ndarray) -> TradeOffCurve:
     r"""The trade-off curve implied by a privacy profile ``δ(ε)``, from a grid of ``ε``.
 
     A mechanism that is ``(ε, δ(ε))``-DP for neighbours taken in either order bounds the

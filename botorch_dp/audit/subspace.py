@@ -104,8 +104,11 @@ def audit_private_preconditioner(
         X = release.evaluation_points[: release.batch_sizes[0]]  # step 0's batch (public)
         gp = GradientGP(X, opt.kernel, opt.noise_variance, jitter=opt.config.jitter)
         A = gp.gradient_weights(release.iterates[0])
+        clip_bound = opt.config.clip_bound
+        if isinstance(clip_bound, str):
+            raise ValueError(f"This audit needs a fixed clip_bound, got {clip_bound!r}.")
         G, G_prime = (
-            gram_sqrt(clipped_mean_gradient(A, f(X), opt.config.clip_bound)[0].unsqueeze(-1))
+            gram_sqrt(clipped_mean_gradient(A, f(X), clip_bound)[0].unsqueeze(-1))
             for f in (objective_d, objective_d_prime)
         )
         E = (G_prime - G) / (G_prime - G).norm()

@@ -18,8 +18,8 @@ from botorch_dp.evaluation import evaluate_rows
 from botorch_dp.privacy.checks import check_losses
 from botorch_dp.problems.base import PerUserProblem
 
-#: A ``PerUserProblem`` or any callable mapping a ``q x d`` tensor to ``q x n`` losses.
 Objective = Union[PerUserProblem, Callable[[Tensor], Tensor]]
+"""A ``PerUserProblem`` or any callable mapping a ``q x d`` tensor to ``q x n`` losses."""
 
 
 @dataclass
@@ -90,6 +90,12 @@ class BaselineResult:
     def is_private(self) -> bool:
         r"""Whether the method carries a differential-privacy guarantee."""
         return self.guarantee is not None
+
+    def private_guarantee(self) -> BaselineGuarantee:
+        r"""The guarantee of a private method (``ValueError`` for a non-private one)."""
+        if self.guarantee is None:
+            raise ValueError("This baseline result has no guarantee: the method is not private.")
+        return self.guarantee
 
 
 def evaluate_losses(

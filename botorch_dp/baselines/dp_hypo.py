@@ -377,11 +377,17 @@ def dp_hypo(
 
     unit = _unit_candidates(d, num_candidates, int(candidate_seed)).clone()
     candidates = bounds[0] + unit * (bounds[1] - bounds[0])
-    indices, scores, max_ratio = [], [], []
-    n, noise_std, gp_state, last_fit = None, None, None, None
+    indices: list[int] = []
+    scores: list[float] = []
+    max_ratio: list[float] = []
+    n: int | None = None
+    noise_std: float | None = None
+    gp_state, last_fit = None, None
     p = torch.full((num_candidates,), 1.0 / num_candidates, dtype=torch.float64)  # the prior
     for j in range(K):
         if ratio > 1.0 and j >= 2 and (j - 2) % density_update_every == 0:
+            if noise_std is None:  # set by trial 0's release
+                raise RuntimeError("The density update needs the released scores' noise std; none was released.")
             fit = last_fit is None or j - last_fit >= refit_every
             first = 0 if max_points is None else max(0, j - max_points)
             log_w, gp_state = gp_sampling_log_weights(

@@ -14,8 +14,8 @@ from gpytorch.kernels import Kernel
 from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory, BaselineResult, Objective
 from botorch_dp.optim import DPGIBO, DPGIBOConfig, DPGIBOResult
 
-#: Clip bound used by ``gibo`` when none is given: large enough that nothing is clipped.
 NO_CLIP = 1e30
+"""Clip bound used by ``gibo`` when none is given: large enough that nothing is clipped."""
 
 
 def from_dp_gibo_result(result: DPGIBOResult) -> BaselineResult:
@@ -72,7 +72,7 @@ def gibo(
         num_iterations: ``T``.
         clip_bound: ``B``; the default clips nothing.
         progress: Show DP-GIBO's progress bar.
-        **config_kwargs: Further ``DPGIBOConfig`` fields (``step_size``, ``step_rule``,
+        **config_kwargs (Any): Further ``DPGIBOConfig`` fields (``step_size``, ``step_rule``,
             ``batch_size``/``bias_tolerance``, ``theta0``, ``noise_variance``, ``seed``...).
             ``privacy_mu`` is not accepted.
 

@@ -192,10 +192,11 @@ def noisy_gradient_descent(
     options = _options(clip_bound, noise_schedule, norm_mu_fraction, snr_factor, max_step_mu, step_rule, selection,
                        selection_epsilon, selection_mu, loss_clip)
     options.check(privacy_mu, d, int(num_iterations))
+    evaluator = None  # what the evaluated selections evaluate the iterates with
     if options.selection.evaluated:
         if loss_oracle is None and not isinstance(oracle, PerUserProblem):
             raise ValueError(f"selection={selection!r} evaluates the iterates: pass loss_oracle (q x d -> q x n losses).")
-        loss_oracle = oracle if loss_oracle is None else loss_oracle
+        evaluator = oracle if loss_oracle is None else loss_oracle
     if ledger is not None and not isinstance(ledger, PrivacyLedger):
         raise ValueError(f"ledger must be a PrivacyLedger or None, got {type(ledger).__name__}.")
     run_id = f"noisy-gd-{uuid.uuid4().hex}" if run_id is None else run_id
@@ -210,8 +211,8 @@ def noisy_gradient_descent(
     extras: dict = {"released_gradients": torch.stack(released), "noise_std": record.noise.noise_stds[-1]}
     selected, scores, num_evaluations = num_steps, None, num_steps
     spent = [*record.noise.norm_mus, *record.noise.step_mus, *record.others]
-    if options.selection.evaluated:
-        losses = evaluate_losses(loss_oracle, iterates_t, n, executor=executor)  # T + 1 candidates θ_0..θ_T, sensitive
+    if evaluator is not None:  # options.selection.evaluated
+        losses = evaluate_losses(evaluator, iterates_t, n, executor=executor)  # T + 1 candidates θ_0..θ_T, sensitive
         num_evaluations += iterates_t.shape[0]
         sums = InMemoryUsers((losses,)).clamped_loss_sums(iterates_t, losses, options.selection.loss_clip)
         with account.ledger.charge({SELECTION_KEY: options.selection.event()}, run_id=account.run_id) as meter:
@@ -272,8 +273,14 @@ def _options(clip_bound, noise_schedule, norm_mu_fraction, snr_factor, max_step_
     if not isinstance(selection, Strategy):
         epsilon, mu, clip_c = check_selection_fields(selection, selection_epsilon=selection_epsilon,
                                                      selection_mu=selection_mu, loss_clip=loss_clip)
-        selection = {"last": Last, "min_noisy_norm": MinNoisyNorm, "exponential": lambda: Exponential(epsilon, clip_c),
-                     "noisy_loss": lambda: NoisyLoss(mu, clip_c)}[selection]()
+        def given(value: float | None, name: str) -> float:  # check_selection_fields gave what the rule uses
+            if value is None:
+                raise ValueError(f"selection={selection!r} needs {name}.")
+            return value
+
+        selection = {"last": Last, "min_noisy_norm": MinNoisyNorm,
+                     "exponential": lambda: Exponential(given(epsilon, "selection_epsilon"), given(clip_c, "loss_clip")),
+                     "noisy_loss": lambda: NoisyLoss(given(mu, "selection_mu"), given(clip_c, "loss_clip"))}[selection]()
     rule = step_rule if isinstance(step_rule, Strategy) else lookup("step_rule", step_rule, "step_rule")()
     return Options(clip=clip, noise=noise, step_rule=rule, selection=selection)
 

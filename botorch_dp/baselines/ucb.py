@@ -11,7 +11,7 @@ import concurrent.futures as cf
 import warnings
 
 import torch
-from botorch.acquisition import UpperConfidenceBound, qUpperConfidenceBound
+from botorch.acquisition import AcquisitionFunction, UpperConfidenceBound, qUpperConfidenceBound
 from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
 from botorch.sampling import SobolQMCNormalSampler
@@ -98,7 +98,8 @@ def ucb_bo(
         beta: ``β`` of UCB.
         batch_size: Points per BO iteration.
         refit_every: Refit the hyperparameters every this many iterations.
-        num_restarts, raw_samples: Passed to ``optimize_acqf``.
+        num_restarts: Passed to ``optimize_acqf``.
+        raw_samples: Passed to ``optimize_acqf``.
         seed: Seed of the Sobol points and the acquisition optimization.
         progress: Show a tqdm bar.
         executor: Evaluate the rows of each call on this ``concurrent.futures.Executor``
@@ -128,6 +129,7 @@ def ucb_bo(
             q = min(batch_size, num_evaluations - X.shape[0])
             model = _fit_model(X, y, bounds, state, refit=iteration % refit_every == 0)
             state = model.state_dict()
+            acqf: AcquisitionFunction
             if q == 1:
                 acqf = UpperConfidenceBound(model, beta=beta)
             else:

@@ -136,6 +136,13 @@ class GradientGP(torch.nn.Module):
         method: Backend for kernel derivatives (see ``KernelDerivatives``).
     """
 
+    # buffers, registered by ``_set_parts`` (annotated here: ``torch.nn.Module.__getattr__``
+    # would type them as ``Tensor | Module``)
+    train_X: Tensor
+    train_noise: Tensor
+    train_Y: Tensor | None
+    L: Tensor
+
     def __init__(
         self,
         train_X: Tensor,

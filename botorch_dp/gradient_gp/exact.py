@@ -4,7 +4,7 @@ imports no ``GradientGP``, so ``core`` (``GradientGP.from_model``) and ``models`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, cast
 
 import torch
 from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
@@ -18,6 +18,15 @@ BATCH_HINT = (
     "SingleTaskGP on train_X[i], train_Y[i]; several outputs are supported as a "
     "multi-output SingleTaskGP or a ModelListGP."
 )
+
+
+class _ExactGP(Protocol):
+    r"""What ``exact_gp_parts`` reads from an exact GP (checked with ``hasattr`` first)."""
+
+    train_inputs: tuple[Tensor, ...]
+    train_targets: Tensor
+    covar_module: Any  # a GPyTorch Kernel
+    likelihood: Any  # a GPyTorch Likelihood
 
 
 def _select(t: Tensor, output: int | None, m: int, size: int = 1) -> Tensor:
@@ -54,7 +63,8 @@ def exact_gp_parts(model: torch.nn.Module, output: int | None) -> dict[str, Any]
         )
     if output is not None and not 0 <= output < m:
         raise ValueError(f"output={output} is out of range for a model with {m} outputs.")
-    train_X, train_Y = model.train_inputs[0], model.train_targets
+    gp = cast(_ExactGP, model)  # duck-typed: nn.Module types its attributes as Tensor | Module
+    train_X, train_Y = gp.train_inputs[0], gp.train_targets
     if m != 1:  # BoTorch stacks the outputs as the last batch dimension
         train_X, train_Y = train_X[..., output, :, :], train_Y[..., output, :]
     if train_X.dim() != 2:
@@ -63,7 +73,7 @@ def exact_gp_parts(model: torch.nn.Module, output: int | None) -> dict[str, Any]
             "a batch of models has no single gradient posterior at θ. " + BATCH_HINT
         )
     N = train_X.shape[0]
-    kernel = model.covar_module
+    kernel = gp.covar_module
     if len(kernel.batch_shape) > 0:
         if m == 1 or tuple(kernel.batch_shape) != (m,):
             raise NotImplementedError(
@@ -77,7 +87,8 @@ def exact_gp_parts(model: torch.nn.Module, output: int | None) -> dict[str, Any]
         mean_constant = float(_select(mean_module.constant, output, m))
     else:
         raise NotImplementedError(f"Unsupported mean module {type(mean_module).__name__}.")
-    likelihood = model.likelihood
+    likelihood = gp.likelihood
+    noise: Tensor | float
     if isinstance(likelihood, FixedNoiseGaussianLikelihood):
         noise = _select(likelihood.noise, output, m, N)
     elif isinstance(likelihood, GaussianLikelihood):

@@ -30,9 +30,9 @@ from botorch_dp.privacy.checks import check_nonnegative_int, check_positive_int
 
 __all__ = ["KERNEL_FIT_POINTS_PER_DIM", "KernelFit", "fit_kernel_on_proxy"]
 
-#: Default number of kernel-fit points per dimension (``m = 10 d``, the usual size of an
-#: initial space-filling design for GP hyperparameters).
 KERNEL_FIT_POINTS_PER_DIM = 10
+"""Default number of kernel-fit points per dimension (``m = 10 d``, the usual size of an initial
+space-filling design for GP hyperparameters)."""
 #: Numerical nugget of a noiseless fit, relative to the variance of the fitted mean losses.
 _RELATIVE_NUGGET = 1e-6
 

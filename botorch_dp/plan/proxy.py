@@ -46,7 +46,7 @@ def simulation_config(config: DPGIBOConfig, num_users: int, num_proxy_users: int
         config: The private run's config.
         num_users: ``n``.
         num_proxy_users: ``n_p``.
-        **changes: Further fields to replace (e.g. ``clip_bound``, ``seed``).
+        **changes (Any): Further fields to replace (e.g. ``clip_bound``, ``seed``).
     """
     scale = check_positive_int(num_users, "num_users (n)") / check_positive_int(num_proxy_users, "num_proxy_users")
     c = config

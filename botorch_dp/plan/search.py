@@ -32,8 +32,8 @@ from botorch_dp.utils import child_seeds
 
 __all__ = ["DEFAULT_CLIP_QUANTILES", "PlanTrial", "PrivatePlan", "plan_private_run"]
 
-#: Quantiles of the proxy's per-user gradient-estimate norms tried as ``B``.
 DEFAULT_CLIP_QUANTILES = (0.5, 0.75, 0.9)
+"""Quantiles of the proxy's per-user gradient-estimate norms tried as ``B``."""
 
 
 @dataclass(frozen=True)

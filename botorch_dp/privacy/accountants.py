@@ -52,9 +52,9 @@ __all__ = [
     "make_accountant",
 ]
 
-#: Names accepted by ``make_accountant``: ``"gdp"`` is our ``GDPAccountant`` (Opacus's
-#: own registry entry ``"gdp"`` is its asymptotic ``GaussianAccountant``).
 ACCOUNTANT_NAMES = ("gdp", "rdp", "prv")
+"""Names accepted by ``make_accountant``: ``"gdp"`` is our ``GDPAccountant`` (Opacus's own registry
+entry ``"gdp"`` is its asymptotic ``GaussianAccountant``)."""
 
 #: The keys of ``epsilon_table``, in order.
 TABLE_KEYS = ("gdp_exact", "opacus_rdp", "opacus_prv", "zcdp_bun_steinke", "zcdp_cks")
@@ -186,7 +186,7 @@ class GDPAccountant(IAccountant):
 register_accountant(GDPAccountant.mechanism(), GDPAccountant, force=True)
 
 
-def make_accountant(name: str, history: Sequence[Sequence[float]] | None = None) -> IAccountant:
+def make_accountant(name: str, history: Sequence[tuple[float, float, int]] | None = None) -> IAccountant:
     r"""Create an accountant through Opacus's registry, optionally pre-filled with a history.
 
     Args:
@@ -246,7 +246,7 @@ def accountant_epsilon(
 
 
 def dp_sgd_rdp(
-    *, noise_multiplier: float, sample_rate: float, steps: int, orders: Sequence[float]
+    *, noise_multiplier: float, sample_rate: float, steps: int, orders: Sequence[float] | np.ndarray
 ) -> np.ndarray:
     r"""RDP curve of a DP-SGD run (Poisson-subsampled Gaussian steps), from Opacus.
 
@@ -266,14 +266,14 @@ def dp_sgd_rdp(
     noise_multiplier, sample_rate, steps = check_history_entry(
         noise_multiplier, sample_rate, steps, steps_name="steps"
     )
-    orders = np.asarray(orders, dtype=np.float64)
-    if orders.ndim != 1 or orders.size == 0 or not np.all(orders > 1.0) or not np.all(np.isfinite(orders)):
-        raise ValueError(f"orders must be a non-empty list of finite orders > 1, got {orders!r}.")
+    grid = np.asarray(orders, dtype=np.float64)
+    if grid.ndim != 1 or grid.size == 0 or not np.all(grid > 1.0) or not np.all(np.isfinite(grid)):
+        raise ValueError(f"orders must be a non-empty list of finite orders > 1, got {grid!r}.")
     if noise_multiplier == 0.0:
-        return np.full(orders.shape, math.inf)
-    rdp = compute_rdp(q=sample_rate, noise_multiplier=noise_multiplier, steps=steps, orders=orders)
+        return np.full(grid.shape, math.inf)
+    rdp = compute_rdp(q=sample_rate, noise_multiplier=noise_multiplier, steps=steps, orders=grid)
     # Opacus's series can round to about -1e-11 at small orders; RDP is never negative.
-    return np.maximum(np.asarray(rdp, dtype=np.float64).reshape(orders.shape), 0.0)
+    return np.maximum(np.asarray(rdp, dtype=np.float64).reshape(grid.shape), 0.0)
 
 
 def full_batch_steps(
@@ -293,13 +293,14 @@ def full_batch_steps(
     Returns:
         ``(noise_multiplier, steps, mu)``.
     """
-    if (mu is None) == (noise_multiplier is None):
-        raise ValueError("Give exactly one of mu and noise_multiplier.")
-    if noise_multiplier is not None and steps is None:
-        raise ValueError("noise_multiplier needs steps.")
-    steps = check_positive_int(1 if steps is None else steps, "steps")
-    if mu is not None:
+    if mu is not None and noise_multiplier is None:
+        steps = check_positive_int(1 if steps is None else steps, "steps")
         return gaussian_noise_std_for_mu(1.0, mu, steps), steps, float(mu)
+    if noise_multiplier is None or mu is not None:
+        raise ValueError("Give exactly one of mu and noise_multiplier.")
+    if steps is None:
+        raise ValueError("noise_multiplier needs steps.")
+    steps = check_positive_int(steps, "steps")
     noise_multiplier = check_nonnegative(noise_multiplier, "noise_multiplier", allow_inf=False)
     return noise_multiplier, steps, gdp_mu_from_noise(1.0, noise_multiplier, steps)
 

@@ -11,7 +11,7 @@ import math
 import numbers
 import operator
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 #: How non-finite per-user losses are handled (``DPGIBOConfig.nonfinite_losses``).
 NONFINITE_LOSSES: tuple[str, ...] = ("refuse", "zero_user")
@@ -56,7 +56,7 @@ def check_greater(value: float, name: str, bound: float) -> float:
     return value
 
 
-def as_integer(value: object) -> int | None:
+def as_integer(value: Any) -> int | None:
     r"""``value`` as a Python ``int`` if it is an integer, else ``None``.
 
     Accepts Python, numpy and 0-d integer-tensor integers and integral finite floats;
@@ -64,7 +64,7 @@ def as_integer(value: object) -> int | None:
     """
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         return None
-    if hasattr(value, "dim") and hasattr(value, "dtype"):  # a torch tensor: 0-d, integer dtype only
+    if hasattr(value, "dim") and hasattr(value, "dtype"):  # a torch tensor (duck-typed): 0-d, integer dtype only
         if value.dim() != 0 or value.dtype.is_floating_point or value.dtype.is_complex or str(value.dtype) == "torch.bool":
             return None
         return int(value.item())

@@ -203,7 +203,10 @@ class LedgerTransaction:
                 owner=owner, entry=_dumps(dict(entry)), created_at=_now(),
             )
         )
-        return int(result.inserted_primary_key[0])
+        key = result.inserted_primary_key
+        if key is None:
+            raise RuntimeError(f"The database returned no primary key for the new {side} row.")
+        return int(key[0])
 
     def shrink_reservation(self, seq: int, *, entry: Mapping[str, Any]) -> None:
         r"""Replace what reservation ``seq`` holds (part of it was used by a record)."""
@@ -374,10 +377,12 @@ def _migrate_from_version_1(connection: Connection) -> None:
 
 def _dialect_insert(dialect: str, table: sa.Table) -> Any:
     if dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
-    else:
-        from sqlalchemy.dialects.postgresql import insert
-    return insert(table)
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert(table)
+    from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
+    return postgresql_insert(table)
 
 
 _open: dict[tuple[int, str], LedgerStorage] = {}

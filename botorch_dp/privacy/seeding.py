@@ -11,6 +11,7 @@ Public randomness, such as candidate-search restarts, is a separate stream.
 from __future__ import annotations
 
 import warnings
+from typing import overload
 
 import torch
 
@@ -21,6 +22,10 @@ class PrivacyWarning(UserWarning):
     r"""A setting weakens or voids the privacy guarantee (e.g. a reproducible noise seed)."""
 
 
+@overload
+def noise_generator(seed: None, *, stream: int = 0, stacklevel: int = 3) -> None: ...
+@overload
+def noise_generator(seed: int, *, stream: int = 0, stacklevel: int = 3) -> torch.Generator: ...
 def noise_generator(seed: int | None, *, stream: int = 0, stacklevel: int = 3) -> torch.Generator | None:
     r"""The generator of a privacy-noise stream.
 

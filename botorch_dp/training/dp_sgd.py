@@ -125,21 +125,28 @@ class DPSGDConfig:
                 "Give either noise_multiplier or a target (target_epsilon, target_delta, "
                 "planned_runs), not both."
             )
-        if any(v is None for v in target):
+        epsilon, delta, runs = target
+        if epsilon is None or delta is None or runs is None:
             raise ValueError(
                 "A training-ε target needs target_epsilon, target_delta and planned_runs "
                 "(the number of training runs it covers), got "
                 f"target_epsilon={self.target_epsilon!r}, target_delta={self.target_delta!r}, "
                 f"planned_runs={self.planned_runs!r}."
             )
-        self.target_epsilon = check_positive(self.target_epsilon, "target_epsilon", allow_inf=False)
-        self.target_delta = check_delta(self.target_delta, "target_delta")
-        self.planned_runs = check_positive_int(self.planned_runs, "planned_runs")
+        self.target_epsilon = check_positive(epsilon, "target_epsilon", allow_inf=False)
+        self.target_delta = check_delta(delta, "target_delta")
+        self.planned_runs = check_positive_int(runs, "planned_runs")
 
     @property
     def has_target(self) -> bool:
         r"""The noise multiplier is calibrated to a target ε (rather than given)."""
         return self.target_epsilon is not None
+
+    def target(self) -> tuple[float, float, int] | None:
+        r"""``(target_epsilon, target_delta, planned_runs)``, or None without a target."""
+        if self.target_epsilon is None or self.target_delta is None or self.planned_runs is None:
+            return None
+        return self.target_epsilon, self.target_delta, self.planned_runs
 
 
 @dataclass(frozen=True)
@@ -296,12 +303,14 @@ def resolve_dp_sgd(
     Returns:
         ``dp_sgd`` itself without a target, else a new config with the calibrated σ.
     """
-    if not dp_sgd.has_target:
+    target = dp_sgd.target()
+    if target is None:
         return dp_sgd
+    target_epsilon, target_delta, planned_runs = target
     sample_rate, steps = _run_shape(num_examples, training)
     sigma = calibrate_noise_multiplier(
-        target_epsilon=dp_sgd.target_epsilon, target_delta=dp_sgd.target_delta, sample_rate=sample_rate,
-        steps_per_run=steps, planned_runs=dp_sgd.planned_runs, accountant=accountant,
+        target_epsilon=target_epsilon, target_delta=target_delta, sample_rate=sample_rate,
+        steps_per_run=steps, planned_runs=planned_runs, accountant=accountant,
         epsilon_tolerance=dp_sgd.epsilon_tolerance, eps_error=eps_error,
     )
     return DPSGDConfig(noise_multiplier=sigma, max_grad_norm=dp_sgd.max_grad_norm)
@@ -319,7 +328,7 @@ def planned_dp_run(num_examples: int, training: TrainingConfig, dp_sgd: DPSGDCon
     Returns:
         ``(noise_multiplier, sample_rate, steps)`` as an Opacus history entry.
     """
-    if dp_sgd.has_target:
+    if dp_sgd.has_target or dp_sgd.noise_multiplier is None:
         raise ValueError("planned_dp_run needs a noise multiplier; resolve a target with resolve_dp_sgd first.")
     sample_rate, steps = _run_shape(num_examples, training)
     return float(dp_sgd.noise_multiplier), sample_rate, steps
@@ -472,7 +481,10 @@ def train_model(
                 raise RuntimeError(f"Expected one accountant entry for the run, got {entries}.")
             s, q, steps = entries[0]
             history = (float(s), float(q), int(steps))
-            model = model._module  # drop Opacus's per-sample-gradient hooks
+            inner = model._module  # drop Opacus's per-sample-gradient hooks
+            if not isinstance(inner, torch.nn.Module):
+                raise RuntimeError(f"Opacus wrapped the model in a {type(model).__name__} without a module.")
+            model = inner
             model.zero_grad(set_to_none=True)
     model.eval()
     return model, history

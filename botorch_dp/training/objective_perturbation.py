@@ -21,13 +21,14 @@ import torch
 from scipy.optimize import minimize
 from torch import Tensor
 
-from botorch_dp.privacy.analysis.objective_perturbation import amp_epsilon, amp_rdp, amp_rdp_epsilon
+from botorch_dp.privacy.analysis.objective_perturbation import AMPParameters, amp_epsilon, amp_rdp, amp_rdp_epsilon
 from botorch_dp.privacy.checks import check_choice, check_greater, check_positive, check_positive_int
 from botorch_dp.privacy.mechanisms import (
     AMPNotConvergedError,
     ObjectivePerturbationMechanism,
     RDPCost,
 )
+from botorch_dp.privacy.ledger.meter import TrainingMeter
 from botorch_dp.privacy.seeding import PrivacyWarning, noise_generator
 
 __all__ = [
@@ -112,7 +113,7 @@ class AMPConfig:
         return _MAX_CURVATURE[self.loss] * bound_sq
 
     @property
-    def privacy_parameters(self) -> dict[str, float]:
+    def privacy_parameters(self) -> AMPParameters:
         r"""The keyword arguments of ``amp_rdp``/``amp_epsilon`` for this run."""
         return {
             "clip": self.clip, "beta": self.beta, "lam": self.lam, "sigma": self.sigma,
@@ -428,7 +429,7 @@ def fit_amp(
     *,
     generator: torch.Generator | int | None = None,
     nonprivate_diagnostics: bool = False,
-    meter: object = None,
+    meter: TrainingMeter | None = None,
     run_id: object = None,
 ) -> AMPResult:
     r"""Train a linear model with AMP and gradient clipping (Redberg et al., Alg. 1).

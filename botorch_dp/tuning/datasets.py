@@ -23,6 +23,7 @@ __all__ = [
 ]
 
 SKLEARN_DATASETS = ("digits", "breast_cancer", "wine", "iris")
+"""The scikit-learn classification data sets ``load_sklearn_classification`` loads by name."""
 
 
 def as_features(value: Any, name: str) -> Tensor:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -28,7 +29,7 @@ def _constant(X: torch.Tensor) -> torch.Tensor:
 
 
 def _run(seed: int, **kwargs):
-    settings = dict(
+    settings: dict[str, Any] = dict(
         num_iterations=60, clip_bound=B, step_size=1e-3, privacy_mu=1.0, seed=seed, noise_schedule="adaptive_norm",
         norm_mu_fraction=0.5,
     )

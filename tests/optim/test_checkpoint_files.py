@@ -3,7 +3,7 @@ r"""The checkpoint directory as a file-system object (issue 28, item 5).
 A new run never takes over a directory that holds a checkpoint; no write or read follows a
 symbolic link; the directory must belong to the user and be closed to group and others;
 every kernel the library and its examples build resumes exactly without ``config=`` (the
-README's loop also in a fresh process); a checkpoint written before these checks (schema
+loop of docs/getting-started.md also in a fresh process); a checkpoint written before these checks (schema
 version 1) still resumes; and the stored ``config_fingerprint`` is compared on resume.
 """
 
@@ -31,8 +31,9 @@ from botorch_dp.tuning.search_space import Hyperparameter, SearchSpace
 from .loop_helpers import nl_config, normal_location, rbf_kernel
 
 ROOT = Path(__file__).resolve().parents[2]
-#: A checkpoint written by the code of commit 1d7e655 (before this file's checks): the
-#: README's loop with ``seed=11``, stopped after two iterations.
+#: A checkpoint written by the code of commit 1d7e655 (before this file's checks): the loop
+#: example (then in the README, now in docs/getting-started.md) with ``seed=11``, stopped after
+#: two iterations.
 V1_CHECKPOINT = ROOT / "tests" / "data" / "checkpoints" / "v1_readme_loop"
 
 
@@ -50,17 +51,17 @@ def _contents(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def _readme_loop() -> str:
-    r"""The python block of README.md's "Example: the private loop"."""
-    text = (ROOT / "README.md").read_text("utf-8")
-    match = re.search(r"^## Example: the private loop\n+```python\n(.*?)^```", text, re.DOTALL | re.MULTILINE)
-    assert match, "README.md has no 'Example: the private loop' block"
+def _loop_example() -> str:
+    r"""The first python block under "A first private run" in docs/getting-started.md."""
+    text = (ROOT / "docs" / "getting-started.md").read_text("utf-8")
+    match = re.search(r"^## A first private run\n[^#]*?^```python\n(.*?)^```", text, re.DOTALL | re.MULTILINE)
+    assert match, "docs/getting-started.md has no python block under 'A first private run'"
     return match.group(1)
 
 
-def _readme_setup() -> tuple[str, str]:
-    r"""The README loop's lines before the config (imports, problem) and the config itself."""
-    code = _readme_loop()
+def _loop_setup() -> tuple[str, str]:
+    r"""The loop example's lines before the config (imports, problem) and the config itself."""
+    code = _loop_example()
     assert 'checkpoint_dir="ckpt"' in code and "DPGIBO.resume" not in code
     before_config, rest = code.split("config = DPGIBOConfig(", 1)
     config = "config = DPGIBOConfig(" + rest.split("opt = DPGIBO(", 1)[0]
@@ -279,7 +280,7 @@ def test_a_schema_1_checkpoint_from_before_these_checks_resumes(tmp_path):
     shutil.copytree(V1_CHECKPOINT, root)
     for folder in (root, root / "gp", root / "losses"):  # git keeps no directory modes
         os.chmod(folder, 0o700)
-    before_config, config_code = _readme_setup()
+    before_config, config_code = _loop_setup()
     namespace: dict = {}
     exec(before_config + config_code.replace("batch_size=3,", "batch_size=3, seed=11,"), namespace)
     config, problem = namespace["config"], namespace["problem"]
@@ -298,8 +299,8 @@ def test_a_schema_1_checkpoint_from_before_these_checks_resumes(tmp_path):
 
 
 @pytest.mark.timeout(300)
-def test_the_readme_loop_resumes_in_a_fresh_process_without_config(tmp_path):
-    before_config, config_code = _readme_setup()
+def test_the_getting_started_loop_resumes_in_a_fresh_process_without_config(tmp_path):
+    before_config, config_code = _loop_setup()
     namespace: dict = {}
     exec(before_config + config_code, namespace)
     config, problem = namespace["config"], namespace["problem"]

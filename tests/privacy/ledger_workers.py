@@ -108,6 +108,7 @@ def crash(url: str, dataset: str, mu: float, results: Any) -> None:
         p.start()
         if where == "hang-before-commit":
             ready.wait(timeout=120)  # its row written, the lock held
+            assert p.pid is not None  # started
             os.kill(p.pid, signal.SIGKILL)
         p.join(timeout=120)
         results.put((where, p.exitcode))

@@ -18,6 +18,7 @@ import math
 import shutil
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -29,6 +30,8 @@ from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.checkpoint import files as ckpt_files
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.privacy.ledger import Gaussian, PrivacyBudgetExceeded, PrivacyLedger, PureDP
+from botorch_dp.privacy.ledger.events import validation_event
+from botorch_dp.privacy.ledger.filters import gdp_only
 from botorch_dp.privacy.mechanisms import ExponentialLossSelection, GaussianGradientMechanism, _noise
 from botorch_dp.privacy.seeding import PrivacyWarning
 from tests.optim.loop_helpers import nl_config, normal_location
@@ -81,7 +84,9 @@ def counting_draws():
 
 
 def _ledger_square(ledger: PrivacyLedger) -> float:
-    return math.fsum(r.event.mu ** 2 for r in ledger.validation_records())
+    events = [validation_event(r.event) for r in ledger.validation_records()]
+    assert gdp_only(events)
+    return math.fsum(e.mu ** 2 for e in events)
 
 
 OPTIONS = {
@@ -94,7 +99,7 @@ OPTIONS = {
 
 
 def _config(option: str, **kw):
-    base = dict(d=2, privacy_mu=1.0, clip_bound=2.0, num_iterations=3, batch_size=2, seed=7)
+    base: dict[str, Any] = dict(d=2, privacy_mu=1.0, clip_bound=2.0, num_iterations=3, batch_size=2, seed=7)
     base.update(OPTIONS[option])
     base.update(kw)
     return nl_config(**base)

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from tests.helpers import loaded_script
 
 ROOT = Path(__file__).resolve().parents[2]

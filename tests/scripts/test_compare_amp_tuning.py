@@ -8,6 +8,7 @@ import math
 import pytest
 
 from botorch_dp.privacy.analysis.gdp import gdp_mu
+
 from tests.helpers import loaded_script
 
 

@@ -5,13 +5,13 @@ import warnings
 
 import pytest
 import torch
+from tests.helpers import loaded_script
 
 import botorch_dp.optim.batch_search as batch_search
 import botorch_dp.optim.options.batches as batches
 from botorch_dp import DPGIBO
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
-from tests.helpers import loaded_script
 
 SMALL = dict(iterations=2, clip=3.0, n_total=40)
 

@@ -6,7 +6,6 @@ tests are in test_bench_acquisition.py)."""
 import json
 
 import pytest
-
 from tests.helpers import loaded_script, quick_reproduction
 
 

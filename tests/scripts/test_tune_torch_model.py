@@ -9,6 +9,7 @@ import torch
 from opacus.accountants import RDPAccountant
 
 from botorch_dp.tuning import default_mlp_space
+
 from tests.helpers import loaded_script
 
 

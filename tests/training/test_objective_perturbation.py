@@ -89,7 +89,7 @@ def test_clipped_squared_loss_is_huber_with_threshold_clip_over_row_norm():
     torch.testing.assert_close(slope, grad, rtol=1e-14, atol=1e-14)
 
 
-def _reference_clipped_logistic(u: float, y: float, row_norm: float, C: float) -> torch.Tensor:
+def _reference_clipped_logistic(u: float | torch.Tensor, y: float, row_norm: float, C: float) -> torch.Tensor:
     """Independent scalar version: BCE-with-logits, linear beyond logit(y ∓ C/‖x‖) (autograd-able)."""
     u = torch.as_tensor(u, dtype=torch.float64)
     target = torch.tensor(y, dtype=torch.float64)

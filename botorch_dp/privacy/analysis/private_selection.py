@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 DISTRIBUTIONS = ("truncated_negative_binomial", "poisson")
+"""The distributions of the hidden number of trials that ``sample_num_trials`` and the bounds accept."""
 
 
 # ---------------------------------------------------------------------------- distributions

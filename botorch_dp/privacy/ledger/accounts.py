@@ -37,12 +37,20 @@ def same_setting(a: Any, b: Any) -> bool:
 class LedgerAccounts:
     r"""The rows, their storage and their transactions (a mixin of ``PrivacyLedger``)."""
 
+    # set by ``PrivacyLedger.__init__`` (and ``__setstate__``)
     _rows: list[Row]
+    _counter: Iterator[int]
     _storage: LedgerStorage | None
     _stored_settings: dict[str, Any]
+    _holding: bool
+    _owned: set[str]
+    _lock: threading.RLock
     dataset: str | None
     validation_mu_budget: float | None
     training_epsilon_budget: float | None
+    training_delta: float | None
+    training_accountant: str
+    prv_eps_error: float
 
     def _settings(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in SETTINGS}
@@ -113,6 +121,8 @@ class LedgerAccounts:
                 finally:
                     self._holding = False
             return
+        if self.dataset is None:
+            raise RuntimeError("A stored ledger needs the name of its dataset; this one has none.")
         with self._lock, self._storage.transaction(self.dataset) as tx:
             self._holding = True
             try:

@@ -41,6 +41,9 @@ __all__ = [
     "new_release_id",
     "parse_release_key",
     "release_key",
+    "training_event",
+    "validation_event",
+    "validation_parts",
 ]
 
 #: The public Rényi orders α on which every RDP curve is evaluated and composed:
@@ -177,6 +180,28 @@ class Record:
     run_id: RunId
     key: str
     event: PrivacyEvent
+
+
+def validation_event(event: PrivacyEvent) -> ValidationEvent:
+    r"""``event``, checked to be a validation event (``TypeError`` for a training one)."""
+    if not isinstance(event, (Gaussian, PureDP, ValidationMechanism)):
+        raise TypeError(f"Not a validation event: {event!r}.")
+    return event
+
+
+def training_event(event: PrivacyEvent) -> TrainingEvent:
+    r"""``event``, checked to be a training event (``TypeError`` for a validation one)."""
+    if not isinstance(event, (DPSGDRun, TrainingMechanism)):
+        raise TypeError(f"Not a training event: {event!r}.")
+    return event
+
+
+def validation_parts(record: Record) -> tuple[str, str, ValidationEvent]:
+    r"""``(run_id, key, event)`` of a validation record, with the types the ledger guarantees
+    for its validation side (a string run id, a validation event) checked (``TypeError``)."""
+    if record.side != "validation" or not isinstance(record.run_id, str):
+        raise TypeError(f"Not a validation record: {record!r}.")
+    return record.run_id, record.key, validation_event(record.event)
 
 
 def legacy_release_id(side: str, run_id: RunId, key: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from botorch_dp.privacy.ledger.accounts import LedgerAccounts
 from botorch_dp.privacy.ledger.events import (
     TRAINING_RDP_ORDERS,
     DPSGDRun,
@@ -35,10 +36,9 @@ def evaluate_curve(rdp: Callable[[float], float]) -> tuple[float, ...]:
     return check_rdp_values([rdp(order) for order in TRAINING_RDP_ORDERS], "rdp")
 
 
-class ExternalReleases:
-    r"""The check and record methods of ``PrivacyLedger`` (a mixin)."""
+class ExternalReleases(LedgerAccounts):
+    r"""The check and record methods of ``PrivacyLedger`` (on the rows ``LedgerAccounts`` keeps)."""
 
-    _rows: list[Any]
     def check_validation_step(self, mu: float) -> None:
         r"""Raise ``PrivacyBudgetExceeded`` if one more ``mu``-GDP release would exceed the budget
         (nothing is held: for releases made inside this package use ``charge``, which holds

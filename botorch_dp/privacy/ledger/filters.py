@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TypeGuard
 
 import numpy as np
 
@@ -78,7 +79,7 @@ def event_rdp(event: ValidationEvent) -> np.ndarray:
     return gaussian_rdp(event.mu)
 
 
-def gdp_only(events: Sequence[ValidationEvent]) -> bool:
+def gdp_only(events: Sequence[ValidationEvent]) -> TypeGuard[Sequence[Gaussian | PureDP]]:
     r"""Whether every event is Gaussian or pure ε-DP (then the side is exactly μ-GDP)."""
     return all(isinstance(e, (Gaussian, PureDP)) for e in events)
 
@@ -138,15 +139,15 @@ def check_validation_admits(
                 "Nothing was released."
             )
         return
-    total = validation_rdp_curve([*spent, *new])
+    curve = validation_rdp_curve([*spent, *new])
     allowed = gaussian_rdp(budget)
     with np.errstate(invalid="ignore"):
-        over = total > allowed * (1.0 + BUDGET_RTOL)
+        over = curve > allowed * (1.0 + BUDGET_RTOL)
     if np.any(over):
-        i = int(np.argmax(np.where(over, total / allowed, -np.inf)))
+        i = int(np.argmax(np.where(over, curve / allowed, -np.inf)))
         raise PrivacyBudgetExceeded(
             f"Validation privacy budget exceeded: {what} would bring the summed RDP of the validation "
-            f"side at order alpha={ORDERS[i]:g} to {total[i]:.6g}, above alpha*budget^2/2 = {allowed[i]:.6g} "
+            f"side at order alpha={ORDERS[i]:g} to {curve[i]:.6g}, above alpha*budget^2/2 = {allowed[i]:.6g} "
             f"(the RDP of budget mu={budget:.6g} GDP). With releases given by an RDP curve, every order "
             f"of RDP_ORDERS must stay within it (see PrivacyLedger); remaining mu for a Gaussian "
             f"release: {remaining_validation_mu(budget, spent):.6g}. Nothing was released."
@@ -243,8 +244,7 @@ def training_epsilon_of(
     if accountant == "prv":
         from botorch_dp.privacy.accountants import accountant_epsilon, make_accountant
 
-        history = [tuple(run) for run in merged_history(entries)]
-        return accountant_epsilon(make_accountant("prv", history), delta=delta, eps_error=prv_eps_error), None
+        return accountant_epsilon(make_accountant("prv", merged_history(entries)), delta=delta, eps_error=prv_eps_error), None
     return rdp_grid_epsilon(training_rdp_curve(entries), delta)
 
 
@@ -274,6 +274,8 @@ def check_training_admits(
     """
     if budget is None or math.isinf(budget) or not new:
         return
+    if delta is None:
+        raise ValueError(f"A training budget (epsilon={budget!r}) needs delta, got None.")
     entries = [*spent, *new]
     what = describe_training(new[0]) if len(new) == 1 else f"{len(new)} training runs"
     accountant, _ = accountant_for(entries, setting, None)

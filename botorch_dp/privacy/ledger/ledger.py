@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from botorch_dp.privacy.analysis.gdp import compose_gdp
 from botorch_dp.privacy.checks import check_choice, check_delta, check_positive
-from botorch_dp.privacy.ledger.accounts import LedgerAccounts
 from botorch_dp.privacy.ledger.events import (
     TRAINING_RDP_ORDERS,
     DPSGDRun,
@@ -24,6 +23,7 @@ from botorch_dp.privacy.ledger.events import (
     TrainingMechanism,
     ValidationEvent,
     new_release_id,
+    validation_event,
 )
 from botorch_dp.privacy.ledger.external import ExternalReleases
 from botorch_dp.privacy.ledger.filters import (
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PrivacyLedger"]
 
-class PrivacyLedger(LedgerAccounts, LedgerViews, ExternalReleases):
+class PrivacyLedger(LedgerViews, ExternalReleases):
     r"""Records the privacy spent on validation data and on training data (see the package docstring).
 
     Every release is charged with ``charge`` (validation: a step's worst case admitted and
@@ -166,8 +166,9 @@ class PrivacyLedger(LedgerAccounts, LedgerViews, ExternalReleases):
             events = list(bound.values())
             if gdp_only(events):
                 what += f" (mu={compose_gdp(e.mu for e in events):.6g})"
-            check_validation_admits(self._validation_budget(), self._spent("validation"), events, what)
-            if self._validation_budget() is not None and not math.isinf(self._validation_budget()):
+            budget = self._validation_budget()
+            check_validation_admits(budget, self._spent("validation"), events, what)
+            if budget is not None and not math.isinf(budget):
                 reservation = tx.reserve("validation", run_id, owner, held_bound(events))
                 self._owned.add(owner)
         meter = Meter(self, bound, run_id, step, owner, reservation)
@@ -188,7 +189,7 @@ class PrivacyLedger(LedgerAccounts, LedgerViews, ExternalReleases):
             if meter._reservation is not None:
                 held = next((r.event for r in tx.rows if r.seq == meter._reservation and not r.recorded), None)
                 if held is not None:
-                    left = shrunk(held, event)
+                    left = shrunk(validation_event(held), event)
                     if left is None:
                         tx.drop(meter._reservation)
                     else:

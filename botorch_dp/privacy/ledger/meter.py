@@ -186,5 +186,5 @@ def shrunk(held: ValidationEvent, used: ValidationEvent) -> ValidationEvent | No
         if math.isinf(held.mu):
             return held if not math.isinf(getattr(used, "mu", math.inf)) else None
         return None if left2 <= 1e-12 * held.mu * held.mu else Gaussian(math.sqrt(left2))
-    left = np.maximum(np.asarray(held.rdp) - event_rdp(used), 0.0)
+    left = np.maximum(event_rdp(held) - event_rdp(used), 0.0)  # held: a ValidationMechanism
     return None if not np.any(left > 1e-12) else ValidationMechanism("(reserved)", tuple(float(v) for v in left))

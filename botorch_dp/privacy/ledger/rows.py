@@ -47,6 +47,8 @@ class Row:
     event: PrivacyEvent
 
     def record(self) -> Record:
+        if self.release_id is None:
+            raise ValueError(f"Row {self.seq} is a reservation, not a record (it has no release_id).")
         return Record(self.release_id, self.side, self.run_id, self.key, self.event)
 
 

@@ -13,12 +13,17 @@ from typing import Any, TypeVar
 
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
 from botorch_dp.privacy.checks import check_delta
+from botorch_dp.privacy.ledger.accounts import LedgerAccounts
 from botorch_dp.privacy.ledger.events import (
     DPSGDRun,
     PureDP,
     Record,
+    TrainingEvent,
     TrainingMechanism,
+    ValidationEvent,
     ValidationMechanism,
+    training_event,
+    validation_parts,
 )
 from botorch_dp.privacy.ledger.filters import (
     accountant_for,
@@ -62,10 +67,8 @@ def _epsilon_of_pure(events: list[PureDP]) -> float:
     return math.fsum(e.epsilon for e in events)
 
 
-class LedgerViews:
-    r"""The read side of ``PrivacyLedger`` (a mixin: it reads the ledger's rows)."""
-
-    _rows: list[Any]
+class LedgerViews(LedgerAccounts):
+    r"""The read side of ``PrivacyLedger`` (it reads the rows ``LedgerAccounts`` keeps)."""
 
     # ---------------------------------------------------------------- records
     @synced
@@ -89,6 +92,16 @@ class LedgerViews:
         r"""The training records, in recording order."""
         return self.records("training")
 
+    def _validation_parts(self, run_id: str | None = None) -> list[tuple[str, str, ValidationEvent]]:
+        r"""``(run_id, key, event)`` of each validation record, in order (``validation_parts``)."""
+        return [validation_parts(r) for r in self.validation_records(run_id)]
+
+    def _validation_events(self, run_id: str | None = None) -> list[ValidationEvent]:
+        return [event for _, _, event in self._validation_parts(run_id)]
+
+    def _training_events(self) -> list[TrainingEvent]:
+        return [training_event(r.event) for r in self.training_records()]
+
     @synced
     def num_reservations(self) -> int:
         r"""How many reservations are held (open charges, or ones left by a process that died
@@ -107,34 +120,35 @@ class LedgerViews:
         recording; a key recorded more than once (a step replayed with fresh noise) shows the
         composition of its records, √Σμ². RDP entries are in ``validation_mechanisms``."""
         squares: dict[tuple[str, str], list[float]] = {}
-        for record in self.validation_records():
-            if not isinstance(record.event, ValidationMechanism):
-                squares.setdefault((record.run_id, record.key), []).append(record.event.mu)
+        for run_id, key, event in self._validation_parts():
+            if not isinstance(event, ValidationMechanism):
+                squares.setdefault((run_id, key), []).append(event.mu)
         return {key: compose_gdp(mus) for key, mus in squares.items()}
 
     @property
     def validation_mechanisms(self) -> dict[tuple[str, str], ValidationMechanism]:
         r"""The validation releases given by an RDP curve, {(run_id, key): ValidationMechanism}
         (a key recorded twice shows its last record; ``validation_records`` has every one)."""
-        return {(r.run_id, r.key): r.event for r in self.validation_records() if isinstance(r.event, ValidationMechanism)}
+        return {(run_id, key): event for run_id, key, event in self._validation_parts()
+                if isinstance(event, ValidationMechanism)}
 
     @property
     def validation_pure_epsilons(self) -> dict[tuple[str, str], float]:
         r"""The pure ε-DP validation releases, {(run_id, key): ε} (summed over repeated records)."""
         found: dict[tuple[str, str], list[PureDP]] = {}
-        for record in self.validation_records():
-            if isinstance(record.event, PureDP):
-                found.setdefault((record.run_id, record.key), []).append(record.event)
+        for run_id, key, event in self._validation_parts():
+            if isinstance(event, PureDP):
+                found.setdefault((run_id, key), []).append(event)
         return {key: _epsilon_of_pure(events) for key, events in found.items()}
 
     def validation_run_ids(self) -> list[str]:
         r"""The run ids with at least one validation release, in order of first recording."""
-        return list(dict.fromkeys(r.run_id for r in self.validation_records()))
+        return list(dict.fromkeys(run_id for run_id, _, _ in self._validation_parts()))
 
     def validation_release_curves(self) -> list[tuple[str, str, tuple[float, ...]]]:
         r"""``(run_id, key, curve)`` of every validation record, in order: its RDP curve on
         ``RDP_ORDERS`` (the terms ``validation_rdp_curve`` sums)."""
-        return [(r.run_id, r.key, tuple(float(v) for v in event_rdp(r.event))) for r in self.validation_records()]
+        return [(run_id, key, tuple(float(v) for v in event_rdp(event))) for run_id, key, event in self._validation_parts()]
 
     def validation_mu(self, run_id: str | None = None) -> float:
         r"""Total GDP parameter of the validation data, √Σ_j μ_j² over every record.
@@ -148,7 +162,7 @@ class LedgerViews:
             the releases asked about include an RDP entry: no μ covers it (use
             ``validation_epsilon`` or ``validation_rdp_curve``).
         """
-        events = [r.event for r in self.validation_records(run_id)]
+        events = self._validation_events(run_id)
         if not gdp_only(events):
             which = "the validation side" if run_id is None else f"run {run_id!r}"
             example = next(e for e in events if isinstance(e, ValidationMechanism))
@@ -160,12 +174,12 @@ class LedgerViews:
 
     def validation_rdp_curve(self, run_id: str | None = None) -> tuple[float, ...]:
         r"""The composed RDP curve of the validation releases on ``RDP_ORDERS`` (zeros with none)."""
-        return tuple(float(v) for v in validation_rdp_curve([r.event for r in self.validation_records(run_id)]))
+        return tuple(float(v) for v in validation_rdp_curve(self._validation_events(run_id)))
 
     def validation_epsilon(self, delta: float) -> float:
         r"""ε at ``delta`` of the validation data, all runs: the exact GDP conversion while the
         side is GDP only, the RDP conversion of ``validation_rdp_curve`` otherwise."""
-        events = [r.event for r in self.validation_records()]
+        events = self._validation_events()
         if gdp_only(events):
             return gdp_epsilon(compose_gdp(e.mu for e in events), delta)
         return rdp_grid_epsilon(validation_rdp_curve(events), check_delta(delta))[0]
@@ -202,22 +216,22 @@ class LedgerViews:
 
     def training_history(self) -> list[DPSGDRun]:
         r"""The DP-SGD runs as an Opacus accountant history ``(σ, q, steps)``, in recording order."""
-        return [r.event for r in self.training_records() if isinstance(r.event, DPSGDRun)]
+        return [event for event in self._training_events() if isinstance(event, DPSGDRun)]
 
     def training_rdp_curve(self) -> tuple[float, ...]:
         r"""The composed RDP curve of all training entries on ``TRAINING_RDP_ORDERS``."""
-        return tuple(float(v) for v in training_rdp_curve([r.event for r in self.training_records()]))
+        return tuple(float(v) for v in training_rdp_curve(self._training_events()))
 
     def training_accountant_in_use(self, accountant: str | None = None) -> tuple[str, str]:
         r"""Which accountant ``training_epsilon`` uses, and why (``accountant``: ``"rdp"``,
         ``"prv"`` or None for the ledger's, falling back to RDP for non-DP-SGD entries)."""
-        return accountant_for([r.event for r in self.training_records()], self.training_accountant, accountant)
+        return accountant_for(self._training_events(), self.training_accountant, accountant)
 
     def training_epsilon(self, delta: float, accountant: str | None = None) -> float:
         r"""ε at ``delta`` of all training entries composed (0.0 with none; see
         ``training_accountant_in_use``)."""
         delta = check_delta(delta)
-        entries = [r.event for r in self.training_records()]
+        entries = self._training_events()
         name, _ = accountant_for(entries, self.training_accountant, accountant)
         return training_epsilon_of(entries, delta, name, self.prv_eps_error)[0]
 
@@ -243,9 +257,9 @@ class LedgerViews:
         if training_delta is None:
             training_delta = self.training_delta if self.training_delta is not None else delta
         training_delta = check_delta(training_delta, "training_delta")
-        validation_records = self.validation_records()
-        events = [r.event for r in validation_records]
-        entries = [r.event for r in self.training_records()]
+        validation_records = self._validation_parts()
+        events = [event for _, _, event in validation_records]
+        entries = self._training_events()
         accountant, reason = accountant_for(entries, self.training_accountant, None)
         epsilon, order = training_epsilon_of(entries, training_delta, accountant, self.prv_eps_error)
         num_mechanisms = sum(isinstance(e, TrainingMechanism) for e in entries)
@@ -258,15 +272,15 @@ class LedgerViews:
             "mu_budget": self.validation_mu_budget,
             "remaining_mu": self.remaining_validation_mu(),
             "pure_releases": [
-                {"run_id": r.run_id, "key": r.key, "epsilon": r.event.epsilon, "mu": r.event.mu}
-                for r in validation_records if isinstance(r.event, PureDP)
+                {"run_id": run_id, "key": key, "epsilon": event.epsilon, "mu": event.mu}
+                for run_id, key, event in validation_records if isinstance(event, PureDP)
             ],
         }
         if not gdp_only(events):
             validation["rdp_order"] = rdp_grid_epsilon(validation_rdp_curve(events), delta)[1]
             validation["rdp_releases"] = [
-                {"run_id": r.run_id, "key": r.key, "description": r.event.description}
-                for r in validation_records if isinstance(r.event, ValidationMechanism)
+                {"run_id": run_id, "key": key, "description": event.description}
+                for run_id, key, event in validation_records if isinstance(event, ValidationMechanism)
             ]
         return {
             "validation": validation,

@@ -134,7 +134,7 @@ def _checked_blocks(A: Tensor, Y: Tensor | Sequence[Tensor]) -> tuple[Tensor, li
     return A.detach(), [b.detach() for b in blocks], n
 
 
-def _without_nonfinite_users(parts: list[Tensor], bad: Tensor, nonfinite: NonfiniteLosses) -> list[Tensor]:
+def _without_nonfinite_users(parts: Sequence[Tensor], bad: Tensor, nonfinite: NonfiniteLosses) -> Sequence[Tensor]:
     r"""The row blocks ``parts`` of some users' losses with the users flagged in ``bad`` (a
     non-finite loss) refused (``"refuse"``) or zeroed (``"zero_user"``: they contribute as
     ``A·0 = 0``)."""
@@ -173,7 +173,7 @@ def _clipped_sum(
     workspace = A.new_empty(2, A.shape[0] * min(chunk_size, n)) if direct else None
     for start in range(0, n, chunk_size):
         parts = [b[:, start : start + chunk_size] for b in blocks]  # this chunk's users in every batch
-        if direct:
+        if workspace is not None:  # direct
             part, clipped, scaled = _clipped_sum_direct(A, A_parts, parts, clip_bound, nonfinite, check_losses, workspace)
         else:
             (part, clipped), scaled = _clipped_sum_scaled(A, parts, clip_bound, nonfinite), parts[0].shape[-1]
@@ -343,7 +343,7 @@ def count_within_clip(
     A_parts = A.split([b.shape[0] for b in blocks], dim=-1)
     count = 0
     for start in range(0, n, chunk_size):
-        parts = [b[:, start : start + chunk_size] for b in blocks]
+        parts: Sequence[Tensor] = [b[:, start : start + chunk_size] for b in blocks]
         bad = torch.zeros(parts[0].shape[-1], dtype=torch.bool, device=A.device)
         for Y_t in parts:
             bad |= Y_t.isfinite().all(0).logical_not_()

@@ -16,11 +16,11 @@ import torch
 from torch import Tensor
 
 from botorch_dp.privacy.checks import check_positive
-from botorch_dp.privacy.ledger.events import PrivacyEvent
+from botorch_dp.privacy.ledger.events import ValidationEvent
 from botorch_dp.privacy.ledger.meter import Meter
 
 def _charged(
-    meter: Meter | None, part: str, event: PrivacyEvent, *, release_mu: float | None = None,
+    meter: Meter | None, part: str, event: ValidationEvent, *, release_mu: float | None = None,
     generator: torch.Generator | None = None, secure_rng: bool = False,
 ) -> None:
     r"""Record a release's cost through its step's meter; called immediately before the draw.

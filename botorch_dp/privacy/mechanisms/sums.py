@@ -195,6 +195,9 @@ def clamped_loss_sums(losses: Tensor | Sequence[Tensor], loss_clip: float, chunk
         for start in range(0, part.shape[-1], chunk_size):
             chunk = part[:, start : start + chunk_size].clamp(min=0.0, max=loss_clip).sum(-1)
             total = chunk if total is None else total + chunk
+    if total is None:
+        raise ValueError(f"losses must hold at least one user, got {len(parts)} blocks of shapes "
+                         f"{[tuple(p.shape) for p in parts]}; nothing was released.")
     return total
 
 

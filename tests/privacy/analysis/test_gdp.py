@@ -136,7 +136,7 @@ def test_composition_and_noise_calibration():
         (lambda: compose_gdp([1.0, -0.5]), "non-negative"),
         (lambda: gaussian_noise_std_for_mu(0.0, 1.0), "sensitivity"),
         (lambda: gaussian_noise_std_for_mu(1.0, 1.0, steps=0), "steps"),
-        (lambda: gaussian_noise_std_for_mu(1.0, 1.0, steps=2.5), "steps"),
+        (lambda: gaussian_noise_std_for_mu(1.0, 1.0, steps=2.5), "steps"),  # type: ignore[arg-type]  # on purpose
         (lambda: gdp_mu_from_noise(1.0, -1.0, 1), "noise_std"),
     ],
 )

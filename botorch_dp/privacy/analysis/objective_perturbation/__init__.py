@@ -46,6 +46,7 @@ from botorch_dp.privacy.analysis.objective_perturbation.profiles import (
     objpert_epsilon,
 )
 from botorch_dp.privacy.analysis.objective_perturbation.rdp_curves import (
+    AMPParameters,
     amp_rdp,
     amp_rdp_epsilon,
     objpert_rdp,
@@ -53,6 +54,7 @@ from botorch_dp.privacy.analysis.objective_perturbation.rdp_curves import (
 )
 
 __all__ = [
+    "AMPParameters",
     "amp_delta",
     "amp_epsilon",
     "amp_rdp",

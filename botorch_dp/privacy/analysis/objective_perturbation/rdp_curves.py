@@ -8,6 +8,7 @@ with ``analysis.rdp.rdp_curve_epsilon``, the one conversion of the package.
 from __future__ import annotations
 
 import math
+from typing import TypedDict, overload
 
 import numpy as np
 from scipy.special import erf, log_ndtr
@@ -21,9 +22,22 @@ from botorch_dp.privacy.analysis.objective_perturbation._params import (
 )
 from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS, rdp_curve_epsilon
 
-__all__ = ["amp_rdp", "amp_rdp_epsilon", "objpert_rdp", "objpert_rdp_epsilon"]
+__all__ = ["AMPParameters", "amp_rdp", "amp_rdp_epsilon", "objpert_rdp", "objpert_rdp_epsilon"]
 
 _SQRT_HALF = math.sqrt(0.5)
+
+
+class AMPParameters(TypedDict):
+    r"""The privacy parameters of one AMP run: the keyword arguments of ``amp_rdp``,
+    ``amp_epsilon``, ``amp_rdp_epsilon`` and ``ObjectivePerturbationMechanism``
+    (``training.objective_perturbation.AMPConfig.privacy_parameters``)."""
+
+    clip: float
+    beta: float
+    lam: float
+    sigma: float
+    tau: float
+    sigma_out: float
 
 
 def _log_two_phi(x: np.ndarray) -> np.ndarray:
@@ -33,6 +47,10 @@ def _log_two_phi(x: np.ndarray) -> np.ndarray:
     return np.where(small, np.log1p(erf(np.where(small, x, 0.0) * _SQRT_HALF)), _LOG2 + log_ndtr(x))
 
 
+@overload
+def objpert_rdp(alpha: float, *, clip: float, beta: float, lam: float, sigma: float) -> float: ...
+@overload
+def objpert_rdp(alpha: np.ndarray, *, clip: float, beta: float, lam: float, sigma: float) -> np.ndarray: ...
 def objpert_rdp(
     alpha: float | np.ndarray, *, clip: float, beta: float, lam: float, sigma: float
 ) -> float | np.ndarray:
@@ -59,6 +77,12 @@ def objpert_rdp(
     return _scalar_or_array(value, alpha)
 
 
+@overload
+def amp_rdp(alpha: float, *, clip: float, beta: float, lam: float, sigma: float, tau: float,
+            sigma_out: float) -> float: ...
+@overload
+def amp_rdp(alpha: np.ndarray, *, clip: float, beta: float, lam: float, sigma: float, tau: float,
+            sigma_out: float) -> np.ndarray: ...
 def amp_rdp(
     alpha: float | np.ndarray,
     *,
