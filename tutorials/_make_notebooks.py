@@ -575,6 +575,39 @@ print("training runs recorded so far:", len(ledger.training_runs), "(the pilot u
 opt_dp, result_dp = tune(objective_dp, noise_variance)
 print("theta_T:", {k: f"{v:.3g}" for k, v in space.to_natural(result_dp.release.theta).items()})
 print("training runs recorded:", len(ledger.training_runs))
+print(result_dp.guarantee_report())  # one statement: validation users, training records, both composed
+"""),
+    md(r"""
+## Which method? Ask the planner on a public proxy
+
+Local search does not win everywhere: with few users, a small ε or a flat loss, private random
+search (or DP-HyPO) can do better at the same (ε, δ). `plan_private_run` simulates the candidates on a
+**public proxy** — here the same DP-SGD training on the public synthetic data, with a fresh ledger,
+so it costs no privacy — with the private run's noise (the same ε, δ and number of validation users
+n; each method's own mechanism at the private noise scale), with paired seeds, and recommends the
+best with the evidence: mean proxy loss ± standard error, and the paired wins against the
+recommended method. The sensitive data is not an argument of the plan.
+"""),
+    code(r"""
+from botorch_dp.plan import plan_private_run
+
+proxy = objective_dp.with_data(public, ledger=PrivacyLedger(), noise_seed=1, run_prefix="plan")  # public rows only
+base = DPGIBOConfig(
+    bounds=space.bounds, kernel=make_kernel(space.dim), num_iterations=T, privacy_mu=MU, clip_bound=5.0,
+    step_size=0.2, step_rule="adagrad", search_radius=0.1, noise_variance=noise_variance, target_delta=DELTA,
+    raw_samples=RAW_SAMPLES, num_restarts=NUM_RESTARTS,
+)
+plan = plan_private_run(proxy, base, num_users=objective_dp.num_users, fit_kernel=False, clip_quantiles=(0.9,),
+                        step_sizes=(0.2,), num_repeats=1 if SMOKE else 3, progress=False)
+print(plan.methods)
+print("recommended method:", plan.recommended_method.name)
+print("training runs charged to the private ledger by the plan:", len(ledger.training_runs), "(unchanged)")
+"""),
+    md(r"""
+The rest of this tutorial keeps DP-GIBO to show the two guarantees. To follow the recommendation in
+one call, use `botorch_dp.tune(objective, space, epsilon=..., delta=..., proxy=..., num_users=n)`:
+its default `method="auto"` runs the recommended method (charging the full (ε, δ) to one ledger) and
+returns a `TuneResult` with `guarantee_report()` and `to_json()`.
 """),
     md(r"""
 ## NON-PRIVATE diagnostics: how good are the tuned models?
@@ -1083,7 +1116,12 @@ print(f"target (epsilon, delta) = ({EPSILON:g}, {DELTA:g}) -> mu = {base.privacy
    `bias_tolerances`) at the budget $\mu \cdot n/n_p$: every release's noise is $c/(n\mu)$ on the
    scale of the mean, so the proxy run with $n_p$ users draws exactly the noise the private run with
    $n$ users will draw;
-4. returns the setting with the smallest proxy loss at the returned iterate, and a report.
+4. returns the setting with the smallest proxy loss at the returned iterate, and a report;
+5. chooses the **method**: DP-GIBO with the planned settings, private random search and DP-HyPO
+   (where a budget split reaches the target and the simulation is affordable) run on the proxy with
+   the private run's noise, with fresh seeds shared by all methods, and the method with the lowest
+   mean proxy loss is recommended (`plan.methods`: mean ± standard error and paired wins). Local
+   search does not win everywhere: on flat landscapes or with few users random search can.
 
 The noise-to-signal column is the first step's expected noise norm $\sigma\sqrt d$ over the norm of
 the proxy's clipped mean gradient estimate at θ₀: well above 1, the first steps are mostly noise.
@@ -1096,19 +1134,24 @@ plan = plan_private_run(
 print(plan)
 planned = plan.config
 print(f"\nplanned: B = {planned.clip_bound:.4g}, eta = {planned.step_size:g}, T = {planned.num_iterations}")
+print(f"recommended method: {plan.recommended_method.name} ({plan.recommended_method.describe()})")
 """),
     md(r"""
 ## Run privately with the planned config
 
 The planned config was computed from public inputs only, so it is public, and the run below is
 exactly as private as one with a hand-picked config: (ε, δ) = (1, 1e-5) for the private users.
+`result.guarantee_report()` states in plain words what was protected. (With `botorch_dp.tune` and
+`proxy=`, the recommended method is run for you: `tune(..., method="auto")`.)
 """),
     code(r"""
 private_config = DPGIBOConfig(**{**vars(planned), "seed": 0})
 run = DPGIBO(private_config)
-release = run.run(private_objective, progress=False).release
+result = run.run(private_objective, progress=False)
+release = result.release
 g = release.guarantee
 print(f"guarantee: mu = {g.mu:.4f}, epsilon = {g.epsilon:.3f} at delta = {g.delta:g} (holds: {g.holds})")
+print(result.guarantee_report())  # the one statement of what was protected
 
 
 def test_loss(theta):
@@ -1143,7 +1186,7 @@ the good region lies.
     code(r"""
 oracle = plan_private_run(  # NOT private: for comparison only
     private_objective, base, num_users=len(y_private), clip_quantiles=(0.5, 0.9),
-    step_sizes=STEP_SIZES, num_iterations=T_CANDIDATES, num_repeats=1,
+    step_sizes=STEP_SIZES, num_iterations=T_CANDIDATES, num_repeats=1, choose_method=False,
 )
 o = oracle.config
 print(f"oracle (non-private) choice: B = {o.clip_bound:.4g}, eta = {o.step_size:g}, T = {o.num_iterations}")

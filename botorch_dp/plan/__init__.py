@@ -46,22 +46,70 @@ The steps:
 The privacy budget, θ₀, the box and the step rule are taken from the given config (public
 choices); the plan does not choose them.
 
+5. The METHOD (``choose_method=True``, default): DP-GIBO with the recommended config, private
+   random search and DP-HyPO (where affordable) are simulated on the proxy with the private
+   run's noise (the same ``ε``, ``δ`` and ``n``; each method's own mechanism at the private
+   noise scale), ``num_repeats`` times with paired seeds, and the one with the lowest mean
+   proxy loss is recommended (``PrivatePlan.methods``: mean ± standard error, paired wins).
+
 The package: ``kernel_fit`` (step 1, ``fit_kernel_on_proxy``), ``proxy`` (the proxy's checked
-losses and ``simulation_config``) and ``search`` (steps 2 to 4, ``plan_private_run``); every
-public name is re-exported here.
+losses and ``simulation_config``), ``search`` (steps 2 to 4, ``plan_private_run``), and the
+method choice (step 5): ``method_protocol`` (``CandidateMethod``: simulated on a proxy, run
+privately), one module per method (``method_dp_gibo``, ``method_random_search``,
+``method_dp_hypo``) and ``method_choice`` (``compare_methods``); every public name is
+re-exported here.
 """
 
-from botorch_dp.plan.kernel_fit import KERNEL_FIT_POINTS_PER_DIM, KernelFit, fit_kernel_on_proxy
+from botorch_dp.plan.kernel_fit import (
+    KERNEL_FIT_POINTS_PER_DIM,
+    KernelFit,
+    fit_kernel_on_proxy,
+)
+from botorch_dp.plan.method_choice import (
+    DEFAULT_METHODS,
+    MethodComparison,
+    MethodScore,
+    compare_methods,
+)
+from botorch_dp.plan.method_dp_gibo import DPGIBOMethod
+from botorch_dp.plan.method_dp_hypo import DPHyPOMethod
+from botorch_dp.plan.method_protocol import (
+    CandidateMethod,
+    MethodContext,
+    MethodRun,
+    MethodUnavailable,
+)
+from botorch_dp.plan.method_random_search import (
+    PrivateRandomSearchMethod,
+    proxy_loss_clip,
+)
 from botorch_dp.plan.proxy import simulation_config
-from botorch_dp.plan.search import DEFAULT_CLIP_QUANTILES, PlanTrial, PrivatePlan, plan_private_run
+from botorch_dp.plan.search import (
+    DEFAULT_CLIP_QUANTILES,
+    PlanTrial,
+    PrivatePlan,
+    plan_private_run,
+)
 
 __all__ = [
     "DEFAULT_CLIP_QUANTILES",
+    "DEFAULT_METHODS",
     "KERNEL_FIT_POINTS_PER_DIM",
+    "CandidateMethod",
+    "DPGIBOMethod",
+    "DPHyPOMethod",
     "KernelFit",
+    "MethodComparison",
+    "MethodContext",
+    "MethodRun",
+    "MethodScore",
+    "MethodUnavailable",
     "PlanTrial",
     "PrivatePlan",
+    "PrivateRandomSearchMethod",
+    "compare_methods",
     "fit_kernel_on_proxy",
     "plan_private_run",
+    "proxy_loss_clip",
     "simulation_config",
 ]

@@ -24,8 +24,21 @@ from botorch_dp.optim.config import MIN_USERS, DPGIBOConfig
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan.kernel_fit import KernelFit, _fit_region, fit_kernel_on_proxy
+from botorch_dp.plan.method_choice import (
+    DEFAULT_METHODS,
+    MethodComparison,
+    _check_methods,
+    compare_methods,
+)
+from botorch_dp.plan.method_dp_gibo import DPGIBOMethod
+from botorch_dp.plan.method_protocol import CandidateMethod
 from botorch_dp.plan.proxy import _proxy_losses, simulation_config
-from botorch_dp.privacy.checks import check_nonnegative_int, check_positive, check_positive_int, check_probability
+from botorch_dp.privacy.checks import (
+    check_nonnegative_int,
+    check_positive,
+    check_positive_int,
+    check_probability,
+)
 from botorch_dp.privacy.mechanisms import clip_rows
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.utils import child_seeds
@@ -52,6 +65,8 @@ class PlanTrial:
             proxy's clipped mean gradient estimate at ``θ₀`` (``inf`` if the latter is 0).
         bias_tolerance: The batch rule: the adaptive rule's tolerance on ``tr Σ_D(θ)``, or
             ``None`` for fixed batches (``batch_size``, default ``d + 1``).
+        num_evaluations: The mean number of objective evaluations of its simulated runs
+            (public: batch sizes depend on the kernel and the points only).
     """
 
     clip_quantile: float
@@ -62,6 +77,7 @@ class PlanTrial:
     noise_std: float
     noise_to_signal: float
     bias_tolerance: float | None = None
+    num_evaluations: float = math.nan
 
     @property
     def mean_proxy_loss(self) -> float:
@@ -89,6 +105,10 @@ class PrivatePlan:
         given: The settings passed in (their kernel, ``B``, ``η``, ``T`` and batch rule, no
             planning) simulated the same way, so the plan's gain is visible (``None`` for a
             plan made without it). Its ``clip_quantile`` is the share of proxy norms ``≤ B``.
+        methods: The choice of method (``plan.method_choice.MethodComparison``): DP-GIBO with
+            ``config``, private random search and DP-HyPO simulated on the proxy with paired
+            seeds, and the recommendation with its evidence; ``None`` with
+            ``choose_method=False`` (DP-GIBO is then the method).
     """
 
     config: DPGIBOConfig
@@ -100,6 +120,13 @@ class PrivatePlan:
     num_proxy_users: int
     kernel_fit: KernelFit | None = None
     given: PlanTrial | None = None
+    methods: MethodComparison | None = None
+
+    @property
+    def recommended_method(self) -> CandidateMethod:
+        r"""The method to run privately, resolved (its ``run_private`` runs it as simulated):
+        the comparison's recommendation, or DP-GIBO with ``config`` without a comparison."""
+        return DPGIBOMethod(self.config) if self.methods is None else self.methods.recommended
 
     def table(self) -> str:
         r"""The trials as a fixed-width text table, the recommended one marked ``*`` and the
@@ -122,9 +149,11 @@ class PrivatePlan:
             best = self.trials[self.best]
             given = (f"\nrecommended (*): proxy loss {best.mean_proxy_loss:.5g} +- {_spread(best)}; the settings passed "
                      f"(g): {self.given.mean_proxy_loss:.5g} +- {_spread(self.given)}")
+        methods = "" if self.methods is None else f"\n{self.methods}"
         return (
             f"DP-GIBO plan on a public proxy of {self.num_proxy_users} users for a private run on "
             f"{self.num_users} users at {budget}; noise simulated at the private budget.\n{kernel}\n{self.table()}{given}"
+            f"{methods}"
         )
 
 
@@ -179,6 +208,8 @@ def plan_private_run(
     num_repeats: int = 3,
     seed: int = 0,
     progress: bool = True,
+    choose_method: bool = True,
+    methods: Sequence[CandidateMethod] | None = None,
 ) -> PrivatePlan:
     r"""Fit the kernel, then choose ``B``, ``η``, ``T`` and the batch rule of a private DP-GIBO
     run, all on a PUBLIC proxy objective.
@@ -215,6 +246,18 @@ def plan_private_run(
         seed: Seed of the fit points and of the simulated runs' noise and search (public
             randomness on public data).
         progress: Show a tqdm bar over the simulated runs (public values only).
+        choose_method: Also choose the METHOD (``plan.method_choice.compare_methods``): DP-GIBO
+            with the planned settings, private random search and DP-HyPO (where affordable)
+            are simulated on the proxy with the private run's noise (same ``ε``, ``δ``, ``n``,
+            each method's own mechanism at the private noise scale), ``num_repeats`` times
+            with paired seeds (fresh ones, not those the settings were chosen on), and the
+            best is recommended (``PrivatePlan.methods``, ``recommended_method``). Skipped
+            for a config without a finite privacy budget.
+        methods: The candidates (``plan.method_protocol.CandidateMethod``; default
+            ``plan.method_choice.DEFAULT_METHODS``).
+
+    Everything the plan does reads only the PUBLIC proxy and public settings: it costs no
+    privacy, and the sensitive objective is not an argument (nor called).
 
     Returns:
         The ``PrivatePlan``: recommended config and report.
@@ -238,6 +281,10 @@ def plan_private_run(
     tolerances = _checked_tolerances((config.bias_tolerance,) if bias_tolerances is None else bias_tolerances)
     if not isinstance(fit_kernel, bool):
         raise ValueError(f"fit_kernel must be True or False, got {fit_kernel!r}.")
+    if not isinstance(choose_method, bool):
+        raise ValueError(f"choose_method must be True or False, got {choose_method!r}.")
+    if methods is not None:
+        methods = _check_methods(methods)
     if kernel_fit_points is not None and check_positive_int(kernel_fit_points, "kernel_fit_points") < 2:
         raise ValueError(f"kernel_fit_points must be at least 2, got {kernel_fit_points}.")
     if kernel_fit_radius is not None:
@@ -281,16 +328,17 @@ def plan_private_run(
         def simulate(rule_config: DPGIBOConfig, estimates: Tensor, bound: float, gamma: float, eta: float, T: int,
                      tol: float | None) -> PlanTrial:
             signal = float(clip_rows(estimates, bound)[0].mean(0).norm())
-            scores, noise_std = [], math.nan
+            scores, noise_std, evaluations = [], math.nan, []
             for r, s in enumerate(seeds):
                 sim = simulation_config(rule_config, n, n_p[0], step_size=eta, num_iterations=T, seed=s, **{key: bound})
                 release = DPGIBO(sim).run(proxy_objective, progress=False).release
+                evaluations.append(release.evaluation_points.shape[0])
                 scores.append(float(torch.as_tensor(proxy_objective(release.theta.unsqueeze(0))).to(torch.float64).mean()))
                 if r == 0:
                     noise_std = release.noise_stds[0] if release.noise_stds else math.nan
                 bar.update(1)
             ratio = noise_std * math.sqrt(estimates.shape[1]) / signal if signal > 0 else math.inf
-            return PlanTrial(gamma, bound, eta, T, tuple(scores), noise_std, ratio, tol)
+            return PlanTrial(gamma, bound, eta, T, tuple(scores), noise_std, ratio, tol, sum(evaluations) / len(evaluations))
 
         trials, norm_quantiles, gradient_points = [], {}, {}
         try:
@@ -327,8 +375,15 @@ def plan_private_run(
     recommended = dataclasses.replace(
         _with_batch_rule(config, t.bias_tolerance), step_size=t.step_size, num_iterations=t.num_iterations, **chosen
     )
+    comparison = None
+    if choose_method and math.isfinite(recommended.privacy_mu):  # fresh seeds, paired across the methods
+        comparison = compare_methods(
+            proxy_objective, recommended, DEFAULT_METHODS if methods is None else methods, num_users=n,
+            num_proxy_users=n_p_value, evaluations=t.num_evaluations,
+            seeds=child_seeds([check_nonnegative_int(seed, "seed"), 1], num_repeats), progress=progress,
+        )
     return PrivatePlan(
         config=recommended, trials=trials, best=best, norm_quantiles=norm_quantiles[t.bias_tolerance],
         gradient_points=gradient_points[t.bias_tolerance], num_users=n, num_proxy_users=n_p_value, kernel_fit=kernel_fit,
-        given=given,
+        given=given, methods=comparison,
     )

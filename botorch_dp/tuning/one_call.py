@@ -18,6 +18,9 @@ the ``q x n`` per-user losses.
 With ``proxy=`` (an objective of the same signature on PUBLIC users) and ``num_users=n``,
 each configuration's run is first planned on the proxy (``plan_private_run``: the kernel, ``B``,
 ``η``, ``T`` and batch rule chosen with the private run's noise simulated), at no privacy cost.
+Without categorical hyperparameters the plan also chooses the METHOD (DP-GIBO, private random
+search or DP-HyPO, simulated on the proxy) and ``tune`` runs the recommended one
+(``tuning.method_runs``) unless ``method=`` forces one.
 
 The choice's scores are audited on this path (``audit.one_call``, row ``tune_choice_score``).
 Not built yet (issue 30): checkpoints, a ``TorchModelTuningObjective`` as the objective, and
@@ -45,6 +48,7 @@ from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.privacy.statement import guarantee_statement
+from botorch_dp.tuning.method_runs import check_method, run_method
 from botorch_dp.tuning.sampled import sample_configurations
 from botorch_dp.tuning.search_space import SearchSpace
 from botorch_dp.tuning.tune_result import (
@@ -78,6 +82,7 @@ def tune(
     num_users: int | None = None,
     plan_options: dict[str, Any] | None = None,
     strategy: str = "enumerate",
+    method: str = "auto",
     mean_trials: float = 4.0,
     selection_share: float = 0.1,
     loss_clip: float = 3.0,
@@ -105,6 +110,12 @@ def tune(
             Gaussian-DP curve; cheaper for spaces with many configurations). ``"enumerate"`` is
             the default because it returned better points on the synthetic task of
             ``scripts/compare_tune_strategies.py`` at K = 4 and 16 (``reports/tune_strategies.md``).
+        method: ``"auto"`` (default): with ``proxy`` and no categorical hyperparameters, the
+            method the plan recommends (``PrivatePlan.methods``), else DP-GIBO;
+            ``"dp_gibo"``, ``"private_random_search"`` or ``"dp_hypo"`` force one (the last two
+            only without categorical hyperparameters; without a proxy they take ``E[K]`` = DP-GIBO's
+            ``T`` times its batch size and ``C = loss_clip``). Every method charges ``ledger``
+            with the full ``(ε, δ)`` (``tuning.method_runs``).
         mean_trials: ``E[K]`` of ``"sample"`` (a truncated negative binomial with ``η = 1``).
         selection_share: ``f``, the share of ``μ²`` (of each trial's ``μ₀²`` with ``"sample"``)
             for the scores (used only with more than one configuration).
@@ -135,21 +146,27 @@ def tune(
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
     configurations = space.configurations()
     K = len(configurations)
+    method = check_method(method, proxy, K)
     mu_run = mu if K == 1 else mu * math.sqrt((1.0 - share) / K)
     mu_score = mu * math.sqrt(share / K)
     sampled = strategy == "sample" and K > 1
+    seeds: Sequence[int | None] = [None] * (K + 1) if seed is None else child_seeds([int(seed)], K + 1)
+    base = {**TUNE_DEFAULTS, "kernel": space.recommended_kernel(), **settings}
+    if method != "dp_gibo":  # one configuration: the plan's recommended method, or a forced one
+        return run_method(method, objective, space, DPGIBOConfig(bounds=space.bounds, privacy_mu=mu, target_delta=delta,
+                                                                 **base),
+                          proxy=proxy, num_users=num_users, plan_options=plan_options, ledger=ledger,
+                          loss_clip=loss_clip, seed=seeds[0], progress=progress, executor=executor)
     # a new ledger holds the procedure to its μ; the sampled selection is calibrated to (ε, δ) itself (an RDP
     # curve that no Gaussian μ budget contains at every order)
     ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=None if sampled else mu)
-    seeds: Sequence[int | None] = [None] * (K + 1) if seed is None else child_seeds([int(seed)], K + 1)
-    base = {**TUNE_DEFAULTS, "kernel": space.recommended_kernel(), **settings}
 
     def run_one(choice: dict[str, Any], run_mu: float, run_seed: int | None, run_ledger: PrivacyLedger) -> ConfigurationRun:
         config = DPGIBOConfig(bounds=space.bounds, privacy_mu=run_mu, target_delta=delta, seed=run_seed, **base)
         plan = None
         if proxy is not None:  # public: the proxy's users only; the private run's noise simulated
             plan = plan_private_run(configs_objective(proxy, space, choice), config, num_users=num_users,
-                                    progress=progress, **(plan_options or {}))
+                                    progress=progress, **{"choose_method": False, **(plan_options or {})})
             config = dataclasses.replace(plan.config, seed=run_seed)
         optimizer = DPGIBO(config, ledger=run_ledger)
         result = optimizer.run(configs_objective(objective, space, choice), progress=progress, executor=executor)

@@ -40,7 +40,12 @@ class TuneGuarantee:
 
 @dataclass
 class ConfigurationRun:
-    r"""One configuration's DP-GIBO run and, with several, its released noisy score."""
+    r"""One configuration's DP-GIBO run and, with several, its released noisy score.
+
+    When ``tune`` ran another method (``TuneResult.method``, ``tuning.method_runs``), ``result``
+    is its ``plan.MethodRun`` (``result.release.theta`` is the released point, ``noisy_score``
+    the winner's released score) and ``config`` DP-GIBO's planned settings, kept for reference.
+    """
 
     configuration: dict[str, Any]
     result: DPGIBOResult
@@ -63,6 +68,10 @@ class TuneResult:
         statement: What the ledger protected (all its runs; ``privacy.statement``).
         score_mu: ``μ_score``, the GDP parameter of each configuration's noisy score (``None``
             with one configuration: no choice is made).
+        method: The method that ran (``"dp_gibo"``, ``"private_random_search"``, ``"dp_hypo"``;
+            ``tuning.method_runs``).
+        procedure: That method's mechanism and guarantee in words (``None``: DP-GIBO per
+            configuration, described by ``guarantee``).
     """
 
     hyperparameters: dict[str, Any]
@@ -72,11 +81,14 @@ class TuneResult:
     statement: GuaranteeStatement
     ledger: PrivacyLedger = field(repr=False)
     score_mu: float | None = None
+    method: str = "dp_gibo"
+    procedure: str | None = None
 
     def guarantee_report(self) -> str:
         r"""What was protected, in plain words (``GuaranteeStatement``), after this procedure's own line."""
         g = self.guarantee
-        how = (f"over {len(self.runs)} configuration(s) (mu = {g.mu:.4g} Gaussian DP)" if math.isfinite(g.mu) else
+        how = (f"by {self.procedure}" if self.procedure is not None else
+               f"over {len(self.runs)} configuration(s) (mu = {g.mu:.4g} Gaussian DP)" if math.isfinite(g.mu) else
                "by Papernot–Steinke selection over a hidden number of sampled runs (RDP)")
         return (f"tune: (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})-DP for the validation users {how}\n"
                 f"{self.statement}")
@@ -90,6 +102,7 @@ class TuneResult:
             "configurations": [{"configuration": r.configuration, "noisy_score": r.noisy_score,
                                 "theta": r.result.release.theta.tolist()} for r in self.runs],
             "chosen": self.chosen,
+            "method": self.method,
             "statement": self.statement.to_dict(),
         }
         text = json.dumps(out, indent=1, allow_nan=False)

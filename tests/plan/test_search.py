@@ -32,7 +32,8 @@ def planned():
         calls.append(X.shape[0])
         return proxy(X)
 
-    plan = plan_private_run(counted, _config(), num_users=N_PRIVATE, clip_quantiles=(0.5, 0.9), step_sizes=(0.5,), num_repeats=1)
+    plan = plan_private_run(counted, _config(), num_users=N_PRIVATE, clip_quantiles=(0.5, 0.9), step_sizes=(0.5,), num_repeats=1,
+                            choose_method=False)  # the method choice is tests/plan/test_method_choice.py's
     return plan, proxy, calls
 
 
@@ -64,6 +65,9 @@ def test_recommendation_is_the_best_trial_and_the_noise_is_the_private_one(plann
     for t in plan.trials:  # σ = 2B√T/(nμ) at the PRIVATE n and μ
         assert t.noise_std == pytest.approx(2 * t.clip_bound * math.sqrt(t.num_iterations) / (N_PRIVATE * mu), rel=1e-12)
     assert "*" in plan.table() and f"{N_PROXY} users" in str(plan)
+    # without the method choice DP-GIBO with the planned config is the method, and nothing is compared
+    assert plan.methods is None and plan.recommended_method.config is plan.config
+    assert plan.recommended_method.name == "dp_gibo" and "method choice" not in str(plan)
     # the proxy answers: the 10 d kernel-fit points, one probe batch, then per run T batches
     # and the returned iterate; then the settings passed in: a probe batch and one run
     assert calls[0] == 10 * D and len(calls) == 2 + len(plan.trials) * (2 + 1) + 1 + (2 + 1)
@@ -83,7 +87,8 @@ def test_adaptive_clip_plans_the_starting_bound():
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyWarning)  # the plan's simulated seeds stay silent
         plan = plan_private_run(
-            proxy, _config(clip_bound="adaptive"), num_users=N_PRIVATE, clip_quantiles=(0.5,), step_sizes=(0.5,), num_repeats=1
+            proxy, _config(clip_bound="adaptive"), num_users=N_PRIVATE, clip_quantiles=(0.5,), step_sizes=(0.5,), num_repeats=1,
+            choose_method=False,
         )
     assert plan.config.clip_bound == "adaptive" and plan.config.clip_init == plan.norm_quantiles[0.5]
 
@@ -96,7 +101,7 @@ def test_a_clearly_better_batch_rule_is_chosen():
     user_kernel = copy.deepcopy(config.kernel.state_dict())
     plan = plan_private_run(
         proxy, config, num_users=N_PRIVATE, clip_quantiles=(0.9,), step_sizes=(0.5,), num_repeats=1,
-        bias_tolerances=(None, 1e-3), fit_kernel=False,
+        bias_tolerances=(None, 1e-3), fit_kernel=False, choose_method=False,
     )
     fixed, adaptive = plan.trials
     assert (fixed.bias_tolerance, adaptive.bias_tolerance) == (None, 1e-3)
@@ -123,6 +128,9 @@ def test_a_clearly_better_batch_rule_is_chosen():
         (dict(bias_tolerances=(math.nan,)), "bias_tolerances"),
         (dict(bias_tolerances=(100.0,)), "bias_tolerances"),  # above the prior gradient trace
         (dict(fit_kernel="yes"), "fit_kernel"),
+        (dict(choose_method=1), "choose_method"),
+        (dict(methods=()), "methods"),
+        (dict(methods=("dp_gibo",)), "methods"),
         (dict(kernel_fit_points=1), "kernel_fit_points"),
         (dict(kernel_fit_points=2.5), "kernel_fit_points"),
         (dict(kernel_fit_radius=-1.0), "kernel_fit_radius"),
@@ -148,7 +156,7 @@ def test_a_plan_whose_best_setting_is_mostly_noise_warns_with_its_ratio():
     from botorch_dp.optim.public_checks import SettingsWarning
 
     _, proxy = normal_location(n=N_PROXY, d=D, seed=1)
-    kw = dict(num_users=N_PRIVATE, clip_quantiles=(0.5, 0.9), step_sizes=(0.5,), num_repeats=1)
+    kw = dict(num_users=N_PRIVATE, clip_quantiles=(0.5, 0.9), step_sizes=(0.5,), num_repeats=1, choose_method=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         plan = plan_private_run(proxy, _config(epsilon=0.05), **kw)  # μ ≈ 0.012 for 120 users
@@ -169,7 +177,7 @@ def test_the_settings_passed_in_are_simulated_as_they_are_and_shown_next_to_the_
     _, proxy = normal_location(n=N_PROXY, d=D, seed=1)
     config = _config(clip_bound=0.7, step_size=0.25)
     plan = plan_private_run(proxy, config, num_users=N_PRIVATE, clip_quantiles=(0.5, 0.9), step_sizes=(0.5,),
-                            num_repeats=2, progress=True)
+                            num_repeats=2, progress=True, choose_method=False)
     given = plan.given
     assert (given.clip_bound, given.step_size, given.num_iterations) == (0.7, 0.25, config.num_iterations)
     # brute force: the same simulated runs by hand (the config's own kernel, not the fitted one)
@@ -186,5 +194,5 @@ def test_the_settings_passed_in_are_simulated_as_they_are_and_shown_next_to_the_
     assert f"{given.mean_proxy_loss:.5g} +- {se:.2g}" in str(plan)
     assert "planning on the proxy" in capsys.readouterr().err  # the progress bar
     one = plan_private_run(proxy, config, num_users=N_PRIVATE, clip_quantiles=(0.5,), step_sizes=(0.5,),
-                           num_repeats=1, progress=False)
+                           num_repeats=1, progress=False, choose_method=False)
     assert " n/a " in one.table()  # one repeat has no spread to show

@@ -1,0 +1,123 @@
+r"""``tune(method=...)``: run the method the planner recommends (or the one forced) and release it
+in ``TuneResult`` form.
+
+With ``proxy=`` and ``method="auto"`` (``tune``'s default) the space is planned on the PUBLIC
+proxy (``plan_private_run``, which also compares DP-GIBO with its planned settings, private
+random search and DP-HyPO, ``plan.method_choice``) and the recommended method runs privately;
+``method="dp_gibo" | "private_random_search" | "dp_hypo"`` forces one (with a proxy, from the
+same plan; without one, the selection methods take ``E[K]`` from DP-GIBO's settings, ``T`` times
+the batch size, and ``C`` from ``tune``'s ``loss_clip``). The method's ``run_private`` charges
+``tune``'s ledger through the charge protocol with the full ``(ε, δ)`` before anything is
+released. This path serves spaces without categorical hyperparameters (one configuration);
+with them ``tune`` runs DP-GIBO per configuration.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from botorch_dp.optim import DPGIBOConfig, DPGIBOResult
+from botorch_dp.optim.public_checks import SettingsWarning
+from botorch_dp.plan import plan_private_run
+from botorch_dp.plan.method_dp_gibo import DPGIBOMethod
+from botorch_dp.plan.method_dp_hypo import DPHyPOMethod
+from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext
+from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
+from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.statement import guarantee_statement
+from botorch_dp.tuning.search_space import SearchSpace
+from botorch_dp.tuning.tune_result import (
+    ConfigurationRun,
+    TuneGuarantee,
+    TuneResult,
+    configs_objective,
+)
+
+__all__ = ["METHODS", "check_method", "run_method"]
+
+METHODS = ("auto", "dp_gibo", "private_random_search", "dp_hypo")
+"""``tune``'s ``method`` values."""
+# the unresolved candidate of each forced method without a proxy (``C`` given)
+_WITHOUT_PROXY: dict[str, Callable[[float], CandidateMethod]] = {
+    "dp_gibo": lambda clip: DPGIBOMethod(),
+    "private_random_search": lambda clip: PrivateRandomSearchMethod(loss_clip=clip),
+    "dp_hypo": lambda clip: DPHyPOMethod(loss_clip=clip),
+}
+
+
+def check_method(method: str, proxy: Any, num_configurations: int) -> str:
+    r"""``method`` checked; ``"auto"`` becomes ``"dp_gibo"`` without a proxy or with categorical
+    configurations (``tune``'s per-configuration DP-GIBO path), where a forced other method is refused."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
+    if num_configurations > 1 and method not in ("auto", "dp_gibo"):
+        raise ValueError(f"method={method!r}: a space with categorical hyperparameters ({num_configurations} "
+                         "configurations) is tuned with DP-GIBO per configuration; use method='dp_gibo' or 'auto'.")
+    return "dp_gibo" if method == "auto" and (proxy is None or num_configurations > 1) else method
+
+
+def run_method(
+    method: str,
+    objective: Callable[[list[dict[str, Any]]], Any],
+    space: SearchSpace,
+    config: DPGIBOConfig,
+    *,
+    proxy: Callable[[list[dict[str, Any]]], Any] | None,
+    num_users: int | None,
+    plan_options: dict[str, Any] | None,
+    ledger: PrivacyLedger | None,
+    loss_clip: float,
+    seed: int | None,
+    progress: bool,
+    executor: Any,
+) -> TuneResult:
+    r"""Plan (with a proxy), resolve ``method`` (``"auto"``: the plan's recommendation) and run it
+    privately on ``objective``; see the module.
+
+    Args:
+        config: DP-GIBO's settings at the full budget (``privacy_mu``, ``target_delta``); the
+            selection methods run at ``(gdp_epsilon(μ, δ), δ)``.
+        ledger: The ledger to charge; default a new one whose μ budget is the method's μ (DP-GIBO)
+            or none (private selection: an RDP curve calibrated to ``(ε, δ)`` itself).
+    """
+    delta = float(config.target_delta)
+    plan = None
+    space_objective = configs_objective(objective, space, {})
+    if proxy is not None:  # public: the proxy's users only, the private run's noise simulated
+        plan = plan_private_run(configs_objective(proxy, space, {}), config, num_users=num_users, progress=progress,
+                                **(plan_options or {}))
+        if plan.methods is None:
+            candidate = plan.recommended_method if method in ("auto", "dp_gibo") else None
+            if candidate is None:
+                raise ValueError(f"method={method!r}: plan_options turned the method choice off (choose_method=False).")
+        else:
+            candidate = plan.methods.recommended if method == "auto" else plan.methods.get(method)
+    else:
+        d = space.dim
+        batch = config.batch_size or config.max_batch_size or d + 1
+        context = MethodContext(bounds=space.bounds, num_users=0, num_proxy_users=None,
+                                epsilon=gdp_epsilon(config.privacy_mu, delta), delta=delta, config=config,
+                                evaluations=float(config.num_iterations * batch))
+        candidate = _WITHOUT_PROXY[method](loss_clip).resolved(None, context)
+    ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=candidate.gdp_mu)
+    run = candidate.run_private(space_objective, ledger=ledger, seed=seed, progress=progress, executor=executor)
+    if plan is not None and run.num_users != num_users:
+        warnings.warn(f"The run was planned for num_users = {num_users}, but objective has {run.num_users} users: the "
+                      "plan simulated other noise than the run drew.", SettingsWarning, stacklevel=3)
+    if candidate.gdp_mu is not None:
+        spent = ledger.validation_mu(run.run_id)
+        guarantee = TuneGuarantee(spent, gdp_epsilon(spent, delta), delta)
+    else:
+        guarantee = TuneGuarantee(math.nan, run.epsilon, delta)
+    result = run.result if isinstance(run.result, DPGIBOResult) else run  # ``.release.theta`` either way
+    planned = plan.config if plan is not None else config
+    configuration = ConfigurationRun({}, result, run.run_id, run.num_users, planned, plan, run.released_score)
+    return TuneResult(
+        hyperparameters=dict(space.to_natural(run.theta)), guarantee=guarantee, runs=[configuration], chosen=0,
+        statement=guarantee_statement(ledger, delta), ledger=ledger, score_mu=None, method=run.method,
+        procedure=run.description,
+    )
