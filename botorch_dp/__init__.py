@@ -44,7 +44,7 @@ _LAZY_NAMES = {
 
 #: The subpackages and modules, imported on first attribute access (``botorch_dp.optim``).
 _SUBMODULES = (
-    "acquisition", "audit", "baselines", "benchmarks", "demo", "distributed", "evaluation", "gradient_gp",
+    "acquisition", "audit", "baselines", "demo", "distributed", "evaluation", "gradient_gp",
     "integrations", "kernel_derivatives", "optim", "plan", "plot", "privacy", "problems", "training", "tuning", "utils",
 )
 

@@ -28,16 +28,21 @@ import concurrent.futures as cf
 import dataclasses
 import json
 import statistics
+import sys
 import time
 import warnings
 from pathlib import Path
 
 import torch
 
-from botorch_dp.benchmarks import dimension
-from botorch_dp.benchmarks.runs import format_mean_se, mean_se
 from botorch_dp.evaluation import init_one_thread_worker, process_pool
 from botorch_dp.privacy.seeding import PrivacyWarning
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the harness is the repo's top-level benchmarks/, not installed
+
+from benchmarks import dimension  # noqa: E402
+from benchmarks.runs import format_mean_se, mean_se  # noqa: E402
 
 
 def parse_cap(text: str) -> int | None:

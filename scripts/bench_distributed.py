@@ -14,8 +14,10 @@ Each run first evaluates ``|D| − iterations·b`` points in batches of ``b = d 
 partitioned DP-GIBO iteration does with the users: evaluate ``b`` new points on every
 user, send ``A`` (``d x |D|``, public, random here), form the partitions' clipped sums and
 release them with noise (``release_partial_sums``). Batch selection (public, the same in
-every setup) is not timed. Reported per setup: the median time per step, the speed-up over
-one worker, the peak resident memory of each process holding users (``ru_maxrss``,
+every setup) is not timed. Reported per setup: the median time per step, the speed-up of
+each Dask setup over two baselines (Dask with one worker: what adding workers buys; the
+in-process run: what a cluster buys over not using one, its scheduling and transfer costs
+included), the peak resident memory of each process holding users (``ru_maxrss``,
 including the ~0.3 GiB of Python and torch) next to the bytes of its partition's
 ``|D| x n_P`` losses, and the growth of the driver's resident memory.
 
@@ -24,7 +26,9 @@ including the ~0.3 GiB of Python and torch) next to the bytes of its partition's
     python scripts/bench_distributed.py --users 1e7 --no-in-process   # Dask only: 7.5 GiB per worker
 
 Run it on an otherwise idle machine; pin it to two cores with ``taskset -c 0,1`` to
-compare with the "2 cores" goal.
+compare with the "2 cores" goal. Writes ``reports/bench_distributed.json`` and
+``reports/bench_distributed.md`` (``--out`` elsewhere) with the command, the machine, torch's
+thread count and the date (``benchmarks.provenance``).
 """
 
 from __future__ import annotations
@@ -42,9 +46,24 @@ import torch
 
 from botorch_dp.distributed import InProcessPartitions
 from botorch_dp.distributed.synthetic import SyntheticUsers
-from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, default_chunk_size, release_partial_sums
+from botorch_dp.privacy.mechanisms import (
+    GaussianGradientMechanism,
+    default_chunk_size,
+    release_partial_sums,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # benchmarks/ (the report header) is the repo's top-level package, not installed
+
+from benchmarks.provenance import finished, header_lines, provenance, write_report  # noqa: E402
 
 GIB = 2.0**30
+COMPARED_AGAINST = (
+    "each Dask setup's median time per step against two baselines measured in the same run: Dask with one "
+    "worker (speed-up vs 1 worker: what more workers buy) and the in-process run, one spawned process with one "
+    "torch thread holding every user (speed-up vs in-process: what the cluster buys over no cluster, its "
+    "scheduling and transfers included)"
+)
 
 
 def _peak_rss_bytes() -> int:
@@ -112,6 +131,7 @@ def _dask(num_users: int, workers: int, dim: int, points: int, iterations: int, 
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=float, nargs="+", default=[1e6, 1e7], help="numbers of users n")
     parser.add_argument("--points", type=int, default=200, help="|D| at the last timed step")
@@ -122,7 +142,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--quick", action="store_true", help="n = 2e4, |D| = 24, d = 3, 2 steps")
     parser.add_argument("--no-in-process", action="store_true",
                         help="skip the in-process setup (it holds all n·|D| losses in one process)")
+    parser.add_argument("--out", type=Path, default=ROOT / "reports", help="directory of bench_distributed.json/.md")
+    parser.add_argument("--note", default=None, help="a sentence for the report (why this size, say)")
     args = parser.parse_args(argv)
+    stamp = provenance("scripts/bench_distributed.py", argv, args.note)
     if args.quick:
         args.users, args.points, args.dim, args.iterations = [2e4], 24, 3, 2
     here = str(Path(__file__).resolve().parent)
@@ -137,24 +160,50 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for w in args.workers:
             rows.append({"n": n, "setup": "dask", "workers": w,
                          **_dask(n, w, args.dim, args.points, args.iterations, args.seed)})
-    print(f"bench_distributed: |D| = {rows[0]['points']}, d = {args.dim}, b = d + 1, {args.iterations} timed steps; "
-          f"torch {torch.__version__}; command: {' '.join(sys.argv)}")
-    print("| n | setup | workers | s / step (median) | speed-up vs 1 worker | fill s | peak RSS per worker (GiB) "
-          "| its losses (GiB) | driver growth (GiB) |")
-    print("|---:|---|---:|---:|---:|---:|---|---|---:|")
     for row in rows:
-        median = statistics.median(row["step_s"])
-        row["median_step_s"] = median
-        one = next((r for r in rows if r["n"] == row["n"] and r["setup"] == "dask" and r["workers"] == 1), None)
-        speedup = (statistics.median(one["step_s"]) / median) if (row["setup"] == "dask" and one) else None
-        row["speedup"] = speedup
+        row["median_step_s"] = statistics.median(row["step_s"])
+    for row in rows:
+        base = {setup: next((r["median_step_s"] for r in rows if r["n"] == row["n"] and r["setup"] == setup
+                             and r["workers"] == 1), None) for setup in ("dask", "in-process")}
+        dask = row["setup"] == "dask"
+        row["speedup"] = base["dask"] / row["median_step_s"] if dask and base["dask"] else None  # vs 1 worker
+        row["speedup_vs_in_process"] = (base["in-process"] / row["median_step_s"]
+                                        if dask and base["in-process"] else None)
+    report = {**finished(stamp), "settings": {k: v for k, v in vars(args).items() if k not in ("out", "note")},
+              "compared_against": COMPARED_AGAINST, "rows": rows}
+    text = render(report)
+    print(text)
+    write_report(args.out, "bench_distributed", report, text)
+    return rows
+
+
+def render(report: dict) -> str:
+    r"""The markdown report: the provenance header, what is compared, one row per (n, setup)."""
+    s, rows = report["settings"], report["rows"]
+
+    def times(x: float | None) -> str:
+        return "–" if x is None else f"{x:.2f}×"
+
+    lines = header_lines(report, "Partitioned users: in-process vs Dask (`scripts/bench_distributed.py`)")
+    lines += [
+        f"Setting: |D| = {rows[0]['points']} at the last timed step, d = {s['dim']}, b = d + 1, "
+        f"{s['iterations']} timed steps "
+        "(evaluate a batch on every user, send A, clipped partial sums, release); synthetic users generated where "
+        "they are evaluated; one torch thread per process holding users.", "",
+        f"Compared against: {report['compared_against']}.", "",
+        "| n | setup | workers | s / step (median) | speed-up vs 1 worker | speed-up vs in-process | fill s "
+        "| peak RSS per worker (GiB) | its losses (GiB) | driver growth (GiB) |",
+        "|---:|---|---:|---:|---:|---:|---:|---|---|---:|",
+    ]
+    for row in rows:
         share = [row["n"] // row["workers"] + (k < row["n"] % row["workers"]) for k in range(row["workers"])]
-        losses = " / ".join(f"{row['points'] * s * 8 / GIB:.2f}" for s in share)
+        losses = " / ".join(f"{row['points'] * n * 8 / GIB:.2f}" for n in share)
         peaks = " / ".join(f"{p / GIB:.2f}" for p in row["peak_rss"])
         growth = "–" if row["driver_growth"] is None else f"{row['driver_growth'] / GIB:.3f}"
-        print(f"| {row['n']:.0e} | {row['setup']} | {row['workers']} | {median:.3f} | "
-              f"{'–' if speedup is None else f'{speedup:.2f}×'} | {row['fill_s']:.2f} | {peaks} | {losses} | {growth} |")
-    return rows
+        lines.append(f"| {row['n']:.0e} | {row['setup']} | {row['workers']} | {row['median_step_s']:.3f} | "
+                     f"{times(row['speedup'])} | {times(row['speedup_vs_in_process'])} | {row['fill_s']:.2f} | "
+                     f"{peaks} | {losses} | {growth} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -19,6 +19,11 @@ points, a quadratic per-user loss) and reports, per iteration:
     during the ``tell``; ``tell`` must copy it, so at the first iteration this alone is
     2×) and the working memory.
 
+The comparison is against the bare matmul: ``tell / matmul`` is how many times the cost of
+forming ``A @ Y`` alone one tell costs, both timed in the same process under the same load.
+Writes ``reports/bench_scale.json`` and ``reports/bench_scale.md`` (``--out`` elsewhere) with
+the command, the machine, torch's thread count and the date (``benchmarks.provenance``).
+
     python scripts/bench_scale.py            # n in {1e4, 1e5, 1e6}
     python scripts/bench_scale.py --quick    # n in {1e3, 1e4}, seconds
 """
@@ -29,7 +34,6 @@ import argparse
 import ctypes
 import ctypes.util
 import gc
-import os
 import sys
 import tempfile
 import time
@@ -40,6 +44,17 @@ import torch
 from gpytorch.kernels import RBFKernel
 
 from botorch_dp.optim.dp_gibo import DPGIBO, DPGIBOConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # benchmarks/ (the report header) is the repo's top-level package, not installed
+
+from benchmarks.provenance import finished, header_lines, provenance, write_report  # noqa: E402
+
+COMPARED_AGAINST = (
+    "one DPGIBO.tell without a checkpoint (best of the repeated identical runs) over the bare "
+    "A @ Y of the same size (d x N by the whole N x n loss matrix stacked; best of 3 per run), timed in the "
+    "same process right after each tell, so both see the same load"
+)
 
 
 def _dir_bytes(root: Path) -> dict[str, int]:
@@ -153,7 +168,32 @@ def bench(n: int, d: int, iterations: int, workdir: Path, repeat: int = 1) -> li
     return rows
 
 
+def render(report: dict) -> str:
+    r"""The markdown report: the provenance header, what is compared, and one row per (n, iteration)."""
+    s = report["settings"]
+    lines = header_lines(report, "Cost of a tell at scale (`scripts/bench_scale.py`)")
+    lines += [
+        f"d = {s['dim']}, batches of d + 1 points, {s['iterations']} iterations per n, a quadratic per-user loss; "
+        f"tell best of {s['repeat']} run(s), A @ Y best of {3 * s['repeat']}.", "",
+        f"Compared against (tell / matmul): {report['compared_against']}.", "",
+        "Memory over the N·n·8 bytes of the loss matrix: *working* = the peak during the checkpointed tell above "
+        "the resident size after it; *held + caller's* = the peak above the resident size before any losses "
+        "existed (Linux VmHWM reset before the tell, malloc_trim before each reading).", "",
+        "| n | iter | N | tell (no ckpt) s | tell + ckpt s | A @ Y s | tell / matmul | written MB | loss file MB | "
+        "checkpoint MB | working memory / loss matrix | held + caller's / loss matrix |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in report["rows"]:
+        lines.append(
+            f"| {r['n']:.0e} | {r['t']} | {r['N']} | {r['tell_s']:.3f} | {r['tell_ckpt_s']:.3f} | "
+            f"{r['matmul_s']:.3f} | "
+            f"{r['tell_over_matmul']:.2f} | {r['written'] / 1e6:.2f} | {r['loss_bytes'] / 1e6:.2f} | "
+            f"{r['total'] / 1e6:.2f} | {r['working_ratio']:.2f} | {r['peak_ratio']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, float]]:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="n in {1e3, 1e4} (seconds)")
     parser.add_argument("--users", type=int, nargs="*", help="override the list of n")
@@ -161,25 +201,24 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=None,
                         help="runs without checkpoint whose best tell time is reported (default 3, --quick 1)")
+    parser.add_argument("--out", type=Path, default=ROOT / "reports", help="directory of bench_scale.json/.md")
+    parser.add_argument("--note", default=None, help="a sentence for the report (why this size, say)")
     args = parser.parse_args(argv)
     users = args.users or ([10**3, 10**4] if args.quick else [10**4, 10**5, 10**6])
     repeat = args.repeat or (1 if args.quick else 3)
+    stamp = provenance("scripts/bench_scale.py", argv, args.note)
     rows = []
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fixed noise seed warns: this is a benchmark
         for n in users:
             rows += bench(n, args.dim, args.iterations, Path(tmp), repeat)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, d = {args.dim}, batch d + 1, "
-          f"{os.cpu_count()} CPUs, tell best of {repeat} runs, A @ Y best of {3 * repeat}; memory over the "
-          "N·n·8 bytes of the loss matrix: working = peak during the checkpointed tell − resident after it; "
-          "held + caller's = peak − resident before any losses")
-    print("| n | iter | N | tell (no ckpt) s | tell + ckpt s | A @ Y s | tell / matmul | written MB | loss file MB | "
-          "checkpoint MB | working memory / loss matrix | held + caller's / loss matrix |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['n']:.0e} | {r['t']} | {r['N']} | {r['tell_s']:.3f} | {r['tell_ckpt_s']:.3f} | {r['matmul_s']:.3f} | "
-              f"{r['tell_s'] / r['matmul_s']:.2f} | {r['written'] / 1e6:.2f} | {r['loss_bytes'] / 1e6:.2f} | "
-              f"{r['total'] / 1e6:.2f} | {r['working_ratio']:.2f} | {r['peak_ratio']:.2f} |")
+        r["tell_over_matmul"] = r["tell_s"] / r["matmul_s"]
+    report = {**finished(stamp), "settings": {"users": users, "dim": args.dim, "iterations": args.iterations,
+                                              "repeat": repeat}, "compared_against": COMPARED_AGAINST, "rows": rows}
+    text = render(report)
+    print(text)
+    write_report(args.out, "bench_scale", report, text)
     sys.stdout.flush()
     return rows
 

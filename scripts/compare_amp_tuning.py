@@ -1,8 +1,8 @@
 r"""Private tuning of AMP logistic regression: DP-GIBO vs Papernot–Steinke vs no tuning vs DP-SGD.
 
-The comparison is ``botorch_dp.benchmarks.amp`` (its docstring describes the methods, the
+The comparison is ``benchmarks.amp`` (its docstring describes the methods, the
 budgets and the scaling-down); it is also the ``amp`` experiment of
-``python -m botorch_dp.benchmarks``. This script keeps the original command line, with
+``python -m benchmarks``. This script keeps the original command line, with
 ``--noise-seed`` (reproductions only: a ``PrivacyWarning``; the seed is never written out)
 and ``--render``.
 
@@ -22,7 +22,12 @@ import time
 import warnings
 from pathlib import Path
 
-from botorch_dp.benchmarks.amp import (  # noqa: F401 - re-exported for the script's users and tests
+from botorch_dp.privacy.seeding import PrivacyWarning
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the harness is the repo's top-level benchmarks/, not installed
+
+from benchmarks.amp import (  # noqa: E402, F401 - re-exported for the script's users and tests
     LABELS,
     METHODS,
     REPORT_MD,
@@ -36,10 +41,9 @@ from botorch_dp.benchmarks.amp import (  # noqa: F401 - re-exported for the scri
     plan,
     settings_from_plain,
 )
-from botorch_dp.benchmarks.amp_report import make_plot, report_text
-from botorch_dp.benchmarks.jobs import run_jobs
-from botorch_dp.benchmarks.runs import Run
-from botorch_dp.privacy.seeding import PrivacyWarning
+from benchmarks.amp_report import make_plot, report_text  # noqa: E402
+from benchmarks.jobs import run_jobs  # noqa: E402
+from benchmarks.runs import Run  # noqa: E402
 
 COMMAND = "python scripts/compare_amp_tuning.py"
 

@@ -20,12 +20,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
+import sys
 import time
 import warnings
+from pathlib import Path
 
-from botorch_dp.benchmarks import dimension
-from botorch_dp.benchmarks.runs import format_mean_se
 from botorch_dp.privacy.seeding import PrivacyWarning
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the harness is the repo's top-level benchmarks/, not installed
+
+from benchmarks import dimension  # noqa: E402
+from benchmarks.runs import format_mean_se  # noqa: E402
 
 
 def pilots(settings: dimension.Settings, dim: int) -> dict[str, dict]:
@@ -42,7 +48,7 @@ def check(settings: dimension.Settings, dims: list[int], seeds: list[int]) -> li
         print(f"d = {dim}: B from uniform θ = {by_pilot['uniform']['clip_bound']:g}, "
               f"B around θ₀ = {by_pilot['theta0']['clip_bound']:g}", flush=True)
         for seed in seeds:
-            row = {"dim": dim, "seed": seed}
+            row: dict[str, float] = {"dim": dim, "seed": seed}
             for name, p in by_pilot.items():
                 runner = dimension.Runner(settings, {"pilot": {str(dim): p}})
                 start = time.perf_counter()
@@ -50,7 +56,7 @@ def check(settings: dimension.Settings, dims: list[int], seeds: list[int]) -> li
                 row[f"dp_gibo_{name}"], row[f"wall_{name}"] = run.final_loss, time.perf_counter() - start
                 row["budget"] = run.num_evaluations
             runner = dimension.Runner(settings, {"pilot": {str(dim): by_pilot["uniform"]}})
-            row["private_rs"] = runner.private_selection(dim, seed, "private_rs", row["budget"]).final_loss
+            row["private_rs"] = runner.private_selection(dim, seed, "private_rs", int(row["budget"])).final_loss
             rows.append(row)
             print(f"  seed {seed}: DP-GIBO (uniform-θ B) {row['dp_gibo_uniform']:.4g}, "
                   f"DP-GIBO (θ₀ B) {row['dp_gibo_theta0']:.4g}, private RS {row['private_rs']:.4g}", flush=True)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 r"""Why DP-GIBO and GIBO lose on the paper's E.1 task (issue 18 item 1): one protocol change at a time.
 
-The variants and the functions that run them are in ``botorch_dp.benchmarks.e1`` (also the
-``e1`` experiment of ``python -m botorch_dp.benchmarks``); this script keeps the original
+The variants and the functions that run them are in ``benchmarks.e1`` (also the
+``e1`` experiment of ``python -m benchmarks``); this script keeps the original
 command line: its own resumable JSON, the import of ``reports/``'s E.1 runs, random-search
 curves reused from ``reports/`` and extended by evaluating only the missing points, and the
 gradient-alignment measurement (``--alignment``).
@@ -24,7 +24,10 @@ import json
 import sys
 from pathlib import Path
 
-from botorch_dp.benchmarks.e1 import (  # noqa: F401 - re-exported: the script's functions live there
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the harness is the repo's top-level benchmarks/, not installed
+
+from benchmarks.e1 import (  # noqa: E402, F401 - re-exported: the script's functions live there
     METHODS,
     VARIANTS,
     LogLengthscales,
@@ -40,8 +43,8 @@ from botorch_dp.benchmarks.e1 import (  # noqa: F401 - re-exported: the script's
     run_seed,
     summarise,
 )
-from botorch_dp.benchmarks.paper import pilot
-from botorch_dp.benchmarks.runs import mean_se
+from benchmarks.paper import pilot  # noqa: E402
+from benchmarks.runs import mean_se  # noqa: E402
 
 REPORTS = {"baseline": Path("reports/runs.json"), "theta0_centre": Path("reports/centre_theta0/runs.json")}
 

@@ -37,26 +37,32 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import cProfile
+import dataclasses
 import functools
 import io
 import os
 import pstats
+import sys
 import time
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import torch
 
 import botorch_dp.optim.batch_search as batch_search
 import botorch_dp.optim.options.batches as batches
 from botorch_dp import DPGIBO, DPGIBOConfig
-from botorch_dp.benchmarks import dimension
-from botorch_dp.benchmarks.paper import Settings, gp_problem, gp_theta0
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the harness is the repo's top-level benchmarks/, not installed
+
+from benchmarks import dimension  # noqa: E402
+from benchmarks.paper import Settings, gp_problem, gp_theta0  # noqa: E402
 
 PARTS = (
     ("batch search", 0),
@@ -130,15 +136,15 @@ def make_run(
             s = dataclasses.replace(s, acqf_maxiter=acqf_maxiter)
         problem, config = dimension.gibo_config(s, dim, seed, "dp_gibo", clip)
     elif task == "e1":
-        s = Settings(gp_dim=dim, gp_n_total=n_total)
-        problem = gp_problem(s, seed)
+        e1 = Settings(gp_dim=dim, gp_n_total=n_total)  # the paper's settings (not the dimension task's)
+        problem = gp_problem(e1, seed)
         config = DPGIBOConfig(
             bounds=problem.bounds, kernel=problem.recommended_kernel(), num_iterations=iterations,
-            privacy_mu=s.privacy_mu, clip_bound=clip, step_size=s.step_size, step_rule="adagrad",
-            bias_tolerance=s.bias_tolerance, noise_variance=problem.fit_noise_variance,
-            search_radius=s.search_radius, theta0=gp_theta0(problem, seed, s.gp_theta0), seed=seed,
-            target_delta=s.target_delta, raw_samples=s.raw_samples, num_restarts=s.num_restarts,
-            batch_search=s.batch_selection, acqf_maxiter=acqf_maxiter,
+            privacy_mu=e1.privacy_mu, clip_bound=clip, step_size=e1.step_size, step_rule="adagrad",
+            bias_tolerance=e1.bias_tolerance, noise_variance=problem.fit_noise_variance,
+            search_radius=e1.search_radius, theta0=gp_theta0(problem, seed, e1.gp_theta0), seed=seed,
+            target_delta=e1.target_delta, raw_samples=e1.raw_samples, num_restarts=e1.num_restarts,
+            batch_search=e1.batch_selection, acqf_maxiter=acqf_maxiter,
         )
     else:
         raise ValueError(f"task must be 'e1' or 'dimension', got {task!r}")

@@ -37,7 +37,7 @@ serial run with ``--threads 1`` (torch's results depend on its thread count in t
 digits, which ill-conditioned runs can amplify). ``--render DIR`` rewrites a report from
 ``DIR/runs.json``; ``--merge`` combines the ``runs.json`` of several commands.
 
-The code is in ``botorch_dp.benchmarks`` (``paper``: settings, pilot and experiments;
+The code is in ``benchmarks`` (``paper``: settings, pilot and experiments;
 ``jobs``: the job DAG and its scheduler over any ``concurrent.futures`` executor;
 ``report``/``plots``: ``results.md`` and the PNGs; ``outputs``: ``runs.json``, render,
 merge); this script only parses the command line.
@@ -96,10 +96,14 @@ import sys
 import warnings
 from pathlib import Path
 
-from botorch_dp.benchmarks.outputs import merge, render, reproduce
-from botorch_dp.benchmarks.paper import EXPERIMENTS, Settings
-from botorch_dp.benchmarks.report import timing_table
 from botorch_dp.utils import torch_threads
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the harness is the repo's top-level benchmarks/, not installed
+
+from benchmarks.outputs import merge, render, reproduce  # noqa: E402
+from benchmarks.paper import EXPERIMENTS, Settings  # noqa: E402
+from benchmarks.report import timing_table  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

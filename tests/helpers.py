@@ -12,7 +12,13 @@ from pathlib import Path
 
 import torch
 from botorch.models import SingleTaskGP
-from gpytorch.kernels import MaternKernel, PolynomialKernel, RBFKernel, RQKernel, ScaleKernel
+from gpytorch.kernels import (
+    MaternKernel,
+    PolynomialKernel,
+    RBFKernel,
+    RQKernel,
+    ScaleKernel,
+)
 
 
 def make_kernel(name: str, d: int, dtype=torch.float64):
@@ -84,8 +90,8 @@ def quick_reproduction() -> dict:
         ``outputs.reproduce``'s dict (``results_md``, ``text``, ``runs``, ``pilot``, ...);
         the output directory is ``result["results_md"].parent``.
     """
-    from botorch_dp.benchmarks.outputs import reproduce
-    from botorch_dp.benchmarks.paper import EXPERIMENTS, Settings
+    from benchmarks.outputs import reproduce
+    from benchmarks.paper import EXPERIMENTS, Settings
     from botorch_dp.utils import torch_threads
 
     out = Path(tempfile.mkdtemp(prefix="quick_reproduction_"))
@@ -93,3 +99,44 @@ def quick_reproduction() -> dict:
     with torch_threads(1), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*(optimization|Optimization).*")
         return reproduce(Settings.quick(), EXPERIMENTS, out, ["--quick", "--threads", "1"], progress=False)
+
+
+def read_timing_report(out: Path, name: str, argv: list[str]) -> tuple[dict, str]:
+    """``out/NAME.json`` and ``out/NAME.md`` as written by ``scripts/NAME.py ARGV``: both exist and
+    carry the provenance (``benchmarks.provenance``) of this machine and this process, checked
+    against independent readings (``os``, ``torch``, ``/proc/cpuinfo``, the clock). Returns both."""
+    import datetime
+    import json
+    import os
+    import re
+    import shlex
+
+    report = json.loads((out / f"{name}.json").read_text())
+    text = (out / f"{name}.md").read_text()
+    assert report["command"] == shlex.join(["python", f"scripts/{name}.py", *argv])
+    age = datetime.datetime.now(datetime.timezone.utc) - datetime.datetime.fromisoformat(report["date"])
+    assert datetime.timedelta(0) <= age < datetime.timedelta(hours=1), report["date"]
+    machine = report["machine"]
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        models = re.findall(r"^model name\s*:\s*(.+?)\s*$", cpuinfo.read_text(), flags=re.M)
+        assert machine["cpu"] == models[0]
+    assert machine["cpu_count"] == os.cpu_count() and 1 <= machine["cpus_usable"] <= os.cpu_count()
+    assert len(machine["load_average_start"]) == len(machine["load_average_end"]) == 3
+    assert report["torch"] == torch.__version__ and report["torch_threads"] == torch.get_num_threads()
+    assert report["wall_s"] >= 0 and report["compared_against"]
+    threads = report["torch_threads"]
+    for needle in (f"Command: `{report['command']}`", report["date"], machine["cpu"],
+                   f"{machine['cpu_count']} logical CPUs", f"torch {torch.__version__} with {threads} thread",
+                   f"Compared against{'' if name != 'bench_scale' else ' (tell / matmul)'}: "
+                   f"{report['compared_against']}."):
+        assert needle in text, needle
+    return report, text
+
+
+def markdown_table(text: str) -> list[dict[str, str]]:
+    """The rows of the markdown table in ``text`` (lines that start and end with ``|``), as header → cell."""
+    lines = [line for line in text.splitlines() if line.startswith("|") and line.rstrip().endswith("|")]
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
+    assert len(cells) >= 3 and all(set(c) <= set("-:") for c in cells[1]), text
+    return [dict(zip(cells[0], row, strict=True)) for row in cells[2:]]

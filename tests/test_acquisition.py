@@ -8,7 +8,11 @@ from botorch.exceptions.warnings import InputDataWarning
 from botorch.generation.gen import gen_candidates_scipy, gen_candidates_torch
 from botorch.models import ModelListGP, MultiTaskGP, SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
-from botorch.models.transforms.input import ChainedInputTransform, InputStandardize, Warp
+from botorch.models.transforms.input import (
+    ChainedInputTransform,
+    InputStandardize,
+    Warp,
+)
 from botorch.optim import optimize_acqf
 from botorch.optim.initializers import gen_batch_initial_conditions
 from botorch.utils.datasets import SupervisedDataset

@@ -98,7 +98,7 @@ def test_every_public_name_resolves_and_dir_lists_it():
 def test_every_subpackage_is_an_attribute_and_its_all_resolves():
     modules = {m.name for m in pkgutil.iter_modules(botorch_dp.__path__)}
     assert set(botorch_dp._SUBMODULES) == modules
-    for name in sorted(modules - {"demo", "plot", "benchmarks", "audit"}):
+    for name in sorted(modules - {"demo", "plot", "audit"}):
         module = getattr(botorch_dp, name)
         assert module is importlib.import_module(f"botorch_dp.{name}") and name in dir(botorch_dp)
         for public in getattr(module, "__all__", []):

@@ -120,7 +120,14 @@ def test_closed_form_gradient_in_X_is_finite_at_theta(name):
 # ---------------------------------------------------------------------- composite kernels
 def composite_kernel(name: str, d: int = 3):
     """Kernels without a GPyTorch derivative twin: Matérn-3/2 and compositions."""
-    from gpytorch.kernels import AdditiveKernel, MaternKernel, PolynomialKernel, ProductKernel, RBFKernel, ScaleKernel
+    from gpytorch.kernels import (
+        AdditiveKernel,
+        MaternKernel,
+        PolynomialKernel,
+        ProductKernel,
+        RBFKernel,
+        ScaleKernel,
+    )
 
     f64 = torch.float64
     ls = torch.linspace(0.4, 1.2, d, dtype=f64)

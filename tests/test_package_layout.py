@@ -1,6 +1,8 @@
 r"""The package shows its design (issue 29, items 5 and 6): no module over 500 lines, no import
 cycle, the layers import downwards only, and DP-GIBO's loop is a thin facade that asks its
-strategies and compares no option field.
+strategies and compares no option field. The benchmark harness is a top-level package
+``benchmarks/`` that is not installed (issue 31, item 5): the same size and cycle rules hold
+for it, and nothing in ``botorch_dp`` imports it.
 
 The import graph counts every ``import`` statement of a module: at module level, inside
 functions (lazy imports) and under ``if TYPE_CHECKING:`` alike, so a cycle cannot hide
@@ -11,12 +13,17 @@ else to ``a.b``.
 from __future__ import annotations
 
 import ast
+import configparser
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "botorch_dp"
+HARNESS = ROOT / "benchmarks"
 MAX_LINES = 500
 
 #: Modules still over ``MAX_LINES``, each with its size when listed: the list only shrinks.
@@ -41,8 +48,9 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _modules() -> dict[str, Path]:
-    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+def _modules(*packages: Path) -> dict[str, Path]:
+    r"""Module name → file, for the installed package (the default) or the given top-level packages."""
+    return {_module_name(p): p for package in packages or (PACKAGE,) for p in sorted(package.rglob("*.py"))}
 
 
 def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
@@ -130,7 +138,8 @@ def _module_name_in(root: Path, path: Path) -> str:
 
 # ---------------------------------------------------------------------- the package
 def test_no_module_is_over_the_limit_except_the_listed_ones_which_only_shrink():
-    sizes = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
+    sizes = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in _modules(PACKAGE, HARNESS).values()}
+    assert any(path.startswith("benchmarks/") for path in sizes) and any(path.startswith("botorch_dp/") for path in sizes)
     over = {path: n for path, n in sizes.items() if n > MAX_LINES}
     assert set(over) <= set(OVER_THE_LIMIT), f"new modules over {MAX_LINES} lines: {sorted(set(over) - set(OVER_THE_LIMIT))}"
     for path, listed in OVER_THE_LIMIT.items():
@@ -139,7 +148,7 @@ def test_no_module_is_over_the_limit_except_the_listed_ones_which_only_shrink():
 
 
 def test_the_import_graph_has_no_cycle_but_the_listed_ones():
-    found = cycles(import_graph(_modules()))
+    found = cycles(import_graph(_modules(PACKAGE, HARNESS)))
     assert [c for c in found if c not in KNOWN_CYCLES] == []
     assert [c for c in KNOWN_CYCLES if c not in found] == [], "a listed cycle is gone: remove it from KNOWN_CYCLES"
 
@@ -155,11 +164,75 @@ def test_each_layer_imports_only_the_layers_below_it(layer):
     assert imported <= LAYERS[layer], f"{layer} imports {sorted(imported - LAYERS[layer])}"
 
 
-def test_nothing_in_the_package_imports_the_audit_or_the_benchmarks_from_below():
+def test_nothing_in_the_package_imports_the_audit_from_below():
     graph = import_graph(_modules())
-    for top in ("audit", "benchmarks"):
-        importers = {m for m, targets in graph.items() if any(t.split(".")[1:2] == [top] for t in targets)}
-        assert {m.split(".")[1] for m in importers} <= {top}, (top, sorted(importers))
+    importers = {m for m, targets in graph.items() if any(t.split(".")[1:2] == ["audit"] for t in targets)}
+    assert {m.split(".")[1] for m in importers} <= {"audit"}, sorted(importers)
+
+
+# ---------------------------------------------------------------------- the benchmark harness
+def harness_imports(modules: dict[str, Path]) -> list[str]:
+    r"""Where these modules import the top-level ``benchmarks`` package: ``import benchmarks...``,
+    ``from benchmarks... import``, or ``importlib.import_module("benchmarks...")`` with a literal name,
+    as ``"module line N"``. Relative imports (``from .benchmarks``) stay inside the package and are
+    not the harness."""
+    def top(name: str | None) -> bool:
+        return name is not None and name.split(".")[0] == "benchmarks"
+
+    found = []
+    for name, path in sorted(modules.items()):
+        for node in ast.walk(ast.parse(path.read_text())):
+            hit = (isinstance(node, ast.Import) and any(top(a.name) for a in node.names)) or (
+                isinstance(node, ast.ImportFrom) and node.level == 0 and top(node.module)
+            ) or (
+                isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in
+                ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str) and top(node.args[0].value)
+            )
+            if hit:
+                found.append(f"{name} line {node.lineno}")
+    return found
+
+
+def test_the_harness_import_finder_sees_every_form(tmp_path):
+    pkg = tmp_path / "botorch_dp"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from . import benchmarks_like\n")
+    (pkg / "benchmarks_like.py").write_text("import benchmarks_other\nfrom .benchmarks import x\n")  # not the harness
+    (pkg / "a.py").write_text("import benchmarks.cli\n")
+    (pkg / "b.py").write_text("def f():\n    from benchmarks import paper\n")  # lazy
+    (pkg / "c.py").write_text("import importlib\nimportlib.import_module('benchmarks.jobs')\n")
+    modules = {_module_name_in(tmp_path, p): p for p in sorted(pkg.rglob("*.py"))}
+    assert harness_imports(modules) == ["botorch_dp.a line 1", "botorch_dp.b line 2", "botorch_dp.c line 2"]
+
+
+def test_nothing_in_the_installed_package_imports_the_benchmarks():
+    assert harness_imports(_modules()) == []
+    assert harness_imports(_modules(HARNESS)), "the finder must see the harness's own imports"
+
+
+def test_the_harness_is_not_installed():
+    setup = configparser.ConfigParser()
+    setup.read(ROOT / "setup.cfg")
+    include = setup["options.packages.find"]["include"].replace(",", " ").split()
+    assert include and all(pattern.split(".")[0] == "botorch_dp" for pattern in include), include
+    scripts = setup["options.entry_points"]["console_scripts"]
+    assert "benchmarks" not in scripts and "botorch-dp-bench" not in scripts, scripts
+
+
+def test_outside_the_repository_benchmarks_is_not_this_harness(tmp_path):
+    # (opacus ships an unrelated top-level ``benchmarks`` package, so the name may resolve elsewhere)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    origin = subprocess.run(
+        [sys.executable, "-c", "import importlib.util as u; s = u.find_spec('benchmarks'); print(s and s.origin)"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=True, timeout=120).stdout.strip()
+    assert not origin.startswith(str(HARNESS)), origin
+
+
+def test_the_tests_import_this_harness():
+    import benchmarks
+
+    assert Path(benchmarks.__file__).resolve() == HARNESS / "__init__.py"
 
 
 # ---------------------------------------------------------------------- the thin loop

@@ -9,8 +9,8 @@ import warnings
 
 import pytest
 
-from botorch_dp.benchmarks import dimension, mlp
-from botorch_dp.benchmarks.jobs import run_jobs
+from benchmarks import dimension, mlp
+from benchmarks.jobs import run_jobs
 
 
 @pytest.fixture(scope="session")
@@ -20,7 +20,7 @@ def mlp_quick(tmp_path_factory):
     jobs = mlp.experiment_jobs(settings, context)
     runs = run_jobs(jobs, mlp.make_runner(settings, context), workers=1, progress=False)
     out = tmp_path_factory.mktemp("mlp")
-    path = mlp.write_report(settings, context, runs, out, "python -m botorch_dp.benchmarks run mlp --quick")
+    path = mlp.write_report(settings, context, runs, out, "python -m benchmarks run mlp --quick")
     return {"settings": settings, "context": context, "jobs": jobs, "runs": runs, "path": path}
 
 
@@ -33,5 +33,5 @@ def dimension_quick(tmp_path_factory):
         warnings.simplefilter("ignore")  # the seeded runs' PrivacyWarning, optimiser warnings
         runs = run_jobs(jobs, dimension.make_runner(s, context), workers=1, progress=False)
     out = tmp_path_factory.mktemp("dimension")
-    md = dimension.write_report(s, context, runs, out, "python -m botorch_dp.benchmarks run dimension --quick")
+    md = dimension.write_report(s, context, runs, out, "python -m benchmarks run dimension --quick")
     return dict(settings=s, context=context, jobs=jobs, runs=runs, md=md, out=out)

@@ -1,4 +1,4 @@
-"""botorch_dp.benchmarks.cli and store: one command runs every experiment, resumes from its
+"""benchmarks.cli and store: one command runs every experiment, resumes from its
 run store, refuses a store made with other settings, and agrees with the paper harness."""
 
 import dataclasses
@@ -11,15 +11,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import quick_reproduction
-from tests.benchmarks.test_jobs import _fake_jobs, fake_run_job
 
-from botorch_dp.benchmarks import paper_experiment
-from botorch_dp.benchmarks.cli import main, parse_value, settings_with
-from botorch_dp.benchmarks.experiment import EXPERIMENTS, REQUIRED_MEMBERS, load_experiment
-from botorch_dp.benchmarks.jobs import run_jobs
-from botorch_dp.benchmarks.runs import Run
-from botorch_dp.benchmarks.store import RunStore, canonical_json
+from benchmarks import paper_experiment
+from benchmarks.cli import main, parse_value, settings_with
+from benchmarks.experiment import EXPERIMENTS, REQUIRED_MEMBERS, load_experiment
+from benchmarks.jobs import run_jobs
+from benchmarks.runs import Run
+from benchmarks.store import RunStore, canonical_json
+from tests.benchmarks.test_jobs import _fake_jobs, fake_run_job
+from tests.helpers import quick_reproduction
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -128,8 +128,8 @@ def test_store_accepts_a_field_added_later_only_at_its_default(tmp_path):
 
 
 def test_cli_field_defaults_are_the_dataclass_defaults():
-    from botorch_dp.benchmarks import dimension
-    from botorch_dp.benchmarks.cli import _field_defaults
+    from benchmarks import dimension
+    from benchmarks.cli import _field_defaults
 
     defaults = _field_defaults(dimension.Settings(dims=(5,), acqf_maxiter=3))
     assert defaults["dims"] == [5, 15, 30, 60, 100] and defaults["acqf_maxiter"] == 100
@@ -227,7 +227,7 @@ def test_cli_on_a_dask_cluster_gives_the_serial_runs(tmp_path):
 
 def test_module_entry_point_lists_the_experiments():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-m", "botorch_dp.benchmarks", "list"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "benchmarks", "list"], capture_output=True, text=True,
                          env=env, cwd=ROOT, check=True).stdout
     assert [line.split()[0] for line in out.splitlines()] == list(EXPERIMENTS)
 

@@ -1,4 +1,4 @@
-"""botorch_dp.benchmarks.dimension: the quick experiment end to end through the contract of
+"""benchmarks.dimension: the quick experiment end to end through the contract of
 benchmarks.experiment (shared budgets, calibrated privacy, head-room), and its parts (the task
 family: test_dimension_task.py; the report: test_dimension_report.py)."""
 
@@ -7,8 +7,8 @@ import warnings
 
 import pytest
 
-from botorch_dp.benchmarks import dimension as D
-from botorch_dp.benchmarks.experiment import REQUIRED_MEMBERS, load_experiment
+from benchmarks import dimension as D
+from benchmarks.experiment import REQUIRED_MEMBERS, load_experiment
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 
 
@@ -90,7 +90,7 @@ def test_pilot_at_theta0_draws_around_the_start(quick):
     assert s.pilot_at == "theta0"  # the default
     context = D.prepare(s)
     problem = D.dimension_problem(s, 3, s.pilot_seed)
-    from botorch_dp.benchmarks.paper import pilot
+    from benchmarks.paper import pilot
 
     assert context["pilot_theta0"]["3"] == pilot(s, problem, theta=problem.default_theta0())
     assert context["pilot"]["3"] == pilot(s, problem) == quick["context"]["pilot"]["3"]
@@ -127,7 +127,7 @@ def test_theta0_pilot_sets_only_dp_gibos_clip_bound(monkeypatch):
 
 def test_method_limits_only_select_jobs(tmp_path):
     # raising a method's d limit adds its cells to the same store; every earlier run is reused
-    from botorch_dp.benchmarks.cli import main
+    from benchmarks.cli import main
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -1,12 +1,12 @@
-"""botorch_dp.benchmarks.dimension_report on the quick run: a row per method, the cells not run,
+"""benchmarks.dimension_report on the quick run: a row per method, the cells not run,
 the plot and the runs file, and the note on batched DP-HyPO."""
 
 import dataclasses
 
 import pytest
 
-from botorch_dp.benchmarks import dimension_report as R
-from botorch_dp.benchmarks.dimension_task import METHODS
+from benchmarks import dimension_report as R
+from benchmarks.dimension_task import METHODS
 
 
 @pytest.fixture

@@ -1,9 +1,9 @@
-"""botorch_dp.benchmarks.dimension_task: the generating length-scales are sparse (``relevant``
+"""benchmarks.dimension_task: the generating length-scales are sparse (``relevant``
 short ones in their range, the rest at ``irrelevant_lengthscale``) and a function of (d, seed)."""
 
 import torch
 
-from botorch_dp.benchmarks import dimension_task as D
+from benchmarks import dimension_task as D
 
 
 def test_generating_lengthscales_sparse():

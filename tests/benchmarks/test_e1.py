@@ -1,4 +1,4 @@
-"""botorch_dp.benchmarks.e1 through the benchmark CLI: the runs are those of the investigation's
+"""benchmarks.e1 through the benchmark CLI: the runs are those of the investigation's
 functions, random search is the package's random search, and the report counts wins at each
 run's own budget."""
 
@@ -8,10 +8,10 @@ import re
 import pytest
 import torch
 
+from benchmarks import e1
+from benchmarks.cli import main
+from benchmarks.runs import iterate_curve
 from botorch_dp.baselines import random_search
-from botorch_dp.benchmarks import e1
-from botorch_dp.benchmarks.cli import main
-from botorch_dp.benchmarks.runs import iterate_curve
 
 
 @pytest.fixture(scope="module")

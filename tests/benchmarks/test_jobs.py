@@ -1,17 +1,17 @@
-"""botorch_dp.benchmarks.jobs: the job DAG gives the same runs serially, in worker processes and on
+"""benchmarks.jobs: the job DAG gives the same runs serially, in worker processes and on
 any concurrent.futures executor."""
 
 import concurrent.futures as cf
 import dataclasses
 
 import pytest
-from helpers import quick_reproduction
 
-from botorch_dp.benchmarks.jobs import Job, critical_paths, run_jobs, unstored_jobs
-from botorch_dp.benchmarks.paper import Runner, Settings, experiment_jobs
-from botorch_dp.benchmarks.runs import Run
-from botorch_dp.benchmarks.store import RunStore
+from benchmarks.jobs import Job, critical_paths, run_jobs, unstored_jobs
+from benchmarks.paper import Runner, Settings, experiment_jobs
+from benchmarks.runs import Run
+from benchmarks.store import RunStore
 from botorch_dp.utils import torch_threads
+from tests.helpers import quick_reproduction
 
 
 def fake_run_job(kind: str, kwargs: dict) -> Run:

@@ -1,4 +1,4 @@
-"""botorch_dp.benchmarks.mlp in quick mode, through the experiment contract: equal budgets within a
+"""benchmarks.mlp in quick mode, through the experiment contract: equal budgets within a
 seed, every private run at its target (ε, δ), a pilot that never reads the validation users, and
 reproducible jobs under seeded noise (the report: test_mlp_report.py)."""
 
@@ -10,9 +10,9 @@ import pickle
 import pytest
 import torch
 
-from botorch_dp.benchmarks import mlp
-from botorch_dp.benchmarks.experiment import REQUIRED_MEMBERS, load_experiment
-from botorch_dp.benchmarks.jobs import job_kwargs
+from benchmarks import mlp
+from benchmarks.experiment import REQUIRED_MEMBERS, load_experiment
+from benchmarks.jobs import job_kwargs
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 
 

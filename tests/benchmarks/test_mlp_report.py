@@ -1,10 +1,17 @@
-"""botorch_dp.benchmarks.mlp_report on the quick run: one row per (μ, method) in the main table,
+"""benchmarks.mlp_report on the quick run: one row per (μ, method) in the main table,
 one paired comparison per (μ, other method) whose numbers are those of the per-seed runs, and a plot."""
 
 import pytest
 
-from botorch_dp.benchmarks import mlp_report
-from botorch_dp.benchmarks.mlp_task import DP_GIBO, DP_HYPO, GIBO, PRIVATE_METHODS, PRIVATE_RS, REFERENCE_METHODS
+from benchmarks import mlp_report
+from benchmarks.mlp_task import (
+    DP_GIBO,
+    DP_HYPO,
+    GIBO,
+    PRIVATE_METHODS,
+    PRIVATE_RS,
+    REFERENCE_METHODS,
+)
 
 
 @pytest.fixture
@@ -35,4 +42,4 @@ def test_report_has_one_row_per_mu_and_method_and_a_plot(quick):
              for seed in s.seeds]
     assert float(first[2].split(" ± ")[0]) == pytest.approx(sum(diffs) / len(diffs), abs=1e-4)
     assert int(first[3].split(" / ")[0]) == sum(d > 0 for d in diffs)
-    assert "python -m botorch_dp.benchmarks run mlp --quick" in text and "NON-PRIVATE" in text
+    assert "python -m benchmarks run mlp --quick" in text and "NON-PRIVATE" in text

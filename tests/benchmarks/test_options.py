@@ -1,4 +1,4 @@
-"""botorch_dp.benchmarks.options: every variant spends the same μ on at most plain DP-GIBO's
+"""benchmarks.options: every variant spends the same μ on at most plain DP-GIBO's
 budget, the options reach the config, the public PCA basis comes from the public draw, and the
 report counts paired wins."""
 
@@ -8,8 +8,8 @@ import re
 import pytest
 import torch
 
-from botorch_dp.benchmarks import options
-from botorch_dp.benchmarks.cli import main
+from benchmarks import options
+from benchmarks.cli import main
 from botorch_dp.optim.subspace import FixedSubspace, PosteriorGradientCovarianceSubspace
 
 

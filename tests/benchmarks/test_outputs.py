@@ -1,12 +1,12 @@
-"""botorch_dp.benchmarks.outputs: runs.json settings and merging the runs.json of several commands."""
+"""benchmarks.outputs: runs.json settings and merging the runs.json of several commands."""
 
 import json
 
 import pytest
-from helpers import quick_reproduction
 
-from botorch_dp.benchmarks.outputs import merge, settings_from_dict, settings_to_dict
-from botorch_dp.benchmarks.paper import Settings
+from benchmarks.outputs import merge, settings_from_dict, settings_to_dict
+from benchmarks.paper import Settings
+from tests.helpers import quick_reproduction
 
 
 def test_settings_round_trip_and_unknown_keys_are_refused():

@@ -1,13 +1,13 @@
-"""botorch_dp.benchmarks.paper in quick mode: the experiments share budgets, privacy levels and runs
+"""benchmarks.paper in quick mode: the experiments share budgets, privacy levels and runs
 as the paper's protocol says, and the report has every table and plot."""
 
 import math
 
 import pytest
-from helpers import quick_reproduction
 
-from botorch_dp.benchmarks.paper import EXPERIMENTS, Runner, Settings, experiment_jobs
+from benchmarks.paper import EXPERIMENTS, Runner, Settings, experiment_jobs
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from tests.helpers import quick_reproduction
 
 PLOTS = ("comparison.png", "eps_sweep.png", "mu_sweep.png", "sigma_sweep.png", "normal_location.png", "huber.png",
          "svm.png")

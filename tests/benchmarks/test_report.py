@@ -1,11 +1,11 @@
-"""botorch_dp.benchmarks.report: the one table helper, and a report rendered from a small runs.json."""
+"""benchmarks.report: the one table helper, and a report rendered from a small runs.json."""
 
 import dataclasses
 import json
 
-from botorch_dp.benchmarks.outputs import render, settings_to_dict
-from botorch_dp.benchmarks.paper import Settings
-from botorch_dp.benchmarks.report import (
+from benchmarks.outputs import render, settings_to_dict
+from benchmarks.paper import Settings
+from benchmarks.report import (
     EVALUATIONS_MEAN,
     FINAL_LOSS,
     label_column,
@@ -15,7 +15,7 @@ from botorch_dp.benchmarks.report import (
     timing_table,
     wins_column,
 )
-from botorch_dp.benchmarks.runs import Run
+from benchmarks.runs import Run
 
 
 def _run(method: str, seed: int, final: float, evals: int = 10, experiment: str = "comparison", **extra) -> Run:

@@ -1,4 +1,4 @@
-"""botorch_dp.benchmarks.runs: the Run record and the summaries of runs."""
+"""benchmarks.runs: the Run record and the summaries of runs."""
 
 import dataclasses
 import math
@@ -6,8 +6,7 @@ import math
 import pytest
 import torch
 
-from botorch_dp.baselines import random_search
-from botorch_dp.benchmarks.runs import (
+from benchmarks.runs import (
     Run,
     format_mean_se,
     format_mu,
@@ -18,6 +17,7 @@ from botorch_dp.benchmarks.runs import (
     round_sig,
     step_interp,
 )
+from botorch_dp.baselines import random_search
 from botorch_dp.problems import NormalLocation
 
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 from gpytorch.kernels import RBFKernel
 
+from benchmarks import dimension, options, paper
 from botorch_dp import DPGIBOConfig
-from botorch_dp.benchmarks import dimension, options, paper
 from botorch_dp.optim.presets import PRESETS, preset_settings
 
 BOUNDS = torch.tensor([[0.05] * 3, [5.0] * 3], dtype=torch.float64)

@@ -6,8 +6,8 @@ import re
 
 import torch
 
-from botorch_dp.benchmarks import dimension
-from botorch_dp.benchmarks.paper import pilot
+from benchmarks import dimension
+from benchmarks.paper import pilot
 from tests.helpers import loaded_script
 
 

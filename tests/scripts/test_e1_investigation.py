@@ -66,8 +66,8 @@ def test_summarise_reads_random_search_at_each_runs_budget_and_counts_strict_win
 
 
 def test_extended_random_search_curve_matches_random_search():
+    from benchmarks.runs import iterate_curve
     from botorch_dp.baselines import random_search
-    from botorch_dp.benchmarks.runs import iterate_curve
 
     with loaded_script("e1_investigation") as script:
         settings = script.quick_settings()

@@ -59,7 +59,7 @@ def test_main_prints_the_breakdown(profile_dp_gibo, capsys):
 
 def test_dimension_task_is_the_experiments_dp_gibo_job(profile_dp_gibo):
     # --task dimension times the same run the dimension experiment's Runner makes
-    from botorch_dp.benchmarks import dimension
+    from benchmarks import dimension
 
     run = profile_dp_gibo.profile_run(2, 0, cprofile=False, iterations=2, clip=0.7, n_total=0, task="dimension")
     settings = dimension.Settings(iterations=2)

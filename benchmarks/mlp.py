@@ -40,20 +40,15 @@ from typing import Any
 
 import torch
 
-from botorch_dp import DPGIBO, DPGIBOConfig
-from botorch_dp.baselines import (
-    NO_CLIP,
-    BaselineResult,
-    dp_hypo,
-    from_dp_gibo_result,
-    per_trial_mu_for_epsilon,
-    private_random_search,
-    random_search,
-    ucb_bo,
+from benchmarks.jobs import Job, KindRunner
+from benchmarks.mlp_report import (  # noqa: F401  (re-exported)
+    REPORT_MD,
+    REPORT_PNG,
+    make_plot,
+    report_text,
+    write_report,
 )
-from botorch_dp.benchmarks.jobs import Job, KindRunner
-from botorch_dp.benchmarks.mlp_report import REPORT_MD, REPORT_PNG, make_plot, report_text, write_report  # noqa: F401  (re-exported)
-from botorch_dp.benchmarks.mlp_task import (  # noqa: F401  (re-exported)
+from benchmarks.mlp_task import (  # noqa: F401  (re-exported)
     DP_GIBO,
     DP_HYPO,
     GIBO,
@@ -70,7 +65,18 @@ from botorch_dp.benchmarks.mlp_task import (  # noqa: F401  (re-exported)
     quick_settings,
     search_space,
 )
-from botorch_dp.benchmarks.runs import Run, iterate_curve, round_sig
+from benchmarks.runs import Run, iterate_curve, round_sig
+from botorch_dp import DPGIBO, DPGIBOConfig
+from botorch_dp.baselines import (
+    NO_CLIP,
+    BaselineResult,
+    dp_hypo,
+    from_dp_gibo_result,
+    per_trial_mu_for_epsilon,
+    private_random_search,
+    random_search,
+    ucb_bo,
+)
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon

@@ -19,7 +19,7 @@ random search at its own evaluation count on the same seed and box. Variants
   random search then samples uniformly in the log box. ``centred_eta1_log``: all three.
 - ``theta0_centre``: θ₀ = the box centre. ``T50``: T = 50.
 
-As an experiment of the benchmark CLI (``python -m botorch_dp.benchmarks run e1 --set
+As an experiment of the benchmark CLI (``python -m benchmarks run e1 --set
 variants=eta1``): jobs ``gibo`` (one method, variant and seed) and ``random_search`` (one
 curve per search box and seed, ``rs_budget`` evaluations long, read at each run's
 evaluation count); the report is ``e1.md``. ``scripts/e1_investigation.py`` keeps the
@@ -45,13 +45,13 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from benchmarks import paper
+from benchmarks.jobs import Job, KindRunner, RunJob
+from benchmarks.paper import gp_problem, gp_theta0, pilot
+from benchmarks.runs import Run, iterate_curve, mean_se
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import NO_CLIP, from_dp_gibo_result
 from botorch_dp.baselines.base import uniform_points
-from botorch_dp.benchmarks import paper
-from botorch_dp.benchmarks.jobs import Job, KindRunner, RunJob
-from botorch_dp.benchmarks.paper import gp_problem, gp_theta0, pilot
-from botorch_dp.benchmarks.runs import Run, iterate_curve, mean_se
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.problems import GPRegressionLengthscales
 from botorch_dp.problems.base import PerUserProblem
@@ -333,7 +333,7 @@ def _pm(m: float, se: float) -> str:
 
 def render(rows: list[dict], command: str) -> str:
     r"""The summary table as markdown."""
-    lines = ["# E.1 investigation: runs (botorch_dp.benchmarks.e1)", "",
+    lines = ["# E.1 investigation: runs (benchmarks.e1)", "",
              f"Command: `{command}`", "",
              "Final validation loss (NON-PRIVATE diagnostic) of the returned point (the last iterate), mean ± s.e. "
              "over seeds; random search (RS) is read at each run's own evaluation count on the same seed and "

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from botorch_dp.benchmarks.mlp_task import (
+from benchmarks.mlp_task import (
     DP_GIBO,
     DP_HYPO,
     GIBO,
@@ -28,8 +28,8 @@ from botorch_dp.benchmarks.mlp_task import (
     Settings,
     search_space,
 )
-from botorch_dp.benchmarks.report import markdown_row
-from botorch_dp.benchmarks.runs import Run, format_mean_se, format_mu, mean_se, step_interp
+from benchmarks.report import markdown_row
+from benchmarks.runs import Run, format_mean_se, format_mu, mean_se, step_interp
 
 __all__ = ["REPORT_MD", "REPORT_PNG", "make_plot", "report_text", "write_report"]
 

@@ -12,10 +12,10 @@ import dataclasses
 import math
 from pathlib import Path
 
-from botorch_dp.benchmarks import paper
-from botorch_dp.benchmarks.jobs import Job, RunJob
-from botorch_dp.benchmarks.outputs import write_outputs
-from botorch_dp.benchmarks.runs import Run
+from benchmarks import paper
+from benchmarks.jobs import Job, RunJob
+from benchmarks.outputs import write_outputs
+from benchmarks.runs import Run
 
 __all__ = ["Settings", "experiment_jobs", "make_runner", "prepare", "quick_settings", "write_report"]
 

@@ -14,8 +14,8 @@ import statistics
 from dataclasses import asdict
 from pathlib import Path
 
-from botorch_dp.benchmarks.dimension_task import METHODS, Settings, clip_bound
-from botorch_dp.benchmarks.runs import Run, mean_se
+from benchmarks.dimension_task import METHODS, Settings, clip_bound
+from benchmarks.runs import Run, mean_se
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 
 __all__ = ["write_report"]

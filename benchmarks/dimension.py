@@ -16,7 +16,7 @@ the same (ε, δ) as DP-GIBO at μ = ``privacy_mu``. A ``headroom`` job per cell
 loss at θ₀, at the generating length-scales ℓ* and of predicting zero (NON-PRIVATE
 diagnostics, like every loss in the runs).
 
-Contract: ``botorch_dp.benchmarks.experiment``.
+Contract: ``benchmarks.experiment``.
 
 This module is the experiment (the pilots, ``Runner`` and the jobs); the settings, labels
 and task family are in ``benchmarks.dimension_task`` and the report in
@@ -29,6 +29,20 @@ import math
 import time
 import warnings
 
+from benchmarks.dimension_report import write_report
+from benchmarks.dimension_task import (  # noqa: F401  (re-exported)
+    METHODS,
+    PRIVATE,
+    SELECTION_FIELDS,
+    Settings,
+    clip_bound,
+    dimension_problem,
+    generating_lengthscales,
+    quick_settings,
+)
+from benchmarks.jobs import Job, KindRunner
+from benchmarks.paper import pilot
+from benchmarks.runs import Run, iterate_curve
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import (
     NO_CLIP,
@@ -39,20 +53,6 @@ from botorch_dp.baselines import (
     random_search,
     ucb_bo,
 )
-from botorch_dp.benchmarks.dimension_report import write_report
-from botorch_dp.benchmarks.dimension_task import (  # noqa: F401  (re-exported)
-    METHODS,
-    PRIVATE,
-    SELECTION_FIELDS,
-    Settings,
-    clip_bound,
-    dimension_problem,
-    generating_lengthscales,
-    quick_settings,
-)
-from botorch_dp.benchmarks.jobs import Job, KindRunner
-from botorch_dp.benchmarks.paper import pilot
-from botorch_dp.benchmarks.runs import Run, iterate_curve
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.problems import GPRegressionLengthscales

@@ -38,12 +38,12 @@ __all__ = ["EXPERIMENTS", "REQUIRED_MEMBERS", "load_experiment"]
 
 #: name -> module path of the experiments the CLI knows.
 EXPERIMENTS: dict[str, str] = {
-    "paper": "botorch_dp.benchmarks.paper_experiment",
-    "e1": "botorch_dp.benchmarks.e1",
-    "amp": "botorch_dp.benchmarks.amp",
-    "options": "botorch_dp.benchmarks.options",
-    "mlp": "botorch_dp.benchmarks.mlp",
-    "dimension": "botorch_dp.benchmarks.dimension",
+    "paper": "benchmarks.paper_experiment",
+    "e1": "benchmarks.e1",
+    "amp": "benchmarks.amp",
+    "options": "benchmarks.options",
+    "mlp": "benchmarks.mlp",
+    "dimension": "benchmarks.dimension",
 }
 
 REQUIRED_MEMBERS = ("Settings", "quick_settings", "prepare", "experiment_jobs", "make_runner", "write_report")

@@ -6,9 +6,9 @@ import math
 import statistics
 from pathlib import Path
 
-from botorch_dp.benchmarks.amp_task import LABELS, METHODS, NON_PRIVATE_LAMBDAS, Settings
-from botorch_dp.benchmarks.report import markdown_row
-from botorch_dp.benchmarks.runs import Run, format_mean_se, mean_se
+from benchmarks.amp_task import LABELS, METHODS, NON_PRIVATE_LAMBDAS, Settings
+from benchmarks.report import markdown_row
+from benchmarks.runs import Run, format_mean_se, mean_se
 
 __all__ = ["make_plot", "report_text"]
 

@@ -16,8 +16,15 @@ from pathlib import Path
 
 import torch
 
-from botorch_dp.benchmarks.paper import Settings
-from botorch_dp.benchmarks.runs import Run, format_mean_se, format_mu, group_by_method, mean_se, num_seeds
+from benchmarks.paper import Settings
+from benchmarks.runs import (
+    Run,
+    format_mean_se,
+    format_mu,
+    group_by_method,
+    mean_se,
+    num_seeds,
+)
 from botorch_dp.privacy.analysis.gdp import gaussian_noise_std_for_mu, gdp_epsilon
 
 #: A table column: its header and ``cell(label, runs) -> text`` for one group of runs.

@@ -38,13 +38,17 @@ from typing import Any
 
 import torch
 
+from benchmarks import paper
+from benchmarks.jobs import Job, KindRunner, RunJob
+from benchmarks.report import markdown_row
+from benchmarks.runs import Run, format_mean_se, iterate_curve, mean_se
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import from_dp_gibo_result
-from botorch_dp.benchmarks import paper
-from botorch_dp.benchmarks.jobs import Job, KindRunner, RunJob
-from botorch_dp.benchmarks.report import markdown_row
-from botorch_dp.benchmarks.runs import Run, format_mean_se, iterate_curve, mean_se
-from botorch_dp.optim.subspace import FixedSubspace, PosteriorGradientCovarianceSubspace, PublicGradientPCA
+from botorch_dp.optim.subspace import (
+    FixedSubspace,
+    PosteriorGradientCovarianceSubspace,
+    PublicGradientPCA,
+)
 from botorch_dp.privacy.seeding import PrivacyWarning
 
 __all__ = [

@@ -30,7 +30,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from botorch_dp.benchmarks.runs import Run
+from benchmarks.runs import Run
 
 __all__ = ["RunStore", "canonical_json"]
 

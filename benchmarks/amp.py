@@ -1,6 +1,6 @@
 r"""Private tuning of AMP logistic regression: DP-GIBO vs Papernot–Steinke vs no tuning vs DP-SGD.
 
-The ``amp`` experiment of ``python -m botorch_dp.benchmarks`` (and of ``scripts/compare_amp_tuning.py``).
+The ``amp`` experiment of ``python -m benchmarks`` (and of ``scripts/compare_amp_tuning.py``).
 
 At each ε (δ = 1e-5) and seed, on scikit-learn's bundled ``breast_cancer`` data and a
 synthetic high-dimensional logistic model, four methods release a logistic regression:
@@ -44,8 +44,8 @@ benchmark CLI never sets one.
 
 Examples::
 
-    python -m botorch_dp.benchmarks run amp --quick --out /tmp/amp_quick
-    python -m botorch_dp.benchmarks run amp --workers 2 --out reports   # full: writes reports/amp_tuning.*
+    python -m benchmarks run amp --quick --out /tmp/amp_quick
+    python -m benchmarks run amp --workers 2 --out reports   # full: writes reports/amp_tuning.*
 """
 
 from __future__ import annotations
@@ -59,22 +59,37 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.amp_task import (  # noqa: F401 - re-exported
+    BETA,
+    CLIP,
+    LABELS,
+    METHODS,
+    NON_PRIVATE_LAMBDAS,
+    REPORT_MD,
+    REPORT_PNG,
+    RUNS_JSON,
+    Settings,
+)
+from benchmarks.jobs import Job, RunJob
+from benchmarks.runs import Run
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import private_random_search
-from botorch_dp.benchmarks.amp_task import (  # noqa: F401 - re-exported
-    BETA, CLIP, LABELS, METHODS, NON_PRIVATE_LAMBDAS, REPORT_MD, REPORT_PNG, RUNS_JSON, Settings,
-)
-from botorch_dp.benchmarks.jobs import Job, RunJob
-from botorch_dp.benchmarks.runs import Run
 from botorch_dp.privacy.analysis.gdp import gdp_mu
 from botorch_dp.privacy.analysis.objective_perturbation import calibrate_amp
 from botorch_dp.privacy.analysis.private_selection import (
     per_trial_mu_for_epsilon,
     private_selection_rdp_curve,
 )
-from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger, TrainingMechanism
+from botorch_dp.privacy.ledger import (
+    TRAINING_RDP_ORDERS,
+    PrivacyLedger,
+    TrainingMechanism,
+)
 from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.problems.logistic_regression import AMPTuningObjective, DPSGDTuningObjective
+from botorch_dp.problems.logistic_regression import (
+    AMPTuningObjective,
+    DPSGDTuningObjective,
+)
 from botorch_dp.problems.run_budgets import (
     AMPRunBudget,
     dp_sgd_curve,
@@ -371,7 +386,7 @@ def make_runner(settings: Settings, context: dict) -> RunJob:
 
 def write_report(settings: Settings, context: dict, runs: list[Run], out: Path, command: str) -> Path:
     r"""``amp_tuning.md``, ``amp_tuning.png`` and ``amp_tuning_runs.json`` in ``out``."""
-    from botorch_dp.benchmarks.amp_report import make_plot, report_text
+    from benchmarks.amp_report import make_plot, report_text
 
     plan_ = {k: v for k, v in context.items() if k in ("mean_trials", "per_epsilon")}
     wall = float(context.get("wall_s", math.nan))

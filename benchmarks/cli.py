@@ -1,13 +1,13 @@
-r"""One command for every benchmark: ``python -m botorch_dp.benchmarks`` (or ``botorch-dp-bench``).
+r"""One command for every benchmark: ``python -m benchmarks``, from the repository root.
 
 Usage::
 
-    python -m botorch_dp.benchmarks list
-    python -m botorch_dp.benchmarks run dimension --quick --out /tmp/dim
-    python -m botorch_dp.benchmarks run mlp --workers 2 --out reports
-    python -m botorch_dp.benchmarks run paper --set only=comparison,svm --set seeds=0,1,2 --workers 2
-    python -m botorch_dp.benchmarks run dimension --dask tcp://scheduler:8786 --out /shared/dim
-    python -m botorch_dp.benchmarks run mlp --out reports --render     # report from stored runs only
+    python -m benchmarks list
+    python -m benchmarks run dimension --quick --out /tmp/dim
+    python -m benchmarks run mlp --workers 2 --out reports
+    python -m benchmarks run paper --set only=comparison,svm --set seeds=0,1,2 --workers 2
+    python -m benchmarks run dimension --dask tcp://scheduler:8786 --out /shared/dim
+    python -m benchmarks run mlp --out reports --render     # report from stored runs only
 
 ``run NAME`` takes the experiment's full settings (``--quick``: its smoke settings), changes
 fields with ``--set FIELD=VALUE`` (tuples comma-separated, ``none`` for ``None``), computes
@@ -41,10 +41,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from botorch_dp.benchmarks.experiment import EXPERIMENTS, load_experiment
-from botorch_dp.benchmarks.jobs import run_jobs, unstored_jobs
-from botorch_dp.benchmarks.report import threads_text
-from botorch_dp.benchmarks.store import RunStore
+from benchmarks.experiment import EXPERIMENTS, load_experiment
+from benchmarks.jobs import run_jobs, unstored_jobs
+from benchmarks.report import threads_text
+from benchmarks.store import RunStore
 from botorch_dp.utils import torch_threads
 
 __all__ = ["build_parser", "main", "parse_value", "run_experiment", "settings_with"]
@@ -187,7 +187,7 @@ def run_experiment(name: str, settings: Any, out: Path, *, workers: int = 1, das
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m botorch_dp.benchmarks", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="action", required=True)
     sub.add_parser("list", help="list the experiments")
     show = sub.add_parser("settings", help="print an experiment's settings")
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     except ValueError as error:
         parser.error(str(error))
     out = args.out or Path("outputs") / (args.name + ("-quick" if args.quick else ""))
-    command = "python -m botorch_dp.benchmarks " + shlex.join(argv)
+    command = "python -m benchmarks " + shlex.join(argv)
     warnings.filterwarnings("ignore", message=".*(optimization|Optimization).*")
     try:
         result = run_experiment(args.name, settings, out, workers=args.workers, dask=args.dask, fresh=args.fresh,

@@ -19,8 +19,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from botorch_dp.benchmarks.runs import Run
-from botorch_dp.benchmarks.store import RunStore
+from benchmarks.runs import Run
+from benchmarks.store import RunStore
 from botorch_dp.evaluation import SerialExecutor, init_one_thread_worker, process_pool
 
 __all__ = ["Job", "KindRunner", "RunJob", "critical_paths", "init_one_thread_worker", "job_kwargs", "process_pool",

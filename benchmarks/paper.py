@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from benchmarks.jobs import Job, KindRunner
+from benchmarks.runs import Run, format_mu, iterate_curve, round_sig
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import (
     NO_CLIP,
@@ -29,11 +31,14 @@ from botorch_dp.baselines import (
     random_search,
     ucb_bo,
 )
-from botorch_dp.benchmarks.jobs import Job, KindRunner
-from botorch_dp.benchmarks.runs import Run, format_mu, iterate_curve, round_sig
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
-from botorch_dp.problems import GPRegressionLengthscales, HuberRegression, KernelSVMRegression, NormalLocation
+from botorch_dp.problems import (
+    GPRegressionLengthscales,
+    HuberRegression,
+    KernelSVMRegression,
+    NormalLocation,
+)
 from botorch_dp.problems.base import PerUserProblem
 
 INF = math.inf

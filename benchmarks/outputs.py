@@ -15,11 +15,11 @@ import time
 from concurrent.futures import Executor
 from pathlib import Path
 
-from botorch_dp.benchmarks.jobs import run_jobs
-from botorch_dp.benchmarks.paper import EXPERIMENTS, Runner, Settings, experiment_jobs, pilot
-from botorch_dp.benchmarks.plots import make_plots
-from botorch_dp.benchmarks.report import threads_text, write_report
-from botorch_dp.benchmarks.runs import Run
+from benchmarks.jobs import run_jobs
+from benchmarks.paper import EXPERIMENTS, Runner, Settings, experiment_jobs, pilot
+from benchmarks.plots import make_plots
+from benchmarks.report import threads_text, write_report
+from benchmarks.runs import Run
 
 #: Settings fields that list seeds (merged as a union by ``--merge``).
 SEED_FIELDS = ("seeds", "sweep_seeds", "normal_location_seeds", "huber_seeds", "svm_seeds")

@@ -1,4 +1,11 @@
-r"""The quality benchmarks: one CLI (``python -m botorch_dp.benchmarks``) over registered experiments.
+r"""The quality benchmarks: one CLI (``python -m benchmarks``) over registered experiments.
+
+A top-level package of the repository, not installed with ``botorch_dp`` (which never imports
+it): run it from the repository root, ``python -m benchmarks ...``, where the root is first on
+``sys.path`` (``scripts/`` put it there themselves; under pytest ``tests/`` is a package, so
+the root is on the path). Elsewhere the name ``benchmarks`` is not this package (opacus, for
+one, installs an unrelated top-level ``benchmarks``). Workers of a remote Dask cluster need
+the repository on their ``PYTHONPATH`` too; local process pools and ``--dask local`` inherit it.
 
 - ``cli``: the command (``list``, ``settings``, ``run NAME``), ``--set``, executors, resume;
 - ``experiment``: the contract of an experiment module and the registry;

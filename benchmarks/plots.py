@@ -10,8 +10,15 @@ import statistics
 import warnings
 from pathlib import Path
 
-from botorch_dp.benchmarks.paper import Settings
-from botorch_dp.benchmarks.runs import Run, format_mu, group_by_method, mean_se, num_seeds, step_interp
+from benchmarks.paper import Settings
+from benchmarks.runs import (
+    Run,
+    format_mu,
+    group_by_method,
+    mean_se,
+    num_seeds,
+    step_interp,
+)
 
 
 def make_plots(settings: Settings, runs: list[Run], out: Path) -> list[Path]:
