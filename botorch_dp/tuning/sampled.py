@@ -69,8 +69,9 @@ def sample_configurations(
 ) -> TuneResult:
     r"""Run the sampled strategy (see the module); ``run_one(choice, μ_run, seed, ledger)`` is
     ``tune``'s DP-GIBO run of one configuration."""
+    # calibrated on the ledger's grid of orders, so the ledger's statement of the charged curve is within ε too
     per_trial_mu = per_trial_mu_for_epsilon(target_epsilon=epsilon, target_delta=delta, mean_trials=mean_trials,
-                                            distribution=DISTRIBUTION)
+                                            distribution=DISTRIBUTION, orders=TRAINING_RDP_ORDERS)
     run_mu = per_trial_mu * math.sqrt(1.0 - selection_share)
     score_mu = per_trial_mu * math.sqrt(selection_share)
     rdp = functools.partial(private_selection_rdp, per_trial_mu=per_trial_mu, mean_trials=mean_trials,

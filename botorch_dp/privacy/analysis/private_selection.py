@@ -420,6 +420,7 @@ def private_selection_epsilon(
     target_delta: float,
     distribution: str = "truncated_negative_binomial",
     tnb_eta: float = 1.0,
+    orders: Sequence[float] | None = None,
 ) -> float:
     r"""``ε`` at ``δ = target_delta`` of private selection (see ``private_selection_rdp``).
 
@@ -431,6 +432,7 @@ def private_selection_epsilon(
         target_delta: ``δ ∈ (0, 1)``.
         distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
         tnb_eta: ``η ∈ (−1, ∞)`` of the truncated negative binomial.
+        orders: ``None`` (continuous order) or a grid of orders ``> 1``.
 
     Returns:
         ``ε ≥ 0``.
@@ -441,6 +443,7 @@ def private_selection_epsilon(
     return private_selection_epsilon_generic(
         **_gaussian_score_base(per_trial_mu),
         mean_trials=mean_trials, target_delta=target_delta, distribution=distribution, tnb_eta=tnb_eta,
+        orders=orders,
     )
 
 
@@ -451,10 +454,15 @@ def per_trial_mu_for_epsilon(
     mean_trials: float,
     distribution: str = "truncated_negative_binomial",
     tnb_eta: float = 1.0,
+    orders: Sequence[float] | None = None,
 ) -> float:
     r"""The largest per-trial ``μ₀`` whose private selection is ``(target_epsilon, target_delta)``-DP.
 
-    ``ε(μ₀)`` increases in ``μ₀``; the root is found by ``brentq`` on ``log μ₀``.
+    ``ε(μ₀)`` increases in ``μ₀``; the root is found by ``brentq`` on ``log μ₀``. With
+    ``orders=None`` the RDP curve is converted over a continuous order (the tightest bound);
+    a caller that charges a ledger passes the ledger's grid (``TRAINING_RDP_ORDERS``), so that
+    the ledger's own conversion of the charged curve also reads at most ``target_epsilon``
+    (the continuous optimum can sit between grid orders, where the grid reads a little more).
 
     Args:
         target_epsilon: ``ε > 0`` that the whole selection may spend.
@@ -462,6 +470,7 @@ def per_trial_mu_for_epsilon(
         mean_trials: ``E[K]``.
         distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
         tnb_eta: ``η ∈ (−1, ∞)`` of the truncated negative binomial.
+        orders: ``None`` (continuous order) or the grid of orders the guarantee is read on.
 
     Returns:
         ``μ₀ > 0``.
@@ -475,7 +484,7 @@ def per_trial_mu_for_epsilon(
     target_delta = check_delta(target_delta, "target_delta")
     eps = lambda log_mu: private_selection_epsilon(
         per_trial_mu=math.exp(log_mu), mean_trials=mean_trials, target_delta=target_delta,
-        distribution=distribution, tnb_eta=tnb_eta,
+        distribution=distribution, tnb_eta=tnb_eta, orders=orders,
     ) - target_epsilon
     lo, hi = math.log(1e-6), math.log(1e2)
     if eps(lo) >= 0:
@@ -483,4 +492,7 @@ def per_trial_mu_for_epsilon(
             f"No per-trial budget reaches epsilon={target_epsilon} with E[K]={mean_trials} "
             f"({distribution}); allow a larger epsilon or fewer trials."
         )
-    return math.exp(brentq(eps, lo, hi, xtol=1e-10))
+    root = brentq(eps, lo, hi, xtol=1e-10)
+    while eps(root) > 0:  # brentq's root may sit a rounding error above: step to the side within the target
+        root -= 1e-10
+    return math.exp(root)

@@ -117,6 +117,24 @@ def test_per_trial_mu_for_epsilon_inverts_the_guarantee():
     assert 0 < mu_p < mu0  # the Poisson bound pays m·δ̂ and is looser at this many trials
 
 
+
+@pytest.mark.parametrize("target", [0.5, 1.0, 3.0])
+@pytest.mark.parametrize("mean_trials", [4.0, 18.0, 50.0, 200.0])
+def test_per_trial_mu_on_a_grid_of_orders_is_within_the_target_on_that_grid(target, mean_trials):
+    from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
+    from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS
+
+    grid = per_trial_mu_for_epsilon(target_epsilon=target, target_delta=1e-5, mean_trials=mean_trials,
+                                    orders=TRAINING_RDP_ORDERS)
+    free = per_trial_mu_for_epsilon(target_epsilon=target, target_delta=1e-5, mean_trials=mean_trials)
+    # the ledger's conversion, recomputed from the curve's values at its orders: within the target, and tight
+    curve = [private_selection_rdp(a, per_trial_mu=grid, mean_trials=mean_trials) for a in TRAINING_RDP_ORDERS]
+    on_grid = rdp_curve_epsilon(curve, TRAINING_RDP_ORDERS, 1e-5)[0]
+    assert on_grid <= target and on_grid == pytest.approx(target, rel=1e-7)
+    # a continuous order can only be tighter, so its calibration allows at least as much per trial
+    assert grid <= free
+    assert private_selection_epsilon(per_trial_mu=free, mean_trials=mean_trials, target_delta=1e-5) <= target
+
 def test_input_validation():
     for call, match in [
         (lambda: private_selection_rdp(1.0, per_trial_mu=0.1, mean_trials=10.0), "order"),
@@ -210,9 +228,18 @@ def test_gaussian_special_case_reproduces_the_earlier_implementation_exactly():
     for dist, eta, mu, m, delta, value in _REGRESSION["private_selection_epsilon"]["rows"]:
         kw = dict(per_trial_mu=mu, mean_trials=m, distribution=dist, tnb_eta=eta)
         assert private_selection_epsilon(target_delta=delta, **kw) == float.fromhex(value)
+    moved = 0
     for dist, eta, eps, m, value in _REGRESSION["per_trial_mu_for_epsilon"]["rows"]:
         kw = dict(mean_trials=m, distribution=dist, tnb_eta=eta)
-        assert per_trial_mu_for_epsilon(target_epsilon=eps, target_delta=1e-5, **kw) == float.fromhex(value)
+        mu0, earlier = per_trial_mu_for_epsilon(target_epsilon=eps, target_delta=1e-5, **kw), float.fromhex(value)
+        # bit for bit, except where the earlier root read a rounding error above the target: that one now
+        # steps just below it (one 1e-10 step of log mu0), within the target
+        if mu0 != earlier:
+            moved += 1
+            assert private_selection_epsilon(per_trial_mu=earlier, target_delta=1e-5, **kw) > eps
+            assert mu0 < earlier and mu0 == pytest.approx(earlier, rel=2e-10)
+        assert private_selection_epsilon(per_trial_mu=mu0, target_delta=1e-5, **kw) <= eps
+    assert moved < len(_REGRESSION["per_trial_mu_for_epsilon"]["rows"]) / 2
 
 
 @pytest.mark.parametrize("distribution,eta", [("truncated_negative_binomial", 1.0), ("truncated_negative_binomial", 0.0), ("truncated_negative_binomial", -0.5), ("poisson", 1.0)])
