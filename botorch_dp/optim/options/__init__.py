@@ -38,6 +38,7 @@ from botorch_dp.optim.options.registry import (
     Strategy,
     from_spec,
     lookup,
+    lookup_family,
     register,
     registered,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "Strategy",
     "from_spec",
     "lookup",
+    "lookup_family",
     "register",
     "registered",
 ]

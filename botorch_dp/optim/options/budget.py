@@ -53,11 +53,8 @@ class BudgetSplit:
         mu = self.steps_mu
         if self.clip_fraction is None and self.precond_fraction is None:
             return mu
-        if self.precond_fraction is None:
-            return mu * math.sqrt(1.0 - self.clip_fraction)
-        if self.clip_fraction is None:
-            return mu * math.sqrt(1.0 - self.precond_fraction)
-        return mu * math.sqrt(1.0 - self.clip_fraction - self.precond_fraction)
+        # a missing share counts as 0.0 (x - 0.0 == x exactly, so one formula covers the three cases)
+        return mu * math.sqrt(1.0 - (self.clip_fraction or 0.0) - (self.precond_fraction or 0.0))
 
     @property
     def clip_mu(self) -> float | None:
