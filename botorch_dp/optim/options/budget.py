@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["BudgetSplit", "room_left"]
+__all__ = ["BudgetSplit", "resolved_mu", "room_left"]
 
 
 @dataclass(frozen=True)
@@ -74,3 +74,11 @@ def room_left(room: float, others: dict) -> float:
     if not others or math.isinf(room):
         return room
     return math.sqrt(max(room * room - math.fsum(e.mu * e.mu for e in others.values()), 0.0))
+
+
+def resolved_mu(privacy_mu: float | None) -> float:
+    r"""A config's ``privacy_mu`` once ``DPGIBOConfig`` has resolved it (from ``privacy_mu`` or
+    ``(epsilon, delta)``); ``ValueError`` if it is still ``None``."""
+    if privacy_mu is None:
+        raise ValueError("privacy_mu is None: give privacy_mu or (epsilon, delta) to the config, which resolves it.")
+    return privacy_mu
