@@ -245,7 +245,7 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
         #: Models this object charged or trained alone (this session only), wherever they trained.
         self.num_trainings = 0
 
-    _PER_PROCESS = ("runs",)
+    _PER_PROCESS: tuple[str, ...] = ("runs",)
 
     def split_hyperparameters(self, params: Mapping[str, float]) -> tuple[dict[str, Any], dict[str, float]]:
         r"""``(optimizer keyword arguments, model keyword arguments)`` for natural values ``params``."""
