@@ -166,8 +166,7 @@ class DPGIBO:
         if self.is_done:
             raise RuntimeError(f"The run is finished ({self.iteration} iterations).")
         s, o, c = self.state, self.options, self.config
-        pending = s.pending
-        if pending is None:
+        if (pending := s.pending) is None:
             report.check_next_release(self)  # a ledger that cannot pay refuses before any evaluation
             with rollback_on_error(self):  # a failed search or checkpoint write leaves no trace
                 if self.steps_done:  # the evaluated selection's batch: the iterates (public)
