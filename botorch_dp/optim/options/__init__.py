@@ -112,7 +112,11 @@ class StepOutcome:
 
 @dataclass(frozen=True)
 class Options:
-    r"""One strategy per family: what a run does beyond the plain DP-GIBO step."""
+    r"""One strategy per family: what a run does beyond the plain DP-GIBO step.
+
+    Each field is annotated with its family's type: the base class every strategy of the family
+    derives from (``FixedClip``, ``SGD``, ``Last``, ``FixedBatches``, ``NoFitting``) or the union
+    of the family's strategies (noise, projection); ``Evaluated`` narrows the selection further."""
 
     clip: FixedClip = FixedClip()
     noise: FixedNoise | AdaptiveNorm = FixedNoise()
