@@ -31,8 +31,10 @@ from botorch_dp.optim.noise_schedule import (
     NoiseSchedule,
 )
 from botorch_dp.optim.options import (
+    SGD,
     AdaptiveNorm,
     ClipState,
+    Evaluated,
     Exponential,
     FixedClip,
     FixedNoise,
@@ -43,7 +45,7 @@ from botorch_dp.optim.options import (
     Options,
     RunPlan,
     Strategy,
-    lookup,
+    lookup_family,
 )
 from botorch_dp.optim.projected import SubspaceTrack
 from botorch_dp.optim.selection import (
@@ -193,7 +195,8 @@ def noisy_gradient_descent(
                        selection_epsilon, selection_mu, loss_clip)
     options.check(privacy_mu, d, int(num_iterations))
     evaluator = None  # what the evaluated selections evaluate the iterates with
-    if options.selection.evaluated:
+    evaluated = options.selection if isinstance(options.selection, Evaluated) else None
+    if evaluated is not None:
         if loss_oracle is None and not isinstance(oracle, PerUserProblem):
             raise ValueError(f"selection={selection!r} evaluates the iterates: pass loss_oracle (q x d -> q x n losses).")
         evaluator = oracle if loss_oracle is None else loss_oracle
@@ -211,12 +214,12 @@ def noisy_gradient_descent(
     extras: dict = {"released_gradients": torch.stack(released), "noise_std": record.noise.noise_stds[-1]}
     selected, scores, num_evaluations = num_steps, None, num_steps
     spent = [*record.noise.norm_mus, *record.noise.step_mus, *record.others]
-    if evaluator is not None:  # options.selection.evaluated
+    if evaluated is not None and evaluator is not None:  # evaluator is set whenever the selection is evaluated
         losses = evaluate_losses(evaluator, iterates_t, n, executor=executor)  # T + 1 candidates θ_0..θ_T, sensitive
         num_evaluations += iterates_t.shape[0]
-        sums = InMemoryUsers((losses,)).clamped_loss_sums(iterates_t, losses, options.selection.loss_clip)
-        with account.ledger.charge({SELECTION_KEY: options.selection.event()}, run_id=account.run_id) as meter:
-            chosen = options.selection.release(sums, n, meter, generator)
+        sums = InMemoryUsers((losses,)).clamped_loss_sums(iterates_t, losses, evaluated.loss_clip)
+        with account.ledger.charge({SELECTION_KEY: evaluated.event()}, run_id=account.run_id) as meter:
+            chosen = evaluated.release(sums, n, meter, generator)
         selected, scores = chosen.index, chosen.scores
         spent = [*spent, chosen.mu]
     else:
@@ -263,14 +266,19 @@ def noisy_gradient_descent(
 def _options(clip_bound, noise_schedule, norm_mu_fraction, snr_factor, max_step_mu, step_rule, selection,
              selection_epsilon, selection_mu, loss_clip) -> Options:
     r"""DP-GIBO's strategies for noisy GD's arguments (strategy objects are taken as they are)."""
-    clip = clip_bound if isinstance(clip_bound, Strategy) else FixedClip(clip_bound)
-    if isinstance(noise_schedule, Strategy):
+    for argument, value, family in (("clip_bound", clip_bound, FixedClip), ("noise_schedule", noise_schedule,
+                                     (FixedNoise, AdaptiveNorm)), ("step_rule", step_rule, SGD), ("selection", selection, Last)):
+        if isinstance(value, Strategy) and not isinstance(value, family):
+            raise ValueError(f"{argument} got a {value.family} strategy ({type(value).__name__}).")
+    clip = clip_bound if isinstance(clip_bound, FixedClip) else FixedClip(clip_bound)
+    noise: FixedNoise | AdaptiveNorm
+    if isinstance(noise_schedule, (FixedNoise, AdaptiveNorm)):
         noise = noise_schedule
     else:
         check_choice(noise_schedule, "noise_schedule", NOISE_SCHEDULES)
         noise = (FixedNoise() if noise_schedule == "fixed" else
                  AdaptiveNorm(check_probability(norm_mu_fraction, "norm_mu_fraction (f_N)"), snr_factor, max_step_mu))
-    if not isinstance(selection, Strategy):
+    if not isinstance(selection, Last):
         epsilon, mu, clip_c = check_selection_fields(selection, selection_epsilon=selection_epsilon,
                                                      selection_mu=selection_mu, loss_clip=loss_clip)
         def given(value: float | None, name: str) -> float:  # check_selection_fields gave what the rule uses
@@ -281,7 +289,7 @@ def _options(clip_bound, noise_schedule, norm_mu_fraction, snr_factor, max_step_
         selection = {"last": Last, "min_noisy_norm": MinNoisyNorm,
                      "exponential": lambda: Exponential(given(epsilon, "selection_epsilon"), given(clip_c, "loss_clip")),
                      "noisy_loss": lambda: NoisyLoss(given(mu, "selection_mu"), given(clip_c, "loss_clip"))}[selection]()
-    rule = step_rule if isinstance(step_rule, Strategy) else lookup("step_rule", step_rule, "step_rule")()
+    rule = step_rule if isinstance(step_rule, SGD) else lookup_family("step_rule", step_rule, SGD, "step_rule")()
     return Options(clip=clip, noise=noise, step_rule=rule, selection=selection)
 
 

@@ -80,6 +80,10 @@ def clip_bounds_from_counts(
 ) -> list[float]:
     r"""``[B_0, …, B_t]`` from ``B_0`` and the released counts ``b̃_0..b̃_{t−1}`` (``t + 1`` values)."""
     bounds = [float(init)]
+    if len(counts) == 0:
+        return bounds
+    if num_users is None:
+        raise ValueError(f"Replaying {len(counts)} clip counts needs num_users (n), got None.")
     for count in counts:
         bounds.append(next_clip_bound(bounds[-1], count, num_users, quantile, learning_rate))
     return bounds

@@ -40,7 +40,7 @@ from botorch_dp.optim.options import (
     QuantileClip,
     SensitiveFitting,
     Strategy,
-    lookup,
+    lookup_family,
 )
 from botorch_dp.optim.selection import check_selection_fields
 from botorch_dp.optim.step_rules import PRECONDITIONERS
@@ -166,7 +166,7 @@ def build_options(config: Any) -> Options:
         preconditioner = PrivateGOE(c.preconditioner_mu_fraction) if c.preconditioner == "private" else c.preconditioner
         step_rule: SGD = FullMatrixAdaGrad(preconditioner)
     else:
-        step_rule = lookup("step_rule", c.step_rule)()
+        step_rule = lookup_family("step_rule", c.step_rule, SGD)()
     selection = {
         "last": Last, "min_noisy_norm": MinNoisyNorm,
         "exponential": lambda: Exponential(c.selection_epsilon, c.loss_clip),
@@ -202,7 +202,7 @@ def absorb_strategies(config: Any) -> None:
             implied = {"clip_bound": spec["bound"]}
         elif field == "noise_schedule":
             implied = {"noise_schedule": value.name, **{k: v for k, v in spec.items() if k != "kind"}}
-        elif field == "subspace":
+        elif field == "subspace" and isinstance(value, Projected):  # always (checked against _FIELD_FAMILIES)
             implied = {"subspace": value.oracle, "subspace_acquisition": value.acquisition}
         elif field == "step_rule" and value.name == "adagrad_full":
             implied = {"step_rule": value.name, "preconditioner": spec["preconditioner"],

@@ -11,6 +11,7 @@ read off one ``BudgetSplit`` (``config.mu_split.steps_mu``, was ``steps_privacy_
 from __future__ import annotations
 
 import functools
+import operator
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -23,7 +24,7 @@ def warn_renamed(old: str, new: str, stacklevel: int = 3) -> None:
     warnings.warn(f"{old} is deprecated; use {new} instead.", DeprecationWarning, stacklevel=stacklevel)
 
 
-def rename_fields(cls: type, renamed: dict[str, str]) -> None:
+def rename_fields(cls: type[Any], renamed: dict[str, str]) -> None:
     r"""Let ``cls(old=...)`` set the field ``renamed[old]`` and ``obj.old`` read it, each with a
     warning. Giving both names with different values is a ``ValueError`` naming both (this also
     covers ``dataclasses.replace(obj, old=...)``: use the new name there)."""
@@ -41,9 +42,9 @@ def rename_fields(cls: type, renamed: dict[str, str]) -> None:
             kwargs[new] = value
         init(self, *args, **kwargs)
 
-    cls.__init__ = __init__  # type: ignore[method-assign]
+    cls.__init__ = __init__
     for old, new in renamed.items():
-        setattr(cls, old, alias_property(f"{cls.__name__}.{old}", f"{cls.__name__}.{new}", lambda self, n=new: getattr(self, n)))
+        setattr(cls, old, alias_property(f"{cls.__name__}.{old}", f"{cls.__name__}.{new}", operator.attrgetter(new)))
 
 
 def alias_property(old: str, new: str, read: Callable[[Any], Any]) -> property:

@@ -39,10 +39,10 @@ from botorch_dp.optim.config import (
     check_bias_tolerance,
     resolve_model,
 )
-from botorch_dp.optim.options import RunPlan
+from botorch_dp.optim.options import Evaluated, RunPlan, resolved_mu
+from botorch_dp.optim.public_checks import check_kernel
 from botorch_dp.optim.results import DPGIBOResult, IterationInfo, PrivacyGuarantee
 from botorch_dp.optim.run_state import apply_state, encode_state, resume_run
-from botorch_dp.optim.public_checks import check_kernel
 from botorch_dp.optim.selection import SELECTION_KEY
 from botorch_dp.optim.state import RunState, rollback_on_error
 from botorch_dp.optim.step_rules import projected_step
@@ -109,7 +109,7 @@ class DPGIBO:
         self.run_id = uuid.uuid4().hex  # the run's name in the ledger
         # Privacy noise: OS entropy unless a seed is given (then child stream 0, with a
         # PrivacyWarning; μ = inf draws no noise). Candidate search: public, stream 1.
-        self._noise_gen = None if math.isinf(c.privacy_mu) else noise_generator(c.seed, stream=0, stacklevel=3)
+        self._noise_gen = None if math.isinf(resolved_mu(c.privacy_mu)) else noise_generator(c.seed, stream=0, stacklevel=3)
         search_seed = secrets.randbits(63) if c.seed is None else child_seeds([c.seed, 1], 1)[0]
         self._search_gen = torch.Generator().manual_seed(search_seed)
         if not o.fitting.holds:
@@ -166,7 +166,7 @@ class DPGIBO:
         if self.is_done:
             raise RuntimeError(f"The run is finished ({self.iteration} iterations).")
         s, o, c = self.state, self.options, self.config
-        if s.pending is None:
+        if (pending := s.pending) is None:
             report.check_next_release(self)  # a ledger that cannot pay refuses before any evaluation
             with rollback_on_error(self):  # a failed search or checkpoint write leaves no trace
                 if self.steps_done:  # the evaluated selection's batch: the iterates (public)
@@ -176,9 +176,9 @@ class DPGIBO:
                         s.gp, s.theta, self.local_bounds(), self._search_gen, default=o.projection.default_batch_size(self.dim),
                         basis=o.projection.acquisition_basis(s.theta, s.gp, s.track), num_restarts=c.num_restarts,
                         raw_samples=c.raw_samples)
-                self.state = s = report.replace(s, pending=pending)
+                self.state = report.replace(s, pending=pending)
                 self._save_checkpoint()
-        return s.pending.clone()
+        return pending.clone()
 
     def tell(self, points: Tensor, losses: Tensor) -> IterationInfo:
         r"""Record the per-user losses at the asked points and take one private step.
@@ -250,7 +250,7 @@ class DPGIBO:
             trace = float(gp.posterior_trace(s.theta))
         theta = projected_step(self._optimizer, release.gradient, self.bounds,  # post-processing
                                **o.step_rule.extras(basis, out.noise.noise_stds[-1], track))
-        self.state = s.stepped(points=points, gp=gp, users=users if users.raw_losses else None, num_users=users.num_users,
+        self.state = s.stepped(points=points, gp=gp, users=users if isinstance(users, InMemoryUsers) else None, num_users=users.num_users,
                                partitioned=not users.raw_losses, theta=theta, trace=trace, release=release.gradient,
                                diagnostics=release.diagnostics, optimizer=self._optimizer.state_dict(), noise=out.noise,
                                clip=out.clip, track=track)
@@ -260,6 +260,8 @@ class DPGIBO:
     def _select(self, points: Tensor, users: Users, losses: Tensor | None) -> IterationInfo:
         r"""The evaluated selection over the iterates, charged (``"select"``) before its draw."""
         selection = self.options.selection
+        if not isinstance(selection, Evaluated):  # steps_done and not is_done: an evaluated selection
+            raise RuntimeError(f"selection={selection.name!r} does not evaluate the iterates.")
         sums = users.clamped_loss_sums(points, losses, selection.loss_clip)
         with self.ledger.charge({SELECTION_KEY: selection.event()}, run_id=self.run_id) as meter:
             chosen = selection.release(sums, users.num_users, meter, self._noise_gen)

@@ -14,7 +14,7 @@ import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from gpytorch.kernels import Kernel
@@ -30,7 +30,7 @@ from botorch_dp.optim.checkpoint import (
     load_state,
 )
 from botorch_dp.optim.config import DPGIBOConfig
-from botorch_dp.optim.options import ClipState, NoiseState
+from botorch_dp.optim.options import ClipState, NoiseState, resolved_mu
 from botorch_dp.optim.projected import SubspaceTrack
 from botorch_dp.optim.selection import EVALUATED_SELECTIONS, SELECTION_KEY
 from botorch_dp.optim.state import Run, RunState
@@ -142,7 +142,7 @@ def check_state(
     ledger_state = meta["ledger"]
     ledger = PrivacyLedger.from_state_dict(ledger_state)  # validates before anything changes
     n = blocks[0].shape[1] if blocks else partitioned
-    if n is not None and config.privacy_mu < math.inf and n == 0:
+    if n is not None and resolved_mu(config.privacy_mu) < math.inf and n == 0:
         raise ValueError("Checkpoint loss files hold no users.")
     check_ledger_covers_steps(config, ledger, meta["run_id"], T, n)
     adaptive = check_noise_and_selection(meta["noise_and_selection"], config=config, T=T, ledger=ledger, run_id=meta["run_id"])
@@ -167,6 +167,7 @@ def _with_added_meta(meta: Any) -> Any:
     return {**{k: v for k, v in _META_KEYS_ADDED.items() if k not in meta}, **meta}
 
 
+_R = TypeVar("_R", bound=Run)  # the run class resume_run rebuilds
 _NOISE_LISTS = ("step_mus", "noise_stds", "noisy_norms", "norm_mus")
 
 
@@ -197,7 +198,7 @@ def check_noise_and_selection(
     ``step-t/grad``): the filter's spent budget is read from the ledger, so the two must
     agree. A made selection needs its ledger record (``"select"``).
     """
-    empty = {name: [] for name in _NOISE_LISTS} | {"stopped": False, "selected_index": None, "selection_scores": None}
+    empty: dict[str, Any] = {name: [] for name in _NOISE_LISTS} | {"stopped": False, "selected_index": None, "selection_scores": None}
     if entry is None:
         entry = empty
     ckpt._check_keys(entry, set(empty), "noise_and_selection")
@@ -246,7 +247,7 @@ def check_ledger_covers_steps(config: DPGIBOConfig, ledger: PrivacyLedger, run_i
     and gradient of an adaptive step (their μ are checked against the noise lists). A state
     whose ledger lost records it had, however consistently edited, is refused here."""
 
-    if T == 0 or config.unsafe_allow_sensitive_fitting and math.isinf(config.privacy_mu):
+    if T == 0 or config.unsafe_allow_sensitive_fitting and math.isinf(resolved_mu(config.privacy_mu)):
         return
     recorded = recorded_mus(ledger, run_id)
     adaptive = config.noise_schedule == "adaptive_norm"
@@ -296,6 +297,8 @@ def resume_config(
             )
     budget = min([b for b in [stored_budget, *budgets] if b is not None], default=None)
     if config is None:
+        if stored is None:  # config_from_json rebuilds it whenever no config is given
+            raise ValueError("The checkpoint's config was not rebuilt; pass the config to DPGIBO.resume.")
         config = stored
     else:
         check_same_run(meta, config)
@@ -391,14 +394,14 @@ def apply_state(opt: Run, state: dict[str, Any]) -> None:
     )
     opt.run_id = meta["run_id"]
     opt.ledger.load_state_dict(checked["ledger_state"])
-    if checked["noise_gen"] is not None:
+    if checked["noise_gen"] is not None and opt._noise_gen is not None:  # checked above (has_noise_generator)
         opt._noise_gen.set_state(checked["noise_gen"])
     opt._search_gen.set_state(checked["search_gen"])
 
 
 def resume_run(
-    cls: Callable[..., Run], checkpoint_dir: str | os.PathLike, config: DPGIBOConfig | None, ledger: PrivacyLedger | None
-) -> Run:
+    cls: Callable[..., _R], checkpoint_dir: str | os.PathLike, config: DPGIBOConfig | None, ledger: PrivacyLedger | None
+) -> _R:
     r"""``DPGIBO.resume``: load and check the checkpoint, then rebuild the run in its state."""
     state = load_state(checkpoint_dir)
     meta = state["meta"]

@@ -101,7 +101,7 @@ def check_selection(
                 f"The selection's charge μ_sel = {charge:.6g} must be below privacy_mu (μ) = {privacy_mu:.6g}: "
                 "the gradient steps get √(μ² − μ_sel²)."
             )
-    return checked  # type: ignore[return-value]
+    return checked
 
 
 def check_selection_fields(
@@ -120,18 +120,25 @@ def check_selection_fields(
             raise ValueError(f"selection={selection!r} needs {name}.")
         if selection not in used_by and given[name] is not None:
             raise ValueError(f"{name} is only used by selection in {used_by}, not by selection={selection!r}.")
-    return tuple(  # type: ignore[return-value]
-        None if given[name] is None else check_positive(given[name], name, allow_inf=False) for name in given
-    )
+    epsilon, mu, clip = (None if value is None else check_positive(value, name, allow_inf=False)
+                         for name, value in given.items())
+    return epsilon, mu, clip
+
+
+def _needed(value: float | None, name: str, selection: str) -> float:
+    r"""``value``, which ``selection`` uses (``ValueError`` naming ``name`` if it is ``None``)."""
+    if value is None:
+        raise ValueError(f"selection={selection!r} needs {name}, got None.")
+    return value
 
 
 def selection_mu_of(selection: str, selection_epsilon: float | None, selection_mu: float | None) -> float:
     r"""The GDP charge ``μ_sel`` of a selection rule: ``2Φ⁻¹(e^ε/(1 + e^ε))`` for
     ``"exponential"``, ``selection_mu`` for ``"noisy_loss"``, 0 for the free rules."""
     if selection == "exponential":
-        return pure_dp_to_gdp_mu(selection_epsilon)
+        return pure_dp_to_gdp_mu(_needed(selection_epsilon, "selection_epsilon", selection))
     if selection == "noisy_loss":
-        return float(selection_mu)
+        return float(_needed(selection_mu, "selection_mu", selection))
     return 0.0
 
 
@@ -169,17 +176,19 @@ def selection_mechanism(
 ) -> ExponentialLossSelection | NoisyLossSelection:
     r"""The mechanism of an evaluated selection rule (``"exponential"`` or ``"noisy_loss"``)."""
     if selection == "exponential":
-        return ExponentialLossSelection(epsilon=selection_epsilon, loss_clip=loss_clip, generator=generator)
+        return ExponentialLossSelection(epsilon=_needed(selection_epsilon, "selection_epsilon", selection),
+                                        loss_clip=_needed(loss_clip, "loss_clip", selection), generator=generator)
     if selection == "noisy_loss":
-        return NoisyLossSelection(total_mu=selection_mu, loss_clip=loss_clip, generator=generator)
+        return NoisyLossSelection(total_mu=_needed(selection_mu, "selection_mu", selection),
+                                  loss_clip=_needed(loss_clip, "loss_clip", selection), generator=generator)
     raise ValueError(f"selection={selection!r} needs no mechanism.")
 
 
 def selection_event(selection: str, selection_epsilon: float | None, selection_mu: float | None) -> PureDP | Gaussian:
     r"""What an evaluated selection spends: ``PureDP(ε)`` (exponential) or ``Gaussian(μ)`` (noisy losses)."""
     if selection == "exponential":
-        return PureDP(selection_epsilon)
-    return Gaussian(selection_mu)
+        return PureDP(_needed(selection_epsilon, "selection_epsilon", selection))
+    return Gaussian(_needed(selection_mu, "selection_mu", selection))
 
 
 def release_selection(
@@ -216,6 +225,8 @@ def release_selection(
     )
     if ledger is None:
         return mechanism.release(losses, nonfinite=nonfinite)
+    if run_id is None:  # checked before anything is charged or drawn
+        raise ValueError("release_selection with a ledger needs run_id (the run's ledger id), got None.")
     bound = {SELECTION_KEY: selection_event(selection, selection_epsilon, selection_mu)}
     with ledger.charge(bound, run_id=run_id) as meter:
         return mechanism.release(losses, nonfinite=nonfinite, meter=meter, part=SELECTION_KEY)

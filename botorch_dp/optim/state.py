@@ -127,6 +127,8 @@ class Run(Protocol):
 
     def _save_checkpoint(self) -> None: ...
 
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
     def plan(self, num_users: int | None = None) -> Any: ...
 
     def selected_index(self) -> int | None: ...
@@ -146,7 +148,7 @@ def rollback_on_error(opt: Run) -> Iterator[None]:
         opt.state = saved
         opt._optimizer = opt.options.step_rule.make_optimizer(saved.theta, opt.config.step_size)
         opt._optimizer.load_state_dict(saved.optimizer)
-        if noise is not None:
+        if noise is not None and opt._noise_gen is not None:  # noise was read from this same generator
             opt._noise_gen.set_state(noise)
         opt._search_gen.set_state(search)
         if kernel is not None:

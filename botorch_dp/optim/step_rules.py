@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Literal, get_args
+from typing import Any, Literal, get_args, overload
 
 import torch
 from torch import Tensor
@@ -230,6 +230,29 @@ class FullMatrixAdagrad(torch.optim.Optimizer):
                 if not isinstance(value, Tensor) or value.shape != (d, d) or not torch.isfinite(value).all():
                     raise ValueError(f"FullMatrixAdagrad state {key!r} must be a finite {d} x {d} tensor.")
         super().load_state_dict(state_dict)
+
+    # torch.optim.Optimizer.step's two overloads (no closure: None; a closure: its value), with the extras
+    @overload
+    def step(
+        self,
+        closure: None = None,
+        *,
+        basis: Tensor | None = None,
+        noise_std: float = 0.0,
+        released_preconditioner: Tensor | None = None,
+        preconditioner_noise_std: float = 0.0,
+    ) -> None: ...
+
+    @overload
+    def step(
+        self,
+        closure: Callable[[], float],
+        *,
+        basis: Tensor | None = None,
+        noise_std: float = 0.0,
+        released_preconditioner: Tensor | None = None,
+        preconditioner_noise_std: float = 0.0,
+    ) -> float: ...
 
     @torch.no_grad()
     def step(

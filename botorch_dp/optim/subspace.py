@@ -142,6 +142,8 @@ def top_eigenvectors(
     eigenvalues, vectors = torch.linalg.eigh((C + C.transpose(0, 1)) / 2)
     eigenvalues, vectors = eigenvalues.flip(0), vectors.flip(1)  # decreasing
     if k is None:
+        if energy is None:
+            raise ValueError(f"top_eigenvectors of the {name} needs k or energy, got k=None and energy=None.")
         total = float(eigenvalues.clamp_min(0.0).sum())
         if not total > 0.0:
             raise ValueError(f"The {name} is zero: it defines no direction.")

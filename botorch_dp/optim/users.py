@@ -42,8 +42,15 @@ __all__ = ["InMemoryUsers", "PartitionedUsers", "Users"]
 class Users(Protocol):
     r"""Where a run's users are, and the sensitive primitives asked of them."""
 
-    num_users: int
-    raw_losses: bool
+    @property
+    def num_users(self) -> int:
+        r"""``n``, the number of users."""
+        ...
+
+    @property
+    def raw_losses(self) -> bool:
+        r"""Whether the raw losses are held here (``InMemoryUsers``), not in partitions."""
+        ...
 
     def clipped_sum(self, W: Tensor, bound: float) -> ClippedSum:
         r"""``Σ_i clip_B(W y_i)`` over every user, over the losses at every batch of ``D``."""

@@ -28,7 +28,7 @@ from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
 from torch import Tensor, nn
 
 from botorch_dp.privacy.checks import check_choice, check_positive, check_positive_int
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger import PrivacyLedger, TrainingMechanism
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.problems.logistic_data import (
     LOGISTIC_DATASETS,
@@ -96,6 +96,12 @@ def logistic_losses(scores: Tensor, y: Tensor, *, loss_cap: float) -> Tensor:
 
 
 # ============================================================================ AMP objective
+def _only_budget_weight(options: dict[str, Any]) -> None:
+    r"""AMP runs take one option, ``budget_weight``: ``TypeError`` naming any other."""
+    if options:
+        raise TypeError(f"An AMP run takes only budget_weight as an option, got {sorted(options)}.")
+
+
 class AMPTuningObjective(ChargedTraining, SearchSpaceObjective):
     r"""θ (``q x d`` unit cube) ↦ ``q x n`` validation losses of AMP logistic regressions.
 
@@ -205,6 +211,8 @@ class AMPTuningObjective(ChargedTraining, SearchSpaceObjective):
         if not torch.isfinite(theta).all():
             raise ValueError(f"theta must be finite, got {theta.tolist()}.")
         params = self.space.to_natural(theta)
+        if not isinstance(params, dict):  # a d tensor gives one {name: value}
+            raise TypeError(f"SearchSpace.to_natural of a {self.dim}-vector gave {type(params).__name__}, not a dict.")
         lam = params["lam"]
         clip = params.get("clip", self.budget.clip)
         sigma = self.budget.sigma_at(lam, clip, weight=budget_weight)
@@ -214,11 +222,16 @@ class AMPTuningObjective(ChargedTraining, SearchSpaceObjective):
                          fit_intercept=True, sigma_out=self.budget.sigma_out, tau=self.budget.tau,
                          max_iter=self.max_iter)
 
-    def planned_event(self, theta: Tensor, budget_weight: float = 1.0) -> Any:
+    def planned_event(self, theta: Tensor, budget_weight: float = 1.0, **options: Any) -> TrainingMechanism:
         r"""The ledger event (``TrainingMechanism``) of a run at ``theta``, known before it trains."""
+        _only_budget_weight(options)
         return amp_training_event(self.config_at(theta, budget_weight), self.data.num_features + 1)
 
-    def _train_with(self, theta: Tensor, ticket: TrainingTicket, meter: Any = None, budget_weight: float = 1.0) -> AMPResult:
+    def _train_with(self, theta: Tensor, ticket: TrainingTicket, meter: Any = None, budget_weight: float = 1.0,
+                    **options: Any) -> AMPResult:
+        _only_budget_weight(options)
+        if ticket.run_id is None:  # an AMP run always has its mechanism, so its ticket always has a run id
+            raise ValueError(f"An AMP run is charged under a run id, got a ticket with run_id=None ({ticket!r}).")
         config = self.config_at(theta, budget_weight)
         generator = None if ticket.noise_seed is None else torch.Generator().manual_seed(ticket.noise_seed)
         with warnings.catch_warnings():

@@ -15,6 +15,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol, overload
 
 import numpy as np
 from scipy.optimize import brentq
@@ -48,7 +49,17 @@ def _limit_curve(lam: float, *, beta: float, tau: float, sigma_out: float) -> np
     return c + _ORDERS * (0.5 * s_g * s_g)
 
 
-def _grid_cached(curve: Callable) -> Callable[[float], float]:
+class RDPCurve(Protocol):
+    r"""``α ↦ ε(α)``, at one order (a float) or at an array of orders (an array)."""
+
+    @overload
+    def __call__(self, alpha: float, /) -> float: ...
+
+    @overload
+    def __call__(self, alpha: np.ndarray, /) -> np.ndarray: ...
+
+
+def _grid_cached(curve: Callable) -> RDPCurve:
     r"""``curve`` (vectorised over orders) evaluated once on ``DEFAULT_RDP_ORDERS``; the
     returned scalar function looks grid orders up and evaluates others directly."""
     values = dict(zip(_ORDERS.tolist(), np.asarray(curve(_ORDERS), dtype=np.float64).tolist()))
@@ -235,7 +246,7 @@ def plan_amp_budget(
     sigma_out = check_positive(sigma_out, "sigma_out (σ_out)", allow_inf=False)
     lam_start = check_positive(lam_start, "lam_start", allow_inf=False)
 
-    def curve_at(sigma: float, lam: float, tau_: float) -> Callable[[float], float]:
+    def curve_at(sigma: float, lam: float, tau_: float) -> RDPCurve:
         return _grid_cached(functools.partial(amp_rdp, clip=clip, beta=beta, lam=lam, sigma=sigma, tau=tau_,
                                               sigma_out=sigma_out))
 
@@ -269,7 +280,10 @@ def plan_amp_budget(
         else:
             lo = mid
     lam = lam_start * 1.05**hi
-    return AMPRunBudget(sigma=sigma_at(lam, tau), lam=lam, clip=clip, beta=beta, tau=tau, sigma_out=sigma_out,
+    sigma = sigma_at(lam, tau)
+    if sigma is None:  # never: accepted(hi) says factor * sigma_inf meets epsilon at this lambda
+        raise ValueError(f"No AMP run meets epsilon = {epsilon:g} at lambda = {lam:g}.")
+    return AMPRunBudget(sigma=sigma, lam=lam, clip=clip, beta=beta, tau=tau, sigma_out=sigma_out,
                         description=description)
 
 
@@ -385,7 +399,7 @@ def selection_curve(
     return np.array([curve(float(a)) for a in _ORDERS])
 
 
-def dp_sgd_curve(*, noise_multiplier: float, sample_rate: float, steps: int) -> Callable[[float], float]:
+def dp_sgd_curve(*, noise_multiplier: float, sample_rate: float, steps: int) -> RDPCurve:
     r"""The RDP curve ``α ↦ ε(α)`` of one DP-SGD run (``accountants.dp_sgd_rdp``), evaluated
     once on ``DEFAULT_RDP_ORDERS`` (Opacus is imported here, not with the module)."""
     from botorch_dp.privacy.accountants import dp_sgd_rdp

@@ -209,7 +209,7 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
         #: Models this object charged or trained alone (this session only), wherever they trained.
         self.num_trainings = 0
 
-    _PER_PROCESS = ("runs",)
+    _PER_PROCESS: tuple[str, ...] = ("runs",)
 
     def with_choice(self, choice: Mapping[str, Any]) -> TorchModelTuningObjective:
         r"""This objective bound to one configuration of its categorical hyperparameters.

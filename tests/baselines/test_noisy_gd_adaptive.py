@@ -167,3 +167,22 @@ def test_quantile_clipping_tracks_the_median_norm_through_the_same_strategy_as_d
     assert x["clip_bounds"][0] == 1.0 and x["clip_bounds"][-1] == pytest.approx(5.0, rel=0.25)
     assert all(b1 > b0 for b0, b1 in zip(x["clip_bounds"][:12], x["clip_bounds"][1:13]))  # below the median: up
     assert res.guarantee.mu == pytest.approx(50.0, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("argument", "make"),
+    [("clip_bound", "SGD"), ("noise_schedule", "FixedClip"), ("step_rule", "Last"), ("selection", "FixedNoise")],
+)
+def test_noisy_gd_refuses_a_strategy_of_another_family(argument, make):
+    r"""A strategy object given for the wrong option is refused with a ValueError naming the
+    argument and the strategy's family, before anything is charged."""
+    from botorch_dp.optim import options
+    from botorch_dp.privacy.ledger import PrivacyLedger
+
+    strategy = getattr(options, make)()
+    problem = NormalLocation(dim=2, num_users=10, seed=0)
+    ledger = PrivacyLedger()
+    with pytest.raises(ValueError, match=rf"^{argument} got a {strategy.family} strategy \({make}\)"):
+        noisy_gradient_descent(problem, problem.bounds, num_iterations=3, step_size=0.1, privacy_mu=1.0,
+                               theta0=problem.default_theta0(), ledger=ledger, **{"clip_bound": 1.0, argument: strategy})
+    assert ledger.state_dict() == PrivacyLedger().state_dict()  # nothing recorded or reserved

@@ -104,3 +104,19 @@ def test_selection_mechanisms_and_ledger_records():
     with pytest.raises(PrivacyBudgetExceeded, match="Nothing was released"):  # refused before its draw
         release_selection("noisy_loss", losses, ledger=other, run_id="1" * 32, **noisy)
     assert torch.equal(gen.get_state(), state) and len(other.validation_records()) == 1
+
+
+def test_missing_selection_fields_and_run_id_are_refused_by_name_before_any_draw():
+    losses = torch.tensor([[0.1, 0.2, 0.3], [0.9, 0.8, 0.7]], dtype=torch.float64)
+    gen = torch.Generator().manual_seed(0)
+    state = gen.get_state()
+    with pytest.raises(ValueError, match=r"selection='exponential' needs selection_epsilon, got None"):
+        selection_mechanism("exponential", selection_epsilon=None, selection_mu=None, loss_clip=1.0, generator=gen)
+    with pytest.raises(ValueError, match=r"selection='noisy_loss' needs loss_clip, got None"):
+        selection_mechanism("noisy_loss", selection_epsilon=None, selection_mu=0.3, loss_clip=None, generator=gen)
+    ledger = PrivacyLedger(validation_mu_budget=1.0)
+    with pytest.raises(ValueError, match=r"needs run_id .*got None"):
+        release_selection("exponential", losses, selection_epsilon=0.5, selection_mu=None, loss_clip=1.0,
+                          generator=gen, ledger=ledger)
+    assert torch.equal(gen.get_state(), state) and ledger.validation_records() == []
+

@@ -263,3 +263,9 @@ def test_adaptive_batches_stop_on_the_projected_trace():
         assert empty.shape == (0, 4)
     some = search_batch(gp, theta, box, torch.Generator().manual_seed(0), batch_search="greedy", **options)
     assert some.shape[0] >= 1
+
+
+def test_top_eigenvectors_needs_k_or_energy():
+    with pytest.raises(ValueError, match=r"top_eigenvectors of the matrix needs k or energy, got k=None and energy=None"):
+        top_eigenvectors(torch.eye(3, dtype=torch.float64))
+

@@ -7,6 +7,7 @@ import os
 import re
 import stat
 from pathlib import Path
+from typing import Literal, overload
 
 #: Name of the commit file and the identifier stored in it.
 STATE_FILE = "state.json"
@@ -55,6 +56,14 @@ def _check_private_dir(st: os.stat_result, path: Path) -> None:
             f"Checkpoint directory {path} is accessible to group or others (mode {oct(mode)}): a "
             f"checkpoint holds sensitive data. Make it private (e.g. chmod -R go= {path}) or use a new directory."
         )
+
+
+@overload
+def _open_dir(name: str | Path, path: Path, *, dir_fd: int | None = None, create: Literal[True]) -> int: ...
+
+
+@overload
+def _open_dir(name: str | Path, path: Path, *, dir_fd: int | None = None, create: bool) -> int | None: ...
 
 
 def _open_dir(name: str | Path, path: Path, *, dir_fd: int | None = None, create: bool) -> int | None:

@@ -8,7 +8,7 @@ import hashlib
 import json
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 from torch import Tensor
@@ -92,7 +92,7 @@ def generator_state_from_json(obj: Any, name: str) -> Tensor | None:
     return torch.frombuffer(bytearray(raw), dtype=torch.uint8).clone()
 
 
-def _is_int(x: Any) -> bool:
+def _is_int(x: Any) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool)
 
 

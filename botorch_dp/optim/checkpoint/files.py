@@ -117,7 +117,7 @@ def _safetensors_parts(tensors: dict[str, Tensor]) -> list[bytes | memoryview]:
         nbytes = t.numel() * 8
         header[key] = {"dtype": "F64", "shape": list(t.shape), "data_offsets": [offset, offset + nbytes]}
         if nbytes:
-            views.append(memoryview(t.numpy()).cast("B"))
+            views.append(t.numpy().data.cast("B"))  # ndarray.data: the memoryview of its buffer
         offset += nbytes
     head = json.dumps(header, separators=(",", ":")).encode("utf-8")
     head += b" " * (-len(head) % 8)
@@ -330,9 +330,9 @@ def load_state(directory: str | os.PathLike) -> dict[str, Any]:
         fds.callback(os.close, root_fd)
         dir_fds: dict[str, int | None] = {}
         for sub in ("gp", "losses"):
-            dir_fds[sub] = _open_dir(sub, root / sub, dir_fd=root_fd, create=False)
-            if dir_fds[sub] is not None:
-                fds.callback(os.close, dir_fds[sub])
+            fd = dir_fds[sub] = _open_dir(sub, root / sub, dir_fd=root_fd, create=False)
+            if fd is not None:
+                fds.callback(os.close, fd)
         meta = _read_meta(root, root_fd)
         return _read_files(root, dir_fds, meta)
 

@@ -29,7 +29,7 @@ from torch import Tensor
 
 from botorch_dp.optim.options.base import RunPlan
 from botorch_dp.optim.options.batches import AdaptiveBatches, FixedBatches
-from botorch_dp.optim.options.budget import BudgetSplit, room_left
+from botorch_dp.optim.options.budget import BudgetSplit, resolved_mu, room_left
 from botorch_dp.optim.options.clip import ClipState, FixedClip, QuantileClip
 from botorch_dp.optim.options.fitting import NoFitting, SensitiveFitting
 from botorch_dp.optim.options.noise import AdaptiveNorm, FixedNoise, NoiseState
@@ -38,10 +38,12 @@ from botorch_dp.optim.options.registry import (
     Strategy,
     from_spec,
     lookup,
+    lookup_family,
     register,
     registered,
 )
 from botorch_dp.optim.options.selection import (
+    Evaluated,
     Exponential,
     Last,
     MinNoisyNorm,
@@ -61,6 +63,7 @@ __all__ = [
     "AdaptiveNorm",
     "BudgetSplit",
     "ClipState",
+    "Evaluated",
     "Exponential",
     "FixedBatches",
     "FixedClip",
@@ -82,8 +85,10 @@ __all__ = [
     "Strategy",
     "from_spec",
     "lookup",
+    "lookup_family",
     "register",
     "registered",
+    "resolved_mu",
 ]
 
 #: What a strategy may ``require`` of the others, as an error message describes it.
@@ -107,7 +112,11 @@ class StepOutcome:
 
 @dataclass(frozen=True)
 class Options:
-    r"""One strategy per family: what a run does beyond the plain DP-GIBO step."""
+    r"""One strategy per family: what a run does beyond the plain DP-GIBO step.
+
+    Each field is annotated with its family's type: the base class every strategy of the family
+    derives from (``FixedClip``, ``SGD``, ``Last``, ``FixedBatches``, ``NoFitting``) or the union
+    of the family's strategies (noise, projection); ``Evaluated`` narrows the selection further."""
 
     clip: FixedClip = FixedClip()
     noise: FixedNoise | AdaptiveNorm = FixedNoise()
@@ -120,19 +129,21 @@ class Options:
     def strategies(self) -> list[Strategy]:
         return [getattr(self, f.name) for f in fields(self)]
 
-    def split(self, privacy_mu: float) -> BudgetSplit:
-        r"""The run's ``BudgetSplit`` of ``privacy_mu``."""
+    def split(self, privacy_mu: float | None) -> BudgetSplit:
+        r"""The run's ``BudgetSplit`` of ``privacy_mu`` (a config's, resolved: ``None`` is refused)."""
         return BudgetSplit(
-            privacy_mu, selection_mu=self.selection.charge, clip_fraction=self.clip.mu_fraction,
+            resolved_mu(privacy_mu), selection_mu=self.selection.charge, clip_fraction=self.clip.mu_fraction,
             precond_fraction=self.step_rule.mu_fraction,
         )
 
-    def check(self, privacy_mu: float, dim: int, num_iterations: int) -> None:
-        r"""Refuse options that cannot run together (``ValueError`` naming both parties and why).
+    def check(self, privacy_mu: float | None, dim: int, num_iterations: int) -> None:
+        r"""Refuse options that cannot run together (``ValueError`` naming both parties and why);
+        ``privacy_mu`` is a config's, resolved (``None`` is refused).
 
         Nothing here compares two options by name: each strategy declares what it ``requires``
         and ``provides``, the strategies it ``conflicts`` with, and whether it ``needs_finite_mu``.
         """
+        privacy_mu = resolved_mu(privacy_mu)
         strategies = self.strategies()
         provided = frozenset().union(*(s.provides for s in strategies))
         for strategy in strategies:

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from botorch_dp.gradient_gp import GradientGP
-from botorch_dp.optim.batch_search import BATCH_SEARCHES, search_batch
+from botorch_dp.optim.batch_search import BATCH_SEARCHES, BatchSearch, search_batch
 from botorch_dp.optim.options.registry import Strategy, register
 from botorch_dp.privacy.checks import check_positive, check_positive_int
 
@@ -36,7 +36,7 @@ class FixedBatches(Strategy):
     r"""``size`` points per step (``None``: the projection's default, ``d + 1`` or ``k + 1``)."""
 
     size: int | None = None
-    search: str = "joint"
+    search: BatchSearch = "joint"
     maxiter: int | None = None
 
     def __post_init__(self) -> None:

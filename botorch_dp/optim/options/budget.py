@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["BudgetSplit", "room_left"]
+__all__ = ["BudgetSplit", "resolved_mu", "room_left"]
 
 
 @dataclass(frozen=True)
@@ -53,11 +53,8 @@ class BudgetSplit:
         mu = self.steps_mu
         if self.clip_fraction is None and self.precond_fraction is None:
             return mu
-        if self.precond_fraction is None:
-            return mu * math.sqrt(1.0 - self.clip_fraction)
-        if self.clip_fraction is None:
-            return mu * math.sqrt(1.0 - self.precond_fraction)
-        return mu * math.sqrt(1.0 - self.clip_fraction - self.precond_fraction)
+        # a missing share counts as 0.0 (x - 0.0 == x exactly, so one formula covers the three cases)
+        return mu * math.sqrt(1.0 - (self.clip_fraction or 0.0) - (self.precond_fraction or 0.0))
 
     @property
     def clip_mu(self) -> float | None:
@@ -77,3 +74,11 @@ def room_left(room: float, others: dict) -> float:
     if not others or math.isinf(room):
         return room
     return math.sqrt(max(room * room - math.fsum(e.mu * e.mu for e in others.values()), 0.0))
+
+
+def resolved_mu(privacy_mu: float | None) -> float:
+    r"""A config's ``privacy_mu`` once ``DPGIBOConfig`` has resolved it (from ``privacy_mu`` or
+    ``(epsilon, delta)``); ``ValueError`` if it is still ``None``."""
+    if privacy_mu is None:
+        raise ValueError("privacy_mu is None: give privacy_mu or (epsilon, delta) to the config, which resolves it.")
+    return privacy_mu

@@ -51,7 +51,7 @@ class SensitiveFitting(NoFitting):
 
     def prepare(self, users: Users, X: Tensor, kernel: Kernel, gp: GradientGP, noise_variance: float,
                 jitter: float) -> tuple[Users, GradientGP]:
-        if not users.raw_losses:
+        if not users.raw_losses or not isinstance(users, InMemoryUsers):  # only InMemoryUsers hold raw losses
             raise ValueError("partitions: partitioned users do not support hyperparameter_fit or a standardizing model "
                              "(they need the raw losses, which never leave the partitions).")
         Y = users.losses()

@@ -129,8 +129,10 @@ class Projected(Strategy):
         k = getattr(self.oracle, "k", None) if self.acquisition else None
         return min(k, dim) + 1 if isinstance(k, int) else dim + 1
 
-    def lift(self, release: GradientRelease, basis: Tensor, track: SubspaceTrack,
+    def lift(self, release: GradientRelease, basis: Tensor | None, track: SubspaceTrack,
              record: bool) -> tuple[GradientRelease, SubspaceTrack]:
         r"""``Ṽ_t ũ_t`` (and ``Ṽ_t ū_t`` in the diagnostics), with ``Ṽ_t`` and ``ũ_t`` recorded."""
+        if basis is None:  # the step's basis(), which is never None for a projected run
+            raise ValueError(f"{self.label} lifts a release from its basis Ṽ_t, got basis=None.")
         track = replace(track, bases=(*track.bases, basis), coordinates=(*track.coordinates, release.gradient))
         return lift(release, basis), track

@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
-__all__ = ["CONFIG_FIELDS", "Strategy", "from_spec", "lookup", "register", "registered"]
+__all__ = ["CONFIG_FIELDS", "Strategy", "from_spec", "lookup", "lookup_family", "register", "registered"]
 
-_REGISTRY: dict[str, dict[str, type]] = {}
+_REGISTRY: dict[str, dict[str, type[Strategy]]] = {}
 #: The ``DPGIBOConfig`` field each family is set by (how error messages name a strategy).
 CONFIG_FIELDS = {"clip": "clip_bound", "noise": "noise_schedule", "projection": "subspace", "step_rule": "step_rule",
                  "selection": "selection", "batches": "batch rule", "fitting": "fitting"}
-_C = TypeVar("_C", bound=type)
 
 
 class Strategy:
@@ -62,6 +61,10 @@ class Strategy:
         return cls(**{k: v for k, v in spec.items() if k != "kind"})
 
 
+_C = TypeVar("_C", bound=type[Strategy])
+_S = TypeVar("_S", bound=Strategy)
+
+
 def register(family: str, name: str) -> Callable[[_C], _C]:
     r"""Class decorator: register a strategy class under ``family`` and ``name``."""
 
@@ -76,17 +79,25 @@ def register(family: str, name: str) -> Callable[[_C], _C]:
     return decorate
 
 
-def registered(family: str) -> dict[str, type]:
+def registered(family: str) -> dict[str, type[Strategy]]:
     r"""The registered classes of ``family``, by name."""
     return dict(_REGISTRY.get(family, {}))
 
 
-def lookup(family: str, name: Any, what: str | None = None) -> type:
+def lookup(family: str, name: Any, what: str | None = None) -> type[Strategy]:
     r"""The class registered as ``name`` in ``family``; ``ValueError`` naming the registered ones."""
     table = _REGISTRY.get(family, {})
     if not isinstance(name, str) or name not in table:
         raise ValueError(f"{what or family} must be one of {sorted(table)} (or a strategy object), got {name!r}.")
     return table[name]
+
+
+def lookup_family(family: str, name: Any, base: type[_S], what: str | None = None) -> type[_S]:
+    r"""``lookup``, and the class must derive from the family's type ``base`` (``TypeError`` if not)."""
+    cls = lookup(family, name, what)
+    if not issubclass(cls, base):
+        raise TypeError(f"The {family} strategy {name!r} ({cls.__name__}) does not derive from {base.__name__}.")
+    return cls
 
 
 def from_spec(family: str, spec: Any) -> Strategy:

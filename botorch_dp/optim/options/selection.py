@@ -26,7 +26,7 @@ from botorch_dp.privacy.mechanisms import (
     SelectionRelease,
 )
 
-__all__ = ["Exponential", "Last", "MinNoisyNorm", "NoisyLoss"]
+__all__ = ["Evaluated", "Exponential", "Last", "MinNoisyNorm", "NoisyLoss"]
 
 
 @register("selection", "last")
@@ -57,11 +57,17 @@ class MinNoisyNorm(Last):
         return min_noisy_norm_index(noisy_norms) if noisy_norms else num_iterates - 1
 
 
-class _Evaluated(Last):
+class Evaluated(Last):
     r"""A rule that evaluates the iterates and chooses privately (recorded as ``"select"``)."""
 
     evaluated = True
     needs_finite_mu = "spends budget"
+    #: ``C``: the losses are clamped to ``[0, C]`` (a field of each evaluated rule; this class is no dataclass)
+    loss_clip: float
+
+    def event(self) -> PureDP | Gaussian:
+        r"""What the selection spends (``"select"``)."""
+        raise NotImplementedError
 
     def mechanism(self, generator: torch.Generator | None) -> ExponentialLossSelection | NoisyLossSelection:
         raise NotImplementedError
@@ -73,7 +79,7 @@ class _Evaluated(Last):
 
 @register("selection", "exponential")
 @dataclass(frozen=True)
-class Exponential(_Evaluated):
+class Exponential(Evaluated):
     r"""The exponential mechanism on the iterates' mean losses clamped to ``[0, C]`` (pure ``ε``-DP,
     charged ``μ_sel = 2Φ⁻¹(e^ε/(1 + e^ε))``).
 
@@ -105,7 +111,7 @@ class Exponential(_Evaluated):
 
 @register("selection", "noisy_loss")
 @dataclass(frozen=True)
-class NoisyLoss(_Evaluated):
+class NoisyLoss(Evaluated):
     r"""Gaussian noisy mean losses of all iterates, the smallest wins (``μ_sel``-GDP in all).
 
     Args:

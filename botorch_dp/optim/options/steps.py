@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -19,7 +19,12 @@ from torch import Tensor
 from botorch_dp.optim.options.base import RunPlan
 from botorch_dp.optim.options.registry import Strategy, register
 from botorch_dp.optim.projected import SubspaceTrack
-from botorch_dp.optim.step_rules import PRECONDITIONERS, make_step_optimizer
+from botorch_dp.optim.step_rules import (
+    PRECONDITIONERS,
+    Preconditioner,
+    StepRule,
+    make_step_optimizer,
+)
 from botorch_dp.privacy.checks import check_positive
 from botorch_dp.privacy.ledger import Gaussian, Meter
 from botorch_dp.privacy.mechanisms import GOEPreconditionerMechanism
@@ -35,7 +40,7 @@ PRECONDITIONER_KEY = "precond"
 class SGD(Strategy):
     r"""``θ ← Π_Θ(θ − η g)``."""
 
-    rule = "sgd"
+    rule: ClassVar[StepRule] = "sgd"
 
     @property
     def mu_fraction(self) -> float | None:
@@ -67,7 +72,7 @@ class SGD(Strategy):
 class AdaGrad(SGD):
     r"""Coordinate-wise AdaGrad on the released gradients."""
 
-    rule = "adagrad"
+    rule: ClassVar[StepRule] = "adagrad"
 
 
 @dataclass(frozen=True)
@@ -90,8 +95,8 @@ class FullMatrixAdaGrad(SGD):
     r"""Full-matrix AdaGrad (Kairouz et al.) with ``preconditioner`` ``"noisy"``,
     ``"noisy_debiased"`` or a ``PrivateGOE``."""
 
-    preconditioner: str | PrivateGOE = "noisy"
-    rule = "adagrad_full"
+    preconditioner: Preconditioner | PrivateGOE = "noisy"
+    rule: ClassVar[StepRule] = "adagrad_full"
 
     def __post_init__(self) -> None:
         if self.preconditioner == "private":
@@ -106,9 +111,9 @@ class FullMatrixAdaGrad(SGD):
         return self.preconditioner if isinstance(self.preconditioner, PrivateGOE) else None
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> Preconditioner:
         r"""``"noisy"``, ``"noisy_debiased"`` or ``"private"``."""
-        return "private" if self.private is not None else self.preconditioner
+        return "private" if isinstance(self.preconditioner, PrivateGOE) else self.preconditioner
 
     @property
     def requires(self) -> frozenset[str]:  # type: ignore[override]
@@ -156,14 +161,14 @@ class FullMatrixAdaGrad(SGD):
     def mechanism(self, plan: RunPlan, bound: float) -> GOEPreconditionerMechanism:
         r"""The private preconditioner's mechanism at the step's ``Δ = 2B/n``."""
         return GOEPreconditionerMechanism(
-            sensitivity=2.0 * bound / plan.num_users, privacy_mu=plan.split.precond_mu, num_steps=plan.iteration_cap,
+            sensitivity=2.0 * bound / plan.num_users, privacy_mu=_precond_mu(plan), num_steps=plan.iteration_cap,
             generator=plan.generator,
         )
 
     def bound_parts(self, plan: RunPlan) -> dict[str, Gaussian]:
         if self.private is None:
             return {}
-        return {PRECONDITIONER_KEY: Gaussian(plan.split.precond_mu / math.sqrt(plan.iteration_cap))}
+        return {PRECONDITIONER_KEY: Gaussian(_precond_mu(plan) / math.sqrt(plan.iteration_cap))}
 
     def observe(self, summed: ClippedSum, plan: RunPlan, track: SubspaceTrack, meter: Meter) -> SubspaceTrack:
         r"""With ``PrivateGOE``: ``Ĝ_t`` of the clean ``X_t = [ū_1 … ū_t]`` (``ū_t`` the step's
@@ -185,3 +190,11 @@ class FullMatrixAdaGrad(SGD):
             extras["released_preconditioner"] = track.preconditioners[-1]
             extras["preconditioner_noise_std"] = track.preconditioner_noise_stds[-1]
         return extras
+
+
+def _precond_mu(plan: RunPlan) -> float:
+    r"""``μ_H`` of the run's split (set whenever ``Options.split`` sees a ``PrivateGOE``)."""
+    mu = plan.split.precond_mu
+    if mu is None:
+        raise ValueError(f"The private preconditioner needs a BudgetSplit with a precond_fraction, got {plan.split!r}.")
+    return mu
