@@ -38,6 +38,9 @@ _CONFIG_FIELDS_WITH_DEFAULTS = (
     # issue 18: BoTorch's default L-BFGS-B iterations in the batch search
     "acqf_maxiter",
 )
+#: Config fields added later whose value for a checkpoint written before them is not today's
+#: default: issue 33's fast batch search (such runs searched as ``"reference"`` does).
+_CONFIG_FIELDS_WITH_OLD_VALUES = {"acqf_speed": "reference"}
 
 
 def with_added_fields(stored: Any) -> Any:
@@ -48,6 +51,7 @@ def with_added_fields(stored: Any) -> Any:
     stored = {RENAMED_FIELDS.get(name, name): value for name, value in stored.items()}
     defaults = {f.name: f.default for f in dataclasses.fields(DPGIBOConfig) if f.name in _CONFIG_FIELDS_WITH_DEFAULTS}
     added = {name: encode_value(value) for name, value in defaults.items() if name not in stored}
+    added.update({name: value for name, value in _CONFIG_FIELDS_WITH_OLD_VALUES.items() if name not in stored})
     return {**{name: None for name in _CONFIG_FIELDS_ADDED if name not in stored}, **added, **stored}
 
 
