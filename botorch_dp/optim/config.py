@@ -161,10 +161,10 @@ class DPGIBOConfig:
             informative batch for time: 3.4× faster at d = 100 for a paired loss difference
             of +0.005 ± 0.005 over 9 seeds (``reports/acqf_maxiter.md``).
             It affects only public candidate search, never the privacy accounting.
-        acqf_speed: ``"fast"``: the batch search evaluates the acquisition's gradient in closed
-            form (RBF, Matérn-5/2) and starts each joint batch from the previous one moved by the
-            step; ``"reference"``: autograd and random starts, as before issue 33
-            (``reports/batch_search_speed.md``). Public computation only.
+        acqf_speed: ``"fast"`` (default): the batch search evaluates the acquisition's gradient in
+            closed form (RBF, Matérn-5/2), starts each joint batch from the previous one moved by
+            the step and runs on one torch thread; ``"reference"``: autograd and random starts, as
+            before issue 33 (``reports/batch_search_speed.md``). Public computation only.
         user_chunk_size: Users per chunk when forming per-user gradients (a positive
             integer), or ``None`` (default): chosen from ``n`` and ``d`` by
             ``privacy.mechanisms.default_chunk_size`` (4096 to 65536 users).
@@ -284,7 +284,7 @@ class DPGIBOConfig:
     clip_mu_fraction: float | None = None
     # speed knob of the (public) batch search
     acqf_maxiter: int | None = None
-    acqf_speed: str = "reference"
+    acqf_speed: str = "fast"
 
     def __post_init__(self) -> None:
         # Every check raises ValueError naming the field; numeric fields are normalized

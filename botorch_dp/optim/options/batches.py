@@ -42,7 +42,7 @@ class FixedBatches(Strategy):
     size: int | None = None
     search: str = "joint"
     maxiter: int | None = None
-    speed: str = "reference"
+    speed: str = "fast"
 
     def __post_init__(self) -> None:
         if self.size is not None:
