@@ -18,7 +18,7 @@ paired own-time speed-up, paired final-loss difference against the seed-to-seed 
 Usage::
 
     python scripts/compare_batch_search_speed.py --dims 5 30 100 --seeds 0 1 2 3 4 --threads 2
-    python scripts/compare_batch_search_speed.py --summarize reports/batch_search_speed.json
+    python scripts/compare_batch_search_speed.py --summarize a.json b.json --out reports/batch_search_speed
 """
 
 from __future__ import annotations
@@ -82,25 +82,26 @@ def summarize(data: dict) -> str:
     lines = [
         "# Batch search speed: DP-GIBO's own time against the objective's (issue 33)",
         "",
-        "The loss-against-dimension task's DP-GIBO job (`scripts/profile_dp_gibo.py --task dimension`: 400 training "
+        ("The loss-against-dimension task's DP-GIBO job (`scripts/profile_dp_gibo.py --task dimension`: 400 training "
         "points, 1000 users, μ = 1, AdaGrad η = 0.3, batches of d + 1, raw_samples 32, one restart, "
         f"acqf_maxiter 100, clip B = {data['clip']}, T = {data['iterations']}) with `acqf_speed=\"reference\"` (the "
         "search before issue 33: autograd, a random initial batch) and `acqf_speed=\"fast\"` (closed-form "
         "gradients, the previous batch moved by the step as the start, one torch thread), paired by seed "
-        "(same data, θ₀ and privacy noise), the two arms of a seed run one after the other in one process.",
+        "(same data, θ₀ and privacy noise), the two arms of a seed run one after the other in one process."),
         "",
-        f"Command: `{data['command']}`",
+        "Commands (each a process of its own; `--summarize` merged their JSON files into this report):",
         "",
-        f"Machine: {data['machine']}; torch threads {data['threads']}; started {data['date']}; "
-        f"load average {data['load_start']:.1f} at the start (a shared machine: wall times stretch with "
-        "the load, the same for both arms of a pair).",
+        *[f"- `{part['command']}`: {part['machine']}; torch threads {part['threads']}; started {part['date']}; "
+          f"load average {part['load_start']:.1f} at the start" for part in data.get("parts", [data])],
         "",
-        "Own time = the run's wall time less the objective's; ratio = own / objective (goal: ≤ 1.5 at "
-        "d = 5 and 30, ≤ 1 at d = 100). Final losses are NON-PRIVATE diagnostics.",
+        "A shared machine: wall times stretch with the load, the same for both arms of a pair.",
         "",
-        "| d | seeds | own (s) ref / fast | objective (s) ref / fast | ratio ref / fast | own-time speed-up "
+        ("Own time = the run's wall time less the objective's; ratio = own / objective (goal: ≤ 1.5 at "
+        "d = 5 and 30, ≤ 1 at d = 100). Final losses are NON-PRIVATE diagnostics."),
+        "",
+        ("| d | seeds | own (s) ref / fast | objective (s) ref / fast | ratio ref / fast | own-time speed-up "
         "(paired median) | acqf evaluations ref / fast | final loss ref / fast (mean ± s.e.) | fast − ref: mean ± "
-        "s.e. | seed spread (s.d. of ref) | fast no worse |",
+        "s.e. | seed spread (s.d. of ref) | fast no worse |"),
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     per_seed = []
@@ -146,11 +147,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clip", type=float, default=0.23)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default="reports/batch_search_speed", help="OUT.json and OUT.md")
-    parser.add_argument("--summarize", default=None, help="only rewrite OUT.md from this JSON")
+    parser.add_argument("--summarize", nargs="+", default=None,
+                        help="only merge these JSON files into OUT.json and write OUT.md")
     args = parser.parse_args(argv)
     out = Path(args.out)
     if args.summarize:
-        data = json.loads(Path(args.summarize).read_text())
+        loaded = [json.loads(Path(name).read_text()) for name in args.summarize]
+        parts = [part for d in loaded for part in d.get("parts", [d])]
+        data = {**loaded[0], "parts": [{k: v for k, v in part.items() if k != "runs"} for part in parts],
+                "runs": [run for part in parts for run in part["runs"]]}
+        out.with_suffix(".json").write_text(json.dumps({**data, "parts": parts, "runs": []}, indent=1))
         out.with_suffix(".md").write_text(summarize(data))
         return
     torch.set_num_threads(args.threads)
