@@ -11,8 +11,8 @@ closed form where the kernel allows (``gradient_gp.closed_form``) and starts a j
 L-BFGS-B from the previous step's batch moved by the step (``moved_batch``) instead of from the
 best of ``raw_samples`` random batches; ``"reference"`` is the search as it was before (autograd,
 random initial conditions). ``"fast"`` also runs the search on one torch thread: its tensors are
-small and its L-BFGS-B sequential, so a second thread mostly waits (7 to 35 times slower per
-evaluation on a loaded 2-core machine, ``reports/batch_search_speed.md``). Both read only public
+small and its L-BFGS-B sequential, so a second thread mostly waits (4 to 35 times slower per
+evaluation on a loaded 2-core machine, ``docs/performance.md``). Both read only public
 data: the GP's inputs and the iterates.
 """
 
