@@ -248,12 +248,11 @@ class KernelDerivatives:
         method: ``"derivative_kernel"`` uses GPyTorch's derivative kernels (RBF,
             Matérn-5/2 and polynomial, optionally inside a ``ScaleKernel``), which form
             the full ``(d+1) x (d+1)`` joint block per pair of points;
-            ``"closed_form"`` uses hand-written formulas: for those same kernels the
-            gradient/value block (``O(d)`` per pair instead of ``O(d²)``, the
-            gradient/gradient block then comes from the derivative kernel), and for
-            every other kernel built from RBF, Matérn-3/2 and 5/2 and polynomial leaves
-            with ``ScaleKernel``, sums, products and ``active_dims`` both blocks, by the
-            sum and product rules; ``"autograd"`` differentiates ``kernel`` itself and
+            ``"closed_form"`` uses hand-written formulas for both blocks: for those same
+            kernels (the gradient/value block in ``O(d)`` per pair instead of ``O(d²)``)
+            and for every other kernel built from RBF, Matérn-3/2 and 5/2 and polynomial
+            leaves with ``ScaleKernel``, sums, products and ``active_dims``, by the sum and
+            product rules; ``"autograd"`` differentiates ``kernel`` itself and
             works for any twice-differentiable kernel without a Matérn part (GPyTorch's
             Matérn distance has a wrong second derivative at ``r = 0``); ``"auto"`` picks
             closed_form where it applies, else autograd.
@@ -324,9 +323,9 @@ class KernelDerivatives:
         Returns:
             A ``batch_shape x d x d`` tensor ``∇k∇ᵀ(θ, θ)``.
         """
-        if self._tree:
+        if self.method == "closed_form":  # the written-out block (a new twin per call cost ms: issue 33)
             return _tree_at_theta(self.kernel, theta)[2]
-        if self.method in ("closed_form", "derivative_kernel"):
+        if self.method == "derivative_kernel":
             return self._prior_twin(theta)
         return self._prior_autograd(theta)
 

@@ -11,7 +11,8 @@ the clip bound does not change the cost.
 The breakdown (seconds, wall clock, nested parts listed under their parent):
 
 - ``batch search`` (``ask``): ``search_batch``, of which ``optimize_acqf`` (the
-  acquisition's optimisation: initial conditions and L-BFGS-B) and ``posterior trace``
+  acquisition's optimisation: initial conditions and L-BFGS-B; of which ``acquisition``, the
+  acquisition's evaluations, values only: its calls are the evaluations) and ``posterior trace``
   (the bias-tolerance checks);
 - ``objective`` (the GP regression's validation losses, reported separately: it is the
   objective's own cost, not DP-GIBO's);
@@ -55,6 +56,7 @@ import torch
 import botorch_dp.optim.batch_search as batch_search
 import botorch_dp.optim.options.batches as batches
 from botorch_dp import DPGIBO, DPGIBOConfig
+from botorch_dp.acquisition import qGradientInformation
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
 
@@ -67,6 +69,7 @@ from benchmarks.paper import Settings, gp_problem, gp_theta0  # noqa: E402
 PARTS = (
     ("batch search", 0),
     ("optimize_acqf", 1),
+    ("acquisition", 2),
     ("posterior trace", 1),
     ("objective", 0),
     ("tell", 0),
@@ -106,6 +109,7 @@ def instrumented(timer: Timer) -> Iterator[None]:
     patches = [
         (batches, "search_batch", "batch search"),
         (batch_search, "optimize_acqf", "optimize_acqf"),
+        (qGradientInformation, "forward", "acquisition"),
         (batch_search, "posterior_trace", "posterior trace"),
         (DPGIBO, "tell", "tell"),
         (GradientGP, "condition_on", "GP conditioning*"),
@@ -124,12 +128,12 @@ def instrumented(timer: Timer) -> Iterator[None]:
 
 def make_run(
     dim: int, seed: int, *, iterations: int, clip: float, n_total: int, acqf_maxiter: int | None = None,
-    task: str = "e1",
+    task: str = "e1", acqf_speed: str | None = None,
 ) -> tuple[DPGIBO, Callable]:
     r"""The DP-GIBO optimizer and objective of ``Runner.dp_gibo_gp`` at dimension ``dim`` (``task="e1"``),
     or of the loss-against-dimension experiment's ``dp_gibo`` job (``task="dimension"``:
     ``dimension.gibo_config`` with ``clip`` as B; ``n_total`` unused, ``acqf_maxiter`` ``None``
-    keeps the experiment's)."""
+    keeps the experiment's; ``acqf_speed`` ``None`` keeps the config's default)."""
     if task == "dimension":
         s = dimension.Settings(iterations=iterations)
         if acqf_maxiter is not None:
@@ -148,6 +152,8 @@ def make_run(
         )
     else:
         raise ValueError(f"task must be 'e1' or 'dimension', got {task!r}")
+    if acqf_speed is not None:
+        config = dataclasses.replace(config, acqf_speed=acqf_speed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the explicit seed's PrivacyWarning
         optimizer = DPGIBO(config)
@@ -156,7 +162,7 @@ def make_run(
 
 def profile_run(
     dim: int, seed: int, *, iterations: int, clip: float, n_total: int, cprofile: bool, verbose: bool = False,
-    acqf_maxiter: int | None = None, task: str = "e1",
+    acqf_maxiter: int | None = None, task: str = "e1", acqf_speed: str | None = None,
 ) -> dict:
     r"""One timed run; returns the breakdown, the total, the evaluations and a digest of the release.
 
@@ -165,7 +171,7 @@ def profile_run(
     With ``verbose``, one line per step (elapsed wall and CPU time, ``|D|``).
     """
     optimizer, problem = make_run(dim, seed, iterations=iterations, clip=clip, n_total=n_total, acqf_maxiter=acqf_maxiter,
-                                  task=task)
+                                  task=task, acqf_speed=acqf_speed)
     timer = Timer()
     objective = timer.wrap("objective", problem)
     profiler = cProfile.Profile() if cprofile else None
@@ -243,6 +249,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--verbose", action="store_true", help="print the elapsed time after every step")
     parser.add_argument("--acqf-maxiter", type=int, default=None,
                         help="cap on L-BFGS-B iterations per restart of the batch search (default: BoTorch's)")
+    parser.add_argument("--acqf-speed", choices=("fast", "reference"), default=None,
+                        help="the batch search's acqf_speed (default: DPGIBOConfig's)")
     args = parser.parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -250,7 +258,7 @@ def main(argv: list[str] | None = None) -> None:
     for dim in args.dims:
         run = profile_run(
             dim, args.seed, iterations=args.iterations, clip=args.clip, n_total=args.n_total, cprofile=args.profile,
-            verbose=args.verbose, acqf_maxiter=args.acqf_maxiter, task=args.task,
+            verbose=args.verbose, acqf_maxiter=args.acqf_maxiter, task=args.task, acqf_speed=args.acqf_speed,
         )
         print(format_breakdown(run), flush=True)
         if args.profile:

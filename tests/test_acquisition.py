@@ -444,3 +444,35 @@ def test_registered_input_constructor_builds_it_as_ax_does():
         _ax_style_acquisition(model, data, search_box, {"theta": [9.0, 5.0, 3.5]})
     with pytest.raises(ValueError, match="no objective or outcome constraints"):
         get_acqf_input_constructor(qGradientInformation)(model=model, theta=theta, objective=lambda Y, X=None: Y[..., 0])
+
+
+@pytest.mark.parametrize("name", ["rbf", "matern52"])
+def test_closed_form_and_autograd_gradients_agree_from_a_botorch_model(name):
+    d = 3
+    g = torch.Generator().manual_seed(7)
+    D = torch.rand(9, d, generator=g, dtype=torch.float64)
+    model = make_model(make_kernel(name, d), D, D.sum(-1, keepdim=True), 1e-3)
+    theta = torch.full((d,), 0.5, dtype=torch.float64)
+    fast, slow = (qGradientInformation(model, theta, gradient=m) for m in ("closed_form", "autograd"))
+    assert fast._closed_form and not slow._closed_form
+    assert qGradientInformation(model, theta)._closed_form  # "auto" picks the closed form here
+    X = torch.rand(4, 3, d, generator=g, dtype=torch.float64, requires_grad=True)
+    values = [acqf(X) for acqf in (fast, slow)]
+    grads = [torch.autograd.grad(v.sum(), X)[0] for v in values]
+    torch.testing.assert_close(values[0], values[1], rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-8, atol=1e-10)
+
+
+def test_closed_form_refused_where_it_does_not_apply_and_bad_gradient_named():
+    d = 2
+    X, Y = torch.rand(6, d, dtype=torch.float64), torch.rand(6, 1, dtype=torch.float64)
+    theta = torch.full((d,), 0.5, dtype=torch.float64)
+    poly = make_model(make_kernel("poly2", d), X, Y, 1e-3)
+    assert not qGradientInformation(poly, theta)._closed_form  # "auto" falls back to autograd
+    with pytest.raises(ValueError, match="closed_form"):
+        qGradientInformation(poly, theta, gradient="closed_form")
+    rbf = make_model(make_kernel("rbf", d), X, Y, 1e-3)
+    with pytest.raises(ValueError, match="closed_form"):
+        qGradientInformation(rbf, theta, basis=torch.eye(d, 1, dtype=torch.float64), gradient="closed_form")
+    with pytest.raises(ValueError, match="gradient must be one of .*'fd'"):
+        qGradientInformation(rbf, theta, gradient="fd")

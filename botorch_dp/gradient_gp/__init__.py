@@ -6,6 +6,8 @@ r"""The posterior of the gradient of a GP with fixed hyperparameters.
 - ``models``: ``output_gradient_gps`` reads one ``GradientGP`` per output off a BoTorch
   model, together with the model's input transform, whose Jacobian maps gradients back to
   the original inputs (``OutputGradientGP``); ``gradient_posterior`` for one output.
+- ``closed_form``: the trace reduction with its gradient in the candidates written out
+  (RBF and Matérn-5/2 kernels), which the batch search evaluates without autograd.
 
 Every public name is re-exported here, so ``from botorch_dp.gradient_gp import GradientGP``
 is the import path it always was.
@@ -13,8 +15,21 @@ is the import path it always was.
 
 from __future__ import annotations
 
-from botorch_dp.gradient_gp.core import DEFAULT_JITTER, GradientGP, GradientPosterior, TensorSnapshot
-from botorch_dp.gradient_gp.models import OutputGradientGP, gradient_posterior, output_gradient_gps
+from botorch_dp.gradient_gp.closed_form import (
+    closed_form_supported,
+    trace_reduction_closed_form,
+)
+from botorch_dp.gradient_gp.core import (
+    DEFAULT_JITTER,
+    GradientGP,
+    GradientPosterior,
+    TensorSnapshot,
+)
+from botorch_dp.gradient_gp.models import (
+    OutputGradientGP,
+    gradient_posterior,
+    output_gradient_gps,
+)
 
 __all__ = [
     "DEFAULT_JITTER",
@@ -22,6 +37,8 @@ __all__ = [
     "GradientPosterior",
     "OutputGradientGP",
     "TensorSnapshot",
+    "closed_form_supported",
     "gradient_posterior",
     "output_gradient_gps",
+    "trace_reduction_closed_form",
 ]

@@ -5,6 +5,15 @@ and the ``optimize_acqf`` settings, so each rule can be tested without a loop:
 ``optimize_batch`` (one joint ``q``-batch of ``qGradientInformation``), ``greedy_batch``
 (one point at a time), ``adaptive_joint_batch`` (smallest sufficient ``q`` by bisection,
 Sopa et al., short version, Alg. 2) and ``search_batch``, which picks among them as ``DPGIBO.ask`` does.
+
+Search speed (issue 33, ``SEARCH_SPEEDS``): ``"fast"`` evaluates the acquisition's gradient in
+closed form where the kernel allows (``gradient_gp.closed_form``) and starts a joint batch's
+L-BFGS-B from the previous step's batch moved by the step (``moved_batch``) instead of from the
+best of ``raw_samples`` random batches; ``"reference"`` is the search as it was before (autograd,
+random initial conditions). ``"fast"`` also runs the search on one torch thread: its tensors are
+small and its L-BFGS-B sequential, so a second thread mostly waits (4 to 35 times slower per
+evaluation on a loaded 2-core machine, ``docs/performance.md``). Both read only public
+data: the GP's inputs and the iterates.
 """
 
 from __future__ import annotations
@@ -17,10 +26,12 @@ from torch import Tensor
 
 from botorch_dp.acquisition import qGradientInformation
 from botorch_dp.gradient_gp import GradientGP
-from botorch_dp.utils import project_to_box
+from botorch_dp.utils import project_to_box, torch_threads
 
 BatchSearch = Literal["joint", "greedy"]
 BATCH_SEARCHES: tuple[str, ...] = get_args(BatchSearch)
+SearchSpeed = Literal["fast", "reference"]
+SEARCH_SPEEDS: tuple[str, ...] = get_args(SearchSpeed)
 
 
 def optimize_acqf(*args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
@@ -46,6 +57,22 @@ def local_bounds(theta: Tensor, search_radius: Tensor, bounds: Tensor) -> Tensor
     lo = torch.maximum(theta - search_radius, bounds[0])
     hi = torch.minimum(theta + search_radius, bounds[1])
     return torch.stack([lo, hi])
+
+
+def moved_batch(X: Tensor, batch_sizes: tuple[int, ...] | list[int], iterates: tuple[Tensor, ...] | list[Tensor]) -> Tensor | None:
+    r"""The last batch of ``X`` moved by the last step, ``X_{t−1} + (θ_t − θ_{t−1})`` (public).
+
+    Args:
+        X: The ``N x d`` evaluated points, batch after batch.
+        batch_sizes: The size of each batch of ``X``.
+        iterates: ``θ_0, …, θ_t``.
+
+    Returns:
+        A ``b x d`` tensor, or ``None`` before the first step or after an empty batch.
+    """
+    if not batch_sizes or batch_sizes[-1] == 0 or len(iterates) < 2:
+        return None
+    return X[X.shape[0] - batch_sizes[-1]:] + (iterates[-1] - iterates[-2])
 
 
 def posterior_trace(gp: GradientGP, theta: Tensor, X: Tensor | None = None, basis: Tensor | None = None) -> float:
@@ -77,6 +104,8 @@ def optimize_batch(
     warm_start: Tensor | None = None,
     basis: Tensor | None = None,
     maxiter: int | None = None,
+    start: Tensor | None = None,
+    speed: SearchSpeed = "reference",
 ) -> Tensor:
     r"""Maximize the gradient information ``qGradientInformation`` of a ``q``-batch in a box.
 
@@ -97,18 +126,25 @@ def optimize_batch(
             trace ``tr(ṼᵀΣṼ)`` (Kairouz et al.'s subspaces, projected acquisition, spec A5).
         maxiter: An optional cap on the L-BFGS-B iterations of each restart (BoTorch's
             ``options={"maxiter": ...}``); ``None``: BoTorch's default.
+        start: An optional ``q x d`` batch (projected into the box) from which the one
+            L-BFGS-B run starts instead of the restarts drawn from ``raw_samples`` (which are
+            then not drawn); ``warm_start`` is ignored then.
+        speed: ``"fast"``: the acquisition's gradient in closed form where the kernel allows;
+            ``"reference"``: by autograd (see the module).
 
     Returns:
         A ``q x d`` tensor.
     """
     from botorch.optim.initializers import gen_batch_initial_conditions
 
-    acqf = qGradientInformation(gp, theta, basis=basis)
+    acqf = qGradientInformation(gp, theta, basis=basis, gradient="auto" if speed == "fast" else "autograd")
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
     options = {"seed": seed} if maxiter is None else {"seed": seed, "maxiter": maxiter}
-    with manual_seed(seed):
+    with manual_seed(seed), torch_threads(1 if speed == "fast" else None):
         initial = None
-        if warm_start is not None:
+        if start is not None:
+            initial = project_to_box(start, bounds).unsqueeze(0).to(theta)
+        elif warm_start is not None:
             initial = gen_batch_initial_conditions(
                 acqf, bounds, q=q, num_restarts=num_restarts, raw_samples=raw_samples,
                 options={"seed": seed},
@@ -139,6 +175,7 @@ def greedy_batch(
     tolerance: float | None = None,
     basis: Tensor | None = None,
     maxiter: int | None = None,
+    speed: SearchSpeed = "reference",
 ) -> Tensor:
     r"""Up to ``num_points`` points chosen one at a time, each conditioned on those before it.
 
@@ -146,7 +183,7 @@ def greedy_batch(
     batch usually leaves a larger ``tr Σ`` than a joint batch of the same size.
 
     Args:
-        gp, theta, bounds, generator, num_restarts, raw_samples, basis, maxiter: As in
+        gp, theta, bounds, generator, num_restarts, raw_samples, basis, maxiter, speed: As in
             ``optimize_batch``.
         num_points: The most points to add (``b`` or ``b_max``).
         tolerance: The bias tolerance; if given, stop as soon as ``tr Σ ≤ tolerance``
@@ -159,7 +196,7 @@ def greedy_batch(
     while len(chosen) - 1 < num_points and (tolerance is None or posterior_trace(gp, theta, basis=basis) > tolerance):
         x = optimize_batch(
             gp, theta, bounds, 1, generator, num_restarts=num_restarts, raw_samples=raw_samples, basis=basis,
-            maxiter=maxiter,
+            maxiter=maxiter, speed=speed,
         )
         gp = gp.condition_on(x)
         chosen.append(x)
@@ -178,6 +215,8 @@ def adaptive_joint_batch(
     raw_samples: int,
     basis: Tensor | None = None,
     maxiter: int | None = None,
+    speed: SearchSpeed = "reference",
+    start: Tensor | None = None,
 ) -> Tensor:
     r"""The smallest ``q ≤ b_max`` whose jointly optimized batch reaches ``tr Σ ≤ tolerance``.
 
@@ -188,19 +227,22 @@ def adaptive_joint_batch(
     sufficient batch found so far.
 
     Args:
-        gp, theta, bounds, generator, num_restarts, raw_samples, basis, maxiter: As in
+        gp, theta, bounds, generator, num_restarts, raw_samples, basis, maxiter, speed: As in
             ``optimize_batch``.
         tolerance: The bias tolerance, ``> 0``.
         max_batch_size: ``b_max``.
+        start: An optional start of the ``b_max`` batch's search (``optimize_batch``'s
+            ``start``), used when it has ``b_max`` points.
 
     Returns:
         A ``q x d`` tensor, ``0 ≤ q ≤ b_max``.
     """
     if posterior_trace(gp, theta, basis=basis) <= tolerance:
         return theta.new_empty(0, theta.shape[-1])
-    options = dict(num_restarts=num_restarts, raw_samples=raw_samples, basis=basis, maxiter=maxiter)
+    options = dict(num_restarts=num_restarts, raw_samples=raw_samples, basis=basis, maxiter=maxiter, speed=speed)
     hi = max_batch_size
-    best = optimize_batch(gp, theta, bounds, hi, generator, **options)
+    start = start if start is not None and start.shape[0] == hi else None
+    best = optimize_batch(gp, theta, bounds, hi, generator, start=start, **options)
     if posterior_trace(gp, theta, best, basis) > tolerance:
         return best
     lo = 0  # the empty batch is known not to suffice
@@ -228,6 +270,8 @@ def search_batch(
     raw_samples: int,
     basis: Tensor | None = None,
     maxiter: int | None = None,
+    speed: SearchSpeed = "reference",
+    previous: Tensor | None = None,
 ) -> Tensor:
     r"""The next batch: fixed ``b`` points (Alg. 1) or adaptive up to ``b_max`` (Alg. 2).
 
@@ -239,16 +283,21 @@ def search_batch(
             ``None`` for fixed batches.
         max_batch_size: ``b_max`` of adaptive batches.
         basis: An optional public ``d x k`` ``Ṽ`` for the projected acquisition and trace.
+        speed: ``"fast"`` or ``"reference"`` (see the module).
+        previous: The previous step's batch moved by the step (``moved_batch``), or ``None``:
+            with ``speed="fast"``, a joint batch of its size starts from it (public).
 
     Returns:
         A ``q x d`` tensor.
     """
-    options = dict(num_restarts=num_restarts, raw_samples=raw_samples, basis=basis, maxiter=maxiter)
+    options = dict(num_restarts=num_restarts, raw_samples=raw_samples, basis=basis, maxiter=maxiter, speed=speed)
     joint = batch_search == "joint"
+    start = previous if speed == "fast" else None
     if bias_tolerance is not None and joint:
-        return adaptive_joint_batch(gp, theta, bounds, bias_tolerance, max_batch_size, generator, **options)
+        return adaptive_joint_batch(gp, theta, bounds, bias_tolerance, max_batch_size, generator, start=start, **options)
     if bias_tolerance is not None:
         return greedy_batch(gp, theta, bounds, max_batch_size, generator, tolerance=bias_tolerance, **options)
     if joint:
-        return optimize_batch(gp, theta, bounds, batch_size, generator, **options)
+        start = start if start is not None and start.shape[0] == batch_size else None
+        return optimize_batch(gp, theta, bounds, batch_size, generator, start=start, **options)
     return greedy_batch(gp, theta, bounds, batch_size, generator, **options)

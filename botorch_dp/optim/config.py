@@ -15,7 +15,7 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_dp.gradient_gp import DEFAULT_JITTER, GradientGP
-from botorch_dp.optim.batch_search import BATCH_SEARCHES, BatchSearch
+from botorch_dp.optim.batch_search import BATCH_SEARCHES, SEARCH_SPEEDS, BatchSearch
 from botorch_dp.optim.config_options import (
     absorb_strategies,
     build_options,
@@ -161,6 +161,10 @@ class DPGIBOConfig:
             informative batch for time: 3.4× faster at d = 100 for a paired loss difference
             of +0.005 ± 0.005 over 9 seeds (``reports/acqf_maxiter.md``).
             It affects only public candidate search, never the privacy accounting.
+        acqf_speed: ``"fast"`` (default): the batch search evaluates the acquisition's gradient in
+            closed form (RBF, Matérn-5/2), starts each joint batch from the previous one moved by
+            the step and runs on one torch thread; ``"reference"``: autograd and random starts, as
+            before issue 33 (``reports/batch_search_speed.md``). Public computation only.
         user_chunk_size: Users per chunk when forming per-user gradients (a positive
             integer), or ``None`` (default): chosen from ``n`` and ``d`` by
             ``privacy.mechanisms.default_chunk_size`` (4096 to 65536 users).
@@ -280,6 +284,7 @@ class DPGIBOConfig:
     clip_mu_fraction: float | None = None
     # speed knob of the (public) batch search
     acqf_maxiter: int | None = None
+    acqf_speed: str = "fast"
 
     def __post_init__(self) -> None:
         # Every check raises ValueError naming the field; numeric fields are normalized
@@ -317,6 +322,7 @@ class DPGIBOConfig:
         set_field(self, "raw_samples", check_positive_int(self.raw_samples, "raw_samples"))
         if self.acqf_maxiter is not None:
             set_field(self, "acqf_maxiter", check_positive_int(self.acqf_maxiter, "acqf_maxiter"))
+        check_choice(self.acqf_speed, "acqf_speed", SEARCH_SPEEDS)
         if self.user_chunk_size is not None:
             set_field(self, "user_chunk_size", check_positive_int(self.user_chunk_size, "user_chunk_size"))
         set_field(self, "jitter", check_nonnegative(self.jitter, "jitter", allow_inf=False))

@@ -172,8 +172,9 @@ def build_options(config: Any) -> Options:
         "exponential": lambda: Exponential(c.selection_epsilon, c.loss_clip),
         "noisy_loss": lambda: NoisyLoss(c.selection_mu, c.loss_clip),
     }[c.selection]()
-    batches = (FixedBatches(c.batch_size, c.batch_search, c.acqf_maxiter) if c.bias_tolerance is None else
-               AdaptiveBatches(None, c.batch_search, c.acqf_maxiter, c.bias_tolerance, c.max_batch_size))
+    search = dict(search=c.batch_search, maxiter=c.acqf_maxiter, speed=c.acqf_speed)
+    batches = (FixedBatches(c.batch_size, **search) if c.bias_tolerance is None else
+               AdaptiveBatches(None, bias_tolerance=c.bias_tolerance, max_size=c.max_batch_size, **search))
     standardize = getattr(c.model, "outcome_transform", None) is not None
     sensitive = c.unsafe_allow_sensitive_fitting and (c.hyperparameter_fit is not None or standardize)
     fitting = SensitiveFitting(c.hyperparameter_fit, standardize) if sensitive else NoFitting()

@@ -28,7 +28,7 @@ from botorch_dp.distributed.partitions import PartitionedObjective
 from botorch_dp.evaluation import evaluate_rows
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim import report
-from botorch_dp.optim.batch_search import local_bounds
+from botorch_dp.optim.batch_search import local_bounds, moved_batch
 from botorch_dp.optim.checkpoint import (
     check_new_checkpoint_dir,
     kernel_fingerprint,
@@ -175,7 +175,7 @@ class DPGIBO:
                     pending = o.batches.select(
                         s.gp, s.theta, self.local_bounds(), self._search_gen, default=o.projection.default_batch_size(self.dim),
                         basis=o.projection.acquisition_basis(s.theta, s.gp, s.track), num_restarts=c.num_restarts,
-                        raw_samples=c.raw_samples)
+                        raw_samples=c.raw_samples, previous=moved_batch(s.X, s.batch_sizes, s.iterates))
                 self.state = report.replace(s, pending=pending)
                 self._save_checkpoint()
         return pending.clone()

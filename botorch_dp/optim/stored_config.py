@@ -21,8 +21,10 @@ __all__ = ["check_same_run", "config_from_json", "config_to_json", "decode_value
 #: Config fields that may differ on resume: the budget (only tightened), the unsafe
 #: fitting callable (only its presence is compared) and the users per clipping chunk (a
 #: memory and speed knob: it changes only the order of one floating-point sum, not what is
-#: clipped or how much noise is added; its default changed in issue 13's scale work).
-_RESUME_MAY_DIFFER = {"validation_mu_budget", "hyperparameter_fit", "user_chunk_size"}
+#: clipped or how much noise is added; its default changed in issue 13's scale work) and the
+#: batch search's speed (public computation: it moves the next batches, not what is clipped or
+#: charged; its default changed in issue 33, so a config built today may resume an older run).
+_RESUME_MAY_DIFFER = {"validation_mu_budget", "hyperparameter_fit", "user_chunk_size", "acqf_speed"}
 #: Config fields added after schema version 1 (issue 16's target (ε, δ)); a checkpoint
 #: written before them reads them as not given.
 _CONFIG_FIELDS_ADDED = ("epsilon", "delta")
@@ -38,6 +40,9 @@ _CONFIG_FIELDS_WITH_DEFAULTS = (
     # issue 18: BoTorch's default L-BFGS-B iterations in the batch search
     "acqf_maxiter",
 )
+#: Config fields added later whose value for a checkpoint written before them is not today's
+#: default: issue 33's fast batch search (such runs searched as ``"reference"`` does).
+_CONFIG_FIELDS_WITH_OLD_VALUES = {"acqf_speed": "reference"}
 
 
 def with_added_fields(stored: Any) -> Any:
@@ -48,6 +53,7 @@ def with_added_fields(stored: Any) -> Any:
     stored = {RENAMED_FIELDS.get(name, name): value for name, value in stored.items()}
     defaults = {f.name: f.default for f in dataclasses.fields(DPGIBOConfig) if f.name in _CONFIG_FIELDS_WITH_DEFAULTS}
     added = {name: encode_value(value) for name, value in defaults.items() if name not in stored}
+    added.update({name: value for name, value in _CONFIG_FIELDS_WITH_OLD_VALUES.items() if name not in stored})
     return {**{name: None for name in _CONFIG_FIELDS_ADDED if name not in stored}, **added, **stored}
 
 

@@ -1,3 +1,4 @@
+import pytest
 import torch
 from botorch.optim import optimize_acqf
 from gpytorch.kernels import RBFKernel
@@ -8,6 +9,7 @@ from botorch_dp.optim.batch_search import (
     adaptive_joint_batch,
     greedy_batch,
     local_bounds,
+    moved_batch,
     optimize_batch,
     posterior_trace,
     search_batch,
@@ -160,3 +162,106 @@ def test_capped_search_stays_a_valid_batch_and_the_cap_binds():
     assert ((capped >= bounds[0]) & (capped <= bounds[1])).all()
     assert float(acqf(free.unsqueeze(0))) >= float(acqf(capped.unsqueeze(0))) - 1e-12
     assert not torch.equal(capped, free)
+
+
+def _gp_with_points(d=3, N=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    theta, bounds = setting(d)
+    D = theta + 0.4 * (2 * torch.rand(N, d, generator=g, dtype=torch.float64) - 1)
+    return GradientGP(D, rbf_kernel(d), 1e-4), theta, bounds
+
+
+def test_moved_batch_is_the_last_batch_shifted_by_the_last_step():
+    X = torch.arange(12.0, dtype=torch.float64).reshape(6, 2)
+    iterates = (torch.zeros(2, dtype=torch.float64), torch.tensor([1.0, -1.0], dtype=torch.float64),
+                torch.tensor([1.5, 0.0], dtype=torch.float64))
+    moved = moved_batch(X, (2, 4), iterates)
+    torch.testing.assert_close(moved, X[2:] + torch.tensor([0.5, 1.0], dtype=torch.float64))
+    assert moved_batch(X, (), iterates[:1]) is None  # before the first step
+    assert moved_batch(X, (6, 0), iterates) is None  # the last batch was empty
+
+
+def test_fast_search_starts_from_the_given_batch_without_raw_samples_and_improves_it(monkeypatch):
+    from botorch.optim import initializers
+
+    gp, theta, bounds = _gp_with_points()
+    start = theta + 0.05 * torch.randn(4, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    calls = []
+    monkeypatch.setattr(initializers, "gen_batch_initial_conditions", lambda *a, **k: calls.append(1))
+    out = optimize_batch(gp, theta, bounds, 4, torch.Generator().manual_seed(0), num_restarts=1, raw_samples=32,
+                         start=start, speed="fast")
+    assert calls == []  # no random initial conditions were drawn
+    acqf = qGradientInformation(gp, theta)
+    assert ((out >= bounds[0]) & (out <= bounds[1])).all()
+    assert float(acqf(out.unsqueeze(0))) > float(acqf(start.unsqueeze(0))) + 1e-6
+
+
+def test_speeds_search_the_same_acquisition_and_restore_the_thread_count(monkeypatch):
+    # same seed and random start: the closed-form and the autograd gradient give the same batch up to
+    # round-off in L-BFGS-B's path, so the two batches are (almost) equally informative
+    from botorch_dp.optim import batch_search
+
+    gp, theta, bounds = _gp_with_points(N=10, seed=5)
+    gradients, threads = [], torch.get_num_threads()
+    original = batch_search.qGradientInformation
+
+    def recording(*args, **kwargs):
+        acqf = original(*args, **kwargs)
+        gradients.append((kwargs["gradient"], acqf._closed_form, torch.get_num_threads()))
+        return acqf
+
+    monkeypatch.setattr(batch_search, "qGradientInformation", recording)
+    runs = {speed: optimize_batch(gp, theta, bounds, 3, torch.Generator().manual_seed(1), num_restarts=2,
+                                  raw_samples=32, speed=speed, maxiter=60) for speed in ("reference", "fast")}
+    assert [g[:2] for g in gradients] == [("autograd", False), ("auto", True)]
+    assert torch.get_num_threads() == threads
+    acqf = original(gp, theta)
+    values = {k: float(acqf(v.unsqueeze(0))) for k, v in runs.items()}
+    assert values["fast"] == pytest.approx(values["reference"], rel=1e-4)
+
+
+def test_search_batch_passes_the_moved_batch_only_when_fast_joint_and_of_the_right_size(monkeypatch):
+    from botorch_dp.optim import batch_search
+
+    seen = []
+    monkeypatch.setattr(batch_search, "optimize_batch", lambda *a, **k: seen.append((a[3], k["start"], k["speed"]))
+                        or torch.zeros(a[3], 2, dtype=torch.float64))
+    gp, theta, bounds = empty_gp(2), *setting(2)
+    prev = torch.full((3, 2), 2.4, dtype=torch.float64)
+    common = dict(bias_tolerance=None, max_batch_size=3, num_restarts=1, raw_samples=8, previous=prev)
+    search_batch(gp, theta, bounds, torch.Generator(), batch_search="joint", batch_size=3, speed="fast", **common)
+    search_batch(gp, theta, bounds, torch.Generator(), batch_search="joint", batch_size=3, speed="reference", **common)
+    search_batch(gp, theta, bounds, torch.Generator(), batch_search="joint", batch_size=2, speed="fast", **common)
+    assert seen[0][1] is prev and seen[0][2] == "fast"
+    assert seen[1][1] is None and seen[1][2] == "reference"
+    assert seen[2][1] is None  # a batch of another size is not a start
+
+
+def test_acqf_speed_reaches_the_search_and_is_checked(monkeypatch):
+    import dataclasses
+
+    from botorch_dp.optim import batch_search
+    from botorch_dp.optim.dp_gibo import DPGIBO
+    from tests.optim.loop_helpers import nl_config
+
+    seen = []
+    original = batch_search.optimize_batch
+
+    def recording(*args, **kwargs):
+        seen.append((kwargs["speed"], kwargs["start"]))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(batch_search, "optimize_batch", recording)
+    base = nl_config(d=2, num_iterations=3, batch_size=3, acqf_speed="fast")
+    opt = DPGIBO(base)
+    for _ in range(2):
+        X = opt.ask()
+        opt.tell(X, torch.rand(3, 5, dtype=torch.float64))
+    opt.ask()
+    assert [s for s, _ in seen] == ["fast"] * 3
+    assert seen[0][1] is None  # nothing to move at the first step
+    expected = moved_batch(opt.state.X, opt.state.batch_sizes, opt.state.iterates)
+    torch.testing.assert_close(seen[2][1], expected)
+    assert DPGIBO(dataclasses.replace(base, acqf_speed="reference")).options.batches.speed == "reference"
+    with pytest.raises(ValueError, match="acqf_speed"):
+        dataclasses.replace(base, acqf_speed="quick")

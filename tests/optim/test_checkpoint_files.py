@@ -287,10 +287,12 @@ def test_a_schema_1_checkpoint_from_before_these_checks_resumes(tmp_path):
     doc = json.loads((root / ckpt.STATE_FILE).read_text())
     assert doc["schema_version"] == 1 and "dtype" not in doc["kernel"]["spec"]
     assert {"privacy_budget_mu", "batch_selection"} <= set(doc["config"])  # the fields' old names (RENAMED_FIELDS)
-    with_config = DPGIBO.resume(root, config)
-    assert with_config.iteration == 2
+    assert "acqf_speed" not in doc["config"] and config.acqf_speed == "fast"  # written before issue 33
+    with_config = DPGIBO.resume(root, config)  # today's default speed may resume it (public search only)
+    assert with_config.iteration == 2 and with_config.options.batches.speed == "fast"
     resumed = DPGIBO.resume(root)  # without config: the float64 kernel rebuilt exactly
     assert resumed.iteration == 2 and resumed.kernel.offset.dtype == torch.float64
+    assert resumed.config.acqf_speed == "reference"  # it goes on searching as it was written to
     X = resumed.ask()
     resumed.tell(X, problem(X))
     again = DPGIBO.resume(root)  # what it wrote reads back too

@@ -4,7 +4,9 @@ r"""Batch rules: how many points each step evaluates and how they are searched (
 (Alg. 2: the smallest batch whose posterior gradient trace reaches the tolerance, at most
 ``max_size`` points). Both search ``"joint"`` (``optimize_acqf`` over the whole batch) or
 ``"greedy"`` (one point at a time), with ``maxiter`` L-BFGS-B iterations per restart (``None``:
-BoTorch's default). Public computation only: no batch rule spends budget.
+BoTorch's default), and ``speed`` (``"fast"``: closed-form acquisition gradients and warm starts
+from the previous batch moved by the step; ``"reference"``: as before issue 33; see
+``optim.batch_search``). Public computation only: no batch rule spends budget.
 """
 
 from __future__ import annotations
@@ -16,16 +18,18 @@ import torch
 from torch import Tensor
 
 from botorch_dp.gradient_gp import GradientGP
-from botorch_dp.optim.batch_search import BATCH_SEARCHES, BatchSearch, search_batch
+from botorch_dp.optim.batch_search import BATCH_SEARCHES, SEARCH_SPEEDS, BatchSearch, search_batch
 from botorch_dp.optim.options.registry import Strategy, register
 from botorch_dp.privacy.checks import check_positive, check_positive_int
 
 __all__ = ["AdaptiveBatches", "FixedBatches"]
 
 
-def _check_search(search: Any, maxiter: Any) -> None:
+def _check_search(search: Any, maxiter: Any, speed: Any) -> None:
     if search not in BATCH_SEARCHES:
         raise ValueError(f"batch_search must be one of {BATCH_SEARCHES}, got {search!r}.")
+    if speed not in SEARCH_SPEEDS:
+        raise ValueError(f"acqf_speed must be one of {SEARCH_SPEEDS}, got {speed!r}.")
     if maxiter is not None:
         check_positive_int(maxiter, "acqf_maxiter")
 
@@ -38,14 +42,16 @@ class FixedBatches(Strategy):
     size: int | None = None
     search: BatchSearch = "joint"
     maxiter: int | None = None
+    speed: str = "fast"
 
     def __post_init__(self) -> None:
         if self.size is not None:
             check_positive_int(self.size, "batch_size (b)")
-        _check_search(self.search, self.maxiter)
+        _check_search(self.search, self.maxiter, self.speed)
 
     def spec(self) -> dict[str, Any]:
-        return {"kind": self.name, "size": self.size, "search": self.search, "maxiter": self.maxiter}
+        return {"kind": self.name, "size": self.size, "search": self.search, "maxiter": self.maxiter,
+                "speed": self.speed}
 
     @property
     def tolerance(self) -> float | None:
@@ -58,13 +64,14 @@ class FixedBatches(Strategy):
 
     def select(
         self, gp: GradientGP, theta: Tensor, bounds: Tensor, generator: torch.Generator, *, basis: Tensor | None,
-        default: int, num_restarts: int, raw_samples: int,
+        default: int, num_restarts: int, raw_samples: int, previous: Tensor | None = None,
     ) -> Tensor:
-        r"""The next batch (a ``q x d`` tensor; public)."""
+        r"""The next batch (a ``q x d`` tensor; public); ``previous``: the last batch moved by the step."""
         size = self.per_step(default)
         return search_batch(
             gp, theta, bounds, generator, batch_search=self.search, batch_size=size, bias_tolerance=self.tolerance,
             max_batch_size=size, num_restarts=num_restarts, raw_samples=raw_samples, basis=basis, maxiter=self.maxiter,
+            speed=self.speed, previous=previous,
         )
 
 
@@ -87,11 +94,11 @@ class AdaptiveBatches(FixedBatches):
             check_positive_int(self.max_size, "max_batch_size (b_max)")
         if self.size is not None:
             raise ValueError("Give either batch_size (fixed) or bias_tolerance (adaptive), not both.")
-        _check_search(self.search, self.maxiter)
+        _check_search(self.search, self.maxiter, self.speed)
 
     def spec(self) -> dict[str, Any]:
         return {"kind": self.name, "bias_tolerance": self.bias_tolerance, "max_size": self.max_size,
-                "search": self.search, "maxiter": self.maxiter}
+                "search": self.search, "maxiter": self.maxiter, "speed": self.speed}
 
     @property
     def tolerance(self) -> float | None:
@@ -102,10 +109,10 @@ class AdaptiveBatches(FixedBatches):
 
     def select(
         self, gp: GradientGP, theta: Tensor, bounds: Tensor, generator: torch.Generator, *, basis: Tensor | None,
-        default: int, num_restarts: int, raw_samples: int,
+        default: int, num_restarts: int, raw_samples: int, previous: Tensor | None = None,
     ) -> Tensor:
         return search_batch(
             gp, theta, bounds, generator, batch_search=self.search, batch_size=default,
             bias_tolerance=self.bias_tolerance, max_batch_size=self.per_step(default), num_restarts=num_restarts,
-            raw_samples=raw_samples, basis=basis, maxiter=self.maxiter,
+            raw_samples=raw_samples, basis=basis, maxiter=self.maxiter, speed=self.speed, previous=previous,
         )
