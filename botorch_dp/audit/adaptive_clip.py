@@ -45,10 +45,16 @@ def audit_clip_count_release(
         return loop_sampler(
             linear_users(slopes),
             lambda s: audit_config(
-                seed=s, privacy_mu=privacy_mu, clip_bound="adaptive", clip_init=clip_init,
+                seed=s,
+                privacy_mu=privacy_mu,
+                clip_bound="adaptive",
+                clip_init=clip_init,
                 clip_mu_fraction=clip_mu_fraction,
             ),
-            lambda opt, result: (float(result.release.clip_counts[0]), ledger_entry(opt, release_key(0, CLIP_KEY, ("grad", CLIP_KEY)))),
+            lambda opt, result: (
+                float(result.release.clip_counts[0]),
+                ledger_entry(opt, release_key(0, CLIP_KEY, ("grad", CLIP_KEY))),
+            ),
         )
 
     return run_audit(name, sampler(LARGE_SLOPE), sampler(0.0), num_runs=num_runs, seed=seed, confidence=confidence)

@@ -37,7 +37,9 @@ def release_llr(norms: list[float], norm_mus: list[float], gradients: Tensor, st
     r"""``Σ_t (μ_{N,t}² N_t + μ_t² g_t)`` for 1-D gradients ``g_t`` (``T x 1``): the adaptive
     run's log-likelihood ratio up to an affine map (see the module)."""
     grads = gradients.reshape(-1).tolist()
-    return sum(m * m * x for m, x in zip(norm_mus, norms)) + sum(m * m * g for m, g in zip(step_mus, grads))
+    return sum(m * m * x for m, x in zip(norm_mus, norms, strict=True)) + sum(
+        m * m * g for m, g in zip(step_mus, grads, strict=True)
+    )
 
 
 @audit_row(

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import torch
@@ -81,7 +81,7 @@ class Observations:
 
 
 #: ``(num, seed) -> `` ``num`` runs' ``Observations`` (or just their statistics) on one dataset.
-StatisticSampler = Callable[[int, int], Union[Tensor, Observations]]
+StatisticSampler = Callable[[int, int], Tensor | Observations]
 
 
 @dataclass(frozen=True)
@@ -287,7 +287,8 @@ def _best_threshold_against(
     beta_upper = [clopper_pearson_upper(int(k), len(stat_d_prime), each) for k in false_negatives]
     claimed = claim(np.asarray(alpha_upper))
     margins = [
-        gdp_mu_from_rates(a, b) - tradeoff_mu(a, float(f)) for a, b, f in zip(alpha_upper, beta_upper, claimed)
+        gdp_mu_from_rates(a, b) - tradeoff_mu(a, float(f))
+        for a, b, f in zip(alpha_upper, beta_upper, claimed, strict=True)
     ]
     return float(candidates[int(np.argmax(margins))])
 

@@ -68,7 +68,7 @@ def test_preconditioner_design_is_near_the_worst_case_of_the_gram_square_root():
         unnoised(linear_users([sign * LARGE_SLOPE] + [LARGE_SLOPE] * (n - 1), directions), dim=2)
         for sign in (-1.0, 1.0)
     ]
-    for (m, _), (m_prime, _) in zip(*means):  # the same seed: the same public batch on D and D′
+    for (m, _), (m_prime, _) in zip(*means, strict=True):  # the same seed: the same public batch on D and D′
         assert float((m_prime - m).norm()) == pytest.approx(2 * B / n, rel=1e-12)
         difference = gram_sqrt(m_prime[0].unsqueeze(-1)) - gram_sqrt(m[0].unsqueeze(-1))
         # within 1% of the Frobenius bound √2·Δ (t = 1), along E = (e₁e₂ᵀ + e₂e₁ᵀ)/√2

@@ -8,8 +8,8 @@ import torch
 
 from botorch_dp.audit.selection import audit_exponential_selection
 from botorch_dp.audit.statistics import gdp_mu_from_rates
-from botorch_dp.privacy.mechanisms import _noise
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
+from botorch_dp.privacy.mechanisms import _noise
 
 
 def scale_gumbel(monkeypatch, factor):

@@ -69,7 +69,9 @@ def test_tradeoff_from_a_gaussian_profile_is_the_gaussian_curve():
     exact = norm.cdf(norm.isf(alphas) - mu)
     assert np.all(curve(alphas) <= exact + 1e-12)  # a grid is lenient, never stricter
     np.testing.assert_allclose(curve(alphas), exact, atol=2e-4)
-    assert [stats.tradeoff_mu(a, f) for a, f in zip(alphas, curve(alphas))] == pytest.approx([mu] * 5, abs=3e-3)
+    assert [stats.tradeoff_mu(a, f) for a, f in zip(alphas, curve(alphas), strict=True)] == pytest.approx(
+        [mu] * 5, abs=3e-3
+    )
     assert stats.tradeoff_mu(0.3, 0.0) == math.inf
 
 
