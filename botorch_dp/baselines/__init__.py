@@ -15,6 +15,9 @@ from botorch_dp.baselines.dp_hypo import dp_hypo, gp_sampling_log_weights, proje
 from botorch_dp.baselines.gibo import NO_CLIP, from_dp_gibo_result, gibo
 from botorch_dp.baselines.noisy_gd import noisy_gradient_descent
 from botorch_dp.baselines.private_random_search import private_random_search
+from botorch_dp.baselines.random_search import random_search
+from botorch_dp.baselines.ucb import ucb_bo
+
 # The analysis of private selection lives in privacy.analysis; it is re-exported here
 # because the paper scripts import it next to the method.
 from botorch_dp.privacy.analysis.private_selection import (
@@ -28,8 +31,6 @@ from botorch_dp.privacy.analysis.private_selection import (
     tnb_mean,
 )
 from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
-from botorch_dp.baselines.random_search import random_search
-from botorch_dp.baselines.ucb import ucb_bo
 
 __all__ = [
     "DISTRIBUTIONS",

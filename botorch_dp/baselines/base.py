@@ -8,8 +8,9 @@ guarantee (``None`` for non-private methods) and a ``BaselineHistory`` for plots
 from __future__ import annotations
 
 import concurrent.futures as cf
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Union
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -18,7 +19,7 @@ from botorch_dp.evaluation import evaluate_rows
 from botorch_dp.privacy.checks import check_losses
 from botorch_dp.problems.base import PerUserProblem
 
-Objective = Union[PerUserProblem, Callable[[Tensor], Tensor]]
+Objective = PerUserProblem | Callable[[Tensor], Tensor]
 """A ``PerUserProblem`` or any callable mapping a ``q x d`` tensor to ``q x n`` losses."""
 
 

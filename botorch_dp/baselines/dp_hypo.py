@@ -185,7 +185,9 @@ def _fit(model: SingleTaskGP) -> None:
             pass
 
 
-def _rdp(order: float, *, per_trial_mu: float, mean_trials: float, ratio: float, distribution: str, tnb_eta: float) -> float:
+def _rdp(
+    order: float, *, per_trial_mu: float, mean_trials: float, ratio: float, distribution: str, tnb_eta: float
+) -> float:
     r"""``dp_hypo_rdp`` with ``C = R``, ``c = 1/R``, floored at 0 (a Rényi divergence is
     ``≥ 0``; the Poisson bound's ``log E[K]/(α − 1)`` is negative for ``E[K] < 1``)."""
     value = dp_hypo_rdp(
@@ -244,7 +246,8 @@ def dp_hypo(
     ``distribution`` with mean ``mean_trials``. Trial ``j`` samples a candidate from
     ``π_j``: the prior for the first two trials (and always when ``ratio_bound = 1``),
     afterwards the GP density of ``gp_sampling_log_weights`` fit to the earlier trials'
-    noisy scores (recomputed every ``density_update_every`` trials), projected to ``1/R ≤ π_j/π_0 ≤ R`` (``R = ratio_bound``,
+    noisy scores (recomputed every ``density_update_every`` trials), projected to ``1/R ≤ π_j/π_0 ≤ R``
+    (``R = ratio_bound``,
     ``project_to_ratio_class``). The trial is scored by the Gaussian score mechanism,
     ``s_j = (1/n) Σ_i min(max(ℓ_i(θ_j), 0), C) + N(0, (C/(n μ₀))²)`` (``μ₀``-GDP), and the
     pair ``(θ_j, s_j)`` with the smallest ``s_j`` is released. ``ratio_bound = 1`` is private

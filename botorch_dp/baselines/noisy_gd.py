@@ -14,7 +14,6 @@ import math
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Union
 
 import torch
 from torch import Tensor
@@ -65,7 +64,7 @@ from botorch_dp.utils import check_bounds
 
 #: A ``PerUserProblem`` (its ``per_user_gradient`` is used) or a callable
 #: mapping a ``1 x d`` tensor to the ``1 x n x d`` per-user gradients.
-GradientOracle = Union[PerUserProblem, Callable[[Tensor], Tensor]]
+GradientOracle = PerUserProblem | Callable[[Tensor], Tensor]
 
 
 def _per_user_gradients(oracle: GradientOracle, theta: Tensor, num_users: int | None) -> Tensor:
@@ -198,7 +197,9 @@ def noisy_gradient_descent(
     evaluated = options.selection if isinstance(options.selection, Evaluated) else None
     if evaluated is not None:
         if loss_oracle is None and not isinstance(oracle, PerUserProblem):
-            raise ValueError(f"selection={selection!r} evaluates the iterates: pass loss_oracle (q x d -> q x n losses).")
+            raise ValueError(
+                f"selection={selection!r} evaluates the iterates: pass loss_oracle (q x d -> q x n losses)."
+            )
         evaluator = oracle if loss_oracle is None else loss_oracle
     if ledger is not None and not isinstance(ledger, PrivacyLedger):
         raise ValueError(f"ledger must be a PrivacyLedger or None, got {type(ledger).__name__}.")
@@ -266,8 +267,12 @@ def noisy_gradient_descent(
 def _options(clip_bound, noise_schedule, norm_mu_fraction, snr_factor, max_step_mu, step_rule, selection,
              selection_epsilon, selection_mu, loss_clip) -> Options:
     r"""DP-GIBO's strategies for noisy GD's arguments (strategy objects are taken as they are)."""
-    for argument, value, family in (("clip_bound", clip_bound, FixedClip), ("noise_schedule", noise_schedule,
-                                     (FixedNoise, AdaptiveNorm)), ("step_rule", step_rule, SGD), ("selection", selection, Last)):
+    for argument, value, family in (
+        ("clip_bound", clip_bound, FixedClip),
+        ("noise_schedule", noise_schedule, (FixedNoise, AdaptiveNorm)),
+        ("step_rule", step_rule, SGD),
+        ("selection", selection, Last),
+    ):
         if isinstance(value, Strategy) and not isinstance(value, family):
             raise ValueError(f"{argument} got a {value.family} strategy ({type(value).__name__}).")
     clip = clip_bound if isinstance(clip_bound, FixedClip) else FixedClip(clip_bound)
@@ -286,9 +291,12 @@ def _options(clip_bound, noise_schedule, norm_mu_fraction, snr_factor, max_step_
                 raise ValueError(f"selection={selection!r} needs {name}.")
             return value
 
-        selection = {"last": Last, "min_noisy_norm": MinNoisyNorm,
-                     "exponential": lambda: Exponential(given(epsilon, "selection_epsilon"), given(clip_c, "loss_clip")),
-                     "noisy_loss": lambda: NoisyLoss(given(mu, "selection_mu"), given(clip_c, "loss_clip"))}[selection]()
+        selection = {
+            "last": Last,
+            "min_noisy_norm": MinNoisyNorm,
+            "exponential": lambda: Exponential(given(epsilon, "selection_epsilon"), given(clip_c, "loss_clip")),
+            "noisy_loss": lambda: NoisyLoss(given(mu, "selection_mu"), given(clip_c, "loss_clip")),
+        }[selection]()
     rule = step_rule if isinstance(step_rule, SGD) else lookup_family("step_rule", step_rule, SGD, "step_rule")()
     return Options(clip=clip, noise=noise, step_rule=rule, selection=selection)
 

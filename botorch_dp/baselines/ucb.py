@@ -27,7 +27,6 @@ from botorch_dp.baselines.base import (
 )
 from botorch_dp.utils import check_bounds
 
-
 #: Iteration cap of the L-BFGS marginal-likelihood fit.
 FIT_MAXITER = 200
 #: Wall-clock cap (seconds) of one fit.
@@ -56,7 +55,10 @@ def _fit_model(X: torch.Tensor, y: torch.Tensor, bounds: torch.Tensor, state: di
                 # restarts from the priors) cost ~20 s per fit on 15-d problems here
                 fit_gpytorch_mll(
                     ExactMarginalLogLikelihood(model.likelihood, model),
-                    optimizer_kwargs={"options": {"maxiter": FIT_MAXITER, "maxfun": 2 * FIT_MAXITER}, "timeout_sec": FIT_TIMEOUT_S},
+                    optimizer_kwargs={
+                        "options": {"maxiter": FIT_MAXITER, "maxfun": 2 * FIT_MAXITER},
+                        "timeout_sec": FIT_TIMEOUT_S,
+                    },
                     max_attempts=1,
                 )
             except Exception:  # pragma: no cover - keep the previous (or default) hyperparameters

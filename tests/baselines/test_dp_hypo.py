@@ -86,7 +86,8 @@ def test_projection_by_hand_and_against_clip_then_renormalise():
     torch.testing.assert_close(project_to_ratio_class(z, ratio_upper=1.5), torch.exp(z))
     torch.testing.assert_close(project_to_ratio_class(z, ratio_upper=1.0), torch.full((4,), 0.25, dtype=torch.float64))
     torch.testing.assert_close(
-        project_to_ratio_class(torch.full((3,), -math.inf), ratio_upper=3.0), torch.full((3,), 1 / 3, dtype=torch.float64)
+        project_to_ratio_class(torch.full((3,), -math.inf), ratio_upper=3.0),
+        torch.full((3,), 1 / 3, dtype=torch.float64),
     )
 
 
@@ -181,7 +182,7 @@ def test_max_points_shows_the_density_only_the_last_trials(monkeypatch):
     points = (result.history.points - BOUNDS[0]) / (BOUNDS[1] - BOUNDS[0])  # the unit-cube trials
     scores = result.history.extras["noisy_scores"]
     assert len(seen) == len(range(2, K, 3))
-    for j, (X, Y) in zip(range(2, K, 3), seen):  # trial j's density: trials max(0, j - 7), ..., j - 1
+    for j, (X, Y) in zip(range(2, K, 3), seen, strict=True):  # trial j's density: trials max(0, j - 7), ..., j - 1
         first = max(0, j - 7)
         assert X.shape[0] == j - first
         assert torch.allclose(X, points[first:j], atol=1e-12)
@@ -205,7 +206,10 @@ def test_guarantee_is_the_bound_on_the_ledger_grid_and_reduces_to_papernot_stein
         assert res.guarantee.epsilon == expected
         assert not res.history.public and res.guarantee.details["ratio_bound"] == ratio
     ps = rdp_curve_epsilon([private_selection_rdp(a, **kw) for a in DEFAULT_RDP_ORDERS], DEFAULT_RDP_ORDERS, 1e-5)[0]
-    assert _run(1.0, 4, mean_trials=5.0, per_trial_mu=0.5, distribution="truncated_negative_binomial").guarantee.epsilon == ps
+    assert (
+        _run(1.0, 4, mean_trials=5.0, per_trial_mu=0.5, distribution="truncated_negative_binomial").guarantee.epsilon
+        == ps
+    )
 
 
 def test_ledger_is_charged_before_the_first_evaluation():
@@ -233,7 +237,7 @@ def test_ledger_is_charged_before_the_first_evaluation():
     # when its curve exceeds alpha B^2/2 at some grid order (alpha = 1.1 here)
     curve = [max(dp_hypo_rdp(a, per_trial_mu=0.5, mean_trials=5.0, ratio_upper=2.0, ratio_lower=0.5), 0.0)
              for a in DEFAULT_RDP_ORDERS]
-    needed = max(math.sqrt(2.0 * c / a) for c, a in zip(curve, DEFAULT_RDP_ORDERS))
+    needed = max(math.sqrt(2.0 * c / a) for c, a in zip(curve, DEFAULT_RDP_ORDERS, strict=True))
     tight = PrivacyLedger(validation_mu_budget=0.99 * needed)
     calls.clear()
     with pytest.raises(PrivacyBudgetExceeded, match="alpha=1.1"):
@@ -258,10 +262,13 @@ def test_dp_hypo_and_a_gaussian_step_compose_on_the_validation_side():
     assert not ledger.training_run_ids() and ledger.training_epsilon(1e-5) == 0.0
     assert ledger.validation_run_ids() == ["hypo", "gibo"]
     run_curve = [
-        max(dp_hypo_rdp(a, per_trial_mu=0.5, mean_trials=4.0, ratio_upper=2.0, ratio_lower=0.5, distribution="poisson"), 0.0)
+        max(
+            dp_hypo_rdp(a, per_trial_mu=0.5, mean_trials=4.0, ratio_upper=2.0, ratio_lower=0.5, distribution="poisson"),
+            0.0,
+        )
         for a in DEFAULT_RDP_ORDERS
     ]
-    both = [c + a * step_mu**2 / 2 for c, a in zip(run_curve, DEFAULT_RDP_ORDERS)]
+    both = [c + a * step_mu**2 / 2 for c, a in zip(run_curve, DEFAULT_RDP_ORDERS, strict=True)]
     assert ledger.validation_rdp_curve() == pytest.approx(both, rel=1e-12)
     eps = ledger.validation_epsilon(1e-5)
     assert eps == pytest.approx(rdp_curve_epsilon(both, DEFAULT_RDP_ORDERS, 1e-5)[0], rel=1e-12)

@@ -61,7 +61,9 @@ def test_noisy_gd_clips_per_user_gradients():
         oracle, bounds, num_iterations=2, clip_bound=0.5, step_size=1.0, privacy_mu=math.inf,
         theta0=torch.zeros(d, dtype=torch.float64),
     )
-    torch.testing.assert_close(res.history.extras["released_gradients"][0], torch.tensor([0.5, 0.0, 0.0], dtype=torch.float64))
+    torch.testing.assert_close(
+        res.history.extras["released_gradients"][0], torch.tensor([0.5, 0.0, 0.0], dtype=torch.float64)
+    )
     torch.testing.assert_close(res.theta, torch.tensor([-1.0, 0.0, 0.0], dtype=torch.float64))
 
 

@@ -55,7 +55,7 @@ def test_constant_gradient_oracle_steps_noise_and_accounting():
         counts.append(steps)
         assert len(x["step_mus"]) == len(x["noisy_norms"]) == len(x["noise_stds"]) == steps
         assert x["norm_mus"] == [pytest.approx(mu_n, rel=1e-15)] * steps
-        for m, s in zip(x["step_mus"], x["noise_stds"]):
+        for m, s in zip(x["step_mus"], x["noise_stds"], strict=True):
             assert s == pytest.approx(delta / m, rel=1e-15)  # charged from the realised σ_t
         assert compose_gdp(x["norm_mus"] + x["step_mus"]) == pytest.approx(1.0, rel=1e-9)  # exactly the budget
         assert res.guarantee.mu == pytest.approx(1.0, rel=1e-9)
@@ -105,7 +105,9 @@ def test_evaluated_selection_is_charged_and_the_split_is_exact(selection):
 
 def test_fixed_schedule_result_is_unchanged_by_the_new_options():
     problem = NormalLocation(dim=3, num_users=40, seed=0)
-    kwargs = dict(num_iterations=5, clip_bound=1.0, step_size=0.3, privacy_mu=1.0, seed=2, theta0=problem.default_theta0())
+    kwargs = dict(
+        num_iterations=5, clip_bound=1.0, step_size=0.3, privacy_mu=1.0, seed=2, theta0=problem.default_theta0()
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         a = noisy_gradient_descent(problem, problem.bounds, **kwargs)
@@ -165,7 +167,9 @@ def test_quantile_clipping_tracks_the_median_norm_through_the_same_strategy_as_d
     steps = res.history.iterates.shape[0] - 1
     assert len(x["clip_bounds"]) == steps + 1 and len(x["clip_counts"]) == steps
     assert x["clip_bounds"][0] == 1.0 and x["clip_bounds"][-1] == pytest.approx(5.0, rel=0.25)
-    assert all(b1 > b0 for b0, b1 in zip(x["clip_bounds"][:12], x["clip_bounds"][1:13]))  # below the median: up
+    assert all(
+        b1 > b0 for b0, b1 in zip(x["clip_bounds"][:12], x["clip_bounds"][1:13], strict=True)
+    )  # below the median: up
     assert res.guarantee.mu == pytest.approx(50.0, rel=1e-9)
 
 
@@ -183,6 +187,14 @@ def test_noisy_gd_refuses_a_strategy_of_another_family(argument, make):
     problem = NormalLocation(dim=2, num_users=10, seed=0)
     ledger = PrivacyLedger()
     with pytest.raises(ValueError, match=rf"^{argument} got a {strategy.family} strategy \({make}\)"):
-        noisy_gradient_descent(problem, problem.bounds, num_iterations=3, step_size=0.1, privacy_mu=1.0,
-                               theta0=problem.default_theta0(), ledger=ledger, **{"clip_bound": 1.0, argument: strategy})
+        noisy_gradient_descent(
+            problem,
+            problem.bounds,
+            num_iterations=3,
+            step_size=0.1,
+            privacy_mu=1.0,
+            theta0=problem.default_theta0(),
+            ledger=ledger,
+            **{"clip_bound": 1.0, argument: strategy},
+        )
     assert ledger.state_dict() == PrivacyLedger().state_dict()  # nothing recorded or reserved

@@ -37,7 +37,9 @@ def test_private_random_search_clips_losses_and_noises_with_C_over_n_mu():
     n, C, mu0 = 10, 1.0, 0.5
     bounds = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
     constant = lambda X: torch.full((X.shape[0], n), 5.0, dtype=torch.float64)  # clipped to C = 1
-    res = private_random_search(constant, bounds, mean_trials=400.0, per_trial_mu=mu0, loss_clip=C, seed=0)  # fixed seed: statistical bounds
+    res = private_random_search(
+        constant, bounds, mean_trials=400.0, per_trial_mu=mu0, loss_clip=C, seed=0
+    )  # fixed seed: statistical bounds
     scores = res.history.extras["noisy_scores"]
     assert scores.numel() == res.num_evaluations > 100
     assert float(scores.mean()) == pytest.approx(C, abs=4 * 0.2 / math.sqrt(scores.numel()))
