@@ -71,7 +71,9 @@ class DaskPartitions:
             construction, in address order.
     """
 
-    def __init__(self, client: Client, partitions: Sequence[UserPartition], *, workers: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, client: Client, partitions: Sequence[UserPartition], *, workers: Sequence[str] | None = None
+    ) -> None:
         if len(partitions) == 0:
             raise ValueError("partitions: at least one partition is needed.")
         self.client = client
@@ -114,7 +116,7 @@ class DaskPartitions:
             for f in flat:
                 f.release()
             raise error
-        self._blocks = [blocks[:keep] + futures for blocks, futures in zip(self._blocks, new)]
+        self._blocks = [blocks[:keep] + futures for blocks, futures in zip(self._blocks, new, strict=True)]
         self._points = batches
 
     def partial_sums(

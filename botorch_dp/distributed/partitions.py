@@ -120,13 +120,15 @@ def partition_clamped_sums(
 ) -> ClampedPartialSum:
     r"""Partition ``index``'s clamped loss sums at ``points`` (runs where its data is)."""
     losses = evaluate_partition(partition, points, index, nonfinite)
-    return ClampedPartialSum(clamped_loss_sums(losses, loss_clip, chunk_size, nonfinite=nonfinite), int(partition.num_users))
+    return ClampedPartialSum(
+        clamped_loss_sums(losses, loss_clip, chunk_size, nonfinite=nonfinite), int(partition.num_users)
+    )
 
 
 def matching_prefix(held: Sequence[Tensor], batches: Sequence[Tensor]) -> int:
     r"""How many leading batches of ``held`` equal those of ``batches`` (same points, bit for bit)."""
     k = 0
-    for a, b in zip(held, batches):
+    for a, b in zip(held, batches, strict=False):  # a prefix: the two may differ in length
         if a.shape != b.shape or not torch.equal(a, b):
             break
         k += 1
@@ -175,9 +177,10 @@ class InProcessPartitions:
         batches = [b.detach().to(torch.float64).clone() for b in batches]
         keep = matching_prefix(self._points, batches)
         new = [
-            [evaluate_partition(part, b, i, nonfinite) for b in batches[keep:]] for i, part in enumerate(self.partitions)
+            [evaluate_partition(part, b, i, nonfinite) for b in batches[keep:]]
+            for i, part in enumerate(self.partitions)
         ]  # all checked before any partition's rows change
-        self._rows = [rows[:keep] + added for rows, added in zip(self._rows, new)]
+        self._rows = [rows[:keep] + added for rows, added in zip(self._rows, new, strict=True)]
         self._points = batches
 
     def partial_sums(
@@ -189,4 +192,7 @@ class InProcessPartitions:
         self, points: Tensor, *, loss_clip: float, chunk_size: int, nonfinite: NonfiniteLosses = "refuse"
     ) -> list[ClampedPartialSum]:
         points = points.detach().to(torch.float64).clone()
-        return [partition_clamped_sums(p, points, i, loss_clip, chunk_size, nonfinite) for i, p in enumerate(self.partitions)]
+        return [
+            partition_clamped_sums(p, points, i, loss_clip, chunk_size, nonfinite)
+            for i, p in enumerate(self.partitions)
+        ]

@@ -119,7 +119,11 @@ def test_bad_losses_on_one_partition_raise_naming_it_and_release_nothing(dask_cl
     X = opt.ask()
     with pytest.raises(ValueError, match=r"partition 1: losses contain 2 non-finite values"):
         opt.tell_partitioned(X, partitions)
-    assert opt.ledger.validation_steps == {} and opt.iteration == 0 and opt.result().release.released_gradients.numel() == 0
+    assert (
+        opt.ledger.validation_steps == {}
+        and opt.iteration == 0
+        and opt.result().release.released_gradients.numel() == 0
+    )
     assert partitions._points == [] and partitions._blocks == [[], []]  # no partition kept rows
     partitions.close()
 

@@ -104,7 +104,10 @@ def test_release_of_partial_sums_refuses_bad_partials_before_drawing_noise():
     state = gen.get_state()
     bad = [
         ([], "partials: no partial sums"),
-        ([ok, ClippedPartialSum(torch.tensor([math.nan, 0.0, 0.0], dtype=torch.float64), 4, 0)], r"partials\[1\]: .*finite"),
+        (
+            [ok, ClippedPartialSum(torch.tensor([math.nan, 0.0, 0.0], dtype=torch.float64), 4, 0)],
+            r"partials\[1\]: .*finite",
+        ),
         ([ok, ClippedPartialSum(torch.zeros(2, dtype=torch.float64), 4, 0)], r"partials\[1\]: .*d-vector"),
         ([ok, ClippedPartialSum(torch.tensor([4.5, 0.0, 0.0], dtype=torch.float64), 4, 0)], r"partials\[1\]: .*n_P·B"),
         ([ok, ClippedPartialSum(torch.zeros(3, dtype=torch.float64), 3, 0)], "partials: the partitions hold 9 users"),
