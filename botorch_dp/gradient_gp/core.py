@@ -70,7 +70,7 @@ class TensorSnapshot:
             same_dtype: Also count a move to another dtype or device as a change;
                 otherwise the copy is cast to the tensor's dtype and device first.
         """
-        for t, saved in zip(self._tensors, self._values):
+        for t, saved in zip(self._tensors, self._values, strict=True):
             if saved.dtype != t.dtype or saved.device != t.device:
                 if same_dtype:
                     return True
@@ -216,7 +216,7 @@ class GradientGP(torch.nn.Module):
         self.register_buffer("train_Y", None if train_Y is None else train_Y.detach())
         self.register_buffer("L", (self._factor(self.train_X, self.train_noise) if L is None else L).detach())
 
-    def _from_parts(self, train_X: Tensor, train_noise: Tensor, L: Tensor) -> "GradientGP":
+    def _from_parts(self, train_X: Tensor, train_noise: Tensor, L: Tensor) -> GradientGP:
         r"""A ``GradientGP`` with this one's kernel and settings on new data with a known factor."""
         gp = GradientGP.__new__(GradientGP)
         torch.nn.Module.__init__(gp)
@@ -244,7 +244,7 @@ class GradientGP(torch.nn.Module):
         output: int | None = None,
         jitter: float = DEFAULT_JITTER,
         method: DerivativeBackend = "auto",
-    ) -> "GradientGP":
+    ) -> GradientGP:
         r"""Read data, kernel, noise and prior mean of one output off an exact GP.
 
         Supports BoTorch's ``SingleTaskGP`` (also with several outputs) and other
@@ -276,7 +276,7 @@ class GradientGP(torch.nn.Module):
     @classmethod
     def from_factor(
         cls, train_X: Tensor, factor: Tensor, kernel: Kernel, noise_variance: float, **kwargs: Any
-    ) -> "GradientGP":
+    ) -> GradientGP:
         r"""A ``GradientGP`` with a known Cholesky factor (e.g. restored from a checkpoint).
 
         Args:
@@ -295,7 +295,7 @@ class GradientGP(torch.nn.Module):
             raise ValueError(f"factor must be {N} x {N}, got {tuple(factor.shape)}.")
         return empty._from_parts(train_X, empty.train_noise.new_full((N,), float(noise_variance)), factor)
 
-    def condition_on(self, X_new: Tensor, noise_variance: float | Tensor | None = None) -> "GradientGP":
+    def condition_on(self, X_new: Tensor, noise_variance: float | Tensor | None = None) -> GradientGP:
         r"""A new ``GradientGP`` on ``D ∪ X_new``, reusing the Cholesky factor.
 
         The factor of the augmented matrix is ``[[L, 0], [Wᵀ, chol(S)]]`` with

@@ -90,7 +90,9 @@ def test_tensors_are_buffers_that_move_with_the_module():
 def test_condition_on_and_from_factor_keep_every_setting():
     d = 2
     X, _ = _data(d, 6, torch.float64)
-    gp = GradientGP(X, make_kernel("matern52", d, torch.float64), 2e-3, mean_constant=0.5, output_scale=1.7, jitter=1e-7)
+    gp = GradientGP(
+        X, make_kernel("matern52", d, torch.float64), 2e-3, mean_constant=0.5, output_scale=1.7, jitter=1e-7
+    )
     conditioned = gp.condition_on(X[:1] + 0.05)
     restored = GradientGP.from_factor(
         conditioned.train_X, conditioned.L, gp.kernel, 2e-3, mean_constant=0.5, output_scale=1.7, jitter=1e-7
@@ -100,7 +102,9 @@ def test_condition_on_and_from_factor_keep_every_setting():
     theta = torch.tensor([[0.2, 0.8]], dtype=torch.float64)
     assert torch.equal(restored.posterior_covariance(theta), conditioned.posterior_covariance(theta))
     dense = GradientGP(conditioned.train_X, gp.kernel, 2e-3, output_scale=1.7, jitter=1e-7)
-    torch.testing.assert_close(conditioned.posterior_covariance(theta), dense.posterior_covariance(theta), rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(
+        conditioned.posterior_covariance(theta), dense.posterior_covariance(theta), rtol=1e-9, atol=1e-12
+    )
 
 def test_kernel_changed_and_stale_factor_refused():
     d = 2

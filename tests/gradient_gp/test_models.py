@@ -11,8 +11,17 @@ from botorch_dp.gradient_gp.core import GradientGP
 from botorch_dp.gradient_gp.models import gradient_posterior, output_gradient_gps
 from tests.helpers import make_kernel, make_model
 
-CASES = [("rbf", "closed_form"), ("rbf", "derivative_kernel"), ("rbf", "autograd"), ("matern52", "closed_form"), ("matern52", "derivative_kernel"),
-         ("poly2", "closed_form"), ("poly2", "derivative_kernel"), ("poly2", "autograd"), ("rq", "autograd")]
+CASES = [
+    ("rbf", "closed_form"),
+    ("rbf", "derivative_kernel"),
+    ("rbf", "autograd"),
+    ("matern52", "closed_form"),
+    ("matern52", "derivative_kernel"),
+    ("poly2", "closed_form"),
+    ("poly2", "derivative_kernel"),
+    ("poly2", "autograd"),
+    ("rq", "autograd"),
+]
 
 
 def _data(d, N, dtype, seed=0):
@@ -89,7 +98,9 @@ def _warped_normalize(d):
     from botorch.models.transforms.input import ChainedInputTransform, Warp
 
     warp = Warp(d=d, indices=[1]).to(torch.float64)
-    warp.initialize(concentration0=torch.tensor([0.6], dtype=torch.float64), concentration1=torch.tensor([2.0], dtype=torch.float64))
+    warp.initialize(
+        concentration0=torch.tensor([0.6], dtype=torch.float64), concentration1=torch.tensor([2.0], dtype=torch.float64)
+    )
     bounds = torch.tensor([[-1.0] * d, [4.0] * d], dtype=torch.float64)
     return ChainedInputTransform(normalize=Normalize(d, bounds=bounds), warp=warp)
 
@@ -101,7 +112,9 @@ def test_gradient_posterior_in_original_inputs(transform):
     X, Y = _data(d, N, torch.float64)
     X = 3 * X  # raw inputs in [0, 3]
     tf = Normalize(d) if transform == "normalize_learned" else _warped_normalize(d)
-    model = SingleTaskGP(X, Y, covar_module=make_kernel("matern52", d), input_transform=tf, outcome_transform=Standardize(m=1))
+    model = SingleTaskGP(
+        X, Y, covar_module=make_kernel("matern52", d), input_transform=tf, outcome_transform=Standardize(m=1)
+    )
     model.likelihood.noise = noise
     model.eval()
     theta = torch.tensor([[1.0, 2.0, 1.4], [2.2, 0.6, 1.5]], dtype=torch.float64)
