@@ -114,7 +114,9 @@ class LocalBoxAcquisition(Acquisition):
         theta = torch.as_tensor(self.botorch_acqf_classes_with_options[0][1]["theta"], dtype=_F64).reshape(-1)
         radius = torch.as_tensor(self.options["search_radius"], dtype=_F64).expand_as(theta)
         lo, hi = torch.tensor(search_space_digest.bounds, dtype=_F64).T
-        box = list(zip(torch.maximum(lo, theta - radius).tolist(), torch.minimum(hi, theta + radius).tolist()))
+        box = list(
+            zip(torch.maximum(lo, theta - radius).tolist(), torch.minimum(hi, theta + radius).tolist(), strict=True)
+        )
         local = dataclasses.replace(search_space_digest, bounds=box)
         return super().optimize(n, local, *args, **kwargs)
 
@@ -248,10 +250,14 @@ class AxGIBO:
             raise RuntimeError("The generation strategy has no experiment yet: build AxGIBO from the Client, or call "
                                "client.set_generation_strategy(gibo.generation_strategy) first.") from e
         there = AxThetaSpace(experiment)
-        if (there.names, there.log_scale, there.fixed) != (self.space.names, self.space.log_scale, self.space.fixed) or not (
-            torch.equal(there.natural_bounds, self.space.natural_bounds)
-        ):
-            raise ValueError(f"The experiment's search space {there} is not the one AxGIBO was built for, {self.space}.")
+        if (there.names, there.log_scale, there.fixed) != (
+            self.space.names,
+            self.space.log_scale,
+            self.space.fixed,
+        ) or not (torch.equal(there.natural_bounds, self.space.natural_bounds)):
+            raise ValueError(
+                f"The experiment's search space {there} is not the one AxGIBO was built for, {self.space}."
+            )
         if experiment.trials_by_status[TrialStatus.COMPLETED]:
             (runs,) = self.generation_strategy.gen(experiment=experiment, n=q, num_trials=1)
             arms = [arm for run in runs for arm in run.arms]
@@ -274,7 +280,9 @@ class AxGIBO:
         pending = torch.stack([self.space.to_unit(p) for p in running]) if running else None
         gp = GradientGP(torch.empty(0, self.space.dim, dtype=_F64), self.kernel, max(self.noise_variance, MIN_NOISE))
         acqf = qGradientInformation(gp, self.theta, X_pending=pending)
-        box = torch.stack([(self.theta - self.search_radius).clamp_min(0.0), (self.theta + self.search_radius).clamp_max(1.0)])
+        box = torch.stack(
+            [(self.theta - self.search_radius).clamp_min(0.0), (self.theta + self.search_radius).clamp_max(1.0)]
+        )
         X, _ = optimize_acqf(acqf, box, q=q, num_restarts=self._optimizer["num_restarts"],
                              raw_samples=self._optimizer["raw_samples"], sequential=False)
         return X.detach()

@@ -25,7 +25,11 @@ Units = Literal["unit", "ax", "natural"]
 UNITS: tuple[str, ...] = ("unit", "ax", "natural")
 _F64 = torch.float64
 #: How each system is named in messages.
-_NAMED = {"unit": "unit-cube coordinates", "ax": "Ax units (log10 for log-scale parameters)", "natural": "natural units"}
+_NAMED = {
+    "unit": "unit-cube coordinates",
+    "ax": "Ax units (log10 for log-scale parameters)",
+    "natural": "natural units",
+}
 _TOL = 1e-9  # relative slack on the bounds (log10 of a bound does not round-trip exactly)
 
 
@@ -158,7 +162,7 @@ class AxThetaSpace:
     def parameters(self, u: Tensor | Sequence[float]) -> dict[str, Any]:
         r"""One unit-cube point as an Ax parameterization: ``{name: natural value}`` plus the fixed ones."""
         x = self.from_unit(torch.as_tensor(u, dtype=_F64).reshape(self.dim), "natural")
-        return {**dict(zip(self.names, x.tolist())), **self.fixed}
+        return {**dict(zip(self.names, x.tolist(), strict=True)), **self.fixed}
 
     def _checked(self, theta: Any, units: str) -> Tensor:
         r"""``theta`` as a float64 ``... x d`` tensor inside the box of ``units``, or a ValueError."""
@@ -195,7 +199,7 @@ class AxThetaSpace:
     def __repr__(self) -> str:
         rows = ", ".join(
             f"{n} in [{lo:g}, {hi:g}]{' (log scale)' if g else ''}"
-            for n, g, lo, hi in zip(self.names, self.log_scale, *self.natural_bounds.tolist())
+            for n, g, lo, hi in zip(self.names, self.log_scale, *self.natural_bounds.tolist(), strict=True)
         )
         return f"AxThetaSpace([{rows}], fixed={self.fixed})"
 

@@ -57,7 +57,11 @@ def test_settings_are_checked_before_anything_is_built():
                                               RangeParameter("dropout", ParameterType.FLOAT, 0.0, 0.5)]),
                       {"lr": 1e-3, "dropout": 0.2})
     other.set_generation_strategy(narrower.generation_strategy)
-    with pytest.raises(ValueError, match=r"search space AxThetaSpace\(\[lr in \[0\.0001, 0\.1\] \(log scale\), dropout in \[0, 0\.5\]\], fixed=\{\}\) is not the one AxGIBO was built for, AxThetaSpace\(\[lr in \[0\.0001, 0\.01\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"search space AxThetaSpace\(\[lr in \[0\.0001, 0\.1\] \(log scale\), dropout in \[0, 0\.5\]\], "
+        r"fixed=\{\}\) is not the one AxGIBO was built for, AxThetaSpace\(\[lr in \[0\.0001, 0\.01\]",
+    ):
         narrower.get_next_trials()
 
 
@@ -109,7 +113,9 @@ def test_each_batch_is_one_joint_optimization_and_moving_theta_rebuilds_nothing(
     ours, axs = counting
     torch.manual_seed(0)
     client = _client()
-    gibo = AxGIBO(client, {"lr": 1e-3, "dropout": 0.2}, batch_size=4, noise_variance=1e-2, num_restarts=2, raw_samples=32)
+    gibo = AxGIBO(
+        client, {"lr": 1e-3, "dropout": 0.2}, batch_size=4, noise_variance=1e-2, num_restarts=2, raw_samples=32
+    )
     strategy, spec = gibo.generation_strategy, gibo._spec
     first = gibo.get_next_trials()  # no data yet: the prior's batch
     assert len(first) == 4 and [(c["q"], c["sequential"]) for c in ours.calls] == [(4, False)] and axs.calls == []

@@ -69,23 +69,31 @@ def test_unit_cube_agrees_with_axs_own_transforms_and_with_the_tuning_searchspac
         t = transform(search_space=transformed)
         features = t.transform_observation_features(features)
         transformed = t.transform_search_space(transformed)
-    for p, f in zip(points, features):
-        torch.testing.assert_close(space.to_unit(p), torch.tensor([f.parameters["lr"], f.parameters["dropout"]], dtype=F64))
+    for p, f in zip(points, features, strict=True):
+        torch.testing.assert_close(
+            space.to_unit(p), torch.tensor([f.parameters["lr"], f.parameters["dropout"]], dtype=F64)
+        )
     # botorch_dp's own tuning space (log10 for log_scale) maps the cube the same way
     tuning = TuningSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Hyperparameter("dropout", 0.0, 0.5)])
     u = torch.rand(8, 2, generator=torch.Generator().manual_seed(1), dtype=F64)
-    for row, natural in zip(u, tuning.to_natural(u)):
+    for row, natural in zip(u, tuning.to_natural(u), strict=True):
         assert space.parameters(row) == pytest.approx({**natural, "batch": 64}, rel=1e-12)
 
 
 # ---------------------------------------------------------------------- errors show the values
 def test_theta_outside_the_bounds_names_the_coordinate_its_value_and_the_bounds():
     space = AxThetaSpace(space_lr_dropout())
-    with pytest.raises(ValueError, match=r"theta\[1\] \(dropout\) = 0\.7 in natural units lies outside its bounds \[0, 0\.5\]"):
+    with pytest.raises(
+        ValueError, match=r"theta\[1\] \(dropout\) = 0\.7 in natural units lies outside its bounds \[0, 0\.5\]"
+    ):
         space.to_unit({"lr": 1e-3, "dropout": 0.7})
-    with pytest.raises(ValueError, match=r"theta\[0\] \(lr\) = 0\.5 in natural units lies outside its bounds \[0\.0001, 0\.1\]"):
+    with pytest.raises(
+        ValueError, match=r"theta\[0\] \(lr\) = 0\.5 in natural units lies outside its bounds \[0\.0001, 0\.1\]"
+    ):
         space.to_unit([0.5, 0.2], units="natural")
-    with pytest.raises(ValueError, match=r"theta\[0\] \(lr\) = 1\.2 in unit-cube coordinates lies outside its bounds \[0, 1\]"):
+    with pytest.raises(
+        ValueError, match=r"theta\[0\] \(lr\) = 1\.2 in unit-cube coordinates lies outside its bounds \[0, 1\]"
+    ):
         space.to_unit([1.2, 0.5], units="unit")
 
 
@@ -113,8 +121,12 @@ def test_a_unit_cube_theta_given_as_ax_units_is_refused_with_the_conversion():
 
 
 def test_unsupported_search_spaces_are_refused_naming_the_parameter():
-    choice = SearchSpace(parameters=[RangeParameter("lr", ParameterType.FLOAT, 1e-4, 1e-1, log_scale=True),
-                                     ChoiceParameter("opt", ParameterType.STRING, values=["adam", "sgd"], is_ordered=False, sort_values=False)])
+    choice = SearchSpace(
+        parameters=[
+            RangeParameter("lr", ParameterType.FLOAT, 1e-4, 1e-1, log_scale=True),
+            ChoiceParameter("opt", ParameterType.STRING, values=["adam", "sgd"], is_ordered=False, sort_values=False),
+        ]
+    )
     with pytest.raises(ValueError, match=r"Parameter 'opt' \(ChoiceParameter, string\) is not supported"):
         AxThetaSpace(choice)
     integer = SearchSpace(parameters=[RangeParameter("layers", ParameterType.INT, 1, 8)])
