@@ -123,7 +123,7 @@ class MethodComparison:
         which the RECOMMENDED method's loss was lower and the difference is method minus
         recommended (positive: the recommended one is better)."""
         ours, theirs = self.scores[self.best].proxy_losses, self.scores[index].proxy_losses
-        diffs = [b - a for a, b in zip(ours, theirs)]
+        diffs = [b - a for a, b in zip(ours, theirs, strict=True)]
         return sum(d > 0 for d in diffs), _mean(diffs), _standard_error(diffs)
 
     def table(self) -> str:
@@ -135,7 +135,9 @@ class MethodComparison:
         lines = [head]
         for i, s in enumerate(self.scores):
             if s.method is None:
-                lines.append(f"{'':1} {s.name:>22} {'-':>11} {'':>8} {'':>7} {'':>10} {'':>8}  not run: {s.unavailable}")
+                lines.append(
+                    f"{'':1} {s.name:>22} {'-':>11} {'':>8} {'':>7} {'':>10} {'':>8}  not run: {s.unavailable}"
+                )
                 continue
             se = "n/a" if math.isnan(s.standard_error) else f"{s.standard_error:.2g}"
             if i == self.best:

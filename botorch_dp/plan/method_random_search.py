@@ -42,8 +42,14 @@ LOSS_CLIP_POINTS = 32
 """Default number of Sobol points of ``Θ`` the proxy's losses are read at for ``C``."""
 
 
-def proxy_loss_clip(proxy_objective: Callable[[Tensor], Tensor], bounds: Tensor, *, quantile: float = LOSS_CLIP_QUANTILE,
-                    num_points: int = LOSS_CLIP_POINTS, seed: int = 0) -> float:
+def proxy_loss_clip(
+    proxy_objective: Callable[[Tensor], Tensor],
+    bounds: Tensor,
+    *,
+    quantile: float = LOSS_CLIP_QUANTILE,
+    num_points: int = LOSS_CLIP_POINTS,
+    seed: int = 0,
+) -> float:
     r"""``C``: the ``quantile`` of the PUBLIC proxy's per-user losses at ``num_points`` scrambled
     Sobol points of the box (public: the proxy's users are public).
 

@@ -25,7 +25,9 @@ def _proxy_losses(proxy_objective: Callable[[Tensor], Tensor], points: Tensor) -
     r"""The proxy's ``q x n_p`` per-user losses at ``q x d`` points, checked, in float64."""
     losses = torch.as_tensor(proxy_objective(points)).detach().to(torch.float64)
     if losses.dim() != 2 or losses.shape[0] != points.shape[0]:
-        raise ValueError(f"proxy_objective must return a q x n_p tensor of per-user losses, got shape {tuple(losses.shape)}.")
+        raise ValueError(
+            f"proxy_objective must return a q x n_p tensor of per-user losses, got shape {tuple(losses.shape)}."
+        )
     check_per_user_losses(losses.shape[1], 1.0)
     if not torch.isfinite(losses).all():
         raise ValueError("proxy_objective returned non-finite losses.")

@@ -142,17 +142,22 @@ class PrivatePlan:
 
     def __str__(self) -> str:
         c = self.config
-        budget = f"mu = {c.privacy_mu:.4g}" + ("" if c.epsilon is None else f" (epsilon = {c.epsilon:g}, delta = {c.delta:g})")
+        budget = f"mu = {c.privacy_mu:.4g}" + (
+            "" if c.epsilon is None else f" (epsilon = {c.epsilon:g}, delta = {c.delta:g})"
+        )
         kernel = "kernel: the config's (not fitted)" if self.kernel_fit is None else self.kernel_fit.describe()
         given = ""
         if self.given is not None:
             best = self.trials[self.best]
-            given = (f"\nrecommended (*): proxy loss {best.mean_proxy_loss:.5g} +- {_spread(best)}; the settings passed "
-                     f"(g): {self.given.mean_proxy_loss:.5g} +- {_spread(self.given)}")
+            given = (
+                f"\nrecommended (*): proxy loss {best.mean_proxy_loss:.5g} +- {_spread(best)}; the settings passed "
+                f"(g): {self.given.mean_proxy_loss:.5g} +- {_spread(self.given)}"
+            )
         methods = "" if self.methods is None else f"\n{self.methods}"
         return (
             f"DP-GIBO plan on a public proxy of {self.num_proxy_users} users for a private run on "
-            f"{self.num_users} users at {budget}; noise simulated at the private budget.\n{kernel}\n{self.table()}{given}"
+            f"{self.num_users} users at {budget}; noise simulated at the private budget.\n"
+            f"{kernel}\n{self.table()}{given}"
             f"{methods}"
         )
 
@@ -168,8 +173,10 @@ def _spread(trial: PlanTrial) -> str:
 
 def _row(mark: str, t: PlanTrial) -> str:
     rule = "fixed" if t.bias_tolerance is None else f"tol {t.bias_tolerance:.3g}"
-    return (f"{mark:1} {rule:>12} {t.clip_quantile:>8.3g} {t.clip_bound:>10.4g} {t.step_size:>8.3g} {t.num_iterations:>4d} "
-            f"{t.mean_proxy_loss:>11.5g} {_spread(t):>9} {t.noise_std:>10.3g} {t.noise_to_signal:>12.3g}")
+    return (
+        f"{mark:1} {rule:>12} {t.clip_quantile:>8.3g} {t.clip_bound:>10.4g} {t.step_size:>8.3g} {t.num_iterations:>4d} "
+        f"{t.mean_proxy_loss:>11.5g} {_spread(t):>9} {t.noise_std:>10.3g} {t.noise_to_signal:>12.3g}"
+    )
 
 
 def _checked_floats(values: Sequence[float], name: str, check: Callable[[float, str], float]) -> tuple[float, ...]:
@@ -270,12 +277,17 @@ def plan_private_run(
     n = check_positive_int(num_users, "num_users (n)")
     if n < MIN_USERS:
         raise ValueError(f"num_users (n) must be at least {MIN_USERS}: the private run protects each of its n users.")
-    quantiles = _checked_floats(clip_quantiles, "clip_quantiles", lambda v, name: check_probability(v, name, allow_one=True))
+    quantiles = _checked_floats(
+        clip_quantiles, "clip_quantiles", lambda v, name: check_probability(v, name, allow_one=True)
+    )
     etas = _checked_floats(
         (0.5 * config.step_size, config.step_size, 2.0 * config.step_size) if step_sizes is None else step_sizes,
         "step_sizes", lambda v, name: check_positive(v, name, allow_inf=False),
     )
-    Ts = tuple(check_positive_int(T, "num_iterations") for T in ((config.num_iterations,) if num_iterations is None else num_iterations))
+    Ts = tuple(
+        check_positive_int(T, "num_iterations")
+        for T in ((config.num_iterations,) if num_iterations is None else num_iterations)
+    )
     if not Ts:
         raise ValueError("num_iterations must hold at least one value.")
     tolerances = _checked_tolerances((config.bias_tolerance,) if bias_tolerances is None else bias_tolerances)
@@ -309,7 +321,9 @@ def plan_private_run(
         probes = []
         for tol in tolerances:  # every rule is checked (against the fitted kernel) before any run
             try:
-                probes.append(DPGIBO(dataclasses.replace(_with_batch_rule(config, tol), seed=seeds[0], validation_mu_budget=None)))
+                probes.append(
+                    DPGIBO(dataclasses.replace(_with_batch_rule(config, tol), seed=seeds[0], validation_mu_budget=None))
+                )
             except ValueError as err:
                 raise ValueError(f"bias_tolerances: {err}") from err
         n_p: list[int] = []
@@ -338,22 +352,28 @@ def plan_private_run(
                     noise_std = release.noise_stds[0] if release.noise_stds else math.nan
                 bar.update(1)
             ratio = noise_std * math.sqrt(estimates.shape[1]) / signal if signal > 0 else math.inf
-            return PlanTrial(gamma, bound, eta, T, tuple(scores), noise_std, ratio, tol, sum(evaluations) / len(evaluations))
+            return PlanTrial(
+                gamma, bound, eta, T, tuple(scores), noise_std, ratio, tol, sum(evaluations) / len(evaluations)
+            )
 
         trials, norm_quantiles, gradient_points = [], {}, {}
         try:
-            for tol, probe in zip(tolerances, probes):
+            for tol, probe in zip(tolerances, probes, strict=True):
                 rule_config = _with_batch_rule(config, tol)
                 points, estimates = estimates_at_theta0(probe)
                 norms = estimates.norm(dim=1)
                 bounds = torch.quantile(norms, torch.tensor(quantiles, dtype=torch.float64)).tolist()
                 if not all(b > 0 and math.isfinite(b) for b in bounds):
-                    raise ValueError(f"The proxy's gradient-estimate norm quantiles {bounds} are not all positive and finite.")
-                norm_quantiles[tol], gradient_points[tol] = dict(zip(quantiles, bounds)), points.clone()
-                for (gamma, bound), eta, T in itertools.product(zip(quantiles, bounds), etas, Ts):
+                    raise ValueError(
+                        f"The proxy's gradient-estimate norm quantiles {bounds} are not all positive and finite."
+                    )
+                norm_quantiles[tol], gradient_points[tol] = dict(zip(quantiles, bounds, strict=True)), points.clone()
+                for (gamma, bound), eta, T in itertools.product(zip(quantiles, bounds, strict=True), etas, Ts):
                     trials.append(simulate(rule_config, estimates, bound, gamma, eta, T, tol))
             # the settings passed in, as they are (their kernel, B, η, T, batch rule): the plan's baseline
-            _, estimates = estimates_at_theta0(DPGIBO(dataclasses.replace(given_config, seed=seeds[0], validation_mu_budget=None)))
+            _, estimates = estimates_at_theta0(
+                DPGIBO(dataclasses.replace(given_config, seed=seeds[0], validation_mu_budget=None))
+            )
             bound = float(given_config.clip_init if adaptive_clip else given_config.clip_bound)
             share = float((estimates.norm(dim=1) <= bound).double().mean())
             given = simulate(given_config, estimates, bound, share, given_config.step_size, given_config.num_iterations,
@@ -383,7 +403,14 @@ def plan_private_run(
             seeds=child_seeds([check_nonnegative_int(seed, "seed"), 1], num_repeats), progress=progress,
         )
     return PrivatePlan(
-        config=recommended, trials=trials, best=best, norm_quantiles=norm_quantiles[t.bias_tolerance],
-        gradient_points=gradient_points[t.bias_tolerance], num_users=n, num_proxy_users=n_p_value, kernel_fit=kernel_fit,
-        given=given, methods=comparison,
+        config=recommended,
+        trials=trials,
+        best=best,
+        norm_quantiles=norm_quantiles[t.bias_tolerance],
+        gradient_points=gradient_points[t.bias_tolerance],
+        num_users=n,
+        num_proxy_users=n_p_value,
+        kernel_fit=kernel_fit,
+        given=given,
+        methods=comparison,
     )

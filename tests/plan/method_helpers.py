@@ -29,7 +29,9 @@ def smooth_quadratic(n_proxy=200, d=30):
 def narrow_basin(n_proxy=200, width=BASIN_WIDTH):
     d = 2
     g = torch.Generator().manual_seed(0)
-    centres = torch.tensor([0.7, 0.7], dtype=torch.float64) + 0.02 * torch.randn(n_proxy, d, generator=g, dtype=torch.float64)
+    centres = torch.tensor([0.7, 0.7], dtype=torch.float64) + 0.02 * torch.randn(
+        n_proxy, d, generator=g, dtype=torch.float64
+    )
 
     def proxy(X):
         return 1 - torch.exp(-(X[:, None, :] - centres[None]).pow(2).sum(-1) / (2 * width * width))

@@ -50,7 +50,13 @@ def test_the_kernel_fit_recovers_the_length_scales_of_a_gp_sample():
         search_radius=0.3, acqf_maxiter=20, **FAST,
     )
     plan = plan_private_run(
-        proxy, config, num_users=N_PRIVATE, clip_quantiles=(0.5,), step_sizes=(0.1,), num_repeats=1, kernel_fit_points=40
+        proxy,
+        config,
+        num_users=N_PRIVATE,
+        clip_quantiles=(0.5,),
+        step_sizes=(0.1,),
+        num_repeats=1,
+        kernel_fit_points=40,
     )
     fit = plan.kernel_fit
     ls = fit.lengthscales
@@ -92,8 +98,10 @@ def test_the_noise_variance_is_fitted_when_the_model_has_noise():
     fitted, fit = fit_kernel_on_proxy(noisy, config, num_points=40, radius=1.0)
     assert 0.04 / 2.5 < fit.noise_variance < 0.04 * 2.5 and fitted.noise_variance == fit.noise_variance
     assert fit.lengthscales[0] < fit.lengthscales[1]
-    assert fitted.model is not model and fitted.model.covar_module.base_kernel.lengthscale.flatten().tolist() == pytest.approx(
-        list(fit.lengthscales), rel=1e-12
+    assert (
+        fitted.model is not model
+        and fitted.model.covar_module.base_kernel.lengthscale.flatten().tolist()
+        == pytest.approx(list(fit.lengthscales), rel=1e-12)
     )
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     # the fit box: [θ₀ − 1, θ₀ + 1] around the centre θ₀ = (1.5, 1.5)

@@ -55,12 +55,14 @@ def test_the_recommendation_changes_where_the_proxy_says_it_should():
 def test_the_evidence_is_the_kept_losses_and_an_unaffordable_method_says_why():
     proxy, config = narrow_basin()
     capped = DPHyPOMethod(max_mean_trials=10)  # E[K] = 18 is above the cap: not simulated
-    comparison = _compare(proxy, config, 2_000, methods=(PrivateRandomSearchMethod(), capped, DPGIBOMethod()), seeds=(4, 5))
+    comparison = _compare(
+        proxy, config, 2_000, methods=(PrivateRandomSearchMethod(), capped, DPGIBOMethod()), seeds=(4, 5)
+    )
     rs, hypo, _ = comparison.scores
     assert hypo.method is None and hypo.proxy_losses == () and "max_mean_trials = 10" in hypo.unavailable
     assert comparison.best == min((0, 2), key=lambda i: comparison.scores[i].mean_proxy_loss)
     best, other = comparison.scores[comparison.best], comparison.scores[2 - comparison.best]
-    diffs = [b - a for a, b in zip(best.proxy_losses, other.proxy_losses)]
+    diffs = [b - a for a, b in zip(best.proxy_losses, other.proxy_losses, strict=True)]
     wins, diff, se = comparison.paired(2 - comparison.best)
     assert wins == sum(x > 0 for x in diffs) and diff == pytest.approx(sum(diffs) / 2, rel=1e-12)
     assert se == pytest.approx(abs(diffs[0] - diffs[1]) / 2, rel=1e-9)  # sd/√2 of two values

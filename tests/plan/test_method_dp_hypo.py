@@ -29,7 +29,9 @@ def test_the_ratio_bound_is_the_largest_that_reaches_the_budget(epsilon):
     for ratio in (2.0, *RATIO_LADDER):
         if ratio > method.ratio_bound:  # brute force: every larger ratio cannot reach (ε, δ)
             with pytest.raises(ValueError):
-                dp_hypo_per_trial_mu_for_epsilon(target_epsilon=epsilon, target_delta=1e-5, mean_trials=6.0, ratio_upper=ratio)
+                dp_hypo_per_trial_mu_for_epsilon(
+                    target_epsilon=epsilon, target_delta=1e-5, mean_trials=6.0, ratio_upper=ratio
+                )
     assert method.per_trial_mu == dp_hypo_per_trial_mu_for_epsilon(
         target_epsilon=epsilon, target_delta=1e-5, mean_trials=6.0, ratio_upper=method.ratio_bound)
     assert method.ratio_bound == (1.1 if epsilon == 1.0 else 1.5)
@@ -46,9 +48,19 @@ def test_above_the_cap_it_is_unavailable_and_the_simulation_is_the_baseline():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         theta = method.simulate(proxy, context, 4)
-        plain = dp_hypo(proxy, config.bounds, mean_trials=3.0, per_trial_mu=method.per_trial_mu * N / N_P, loss_clip=1.0,
-                        ratio_bound=method.ratio_bound, target_delta=1e-5, refit_every=1, density_update_every=1,
-                        max_points=256, seed=4)
+        plain = dp_hypo(
+            proxy,
+            config.bounds,
+            mean_trials=3.0,
+            per_trial_mu=method.per_trial_mu * N / N_P,
+            loss_clip=1.0,
+            ratio_bound=method.ratio_bound,
+            target_delta=1e-5,
+            refit_every=1,
+            density_update_every=1,
+            max_points=256,
+            seed=4,
+        )
     assert torch.equal(theta, plain.theta)
     # n_p proxy users at μ₀ n/n_p draw the score noise C/(n μ₀) of the private run
     assert plain.guarantee.details["noise_std"] == pytest.approx(1.0 / (N * method.per_trial_mu), rel=1e-12)

@@ -61,11 +61,20 @@ def test_the_simulation_is_the_baseline_at_the_scaled_budget_and_draws_the_priva
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         theta = method.simulate(proxy, context, 3)
-        plain = private_random_search(proxy, context.bounds, mean_trials=18.0, per_trial_mu=method.per_trial_mu * N / N_P,
-                                      loss_clip=method.loss_clip, target_delta=1e-5, seed=3)
+        plain = private_random_search(
+            proxy,
+            context.bounds,
+            mean_trials=18.0,
+            per_trial_mu=method.per_trial_mu * N / N_P,
+            loss_clip=method.loss_clip,
+            target_delta=1e-5,
+            seed=3,
+        )
     assert torch.equal(theta, plain.theta)
     # the proxy's n_p users at μ₀ n/n_p: the noise the private run's n users at μ₀ draw
-    assert plain.guarantee.details["noise_std"] == pytest.approx(method.loss_clip / (N * method.per_trial_mu), rel=1e-12)
+    assert plain.guarantee.details["noise_std"] == pytest.approx(
+        method.loss_clip / (N * method.per_trial_mu), rel=1e-12
+    )
 
 
 def test_the_private_run_charges_the_full_budget_before_the_objective(setting):

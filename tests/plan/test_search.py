@@ -32,8 +32,15 @@ def planned():
         calls.append(X.shape[0])
         return proxy(X)
 
-    plan = plan_private_run(counted, _config(), num_users=N_PRIVATE, clip_quantiles=(0.5, 0.9), step_sizes=(0.5,), num_repeats=1,
-                            choose_method=False)  # the method choice is tests/plan/test_method_choice.py's
+    plan = plan_private_run(
+        counted,
+        _config(),
+        num_users=N_PRIVATE,
+        clip_quantiles=(0.5, 0.9),
+        step_sizes=(0.5,),
+        num_repeats=1,
+        choose_method=False,
+    )  # the method choice is tests/plan/test_method_choice.py's
     return plan, proxy, calls
 
 
@@ -63,7 +70,9 @@ def test_recommendation_is_the_best_trial_and_the_noise_is_the_private_one(plann
     assert (c.batch_size, c.bias_tolerance) == (3, None) and all(t.bias_tolerance is None for t in plan.trials)
     mu = gdp_mu(1.0, 1e-5)
     for t in plan.trials:  # σ = 2B√T/(nμ) at the PRIVATE n and μ
-        assert t.noise_std == pytest.approx(2 * t.clip_bound * math.sqrt(t.num_iterations) / (N_PRIVATE * mu), rel=1e-12)
+        assert t.noise_std == pytest.approx(
+            2 * t.clip_bound * math.sqrt(t.num_iterations) / (N_PRIVATE * mu), rel=1e-12
+        )
     assert "*" in plan.table() and f"{N_PROXY} users" in str(plan)
     # without the method choice DP-GIBO with the planned config is the method, and nothing is compared
     assert plan.methods is None and plan.recommended_method.config is plan.config
@@ -87,7 +96,12 @@ def test_adaptive_clip_plans_the_starting_bound():
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyWarning)  # the plan's simulated seeds stay silent
         plan = plan_private_run(
-            proxy, _config(clip_bound="adaptive"), num_users=N_PRIVATE, clip_quantiles=(0.5,), step_sizes=(0.5,), num_repeats=1,
+            proxy,
+            _config(clip_bound="adaptive"),
+            num_users=N_PRIVATE,
+            clip_quantiles=(0.5,),
+            step_sizes=(0.5,),
+            num_repeats=1,
             choose_method=False,
         )
     assert plan.config.clip_bound == "adaptive" and plan.config.clip_init == plan.norm_quantiles[0.5]
@@ -109,7 +123,9 @@ def test_a_clearly_better_batch_rule_is_chosen():
     assert plan.best == 1 and (plan.config.bias_tolerance, plan.config.batch_size) == (1e-3, None)
     assert plan.config.clip_bound == adaptive.clip_bound and "tol 0.001" in plan.table()
     # without the fit the config's kernel is kept as it was
-    assert plan.kernel_fit is None and all(torch.equal(user_kernel[k], v) for k, v in plan.config.kernel.state_dict().items())
+    assert plan.kernel_fit is None and all(
+        torch.equal(user_kernel[k], v) for k, v in plan.config.kernel.state_dict().items()
+    )
     assert "not fitted" in str(plan)
 
 
