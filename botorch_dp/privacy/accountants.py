@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 import warnings
 from collections import OrderedDict
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from opacus.accountants import IAccountant, PRVAccountant, create_accountant, register_accountant

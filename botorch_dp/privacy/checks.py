@@ -65,7 +65,12 @@ def as_integer(value: Any) -> int | None:
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         return None
     if hasattr(value, "dim") and hasattr(value, "dtype"):  # a torch tensor (duck-typed): 0-d, integer dtype only
-        if value.dim() != 0 or value.dtype.is_floating_point or value.dtype.is_complex or str(value.dtype) == "torch.bool":
+        if (
+            value.dim() != 0
+            or value.dtype.is_floating_point
+            or value.dtype.is_complex
+            or str(value.dtype) == "torch.bool"
+        ):
             return None
         return int(value.item())
     try:

@@ -50,8 +50,9 @@ import datetime
 import json
 import os
 import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -142,7 +143,7 @@ class StoredRow:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat()
+    return datetime.datetime.now(datetime.UTC).isoformat()
 
 
 def _dumps(value: Any) -> str:
@@ -282,7 +283,9 @@ class LedgerStorage:
         elif self.dialect == "postgresql":
             self.engine = sa.create_engine(url, pool_pre_ping=True)
         else:
-            raise ValueError(f"storage: only SQLite and PostgreSQL are supported, got the {self.dialect!r} URL {url!r}.")
+            raise ValueError(
+                f"storage: only SQLite and PostgreSQL are supported, got the {self.dialect!r} URL {url!r}."
+            )
         self._create_schema()
 
     def _create_schema(self) -> None:

@@ -104,8 +104,12 @@ def _validation(report: dict[str, Any], records: list[Any]) -> ProtectedSet | No
         else:
             part = parse_release_key(record.key)[1]
             parts[part] = parts.get(part, 0) + 1
-    mechanisms = tuple(f"{count} × {_PARTS.get(part, part + ' releases')}" if part == "score" else
-                       f"{count} {_PARTS.get(part, part + ' releases')}" for part, count in parts.items()) + tuple(other)
+    mechanisms = tuple(
+        f"{count} × {_PARTS.get(part, part + ' releases')}"
+        if part == "score"
+        else f"{count} {_PARTS.get(part, part + ' releases')}"
+        for part, count in parts.items()
+    ) + tuple(other)
     mechanisms += (f"composed over {report['num_runs']} run(s) on these users",)
     return ProtectedSet("validation users", "replace one user's losses", report["epsilon"], report["delta"],
                         mechanisms, report["mu"])
@@ -121,7 +125,9 @@ def _training(report: dict[str, Any], records: list[Any]) -> ProtectedSet | None
                         mechanisms + tuple(others))
 
 
-def guarantee_statement(ledger: PrivacyLedger, delta: float, *, training_delta: float | None = None) -> GuaranteeStatement:
+def guarantee_statement(
+    ledger: PrivacyLedger, delta: float, *, training_delta: float | None = None
+) -> GuaranteeStatement:
     r"""The statement of everything ``ledger`` recorded.
 
     Args:

@@ -78,9 +78,13 @@ def postgres_url():
     if user is not None:
         os.chown(root, user.pw_uid, user.pw_gid)
     try:
-        _run_as(user, [str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", _PG_USER, "-E", "UTF8", "--no-sync"])
+        _run_as(
+            user, [str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", _PG_USER, "-E", "UTF8", "--no-sync"]
+        )
         options = f"-k {root} -c listen_addresses='' -c fsync=off -c max_connections=60"
-        _run_as(user, [str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", "start"])
+        _run_as(
+            user, [str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", "start"]
+        )
     except subprocess.CalledProcessError as err:
         logged = log.read_text() if log.exists() else ""
         shutil.rmtree(root, ignore_errors=True)

@@ -26,7 +26,10 @@ _ROOT = Path(__file__).resolve().parents[2]
 def ledger_modules() -> tuple[Any, Any]:
     r"""``(botorch_dp.privacy.ledger, botorch_dp.privacy.ledger_storage)``, loaded lightly."""
     if "botorch_dp" not in sys.modules:
-        for name, path in (("botorch_dp", _ROOT / "botorch_dp"), ("botorch_dp.privacy", _ROOT / "botorch_dp" / "privacy")):
+        for name, path in (
+            ("botorch_dp", _ROOT / "botorch_dp"),
+            ("botorch_dp.privacy", _ROOT / "botorch_dp" / "privacy"),
+        ):
             module = types.ModuleType(name)
             module.__path__ = [str(path)]
             sys.modules[name] = module

@@ -12,7 +12,6 @@ import pytest
 from dp_accounting.pld import PLDAccountant
 from opacus.accountants import PRVAccountant, RDPAccountant, create_accountant
 
-from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
 from botorch_dp.privacy.accountants import (
     TABLE_KEYS,
     GDPAccountant,
@@ -23,6 +22,7 @@ from botorch_dp.privacy.accountants import (
     make_accountant,
 )
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
 
 DELTA = 1e-5
 
@@ -251,7 +251,7 @@ def test_dp_sgd_rdp_closed_form_quadrature_and_dp_accounting():
         one_step = dp_sgd_rdp(noise_multiplier=sigma, sample_rate=rate, steps=1, orders=orders)
         assert ours == pytest.approx(steps * one_step, rel=1e-14)  # composition of T steps
         # Fractional and small integer orders: the definition, by quadrature.
-        for order, value in zip(orders[:5], one_step[:5]):
+        for order, value in zip(orders[:5], one_step[:5], strict=True):
             assert value == pytest.approx(_quadrature_rdp(sigma, rate, order), rel=1e-7)
         # Integer orders: dp_accounting's own computation of the subsampled Gaussian. (At
         # fractional orders dp_accounting sums the absolute values of the binomial series,
@@ -259,7 +259,7 @@ def test_dp_sgd_rdp_closed_form_quadrature_and_dp_accounting():
         event = dp_accounting.SelfComposedDpEvent(
             dp_accounting.PoissonSampledDpEvent(rate, dp_accounting.GaussianDpEvent(sigma)), steps
         )
-        for order, value in zip(orders, ours):
+        for order, value in zip(orders, ours, strict=True):
             if float(order).is_integer():
                 assert value == pytest.approx(_dp_accounting_rdp(event, order), rel=1e-9)
     assert np.all(dp_sgd_rdp(noise_multiplier=0.0, sample_rate=0.1, steps=2, orders=orders) == np.inf)
@@ -284,7 +284,8 @@ config = botorch_dp.DPGIBOConfig(
     batch_size=2, raw_samples=8, num_restarts=1,
 )
 optimizer = botorch_dp.DPGIBO(config)
-optimizer.run(lambda X: (X.unsqueeze(-2) - 0.1 * torch.arange(4.0, dtype=torch.float64)[:, None]).square().sum(-1), progress=False)
+shifts = 0.1 * torch.arange(4.0, dtype=torch.float64)[:, None]
+optimizer.run(lambda X: (X.unsqueeze(-2) - shifts).square().sum(-1), progress=False)
 optimizer.ledger.report(1e-5)
 assert optimizer.ledger.validation_mu() > 0
 assert "opacus" not in sys.modules, "a DP-GIBO run loaded opacus"
@@ -310,7 +311,9 @@ def test_dp_sgd_rdp_is_never_negative(monkeypatch):
 
     real = accountants.compute_rdp
     monkeypatch.setattr(
-        accountants, "compute_rdp", lambda **kw: np.where(np.asarray(kw["orders"]) < 1.25, -7e-12, np.asarray(real(**kw)))
+        accountants,
+        "compute_rdp",
+        lambda **kw: np.where(np.asarray(kw["orders"]) < 1.25, -7e-12, np.asarray(real(**kw))),
     )
     orders = np.array([1.1, 1.2, 2.0, 32.0])
     rdp = dp_sgd_rdp(noise_multiplier=50.0, sample_rate=0.01, steps=10, orders=orders)

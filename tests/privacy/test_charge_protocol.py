@@ -140,7 +140,7 @@ def _drive(opt: DPGIBO, objective) -> None:
     r"""Ask and tell to the end, retrying what failed."""
     while not opt.is_done:
         X = _retried(opt.ask)
-        _retried(lambda: opt.tell(X, objective(X)))
+        _retried(lambda X=X: opt.tell(X, objective(X)))
 
 
 # ------------------------------------------------------------- randomized sequences

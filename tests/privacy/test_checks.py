@@ -56,7 +56,7 @@ def entry_points(**kw):
     ],
 )
 def test_all_entry_points_refuse_the_same_values(bad, match):
-    for name, make in entry_points(**bad).items():
+    for _name, make in entry_points(**bad).items():
         with pytest.raises(ValueError, match=match):
             make()
 

@@ -112,7 +112,9 @@ def test_target_epsilon_json_and_the_mechanisms_noise(capsys):
     payload = json.loads(capsys.readouterr().out)
     mechanism = GaussianGradientMechanism(clip_bound=0.3, num_users=200, privacy_mu=payload["mu"], num_steps=10)
     assert payload["target_epsilon"] == 0.5 and payload["delta"] == 1e-6 and payload["steps"] == 10
-    assert payload["noise_std"] == mechanism.noise_std and payload["noise_multiplier"] == pytest.approx(mechanism.noise_multiplier)
+    assert payload["noise_std"] == mechanism.noise_std and payload["noise_multiplier"] == pytest.approx(
+        mechanism.noise_multiplier
+    )
     assert payload["epsilon"]["gdp_exact"] == pytest.approx(0.5, rel=1e-9)
     # without n and B: μ and the multiplier, and a pointer to the two options
     main(["--epsilon", "0.5", "--delta", "1e-6"])

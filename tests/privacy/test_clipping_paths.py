@@ -21,11 +21,20 @@ def _random_case(g: torch.Generator):
     n = int(torch.randint(1, 200, (1,), generator=g))
     sizes = torch.randint(0, 5, (int(torch.randint(1, 5, (1,), generator=g)),), generator=g).tolist()
     sizes[0] = max(sizes[0], 1)
-    A = torch.randn(d, sum(sizes), generator=g, dtype=torch.float64) * 10.0 ** float(torch.randint(-3, 4, (1,), generator=g))
+    A = torch.randn(d, sum(sizes), generator=g, dtype=torch.float64) * 10.0 ** float(
+        torch.randint(-3, 4, (1,), generator=g)
+    )
     # users of very different magnitudes (1e-30 to 1e30), none near over- or underflow
-    Y = torch.randn(sum(sizes), n, generator=g, dtype=torch.float64) * 10.0 ** torch.randint(-30, 31, (1, n), generator=g)
+    Y = torch.randn(sum(sizes), n, generator=g, dtype=torch.float64) * 10.0 ** torch.randint(
+        -30, 31, (1, n), generator=g
+    )
     Y[:, :: max(n // 5, 1)] = 0.0  # and some all-zero users
-    return A, list(Y.split(sizes)), float(10.0 ** torch.randint(-3, 4, (1,), generator=g)), int(torch.randint(1, 250, (1,), generator=g))
+    return (
+        A,
+        list(Y.split(sizes)),
+        float(10.0 ** torch.randint(-3, 4, (1,), generator=g)),
+        int(torch.randint(1, 250, (1,), generator=g)),
+    )
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -45,10 +54,15 @@ def test_direct_and_scaled_paths_give_the_same_bits(seed):
 def test_column_norms_have_the_bits_of_vector_norm():
     g = torch.Generator().manual_seed(7)
     for d in (1, 2, 3, 10, 40, 103):
-        G = torch.randn(d, 500, generator=g, dtype=torch.float64) * 10.0 ** torch.randint(-150, 150, (1, 500), generator=g)
+        G = torch.randn(d, 500, generator=g, dtype=torch.float64) * 10.0 ** torch.randint(
+            -150, 150, (1, 500), generator=g
+        )
         G[:, 0] = 0.0
         assert torch.equal(_column_norms(G), torch.linalg.vector_norm(G, dim=0))
-    assert torch.equal(_column_norms(torch.tensor([[1e200], [3.0]], dtype=torch.float64)), torch.tensor([math.inf], dtype=torch.float64))
+    assert torch.equal(
+        _column_norms(torch.tensor([[1e200], [3.0]], dtype=torch.float64)),
+        torch.tensor([math.inf], dtype=torch.float64),
+    )
 
 
 def _exact_num_clipped(A, Y, clip_bound):
@@ -58,7 +72,9 @@ def _exact_num_clipped(A, Y, clip_bound):
     with localcontext() as ctx:
         ctx.prec, ctx.Emax, ctx.Emin = 900, 10**6, -(10**6)
         A_ = [[Decimal(a) for a in row] for row in A.tolist()]
-        squares = [sum(sum(a * Decimal(v) for a, v in zip(row, col)) ** 2 for row in A_) for col in Y.T.tolist()]
+        squares = [
+            sum(sum(a * Decimal(v) for a, v in zip(row, col, strict=True)) ** 2 for row in A_) for col in Y.T.tolist()
+        ]
         return sum(s > Decimal(clip_bound) ** 2 for s in squares)
 
 

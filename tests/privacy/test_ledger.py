@@ -3,7 +3,7 @@ r"""Tests for botorch_dp.privacy.ledger."""
 import json
 import math
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import dp_accounting
 import numpy as np
@@ -408,7 +408,7 @@ def test_the_order_grid_is_opacus_default_plus_large_orders():
     assert list(orders[: len(RDPAccountant.DEFAULT_ALPHAS)]) == [float(a) for a in RDPAccountant.DEFAULT_ALPHAS]
     assert orders[len(RDPAccountant.DEFAULT_ALPHAS) :] == (80.0, 128.0, 256.0, 512.0)
     assert orders[0] == 1.1 and orders[98] == 10.9 and orders[99] == 12.0 and orders[150] == 63.0
-    assert all(a < b for a, b in zip(orders, orders[1:]))
+    assert all(a < b for a, b in zip(orders, orders[1:], strict=False))
 
 
 @pytest.mark.parametrize(
@@ -569,7 +569,9 @@ def test_training_mechanism_records_are_checked_and_never_share_an_id():
     with pytest.raises(ValueError, match="'amp-0000' is already in the ledger"):  # same curve: still a second run
         ledger.record_training_mechanism("amp-0000", rdp=curve, description="AMP")
     assert ledger.training_epsilon(1e-5) == eps and len(ledger.training_mechanisms) == 1
-    assert ledger.training_mechanisms["amp-0000"] == TrainingMechanism("AMP", tuple(a / 50.0 for a in TRAINING_RDP_ORDERS))
+    assert ledger.training_mechanisms["amp-0000"] == TrainingMechanism(
+        "AMP", tuple(a / 50.0 for a in TRAINING_RDP_ORDERS)
+    )
     ledger.record_training_run(run_id=3, noise_multiplier=1.0, sample_rate=0.1, steps=5)
     with pytest.raises(ValueError, match="already in the ledger"):
         ledger.record_training_mechanism(3, rdp=curve, description="AMP")
@@ -595,9 +597,15 @@ def test_training_mechanism_records_are_checked_and_never_share_an_id():
     assert ledger.training_run_ids() == ["amp-0000", 3]
     # An infinite curve (a mechanism without noise) makes ε infinite; finite at some orders only is fine.
     partial = PrivacyLedger()
-    partial.record_training_mechanism("p", rdp=lambda a: a / 50.0 if a <= 20 else math.inf, description="bounded orders")
+    partial.record_training_mechanism(
+        "p", rdp=lambda a: a / 50.0 if a <= 20 else math.inf, description="bounded orders"
+    )
     assert partial.training_epsilon(1e-5) == pytest.approx(
-        min(a / 50.0 + math.log1p(-1 / a) - (math.log(1e-5) + math.log(a)) / (a - 1) for a in TRAINING_RDP_ORDERS if a <= 20),
+        min(
+            a / 50.0 + math.log1p(-1 / a) - (math.log(1e-5) + math.log(a)) / (a - 1)
+            for a in TRAINING_RDP_ORDERS
+            if a <= 20
+        ),
         rel=1e-12,
     )
     partial.record_training_mechanism("q", rdp=lambda a: math.inf, description="no noise")

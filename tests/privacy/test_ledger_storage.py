@@ -86,7 +86,11 @@ def _without_ids(state):
     r"""A ledger state with the records' random release ids left out (two ledgers that made
     the same releases hold the same records under different ids)."""
     strip = lambda entries: [{k: v for k, v in e.items() if k != "release_id"} for e in entries]  # noqa: E731
-    return {**state, "validation_steps": strip(state["validation_steps"]), "training_runs": strip(state["training_runs"])}
+    return {
+        **state,
+        "validation_steps": strip(state["validation_steps"]),
+        "training_runs": strip(state["training_runs"]),
+    }
 
 
 # ------------------------------------------------------------------------ in memory
@@ -358,9 +362,18 @@ def test_dpgibo_runs_sharing_a_stored_ledger_record_what_they_would_in_memory(tm
         kernel = PolynomialKernel(power=2)
         kernel.offset = 1.0
         return DPGIBOConfig(
-            kernel=kernel, bounds=torch.tensor([[-2.0, -2.0], [4.0, 4.0]], dtype=torch.float64), privacy_mu=0.6, clip_bound=2.0,
-            num_iterations=2, step_size=0.5, batch_size=3, theta0=torch.zeros(2, dtype=torch.float64),
-            search_radius=0.5, num_restarts=2, raw_samples=32, **kw,
+            kernel=kernel,
+            bounds=torch.tensor([[-2.0, -2.0], [4.0, 4.0]], dtype=torch.float64),
+            privacy_mu=0.6,
+            clip_bound=2.0,
+            num_iterations=2,
+            step_size=0.5,
+            batch_size=3,
+            theta0=torch.zeros(2, dtype=torch.float64),
+            search_radius=0.5,
+            num_restarts=2,
+            raw_samples=32,
+            **kw,
         )
 
     configs = [
@@ -415,8 +428,9 @@ def test_a_version_1_database_is_migrated_in_place_and_its_old_records_keep_thei
             INSERT INTO botorch_dp_ledger_meta VALUES ('schema_version', '1');
             CREATE TABLE botorch_dp_ledger_datasets (dataset VARCHAR(255) PRIMARY KEY, settings TEXT NOT NULL,
                 created_at VARCHAR(40) NOT NULL);
-            CREATE TABLE botorch_dp_ledger_entries (seq INTEGER PRIMARY KEY AUTOINCREMENT, dataset VARCHAR(255) NOT NULL,
-                side VARCHAR(16) NOT NULL, status VARCHAR(16) NOT NULL, run_id TEXT, release_key TEXT, owner VARCHAR(64),
+            CREATE TABLE botorch_dp_ledger_entries (seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                dataset VARCHAR(255) NOT NULL, side VARCHAR(16) NOT NULL, status VARCHAR(16) NOT NULL,
+                run_id TEXT, release_key TEXT, owner VARCHAR(64),
                 entry TEXT NOT NULL, created_at VARCHAR(40) NOT NULL);
             """
         )
@@ -427,8 +441,11 @@ def test_a_version_1_database_is_migrated_in_place_and_its_old_records_keep_thei
                 ("validation", "reserved", None, None, "tok", '{"mu": 0.4}'),
                 ("training", "recorded", "7", "", None, '{"noise_multiplier": 1.0, "sample_rate": 0.1, "steps": 5}')]
         for side, status, run_id, key, owner, entry in rows:
-            db.execute("INSERT INTO botorch_dp_ledger_entries (dataset, side, status, run_id, release_key, owner, entry, "
-                       "created_at) VALUES ('d', ?, ?, ?, ?, ?, ?, 'then')", (side, status, run_id, key, owner, entry))
+            db.execute(
+                "INSERT INTO botorch_dp_ledger_entries (dataset, side, status, run_id, release_key, owner, entry, "
+                "created_at) VALUES ('d', ?, ?, ?, ?, ?, ?, 'then')",
+                (side, status, run_id, key, owner, entry),
+            )
     ledger = PrivacyLedger(storage=path, dataset="d")
     assert ledger.validation_mu_budget == 1.0 and ledger.validation_mu() == 0.3
     assert [r.release_id for r in ledger.records()] == ['legacy:validation:"run-a":step-0000', "legacy:training:7:"]

@@ -258,8 +258,12 @@ def test_state_round_trip_keeps_rdp_entries_in_recording_order():
     assert resumed.state_dict() == state
     # version 3 (no validation curves, no release ids) still loads; a version-3 state with a curve is damage
     strip = lambda e: {k: v for k, v in e.items() if k != "release_id"}  # noqa: E731
-    v3 = {**state, "version": 3, "validation_steps": [strip(state["validation_steps"][0]), strip(state["validation_steps"][2])],
-          "training_runs": []}
+    v3 = {
+        **state,
+        "version": 3,
+        "validation_steps": [strip(state["validation_steps"][0]), strip(state["validation_steps"][2])],
+        "training_runs": [],
+    }
     old = PrivacyLedger.from_state_dict(v3)
     assert old.validation_mu() == compose_gdp([0.3, pure_dp_to_gdp_mu(0.5)])
     with pytest.raises(ValueError, match="exactly the keys"):

@@ -164,10 +164,10 @@ def _exact_clipped_mean(A, Y, clip_bound):
         n = Y.shape[1]
         for i in range(n):
             y = [Decimal(float(v)) for v in Y[:, i].tolist()]
-            g = [sum(a * v for a, v in zip(row, y)) for row in A_]
+            g = [sum(a * v for a, v in zip(row, y, strict=True)) for row in A_]
             norm = sum(x * x for x in g).sqrt()
             factor = min(Decimal(1), B / norm) if norm > 0 else Decimal(1)
-            total = [t + x * factor for t, x in zip(total, g)]
+            total = [t + x * factor for t, x in zip(total, g, strict=True)]
         return torch.tensor([float(t / n) for t in total], dtype=torch.float64)
 
 

@@ -58,7 +58,9 @@ def test_random_pairs_never_exceed_sqrt2_and_projection_does_not_increase_it():
     for k, t in [(2, 1), (3, 2), (3, 5), (5, 3), (4, 25)]:
         X = torch.randn(2000, k, t, generator=g, dtype=F64)
         X = X * torch.rand(2000, 1, 1, generator=g, dtype=F64) ** 3  # include near-singular X
-        E = 10 ** (-4 * torch.rand(2000, 1, 1, generator=g, dtype=F64)) * torch.randn(2000, k, t, generator=g, dtype=F64)
+        E = 10 ** (-4 * torch.rand(2000, 1, 1, generator=g, dtype=F64)) * torch.randn(
+            2000, k, t, generator=g, dtype=F64
+        )
         worst = max(worst, float(ratio(X, E).max()))
         # ṼᵀGṼ for an orthonormal Ṽ: the Frobenius change is no larger than that of G
         V = torch.linalg.qr(torch.randn(k, max(k - 1, 1), generator=g, dtype=F64)).Q
@@ -114,7 +116,9 @@ def test_noise_calibration_gives_mu_h_over_sqrt_t_per_release():
 
 def test_release_is_the_root_plus_scaled_goe_noise_and_returns_its_cost():
     X = torch.randn(3, 4, generator=torch.Generator().manual_seed(4), dtype=F64)
-    mech = GOEPreconditionerMechanism(sensitivity=0.1, privacy_mu=2.0, num_steps=9, generator=torch.Generator().manual_seed(5))
+    mech = GOEPreconditionerMechanism(
+        sensitivity=0.1, privacy_mu=2.0, num_steps=9, generator=torch.Generator().manual_seed(5)
+    )
     out = mech.release(X)
     noise = sample_goe(3, generator=torch.Generator().manual_seed(5)) * mech.noise_std(4)
     torch.testing.assert_close(out.matrix, gram_sqrt(X) + noise, rtol=0, atol=1e-14)
@@ -138,7 +142,11 @@ def test_no_noise_at_infinite_mu_and_refusals_draw_nothing():
         with pytest.raises(ValueError, match=match):
             mech.release(bad)
     assert torch.equal(g.get_state(), before)
-    for kwargs, match in [(dict(sensitivity=0.0), "sensitivity"), (dict(privacy_mu=-1.0), "μ_H"), (dict(num_steps=0), "T")]:
+    for kwargs, match in [
+        (dict(sensitivity=0.0), "sensitivity"),
+        (dict(privacy_mu=-1.0), "μ_H"),
+        (dict(num_steps=0), "T"),
+    ]:
         with pytest.raises(ValueError, match=match):
             GOEPreconditionerMechanism(**{**dict(sensitivity=0.1, privacy_mu=1.0, num_steps=3), **kwargs})
 

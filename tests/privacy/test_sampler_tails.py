@@ -184,10 +184,10 @@ def test_the_transforms_are_accurate_down_to_the_smallest_uniform():
     lower, upper = torch.zeros_like(u, dtype=torch.int64), torch.full_like(u, mechanisms._SIGN_BIT, dtype=torch.int64)
     z = _normal_from_half_uniform(u, lower)
     g_lower, g_upper = _gumbel_from_half_uniform(u, lower), _gumbel_from_half_uniform(u, upper)
-    for ui, zi, gl, gu in zip(u.tolist(), z.tolist(), g_lower.tolist(), g_upper.tolist()):
+    for ui, zi, gl, gu in zip(u.tolist(), z.tolist(), g_lower.tolist(), g_upper.tolist(), strict=True):
         x = mpmath.mpf(ui)
         target = mpmath.log(x)
-        ref = mpmath.findroot(lambda t: mpmath.log(mpmath.ncdf(t)) - target, -mpmath.sqrt(-2 * target))
+        ref = mpmath.findroot(lambda t, target=target: mpmath.log(mpmath.ncdf(t)) - target, -mpmath.sqrt(-2 * target))
         assert abs(zi - ref) <= 1e-14 * abs(ref), (ui, zi, ref)
         for got, want in ((gl, -mpmath.log(-mpmath.log(x))), (gu, -mpmath.log(-mpmath.log1p(-x)))):
             assert abs(got - want) <= 1e-14 * abs(want), (ui, got, want)

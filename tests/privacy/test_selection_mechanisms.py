@@ -102,7 +102,9 @@ def test_a_release_at_step_mu_has_the_fixed_mechanisms_noise():
     fixed = GaussianGradientMechanism(
         clip_bound=1.0, num_users=30, privacy_mu=2.0, num_steps=9, generator=torch.Generator().manual_seed(5)
     ).release(A, Y)
-    adaptive = AdaptiveGaussianGradientMechanism(clip_bound=1.0, num_users=30, generator=torch.Generator().manual_seed(5))
+    adaptive = AdaptiveGaussianGradientMechanism(
+        clip_bound=1.0, num_users=30, generator=torch.Generator().manual_seed(5)
+    )
     released = adaptive.clipped_mean(A, Y).release_gradient(2.0 / 3.0)
     torch.testing.assert_close(released.gradient, fixed.gradient, rtol=1e-15, atol=1e-15)
     assert released.cost.mu == pytest.approx(fixed.cost.mu, rel=1e-15)

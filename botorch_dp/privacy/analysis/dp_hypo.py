@@ -42,8 +42,7 @@ the curve above. Pure functions on floats; the method is ``baselines.dp_hypo``.
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
-
+from collections.abc import Callable, Sequence
 
 from botorch_dp.privacy.analysis.private_selection import (
     DISTRIBUTIONS,
@@ -81,7 +80,9 @@ def check_ratio_bounds(ratio_upper: float, ratio_lower: float | None = None) -> 
     """
     upper = check_positive(ratio_upper, "ratio_upper (C)", allow_inf=False)
     if upper < 1.0:
-        raise ValueError(f"ratio_upper (C) must be >= 1 (a density cannot lie below its prior everywhere), got {upper!r}.")
+        raise ValueError(
+            f"ratio_upper (C) must be >= 1 (a density cannot lie below its prior everywhere), got {upper!r}."
+        )
     if ratio_lower is None:
         return upper, 1.0 / upper
     lower = check_positive(ratio_lower, "ratio_lower (c)", allow_inf=False)

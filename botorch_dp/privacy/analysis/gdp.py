@@ -16,7 +16,7 @@ mechanisms compose to sqrt(Σ μ_t²)-GDP (Sopa et al., Theorem 3.1).
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 from scipy.special import log_expit, log_ndtr, ndtri, ndtri_exp
 

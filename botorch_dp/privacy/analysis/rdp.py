@@ -13,7 +13,7 @@ question, δ at a given ε, is ``rdp_curve_delta``.
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

@@ -9,7 +9,7 @@ upper bound on the exact ε of a Gaussian mechanism (``analysis.gdp.gdp_epsilon`
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
 from botorch_dp.privacy.checks import check_delta, check_nonnegative, check_positive

@@ -29,7 +29,12 @@ _BUDGET_SETTINGS = ("validation_mu_budget", "training_epsilon_budget", "training
 
 
 def same_setting(a: Any, b: Any) -> bool:
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) and not isinstance(b, bool):
+    if (
+        isinstance(a, (int, float))
+        and isinstance(b, (int, float))
+        and not isinstance(a, bool)
+        and not isinstance(b, bool)
+    ):
         return a == b or math.isclose(float(a), float(b), rel_tol=1e-9)
     return a == b
 
@@ -170,7 +175,12 @@ class LedgerAccounts:
                 old = present.get(record.release_id)
                 if old is None:
                     new.append(record)
-                elif (old.side, old.run_id, old.key, old.event) != (record.side, record.run_id, record.key, record.event):
+                elif (old.side, old.run_id, old.key, old.event) != (
+                    record.side,
+                    record.run_id,
+                    record.key,
+                    record.event,
+                ):
                     raise ValueError(
                         f"Ledger state: release {record.release_id!r} ({record.side} run {record.run_id!r}, key "
                         f"{record.key!r}) is {record.event!r} here but {old.event!r} in this ledger."

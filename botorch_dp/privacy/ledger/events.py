@@ -19,7 +19,7 @@ import re
 import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple
 
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
 from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS
@@ -51,7 +51,7 @@ __all__ = [
 #: (a small ε needs a large α).
 TRAINING_RDP_ORDERS: tuple[float, ...] = DEFAULT_RDP_ORDERS
 
-RunId = Union[int, str]
+RunId = int | str
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def check_rdp_values(values: Any, name: str = "rdp") -> tuple[float, ...]:
     if len(values) != len(TRAINING_RDP_ORDERS):
         raise ValueError(f"{name} must have {len(TRAINING_RDP_ORDERS)} values (one per order), got {len(values)}.")
     checked = []
-    for order, value in zip(TRAINING_RDP_ORDERS, values):
+    for order, value in zip(TRAINING_RDP_ORDERS, values, strict=True):
         if isinstance(value, (bool, str, bytes)):
             raise ValueError(f"{name} at order {order:g} must be a number, got {value!r}.")
         try:
@@ -152,9 +152,9 @@ class DPSGDRun(NamedTuple):
         return cls(*check_history_entry(noise_multiplier, sample_rate, steps, steps_name="steps"))
 
 
-ValidationEvent = Union[Gaussian, PureDP, ValidationMechanism]
-TrainingEvent = Union[DPSGDRun, TrainingMechanism]
-PrivacyEvent = Union[Gaussian, PureDP, ValidationMechanism, DPSGDRun, TrainingMechanism]
+ValidationEvent = Gaussian | PureDP | ValidationMechanism
+TrainingEvent = DPSGDRun | TrainingMechanism
+PrivacyEvent = Gaussian | PureDP | ValidationMechanism | DPSGDRun | TrainingMechanism
 
 
 def new_release_id() -> str:

@@ -244,7 +244,9 @@ def training_epsilon_of(
     if accountant == "prv":
         from botorch_dp.privacy.accountants import accountant_epsilon, make_accountant
 
-        return accountant_epsilon(make_accountant("prv", merged_history(entries)), delta=delta, eps_error=prv_eps_error), None
+        return accountant_epsilon(
+            make_accountant("prv", merged_history(entries)), delta=delta, eps_error=prv_eps_error
+        ), None
     return rdp_grid_epsilon(training_rdp_curve(entries), delta)
 
 

@@ -162,7 +162,9 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
                     f"run_id {run_id!r} is already in the ledger; a new run needs a new id (a second run "
                     "under the same id would share its records)."
                 )
-            what = f"step {step} of run {run_id!r}" if step is not None else f"release {sorted(bound)} of run {run_id!r}"
+            what = (
+                f"step {step} of run {run_id!r}" if step is not None else f"release {sorted(bound)} of run {run_id!r}"
+            )
             events = list(bound.values())
             if gdp_only(events):
                 what += f" (mu={compose_gdp(e.mu for e in events):.6g})"

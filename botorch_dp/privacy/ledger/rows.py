@@ -83,7 +83,9 @@ class Transaction:
     def record(self, side: str, run_id: Any, key: str, release_id: str, event: PrivacyEvent) -> None:
         r"""Append a record."""
         if self._stored is not None:
-            seq = self._stored.record(side=side, entry=event_to_json(event), run_id=run_id, key=key, release_id=release_id)
+            seq = self._stored.record(
+                side=side, entry=event_to_json(event), run_id=run_id, key=key, release_id=release_id
+            )
         else:
             seq = self._next_seq()
         self.rows.append(Row(seq, side, True, run_id, key, release_id, None, event))
@@ -119,7 +121,9 @@ class Transaction:
             self.record("training", run_id, key, release_id, event)
             return
         if self._stored is not None:
-            self._stored.fulfil_reservation(seq, entry=event_to_json(event), run_id=run_id, key=key, release_id=release_id)
+            self._stored.fulfil_reservation(
+                seq, entry=event_to_json(event), run_id=run_id, key=key, release_id=release_id
+            )
         self.rows[i] = Row(seq, self.rows[i].side, True, run_id, key, release_id, None, event)
 
     def drop(self, seq: int) -> None:

@@ -99,9 +99,13 @@ def _settings(state: Mapping[str, Any]) -> dict[str, Any]:
     delta = state.get("training_delta")
     settings = {
         "validation_mu_budget": None if budget is None else check_positive(budget, "validation_mu_budget"),
-        "training_epsilon_budget": None if eps_budget is None else check_positive(eps_budget, "training_epsilon_budget"),
+        "training_epsilon_budget": None
+        if eps_budget is None
+        else check_positive(eps_budget, "training_epsilon_budget"),
         "training_delta": None if delta is None else check_delta(delta, "training_delta"),
-        "training_accountant": check_choice(state.get("training_accountant", "rdp"), "training_accountant", ("rdp", "prv")),
+        "training_accountant": check_choice(
+            state.get("training_accountant", "rdp"), "training_accountant", ("rdp", "prv")
+        ),
         "prv_eps_error": check_positive(state.get("prv_eps_error", 0.01), "prv_eps_error"),
     }
     if settings["training_epsilon_budget"] is not None and settings["training_delta"] is None:
@@ -132,7 +136,7 @@ def decode_state(state: Any) -> tuple[dict[str, Any], list[Record]]:
         if not (
             isinstance(orders, list) and len(orders) == len(TRAINING_RDP_ORDERS)
             and all(isinstance(a, (int, float)) and not isinstance(a, bool) and math.isclose(float(a), b, rel_tol=1e-9)
-                    for a, b in zip(orders, TRAINING_RDP_ORDERS))
+                    for a, b in zip(orders, TRAINING_RDP_ORDERS, strict=True))
         ):
             raise ValueError(
                 "Ledger state: rdp_orders differ from this version's TRAINING_RDP_ORDERS; its RDP curves "

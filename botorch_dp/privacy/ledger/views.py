@@ -148,7 +148,9 @@ class LedgerViews(LedgerAccounts):
     def validation_release_curves(self) -> list[tuple[str, str, tuple[float, ...]]]:
         r"""``(run_id, key, curve)`` of every validation record, in order: its RDP curve on
         ``RDP_ORDERS`` (the terms ``validation_rdp_curve`` sums)."""
-        return [(run_id, key, tuple(float(v) for v in event_rdp(event))) for run_id, key, event in self._validation_parts()]
+        return [
+            (run_id, key, tuple(float(v) for v in event_rdp(event))) for run_id, key, event in self._validation_parts()
+        ]
 
     def validation_mu(self, run_id: str | None = None) -> float:
         r"""Total GDP parameter of the validation data, √Σ_j μ_j² over every record.

@@ -174,7 +174,9 @@ def _clipped_sum(
     for start in range(0, n, chunk_size):
         parts = [b[:, start : start + chunk_size] for b in blocks]  # this chunk's users in every batch
         if workspace is not None:  # direct
-            part, clipped, scaled = _clipped_sum_direct(A, A_parts, parts, clip_bound, nonfinite, check_losses, workspace)
+            part, clipped, scaled = _clipped_sum_direct(
+                A, A_parts, parts, clip_bound, nonfinite, check_losses, workspace
+            )
         else:
             (part, clipped), scaled = _clipped_sum_scaled(A, parts, clip_bound, nonfinite), parts[0].shape[-1]
         total = total + part
@@ -256,7 +258,9 @@ def _clipped_sum_direct(
     return total, int(clipped.sum()) + scaled_clipped, num_scaled
 
 
-def _clipped_sum_scaled(A: Tensor, parts: Sequence[Tensor], clip_bound: float, nonfinite: NonfiniteLosses) -> tuple[Tensor, int]:
+def _clipped_sum_scaled(
+    A: Tensor, parts: Sequence[Tensor], clip_bound: float, nonfinite: NonfiniteLosses
+) -> tuple[Tensor, int]:
     r"""``Σ clip(A y_i)`` and the number clipped over ``c`` users (the ``b_t x c`` row blocks
     ``parts`` of their losses), each user's losses scaled by the power of two that brings
     their largest magnitude into ``[0.5, 1)``, and ``A`` by the one that brings its largest
@@ -284,7 +288,7 @@ def _product(A_parts: Sequence[Tensor], parts: Sequence[Tensor], out: Tensor | N
     the loss blocks are never stacked (the bits can differ in the last place from one
     product with the stacked matrix)."""
     G = torch.mm(A_parts[0], parts[0], out=out)
-    for A_t, Y_t in zip(A_parts[1:], parts[1:]):
+    for A_t, Y_t in zip(A_parts[1:], parts[1:], strict=True):
         G.addmm_(A_t, Y_t)
     return G
 

@@ -19,6 +19,7 @@ from botorch_dp.privacy.checks import check_positive
 from botorch_dp.privacy.ledger.events import ValidationEvent
 from botorch_dp.privacy.ledger.meter import Meter
 
+
 def _charged(
     meter: Meter | None, part: str, event: ValidationEvent, *, release_mu: float | None = None,
     generator: torch.Generator | None = None, secure_rng: bool = False,

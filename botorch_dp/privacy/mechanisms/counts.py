@@ -102,7 +102,9 @@ class GaussianClipCountMechanism:
         count = count_within_clip(A, Y, clip_bound, self.chunk_size, nonfinite=nonfinite)
         return self.release_count(count, mu, meter=meter, part=part)
 
-    def release_count(self, count: int, mu: float, *, meter: Meter | None = None, part: str = "clip") -> ClipCountRelease:
+    def release_count(
+        self, count: int, mu: float, *, meter: Meter | None = None, part: str = "clip"
+    ) -> ClipCountRelease:
         r"""Release ``count + N(0, (1/μ)²)`` for a count of users within the bound (SENSITIVE),
         e.g. ``ClippedSum.within`` from the gradient's own pass.
 

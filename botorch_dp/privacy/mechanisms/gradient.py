@@ -89,7 +89,9 @@ class GaussianGradientMechanism:
 
     def sample_noise(self, d: int, dtype: torch.dtype = torch.float64, device: torch.device | None = None) -> Tensor:
         r"""A ``d`` tensor ``N(0, noise_std² I)`` on ``device``."""
-        return _noise._gaussian(d, self.noise_std, self.generator, self.secure_rng, dtype, device, release_mu=self.step_mu)
+        return _noise._gaussian(
+            d, self.noise_std, self.generator, self.secure_rng, dtype, device, release_mu=self.step_mu
+        )
 
     def release(
         self,
@@ -212,9 +214,13 @@ class ClippedMean:
         """
         mu = check_positive(mu, "mu (norm release)")
         self._claim("norm")
-        _noise._charged(meter, part, Gaussian(mu), release_mu=mu, generator=self._generator, secure_rng=self._secure_rng)
+        _noise._charged(
+            meter, part, Gaussian(mu), release_mu=mu, generator=self._generator, secure_rng=self._secure_rng
+        )
         std = gaussian_noise_std_for_mu(self._sensitivity, mu)
-        noise = _noise._gaussian(1, std, self._generator, self._secure_rng, self._mean.dtype, self._mean.device, release_mu=mu)
+        noise = _noise._gaussian(
+            1, std, self._generator, self._secure_rng, self._mean.dtype, self._mean.device, release_mu=mu
+        )
         value = float(torch.linalg.vector_norm(self._mean) + noise[0])
         return NormRelease(norm=value, cost=PrivacyCost(mu=mu), noise_std=std)
 
@@ -234,7 +240,9 @@ class ClippedMean:
         """
         mu = check_positive(mu, "mu (gradient release)")
         self._claim("gradient")
-        _noise._charged(meter, part, Gaussian(mu), release_mu=mu, generator=self._generator, secure_rng=self._secure_rng)
+        _noise._charged(
+            meter, part, Gaussian(mu), release_mu=mu, generator=self._generator, secure_rng=self._secure_rng
+        )
         std = gaussian_noise_std_for_mu(self._sensitivity, mu)
         noise = _noise._gaussian(self.dim, std, self._generator, self._secure_rng, self._mean.dtype, self._mean.device,
                           release_mu=mu)

@@ -17,6 +17,7 @@ from botorch_dp.privacy.ledger.meter import TrainingMeter
 from botorch_dp.privacy.mechanisms import _noise
 from botorch_dp.privacy.mechanisms.releases import RDPCost
 
+
 class AMPNotConvergedError(RuntimeError):
     r"""AMP refused to release: ``‖∇L^P(θ̃)‖₂ ≤ τ`` was not verified. Nothing was released.
 

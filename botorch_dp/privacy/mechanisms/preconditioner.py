@@ -16,6 +16,7 @@ from botorch_dp.privacy.ledger.meter import Meter
 from botorch_dp.privacy.mechanisms import _noise
 from botorch_dp.privacy.mechanisms.releases import PrivacyCost
 
+
 def gram_sqrt(X: Tensor) -> Tensor:
     r"""``G = (X Xᵀ)^{1/2} = |Xᵀ|`` of a ``k x t`` matrix, from its thin SVD ``X = U S Wᵀ``.
 

@@ -10,6 +10,7 @@ from torch import Tensor
 
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
 
+
 @dataclass(frozen=True)
 class PrivacyCost:
     r"""What a release spent, as returned by every mechanism of this module.

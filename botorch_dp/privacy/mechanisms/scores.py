@@ -74,7 +74,9 @@ class GaussianScoreMechanism:
         r"""Noised scores from the ``q`` clamped mean losses (SENSITIVE) over ``num_users`` users."""
         std = self.noise_std(num_users)
         composed = self.per_trial_mu * math.sqrt(means.shape[0])  # the q scores' μ together (per score: μ₀)
-        _noise._charged(meter, part, Gaussian(composed), release_mu=composed, generator=self.generator, secure_rng=self.secure_rng)
+        _noise._charged(
+            meter, part, Gaussian(composed), release_mu=composed, generator=self.generator, secure_rng=self.secure_rng
+        )
         noise = _noise._gaussian(means.shape[0], 1.0, self.generator, self.secure_rng, means.dtype, means.device,
                                  release_mu=composed)
         return ScoreRelease(

@@ -144,7 +144,9 @@ def combine_partial_sums(partials: Sequence[ClippedPartialSum], clip_bound: floa
     for p, partial in enumerate(partials):
         s = partial.total
         if not isinstance(s, Tensor) or s.dim() != 1 or s.shape[0] != d or not bool(torch.isfinite(s).all()):
-            raise ValueError(f"partials[{p}]: the partial sum must be a finite d-vector (d = {d}); nothing was released.")
+            raise ValueError(
+                f"partials[{p}]: the partial sum must be a finite d-vector (d = {d}); nothing was released."
+            )
         if float(torch.linalg.vector_norm(s)) > partial.num_users * clip_bound * (1.0 + 1e-9):
             raise ValueError(
                 f"partials[{p}]: the partial sum's norm exceeds n_P·B, so it is not a sum of clipped "
@@ -224,7 +226,9 @@ def combine_clamped_sums(partials: Sequence[ClampedPartialSum], loss_clip: float
     for p, partial in enumerate(partials):
         s = partial.total
         if not isinstance(s, Tensor) or s.dim() != 1 or s.shape[0] != q or not bool(torch.isfinite(s).all()):
-            raise ValueError(f"partials[{p}]: the clamped sums must be a finite q-vector (q = {q}); nothing was released.")
+            raise ValueError(
+                f"partials[{p}]: the clamped sums must be a finite q-vector (q = {q}); nothing was released."
+            )
         if bool((s < 0).any()) or bool((s > partial.num_users * loss_clip * (1.0 + 1e-9)).any()):
             raise ValueError(f"partials[{p}]: a clamped sum lies outside [0, n_P·C]; nothing was released.")
     if sum(int(partial.num_users) for partial in partials) != num_users:

@@ -58,9 +58,9 @@ def test_ratio_one_is_papernot_steinke_for_a_generic_base_curve():
         hypo = dp_hypo_rdp_curve(laplace, ratio_upper=1.0, **kw)
         ps = private_selection_rdp_curve(laplace, **kw)
         assert [hypo(a) for a in ORDERS] == [ps(a) for a in ORDERS]
-        assert dp_hypo_epsilon_generic(laplace, ratio_upper=1.0, target_delta=1e-6, orders=DEFAULT_RDP_ORDERS, **kw) == (
-            private_selection_epsilon_generic(laplace, target_delta=1e-6, orders=DEFAULT_RDP_ORDERS, **kw)
-        )
+        assert dp_hypo_epsilon_generic(
+            laplace, ratio_upper=1.0, target_delta=1e-6, orders=DEFAULT_RDP_ORDERS, **kw
+        ) == (private_selection_epsilon_generic(laplace, target_delta=1e-6, orders=DEFAULT_RDP_ORDERS, **kw))
 
 
 def test_gaussian_geometric_closed_form_by_hand():
@@ -99,12 +99,12 @@ def test_monotone_in_the_ratio_bound(distribution, eta):
     ratios = [1.0, 1.01, 1.5, 2.0, 4.0, 16.0]
     for order in ORDERS:
         values = [dp_hypo_rdp(order, ratio_upper=r, **kw) for r in ratios]
-        assert all(a < b for a, b in zip(values, values[1:]))
+        assert all(a < b for a, b in zip(values, values[1:], strict=False))
         lowers = [1.0, 0.9, 0.5, 0.1]  # smaller c: a larger class, a larger bound
         values = [dp_hypo_rdp(order, ratio_upper=2.0, ratio_lower=c, **kw) for c in lowers]
-        assert all(a < b for a, b in zip(values, values[1:]))
+        assert all(a < b for a, b in zip(values, values[1:], strict=False))
     eps = [dp_hypo_epsilon(ratio_upper=r, target_delta=1e-5, **kw) for r in ratios]
-    assert all(a < b for a, b in zip(eps, eps[1:]))
+    assert all(a < b for a, b in zip(eps, eps[1:], strict=False))
 
 
 def test_adaptivity_factors_vanish_only_at_ratio_one():

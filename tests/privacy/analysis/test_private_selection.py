@@ -52,10 +52,14 @@ def test_tnb_special_cases_by_hand():
     assert tnb_gamma_for_mean(eta=1.0, mean_trials=10.0) == pytest.approx(0.1)
 
 
-@pytest.mark.parametrize("distribution,eta", [("truncated_negative_binomial", 1.0), ("truncated_negative_binomial", 0.0), ("poisson", 1.0)])
+@pytest.mark.parametrize(
+    "distribution,eta", [("truncated_negative_binomial", 1.0), ("truncated_negative_binomial", 0.0), ("poisson", 1.0)]
+)
 def test_sampled_number_of_trials_has_the_right_mean(distribution, eta):
     rng = np.random.default_rng(0)
-    ks = np.array([sample_num_trials(distribution=distribution, mean_trials=8.0, rng=rng, tnb_eta=eta) for _ in range(4000)])
+    ks = np.array(
+        [sample_num_trials(distribution=distribution, mean_trials=8.0, rng=rng, tnb_eta=eta) for _ in range(4000)]
+    )
     if distribution != "poisson":
         assert ks.min() >= 1
     # sd of K is at most ~ mean here; standard error of the mean ≲ 8/sqrt(4000) = 0.13
@@ -101,10 +105,16 @@ def test_epsilon_is_the_optimal_rdp_conversion(distribution):
 @pytest.mark.parametrize("distribution", ["truncated_negative_binomial", "poisson"])
 def test_epsilon_monotone_in_per_trial_budget_and_trials(distribution):
     mus = [0.01, 0.03, 0.1, 0.3, 1.0]
-    eps = [private_selection_epsilon(per_trial_mu=m, mean_trials=100.0, target_delta=1e-5, distribution=distribution) for m in mus]
-    assert all(a < b for a, b in zip(eps, eps[1:]))
-    eps_k = [private_selection_epsilon(per_trial_mu=0.1, mean_trials=k, target_delta=1e-5, distribution=distribution) for k in (5.0, 50.0, 500.0)]
-    assert all(a < b for a, b in zip(eps_k, eps_k[1:]))
+    eps = [
+        private_selection_epsilon(per_trial_mu=m, mean_trials=100.0, target_delta=1e-5, distribution=distribution)
+        for m in mus
+    ]
+    assert all(a < b for a, b in zip(eps, eps[1:], strict=False))
+    eps_k = [
+        private_selection_epsilon(per_trial_mu=0.1, mean_trials=k, target_delta=1e-5, distribution=distribution)
+        for k in (5.0, 50.0, 500.0)
+    ]
+    assert all(a < b for a, b in zip(eps_k, eps_k[1:], strict=False))
     # a single Gaussian trial is never cheaper than the whole selection
     assert eps[2] > gdp_epsilon(0.1, 1e-5)
 
@@ -140,7 +150,10 @@ def test_input_validation():
         (lambda: private_selection_rdp(1.0, per_trial_mu=0.1, mean_trials=10.0), "order"),
         (lambda: private_selection_rdp(2.0, per_trial_mu=math.inf, mean_trials=10.0), "per_trial_mu"),
         (lambda: private_selection_rdp(2.0, per_trial_mu=0.1, mean_trials=0.0), "mean_trials"),
-        (lambda: private_selection_rdp(2.0, per_trial_mu=0.1, mean_trials=10.0, distribution="binomial"), "distribution"),
+        (
+            lambda: private_selection_rdp(2.0, per_trial_mu=0.1, mean_trials=10.0, distribution="binomial"),
+            "distribution",
+        ),
         (lambda: tnb_gamma_for_mean(eta=1.0, mean_trials=1.0), "mean_trials"),
         (lambda: tnb_mean(eta=-1.0, gamma=0.5), "eta"),
         (lambda: tnb_log_pmf(np.array([1]), eta=1.0, gamma=1.0), "gamma"),
@@ -242,12 +255,24 @@ def test_gaussian_special_case_reproduces_the_earlier_implementation_exactly():
     assert moved < len(_REGRESSION["per_trial_mu_for_epsilon"]["rows"]) / 2
 
 
-@pytest.mark.parametrize("distribution,eta", [("truncated_negative_binomial", 1.0), ("truncated_negative_binomial", 0.0), ("truncated_negative_binomial", -0.5), ("poisson", 1.0)])
+@pytest.mark.parametrize(
+    "distribution,eta",
+    [
+        ("truncated_negative_binomial", 1.0),
+        ("truncated_negative_binomial", 0.0),
+        ("truncated_negative_binomial", -0.5),
+        ("poisson", 1.0),
+    ],
+)
 def test_generic_with_a_gaussian_curve_and_numerical_order_hat_matches_the_closed_form(distribution, eta):
     # no closed-form λ̂ and a plain callable: the numerical minimum over λ̂ ≥ 1 agrees
     for mu, m in [(0.05, 5.0), (0.2, 50.0), (1.0, 500.0), (3.0, 10.0)]:
         rho = mu * mu / 2.0
-        base_delta = (lambda e, mu=mu: norm.cdf(-e / mu + mu / 2) - math.exp(e) * norm.cdf(-e / mu - mu / 2)) if distribution == "poisson" else None
+        base_delta = (
+            (lambda e, mu=mu: norm.cdf(-e / mu + mu / 2) - math.exp(e) * norm.cdf(-e / mu - mu / 2))
+            if distribution == "poisson"
+            else None
+        )
         kw = dict(mean_trials=m, distribution=distribution, tnb_eta=eta)
         for order in (1.5, 4.0, 32.0):
             generic = private_selection_rdp_generic(order, lambda a, rho=rho: a * rho, base_delta=base_delta, **kw)
@@ -279,14 +304,23 @@ def test_generic_poisson_with_rdp_derived_delta_hat_equals_dp_accounting_on_the_
     # base_delta=None: δ̂ from the RDP curve on DEFAULT_RDP_ORDERS, as dp_accounting does on its orders
     orders = list(DEFAULT_RDP_ORDERS)
     base = lambda a: _laplace_rdp(eps0, a)
-    ours = private_selection_epsilon_generic(base, mean_trials=mean_trials, target_delta=1e-5, distribution="poisson", orders=orders)
-    event = dp_accounting.dp_event.RepeatAndSelectDpEvent(dp_accounting.LaplaceDpEvent(1.0 / eps0), mean_trials, math.inf)
+    ours = private_selection_epsilon_generic(
+        base, mean_trials=mean_trials, target_delta=1e-5, distribution="poisson", orders=orders
+    )
+    event = dp_accounting.dp_event.RepeatAndSelectDpEvent(
+        dp_accounting.LaplaceDpEvent(1.0 / eps0), mean_trials, math.inf
+    )
     accountant = dp_accounting.rdp.RdpAccountant(orders=orders)
     accountant.compose(event)
     assert ours == pytest.approx(accountant.get_epsilon(1e-5), rel=1e-10)
     # with the exact Laplace profile instead, δ̂ and hence ε are smaller
     exact = lambda e: max(0.0, 1.0 - math.exp((e - eps0) / 2.0))  # δ(ε) of Laplace with pure ε₀
-    assert private_selection_epsilon_generic(base, base_delta=exact, mean_trials=mean_trials, target_delta=1e-5, distribution="poisson", orders=orders) < ours
+    assert (
+        private_selection_epsilon_generic(
+            base, base_delta=exact, mean_trials=mean_trials, target_delta=1e-5, distribution="poisson", orders=orders
+        )
+        < ours
+    )
 
 
 def test_rdp_curve_delta_agrees_with_dp_accounting():
@@ -307,18 +341,26 @@ def test_amp_base_mechanism():
     base_delta = lambda e: amp_delta(e, **amp)
     single = amp_rdp_epsilon(1e-5, **amp)
     m = poisson_mean_for_tail(threshold=10, probability=0.9)
-    with_profile = private_selection_epsilon_generic(base_rdp, base_delta=base_delta, mean_trials=m, target_delta=1e-5, distribution="poisson")
-    with_rdp_delta = private_selection_epsilon_generic(base_rdp, mean_trials=m, target_delta=1e-5, distribution="poisson")
+    with_profile = private_selection_epsilon_generic(
+        base_rdp, base_delta=base_delta, mean_trials=m, target_delta=1e-5, distribution="poisson"
+    )
+    with_rdp_delta = private_selection_epsilon_generic(
+        base_rdp, mean_trials=m, target_delta=1e-5, distribution="poisson"
+    )
     tnb = private_selection_epsilon_generic(base_rdp, mean_trials=m, target_delta=1e-5)
     assert single < with_profile < with_rdp_delta  # the exact profile gives the smaller δ̂
     assert single < tnb
     # the curve built once equals the per-order function, and is valid at every order
     curve = private_selection_rdp_curve(base_rdp, base_delta=base_delta, mean_trials=m, distribution="poisson")
     for order in (1.5, 3.0, 20.0):
-        value = private_selection_rdp_generic(order, base_rdp, base_delta=base_delta, mean_trials=m, distribution="poisson")
+        value = private_selection_rdp_generic(
+            order, base_rdp, base_delta=base_delta, mean_trials=m, distribution="poisson"
+        )
         assert curve(order) == value
         eps_hat = math.log1p(1.0 / (order - 1.0))
-        assert value == pytest.approx(base_rdp(order) + m * base_delta(eps_hat) + math.log(m) / (order - 1.0), rel=1e-12)
+        assert value == pytest.approx(
+            base_rdp(order) + m * base_delta(eps_hat) + math.log(m) / (order - 1.0), rel=1e-12
+        )
 
 
 def test_poisson_mean_for_tail():
@@ -327,7 +369,9 @@ def test_poisson_mean_for_tail():
     from scipy.stats import poisson
 
     assert poisson.sf(10, m) == pytest.approx(0.9, rel=1e-12)
-    assert poisson_mean_for_tail(threshold=0, probability=0.5) == pytest.approx(math.log(2.0), rel=1e-12)  # P[K > 0] = 1 − e^{−m}
+    assert poisson_mean_for_tail(threshold=0, probability=0.5) == pytest.approx(
+        math.log(2.0), rel=1e-12
+    )  # P[K > 0] = 1 − e^{−m}
 
 
 def test_generic_input_validation():
@@ -336,9 +380,22 @@ def test_generic_input_validation():
         (lambda: private_selection_rdp_generic(1.0, base, mean_trials=10.0), "order"),
         (lambda: private_selection_rdp_generic(2.0, "x", mean_trials=10.0), "base_rdp"),
         (lambda: private_selection_rdp_generic(2.0, lambda a: math.nan, mean_trials=10.0), "base_rdp"),
-        (lambda: private_selection_rdp_generic(2.0, lambda a: -1.0, mean_trials=10.0, distribution="poisson", base_delta=lambda e: 0.1), "base_rdp"),
-        (lambda: private_selection_rdp_generic(2.0, base, mean_trials=10.0, distribution="poisson", base_delta=lambda e: 2.0), "base_delta"),
-        (lambda: private_selection_rdp_generic(2.0, base, mean_trials=10.0, distribution="poisson", base_delta=3.0), "base_delta"),
+        (
+            lambda: private_selection_rdp_generic(
+                2.0, lambda a: -1.0, mean_trials=10.0, distribution="poisson", base_delta=lambda e: 0.1
+            ),
+            "base_rdp",
+        ),
+        (
+            lambda: private_selection_rdp_generic(
+                2.0, base, mean_trials=10.0, distribution="poisson", base_delta=lambda e: 2.0
+            ),
+            "base_delta",
+        ),
+        (
+            lambda: private_selection_rdp_generic(2.0, base, mean_trials=10.0, distribution="poisson", base_delta=3.0),
+            "base_delta",
+        ),
         (lambda: private_selection_rdp_generic(2.0, base, mean_trials=-1.0), "mean_trials"),
         (lambda: private_selection_rdp_generic(2.0, base, mean_trials=10.0, distribution="uniform"), "distribution"),
         (lambda: private_selection_epsilon_generic(base, mean_trials=10.0, target_delta=1.0), "target_delta"),

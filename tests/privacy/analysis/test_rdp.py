@@ -29,7 +29,7 @@ def test_zcdp_curve_agrees_with_an_independent_minimizer(delta):
     # ρ from 1e-12 (optimal order λ − 1 ≈ 5e6, beyond the starting grid's 1e5) to 1e6
     # (λ − 1 ≈ 2e-3): two minimizers of one formula agree to 1e-12 relative.
     for rho in np.geomspace(1e-12, 1e6, 37):
-        ours, order = rdp_to_epsilon(lambda a: a * rho, delta)
+        ours, order = rdp_to_epsilon(lambda a, rho=rho: a * rho, delta)
         assert ours == pytest.approx(_zcdp_by_brent(rho, delta), rel=1e-12, abs=1e-300)
         assert ours == zcdp_epsilon_cks(rho, delta)  # zCDP calls this conversion
         assert ours <= zcdp_epsilon(rho, delta) + 1e-15 * zcdp_epsilon(rho, delta)
@@ -74,7 +74,7 @@ def test_default_orders_are_opacus_defaults_plus_large_orders():
 
     assert list(DEFAULT_RDP_ORDERS[:-4]) == [float(a) for a in RDPAccountant.DEFAULT_ALPHAS]
     assert DEFAULT_RDP_ORDERS[-4:] == (80.0, 128.0, 256.0, 512.0)
-    assert all(a < b for a, b in zip(DEFAULT_RDP_ORDERS, DEFAULT_RDP_ORDERS[1:]))
+    assert all(a < b for a, b in zip(DEFAULT_RDP_ORDERS, DEFAULT_RDP_ORDERS[1:], strict=False))
 
 
 @pytest.mark.filterwarnings("ignore:Optimal order is the largest alpha")  # Opacus, for the Laplace curve at 1e-8
@@ -86,7 +86,7 @@ def test_grid_conversion_agrees_with_dp_accounting_and_opacus(delta):
     # a DP-SGD curve (Opacus), a composed Laplace-like curve and a zCDP line
     curves = [
         compute_rdp(q=0.01, noise_multiplier=1.1, steps=1000, orders=list(orders)),
-        np.array([10 * (1.0 + math.log1p((a - 1) * math.expm1((1 - 2 * a)) / (2 * a - 1)) / (a - 1)) for a in orders]),
+        np.array([10 * (1.0 + math.log1p((a - 1) * math.expm1(1 - 2 * a) / (2 * a - 1)) / (a - 1)) for a in orders]),
         0.02 * orders,
     ]
     for values in curves:
@@ -97,7 +97,7 @@ def test_grid_conversion_agrees_with_dp_accounting_and_opacus(delta):
         assert ours == pytest.approx(opacus_eps, rel=1e-12) and order == opacus_order
         # the continuous minimum (of the piecewise-linear interpolant) is never above the
         # grid's, up to the continuous search's tolerance around a kink
-        continuous, _ = rdp_to_epsilon(lambda a: float(np.interp(a, orders, values)), delta)
+        continuous, _ = rdp_to_epsilon(lambda a, values=values: float(np.interp(a, orders, values)), delta)
         assert continuous <= ours * (1 + 1e-8)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 from scipy.special import log_ndtr
 

@@ -93,7 +93,9 @@ def _plrv_expectation(epsilon, c, s):
     return quad(f, z0, math.inf, epsabs=0.0, epsrel=1e-12)[0]
 
 
-@pytest.mark.parametrize("params", [FIG1_LEFT, FIG1_RIGHT, FIG4, dict(clip=math.sqrt(2.0), beta=0.5, lam=2.0, sigma=3.0)])
+@pytest.mark.parametrize(
+    "params", [FIG1_LEFT, FIG1_RIGHT, FIG4, dict(clip=math.sqrt(2.0), beta=0.5, lam=2.0, sigma=3.0)]
+)
 def test_profile_equals_quadrature_of_the_plrv(params):
     c, s = _c_s(**params)
     for epsilon in [-1.0, 0.0, 0.5 * (c + s * s / 2.0), c + s * s / 2.0, 0.3, 1.0, 2.0]:
@@ -126,7 +128,13 @@ def test_amp_profile_agrees_with_monte_carlo_of_the_composed_plrv():
 
 @pytest.mark.parametrize(
     "params",
-    [FIG1_LEFT, FIG1_RIGHT, FIG4, dict(clip=math.sqrt(2.0), beta=0.5, lam=2.0, sigma=3.0), dict(clip=1.0, beta=0.0, lam=1.0, sigma=0.5)],
+    [
+        FIG1_LEFT,
+        FIG1_RIGHT,
+        FIG4,
+        dict(clip=math.sqrt(2.0), beta=0.5, lam=2.0, sigma=3.0),
+        dict(clip=1.0, beta=0.0, lam=1.0, sigma=0.5),
+    ],
 )
 def test_profile_properties(params):
     c, s = _c_s(**params)
@@ -166,7 +174,9 @@ def test_linear_loss_attains_the_gaussian_lower_bound_and_the_bound_is_above():
         for shift in (-x / lam, x / lam):  # both directions (add and remove)
             # H_{e^ε}(P||Q) = ∫ (p − e^ε q)₊ by quadrature, split where p = e^ε q
             crossing = (shift * shift - 2.0 * sd * sd * epsilon) / (2.0 * shift)
-            f = lambda t: max(norm.pdf(t, scale=sd) - math.exp(epsilon) * norm.pdf(t, loc=shift, scale=sd), 0.0)
+            def f(t, epsilon=epsilon, shift=shift):  # bound now: quad calls it within this iteration
+                return max(norm.pdf(t, scale=sd) - math.exp(epsilon) * norm.pdf(t, loc=shift, scale=sd), 0.0)
+
             h = quad(f, -15 * sd, 15 * sd, points=[crossing], epsabs=1e-14, epsrel=1e-11, limit=200)[0]
             assert h == pytest.approx(lower, rel=1e-8)
         assert objpert_delta(epsilon, clip=x, beta=0.0, lam=lam, sigma=sigma) >= lower
@@ -209,7 +219,8 @@ def test_epsilon_inverts_the_profiles():
         for delta in (1e-10, 1e-5, 1e-2, 0.1):
             eps = objpert_epsilon(delta, **params)
             # an independent root of δ(ε) = δ by brentq on the profile itself
-            root = brentq(lambda e: objpert_delta(e, **params) - delta, -5.0, 10.0, xtol=1e-14)
+            root = brentq(lambda e, params=params, delta=delta: objpert_delta(e, **params) - delta, -5.0, 10.0,
+                          xtol=1e-14)
             assert eps == pytest.approx(max(root, 0.0), rel=1e-9, abs=1e-12)
             assert gdp_epsilon(params["clip"] / params["sigma"], delta) <= eps <= objpert_rdp_epsilon(delta, **params)
     # a δ above δ(0) needs no ε
@@ -219,7 +230,7 @@ def test_epsilon_inverts_the_profiles():
         assert amp_delta(eps, **AMP_MC) == pytest.approx(delta, rel=1e-8)
         assert objpert_epsilon(delta, **FIG1_LEFT) < eps < amp_rdp_epsilon(delta, **AMP_MC)
     eps = [amp_epsilon(d, **AMP_MC) for d in (1e-8, 1e-6, 1e-4, 1e-2)]
-    assert all(a > b for a, b in zip(eps, eps[1:]))
+    assert all(a > b for a, b in zip(eps, eps[1:], strict=False))
 
 
 def test_kifer_bound_is_the_inverted_classic_theorem_and_looser():
@@ -246,11 +257,13 @@ def _objpert_pld(c, s, interval):
     lo = np.maximum((idx - 1) * interval - eps_star, 0.0) / s
     hi = (idx * interval - eps_star) / s
     mass = 2.0 * (norm.sf(lo) - norm.sf(hi))
-    pmf = {int(i): float(m) for i, m in zip(idx, mass) if m > 0.0}
+    pmf = {int(i): float(m) for i, m in zip(idx, mass, strict=True) if m > 0.0}
     return privacy_loss_distribution.PrivacyLossDistribution.create_from_rounded_probability(pmf, 0.0, interval)
 
 
-@pytest.mark.filterwarnings("ignore:overflow encountered in divide:RuntimeWarning")  # inside dp_accounting's self_compose
+@pytest.mark.filterwarnings(
+    "ignore:overflow encountered in divide:RuntimeWarning"
+)  # inside dp_accounting's self_compose
 def test_amp_profile_agrees_with_dp_accounting_pld_composition():
     # AMP = ObjPert ∘ Gaussian(sensitivity 2τ/λ, σ_out): compose the two PLDs numerically
     from dp_accounting.pld import privacy_loss_distribution
@@ -269,7 +282,11 @@ def test_amp_profile_agrees_with_dp_accounting_pld_composition():
     # and above 10 composed Gaussians with s = 1/8 (the lower bound)
     c4, s4 = _c_s(**FIG4)
     pld_eps = _objpert_pld(c4, s4, 1e-3).self_compose(10).get_epsilon_for_delta(1e-5)
-    assert gdp_epsilon(math.sqrt(10.0) * s4, 1e-5) < pld_eps < rdp_curve_epsilon(10 * objpert_rdp(ORDERS, **FIG4), ORDERS, 1e-5)[0]
+    assert (
+        gdp_epsilon(math.sqrt(10.0) * s4, 1e-5)
+        < pld_eps
+        < rdp_curve_epsilon(10 * objpert_rdp(ORDERS, **FIG4), ORDERS, 1e-5)[0]
+    )
 
 
 @pytest.mark.parametrize(
@@ -311,13 +328,20 @@ def test_amp_profile_properties_over_random_parameters():
     grid = np.linspace(-2.0, 30.0, 33)
     for _ in range(8):
         beta = 10 ** rng.uniform(-3, 1)
-        base = dict(clip=10 ** rng.uniform(-1, 1), beta=beta, lam=beta * (1 + 10 ** rng.uniform(-3, 3)), sigma=10 ** rng.uniform(-2, 3))
+        base = dict(
+            clip=10 ** rng.uniform(-1, 1),
+            beta=beta,
+            lam=beta * (1 + 10 ** rng.uniform(-3, 3)),
+            sigma=10 ** rng.uniform(-2, 3),
+        )
         params = dict(base, tau=10 ** rng.uniform(-6, 1), sigma_out=10 ** rng.uniform(-3, 1))
         s_g = 2 * params["tau"] / (params["lam"] * params["sigma_out"])
         amp = np.array([amp_delta(e, **params) for e in grid])
         assert np.all((amp >= 0.0) & (amp <= 1.0)) and np.all(np.diff(amp) <= 1e-15)
         assert np.all(amp >= np.array([objpert_delta(e, **base) for e in grid]) * (1 - 1e-12))
-        assert np.all(amp >= np.array([gaussian_profile_delta(e, sensitivity_over_sigma=s_g) for e in grid]) * (1 - 1e-12))
+        assert np.all(
+            amp >= np.array([gaussian_profile_delta(e, sensitivity_over_sigma=s_g) for e in grid]) * (1 - 1e-12)
+        )
         eps = amp_epsilon(1e-5, **params)
         assert objpert_epsilon(1e-5, **base) <= eps * (1 + 1e-12) and eps <= amp_rdp_epsilon(1e-5, **params)
 

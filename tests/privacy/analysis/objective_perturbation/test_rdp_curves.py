@@ -48,12 +48,12 @@ def test_rdp_equals_numerical_integration_of_the_folded_normal_mgf(params):
     alphas = np.array([1.001, 1.5, 2.0, 8.0, 32.0, 100.0])
     values = objpert_rdp(alphas, **params)  # arrays in, arrays out
     assert values.shape == alphas.shape
-    for alpha, value in zip(alphas, values):
+    for alpha, value in zip(alphas, values, strict=True):
         t = alpha - 1.0
         # E[e^{t|X|}], X ~ N(0, s²): 2 ∫₀^∞ φ_s(x) e^{tx} dx = e^m · 2 ∫₀^∞ φ_s(x) e^{tx − m} dx, m = t²s²/2
         # (the integrand in log space; split at its peak t s²)
         shift, peak = t * t * s * s / 2.0, t * s * s
-        f = lambda x: 2.0 * math.exp(norm.logpdf(x, scale=s) + t * x - shift)
+        f = lambda x, t=t, shift=shift: 2.0 * math.exp(norm.logpdf(x, scale=s) + t * x - shift)
         mgf = sum(quad(f, lo, hi, epsabs=0.0, epsrel=1e-13, limit=200)[0] for lo, hi in ((0.0, peak), (peak, math.inf)))
         by_quad = c + s * s / 2.0 + (math.log(mgf) + shift) / t
         assert value == pytest.approx(by_quad, rel=1e-12)
@@ -79,7 +79,9 @@ def test_amp_rdp_is_objpert_plus_output_gaussian():
     # that Gaussian part, converted by our grid rule, equals dp_accounting's RDP accountant
     accountant = dp_accounting.rdp.RdpAccountant(orders=list(ORDERS))
     accountant.compose(dp_accounting.GaussianDpEvent(1.0 / s_g))
-    assert rdp_curve_epsilon(ORDERS * s_g**2 / 2.0, ORDERS, 1e-5)[0] == pytest.approx(accountant.get_epsilon(1e-5), rel=1e-12)
+    assert rdp_curve_epsilon(ORDERS * s_g**2 / 2.0, ORDERS, 1e-5)[0] == pytest.approx(
+        accountant.get_epsilon(1e-5), rel=1e-12
+    )
     # and the whole AMP curve's conversion equals dp_accounting's on the same values
     values = amp_rdp(ORDERS, **AMP_MC)
     theirs, _ = dp_accounting.rdp.compute_epsilon(list(ORDERS), list(values), 1e-5)
