@@ -289,7 +289,12 @@ def composed_training_epsilon(
 
 
 def resolve_dp_sgd(
-    dp_sgd: DPSGDConfig, num_examples: int, training: TrainingConfig, *, accountant: str = "rdp", eps_error: float = 0.01
+    dp_sgd: DPSGDConfig,
+    num_examples: int,
+    training: TrainingConfig,
+    *,
+    accountant: str = "rdp",
+    eps_error: float = 0.01,
 ) -> DPSGDConfig:
     r"""The plain ``DPSGDConfig`` (a noise multiplier, no target) that every run uses.
 

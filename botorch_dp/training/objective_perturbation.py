@@ -23,12 +23,12 @@ from torch import Tensor
 
 from botorch_dp.privacy.analysis.objective_perturbation import AMPParameters, amp_epsilon, amp_rdp, amp_rdp_epsilon
 from botorch_dp.privacy.checks import check_choice, check_greater, check_positive, check_positive_int
+from botorch_dp.privacy.ledger.meter import TrainingMeter
 from botorch_dp.privacy.mechanisms import (
     AMPNotConvergedError,
     ObjectivePerturbationMechanism,
     RDPCost,
 )
-from botorch_dp.privacy.ledger.meter import TrainingMeter
 from botorch_dp.privacy.seeding import PrivacyWarning, noise_generator
 
 __all__ = [

@@ -1,5 +1,6 @@
 """AMP training (Redberg et al., Alg. 1): clipped losses, the τ test, refusals, noise, oracles."""
 
+import dataclasses
 import math
 import warnings
 
@@ -64,7 +65,7 @@ def test_config_errors_name_the_field(kwargs, name):
     args = {"lam": 4.0, "sigma": 1.0, **kwargs}  # logistic with unit rows and a bias: β = 0.5
     with pytest.raises(ValueError, match=rf"AMPConfig\.{name}"):
         AMPConfig(**args)
-    with pytest.raises(Exception):  # frozen
+    with pytest.raises(dataclasses.FrozenInstanceError):  # frozen
         AMPConfig(lam=4.0, sigma=1.0).lam = 1.0
 
 
