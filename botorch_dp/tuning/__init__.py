@@ -50,7 +50,23 @@ _LAZY_NAMES = {
     "per_example_cross_entropy": "botorch_dp.tuning.per_example",
 }
 
-__all__ = sorted(_LAZY_NAMES)
+__all__ = [
+    "Categorical",
+    "ClassificationData",
+    "Hyperparameter",
+    "Integer",
+    "SKLEARN_DATASETS",
+    "SearchSpace",
+    "TorchModelTuningObjective",
+    "TuneResult",
+    "default_mlp_space",
+    "estimate_training_noise_variance",
+    "load_sklearn_classification",
+    "per_example_cross_entropy",
+    "route_hyperparameters",
+    "synthetic_like",
+    "tune",
+]
 
 
 def __getattr__(name: str) -> Any:

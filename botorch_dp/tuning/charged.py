@@ -334,7 +334,7 @@ class ChargedTraining:
             start = self.next_run_index()
             for _ in range(_MAX_ID_RETRIES):
                 indices = list(range(start, start + len(charged)))
-                bound = {self._run_id(i, label): e for i, e in zip(indices, charged)}
+                bound = {self._run_id(i, label): e for i, e in zip(indices, charged, strict=True)}
                 try:
                     meter = stack.enter_context(ledger.charge_training(bound))
                     break
@@ -414,14 +414,16 @@ class ChargedTraining:
         if len(tickets) != X.shape[0] or not all(isinstance(t, TrainingTicket) for t in tickets):
             raise ValueError(f"tickets must be {X.shape[0]} TrainingTickets (one per row of X), got {tickets!r}.")
         used = self.__dict__.setdefault("_used_run_ids", set())
-        for j, (x, ticket) in enumerate(zip(X, tickets)):
+        for j, (x, ticket) in enumerate(zip(X, tickets, strict=True)):
             if not same_event(ticket.event, self.planned_event(x)):
                 raise ValueError(f"tickets[{j}] ({ticket.run_id!r}) was charged for {ticket.event!r}, "
                                  f"but row {j} of X runs {self.planned_event(x)!r}.")
             if ticket.run_id is not None and ticket.run_id in used:
-                raise RuntimeError(f"tickets[{j}]: run {ticket.run_id!r} was already trained; a run needs its own charge.")
+                raise RuntimeError(
+                    f"tickets[{j}]: run {ticket.run_id!r} was already trained; a run needs its own charge."
+                )
         rows = []
-        for x, ticket in zip(X, tickets):
+        for x, ticket in zip(X, tickets, strict=True):
             if ticket.run_id is not None:
                 used.add(ticket.run_id)
             rows.append(self._validation_losses(self._train_with(x, ticket)))

@@ -35,7 +35,9 @@ def as_features(value: Any, name: str) -> Tensor:
     except (TypeError, ValueError, RuntimeError) as err:
         raise ValueError(f"{name} must be a numpy array or a tensor, got {type(value).__name__}.") from err
     if tensor.is_complex() or tensor.dim() == 0:
-        raise ValueError(f"{name} must be a real array with one row per example, got {tuple(tensor.shape)} {tensor.dtype}.")
+        raise ValueError(
+            f"{name} must be a real array with one row per example, got {tuple(tensor.shape)} {tensor.dtype}."
+        )
     return tensor if tensor.is_floating_point() else tensor.to(torch.get_default_dtype())
 
 
@@ -47,7 +49,9 @@ def as_targets(value: Any, name: str) -> Tensor:
     except (TypeError, ValueError, RuntimeError) as err:
         raise ValueError(f"{name} must be a numpy array or a tensor, got {type(value).__name__}.") from err
     if tensor.is_complex() or tensor.dim() == 0:
-        raise ValueError(f"{name} must be a real array with one entry per example, got {tuple(tensor.shape)} {tensor.dtype}.")
+        raise ValueError(
+            f"{name} must be a real array with one entry per example, got {tuple(tensor.shape)} {tensor.dtype}."
+        )
     return tensor if tensor.is_floating_point() else tensor.long()
 
 
@@ -88,7 +92,9 @@ class ClassificationData:
             if X.shape[0] != y.shape[0]:
                 raise ValueError(f"{x_name} has {X.shape[0]} rows but {y_name} has {y.shape[0]}.")
             if split != "train" and X.shape[1:] != self.X_train.shape[1:]:
-                raise ValueError(f"{x_name} has feature shape {tuple(X.shape[1:])}, X_train {tuple(self.X_train.shape[1:])}.")
+                raise ValueError(
+                    f"{x_name} has feature shape {tuple(X.shape[1:])}, X_train {tuple(self.X_train.shape[1:])}."
+                )
             if split != "train" and y.is_floating_point() != self.y_train.is_floating_point():
                 raise ValueError(f"{y_name} and y_train must both be class labels or both floating targets.")
             setattr(self, x_name, X)

@@ -256,7 +256,7 @@ def tune(
     chosen, run_ids = 0, [r.run_id for r in runs]
     if K > 1:
         selection_id, scores = _choose(objective, space, runs, ledger, mu_score, loss_clip, seeds[K], checkpoint)
-        for r, s in zip(runs, scores.tolist()):
+        for r, s in zip(runs, scores.tolist(), strict=True):
             r.noisy_score = float(s)
         chosen = int(torch.argmin(scores))  # post-processing of the released scores
         run_ids.append(selection_id)

@@ -149,7 +149,10 @@ class SearchSpace:
     def configurations(self) -> list[dict[str, Any]]:
         r"""Every combination of the categorical values not fixed yet (``[{}]`` without any)."""
         free = [h for h in self.categoricals if h.name not in self.fixed]
-        return [dict(zip([h.name for h in free], values)) for values in itertools.product(*(h.choices for h in free))]
+        return [
+            dict(zip([h.name for h in free], values, strict=True))
+            for values in itertools.product(*(h.choices for h in free))
+        ]
 
     @property
     def dim(self) -> int:
@@ -179,7 +182,9 @@ class SearchSpace:
         lo, hi = torch.tensor([h.search_range for h in self.relaxed], dtype=torch.float64).T
         return lo + theta.clamp(0.0, 1.0) * (hi - lo)
 
-    def to_natural(self, theta: Tensor, choice: Mapping[str, Any] | None = None) -> list[dict[str, Any]] | dict[str, Any]:
+    def to_natural(
+        self, theta: Tensor, choice: Mapping[str, Any] | None = None
+    ) -> list[dict[str, Any]] | dict[str, Any]:
         r"""Unit-cube coordinates to natural hyperparameter values (integers rounded), with every
         categorical value (``fixed``, then ``choice``).
 
@@ -198,7 +203,7 @@ class SearchSpace:
         single = s.dim() == 1
         rows = []
         for row in s.reshape(-1, self.dim).tolist():
-            values = {**chosen, **{h.name: h.natural(v) for h, v in zip(self.relaxed, row)}}
+            values = {**chosen, **{h.name: h.natural(v) for h, v in zip(self.relaxed, row, strict=True)}}
             rows.append({h.name: values[h.name] for h in self.hyperparameters})
         return rows[0] if single else rows
 

@@ -413,7 +413,7 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
             "test_accuracy": accuracy(d.X_test, d.y_test) if has_test else None,
         }
 
-    def with_data(self, data: ClassificationData | Sequence[Any], **overrides: Any) -> "TorchModelTuningObjective":
+    def with_data(self, data: ClassificationData | Sequence[Any], **overrides: Any) -> TorchModelTuningObjective:
         r"""A copy of this objective (same space, model, optimizer, loss, training) on other data.
 
         It trains with the noise multiplier every run of this objective uses (a target ε is

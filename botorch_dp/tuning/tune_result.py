@@ -133,7 +133,9 @@ class ConfigsObjective:
         return torch.as_tensor(self.objective(list(rows)), dtype=torch.float64)
 
 
-def configs_objective(objective: TuneObjective, space: SearchSpace, choice: dict[str, Any]) -> Callable[[Tensor], Tensor]:
+def configs_objective(
+    objective: TuneObjective, space: SearchSpace, choice: dict[str, Any]
+) -> Callable[[Tensor], Tensor]:
     r"""``objective`` as DP-GIBO evaluates it for configuration ``choice``: a
     ``SearchSpaceObjective`` (e.g. ``TorchModelTuningObjective``, which takes θ itself and
     charges its training runs) bound with ``with_choice``; any other callable, which takes a

@@ -91,8 +91,15 @@ def test_forced_private_random_search_without_a_proxy_is_the_baseline_at_the_ful
         mu0 = result.runs[0].result.result.guarantee.details["per_trial_mu"]  # at most the bound's, within 0.1 %
         assert 0.999 < mu0 / per_trial_mu_for_epsilon(target_epsilon=2.0, target_delta=1e-5, mean_trials=12.0) <= 1.0
         same = _basin(_users(300, 1), [], "x")
-        plain = private_random_search(lambda X: same(BASIN.to_natural(X)), BASIN.bounds, mean_trials=12.0, per_trial_mu=mu0,
-                                      loss_clip=1.0, target_delta=1e-5, seed=child_seeds([5], 2)[0])
+        plain = private_random_search(
+            lambda X: same(BASIN.to_natural(X)),
+            BASIN.bounds,
+            mean_trials=12.0,
+            per_trial_mu=mu0,
+            loss_clip=1.0,
+            target_delta=1e-5,
+            seed=child_seeds([5], 2)[0],
+        )
     assert torch.equal(result.runs[0].result.theta, plain.theta)
     assert result.ledger.validation_epsilon(1e-5) == pytest.approx(2.0, rel=1e-9)
     assert result.guarantee.epsilon == pytest.approx(plain.guarantee.epsilon, rel=1e-12)
@@ -108,8 +115,17 @@ def test_forced_dp_hypo_is_refused_by_a_small_ledger_before_any_evaluation():
     assert log == []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = tune(private, BASIN, epsilon=3.0, delta=1e-5, seed=5, method="dp_hypo", num_iterations=2, loss_clip=1.0,
-                      progress=False)
+        result = tune(
+            private,
+            BASIN,
+            epsilon=3.0,
+            delta=1e-5,
+            seed=5,
+            method="dp_hypo",
+            num_iterations=2,
+            loss_clip=1.0,
+            progress=False,
+        )
     assert result.method == "dp_hypo" and result.ledger.validation_epsilon(1e-5) <= 3.0 * (1 + 1e-9)
     assert "DP-HyPO" in result.guarantee_report()
 

@@ -64,7 +64,9 @@ def test_configurations_are_enumerated_and_chosen_privately_at_exactly_the_targe
         warnings.simplefilter("ignore")
         result = tune(recording, MIXED, epsilon=3.0, delta=1e-5, seed=7, progress=False, **FAST)
     mu = gdp_mu(3.0, 1e-5)
-    assert result.guarantee.mu == pytest.approx(mu, rel=1e-12) and result.guarantee.epsilon == pytest.approx(3.0, rel=1e-9)
+    assert result.guarantee.mu == pytest.approx(mu, rel=1e-12) and result.guarantee.epsilon == pytest.approx(
+        3.0, rel=1e-9
+    )
     assert result.ledger.validation_mu() == pytest.approx(mu, rel=1e-12)  # the runs and the choice, all of it
     assert [r.configuration for r in result.runs] == [{"optimizer": "sgd"}, {"optimizer": "adam"}]
     run_mu = mu * math.sqrt(0.9 / 2)

@@ -8,16 +8,12 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from botorch_dp.privacy.ledger import PrivacyLedger
-from botorch_dp.training import DPSGDConfig, TrainingConfig
+from botorch_dp.training import TrainingConfig
 from botorch_dp.tuning import (
     Hyperparameter,
     SearchSpace,
     TorchModelTuningObjective,
     default_mlp_space,
-    estimate_training_noise_variance,
-    per_example_cross_entropy,
-    synthetic_like,
 )
 from botorch_dp.utils import torch_threads
 
@@ -119,7 +115,9 @@ def test_numpy_data_of_any_float_dtype_give_the_same_losses(data):
     assert torch.equal(objective(THETA), reference)
     assert objective.data.num_classes == 10 and objective.data.X_test is None
     # a float64 model trains on float64 data (no silent downcast)
-    objective64 = TorchModelTuningObjective(as_numpy, training=training, model_fn=lambda dropout: _Net(dropout=dropout).double())
+    objective64 = TorchModelTuningObjective(
+        as_numpy, training=training, model_fn=lambda dropout: _Net(dropout=dropout).double()
+    )
     losses = objective64(THETA[:1])
     params = objective64.space.to_natural(THETA[0])
     ref = _plain_loop(

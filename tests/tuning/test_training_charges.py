@@ -143,8 +143,10 @@ def test_dp_gibo_over_a_pool_charges_every_training_run_to_the_shared_ledger(amp
 def test_the_callers_ledger_records_every_run_on_a_dask_cluster(data):
     distributed = pytest.importorskip("distributed")
     ledger = PrivacyLedger()
-    with distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=1, dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=1, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         losses = evaluate_rows(_dpsgd(data, ledger, noise_seed=8), X2, executor=client.get_executor())
     serial_ledger = PrivacyLedger()
     serial = _dpsgd(data, serial_ledger, noise_seed=8)(X2)
@@ -195,7 +197,10 @@ def test_a_pickled_objective_carries_no_in_memory_ledger(data, tmp_path):
         worker.evaluate_charged(X2, tickets[:1])
     assert copy.deepcopy(objective).ledger is ledger and copy.copy(objective).ledger is ledger
     # the default model (an MLP) pickles too
-    assert pickle.loads(pickle.dumps(TorchModelTuningObjective(data, training=TRAINING))).model_fn().__class__ is nn.Sequential
+    assert (
+        pickle.loads(pickle.dumps(TorchModelTuningObjective(data, training=TRAINING))).model_fn().__class__
+        is nn.Sequential
+    )
     # a stored ledger travels by its address: a copy charges the same database
     stored = PrivacyLedger(storage=tmp_path / "ledger.db", dataset="toy")
     remote = pickle.loads(pickle.dumps(_dpsgd(data, stored)))
@@ -229,7 +234,9 @@ def test_objectives_sharing_a_ledger_and_a_prefix_never_reuse_a_run_id(data, tmp
     outer(X2[1:])
     ids = ledger().training_run_ids()
     assert ids == ["eval-0000", "eval-0001", "eval-0002"] and len(set(ids)) == 3
-    assert [r.run_id for r in outer.runs] == ["eval-0000", "eval-0002"] and [r.run_id for r in inner.runs] == ["eval-0001"]
+    assert [r.run_id for r in outer.runs] == ["eval-0000", "eval-0002"] and [r.run_id for r in inner.runs] == [
+        "eval-0001"
+    ]
 
 
 def test_a_taken_id_is_skipped_and_a_clashing_index_is_refused_before_training(data, monkeypatch):
@@ -297,7 +304,9 @@ def test_train_records_its_run_before_the_noise_and_a_failure_before_it_records_
     ledger = PrivacyLedger(training_delta=1e-5)
     seen = []
     real_train = tc.train_model
-    monkeypatch.setattr(tc, "train_model", lambda *a, **k: seen.append(ledger.training_run_ids()) or real_train(*a, **k))
+    monkeypatch.setattr(
+        tc, "train_model", lambda *a, **k: seen.append(ledger.training_run_ids()) or real_train(*a, **k)
+    )
     _dpsgd(data, ledger).train(X2[0], label="final")
     assert seen == [["eval-0000-final"]]  # recorded when DP-SGD started
     ledger = PrivacyLedger(training_delta=1e-5)

@@ -65,7 +65,7 @@ def test_an_interrupted_call_resumes_to_the_uninterrupted_result_and_records(tmp
     resumed = _tune(again, tmp_path / "cut", seed=7)
     # one call per step of each run and one per scored final point: the finished steps are not evaluated again
     assert again.calls == 2 * FAST["num_iterations"] + 2 - (fail_at - 1)
-    for a, b in zip(full.runs, resumed.runs):
+    for a, b in zip(full.runs, resumed.runs, strict=True):
         assert torch.equal(a.result.release.theta, b.result.release.theta) and a.noisy_score == b.noisy_score
     assert resumed.hyperparameters == full.hyperparameters and resumed.chosen == full.chosen
     assert _records(resumed) == _records(full)  # the same mechanisms recorded once each, none lost
@@ -80,7 +80,7 @@ def test_finished_runs_and_the_choice_are_read_back_not_redrawn(tmp_path):
     again = Objective()
     first = _tune(again, tmp_path)
     assert again.calls == 2  # only the two final points, for the scores
-    assert all(torch.equal(r.result.release.theta, s.theta) for r, s in zip(first.runs, stored))
+    assert all(torch.equal(r.result.release.theta, s.theta) for r, s in zip(first.runs, stored, strict=True))
     assert os.path.exists(tmp_path / SELECTION_FILE)
     third = Objective()
     second = _tune(third, tmp_path)  # a finished call: everything read back, nothing evaluated or drawn
@@ -135,7 +135,9 @@ def test_the_stored_arguments_hold_no_seed_and_a_damaged_choice_is_refused(tmp_p
 
 
 # ---------------------------------------------------------------- a torch objective with DP-SGD
-TORCH_SPACE = SearchSpace([Hyperparameter("lr", 1e-3, 1e-1, log_scale=True), Categorical("activation", ["relu", "tanh"])])
+TORCH_SPACE = SearchSpace(
+    [Hyperparameter("lr", 1e-3, 1e-1, log_scale=True), Categorical("activation", ["relu", "tanh"])]
+)
 
 
 def _torch_objective(fail_at=None):
@@ -153,13 +155,21 @@ def _torch_objective(fail_at=None):
         built.append(activation)
         if len(built) == fail_at:
             raise Interrupted(f"training {len(built)}")
-        return nn.Sequential(nn.Linear(4, 3), {"relu": nn.ReLU, "tanh": nn.Tanh}[activation](), nn.Linear(3, 2)).double()
+        return nn.Sequential(
+            nn.Linear(4, 3), {"relu": nn.ReLU, "tanh": nn.Tanh}[activation](), nn.Linear(3, 2)
+        ).double()
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the explicit DP-SGD noise seed (reproductions only)
-        objective = TorchModelTuningObjective((X[:40], y[:40], X[40:], y[40:]), TORCH_SPACE, model_fn=model_fn,
-                                              optimizer=torch.optim.SGD, training=TrainingConfig(epochs=1, batch_size=10),
-                                              dp_sgd=DPSGDConfig(noise_multiplier=1.5), noise_seed=1)
+        objective = TorchModelTuningObjective(
+            (X[:40], y[:40], X[40:], y[40:]),
+            TORCH_SPACE,
+            model_fn=model_fn,
+            optimizer=torch.optim.SGD,
+            training=TrainingConfig(epochs=1, batch_size=10),
+            dp_sgd=DPSGDConfig(noise_multiplier=1.5),
+            noise_seed=1,
+        )
     return objective, built
 
 
@@ -178,7 +188,7 @@ def test_a_dp_sgd_objective_resumes_in_a_new_process_with_every_training_charged
         run(cut, tmp_path / "cut")
     fresh, built = _torch_objective()  # a new process: a new objective, a new in-memory ledger
     resumed = run(fresh, tmp_path / "cut")
-    for a, b in zip(full.runs, resumed.runs):
+    for a, b in zip(full.runs, resumed.runs, strict=True):
         assert torch.equal(a.result.release.theta, b.result.release.theta) and a.noisy_score == b.noisy_score
     # configuration 0 is not trained again; the lost batch and the scores are
     assert len(built) < len(full_built) and built == full_built[len(full_built) - len(built):]
@@ -206,7 +216,7 @@ def test_a_planned_call_resumes_its_runs_with_the_stored_planned_settings(tmp_pa
     resumed = _tune(Objective(), tmp_path / "cut", **plan)
     assert proxy_calls == []  # both runs resumed from their checkpoints: nothing planned again
     assert all(r.plan is None for r in resumed.runs) and all(r.plan is not None for r in full.runs)
-    for a, b in zip(full.runs, resumed.runs):
+    for a, b in zip(full.runs, resumed.runs, strict=True):
         assert b.config.clip_bound == a.plan.config.clip_bound and b.config.step_size == a.plan.config.step_size
         assert torch.equal(a.result.release.theta, b.result.release.theta) and a.noisy_score == b.noisy_score
     assert _records(resumed) == _records(full)

@@ -77,7 +77,7 @@ def test_each_configuration_routes_its_values_and_every_training_is_counted():
     # run k's evaluations in order, then each run's final point trained once more for its score
     sizes = [r.result.release.evaluation_points.shape[0] for r in result.runs]
     starts = np.cumsum([0] + sizes)
-    for k, (r, a, b) in enumerate(zip(result.runs, starts[:-1], starts[1:])):
+    for k, (r, a, b) in enumerate(zip(result.runs, starts[:-1], starts[1:], strict=True)):
         # the integer arrives rounded, the continuous value in its bounds, the categoricals of the run's configuration
         natural = SPACE.to_natural(r.result.release.evaluation_points, choice=r.configuration)
         assert [(c["width"], c["activation"]) for c in natural] == recorder.models[a:b]
@@ -168,8 +168,12 @@ def test_a_torch_proxy_on_public_rows_plans_each_configuration_and_num_users_is_
     public = (torch.randn(40, 4, generator=g, dtype=torch.float64) + 1.5 * y[:, None], y,
               torch.randn(30, 4, generator=g, dtype=torch.float64) + 1.5 * yv[:, None], yv)
     proxy = objective.with_data(public, model_fn=public_recorder.model_fn, optimizer=public_recorder.optimizer)
-    result = _tune(objective, space, proxy=proxy, plan_options=dict(clip_quantiles=(0.9,), step_sizes=(0.2,), num_repeats=1,
-                                                            fit_kernel=False))
+    result = _tune(
+        objective,
+        space,
+        proxy=proxy,
+        plan_options=dict(clip_quantiles=(0.9,), step_sizes=(0.2,), num_repeats=1, fit_kernel=False),
+    )
     assert len(result.runs) == 2 and all(r.plan is not None for r in result.runs)
     for r in result.runs:  # each configuration was planned with its own categorical value, on public rows only
         assert (r.config.clip_bound, r.config.step_size) == (r.plan.config.clip_bound, r.plan.config.step_size)
@@ -199,7 +203,7 @@ def test_an_executor_trains_the_rows_and_the_caller_charges_them_as_in_a_serial_
     (serial, _), (pooled, pool) = results
     # every evaluated row went to the pool (the scores' final points are evaluated by tune itself)
     assert pool.submitted == sum(r.result.release.evaluation_points.shape[0] for r in pooled.runs) > 0
-    for a, b in zip(serial.runs, pooled.runs):
+    for a, b in zip(serial.runs, pooled.runs, strict=True):
         assert torch.equal(a.result.release.theta, b.result.release.theta) and a.noisy_score == b.noisy_score
     assert [(r.run_id, r.event) for r in pooled.ledger.training_records()] == \
         [(r.run_id, r.event) for r in serial.ledger.training_records()]
