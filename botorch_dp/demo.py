@@ -26,7 +26,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--iterations", type=int, default=25, help="T")
     parser.add_argument("--dim", type=int, default=15, help="d, number of length-scales")
     parser.add_argument("--n-total", type=int, default=2000, help="data points, split 50/50")
-    parser.add_argument("--bias-tolerance", type=float, default=0.5, help="adaptive batches: add points until tr Σ_D(θ) ≤ bias_tolerance")
+    parser.add_argument(
+        "--bias-tolerance",
+        type=float,
+        default=0.5,
+        help="adaptive batches: add points until tr Σ_D(θ) ≤ bias_tolerance",
+    )
     parser.add_argument(
         "--clip-bound", type=float, default=0.25,
         help="B (set on problem seed 2, where ~90%% of per-user gradient norms are below it)",
@@ -134,7 +139,7 @@ def _plot(path, release, iterate_losses, rs_curve, truth_loss, guarantee) -> Non
     ax.set_xlabel("number of evaluations")
     ax.set_ylabel("validation loss (non-private diagnostic)")
     ax.set_yscale("log")
-    ax.set_title("GP length-scale tuning, d = %d" % release.theta.shape[0])
+    ax.set_title(f"GP length-scale tuning, d = {release.theta.shape[0]}")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -222,13 +222,15 @@ def evaluate_rows(
     if isinstance(objective, ChargedObjective):
         tickets = list(objective.charge_rows(X))  # in this process, before any row trains
         groups = [(objective, g.detach().clone(), tickets[i:i + rows_per_task])
-                  for i, g in zip(range(0, X.shape[0], rows_per_task), X.split(rows_per_task))]
+                  for i, g in zip(range(0, X.shape[0], rows_per_task), X.split(rows_per_task), strict=True)]
         blocks = map_in_order(_evaluate_charged_group, groups, executor, max_in_flight=max_in_flight)
     else:
         groups = [(objective, g.detach().clone()) for g in X.split(rows_per_task)]
         blocks = map_in_order(_evaluate_group, groups, executor, max_in_flight=max_in_flight)
     widths = {b.shape[-1] for b in blocks}
-    if len(widths) != 1 or any(b.dim() != 2 or b.shape[0] != g[1].shape[0] for b, g in zip(blocks, groups)):
+    if len(widths) != 1 or any(
+        b.dim() != 2 or b.shape[0] != g[1].shape[0] for b, g in zip(blocks, groups, strict=True)
+    ):
         shapes = [tuple(b.shape) for b in blocks]
         raise ValueError(f"objective: each group of rows must give group x n losses with one n, got {shapes}.")
     return torch.cat(blocks)

@@ -120,7 +120,7 @@ def _rdp_spent(ledger: PrivacyLedger, delta: float, run_id: str | None) -> list[
     points, total, iteration = [], [0.0] * len(PrivacyLedger.RDP_ORDERS), 0
     for (_, label), curves in stages.items():
         for curve in curves:
-            total = [t + c for t, c in zip(total, curve)]
+            total = [t + c for t, c in zip(total, curve, strict=True)]
         iteration = steps.get(label, iteration)
         epsilon = rdp_curve_epsilon(total, PrivacyLedger.RDP_ORDERS, delta)[0]
         points.append(SpendingPoint(label, iteration, math.nan, epsilon))
@@ -306,7 +306,7 @@ def plot_run(
     if release.iterates.shape[-1] >= 2:
         panels.append("path")
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.5), squeeze=False)
-    for ax, panel in zip(axes[0], panels):
+    for ax, panel in zip(axes[0], panels, strict=True):
         if panel == "privacy":
             plot_privacy(optimizer, delta=delta, ax=ax)
         elif panel == "loss":
@@ -320,5 +320,5 @@ def plot_run(
 def _natural(space: SearchSpace, points: Tensor) -> Tensor:
     r"""``k x d`` points in natural units, columns in the space's order (public post-processing)."""
     s = space.to_search_units(points.reshape(-1, points.shape[-1]))
-    return torch.tensor([[float(h.natural(v)) for h, v in zip(space.relaxed, row)] for row in s.tolist()],
+    return torch.tensor([[float(h.natural(v)) for h, v in zip(space.relaxed, row, strict=True)] for row in s.tolist()],
                         dtype=torch.float64)

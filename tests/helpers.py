@@ -114,7 +114,7 @@ def read_timing_report(out: Path, name: str, argv: list[str]) -> tuple[dict, str
     report = json.loads((out / f"{name}.json").read_text())
     text = (out / f"{name}.md").read_text()
     assert report["command"] == shlex.join(["python", f"scripts/{name}.py", *argv])
-    age = datetime.datetime.now(datetime.timezone.utc) - datetime.datetime.fromisoformat(report["date"])
+    age = datetime.datetime.now(datetime.UTC) - datetime.datetime.fromisoformat(report["date"])
     assert datetime.timedelta(0) <= age < datetime.timedelta(hours=1), report["date"]
     machine = report["machine"]
     cpuinfo = Path("/proc/cpuinfo")

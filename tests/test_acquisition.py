@@ -191,8 +191,12 @@ def _transform(name, d):
         return InputStandardize(d)
     if name == "normalize_warp":  # non-affine: J depends on θ
         warp = Warp(d=d, indices=[0, 2]).to(F64)
-        warp.initialize(concentration0=torch.tensor([0.7, 1.8], dtype=F64), concentration1=torch.tensor([1.6, 0.8], dtype=F64))
-        return ChainedInputTransform(normalize=Normalize(d, bounds=torch.tensor([[1.0] * d, [8.0] * d], dtype=F64)), warp=warp)
+        warp.initialize(
+            concentration0=torch.tensor([0.7, 1.8], dtype=F64), concentration1=torch.tensor([1.6, 0.8], dtype=F64)
+        )
+        return ChainedInputTransform(
+            normalize=Normalize(d, bounds=torch.tensor([[1.0] * d, [8.0] * d], dtype=F64)), warp=warp
+        )
     raise ValueError(name)
 
 
@@ -218,7 +222,9 @@ def _fd_reduction(model, theta, Z, noise=1e-3):
     before = _fd_gradient_covariance(model, theta).trace()
     with torch.no_grad():
         model.posterior(theta[None])  # BoTorch builds its caches before conditioning
-        cond = model.condition_on_observations(Z, torch.zeros(Z.shape[0], 1, dtype=F64), noise=torch.full((Z.shape[0], 1), noise, dtype=F64))
+        cond = model.condition_on_observations(
+            Z, torch.zeros(Z.shape[0], 1, dtype=F64), noise=torch.full((Z.shape[0], 1), noise, dtype=F64)
+        )
     return before - _fd_gradient_covariance(cond, theta).trace()
 
 
@@ -239,7 +245,9 @@ def test_input_transforms_chain_rule_against_botorch(tf):
     for b in range(3):
         torch.testing.assert_close(values[b], _fd_reduction(model, theta, Z[b]), rtol=1e-5, atol=1e-9)
     # without the chain rule (the gradient in the model's own inputs) the value differs
-    assert not torch.isclose(acqf.current_trace, acqf.gradient_gp.posterior_trace(model.transform_inputs(theta[None])[0]), rtol=1e-2)
+    assert not torch.isclose(
+        acqf.current_trace, acqf.gradient_gp.posterior_trace(model.transform_inputs(theta[None])[0]), rtol=1e-2
+    )
 
 
 def test_normalize_against_derivative_kernel_brute_force():
@@ -273,7 +281,9 @@ def test_normalize_against_derivative_kernel_brute_force():
     Zg = Z[:1].clone().requires_grad_(True)
     (grad,) = torch.autograd.grad(acqf(Zg).sum(), Zg)
     h = 1e-6
-    fd = torch.stack([(acqf(Z[:1] + h * e) - acqf(Z[:1] - h * e)) / (2 * h) for e in torch.eye(2 * d, dtype=F64).reshape(-1, 2, d)])
+    fd = torch.stack(
+        [(acqf(Z[:1] + h * e) - acqf(Z[:1] - h * e)) / (2 * h) for e in torch.eye(2 * d, dtype=F64).reshape(-1, 2, d)]
+    )
     torch.testing.assert_close(grad.reshape(-1), fd.reshape(-1), rtol=1e-5, atol=1e-9)
 
 
@@ -314,7 +324,13 @@ def test_multi_output_and_model_list_sum_the_traces():
     bounds = torch.tensor([[1.0] * d, [8.0] * d], dtype=F64)
     multi = _gp(X, Y, kernel, input_transform=Normalize(d, bounds=bounds), outcome_transform=Standardize(m=2))
     singles = [
-        _gp(X, Y[:, k : k + 1], kernel[k], input_transform=Normalize(d, bounds=bounds), outcome_transform=Standardize(m=1))
+        _gp(
+            X,
+            Y[:, k : k + 1],
+            kernel[k],
+            input_transform=Normalize(d, bounds=bounds),
+            outcome_transform=Standardize(m=1),
+        )
         for k in range(2)
     ]
     theta = torch.tensor([4.0, 5.0, 3.0], dtype=F64)
@@ -355,7 +371,9 @@ def test_batched_and_multitask_models_refused_naming_the_alternative():
     with pytest.raises(NotImplementedError, match="ScalarizedPosteriorTransform"):
         from botorch.acquisition.objective import ExpectationPosteriorTransform
 
-        qGradientInformation(_gp(X, Y, make_kernel("rbf", d)), X[0], posterior_transform=ExpectationPosteriorTransform(n_w=2))
+        qGradientInformation(
+            _gp(X, Y, make_kernel("rbf", d)), X[0], posterior_transform=ExpectationPosteriorTransform(n_w=2)
+        )
 
 
 def test_changed_hyperparameters_are_recomputed():
@@ -425,7 +443,9 @@ def test_registered_input_constructor_builds_it_as_ax_does():
     data = SupervisedDataset(X, Y, feature_names=[f"x{i}" for i in range(d)], outcome_names=["y"])
     theta = [4.0, 5.0, 3.5]
     search_box = [(3.5, 4.5), (4.5, 5.5), (3.0, 4.0)]  # Ax: a list of (lower, upper) per parameter
-    acqf = _ax_style_acquisition(model, data, search_box, {"theta": theta}, ScalarizedPosteriorTransform(torch.ones(1, dtype=F64)))
+    acqf = _ax_style_acquisition(
+        model, data, search_box, {"theta": theta}, ScalarizedPosteriorTransform(torch.ones(1, dtype=F64))
+    )
     assert isinstance(acqf, qGradientInformation)
     torch.testing.assert_close(acqf.theta, torch.tensor(theta, dtype=F64))
     torch.manual_seed(0)
@@ -436,14 +456,21 @@ def test_registered_input_constructor_builds_it_as_ax_does():
     with torch.no_grad():
         assert value >= acqf(random).max() - 1e-12
     # the same as building it by hand
-    torch.testing.assert_close(acqf(cand[None]), qGradientInformation(model, torch.tensor(theta, dtype=F64))(cand[None]))
+    torch.testing.assert_close(
+        acqf(cand[None]), qGradientInformation(model, torch.tensor(theta, dtype=F64))(cand[None])
+    )
 
     with pytest.raises(ValueError, match="needs theta"):
         _ax_style_acquisition(model, data, search_box, {})
-    with pytest.raises(ValueError, match=r"outside bounds: theta\[0\] = 9 not in \[3.5, 4.5\]\. theta must be in the model.s input space"):
+    with pytest.raises(
+        ValueError,
+        match=r"outside bounds: theta\[0\] = 9 not in \[3.5, 4.5\]\. theta must be in the model.s input space",
+    ):
         _ax_style_acquisition(model, data, search_box, {"theta": [9.0, 5.0, 3.5]})
     with pytest.raises(ValueError, match="no objective or outcome constraints"):
-        get_acqf_input_constructor(qGradientInformation)(model=model, theta=theta, objective=lambda Y, X=None: Y[..., 0])
+        get_acqf_input_constructor(qGradientInformation)(
+            model=model, theta=theta, objective=lambda Y, X=None: Y[..., 0]
+        )
 
 
 @pytest.mark.parametrize("name", ["rbf", "matern52"])

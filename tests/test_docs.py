@@ -184,7 +184,9 @@ def test_the_site_config_documents_the_package_from_the_repository():
 
 
 def test_the_tutorial_pages_are_rendered_from_the_notebooks():
-    spec = importlib.util.spec_from_file_location("render_tutorial_pages", ROOT / "scripts" / "render_tutorial_pages.py")
+    spec = importlib.util.spec_from_file_location(
+        "render_tutorial_pages", ROOT / "scripts" / "render_tutorial_pages.py"
+    )
     render = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(render)
     expected = render.render_all()
@@ -208,7 +210,9 @@ def test_the_docs_say_which_test_command_to_use():
     for document in ("README.md", "docs/getting-started.md"):
         text = (ROOT / document).read_text("utf-8")
         assert "make test-fast" in text and "make test`" in text, document
-        assert re.search(r"while\s+(you\s+)?edit", text, re.IGNORECASE) and re.search(r"before\s+a\s+commit", text), document
+        assert re.search(r"while\s+(you\s+)?edit", text, re.IGNORECASE) and re.search(r"before\s+a\s+commit", text), (
+            document
+        )
 
 
 def _anchors(html: str) -> set[str]:

@@ -83,8 +83,16 @@ def _config() -> DPGIBOConfig:
     kernel = RBFKernel(ard_num_dims=D)
     kernel.lengthscale = 1.0
     return DPGIBOConfig(
-        kernel=kernel, bounds=torch.tensor([[-2.0] * D, [2.0] * D], dtype=torch.float64), num_iterations=2, privacy_mu=1.0,
-        clip_bound=1.0, batch_size=2, step_size=0.3, num_restarts=1, raw_samples=8, seed=11,
+        kernel=kernel,
+        bounds=torch.tensor([[-2.0] * D, [2.0] * D], dtype=torch.float64),
+        num_iterations=2,
+        privacy_mu=1.0,
+        clip_bound=1.0,
+        batch_size=2,
+        step_size=0.3,
+        num_restarts=1,
+        raw_samples=8,
+        seed=11,
     )
 
 

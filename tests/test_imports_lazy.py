@@ -123,3 +123,9 @@ def test_the_input_constructor_is_registered_when_botorch_loads_its_registry_lat
     done = subprocess.run([sys.executable, "-c", _ORDER], cwd=ROOT, capture_output=True, text=True, timeout=300,
                           check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_tuning_all_lists_exactly_its_lazy_names():
+    import botorch_dp.tuning as tuning
+
+    assert sorted(tuning.__all__) == sorted(tuning._LAZY_NAMES) == tuning.__all__

@@ -171,7 +171,15 @@ def composite_kernel(name: str, d: int = 3):
     raise ValueError(name)
 
 
-COMPOSITES = ["matern32", "rbf+poly", "rbf*poly", "rbf*poly3_active", "additive_matern_active", "scaled_matern_active", "matern32*rbf"]
+COMPOSITES = [
+    "matern32",
+    "rbf+poly",
+    "rbf*poly",
+    "rbf*poly3_active",
+    "additive_matern_active",
+    "scaled_matern_active",
+    "matern32*rbf",
+]
 
 
 def _autograd_cross(kernel, theta, X):
@@ -191,10 +199,10 @@ def _fd_prior(kernel, theta, h):
 
     H = torch.empty(d, d, dtype=theta.dtype)
     for j in range(d):
-        for l in range(d):
-            H[j, l] = (
-                k(theta + E[j], theta + E[l]) - k(theta + E[j], theta - E[l])
-                - k(theta - E[j], theta + E[l]) + k(theta - E[j], theta - E[l])
+        for m in range(d):
+            H[j, m] = (
+                k(theta + E[j], theta + E[m]) - k(theta + E[j], theta - E[m])
+                - k(theta - E[j], theta + E[m]) + k(theta - E[j], theta - E[m])
             ) / (4 * h * h)
     return H
 
@@ -234,7 +242,9 @@ def test_matern32_closed_form_prior():
     kernel = composite_kernel("matern32", d)
     ls = kernel.base_kernel.lengthscale.detach().reshape(-1)
     expected = 3 * kernel.outputscale.detach() * torch.diag(ls**-2)
-    torch.testing.assert_close(KernelDerivatives(kernel).prior(torch.rand(2, d, dtype=torch.float64)), expected.expand(2, d, d))
+    torch.testing.assert_close(
+        KernelDerivatives(kernel).prior(torch.rand(2, d, dtype=torch.float64)), expected.expand(2, d, d)
+    )
 
 
 def test_matern12_refused_with_reason():

@@ -243,8 +243,12 @@ def _pair_cases() -> dict[str, dict]:
     return cases
 
 
-NOISY_GD = [(s, sel) for s in ("fixed", "adaptive_norm") for sel in ("last", "min_noisy_norm", "exponential", "noisy_loss")
-            if not (s == "fixed" and sel == "min_noisy_norm")]
+NOISY_GD = [
+    (s, sel)
+    for s in ("fixed", "adaptive_norm")
+    for sel in ("last", "min_noisy_norm", "exponential", "noisy_loss")
+    if not (s == "fixed" and sel == "min_noisy_norm")
+]
 
 
 def _pin(name: str, overrides: dict) -> dict:

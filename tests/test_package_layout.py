@@ -128,7 +128,10 @@ def test_the_cycle_finder_sees_a_lazy_and_a_type_checking_cycle(tmp_path):
     (pkg / "sub" / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .d import X\n")
     (pkg / "sub" / "d.py").write_text("from botorch_dp.sub.c import Y\n")
     modules = {_module_name_in(tmp_path, p): p for p in sorted(pkg.rglob("*.py"))}
-    assert cycles(import_graph(modules)) == [["botorch_dp.sub.a", "botorch_dp.sub.b"], ["botorch_dp.sub.c", "botorch_dp.sub.d"]]
+    assert cycles(import_graph(modules)) == [
+        ["botorch_dp.sub.a", "botorch_dp.sub.b"],
+        ["botorch_dp.sub.c", "botorch_dp.sub.d"],
+    ]
 
 
 def _module_name_in(root: Path, path: Path) -> str:
@@ -138,10 +141,16 @@ def _module_name_in(root: Path, path: Path) -> str:
 
 # ---------------------------------------------------------------------- the package
 def test_no_module_is_over_the_limit_except_the_listed_ones_which_only_shrink():
-    sizes = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in _modules(PACKAGE, HARNESS).values()}
-    assert any(path.startswith("benchmarks/") for path in sizes) and any(path.startswith("botorch_dp/") for path in sizes)
+    sizes = {
+        p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in _modules(PACKAGE, HARNESS).values()
+    }
+    assert any(path.startswith("benchmarks/") for path in sizes) and any(
+        path.startswith("botorch_dp/") for path in sizes
+    )
     over = {path: n for path, n in sizes.items() if n > MAX_LINES}
-    assert set(over) <= set(OVER_THE_LIMIT), f"new modules over {MAX_LINES} lines: {sorted(set(over) - set(OVER_THE_LIMIT))}"
+    assert set(over) <= set(OVER_THE_LIMIT), (
+        f"new modules over {MAX_LINES} lines: {sorted(set(over) - set(OVER_THE_LIMIT))}"
+    )
     for path, listed in OVER_THE_LIMIT.items():
         assert path in over, f"{path} is within the limit now: remove it from OVER_THE_LIMIT"
         assert over[path] <= listed, f"{path} grew from {listed} to {over[path]} lines"
@@ -253,7 +262,9 @@ def _option_comparisons(tree: ast.AST) -> list[str]:
     r"""Comparisons and ``if``-tests that read an option field of the config (``c.x``, ``config.x``)."""
     found: set[str] = set()
     for node in ast.walk(tree):
-        tests = [node] if isinstance(node, ast.Compare) else [node.test] if isinstance(node, (ast.If, ast.IfExp)) else []
+        tests = (
+            [node] if isinstance(node, ast.Compare) else [node.test] if isinstance(node, (ast.If, ast.IfExp)) else []
+        )
         for test in tests:
             for sub in ast.walk(test):
                 if isinstance(sub, ast.Attribute) and sub.attr in OPTION_FIELDS:
@@ -269,4 +280,6 @@ def test_dp_gibo_is_a_thin_loop_that_compares_no_option_field():
     assert _option_comparisons(ast.parse(source)) == []
     tampered = source.replace("        s, o, plan = self.state", "        if self.config.clip_bound == 'adaptive':\n"
                                                                    "            pass\n        s, o, plan = self.state")
-    assert tampered != source and [c.split(": ")[1] for c in _option_comparisons(ast.parse(tampered))] == [".clip_bound"]
+    assert tampered != source and [c.split(": ")[1] for c in _option_comparisons(ast.parse(tampered))] == [
+        ".clip_bound"
+    ]
