@@ -11,7 +11,7 @@ from botorch_dp.problems import HuberRegression
 
 
 def _huber_scalar(theta, x, y, c=1.0):
-    r = y - sum(a * b for a, b in zip(x, theta))
+    r = y - sum(a * b for a, b in zip(x, theta, strict=True))
     rho = 0.5 * r * r if abs(r) <= c else c * abs(r) - 0.5 * c * c
     return rho * min(1.0, 2.0 / sum(a * a for a in x))
 
@@ -23,7 +23,7 @@ def test_huber_against_scalar_reimplementation():
     Y = problem(X)
     assert Y.shape == (3, 100)
     for j, theta in enumerate(X.tolist()):
-        expected = [_huber_scalar(theta, x, y) for x, y in zip(xs, ys)]
+        expected = [_huber_scalar(theta, x, y) for x, y in zip(xs, ys, strict=True)]
         np.testing.assert_allclose(Y[j].numpy(), expected, rtol=1e-12, atol=1e-14)
     # Both branches of ρ_c are exercised.
     r = (problem.responses - X @ problem.covariates.T).abs()

@@ -51,8 +51,8 @@ def test_logistic_losses_brute_force_and_total():
     y = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 0.0], dtype=torch.float64)
     out = lr.logistic_losses(u, y, loss_cap=3.0)
     brute = [min(math.log1p(math.exp(-ui)) if yi else math.log1p(math.exp(ui)), 3.0) if abs(ui) < 50 else None
-             for ui, yi in zip(u.tolist(), y.tolist())]
-    for got, want in zip(out.tolist(), brute):
+             for ui, yi in zip(u.tolist(), y.tolist(), strict=True)]
+    for got, want in zip(out.tolist(), brute, strict=True):
         if want is not None:
             assert got == pytest.approx(want, rel=1e-12)
     assert out.tolist()[0] == 3.0 and out.tolist()[4] == 3.0  # huge wrong margins: capped
@@ -95,7 +95,7 @@ def test_every_evaluation_is_one_ledger_entry_with_its_exact_curve(small_synthet
     final = obj.train(torch.tensor([0.3]), label="final", budget_weight=2.0)
     assert ledger.training_run_ids() == ["amp-0000", "amp-0001", "amp-0002", "amp-0003-final"] == obj.run_ids
     ref = budget.rdp_values()
-    for run_id, result, weight in zip(obj.run_ids, obj.results, (1, 1, 1, 2)):
+    for run_id, result, weight in zip(obj.run_ids, obj.results, (1, 1, 1, 2), strict=True):
         entry = ledger.training_mechanisms[run_id]
         expected = amp_rdp(ORDERS, **result.config.privacy_parameters)
         assert np.allclose(entry.rdp, expected, rtol=1e-12, atol=0) and np.all(expected <= weight * ref)
@@ -110,7 +110,7 @@ def test_every_evaluation_is_one_ledger_entry_with_its_exact_curve(small_synthet
 def test_losses_are_the_validation_users_losses_of_the_released_model(cancer, budget):
     obj = _objective(cancer, budget, loss_cap=2.0)
     losses = obj(torch.tensor([[0.05], [0.7]], dtype=torch.float64))
-    for row, result in zip(losses, obj.results):
+    for row, result in zip(losses, obj.results, strict=True):
         theta = result.theta.numpy()
         X = np.hstack([cancer.X_val.numpy(), np.ones((obj.num_users, 1))])  # unit rows + bias
         u = X @ theta

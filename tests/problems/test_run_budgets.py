@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import botorch_dp.problems.run_budgets as rb
+from botorch_dp.privacy.accountants import dp_sgd_rdp
 from botorch_dp.privacy.analysis.objective_perturbation import amp_rdp
 from botorch_dp.privacy.analysis.private_selection import private_selection_epsilon_generic
 from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS, rdp_curve_epsilon
-from botorch_dp.privacy.accountants import dp_sgd_rdp
 
 ORDERS = np.asarray(DEFAULT_RDP_ORDERS)
 AMP = dict(clip=math.sqrt(2.0), beta=0.5, tau=5e-4, sigma_out=0.15)
