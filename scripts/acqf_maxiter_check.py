@@ -136,11 +136,11 @@ def summary(rows: list[dict], caps: list[int | None]) -> str:
         cells = [str(dim), str(len(seeds))] + [format_mean_se(loss[n], 3) for n in names]
         cells += [f"{statistics.median(wall[n]):.3g}" for n in names]
         for n in names[1:]:
-            diff = [a - b for a, b in zip(loss[n], loss[ref])]
+            diff = [a - b for a, b in zip(loss[n], loss[ref], strict=True)]
             mean, se = mean_se(diff)
             cells.append(f"{mean:+.3g} ± {se:.2g} ({statistics.median(diff):+.3g})")
         for n in names[1:]:
-            cells.append(f"{sum(a <= b for a, b in zip(loss[n], loss[ref]))}/{len(seeds)}")
+            cells.append(f"{sum(a <= b for a, b in zip(loss[n], loss[ref], strict=True))}/{len(seeds)}")
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("\nWall times are medians per run (one torch thread per run with --workers).")
     lines += ["", "Per seed, final loss (" + " / ".join(f"cap {n}" for n in names) + "):", ""]

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{'mechanism':<30} {'claimed μ':>10} {'empirical μ':>12} {'95% lower':>10} {'runs/dataset':>13} "
             f"{'seconds':>8}"
         )
-        for r, result in zip(rows, results):
+        for r, result in zip(rows, results, strict=True):
             seconds = "" if result.seconds is None else f"{result.seconds:.1f}"
             print(
                 f"{r['mechanism']:<30} {r['claimed_mu']:>10.3f} {r['empirical_mu']:>12.3f} "

@@ -98,9 +98,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
         args.dims, args.noises, args.seeds = [3], [1e-4], 1
     with torch_threads(args.threads), warnings.catch_warnings():  # restored when main returns (tests)
         warnings.simplefilter("ignore")
-        print(f"# batch selection: {platform.machine()}, torch {torch.__version__}, {args.threads} thread(s), "
-              f"optimize_acqf raw_samples={args.raw_samples}, num_restarts={args.num_restarts}, bias_tolerance={args.bias_tolerance}, "
-              f"{args.seeds} seed(s), medians over seeds")
+        print(
+            f"# batch selection: {platform.machine()}, torch {torch.__version__}, {args.threads} thread(s), "
+            f"optimize_acqf raw_samples={args.raw_samples}, num_restarts={args.num_restarts}, "
+            f"bias_tolerance={args.bias_tolerance}, "
+            f"{args.seeds} seed(s), medians over seeds"
+        )
         print()
         print("| d | σ² | selection | fixed b=d+1: trace left | time (s) | adaptive it.1: points / trace | "
               "time (s) | adaptive it.2: points / trace | time (s) |")

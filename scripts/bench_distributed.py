@@ -106,7 +106,9 @@ def run_steps(partitions, num_users: int, dim: int, points: int, iterations: int
 def _in_process(num_users: int, dim: int, points: int, iterations: int, seed: int) -> dict:
     r"""The in-process setup, run in a fresh process with one torch thread."""
     torch.set_num_threads(1)
-    out = run_steps(InProcessPartitions([SyntheticUsers(num_users, dim, seed)]), num_users, dim, points, iterations, seed)
+    out = run_steps(
+        InProcessPartitions([SyntheticUsers(num_users, dim, seed)]), num_users, dim, points, iterations, seed
+    )
     out["peak_rss"] = [_peak_rss_bytes()]
     return out
 

@@ -145,8 +145,11 @@ def _git_head() -> str | None:
 
 def machine() -> dict:
     return {
-        "platform": platform.platform(), "machine": platform.machine(), "processor": platform.processor() or None,
-        "cpu_count": os.cpu_count(), "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
 
@@ -179,18 +182,29 @@ def ratios(summaries: list[dict]) -> dict:
 
 def render(report: dict) -> str:
     lines = [
-        "# Import time: `botorch_dp` against `botorch` (issue 33, item 4)", "",
-        f"Command: `{report['command']}`", "",
-        f"Date: {report['date']}; measured tree: `{report['git_head']}`", "",
+        "# Import time: `botorch_dp` against `botorch` (issue 33, item 4)",
+        "",
+        f"Command: `{report['command']}`",
+        "",
+        f"Date: {report['date']}; measured tree: `{report['git_head']}`",
+        "",
         "Machine: {platform}, {cpu_count} CPUs ({cpus_usable} usable), load average {load}".format(
-            load=" / ".join(f"{x:.2f}" for x in report["machine"]["load_average"] or []), **report["machine"]),
-        "(at the start; at the end {}).".format(" / ".join(f"{x:.2f}" for x in report["load_average_end"] or [])), "",
-        "Python {python}, torch {torch} ({torch_threads} threads, OMP_NUM_THREADS={OMP_NUM_THREADS}), botorch {botorch}, "
-        "gpytorch {gpytorch}, scipy {scipy}.".format(**report["versions"]), "",
-        (f"Each statement in a fresh `python -c`, timed inside the child with `time.perf_counter` around the "
-         f"statement; {'one warm-up each, then ' if report['warm_up'] else 'no warm-up, '}{report['repeats']} "
-         f"repeat(s) in alternating order; medians."), "",
-        "| statement | median (s) | min (s) | max (s) | process wall, median (s) | modules loaded | × `import botorch` |",
+            load=" / ".join(f"{x:.2f}" for x in report["machine"]["load_average"] or []), **report["machine"]
+        ),
+        "(at the start; at the end {}).".format(" / ".join(f"{x:.2f}" for x in report["load_average_end"] or [])),
+        "",
+        "Python {python}, torch {torch} ({torch_threads} threads, OMP_NUM_THREADS={OMP_NUM_THREADS}), "
+        "botorch {botorch}, "
+        "gpytorch {gpytorch}, scipy {scipy}.".format(**report["versions"]),
+        "",
+        (
+            f"Each statement in a fresh `python -c`, timed inside the child with `time.perf_counter` around the "
+            f"statement; {'one warm-up each, then ' if report['warm_up'] else 'no warm-up, '}{report['repeats']} "
+            f"repeat(s) in alternating order; medians."
+        ),
+        "",
+        "| statement | median (s) | min (s) | max (s) | process wall, median (s) | modules loaded "
+        "| × `import botorch` |",
         "|---|---|---|---|---|---|---|",
     ]
     for s in report["targets"]:
@@ -201,9 +215,14 @@ def render(report: dict) -> str:
     verdict = "met" if report["meets_goal"] else "NOT met"
     lines += ["", f"`import botorch_dp` / `import botorch` = **{report['ratio']:.3f}** (goal ≤ {GOAL}: {verdict})."]
     rel = report["ratios"]
-    lines += ["", (f"`from botorch_dp import *` / `import botorch` = {rel['botorch_dp public names']:.2f}: every public "
-                   "name loaded (the package imports them on first access, so this is what a user of `DPGIBO` or "
-                   "`qGradientInformation` pays once).")]
+    lines += [
+        "",
+        (
+            f"`from botorch_dp import *` / `import botorch` = {rel['botorch_dp public names']:.2f}: every public "
+            "name loaded (the package imports them on first access, so this is what a user of `DPGIBO` or "
+            "`qGradientInformation` pays once)."
+        ),
+    ]
     if "botorch AcquisitionFunction" in rel:
         lines += ["", (f"`from botorch.acquisition import AcquisitionFunction` / `import botorch` = "
                        f"{rel['botorch AcquisitionFunction']:.2f}: the floor of any BoTorch acquisition function, "
@@ -246,10 +265,18 @@ def main(argv: list[str] | None = None) -> dict:
     report = {
         "command": shlex.join(["python", "scripts/bench_import.py", *argv]),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "git_head": _git_head(), "compare": None if not args.compare else {"ref": args.compare, "commit": compare_commit},
-        "machine": started, "load_average_end": machine()["load_average"], "versions": versions(),
-        "repeats": args.repeats, "warm_up": not args.quick, "goal": GOAL, "targets": summaries, "ratios": rel,
-        "ratio": rel["botorch_dp"], "meets_goal": rel["botorch_dp"] <= GOAL,
+        "git_head": _git_head(),
+        "compare": None if not args.compare else {"ref": args.compare, "commit": compare_commit},
+        "machine": started,
+        "load_average_end": machine()["load_average"],
+        "versions": versions(),
+        "repeats": args.repeats,
+        "warm_up": not args.quick,
+        "goal": GOAL,
+        "targets": summaries,
+        "ratios": rel,
+        "ratio": rel["botorch_dp"],
+        "meets_goal": rel["botorch_dp"] <= GOAL,
     }
     text = render(report)
     print(text)

@@ -60,7 +60,7 @@ def compare(*, seeds: int, quick: bool = False, privacy_mu: float = 1.0) -> list
                 "problem": name, "schedule": schedule, "T_max": T, "seeds": seeds, "mean_excess_loss": float(t.mean()),
                 "se": se, "mean_steps": sum(steps) / seeds, "excess_losses": losses,
             })
-        wins = sum(a < f for a, f in zip(excess["adaptive_norm"], excess["fixed"]))
+        wins = sum(a < f for a, f in zip(excess["adaptive_norm"], excess["fixed"], strict=True))
         rows[-1]["adaptive_wins"] = wins
     return rows
 

@@ -111,7 +111,7 @@ def run_task(name: str, args: argparse.Namespace) -> dict:
     recommended = comparison.scores[comparison.best].name
     ran = {k: v for k, v in methods.items() if "private_mean" in v}
     best_private = min(ran, key=lambda k: ran[k]["private_mean"])
-    diffs = [a - b for a, b in zip(ran[recommended]["private_losses"], ran["dp_gibo"]["private_losses"])]
+    diffs = [a - b for a, b in zip(ran[recommended]["private_losses"], ran["dp_gibo"]["private_losses"], strict=True)]
     return {"task": name, "num_users": n, "dim": config.bounds.shape[1], "recommended": recommended,
             "best_on_private_task": best_private, "plan_seconds": plan_seconds, "methods": methods,
             "recommended_minus_dp_gibo": statistics.fmean(diffs), "recommended_minus_dp_gibo_se": _se(diffs),
@@ -122,12 +122,17 @@ def markdown(report: dict) -> str:
     m = report["meta"]
     fmt = lambda v, se: f"{v:.4g}" + ("" if se is None else f" ± {se:.2g}")  # noqa: E731
     lines = [
-        "# The planner's method choice, checked on the private task", "",
-        f"Command: `{m['command']}`  ", f"Machine: {m['machine']}, {m['cpus']} CPUs, {m['threads']} torch thread(s); "
-        f"Python {m['python']}, torch {m['torch']}; {m['date']}", "",
-        f"ε = {m['epsilon']:g}, δ = 1e-5; the plan: {PROXY_USERS} public proxy users, {m['plan_repeats']} paired repeats; "
+        "# The planner's method choice, checked on the private task",
+        "",
+        f"Command: `{m['command']}`  ",
+        f"Machine: {m['machine']}, {m['cpus']} CPUs, {m['threads']} torch thread(s); "
+        f"Python {m['python']}, torch {m['torch']}; {m['date']}",
+        "",
+        f"ε = {m['epsilon']:g}, δ = 1e-5; the plan: {PROXY_USERS} public proxy users, "
+        f"{m['plan_repeats']} paired repeats; "
         f"then each method privately on the private users with {len(m['seeds'])} paired seeds. Private loss: the "
-        "private users' mean loss at the release (NON-PRIVATE diagnostic). See the script's docstring for the tasks.", "",
+        "private users' mean loss at the release (NON-PRIVATE diagnostic). See the script's docstring for the tasks.",
+        "",
         "| task | d | n | recommended | best on the private task | DP-GIBO | private random search | DP-HyPO | "
         "recommended − DP-GIBO (paired) | wins |",
         "|---|---:|---:|---|---|---:|---:|---:|---:|---:|",
@@ -137,9 +142,12 @@ def markdown(report: dict) -> str:
         for k in ("dp_gibo", "private_random_search", "dp_hypo"):
             e = t["methods"].get(k, {})
             cells.append(fmt(e["private_mean"], e["private_se"]) if "private_mean" in e else "not run")
-        lines.append(f"| {t['task']} | {t['dim']} | {t['num_users']} | {t['recommended']} | {t['best_on_private_task']} | "
-                     + " | ".join(cells) + f" | {fmt(t['recommended_minus_dp_gibo'], t['recommended_minus_dp_gibo_se'])} | "
-                     f"{t['recommended_wins_over_dp_gibo']}/{len(m['seeds'])} |")
+        lines.append(
+            f"| {t['task']} | {t['dim']} | {t['num_users']} | {t['recommended']} | {t['best_on_private_task']} | "
+            + " | ".join(cells)
+            + f" | {fmt(t['recommended_minus_dp_gibo'], t['recommended_minus_dp_gibo_se'])} | "
+            f"{t['recommended_wins_over_dp_gibo']}/{len(m['seeds'])} |"
+        )
     lines.append("")
     for t in report["tasks"]:
         lines += [f"Plan on the proxy, {t['task']} ({t['plan_seconds']:.0f} s):", "", "```", t["table"], "```", ""]
@@ -166,7 +174,7 @@ def main(argv: list[str] | None = None) -> dict:
                              shlex.join(argv if argv is not None else sys.argv[1:])]).rstrip(),
         "machine": platform.machine() + " " + platform.processor(), "cpus": os.cpu_count(), "threads": args.threads,
         "python": platform.python_version(), "torch": torch.__version__,
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "epsilon": args.epsilon, "seeds": args.seeds, "plan_repeats": args.plan_repeats,
     }
     args.out.mkdir(parents=True, exist_ok=True)

@@ -13,8 +13,8 @@ task per seed. Privacy noise comes from the seed (a reproduction; never for a re
 
 Usage::
 
-    python scripts/compare_tune_strategies.py                       # K = 4, 16; d = 4; 5 seeds; reports/tune_strategies.*
-    python scripts/compare_tune_strategies.py --quick --out /tmp    # K = 3, 1 seed (CI)
+    python scripts/compare_tune_strategies.py                     # K = 4, 16; d = 4; 5 seeds; reports/tune_strategies.*
+    python scripts/compare_tune_strategies.py --quick --out /tmp  # K = 3, 1 seed (CI)
 """
 
 from __future__ import annotations
@@ -78,13 +78,22 @@ def run(args: argparse.Namespace) -> dict:
                     result = tune(objective, space, epsilon=args.epsilon, delta=args.delta, seed=seed, progress=False,
                                   strategy=strategy, mean_trials=args.mean_trials, num_iterations=args.iterations,
                                   clip_bound=1.0, raw_samples=16, num_restarts=1)
-                rows.append({
-                    "choices": num_choices, "seed": seed, "strategy": strategy,
-                    "true_loss": true_loss(result.hyperparameters), "best_offset": best,
-                    "chose_best_choice": result.hyperparameters["choice"] == min(
-                        space.categoricals[0].choices, key=lambda c: true_loss({**result.hyperparameters, "choice": c})),
-                    "epsilon": result.guarantee.epsilon, "seconds": time.perf_counter() - start,
-                })
+                rows.append(
+                    {
+                        "choices": num_choices,
+                        "seed": seed,
+                        "strategy": strategy,
+                        "true_loss": true_loss(result.hyperparameters),
+                        "best_offset": best,
+                        "chose_best_choice": result.hyperparameters["choice"]
+                        == min(
+                            space.categoricals[0].choices,
+                            key=lambda c: true_loss({**result.hyperparameters, "choice": c}),
+                        ),
+                        "epsilon": result.guarantee.epsilon,
+                        "seconds": time.perf_counter() - start,
+                    }
+                )
     return {"rows": rows, "summary": summarize(rows, args)}
 
 
@@ -109,22 +118,28 @@ def summarize(rows: list[dict], args: argparse.Namespace) -> list[dict]:
 def markdown(report: dict) -> str:
     m = report["meta"]
     lines = [
-        "# tune: enumerate vs sample (categorical configurations)", "",
-        f"Command: `{m['command']}`  ", f"Machine: {m['machine']}, {m['cpus']} CPUs, {m['threads']} torch thread(s); "
-        f"Python {m['python']}, torch {m['torch']}; {m['date']}", "",
+        "# tune: enumerate vs sample (categorical configurations)",
+        "",
+        f"Command: `{m['command']}`  ",
+        f"Machine: {m['machine']}, {m['cpus']} CPUs, {m['threads']} torch thread(s); "
+        f"Python {m['python']}, torch {m['torch']}; {m['date']}",
+        "",
         f"Synthetic task (see the script's docstring): d = {m['dim']} continuous + one categorical with K choices, "
         f"n = {m['users']} users, ε = {m['epsilon']:g}, δ = {m['delta']:g}, T = {m['iterations']} per run, "
         f"E[K_trials] = {m['mean_trials']:g} for sample; {len(m['seeds'])} paired seeds. True loss: NON-PRIVATE "
-        "diagnostic (the best choice's offset is 0).", "",
-        "| K | enumerate: true loss | sample: true loss | enumerate − sample (paired) | enumerate wins | s per call (enum / sample) |",
+        "diagnostic (the best choice's offset is 0).",
+        "",
+        "| K | enumerate: true loss | sample: true loss | enumerate − sample (paired) | enumerate wins "
+        "| s per call (enum / sample) |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
     fmt = lambda v, se: f"{v:.3f}" + ("" if se is None else f" ± {se:.3f}")  # noqa: E731
     for e in report["summary"]:
         lines.append(
             f"| {e['choices']} | {fmt(e['enumerate']['mean_true_loss'], e['enumerate']['se'])} | "
-            f"{fmt(e['sample']['mean_true_loss'], e['sample']['se'])} | {fmt(e['paired_difference'], e['paired_se'])} | "
-            f"{e['enumerate_wins']}/{len(m['seeds'])} | {e['enumerate']['seconds']:.1f} / {e['sample']['seconds']:.1f} |"
+            f"{fmt(e['sample']['mean_true_loss'], e['sample']['se'])} | "
+            f"{fmt(e['paired_difference'], e['paired_se'])} | {e['enumerate_wins']}/{len(m['seeds'])} | "
+            f"{e['enumerate']['seconds']:.1f} / {e['sample']['seconds']:.1f} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -152,7 +167,7 @@ def main(argv: list[str] | None = None) -> dict:
                              shlex.join(argv if argv is not None else sys.argv[1:])]).rstrip(),
         "machine": platform.machine() + " " + platform.processor(), "cpus": os.cpu_count(), "threads": args.threads,
         "python": platform.python_version(), "torch": torch.__version__,
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         **{k: getattr(args, k) for k in ("dim", "users", "epsilon", "delta", "iterations", "mean_trials", "seeds")},
     }
     args.out.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,8 @@ UNIFORM θ of an independent draw (problem seed ``pilot_seed``; now ``pilot_at="
 d = 15 that gave B = 4.7 where the other d got 0.65–2.9, and DP-GIBO lost to private random
 search there on 4/5 seeds while non-private GIBO did not. This script makes the same pilot
 around the run's public start θ₀ (the box centre, now the experiment's default) instead, and
-runs, side by side on the same seeds, DP-GIBO with each B and private random search (the experiment's settings, μ = 1, same budget). Both pilots use only
+runs, side by side on the same seeds, DP-GIBO with each B and private random search (the experiment's
+settings, μ = 1, same budget). Both pilots use only
 the public draw, so both runs keep the μ = 1 guarantee. Losses are NON-PRIVATE diagnostics.
 
 Usage::

@@ -104,7 +104,9 @@ MIN_NOISE_VARIANCE = 1e-4
 #: Name of the child stream of ``--seed`` that draws the pilot's public points.
 PILOT_POINTS_STREAM = 1
 #: ``--optimizer`` choices: torch optimizers that take ``lr`` and ``weight_decay``.
-OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "rmsprop": torch.optim.RMSprop}
+OPTIMIZERS = {
+    "sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "rmsprop": torch.optim.RMSprop,
+}
 #: Training runs besides DP-GIBO's evaluations: the final model and the diagnostic baseline.
 EXTRA_TRAINING_RUNS = 2
 
@@ -115,12 +117,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g = p.add_argument_group("privacy of the validation data (DP-GIBO)")
     target = g.add_mutually_exclusive_group()
-    target.add_argument("--mu", type=float, default=None, help="GDP budget μ on the validation users (default 1; inf: non-private)")
+    target.add_argument(
+        "--mu", type=float, default=None, help="GDP budget μ on the validation users (default 1; inf: non-private)"
+    )
     target.add_argument(
         "--epsilon", type=float, default=None,
         help="target ε on the validation users at --delta, instead of --mu (μ by exact GDP inversion)",
     )
-    g.add_argument("--delta", type=float, default=1e-5, help="δ of the targets, at which ε is reported (both guarantees)")
+    g.add_argument(
+        "--delta", type=float, default=1e-5, help="δ of the targets, at which ε is reported (both guarantees)"
+    )
     g.add_argument("--iterations", type=int, default=10, help="T, number of noisy gradient steps")
     g.add_argument(
         "--clip-bound", type=float, default=5.0,
@@ -149,7 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--epochs", type=int, default=10)
     t.add_argument("--train-batch-size", type=int, default=64)
     t.add_argument("--hidden", type=int, nargs="+", default=[64], help="hidden-layer widths")
-    t.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="sgd", help="torch optimizer (lr and weight decay tuned)")
+    t.add_argument(
+        "--optimizer", choices=sorted(OPTIMIZERS), default="sgd", help="torch optimizer (lr and weight decay tuned)"
+    )
     t.add_argument("--threads", type=int, default=1, help="torch threads (small models: 1 is fastest)")
 
     d = p.add_argument_group("privacy of the training data (DP-SGD)")
@@ -253,7 +261,9 @@ def _run(args: argparse.Namespace) -> dict:
             target_delta=args.delta, planned_runs=planned_runs,
         )
     elif args.dp_train:
-        dp_sgd = DPSGDConfig(1.0 if args.dp_noise_multiplier is None else args.dp_noise_multiplier, args.dp_max_grad_norm)
+        dp_sgd = DPSGDConfig(
+            1.0 if args.dp_noise_multiplier is None else args.dp_noise_multiplier, args.dp_max_grad_norm
+        )
     ledger = PrivacyLedger(training_accountant=args.training_accountant, training_delta=args.delta)
     objective = TorchModelTuningObjective(
         data, space, optimizer=OPTIMIZERS[args.optimizer], training=training, dp_sgd=dp_sgd, ledger=ledger,
@@ -303,7 +313,10 @@ def _run(args: argparse.Namespace) -> dict:
     }
     if dp_sgd is not None:  # args.dp_train
         trained = objective.training_report(args.delta)
-        assert trained["epsilon"] == report["training"]["epsilon"] and trained["num_runs"] == report["training"]["num_runs"]
+        assert (
+            trained["epsilon"] == report["training"]["epsilon"]
+            and trained["num_runs"] == report["training"]["num_runs"]
+        )
         training_guarantee = {
             "data": f"training split ({len(data.y_train)} examples)",
             "protected": True,
@@ -355,7 +368,8 @@ def _run(args: argparse.Namespace) -> dict:
             "noise_variance": noise_variance, "noise_variance_source": noise_source,
             "training": {"epochs": args.epochs, "batch_size": args.train_batch_size,
                          "hidden": args.hidden,
-                         "optimizer": "SGD(momentum=0.9)" if args.optimizer == "sgd" else OPTIMIZERS[args.optimizer].__name__},
+                         "optimizer": "SGD(momentum=0.9)" if args.optimizer == "sgd"
+                         else OPTIMIZERS[args.optimizer].__name__},
             "public_seed": args.seed,
             "privacy_noise": "OS entropy" if args.noise_seed is None else "seeded (reproduction; seed not recorded)",
             "dp_sgd": None if dp_sgd is None or objective.run_dp_sgd is None else {  # both set with --dp-train
@@ -434,7 +448,7 @@ def _plot(path: Path, release, space, validation: dict, training: dict, ledger: 
         torch.arange(len(release.batch_sizes)), torch.tensor(release.batch_sizes, dtype=torch.long)
     )
     fig, axes = plt.subplots(1, space.dim + 3, figsize=(3.6 * (space.dim + 3), 3.4))
-    for j, (ax, h) in enumerate(zip(axes, space.hyperparameters)):
+    for j, (ax, h) in enumerate(zip(axes, space.hyperparameters, strict=False)):  # 3 more axes than hyperparameters
         ax.scatter(it_of_point, points[:, j], s=10, color="gray", alpha=0.6, label="evaluation points")
         ax.plot(range(len(iterates)), iterates[:, j], "o-", label="iterates θ_t")
         lo, hi = h.search_range

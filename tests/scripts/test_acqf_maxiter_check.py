@@ -31,8 +31,13 @@ def test_quick_run_pairs_the_caps_and_reports_them(monkeypatch, capsys, tmp_path
         assert a["num_evaluations"] == b["num_evaluations"] > 0
     saved = json.loads(out_json.read_text())  # every finished run, in the order they ended
     assert sorted(saved, key=lambda r: (r["seed"], r["cap"])) == rows
-    no_worse = sum(r2["final_loss"] <= r1["final_loss"]
-                   for r1 in rows if r1["cap"] == "none" for r2 in rows if r2["cap"] == "2" and r2["seed"] == r1["seed"])
+    no_worse = sum(
+        r2["final_loss"] <= r1["final_loss"]
+        for r1 in rows
+        if r1["cap"] == "none"
+        for r2 in rows
+        if r2["cap"] == "2" and r2["seed"] == r1["seed"]
+    )
     assert re.search(rf"^\| 3 \| 2 \| .* \| {no_worse}/2 \|$", out, re.M), out
 
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from tests.helpers import loaded_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,7 +20,17 @@ def test_quick_bench_import_writes_the_report(tmp_path, capsys):
     stored = json.loads((tmp_path / "bench_import.json").read_text())
     assert stored == json.loads(json.dumps(report))
     assert set(stored) >= {
-        "command", "date", "git_head", "machine", "versions", "repeats", "goal", "targets", "ratios", "ratio", "meets_goal",
+        "command",
+        "date",
+        "git_head",
+        "machine",
+        "versions",
+        "repeats",
+        "goal",
+        "targets",
+        "ratios",
+        "ratio",
+        "meets_goal",
     }
     assert stored["command"] == f"python scripts/bench_import.py --quick --out {tmp_path}"
     assert stored["repeats"] == 1 and stored["warm_up"] is False and stored["goal"] == 1.3

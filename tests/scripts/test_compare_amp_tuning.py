@@ -8,7 +8,6 @@ import math
 import pytest
 
 from botorch_dp.privacy.analysis.gdp import gdp_mu
-
 from tests.helpers import loaded_script
 
 
@@ -47,7 +46,9 @@ def test_quick_run_reports_every_method_within_its_budget(script, quick):
             assert ex["training_epsilon_ledger"] <= ex["training_epsilon"] + 1e-12
             assert ex["training_runs"] == settings.gibo_runs
         elif r.method.startswith("ps_"):
-            assert ex["validation_epsilon"] <= eps * (1 + 1e-6) and ex["training_epsilon"] == pytest.approx(eps, rel=1e-3)
+            assert ex["validation_epsilon"] <= eps * (1 + 1e-6) and ex["training_epsilon"] == pytest.approx(
+                eps, rel=1e-3
+            )
         else:
             assert ex["validation_epsilon"] == 0.0 and ex["training_epsilon"] == pytest.approx(eps, rel=1e-6)
     text = (tmp_path / script.REPORT_MD).read_text()

@@ -16,7 +16,7 @@ def test_quick_json_rows(capsys):
     for fixed, adaptive in (rows[0:2], rows[2:4]):
         assert fixed["mean_steps"] == fixed["T_max"] and 1 <= adaptive["mean_steps"] <= adaptive["T_max"]
         assert all(x >= -1e-12 for x in fixed["excess_losses"] + adaptive["excess_losses"])  # f(θ) ≥ f(θ*)
-        wins = sum(a < f for a, f in zip(adaptive["excess_losses"], fixed["excess_losses"]))
+        wins = sum(a < f for a, f in zip(adaptive["excess_losses"], fixed["excess_losses"], strict=True))
         assert adaptive["adaptive_wins"] == wins and len(fixed["excess_losses"]) == 2
 
 

@@ -13,6 +13,8 @@ def test_quick_run_writes_both_strategies_at_the_target_epsilon(tmp_path):
     assert {r["strategy"] for r in rows} == {"enumerate", "sample"} and all(r["choices"] == 3 for r in rows)
     assert all(abs(r["epsilon"] - 3.0) < 1e-6 and r["true_loss"] >= r["best_offset"] for r in rows)
     stored = json.loads((tmp_path / "tune_strategies.json").read_text())
-    assert stored["summary"] == report["summary"] and stored["meta"]["command"].endswith("--quick --out " + str(tmp_path))
+    assert stored["summary"] == report["summary"] and stored["meta"]["command"].endswith(
+        "--quick --out " + str(tmp_path)
+    )
     table = (tmp_path / "tune_strategies.md").read_text()
     assert "| 3 |" in table and "torch thread(s)" in table

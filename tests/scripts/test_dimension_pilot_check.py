@@ -30,7 +30,7 @@ def test_pilot_around_a_point_uses_only_that_point(monkeypatch):
     seen.clear()
     pilot(settings, problem)
     centres = torch.stack([problem.sample_in_bounds(1, seed=settings.pilot_seed + j)[0] for j in range(3)])
-    for X, c in zip(seen, centres):  # the default draws around uniform θ, one per design
+    for X, c in zip(seen, centres, strict=True):  # the default draws around uniform θ, one per design
         assert ((X - c).abs() <= settings.search_radius + 1e-12).all()
         assert not ((X - theta0).abs() <= settings.search_radius).all()
 

@@ -5,13 +5,13 @@ import warnings
 
 import pytest
 import torch
-from tests.helpers import loaded_script
 
 import botorch_dp.optim.batch_search as batch_search
 import botorch_dp.optim.options.batches as batches
 from botorch_dp import DPGIBO
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
+from tests.helpers import loaded_script
 
 SMALL = dict(iterations=2, clip=3.0, n_total=40)
 
@@ -53,7 +53,14 @@ def test_timed_run_equals_a_plain_run_and_restores_the_patches(profile_dp_gibo):
 def test_main_prints_the_breakdown(profile_dp_gibo, capsys):
     profile_dp_gibo.main(["--dims", "2", "--iterations", "2", "--n-total", "40", "--threads", "1", "--verbose"])
     out = capsys.readouterr().out
-    for line in ("d = 2, seed 0:", "optimize_acqf", "GP conditioning*", "objective", "step   2:", "without the objective"):
+    for line in (
+        "d = 2, seed 0:",
+        "optimize_acqf",
+        "GP conditioning*",
+        "objective",
+        "step   2:",
+        "without the objective",
+    ):
         assert line in out
 
 

@@ -7,9 +7,9 @@ import re
 
 import nbformat
 import pytest
-from tests.helpers import loaded_script
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from tests.helpers import loaded_script
 from tests.test_docs import FENCE, NO_RUN
 
 

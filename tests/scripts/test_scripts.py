@@ -6,6 +6,7 @@ tests are in test_bench_acquisition.py)."""
 import json
 
 import pytest
+
 from tests.helpers import loaded_script, quick_reproduction
 
 
@@ -60,7 +61,7 @@ def test_reproduce_paper_workers_reproduce_the_serial_runs(quick_parallel, capsy
     assert parallel["execution"] == "2 worker processes with 1 torch thread each"
     key = lambda r: (r["experiment"], r["method"], r["seed"], str(r["setting"]))
     assert [key(r) for r in parallel["runs"]] == [key(r) for r in serial["runs"]]  # same order
-    for a, b in zip(serial["runs"], parallel["runs"]):
+    for a, b in zip(serial["runs"], parallel["runs"], strict=True):
         assert (a["final_loss"], a["num_evaluations"], a["epsilon"]) == (b["final_loss"], b["num_evaluations"],
                                                                       b["epsilon"]), key(a)
     assert _comparable(parallel["runs"]) == _comparable(serial["runs"])

@@ -9,7 +9,6 @@ import torch
 from opacus.accountants import RDPAccountant
 
 from botorch_dp.tuning import default_mlp_space
-
 from tests.helpers import loaded_script
 
 
