@@ -34,7 +34,8 @@ DP-GIBO chooses where to evaluate the objective with GIBO's *gradient informatio
 (seed papers 000/001): a batch $z$ is good if, once added to the evaluated points $D$, it shrinks
 the trace of the GP's posterior covariance of the gradient at the current iterate $\theta$,
 
-$$\alpha(z) = \operatorname{tr}\Sigma_D(\theta) - \operatorname{tr}\Sigma_{D\cup z}(\theta) \quad (\text{to be maximized}).$$
+$$\alpha(z) = \operatorname{tr}\Sigma_D(\theta) - \operatorname{tr}\Sigma_{D\cup z}(\theta)
+\quad (\text{to be maximized}).$$
 
 `botorch_dp.acquisition.qGradientInformation` implements it as an ordinary BoTorch
 `AcquisitionFunction`, so `botorch.optim.optimize_acqf` optimizes it like any other.
@@ -381,7 +382,8 @@ for i, mu in enumerate(MUS):
     ax2.scatter([i] * len(SEEDS), final[mu], color=colors[i], zorder=3)
 ax2.axhline(f0, color="red", ls=":", label="θ₀ (box centre)")
 ax2.axhline(f_star, color="gray", ls="--", label="generating length-scales")
-ax2.set_xticks(x, [("∞" if math.isinf(mu) else f"{mu:g}") + ("" if math.isinf(mu) else f"\nε={gdp_epsilon(mu, DELTA):.2f}") for mu in MUS])
+tick_labels = ["∞" if math.isinf(mu) else f"{mu:g}\nε={gdp_epsilon(mu, DELTA):.2f}" for mu in MUS]
+ax2.set_xticks(x, tick_labels)
 ax2.set_xlabel("privacy budget μ (ε at δ = 1e-5)")
 ax2.set_ylabel("final validation loss  [NON-PRIVATE]")
 ax2.set_yscale("log")
@@ -402,7 +404,10 @@ for mu in MUS:
     assert diag.NON_PRIVATE
     grad_norm = float(diag.unnoised_gradients.norm(dim=-1).mean())
     clip = sum(diag.clip_fractions) / len(diag.clip_fractions)
-    print(f"{mu:>5g} | {res.release.guarantee.noise_std:>9.2g} | {grad_norm:>20.3g} | {clip:>18.2f} | {float(final[mu][0]):>10.4f}")
+    print(
+        f"{mu:>5g} | {res.release.guarantee.noise_std:>9.2g} | {grad_norm:>20.3g} | {clip:>18.2f} | "
+        f"{float(final[mu][0]):>10.4f}"
+    )
 """),
     md(r"""
 **Reading the results.** With $n = 200$ users the per-coordinate noise standard deviation
@@ -1191,7 +1196,10 @@ oracle = plan_private_run(  # NOT private: for comparison only
 o = oracle.config
 print(f"oracle (non-private) choice: B = {o.clip_bound:.4g}, eta = {o.step_size:g}, T = {o.num_iterations}")
 oracle_release = DPGIBO(DPGIBOConfig(**{**vars(o), "seed": 0})).run(private_objective, progress=False).release
-print(f"test loss: planned on the proxy {test_loss(release.theta):.4f}, oracle settings {test_loss(oracle_release.theta):.4f}")
+print(
+    f"test loss: planned on the proxy {test_loss(release.theta):.4f}, "
+    f"oracle settings {test_loss(oracle_release.theta):.4f}"
+)
 
 side = torch.linspace(-2.0, 4.0, 13 if SMOKE else 31, dtype=torch.double)
 grid = torch.cartesian_prod(side, side)
