@@ -122,7 +122,9 @@ def _evaluate(gp: Any, theta: Tensor, V: Tensor | None, X: Tensor, want_grad: bo
     if N > 0:
         G_W = -(V @ G_C.transpose(-1, -2)) - 2 * (W @ G_S)  # batch x N x q
         rhs = G_W.movedim(-2, 0).reshape(N, -1)
-        G_K = torch.linalg.solve_triangular(gp.L.transpose(-1, -2), rhs, upper=True).reshape(N, *batch, q).movedim(0, -2)
+        G_K = (
+            torch.linalg.solve_triangular(gp.L.transpose(-1, -2), rhs, upper=True).reshape(N, *batch, q).movedim(0, -2)
+        )
         # k(D, X): ∂k(d_i, x_j)/∂x_j = s φ (x_j − d_i)/ℓ²
         Q = s * G_K * phi_dx  # batch x N x q
         grad = grad + (Q.sum(-2).unsqueeze(-1) * X - Q.transpose(-1, -2) @ D) * inv_ls2

@@ -5,13 +5,13 @@ against GradientGP.trace_reduction (values), autograd through it and central dif
 import pytest
 import torch
 from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
-from tests.helpers import make_kernel
 
 from botorch_dp.gradient_gp import (
     GradientGP,
     closed_form_supported,
     trace_reduction_closed_form,
 )
+from tests.helpers import make_kernel
 
 
 def _gp(name, d, N, noise=1e-3, seed=0):
@@ -61,7 +61,9 @@ def test_gradient_matches_central_differences(name):
             for j in range(d):
                 e = torch.zeros(q, d, dtype=torch.float64)
                 e[i, j] = h
-                fd[i, j] = (trace_reduction_closed_form(gp, theta, X + e) - trace_reduction_closed_form(gp, theta, X - e)) / (2 * h)
+                fd[i, j] = (
+                    trace_reduction_closed_form(gp, theta, X + e) - trace_reduction_closed_form(gp, theta, X - e)
+                ) / (2 * h)
     torch.testing.assert_close(grad, fd, rtol=1e-5, atol=1e-8)
 
 
@@ -72,7 +74,9 @@ def test_output_scale_and_a_given_V_are_used():
     torch.testing.assert_close(trace_reduction_closed_form(gp, theta, X), gp.trace_reduction(theta, X), rtol=1e-10,
                                atol=0)
     V = gp.whitened_cross(theta)
-    torch.testing.assert_close(trace_reduction_closed_form(gp, theta, X, V=V), trace_reduction_closed_form(gp, theta, X))
+    torch.testing.assert_close(
+        trace_reduction_closed_form(gp, theta, X, V=V), trace_reduction_closed_form(gp, theta, X)
+    )
     assert not torch.allclose(trace_reduction_closed_form(gp, theta, X, V=0 * V), gp.trace_reduction(theta, X))
 
 

@@ -20,7 +20,10 @@ def test_tiny_comparison_pairs_the_speeds_and_merges(tmp_path):
         runs = data["runs"]
         assert [(r["seed"], r["arm"]) for r in runs] == [(0, "reference"), (0, "fast"), (1, "fast"), (1, "reference")]
         for r in runs:
-            assert abs(r["own"] - (r["total"] - r["objective"])) < 1e-9 and abs(r["ratio"] - r["own"] / r["objective"]) < 1e-9
+            assert (
+                abs(r["own"] - (r["total"] - r["objective"])) < 1e-9
+                and abs(r["ratio"] - r["own"] / r["objective"]) < 1e-9
+            )
             assert r["acquisition_evaluations"] > 0 and r["final_loss"] > 0
         table = (tmp_path / "a.md").read_text()
         mean = ((runs[1]["final_loss"] - runs[0]["final_loss"]) + (runs[2]["final_loss"] - runs[3]["final_loss"])) / 2
