@@ -7,22 +7,54 @@ the data of ``logistic_data`` with the per-run privacy budgets of ``run_budgets`
 
 from __future__ import annotations
 
-from botorch_dp.problems.base import PerUserProblem
-from botorch_dp.problems.gp_regression import GPRegressionLengthscales
-from botorch_dp.problems.huber import HuberRegression
-from botorch_dp.problems.logistic_data import LOGISTIC_DATASETS, LogisticData, load_logistic_data
-from botorch_dp.problems.logistic_regression import AMPTuningObjective, DPSGDTuningObjective
-from botorch_dp.problems.normal_location import NormalLocation
-from botorch_dp.problems.run_budgets import AMPRunBudget, plan_amp_runs, plan_amp_selection
-from botorch_dp.problems.svm import KernelSVMRegression
+import importlib
+from typing import TYPE_CHECKING, Any
 
-#: Registry name -> problem class (paper settings are the constructor defaults).
-PROBLEMS: dict[str, type[PerUserProblem]] = {
-    "normal_location": NormalLocation,
-    "huber": HuberRegression,
-    "gp_regression": GPRegressionLengthscales,
-    "svm": KernelSVMRegression,
+if TYPE_CHECKING:
+    from botorch_dp.problems.base import PerUserProblem
+    from botorch_dp.problems.gp_regression import GPRegressionLengthscales
+    from botorch_dp.problems.huber import HuberRegression
+    from botorch_dp.problems.logistic_data import LOGISTIC_DATASETS, LogisticData, load_logistic_data
+    from botorch_dp.problems.logistic_regression import AMPTuningObjective, DPSGDTuningObjective
+    from botorch_dp.problems.normal_location import NormalLocation
+    from botorch_dp.problems.run_budgets import AMPRunBudget, plan_amp_runs, plan_amp_selection
+    from botorch_dp.problems.svm import KernelSVMRegression
+
+#: Public name → the module that defines it. Each is imported on first use (PEP 562), so that
+#: ``botorch_dp.problems.base`` (which the baselines and the planner need) does not load SciPy's
+#: optimizers, the logistic-regression data or the AMP budgets.
+_LAZY_NAMES = {
+    "PerUserProblem": "botorch_dp.problems.base",
+    "GPRegressionLengthscales": "botorch_dp.problems.gp_regression",
+    "HuberRegression": "botorch_dp.problems.huber",
+    **dict.fromkeys(("LOGISTIC_DATASETS", "LogisticData", "load_logistic_data"), "botorch_dp.problems.logistic_data"),
+    **dict.fromkeys(("AMPTuningObjective", "DPSGDTuningObjective"), "botorch_dp.problems.logistic_regression"),
+    "NormalLocation": "botorch_dp.problems.normal_location",
+    **dict.fromkeys(("AMPRunBudget", "plan_amp_runs", "plan_amp_selection"), "botorch_dp.problems.run_budgets"),
+    "KernelSVMRegression": "botorch_dp.problems.svm",
 }
+#: Registry name → the public name of its problem class (paper settings are the constructor defaults).
+_REGISTRY = {
+    "normal_location": "NormalLocation",
+    "huber": "HuberRegression",
+    "gp_regression": "GPRegressionLengthscales",
+    "svm": "KernelSVMRegression",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PROBLEMS":  # registry name -> problem class, importing the four problem modules
+        value: Any = {key: __getattr__(cls) for key, cls in _REGISTRY.items()}
+    elif name in _LAZY_NAMES:
+        value = getattr(importlib.import_module(_LAZY_NAMES[name]), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # once: later lookups do not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 def get_problem(name: str, **kwargs) -> PerUserProblem:
@@ -37,10 +69,9 @@ def get_problem(name: str, **kwargs) -> PerUserProblem:
     Returns:
         The problem instance.
     """
-    try:
-        cls = PROBLEMS[name]
-    except KeyError:
-        raise ValueError(f"Unknown problem {name!r}; choose from {sorted(PROBLEMS)}.") from None
+    if name not in _REGISTRY:
+        raise ValueError(f"Unknown problem {name!r}; choose from {sorted(_REGISTRY)}.")
+    cls: type[PerUserProblem] = __getattr__(_REGISTRY[name])
     return cls(**kwargs)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from scipy.optimize import minimize
 from torch import Tensor
 
 from botorch_dp.problems.base import PerUserProblem
@@ -151,6 +150,8 @@ class HuberRegression(PerUserProblem):
             # residuals are inside the quadratic zone; it does not move the
             # stationary point that the exact gradient defines.
             return (Xc.T * (w * inside)) @ Xc / n + 1e-12 * np.eye(self.dim)
+
+        from scipy.optimize import minimize  # on first use: importing the package stays light
 
         res = minimize(
             fun,
