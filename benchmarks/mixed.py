@@ -39,8 +39,10 @@ from benchmarks.mixed_task import (  # noqa: F401  (re-exported)
     INF,
     METHODS,
     MIXED_BO,
+    PRIVATE_METHODS,
     PRIVATE_RS,
     RANDOM,
+    REFERENCE_METHODS,
     TUNE,
     EncodedObjective,
     MixedEncoding,
@@ -52,7 +54,12 @@ from benchmarks.mixed_task import (  # noqa: F401  (re-exported)
 )
 from benchmarks.runs import Run
 from botorch_dp import tune
-from botorch_dp.baselines import BaselineResult, dp_hypo, private_random_search, random_search
+from botorch_dp.baselines import (
+    BaselineResult,
+    dp_hypo,
+    private_random_search,
+    random_search,
+)
 from botorch_dp.baselines.base import incumbent_history
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon

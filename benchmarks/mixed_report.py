@@ -100,7 +100,7 @@ def report_text(settings: Settings, context: dict, runs: list[Run], command: str
         "",
         f"Command: `{command}` (resume the remaining seeds with the same command).",
         f"Machine: {platform.node()} ({platform.machine()}), {context.get('execution', '?')}; "
-        f"date {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; "
+        f"date {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; "
         f"wall time of this command {context.get('wall_s', math.nan):.0f} s.",
         "",
         f"**Goal, stated before the runs:** {GOAL}",
@@ -159,7 +159,7 @@ def write_report(settings: Settings, context: dict, runs: list[Run], out: Path, 
     out.mkdir(parents=True, exist_ok=True)
     data = summary(settings, runs)
     meta = {"command": command, "machine": platform.node(), "execution": context.get("execution"),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "wall_s": context.get("wall_s"), "settings": {k: (list(v) if isinstance(v, tuple) else v)
                                                           for k, v in vars(settings).items()}}
     (out / REPORT_JSON).write_text(json.dumps({**meta, **data}, indent=1, default=str, allow_nan=True) + "\n")

@@ -36,9 +36,23 @@ from botorch_dp.tuning import (
 )
 
 __all__ = [
-    "DP_HYPO", "INF", "METHODS", "MIXED_BO", "MixedEncoding", "PRIVATE_METHODS", "PRIVATE_RS", "RANDOM",
-    "REFERENCE_METHODS", "Settings", "TUNE", "load_data", "make_model", "make_objective", "make_optimizer",
-    "quick_settings", "search_space",
+    "DP_HYPO",
+    "INF",
+    "METHODS",
+    "MIXED_BO",
+    "PRIVATE_METHODS",
+    "PRIVATE_RS",
+    "RANDOM",
+    "REFERENCE_METHODS",
+    "TUNE",
+    "MixedEncoding",
+    "Settings",
+    "load_data",
+    "make_model",
+    "make_objective",
+    "make_optimizer",
+    "quick_settings",
+    "search_space",
 ]
 
 INF = math.inf
@@ -140,6 +154,7 @@ def make_objective(settings: Settings, data: ClassificationData, training_seed: 
     r"""(configuration, θ) ↦ per-user capped cross-entropies of the trained MLP (``with_choice`` binds one)."""
     training = TrainingConfig(epochs=settings.epochs, batch_size=settings.train_batch_size, seed=training_seed,
                               num_threads=1)
+    assert data.num_classes is not None  # a classification data set
     model_fn = functools.partial(make_model, data.num_features, int(data.num_classes))
     return TorchModelTuningObjective(data, search_space(settings), model_fn=model_fn, optimizer=make_optimizer,
                                      training=training, loss_cap=settings.loss_cap)
@@ -179,13 +194,15 @@ class MixedEncoding:
     def to_natural(self, x: Tensor) -> dict[str, Any]:
         r"""Natural values (plain Python) of one encoded point."""
         x = torch.as_tensor(x, dtype=torch.float64)
-        return self.space.to_natural(x[: self.space.dim], choice=self.choice(self.indices(x[None])[0].tolist()))
+        natural = self.space.to_natural(x[: self.space.dim], choice=self.choice(self.indices(x[None])[0].tolist()))
+        assert isinstance(natural, dict)  # one point
+        return natural
 
     def objective_for(self, objective: TorchModelTuningObjective, index_row: list[int]) -> TorchModelTuningObjective:
         r"""``objective`` bound to the configuration of one row of choice indices."""
         return objective.with_choice(self.choice(index_row))
 
-    def objective(self, objective: TorchModelTuningObjective) -> "EncodedObjective":
+    def objective(self, objective: TorchModelTuningObjective) -> EncodedObjective:
         r"""``objective`` on the encoded cube."""
         return EncodedObjective(objective, self)
 
