@@ -233,8 +233,9 @@ def make_runner(settings: Settings, context: dict):
 
 def experiment_jobs(settings: Settings, context: dict) -> list[Job]:
     r"""Per seed: ``tune`` at every ε; then with the first ``tune`` run's evaluations as budget, the
-    non-private references and, at every ε, private random search and DP-HyPO (seed by seed, so
-    an interrupted run leaves whole seeds)."""
+    non-private references and, at every ε, private random search and DP-HyPO. With workers the
+    scheduler orders jobs by their critical paths (every ``tune`` job first), so an interrupted
+    run may leave seeds with some methods only; the report counts seeds per cell."""
     s = settings
     jobs: list[Job] = []
     K = context.get("configurations", 1)
@@ -250,13 +251,13 @@ def experiment_jobs(settings: Settings, context: dict) -> list[Job]:
         jobs.append(Job(f"random search seed {seed}", "random", dict(method=RANDOM, seed=seed, setting=INF),
                         budget_from=source, cost=train_s * evals))
         jobs.append(Job(f"mixed BO seed {seed}", "mixed_bo", dict(method=MIXED_BO, seed=seed, setting=INF),
-                        budget_from=source, cost=train_s * evals + 30))
+                        budget_from=source, cost=1.0))  # scheduled last (hint only)
         for eps in s.epsilons:
             jobs.append(Job(f"private RS ε={eps:g} seed {seed}", "private_rs",
                             dict(method=PRIVATE_RS, seed=seed, epsilon=eps, setting=eps),
-                            budget_from=tune_jobs[eps], cost=train_s * evals))
+                            budget_from=tune_jobs[eps], cost=train_s * evals + 300))  # first: the goal's pair
             jobs.append(Job(f"DP-HyPO ε={eps:g} seed {seed}", "dp_hypo",
                             dict(method=DP_HYPO, seed=seed, epsilon=eps, setting=eps),
-                            budget_from=tune_jobs[eps], cost=train_s * evals + 10))
+                            budget_from=tune_jobs[eps], cost=train_s * evals + 100))
     return jobs
 
