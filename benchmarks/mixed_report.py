@@ -18,10 +18,12 @@ from typing import Any
 from benchmarks.mixed_task import METHODS, PRIVATE_METHODS, PRIVATE_RS, TUNE, Settings
 from benchmarks.runs import Run, mean_se
 
-__all__ = ["GOAL", "GOAL_EPSILON", "GOAL_WINS", "REPORT_JSON", "REPORT_MD", "report_text", "summary",
-           "write_report"]
+__all__ = ["FULL_COMMAND", "GOAL", "GOAL_EPSILON", "GOAL_WINS", "REPORT_JSON", "REPORT_MD", "render_store", "report_text",
+           "summary", "write_report"]
 
 REPORT_MD, REPORT_JSON = "mixed.md", "mixed.json"
+#: The command of the full run (the report of a partial store quotes it as the one that resumes).
+FULL_COMMAND = "python -m benchmarks run mixed --workers 2 --out reports"
 #: The goal, stated before the runs (issue 30, item 5), quoted as is.
 GOAL = ("`tune` below private random search in mean test loss with at least 7/10 paired wins at ε = 3 "
         "(δ = 1e-5).")
@@ -101,7 +103,8 @@ def report_text(settings: Settings, context: dict, runs: list[Run], command: str
         f"Command: `{command}` (resume the remaining seeds with the same command).",
         f"Machine: {platform.node()} ({platform.machine()}), {context.get('execution', '?')}; "
         f"date {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; "
-        f"wall time of this command {context.get('wall_s', math.nan):.0f} s.",
+        + (f"wall time of this command {context['wall_s']:.0f} s." if math.isfinite(context.get("wall_s", math.nan))
+           else "rendered from the run store (`python -m benchmarks.mixed_report OUT`)."),
         "",
         f"**Goal, stated before the runs:** {GOAL}",
         "",
@@ -168,3 +171,29 @@ def write_report(settings: Settings, context: dict, runs: list[Run], out: Path, 
     return path
 
 
+
+
+def render_store(out: Path, command: str = FULL_COMMAND, note: str = "") -> Path:
+    r"""Write the report of the runs stored in ``out/runs-mixed.jsonl`` so far (a partial run too).
+
+    ``python -m benchmarks run mixed --render`` needs every job stored; this renders whatever
+    finished, with the settings of the store's header, and the report counts seeds per cell.
+
+    Args:
+        out: The output directory holding the run store.
+        command: The command quoted in the report (the one that resumes the rest).
+        note: How the runs were made (the report's "execution").
+    """
+    lines = (out / "runs-mixed.jsonl").read_text().splitlines()
+    header = json.loads(lines[0])
+    fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in header["settings"].items()}
+    settings = Settings(**fields)
+    runs = [Run(**json.loads(line)["run"]) for line in lines[1:] if line.strip()]
+    context = {**header["context"], "execution": note or "partial store", "wall_s": math.nan}
+    return write_report(settings, context, runs, out, command)
+
+
+if __name__ == "__main__":  # python -m benchmarks.mixed_report OUT [NOTE]
+    import sys
+
+    print(render_store(Path(sys.argv[1]), note=" ".join(sys.argv[2:])).read_text())

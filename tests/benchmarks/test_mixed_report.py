@@ -65,3 +65,17 @@ def test_the_goal_needs_a_lower_mean_and_seven_paired_wins_of_ten():
     partial = mr.summary(s, seven[:14])  # 7 seeds finished, 7 wins: not the 10 seeds the goal names
     assert partial["goal"]["met"] is False and partial["goal"]["pairs"] == 7
     assert partial["complete_seeds"] == []  # the other methods have no runs here
+
+
+@pytest.mark.slow
+def test_a_partial_store_renders_with_the_seeds_each_cell_has(mixed_quick, tmp_path):
+    lines = (mixed_quick["out"] / "runs-mixed.jsonl").read_text().splitlines()
+    kept = [lines[0]] + [line for line in lines[1:] if json.loads(line)["run"]["seed"] == 0
+                         or json.loads(line)["run"]["method"] == mt.TUNE]
+    (tmp_path / "runs-mixed.jsonl").write_text("\n".join(kept) + "\n")
+    md = mr.render_store(tmp_path, note="test").read_text()
+    data = json.loads((tmp_path / mr.REPORT_JSON).read_text())
+    assert data["complete_seeds"] == [0]
+    assert data["cells"][mt.TUNE]["3"]["seeds"] == [0, 1] and data["cells"][mt.PRIVATE_RS]["3"]["seeds"] == [0]
+    assert data["wins"]["3"]["pairs"] == 1 and "Seeds with every method finished: 1 of 2 (0)." in md
+    assert mr.FULL_COMMAND in md and "rendered from the run store" in md
