@@ -186,7 +186,7 @@ def render_store(out: Path, command: str = FULL_COMMAND, note: str = "") -> Path
     """
     lines = (out / "runs-mixed.jsonl").read_text().splitlines()
     header = json.loads(lines[0])
-    fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in header["settings"].items()}
+    fields: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in header["settings"].items()}
     settings = Settings(**fields)
     runs = [Run(**json.loads(line)["run"]) for line in lines[1:] if line.strip()]
     context = {**header["context"], "execution": note or "partial store", "wall_s": math.nan}
