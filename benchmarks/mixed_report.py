@@ -149,7 +149,7 @@ def report_text(settings: Settings, context: dict, runs: list[Run], command: str
         chosen = data["chosen"][k]
         counts: dict[str, int] = {}
         for c in chosen.values():
-            label = ", ".join(f"{v}" for v in (c or {}).values())
+            label = ", ".join(f"{k}={v}" for k, v in sorted((c or {}).items()))
             counts[label] = counts.get(label, 0) + 1
         lines.append(f"- ε = {k}: " + ("; ".join(f"{n}× {lab}" for lab, n in sorted(counts.items())) or "none"))
     lines += ["", "Every loss here is a NON-PRIVATE diagnostic (validation and test losses of the model retrained "
