@@ -77,3 +77,27 @@ def test_the_objective_routes_categoricals_to_the_model_and_the_optimizer(quick_
     _, objective = quick_objective
     assert objective.routes == {"optimizer": "optimizer", "activation": "model", "width": "model", "lr": "optimizer",
                                 "weight_decay": "optimizer", "dropout": "model"}
+
+
+@pytest.mark.slow  # GP fits and mixed acquisition optimisation: seconds to minutes on a loaded machine
+def test_mixed_bo_spends_its_budget_on_encoded_points_and_returns_the_best_one():
+    from benchmarks.mixed import mixed_bo
+
+    enc = mt.MixedEncoding(mt.search_space(mt.quick_settings()))
+    d = enc.space.dim
+    seen = []
+
+    def objective(X):  # 3 synthetic users: a bowl in the relaxed coordinates, a penalty per choice
+        seen.append(X.clone())
+        base = ((X[:, :d] - 0.3) ** 2).sum(-1) + 0.5 * enc.indices(X).sum(-1)
+        return base[:, None] + torch.tensor([0.0, 0.1, 0.2], dtype=torch.float64)
+
+    result = mixed_bo(objective, enc, budget=14, num_initial=6, batch=4, raw_samples=16, num_restarts=1,
+                      maxiter=10, seed=0)
+    X = torch.cat(seen)
+    assert X.shape == (14, enc.dim) and result.num_evaluations == 14
+    proposed = X[6:, d:]  # BO's points sit at the centre of their choice's share
+    assert torch.allclose(proposed, enc.centres(enc.indices(X[6:])))
+    means = objective(X).mean(-1)
+    assert torch.equal(result.theta, X[int(torch.argmin(means))])
+    assert float(result.history.mean_losses.min()) == pytest.approx(float(means.min()))
