@@ -44,6 +44,7 @@ EXPERIMENTS: dict[str, str] = {
     "options": "benchmarks.options",
     "mlp": "benchmarks.mlp",
     "dimension": "benchmarks.dimension",
+    "mixed": "benchmarks.mixed",
 }
 
 REQUIRED_MEMBERS = ("Settings", "quick_settings", "prepare", "experiment_jobs", "make_runner", "write_report")

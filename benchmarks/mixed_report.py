@@ -1,0 +1,199 @@
+r"""The report of the ``mixed`` experiment: ``mixed.md`` and ``mixed.json`` from the stored runs.
+
+``summary`` computes every number of the report from the runs (mean test loss ± standard
+error per method and ε, paired wins of ``tune`` against private random search on the seeds
+both finished, and the pre-stated goal's verdict); ``report_text`` renders it. Every loss is a
+NON-PRIVATE diagnostic, computed only to evaluate the methods.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import platform
+from pathlib import Path
+from typing import Any
+
+from benchmarks.mixed_task import METHODS, PRIVATE_METHODS, PRIVATE_RS, TUNE, Settings
+from benchmarks.runs import Run, mean_se
+
+__all__ = ["FULL_COMMAND", "GOAL", "GOAL_EPSILON", "GOAL_WINS", "REPORT_JSON", "REPORT_MD", "render_store", "report_text",
+           "summary", "write_report"]
+
+REPORT_MD, REPORT_JSON = "mixed.md", "mixed.json"
+#: The command of the full run (the report of a partial store quotes it as the one that resumes).
+FULL_COMMAND = "python -m benchmarks run mixed --workers 2 --out reports"
+#: The goal, stated before the runs (issue 30, item 5), quoted as is.
+GOAL = ("`tune` below private random search in mean test loss with at least 7/10 paired wins at ε = 3 "
+        "(δ = 1e-5).")
+GOAL_EPSILON, GOAL_WINS = 3.0, 7
+
+
+def _test_loss(run: Run) -> float:
+    return float(run.extra["test_loss"])
+
+
+def _cell(runs: list[Run]) -> dict[str, Any]:
+    values = [_test_loss(r) for r in runs]
+    m, se = mean_se(values) if values else (math.nan, math.nan)
+    return {"mean": m, "se": se, "seeds": sorted(r.seed for r in runs),
+            "test_accuracy": (sum(float(r.extra["test_accuracy"]) for r in runs) / len(runs)) if runs else math.nan,
+            "evaluations": (sum(r.num_evaluations for r in runs) / len(runs)) if runs else math.nan}
+
+
+def summary(settings: Settings, runs: list[Run]) -> dict[str, Any]:
+    r"""Every number of the report, from ``runs`` alone (NON-PRIVATE diagnostics).
+
+    Returns:
+        ``cells``: ``{method: {ε or "inf": cell}}`` (``mean``, ``se`` of the test loss,
+        ``seeds``, mean ``test_accuracy`` and ``evaluations``); ``wins``: ``{ε: {"wins",
+        "pairs", "mean_difference"}}`` of ``tune`` vs private random search on the seeds both
+        have (a win: lower test loss); ``goal``: the verdict at ``GOAL_EPSILON``;
+        ``complete_seeds``: seeds with every method's runs; ``chosen``: ``tune``'s chosen
+        configurations per ε.
+    """
+    by: dict[tuple[str, Any], dict[int, Run]] = {}
+    for r in runs:
+        by.setdefault((r.method, "inf" if r.epsilon is None else _eps(r.setting)), {})[r.seed] = r
+    cells: dict[str, dict[str, Any]] = {}
+    for method in METHODS:
+        keys = [_eps(e) for e in settings.epsilons] if method in PRIVATE_METHODS else ["inf"]
+        cells[method] = {k: _cell(list(by.get((method, k), {}).values())) for k in keys}
+    wins: dict[str, Any] = {}
+    for e in settings.epsilons:
+        k = _eps(e)
+        a, b = by.get((TUNE, k), {}), by.get((PRIVATE_RS, k), {})
+        common = sorted(set(a) & set(b))
+        diffs = [_test_loss(a[s]) - _test_loss(b[s]) for s in common]
+        wins[k] = {"wins": sum(d < 0 for d in diffs), "pairs": len(common),
+                   "mean_difference": sum(diffs) / len(diffs) if diffs else math.nan}
+    g = _eps(GOAL_EPSILON)
+    goal: dict[str, Any] = {"text": GOAL}
+    if g in wins:
+        t, p = cells[TUNE][g], cells[PRIVATE_RS][g]
+        below = t["mean"] < p["mean"]
+        goal.update(below=below, wins=wins[g]["wins"], pairs=wins[g]["pairs"],
+                    met=bool(below and wins[g]["wins"] >= GOAL_WINS and wins[g]["pairs"] >= 10))
+    expected = {(m, k) for m in METHODS for k in cells[m]}
+    complete = [s for s in settings.seeds if all(s in by.get(key, {}) for key in expected)]
+    chosen = {k: {str(r.seed): r.extra.get("chosen_configuration") for r in by.get((TUNE, k), {}).values()}
+              for k in (_eps(e) for e in settings.epsilons)}
+    return {"cells": cells, "wins": wins, "goal": goal, "complete_seeds": complete, "chosen": chosen}
+
+
+def _eps(value: Any) -> str:
+    return "inf" if value is None or (isinstance(value, float) and math.isinf(value)) else f"{float(value):g}"
+
+
+def _fmt(cell: dict[str, Any]) -> str:
+    if not cell["seeds"]:
+        return "—"
+    se = "" if math.isnan(cell["se"]) else f" ± {cell['se']:.4f}"
+    return f"{cell['mean']:.4f}{se} ({len(cell['seeds'])})"
+
+
+def report_text(settings: Settings, context: dict, runs: list[Run], command: str) -> str:
+    r"""The Markdown report."""
+    s, data = settings, summary(settings, runs)
+    eps_keys = [_eps(e) for e in s.epsilons]
+    lines = [
+        "# Mixed search space: `tune` vs private selections on the digits MLP",
+        "",
+        f"Command: `{command}` (resume the remaining seeds with the same command).",
+        f"Machine: {platform.node()} ({platform.machine()}), {context.get('execution', '?')}; "
+        f"date {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; "
+        + (f"wall time of this command {context['wall_s']:.0f} s." if math.isfinite(context.get("wall_s", math.nan))
+           else "rendered from the run store (`python -m benchmarks.mixed_report OUT`)."),
+        "",
+        f"**Goal, stated before the runs:** {GOAL}",
+        "",
+        f"Seeds with every method finished: {len(data['complete_seeds'])} of {len(s.seeds)} "
+        f"({', '.join(map(str, data['complete_seeds'])) or 'none'}).",
+        "",
+        f"Task: `{s.dataset}`, MLP with one hidden layer; optimizer ∈ {{sgd (momentum 0.9), adam}} and activation ∈ "
+        f"{{relu, tanh}} categorical ({context.get('configurations', '?')} configurations), width ∈ "
+        f"[{s.width_low}, {s.width_high}] integer, lr ∈ [1e-4, 0.3] and weight decay ∈ [1e-6, 0.1] (log), "
+        f"dropout ∈ [0, 0.5]; {s.epochs} epochs; users = validation examples (loss capped at {s.loss_cap:g}).",
+        f"`tune`: strategy `enumerate`, `num_iterations={s.iterations}`, otherwise `TUNE_DEFAULTS` "
+        f"(selection share {s.selection_share:g}, C = {s.loss_clip:g}). Private random search and DP-HyPO sample "
+        f"the mixed space through its public encoding: the {context.get('dim', '?')} relaxed coordinates plus one "
+        f"cube coordinate per categorical split into equal shares ({context.get('encoded_dim', '?')} in all; uniform "
+        "over each categorical, the width rounded); E[K] = the budget, C as `tune`. Budget of every method: "
+        "`tune`'s evaluations at the first ε (every run's points and the scored final points).",
+        "",
+        "## Test loss (mean ± standard error, number of seeds)",
+        "",
+        "| method | " + " | ".join(f"ε = {k}" for k in eps_keys) + " | non-private |",
+        "|---|" + "---|" * (len(eps_keys) + 1),
+    ]
+    for method in METHODS:
+        c = data["cells"][method]
+        if method in PRIVATE_METHODS:
+            lines.append(f"| {method} | " + " | ".join(_fmt(c[k]) for k in eps_keys) + " | |")
+        else:
+            lines.append(f"| {method} | " + " | " * len(eps_keys) + f"{_fmt(c['inf'])} |")
+    lines += ["", "## Paired wins of `tune` over private random search (lower test loss, same seed)", "",
+              "| ε | wins / pairs | mean difference (tune − private RS) |", "|---|---|---|"]
+    for k in eps_keys:
+        w = data["wins"][k]
+        lines.append(f"| {k} | {w['wins']} / {w['pairs']} | {w['mean_difference']:+.4f} |")
+    goal = data["goal"]
+    if "met" in goal:
+        verdict = "met" if goal["met"] else "NOT met"
+        lines += ["", f"**Goal {verdict}**: at ε = {GOAL_EPSILON:g}, `tune`'s mean test loss is "
+                  f"{'below' if goal['below'] else 'not below'} private random search's, with {goal['wins']} "
+                  f"paired wins of {goal['pairs']} (the goal needs at least {GOAL_WINS} paired wins of 10 seeds)."]
+    lines += ["", "## Configurations `tune` chose", ""]
+    for k in eps_keys:
+        chosen = data["chosen"][k]
+        counts: dict[str, int] = {}
+        for c in chosen.values():
+            label = ", ".join(f"{k}={v}" for k, v in sorted((c or {}).items()))
+            counts[label] = counts.get(label, 0) + 1
+        lines.append(f"- ε = {k}: " + ("; ".join(f"{n}× {lab}" for lab, n in sorted(counts.items())) or "none"))
+    lines += ["", "Every loss here is a NON-PRIVATE diagnostic (validation and test losses of the model retrained "
+              "at each method's released point); the private methods' guarantees are on the validation users.", ""]
+    return "\n".join(lines)
+
+
+def write_report(settings: Settings, context: dict, runs: list[Run], out: Path, command: str) -> Path:
+    r"""Write ``out/mixed.md`` and ``out/mixed.json``; returns the Markdown path."""
+    out.mkdir(parents=True, exist_ok=True)
+    data = summary(settings, runs)
+    meta = {"command": command, "machine": platform.node(), "execution": context.get("execution"),
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "wall_s": context.get("wall_s"), "settings": {k: (list(v) if isinstance(v, tuple) else v)
+                                                          for k, v in vars(settings).items()}}
+    (out / REPORT_JSON).write_text(json.dumps({**meta, **data}, indent=1, default=str, allow_nan=True) + "\n")
+    path = out / REPORT_MD
+    path.write_text(report_text(settings, context, runs, command))
+    return path
+
+
+
+
+def render_store(out: Path, command: str = FULL_COMMAND, note: str = "") -> Path:
+    r"""Write the report of the runs stored in ``out/runs-mixed.jsonl`` so far (a partial run too).
+
+    ``python -m benchmarks run mixed --render`` needs every job stored; this renders whatever
+    finished, with the settings of the store's header, and the report counts seeds per cell.
+
+    Args:
+        out: The output directory holding the run store.
+        command: The command quoted in the report (the one that resumes the rest).
+        note: How the runs were made (the report's "execution").
+    """
+    lines = (out / "runs-mixed.jsonl").read_text().splitlines()
+    header = json.loads(lines[0])
+    fields: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in header["settings"].items()}
+    settings = Settings(**fields)
+    runs = [Run(**json.loads(line)["run"]) for line in lines[1:] if line.strip()]
+    context = {**header["context"], "execution": note or "partial store", "wall_s": math.nan}
+    return write_report(settings, context, runs, out, command)
+
+
+if __name__ == "__main__":  # python -m benchmarks.mixed_report OUT [NOTE]
+    import sys
+
+    print(render_store(Path(sys.argv[1]), note=" ".join(sys.argv[2:])).read_text())

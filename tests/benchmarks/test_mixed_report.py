@@ -1,0 +1,81 @@
+"""benchmarks.mixed_report: every cell recomputed from the stored runs (the run store read back
+line by line), the paired wins by brute force, and the pre-stated goal's verdict on synthetic
+runs on both sides of its threshold."""
+
+import json
+import math
+import statistics
+
+import pytest
+
+from benchmarks import mixed_report as mr
+from benchmarks import mixed_task as mt
+from benchmarks.runs import Run
+
+
+def _stored_runs(out):
+    lines = (out / "runs-mixed.jsonl").read_text().splitlines()[1:]
+    return [Run(**json.loads(line)["run"]) for line in lines]
+
+
+@pytest.mark.slow
+def test_report_cells_are_recomputed_from_the_stored_runs(mixed_quick):
+    s, out = mixed_quick["settings"], mixed_quick["out"]
+    stored = _stored_runs(out)
+    assert len(stored) == len(mixed_quick["jobs"])
+    data = json.loads((out / mr.REPORT_JSON).read_text())
+    md = (out / mr.REPORT_MD).read_text()
+    for method in mt.METHODS:
+        for key, cell in data["cells"][method].items():
+            values = [r.extra["test_loss"] for r in stored if r.method == method
+                      and (r.epsilon is None if key == "inf" else f"{float(r.setting):g}" == key)]
+            assert len(values) == len(s.seeds) and cell["seeds"] == sorted(s.seeds)
+            assert cell["mean"] == pytest.approx(statistics.fmean(values), rel=1e-12)
+            assert cell["se"] == pytest.approx(statistics.stdev(values) / math.sqrt(len(values)), rel=1e-12)
+            assert f"{cell['mean']:.4f} ± {cell['se']:.4f} ({len(values)})" in md
+    for e in s.epsilons:
+        key = f"{e:g}"
+        tune = {r.seed: r.extra["test_loss"] for r in stored if r.method == mt.TUNE and r.setting == e}
+        prs = {r.seed: r.extra["test_loss"] for r in stored if r.method == mt.PRIVATE_RS and r.setting == e}
+        wins = sum(tune[k] < prs[k] for k in tune)
+        assert data["wins"][key]["wins"] == wins and data["wins"][key]["pairs"] == len(s.seeds)
+        assert f"| {key} | {wins} / {len(s.seeds)} |" in md
+    assert mr.GOAL in md and data["complete_seeds"] == list(s.seeds)
+
+
+def _runs(tune_losses, prs_losses, eps=3.0):
+    runs = []
+    for seed, (a, b) in enumerate(zip(tune_losses, prs_losses)):
+        for method, loss in ((mt.TUNE, a), (mt.PRIVATE_RS, b)):
+            runs.append(Run("mixed", method, seed, eps, [1], [loss], loss, 1.0, 0.0, epsilon=eps,
+                            extra={"test_loss": loss, "test_accuracy": 0.5}))
+    return runs
+
+
+def test_the_goal_needs_a_lower_mean_and_seven_paired_wins_of_ten():
+    s = mt.Settings(epsilons=(3.0,))
+    seven = _runs([0.1] * 7 + [0.3] * 3, [0.2] * 10)  # 7 wins, mean 0.16 < 0.2
+    assert mr.summary(s, seven)["goal"]["met"] is True
+    six = _runs([0.1] * 6 + [0.3] * 4, [0.2] * 10)  # 6 wins, mean 0.18 < 0.2
+    g = mr.summary(s, six)["goal"]
+    assert g["met"] is False and g["wins"] == 6 and g["below"] is True
+    many_but_higher = _runs([0.19] * 9 + [2.0], [0.2] * 10)  # 9 wins, mean 0.371 > 0.2
+    g = mr.summary(s, many_but_higher)["goal"]
+    assert g["met"] is False and g["wins"] == 9 and g["below"] is False
+    partial = mr.summary(s, seven[:14])  # 7 seeds finished, 7 wins: not the 10 seeds the goal names
+    assert partial["goal"]["met"] is False and partial["goal"]["pairs"] == 7
+    assert partial["complete_seeds"] == []  # the other methods have no runs here
+
+
+@pytest.mark.slow
+def test_a_partial_store_renders_with_the_seeds_each_cell_has(mixed_quick, tmp_path):
+    lines = (mixed_quick["out"] / "runs-mixed.jsonl").read_text().splitlines()
+    kept = [lines[0]] + [line for line in lines[1:] if json.loads(line)["run"]["seed"] == 0
+                         or json.loads(line)["run"]["method"] == mt.TUNE]
+    (tmp_path / "runs-mixed.jsonl").write_text("\n".join(kept) + "\n")
+    md = mr.render_store(tmp_path, note="test").read_text()
+    data = json.loads((tmp_path / mr.REPORT_JSON).read_text())
+    assert data["complete_seeds"] == [0]
+    assert data["cells"][mt.TUNE]["3"]["seeds"] == [0, 1] and data["cells"][mt.PRIVATE_RS]["3"]["seeds"] == [0]
+    assert data["wins"]["3"]["pairs"] == 1 and "Seeds with every method finished: 1 of 2 (0)." in md
+    assert mr.FULL_COMMAND in md and "rendered from the run store" in md
