@@ -22,8 +22,8 @@ from botorch_dp.optim.config_options import (
     check_option_fields,
     set_field,
 )
-from botorch_dp.optim.noise_schedule import DEFAULT_NORM_MU_FRACTION, NoiseSchedule
 from botorch_dp.optim.deprecated import alias_property, rename_fields, warn_renamed
+from botorch_dp.optim.noise_schedule import DEFAULT_NORM_MU_FRACTION, NoiseSchedule
 from botorch_dp.optim.options import BudgetSplit, Options
 from botorch_dp.optim.privacy_target import (
     DEFAULT_PRIVACY_MU,

@@ -62,7 +62,7 @@ class RDPCurve(Protocol):
 def _grid_cached(curve: Callable) -> RDPCurve:
     r"""``curve`` (vectorised over orders) evaluated once on ``DEFAULT_RDP_ORDERS``; the
     returned scalar function looks grid orders up and evaluates others directly."""
-    values = dict(zip(_ORDERS.tolist(), np.asarray(curve(_ORDERS), dtype=np.float64).tolist()))
+    values = dict(zip(_ORDERS.tolist(), np.asarray(curve(_ORDERS), dtype=np.float64).tolist(), strict=True))
 
     def cached(alpha):
         if np.ndim(alpha):

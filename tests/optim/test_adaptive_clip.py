@@ -164,7 +164,7 @@ def test_ledger_total_equals_the_planned_budget_in_closed_form():
     assert release.guarantee.mu == pytest.approx(mu, rel=1e-12)
     # σ_t = 2 B_t √T/(n μ_g), B_t public and following the released counts
     assert release.clip_bounds == clip_bounds_from_counts(2.0, release.clip_counts, N, 0.5, 0.2)
-    for std, bound in zip(release.noise_stds, release.clip_bounds[:T]):
+    for std, bound in zip(release.noise_stds, release.clip_bounds[:T], strict=True):
         assert std == pytest.approx(2 * bound * math.sqrt(T) / (N * mu * math.sqrt(1 - f)), rel=1e-14)
 
 
@@ -224,7 +224,7 @@ def test_a_damaged_clip_record_is_refused(tmp_path):
     state_file = tmp_path / "state.json"
     good = json.loads(state_file.read_text())
     for damage in (
-        lambda s: s["adaptive_clip"]["bounds"].__setitem__(1, float(7.0).hex()),
+        lambda s: s["adaptive_clip"]["bounds"].__setitem__(1, 7.0.hex()),
         lambda s: s["adaptive_clip"]["counts"].pop(),
         lambda s: s.__setitem__("adaptive_clip", None),
     ):

@@ -314,7 +314,7 @@ def test_a_damaged_noise_record_is_refused(tmp_path):
     state_file = tmp_path / "state.json"
     good = json.loads(state_file.read_text())
     for field, value in [
-        ("step_mus", [float(0.3).hex()] * len(good["noise_and_selection"]["step_mus"])),
+        ("step_mus", [0.3.hex()] * len(good["noise_and_selection"]["step_mus"])),
         ("noisy_norms", []),
         ("stopped", "yes"),
         ("selected_index", 1),

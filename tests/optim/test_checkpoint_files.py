@@ -253,7 +253,7 @@ def test_every_kernel_the_library_builds_resumes_exactly_without_config(tmp_path
     opt, cfg, objective = _run(tmp_path, kernel=kernel)
     resumed = DPGIBO.resume(tmp_path)  # no config: rebuilt from the allow-list
     assert type(resumed.config.kernel) is type(kernel) and resumed.config.kernel.dtype == torch.float64
-    for (k, a), (_, b) in zip(opt.kernel.named_parameters(), resumed.kernel.named_parameters()):
+    for (k, a), (_, b) in zip(opt.kernel.named_parameters(), resumed.kernel.named_parameters(), strict=True):
         assert a.dtype == b.dtype == torch.float64 and torch.equal(a, b), k
     assert resumed.state_dict()["meta"] == opt.state_dict()["meta"]
     full = DPGIBO(cfg).run(objective, progress=False).release

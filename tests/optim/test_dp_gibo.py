@@ -57,7 +57,7 @@ def test_adaptive_batches_stop_on_tolerance_and_shrink():
     res = opt.run(objective, progress=False)
     sizes, traces = res.release.batch_sizes, res.release.posterior_traces
     assert all(b <= bmax for b in sizes)
-    assert all(t <= eps or b == bmax for t, b in zip(traces, sizes))
+    assert all(t <= eps or b == bmax for t, b in zip(traces, sizes, strict=True))
     # information carries over: later iterations need fewer new points
     assert sizes[0] == max(sizes)
     assert sum(sizes[-4:]) / 4 < sizes[0]

@@ -164,7 +164,7 @@ def test_state_round_trip_continues_identically(preconditioner):
         theta = projected_step(first, g, box, **extra)
     restored = make_step_optimizer(theta, "adagrad_full", 0.2, preconditioner=preconditioner)
     restored.load_state_dict(first.state_dict())
-    assert all(torch.equal(a, b) for a, b in zip([projected_step(restored, g, box, **extra) for g in grads[3:]], path[3:]))
+    assert all(torch.equal(a, b) for a, b in zip([projected_step(restored, g, box, **extra) for g in grads[3:]], path[3:], strict=True))
 
 
 def test_bad_settings_and_states_are_refused():

@@ -203,11 +203,11 @@ def test_call_sequences_never_corrupt_the_state(ops):
             assert opt.state.pending is None
             continue
         if op == "tell_other":
-            call = lambda: opt.tell(pending + 0.25, OBJECTIVE(pending))  # noqa: E731
+            call = lambda pending=pending: opt.tell(pending + 0.25, OBJECTIVE(pending))  # noqa: E731
         elif op == "tell_before":
-            call = lambda: opt.tell(pending[:-1], OBJECTIVE(pending[:-1]))  # noqa: E731
+            call = lambda pending=pending: opt.tell(pending[:-1], OBJECTIVE(pending[:-1]))  # noqa: E731
         else:
-            call = lambda: opt.tell(pending, OBJECTIVE(pending)[:, :0])  # noqa: E731
+            call = lambda pending=pending: opt.tell(pending, OBJECTIVE(pending)[:, :0])  # noqa: E731
         with pytest.raises(ValueError):
             call()
         assert same(snapshot(opt), before) and torch.equal(opt.state.pending, pending)

@@ -11,10 +11,9 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import torch
 
 from botorch_dp.optim.noise_schedule import (
     AdaptiveNormSchedule,

@@ -55,7 +55,7 @@ def test_identity_subspace_reproduces_plain_dp_gibo_bit_for_bit(rule):
     assert torch.equal(projected.released_gradients, plain.released_gradients)
     assert projected.guarantee == plain.guarantee
     assert projected.subspace_dims == [3] * 4 and plain.subspace_bases == [] and plain.released_coordinates == []
-    assert all(torch.equal(u, g) for u, g in zip(projected.released_coordinates, plain.released_gradients))
+    assert all(torch.equal(u, g) for u, g in zip(projected.released_coordinates, plain.released_gradients, strict=True))
 
 
 def pinv_root(X):
@@ -258,7 +258,7 @@ def test_resume_reproduces_a_private_preconditioner_run_and_refuses_changes(tmp_
     assert len(resumed.state.track.columns) == 2  # the sensitive X_t survives
     rel = resumed.run(objective, progress=False).release
     assert torch.equal(rel.iterates, full.iterates)
-    assert all(torch.equal(a, b) for a, b in zip(rel.released_preconditioners, full.released_preconditioners))
+    assert all(torch.equal(a, b) for a, b in zip(rel.released_preconditioners, full.released_preconditioners, strict=True))
     assert len(resumed.ledger.validation_steps) == 8 and resumed.guarantee().mu == pytest.approx(1.0)
 
 
