@@ -315,7 +315,9 @@ class DPGIBOConfig:
             raise ValueError("Give either batch_size (fixed) or bias_tolerance (adaptive), not both.")
         if self.max_batch_size is not None:
             set_field(self, "max_batch_size", check_positive_int(self.max_batch_size, "max_batch_size (b_max)"))
-        set_field(self, "noise_variance", check_nonnegative(self.noise_variance, "noise_variance (σ²)", allow_inf=False))
+        set_field(
+            self, "noise_variance", check_nonnegative(self.noise_variance, "noise_variance (σ²)", allow_inf=False)
+        )
         if self.validation_mu_budget is not None:
             set_field(self, "validation_mu_budget", check_positive(self.validation_mu_budget, "validation_mu_budget"))
         set_field(self, "num_restarts", check_positive_int(self.num_restarts, "num_restarts"))

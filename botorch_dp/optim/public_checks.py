@@ -96,7 +96,9 @@ def warn_delta(delta: float, num_users: int, stacklevel: int = 3) -> None:
         )
 
 
-def warn_noise(noise_std: float, dims: int, bound: float, num_users: int, privacy_mu: float, stacklevel: int = 3) -> None:
+def warn_noise(
+    noise_std: float, dims: int, bound: float, num_users: int, privacy_mu: float, stacklevel: int = 3
+) -> None:
     r"""``SettingsWarning`` when the first step's expected noise norm ``σ√k`` is at least the
     clip bound ``B`` (the clipped mean's norm is at most ``B``, so the noise dominates whatever
     the data say)."""

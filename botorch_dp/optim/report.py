@@ -27,7 +27,16 @@ from botorch_dp.privacy.checks import check_told_batch
 from botorch_dp.privacy.ledger import parse_release_key
 from botorch_dp.privacy.statement import guarantee_statement
 
-__all__ = ["check_next_release", "step_bound", "checked_batch", "checked_partitioned", "guarantee", "replace", "result", "spent"]
+__all__ = [
+    "check_next_release",
+    "step_bound",
+    "checked_batch",
+    "checked_partitioned",
+    "guarantee",
+    "replace",
+    "result",
+    "spent",
+]
 
 replace = dataclasses.replace
 

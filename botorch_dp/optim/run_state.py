@@ -89,7 +89,11 @@ def check_state(
     d, T = config.bounds.shape[1], meta["iteration"]
     if not ckpt._is_int(T) or not 0 <= T <= config.iteration_cap:
         raise ValueError(f"Checkpoint field 'iteration' must be an integer in [0, {config.iteration_cap}], got {T!r}.")
-    if not isinstance(meta["run_id"], str) or len(meta["run_id"]) != 32 or not all(ch in "0123456789abcdef" for ch in meta["run_id"]):
+    if (
+        not isinstance(meta["run_id"], str)
+        or len(meta["run_id"]) != 32
+        or not all(ch in "0123456789abcdef" for ch in meta["run_id"])
+    ):
         raise ValueError("Checkpoint field 'run_id' must be a uuid4 hex string.")
     theta = ckpt.tensor_from_json(meta["theta"], "theta", (d,))
     iterates = ckpt.tensor_from_json(meta["iterates"], "iterates", (T + 1, d))
@@ -385,11 +389,23 @@ def apply_state(opt: Run, state: dict[str, Any]) -> None:
     gp = GradientGP.from_factor(X, L, opt.kernel, opt.noise_variance, jitter=c.jitter)
     opt._optimizer = checked["optimizer"]
     opt.state = RunState(
-        theta=checked["theta"], iterates=tuple(checked["iterates"]), X=X, gp=gp, optimizer=copy.deepcopy(
-            checked["optimizer"].state_dict()), users=users, num_users=n, partitioned=checked["partitioned_users"] is not None,
-        pending=checked["pending"], batch_sizes=tuple(checked["sizes"]), traces=tuple(checked["traces"]),
-        released=tuple(checked["released"]), diagnostics=tuple(checked["diag"]), noise=noise,
-        clip=ClipState(tuple(bounds), tuple(counts)), track=checked["subspace"], selected=adaptive["selected_index"],
+        theta=checked["theta"],
+        iterates=tuple(checked["iterates"]),
+        X=X,
+        gp=gp,
+        optimizer=copy.deepcopy(checked["optimizer"].state_dict()),
+        users=users,
+        num_users=n,
+        partitioned=checked["partitioned_users"] is not None,
+        pending=checked["pending"],
+        batch_sizes=tuple(checked["sizes"]),
+        traces=tuple(checked["traces"]),
+        released=tuple(checked["released"]),
+        diagnostics=tuple(checked["diag"]),
+        noise=noise,
+        clip=ClipState(tuple(bounds), tuple(counts)),
+        track=checked["subspace"],
+        selected=adaptive["selected_index"],
         selection_scores=adaptive["selection_scores"],
     )
     opt.run_id = meta["run_id"]

@@ -117,7 +117,11 @@ def test_releases_are_the_clipped_mean_plus_realised_noise_from_the_schedule():
 
 
 @settings(max_examples=10, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
-@given(norms=st.lists(st.sampled_from([-1e300, -3.0, -1e-300, 0.0, 5e-324, 1e-9, 0.05, 1.0, 1e300]), min_size=6, max_size=6))
+@given(
+    norms=st.lists(
+        st.sampled_from([-1e300, -3.0, -1e-300, 0.0, 5e-324, 1e-9, 0.05, 1.0, 1e300]), min_size=6, max_size=6
+    )
+)
 def test_adversarial_released_norms_never_overspend_the_loop(norms):
     r"""Whatever the released norms are (a mechanism double returns them), the loop's
     ledger never exceeds μ and the run ends with a step that spends exactly the rest."""

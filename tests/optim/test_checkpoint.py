@@ -208,7 +208,9 @@ def test_failed_checkpoint_write_leaves_tell_undone_and_retry_releases_once(tmp_
     assert torch.equal(resumed.release.released_gradients, full.release.released_gradients)
     assert torch.equal(resumed.release.iterates, full.release.iterates)
     # 4 steps and the failed attempt, each 1/2-GDP: an over-count, never an under-count
-    assert len(resumed.release.batch_sizes) == 4 and math.isclose(resumed.release.guarantee.mu, math.sqrt(5) / 2, rel_tol=1e-9)
+    assert len(resumed.release.batch_sizes) == 4 and math.isclose(
+        resumed.release.guarantee.mu, math.sqrt(5) / 2, rel_tol=1e-9
+    )
 
 
 def test_unwritable_directory_between_ask_and_tell(tmp_path):

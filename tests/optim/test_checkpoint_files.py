@@ -83,7 +83,9 @@ def test_a_new_run_refuses_a_directory_that_holds_a_checkpoint(tmp_path):
     (tmp_path / "empty").mkdir(mode=0o700)
     DPGIBO(cfg, checkpoint_dir=tmp_path / "empty").ask()
     DPGIBO(cfg, checkpoint_dir=tmp_path / "missing" / "ck").ask()
-    assert (tmp_path / "empty" / ckpt.STATE_FILE).is_file() and (tmp_path / "missing" / "ck" / ckpt.STATE_FILE).is_file()
+    assert (tmp_path / "empty" / ckpt.STATE_FILE).is_file() and (
+        tmp_path / "missing" / "ck" / ckpt.STATE_FILE
+    ).is_file()
 
 
 def test_a_checkpoint_committed_after_construction_is_not_replaced(tmp_path):
@@ -235,7 +237,9 @@ KERNELS = {
     "rbf_ard_float64": lambda: _set(RBFKernel(ard_num_dims=2), torch.float64, lengthscale=[[0.3, 1.7]]),
     "matern_float32": lambda: _set(MaternKernel(nu=2.5), torch.float32, lengthscale=0.4),
     "matern_float64": lambda: _set(MaternKernel(nu=1.5, ard_num_dims=2), torch.float64, lengthscale=[[0.45, 0.8]]),
-    "scale_matern_float32": lambda: _set(ScaleKernel(MaternKernel(nu=2.5)), torch.float32, lengthscale=0.5, outputscale=1.7),
+    "scale_matern_float32": lambda: _set(
+        ScaleKernel(MaternKernel(nu=2.5)), torch.float32, lengthscale=0.5, outputscale=1.7
+    ),
     "scale_matern_float64": lambda: _set(
         ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=2)), torch.float64, lengthscale=[[0.6, 0.35]], outputscale=2.3
     ),
@@ -267,7 +271,9 @@ def test_a_kernel_spec_without_a_dtype_reads_as_float64(tmp_path):
     path = tmp_path / ckpt.STATE_FILE
     doc = json.loads(path.read_text())
     for bad in ("float16", ["float64"]):
-        path.write_text(json.dumps({**doc, "kernel": {**doc["kernel"], "spec": {**doc["kernel"]["spec"], "dtype": bad}}}))
+        path.write_text(
+            json.dumps({**doc, "kernel": {**doc["kernel"], "spec": {**doc["kernel"]["spec"], "dtype": bad}}})
+        )
         with pytest.raises(ValueError, match=r"kernel\.spec\.dtype"):
             DPGIBO.resume(tmp_path)
     assert doc["kernel"]["spec"].pop("dtype") == "float64"
