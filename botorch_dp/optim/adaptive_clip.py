@@ -127,7 +127,9 @@ def check_clip_state(
         config.clip_init, counts, num_users, config.clip_quantile, config.clip_learning_rate
     )
     if [b.hex() for b in bounds] != [b.hex() for b in expected]:
-        raise ValueError("Checkpoint field 'adaptive_clip.bounds' does not follow from clip_init and the released counts.")
+        raise ValueError(
+            "Checkpoint field 'adaptive_clip.bounds' does not follow from clip_init and the released counts."
+        )
     recorded: dict[str, list[float]] = {}
     for record in ledger.validation_records(run_id):
         recorded.setdefault(record.key, []).append(getattr(record.event, "mu", math.nan))

@@ -83,7 +83,9 @@ def _check_subspace_fields(config: Any) -> None:
     preconditioner, fraction = c.preconditioner, c.preconditioner_mu_fraction
     if c.step_rule != "adagrad_full":
         if preconditioner is not None:
-            raise ValueError(f"preconditioner is only used with step_rule='adagrad_full', got step_rule={c.step_rule!r}.")
+            raise ValueError(
+                f"preconditioner is only used with step_rule='adagrad_full', got step_rule={c.step_rule!r}."
+            )
     else:
         preconditioner = check_choice(
             "noisy" if preconditioner is None else preconditioner, "preconditioner", PRECONDITIONERS

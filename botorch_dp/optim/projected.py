@@ -160,10 +160,14 @@ class SubspaceTrack:
             ckpt.tensor_from_json(v, f"{name}.coordinates", (k,)) for v, k in zip(value["coordinates"], ks, strict=True)
         )
         k = ks[0] if ks else dim
-        preconditioners = tuple(ckpt.tensor_from_json(v, f"{name}.preconditioners", (k, k)) for v in value["preconditioners"])
+        preconditioners = tuple(
+            ckpt.tensor_from_json(v, f"{name}.preconditioners", (k, k)) for v in value["preconditioners"]
+        )
         if any(not torch.equal(G, G.transpose(0, 1)) for G in preconditioners):
             raise ValueError(f"Checkpoint field '{name}.preconditioners' must hold symmetric matrices.")
-        stds = tuple(ckpt.float_from_json(v, f"{name}.preconditioner_noise_stds") for v in value["preconditioner_noise_stds"])
+        stds = tuple(
+            ckpt.float_from_json(v, f"{name}.preconditioner_noise_stds") for v in value["preconditioner_noise_stds"]
+        )
         if any(x < 0 for x in stds):
             raise ValueError(f"Checkpoint field '{name}.preconditioner_noise_stds' must be non-negative.")
         columns = tuple(ckpt.tensor_from_json(v, f"{name}.columns", (k,)) for v in value["columns"])

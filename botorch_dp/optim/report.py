@@ -135,7 +135,9 @@ def checked_partitioned(opt: Run, points: Any, partitions: PartitionedObjective)
 def spent(opt: Run) -> list[float]:
     r"""The μ of every norm and gradient release the run has recorded, in order (an adaptive
     schedule's spent budget; a release made twice, e.g. by a copy of the run, counts twice)."""
-    return [r.event.mu for r in opt.ledger.validation_records(opt.run_id) if parse_release_key(r.key)[1] in ("norm", "grad")]
+    return [
+        r.event.mu for r in opt.ledger.validation_records(opt.run_id) if parse_release_key(r.key)[1] in ("norm", "grad")
+    ]
 
 
 def checked_batch(opt: Run, points: Any, losses: Any) -> tuple[Tensor, Tensor]:

@@ -222,9 +222,12 @@ class DPGIBOResult:
     def __repr__(self) -> str:
         r = self.release
         g = r.guarantee
-        return (f"DPGIBOResult(theta of d = {r.theta.shape[-1]}, {len(r.batch_sizes)} steps, {r.evaluation_points.shape[0]} "
-                f"evaluations, validation (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})"
-                f"{', NON-PRIVATE diagnostics' if self.diagnostics is not None else ''})")
+        return (
+            f"DPGIBOResult(theta of d = {r.theta.shape[-1]}, {len(r.batch_sizes)} steps, "
+            f"{r.evaluation_points.shape[0]} "
+            f"evaluations, validation (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})"
+            f"{', NON-PRIVATE diagnostics' if self.diagnostics is not None else ''})"
+        )
 
     __str__ = __repr__
 

@@ -295,7 +295,15 @@ def test_resume_reproduces_the_uninterrupted_run_with_two_releases_per_step(tmp_
         opt = DPGIBO.resume(tmp_path)
         assert opt.steps_done and not opt.is_done
     resumed = opt.run(objective, progress=False).release
-    for name in ("iterates", "released_gradients", "step_mus", "noise_stds", "noisy_norms", "norm_mus", "selected_index"):
+    for name in (
+        "iterates",
+        "released_gradients",
+        "step_mus",
+        "noise_stds",
+        "noisy_norms",
+        "norm_mus",
+        "selected_index",
+    ):
         assert same(getattr(resumed, name), getattr(full, name)), name
     assert same(resumed.selection_scores, full.selection_scores)
     assert resumed.guarantee.mu == pytest.approx(1.0, rel=1e-9)
@@ -345,7 +353,9 @@ def test_checkpoint_written_before_the_seed_003_fields_still_resumes(tmp_path):
     state["config_fingerprint"] = json_fingerprint(state["config"])  # of the config it wrote
     state_file.write_text(json.dumps(state))
     for resumed in (DPGIBO.resume(tmp_path), DPGIBO.resume(tmp_path, cfg)):
-        assert resumed.iteration == 1 and resumed.config.noise_schedule == "fixed" and resumed.config.selection == "last"
+        assert (
+            resumed.iteration == 1 and resumed.config.noise_schedule == "fixed" and resumed.config.selection == "last"
+        )
         assert resumed.result().release.step_mus == [pytest.approx(1.0 / math.sqrt(3))]
     with pytest.raises(ValueError, match="differs from the checkpoint"):
         DPGIBO.resume(tmp_path, dataclasses.replace(cfg, noise_schedule="adaptive_norm"))

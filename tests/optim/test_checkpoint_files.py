@@ -132,7 +132,9 @@ def test_symlinks_planted_at_the_old_temporary_names_are_not_followed(tmp_path):
     assert not [p for p in root.rglob("*.tmp") if not p.is_symlink()]  # no temporaries of ours left
 
 
-@pytest.mark.parametrize("name", ["", "state.json", "gp", "losses", "gp/000002.safetensors", "losses/000001.safetensors"])
+@pytest.mark.parametrize(
+    "name", ["", "state.json", "gp", "losses", "gp/000002.safetensors", "losses/000001.safetensors"]
+)
 def test_a_symlinked_part_of_a_checkpoint_is_refused_on_read(tmp_path, name):
     root = tmp_path / "ck"
     _run(root)

@@ -271,6 +271,8 @@ def test_adaptive_batches_stop_on_the_projected_trace():
 
 
 def test_top_eigenvectors_needs_k_or_energy():
-    with pytest.raises(ValueError, match=r"top_eigenvectors of the matrix needs k or energy, got k=None and energy=None"):
+    with pytest.raises(
+        ValueError, match=r"top_eigenvectors of the matrix needs k or energy, got k=None and energy=None"
+    ):
         top_eigenvectors(torch.eye(3, dtype=torch.float64))
 

@@ -359,5 +359,9 @@ def test_subspace_with_the_adaptive_schedule_releases_k_coordinates():
     keys = [key for (_, key) in opt.ledger.validation_steps]
     assert keys == [k for s in range(t) for k in (f"step-{s:04d}/norm", f"step-{s:04d}/grad")]
     assert rel.guarantee.mu <= 2.0 * (1 + 1e-12)
-    with pytest.raises(ValueError, match="preconditioner='private' does not combine with noise_schedule='adaptive_norm'"):
-        nl_config(d=4, privacy_mu=2.0, noise_schedule="adaptive_norm", step_rule="adagrad_full", preconditioner="private")
+    with pytest.raises(
+        ValueError, match="preconditioner='private' does not combine with noise_schedule='adaptive_norm'"
+    ):
+        nl_config(
+            d=4, privacy_mu=2.0, noise_schedule="adaptive_norm", step_rule="adagrad_full", preconditioner="private"
+        )

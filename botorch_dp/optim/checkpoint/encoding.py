@@ -90,7 +90,10 @@ def generator_state_from_json(obj: Any, name: str) -> Tensor | None:
     except ValueError:
         raise ValueError(f"Checkpoint field {name!r}: not valid base64.") from None
     if len(raw) != len(torch.Generator().get_state()):
-        raise ValueError(f"Checkpoint field {name!r}: a CPU generator state has {len(torch.Generator().get_state())} bytes, got {len(raw)}.")
+        raise ValueError(
+            f"Checkpoint field {name!r}: a CPU generator state has {len(torch.Generator().get_state())} bytes, "
+            f"got {len(raw)}."
+        )
     return torch.frombuffer(bytearray(raw), dtype=torch.uint8).clone()
 
 
