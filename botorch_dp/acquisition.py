@@ -74,7 +74,7 @@ class _ModelWatch:
         if self.state.changed(same_dtype=True):
             return True
         layout = self._layout()
-        return len(layout) != len(self.layout) or any(a is not b for a, b in zip(layout, self.layout))
+        return len(layout) != len(self.layout) or any(a is not b for a, b in zip(layout, self.layout, strict=True))
 
 
 class qGradientInformation(AcquisitionFunction):
@@ -237,7 +237,7 @@ class qGradientInformation(AcquisitionFunction):
         self._refresh()
         traces = [
             part.gp.posterior_trace(theta_z, J)
-            for part, theta_z, J in zip(self._parts, self._theta_z, self._jacobians)
+            for part, theta_z, J in zip(self._parts, self._theta_z, self._jacobians, strict=True)
         ]
         return self._combine(traces)
 
@@ -248,7 +248,7 @@ class qGradientInformation(AcquisitionFunction):
                 total = total + v
             return total
         total = self._w2[0] * values[0]
-        for w2, v in zip(self._w2[1:], values[1:]):
+        for w2, v in zip(self._w2[1:], values[1:], strict=True):
             total = total + w2 * v
         return total
 
@@ -271,7 +271,7 @@ class qGradientInformation(AcquisitionFunction):
             return self._gps[0].trace_reduction(self.theta, X, V=self._V)
         values = [
             part.gp.trace_reduction(theta_z, part.inputs(X), V=V, jacobian=J)
-            for part, theta_z, J, V in zip(self._parts, self._theta_z, self._jacobians, self._Vs)
+            for part, theta_z, J, V in zip(self._parts, self._theta_z, self._jacobians, self._Vs, strict=True)
         ]
         return self._combine(values)
 

@@ -162,10 +162,15 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     profiler = _profiler()
     data = {
-        "command": "python " + " ".join([f"scripts/{Path(sys.argv[0]).name}", *(argv if argv is not None else sys.argv[1:])]),
-        "machine": machine(), "threads": torch.get_num_threads(), "date": datetime.datetime.now(datetime.UTC)
-        .strftime("%Y-%m-%d %H:%M UTC"), "load_start": os.getloadavg()[0], "clip": args.clip,
-        "iterations": args.iterations, "runs": [],
+        "command": "python "
+        + " ".join([f"scripts/{Path(sys.argv[0]).name}", *(argv if argv is not None else sys.argv[1:])]),
+        "machine": machine(),
+        "threads": torch.get_num_threads(),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "load_start": os.getloadavg()[0],
+        "clip": args.clip,
+        "iterations": args.iterations,
+        "runs": [],
     }
     for dim in args.dims:
         for i, seed in enumerate(args.seeds):

@@ -170,8 +170,16 @@ def profile_run(
     load on a shared machine; with one thread it is close to the wall time of an idle core).
     With ``verbose``, one line per step (elapsed wall and CPU time, ``|D|``).
     """
-    optimizer, problem = make_run(dim, seed, iterations=iterations, clip=clip, n_total=n_total, acqf_maxiter=acqf_maxiter,
-                                  task=task, acqf_speed=acqf_speed)
+    optimizer, problem = make_run(
+        dim,
+        seed,
+        iterations=iterations,
+        clip=clip,
+        n_total=n_total,
+        acqf_maxiter=acqf_maxiter,
+        task=task,
+        acqf_speed=acqf_speed,
+    )
     timer = Timer()
     objective = timer.wrap("objective", problem)
     profiler = cProfile.Profile() if cprofile else None

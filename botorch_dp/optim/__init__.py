@@ -1,5 +1,5 @@
-r"""The DP-GIBO loop: config and ask/tell facade (``dp_gibo``), options as strategies (``options``), batch search, step rules,
-results and checkpoint I/O, one module each."""
+r"""The DP-GIBO loop: config and ask/tell facade (``dp_gibo``), options as strategies (``options``),
+batch search, step rules, results and checkpoint I/O, one module each."""
 
 from botorch_dp.optim.dp_gibo import DPGIBO, DPGIBOConfig
 from botorch_dp.optim.results import (

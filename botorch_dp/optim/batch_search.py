@@ -59,7 +59,9 @@ def local_bounds(theta: Tensor, search_radius: Tensor, bounds: Tensor) -> Tensor
     return torch.stack([lo, hi])
 
 
-def moved_batch(X: Tensor, batch_sizes: tuple[int, ...] | list[int], iterates: tuple[Tensor, ...] | list[Tensor]) -> Tensor | None:
+def moved_batch(
+    X: Tensor, batch_sizes: tuple[int, ...] | list[int], iterates: tuple[Tensor, ...] | list[Tensor]
+) -> Tensor | None:
     r"""The last batch of ``X`` moved by the last step, ``X_{t−1} + (θ_t − θ_{t−1})`` (public).
 
     Args:
@@ -294,7 +296,9 @@ def search_batch(
     joint = batch_search == "joint"
     start = previous if speed == "fast" else None
     if bias_tolerance is not None and joint:
-        return adaptive_joint_batch(gp, theta, bounds, bias_tolerance, max_batch_size, generator, start=start, **options)
+        return adaptive_joint_batch(
+            gp, theta, bounds, bias_tolerance, max_batch_size, generator, start=start, **options
+        )
     if bias_tolerance is not None:
         return greedy_batch(gp, theta, bounds, max_batch_size, generator, tolerance=bias_tolerance, **options)
     if joint:

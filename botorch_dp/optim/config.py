@@ -22,8 +22,8 @@ from botorch_dp.optim.config_options import (
     check_option_fields,
     set_field,
 )
-from botorch_dp.optim.noise_schedule import DEFAULT_NORM_MU_FRACTION, NoiseSchedule
 from botorch_dp.optim.deprecated import alias_property, rename_fields, warn_renamed
+from botorch_dp.optim.noise_schedule import DEFAULT_NORM_MU_FRACTION, NoiseSchedule
 from botorch_dp.optim.options import BudgetSplit, Options
 from botorch_dp.optim.privacy_target import (
     DEFAULT_PRIVACY_MU,
@@ -315,7 +315,9 @@ class DPGIBOConfig:
             raise ValueError("Give either batch_size (fixed) or bias_tolerance (adaptive), not both.")
         if self.max_batch_size is not None:
             set_field(self, "max_batch_size", check_positive_int(self.max_batch_size, "max_batch_size (b_max)"))
-        set_field(self, "noise_variance", check_nonnegative(self.noise_variance, "noise_variance (σ²)", allow_inf=False))
+        set_field(
+            self, "noise_variance", check_nonnegative(self.noise_variance, "noise_variance (σ²)", allow_inf=False)
+        )
         if self.validation_mu_budget is not None:
             set_field(self, "validation_mu_budget", check_positive(self.validation_mu_budget, "validation_mu_budget"))
         set_field(self, "num_restarts", check_positive_int(self.num_restarts, "num_restarts"))

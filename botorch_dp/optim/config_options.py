@@ -83,9 +83,13 @@ def _check_subspace_fields(config: Any) -> None:
     preconditioner, fraction = c.preconditioner, c.preconditioner_mu_fraction
     if c.step_rule != "adagrad_full":
         if preconditioner is not None:
-            raise ValueError(f"preconditioner is only used with step_rule='adagrad_full', got step_rule={c.step_rule!r}.")
+            raise ValueError(
+                f"preconditioner is only used with step_rule='adagrad_full', got step_rule={c.step_rule!r}."
+            )
     else:
-        preconditioner = check_choice("noisy" if preconditioner is None else preconditioner, "preconditioner", PRECONDITIONERS)
+        preconditioner = check_choice(
+            "noisy" if preconditioner is None else preconditioner, "preconditioner", PRECONDITIONERS
+        )
     if preconditioner != "private":
         if fraction is not None:
             raise ValueError("preconditioner_mu_fraction is only used with preconditioner='private'.")
@@ -125,7 +129,9 @@ def _check_adaptive_clip(config: Any) -> None:
             set_field(c, name, default)
     set_field(c, "clip_init", check_positive(c.clip_init, "clip_init (B₀)", allow_inf=False))
     set_field(c, "clip_quantile", check_probability(c.clip_quantile, "clip_quantile (γ)"))
-    set_field(c, "clip_learning_rate", check_positive(c.clip_learning_rate, "clip_learning_rate (η_C)", allow_inf=False))
+    set_field(
+        c, "clip_learning_rate", check_positive(c.clip_learning_rate, "clip_learning_rate (η_C)", allow_inf=False)
+    )
     set_field(c, "clip_mu_fraction", check_probability(c.clip_mu_fraction, "clip_mu_fraction (f_C)"))
 
 

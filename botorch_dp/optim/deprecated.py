@@ -38,7 +38,9 @@ def rename_fields(cls: type[Any], renamed: dict[str, str]) -> None:
             value = kwargs.pop(old)
             warn_renamed(f"{cls.__name__}({old}=...)", f"{new}=...")
             if new in kwargs and kwargs[new] is not None and kwargs[new] != value:
-                raise ValueError(f"{old} (deprecated) = {value!r} and {new} = {kwargs[new]!r} disagree; give {new} only.")
+                raise ValueError(
+                    f"{old} (deprecated) = {value!r} and {new} = {kwargs[new]!r} disagree; give {new} only."
+                )
             kwargs[new] = value
         init(self, *args, **kwargs)
 

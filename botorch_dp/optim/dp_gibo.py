@@ -56,18 +56,21 @@ from botorch_dp.utils import check_bounds, child_seeds
 __all__ = ["DPGIBO"]
 
 
+_UNSAFE_FITTING = ("unsafe_allow_sensitive_fitting=True: this run looks at the sensitive losses outside the "
+                   "privacy mechanism and carries NO differential-privacy guarantee.")
+
+
 class DPGIBO:
     r"""The DP-GIBO loop with an ask/tell interface.
 
-    Each iteration: choose points around ``θ_t`` (the batch rule, on the gradient-information
-    acquisition), receive the ``q x n`` per-user losses, release the clipped mean of the users'
-    gradient estimates ``A y_i`` (``A = ∇k(θ, D)K⁻¹``) with Gaussian noise (the noise schedule,
-    at the clip policy's bound, in the projection's coordinates), step (the step rule) and
-    project onto ``Θ``. Every step's worst case is charged before any noise is drawn
-    (``PrivacyLedger.charge``). Per-user losses stay in this object and its (protected)
-    checkpoint, or in the partitions that hold them (``tell_partitioned``). With an evaluated
-    ``selection``, ``ask`` returns the iterates once the steps are done, and ``tell`` with their
-    losses chooses the returned iterate.
+    Each iteration: choose points around ``θ_t`` (the batch rule, on the gradient-information acquisition),
+    receive the ``q x n`` per-user losses, release the clipped mean of the users' gradient estimates ``A y_i``
+    (``A = ∇k(θ, D)K⁻¹``) with Gaussian noise (the noise schedule, at the clip policy's bound, in the
+    projection's coordinates), step (the step rule) and project onto ``Θ``. Every step's worst case is charged
+    before any noise is drawn (``PrivacyLedger.charge``). Per-user losses stay in this object and its
+    (protected) checkpoint, or in the partitions that hold them (``tell_partitioned``). With an evaluated
+    ``selection``, ``ask`` returns the iterates once the steps are done, and ``tell`` with their losses chooses
+    the returned iterate.
 
     Args:
         config: The ``DPGIBOConfig``.
@@ -93,13 +96,14 @@ class DPGIBO:
         theta0 = torch.as_tensor(theta0, dtype=torch.float64).reshape(-1).clone()
         radius = 0.1 * (self.bounds[1] - self.bounds[0]) if c.search_radius is None else c.search_radius
         self.search_radius = torch.as_tensor(radius, dtype=torch.float64).expand(self.dim).clone()
-        check_kernel(self.kernel, theta0, self.search_radius)  # public: refuses k(θ₀, θ₀) = 0, warns on a scale mismatch
-        gp = GradientGP(torch.empty(0, self.dim, dtype=torch.float64), self.kernel, self.noise_variance, jitter=c.jitter)
+        check_kernel(self.kernel, theta0, self.search_radius)  # public: refuses k(θ₀, θ₀) = 0, warns on scale mismatch
+        gp = GradientGP(torch.empty(0, self.dim, dtype=torch.float64), self.kernel, self.noise_variance,
+                        jitter=c.jitter)
         self._optimizer = o.step_rule.make_optimizer(theta0, c.step_size)
         self.state = RunState(theta=theta0.clone(), iterates=(theta0.clone(),), X=gp.train_X.clone(), gp=gp,
                               optimizer=self._optimizer.state_dict(), clip=o.clip.initial_state())
-        if o.batches.tolerance is not None:  # needs the kernel, so checked here rather than in the config
-            check_bias_tolerance(o.batches.tolerance, gp, theta0, o.projection.acquisition_basis(theta0, gp, self.state.track))
+        if (tolerance := o.batches.tolerance) is not None:  # needs the kernel, so checked here, not in the config
+            check_bias_tolerance(tolerance, gp, theta0, o.projection.acquisition_basis(theta0, gp, self.state.track))
         self._committed: dict[str, Any] | None = None  # files of the last checkpoint written
         self._kernel_fingerprint = kernel_fingerprint(self.kernel) if self.checkpoint_dir is not None else None
         self._config_json = config_to_json(c) if self.checkpoint_dir is not None else None
@@ -107,14 +111,13 @@ class DPGIBO:
             raise ValueError("Set the budget on the ledger you pass, not validation_mu_budget.")
         self.ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=c.validation_mu_budget)
         self.run_id = uuid.uuid4().hex  # the run's name in the ledger
-        # Privacy noise: OS entropy unless a seed is given (then child stream 0, with a
-        # PrivacyWarning; μ = inf draws no noise). Candidate search: public, stream 1.
-        self._noise_gen = None if math.isinf(resolved_mu(c.privacy_mu)) else noise_generator(c.seed, stream=0, stacklevel=3)
-        search_seed = secrets.randbits(63) if c.seed is None else child_seeds([c.seed, 1], 1)[0]
+        # Privacy noise: OS entropy unless a seed is given (then child stream 0, with a PrivacyWarning)
+        self._noise_gen = None if math.isinf(resolved_mu(c.privacy_mu)) else noise_generator(  # μ = inf: none
+            c.seed, stream=0, stacklevel=3)
+        search_seed = secrets.randbits(63) if c.seed is None else child_seeds([c.seed, 1], 1)[0]  # public, stream 1
         self._search_gen = torch.Generator().manual_seed(search_seed)
         if not o.fitting.holds:
-            warnings.warn("unsafe_allow_sensitive_fitting=True: this run looks at the sensitive losses outside the "
-                          "privacy mechanism and carries NO differential-privacy guarantee.", PrivacyWarning, stacklevel=2)
+            warnings.warn(_UNSAFE_FITTING, PrivacyWarning, stacklevel=2)
 
     # ------------------------------------------------------------------ public state
     @property
@@ -172,10 +175,10 @@ class DPGIBO:
                 if self.steps_done:  # the evaluated selection's batch: the iterates (public)
                     pending = torch.stack(s.iterates)
                 else:  # projected acquisition: the same public Ṽ_t as tell() computes
-                    pending = o.batches.select(
-                        s.gp, s.theta, self.local_bounds(), self._search_gen, default=o.projection.default_batch_size(self.dim),
-                        basis=o.projection.acquisition_basis(s.theta, s.gp, s.track), num_restarts=c.num_restarts,
-                        raw_samples=c.raw_samples, previous=moved_batch(s.X, s.batch_sizes, s.iterates))
+                    pending = o.batches.select(s.gp, s.theta, self.local_bounds(), self._search_gen,
+                        default=o.projection.default_batch_size(self.dim), num_restarts=c.num_restarts,
+                        basis=o.projection.acquisition_basis(s.theta, s.gp, s.track), raw_samples=c.raw_samples,
+                        previous=moved_batch(s.X, s.batch_sizes, s.iterates))
                 self.state = report.replace(s, pending=pending)
                 self._save_checkpoint()
         return pending.clone()
@@ -202,8 +205,8 @@ class DPGIBO:
         if self.state.partitioned:
             raise RuntimeError("This run's users are held in partitions: use tell_partitioned().")
         points, losses = report.checked_batch(self, points, losses)
-        users = self.state.users
-        users = InMemoryUsers((losses,), self.config.user_chunk_size, self.config.nonfinite_losses) if users is None else users
+        if (users := self.state.users) is None:
+            users = InMemoryUsers((losses,), self.config.user_chunk_size, self.config.nonfinite_losses)
         with rollback_on_error(self):
             if self.steps_done:  # the iterates' losses: the evaluated selection
                 return self._select(points, users, losses)
@@ -250,10 +253,10 @@ class DPGIBO:
             trace = float(gp.posterior_trace(s.theta))
         theta = projected_step(self._optimizer, release.gradient, self.bounds,  # post-processing
                                **o.step_rule.extras(basis, out.noise.noise_stds[-1], track))
-        self.state = s.stepped(points=points, gp=gp, users=users if isinstance(users, InMemoryUsers) else None, num_users=users.num_users,
-                               partitioned=not users.raw_losses, theta=theta, trace=trace, release=release.gradient,
-                               diagnostics=release.diagnostics, optimizer=self._optimizer.state_dict(), noise=out.noise,
-                               clip=out.clip, track=track)
+        self.state = s.stepped(points=points, gp=gp, users=users if isinstance(users, InMemoryUsers) else None,
+                               num_users=users.num_users, partitioned=not users.raw_losses, theta=theta, trace=trace,
+                               release=release.gradient, diagnostics=release.diagnostics, noise=out.noise,
+                               optimizer=self._optimizer.state_dict(), clip=out.clip, track=track)
         self._save_checkpoint()  # durable before the step is returned
         return IterationInfo(self.iteration, theta.clone(), points.shape[0], trace)
 
@@ -297,11 +300,12 @@ class DPGIBO:
                 elif X.shape[0] > 0:
                     info = self.tell(X, evaluate_rows(objective, X, executor=executor))
                 else:  # an empty batch: only the objective knows n before the first tell
-                    n = self.num_users
-                    info = self.tell(X, torch.empty(0, n, dtype=torch.float64) if n else empty_batch_losses(objective, X))
+                    n, f64 = self.num_users, torch.float64
+                    info = self.tell(X, torch.empty(0, n, dtype=f64) if n else empty_batch_losses(objective, X))
                 if info.selected_index is None:  # a step (not the evaluated selection)
                     bar.update(1)
-                    bar.set_postfix(b=info.batch_size, trace=f"{info.posterior_trace:.3g}", eps=f"{self.guarantee().epsilon:.3g}")
+                    bar.set_postfix(b=info.batch_size, trace=f"{info.posterior_trace:.3g}",
+                                    eps=f"{self.guarantee().epsilon:.3g}")
                 if callback is not None and callback(info):
                     break
         finally:

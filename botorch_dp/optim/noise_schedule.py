@@ -77,7 +77,9 @@ def remaining_square(total_mu: float, spent_mus: Sequence[float]) -> float:
     return math.fsum([total_mu * total_mu, *(-(m * m) for m in spent_mus)])
 
 
-def default_snr_factor(num_users: int, total_mu: float, failure_probability: float = DEFAULT_FAILURE_PROBABILITY) -> float:
+def default_snr_factor(
+    num_users: int, total_mu: float, failure_probability: float = DEFAULT_FAILURE_PROBABILITY
+) -> float:
     r"""``c_snr = √log(n μ/(√2 β))``, at least 1: the paper's ``√log(n√ρ/β)`` with ``ρ = μ²/2``.
 
     The gradient noise is then ``‖b_t‖ ≈ σ_t √d ≈ N_t/c_snr``, a relative error that
@@ -352,7 +354,9 @@ def release_adaptive_step(
     norm = step.release_norm(schedule.norm_mu, meter=meter)
     budget = schedule.gradient_budget(norm.norm, index, [*spent_mus, norm.cost.mu], ledger_room=ledger_room)
     gradient = step.release_gradient(budget.mu, diagnostics=diagnostics, meter=meter)
-    return AdaptiveStep(norm=norm, gradient=gradient, noise_std=schedule.noise_std(gradient.cost.mu), final=budget.final)
+    return AdaptiveStep(
+        norm=norm, gradient=gradient, noise_std=schedule.noise_std(gradient.cost.mu), final=budget.final
+    )
 
 
 # --------------------------------------------------------------- the paper's Algorithm 3
@@ -371,13 +375,19 @@ def paper_sigma(noisy_norm: float, *, lipschitz: float, num_users: int, dim: int
     return max(noisy_norm / root, 2.0 * lipschitz / (num_users * math.sqrt(rho)))
 
 
-def paper_line6_zcdp(noisy_norm: float, *, lipschitz: float, num_users: int, dim: int, rho: float, beta: float) -> float:
+def paper_line6_zcdp(
+    noisy_norm: float, *, lipschitz: float, num_users: int, dim: int, rho: float, beta: float
+) -> float:
     r"""Algorithm 3 line 6, the paper's charge of one step (norm and gradient release):
     ``min(L₀² d log(n√ρ/β)/(n² N_t²), ρ/2) + √ρ/n`` (the minimum is ``ρ/2`` at
     ``N_t = 0``). Computed from ``N_t``, not from the ``σ_t`` used, so it under-counts
     when ``N_t`` is small or negative (E3.7)."""
     log_term = math.log(num_users * math.sqrt(rho) / beta)
-    grad = rho / 2.0 if noisy_norm == 0.0 else min(lipschitz**2 * dim * log_term / (num_users**2 * noisy_norm**2), rho / 2.0)
+    grad = (
+        rho / 2.0
+        if noisy_norm == 0.0
+        else min(lipschitz**2 * dim * log_term / (num_users**2 * noisy_norm**2), rho / 2.0)
+    )
     return grad + math.sqrt(rho) / num_users
 
 

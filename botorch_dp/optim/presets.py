@@ -42,7 +42,8 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     "paper": Preset(
         {"step_rule": "adagrad", "step_size": 0.3, "num_iterations": 25},
         "Sopa et al.'s E.1 settings: AdaGrad with η = 0.3 for T = 25 steps (batches default to d + 1).",
-        "reports/dimension.md: below private random search on 5/5 seeds at d = 30, 60 and 100 (box [0.05, 5]^d, μ = 1).",
+        "reports/dimension.md: below private random search on 5/5 seeds at d = 30, 60 and 100 "
+        "(box [0.05, 5]^d, μ = 1).",
     ),
     "e1_reach": Preset(
         {"step_rule": "adagrad", "step_size": 1.0, "num_iterations": 25},
@@ -87,6 +88,8 @@ def preset_settings(*names: str) -> dict[str, Any]:
             raise ValueError(f"preset: unknown preset {name!r}; known: {', '.join(PRESETS)}.")
         for field, value in PRESETS[name].settings.items():
             if field in merged and merged[field] != value:
-                raise ValueError(f"preset: {name!r} sets {field}={value!r} but {owner[field]!r} sets {merged[field]!r}.")
+                raise ValueError(
+                    f"preset: {name!r} sets {field}={value!r} but {owner[field]!r} sets {merged[field]!r}."
+                )
             merged[field], owner[field] = value, name
     return merged

@@ -141,7 +141,9 @@ class SubspaceTrack:
                 orthonormal bases, symmetric preconditioners).
         """
         name = "subspace"
-        ckpt._check_keys(value, {"bases", "coordinates", "preconditioners", "preconditioner_noise_stds", "columns"}, name)
+        ckpt._check_keys(
+            value, {"bases", "coordinates", "preconditioners", "preconditioner_noise_stds", "columns"}, name
+        )
         expected = {
             "bases": steps if has_subspace else 0,
             "coordinates": steps if has_subspace or private else 0,
@@ -154,12 +156,18 @@ class SubspaceTrack:
                 raise ValueError(f"Checkpoint field '{name}.{key}' must hold {count} entries.")
         bases = tuple(check_basis(ckpt.tensor_from_json(v, f"{name}.bases", (dim, None)), dim) for v in value["bases"])
         ks = [V.shape[1] for V in bases] if has_subspace else [dim] * expected["coordinates"]
-        coordinates = tuple(ckpt.tensor_from_json(v, f"{name}.coordinates", (k,)) for v, k in zip(value["coordinates"], ks))
+        coordinates = tuple(
+            ckpt.tensor_from_json(v, f"{name}.coordinates", (k,)) for v, k in zip(value["coordinates"], ks, strict=True)
+        )
         k = ks[0] if ks else dim
-        preconditioners = tuple(ckpt.tensor_from_json(v, f"{name}.preconditioners", (k, k)) for v in value["preconditioners"])
+        preconditioners = tuple(
+            ckpt.tensor_from_json(v, f"{name}.preconditioners", (k, k)) for v in value["preconditioners"]
+        )
         if any(not torch.equal(G, G.transpose(0, 1)) for G in preconditioners):
             raise ValueError(f"Checkpoint field '{name}.preconditioners' must hold symmetric matrices.")
-        stds = tuple(ckpt.float_from_json(v, f"{name}.preconditioner_noise_stds") for v in value["preconditioner_noise_stds"])
+        stds = tuple(
+            ckpt.float_from_json(v, f"{name}.preconditioner_noise_stds") for v in value["preconditioner_noise_stds"]
+        )
         if any(x < 0 for x in stds):
             raise ValueError(f"Checkpoint field '{name}.preconditioner_noise_stds' must be non-negative.")
         columns = tuple(ckpt.tensor_from_json(v, f"{name}.columns", (k,)) for v in value["columns"])

@@ -72,16 +72,21 @@ def check_kernel(kernel: Kernel, theta0: Tensor, radius: Tensor, stacklevel: int
     rho = (k[1:] / k0).tolist()
     far = [j for j in range(d) if rho[j] < FAR_CORRELATION]
     flat = [j for j in range(d) if 1.0 - rho[j] < FLAT_CORRELATION]
-    for coords, what in ((far, "spans many of the kernel's length-scales"), (flat, "is a tiny fraction of a length-scale")):
+    for coords, what in (
+        (far, "spans many of the kernel's length-scales"),
+        (flat, "is a tiny fraction of a length-scale"),
+    ):
         if coords:
             shown = ", ".join(f"θ[{j}]: radius {float(radius[j]):.3g}, correlation {rho[j]:.3g}" for j in coords[:4])
             warnings.warn(
-                f"The search radius {what} in {len(coords)} of {d} coordinate(s) ({shown}{', ...' if len(coords) > 4 else ''}), "
+                f"The search radius {what} in {len(coords)} of {d} coordinate(s) "
+                f"({shown}{', ...' if len(coords) > 4 else ''}), "
                 "so the GP's gradient estimates carry little information there and θ will hardly move. Are the bounds "
                 "in natural units while the kernel is meant for the unit cube (or the reverse)? Use unit-cube bounds "
                 "(botorch_dp.tuning.SearchSpace maps natural units onto them), or a kernel whose length-scales fit the "
                 "bounds (botorch_dp.plan_private_run fits one on a public proxy).",
-                SettingsWarning, stacklevel=stacklevel,
+                SettingsWarning,
+                stacklevel=stacklevel,
             )
 
 
@@ -96,7 +101,9 @@ def warn_delta(delta: float, num_users: int, stacklevel: int = 3) -> None:
         )
 
 
-def warn_noise(noise_std: float, dims: int, bound: float, num_users: int, privacy_mu: float, stacklevel: int = 3) -> None:
+def warn_noise(
+    noise_std: float, dims: int, bound: float, num_users: int, privacy_mu: float, stacklevel: int = 3
+) -> None:
     r"""``SettingsWarning`` when the first step's expected noise norm ``σ√k`` is at least the
     clip bound ``B`` (the clipped mean's norm is at most ``B``, so the noise dominates whatever
     the data say)."""
@@ -105,10 +112,12 @@ def warn_noise(noise_std: float, dims: int, bound: float, num_users: int, privac
     ratio = noise_std * math.sqrt(dims) / bound
     if ratio >= 1.0:
         warnings.warn(
-            f"Every step will be mostly noise: the gradient noise has expected norm σ√k = {noise_std * math.sqrt(dims):.3g} "
+            "Every step will be mostly noise: the gradient noise has expected norm "
+            f"σ√k = {noise_std * math.sqrt(dims):.3g} "
             f"(σ = {noise_std:.3g} in k = {dims} coordinates), {ratio:.3g}× the largest possible clipped mean "
             f"(clip bound B = {bound:.3g}), with n = {num_users} users at privacy_mu = {privacy_mu:.3g}. Raise the "
             "budget, take fewer iterations, use noise_schedule='adaptive_norm', or plan the run on a public proxy "
             "(botorch_dp.plan_private_run) to see the expected noise-to-signal ratio.",
-            SettingsWarning, stacklevel=stacklevel,
+            SettingsWarning,
+            stacklevel=stacklevel,
         )

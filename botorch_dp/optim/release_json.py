@@ -37,7 +37,10 @@ def release_json(result: Any, path: str | os.PathLike | None = None, *, space: A
     out: dict[str, Any] = {"release": {name: getattr(release, name) for name in _FIELDS}}
     guarantee = dataclasses.asdict(release.guarantee)
     guarantee["rho"] = release.guarantee.rho
-    out["guarantee"] = {"this_run": guarantee, "ledger": None if result.statement is None else result.statement.to_dict()}
+    out["guarantee"] = {
+        "this_run": guarantee,
+        "ledger": None if result.statement is None else result.statement.to_dict(),
+    }
     if space is not None:
         if space.dim != release.theta.shape[-1]:
             raise ValueError(f"space has dim {space.dim}, but the run's theta has d = {release.theta.shape[-1]}.")
@@ -47,7 +50,9 @@ def release_json(result: Any, path: str | os.PathLike | None = None, *, space: A
         d = result.diagnostics
         out["NON_PRIVATE_diagnostics"] = {
             "warning": "computed from the sensitive losses without noise: do not publish",
-            "unnoised_gradients": d.unnoised_gradients, "clip_fractions": d.clip_fractions, "noise_norms": d.noise_norms,
+            "unnoised_gradients": d.unnoised_gradients,
+            "clip_fractions": d.clip_fractions,
+            "noise_norms": d.noise_norms,
         }
     text = json.dumps(plain_json(out), indent=1, allow_nan=False)
     if path is not None:

@@ -27,7 +27,16 @@ from botorch_dp.privacy.checks import check_told_batch
 from botorch_dp.privacy.ledger import parse_release_key
 from botorch_dp.privacy.statement import guarantee_statement
 
-__all__ = ["check_next_release", "step_bound", "checked_batch", "checked_partitioned", "guarantee", "replace", "result", "spent"]
+__all__ = [
+    "check_next_release",
+    "step_bound",
+    "checked_batch",
+    "checked_partitioned",
+    "guarantee",
+    "replace",
+    "result",
+    "spent",
+]
 
 replace = dataclasses.replace
 
@@ -126,7 +135,9 @@ def checked_partitioned(opt: Run, points: Any, partitions: PartitionedObjective)
 def spent(opt: Run) -> list[float]:
     r"""The μ of every norm and gradient release the run has recorded, in order (an adaptive
     schedule's spent budget; a release made twice, e.g. by a copy of the run, counts twice)."""
-    return [r.event.mu for r in opt.ledger.validation_records(opt.run_id) if parse_release_key(r.key)[1] in ("norm", "grad")]
+    return [
+        r.event.mu for r in opt.ledger.validation_records(opt.run_id) if parse_release_key(r.key)[1] in ("norm", "grad")
+    ]
 
 
 def checked_batch(opt: Run, points: Any, losses: Any) -> tuple[Tensor, Tensor]:

@@ -56,7 +56,14 @@ class PrivacyGuarantee:
 
     @classmethod
     def of(
-        cls, *, mu: float, delta: float, mechanism: GaussianGradientMechanism, released: bool, num_steps: int, holds: bool
+        cls,
+        *,
+        mu: float,
+        delta: float,
+        mechanism: GaussianGradientMechanism,
+        released: bool,
+        num_steps: int,
+        holds: bool,
     ) -> PrivacyGuarantee:
         r"""The guarantee of ``mu``-GDP at ``delta``, with the noise read from ``mechanism``
         (``noise_std`` is 0 until something was ``released``)."""
@@ -195,7 +202,9 @@ class DPGIBOResult:
             return f"What was protected:\n- validation users: (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})-DP"
         return str(self.statement)
 
-    def to_json(self, path: str | os.PathLike | None = None, *, space: Any = None, include_diagnostics: bool = False) -> str:
+    def to_json(
+        self, path: str | os.PathLike | None = None, *, space: Any = None, include_diagnostics: bool = False
+    ) -> str:
         r"""The release and its guarantee as JSON (written to ``path`` too, if given).
 
         Args:
@@ -213,9 +222,12 @@ class DPGIBOResult:
     def __repr__(self) -> str:
         r = self.release
         g = r.guarantee
-        return (f"DPGIBOResult(theta of d = {r.theta.shape[-1]}, {len(r.batch_sizes)} steps, {r.evaluation_points.shape[0]} "
-                f"evaluations, validation (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})"
-                f"{', NON-PRIVATE diagnostics' if self.diagnostics is not None else ''})")
+        return (
+            f"DPGIBOResult(theta of d = {r.theta.shape[-1]}, {len(r.batch_sizes)} steps, "
+            f"{r.evaluation_points.shape[0]} "
+            f"evaluations, validation (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})"
+            f"{', NON-PRIVATE diagnostics' if self.diagnostics is not None else ''})"
+        )
 
     __str__ = __repr__
 

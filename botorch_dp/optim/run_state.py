@@ -53,7 +53,8 @@ STATE_VERSION = 3
 META_KEYS = {
     "format", "schema_version", "version", "run_id", "config", "config_fingerprint", "kernel", "iteration",
     "theta", "iterates", "pending", "batch_sizes", "traces", "released", "diagnostics", "step_optimizer",
-    "ledger", "noise_generator", "search_generator", "noise_and_selection", "subspace", "adaptive_clip", "partitioned_users",
+    "ledger", "noise_generator", "search_generator", "noise_and_selection", "subspace", "adaptive_clip",
+    "partitioned_users",
 }
 #: Meta keys added after schema version 1, with what an older checkpoint means by them.
 #: ``noise_and_selection`` (issue 15, Menart et al.): nothing adaptive and no selection yet.
@@ -89,7 +90,11 @@ def check_state(
     d, T = config.bounds.shape[1], meta["iteration"]
     if not ckpt._is_int(T) or not 0 <= T <= config.iteration_cap:
         raise ValueError(f"Checkpoint field 'iteration' must be an integer in [0, {config.iteration_cap}], got {T!r}.")
-    if not isinstance(meta["run_id"], str) or len(meta["run_id"]) != 32 or not all(ch in "0123456789abcdef" for ch in meta["run_id"]):
+    if (
+        not isinstance(meta["run_id"], str)
+        or len(meta["run_id"]) != 32
+        or not all(ch in "0123456789abcdef" for ch in meta["run_id"])
+    ):
         raise ValueError("Checkpoint field 'run_id' must be a uuid4 hex string.")
     theta = ckpt.tensor_from_json(meta["theta"], "theta", (d,))
     iterates = ckpt.tensor_from_json(meta["iterates"], "iterates", (T + 1, d))
@@ -129,7 +134,9 @@ def check_state(
     noise_gen = ckpt.generator_state_from_json(meta["noise_generator"], "noise_generator")
     search_gen = ckpt.generator_state_from_json(meta["search_generator"], "search_generator")
     if (noise_gen is None) != (not has_noise_generator) or search_gen is None:
-        raise ValueError("Checkpoint field 'noise_generator'/'search_generator' does not match the config's generators.")
+        raise ValueError(
+            "Checkpoint field 'noise_generator'/'search_generator' does not match the config's generators."
+        )
     subspace = SubspaceTrack.from_json(
         meta["subspace"] if meta["subspace"] is not None else SubspaceTrack().to_json(), dim=d, steps=T,
         has_subspace=config.subspace is not None, private=config.preconditioner == "private",
@@ -145,7 +152,9 @@ def check_state(
     if n is not None and resolved_mu(config.privacy_mu) < math.inf and n == 0:
         raise ValueError("Checkpoint loss files hold no users.")
     check_ledger_covers_steps(config, ledger, meta["run_id"], T, n)
-    adaptive = check_noise_and_selection(meta["noise_and_selection"], config=config, T=T, ledger=ledger, run_id=meta["run_id"])
+    adaptive = check_noise_and_selection(
+        meta["noise_and_selection"], config=config, T=T, ledger=ledger, run_id=meta["run_id"]
+    )
     clip_mu = config.mu_split.clip_mu
     clip = check_clip_state(
         meta["adaptive_clip"], config=config, T=T, num_users=n, ledger=ledger, run_id=meta["run_id"],
@@ -198,7 +207,11 @@ def check_noise_and_selection(
     ``step-t/grad``): the filter's spent budget is read from the ledger, so the two must
     agree. A made selection needs its ledger record (``"select"``).
     """
-    empty: dict[str, Any] = {name: [] for name in _NOISE_LISTS} | {"stopped": False, "selected_index": None, "selection_scores": None}
+    empty: dict[str, Any] = {name: [] for name in _NOISE_LISTS} | {
+        "stopped": False,
+        "selected_index": None,
+        "selection_scores": None,
+    }
     if entry is None:
         entry = empty
     ckpt._check_keys(entry, set(empty), "noise_and_selection")
@@ -215,19 +228,28 @@ def check_noise_and_selection(
     for t in range(len(out["step_mus"])):
         for name, part in (("norm_mus", "norm"), ("step_mus", "grad")):
             if out[name][t] not in recorded.get(release_key(t, part, ("norm", "grad")), []):
-                raise ValueError(f"Checkpoint field 'noise_and_selection.{name}' disagrees with the ledger at step {t}.")
+                raise ValueError(
+                    f"Checkpoint field 'noise_and_selection.{name}' disagrees with the ledger at step {t}."
+                )
     stopped, selected, scores = entry["stopped"], entry["selected_index"], entry["selection_scores"]
     if not isinstance(stopped, bool) or (stopped and not adaptive):
-        raise ValueError("Checkpoint field 'noise_and_selection.stopped' must be a bool (True only with adaptive_norm).")
+        raise ValueError(
+            "Checkpoint field 'noise_and_selection.stopped' must be a bool (True only with adaptive_norm)."
+        )
     evaluated = config.selection in EVALUATED_SELECTIONS
     if selected is not None and (not evaluated or not ckpt._is_int(selected) or not 0 <= selected <= T
                                  or SELECTION_KEY not in recorded):
         raise ValueError(f"Checkpoint field 'noise_and_selection.selected_index' must be None or an index in [0, {T}] "
                          "of a recorded evaluated selection.")
     if (scores is not None) != (selected is not None and config.selection == "noisy_loss"):
-        raise ValueError("Checkpoint field 'noise_and_selection.selection_scores' must be given exactly for a made noisy_loss selection.")
+        raise ValueError(
+            "Checkpoint field 'noise_and_selection.selection_scores' must be given exactly for a made "
+            "noisy_loss selection."
+        )
     out["stopped"], out["selected_index"] = stopped, selected
-    out["selection_scores"] = None if scores is None else ckpt.tensor_from_json(scores, "noise_and_selection.selection_scores", (T + 1,))
+    out["selection_scores"] = (
+        None if scores is None else ckpt.tensor_from_json(scores, "noise_and_selection.selection_scores", (T + 1,))
+    )
     return out
 
 
@@ -376,8 +398,14 @@ def apply_state(opt: Run, state: dict[str, Any]) -> None:
     c = opt.config
     users = InMemoryUsers(tuple(blocks), c.user_chunk_size, c.nonfinite_losses) if blocks else None
     noise = opt.options.noise.restored(
-        opt.plan(n), NoiseState(tuple(adaptive["step_mus"]), tuple(adaptive["noise_stds"]), tuple(adaptive["noisy_norms"]),
-                                tuple(adaptive["norm_mus"]), adaptive["stopped"]),
+        opt.plan(n),
+        NoiseState(
+            tuple(adaptive["step_mus"]),
+            tuple(adaptive["noise_stds"]),
+            tuple(adaptive["noisy_norms"]),
+            tuple(adaptive["norm_mus"]),
+            adaptive["stopped"],
+        ),
         [bounds[t] if bounds else opt.options.clip.current(ClipState()) for t in range(checked["T"])],
     )
     # all checked: assign
@@ -385,11 +413,23 @@ def apply_state(opt: Run, state: dict[str, Any]) -> None:
     gp = GradientGP.from_factor(X, L, opt.kernel, opt.noise_variance, jitter=c.jitter)
     opt._optimizer = checked["optimizer"]
     opt.state = RunState(
-        theta=checked["theta"], iterates=tuple(checked["iterates"]), X=X, gp=gp, optimizer=copy.deepcopy(
-            checked["optimizer"].state_dict()), users=users, num_users=n, partitioned=checked["partitioned_users"] is not None,
-        pending=checked["pending"], batch_sizes=tuple(checked["sizes"]), traces=tuple(checked["traces"]),
-        released=tuple(checked["released"]), diagnostics=tuple(checked["diag"]), noise=noise,
-        clip=ClipState(tuple(bounds), tuple(counts)), track=checked["subspace"], selected=adaptive["selected_index"],
+        theta=checked["theta"],
+        iterates=tuple(checked["iterates"]),
+        X=X,
+        gp=gp,
+        optimizer=copy.deepcopy(checked["optimizer"].state_dict()),
+        users=users,
+        num_users=n,
+        partitioned=checked["partitioned_users"] is not None,
+        pending=checked["pending"],
+        batch_sizes=tuple(checked["sizes"]),
+        traces=tuple(checked["traces"]),
+        released=tuple(checked["released"]),
+        diagnostics=tuple(checked["diag"]),
+        noise=noise,
+        clip=ClipState(tuple(bounds), tuple(counts)),
+        track=checked["subspace"],
+        selected=adaptive["selected_index"],
         selection_scores=adaptive["selection_scores"],
     )
     opt.run_id = meta["run_id"]

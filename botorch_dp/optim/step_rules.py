@@ -223,7 +223,8 @@ class FullMatrixAdagrad(torch.optim.Optimizer):
         for entry in dict(state_dict.get("state", {})).values():
             if set(entry) != {"step", "sum_outer", "noise_outer", "noise_fourth"}:
                 raise ValueError(
-                    f"FullMatrixAdagrad state must hold step, sum_outer, noise_outer and noise_fourth, got {sorted(entry)}."
+                    "FullMatrixAdagrad state must hold step, sum_outer, noise_outer and noise_fourth, "
+                    f"got {sorted(entry)}."
                 )
             for key in ("sum_outer", "noise_outer"):
                 value = entry[key]

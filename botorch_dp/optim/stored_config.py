@@ -179,4 +179,6 @@ def check_same_run(meta: dict[str, Any], config: DPGIBOConfig) -> None:
             "Config field 'kernel' differs from the checkpoint's (class, settings or hyperparameter values)."
         )
     if float(noise_variance).hex() != k.get("noise_variance") or standardize != k.get("standardize"):
-        raise ValueError("Config field 'noise_variance' (or the model's likelihood noise) differs from the checkpoint's.")
+        raise ValueError(
+            "Config field 'noise_variance' (or the model's likelihood noise) differs from the checkpoint's."
+        )

@@ -425,5 +425,7 @@ def _mean_losses(values: Tensor, q: int) -> Tensor:
     if values.dim() == 2 and values.shape[0] == q:
         values = values.mean(-1)
     if values.shape != (q,) or not torch.isfinite(values).all():
-        raise ValueError(f"The public objective must return {q} finite losses (or {q} x n), got shape {tuple(values.shape)}.")
+        raise ValueError(
+            f"The public objective must return {q} finite losses (or {q} x n), got shape {tuple(values.shape)}."
+        )
     return values

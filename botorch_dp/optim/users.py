@@ -136,5 +136,7 @@ class PartitionedUsers:
 
     def clamped_loss_sums(self, points: Tensor, losses: Tensor | None, loss_clip: float) -> Tensor:
         chunk = _chunk(self.chunk_size, self.num_users, points.shape[-1])
-        partials = self.partitions.clamped_loss_sums(points, loss_clip=loss_clip, chunk_size=chunk, nonfinite=self.nonfinite)
+        partials = self.partitions.clamped_loss_sums(
+            points, loss_clip=loss_clip, chunk_size=chunk, nonfinite=self.nonfinite
+        )
         return combine_clamped_sums(partials, loss_clip, self.num_users)

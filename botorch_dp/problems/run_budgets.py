@@ -62,7 +62,7 @@ class RDPCurve(Protocol):
 def _grid_cached(curve: Callable) -> RDPCurve:
     r"""``curve`` (vectorised over orders) evaluated once on ``DEFAULT_RDP_ORDERS``; the
     returned scalar function looks grid orders up and evaluates others directly."""
-    values = dict(zip(_ORDERS.tolist(), np.asarray(curve(_ORDERS), dtype=np.float64).tolist()))
+    values = dict(zip(_ORDERS.tolist(), np.asarray(curve(_ORDERS), dtype=np.float64).tolist(), strict=True))
 
     def cached(alpha):
         if np.ndim(alpha):
@@ -450,5 +450,7 @@ def dp_sgd_noise_for_selection(
     # compute_rdp slows down for huge noise at large q: search σ ≤ 1e4 to 5 digits
     sigma = _smallest_sigma(excess, 1.0, max_ratio=1e4, rtol=1e-5)
     if sigma is None:
-        raise ValueError(f"No DP-SGD noise multiplier up to 1e4 reaches epsilon = {epsilon:g} with E[K] = {mean_trials:g}.")
+        raise ValueError(
+            f"No DP-SGD noise multiplier up to 1e4 reaches epsilon = {epsilon:g} with E[K] = {mean_trials:g}."
+        )
     return sigma

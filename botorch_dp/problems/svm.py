@@ -252,7 +252,7 @@ class KernelSVMRegression(PerUserProblem):
         seed: int = 0,
         observation_noise_std: float = 0.0,
         **kwargs,
-    ) -> "KernelSVMRegression":
+    ) -> KernelSVMRegression:
         r"""Build the paper's problem from a local copy of the UCI "CT slice" CSV.
 
         The file (``slice_localization_data.csv``; never downloaded here) has

@@ -52,7 +52,14 @@ def test_count_changes_by_at_most_one_between_neighbouring_loss_matrices():
     g = torch.Generator().manual_seed(0)
     A = torch.randn(3, 4, generator=g, dtype=torch.float64)
     Y = torch.randn(4, 6, generator=g, dtype=torch.float64)
-    pool = [torch.zeros(4, dtype=torch.float64), torch.full((4,), 1e-300, dtype=torch.float64), torch.full((4,), 1e300, dtype=torch.float64), *Y.T, *(-Y.T), 5 * Y.T[0]]
+    pool = [
+        torch.zeros(4, dtype=torch.float64),
+        torch.full((4,), 1e-300, dtype=torch.float64),
+        torch.full((4,), 1e300, dtype=torch.float64),
+        *Y.T,
+        *(-Y.T),
+        5 * Y.T[0],
+    ]
     norms = (A @ Y).norm(dim=0)
     for bound in [norms.min().item() / 2, norms.median().item(), norms.max().item() * 2, 1.0]:
         base = count_within_clip(A, Y, bound)
@@ -119,7 +126,11 @@ def test_update_converges_to_the_target_quantile_with_negligible_noise(quantile)
 
 def test_update_rule_closed_form():
     assert next_clip_bound(2.0, 30.0, 100, 0.5, 0.2) == 2.0 * math.exp(-0.2 * (0.3 - 0.5))
-    assert clip_bounds_from_counts(1.0, [10.0, 90.0], 100, 0.5, 1.0) == [1.0, math.exp(0.4), math.exp(0.4) * math.exp(-0.4)]
+    assert clip_bounds_from_counts(1.0, [10.0, 90.0], 100, 0.5, 1.0) == [
+        1.0,
+        math.exp(0.4),
+        math.exp(0.4) * math.exp(-0.4),
+    ]
 
 
 # ------------------------------------------------------------------------ config
@@ -164,7 +175,7 @@ def test_ledger_total_equals_the_planned_budget_in_closed_form():
     assert release.guarantee.mu == pytest.approx(mu, rel=1e-12)
     # σ_t = 2 B_t √T/(n μ_g), B_t public and following the released counts
     assert release.clip_bounds == clip_bounds_from_counts(2.0, release.clip_counts, N, 0.5, 0.2)
-    for std, bound in zip(release.noise_stds, release.clip_bounds[:T]):
+    for std, bound in zip(release.noise_stds, release.clip_bounds[:T], strict=True):
         assert std == pytest.approx(2 * bound * math.sqrt(T) / (N * mu * math.sqrt(1 - f)), rel=1e-14)
 
 
@@ -213,8 +224,15 @@ def test_resume_continues_bit_identically_and_refuses_a_changed_setting(tmp_path
     assert a.clip_bounds == b.clip_bounds and a.clip_counts == b.clip_counts
     assert torch.equal(a.released_gradients, b.released_gradients) and torch.equal(a.theta, b.theta)
     for field, value in [("clip_quantile", 0.6), ("clip_mu_fraction", 0.2), ("clip_init", 1.0), ("clip_bound", 2.0)]:
-        changed = dataclasses.replace(cfg, **{field: value}, **({"clip_init": None, "clip_quantile": None,
-                                      "clip_learning_rate": None, "clip_mu_fraction": None} if field == "clip_bound" else {}))
+        changed = dataclasses.replace(
+            cfg,
+            **{field: value},
+            **(
+                {"clip_init": None, "clip_quantile": None, "clip_learning_rate": None, "clip_mu_fraction": None}
+                if field == "clip_bound"
+                else {}
+            ),
+        )
         with pytest.raises(ValueError, match=f"'{field}' differs from the checkpoint"):
             DPGIBO.resume(tmp_path, changed)
 
@@ -224,7 +242,7 @@ def test_a_damaged_clip_record_is_refused(tmp_path):
     state_file = tmp_path / "state.json"
     good = json.loads(state_file.read_text())
     for damage in (
-        lambda s: s["adaptive_clip"]["bounds"].__setitem__(1, float(7.0).hex()),
+        lambda s: s["adaptive_clip"]["bounds"].__setitem__(1, 7.0.hex()),
         lambda s: s["adaptive_clip"]["counts"].pop(),
         lambda s: s.__setitem__("adaptive_clip", None),
     ):

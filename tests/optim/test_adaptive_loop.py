@@ -117,7 +117,11 @@ def test_releases_are_the_clipped_mean_plus_realised_noise_from_the_schedule():
 
 
 @settings(max_examples=10, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
-@given(norms=st.lists(st.sampled_from([-1e300, -3.0, -1e-300, 0.0, 5e-324, 1e-9, 0.05, 1.0, 1e300]), min_size=6, max_size=6))
+@given(
+    norms=st.lists(
+        st.sampled_from([-1e300, -3.0, -1e-300, 0.0, 5e-324, 1e-9, 0.05, 1.0, 1e300]), min_size=6, max_size=6
+    )
+)
 def test_adversarial_released_norms_never_overspend_the_loop(norms):
     r"""Whatever the released norms are (a mechanism double returns them), the loop's
     ledger never exceeds μ and the run ends with a step that spends exactly the rest."""
@@ -291,7 +295,15 @@ def test_resume_reproduces_the_uninterrupted_run_with_two_releases_per_step(tmp_
         opt = DPGIBO.resume(tmp_path)
         assert opt.steps_done and not opt.is_done
     resumed = opt.run(objective, progress=False).release
-    for name in ("iterates", "released_gradients", "step_mus", "noise_stds", "noisy_norms", "norm_mus", "selected_index"):
+    for name in (
+        "iterates",
+        "released_gradients",
+        "step_mus",
+        "noise_stds",
+        "noisy_norms",
+        "norm_mus",
+        "selected_index",
+    ):
         assert same(getattr(resumed, name), getattr(full, name)), name
     assert same(resumed.selection_scores, full.selection_scores)
     assert resumed.guarantee.mu == pytest.approx(1.0, rel=1e-9)
@@ -314,7 +326,7 @@ def test_a_damaged_noise_record_is_refused(tmp_path):
     state_file = tmp_path / "state.json"
     good = json.loads(state_file.read_text())
     for field, value in [
-        ("step_mus", [float(0.3).hex()] * len(good["noise_and_selection"]["step_mus"])),
+        ("step_mus", [0.3.hex()] * len(good["noise_and_selection"]["step_mus"])),
         ("noisy_norms", []),
         ("stopped", "yes"),
         ("selected_index", 1),
@@ -341,7 +353,9 @@ def test_checkpoint_written_before_the_seed_003_fields_still_resumes(tmp_path):
     state["config_fingerprint"] = json_fingerprint(state["config"])  # of the config it wrote
     state_file.write_text(json.dumps(state))
     for resumed in (DPGIBO.resume(tmp_path), DPGIBO.resume(tmp_path, cfg)):
-        assert resumed.iteration == 1 and resumed.config.noise_schedule == "fixed" and resumed.config.selection == "last"
+        assert (
+            resumed.iteration == 1 and resumed.config.noise_schedule == "fixed" and resumed.config.selection == "last"
+        )
         assert resumed.result().release.step_mus == [pytest.approx(1.0 / math.sqrt(3))]
     with pytest.raises(ValueError, match="differs from the checkpoint"):
         DPGIBO.resume(tmp_path, dataclasses.replace(cfg, noise_schedule="adaptive_norm"))

@@ -153,7 +153,11 @@ def test_capped_search_stays_a_valid_batch_and_the_cap_binds():
     # with one L-BFGS-B iteration the batch is found from the best raw sample almost as is;
     # the uncapped search is at least as informative (same seed, same initial conditions)
     d = 3
-    gp, theta, bounds = empty_gp(d), torch.zeros(d, dtype=torch.float64), torch.tensor([[-1.0] * d, [1.0] * d], dtype=torch.float64)
+    gp, theta, bounds = (
+        empty_gp(d),
+        torch.zeros(d, dtype=torch.float64),
+        torch.tensor([[-1.0] * d, [1.0] * d], dtype=torch.float64),
+    )
     gen = lambda: torch.Generator().manual_seed(0)  # noqa: E731
     capped = optimize_batch(gp, theta, bounds, 2, gen(), num_restarts=2, raw_samples=16, maxiter=1)
     free = optimize_batch(gp, theta, bounds, 2, gen(), num_restarts=2, raw_samples=16)

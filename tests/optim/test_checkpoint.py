@@ -8,9 +8,7 @@ import pytest
 import torch
 from gpytorch.kernels import MaternKernel, RQKernel, ScaleKernel
 
-from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.checkpoint import files as ckpt_files
-
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
 
@@ -201,7 +199,7 @@ def test_failed_checkpoint_write_leaves_tell_undone_and_retry_releases_once(tmp_
     # the run is rolled back; the ledger is not: the failed tell drew its noise, so its record stays
     without_ledger = lambda meta: json.dumps({k: v for k, v in meta.items() if k != "ledger"}, sort_keys=True)  # noqa: E731
     assert without_ledger(after["meta"]) == without_ledger(before["meta"])
-    assert all(torch.equal(a, b) for a, b in zip(after["loss_blocks"], before["loss_blocks"]))
+    assert all(torch.equal(a, b) for a, b in zip(after["loss_blocks"], before["loss_blocks"], strict=True))
     assert opt.iteration == 1 and [r.key for r in opt.ledger.validation_records()] == ["step-0000", "step-0001"]
     assert torch.equal(opt._noise_gen.get_state(), noise_state) and torch.equal(opt.ask(), X)
     monkeypatch.setattr(ckpt_files, "_write_atomic", real_write)
@@ -210,7 +208,9 @@ def test_failed_checkpoint_write_leaves_tell_undone_and_retry_releases_once(tmp_
     assert torch.equal(resumed.release.released_gradients, full.release.released_gradients)
     assert torch.equal(resumed.release.iterates, full.release.iterates)
     # 4 steps and the failed attempt, each 1/2-GDP: an over-count, never an under-count
-    assert len(resumed.release.batch_sizes) == 4 and math.isclose(resumed.release.guarantee.mu, math.sqrt(5) / 2, rel_tol=1e-9)
+    assert len(resumed.release.batch_sizes) == 4 and math.isclose(
+        resumed.release.guarantee.mu, math.sqrt(5) / 2, rel_tol=1e-9
+    )
 
 
 def test_unwritable_directory_between_ask_and_tell(tmp_path):

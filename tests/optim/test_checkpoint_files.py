@@ -83,7 +83,9 @@ def test_a_new_run_refuses_a_directory_that_holds_a_checkpoint(tmp_path):
     (tmp_path / "empty").mkdir(mode=0o700)
     DPGIBO(cfg, checkpoint_dir=tmp_path / "empty").ask()
     DPGIBO(cfg, checkpoint_dir=tmp_path / "missing" / "ck").ask()
-    assert (tmp_path / "empty" / ckpt.STATE_FILE).is_file() and (tmp_path / "missing" / "ck" / ckpt.STATE_FILE).is_file()
+    assert (tmp_path / "empty" / ckpt.STATE_FILE).is_file() and (
+        tmp_path / "missing" / "ck" / ckpt.STATE_FILE
+    ).is_file()
 
 
 def test_a_checkpoint_committed_after_construction_is_not_replaced(tmp_path):
@@ -130,7 +132,9 @@ def test_symlinks_planted_at_the_old_temporary_names_are_not_followed(tmp_path):
     assert not [p for p in root.rglob("*.tmp") if not p.is_symlink()]  # no temporaries of ours left
 
 
-@pytest.mark.parametrize("name", ["", "state.json", "gp", "losses", "gp/000002.safetensors", "losses/000001.safetensors"])
+@pytest.mark.parametrize(
+    "name", ["", "state.json", "gp", "losses", "gp/000002.safetensors", "losses/000001.safetensors"]
+)
 def test_a_symlinked_part_of_a_checkpoint_is_refused_on_read(tmp_path, name):
     root = tmp_path / "ck"
     _run(root)
@@ -235,7 +239,9 @@ KERNELS = {
     "rbf_ard_float64": lambda: _set(RBFKernel(ard_num_dims=2), torch.float64, lengthscale=[[0.3, 1.7]]),
     "matern_float32": lambda: _set(MaternKernel(nu=2.5), torch.float32, lengthscale=0.4),
     "matern_float64": lambda: _set(MaternKernel(nu=1.5, ard_num_dims=2), torch.float64, lengthscale=[[0.45, 0.8]]),
-    "scale_matern_float32": lambda: _set(ScaleKernel(MaternKernel(nu=2.5)), torch.float32, lengthscale=0.5, outputscale=1.7),
+    "scale_matern_float32": lambda: _set(
+        ScaleKernel(MaternKernel(nu=2.5)), torch.float32, lengthscale=0.5, outputscale=1.7
+    ),
     "scale_matern_float64": lambda: _set(
         ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=2)), torch.float64, lengthscale=[[0.6, 0.35]], outputscale=2.3
     ),
@@ -253,7 +259,7 @@ def test_every_kernel_the_library_builds_resumes_exactly_without_config(tmp_path
     opt, cfg, objective = _run(tmp_path, kernel=kernel)
     resumed = DPGIBO.resume(tmp_path)  # no config: rebuilt from the allow-list
     assert type(resumed.config.kernel) is type(kernel) and resumed.config.kernel.dtype == torch.float64
-    for (k, a), (_, b) in zip(opt.kernel.named_parameters(), resumed.kernel.named_parameters()):
+    for (k, a), (_, b) in zip(opt.kernel.named_parameters(), resumed.kernel.named_parameters(), strict=True):
         assert a.dtype == b.dtype == torch.float64 and torch.equal(a, b), k
     assert resumed.state_dict()["meta"] == opt.state_dict()["meta"]
     full = DPGIBO(cfg).run(objective, progress=False).release
@@ -267,7 +273,9 @@ def test_a_kernel_spec_without_a_dtype_reads_as_float64(tmp_path):
     path = tmp_path / ckpt.STATE_FILE
     doc = json.loads(path.read_text())
     for bad in ("float16", ["float64"]):
-        path.write_text(json.dumps({**doc, "kernel": {**doc["kernel"], "spec": {**doc["kernel"]["spec"], "dtype": bad}}}))
+        path.write_text(
+            json.dumps({**doc, "kernel": {**doc["kernel"], "spec": {**doc["kernel"]["spec"], "dtype": bad}}})
+        )
         with pytest.raises(ValueError, match=r"kernel\.spec\.dtype"):
             DPGIBO.resume(tmp_path)
     assert doc["kernel"]["spec"].pop("dtype") == "float64"

@@ -22,7 +22,10 @@ def test_a_renamed_field_is_set_and_read_by_its_old_name_with_a_warning(old, new
     assert getattr(cfg, new) == value and old not in {f.name for f in dataclasses.fields(cfg)}
     with pytest.warns(DeprecationWarning, match=f"DPGIBOConfig.{old} is deprecated; use DPGIBOConfig.{new}"):
         assert getattr(cfg, old) == value
-    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match=f"{old} .deprecated. = .* disagree; give {new}"):
+    with (
+        pytest.warns(DeprecationWarning),
+        pytest.raises(ValueError, match=f"{old} .deprecated. = .* disagree; give {new}"),
+    ):
         nl_config(d=2, privacy_mu=1.0, **{old: value, new: {"privacy_budget_mu": 0.7, "batch_selection": "joint"}[old]})
 
 

@@ -57,7 +57,7 @@ def test_adaptive_batches_stop_on_tolerance_and_shrink():
     res = opt.run(objective, progress=False)
     sizes, traces = res.release.batch_sizes, res.release.posterior_traces
     assert all(b <= bmax for b in sizes)
-    assert all(t <= eps or b == bmax for t, b in zip(traces, sizes))
+    assert all(t <= eps or b == bmax for t, b in zip(traces, sizes, strict=True))
     # information carries over: later iterations need fewer new points
     assert sizes[0] == max(sizes)
     assert sum(sizes[-4:]) / 4 < sizes[0]
@@ -170,7 +170,8 @@ def test_budget_filter_refuses_before_release():
     opt = DPGIBO(nl_config(d=2, privacy_mu=1.0, num_iterations=4, validation_mu_budget=0.75))
     # each step is mu/sqrt(T) = 0.5: two steps (total ~0.707) fit, a third (0.866) does not, and is
     # refused when its batch is asked for: the objective is not called for it
-    with pytest.raises(PrivacyBudgetExceeded, match=r"step 2 of run .* \(checked before its points are evaluated\).*remaining"):
+    match = r"step 2 of run .* \(checked before its points are evaluated\).*remaining"
+    with pytest.raises(PrivacyBudgetExceeded, match=match):
         opt.run(counted, progress=False)
     assert calls == [3, 3] and opt.iteration == 2 and opt.evaluation_points.shape[0] == 6
     assert opt.state.pending is None and len(opt.ledger.validation_records()) == 2

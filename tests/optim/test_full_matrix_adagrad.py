@@ -95,7 +95,9 @@ def test_debiased_preconditioner_subtracts_the_noise_energy():
     # the plain "noisy" preconditioner would have used diag(4, 1)
     noisy = make_step_optimizer(torch.zeros(2, dtype=F64), "adagrad_full", 1.0)
     projected_step(noisy, u1, wide(2), noise_std=sigma)
-    torch.testing.assert_close(projected_step(noisy, u2, wide(2), noise_std=sigma), -u1 / 2 - u2 / 1, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        projected_step(noisy, u2, wide(2), noise_std=sigma), -u1 / 2 - u2 / 1, rtol=1e-12, atol=1e-12
+    )
 
 
 def test_debiased_floor_keeps_a_pure_noise_step_bounded():
@@ -164,7 +166,10 @@ def test_state_round_trip_continues_identically(preconditioner):
         theta = projected_step(first, g, box, **extra)
     restored = make_step_optimizer(theta, "adagrad_full", 0.2, preconditioner=preconditioner)
     restored.load_state_dict(first.state_dict())
-    assert all(torch.equal(a, b) for a, b in zip([projected_step(restored, g, box, **extra) for g in grads[3:]], path[3:]))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip([projected_step(restored, g, box, **extra) for g in grads[3:]], path[3:], strict=True)
+    )
 
 
 def test_bad_settings_and_states_are_refused():

@@ -90,7 +90,9 @@ def malformed_losses(draw, q: int, first: bool):
         n = 0 if first else draw(st.sampled_from([0, 1, N - 1, N + 1, 2 * N]))  # wrong n after the first tell
         return torch.zeros(q, n, dtype=torch.float64)
     if kind == "dtype":
-        dtype = draw(st.sampled_from([torch.int64, torch.int32, torch.bool, torch.complex64, torch.complex128, torch.uint8]))
+        dtype = draw(
+            st.sampled_from([torch.int64, torch.int32, torch.bool, torch.complex64, torch.complex128, torch.uint8])
+        )
         return good.to(dtype)
     if kind == "numpy_nonfinite":
         array = good.numpy().copy()
@@ -175,7 +177,9 @@ def test_invalid_config_values_are_refused_naming_the_field(data):
 
 # ---------------------------------------------------------------- call sequences
 @FUZZ
-@given(ops=st.lists(st.sampled_from(["ask", "tell", "tell_other", "tell_before", "bad_losses"]), min_size=1, max_size=8))
+@given(
+    ops=st.lists(st.sampled_from(["ask", "tell", "tell_other", "tell_before", "bad_losses"]), min_size=1, max_size=8)
+)
 def test_call_sequences_never_corrupt_the_state(ops):
     r"""Random sequences of ask / tell / tell with other points / malformed tells: every
     refused call leaves the state bit-identical; accepted ones advance by one step."""
@@ -203,11 +207,11 @@ def test_call_sequences_never_corrupt_the_state(ops):
             assert opt.state.pending is None
             continue
         if op == "tell_other":
-            call = lambda: opt.tell(pending + 0.25, OBJECTIVE(pending))  # noqa: E731
+            call = lambda pending=pending: opt.tell(pending + 0.25, OBJECTIVE(pending))  # noqa: E731
         elif op == "tell_before":
-            call = lambda: opt.tell(pending[:-1], OBJECTIVE(pending[:-1]))  # noqa: E731
+            call = lambda pending=pending: opt.tell(pending[:-1], OBJECTIVE(pending[:-1]))  # noqa: E731
         else:
-            call = lambda: opt.tell(pending, OBJECTIVE(pending)[:, :0])  # noqa: E731
+            call = lambda pending=pending: opt.tell(pending, OBJECTIVE(pending)[:, :0])  # noqa: E731
         with pytest.raises(ValueError):
             call()
         assert same(snapshot(opt), before) and torch.equal(opt.state.pending, pending)

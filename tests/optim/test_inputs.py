@@ -198,7 +198,9 @@ def test_losses_with_requires_grad_are_detached_before_the_release(tmp_path):
     assert info.iteration == 1 and not torch.cat(list(opt.state.blocks)).requires_grad
     assert not opt.result().release.released_gradients.requires_grad
     resumed = DPGIBO.resume(tmp_path)
-    assert resumed.iteration == 1 and torch.equal(torch.cat(list(resumed.state.blocks)), torch.cat(list(opt.state.blocks)))
+    assert resumed.iteration == 1 and torch.equal(
+        torch.cat(list(resumed.state.blocks)), torch.cat(list(opt.state.blocks))
+    )
 
 
 def test_empty_first_adaptive_batch_uses_the_real_number_of_users(monkeypatch):
@@ -261,7 +263,9 @@ def test_small_user_chunks_give_the_same_release():
     _, objective = normal_location(n=N, d=D)
     runs = [DPGIBO(config(user_chunk_size=c)).run(objective, progress=False) for c in (1, 3, 4096)]
     for r in runs[1:]:
-        torch.testing.assert_close(r.release.released_gradients, runs[0].release.released_gradients, rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(
+            r.release.released_gradients, runs[0].release.released_gradients, rtol=1e-12, atol=1e-14
+        )
 
 
 def test_infinite_bias_tolerance_is_refused():

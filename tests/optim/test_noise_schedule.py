@@ -11,10 +11,9 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import torch
 
 from botorch_dp.optim.noise_schedule import (
     AdaptiveNormSchedule,
@@ -29,7 +28,9 @@ from botorch_dp.optim.noise_schedule import (
 from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
 from botorch_dp.privacy.mechanisms import AdaptiveGaussianGradientMechanism
 
-FILTER = settings(max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+FILTER = settings(
+    max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+)
 
 # --------------------------------------------------------------------- spec E3.7 table
 # n = 1000, d = 10, ρ = 1, β = 0.1, L₀ = 1; rows: N_t, σ_t, line-6 charge, realised with the
@@ -247,7 +248,10 @@ def test_release_adaptive_step_checks_and_records_both_releases():
     ledger = PrivacyLedger(validation_mu_budget=1.0)
     with ledger.charge(schedule.step_bound([], ledger.remaining_validation_mu()), run_id="r", step=2) as meter:
         step = release_adaptive_step(mech.clipped_mean(A, Y), schedule, index=2, spent_mus=[], meter=meter)
-    assert ledger.validation_steps == {("r", "step-0002/norm"): schedule.norm_mu, ("r", "step-0002/grad"): step.gradient.cost.mu}
+    assert ledger.validation_steps == {
+        ("r", "step-0002/norm"): schedule.norm_mu,
+        ("r", "step-0002/grad"): step.gradient.cost.mu,
+    }
     assert step.noise_std == pytest.approx(mech.sensitivity / step.gradient.cost.mu)
     assert step.gradient.cost.mu == schedule.gradient_budget(step.norm.norm, 2, [schedule.norm_mu]).mu
     # a ledger with room for the norm but not a minimal gradient: no step can start, and the
@@ -264,5 +268,7 @@ def test_release_adaptive_step_checks_and_records_both_releases():
     small = PrivacyLedger(validation_mu_budget=math.hypot(schedule.norm_mu, 2 * schedule.min_step_mu))
     room = small.remaining_validation_mu()
     with small.charge(schedule.step_bound([], room), run_id="r", step=0) as meter:
-        step = release_adaptive_step(mech.clipped_mean(A, Y), schedule, index=0, spent_mus=[], meter=meter, ledger_room=room)
+        step = release_adaptive_step(
+            mech.clipped_mean(A, Y), schedule, index=0, spent_mus=[], meter=meter, ledger_room=room
+        )
     assert step.final and small.validation_mu() == pytest.approx(small.validation_mu_budget, rel=1e-9)

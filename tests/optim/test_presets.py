@@ -42,7 +42,11 @@ def test_presets_combine_and_refuse_conflicts_and_unknown_names():
 def test_presets_are_the_settings_their_reports_measured():
     # the benchmark settings behind each preset's evidence: a change to one must change the other
     p = paper.Settings()
-    assert dict(PRESETS["paper"].settings) == {"step_rule": "adagrad", "step_size": p.step_size, "num_iterations": p.iterations}
+    assert dict(PRESETS["paper"].settings) == {
+        "step_rule": "adagrad",
+        "step_size": p.step_size,
+        "num_iterations": p.iterations,
+    }
     d = dimension.Settings()
     assert PRESETS["e1_reach"].settings["step_size"] == d.preset_step_size
     assert PRESETS["paper"].settings["step_size"] == d.step_size

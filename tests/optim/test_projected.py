@@ -18,7 +18,9 @@ def projector(V):
 
 
 def _mechanism(seed, **kw):
-    base = dict(clip_bound=1.0, num_users=30, privacy_mu=1.0, num_steps=4, generator=torch.Generator().manual_seed(seed))
+    base = dict(
+        clip_bound=1.0, num_users=30, privacy_mu=1.0, num_steps=4, generator=torch.Generator().manual_seed(seed)
+    )
     base.update(kw)
     return GaussianGradientMechanism(**base)
 

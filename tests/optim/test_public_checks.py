@@ -52,7 +52,11 @@ def test_natural_unit_bounds_with_a_unit_cube_kernel_warn_with_the_closed_form_c
     assert f"θ[0]: radius 11.2, correlation {rho:.3g}" in found[0] and "θ[1]" not in found[0]
     # the reverse: a box far smaller than the length-scale
     found = _settings_warnings(_config([[0.0, 0.0], [1e-3, 1.0]], _rbf(1.0)))
-    assert len(found) == 1 and "tiny fraction of a length-scale in 1 of 2" in found[0] and "θ[0]: radius 0.0001" in found[0]
+    assert (
+        len(found) == 1
+        and "tiny fraction of a length-scale in 1 of 2" in found[0]
+        and "θ[0]: radius 0.0001" in found[0]
+    )
 
 
 @pytest.mark.parametrize("lengthscale", [0.05, 0.2, 1.0, 5.0])

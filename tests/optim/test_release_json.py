@@ -35,7 +35,9 @@ def test_the_json_holds_the_release_and_its_guarantee_and_no_diagnostics_unless_
     assert _strict((tmp_path / "release.json").read_text()) == out
     release = result.release
     assert out["release"]["theta"] == release.theta.tolist()
-    assert torch.equal(torch.tensor(out["release"]["released_gradients"], dtype=torch.float64), release.released_gradients)
+    assert torch.equal(
+        torch.tensor(out["release"]["released_gradients"], dtype=torch.float64), release.released_gradients
+    )
     assert out["guarantee"]["this_run"]["mu"] == pytest.approx(1.0)
     assert out["guarantee"]["this_run"]["epsilon"] == pytest.approx(gdp_epsilon(1.0, release.guarantee.delta))
     assert out["guarantee"]["ledger"]["validation"]["epsilon"] == pytest.approx(release.guarantee.epsilon)

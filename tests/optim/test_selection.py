@@ -46,8 +46,16 @@ def test_valid_choices_pass_and_return_floats():
         (("exponential",), {"selection_epsilon": 1.0}, "needs loss_clip"),
         (("noisy_loss",), {"loss_clip": 1.0}, "needs selection_mu"),
         (("last",), {"loss_clip": 1.0}, "loss_clip is only used"),
-        (("exponential",), {"selection_epsilon": 1.0, "selection_mu": 0.1, "loss_clip": 1.0}, "selection_mu is only used"),
-        (("noisy_loss",), {"selection_epsilon": 1.0, "selection_mu": 0.1, "loss_clip": 1.0}, "selection_epsilon is only"),
+        (
+            ("exponential",),
+            {"selection_epsilon": 1.0, "selection_mu": 0.1, "loss_clip": 1.0},
+            "selection_mu is only used",
+        ),
+        (
+            ("noisy_loss",),
+            {"selection_epsilon": 1.0, "selection_mu": 0.1, "loss_clip": 1.0},
+            "selection_epsilon is only",
+        ),
         (("exponential",), {"selection_epsilon": -1.0, "loss_clip": 1.0}, "selection_epsilon must be positive"),
         (("noisy_loss",), {"selection_mu": 0.1, "loss_clip": math.inf}, "loss_clip must be positive and finite"),
         (("noisy_loss",), {"selection_mu": 1.0, "loss_clip": 1.0}, "must be below privacy_mu"),

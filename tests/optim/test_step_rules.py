@@ -60,7 +60,7 @@ def test_state_dict_round_trip_continues_identically(rule):
     restored = make_step_optimizer(theta, rule, 0.2)  # as DPGIBO.load_state_dict rebuilds it
     restored.load_state_dict(state)
     resumed = [projected_step(restored, g, BOUNDS) for g in grads[3:]]
-    assert all(torch.equal(a, b) for a, b in zip(resumed, path[3:]))
+    assert all(torch.equal(a, b) for a, b in zip(resumed, path[3:], strict=True))
 
 
 def test_unknown_step_rule_is_refused():

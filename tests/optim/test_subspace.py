@@ -231,10 +231,13 @@ def test_projected_trace_and_reduction_equal_dense_recomputation():
     dense = V.T @ gp.posterior_covariance(theta) @ V
     torch.testing.assert_close(gp.posterior_trace(theta, V), torch.trace(dense), rtol=1e-12, atol=1e-12)
     # brute force: refactorize K on D ∪ X_j and project the dense posterior covariance
-    brute = torch.stack([
-        torch.trace(dense) - torch.trace(V.T @ GradientGP(torch.cat([D, x]), kernel, 1e-4).posterior_covariance(theta) @ V)
-        for x in X
-    ])
+    brute = torch.stack(
+        [
+            torch.trace(dense)
+            - torch.trace(V.T @ GradientGP(torch.cat([D, x]), kernel, 1e-4).posterior_covariance(theta) @ V)
+            for x in X
+        ]
+    )
     torch.testing.assert_close(gp.trace_reduction(theta, X, jacobian=V), brute, rtol=1e-8, atol=1e-10)
     for q in (1, 3):  # the q = 1 shortcut and the Cholesky path
         acqf = qGradientInformation(gp, theta, basis=V)
@@ -259,13 +262,17 @@ def test_adaptive_batches_stop_on_the_projected_trace():
     box = torch.stack([theta - 0.5, theta + 0.5])
     options = dict(batch_size=5, bias_tolerance=tolerance, max_batch_size=5, num_restarts=1, raw_samples=8)
     for selection in ("joint", "greedy"):
-        empty = search_batch(gp, theta, box, torch.Generator().manual_seed(0), batch_search=selection, basis=V, **options)
+        empty = search_batch(
+            gp, theta, box, torch.Generator().manual_seed(0), batch_search=selection, basis=V, **options
+        )
         assert empty.shape == (0, 4)
     some = search_batch(gp, theta, box, torch.Generator().manual_seed(0), batch_search="greedy", **options)
     assert some.shape[0] >= 1
 
 
 def test_top_eigenvectors_needs_k_or_energy():
-    with pytest.raises(ValueError, match=r"top_eigenvectors of the matrix needs k or energy, got k=None and energy=None"):
+    with pytest.raises(
+        ValueError, match=r"top_eigenvectors of the matrix needs k or energy, got k=None and energy=None"
+    ):
         top_eigenvectors(torch.eye(3, dtype=torch.float64))
 

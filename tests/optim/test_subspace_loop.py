@@ -55,7 +55,7 @@ def test_identity_subspace_reproduces_plain_dp_gibo_bit_for_bit(rule):
     assert torch.equal(projected.released_gradients, plain.released_gradients)
     assert projected.guarantee == plain.guarantee
     assert projected.subspace_dims == [3] * 4 and plain.subspace_bases == [] and plain.released_coordinates == []
-    assert all(torch.equal(u, g) for u, g in zip(projected.released_coordinates, plain.released_gradients))
+    assert all(torch.equal(u, g) for u, g in zip(projected.released_coordinates, plain.released_gradients, strict=True))
 
 
 def pinv_root(X):
@@ -84,7 +84,9 @@ def assert_full_adagrad_path(release, bounds, eta):
 )
 def test_no_noise_full_matrix_adagrad_is_the_reference_on_the_released_gradients(options):
     _, objective = normal_location(n=15, d=3)
-    cfg = nl_config(d=3, privacy_mu=math.inf, num_iterations=5, step_rule="adagrad_full", step_size=0.3, seed=0, **options)
+    cfg = nl_config(
+        d=3, privacy_mu=math.inf, num_iterations=5, step_rule="adagrad_full", step_size=0.3, seed=0, **options
+    )
     assert cfg.preconditioner == options.get("preconditioner", "noisy")
     release = DPGIBO(cfg).run(objective, progress=False).release
     assert_full_adagrad_path(release, cfg.bounds, 0.3)
@@ -118,7 +120,9 @@ def test_posterior_covariance_subspace_uses_the_points_before_each_batch():
     for t, b in enumerate(rel.batch_sizes):
         gp = GradientGP(rel.evaluation_points[:start], kernel, 1e-4)  # D before step t's batch, refactorized
         expected = PosteriorGradientCovarianceSubspace(2)(rel.iterates[t], gp)
-        torch.testing.assert_close(rel.subspace_bases[t] @ rel.subspace_bases[t].T, expected @ expected.T, rtol=0, atol=1e-6)
+        torch.testing.assert_close(
+            rel.subspace_bases[t] @ rel.subspace_bases[t].T, expected @ expected.T, rtol=0, atol=1e-6
+        )
         assert in_span(rel.subspace_bases[t], rel.released_gradients[t])
         start += b
 
@@ -258,7 +262,9 @@ def test_resume_reproduces_a_private_preconditioner_run_and_refuses_changes(tmp_
     assert len(resumed.state.track.columns) == 2  # the sensitive X_t survives
     rel = resumed.run(objective, progress=False).release
     assert torch.equal(rel.iterates, full.iterates)
-    assert all(torch.equal(a, b) for a, b in zip(rel.released_preconditioners, full.released_preconditioners))
+    assert all(
+        torch.equal(a, b) for a, b in zip(rel.released_preconditioners, full.released_preconditioners, strict=True)
+    )
     assert len(resumed.ledger.validation_steps) == 8 and resumed.guarantee().mu == pytest.approx(1.0)
 
 
@@ -293,8 +299,17 @@ def test_a_checkpoint_written_before_the_subspace_fields_still_loads():
     assert torch.equal(other.theta, opt.theta) and other.iteration == 1 and other.state.track == opt.state.track
     check_same_run(meta, cfg)  # resuming it with the same config is allowed: the new fields read as not given
     with pytest.raises(ValueError, match="'subspace'"):  # a new field given a value is a change
-        check_same_run(meta, nl_config(d=2, privacy_mu=1.0, num_iterations=3, seed=9, subspace=FixedSubspace(torch.eye(2)),
-                                       subspace_acquisition=True))
+        check_same_run(
+            meta,
+            nl_config(
+                d=2,
+                privacy_mu=1.0,
+                num_iterations=3,
+                seed=9,
+                subspace=FixedSubspace(torch.eye(2)),
+                subspace_acquisition=True,
+            ),
+        )
     # a run with a subspace needs its record
     with_subspace = nl_config(d=2, privacy_mu=1.0, num_iterations=3, seed=9, subspace=FixedSubspace(torch.eye(2)))
     with pytest.raises(ValueError, match="subspace.bases"):
@@ -344,5 +359,9 @@ def test_subspace_with_the_adaptive_schedule_releases_k_coordinates():
     keys = [key for (_, key) in opt.ledger.validation_steps]
     assert keys == [k for s in range(t) for k in (f"step-{s:04d}/norm", f"step-{s:04d}/grad")]
     assert rel.guarantee.mu <= 2.0 * (1 + 1e-12)
-    with pytest.raises(ValueError, match="preconditioner='private' does not combine with noise_schedule='adaptive_norm'"):
-        nl_config(d=4, privacy_mu=2.0, noise_schedule="adaptive_norm", step_rule="adagrad_full", preconditioner="private")
+    with pytest.raises(
+        ValueError, match="preconditioner='private' does not combine with noise_schedule='adaptive_norm'"
+    ):
+        nl_config(
+            d=4, privacy_mu=2.0, noise_schedule="adaptive_norm", step_rule="adagrad_full", preconditioner="private"
+        )

@@ -80,6 +80,8 @@ __all__ = [
     "MAX_STATE_BYTES",
     "SCHEMA_VERSION",
     "STATE_FILE",
+    "_check_keys",
+    "_is_int",
     "build_kernel",
     "check_new_checkpoint_dir",
     "float_from_json",

@@ -45,7 +45,9 @@ def tensor_from_json(obj: Any, name: str, shape: Sequence[int | None] | None = N
     dims = obj["shape"]
     if not isinstance(dims, list) or not all(_is_int(s) and s >= 0 for s in dims):
         raise ValueError(f"Checkpoint field {name!r}: shape must be a list of integers >= 0.")
-    if shape is not None and (len(dims) != len(shape) or any(e is not None and e != s for e, s in zip(shape, dims))):
+    if shape is not None and (
+        len(dims) != len(shape) or any(e is not None and e != s for e, s in zip(shape, dims, strict=True))
+    ):
         raise ValueError(f"Checkpoint field {name!r}: shape {dims}, expected {list(shape)}.")
     values = obj["hex"]
     if not isinstance(values, list) or len(values) != math.prod(dims) or not all(isinstance(v, str) for v in values):
@@ -88,7 +90,10 @@ def generator_state_from_json(obj: Any, name: str) -> Tensor | None:
     except ValueError:
         raise ValueError(f"Checkpoint field {name!r}: not valid base64.") from None
     if len(raw) != len(torch.Generator().get_state()):
-        raise ValueError(f"Checkpoint field {name!r}: a CPU generator state has {len(torch.Generator().get_state())} bytes, got {len(raw)}.")
+        raise ValueError(
+            f"Checkpoint field {name!r}: a CPU generator state has {len(torch.Generator().get_state())} bytes, "
+            f"got {len(raw)}."
+        )
     return torch.frombuffer(bytearray(raw), dtype=torch.uint8).clone()
 
 

@@ -388,9 +388,13 @@ def _read_files(root: Path, dir_fds: dict[str, int | None], meta: dict[str, Any]
             raise ValueError(f"Checkpoint file {record['file']} must hold one 2-d tensor 'losses'.")
         block = tensors["losses"]
         if block.shape[0] != record["rows"]:
-            raise ValueError(f"Checkpoint file {record['file']} has {block.shape[0]} rows, {STATE_FILE} says {record['rows']}.")
+            raise ValueError(
+                f"Checkpoint file {record['file']} has {block.shape[0]} rows, {STATE_FILE} says {record['rows']}."
+            )
         if blocks and block.shape[1] != blocks[0].shape[1]:
-            raise ValueError(f"Checkpoint file {record['file']} has {block.shape[1]} users, earlier batches {blocks[0].shape[1]}.")
+            raise ValueError(
+                f"Checkpoint file {record['file']} has {block.shape[1]} users, earlier batches {blocks[0].shape[1]}."
+            )
         blocks.append(block)
     gp_record = meta.pop("gp_file", None)
     data = _read_checked(root, dir_fds, gp_record, "gp_file", _GP_NAME)
@@ -400,7 +404,9 @@ def _read_files(root: Path, dir_fds: dict[str, int | None], meta: dict[str, Any]
     X, L = gp.get("X"), gp.get("L")
     N = X.shape[0] if partitioned and isinstance(X, Tensor) else sum(b.shape[0] for b in blocks)
     if X is None or L is None or X.dim() != 2 or X.shape[0] != N or L.shape != (N, N):
-        raise ValueError(f"Checkpoint file {gp_record['file']}: expected X (N x d) and L (N x N) with N = {N} told points.")
+        raise ValueError(
+            f"Checkpoint file {gp_record['file']}: expected X (N x d) and L (N x N) with N = {N} told points."
+        )
     unknown = sorted(k for k in gp if k not in ("X", "L") and not k.startswith("kernel."))
     if unknown:
         raise ValueError(f"Checkpoint file {gp_record['file']}: unknown tensors {unknown}.")

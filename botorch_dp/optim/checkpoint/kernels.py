@@ -96,7 +96,9 @@ def kernel_fingerprint(kernel: Kernel) -> str:
     dtype stay valid.
     """
     spec = _kernel_settings(kernel)
-    values = {k: [float(x).hex() for x in v.to(torch.float64).reshape(-1).tolist()] for k, v in kernel_tensors(kernel).items()}
+    values = {
+        k: [float(x).hex() for x in v.to(torch.float64).reshape(-1).tolist()] for k, v in kernel_tensors(kernel).items()
+    }
     return json_fingerprint({"spec": spec, "values": values})
 
 

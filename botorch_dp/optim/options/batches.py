@@ -89,7 +89,9 @@ class AdaptiveBatches(FixedBatches):
     max_size: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "bias_tolerance", check_positive(self.bias_tolerance, "bias_tolerance", allow_inf=False))
+        object.__setattr__(
+            self, "bias_tolerance", check_positive(self.bias_tolerance, "bias_tolerance", allow_inf=False)
+        )
         if self.max_size is not None:
             check_positive_int(self.max_size, "max_batch_size (b_max)")
         if self.size is not None:

@@ -132,7 +132,9 @@ class QuantileClip(FixedClip):
 
     def update(self, summed: ClippedSum, plan: RunPlan, state: ClipState, meter: Meter) -> ClipState:
         r"""Release the count of users within ``B_t`` (from the sum's own pass), then ``B_{t+1}``."""
-        counter = GaussianClipCountMechanism(num_users=plan.num_users, generator=plan.generator, chunk_size=plan.chunk_size)
+        counter = GaussianClipCountMechanism(
+            num_users=plan.num_users, generator=plan.generator, chunk_size=plan.chunk_size
+        )
         count = counter.release_count(summed.within, self.count_mu(plan), meter=meter, part=CLIP_KEY)
         bound = next_clip_bound(state.bounds[-1], count.count, plan.num_users, self.quantile, self.learning_rate)
         return replace(state, bounds=(*state.bounds, bound), counts=(*state.counts, count.count))

@@ -94,7 +94,9 @@ class FixedNoise(Strategy):
     def restored(self, plan: RunPlan, stored: NoiseState, bounds: list[float]) -> NoiseState:
         r"""The record of steps clipped at ``bounds`` (a checkpoint stores none: it follows from the config)."""
         mechanisms = [self.mechanism(plan, bound) for bound in bounds]
-        return NoiseState(step_mus=tuple(m.step_mu for m in mechanisms), noise_stds=tuple(m.noise_std for m in mechanisms))
+        return NoiseState(
+            step_mus=tuple(m.step_mu for m in mechanisms), noise_stds=tuple(m.noise_std for m in mechanisms)
+        )
 
 
 @register("noise", "adaptive_norm")
@@ -137,7 +139,9 @@ class AdaptiveNorm(Strategy):
     def iteration_cap(self, num_iterations: int) -> int:
         return self.max_iterations if self.max_iterations is not None else num_iterations
 
-    def schedule(self, total_mu: float, iteration_cap: int, num_users: int, sensitivity: float, dim: int) -> AdaptiveNormSchedule:
+    def schedule(
+        self, total_mu: float, iteration_cap: int, num_users: int, sensitivity: float, dim: int
+    ) -> AdaptiveNormSchedule:
         r"""The B1′ schedule (public: ``μ_g``, ``T_max``, ``n``, ``Δ``, ``d_eff``)."""
         return AdaptiveNormSchedule.build(
             total_mu=total_mu, sensitivity=sensitivity, dim=dim, max_iterations=iteration_cap, num_users=num_users,

@@ -111,7 +111,9 @@ class Projected(Strategy):
         with torch.no_grad():
             basis = check_basis(self.oracle(theta.clone(), gp), d, f"basis from {type(self.oracle).__name__}")
         if track.columns and track.bases and not torch.equal(basis, track.bases[0]):
-            raise ValueError(f"{type(self.oracle).__name__} returned a new basis; the private preconditioner needs a fixed one.")
+            raise ValueError(
+                f"{type(self.oracle).__name__} returned a new basis; the private preconditioner needs a fixed one."
+            )
         return basis
 
     def acquisition_basis(self, theta: Tensor, gp: GradientGP, track: SubspaceTrack) -> Tensor | None:

@@ -72,7 +72,9 @@ class Evaluated(Last):
     def mechanism(self, generator: torch.Generator | None) -> ExponentialLossSelection | NoisyLossSelection:
         raise NotImplementedError
 
-    def release(self, sums: Tensor, num_users: int, meter: Meter, generator: torch.Generator | None) -> SelectionRelease:
+    def release(
+        self, sums: Tensor, num_users: int, meter: Meter, generator: torch.Generator | None
+    ) -> SelectionRelease:
         r"""Choose from the candidates' clamped loss sums (SENSITIVE), recorded as ``"select"``."""
         return self.mechanism(generator).release_sums(sums, num_users, meter=meter, part=SELECTION_KEY)
 

@@ -104,7 +104,9 @@ class FullMatrixAdaGrad(SGD):
         if isinstance(self.preconditioner, str) and self.preconditioner not in PRECONDITIONERS:
             raise ValueError(f"preconditioner must be one of {PRECONDITIONERS}, got {self.preconditioner!r}.")
         if not isinstance(self.preconditioner, (str, PrivateGOE)):
-            raise ValueError(f"preconditioner must be one of {PRECONDITIONERS} or a PrivateGOE, got {self.preconditioner!r}.")
+            raise ValueError(
+                f"preconditioner must be one of {PRECONDITIONERS} or a PrivateGOE, got {self.preconditioner!r}."
+            )
 
     @property
     def private(self) -> PrivateGOE | None:

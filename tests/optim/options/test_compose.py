@@ -86,8 +86,11 @@ def test_every_pair_runs_within_budget_or_is_refused_by_a_declared_rule(name):
 
 
 def test_a_selection_that_needs_released_norms_is_refused_without_them():
-    with pytest.raises(ValueError, match="selection='min_noisy_norm' needs the released noisy gradient norms, which only "
-                                         "noise_schedule='adaptive_norm' releases"):
+    with pytest.raises(
+        ValueError,
+        match="selection='min_noisy_norm' needs the released noisy gradient norms, which only "
+        "noise_schedule='adaptive_norm' releases",
+    ):
         _config(FAMILIES["selection"]["min_noisy_norm"])
 
 
