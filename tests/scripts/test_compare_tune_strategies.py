@@ -11,9 +11,9 @@ def test_quick_run_writes_both_strategies_at_the_target_epsilon(tmp_path):
         report = script.main(["--quick", "--out", str(tmp_path)])
     rows = report["rows"]
     assert {r["strategy"] for r in rows} == {"enumerate", "sample"} and all(r["choices"] == 3 for r in rows)
-    # at the target, never above: sample is calibrated on the ledger's grid of orders, so its guarantee over a
-    # continuous order (the one reported) can sit a little below 3
-    assert all(3.0 * (1 - 2e-3) < r["epsilon"] <= 3.0 and r["true_loss"] >= r["best_offset"] for r in rows)
+    # at the target, never above it beyond float rounding (enumerate's exact GDP composition reads 3 + 4e-15);
+    # sample is calibrated on the ledger's grid of orders, so its continuous-order guarantee can sit a little below
+    assert all(3.0 * (1 - 2e-3) < r["epsilon"] <= 3.0 + 1e-12 and r["true_loss"] >= r["best_offset"] for r in rows)
     stored = json.loads((tmp_path / "tune_strategies.json").read_text())
     assert stored["summary"] == report["summary"] and stored["meta"]["command"].endswith(
         "--quick --out " + str(tmp_path)
