@@ -203,7 +203,9 @@ def test_tell_still_refuses_what_another_run_spent_after_the_ask():
 def test_diagnostics_are_opt_in_and_labelled():
     x, objective = normal_location(n=30, d=3)
     true_gradient = lambda T: T - x.mean(0)  # noqa: E731
-    cfg = nl_config(d=3, privacy_mu=1.0, clip_bound=100.0, num_iterations=5, record_non_private_diagnostics=True)
+    # a fixed noise seed: unseeded, about 1 run in 12 of the warm-started search ends at a bias near 1e-4
+    cfg = nl_config(d=3, privacy_mu=1.0, clip_bound=100.0, num_iterations=5, record_non_private_diagnostics=True,
+                    seed=0)
     res = DPGIBO(cfg).run(objective, progress=False)
     diag = res.diagnostics
     assert diag.NON_PRIVATE
