@@ -209,11 +209,14 @@ def _remove_unreferenced(root_fd: int, sub_fds: dict[str, int], keep: set[str]) 
 
 
 # ---------------------------------------------------------------------- validated reads
-def _strict_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _strict_object(
+    pairs: list[tuple[str, Any]], message: str = f"Checkpoint {STATE_FILE} has a repeated key {{key!r}}."
+) -> dict[str, Any]:
+    r"""A JSON object's pairs as a dict, refusing a repeated key (``message`` formatted with ``key``)."""
     obj: dict[str, Any] = {}
     for key, value in pairs:
         if key in obj:
-            raise ValueError(f"Checkpoint {STATE_FILE} has a repeated key {key!r}.")
+            raise ValueError(message.format(key=key))
         obj[key] = value
     return obj
 

@@ -11,13 +11,14 @@ one, never a mix. Reading refuses a link, a file that is not regular, a file ove
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 from botorch_dp.optim.checkpoint.directory import MAX_STATE_BYTES, _open_dir
-from botorch_dp.optim.checkpoint.files import _read_file, _write_atomic
+from botorch_dp.optim.checkpoint.files import _read_file, _strict_object, _write_atomic
 
 __all__ = ["load_json", "open_private_dir", "save_json"]
 
@@ -60,15 +61,6 @@ def save_json(directory: str | os.PathLike, name: str, obj: Any) -> None:
         os.close(fd)
 
 
-def _strict(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"repeated key {key!r}")
-        out[key] = value
-    return out
-
-
 def load_json(directory: str | os.PathLike, name: str) -> Any:
     r"""The JSON value in ``directory/name``, or ``None`` if the directory or the file is missing.
 
@@ -93,6 +85,7 @@ def load_json(directory: str | os.PathLike, name: str) -> Any:
     if data is None:
         return None
     try:
-        return json.loads(data.decode("utf-8"), object_pairs_hook=_strict)
+        strict = functools.partial(_strict_object, message="repeated key {key!r}")
+        return json.loads(data.decode("utf-8"), object_pairs_hook=strict)
     except (UnicodeDecodeError, ValueError) as err:
         raise ValueError(f"{path} is not valid JSON: {err}.") from None
