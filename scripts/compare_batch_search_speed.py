@@ -33,6 +33,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 import torch
 
@@ -40,10 +41,13 @@ ARMS = ("reference", "fast")
 HERE = Path(__file__).resolve().parent
 
 
-def _profiler():
-    spec = importlib.util.spec_from_file_location("profile_dp_gibo", HERE / "profile_dp_gibo.py")
+def _profiler() -> ModuleType:
+    path = HERE / "profile_dp_gibo.py"
+    spec = importlib.util.spec_from_file_location("profile_dp_gibo", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the profiler from {path}")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    spec.loader.exec_module(module)
     return module
 
 
@@ -106,7 +110,7 @@ def summarize(data: dict) -> str:
     ]
     per_seed = []
     for dim in sorted({r["dim"] for r in runs}):
-        pairs = {}
+        pairs: dict[int, dict[str, dict]] = {}
         for r in runs:
             if r["dim"] == dim:
                 pairs.setdefault(r["seed"], {})[r["arm"]] = r
