@@ -93,9 +93,10 @@ from botorch_dp.tuning import (
 )
 from botorch_dp.utils import child_seeds, torch_threads
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the printed summary and the plot: a module beside this one
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # for scripts.tune_torch_model_output: the JSON guarantee, the printout, the plot
 
-from tune_torch_model_output import plot_release, print_summary  # noqa: E402
+from scripts.tune_torch_model_output import finite, plot_release, print_summary, training_section  # noqa: E402
 
 RESULT_FILE = "tune_torch_model.json"
 PLOT_FILE = "tune_torch_model.png"
@@ -195,12 +196,6 @@ def build_parser() -> argparse.ArgumentParser:
 def make_kernel(space: SearchSpace, lengthscale: float, outputscale: float) -> ScaleKernel:
     r"""Scaled RBF kernel with fixed, public hyperparameters on the unit cube."""
     return space.recommended_kernel(lengthscale, outputscale)
-
-
-def _finite(x: float | None) -> float | str | None:
-    if x is None:
-        return None
-    return x if math.isfinite(x) else ("inf" if x > 0 else "-inf")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -311,43 +306,13 @@ def _run(args: argparse.Namespace) -> dict:
     assert math.isclose(report["validation"]["mu"], g.mu) or math.isinf(g.mu)
     validation = {
         "data": f"validation split ({objective.num_users} users = examples)",
-        "mu": _finite(g.mu), "epsilon": _finite(g.epsilon), "delta": g.delta,
-        "noise_std": g.noise_std, "noise_multiplier": _finite(g.noise_multiplier),
+        "mu": finite(g.mu), "epsilon": finite(g.epsilon), "delta": g.delta,
+        "noise_std": g.noise_std, "noise_multiplier": finite(g.noise_multiplier),
         "num_steps": g.num_steps, "holds": g.holds,
     }
-    if dp_sgd is not None:  # args.dp_train
-        trained = objective.training_report(args.delta)
-        assert (
-            trained["epsilon"] == report["training"]["epsilon"]
-            and trained["num_runs"] == report["training"]["num_runs"]
-        )
-        training_guarantee = {
-            "data": f"training split ({len(data.y_train)} examples)",
-            "protected": True,
-            "accountant": ledger.training_accountant,
-            "epsilon": _finite(report["training"]["epsilon"]),
-            "delta": args.delta,
-            "num_runs": report["training"]["num_runs"],
-            "runs_breakdown": {
-                "dp_gibo_evaluations": num_tuning_runs, "final_model": 1, "diagnostic_baseline": 1,
-            },
-            "per_run": {
-                "noise_multiplier": objective.runs[0].noise_multiplier,
-                "sample_rate": objective.runs[0].sample_rate,
-                "steps": objective.runs[0].steps,
-            },
-            "target_epsilon": trained.get("target_epsilon"),
-            "planned_runs": trained.get("planned_runs"),
-            "note": "composed over ALL DP-SGD training runs on the training split"
-            + ("; the noise multiplier was calibrated so that the planned runs spend at most the target"
-               if dp_sgd.has_target else ""),
-        }
-    else:
-        training_guarantee = {
-            "data": f"training split ({len(data.y_train)} examples)",
-            "protected": False, "epsilon": "inf",
-            "note": "models trained without DP: the training data have NO guarantee",
-        }
+    training_guarantee = training_section(
+        objective, ledger, report, dp_sgd, len(data.y_train), args.delta, num_tuning_runs
+    )
 
     summary = {
         "private_release": {
@@ -363,7 +328,7 @@ def _run(args: argparse.Namespace) -> dict:
         },
         "public_settings": {
             "dataset": args.dataset, "split_sizes": data.sizes(), "search_space": space.describe(),
-            "theta0_unit_cube": theta0.tolist(), "T": args.iterations, "mu": _finite(config.privacy_mu),
+            "theta0_unit_cube": theta0.tolist(), "T": args.iterations, "mu": finite(config.privacy_mu),
             "target_epsilon": args.epsilon,
             "clip_bound": args.clip_bound, "batch_size": args.batch_size,
             "bias_tolerance": args.bias_tolerance, "step_size": args.step_size, "step_rule": "adagrad",

@@ -1,7 +1,8 @@
-r"""What ``scripts/tune_torch_model.py`` shows of a run: the summary printed to stdout (the
-private release and its two guarantees, then the NON-PRIVATE diagnostics, labelled as such)
-and the plot of public values only. Imported by the script (this directory is on its path);
-not a command itself.
+r"""What ``scripts/tune_torch_model.py`` shows of a run: the training data's guarantee in its
+JSON, the summary printed to stdout (the private release and its two guarantees, then the
+NON-PRIVATE diagnostics, labelled as such) and the plot of public values only. Imported by the
+script as ``scripts.tune_torch_model_output`` (the script puts the repository root on its
+path); not a command itself.
 """
 
 from __future__ import annotations
@@ -13,8 +14,59 @@ from pathlib import Path
 import torch
 
 from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.training import DPSGDConfig
+from botorch_dp.tuning import TorchModelTuningObjective
 
-__all__ = ["plot_release", "print_summary"]
+__all__ = ["finite", "plot_release", "print_summary", "training_section"]
+
+
+def finite(x: float | None) -> float | str | None:
+    r"""``x`` for strict JSON: an infinite value as the string ``"inf"`` or ``"-inf"``."""
+    if x is None:
+        return None
+    return x if math.isfinite(x) else ("inf" if x > 0 else "-inf")
+
+
+def training_section(
+    objective: TorchModelTuningObjective, ledger: PrivacyLedger, report: dict, dp_sgd: DPSGDConfig | None,
+    num_examples: int, delta: float, num_tuning_runs: int,
+) -> dict:
+    r"""The training data's guarantee as the JSON states it: composed over every DP-SGD run of the
+    ledger (checked against the objective's own count), or none without ``--dp-train``."""
+    if dp_sgd is not None:  # --dp-train
+        trained = objective.training_report(delta)
+        assert (
+            trained["epsilon"] == report["training"]["epsilon"]
+            and trained["num_runs"] == report["training"]["num_runs"]
+        )
+        training_guarantee = {
+            "data": f"training split ({num_examples} examples)",
+            "protected": True,
+            "accountant": ledger.training_accountant,
+            "epsilon": finite(report["training"]["epsilon"]),
+            "delta": delta,
+            "num_runs": report["training"]["num_runs"],
+            "runs_breakdown": {
+                "dp_gibo_evaluations": num_tuning_runs, "final_model": 1, "diagnostic_baseline": 1,
+            },
+            "per_run": {
+                "noise_multiplier": objective.runs[0].noise_multiplier,
+                "sample_rate": objective.runs[0].sample_rate,
+                "steps": objective.runs[0].steps,
+            },
+            "target_epsilon": trained.get("target_epsilon"),
+            "planned_runs": trained.get("planned_runs"),
+            "note": "composed over ALL DP-SGD training runs on the training split"
+            + ("; the noise multiplier was calibrated so that the planned runs spend at most the target"
+               if dp_sgd.has_target else ""),
+        }
+    else:
+        training_guarantee = {
+            "data": f"training split ({num_examples} examples)",
+            "protected": False, "epsilon": "inf",
+            "note": "models trained without DP: the training data have NO guarantee",
+        }
+    return training_guarantee
 
 
 def _num(x: float | str) -> str:
