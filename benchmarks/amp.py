@@ -56,6 +56,7 @@ import math
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -119,7 +120,7 @@ def plan(settings: Settings) -> dict:
     amp = dict(clip=CLIP, beta=BETA, tau=s.tau, sigma_out=s.sigma_out)
     for eps in s.epsilons:
         sigma, lam = calibrate_amp(eps, s.delta, **amp)
-        entry = {
+        entry: dict[str, Any] = {
             "calibrated": {"sigma": sigma, "lam": lam},
             "gibo_budget": dataclasses.asdict(plan_amp_runs(eps, s.delta, num_runs=s.gibo_units, **amp)),
             "ps_budget": dataclasses.asdict(plan_amp_selection(eps, s.delta, mean_trials=s.mean_trials,
@@ -149,7 +150,10 @@ def lam_range(budget: AMPRunBudget, settings: Settings) -> tuple[float, float]:
 # ============================================================================ methods
 def _children(seed: int | None) -> tuple[int | None, int | None]:
     r"""Two independent noise streams of a job's noise seed (both ``None``: OS entropy)."""
-    return (None, None) if seed is None else tuple(child_seeds(seed, 2))
+    if seed is None:
+        return None, None
+    first, second = child_seeds(seed, 2)
+    return first, second
 
 
 class Runner:
@@ -232,7 +236,8 @@ def _dp_gibo(data, s: Settings, entry) -> dict:
         raise RuntimeError(f"DP-GIBO trained {runs} models, planned {s.gibo_runs}.")
     return {
         "test_accuracy": objective.accuracy_non_private(final),
-        "training_epsilon": budget.epsilon(s.delta, s.gibo_units), "training_epsilon_ledger": ledger.training_epsilon(s.delta),
+        "training_epsilon": budget.epsilon(s.delta, s.gibo_units),
+        "training_epsilon_ledger": ledger.training_epsilon(s.delta),
         "training_runs": runs,
         "validation_mu": ledger.validation_mu(), "validation_epsilon": ledger.validation_epsilon(s.delta),
         "lam": final.config.lam,
@@ -275,7 +280,8 @@ def _selection_row(data, s: Settings, base_rdp, run_id: str, description: str, g
     e^-m, and the data-independent θ = 0, class 0, is released)."""
     curve = private_selection_rdp_curve(base_rdp, mean_trials=s.mean_trials, distribution="poisson")
     ledger = PrivacyLedger()
-    with ledger.charge_training({run_id: TrainingMechanism(description, tuple(curve(a) for a in TRAINING_RDP_ORDERS))}) as meter:
+    mechanism = TrainingMechanism(description, tuple(curve(a) for a in TRAINING_RDP_ORDERS))
+    with ledger.charge_training({run_id: mechanism}) as meter:
         meter.record(run_id)  # the selection was made above (a report of what it spent)
     accuracy = float((data.y_test == 0).double().mean()) if winner_accuracy is None else winner_accuracy()
     return {
@@ -287,8 +293,8 @@ def _selection_row(data, s: Settings, base_rdp, run_id: str, description: str, g
 def _ps_dpsgd(data, s: Settings, entry) -> dict:
     dp = entry["dpsgd"][entry["dataset"]]
     sgd_seed, select_seed = _children(entry["noise_seed"])
-    training = TrainingConfig(epochs=s.epochs(entry["dataset"]), batch_size=s.batch(entry["dataset"]), seed=entry["seed"],
-                              num_threads=None)
+    training = TrainingConfig(epochs=s.epochs(entry["dataset"]), batch_size=s.batch(entry["dataset"]),
+                              seed=entry["seed"], num_threads=None)
     objective = DPSGDTuningObjective(
         data, lr_range=(s.dpsgd_lr_lower, s.dpsgd_lr_upper), training=training,
         dp_sgd=DPSGDConfig(dp["noise_multiplier"], CLIP), ledger=PrivacyLedger(), noise_seed=sgd_seed,
@@ -337,7 +343,7 @@ METHOD_FUNCTIONS = {"amp_calibrated": _amp_calibrated, "dp_gibo": _dp_gibo, "ps_
 
 def settings_from_plain(plain: dict) -> Settings:
     r"""``Settings`` from ``plain_settings``' dict (lists become tuples)."""
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in plain.items()}
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in plain.items()}
     for key in ("dpsgd_epochs", "dpsgd_batches"):
         values[key] = tuple(tuple(x) for x in plain[key])
     return Settings(**values)
@@ -345,7 +351,8 @@ def settings_from_plain(plain: dict) -> Settings:
 
 def plain_settings(settings: Settings) -> dict:
     r"""``settings`` as a JSON-ready dict."""
-    return {k: (list(map(list, v)) if k in ("dpsgd_epochs", "dpsgd_batches") else list(v) if isinstance(v, tuple) else v)
+    return {k: (list(map(list, v)) if k in ("dpsgd_epochs", "dpsgd_batches")
+                else list(v) if isinstance(v, tuple) else v)
             for k, v in dataclasses.asdict(settings).items()}
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from botorch_dp.privacy.analysis.private_selection import poisson_mean_for_tail
 from botorch_dp.problems.logistic_data import load_logistic_data
 
-__all__ = ["BETA", "CLIP", "LABELS", "METHODS", "NON_PRIVATE_LAMBDAS", "REPORT_MD", "REPORT_PNG", "RUNS_JSON", "Settings"]
+__all__ = ["BETA", "CLIP", "LABELS", "METHODS", "NON_PRIVATE_LAMBDAS", "REPORT_MD", "REPORT_PNG", "RUNS_JSON",
+           "Settings"]
 
 METHODS = ("amp_calibrated", "dp_gibo", "ps_amp", "ps_dpsgd")
 LABELS = {
@@ -74,7 +75,7 @@ class Settings:
             raise ValueError(f"methods must name methods of {METHODS + ('non_private',)}, got {self.methods!r}")
 
     @classmethod
-    def quick(cls) -> "Settings":
+    def quick(cls) -> Settings:
         r"""Tiny settings for CI (one ε, one seed, small synthetic data, 2 DP-GIBO iterations)."""
         return cls(
             epsilons=(1.0,), seeds=(0,), synthetic_examples=1000, synthetic_features=20, gibo_iterations=2,

@@ -38,7 +38,7 @@ import math
 import statistics
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,11 +135,11 @@ def centred_gradient_weights(enabled: bool = True) -> Iterator[None]:
         A = original(self, theta, jacobian)
         return A - A.mean(dim=-1, keepdim=True)
 
-    GradientGP.gradient_weights = centred
+    GradientGP.gradient_weights = centred  # type: ignore[method-assign]  # deliberate patch, undone below
     try:
         yield
     finally:
-        GradientGP.gradient_weights = original
+        GradientGP.gradient_weights = original  # type: ignore[method-assign]  # the patch undone
 
 
 
@@ -183,8 +183,8 @@ def make_problem(settings: Settings, variant: Variant, seed: int) -> tuple[PerUs
 
 
 
-def run_seed(settings: Settings, variant_name: str, seed: int, clip: float | None, methods: tuple[str, ...] = METHODS,
-             done: set[str] = frozenset()) -> list[dict]:
+def run_seed(settings: Settings, variant_name: str, seed: int, clip: float | None,
+             methods: tuple[str, ...] = METHODS, done: Collection[str] = frozenset()) -> list[dict]:
     r"""The variant's runs of ``methods`` on ``seed``.
 
     Args:
@@ -205,13 +205,16 @@ def run_seed(settings: Settings, variant_name: str, seed: int, clip: float | Non
         if method in done:
             continue
         mu = math.inf if method.startswith("GIBO") else settings.privacy_mu
+        if clip is None and not math.isinf(mu):
+            raise ValueError(f"clip: {method} needs a clip bound, got None")
         config = DPGIBOConfig(
             bounds=problem.bounds, kernel=problem.recommended_kernel(), num_iterations=v.iterations,
-            privacy_mu=mu, clip_bound=NO_CLIP if math.isinf(mu) else clip, step_size=v.step_size,
-            step_rule="adagrad", bias_tolerance=settings.bias_tolerance, noise_variance=problem.fit_noise_variance,
+            privacy_mu=mu, clip_bound=NO_CLIP if clip is None or math.isinf(mu) else clip, step_size=v.step_size,
+            step_rule="adagrad", bias_tolerance=settings.bias_tolerance,
+            noise_variance=paper.fit_noise_variance(problem),
             search_radius=settings.search_radius, theta0=theta0, seed=seed, target_delta=settings.target_delta,
             raw_samples=settings.raw_samples, num_restarts=settings.num_restarts,
-            batch_search=settings.batch_selection,
+            batch_search=paper.batch_search(settings),
         )
         start = time.perf_counter()
         with warnings.catch_warnings(), centred_gradient_weights(v.centre_losses):
@@ -253,7 +256,7 @@ def gradient_alignment(settings: Settings, seed: int, log_lengthscales: bool = F
     X = lo + (hi - lo) * torch.rand(d + 1, d, generator=gen, dtype=torch.float64)
     y = problem.objective(X)
     with torch.no_grad():
-        A = GradientGP(X, problem.recommended_kernel(), problem.fit_noise_variance).gradient_weights(theta0)
+        A = GradientGP(X, problem.recommended_kernel(), paper.fit_noise_variance(problem)).gradient_weights(theta0)
     h = 1e-4
     E = torch.eye(d, dtype=torch.float64) * h
     truth = (problem.objective(theta0 + E) - problem.objective(theta0 - E)) / (2 * h)

@@ -86,7 +86,8 @@ def mixed_bo(objective: EncodedObjective, encoding: MixedEncoding, *, budget: in
     ``num_initial`` uniform encoded points, then batches of ``batch`` points from
     ``optimize_acqf_mixed`` (qLogExpectedImprovement on a ``MixedSingleTaskGP`` fitted to
     the negated mean losses, the categoricals as index coordinates, one fixed-feature dict per
-    configuration; ``maxiter`` L-BFGS-B iterations). Returns the incumbent (best observed mean loss) in the cube encoding.
+    configuration; ``maxiter`` L-BFGS-B iterations). Returns the incumbent (best observed mean loss)
+    in the cube encoding.
     """
     from botorch.acquisition.logei import qLogExpectedImprovement
     from botorch.fit import fit_gpytorch_mll

@@ -189,7 +189,7 @@ class MixedEncoding:
 
     def choice(self, index_row: list[int]) -> dict[str, Any]:
         r"""``{name: value}`` of the categoricals for one row of choice indices."""
-        return {h.name: h.choices[int(i)] for h, i in zip(self.space.categoricals, index_row)}
+        return {h.name: h.choices[int(i)] for h, i in zip(self.space.categoricals, index_row, strict=True)}
 
     def to_natural(self, x: Tensor) -> dict[str, Any]:
         r"""Natural values (plain Python) of one encoded point."""

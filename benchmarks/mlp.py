@@ -65,7 +65,7 @@ from benchmarks.mlp_task import (  # noqa: F401  (re-exported)
     quick_settings,
     search_space,
 )
-from benchmarks.runs import Run, iterate_curve, round_sig
+from benchmarks.runs import Run, guarantee_of, iterate_curve, round_sig
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import (
     NO_CLIP,
@@ -201,9 +201,11 @@ class Runner(KindRunner):
         diag = objective.evaluate_non_private(result.theta)  # NON-PRIVATE diagnostic
         wall = time.perf_counter() - start
         space = objective.space
+        validation_loss = diag["validation_loss"]
+        assert validation_loss is not None  # a classifier's validation loss is always computed
         return Run(
-            EXPERIMENT, method, seed, setting, evals, losses + [diag["validation_loss"]] if not losses else losses,
-            diag["validation_loss"], num_evaluations, wall,
+            EXPERIMENT, method, seed, setting, evals, losses + [validation_loss] if not losses else losses,
+            validation_loss, num_evaluations, wall,
             epsilon=None if result.guarantee is None else result.guarantee.epsilon,
             extra={"test_loss": diag["test_loss"], "test_accuracy": diag["test_accuracy"],
                    "validation_accuracy": diag["validation_accuracy"],
@@ -267,7 +269,7 @@ class Runner(KindRunner):
         )
         return self._run(method, seed, setting, objective, result, start, [int(round(mean_trials))], [], mean_trials,
                          {"per_trial_mu": mu0, "realized_trials_NON_PRIVATE": result.num_evaluations,
-                          "noise_std": result.guarantee.details["noise_std"]})
+                          "noise_std": guarantee_of(result).details["noise_std"]})
 
     def dp_hypo(self, method: str, seed: int, budget: int, mu: float, setting: Any) -> Run:
         r"""DP-HyPO with ``E[K] = max(2, fraction · budget)`` at the (ε, δ) of ``mu``."""
@@ -286,12 +288,14 @@ class Runner(KindRunner):
         )
         return self._run(method, seed, setting, objective, result, start, [int(round(mean_trials))], [], mean_trials,
                          {"per_trial_mu": mu0, "realized_trials_NON_PRIVATE": result.num_evaluations,
-                          "noise_std": result.guarantee.details["noise_std"]})
+                          "noise_std": guarantee_of(result).details["noise_std"]})
 
     @staticmethod
     def _incumbent_curve(result: BaselineResult) -> tuple[list[int], list[float]]:
         r"""Best observed mean loss after each evaluation (the objective is deterministic: the
         incumbent's validation loss; NON-PRIVATE)."""
+        if result.history.mean_losses is None:
+            raise ValueError("the incumbent curve needs the observed mean losses of the history")
         best = torch.cummin(result.history.mean_losses, 0).values
         return [int(e) for e in result.history.evaluations], best.tolist()
 

@@ -74,7 +74,7 @@ def provenance(script: str, argv: list[str], note: str | None = None) -> dict[st
     return {
         "note": note,
         "command": shlex.join(["python", script, *argv]),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "git_revision": git_revision(),
         "machine": {
             "cpu": cpu_model(), "cpu_count": os.cpu_count(),

@@ -31,7 +31,8 @@ def test_table_against_a_hand_written_table():
     columns = [label_column(), EVALUATIONS_MEAN, FINAL_LOSS, median_column(),
                wins_column("seeds where A is lower", {0: 0.1, 1: 0.3}, "A", lower=True), seeds_column()]
     expected = "\n".join([
-        "| method | evaluations (mean) | final validation loss (mean ± s.e.) | median | seeds where A is lower | seeds |",
+        "| method | evaluations (mean) | final validation loss (mean ± s.e.) | median | seeds where A is lower "
+        "| seeds |",
         "|---|---|---|---|---|---|",
         "| A | 15 | 0.2 ± 0.1 | 0.2 | — | 2 |",
         "| B | 10 | 0.2 ± 0 | 0.2 | 1/2 | 2 |",
