@@ -3,8 +3,8 @@ r"""The AMP tuning comparison's public task: its settings, method labels and con
 Everything here is fixed before any run: which methods run (``METHODS``, ``LABELS``), the
 report's file names, AMP's clip and smoothness constants, the λ grid of the non-private
 reference and the knobs of the experiment (``Settings``). The experiment itself (planning,
-runner, jobs) is ``benchmarks.amp``; its report is ``benchmarks.amp_report``, which imports
-only this module.
+runner, jobs) is ``benchmarks.amp``, its methods ``benchmarks.amp_methods``; its report is
+``benchmarks.amp_report``, which imports only this module.
 """
 
 from __future__ import annotations

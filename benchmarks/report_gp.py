@@ -57,11 +57,13 @@ def gp_sections(s: Settings, runs: list[Run]) -> tuple[list[str], list[str]]:
             "on the same seed) are scale free.")
         if prs_full:
             prs_all = comp["private random search"]
+            mu0 = {frac: statistics.fmean(r.extra["per_trial_mu"] for r in prs_all if r.setting == frac)
+                   for frac in s.private_rs_fractions}
             add("")
             add("Private random search at smaller expected budgets (same (ε, δ)): " + "; ".join(
                 f"E[K] = {frac:g}·budget: loss "
                 f"{format_mean_se([r.final_loss for r in prs_all if r.setting == frac])}, "
-                f"per-trial μ₀ ≈ {statistics.fmean(r.extra['per_trial_mu'] for r in prs_all if r.setting == frac):.3g}"
+                f"per-trial μ₀ ≈ {mu0[frac]:.3g}"
                 for frac in s.private_rs_fractions))
         add("")
         for other in ("random search (non-private)", "UCB-BO (non-private)"):
