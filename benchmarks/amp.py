@@ -59,12 +59,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.amp_methods import METHOD_FUNCTIONS, lam_range
-from benchmarks.amp_task import (  # noqa: F401 - re-exported
+from benchmarks.amp_task import (
     BETA,
     CLIP,
     LABELS,
     METHODS,
-    NON_PRIVATE_LAMBDAS,
     REPORT_MD,
     REPORT_PNG,
     RUNS_JSON,

@@ -10,15 +10,9 @@ import math
 
 import torch
 
-from benchmarks.amp_task import (  # noqa: F401 - re-exported
-    BETA,
+from benchmarks.amp_task import (
     CLIP,
-    LABELS,
-    METHODS,
     NON_PRIVATE_LAMBDAS,
-    REPORT_MD,
-    REPORT_PNG,
-    RUNS_JSON,
     Settings,
 )
 from botorch_dp import DPGIBO, DPGIBOConfig

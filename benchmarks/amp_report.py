@@ -7,7 +7,7 @@ import statistics
 from pathlib import Path
 
 from benchmarks.amp_task import LABELS, METHODS, NON_PRIVATE_LAMBDAS, Settings
-from benchmarks.report import markdown_row
+from benchmarks.report_tables import markdown_row
 from benchmarks.runs import Run, format_mean_se, mean_se
 
 __all__ = ["make_plot", "report_text"]

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from benchmarks.classification_task import ClassificationSettings, load_data
 from botorch_dp.training import TrainingConfig
 from botorch_dp.tuning import (
     Categorical,
@@ -32,7 +33,6 @@ from botorch_dp.tuning import (
     Integer,
     SearchSpace,
     TorchModelTuningObjective,
-    load_sklearn_classification,
 )
 
 __all__ = [
@@ -65,15 +65,12 @@ METHODS = PRIVATE_METHODS + REFERENCE_METHODS
 
 
 @dataclass
-class Settings:
-    r"""Every knob of the mixed tuning experiment (public values only)."""
+class Settings(ClassificationSettings):
+    r"""Every knob of the mixed tuning experiment (public values only).
 
-    mode: str = "full"
-    # data and model
-    dataset: str = "digits"
-    val_fraction: float = 0.3
-    test_fraction: float = 0.2
-    seeds: tuple[int, ...] = tuple(range(10))
+    The first fields, the data set, its split and the seeds, are ``ClassificationSettings``'.
+    """
+
     width_low: int = 16
     width_high: int = 128
     epochs: int = 4
@@ -141,13 +138,6 @@ def make_optimizer(params: Any, *, optimizer: str, lr: float, weight_decay: floa
     if optimizer == "adam":
         return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     raise ValueError(f"optimizer must be 'sgd' or 'adam', got {optimizer!r}.")
-
-
-def load_data(settings: Settings, seed: int) -> ClassificationData:
-    r"""The seed's stratified train / validation / test split of ``settings.dataset`` (as ``mlp_task``)."""
-    return load_sklearn_classification(
-        settings.dataset, val_fraction=settings.val_fraction, test_fraction=settings.test_fraction, seed=seed
-    )
 
 
 def make_objective(settings: Settings, data: ClassificationData, training_seed: int) -> TorchModelTuningObjective:

@@ -4,30 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from benchmarks.mlp_report import (  # noqa: F401  (re-exported)
-    REPORT_MD,
-    REPORT_PNG,
-    make_plot,
-    report_text,
-    write_report,
-)
-from benchmarks.mlp_task import (  # noqa: F401  (re-exported)
-    DP_GIBO,
-    DP_HYPO,
-    GIBO,
-    INF,
-    METHODS,
-    PRIVATE_METHODS,
-    PRIVATE_RS,
-    RANDOM,
-    REFERENCE_METHODS,
-    UCB,
-    Settings,
-    load_data,
-    make_objective,
-    quick_settings,
-    search_space,
-)
+from benchmarks.mlp_task import Settings, load_data, make_objective, search_space
 from benchmarks.runs import round_sig
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.tuning import synthetic_like

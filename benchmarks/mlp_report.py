@@ -28,7 +28,7 @@ from benchmarks.mlp_task import (
     Settings,
     search_space,
 )
-from benchmarks.report import markdown_row
+from benchmarks.report_tables import markdown_row
 from benchmarks.runs import Run, format_mean_se, format_mu, mean_se, step_interp
 from botorch_dp.tuning.search_space import Hyperparameter, SearchSpace
 

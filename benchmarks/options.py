@@ -40,7 +40,7 @@ import torch
 
 from benchmarks import paper
 from benchmarks.jobs import Job, KindRunner, RunJob
-from benchmarks.report import markdown_row
+from benchmarks.report_tables import markdown_row
 from benchmarks.runs import Run, format_mean_se, guarantee_of, iterate_curve, mean_se
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import from_dp_gibo_result

@@ -21,7 +21,8 @@ from benchmarks.paper import EXPERIMENTS, Settings, pilot
 from benchmarks.paper_jobs import experiment_jobs
 from benchmarks.paper_runner import Runner
 from benchmarks.plots import make_plots
-from benchmarks.report import threads_text, write_report
+from benchmarks.report import write_report
+from benchmarks.report_tables import threads_text
 from benchmarks.runs import Run
 
 #: Settings fields that list seeds (merged as a union by ``--merge``).

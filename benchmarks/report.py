@@ -2,7 +2,7 @@ r"""``results.md`` of a reproduction: settings, one table per experiment, findin
 
 The sections are built in ``report_settings`` (settings and deviations from the paper),
 ``report_gp`` (sections 1–4) and ``report_small`` (sections 5–6), their tables with the
-helpers of ``report_tables`` (re-exported here). All losses are NON-PRIVATE diagnostics.
+helpers of ``report_tables``. All losses are NON-PRIVATE diagnostics.
 """
 
 from __future__ import annotations
@@ -16,34 +16,10 @@ from benchmarks.paper import Settings
 from benchmarks.report_gp import gp_sections
 from benchmarks.report_settings import settings_section
 from benchmarks.report_small import small_problem_sections
-from benchmarks.report_tables import (
-    EVALUATIONS_MEAN,
-    FINAL_LOSS,
-    WALL_TIME,
-    Column,
-    compare_sentence,
-    final_loss,
-    label_column,
-    markdown_row,
-    mean_column,
-    mean_se_column,
-    median_column,
-    paired_finding,
-    reference_row,
-    seeds_column,
-    table,
-    threads_text,
-    timing_table,
-    wins_column,
-)
+from benchmarks.report_tables import threads_text, timing_table
 from benchmarks.runs import Run
 
-__all__ = [
-    "EVALUATIONS_MEAN", "FINAL_LOSS", "WALL_TIME", "Column", "compare_sentence", "experiment_sections", "final_loss",
-    "label_column", "markdown_row", "mean_column", "mean_se_column", "median_column", "paired_finding",
-    "reference_row", "seeds_column", "settings_section", "table", "threads_text", "timing_table", "wins_column",
-    "write_report",
-]
+__all__ = ["experiment_sections", "settings_section", "write_report"]
 
 
 def experiment_sections(s: Settings, runs: list[Run]) -> tuple[list[str], list[str]]:
