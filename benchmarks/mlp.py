@@ -42,23 +42,15 @@ import torch
 
 from benchmarks.jobs import Job, KindRunner
 from benchmarks.mlp_pilot import prepare
-from benchmarks.mlp_report import (  # noqa: F401  (re-exported)
-    REPORT_MD,
-    REPORT_PNG,
-    make_plot,
-    report_text,
-    write_report,
-)
-from benchmarks.mlp_task import (  # noqa: F401  (re-exported)
+from benchmarks.mlp_report import write_report
+from benchmarks.mlp_task import (
     DP_GIBO,
     DP_HYPO,
     GIBO,
     INF,
     METHODS,
-    PRIVATE_METHODS,
     PRIVATE_RS,
     RANDOM,
-    REFERENCE_METHODS,
     UCB,
     Settings,
     load_data,
@@ -67,17 +59,8 @@ from benchmarks.mlp_task import (  # noqa: F401  (re-exported)
     search_space,
 )
 from benchmarks.runs import Run, guarantee_of, iterate_curve
-from botorch_dp import DPGIBO, DPGIBOConfig
-from botorch_dp.baselines import (
-    NO_CLIP,
-    BaselineResult,
-    dp_hypo,
-    from_dp_gibo_result,
-    per_trial_mu_for_epsilon,
-    private_random_search,
-    random_search,
-    ucb_bo,
-)
+from botorch_dp import DPGIBO, DPGIBOConfig, baselines
+from botorch_dp.baselines import NO_CLIP, BaselineResult
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.tuning import TorchModelTuningObjective
@@ -172,7 +155,7 @@ class Runner(KindRunner):
             seed=self._noise_seed(DP_GIBO if math.isfinite(mu) else GIBO, seed, mu),
         )
         dp_result = DPGIBO(config).run(objective, progress=False)
-        result = from_dp_gibo_result(dp_result)
+        result = baselines.from_dp_gibo_result(dp_result)
         evals, losses = iterate_curve(_MeanLoss(objective), result)  # NON-PRIVATE curve
         return self._run(method, seed, setting, objective, result, start, evals, losses, result.num_evaluations,
                          {"batch_sizes": dp_result.release.batch_sizes, "initial_loss": losses[0],
@@ -182,7 +165,7 @@ class Runner(KindRunner):
         r"""Non-private random search with ``budget`` uniform points (from the replication seed)."""
         start = time.perf_counter()
         objective = self._objective(seed)
-        result = random_search(objective, objective.bounds, num_evaluations=budget, seed=seed)
+        result = baselines.random_search(objective, objective.bounds, num_evaluations=budget, seed=seed)
         evals, losses = self._incumbent_curve(result)
         return self._run(method, seed, setting, objective, result, start, evals, losses, result.num_evaluations, {})
 
@@ -191,7 +174,7 @@ class Runner(KindRunner):
         s = self.settings
         start = time.perf_counter()
         objective = self._objective(seed)
-        result = ucb_bo(
+        result = baselines.ucb_bo(
             objective, objective.bounds, num_evaluations=budget, num_initial=s.ucb_num_initial, beta=s.ucb_beta,
             refit_every=s.ucb_refit_every, raw_samples=s.ucb_raw_samples, num_restarts=s.ucb_num_restarts, seed=seed,
         )
@@ -203,9 +186,10 @@ class Runner(KindRunner):
         s, c, mean_trials = self.settings, self.context, self._mean_trials(budget)
         start = time.perf_counter()
         objective = self._objective(seed)
-        mu0 = per_trial_mu_for_epsilon(target_epsilon=gdp_epsilon(mu, s.target_delta), target_delta=s.target_delta,
-                                       mean_trials=mean_trials, tnb_eta=s.tnb_eta)
-        result = private_random_search(
+        mu0 = baselines.per_trial_mu_for_epsilon(target_epsilon=gdp_epsilon(mu, s.target_delta),
+                                                 target_delta=s.target_delta, mean_trials=mean_trials,
+                                                 tnb_eta=s.tnb_eta)
+        result = baselines.private_random_search(
             objective, objective.bounds, mean_trials=mean_trials, per_trial_mu=mu0, loss_clip=c["loss_clip"],
             tnb_eta=s.tnb_eta, target_delta=s.target_delta, seed=self._noise_seed(PRIVATE_RS, seed, mu),
         )
@@ -219,7 +203,7 @@ class Runner(KindRunner):
         mu0 = dp_hypo_per_trial_mu_for_epsilon(
             target_epsilon=gdp_epsilon(mu, s.target_delta), target_delta=s.target_delta, mean_trials=mean_trials,
             ratio_upper=s.dp_hypo_ratio, tnb_eta=s.tnb_eta)
-        result = dp_hypo(
+        result = baselines.dp_hypo(
             objective, objective.bounds, mean_trials=mean_trials, per_trial_mu=mu0, loss_clip=c["loss_clip"],
             ratio_bound=s.dp_hypo_ratio, tnb_eta=s.tnb_eta, target_delta=s.target_delta,
             num_candidates=s.dp_hypo_candidates, refit_every=s.dp_hypo_refit_every,

@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 
-from benchmarks import mlp
+from benchmarks import mlp, mlp_task
 from benchmarks.experiment import REQUIRED_MEMBERS, load_experiment
 from benchmarks.jobs import job_kwargs
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
@@ -41,7 +41,8 @@ def test_every_method_of_a_seed_gets_dp_gibos_evaluations(quick):
     for seed in s.seeds:
         mine = [r for r in runs if r.seed == seed]
         assert {(r.method, r.setting) for r in mine} == (
-            {(m, mu) for m in mlp.PRIVATE_METHODS for mu in s.mus} | {(m, math.inf) for m in mlp.REFERENCE_METHODS}
+            {(m, mu) for m in mlp_task.PRIVATE_METHODS for mu in s.mus}
+            | {(m, math.inf) for m in mlp_task.REFERENCE_METHODS}
         )
         assert {r.num_evaluations for r in mine} == {budget}
         for r in mine:  # only the selections may realise another number of trials (a hidden K)
@@ -55,7 +56,7 @@ def test_every_method_of_a_seed_gets_dp_gibos_evaluations(quick):
 def test_private_runs_spend_exactly_the_target_epsilon(quick):
     s = quick["settings"]
     for r in quick["runs"]:
-        if r.method in mlp.PRIVATE_METHODS:
+        if r.method in mlp_task.PRIVATE_METHODS:
             assert r.epsilon == pytest.approx(gdp_epsilon(r.setting, s.target_delta), rel=1e-6)
         else:
             assert r.epsilon is None and math.isinf(r.setting)
