@@ -15,11 +15,11 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from benchmarks.mixed_task import METHODS, PRIVATE_METHODS, PRIVATE_RS, TUNE, Settings
+from benchmarks.mixed_task import METHODS, PRIVATE_METHODS, PRIVATE_RS, TUNE, Settings, quick_settings
 from benchmarks.runs import Run, mean_se
 
 __all__ = ["FULL_COMMAND", "GOAL", "GOAL_EPSILON", "GOAL_WINS", "REPORT_JSON", "REPORT_MD", "render_store",
-           "report_text", "summary", "write_report"]
+           "report_text", "store_command", "summary", "write_report"]
 
 REPORT_MD, REPORT_JSON = "mixed.md", "mixed.json"
 #: The command of the full run (the report of a partial store quotes it as the one that resumes).
@@ -173,7 +173,18 @@ def write_report(settings: Settings, context: dict, runs: list[Run], out: Path, 
 
 
 
-def render_store(out: Path, command: str = FULL_COMMAND, note: str = "") -> Path:
+def store_command(settings: Settings, out: Path) -> str:
+    r"""The command that made (and resumes) a store: ``--quick`` for a quick store, and ``--set``
+    for each setting off the defaults of its mode."""
+    quick = settings.mode == "quick"
+    default = quick_settings() if quick else Settings()
+    changed = [f"--set {k}={','.join(map(str, v)) if isinstance(v, tuple) else v}"
+               for k, v in vars(settings).items() if getattr(default, k) != v]
+    return " ".join(["python -m benchmarks run mixed --workers 2", *(["--quick"] if quick else []), *changed,
+                     f"--out {out}"])
+
+
+def render_store(out: Path, command: str | None = None, note: str = "") -> Path:
     r"""Write the report of the runs stored in ``out/runs-mixed.jsonl`` so far (a partial run too).
 
     ``python -m benchmarks run mixed --render`` needs every job stored; this renders whatever
@@ -181,7 +192,8 @@ def render_store(out: Path, command: str = FULL_COMMAND, note: str = "") -> Path
 
     Args:
         out: The output directory holding the run store.
-        command: The command quoted in the report (the one that resumes the rest).
+        command: The command quoted in the report (the one that resumes the rest); by default the
+            one the store's settings and ``out`` give (``store_command``).
         note: How the runs were made (the report's "execution").
     """
     lines = (out / "runs-mixed.jsonl").read_text().splitlines()
@@ -190,7 +202,7 @@ def render_store(out: Path, command: str = FULL_COMMAND, note: str = "") -> Path
     settings = Settings(**fields)
     runs = [Run(**json.loads(line)["run"]) for line in lines[1:] if line.strip()]
     context = {**header["context"], "execution": note or "partial store", "wall_s": math.nan}
-    return write_report(settings, context, runs, out, command)
+    return write_report(settings, context, runs, out, command or store_command(settings, out))
 
 
 if __name__ == "__main__":  # python -m benchmarks.mixed_report OUT [NOTE]

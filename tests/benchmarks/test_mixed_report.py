@@ -78,4 +78,23 @@ def test_a_partial_store_renders_with_the_seeds_each_cell_has(mixed_quick, tmp_p
     assert data["complete_seeds"] == [0]
     assert data["cells"][mt.TUNE]["3"]["seeds"] == [0, 1] and data["cells"][mt.PRIVATE_RS]["3"]["seeds"] == [0]
     assert data["wins"]["3"]["pairs"] == 1 and "Seeds with every method finished: 1 of 2 (0)." in md
-    assert mr.FULL_COMMAND in md and "rendered from the run store" in md
+    command = f"Command: `python -m benchmarks run mixed --workers 2 --quick --out {tmp_path}`"
+    assert command in md and "rendered from the run store" in md
+
+
+def test_store_command_sets_exactly_the_changed_settings_and_parses_back(tmp_path):
+    import dataclasses
+    from pathlib import Path
+
+    from benchmarks.cli import settings_with
+
+    assert mr.store_command(mt.Settings(), Path("reports")) == mr.FULL_COMMAND
+    quick = mr.store_command(mt.quick_settings(), Path("q"))
+    assert quick == "python -m benchmarks run mixed --workers 2 --quick --out q"
+    changed = dataclasses.replace(mt.Settings(), iterations=10, epochs=8, seeds=(3, 4))
+    command = mr.store_command(changed, tmp_path / "t10")
+    assert command.endswith(f"--out {tmp_path / 't10'}")
+    sets = command.split(" --set ")[1:]
+    sets[-1] = sets[-1].split(" --out ")[0]
+    assert sorted(item.split("=")[0] for item in sets) == ["epochs", "iterations", "seeds"]
+    assert settings_with(mt.Settings(), sets) == changed
