@@ -7,10 +7,10 @@ the weight decay continuous on a log scale and the dropout continuous. Each vali
 example is a user (its capped cross-entropy); the split is the seed's, as in ``mlp_task``.
 
 ``MixedEncoding`` is the PUBLIC encoding of the mixed space on a unit cube for the methods
-that only sample a cube (private random search, DP-HyPO, non-private random search): the
-``d`` relaxed coordinates of the space (integers rounded by the space), then one extra
-coordinate per categorical hyperparameter, split into equal shares (``u ∈ [j/m, (j+1)/m)``
-is choice ``j`` of ``m``), so a uniform point of the cube is uniform over each categorical.
+that only sample a cube (private random search, DP-HyPO, non-private random search), the
+package's ``botorch_dp.tuning.encoding`` (the ``d`` relaxed coordinates of the space, integers
+rounded by the space, then one extra coordinate per categorical hyperparameter, split into
+equal shares), with the benchmark's training count and NON-PRIVATE diagnostics added.
 Everything here is public and fixed before any run.
 """
 
@@ -34,6 +34,8 @@ from botorch_dp.tuning import (
     TorchModelTuningObjective,
     load_sklearn_classification,
 )
+from botorch_dp.tuning.encoding import EncodedObjective as PackageEncodedObjective
+from botorch_dp.tuning.encoding import MixedEncoding as PackageEncoding
 
 __all__ = [
     "DP_HYPO",
@@ -160,78 +162,23 @@ def make_objective(settings: Settings, data: ClassificationData, training_seed: 
                                      training=training, loss_cap=settings.loss_cap)
 
 
-class MixedEncoding:
-    r"""The public unit-cube encoding of a mixed space: its ``d`` coordinates, then one per categorical.
+class MixedEncoding(PackageEncoding):
+    r"""The package's public unit-cube encoding (``botorch_dp.tuning.encoding``), whose
+    ``objective`` also counts the trainings and gives the NON-PRIVATE diagnostics."""
 
-    Args:
-        space: The mixed ``SearchSpace``.
-    """
-
-    def __init__(self, space: SearchSpace) -> None:
-        self.space = space
-        self.sizes = [len(h.choices) for h in space.categoricals]
-        self.dim = space.dim + len(self.sizes)
-
-    @property
-    def bounds(self) -> Tensor:
-        r"""``2 x D`` float64 unit cube (``D = d + number of categoricals``)."""
-        return torch.stack([torch.zeros(self.dim), torch.ones(self.dim)]).to(torch.float64)
-
-    def indices(self, X: Tensor) -> Tensor:
-        r"""``q x c`` long tensor: the choice index of each categorical (equal shares of ``[0, 1]``)."""
-        U = X[..., self.space.dim:].clamp(0.0, 1.0)
-        sizes = torch.tensor(self.sizes, dtype=torch.float64)
-        return torch.minimum(torch.floor(U * sizes), sizes - 1).long()
-
-    def centres(self, indices: Tensor) -> Tensor:
-        r"""The cube coordinate at the centre of each choice's share (inverse of ``indices``)."""
-        return (indices.to(torch.float64) + 0.5) / torch.tensor(self.sizes, dtype=torch.float64)
-
-    def choice(self, index_row: list[int]) -> dict[str, Any]:
-        r"""``{name: value}`` of the categoricals for one row of choice indices."""
-        return {h.name: h.choices[int(i)] for h, i in zip(self.space.categoricals, index_row)}
-
-    def to_natural(self, x: Tensor) -> dict[str, Any]:
-        r"""Natural values (plain Python) of one encoded point."""
-        x = torch.as_tensor(x, dtype=torch.float64)
-        natural = self.space.to_natural(x[: self.space.dim], choice=self.choice(self.indices(x[None])[0].tolist()))
-        assert isinstance(natural, dict)  # one point
-        return natural
-
-    def objective_for(self, objective: TorchModelTuningObjective, index_row: list[int]) -> TorchModelTuningObjective:
-        r"""``objective`` bound to the configuration of one row of choice indices."""
-        return objective.with_choice(self.choice(index_row))
-
-    def objective(self, objective: TorchModelTuningObjective) -> EncodedObjective:
+    def objective(self, objective: TorchModelTuningObjective) -> EncodedObjective:  # type: ignore[override]
         r"""``objective`` on the encoded cube."""
         return EncodedObjective(objective, self)
 
 
-class EncodedObjective:
-    r"""``X`` (``q x D`` encoded) ↦ ``q x n`` losses: rows grouped by configuration, each group
-    evaluated by ``objective.with_choice(configuration)`` at its relaxed coordinates."""
+class EncodedObjective(PackageEncodedObjective):
+    r"""``X`` (``q x D`` encoded) ↦ ``q x n`` losses (the package's), with the benchmark's diagnostics."""
 
-    def __init__(self, objective: TorchModelTuningObjective, encoding: MixedEncoding) -> None:
-        self.base = objective
-        self.encoding = encoding
+    base: TorchModelTuningObjective
 
     @property
     def num_trainings(self) -> int:
         return self.base.num_trainings
-
-    def __call__(self, X: Tensor) -> Tensor:
-        X = torch.as_tensor(X, dtype=torch.float64).reshape(-1, self.encoding.dim)
-        idx = self.encoding.indices(X)
-        configs, group = torch.unique(idx, dim=0, return_inverse=True)
-        out: Tensor | None = None
-        for g, row in enumerate(configs.tolist()):  # one evaluation per configuration present
-            rows = group == g
-            losses = self.encoding.objective_for(self.base, row)(X[rows, : self.encoding.space.dim])
-            if out is None:
-                out = torch.empty(X.shape[0], losses.shape[-1], dtype=torch.float64)
-            out[rows] = losses.to(torch.float64)
-        assert out is not None
-        return out
 
     def evaluate_non_private(self, x: Tensor) -> dict[str, float | None]:
         r"""NON-PRIVATE diagnostic of one encoded point (``TorchModelTuningObjective.evaluate_non_private``)."""

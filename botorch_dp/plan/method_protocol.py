@@ -18,6 +18,10 @@ reads a method's option fields. A method
 * ``gdp_mu``: the GDP parameter of the private run when it is ``μ``-GDP (a ledger with a
   ``μ`` budget holds it), ``None`` when its guarantee is a Rényi-DP curve (private selection);
 * ``describe()``: the resolved public settings in one line.
+
+A ``SimulatedMethod`` has only ``name``, ``resolved``, ``simulate`` and ``describe``: it can be
+compared on the proxy, and its private run is another caller's (``tune``'s per-configuration
+DP-GIBO on a mixed space, ``tuning.method_enumerate``, runs through ``tune`` itself).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from torch import Tensor
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.privacy.ledger import PrivacyLedger
 
-__all__ = ["CandidateMethod", "MethodContext", "MethodRun", "MethodUnavailable"]
+__all__ = ["CandidateMethod", "MethodContext", "MethodRun", "MethodUnavailable", "SimulatedMethod"]
 
 
 class MethodUnavailable(ValueError):
@@ -97,11 +101,24 @@ class MethodRun:
 
 
 @runtime_checkable
-class CandidateMethod(Protocol):
-    r"""A method that can be simulated on a public proxy and run privately (see the module)."""
+class SimulatedMethod(Protocol):
+    r"""A method that can be resolved and simulated on a public proxy (see the module)."""
 
     @property
     def name(self) -> str: ...
+
+    def resolved(
+        self, proxy_objective: Callable[[Tensor], Tensor] | None, context: MethodContext
+    ) -> SimulatedMethod: ...
+
+    def simulate(self, proxy_objective: Callable[[Tensor], Tensor], context: MethodContext, seed: int) -> Tensor: ...
+
+    def describe(self) -> str: ...
+
+
+@runtime_checkable
+class CandidateMethod(SimulatedMethod, Protocol):
+    r"""A method that can be simulated on a public proxy and run privately (see the module)."""
 
     @property
     def gdp_mu(self) -> float | None: ...
@@ -109,8 +126,6 @@ class CandidateMethod(Protocol):
     def resolved(
         self, proxy_objective: Callable[[Tensor], Tensor] | None, context: MethodContext
     ) -> CandidateMethod: ...
-
-    def simulate(self, proxy_objective: Callable[[Tensor], Tensor], context: MethodContext, seed: int) -> Tensor: ...
 
     def run_private(self, objective: Callable[[Tensor], Tensor], *, ledger: PrivacyLedger, seed: int | None = None,
                     progress: bool = False, executor: Any = None) -> MethodRun: ...
