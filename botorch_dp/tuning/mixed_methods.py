@@ -153,6 +153,7 @@ def run_mixed_selection(
     return TuneResult(
         hyperparameters=encoding.to_natural(run.theta), guarantee=guarantee, runs=[configuration_run], chosen=0,
         statement=guarantee_statement(ledger, delta), ledger=ledger, score_mu=None, method=run.method,
-        procedure=f"{run.description}, over the public encoding of {len(space.configurations())} configurations",
+        procedure=f"{run.description.rstrip('.')} (over the public encoding of {len(space.configurations())} "
+                  "configurations)",
         methods=None if choice is None else choice.comparison,
     )
