@@ -36,6 +36,7 @@ from botorch_dp.plan.method_protocol import (
     MethodContext,
     MethodUnavailable,
     SimulatedMethod,
+    config_mu,
 )
 from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
@@ -217,7 +218,7 @@ def compare_methods(
     """
     delta = float(config.target_delta) if config.target_delta is not None else math.nan
     context = MethodContext(bounds=config.bounds.to(torch.float64), num_users=int(num_users),
-                            num_proxy_users=int(num_proxy_users), epsilon=gdp_epsilon(config.privacy_mu, delta),
+                            num_proxy_users=int(num_proxy_users), epsilon=gdp_epsilon(config_mu(config), delta),
                             delta=delta, config=config, evaluations=float(evaluations))
     return compare_in_context(proxy_objective, context, methods, seeds=seeds, progress=progress)
 

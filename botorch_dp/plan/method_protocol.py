@@ -35,7 +35,22 @@ from torch import Tensor
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.privacy.ledger import PrivacyLedger
 
-__all__ = ["CandidateMethod", "MethodContext", "MethodRun", "MethodUnavailable", "SimulatedMethod"]
+__all__ = ["CandidateMethod", "MethodContext", "MethodRun", "MethodUnavailable", "SimulatedMethod", "config_delta",
+           "config_mu"]
+
+
+def config_mu(config: DPGIBOConfig) -> float:
+    r"""``config.privacy_mu`` (set by the config's checks; ``ValueError`` naming it when absent)."""
+    if config.privacy_mu is None:
+        raise ValueError("config.privacy_mu: the config has no privacy budget (give privacy_mu or epsilon and delta).")
+    return float(config.privacy_mu)
+
+
+def config_delta(config: DPGIBOConfig) -> float:
+    r"""``config.target_delta``, the run's ``δ`` (``ValueError`` naming it when absent)."""
+    if config.target_delta is None:
+        raise ValueError("config.target_delta: the run's delta is needed to state its (epsilon, delta), got None.")
+    return float(config.target_delta)
 
 
 class MethodUnavailable(ValueError):
@@ -65,6 +80,14 @@ class MethodContext:
     delta: float
     config: DPGIBOConfig
     evaluations: float
+
+    @property
+    def proxy_scale(self) -> float:
+        r"""``n/n_p``: the factor on a GDP parameter that makes a run on the proxy's ``n_p`` users
+        draw the private run's noise (``ValueError`` without a proxy)."""
+        if self.num_proxy_users is None:
+            raise ValueError("context.num_proxy_users: simulating needs the proxy's n_p, got None.")
+        return self.num_users / self.num_proxy_users
 
 
 @dataclass

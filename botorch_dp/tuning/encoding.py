@@ -23,7 +23,14 @@ from torch import Tensor
 from botorch_dp.tuning.search_space import SearchSpace
 from botorch_dp.tuning.tune_result import TuneObjective, configs_objective
 
-__all__ = ["EncodedObjective", "MixedEncoding"]
+__all__ = ["EncodedObjective", "MixedEncoding", "natural_point"]
+
+
+def natural_point(space: SearchSpace, theta: Tensor, choice: dict[str, Any] | None = None) -> dict[str, Any]:
+    r"""``space.to_natural`` of one ``d`` point: ``{name: value}`` (plain Python values)."""
+    natural = space.to_natural(torch.as_tensor(theta, dtype=torch.float64).reshape(-1), choice=choice)
+    assert isinstance(natural, dict)  # one point
+    return dict(natural)
 
 
 class MixedEncoding:
@@ -73,9 +80,7 @@ class MixedEncoding:
     def to_natural(self, x: Tensor) -> dict[str, Any]:
         r"""Natural values (plain Python) of one encoded point."""
         x = torch.as_tensor(x, dtype=torch.float64)
-        natural = self.space.to_natural(x[: self.space.dim], choice=self.configuration(x))
-        assert isinstance(natural, dict)  # one point
-        return natural
+        return natural_point(self.space, x[: self.space.dim], self.configuration(x))
 
     def objective_for(self, objective: TuneObjective, index_row: list[int]) -> Any:
         r"""``objective`` bound to the configuration of one row of choice indices (θ ↦ losses)."""

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from botorch_dp.optim import DPGIBO, DPGIBOConfig
-from botorch_dp.plan.method_protocol import MethodContext, MethodUnavailable
+from botorch_dp.plan.method_protocol import MethodContext, MethodUnavailable, config_mu
 from botorch_dp.plan.proxy import simulation_config
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.tuning.encoding import MixedEncoding
@@ -70,12 +70,14 @@ class EnumerateMethod:
                              f"for {len(self.configurations)} configurations.")
 
     def resolved(self, proxy_objective: Callable[[Tensor], Tensor] | None, context: MethodContext) -> EnumerateMethod:
-        if not all(math.isfinite(c.privacy_mu) for c in self.configs):
+        if not all(math.isfinite(config_mu(c)) for c in self.configs):
             raise MethodUnavailable("DP-GIBO per configuration: a config has no finite privacy budget.")
         return self
 
     def simulate(self, proxy_objective: Callable[[Tensor], Tensor], context: MethodContext, seed: int) -> Tensor:
-        n, n_p = context.num_users, int(context.num_proxy_users or 0)
+        n, n_p = context.num_users, context.num_proxy_users
+        if n_p is None:
+            raise ValueError("context.num_proxy_users: simulating needs the proxy's n_p, got None.")
         K, d = len(self.configs), self.encoding.space.dim
         streams = child_seeds([int(seed)], K + 1)
         points = []
@@ -92,5 +94,5 @@ class EnumerateMethod:
 
     def describe(self) -> str:
         steps = "T = " + "/".join(str(c.num_iterations) for c in self.configs)
-        return (f"{len(self.configs)} planned DP-GIBO runs (mu = {self.configs[0].privacy_mu:.4g} each, {steps}), "
+        return (f"{len(self.configs)} planned DP-GIBO runs (mu = {config_mu(self.configs[0]):.4g} each, {steps}), "
                 f"then Gaussian scores (mu = {self.score_mu:.4g} each, C = {self.loss_clip:.4g})")

@@ -25,15 +25,17 @@ from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan import plan_private_run
 from botorch_dp.plan.method_dp_gibo import DPGIBOMethod
 from botorch_dp.plan.method_dp_hypo import DPHyPOMethod
-from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext
+from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext, config_delta, config_mu
 from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.statement import guarantee_statement
+from botorch_dp.tuning.encoding import natural_point
 from botorch_dp.tuning.search_space import SearchSpace
 from botorch_dp.tuning.tune_result import (
     ConfigurationRun,
     TuneGuarantee,
+    TuneObjective,
     TuneResult,
     configs_objective,
 )
@@ -73,11 +75,11 @@ def check_method(method: str, proxy: Any, num_configurations: int, *, strategy: 
 
 def run_method(
     method: str,
-    objective: Callable[[list[dict[str, Any]]], Any],
+    objective: TuneObjective,
     space: SearchSpace,
     config: DPGIBOConfig,
     *,
-    proxy: Callable[[list[dict[str, Any]]], Any] | None,
+    proxy: TuneObjective | None,
     num_users: int | None,
     plan_options: dict[str, Any] | None,
     ledger: PrivacyLedger | None,
@@ -95,10 +97,12 @@ def run_method(
         ledger: The ledger to charge; default a new one whose μ budget is the method's μ (DP-GIBO)
             or none (private selection: an RDP curve calibrated to ``(ε, δ)`` itself).
     """
-    delta = float(config.target_delta)
+    delta = config_delta(config)
     plan = None
     space_objective = configs_objective(objective, space, {})
     if proxy is not None:  # public: the proxy's users only, the private run's noise simulated
+        if num_users is None:
+            raise ValueError("num_users: planning on a proxy needs n, the number of users of objective (public).")
         plan = plan_private_run(configs_objective(proxy, space, {}), config, num_users=num_users, progress=progress,
                                 **(plan_options or {}))
         if plan.methods is None:
@@ -111,7 +115,7 @@ def run_method(
         d = space.dim
         batch = config.batch_size or config.max_batch_size or d + 1
         context = MethodContext(bounds=space.bounds, num_users=0, num_proxy_users=None,
-                                epsilon=gdp_epsilon(config.privacy_mu, delta), delta=delta, config=config,
+                                epsilon=gdp_epsilon(config_mu(config), delta), delta=delta, config=config,
                                 evaluations=float(config.num_iterations * batch))
         candidate = without_proxy(method, loss_clip).resolved(None, context)
     ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=candidate.gdp_mu)
@@ -128,7 +132,7 @@ def run_method(
     planned = plan.config if plan is not None else config
     configuration = ConfigurationRun({}, result, run.run_id, run.num_users, planned, plan, run.released_score)
     return TuneResult(
-        hyperparameters=dict(space.to_natural(run.theta)), guarantee=guarantee, runs=[configuration], chosen=0,
+        hyperparameters=natural_point(space, run.theta), guarantee=guarantee, runs=[configuration], chosen=0,
         statement=guarantee_statement(ledger, delta), ledger=ledger, score_mu=None, method=run.method,
         procedure=run.description, methods=None if plan is None else plan.methods,
     )

@@ -28,7 +28,7 @@ from botorch_dp.optim import DPGIBOConfig
 from botorch_dp.plan import PrivatePlan, plan_private_run
 from botorch_dp.plan.method_choice import MethodComparison, compare_in_context
 from botorch_dp.plan.method_dp_hypo import DPHyPOMethod
-from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext, SimulatedMethod
+from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext, SimulatedMethod, config_delta, config_mu
 from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
@@ -96,7 +96,7 @@ def choose_mixed_method(
                                        loss_clip)
     methods: list[SimulatedMethod] = [enumerate_method, PrivateRandomSearchMethod(), DPHyPOMethod()] if given is None \
         else [enumerate_method if m.name == "dp_gibo" else m for m in given]
-    delta = float(run_config.target_delta if run_config.target_delta is not None else math.nan)
+    delta = config_delta(run_config)
     evaluations = math.fsum(p.trials[p.best].num_evaluations for p in plans) + len(plans)
     context = MethodContext(bounds=encoding.bounds, num_users=int(num_users), num_proxy_users=n_p.pop(),
                             epsilon=gdp_epsilon(full_mu, delta), delta=delta,
@@ -127,7 +127,7 @@ def run_mixed_selection(
     ``d + 1``) and ``C = loss_clip``.
     """
     encoding = MixedEncoding(space)
-    delta = float(full_config.target_delta if full_config.target_delta is not None else math.nan)
+    delta = config_delta(full_config)
     candidate: CandidateMethod
     if choice is not None:
         candidate = choice.comparison.get(method)
@@ -135,7 +135,7 @@ def run_mixed_selection(
         K = len(space.configurations())
         batch = full_config.batch_size or full_config.max_batch_size or space.dim + 1
         context = MethodContext(bounds=encoding.bounds, num_users=0, num_proxy_users=None,
-                                epsilon=gdp_epsilon(full_config.privacy_mu, delta), delta=delta, config=full_config,
+                                epsilon=gdp_epsilon(config_mu(full_config), delta), delta=delta, config=full_config,
                                 evaluations=float(K * (full_config.num_iterations * batch + 1)))
         candidate = without_proxy(method, loss_clip).resolved(None, context)
     ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=candidate.gdp_mu)

@@ -73,6 +73,7 @@ from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.privacy.statement import guarantee_statement
+from botorch_dp.tuning.encoding import natural_point
 from botorch_dp.tuning.method_runs import check_method, run_method
 from botorch_dp.tuning.mixed_methods import MixedChoice, choose_mixed_method, run_mixed_selection
 from botorch_dp.tuning.sampled import sample_configurations
@@ -285,9 +286,9 @@ def tune(
         run_ids.append(selection_id)
     spent = compose_gdp([ledger.validation_mu(run_id) for run_id in run_ids])
     winner = runs[chosen]
-    hyperparameters = space.to_natural(winner.result.release.theta, choice=winner.configuration)
+    hyperparameters = natural_point(space, winner.result.release.theta, winner.configuration)
     return TuneResult(
-        hyperparameters=dict(hyperparameters), guarantee=TuneGuarantee(spent, gdp_epsilon(spent, delta), delta),
+        hyperparameters=hyperparameters, guarantee=TuneGuarantee(spent, gdp_epsilon(spent, delta), delta),
         runs=runs, chosen=chosen, statement=guarantee_statement(ledger, delta), ledger=ledger,
         score_mu=mu_score if K > 1 else None, methods=None if mixed is None else mixed.comparison,
     )

@@ -8,8 +8,8 @@ import torch
 from botorch_dp.tuning import Categorical, Hyperparameter, Integer, SearchSpace
 from botorch_dp.tuning.encoding import EncodedObjective, MixedEncoding
 
-SPACE = SearchSpace([Categorical("opt", ["sgd", "adam", "rmsprop"]), Integer("w", 2, 6),
-                     Hyperparameter("lr", 1e-3, 1e-1, log_scale=True), Categorical("act", ["relu", "tanh"])])
+SPACE = SearchSpace([Categorical("opt", ("sgd", "adam", "rmsprop")), Integer("w", 2, 6),
+                     Hyperparameter("lr", 1e-3, 1e-1, log_scale=True), Categorical("act", ("relu", "tanh"))])
 
 
 def test_uniform_points_are_uniform_over_each_categorical_and_decoding_inverts_encoding():

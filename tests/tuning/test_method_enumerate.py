@@ -16,7 +16,7 @@ from botorch_dp.tuning.encoding import MixedEncoding
 from botorch_dp.tuning.method_enumerate import EnumerateMethod
 from botorch_dp.utils import child_seeds
 
-SPACE = SearchSpace([Hyperparameter("x", 0.0, 1.0), Categorical("c", ["a", "b", "z"])])
+SPACE = SearchSpace([Hyperparameter("x", 0.0, 1.0), Categorical("c", ("a", "b", "z"))])
 OFFSET = {"a": 0.02, "b": 0.0, "z": 1.0}
 N, N_P = 1000, 100
 CENTRES = 0.4 + 0.05 * torch.randn(N_P, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
@@ -51,7 +51,9 @@ def test_the_simulation_is_the_enumerate_procedure_recomputed():
             assert sim.privacy_mu == pytest.approx(0.5 * N / N_P)
             run = DPGIBO(sim).run(lambda X, c=choice: proxy(SPACE.to_natural(X, choice=c)), progress=False)
             thetas.append(run.release.theta)
-    losses = torch.stack([proxy([SPACE.to_natural(t, choice=c)])[0] for t, c in zip(thetas, SPACE.configurations())])
+    configurations = SPACE.configurations()
+    losses = torch.stack([proxy([SPACE.to_natural(t, choice=c)])[0]
+                          for t, c in zip(thetas, configurations, strict=True)])
     noise = torch.randn(3, generator=torch.Generator().manual_seed(streams[3]), dtype=torch.float64)
     scores = losses.clamp(0, 2.0).mean(1) + 2.0 / (N * 0.3) * noise  # C/(n μ_score): the private scale
     k = int(torch.argmin(scores))

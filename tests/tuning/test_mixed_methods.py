@@ -18,7 +18,7 @@ from botorch_dp.privacy.analysis.private_selection import private_selection_epsi
 from botorch_dp.tuning import Categorical, Hyperparameter, Integer, SearchSpace
 from botorch_dp.tuning.encoding import MixedEncoding
 
-SPACE = SearchSpace([Hyperparameter("x", 0.0, 1.0), Hyperparameter("y", 0.0, 1.0), Categorical("c", ["a", "b"])])
+SPACE = SearchSpace([Hyperparameter("x", 0.0, 1.0), Hyperparameter("y", 0.0, 1.0), Categorical("c", ("a", "b"))])
 OFFSET = {"a": 0.3, "b": 0.0}  # configuration "b" is the better one in both problems
 FAST = dict(raw_samples=8, num_restarts=1, acqf_maxiter=10)
 SETTINGS = dict(num_iterations=4, batch_size=3, step_size=0.1, search_radius=0.05,
@@ -91,7 +91,7 @@ def test_auto_on_a_mixed_space_runs_what_the_proxy_recommends_after_the_last_pro
 
 def test_forced_selections_on_a_mixed_space_see_natural_units_and_spend_the_target():
     space = SearchSpace([Integer("w", 1, 9), Hyperparameter("lr", 1e-3, 1e-1, log_scale=True),
-                         Categorical("opt", ["sgd", "adam", "rmsprop"])])
+                         Categorical("opt", ("sgd", "adam", "rmsprop"))])
     seen = []
 
     def objective(configs):
@@ -149,3 +149,14 @@ def test_the_choice_refuses_a_checkpoint_and_sample_keeps_dp_gibo(tmp_path):
                       mean_trials=1.5, seed=1, progress=False, plan_options=dict(PLAN, num_repeats=1),
                       **{**SETTINGS, "num_iterations": 1})
     assert result.method == "dp_gibo" and result.methods is None  # Papernot–Steinke over DP-GIBO runs, as before
+
+
+def test_an_objective_that_charges_training_keeps_dp_gibo_and_refuses_forced_selections():
+    from botorch_dp.tuning.method_runs import check_method
+
+    proxy = object()
+    assert check_method("auto", proxy, 2, trains=True) == "dp_gibo"  # the training ledger would count trials
+    assert check_method("auto", proxy, 2, trains=False) == "auto" and check_method("auto", None, 2) == "dp_gibo"
+    assert check_method("auto", proxy, 2, strategy="sample") == "dp_gibo"
+    with pytest.raises(ValueError, match=r"method='dp_hypo' with an objective that charges DP training runs"):
+        check_method("dp_hypo", proxy, 2, trains=True)
