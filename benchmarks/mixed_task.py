@@ -47,12 +47,15 @@ __all__ = [
     "RANDOM",
     "REFERENCE_METHODS",
     "TUNE",
+    "TUNE_AUTO",
     "MixedEncoding",
     "Settings",
     "load_data",
     "make_model",
     "make_objective",
     "make_optimizer",
+    "methods",
+    "proxy_data",
     "quick_settings",
     "search_space",
 ]
@@ -64,6 +67,8 @@ RANDOM, MIXED_BO = "random search (non-private)", "BoTorch mixed BO (non-private
 PRIVATE_METHODS = (TUNE, PRIVATE_RS, DP_HYPO)
 REFERENCE_METHODS = (RANDOM, MIXED_BO)
 METHODS = PRIVATE_METHODS + REFERENCE_METHODS
+#: The optional arm (``Settings.tune_auto_proxy``, off by default): ``tune`` with a proxy and ``method="auto"``.
+TUNE_AUTO = "tune (auto, proxy)"
 
 
 @dataclass
@@ -101,6 +106,13 @@ class Settings:
     bo_raw_samples: int = 32
     bo_num_restarts: int = 1
     bo_maxiter: int = 30
+    # the optional arm "tune (auto, proxy)" (off by default): tune(..., proxy=, method="auto") with the proxy a
+    # PUBLIC slice of the training split (its users) whose models train on the rest of the training split
+    tune_auto_proxy: bool = False
+    proxy_fraction: float = 0.3
+    proxy_repeats: int = 2
+    proxy_clip_quantiles: tuple[float, ...] = (0.5, 0.9)
+    proxy_step_sizes: tuple[float, ...] = (0.2,)
 
 
 def quick_settings() -> Settings:
@@ -110,6 +122,26 @@ def quick_settings() -> Settings:
         iterations=1, dp_hypo_candidates=64, dp_hypo_refit_every=4, bo_num_initial=12, bo_batch=6,
         bo_raw_samples=16, bo_maxiter=10,
     )
+
+
+def methods(settings: Settings) -> tuple[str, ...]:
+    r"""The methods this run has: ``METHODS``, and ``TUNE_AUTO`` with ``tune_auto_proxy``."""
+    return METHODS + ((TUNE_AUTO,) if settings.tune_auto_proxy else ())
+
+
+def proxy_data(settings: Settings, data: ClassificationData, seed: int) -> ClassificationData:
+    r"""The public proxy's data: a ``proxy_fraction`` slice of the TRAINING split (chosen by the
+    replication seed) as its users, its models trained on the rest of the training split.
+
+    The training rows are not what the benchmark protects (its guarantee is for the validation
+    users; the models train without DP-SGD), so they stand in for a public data set here.
+    """
+    m = int(data.y_train.shape[0])
+    order = torch.randperm(m, generator=torch.Generator().manual_seed(seed))
+    users = order[: max(2, int(round(settings.proxy_fraction * m)))]
+    rest = order[users.shape[0]:]
+    return ClassificationData(data.X_train[rest], data.y_train[rest], data.X_train[users], data.y_train[users],
+                              num_classes=data.num_classes, name=f"{data.name} (public proxy: training slice)")
 
 
 def search_space(settings: Settings) -> SearchSpace:
