@@ -44,11 +44,13 @@ from benchmarks.mixed_task import (  # noqa: F401  (re-exported)
     RANDOM,
     REFERENCE_METHODS,
     TUNE,
+    TUNE_AUTO,
     EncodedObjective,
     MixedEncoding,
     Settings,
     load_data,
     make_objective,
+    proxy_data,
     quick_settings,
     search_space,
 )
@@ -70,7 +72,7 @@ __all__ = ["EXPERIMENT", "METHODS", "Runner", "Settings", "experiment_jobs", "ma
 
 #: The ``Run.experiment`` of every run of this module.
 EXPERIMENT = "mixed"
-_NOISE_STREAM = {TUNE: 1, PRIVATE_RS: 2, DP_HYPO: 3}
+_NOISE_STREAM = {TUNE: 1, PRIVATE_RS: 2, DP_HYPO: 3, TUNE_AUTO: 4}
 
 def prepare(settings: Settings) -> dict:
     r"""No pilot: the public facts the report quotes (the space and its encoding's dimension)."""
@@ -124,7 +126,7 @@ def mixed_bo(objective: EncodedObjective, encoding: MixedEncoding, *, budget: in
 class Runner(KindRunner):
     r"""Runs one job of one method and returns a ``Run``; picklable (settings and context only)."""
 
-    KINDS = ("tune_run", "random", "mixed_bo", "private_rs", "dp_hypo")
+    KINDS = ("tune_run", "random", "mixed_bo", "private_rs", "dp_hypo", "tune_auto")
 
     def execute(self, kind: str, kwargs: dict) -> Run:
         with torch_threads(1):
@@ -190,6 +192,34 @@ class Runner(KindRunner):
                          result.guarantee.epsilon, trainings,
                          {"chosen_configuration": winner.configuration, "guarantee_mu": result.guarantee.mu,
                           "score_mu": result.score_mu, "noisy_scores": [r.noisy_score for r in result.runs]})
+
+    def tune_auto(self, method: str, seed: int, epsilon: float, setting: Any) -> Run:
+        r"""``tune(..., proxy=, num_users=n, method="auto")``: every configuration planned on the PUBLIC
+        proxy (``mixed_task.proxy_data``: a slice of the training split), the method chosen there
+        (DP-GIBO per configuration, private random search or DP-HyPO over the public encoding),
+        then run at (ε, δ)."""
+        s = self.settings
+        start = time.perf_counter()
+        data = load_data(s, seed)
+        objective = make_objective(s, data, seed)
+        proxy = objective.with_data(proxy_data(s, data, seed))
+        result = tune(objective, objective.space, epsilon=epsilon, delta=s.target_delta, loss_clip=s.loss_clip,
+                      selection_share=s.selection_share, seed=self._noise_seed(TUNE_AUTO, seed, epsilon),
+                      progress=False, num_iterations=s.iterations, proxy=proxy, num_users=objective.num_users,
+                      plan_options=dict(num_repeats=s.proxy_repeats, clip_quantiles=s.proxy_clip_quantiles,
+                                        step_sizes=s.proxy_step_sizes, seed=seed))
+        winner = result.runs[result.chosen]
+        if result.method == "dp_gibo":
+            evaluations = sum(int(r.result.release.evaluation_points.shape[0]) for r in result.runs) + len(result.runs)
+        else:
+            evaluations = float(winner.result.result.guarantee.details["mean_trials"])  # E[K]
+        trainings = objective.num_trainings  # the private runs' trainings (the proxy trains its own)
+        diag = objective.with_choice(winner.configuration).evaluate_non_private(winner.result.release.theta)
+        return self._run(method, seed, setting, diag, result.hyperparameters, start, evaluations,
+                         result.guarantee.epsilon, trainings,
+                         {"chosen_configuration": winner.configuration, "chosen_method": result.method,
+                          "method_table": None if result.methods is None else str(result.methods),
+                          "proxy_users": int(proxy.num_users), "proxy_trainings": proxy.num_trainings})
 
     def random(self, method: str, seed: int, budget: int, setting: Any) -> Run:
         r"""Non-private random search with ``budget`` uniform encoded points (from the replication seed)."""
@@ -265,5 +295,8 @@ def experiment_jobs(settings: Settings, context: dict) -> list[Job]:
             jobs.append(Job(f"DP-HyPO ε={eps:g} seed {seed}", "dp_hypo",
                             dict(method=DP_HYPO, seed=seed, epsilon=eps, setting=eps),
                             budget_from=tune_jobs[eps], cost=train_s * evals + 100))
+            if s.tune_auto_proxy:  # off by default: the stored experiment has no such jobs
+                jobs.append(Job(f"tune auto ε={eps:g} seed {seed}", "tune_auto",
+                                dict(method=TUNE_AUTO, seed=seed, epsilon=eps, setting=eps), cost=train_s * evals * 4))
     return jobs
 

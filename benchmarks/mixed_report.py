@@ -15,7 +15,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from benchmarks.mixed_task import METHODS, PRIVATE_METHODS, PRIVATE_RS, TUNE, Settings, quick_settings
+from benchmarks.mixed_task import PRIVATE_METHODS, PRIVATE_RS, TUNE, TUNE_AUTO, Settings, methods, quick_settings
 from benchmarks.runs import Run, mean_se
 
 __all__ = ["FULL_COMMAND", "GOAL", "GOAL_EPSILON", "GOAL_WINS", "REPORT_JSON", "REPORT_MD", "render_store",
@@ -57,8 +57,8 @@ def summary(settings: Settings, runs: list[Run]) -> dict[str, Any]:
     for r in runs:
         by.setdefault((r.method, "inf" if r.epsilon is None else _eps(r.setting)), {})[r.seed] = r
     cells: dict[str, dict[str, Any]] = {}
-    for method in METHODS:
-        keys = [_eps(e) for e in settings.epsilons] if method in PRIVATE_METHODS else ["inf"]
+    for method in methods(settings):
+        keys = [_eps(e) for e in settings.epsilons] if method in PRIVATE_METHODS + (TUNE_AUTO,) else ["inf"]
         cells[method] = {k: _cell(list(by.get((method, k), {}).values())) for k in keys}
     wins: dict[str, Any] = {}
     for e in settings.epsilons:
@@ -75,7 +75,7 @@ def summary(settings: Settings, runs: list[Run]) -> dict[str, Any]:
         below = t["mean"] < p["mean"]
         goal.update(below=below, wins=wins[g]["wins"], pairs=wins[g]["pairs"],
                     met=bool(below and wins[g]["wins"] >= GOAL_WINS and wins[g]["pairs"] >= 10))
-    expected = {(m, k) for m in METHODS for k in cells[m]}
+    expected = {(m, k) for m in methods(settings) for k in cells[m]}
     complete = [s for s in settings.seeds if all(s in by.get(key, {}) for key in expected)]
     chosen = {k: {str(r.seed): r.extra.get("chosen_configuration") for r in by.get((TUNE, k), {}).values()}
               for k in (_eps(e) for e in settings.epsilons)}
@@ -91,6 +91,24 @@ def _fmt(cell: dict[str, Any]) -> str:
         return "—"
     se = "" if math.isnan(cell["se"]) else f" ± {cell['se']:.4f}"
     return f"{cell['mean']:.4f}{se} ({len(cell['seeds'])})"
+
+
+def _auto_lines(s: Settings, runs: list[Run]) -> list[str]:
+    r"""The optional ``tune (auto, proxy)`` arm in words, with the methods it chose (none when off)."""
+    if not s.tune_auto_proxy:
+        return []
+    chosen: dict[str, dict[str, int]] = {}
+    for r in runs:
+        if r.method == TUNE_AUTO:
+            per = chosen.setdefault(_eps(r.setting), {})
+            per[str(r.extra.get("chosen_method"))] = per.get(str(r.extra.get("chosen_method")), 0) + 1
+    said = "; ".join(f"ε = {k}: " + ", ".join(f"{n}× {m}" for m, n in sorted(v.items())) for k, v in chosen.items())
+    return [f"`{TUNE_AUTO}`: `tune(..., proxy=, num_users=n)` with `method=\"auto\"`: each configuration planned on "
+            f"a PUBLIC proxy, a {s.proxy_fraction:g} slice of the training split as its users (its models trained "
+            "on the rest of the training split; the training rows are not what this benchmark protects), then DP-GIBO "
+            "per configuration, private random search and DP-HyPO over the public encoding compared there "
+            f"({s.proxy_repeats} paired repeats) and the recommended one run at (ε, δ). Methods chosen: "
+            f"{said or 'none yet'}."]
 
 
 def report_text(settings: Settings, context: dict, runs: list[Run], command: str) -> str:
@@ -121,15 +139,16 @@ def report_text(settings: Settings, context: dict, runs: list[Run], command: str
         f"cube coordinate per categorical split into equal shares ({context.get('encoded_dim', '?')} in all; uniform "
         "over each categorical, the width rounded); E[K] = the budget, C as `tune`. Budget of every method: "
         "`tune`'s evaluations at the first ε (every run's points and the scored final points).",
+        *_auto_lines(s, runs),
         "",
         "## Test loss (mean ± standard error, number of seeds)",
         "",
         "| method | " + " | ".join(f"ε = {k}" for k in eps_keys) + " | non-private |",
         "|---|" + "---|" * (len(eps_keys) + 1),
     ]
-    for method in METHODS:
+    for method in methods(settings):
         c = data["cells"][method]
-        if method in PRIVATE_METHODS:
+        if method in PRIVATE_METHODS + (TUNE_AUTO,):
             lines.append(f"| {method} | " + " | ".join(_fmt(c[k]) for k in eps_keys) + " | |")
         else:
             lines.append(f"| {method} | " + " | " * len(eps_keys) + f"{_fmt(c['inf'])} |")

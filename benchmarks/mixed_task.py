@@ -7,10 +7,10 @@ the weight decay continuous on a log scale and the dropout continuous. Each vali
 example is a user (its capped cross-entropy); the split is the seed's, as in ``mlp_task``.
 
 ``MixedEncoding`` is the PUBLIC encoding of the mixed space on a unit cube for the methods
-that only sample a cube (private random search, DP-HyPO, non-private random search): the
-``d`` relaxed coordinates of the space (integers rounded by the space), then one extra
-coordinate per categorical hyperparameter, split into equal shares (``u ∈ [j/m, (j+1)/m)``
-is choice ``j`` of ``m``), so a uniform point of the cube is uniform over each categorical.
+that only sample a cube (private random search, DP-HyPO, non-private random search), the
+package's ``botorch_dp.tuning.encoding`` (the ``d`` relaxed coordinates of the space, integers
+rounded by the space, then one extra coordinate per categorical hyperparameter, split into
+equal shares), with the benchmark's training count and NON-PRIVATE diagnostics added.
 Everything here is public and fixed before any run.
 """
 
@@ -34,6 +34,8 @@ from botorch_dp.tuning import (
     SearchSpace,
     TorchModelTuningObjective,
 )
+from botorch_dp.tuning.encoding import EncodedObjective as PackageEncodedObjective
+from botorch_dp.tuning.encoding import MixedEncoding as PackageEncoding
 
 __all__ = [
     "DP_HYPO",
@@ -45,12 +47,15 @@ __all__ = [
     "RANDOM",
     "REFERENCE_METHODS",
     "TUNE",
+    "TUNE_AUTO",
     "MixedEncoding",
     "Settings",
     "load_data",
     "make_model",
     "make_objective",
     "make_optimizer",
+    "methods",
+    "proxy_data",
     "quick_settings",
     "search_space",
 ]
@@ -62,6 +67,8 @@ RANDOM, MIXED_BO = "random search (non-private)", "BoTorch mixed BO (non-private
 PRIVATE_METHODS = (TUNE, PRIVATE_RS, DP_HYPO)
 REFERENCE_METHODS = (RANDOM, MIXED_BO)
 METHODS = PRIVATE_METHODS + REFERENCE_METHODS
+#: The optional arm (``Settings.tune_auto_proxy``, off by default): ``tune`` with a proxy and ``method="auto"``.
+TUNE_AUTO = "tune (auto, proxy)"
 
 
 @dataclass
@@ -96,6 +103,13 @@ class Settings(ClassificationSettings):
     bo_raw_samples: int = 32
     bo_num_restarts: int = 1
     bo_maxiter: int = 30
+    # the optional arm "tune (auto, proxy)" (off by default): tune(..., proxy=, method="auto") with the proxy a
+    # PUBLIC slice of the training split (its users) whose models train on the rest of the training split
+    tune_auto_proxy: bool = False
+    proxy_fraction: float = 0.3
+    proxy_repeats: int = 2
+    proxy_clip_quantiles: tuple[float, ...] = (0.5, 0.9)
+    proxy_step_sizes: tuple[float, ...] = (0.2,)
 
 
 def quick_settings() -> Settings:
@@ -105,6 +119,26 @@ def quick_settings() -> Settings:
         iterations=1, dp_hypo_candidates=64, dp_hypo_refit_every=4, bo_num_initial=12, bo_batch=6,
         bo_raw_samples=16, bo_maxiter=10,
     )
+
+
+def methods(settings: Settings) -> tuple[str, ...]:
+    r"""The methods this run has: ``METHODS``, and ``TUNE_AUTO`` with ``tune_auto_proxy``."""
+    return METHODS + ((TUNE_AUTO,) if settings.tune_auto_proxy else ())
+
+
+def proxy_data(settings: Settings, data: ClassificationData, seed: int) -> ClassificationData:
+    r"""The public proxy's data: a ``proxy_fraction`` slice of the TRAINING split (chosen by the
+    replication seed) as its users, its models trained on the rest of the training split.
+
+    The training rows are not what the benchmark protects (its guarantee is for the validation
+    users; the models train without DP-SGD), so they stand in for a public data set here.
+    """
+    m = int(data.y_train.shape[0])
+    order = torch.randperm(m, generator=torch.Generator().manual_seed(seed))
+    users = order[: max(2, int(round(settings.proxy_fraction * m)))]
+    rest = order[users.shape[0]:]
+    return ClassificationData(data.X_train[rest], data.y_train[rest], data.X_train[users], data.y_train[users],
+                              num_classes=data.num_classes, name=f"{data.name} (public proxy: training slice)")
 
 
 def search_space(settings: Settings) -> SearchSpace:
@@ -150,78 +184,23 @@ def make_objective(settings: Settings, data: ClassificationData, training_seed: 
                                      training=training, loss_cap=settings.loss_cap)
 
 
-class MixedEncoding:
-    r"""The public unit-cube encoding of a mixed space: its ``d`` coordinates, then one per categorical.
+class MixedEncoding(PackageEncoding):
+    r"""The package's public unit-cube encoding (``botorch_dp.tuning.encoding``), whose
+    ``objective`` also counts the trainings and gives the NON-PRIVATE diagnostics."""
 
-    Args:
-        space: The mixed ``SearchSpace``.
-    """
-
-    def __init__(self, space: SearchSpace) -> None:
-        self.space = space
-        self.sizes = [len(h.choices) for h in space.categoricals]
-        self.dim = space.dim + len(self.sizes)
-
-    @property
-    def bounds(self) -> Tensor:
-        r"""``2 x D`` float64 unit cube (``D = d + number of categoricals``)."""
-        return torch.stack([torch.zeros(self.dim), torch.ones(self.dim)]).to(torch.float64)
-
-    def indices(self, X: Tensor) -> Tensor:
-        r"""``q x c`` long tensor: the choice index of each categorical (equal shares of ``[0, 1]``)."""
-        U = X[..., self.space.dim:].clamp(0.0, 1.0)
-        sizes = torch.tensor(self.sizes, dtype=torch.float64)
-        return torch.minimum(torch.floor(U * sizes), sizes - 1).long()
-
-    def centres(self, indices: Tensor) -> Tensor:
-        r"""The cube coordinate at the centre of each choice's share (inverse of ``indices``)."""
-        return (indices.to(torch.float64) + 0.5) / torch.tensor(self.sizes, dtype=torch.float64)
-
-    def choice(self, index_row: list[int]) -> dict[str, Any]:
-        r"""``{name: value}`` of the categoricals for one row of choice indices."""
-        return {h.name: h.choices[int(i)] for h, i in zip(self.space.categoricals, index_row, strict=True)}
-
-    def to_natural(self, x: Tensor) -> dict[str, Any]:
-        r"""Natural values (plain Python) of one encoded point."""
-        x = torch.as_tensor(x, dtype=torch.float64)
-        natural = self.space.to_natural(x[: self.space.dim], choice=self.choice(self.indices(x[None])[0].tolist()))
-        assert isinstance(natural, dict)  # one point
-        return natural
-
-    def objective_for(self, objective: TorchModelTuningObjective, index_row: list[int]) -> TorchModelTuningObjective:
-        r"""``objective`` bound to the configuration of one row of choice indices."""
-        return objective.with_choice(self.choice(index_row))
-
-    def objective(self, objective: TorchModelTuningObjective) -> EncodedObjective:
+    def objective(self, objective: TorchModelTuningObjective) -> EncodedObjective:  # type: ignore[override]
         r"""``objective`` on the encoded cube."""
         return EncodedObjective(objective, self)
 
 
-class EncodedObjective:
-    r"""``X`` (``q x D`` encoded) ↦ ``q x n`` losses: rows grouped by configuration, each group
-    evaluated by ``objective.with_choice(configuration)`` at its relaxed coordinates."""
+class EncodedObjective(PackageEncodedObjective):
+    r"""``X`` (``q x D`` encoded) ↦ ``q x n`` losses (the package's), with the benchmark's diagnostics."""
 
-    def __init__(self, objective: TorchModelTuningObjective, encoding: MixedEncoding) -> None:
-        self.base = objective
-        self.encoding = encoding
+    base: TorchModelTuningObjective
 
     @property
     def num_trainings(self) -> int:
         return self.base.num_trainings
-
-    def __call__(self, X: Tensor) -> Tensor:
-        X = torch.as_tensor(X, dtype=torch.float64).reshape(-1, self.encoding.dim)
-        idx = self.encoding.indices(X)
-        configs, group = torch.unique(idx, dim=0, return_inverse=True)
-        out: Tensor | None = None
-        for g, row in enumerate(configs.tolist()):  # one evaluation per configuration present
-            rows = group == g
-            losses = self.encoding.objective_for(self.base, row)(X[rows, : self.encoding.space.dim])
-            if out is None:
-                out = torch.empty(X.shape[0], losses.shape[-1], dtype=torch.float64)
-            out[rows] = losses.to(torch.float64)
-        assert out is not None
-        return out
 
     def evaluate_non_private(self, x: Tensor) -> dict[str, float | None]:
         r"""NON-PRIVATE diagnostic of one encoded point (``TorchModelTuningObjective.evaluate_non_private``)."""

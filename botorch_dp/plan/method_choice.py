@@ -21,6 +21,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch import Tensor
@@ -34,12 +35,14 @@ from botorch_dp.plan.method_protocol import (
     CandidateMethod,
     MethodContext,
     MethodUnavailable,
+    SimulatedMethod,
+    config_mu,
 )
 from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.seeding import PrivacyWarning
 
-__all__ = ["DEFAULT_METHODS", "MethodComparison", "MethodScore", "compare_methods"]
+__all__ = ["DEFAULT_METHODS", "MethodComparison", "MethodScore", "compare_in_context", "compare_methods"]
 
 DEFAULT_METHODS: tuple[CandidateMethod, ...] = (DPGIBOMethod(), PrivateRandomSearchMethod(), DPHyPOMethod())
 """The candidates the planner compares by default."""
@@ -63,7 +66,8 @@ class MethodScore:
 
     Attributes:
         name: The method's ``name``.
-        method: The resolved method (runs privately exactly as simulated), or ``None``.
+        method: The resolved method (runs privately exactly as simulated), or ``None``; a
+            ``SimulatedMethod`` that is no ``CandidateMethod`` is run by its caller.
         proxy_losses: The proxy's mean loss at the simulated release, one per repeat (paired
             with the other methods' by seed); empty when unavailable.
         unavailable: Why the method was not simulated, or ``None``.
@@ -71,7 +75,7 @@ class MethodScore:
     """
 
     name: str
-    method: CandidateMethod | None
+    method: SimulatedMethod | None
     proxy_losses: tuple[float, ...]
     unavailable: str | None = None
     seconds: float = 0.0
@@ -101,19 +105,24 @@ class MethodComparison:
     context: MethodContext
 
     @property
+    def recommended_name(self) -> str:
+        r"""The ``name`` of the recommended method."""
+        return self.scores[self.best].name
+
+    @property
     def recommended(self) -> CandidateMethod:
         r"""The recommended method, resolved (``run_private`` runs it as simulated)."""
-        method = self.scores[self.best].method
-        assert method is not None
-        return method
+        return self.get(self.recommended_name)
 
     def get(self, name: str) -> CandidateMethod:
-        r"""The resolved candidate called ``name``; ``ValueError`` naming it and why when absent
-        or unavailable."""
+        r"""The resolved candidate called ``name``; ``ValueError`` naming it and why when absent,
+        unavailable or simulated only (its caller runs it)."""
         for score in self.scores:
             if score.name == name:
                 if score.method is None:
                     raise ValueError(f"method={name!r} cannot run here: {score.unavailable}")
+                if not isinstance(score.method, CandidateMethod):
+                    raise ValueError(f"method={name!r} is simulated here only; its caller runs it privately.")
                 return score.method
         raise ValueError(f"method={name!r} was not among the planned candidates {[s.name for s in self.scores]}.")
 
@@ -158,14 +167,17 @@ class MethodComparison:
                 f"{self.scores[self.best].name}\n{self.table()}")
 
 
-def _check_methods(methods: Sequence[CandidateMethod]) -> tuple[CandidateMethod, ...]:
+_M = TypeVar("_M", bound=SimulatedMethod)
+
+
+def _check_methods(methods: Sequence[_M]) -> tuple[_M, ...]:
     methods = tuple(methods)
     if not methods:
         raise ValueError("methods must hold at least one candidate method.")
     for m in methods:
-        if not isinstance(m, CandidateMethod):
+        if not isinstance(m, SimulatedMethod):
             raise ValueError(f"methods: {m!r} is not a CandidateMethod (name, gdp_mu, resolved, simulate, run_private, "
-                             "describe).")
+                             "describe) nor a SimulatedMethod (name, resolved, simulate, describe).")
     names = [m.name for m in methods]
     if len(set(names)) != len(names):
         raise ValueError(f"methods: the names must be unique, got {names}.")
@@ -175,7 +187,7 @@ def _check_methods(methods: Sequence[CandidateMethod]) -> tuple[CandidateMethod,
 def compare_methods(
     proxy_objective: Callable[[Tensor], Tensor],
     config: DPGIBOConfig,
-    methods: Sequence[CandidateMethod] = DEFAULT_METHODS,
+    methods: Sequence[SimulatedMethod] = DEFAULT_METHODS,
     *,
     num_users: int,
     num_proxy_users: int,
@@ -204,14 +216,42 @@ def compare_methods(
     Raises:
         ValueError: Naming ``methods`` for a bad candidate list, or when no candidate can run.
     """
+    delta = float(config.target_delta) if config.target_delta is not None else math.nan
+    context = MethodContext(bounds=config.bounds.to(torch.float64), num_users=int(num_users),
+                            num_proxy_users=int(num_proxy_users), epsilon=gdp_epsilon(config_mu(config), delta),
+                            delta=delta, config=config, evaluations=float(evaluations))
+    return compare_in_context(proxy_objective, context, methods, seeds=seeds, progress=progress)
+
+
+def compare_in_context(
+    proxy_objective: Callable[[Tensor], Tensor],
+    context: MethodContext,
+    methods: Sequence[SimulatedMethod],
+    *,
+    seeds: Sequence[int],
+    progress: bool = True,
+) -> MethodComparison:
+    r"""``compare_methods`` against a given public ``context`` (its box may be another than DP-GIBO's:
+    ``tune`` compares on a mixed space's encoded cube, ``tuning.mixed_methods``).
+
+    Args:
+        proxy_objective: ``q x D`` points of ``context.bounds`` to the ``q x n_p`` per-user losses
+            of PUBLIC users.
+        context: The public ``MethodContext`` (``num_proxy_users`` set).
+        methods: The candidates (``SimulatedMethod``s: ``CandidateMethod``s, or methods their
+            caller runs privately).
+        seeds: One seed per repeat, the same for every method (paired repeats).
+        progress: Show a tqdm bar (public values only).
+
+    Returns:
+        The ``MethodComparison``.
+    """
     methods = _check_methods(methods)
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("seeds must hold at least one seed (one per repeat).")
-    delta = float(config.target_delta) if config.target_delta is not None else math.nan
-    context = MethodContext(bounds=config.bounds.to(torch.float64), num_users=int(num_users),
-                            num_proxy_users=int(num_proxy_users), epsilon=gdp_epsilon(config.privacy_mu, delta),
-                            delta=delta, config=config, evaluations=float(evaluations))
+    if context.num_proxy_users is None:
+        raise ValueError("context.num_proxy_users: the comparison simulates on a proxy of n_p users, got None.")
     scores: list[MethodScore] = []
     bar = tqdm(total=len(methods) * len(seeds), disable=not progress, desc="choosing the method", unit="run")
     with warnings.catch_warnings():

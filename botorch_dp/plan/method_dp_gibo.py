@@ -17,7 +17,7 @@ from torch import Tensor
 
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.dp_gibo import DPGIBO
-from botorch_dp.plan.method_protocol import MethodContext, MethodRun, MethodUnavailable
+from botorch_dp.plan.method_protocol import MethodContext, MethodRun, MethodUnavailable, config_mu
 from botorch_dp.plan.proxy import simulation_config
 from botorch_dp.privacy.ledger import PrivacyLedger
 
@@ -33,7 +33,7 @@ class DPGIBOMethod:
 
     @property
     def gdp_mu(self) -> float | None:
-        return None if self.config is None else float(self.config.privacy_mu)
+        return None if self.config is None else config_mu(self.config)
 
     def _config(self) -> DPGIBOConfig:
         if self.config is None:
@@ -42,12 +42,14 @@ class DPGIBOMethod:
 
     def resolved(self, proxy_objective: Callable[[Tensor], Tensor] | None, context: MethodContext) -> DPGIBOMethod:
         config = context.config if self.config is None else self.config
-        if not math.isfinite(config.privacy_mu):
+        if not math.isfinite(config_mu(config)):
             raise MethodUnavailable("DP-GIBO: the config has no finite privacy budget.")
         return DPGIBOMethod(config)
 
     def simulate(self, proxy_objective: Callable[[Tensor], Tensor], context: MethodContext, seed: int) -> Tensor:
-        sim = simulation_config(self._config(), context.num_users, int(context.num_proxy_users), seed=seed)
+        if context.num_proxy_users is None:
+            raise ValueError("context.num_proxy_users: simulating needs the proxy's n_p, got None.")
+        sim = simulation_config(self._config(), context.num_users, context.num_proxy_users, seed=seed)
         return DPGIBO(sim).run(proxy_objective, progress=False).release.theta
 
     def run_private(self, objective: Callable[[Tensor], Tensor], *, ledger: PrivacyLedger, seed: int | None = None,

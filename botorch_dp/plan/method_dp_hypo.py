@@ -13,6 +13,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from torch import Tensor
 
@@ -50,7 +51,7 @@ class DPHyPOMethod(PrivateRandomSearchMethod):
     max_mean_trials: float = MAX_MEAN_TRIALS
     name: str = dataclasses.field(default="dp_hypo", init=False)
 
-    def _calibrate(self, epsilon: float, delta: float, mean_trials: float) -> dict[str, float]:
+    def _calibrate(self, epsilon: float, delta: float, mean_trials: float) -> dict[str, Any]:
         r"""``μ₀`` at the largest ratio bound of ``ratio_bound`` and the ``RATIO_LADDER`` values below it
         whose bound reaches ``(ε, δ)`` at ``E[K]`` (the adaptivity's ``log R`` terms cost ``ε``)."""
         if mean_trials > self.max_mean_trials:
@@ -67,10 +68,11 @@ class DPHyPOMethod(PrivateRandomSearchMethod):
 
     def _select(self, objective: Callable[[Tensor], Tensor], per_trial_mu: float, seed: int | None,
                 ledger: PrivacyLedger | None) -> BaselineResult:
-        every = max(1, math.ceil(float(self.mean_trials) / DENSITY_UPDATES))
-        return dp_hypo(objective, self.bounds, mean_trials=self.mean_trials, per_trial_mu=per_trial_mu,
-                       loss_clip=self.loss_clip, ratio_bound=self.ratio_bound, tnb_eta=self.tnb_eta,
-                       target_delta=self.delta, num_candidates=self.num_candidates, refit_every=every,
+        s = self._resolved()
+        every = max(1, math.ceil(s.mean_trials / DENSITY_UPDATES))
+        return dp_hypo(objective, s.bounds, mean_trials=s.mean_trials, per_trial_mu=per_trial_mu,
+                       loss_clip=s.loss_clip, ratio_bound=self.ratio_bound, tnb_eta=self.tnb_eta,
+                       target_delta=s.delta, num_candidates=self.num_candidates, refit_every=every,
                        density_update_every=every, max_points=self.max_points, ledger=ledger, seed=seed)
 
     def describe(self) -> str:

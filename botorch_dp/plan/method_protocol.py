@@ -18,6 +18,10 @@ reads a method's option fields. A method
 * ``gdp_mu``: the GDP parameter of the private run when it is ``μ``-GDP (a ledger with a
   ``μ`` budget holds it), ``None`` when its guarantee is a Rényi-DP curve (private selection);
 * ``describe()``: the resolved public settings in one line.
+
+A ``SimulatedMethod`` has only ``name``, ``resolved``, ``simulate`` and ``describe``: it can be
+compared on the proxy, and its private run is another caller's (``tune``'s per-configuration
+DP-GIBO on a mixed space, ``tuning.method_enumerate``, runs through ``tune`` itself).
 """
 
 from __future__ import annotations
@@ -31,7 +35,22 @@ from torch import Tensor
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.privacy.ledger import PrivacyLedger
 
-__all__ = ["CandidateMethod", "MethodContext", "MethodRun", "MethodUnavailable"]
+__all__ = ["CandidateMethod", "MethodContext", "MethodRun", "MethodUnavailable", "SimulatedMethod", "config_delta",
+           "config_mu"]
+
+
+def config_mu(config: DPGIBOConfig) -> float:
+    r"""``config.privacy_mu`` (set by the config's checks; ``ValueError`` naming it when absent)."""
+    if config.privacy_mu is None:
+        raise ValueError("config.privacy_mu: the config has no privacy budget (give privacy_mu or epsilon and delta).")
+    return float(config.privacy_mu)
+
+
+def config_delta(config: DPGIBOConfig) -> float:
+    r"""``config.target_delta``, the run's ``δ`` (``ValueError`` naming it when absent)."""
+    if config.target_delta is None:
+        raise ValueError("config.target_delta: the run's delta is needed to state its (epsilon, delta), got None.")
+    return float(config.target_delta)
 
 
 class MethodUnavailable(ValueError):
@@ -61,6 +80,14 @@ class MethodContext:
     delta: float
     config: DPGIBOConfig
     evaluations: float
+
+    @property
+    def proxy_scale(self) -> float:
+        r"""``n/n_p``: the factor on a GDP parameter that makes a run on the proxy's ``n_p`` users
+        draw the private run's noise (``ValueError`` without a proxy)."""
+        if self.num_proxy_users is None:
+            raise ValueError("context.num_proxy_users: simulating needs the proxy's n_p, got None.")
+        return self.num_users / self.num_proxy_users
 
 
 @dataclass
@@ -97,11 +124,24 @@ class MethodRun:
 
 
 @runtime_checkable
-class CandidateMethod(Protocol):
-    r"""A method that can be simulated on a public proxy and run privately (see the module)."""
+class SimulatedMethod(Protocol):
+    r"""A method that can be resolved and simulated on a public proxy (see the module)."""
 
     @property
     def name(self) -> str: ...
+
+    def resolved(
+        self, proxy_objective: Callable[[Tensor], Tensor] | None, context: MethodContext
+    ) -> SimulatedMethod: ...
+
+    def simulate(self, proxy_objective: Callable[[Tensor], Tensor], context: MethodContext, seed: int) -> Tensor: ...
+
+    def describe(self) -> str: ...
+
+
+@runtime_checkable
+class CandidateMethod(SimulatedMethod, Protocol):
+    r"""A method that can be simulated on a public proxy and run privately (see the module)."""
 
     @property
     def gdp_mu(self) -> float | None: ...
@@ -109,8 +149,6 @@ class CandidateMethod(Protocol):
     def resolved(
         self, proxy_objective: Callable[[Tensor], Tensor] | None, context: MethodContext
     ) -> CandidateMethod: ...
-
-    def simulate(self, proxy_objective: Callable[[Tensor], Tensor], context: MethodContext, seed: int) -> Tensor: ...
 
     def run_private(self, objective: Callable[[Tensor], Tensor], *, ledger: PrivacyLedger, seed: int | None = None,
                     progress: bool = False, executor: Any = None) -> MethodRun: ...

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -68,6 +68,14 @@ def proxy_loss_clip(
     return clip
 
 
+class _Settings(NamedTuple):
+    bounds: Tensor
+    mean_trials: float
+    loss_clip: float
+    per_trial_mu: float
+    delta: float
+
+
 @dataclass(frozen=True)
 class PrivateRandomSearchMethod:
     r"""Private random search with ``E[K]`` trials of uniform points, each ``μ₀``-GDP.
@@ -97,7 +105,7 @@ class PrivateRandomSearchMethod:
     def gdp_mu(self) -> float | None:
         return None  # a Rényi-DP bound (private selection): no μ-GDP budget holds it
 
-    def _calibrate(self, epsilon: float, delta: float, mean_trials: float) -> dict[str, float]:
+    def _calibrate(self, epsilon: float, delta: float, mean_trials: float) -> dict[str, Any]:
         r"""The settings that make the run ``(ε, δ)``-DP at ``E[K]``: ``{"per_trial_mu": μ₀}``.
 
         Calibrated on the ledger's grid of orders (``TRAINING_RDP_ORDERS``): over a continuous
@@ -125,20 +133,25 @@ class PrivateRandomSearchMethod:
         return dataclasses.replace(self, mean_trials=mean_trials, loss_clip=clip, **calibrated,
                                    bounds=context.bounds.clone(), epsilon=context.epsilon, delta=context.delta)
 
-    def _check_resolved(self) -> None:
-        if self.per_trial_mu is None or self.bounds is None:
+    def _resolved(self) -> _Settings:
+        r"""The settings ``resolved`` fixed; ``ValueError`` before it ran."""
+        s = self
+        if any(v is None for v in (s.per_trial_mu, s.bounds, s.mean_trials, s.loss_clip, s.delta)):
             raise ValueError(f"{type(self).__name__}: resolve it first (resolved(proxy_objective, context)).")
+        assert s.bounds is not None and s.mean_trials is not None and s.loss_clip is not None  # checked above
+        assert s.per_trial_mu is not None and s.delta is not None
+        return _Settings(s.bounds, float(s.mean_trials), float(s.loss_clip), float(s.per_trial_mu), float(s.delta))
 
     def _select(self, objective: Callable[[Tensor], Tensor], per_trial_mu: float, seed: int | None,
                 ledger: PrivacyLedger | None) -> BaselineResult:
-        return private_random_search(objective, self.bounds, mean_trials=self.mean_trials, per_trial_mu=per_trial_mu,
-                                     loss_clip=self.loss_clip, tnb_eta=self.tnb_eta, target_delta=self.delta,
+        s = self._resolved()
+        return private_random_search(objective, s.bounds, mean_trials=s.mean_trials, per_trial_mu=per_trial_mu,
+                                     loss_clip=s.loss_clip, tnb_eta=self.tnb_eta, target_delta=s.delta,
                                      seed=seed, ledger=ledger)
 
     def simulate(self, proxy_objective: Callable[[Tensor], Tensor], context: MethodContext, seed: int) -> Tensor:
-        self._check_resolved()
-        scale = context.num_users / int(context.num_proxy_users)  # noise C/(n μ₀) on n_p users
-        return self._select(proxy_objective, float(self.per_trial_mu) * scale, seed, None).theta
+        # noise C/(n μ₀) on n_p users
+        return self._select(proxy_objective, self._resolved().per_trial_mu * context.proxy_scale, seed, None).theta
 
     def run_private(self, objective: Callable[[Tensor], Tensor], *, ledger: PrivacyLedger, seed: int | None = None,
                     progress: bool = False, executor: Any = None) -> MethodRun:
@@ -149,11 +162,12 @@ class PrivateRandomSearchMethod:
             users.append(int(torch.as_tensor(losses).shape[-1]))
             return losses
 
-        self._check_resolved()
+        per_trial_mu = self._resolved().per_trial_mu
         if executor is not None:
             raise ValueError(f"executor: {self.name} evaluates its trials in this process, got {executor!r}.")
-        result = self._select(counted, float(self.per_trial_mu), seed, ledger)
+        result = self._select(counted, per_trial_mu, seed, ledger)
         g = result.guarantee
+        assert g is not None  # a private selection's result carries its guarantee
         return MethodRun(self.name, result.theta, result, str(g.details.get("ledger_run_id")), users[0] if users else 0,
                          g.epsilon, g.delta, g.description, result.history.extras.get("released_score"))
 

@@ -9,7 +9,8 @@ same plan; without one, the selection methods take ``E[K]`` from DP-GIBO's setti
 the batch size, and ``C`` from ``tune``'s ``loss_clip``). The method's ``run_private`` charges
 ``tune``'s ledger through the charge protocol with the full ``(ε, δ)`` before anything is
 released. This path serves spaces without categorical hyperparameters (one configuration);
-with them ``tune`` runs DP-GIBO per configuration.
+with them, ``tuning.mixed_methods`` compares ``tune``'s DP-GIBO per configuration with the
+selection methods over the space's public encoding.
 """
 
 from __future__ import annotations
@@ -24,20 +25,22 @@ from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan import plan_private_run
 from botorch_dp.plan.method_dp_gibo import DPGIBOMethod
 from botorch_dp.plan.method_dp_hypo import DPHyPOMethod
-from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext
+from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext, config_delta, config_mu
 from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.statement import guarantee_statement
+from botorch_dp.tuning.encoding import natural_point
 from botorch_dp.tuning.search_space import SearchSpace
 from botorch_dp.tuning.tune_result import (
     ConfigurationRun,
     TuneGuarantee,
+    TuneObjective,
     TuneResult,
     configs_objective,
 )
 
-__all__ = ["METHODS", "check_method", "run_method"]
+__all__ = ["METHODS", "check_method", "run_method", "without_proxy"]
 
 METHODS = ("auto", "dp_gibo", "private_random_search", "dp_hypo")
 """``tune``'s ``method`` values."""
@@ -49,24 +52,34 @@ _WITHOUT_PROXY: dict[str, Callable[[float], CandidateMethod]] = {
 }
 
 
-def check_method(method: str, proxy: Any, num_configurations: int) -> str:
-    r"""``method`` checked; ``"auto"`` becomes ``"dp_gibo"`` without a proxy or with categorical
-    configurations (``tune``'s per-configuration DP-GIBO path), where a forced other method is refused."""
+def without_proxy(method: str, loss_clip: float) -> CandidateMethod:
+    r"""The unresolved candidate of a forced ``method`` without a proxy (``C = loss_clip``)."""
+    return _WITHOUT_PROXY[method](loss_clip)
+
+
+def check_method(method: str, proxy: Any, num_configurations: int, *, strategy: str = "enumerate",
+                 trains: bool = False) -> str:
+    r"""``method`` checked; ``"auto"`` becomes ``"dp_gibo"`` without a proxy, and on a mixed space
+    (categorical configurations) also with ``strategy="sample"`` or an objective that charges
+    DP training runs, where a forced selection method is refused (the training ledger would
+    count its hidden number of trials)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
-    if num_configurations > 1 and method not in ("auto", "dp_gibo"):
-        raise ValueError(f"method={method!r}: a space with categorical hyperparameters ({num_configurations} "
-                         "configurations) is tuned with DP-GIBO per configuration; use method='dp_gibo' or 'auto'.")
-    return "dp_gibo" if method == "auto" and (proxy is None or num_configurations > 1) else method
+    if num_configurations > 1 and trains and method not in ("auto", "dp_gibo"):
+        raise ValueError(f"method={method!r} with an objective that charges DP training runs: the training ledger "
+                         "would count the selection's hidden number of trials; use method='dp_gibo'.")
+    if method == "auto" and (proxy is None or (num_configurations > 1 and (strategy != "enumerate" or trains))):
+        return "dp_gibo"
+    return method
 
 
 def run_method(
     method: str,
-    objective: Callable[[list[dict[str, Any]]], Any],
+    objective: TuneObjective,
     space: SearchSpace,
     config: DPGIBOConfig,
     *,
-    proxy: Callable[[list[dict[str, Any]]], Any] | None,
+    proxy: TuneObjective | None,
     num_users: int | None,
     plan_options: dict[str, Any] | None,
     ledger: PrivacyLedger | None,
@@ -84,10 +97,12 @@ def run_method(
         ledger: The ledger to charge; default a new one whose μ budget is the method's μ (DP-GIBO)
             or none (private selection: an RDP curve calibrated to ``(ε, δ)`` itself).
     """
-    delta = float(config.target_delta)
+    delta = config_delta(config)
     plan = None
     space_objective = configs_objective(objective, space, {})
     if proxy is not None:  # public: the proxy's users only, the private run's noise simulated
+        if num_users is None:
+            raise ValueError("num_users: planning on a proxy needs n, the number of users of objective (public).")
         plan = plan_private_run(configs_objective(proxy, space, {}), config, num_users=num_users, progress=progress,
                                 **(plan_options or {}))
         if plan.methods is None:
@@ -100,9 +115,9 @@ def run_method(
         d = space.dim
         batch = config.batch_size or config.max_batch_size or d + 1
         context = MethodContext(bounds=space.bounds, num_users=0, num_proxy_users=None,
-                                epsilon=gdp_epsilon(config.privacy_mu, delta), delta=delta, config=config,
+                                epsilon=gdp_epsilon(config_mu(config), delta), delta=delta, config=config,
                                 evaluations=float(config.num_iterations * batch))
-        candidate = _WITHOUT_PROXY[method](loss_clip).resolved(None, context)
+        candidate = without_proxy(method, loss_clip).resolved(None, context)
     ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=candidate.gdp_mu)
     run = candidate.run_private(space_objective, ledger=ledger, seed=seed, progress=progress, executor=executor)
     if plan is not None and run.num_users != num_users:
@@ -117,7 +132,7 @@ def run_method(
     planned = plan.config if plan is not None else config
     configuration = ConfigurationRun({}, result, run.run_id, run.num_users, planned, plan, run.released_score)
     return TuneResult(
-        hyperparameters=dict(space.to_natural(run.theta)), guarantee=guarantee, runs=[configuration], chosen=0,
+        hyperparameters=natural_point(space, run.theta), guarantee=guarantee, runs=[configuration], chosen=0,
         statement=guarantee_statement(ledger, delta), ledger=ledger, score_mu=None, method=run.method,
-        procedure=run.description,
+        procedure=run.description, methods=None if plan is None else plan.methods,
     )

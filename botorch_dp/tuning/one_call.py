@@ -18,9 +18,13 @@ the ``q x n`` per-user losses.
 With ``proxy=`` (an objective of the same signature on PUBLIC users) and ``num_users=n``,
 each configuration's run is first planned on the proxy (``plan_private_run``: the kernel, ``B``,
 ``η``, ``T`` and batch rule chosen with the private run's noise simulated), at no privacy cost.
-Without categorical hyperparameters the plan also chooses the METHOD (DP-GIBO, private random
-search or DP-HyPO, simulated on the proxy) and ``tune`` runs the recommended one
-(``tuning.method_runs``) unless ``method=`` forces one.
+The plan also chooses the METHOD (``method="auto"``) and ``tune`` runs the recommended one unless
+``method=`` forces one: without categorical hyperparameters DP-GIBO, private random search or
+DP-HyPO, simulated on the proxy (``tuning.method_runs``); with them, all configurations are
+planned first, then this enumerate procedure, private random search and DP-HyPO over the
+space's public encoding (``tuning.encoding``) are compared on the proxy with paired seeds
+(``tuning.mixed_methods``), and only then is the sensitive objective called.
+``TuneResult.methods`` keeps the comparison.
 
 ``objective`` may also be a ``TorchModelTuningObjective`` (any ``SearchSpaceObjective``: it
 takes θ and routes each named value, categorical ones included, to the model or the
@@ -69,7 +73,9 @@ from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.privacy.statement import guarantee_statement
+from botorch_dp.tuning.encoding import natural_point
 from botorch_dp.tuning.method_runs import check_method, run_method
+from botorch_dp.tuning.mixed_methods import MixedChoice, choose_mixed_method, run_mixed_selection
 from botorch_dp.tuning.sampled import sample_configurations
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.tuning.tune_checkpoint import TuneCheckpoint, seed_digest
@@ -137,12 +143,14 @@ def tune(
             Gaussian-DP curve; cheaper for spaces with many configurations). ``"enumerate"`` is
             the default because it returned better points on the synthetic task of
             ``scripts/compare_tune_strategies.py`` at K = 4 and 16 (``reports/tune_strategies.md``).
-        method: ``"auto"`` (default): with ``proxy`` and no categorical hyperparameters, the
-            method the plan recommends (``PrivatePlan.methods``), else DP-GIBO;
-            ``"dp_gibo"``, ``"private_random_search"`` or ``"dp_hypo"`` force one (the last two
-            only without categorical hyperparameters; without a proxy they take ``E[K]`` = DP-GIBO's
-            ``T`` times its batch size and ``C = loss_clip``). Every method charges ``ledger``
-            with the full ``(ε, δ)`` (``tuning.method_runs``).
+        method: ``"auto"`` (default): with ``proxy``, the method the comparison on the proxy
+            recommends (``TuneResult.methods``; on a mixed space among DP-GIBO per configuration,
+            private random search and DP-HyPO over the public encoding, ``tuning.mixed_methods``),
+            else DP-GIBO (also with ``strategy="sample"`` or an objective that charges DP training
+            runs on a mixed space); ``"dp_gibo"``, ``"private_random_search"`` or ``"dp_hypo"``
+            force one (without a proxy the last two take ``E[K]`` = DP-GIBO's evaluations, ``T``
+            times its batch size plus one scored point per configuration, and ``C = loss_clip``).
+            Every method charges ``ledger`` with the full ``(ε, δ)``.
         mean_trials: ``E[K]`` of ``"sample"`` (a truncated negative binomial with ``η = 1``).
         selection_share: ``f``, the share of ``μ²`` (of each trial's ``μ₀²`` with ``"sample"``)
             for the scores (used only with more than one configuration).
@@ -181,11 +189,11 @@ def tune(
         raise ValueError(f"executor must be a concurrent.futures.Executor (with submit), got {executor!r}.")
     configurations = space.configurations()
     K = len(configurations)
-    method = check_method(method, proxy, K)
+    trains = _training_event(objective, space) is not None
+    method = check_method(method, proxy, K, strategy=strategy, trains=trains)
     mu_run = mu if K == 1 else mu * math.sqrt((1.0 - share) / K)
     mu_score = mu * math.sqrt(share / K)
-    sampled = strategy == "sample" and K > 1
-    trains = _training_event(objective, space) is not None
+    sampled = strategy == "sample" and K > 1 and method == "dp_gibo"
     if sampled and checkpoint_dir is not None:
         raise ValueError(f"checkpoint_dir={checkpoint_dir!r}: strategy='sample' is not checkpointed (its number of "
                          "trials and their configurations stay hidden); use strategy='enumerate' to resume.")
@@ -198,14 +206,27 @@ def tune(
                          "ledger out (tune charges that one) or build the objective with ledger=this ledger.")
     seeds: Sequence[int | None] = [None] * (K + 1) if seed is None else child_seeds([int(seed)], K + 1)
     base = {**TUNE_DEFAULTS, "kernel": space.recommended_kernel(), **settings}
-    if method != "dp_gibo":  # one configuration: the plan's recommended method, or a forced one
+    mixed: MixedChoice | None = None
+    if method != "dp_gibo":  # the plan's recommended method, or a forced one
         if checkpoint_dir is not None:
             raise ValueError(f"checkpoint_dir={checkpoint_dir!r}: method={method!r} (the planner's method choice or "
                              "a selection method) is not checkpointed; pass method='dp_gibo' to resume runs.")
         full = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu, target_delta=delta, **base)
-        return run_method(method, objective, space, full, proxy=proxy, num_users=num_users, plan_options=plan_options,
-                          ledger=ledger if ledger is not None else own, loss_clip=loss_clip, seed=seeds[0],
-                          progress=progress, executor=executor)
+        if K == 1:
+            return run_method(method, objective, space, full, proxy=proxy, num_users=num_users,
+                              plan_options=plan_options, ledger=ledger if ledger is not None else own,
+                              loss_clip=loss_clip, seed=seeds[0], progress=progress, executor=executor)
+        if proxy is not None:  # every configuration planned and the methods compared, on public users only
+            assert num_users is not None  # checked above
+            mixed = choose_mixed_method(
+                proxy, space, DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base),
+                full_mu=mu, score_mu=mu_score, loss_clip=loss_clip, num_users=num_users, plan_options=plan_options,
+                progress=progress)
+            method = mixed.comparison.recommended_name if method == "auto" else method
+        if method != "dp_gibo":
+            return run_mixed_selection(method, objective, space, full, choice=mixed,
+                                       ledger=ledger if ledger is not None else own, loss_clip=loss_clip,
+                                       seed=seeds[0], progress=progress, executor=executor)
     # a new ledger holds the procedure to its μ; the sampled selection is calibrated to (ε, δ) itself (an RDP
     # curve that no Gaussian μ budget contains at every order)
     ledger = ledger if ledger is not None else own if own is not None else \
@@ -234,7 +255,10 @@ def tune(
         if run_dir is not None and os.path.lexists(run_dir / STATE_FILE):  # releases, records back; none redrawn
             optimizer = DPGIBO.resume(run_dir, config if proxy is None else None, ledger=run_ledger)
         else:
-            if proxy is not None:  # public: the proxy's users only; the private run's noise simulated
+            if mixed is not None and k is not None:  # planned before the method choice
+                plan = mixed.plans[k]
+                config = dataclasses.replace(plan.config, seed=run_seed)
+            elif proxy is not None:  # public: the proxy's users only; the private run's noise simulated
                 assert num_users is not None  # checked above
                 plan = plan_private_run(configs_objective(proxy, space, choice), config, num_users=num_users,
                                         progress=progress, **{"choose_method": False, **(plan_options or {})})
@@ -262,11 +286,11 @@ def tune(
         run_ids.append(selection_id)
     spent = compose_gdp([ledger.validation_mu(run_id) for run_id in run_ids])
     winner = runs[chosen]
-    hyperparameters = space.to_natural(winner.result.release.theta, choice=winner.configuration)
+    hyperparameters = natural_point(space, winner.result.release.theta, winner.configuration)
     return TuneResult(
-        hyperparameters=dict(hyperparameters), guarantee=TuneGuarantee(spent, gdp_epsilon(spent, delta), delta),
+        hyperparameters=hyperparameters, guarantee=TuneGuarantee(spent, gdp_epsilon(spent, delta), delta),
         runs=runs, chosen=chosen, statement=guarantee_statement(ledger, delta), ledger=ledger,
-        score_mu=mu_score if K > 1 else None,
+        score_mu=mu_score if K > 1 else None, methods=None if mixed is None else mixed.comparison,
     )
 
 

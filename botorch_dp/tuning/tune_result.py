@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from botorch_dp.optim import DPGIBOConfig, DPGIBOResult
-from botorch_dp.plan import PrivatePlan
+from botorch_dp.plan import MethodComparison, MethodRun, PrivatePlan
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.statement import GuaranteeStatement
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
@@ -53,7 +53,7 @@ class ConfigurationRun:
     """
 
     configuration: dict[str, Any]
-    result: DPGIBOResult
+    result: DPGIBOResult | MethodRun
     run_id: str
     num_users: int
     config: DPGIBOConfig
@@ -77,6 +77,8 @@ class TuneResult:
             ``tuning.method_runs``).
         procedure: That method's mechanism and guarantee in words (``None``: DP-GIBO per
             configuration, described by ``guarantee``).
+        methods: The method choice on the proxy (``plan.MethodComparison``; ``str`` gives its
+            table), when ``method="auto"`` or a forced method was compared there; else ``None``.
     """
 
     hyperparameters: dict[str, Any]
@@ -88,6 +90,7 @@ class TuneResult:
     score_mu: float | None = None
     method: str = "dp_gibo"
     procedure: str | None = None
+    methods: MethodComparison | None = field(default=None, repr=False)
 
     def guarantee_report(self) -> str:
         r"""What was protected, in plain words (``GuaranteeStatement``), after this procedure's own line."""

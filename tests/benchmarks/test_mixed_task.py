@@ -101,3 +101,27 @@ def test_mixed_bo_spends_its_budget_on_encoded_points_and_returns_the_best_one()
     means = objective(X).mean(-1)
     assert torch.equal(result.theta, X[int(torch.argmin(means))])
     assert float(result.history.mean_losses.min()) == pytest.approx(float(means.min()))
+
+
+def test_the_optional_auto_arm_is_off_by_default_and_its_proxy_is_a_public_training_slice():
+    from benchmarks import mixed
+
+    s = mt.Settings()
+    assert not s.tune_auto_proxy and mt.methods(s) == mt.METHODS and mt.TUNE_AUTO not in mt.METHODS
+    context = mixed.prepare(s)
+    kinds = {j.kind for j in mixed.experiment_jobs(s, context)}
+    assert "tune_auto" not in kinds  # the stored experiment's jobs are the same as before
+    on = mt.Settings(tune_auto_proxy=True)
+    jobs = [j for j in mixed.experiment_jobs(on, context) if j.kind == "tune_auto"]
+    assert sorted((j.kwargs["seed"], j.kwargs["epsilon"]) for j in jobs) == sorted(
+        (seed, e) for seed in on.seeds for e in on.epsilons)
+    assert mt.methods(on) == mt.METHODS + (mt.TUNE_AUTO,)
+    q = mt.quick_settings()
+    data = mt.load_data(q, 0)
+    proxy = mt.proxy_data(q, data, 0)
+    m = data.y_train.shape[0]
+    assert proxy.y_val.shape[0] == round(q.proxy_fraction * m) and proxy.y_train.shape[0] + proxy.y_val.shape[0] == m
+    rows = {tuple(x.tolist()) for x in data.X_train}  # users and training rows: disjoint slices of the training split
+    users, trained = ({tuple(x.tolist()) for x in X} for X in (proxy.X_val, proxy.X_train))
+    assert users <= rows and trained <= rows and not users & trained
+    assert not users & {tuple(x.tolist()) for x in data.X_val}  # no validation user (the protected ones) in the proxy

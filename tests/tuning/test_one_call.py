@@ -30,7 +30,7 @@ def objective(configs):
 
 
 MIXED = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Integer("width", 16, 128),
-                     Categorical("optimizer", ["sgd", "adam"])])
+                     Categorical("optimizer", ("sgd", "adam"))])
 
 
 def _tune(space, **kw):
@@ -124,6 +124,7 @@ def test_with_a_public_proxy_each_configuration_is_planned_on_it_and_the_objecti
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = tune(private, MIXED, epsilon=3.0, delta=1e-5, seed=7, progress=False, proxy=proxy, num_users=N,
+                      method="dp_gibo",  # no method choice (tests/tuning/test_mixed_methods.py)
                       plan_options=dict(clip_quantiles=(0.5, 0.9), step_sizes=(0.2,), num_repeats=1), **FAST)
     assert proxy_calls and all(r.plan is not None for r in result.runs)
     for r in result.runs:  # the run used the plan's settings (and the procedure's seed stream)

@@ -207,7 +207,7 @@ def test_a_planned_call_resumes_its_runs_with_the_stored_planned_settings(tmp_pa
         noise = torch.randn(80, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 0.1
         return torch.stack([(row[:80] - _NOISE[:80] + noise).clamp(min=0) for row in Objective()(configs)])
 
-    plan = dict(proxy=proxy, num_users=N, seed=7,
+    plan = dict(proxy=proxy, num_users=N, seed=7, method="dp_gibo",  # the method choice is not checkpointed
                 plan_options=dict(clip_quantiles=(0.5, 0.9), step_sizes=(0.2,), num_repeats=1, fit_kernel=False))
     full = _tune(Objective(), tmp_path / "full", **plan)
     with pytest.raises(Interrupted):

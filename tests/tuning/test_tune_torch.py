@@ -172,6 +172,7 @@ def test_a_torch_proxy_on_public_rows_plans_each_configuration_and_num_users_is_
         objective,
         space,
         proxy=proxy,
+        method="dp_gibo",  # each configuration planned, no method choice (tests/tuning/test_mixed_methods.py)
         plan_options=dict(clip_quantiles=(0.9,), step_sizes=(0.2,), num_repeats=1, fit_kernel=False),
     )
     assert len(result.runs) == 2 and all(r.plan is not None for r in result.runs)

@@ -1,0 +1,159 @@
+r"""``tune(method=...)`` on a mixed space (categorical hyperparameters): the method choice and the
+selection methods' private runs over the space's public encoding.
+
+With ``proxy=`` (PUBLIC users), ``choose_mixed_method`` first plans every configuration's
+DP-GIBO run on the proxy (``plan_private_run``, as ``tune``'s enumerate path does, at ``μ_run``),
+then compares on the proxy, with fresh paired seeds (``plan.method_choice.compare_in_context``):
+
+* ``"dp_gibo"``: ``tune``'s enumerate procedure with those plans (``tuning.method_enumerate``),
+* ``"private_random_search"`` and ``"dp_hypo"`` over the encoded cube (``tuning.encoding``),
+  with ``E[K]`` the enumerate procedure's planned evaluations (every run's points and the
+  ``K`` scored final points) and ``C`` from the proxy, calibrated to the full ``(ε, δ)``.
+
+Everything here reads the proxy and public settings only; the sensitive objective is not an
+argument. ``run_mixed_selection`` runs a selection method privately on the encoded objective
+(the objective still receives natural-unit configurations: ``EncodedObjective`` decodes each
+row), charging ``ledger`` with the full ``(ε, δ)`` before the first evaluation, and returns
+the ``TuneResult`` with the comparison kept on it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from botorch_dp.optim import DPGIBOConfig
+from botorch_dp.plan import PrivatePlan, plan_private_run
+from botorch_dp.plan.method_choice import MethodComparison, compare_in_context
+from botorch_dp.plan.method_dp_hypo import DPHyPOMethod
+from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext, SimulatedMethod, config_delta, config_mu
+from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
+from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.statement import guarantee_statement
+from botorch_dp.tuning.encoding import MixedEncoding
+from botorch_dp.tuning.method_enumerate import EnumerateMethod
+from botorch_dp.tuning.method_runs import without_proxy
+from botorch_dp.tuning.search_space import SearchSpace
+from botorch_dp.tuning.tune_result import ConfigurationRun, TuneGuarantee, TuneObjective, TuneResult, configs_objective
+from botorch_dp.utils import child_seeds
+
+__all__ = ["MixedChoice", "choose_mixed_method", "run_mixed_selection"]
+
+
+@dataclass
+class MixedChoice:
+    r"""The plans and the method comparison on the proxy (all public).
+
+    Attributes:
+        plans: Each configuration's ``PrivatePlan`` (``space.configurations()`` order).
+        comparison: The ``MethodComparison`` on the encoded proxy (``str`` gives the table).
+    """
+
+    plans: list[PrivatePlan]
+    comparison: MethodComparison
+
+
+def choose_mixed_method(
+    proxy: TuneObjective,
+    space: SearchSpace,
+    run_config: DPGIBOConfig,
+    *,
+    full_mu: float,
+    score_mu: float,
+    loss_clip: float,
+    num_users: int,
+    plan_options: dict[str, Any] | None,
+    progress: bool,
+) -> MixedChoice:
+    r"""Plan each configuration on the PUBLIC ``proxy``, then compare the methods there (see the module).
+
+    Args:
+        run_config: Each configuration's DP-GIBO settings at ``μ_run`` (what the plans start from).
+        full_mu: ``μ`` of the whole procedure (the selection methods run at ``gdp_epsilon(μ, δ)``).
+        score_mu: ``μ_score`` of the enumerate procedure's scores.
+        loss_clip: ``C`` of those scores.
+        num_users: ``n`` of the private objective (public).
+        plan_options: Keywords of ``plan_private_run`` for each configuration; ``num_repeats`` and
+            ``seed`` also set the comparison's repeats (fresh seeds), ``methods`` its candidates
+            (one named ``"dp_gibo"`` stands for the enumerate procedure; default: it, private
+            random search and DP-HyPO).
+    """
+    options = dict(plan_options or {})
+    given = options.pop("methods", None)
+    options.pop("choose_method", None)
+    configurations = space.configurations()
+    plans = [plan_private_run(configs_objective(proxy, space, choice), run_config, num_users=num_users,
+                              progress=progress, **options, choose_method=False) for choice in configurations]
+    n_p = {p.num_proxy_users for p in plans}
+    if len(n_p) != 1:
+        raise ValueError(f"proxy returned {sorted(n_p)} users across configurations; it must score every "
+                         "configuration on the same users.")
+    encoding = MixedEncoding(space)
+    enumerate_method = EnumerateMethod(encoding, tuple(configurations), tuple(p.config for p in plans), score_mu,
+                                       loss_clip)
+    methods: list[SimulatedMethod] = [enumerate_method, PrivateRandomSearchMethod(), DPHyPOMethod()] if given is None \
+        else [enumerate_method if m.name == "dp_gibo" else m for m in given]
+    delta = config_delta(run_config)
+    evaluations = math.fsum(p.trials[p.best].num_evaluations for p in plans) + len(plans)
+    context = MethodContext(bounds=encoding.bounds, num_users=int(num_users), num_proxy_users=n_p.pop(),
+                            epsilon=gdp_epsilon(full_mu, delta), delta=delta,
+                            config=dataclasses.replace(run_config, privacy_mu=full_mu), evaluations=evaluations)
+    seeds = child_seeds([int(options.get("seed", 0)), 2], int(options.get("num_repeats", 3)))
+    comparison = compare_in_context(encoding.objective(proxy), context, methods, seeds=seeds, progress=progress)
+    return MixedChoice(plans, comparison)
+
+
+def run_mixed_selection(
+    method: str,
+    objective: TuneObjective,
+    space: SearchSpace,
+    full_config: DPGIBOConfig,
+    *,
+    choice: MixedChoice | None,
+    ledger: PrivacyLedger | None,
+    loss_clip: float,
+    seed: int | None,
+    progress: bool,
+    executor: Any,
+) -> TuneResult:
+    r"""Run private random search or DP-HyPO (``method``: forced, or the comparison's
+    recommendation) on the encoded ``objective`` at the full budget; see the module.
+
+    Without a comparison (no proxy), ``E[K]`` is the enumerate procedure's number of evaluations
+    with ``full_config``'s ``T`` and batch (``K (T b + 1)``, ``b`` the batch size, default
+    ``d + 1``) and ``C = loss_clip``.
+    """
+    encoding = MixedEncoding(space)
+    delta = config_delta(full_config)
+    candidate: CandidateMethod
+    if choice is not None:
+        candidate = choice.comparison.get(method)
+    else:
+        K = len(space.configurations())
+        batch = full_config.batch_size or full_config.max_batch_size or space.dim + 1
+        context = MethodContext(bounds=encoding.bounds, num_users=0, num_proxy_users=None,
+                                epsilon=gdp_epsilon(config_mu(full_config), delta), delta=delta, config=full_config,
+                                evaluations=float(K * (full_config.num_iterations * batch + 1)))
+        candidate = without_proxy(method, loss_clip).resolved(None, context)
+    ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=candidate.gdp_mu)
+    run = candidate.run_private(encoding.objective(objective), ledger=ledger, seed=seed, progress=progress,
+                                executor=executor)
+    configuration = encoding.configuration(run.theta)
+    released = dataclasses.replace(run, theta=run.theta[: space.dim])  # the relaxed coordinates, as every run's
+    if candidate.gdp_mu is not None:
+        spent = ledger.validation_mu(run.run_id)
+        guarantee = TuneGuarantee(spent, gdp_epsilon(spent, delta), delta)
+    else:
+        guarantee = TuneGuarantee(math.nan, run.epsilon, delta)
+    configuration_run = ConfigurationRun(configuration, released, run.run_id, run.num_users, full_config, None,
+                                         run.released_score)
+    return TuneResult(
+        hyperparameters=encoding.to_natural(run.theta), guarantee=guarantee, runs=[configuration_run], chosen=0,
+        statement=guarantee_statement(ledger, delta), ledger=ledger, score_mu=None, method=run.method,
+        procedure=f"{run.description.rstrip('.')} (over the public encoding of {len(space.configurations())} "
+                  "configurations)",
+        methods=None if choice is None else choice.comparison,
+    )
