@@ -63,6 +63,7 @@ from botorch_dp.baselines import (
     random_search,
 )
 from botorch_dp.baselines.base import incumbent_history
+from botorch_dp.plan.method_protocol import MethodRun
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon
 from botorch_dp.utils import child_seeds, torch_threads
@@ -209,10 +210,11 @@ class Runner(KindRunner):
                       plan_options=dict(num_repeats=s.proxy_repeats, clip_quantiles=s.proxy_clip_quantiles,
                                         step_sizes=s.proxy_step_sizes, seed=seed))
         winner = result.runs[result.chosen]
-        if result.method == "dp_gibo":
-            evaluations = sum(int(r.result.release.evaluation_points.shape[0]) for r in result.runs) + len(result.runs)
+        evaluations: float
+        if isinstance(winner.result, MethodRun):  # a selection method: its expected number of trials E[K]
+            evaluations = float(winner.result.result.guarantee.details["mean_trials"])
         else:
-            evaluations = float(winner.result.result.guarantee.details["mean_trials"])  # E[K]
+            evaluations = sum(int(r.result.release.evaluation_points.shape[0]) for r in result.runs) + len(result.runs)
         trainings = objective.num_trainings  # the private runs' trainings (the proxy trains its own)
         diag = objective.with_choice(winner.configuration).evaluate_non_private(winner.result.release.theta)
         return self._run(method, seed, setting, diag, result.hyperparameters, start, evaluations,

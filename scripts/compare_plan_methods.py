@@ -33,7 +33,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 import torch
 from gpytorch.kernels import PolynomialKernel, RBFKernel, ScaleKernel
@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.provenance import script_meta, write_report  # noqa: E402
 from botorch_dp.optim.config import DPGIBOConfig  # noqa: E402
 from botorch_dp.plan import compare_methods  # noqa: E402
+from botorch_dp.plan.method_protocol import CandidateMethod  # noqa: E402
 from botorch_dp.privacy.ledger import PrivacyLedger  # noqa: E402
 from botorch_dp.utils import torch_threads  # noqa: E402
 
@@ -121,7 +122,8 @@ def run_task(name: str, args: argparse.Namespace) -> dict[str, Any]:
             seconds: list[float] = []
             for seed in args.seeds:
                 start = time.perf_counter()
-                run = score.method.run_private(private, ledger=PrivacyLedger(), seed=seed)
+                # compare_methods's candidates (continuous spaces) all run privately themselves
+                run = cast(CandidateMethod, score.method).run_private(private, ledger=PrivacyLedger(), seed=seed)
                 seconds.append(time.perf_counter() - start)
                 losses.append(float(private(run.theta.reshape(1, -1)).mean()))  # NON-PRIVATE diagnostic
             entry.update({"private_losses": losses, "private_mean": statistics.fmean(losses), "private_se": _se(losses),
