@@ -11,7 +11,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 STAMP = $(VENV)/.installed
 
-.PHONY: install reinstall demo test test-fast docs bench clean
+.PHONY: install reinstall demo test test-fast lint docs bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,13 @@ test: $(STAMP)
 # long runs): under 90 s on 2 cores, for the edit-test loop; CI runs `make test`
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# the code checks CI runs next to the tests, each with the project's configuration in
+# pyproject.toml: ruff's lint rules, ruff's formatting (check only; `ruff format` applies it) and mypy
+lint: $(STAMP)
+	$(BIN)/python -m ruff check .
+	$(BIN)/python -m ruff format --check .
+	$(BIN)/python -m mypy
 
 # the documentation site (docs/, mkdocs.yml) into site/, with every warning an error;
 # `$(BIN)/mkdocs serve` previews it

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib.abc
 import sys
 from types import ModuleType
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, cast, get_args
 
 import torch
 from botorch.acquisition import AcquisitionFunction
@@ -44,6 +44,13 @@ __all__ = ["AcquisitionGradient", "construct_inputs_gradient_information", "qGra
 AcquisitionGradient = Literal["auto", "closed_form", "autograd"]
 
 
+class _ExactGPLike(Protocol):
+    r"""What ``_ModelWatch`` reads off each exact GP of a model (a GPyTorch ``ExactGP``)."""
+
+    training: bool
+    train_inputs: tuple[Tensor, ...] | None
+
+
 class _ModelWatch:
     r"""Tells whether a BoTorch model changed in a way that changes the gradient posterior.
 
@@ -57,7 +64,8 @@ class _ModelWatch:
     def __init__(self, model: torch.nn.Module) -> None:
         self.model = model
         self.state = TensorSnapshot(model)
-        self.gps = [m for m in model.modules() if hasattr(m, "train_inputs")]
+        # the modules with training inputs: GPyTorch's ExactGP (untyped), a tuple of tensors or None
+        self.gps = cast(list[_ExactGPLike], [m for m in model.modules() if hasattr(m, "train_inputs")])
         self.layout = self._layout()
 
     def _layout(self) -> list[Any]:
@@ -133,6 +141,10 @@ class qGradientInformation(AcquisitionFunction):
             applies). The value is the same either way (up to round-off).
     """
 
+    # buffers registered in ``_build`` (a Module's attributes are otherwise typed ``Tensor | Module``)
+    theta: Tensor
+    _V: Tensor | None
+
     def __init__(
         self,
         model: Model | GradientGP,
@@ -145,7 +157,7 @@ class qGradientInformation(AcquisitionFunction):
         method: DerivativeBackend = "auto",
         gradient: AcquisitionGradient = "auto",
     ) -> None:
-        super().__init__(model=model)
+        super().__init__(model=model)  # type: ignore[arg-type]  # a GradientGP too: the base only stores it
         if gradient not in get_args(AcquisitionGradient):
             raise ValueError(f"gradient must be one of {get_args(AcquisitionGradient)}, got {gradient!r}.")
         self._gradient = gradient
@@ -171,7 +183,8 @@ class qGradientInformation(AcquisitionFunction):
         theta = theta.to(parts[0].gp.train_X)
         weights = None
         if self.posterior_transform is not None:
-            weights = self.posterior_transform.weights.detach().reshape(-1).to(theta)
+            # ScalarizedPosteriorTransform's buffer (checked in __init__); mypy sees a Module attribute
+            weights = cast(Tensor, self.posterior_transform.weights).detach().reshape(-1).to(theta)
             if weights.numel() != len(parts):
                 raise ValueError(
                     f"posterior_transform has {weights.numel()} weights, the model has "
@@ -213,7 +226,7 @@ class qGradientInformation(AcquisitionFunction):
     def _refresh(self) -> None:
         r"""Recompute from the model if it changed since; refuse a stale ``GradientGP``."""
         if self._watch is None:
-            if self._gps[0].kernel_changed():
+            if self._parts[0].gp.kernel_changed():
                 raise RuntimeError(
                     "The GradientGP's kernel hyperparameters changed after it was factorized: "
                     "the acquisition would be stale. Build a new GradientGP and acquisition, or "
@@ -254,7 +267,7 @@ class qGradientInformation(AcquisitionFunction):
 
     # ------------------------------------------------------------------ evaluation
     @concatenate_pending_points
-    @t_batch_mode_transform()
+    @t_batch_mode_transform()  # type: ignore[arg-type]  # BoTorch types it for AcquisitionFunction only
     def forward(self, X: Tensor) -> Tensor:
         r"""Evaluate the trace reduction on candidate batches.
 
@@ -266,9 +279,9 @@ class qGradientInformation(AcquisitionFunction):
         """
         self._refresh()
         if self._closed_form:
-            return trace_reduction_closed_form(self._gps[0], self.theta, X, V=self._V)
+            return trace_reduction_closed_form(self._parts[0].gp, self.theta, X, V=self._V)
         if self._plain:
-            return self._gps[0].trace_reduction(self.theta, X, V=self._V)
+            return self._parts[0].gp.trace_reduction(self.theta, X, V=self._V)
         values = [
             part.gp.trace_reduction(theta_z, part.inputs(X), V=V, jacobian=J)
             for part, theta_z, J, V in zip(self._parts, self._theta_z, self._jacobians, self._Vs, strict=True)

@@ -42,6 +42,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 import torch
 
@@ -50,10 +51,13 @@ DEFAULT_ARMS = ("reference", "fast")
 HERE = Path(__file__).resolve().parent
 
 
-def _profiler():
-    spec = importlib.util.spec_from_file_location("profile_dp_gibo", HERE / "profile_dp_gibo.py")
+def _profiler() -> ModuleType:
+    path = HERE / "profile_dp_gibo.py"
+    spec = importlib.util.spec_from_file_location("profile_dp_gibo", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the profiler from {path}")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    spec.loader.exec_module(module)
     return module
 
 

@@ -38,6 +38,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any, TypedDict
 
 import torch
 from gpytorch.kernels import PolynomialKernel, RBFKernel, ScaleKernel
@@ -51,7 +52,28 @@ from botorch_dp.privacy.ledger import PrivacyLedger  # noqa: E402
 from botorch_dp.utils import torch_threads  # noqa: E402
 
 PROXY_USERS = 200
-FAST = dict(num_restarts=1, raw_samples=8, acqf_maxiter=10)  # noqa: C408
+
+
+class _FastSearch(TypedDict):
+    num_restarts: int
+    raw_samples: int
+    acqf_maxiter: int
+
+
+class MethodEntry(TypedDict, total=False):
+    r"""One method's row of a task: its plan (always) and, when it ran, its private runs."""
+
+    proxy_losses: list[float]
+    unavailable: str | None
+    settings: str | None
+    private_losses: list[float]
+    private_mean: float
+    private_se: float | None
+    seconds: float
+    epsilon: float
+
+
+FAST: _FastSearch = {"num_restarts": 1, "raw_samples": 8, "acqf_maxiter": 10}
 
 
 def quadratic30(n: int, seed: int):
@@ -86,7 +108,7 @@ def _se(values: list[float]) -> float | None:
     return statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None
 
 
-def run_task(name: str, args: argparse.Namespace) -> dict:
+def run_task(name: str, args: argparse.Namespace) -> dict[str, Any]:
     make, n, config = task_config(name, args.epsilon)
     proxy, private = make(PROXY_USERS, 1), make(n, 2)  # other users from the same distribution
     start = time.perf_counter()
@@ -94,19 +116,20 @@ def run_task(name: str, args: argparse.Namespace) -> dict:
                                  evaluations=config.num_iterations * config.batch_size,
                                  seeds=list(range(100, 100 + args.plan_repeats)), progress=False)
     plan_seconds = time.perf_counter() - start
-    methods = {}
+    methods: dict[str, MethodEntry] = {}
     for score in comparison.scores:
-        entry = {"proxy_losses": list(score.proxy_losses), "unavailable": score.unavailable,
-                 "settings": None if score.method is None else score.method.describe()}
+        entry: MethodEntry = {"proxy_losses": list(score.proxy_losses), "unavailable": score.unavailable,
+                              "settings": None if score.method is None else score.method.describe()}
         if score.method is not None:
-            losses, seconds = [], []
+            losses: list[float] = []
+            seconds: list[float] = []
             for seed in args.seeds:
                 start = time.perf_counter()
                 run = score.method.run_private(private, ledger=PrivacyLedger(), seed=seed)
                 seconds.append(time.perf_counter() - start)
                 losses.append(float(private(run.theta.reshape(1, -1)).mean()))  # NON-PRIVATE diagnostic
-            entry.update(private_losses=losses, private_mean=statistics.fmean(losses), private_se=_se(losses),
-                         seconds=statistics.fmean(seconds), epsilon=run.epsilon)
+            entry.update({"private_losses": losses, "private_mean": statistics.fmean(losses), "private_se": _se(losses),
+                          "seconds": statistics.fmean(seconds), "epsilon": run.epsilon})
         methods[score.name] = entry
     recommended = comparison.scores[comparison.best].name
     ran = {k: v for k, v in methods.items() if "private_mean" in v}
@@ -118,7 +141,7 @@ def run_task(name: str, args: argparse.Namespace) -> dict:
             "recommended_wins_over_dp_gibo": sum(d < 0 for d in diffs), "table": comparison.table()}
 
 
-def markdown(report: dict) -> str:
+def markdown(report: dict[str, Any]) -> str:
     m = report["meta"]
     fmt = lambda v, se: f"{v:.4g}" + ("" if se is None else f" ± {se:.2g}")  # noqa: E731
     lines = [
@@ -154,7 +177,7 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="+", default=["quadratic30", "basin2"], choices=["quadratic30", "basin2"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
@@ -168,7 +191,7 @@ def main(argv: list[str] | None = None) -> dict:
         args.seeds, args.plan_repeats = [0], 1
     with torch_threads(args.threads), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # seeded noise (a reproduction) and the proxy's n
-        report = {"tasks": [run_task(name, args) for name in args.tasks]}
+        report: dict[str, Any] = {"tasks": [run_task(name, args) for name in args.tasks]}
     report["meta"] = {
         "command": " ".join(["python scripts/compare_plan_methods.py",
                              shlex.join(argv if argv is not None else sys.argv[1:])]).rstrip(),

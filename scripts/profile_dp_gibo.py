@@ -50,6 +50,7 @@ import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeGuard
 
 import torch
 
@@ -58,7 +59,9 @@ import botorch_dp.optim.options.batches as batches
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.acquisition import qGradientInformation
 from botorch_dp.gradient_gp import GradientGP
+from botorch_dp.optim.batch_search import BATCH_SEARCHES, BatchSearch
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
+from botorch_dp.problems.gp_regression import GPRegressionLengthscales
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the harness is the repo's top-level benchmarks/, not installed
@@ -126,10 +129,14 @@ def instrumented(timer: Timer) -> Iterator[None]:
             setattr(owner, name, original)
 
 
+def _is_batch_search(value: str) -> TypeGuard[BatchSearch]:
+    return value in BATCH_SEARCHES
+
+
 def make_run(
     dim: int, seed: int, *, iterations: int, clip: float, n_total: int, acqf_maxiter: int | None = None,
     task: str = "e1", acqf_speed: str | None = None,
-) -> tuple[DPGIBO, Callable]:
+) -> tuple[DPGIBO, GPRegressionLengthscales]:
     r"""The DP-GIBO optimizer and objective of ``Runner.dp_gibo_gp`` at dimension ``dim`` (``task="e1"``),
     or of the loss-against-dimension experiment's ``dp_gibo`` job (``task="dimension"``:
     ``dimension.gibo_config`` with ``clip`` as B; ``n_total`` unused, ``acqf_maxiter`` ``None``
@@ -142,6 +149,8 @@ def make_run(
     elif task == "e1":
         e1 = Settings(gp_dim=dim, gp_n_total=n_total)  # the paper's settings (not the dimension task's)
         problem = gp_problem(e1, seed)
+        if not _is_batch_search(e1.batch_selection):
+            raise ValueError(f"batch_selection must be one of {BATCH_SEARCHES}, got {e1.batch_selection!r}")
         config = DPGIBOConfig(
             bounds=problem.bounds, kernel=problem.recommended_kernel(), num_iterations=iterations,
             privacy_mu=e1.privacy_mu, clip_bound=clip, step_size=e1.step_size, step_rule="adagrad",

@@ -30,6 +30,7 @@ import math  # noqa: E402
 import shutil  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Any, TypedDict  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -38,6 +39,8 @@ from gpytorch.kernels import RBFKernel  # noqa: E402
 import botorch_dp  # noqa: E402
 from botorch_dp.baselines import noisy_gradient_descent  # noqa: E402
 from botorch_dp.distributed.partitions import InProcessPartitions  # noqa: E402
+from botorch_dp.optim.noise_schedule import NoiseSchedule  # noqa: E402
+from botorch_dp.optim.selection import Selection  # noqa: E402
 from botorch_dp.optim.subspace import (  # noqa: E402
     FixedSubspace,
     PosteriorGradientCovarianceSubspace,
@@ -133,7 +136,7 @@ FAMILIES: dict[str, dict[str, dict]] = {
 }
 
 #: Single options outside the families (each with the defaults otherwise).
-EXTRA = {
+EXTRA: dict[str, dict] = {
     "batch_greedy": {"batch_search": "greedy", "batch_size": 3},
     "acqf_maxiter": {"acqf_maxiter": 20},
     "subspace_acquisition": {"subspace": lambda: FixedSubspace(_basis()), "subspace_acquisition": True},
@@ -171,7 +174,7 @@ def _encode_release(opt, release) -> dict:
         "preconditioner_mus": release.preconditioner_mus,
         "preconditioner_noise_stds": release.preconditioner_noise_stds,
     }
-    encoded = {k: _hex(v) for k, v in out.items()}
+    encoded: dict[str, Any] = {k: _hex(v) for k, v in out.items()}
     for name in ("subspace_bases", "released_coordinates", "released_preconditioners"):
         encoded[name] = [_hex(t) for t in getattr(release, name)]
     encoded["selected_index"] = release.selected_index
@@ -206,15 +209,27 @@ def _run(overrides: dict, checkpoint_dir=None, stop_after=None) -> dict:
         torch.set_num_threads(threads)
 
 
-def _noisy_gd(schedule: str, selection: str) -> dict:
-    extra = {"last": {}, "min_noisy_norm": {}, "exponential": {"selection_epsilon": 0.5, "loss_clip": 20.0},
-             "noisy_loss": {"selection_mu": 0.3, "loss_clip": 20.0}}[selection]
+class _SelectionSettings(TypedDict, total=False):
+    r"""The ``noisy_gradient_descent`` settings a selection needs besides its name."""
+
+    selection_epsilon: float
+    selection_mu: float
+    loss_clip: float
+
+
+def _noisy_gd(schedule: NoiseSchedule, selection: Selection) -> dict:
+    settings: dict[Selection, _SelectionSettings] = {
+        "last": {}, "min_noisy_norm": {}, "exponential": {"selection_epsilon": 0.5, "loss_clip": 20.0},
+        "noisy_loss": {"selection_mu": 0.3, "loss_clip": 20.0},
+    }
+    extra = settings[selection]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = noisy_gradient_descent(
             _gradient_oracle, _bounds(), num_iterations=6, clip_bound=2.0, step_size=0.4, privacy_mu=1.0, seed=0,
             noise_schedule=schedule, selection=selection, loss_oracle=_objective, **extra,
         )
+    assert result.guarantee is not None  # privacy_mu = 1 is finite
     extras = result.history.extras
     keys = ("step_mus", "noise_stds", "noisy_norms", "norm_mus")
     return {
@@ -227,7 +242,7 @@ def _noisy_gd(schedule: str, selection: str) -> dict:
 
 
 def _single_cases() -> dict[str, dict]:
-    cases = {}
+    cases: dict[str, dict] = {}
     for family, values in FAMILIES.items():
         for value, overrides in list(values.items())[1:]:
             cases[f"{family}={value}"] = overrides
@@ -243,10 +258,12 @@ def _pair_cases() -> dict[str, dict]:
     return cases
 
 
-NOISY_GD = [
+_SCHEDULES: tuple[NoiseSchedule, ...] = ("fixed", "adaptive_norm")
+_SELECTIONS: tuple[Selection, ...] = ("last", "min_noisy_norm", "exponential", "noisy_loss")
+NOISY_GD: list[tuple[NoiseSchedule, Selection]] = [
     (s, sel)
-    for s in ("fixed", "adaptive_norm")
-    for sel in ("last", "min_noisy_norm", "exponential", "noisy_loss")
+    for s in _SCHEDULES
+    for sel in _SELECTIONS
     if not (s == "fixed" and sel == "min_noisy_norm")
 ]
 

@@ -199,6 +199,7 @@ def harness_imports(modules: dict[str, Path]) -> list[str]:
                 and isinstance(node.args[0].value, str) and top(node.args[0].value)
             )
             if hit:
+                assert isinstance(node, (ast.Import, ast.ImportFrom, ast.Call))  # the kinds `hit` matches
                 found.append(f"{name} line {node.lineno}")
     return found
 

@@ -32,6 +32,7 @@ from gpytorch.kernels import RBFKernel
 
 import botorch_dp
 from botorch_dp.baselines import noisy_gradient_descent, private_random_search
+from botorch_dp.optim.step_rules import StepRule
 
 PINS = Path(__file__).parent / "data" / "regression_pins.json"
 D, N = 3, 40
@@ -98,7 +99,7 @@ def _private_random_search() -> dict[str, torch.Tensor]:
     }
 
 
-def _noisy_gd(step_rule: str) -> dict[str, torch.Tensor]:
+def _noisy_gd(step_rule: StepRule) -> dict[str, torch.Tensor]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = noisy_gradient_descent(

@@ -133,13 +133,13 @@ def _evaluate(gp: Any, theta: Tensor, V: Tensor | None, X: Tensor, want_grad: bo
 
 class _TraceReduction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, X: Tensor, gp: Any, theta: Tensor, V: Tensor | None) -> Tensor:  # type: ignore[override]
+    def forward(ctx: Any, X: Tensor, gp: Any, theta: Tensor, V: Tensor | None) -> Tensor:
         value, grad = _evaluate(gp, theta, V, X.detach(), ctx.needs_input_grad[0])
         ctx.save_for_backward(grad if grad is not None else X.new_empty(0))
         return value
 
     @staticmethod
-    def backward(ctx: Any, grad_output: Tensor) -> tuple[Tensor | None, None, None, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad_output: Tensor) -> tuple[Tensor | None, None, None, None]:
         (grad,) = ctx.saved_tensors
         return grad_output.reshape(*grad_output.shape, 1, 1) * grad, None, None, None
 

@@ -20,7 +20,7 @@ data: the GP's inputs and the iterates.
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypedDict, get_args
 
 import torch
 from botorch.utils.sampling import manual_seed
@@ -41,7 +41,18 @@ SEARCH_SPEEDS: tuple[str, ...] = get_args(SearchSpeed)
 WARM_MAXITER: int | None = 10
 
 
-def optimize_acqf(*args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
+class _SearchOptions(TypedDict):
+    r"""The keyword settings that ``search_batch`` and ``adaptive_joint_batch`` pass on unchanged
+    to each batch rule (``optimize_batch``, ``greedy_batch``)."""
+
+    num_restarts: int
+    raw_samples: int
+    basis: Tensor | None
+    maxiter: int | None
+    speed: SearchSpeed
+
+
+def optimize_acqf(*args: Any, **kwargs: Any) -> tuple[Tensor, Tensor | None]:
     r"""BoTorch's ``optimize_acqf``, imported on first use: ``botorch.optim`` loads
     ``scipy.optimize`` and BoTorch's acquisition functions, which importing the package
     need not pay for (issue 33, item 4). A module attribute, so a profiler can wrap it."""
@@ -251,7 +262,9 @@ def adaptive_joint_batch(
     """
     if posterior_trace(gp, theta, basis=basis) <= tolerance:
         return theta.new_empty(0, theta.shape[-1])
-    options = dict(num_restarts=num_restarts, raw_samples=raw_samples, basis=basis, maxiter=maxiter, speed=speed)
+    options = _SearchOptions(
+        num_restarts=num_restarts, raw_samples=raw_samples, basis=basis, maxiter=maxiter, speed=speed
+    )
     hi = max_batch_size
     start = start if start is not None and start.shape[0] == hi else None
     best = optimize_batch(gp, theta, bounds, hi, generator, start=start, **options)
@@ -302,7 +315,9 @@ def search_batch(
     Returns:
         A ``q x d`` tensor.
     """
-    options = dict(num_restarts=num_restarts, raw_samples=raw_samples, basis=basis, maxiter=maxiter, speed=speed)
+    options = _SearchOptions(
+        num_restarts=num_restarts, raw_samples=raw_samples, basis=basis, maxiter=maxiter, speed=speed
+    )
     joint = batch_search == "joint"
     start = previous if speed == "fast" else None
     if bias_tolerance is not None and joint:

@@ -1,6 +1,7 @@
 r"""A DP-GIBO run's state as its checkpoint stores it: ``encode_state``/``apply_state`` (every
-field checked against the config and each other on load), the ledger checks of a resume, and
-``resume_run``. The config's own encoding and comparison are in ``optim.stored_config``.
+field checked against the config and each other on load) and ``resume_run``. The checks of
+the releases against the checkpoint's ledger are in ``optim.resume_checks`` (their names stay
+importable from here); the config's own encoding and comparison are in ``optim.stored_config``.
 
 Nothing here unpickles: kernels are rebuilt from the allow-list in ``checkpoint`` only."""
 
@@ -32,7 +33,12 @@ from botorch_dp.optim.checkpoint import (
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.options import ClipState, NoiseState, resolved_mu
 from botorch_dp.optim.projected import SubspaceTrack
-from botorch_dp.optim.selection import EVALUATED_SELECTIONS, SELECTION_KEY
+from botorch_dp.optim.resume_checks import (
+    check_ledger_covers_steps,
+    check_noise_and_selection,
+    encode_noise_and_selection,
+    recorded_mus,
+)
 from botorch_dp.optim.state import Run, RunState
 from botorch_dp.optim.step_rules import make_step_optimizer
 from botorch_dp.optim.stored_config import (
@@ -43,8 +49,14 @@ from botorch_dp.optim.stored_config import (
     encode_value,
 )
 from botorch_dp.optim.users import InMemoryUsers
-from botorch_dp.privacy.ledger import PrivacyLedger, release_key
+from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.mechanisms import ReleaseDiagnostics
+
+__all__ = [
+    "META_KEYS", "STATE_VERSION", "apply_state", "budget_of_ledger_state", "check_ledger_covers_steps",
+    "check_noise_and_selection", "check_state", "committed_records", "encode_diagnostics", "encode_noise_and_selection",
+    "encode_state", "recorded_mus", "resume_config", "resume_run",
+]
 
 #: Version of ``DPGIBO.state_dict`` (3: JSON + safetensors, per-batch loss blocks, run id).
 STATE_VERSION = 3
@@ -177,122 +189,6 @@ def _with_added_meta(meta: Any) -> Any:
 
 
 _R = TypeVar("_R", bound=Run)  # the run class resume_run rebuilds
-_NOISE_LISTS = ("step_mus", "noise_stds", "noisy_norms", "norm_mus")
-
-
-def encode_noise_and_selection(opt: Run) -> dict[str, Any]:
-    r"""Menart et al.'s public state as exact JSON: the adaptive schedule's per-step values (none
-    for the fixed schedule, whose values follow from the config), whether its filter stopped
-    the steps, and the evaluated selection's choice (and scores)."""
-    s = opt.state
-    per_step = opt.options.noise.name == "adaptive_norm"
-    lists = {"step_mus": s.noise.step_mus, "noise_stds": s.noise.noise_stds, "noisy_norms": s.noise.noisy_norms,
-             "norm_mus": s.noise.norm_mus}
-    return {
-        **{name: [float(v).hex() for v in values] if per_step else [] for name, values in lists.items()},
-        "stopped": s.noise.stopped,
-        "selected_index": s.selected,
-        "selection_scores": None if s.selection_scores is None else ckpt.tensor_to_json(s.selection_scores),
-    }
-
-
-def check_noise_and_selection(
-    entry: Any, *, config: DPGIBOConfig, T: int, ledger: PrivacyLedger, run_id: str
-) -> dict[str, Any]:
-    r"""Decode and check the ``noise_and_selection`` field against the config and the ledger.
-
-    ``None`` (a checkpoint written before the field existed) is a run with the fixed
-    schedule and no selection made. With ``"adaptive_norm"`` each list holds ``T`` values
-    and every ``μ`` equals the ledger's record of that release (``step-t/norm``,
-    ``step-t/grad``): the filter's spent budget is read from the ledger, so the two must
-    agree. A made selection needs its ledger record (``"select"``).
-    """
-    empty: dict[str, Any] = {name: [] for name in _NOISE_LISTS} | {
-        "stopped": False,
-        "selected_index": None,
-        "selection_scores": None,
-    }
-    if entry is None:
-        entry = empty
-    ckpt._check_keys(entry, set(empty), "noise_and_selection")
-    adaptive = config.noise_schedule == "adaptive_norm"
-    out: dict[str, Any] = {}
-    for name in _NOISE_LISTS:
-        values = entry[name]
-        if not isinstance(values, list) or len(values) != (T if adaptive else 0):
-            raise ValueError(f"Checkpoint field 'noise_and_selection.{name}' must hold {T if adaptive else 0} values.")
-        out[name] = [ckpt.float_from_json(v, f"noise_and_selection.{name}") for v in values]
-        if name != "noisy_norms" and not all(v > 0 for v in out[name]):
-            raise ValueError(f"Checkpoint field 'noise_and_selection.{name}' must hold positive values.")
-    recorded = recorded_mus(ledger, run_id)
-    for t in range(len(out["step_mus"])):
-        for name, part in (("norm_mus", "norm"), ("step_mus", "grad")):
-            if out[name][t] not in recorded.get(release_key(t, part, ("norm", "grad")), []):
-                raise ValueError(
-                    f"Checkpoint field 'noise_and_selection.{name}' disagrees with the ledger at step {t}."
-                )
-    stopped, selected, scores = entry["stopped"], entry["selected_index"], entry["selection_scores"]
-    if not isinstance(stopped, bool) or (stopped and not adaptive):
-        raise ValueError(
-            "Checkpoint field 'noise_and_selection.stopped' must be a bool (True only with adaptive_norm)."
-        )
-    evaluated = config.selection in EVALUATED_SELECTIONS
-    if selected is not None and (not evaluated or not ckpt._is_int(selected) or not 0 <= selected <= T
-                                 or SELECTION_KEY not in recorded):
-        raise ValueError(f"Checkpoint field 'noise_and_selection.selected_index' must be None or an index in [0, {T}] "
-                         "of a recorded evaluated selection.")
-    if (scores is not None) != (selected is not None and config.selection == "noisy_loss"):
-        raise ValueError(
-            "Checkpoint field 'noise_and_selection.selection_scores' must be given exactly for a made "
-            "noisy_loss selection."
-        )
-    out["stopped"], out["selected_index"] = stopped, selected
-    out["selection_scores"] = (
-        None if scores is None else ckpt.tensor_from_json(scores, "noise_and_selection.selection_scores", (T + 1,))
-    )
-    return out
-
-
-def recorded_mus(ledger: PrivacyLedger, run_id: str) -> dict[str, list[float]]:
-    r"""The μ of every validation record of ``run_id``, by key (a key recorded twice, a retried
-    release, has two values)."""
-    found: dict[str, list[float]] = {}
-    for record in ledger.validation_records(run_id):
-        found.setdefault(record.key, []).append(getattr(record.event, "mu", math.nan))
-    return found
-
-
-def check_ledger_covers_steps(config: DPGIBOConfig, ledger: PrivacyLedger, run_id: str, T: int, n: int | None) -> None:
-    r"""``ValueError`` unless the checkpoint's ledger records every release of the ``T`` steps
-    the run has taken: the gradient of each step at the config's ``μ_g/√T`` (the fixed
-    schedule), the clip count or the preconditioner where the config releases one, the norm
-    and gradient of an adaptive step (their μ are checked against the noise lists). A state
-    whose ledger lost records it had, however consistently edited, is refused here."""
-
-    if T == 0 or config.unsafe_allow_sensitive_fitting and math.isinf(resolved_mu(config.privacy_mu)):
-        return
-    recorded = recorded_mus(ledger, run_id)
-    adaptive = config.noise_schedule == "adaptive_norm"
-    parts = ["norm", "grad"] if adaptive else ["grad"]
-    if config.clip_bound == "adaptive":
-        parts.append("clip")
-    mu_g, mu_h = config.mu_split.gradient_mu, config.mu_split.precond_mu
-    if mu_h is not None:
-        parts.append("precond")
-    grad_mu = None if adaptive else mu_g / math.sqrt(config.num_iterations)
-    for t in range(T):
-        for part in parts:
-            key = release_key(t, part, parts)
-            if key not in recorded:
-                raise ValueError(
-                    f"Checkpoint field 'ledger' lacks the release {key!r} of run {run_id!r}: the run has taken {T} "
-                    "steps, so its ledger must record each of them. The checkpoint is inconsistent (edited or "
-                    "damaged); it is refused."
-                )
-            if part == "grad" and grad_mu is not None and not any(math.isclose(v, grad_mu, rel_tol=1e-12)
-                                                                   for v in recorded[key]):
-                raise ValueError(f"Checkpoint field 'ledger': release {key!r} of run {run_id!r} was not charged "
-                                 f"mu={grad_mu:.6g}, the config's per-step mu; the checkpoint is refused.")
 
 
 def resume_config(

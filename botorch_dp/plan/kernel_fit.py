@@ -13,6 +13,7 @@ import dataclasses
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypedDict
 
 import torch
 from botorch.exceptions.warnings import InputDataWarning
@@ -35,6 +36,14 @@ KERNEL_FIT_POINTS_PER_DIM = 10
 space-filling design for GP hyperparameters)."""
 #: Numerical nugget of a noiseless fit, relative to the variance of the fitted mean losses.
 _RELATIVE_NUGGET = 1e-6
+
+
+class _FittedFields(TypedDict, total=False):
+    r"""The ``DPGIBOConfig`` fields a kernel fit replaces."""
+
+    noise_variance: float
+    kernel: Kernel
+    model: Any  # the config's BoTorch model (``DPGIBOConfig.model``), its covariance module replaced
 
 
 @dataclass(frozen=True)
@@ -180,7 +189,7 @@ def fit_kernel_on_proxy(
     fitted = copy.deepcopy(source).to(torch.float64)
     fitted.load_state_dict(kernel.state_dict())
     fitted_noise = float(model.likelihood.noise.detach().mean()) if noise > 0 else None
-    changes = {} if fitted_noise is None else {"noise_variance": fitted_noise}
+    changes: _FittedFields = {} if fitted_noise is None else {"noise_variance": fitted_noise}
     if config.kernel is not None:
         changes["kernel"] = fitted
     else:

@@ -54,6 +54,7 @@ def simulation_config(config: DPGIBOConfig, num_users: int, num_proxy_users: int
     c = config
     selection_epsilon = None if c.selection_epsilon is None else c.selection_epsilon * scale
     selection_mu = None if c.selection_mu is None else c.selection_mu * scale
+    assert c.privacy_mu is not None  # DPGIBOConfig resolves it
     if math.isinf(c.privacy_mu):
         mu = math.inf
     else:

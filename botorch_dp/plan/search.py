@@ -14,6 +14,7 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 import torch
 from torch import Tensor
@@ -47,6 +48,13 @@ __all__ = ["DEFAULT_CLIP_QUANTILES", "PlanTrial", "PrivatePlan", "plan_private_r
 
 DEFAULT_CLIP_QUANTILES = (0.5, 0.75, 0.9)
 """Quantiles of the proxy's per-user gradient-estimate norms tried as ``B``."""
+
+
+class _ClipChange(TypedDict, total=False):
+    r"""The clipping field a plan sets: ``clip_init`` (adaptive clipping) or ``clip_bound``."""
+
+    clip_init: float
+    clip_bound: float
 
 
 @dataclass(frozen=True)
@@ -374,7 +382,10 @@ def plan_private_run(
             _, estimates = estimates_at_theta0(
                 DPGIBO(dataclasses.replace(given_config, seed=seeds[0], validation_mu_budget=None))
             )
-            bound = float(given_config.clip_init if adaptive_clip else given_config.clip_bound)
+            given_bound = given_config.clip_init if adaptive_clip else given_config.clip_bound
+            # DPGIBOConfig resolves clip_init (adaptive clipping) and checks a fixed clip_bound
+            assert given_bound is not None and not isinstance(given_bound, str)
+            bound = float(given_bound)
             share = float((estimates.norm(dim=1) <= bound).double().mean())
             given = simulate(given_config, estimates, bound, share, given_config.step_size, given_config.num_iterations,
                              given_config.bias_tolerance)
@@ -391,11 +402,12 @@ def plan_private_run(
             "take fewer iterations or find more users.",
             SettingsWarning, stacklevel=2,
         )
-    chosen = {"clip_init": t.clip_bound} if adaptive_clip else {"clip_bound": t.clip_bound}
+    chosen: _ClipChange = {"clip_init": t.clip_bound} if adaptive_clip else {"clip_bound": t.clip_bound}
     recommended = dataclasses.replace(
         _with_batch_rule(config, t.bias_tolerance), step_size=t.step_size, num_iterations=t.num_iterations, **chosen
     )
     comparison = None
+    assert recommended.privacy_mu is not None  # DPGIBOConfig resolves it
     if choose_method and math.isfinite(recommended.privacy_mu):  # fresh seeds, paired across the methods
         comparison = compare_methods(
             proxy_objective, recommended, DEFAULT_METHODS if methods is None else methods, num_users=n,

@@ -153,7 +153,10 @@ def _dumps(value: Any) -> str:
 def storage_url(storage: str | os.PathLike) -> str:
     r"""The SQLAlchemy URL of ``storage``: a URL (``"sqlite:///budget.db"``,
     ``"postgresql://user@/db?host=/run/postgresql"``) as it is, with ``postgresql://``
-    given the psycopg (3) driver; any other string or path is an SQLite file.
+    given the psycopg (3) driver; any other string or path is an SQLite file. A relative
+    SQLite file (``"budget.db"``, ``"sqlite:///budget.db"``) is made absolute in the current
+    directory, so that one file has one URL (``open_storage``'s cache key, what the ledger
+    records) whatever directory the process is in later.
 
     Args:
         storage: A SQLAlchemy URL, or the path of an SQLite file.
@@ -169,7 +172,23 @@ def storage_url(storage: str | os.PathLike) -> str:
         return "sqlite:///" + os.path.abspath(storage)
     if storage.startswith(("postgresql://", "postgres://")):
         return "postgresql+psycopg://" + storage.split("://", 1)[1]
+    if storage.startswith("sqlite"):
+        return _absolute_sqlite(storage)
     return storage
+
+
+def _absolute_sqlite(url: str) -> str:
+    r"""``url`` with a relative SQLite file made absolute; in-memory databases, ``file:`` URIs and
+    absolute files as they are."""
+    try:
+        parsed = sa.engine.make_url(url)
+    except sa.exc.ArgumentError as err:
+        raise ValueError(f"storage is not a valid database URL: {url!r} ({err}).") from err
+    database = parsed.database
+    if (parsed.get_backend_name() != "sqlite" or not database or database == ":memory:"
+            or database.startswith("file:") or os.path.isabs(database)):
+        return url
+    return parsed.set(database=os.path.abspath(database)).render_as_string(hide_password=False)
 
 
 class LedgerTransaction:

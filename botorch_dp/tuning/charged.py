@@ -248,6 +248,9 @@ class ChargedTraining:
     ledger: PrivacyLedger | None
     run_prefix: str
     noise_seed: int | None
+    # provided by the subclass (``SearchSpaceObjective`` has them as properties); annotations only
+    dim: int
+    num_users: int
 
     # --------------------------------------------------------------------- hooks
     def planned_event(self, theta: Tensor, **options: Any) -> DPSGDRun | TrainingMechanism | None:

@@ -18,6 +18,7 @@ configuration.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -108,12 +109,13 @@ class Categorical:
 
     Attributes:
         name: The keyword the chosen value is passed under.
-        choices: The distinct values (plain Python values: str, int, float or bool).
+        choices: The distinct values (plain Python values: str, int, float or bool), any
+            sequence of them (a list, a tuple); stored as a tuple.
         target: ``"optimizer"``, ``"model"`` or ``None`` (inferred, as for ``Hyperparameter``).
     """
 
     name: str
-    choices: tuple[Any, ...]
+    choices: Sequence[Any]
     target: HyperparameterTarget | None = None
 
     def __post_init__(self) -> None:

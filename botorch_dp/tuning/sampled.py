@@ -95,17 +95,19 @@ def sample_configurations(
     scorer = GaussianScoreMechanism(loss_clip=loss_clip, per_trial_mu=score_mu, generator=noise_gen)
     trial_seeds = [None] * num_trials if seed is None else child_seeds([int(seed), 3], num_trials)
     best: ConfigurationRun | None = None
+    best_score = math.inf
     for k in range(num_trials):
         choice = configurations[int(rng.integers(len(configurations)))]
         run = run_one(choice, run_mu, trial_seeds[k], PrivacyLedger())  # inside the selection's bound
         losses = final_losses(configs_objective(objective, space, choice), run.result.release.theta, run.num_users,
                               f"the final point of configuration {choice}")
-        run.noisy_score = float(scorer.release(losses).scores[0])
-        if best is None or run.noisy_score < best.noisy_score:
-            best = run
+        run.noisy_score = score = float(scorer.release(losses).scores[0])
+        if best is None or score < best_score:
+            best, best_score = run, score
     assert best is not None  # K >= 1
     eps, _ = rdp_to_epsilon(rdp, delta)
     hyperparameters = space.to_natural(best.result.release.theta, choice=best.configuration)
+    assert isinstance(hyperparameters, dict)  # the natural values of one point (a d-vector)
     return TuneResult(
         hyperparameters=dict(hyperparameters), guarantee=TuneGuarantee(math.nan, eps, delta), runs=[best], chosen=0,
         statement=guarantee_statement(ledger, delta), ledger=ledger, score_mu=score_mu,

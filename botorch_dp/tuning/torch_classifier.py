@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from botorch_dp.privacy.ledger import DPSGDRun, PrivacyBudgetExceeded, PrivacyLedger
+from botorch_dp.privacy.ledger import DPSGDRun, PrivacyBudgetExceeded, PrivacyLedger, TrainingMechanism
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training.dp_sgd import (
     DPSGDConfig,
@@ -169,7 +169,11 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
         self._given_model_fn = model_fn
         if model_fn is None:
             num_features = data.num_features
-            outputs = int(data.num_classes) if data.is_classification else int(data.y_train[0].numel())
+            if data.is_classification:
+                assert data.num_classes is not None  # ClassificationData sets it for class labels
+                outputs = int(data.num_classes)
+            else:
+                outputs = int(data.y_train[0].numel())
             model_fn = functools.partial(make_mlp, num_features, outputs, tuple(self.training.hidden_sizes))
         if not callable(model_fn) or not callable(optimizer):
             raise ValueError("model_fn and optimizer must be callables (e.g. a Module class and a torch.optim class).")
@@ -264,33 +268,42 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
         planned = self.planned_run()
         return None if planned is None else DPSGDRun.checked(*planned)
 
-    def _check_charge(self, events: list[DPSGDRun]) -> None:
-        target = self.dp_sgd
-        if target is None or not target.has_target:
+    def _check_charge(self, events: list[DPSGDRun | TrainingMechanism]) -> None:
+        target = None if self.dp_sgd is None else self.dp_sgd.target()
+        if target is None:
             return
-        accountant = self.ledger.training_accountant
+        target_epsilon, target_delta, planned_runs = target
+        runs = [e for e in events if isinstance(e, DPSGDRun)]
+        if len(runs) != len(events):  # planned_event only plans DPSGDRun events
+            raise TypeError(f"A DP-SGD objective charges DPSGDRun events only, got {events!r}.")
+        ledger = self._charging_ledger()
+        accountant = ledger.training_accountant
         total = composed_training_epsilon(
-            [*self.ledger.training_history(), *events], target.target_delta, accountant, self.ledger.prv_eps_error
+            [*ledger.training_history(), *runs], target_delta, accountant, ledger.prv_eps_error
         )
-        if total > target.target_epsilon * (1.0 + _TARGET_RTOL):
+        if total > target_epsilon * (1.0 + _TARGET_RTOL):
             raise PrivacyBudgetExceeded(
                 f"Training-data target exceeded: {len(events)} more DP-SGD run(s) would bring the training epsilon "
-                f"({accountant}, delta={target.target_delta:g}) to {total:.6g}, above the target "
-                f"{target.target_epsilon:g} that the noise multiplier was calibrated for "
-                f"(planned_runs={target.planned_runs}; the ledger holds {len(self.ledger.training_runs)} runs). "
+                f"({accountant}, delta={target_delta:g}) to {total:.6g}, above the target "
+                f"{target_epsilon:g} that the noise multiplier was calibrated for "
+                f"(planned_runs={planned_runs}; the ledger holds {len(ledger.training_runs)} runs). "
                 "Plan more runs (more noise per run) or evaluate fewer points."
             )
 
     def _note_charged(self, tickets: list[TrainingTicket]) -> None:
         super()._note_charged(tickets)
-        self.runs += [TrainingRun(t.run_id, *t.event) for t in tickets if t.run_id is not None]
+        self.runs += [TrainingRun(t.run_id, *t.event) for t in tickets
+                      if t.run_id is not None and isinstance(t.event, DPSGDRun)]  # a run id: a DPSGDRun here
         parent = self.__dict__.get("_bound_from")
         if parent is not None:  # a with_choice copy: the objective it was bound from counts it too
             parent._note_charged(tickets)
 
     def _train_with(self, theta: Tensor, ticket: TrainingTicket, meter: Any = None, **options: Any) -> nn.Module:
         r"""Train one model at ``theta`` under ``ticket`` (with a ``meter``: record its run first)."""
-        optimizer_kwargs, model_kwargs = self.split_hyperparameters(self.space.to_natural(theta))
+        params = self.space.to_natural(theta)
+        if not isinstance(params, dict):
+            raise TypeError(f"SearchSpace.to_natural of a {self.dim}-vector gave {type(params).__name__}, not a dict.")
+        optimizer_kwargs, model_kwargs = self.split_hyperparameters(params)
         if meter is not None and ticket.run_id is not None:
             meter.record(ticket.run_id)  # just before the run draws its noise
         with warnings.catch_warnings():
@@ -301,7 +314,7 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
                 optimizer=self.optimizer, optimizer_kwargs=optimizer_kwargs, loss_fn=self.loss_fn,
                 dp_sgd=self.run_dp_sgd, noise_seed=ticket.noise_seed,
             )
-        if ticket.event is not None and not same_event(DPSGDRun(*history), ticket.event):
+        if ticket.event is not None and (history is None or not same_event(DPSGDRun(*history), ticket.event)):
             raise RuntimeError(f"Opacus accounted {history} for run {ticket.run_id!r}, charged as {ticket.event}.")
         return model
 
@@ -359,24 +372,23 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
         planned = self.planned_run()
         if planned is None:
             return {"protected": False}
+        ledger = self._charging_ledger()
+        target = None if self.dp_sgd is None else self.dp_sgd.target()
         if delta is None:
-            delta = self.dp_sgd.target_delta if self.dp_sgd.has_target else self.ledger.training_delta
+            delta = target[1] if target is not None else ledger.training_delta
         delta = 1e-5 if delta is None else delta
-        report = {
+        report: dict[str, Any] = {
             "protected": True,
-            "accountant": self.ledger.training_accountant,
-            "epsilon": self.ledger.training_epsilon(delta),
+            "accountant": ledger.training_accountant,
+            "epsilon": ledger.training_epsilon(delta),
             "delta": delta,
-            "num_runs": len(self.ledger.training_runs),
+            "num_runs": len(ledger.training_runs),
             "noise_multiplier": planned[0],
             "sample_rate": planned[1],
             "steps_per_run": planned[2],
         }
-        if self.dp_sgd.has_target:
-            report.update(
-                target_epsilon=self.dp_sgd.target_epsilon, target_delta=self.dp_sgd.target_delta,
-                planned_runs=self.dp_sgd.planned_runs,
-            )
+        if target is not None:
+            report.update(target_epsilon=target[0], target_delta=target[1], planned_runs=target[2])
         return report
 
     # ------------------------------------------------------------------ diagnostics
@@ -434,7 +446,7 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
         Returns:
             The new ``TorchModelTuningObjective``.
         """
-        kwargs = dict(
+        kwargs: dict[str, Any] = dict(
             space=self.space, model_fn=self._given_model_fn, optimizer=self.optimizer,
             optimizer_kwargs=self.optimizer_kwargs, loss_fn=self._given_loss_fn, training=self.training,
             dp_sgd=self.run_dp_sgd, noise_seed=self.noise_seed, loss_cap=self.loss_cap,

@@ -130,6 +130,7 @@ class ConfigsObjective:
 
     def __call__(self, X: Tensor) -> Tensor:
         rows = self.space.to_natural(X.reshape(-1, self.space.dim), choice=self.choice)
+        assert isinstance(rows, list)  # one dict per row of a q x d batch
         return torch.as_tensor(self.objective(list(rows)), dtype=torch.float64)
 
 

@@ -11,7 +11,7 @@ from ax.adapter.transforms.log import Log
 from ax.adapter.transforms.remove_fixed import RemoveFixed
 from ax.adapter.transforms.unit_x import UnitX
 from ax.core.observation import ObservationFeatures
-from ax.core.parameter import ChoiceParameter, FixedParameter, ParameterType, RangeParameter
+from ax.core.parameter import ChoiceParameter, FixedParameter, Parameter, ParameterType, RangeParameter
 from ax.core.parameter_constraint import ParameterConstraint
 from ax.core.search_space import SearchSpace
 
@@ -24,7 +24,7 @@ F64 = torch.float64
 
 def space_lr_dropout(with_fixed: bool = True) -> SearchSpace:
     r"""lr on a log scale in [1e-4, 1e-1], dropout in [0, 0.5] and (optionally) a fixed batch size."""
-    parameters = [
+    parameters: list[Parameter] = [
         RangeParameter("lr", ParameterType.FLOAT, 1e-4, 1e-1, log_scale=True),
         RangeParameter("dropout", ParameterType.FLOAT, 0.0, 0.5),
     ]

@@ -25,11 +25,11 @@ def rbf_kernel(d, ls=1.0):
     return k
 
 
-def empty_gp(d, noise=1e-4):
+def empty_gp(d: int, noise: float = 1e-4) -> GradientGP:
     return GradientGP(torch.empty(0, d, dtype=torch.float64), rbf_kernel(d), noise)
 
 
-def setting(d):
+def setting(d: int) -> tuple[torch.Tensor, torch.Tensor]:
     theta = torch.full((d,), 2.5, dtype=torch.float64)
     box = torch.tensor([[0.0] * d, [5.0] * d], dtype=torch.float64)
     return theta, local_bounds(theta, torch.full((d,), 0.5, dtype=torch.float64), box)
@@ -230,7 +230,7 @@ def test_search_batch_passes_the_moved_batch_only_when_fast_joint_and_of_the_rig
     seen = []
     monkeypatch.setattr(batch_search, "optimize_batch", lambda *a, **k: seen.append((a[3], k["start"], k["speed"]))
                         or torch.zeros(a[3], 2, dtype=torch.float64))
-    gp, theta, bounds = empty_gp(2), *setting(2)
+    gp, (theta, bounds) = empty_gp(2), setting(2)
     prev = torch.full((3, 2), 2.4, dtype=torch.float64)
     common = dict(bias_tolerance=None, max_batch_size=3, num_restarts=1, raw_samples=8, previous=prev)
     search_batch(gp, theta, bounds, torch.Generator(), batch_search="joint", batch_size=3, speed="fast", **common)

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -225,6 +224,13 @@ def test_a_checkpoint_directory_of_another_user_is_refused(tmp_path):
 
 
 # ---------------------------------------------------------------------- 3. kernels resume without config
+class _DefaultKernelProblem(PerUserProblem):
+    r"""A problem that keeps ``PerUserProblem.recommended_kernel`` (the paper's RBF, length-scales 1)."""
+
+    def evaluate_true(self, X: torch.Tensor) -> torch.Tensor:
+        return X.new_zeros(X.shape[0], self.num_users)
+
+
 def _set(kernel, dtype, **values):
     r"""``kernel`` in ``dtype`` with the given hyperparameters set (as a user would)."""
     kernel = kernel.to(dtype)
@@ -248,7 +254,9 @@ KERNELS = {
     "search_space_recommended": lambda: SearchSpace(
         [Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Hyperparameter("dropout", 0.0, 0.5)]
     ).recommended_kernel(),
-    "problem_default_recommended": lambda: PerUserProblem.recommended_kernel(SimpleNamespace(dim=2)),
+    "problem_default_recommended": lambda: _DefaultKernelProblem(
+        torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64), num_users=1
+    ).recommended_kernel(),
     "normal_location_recommended": lambda: NormalLocation(dim=2).recommended_kernel(),
 }
 

@@ -2,7 +2,7 @@ r"""Issue 13 (items 1, 2, 7): seeds, non-finite losses and the validation gaps o
 
 Each validation gap: (a) a ValueError whose message names the argument, (b) nothing was
 released (no DPGIBO built, or its state, ledger and pending points unchanged), (c) the
-corrected call works.
+corrected call works. The config's own gaps and its target (ε, δ) are in test_config.py.
 """
 
 import dataclasses
@@ -13,18 +13,16 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from gpytorch.kernels import RBFKernel, ScaleKernel
 
 import botorch_dp.optim.options.batches as batches_module
 from botorch_dp import PrivacyWarning
 from botorch_dp.optim.checkpoint import json_fingerprint
 from botorch_dp.optim.dp_gibo import DPGIBO, DPGIBOConfig
-from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.utils import child_seeds
 
-from .loop_helpers import nl_config, normal_location, rbf_kernel
+from .loop_helpers import nl_config, normal_location
 from .state_helpers import same, snapshot
 
 D, N = 2, 10
@@ -233,108 +231,6 @@ def test_empty_first_adaptive_batch_uses_the_real_number_of_users(monkeypatch):
     assert opt.iteration == 0 and opt.ledger.validation_mu() == 0.0
 
 
-# ---------------------------------------------------------------- config gaps (item 7)
-CONFIG_GAPS = [
-    ("user_chunk_size", 0, 2),
-    ("user_chunk_size", -5, 2),
-    ("user_chunk_size", 2.5, 2),
-    ("theta0", torch.tensor([float("nan"), 0.0], dtype=torch.float64), torch.zeros(D, dtype=torch.float64)),
-    ("search_radius", float("nan"), 0.5),
-    ("search_radius", torch.tensor([0.5, float("nan")]), torch.tensor([0.5, 0.3])),
-    ("step_size", math.inf, 0.5),
-    ("noise_variance", math.inf, 1e-6),
-    ("num_restarts", 0, 2),
-    ("raw_samples", 1.5, 32),
-    ("jitter", -1.0, 1e-8),
-]
-
-
-@pytest.mark.parametrize("field,bad,good", CONFIG_GAPS, ids=[f"{f}={b!r}"[:40] for f, b, _ in CONFIG_GAPS])
-def test_config_gaps_are_refused_naming_the_field(field, bad, good):
-    with pytest.raises(ValueError, match=field):
-        config(**{field: bad})
-    _, objective = normal_location(n=N, d=D)
-    opt = DPGIBO(config(**{field: good}))
-    X = opt.ask()
-    assert opt.tell(X, objective(X)).iteration == 1
-
-
-def test_small_user_chunks_give_the_same_release():
-    _, objective = normal_location(n=N, d=D)
-    runs = [DPGIBO(config(user_chunk_size=c)).run(objective, progress=False) for c in (1, 3, 4096)]
-    # the chunked sums differ in their last bits; the warm-started search stops after WARM_MAXITER
-    # iterations, before L-BFGS-B's convergence would damp that, so later steps differ by ~1e-11 relative
-    for r in runs[1:]:
-        torch.testing.assert_close(
-            r.release.released_gradients[0], runs[0].release.released_gradients[0], rtol=1e-12, atol=1e-14
-        )
-        torch.testing.assert_close(
-            r.release.released_gradients, runs[0].release.released_gradients, rtol=1e-9, atol=1e-11
-        )
-
-
-def test_infinite_bias_tolerance_is_refused():
-    with pytest.raises(ValueError, match="bias_tolerance"):
-        config(batch_size=None, bias_tolerance=math.inf)
-
-
-def test_bias_tolerance_at_or_above_the_prior_trace_is_refused_before_anything():
-    kernel = rbf_kernel(D, 0.5)
-    with torch.no_grad():  # tr of the RBF prior gradient covariance at θ₀: d / ℓ² (+ jitter)
-        fixed = DPGIBO(config(kernel=kernel, noise_variance=1e-4))
-        prior = float(fixed.state.gp.posterior_trace(fixed.theta))
-    assert math.isclose(prior, D / 0.5**2, rel_tol=1e-6)
-    ledger = PrivacyLedger()
-    for eps in (prior, 2 * prior):
-        cfg = config(kernel=kernel, batch_size=None, bias_tolerance=eps, noise_variance=1e-4)
-        with pytest.raises(ValueError, match="bias_tolerance"):
-            DPGIBO(cfg, ledger=ledger)
-    assert ledger.validation_mu() == 0.0
-    _, objective = normal_location(n=N, d=D)
-    opt = DPGIBO(config(kernel=kernel, batch_size=None, bias_tolerance=prior / 2, noise_variance=1e-4), ledger=ledger)
-    X = opt.ask()
-    assert X.shape[0] >= 1 and opt.tell(X, objective(X)).iteration == 1
-
-
-def test_kernel_with_wrong_ard_num_dims_is_refused():
-    for kernel in (RBFKernel(ard_num_dims=D + 1), ScaleKernel(RBFKernel(ard_num_dims=D - 1))):
-        with pytest.raises(ValueError, match="kernel.*ard_num_dims"):
-            config(kernel=kernel)
-    _, objective = normal_location(n=N, d=D)
-    opt = DPGIBO(config(kernel=ScaleKernel(rbf_kernel(D))))
-    X = opt.ask()
-    assert opt.tell(X, objective(X)).iteration == 1
-
-
-def test_numpy_bounds_and_numpy_or_tensor_integers_are_accepted():
-    cfg = config(
-        bounds=np.array([[-2.0] * D, [4.0] * D]),
-        num_iterations=np.int64(2),
-        batch_size=torch.tensor(3),
-        user_chunk_size=np.int32(4),
-        num_restarts=np.int16(2),
-        raw_samples=torch.tensor(32),
-        theta0=np.zeros(D),
-    )
-    assert isinstance(cfg.bounds, torch.Tensor) and cfg.bounds.dtype == torch.float64
-    assert all(type(getattr(cfg, f)) is int for f in ("num_iterations", "batch_size", "user_chunk_size", "raw_samples"))
-    _, objective = normal_location(n=N, d=D)
-    result = DPGIBO(cfg).run(objective, progress=False)
-    assert result.release.batch_sizes == [3, 3]
-    with pytest.raises(ValueError, match="batch_size"):
-        config(batch_size=torch.tensor(3.5))
-    with pytest.raises(ValueError, match="num_iterations"):
-        config(num_iterations=torch.tensor([2, 3]))
-
-
-def test_config_does_not_alias_the_callers_tensors():
-    bounds = torch.tensor([[-2.0] * D, [4.0] * D], dtype=torch.float64)
-    theta0 = torch.zeros(D, dtype=torch.float64)
-    cfg = config(bounds=bounds, theta0=theta0)
-    bounds[0, 0], theta0[0] = -100.0, float("nan")
-    assert cfg.bounds[0, 0] == -2.0 and cfg.theta0[0] == 0.0
-
-
 # ---------------------------------------------------------------- tell gaps (item 7)
 TELL_GAPS = [
     ("losses", lambda L: L.tolist()[:-1], "losses"),  # a list with one point missing
@@ -369,73 +265,6 @@ def test_malformed_points_are_refused_before_anything():
             opt.tell(bad, objective(X))
     assert_nothing_released(opt, before)
     assert opt.tell(X.numpy(), objective(X)).iteration == 1  # numpy points are fine
-
-
-# ---------------------------------------------------------------- target (ε, δ) (issue 16 item 1)
-def test_target_epsilon_delta_resolves_to_the_exact_gdp_mu_and_the_run_reports_it():
-    from botorch_dp.privacy.analysis.gdp import gdp_delta
-
-    cfg = config(privacy_mu=None, epsilon=1.0, delta=1e-5)
-    # μ is the largest one whose privacy profile reaches δ at ε (Dong, Roth & Su): δ_μ(ε) = δ,
-    # and slightly larger μ would break it (the profile increases in μ)
-    assert cfg.privacy_mu == pytest.approx(0.26805, abs=1e-5)
-    assert gdp_delta(cfg.privacy_mu, 1.0) == pytest.approx(1e-5, rel=1e-9)
-    assert gdp_delta(cfg.privacy_mu * (1 + 1e-6), 1.0) > 1e-5
-    assert (cfg.epsilon, cfg.delta, cfg.target_delta) == (1.0, 1e-5, 1e-5)
-    # the resolved μ is what the loop runs with: same noise as the equivalent privacy_mu config
-    by_mu = config(privacy_mu=cfg.privacy_mu, num_iterations=2)
-    _, objective = normal_location(n=N, d=D)
-    a = DPGIBO(dataclasses.replace(cfg, num_iterations=2)).run(objective, progress=False).release
-    b = DPGIBO(by_mu).run(objective, progress=False).release
-    assert torch.equal(a.released_gradients, b.released_gradients)
-    assert a.guarantee.mu == pytest.approx(cfg.privacy_mu, rel=1e-12)
-    assert a.guarantee.epsilon == pytest.approx(1.0, rel=1e-9) and a.guarantee.delta == 1e-5
-    assert config(privacy_mu=None, epsilon=math.inf, delta=1e-5).privacy_mu == math.inf
-    assert config(privacy_mu=None).privacy_mu == 1.0 and config(privacy_mu=None).target_delta == 1e-5
-
-
-@pytest.mark.parametrize(
-    "kw,match",
-    [
-        (dict(privacy_mu=1.0, epsilon=1.0, delta=1e-5), r"either privacy_mu .* or epsilon and delta"),
-        (dict(privacy_mu=None, epsilon=1.0), r"epsilon \(ε\) needs delta"),
-        (dict(privacy_mu=None, delta=1e-5), r"delta \(δ\) was given without epsilon"),
-        (dict(privacy_mu=None, epsilon=-1.0, delta=1e-5), r"epsilon \(ε\) must be positive"),
-        (dict(privacy_mu=None, epsilon=1.0, delta=1.5), r"delta"),
-        (dict(privacy_mu=None, epsilon=float("nan"), delta=1e-5), r"epsilon"),
-    ],
-)
-def test_bad_target_epsilon_delta_is_refused_naming_the_fields(kw, match):
-    with pytest.raises(ValueError, match=match):
-        config(**kw)
-
-
-def test_resolved_config_survives_copies_and_checkpoint_round_trip(tmp_path):
-    from botorch_dp.optim.stored_config import config_to_json
-
-    cfg = config(privacy_mu=None, epsilon=2.0, delta=1e-6, num_iterations=4)
-    assert dataclasses.replace(cfg, num_restarts=3).privacy_mu == cfg.privacy_mu  # re-validated, same μ
-    with pytest.raises(ValueError, match="not both"):
-        dataclasses.replace(cfg, epsilon=3.0)  # the old μ next to a new target
-    assert dataclasses.replace(cfg, epsilon=3.0, privacy_mu=None).privacy_mu > cfg.privacy_mu
-    stored = json.loads(json.dumps(config_to_json(cfg)))  # what state.json holds
-    assert stored["privacy_mu"] == {"float": cfg.privacy_mu.hex()} and stored["epsilon"] == {"float": (2.0).hex()}
-    _, objective = normal_location(n=N, d=D)
-    opt = DPGIBO(cfg, checkpoint_dir=tmp_path)
-    X = opt.ask()
-    opt.tell(X, objective(X))
-    again = DPGIBO.resume(tmp_path)  # config rebuilt from the checkpoint's JSON
-    assert (again.config.privacy_mu, again.config.epsilon, again.config.delta) == (cfg.privacy_mu, 2.0, 1e-6)
-    assert DPGIBO.resume(tmp_path, cfg).iteration == 1
-    for changed in (
-        dict(epsilon=1.0, privacy_mu=None),
-        dict(delta=1e-5, privacy_mu=None),
-        dict(epsilon=None, delta=None),  # same μ, stated directly: a different config all the same
-    ):
-        with pytest.raises(ValueError, match="differs from the checkpoint"):
-            DPGIBO.resume(tmp_path, dataclasses.replace(cfg, **changed))
-    done = again.run(objective, progress=False).release.guarantee
-    assert done.epsilon == pytest.approx(2.0, rel=1e-9) and done.delta == 1e-6
 
 
 # ---------------------------------------------------------------- per-user losses (issue 16 item 4)

@@ -9,6 +9,7 @@ property (no sequence of released norms, however adversarial, makes ``Σμ_j²``
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -78,7 +79,7 @@ def test_e37_negative_norm_undercount_and_floor_threshold():
 
 # -------------------------------------------------------------------- the library's rule
 def _schedule(**overrides) -> AdaptiveNormSchedule:
-    settings_ = dict(total_mu=1.0, sensitivity=0.02, dim=5, max_iterations=20, num_users=100)
+    settings_: dict[str, Any] = dict(total_mu=1.0, sensitivity=0.02, dim=5, max_iterations=20, num_users=100)
     settings_.update(overrides)
     return AdaptiveNormSchedule.build(**settings_)
 

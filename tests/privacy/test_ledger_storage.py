@@ -125,7 +125,8 @@ def test_in_memory_ledger_is_the_default_and_refuses_to_be_copied_into_a_worker(
 
 def test_storage_urls():
     assert storage_url("budget.db") == "sqlite:///" + os.path.abspath("budget.db")
-    assert storage_url("sqlite:///x.db") == "sqlite:///x.db"
+    assert storage_url("sqlite:///x.db") == "sqlite:///" + os.path.abspath("x.db")
+    assert storage_url("sqlite:////abs/x.db") == "sqlite:////abs/x.db"
     assert storage_url("postgresql://u@/db?host=/s") == "postgresql+psycopg://u@/db?host=/s"
     with pytest.raises(ValueError, match="storage"):
         storage_url("")
@@ -460,3 +461,31 @@ def test_a_version_1_database_is_migrated_in_place_and_its_old_records_keep_thei
           "validation_steps": [{"run_id": "run-a", "key": "step-0000", "mu": 0.3}], "training_runs": []}
     ledger.load_state_dict(v4)
     assert len(ledger.records()) == 2 and PrivacyLedger(storage=path, dataset="d").validation_mu() == 0.3
+
+
+
+def test_a_relative_sqlite_url_is_one_file_before_and_after_a_chdir(tmp_path, monkeypatch):
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    file = "sqlite:///" + str(sub / "ledger.db")
+    dataset = _dataset()
+    monkeypatch.chdir(sub)
+    assert storage_url("sqlite:///ledger.db") == file
+    assert storage_url("sqlite+pysqlite:///ledger.db?timeout=5") == f"sqlite+pysqlite:///{sub / 'ledger.db'}?timeout=5"
+    opened = open_storage("sqlite:///ledger.db")
+    ledger = PrivacyLedger(storage="sqlite:///ledger.db", dataset=dataset, validation_mu_budget=1.0)
+    assert ledger.record_validation_step(mu=MU, run_id="run-a", key="step-0000")
+    monkeypatch.chdir(tmp_path)
+    # the same file, named relative to the new directory or by its path: the same storage
+    assert open_storage("sqlite:///sub/ledger.db") is opened and open_storage(sub / "ledger.db") is opened
+    assert ledger.storage_url == opened.url == file
+    # the old relative name now names another file, under another key
+    other = open_storage("sqlite:///ledger.db")
+    assert other is not opened and other.url == "sqlite:///" + str(tmp_path / "ledger.db")
+    # connections opened after the chdir (here: after the pool was emptied) reach the first file
+    opened.engine.dispose()
+    assert [r.key for r in ledger.validation_records()] == ["step-0000"]
+    again = PrivacyLedger(storage="sqlite:///sub/ledger.db", dataset=dataset)
+    assert [r.key for r in again.validation_records()] == ["step-0000"]
+    assert [r.key for r in _rows(file, dataset)] == ["step-0000"]
+    assert storage_url("sqlite://") == "sqlite://" and storage_url("sqlite:///:memory:") == "sqlite:///:memory:"

@@ -169,20 +169,6 @@ def test_a_target_dp_sgd_cannot_reach_is_refused_with_the_numbers_before_anythin
     assert 0 < sigma < MAX_SIGMA
 
 
-def test_target_calibration_uses_the_ledgers_accountant():
-    from opacus.accountants import PRVAccountant
-
-    from botorch_dp.training import calibrate_noise_multiplier
-
-    kw = dict(target_epsilon=1.0, target_delta=1e-5, sample_rate=0.01, steps_per_run=100, planned_runs=2)
-    rdp = calibrate_noise_multiplier(**kw)
-    prv = calibrate_noise_multiplier(**kw, accountant="prv")
-    assert prv < rdp  # PRV is tighter than RDP, so it needs less noise for the same target
-    accountant = PRVAccountant()
-    accountant.history = [(prv, 0.01, 100)] * 2
-    assert accountant.get_epsilon(1e-5, eps_error=0.01) <= 1.0 + 0.01
-
-
 @pytest.mark.parametrize(
     "kw,match",
     [

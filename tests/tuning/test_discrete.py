@@ -16,7 +16,9 @@ GRID = torch.linspace(0.0, 1.0, 200_001, dtype=torch.float64)
 
 
 def _shares(space: SearchSpace) -> Counter:
-    values = [row["k"] for row in space.to_natural(GRID[:, None])]
+    rows = space.to_natural(GRID[:, None])
+    assert isinstance(rows, list) and len(rows) == len(GRID)  # one dict per row of a q x d batch
+    values = [row["k"] for row in rows]
     return Counter(values)
 
 
@@ -63,7 +65,8 @@ def test_categorical_configurations_fix_per_run_and_appear_in_natural_units():
 
 
 @pytest.mark.parametrize("make, match", [
-    (lambda: Integer("width", 16.5, 128), r"width: Integer low must be an integer, got 16\.5"),
+    (lambda: Integer("width", 16.5, 128),  # type: ignore[arg-type]  # a float low, refused on purpose
+     r"width: Integer low must be an integer, got 16\.5"),
     (lambda: Integer("width", 128, 16), r"width: Integer low = 128 must be below high = 16"),
     (lambda: Integer("width", 0, 16, log_scale=True), r"log-scaled Integer needs low >= 1, got 0"),
     (lambda: Integer("width", True, 16), r"width: Integer low must be an integer, got True"),

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from botorch_dp.gradient_gp import GradientGP
-from botorch_dp.optim.batch_search import BATCH_SEARCHES, SEARCH_SPEEDS, BatchSearch, search_batch
+from botorch_dp.optim.batch_search import BATCH_SEARCHES, SEARCH_SPEEDS, BatchSearch, SearchSpeed, search_batch
 from botorch_dp.optim.options.registry import Strategy, register
 from botorch_dp.privacy.checks import check_positive, check_positive_int
 
@@ -42,7 +42,7 @@ class FixedBatches(Strategy):
     size: int | None = None
     search: BatchSearch = "joint"
     maxiter: int | None = None
-    speed: str = "fast"
+    speed: SearchSpeed = "fast"
 
     def __post_init__(self) -> None:
         if self.size is not None:

@@ -1,0 +1,44 @@
+r"""Shared by the ledger's tests (test_ledger.py, test_ledger_state.py,
+test_ledger_training_rdp.py): DP-SGD runs and Gaussian releases put through the ledger's one
+charge protocol, and the Gaussian mechanism's RDP curve."""
+
+from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, DPSGDRun, Gaussian, TrainingMechanism
+
+DELTA = 1e-5
+RUNS = [("eval-0", 1.1, 0.02, 100), ("eval-1", 1.1, 0.02, 100), ("eval-2", 0.9, 0.05, 40)]
+
+
+def record_runs(ledger, runs=RUNS):
+    for run_id, noise_multiplier, sample_rate, steps in runs:
+        ledger.record_training_run(
+            run_id=run_id, noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps
+        )
+
+
+def step_key(t):
+    return f"step-{t:04d}"
+
+
+def spend(ledger, mu, run_id, step, part="grad"):
+    """One release through the charge protocol: admitted before, recorded at the draw."""
+    event = Gaussian(mu)
+    with ledger.charge({part: event}, run_id=run_id, step=step) as meter:
+        meter.record(part, event)
+
+
+def train(ledger, runs=RUNS):
+    """DP-SGD runs through the training charge (admitted before, recorded before training)."""
+    for run_id, noise_multiplier, sample_rate, steps in runs:
+        with ledger.charge_training({run_id: DPSGDRun.checked(noise_multiplier, sample_rate, steps)}) as meter:
+            meter.record(run_id)
+
+
+def train_curve(ledger, run_id, curve, description):
+    event = TrainingMechanism(description, tuple(curve(a) for a in TRAINING_RDP_ORDERS))
+    with ledger.charge_training({run_id: event}) as meter:
+        meter.record(run_id)
+
+
+def gaussian_curve(sigma, sensitivity=1.0):
+    """RDP of the Gaussian mechanism: ε(α) = α·Δ²/(2σ²)."""
+    return lambda alpha: alpha * sensitivity**2 / (2.0 * sigma**2)
