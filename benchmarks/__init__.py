@@ -14,8 +14,10 @@ the repository on their ``PYTHONPATH`` too; local process pools and ``--dask loc
 
 - ``runs``: the ``Run`` record and the helpers that summarise runs;
 - ``jobs``: the job DAG and ``run_jobs`` over any ``concurrent.futures.Executor``;
-- ``paper``: ``Settings``, the pilot, ``Runner`` and the jobs of experiments E.1–E.5;
-- ``report``: ``results.md`` (one ``table`` helper for every table) and findings;
+- ``paper``: ``Settings`` and the pilot of experiments E.1–E.5; ``paper_runner``: their ``Runner``;
+  ``paper_jobs``: their jobs;
+- ``report``: ``results.md``, from ``report_settings``, ``report_gp`` and ``report_small`` (its
+  sections and findings) with the tables of ``report_tables`` (one ``table`` helper for every table);
 - ``plots``: the PNG plots;
 - ``outputs``: ``runs.json``, and running, re-rendering and merging output directories.
 

@@ -7,7 +7,7 @@ import statistics
 from pathlib import Path
 
 from benchmarks.amp_task import LABELS, METHODS, NON_PRIVATE_LAMBDAS, Settings
-from benchmarks.report import markdown_row
+from benchmarks.report_tables import markdown_row
 from benchmarks.runs import Run, format_mean_se, mean_se
 
 __all__ = ["make_plot", "report_text"]
@@ -116,7 +116,8 @@ def report_text(settings: Settings, plan_: dict, runs: list[Run], command: str, 
         f"validation loss = logistic loss capped at {s.loss_cap:g}.",
         f"- DP-GIBO: T = {s.gibo_iterations}, b = {s.gibo_batch}, so {s.gibo_runs} training runs: "
         f"{s.gibo_runs - 1} evaluations, each below the reference RDP curve r, and the released model at θ_T "
-        f"below {s.gibo_final_weight:g}·r; ({s.gibo_units:g})·r converts to the training ε. Unit cube over log10 λ in [max({s.lam_lower:g}·λ_ref, 1.25·λ_min), "
+        f"below {s.gibo_final_weight:g}·r; ({s.gibo_units:g})·r converts to the training ε. Unit cube over "
+        f"log10 λ in [max({s.lam_lower:g}·λ_ref, 1.25·λ_min), "
         f"{s.lam_upper:g}·λ_ref], θ₀ at λ_ref; RBF length-scale {s.gibo_lengthscale:g}, output scale "
         f"{s.gibo_outputscale:g}, σ² = {s.gibo_noise_variance:g}, B = {s.gibo_clip:g}, AdaGrad η = "
         f"{s.gibo_step:g}, search radius {s.gibo_radius:g}.",
@@ -149,7 +150,7 @@ def make_plot(settings: Settings, runs: list[Run], path: Path) -> None:
 
     datasets = [d for d in settings.datasets if any(r.experiment == d for r in runs)]
     fig, axes = plt.subplots(1, len(datasets), figsize=(5.2 * len(datasets), 3.8), squeeze=False)
-    for ax, dataset in zip(axes[0], datasets):
+    for ax, dataset in zip(axes[0], datasets, strict=True):
         for method in METHODS:
             xs, ms, ses = [], [], []
             for eps in settings.epsilons:
@@ -157,7 +158,9 @@ def make_plot(settings: Settings, runs: list[Run], path: Path) -> None:
                        and r.setting == eps]
                 if acc:
                     m, se = mean_se(acc)
-                    xs.append(eps), ms.append(m), ses.append(0.0 if math.isnan(se) else se)
+                    xs.append(eps)
+                    ms.append(m)
+                    ses.append(0.0 if math.isnan(se) else se)
             if xs:
                 ax.errorbar(xs, ms, yerr=ses, marker="o", capsize=3, label=LABELS[method])
         ref = [r.extra for r in runs if r.experiment == dataset and r.method == "non_private"]

@@ -3,8 +3,8 @@ r"""The AMP tuning comparison's public task: its settings, method labels and con
 Everything here is fixed before any run: which methods run (``METHODS``, ``LABELS``), the
 report's file names, AMP's clip and smoothness constants, the λ grid of the non-private
 reference and the knobs of the experiment (``Settings``). The experiment itself (planning,
-runner, jobs) is ``benchmarks.amp``; its report is ``benchmarks.amp_report``, which imports
-only this module.
+runner, jobs) is ``benchmarks.amp``, its methods ``benchmarks.amp_methods``; its report is
+``benchmarks.amp_report``, which imports only this module.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from botorch_dp.privacy.analysis.private_selection import poisson_mean_for_tail
 from botorch_dp.problems.logistic_data import load_logistic_data
 
-__all__ = ["BETA", "CLIP", "LABELS", "METHODS", "NON_PRIVATE_LAMBDAS", "REPORT_MD", "REPORT_PNG", "RUNS_JSON", "Settings"]
+__all__ = ["BETA", "CLIP", "LABELS", "METHODS", "NON_PRIVATE_LAMBDAS", "REPORT_MD", "REPORT_PNG", "RUNS_JSON",
+           "Settings"]
 
 METHODS = ("amp_calibrated", "dp_gibo", "ps_amp", "ps_dpsgd")
 LABELS = {
@@ -74,7 +75,7 @@ class Settings:
             raise ValueError(f"methods must name methods of {METHODS + ('non_private',)}, got {self.methods!r}")
 
     @classmethod
-    def quick(cls) -> "Settings":
+    def quick(cls) -> Settings:
         r"""Tiny settings for CI (one ε, one seed, small synthetic data, 2 DP-GIBO iterations)."""
         return cls(
             epsilons=(1.0,), seeds=(0,), synthetic_examples=1000, synthetic_features=20, gibo_iterations=2,

@@ -43,7 +43,7 @@ from typing import Any
 
 from benchmarks.experiment import EXPERIMENTS, load_experiment
 from benchmarks.jobs import run_jobs, unstored_jobs
-from benchmarks.report import threads_text
+from benchmarks.report_tables import threads_text
 from benchmarks.store import RunStore
 from botorch_dp.utils import torch_threads
 

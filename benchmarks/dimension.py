@@ -42,7 +42,7 @@ from benchmarks.dimension_task import (  # noqa: F401  (re-exported)
 )
 from benchmarks.jobs import Job, KindRunner
 from benchmarks.paper import pilot
-from benchmarks.runs import Run, iterate_curve
+from benchmarks.runs import Run, guarantee_of, iterate_curve
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import (
     NO_CLIP,
@@ -169,8 +169,8 @@ class Runner(KindRunner):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 result = ucb_bo(problem, problem.bounds, num_evaluations=budget, beta=s.ucb_beta,
-                                batch_size=s.ucb_batch or dim + 1, refit_every=s.ucb_refit_every, raw_samples=s.ucb_raw_samples,
-                                num_restarts=s.ucb_num_restarts, seed=seed)
+                                batch_size=s.ucb_batch or dim + 1, refit_every=s.ucb_refit_every,
+                                raw_samples=s.ucb_raw_samples, num_restarts=s.ucb_num_restarts, seed=seed)
         else:
             raise ValueError(f"unknown baseline {method!r}")
         wall = time.perf_counter() - start
@@ -212,8 +212,8 @@ class Runner(KindRunner):
             raise ValueError(f"unknown private selection {method!r}")
         wall = time.perf_counter() - start
         final = float(problem.objective(result.theta))
-        return Run("dimension", METHODS[method], seed, dim, [int(round(mean_trials))], [final], final, mean_trials, wall,
-                   epsilon=result.guarantee.epsilon,
+        return Run("dimension", METHODS[method], seed, dim, [int(round(mean_trials))], [final], final, mean_trials,
+                   wall, epsilon=guarantee_of(result).epsilon,
                    extra={"dim": dim, "key": method, "per_trial_mu": mu0, "target_epsilon": target,
                           "realized_trials_NON_PRIVATE": result.num_evaluations,
                           **({"density_update_every": density_update_every, "max_points": max_points}

@@ -144,7 +144,8 @@ def write_report(settings: Settings, context: dict, runs: list[Run], out, comman
         if hs:
             ratios = [r.extra["headroom_ratio"] for r in hs]
             lines.append(f"| {d} | {len(hs)} | {_fmt([r.extra['loss_zero'] for r in hs])} | "
-                         f"{_fmt([r.extra['loss_theta0'] for r in hs])} | {_fmt([r.extra['loss_truth'] for r in hs])} | "
+                         f"{_fmt([r.extra['loss_theta0'] for r in hs])} | "
+                         f"{_fmt([r.extra['loss_truth'] for r in hs])} | "
                          f"{statistics.fmean(ratios):.3f} | {min(ratios):.3f} |")
     lines += ["", "## Final loss per method and d (mean ± s.e. over seeds; seeds per cell in brackets)", ""]
     present = [k for k in METHODS if any((d, k) in cells for d in dims)]

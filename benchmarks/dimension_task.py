@@ -125,7 +125,8 @@ def quick_settings() -> Settings:
         mode="quick", dims=(2, 3), seeds=(0,), extra_seeds=(1,), extra_seeds_max_dim=2, high_dim_from=3,
         high_dim_methods=("dp_gibo", "random_search", "ucb_bo"), high_dim_seeds=(0,), ucb_bo_max_dim=2,
         dp_hypo_max_dim=2, relevant=1, n_train=40, n_val=60, iterations=2, raw_samples=8, acqf_maxiter=5,
-        dp_hypo_candidates=16, dp_hypo_refit_every=2, dp_hypo_batched_from=2, dp_hypo_batched_max_points=4, ucb_refit_every=2, ucb_raw_samples=8, pilot_points=2,
+        dp_hypo_candidates=16, dp_hypo_refit_every=2, dp_hypo_batched_from=2, dp_hypo_batched_max_points=4,
+        ucb_refit_every=2, ucb_raw_samples=8, pilot_points=2,
     )
 
 

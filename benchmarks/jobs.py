@@ -85,7 +85,9 @@ def job_kwargs(job: Job, results: list[Run | None]) -> dict:
     r"""The job's keyword arguments, with ``budget`` taken from its ``budget_from`` job."""
     kwargs = dict(job.kwargs)
     if job.budget_from is not None:
-        kwargs["budget"] = results[job.budget_from].num_evaluations
+        source = results[job.budget_from]
+        assert source is not None, f"job {job.label!r} runs before its budget source"
+        kwargs["budget"] = source.num_evaluations
     return kwargs
 
 
@@ -133,7 +135,8 @@ def run_jobs(jobs: list[Job], run_job: RunJob, *, workers: int | None = None,
     first, and reused runs are copied here. Without ``executor`` and with ``workers``
     ``None`` or 1 the executor is a ``SerialExecutor``: the jobs run one after the other in
     this process. The runs equal those of a serial run with one torch thread (torch's
-    results depend on its thread count in the last digits), apart from wall times. Threads of one process share torch's global
+    results depend on its thread count in the last digits), apart from wall times.
+    Threads of one process share torch's global
     random state, which BoTorch's ``manual_seed`` forks, so concurrent threads are not
     reproducible; use processes (or a thread pool of one worker).
 
@@ -159,13 +162,16 @@ def run_jobs(jobs: list[Job], run_job: RunJob, *, workers: int | None = None,
         if executor is None and (workers is None or workers <= 1):
             _schedule(jobs, run_job, SerialExecutor(), 1, results, bar, store)
         elif executor is None:
+            assert workers is not None  # workers > 1 here
             with process_pool(workers) as pool:
                 _schedule(jobs, run_job, pool, workers, results, bar, store)
         else:
             _schedule(jobs, run_job, executor, workers or len(jobs), results, bar, store)
     finally:
         bar.close()
-    return results
+    done = [r for r in results if r is not None]
+    assert len(done) == len(jobs), "a job finished without a run"
+    return done
 
 
 def _schedule(jobs: list[Job], run_job: RunJob, executor: cf.Executor, max_in_flight: int,
@@ -181,15 +187,18 @@ def _schedule(jobs: list[Job], run_job: RunJob, executor: cf.Executor, max_in_fl
             ready = sorted((i for i in pending if all(results[d] is not None for d in jobs[i].deps)),
                            key=lambda i: (-cp[i], i))
             for i in ready:
-                if jobs[i].reuse_of is not None:
-                    results[i] = reused_run(jobs[i], results[jobs[i].reuse_of])
+                reuse_of = jobs[i].reuse_of
+                if reuse_of is not None:
+                    source = results[reuse_of]
+                    assert source is not None  # a reused job depends on its source
+                    results[i] = reused_run(jobs[i], source)
                     pending.discard(i)
                     bar.update()
                     progressed = True
                     continue
                 kwargs = job_kwargs(jobs[i], results)
                 key = store.key(jobs[i].kind, kwargs) if store is not None else None
-                stored = store.get(key) if store is not None else None
+                stored = store.get(key) if store is not None and key is not None else None
                 if stored is not None:
                     results[i] = stored
                     pending.discard(i)
@@ -205,8 +214,8 @@ def _schedule(jobs: list[Job], run_job: RunJob, executor: cf.Executor, max_in_fl
         done, _ = cf.wait(in_flight, return_when=cf.FIRST_COMPLETED)
         for fut in done:
             i, key = in_flight.pop(fut)
-            results[i] = fut.result()
-            if store is not None:
-                store.add(key, results[i])
+            run = results[i] = fut.result()
+            if store is not None and key is not None:
+                store.add(key, run)
             bar.set_postfix_str(jobs[i].label)
             bar.update()

@@ -86,7 +86,8 @@ def mixed_bo(objective: EncodedObjective, encoding: MixedEncoding, *, budget: in
     ``num_initial`` uniform encoded points, then batches of ``batch`` points from
     ``optimize_acqf_mixed`` (qLogExpectedImprovement on a ``MixedSingleTaskGP`` fitted to
     the negated mean losses, the categoricals as index coordinates, one fixed-feature dict per
-    configuration; ``maxiter`` L-BFGS-B iterations). Returns the incumbent (best observed mean loss) in the cube encoding.
+    configuration; ``maxiter`` L-BFGS-B iterations). Returns the incumbent (best observed mean loss)
+    in the cube encoding.
     """
     from botorch.acquisition.logei import qLogExpectedImprovement
     from botorch.fit import fit_gpytorch_mll
@@ -132,6 +133,16 @@ class Runner(KindRunner):
     def _objective(self, seed: int):
         return make_objective(self.settings, load_data(self.settings, seed), seed)
 
+    def _encoded_objective(self, seed: int) -> tuple[MixedEncoding, EncodedObjective]:
+        r"""The replication's objective on the cube encoding of its mixed space (categoricals as coordinates)."""
+        base = self._objective(seed)
+        encoding = MixedEncoding(base.space)
+        return encoding, encoding.objective(base)
+
+    def _mean_trials(self, budget: int) -> float:
+        r"""``E[K] = max(2, fraction · budget)`` of a private selection given the tuning budget."""
+        return max(2.0, self.settings.selection_fraction * budget)
+
     def _noise_seed(self, method: str, seed: int, epsilon: float) -> int | None:
         if not self.settings.seeded_noise:
             return None
@@ -153,6 +164,13 @@ class Runner(KindRunner):
         return self._run(method, seed, setting, diag, encoding.to_natural(result.theta), start, num_evaluations,
                          None if result.guarantee is None else result.guarantee.epsilon, objective.num_trainings,
                          extra)
+
+    def _selection_run(self, method: str, seed: int, setting: Any, result: BaselineResult,
+                       objective: EncodedObjective, encoding: MixedEncoding, start: float, mean_trials: float,
+                       per_trial_mu: float) -> Run:
+        r"""The ``Run`` of a private selection with ``E[K] = mean_trials`` (K itself a NON-PRIVATE diagnostic)."""
+        return self._encoded_run(method, seed, setting, result, objective, encoding, start, mean_trials,
+                                 {"per_trial_mu": per_trial_mu, "realized_trials_NON_PRIVATE": result.num_evaluations})
 
     # ------------------------------------------------------------------ methods
     def tune_run(self, method: str, seed: int, epsilon: float, setting: Any) -> Run:
@@ -176,9 +194,7 @@ class Runner(KindRunner):
     def random(self, method: str, seed: int, budget: int, setting: Any) -> Run:
         r"""Non-private random search with ``budget`` uniform encoded points (from the replication seed)."""
         start = time.perf_counter()
-        base = self._objective(seed)
-        encoding = MixedEncoding(base.space)
-        objective = encoding.objective(base)
+        encoding, objective = self._encoded_objective(seed)
         result = random_search(objective, encoding.bounds, num_evaluations=int(budget), seed=seed)
         return self._encoded_run(method, seed, setting, result, objective, encoding, start, result.num_evaluations, {})
 
@@ -186,9 +202,7 @@ class Runner(KindRunner):
         r"""Non-private BoTorch mixed BO with ``budget`` evaluations."""
         s = self.settings
         start = time.perf_counter()
-        base = self._objective(seed)
-        encoding = MixedEncoding(base.space)
-        objective = encoding.objective(base)
+        encoding, objective = self._encoded_objective(seed)
         result = mixed_bo(objective, encoding, budget=int(budget), num_initial=s.bo_num_initial, batch=s.bo_batch,
                           raw_samples=s.bo_raw_samples, num_restarts=s.bo_num_restarts, maxiter=s.bo_maxiter,
                           seed=seed)
@@ -196,36 +210,28 @@ class Runner(KindRunner):
 
     def private_rs(self, method: str, seed: int, budget: int, epsilon: float, setting: Any) -> Run:
         r"""Private random search on the encoded space, ``E[K] = max(2, fraction · budget)``, at (ε, δ)."""
-        s = self.settings
-        mean_trials = max(2.0, s.selection_fraction * budget)
+        s, mean_trials = self.settings, self._mean_trials(budget)
         start = time.perf_counter()
-        base = self._objective(seed)
-        encoding = MixedEncoding(base.space)
-        objective = encoding.objective(base)
+        encoding, objective = self._encoded_objective(seed)
         mu0 = per_trial_mu_for_epsilon(target_epsilon=epsilon, target_delta=s.target_delta, mean_trials=mean_trials,
                                        tnb_eta=s.tnb_eta)
         result = private_random_search(objective, encoding.bounds, mean_trials=mean_trials, per_trial_mu=mu0,
                                        loss_clip=s.loss_clip, tnb_eta=s.tnb_eta, target_delta=s.target_delta,
                                        seed=self._noise_seed(PRIVATE_RS, seed, epsilon))
-        return self._encoded_run(method, seed, setting, result, objective, encoding, start, mean_trials,
-                                 {"per_trial_mu": mu0, "realized_trials_NON_PRIVATE": result.num_evaluations})
+        return self._selection_run(method, seed, setting, result, objective, encoding, start, mean_trials, mu0)
 
     def dp_hypo(self, method: str, seed: int, budget: int, epsilon: float, setting: Any) -> Run:
         r"""DP-HyPO on the encoded space, ``E[K] = max(2, fraction · budget)``, at (ε, δ)."""
-        s = self.settings
-        mean_trials = max(2.0, s.selection_fraction * budget)
+        s, mean_trials = self.settings, self._mean_trials(budget)
         start = time.perf_counter()
-        base = self._objective(seed)
-        encoding = MixedEncoding(base.space)
-        objective = encoding.objective(base)
+        encoding, objective = self._encoded_objective(seed)
         mu0 = dp_hypo_per_trial_mu_for_epsilon(target_epsilon=epsilon, target_delta=s.target_delta,
                                                mean_trials=mean_trials, ratio_upper=s.dp_hypo_ratio, tnb_eta=s.tnb_eta)
         result = dp_hypo(objective, encoding.bounds, mean_trials=mean_trials, per_trial_mu=mu0, loss_clip=s.loss_clip,
                          ratio_bound=s.dp_hypo_ratio, tnb_eta=s.tnb_eta, target_delta=s.target_delta,
                          num_candidates=s.dp_hypo_candidates, refit_every=s.dp_hypo_refit_every,
                          seed=self._noise_seed(DP_HYPO, seed, epsilon))
-        return self._encoded_run(method, seed, setting, result, objective, encoding, start, mean_trials,
-                                 {"per_trial_mu": mu0, "realized_trials_NON_PRIVATE": result.num_evaluations})
+        return self._selection_run(method, seed, setting, result, objective, encoding, start, mean_trials, mu0)
 
 def make_runner(settings: Settings, context: dict):
     r"""``Runner(settings, context).execute``: the picklable ``run_job`` of ``jobs.run_jobs``."""

@@ -18,8 +18,8 @@ from typing import Any
 from benchmarks.mixed_task import METHODS, PRIVATE_METHODS, PRIVATE_RS, TUNE, Settings
 from benchmarks.runs import Run, mean_se
 
-__all__ = ["FULL_COMMAND", "GOAL", "GOAL_EPSILON", "GOAL_WINS", "REPORT_JSON", "REPORT_MD", "render_store", "report_text",
-           "summary", "write_report"]
+__all__ = ["FULL_COMMAND", "GOAL", "GOAL_EPSILON", "GOAL_WINS", "REPORT_JSON", "REPORT_MD", "render_store",
+           "report_text", "summary", "write_report"]
 
 REPORT_MD, REPORT_JSON = "mixed.md", "mixed.json"
 #: The command of the full run (the report of a partial store quotes it as the one that resumes).

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from benchmarks.classification_task import ClassificationSettings, load_data
 from botorch_dp.training import TrainingConfig
 from botorch_dp.tuning import (
     Categorical,
@@ -32,7 +33,6 @@ from botorch_dp.tuning import (
     Integer,
     SearchSpace,
     TorchModelTuningObjective,
-    load_sklearn_classification,
 )
 
 __all__ = [
@@ -65,15 +65,12 @@ METHODS = PRIVATE_METHODS + REFERENCE_METHODS
 
 
 @dataclass
-class Settings:
-    r"""Every knob of the mixed tuning experiment (public values only)."""
+class Settings(ClassificationSettings):
+    r"""Every knob of the mixed tuning experiment (public values only).
 
-    mode: str = "full"
-    # data and model
-    dataset: str = "digits"
-    val_fraction: float = 0.3
-    test_fraction: float = 0.2
-    seeds: tuple[int, ...] = tuple(range(10))
+    The first fields, the data set, its split and the seeds, are ``ClassificationSettings``'.
+    """
+
     width_low: int = 16
     width_high: int = 128
     epochs: int = 4
@@ -143,13 +140,6 @@ def make_optimizer(params: Any, *, optimizer: str, lr: float, weight_decay: floa
     raise ValueError(f"optimizer must be 'sgd' or 'adam', got {optimizer!r}.")
 
 
-def load_data(settings: Settings, seed: int) -> ClassificationData:
-    r"""The seed's stratified train / validation / test split of ``settings.dataset`` (as ``mlp_task``)."""
-    return load_sklearn_classification(
-        settings.dataset, val_fraction=settings.val_fraction, test_fraction=settings.test_fraction, seed=seed
-    )
-
-
 def make_objective(settings: Settings, data: ClassificationData, training_seed: int) -> TorchModelTuningObjective:
     r"""(configuration, θ) ↦ per-user capped cross-entropies of the trained MLP (``with_choice`` binds one)."""
     training = TrainingConfig(epochs=settings.epochs, batch_size=settings.train_batch_size, seed=training_seed,
@@ -189,7 +179,7 @@ class MixedEncoding:
 
     def choice(self, index_row: list[int]) -> dict[str, Any]:
         r"""``{name: value}`` of the categoricals for one row of choice indices."""
-        return {h.name: h.choices[int(i)] for h, i in zip(self.space.categoricals, index_row)}
+        return {h.name: h.choices[int(i)] for h, i in zip(self.space.categoricals, index_row, strict=True)}
 
     def to_natural(self, x: Tensor) -> dict[str, Any]:
         r"""Natural values (plain Python) of one encoded point."""

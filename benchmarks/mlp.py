@@ -14,7 +14,7 @@ order grid, the grid its guarantee is reported on); once per seed the non-privat
 references random search, UCB-BO and GIBO (μ = ∞, no clipping). Every method of a seed
 gets DP-GIBO's number of evaluations (``E[K]`` for the two private selections).
 
-``prepare`` is the PUBLIC set-up: a pilot on ``synthetic_like`` data of the same shape
+``prepare`` (in ``mlp_pilot``) is the PUBLIC set-up: a pilot on ``synthetic_like`` data of the same shape
 (never the validation users) sets the GP noise variance σ², DP-GIBO's clip bound B and
 the score clip C of the selections. Every loss a ``Run`` records (validation loss of the
 released θ, test loss and accuracy of the model trained there) is a NON-PRIVATE
@@ -41,23 +41,16 @@ from typing import Any
 import torch
 
 from benchmarks.jobs import Job, KindRunner
-from benchmarks.mlp_report import (  # noqa: F401  (re-exported)
-    REPORT_MD,
-    REPORT_PNG,
-    make_plot,
-    report_text,
-    write_report,
-)
-from benchmarks.mlp_task import (  # noqa: F401  (re-exported)
+from benchmarks.mlp_pilot import prepare
+from benchmarks.mlp_report import write_report
+from benchmarks.mlp_task import (
     DP_GIBO,
     DP_HYPO,
     GIBO,
     INF,
     METHODS,
-    PRIVATE_METHODS,
     PRIVATE_RS,
     RANDOM,
-    REFERENCE_METHODS,
     UCB,
     Settings,
     load_data,
@@ -65,22 +58,12 @@ from benchmarks.mlp_task import (  # noqa: F401  (re-exported)
     quick_settings,
     search_space,
 )
-from benchmarks.runs import Run, iterate_curve, round_sig
-from botorch_dp import DPGIBO, DPGIBOConfig
-from botorch_dp.baselines import (
-    NO_CLIP,
-    BaselineResult,
-    dp_hypo,
-    from_dp_gibo_result,
-    per_trial_mu_for_epsilon,
-    private_random_search,
-    random_search,
-    ucb_bo,
-)
-from botorch_dp.gradient_gp import GradientGP
+from benchmarks.runs import Run, guarantee_of, iterate_curve
+from botorch_dp import DPGIBO, DPGIBOConfig, baselines
+from botorch_dp.baselines import NO_CLIP, BaselineResult
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
-from botorch_dp.tuning import TorchModelTuningObjective, synthetic_like
+from botorch_dp.tuning import TorchModelTuningObjective
 from botorch_dp.utils import child_seeds, torch_threads
 
 __all__ = [
@@ -114,63 +97,6 @@ class _MeanLoss:
         return self._objective(X).mean(-1)
 
 
-# ============================================================================ pilot (public)
-def prepare(settings: Settings) -> dict:
-    r"""The public pilot: σ², clip bound B and score clip C from ``synthetic_like`` data.
-
-    Only public facts of the real data are used (split sizes, number of features and
-    classes, through ``synthetic_like``); the validation users are never evaluated.
-    On the synthetic data (seed ``pilot_seed``), at ``pilot_points`` uniform θ:
-
-    - σ²: the pooled variance of a per-user loss between ``pilot_training_seeds``
-      trainings that differ only in their seed (the observation noise of the GP,
-      ``f(θ) + v``: one fixed seed is one draw of ``v``), floored at ``min_noise_variance``;
-    - B: the 90% quantile of the per-user gradient estimates ``‖A y_i‖`` that DP-GIBO
-      forms from d + 1 uniform points in the search box around θ (2 digits);
-    - C: the 95% quantile of the per-user losses seen (2 digits, at most ``loss_cap``).
-
-    Returns:
-        ``noise_variance``, ``clip_bound``, ``loss_clip`` and the statistics the report quotes.
-    """
-    s = settings
-    shape = load_data(s, s.seeds[0])  # only its split sizes, features and classes are read
-    public = synthetic_like(shape, seed=s.pilot_seed)
-    space = search_space(s)
-    d = space.dim
-    gen = torch.Generator().manual_seed(s.pilot_seed)
-    thetas = torch.rand(s.pilot_points, d, generator=gen, dtype=torch.float64)
-    with torch_threads(1):
-        per_seed = torch.stack([
-            make_objective(s, public, s.pilot_seed + k)(thetas) for k in range(s.pilot_training_seeds)
-        ])  # seeds x points x n
-        noise_variance = max(float(per_seed.var(dim=0, unbiased=True).mean()), s.min_noise_variance)
-        kernel = space.recommended_kernel(s.lengthscale, s.outputscale)
-        objective = make_objective(s, public, s.pilot_seed)
-        norms, losses = [], [per_seed.flatten()]
-        for theta in thetas:
-            lo, hi = (theta - s.search_radius).clamp(0.0, 1.0), (theta + s.search_radius).clamp(0.0, 1.0)
-            X = lo + (hi - lo) * torch.rand(d + 1, d, generator=gen, dtype=torch.float64)
-            Y = objective(X)  # (d + 1) x n
-            with torch.no_grad():
-                A = GradientGP(X, kernel, noise_variance).gradient_weights(theta)
-            norms.append((A @ Y).T.norm(dim=-1))
-            losses.append(Y.flatten())
-    norms_t, losses_t = torch.cat(norms), torch.cat(losses)
-    return {
-        "noise_variance": noise_variance,
-        "clip_bound": round_sig(float(torch.quantile(norms_t, 0.9))),
-        "loss_clip": min(round_sig(float(torch.quantile(losses_t, 0.95))), s.loss_cap),
-        "grad_norm_median": float(norms_t.median()),
-        "grad_norm_q90": float(torch.quantile(norms_t, 0.9)),
-        "loss_q50": float(losses_t.median()),
-        "loss_q95": float(torch.quantile(losses_t, 0.95)),
-        "pilot_trainings": s.pilot_points * (s.pilot_training_seeds + d + 1),
-        "sizes": shape.sizes(),
-        "num_features": shape.num_features,
-        "num_classes": shape.num_classes,
-    }
-
-
 # ============================================================================ runner
 class Runner(KindRunner):
     r"""Runs one job of one method and returns a ``Run``; picklable (settings and context only).
@@ -201,9 +127,11 @@ class Runner(KindRunner):
         diag = objective.evaluate_non_private(result.theta)  # NON-PRIVATE diagnostic
         wall = time.perf_counter() - start
         space = objective.space
+        validation_loss = diag["validation_loss"]
+        assert validation_loss is not None  # a classifier's validation loss is always computed
         return Run(
-            EXPERIMENT, method, seed, setting, evals, losses + [diag["validation_loss"]] if not losses else losses,
-            diag["validation_loss"], num_evaluations, wall,
+            EXPERIMENT, method, seed, setting, evals, losses + [validation_loss] if not losses else losses,
+            validation_loss, num_evaluations, wall,
             epsilon=None if result.guarantee is None else result.guarantee.epsilon,
             extra={"test_loss": diag["test_loss"], "test_accuracy": diag["test_accuracy"],
                    "validation_accuracy": diag["validation_accuracy"],
@@ -227,7 +155,7 @@ class Runner(KindRunner):
             seed=self._noise_seed(DP_GIBO if math.isfinite(mu) else GIBO, seed, mu),
         )
         dp_result = DPGIBO(config).run(objective, progress=False)
-        result = from_dp_gibo_result(dp_result)
+        result = baselines.from_dp_gibo_result(dp_result)
         evals, losses = iterate_curve(_MeanLoss(objective), result)  # NON-PRIVATE curve
         return self._run(method, seed, setting, objective, result, start, evals, losses, result.num_evaluations,
                          {"batch_sizes": dp_result.release.batch_sizes, "initial_loss": losses[0],
@@ -237,7 +165,7 @@ class Runner(KindRunner):
         r"""Non-private random search with ``budget`` uniform points (from the replication seed)."""
         start = time.perf_counter()
         objective = self._objective(seed)
-        result = random_search(objective, objective.bounds, num_evaluations=budget, seed=seed)
+        result = baselines.random_search(objective, objective.bounds, num_evaluations=budget, seed=seed)
         evals, losses = self._incumbent_curve(result)
         return self._run(method, seed, setting, objective, result, start, evals, losses, result.num_evaluations, {})
 
@@ -246,7 +174,7 @@ class Runner(KindRunner):
         s = self.settings
         start = time.perf_counter()
         objective = self._objective(seed)
-        result = ucb_bo(
+        result = baselines.ucb_bo(
             objective, objective.bounds, num_evaluations=budget, num_initial=s.ucb_num_initial, beta=s.ucb_beta,
             refit_every=s.ucb_refit_every, raw_samples=s.ucb_raw_samples, num_restarts=s.ucb_num_restarts, seed=seed,
         )
@@ -255,43 +183,51 @@ class Runner(KindRunner):
 
     def private_rs(self, method: str, seed: int, budget: int, mu: float, setting: Any) -> Run:
         r"""Private random search with ``E[K] = max(2, fraction · budget)`` at the (ε, δ) of ``mu``."""
-        s, c = self.settings, self.context
-        mean_trials = max(2.0, s.selection_fraction * budget)
+        s, c, mean_trials = self.settings, self.context, self._mean_trials(budget)
         start = time.perf_counter()
         objective = self._objective(seed)
-        mu0 = per_trial_mu_for_epsilon(target_epsilon=gdp_epsilon(mu, s.target_delta), target_delta=s.target_delta,
-                                       mean_trials=mean_trials, tnb_eta=s.tnb_eta)
-        result = private_random_search(
+        mu0 = baselines.per_trial_mu_for_epsilon(target_epsilon=gdp_epsilon(mu, s.target_delta),
+                                                 target_delta=s.target_delta, mean_trials=mean_trials,
+                                                 tnb_eta=s.tnb_eta)
+        result = baselines.private_random_search(
             objective, objective.bounds, mean_trials=mean_trials, per_trial_mu=mu0, loss_clip=c["loss_clip"],
             tnb_eta=s.tnb_eta, target_delta=s.target_delta, seed=self._noise_seed(PRIVATE_RS, seed, mu),
         )
-        return self._run(method, seed, setting, objective, result, start, [int(round(mean_trials))], [], mean_trials,
-                         {"per_trial_mu": mu0, "realized_trials_NON_PRIVATE": result.num_evaluations,
-                          "noise_std": result.guarantee.details["noise_std"]})
+        return self._selection_run(method, seed, setting, objective, result, start, mean_trials, mu0)
 
     def dp_hypo(self, method: str, seed: int, budget: int, mu: float, setting: Any) -> Run:
         r"""DP-HyPO with ``E[K] = max(2, fraction · budget)`` at the (ε, δ) of ``mu``."""
-        s, c = self.settings, self.context
-        mean_trials = max(2.0, s.selection_fraction * budget)
+        s, c, mean_trials = self.settings, self.context, self._mean_trials(budget)
         start = time.perf_counter()
         objective = self._objective(seed)
         mu0 = dp_hypo_per_trial_mu_for_epsilon(
             target_epsilon=gdp_epsilon(mu, s.target_delta), target_delta=s.target_delta, mean_trials=mean_trials,
             ratio_upper=s.dp_hypo_ratio, tnb_eta=s.tnb_eta)
-        result = dp_hypo(
+        result = baselines.dp_hypo(
             objective, objective.bounds, mean_trials=mean_trials, per_trial_mu=mu0, loss_clip=c["loss_clip"],
             ratio_bound=s.dp_hypo_ratio, tnb_eta=s.tnb_eta, target_delta=s.target_delta,
             num_candidates=s.dp_hypo_candidates, refit_every=s.dp_hypo_refit_every,
             seed=self._noise_seed(DP_HYPO, seed, mu),
         )
+        return self._selection_run(method, seed, setting, objective, result, start, mean_trials, mu0)
+
+    def _mean_trials(self, budget: int) -> float:
+        r"""``E[K] = max(2, fraction · budget)`` of a private selection given the tuning budget."""
+        return max(2.0, self.settings.selection_fraction * budget)
+
+    def _selection_run(self, method: str, seed: int, setting: Any, objective: TorchModelTuningObjective,
+                       result: BaselineResult, start: float, mean_trials: float, per_trial_mu: float) -> Run:
+        r"""The ``Run`` of a private selection with ``E[K] = mean_trials`` (K itself a NON-PRIVATE diagnostic)."""
         return self._run(method, seed, setting, objective, result, start, [int(round(mean_trials))], [], mean_trials,
-                         {"per_trial_mu": mu0, "realized_trials_NON_PRIVATE": result.num_evaluations,
-                          "noise_std": result.guarantee.details["noise_std"]})
+                         {"per_trial_mu": per_trial_mu, "realized_trials_NON_PRIVATE": result.num_evaluations,
+                          "noise_std": guarantee_of(result).details["noise_std"]})
 
     @staticmethod
     def _incumbent_curve(result: BaselineResult) -> tuple[list[int], list[float]]:
         r"""Best observed mean loss after each evaluation (the objective is deterministic: the
         incumbent's validation loss; NON-PRIVATE)."""
+        if result.history.mean_losses is None:
+            raise ValueError("the incumbent curve needs the observed mean losses of the history")
         best = torch.cummin(result.history.mean_losses, 0).values
         return [int(e) for e in result.history.evaluations], best.tolist()
 

@@ -28,8 +28,9 @@ from benchmarks.mlp_task import (
     Settings,
     search_space,
 )
-from benchmarks.report import markdown_row
+from benchmarks.report_tables import markdown_row
 from benchmarks.runs import Run, format_mean_se, format_mu, mean_se, step_interp
+from botorch_dp.tuning.search_space import Hyperparameter, SearchSpace
 
 __all__ = ["REPORT_MD", "REPORT_PNG", "make_plot", "report_text", "write_report"]
 
@@ -97,6 +98,14 @@ def _fmt(x: float | None, spec: str = ".3g") -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
+def _continuous(space: SearchSpace) -> list[Hyperparameter]:
+    r"""The hyperparameters of ``space``, all continuous ones in this experiment (``TypeError`` otherwise)."""
+    others = [h for h in space.hyperparameters if not isinstance(h, Hyperparameter)]
+    if others:
+        raise TypeError(f"the MLP report describes continuous hyperparameters only, got {others[0]!r}")
+    return [h for h in space.hyperparameters if isinstance(h, Hyperparameter)]
+
+
 def report_text(settings: Settings, context: dict, runs: list[Run], command: str) -> str:
     r"""The Markdown report (tables, paired comparisons, settings)."""
     s, c = settings, context
@@ -158,8 +167,8 @@ def report_text(settings: Settings, context: dict, runs: list[Run], command: str
         cells = [format_mu(mu), other]
         for key in (lambda r: r.final_loss, lambda r: -r.extra["test_accuracy"]):
             m, se, wins, ties, n = _paired(gibo, rest, key)
-            cells += [f"{m:+.4f} ± {_fmt(se, '.2g')}", f"{wins} / {ties} / {n}", _fmt(_sign_test(wins, n - ties - wins), ".2g"),
-                      _verdict(m, se)]
+            cells += [f"{m:+.4f} ± {_fmt(se, '.2g')}", f"{wins} / {ties} / {n}",
+                      _fmt(_sign_test(wins, n - ties - wins), ".2g"), _verdict(m, se)]
         lines.append(markdown_row(cells))
     lines += ["", "*sign test p*: two-sided exact binomial test of the wins against the losses (ties left out), a",
               "check that does not assume normal differences (the selections' losses are heavy-tailed)."]
@@ -178,7 +187,7 @@ def report_text(settings: Settings, context: dict, runs: list[Run], command: str
         f"validation example's cross-entropy capped at {s.loss_cap:g}.",
         f"- Search space (unit cube, d = {d}): " + "; ".join(
             f"{h.name} ∈ [{h.lower:g}, {h.upper:g}]" + (" (log10)" if h.log_scale else "")
-            for h in space.hyperparameters) + ".",
+            for h in _continuous(space)) + ".",
         f"- Pilot (`prepare`, public synthetic data of the same shape from `synthetic_like`, seed {s.pilot_seed}, "
         f"{c['pilot_trainings']} trainings, never the validation users): σ² = {c['noise_variance']:.3g} (pooled "
         f"per-user loss variance over {s.pilot_training_seeds} training seeds at {s.pilot_points} uniform θ); "
@@ -231,18 +240,20 @@ def make_plot(settings: Settings, runs: list[Run], path: Path) -> None:
     metrics = (("validation loss of released θ (non-private diagnostic)", lambda r: r.final_loss),
                ("test accuracy at released θ (non-private diagnostic)", lambda r: r.extra["test_accuracy"]))
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
-    colors = dict(zip(METHODS, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
-    for ax, (label, key) in zip(axes, metrics):
+    colors = dict(zip(METHODS, plt.rcParams["axes.prop_cycle"].by_key()["color"], strict=False))  # 10 colours
+    for ax, (label, key) in zip(axes[:2], metrics, strict=True):  # axes[2]: the loss curves
         for j, method in enumerate(PRIVATE_METHODS):
             xs, ms, ses = [], [], []
             for mu in settings.mus:
                 vals = [key(r) for r in runs if r.method == method and r.setting == mu]
                 if vals:
                     m, se = mean_se(vals)
-                    xs.append(mu * (1 + 0.04 * (j - 1))), ms.append(m), ses.append(0.0 if math.isnan(se) else se)
+                    xs.append(mu * (1 + 0.04 * (j - 1)))
+                    ms.append(m)
+                    ses.append(0.0 if math.isnan(se) else se)
             if xs:
                 ax.errorbar(xs, ms, yerr=ses, marker="o", capsize=3, label=method, color=colors[method])
-        for method, ls in zip(REFERENCE_METHODS, ("--", ":", "-.")):
+        for method, ls in zip(REFERENCE_METHODS, ("--", ":", "-."), strict=True):
             vals = [key(r) for r in runs if r.method == method]
             if vals:
                 ax.axhline(statistics.fmean(vals), ls=ls, lw=1.2, color=colors[method], label=f"{method}, μ = ∞")
@@ -265,15 +276,18 @@ def _plot_curves(settings: Settings, runs: list[Run], ax, colors: dict) -> None:
     r"""Mean validation loss of each method's current choice against evaluations (NON-PRIVATE)."""
     budget = max((int(r.num_evaluations) for r in runs), default=1)
     grid = list(range(budget + 1))
-    curves = [(f"{DP_GIBO} μ = {mu:g}", DP_GIBO, mu) for mu in settings.mus] + [(m, m, INF) for m in (GIBO, RANDOM, UCB)]
+    curves = [(f"{DP_GIBO} μ = {mu:g}", DP_GIBO, mu) for mu in settings.mus]
+    curves += [(m, m, INF) for m in (GIBO, RANDOM, UCB)]
     for j, (label, method, mu) in enumerate(curves):
         group = [r for r in runs if r.method == method and (r.setting == mu or method != DP_GIBO)]
         if not group:
             continue
         values = torch.tensor([step_interp(r.evals, r.losses, grid) for r in group], dtype=torch.float64)
         mean = values.nanmean(0)
-        style = dict(color=colors[method], alpha=0.45 + 0.55 * (j + 1) / len(settings.mus)) if method == DP_GIBO else dict(
-            color=colors[method], ls="--")
+        if method == DP_GIBO:
+            style = dict(color=colors[method], alpha=0.45 + 0.55 * (j + 1) / len(settings.mus))
+        else:
+            style = dict(color=colors[method], ls="--")
         ax.plot(grid, mean.tolist(), label=label, **style)
     ax.set_yscale("log")
     ax.set_xlabel("evaluations")

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 
 import torch
 
+from benchmarks.classification_task import ClassificationSettings, load_data
 from botorch_dp.training import TrainingConfig
 from botorch_dp.tuning import (
     ClassificationData,
     Hyperparameter,
     SearchSpace,
     TorchModelTuningObjective,
-    load_sklearn_classification,
 )
 
 __all__ = [
@@ -51,15 +51,12 @@ METHODS = PRIVATE_METHODS + REFERENCE_METHODS
 
 
 @dataclass
-class Settings:
-    r"""Every knob of the MLP tuning experiment (public values only)."""
+class Settings(ClassificationSettings):
+    r"""Every knob of the MLP tuning experiment (public values only).
 
-    mode: str = "full"
-    # data and model
-    dataset: str = "digits"
-    val_fraction: float = 0.3
-    test_fraction: float = 0.2
-    seeds: tuple[int, ...] = tuple(range(10))
+    The first fields, the data set, its split and the seeds, are ``ClassificationSettings``'.
+    """
+
     hidden: tuple[int, ...] = (32,)
     epochs: int = 8
     train_batch_size: int = 64
@@ -121,13 +118,6 @@ def search_space(settings: Settings) -> SearchSpace:
     if settings.tune_momentum:
         hps.append(Hyperparameter("momentum", 0.0, 0.95, target="optimizer"))
     return SearchSpace(hps)
-
-
-def load_data(settings: Settings, seed: int) -> ClassificationData:
-    r"""The seed's stratified train / validation / test split of ``settings.dataset``."""
-    return load_sklearn_classification(
-        settings.dataset, val_fraction=settings.val_fraction, test_fraction=settings.test_fraction, seed=seed
-    )
 
 
 def make_objective(settings: Settings, data: ClassificationData, training_seed: int) -> TorchModelTuningObjective:

@@ -40,8 +40,8 @@ import torch
 
 from benchmarks import paper
 from benchmarks.jobs import Job, KindRunner, RunJob
-from benchmarks.report import markdown_row
-from benchmarks.runs import Run, format_mean_se, iterate_curve, mean_se
+from benchmarks.report_tables import markdown_row
+from benchmarks.runs import Run, format_mean_se, guarantee_of, iterate_curve, mean_se
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import from_dp_gibo_result
 from botorch_dp.optim.subspace import (
@@ -86,7 +86,8 @@ class Settings(paper.Settings):
         if not self.variants or any(v not in VARIANTS for v in self.variants):
             raise ValueError(f"variants must name variants of {tuple(VARIANTS)}, got {self.variants!r}")
         if any(v not in VARIANTS for v in self.combination) or len(self.combination) == 1:
-            raise ValueError(f"combination must name two or more variants of {tuple(VARIANTS)}, got {self.combination!r}")
+            raise ValueError(f"combination must name two or more variants of {tuple(VARIANTS)}, "
+                             f"got {self.combination!r}")
         merged: dict[str, Any] = {}
         for v in self.combination:
             for key, value in VARIANTS[v].items():
@@ -206,9 +207,9 @@ class Runner(KindRunner):
         evals, losses = iterate_curve(problem, result)
         returned = float(problem.objective(result.theta.unsqueeze(0))[0])
         return Run(task, variant, seed, variant, evals, losses, returned, result.num_evaluations,
-                   time.perf_counter() - start, epsilon=result.guarantee.epsilon,
+                   time.perf_counter() - start, epsilon=guarantee_of(result).epsilon,
                    extra={"initial_loss": losses[0], "dim": problem.dim, "steps": len(dp_result.release.iterates) - 1,
-                          "mu": result.guarantee.mu})
+                          "mu": guarantee_of(result).mu})
 
 
 def make_runner(settings: Settings, context: dict) -> RunJob:
@@ -224,7 +225,7 @@ def _plot(settings: Settings, runs: list[Run], path: Path) -> None:
 
     tasks = [t for t in settings.tasks if any(r.experiment == t for r in runs)]
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 3.6), squeeze=False)
-    for ax, task in zip(axes[0], tasks):
+    for ax, task in zip(axes[0], tasks, strict=True):
         names = list(dict.fromkeys(r.method for r in runs if r.experiment == task))
         stats = [mean_se([r.final_loss for r in runs if r.experiment == task and r.method == n]) for n in names]
         ax.bar(range(len(names)), [m for m, _ in stats], yerr=[0 if math.isnan(se) else se for _, se in stats],

@@ -14,11 +14,15 @@ import math
 import time
 from concurrent.futures import Executor
 from pathlib import Path
+from typing import Any
 
 from benchmarks.jobs import run_jobs
-from benchmarks.paper import EXPERIMENTS, Runner, Settings, experiment_jobs, pilot
+from benchmarks.paper import EXPERIMENTS, Settings, pilot
+from benchmarks.paper_jobs import experiment_jobs
+from benchmarks.paper_runner import Runner
 from benchmarks.plots import make_plots
-from benchmarks.report import threads_text, write_report
+from benchmarks.report import write_report
+from benchmarks.report_tables import threads_text
 from benchmarks.runs import Run
 
 #: Settings fields that list seeds (merged as a union by ``--merge``).
@@ -35,7 +39,8 @@ def settings_from_dict(data: dict) -> Settings:
     unknown = sorted(set(data) - fields)
     if unknown:
         raise ValueError(f"unknown settings in runs.json: {', '.join(unknown)}")
-    return Settings(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    return Settings(**values)
 
 
 def settings_to_dict(settings: Settings) -> dict:
@@ -182,7 +187,7 @@ def merge(sources: list[Path], out: Path, argv: list[str]) -> dict:
     """
     datas = [json.loads(runs_json_path(src).read_text()) for src in sources]
     base = dict(datas[0]["settings"])
-    for src, data in zip(sources[1:], datas[1:]):
+    for src, data in zip(sources[1:], datas[1:], strict=True):
         diff = sorted(k for k in set(base) | set(data["settings"])
                       if k not in SEED_FIELDS and base.get(k) != data["settings"].get(k))
         if diff:
@@ -192,8 +197,9 @@ def merge(sources: list[Path], out: Path, argv: list[str]) -> dict:
     pilots = [data["pilot"] for data in datas if data.get("pilot")]
     if any(p != pilots[0] for p in pilots[1:]):
         raise ValueError("--merge: the sources have different pilots (clip bounds)")
-    runs, seen = [], {}
-    for src, data in zip(sources, datas):
+    runs: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str, int, str], Path] = {}
+    for src, data in zip(sources, datas, strict=True):
         for r in data["runs"]:
             key = (r["experiment"], r["method"], r["seed"], str(r["setting"]))
             if key in seen:
@@ -204,14 +210,14 @@ def merge(sources: list[Path], out: Path, argv: list[str]) -> dict:
     runs.sort(key=lambda r: order.get(r["experiment"], len(order)))  # stable: source order within an experiment
     only = [e for e in EXPERIMENTS if any(e in data.get("only", EXPERIMENTS) for data in datas)]
     parts = [f"`{src}` (`{' '.join(data.get('argv', []))}`, {data.get('wall_s', math.nan):.0f} s, "
-             f"{data.get('execution', 'threads not recorded')})" for src, data in zip(sources, datas)]
+             f"{data.get('execution', 'threads not recorded')})" for src, data in zip(sources, datas, strict=True)]
     note = "Merged from the `runs.json` of " + "; ".join(parts) + ". Total wall time: sum over these commands."
     wall = sum(data.get("wall_s", math.nan) for data in datas)
     merged = {"settings": base, "pilot": pilots[0] if pilots else {}, "argv": argv, "wall_s": wall, "only": only,
               "execution": "the processes listed below", "note": note,
               "merged_from": [{"path": str(src), "argv": data.get("argv"), "wall_s": data.get("wall_s"),
                                "only": data.get("only"), "execution": data.get("execution")}
-                              for src, data in zip(sources, datas)],
+                              for src, data in zip(sources, datas, strict=True)],
               "runs": runs}
     out.mkdir(parents=True, exist_ok=True)
     (out / "runs.json").write_text(json.dumps(merged, indent=1, default=str))

@@ -12,9 +12,10 @@ import dataclasses
 import math
 from pathlib import Path
 
-from benchmarks import paper
+from benchmarks import paper, paper_jobs
 from benchmarks.jobs import Job, RunJob
 from benchmarks.outputs import write_outputs
+from benchmarks.paper_runner import Runner
 from benchmarks.runs import Run
 
 __all__ = ["Settings", "experiment_jobs", "make_runner", "prepare", "quick_settings", "write_report"]
@@ -58,13 +59,13 @@ def prepare(settings: Settings) -> dict:
 
 
 def experiment_jobs(settings: Settings, context: dict) -> list[Job]:
-    r"""The jobs of the experiments in ``settings.only`` (see ``paper.experiment_jobs``)."""
-    return paper.experiment_jobs(paper_settings(settings), dict(context), tuple(settings.only))
+    r"""The jobs of the experiments in ``settings.only`` (see ``paper_jobs.experiment_jobs``)."""
+    return paper_jobs.experiment_jobs(paper_settings(settings), dict(context), tuple(settings.only))
 
 
 def make_runner(settings: Settings, context: dict) -> RunJob:
-    r"""``paper.Runner(settings, pilot).execute``."""
-    return paper.Runner(paper_settings(settings), dict(context)).execute
+    r"""``paper_runner.Runner(settings, pilot).execute``."""
+    return Runner(paper_settings(settings), dict(context)).execute
 
 
 def write_report(settings: Settings, context: dict, runs: list[Run], out: Path, command: str) -> Path:

@@ -47,7 +47,8 @@ def make_plots(settings: Settings, runs: list[Run], out: Path) -> list[Path]:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")  # grid points before a run's first choice are NaN
             m = np.nanmean(arr, 0)
-            se = np.nanstd(arr, 0, ddof=1) / np.sqrt(np.sum(~np.isnan(arr), 0)) if arr.shape[0] > 1 else np.zeros_like(m)
+            se = (np.nanstd(arr, 0, ddof=1) / np.sqrt(np.sum(~np.isnan(arr), 0)) if arr.shape[0] > 1
+                  else np.zeros_like(m))
         line, = ax.plot(grid, m, label=label, **kw)
         se = np.nan_to_num(se)
         ax.fill_between(grid, m - se, m + se, alpha=0.2, color=line.get_color())
@@ -115,9 +116,9 @@ def make_plots(settings: Settings, runs: list[Run], out: Path) -> list[Path]:
         for rs in eps_runs.values():
             pts_ = a2.scatter([r.num_evaluations for r in rs], [r.final_loss for r in rs], alpha=0.6, s=18)
             e = statistics.median(r.num_evaluations for r in rs)
-            l = statistics.median(r.final_loss for r in rs)
-            a2.scatter([e], [l], marker="D", s=50, color=pts_.get_facecolor()[0], edgecolor="k")
-            a2.annotate(f"{rs[0].setting:g}", (e, l), textcoords="offset points", xytext=(4, 4), fontsize=8)
+            median_loss = statistics.median(r.final_loss for r in rs)
+            a2.scatter([e], [median_loss], marker="D", s=50, color=pts_.get_facecolor()[0], edgecolor="k")
+            a2.annotate(f"{rs[0].setting:g}", (e, median_loss), textcoords="offset points", xytext=(4, 4), fontsize=8)
         a2.set(xlabel="evaluations used in T iterations", ylabel="final validation loss", yscale="log",
                title="bias tolerance (dots: seeds, diamonds: medians)")
         save(fig, "eps_sweep.png")
@@ -129,7 +130,7 @@ def make_plots(settings: Settings, runs: list[Run], out: Path) -> list[Path]:
         finite = [rs[0].setting for rs in items if not math.isinf(rs[0].setting)]
         inf_x = (max(finite) * 3) if finite else 1.0
         xs = [inf_x if math.isinf(rs[0].setting) else rs[0].setting for rs in items]
-        for x, rs in zip(xs, items):
+        for x, rs in zip(xs, items, strict=True):
             ax.scatter([x] * len(rs), [r.final_loss for r in rs], alpha=0.5, s=18, color="C0")
         ax.plot(xs, [statistics.median(r.final_loss for r in rs) for rs in items], "D-", color="C1", label="median")
         ax.plot(xs, [statistics.fmean(r.final_loss for r in rs) for rs in items], "o--", color="C2", label="mean")

@@ -74,7 +74,7 @@ def provenance(script: str, argv: list[str], note: str | None = None) -> dict[st
     return {
         "note": note,
         "command": shlex.join(["python", script, *argv]),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "git_revision": git_revision(),
         "machine": {
             "cpu": cpu_model(), "cpu_count": os.cpu_count(),
@@ -121,11 +121,30 @@ def header_lines(report: dict[str, Any], title: str) -> list[str]:
     ]
 
 
-def write_report(out: Path, name: str, report: dict[str, Any], text: str) -> tuple[Path, Path]:
-    r"""Write ``out/NAME.json`` (the report, plain JSON) and ``out/NAME.md`` (``text``); returns both paths."""
+def script_meta(script: str, argv: list[str], threads: int) -> dict[str, Any]:
+    r"""The short ``meta`` of a comparison script's report (``scripts/compare_*.py``).
+
+    The command (``python SCRIPT ARGS``), machine, CPU count, torch threads, Python and torch
+    versions and the date to the minute (UTC); the full header is ``provenance``.
+    """
+    return {
+        "command": " ".join([f"python {script}", shlex.join(argv)]).rstrip(),
+        "machine": platform.machine() + " " + platform.processor(), "cpus": os.cpu_count(), "threads": threads,
+        "python": platform.python_version(), "torch": torch.__version__,
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def write_report(out: Path, name: str, report: dict[str, Any], text: str, *, indent: int = 2,
+                 allow_nan: bool = False) -> tuple[Path, Path]:
+    r"""Write ``out/NAME.json`` (the report, plain JSON) and ``out/NAME.md`` (``text``); returns both paths.
+
+    ``indent`` and ``allow_nan`` are ``json.dumps``'s (the comparison scripts keep their one-space
+    indent and may record a NaN).
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = out / f"{name}.json", out / f"{name}.md"
-    paths[0].write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
+    paths[0].write_text(json.dumps(report, indent=indent, allow_nan=allow_nan) + "\n")
     paths[1].write_text(text if text.endswith("\n") else text + "\n")
     return paths

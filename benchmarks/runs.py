@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from botorch_dp.baselines import BaselineResult
+from botorch_dp.baselines import BaselineGuarantee, BaselineResult
 
 
 @dataclass
@@ -87,6 +87,13 @@ def group_by_method(runs: list[Run], experiment: str) -> dict[str, list[Run]]:
 def num_seeds(runs: list[Run], *experiments: str) -> int:
     r"""Number of distinct seeds among the runs of ``experiments``."""
     return len({r.seed for r in runs if r.experiment in experiments})
+
+
+def guarantee_of(result: BaselineResult) -> BaselineGuarantee:
+    r"""The privacy guarantee of a private method's ``result`` (``ValueError`` if it has none)."""
+    if result.guarantee is None:
+        raise ValueError("a private method returned a result without a privacy guarantee")
+    return result.guarantee
 
 
 def iterate_curve(problem, result: BaselineResult) -> tuple[list[int], list[float]]:

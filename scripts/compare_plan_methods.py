@@ -27,12 +27,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import math
-import os
-import platform
-import shlex
 import statistics
 import sys
 import time
@@ -46,6 +41,7 @@ from gpytorch.kernels import PolynomialKernel, RBFKernel, ScaleKernel
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.provenance import script_meta, write_report  # noqa: E402
 from botorch_dp.optim.config import DPGIBOConfig  # noqa: E402
 from botorch_dp.plan import compare_methods  # noqa: E402
 from botorch_dp.privacy.ledger import PrivacyLedger  # noqa: E402
@@ -193,16 +189,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         warnings.simplefilter("ignore")  # seeded noise (a reproduction) and the proxy's n
         report: dict[str, Any] = {"tasks": [run_task(name, args) for name in args.tasks]}
     report["meta"] = {
-        "command": " ".join(["python scripts/compare_plan_methods.py",
-                             shlex.join(argv if argv is not None else sys.argv[1:])]).rstrip(),
-        "machine": platform.machine() + " " + platform.processor(), "cpus": os.cpu_count(), "threads": args.threads,
-        "python": platform.python_version(), "torch": torch.__version__,
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        **script_meta("scripts/compare_plan_methods.py", argv if argv is not None else sys.argv[1:], args.threads),
         "epsilon": args.epsilon, "seeds": args.seeds, "plan_repeats": args.plan_repeats,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "plan-method.json").write_text(json.dumps(report, indent=1) + "\n")
-    (args.out / "plan-method.md").write_text(markdown(report))
+    write_report(args.out, "plan-method", report, markdown(report), indent=1, allow_nan=True)
     print(markdown(report))
     return report
 

@@ -20,12 +20,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import math
-import os
-import platform
-import shlex
 import statistics
 import sys
 import time
@@ -37,6 +32,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.provenance import script_meta, write_report  # noqa: E402
 from botorch_dp import tune  # noqa: E402
 from botorch_dp.tuning import Categorical, Hyperparameter, SearchSpace  # noqa: E402
 from botorch_dp.utils import torch_threads  # noqa: E402
@@ -163,16 +159,10 @@ def main(argv: list[str] | None = None) -> dict:
     with torch_threads(args.threads):
         report = run(args)
     report["meta"] = {
-        "command": " ".join(["python scripts/compare_tune_strategies.py",
-                             shlex.join(argv if argv is not None else sys.argv[1:])]).rstrip(),
-        "machine": platform.machine() + " " + platform.processor(), "cpus": os.cpu_count(), "threads": args.threads,
-        "python": platform.python_version(), "torch": torch.__version__,
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        **script_meta("scripts/compare_tune_strategies.py", argv if argv is not None else sys.argv[1:], args.threads),
         **{k: getattr(args, k) for k in ("dim", "users", "epsilon", "delta", "iterations", "mean_trials", "seeds")},
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "tune_strategies.json").write_text(json.dumps(report, indent=1) + "\n")
-    (args.out / "tune_strategies.md").write_text(markdown(report))
+    write_report(args.out, "tune_strategies", report, markdown(report), indent=1, allow_nan=True)
     print(markdown(report))
     return report
 

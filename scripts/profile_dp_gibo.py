@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 r"""Time one DP-GIBO run on the E.1 GP length-scale problem at a given ``d``, broken down by part.
 
-The run is the one ``benchmarks.paper.Runner.dp_gibo_gp`` makes with the E.1 settings
+The run is the one ``benchmarks.paper_runner.Runner.dp_gibo_gp`` makes with the E.1 settings
 carried to dimension ``d`` (``GPRegressionLengthscales(dim=d, n_total=2000)``, 1000 users,
 random θ₀, AdaGrad η = 0.3, T = 25, μ = 1, bias tolerance 0.5 with adaptive joint batches
 of at most ``d + 1`` points, ``raw_samples = 32``, ``num_restarts = 1``), except that the

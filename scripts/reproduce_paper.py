@@ -103,7 +103,7 @@ sys.path.insert(0, str(ROOT))  # the harness is the repo's top-level benchmarks/
 
 from benchmarks.outputs import merge, render, reproduce  # noqa: E402
 from benchmarks.paper import EXPERIMENTS, Settings  # noqa: E402
-from benchmarks.report import timing_table  # noqa: E402
+from benchmarks.report_tables import timing_table  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

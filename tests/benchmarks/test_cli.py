@@ -118,8 +118,10 @@ def test_store_accepts_a_field_added_later_only_at_its_default(tmp_path):
     assert len(RunStore(path, {"experiment": "x", "settings": {"a": 1}, "context": {"c": 2}})) == 2
     # anything else is still another experiment: the new field elsewhere than its default,
     # no defaults given, another changed field, another context
-    for settings, context, given in [({"a": 1, "new": [5]}, {"c": 2}, defaults), ({"a": 1, "new": [3, 4]}, {"c": 2}, None),
-                                     ({"a": 2, "new": [3, 4]}, {"c": 2}, defaults), ({"a": 1, "new": [3, 4]}, {"c": 3}, defaults)]:
+    for settings, context, given in [({"a": 1, "new": [5]}, {"c": 2}, defaults),
+                                     ({"a": 1, "new": [3, 4]}, {"c": 2}, None),
+                                     ({"a": 2, "new": [3, 4]}, {"c": 2}, defaults),
+                                     ({"a": 1, "new": [3, 4]}, {"c": 3}, defaults)]:
         with pytest.raises(ValueError, match="other settings"):
             RunStore(path, {"experiment": "x", "settings": settings, "context": context}, added_field_defaults=given)
     # a field the code dropped is a difference too

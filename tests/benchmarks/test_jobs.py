@@ -7,7 +7,9 @@ import dataclasses
 import pytest
 
 from benchmarks.jobs import Job, critical_paths, run_jobs, unstored_jobs
-from benchmarks.paper import Runner, Settings, experiment_jobs
+from benchmarks.paper import Settings
+from benchmarks.paper_jobs import experiment_jobs
+from benchmarks.paper_runner import Runner
 from benchmarks.runs import Run
 from benchmarks.store import RunStore
 from botorch_dp.utils import torch_threads

@@ -45,7 +45,7 @@ def test_report_cells_are_recomputed_from_the_stored_runs(mixed_quick):
 
 def _runs(tune_losses, prs_losses, eps=3.0):
     runs = []
-    for seed, (a, b) in enumerate(zip(tune_losses, prs_losses)):
+    for seed, (a, b) in enumerate(zip(tune_losses, prs_losses, strict=True)):
         for method, loss in ((mt.TUNE, a), (mt.PRIVATE_RS, b)):
             runs.append(Run("mixed", method, seed, eps, [1], [loss], loss, 1.0, 0.0, epsilon=eps,
                             extra={"test_loss": loss, "test_accuracy": 0.5}))

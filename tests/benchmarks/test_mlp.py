@@ -1,6 +1,6 @@
 """benchmarks.mlp in quick mode, through the experiment contract: equal budgets within a
-seed, every private run at its target (ε, δ), a pilot that never reads the validation users, and
-reproducible jobs under seeded noise (the report: test_mlp_report.py)."""
+seed, every private run at its target (ε, δ) and reproducible jobs under seeded noise (the pilot:
+test_mlp_pilot.py; the report: test_mlp_report.py)."""
 
 import dataclasses
 import json
@@ -8,9 +8,8 @@ import math
 import pickle
 
 import pytest
-import torch
 
-from benchmarks import mlp
+from benchmarks import mlp, mlp_task
 from benchmarks.experiment import REQUIRED_MEMBERS, load_experiment
 from benchmarks.jobs import job_kwargs
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
@@ -42,7 +41,8 @@ def test_every_method_of_a_seed_gets_dp_gibos_evaluations(quick):
     for seed in s.seeds:
         mine = [r for r in runs if r.seed == seed]
         assert {(r.method, r.setting) for r in mine} == (
-            {(m, mu) for m in mlp.PRIVATE_METHODS for mu in s.mus} | {(m, math.inf) for m in mlp.REFERENCE_METHODS}
+            {(m, mu) for m in mlp_task.PRIVATE_METHODS for mu in s.mus}
+            | {(m, math.inf) for m in mlp_task.REFERENCE_METHODS}
         )
         assert {r.num_evaluations for r in mine} == {budget}
         for r in mine:  # only the selections may realise another number of trials (a hidden K)
@@ -56,7 +56,7 @@ def test_every_method_of_a_seed_gets_dp_gibos_evaluations(quick):
 def test_private_runs_spend_exactly_the_target_epsilon(quick):
     s = quick["settings"]
     for r in quick["runs"]:
-        if r.method in mlp.PRIVATE_METHODS:
+        if r.method in mlp_task.PRIVATE_METHODS:
             assert r.epsilon == pytest.approx(gdp_epsilon(r.setting, s.target_delta), rel=1e-6)
         else:
             assert r.epsilon is None and math.isinf(r.setting)
@@ -74,22 +74,6 @@ def test_released_hyperparameters_and_diagnostics_are_in_range(quick):
         assert 0.0 <= r.extra["test_accuracy"] <= 1.0
         assert 0.0 <= r.final_loss <= quick["settings"].loss_cap
         assert r.losses[-1] == pytest.approx(r.final_loss, abs=1e-12)  # deterministic training
-
-
-def test_prepare_never_reads_the_validation_users(quick, monkeypatch):
-    settings = quick["settings"]
-    real = mlp.load_data
-
-    def replaced(s, seed):
-        data = real(s, seed)
-        gen = torch.Generator().manual_seed(99)
-        data.X_val = torch.randn(data.X_val.shape, generator=gen, dtype=data.X_val.dtype) * 50.0
-        data.y_val = data.y_val[torch.randperm(len(data.y_val), generator=gen)]
-        return data
-
-    monkeypatch.setattr(mlp, "load_data", replaced)
-    again = mlp.prepare(settings)
-    assert again == quick["context"]
 
 
 def test_jobs_are_deterministic_with_seeded_noise_and_not_without(quick):

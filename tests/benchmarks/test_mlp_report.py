@@ -20,7 +20,8 @@ def quick(mlp_quick):
 
 
 def _rows(text: str) -> list[list[str]]:
-    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines() if line.startswith("|")]
+    return [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in text.splitlines() if line.startswith("|")]
 
 
 def test_report_has_one_row_per_mu_and_method_and_a_plot(quick):

@@ -50,7 +50,8 @@ def test_variants_reach_the_config(quick_gp):
     _, cfg = runner.config("gp", "posterior_subspace+adaptive_norm", 0)
     assert isinstance(cfg.subspace, PosteriorGradientCovarianceSubspace) and cfg.noise_schedule == "adaptive_norm"
     _, plain = runner.config("gp", "plain", 0)
-    assert (plain.subspace, plain.step_rule, plain.noise_schedule, plain.selection) == (None, "adagrad", "fixed", "last")
+    assert (plain.subspace, plain.step_rule, plain.noise_schedule, plain.selection) == (
+        None, "adagrad", "fixed", "last")
 
 
 def test_public_pca_basis_is_orthonormal_and_from_the_public_draw(quick_gp):
@@ -61,7 +62,8 @@ def test_public_pca_basis_is_orthonormal_and_from_the_public_draw(quick_gp):
     torch.testing.assert_close(V.T @ V, torch.eye(settings.subspace_k, dtype=torch.float64), atol=1e-10, rtol=0)
     # recomputed from the pilot seed's draw; a draw of a run seed gives another basis
     assert torch.equal(V, torch.tensor(options._public_pca_basis(settings, "gp"), dtype=torch.float64))
-    other = torch.tensor(options._public_pca_basis(dataclasses.replace(settings, pilot_seed=0), "gp"), dtype=torch.float64)
+    other_settings = dataclasses.replace(settings, pilot_seed=0)
+    other = torch.tensor(options._public_pca_basis(other_settings, "gp"), dtype=torch.float64)
     assert not torch.allclose(other.abs(), V.abs(), atol=1e-3)
 
 

@@ -5,7 +5,9 @@ import math
 
 import pytest
 
-from benchmarks.paper import EXPERIMENTS, Runner, Settings, experiment_jobs
+from benchmarks.paper import EXPERIMENTS, Settings
+from benchmarks.paper_jobs import experiment_jobs
+from benchmarks.paper_runner import Runner
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from tests.helpers import quick_reproduction
 
@@ -19,7 +21,8 @@ def quick():
 
 
 def _rows(text: str) -> list[list[str]]:
-    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines() if line.startswith("|")]
+    return [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in text.splitlines() if line.startswith("|")]
 
 
 @pytest.mark.timeout(120)

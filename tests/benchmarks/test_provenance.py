@@ -75,3 +75,17 @@ def test_the_header_flags_a_loaded_machine_and_shows_a_note():
     assert "Loaded machine" not in header(usable) and "Loaded machine" not in header(0.0)
     assert f"load average at the start ({usable + 0.5:.2f}) exceeded the {usable} usable CPUs" in header(usable + 0.5)
     assert "Note:" not in "\n".join(P.header_lines({**report, "note": None}, "T"))
+
+
+def test_the_comparison_scripts_meta_and_their_one_space_json_with_nan(tmp_path):
+    meta = P.script_meta("scripts/compare_x.py", ["--out", "a dir"], threads=3)
+    assert meta["command"] == "python scripts/compare_x.py --out 'a dir'"
+    assert P.script_meta("scripts/compare_x.py", [], threads=1)["command"] == "python scripts/compare_x.py"
+    assert (meta["threads"], meta["cpus"], meta["torch"]) == (3, os.cpu_count(), torch.__version__)
+    assert meta["date"].endswith(" UTC") and len(meta["date"]) == len("2026-01-01 00:00 UTC")
+    report = {"meta": meta, "value": math.nan}
+    json_path, md_path = P.write_report(tmp_path, "cmp", report, "text\n", indent=1, allow_nan=True)
+    assert json_path.read_text() == json.dumps(report, indent=1) + "\n"  # what the scripts wrote themselves
+    assert md_path.read_text() == "text\n"
+    with pytest.raises(ValueError):
+        P.write_report(tmp_path, "cmp", report, "text")  # the timing reports' default still refuses NaN
