@@ -10,7 +10,9 @@ Search speed (issue 33, ``SEARCH_SPEEDS``): ``"fast"`` evaluates the acquisition
 closed form where the kernel allows (``gradient_gp.closed_form``) and starts a joint batch's
 L-BFGS-B from the previous step's batch moved by the step (``moved_batch``) instead of from the
 best of ``raw_samples`` random batches; ``"reference"`` is the search as it was before (autograd,
-random initial conditions). ``"fast"`` also runs the search on one torch thread: its tensors are
+random initial conditions). The warm run takes at most ``WARM_MAXITER`` (10) L-BFGS-B iterations,
+which at d = 100 cuts the search's cost about fourfold (``reports/batch_search_speed.md``).
+``"fast"`` also runs the search on one torch thread: its tensors are
 small and its L-BFGS-B sequential, so a second thread mostly waits (4 to 35 times slower per
 evaluation on a loaded 2-core machine, ``docs/performance.md``). Both read only public
 data: the GP's inputs and the iterates.
@@ -32,6 +34,11 @@ BatchSearch = Literal["joint", "greedy"]
 BATCH_SEARCHES: tuple[str, ...] = get_args(BatchSearch)
 SearchSpeed = Literal["fast", "reference"]
 SEARCH_SPEEDS: tuple[str, ...] = get_args(SearchSpeed)
+#: With ``speed="fast"``, the most L-BFGS-B iterations of a search started from ``start`` (the previous
+#: batch moved by the step), below ``maxiter`` if that is larger. The warm start is already close:
+#: most of the gain comes in the first iterations, and at d = 100 each iteration costs two triangular
+#: solves with the ``N x N`` factor (``docs/performance.md``). ``None``: no cap beyond ``maxiter``.
+WARM_MAXITER: int | None = 10
 
 
 class _SearchOptions(TypedDict):
@@ -141,7 +148,8 @@ def optimize_batch(
             ``options={"maxiter": ...}``); ``None``: BoTorch's default.
         start: An optional ``q x d`` batch (projected into the box) from which the one
             L-BFGS-B run starts instead of the restarts drawn from ``raw_samples`` (which are
-            then not drawn); ``warm_start`` is ignored then.
+            then not drawn); ``warm_start`` is ignored then. With ``speed="fast"`` that run
+            takes at most ``WARM_MAXITER`` iterations.
         speed: ``"fast"``: the acquisition's gradient in closed form where the kernel allows;
             ``"reference"``: by autograd (see the module).
 
@@ -152,6 +160,8 @@ def optimize_batch(
 
     acqf = qGradientInformation(gp, theta, basis=basis, gradient="auto" if speed == "fast" else "autograd")
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+    if speed == "fast" and start is not None and WARM_MAXITER is not None:
+        maxiter = WARM_MAXITER if maxiter is None else min(maxiter, WARM_MAXITER)
     options = {"seed": seed} if maxiter is None else {"seed": seed, "maxiter": maxiter}
     with manual_seed(seed), torch_threads(1 if speed == "fast" else None):
         initial = None

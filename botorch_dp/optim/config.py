@@ -163,7 +163,8 @@ class DPGIBOConfig:
             It affects only public candidate search, never the privacy accounting.
         acqf_speed: ``"fast"`` (default): the batch search evaluates the acquisition's gradient in
             closed form (RBF, Matérn-5/2), starts each joint batch from the previous one moved by
-            the step and runs on one torch thread; ``"reference"``: autograd and random starts, as
+            the step for at most ``batch_search.WARM_MAXITER`` (10) L-BFGS-B iterations and runs on
+            one torch thread; ``"reference"``: autograd and random starts, as
             before issue 33 (``reports/batch_search_speed.md``). Public computation only.
         user_chunk_size: Users per chunk when forming per-user gradients (a positive
             integer), or ``None`` (default): chosen from ``n`` and ``d`` by

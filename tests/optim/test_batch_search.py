@@ -269,3 +269,58 @@ def test_acqf_speed_reaches_the_search_and_is_checked(monkeypatch):
     assert DPGIBO(dataclasses.replace(base, acqf_speed="reference")).options.batches.speed == "reference"
     with pytest.raises(ValueError, match="acqf_speed"):
         dataclasses.replace(base, acqf_speed="quick")
+
+
+def test_warm_fast_search_is_capped_at_warm_maxiter_and_nothing_else_is(monkeypatch):
+    # the cap reaches optimize_acqf only for a fast search from a start; the smaller of the two caps wins
+    from botorch_dp.optim import batch_search
+
+    seen = []
+
+    def recording(*args, **kwargs):  # records the cap; the search itself is not needed here
+        seen.append(kwargs["options"].get("maxiter"))
+        return torch.zeros(kwargs["q"], 3, dtype=torch.float64), torch.zeros(())
+
+    monkeypatch.setattr(batch_search, "optimize_acqf", recording)
+    monkeypatch.setattr(batch_search, "WARM_MAXITER", 3)
+    gp, theta, bounds = _gp_with_points()
+    start = theta + 0.05 * torch.randn(4, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    for maxiter, start_, speed in [(None, start, "fast"), (50, start, "fast"), (2, start, "fast"),
+                                   (None, None, "fast"), (50, None, "fast"), (None, start, "reference")]:
+        optimize_batch(gp, theta, bounds, 4, torch.Generator().manual_seed(0), num_restarts=1, raw_samples=8,
+                       start=start_, speed=speed, maxiter=maxiter)
+    assert seen == [3, 3, 2, None, 50, None]
+    seen.clear()
+    monkeypatch.setattr(batch_search, "WARM_MAXITER", None)  # no warm cap: maxiter alone
+    optimize_batch(gp, theta, bounds, 4, torch.Generator().manual_seed(0), num_restarts=1, raw_samples=8,
+                   start=start, speed="fast", maxiter=50)
+    assert seen == [50]
+
+
+def test_warm_cap_bounds_the_evaluations_and_keeps_the_start_s_gain(monkeypatch):
+    # the capped run evaluates the acquisition fewer times than the uncapped one from the same start; its batch
+    # is still better than the start, and no better than the uncapped one
+    from botorch_dp.optim import batch_search
+
+    gp, theta, bounds = _gp_with_points(d=4, N=12, seed=3)
+    start = theta + 0.1 * torch.randn(6, 4, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    acqf = qGradientInformation(gp, theta)
+    calls = []
+    original = qGradientInformation.forward
+
+    def counting(self, X):
+        calls.append(1)
+        return original(self, X)
+
+    monkeypatch.setattr(qGradientInformation, "forward", counting)
+    out = {}
+    for cap in (2, None):
+        monkeypatch.setattr(batch_search, "WARM_MAXITER", cap)
+        calls.clear()
+        out[cap] = optimize_batch(gp, theta, bounds, 6, torch.Generator().manual_seed(0), num_restarts=1,
+                                  raw_samples=8, start=start, speed="fast")
+        out[cap, "calls"] = len(calls)
+    value = {k: float(acqf(out[k].unsqueeze(0))) for k in (2, None)}
+    assert 3 <= out[2, "calls"] < out[None, "calls"]
+    assert value[2] > float(acqf(start.clamp(bounds[0], bounds[1]).unsqueeze(0))) + 1e-9
+    assert value[None] >= value[2] - 1e-9

@@ -56,9 +56,14 @@ def test_config_gaps_are_refused_naming_the_field(field, bad, good):
 def test_small_user_chunks_give_the_same_release():
     _, objective = normal_location(n=N, d=D)
     runs = [DPGIBO(config(user_chunk_size=c)).run(objective, progress=False) for c in (1, 3, 4096)]
+    # the chunked sums differ in their last bits; the warm-started search stops after WARM_MAXITER
+    # iterations, before L-BFGS-B's convergence would damp that, so later steps differ by ~1e-11 relative
     for r in runs[1:]:
         torch.testing.assert_close(
-            r.release.released_gradients, runs[0].release.released_gradients, rtol=1e-12, atol=1e-14
+            r.release.released_gradients[0], runs[0].release.released_gradients[0], rtol=1e-12, atol=1e-14
+        )
+        torch.testing.assert_close(
+            r.release.released_gradients, runs[0].release.released_gradients, rtol=1e-9, atol=1e-11
         )
 
 
