@@ -140,7 +140,7 @@ def optimize_batch(
     from botorch.optim.initializers import gen_batch_initial_conditions
 
     acqf = qGradientInformation(gp, theta, basis=basis, gradient="auto" if speed == "fast" else "autograd")
-    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator, device=generator.device))
     options = {"seed": seed} if maxiter is None else {"seed": seed, "maxiter": maxiter}
     with manual_seed(seed), torch_threads(1 if speed == "fast" else None):
         initial = None
