@@ -9,6 +9,7 @@ import sys
 import tempfile
 import warnings
 from pathlib import Path
+from types import FrameType
 
 import torch
 from botorch.models import SingleTaskGP
@@ -19,6 +20,7 @@ from gpytorch.kernels import (
     RQKernel,
     ScaleKernel,
 )
+from torch import Tensor
 
 
 def make_kernel(name: str, d: int, dtype=torch.float64):
@@ -140,3 +142,85 @@ def markdown_table(text: str) -> list[dict[str, str]]:
     cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
     assert len(cells) >= 3 and all(set(c) <= set("-:") for c in cells[1]), text
     return [dict(zip(cells[0], row, strict=True)) for row in cells[2:]]
+
+
+class DeviceAudit(torch.overrides.TorchFunctionMode):
+    r"""Catches tensors ``botorch_dp`` creates off the data's device, on a machine without a GPU.
+
+    On a GPU the data is on ``cuda`` and torch's default device is the CPU, so a tensor the library
+    creates without ``device=`` lands on the CPU. Here the data stays on the CPU and every factory
+    call made directly by ``botorch_dp`` code without a ``device`` (``torch.zeros``, ``torch.eye``,
+    ``torch.tensor`` of Python data, ``torch.randint`` with a generator, ...) is given the foreign
+    device ``meta`` instead: a tensor that should have followed the data is then on ``meta``, and
+    either the run fails where it meets the data or the audit lists it. Calls by BoTorch, GPyTorch
+    or torch itself are theirs and left alone. Also listed: explicit host transfers by the library
+    (``.cpu()``, ``.numpy()``, ``.to("cpu")``, ``device="cpu"``), which on a CPU are no-ops but on a
+    GPU move the data, and the dtype of every ``torch.linalg`` call the library makes.
+
+    Attributes:
+        off_device: ``"file:line function"`` of each library call whose tensor result is not on
+            the data's device.
+        host_moves: ``"file:line function"`` of each explicit host transfer.
+        linalg_dtypes: ``{"file:line function": {dtype, ...}}`` of the library's linear algebra.
+    """
+
+    FACTORIES = frozenset({
+        torch.tensor, torch.as_tensor, torch.asarray, torch.zeros, torch.ones, torch.empty, torch.full,
+        torch.eye, torch.arange, torch.linspace, torch.logspace, torch.rand, torch.randn, torch.randint,
+        torch.randperm, torch.scalar_tensor,
+    })
+    FROM_DATA = frozenset({torch.tensor, torch.as_tensor, torch.asarray})
+    LINALG_PREFIXES = ("linalg_", "cholesky", "triangular_solve")
+
+    def __init__(self, device: str = "cpu", foreign: str = "meta") -> None:
+        super().__init__()
+        import botorch_dp
+
+        self.device, self.foreign = torch.device(device), foreign
+        self._package = str(Path(botorch_dp.__file__).parent)
+        torch_dir = Path(torch.__file__).parent  # torch's dispatch wrappers between a call and this mode
+        self._skip = (__file__, *(str(torch_dir / f) for f in ("overrides.py", "_tensor.py", "functional.py",
+                                                             "_jit_internal.py", "nn/functional.py")))
+        self.off_device: list[str] = []
+        self.host_moves: list[str] = []
+        self.linalg_dtypes: dict[str, set[torch.dtype]] = {}
+
+    def _library_caller(self) -> str | None:
+        frame: FrameType | None = sys._getframe(2)  # the caller; a call inside torch (an optimizer, say) is torch's
+        while frame is not None and frame.f_code.co_filename in self._skip:
+            frame = frame.f_back
+        if frame is None or not frame.f_code.co_filename.startswith(self._package):
+            return None
+        name = frame.f_code.co_filename[len(self._package) + 1:]
+        return f"{name}:{frame.f_lineno} {frame.f_code.co_name}"
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        caller = self._library_caller()
+        if caller is None:
+            return func(*args, **kwargs)
+        if func in self.FACTORIES and kwargs.get("device") is None:
+            if not (func in self.FROM_DATA and args and isinstance(args[0], Tensor)):
+                kwargs["device"] = self.foreign
+        if _is_host_move(func, args, kwargs):
+            self.host_moves.append(caller)
+        name = getattr(func, "__name__", "")
+        if name.startswith(self.LINALG_PREFIXES) or getattr(func, "__module__", "") == "torch.linalg":
+            self.linalg_dtypes.setdefault(caller, set()).update(
+                a.dtype for a in args if isinstance(a, Tensor))
+        out = func(*args, **kwargs)
+        results = out if isinstance(out, (tuple, list)) else (out,)
+        if any(isinstance(r, Tensor) and r.device != self.device for r in results):
+            self.off_device.append(caller)
+        return out
+
+
+def _is_host_move(func, args, kwargs) -> bool:
+    r"""``.cpu()``, ``.numpy()``, or a ``to``/factory call naming the CPU by name (``device=x.device`` follows
+    the data, so only the string ``"cpu"`` counts)."""
+    if func in (Tensor.cpu, Tensor.numpy):
+        return True
+    targets = [kwargs.get("device")]
+    if func is Tensor.to:
+        targets += list(args[1:])
+    return any(isinstance(t, str) and t.split(":")[0] == "cpu" for t in targets)

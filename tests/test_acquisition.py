@@ -160,3 +160,32 @@ def test_theta_shape_checked():
     model = SingleTaskGP(X, X.sum(-1, keepdim=True), input_transform=Normalize(3)).eval()
     with pytest.raises(ValueError, match="theta has 2 entries"):
         qGradientInformation(model, torch.zeros(2, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("gradient", ["closed_form", "autograd"])
+@pytest.mark.parametrize("source", ["gradient_gp", "botorch_model", "projected"])
+def test_value_and_gradient_create_every_tensor_on_the_data_device(source, gradient):
+    # tests.helpers.DeviceAudit: a tensor made without the data's device lands on "meta" (issue 33, item 3)
+    from tests.helpers import DeviceAudit
+
+    d = 3
+    g = torch.Generator().manual_seed(3)
+    D = torch.rand(7, d, generator=g, dtype=torch.float64)
+    kernel = make_kernel("rbf", d)
+    theta = torch.full((d,), 0.5, dtype=torch.float64)
+    X = torch.rand(4, 2, d, generator=g, dtype=torch.float64, requires_grad=True)
+    pending = torch.rand(2, d, generator=g, dtype=torch.float64)
+    model = make_model(kernel, D, D.sum(-1, keepdim=True), 1e-3) if source == "botorch_model" else GradientGP(
+        D, kernel, 1e-3)
+    basis = torch.eye(d, 2, dtype=torch.float64) if source == "projected" else None
+    if basis is not None and gradient == "closed_form":
+        gradient = "auto"  # the projected acquisition has no closed form: "auto" takes autograd
+    audit = DeviceAudit()
+    with audit:
+        acqf = qGradientInformation(model, theta, X_pending=pending, basis=basis, gradient=gradient)
+        value = acqf(X)
+        (grad,) = torch.autograd.grad(value.sum(), X)
+    assert audit.off_device == [] and audit.host_moves == [], (audit.off_device, audit.host_moves)
+    assert {dt for dts in audit.linalg_dtypes.values() for dt in dts} == {torch.float64}
+    plain = qGradientInformation(model, theta, X_pending=pending, basis=basis, gradient=gradient)(X)
+    assert torch.equal(value, plain) and value.device == grad.device == theta.device

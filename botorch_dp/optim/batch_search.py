@@ -159,7 +159,7 @@ def optimize_batch(
     from botorch.optim.initializers import gen_batch_initial_conditions
 
     acqf = qGradientInformation(gp, theta, basis=basis, gradient="auto" if speed == "fast" else "autograd")
-    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator, device=generator.device))
     if speed == "fast" and start is not None and WARM_MAXITER is not None:
         maxiter = WARM_MAXITER if maxiter is None else min(maxiter, WARM_MAXITER)
     options = {"seed": seed} if maxiter is None else {"seed": seed, "maxiter": maxiter}

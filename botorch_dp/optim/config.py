@@ -460,22 +460,24 @@ def _float_tensor(value: Any, name: str) -> Tensor:
         raise ValueError(f"{name} must be a number or a tensor, got {value!r}.") from err
 
 
-def _frozen_kernel(kernel: Kernel) -> Kernel:
-    kernel = copy.deepcopy(kernel).to(torch.float64)
+def _frozen_kernel(kernel: Kernel, device: torch.device) -> Kernel:
+    kernel = copy.deepcopy(kernel).to(device=device, dtype=torch.float64)  # a copy on the data's device
     kernel.requires_grad_(False)
     kernel.eval()
     return kernel
 
 
 def resolve_model(config: DPGIBOConfig) -> tuple[Kernel, float, bool]:
-    r"""The frozen kernel, ``σ²`` and whether losses are standardized (unsafe opt-out only)."""
+    r"""The frozen kernel (a float64 copy on the device of ``config.bounds``), ``σ²`` and whether losses are
+    standardized (unsafe opt-out only)."""
     if config.kernel is not None:
-        return _frozen_kernel(config.kernel), float(config.noise_variance), False
+        return _frozen_kernel(config.kernel, config.bounds.device), float(config.noise_variance), False
     model = config.model
     noise = config.noise_variance
     if noise == 0:
         noise = float(model.likelihood.noise.detach().mean())
-    return _frozen_kernel(model.covar_module), noise, getattr(model, "outcome_transform", None) is not None
+    standardized = getattr(model, "outcome_transform", None) is not None
+    return _frozen_kernel(model.covar_module, config.bounds.device), noise, standardized
 
 
 def check_bias_tolerance(

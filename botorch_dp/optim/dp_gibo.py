@@ -93,12 +93,12 @@ class DPGIBO:
         self.bounds = check_bounds(c.bounds.detach())
         self.kernel, self.noise_variance, _ = resolve_model(c)
         theta0 = (self.bounds[0] + self.bounds[1]) / 2 if c.theta0 is None else c.theta0
-        theta0 = torch.as_tensor(theta0, dtype=torch.float64).reshape(-1).clone()
+        f64: dict[str, Any] = dict(dtype=torch.float64, device=self.bounds.device)  # follow the bounds' device
+        theta0 = torch.as_tensor(theta0, **f64).reshape(-1).clone()
         radius = 0.1 * (self.bounds[1] - self.bounds[0]) if c.search_radius is None else c.search_radius
-        self.search_radius = torch.as_tensor(radius, dtype=torch.float64).expand(self.dim).clone()
+        self.search_radius = torch.as_tensor(radius, **f64).expand(self.dim).clone()
         check_kernel(self.kernel, theta0, self.search_radius)  # public: refuses k(θ₀, θ₀) = 0, warns on scale mismatch
-        gp = GradientGP(torch.empty(0, self.dim, dtype=torch.float64), self.kernel, self.noise_variance,
-                        jitter=c.jitter)
+        gp = GradientGP(torch.empty(0, self.dim, **f64), self.kernel, self.noise_variance, jitter=c.jitter)
         self._optimizer = o.step_rule.make_optimizer(theta0, c.step_size)
         self.state = RunState(theta=theta0.clone(), iterates=(theta0.clone(),), X=gp.train_X.clone(), gp=gp,
                               optimizer=self._optimizer.state_dict(), clip=o.clip.initial_state())
@@ -300,8 +300,8 @@ class DPGIBO:
                 elif X.shape[0] > 0:
                     info = self.tell(X, evaluate_rows(objective, X, executor=executor))
                 else:  # an empty batch: only the objective knows n before the first tell
-                    n, f64 = self.num_users, torch.float64
-                    info = self.tell(X, torch.empty(0, n, dtype=f64) if n else empty_batch_losses(objective, X))
+                    n = self.num_users  # the empty losses on the points' device
+                    info = self.tell(X, X.new_empty(0, n) if n else empty_batch_losses(objective, X))
                 if info.selected_index is None:  # a step (not the evaluated selection)
                     bar.update(1)
                     bar.set_postfix(b=info.batch_size, trace=f"{info.posterior_trace:.3g}",

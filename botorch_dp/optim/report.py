@@ -120,7 +120,7 @@ def checked_partitioned(opt: Run, points: Any, partitions: PartitionedObjective)
         if opt.is_done:
             raise RuntimeError(f"The run is finished ({s.iteration} iterations); nothing to tell.")
         raise RuntimeError("Call ask() before tell_partitioned().")
-    points = torch.as_tensor(points).detach().to("cpu", torch.float64)
+    points = torch.as_tensor(points).detach().to(s.pending.device, torch.float64)
     if points.shape != s.pending.shape or not torch.allclose(points, s.pending):
         raise ValueError("tell_partitioned() must receive the points returned by the last ask().")
     n = partitions.num_users
@@ -141,7 +141,7 @@ def spent(opt: Run) -> list[float]:
 
 
 def checked_batch(opt: Run, points: Any, losses: Any) -> tuple[Tensor, Tensor]:
-    r"""The asked points and a float64 CPU COPY of the told losses (detached, so a caller reusing
+    r"""The asked points and a float64 COPY of the told losses on the points' device (detached, so a caller reusing
     its buffer cannot change what is stored), or a ``RuntimeError`` (no pending ask) /
     ``ValueError`` naming the problem; nothing changes before this returns."""
     s = opt.state

@@ -81,7 +81,7 @@ class RunState:
 
     def released_matrix(self, dim: int) -> Tensor:
         r"""The ``t x d`` released gradients (public)."""
-        return torch.stack(self.released) if self.released else torch.empty(0, dim, dtype=torch.float64)
+        return torch.stack(self.released) if self.released else self.theta.new_empty(0, dim)  # θ's device, float64
 
     def stepped(self, *, points: Tensor, gp: GradientGP, users: InMemoryUsers | None, num_users: int, partitioned: bool,
                 theta: Tensor, trace: float, release: Tensor, diagnostics: ReleaseDiagnostics | None,

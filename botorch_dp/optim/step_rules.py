@@ -291,10 +291,10 @@ class FullMatrixAdagrad(torch.optim.Optimizer):
         k = V.shape[1]
         state = self.state[theta]
         if not state:
-            state["step"] = torch.zeros((), dtype=torch.float64)
+            state["step"] = torch.zeros((), dtype=torch.float64, device=g.device)
             state["sum_outer"] = torch.zeros(d, d, dtype=g.dtype, device=g.device)
             state["noise_outer"] = torch.zeros(d, d, dtype=g.dtype, device=g.device)
-            state["noise_fourth"] = torch.zeros((), dtype=torch.float64)
+            state["noise_fourth"] = torch.zeros((), dtype=torch.float64, device=g.device)
         state["step"] += 1
         state["sum_outer"] += torch.outer(g, g)
         if noise_std:

@@ -77,7 +77,7 @@ def orthonormal_basis(V: Any, name: str = "V", dim: int | None = None) -> Tensor
         A ``d x k`` float64 tensor ``Q`` with ``QᵀQ = I`` spanning the columns of ``V``.
     """
     try:
-        V = torch.as_tensor(V).detach().to(dtype=torch.float64, device="cpu", copy=True)
+        V = torch.as_tensor(V).detach().to(dtype=torch.float64, copy=True)  # on V's device
     except (TypeError, ValueError, RuntimeError) as err:
         raise ValueError(f"{name} must be a d x k tensor, got {type(V).__name__}.") from err
     if V.dim() == 1:
@@ -103,17 +103,17 @@ def check_basis(V: Any, dim: int, name: str = "subspace basis") -> Tensor:
     r"""Check that an oracle's output is an orthonormal ``dim x k`` float64 tensor.
 
     Returns:
-        ``V`` as a float64 CPU tensor (not re-orthonormalised, so its bits are kept).
+        ``V`` as a float64 tensor on its device (not re-orthonormalised, so its bits are kept).
     """
     if not isinstance(V, Tensor):
         raise ValueError(f"The {name} must be a tensor, got {type(V).__name__}.")
-    V = V.detach().to(dtype=torch.float64, device="cpu")
+    V = V.detach().to(dtype=torch.float64)
     if V.dim() != 2 or V.shape[0] != dim or not 1 <= V.shape[1] <= dim:
         raise ValueError(f"The {name} must be d x k with d = {dim} and 1 <= k <= d, got shape {tuple(V.shape)}.")
     if not torch.isfinite(V).all():
         raise ValueError(f"The {name} is not finite.")
     gram = V.transpose(0, 1) @ V
-    error = float((gram - torch.eye(V.shape[1], dtype=V.dtype)).abs().max())
+    error = float((gram - torch.eye(V.shape[1], dtype=V.dtype, device=V.device)).abs().max())
     if not error <= ORTHONORMALITY_TOLERANCE:
         raise ValueError(f"The {name} is not orthonormal (max |VᵀV − I| = {error:.3g}); orthonormalise it with QR.")
     return V
@@ -225,7 +225,7 @@ class FixedSubspace(SubspaceOracle):
     def __call__(self, theta: Tensor, gp: GradientGP | None = None) -> Tensor:
         if theta.shape[-1] != self.dim:
             raise ValueError(f"The subspace has d = {self.dim} rows, but θ has {theta.shape[-1]} entries.")
-        return self.basis.clone()
+        return self.basis.to(theta.device, copy=True)  # kept on the CPU, used on θ's device
 
     def spec(self) -> dict[str, Any]:
         return {"kind": "fixed", "basis": self.basis.clone()}

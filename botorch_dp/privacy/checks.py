@@ -224,7 +224,7 @@ def empty_batch_losses(objective: Callable[[Tensor], Tensor], X: Tensor) -> Tens
 def check_told_batch(
     points: Tensor, losses: Tensor, pending: Tensor, num_users: int | None, nonfinite: str
 ) -> tuple[Tensor, Tensor]:
-    r"""The asked points and a float64 CPU COPY of the told losses (detached from any
+    r"""The asked points and a float64 COPY of the told losses on the points' device (detached from any
     autograd graph, so a caller reusing its buffer cannot change what is stored), or a
     ``ValueError`` naming the problem.
 
@@ -238,7 +238,7 @@ def check_told_batch(
     import torch
 
     try:
-        points = torch.as_tensor(points).detach().to("cpu", torch.float64)
+        points = torch.as_tensor(points).detach().to(pending.device, torch.float64)
     except (TypeError, ValueError, RuntimeError) as err:
         raise ValueError(f"points must be the tensor returned by ask(), got {type(points).__name__}.") from err
     if points.shape != pending.shape or not torch.allclose(points, pending):
@@ -251,4 +251,4 @@ def check_told_batch(
     if losses.dim() == 2 and losses.shape[0] == 0 and num_users is not None:
         losses = losses.reshape(0, num_users)
     check_losses(losses, points.shape[0], num_users, nonfinite=nonfinite)
-    return pending.clone(), losses.to(device="cpu", dtype=torch.float64, copy=True)
+    return pending.clone(), losses.to(device=pending.device, dtype=torch.float64, copy=True)

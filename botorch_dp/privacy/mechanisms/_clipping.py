@@ -276,7 +276,7 @@ def _clipped_sum_scaled(
         largest = largest.masked_fill(bad, 0.0)
     e = torch.frexp(largest).exponent.to(torch.int64)  # one exponent per user
     a = int(torch.frexp(A.abs().max()).exponent)  # one for A (public), so that huge weights cannot overflow
-    A_scaled = torch.ldexp(A, A.new_tensor(-a)) if abs(a) < 1000 else _ldexp(A, torch.tensor(-a))
+    A_scaled = torch.ldexp(A, A.new_tensor(-a)) if abs(a) < 1000 else _ldexp(A, A.new_tensor(-a))
     A_parts = A_scaled.split([Y_t.shape[0] for Y_t in parts], dim=-1)
     G_scaled = _product(A_parts, [_scale_columns(Y_t, -e) for Y_t in parts]).transpose(0, 1)  # c x d, |entries| ≤ N
     clipped, was_clipped = _clip_scaled(G_scaled, e + a, clip_bound)

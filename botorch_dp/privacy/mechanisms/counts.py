@@ -122,5 +122,6 @@ class GaussianClipCountMechanism:
             raise ValueError(f"count must be an integer in [0, n = {self.num_users}]; nothing was released.")
         std = self.noise_std(mu)
         _noise._charged(meter, part, Gaussian(mu), release_mu=mu, generator=self.generator, secure_rng=self.secure_rng)
-        noise = _noise._gaussian(1, std, self.generator, self.secure_rng, torch.float64, None, release_mu=mu)
+        host = torch.device("cpu")  # one number added to the integer count: no data device to follow
+        noise = _noise._gaussian(1, std, self.generator, self.secure_rng, torch.float64, host, release_mu=mu)
         return ClipCountRelease(count=float(count + noise[0]), cost=PrivacyCost(mu=mu), noise_std=std)
