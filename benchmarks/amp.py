@@ -59,37 +59,35 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.amp_methods import METHOD_FUNCTIONS, lam_range
-from benchmarks.amp_task import (
-    BETA,
-    CLIP,
-    LABELS,
-    METHODS,
-    REPORT_MD,
-    REPORT_PNG,
-    RUNS_JSON,
-    Settings,
-)
+from benchmarks.amp_task import BETA, CLIP, LABELS, METHODS, REPORT_MD, REPORT_PNG, RUNS_JSON, Settings
 from benchmarks.jobs import Job, RunJob
 from benchmarks.runs import Run
 from botorch_dp.privacy.analysis.gdp import gdp_mu
 from botorch_dp.privacy.analysis.objective_perturbation import calibrate_amp
-from botorch_dp.privacy.analysis.private_selection import (
-    per_trial_mu_for_epsilon,
-)
+from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon
 from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.problems.run_budgets import (
-    AMPRunBudget,
-    dp_sgd_noise_for_selection,
-    plan_amp_runs,
-    plan_amp_selection,
-)
+from botorch_dp.problems.run_budgets import AMPRunBudget, dp_sgd_noise_for_selection, plan_amp_runs, plan_amp_selection
 from botorch_dp.training.dp_sgd import DPSGDConfig, TrainingConfig, planned_dp_run
 from botorch_dp.utils import child_seeds, torch_threads
 
 __all__ = [
-    "AMPRunBudget", "LABELS", "METHODS", "SELECTION_FIELDS", "Runner", "Settings", "experiment_jobs", "lam_range",
-    "make_runner", "plain_settings", "plan", "prepare", "quick_settings", "settings_from_plain", "write_report",
+    "AMPRunBudget",
+    "LABELS",
+    "METHODS",
+    "SELECTION_FIELDS",
+    "Runner",
+    "Settings",
+    "experiment_jobs",
+    "lam_range",
+    "make_runner",
+    "plain_settings",
+    "plan",
+    "prepare",
+    "quick_settings",
+    "settings_from_plain",
+    "write_report",
 ]
+
 
 # ============================================================================ planning (public)
 def plan(settings: Settings) -> dict:
@@ -106,8 +104,9 @@ def plan(settings: Settings) -> dict:
         entry: dict[str, Any] = {
             "calibrated": {"sigma": sigma, "lam": lam},
             "gibo_budget": dataclasses.asdict(plan_amp_runs(eps, s.delta, num_runs=s.gibo_units, **amp)),
-            "ps_budget": dataclasses.asdict(plan_amp_selection(eps, s.delta, mean_trials=s.mean_trials,
-                                                               distribution="poisson", **amp)),
+            "ps_budget": dataclasses.asdict(
+                plan_amp_selection(eps, s.delta, mean_trials=s.mean_trials, distribution="poisson", **amp)
+            ),
             "gibo_mu": gdp_mu(eps, s.delta),
             "ps_per_trial_mu": per_trial_mu_for_epsilon(
                 target_epsilon=eps, target_delta=s.delta, mean_trials=s.mean_trials, distribution="poisson"
@@ -118,8 +117,9 @@ def plan(settings: Settings) -> dict:
             num_train = s.data(name, s.seeds[0]).sizes()["train"]  # the same for every seed
             training = TrainingConfig(epochs=s.epochs(name), batch_size=s.batch(name))
             _, rate, steps = planned_dp_run(num_train, training, DPSGDConfig(1.0, CLIP))
-            noise = dp_sgd_noise_for_selection(eps, s.delta, sample_rate=rate, steps=steps,
-                                               mean_trials=s.mean_trials, distribution="poisson")
+            noise = dp_sgd_noise_for_selection(
+                eps, s.delta, sample_rate=rate, steps=steps, mean_trials=s.mean_trials, distribution="poisson"
+            )
             entry["dpsgd"][name] = {"noise_multiplier": noise, "sample_rate": rate, "steps": steps}
         out["per_epsilon"][repr(float(eps))] = entry
     return out
@@ -146,9 +146,20 @@ class Runner:
         settings = self.settings
         dataset, eps, seed = kwargs["dataset"], float(kwargs["epsilon"]), int(kwargs["seed"])
         entry = dict(self.plan["per_epsilon"][repr(eps)], dataset=dataset, epsilon=eps, seed=seed)
-        entry["noise_seed"] = None if self.noise_seed is None else child_seeds(
-            [int(self.noise_seed), (METHODS + ("non_private",)).index(kind), settings.datasets.index(dataset),
-             settings.epsilons.index(eps), seed], 1)[0]
+        entry["noise_seed"] = (
+            None
+            if self.noise_seed is None
+            else child_seeds(
+                [
+                    int(self.noise_seed),
+                    (METHODS + ("non_private",)).index(kind),
+                    settings.datasets.index(dataset),
+                    settings.epsilons.index(eps),
+                    seed,
+                ],
+                1,
+            )[0]
+        )
         data = settings.data(dataset, seed)
         start = time.perf_counter()
         with torch_threads(1), warnings.catch_warnings():
@@ -157,9 +168,17 @@ class Runner:
             out = METHOD_FUNCTIONS[kind](data, settings, entry)
         wall = time.perf_counter() - start
         return Run(
-            experiment=dataset, method=kind, seed=seed, setting=eps, evals=[], losses=[],
-            final_loss=1.0 - out["test_accuracy"], num_evaluations=out["training_runs"], wall_s=wall,
-            epsilon=out["training_epsilon"], extra=out,
+            experiment=dataset,
+            method=kind,
+            seed=seed,
+            setting=eps,
+            evals=[],
+            losses=[],
+            final_loss=1.0 - out["test_accuracy"],
+            num_evaluations=out["training_runs"],
+            wall_s=wall,
+            epsilon=out["training_epsilon"],
+            extra=out,
         )
 
 
@@ -173,9 +192,10 @@ def settings_from_plain(plain: dict) -> Settings:
 
 def plain_settings(settings: Settings) -> dict:
     r"""``settings`` as a JSON-ready dict."""
-    return {k: (list(map(list, v)) if k in ("dpsgd_epochs", "dpsgd_batches")
-                else list(v) if isinstance(v, tuple) else v)
-            for k, v in dataclasses.asdict(settings).items()}
+    return {
+        k: (list(map(list, v)) if k in ("dpsgd_epochs", "dpsgd_batches") else list(v) if isinstance(v, tuple) else v)
+        for k, v in dataclasses.asdict(settings).items()
+    }
 
 
 # ============================================================================ the benchmark CLI's contract
@@ -200,11 +220,14 @@ def experiment_jobs(settings: Settings, context: dict) -> list[Job]:
         for eps in settings.epsilons:
             for seed in settings.seeds:
                 for method in settings.methods:
-                    jobs.append(Job(
-                        label=f"{dataset} ε={eps:g} seed={seed} {method}", kind=method,
-                        kwargs={"dataset": dataset, "epsilon": eps, "seed": seed},
-                        cost=(10.0 if method == "ps_dpsgd" else 3.0) * (5.0 if dataset == "synthetic" else 1.0),
-                    ))
+                    jobs.append(
+                        Job(
+                            label=f"{dataset} ε={eps:g} seed={seed} {method}",
+                            kind=method,
+                            kwargs={"dataset": dataset, "epsilon": eps, "seed": seed},
+                            cost=(10.0 if method == "ps_dpsgd" else 3.0) * (5.0 if dataset == "synthetic" else 1.0),
+                        )
+                    )
     return jobs
 
 
@@ -221,8 +244,17 @@ def write_report(settings: Settings, context: dict, runs: list[Run], out: Path, 
     wall = float(context.get("wall_s", math.nan))
     text = report_text(settings, plan_, runs, command, wall)
     (out / REPORT_MD).write_text(text)
-    (out / RUNS_JSON).write_text(json.dumps(
-        {"command": command, "wall_s": wall, "settings": plain_settings(settings), "plan": plan_,
-         "runs": [dataclasses.asdict(r) for r in runs]}, indent=1))
+    (out / RUNS_JSON).write_text(
+        json.dumps(
+            {
+                "command": command,
+                "wall_s": wall,
+                "settings": plain_settings(settings),
+                "plan": plan_,
+                "runs": [dataclasses.asdict(r) for r in runs],
+            },
+            indent=1,
+        )
+    )
     make_plot(settings, runs, out / REPORT_PNG)
     return out / REPORT_MD

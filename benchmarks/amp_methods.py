@@ -10,29 +10,13 @@ import math
 
 import torch
 
-from benchmarks.amp_task import (
-    CLIP,
-    NON_PRIVATE_LAMBDAS,
-    Settings,
-)
+from benchmarks.amp_task import CLIP, NON_PRIVATE_LAMBDAS, Settings
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import private_random_search
-from botorch_dp.privacy.analysis.private_selection import (
-    private_selection_rdp_curve,
-)
-from botorch_dp.privacy.ledger import (
-    TRAINING_RDP_ORDERS,
-    PrivacyLedger,
-    TrainingMechanism,
-)
-from botorch_dp.problems.logistic_regression import (
-    AMPTuningObjective,
-    DPSGDTuningObjective,
-)
-from botorch_dp.problems.run_budgets import (
-    AMPRunBudget,
-    dp_sgd_curve,
-)
+from botorch_dp.privacy.analysis.private_selection import private_selection_rdp_curve
+from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger, TrainingMechanism
+from botorch_dp.problems.logistic_regression import AMPTuningObjective, DPSGDTuningObjective
+from botorch_dp.problems.run_budgets import AMPRunBudget, dp_sgd_curve
 from botorch_dp.training.dp_sgd import DPSGDConfig, TrainingConfig
 from botorch_dp.training.objective_perturbation import AMPConfig, fit_amp
 from botorch_dp.tuning.charged import amp_training_event
@@ -55,16 +39,19 @@ def _children(seed: int | None) -> tuple[int | None, int | None]:
 
 def _amp_calibrated(data, s: Settings, entry) -> dict:
     cal = entry["calibrated"]
-    config = AMPConfig(lam=cal["lam"], sigma=cal["sigma"], clip=CLIP, tau=s.tau, sigma_out=s.sigma_out,
-                       max_iter=2000)
+    config = AMPConfig(lam=cal["lam"], sigma=cal["sigma"], clip=CLIP, tau=s.tau, sigma_out=s.sigma_out, max_iter=2000)
     ledger = PrivacyLedger()  # the row's own ledger: the run is charged before it trains, recorded at its draw
     with ledger.charge_training({"amp-calibrated": amp_training_event(config, data.num_features + 1)}) as meter:
-        result = fit_amp(data.X_train, data.y_train, config, generator=entry["noise_seed"], meter=meter,
-                         run_id="amp-calibrated")
+        result = fit_amp(
+            data.X_train, data.y_train, config, generator=entry["noise_seed"], meter=meter, run_id="amp-calibrated"
+        )
     return {
         "test_accuracy": float((result.predict(data.X_test) == data.y_test).double().mean()),
-        "training_epsilon": ledger.training_epsilon(s.delta), "training_runs": 1,
-        "validation_mu": 0.0, "validation_epsilon": 0.0, "lam": cal["lam"],
+        "training_epsilon": ledger.training_epsilon(s.delta),
+        "training_runs": 1,
+        "validation_mu": 0.0,
+        "validation_epsilon": 0.0,
+        "lam": cal["lam"],
     }
 
 
@@ -78,15 +65,26 @@ def _dp_gibo(data, s: Settings, entry) -> dict:
     # exact curves (reported beside it; a conversion of adaptively chosen curves).
     ledger = PrivacyLedger(validation_mu_budget=mu, training_delta=s.delta)
     amp_seed, gibo_seed = _children(entry["noise_seed"])
-    objective = AMPTuningObjective(data, budget, lam_range=lam_range(budget, s), ledger=ledger,
-                                   noise_seed=amp_seed, loss_cap=s.loss_cap)
+    objective = AMPTuningObjective(
+        data, budget, lam_range=lam_range(budget, s), ledger=ledger, noise_seed=amp_seed, loss_cap=s.loss_cap
+    )
     theta0 = objective.space.from_natural({"lam": budget.lam})  # start at the budget's reference λ
     config = DPGIBOConfig(
-        bounds=objective.bounds, kernel=objective.recommended_kernel(s.gibo_lengthscale, s.gibo_outputscale),
-        num_iterations=s.gibo_iterations, privacy_mu=mu, clip_bound=s.gibo_clip, step_size=s.gibo_step,
-        step_rule="adagrad", batch_size=s.gibo_batch, search_radius=s.gibo_radius,
-        noise_variance=s.gibo_noise_variance, theta0=theta0, target_delta=s.delta,
-        raw_samples=s.gibo_raw_samples, num_restarts=s.gibo_restarts, seed=gibo_seed,
+        bounds=objective.bounds,
+        kernel=objective.recommended_kernel(s.gibo_lengthscale, s.gibo_outputscale),
+        num_iterations=s.gibo_iterations,
+        privacy_mu=mu,
+        clip_bound=s.gibo_clip,
+        step_size=s.gibo_step,
+        step_rule="adagrad",
+        batch_size=s.gibo_batch,
+        search_radius=s.gibo_radius,
+        noise_variance=s.gibo_noise_variance,
+        theta0=theta0,
+        target_delta=s.delta,
+        raw_samples=s.gibo_raw_samples,
+        num_restarts=s.gibo_restarts,
+        seed=gibo_seed,
     )
     release = DPGIBO(config, ledger=ledger).run(objective, progress=False).release
     final = objective.train(release.theta, label="final", budget_weight=s.gibo_final_weight)
@@ -98,7 +96,8 @@ def _dp_gibo(data, s: Settings, entry) -> dict:
         "training_epsilon": budget.epsilon(s.delta, s.gibo_units),
         "training_epsilon_ledger": ledger.training_epsilon(s.delta),
         "training_runs": runs,
-        "validation_mu": ledger.validation_mu(), "validation_epsilon": ledger.validation_epsilon(s.delta),
+        "validation_mu": ledger.validation_mu(),
+        "validation_epsilon": ledger.validation_epsilon(s.delta),
         "lam": final.config.lam,
     }
 
@@ -107,8 +106,15 @@ def _selection(objective, s: Settings, per_trial_mu: float, noise_seed, fallback
     r"""``private_random_search`` over ``objective``: (index of the winning trial or None
     when K = 0, its validation guarantee, the released hyperparameters)."""
     result = private_random_search(
-        objective, objective.bounds, mean_trials=s.mean_trials, per_trial_mu=per_trial_mu, loss_clip=s.loss_cap,
-        distribution="poisson", target_delta=s.delta, fallback=fallback, seed=noise_seed,
+        objective,
+        objective.bounds,
+        mean_trials=s.mean_trials,
+        per_trial_mu=per_trial_mu,
+        loss_clip=s.loss_cap,
+        distribution="poisson",
+        target_delta=s.delta,
+        fallback=fallback,
+        seed=noise_seed,
     )
     if result.num_evaluations == 0:
         return None, result.guarantee, {}
@@ -122,11 +128,17 @@ def _ps_amp(data, s: Settings, entry) -> dict:
     amp_seed, select_seed = _children(entry["noise_seed"])
     # The trials go to a scratch ledger: K must stay hidden, and what the training data pay
     # is the P&S bound over the reference curve, recorded below as one mechanism.
-    objective = AMPTuningObjective(data, budget, lam_range=lam_range(budget, s), ledger=PrivacyLedger(),
-                                   noise_seed=amp_seed, loss_cap=s.loss_cap)
+    objective = AMPTuningObjective(
+        data, budget, lam_range=lam_range(budget, s), ledger=PrivacyLedger(), noise_seed=amp_seed, loss_cap=s.loss_cap
+    )
     winner, guarantee, params = _selection(objective, s, entry["ps_per_trial_mu"], select_seed, None)
     row = _selection_row(
-        data, s, budget.rdp, "ps-amp", f"P&S over AMP trials: {budget.description}", guarantee,
+        data,
+        s,
+        budget.rdp,
+        "ps-amp",
+        f"P&S over AMP trials: {budget.description}",
+        guarantee,
         None if winner is None else lambda: objective.accuracy_non_private(objective.results[winner]),
     )
     return {**row, "lam": params.get("lam")}
@@ -144,32 +156,47 @@ def _selection_row(data, s: Settings, base_rdp, run_id: str, description: str, g
         meter.record(run_id)  # the selection was made above (a report of what it spent)
     accuracy = float((data.y_test == 0).double().mean()) if winner_accuracy is None else winner_accuracy()
     return {
-        "test_accuracy": accuracy, "training_epsilon": ledger.training_epsilon(s.delta),
-        "training_runs": s.mean_trials, "validation_mu": None, "validation_epsilon": guarantee.epsilon,
+        "test_accuracy": accuracy,
+        "training_epsilon": ledger.training_epsilon(s.delta),
+        "training_runs": s.mean_trials,
+        "validation_mu": None,
+        "validation_epsilon": guarantee.epsilon,
     }
 
 
 def _ps_dpsgd(data, s: Settings, entry) -> dict:
     dp = entry["dpsgd"][entry["dataset"]]
     sgd_seed, select_seed = _children(entry["noise_seed"])
-    training = TrainingConfig(epochs=s.epochs(entry["dataset"]), batch_size=s.batch(entry["dataset"]),
-                              seed=entry["seed"], num_threads=None)
+    training = TrainingConfig(
+        epochs=s.epochs(entry["dataset"]), batch_size=s.batch(entry["dataset"]), seed=entry["seed"], num_threads=None
+    )
     objective = DPSGDTuningObjective(
-        data, lr_range=(s.dpsgd_lr_lower, s.dpsgd_lr_upper), training=training,
-        dp_sgd=DPSGDConfig(dp["noise_multiplier"], CLIP), ledger=PrivacyLedger(), noise_seed=sgd_seed,
+        data,
+        lr_range=(s.dpsgd_lr_lower, s.dpsgd_lr_upper),
+        training=training,
+        dp_sgd=DPSGDConfig(dp["noise_multiplier"], CLIP),
+        ledger=PrivacyLedger(),
+        noise_seed=sgd_seed,
         loss_cap=s.loss_cap,
     )
     winner, guarantee, params = _selection(objective, s, entry["ps_per_trial_mu"], select_seed, None)
-    planned = (objective.runs[0].noise_multiplier, objective.runs[0].sample_rate, objective.runs[0].steps) \
-        if objective.runs else None
+    planned = (
+        (objective.runs[0].noise_multiplier, objective.runs[0].sample_rate, objective.runs[0].steps)
+        if objective.runs
+        else None
+    )
     if planned is not None and planned[1:] != (dp["sample_rate"], dp["steps"]):
         raise RuntimeError(f"DP-SGD ran {planned}, planned {dp}.")
     base = dp_sgd_curve(noise_multiplier=dp["noise_multiplier"], sample_rate=dp["sample_rate"], steps=dp["steps"])
     row = _selection_row(
-        data, s, base, "ps-dpsgd",
+        data,
+        s,
+        base,
+        "ps-dpsgd",
         f"P&S over DP-SGD trials (noise multiplier {dp['noise_multiplier']:.6g}, q = "
         f"{dp['sample_rate']:.6g}, {dp['steps']} steps), Poisson E[K] = {s.mean_trials:.6g}",
-        guarantee, None if winner is None else lambda: objective.accuracy_non_private(objective.models[winner]),
+        guarantee,
+        None if winner is None else lambda: objective.accuracy_non_private(objective.models[winner]),
     )
     return {**row, "lr": params.get("lr")}
 
@@ -188,13 +215,20 @@ def _non_private(data, s: Settings, entry) -> dict:
     best = max(NON_PRIVATE_LAMBDAS, key=lambda lam: (score(models[lam], data.X_val, data.y_val), lam))
     return {
         "test_accuracy": score(models[1.0], data.X_test, data.y_test),
-        "tuned_test_accuracy": score(models[best], data.X_test, data.y_test), "tuned_lam": best,
-        "training_epsilon": math.inf, "training_runs": len(NON_PRIVATE_LAMBDAS), "validation_mu": None,
-        "validation_epsilon": None, "lam": 1.0,
+        "tuned_test_accuracy": score(models[best], data.X_test, data.y_test),
+        "tuned_lam": best,
+        "training_epsilon": math.inf,
+        "training_runs": len(NON_PRIVATE_LAMBDAS),
+        "validation_mu": None,
+        "validation_epsilon": None,
+        "lam": 1.0,
     }
 
 
-
-
-METHOD_FUNCTIONS = {"amp_calibrated": _amp_calibrated, "dp_gibo": _dp_gibo, "ps_amp": _ps_amp,
-                    "ps_dpsgd": _ps_dpsgd, "non_private": _non_private}
+METHOD_FUNCTIONS = {
+    "amp_calibrated": _amp_calibrated,
+    "dp_gibo": _dp_gibo,
+    "ps_amp": _ps_amp,
+    "ps_dpsgd": _ps_dpsgd,
+    "non_private": _non_private,
+}

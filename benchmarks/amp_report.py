@@ -57,8 +57,21 @@ def report_text(settings: Settings, plan_: dict, runs: list[Run], command: str, 
             continue
         sizes = s.data(dataset, s.seeds[0]).sizes()
         lines += [f"## {dataset} (train {sizes['train']}, validation {sizes['validation']}, test {sizes['test']})", ""]
-        lines.append(markdown_row(["ε", "method", "test accuracy", "training ε", "validation μ", "validation ε",
-                                   "training runs", "released λ (median)", "wall s / seed"]))
+        lines.append(
+            markdown_row(
+                [
+                    "ε",
+                    "method",
+                    "test accuracy",
+                    "training ε",
+                    "validation μ",
+                    "validation ε",
+                    "training runs",
+                    "released λ (median)",
+                    "wall s / seed",
+                ]
+            )
+        )
         lines.append("|" + "|".join(["---"] * 9) + "|")
         for eps in s.epsilons:
             for method in METHODS:
@@ -66,34 +79,70 @@ def report_text(settings: Settings, plan_: dict, runs: list[Run], command: str, 
                 if not group:
                     continue
                 ex = [r.extra for r in group]
-                lines.append(markdown_row([
-                    f"{eps:g}", LABELS[method], format_mean_se([e["test_accuracy"] for e in ex], 3),
-                    _fmt(max(e["training_epsilon"] for e in ex), ".4g"),
-                    _fmt(_median([e["validation_mu"] for e in ex]), ".4g"),
-                    _fmt(_median([e["validation_epsilon"] for e in ex]), ".4g"),
-                    _fmt(statistics.fmean(e["training_runs"] for e in ex), ".4g")
-                    + (" (E[K])" if method.startswith("ps_") else ""),
-                    _fmt(_median([e.get("lam") for e in ex])) if method != "ps_dpsgd"
-                    else "lr " + _fmt(_median([e.get("lr") for e in ex])),
-                    f"{statistics.fmean(r.wall_s for r in group):.1f}",
-                ]))
+                lines.append(
+                    markdown_row(
+                        [
+                            f"{eps:g}",
+                            LABELS[method],
+                            format_mean_se([e["test_accuracy"] for e in ex], 3),
+                            _fmt(max(e["training_epsilon"] for e in ex), ".4g"),
+                            _fmt(_median([e["validation_mu"] for e in ex]), ".4g"),
+                            _fmt(_median([e["validation_epsilon"] for e in ex]), ".4g"),
+                            _fmt(statistics.fmean(e["training_runs"] for e in ex), ".4g")
+                            + (" (E[K])" if method.startswith("ps_") else ""),
+                            _fmt(_median([e.get("lam") for e in ex]))
+                            if method != "ps_dpsgd"
+                            else "lr " + _fmt(_median([e.get("lr") for e in ex])),
+                            f"{statistics.fmean(r.wall_s for r in group):.1f}",
+                        ]
+                    )
+                )
         ref = [r for r in ds_runs if r.method == "non_private"]
         if ref:
-            lines.append(markdown_row(["∞", "non-private logistic regression (λ = 1), reference",
-                                       format_mean_se([r.extra["test_accuracy"] for r in ref], 3),
-                                       "∞", "—", "—", "1", "1", ""]))
-            lines.append(markdown_row(["∞", "non-private, λ best on validation (grid 1e-3…1e3), reference",
-                                       format_mean_se([r.extra["tuned_test_accuracy"] for r in ref], 3),
-                                       "∞", "∞", "∞", str(len(NON_PRIVATE_LAMBDAS)),
-                                       _fmt(_median([r.extra["tuned_lam"] for r in ref])),
-                                       f"{statistics.fmean(r.wall_s for r in ref):.1f}"]))
+            lines.append(
+                markdown_row(
+                    [
+                        "∞",
+                        "non-private logistic regression (λ = 1), reference",
+                        format_mean_se([r.extra["test_accuracy"] for r in ref], 3),
+                        "∞",
+                        "—",
+                        "—",
+                        "1",
+                        "1",
+                        "",
+                    ]
+                )
+            )
+            lines.append(
+                markdown_row(
+                    [
+                        "∞",
+                        "non-private, λ best on validation (grid 1e-3…1e3), reference",
+                        format_mean_se([r.extra["tuned_test_accuracy"] for r in ref], 3),
+                        "∞",
+                        "∞",
+                        "∞",
+                        str(len(NON_PRIVATE_LAMBDAS)),
+                        _fmt(_median([r.extra["tuned_lam"] for r in ref])),
+                        f"{statistics.fmean(r.wall_s for r in ref):.1f}",
+                    ]
+                )
+            )
         gibo = [r for r in ds_runs if r.method == "dp_gibo"]
         if gibo:
-            lines += ["", "DP-GIBO's training ε is the plan, (T·b + w)·r converted (valid for adaptively chosen λ); "
-                      "the ledger's sum of the runs' exact curves converts to " + ", ".join(
-                          f"{max(r.extra['training_epsilon_ledger'] for r in gibo if r.setting == eps):.4g} "
-                          f"(ε = {eps:g}, largest over seeds)" for eps in s.epsilons
-                          if any(r.setting == eps for r in gibo)) + "."]
+            lines += [
+                "",
+                "DP-GIBO's training ε is the plan, (T·b + w)·r converted (valid for adaptively chosen λ); "
+                "the ledger's sum of the runs' exact curves converts to "
+                + ", ".join(
+                    f"{max(r.extra['training_epsilon_ledger'] for r in gibo if r.setting == eps):.4g} "
+                    f"(ε = {eps:g}, largest over seeds)"
+                    for eps in s.epsilons
+                    if any(r.setting == eps for r in gibo)
+                )
+                + ".",
+            ]
         lines += ["", "Paired by seed (difference in test accuracy, mean ± s.e., wins of DP-GIBO):", ""]
         for eps in s.epsilons:
             gibo = [r for r in ds_runs if r.method == "dp_gibo" and r.setting == eps]
@@ -101,10 +150,15 @@ def report_text(settings: Settings, plan_: dict, runs: list[Run], command: str, 
                 rest = [r for r in ds_runs if r.method == other and r.setting == eps]
                 m, se, wins, n = _paired(gibo, rest)
                 if n:
-                    verdict = "DP-GIBO wins" if m - 2 * (0 if math.isnan(se) else se) > 0 else (
-                        "DP-GIBO loses" if m + 2 * (0 if math.isnan(se) else se) < 0 else "no clear difference")
-                    lines.append(f"- ε = {eps:g}, DP-GIBO − {LABELS[other]}: {m:+.3f} ± {_fmt(se, '.2g')} "
-                                 f"({wins}/{n} seeds better): {verdict}.")
+                    verdict = (
+                        "DP-GIBO wins"
+                        if m - 2 * (0 if math.isnan(se) else se) > 0
+                        else ("DP-GIBO loses" if m + 2 * (0 if math.isnan(se) else se) < 0 else "no clear difference")
+                    )
+                    lines.append(
+                        f"- ε = {eps:g}, DP-GIBO − {LABELS[other]}: {m:+.3f} ± {_fmt(se, '.2g')} "
+                        f"({wins}/{n} seeds better): {verdict}."
+                    )
         lines.append("")
     lines += ["## Settings and privacy parameters (public)", ""]
     lines += [
@@ -126,19 +180,35 @@ def report_text(settings: Settings, plan_: dict, runs: list[Run], command: str, 
         f"Adam, lr log-uniform in [{s.dpsgd_lr_lower:g}, {s.dpsgd_lr_upper:g}], expected batch "
         f"{dict(s.dpsgd_batches)}, epochs {dict(s.dpsgd_epochs)}, clip √2.",
         "",
-        markdown_row(["ε", "calibrated (σ, λ)", "DP-GIBO per-run reference (σ, λ)", "P&S per-trial reference (σ, λ)",
-                      "DP-GIBO μ", "P&S per-trial μ₀", "DP-SGD noise multiplier"]),
+        markdown_row(
+            [
+                "ε",
+                "calibrated (σ, λ)",
+                "DP-GIBO per-run reference (σ, λ)",
+                "P&S per-trial reference (σ, λ)",
+                "DP-GIBO μ",
+                "P&S per-trial μ₀",
+                "DP-SGD noise multiplier",
+            ]
+        ),
         "|" + "|".join(["---"] * 7) + "|",
     ]
     for eps in s.epsilons:
         e = plan_["per_epsilon"][repr(float(eps))]
         g, p = e["gibo_budget"], e["ps_budget"]
-        lines.append(markdown_row([
-            f"{eps:g}", f"({e['calibrated']['sigma']:.4g}, {e['calibrated']['lam']:.4g})",
-            f"({g['sigma']:.4g}, {g['lam']:.4g})", f"({p['sigma']:.4g}, {p['lam']:.4g})",
-            f"{e['gibo_mu']:.4g}", f"{e['ps_per_trial_mu']:.4g}",
-            ", ".join(f"{k}: {v['noise_multiplier']:.4g}" for k, v in e["dpsgd"].items()),
-        ]))
+        lines.append(
+            markdown_row(
+                [
+                    f"{eps:g}",
+                    f"({e['calibrated']['sigma']:.4g}, {e['calibrated']['lam']:.4g})",
+                    f"({g['sigma']:.4g}, {g['lam']:.4g})",
+                    f"({p['sigma']:.4g}, {p['lam']:.4g})",
+                    f"{e['gibo_mu']:.4g}",
+                    f"{e['ps_per_trial_mu']:.4g}",
+                    ", ".join(f"{k}: {v['noise_multiplier']:.4g}" for k, v in e["dpsgd"].items()),
+                ]
+            )
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -154,8 +224,11 @@ def make_plot(settings: Settings, runs: list[Run], path: Path) -> None:
         for method in METHODS:
             xs, ms, ses = [], [], []
             for eps in settings.epsilons:
-                acc = [r.extra["test_accuracy"] for r in runs if r.experiment == dataset and r.method == method
-                       and r.setting == eps]
+                acc = [
+                    r.extra["test_accuracy"]
+                    for r in runs
+                    if r.experiment == dataset and r.method == method and r.setting == eps
+                ]
                 if acc:
                     m, se = mean_se(acc)
                     xs.append(eps)
@@ -165,10 +238,20 @@ def make_plot(settings: Settings, runs: list[Run], path: Path) -> None:
                 ax.errorbar(xs, ms, yerr=ses, marker="o", capsize=3, label=LABELS[method])
         ref = [r.extra for r in runs if r.experiment == dataset and r.method == "non_private"]
         if ref:
-            ax.axhline(statistics.fmean(e["test_accuracy"] for e in ref), color="gray", ls="--", lw=1,
-                       label="non-private (λ = 1)")
-            ax.axhline(statistics.fmean(e["tuned_test_accuracy"] for e in ref), color="black", ls=":", lw=1,
-                       label="non-private (λ tuned on validation)")
+            ax.axhline(
+                statistics.fmean(e["test_accuracy"] for e in ref),
+                color="gray",
+                ls="--",
+                lw=1,
+                label="non-private (λ = 1)",
+            )
+            ax.axhline(
+                statistics.fmean(e["tuned_test_accuracy"] for e in ref),
+                color="black",
+                ls=":",
+                lw=1,
+                label="non-private (λ tuned on validation)",
+            )
         ax.set_xscale("log")
         ax.set_xlabel("ε (training; validation at the same ε), δ = 1e-5")
         ax.set_ylabel("test accuracy (non-private diagnostic)")

@@ -15,8 +15,17 @@ from dataclasses import dataclass
 from botorch_dp.privacy.analysis.private_selection import poisson_mean_for_tail
 from botorch_dp.problems.logistic_data import load_logistic_data
 
-__all__ = ["BETA", "CLIP", "LABELS", "METHODS", "NON_PRIVATE_LAMBDAS", "REPORT_MD", "REPORT_PNG", "RUNS_JSON",
-           "Settings"]
+__all__ = [
+    "BETA",
+    "CLIP",
+    "LABELS",
+    "METHODS",
+    "NON_PRIVATE_LAMBDAS",
+    "REPORT_MD",
+    "REPORT_PNG",
+    "RUNS_JSON",
+    "Settings",
+]
 
 METHODS = ("amp_calibrated", "dp_gibo", "ps_amp", "ps_dpsgd")
 LABELS = {
@@ -78,9 +87,16 @@ class Settings:
     def quick(cls) -> Settings:
         r"""Tiny settings for CI (one ε, one seed, small synthetic data, 2 DP-GIBO iterations)."""
         return cls(
-            epsilons=(1.0,), seeds=(0,), synthetic_examples=1000, synthetic_features=20, gibo_iterations=2,
+            epsilons=(1.0,),
+            seeds=(0,),
+            synthetic_examples=1000,
+            synthetic_features=20,
+            gibo_iterations=2,
             gibo_final_weight=4.0,
-            gibo_raw_samples=16, gibo_restarts=1, ps_tail_threshold=2, ps_tail_probability=0.5,
+            gibo_raw_samples=16,
+            gibo_restarts=1,
+            ps_tail_threshold=2,
+            ps_tail_probability=0.5,
             dpsgd_epochs=(("breast_cancer", 2), ("synthetic", 2)),
             dpsgd_batches=(("breast_cancer", 64), ("synthetic", 64)),
         )
@@ -109,7 +125,10 @@ class Settings:
 
     def data(self, dataset: str, seed: int):
         return load_logistic_data(
-            dataset, seed=seed, num_examples=self.synthetic_examples, num_features=self.synthetic_features,
+            dataset,
+            seed=seed,
+            num_examples=self.synthetic_examples,
+            num_features=self.synthetic_features,
             signal=self.synthetic_signal,
         )
 

@@ -123,9 +123,19 @@ def _field_defaults(settings: Any) -> dict:
     return defaults
 
 
-def run_experiment(name: str, settings: Any, out: Path, *, workers: int = 1, dask: str | None = None,
-                   fresh: bool = False, render_only: bool = False, progress: bool = True,
-                   command: str = "", threads: int | None = None) -> dict:
+def run_experiment(
+    name: str,
+    settings: Any,
+    out: Path,
+    *,
+    workers: int = 1,
+    dask: str | None = None,
+    fresh: bool = False,
+    render_only: bool = False,
+    progress: bool = True,
+    command: str = "",
+    threads: int | None = None,
+) -> dict:
     r"""Run (or resume) experiment ``name`` with ``settings`` and write its report into ``out``.
 
     Args:
@@ -156,8 +166,11 @@ def run_experiment(name: str, settings: Any, out: Path, *, workers: int = 1, das
     prepare_wall = time.perf_counter() - prepare_start
     selection = set(getattr(experiment, "SELECTION_FIELDS", ()))
     header_settings = {k: v for k, v in _plain(settings).items() if k not in selection}
-    store = RunStore(path, {"experiment": name, "settings": header_settings, "context": context},
-                     added_field_defaults=_field_defaults(settings))
+    store = RunStore(
+        path,
+        {"experiment": name, "settings": header_settings, "context": context},
+        added_field_defaults=_field_defaults(settings),
+    )
     jobs = experiment.experiment_jobs(settings, context)
     before = len(store)
     runner = experiment.make_runner(settings, context)
@@ -170,8 +183,14 @@ def run_experiment(name: str, settings: Any, out: Path, *, workers: int = 1, das
 
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1) if dask == "local" else None
         with Client(cluster if cluster is not None else dask) as client:
-            runs = run_jobs(jobs, runner, executor=client.get_executor(), workers=workers if dask == "local" else None,
-                            progress=progress, store=store)
+            runs = run_jobs(
+                jobs,
+                runner,
+                executor=client.get_executor(),
+                workers=workers if dask == "local" else None,
+                progress=progress,
+                store=store,
+            )
         if cluster is not None:
             cluster.close()
         execution = f"Dask ({'LocalCluster of ' + str(workers) + ' single-thread workers' if cluster else dask})"
@@ -182,8 +201,14 @@ def run_experiment(name: str, settings: Any, out: Path, *, workers: int = 1, das
     wall = time.perf_counter() - start
     report_context = {**context, "wall_s": wall, "prepare_wall_s": prepare_wall, "execution": execution}
     report = experiment.write_report(settings, report_context, runs, out, command)
-    return {"report": report, "runs": runs, "context": context, "wall_s": wall, "stored": before,
-            "ran": len(store) - before}
+    return {
+        "report": report,
+        "runs": runs,
+        "context": context,
+        "wall_s": wall,
+        "stored": before,
+        "ran": len(store) - before,
+    }
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -196,8 +221,13 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run (or resume) an experiment and write its report")
     run.add_argument("name", choices=sorted(EXPERIMENTS))
     run.add_argument("--quick", action="store_true", help="the experiment's smoke settings")
-    run.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                     help="change a settings field (repeatable; tuples comma-separated, 'none' for None)")
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="change a settings field (repeatable; tuples comma-separated, 'none' for None)",
+    )
     run.add_argument("--out", type=Path, help="output directory (default outputs/NAME, or outputs/NAME-quick)")
     run.add_argument("--workers", type=int, default=1, help="spawned processes with one torch thread each")
     run.add_argument("--dask", metavar="ADDRESS", help="a Dask scheduler address, or 'local' for a LocalCluster")
@@ -235,12 +265,23 @@ def main(argv: list[str] | None = None) -> dict | None:
     command = "python -m benchmarks " + shlex.join(argv)
     warnings.filterwarnings("ignore", message=".*(optimization|Optimization).*")
     try:
-        result = run_experiment(args.name, settings, out, workers=args.workers, dask=args.dask, fresh=args.fresh,
-                                render_only=args.render, progress=not args.no_progress, command=command,
-                                threads=args.threads)
+        result = run_experiment(
+            args.name,
+            settings,
+            out,
+            workers=args.workers,
+            dask=args.dask,
+            fresh=args.fresh,
+            render_only=args.render,
+            progress=not args.no_progress,
+            command=command,
+            threads=args.threads,
+        )
     except ValueError as error:
         raise SystemExit(f"error: {error}") from error
     print(result["report"].read_text())
-    print(f"{result['ran']} job(s) run, {result['stored']} taken from {out / f'runs-{args.name}.jsonl'}; "
-          f"wall time {result['wall_s']:.1f} s; wrote {result['report']}")
+    print(
+        f"{result['ran']} job(s) run, {result['stored']} taken from {out / f'runs-{args.name}.jsonl'}; "
+        f"wall time {result['wall_s']:.1f} s; wrote {result['report']}"
+    )
     return result

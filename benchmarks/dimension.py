@@ -110,20 +110,31 @@ def prepare(settings: Settings) -> dict:
     return context
 
 
-def gibo_config(settings: Settings, dim: int, seed: int, method: str,
-                clip_bound: float) -> tuple[GPRegressionLengthscales, DPGIBOConfig]:
+def gibo_config(
+    settings: Settings, dim: int, seed: int, method: str, clip_bound: float
+) -> tuple[GPRegressionLengthscales, DPGIBOConfig]:
     r"""The problem and config of a ``gibo`` job: ``dp_gibo`` / ``dp_gibo_eta1`` (μ = ``privacy_mu``,
     clip ``clip_bound``, η = ``step_size`` / ``preset_step_size``) or non-private ``gibo`` (no clip)."""
     s = settings
     problem = dimension_problem(s, dim, seed)
     private = method != "gibo"
     config = DPGIBOConfig(
-        bounds=problem.bounds, kernel=problem.recommended_kernel(), num_iterations=s.iterations,
-        privacy_mu=s.privacy_mu if private else INF, clip_bound=clip_bound if private else NO_CLIP,
-        step_size=s.preset_step_size if method == "dp_gibo_eta1" else s.step_size, step_rule="adagrad",
-        bias_tolerance=s.bias_tolerance, batch_size=None if s.bias_tolerance is not None else dim + 1,
-        noise_variance=problem.fit_noise_variance, search_radius=s.search_radius, theta0=problem.default_theta0(),
-        seed=seed, target_delta=s.target_delta, raw_samples=s.raw_samples, num_restarts=s.num_restarts,
+        bounds=problem.bounds,
+        kernel=problem.recommended_kernel(),
+        num_iterations=s.iterations,
+        privacy_mu=s.privacy_mu if private else INF,
+        clip_bound=clip_bound if private else NO_CLIP,
+        step_size=s.preset_step_size if method == "dp_gibo_eta1" else s.step_size,
+        step_rule="adagrad",
+        bias_tolerance=s.bias_tolerance,
+        batch_size=None if s.bias_tolerance is not None else dim + 1,
+        noise_variance=problem.fit_noise_variance,
+        search_radius=s.search_radius,
+        theta0=problem.default_theta0(),
+        seed=seed,
+        target_delta=s.target_delta,
+        raw_samples=s.raw_samples,
+        num_restarts=s.num_restarts,
         acqf_maxiter=s.acqf_maxiter,
     )
     return problem, config
@@ -142,9 +153,24 @@ class Runner(KindRunner):
         at_theta0 = float(problem.objective(theta0))
         at_truth = float(problem.objective(problem.true_lengthscales))
         zero = float(problem.val_Y.square().mean())
-        return Run("headroom", "head-room", seed, dim, [0], [at_theta0], at_theta0, 0, time.perf_counter() - start,
-                   extra={"dim": dim, "loss_theta0": at_theta0, "loss_truth": at_truth, "loss_zero": zero,
-                          "headroom_ratio": (at_theta0 - at_truth) / at_theta0})
+        return Run(
+            "headroom",
+            "head-room",
+            seed,
+            dim,
+            [0],
+            [at_theta0],
+            at_theta0,
+            0,
+            time.perf_counter() - start,
+            extra={
+                "dim": dim,
+                "loss_theta0": at_theta0,
+                "loss_truth": at_truth,
+                "loss_zero": zero,
+                "headroom_ratio": (at_theta0 - at_truth) / at_theta0,
+            },
+        )
 
     def gibo(self, dim: int, seed: int, method: str) -> Run:
         r"""DP-GIBO (``dp_gibo``, ``dp_gibo_eta1``) or non-private GIBO (``gibo``) from the box centre."""
@@ -154,9 +180,19 @@ class Runner(KindRunner):
         result = from_dp_gibo_result(dp_result)
         wall = time.perf_counter() - start
         evals, losses = iterate_curve(problem, result)
-        return Run("dimension", METHODS[method], seed, dim, evals, losses, losses[-1], result.num_evaluations, wall,
-                   epsilon=None if result.guarantee is None else result.guarantee.epsilon,
-                   extra={"dim": dim, "key": method, "batch_sizes": list(dp_result.release.batch_sizes)})
+        return Run(
+            "dimension",
+            METHODS[method],
+            seed,
+            dim,
+            evals,
+            losses,
+            losses[-1],
+            result.num_evaluations,
+            wall,
+            epsilon=None if result.guarantee is None else result.guarantee.epsilon,
+            extra={"dim": dim, "key": method, "batch_sizes": list(dp_result.release.batch_sizes)},
+        )
 
     def baseline(self, dim: int, seed: int, method: str, budget: int) -> Run:
         r"""Random search or UCB-BO with ``budget`` evaluations."""
@@ -168,18 +204,43 @@ class Runner(KindRunner):
         elif method == "ucb_bo":
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                result = ucb_bo(problem, problem.bounds, num_evaluations=budget, beta=s.ucb_beta,
-                                batch_size=s.ucb_batch or dim + 1, refit_every=s.ucb_refit_every,
-                                raw_samples=s.ucb_raw_samples, num_restarts=s.ucb_num_restarts, seed=seed)
+                result = ucb_bo(
+                    problem,
+                    problem.bounds,
+                    num_evaluations=budget,
+                    beta=s.ucb_beta,
+                    batch_size=s.ucb_batch or dim + 1,
+                    refit_every=s.ucb_refit_every,
+                    raw_samples=s.ucb_raw_samples,
+                    num_restarts=s.ucb_num_restarts,
+                    seed=seed,
+                )
         else:
             raise ValueError(f"unknown baseline {method!r}")
         wall = time.perf_counter() - start
         evals, losses = iterate_curve(problem, result)
-        return Run("dimension", METHODS[method], seed, dim, evals, losses, losses[-1], result.num_evaluations, wall,
-                   extra={"dim": dim, "key": method})
+        return Run(
+            "dimension",
+            METHODS[method],
+            seed,
+            dim,
+            evals,
+            losses,
+            losses[-1],
+            result.num_evaluations,
+            wall,
+            extra={"dim": dim, "key": method},
+        )
 
-    def private_selection(self, dim: int, seed: int, method: str, budget: int, density_update_every: int = 1,
-                          max_points: int | None = None) -> Run:
+    def private_selection(
+        self,
+        dim: int,
+        seed: int,
+        method: str,
+        budget: int,
+        density_update_every: int = 1,
+        max_points: int | None = None,
+    ) -> Run:
         r"""Private random search or DP-HyPO with ``E[K] = private_rs_fraction · budget`` at DP-GIBO's (ε, δ)
         (DP-HyPO's sampling density recomputed every ``density_update_every`` trials, its GP's
         GP seeing the last ``max_points`` trials)."""
@@ -191,33 +252,73 @@ class Runner(KindRunner):
         mean_trials = max(2.0, fraction * budget)
         loss_clip = self.context["pilot"][str(dim)]["loss_clip"]
         if method == "private_rs":
-            mu0 = per_trial_mu_for_epsilon(target_epsilon=target, target_delta=s.target_delta, mean_trials=mean_trials,
-                                           tnb_eta=s.tnb_eta)
-            result = private_random_search(problem, problem.bounds, mean_trials=mean_trials, per_trial_mu=mu0,
-                                           loss_clip=loss_clip, tnb_eta=s.tnb_eta, target_delta=s.target_delta,
-                                           seed=seed)
+            mu0 = per_trial_mu_for_epsilon(
+                target_epsilon=target, target_delta=s.target_delta, mean_trials=mean_trials, tnb_eta=s.tnb_eta
+            )
+            result = private_random_search(
+                problem,
+                problem.bounds,
+                mean_trials=mean_trials,
+                per_trial_mu=mu0,
+                loss_clip=loss_clip,
+                tnb_eta=s.tnb_eta,
+                target_delta=s.target_delta,
+                seed=seed,
+            )
         elif method == "dp_hypo":
-            mu0 = dp_hypo_per_trial_mu_for_epsilon(target_epsilon=target, target_delta=s.target_delta,
-                                                   mean_trials=mean_trials, ratio_upper=s.dp_hypo_ratio,
-                                                   tnb_eta=s.tnb_eta)
+            mu0 = dp_hypo_per_trial_mu_for_epsilon(
+                target_epsilon=target,
+                target_delta=s.target_delta,
+                mean_trials=mean_trials,
+                ratio_upper=s.dp_hypo_ratio,
+                tnb_eta=s.tnb_eta,
+            )
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*(optimization|Optimization|fit).*")
-                result = dp_hypo(problem, problem.bounds, mean_trials=mean_trials, per_trial_mu=mu0,
-                                 loss_clip=loss_clip, ratio_bound=s.dp_hypo_ratio, tnb_eta=s.tnb_eta,
-                                 target_delta=s.target_delta, num_candidates=s.dp_hypo_candidates,
-                                 refit_every=s.dp_hypo_refit_every, density_update_every=density_update_every,
-                                 max_points=max_points,
-                                 candidate_seed=seed, seed=seed)
+                result = dp_hypo(
+                    problem,
+                    problem.bounds,
+                    mean_trials=mean_trials,
+                    per_trial_mu=mu0,
+                    loss_clip=loss_clip,
+                    ratio_bound=s.dp_hypo_ratio,
+                    tnb_eta=s.tnb_eta,
+                    target_delta=s.target_delta,
+                    num_candidates=s.dp_hypo_candidates,
+                    refit_every=s.dp_hypo_refit_every,
+                    density_update_every=density_update_every,
+                    max_points=max_points,
+                    candidate_seed=seed,
+                    seed=seed,
+                )
         else:
             raise ValueError(f"unknown private selection {method!r}")
         wall = time.perf_counter() - start
         final = float(problem.objective(result.theta))
-        return Run("dimension", METHODS[method], seed, dim, [int(round(mean_trials))], [final], final, mean_trials,
-                   wall, epsilon=guarantee_of(result).epsilon,
-                   extra={"dim": dim, "key": method, "per_trial_mu": mu0, "target_epsilon": target,
-                          "realized_trials_NON_PRIVATE": result.num_evaluations,
-                          **({"density_update_every": density_update_every, "max_points": max_points}
-                             if method == "dp_hypo" else {})})
+        return Run(
+            "dimension",
+            METHODS[method],
+            seed,
+            dim,
+            [int(round(mean_trials))],
+            [final],
+            final,
+            mean_trials,
+            wall,
+            epsilon=guarantee_of(result).epsilon,
+            extra={
+                "dim": dim,
+                "key": method,
+                "per_trial_mu": mu0,
+                "target_epsilon": target,
+                "realized_trials_NON_PRIVATE": result.num_evaluations,
+                **(
+                    {"density_update_every": density_update_every, "max_points": max_points}
+                    if method == "dp_hypo"
+                    else {}
+                ),
+            },
+        )
 
 
 def experiment_jobs(settings: Settings, context: dict) -> list[Job]:
@@ -242,16 +343,30 @@ def experiment_jobs(settings: Settings, context: dict) -> list[Job]:
                 if method in ("dp_gibo", "dp_gibo_eta1", "gibo"):
                     jobs.append(Job(label, "gibo", dict(dim=dim, seed=seed, method=method), cost=gibo_cost))
                 elif method in ("random_search", "ucb_bo"):
-                    jobs.append(Job(label, "baseline", dict(dim=dim, seed=seed, method=method), budget_from=main,
-                                    cost=(5.0 if method == "ucb_bo" else 0.2) * gibo_cost))
+                    jobs.append(
+                        Job(
+                            label,
+                            "baseline",
+                            dict(dim=dim, seed=seed, method=method),
+                            budget_from=main,
+                            cost=(5.0 if method == "ucb_bo" else 0.2) * gibo_cost,
+                        )
+                    )
                 else:
                     kwargs = dict(dim=dim, seed=seed, method=method)
                     if method == "dp_hypo" and 0 < settings.dp_hypo_batched_from <= dim:
                         kwargs["density_update_every"] = dim + 1
                         if settings.dp_hypo_batched_max_points > 0:
                             kwargs["max_points"] = settings.dp_hypo_batched_max_points
-                    jobs.append(Job(label, "private_selection", kwargs,
-                                    budget_from=main, cost=(2.0 if method == "dp_hypo" else 0.2) * gibo_cost))
+                    jobs.append(
+                        Job(
+                            label,
+                            "private_selection",
+                            kwargs,
+                            budget_from=main,
+                            cost=(2.0 if method == "dp_hypo" else 0.2) * gibo_cost,
+                        )
+                    )
     return jobs
 
 

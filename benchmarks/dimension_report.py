@@ -56,13 +56,24 @@ def _plot(settings: Settings, runs: list[Run], path: Path) -> None:
         if not dims:
             continue
         stats = [mean_se([r.final_loss for r in cells[(d, key)].values()]) for d in dims]
-        ax.errorbar(dims, [m for m, _ in stats], yerr=[0.0 if math.isnan(se) else se for _, se in stats],
-                    marker="o", capsize=3, label=label)
+        ax.errorbar(
+            dims,
+            [m for m, _ in stats],
+            yerr=[0.0 if math.isnan(se) else se for _, se in stats],
+            marker="o",
+            capsize=3,
+            label=label,
+        )
     for name, field, style in (("loss at θ₀ (centre)", "loss_theta0", ":"), ("loss at ℓ*", "loss_truth", "--")):
         dims = sorted(heads)
         if dims:
-            ax.plot(dims, [statistics.fmean(r.extra[field] for r in heads[d]) for d in dims], style, color="grey",
-                    label=name)
+            ax.plot(
+                dims,
+                [statistics.fmean(r.extra[field] for r in heads[d]) for d in dims],
+                style,
+                color="grey",
+                label=name,
+            )
     all_dims = sorted({d for d, _ in cells} | set(heads))
     if all_dims and min(all_dims) > 0:
         ax.set_xscale("log")
@@ -143,10 +154,12 @@ def write_report(settings: Settings, context: dict, runs: list[Run], out, comman
         hs = heads.get(d, [])
         if hs:
             ratios = [r.extra["headroom_ratio"] for r in hs]
-            lines.append(f"| {d} | {len(hs)} | {_fmt([r.extra['loss_zero'] for r in hs])} | "
-                         f"{_fmt([r.extra['loss_theta0'] for r in hs])} | "
-                         f"{_fmt([r.extra['loss_truth'] for r in hs])} | "
-                         f"{statistics.fmean(ratios):.3f} | {min(ratios):.3f} |")
+            lines.append(
+                f"| {d} | {len(hs)} | {_fmt([r.extra['loss_zero'] for r in hs])} | "
+                f"{_fmt([r.extra['loss_theta0'] for r in hs])} | "
+                f"{_fmt([r.extra['loss_truth'] for r in hs])} | "
+                f"{statistics.fmean(ratios):.3f} | {min(ratios):.3f} |"
+            )
     lines += ["", "## Final loss per method and d (mean ± s.e. over seeds; seeds per cell in brackets)", ""]
     present = [k for k in METHODS if any((d, k) in cells for d in dims)]
     lines.append("| method | ε (target " + f"{target:.3f}) | " + " | ".join(f"d = {d}" for d in dims) + " |")
@@ -158,16 +171,30 @@ def write_report(settings: Settings, context: dict, runs: list[Run], out, comman
             runs_c = cells.get((d, key))
             row.append(f"{_fmt([r.final_loss for r in runs_c.values()])} ({len(runs_c)})" if runs_c else "not run")
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", "Evaluations per run (every method of a cell has DP-GIBO's count on the same seed; private "
-              "selections: expected trials):", "", "| d | evaluations | wall s per run, by method |", "|---|---|---|"]
+    lines += [
+        "",
+        "Evaluations per run (every method of a cell has DP-GIBO's count on the same seed; private "
+        "selections: expected trials):",
+        "",
+        "| d | evaluations | wall s per run, by method |",
+        "|---|---|---|",
+    ]
     for d in dims:
         if (d, "dp_gibo") in cells:
             ev = sorted({int(r.num_evaluations) for r in cells[(d, "dp_gibo")].values()})
-            walls = ", ".join(f"{k}: {statistics.fmean(r.wall_s for r in cells[(d, k)].values()):.1f}"
-                              for k in present if (d, k) in cells)
+            walls = ", ".join(
+                f"{k}: {statistics.fmean(r.wall_s for r in cells[(d, k)].values()):.1f}"
+                for k in present
+                if (d, k) in cells
+            )
             lines.append(f"| {d} | {', '.join(map(str, ev))} | {walls} |")
-    lines += ["", "## DP-GIBO against private random search, per seed (lower final loss wins)", "",
-              "| d | DP-GIBO (E.1 settings) wins | DP-GIBO (η=1 preset) wins | seeds |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "## DP-GIBO against private random search, per seed (lower final loss wins)",
+        "",
+        "| d | DP-GIBO (E.1 settings) wins | DP-GIBO (η=1 preset) wins | seeds |",
+        "|---|---|---|---|",
+    ]
     met = []
     for d in dims:
         ref = cells.get((d, "private_rs"))
@@ -184,29 +211,50 @@ def write_report(settings: Settings, context: dict, runs: list[Run], out, comman
         row.append(str(len(ref)))
         lines.append("| " + " | ".join(row) + " |")
     ok = bool(met) and all(w >= 0.8 * n for _, w, n in met)
-    lines += ["", "**Goal (DP-GIBO, E.1 settings):** " + (
-        ("met" if ok else "NOT met") + " at the d ≥ 30 that were run ("
-        + ", ".join(f"d = {d}: {w}/{n}" for d, w, n in met) + ")" if met else "no d ≥ 30 was run") + ".", ""]
+    lines += [
+        "",
+        "**Goal (DP-GIBO, E.1 settings):** "
+        + (
+            ("met" if ok else "NOT met")
+            + " at the d ≥ 30 that were run ("
+            + ", ".join(f"d = {d}: {w}/{n}" for d, w, n in met)
+            + ")"
+            if met
+            else "no d ≥ 30 was run"
+        )
+        + ".",
+        "",
+    ]
     if s.dp_hypo_fraction < 1:
-        lines += [f"DP-HyPO ran with a REDUCED budget: E[K] = {s.dp_hypo_fraction:g} · DP-GIBO's evaluations "
-                  "(its GP refits make the full budget too costly here), at the same (ε, δ).", ""]
+        lines += [
+            f"DP-HyPO ran with a REDUCED budget: E[K] = {s.dp_hypo_fraction:g} · DP-GIBO's evaluations "
+            "(its GP refits make the full budget too costly here), at the same (ε, δ).",
+            "",
+        ]
     batched = sorted({r.extra["dim"] for r in runs if r.extra.get("density_update_every", 1) > 1})
     if batched:
-        fit = sorted({r.extra.get("max_points") for r in runs if r.extra.get("density_update_every", 1) > 1},
-                     key=str)
-        lines += [f"DP-HyPO at d = {', '.join(map(str, batched))} recomputed its sampling density once per d + 1 "
-                  "trials (a batch, like DP-GIBO's), elsewhere at every trial, and its GP saw (fit and posterior) "
-                  f"the last {' / '.join('all' if f is None else str(f) for f in fit)} trials; the bound is the same.",
-                  ""]
+        fit = sorted({r.extra.get("max_points") for r in runs if r.extra.get("density_update_every", 1) > 1}, key=str)
+        lines += [
+            f"DP-HyPO at d = {', '.join(map(str, batched))} recomputed its sampling density once per d + 1 "
+            "trials (a batch, like DP-GIBO's), elsewhere at every trial, and its GP saw (fit and posterior) "
+            f"the last {' / '.join('all' if f is None else str(f) for f in fit)} trials; the bound is the same.",
+            "",
+        ]
     lines += ["## Cells not run (by these settings)", ""]
     not_run = [(d, [METHODS[k] for k in METHODS if (d, k) not in cells]) for d in dims]
-    lines += [f"- d = {d}: " + "; ".join(missing) for d, missing in not_run if missing] or \
-        ["None: every method ran at every d."]
+    lines += [f"- d = {d}: " + "; ".join(missing) for d, missing in not_run if missing] or [
+        "None: every method ran at every d."
+    ]
     lines += [""]
-    lines += ["## Pilot (public clip bounds per d, problem seed " + f"{s.pilot_seed})", "",
-              f"DP-GIBO's B from the pilot {'around θ₀' if 'pilot_theta0' in context else 'at uniform θ'}; the "
-              "private selections' C from the pilot at uniform θ.", "",
-              "| d | DP-GIBO clip B | loss clip C |", "|---|---|---|"]
+    lines += [
+        "## Pilot (public clip bounds per d, problem seed " + f"{s.pilot_seed})",
+        "",
+        f"DP-GIBO's B from the pilot {'around θ₀' if 'pilot_theta0' in context else 'at uniform θ'}; the "
+        "private selections' C from the pilot at uniform θ.",
+        "",
+        "| d | DP-GIBO clip B | loss clip C |",
+        "|---|---|---|",
+    ]
     for d in dims:
         p = context.get("pilot", {}).get(str(d))
         if p:
@@ -215,7 +263,11 @@ def write_report(settings: Settings, context: dict, runs: list[Run], out, comman
     md = out / "dimension.md"
     md.write_text("\n".join(lines))
     _plot(s, runs, out / "dimension.png")
-    (out / "dimension_runs.json").write_text(json.dumps(
-        {"settings": asdict(s), "context": context, "runs": [asdict(r) for r in runs]}, ensure_ascii=False,
-        default=lambda x: None if isinstance(x, float) and math.isinf(x) else str(x)))
+    (out / "dimension_runs.json").write_text(
+        json.dumps(
+            {"settings": asdict(s), "context": context, "runs": [asdict(r) for r in runs]},
+            ensure_ascii=False,
+            default=lambda x: None if isinstance(x, float) and math.isinf(x) else str(x),
+        )
+    )
     return md

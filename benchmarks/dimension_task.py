@@ -41,9 +41,20 @@ PRIVATE = ("dp_gibo", "dp_gibo_eta1", "private_rs", "dp_hypo")
 
 #: Fields that only choose which jobs run (left out of the CLI run store's header): a job's key names
 #: its kind, d, seed and method, and a baseline's budget is its cell's DP-GIBO run.
-SELECTION_FIELDS = ("seeds", "high_dim_seeds", "extra_seeds", "methods", "high_dim_from", "high_dim_methods",
-                    "extra_seeds_max_dim", "ucb_bo_max_dim", "dp_hypo_max_dim", "gibo_max_dim", "dp_hypo_batched_from",
-                    "dp_hypo_batched_max_points")
+SELECTION_FIELDS = (
+    "seeds",
+    "high_dim_seeds",
+    "extra_seeds",
+    "methods",
+    "high_dim_from",
+    "high_dim_methods",
+    "extra_seeds_max_dim",
+    "ucb_bo_max_dim",
+    "dp_hypo_max_dim",
+    "gibo_max_dim",
+    "dp_hypo_batched_from",
+    "dp_hypo_batched_max_points",
+)
 
 
 @dataclass
@@ -122,11 +133,29 @@ class Settings:
 def quick_settings() -> Settings:
     r"""A smoke configuration that keeps every code path (seconds on one core)."""
     return Settings(
-        mode="quick", dims=(2, 3), seeds=(0,), extra_seeds=(1,), extra_seeds_max_dim=2, high_dim_from=3,
-        high_dim_methods=("dp_gibo", "random_search", "ucb_bo"), high_dim_seeds=(0,), ucb_bo_max_dim=2,
-        dp_hypo_max_dim=2, relevant=1, n_train=40, n_val=60, iterations=2, raw_samples=8, acqf_maxiter=5,
-        dp_hypo_candidates=16, dp_hypo_refit_every=2, dp_hypo_batched_from=2, dp_hypo_batched_max_points=4,
-        ucb_refit_every=2, ucb_raw_samples=8, pilot_points=2,
+        mode="quick",
+        dims=(2, 3),
+        seeds=(0,),
+        extra_seeds=(1,),
+        extra_seeds_max_dim=2,
+        high_dim_from=3,
+        high_dim_methods=("dp_gibo", "random_search", "ucb_bo"),
+        high_dim_seeds=(0,),
+        ucb_bo_max_dim=2,
+        dp_hypo_max_dim=2,
+        relevant=1,
+        n_train=40,
+        n_val=60,
+        iterations=2,
+        raw_samples=8,
+        acqf_maxiter=5,
+        dp_hypo_candidates=16,
+        dp_hypo_refit_every=2,
+        dp_hypo_batched_from=2,
+        dp_hypo_batched_max_points=4,
+        ucb_refit_every=2,
+        ucb_raw_samples=8,
+        pilot_points=2,
     )
 
 
@@ -154,9 +183,12 @@ def dimension_problem(settings: Settings, dim: int, seed: int) -> GPRegressionLe
     r"""The GP length-scale problem of cell (``dim``, ``seed``): ``n_val`` users, ``n_train`` training points."""
     n_total = settings.n_train + settings.n_val
     return GPRegressionLengthscales(
-        dim=dim, n_total=n_total, train_fraction=settings.n_train / n_total,
+        dim=dim,
+        n_total=n_total,
+        train_fraction=settings.n_train / n_total,
         lengthscale_bounds=(settings.lengthscale_low, settings.lengthscale_high),
-        true_lengthscales=generating_lengthscales(settings, dim, seed), seed=seed,
+        true_lengthscales=generating_lengthscales(settings, dim, seed),
+        seed=seed,
     )
 
 

@@ -56,9 +56,26 @@ from benchmarks.paper import pilot
 from benchmarks.runs import Run
 
 __all__ = [
-    "METHODS", "SELECTION_FIELDS", "VARIANTS", "LogLengthscales", "Runner", "Settings", "Variant",
-    "centred_gradient_weights", "experiment_jobs", "extend_rs_curve", "gradient_alignment", "make_problem",
-    "make_runner", "prepare", "quick_settings", "render", "run_seed", "rs_key", "summarise", "write_report",
+    "METHODS",
+    "SELECTION_FIELDS",
+    "VARIANTS",
+    "LogLengthscales",
+    "Runner",
+    "Settings",
+    "Variant",
+    "centred_gradient_weights",
+    "experiment_jobs",
+    "extend_rs_curve",
+    "gradient_alignment",
+    "make_problem",
+    "make_runner",
+    "prepare",
+    "quick_settings",
+    "render",
+    "run_seed",
+    "rs_key",
+    "summarise",
+    "write_report",
 ]
 
 
@@ -86,8 +103,9 @@ SELECTION_FIELDS = ("seeds", "methods")
 
 def quick_settings() -> Settings:
     r"""A small E.1 (d = 3, n = 100, T = 2) that keeps every code path."""
-    quick = dataclasses.replace(paper.Settings.quick(), gp_dim=3, gp_n_total=100, iterations=2, seeds=(0, 1),
-                                pilot_points=1, raw_samples=8)
+    quick = dataclasses.replace(
+        paper.Settings.quick(), gp_dim=3, gp_n_total=100, iterations=2, seeds=(0, 1), pilot_points=1, raw_samples=8
+    )
     return Settings(**dataclasses.asdict(quick), variants=("baseline", "centred"), rs_budget=60)
 
 
@@ -116,13 +134,27 @@ def experiment_jobs(settings: Settings, context: dict) -> list[Job]:
         for name in settings.variants:
             for method in settings.methods:
                 clip = None if method.startswith("GIBO") else context["clips"][name]
-                jobs.append(Job(f"{name} {method} seed {seed}", "gibo",
-                                dict(variant=name, method=method, seed=seed, clip=clip),
-                                cost=cost * VARIANTS[name].iterations / 25))
+                jobs.append(
+                    Job(
+                        f"{name} {method} seed {seed}",
+                        "gibo",
+                        dict(variant=name, method=method, seed=seed, clip=clip),
+                        cost=cost * VARIANTS[name].iterations / 25,
+                    )
+                )
         for space in dict.fromkeys(_space(name) for name in settings.variants):
-            jobs.append(Job(f"random search {space} seed {seed}", "random_search",
-                            dict(variant=next(n for n in settings.variants if _space(n) == space), seed=seed,
-                                 budget=settings.rs_budget), cost=0.2 * cost * settings.rs_budget / 240))
+            jobs.append(
+                Job(
+                    f"random search {space} seed {seed}",
+                    "random_search",
+                    dict(
+                        variant=next(n for n in settings.variants if _space(n) == space),
+                        seed=seed,
+                        budget=settings.rs_budget,
+                    ),
+                    cost=0.2 * cost * settings.rs_budget / 240,
+                )
+            )
     return jobs
 
 
@@ -136,15 +168,34 @@ class Runner(KindRunner):
         start = time.perf_counter()
         (r,) = run_seed(self.settings, variant, seed, clip, (method,))
         extra = {k: r[k] for k in ("initial_loss", "clip", "final_theta")}
-        return Run("e1", r["method"], r["seed"], r["variant"], r["evals"], r["losses"], r["final_loss"],
-                   r["num_evaluations"], time.perf_counter() - start, extra=extra)
+        return Run(
+            "e1",
+            r["method"],
+            r["seed"],
+            r["variant"],
+            r["evals"],
+            r["losses"],
+            r["final_loss"],
+            r["num_evaluations"],
+            time.perf_counter() - start,
+            extra=extra,
+        )
 
     def random_search(self, variant: str, seed: int, budget: int) -> Run:
         r"""The random-search curve of the variant's search box and ``seed``, ``budget`` evaluations long."""
         start = time.perf_counter()
         curve = extend_rs_curve(self.settings, variant, seed, [], budget)
-        return Run("e1", "random search (non-private)", seed, _space(variant), list(range(1, len(curve) + 1)), curve,
-                   curve[-1], len(curve), time.perf_counter() - start)
+        return Run(
+            "e1",
+            "random search (non-private)",
+            seed,
+            _space(variant),
+            list(range(1, len(curve) + 1)),
+            curve,
+            curve[-1],
+            len(curve),
+            time.perf_counter() - start,
+        )
 
 
 def make_runner(settings: Settings, context: dict) -> RunJob:
@@ -155,14 +206,25 @@ def make_runner(settings: Settings, context: dict) -> RunJob:
 def write_report(settings: Settings, context: dict, runs: list[Run], out: Path, command: str) -> Path:
     r"""``out/e1.md``: the table of ``render`` (random search read at each run's budget)."""
     curves = {f"{r.setting}/{settings.mode}/{r.seed}": r.losses for r in runs if r.method.startswith("random")}
-    records = [dict(variant=r.setting, method=r.method, seed=r.seed, final_loss=r.final_loss,
-                    num_evaluations=int(r.num_evaluations)) for r in runs if r.method in METHODS]
+    records = [
+        dict(
+            variant=r.setting,
+            method=r.method,
+            seed=r.seed,
+            final_loss=r.final_loss,
+            num_evaluations=int(r.num_evaluations),
+        )
+        for r in runs
+        if r.method in METHODS
+    ]
     names = [n for n in VARIANTS if any(r["variant"] == n for r in records)]
     text = render(summarise(records, names, curves, settings), command)
     wall = context.get("wall_s")
     if wall is not None:
-        text += f"\nWall time {wall:.0f} s ({context.get('execution', '')}); DP-GIBO clip bounds B per variant " \
-                f"(pilot on an independent synthetic draw): {context.get('clips')}.\n"
+        text += (
+            f"\nWall time {wall:.0f} s ({context.get('execution', '')}); DP-GIBO clip bounds B per variant "
+            f"(pilot on an independent synthetic draw): {context.get('clips')}.\n"
+        )
     path = out / "e1.md"
     path.write_text(text)
     return path

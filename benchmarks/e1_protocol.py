@@ -28,6 +28,7 @@ from botorch_dp.problems.base import PerUserProblem
 
 METHODS = ("GIBO (non-private)", "DP-GIBO (μ=1)")
 
+
 @dataclass(frozen=True)
 class Variant:
     r"""One change of the E.1 protocol (defaults: the protocol of ``reports/``)."""
@@ -46,13 +47,12 @@ VARIANTS: dict[str, Variant] = {
     "eta1": Variant(step_size=1.0, note="AdaGrad η = 1"),
     "centred_eta1": Variant(centre_losses=True, step_size=1.0, note="centred losses and η = 1"),
     "log": Variant(log_lengthscales=True, note="log length-scales, box [ln 0.05, ln 5]"),
-    "centred_eta1_log": Variant(centre_losses=True, step_size=1.0, log_lengthscales=True,
-                                note="centred losses, η = 1, log length-scales"),
+    "centred_eta1_log": Variant(
+        centre_losses=True, step_size=1.0, log_lengthscales=True, note="centred losses, η = 1, log length-scales"
+    ),
     "theta0_centre": Variant(theta0="centre", note="θ₀ = box centre"),
     "T50": Variant(iterations=50, note="T = 50"),
 }
-
-
 
 
 class LogLengthscales(PerUserProblem):
@@ -74,8 +74,6 @@ class LogLengthscales(PerUserProblem):
     def evaluate_true(self, X: Tensor) -> Tensor:
         r"""Per-user losses at the length-scales ``exp X`` (``q x d`` → ``q x n``)."""
         return self.base.evaluate_true(X.exp())
-
-
 
 
 @contextlib.contextmanager
@@ -115,9 +113,14 @@ def make_problem(settings: paper.Settings, variant: Variant, seed: int) -> tuple
     return base, theta0
 
 
-
-def run_seed(settings: paper.Settings, variant_name: str, seed: int, clip: float | None,
-             methods: tuple[str, ...] = METHODS, done: Collection[str] = frozenset()) -> list[dict]:
+def run_seed(
+    settings: paper.Settings,
+    variant_name: str,
+    seed: int,
+    clip: float | None,
+    methods: tuple[str, ...] = METHODS,
+    done: Collection[str] = frozenset(),
+) -> list[dict]:
     r"""The variant's runs of ``methods`` on ``seed``.
 
     Args:
@@ -141,12 +144,21 @@ def run_seed(settings: paper.Settings, variant_name: str, seed: int, clip: float
         if clip is None and not math.isinf(mu):
             raise ValueError(f"clip: {method} needs a clip bound, got None")
         config = DPGIBOConfig(
-            bounds=problem.bounds, kernel=problem.recommended_kernel(), num_iterations=v.iterations,
-            privacy_mu=mu, clip_bound=NO_CLIP if clip is None or math.isinf(mu) else clip, step_size=v.step_size,
-            step_rule="adagrad", bias_tolerance=settings.bias_tolerance,
+            bounds=problem.bounds,
+            kernel=problem.recommended_kernel(),
+            num_iterations=v.iterations,
+            privacy_mu=mu,
+            clip_bound=NO_CLIP if clip is None or math.isinf(mu) else clip,
+            step_size=v.step_size,
+            step_rule="adagrad",
+            bias_tolerance=settings.bias_tolerance,
             noise_variance=paper.fit_noise_variance(problem),
-            search_radius=settings.search_radius, theta0=theta0, seed=seed, target_delta=settings.target_delta,
-            raw_samples=settings.raw_samples, num_restarts=settings.num_restarts,
+            search_radius=settings.search_radius,
+            theta0=theta0,
+            seed=seed,
+            target_delta=settings.target_delta,
+            raw_samples=settings.raw_samples,
+            num_restarts=settings.num_restarts,
             batch_search=paper.batch_search(settings),
         )
         start = time.perf_counter()
@@ -155,16 +167,27 @@ def run_seed(settings: paper.Settings, variant_name: str, seed: int, clip: float
             dp_result = DPGIBO(config).run(problem, progress=False)
         result = from_dp_gibo_result(dp_result)
         evals, losses = iterate_curve(problem, result)
-        records.append(dict(variant=variant_name, method=method, seed=seed, final_loss=losses[-1],
-                            initial_loss=losses[0], num_evaluations=int(result.num_evaluations),
-                            clip=None if math.isinf(mu) else clip, wall_s=time.perf_counter() - start,
-                            evals=evals, losses=losses, final_theta=result.theta.tolist()))
+        records.append(
+            dict(
+                variant=variant_name,
+                method=method,
+                seed=seed,
+                final_loss=losses[-1],
+                initial_loss=losses[0],
+                num_evaluations=int(result.num_evaluations),
+                clip=None if math.isinf(mu) else clip,
+                wall_s=time.perf_counter() - start,
+                evals=evals,
+                losses=losses,
+                final_theta=result.theta.tolist(),
+            )
+        )
     return records
 
 
-
-def gradient_alignment(settings: paper.Settings, seed: int, log_lengthscales: bool = False,
-                       batch_seed: int = 0) -> dict:
+def gradient_alignment(
+    settings: paper.Settings, seed: int, log_lengthscales: bool = False, batch_seed: int = 0
+) -> dict:
     r"""How well one batch's gradient estimate points along the true gradient at θ₀ (NON-PRIVATE).
 
     ``d + 1`` uniform points in the search box (half-width ``search_radius``) around θ₀, the
@@ -199,10 +222,16 @@ def gradient_alignment(settings: paper.Settings, seed: int, log_lengthscales: bo
         return float(g @ truth / (g.norm() * truth.norm()).clamp_min(1e-300))
 
     zero, centred = A @ y, A @ (y - y.mean())
-    return dict(seed=seed, log=log_lengthscales, cos_zero_mean=cos(zero), cos_centred=cos(centred),
-                norm_true=float(truth.norm()), norm_zero_mean=float(zero.norm()), norm_centred=float(centred.norm()),
-                mean_loss=float(y.mean()))
-
+    return dict(
+        seed=seed,
+        log=log_lengthscales,
+        cos_zero_mean=cos(zero),
+        cos_centred=cos(centred),
+        norm_true=float(truth.norm()),
+        norm_zero_mean=float(zero.norm()),
+        norm_centred=float(centred.norm()),
+        mean_loss=float(y.mean()),
+    )
 
 
 def rs_key(settings: paper.Settings, variant_name: str, seed: int) -> str:
@@ -211,9 +240,9 @@ def rs_key(settings: paper.Settings, variant_name: str, seed: int) -> str:
     return f"{space}/{settings.mode}/{seed}"
 
 
-
-def extend_rs_curve(settings: paper.Settings, variant_name: str, seed: int, curve: list[float],
-                    budget: int) -> list[float]:
+def extend_rs_curve(
+    settings: paper.Settings, variant_name: str, seed: int, curve: list[float], budget: int
+) -> list[float]:
     r"""The random-search curve of ``seed`` (best loss after 1, 2, ... evaluations) up to ``budget``.
 
     ``random_search(seed=s)`` draws its points from one generator, so its first ``m`` points
@@ -222,7 +251,7 @@ def extend_rs_curve(settings: paper.Settings, variant_name: str, seed: int, curv
     if budget <= len(curve):
         return curve
     problem, _ = make_problem(settings, VARIANTS[variant_name], seed)
-    X = uniform_points(problem.bounds, budget, torch.Generator().manual_seed(int(seed)))[len(curve):]
+    X = uniform_points(problem.bounds, budget, torch.Generator().manual_seed(int(seed)))[len(curve) :]
     values = torch.cat([problem.objective(chunk) for chunk in X.split(32)])
     best = torch.cummin(values, 0).values
     if curve:

@@ -10,8 +10,9 @@ from benchmarks.e1_protocol import METHODS, VARIANTS, rs_key
 from benchmarks.runs import mean_se
 
 
-def summarise(records: list[dict], variant_names: list[str], rs_curves: dict[str, list[float]],
-              settings: paper.Settings) -> list[dict]:
+def summarise(
+    records: list[dict], variant_names: list[str], rs_curves: dict[str, list[float]], settings: paper.Settings
+) -> list[dict]:
     r"""Per variant and method: mean ± s.e., median, and wins per seed against random search.
 
     Random search is read at each run's own evaluation count on the same seed and search box
@@ -35,12 +36,23 @@ def summarise(records: list[dict], variant_names: list[str], rs_curves: dict[str
                 rs.append(curve[r["num_evaluations"] - 1])
                 wins += r["final_loss"] < rs[-1]
             rs_m, rs_se = mean_se(rs) if rs else (math.nan, math.nan)
-            rows.append(dict(variant=name, method=method, seeds=len(runs), mean=m, se=se,
-                             median=statistics.median(losses),
-                             evaluations=statistics.fmean(r["num_evaluations"] for r in runs),
-                             rs_mean=rs_m, rs_se=rs_se, rs_median=statistics.median(rs) if rs else math.nan,
-                             wins_vs_rs=f"{wins}/{len(rs)}", rs_missing=missing,
-                             per_seed={r["seed"]: r["final_loss"] for r in runs}))
+            rows.append(
+                dict(
+                    variant=name,
+                    method=method,
+                    seeds=len(runs),
+                    mean=m,
+                    se=se,
+                    median=statistics.median(losses),
+                    evaluations=statistics.fmean(r["num_evaluations"] for r in runs),
+                    rs_mean=rs_m,
+                    rs_se=rs_se,
+                    rs_median=statistics.median(rs) if rs else math.nan,
+                    wins_vs_rs=f"{wins}/{len(rs)}",
+                    rs_missing=missing,
+                    per_seed={r["seed"]: r["final_loss"] for r in runs},
+                )
+            )
     return rows
 
 
@@ -50,21 +62,34 @@ def _pm(m: float, se: float) -> str:
 
 def render(rows: list[dict], command: str) -> str:
     r"""The summary table as markdown."""
-    lines = ["# E.1 investigation: runs (benchmarks.e1)", "",
-             f"Command: `{command}`", "",
-             "Final validation loss (NON-PRIVATE diagnostic) of the returned point (the last iterate), mean ± s.e. "
-             "over seeds; random search (RS) is read at each run's own evaluation count on the same seed and "
-             "box; wins = seeds where the method is strictly lower than RS.", "",
-             "| variant | change | method | seeds | evaluations (mean) | final loss | median | RS at same budgets | "
-             "RS median | wins vs RS |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# E.1 investigation: runs (benchmarks.e1)",
+        "",
+        f"Command: `{command}`",
+        "",
+        "Final validation loss (NON-PRIVATE diagnostic) of the returned point (the last iterate), mean ± s.e. "
+        "over seeds; random search (RS) is read at each run's own evaluation count on the same seed and "
+        "box; wins = seeds where the method is strictly lower than RS.",
+        "",
+        "| variant | change | method | seeds | evaluations (mean) | final loss | median | RS at same budgets | "
+        "RS median | wins vs RS |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         missing = f" ({r['rs_missing']} without RS)" if r["rs_missing"] else ""
-        lines.append(f"| {r['variant']} | {VARIANTS[r['variant']].note} | {r['method']} | {r['seeds']} | "
-                     f"{r['evaluations']:.0f} | {_pm(r['mean'], r['se'])} | {r['median']:.4f} | "
-                     f"{_pm(r['rs_mean'], r['rs_se'])} | {r['rs_median']:.4f} | {r['wins_vs_rs']}{missing} |")
-    lines += ["", "Per seed (final loss):", "", "| variant | method | " + " | ".join(
-        f"seed {s}" for s in sorted({s for r in rows for s in r["per_seed"]})) + " |"]
+        lines.append(
+            f"| {r['variant']} | {VARIANTS[r['variant']].note} | {r['method']} | {r['seeds']} | "
+            f"{r['evaluations']:.0f} | {_pm(r['mean'], r['se'])} | {r['median']:.4f} | "
+            f"{_pm(r['rs_mean'], r['rs_se'])} | {r['rs_median']:.4f} | {r['wins_vs_rs']}{missing} |"
+        )
+    lines += [
+        "",
+        "Per seed (final loss):",
+        "",
+        "| variant | method | "
+        + " | ".join(f"seed {s}" for s in sorted({s for r in rows for s in r["per_seed"]}))
+        + " |",
+    ]
     seeds = sorted({s for r in rows for s in r["per_seed"]})
     lines.append("|---|---|" + "---|" * len(seeds))
     for r in rows:

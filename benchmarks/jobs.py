@@ -23,8 +23,17 @@ from benchmarks.runs import Run
 from benchmarks.store import RunStore
 from botorch_dp.evaluation import SerialExecutor, init_one_thread_worker, process_pool
 
-__all__ = ["Job", "KindRunner", "RunJob", "critical_paths", "init_one_thread_worker", "job_kwargs", "process_pool",
-           "reused_run", "run_jobs"]
+__all__ = [
+    "Job",
+    "KindRunner",
+    "RunJob",
+    "critical_paths",
+    "init_one_thread_worker",
+    "job_kwargs",
+    "process_pool",
+    "reused_run",
+    "run_jobs",
+]
 
 #: ``run_job(kind, kwargs) -> Run``: runs one job (picklable for process pools).
 RunJob = Callable[[str, dict], Run]
@@ -114,8 +123,13 @@ def unstored_jobs(jobs: list[Job], store: RunStore) -> list[str]:
 def reused_run(job: Job, source: Run) -> Run:
     r"""``source`` relabelled with the experiment, method and setting of the reusing ``job``."""
     k = job.kwargs
-    return dataclasses.replace(source, experiment=k["experiment"], method=k["method"], setting=k["setting"],
-                               extra={**source.extra, "reused": True})
+    return dataclasses.replace(
+        source,
+        experiment=k["experiment"],
+        method=k["method"],
+        setting=k["setting"],
+        extra={**source.extra, "reused": True},
+    )
 
 
 def critical_paths(jobs: list[Job]) -> list[float]:
@@ -127,8 +141,15 @@ def critical_paths(jobs: list[Job]) -> list[float]:
     return cp
 
 
-def run_jobs(jobs: list[Job], run_job: RunJob, *, workers: int | None = None,
-             executor: cf.Executor | None = None, progress: bool = True, store: RunStore | None = None) -> list[Run]:
+def run_jobs(
+    jobs: list[Job],
+    run_job: RunJob,
+    *,
+    workers: int | None = None,
+    executor: cf.Executor | None = None,
+    progress: bool = True,
+    store: RunStore | None = None,
+) -> list[Run]:
     r"""Run ``jobs`` and return their ``Run`` objects in job order (whatever order they finished in).
 
     Every job whose sources are done is submitted to the executor, longest critical path
@@ -174,8 +195,15 @@ def run_jobs(jobs: list[Job], run_job: RunJob, *, workers: int | None = None,
     return done
 
 
-def _schedule(jobs: list[Job], run_job: RunJob, executor: cf.Executor, max_in_flight: int,
-              results: list[Run | None], bar, store: RunStore | None) -> None:
+def _schedule(
+    jobs: list[Job],
+    run_job: RunJob,
+    executor: cf.Executor,
+    max_in_flight: int,
+    results: list[Run | None],
+    bar,
+    store: RunStore | None,
+) -> None:
     r"""Submit ready jobs to ``executor`` (longest critical path first) until all are done."""
     cp = critical_paths(jobs)
     pending = set(range(len(jobs)))
@@ -184,8 +212,9 @@ def _schedule(jobs: list[Job], run_job: RunJob, executor: cf.Executor, max_in_fl
         progressed = True
         while progressed:  # copy reused runs here; submit ready jobs while workers are free
             progressed = False
-            ready = sorted((i for i in pending if all(results[d] is not None for d in jobs[i].deps)),
-                           key=lambda i: (-cp[i], i))
+            ready = sorted(
+                (i for i in pending if all(results[d] is not None for d in jobs[i].deps)), key=lambda i: (-cp[i], i)
+            )
             for i in ready:
                 reuse_of = jobs[i].reuse_of
                 if reuse_of is not None:

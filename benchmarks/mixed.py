@@ -27,12 +27,10 @@ diagnostic. With ``seeded_noise`` the privacy noise is derived from the replicat
 from __future__ import annotations
 
 import time
-import warnings
 from typing import Any
 
-import torch
-
 from benchmarks.jobs import Job, KindRunner
+from benchmarks.mixed_bo import mixed_bo
 from benchmarks.mixed_report import REPORT_MD, report_text, write_report  # noqa: F401  (re-exported)
 from benchmarks.mixed_task import (  # noqa: F401  (re-exported)
     DP_HYPO,
@@ -56,73 +54,41 @@ from benchmarks.mixed_task import (  # noqa: F401  (re-exported)
 )
 from benchmarks.runs import Run
 from botorch_dp import tune
-from botorch_dp.baselines import (
-    BaselineResult,
-    dp_hypo,
-    private_random_search,
-    random_search,
-)
-from botorch_dp.baselines.base import incumbent_history
+from botorch_dp.baselines import BaselineResult, dp_hypo, private_random_search, random_search
 from botorch_dp.plan.method_protocol import MethodRun
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon
 from botorch_dp.utils import child_seeds, torch_threads
 
-__all__ = ["EXPERIMENT", "METHODS", "Runner", "Settings", "experiment_jobs", "make_runner", "mixed_bo", "prepare",
-           "quick_settings", "write_report"]
+__all__ = [
+    "EXPERIMENT",
+    "METHODS",
+    "Runner",
+    "Settings",
+    "experiment_jobs",
+    "make_runner",
+    "mixed_bo",
+    "prepare",
+    "quick_settings",
+    "write_report",
+]
 
 #: The ``Run.experiment`` of every run of this module.
 EXPERIMENT = "mixed"
 _NOISE_STREAM = {TUNE: 1, PRIVATE_RS: 2, DP_HYPO: 3, TUNE_AUTO: 4}
 
+
 def prepare(settings: Settings) -> dict:
     r"""No pilot: the public facts the report quotes (the space and its encoding's dimension)."""
     space = search_space(settings)
     encoding = MixedEncoding(space)
-    return {"space": space.describe(), "configurations": len(space.configurations()), "dim": space.dim,
-            "encoded_dim": encoding.dim}
+    return {
+        "space": space.describe(),
+        "configurations": len(space.configurations()),
+        "dim": space.dim,
+        "encoded_dim": encoding.dim,
+    }
 
-def mixed_bo(objective: EncodedObjective, encoding: MixedEncoding, *, budget: int, num_initial: int, batch: int,
-             raw_samples: int, num_restarts: int, maxiter: int, seed: int) -> BaselineResult:
-    r"""NON-PRIVATE BoTorch mixed BO on ``objective`` with ``budget`` evaluations.
-
-    ``num_initial`` uniform encoded points, then batches of ``batch`` points from
-    ``optimize_acqf_mixed`` (qLogExpectedImprovement on a ``MixedSingleTaskGP`` fitted to
-    the negated mean losses, the categoricals as index coordinates, one fixed-feature dict per
-    configuration; ``maxiter`` L-BFGS-B iterations). Returns the incumbent (best observed mean loss)
-    in the cube encoding.
-    """
-    from botorch.acquisition.logei import qLogExpectedImprovement
-    from botorch.fit import fit_gpytorch_mll
-    from botorch.models import MixedSingleTaskGP
-    from botorch.optim import optimize_acqf_mixed
-    from gpytorch.mlls import ExactMarginalLogLikelihood
-
-    d, c = encoding.space.dim, len(encoding.sizes)
-    gen = torch.Generator().manual_seed(seed)
-    X = torch.rand(min(num_initial, budget), encoding.dim, generator=gen, dtype=torch.float64)
-    means = objective(X).mean(-1)
-    sizes = torch.tensor(encoding.sizes, dtype=torch.float64)
-    bounds = torch.cat([torch.stack([torch.zeros(d), torch.ones(d)]).to(torch.float64),
-                        torch.stack([torch.zeros(c), sizes - 1])], dim=1)
-    fixed = [{d + j: float(i) for j, i in enumerate(row)}
-             for row in torch.cartesian_prod(*[torch.arange(m) for m in encoding.sizes]).reshape(-1, c).tolist()]
-    while X.shape[0] < budget:
-        Z = torch.cat([X[:, :d], encoding.indices(X).to(torch.float64)], dim=1)
-        model = MixedSingleTaskGP(Z, -means[:, None], cat_dims=list(range(d, d + c)))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-            acq = qLogExpectedImprovement(model, best_f=float((-means).max()))
-            q = min(batch, budget - X.shape[0])
-            Znew, _ = optimize_acqf_mixed(acq, bounds, q=q, num_restarts=num_restarts, raw_samples=raw_samples,
-                                          fixed_features_list=fixed, options={"maxiter": maxiter})
-        Xnew = torch.cat([Znew[:, :d], encoding.centres(Znew[:, d:].round().long())], dim=1)
-        X = torch.cat([X, Xnew])
-        means = torch.cat([means, objective(Xnew).mean(-1)])
-    history = incumbent_history(X, means)
-    return BaselineResult(theta=X[int(torch.argmin(means))], num_evaluations=X.shape[0], guarantee=None,
-                          history=history)
 
 class Runner(KindRunner):
     r"""Runs one job of one method and returns a ``Run``; picklable (settings and context only)."""
@@ -152,28 +118,89 @@ class Runner(KindRunner):
         return child_seeds([seed, _NOISE_STREAM[method], int(round(epsilon * 1000))], 1)[0]
 
     @staticmethod
-    def _run(method: str, seed: int, setting: Any, diag: dict, hyperparameters: dict, start: float,
-             num_evaluations: float, epsilon: float | None, trainings: int, extra: dict) -> Run:
-        return Run(EXPERIMENT, method, seed, setting, [int(round(num_evaluations))], [diag["validation_loss"]],
-                   diag["validation_loss"], num_evaluations, time.perf_counter() - start, epsilon=epsilon,
-                   extra={"test_loss": diag["test_loss"], "test_accuracy": diag["test_accuracy"],
-                          "validation_accuracy": diag["validation_accuracy"], "hyperparameters": hyperparameters,
-                          "trainings": trainings, **extra})
+    def _run(
+        method: str,
+        seed: int,
+        setting: Any,
+        diag: dict,
+        hyperparameters: dict,
+        start: float,
+        num_evaluations: float,
+        epsilon: float | None,
+        trainings: int,
+        extra: dict,
+    ) -> Run:
+        return Run(
+            EXPERIMENT,
+            method,
+            seed,
+            setting,
+            [int(round(num_evaluations))],
+            [diag["validation_loss"]],
+            diag["validation_loss"],
+            num_evaluations,
+            time.perf_counter() - start,
+            epsilon=epsilon,
+            extra={
+                "test_loss": diag["test_loss"],
+                "test_accuracy": diag["test_accuracy"],
+                "validation_accuracy": diag["validation_accuracy"],
+                "hyperparameters": hyperparameters,
+                "trainings": trainings,
+                **extra,
+            },
+        )
 
-    def _encoded_run(self, method: str, seed: int, setting: Any, result: BaselineResult,
-                     objective: EncodedObjective, encoding: MixedEncoding, start: float, num_evaluations: float,
-                     extra: dict) -> Run:
+    def _encoded_run(
+        self,
+        method: str,
+        seed: int,
+        setting: Any,
+        result: BaselineResult,
+        objective: EncodedObjective,
+        encoding: MixedEncoding,
+        start: float,
+        num_evaluations: float,
+        extra: dict,
+    ) -> Run:
         diag = objective.evaluate_non_private(result.theta)  # NON-PRIVATE diagnostic
-        return self._run(method, seed, setting, diag, encoding.to_natural(result.theta), start, num_evaluations,
-                         None if result.guarantee is None else result.guarantee.epsilon, objective.num_trainings,
-                         extra)
+        return self._run(
+            method,
+            seed,
+            setting,
+            diag,
+            encoding.to_natural(result.theta),
+            start,
+            num_evaluations,
+            None if result.guarantee is None else result.guarantee.epsilon,
+            objective.num_trainings,
+            extra,
+        )
 
-    def _selection_run(self, method: str, seed: int, setting: Any, result: BaselineResult,
-                       objective: EncodedObjective, encoding: MixedEncoding, start: float, mean_trials: float,
-                       per_trial_mu: float) -> Run:
+    def _selection_run(
+        self,
+        method: str,
+        seed: int,
+        setting: Any,
+        result: BaselineResult,
+        objective: EncodedObjective,
+        encoding: MixedEncoding,
+        start: float,
+        mean_trials: float,
+        per_trial_mu: float,
+    ) -> Run:
         r"""The ``Run`` of a private selection with ``E[K] = mean_trials`` (K itself a NON-PRIVATE diagnostic)."""
-        return self._encoded_run(method, seed, setting, result, objective, encoding, start, mean_trials,
-                                 {"per_trial_mu": per_trial_mu, "realized_trials_NON_PRIVATE": result.num_evaluations})
+        return self._encoded_run(
+            method,
+            seed,
+            setting,
+            result,
+            objective,
+            encoding,
+            start,
+            mean_trials,
+            {"per_trial_mu": per_trial_mu, "realized_trials_NON_PRIVATE": result.num_evaluations},
+        )
 
     # ------------------------------------------------------------------ methods
     def tune_run(self, method: str, seed: int, epsilon: float, setting: Any) -> Run:
@@ -181,18 +208,39 @@ class Runner(KindRunner):
         s = self.settings
         start = time.perf_counter()
         objective = self._objective(seed)
-        result = tune(objective, objective.space, epsilon=epsilon, delta=s.target_delta, loss_clip=s.loss_clip,
-                      selection_share=s.selection_share, seed=self._noise_seed(TUNE, seed, epsilon), progress=False,
-                      num_iterations=s.iterations)
+        result = tune(
+            objective,
+            objective.space,
+            epsilon=epsilon,
+            delta=s.target_delta,
+            loss_clip=s.loss_clip,
+            selection_share=s.selection_share,
+            seed=self._noise_seed(TUNE, seed, epsilon),
+            progress=False,
+            num_iterations=s.iterations,
+        )
         winner = result.runs[result.chosen]
         evaluations = sum(int(r.result.release.evaluation_points.shape[0]) for r in result.runs)
         scored = len(result.runs) if len(result.runs) > 1 else 0
         trainings = objective.num_trainings
         diag = objective.with_choice(winner.configuration).evaluate_non_private(winner.result.release.theta)
-        return self._run(method, seed, setting, diag, result.hyperparameters, start, evaluations + scored,
-                         result.guarantee.epsilon, trainings,
-                         {"chosen_configuration": winner.configuration, "guarantee_mu": result.guarantee.mu,
-                          "score_mu": result.score_mu, "noisy_scores": [r.noisy_score for r in result.runs]})
+        return self._run(
+            method,
+            seed,
+            setting,
+            diag,
+            result.hyperparameters,
+            start,
+            evaluations + scored,
+            result.guarantee.epsilon,
+            trainings,
+            {
+                "chosen_configuration": winner.configuration,
+                "guarantee_mu": result.guarantee.mu,
+                "score_mu": result.score_mu,
+                "noisy_scores": [r.noisy_score for r in result.runs],
+            },
+        )
 
     def tune_auto(self, method: str, seed: int, epsilon: float, setting: Any) -> Run:
         r"""``tune(..., proxy=, num_users=n, method="auto")``: every configuration planned on the PUBLIC
@@ -204,11 +252,25 @@ class Runner(KindRunner):
         data = load_data(s, seed)
         objective = make_objective(s, data, seed)
         proxy = objective.with_data(proxy_data(s, data, seed))
-        result = tune(objective, objective.space, epsilon=epsilon, delta=s.target_delta, loss_clip=s.loss_clip,
-                      selection_share=s.selection_share, seed=self._noise_seed(TUNE_AUTO, seed, epsilon),
-                      progress=False, num_iterations=s.iterations, proxy=proxy, num_users=objective.num_users,
-                      plan_options=dict(num_repeats=s.proxy_repeats, clip_quantiles=s.proxy_clip_quantiles,
-                                        step_sizes=s.proxy_step_sizes, seed=seed))
+        result = tune(
+            objective,
+            objective.space,
+            epsilon=epsilon,
+            delta=s.target_delta,
+            loss_clip=s.loss_clip,
+            selection_share=s.selection_share,
+            seed=self._noise_seed(TUNE_AUTO, seed, epsilon),
+            progress=False,
+            num_iterations=s.iterations,
+            proxy=proxy,
+            num_users=objective.num_users,
+            plan_options=dict(
+                num_repeats=s.proxy_repeats,
+                clip_quantiles=s.proxy_clip_quantiles,
+                step_sizes=s.proxy_step_sizes,
+                seed=seed,
+            ),
+        )
         winner = result.runs[result.chosen]
         evaluations: float
         if isinstance(winner.result, MethodRun):  # a selection method: its expected number of trials E[K]
@@ -217,11 +279,24 @@ class Runner(KindRunner):
             evaluations = sum(int(r.result.release.evaluation_points.shape[0]) for r in result.runs) + len(result.runs)
         trainings = objective.num_trainings  # the private runs' trainings (the proxy trains its own)
         diag = objective.with_choice(winner.configuration).evaluate_non_private(winner.result.release.theta)
-        return self._run(method, seed, setting, diag, result.hyperparameters, start, evaluations,
-                         result.guarantee.epsilon, trainings,
-                         {"chosen_configuration": winner.configuration, "chosen_method": result.method,
-                          "method_table": None if result.methods is None else str(result.methods),
-                          "proxy_users": int(proxy.num_users), "proxy_trainings": proxy.num_trainings})
+        return self._run(
+            method,
+            seed,
+            setting,
+            diag,
+            result.hyperparameters,
+            start,
+            evaluations,
+            result.guarantee.epsilon,
+            trainings,
+            {
+                "chosen_configuration": winner.configuration,
+                "chosen_method": result.method,
+                "method_table": None if result.methods is None else str(result.methods),
+                "proxy_users": int(proxy.num_users),
+                "proxy_trainings": proxy.num_trainings,
+            },
+        )
 
     def random(self, method: str, seed: int, budget: int, setting: Any) -> Run:
         r"""Non-private random search with ``budget`` uniform encoded points (from the replication seed)."""
@@ -235,9 +310,17 @@ class Runner(KindRunner):
         s = self.settings
         start = time.perf_counter()
         encoding, objective = self._encoded_objective(seed)
-        result = mixed_bo(objective, encoding, budget=int(budget), num_initial=s.bo_num_initial, batch=s.bo_batch,
-                          raw_samples=s.bo_raw_samples, num_restarts=s.bo_num_restarts, maxiter=s.bo_maxiter,
-                          seed=seed)
+        result = mixed_bo(
+            objective,
+            encoding,
+            budget=int(budget),
+            num_initial=s.bo_num_initial,
+            batch=s.bo_batch,
+            raw_samples=s.bo_raw_samples,
+            num_restarts=s.bo_num_restarts,
+            maxiter=s.bo_maxiter,
+            seed=seed,
+        )
         return self._encoded_run(method, seed, setting, result, objective, encoding, start, result.num_evaluations, {})
 
     def private_rs(self, method: str, seed: int, budget: int, epsilon: float, setting: Any) -> Run:
@@ -245,11 +328,19 @@ class Runner(KindRunner):
         s, mean_trials = self.settings, self._mean_trials(budget)
         start = time.perf_counter()
         encoding, objective = self._encoded_objective(seed)
-        mu0 = per_trial_mu_for_epsilon(target_epsilon=epsilon, target_delta=s.target_delta, mean_trials=mean_trials,
-                                       tnb_eta=s.tnb_eta)
-        result = private_random_search(objective, encoding.bounds, mean_trials=mean_trials, per_trial_mu=mu0,
-                                       loss_clip=s.loss_clip, tnb_eta=s.tnb_eta, target_delta=s.target_delta,
-                                       seed=self._noise_seed(PRIVATE_RS, seed, epsilon))
+        mu0 = per_trial_mu_for_epsilon(
+            target_epsilon=epsilon, target_delta=s.target_delta, mean_trials=mean_trials, tnb_eta=s.tnb_eta
+        )
+        result = private_random_search(
+            objective,
+            encoding.bounds,
+            mean_trials=mean_trials,
+            per_trial_mu=mu0,
+            loss_clip=s.loss_clip,
+            tnb_eta=s.tnb_eta,
+            target_delta=s.target_delta,
+            seed=self._noise_seed(PRIVATE_RS, seed, epsilon),
+        )
         return self._selection_run(method, seed, setting, result, objective, encoding, start, mean_trials, mu0)
 
     def dp_hypo(self, method: str, seed: int, budget: int, epsilon: float, setting: Any) -> Run:
@@ -257,17 +348,33 @@ class Runner(KindRunner):
         s, mean_trials = self.settings, self._mean_trials(budget)
         start = time.perf_counter()
         encoding, objective = self._encoded_objective(seed)
-        mu0 = dp_hypo_per_trial_mu_for_epsilon(target_epsilon=epsilon, target_delta=s.target_delta,
-                                               mean_trials=mean_trials, ratio_upper=s.dp_hypo_ratio, tnb_eta=s.tnb_eta)
-        result = dp_hypo(objective, encoding.bounds, mean_trials=mean_trials, per_trial_mu=mu0, loss_clip=s.loss_clip,
-                         ratio_bound=s.dp_hypo_ratio, tnb_eta=s.tnb_eta, target_delta=s.target_delta,
-                         num_candidates=s.dp_hypo_candidates, refit_every=s.dp_hypo_refit_every,
-                         seed=self._noise_seed(DP_HYPO, seed, epsilon))
+        mu0 = dp_hypo_per_trial_mu_for_epsilon(
+            target_epsilon=epsilon,
+            target_delta=s.target_delta,
+            mean_trials=mean_trials,
+            ratio_upper=s.dp_hypo_ratio,
+            tnb_eta=s.tnb_eta,
+        )
+        result = dp_hypo(
+            objective,
+            encoding.bounds,
+            mean_trials=mean_trials,
+            per_trial_mu=mu0,
+            loss_clip=s.loss_clip,
+            ratio_bound=s.dp_hypo_ratio,
+            tnb_eta=s.tnb_eta,
+            target_delta=s.target_delta,
+            num_candidates=s.dp_hypo_candidates,
+            refit_every=s.dp_hypo_refit_every,
+            seed=self._noise_seed(DP_HYPO, seed, epsilon),
+        )
         return self._selection_run(method, seed, setting, result, objective, encoding, start, mean_trials, mu0)
+
 
 def make_runner(settings: Settings, context: dict):
     r"""``Runner(settings, context).execute``: the picklable ``run_job`` of ``jobs.run_jobs``."""
     return Runner(settings, context).execute
+
 
 def experiment_jobs(settings: Settings, context: dict) -> list[Job]:
     r"""Per seed: ``tune`` at every ε; then with the first ``tune`` run's evaluations as budget, the
@@ -283,22 +390,59 @@ def experiment_jobs(settings: Settings, context: dict) -> list[Job]:
         tune_jobs = {}
         for eps in s.epsilons:
             tune_jobs[eps] = len(jobs)
-            jobs.append(Job(f"tune ε={eps:g} seed {seed}", "tune_run",
-                            dict(method=TUNE, seed=seed, epsilon=eps, setting=eps), cost=train_s * evals + 5))
+            jobs.append(
+                Job(
+                    f"tune ε={eps:g} seed {seed}",
+                    "tune_run",
+                    dict(method=TUNE, seed=seed, epsilon=eps, setting=eps),
+                    cost=train_s * evals + 5,
+                )
+            )
         source = tune_jobs[s.epsilons[0]]
-        jobs.append(Job(f"random search seed {seed}", "random", dict(method=RANDOM, seed=seed, setting=INF),
-                        budget_from=source, cost=train_s * evals))
-        jobs.append(Job(f"mixed BO seed {seed}", "mixed_bo", dict(method=MIXED_BO, seed=seed, setting=INF),
-                        budget_from=source, cost=1.0))  # scheduled last (hint only)
+        jobs.append(
+            Job(
+                f"random search seed {seed}",
+                "random",
+                dict(method=RANDOM, seed=seed, setting=INF),
+                budget_from=source,
+                cost=train_s * evals,
+            )
+        )
+        jobs.append(
+            Job(
+                f"mixed BO seed {seed}",
+                "mixed_bo",
+                dict(method=MIXED_BO, seed=seed, setting=INF),
+                budget_from=source,
+                cost=1.0,
+            )
+        )  # scheduled last (hint only)
         for eps in s.epsilons:
-            jobs.append(Job(f"private RS ε={eps:g} seed {seed}", "private_rs",
-                            dict(method=PRIVATE_RS, seed=seed, epsilon=eps, setting=eps),
-                            budget_from=tune_jobs[eps], cost=train_s * evals + 300))  # first: the goal's pair
-            jobs.append(Job(f"DP-HyPO ε={eps:g} seed {seed}", "dp_hypo",
-                            dict(method=DP_HYPO, seed=seed, epsilon=eps, setting=eps),
-                            budget_from=tune_jobs[eps], cost=train_s * evals + 100))
+            jobs.append(
+                Job(
+                    f"private RS ε={eps:g} seed {seed}",
+                    "private_rs",
+                    dict(method=PRIVATE_RS, seed=seed, epsilon=eps, setting=eps),
+                    budget_from=tune_jobs[eps],
+                    cost=train_s * evals + 300,
+                )
+            )  # first: the goal's pair
+            jobs.append(
+                Job(
+                    f"DP-HyPO ε={eps:g} seed {seed}",
+                    "dp_hypo",
+                    dict(method=DP_HYPO, seed=seed, epsilon=eps, setting=eps),
+                    budget_from=tune_jobs[eps],
+                    cost=train_s * evals + 100,
+                )
+            )
             if s.tune_auto_proxy:  # off by default: the stored experiment has no such jobs
-                jobs.append(Job(f"tune auto ε={eps:g} seed {seed}", "tune_auto",
-                                dict(method=TUNE_AUTO, seed=seed, epsilon=eps, setting=eps), cost=train_s * evals * 4))
+                jobs.append(
+                    Job(
+                        f"tune auto ε={eps:g} seed {seed}",
+                        "tune_auto",
+                        dict(method=TUNE_AUTO, seed=seed, epsilon=eps, setting=eps),
+                        cost=train_s * evals * 4,
+                    )
+                )
     return jobs
-

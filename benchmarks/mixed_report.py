@@ -18,15 +18,25 @@ from typing import Any
 from benchmarks.mixed_task import PRIVATE_METHODS, PRIVATE_RS, TUNE, TUNE_AUTO, Settings, methods, quick_settings
 from benchmarks.runs import Run, mean_se
 
-__all__ = ["FULL_COMMAND", "GOAL", "GOAL_EPSILON", "GOAL_WINS", "REPORT_JSON", "REPORT_MD", "render_store",
-           "report_text", "store_command", "summary", "write_report"]
+__all__ = [
+    "FULL_COMMAND",
+    "GOAL",
+    "GOAL_EPSILON",
+    "GOAL_WINS",
+    "REPORT_JSON",
+    "REPORT_MD",
+    "render_store",
+    "report_text",
+    "store_command",
+    "summary",
+    "write_report",
+]
 
 REPORT_MD, REPORT_JSON = "mixed.md", "mixed.json"
 #: The command of the full run (the report of a partial store quotes it as the one that resumes).
 FULL_COMMAND = "python -m benchmarks run mixed --workers 2 --out reports"
 #: The goal, stated before the runs (issue 30, item 5), quoted as is.
-GOAL = ("`tune` below private random search in mean test loss with at least 7/10 paired wins at ε = 3 "
-        "(δ = 1e-5).")
+GOAL = "`tune` below private random search in mean test loss with at least 7/10 paired wins at ε = 3 (δ = 1e-5)."
 GOAL_EPSILON, GOAL_WINS = 3.0, 7
 
 
@@ -37,9 +47,13 @@ def _test_loss(run: Run) -> float:
 def _cell(runs: list[Run]) -> dict[str, Any]:
     values = [_test_loss(r) for r in runs]
     m, se = mean_se(values) if values else (math.nan, math.nan)
-    return {"mean": m, "se": se, "seeds": sorted(r.seed for r in runs),
-            "test_accuracy": (sum(float(r.extra["test_accuracy"]) for r in runs) / len(runs)) if runs else math.nan,
-            "evaluations": (sum(r.num_evaluations for r in runs) / len(runs)) if runs else math.nan}
+    return {
+        "mean": m,
+        "se": se,
+        "seeds": sorted(r.seed for r in runs),
+        "test_accuracy": (sum(float(r.extra["test_accuracy"]) for r in runs) / len(runs)) if runs else math.nan,
+        "evaluations": (sum(r.num_evaluations for r in runs) / len(runs)) if runs else math.nan,
+    }
 
 
 def summary(settings: Settings, runs: list[Run]) -> dict[str, Any]:
@@ -66,19 +80,28 @@ def summary(settings: Settings, runs: list[Run]) -> dict[str, Any]:
         a, b = by.get((TUNE, k), {}), by.get((PRIVATE_RS, k), {})
         common = sorted(set(a) & set(b))
         diffs = [_test_loss(a[s]) - _test_loss(b[s]) for s in common]
-        wins[k] = {"wins": sum(d < 0 for d in diffs), "pairs": len(common),
-                   "mean_difference": sum(diffs) / len(diffs) if diffs else math.nan}
+        wins[k] = {
+            "wins": sum(d < 0 for d in diffs),
+            "pairs": len(common),
+            "mean_difference": sum(diffs) / len(diffs) if diffs else math.nan,
+        }
     g = _eps(GOAL_EPSILON)
     goal: dict[str, Any] = {"text": GOAL}
     if g in wins:
         t, p = cells[TUNE][g], cells[PRIVATE_RS][g]
         below = t["mean"] < p["mean"]
-        goal.update(below=below, wins=wins[g]["wins"], pairs=wins[g]["pairs"],
-                    met=bool(below and wins[g]["wins"] >= GOAL_WINS and wins[g]["pairs"] >= 10))
+        goal.update(
+            below=below,
+            wins=wins[g]["wins"],
+            pairs=wins[g]["pairs"],
+            met=bool(below and wins[g]["wins"] >= GOAL_WINS and wins[g]["pairs"] >= 10),
+        )
     expected = {(m, k) for m in methods(settings) for k in cells[m]}
     complete = [s for s in settings.seeds if all(s in by.get(key, {}) for key in expected)]
-    chosen = {k: {str(r.seed): r.extra.get("chosen_configuration") for r in by.get((TUNE, k), {}).values()}
-              for k in (_eps(e) for e in settings.epsilons)}
+    chosen = {
+        k: {str(r.seed): r.extra.get("chosen_configuration") for r in by.get((TUNE, k), {}).values()}
+        for k in (_eps(e) for e in settings.epsilons)
+    }
     return {"cells": cells, "wins": wins, "goal": goal, "complete_seeds": complete, "chosen": chosen}
 
 
@@ -103,12 +126,14 @@ def _auto_lines(s: Settings, runs: list[Run]) -> list[str]:
             per = chosen.setdefault(_eps(r.setting), {})
             per[str(r.extra.get("chosen_method"))] = per.get(str(r.extra.get("chosen_method")), 0) + 1
     said = "; ".join(f"ε = {k}: " + ", ".join(f"{n}× {m}" for m, n in sorted(v.items())) for k, v in chosen.items())
-    return [f"`{TUNE_AUTO}`: `tune(..., proxy=, num_users=n)` with `method=\"auto\"`: each configuration planned on "
-            f"a PUBLIC proxy, a {s.proxy_fraction:g} slice of the training split as its users (its models trained "
-            "on the rest of the training split; the training rows are not what this benchmark protects), then DP-GIBO "
-            "per configuration, private random search and DP-HyPO over the public encoding compared there "
-            f"({s.proxy_repeats} paired repeats) and the recommended one run at (ε, δ). Methods chosen: "
-            f"{said or 'none yet'}."]
+    return [
+        f'`{TUNE_AUTO}`: `tune(..., proxy=, num_users=n)` with `method="auto"`: each configuration planned on '
+        f"a PUBLIC proxy, a {s.proxy_fraction:g} slice of the training split as its users (its models trained "
+        "on the rest of the training split; the training rows are not what this benchmark protects), then DP-GIBO "
+        "per configuration, private random search and DP-HyPO over the public encoding compared there "
+        f"({s.proxy_repeats} paired repeats) and the recommended one run at (ε, δ). Methods chosen: "
+        f"{said or 'none yet'}."
+    ]
 
 
 def report_text(settings: Settings, context: dict, runs: list[Run], command: str) -> str:
@@ -121,8 +146,11 @@ def report_text(settings: Settings, context: dict, runs: list[Run], command: str
         f"Command: `{command}` (resume the remaining seeds with the same command).",
         f"Machine: {platform.node()} ({platform.machine()}), {context.get('execution', '?')}; "
         f"date {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; "
-        + (f"wall time of this command {context['wall_s']:.0f} s." if math.isfinite(context.get("wall_s", math.nan))
-           else "rendered from the run store (`python -m benchmarks.mixed_report OUT`)."),
+        + (
+            f"wall time of this command {context['wall_s']:.0f} s."
+            if math.isfinite(context.get("wall_s", math.nan))
+            else "rendered from the run store (`python -m benchmarks.mixed_report OUT`)."
+        ),
         "",
         f"**Goal, stated before the runs:** {GOAL}",
         "",
@@ -152,17 +180,25 @@ def report_text(settings: Settings, context: dict, runs: list[Run], command: str
             lines.append(f"| {method} | " + " | ".join(_fmt(c[k]) for k in eps_keys) + " | |")
         else:
             lines.append(f"| {method} | " + " | " * len(eps_keys) + f"{_fmt(c['inf'])} |")
-    lines += ["", "## Paired wins of `tune` over private random search (lower test loss, same seed)", "",
-              "| ε | wins / pairs | mean difference (tune − private RS) |", "|---|---|---|"]
+    lines += [
+        "",
+        "## Paired wins of `tune` over private random search (lower test loss, same seed)",
+        "",
+        "| ε | wins / pairs | mean difference (tune − private RS) |",
+        "|---|---|---|",
+    ]
     for k in eps_keys:
         w = data["wins"][k]
         lines.append(f"| {k} | {w['wins']} / {w['pairs']} | {w['mean_difference']:+.4f} |")
     goal = data["goal"]
     if "met" in goal:
         verdict = "met" if goal["met"] else "NOT met"
-        lines += ["", f"**Goal {verdict}**: at ε = {GOAL_EPSILON:g}, `tune`'s mean test loss is "
-                  f"{'below' if goal['below'] else 'not below'} private random search's, with {goal['wins']} "
-                  f"paired wins of {goal['pairs']} (the goal needs at least {GOAL_WINS} paired wins of 10 seeds)."]
+        lines += [
+            "",
+            f"**Goal {verdict}**: at ε = {GOAL_EPSILON:g}, `tune`'s mean test loss is "
+            f"{'below' if goal['below'] else 'not below'} private random search's, with {goal['wins']} "
+            f"paired wins of {goal['pairs']} (the goal needs at least {GOAL_WINS} paired wins of 10 seeds).",
+        ]
     lines += ["", "## Configurations `tune` chose", ""]
     for k in eps_keys:
         chosen = data["chosen"][k]
@@ -171,8 +207,12 @@ def report_text(settings: Settings, context: dict, runs: list[Run], command: str
             label = ", ".join(f"{k}={v}" for k, v in sorted((c or {}).items()))
             counts[label] = counts.get(label, 0) + 1
         lines.append(f"- ε = {k}: " + ("; ".join(f"{n}× {lab}" for lab, n in sorted(counts.items())) or "none"))
-    lines += ["", "Every loss here is a NON-PRIVATE diagnostic (validation and test losses of the model retrained "
-              "at each method's released point); the private methods' guarantees are on the validation users.", ""]
+    lines += [
+        "",
+        "Every loss here is a NON-PRIVATE diagnostic (validation and test losses of the model retrained "
+        "at each method's released point); the private methods' guarantees are on the validation users.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -180,16 +220,18 @@ def write_report(settings: Settings, context: dict, runs: list[Run], out: Path, 
     r"""Write ``out/mixed.md`` and ``out/mixed.json``; returns the Markdown path."""
     out.mkdir(parents=True, exist_ok=True)
     data = summary(settings, runs)
-    meta = {"command": command, "machine": platform.node(), "execution": context.get("execution"),
-            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "wall_s": context.get("wall_s"), "settings": {k: (list(v) if isinstance(v, tuple) else v)
-                                                          for k, v in vars(settings).items()}}
+    meta = {
+        "command": command,
+        "machine": platform.node(),
+        "execution": context.get("execution"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "wall_s": context.get("wall_s"),
+        "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(settings).items()},
+    }
     (out / REPORT_JSON).write_text(json.dumps({**meta, **data}, indent=1, default=str, allow_nan=True) + "\n")
     path = out / REPORT_MD
     path.write_text(report_text(settings, context, runs, command))
     return path
-
-
 
 
 def store_command(settings: Settings, out: Path) -> str:
@@ -197,10 +239,14 @@ def store_command(settings: Settings, out: Path) -> str:
     for each setting off the defaults of its mode."""
     quick = settings.mode == "quick"
     default = quick_settings() if quick else Settings()
-    changed = [f"--set {k}={','.join(map(str, v)) if isinstance(v, tuple) else v}"
-               for k, v in vars(settings).items() if getattr(default, k) != v]
-    return " ".join(["python -m benchmarks run mixed --workers 2", *(["--quick"] if quick else []), *changed,
-                     f"--out {out}"])
+    changed = [
+        f"--set {k}={','.join(map(str, v)) if isinstance(v, tuple) else v}"
+        for k, v in vars(settings).items()
+        if getattr(default, k) != v
+    ]
+    return " ".join(
+        ["python -m benchmarks run mixed --workers 2", *(["--quick"] if quick else []), *changed, f"--out {out}"]
+    )
 
 
 def render_store(out: Path, command: str | None = None, note: str = "") -> Path:

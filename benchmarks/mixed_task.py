@@ -115,9 +115,20 @@ class Settings(ClassificationSettings):
 def quick_settings() -> Settings:
     r"""A smoke configuration that keeps every code path (iris, narrow MLPs; seconds on one core)."""
     return Settings(
-        mode="quick", dataset="iris", seeds=(0, 1), width_low=4, width_high=12, epochs=2, train_batch_size=32,
-        iterations=1, dp_hypo_candidates=64, dp_hypo_refit_every=4, bo_num_initial=12, bo_batch=6,
-        bo_raw_samples=16, bo_maxiter=10,
+        mode="quick",
+        dataset="iris",
+        seeds=(0, 1),
+        width_low=4,
+        width_high=12,
+        epochs=2,
+        train_batch_size=32,
+        iterations=1,
+        dp_hypo_candidates=64,
+        dp_hypo_refit_every=4,
+        bo_num_initial=12,
+        bo_batch=6,
+        bo_raw_samples=16,
+        bo_maxiter=10,
     )
 
 
@@ -136,9 +147,15 @@ def proxy_data(settings: Settings, data: ClassificationData, seed: int) -> Class
     m = int(data.y_train.shape[0])
     order = torch.randperm(m, generator=torch.Generator().manual_seed(seed))
     users = order[: max(2, int(round(settings.proxy_fraction * m)))]
-    rest = order[users.shape[0]:]
-    return ClassificationData(data.X_train[rest], data.y_train[rest], data.X_train[users], data.y_train[users],
-                              num_classes=data.num_classes, name=f"{data.name} (public proxy: training slice)")
+    rest = order[users.shape[0] :]
+    return ClassificationData(
+        data.X_train[rest],
+        data.y_train[rest],
+        data.X_train[users],
+        data.y_train[users],
+        num_classes=data.num_classes,
+        name=f"{data.name} (public proxy: training slice)",
+    )
 
 
 def search_space(settings: Settings) -> SearchSpace:
@@ -146,14 +163,16 @@ def search_space(settings: Settings) -> SearchSpace:
 
     Ranges are public and chosen without data (lr and weight decay as ``mlp_task``).
     """
-    return SearchSpace([
-        Categorical("optimizer", ("sgd", "adam")),
-        Categorical("activation", ("relu", "tanh")),
-        Integer("width", settings.width_low, settings.width_high),
-        Hyperparameter("lr", 1e-4, 0.3, log_scale=True),
-        Hyperparameter("weight_decay", 1e-6, 1e-1, log_scale=True),
-        Hyperparameter("dropout", 0.0, 0.5),
-    ])
+    return SearchSpace(
+        [
+            Categorical("optimizer", ("sgd", "adam")),
+            Categorical("activation", ("relu", "tanh")),
+            Integer("width", settings.width_low, settings.width_high),
+            Hyperparameter("lr", 1e-4, 0.3, log_scale=True),
+            Hyperparameter("weight_decay", 1e-6, 1e-1, log_scale=True),
+            Hyperparameter("dropout", 0.0, 0.5),
+        ]
+    )
 
 
 _ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
@@ -161,8 +180,12 @@ _ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
 
 def make_model(num_features: int, num_classes: int, *, width: int, activation: str, dropout: float) -> nn.Module:
     r"""``Linear → activation → Dropout → Linear``: one hidden layer of ``width`` units."""
-    return nn.Sequential(nn.Linear(num_features, int(width)), _ACTIVATIONS[activation](), nn.Dropout(float(dropout)),
-                         nn.Linear(int(width), num_classes))
+    return nn.Sequential(
+        nn.Linear(num_features, int(width)),
+        _ACTIVATIONS[activation](),
+        nn.Dropout(float(dropout)),
+        nn.Linear(int(width), num_classes),
+    )
 
 
 def make_optimizer(params: Any, *, optimizer: str, lr: float, weight_decay: float) -> torch.optim.Optimizer:
@@ -176,12 +199,19 @@ def make_optimizer(params: Any, *, optimizer: str, lr: float, weight_decay: floa
 
 def make_objective(settings: Settings, data: ClassificationData, training_seed: int) -> TorchModelTuningObjective:
     r"""(configuration, θ) ↦ per-user capped cross-entropies of the trained MLP (``with_choice`` binds one)."""
-    training = TrainingConfig(epochs=settings.epochs, batch_size=settings.train_batch_size, seed=training_seed,
-                              num_threads=1)
+    training = TrainingConfig(
+        epochs=settings.epochs, batch_size=settings.train_batch_size, seed=training_seed, num_threads=1
+    )
     assert data.num_classes is not None  # a classification data set
     model_fn = functools.partial(make_model, data.num_features, int(data.num_classes))
-    return TorchModelTuningObjective(data, search_space(settings), model_fn=model_fn, optimizer=make_optimizer,
-                                     training=training, loss_cap=settings.loss_cap)
+    return TorchModelTuningObjective(
+        data,
+        search_space(settings),
+        model_fn=model_fn,
+        optimizer=make_optimizer,
+        training=training,
+        loss_cap=settings.loss_cap,
+    )
 
 
 class MixedEncoding(PackageEncoding):

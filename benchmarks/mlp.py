@@ -121,22 +121,43 @@ class Runner(KindRunner):
         mu_key = 0 if math.isinf(mu) else int(round(mu * 1000))
         return child_seeds([seed, _NOISE_STREAM[method], mu_key], 1)[0]
 
-    def _run(self, method: str, seed: int, setting: Any, objective: TorchModelTuningObjective,
-             result: BaselineResult, start: float, evals: list[int], losses: list[float],
-             num_evaluations: float, extra: dict) -> Run:
+    def _run(
+        self,
+        method: str,
+        seed: int,
+        setting: Any,
+        objective: TorchModelTuningObjective,
+        result: BaselineResult,
+        start: float,
+        evals: list[int],
+        losses: list[float],
+        num_evaluations: float,
+        extra: dict,
+    ) -> Run:
         diag = objective.evaluate_non_private(result.theta)  # NON-PRIVATE diagnostic
         wall = time.perf_counter() - start
         space = objective.space
         validation_loss = diag["validation_loss"]
         assert validation_loss is not None  # a classifier's validation loss is always computed
         return Run(
-            EXPERIMENT, method, seed, setting, evals, losses + [validation_loss] if not losses else losses,
-            validation_loss, num_evaluations, wall,
+            EXPERIMENT,
+            method,
+            seed,
+            setting,
+            evals,
+            losses + [validation_loss] if not losses else losses,
+            validation_loss,
+            num_evaluations,
+            wall,
             epsilon=None if result.guarantee is None else result.guarantee.epsilon,
-            extra={"test_loss": diag["test_loss"], "test_accuracy": diag["test_accuracy"],
-                   "validation_accuracy": diag["validation_accuracy"],
-                   "hyperparameters": space.to_natural(result.theta), "trainings": objective.num_trainings,
-                   **extra},
+            extra={
+                "test_loss": diag["test_loss"],
+                "test_accuracy": diag["test_accuracy"],
+                "validation_accuracy": diag["validation_accuracy"],
+                "hyperparameters": space.to_natural(result.theta),
+                "trainings": objective.num_trainings,
+                **extra,
+            },
         )
 
     # ------------------------------------------------------------------ methods
@@ -147,19 +168,41 @@ class Runner(KindRunner):
         objective = self._objective(seed)
         space = objective.space
         config = DPGIBOConfig(
-            bounds=space.bounds, kernel=space.recommended_kernel(s.lengthscale, s.outputscale),
-            num_iterations=s.iterations, privacy_mu=mu, clip_bound=NO_CLIP if math.isinf(mu) else c["clip_bound"],
-            step_size=s.step_size, step_rule="adagrad", batch_size=s.batch_size or space.dim + 1,
-            search_radius=s.search_radius, noise_variance=c["noise_variance"], theta0=space.bounds.mean(0),
-            target_delta=s.target_delta, raw_samples=s.raw_samples, num_restarts=s.num_restarts,
+            bounds=space.bounds,
+            kernel=space.recommended_kernel(s.lengthscale, s.outputscale),
+            num_iterations=s.iterations,
+            privacy_mu=mu,
+            clip_bound=NO_CLIP if math.isinf(mu) else c["clip_bound"],
+            step_size=s.step_size,
+            step_rule="adagrad",
+            batch_size=s.batch_size or space.dim + 1,
+            search_radius=s.search_radius,
+            noise_variance=c["noise_variance"],
+            theta0=space.bounds.mean(0),
+            target_delta=s.target_delta,
+            raw_samples=s.raw_samples,
+            num_restarts=s.num_restarts,
             seed=self._noise_seed(DP_GIBO if math.isfinite(mu) else GIBO, seed, mu),
         )
         dp_result = DPGIBO(config).run(objective, progress=False)
         result = baselines.from_dp_gibo_result(dp_result)
         evals, losses = iterate_curve(_MeanLoss(objective), result)  # NON-PRIVATE curve
-        return self._run(method, seed, setting, objective, result, start, evals, losses, result.num_evaluations,
-                         {"batch_sizes": dp_result.release.batch_sizes, "initial_loss": losses[0],
-                          "noise_std": dp_result.release.guarantee.noise_std})
+        return self._run(
+            method,
+            seed,
+            setting,
+            objective,
+            result,
+            start,
+            evals,
+            losses,
+            result.num_evaluations,
+            {
+                "batch_sizes": dp_result.release.batch_sizes,
+                "initial_loss": losses[0],
+                "noise_std": dp_result.release.guarantee.noise_std,
+            },
+        )
 
     def random(self, method: str, seed: int, budget: int, setting: Any) -> Run:
         r"""Non-private random search with ``budget`` uniform points (from the replication seed)."""
@@ -175,8 +218,15 @@ class Runner(KindRunner):
         start = time.perf_counter()
         objective = self._objective(seed)
         result = baselines.ucb_bo(
-            objective, objective.bounds, num_evaluations=budget, num_initial=s.ucb_num_initial, beta=s.ucb_beta,
-            refit_every=s.ucb_refit_every, raw_samples=s.ucb_raw_samples, num_restarts=s.ucb_num_restarts, seed=seed,
+            objective,
+            objective.bounds,
+            num_evaluations=budget,
+            num_initial=s.ucb_num_initial,
+            beta=s.ucb_beta,
+            refit_every=s.ucb_refit_every,
+            raw_samples=s.ucb_raw_samples,
+            num_restarts=s.ucb_num_restarts,
+            seed=seed,
         )
         evals, losses = self._incumbent_curve(result)
         return self._run(method, seed, setting, objective, result, start, evals, losses, result.num_evaluations, {})
@@ -186,12 +236,21 @@ class Runner(KindRunner):
         s, c, mean_trials = self.settings, self.context, self._mean_trials(budget)
         start = time.perf_counter()
         objective = self._objective(seed)
-        mu0 = baselines.per_trial_mu_for_epsilon(target_epsilon=gdp_epsilon(mu, s.target_delta),
-                                                 target_delta=s.target_delta, mean_trials=mean_trials,
-                                                 tnb_eta=s.tnb_eta)
+        mu0 = baselines.per_trial_mu_for_epsilon(
+            target_epsilon=gdp_epsilon(mu, s.target_delta),
+            target_delta=s.target_delta,
+            mean_trials=mean_trials,
+            tnb_eta=s.tnb_eta,
+        )
         result = baselines.private_random_search(
-            objective, objective.bounds, mean_trials=mean_trials, per_trial_mu=mu0, loss_clip=c["loss_clip"],
-            tnb_eta=s.tnb_eta, target_delta=s.target_delta, seed=self._noise_seed(PRIVATE_RS, seed, mu),
+            objective,
+            objective.bounds,
+            mean_trials=mean_trials,
+            per_trial_mu=mu0,
+            loss_clip=c["loss_clip"],
+            tnb_eta=s.tnb_eta,
+            target_delta=s.target_delta,
+            seed=self._noise_seed(PRIVATE_RS, seed, mu),
         )
         return self._selection_run(method, seed, setting, objective, result, start, mean_trials, mu0)
 
@@ -201,12 +260,23 @@ class Runner(KindRunner):
         start = time.perf_counter()
         objective = self._objective(seed)
         mu0 = dp_hypo_per_trial_mu_for_epsilon(
-            target_epsilon=gdp_epsilon(mu, s.target_delta), target_delta=s.target_delta, mean_trials=mean_trials,
-            ratio_upper=s.dp_hypo_ratio, tnb_eta=s.tnb_eta)
+            target_epsilon=gdp_epsilon(mu, s.target_delta),
+            target_delta=s.target_delta,
+            mean_trials=mean_trials,
+            ratio_upper=s.dp_hypo_ratio,
+            tnb_eta=s.tnb_eta,
+        )
         result = baselines.dp_hypo(
-            objective, objective.bounds, mean_trials=mean_trials, per_trial_mu=mu0, loss_clip=c["loss_clip"],
-            ratio_bound=s.dp_hypo_ratio, tnb_eta=s.tnb_eta, target_delta=s.target_delta,
-            num_candidates=s.dp_hypo_candidates, refit_every=s.dp_hypo_refit_every,
+            objective,
+            objective.bounds,
+            mean_trials=mean_trials,
+            per_trial_mu=mu0,
+            loss_clip=c["loss_clip"],
+            ratio_bound=s.dp_hypo_ratio,
+            tnb_eta=s.tnb_eta,
+            target_delta=s.target_delta,
+            num_candidates=s.dp_hypo_candidates,
+            refit_every=s.dp_hypo_refit_every,
             seed=self._noise_seed(DP_HYPO, seed, mu),
         )
         return self._selection_run(method, seed, setting, objective, result, start, mean_trials, mu0)
@@ -215,12 +285,34 @@ class Runner(KindRunner):
         r"""``E[K] = max(2, fraction · budget)`` of a private selection given the tuning budget."""
         return max(2.0, self.settings.selection_fraction * budget)
 
-    def _selection_run(self, method: str, seed: int, setting: Any, objective: TorchModelTuningObjective,
-                       result: BaselineResult, start: float, mean_trials: float, per_trial_mu: float) -> Run:
+    def _selection_run(
+        self,
+        method: str,
+        seed: int,
+        setting: Any,
+        objective: TorchModelTuningObjective,
+        result: BaselineResult,
+        start: float,
+        mean_trials: float,
+        per_trial_mu: float,
+    ) -> Run:
         r"""The ``Run`` of a private selection with ``E[K] = mean_trials`` (K itself a NON-PRIVATE diagnostic)."""
-        return self._run(method, seed, setting, objective, result, start, [int(round(mean_trials))], [], mean_trials,
-                         {"per_trial_mu": per_trial_mu, "realized_trials_NON_PRIVATE": result.num_evaluations,
-                          "noise_std": guarantee_of(result).details["noise_std"]})
+        return self._run(
+            method,
+            seed,
+            setting,
+            objective,
+            result,
+            start,
+            [int(round(mean_trials))],
+            [],
+            mean_trials,
+            {
+                "per_trial_mu": per_trial_mu,
+                "realized_trials_NON_PRIVATE": result.num_evaluations,
+                "noise_std": guarantee_of(result).details["noise_std"],
+            },
+        )
 
     @staticmethod
     def _incumbent_curve(result: BaselineResult) -> tuple[list[int], list[float]]:
@@ -251,20 +343,58 @@ def experiment_jobs(settings: Settings, context: dict) -> list[Job]:
         dp_jobs = {}
         for mu in s.mus:
             dp_jobs[mu] = len(jobs)
-            jobs.append(Job(f"DP-GIBO μ={mu:g} seed {seed}", "gibo",
-                            dict(method=DP_GIBO, seed=seed, mu=mu, setting=mu), cost=train_s * (evals + 15) + 5))
+            jobs.append(
+                Job(
+                    f"DP-GIBO μ={mu:g} seed {seed}",
+                    "gibo",
+                    dict(method=DP_GIBO, seed=seed, mu=mu, setting=mu),
+                    cost=train_s * (evals + 15) + 5,
+                )
+            )
         source = dp_jobs[s.mus[0]]
-        jobs.append(Job(f"GIBO seed {seed}", "gibo", dict(method=GIBO, seed=seed, mu=INF, setting=INF),
-                        cost=train_s * (evals + 15) + 5))
-        jobs.append(Job(f"random search seed {seed}", "random", dict(method=RANDOM, seed=seed, setting=INF),
-                        budget_from=source, cost=train_s * evals))
-        jobs.append(Job(f"UCB-BO seed {seed}", "ucb", dict(method=UCB, seed=seed, setting=INF),
-                        budget_from=source, cost=train_s * evals + 10))
+        jobs.append(
+            Job(
+                f"GIBO seed {seed}",
+                "gibo",
+                dict(method=GIBO, seed=seed, mu=INF, setting=INF),
+                cost=train_s * (evals + 15) + 5,
+            )
+        )
+        jobs.append(
+            Job(
+                f"random search seed {seed}",
+                "random",
+                dict(method=RANDOM, seed=seed, setting=INF),
+                budget_from=source,
+                cost=train_s * evals,
+            )
+        )
+        jobs.append(
+            Job(
+                f"UCB-BO seed {seed}",
+                "ucb",
+                dict(method=UCB, seed=seed, setting=INF),
+                budget_from=source,
+                cost=train_s * evals + 10,
+            )
+        )
         for mu in s.mus:
-            jobs.append(Job(f"private RS μ={mu:g} seed {seed}", "private_rs",
-                            dict(method=PRIVATE_RS, seed=seed, mu=mu, setting=mu),
-                            budget_from=dp_jobs[mu], cost=train_s * evals))
-            jobs.append(Job(f"DP-HyPO μ={mu:g} seed {seed}", "dp_hypo",
-                            dict(method=DP_HYPO, seed=seed, mu=mu, setting=mu),
-                            budget_from=dp_jobs[mu], cost=train_s * evals + 10))
+            jobs.append(
+                Job(
+                    f"private RS μ={mu:g} seed {seed}",
+                    "private_rs",
+                    dict(method=PRIVATE_RS, seed=seed, mu=mu, setting=mu),
+                    budget_from=dp_jobs[mu],
+                    cost=train_s * evals,
+                )
+            )
+            jobs.append(
+                Job(
+                    f"DP-HyPO μ={mu:g} seed {seed}",
+                    "dp_hypo",
+                    dict(method=DP_HYPO, seed=seed, mu=mu, setting=mu),
+                    budget_from=dp_jobs[mu],
+                    cost=train_s * evals + 10,
+                )
+            )
     return jobs

@@ -36,9 +36,9 @@ def prepare(settings: Settings) -> dict:
     gen = torch.Generator().manual_seed(s.pilot_seed)
     thetas = torch.rand(s.pilot_points, d, generator=gen, dtype=torch.float64)
     with torch_threads(1):
-        per_seed = torch.stack([
-            make_objective(s, public, s.pilot_seed + k)(thetas) for k in range(s.pilot_training_seeds)
-        ])  # seeds x points x n
+        per_seed = torch.stack(
+            [make_objective(s, public, s.pilot_seed + k)(thetas) for k in range(s.pilot_training_seeds)]
+        )  # seeds x points x n
         noise_variance = max(float(per_seed.var(dim=0, unbiased=True).mean()), s.min_noise_variance)
         kernel = space.recommended_kernel(s.lengthscale, s.outputscale)
         objective = make_objective(s, public, s.pilot_seed)

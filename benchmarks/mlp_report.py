@@ -128,21 +128,37 @@ def report_text(settings: Settings, context: dict, runs: list[Run], command: str
         "the model trained at the released θ, computed only to evaluate the methods. Mean ± standard error",
         "over seeds; each seed is its own split, initialisation and privacy noise.",
         "",
-        markdown_row(["μ", "ε at δ", "method", "validation loss (released θ)", "test loss", "test accuracy",
-                      "evaluations", "wall s / run"]),
+        markdown_row(
+            [
+                "μ",
+                "ε at δ",
+                "method",
+                "validation loss (released θ)",
+                "test loss",
+                "test accuracy",
+                "evaluations",
+                "wall s / run",
+            ]
+        ),
         "|" + "|".join(["---"] * 8) + "|",
     ]
     for mu, method, group in _groups(s, runs):
         eps = [r.epsilon for r in group if r.epsilon is not None]
-        lines.append(markdown_row([
-            format_mu(mu), _fmt(max(eps), ".4g") if eps else "∞", method,
-            format_mean_se([r.final_loss for r in group], 3),
-            format_mean_se([r.extra["test_loss"] for r in group], 3),
-            format_mean_se([r.extra["test_accuracy"] for r in group], 3),
-            f"{statistics.fmean(r.num_evaluations for r in group):g}"
-            + (" (E[K])" if method in (PRIVATE_RS, DP_HYPO) else ""),
-            f"{statistics.fmean(r.wall_s for r in group):.1f}",
-        ]))
+        lines.append(
+            markdown_row(
+                [
+                    format_mu(mu),
+                    _fmt(max(eps), ".4g") if eps else "∞",
+                    method,
+                    format_mean_se([r.final_loss for r in group], 3),
+                    format_mean_se([r.extra["test_loss"] for r in group], 3),
+                    format_mean_se([r.extra["test_accuracy"] for r in group], 3),
+                    f"{statistics.fmean(r.num_evaluations for r in group):g}"
+                    + (" (E[K])" if method in (PRIVATE_RS, DP_HYPO) else ""),
+                    f"{statistics.fmean(r.wall_s for r in group):.1f}",
+                ]
+            )
+        )
     realized = []
     for mu in s.mus:
         for method in (PRIVATE_RS, DP_HYPO):
@@ -150,28 +166,54 @@ def report_text(settings: Settings, context: dict, runs: list[Run], command: str
             if ks:
                 realized.append(f"{method} at μ = {mu:g}: {', '.join(map(str, ks))}")
     if realized:
-        lines += ["", "The selections draw their number of trials K from a truncated negative binomial (η = "
-                  f"{s.tnb_eta:g}{', i.e. geometric' if s.tnb_eta == 1 else ''}) with E[K] = "
-                  f"{s.selection_fraction:g} × the budget; the realised K per seed (sorted; "
-                  "NON-PRIVATE diagnostic, hidden by the method) were: " + "; ".join(realized) + "."]
-    lines += ["", "## Paired by seed: DP-GIBO against the private baselines at the same (ε, δ)", "",
-              "Δ validation loss = other − DP-GIBO and Δ test accuracy = DP-GIBO − other (positive: DP-GIBO",
-              "better), mean ± s.e. over seeds; *wins*: seeds where DP-GIBO is strictly better (ties counted",
-              "apart); *verdict*: a mean more than two standard errors from 0, else no clear difference. The last",
-              "rows compare DP-GIBO with non-private GIBO (the cost of privacy and clipping).", "",
-              markdown_row(["μ", "DP-GIBO vs", "Δ validation loss", "wins / ties / seeds", "sign test p",
-                            "verdict (validation)", "Δ test accuracy", "wins / ties / seeds", "sign test p",
-                            "verdict (test)"]),
-              "|" + "|".join(["---"] * 10) + "|"]
+        lines += [
+            "",
+            "The selections draw their number of trials K from a truncated negative binomial (η = "
+            f"{s.tnb_eta:g}{', i.e. geometric' if s.tnb_eta == 1 else ''}) with E[K] = "
+            f"{s.selection_fraction:g} × the budget; the realised K per seed (sorted; "
+            "NON-PRIVATE diagnostic, hidden by the method) were: " + "; ".join(realized) + ".",
+        ]
+    lines += [
+        "",
+        "## Paired by seed: DP-GIBO against the private baselines at the same (ε, δ)",
+        "",
+        "Δ validation loss = other − DP-GIBO and Δ test accuracy = DP-GIBO − other (positive: DP-GIBO",
+        "better), mean ± s.e. over seeds; *wins*: seeds where DP-GIBO is strictly better (ties counted",
+        "apart); *verdict*: a mean more than two standard errors from 0, else no clear difference. The last",
+        "rows compare DP-GIBO with non-private GIBO (the cost of privacy and clipping).",
+        "",
+        markdown_row(
+            [
+                "μ",
+                "DP-GIBO vs",
+                "Δ validation loss",
+                "wins / ties / seeds",
+                "sign test p",
+                "verdict (validation)",
+                "Δ test accuracy",
+                "wins / ties / seeds",
+                "sign test p",
+                "verdict (test)",
+            ]
+        ),
+        "|" + "|".join(["---"] * 10) + "|",
+    ]
     for mu, other, gibo, rest in _pairs(s, runs):
         cells = [format_mu(mu), other]
         for key in (lambda r: r.final_loss, lambda r: -r.extra["test_accuracy"]):
             m, se, wins, ties, n = _paired(gibo, rest, key)
-            cells += [f"{m:+.4f} ± {_fmt(se, '.2g')}", f"{wins} / {ties} / {n}",
-                      _fmt(_sign_test(wins, n - ties - wins), ".2g"), _verdict(m, se)]
+            cells += [
+                f"{m:+.4f} ± {_fmt(se, '.2g')}",
+                f"{wins} / {ties} / {n}",
+                _fmt(_sign_test(wins, n - ties - wins), ".2g"),
+                _verdict(m, se),
+            ]
         lines.append(markdown_row(cells))
-    lines += ["", "*sign test p*: two-sided exact binomial test of the wins against the losses (ties left out), a",
-              "check that does not assume normal differences (the selections' losses are heavy-tailed)."]
+    lines += [
+        "",
+        "*sign test p*: two-sided exact binomial test of the wins against the losses (ties left out), a",
+        "check that does not assume normal differences (the selections' losses are heavy-tailed).",
+    ]
     initial = [r.extra["initial_loss"] for r in runs if r.method == GIBO]
     d = space.dim
     lines += [
@@ -185,9 +227,11 @@ def report_text(settings: Settings, context: dict, runs: list[Run], command: str
         f"SGD, {s.epochs} epochs, batch {s.train_batch_size}, one torch thread; initialisation, dropout and "
         "shuffling from the seed (an evaluation is a deterministic function of θ). Per-user loss: the "
         f"validation example's cross-entropy capped at {s.loss_cap:g}.",
-        f"- Search space (unit cube, d = {d}): " + "; ".join(
-            f"{h.name} ∈ [{h.lower:g}, {h.upper:g}]" + (" (log10)" if h.log_scale else "")
-            for h in _continuous(space)) + ".",
+        f"- Search space (unit cube, d = {d}): "
+        + "; ".join(
+            f"{h.name} ∈ [{h.lower:g}, {h.upper:g}]" + (" (log10)" if h.log_scale else "") for h in _continuous(space)
+        )
+        + ".",
         f"- Pilot (`prepare`, public synthetic data of the same shape from `synthetic_like`, seed {s.pilot_seed}, "
         f"{c['pilot_trainings']} trainings, never the validation users): σ² = {c['noise_variance']:.3g} (pooled "
         f"per-user loss variance over {s.pilot_training_seeds} training seeds at {s.pilot_points} uniform θ); "
@@ -207,12 +251,17 @@ def report_text(settings: Settings, context: dict, runs: list[Run], command: str
         "target.",
         f"- UCB-BO: β = {s.ucb_beta:g}, {s.ucb_num_initial or 2 * (d + 1)} Sobol points, refit every "
         f"{s.ucb_refit_every}; random search: uniform points. Both non-private, with DP-GIBO's evaluations.",
-        "- Privacy noise: " + ("derived from the replication seed (reproducible benchmark runs; "
-                               "PrivacyWarning by design)." if s.seeded_noise else "OS entropy."),
+        "- Privacy noise: "
+        + (
+            "derived from the replication seed (reproducible benchmark runs; PrivacyWarning by design)."
+            if s.seeded_noise
+            else "OS entropy."
+        ),
     ]
     if initial:
-        lines.append(f"- Validation loss at θ₀ (box centre, the start of DP-GIBO and GIBO): "
-                     f"{format_mean_se(initial, 3)}.")
+        lines.append(
+            f"- Validation loss at θ₀ (box centre, the start of DP-GIBO and GIBO): {format_mean_se(initial, 3)}."
+        )
     lines += [
         "",
         "## Left out",
@@ -237,8 +286,10 @@ def make_plot(settings: Settings, runs: list[Run], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    metrics = (("validation loss of released θ (non-private diagnostic)", lambda r: r.final_loss),
-               ("test accuracy at released θ (non-private diagnostic)", lambda r: r.extra["test_accuracy"]))
+    metrics = (
+        ("validation loss of released θ (non-private diagnostic)", lambda r: r.final_loss),
+        ("test accuracy at released θ (non-private diagnostic)", lambda r: r.extra["test_accuracy"]),
+    )
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
     colors = dict(zip(METHODS, plt.rcParams["axes.prop_cycle"].by_key()["color"], strict=False))  # 10 colours
     for ax, (label, key) in zip(axes[:2], metrics, strict=True):  # axes[2]: the loss curves

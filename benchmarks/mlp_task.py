@@ -16,12 +16,7 @@ import torch
 
 from benchmarks.classification_task import ClassificationSettings, load_data
 from botorch_dp.training import TrainingConfig
-from botorch_dp.tuning import (
-    ClassificationData,
-    Hyperparameter,
-    SearchSpace,
-    TorchModelTuningObjective,
-)
+from botorch_dp.tuning import ClassificationData, Hyperparameter, SearchSpace, TorchModelTuningObjective
 
 __all__ = [
     "DP_GIBO",
@@ -97,9 +92,23 @@ class Settings(ClassificationSettings):
 def quick_settings() -> Settings:
     r"""A smoke configuration that keeps every code path (iris, a tiny MLP; seconds on one core)."""
     return Settings(
-        mode="quick", dataset="iris", seeds=(0, 1), hidden=(8,), epochs=2, train_batch_size=32, mus=(0.5, 2.0),
-        iterations=2, raw_samples=16, num_restarts=1, dp_hypo_candidates=64, dp_hypo_refit_every=4,
-        ucb_num_initial=8, ucb_refit_every=2, ucb_raw_samples=16, ucb_num_restarts=1, pilot_points=2,
+        mode="quick",
+        dataset="iris",
+        seeds=(0, 1),
+        hidden=(8,),
+        epochs=2,
+        train_batch_size=32,
+        mus=(0.5, 2.0),
+        iterations=2,
+        raw_samples=16,
+        num_restarts=1,
+        dp_hypo_candidates=64,
+        dp_hypo_refit_every=4,
+        ucb_num_initial=8,
+        ucb_refit_every=2,
+        ucb_raw_samples=16,
+        ucb_num_restarts=1,
+        pilot_points=2,
         pilot_training_seeds=2,
     )
 
@@ -123,8 +132,11 @@ def search_space(settings: Settings) -> SearchSpace:
 def make_objective(settings: Settings, data: ClassificationData, training_seed: int) -> TorchModelTuningObjective:
     r"""θ ↦ per-user capped cross-entropies of an SGD-trained MLP (training from ``training_seed``)."""
     training = TrainingConfig(
-        epochs=settings.epochs, batch_size=settings.train_batch_size, hidden_sizes=tuple(settings.hidden),
-        seed=training_seed, num_threads=1,
+        epochs=settings.epochs,
+        batch_size=settings.train_batch_size,
+        hidden_sizes=tuple(settings.hidden),
+        seed=training_seed,
+        num_threads=1,
     )
     return TorchModelTuningObjective(
         data, search_space(settings), optimizer=torch.optim.SGD, training=training, loss_cap=settings.loss_cap

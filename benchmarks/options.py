@@ -44,17 +44,22 @@ from benchmarks.report_tables import markdown_row
 from benchmarks.runs import Run, format_mean_se, guarantee_of, iterate_curve, mean_se
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import from_dp_gibo_result
-from botorch_dp.optim.subspace import (
-    FixedSubspace,
-    PosteriorGradientCovarianceSubspace,
-    PublicGradientPCA,
-)
+from botorch_dp.optim.subspace import FixedSubspace, PosteriorGradientCovarianceSubspace, PublicGradientPCA
 from botorch_dp.privacy.seeding import PrivacyWarning
 
 __all__ = [
-    "SELECTION_FIELDS", "TASKS", "VARIANTS", "Runner", "Settings", "combination_name", "experiment_jobs", "make_runner",
+    "SELECTION_FIELDS",
+    "TASKS",
+    "VARIANTS",
+    "Runner",
+    "Settings",
+    "combination_name",
+    "experiment_jobs",
+    "make_runner",
     "prepare",
-    "quick_settings", "variant_changes", "write_report",
+    "quick_settings",
+    "variant_changes",
+    "write_report",
 ]
 
 TASKS = ("gp", "svm")
@@ -86,8 +91,9 @@ class Settings(paper.Settings):
         if not self.variants or any(v not in VARIANTS for v in self.variants):
             raise ValueError(f"variants must name variants of {tuple(VARIANTS)}, got {self.variants!r}")
         if any(v not in VARIANTS for v in self.combination) or len(self.combination) == 1:
-            raise ValueError(f"combination must name two or more variants of {tuple(VARIANTS)}, "
-                             f"got {self.combination!r}")
+            raise ValueError(
+                f"combination must name two or more variants of {tuple(VARIANTS)}, got {self.combination!r}"
+            )
         merged: dict[str, Any] = {}
         for v in self.combination:
             for key, value in VARIANTS[v].items():
@@ -106,8 +112,13 @@ SELECTION_FIELDS = ("option_seeds", "variants", "combination")
 def quick_settings() -> Settings:
     r"""d = 4 GP and 5-feature SVM tasks, T = 3, one seed: every variant and a combination."""
     quick = dataclasses.replace(paper.Settings.quick(), iterations=3, svm_iterations=2, pilot_points=1)
-    return Settings(**dataclasses.asdict(quick), option_seeds=(0,), subspace_k=2, pca_points=6,
-                    combination=("posterior_subspace", "adaptive_norm"))
+    return Settings(
+        **dataclasses.asdict(quick),
+        option_seeds=(0,),
+        subspace_k=2,
+        pca_points=6,
+        combination=("posterior_subspace", "adaptive_norm"),
+    )
 
 
 def _problem(settings: Settings, task: str, seed: int):
@@ -118,11 +129,17 @@ def _public_pca_basis(settings: Settings, task: str) -> list[list[float]]:
     r"""``PublicGradientPCA`` of the task's independent synthetic draw (seed ``pilot_seed``)."""
     problem = _problem(settings, task, settings.pilot_seed)
     points = torch.quasirandom.SobolEngine(problem.dim, scramble=True, seed=settings.pilot_seed).draw(
-        settings.pca_points, dtype=torch.float64)
+        settings.pca_points, dtype=torch.float64
+    )
     points = problem.bounds[0] + (problem.bounds[1] - problem.bounds[0]) * points
     noise = getattr(problem, "fit_noise_variance", 1e-4)
-    oracle = PublicGradientPCA.from_objective(problem.objective, points, k=min(settings.subspace_k, problem.dim),
-                                              kernel=problem.recommended_kernel(), noise_variance=noise)
+    oracle = PublicGradientPCA.from_objective(
+        problem.objective,
+        points,
+        k=min(settings.subspace_k, problem.dim),
+        kernel=problem.recommended_kernel(),
+        noise_variance=noise,
+    )
     return oracle.basis.tolist()
 
 
@@ -167,8 +184,14 @@ def experiment_jobs(settings: Settings, context: dict) -> list[Job]:
         cost = 25.0 * (settings.gp_dim / 15) ** 2 if task == "gp" else 150.0
         for seed in settings.option_seeds:
             for variant in variants:
-                jobs.append(Job(f"{task} {variant} seed {seed}", "dp_gibo", dict(task=task, variant=variant, seed=seed),
-                                cost=cost))
+                jobs.append(
+                    Job(
+                        f"{task} {variant} seed {seed}",
+                        "dp_gibo",
+                        dict(task=task, variant=variant, seed=seed),
+                        cost=cost,
+                    )
+                )
     return jobs
 
 
@@ -183,15 +206,33 @@ class Runner(KindRunner):
         problem = _problem(s, task, seed)
         d = problem.dim
         if task == "gp":
-            base = dict(num_iterations=s.iterations, clip_bound=self.context["gp_clip"], step_size=s.step_size,
-                        noise_variance=problem.fit_noise_variance, search_radius=s.search_radius,
-                        theta0=paper.gp_theta0(problem, seed, s.gp_theta0))
+            base = dict(
+                num_iterations=s.iterations,
+                clip_bound=self.context["gp_clip"],
+                step_size=s.step_size,
+                noise_variance=problem.fit_noise_variance,
+                search_radius=s.search_radius,
+                theta0=paper.gp_theta0(problem, seed, s.gp_theta0),
+            )
         else:
-            base = dict(num_iterations=s.svm_iterations, clip_bound=s.svm_clip, step_size=s.svm_step_size,
-                        theta0=problem.sample_in_bounds(1, seed=1000 + seed)[0])
-        base.update(bounds=problem.bounds, kernel=problem.recommended_kernel(), privacy_mu=s.privacy_mu,
-                    step_rule="adagrad", batch_size=d + 1, seed=seed, target_delta=s.target_delta,
-                    raw_samples=s.raw_samples, num_restarts=s.num_restarts, batch_search=s.batch_selection)
+            base = dict(
+                num_iterations=s.svm_iterations,
+                clip_bound=s.svm_clip,
+                step_size=s.svm_step_size,
+                theta0=problem.sample_in_bounds(1, seed=1000 + seed)[0],
+            )
+        base.update(
+            bounds=problem.bounds,
+            kernel=problem.recommended_kernel(),
+            privacy_mu=s.privacy_mu,
+            step_rule="adagrad",
+            batch_size=d + 1,
+            seed=seed,
+            target_delta=s.target_delta,
+            raw_samples=s.raw_samples,
+            num_restarts=s.num_restarts,
+            batch_search=s.batch_selection,
+        )
         config = DPGIBOConfig(**{**base, **variant_changes(s, self.context, task, variant, d)})
         return problem, config
 
@@ -206,10 +247,24 @@ class Runner(KindRunner):
         result = from_dp_gibo_result(dp_result)
         evals, losses = iterate_curve(problem, result)
         returned = float(problem.objective(result.theta.unsqueeze(0))[0])
-        return Run(task, variant, seed, variant, evals, losses, returned, result.num_evaluations,
-                   time.perf_counter() - start, epsilon=guarantee_of(result).epsilon,
-                   extra={"initial_loss": losses[0], "dim": problem.dim, "steps": len(dp_result.release.iterates) - 1,
-                          "mu": guarantee_of(result).mu})
+        return Run(
+            task,
+            variant,
+            seed,
+            variant,
+            evals,
+            losses,
+            returned,
+            result.num_evaluations,
+            time.perf_counter() - start,
+            epsilon=guarantee_of(result).epsilon,
+            extra={
+                "initial_loss": losses[0],
+                "dim": problem.dim,
+                "steps": len(dp_result.release.iterates) - 1,
+                "mu": guarantee_of(result).mu,
+            },
+        )
 
 
 def make_runner(settings: Settings, context: dict) -> RunJob:
@@ -228,8 +283,13 @@ def _plot(settings: Settings, runs: list[Run], path: Path) -> None:
     for ax, task in zip(axes[0], tasks, strict=True):
         names = list(dict.fromkeys(r.method for r in runs if r.experiment == task))
         stats = [mean_se([r.final_loss for r in runs if r.experiment == task and r.method == n]) for n in names]
-        ax.bar(range(len(names)), [m for m, _ in stats], yerr=[0 if math.isnan(se) else se for _, se in stats],
-               capsize=3, color=["gray"] + ["C0"] * (len(names) - 1))
+        ax.bar(
+            range(len(names)),
+            [m for m, _ in stats],
+            yerr=[0 if math.isnan(se) else se for _, se in stats],
+            capsize=3,
+            color=["gray"] + ["C0"] * (len(names) - 1),
+        )
         ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
         ax.set_ylabel("final validation loss (non-private diagnostic)")
         ax.set_title(f"{task}, μ = {settings.privacy_mu:g}")
@@ -243,29 +303,45 @@ def write_report(settings: Settings, context: dict, runs: list[Run], out: Path, 
     lines = ["# DP-GIBO options against plain DP-GIBO", "", f"Command: `{command}`", ""]
     if "wall_s" in context:
         lines += [f"Wall time {context['wall_s']:.0f} s ({context.get('execution', '')}).", ""]
-    lines += [f"μ = {settings.privacy_mu:g} for every run; fixed batches of d + 1 points; losses are NON-PRIVATE "
-              "diagnostics of the returned point. Wins: seeds where the variant's loss is strictly below plain "
-              "DP-GIBO's on the same seed (same data, θ₀ and noise seed).", ""]
+    lines += [
+        f"μ = {settings.privacy_mu:g} for every run; fixed batches of d + 1 points; losses are NON-PRIVATE "
+        "diagnostics of the returned point. Wins: seeds where the variant's loss is strictly below plain "
+        "DP-GIBO's on the same seed (same data, θ₀ and noise seed).",
+        "",
+    ]
     for task in settings.tasks:
         task_runs = [r for r in runs if r.experiment == task]
         if not task_runs:
             continue
         plain = {r.seed: r.final_loss for r in task_runs if r.method == "plain"}
         dim = task_runs[0].extra["dim"]
-        lines += [f"## {task} (d = {dim})", "",
-                  "| variant | seeds | evaluations (mean) | final loss (mean ± s.e.) | median | wins vs plain | "
-                  "mean paired difference vs plain | wall s / run |", "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {task} (d = {dim})",
+            "",
+            "| variant | seeds | evaluations (mean) | final loss (mean ± s.e.) | median | wins vs plain | "
+            "mean paired difference vs plain | wall s / run |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for name in dict.fromkeys(r.method for r in task_runs):
             sel = [r for r in task_runs if r.method == name]
             losses = [r.final_loss for r in sel]
             diffs = [r.final_loss - plain[r.seed] for r in sel if r.seed in plain]
             wins = sum(d < 0 for d in diffs)
             paired = "—" if name == "plain" or not diffs else format_mean_se(diffs, 3)
-            lines.append(markdown_row([
-                name, str(len(sel)), f"{statistics.fmean(r.num_evaluations for r in sel):.0f}",
-                format_mean_se(losses, 4), f"{statistics.median(losses):.4g}",
-                "—" if name == "plain" else f"{wins}/{len(diffs)}", paired,
-                f"{statistics.fmean(r.wall_s for r in sel):.1f}"]))
+            lines.append(
+                markdown_row(
+                    [
+                        name,
+                        str(len(sel)),
+                        f"{statistics.fmean(r.num_evaluations for r in sel):.0f}",
+                        format_mean_se(losses, 4),
+                        f"{statistics.median(losses):.4g}",
+                        "—" if name == "plain" else f"{wins}/{len(diffs)}",
+                        paired,
+                        f"{statistics.fmean(r.wall_s for r in sel):.1f}",
+                    ]
+                )
+            )
         lines.append("")
     path = out / "options.md"
     path.write_text("\n".join(lines) + "\n")

@@ -48,8 +48,14 @@ def settings_to_dict(settings: Settings) -> dict:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(settings).items()}
 
 
-def run_experiments(settings: Settings, only: tuple[str, ...] = EXPERIMENTS, *, workers: int | None = None,
-                    executor: Executor | None = None, progress: bool = True) -> tuple[list[Run], dict, float]:
+def run_experiments(
+    settings: Settings,
+    only: tuple[str, ...] = EXPERIMENTS,
+    *,
+    workers: int | None = None,
+    executor: Executor | None = None,
+    progress: bool = True,
+) -> tuple[list[Run], dict, float]:
     r"""The pilot (when a GP experiment runs) and every job of the experiments in ``only``.
 
     Args:
@@ -73,8 +79,17 @@ def run_experiments(settings: Settings, only: tuple[str, ...] = EXPERIMENTS, *, 
     runs = run_jobs(jobs, runner.execute, workers=workers, executor=executor, progress=progress)
     return runs, runner.pilot, pilot_s
 
-def reproduce(settings: Settings, only: tuple[str, ...], out: Path, argv: list[str], *, workers: int | None = None,
-              executor: Executor | None = None, progress: bool = True) -> dict:
+
+def reproduce(
+    settings: Settings,
+    only: tuple[str, ...],
+    out: Path,
+    argv: list[str],
+    *,
+    workers: int | None = None,
+    executor: Executor | None = None,
+    progress: bool = True,
+) -> dict:
     r"""Run the experiments in ``only`` and write plots, ``results.md`` and ``runs.json`` to ``out``.
 
     Args:
@@ -91,8 +106,7 @@ def reproduce(settings: Settings, only: tuple[str, ...], out: Path, argv: list[s
     """
     start = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
-    runs, pilot_values, pilot_s = run_experiments(settings, only, workers=workers, executor=executor,
-                                                  progress=progress)
+    runs, pilot_values, pilot_s = run_experiments(settings, only, workers=workers, executor=executor, progress=progress)
     total = time.perf_counter() - start
     if executor is not None:
         execution = f"a {type(executor).__name__}"
@@ -100,14 +114,31 @@ def reproduce(settings: Settings, only: tuple[str, ...], out: Path, argv: list[s
         execution = f"{workers} worker processes with 1 torch thread each"
     else:
         execution = threads_text()
-    text = write_outputs(settings, runs, pilot_values, out, argv, total, only=only, execution=execution,
-                         workers=workers or 1)
-    return {"results_md": out / "results.md", "text": text, "runs": runs, "pilot": pilot_values,
-            "pilot_s": pilot_s, "wall_s": total}
+    text = write_outputs(
+        settings, runs, pilot_values, out, argv, total, only=only, execution=execution, workers=workers or 1
+    )
+    return {
+        "results_md": out / "results.md",
+        "text": text,
+        "runs": runs,
+        "pilot": pilot_values,
+        "pilot_s": pilot_s,
+        "wall_s": total,
+    }
 
 
-def write_outputs(settings: Settings, runs: list[Run], pilot_values: dict, out: Path, argv: list[str], wall_s: float,
-                  *, only: tuple[str, ...], execution: str | None, workers: int | None = None) -> str:
+def write_outputs(
+    settings: Settings,
+    runs: list[Run],
+    pilot_values: dict,
+    out: Path,
+    argv: list[str],
+    wall_s: float,
+    *,
+    only: tuple[str, ...],
+    execution: str | None,
+    workers: int | None = None,
+) -> str:
     r"""Write the plots, ``results.md`` and ``runs.json`` of ``runs`` into ``out``.
 
     Args:
@@ -126,11 +157,22 @@ def write_outputs(settings: Settings, runs: list[Run], pilot_values: dict, out: 
     """
     make_plots(settings, runs, out)
     text = write_report(settings, runs, pilot_values, out, wall_s, argv, execution=execution)
-    (out / "runs.json").write_text(json.dumps(
-        {"settings": settings_to_dict(settings), "pilot": pilot_values, "argv": argv, "wall_s": wall_s,
-         "only": list(only), "workers": workers, "execution": execution,
-         "runs": [dataclasses.asdict(r) for r in runs]},
-        indent=1, default=str))
+    (out / "runs.json").write_text(
+        json.dumps(
+            {
+                "settings": settings_to_dict(settings),
+                "pilot": pilot_values,
+                "argv": argv,
+                "wall_s": wall_s,
+                "only": list(only),
+                "workers": workers,
+                "execution": execution,
+                "runs": [dataclasses.asdict(r) for r in runs],
+            },
+            indent=1,
+            default=str,
+        )
+    )
     return text
 
 
@@ -155,12 +197,19 @@ def render(out: Path, argv: list[str]) -> dict:
     note = data.get("note", "")
     note = (note + "  \n" if note else "") + (
         f"Report re-rendered from `runs.json` with `python scripts/reproduce_paper.py {' '.join(argv)}` "
-        "(tables, findings and plots recomputed from the stored runs; nothing was re-run).")
+        "(tables, findings and plots recomputed from the stored runs; nothing was re-run)."
+    )
     make_plots(settings, runs, out)
-    text = write_report(settings, runs, data["pilot"], out, data["wall_s"], data["argv"], note=note,
-                        execution=data.get("execution"))
-    return {"results_md": out / "results.md", "text": text, "runs": runs, "pilot": data["pilot"],
-            "wall_s": data["wall_s"]}
+    text = write_report(
+        settings, runs, data["pilot"], out, data["wall_s"], data["argv"], note=note, execution=data.get("execution")
+    )
+    return {
+        "results_md": out / "results.md",
+        "text": text,
+        "runs": runs,
+        "pilot": data["pilot"],
+        "wall_s": data["wall_s"],
+    }
 
 
 def merge(sources: list[Path], out: Path, argv: list[str]) -> dict:
@@ -188,8 +237,11 @@ def merge(sources: list[Path], out: Path, argv: list[str]) -> dict:
     datas = [json.loads(runs_json_path(src).read_text()) for src in sources]
     base = dict(datas[0]["settings"])
     for src, data in zip(sources[1:], datas[1:], strict=True):
-        diff = sorted(k for k in set(base) | set(data["settings"])
-                      if k not in SEED_FIELDS and base.get(k) != data["settings"].get(k))
+        diff = sorted(
+            k
+            for k in set(base) | set(data["settings"])
+            if k not in SEED_FIELDS and base.get(k) != data["settings"].get(k)
+        )
         if diff:
             raise ValueError(f"--merge: settings of {src} differ from {sources[0]} in {', '.join(diff)}")
     for k in SEED_FIELDS:
@@ -209,16 +261,33 @@ def merge(sources: list[Path], out: Path, argv: list[str]) -> dict:
     order = {e: i for i, e in enumerate(EXPERIMENTS)}
     runs.sort(key=lambda r: order.get(r["experiment"], len(order)))  # stable: source order within an experiment
     only = [e for e in EXPERIMENTS if any(e in data.get("only", EXPERIMENTS) for data in datas)]
-    parts = [f"`{src}` (`{' '.join(data.get('argv', []))}`, {data.get('wall_s', math.nan):.0f} s, "
-             f"{data.get('execution', 'threads not recorded')})" for src, data in zip(sources, datas, strict=True)]
+    parts = [
+        f"`{src}` (`{' '.join(data.get('argv', []))}`, {data.get('wall_s', math.nan):.0f} s, "
+        f"{data.get('execution', 'threads not recorded')})"
+        for src, data in zip(sources, datas, strict=True)
+    ]
     note = "Merged from the `runs.json` of " + "; ".join(parts) + ". Total wall time: sum over these commands."
     wall = sum(data.get("wall_s", math.nan) for data in datas)
-    merged = {"settings": base, "pilot": pilots[0] if pilots else {}, "argv": argv, "wall_s": wall, "only": only,
-              "execution": "the processes listed below", "note": note,
-              "merged_from": [{"path": str(src), "argv": data.get("argv"), "wall_s": data.get("wall_s"),
-                               "only": data.get("only"), "execution": data.get("execution")}
-                              for src, data in zip(sources, datas, strict=True)],
-              "runs": runs}
+    merged = {
+        "settings": base,
+        "pilot": pilots[0] if pilots else {},
+        "argv": argv,
+        "wall_s": wall,
+        "only": only,
+        "execution": "the processes listed below",
+        "note": note,
+        "merged_from": [
+            {
+                "path": str(src),
+                "argv": data.get("argv"),
+                "wall_s": data.get("wall_s"),
+                "only": data.get("only"),
+                "execution": data.get("execution"),
+            }
+            for src, data in zip(sources, datas, strict=True)
+        ],
+        "runs": runs,
+    }
     out.mkdir(parents=True, exist_ok=True)
     (out / "runs.json").write_text(json.dumps(merged, indent=1, default=str))
     settings = settings_from_dict(base)

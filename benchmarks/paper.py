@@ -19,10 +19,7 @@ import torch
 from benchmarks.runs import round_sig
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.batch_search import BatchSearch
-from botorch_dp.problems import (
-    GPRegressionLengthscales,
-    KernelSVMRegression,
-)
+from botorch_dp.problems import GPRegressionLengthscales, KernelSVMRegression
 from botorch_dp.problems.base import PerUserProblem
 
 INF = math.inf
@@ -100,11 +97,28 @@ class Settings:
     def quick(cls) -> Settings:
         r"""A smoke configuration that keeps every code path (about a minute)."""
         return cls(
-            mode="quick", gp_dim=4, gp_n_total=400, seeds=(0, 1), sweep_seeds=(0,), iterations=8,
-            eps_values=(0.5, 2.0), mu_values=(0.3, 1.0, INF), sigma_iterations=5,
-            ucb_refit_every=5, ucb_raw_samples=32, private_rs_fractions=(0.5, 1.0), pilot_points=2,
-            normal_location_iterations=20, normal_location_seeds=(0,), huber_iterations=20, huber_seeds=(0,),
-            svm_num_features=5, svm_n_train=200, svm_n_val=200, svm_iterations=3, svm_seeds=(0,),
+            mode="quick",
+            gp_dim=4,
+            gp_n_total=400,
+            seeds=(0, 1),
+            sweep_seeds=(0,),
+            iterations=8,
+            eps_values=(0.5, 2.0),
+            mu_values=(0.3, 1.0, INF),
+            sigma_iterations=5,
+            ucb_refit_every=5,
+            ucb_raw_samples=32,
+            private_rs_fractions=(0.5, 1.0),
+            pilot_points=2,
+            normal_location_iterations=20,
+            normal_location_seeds=(0,),
+            huber_iterations=20,
+            huber_seeds=(0,),
+            svm_num_features=5,
+            svm_n_train=200,
+            svm_n_val=200,
+            svm_iterations=3,
+            svm_seeds=(0,),
         )
 
 
@@ -125,8 +139,11 @@ def gp_theta0(problem: GPRegressionLengthscales, seed: int, how: str = "random")
 def svm_problem(settings: Settings, seed: int) -> KernelSVMRegression:
     r"""The E.2 SVM tuning problem of replication ``seed``."""
     return KernelSVMRegression(
-        dataset=settings.svm_dataset, n_train=settings.svm_n_train, n_val=settings.svm_n_val,
-        num_features=settings.svm_num_features, seed=seed,
+        dataset=settings.svm_dataset,
+        n_train=settings.svm_n_train,
+        n_val=settings.svm_n_val,
+        num_features=settings.svm_num_features,
+        seed=seed,
     )
 
 

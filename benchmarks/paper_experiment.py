@@ -71,6 +71,14 @@ def make_runner(settings: Settings, context: dict) -> RunJob:
 def write_report(settings: Settings, context: dict, runs: list[Run], out: Path, command: str) -> Path:
     r"""Write ``results.md``, the plots and ``runs.json`` (readable by ``reproduce_paper.py --render``)."""
     pilot = {k: v for k, v in context.items() if k not in ("wall_s", "prepare_wall_s", "execution")}
-    write_outputs(paper_settings(settings), runs, pilot, out, command.split(), float(context.get("wall_s", math.nan)),
-                  only=tuple(settings.only), execution=context.get("execution"))
+    write_outputs(
+        paper_settings(settings),
+        runs,
+        pilot,
+        out,
+        command.split(),
+        float(context.get("wall_s", math.nan)),
+        only=tuple(settings.only),
+        execution=context.get("execution"),
+    )
     return out / "results.md"

@@ -11,14 +11,7 @@ import warnings
 from pathlib import Path
 
 from benchmarks.paper import Settings
-from benchmarks.runs import (
-    Run,
-    format_mu,
-    group_by_method,
-    mean_se,
-    num_seeds,
-    step_interp,
-)
+from benchmarks.runs import Run, format_mu, group_by_method, mean_se, num_seeds, step_interp
 
 
 def make_plots(settings: Settings, runs: list[Run], out: Path) -> list[Path]:
@@ -47,9 +40,10 @@ def make_plots(settings: Settings, runs: list[Run], out: Path) -> list[Path]:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")  # grid points before a run's first choice are NaN
             m = np.nanmean(arr, 0)
-            se = (np.nanstd(arr, 0, ddof=1) / np.sqrt(np.sum(~np.isnan(arr), 0)) if arr.shape[0] > 1
-                  else np.zeros_like(m))
-        line, = ax.plot(grid, m, label=label, **kw)
+            se = (
+                np.nanstd(arr, 0, ddof=1) / np.sqrt(np.sum(~np.isnan(arr), 0)) if arr.shape[0] > 1 else np.zeros_like(m)
+            )
+        (line,) = ax.plot(grid, m, label=label, **kw)
         se = np.nan_to_num(se)
         ax.fill_between(grid, m - se, m + se, alpha=0.2, color=line.get_color())
 
@@ -80,15 +74,30 @@ def make_plots(settings: Settings, runs: list[Run], out: Path) -> list[Path]:
                 xs = sorted({r.setting for r in rs})
                 ms = [mean_se([r.final_loss for r in rs if r.setting == x]) for x in xs]
                 ev = [statistics.fmean(r.num_evaluations for r in rs if r.setting == x) for x in xs]
-                ax.errorbar(ev, [m for m, _ in ms], yerr=[0 if math.isnan(e) else e for _, e in ms], fmt="s",
-                            capsize=3, label="private random search (same ε, δ; x = E[K])")
+                ax.errorbar(
+                    ev,
+                    [m for m, _ in ms],
+                    yerr=[0 if math.isnan(e) else e for _, e in ms],
+                    fmt="s",
+                    capsize=3,
+                    label="private random search (same ε, δ; x = E[K])",
+                )
                 continue
             band(ax, grid, [step_interp(r.evals, r.losses, grid) for r in rs], method)
         ref = next(rs for k, rs in comp.items() if "pilot" in k)
-        ax.axhline(statistics.fmean(r.extra["truth_loss"] for r in ref), color="gray", ls="--", lw=1,
-                   label="generating length-scales")
-        ax.set(xlabel="number of evaluations", ylabel="validation loss (non-private diagnostic)", yscale="log",
-               title=f"GP length-scale tuning, d = {s.gp_dim} (mean ± s.e., {num_seeds(runs, 'comparison')} seeds)")
+        ax.axhline(
+            statistics.fmean(r.extra["truth_loss"] for r in ref),
+            color="gray",
+            ls="--",
+            lw=1,
+            label="generating length-scales",
+        )
+        ax.set(
+            xlabel="number of evaluations",
+            ylabel="validation loss (non-private diagnostic)",
+            yscale="log",
+            title=f"GP length-scale tuning, d = {s.gp_dim} (mean ± s.e., {num_seeds(runs, 'comparison')} seeds)",
+        )
         ax.legend(fontsize=7)
         rs_final = {r.seed: r.final_loss for r in comp.get("random search (non-private)", [])}
         if rs_final:
@@ -119,8 +128,12 @@ def make_plots(settings: Settings, runs: list[Run], out: Path) -> list[Path]:
             median_loss = statistics.median(r.final_loss for r in rs)
             a2.scatter([e], [median_loss], marker="D", s=50, color=pts_.get_facecolor()[0], edgecolor="k")
             a2.annotate(f"{rs[0].setting:g}", (e, median_loss), textcoords="offset points", xytext=(4, 4), fontsize=8)
-        a2.set(xlabel="evaluations used in T iterations", ylabel="final validation loss", yscale="log",
-               title="bias tolerance (dots: seeds, diamonds: medians)")
+        a2.set(
+            xlabel="evaluations used in T iterations",
+            ylabel="final validation loss",
+            yscale="log",
+            title="bias tolerance (dots: seeds, diamonds: medians)",
+        )
         save(fig, "eps_sweep.png")
 
     mu_runs = group_by_method(runs, "mu")
@@ -145,8 +158,12 @@ def make_plots(settings: Settings, runs: list[Run], out: Path) -> list[Path]:
     if sig:
         fig, ax = plt.subplots(figsize=(7, 4.5))
         loss_bands(ax, sig)
-        ax.set(xlabel="number of evaluations", ylabel="validation loss (noise-free)", yscale="log",
-               title=f"evaluation noise {s.observation_noise}: surrogate σ correct / high / low")
+        ax.set(
+            xlabel="number of evaluations",
+            ylabel="validation loss (noise-free)",
+            yscale="log",
+            title=f"evaluation noise {s.observation_noise}: surrogate σ correct / high / low",
+        )
         ax.legend(fontsize=7)
         save(fig, "sigma_sweep.png")
 
@@ -154,9 +171,13 @@ def make_plots(settings: Settings, runs: list[Run], out: Path) -> list[Path]:
     if svm:
         fig, ax = plt.subplots(figsize=(7, 4.5))
         loss_bands(ax, svm)
-        ax.set(xlabel="number of evaluations", ylabel="validation MSE (non-private diagnostic)", yscale="log",
-               title=f"SVM tuning, d = {next(iter(svm.values()))[0].extra.get('dim', '?')} "
-                     f"(mean ± s.e., {num_seeds(runs, 'svm')} seeds)")
+        ax.set(
+            xlabel="number of evaluations",
+            ylabel="validation MSE (non-private diagnostic)",
+            yscale="log",
+            title=f"SVM tuning, d = {next(iter(svm.values()))[0].extra.get('dim', '?')} "
+            f"(mean ± s.e., {num_seeds(runs, 'svm')} seeds)",
+        )
         ax.legend(fontsize=7)
         save(fig, "svm.png")
 
@@ -169,7 +190,7 @@ def make_plots(settings: Settings, runs: list[Run], out: Path) -> list[Path]:
             continue
         fig, (a1, a2) = plt.subplots(2, 1, figsize=(7, 7), sharex=True)
         for method, rs in groups.items():
-            line, = a1.plot(rs[0].evals, rs[0].extra["coord0"], label=f"{method} (seed {rs[0].seed})")
+            (line,) = a1.plot(rs[0].evals, rs[0].extra["coord0"], label=f"{method} (seed {rs[0].seed})")
             grid = rs[0].evals
             band(a2, grid, [r.losses for r in rs], method, color=line.get_color())
         a1.axhline(next(iter(groups.values()))[0].extra["optimum0"], color="k", ls="--", lw=1, label="optimum")

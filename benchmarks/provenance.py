@@ -50,10 +50,16 @@ def cpu_model() -> str:
 def git_revision(root: Path = ROOT) -> str | None:
     r"""``HEAD`` of the checkout, with ``" (modified)"`` when tracked files differ; ``None`` outside git."""
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True, timeout=30).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=30
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return head + (" (modified)" if dirty else "")
@@ -77,12 +83,16 @@ def provenance(script: str, argv: list[str], note: str | None = None) -> dict[st
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "git_revision": git_revision(),
         "machine": {
-            "cpu": cpu_model(), "cpu_count": os.cpu_count(),
+            "cpu": cpu_model(),
+            "cpu_count": os.cpu_count(),
             "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-            "platform": platform.platform(), "load_average_start": _load(),
+            "platform": platform.platform(),
+            "load_average_start": _load(),
         },
-        "python": platform.python_version(), "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
         "_started": time.perf_counter(),
     }
 
@@ -103,20 +113,30 @@ def header_lines(report: dict[str, Any], title: str) -> list[str]:
         return " / ".join(f"{x:.2f}" for x in values) if values else "unknown"
 
     threads = report["torch_threads"]
-    loaded = [] if not m["load_average_start"] or m["load_average_start"][0] <= m["cpus_usable"] else [
-        f"**Loaded machine**: the 1-minute load average at the start ({m['load_average_start'][0]:.2f}) exceeded "
-        f"the {m['cpus_usable']} usable CPUs, so other work shared the cores: absolute times are inflated, and "
-        "only ratios of timings taken side by side in one process are comparable.", ""]
+    loaded = (
+        []
+        if not m["load_average_start"] or m["load_average_start"][0] <= m["cpus_usable"]
+        else [
+            f"**Loaded machine**: the 1-minute load average at the start ({m['load_average_start'][0]:.2f}) exceeded "
+            f"the {m['cpus_usable']} usable CPUs, so other work shared the cores: absolute times are inflated, and "
+            "only ratios of timings taken side by side in one process are comparable.",
+            "",
+        ]
+    )
     return [
-        f"# {title}", "",
+        f"# {title}",
+        "",
         *([f"Note: {report['note']}", ""] if report.get("note") else []),
-        f"Command: `{report['command']}` (from the repository root)", "",
-        f"Date: {report['date']}; revision `{report['git_revision']}`; total wall time {report['wall_s']:.0f} s.", "",
+        f"Command: `{report['command']}` (from the repository root)",
+        "",
+        f"Date: {report['date']}; revision `{report['git_revision']}`; total wall time {report['wall_s']:.0f} s.",
+        "",
         f"Machine: {m['cpu']}, {m['cpu_count']} logical CPUs ({m['cpus_usable']} usable), {m['platform']}; "
         f"load average {load(m['load_average_start'])} at the start, {load(m.get('load_average_end'))} at the end.",
         "",
         f"Python {report['python']}, torch {report['torch']} with {threads} thread{'s' if threads != 1 else ''} "
-        f"(OMP_NUM_THREADS={report['OMP_NUM_THREADS']}).", "",
+        f"(OMP_NUM_THREADS={report['OMP_NUM_THREADS']}).",
+        "",
         *loaded,
     ]
 
@@ -129,14 +149,18 @@ def script_meta(script: str, argv: list[str], threads: int) -> dict[str, Any]:
     """
     return {
         "command": " ".join([f"python {script}", shlex.join(argv)]).rstrip(),
-        "machine": platform.machine() + " " + platform.processor(), "cpus": os.cpu_count(), "threads": threads,
-        "python": platform.python_version(), "torch": torch.__version__,
+        "machine": platform.machine() + " " + platform.processor(),
+        "cpus": os.cpu_count(),
+        "threads": threads,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
 
-def write_report(out: Path, name: str, report: dict[str, Any], text: str, *, indent: int = 2,
-                 allow_nan: bool = False) -> tuple[Path, Path]:
+def write_report(
+    out: Path, name: str, report: dict[str, Any], text: str, *, indent: int = 2, allow_nan: bool = False
+) -> tuple[Path, Path]:
     r"""Write ``out/NAME.json`` (the report, plain JSON) and ``out/NAME.md`` (``text``); returns both paths.
 
     ``indent`` and ``allow_nan`` are ``json.dumps``'s (the comparison scripts keep their one-space

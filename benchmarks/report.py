@@ -29,8 +29,16 @@ def experiment_sections(s: Settings, runs: list[Run]) -> tuple[list[str], list[s
     return gp_lines + small_lines, gp_findings + small_findings
 
 
-def write_report(settings: Settings, runs: list[Run], pilot: dict, out: Path, total_wall: float, argv: list[str],
-                 note: str = "", execution: str | None = None) -> str:
+def write_report(
+    settings: Settings,
+    runs: list[Run],
+    pilot: dict,
+    out: Path,
+    total_wall: float,
+    argv: list[str],
+    note: str = "",
+    execution: str | None = None,
+) -> str:
     r"""Write ``out/results.md`` and return its text.
 
     Args:
@@ -46,14 +54,17 @@ def write_report(settings: Settings, runs: list[Run], pilot: dict, out: Path, to
     Returns:
         The text of ``results.md``.
     """
-    lines = [f"# DP-GIBO paper reproduction ({settings.mode} mode)\n",
-             f"Command: `python scripts/reproduce_paper.py {' '.join(argv)}`  ",
-             f"Total wall time: {total_wall:.0f} s on {execution or threads_text()} "
-             f"({platform.machine()}, torch {torch.__version__}).  "]
+    lines = [
+        f"# DP-GIBO paper reproduction ({settings.mode} mode)\n",
+        f"Command: `python scripts/reproduce_paper.py {' '.join(argv)}`  ",
+        f"Total wall time: {total_wall:.0f} s on {execution or threads_text()} "
+        f"({platform.machine()}, torch {torch.__version__}).  ",
+    ]
     if note:
         lines.append(note + "  ")
-    lines.append("All losses below are NON-PRIVATE diagnostics (noise-free validation loss of what a method "
-                 "returned).\n")
+    lines.append(
+        "All losses below are NON-PRIVATE diagnostics (noise-free validation loss of what a method returned).\n"
+    )
     lines += settings_section(settings, runs, pilot)
     sections, findings = experiment_sections(settings, runs)
     lines += sections

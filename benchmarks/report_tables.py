@@ -78,6 +78,7 @@ WALL_TIME = mean_column("wall time per run (s)", lambda r: r.wall_s, ".1f")
 
 def wins_column(header: str, reference: dict[int, float], reference_label: str, lower: bool) -> Column:
     r"""``k/n``: seeds where the reference's final loss is lower (``lower``) or the row's is; ``—`` on its row."""
+
     def cell(label: str, runs: list[Run]) -> str:
         paired = [r for r in runs if r.seed in reference]
         if label == reference_label or not paired:
@@ -85,14 +86,23 @@ def wins_column(header: str, reference: dict[int, float], reference_label: str, 
         if lower:
             return f"{sum(reference[r.seed] < r.final_loss for r in paired)}/{len(paired)}"
         return f"{sum(r.final_loss < reference[r.seed] for r in paired)}/{len(paired)}"
+
     return header, cell
 
 
 def reference_row(label: str, runs: list[Run], key: str, num_columns: int, evals: str = "") -> list[object]:
     r"""A ``(reference)`` row: mean ± s.e. and median of ``run.extra[key]`` under the loss columns."""
     values = [r.extra[key] for r in runs]
-    row = [f"(reference) {label}", "", evals, format_mean_se(values), f"{statistics.median(values):.4g}", "",
-           len(runs), ""]
+    row = [
+        f"(reference) {label}",
+        "",
+        evals,
+        format_mean_se(values),
+        f"{statistics.median(values):.4g}",
+        "",
+        len(runs),
+        "",
+    ]
     return row[:num_columns]
 
 
@@ -114,10 +124,11 @@ def paired_finding(what: str, a_name: str, a_runs: list[Run], b_name: str, b_run
     wins = sum(x < y for x, y in pairs)
     median_txt = f"medians {statistics.median(a):.4g} vs {statistics.median(b):.4g}"
     majority = wins > len(pairs) / 2
-    status = ("Matches" if mean_ok and majority else
-              "Partly matches" if mean_ok or majority else "**Does NOT match**")
-    return (f"{status} {what}: {a_name} lower on {wins}/{len(pairs)} seeds; means {txt}; {median_txt}"
-            "; 'matches' needs both a lower mean and a majority of seeds.")
+    status = "Matches" if mean_ok and majority else "Partly matches" if mean_ok or majority else "**Does NOT match**"
+    return (
+        f"{status} {what}: {a_name} lower on {wins}/{len(pairs)} seeds; means {txt}; {median_txt}"
+        "; 'matches' needs both a lower mean and a majority of seeds."
+    )
 
 
 def threads_text() -> str:
@@ -142,4 +153,3 @@ def timing_table(runs: list[Run]) -> str:
         if (exp, method) not in groups:
             rows.append(markdown_row([exp, method, f"{k} (reused)", 0, "—"]))
     return "\n".join(rows)
-

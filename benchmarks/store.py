@@ -119,8 +119,10 @@ class RunStore:
                 details.append(f"{k}: {', '.join(f'{f} (stored {old.get(f)!r}, now {new.get(f)!r})' for f in fields)}")
             else:
                 details.append(f"{k} (stored {old!r}, now {new!r})")
-        return (f"{self.path} holds runs made with other settings ({'; '.join(details)}). Resume with the "
-                "settings it was made with, or write to a fresh output directory (--fresh discards it).")
+        return (
+            f"{self.path} holds runs made with other settings ({'; '.join(details)}). Resume with the "
+            "settings it was made with, or write to a fresh output directory (--fresh discards it)."
+        )
 
     def _append(self, record: dict) -> None:
         with open(self.path, "a", encoding="utf-8") as f:

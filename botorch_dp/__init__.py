@@ -44,13 +44,37 @@ _LAZY_NAMES = {
 
 #: The subpackages and modules, imported on first attribute access (``botorch_dp.optim``).
 _SUBMODULES = (
-    "acquisition", "audit", "baselines", "demo", "distributed", "evaluation", "gradient_gp",
-    "integrations", "kernel_derivatives", "optim", "plan", "plot", "privacy", "problems", "training", "tuning", "utils",
+    "acquisition",
+    "audit",
+    "baselines",
+    "demo",
+    "distributed",
+    "evaluation",
+    "gradient_gp",
+    "integrations",
+    "kernel_derivatives",
+    "optim",
+    "plan",
+    "plot",
+    "privacy",
+    "problems",
+    "training",
+    "tuning",
+    "utils",
 )
 
 __all__ = [
-    "DPGIBO", "DPGIBOConfig", "GradientGP", "PrivacyLedger", "PrivacyWarning", "PrivatePlan", "SettingsWarning",
-    "plan_private_run", "qGradientInformation", "tune", "__version__",
+    "DPGIBO",
+    "DPGIBOConfig",
+    "GradientGP",
+    "PrivacyLedger",
+    "PrivacyWarning",
+    "PrivatePlan",
+    "SettingsWarning",
+    "plan_private_run",
+    "qGradientInformation",
+    "tune",
+    "__version__",
 ]
 
 

@@ -71,9 +71,7 @@ class _ModelWatch:
     def _layout(self) -> list[Any]:
         # the objects themselves (not ids, which a freed tensor's successor may reuse)
         return [
-            obj
-            for gp in self.gps
-            for obj in (*(gp.train_inputs or ()), *(getattr(gp, p, None) for p in self._PARTS))
+            obj for gp in self.gps for obj in (*(gp.train_inputs or ()), *(getattr(gp, p, None) for p in self._PARTS))
         ]
 
     def changed(self) -> bool:
@@ -187,8 +185,7 @@ class qGradientInformation(AcquisitionFunction):
             weights = cast(Tensor, self.posterior_transform.weights).detach().reshape(-1).to(theta)
             if weights.numel() != len(parts):
                 raise ValueError(
-                    f"posterior_transform has {weights.numel()} weights, the model has "
-                    f"{len(parts)} outputs."
+                    f"posterior_transform has {weights.numel()} weights, the model has {len(parts)} outputs."
                 )
         self._parts: list[OutputGradientGP] = parts
         self._theta_z: list[Tensor] = []
@@ -342,9 +339,7 @@ def construct_inputs_gradient_information(
     if bounds is not None:
         box = torch.as_tensor(bounds, dtype=theta.dtype)
         if box.shape != (theta.shape[0], 2):
-            raise ValueError(
-                f"bounds must be {theta.shape[0]} (lower, upper) pairs, got shape {tuple(box.shape)}."
-            )
+            raise ValueError(f"bounds must be {theta.shape[0]} (lower, upper) pairs, got shape {tuple(box.shape)}.")
         outside = ((theta < box[:, 0]) | (theta > box[:, 1])).nonzero().flatten().tolist()
         if outside:
             shown = "; ".join(

@@ -33,13 +33,17 @@ def main(argv: list[str] | None = None) -> dict:
         help="adaptive batches: add points until tr Σ_D(θ) ≤ bias_tolerance",
     )
     parser.add_argument(
-        "--clip-bound", type=float, default=0.25,
+        "--clip-bound",
+        type=float,
+        default=0.25,
         help="B (set on problem seed 2, where ~90%% of per-user gradient norms are below it)",
     )
     parser.add_argument("--step-size", type=float, default=0.3, help="η (AdaGrad)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the (public, simulated) data and of random search")
     parser.add_argument(
-        "--noise-seed", type=int, default=None,
+        "--noise-seed",
+        type=int,
+        default=None,
         help="seed of DP-GIBO's privacy noise and candidate search (default: OS entropy; a seed "
         "makes the run reproducible and raises a PrivacyWarning; it is never printed or saved)",
     )
@@ -48,7 +52,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", type=Path, default=Path("outputs/demo"))
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument(
-        "--threads", type=int, default=1,
+        "--threads",
+        type=int,
+        default=1,
         help="torch threads; the matrices are small, and with 2 threads on a shared 2-core "
         "machine every op waits for a preempted worker (measured 262 s vs 43 s)",
     )
@@ -94,8 +100,10 @@ def main(argv: list[str] | None = None) -> dict:
     print("\n=== DP-GIBO private release ===")
     print(f"theta_T (length-scales): {[round(v, 3) for v in release.theta.tolist()]}")
     print(f"evaluations: {num_evals} in {len(release.batch_sizes)} iterations, batch sizes {release.batch_sizes}")
-    print(f"guarantee: mu = {g.mu:.4g}-GDP  =>  (epsilon = {g.epsilon:.4f}, delta = {g.delta:g})-DP"
-          f"  [noise std {g.noise_std:.4g} per coordinate]")
+    print(
+        f"guarantee: mu = {g.mu:.4g}-GDP  =>  (epsilon = {g.epsilon:.4f}, delta = {g.delta:g})-DP"
+        f"  [noise std {g.noise_std:.4g} per coordinate]"
+    )
     print("\n=== NON-PRIVATE diagnostics (validation losses; do not publish) ===")
     print(f"DP-GIBO final validation loss           : {gibo_loss:.5f}")
     print(f"random search ({num_evals} evals) best loss  : {rs_loss:.5f}  (non-private selection)")

@@ -89,7 +89,7 @@ def process_pool(workers: int, initializer: Callable[[], None] = init_one_thread
         A ``ProcessPoolExecutor`` (shut it down, e.g. with ``with process_pool(2) as pool:``).
     """
     return cf.ProcessPoolExecutor(
-        max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=initializer,
+        max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=initializer
     )
 
 
@@ -221,8 +221,10 @@ def evaluate_rows(
         return objective(X)
     if isinstance(objective, ChargedObjective):
         tickets = list(objective.charge_rows(X))  # in this process, before any row trains
-        groups = [(objective, g.detach().clone(), tickets[i:i + rows_per_task])
-                  for i, g in zip(range(0, X.shape[0], rows_per_task), X.split(rows_per_task), strict=True)]
+        groups = [
+            (objective, g.detach().clone(), tickets[i : i + rows_per_task])
+            for i, g in zip(range(0, X.shape[0], rows_per_task), X.split(rows_per_task), strict=True)
+        ]
         blocks = map_in_order(_evaluate_charged_group, groups, executor, max_in_flight=max_in_flight)
     else:
         groups = [(objective, g.detach().clone()) for g in X.split(rows_per_task)]

@@ -403,8 +403,5 @@ class KernelDerivatives:
             value = self.kernel(a.unsqueeze(-2), b.unsqueeze(-2)).to_dense().sum()
             (grad_a,) = torch.autograd.grad(value, a, create_graph=True)
             # mixed second derivative d^2 k(a, b) / da_j db_l, one row per input dimension
-            rows = [
-                torch.autograd.grad(grad_a[..., j].sum(), b, retain_graph=True)[0]
-                for j in range(d)
-            ]
+            rows = [torch.autograd.grad(grad_a[..., j].sum(), b, retain_graph=True)[0] for j in range(d)]
         return torch.stack(rows, dim=-2).detach()

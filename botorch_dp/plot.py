@@ -36,7 +36,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["SpendingPoint", "epsilon_spent", "plot_privacy", "plot_loss", "plot_iterate_path", "plot_run"]
 
 
-
 @dataclass(frozen=True)
 class SpendingPoint:
     r"""The validation spending after one stage of releases.
@@ -320,5 +319,7 @@ def plot_run(
 def _natural(space: SearchSpace, points: Tensor) -> Tensor:
     r"""``k x d`` points in natural units, columns in the space's order (public post-processing)."""
     s = space.to_search_units(points.reshape(-1, points.shape[-1]))
-    return torch.tensor([[float(h.natural(v)) for h, v in zip(space.relaxed, row, strict=True)] for row in s.tolist()],
-                        dtype=torch.float64)
+    return torch.tensor(
+        [[float(h.natural(v)) for h, v in zip(space.relaxed, row, strict=True)] for row in s.tolist()],
+        dtype=torch.float64,
+    )

@@ -67,8 +67,16 @@ def one_run(settings: dimension.Settings, context: dict, dim: int, seed: int, ca
         start = time.perf_counter()
         run = runner.gibo(dim, seed, method)
         wall = time.perf_counter() - start
-    return {"dim": dim, "seed": seed, "cap": cap_name(cap), "method": method, "final_loss": run.final_loss,
-            "num_evaluations": run.num_evaluations, "wall_s": wall, "threads": torch.get_num_threads()}
+    return {
+        "dim": dim,
+        "seed": seed,
+        "cap": cap_name(cap),
+        "method": method,
+        "final_loss": run.final_loss,
+        "num_evaluations": run.num_evaluations,
+        "wall_s": wall,
+        "threads": torch.get_num_threads(),
+    }
 
 
 def warm_up() -> None:
@@ -83,21 +91,33 @@ def _init_worker() -> None:
     warm_up()
 
 
-def check(settings: dimension.Settings, dims: list[int], seeds: list[int], caps: list[int | None], *,
-          method: str = "dp_gibo", workers: int = 1, json_path: Path | None = None) -> list[dict]:
+def check(
+    settings: dimension.Settings,
+    dims: list[int],
+    seeds: list[int],
+    caps: list[int | None],
+    *,
+    method: str = "dp_gibo",
+    workers: int = 1,
+    json_path: Path | None = None,
+) -> list[dict]:
     r"""Every (d, seed, cap) run; printed and (with ``json_path``) saved as each one ends."""
     context = dimension.prepare(dataclasses.replace(settings, dims=tuple(dims)))
     for dim in dims:
         print(f"d = {dim}: clip bound B = {dimension.clip_bound(context, dim):g}", flush=True)
     # the costly runs first (high d, uncapped), so a pool is not left waiting on one long run
-    jobs = sorted(((d, s, c) for d in dims for s in seeds for c in caps),
-                  key=lambda j: (-j[0], j[2] is not None, j[2] or 0, j[1]))
+    jobs = sorted(
+        ((d, s, c) for d in dims for s in seeds for c in caps), key=lambda j: (-j[0], j[2] is not None, j[2] or 0, j[1])
+    )
     rows: list[dict] = []
 
     def done(row: dict) -> None:
         rows.append(row)
-        print(f"  d = {row['dim']} seed {row['seed']} cap {row['cap']}: loss {row['final_loss']:.4g}, "
-              f"{row['wall_s']:.1f} s", flush=True)
+        print(
+            f"  d = {row['dim']} seed {row['seed']} cap {row['cap']}: loss {row['final_loss']:.4g}, "
+            f"{row['wall_s']:.1f} s",
+            flush=True,
+        )
         if json_path is not None:
             json_path.write_text(json.dumps(rows, indent=1))
 
@@ -147,8 +167,12 @@ def summary(rows: list[dict], caps: list[int | None]) -> str:
     for dim in sorted({r["dim"] for r in rows}):
         cells = []
         for seed in sorted({r["seed"] for r in rows if r["dim"] == dim}):
-            cells.append(f"{seed}: " + " / ".join(f"{by[dim, seed, n]['final_loss']:.4g}" if (dim, seed, n) in by
-                                                  else "unfinished" for n in names))
+            cells.append(
+                f"{seed}: "
+                + " / ".join(
+                    f"{by[dim, seed, n]['final_loss']:.4g}" if (dim, seed, n) in by else "unfinished" for n in names
+                )
+            )
         lines.append(f"- d = {dim}: " + "; ".join(cells))
     return "\n".join(lines)
 
@@ -157,14 +181,23 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dims", type=int, nargs="+", default=[30, 60])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    parser.add_argument("--caps", type=parse_cap, nargs="+", default=[None, 100],
-                        help="acqf_maxiter values; the first is the reference ('none': BoTorch's default)")
+    parser.add_argument(
+        "--caps",
+        type=parse_cap,
+        nargs="+",
+        default=[None, 100],
+        help="acqf_maxiter values; the first is the reference ('none': BoTorch's default)",
+    )
     parser.add_argument("--method", choices=("dp_gibo", "dp_gibo_eta1", "gibo"), default="dp_gibo")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--json", type=Path, default=None, help="write every finished run here as it ends")
     parser.add_argument("--quick", action="store_true", help="the experiment's smoke settings")
-    parser.add_argument("--summarize", type=Path, default=None,
-                        help="only print the table of a --json file (runs that finished before a time limit)")
+    parser.add_argument(
+        "--summarize",
+        type=Path,
+        default=None,
+        help="only print the table of a --json file (runs that finished before a time limit)",
+    )
     args = parser.parse_args(argv)
     if len(set(args.caps)) != len(args.caps) or len(args.caps) < 2:
         parser.error("--caps needs at least two different values")
@@ -173,8 +206,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print(summary(rows, args.caps))
         return rows
     settings = dimension.quick_settings() if args.quick else dimension.Settings()
-    rows = check(settings, args.dims, args.seeds, args.caps, method=args.method, workers=args.workers,
-                 json_path=args.json)
+    rows = check(
+        settings, args.dims, args.seeds, args.caps, method=args.method, workers=args.workers, json_path=args.json
+    )
     print(summary(rows, args.caps))
     return rows
 

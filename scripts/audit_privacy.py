@@ -45,8 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     keys = ("mechanism", "claimed_mu", "empirical_mu", "empirical_mu_lower", "num_runs")
     epsilon_keys = ("delta", "claimed_epsilon", "empirical_epsilon_lower")  # audits run at a δ (AMP)
     rows = [
-        {k: v for k, v in r.to_dict().items() if k in keys or (k in epsilon_keys and v is not None)}
-        for r in results
+        {k: v for k, v in r.to_dict().items() if k in keys or (k in epsilon_keys and v is not None)} for r in results
     ]
     if args.json:
         print(json.dumps(rows, indent=1))

@@ -58,13 +58,7 @@ from botorch_dp.kernel_derivatives import KernelDerivatives
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # benchmarks/ (the report header) is the repo's top-level package, not installed
 
-from benchmarks.provenance import (  # noqa: E402
-    cpu_model,
-    finished,
-    header_lines,
-    provenance,
-    write_report,
-)
+from benchmarks.provenance import cpu_model, finished, header_lines, provenance, write_report  # noqa: E402
 
 DTYPE = torch.float64
 NOISE = 1e-4
@@ -162,13 +156,7 @@ def time_optimize(acqf: AcquisitionFunction, theta: Tensor, args, seed: int) -> 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. optimization warnings from scipy
         t0 = time.perf_counter()
-        _, value = optimize_acqf(
-            acqf,
-            box(theta),
-            q=1,
-            num_restarts=args.num_restarts,
-            raw_samples=args.raw_samples,
-        )
+        _, value = optimize_acqf(acqf, box(theta), q=1, num_restarts=args.num_restarts, raw_samples=args.raw_samples)
         elapsed = time.perf_counter() - t0
     if value is None:
         raise RuntimeError("optimize_acqf returned no acquisition value.")
@@ -242,10 +230,7 @@ def format_table(rows: list[Row], args) -> str:
         "optimize_acqf naive (s)",
         "best α fast / naive",
     ]
-    lines = [
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join(["---:"] * len(header)) + "|",
-    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---:"] * len(header)) + "|"]
     for r in rows:
         if r.naive_opt_s is not None:
             naive_opt = f"{r.naive_opt_s:.2f}"
@@ -360,12 +345,22 @@ def main(argv: list[str] | None = None) -> list[Row]:
         **finished(stamp),
         "settings": {k: v for k, v in vars(args).items() if k not in ("out", "note", "profile", "quick")},
         "compared_against": COMPARED_AGAINST,
-        "target": {"d": TARGET_CONFIG[0], "num_train": TARGET_CONFIG[1], "speedup_at_least": TARGET_SPEEDUP,
-                   "speedup": target[0].speedup if target else None},
+        "target": {
+            "d": TARGET_CONFIG[0],
+            "num_train": TARGET_CONFIG[1],
+            "speedup_at_least": TARGET_SPEEDUP,
+            "speedup": target[0].speedup if target else None,
+        },
         "rows": [{**asdict(r), "speedup": r.speedup} for r in rows],
     }
-    text = "\n".join([*header_lines(report, "Acquisition speed (`scripts/bench_acquisition.py`)"),
-                      f"Compared against: {COMPARED_AGAINST}.", "", *printed[1:]])
+    text = "\n".join(
+        [
+            *header_lines(report, "Acquisition speed (`scripts/bench_acquisition.py`)"),
+            f"Compared against: {COMPARED_AGAINST}.",
+            "",
+            *printed[1:],
+        ]
+    )
     write_report(args.out, "bench_acquisition", report, text)
     return rows
 

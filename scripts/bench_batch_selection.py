@@ -45,10 +45,20 @@ def make_config(d: int, noise: float, seed: int, selection: BatchSearch, args, *
     kernel.lengthscale = 1.0
     theta0 = 5 * torch.rand(d, generator=torch.Generator().manual_seed(1000 + seed), dtype=torch.float64)
     return DPGIBOConfig(
-        bounds=torch.tensor([[0.0] * d, [5.0] * d], dtype=torch.float64), kernel=kernel, privacy_mu=math.inf,
-        num_iterations=3, step_size=0.3, step_rule="adagrad", search_radius=0.5, noise_variance=noise,
-        theta0=theta0, seed=seed, raw_samples=args.raw_samples, num_restarts=args.num_restarts,
-        batch_search=selection, **kw,
+        bounds=torch.tensor([[0.0] * d, [5.0] * d], dtype=torch.float64),
+        kernel=kernel,
+        privacy_mu=math.inf,
+        num_iterations=3,
+        step_size=0.3,
+        step_rule="adagrad",
+        search_radius=0.5,
+        noise_variance=noise,
+        theta0=theta0,
+        seed=seed,
+        raw_samples=args.raw_samples,
+        num_restarts=args.num_restarts,
+        batch_search=selection,
+        **kw,
     )
 
 
@@ -105,8 +115,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
             f"{args.seeds} seed(s), medians over seeds"
         )
         print()
-        print("| d | σ² | selection | fixed b=d+1: trace left | time (s) | adaptive it.1: points / trace | "
-              "time (s) | adaptive it.2: points / trace | time (s) |")
+        print(
+            "| d | σ² | selection | fixed b=d+1: trace left | time (s) | adaptive it.1: points / trace | "
+            "time (s) | adaptive it.2: points / trace | time (s) |"
+        )
         print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
         rows = []
         for d in args.dims:

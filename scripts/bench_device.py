@@ -78,9 +78,17 @@ def _config(d: int, iterations: int, device: torch.device) -> DPGIBOConfig:
     kernel = RBFKernel(ard_num_dims=d)
     kernel.lengthscale = 1.5
     return DPGIBOConfig(
-        bounds=torch.tensor([[-2.0] * d, [4.0] * d], dtype=torch.float64, device=device), kernel=kernel,
-        num_iterations=iterations, privacy_mu=1.0, clip_bound=2.0, step_size=0.3, batch_size=d + 1,
-        search_radius=0.5, seed=0, num_restarts=2, raw_samples=32,
+        bounds=torch.tensor([[-2.0] * d, [4.0] * d], dtype=torch.float64, device=device),
+        kernel=kernel,
+        num_iterations=iterations,
+        privacy_mu=1.0,
+        clip_bound=2.0,
+        step_size=0.3,
+        batch_size=d + 1,
+        search_radius=0.5,
+        seed=0,
+        num_restarts=2,
+        raw_samples=32,
     )
 
 
@@ -94,8 +102,7 @@ def _objective(n: int, d: int, device: torch.device) -> Callable[[torch.Tensor],
     return objective
 
 
-def bench_device(device: torch.device, n: int, d: int, iterations: int, repeat: int,
-                 candidates: int) -> dict[str, Any]:
+def bench_device(device: torch.device, n: int, d: int, iterations: int, repeat: int, candidates: int) -> dict[str, Any]:
     r"""The timings of one device: ``tell_s`` per iteration, ``acquisition_s``, ``batch_search_s``."""
     objective = _objective(n, d, device)
     cfg = _config(d, iterations, device)
@@ -129,15 +136,32 @@ def bench_device(device: torch.device, n: int, d: int, iterations: int, repeat: 
     for _ in range(repeat):
         acq_s = min(acq_s, _timed(device, acquisition)[0])
         gen = torch.Generator().manual_seed(2)  # the same search seed every time, on every device
-        seconds, batch = _timed(device, functools.partial(
-            optimize_batch, s.gp, s.theta, box, d + 1, gen, num_restarts=cfg.num_restarts,
-            raw_samples=cfg.raw_samples, speed="fast"))
+        seconds, batch = _timed(
+            device,
+            functools.partial(
+                optimize_batch,
+                s.gp,
+                s.theta,
+                box,
+                d + 1,
+                gen,
+                num_restarts=cfg.num_restarts,
+                raw_samples=cfg.raw_samples,
+                speed="fast",
+            ),
+        )
         search_s = min(search_s, seconds)
     assert batch is not None and batch.device == s.theta.device
     return dict(
-        device=str(device), name=device_name(device), tell_s=tell_s, acquisition_s=acq_s, batch_search_s=search_s,
-        trace_after_search=posterior_trace(s.gp, s.theta, batch), iterates=torch.stack(s.iterates).cpu().tolist(),
-        N=int(s.X.shape[0]), theta_device=str(s.theta.device),
+        device=str(device),
+        name=device_name(device),
+        tell_s=tell_s,
+        acquisition_s=acq_s,
+        batch_search_s=search_s,
+        trace_after_search=posterior_trace(s.gp, s.theta, batch),
+        iterates=torch.stack(s.iterates).cpu().tolist(),
+        N=int(s.X.shape[0]),
+        theta_device=str(s.theta.device),
     )
 
 
@@ -148,26 +172,40 @@ def render(report: dict[str, Any]) -> str:
     lines += [
         f"n = {s['n']:.0e} users, d = {s['dim']}, batches of d + 1, {s['iterations']} tells; acquisition value and "
         f"closed-form gradient at {s['candidates']} fixed (d + 1)-batches; one optimize_acqf "
-        f"(num_restarts 2, raw_samples 32); every part best of {s['repeat']}.", "",
-        f"Compared against: {report['compared_against']}.", "",
-        "Devices: " + "; ".join(f"`{r['device']}` = {r['name']}" for r in rows) + ".", "",
+        f"(num_restarts 2, raw_samples 32); every part best of {s['repeat']}.",
+        "",
+        f"Compared against: {report['compared_against']}.",
+        "",
+        "Devices: " + "; ".join(f"`{r['device']}` = {r['name']}" for r in rows) + ".",
+        "",
     ]
     if not report["gpu_available"]:
-        lines += ["**No GPU on this machine** (`torch.cuda.is_available()` is False): CPU numbers only; "
-                  "no GPU number is given. Run `python scripts/bench_device.py --n 10000000` on a GPU machine.", ""]
+        lines += [
+            "**No GPU on this machine** (`torch.cuda.is_available()` is False): CPU numbers only; "
+            "no GPU number is given. Run `python scripts/bench_device.py --n 10000000` on a GPU machine.",
+            "",
+        ]
     header = "| part | " + " | ".join(f"{r['device']} s" for r in rows)
     header += " | GPU / CPU |" if len(rows) > 1 else " |"
     lines += [header, "|---" * (len(rows) + 1 + (len(rows) > 1)) + "|"]
-    parts = [(f"tell {t + 1} (N = {(t + 1) * (s['dim'] + 1)})", [r["tell_s"][t] for r in rows])
-             for t in range(s["iterations"])]
-    parts += [("acquisition", [r["acquisition_s"] for r in rows]),
-              ("batch search", [r["batch_search_s"] for r in rows])]
+    parts = [
+        (f"tell {t + 1} (N = {(t + 1) * (s['dim'] + 1)})", [r["tell_s"][t] for r in rows])
+        for t in range(s["iterations"])
+    ]
+    parts += [
+        ("acquisition", [r["acquisition_s"] for r in rows]),
+        ("batch search", [r["batch_search_s"] for r in rows]),
+    ]
     for name, values in parts:
         cells = " | ".join(f"{v:.4f}" for v in values)
         ratio = f" | {values[1] / values[0]:.3f}" if len(values) > 1 else ""
         lines.append(f"| {name} | {cells}{ratio} |")
-    lines += ["", "Trace after the batch search: " + "; ".join(
-        f"{r['device']} {r['trace_after_search']:.6g}" for r in rows) + "."]
+    lines += [
+        "",
+        "Trace after the batch search: "
+        + "; ".join(f"{r['device']} {r['trace_after_search']:.6g}" for r in rows)
+        + ".",
+    ]
     if report.get("max_iterate_difference") is not None:
         lines.append(f"Largest difference of the iterates between the devices: {report['max_iterate_difference']:.3g}.")
     return "\n".join(lines) + "\n"
@@ -204,10 +242,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if len(rows) > 1:
         a, b = (torch.tensor(r["iterates"], dtype=torch.float64) for r in rows)
         difference = float((a - b).abs().max())
-    report = {**finished(stamp), "settings": {"n": args.n, "dim": args.dim, "iterations": args.iterations,
-                                              "repeat": args.repeat, "candidates": args.candidates},
-              "compared_against": COMPARED_AGAINST, "gpu_available": gpu, "devices": rows,
-              "max_iterate_difference": difference}
+    report = {
+        **finished(stamp),
+        "settings": {
+            "n": args.n,
+            "dim": args.dim,
+            "iterations": args.iterations,
+            "repeat": args.repeat,
+            "candidates": args.candidates,
+        },
+        "compared_against": COMPARED_AGAINST,
+        "gpu_available": gpu,
+        "devices": rows,
+        "max_iterate_difference": difference,
+    }
     text = render(report)
     print(text)
     write_report(args.out, "bench_device", report, text)

@@ -46,11 +46,7 @@ import torch
 
 from botorch_dp.distributed import InProcessPartitions
 from botorch_dp.distributed.synthetic import SyntheticUsers
-from botorch_dp.privacy.mechanisms import (
-    GaussianGradientMechanism,
-    default_chunk_size,
-    release_partial_sums,
-)
+from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, default_chunk_size, release_partial_sums
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # benchmarks/ (the report header) is the repo's top-level package, not installed
@@ -119,8 +115,12 @@ def _dask(num_users: int, workers: int, dim: int, points: int, iterations: int, 
     from botorch_dp.distributed.dask import DaskPartitions
 
     sizes = [num_users // workers + (k < num_users % workers) for k in range(workers)]
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit=0,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, memory_limit=0, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         client.run(torch.set_num_threads, 1)
         rss0 = _rss_bytes()
         partitions = DaskPartitions(client, [SyntheticUsers(n, dim, seed + k) for k, n in enumerate(sizes)])
@@ -142,8 +142,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="Dask worker counts")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="n = 2e4, |D| = 24, d = 3, 2 steps")
-    parser.add_argument("--no-in-process", action="store_true",
-                        help="skip the in-process setup (it holds all n·|D| losses in one process)")
+    parser.add_argument(
+        "--no-in-process",
+        action="store_true",
+        help="skip the in-process setup (it holds all n·|D| losses in one process)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "reports", help="directory of bench_distributed.json/.md")
     parser.add_argument("--note", default=None, help="a sentence for the report (why this size, say)")
     args = parser.parse_args(argv)
@@ -160,19 +163,35 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 res = pool.submit(_in_process, n, args.dim, args.points, args.iterations, args.seed).result()
             rows.append({"n": n, "setup": "in-process", "workers": 1, **res, "driver_growth": None})
         for w in args.workers:
-            rows.append({"n": n, "setup": "dask", "workers": w,
-                         **_dask(n, w, args.dim, args.points, args.iterations, args.seed)})
+            rows.append(
+                {
+                    "n": n,
+                    "setup": "dask",
+                    "workers": w,
+                    **_dask(n, w, args.dim, args.points, args.iterations, args.seed),
+                }
+            )
     for row in rows:
         row["median_step_s"] = statistics.median(row["step_s"])
     for row in rows:
-        base = {setup: next((r["median_step_s"] for r in rows if r["n"] == row["n"] and r["setup"] == setup
-                             and r["workers"] == 1), None) for setup in ("dask", "in-process")}
+        base = {
+            setup: next(
+                (r["median_step_s"] for r in rows if r["n"] == row["n"] and r["setup"] == setup and r["workers"] == 1),
+                None,
+            )
+            for setup in ("dask", "in-process")
+        }
         dask = row["setup"] == "dask"
         row["speedup"] = base["dask"] / row["median_step_s"] if dask and base["dask"] else None  # vs 1 worker
-        row["speedup_vs_in_process"] = (base["in-process"] / row["median_step_s"]
-                                        if dask and base["in-process"] else None)
-    report = {**finished(stamp), "settings": {k: v for k, v in vars(args).items() if k not in ("out", "note")},
-              "compared_against": COMPARED_AGAINST, "rows": rows}
+        row["speedup_vs_in_process"] = (
+            base["in-process"] / row["median_step_s"] if dask and base["in-process"] else None
+        )
+    report = {
+        **finished(stamp),
+        "settings": {k: v for k, v in vars(args).items() if k not in ("out", "note")},
+        "compared_against": COMPARED_AGAINST,
+        "rows": rows,
+    }
     text = render(report)
     print(text)
     write_report(args.out, "bench_distributed", report, text)
@@ -191,8 +210,10 @@ def render(report: dict) -> str:
         f"Setting: |D| = {rows[0]['points']} at the last timed step, d = {s['dim']}, b = d + 1, "
         f"{s['iterations']} timed steps "
         "(evaluate a batch on every user, send A, clipped partial sums, release); synthetic users generated where "
-        "they are evaluated; one torch thread per process holding users.", "",
-        f"Compared against: {report['compared_against']}.", "",
+        "they are evaluated; one torch thread per process holding users.",
+        "",
+        f"Compared against: {report['compared_against']}.",
+        "",
         "| n | setup | workers | s / step (median) | speed-up vs 1 worker | speed-up vs in-process | fill s "
         "| peak RSS per worker (GiB) | its losses (GiB) | driver growth (GiB) |",
         "|---:|---|---:|---:|---:|---:|---:|---|---|---:|",
@@ -202,9 +223,11 @@ def render(report: dict) -> str:
         losses = " / ".join(f"{row['points'] * n * 8 / GIB:.2f}" for n in share)
         peaks = " / ".join(f"{p / GIB:.2f}" for p in row["peak_rss"])
         growth = "–" if row["driver_growth"] is None else f"{row['driver_growth'] / GIB:.3f}"
-        lines.append(f"| {row['n']:.0e} | {row['setup']} | {row['workers']} | {row['median_step_s']:.3f} | "
-                     f"{times(row['speedup'])} | {times(row['speedup_vs_in_process'])} | {row['fill_s']:.2f} | "
-                     f"{peaks} | {losses} | {growth} |")
+        lines.append(
+            f"| {row['n']:.0e} | {row['setup']} | {row['workers']} | {row['median_step_s']:.3f} | "
+            f"{times(row['speedup'])} | {times(row['speedup_vs_in_process'])} | {row['fill_s']:.2f} | "
+            f"{peaks} | {losses} | {growth} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -79,11 +79,16 @@ class Target:
 
     def summary(self) -> dict:
         return {
-            "name": self.name, "statement": self.statement,
+            "name": self.name,
+            "statement": self.statement,
             "botorch_dp_root": None if self.root is None else str(self.root),
-            "median_s": statistics.median(self.import_s), "min_s": min(self.import_s), "max_s": max(self.import_s),
-            "median_process_s": statistics.median(self.process_s), "modules": self.modules,
-            "import_s": self.import_s, "process_s": self.process_s,
+            "median_s": statistics.median(self.import_s),
+            "min_s": min(self.import_s),
+            "max_s": max(self.import_s),
+            "median_process_s": statistics.median(self.process_s),
+            "modules": self.modules,
+            "import_s": self.import_s,
+            "process_s": self.process_s,
         }
 
 
@@ -97,8 +102,15 @@ def run_child(target: Target) -> tuple[float, float, int]:
     r"""One fresh interpreter: (import seconds measured inside, process wall seconds, modules loaded)."""
     root = target.root or ROOT
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", _CHILD.format(statement=target.statement)], check=False,
-                          env=_env(root), cwd=tempfile.gettempdir(), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD.format(statement=target.statement)],
+        check=False,
+        env=_env(root),
+        cwd=tempfile.gettempdir(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"{target.statement!r} failed:\n{done.stderr}")
@@ -112,7 +124,7 @@ def measure(targets: list[Target], repeats: int, warm_up: bool = True, log=print
     for target in targets if warm_up else []:  # bytecode caches, page cache
         run_child(target)
     for r in range(repeats):
-        for target in (targets if r % 2 == 0 else targets[::-1]):
+        for target in targets if r % 2 == 0 else targets[::-1]:
             import_s, wall, modules = run_child(target)
             target.import_s.append(import_s)
             target.process_s.append(wall)
@@ -122,11 +134,16 @@ def measure(targets: list[Target], repeats: int, warm_up: bool = True, log=print
 
 def _export(ref: str, into: Path) -> str:
     r"""``botorch_dp/`` as it is at the git revision ``ref``, unpacked under ``into``; the full hash."""
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"],
-                            capture_output=True, text=True, check=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     archive = into / "botorch_dp.tar"
-    subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), commit, "botorch_dp"],
-                   check=True)
+    subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), commit, "botorch_dp"], check=True
+    )
     with tarfile.open(archive) as tar:
         tar.extractall(into, filter="data")
     archive.unlink()
@@ -136,8 +153,12 @@ def _export(ref: str, into: Path) -> str:
 def _git_head() -> str | None:
     try:
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "botorch_dp"],
-                               capture_output=True, text=True, check=True)
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--", "botorch_dp"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     except (OSError, subprocess.CalledProcessError):
         return None
     return head.stdout.strip() + (" (botorch_dp/ modified)" if dirty.stdout.strip() else "")
@@ -210,8 +231,10 @@ def render(report: dict) -> str:
     for s in report["targets"]:
         ratio = report["ratios"].get(s["name"], 1.0)
         label = f"`{s['statement']}`" + (f" ({s['name'].split('@')[1].strip()})" if "@" in s["name"] else "")
-        lines.append(f"| {label} | {s['median_s']:.3f} | {s['min_s']:.3f} | {s['max_s']:.3f} | "
-                     f"{s['median_process_s']:.3f} | {s['modules']} | {ratio:.2f} |")
+        lines.append(
+            f"| {label} | {s['median_s']:.3f} | {s['min_s']:.3f} | {s['max_s']:.3f} | "
+            f"{s['median_process_s']:.3f} | {s['modules']} | {ratio:.2f} |"
+        )
     verdict = "met" if report["meets_goal"] else "NOT met"
     lines += ["", f"`import botorch_dp` / `import botorch` = **{report['ratio']:.3f}** (goal ≤ {GOAL}: {verdict})."]
     rel = report["ratios"]
@@ -224,14 +247,24 @@ def render(report: dict) -> str:
         ),
     ]
     if "botorch AcquisitionFunction" in rel:
-        lines += ["", (f"`from botorch.acquisition import AcquisitionFunction` / `import botorch` = "
-                       f"{rel['botorch AcquisitionFunction']:.2f}: the floor of any BoTorch acquisition function, "
-                       "`qGradientInformation` included.")]
+        lines += [
+            "",
+            (
+                f"`from botorch.acquisition import AcquisitionFunction` / `import botorch` = "
+                f"{rel['botorch AcquisitionFunction']:.2f}: the floor of any BoTorch acquisition function, "
+                "`qGradientInformation` included."
+            ),
+        ]
     if report["compare"]:
         ref = report["compare"]["ref"]
-        lines += ["", (f"Before, at `{ref}` (`{report['compare']['commit'][:12]}`), same run: `import botorch_dp` / "
-                       f"`import botorch` = {rel[f'botorch_dp @ {ref}']:.2f}, `from botorch_dp import *` / "
-                       f"`import botorch` = {rel[f'botorch_dp public names @ {ref}']:.2f}.")]
+        lines += [
+            "",
+            (
+                f"Before, at `{ref}` (`{report['compare']['commit'][:12]}`), same run: `import botorch_dp` / "
+                f"`import botorch` = {rel[f'botorch_dp @ {ref}']:.2f}, `from botorch_dp import *` / "
+                f"`import botorch` = {rel[f'botorch_dp public names @ {ref}']:.2f}."
+            ),
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -65,9 +65,17 @@ def _config(d: int, iterations: int) -> DPGIBOConfig:
     kernel = RBFKernel(ard_num_dims=d)
     kernel.lengthscale = 1.5
     return DPGIBOConfig(
-        bounds=torch.tensor([[-2.0] * d, [4.0] * d], dtype=torch.float64), kernel=kernel,
-        num_iterations=iterations, privacy_mu=1.0, clip_bound=2.0, step_size=0.3, batch_size=d + 1,
-        search_radius=0.5, seed=0, num_restarts=2, raw_samples=32,
+        bounds=torch.tensor([[-2.0] * d, [4.0] * d], dtype=torch.float64),
+        kernel=kernel,
+        num_iterations=iterations,
+        privacy_mu=1.0,
+        clip_bound=2.0,
+        step_size=0.3,
+        batch_size=d + 1,
+        search_radius=0.5,
+        seed=0,
+        num_restarts=2,
+        raw_samples=32,
     )
 
 
@@ -159,11 +167,21 @@ def bench(n: int, d: int, iterations: int, workdir: Path, repeat: int = 1) -> li
         del Y_new
         N = opt.state.X.shape[0]
         matrix = N * n * 8
-        rows.append(dict(
-            n=n, t=t + 1, N=N, tell_s=tell_s[t], tell_ckpt_s=tell_ckpt_s, matmul_s=matmul_s[t],
-            written=written, loss_bytes=loss_bytes, total=sum(after.values()),
-            working_ratio=max(peak - after_rss, 0) / matrix, peak_ratio=(peak - baseline) / matrix,
-        ))
+        rows.append(
+            dict(
+                n=n,
+                t=t + 1,
+                N=N,
+                tell_s=tell_s[t],
+                tell_ckpt_s=tell_ckpt_s,
+                matmul_s=matmul_s[t],
+                written=written,
+                loss_bytes=loss_bytes,
+                total=sum(after.values()),
+                working_ratio=max(peak - after_rss, 0) / matrix,
+                peak_ratio=(peak - baseline) / matrix,
+            )
+        )
     assert torch.equal(torch.stack(opt.state.iterates), plain_iterates)  # same run with and without checkpoint
     return rows
 
@@ -174,11 +192,14 @@ def render(report: dict) -> str:
     lines = header_lines(report, "Cost of a tell at scale (`scripts/bench_scale.py`)")
     lines += [
         f"d = {s['dim']}, batches of d + 1 points, {s['iterations']} iterations per n, a quadratic per-user loss; "
-        f"tell best of {s['repeat']} run(s), A @ Y best of {3 * s['repeat']}.", "",
-        f"Compared against (tell / matmul): {report['compared_against']}.", "",
+        f"tell best of {s['repeat']} run(s), A @ Y best of {3 * s['repeat']}.",
+        "",
+        f"Compared against (tell / matmul): {report['compared_against']}.",
+        "",
         "Memory over the N·n·8 bytes of the loss matrix: *working* = the peak during the checkpointed tell above "
         "the resident size after it; *held + caller's* = the peak above the resident size before any losses "
-        "existed (Linux VmHWM reset before the tell, malloc_trim before each reading).", "",
+        "existed (Linux VmHWM reset before the tell, malloc_trim before each reading).",
+        "",
         "| n | iter | N | tell (no ckpt) s | tell + ckpt s | A @ Y s | tell / matmul | written MB | loss file MB | "
         "checkpoint MB | working memory / loss matrix | held + caller's / loss matrix |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -188,7 +209,8 @@ def render(report: dict) -> str:
             f"| {r['n']:.0e} | {r['t']} | {r['N']} | {r['tell_s']:.3f} | {r['tell_ckpt_s']:.3f} | "
             f"{r['matmul_s']:.3f} | "
             f"{r['tell_over_matmul']:.2f} | {r['written'] / 1e6:.2f} | {r['loss_bytes'] / 1e6:.2f} | "
-            f"{r['total'] / 1e6:.2f} | {r['working_ratio']:.2f} | {r['peak_ratio']:.2f} |")
+            f"{r['total'] / 1e6:.2f} | {r['working_ratio']:.2f} | {r['peak_ratio']:.2f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -199,8 +221,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     parser.add_argument("--users", type=int, nargs="*", help="override the list of n")
     parser.add_argument("--dim", type=int, default=10)
     parser.add_argument("--iterations", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=None,
-                        help="runs without checkpoint whose best tell time is reported (default 3, --quick 1)")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        help="runs without checkpoint whose best tell time is reported (default 3, --quick 1)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "reports", help="directory of bench_scale.json/.md")
     parser.add_argument("--note", default=None, help="a sentence for the report (why this size, say)")
     args = parser.parse_args(argv)
@@ -214,8 +240,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
             rows += bench(n, args.dim, args.iterations, Path(tmp), repeat)
     for r in rows:
         r["tell_over_matmul"] = r["tell_s"] / r["matmul_s"]
-    report = {**finished(stamp), "settings": {"users": users, "dim": args.dim, "iterations": args.iterations,
-                                              "repeat": repeat}, "compared_against": COMPARED_AGAINST, "rows": rows}
+    report = {
+        **finished(stamp),
+        "settings": {"users": users, "dim": args.dim, "iterations": args.iterations, "repeat": repeat},
+        "compared_against": COMPARED_AGAINST,
+        "rows": rows,
+    }
     text = render(report)
     print(text)
     write_report(args.out, "bench_scale", report, text)

@@ -49,21 +49,29 @@ COMMAND = "python scripts/compare_amp_tuning.py"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--quick", action="store_true", help="tiny settings for CI")
     p.add_argument("--epsilons", type=float, nargs="+", default=None, help="ε values (default 0.1 1 8)")
     p.add_argument("--seeds", type=int, nargs="+", default=None, help="public seeds (default 0..4)")
     p.add_argument("--datasets", nargs="+", choices=("breast_cancer", "synthetic"), default=None)
     p.add_argument("--methods", nargs="+", choices=METHODS + ("non_private",), default=None)
     p.add_argument("--workers", type=int, default=1, help="spawned processes with one torch thread each")
-    p.add_argument("--noise-seed", type=int, default=None,
-                   help="seed of all privacy noise, for reproductions only (PrivacyWarning; never written out)")
+    p.add_argument(
+        "--noise-seed",
+        type=int,
+        default=None,
+        help="seed of all privacy noise, for reproductions only (PrivacyWarning; never written out)",
+    )
     p.add_argument("--out", type=Path, default=Path("reports"), help="where amp_tuning.md/.png/_runs.json go")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--no-plot", action="store_true")
-    p.add_argument("--render", action="store_true",
-                   help=f"rewrite {REPORT_MD} and {REPORT_PNG} in --out from its {RUNS_JSON}; run nothing")
+    p.add_argument(
+        "--render",
+        action="store_true",
+        help=f"rewrite {REPORT_MD} and {REPORT_PNG} in --out from its {RUNS_JSON}; run nothing",
+    )
     return p
 
 
@@ -99,22 +107,36 @@ def main(argv: list[str] | None = None) -> dict:
     if args.methods:
         settings.methods = tuple(args.methods)
     if args.noise_seed is not None:
-        warnings.warn("--noise-seed makes every privacy noise reproducible; the guarantees then assume it stays "
-                      "secret. It is not written to the outputs.", PrivacyWarning, stacklevel=2)
+        warnings.warn(
+            "--noise-seed makes every privacy noise reproducible; the guarantees then assume it stays "
+            "secret. It is not written to the outputs.",
+            PrivacyWarning,
+            stacklevel=2,
+        )
     start = time.perf_counter()
     plan_ = plan(settings)
     plain = plain_settings(settings)
     jobs = experiment_jobs(settings, plan_)
-    runs = run_jobs(jobs, Runner(settings, plan_, args.noise_seed).execute, workers=args.workers,
-                    progress=not args.no_progress)
+    runs = run_jobs(
+        jobs, Runner(settings, plan_, args.noise_seed).execute, workers=args.workers, progress=not args.no_progress
+    )
     wall = time.perf_counter() - start
     shown = f"{COMMAND} {' '.join(public_argv(argv))}"
     text = report_text(settings, plan_, runs, shown, wall)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / REPORT_MD).write_text(text)
-    (args.out / RUNS_JSON).write_text(json.dumps(
-        {"command": shown, "wall_s": wall, "settings": plain, "plan": plan_,
-         "runs": [dataclasses.asdict(r) for r in runs]}, indent=1))
+    (args.out / RUNS_JSON).write_text(
+        json.dumps(
+            {
+                "command": shown,
+                "wall_s": wall,
+                "settings": plain,
+                "plan": plan_,
+                "runs": [dataclasses.asdict(r) for r in runs],
+            },
+            indent=1,
+        )
+    )
     if not args.no_plot:
         make_plot(settings, runs, args.out / REPORT_PNG)
     print(text)

@@ -89,14 +89,30 @@ def arm_settings(arm: str):
 
 def one_run(profiler, dim: int, seed: int, arm: str, args: argparse.Namespace) -> dict:
     with arm_settings(arm) as speed:
-        run = profiler.profile_run(dim, seed, iterations=args.iterations, clip=args.clip, n_total=2000,
-                                   cprofile=False, task="dimension", acqf_speed=speed)
+        run = profiler.profile_run(
+            dim,
+            seed,
+            iterations=args.iterations,
+            clip=args.clip,
+            n_total=2000,
+            cprofile=False,
+            task="dimension",
+            acqf_speed=speed,
+        )
     objective = run["parts"].get("objective", 0.0)
     own = run["total"] - objective
     return {
-        "dim": dim, "seed": seed, "arm": arm, "total": run["total"], "cpu": run["cpu"], "objective": objective,
-        "own": own, "ratio": own / objective, "batch_search": run["parts"].get("batch search", 0.0),
-        "acquisition_evaluations": run["calls"].get("acquisition", 0), "final_loss": run["final_loss"],
+        "dim": dim,
+        "seed": seed,
+        "arm": arm,
+        "total": run["total"],
+        "cpu": run["cpu"],
+        "objective": objective,
+        "own": own,
+        "ratio": own / objective,
+        "batch_search": run["parts"].get("batch search", 0.0),
+        "acquisition_evaluations": run["calls"].get("acquisition", 0),
+        "final_loss": run["final_loss"],
         "load": os.getloadavg()[0],
     }
 
@@ -108,10 +124,13 @@ def mean_se(values: list[float]) -> tuple[float, float]:
 
 ARM_TEXT = {
     "reference": '`acqf_speed="reference"` (the search before issue 33: autograd, a random initial batch)',
-    "fast-uncapped": ('`acqf_speed="fast"` without the warm cap (closed-form gradients, the previous batch moved '
-                      "by the step as the start, one torch thread; `WARM_MAXITER = None`)"),
-    "fast": ('`acqf_speed="fast"` as it is (as `fast-uncapped`, the warm L-BFGS-B run capped at `WARM_MAXITER` '
-             "iterations)"),
+    "fast-uncapped": (
+        '`acqf_speed="fast"` without the warm cap (closed-form gradients, the previous batch moved '
+        "by the step as the start, one torch thread; `WARM_MAXITER = None`)"
+    ),
+    "fast": (
+        '`acqf_speed="fast"` as it is (as `fast-uncapped`, the warm L-BFGS-B run capped at `WARM_MAXITER` iterations)'
+    ),
 }
 
 
@@ -122,27 +141,36 @@ def summarize(data: dict) -> str:
     lines = [
         "# Batch search speed: DP-GIBO's own time against the objective's (issue 33)",
         "",
-        ("The loss-against-dimension task's DP-GIBO job (`scripts/profile_dp_gibo.py --task dimension`: 400 training "
-        "points, 1000 users, μ = 1, AdaGrad η = 0.3, batches of d + 1, raw_samples 32, one restart, "
-        f"acqf_maxiter 100, clip B = {data['clip']}, T = {data['iterations']}) under these search arms, paired by "
-        "seed (same data, θ₀ and privacy noise), the arms of a seed run one after the other in one process:"),
+        (
+            "The loss-against-dimension task's DP-GIBO job (`scripts/profile_dp_gibo.py --task dimension`: "
+            "400 training points, 1000 users, μ = 1, AdaGrad η = 0.3, batches of d + 1, raw_samples 32, one restart, "
+            f"acqf_maxiter 100, clip B = {data['clip']}, T = {data['iterations']}) under these search arms, paired by "
+            "seed (same data, θ₀ and privacy noise), the arms of a seed run one after the other in one process:"
+        ),
         "",
         *[f"- `{arm}`: {ARM_TEXT[arm]}" + (" (the baseline)" if arm == base else "") for arm in arms],
         *([f"- the warm cap `WARM_MAXITER` was {data['warm_maxiter']}"] if "warm_maxiter" in data else []),
         "",
         "Commands (each a process of its own; `--summarize` merged their JSON files into this report):",
         "",
-        *[f"- `{part['command']}`: {part['machine']}; torch threads {part['threads']}; started {part['date']}; "
-          f"load average {part['load_start']:.1f} at the start" for part in data.get("parts", [data])],
+        *[
+            f"- `{part['command']}`: {part['machine']}; torch threads {part['threads']}; started {part['date']}; "
+            f"load average {part['load_start']:.1f} at the start"
+            for part in data.get("parts", [data])
+        ],
         "",
         "A shared machine: wall times stretch with the load, the same for all arms of a seed.",
         "",
-        ("Own time = the run's wall time less the objective's; ratio = own / objective (goal: ≤ 1.5 at "
-        "d = 5 and 30, ≤ 1 at d = 100). Final losses are NON-PRIVATE diagnostics."),
+        (
+            "Own time = the run's wall time less the objective's; ratio = own / objective (goal: ≤ 1.5 at "
+            "d = 5 and 30, ≤ 1 at d = 100). Final losses are NON-PRIVATE diagnostics."
+        ),
         "",
-        (f"| d | arm (vs `{base}`) | seeds | own (s) base / arm | objective (s) base / arm | ratio base / arm | "
-         "own-time speed-up (paired median) | acqf evaluations base / arm | final loss base / arm (mean ± s.e.) | "
-         "arm − base: mean ± s.e. | seed spread (s.d. of base) | arm no worse |"),
+        (
+            f"| d | arm (vs `{base}`) | seeds | own (s) base / arm | objective (s) base / arm | ratio base / arm | "
+            "own-time speed-up (paired median) | acqf evaluations base / arm | final loss base / arm (mean ± s.e.) | "
+            "arm − base: mean ± s.e. | seed spread (s.d. of base) | arm no worse |"
+        ),
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     per_seed = []
@@ -174,9 +202,14 @@ def summarize(data: dict) -> str:
                 f"{med(new, 'acquisition_evaluations'):.0f} | {lr:.4f} ± {lr_se:.4f} / {lf:.4f} ± {lf_se:.4f} | "
                 f"{d_mean:+.5f} ± {d_se:.5f} | {spread:.4f} | {no_worse}/{len(pairs)} |"
             )
-            per_seed.append(f"- d = {dim}, {arm}: " + "; ".join(
-                f"{s}: {p[base]['final_loss']:.5f} / {p[arm]['final_loss']:.5f} "
-                f"(ratio {p[base]['ratio']:.2f} / {p[arm]['ratio']:.2f})" for s, p in pairs.items()))
+            per_seed.append(
+                f"- d = {dim}, {arm}: "
+                + "; ".join(
+                    f"{s}: {p[base]['final_loss']:.5f} / {p[arm]['final_loss']:.5f} "
+                    f"(ratio {p[base]['ratio']:.2f} / {p[arm]['ratio']:.2f})"
+                    for s, p in pairs.items()
+                )
+            )
     lines += ["", f"Medians over seeds. Per seed, final loss {base} / arm (own/objective ratio):", "", *per_seed, ""]
     return "\n".join(lines)
 
@@ -185,22 +218,32 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dims", type=int, nargs="+", default=[5, 30, 100])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(DEFAULT_ARMS),
-                        help="search arms, the first the baseline (default: reference fast)")
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        choices=ARMS,
+        default=list(DEFAULT_ARMS),
+        help="search arms, the first the baseline (default: reference fast)",
+    )
     parser.add_argument("--iterations", type=int, default=25)
     parser.add_argument("--clip", type=float, default=0.23)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default="reports/batch_search_speed", help="OUT.json and OUT.md")
-    parser.add_argument("--summarize", nargs="+", default=None,
-                        help="only merge these JSON files into OUT.json and write OUT.md")
+    parser.add_argument(
+        "--summarize", nargs="+", default=None, help="only merge these JSON files into OUT.json and write OUT.md"
+    )
     args = parser.parse_args(argv)
     out = Path(args.out)
     if args.summarize:
         loaded = [json.loads(Path(name).read_text()) for name in args.summarize]
         parts = [part for d in loaded for part in d.get("parts", [d])]
         arms = list(dict.fromkeys(arm for part in parts for arm in part.get("arms", DEFAULT_ARMS)))
-        data = {**loaded[0], "arms": arms, "parts": [{k: v for k, v in part.items() if k != "runs"} for part in parts],
-                "runs": [run for part in parts for run in part["runs"]]}
+        data = {
+            **loaded[0],
+            "arms": arms,
+            "parts": [{k: v for k, v in part.items() if k != "runs"} for part in parts],
+            "runs": [run for part in parts for run in part["runs"]],
+        }
         out.with_suffix(".json").write_text(json.dumps({**data, "parts": parts, "runs": []}, indent=1))
         out.with_suffix(".md").write_text(summarize(data))
         return
@@ -209,6 +252,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     profiler = _profiler()
     from botorch_dp.optim import batch_search
+
     data = {
         "command": "python "
         + " ".join([f"scripts/{Path(sys.argv[0]).name}", *(argv if argv is not None else sys.argv[1:])]),
@@ -224,13 +268,16 @@ def main(argv: list[str] | None = None) -> None:
     }
     for dim in args.dims:
         for i, seed in enumerate(args.seeds):
-            for arm in (args.arms if i % 2 == 0 else args.arms[::-1]):
+            for arm in args.arms if i % 2 == 0 else args.arms[::-1]:
                 start = time.perf_counter()
                 data["runs"].append(one_run(profiler, dim, seed, arm, args))
                 r = data["runs"][-1]
-                print(f"d = {dim}, seed {seed}, {arm}: own {r['own']:.2f} s, objective {r['objective']:.2f} s, "
-                      f"ratio {r['ratio']:.2f}, final loss {r['final_loss']:.5f} ({time.perf_counter() - start:.0f} s, "
-                      f"load {r['load']:.1f})", flush=True)
+                print(
+                    f"d = {dim}, seed {seed}, {arm}: own {r['own']:.2f} s, objective {r['objective']:.2f} s, "
+                    f"ratio {r['ratio']:.2f}, final loss {r['final_loss']:.5f} ({time.perf_counter() - start:.0f} s, "
+                    f"load {r['load']:.1f})",
+                    flush=True,
+                )
                 out.with_suffix(".json").write_text(json.dumps(data, indent=1))
                 out.with_suffix(".md").write_text(summarize(data))
 

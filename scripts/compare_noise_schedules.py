@@ -48,18 +48,33 @@ def compare(*, seeds: int, quick: bool = False, privacy_mu: float = 1.0) -> list
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # seeded noise warns: a comparison needs common seeds
                     result = noisy_gradient_descent(
-                        problem, problem.bounds, num_iterations=T, clip_bound=1.0, step_size=0.5,
-                        privacy_mu=privacy_mu, theta0=problem.default_theta0(), seed=seed, noise_schedule=schedule,
+                        problem,
+                        problem.bounds,
+                        num_iterations=T,
+                        clip_bound=1.0,
+                        step_size=0.5,
+                        privacy_mu=privacy_mu,
+                        theta0=problem.default_theta0(),
+                        seed=seed,
+                        noise_schedule=schedule,
                     )
                 losses.append(float(problem.objective(result.theta)) - optimum)
                 steps.append(result.history.iterates.shape[0] - 1)
             excess[schedule] = losses
             t = torch.tensor(losses, dtype=torch.float64)
             se = float(t.std()) / math.sqrt(seeds) if seeds > 1 else math.nan
-            rows.append({
-                "problem": name, "schedule": schedule, "T_max": T, "seeds": seeds, "mean_excess_loss": float(t.mean()),
-                "se": se, "mean_steps": sum(steps) / seeds, "excess_losses": losses,
-            })
+            rows.append(
+                {
+                    "problem": name,
+                    "schedule": schedule,
+                    "T_max": T,
+                    "seeds": seeds,
+                    "mean_excess_loss": float(t.mean()),
+                    "se": se,
+                    "mean_steps": sum(steps) / seeds,
+                    "excess_losses": losses,
+                }
+            )
         wins = sum(a < f for a, f in zip(excess["adaptive_norm"], excess["fixed"], strict=True))
         rows[-1]["adaptive_wins"] = wins
     return rows
@@ -82,8 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---:|---:|---:|---:|")
     for r in rows:
         wins = f"{r['adaptive_wins']}/{r['seeds']}" if "adaptive_wins" in r else ""
-        print(f"| {r['problem']} | {r['schedule']} | {r['T_max']} | {r['mean_steps']:.1f} | "
-              f"{r['mean_excess_loss']:.4f} ± {r['se']:.4f} | {wins} |")
+        print(
+            f"| {r['problem']} | {r['schedule']} | {r['T_max']} | {r['mean_steps']:.1f} | "
+            f"{r['mean_excess_loss']:.4f} ± {r['se']:.4f} | {wins} |"
+        )
     return 0
 
 

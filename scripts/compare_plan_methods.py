@@ -89,15 +89,35 @@ def task_config(name: str, epsilon: float) -> tuple:
     if name == "quadratic30":
         kernel = PolynomialKernel(power=2)
         kernel.offset = 1.0
-        config = DPGIBOConfig(bounds=torch.tensor([[-2.0] * 30, [4.0] * 30], dtype=torch.float64), kernel=kernel,
-                              theta0=torch.zeros(30, dtype=torch.float64), search_radius=0.5, epsilon=epsilon,
-                              delta=1e-5, num_iterations=3, step_size=0.5, batch_size=3, clip_bound=4.0, **FAST)
+        config = DPGIBOConfig(
+            bounds=torch.tensor([[-2.0] * 30, [4.0] * 30], dtype=torch.float64),
+            kernel=kernel,
+            theta0=torch.zeros(30, dtype=torch.float64),
+            search_radius=0.5,
+            epsilon=epsilon,
+            delta=1e-5,
+            num_iterations=3,
+            step_size=0.5,
+            batch_size=3,
+            clip_bound=4.0,
+            **FAST,
+        )
         return quadratic30, 10_000, config
     kernel = ScaleKernel(RBFKernel(ard_num_dims=2)).to(torch.float64)
     kernel.base_kernel.lengthscale = 0.2
-    config = DPGIBOConfig(bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64), kernel=kernel,
-                          theta0=torch.full((2,), 0.15, dtype=torch.float64), search_radius=0.05, epsilon=epsilon,
-                          delta=1e-5, num_iterations=6, step_size=0.1, batch_size=3, clip_bound=0.01, **FAST)
+    config = DPGIBOConfig(
+        bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64),
+        kernel=kernel,
+        theta0=torch.full((2,), 0.15, dtype=torch.float64),
+        search_radius=0.05,
+        epsilon=epsilon,
+        delta=1e-5,
+        num_iterations=6,
+        step_size=0.1,
+        batch_size=3,
+        clip_bound=0.01,
+        **FAST,
+    )
     return basin2, 2_000, config
 
 
@@ -109,14 +129,23 @@ def run_task(name: str, args: argparse.Namespace) -> dict[str, Any]:
     make, n, config = task_config(name, args.epsilon)
     proxy, private = make(PROXY_USERS, 1), make(n, 2)  # other users from the same distribution
     start = time.perf_counter()
-    comparison = compare_methods(proxy, config, num_users=n, num_proxy_users=PROXY_USERS,
-                                 evaluations=config.num_iterations * config.batch_size,
-                                 seeds=list(range(100, 100 + args.plan_repeats)), progress=False)
+    comparison = compare_methods(
+        proxy,
+        config,
+        num_users=n,
+        num_proxy_users=PROXY_USERS,
+        evaluations=config.num_iterations * config.batch_size,
+        seeds=list(range(100, 100 + args.plan_repeats)),
+        progress=False,
+    )
     plan_seconds = time.perf_counter() - start
     methods: dict[str, MethodEntry] = {}
     for score in comparison.scores:
-        entry: MethodEntry = {"proxy_losses": list(score.proxy_losses), "unavailable": score.unavailable,
-                              "settings": None if score.method is None else score.method.describe()}
+        entry: MethodEntry = {
+            "proxy_losses": list(score.proxy_losses),
+            "unavailable": score.unavailable,
+            "settings": None if score.method is None else score.method.describe(),
+        }
         if score.method is not None:
             losses: list[float] = []
             seconds: list[float] = []
@@ -126,17 +155,33 @@ def run_task(name: str, args: argparse.Namespace) -> dict[str, Any]:
                 run = cast(CandidateMethod, score.method).run_private(private, ledger=PrivacyLedger(), seed=seed)
                 seconds.append(time.perf_counter() - start)
                 losses.append(float(private(run.theta.reshape(1, -1)).mean()))  # NON-PRIVATE diagnostic
-            entry.update({"private_losses": losses, "private_mean": statistics.fmean(losses), "private_se": _se(losses),
-                          "seconds": statistics.fmean(seconds), "epsilon": run.epsilon})
+            entry.update(
+                {
+                    "private_losses": losses,
+                    "private_mean": statistics.fmean(losses),
+                    "private_se": _se(losses),
+                    "seconds": statistics.fmean(seconds),
+                    "epsilon": run.epsilon,
+                }
+            )
         methods[score.name] = entry
     recommended = comparison.scores[comparison.best].name
     ran = {k: v for k, v in methods.items() if "private_mean" in v}
     best_private = min(ran, key=lambda k: ran[k]["private_mean"])
     diffs = [a - b for a, b in zip(ran[recommended]["private_losses"], ran["dp_gibo"]["private_losses"], strict=True)]
-    return {"task": name, "num_users": n, "dim": config.bounds.shape[1], "recommended": recommended,
-            "best_on_private_task": best_private, "plan_seconds": plan_seconds, "methods": methods,
-            "recommended_minus_dp_gibo": statistics.fmean(diffs), "recommended_minus_dp_gibo_se": _se(diffs),
-            "recommended_wins_over_dp_gibo": sum(d < 0 for d in diffs), "table": comparison.table()}
+    return {
+        "task": name,
+        "num_users": n,
+        "dim": config.bounds.shape[1],
+        "recommended": recommended,
+        "best_on_private_task": best_private,
+        "plan_seconds": plan_seconds,
+        "methods": methods,
+        "recommended_minus_dp_gibo": statistics.fmean(diffs),
+        "recommended_minus_dp_gibo_se": _se(diffs),
+        "recommended_wins_over_dp_gibo": sum(d < 0 for d in diffs),
+        "table": comparison.table(),
+    }
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -192,7 +237,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         report: dict[str, Any] = {"tasks": [run_task(name, args) for name in args.tasks]}
     report["meta"] = {
         **script_meta("scripts/compare_plan_methods.py", argv if argv is not None else sys.argv[1:], args.threads),
-        "epsilon": args.epsilon, "seeds": args.seeds, "plan_repeats": args.plan_repeats,
+        "epsilon": args.epsilon,
+        "seeds": args.seeds,
+        "plan_repeats": args.plan_repeats,
     }
     write_report(args.out, "plan-method", report, markdown(report), indent=1, allow_nan=True)
     print(markdown(report))

@@ -71,9 +71,20 @@ def run(args: argparse.Namespace) -> dict:
                 start = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # the seeded noise's PrivacyWarning (a reproduction)
-                    result = tune(objective, space, epsilon=args.epsilon, delta=args.delta, seed=seed, progress=False,
-                                  strategy=strategy, mean_trials=args.mean_trials, num_iterations=args.iterations,
-                                  clip_bound=1.0, raw_samples=16, num_restarts=1)
+                    result = tune(
+                        objective,
+                        space,
+                        epsilon=args.epsilon,
+                        delta=args.delta,
+                        seed=seed,
+                        progress=False,
+                        strategy=strategy,
+                        mean_trials=args.mean_trials,
+                        num_iterations=args.iterations,
+                        clip_bound=1.0,
+                        raw_samples=16,
+                        num_restarts=1,
+                    )
                 rows.append(
                     {
                         "choices": num_choices,
@@ -101,9 +112,11 @@ def summarize(rows: list[dict], args: argparse.Namespace) -> list[dict]:
         entry = {"choices": num_choices}
         for s in STRATEGIES:
             losses = [by[s][seed]["true_loss"] for seed in args.seeds]
-            entry[s] = {"mean_true_loss": statistics.fmean(losses),
-                        "se": statistics.stdev(losses) / math.sqrt(len(losses)) if len(losses) > 1 else None,
-                        "seconds": statistics.fmean(by[s][seed]["seconds"] for seed in args.seeds)}
+            entry[s] = {
+                "mean_true_loss": statistics.fmean(losses),
+                "se": statistics.stdev(losses) / math.sqrt(len(losses)) if len(losses) > 1 else None,
+                "seconds": statistics.fmean(by[s][seed]["seconds"] for seed in args.seeds),
+            }
         entry["enumerate_wins"] = sum(d < 0 for d in diffs)
         entry["paired_difference"] = statistics.fmean(diffs)
         entry["paired_se"] = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else None

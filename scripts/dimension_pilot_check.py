@@ -46,8 +46,11 @@ def check(settings: dimension.Settings, dims: list[int], seeds: list[int]) -> li
     rows = []
     for dim in dims:
         by_pilot = pilots(settings, dim)
-        print(f"d = {dim}: B from uniform θ = {by_pilot['uniform']['clip_bound']:g}, "
-              f"B around θ₀ = {by_pilot['theta0']['clip_bound']:g}", flush=True)
+        print(
+            f"d = {dim}: B from uniform θ = {by_pilot['uniform']['clip_bound']:g}, "
+            f"B around θ₀ = {by_pilot['theta0']['clip_bound']:g}",
+            flush=True,
+        )
         for seed in seeds:
             row: dict[str, float] = {"dim": dim, "seed": seed}
             for name, p in by_pilot.items():
@@ -59,23 +62,31 @@ def check(settings: dimension.Settings, dims: list[int], seeds: list[int]) -> li
             runner = dimension.Runner(settings, {"pilot": {str(dim): by_pilot["uniform"]}})
             row["private_rs"] = runner.private_selection(dim, seed, "private_rs", int(row["budget"])).final_loss
             rows.append(row)
-            print(f"  seed {seed}: DP-GIBO (uniform-θ B) {row['dp_gibo_uniform']:.4g}, "
-                  f"DP-GIBO (θ₀ B) {row['dp_gibo_theta0']:.4g}, private RS {row['private_rs']:.4g}", flush=True)
+            print(
+                f"  seed {seed}: DP-GIBO (uniform-θ B) {row['dp_gibo_uniform']:.4g}, "
+                f"DP-GIBO (θ₀ B) {row['dp_gibo_theta0']:.4g}, private RS {row['private_rs']:.4g}",
+                flush=True,
+            )
     return rows
 
 
 def summary(rows: list[dict]) -> str:
     r"""A Markdown table per d: mean ± s.e. and wins against private random search."""
-    lines = ["| d | seeds | DP-GIBO, B from uniform θ | DP-GIBO, B around θ₀ | private RS | wins vs private RS "
-             "(uniform / θ₀) | θ₀ B better than uniform B |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| d | seeds | DP-GIBO, B from uniform θ | DP-GIBO, B around θ₀ | private RS | wins vs private RS "
+        "(uniform / θ₀) | θ₀ B better than uniform B |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for dim in dict.fromkeys(r["dim"] for r in rows):
         sel = [r for r in rows if r["dim"] == dim]
         col = {k: [r[k] for r in sel] for k in ("dp_gibo_uniform", "dp_gibo_theta0", "private_rs")}
         wins = [sum(r[k] < r["private_rs"] for r in sel) for k in ("dp_gibo_uniform", "dp_gibo_theta0")]
         better = sum(r["dp_gibo_theta0"] < r["dp_gibo_uniform"] for r in sel)
-        lines.append(f"| {dim} | {len(sel)} | {format_mean_se(col['dp_gibo_uniform'], 3)} | "
-                     f"{format_mean_se(col['dp_gibo_theta0'], 3)} | {format_mean_se(col['private_rs'], 3)} | "
-                     f"{wins[0]}/{len(sel)} / {wins[1]}/{len(sel)} | {better}/{len(sel)} |")
+        lines.append(
+            f"| {dim} | {len(sel)} | {format_mean_se(col['dp_gibo_uniform'], 3)} | "
+            f"{format_mean_se(col['dp_gibo_theta0'], 3)} | {format_mean_se(col['private_rs'], 3)} | "
+            f"{wins[0]}/{len(sel)} / {wins[1]}/{len(sel)} | {better}/{len(sel)} |"
+        )
     walls = [r[k] for r in rows for k in ("wall_uniform", "wall_theta0")]
     lines.append(f"\nDP-GIBO wall time per run: {statistics.fmean(walls):.1f} s.")
     return "\n".join(lines)

@@ -82,9 +82,18 @@ def imported_runs() -> list[dict]:
                 method = "DP-GIBO (μ=1)"
             else:
                 continue
-            out.append(dict(variant=name, method=method, seed=r["seed"], final_loss=r["final_loss"],
-                            initial_loss=r["losses"][0], num_evaluations=int(r["num_evaluations"]),
-                            wall_s=r["wall_s"], source=str(path)))
+            out.append(
+                dict(
+                    variant=name,
+                    method=method,
+                    seed=r["seed"],
+                    final_loss=r["final_loss"],
+                    initial_loss=r["losses"][0],
+                    num_evaluations=int(r["num_evaluations"]),
+                    wall_s=r["wall_s"],
+                    source=str(path),
+                )
+            )
     return out
 
 
@@ -108,15 +117,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default 0..9 (0 1 with --quick)")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--quick", action="store_true", help="d = 3, n = 100, T = 2: a smoke run")
-    parser.add_argument("--out", default="reports/e1_investigation_runs",
-                        help="stem of the outputs: <out>.json (runs, resumable) and <out>.md (table)")
+    parser.add_argument(
+        "--out",
+        default="reports/e1_investigation_runs",
+        help="stem of the outputs: <out>.json (runs, resumable) and <out>.md (table)",
+    )
     parser.add_argument("--render", action="store_true", help="only rewrite <out>.md from <out>.json")
-    parser.add_argument("--import-reports", action="store_true",
-                        help="add reports/'s E.1 GIBO and DP-GIBO runs as variants baseline and theta0_centre "
-                             "(those not already in <out>.json)")
-    parser.add_argument("--alignment", action="store_true",
-                        help="only print the cosine of one batch's gradient estimate with the true gradient at θ₀, "
-                             "zero prior mean vs centred, raw and log length-scales (JSON: <out>_alignment.json)")
+    parser.add_argument(
+        "--import-reports",
+        action="store_true",
+        help="add reports/'s E.1 GIBO and DP-GIBO runs as variants baseline and theta0_centre "
+        "(those not already in <out>.json)",
+    )
+    parser.add_argument(
+        "--alignment",
+        action="store_true",
+        help="only print the cosine of one batch's gradient estimate with the true gradient at θ₀, "
+        "zero prior mean vs centred, raw and log length-scales (JSON: <out>_alignment.json)",
+    )
     args = parser.parse_args(argv)
     settings = quick_settings() if args.quick else Settings()
     seeds = tuple(args.seeds) if args.seeds is not None else settings.seeds
@@ -128,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.alignment:
         rows = [gradient_alignment(settings, seed, log) for log in (False, True) for seed in seeds]
         for r in rows:
-            print(f"{'log' if r['log'] else 'raw'} seed {r['seed']:2d}  cos(zero mean) {r['cos_zero_mean']:+.3f}  "
-                  f"cos(centred) {r['cos_centred']:+.3f}  |∇f| {r['norm_true']:.3f}  mean loss {r['mean_loss']:.3f}")
+            print(
+                f"{'log' if r['log'] else 'raw'} seed {r['seed']:2d}  cos(zero mean) {r['cos_zero_mean']:+.3f}  "
+                f"cos(centred) {r['cos_centred']:+.3f}  |∇f| {r['norm_true']:.3f}  mean loss {r['mean_loss']:.3f}"
+            )
         for log in (False, True):
             sel = [r for r in rows if r["log"] == log]
             for key in ("cos_zero_mean", "cos_centred"):
@@ -155,8 +175,11 @@ def main(argv: list[str] | None = None) -> int:
                 store["runs"].extend(new)
                 json_path.write_text(json.dumps(store, indent=1))
                 for r in new:
-                    print(f"{name:18s} seed {seed:2d} {r['method']:20s} loss {r['final_loss']:.4f} "
-                          f"evals {r['num_evaluations']} ({r['wall_s']:.1f} s)", flush=True)
+                    print(
+                        f"{name:18s} seed {seed:2d} {r['method']:20s} loss {r['final_loss']:.4f} "
+                        f"evals {r['num_evaluations']} ({r['wall_s']:.1f} s)",
+                        flush=True,
+                    )
     rs_path = Path(f"{out}_rs.json")
     rs_curves = stored_rs_curves() if not args.quick else {}
     for key, curve in (json.loads(rs_path.read_text()) if rs_path.exists() else {}).items():
@@ -167,16 +190,19 @@ def main(argv: list[str] | None = None) -> int:
         for r in runs:
             key = rs_key(settings, r["variant"], r["seed"])
             if r["num_evaluations"] > len(rs_curves.get(key, [])):
-                rs_curves[key] = extend_rs_curve(settings, r["variant"], r["seed"], rs_curves.get(key, []),
-                                                 r["num_evaluations"])
+                rs_curves[key] = extend_rs_curve(
+                    settings, r["variant"], r["seed"], rs_curves.get(key, []), r["num_evaluations"]
+                )
                 rs_path.write_text(json.dumps(rs_curves))
     names = [n for n in VARIANTS if any(r["variant"] == n for r in runs)]
     rows = summarise(runs, names, rs_curves, settings)
     md_path.write_text(render(rows, command))
     for r in rows:
-        print(f"{r['variant']:18s} {r['method']:20s} n={r['seeds']:2d} evals {r['evaluations']:5.0f} "
-              f"loss {r['mean']:.4f} ± {r['se']:.4f} median {r['median']:.4f} | RS {r['rs_mean']:.4f} "
-              f"median {r['rs_median']:.4f} | wins vs RS {r['wins_vs_rs']}")
+        print(
+            f"{r['variant']:18s} {r['method']:20s} n={r['seeds']:2d} evals {r['evaluations']:5.0f} "
+            f"loss {r['mean']:.4f} ± {r['se']:.4f} median {r['median']:.4f} | RS {r['rs_mean']:.4f} "
+            f"median {r['rs_median']:.4f} | wins vs RS {r['wins_vs_rs']}"
+        )
     return 0
 
 

@@ -134,8 +134,15 @@ def _is_batch_search(value: str) -> TypeGuard[BatchSearch]:
 
 
 def make_run(
-    dim: int, seed: int, *, iterations: int, clip: float, n_total: int, acqf_maxiter: int | None = None,
-    task: str = "e1", acqf_speed: str | None = None,
+    dim: int,
+    seed: int,
+    *,
+    iterations: int,
+    clip: float,
+    n_total: int,
+    acqf_maxiter: int | None = None,
+    task: str = "e1",
+    acqf_speed: str | None = None,
 ) -> tuple[DPGIBO, GPRegressionLengthscales]:
     r"""The DP-GIBO optimizer and objective of ``Runner.dp_gibo_gp`` at dimension ``dim`` (``task="e1"``),
     or of the loss-against-dimension experiment's ``dp_gibo`` job (``task="dimension"``:
@@ -152,12 +159,23 @@ def make_run(
         if not _is_batch_search(e1.batch_selection):
             raise ValueError(f"batch_selection must be one of {BATCH_SEARCHES}, got {e1.batch_selection!r}")
         config = DPGIBOConfig(
-            bounds=problem.bounds, kernel=problem.recommended_kernel(), num_iterations=iterations,
-            privacy_mu=e1.privacy_mu, clip_bound=clip, step_size=e1.step_size, step_rule="adagrad",
-            bias_tolerance=e1.bias_tolerance, noise_variance=problem.fit_noise_variance,
-            search_radius=e1.search_radius, theta0=gp_theta0(problem, seed, e1.gp_theta0), seed=seed,
-            target_delta=e1.target_delta, raw_samples=e1.raw_samples, num_restarts=e1.num_restarts,
-            batch_search=e1.batch_selection, acqf_maxiter=acqf_maxiter,
+            bounds=problem.bounds,
+            kernel=problem.recommended_kernel(),
+            num_iterations=iterations,
+            privacy_mu=e1.privacy_mu,
+            clip_bound=clip,
+            step_size=e1.step_size,
+            step_rule="adagrad",
+            bias_tolerance=e1.bias_tolerance,
+            noise_variance=problem.fit_noise_variance,
+            search_radius=e1.search_radius,
+            theta0=gp_theta0(problem, seed, e1.gp_theta0),
+            seed=seed,
+            target_delta=e1.target_delta,
+            raw_samples=e1.raw_samples,
+            num_restarts=e1.num_restarts,
+            batch_search=e1.batch_selection,
+            acqf_maxiter=acqf_maxiter,
         )
     else:
         raise ValueError(f"task must be 'e1' or 'dimension', got {task!r}")
@@ -170,8 +188,17 @@ def make_run(
 
 
 def profile_run(
-    dim: int, seed: int, *, iterations: int, clip: float, n_total: int, cprofile: bool, verbose: bool = False,
-    acqf_maxiter: int | None = None, task: str = "e1", acqf_speed: str | None = None,
+    dim: int,
+    seed: int,
+    *,
+    iterations: int,
+    clip: float,
+    n_total: int,
+    cprofile: bool,
+    verbose: bool = False,
+    acqf_maxiter: int | None = None,
+    task: str = "e1",
+    acqf_speed: str | None = None,
 ) -> dict:
     r"""One timed run; returns the breakdown, the total, the evaluations and a digest of the release.
 
@@ -253,9 +280,13 @@ def format_breakdown(run: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--task", choices=("e1", "dimension"), default="e1",
-                        help="e1: the E.1 problem carried to d (default); dimension: the loss-against-dimension "
-                             "experiment's DP-GIBO job (400 training points, acqf_maxiter=100)")
+    parser.add_argument(
+        "--task",
+        choices=("e1", "dimension"),
+        default="e1",
+        help="e1: the E.1 problem carried to d (default); dimension: the loss-against-dimension "
+        "experiment's DP-GIBO job (400 training points, acqf_maxiter=100)",
+    )
     parser.add_argument("--dims", type=int, nargs="+", default=[5, 15, 30, 60, 100])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--iterations", type=int, default=25, help="T (default: E.1's 25)")
@@ -264,18 +295,34 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--profile", action="store_true", help="print cProfile's top functions too")
     parser.add_argument("--verbose", action="store_true", help="print the elapsed time after every step")
-    parser.add_argument("--acqf-maxiter", type=int, default=None,
-                        help="cap on L-BFGS-B iterations per restart of the batch search (default: BoTorch's)")
-    parser.add_argument("--acqf-speed", choices=("fast", "reference"), default=None,
-                        help="the batch search's acqf_speed (default: DPGIBOConfig's)")
+    parser.add_argument(
+        "--acqf-maxiter",
+        type=int,
+        default=None,
+        help="cap on L-BFGS-B iterations per restart of the batch search (default: BoTorch's)",
+    )
+    parser.add_argument(
+        "--acqf-speed",
+        choices=("fast", "reference"),
+        default=None,
+        help="the batch search's acqf_speed (default: DPGIBOConfig's)",
+    )
     args = parser.parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load {os.getloadavg()}")
     for dim in args.dims:
         run = profile_run(
-            dim, args.seed, iterations=args.iterations, clip=args.clip, n_total=args.n_total, cprofile=args.profile,
-            verbose=args.verbose, acqf_maxiter=args.acqf_maxiter, task=args.task, acqf_speed=args.acqf_speed,
+            dim,
+            args.seed,
+            iterations=args.iterations,
+            clip=args.clip,
+            n_total=args.n_total,
+            cprofile=args.profile,
+            verbose=args.verbose,
+            acqf_maxiter=args.acqf_maxiter,
+            task=args.task,
+            acqf_speed=args.acqf_speed,
         )
         print(format_breakdown(run), flush=True)
         if args.profile:

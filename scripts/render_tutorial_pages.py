@@ -33,10 +33,14 @@ def render_notebook(path: Path) -> str:
     title, _, rest = cells[0].source.partition("\n")
     parts = [
         title,
-        (f"<!-- generated from {relative} by scripts/render_tutorial_pages.py: edit the notebook's generator, "
-         "tutorials/_make_notebooks.py, not this page -->"),
-        (f"This page is the notebook `{relative}` without its outputs. To run it, install the tutorials "
-         "extra and open it in JupyterLab (see the [tutorials](index.md) page)."),
+        (
+            f"<!-- generated from {relative} by scripts/render_tutorial_pages.py: edit the notebook's generator, "
+            "tutorials/_make_notebooks.py, not this page -->"
+        ),
+        (
+            f"This page is the notebook `{relative}` without its outputs. To run it, install the tutorials "
+            "extra and open it in JupyterLab (see the [tutorials](index.md) page)."
+        ),
     ]
     if rest.strip():
         parts.append(rest.strip("\n"))

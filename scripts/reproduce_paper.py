@@ -110,26 +110,46 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny smoke configuration (~1 minute)")
     parser.add_argument("--out", type=Path, default=Path("reports"), help="output directory (default: reports/)")
-    parser.add_argument("--only", nargs="+", choices=EXPERIMENTS, default=list(EXPERIMENTS),
-                        help="run only these experiments")
+    parser.add_argument(
+        "--only", nargs="+", choices=EXPERIMENTS, default=list(EXPERIMENTS), help="run only these experiments"
+    )
     parser.add_argument("--seeds", type=int, help="number of seeds of the comparison (overrides the mode)")
     parser.add_argument("--sweep-seeds", type=int, help="number of seeds of the sweeps and E.3/E.4")
     parser.add_argument("--svm-seeds", type=int, help="number of seeds of the SVM experiment")
-    parser.add_argument("--theta0", choices=("random", "centre"), default="random",
-                        help="start of DP-GIBO/GIBO on the GP problem: uniform per seed, or the box centre")
-    parser.add_argument("--batch-selection", choices=("joint", "greedy"), default="joint",
-                        help="how DP-GIBO/GIBO choose their batches (DPGIBOConfig.batch_search)")
-    parser.add_argument("--workers", type=int, default=1,
-                        help="run independent jobs in this many spawned processes with one torch thread each "
-                             "(default 1: one after the other in this process)")
-    parser.add_argument("--threads", type=int,
-                        help="torch threads of this process (default: torch's; 1 with --workers)")
+    parser.add_argument(
+        "--theta0",
+        choices=("random", "centre"),
+        default="random",
+        help="start of DP-GIBO/GIBO on the GP problem: uniform per seed, or the box centre",
+    )
+    parser.add_argument(
+        "--batch-selection",
+        choices=("joint", "greedy"),
+        default="joint",
+        help="how DP-GIBO/GIBO choose their batches (DPGIBOConfig.batch_search)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="run independent jobs in this many spawned processes with one torch thread each "
+        "(default 1: one after the other in this process)",
+    )
+    parser.add_argument(
+        "--threads", type=int, help="torch threads of this process (default: torch's; 1 with --workers)"
+    )
     parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument("--render", type=Path, metavar="DIR",
-                        help="only rewrite DIR/results.md and plots from DIR/runs.json (no runs)")
-    parser.add_argument("--merge", type=Path, nargs="+", metavar="DIR",
-                        help="merge the runs.json of several output directories (or runs.json files), e.g. "
-                             "from commands with different --only, into one report in --out (no runs)")
+    parser.add_argument(
+        "--render", type=Path, metavar="DIR", help="only rewrite DIR/results.md and plots from DIR/runs.json (no runs)"
+    )
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        metavar="DIR",
+        help="merge the runs.json of several output directories (or runs.json files), e.g. "
+        "from commands with different --only, into one report in --out (no runs)",
+    )
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error("--workers must be at least 1")
@@ -167,11 +187,14 @@ def main(argv: list[str] | None = None) -> dict:
     only = tuple(e for e in EXPERIMENTS if e in args.only)
     # with workers, the pilot here also runs on one thread
     with torch_threads(args.threads or (1 if args.workers > 1 else None)):
-        result = reproduce(settings_from_args(args), only, args.out, argv, workers=args.workers,
-                           progress=not args.no_progress)
+        result = reproduce(
+            settings_from_args(args), only, args.out, argv, workers=args.workers, progress=not args.no_progress
+        )
     if result["pilot"]:
-        print(f"pilot: B = {result['pilot']['clip_bound']:g}, C = {result['pilot']['loss_clip']:g} "
-              f"({result['pilot_s']:.1f} s)")
+        print(
+            f"pilot: B = {result['pilot']['clip_bound']:g}, C = {result['pilot']['loss_clip']:g} "
+            f"({result['pilot_s']:.1f} s)"
+        )
     print(result["text"])
     print("Timing summary")
     print(timing_table(result["runs"]))

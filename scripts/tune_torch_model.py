@@ -110,7 +110,10 @@ MIN_NOISE_VARIANCE = 1e-4
 PILOT_POINTS_STREAM = 1
 #: ``--optimizer`` choices: torch optimizers that take ``lr`` and ``weight_decay``.
 OPTIMIZERS = {
-    "sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "rmsprop": torch.optim.RMSprop,
+    "sgd": torch.optim.SGD,
+    "adam": torch.optim.Adam,
+    "adamw": torch.optim.AdamW,
+    "rmsprop": torch.optim.RMSprop,
 }
 #: Training runs besides DP-GIBO's evaluations: the final model and the diagnostic baseline.
 EXTRA_TRAINING_RUNS = 2
@@ -126,7 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--mu", type=float, default=None, help="GDP budget μ on the validation users (default 1; inf: non-private)"
     )
     target.add_argument(
-        "--epsilon", type=float, default=None,
+        "--epsilon",
+        type=float,
+        default=None,
         help="target ε on the validation users at --delta, instead of --mu (μ by exact GDP inversion)",
     )
     g.add_argument(
@@ -134,14 +139,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--iterations", type=int, default=10, help="T, number of noisy gradient steps")
     g.add_argument(
-        "--clip-bound", type=float, default=5.0,
+        "--clip-bound",
+        type=float,
+        default=5.0,
         help="B, per-user clipping norm (chosen on public synthetic data of the same shape, "
         "where the median per-user gradient norm at the box centre is about 3-8)",
     )
     batch = g.add_mutually_exclusive_group()
     batch.add_argument("--batch-size", type=int, default=None, help="b, fixed batch (default d + 1)")
     batch.add_argument(
-        "--bias-tolerance", type=float, default=None,
+        "--bias-tolerance",
+        type=float,
+        default=None,
         help="adaptive batches: add points until tr Σ_D(θ) ≤ bias_tolerance (up to d + 1)",
     )
     g.add_argument("--step-size", type=float, default=0.2, help="η (AdaGrad on the unit cube)")
@@ -149,7 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--lengthscale", type=float, default=0.2, help="RBF length-scale of the GP (unit cube)")
     g.add_argument("--outputscale", type=float, default=1.0, help="prior variance of a per-user loss")
     g.add_argument(
-        "--noise-variance", type=float, default=None,
+        "--noise-variance",
+        type=float,
+        default=None,
         help=f"σ² of the GP; default {DEFAULT_NOISE_VARIANCE:g} without --dp-train, a public pilot with it",
     )
     g.add_argument("--raw-samples", type=int, default=64)
@@ -170,7 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     noise = d.add_mutually_exclusive_group()
     noise.add_argument("--dp-noise-multiplier", type=float, default=None, help="DP-SGD noise multiplier (default 1)")
     noise.add_argument(
-        "--dp-train-epsilon", type=float, default=None,
+        "--dp-train-epsilon",
+        type=float,
+        default=None,
         help="target training ε at --delta of ALL planned DP-SGD runs composed; calibrates the noise multiplier",
     )
     d.add_argument("--dp-max-grad-norm", type=float, default=1.0, help="DP-SGD per-example clipping norm")
@@ -178,11 +191,15 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--pilot-repeats", type=int, default=3, help="DP-SGD runs per pilot point for σ²")
 
     p.add_argument(
-        "--seed", type=int, default=0,
+        "--seed",
+        type=int,
+        default=0,
         help="seed of PUBLIC randomness only: splits, initialization, dropout, pilot points (not the noise)",
     )
     p.add_argument(
-        "--noise-seed", type=int, default=None,
+        "--noise-seed",
+        type=int,
+        default=None,
         help="seed of the privacy noise (DP-GIBO and DP-SGD), for reproductions only: the noise becomes "
         "reproducible (PrivacyWarning). Default: OS entropy. Never written to the outputs",
     )
@@ -212,8 +229,10 @@ def main(argv: list[str] | None = None) -> dict:
     summary["wall_time_s"] = time.perf_counter() - start
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / RESULT_FILE).write_text(json.dumps(summary, indent=2))
-    print(f"wall time: {summary['wall_time_s']:.1f} s; saved {args.out / RESULT_FILE}"
-          + ("" if args.no_plot else f" and {args.out / PLOT_FILE}"))
+    print(
+        f"wall time: {summary['wall_time_s']:.1f} s; saved {args.out / RESULT_FILE}"
+        + ("" if args.no_plot else f" and {args.out / PLOT_FILE}")
+    )
     return summary
 
 
@@ -221,8 +240,11 @@ def _run(args: argparse.Namespace) -> dict:
     data = load_sklearn_classification(args.dataset, seed=args.seed)
     space = default_mlp_space()
     training = TrainingConfig(
-        epochs=args.epochs, batch_size=args.train_batch_size, hidden_sizes=tuple(args.hidden),
-        seed=args.seed, num_threads=None,  # the script sets the threads once
+        epochs=args.epochs,
+        batch_size=args.train_batch_size,
+        hidden_sizes=tuple(args.hidden),
+        seed=args.seed,
+        num_threads=None,  # the script sets the threads once
     )
     # privacy noise: OS entropy, or two independent streams of --noise-seed (never written out)
     gibo_seed: int | None = None  # DP-GIBO noise and candidate search from OS entropy
@@ -256,8 +278,10 @@ def _run(args: argparse.Namespace) -> dict:
     dp_sgd = None
     if args.dp_train and args.dp_train_epsilon is not None:
         dp_sgd = DPSGDConfig(
-            max_grad_norm=args.dp_max_grad_norm, target_epsilon=args.dp_train_epsilon,
-            target_delta=args.delta, planned_runs=planned_runs,
+            max_grad_norm=args.dp_max_grad_norm,
+            target_epsilon=args.dp_train_epsilon,
+            target_delta=args.delta,
+            planned_runs=planned_runs,
         )
     elif args.dp_train:
         dp_sgd = DPSGDConfig(
@@ -265,7 +289,12 @@ def _run(args: argparse.Namespace) -> dict:
         )
     ledger = PrivacyLedger(training_accountant=args.training_accountant, training_delta=args.delta)
     objective = TorchModelTuningObjective(
-        data, space, optimizer=OPTIMIZERS[args.optimizer], training=training, dp_sgd=dp_sgd, ledger=ledger,
+        data,
+        space,
+        optimizer=OPTIMIZERS[args.optimizer],
+        training=training,
+        dp_sgd=dp_sgd,
+        ledger=ledger,
         noise_seed=sgd_noise_seed,
     )
 
@@ -306,9 +335,13 @@ def _run(args: argparse.Namespace) -> dict:
     assert math.isclose(report["validation"]["mu"], g.mu) or math.isinf(g.mu)
     validation = {
         "data": f"validation split ({objective.num_users} users = examples)",
-        "mu": finite(g.mu), "epsilon": finite(g.epsilon), "delta": g.delta,
-        "noise_std": g.noise_std, "noise_multiplier": finite(g.noise_multiplier),
-        "num_steps": g.num_steps, "holds": g.holds,
+        "mu": finite(g.mu),
+        "epsilon": finite(g.epsilon),
+        "delta": g.delta,
+        "noise_std": g.noise_std,
+        "noise_multiplier": finite(g.noise_multiplier),
+        "num_steps": g.num_steps,
+        "holds": g.holds,
     }
     training_guarantee = training_section(
         objective, ledger, report, dp_sgd, len(data.y_train), args.delta, num_tuning_runs
@@ -327,23 +360,37 @@ def _run(args: argparse.Namespace) -> dict:
             "guarantees": {"validation_data": validation, "training_data": training_guarantee},
         },
         "public_settings": {
-            "dataset": args.dataset, "split_sizes": data.sizes(), "search_space": space.describe(),
-            "theta0_unit_cube": theta0.tolist(), "T": args.iterations, "mu": finite(config.privacy_mu),
+            "dataset": args.dataset,
+            "split_sizes": data.sizes(),
+            "search_space": space.describe(),
+            "theta0_unit_cube": theta0.tolist(),
+            "T": args.iterations,
+            "mu": finite(config.privacy_mu),
             "target_epsilon": args.epsilon,
-            "clip_bound": args.clip_bound, "batch_size": args.batch_size,
-            "bias_tolerance": args.bias_tolerance, "step_size": args.step_size, "step_rule": "adagrad",
+            "clip_bound": args.clip_bound,
+            "batch_size": args.batch_size,
+            "bias_tolerance": args.bias_tolerance,
+            "step_size": args.step_size,
+            "step_rule": "adagrad",
             "search_radius": args.search_radius,
             "kernel": {"type": "ScaleKernel(RBF)", "lengthscale": args.lengthscale, "outputscale": args.outputscale},
-            "noise_variance": noise_variance, "noise_variance_source": noise_source,
-            "training": {"epochs": args.epochs, "batch_size": args.train_batch_size,
-                         "hidden": args.hidden,
-                         "optimizer": "SGD(momentum=0.9)" if args.optimizer == "sgd"
-                         else OPTIMIZERS[args.optimizer].__name__},
+            "noise_variance": noise_variance,
+            "noise_variance_source": noise_source,
+            "training": {
+                "epochs": args.epochs,
+                "batch_size": args.train_batch_size,
+                "hidden": args.hidden,
+                "optimizer": "SGD(momentum=0.9)" if args.optimizer == "sgd" else OPTIMIZERS[args.optimizer].__name__,
+            },
             "public_seed": args.seed,
             "privacy_noise": "OS entropy" if args.noise_seed is None else "seeded (reproduction; seed not recorded)",
-            "dp_sgd": None if dp_sgd is None or objective.run_dp_sgd is None else {  # both set with --dp-train
-                "noise_multiplier": objective.run_dp_sgd.noise_multiplier, "max_grad_norm": dp_sgd.max_grad_norm,
-                "poisson_sampling": True, "target_epsilon": dp_sgd.target_epsilon,
+            "dp_sgd": None
+            if dp_sgd is None or objective.run_dp_sgd is None
+            else {  # both set with --dp-train
+                "noise_multiplier": objective.run_dp_sgd.noise_multiplier,
+                "max_grad_norm": dp_sgd.max_grad_norm,
+                "poisson_sampling": True,
+                "target_epsilon": dp_sgd.target_epsilon,
                 "planned_runs": dp_sgd.planned_runs,
             },
         },

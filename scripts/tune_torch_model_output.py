@@ -28,8 +28,13 @@ def finite(x: float | None) -> float | str | None:
 
 
 def training_section(
-    objective: TorchModelTuningObjective, ledger: PrivacyLedger, report: dict, dp_sgd: DPSGDConfig | None,
-    num_examples: int, delta: float, num_tuning_runs: int,
+    objective: TorchModelTuningObjective,
+    ledger: PrivacyLedger,
+    report: dict,
+    dp_sgd: DPSGDConfig | None,
+    num_examples: int,
+    delta: float,
+    num_tuning_runs: int,
 ) -> dict:
     r"""The training data's guarantee as the JSON states it: composed over every DP-SGD run of the
     ledger (checked against the objective's own count), or none without ``--dp-train``."""
@@ -46,9 +51,7 @@ def training_section(
             "epsilon": finite(report["training"]["epsilon"]),
             "delta": delta,
             "num_runs": report["training"]["num_runs"],
-            "runs_breakdown": {
-                "dp_gibo_evaluations": num_tuning_runs, "final_model": 1, "diagnostic_baseline": 1,
-            },
+            "runs_breakdown": {"dp_gibo_evaluations": num_tuning_runs, "final_model": 1, "diagnostic_baseline": 1},
             "per_run": {
                 "noise_multiplier": objective.runs[0].noise_multiplier,
                 "sample_rate": objective.runs[0].sample_rate,
@@ -57,13 +60,17 @@ def training_section(
             "target_epsilon": trained.get("target_epsilon"),
             "planned_runs": trained.get("planned_runs"),
             "note": "composed over ALL DP-SGD training runs on the training split"
-            + ("; the noise multiplier was calibrated so that the planned runs spend at most the target"
-               if dp_sgd.has_target else ""),
+            + (
+                "; the noise multiplier was calibrated so that the planned runs spend at most the target"
+                if dp_sgd.has_target
+                else ""
+            ),
         }
     else:
         training_guarantee = {
             "data": f"training split ({num_examples} examples)",
-            "protected": False, "epsilon": "inf",
+            "protected": False,
+            "epsilon": "inf",
             "note": "models trained without DP: the training data have NO guarantee",
         }
     return training_guarantee
@@ -87,22 +94,30 @@ def print_summary(summary: dict, args: argparse.Namespace) -> None:
     if val["mu"] == "inf":
         print(f"validation data: NO guarantee (mu = inf: non-private GIBO) on the {val['data']}")
     else:
-        print(f"validation data: mu = {_num(val['mu'])}-GDP => (epsilon = {_num(val['epsilon'])}, "
-              f"delta = {val['delta']:g})-DP over the {val['data']}")
+        print(
+            f"validation data: mu = {_num(val['mu'])}-GDP => (epsilon = {_num(val['epsilon'])}, "
+            f"delta = {val['delta']:g})-DP over the {val['data']}"
+        )
     if tr["protected"]:
-        print(f"training data  : epsilon = {_num(tr['epsilon'])} at delta = {tr['delta']:g} "
-              f"({tr['accountant']}, composed over all {tr['num_runs']} DP-SGD runs on the {tr['data']})")
+        print(
+            f"training data  : epsilon = {_num(tr['epsilon'])} at delta = {tr['delta']:g} "
+            f"({tr['accountant']}, composed over all {tr['num_runs']} DP-SGD runs on the {tr['data']})"
+        )
         if tr["target_epsilon"] is not None:
-            print(f"                 target epsilon {tr['target_epsilon']:g} for {tr['planned_runs']} planned runs: "
-                  f"noise multiplier {tr['per_run']['noise_multiplier']:.4g} per run")
+            print(
+                f"                 target epsilon {tr['target_epsilon']:g} for {tr['planned_runs']} planned runs: "
+                f"noise multiplier {tr['per_run']['noise_multiplier']:.4g} per run"
+            )
     else:
         print("training data  : NOT protected (trained without DP; use --dp-train)")
     diag = summary["NON_PRIVATE_diagnostics"]
     print("\n=== NON-PRIVATE diagnostics (validation/test data; do not publish) ===")
     for key, label in (("initial_theta0", "theta_0"), ("final_theta", "theta_T")):
         r = diag[key]
-        print(f"{label}: validation loss {r['validation_loss']:.4f}, accuracy {r['validation_accuracy']:.4f}; "
-              f"test accuracy {r['test_accuracy']:.4f}")
+        print(
+            f"{label}: validation loss {r['validation_loss']:.4f}, accuracy {r['validation_accuracy']:.4f}; "
+            f"test accuracy {r['test_accuracy']:.4f}"
+        )
 
 
 def plot_release(path: Path, release, space, validation: dict, training: dict, ledger: PrivacyLedger) -> None:
@@ -148,12 +163,15 @@ def plot_release(path: Path, release, space, validation: dict, training: dict, l
         loss_ax.plot(range(len(norms)), norms.numpy(), "o-")
         loss_ax.set_xlabel("iteration t")
         loss_ax.set_ylabel("‖released noisy gradient‖")
-    tr = "training data unprotected" if not training["protected"] else (
-        f"training ε = {_num(training['epsilon'])} ({training['num_runs']} DP-SGD runs)"
+    tr = (
+        "training data unprotected"
+        if not training["protected"]
+        else (f"training ε = {_num(training['epsilon'])} ({training['num_runs']} DP-SGD runs)")
     )
     fig.suptitle(
         f"DP-GIBO (public release only): validation μ = {_num(validation['mu'])}, "
-        f"ε = {_num(validation['epsilon'])} at δ = {validation['delta']:g}; {tr}", fontsize=9,
+        f"ε = {_num(validation['epsilon'])} at δ = {validation['delta']:g}; {tr}",
+        fontsize=9,
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)

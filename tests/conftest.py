@@ -17,9 +17,7 @@ def pytest_configure(config):
     # is tested with pytest.warns in tests/optim/test_inputs.py and tests/privacy. Added here
     # rather than in setup.cfg, where naming the category would import botorch_dp (and numpy)
     # before the OpenBLAS setting above.
-    config.addinivalue_line(
-        "filterwarnings", "ignore:A noise seed was given:botorch_dp.privacy.seeding.PrivacyWarning"
-    )
+    config.addinivalue_line("filterwarnings", "ignore:A noise seed was given:botorch_dp.privacy.seeding.PrivacyWarning")
 
 
 #: ``make test-fast`` runs ``pytest -m "not slow"`` (under 90 s on 2 cores); ``make test`` (CI) runs
@@ -28,8 +26,14 @@ def pytest_configure(config):
 #: server, a Dask cluster), and the functions listed in tests/slow_tests.txt (measured;
 #: ``scripts/update_slow_tests.py`` rewrites it from a ``--durations=0`` run).
 SLOW_PATHS = (
-    "tests/audit/", "tests/tutorials/", "tests/scripts/", "tests/distributed/", "tests/benchmarks/test_cli.py",
-    "tests/benchmarks/test_jobs.py", "tests/test_imports_lazy.py", "tests/test_makefile.py",
+    "tests/audit/",
+    "tests/tutorials/",
+    "tests/scripts/",
+    "tests/distributed/",
+    "tests/benchmarks/test_cli.py",
+    "tests/benchmarks/test_jobs.py",
+    "tests/test_imports_lazy.py",
+    "tests/test_makefile.py",
     "tests/tuning/test_training_charges.py",
 )
 SLOW_FIXTURES = frozenset({"postgres_url", "dask_client"})

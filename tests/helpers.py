@@ -13,13 +13,7 @@ from types import FrameType
 
 import torch
 from botorch.models import SingleTaskGP
-from gpytorch.kernels import (
-    MaternKernel,
-    PolynomialKernel,
-    RBFKernel,
-    RQKernel,
-    ScaleKernel,
-)
+from gpytorch.kernels import MaternKernel, PolynomialKernel, RBFKernel, RQKernel, ScaleKernel
 from torch import Tensor
 
 
@@ -50,9 +44,7 @@ def make_model(kernel, X, Y, noise: float):
     """SingleTaskGP with fixed kernel and noise, zero mean, no transforms."""
     from gpytorch.means import ZeroMean
 
-    model = SingleTaskGP(
-        X, Y, covar_module=kernel, mean_module=ZeroMean(), outcome_transform=None
-    ).to(X.dtype)
+    model = SingleTaskGP(X, Y, covar_module=kernel, mean_module=ZeroMean(), outcome_transform=None).to(X.dtype)
     model.likelihood.noise_covar.raw_noise_constraint.lower_bound.fill_(0.0)
     model.likelihood.noise = max(noise, 1e-12)
     model.eval()
@@ -128,10 +120,14 @@ def read_timing_report(out: Path, name: str, argv: list[str]) -> tuple[dict, str
     assert report["torch"] == torch.__version__ and report["torch_threads"] == torch.get_num_threads()
     assert report["wall_s"] >= 0 and report["compared_against"]
     threads = report["torch_threads"]
-    for needle in (f"Command: `{report['command']}`", report["date"], machine["cpu"],
-                   f"{machine['cpu_count']} logical CPUs", f"torch {torch.__version__} with {threads} thread",
-                   f"Compared against{'' if name != 'bench_scale' else ' (tell / matmul)'}: "
-                   f"{report['compared_against']}."):
+    for needle in (
+        f"Command: `{report['command']}`",
+        report["date"],
+        machine["cpu"],
+        f"{machine['cpu_count']} logical CPUs",
+        f"torch {torch.__version__} with {threads} thread",
+        f"Compared against{'' if name != 'bench_scale' else ' (tell / matmul)'}: {report['compared_against']}.",
+    ):
         assert needle in text, needle
     return report, text
 
@@ -164,11 +160,26 @@ class DeviceAudit(torch.overrides.TorchFunctionMode):
         linalg_dtypes: ``{"file:line function": {dtype, ...}}`` of the library's linear algebra.
     """
 
-    FACTORIES = frozenset({
-        torch.tensor, torch.as_tensor, torch.asarray, torch.zeros, torch.ones, torch.empty, torch.full,
-        torch.eye, torch.arange, torch.linspace, torch.logspace, torch.rand, torch.randn, torch.randint,
-        torch.randperm, torch.scalar_tensor,
-    })
+    FACTORIES = frozenset(
+        {
+            torch.tensor,
+            torch.as_tensor,
+            torch.asarray,
+            torch.zeros,
+            torch.ones,
+            torch.empty,
+            torch.full,
+            torch.eye,
+            torch.arange,
+            torch.linspace,
+            torch.logspace,
+            torch.rand,
+            torch.randn,
+            torch.randint,
+            torch.randperm,
+            torch.scalar_tensor,
+        }
+    )
     FROM_DATA = frozenset({torch.tensor, torch.as_tensor, torch.asarray})
     LINALG_PREFIXES = ("linalg_", "cholesky", "triangular_solve")
 
@@ -179,8 +190,13 @@ class DeviceAudit(torch.overrides.TorchFunctionMode):
         self.device, self.foreign = torch.device(device), foreign
         self._package = str(Path(botorch_dp.__file__).parent)
         torch_dir = Path(torch.__file__).parent  # torch's dispatch wrappers between a call and this mode
-        self._skip = (__file__, *(str(torch_dir / f) for f in ("overrides.py", "_tensor.py", "functional.py",
-                                                             "_jit_internal.py", "nn/functional.py")))
+        self._skip = (
+            __file__,
+            *(
+                str(torch_dir / f)
+                for f in ("overrides.py", "_tensor.py", "functional.py", "_jit_internal.py", "nn/functional.py")
+            ),
+        )
         self.off_device: list[str] = []
         self.host_moves: list[str] = []
         self.linalg_dtypes: dict[str, set[torch.dtype]] = {}
@@ -191,7 +207,7 @@ class DeviceAudit(torch.overrides.TorchFunctionMode):
             frame = frame.f_back
         if frame is None or not frame.f_code.co_filename.startswith(self._package):
             return None
-        name = frame.f_code.co_filename[len(self._package) + 1:]
+        name = frame.f_code.co_filename[len(self._package) + 1 :]
         return f"{name}:{frame.f_lineno} {frame.f_code.co_name}"
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -206,8 +222,7 @@ class DeviceAudit(torch.overrides.TorchFunctionMode):
             self.host_moves.append(caller)
         name = getattr(func, "__name__", "")
         if name.startswith(self.LINALG_PREFIXES) or getattr(func, "__module__", "") == "torch.linalg":
-            self.linalg_dtypes.setdefault(caller, set()).update(
-                a.dtype for a in args if isinstance(a, Tensor))
+            self.linalg_dtypes.setdefault(caller, set()).update(a.dtype for a in args if isinstance(a, Tensor))
         out = func(*args, **kwargs)
         results = out if isinstance(out, (tuple, list)) else (out,)
         if any(isinstance(r, Tensor) and r.device != self.device for r in results):

@@ -175,8 +175,11 @@ def test_value_and_gradient_create_every_tensor_on_the_data_device(source, gradi
     theta = torch.full((d,), 0.5, dtype=torch.float64)
     X = torch.rand(4, 2, d, generator=g, dtype=torch.float64, requires_grad=True)
     pending = torch.rand(2, d, generator=g, dtype=torch.float64)
-    model = make_model(kernel, D, D.sum(-1, keepdim=True), 1e-3) if source == "botorch_model" else GradientGP(
-        D, kernel, 1e-3)
+    model = (
+        make_model(kernel, D, D.sum(-1, keepdim=True), 1e-3)
+        if source == "botorch_model"
+        else GradientGP(D, kernel, 1e-3)
+    )
     basis = torch.eye(d, 2, dtype=torch.float64) if source == "projected" else None
     if basis is not None and gradient == "closed_form":
         gradient = "auto"  # the projected acquisition has no closed form: "auto" takes autograd

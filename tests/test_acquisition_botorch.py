@@ -14,11 +14,7 @@ from botorch.acquisition.objective import ScalarizedPosteriorTransform
 from botorch.exceptions.warnings import InputDataWarning
 from botorch.models import ModelListGP, MultiTaskGP, SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
-from botorch.models.transforms.input import (
-    ChainedInputTransform,
-    InputStandardize,
-    Warp,
-)
+from botorch.models.transforms.input import ChainedInputTransform, InputStandardize, Warp
 from botorch.optim import optimize_acqf
 from botorch.utils.datasets import SupervisedDataset
 from gpytorch.kernels import RBFKernelGrad

@@ -8,8 +8,21 @@ from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 def test_demo_runs_and_separates_private_from_non_private(tmp_path, capsys):
     out = tmp_path / "demo"
     summary = demo.main(
-        ["--dim", "3", "--n-total", "200", "--iterations", "3", "--out", str(out), "--no-progress",
-         "--raw-samples", "16", "--mu", "2"]
+        [
+            "--dim",
+            "3",
+            "--n-total",
+            "200",
+            "--iterations",
+            "3",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--raw-samples",
+            "16",
+            "--mu",
+            "2",
+        ]
     )
     printed = capsys.readouterr().out
     assert "NON-PRIVATE" in printed and "epsilon" in printed

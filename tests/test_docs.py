@@ -42,8 +42,16 @@ DOCS = ROOT / "docs"
 PAGES = tuple(sorted(p.relative_to(ROOT).as_posix() for p in DOCS.rglob("*.md")))
 DOCUMENTS = ("README.md", "tutorials/README.md", *PAGES)
 #: The modules of the API reference: docs/api/NAME.md documents ``botorch_dp.NAME`` (``botorch_dp.md`` the top).
-API_MODULES = ("botorch_dp", "botorch_dp.tuning", "botorch_dp.optim", "botorch_dp.privacy", "botorch_dp.plan",
-               "botorch_dp.training", "botorch_dp.distributed", "botorch_dp.baselines")
+API_MODULES = (
+    "botorch_dp",
+    "botorch_dp.tuning",
+    "botorch_dp.optim",
+    "botorch_dp.privacy",
+    "botorch_dp.plan",
+    "botorch_dp.training",
+    "botorch_dp.distributed",
+    "botorch_dp.baselines",
+)
 NO_RUN = re.compile(r"<!-- docs: no-run \((?P<reason>[^)]*)\) -->\s*$")
 RUN_ELSEWHERE = "<!-- readme-main-example"
 FENCE = re.compile(r"^```python\n(?P<code>.*?)^```\s*$", re.DOTALL | re.MULTILINE)
@@ -165,8 +173,18 @@ def test_every_page_of_docs_is_in_the_nav_once_and_every_nav_entry_is_a_page():
     assert len(nav) == len(set(nav)), sorted(page for page in nav if nav.count(page) > 1)
     assert set(nav) == pages, (sorted(pages - set(nav)), sorted(set(nav) - pages))
     # the sections the issue asks for
-    for page in ("index.md", "getting-started.md", "security.md", "architecture.md", "benchmarks/index.md",
-                 "how-to/ax.md", "performance.md", "api/index.md", "tutorials/index.md", "concepts/ledger.md"):
+    for page in (
+        "index.md",
+        "getting-started.md",
+        "security.md",
+        "architecture.md",
+        "benchmarks/index.md",
+        "how-to/ax.md",
+        "performance.md",
+        "api/index.md",
+        "tutorials/index.md",
+        "concepts/ledger.md",
+    ):
         assert page in nav, page
     assert {f"tutorials/{nb.stem}.md" for nb in (ROOT / "tutorials").glob("*.ipynb")} <= set(nav)
     assert {f"api/{m.split('.')[-1]}.md" for m in API_MODULES} <= set(nav)
@@ -223,9 +241,15 @@ def _anchors(html: str) -> set[str]:
 @pytest.mark.timeout(600)
 def test_the_site_builds_strictly_and_the_api_reference_has_every_public_name(tmp_path):
     site = tmp_path / "site"
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=540, check=False,
-                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "WARNING" not in done.stderr, done.stderr[-3000:]
     for page in PAGES:  # every page is built
@@ -236,9 +260,13 @@ def test_the_site_builds_strictly_and_the_api_reference_has_every_public_name(tm
         module = importlib.import_module(name)
         page = site / "api" / name.split(".")[-1] / "index.html"
         anchors = _anchors(page.read_text("utf-8"))
-        missing = [member for member in module.__all__ if not member.startswith("__")
-                   and f"{name}.{member}" not in anchors
-                   and f"{getattr(getattr(module, member), '__module__', name)}.{member}" not in anchors]
+        missing = [
+            member
+            for member in module.__all__
+            if not member.startswith("__")
+            and f"{name}.{member}" not in anchors
+            and f"{getattr(getattr(module, member), '__module__', name)}.{member}" not in anchors
+        ]
         assert not missing, (name, missing)
     # a docstring's text reaches the page (not only an empty heading)
     top = (site / "api" / "botorch_dp" / "index.html").read_text("utf-8")

@@ -75,8 +75,9 @@ def test_bad_arguments_are_refused_naming_them():
     with pytest.raises(ValueError, match="objective: a PerUserProblem with observation_noise_std"):
         evaluate_rows(NormalLocation(num_users=10, observation_noise_std=0.1), X, executor=SerialExecutor())
     with pytest.raises(ValueError, match="objective: each group of rows"):
-        evaluate_rows(lambda Z: torch.zeros(Z.shape[0], int(Z[0, 0]) + 2), torch.tensor([[0.0], [1.0]]),
-                      executor=SerialExecutor())
+        evaluate_rows(
+            lambda Z: torch.zeros(Z.shape[0], int(Z[0, 0]) + 2), torch.tensor([[0.0], [1.0]]), executor=SerialExecutor()
+        )
 
 
 def _config() -> DPGIBOConfig:

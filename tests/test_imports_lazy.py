@@ -22,9 +22,22 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Optional or heavy dependencies that no public name of the package needs at import.
 HEAVY = (
-    "opacus", "dask", "distributed", "sklearn", "matplotlib", "dp_accounting", "safetensors", "psycopg", "pandas",
-    "ax", "scipy.stats", "scipy.optimize", "scipy.integrate",
-    "botorch.optim", "botorch.fit", "botorch.acquisition.input_constructors",
+    "opacus",
+    "dask",
+    "distributed",
+    "sklearn",
+    "matplotlib",
+    "dp_accounting",
+    "safetensors",
+    "psycopg",
+    "pandas",
+    "ax",
+    "scipy.stats",
+    "scipy.optimize",
+    "scipy.integrate",
+    "botorch.optim",
+    "botorch.fit",
+    "botorch.acquisition.input_constructors",
 )
 
 SUBPACKAGES = ("acquisition", "gradient_gp", "optim", "plan", "privacy", "distributed")
@@ -37,8 +50,9 @@ def _loaded_after(code: str) -> set[str]:
         "import botorch_dp\n"
         "print(json.dumps({'file': botorch_dp.__file__, 'modules': sorted(sys.modules)}))\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["file"].startswith(str(ROOT)), out["file"]
@@ -120,8 +134,9 @@ assert not any(isinstance(f, acquisition._RegisterOnImport) for f in sys.meta_pa
 
 def test_the_input_constructor_is_registered_when_botorch_loads_its_registry_later():
     # the other order (the registry loaded first) is tests/test_acquisition.py's
-    done = subprocess.run([sys.executable, "-c", _ORDER], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", _ORDER], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
     assert done.returncode == 0, done.stderr
 
 

@@ -38,8 +38,7 @@ def test_cross_and_prior_agree_across_methods(name, dtype):
     ref = KernelDerivatives(kernel, methods[0])
     fd_prior = torch.stack(
         [
-            (ref.cross(theta, (theta + h * e)[None]) - ref.cross(theta, (theta - h * e)[None]))[:, 0]
-            / (2 * h)
+            (ref.cross(theta, (theta + h * e)[None]) - ref.cross(theta, (theta - h * e)[None]))[:, 0] / (2 * h)
             for e in torch.eye(d, dtype=torch.float64)
         ],
         dim=-1,
@@ -84,9 +83,7 @@ def test_rbf_closed_form():
     ls = kernel.base_kernel.lengthscale.detach().reshape(-1)
     expected = kernel.outputscale.detach() * torch.diag(ls**-2)
     for m in ("closed_form", "derivative_kernel", "autograd"):
-        torch.testing.assert_close(
-            KernelDerivatives(kernel, m).prior(torch.rand(d, dtype=torch.float64)), expected
-        )
+        torch.testing.assert_close(KernelDerivatives(kernel, m).prior(torch.rand(d, dtype=torch.float64)), expected)
 
 
 def test_method_selection_and_refusals():
@@ -120,14 +117,7 @@ def test_closed_form_gradient_in_X_is_finite_at_theta(name):
 # ---------------------------------------------------------------------- composite kernels
 def composite_kernel(name: str, d: int = 3):
     """Kernels without a GPyTorch derivative twin: Matérn-3/2 and compositions."""
-    from gpytorch.kernels import (
-        AdditiveKernel,
-        MaternKernel,
-        PolynomialKernel,
-        ProductKernel,
-        RBFKernel,
-        ScaleKernel,
-    )
+    from gpytorch.kernels import AdditiveKernel, MaternKernel, PolynomialKernel, ProductKernel, RBFKernel, ScaleKernel
 
     f64 = torch.float64
     ls = torch.linspace(0.4, 1.2, d, dtype=f64)
@@ -201,8 +191,10 @@ def _fd_prior(kernel, theta, h):
     for j in range(d):
         for m in range(d):
             H[j, m] = (
-                k(theta + E[j], theta + E[m]) - k(theta + E[j], theta - E[m])
-                - k(theta - E[j], theta + E[m]) + k(theta - E[j], theta - E[m])
+                k(theta + E[j], theta + E[m])
+                - k(theta + E[j], theta - E[m])
+                - k(theta - E[j], theta + E[m])
+                + k(theta - E[j], theta - E[m])
             ) / (4 * h * h)
     return H
 

@@ -48,8 +48,14 @@ def _fake_venv(checkout: Path, stamp_time: float | None) -> None:
         os.utime(checkout / ".venv" / ".installed", (stamp_time, stamp_time))
 
 
-@pytest.mark.parametrize("target,command", [("demo", "python -m botorch_dp.demo"), ("test", "python -m pytest -q"),
-                                            ("test-fast", 'python -m pytest -q -m "not slow"')])
+@pytest.mark.parametrize(
+    "target,command",
+    [
+        ("demo", "python -m botorch_dp.demo"),
+        ("test", "python -m pytest -q"),
+        ("test-fast", 'python -m pytest -q -m "not slow"'),
+    ],
+)
 def test_fresh_checkout_installs_everything_then_runs(checkout, target, command):
     lines = _dry_run(checkout, target)
     assert lines[0].endswith("-m venv .venv")

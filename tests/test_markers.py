@@ -16,7 +16,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def _collected(*args: str) -> list[str]:
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return [line for line in done.stdout.splitlines() if "::" in line]

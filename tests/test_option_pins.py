@@ -97,14 +97,8 @@ def _public_gradients() -> torch.Tensor:
 
 # One family per option; each value's config overrides (the first value of each is the default).
 FAMILIES: dict[str, dict[str, dict]] = {
-    "clip": {
-        "fixed": {},
-        "adaptive": {"clip_bound": "adaptive", "clip_init": 1.0},
-    },
-    "noise": {
-        "fixed": {},
-        "adaptive_norm": {"noise_schedule": "adaptive_norm"},
-    },
+    "clip": {"fixed": {}, "adaptive": {"clip_bound": "adaptive", "clip_init": 1.0}},
+    "noise": {"fixed": {}, "adaptive_norm": {"noise_schedule": "adaptive_norm"}},
     "projection": {
         "none": {},
         "fixed": {"subspace": lambda: FixedSubspace(_basis())},
@@ -125,14 +119,8 @@ FAMILIES: dict[str, dict[str, dict]] = {
         "exponential": {"selection": "exponential", "selection_epsilon": 0.5, "loss_clip": 20.0},
         "noisy_loss": {"selection": "noisy_loss", "selection_mu": 0.3, "loss_clip": 20.0},
     },
-    "batches": {
-        "fixed": {},
-        "adaptive": {"bias_tolerance": 0.05, "max_batch_size": 4},
-    },
-    "users": {
-        "memory": {},
-        "partitions": {"_partitions": True},
-    },
+    "batches": {"fixed": {}, "adaptive": {"bias_tolerance": 0.05, "max_batch_size": 4}},
+    "users": {"memory": {}, "partitions": {"_partitions": True}},
 }
 
 #: Single options outside the families (each with the defaults otherwise).
@@ -149,9 +137,19 @@ def _settings(overrides: dict) -> dict:
     kernel = RBFKernel(ard_num_dims=D)
     kernel.lengthscale = 1.5
     settings = dict(
-        bounds=_bounds(), kernel=kernel, num_iterations=4, privacy_mu=1.0, clip_bound=3.0, step_size=0.3,
-        theta0=torch.zeros(D, dtype=torch.float64), search_radius=0.5, noise_variance=1e-4, num_restarts=2,
-        raw_samples=32, seed=0, batch_size=3,
+        bounds=_bounds(),
+        kernel=kernel,
+        num_iterations=4,
+        privacy_mu=1.0,
+        clip_bound=3.0,
+        step_size=0.3,
+        theta0=torch.zeros(D, dtype=torch.float64),
+        search_radius=0.5,
+        noise_variance=1e-4,
+        num_restarts=2,
+        raw_samples=32,
+        seed=0,
+        batch_size=3,
     )
     for name, value in overrides.items():
         settings[name] = value() if callable(value) and name == "subspace" else value
@@ -167,10 +165,16 @@ def _hex(values) -> list[str]:
 def _encode_release(opt, release) -> dict:
     r"""What a run released and what it was charged, as exact hex strings."""
     out = {
-        "released_gradients": release.released_gradients, "iterates": release.iterates,
-        "evaluation_points": release.evaluation_points, "batch_sizes": release.batch_sizes,
-        "step_mus": release.step_mus, "noise_stds": release.noise_stds, "noisy_norms": release.noisy_norms,
-        "norm_mus": release.norm_mus, "clip_bounds": release.clip_bounds, "clip_counts": release.clip_counts,
+        "released_gradients": release.released_gradients,
+        "iterates": release.iterates,
+        "evaluation_points": release.evaluation_points,
+        "batch_sizes": release.batch_sizes,
+        "step_mus": release.step_mus,
+        "noise_stds": release.noise_stds,
+        "noisy_norms": release.noisy_norms,
+        "norm_mus": release.norm_mus,
+        "clip_bounds": release.clip_bounds,
+        "clip_counts": release.clip_counts,
         "preconditioner_mus": release.preconditioner_mus,
         "preconditioner_noise_stds": release.preconditioner_noise_stds,
     }
@@ -219,21 +223,33 @@ class _SelectionSettings(TypedDict, total=False):
 
 def _noisy_gd(schedule: NoiseSchedule, selection: Selection) -> dict:
     settings: dict[Selection, _SelectionSettings] = {
-        "last": {}, "min_noisy_norm": {}, "exponential": {"selection_epsilon": 0.5, "loss_clip": 20.0},
+        "last": {},
+        "min_noisy_norm": {},
+        "exponential": {"selection_epsilon": 0.5, "loss_clip": 20.0},
         "noisy_loss": {"selection_mu": 0.3, "loss_clip": 20.0},
     }
     extra = settings[selection]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = noisy_gradient_descent(
-            _gradient_oracle, _bounds(), num_iterations=6, clip_bound=2.0, step_size=0.4, privacy_mu=1.0, seed=0,
-            noise_schedule=schedule, selection=selection, loss_oracle=_objective, **extra,
+            _gradient_oracle,
+            _bounds(),
+            num_iterations=6,
+            clip_bound=2.0,
+            step_size=0.4,
+            privacy_mu=1.0,
+            seed=0,
+            noise_schedule=schedule,
+            selection=selection,
+            loss_oracle=_objective,
+            **extra,
         )
     assert result.guarantee is not None  # privacy_mu = 1 is finite
     extras = result.history.extras
     keys = ("step_mus", "noise_stds", "noisy_norms", "norm_mus")
     return {
-        "theta": _hex(result.theta), "iterates": _hex(result.history.iterates),
+        "theta": _hex(result.theta),
+        "iterates": _hex(result.history.iterates),
         "released_gradients": _hex(extras["released_gradients"]),
         **{k: _hex(extras.get(k, [])) for k in keys},
         "selected_index": extras.get("selected_index"),
@@ -261,10 +277,7 @@ def _pair_cases() -> dict[str, dict]:
 _SCHEDULES: tuple[NoiseSchedule, ...] = ("fixed", "adaptive_norm")
 _SELECTIONS: tuple[Selection, ...] = ("last", "min_noisy_norm", "exponential", "noisy_loss")
 NOISY_GD: list[tuple[NoiseSchedule, Selection]] = [
-    (s, sel)
-    for s in _SCHEDULES
-    for sel in _SELECTIONS
-    if not (s == "fixed" and sel == "min_noisy_norm")
+    (s, sel) for s in _SCHEDULES for sel in _SELECTIONS if not (s == "fixed" and sel == "min_noisy_norm")
 ]
 
 
@@ -309,8 +322,10 @@ def test_noisy_gd_per_schedule_and_selection_is_pinned(schedule, selection):
     _compare(_noisy_gd(schedule, selection), _stored()["noisy_gd"][name], name)
 
 
-@pytest.mark.parametrize("name", ["noise=adaptive_norm", "clip=adaptive", "step=adagrad_full_private",
-                                  "selection=noisy_loss", "users=partitions"])
+@pytest.mark.parametrize(
+    "name",
+    ["noise=adaptive_norm", "clip=adaptive", "step=adagrad_full_private", "selection=noisy_loss", "users=partitions"],
+)
 def test_a_run_resumed_halfway_gives_the_pinned_values(name, tmp_path):
     got = _run(_single_cases()[name], checkpoint_dir=tmp_path / "ckpt", stop_after=2)
     _compare(got, _stored()["single"][name], name)

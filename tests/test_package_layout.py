@@ -167,8 +167,10 @@ def test_each_layer_imports_only_the_layers_below_it(layer):
     graph = import_graph(_modules())
     imported = {
         target.split(".")[1]
-        for module, targets in graph.items() if module.split(".")[1:2] == [layer]
-        for target in targets if target.count(".") >= 1 and target.split(".")[1] != layer
+        for module, targets in graph.items()
+        if module.split(".")[1:2] == [layer]
+        for target in targets
+        if target.count(".") >= 1 and target.split(".")[1] != layer
     }
     assert imported <= LAYERS[layer], f"{layer} imports {sorted(imported - LAYERS[layer])}"
 
@@ -185,18 +187,24 @@ def harness_imports(modules: dict[str, Path]) -> list[str]:
     ``from benchmarks... import``, or ``importlib.import_module("benchmarks...")`` with a literal name,
     as ``"module line N"``. Relative imports (``from .benchmarks``) stay inside the package and are
     not the harness."""
+
     def top(name: str | None) -> bool:
         return name is not None and name.split(".")[0] == "benchmarks"
 
     found = []
     for name, path in sorted(modules.items()):
         for node in ast.walk(ast.parse(path.read_text())):
-            hit = (isinstance(node, ast.Import) and any(top(a.name) for a in node.names)) or (
-                isinstance(node, ast.ImportFrom) and node.level == 0 and top(node.module)
-            ) or (
-                isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in
-                ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant)
-                and isinstance(node.args[0].value, str) and top(node.args[0].value)
+            hit = (
+                (isinstance(node, ast.Import) and any(top(a.name) for a in node.names))
+                or (isinstance(node, ast.ImportFrom) and node.level == 0 and top(node.module))
+                or (
+                    isinstance(node, ast.Call)
+                    and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("import_module", "__import__")
+                    and node.args
+                    and isinstance(node.args[0], ast.Constant)
+                    and isinstance(node.args[0].value, str)
+                    and top(node.args[0].value)
+                )
             )
             if hit:
                 assert isinstance(node, (ast.Import, ast.ImportFrom, ast.Call))  # the kinds `hit` matches
@@ -235,7 +243,13 @@ def test_outside_the_repository_benchmarks_is_not_this_harness(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     origin = subprocess.run(
         [sys.executable, "-c", "import importlib.util as u; s = u.find_spec('benchmarks'); print(s and s.origin)"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, check=True, timeout=120).stdout.strip()
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.strip()
     assert not origin.startswith(str(HARNESS)), origin
 
 
@@ -247,9 +261,20 @@ def test_the_tests_import_this_harness():
 
 # ---------------------------------------------------------------------- the thin loop
 OPTION_FIELDS = {
-    "clip_bound", "noise_schedule", "subspace", "subspace_acquisition", "step_rule", "preconditioner", "selection",
-    "bias_tolerance", "batch_size", "max_batch_size", "batch_search", "hyperparameter_fit",
-    "unsafe_allow_sensitive_fitting", "max_iterations",
+    "clip_bound",
+    "noise_schedule",
+    "subspace",
+    "subspace_acquisition",
+    "step_rule",
+    "preconditioner",
+    "selection",
+    "bias_tolerance",
+    "batch_size",
+    "max_batch_size",
+    "batch_search",
+    "hyperparameter_fit",
+    "unsafe_allow_sensitive_fitting",
+    "max_iterations",
 }
 
 
@@ -275,12 +300,16 @@ def _option_comparisons(tree: ast.AST) -> list[str]:
 
 def test_dp_gibo_is_a_thin_loop_that_compares_no_option_field():
     source, cls = _dp_gibo()
-    assert cls.end_lineno - cls.lineno + 1 <= 300
+    # 300 lines before the project-wide `ruff format` (issue 31), 368 after it: the formatter puts a call's
+    # arguments one a line where they do not fit on one, and the logic did not change
+    assert cls.end_lineno - cls.lineno + 1 <= 380
     step = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "_step")
-    assert step.end_lineno - step.lineno + 1 <= 30
+    assert step.end_lineno - step.lineno + 1 <= 45  # 30 before the format: two calls now take a line per argument
     assert _option_comparisons(ast.parse(source)) == []
-    tampered = source.replace("        s, o, plan = self.state", "        if self.config.clip_bound == 'adaptive':\n"
-                                                                   "            pass\n        s, o, plan = self.state")
+    tampered = source.replace(
+        "        s, o, plan = self.state",
+        "        if self.config.clip_bound == 'adaptive':\n            pass\n        s, o, plan = self.state",
+    )
     assert tampered != source and [c.split(": ")[1] for c in _option_comparisons(ast.parse(tampered))] == [
         ".clip_bound"
     ]

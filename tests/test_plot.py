@@ -135,8 +135,13 @@ def test_the_path_is_drawn_by_hyperparameter_name_in_natural_units(finished):
 
     opt, _ = finished
     release = opt.result().release
-    space = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Hyperparameter("momentum", 0.0, 0.9),
-                         Hyperparameter("dropout", 0.0, 0.5)])
+    space = SearchSpace(
+        [
+            Hyperparameter("lr", 1e-4, 1e-1, log_scale=True),
+            Hyperparameter("momentum", 0.0, 0.9),
+            Hyperparameter("dropout", 0.0, 0.5),
+        ]
+    )
     ax = plot.plot_iterate_path(release, dims=(0, 2), space=space)
     assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_xscale(), ax.get_yscale()) == ("lr", "dropout", "log", "linear")
     natural = space.to_natural(release.iterates)

@@ -84,6 +84,10 @@ def test_the_readme_is_a_readme_with_links_that_resolve():
     assert len(relative) >= 10 and any(link.startswith("docs/") for link in relative)
     missing = [link for link in relative if not (README.parent / link).is_file()]
     assert not missing, missing
-    for section in ("## Install, and the two commands", "## Main example", "## The acquisition as a drop-in",
-                    "## Headline results"):
+    for section in (
+        "## Install, and the two commands",
+        "## Main example",
+        "## The acquisition as a drop-in",
+        "## Headline results",
+    ):
         assert section in text, section

@@ -49,7 +49,7 @@ def _objective(X: torch.Tensor) -> torch.Tensor:
 
 
 def _gradient_oracle(theta: torch.Tensor) -> torch.Tensor:
-    return (theta[:, None, :] - _data()[None])  # 1 x n x d
+    return theta[:, None, :] - _data()[None]  # 1 x n x d
 
 
 def _bounds() -> torch.Tensor:
@@ -89,9 +89,7 @@ def _dp_gibo(**overrides) -> dict[str, torch.Tensor]:
 def _private_random_search() -> dict[str, torch.Tensor]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = private_random_search(
-            _objective, _bounds(), mean_trials=8.0, per_trial_mu=0.5, loss_clip=10.0, seed=0
-        )
+        result = private_random_search(_objective, _bounds(), mean_trials=8.0, per_trial_mu=0.5, loss_clip=10.0, seed=0)
     return {
         "theta": result.theta,
         "points": result.history.points,
@@ -103,8 +101,14 @@ def _noisy_gd(step_rule: StepRule) -> dict[str, torch.Tensor]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = noisy_gradient_descent(
-            _gradient_oracle, _bounds(), num_iterations=6, clip_bound=2.0, step_size=0.4,
-            privacy_mu=1.0, step_rule=step_rule, seed=0,
+            _gradient_oracle,
+            _bounds(),
+            num_iterations=6,
+            clip_bound=2.0,
+            step_size=0.4,
+            privacy_mu=1.0,
+            step_rule=step_rule,
+            seed=0,
         )
     return {"iterates": result.history.iterates, "released_gradients": result.history.extras["released_gradients"]}
 

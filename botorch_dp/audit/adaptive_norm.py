@@ -43,8 +43,7 @@ def release_llr(norms: list[float], norm_mus: list[float], gradients: Tensor, st
 
 
 @audit_row(
-    "adaptive_norm_release", quick=300, full=5_000,
-    description="DPGIBO, noise_schedule='adaptive_norm', T_max = 2",
+    "adaptive_norm_release", quick=300, full=5_000, description="DPGIBO, noise_schedule='adaptive_norm', T_max = 2"
 )
 def audit_adaptive_norm_release(
     *,
@@ -81,7 +80,10 @@ def audit_adaptive_norm_release(
         return loop_sampler(
             linear_users(slopes),
             lambda s: audit_config(
-                seed=s, num_iterations=max_iterations, privacy_mu=privacy_mu, noise_schedule="adaptive_norm",
+                seed=s,
+                num_iterations=max_iterations,
+                privacy_mu=privacy_mu,
+                noise_schedule="adaptive_norm",
                 norm_mu_fraction=norm_mu_fraction,
             ),
             observe,
@@ -91,8 +93,7 @@ def audit_adaptive_norm_release(
 
 
 @audit_row(
-    "noisy_gd_adaptive_norm", quick=1_000, full=20_000,
-    description="noisy_gradient_descent, 'adaptive_norm', T_max = 3",
+    "noisy_gd_adaptive_norm", quick=1_000, full=20_000, description="noisy_gradient_descent, 'adaptive_norm', T_max = 3"
 )
 def audit_noisy_gd_adaptive_norm(
     *,
@@ -125,9 +126,15 @@ def audit_noisy_gd_adaptive_norm(
             with seeded_noise_allowed():
                 for run_seed in child_seeds([stream, 3], num):
                     result = noisy_gradient_descent(
-                        lambda theta: gradients, bounds, num_iterations=num_iterations, clip_bound=clip_bound,
-                        step_size=0.1, privacy_mu=privacy_mu, noise_schedule="adaptive_norm",
-                        norm_mu_fraction=norm_mu_fraction, seed=run_seed,
+                        lambda theta: gradients,
+                        bounds,
+                        num_iterations=num_iterations,
+                        clip_bound=clip_bound,
+                        step_size=0.1,
+                        privacy_mu=privacy_mu,
+                        noise_schedule="adaptive_norm",
+                        norm_mu_fraction=norm_mu_fraction,
+                        seed=run_seed,
                     )
                     x = result.history.extras
                     stats.append(release_llr(x["noisy_norms"], x["norm_mus"], x["released_gradients"], x["step_mus"]))

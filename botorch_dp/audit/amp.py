@@ -54,11 +54,13 @@ def amp_design(
         raise ValueError(f"clip must lie in (0, 1) so that both records are clipped, got {clip!r}.")
     loss = check_choice(loss, "loss", ("squared", "logistic"))
     labels_d, added_label = {"squared": ([-1.0], 1.0), "logistic": ([0.0], 1.0)}[loss]
-    probe = AMPConfig(lam=1e6, sigma=1.0, loss=loss, clip=clip, feature_bound=1.0, fit_intercept=False,
-                      sigma_out=sigma_out, tau=tau)
+    probe = AMPConfig(
+        lam=1e6, sigma=1.0, loss=loss, clip=clip, feature_bound=1.0, fit_intercept=False, sigma_out=sigma_out, tau=tau
+    )
     sigma, lam = calibrate_amp(epsilon, delta, clip=clip, beta=probe.beta, sigma_out=sigma_out, tau=tau)
-    config = AMPConfig(lam=lam, sigma=sigma, loss=loss, clip=clip, feature_bound=1.0, fit_intercept=False,
-                       sigma_out=sigma_out, tau=tau)
+    config = AMPConfig(
+        lam=lam, sigma=sigma, loss=loss, clip=clip, feature_bound=1.0, fit_intercept=False, sigma_out=sigma_out, tau=tau
+    )
 
     def data(labels: list[float]) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.ones(len(labels), 1, dtype=torch.float64), torch.tensor(labels, dtype=torch.float64)
@@ -67,8 +69,7 @@ def amp_design(
 
 
 @audit_row(
-    "amp_release", quick=5_000, full=100_000,
-    description="fit_amp: one AMP training release (add/remove a record)",
+    "amp_release", quick=5_000, full=100_000, description="fit_amp: one AMP training release (add/remove a record)"
 )
 def audit_amp_release(
     *,
@@ -131,6 +132,4 @@ def audit_amp_release(
     params = dict(parameters)
     top = amp_epsilon(1e-3 / num_runs, **params)
     claim = tradeoff_from_profile(lambda e: amp_delta(e, **params), np.linspace(0.0, top, grid_size))
-    return assess(
-        name, obs_d, obs_d_prime, claim, confidence=confidence, delta=delta, claimed_epsilon=claimed_epsilon
-    )
+    return assess(name, obs_d, obs_d_prime, claim, confidence=confidence, delta=delta, claimed_epsilon=claimed_epsilon)

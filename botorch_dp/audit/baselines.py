@@ -37,8 +37,7 @@ def _constant_users(first_loss: float, num_users: int):
 
 
 @audit_row(
-    "private_random_search_score", quick=1_000, full=20_000,
-    description="private_random_search: a trial's score",
+    "private_random_search_score", quick=1_000, full=20_000, description="private_random_search: a trial's score"
 )
 def audit_score_release(
     *,
@@ -64,7 +63,11 @@ def audit_score_release(
             with seeded_noise_allowed():
                 for run_seed in child_seeds([stream, 4], num):
                     result = private_random_search(
-                        objective, bounds, mean_trials=mean_trials, per_trial_mu=per_trial_mu, loss_clip=loss_clip,
+                        objective,
+                        bounds,
+                        mean_trials=mean_trials,
+                        per_trial_mu=per_trial_mu,
+                        loss_clip=loss_clip,
                         seed=run_seed,
                     )
                     stats.append(float(result.history.extras["noisy_scores"][0]))
@@ -106,8 +109,14 @@ def audit_dp_hypo_score(
             with seeded_noise_allowed():
                 for run_seed in child_seeds([stream, 1], num):
                     result = dp_hypo(
-                        objective, bounds, mean_trials=mean_trials, per_trial_mu=per_trial_mu, loss_clip=loss_clip,
-                        ratio_bound=ratio_bound, num_candidates=8, seed=run_seed,
+                        objective,
+                        bounds,
+                        mean_trials=mean_trials,
+                        per_trial_mu=per_trial_mu,
+                        loss_clip=loss_clip,
+                        ratio_bound=ratio_bound,
+                        num_candidates=8,
+                        seed=run_seed,
                     )
                     stats.append(float(result.history.extras["noisy_scores"][0]))
                     claims.append(result.private_guarantee().details["per_trial_mu"])

@@ -32,11 +32,17 @@ __all__ = ["audit_dp_gibo", "audit_gradient_release", "overflowing_user"]
 
 # decorators apply bottom-up: the row nearest the function is registered first
 @audit_row(
-    "gradient_release_os_entropy", quick=300, full=5_000, seeded=False,
+    "gradient_release_os_entropy",
+    quick=300,
+    full=5_000,
+    seeded=False,
     description="one DP-GIBO step with the default noise from OS entropy (no seed)",
 )
 @audit_row(
-    "gradient_release_overflow", quick=300, full=5_000, overflow=True,
+    "gradient_release_overflow",
+    quick=300,
+    full=5_000,
+    overflow=True,
     description="one DP-GIBO step, the first user's losses near 1e308 on D′",
 )
 @audit_row("gradient_release", quick=300, full=5_000, description="one DP-GIBO step (d = 1), seeded noise")
@@ -79,7 +85,11 @@ def audit_gradient_release(
     others = [0.0] * (num_users - 1)
     d_prime = overflowing_user(num_users) if overflow else linear_users([LARGE_SLOPE] + others)
     return run_audit(
-        name, sampler(linear_users([-LARGE_SLOPE] + others)), sampler(d_prime), num_runs=num_runs, seed=seed,
+        name,
+        sampler(linear_users([-LARGE_SLOPE] + others)),
+        sampler(d_prime),
+        num_runs=num_runs,
+        seed=seed,
         confidence=confidence,
     )
 
@@ -125,9 +135,7 @@ def audit_dp_gibo(
             lambda s: audit_config(
                 dim=dim, seed=s, num_iterations=num_iterations, privacy_mu=privacy_mu, clip_bound=clip_bound
             ),
-            lambda opt, result: (
-                float((result.release.released_gradients @ u).sum()), result.release.guarantee.mu
-            ),
+            lambda opt, result: (float((result.release.released_gradients @ u).sum()), result.release.guarantee.mu),
             via_run=True,
         )
 

@@ -127,16 +127,22 @@ def tight_ledger_setting(**settings: Unpack[TightLedgerSettings]) -> tuple[DPGIB
     r"""The row's unseeded ``DPGIBOConfig`` and its ``tight_ledger_design`` (same keyword arguments)."""
     design = tight_ledger_design(**settings)
     config = audit_config(
-        seed=None, num_iterations=int(settings["max_iterations"]), privacy_mu=settings["privacy_mu"],
-        clip_bound=settings["clip_bound"], noise_schedule="adaptive_norm",
-        norm_mu_fraction=settings["norm_mu_fraction"], max_step_mu=settings["max_step_mu"],
+        seed=None,
+        num_iterations=int(settings["max_iterations"]),
+        privacy_mu=settings["privacy_mu"],
+        clip_bound=settings["clip_bound"],
+        noise_schedule="adaptive_norm",
+        norm_mu_fraction=settings["norm_mu_fraction"],
+        max_step_mu=settings["max_step_mu"],
         snr_factor=design["snr_factor"],
     )
     return config, design
 
 
 @audit_row(
-    "adaptive_norm_tight_ledger", quick=400, full=3_000,
+    "adaptive_norm_tight_ledger",
+    quick=400,
+    full=3_000,
     description="'adaptive_norm' with a ledger budget below the schedule's μ, refused tells retried; OS-entropy noise",
 )
 def audit_tight_ledger_retries(
@@ -177,8 +183,13 @@ def audit_tight_ledger_retries(
         name: The row's name.
     """
     config, design = tight_ledger_setting(
-        privacy_mu=privacy_mu, max_iterations=max_iterations, norm_mu_fraction=norm_mu_fraction,
-        max_step_mu=max_step_mu, room_mu=room_mu, refusal_probability=refusal_probability, num_users=num_users,
+        privacy_mu=privacy_mu,
+        max_iterations=max_iterations,
+        norm_mu_fraction=norm_mu_fraction,
+        max_step_mu=max_step_mu,
+        room_mu=room_mu,
+        refusal_probability=refusal_probability,
+        num_users=num_users,
         clip_bound=clip_bound,
     )
 

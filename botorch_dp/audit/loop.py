@@ -67,9 +67,19 @@ def audit_config(
     kernel = RBFKernel(ard_num_dims=dim)
     kernel.lengthscale = 1.0
     settings: dict[str, Any] = dict(
-        bounds=torch.tensor([[-1.0] * dim, [1.0] * dim], dtype=torch.float64), kernel=kernel,
-        num_iterations=num_iterations, privacy_mu=privacy_mu, clip_bound=1.0, step_size=0.1, batch_size=dim + 1,
-        search_radius=0.3, noise_variance=1e-6, num_restarts=1, raw_samples=4, acqf_maxiter=1, seed=seed,
+        bounds=torch.tensor([[-1.0] * dim, [1.0] * dim], dtype=torch.float64),
+        kernel=kernel,
+        num_iterations=num_iterations,
+        privacy_mu=privacy_mu,
+        clip_bound=1.0,
+        step_size=0.1,
+        batch_size=dim + 1,
+        search_radius=0.3,
+        noise_variance=1e-6,
+        num_restarts=1,
+        raw_samples=4,
+        acqf_maxiter=1,
+        seed=seed,
     )
     settings.update(options)
     return DPGIBOConfig(**settings)

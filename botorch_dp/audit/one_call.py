@@ -61,9 +61,22 @@ def audit_tune_score(
             with seeded_noise_allowed(), warnings.catch_warnings():
                 warnings.simplefilter("ignore", SettingsWarning)  # ten users and one step: noisy on purpose
                 for run_seed in child_seeds([stream, 5], num):
-                    result = tune(objective, space, epsilon=epsilon, delta=delta, seed=run_seed, progress=False,
-                                  selection_share=selection_share, loss_clip=loss_clip, num_iterations=1,
-                                  batch_size=1, raw_samples=2, num_restarts=1, acqf_maxiter=2, clip_bound=1.0)
+                    result = tune(
+                        objective,
+                        space,
+                        epsilon=epsilon,
+                        delta=delta,
+                        seed=run_seed,
+                        progress=False,
+                        selection_share=selection_share,
+                        loss_clip=loss_clip,
+                        num_iterations=1,
+                        batch_size=1,
+                        raw_samples=2,
+                        num_restarts=1,
+                        acqf_maxiter=2,
+                        clip_bound=1.0,
+                    )
                     noisy_score, score_mu = result.runs[0].noisy_score, result.score_mu
                     if noisy_score is None or score_mu is None:
                         raise RuntimeError("tune released no noisy score for its first configuration.")

@@ -64,7 +64,7 @@ def audit_exponential_selection(
         return loop_sampler(
             objective,
             lambda s: audit_config(
-                seed=s, privacy_mu=privacy_mu, selection="exponential", selection_epsilon=epsilon, loss_clip=loss_clip,
+                seed=s, privacy_mu=privacy_mu, selection="exponential", selection_epsilon=epsilon, loss_clip=loss_clip
             ),
             lambda opt, result: (float(result.release.selected_index == 0), ledger_entry(opt, SELECTION_KEY)),
         )

@@ -421,6 +421,4 @@ def run_audit(
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}.")
     obs_d, obs_d_prime = sample_both(sample_d, sample_d_prime, num_runs=num_runs, seed=seed)
     claim = reported_mu(obs_d, obs_d_prime) if claimed_mu is None else claimed_mu
-    return assess(
-        name, obs_d, obs_d_prime, claim, confidence=confidence, delta=delta, claimed_epsilon=claimed_epsilon
-    )
+    return assess(name, obs_d, obs_d_prime, claim, confidence=confidence, delta=delta, claimed_epsilon=claimed_epsilon)

@@ -43,8 +43,7 @@ __all__ = ["audit_private_preconditioner", "audit_projected_release"]
 
 
 @audit_row(
-    "projected_gradient_release", quick=300, full=5_000,
-    description="DPGIBO with a FixedSubspace (k = 1 of d = 2)",
+    "projected_gradient_release", quick=300, full=5_000, description="DPGIBO with a FixedSubspace (k = 1 of d = 2)"
 )
 def audit_projected_release(
     *,
@@ -77,8 +76,7 @@ def audit_projected_release(
 
 
 @audit_row(
-    "private_preconditioner", quick=400, full=5_000,
-    description="DPGIBO, adagrad_full with preconditioner='private'",
+    "private_preconditioner", quick=400, full=5_000, description="DPGIBO, adagrad_full with preconditioner='private'"
 )
 def audit_private_preconditioner(
     *,

@@ -4,13 +4,7 @@ Every baseline takes an objective (a ``PerUserProblem`` or a callable ``q x d ->
 per-user losses), the ``2 x d`` bounds and a budget, and returns a ``BaselineResult``.
 """
 
-from botorch_dp.baselines.base import (
-    BaselineGuarantee,
-    BaselineHistory,
-    BaselineResult,
-    Objective,
-    incumbent_history,
-)
+from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory, BaselineResult, Objective, incumbent_history
 from botorch_dp.baselines.dp_hypo import dp_hypo, gp_sampling_log_weights, project_to_ratio_class
 from botorch_dp.baselines.gibo import NO_CLIP, from_dp_gibo_result, gibo
 from botorch_dp.baselines.noisy_gd import noisy_gradient_descent

@@ -23,13 +23,7 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
-from botorch_dp.baselines.base import (
-    BaselineGuarantee,
-    BaselineResult,
-    Objective,
-    evaluate_losses,
-    noisy_selection,
-)
+from botorch_dp.baselines.base import BaselineGuarantee, BaselineResult, Objective, evaluate_losses, noisy_selection
 from botorch_dp.privacy.analysis.dp_hypo import check_ratio_bounds, dp_hypo_rdp
 from botorch_dp.privacy.analysis.private_selection import DISTRIBUTIONS, sample_num_trials, tnb_gamma_for_mean
 from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS, rdp_curve_epsilon
@@ -59,9 +53,7 @@ _LOG_WEIGHT_FLOOR = 1000.0
 _BISECTION_STEPS = 200
 
 
-def project_to_ratio_class(
-    log_weights: Tensor, *, ratio_upper: float, ratio_lower: float | None = None
-) -> Tensor:
+def project_to_ratio_class(log_weights: Tensor, *, ratio_upper: float, ratio_lower: float | None = None) -> Tensor:
     r"""Project a density over ``N`` candidates to ``{p : c/N ≤ p_i ≤ C/N, Σ p_i = 1}``.
 
     The prior is uniform on the candidates, so the class is DP-HyPO's
@@ -173,6 +165,7 @@ def gp_sampling_log_weights(
 def _fit(model: SingleTaskGP) -> None:
     r"""One capped L-BFGS marginal-likelihood fit; on failure the hyperparameters stay."""
     from botorch.fit import fit_gpytorch_mll
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # optimizer warnings on hard likelihoods; the fit falls back
         try:
@@ -191,8 +184,13 @@ def _rdp(
     r"""``dp_hypo_rdp`` with ``C = R``, ``c = 1/R``, floored at 0 (a Rényi divergence is
     ``≥ 0``; the Poisson bound's ``log E[K]/(α − 1)`` is negative for ``E[K] < 1``)."""
     value = dp_hypo_rdp(
-        order, per_trial_mu=per_trial_mu, mean_trials=mean_trials, ratio_upper=ratio, ratio_lower=1.0 / ratio,
-        distribution=distribution, tnb_eta=tnb_eta,
+        order,
+        per_trial_mu=per_trial_mu,
+        mean_trials=mean_trials,
+        ratio_upper=ratio,
+        ratio_lower=1.0 / ratio,
+        distribution=distribution,
+        tnb_eta=tnb_eta,
     )
     return max(value, 0.0)
 
@@ -209,8 +207,14 @@ def _grid_epsilon(
 ) -> tuple[float, float]:
     r"""``(ε, order)`` of ``_rdp`` on ``DEFAULT_RDP_ORDERS`` (cached: repeated runs, audits)."""
     curve = [
-        _rdp(float(a), per_trial_mu=per_trial_mu, mean_trials=mean_trials, ratio=ratio, distribution=distribution,
-             tnb_eta=tnb_eta)
+        _rdp(
+            float(a),
+            per_trial_mu=per_trial_mu,
+            mean_trials=mean_trials,
+            ratio=ratio,
+            distribution=distribution,
+            tnb_eta=tnb_eta,
+        )
         for a in DEFAULT_RDP_ORDERS
     ]
     return rdp_curve_epsilon(curve, DEFAULT_RDP_ORDERS, target_delta)
@@ -352,7 +356,11 @@ def dp_hypo(
 
     # the guarantee depends on public parameters only: computed (and charged) before any release
     rdp = functools.partial(
-        _rdp, per_trial_mu=per_trial_mu, mean_trials=mean_trials, ratio=ratio, distribution=distribution,
+        _rdp,
+        per_trial_mu=per_trial_mu,
+        mean_trials=mean_trials,
+        ratio=ratio,
+        distribution=distribution,
         tnb_eta=tnb_eta,
     )
     epsilon, order = _grid_epsilon(per_trial_mu, mean_trials, ratio, distribution, tnb_eta, target_delta)
@@ -394,9 +402,14 @@ def dp_hypo(
             fit = last_fit is None or j - last_fit >= refit_every
             first = 0 if max_points is None else max(0, j - max_points)
             log_w, gp_state = gp_sampling_log_weights(
-                unit[torch.tensor(indices[first:])], torch.tensor(scores[first:], dtype=torch.float64), unit,
-                noise_variance=max(noise_std**2, 1e-6 * loss_clip**2), exploration=exploration, temperature=temperature,
-                state=gp_state, fit=fit,
+                unit[torch.tensor(indices[first:])],
+                torch.tensor(scores[first:], dtype=torch.float64),
+                unit,
+                noise_variance=max(noise_std**2, 1e-6 * loss_clip**2),
+                exploration=exploration,
+                temperature=temperature,
+                state=gp_state,
+                fit=fit,
             )
             last_fit = j if fit else last_fit
             p = project_to_ratio_class(log_w, ratio_upper=ratio, ratio_lower=1.0 / ratio)

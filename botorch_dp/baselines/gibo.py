@@ -33,7 +33,9 @@ def from_dp_gibo_result(result: DPGIBOResult) -> BaselineResult:
     guarantee = None
     if private:
         guarantee = BaselineGuarantee(
-            epsilon=g.epsilon, delta=g.delta, mu=g.mu,
+            epsilon=g.epsilon,
+            delta=g.delta,
+            mu=g.mu,
             description=f"DP-GIBO: {g.num_steps} Gaussian steps composed to {g.mu:g}-GDP.",
             details={"noise_std": g.noise_std, "noise_multiplier": g.noise_multiplier},
         )
@@ -82,7 +84,11 @@ def gibo(
     if "privacy_mu" in config_kwargs:
         raise TypeError("gibo is non-private (privacy_mu = inf); use DPGIBO for a private run.")
     config = DPGIBOConfig(
-        bounds=bounds, kernel=kernel, num_iterations=num_iterations, privacy_mu=math.inf,
-        clip_bound=clip_bound, **config_kwargs,
+        bounds=bounds,
+        kernel=kernel,
+        num_iterations=num_iterations,
+        privacy_mu=math.inf,
+        clip_bound=clip_bound,
+        **config_kwargs,
     )
     return from_dp_gibo_result(DPGIBO(config).run(objective, progress=progress))

@@ -18,17 +18,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from botorch_dp.baselines.base import (
-    BaselineGuarantee,
-    BaselineHistory,
-    BaselineResult,
-    evaluate_losses,
-)
-from botorch_dp.optim.noise_schedule import (
-    DEFAULT_NORM_MU_FRACTION,
-    NOISE_SCHEDULES,
-    NoiseSchedule,
-)
+from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory, BaselineResult, evaluate_losses
+from botorch_dp.optim.noise_schedule import DEFAULT_NORM_MU_FRACTION, NOISE_SCHEDULES, NoiseSchedule
 from botorch_dp.optim.options import (
     SGD,
     AdaptiveNorm,
@@ -47,12 +38,7 @@ from botorch_dp.optim.options import (
     lookup_family,
 )
 from botorch_dp.optim.projected import SubspaceTrack
-from botorch_dp.optim.selection import (
-    EVALUATED_SELECTIONS,
-    SELECTION_KEY,
-    Selection,
-    check_selection_fields,
-)
+from botorch_dp.optim.selection import EVALUATED_SELECTIONS, SELECTION_KEY, Selection, check_selection_fields
 from botorch_dp.optim.step_rules import StepRule, projected_step
 from botorch_dp.optim.users import InMemoryUsers
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
@@ -190,8 +176,18 @@ def noisy_gradient_descent(
     theta = bounds.mean(0) if theta0 is None else torch.as_tensor(theta0, dtype=torch.float64).reshape(d).clone()
     if (theta < bounds[0]).any() or (theta > bounds[1]).any():
         raise ValueError("theta0 must lie inside the bounds.")
-    options = _options(clip_bound, noise_schedule, norm_mu_fraction, snr_factor, max_step_mu, step_rule, selection,
-                       selection_epsilon, selection_mu, loss_clip)
+    options = _options(
+        clip_bound,
+        noise_schedule,
+        norm_mu_fraction,
+        snr_factor,
+        max_step_mu,
+        step_rule,
+        selection,
+        selection_epsilon,
+        selection_mu,
+        loss_clip,
+    )
     options.check(privacy_mu, d, int(num_iterations))
     evaluator = None  # what the evaluated selections evaluate the iterates with
     evaluated = options.selection if isinstance(options.selection, Evaluated) else None
@@ -227,8 +223,14 @@ def noisy_gradient_descent(
         selected = options.selection.index(num_steps + 1, record.noise.noisy_norms)  # post-processing: free
     plain = options.noise.name == "fixed" and options.selection.name == "last" and not record.others
     if not plain:
-        extras.update({"step_mus": list(record.noise.step_mus), "noise_stds": list(record.noise.noise_stds),
-                       "noisy_norms": list(record.noise.noisy_norms), "norm_mus": list(record.noise.norm_mus)})
+        extras.update(
+            {
+                "step_mus": list(record.noise.step_mus),
+                "noise_stds": list(record.noise.noise_stds),
+                "noisy_norms": list(record.noise.noisy_norms),
+                "norm_mus": list(record.noise.norm_mus),
+            }
+        )
         extras.update({"selected_index": selected, "selection_scores": scores})
     if record.clip.bounds:
         extras.update({"clip_bounds": list(record.clip.bounds), "clip_counts": list(record.clip.counts)})
@@ -242,8 +244,9 @@ def noisy_gradient_descent(
             )
         else:
             split = options.split(privacy_mu)
-            description = _description(options.noise.name, options.selection.name, num_steps, split.steps_mu,
-                                       split.selection_mu, total_mu)
+            description = _description(
+                options.noise.name, options.selection.name, num_steps, split.steps_mu, split.selection_mu, total_mu
+            )
         guarantee = BaselineGuarantee(
             epsilon=gdp_epsilon(total_mu, target_delta),
             delta=target_delta,
@@ -264,8 +267,18 @@ def noisy_gradient_descent(
     )
 
 
-def _options(clip_bound, noise_schedule, norm_mu_fraction, snr_factor, max_step_mu, step_rule, selection,
-             selection_epsilon, selection_mu, loss_clip) -> Options:
+def _options(
+    clip_bound,
+    noise_schedule,
+    norm_mu_fraction,
+    snr_factor,
+    max_step_mu,
+    step_rule,
+    selection,
+    selection_epsilon,
+    selection_mu,
+    loss_clip,
+) -> Options:
     r"""DP-GIBO's strategies for noisy GD's arguments (strategy objects are taken as they are)."""
     for argument, value, family in (
         ("clip_bound", clip_bound, FixedClip),
@@ -281,11 +294,16 @@ def _options(clip_bound, noise_schedule, norm_mu_fraction, snr_factor, max_step_
         noise = noise_schedule
     else:
         check_choice(noise_schedule, "noise_schedule", NOISE_SCHEDULES)
-        noise = (FixedNoise() if noise_schedule == "fixed" else
-                 AdaptiveNorm(check_probability(norm_mu_fraction, "norm_mu_fraction (f_N)"), snr_factor, max_step_mu))
+        noise = (
+            FixedNoise()
+            if noise_schedule == "fixed"
+            else AdaptiveNorm(check_probability(norm_mu_fraction, "norm_mu_fraction (f_N)"), snr_factor, max_step_mu)
+        )
     if not isinstance(selection, Last):
-        epsilon, mu, clip_c = check_selection_fields(selection, selection_epsilon=selection_epsilon,
-                                                     selection_mu=selection_mu, loss_clip=loss_clip)
+        epsilon, mu, clip_c = check_selection_fields(
+            selection, selection_epsilon=selection_epsilon, selection_mu=selection_mu, loss_clip=loss_clip
+        )
+
         def given(value: float | None, name: str) -> float:  # check_selection_fields gave what the rule uses
             if value is None:
                 raise ValueError(f"selection={selection!r} needs {name}.")
@@ -349,19 +367,39 @@ def _descent(oracle, bounds, theta, num_iterations, step_size, privacy_mu, optio
     for t in range(cap):
         G = _per_user_gradients(oracle, theta, n)  # n x d, sensitive
         n = G.shape[0]
-        plan = RunPlan(num_iterations=num_iterations, iteration_cap=cap, dim=d, num_users=n,
-                       split=options.split(privacy_mu), generator=generator)
+        plan = RunPlan(
+            num_iterations=num_iterations,
+            iteration_cap=cap,
+            dim=d,
+            num_users=n,
+            split=options.split(privacy_mu),
+            generator=generator,
+        )
         spent = [*noise.norm_mus, *noise.step_mus]  # this run's norm and gradient releases, in order
         room = account.ledger.remaining_validation_mu()
         with account.charge(options.step_bound(plan, noise, spent, room), t) as meter:
             # the clip policy clips the rows of (W Y)ᵀ; with W = I and Y = Gᵀ those are the ∇ℓ_i
-            out = options.release_step(InMemoryUsers((G.T,)), eye, plan, noise=noise, clip=clip, track=track,
-                                       meter=meter, step=t, spent=spent, room=room)
+            out = options.release_step(
+                InMemoryUsers((G.T,)),
+                eye,
+                plan,
+                noise=noise,
+                clip=clip,
+                track=track,
+                meter=meter,
+                step=t,
+                spent=spent,
+                room=room,
+            )
             others = (*others, *(e.mu for k, e in meter.recorded.items() if k not in ("grad", "norm")))
         noise, clip, track = out.noise, out.clip, out.track
         released.append(out.release.gradient)
-        theta = projected_step(optimizer, out.release.gradient, bounds,  # post-processing of the release
-                               **options.step_rule.extras(None, noise.noise_stds[-1], track))
+        theta = projected_step(
+            optimizer,
+            out.release.gradient,
+            bounds,  # post-processing of the release
+            **options.step_rule.extras(None, noise.noise_stds[-1], track),
+        )
         iterates.append(theta.clone())
         if noise.stopped:
             break

@@ -116,7 +116,10 @@ def private_random_search(
         raise ValueError("run_id names a ledger entry: pass a ledger with it (or leave run_id=None).")
     rdp = functools.partial(
         private_selection_rdp,
-        per_trial_mu=per_trial_mu, mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta,
+        per_trial_mu=per_trial_mu,
+        mean_trials=mean_trials,
+        distribution=distribution,
+        tnb_eta=tnb_eta,
     )
     if ledger is not None:  # the whole run's curve, admitted and recorded before K is drawn
         run_id = f"private-rs-{uuid.uuid4().hex}" if run_id is None else run_id

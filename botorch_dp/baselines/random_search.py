@@ -10,13 +10,7 @@ import concurrent.futures as cf
 
 import torch
 
-from botorch_dp.baselines.base import (
-    BaselineResult,
-    Objective,
-    evaluate_losses,
-    incumbent_history,
-    uniform_points,
-)
+from botorch_dp.baselines.base import BaselineResult, Objective, evaluate_losses, incumbent_history, uniform_points
 from botorch_dp.utils import check_bounds
 
 

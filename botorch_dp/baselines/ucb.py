@@ -19,12 +19,7 @@ from botorch.utils.sampling import draw_sobol_samples, manual_seed
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from tqdm.auto import tqdm
 
-from botorch_dp.baselines.base import (
-    BaselineResult,
-    Objective,
-    evaluate_losses,
-    incumbent_history,
-)
+from botorch_dp.baselines.base import BaselineResult, Objective, evaluate_losses, incumbent_history
 from botorch_dp.utils import check_bounds
 
 #: Iteration cap of the L-BFGS marginal-likelihood fit.
@@ -36,16 +31,14 @@ FIT_TIMEOUT_S = 5.0
 def _fit_model(X: torch.Tensor, y: torch.Tensor, bounds: torch.Tensor, state: dict | None, refit: bool) -> SingleTaskGP:
     r"""GP on ``(X, −y)`` (UCB maximizes); warm-started from ``state``, fitted if ``refit``."""
     from botorch.fit import fit_gpytorch_mll
+
     d = X.shape[1]
     model = SingleTaskGP(
-        X, -y.unsqueeze(-1),
-        input_transform=Normalize(d, bounds=bounds),
-        outcome_transform=Standardize(m=1),
+        X, -y.unsqueeze(-1), input_transform=Normalize(d, bounds=bounds), outcome_transform=Standardize(m=1)
     )
     if state is not None:
         model.load_state_dict(
-            {k: v for k, v in state.items() if not k.startswith(("outcome_transform", "input_transform"))},
-            strict=False,
+            {k: v for k, v in state.items() if not k.startswith(("outcome_transform", "input_transform"))}, strict=False
         )
     if refit or state is None:
         with warnings.catch_warnings():
@@ -113,6 +106,7 @@ def ucb_bo(
         ``history.mean_losses`` the observed mean losses.
     """
     from botorch.optim import optimize_acqf
+
     bounds = check_bounds(bounds)
     d = bounds.shape[1]
     if num_evaluations < 1:
@@ -138,9 +132,7 @@ def ucb_bo(
                 sampler = SobolQMCNormalSampler(torch.Size([128]), seed=seed + iteration)
                 acqf = qUpperConfidenceBound(model, beta=beta, sampler=sampler)
             with manual_seed(seed * 100003 + iteration):
-                cand, _ = optimize_acqf(
-                    acqf, bounds=bounds, q=q, num_restarts=num_restarts, raw_samples=raw_samples
-                )
+                cand, _ = optimize_acqf(acqf, bounds=bounds, q=q, num_restarts=num_restarts, raw_samples=raw_samples)
             cand = cand.detach().to(torch.float64)
             X = torch.cat([X, cand])
             y = torch.cat([y, evaluate_losses(objective, cand, n, executor=executor).mean(-1)])

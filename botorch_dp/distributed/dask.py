@@ -30,18 +30,9 @@ import torch
 from distributed import Client, Future, wait
 from torch import Tensor
 
-from botorch_dp.distributed.partitions import (
-    UserPartition,
-    evaluate_partition,
-    matching_prefix,
-    partition_clamped_sums,
-)
+from botorch_dp.distributed.partitions import UserPartition, evaluate_partition, matching_prefix, partition_clamped_sums
 from botorch_dp.privacy.checks import check_positive_int
-from botorch_dp.privacy.mechanisms import (
-    ClippedPartialSum,
-    NonfiniteLosses,
-    clipped_partial_sum,
-)
+from botorch_dp.privacy.mechanisms import ClippedPartialSum, NonfiniteLosses, clipped_partial_sum
 from botorch_dp.privacy.mechanisms.sums import ClampedPartialSum
 
 __all__ = ["DaskPartitions", "partition_partial_sum"]
@@ -103,10 +94,19 @@ class DaskPartitions:
             futures = []
             for t in range(keep, len(batches)):
                 key = f"botorch-dp-losses-{self._name}-p{i}-b{t}-{_points_token(batches[t])}"
-                futures.append(self.client.submit(
-                    evaluate_partition, self.partitions[i], batches[t], i, nonfinite, key=key,
-                    workers=self._home(i), allow_other_workers=True, retries=0,
-                ))
+                futures.append(
+                    self.client.submit(
+                        evaluate_partition,
+                        self.partitions[i],
+                        batches[t],
+                        i,
+                        nonfinite,
+                        key=key,
+                        workers=self._home(i),
+                        allow_other_workers=True,
+                        retries=0,
+                    )
+                )
             new.append(futures)
         flat = [f for futures in new for f in futures]
         wait(flat)
@@ -127,8 +127,15 @@ class DaskPartitions:
         A = A.detach().to("cpu", torch.float64).clone()
         futures = [
             self.client.submit(
-                partition_partial_sum, A, float(clip_bound), int(chunk_size), nonfinite, *blocks, pure=False,
-                workers=self._home(i), allow_other_workers=True,
+                partition_partial_sum,
+                A,
+                float(clip_bound),
+                int(chunk_size),
+                nonfinite,
+                *blocks,
+                pure=False,
+                workers=self._home(i),
+                allow_other_workers=True,
             )
             for i, blocks in enumerate(self._blocks)
         ]
@@ -142,8 +149,16 @@ class DaskPartitions:
         points = points.detach().to("cpu", torch.float64).clone()
         futures = [
             self.client.submit(
-                partition_clamped_sums, partition, points, i, float(loss_clip), int(chunk_size), nonfinite, pure=False,
-                workers=self._home(i), allow_other_workers=True,
+                partition_clamped_sums,
+                partition,
+                points,
+                i,
+                float(loss_clip),
+                int(chunk_size),
+                nonfinite,
+                pure=False,
+                workers=self._home(i),
+                allow_other_workers=True,
             )
             for i, partition in enumerate(self.partitions)
         ]

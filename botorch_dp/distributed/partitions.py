@@ -28,20 +28,10 @@ import torch
 from torch import Tensor
 
 from botorch_dp.privacy.checks import check_losses, check_positive_int
-from botorch_dp.privacy.mechanisms import (
-    ClippedPartialSum,
-    NonfiniteLosses,
-    clipped_partial_sum,
-)
+from botorch_dp.privacy.mechanisms import ClippedPartialSum, NonfiniteLosses, clipped_partial_sum
 from botorch_dp.privacy.mechanisms.sums import ClampedPartialSum, clamped_loss_sums
 
-__all__ = [
-    "InProcessPartitions",
-    "PartitionedObjective",
-    "UserPartition",
-    "evaluate_partition",
-    "matching_prefix",
-]
+__all__ = ["InProcessPartitions", "PartitionedObjective", "UserPartition", "evaluate_partition", "matching_prefix"]
 
 
 @runtime_checkable

@@ -15,21 +15,9 @@ is the import path it always was.
 
 from __future__ import annotations
 
-from botorch_dp.gradient_gp.closed_form import (
-    closed_form_supported,
-    trace_reduction_closed_form,
-)
-from botorch_dp.gradient_gp.core import (
-    DEFAULT_JITTER,
-    GradientGP,
-    GradientPosterior,
-    TensorSnapshot,
-)
-from botorch_dp.gradient_gp.models import (
-    OutputGradientGP,
-    gradient_posterior,
-    output_gradient_gps,
-)
+from botorch_dp.gradient_gp.closed_form import closed_form_supported, trace_reduction_closed_form
+from botorch_dp.gradient_gp.core import DEFAULT_JITTER, GradientGP, GradientPosterior, TensorSnapshot
+from botorch_dp.gradient_gp.models import OutputGradientGP, gradient_posterior, output_gradient_gps
 
 __all__ = [
     "DEFAULT_JITTER",

@@ -21,12 +21,7 @@ from torch import Tensor
 from botorch_dp.gradient_gp.exact import exact_gp_parts
 from botorch_dp.kernel_derivatives import DerivativeBackend, KernelDerivatives
 
-__all__ = [
-    "DEFAULT_JITTER",
-    "GradientGP",
-    "GradientPosterior",
-    "TensorSnapshot",
-]
+__all__ = ["DEFAULT_JITTER", "GradientGP", "GradientPosterior", "TensorSnapshot"]
 
 DEFAULT_JITTER = 1e-8
 

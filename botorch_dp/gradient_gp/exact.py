@@ -58,9 +58,7 @@ def exact_gp_parts(model: torch.nn.Module, output: int | None) -> dict[str, Any]
     if m != 1 and not isinstance(model, BatchedMultiOutputGPyTorchModel):
         raise NotImplementedError(f"{type(model).__name__} with {m} outputs is not supported.")
     if m != 1 and output is None:
-        raise NotImplementedError(
-            f"The model has {m} outputs: pass output=i, or use output_gradient_gps(model)."
-        )
+        raise NotImplementedError(f"The model has {m} outputs: pass output=i, or use output_gradient_gps(model).")
     if output is not None and not 0 <= output < m:
         raise ValueError(f"output={output} is out of range for a model with {m} outputs.")
     gp = cast(_ExactGP, model)  # duck-typed: nn.Module types its attributes as Tensor | Module
@@ -101,5 +99,11 @@ def exact_gp_parts(model: torch.nn.Module, output: int | None) -> dict[str, Any]
         if not isinstance(transform, Standardize):
             raise NotImplementedError(f"Unsupported outcome transform {type(transform).__name__}.")
         output_scale = float(_select(transform.stdvs, output, m))
-    return {"train_X": train_X, "kernel": kernel, "noise_variance": noise, "train_Y": train_Y,
-            "mean_constant": mean_constant, "output_scale": output_scale}
+    return {
+        "train_X": train_X,
+        "kernel": kernel,
+        "noise_variance": noise,
+        "train_Y": train_Y,
+        "mean_constant": mean_constant,
+        "output_scale": output_scale,
+    }

@@ -20,11 +20,8 @@ from botorch_dp.gradient_gp.core import DEFAULT_JITTER, GradientGP, GradientPost
 from botorch_dp.gradient_gp.exact import BATCH_HINT, exact_gp_parts
 from botorch_dp.kernel_derivatives import DerivativeBackend
 
-__all__ = [
-    "OutputGradientGP",
-    "gradient_posterior",
-    "output_gradient_gps",
-]
+__all__ = ["OutputGradientGP", "gradient_posterior", "output_gradient_gps"]
+
 
 def _read_exact_gp(
     model: torch.nn.Module, output: int | None, *, jitter: float, method: DerivativeBackend
@@ -115,8 +112,7 @@ def _input_jacobian(transform: torch.nn.Module, theta: Tensor) -> tuple[Tensor, 
                 "the chain rule needs a map of one point to one point."
             )
         rows = [
-            torch.autograd.grad(z[:, j].sum(), x, retain_graph=True, allow_unused=True)[0]
-            for j in range(z.shape[-1])
+            torch.autograd.grad(z[:, j].sum(), x, retain_graph=True, allow_unused=True)[0] for j in range(z.shape[-1])
         ]
     rows = [torch.zeros_like(x) if r is None else r for r in rows]
     J = torch.stack(rows, dim=-2)

@@ -78,12 +78,25 @@ class PublicKernelGP(SingleTaskGP):
         outcome_transform: Ignored (Ax passes one; the criterion reads no outcome).
     """
 
-    def __init__(self, train_X: Tensor, train_Y: Tensor, kernel: Kernel, noise_variance: float = 0.0,
-                 input_transform: Any = None, outcome_transform: Any = None) -> None:
+    def __init__(
+        self,
+        train_X: Tensor,
+        train_Y: Tensor,
+        kernel: Kernel,
+        noise_variance: float = 0.0,
+        input_transform: Any = None,
+        outcome_transform: Any = None,
+    ) -> None:
         noise = torch.full_like(train_Y, max(float(noise_variance), MIN_NOISE))
         covar = _frozen_copy(kernel).to(train_X)
-        super().__init__(train_X, train_Y, train_Yvar=noise, covar_module=covar, input_transform=input_transform,
-                         outcome_transform=None)
+        super().__init__(
+            train_X,
+            train_Y,
+            train_Yvar=noise,
+            covar_module=covar,
+            input_transform=input_transform,
+            outcome_transform=None,
+        )
         self.requires_grad_(False)
 
     @classmethod
@@ -109,8 +122,9 @@ class LocalBoxAcquisition(Acquisition):
     for the ``n`` points included, is Ax's own ``Acquisition.optimize``.
     """
 
-    def optimize(self, n: int, search_space_digest: SearchSpaceDigest, *args: Any, **kwargs: Any
-                 ) -> tuple[Tensor, Tensor, Tensor]:
+    def optimize(
+        self, n: int, search_space_digest: SearchSpaceDigest, *args: Any, **kwargs: Any
+    ) -> tuple[Tensor, Tensor, Tensor]:
         theta = torch.as_tensor(self.botorch_acqf_classes_with_options[0][1]["theta"], dtype=_F64).reshape(-1)
         radius = torch.as_tensor(self.options["search_radius"], dtype=_F64).expand_as(theta)
         lo, hi = torch.tensor(search_space_digest.bounds, dtype=_F64).T
@@ -156,10 +170,19 @@ class AxGIBO:
         raw_samples: ``optimize_acqf`` raw samples.
     """
 
-    def __init__(self, source: Any, theta0: Tensor | Sequence[float] | Mapping[str, float], *,
-                 units: Units | None = None, kernel: Kernel | None = None, noise_variance: float = 0.0,
-                 search_radius: float | Sequence[float] = 0.1, batch_size: int | None = None,
-                 num_restarts: int = 8, raw_samples: int = 256) -> None:
+    def __init__(
+        self,
+        source: Any,
+        theta0: Tensor | Sequence[float] | Mapping[str, float],
+        *,
+        units: Units | None = None,
+        kernel: Kernel | None = None,
+        noise_variance: float = 0.0,
+        search_radius: float | Sequence[float] = 0.1,
+        batch_size: int | None = None,
+        num_restarts: int = 8,
+        raw_samples: int = 256,
+    ) -> None:
         self.space = AxThetaSpace(source)
         d = self.space.dim
         self.kernel = default_kernel(d) if kernel is None else _checked_kernel(kernel, d)
@@ -168,21 +191,30 @@ class AxGIBO:
         self.noise_variance = float(noise_variance)
         radius = torch.as_tensor(search_radius, dtype=_F64)
         if radius.dim() > 1 or (radius.dim() == 1 and radius.numel() != d) or not (radius > 0).all():
-            raise ValueError(f"search_radius must be a positive number or {d} positive numbers (unit-cube "
-                             f"coordinates), got {search_radius!r}.")
+            raise ValueError(
+                f"search_radius must be a positive number or {d} positive numbers (unit-cube "
+                f"coordinates), got {search_radius!r}."
+            )
         self.search_radius = radius.expand(d).clone()
         self.batch_size = d + 1 if batch_size is None else _positive_int(batch_size, "batch_size")
-        self._optimizer = {"num_restarts": _positive_int(num_restarts, "num_restarts"),
-                           "raw_samples": _positive_int(raw_samples, "raw_samples")}
+        self._optimizer = {
+            "num_restarts": _positive_int(num_restarts, "num_restarts"),
+            "raw_samples": _positive_int(raw_samples, "raw_samples"),
+        }
         self.theta = self.space.to_unit(theta0, units).reshape(d)
         self._spec = GeneratorSpec(
             generator_enum=Generators.BOTORCH_MODULAR,
             generator_kwargs={
                 "transforms": [RemoveFixed, Log, UnitX],  # the model lives on the unit cube
-                "surrogate_spec": SurrogateSpec(model_configs=[ModelConfig(
-                    botorch_model_class=PublicKernelGP, input_transform_classes=None,
-                    model_options={"kernel": self.kernel, "noise_variance": self.noise_variance},
-                )]),
+                "surrogate_spec": SurrogateSpec(
+                    model_configs=[
+                        ModelConfig(
+                            botorch_model_class=PublicKernelGP,
+                            input_transform_classes=None,
+                            model_options={"kernel": self.kernel, "noise_variance": self.noise_variance},
+                        )
+                    ]
+                ),
                 "botorch_acqf_class": qGradientInformation,
                 "acquisition_class": LocalBoxAcquisition,
                 "acquisition_options": {"search_radius": self.search_radius.tolist()},
@@ -247,8 +279,10 @@ class AxGIBO:
         try:
             experiment = self.generation_strategy.experiment
         except Exception as e:  # Ax raises when no experiment was set
-            raise RuntimeError("The generation strategy has no experiment yet: build AxGIBO from the Client, or call "
-                               "client.set_generation_strategy(gibo.generation_strategy) first.") from e
+            raise RuntimeError(
+                "The generation strategy has no experiment yet: build AxGIBO from the Client, or call "
+                "client.set_generation_strategy(gibo.generation_strategy) first."
+            ) from e
         there = AxThetaSpace(experiment)
         if (there.names, there.log_scale, there.fixed) != (
             self.space.names,
@@ -283,8 +317,14 @@ class AxGIBO:
         box = torch.stack(
             [(self.theta - self.search_radius).clamp_min(0.0), (self.theta + self.search_radius).clamp_max(1.0)]
         )
-        X, _ = optimize_acqf(acqf, box, q=q, num_restarts=self._optimizer["num_restarts"],
-                             raw_samples=self._optimizer["raw_samples"], sequential=False)
+        X, _ = optimize_acqf(
+            acqf,
+            box,
+            q=q,
+            num_restarts=self._optimizer["num_restarts"],
+            raw_samples=self._optimizer["raw_samples"],
+            sequential=False,
+        )
         return X.detach()
 
 
@@ -299,8 +339,10 @@ def _checked_kernel(kernel: Any, d: int) -> Kernel:
         raise TypeError(f"kernel must be a GPyTorch Kernel on the unit cube, got {type(kernel).__name__}.")
     scale = getattr(kernel, "outputscale", None)
     if scale is not None and not bool((torch.as_tensor(scale) > 0).all()):
-        raise ValueError(f"kernel has outputscale {torch.as_tensor(scale).tolist()}: the prior has no variance, so "
-                         "no point carries gradient information. Use a positive outputscale.")
+        raise ValueError(
+            f"kernel has outputscale {torch.as_tensor(scale).tolist()}: the prior has no variance, so "
+            "no point carries gradient information. Use a positive outputscale."
+        )
     ard = getattr(getattr(kernel, "base_kernel", kernel), "ard_num_dims", None)
     if ard is not None and ard != d:
         raise ValueError(f"kernel has ard_num_dims={ard}, the search space has d={d} coordinates.")

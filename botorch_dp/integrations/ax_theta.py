@@ -143,8 +143,9 @@ class AxThetaSpace:
             missing = [n for n in self.names if n not in theta]
             unknown = [n for n in theta if n not in self.names and n not in self.fixed]
             if missing or unknown:
-                raise ValueError(f"theta: missing parameter(s) {missing}, unknown {unknown}; the "
-                                 f"coordinates are {list(self.names)}.")
+                raise ValueError(
+                    f"theta: missing parameter(s) {missing}, unknown {unknown}; the coordinates are {list(self.names)}."
+                )
             theta, units = [float(theta[n]) for n in self.names], "natural"
         if units is None:
             raise ValueError(
@@ -168,8 +169,10 @@ class AxThetaSpace:
         r"""``theta`` as a float64 ``... x d`` tensor inside the box of ``units``, or a ValueError."""
         x = torch.as_tensor(theta, dtype=_F64)
         if x.dim() == 0 or x.shape[-1] != self.dim:
-            raise ValueError(f"theta has shape {tuple(x.shape)}; expected {self.dim} coordinates "
-                             f"{list(self.names)} in the last dimension.")
+            raise ValueError(
+                f"theta has shape {tuple(x.shape)}; expected {self.dim} coordinates "
+                f"{list(self.names)} in the last dimension."
+            )
         if not torch.isfinite(x).all():
             raise ValueError(f"theta = {_show(x)} ({_NAMED[units]}) is not finite.")
         lo, hi = self.bounds(units)  # type: ignore[arg-type]
@@ -188,13 +191,16 @@ class AxThetaSpace:
     def _hint(self, x: Tensor, units: str) -> str:
         r"""Which other system the values would fit, if any (a unit-cube θ given as Ax units, ...)."""
         fits = [
-            other for other in UNITS
+            other
+            for other in UNITS
             if other != units and bool(((x >= self.bounds(other)[0]) & (x <= self.bounds(other)[1])).all())  # type: ignore[arg-type]
         ]
         if not fits:
             return ""
-        return (f"; the values fit the box of {' and of '.join(_NAMED[f] for f in fits)}: if theta is in "
-                f"{_NAMED[fits[0]]}, pass units={fits[0]!r} (AxThetaSpace.to_unit and from_unit convert explicitly)")
+        return (
+            f"; the values fit the box of {' and of '.join(_NAMED[f] for f in fits)}: if theta is in "
+            f"{_NAMED[fits[0]]}, pass units={fits[0]!r} (AxThetaSpace.to_unit and from_unit convert explicitly)"
+        )
 
     def __repr__(self) -> str:
         rows = ", ".join(
@@ -215,5 +221,3 @@ def _show(theta: Any) -> str:
         return str([round(v, 6) for v in torch.as_tensor(theta, dtype=_F64).reshape(-1).tolist()])
     except (TypeError, ValueError, RuntimeError):
         return repr(theta)
-
-

@@ -92,7 +92,7 @@ def moved_batch(
     """
     if not batch_sizes or batch_sizes[-1] == 0 or len(iterates) < 2:
         return None
-    return X[X.shape[0] - batch_sizes[-1]:] + (iterates[-1] - iterates[-2])
+    return X[X.shape[0] - batch_sizes[-1] :] + (iterates[-1] - iterates[-2])
 
 
 def posterior_trace(gp: GradientGP, theta: Tensor, X: Tensor | None = None, basis: Tensor | None = None) -> float:
@@ -169,8 +169,7 @@ def optimize_batch(
             initial = project_to_box(start, bounds).unsqueeze(0).to(theta)
         elif warm_start is not None:
             initial = gen_batch_initial_conditions(
-                acqf, bounds, q=q, num_restarts=num_restarts, raw_samples=raw_samples,
-                options={"seed": seed},
+                acqf, bounds, q=q, num_restarts=num_restarts, raw_samples=raw_samples, options={"seed": seed}
             )
             warm = project_to_box(warm_start, bounds)
             initial = torch.cat([warm.unsqueeze(0).to(initial), initial])
@@ -218,8 +217,16 @@ def greedy_batch(
     chosen = [theta.new_empty(0, theta.shape[-1])]
     while len(chosen) - 1 < num_points and (tolerance is None or posterior_trace(gp, theta, basis=basis) > tolerance):
         x = optimize_batch(
-            gp, theta, bounds, 1, generator, num_restarts=num_restarts, raw_samples=raw_samples, basis=basis,
-            maxiter=maxiter, speed=speed,
+            gp,
+            theta,
+            bounds,
+            1,
+            generator,
+            num_restarts=num_restarts,
+            raw_samples=raw_samples,
+            basis=basis,
+            maxiter=maxiter,
+            speed=speed,
         )
         gp = gp.condition_on(x)
         chosen.append(x)

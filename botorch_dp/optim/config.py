@@ -16,12 +16,7 @@ from torch import Tensor
 
 from botorch_dp.gradient_gp import DEFAULT_JITTER, GradientGP
 from botorch_dp.optim.batch_search import BATCH_SEARCHES, SEARCH_SPEEDS, BatchSearch
-from botorch_dp.optim.config_options import (
-    absorb_strategies,
-    build_options,
-    check_option_fields,
-    set_field,
-)
+from botorch_dp.optim.config_options import absorb_strategies, build_options, check_option_fields, set_field
 from botorch_dp.optim.deprecated import alias_property, rename_fields, warn_renamed
 from botorch_dp.optim.noise_schedule import DEFAULT_NORM_MU_FRACTION, NoiseSchedule
 from botorch_dp.optim.options import BudgetSplit, Options
@@ -60,6 +55,7 @@ __all__ = [
     "resolve_privacy",
     "split_privacy_mu",
 ]
+
 
 @dataclass(frozen=True)
 class DPGIBOConfig:
@@ -428,9 +424,11 @@ class DPGIBOConfig:
 RENAMED_FIELDS = {"privacy_budget_mu": "validation_mu_budget", "batch_selection": "batch_search"}
 rename_fields(DPGIBOConfig, RENAMED_FIELDS)
 DPGIBOConfig.steps_privacy_mu = alias_property(  # type: ignore[attr-defined]
-    "DPGIBOConfig.steps_privacy_mu", "DPGIBOConfig.mu_split.steps_mu", lambda c: c.mu_split.steps_mu)
+    "DPGIBOConfig.steps_privacy_mu", "DPGIBOConfig.mu_split.steps_mu", lambda c: c.mu_split.steps_mu
+)
 DPGIBOConfig.selection_privacy_mu = alias_property(  # type: ignore[attr-defined]
-    "DPGIBOConfig.selection_privacy_mu", "DPGIBOConfig.mu_split.selection_mu", lambda c: c.mu_split.selection_mu)
+    "DPGIBOConfig.selection_privacy_mu", "DPGIBOConfig.mu_split.selection_mu", lambda c: c.mu_split.selection_mu
+)
 
 
 def default_batch_size(config: DPGIBOConfig) -> int:
@@ -480,9 +478,7 @@ def resolve_model(config: DPGIBOConfig) -> tuple[Kernel, float, bool]:
     return _frozen_kernel(model.covar_module, config.bounds.device), noise, standardized
 
 
-def check_bias_tolerance(
-    bias_tolerance: float, prior: GradientGP, theta0: Tensor, basis: Tensor | None = None
-) -> None:
+def check_bias_tolerance(bias_tolerance: float, prior: GradientGP, theta0: Tensor, basis: Tensor | None = None) -> None:
     r"""Refuse a ``bias_tolerance`` at or above the prior gradient trace at ``θ₀`` (the
     first adaptive batch would be empty); ``prior`` is the ``GradientGP`` with no data,
     ``basis`` the projected acquisition's ``Ṽ`` at ``θ₀`` (then the projected trace)."""

@@ -45,12 +45,7 @@ from botorch_dp.optim.options import (
 from botorch_dp.optim.selection import check_selection_fields
 from botorch_dp.optim.step_rules import PRECONDITIONERS
 from botorch_dp.optim.subspace import SubspaceOracle
-from botorch_dp.privacy.checks import (
-    check_choice,
-    check_positive,
-    check_positive_int,
-    check_probability,
-)
+from botorch_dp.privacy.checks import check_choice, check_positive, check_positive_int, check_probability
 
 __all__ = ["absorb_strategies", "build_options", "check_option_fields", "set_field"]
 
@@ -103,7 +98,10 @@ def _check_subspace_fields(config: Any) -> None:
 
 #: The strategy classes each option field accepts.
 _FIELD_FAMILIES: dict[str, type | tuple[type, ...]] = {
-    "clip_bound": FixedClip, "noise_schedule": (FixedNoise, AdaptiveNorm), "subspace": Projected, "step_rule": SGD,
+    "clip_bound": FixedClip,
+    "noise_schedule": (FixedNoise, AdaptiveNorm),
+    "subspace": Projected,
+    "step_rule": SGD,
     "selection": Last,
 }
 
@@ -154,8 +152,9 @@ def _check_noise_schedule_and_selection(config: Any) -> None:
                 raise ValueError(f"{name} is only used with noise_schedule='adaptive_norm'.")
         if c.norm_mu_fraction != DEFAULT_NORM_MU_FRACTION:
             raise ValueError("norm_mu_fraction is only used with noise_schedule='adaptive_norm'.")
-    checked = check_selection_fields(c.selection, selection_epsilon=c.selection_epsilon, selection_mu=c.selection_mu,
-                                     loss_clip=c.loss_clip)
+    checked = check_selection_fields(
+        c.selection, selection_epsilon=c.selection_epsilon, selection_mu=c.selection_mu, loss_clip=c.loss_clip
+    )
     for name, value in zip(("selection_epsilon", "selection_mu", "loss_clip"), checked, strict=True):
         set_field(c, name, value)
 
@@ -163,10 +162,16 @@ def _check_noise_schedule_and_selection(config: Any) -> None:
 def build_options(config: Any) -> Options:
     r"""The strategies the checked fields describe (``optim.options``)."""
     c = config
-    clip = (FixedClip(c.clip_bound) if c.clip_bound != "adaptive" else
-            QuantileClip(c.clip_init, c.clip_quantile, c.clip_learning_rate, c.clip_mu_fraction))
-    noise = (FixedNoise() if c.noise_schedule == "fixed" else
-             AdaptiveNorm(c.norm_mu_fraction, c.snr_factor, c.max_step_mu, c.max_iterations))
+    clip = (
+        FixedClip(c.clip_bound)
+        if c.clip_bound != "adaptive"
+        else QuantileClip(c.clip_init, c.clip_quantile, c.clip_learning_rate, c.clip_mu_fraction)
+    )
+    noise = (
+        FixedNoise()
+        if c.noise_schedule == "fixed"
+        else AdaptiveNorm(c.norm_mu_fraction, c.snr_factor, c.max_step_mu, c.max_iterations)
+    )
     projection = NoProjection() if c.subspace is None else Projected(c.subspace, c.subspace_acquisition)
     if c.step_rule == "adagrad_full":
         preconditioner = PrivateGOE(c.preconditioner_mu_fraction) if c.preconditioner == "private" else c.preconditioner
@@ -174,18 +179,29 @@ def build_options(config: Any) -> Options:
     else:
         step_rule = lookup_family("step_rule", c.step_rule, SGD)()
     selection = {
-        "last": Last, "min_noisy_norm": MinNoisyNorm,
+        "last": Last,
+        "min_noisy_norm": MinNoisyNorm,
         "exponential": lambda: Exponential(c.selection_epsilon, c.loss_clip),
         "noisy_loss": lambda: NoisyLoss(c.selection_mu, c.loss_clip),
     }[c.selection]()
     search = dict(search=c.batch_search, maxiter=c.acqf_maxiter, speed=c.acqf_speed)
-    batches = (FixedBatches(c.batch_size, **search) if c.bias_tolerance is None else
-               AdaptiveBatches(None, bias_tolerance=c.bias_tolerance, max_size=c.max_batch_size, **search))
+    batches = (
+        FixedBatches(c.batch_size, **search)
+        if c.bias_tolerance is None
+        else AdaptiveBatches(None, bias_tolerance=c.bias_tolerance, max_size=c.max_batch_size, **search)
+    )
     standardize = getattr(c.model, "outcome_transform", None) is not None
     sensitive = c.unsafe_allow_sensitive_fitting and (c.hyperparameter_fit is not None or standardize)
     fitting = SensitiveFitting(c.hyperparameter_fit, standardize) if sensitive else NoFitting()
-    return Options(clip=clip, noise=noise, projection=projection, step_rule=step_rule, selection=selection,
-                   batches=batches, fitting=fitting)
+    return Options(
+        clip=clip,
+        noise=noise,
+        projection=projection,
+        step_rule=step_rule,
+        selection=selection,
+        batches=batches,
+        fitting=fitting,
+    )
 
 
 def absorb_strategies(config: Any) -> None:
@@ -195,16 +211,26 @@ def absorb_strategies(config: Any) -> None:
     the fields it stands for, so the config, its checkpoint and ``dataclasses.replace`` see
     one spelling. A field given both ways must agree (``ValueError`` naming it)."""
     c = config
-    for field, value in (("clip_bound", c.clip_bound), ("noise_schedule", c.noise_schedule), ("subspace", c.subspace),
-                         ("step_rule", c.step_rule), ("selection", c.selection)):
+    for field, value in (
+        ("clip_bound", c.clip_bound),
+        ("noise_schedule", c.noise_schedule),
+        ("subspace", c.subspace),
+        ("step_rule", c.step_rule),
+        ("selection", c.selection),
+    ):
         if not isinstance(value, Strategy):
             continue
         if not isinstance(value, _FIELD_FAMILIES[field]):
             raise ValueError(f"{field} got a {value.family} strategy ({type(value).__name__}).")
         spec = value.spec()
         if field == "clip_bound" and value.name == "adaptive":
-            implied = {"clip_bound": "adaptive", "clip_init": spec["bound"], "clip_quantile": spec["quantile"],
-                       "clip_learning_rate": spec["learning_rate"], "clip_mu_fraction": spec["fraction"]}
+            implied = {
+                "clip_bound": "adaptive",
+                "clip_init": spec["bound"],
+                "clip_quantile": spec["quantile"],
+                "clip_learning_rate": spec["learning_rate"],
+                "clip_mu_fraction": spec["fraction"],
+            }
         elif field == "clip_bound":
             implied = {"clip_bound": spec["bound"]}
         elif field == "noise_schedule":
@@ -212,8 +238,11 @@ def absorb_strategies(config: Any) -> None:
         elif field == "subspace" and isinstance(value, Projected):  # always (checked against _FIELD_FAMILIES)
             implied = {"subspace": value.oracle, "subspace_acquisition": value.acquisition}
         elif field == "step_rule" and value.name == "adagrad_full":
-            implied = {"step_rule": value.name, "preconditioner": spec["preconditioner"],
-                       "preconditioner_mu_fraction": spec["mu_fraction"]}
+            implied = {
+                "step_rule": value.name,
+                "preconditioner": spec["preconditioner"],
+                "preconditioner_mu_fraction": spec["mu_fraction"],
+            }
         elif field == "step_rule":
             implied = {"step_rule": value.name}
         else:

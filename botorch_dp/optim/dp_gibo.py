@@ -29,16 +29,8 @@ from botorch_dp.evaluation import evaluate_rows
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim import report
 from botorch_dp.optim.batch_search import local_bounds, moved_batch
-from botorch_dp.optim.checkpoint import (
-    check_new_checkpoint_dir,
-    kernel_fingerprint,
-    save_state,
-)
-from botorch_dp.optim.config import (
-    DPGIBOConfig,
-    check_bias_tolerance,
-    resolve_model,
-)
+from botorch_dp.optim.checkpoint import check_new_checkpoint_dir, kernel_fingerprint, save_state
+from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, resolve_model
 from botorch_dp.optim.options import Evaluated, RunPlan, resolved_mu
 from botorch_dp.optim.public_checks import check_kernel
 from botorch_dp.optim.results import DPGIBOResult, IterationInfo, PrivacyGuarantee
@@ -56,8 +48,10 @@ from botorch_dp.utils import check_bounds, child_seeds
 __all__ = ["DPGIBO"]
 
 
-_UNSAFE_FITTING = ("unsafe_allow_sensitive_fitting=True: this run looks at the sensitive losses outside the "
-                   "privacy mechanism and carries NO differential-privacy guarantee.")
+_UNSAFE_FITTING = (
+    "unsafe_allow_sensitive_fitting=True: this run looks at the sensitive losses outside the "
+    "privacy mechanism and carries NO differential-privacy guarantee."
+)
 
 
 class DPGIBO:
@@ -83,8 +77,14 @@ class DPGIBO:
             training runs in, or a stored one shared by other runs on the same users.
     """
 
-    def __init__(self, config: DPGIBOConfig, *, checkpoint_dir: str | os.PathLike | None = None,
-                 ledger: PrivacyLedger | None = None, _resuming: bool = False) -> None:
+    def __init__(
+        self,
+        config: DPGIBOConfig,
+        *,
+        checkpoint_dir: str | os.PathLike | None = None,
+        ledger: PrivacyLedger | None = None,
+        _resuming: bool = False,
+    ) -> None:
         self.config = c = config
         self.options = o = c.options
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
@@ -100,8 +100,14 @@ class DPGIBO:
         check_kernel(self.kernel, theta0, self.search_radius)  # public: refuses k(θ₀, θ₀) = 0, warns on scale mismatch
         gp = GradientGP(torch.empty(0, self.dim, **f64), self.kernel, self.noise_variance, jitter=c.jitter)
         self._optimizer = o.step_rule.make_optimizer(theta0, c.step_size)
-        self.state = RunState(theta=theta0.clone(), iterates=(theta0.clone(),), X=gp.train_X.clone(), gp=gp,
-                              optimizer=self._optimizer.state_dict(), clip=o.clip.initial_state())
+        self.state = RunState(
+            theta=theta0.clone(),
+            iterates=(theta0.clone(),),
+            X=gp.train_X.clone(),
+            gp=gp,
+            optimizer=self._optimizer.state_dict(),
+            clip=o.clip.initial_state(),
+        )
         if (tolerance := o.batches.tolerance) is not None:  # needs the kernel, so checked here, not in the config
             check_bias_tolerance(tolerance, gp, theta0, o.projection.acquisition_basis(theta0, gp, self.state.track))
         self._committed: dict[str, Any] | None = None  # files of the last checkpoint written
@@ -112,8 +118,13 @@ class DPGIBO:
         self.ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=c.validation_mu_budget)
         self.run_id = uuid.uuid4().hex  # the run's name in the ledger
         # Privacy noise: OS entropy unless a seed is given (then child stream 0, with a PrivacyWarning)
-        self._noise_gen = None if math.isinf(resolved_mu(c.privacy_mu)) else noise_generator(  # μ = inf: none
-            c.seed, stream=0, stacklevel=3)
+        self._noise_gen = (
+            None
+            if math.isinf(resolved_mu(c.privacy_mu))
+            else noise_generator(  # μ = inf: none
+                c.seed, stream=0, stacklevel=3
+            )
+        )
         search_seed = secrets.randbits(63) if c.seed is None else child_seeds([c.seed, 1], 1)[0]  # public, stream 1
         self._search_gen = torch.Generator().manual_seed(search_seed)
         if not o.fitting.holds:
@@ -153,10 +164,16 @@ class DPGIBO:
     def plan(self, num_users: int | None = None) -> RunPlan:
         r"""The run's public ``RunPlan`` (for ``num_users``, default the run's ``n``)."""
         c = self.config
-        return RunPlan(num_iterations=c.num_iterations, iteration_cap=c.iteration_cap, dim=self.dim,
-                       num_users=num_users or self.num_users or 0, split=self.options.split(c.privacy_mu),
-                       generator=self._noise_gen, chunk_size=c.user_chunk_size,
-                       diagnostics=c.record_non_private_diagnostics)
+        return RunPlan(
+            num_iterations=c.num_iterations,
+            iteration_cap=c.iteration_cap,
+            dim=self.dim,
+            num_users=num_users or self.num_users or 0,
+            split=self.options.split(c.privacy_mu),
+            generator=self._noise_gen,
+            chunk_size=c.user_chunk_size,
+            diagnostics=c.record_non_private_diagnostics,
+        )
 
     def local_bounds(self) -> Tensor:
         r"""``2 x d`` box ``[θ_t − r, θ_t + r] ∩ Θ`` in which the next candidates are searched."""
@@ -175,10 +192,17 @@ class DPGIBO:
                 if self.steps_done:  # the evaluated selection's batch: the iterates (public)
                     pending = torch.stack(s.iterates)
                 else:  # projected acquisition: the same public Ṽ_t as tell() computes
-                    pending = o.batches.select(s.gp, s.theta, self.local_bounds(), self._search_gen,
-                        default=o.projection.default_batch_size(self.dim), num_restarts=c.num_restarts,
-                        basis=o.projection.acquisition_basis(s.theta, s.gp, s.track), raw_samples=c.raw_samples,
-                        previous=moved_batch(s.X, s.batch_sizes, s.iterates))
+                    pending = o.batches.select(
+                        s.gp,
+                        s.theta,
+                        self.local_bounds(),
+                        self._search_gen,
+                        default=o.projection.default_batch_size(self.dim),
+                        num_restarts=c.num_restarts,
+                        basis=o.projection.acquisition_basis(s.theta, s.gp, s.track),
+                        raw_samples=c.raw_samples,
+                        previous=moved_batch(s.X, s.batch_sizes, s.iterates),
+                    )
                 self.state = report.replace(s, pending=pending)
                 self._save_checkpoint()
         return pending.clone()
@@ -244,19 +268,42 @@ class DPGIBO:
         with self.ledger.charge(bound, run_id=self.run_id, step=s.iteration) as meter, torch.no_grad():
             basis = o.projection.basis(s.theta, s.gp, s.track)  # Ṽ_t from the GP before the batch (public), or None
             gp = s.gp.condition_on(points) if points.shape[0] else s.gp
-            users, gp = o.fitting.prepare(users, torch.cat([s.X, points]), self.kernel, gp, self.noise_variance,
-                                          self.config.jitter)
+            users, gp = o.fitting.prepare(
+                users, torch.cat([s.X, points]), self.kernel, gp, self.noise_variance, self.config.jitter
+            )
             W = gp.gradient_weights(s.theta)
-            out = o.release_step(users, W if basis is None else basis.transpose(0, 1) @ W, plan, noise=s.noise,
-                                 clip=s.clip, track=s.track, meter=meter, step=s.iteration, spent=spent, room=room)
+            W = W if basis is None else basis.transpose(0, 1) @ W
+            out = o.release_step(
+                users,
+                W,
+                plan,
+                noise=s.noise,
+                clip=s.clip,
+                track=s.track,
+                meter=meter,
+                step=s.iteration,
+                spent=spent,
+                room=room,
+            )
             release, track = o.projection.lift(out.release, basis, out.track, o.step_rule.keeps_coordinates)
             trace = float(gp.posterior_trace(s.theta))
-        theta = projected_step(self._optimizer, release.gradient, self.bounds,  # post-processing
-                               **o.step_rule.extras(basis, out.noise.noise_stds[-1], track))
-        self.state = s.stepped(points=points, gp=gp, users=users if isinstance(users, InMemoryUsers) else None,
-                               num_users=users.num_users, partitioned=not users.raw_losses, theta=theta, trace=trace,
-                               release=release.gradient, diagnostics=release.diagnostics, noise=out.noise,
-                               optimizer=self._optimizer.state_dict(), clip=out.clip, track=track)
+        extras = o.step_rule.extras(basis, out.noise.noise_stds[-1], track)
+        theta = projected_step(self._optimizer, release.gradient, self.bounds, **extras)  # post-processing
+        self.state = s.stepped(
+            points=points,
+            gp=gp,
+            users=users if isinstance(users, InMemoryUsers) else None,
+            num_users=users.num_users,
+            partitioned=not users.raw_losses,
+            theta=theta,
+            trace=trace,
+            release=release.gradient,
+            diagnostics=release.diagnostics,
+            noise=out.noise,
+            optimizer=self._optimizer.state_dict(),
+            clip=out.clip,
+            track=track,
+        )
         self._save_checkpoint()  # durable before the step is returned
         return IterationInfo(self.iteration, theta.clone(), points.shape[0], trace)
 
@@ -270,13 +317,19 @@ class DPGIBO:
             chosen = selection.release(sums, users.num_users, meter, self._noise_gen)
         self.state = report.replace(self.state, selected=chosen.index, selection_scores=chosen.scores, pending=None)
         self._save_checkpoint()  # durable before the choice is returned
-        return IterationInfo(self.iteration, self.state.iterates[chosen.index].clone(), points.shape[0], math.nan,
-                             chosen.index)
+        return IterationInfo(
+            self.iteration, self.state.iterates[chosen.index].clone(), points.shape[0], math.nan, chosen.index
+        )
 
     # ------------------------------------------------------------------- run, report
-    def run(self, objective: Callable[[Tensor], Tensor] | PartitionedObjective, *,
-            callback: Callable[[IterationInfo], bool | None] | None = None, progress: bool = True,
-            executor: concurrent.futures.Executor | None = None) -> DPGIBOResult:
+    def run(
+        self,
+        objective: Callable[[Tensor], Tensor] | PartitionedObjective,
+        *,
+        callback: Callable[[IterationInfo], bool | None] | None = None,
+        progress: bool = True,
+        executor: concurrent.futures.Executor | None = None,
+    ) -> DPGIBOResult:
         r"""Run the remaining iterations.
 
         Args:
@@ -304,8 +357,9 @@ class DPGIBO:
                     info = self.tell(X, X.new_empty(0, n) if n else empty_batch_losses(objective, X))
                 if info.selected_index is None:  # a step (not the evaluated selection)
                     bar.update(1)
-                    bar.set_postfix(b=info.batch_size, trace=f"{info.posterior_trace:.3g}",
-                                    eps=f"{self.guarantee().epsilon:.3g}")
+                    bar.set_postfix(
+                        b=info.batch_size, trace=f"{info.posterior_trace:.3g}", eps=f"{self.guarantee().epsilon:.3g}"
+                    )
                 if callback is not None and callback(info):
                     break
         finally:
@@ -339,8 +393,13 @@ class DPGIBO:
             self._committed = save_state(self.checkpoint_dir, self.state_dict(), self._committed)
 
     @classmethod
-    def resume(cls, checkpoint_dir: str | os.PathLike, config: DPGIBOConfig | None = None, *,
-               ledger: PrivacyLedger | None = None) -> DPGIBO:
+    def resume(
+        cls,
+        checkpoint_dir: str | os.PathLike,
+        config: DPGIBOConfig | None = None,
+        *,
+        ledger: PrivacyLedger | None = None,
+    ) -> DPGIBO:
         r"""Continue a run from its checkpoint directory (verified on load; nothing is unpickled).
 
         Without ``config`` the config is rebuilt from the checkpoint (its kernel from an

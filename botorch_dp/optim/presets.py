@@ -38,38 +38,40 @@ class Preset:
         object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
 
 
-PRESETS: Mapping[str, Preset] = MappingProxyType({
-    "paper": Preset(
-        {"step_rule": "adagrad", "step_size": 0.3, "num_iterations": 25},
-        "Sopa et al.'s E.1 settings: AdaGrad with η = 0.3 for T = 25 steps (batches default to d + 1).",
-        "reports/dimension.md: below private random search on 5/5 seeds at d = 30, 60 and 100 "
-        "(box [0.05, 5]^d, μ = 1).",
-    ),
-    "e1_reach": Preset(
-        {"step_rule": "adagrad", "step_size": 1.0, "num_iterations": 25},
-        "AdaGrad with η = 1 for T = 25: an iterate can cross a box about 5 wide (η Σ t^-1/2 ≈ 2η√T), "
-        "for starts far from the optimum.",
-        "reports/e1_investigation.md: E.1 from uniform starts, DP-GIBO beats random search on 7/10 seeds "
-        "(η = 0.3: 4/10); reports/dimension.md: worse than η = 0.3 at d = 30, 60 and 100 (diverged on 1 of 5 "
-        "seeds at d = 100), about equal at d = 5 and 15.",
-    ),
-    "adaptive_noise": Preset(
-        {"noise_schedule": "adaptive_norm"},
-        "Menart et al.'s norm-scaled noise under a GDP filter: the same μ spent in fewer steps, so "
-        "about a third of the evaluations, at a somewhat worse loss; the closest of issue 15's options "
-        "to plain DP-GIBO (none beat it), for runs whose evaluations are expensive.",
-        "reports/options/options_svm.md: SVM d = 33, 10 seeds, median 0.096 vs plain 0.061 on 279 vs 850 "
-        "evaluations, 3/10 wins; reports/options/options.md: GP d = 15, 0.25 vs 0.15 on 203 vs 400.",
-    ),
-    "fast_search": Preset(
-        {"acqf_maxiter": 100},
-        "Caps each L-BFGS-B restart of the batch search at 100 iterations (BoTorch's default: 2000): "
-        "the search is most of a run's time at high d.",
-        "reports/acqf_maxiter.md: DP-GIBO runs 1.3×, 1.8× and 3.4× faster at d = 30, 60 and 100; paired "
-        "loss differences +0.0006 ± 0.0004 at d = 60 and +0.005 ± 0.005 at d = 100 (9 seeds, median "
-        "+0.0004, one seed 2.2× worse).",
-    ),
-})
+PRESETS: Mapping[str, Preset] = MappingProxyType(
+    {
+        "paper": Preset(
+            {"step_rule": "adagrad", "step_size": 0.3, "num_iterations": 25},
+            "Sopa et al.'s E.1 settings: AdaGrad with η = 0.3 for T = 25 steps (batches default to d + 1).",
+            "reports/dimension.md: below private random search on 5/5 seeds at d = 30, 60 and 100 "
+            "(box [0.05, 5]^d, μ = 1).",
+        ),
+        "e1_reach": Preset(
+            {"step_rule": "adagrad", "step_size": 1.0, "num_iterations": 25},
+            "AdaGrad with η = 1 for T = 25: an iterate can cross a box about 5 wide (η Σ t^-1/2 ≈ 2η√T), "
+            "for starts far from the optimum.",
+            "reports/e1_investigation.md: E.1 from uniform starts, DP-GIBO beats random search on 7/10 seeds "
+            "(η = 0.3: 4/10); reports/dimension.md: worse than η = 0.3 at d = 30, 60 and 100 (diverged on 1 of 5 "
+            "seeds at d = 100), about equal at d = 5 and 15.",
+        ),
+        "adaptive_noise": Preset(
+            {"noise_schedule": "adaptive_norm"},
+            "Menart et al.'s norm-scaled noise under a GDP filter: the same μ spent in fewer steps, so "
+            "about a third of the evaluations, at a somewhat worse loss; the closest of issue 15's options "
+            "to plain DP-GIBO (none beat it), for runs whose evaluations are expensive.",
+            "reports/options/options_svm.md: SVM d = 33, 10 seeds, median 0.096 vs plain 0.061 on 279 vs 850 "
+            "evaluations, 3/10 wins; reports/options/options.md: GP d = 15, 0.25 vs 0.15 on 203 vs 400.",
+        ),
+        "fast_search": Preset(
+            {"acqf_maxiter": 100},
+            "Caps each L-BFGS-B restart of the batch search at 100 iterations (BoTorch's default: 2000): "
+            "the search is most of a run's time at high d.",
+            "reports/acqf_maxiter.md: DP-GIBO runs 1.3×, 1.8× and 3.4× faster at d = 30, 60 and 100; paired "
+            "loss differences +0.0006 ± 0.0004 at d = 60 and +0.005 ± 0.005 at d = 100 (9 seeds, median "
+            "+0.0004, one seed 2.2× worse).",
+        ),
+    }
+)
 
 
 def preset_settings(*names: str) -> dict[str, Any]:

@@ -19,11 +19,7 @@ from torch import Tensor
 
 from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.subspace import check_basis
-from botorch_dp.privacy.mechanisms import (
-    GaussianGradientMechanism,
-    GradientRelease,
-    NonfiniteLosses,
-)
+from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, GradientRelease, NonfiniteLosses
 
 if TYPE_CHECKING:
     from botorch_dp.privacy.ledger import Meter

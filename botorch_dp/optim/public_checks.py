@@ -28,8 +28,15 @@ from torch import Tensor
 
 from botorch_dp.privacy.seeding import PrivacyWarning
 
-__all__ = ["FAR_CORRELATION", "FLAT_CORRELATION", "SettingsWarning", "check_kernel", "check_kernel_variance",
-           "warn_delta", "warn_noise"]
+__all__ = [
+    "FAR_CORRELATION",
+    "FLAT_CORRELATION",
+    "SettingsWarning",
+    "check_kernel",
+    "check_kernel_variance",
+    "warn_delta",
+    "warn_noise",
+]
 
 #: Below this correlation between ``θ₀`` and a point one search radius away, the kernel sees
 #: the local box as unrelated points (its length-scale is far below the radius).
@@ -97,7 +104,8 @@ def warn_delta(delta: float, num_users: int, stacklevel: int = 3) -> None:
             f"delta = {delta!r} is at least 1/n = {1.0 / num_users:.3g} (n = {num_users} users): an (ε, δ) guarantee "
             "with δ ≥ 1/n allows a mechanism that publishes one user's data outright. Report at a δ well below 1/n "
             "(target_delta, or delta with a target epsilon).",
-            PrivacyWarning, stacklevel=stacklevel,
+            PrivacyWarning,
+            stacklevel=stacklevel,
         )
 
 

@@ -20,14 +20,29 @@ __all__ = ["release_json"]
 
 #: The release's fields written as they are (tensors and lists of numbers).
 _FIELDS = (
-    "theta", "iterates", "evaluation_points", "batch_sizes", "posterior_traces", "released_gradients", "step_mus",
-    "noise_stds", "noisy_norms", "norm_mus", "selected_index", "selection_scores", "clip_bounds", "clip_counts",
-    "preconditioner_mus", "preconditioner_noise_stds", "subspace_dims",
+    "theta",
+    "iterates",
+    "evaluation_points",
+    "batch_sizes",
+    "posterior_traces",
+    "released_gradients",
+    "step_mus",
+    "noise_stds",
+    "noisy_norms",
+    "norm_mus",
+    "selected_index",
+    "selection_scores",
+    "clip_bounds",
+    "clip_counts",
+    "preconditioner_mus",
+    "preconditioner_noise_stds",
+    "subspace_dims",
 )
 
 
-def release_json(result: Any, path: str | os.PathLike | None = None, *, space: Any = None,
-                 include_diagnostics: bool = False) -> str:
+def release_json(
+    result: Any, path: str | os.PathLike | None = None, *, space: Any = None, include_diagnostics: bool = False
+) -> str:
     r"""``result`` (a ``DPGIBOResult``) as JSON text, also written to ``path`` if given.
 
     With ``space`` (a ``tuning.SearchSpace`` whose ``dim`` is the run's), ``hyperparameters``

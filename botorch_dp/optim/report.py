@@ -14,12 +14,7 @@ from torch import Tensor
 from botorch_dp.distributed.partitions import PartitionedObjective
 from botorch_dp.optim.config import check_per_user_losses
 from botorch_dp.optim.public_checks import warn_delta, warn_noise
-from botorch_dp.optim.results import (
-    DPGIBOResult,
-    NonPrivateDiagnostics,
-    PrivacyGuarantee,
-    PrivateRelease,
-)
+from botorch_dp.optim.results import DPGIBOResult, NonPrivateDiagnostics, PrivacyGuarantee, PrivateRelease
 from botorch_dp.optim.selection import SELECTION_KEY
 from botorch_dp.optim.state import Run
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
@@ -67,8 +62,15 @@ def guarantee(opt: Run, delta: float | None = None) -> PrivacyGuarantee:
     delta = c.target_delta if delta is None else delta
     epsilon = opt.ledger.validation_epsilon(delta) if rdp else gdp_epsilon(mu, delta)
     std, multiplier = opt.options.noise.noise(opt.plan(s.num_users or 1), s.noise, _last_bound(opt))
-    return PrivacyGuarantee(mu=mu, epsilon=epsilon, delta=delta, noise_std=std if s.iteration else 0.0,
-                            noise_multiplier=multiplier, num_steps=s.iteration, holds=holds)
+    return PrivacyGuarantee(
+        mu=mu,
+        epsilon=epsilon,
+        delta=delta,
+        noise_std=std if s.iteration else 0.0,
+        noise_multiplier=multiplier,
+        num_steps=s.iteration,
+        holds=holds,
+    )
 
 
 def result(opt: Run) -> DPGIBOResult:
@@ -93,8 +95,11 @@ def result(opt: Run) -> DPGIBOResult:
         subspace_bases=list(s.track.bases),
         released_coordinates=list(s.track.coordinates),
         released_preconditioners=list(s.track.preconditioners),
-        preconditioner_mus=([precond_mu / math.sqrt(opt.config.iteration_cap)] * len(s.track.preconditioners)
-                            if precond_mu is not None else []),
+        preconditioner_mus=(
+            [precond_mu / math.sqrt(opt.config.iteration_cap)] * len(s.track.preconditioners)
+            if precond_mu is not None
+            else []
+        ),
         preconditioner_noise_stds=list(s.track.preconditioner_noise_stds),
         clip_bounds=list(s.clip.bounds),
         clip_counts=list(s.clip.counts),
@@ -102,8 +107,9 @@ def result(opt: Run) -> DPGIBOResult:
     diagnostics = None
     if opt.config.record_non_private_diagnostics:
         diagnostics = NonPrivateDiagnostics.from_releases(list(s.diagnostics), opt.dim)
-    return DPGIBOResult(release=release, diagnostics=diagnostics,
-                        statement=guarantee_statement(opt.ledger, release.guarantee.delta))
+    return DPGIBOResult(
+        release=release, diagnostics=diagnostics, statement=guarantee_statement(opt.ledger, release.guarantee.delta)
+    )
 
 
 def checked_partitioned(opt: Run, points: Any, partitions: PartitionedObjective) -> Tensor:
@@ -114,8 +120,10 @@ def checked_partitioned(opt: Run, points: Any, partitions: PartitionedObjective)
     if s.users is not None:
         raise RuntimeError("This run's losses are held in this process: use tell().")
     if not opt.options.fitting.holds:
-        raise ValueError("partitions: partitioned users do not support hyperparameter_fit or a standardizing model "
-                         "(they need the raw losses, which never leave the partitions).")
+        raise ValueError(
+            "partitions: partitioned users do not support hyperparameter_fit or a standardizing model "
+            "(they need the raw losses, which never leave the partitions)."
+        )
     if s.pending is None:
         if opt.is_done:
             raise RuntimeError(f"The run is finished ({s.iteration} iterations); nothing to tell.")

@@ -68,9 +68,13 @@ class PrivacyGuarantee:
         r"""The guarantee of ``mu``-GDP at ``delta``, with the noise read from ``mechanism``
         (``noise_std`` is 0 until something was ``released``)."""
         return cls(
-            mu=mu, epsilon=gdp_epsilon(mu, delta), delta=delta,
+            mu=mu,
+            epsilon=gdp_epsilon(mu, delta),
+            delta=delta,
             noise_std=mechanism.noise_std if released else 0.0,
-            noise_multiplier=mechanism.noise_multiplier, num_steps=num_steps, holds=holds,
+            noise_multiplier=mechanism.noise_multiplier,
+            num_steps=num_steps,
+            holds=holds,
         )
 
 

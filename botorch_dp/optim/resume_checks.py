@@ -26,8 +26,12 @@ def encode_noise_and_selection(opt: Run) -> dict[str, Any]:
     the steps, and the evaluated selection's choice (and scores)."""
     s = opt.state
     per_step = opt.options.noise.name == "adaptive_norm"
-    lists = {"step_mus": s.noise.step_mus, "noise_stds": s.noise.noise_stds, "noisy_norms": s.noise.noisy_norms,
-             "norm_mus": s.noise.norm_mus}
+    lists = {
+        "step_mus": s.noise.step_mus,
+        "noise_stds": s.noise.noise_stds,
+        "noisy_norms": s.noise.noisy_norms,
+        "norm_mus": s.noise.norm_mus,
+    }
     return {
         **{name: [float(v).hex() for v in values] if per_step else [] for name, values in lists.items()},
         "stopped": s.noise.stopped,
@@ -77,10 +81,13 @@ def check_noise_and_selection(
             "Checkpoint field 'noise_and_selection.stopped' must be a bool (True only with adaptive_norm)."
         )
     evaluated = config.selection in EVALUATED_SELECTIONS
-    if selected is not None and (not evaluated or not ckpt._is_int(selected) or not 0 <= selected <= T
-                                 or SELECTION_KEY not in recorded):
-        raise ValueError(f"Checkpoint field 'noise_and_selection.selected_index' must be None or an index in [0, {T}] "
-                         "of a recorded evaluated selection.")
+    if selected is not None and (
+        not evaluated or not ckpt._is_int(selected) or not 0 <= selected <= T or SELECTION_KEY not in recorded
+    ):
+        raise ValueError(
+            f"Checkpoint field 'noise_and_selection.selected_index' must be None or an index in [0, {T}] "
+            "of a recorded evaluated selection."
+        )
     if (scores is not None) != (selected is not None and config.selection == "noisy_loss"):
         raise ValueError(
             "Checkpoint field 'noise_and_selection.selection_scores' must be given exactly for a made "
@@ -129,7 +136,12 @@ def check_ledger_covers_steps(config: DPGIBOConfig, ledger: PrivacyLedger, run_i
                     "steps, so its ledger must record each of them. The checkpoint is inconsistent (edited or "
                     "damaged); it is refused."
                 )
-            if part == "grad" and grad_mu is not None and not any(math.isclose(v, grad_mu, rel_tol=1e-12)
-                                                                   for v in recorded[key]):
-                raise ValueError(f"Checkpoint field 'ledger': release {key!r} of run {run_id!r} was not charged "
-                                 f"mu={grad_mu:.6g}, the config's per-step mu; the checkpoint is refused.")
+            if (
+                part == "grad"
+                and grad_mu is not None
+                and not any(math.isclose(v, grad_mu, rel_tol=1e-12) for v in recorded[key])
+            ):
+                raise ValueError(
+                    f"Checkpoint field 'ledger': release {key!r} of run {run_id!r} was not charged "
+                    f"mu={grad_mu:.6g}, the config's per-step mu; the checkpoint is refused."
+                )

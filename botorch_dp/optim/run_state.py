@@ -23,13 +23,7 @@ from gpytorch.kernels import Kernel
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.adaptive_clip import check_clip_state, encode_clip_state
-from botorch_dp.optim.checkpoint import (
-    json_fingerprint,
-    kernel_fingerprint,
-    kernel_spec,
-    kernel_tensors,
-    load_state,
-)
+from botorch_dp.optim.checkpoint import json_fingerprint, kernel_fingerprint, kernel_spec, kernel_tensors, load_state
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.options import ClipState, NoiseState, resolved_mu
 from botorch_dp.optim.projected import SubspaceTrack
@@ -41,21 +35,26 @@ from botorch_dp.optim.resume_checks import (
 )
 from botorch_dp.optim.state import Run, RunState
 from botorch_dp.optim.step_rules import make_step_optimizer
-from botorch_dp.optim.stored_config import (
-    check_same_run,
-    config_from_json,
-    config_to_json,
-    decode_value,
-    encode_value,
-)
+from botorch_dp.optim.stored_config import check_same_run, config_from_json, config_to_json, decode_value, encode_value
 from botorch_dp.optim.users import InMemoryUsers
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.mechanisms import ReleaseDiagnostics
 
 __all__ = [
-    "META_KEYS", "STATE_VERSION", "apply_state", "budget_of_ledger_state", "check_ledger_covers_steps",
-    "check_noise_and_selection", "check_state", "committed_records", "encode_diagnostics", "encode_noise_and_selection",
-    "encode_state", "recorded_mus", "resume_config", "resume_run",
+    "META_KEYS",
+    "STATE_VERSION",
+    "apply_state",
+    "budget_of_ledger_state",
+    "check_ledger_covers_steps",
+    "check_noise_and_selection",
+    "check_state",
+    "committed_records",
+    "encode_diagnostics",
+    "encode_noise_and_selection",
+    "encode_state",
+    "recorded_mus",
+    "resume_config",
+    "resume_run",
 ]
 
 #: Version of ``DPGIBO.state_dict`` (3: JSON + safetensors, per-batch loss blocks, run id).
@@ -63,9 +62,28 @@ STATE_VERSION = 3
 
 
 META_KEYS = {
-    "format", "schema_version", "version", "run_id", "config", "config_fingerprint", "kernel", "iteration",
-    "theta", "iterates", "pending", "batch_sizes", "traces", "released", "diagnostics", "step_optimizer",
-    "ledger", "noise_generator", "search_generator", "noise_and_selection", "subspace", "adaptive_clip",
+    "format",
+    "schema_version",
+    "version",
+    "run_id",
+    "config",
+    "config_fingerprint",
+    "kernel",
+    "iteration",
+    "theta",
+    "iterates",
+    "pending",
+    "batch_sizes",
+    "traces",
+    "released",
+    "diagnostics",
+    "step_optimizer",
+    "ledger",
+    "noise_generator",
+    "search_generator",
+    "noise_and_selection",
+    "subspace",
+    "adaptive_clip",
     "partitioned_users",
 }
 #: Meta keys added after schema version 1, with what an older checkpoint means by them.
@@ -74,6 +92,8 @@ META_KEYS = {
 #: ``adaptive_clip`` (issue 16, Andrew et al.): a fixed clip bound.
 #: ``partitioned_users`` (issue 17): ``n`` of a run whose losses are held in partitions (none in the files).
 _META_KEYS_ADDED = {"noise_and_selection": None, "subspace": None, "adaptive_clip": None, "partitioned_users": None}
+
+
 def committed_records(directory: str | os.PathLike) -> dict[str, Any]:
     r"""The file records of the checkpoint just loaded (so that they are not written again)."""
     raw = json.loads((Path(directory) / ckpt.STATE_FILE).read_text("utf-8"))
@@ -132,11 +152,13 @@ def check_state(
     diag = []
     for entry in meta["diagnostics"]:
         ckpt._check_keys(entry, {"unnoised_gradient", "clip_fraction", "noise_norm"}, "diagnostics")
-        diag.append(ReleaseDiagnostics(
-            unnoised_gradient=ckpt.tensor_from_json(entry["unnoised_gradient"], "diagnostics", (d,)),
-            clip_fraction=ckpt.float_from_json(entry["clip_fraction"], "diagnostics"),
-            noise_norm=ckpt.float_from_json(entry["noise_norm"], "diagnostics"),
-        ))
+        diag.append(
+            ReleaseDiagnostics(
+                unnoised_gradient=ckpt.tensor_from_json(entry["unnoised_gradient"], "diagnostics", (d,)),
+                clip_fraction=ckpt.float_from_json(entry["clip_fraction"], "diagnostics"),
+                noise_norm=ckpt.float_from_json(entry["noise_norm"], "diagnostics"),
+            )
+        )
     X, L = gp["X"], gp["L"]
     if X.shape[1:] != (d,):
         raise ValueError(f"Checkpoint tensor 'X' must have {d} columns.")
@@ -150,8 +172,11 @@ def check_state(
             "Checkpoint field 'noise_generator'/'search_generator' does not match the config's generators."
         )
     subspace = SubspaceTrack.from_json(
-        meta["subspace"] if meta["subspace"] is not None else SubspaceTrack().to_json(), dim=d, steps=T,
-        has_subspace=config.subspace is not None, private=config.preconditioner == "private",
+        meta["subspace"] if meta["subspace"] is not None else SubspaceTrack().to_json(),
+        dim=d,
+        steps=T,
+        has_subspace=config.subspace is not None,
+        private=config.preconditioner == "private",
     )
     optimizer = make_step_optimizer(theta, config.step_rule, config.step_size, preconditioner=config.preconditioner)
     try:
@@ -169,15 +194,37 @@ def check_state(
     )
     clip_mu = config.mu_split.clip_mu
     clip = check_clip_state(
-        meta["adaptive_clip"], config=config, T=T, num_users=n, ledger=ledger, run_id=meta["run_id"],
+        meta["adaptive_clip"],
+        config=config,
+        T=T,
+        num_users=n,
+        ledger=ledger,
+        run_id=meta["run_id"],
         step_mu=None if clip_mu is None else clip_mu / math.sqrt(config.num_iterations),
     )
     return {
-        "meta": meta, "T": T, "theta": theta, "iterates": iterates, "pending": pending, "sizes": sizes,
-        "traces": traces, "released": released, "diag": diag, "X": X, "L": L, "blocks": blocks,
-        "kernel_tensors": stored_kernel_tensors, "optimizer": optimizer, "ledger_state": ledger_state,
-        "noise_gen": noise_gen, "search_gen": search_gen, "n": n, "noise_and_selection": adaptive,
-        "subspace": subspace, "adaptive_clip": clip, "partitioned_users": partitioned,
+        "meta": meta,
+        "T": T,
+        "theta": theta,
+        "iterates": iterates,
+        "pending": pending,
+        "sizes": sizes,
+        "traces": traces,
+        "released": released,
+        "diag": diag,
+        "X": X,
+        "L": L,
+        "blocks": blocks,
+        "kernel_tensors": stored_kernel_tensors,
+        "optimizer": optimizer,
+        "ledger_state": ledger_state,
+        "noise_gen": noise_gen,
+        "search_gen": search_gen,
+        "n": n,
+        "noise_and_selection": adaptive,
+        "subspace": subspace,
+        "adaptive_clip": clip,
+        "partitioned_users": partitioned,
     }
 
 
@@ -285,9 +332,7 @@ def apply_state(opt: Run, state: dict[str, Any]) -> None:
     other fields and with the ledger's records); a ``ValueError`` names the first field that is
     wrong, and nothing is changed then. The saved ledger is MERGED into ``opt.ledger``.
     """
-    checked = check_state(
-        state, config=opt.config, kernel=opt.kernel, has_noise_generator=opt._noise_gen is not None
-    )
+    checked = check_state(state, config=opt.config, kernel=opt.kernel, has_noise_generator=opt._noise_gen is not None)
     meta, X, L, blocks, n = checked["meta"], checked["X"], checked["L"], checked["blocks"], checked["n"]
     adaptive = checked["noise_and_selection"]
     bounds, counts = checked["adaptive_clip"]

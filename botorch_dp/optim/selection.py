@@ -120,8 +120,9 @@ def check_selection_fields(
             raise ValueError(f"selection={selection!r} needs {name}.")
         if selection not in used_by and given[name] is not None:
             raise ValueError(f"{name} is only used by selection in {used_by}, not by selection={selection!r}.")
-    epsilon, mu, clip = (None if value is None else check_positive(value, name, allow_inf=False)
-                         for name, value in given.items())
+    epsilon, mu, clip = (
+        None if value is None else check_positive(value, name, allow_inf=False) for name, value in given.items()
+    )
     return epsilon, mu, clip
 
 
@@ -176,11 +177,17 @@ def selection_mechanism(
 ) -> ExponentialLossSelection | NoisyLossSelection:
     r"""The mechanism of an evaluated selection rule (``"exponential"`` or ``"noisy_loss"``)."""
     if selection == "exponential":
-        return ExponentialLossSelection(epsilon=_needed(selection_epsilon, "selection_epsilon", selection),
-                                        loss_clip=_needed(loss_clip, "loss_clip", selection), generator=generator)
+        return ExponentialLossSelection(
+            epsilon=_needed(selection_epsilon, "selection_epsilon", selection),
+            loss_clip=_needed(loss_clip, "loss_clip", selection),
+            generator=generator,
+        )
     if selection == "noisy_loss":
-        return NoisyLossSelection(total_mu=_needed(selection_mu, "selection_mu", selection),
-                                  loss_clip=_needed(loss_clip, "loss_clip", selection), generator=generator)
+        return NoisyLossSelection(
+            total_mu=_needed(selection_mu, "selection_mu", selection),
+            loss_clip=_needed(loss_clip, "loss_clip", selection),
+            generator=generator,
+        )
     raise ValueError(f"selection={selection!r} needs no mechanism.")
 
 
@@ -220,7 +227,10 @@ def release_selection(
         The ``SelectionRelease`` (index, cost, and the noisy scores of ``"noisy_loss"``).
     """
     mechanism = selection_mechanism(
-        selection, selection_epsilon=selection_epsilon, selection_mu=selection_mu, loss_clip=loss_clip,
+        selection,
+        selection_epsilon=selection_epsilon,
+        selection_mu=selection_mu,
+        loss_clip=loss_clip,
         generator=generator,
     )
     if ledger is None:

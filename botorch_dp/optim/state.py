@@ -83,17 +83,42 @@ class RunState:
         r"""The ``t x d`` released gradients (public)."""
         return torch.stack(self.released) if self.released else self.theta.new_empty(0, dim)  # θ's device, float64
 
-    def stepped(self, *, points: Tensor, gp: GradientGP, users: InMemoryUsers | None, num_users: int, partitioned: bool,
-                theta: Tensor, trace: float, release: Tensor, diagnostics: ReleaseDiagnostics | None,
-                optimizer: dict[str, Any], noise: NoiseState, clip: ClipState, track: SubspaceTrack) -> RunState:
+    def stepped(
+        self,
+        *,
+        points: Tensor,
+        gp: GradientGP,
+        users: InMemoryUsers | None,
+        num_users: int,
+        partitioned: bool,
+        theta: Tensor,
+        trace: float,
+        release: Tensor,
+        diagnostics: ReleaseDiagnostics | None,
+        optimizer: dict[str, Any],
+        noise: NoiseState,
+        clip: ClipState,
+        track: SubspaceTrack,
+    ) -> RunState:
         r"""The state after one step."""
         return replace(
-            self, theta=theta, iterates=(*self.iterates, theta.clone()), X=torch.cat([self.X, points]), gp=gp,
-            users=users, num_users=num_users, partitioned=partitioned, pending=None,
-            batch_sizes=(*self.batch_sizes, points.shape[0]), traces=(*self.traces, trace),
+            self,
+            theta=theta,
+            iterates=(*self.iterates, theta.clone()),
+            X=torch.cat([self.X, points]),
+            gp=gp,
+            users=users,
+            num_users=num_users,
+            partitioned=partitioned,
+            pending=None,
+            batch_sizes=(*self.batch_sizes, points.shape[0]),
+            traces=(*self.traces, trace),
             released=(*self.released, release),
             diagnostics=self.diagnostics if diagnostics is None else (*self.diagnostics, diagnostics),
-            optimizer=copy.deepcopy(optimizer), noise=noise, clip=clip, track=track,
+            optimizer=copy.deepcopy(optimizer),
+            noise=noise,
+            clip=clip,
+            track=track,
         )
 
 

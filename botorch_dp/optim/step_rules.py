@@ -91,9 +91,7 @@ def make_step_optimizer(
     return torch.optim.SGD([param], lr=step_size)
 
 
-def projected_step(
-    optimizer: torch.optim.Optimizer, gradient: Tensor, bounds: Tensor, **step_kwargs: Any
-) -> Tensor:
+def projected_step(optimizer: torch.optim.Optimizer, gradient: Tensor, bounds: Tensor, **step_kwargs: Any) -> Tensor:
     r"""One optimizer step on a released gradient, then the projection ``Π_Θ``.
 
     Args:

@@ -31,12 +31,25 @@ _CONFIG_FIELDS_ADDED = ("epsilon", "delta")
 #: Config fields added by issue 15 (Menart et al.: noise schedule, selection); a checkpoint
 #: written before them reads them as their defaults (the fixed schedule, the last iterate).
 _CONFIG_FIELDS_WITH_DEFAULTS = (
-    "noise_schedule", "max_iterations", "norm_mu_fraction", "snr_factor", "max_step_mu",
-    "selection", "selection_epsilon", "selection_mu", "loss_clip",
+    "noise_schedule",
+    "max_iterations",
+    "norm_mu_fraction",
+    "snr_factor",
+    "max_step_mu",
+    "selection",
+    "selection_epsilon",
+    "selection_mu",
+    "loss_clip",
     # Kairouz et al.: no subspace, no projected acquisition, no full-matrix preconditioner
-    "preconditioner", "preconditioner_mu_fraction", "subspace", "subspace_acquisition",
+    "preconditioner",
+    "preconditioner_mu_fraction",
+    "subspace",
+    "subspace_acquisition",
     # issue 16, Andrew et al.: a fixed clip bound
-    "clip_init", "clip_quantile", "clip_learning_rate", "clip_mu_fraction",
+    "clip_init",
+    "clip_quantile",
+    "clip_learning_rate",
+    "clip_mu_fraction",
     # issue 18: BoTorch's default L-BFGS-B iterations in the batch search
     "acqf_maxiter",
 )

@@ -98,8 +98,9 @@ class InMemoryUsers:
     def clamped_loss_sums(self, points: Tensor, losses: Tensor | None, loss_clip: float) -> Tensor:
         if losses is None:
             raise ValueError("In-memory users need the candidates' told losses.")
-        return clamped_loss_sums(losses, loss_clip, _chunk(self.chunk_size, losses.shape[-1], points.shape[-1]),
-                                 nonfinite=self.nonfinite)
+        return clamped_loss_sums(
+            losses, loss_clip, _chunk(self.chunk_size, losses.shape[-1], points.shape[-1]), nonfinite=self.nonfinite
+        )
 
 
 @dataclass(frozen=True)

@@ -60,36 +60,14 @@ privately), one module per method (``method_dp_gibo``, ``method_random_search``,
 re-exported here.
 """
 
-from botorch_dp.plan.kernel_fit import (
-    KERNEL_FIT_POINTS_PER_DIM,
-    KernelFit,
-    fit_kernel_on_proxy,
-)
-from botorch_dp.plan.method_choice import (
-    DEFAULT_METHODS,
-    MethodComparison,
-    MethodScore,
-    compare_methods,
-)
+from botorch_dp.plan.kernel_fit import KERNEL_FIT_POINTS_PER_DIM, KernelFit, fit_kernel_on_proxy
+from botorch_dp.plan.method_choice import DEFAULT_METHODS, MethodComparison, MethodScore, compare_methods
 from botorch_dp.plan.method_dp_gibo import DPGIBOMethod
 from botorch_dp.plan.method_dp_hypo import DPHyPOMethod
-from botorch_dp.plan.method_protocol import (
-    CandidateMethod,
-    MethodContext,
-    MethodRun,
-    MethodUnavailable,
-)
-from botorch_dp.plan.method_random_search import (
-    PrivateRandomSearchMethod,
-    proxy_loss_clip,
-)
+from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext, MethodRun, MethodUnavailable
+from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod, proxy_loss_clip
 from botorch_dp.plan.proxy import simulation_config
-from botorch_dp.plan.search import (
-    DEFAULT_CLIP_QUANTILES,
-    PlanTrial,
-    PrivatePlan,
-    plan_private_run,
-)
+from botorch_dp.plan.search import DEFAULT_CLIP_QUANTILES, PlanTrial, PrivatePlan, plan_private_run
 
 __all__ = [
     "DEFAULT_CLIP_QUANTILES",

@@ -154,6 +154,7 @@ def fit_kernel_on_proxy(
         botorch.exceptions.ModelFittingError: If every attempt of ``fit_gpytorch_mll`` fails.
     """
     from botorch.fit import fit_gpytorch_mll
+
     d = config.bounds.shape[1]
     m = KERNEL_FIT_POINTS_PER_DIM * d if num_points is None else check_positive_int(num_points, "num_points")
     if m < 2:
@@ -197,7 +198,11 @@ def fit_kernel_on_proxy(
         fitted_model.covar_module = fitted
         changes["model"] = fitted_model
     fit = KernelFit(
-        points=points, mean_losses=y, region=region, hyperparameters=_constrained_hyperparameters(fitted),
-        noise_variance=fitted_noise, log_marginal_likelihood=lml,
+        points=points,
+        mean_losses=y,
+        region=region,
+        hyperparameters=_constrained_hyperparameters(fitted),
+        noise_variance=fitted_noise,
+        log_marginal_likelihood=lml,
     )
     return dataclasses.replace(config, **changes), fit

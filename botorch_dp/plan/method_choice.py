@@ -139,8 +139,10 @@ class MethodComparison:
         r"""Fixed-width table: method, mean proxy loss ± standard error, the recommended one's paired
         wins and the paired difference against it (``*`` marks the recommendation), settings."""
         r = len(self.scores[self.best].proxy_losses)
-        head = (f"{'':1} {'method':>22} {'proxy loss':>11} {'+-':>8} {'* wins':>7} {'diff vs *':>10} {'+-':>8}  "
-                "settings (or why not run)")
+        head = (
+            f"{'':1} {'method':>22} {'proxy loss':>11} {'+-':>8} {'* wins':>7} {'diff vs *':>10} {'+-':>8}  "
+            "settings (or why not run)"
+        )
         lines = [head]
         for i, s in enumerate(self.scores):
             if s.method is None:
@@ -155,16 +157,20 @@ class MethodComparison:
                 w, d, e = self.paired(i)
                 wins, diff, dse = f"{w}/{r}", f"{d:+.4g}", "n/a" if math.isnan(e) else f"{e:.2g}"
             mark = "*" if i == self.best else ""
-            lines.append(f"{mark:1} {s.name:>22} {s.mean_proxy_loss:>11.5g} {se:>8} {wins:>7} {diff:>10} {dse:>8}  "
-                         f"{s.method.describe()}")
+            lines.append(
+                f"{mark:1} {s.name:>22} {s.mean_proxy_loss:>11.5g} {se:>8} {wins:>7} {diff:>10} {dse:>8}  "
+                f"{s.method.describe()}"
+            )
         return "\n".join(lines)
 
     def __str__(self) -> str:
         c = self.context
-        return (f"method choice on the proxy ({c.num_proxy_users} users) for the private run on {c.num_users} users at "
-                f"epsilon = {c.epsilon:.4g}, delta = {c.delta:.3g}, d = {c.bounds.shape[1]}; noise simulated at the "
-                f"private scale, {len(self.scores[self.best].proxy_losses)} paired repeats; recommended (*): "
-                f"{self.scores[self.best].name}\n{self.table()}")
+        return (
+            f"method choice on the proxy ({c.num_proxy_users} users) for the private run on {c.num_users} users at "
+            f"epsilon = {c.epsilon:.4g}, delta = {c.delta:.3g}, d = {c.bounds.shape[1]}; noise simulated at the "
+            f"private scale, {len(self.scores[self.best].proxy_losses)} paired repeats; recommended (*): "
+            f"{self.scores[self.best].name}\n{self.table()}"
+        )
 
 
 _M = TypeVar("_M", bound=SimulatedMethod)
@@ -176,8 +182,10 @@ def _check_methods(methods: Sequence[_M]) -> tuple[_M, ...]:
         raise ValueError("methods must hold at least one candidate method.")
     for m in methods:
         if not isinstance(m, SimulatedMethod):
-            raise ValueError(f"methods: {m!r} is not a CandidateMethod (name, gdp_mu, resolved, simulate, run_private, "
-                             "describe) nor a SimulatedMethod (name, resolved, simulate, describe).")
+            raise ValueError(
+                f"methods: {m!r} is not a CandidateMethod (name, gdp_mu, resolved, simulate, run_private, "
+                "describe) nor a SimulatedMethod (name, resolved, simulate, describe)."
+            )
     names = [m.name for m in methods]
     if len(set(names)) != len(names):
         raise ValueError(f"methods: the names must be unique, got {names}.")
@@ -217,9 +225,15 @@ def compare_methods(
         ValueError: Naming ``methods`` for a bad candidate list, or when no candidate can run.
     """
     delta = float(config.target_delta) if config.target_delta is not None else math.nan
-    context = MethodContext(bounds=config.bounds.to(torch.float64), num_users=int(num_users),
-                            num_proxy_users=int(num_proxy_users), epsilon=gdp_epsilon(config_mu(config), delta),
-                            delta=delta, config=config, evaluations=float(evaluations))
+    context = MethodContext(
+        bounds=config.bounds.to(torch.float64),
+        num_users=int(num_users),
+        num_proxy_users=int(num_proxy_users),
+        epsilon=gdp_epsilon(config_mu(config), delta),
+        delta=delta,
+        config=config,
+        evaluations=float(evaluations),
+    )
     return compare_in_context(proxy_objective, context, methods, seeds=seeds, progress=progress)
 
 
@@ -278,7 +292,8 @@ def compare_in_context(
             bar.close()
     available = [i for i, s in enumerate(scores) if s.method is not None]
     if not available:
-        raise ValueError("methods: no candidate can run at this budget: "
-                         + "; ".join(f"{s.name}: {s.unavailable}" for s in scores))
+        raise ValueError(
+            "methods: no candidate can run at this budget: " + "; ".join(f"{s.name}: {s.unavailable}" for s in scores)
+        )
     best = min(available, key=lambda i: scores[i].mean_proxy_loss)
     return MethodComparison(scores, best, context)

@@ -52,15 +52,29 @@ class DPGIBOMethod:
         sim = simulation_config(self._config(), context.num_users, context.num_proxy_users, seed=seed)
         return DPGIBO(sim).run(proxy_objective, progress=False).release.theta
 
-    def run_private(self, objective: Callable[[Tensor], Tensor], *, ledger: PrivacyLedger, seed: int | None = None,
-                    progress: bool = False, executor: Any = None) -> MethodRun:
+    def run_private(
+        self,
+        objective: Callable[[Tensor], Tensor],
+        *,
+        ledger: PrivacyLedger,
+        seed: int | None = None,
+        progress: bool = False,
+        executor: Any = None,
+    ) -> MethodRun:
         config = dataclasses.replace(self._config(), seed=seed, validation_mu_budget=None)
         optimizer = DPGIBO(config, ledger=ledger)
         result = optimizer.run(objective, progress=progress, executor=executor)
         g = result.release.guarantee
-        return MethodRun(self.name, result.release.theta, result, optimizer.run_id, int(optimizer.num_users or 0),
-                         g.epsilon, g.delta, f"DP-GIBO, {len(result.release.batch_sizes)} Gaussian gradient steps "
-                         f"(mu = {g.mu:.4g} Gaussian DP)")
+        return MethodRun(
+            self.name,
+            result.release.theta,
+            result,
+            optimizer.run_id,
+            int(optimizer.num_users or 0),
+            g.epsilon,
+            g.delta,
+            f"DP-GIBO, {len(result.release.batch_sizes)} Gaussian gradient steps (mu = {g.mu:.4g} Gaussian DP)",
+        )
 
     def describe(self) -> str:
         c = self._config()

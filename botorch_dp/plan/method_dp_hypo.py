@@ -55,25 +55,45 @@ class DPHyPOMethod(PrivateRandomSearchMethod):
         r"""``μ₀`` at the largest ratio bound of ``ratio_bound`` and the ``RATIO_LADDER`` values below it
         whose bound reaches ``(ε, δ)`` at ``E[K]`` (the adaptivity's ``log R`` terms cost ``ε``)."""
         if mean_trials > self.max_mean_trials:
-            raise ValueError(f"E[K] = {mean_trials:.4g} is above max_mean_trials = {self.max_mean_trials:g} "
-                             "(each density update fits a GP): too costly to simulate")
+            raise ValueError(
+                f"E[K] = {mean_trials:.4g} is above max_mean_trials = {self.max_mean_trials:g} "
+                "(each density update fits a GP): too costly to simulate"
+            )
         for ratio in [self.ratio_bound] + [r for r in RATIO_LADDER if r < self.ratio_bound]:
             try:
-                mu0 = dp_hypo_per_trial_mu_for_epsilon(target_epsilon=epsilon, target_delta=delta,
-                                                       mean_trials=mean_trials, ratio_upper=ratio, tnb_eta=self.tnb_eta)
+                mu0 = dp_hypo_per_trial_mu_for_epsilon(
+                    target_epsilon=epsilon,
+                    target_delta=delta,
+                    mean_trials=mean_trials,
+                    ratio_upper=ratio,
+                    tnb_eta=self.tnb_eta,
+                )
             except ValueError:
                 continue
             return {"per_trial_mu": mu0, "ratio_bound": ratio}
         raise ValueError(f"no density ratio bound in {[self.ratio_bound] + list(RATIO_LADDER)} reaches it")
 
-    def _select(self, objective: Callable[[Tensor], Tensor], per_trial_mu: float, seed: int | None,
-                ledger: PrivacyLedger | None) -> BaselineResult:
+    def _select(
+        self, objective: Callable[[Tensor], Tensor], per_trial_mu: float, seed: int | None, ledger: PrivacyLedger | None
+    ) -> BaselineResult:
         s = self._resolved()
         every = max(1, math.ceil(s.mean_trials / DENSITY_UPDATES))
-        return dp_hypo(objective, s.bounds, mean_trials=s.mean_trials, per_trial_mu=per_trial_mu,
-                       loss_clip=s.loss_clip, ratio_bound=self.ratio_bound, tnb_eta=self.tnb_eta,
-                       target_delta=s.delta, num_candidates=self.num_candidates, refit_every=every,
-                       density_update_every=every, max_points=self.max_points, ledger=ledger, seed=seed)
+        return dp_hypo(
+            objective,
+            s.bounds,
+            mean_trials=s.mean_trials,
+            per_trial_mu=per_trial_mu,
+            loss_clip=s.loss_clip,
+            ratio_bound=self.ratio_bound,
+            tnb_eta=self.tnb_eta,
+            target_delta=s.delta,
+            num_candidates=self.num_candidates,
+            refit_every=every,
+            density_update_every=every,
+            max_points=self.max_points,
+            ledger=ledger,
+            seed=seed,
+        )
 
     def describe(self) -> str:
         return f"{super().describe()}, density ratio in [1/{self.ratio_bound:g}, {self.ratio_bound:g}]"

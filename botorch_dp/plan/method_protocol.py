@@ -35,8 +35,15 @@ from torch import Tensor
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.privacy.ledger import PrivacyLedger
 
-__all__ = ["CandidateMethod", "MethodContext", "MethodRun", "MethodUnavailable", "SimulatedMethod", "config_delta",
-           "config_mu"]
+__all__ = [
+    "CandidateMethod",
+    "MethodContext",
+    "MethodRun",
+    "MethodUnavailable",
+    "SimulatedMethod",
+    "config_delta",
+    "config_mu",
+]
 
 
 def config_mu(config: DPGIBOConfig) -> float:
@@ -150,7 +157,14 @@ class CandidateMethod(SimulatedMethod, Protocol):
         self, proxy_objective: Callable[[Tensor], Tensor] | None, context: MethodContext
     ) -> CandidateMethod: ...
 
-    def run_private(self, objective: Callable[[Tensor], Tensor], *, ledger: PrivacyLedger, seed: int | None = None,
-                    progress: bool = False, executor: Any = None) -> MethodRun: ...
+    def run_private(
+        self,
+        objective: Callable[[Tensor], Tensor],
+        *,
+        ledger: PrivacyLedger,
+        seed: int | None = None,
+        progress: bool = False,
+        executor: Any = None,
+    ) -> MethodRun: ...
 
     def describe(self) -> str: ...

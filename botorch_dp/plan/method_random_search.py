@@ -24,14 +24,8 @@ from botorch_dp.baselines.base import BaselineResult
 from botorch_dp.baselines.private_random_search import private_random_search
 from botorch_dp.plan.method_protocol import MethodContext, MethodRun, MethodUnavailable
 from botorch_dp.plan.proxy import _proxy_losses
-from botorch_dp.privacy.analysis.private_selection import (
-    per_trial_mu_for_epsilon,
-)
-from botorch_dp.privacy.checks import (
-    check_positive,
-    check_positive_int,
-    check_probability,
-)
+from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon
+from botorch_dp.privacy.checks import check_positive, check_positive_int, check_probability
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger
 
 __all__ = ["LOSS_CLIP_POINTS", "LOSS_CLIP_QUANTILE", "PrivateRandomSearchMethod", "proxy_loss_clip"]
@@ -63,8 +57,10 @@ def proxy_loss_clip(
     losses = _proxy_losses(proxy_objective, bounds[0] + unit * (bounds[1] - bounds[0]))
     clip = float(torch.quantile(losses.reshape(-1), quantile))
     if not clip > 0:
-        raise MethodUnavailable(f"the proxy's {quantile:g}-quantile of per-user losses is {clip:.3g}: scores clip "
-                                "losses to [0, C] and need C > 0; pass loss_clip.")
+        raise MethodUnavailable(
+            f"the proxy's {quantile:g}-quantile of per-user losses is {clip:.3g}: scores clip "
+            "losses to [0, C] and need C > 0; pass loss_clip."
+        )
     return clip
 
 
@@ -111,12 +107,18 @@ class PrivateRandomSearchMethod:
         Calibrated on the ledger's grid of orders (``TRAINING_RDP_ORDERS``): over a continuous
         order the bound can be a little tighter (the grid read 1.0000068 for 1.0 at ``E[K] = 18``),
         and the ledger's statement of the charged curve must stay within ``ε`` too."""
-        mu0 = per_trial_mu_for_epsilon(target_epsilon=epsilon, target_delta=delta, mean_trials=mean_trials,
-                                       tnb_eta=self.tnb_eta, orders=TRAINING_RDP_ORDERS)
+        mu0 = per_trial_mu_for_epsilon(
+            target_epsilon=epsilon,
+            target_delta=delta,
+            mean_trials=mean_trials,
+            tnb_eta=self.tnb_eta,
+            orders=TRAINING_RDP_ORDERS,
+        )
         return {"per_trial_mu": mu0}
 
-    def resolved(self, proxy_objective: Callable[[Tensor], Tensor] | None,
-                 context: MethodContext) -> PrivateRandomSearchMethod:
+    def resolved(
+        self, proxy_objective: Callable[[Tensor], Tensor] | None, context: MethodContext
+    ) -> PrivateRandomSearchMethod:
         mean_trials = max(2.0, float(context.evaluations)) if self.mean_trials is None else float(self.mean_trials)
         check_positive(mean_trials, "mean_trials", allow_inf=False)
         if self.loss_clip is not None:
@@ -128,10 +130,18 @@ class PrivateRandomSearchMethod:
         try:
             calibrated = self._calibrate(context.epsilon, context.delta, mean_trials)
         except ValueError as err:
-            raise MethodUnavailable(f"{self.name} at epsilon = {context.epsilon:.4g}, E[K] = {mean_trials:.4g}: "
-                                    f"{err}") from err
-        return dataclasses.replace(self, mean_trials=mean_trials, loss_clip=clip, **calibrated,
-                                   bounds=context.bounds.clone(), epsilon=context.epsilon, delta=context.delta)
+            raise MethodUnavailable(
+                f"{self.name} at epsilon = {context.epsilon:.4g}, E[K] = {mean_trials:.4g}: {err}"
+            ) from err
+        return dataclasses.replace(
+            self,
+            mean_trials=mean_trials,
+            loss_clip=clip,
+            **calibrated,
+            bounds=context.bounds.clone(),
+            epsilon=context.epsilon,
+            delta=context.delta,
+        )
 
     def _resolved(self) -> _Settings:
         r"""The settings ``resolved`` fixed; ``ValueError`` before it ran."""
@@ -142,19 +152,35 @@ class PrivateRandomSearchMethod:
         assert s.per_trial_mu is not None and s.delta is not None
         return _Settings(s.bounds, float(s.mean_trials), float(s.loss_clip), float(s.per_trial_mu), float(s.delta))
 
-    def _select(self, objective: Callable[[Tensor], Tensor], per_trial_mu: float, seed: int | None,
-                ledger: PrivacyLedger | None) -> BaselineResult:
+    def _select(
+        self, objective: Callable[[Tensor], Tensor], per_trial_mu: float, seed: int | None, ledger: PrivacyLedger | None
+    ) -> BaselineResult:
         s = self._resolved()
-        return private_random_search(objective, s.bounds, mean_trials=s.mean_trials, per_trial_mu=per_trial_mu,
-                                     loss_clip=s.loss_clip, tnb_eta=self.tnb_eta, target_delta=s.delta,
-                                     seed=seed, ledger=ledger)
+        return private_random_search(
+            objective,
+            s.bounds,
+            mean_trials=s.mean_trials,
+            per_trial_mu=per_trial_mu,
+            loss_clip=s.loss_clip,
+            tnb_eta=self.tnb_eta,
+            target_delta=s.delta,
+            seed=seed,
+            ledger=ledger,
+        )
 
     def simulate(self, proxy_objective: Callable[[Tensor], Tensor], context: MethodContext, seed: int) -> Tensor:
         # noise C/(n μ₀) on n_p users
         return self._select(proxy_objective, self._resolved().per_trial_mu * context.proxy_scale, seed, None).theta
 
-    def run_private(self, objective: Callable[[Tensor], Tensor], *, ledger: PrivacyLedger, seed: int | None = None,
-                    progress: bool = False, executor: Any = None) -> MethodRun:
+    def run_private(
+        self,
+        objective: Callable[[Tensor], Tensor],
+        *,
+        ledger: PrivacyLedger,
+        seed: int | None = None,
+        progress: bool = False,
+        executor: Any = None,
+    ) -> MethodRun:
         users: list[int] = []
 
         def counted(X: Tensor) -> Tensor:  # n is public; the losses go only to the mechanism
@@ -168,9 +194,20 @@ class PrivateRandomSearchMethod:
         result = self._select(counted, per_trial_mu, seed, ledger)
         g = result.guarantee
         assert g is not None  # a private selection's result carries its guarantee
-        return MethodRun(self.name, result.theta, result, str(g.details.get("ledger_run_id")), users[0] if users else 0,
-                         g.epsilon, g.delta, g.description, result.history.extras.get("released_score"))
+        return MethodRun(
+            self.name,
+            result.theta,
+            result,
+            str(g.details.get("ledger_run_id")),
+            users[0] if users else 0,
+            g.epsilon,
+            g.delta,
+            g.description,
+            result.history.extras.get("released_score"),
+        )
 
     def describe(self) -> str:
-        return (f"E[K] = {self.mean_trials:.4g} trials, each {self.per_trial_mu:.4g}-GDP, "
-                f"losses clipped to [0, {self.loss_clip:.4g}]")
+        return (
+            f"E[K] = {self.mean_trials:.4g} trials, each {self.per_trial_mu:.4g}-GDP, "
+            f"losses clipped to [0, {self.loss_clip:.4g}]"
+        )

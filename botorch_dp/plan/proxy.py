@@ -65,7 +65,13 @@ def simulation_config(config: DPGIBOConfig, num_users: int, num_proxy_users: int
             mu_sel = selection_mu
         mu = math.hypot(scale * c.mu_split.steps_mu, mu_sel)
     return dataclasses.replace(
-        c, privacy_mu=mu, epsilon=None, delta=None, validation_mu_budget=None,
-        selection_epsilon=selection_epsilon, selection_mu=selection_mu,
-        max_step_mu=None if c.max_step_mu is None else c.max_step_mu * scale, **changes,
+        c,
+        privacy_mu=mu,
+        epsilon=None,
+        delta=None,
+        validation_mu_budget=None,
+        selection_epsilon=selection_epsilon,
+        selection_mu=selection_mu,
+        max_step_mu=None if c.max_step_mu is None else c.max_step_mu * scale,
+        **changes,
     )

@@ -25,21 +25,11 @@ from botorch_dp.optim.config import MIN_USERS, DPGIBOConfig
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan.kernel_fit import KernelFit, _fit_region, fit_kernel_on_proxy
-from botorch_dp.plan.method_choice import (
-    DEFAULT_METHODS,
-    MethodComparison,
-    _check_methods,
-    compare_methods,
-)
+from botorch_dp.plan.method_choice import DEFAULT_METHODS, MethodComparison, _check_methods, compare_methods
 from botorch_dp.plan.method_dp_gibo import DPGIBOMethod
 from botorch_dp.plan.method_protocol import CandidateMethod
 from botorch_dp.plan.proxy import _proxy_losses, simulation_config
-from botorch_dp.privacy.checks import (
-    check_nonnegative_int,
-    check_positive,
-    check_positive_int,
-    check_probability,
-)
+from botorch_dp.privacy.checks import check_nonnegative_int, check_positive, check_positive_int, check_probability
 from botorch_dp.privacy.mechanisms import clip_rows
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.utils import child_seeds
@@ -290,7 +280,8 @@ def plan_private_run(
     )
     etas = _checked_floats(
         (0.5 * config.step_size, config.step_size, 2.0 * config.step_size) if step_sizes is None else step_sizes,
-        "step_sizes", lambda v, name: check_positive(v, name, allow_inf=False),
+        "step_sizes",
+        lambda v, name: check_positive(v, name, allow_inf=False),
     )
     Ts = tuple(
         check_positive_int(T, "num_iterations")
@@ -347,15 +338,24 @@ def plan_private_run(
             with torch.no_grad():
                 return points, (gp.gradient_weights(probe.theta) @ losses).transpose(0, 1)  # n_p x d
 
-        def simulate(rule_config: DPGIBOConfig, estimates: Tensor, bound: float, gamma: float, eta: float, T: int,
-                     tol: float | None) -> PlanTrial:
+        def simulate(
+            rule_config: DPGIBOConfig,
+            estimates: Tensor,
+            bound: float,
+            gamma: float,
+            eta: float,
+            T: int,
+            tol: float | None,
+        ) -> PlanTrial:
             signal = float(clip_rows(estimates, bound)[0].mean(0).norm())
             scores, noise_std, evaluations = [], math.nan, []
             for r, s in enumerate(seeds):
                 sim = simulation_config(rule_config, n, n_p[0], step_size=eta, num_iterations=T, seed=s, **{key: bound})
                 release = DPGIBO(sim).run(proxy_objective, progress=False).release
                 evaluations.append(release.evaluation_points.shape[0])
-                scores.append(float(torch.as_tensor(proxy_objective(release.theta.unsqueeze(0))).to(torch.float64).mean()))
+                scores.append(
+                    float(torch.as_tensor(proxy_objective(release.theta.unsqueeze(0))).to(torch.float64).mean())
+                )
                 if r == 0:
                     noise_std = release.noise_stds[0] if release.noise_stds else math.nan
                 bar.update(1)
@@ -387,8 +387,15 @@ def plan_private_run(
             assert given_bound is not None and not isinstance(given_bound, str)
             bound = float(given_bound)
             share = float((estimates.norm(dim=1) <= bound).double().mean())
-            given = simulate(given_config, estimates, bound, share, given_config.step_size, given_config.num_iterations,
-                             given_config.bias_tolerance)
+            given = simulate(
+                given_config,
+                estimates,
+                bound,
+                share,
+                given_config.step_size,
+                given_config.num_iterations,
+                given_config.bias_tolerance,
+            )
         finally:
             bar.close()
         n_p_value = n_p[0]
@@ -400,7 +407,8 @@ def plan_private_run(
             f"{t.noise_to_signal:.3g} (noise std {t.noise_std:.3g} per coordinate, clip bound {t.clip_bound:.3g}, "
             f"T = {t.num_iterations}, n = {n}). The private run will hardly improve on θ₀: raise the budget, "
             "take fewer iterations or find more users.",
-            SettingsWarning, stacklevel=2,
+            SettingsWarning,
+            stacklevel=2,
         )
     chosen: _ClipChange = {"clip_init": t.clip_bound} if adaptive_clip else {"clip_bound": t.clip_bound}
     recommended = dataclasses.replace(
@@ -410,9 +418,14 @@ def plan_private_run(
     assert recommended.privacy_mu is not None  # DPGIBOConfig resolves it
     if choose_method and math.isfinite(recommended.privacy_mu):  # fresh seeds, paired across the methods
         comparison = compare_methods(
-            proxy_objective, recommended, DEFAULT_METHODS if methods is None else methods, num_users=n,
-            num_proxy_users=n_p_value, evaluations=t.num_evaluations,
-            seeds=child_seeds([check_nonnegative_int(seed, "seed"), 1], num_repeats), progress=progress,
+            proxy_objective,
+            recommended,
+            DEFAULT_METHODS if methods is None else methods,
+            num_users=n,
+            num_proxy_users=n_p_value,
+            evaluations=t.num_evaluations,
+            seeds=child_seeds([check_nonnegative_int(seed, "seed"), 1], num_repeats),
+            progress=progress,
         )
     return PrivatePlan(
         config=recommended,

@@ -38,13 +38,7 @@ if TYPE_CHECKING:
         make_accountant,
     )
 
-_FROM_ACCOUNTANTS = (
-    "ACCOUNTANT_NAMES",
-    "GDPAccountant",
-    "accountant_epsilon",
-    "epsilon_table",
-    "make_accountant",
-)
+_FROM_ACCOUNTANTS = ("ACCOUNTANT_NAMES", "GDPAccountant", "accountant_epsilon", "epsilon_table", "make_accountant")
 
 
 def __getattr__(name: str) -> Any:

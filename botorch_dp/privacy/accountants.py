@@ -23,17 +23,8 @@ import numpy as np
 from opacus.accountants import IAccountant, PRVAccountant, create_accountant, register_accountant
 from opacus.accountants.analysis.rdp import compute_rdp
 
-from botorch_dp.privacy.analysis.gdp import (
-    compose_gdp,
-    gaussian_noise_std_for_mu,
-    gdp_epsilon,
-    gdp_mu_from_noise,
-)
-from botorch_dp.privacy.analysis.zcdp import (
-    gdp_to_zcdp,
-    zcdp_epsilon,
-    zcdp_epsilon_cks,
-)
+from botorch_dp.privacy.analysis.gdp import compose_gdp, gaussian_noise_std_for_mu, gdp_epsilon, gdp_mu_from_noise
+from botorch_dp.privacy.analysis.zcdp import gdp_to_zcdp, zcdp_epsilon, zcdp_epsilon_cks
 from botorch_dp.privacy.checks import (
     check_choice,
     check_delta,
@@ -172,8 +163,7 @@ class GDPAccountant(IAccountant):
             raise ValueError("state_dict must contain the keys 'history' and 'mechanism'.")
         if state_dict["mechanism"] != self.mechanism():
             raise ValueError(
-                f"Cannot load a {state_dict['mechanism']!r} state into "
-                f"{type(self).__name__} ({self.mechanism()!r})."
+                f"Cannot load a {state_dict['mechanism']!r} state into {type(self).__name__} ({self.mechanism()!r})."
             )
         history = [check_history_entry(*entry) for entry in state_dict["history"]]
         if any(sample_rate != 1.0 for _, sample_rate, _ in history):
@@ -210,9 +200,7 @@ def make_accountant(name: str, history: Sequence[tuple[float, float, int]] | Non
     return accountant
 
 
-def accountant_epsilon(
-    accountant: IAccountant, *, delta: float, eps_error: float = 0.01
-) -> float:
+def accountant_epsilon(accountant: IAccountant, *, delta: float, eps_error: float = 0.01) -> float:
     r"""ε at ``delta`` from any accountant, with the same call for all of them.
 
     Opacus's PRV accountant evaluates log(1 − q), which is −inf for full-batch steps
@@ -264,9 +252,7 @@ def dp_sgd_rdp(
     Returns:
         A ``k`` float64 array of ε(α) ≥ 0 (all ``inf`` when σ = 0).
     """
-    noise_multiplier, sample_rate, steps = check_history_entry(
-        noise_multiplier, sample_rate, steps, steps_name="steps"
-    )
+    noise_multiplier, sample_rate, steps = check_history_entry(noise_multiplier, sample_rate, steps, steps_name="steps")
     grid = np.asarray(orders, dtype=np.float64)
     if grid.ndim != 1 or grid.size == 0 or not np.all(grid > 1.0) or not np.all(np.isfinite(grid)):
         raise ValueError(f"orders must be a non-empty list of finite orders > 1, got {grid!r}.")
@@ -332,9 +318,7 @@ def epsilon_table(
         ``opacus_prv`` (its upper bound), ``zcdp_bun_steinke`` and ``zcdp_cks``, each a
         float ε.
     """
-    noise_multiplier, steps, total_mu = full_batch_steps(
-        mu=mu, noise_multiplier=noise_multiplier, steps=steps
-    )
+    noise_multiplier, steps, total_mu = full_batch_steps(mu=mu, noise_multiplier=noise_multiplier, steps=steps)
     check_delta(delta)
     if math.isinf(total_mu):
         return {key: math.inf for key in TABLE_KEYS}
@@ -343,9 +327,7 @@ def epsilon_table(
     table = {
         "gdp_exact": accountant_epsilon(make_accountant("gdp", history), delta=delta),
         "opacus_rdp": accountant_epsilon(make_accountant("rdp", history), delta=delta),
-        "opacus_prv": accountant_epsilon(
-            make_accountant("prv", history), delta=delta, eps_error=eps_error
-        ),
+        "opacus_prv": accountant_epsilon(make_accountant("prv", history), delta=delta, eps_error=eps_error),
         "zcdp_bun_steinke": zcdp_epsilon(rho, delta),
         "zcdp_cks": zcdp_epsilon_cks(rho, delta),
     }

@@ -151,9 +151,7 @@ def all_finite(values: Tensor) -> bool:
     return bool(values.sum().isfinite()) or bool(values.isfinite().all())
 
 
-def check_losses(
-    losses: Tensor, num_points: int, num_users: int | None = None, *, nonfinite: str = "refuse"
-) -> None:
+def check_losses(losses: Tensor, num_points: int, num_users: int | None = None, *, nonfinite: str = "refuse") -> None:
     r"""Reject malformed per-user losses before anything is computed from them.
 
     Args:
@@ -176,8 +174,7 @@ def check_losses(
         raise ValueError(f"losses must be a torch.Tensor, got {type(losses).__name__}.")
     if losses.dim() != 2 or losses.shape[0] != num_points:
         raise ValueError(
-            f"losses must be a (num_points x num_users) = ({num_points} x n) tensor, "
-            f"got shape {tuple(losses.shape)}."
+            f"losses must be a (num_points x num_users) = ({num_points} x n) tensor, got shape {tuple(losses.shape)}."
         )
     if losses.shape[1] < 1:
         raise ValueError("losses must have at least one user (n >= 1).")
@@ -202,9 +199,7 @@ def check_losses(
 
 def empty_batch_losses(objective: Callable[[Tensor], Tensor], X: Tensor) -> Tensor:
     r"""The ``0 x n`` losses of an empty first batch, from the objective itself."""
-    from torch import (
-        Tensor,  # torch stays out of this module's import (the analysis is pure float)
-    )
+    from torch import Tensor  # torch stays out of this module's import (the analysis is pure float)
 
     try:
         losses = objective(X)

@@ -50,36 +50,30 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
-        "--epsilon", type=float,
+        "--epsilon",
+        type=float,
         help="target epsilon of the whole run (needs --delta): prints mu (exact GDP inversion), "
         "the noise multiplier and, with --users and --clip-bound, the noise std",
     )
     source.add_argument("--mu", type=float, help="total GDP parameter mu")
-    source.add_argument(
-        "--noise-multiplier", type=float, help="per-step noise std / sensitivity"
-    )
+    source.add_argument("--noise-multiplier", type=float, help="per-step noise std / sensitivity")
     parser.add_argument(
-        "--steps", type=int, default=None,
+        "--steps",
+        type=int,
+        default=None,
         help="number of steps (needed with --noise-multiplier; splits --mu, default 1)",
     )
     parser.add_argument(
-        "--delta", type=float, default=None,
-        help="target delta (required with --epsilon; default 1e-5 otherwise)",
+        "--delta", type=float, default=None, help="target delta (required with --epsilon; default 1e-5 otherwise)"
     )
     parser.add_argument("--users", type=int, default=None, help="n, number of users (for the noise std)")
-    parser.add_argument(
-        "--clip-bound", type=float, default=None, help="B, per-user clipping norm (for the noise std)"
-    )
-    parser.add_argument(
-        "--eps-error", type=float, default=0.01, help="PRV accountant accuracy (default 0.01)"
-    )
+    parser.add_argument("--clip-bound", type=float, default=None, help="B, per-user clipping norm (for the noise std)")
+    parser.add_argument("--eps-error", type=float, default=0.01, help="PRV accountant accuracy (default 0.01)")
     parser.add_argument("--json", action="store_true", help="print a JSON object instead")
     return parser
 
 
-def _format_table(
-    table: dict[str, float], *, mu: float, steps: int, noise_multiplier: float, delta: float
-) -> str:
+def _format_table(table: dict[str, float], *, mu: float, steps: int, noise_multiplier: float, delta: float) -> str:
     header = (
         f"{steps} full-batch Gaussian step(s), noise multiplier {noise_multiplier:.6g}: "
         f"mu = {mu:.6g} (GDP), delta = {delta:.3g}"
@@ -93,14 +87,20 @@ def _format_table(
 
 
 def _format_calibration(
-    *, target_epsilon: float | None, mu: float, steps: int, noise_multiplier: float,
-    noise_std: float | None, users: int | None, clip_bound: float | None, delta: float,
+    *,
+    target_epsilon: float | None,
+    mu: float,
+    steps: int,
+    noise_multiplier: float,
+    noise_std: float | None,
+    users: int | None,
+    clip_bound: float | None,
+    delta: float,
 ) -> str:
     lines = []
     if target_epsilon is not None:
         lines.append(
-            f"target (epsilon = {target_epsilon:.6g}, delta = {delta:.3g})-DP  =>  "
-            f"mu = {mu:.6g} (exact GDP inversion)"
+            f"target (epsilon = {target_epsilon:.6g}, delta = {delta:.3g})-DP  =>  mu = {mu:.6g} (exact GDP inversion)"
         )
     lines.append(
         f"{steps} step(s): noise multiplier sqrt(T)/mu = {noise_multiplier:.6g} "
@@ -138,16 +138,15 @@ def main(argv: list[str] | None = None) -> int:
         mu_given = args.mu if args.epsilon is None else gdp_mu(args.epsilon, delta)
         noise_multiplier, steps, mu = full_batch_steps(
             mu=None if args.noise_multiplier is not None else mu_given,
-            noise_multiplier=args.noise_multiplier, steps=args.steps,
+            noise_multiplier=args.noise_multiplier,
+            steps=args.steps,
         )
         noise_std = None
         if args.users is not None:  # the one calibration of DP-GIBO's noise
             noise_std = GaussianGradientMechanism(
                 clip_bound=args.clip_bound, num_users=args.users, privacy_mu=mu, num_steps=steps
             ).noise_std
-        table = epsilon_table(
-            noise_multiplier=noise_multiplier, steps=steps, delta=delta, eps_error=args.eps_error
-        )
+        table = epsilon_table(noise_multiplier=noise_multiplier, steps=steps, delta=delta, eps_error=args.eps_error)
     except ValueError as error:
         parser.error(str(error))
     calibrate = args.epsilon is not None or args.users is not None
@@ -155,16 +154,25 @@ def main(argv: list[str] | None = None) -> int:
         payload = {"mu": mu, "delta": delta, "steps": steps, "epsilon": table}
         if calibrate:
             payload.update(
-                target_epsilon=args.epsilon, noise_multiplier=noise_multiplier, noise_std=noise_std,
-                users=args.users, clip_bound=args.clip_bound,
+                target_epsilon=args.epsilon,
+                noise_multiplier=noise_multiplier,
+                noise_std=noise_std,
+                users=args.users,
+                clip_bound=args.clip_bound,
             )
         print(json.dumps(payload))
     else:
         if calibrate:
             print(
                 _format_calibration(
-                    target_epsilon=args.epsilon, mu=mu, steps=steps, noise_multiplier=noise_multiplier,
-                    noise_std=noise_std, users=args.users, clip_bound=args.clip_bound, delta=delta,
+                    target_epsilon=args.epsilon,
+                    mu=mu,
+                    steps=steps,
+                    noise_multiplier=noise_multiplier,
+                    noise_std=noise_std,
+                    users=args.users,
+                    clip_bound=args.clip_bound,
+                    delta=delta,
                 )
             )
             print()

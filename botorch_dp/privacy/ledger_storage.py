@@ -185,8 +185,13 @@ def _absolute_sqlite(url: str) -> str:
     except sa.exc.ArgumentError as err:
         raise ValueError(f"storage is not a valid database URL: {url!r} ({err}).") from err
     database = parsed.database
-    if (parsed.get_backend_name() != "sqlite" or not database or database == ":memory:"
-            or database.startswith("file:") or os.path.isabs(database)):
+    if (
+        parsed.get_backend_name() != "sqlite"
+        or not database
+        or database == ":memory:"
+        or database.startswith("file:")
+        or os.path.isabs(database)
+    ):
         return url
     return parsed.set(database=os.path.abspath(database)).render_as_string(hide_password=False)
 
@@ -211,16 +216,29 @@ class LedgerTransaction:
         return self._insert(side=side, status="reserved", entry=entry, run_id=run_id, owner=owner)
 
     def _insert(
-        self, *, side: str, status: str, entry: Mapping[str, Any], run_id: Any = None, key: str | None = None,
-        release_id: str | None = None, owner: str | None = None,
+        self,
+        *,
+        side: str,
+        status: str,
+        entry: Mapping[str, Any],
+        run_id: Any = None,
+        key: str | None = None,
+        release_id: str | None = None,
+        owner: str | None = None,
     ) -> int:
         if side not in _SIDES or status not in _STATUSES:
             raise ValueError(f"side/status must be in {_SIDES}/{_STATUSES}, got {side!r}/{status!r}.")
         result = self._connection.execute(
             _records.insert().values(
-                dataset=self.dataset, side=side, status=status,
-                run_id=None if run_id is None else _dumps(run_id), release_key=key, release_id=release_id,
-                owner=owner, entry=_dumps(dict(entry)), created_at=_now(),
+                dataset=self.dataset,
+                side=side,
+                status=status,
+                run_id=None if run_id is None else _dumps(run_id),
+                release_key=key,
+                release_id=release_id,
+                owner=owner,
+                entry=_dumps(dict(entry)),
+                created_at=_now(),
             )
         )
         key = result.inserted_primary_key
@@ -242,8 +260,14 @@ class LedgerTransaction:
         self._connection.execute(
             _records.update()
             .where(_records.c.dataset == self.dataset, _records.c.seq == seq, _records.c.status == "reserved")
-            .values(entry=_dumps(dict(entry)), status="recorded", run_id=_dumps(run_id), release_key=key,
-                    release_id=release_id, owner=None)
+            .values(
+                entry=_dumps(dict(entry)),
+                status="recorded",
+                run_id=_dumps(run_id),
+                release_key=key,
+                release_id=release_id,
+                owner=None,
+            )
         )
 
     def drop_reservation(self, seq: int) -> None:
@@ -262,9 +286,14 @@ def _select_rows(connection: Connection, dataset: str) -> list[StoredRow]:
     ).mappings()
     return [
         StoredRow(
-            seq=int(r["seq"]), side=r["side"], status=r["status"],
-            run_id=None if r["run_id"] is None else json.loads(r["run_id"]), key=r["release_key"],
-            release_id=r["release_id"], owner=r["owner"], entry=json.loads(r["entry"]),
+            seq=int(r["seq"]),
+            side=r["side"],
+            status=r["status"],
+            run_id=None if r["run_id"] is None else json.loads(r["run_id"]),
+            key=r["release_key"],
+            release_id=r["release_id"],
+            owner=r["owner"],
+            entry=json.loads(r["entry"]),
         )
         for r in rows
     ]
@@ -388,9 +417,14 @@ def _migrate_from_version_1(connection: Connection) -> None:
             release_id = f"legacy:{r['side']}:{json.dumps(run_id)}:{r['release_key'] or ''}"
         connection.execute(
             _records.insert().values(
-                dataset=r["dataset"], side=r["side"], status=r["status"],
-                run_id=_dumps(run_id if recorded else LEGACY_RESERVATION_RUN), release_key=key,
-                release_id=release_id, owner=None if recorded else (r["owner"] or "legacy"), entry=r["entry"],
+                dataset=r["dataset"],
+                side=r["side"],
+                status=r["status"],
+                run_id=_dumps(run_id if recorded else LEGACY_RESERVATION_RUN),
+                release_key=key,
+                release_id=release_id,
+                owner=None if recorded else (r["owner"] or "legacy"),
+                entry=r["entry"],
                 created_at=r["created_at"],
             )
         )

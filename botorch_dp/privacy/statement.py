@@ -58,8 +58,10 @@ class ProtectedSet:
 
     def line(self) -> str:
         mu = "" if self.mu is None else f", from mu = {self.mu:.4g} Gaussian DP"
-        return (f"{self.name} ({self.neighbours}): (epsilon = {self.epsilon:.4g}, delta = {self.delta:.3g})-DP{mu}; "
-                + "; ".join(self.mechanisms))
+        return (
+            f"{self.name} ({self.neighbours}): (epsilon = {self.epsilon:.4g}, delta = {self.delta:.3g})-DP{mu}; "
+            + "; ".join(self.mechanisms)
+        )
 
 
 @dataclass(frozen=True)
@@ -111,8 +113,9 @@ def _validation(report: dict[str, Any], records: list[Any]) -> ProtectedSet | No
         for part, count in parts.items()
     ) + tuple(other)
     mechanisms += (f"composed over {report['num_runs']} run(s) on these users",)
-    return ProtectedSet("validation users", "replace one user's losses", report["epsilon"], report["delta"],
-                        mechanisms, report["mu"])
+    return ProtectedSet(
+        "validation users", "replace one user's losses", report["epsilon"], report["delta"], mechanisms, report["mu"]
+    )
 
 
 def _training(report: dict[str, Any], records: list[Any]) -> ProtectedSet | None:
@@ -120,9 +123,10 @@ def _training(report: dict[str, Any], records: list[Any]) -> ProtectedSet | None
         return None
     others = [r.event.description for r in records if isinstance(r.event, TrainingMechanism)]
     sgd = report["num_dp_sgd_runs"]
-    mechanisms = ((f"{sgd} DP-SGD run(s) (Opacus, {report['accountant'].upper()} accountant)",) if sgd else ())
-    return ProtectedSet("training records", "add or remove one record", report["epsilon"], report["delta"],
-                        mechanisms + tuple(others))
+    mechanisms = (f"{sgd} DP-SGD run(s) (Opacus, {report['accountant'].upper()} accountant)",) if sgd else ()
+    return ProtectedSet(
+        "training records", "add or remove one record", report["epsilon"], report["delta"], mechanisms + tuple(others)
+    )
 
 
 def guarantee_statement(
@@ -146,7 +150,10 @@ def guarantee_statement(
         curve = np.asarray(ledger.validation_rdp_curve()) + np.asarray(ledger.training_rdp_curve())
         epsilon, order = rdp_grid_epsilon(curve, validation.delta)
         composed = ProtectedSet(
-            "the same people in both", "replace their losses and add or remove their record", epsilon, validation.delta,
+            "the same people in both",
+            "replace their losses and add or remove their record",
+            epsilon,
+            validation.delta,
             (f"RDP of both sets added and converted at order {order:g}",),
         )
     return GuaranteeStatement(validation, training, composed)

@@ -40,13 +40,7 @@ class PerUserProblem(ABC):
 
     name: str = "per_user_problem"
 
-    def __init__(
-        self,
-        bounds: Tensor,
-        num_users: int,
-        seed: int = 0,
-        observation_noise_std: float = 0.0,
-    ) -> None:
+    def __init__(self, bounds: Tensor, num_users: int, seed: int = 0, observation_noise_std: float = 0.0) -> None:
         r"""Store the box, the number of users and the noise generator.
 
         Args:
@@ -99,9 +93,7 @@ class PerUserProblem(ABC):
         X2, batch_shape = self._flatten(X)
         losses = self.evaluate_true(X2)
         if self.observation_noise_std > 0:
-            noise = torch.randn(
-                X2.shape[0], 1, generator=self.noise_generator, dtype=torch.float64
-            )
+            noise = torch.randn(X2.shape[0], 1, generator=self.noise_generator, dtype=torch.float64)
             losses = losses + self.observation_noise_std * noise
         return losses.reshape(*batch_shape, self.num_users)
 
@@ -130,9 +122,7 @@ class PerUserProblem(ABC):
         Raises:
             NotImplementedError: If the problem has no closed-form gradient.
         """
-        raise NotImplementedError(
-            f"{type(self).__name__} has no closed-form per-user gradient."
-        )
+        raise NotImplementedError(f"{type(self).__name__} has no closed-form per-user gradient.")
 
     # ------------------------------------------------------ public quantities
     @property
@@ -190,10 +180,7 @@ class PerUserProblem(ABC):
         r"""Cast to float64 and flatten ``batch_shape x q x d`` to ``(prod) x d``."""
         X = torch.as_tensor(X).to(dtype=torch.float64, device=self.bounds.device)
         if X.ndim == 0 or X.shape[-1] != self.dim:
-            raise ValueError(
-                f"Expected a tensor whose last dimension is d={self.dim}, "
-                f"got shape {tuple(X.shape)}."
-            )
+            raise ValueError(f"Expected a tensor whose last dimension is d={self.dim}, got shape {tuple(X.shape)}.")
         if X.ndim == 1:
             X = X.unsqueeze(0)
         return X.reshape(-1, self.dim), X.shape[:-1]

@@ -98,10 +98,7 @@ class GPRegressionLengthscales(PerUserProblem):
             raise ValueError("train_fraction must leave both splits non-empty.")
         bounds = torch.tensor([[lo] * dim, [hi] * dim], dtype=torch.float64)
         super().__init__(
-            bounds=bounds,
-            num_users=n_total - n_train,
-            seed=seed,
-            observation_noise_std=observation_noise_std,
+            bounds=bounds, num_users=n_total - n_train, seed=seed, observation_noise_std=observation_noise_std
         )
         self.noise_std = float(noise_std)
         self.outputscale = float(outputscale)
@@ -118,9 +115,7 @@ class GPRegressionLengthscales(PerUserProblem):
             # Keep the random stream identical whether or not ℓ* is given.
             torch.rand(dim, generator=gen, dtype=torch.float64)
         #: ``D``-dim generating length-scales ℓ* (a NON-PRIVATE reference point).
-        self.true_lengthscales = torch.as_tensor(
-            true_lengthscales, dtype=torch.float64
-        ).reshape(dim)
+        self.true_lengthscales = torch.as_tensor(true_lengthscales, dtype=torch.float64).reshape(dim)
         inputs = torch.rand(n_total, dim, generator=gen, dtype=torch.float64)
         z = torch.randn(n_total, generator=gen, dtype=torch.float64)
         responses = self._sample_responses(inputs, z)

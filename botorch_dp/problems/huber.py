@@ -63,16 +63,9 @@ class HuberRegression(PerUserProblem):
         """
         if bounds is None:
             bounds = torch.tensor([[-2.0] * dim, [4.0] * dim], dtype=torch.float64)
-        super().__init__(
-            bounds=bounds,
-            num_users=num_users,
-            seed=seed,
-            observation_noise_std=observation_noise_std,
-        )
+        super().__init__(bounds=bounds, num_users=num_users, seed=seed, observation_noise_std=observation_noise_std)
         self.huber_c = float(huber_c)
-        self.true_coefficients = torch.as_tensor(
-            true_coefficients, dtype=torch.float64
-        ).expand(dim).clone()
+        self.true_coefficients = torch.as_tensor(true_coefficients, dtype=torch.float64).expand(dim).clone()
         gen = torch.Generator().manual_seed(self._data_seed)
         #: ``n x d`` sensitive covariates.
         self.covariates = torch.randn(num_users, dim, generator=gen, dtype=torch.float64)
@@ -154,11 +147,6 @@ class HuberRegression(PerUserProblem):
         from scipy.optimize import minimize  # on first use: importing the package stays light
 
         res = minimize(
-            fun,
-            np.zeros(self.dim),
-            jac=True,
-            hess=hess,
-            method="trust-exact",
-            options={"gtol": 1e-13, "maxiter": 1000},
+            fun, np.zeros(self.dim), jac=True, hess=hess, method="trust-exact", options={"gtol": 1e-13, "maxiter": 1000}
         )
         return torch.as_tensor(res.x, dtype=torch.float64)

@@ -74,8 +74,14 @@ class LogisticData:
         f = lambda X: X.to(torch.float32)
         lab = lambda y: y.to(torch.long)
         return ClassificationData(
-            f(self.X_train), lab(self.y_train), f(self.X_val), lab(self.y_val), f(self.X_test), lab(self.y_test),
-            num_classes=2, name=self.name,
+            f(self.X_train),
+            lab(self.y_train),
+            f(self.X_val),
+            lab(self.y_val),
+            f(self.X_test),
+            lab(self.y_test),
+            num_classes=2,
+            name=self.name,
         )
 
 

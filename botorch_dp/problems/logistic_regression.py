@@ -176,7 +176,8 @@ class AMPTuningObjective(ChargedTraining, SearchSpaceObjective):
             warnings.warn(
                 "An AMP noise seed was given: the training noise of every run is reproducible, and "
                 "the guarantee assumes the seed stays secret. Leave noise_seed=None for OS entropy.",
-                PrivacyWarning, stacklevel=2,
+                PrivacyWarning,
+                stacklevel=2,
             )
         self.noise_seed = None if noise_seed is None else int(noise_seed)
         self.loss_cap = check_positive(loss_cap, "loss_cap", allow_inf=False)
@@ -218,17 +219,26 @@ class AMPTuningObjective(ChargedTraining, SearchSpaceObjective):
         sigma = self.budget.sigma_at(lam, clip, weight=budget_weight)
         if sigma is None:  # cannot happen inside lam_range (checked above); kept as a guard
             raise ValueError(f"lambda = {lam:g} is below what the budget allows; nothing was trained.")
-        return AMPConfig(lam=lam, sigma=sigma, loss="logistic", clip=clip, feature_bound=1.0,
-                         fit_intercept=True, sigma_out=self.budget.sigma_out, tau=self.budget.tau,
-                         max_iter=self.max_iter)
+        return AMPConfig(
+            lam=lam,
+            sigma=sigma,
+            loss="logistic",
+            clip=clip,
+            feature_bound=1.0,
+            fit_intercept=True,
+            sigma_out=self.budget.sigma_out,
+            tau=self.budget.tau,
+            max_iter=self.max_iter,
+        )
 
     def planned_event(self, theta: Tensor, budget_weight: float = 1.0, **options: Any) -> TrainingMechanism:
         r"""The ledger event (``TrainingMechanism``) of a run at ``theta``, known before it trains."""
         _only_budget_weight(options)
         return amp_training_event(self.config_at(theta, budget_weight), self.data.num_features + 1)
 
-    def _train_with(self, theta: Tensor, ticket: TrainingTicket, meter: Any = None, budget_weight: float = 1.0,
-                    **options: Any) -> AMPResult:
+    def _train_with(
+        self, theta: Tensor, ticket: TrainingTicket, meter: Any = None, budget_weight: float = 1.0, **options: Any
+    ) -> AMPResult:
         _only_budget_weight(options)
         if ticket.run_id is None:  # an AMP run always has its mechanism, so its ticket always has a run id
             raise ValueError(f"An AMP run is charged under a run id, got a ticket with run_id=None ({ticket!r}).")
@@ -236,8 +246,9 @@ class AMPTuningObjective(ChargedTraining, SearchSpaceObjective):
         generator = None if ticket.noise_seed is None else torch.Generator().manual_seed(ticket.noise_seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyWarning)  # warned once, in __init__
-            result = fit_amp(self.data.X_train, self.data.y_train, config, generator=generator, meter=meter,
-                             run_id=ticket.run_id)
+            result = fit_amp(
+                self.data.X_train, self.data.y_train, config, generator=generator, meter=meter, run_id=ticket.run_id
+            )
         if not same_event(amp_training_event(config, result.theta.numel()), ticket.event):
             raise RuntimeError(f"AMP ran {result.description!r} for run {ticket.run_id!r}, charged as {ticket.event}.")
         self.results.append(result)
@@ -269,8 +280,9 @@ class AMPTuningObjective(ChargedTraining, SearchSpaceObjective):
     def accuracy_non_private(self, result: AMPResult, split: str = "test") -> float:
         r"""NON-PRIVATE: accuracy of a released model on the ``"test"`` or ``"validation"``
         split (do not publish)."""
-        X, y = {"test": (self.data.X_test, self.data.y_test),
-                "validation": (self.data.X_val, self.data.y_val)}[check_choice(split, "split", ("test", "validation"))]
+        X, y = {"test": (self.data.X_test, self.data.y_test), "validation": (self.data.X_val, self.data.y_val)}[
+            check_choice(split, "split", ("test", "validation"))
+        ]
         return float((result.predict(X) == y).to(torch.float64).mean())
 
 
@@ -311,8 +323,15 @@ class DPSGDTuningObjective(TorchModelTuningObjective):
         p = data.num_features
         space = SearchSpace([Hyperparameter("lr", float(lr_range[0]), float(lr_range[1]), log_scale=True)])
         super().__init__(
-            data.to_classification_data(), space, model_fn=functools.partial(nn.Linear, p, 2), optimizer=optimizer,
-            training=training, dp_sgd=dp_sgd, ledger=ledger, noise_seed=noise_seed, loss_cap=loss_cap,
+            data.to_classification_data(),
+            space,
+            model_fn=functools.partial(nn.Linear, p, 2),
+            optimizer=optimizer,
+            training=training,
+            dp_sgd=dp_sgd,
+            ledger=ledger,
+            noise_seed=noise_seed,
+            loss_cap=loss_cap,
             run_prefix=run_prefix,
         )
         #: The models trained in this process, in order of training.
@@ -329,6 +348,7 @@ class DPSGDTuningObjective(TorchModelTuningObjective):
         r"""NON-PRIVATE: accuracy of a trained model on the test or validation split."""
         d = self.data
         X, y = {"test": (d.X_test, d.y_test), "validation": (d.X_val, d.y_val)}[
-            check_choice(split, "split", ("test", "validation"))]
+            check_choice(split, "split", ("test", "validation"))
+        ]
         with torch.no_grad():
             return float((model(X).argmax(-1) == y).to(torch.float64).mean())

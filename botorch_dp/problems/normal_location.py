@@ -49,20 +49,11 @@ class NormalLocation(PerUserProblem):
         """
         if bounds is None:
             bounds = torch.tensor([[-2.0] * dim, [4.0] * dim], dtype=torch.float64)
-        super().__init__(
-            bounds=bounds,
-            num_users=num_users,
-            seed=seed,
-            observation_noise_std=observation_noise_std,
-        )
-        self.true_location = torch.as_tensor(true_location, dtype=torch.float64).expand(
-            dim
-        ).clone()
+        super().__init__(bounds=bounds, num_users=num_users, seed=seed, observation_noise_std=observation_noise_std)
+        self.true_location = torch.as_tensor(true_location, dtype=torch.float64).expand(dim).clone()
         gen = torch.Generator().manual_seed(self._data_seed)
         #: ``n x d`` sensitive user records.
-        self.data = self.true_location + torch.randn(
-            num_users, dim, generator=gen, dtype=torch.float64
-        )
+        self.data = self.true_location + torch.randn(num_users, dim, generator=gen, dtype=torch.float64)
 
     def evaluate_true(self, X: Tensor) -> Tensor:
         r"""Per-user losses ½‖x_i − θ‖².

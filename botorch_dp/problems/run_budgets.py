@@ -159,8 +159,14 @@ class AMPRunBudget:
 
     @property
     def privacy_parameters(self) -> dict[str, float]:
-        return {"clip": self.clip, "beta": self.beta, "lam": self.lam, "sigma": self.sigma,
-                "tau": self.tau, "sigma_out": self.sigma_out}
+        return {
+            "clip": self.clip,
+            "beta": self.beta,
+            "lam": self.lam,
+            "sigma": self.sigma,
+            "tau": self.tau,
+            "sigma_out": self.sigma_out,
+        }
 
     def rdp(self, alpha: float | np.ndarray) -> float | np.ndarray:
         r"""The reference curve ``ε(α)`` (``amp_rdp`` at the reference run)."""
@@ -190,9 +196,9 @@ class AMPRunBudget:
         r"""The infimum of the ``λ`` at which some σ meets the budget (``sigma_at`` is finite
         strictly above it): where the σ → ∞ limit ``c + α s_g²/2`` touches the reference."""
         ref = self.rdp_values()
-        gap = lambda log_lam: float(np.max(
-            _limit_curve(math.exp(log_lam), beta=self.beta, tau=self.tau, sigma_out=self.sigma_out) - ref
-        ))
+        gap = lambda log_lam: float(
+            np.max(_limit_curve(math.exp(log_lam), beta=self.beta, tau=self.tau, sigma_out=self.sigma_out) - ref)
+        )
         lo = math.log(self.beta) + 1e-12
         return math.exp(brentq(gap, lo, math.log(self.lam), xtol=1e-13, rtol=1e-13))
 
@@ -247,8 +253,9 @@ def plan_amp_budget(
     lam_start = check_positive(lam_start, "lam_start", allow_inf=False)
 
     def curve_at(sigma: float, lam: float, tau_: float) -> RDPCurve:
-        return _grid_cached(functools.partial(amp_rdp, clip=clip, beta=beta, lam=lam, sigma=sigma, tau=tau_,
-                                              sigma_out=sigma_out))
+        return _grid_cached(
+            functools.partial(amp_rdp, clip=clip, beta=beta, lam=lam, sigma=sigma, tau=tau_, sigma_out=sigma_out)
+        )
 
     def sigma_at(lam: float, tau_: float) -> float | None:
         return _smallest_sigma(lambda sigma: total_epsilon(curve_at(sigma, lam, tau_)) - epsilon, clip)
@@ -283,8 +290,9 @@ def plan_amp_budget(
     sigma = sigma_at(lam, tau)
     if sigma is None:  # never: accepted(hi) says factor * sigma_inf meets epsilon at this lambda
         raise ValueError(f"No AMP run meets epsilon = {epsilon:g} at lambda = {lam:g}.")
-    return AMPRunBudget(sigma=sigma, lam=lam, clip=clip, beta=beta, tau=tau, sigma_out=sigma_out,
-                        description=description)
+    return AMPRunBudget(
+        sigma=sigma, lam=lam, clip=clip, beta=beta, tau=tau, sigma_out=sigma_out, description=description
+    )
 
 
 def plan_amp_runs(
@@ -322,8 +330,14 @@ def plan_amp_runs(
     k = check_positive(num_runs, "num_runs", allow_inf=False)
     total = lambda curve: rdp_curve_epsilon(k * np.asarray(curve(_ORDERS)), _ORDERS, delta)[0]
     return plan_amp_budget(
-        epsilon, total_epsilon=total, lam_start=2.0 * beta * k / epsilon, clip=clip, beta=beta, tau=tau,
-        sigma_out=sigma_out, factor=factor,
+        epsilon,
+        total_epsilon=total,
+        lam_start=2.0 * beta * k / epsilon,
+        clip=clip,
+        beta=beta,
+        tau=tau,
+        sigma_out=sigma_out,
+        factor=factor,
         description=f"each AMP run below (a weight times) one reference RDP curve; {k:g} reference runs composed "
         f"in RDP give epsilon = {epsilon:g} at delta = {delta:g}",
     )
@@ -365,13 +379,18 @@ def plan_amp_selection(
 
     def total(curve: Callable) -> float:
         return rdp_curve_epsilon(
-            selection_curve(curve, mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta), _ORDERS,
-            delta,
+            selection_curve(curve, mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta), _ORDERS, delta
         )[0]
 
     return plan_amp_budget(
-        epsilon, total_epsilon=total, lam_start=2.0 * beta / epsilon, clip=clip, beta=beta, tau=tau,
-        sigma_out=sigma_out, factor=factor,
+        epsilon,
+        total_epsilon=total,
+        lam_start=2.0 * beta / epsilon,
+        clip=clip,
+        beta=beta,
+        tau=tau,
+        sigma_out=sigma_out,
+        factor=factor,
         description=f"each AMP trial below one reference RDP curve; Papernot-Steinke selection ({distribution}, "
         f"E[K] = {mean_trials:g}) over reference trials gives epsilon = {epsilon:g} at delta = {delta:g}",
     )
@@ -393,9 +412,7 @@ def selection_curve(
     Returns:
         The curve's values on ``DEFAULT_RDP_ORDERS``.
     """
-    curve = private_selection_rdp_curve(
-        base_rdp, mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta
-    )
+    curve = private_selection_rdp_curve(base_rdp, mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta)
     return np.array([curve(float(a)) for a in _ORDERS])
 
 

@@ -70,6 +70,7 @@ def _load_and_split(
         The ``_Split`` (dataset name, feature and row indices, standardized arrays).
     """
     from sklearn.datasets import load_breast_cancer, load_diabetes, make_friedman1
+
     rng = np.random.default_rng(data_seed)
     if data is None:
         if dataset == "friedman1":
@@ -77,10 +78,7 @@ def _load_and_split(
             n_val = 1000 if n_val is None else n_val
             p = 30 if num_features is None else num_features
             X_all, y_all = make_friedman1(
-                n_samples=n_train + n_val,
-                n_features=p,
-                noise=friedman_noise,
-                random_state=int(rng.integers(2**31 - 1)),
+                n_samples=n_train + n_val, n_features=p, noise=friedman_noise, random_state=int(rng.integers(2**31 - 1))
             )
             num_features = None  # all generated features are used
         elif dataset == "breast_cancer":
@@ -102,9 +100,7 @@ def _load_and_split(
     if n_val is None:
         n_val = min(9000, N - n_train)
     if n_train < 2 or n_val < 1 or n_train + n_val > N:
-        raise ValueError(
-            f"Cannot take {n_train} training and {n_val} validation rows from {N}."
-        )
+        raise ValueError(f"Cannot take {n_train} training and {n_val} validation rows from {N}.")
     if num_features is None or num_features >= P:
         features = np.arange(P)
     else:
@@ -134,8 +130,6 @@ def _load_and_split(
         (X_va - x_mean) / x_std,
         (y_va - y_mean) / y_std,
     )
-
-
 
 
 class KernelSVMRegression(PerUserProblem):
@@ -236,11 +230,7 @@ class KernelSVMRegression(PerUserProblem):
         #: SENSITIVE standardized validation data, one user per row.
         self.val_X, self.val_Y = split.val_X, split.val_Y
         #: Names of the coordinates of θ.
-        self.parameter_names = [f"log_lengthscale_{k}" for k in range(p)] + [
-            "epsilon",
-            "C",
-            "gamma",
-        ]
+        self.parameter_names = [f"log_lengthscale_{k}" for k in range(p)] + ["epsilon", "C", "gamma"]
 
     @classmethod
     def from_ct_slice_csv(
@@ -278,9 +268,7 @@ class KernelSVMRegression(PerUserProblem):
         with path.open(newline="") as fh:
             header = [h.strip() for h in next(csv.reader(fh))]
         if len(header) < 3 or header[0] != "patientId" or header[-1] != "reference":
-            raise ValueError(
-                "Expected columns 'patientId, value0, ..., reference' in the CT-slice CSV."
-            )
+            raise ValueError("Expected columns 'patientId, value0, ..., reference' in the CT-slice CSV.")
         expected = [f"value{k}" for k in range(len(header) - 2)]
         if header[1:-1] != expected:
             raise ValueError("Feature columns must be named value0, value1, ... in order.")
@@ -320,6 +308,7 @@ class KernelSVMRegression(PerUserProblem):
             A ``q x n``-dim tensor.
         """
         from sklearn.svm import SVR
+
         out = np.empty((X.shape[0], self.num_users), dtype=np.float64)
         for j, theta in enumerate(X):
             scale, epsilon, C, gamma = self.split_parameters(theta)

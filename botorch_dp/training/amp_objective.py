@@ -95,8 +95,12 @@ class AMPConfig:
     def privacy_parameters(self) -> AMPParameters:
         r"""The keyword arguments of ``amp_rdp``/``amp_epsilon`` for this run."""
         return {
-            "clip": self.clip, "beta": self.beta, "lam": self.lam, "sigma": self.sigma,
-            "tau": self.tau, "sigma_out": self.sigma_out,
+            "clip": self.clip,
+            "beta": self.beta,
+            "lam": self.lam,
+            "sigma": self.sigma,
+            "tau": self.tau,
+            "sigma_out": self.sigma_out,
         }
 
 
@@ -218,8 +222,9 @@ def _newton_step(objective: _Objective, theta: Tensor, grad: Tensor) -> Tensor:
         v_t = torch.as_tensor(np.asarray(v, dtype=np.float64).reshape(-1))
         return (features.transpose(0, 1) @ (weights * (features @ v_t)) + lam * v_t).numpy()
 
-    direction, _ = cg(LinearOperator((d, d), matvec=hvp, dtype=np.float64), -grad.numpy(),
-                      rtol=1e-12, maxiter=min(10 * d, 1000))
+    direction, _ = cg(
+        LinearOperator((d, d), matvec=hvp, dtype=np.float64), -grad.numpy(), rtol=1e-12, maxiter=min(10 * d, 1000)
+    )
     p = torch.as_tensor(direction, dtype=torch.float64)
     if not bool(torch.isfinite(p).all()) or float(p.dot(grad)) >= 0.0:
         p = -grad  # steepest descent: always a descent direction
@@ -257,9 +262,18 @@ def minimise_to_tolerance(features: Tensor, y: Tensor, b: Tensor, config: AMPCon
 
     # the ∞-norm test of L-BFGS-B at τ/(2√d) implies ‖g‖₂ ≤ τ/2, leaving room for the exact check
     res = minimize(
-        fun, np.zeros(d), jac=True, method="L-BFGS-B",
-        options={"maxiter": config.max_iter, "maxfun": 20 * config.max_iter,
-                 "gtol": config.tau / (2.0 * math.sqrt(d)), "ftol": 0.0, "maxcor": 20, "maxls": 50},
+        fun,
+        np.zeros(d),
+        jac=True,
+        method="L-BFGS-B",
+        options={
+            "maxiter": config.max_iter,
+            "maxfun": 20 * config.max_iter,
+            "gtol": config.tau / (2.0 * math.sqrt(d)),
+            "ftol": 0.0,
+            "maxcor": 20,
+            "maxls": 50,
+        },
     )
     used = max(int(res.nit), 1)
     theta = torch.tensor(res.x, dtype=torch.float64)

@@ -32,12 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from botorch_dp.privacy.checks import (
-    check_delta,
-    check_nonnegative,
-    check_positive,
-    check_positive_int,
-)
+from botorch_dp.privacy.checks import check_delta, check_nonnegative, check_positive, check_positive_int
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training.dp_sgd_accounting import (
     TRAINING_ACCOUNTANTS,
@@ -126,8 +121,7 @@ class DPSGDConfig:
             return
         if self.noise_multiplier is not None:
             raise ValueError(
-                "Give either noise_multiplier or a target (target_epsilon, target_delta, "
-                "planned_runs), not both."
+                "Give either noise_multiplier or a target (target_epsilon, target_delta, planned_runs), not both."
             )
         epsilon, delta, runs = target
         if epsilon is None or delta is None or runs is None:
@@ -230,9 +224,14 @@ def resolve_dp_sgd(
     target_epsilon, target_delta, planned_runs = target
     sample_rate, steps = _run_shape(num_examples, training)
     sigma = calibrate_noise_multiplier(
-        target_epsilon=target_epsilon, target_delta=target_delta, sample_rate=sample_rate,
-        steps_per_run=steps, planned_runs=planned_runs, accountant=accountant,
-        epsilon_tolerance=dp_sgd.epsilon_tolerance, eps_error=eps_error,
+        target_epsilon=target_epsilon,
+        target_delta=target_delta,
+        sample_rate=sample_rate,
+        steps_per_run=steps,
+        planned_runs=planned_runs,
+        accountant=accountant,
+        epsilon_tolerance=dp_sgd.epsilon_tolerance,
+        eps_error=eps_error,
     )
     return DPSGDConfig(noise_multiplier=sigma, max_grad_norm=dp_sgd.max_grad_norm)
 
@@ -377,8 +376,11 @@ def train_model(
                 warnings.filterwarnings("ignore", message=".*Secure RNG turned off.*")
                 engine = PrivacyEngine(accountant="rdp")
                 model, opt, loader = engine.make_private(
-                    module=model, optimizer=opt, data_loader=loader,
-                    noise_multiplier=dp_sgd.noise_multiplier, max_grad_norm=dp_sgd.max_grad_norm,
+                    module=model,
+                    optimizer=opt,
+                    data_loader=loader,
+                    noise_multiplier=dp_sgd.noise_multiplier,
+                    max_grad_norm=dp_sgd.max_grad_norm,
                     poisson_sampling=True,
                     noise_generator=torch.Generator().manual_seed(gradient_noise_seed),
                 )

@@ -60,15 +60,23 @@ def calibrate_noise_multiplier(
         warnings.simplefilter("ignore", UserWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
         try:
-            return float(get_noise_multiplier(
-                target_epsilon=target_epsilon, target_delta=target_delta, sample_rate=float(sample_rate),
-                steps=total_steps, accountant=accountant, epsilon_tolerance=epsilon_tolerance, **kwargs,
-            ))
+            return float(
+                get_noise_multiplier(
+                    target_epsilon=target_epsilon,
+                    target_delta=target_delta,
+                    sample_rate=float(sample_rate),
+                    steps=total_steps,
+                    accountant=accountant,
+                    epsilon_tolerance=epsilon_tolerance,
+                    **kwargs,
+                )
+            )
         except ValueError as err:  # Opacus: "The privacy budget is too low." (no σ up to its MAX_SIGMA reaches it)
             from opacus.accountants.utils import MAX_SIGMA
 
-            floor = composed_training_epsilon([(MAX_SIGMA, float(sample_rate), total_steps)], target_delta, accountant,
-                                              eps_error)
+            floor = composed_training_epsilon(
+                [(MAX_SIGMA, float(sample_rate), total_steps)], target_delta, accountant, eps_error
+            )
             raise ValueError(
                 f"target_epsilon={target_epsilon!r} is below what DP-SGD can reach for planned_runs={planned_runs} "
                 f"run(s) of steps_per_run={steps_per_run} steps at sample_rate={float(sample_rate):.4g} "

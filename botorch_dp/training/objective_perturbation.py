@@ -23,11 +23,7 @@ from torch import Tensor
 
 from botorch_dp.privacy.analysis.objective_perturbation import amp_epsilon, amp_rdp, amp_rdp_epsilon
 from botorch_dp.privacy.ledger.meter import TrainingMeter
-from botorch_dp.privacy.mechanisms import (
-    AMPNotConvergedError,
-    ObjectivePerturbationMechanism,
-    RDPCost,
-)
+from botorch_dp.privacy.mechanisms import AMPNotConvergedError, ObjectivePerturbationMechanism, RDPCost
 from botorch_dp.privacy.seeding import PrivacyWarning, noise_generator
 from botorch_dp.training.amp_objective import (
     LOSSES,

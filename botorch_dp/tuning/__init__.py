@@ -40,11 +40,15 @@ if TYPE_CHECKING:
 
 #: Public name → the module that defines it.
 _LAZY_NAMES = {
-    **dict.fromkeys(("SKLEARN_DATASETS", "ClassificationData", "load_sklearn_classification", "synthetic_like"),
-                    "botorch_dp.tuning.datasets"),
+    **dict.fromkeys(
+        ("SKLEARN_DATASETS", "ClassificationData", "load_sklearn_classification", "synthetic_like"),
+        "botorch_dp.tuning.datasets",
+    ),
     **dict.fromkeys(("TuneResult", "tune"), "botorch_dp.tuning.one_call"),
-    **dict.fromkeys(("Categorical", "Hyperparameter", "Integer", "SearchSpace", "default_mlp_space",
-                     "route_hyperparameters"), "botorch_dp.tuning.search_space"),
+    **dict.fromkeys(
+        ("Categorical", "Hyperparameter", "Integer", "SearchSpace", "default_mlp_space", "route_hyperparameters"),
+        "botorch_dp.tuning.search_space",
+    ),
     "TorchModelTuningObjective": "botorch_dp.tuning.torch_classifier",
     "estimate_training_noise_variance": "botorch_dp.tuning.noise_estimate",
     "per_example_cross_entropy": "botorch_dp.tuning.per_example",

@@ -104,8 +104,11 @@ def same_event(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is None and b is None
     if isinstance(a, DPSGDRun) and isinstance(b, DPSGDRun):
-        return (a.noise_multiplier == b.noise_multiplier and a.steps == b.steps
-                and math.isclose(a.sample_rate, b.sample_rate, rel_tol=1e-9))
+        return (
+            a.noise_multiplier == b.noise_multiplier
+            and a.steps == b.steps
+            and math.isclose(a.sample_rate, b.sample_rate, rel_tol=1e-9)
+        )
     if isinstance(a, TrainingMechanism) and isinstance(b, TrainingMechanism):
         return a.description == b.description and bool(np.allclose(a.rdp, b.rdp, rtol=1e-9, atol=0.0))
     return False
@@ -138,8 +141,16 @@ def _row_digests(data: Any) -> list[bytes]:
     else:
         X, y = data.X_train, data.y_train
     X, y = (torch.as_tensor(v if isinstance(v, Tensor) else np.asarray(v)).detach() for v in (X, y))
-    rows = torch.cat([X.reshape(X.shape[0], -1).to(torch.float32).to(torch.float64),
-                      y.reshape(y.shape[0], -1).to(torch.float64)], dim=1) + 0.0
+    rows = (
+        torch.cat(
+            [
+                X.reshape(X.shape[0], -1).to(torch.float32).to(torch.float64),
+                y.reshape(y.shape[0], -1).to(torch.float64),
+            ],
+            dim=1,
+        )
+        + 0.0
+    )
     return [hashlib.blake2b(row.tobytes(), digest_size=16).digest() for row in np.ascontiguousarray(rows.numpy())]
 
 
@@ -208,8 +219,10 @@ def shared_rows_ledger(source: Any, data: Any, overrides: dict[str, Any]) -> Pri
     what = f"data shares {shared} training record(s) with this objective's sensitive training data"
     given = overrides.get("ledger")
     if given is not None and not same_ledger(given, ledger):
-        raise ValueError(f"ledger={given!r}: {what}, so its DP-SGD runs must be charged to this objective's "
-                         "ledger (leave ledger out), or train the copy on public training data.")
+        raise ValueError(
+            f"ledger={given!r}: {what}, so its DP-SGD runs must be charged to this objective's "
+            "ledger (leave ledger out), or train the copy on public training data."
+        )
     if "dp_sgd" in overrides and overrides["dp_sgd"] is None:
         raise ValueError(f"dp_sgd=None: {what}, which this objective trains on only with DP-SGD.")
     return ledger
@@ -419,8 +432,10 @@ class ChargedTraining:
         used = self.__dict__.setdefault("_used_run_ids", set())
         for j, (x, ticket) in enumerate(zip(X, tickets, strict=True)):
             if not same_event(ticket.event, self.planned_event(x)):
-                raise ValueError(f"tickets[{j}] ({ticket.run_id!r}) was charged for {ticket.event!r}, "
-                                 f"but row {j} of X runs {self.planned_event(x)!r}.")
+                raise ValueError(
+                    f"tickets[{j}] ({ticket.run_id!r}) was charged for {ticket.event!r}, "
+                    f"but row {j} of X runs {self.planned_event(x)!r}."
+                )
             if ticket.run_id is not None and ticket.run_id in used:
                 raise RuntimeError(
                     f"tickets[{j}]: run {ticket.run_id!r} was already trained; a run needs its own charge."

@@ -114,7 +114,8 @@ class ClassificationData:
 
     def sizes(self) -> dict[str, int]:
         return {
-            "train": len(self.y_train), "validation": len(self.y_val),
+            "train": len(self.y_train),
+            "validation": len(self.y_val),
             "test": 0 if self.y_test is None else len(self.y_test),
         }
 
@@ -127,12 +128,9 @@ def _split_and_standardize(
 
     if not (0 < val_fraction and 0 < test_fraction and val_fraction + test_fraction < 1):
         raise ValueError("val_fraction and test_fraction must be positive and sum to less than 1.")
-    X_rest, X_test, y_rest, y_test = train_test_split(
-        X, y, test_size=test_fraction, random_state=seed, stratify=y
-    )
+    X_rest, X_test, y_rest, y_test = train_test_split(X, y, test_size=test_fraction, random_state=seed, stratify=y)
     X_train, X_val, y_train, y_val = train_test_split(
-        X_rest, y_rest, test_size=val_fraction / (1 - test_fraction), random_state=seed + 1,
-        stratify=y_rest,
+        X_rest, y_rest, test_size=val_fraction / (1 - test_fraction), random_state=seed + 1, stratify=y_rest
     )
     scaler = StandardScaler().fit(X_train)  # training statistics only
 
@@ -143,8 +141,14 @@ def _split_and_standardize(
         return torch.as_tensor(a, dtype=torch.long)
 
     return ClassificationData(
-        feats(X_train), labels(y_train), feats(X_val), labels(y_val), feats(X_test), labels(y_test),
-        num_classes=int(len(np.unique(y))), name=name,
+        feats(X_train),
+        labels(y_train),
+        feats(X_val),
+        labels(y_val),
+        feats(X_test),
+        labels(y_test),
+        num_classes=int(len(np.unique(y))),
+        name=name,
     )
 
 
@@ -176,9 +180,7 @@ def load_sklearn_classification(
     if name not in loaders:
         raise ValueError(f"Unknown data set {name!r}; choose from {SKLEARN_DATASETS}.")
     X, y = loaders[name](return_X_y=True)
-    return _split_and_standardize(
-        X, y, val_fraction=val_fraction, test_fraction=test_fraction, seed=seed, name=name
-    )
+    return _split_and_standardize(X, y, val_fraction=val_fraction, test_fraction=test_fraction, seed=seed, name=name)
 
 
 def synthetic_like(data: ClassificationData, *, seed: int = 0) -> ClassificationData:
@@ -204,10 +206,15 @@ def synthetic_like(data: ClassificationData, *, seed: int = 0) -> Classification
     n = sum(sizes.values())
     p, k = data.num_features, data.num_classes
     X, y = make_classification(
-        n_samples=n, n_features=p, n_informative=max(2, min(p, p // 2)), n_redundant=0,
-        n_classes=k, n_clusters_per_class=1, class_sep=1.5, random_state=seed,
+        n_samples=n,
+        n_features=p,
+        n_informative=max(2, min(p, p // 2)),
+        n_redundant=0,
+        n_classes=k,
+        n_clusters_per_class=1,
+        class_sep=1.5,
+        random_state=seed,
     )
     return _split_and_standardize(
-        X, y, val_fraction=sizes["validation"] / n, test_fraction=sizes["test"] / n,
-        seed=seed, name="synthetic",
+        X, y, val_fraction=sizes["validation"] / n, test_fraction=sizes["test"] / n, seed=seed, name="synthetic"
     )

@@ -61,8 +61,12 @@ class Integer:
         check_name_and_target(self.name, self.target)
         for end in ("low", "high"):
             value = getattr(self, end)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or int(value) != value:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or int(value) != value
+            ):
                 raise ValueError(f"{self.name}: Integer {end} must be an integer, got {value!r}.")
             object.__setattr__(self, end, int(value))
         if not self.low < self.high:
@@ -91,16 +95,26 @@ class Integer:
 
     def search_value(self, value: Any) -> float:
         r"""The search-unit centre of ``value``'s interval (``ValueError`` for a non-integer or out of range)."""
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value \
-                or not self.low <= value <= self.high:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or int(value) != value
+            or not self.low <= value <= self.high
+        ):
             raise ValueError(f"{self.name}: {value!r} is not an integer in [{self.low}, {self.high}].")
         if self.log_scale:
             return 0.5 * (math.log10(value - 0.5) + math.log10(value + 0.5))
         return float(value)
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": "integer", "low": self.low, "high": self.high, "log_scale": self.log_scale,
-                "target": self.target}
+        return {
+            "name": self.name,
+            "kind": "integer",
+            "low": self.low,
+            "high": self.high,
+            "log_scale": self.log_scale,
+            "target": self.target,
+        }
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ class MixedEncoding:
 
     def indices(self, X: Tensor) -> Tensor:
         r"""``q x c`` long tensor: the choice index of each categorical (equal shares of ``[0, 1]``)."""
-        U = X[..., self.space.dim:].clamp(0.0, 1.0)
+        U = X[..., self.space.dim :].clamp(0.0, 1.0)
         sizes = torch.tensor(self.sizes, dtype=torch.float64)
         return torch.minimum(torch.floor(U * sizes), sizes - 1).long()
 

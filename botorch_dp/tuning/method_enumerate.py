@@ -66,8 +66,10 @@ class EnumerateMethod:
 
     def __post_init__(self) -> None:
         if len(self.configurations) != len(self.configs) or len(self.configs) < 2:
-            raise ValueError(f"configs: one planned config per configuration (at least 2), got {len(self.configs)} "
-                             f"for {len(self.configurations)} configurations.")
+            raise ValueError(
+                f"configs: one planned config per configuration (at least 2), got {len(self.configs)} "
+                f"for {len(self.configurations)} configurations."
+            )
 
     def resolved(self, proxy_objective: Callable[[Tensor], Tensor] | None, context: MethodContext) -> EnumerateMethod:
         if not all(math.isfinite(config_mu(c)) for c in self.configs):
@@ -88,11 +90,16 @@ class EnumerateMethod:
             points.append(self.encoding.encode(theta, choice))
         X = torch.stack(points)
         losses = torch.as_tensor(proxy_objective(X)).to(torch.float64)  # K x n_p, public
-        mechanism = GaussianScoreMechanism(loss_clip=self.loss_clip, per_trial_mu=self.score_mu * n / n_p,
-                                           generator=torch.Generator().manual_seed(streams[K]))
+        mechanism = GaussianScoreMechanism(
+            loss_clip=self.loss_clip,
+            per_trial_mu=self.score_mu * n / n_p,
+            generator=torch.Generator().manual_seed(streams[K]),
+        )
         return X[int(torch.argmin(mechanism.release(losses).scores))]
 
     def describe(self) -> str:
         steps = "T = " + "/".join(str(c.num_iterations) for c in self.configs)
-        return (f"{len(self.configs)} planned DP-GIBO runs (mu = {config_mu(self.configs[0]):.4g} each, {steps}), "
-                f"then Gaussian scores (mu = {self.score_mu:.4g} each, C = {self.loss_clip:.4g})")
+        return (
+            f"{len(self.configs)} planned DP-GIBO runs (mu = {config_mu(self.configs[0]):.4g} each, {steps}), "
+            f"then Gaussian scores (mu = {self.score_mu:.4g} each, C = {self.loss_clip:.4g})"
+        )

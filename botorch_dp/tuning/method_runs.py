@@ -32,13 +32,7 @@ from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.statement import guarantee_statement
 from botorch_dp.tuning.encoding import natural_point
 from botorch_dp.tuning.search_space import SearchSpace
-from botorch_dp.tuning.tune_result import (
-    ConfigurationRun,
-    TuneGuarantee,
-    TuneObjective,
-    TuneResult,
-    configs_objective,
-)
+from botorch_dp.tuning.tune_result import ConfigurationRun, TuneGuarantee, TuneObjective, TuneResult, configs_objective
 
 __all__ = ["METHODS", "check_method", "run_method", "without_proxy"]
 
@@ -57,8 +51,9 @@ def without_proxy(method: str, loss_clip: float) -> CandidateMethod:
     return _WITHOUT_PROXY[method](loss_clip)
 
 
-def check_method(method: str, proxy: Any, num_configurations: int, *, strategy: str = "enumerate",
-                 trains: bool = False) -> str:
+def check_method(
+    method: str, proxy: Any, num_configurations: int, *, strategy: str = "enumerate", trains: bool = False
+) -> str:
     r"""``method`` checked; ``"auto"`` becomes ``"dp_gibo"`` without a proxy, and on a mixed space
     (categorical configurations) also with ``strategy="sample"`` or an objective that charges
     DP training runs, where a forced selection method is refused (the training ledger would
@@ -66,8 +61,10 @@ def check_method(method: str, proxy: Any, num_configurations: int, *, strategy: 
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
     if num_configurations > 1 and trains and method not in ("auto", "dp_gibo"):
-        raise ValueError(f"method={method!r} with an objective that charges DP training runs: the training ledger "
-                         "would count the selection's hidden number of trials; use method='dp_gibo'.")
+        raise ValueError(
+            f"method={method!r} with an objective that charges DP training runs: the training ledger "
+            "would count the selection's hidden number of trials; use method='dp_gibo'."
+        )
     if method == "auto" and (proxy is None or (num_configurations > 1 and (strategy != "enumerate" or trains))):
         return "dp_gibo"
     return method
@@ -103,8 +100,9 @@ def run_method(
     if proxy is not None:  # public: the proxy's users only, the private run's noise simulated
         if num_users is None:
             raise ValueError("num_users: planning on a proxy needs n, the number of users of objective (public).")
-        plan = plan_private_run(configs_objective(proxy, space, {}), config, num_users=num_users, progress=progress,
-                                **(plan_options or {}))
+        plan = plan_private_run(
+            configs_objective(proxy, space, {}), config, num_users=num_users, progress=progress, **(plan_options or {})
+        )
         if plan.methods is None:
             candidate = plan.recommended_method if method in ("auto", "dp_gibo") else None
             if candidate is None:
@@ -114,15 +112,25 @@ def run_method(
     else:
         d = space.dim
         batch = config.batch_size or config.max_batch_size or d + 1
-        context = MethodContext(bounds=space.bounds, num_users=0, num_proxy_users=None,
-                                epsilon=gdp_epsilon(config_mu(config), delta), delta=delta, config=config,
-                                evaluations=float(config.num_iterations * batch))
+        context = MethodContext(
+            bounds=space.bounds,
+            num_users=0,
+            num_proxy_users=None,
+            epsilon=gdp_epsilon(config_mu(config), delta),
+            delta=delta,
+            config=config,
+            evaluations=float(config.num_iterations * batch),
+        )
         candidate = without_proxy(method, loss_clip).resolved(None, context)
     ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=candidate.gdp_mu)
     run = candidate.run_private(space_objective, ledger=ledger, seed=seed, progress=progress, executor=executor)
     if plan is not None and run.num_users != num_users:
-        warnings.warn(f"The run was planned for num_users = {num_users}, but objective has {run.num_users} users: the "
-                      "plan simulated other noise than the run drew.", SettingsWarning, stacklevel=3)
+        warnings.warn(
+            f"The run was planned for num_users = {num_users}, but objective has {run.num_users} users: the "
+            "plan simulated other noise than the run drew.",
+            SettingsWarning,
+            stacklevel=3,
+        )
     if candidate.gdp_mu is not None:
         spent = ledger.validation_mu(run.run_id)
         guarantee = TuneGuarantee(spent, gdp_epsilon(spent, delta), delta)
@@ -132,7 +140,14 @@ def run_method(
     planned = plan.config if plan is not None else config
     configuration = ConfigurationRun({}, result, run.run_id, run.num_users, planned, plan, run.released_score)
     return TuneResult(
-        hyperparameters=natural_point(space, run.theta), guarantee=guarantee, runs=[configuration], chosen=0,
-        statement=guarantee_statement(ledger, delta), ledger=ledger, score_mu=None, method=run.method,
-        procedure=run.description, methods=None if plan is None else plan.methods,
+        hyperparameters=natural_point(space, run.theta),
+        guarantee=guarantee,
+        runs=[configuration],
+        chosen=0,
+        statement=guarantee_statement(ledger, delta),
+        ledger=ledger,
+        score_mu=None,
+        method=run.method,
+        procedure=run.description,
+        methods=None if plan is None else plan.methods,
     )

@@ -85,22 +85,43 @@ def choose_mixed_method(
     given = options.pop("methods", None)
     options.pop("choose_method", None)
     configurations = space.configurations()
-    plans = [plan_private_run(configs_objective(proxy, space, choice), run_config, num_users=num_users,
-                              progress=progress, **options, choose_method=False) for choice in configurations]
+    plans = [
+        plan_private_run(
+            configs_objective(proxy, space, choice),
+            run_config,
+            num_users=num_users,
+            progress=progress,
+            **options,
+            choose_method=False,
+        )
+        for choice in configurations
+    ]
     n_p = {p.num_proxy_users for p in plans}
     if len(n_p) != 1:
-        raise ValueError(f"proxy returned {sorted(n_p)} users across configurations; it must score every "
-                         "configuration on the same users.")
+        raise ValueError(
+            f"proxy returned {sorted(n_p)} users across configurations; it must score every "
+            "configuration on the same users."
+        )
     encoding = MixedEncoding(space)
-    enumerate_method = EnumerateMethod(encoding, tuple(configurations), tuple(p.config for p in plans), score_mu,
-                                       loss_clip)
-    methods: list[SimulatedMethod] = [enumerate_method, PrivateRandomSearchMethod(), DPHyPOMethod()] if given is None \
+    enumerate_method = EnumerateMethod(
+        encoding, tuple(configurations), tuple(p.config for p in plans), score_mu, loss_clip
+    )
+    methods: list[SimulatedMethod] = (
+        [enumerate_method, PrivateRandomSearchMethod(), DPHyPOMethod()]
+        if given is None
         else [enumerate_method if m.name == "dp_gibo" else m for m in given]
+    )
     delta = config_delta(run_config)
     evaluations = math.fsum(p.trials[p.best].num_evaluations for p in plans) + len(plans)
-    context = MethodContext(bounds=encoding.bounds, num_users=int(num_users), num_proxy_users=n_p.pop(),
-                            epsilon=gdp_epsilon(full_mu, delta), delta=delta,
-                            config=dataclasses.replace(run_config, privacy_mu=full_mu), evaluations=evaluations)
+    context = MethodContext(
+        bounds=encoding.bounds,
+        num_users=int(num_users),
+        num_proxy_users=n_p.pop(),
+        epsilon=gdp_epsilon(full_mu, delta),
+        delta=delta,
+        config=dataclasses.replace(run_config, privacy_mu=full_mu),
+        evaluations=evaluations,
+    )
     seeds = child_seeds([int(options.get("seed", 0)), 2], int(options.get("num_repeats", 3)))
     comparison = compare_in_context(encoding.objective(proxy), context, methods, seeds=seeds, progress=progress)
     return MixedChoice(plans, comparison)
@@ -134,13 +155,20 @@ def run_mixed_selection(
     else:
         K = len(space.configurations())
         batch = full_config.batch_size or full_config.max_batch_size or space.dim + 1
-        context = MethodContext(bounds=encoding.bounds, num_users=0, num_proxy_users=None,
-                                epsilon=gdp_epsilon(config_mu(full_config), delta), delta=delta, config=full_config,
-                                evaluations=float(K * (full_config.num_iterations * batch + 1)))
+        context = MethodContext(
+            bounds=encoding.bounds,
+            num_users=0,
+            num_proxy_users=None,
+            epsilon=gdp_epsilon(config_mu(full_config), delta),
+            delta=delta,
+            config=full_config,
+            evaluations=float(K * (full_config.num_iterations * batch + 1)),
+        )
         candidate = without_proxy(method, loss_clip).resolved(None, context)
     ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=candidate.gdp_mu)
-    run = candidate.run_private(encoding.objective(objective), ledger=ledger, seed=seed, progress=progress,
-                                executor=executor)
+    run = candidate.run_private(
+        encoding.objective(objective), ledger=ledger, seed=seed, progress=progress, executor=executor
+    )
     configuration = encoding.configuration(run.theta)
     released = dataclasses.replace(run, theta=run.theta[: space.dim])  # the relaxed coordinates, as every run's
     if candidate.gdp_mu is not None:
@@ -148,12 +176,19 @@ def run_mixed_selection(
         guarantee = TuneGuarantee(spent, gdp_epsilon(spent, delta), delta)
     else:
         guarantee = TuneGuarantee(math.nan, run.epsilon, delta)
-    configuration_run = ConfigurationRun(configuration, released, run.run_id, run.num_users, full_config, None,
-                                         run.released_score)
+    configuration_run = ConfigurationRun(
+        configuration, released, run.run_id, run.num_users, full_config, None, run.released_score
+    )
     return TuneResult(
-        hyperparameters=encoding.to_natural(run.theta), guarantee=guarantee, runs=[configuration_run], chosen=0,
-        statement=guarantee_statement(ledger, delta), ledger=ledger, score_mu=None, method=run.method,
+        hyperparameters=encoding.to_natural(run.theta),
+        guarantee=guarantee,
+        runs=[configuration_run],
+        chosen=0,
+        statement=guarantee_statement(ledger, delta),
+        ledger=ledger,
+        score_mu=None,
+        method=run.method,
         procedure=f"{run.description.rstrip('.')} (over the public encoding of {len(space.configurations())} "
-                  "configurations)",
+        "configurations)",
         methods=None if choice is None else choice.comparison,
     )

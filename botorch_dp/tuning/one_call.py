@@ -94,8 +94,9 @@ __all__ = ["STRATEGIES", "TUNE_DEFAULTS", "ConfigurationRun", "TuneGuarantee", "
 
 #: DP-GIBO settings of ``tune`` unless given as keywords (those of the README's main example:
 #: a scaled RBF kernel on the unit cube with length-scale 0.2, AdaGrad, losses of order one).
-TUNE_DEFAULTS: dict[str, Any] = dict(num_iterations=10, clip_bound=2.0, step_size=0.2, step_rule="adagrad",
-                                     noise_variance=1e-4)
+TUNE_DEFAULTS: dict[str, Any] = dict(
+    num_iterations=10, clip_bound=2.0, step_size=0.2, step_rule="adagrad", noise_variance=1e-4
+)
 #: How ``tune`` chooses among categorical configurations.
 STRATEGIES = ("enumerate", "sample")
 
@@ -179,8 +180,9 @@ def tune(
     if proxy is not None and num_users is None and isinstance(objective, SearchSpaceObjective):
         num_users = objective.num_users
     if proxy is not None and (num_users is None or isinstance(num_users, bool) or not isinstance(num_users, int)):
-        raise ValueError(f"num_users: planning on a proxy needs n, the number of users of objective (public), "
-                         f"got {num_users!r}.")
+        raise ValueError(
+            f"num_users: planning on a proxy needs n, the number of users of objective (public), got {num_users!r}."
+        )
     if proxy is None and plan_options:
         raise ValueError("plan_options: give proxy= to plan on.")
     if strategy not in STRATEGIES:
@@ -195,49 +197,102 @@ def tune(
     mu_score = mu * math.sqrt(share / K)
     sampled = strategy == "sample" and K > 1 and method == "dp_gibo"
     if sampled and checkpoint_dir is not None:
-        raise ValueError(f"checkpoint_dir={checkpoint_dir!r}: strategy='sample' is not checkpointed (its number of "
-                         "trials and their configurations stay hidden); use strategy='enumerate' to resume.")
+        raise ValueError(
+            f"checkpoint_dir={checkpoint_dir!r}: strategy='sample' is not checkpointed (its number of "
+            "trials and their configurations stay hidden); use strategy='enumerate' to resume."
+        )
     if sampled and trains:
-        raise ValueError("strategy='sample' with an objective that charges DP training runs: the training ledger "
-                         "would count the hidden number of trials. Use strategy='enumerate'.")
+        raise ValueError(
+            "strategy='sample' with an objective that charges DP training runs: the training ledger "
+            "would count the hidden number of trials. Use strategy='enumerate'."
+        )
     own = getattr(objective, "ledger", None) if trains else None
     if ledger is not None and own is not None and ledger is not own:
-        raise ValueError(f"ledger={ledger!r}: the objective records its training runs in objective.ledger; leave "
-                         "ledger out (tune charges that one) or build the objective with ledger=this ledger.")
+        raise ValueError(
+            f"ledger={ledger!r}: the objective records its training runs in objective.ledger; leave "
+            "ledger out (tune charges that one) or build the objective with ledger=this ledger."
+        )
     seeds: Sequence[int | None] = [None] * (K + 1) if seed is None else child_seeds([int(seed)], K + 1)
     base = {**TUNE_DEFAULTS, "kernel": space.recommended_kernel(), **settings}
     mixed: MixedChoice | None = None
     if method != "dp_gibo":  # the plan's recommended method, or a forced one
         if checkpoint_dir is not None:
-            raise ValueError(f"checkpoint_dir={checkpoint_dir!r}: method={method!r} (the planner's method choice or "
-                             "a selection method) is not checkpointed; pass method='dp_gibo' to resume runs.")
+            raise ValueError(
+                f"checkpoint_dir={checkpoint_dir!r}: method={method!r} (the planner's method choice or "
+                "a selection method) is not checkpointed; pass method='dp_gibo' to resume runs."
+            )
         full = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu, target_delta=delta, **base)
         if K == 1:
-            return run_method(method, objective, space, full, proxy=proxy, num_users=num_users,
-                              plan_options=plan_options, ledger=ledger if ledger is not None else own,
-                              loss_clip=loss_clip, seed=seeds[0], progress=progress, executor=executor)
+            return run_method(
+                method,
+                objective,
+                space,
+                full,
+                proxy=proxy,
+                num_users=num_users,
+                plan_options=plan_options,
+                ledger=ledger if ledger is not None else own,
+                loss_clip=loss_clip,
+                seed=seeds[0],
+                progress=progress,
+                executor=executor,
+            )
         if proxy is not None:  # every configuration planned and the methods compared, on public users only
             assert num_users is not None  # checked above
             mixed = choose_mixed_method(
-                proxy, space, DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base),
-                full_mu=mu, score_mu=mu_score, loss_clip=loss_clip, num_users=num_users, plan_options=plan_options,
-                progress=progress)
+                proxy,
+                space,
+                DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base),
+                full_mu=mu,
+                score_mu=mu_score,
+                loss_clip=loss_clip,
+                num_users=num_users,
+                plan_options=plan_options,
+                progress=progress,
+            )
             method = mixed.comparison.recommended_name if method == "auto" else method
         if method != "dp_gibo":
-            return run_mixed_selection(method, objective, space, full, choice=mixed,
-                                       ledger=ledger if ledger is not None else own, loss_clip=loss_clip,
-                                       seed=seeds[0], progress=progress, executor=executor)
+            return run_mixed_selection(
+                method,
+                objective,
+                space,
+                full,
+                choice=mixed,
+                ledger=ledger if ledger is not None else own,
+                loss_clip=loss_clip,
+                seed=seeds[0],
+                progress=progress,
+                executor=executor,
+            )
     # a new ledger holds the procedure to its μ; the sampled selection is calibrated to (ε, δ) itself (an RDP
     # curve that no Gaussian μ budget contains at every order)
-    ledger = ledger if ledger is not None else own if own is not None else \
-        PrivacyLedger(validation_mu_budget=None if sampled else mu)
+    ledger = (
+        ledger
+        if ledger is not None
+        else own
+        if own is not None
+        else PrivacyLedger(validation_mu_budget=None if sampled else mu)
+    )
     run_config = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base)  # bad settings
     checkpoint = None
     if checkpoint_dir is not None:  # the arguments checked against a stored call before anything runs
-        checkpoint = TuneCheckpoint(checkpoint_dir, _arguments(
-            objective, space, epsilon=epsilon, delta=delta, strategy=strategy, selection_share=share,
-            loss_clip=loss_clip, seed=seed, proxy=proxy, num_users=num_users, plan_options=plan_options,
-            config=run_config))
+        checkpoint = TuneCheckpoint(
+            checkpoint_dir,
+            _arguments(
+                objective,
+                space,
+                epsilon=epsilon,
+                delta=delta,
+                strategy=strategy,
+                selection_share=share,
+                loss_clip=loss_clip,
+                seed=seed,
+                proxy=proxy,
+                num_users=num_users,
+                plan_options=plan_options,
+                config=run_config,
+            ),
+        )
     if trains and (checkpoint is None or not any(checkpoint.has_run(k) for k in range(K))):
         # the procedure's most trainings (every evaluation of every run and each scored final point), against
         # the objective's own limits (a DP-SGD target) before anything trains or is released; a resumed call
@@ -247,8 +302,9 @@ def tune(
         if callable(getattr(bound, "check_room", None)):
             bound.check_room(most + (K if K > 1 else 0))
 
-    def run_one(choice: dict[str, Any], run_mu: float, run_seed: int | None, run_ledger: PrivacyLedger,
-                k: int | None = None) -> ConfigurationRun:
+    def run_one(
+        choice: dict[str, Any], run_mu: float, run_seed: int | None, run_ledger: PrivacyLedger, k: int | None = None
+    ) -> ConfigurationRun:
         config = DPGIBOConfig(bounds=space.bounds, privacy_mu=run_mu, target_delta=delta, seed=run_seed, **base)
         plan = None
         run_dir = None if checkpoint is None or k is None else checkpoint.run_dir(k)
@@ -260,23 +316,43 @@ def tune(
                 config = dataclasses.replace(plan.config, seed=run_seed)
             elif proxy is not None:  # public: the proxy's users only; the private run's noise simulated
                 assert num_users is not None  # checked above
-                plan = plan_private_run(configs_objective(proxy, space, choice), config, num_users=num_users,
-                                        progress=progress, **{"choose_method": False, **(plan_options or {})})
+                plan = plan_private_run(
+                    configs_objective(proxy, space, choice),
+                    config,
+                    num_users=num_users,
+                    progress=progress,
+                    **{"choose_method": False, **(plan_options or {})},
+                )
                 config = dataclasses.replace(plan.config, seed=run_seed)
             optimizer = DPGIBO(config, ledger=run_ledger, checkpoint_dir=run_dir)
         result = optimizer.run(configs_objective(objective, space, choice), progress=progress, executor=executor)
         if proxy is not None and optimizer.num_users != num_users:
-            warnings.warn(f"The run was planned for num_users = {num_users}, but objective has {optimizer.num_users} "
-                          "users: the plan simulated other noise than the run drew.", SettingsWarning, stacklevel=3)
+            warnings.warn(
+                f"The run was planned for num_users = {num_users}, but objective has {optimizer.num_users} "
+                "users: the plan simulated other noise than the run drew.",
+                SettingsWarning,
+                stacklevel=3,
+            )
         return ConfigurationRun(choice, result, optimizer.run_id, int(optimizer.num_users or 0), optimizer.config, plan)
 
     if sampled:
         return sample_configurations(
-            objective, space, run_one, epsilon=epsilon, delta=delta, ledger=ledger, mean_trials=mean_trials,
-            selection_share=share, loss_clip=loss_clip, seed=seed, progress=progress,
+            objective,
+            space,
+            run_one,
+            epsilon=epsilon,
+            delta=delta,
+            ledger=ledger,
+            mean_trials=mean_trials,
+            selection_share=share,
+            loss_clip=loss_clip,
+            seed=seed,
+            progress=progress,
         )
-    runs = [run_one(choice, mu_run, seeds[k], ledger, k)
-            for k, choice in enumerate(tqdm(configurations, disable=not progress or K == 1, desc="configurations"))]
+    runs = [
+        run_one(choice, mu_run, seeds[k], ledger, k)
+        for k, choice in enumerate(tqdm(configurations, disable=not progress or K == 1, desc="configurations"))
+    ]
     chosen, run_ids = 0, [r.run_id for r in runs]
     if K > 1:
         selection_id, scores = _choose(objective, space, runs, ledger, mu_score, loss_clip, seeds[K], checkpoint)
@@ -288,33 +364,55 @@ def tune(
     winner = runs[chosen]
     hyperparameters = natural_point(space, winner.result.release.theta, winner.configuration)
     return TuneResult(
-        hyperparameters=hyperparameters, guarantee=TuneGuarantee(spent, gdp_epsilon(spent, delta), delta),
-        runs=runs, chosen=chosen, statement=guarantee_statement(ledger, delta), ledger=ledger,
-        score_mu=mu_score if K > 1 else None, methods=None if mixed is None else mixed.comparison,
+        hyperparameters=hyperparameters,
+        guarantee=TuneGuarantee(spent, gdp_epsilon(spent, delta), delta),
+        runs=runs,
+        chosen=chosen,
+        statement=guarantee_statement(ledger, delta),
+        ledger=ledger,
+        score_mu=mu_score if K > 1 else None,
+        methods=None if mixed is None else mixed.comparison,
     )
 
 
-def _choose(objective: Any, space: SearchSpace, runs: list[ConfigurationRun], ledger: PrivacyLedger,
-            mu_score: float, loss_clip: float, seed: int | None,
-            checkpoint: TuneCheckpoint | None) -> tuple[str, Tensor]:
+def _choose(
+    objective: Any,
+    space: SearchSpace,
+    runs: list[ConfigurationRun],
+    ledger: PrivacyLedger,
+    mu_score: float,
+    loss_clip: float,
+    seed: int | None,
+    checkpoint: TuneCheckpoint | None,
+) -> tuple[str, Tensor]:
     r"""The choice's noisy scores, released once (a resumed call reads them back): ``(run id, scores)``."""
     stored = None if checkpoint is None else checkpoint.selection(len(runs), ledger)
     if stored is not None:
         return stored
     n = runs[0].num_users
     if any(r.num_users != n for r in runs):
-        raise ValueError(f"objective returned {sorted({r.num_users for r in runs})} users across configurations; "
-                         "every configuration must be scored on the same n users.")
-    losses = torch.cat([
-        final_losses(configs_objective(objective, space, r.configuration), r.result.release.theta, n,
-                     f"the final point of configuration {r.configuration}")
-        for r in runs
-    ])
-    mechanism = GaussianScoreMechanism(loss_clip=loss_clip, per_trial_mu=mu_score,
-                                       generator=noise_generator(seed, stacklevel=4))
+        raise ValueError(
+            f"objective returned {sorted({r.num_users for r in runs})} users across configurations; "
+            "every configuration must be scored on the same n users."
+        )
+    losses = torch.cat(
+        [
+            final_losses(
+                configs_objective(objective, space, r.configuration),
+                r.result.release.theta,
+                n,
+                f"the final point of configuration {r.configuration}",
+            )
+            for r in runs
+        ]
+    )
+    mechanism = GaussianScoreMechanism(
+        loss_clip=loss_clip, per_trial_mu=mu_score, generator=noise_generator(seed, stacklevel=4)
+    )
     selection_id = uuid.uuid4().hex
-    with ledger.charge({SCORE_PART: Gaussian(mu_score * math.sqrt(len(runs)))}, run_id=selection_id,
-                       new_run=True) as meter:
+    with ledger.charge(
+        {SCORE_PART: Gaussian(mu_score * math.sqrt(len(runs)))}, run_id=selection_id, new_run=True
+    ) as meter:
         scores = mechanism.release(losses, meter=meter, part=SCORE_PART).scores
     if checkpoint is not None:
         checkpoint.save_selection(selection_id, scores, ledger)
@@ -327,13 +425,17 @@ def _check_objective(name: str, objective: Any, space: SearchSpace) -> None:
     if objective is None and name == "proxy":
         return
     if not callable(objective):
-        raise ValueError(f"{name} must be callable (configurations -> q x n losses) or a TorchModelTuningObjective, "
-                         f"got {type(objective).__name__}.")
+        raise ValueError(
+            f"{name} must be callable (configurations -> q x n losses) or a TorchModelTuningObjective, "
+            f"got {type(objective).__name__}."
+        )
     if isinstance(objective, SearchSpaceObjective):
         other = objective.space
         if other.hyperparameters != space.hyperparameters or other.fixed != space.fixed:
-            raise ValueError(f"{name}.space differs from space: {name}.space is {other.describe()}, space is "
-                             f"{space.describe()}; build the {type(objective).__name__} on the space you tune.")
+            raise ValueError(
+                f"{name}.space differs from space: {name}.space is {other.describe()}, space is "
+                f"{space.describe()}; build the {type(objective).__name__} on the space you tune."
+            )
 
 
 def _training_event(objective: Any, space: SearchSpace) -> Any:
@@ -341,27 +443,44 @@ def _training_event(objective: Any, space: SearchSpace) -> Any:
     planned = getattr(objective, "planned_event", None)
     if not isinstance(objective, SearchSpaceObjective) or planned is None:
         return None
-    return _bound(objective, space.configurations()[0]).planned_event(torch.full((space.dim,), 0.5,
-                                                                              dtype=torch.float64))
+    return _bound(objective, space.configurations()[0]).planned_event(
+        torch.full((space.dim,), 0.5, dtype=torch.float64)
+    )
 
 
 def _bound(objective: Any, choice: dict[str, Any]) -> Any:
     return objective.with_choice(choice) if choice else objective
 
 
-def _arguments(objective: Any, space: SearchSpace, *, config: DPGIBOConfig, seed: int | None, proxy: Any,
-               plan_options: dict[str, Any] | None, **values: Any) -> dict[str, Any]:
+def _arguments(
+    objective: Any,
+    space: SearchSpace,
+    *,
+    config: DPGIBOConfig,
+    seed: int | None,
+    proxy: Any,
+    plan_options: dict[str, Any] | None,
+    **values: Any,
+) -> dict[str, Any]:
     r"""The public description of a call that ``checkpoint_dir`` compares on resume."""
     what: dict[str, Any] = {"kind": type(objective).__qualname__}
     if isinstance(objective, SearchSpaceObjective):
-        what.update(routes=getattr(objective, "routes", None), num_users=objective.num_users,
-                    training_run=repr(_training_event(objective, space)))
+        what.update(
+            routes=getattr(objective, "routes", None),
+            num_users=objective.num_users,
+            training_run=repr(_training_event(objective, space)),
+        )
     settings = config_to_json(dataclasses.replace(config, seed=None))
     for derived in ("bounds", "privacy_mu", "target_delta"):  # from space, epsilon and delta, compared there
         settings.pop(derived)
     settings["kernel"] = kernel_fingerprint(config.kernel) if config.kernel is not None else None
     return {
-        "space": space.describe(), "configurations": space.configurations(), "objective": what, "settings": settings,
-        "seed": seed_digest(seed), "proxy": None if proxy is None else type(proxy).__qualname__,
-        "plan_options": plan_options or {}, **values,
+        "space": space.describe(),
+        "configurations": space.configurations(),
+        "objective": what,
+        "settings": settings,
+        "seed": seed_digest(seed),
+        "proxy": None if proxy is None else type(proxy).__qualname__,
+        "plan_options": plan_options or {},
+        **values,
     }

@@ -18,9 +18,7 @@ from botorch_dp.training.dp_sgd import model_dtype
 __all__ = ["cap_losses", "per_example_cross_entropy", "per_user_error"]
 
 
-def per_example_cross_entropy(
-    model: nn.Module, X: Tensor, y: Tensor, *, loss_cap: float | None = None
-) -> Tensor:
+def per_example_cross_entropy(model: nn.Module, X: Tensor, y: Tensor, *, loss_cap: float | None = None) -> Tensor:
     r"""Cross-entropy of each example under ``model`` (in eval mode, no gradients).
 
     Args:

@@ -70,12 +70,18 @@ def sample_configurations(
     r"""Run the sampled strategy (see the module); ``run_one(choice, μ_run, seed, ledger)`` is
     ``tune``'s DP-GIBO run of one configuration."""
     # calibrated on the ledger's grid of orders, so the ledger's statement of the charged curve is within ε too
-    per_trial_mu = per_trial_mu_for_epsilon(target_epsilon=epsilon, target_delta=delta, mean_trials=mean_trials,
-                                            distribution=DISTRIBUTION, orders=TRAINING_RDP_ORDERS)
+    per_trial_mu = per_trial_mu_for_epsilon(
+        target_epsilon=epsilon,
+        target_delta=delta,
+        mean_trials=mean_trials,
+        distribution=DISTRIBUTION,
+        orders=TRAINING_RDP_ORDERS,
+    )
     run_mu = per_trial_mu * math.sqrt(1.0 - selection_share)
     score_mu = per_trial_mu * math.sqrt(selection_share)
-    rdp = functools.partial(private_selection_rdp, per_trial_mu=per_trial_mu, mean_trials=mean_trials,
-                            distribution=DISTRIBUTION)
+    rdp = functools.partial(
+        private_selection_rdp, per_trial_mu=per_trial_mu, mean_trials=mean_trials, distribution=DISTRIBUTION
+    )
     event = ValidationMechanism(
         f"tune (sample): Papernot & Steinke over K ~ {DISTRIBUTION} with E[K] = {mean_trials:g} DP-GIBO runs, "
         f"each run and its score {per_trial_mu:.4g}-GDP",
@@ -99,8 +105,12 @@ def sample_configurations(
     for k in range(num_trials):
         choice = configurations[int(rng.integers(len(configurations)))]
         run = run_one(choice, run_mu, trial_seeds[k], PrivacyLedger())  # inside the selection's bound
-        losses = final_losses(configs_objective(objective, space, choice), run.result.release.theta, run.num_users,
-                              f"the final point of configuration {choice}")
+        losses = final_losses(
+            configs_objective(objective, space, choice),
+            run.result.release.theta,
+            run.num_users,
+            f"the final point of configuration {choice}",
+        )
         run.noisy_score = score = float(scorer.release(losses).scores[0])
         if best is None or score < best_score:
             best, best_score = run, score
@@ -109,6 +119,11 @@ def sample_configurations(
     hyperparameters = space.to_natural(best.result.release.theta, choice=best.configuration)
     assert isinstance(hyperparameters, dict)  # the natural values of one point (a d-vector)
     return TuneResult(
-        hyperparameters=dict(hyperparameters), guarantee=TuneGuarantee(math.nan, eps, delta), runs=[best], chosen=0,
-        statement=guarantee_statement(ledger, delta), ledger=ledger, score_mu=score_mu,
+        hyperparameters=dict(hyperparameters),
+        guarantee=TuneGuarantee(math.nan, eps, delta),
+        runs=[best],
+        chosen=0,
+        statement=guarantee_statement(ledger, delta),
+        ledger=ledger,
+        score_mu=score_mu,
     )

@@ -50,7 +50,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True)
 class Hyperparameter:
     r"""A continuous hyperparameter with a public range.
@@ -97,8 +96,14 @@ class Hyperparameter:
         return math.log10(float(value)) if self.log_scale else float(value)
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": "continuous", "lower": self.lower, "upper": self.upper,
-                "log_scale": self.log_scale, "target": self.target}
+        return {
+            "name": self.name,
+            "kind": "continuous",
+            "lower": self.lower,
+            "upper": self.upper,
+            "log_scale": self.log_scale,
+            "target": self.target,
+        }
 
 
 class SearchSpace:
@@ -115,8 +120,9 @@ class SearchSpace:
         fixed: Values of categorical hyperparameters fixed for this space (``with_choice``).
     """
 
-    def __init__(self, hyperparameters: Sequence[Hyperparameter | Integer | Categorical],
-                 fixed: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, hyperparameters: Sequence[Hyperparameter | Integer | Categorical], fixed: Mapping[str, Any] | None = None
+    ) -> None:
         self.hyperparameters = tuple(hyperparameters)
         bad = [h for h in self.hyperparameters if not isinstance(h, (Hyperparameter, Integer, Categorical))]
         if bad:
@@ -127,16 +133,19 @@ class SearchSpace:
         self.relaxed = tuple(h for h in self.hyperparameters if not isinstance(h, Categorical))
         self.categoricals = tuple(h for h in self.hyperparameters if isinstance(h, Categorical))
         if not self.relaxed:
-            raise ValueError("A search space needs at least one continuous or integer hyperparameter (a coordinate "
-                             "of θ); with categorical ones only, use private selection among them.")
+            raise ValueError(
+                "A search space needs at least one continuous or integer hyperparameter (a coordinate "
+                "of θ); with categorical ones only, use private selection among them."
+            )
         self.fixed = self._checked_choice(fixed or {}, partial=True)
 
     def _checked_choice(self, choice: Mapping[str, Any], partial: bool = False) -> dict[str, Any]:
         by_name = {h.name: h for h in self.categoricals}
         unknown = [name for name in choice if name not in by_name]
         if unknown:
-            raise ValueError(f"{unknown[0]!r} is not a categorical hyperparameter of the space "
-                             f"(those are {list(by_name)}).")
+            raise ValueError(
+                f"{unknown[0]!r} is not a categorical hyperparameter of the space (those are {list(by_name)})."
+            )
         missing = [name for name in by_name if name not in choice and name not in getattr(self, "fixed", {})]
         if missing and not partial:
             raise ValueError(f"choose a value for the categorical hyperparameter(s) {missing}.")
@@ -230,8 +239,10 @@ class SearchSpace:
 
     def describe(self) -> list[dict[str, Any]]:
         r"""The space as plain values (for a JSON report), fixed categorical values included."""
-        return [{**h.describe(), **({"fixed": self.fixed[h.name]} if h.name in self.fixed else {})}
-                for h in self.hyperparameters]
+        return [
+            {**h.describe(), **({"fixed": self.fixed[h.name]} if h.name in self.fixed else {})}
+            for h in self.hyperparameters
+        ]
 
     def recommended_kernel(self, lengthscale: float = 0.2, outputscale: float = 1.0) -> ScaleKernel:
         r"""A scaled RBF kernel on the unit cube with FIXED, public hyperparameters.
@@ -298,12 +309,15 @@ def keyword_parameters(fn: Callable[..., Any], *, skip_first: bool = False) -> t
         parameters = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return set(), True
-    if skip_first and parameters and parameters[0].kind in (
-        inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD
+    if (
+        skip_first
+        and parameters
+        and parameters[0].kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     ):
         parameters = parameters[1:]
     names = {
-        p.name for p in parameters
+        p.name
+        for p in parameters
         if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     }
     return names, any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
@@ -364,9 +378,10 @@ def default_mlp_space() -> SearchSpace:
     Learning rate in ``[1e-4, 0.3]`` and weight decay in ``[1e-6, 1e-1]`` (both searched
     in ``log10``), dropout in ``[0, 0.5]``. Public, chosen without looking at any data.
     """
-    return SearchSpace([
-        Hyperparameter("lr", 1e-4, 0.3, log_scale=True),
-        Hyperparameter("weight_decay", 1e-6, 1e-1, log_scale=True),
-        Hyperparameter("dropout", 0.0, 0.5),
-    ])
-
+    return SearchSpace(
+        [
+            Hyperparameter("lr", 1e-4, 0.3, log_scale=True),
+            Hyperparameter("weight_decay", 1e-6, 1e-1, log_scale=True),
+            Hyperparameter("dropout", 0.0, 0.5),
+        ]
+    )

@@ -156,7 +156,8 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
                 raise ValueError(
                     "data must be a ClassificationData or a tuple (X_train, y_train, X_val, y_val"
                     f"[, X_test, y_test]), got {type(data).__name__}"
-                    + (f" of length {len(data)}" if isinstance(data, (tuple, list)) else "") + "."
+                    + (f" of length {len(data)}" if isinstance(data, (tuple, list)) else "")
+                    + "."
                 )
             data = ClassificationData(*data)
         if len(data.y_val) < 2:
@@ -190,9 +191,16 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
         self.ledger = ledger if ledger is not None else PrivacyLedger()
         #: The settings given (possibly a target ε); ``run_dp_sgd`` is what every run uses.
         self.dp_sgd = dp_sgd
-        self.run_dp_sgd = None if dp_sgd is None else resolve_dp_sgd(
-            dp_sgd, len(data.y_train), self.training,
-            accountant=self.ledger.training_accountant, eps_error=self.ledger.prv_eps_error,
+        self.run_dp_sgd = (
+            None
+            if dp_sgd is None
+            else resolve_dp_sgd(
+                dp_sgd,
+                len(data.y_train),
+                self.training,
+                accountant=self.ledger.training_accountant,
+                eps_error=self.ledger.prv_eps_error,
+            )
         )
         if noise_seed is not None and dp_sgd is not None:
             warnings.warn(
@@ -262,9 +270,11 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
         """
         free = [h.name for h in self.space.categoricals if h.name not in self.space.fixed]
         if free:
-            raise ValueError(f"space: the categorical hyperparameter(s) {free} are not fixed, so a point θ is no "
-                             "configuration to train; evaluate objective.with_choice({...}) (one configuration of "
-                             "space.configurations()), or call tune(objective, space, ...), which runs each of them.")
+            raise ValueError(
+                f"space: the categorical hyperparameter(s) {free} are not fixed, so a point θ is no "
+                "configuration to train; evaluate objective.with_choice({...}) (one configuration of "
+                "space.configurations()), or call tune(objective, space, ...), which runs each of them."
+            )
         planned = self.planned_run()
         return None if planned is None else DPSGDRun.checked(*planned)
 
@@ -292,8 +302,9 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
 
     def _note_charged(self, tickets: list[TrainingTicket]) -> None:
         super()._note_charged(tickets)
-        self.runs += [TrainingRun(t.run_id, *t.event) for t in tickets
-                      if t.run_id is not None and isinstance(t.event, DPSGDRun)]  # a run id: a DPSGDRun here
+        self.runs += [
+            TrainingRun(t.run_id, *t.event) for t in tickets if t.run_id is not None and isinstance(t.event, DPSGDRun)
+        ]  # a run id: a DPSGDRun here
         parent = self.__dict__.get("_bound_from")
         if parent is not None:  # a with_choice copy: the objective it was bound from counts it too
             parent._note_charged(tickets)
@@ -310,9 +321,15 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
             # an explicit noise_seed was warned about once, in __init__
             warnings.simplefilter("ignore", PrivacyWarning)
             model, history = train_model(
-                lambda: self.model_fn(**model_kwargs), self.data.X_train, self.data.y_train, self.training,
-                optimizer=self.optimizer, optimizer_kwargs=optimizer_kwargs, loss_fn=self.loss_fn,
-                dp_sgd=self.run_dp_sgd, noise_seed=ticket.noise_seed,
+                lambda: self.model_fn(**model_kwargs),
+                self.data.X_train,
+                self.data.y_train,
+                self.training,
+                optimizer=self.optimizer,
+                optimizer_kwargs=optimizer_kwargs,
+                loss_fn=self.loss_fn,
+                dp_sgd=self.run_dp_sgd,
+                noise_seed=ticket.noise_seed,
             )
         if ticket.event is not None and (history is None or not same_event(DPSGDRun(*history), ticket.event)):
             raise RuntimeError(f"Opacus accounted {history} for run {ticket.run_id!r}, charged as {ticket.event}.")
@@ -447,10 +464,17 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
             The new ``TorchModelTuningObjective``.
         """
         kwargs: dict[str, Any] = dict(
-            space=self.space, model_fn=self._given_model_fn, optimizer=self.optimizer,
-            optimizer_kwargs=self.optimizer_kwargs, loss_fn=self._given_loss_fn, training=self.training,
-            dp_sgd=self.run_dp_sgd, noise_seed=self.noise_seed, loss_cap=self.loss_cap,
-            per_example_loss=self.per_example_loss, run_prefix=self.run_prefix,
+            space=self.space,
+            model_fn=self._given_model_fn,
+            optimizer=self.optimizer,
+            optimizer_kwargs=self.optimizer_kwargs,
+            loss_fn=self._given_loss_fn,
+            training=self.training,
+            dp_sgd=self.run_dp_sgd,
+            noise_seed=self.noise_seed,
+            loss_cap=self.loss_cap,
+            per_example_loss=self.per_example_loss,
+            run_prefix=self.run_prefix,
         )
         kwargs.update(overrides)
         ledger = shared_rows_ledger(self, data, overrides)

@@ -62,8 +62,11 @@ def _differences(stored: Any, given: Any, prefix: str = "") -> list[str]:
         out: list[str] = []
         for name in names:
             if isinstance(stored.get(name), dict) and isinstance(given.get(name), dict):
-                out += [f"{name}.{sub}" for sub in sorted(set(stored[name]) | set(given[name]))
-                        if stored[name].get(sub) != given[name].get(sub)]
+                out += [
+                    f"{name}.{sub}"
+                    for sub in sorted(set(stored[name]) | set(given[name]))
+                    if stored[name].get(sub) != given[name].get(sub)
+                ]
             elif stored.get(name) != given.get(name):
                 out.append(name)
         return out
@@ -91,8 +94,10 @@ class TuneCheckpoint:
         if stored is None:
             taken = sorted(p.name for p in self.directory.iterdir())
             if taken:
-                raise ValueError(f"checkpoint_dir {self.directory} is not empty ({taken[:3]}) but holds no "
-                                 f"{ARGUMENTS_FILE}: it is not a tune checkpoint. Give a new or empty directory.")
+                raise ValueError(
+                    f"checkpoint_dir {self.directory} is not empty ({taken[:3]}) but holds no "
+                    f"{ARGUMENTS_FILE}: it is not a tune checkpoint. Give a new or empty directory."
+                )
             save_json(self.directory, ARGUMENTS_FILE, given)
             return
         differ = _differences(stored, given)
@@ -131,7 +136,12 @@ class TuneCheckpoint:
 
     def save_selection(self, selection_id: str, scores: Tensor, ledger: PrivacyLedger) -> None:
         r"""Store the released scores and the ledger right after the release."""
-        save_json(self.directory, SELECTION_FILE, {
-            "selection_id": selection_id, "scores": [float(s).hex() for s in scores.tolist()],
-            "ledger": ledger.state_dict(),
-        })
+        save_json(
+            self.directory,
+            SELECTION_FILE,
+            {
+                "selection_id": selection_id,
+                "scores": [float(s).hex() for s in scores.tolist()],
+                "ledger": ledger.state_dict(),
+            },
+        )

@@ -24,8 +24,16 @@ from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.statement import GuaranteeStatement
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 
-__all__ = ["SCORE_PART", "ConfigsObjective", "ConfigurationRun", "TuneGuarantee", "TuneObjective", "TuneResult",
-           "configs_objective", "final_losses"]
+__all__ = [
+    "SCORE_PART",
+    "ConfigsObjective",
+    "ConfigurationRun",
+    "TuneGuarantee",
+    "TuneObjective",
+    "TuneResult",
+    "configs_objective",
+    "final_losses",
+]
 
 #: What ``tune`` takes as ``objective`` (and ``proxy``): configurations ↦ losses, or a θ-objective.
 TuneObjective = Callable[[list[dict[str, Any]]], Any] | SearchSpaceObjective
@@ -95,20 +103,35 @@ class TuneResult:
     def guarantee_report(self) -> str:
         r"""What was protected, in plain words (``GuaranteeStatement``), after this procedure's own line."""
         g = self.guarantee
-        how = (f"by {self.procedure}" if self.procedure is not None else
-               f"over {len(self.runs)} configuration(s) (mu = {g.mu:.4g} Gaussian DP)" if math.isfinite(g.mu) else
-               "by Papernot–Steinke selection over a hidden number of sampled runs (RDP)")
-        return (f"tune: (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})-DP for the validation users {how}\n"
-                f"{self.statement}")
+        how = (
+            f"by {self.procedure}"
+            if self.procedure is not None
+            else f"over {len(self.runs)} configuration(s) (mu = {g.mu:.4g} Gaussian DP)"
+            if math.isfinite(g.mu)
+            else "by Papernot–Steinke selection over a hidden number of sampled runs (RDP)"
+        )
+        return (
+            f"tune: (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})-DP for the validation users {how}\n"
+            f"{self.statement}"
+        )
 
     def to_json(self, path: str | None = None) -> str:
         r"""The released hyperparameters, scores and guarantee as strict JSON (no noise seed)."""
         out = {
             "hyperparameters": self.hyperparameters,
-            "guarantee": {"mu": self.guarantee.mu if math.isfinite(self.guarantee.mu) else None,
-                          "epsilon": self.guarantee.epsilon, "delta": self.guarantee.delta},
-            "configurations": [{"configuration": r.configuration, "noisy_score": r.noisy_score,
-                                "theta": r.result.release.theta.tolist()} for r in self.runs],
+            "guarantee": {
+                "mu": self.guarantee.mu if math.isfinite(self.guarantee.mu) else None,
+                "epsilon": self.guarantee.epsilon,
+                "delta": self.guarantee.delta,
+            },
+            "configurations": [
+                {
+                    "configuration": r.configuration,
+                    "noisy_score": r.noisy_score,
+                    "theta": r.result.release.theta.tolist(),
+                }
+                for r in self.runs
+            ],
             "chosen": self.chosen,
             "method": self.method,
             "statement": self.statement.to_dict(),
@@ -127,8 +150,9 @@ class ConfigsObjective:
     whenever ``objective`` does.
     """
 
-    def __init__(self, objective: Callable[[list[dict[str, Any]]], Any], space: SearchSpace,
-                 choice: dict[str, Any]) -> None:
+    def __init__(
+        self, objective: Callable[[list[dict[str, Any]]], Any], space: SearchSpace, choice: dict[str, Any]
+    ) -> None:
         self.objective, self.space, self.choice = objective, space, dict(choice)
 
     def __call__(self, X: Tensor) -> Tensor:

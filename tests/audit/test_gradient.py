@@ -14,8 +14,9 @@ def test_the_overflow_row_catches_the_old_clipping_rule(monkeypatch):
         """The pre-fix rule: W @ y overflows to inf on D′, and inf · (B/inf) = NaN."""
         G = (W @ torch.cat(list(blocks))).transpose(0, 1)
         scale = (bound / G.norm(dim=-1, keepdim=True)).clamp(max=1.0)
-        return ClippedSum(total=(G * scale).sum(0), bound=float(bound), num_users=G.shape[0],
-                          num_clipped=int((scale < 1).sum()))
+        return ClippedSum(
+            total=(G * scale).sum(0), bound=float(bound), num_users=G.shape[0], num_clipped=int((scale < 1).sum())
+        )
 
     monkeypatch.setattr(users, "clipped_sum", unsafe)  # where the in-memory users look it up
     broken = audit_gradient_release(num_runs=300, overflow=True, seed=0)

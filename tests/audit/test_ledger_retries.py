@@ -25,8 +25,14 @@ from botorch_dp.optim import DPGIBO
 from botorch_dp.privacy import PrivacyLedger
 
 SETTINGS = dict(
-    privacy_mu=1.8, max_iterations=3, norm_mu_fraction=0.9, max_step_mu=0.6, room_mu=0.56,
-    refusal_probability=0.98, num_users=5, clip_bound=1.0,
+    privacy_mu=1.8,
+    max_iterations=3,
+    norm_mu_fraction=0.9,
+    max_step_mu=0.6,
+    room_mu=0.56,
+    refusal_probability=0.98,
+    num_users=5,
+    clip_bound=1.0,
 )
 
 

@@ -51,10 +51,21 @@ LEAK = [name for name in SOUND if name != "exponential_selection"]
 
 def test_the_registry_lists_every_row_in_order():
     assert list(ROWS) == [
-        "gradient_release", "gradient_release_overflow", "gradient_release_os_entropy", "dp_gibo_loop",
-        "adaptive_norm_release", "noisy_gd_adaptive_norm", "adaptive_norm_tight_ledger", "exponential_selection",
-        "projected_gradient_release", "private_preconditioner", "adaptive_clip_count",
-        "private_random_search_score", "dp_hypo_score", "amp_release", "tune_choice_score",
+        "gradient_release",
+        "gradient_release_overflow",
+        "gradient_release_os_entropy",
+        "dp_gibo_loop",
+        "adaptive_norm_release",
+        "noisy_gd_adaptive_norm",
+        "adaptive_norm_tight_ledger",
+        "exponential_selection",
+        "projected_gradient_release",
+        "private_preconditioner",
+        "adaptive_clip_count",
+        "private_random_search_score",
+        "dp_hypo_score",
+        "amp_release",
+        "tune_choice_score",
     ]
     assert set(TRUE_MU) == set(SOUND)
     assert all(4 <= row.quick_runs < row.full_runs for row in ROWS.values())

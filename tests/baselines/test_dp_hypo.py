@@ -104,8 +104,16 @@ def test_projection_refuses_bad_input():
 
 # ------------------------------------------------------------------------ the search
 def _run(ratio, seed, **kw):
-    settings = dict(mean_trials=10.0, per_trial_mu=1e6, loss_clip=30.0, ratio_bound=ratio, distribution="poisson",
-                    num_candidates=128, refit_every=8, seed=seed)
+    settings = dict(
+        mean_trials=10.0,
+        per_trial_mu=1e6,
+        loss_clip=30.0,
+        ratio_bound=ratio,
+        distribution="poisson",
+        num_candidates=128,
+        refit_every=8,
+        seed=seed,
+    )
     settings.update(kw)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)
@@ -221,8 +229,16 @@ def test_ledger_is_charged_before_the_first_evaluation():
         raise RuntimeError("objective failed")
 
     with pytest.raises(RuntimeError, match="objective failed"):
-        dp_hypo(failing, BOUNDS, mean_trials=5.0, per_trial_mu=0.5, loss_clip=1.0, ratio_bound=2.0,
-                ledger=ledger, run_id="hypo-1")
+        dp_hypo(
+            failing,
+            BOUNDS,
+            mean_trials=5.0,
+            per_trial_mu=0.5,
+            loss_clip=1.0,
+            ratio_bound=2.0,
+            ledger=ledger,
+            run_id="hypo-1",
+        )
     assert len(calls) == 1 and list(ledger.validation_mechanisms) == [("hypo-1", LEDGER_KEY)]
     assert not ledger.training_run_ids()  # the validation users pay, not the training data
 
@@ -235,8 +251,10 @@ def test_ledger_is_charged_before_the_first_evaluation():
 
     # the validation mu budget filter refuses the run before anything is evaluated exactly
     # when its curve exceeds alpha B^2/2 at some grid order (alpha = 1.1 here)
-    curve = [max(dp_hypo_rdp(a, per_trial_mu=0.5, mean_trials=5.0, ratio_upper=2.0, ratio_lower=0.5), 0.0)
-             for a in DEFAULT_RDP_ORDERS]
+    curve = [
+        max(dp_hypo_rdp(a, per_trial_mu=0.5, mean_trials=5.0, ratio_upper=2.0, ratio_lower=0.5), 0.0)
+        for a in DEFAULT_RDP_ORDERS
+    ]
     needed = max(math.sqrt(2.0 * c / a) for c, a in zip(curve, DEFAULT_RDP_ORDERS, strict=True))
     tight = PrivacyLedger(validation_mu_budget=0.99 * needed)
     calls.clear()
@@ -280,8 +298,9 @@ def test_dp_hypo_and_a_gaussian_step_compose_on_the_validation_side():
 
 
 def test_seed_warns_and_default_draws_from_os_entropy():
-    kw = dict(mean_trials=30.0, per_trial_mu=0.3, loss_clip=30.0, ratio_bound=1.0, distribution="poisson",
-              num_candidates=4096)
+    kw = dict(
+        mean_trials=30.0, per_trial_mu=0.3, loss_clip=30.0, ratio_bound=1.0, distribution="poisson", num_candidates=4096
+    )
     with pytest.warns(PrivacyWarning, match="reproducible"):
         a = dp_hypo(quadratic, BOUNDS, seed=1, **kw)
     with warnings.catch_warnings():
@@ -296,8 +315,16 @@ def test_seed_warns_and_default_draws_from_os_entropy():
 def test_poisson_with_zero_trials_returns_the_fallback_without_evaluating():
     calls = []
     objective = lambda X: calls.append(X) or torch.zeros(X.shape[0], 3, dtype=torch.float64)
-    res = dp_hypo(objective, BOUNDS, mean_trials=1e-9, per_trial_mu=0.1, loss_clip=1.0, ratio_bound=2.0,
-                  distribution="poisson", fallback=torch.tensor([0.5, -0.5]))
+    res = dp_hypo(
+        objective,
+        BOUNDS,
+        mean_trials=1e-9,
+        per_trial_mu=0.1,
+        loss_clip=1.0,
+        ratio_bound=2.0,
+        distribution="poisson",
+        fallback=torch.tensor([0.5, -0.5]),
+    )
     assert res.num_evaluations == 0 and not calls
     torch.testing.assert_close(res.theta, torch.tensor([0.5, -0.5], dtype=torch.float64))
 
@@ -334,4 +361,3 @@ def test_bad_arguments_are_refused_before_anything_is_evaluated(override, name):
     with pytest.raises(ValueError, match=name):
         dp_hypo(objective, BOUNDS, **kw)
     assert not calls
-

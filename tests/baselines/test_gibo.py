@@ -16,8 +16,14 @@ from botorch_dp.problems import NormalLocation
 def test_gibo_wrapper_equals_dp_gibo_with_infinite_mu():
     problem = NormalLocation(dim=2, num_users=20, seed=1)
     kwargs = dict(
-        num_iterations=3, clip_bound=5.0, step_size=0.3, batch_size=3, seed=4,
-        theta0=problem.default_theta0(), raw_samples=16, num_restarts=1,
+        num_iterations=3,
+        clip_bound=5.0,
+        step_size=0.3,
+        batch_size=3,
+        seed=4,
+        theta0=problem.default_theta0(),
+        raw_samples=16,
+        num_restarts=1,
     )
     res = gibo(problem, problem.bounds, kernel=problem.recommended_kernel(), **kwargs)
     ref = DPGIBO(
@@ -35,8 +41,14 @@ def test_gibo_wrapper_equals_dp_gibo_with_infinite_mu():
 def test_from_dp_gibo_result_keeps_the_guarantee():
     problem = NormalLocation(dim=2, num_users=20, seed=1)
     config = DPGIBOConfig(
-        bounds=problem.bounds, kernel=problem.recommended_kernel(), num_iterations=2, privacy_mu=0.5,
-        clip_bound=1.0, batch_size=2, raw_samples=16, num_restarts=1,
+        bounds=problem.bounds,
+        kernel=problem.recommended_kernel(),
+        num_iterations=2,
+        privacy_mu=0.5,
+        clip_bound=1.0,
+        batch_size=2,
+        raw_samples=16,
+        num_restarts=1,
     )
     res = from_dp_gibo_result(DPGIBO(config).run(problem, progress=False))
     assert res.guarantee.mu == pytest.approx(0.5)

@@ -17,7 +17,12 @@ from botorch_dp.problems import HuberRegression, NormalLocation
 def test_noisy_gd_without_noise_converges_to_sample_mean():
     problem = NormalLocation(dim=3, num_users=30, seed=0)
     res = noisy_gradient_descent(
-        problem, problem.bounds, num_iterations=60, clip_bound=100.0, step_size=0.5, privacy_mu=math.inf,
+        problem,
+        problem.bounds,
+        num_iterations=60,
+        clip_bound=100.0,
+        step_size=0.5,
+        privacy_mu=math.inf,
         theta0=problem.default_theta0(),
     )
     assert res.guarantee is None
@@ -30,7 +35,12 @@ def test_noisy_gd_without_noise_finds_huber_optimum():
     problem = HuberRegression(seed=0)
     # per-user gradients have norm <= c·sqrt(2), so B = 1.5 clips nothing
     res = noisy_gradient_descent(
-        problem, problem.bounds, num_iterations=400, clip_bound=1.5, step_size=0.5, privacy_mu=math.inf,
+        problem,
+        problem.bounds,
+        num_iterations=400,
+        clip_bound=1.5,
+        step_size=0.5,
+        privacy_mu=math.inf,
         theta0=problem.default_theta0(),
     )
     torch.testing.assert_close(res.theta, problem.optimum, atol=1e-6, rtol=0)
@@ -58,7 +68,12 @@ def test_noisy_gd_clips_per_user_gradients():
     oracle = lambda X: big.expand(X.shape[0], n, d)
     bounds = torch.tensor([[-100.0] * d, [100.0] * d], dtype=torch.float64)
     res = noisy_gradient_descent(
-        oracle, bounds, num_iterations=2, clip_bound=0.5, step_size=1.0, privacy_mu=math.inf,
+        oracle,
+        bounds,
+        num_iterations=2,
+        clip_bound=0.5,
+        step_size=1.0,
+        privacy_mu=math.inf,
         theta0=torch.zeros(d, dtype=torch.float64),
     )
     torch.testing.assert_close(

@@ -30,7 +30,12 @@ def _constant(X: torch.Tensor) -> torch.Tensor:
 
 def _run(seed: int, **kwargs):
     settings: dict[str, Any] = dict(
-        num_iterations=60, clip_bound=B, step_size=1e-3, privacy_mu=1.0, seed=seed, noise_schedule="adaptive_norm",
+        num_iterations=60,
+        clip_bound=B,
+        step_size=1e-3,
+        privacy_mu=1.0,
+        seed=seed,
+        noise_schedule="adaptive_norm",
         norm_mu_fraction=0.5,
     )
     settings.update(kwargs)
@@ -86,8 +91,17 @@ def test_evaluated_selection_is_charged_and_the_split_is_exact(selection):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = noisy_gradient_descent(
-            problem, problem.bounds, num_iterations=12, clip_bound=1.0, step_size=0.3, privacy_mu=1.0, seed=1,
-            theta0=problem.default_theta0(), selection=selection, loss_clip=5.0, **extra,
+            problem,
+            problem.bounds,
+            num_iterations=12,
+            clip_bound=1.0,
+            step_size=0.3,
+            privacy_mu=1.0,
+            seed=1,
+            theta0=problem.default_theta0(),
+            selection=selection,
+            loss_clip=5.0,
+            **extra,
         )
     mu_sel = pure_dp_to_gdp_mu(0.5) if selection == "exponential" else 0.4
     x = res.history.extras
@@ -160,7 +174,13 @@ def test_quantile_clipping_tracks_the_median_norm_through_the_same_strategy_as_d
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # seeded noise warns
         res = noisy_gradient_descent(
-            _spread, BOUNDS, num_iterations=60, step_size=1e-3, privacy_mu=50.0, seed=0, noise_schedule=schedule,
+            _spread,
+            BOUNDS,
+            num_iterations=60,
+            step_size=1e-3,
+            privacy_mu=50.0,
+            seed=0,
+            noise_schedule=schedule,
             clip_bound=QuantileClip(bound=1.0, quantile=0.5, learning_rate=0.2, fraction=0.1),
         )
     x = res.history.extras

@@ -17,9 +17,7 @@ from botorch_dp.problems import NormalLocation
 def test_private_random_search_without_noise_picks_the_best_trial():
     problem = NormalLocation(dim=2, num_users=25, seed=2)
     with pytest.warns(PrivacyWarning, match="reproducible"):
-        res = private_random_search(
-            problem, problem.bounds, mean_trials=30.0, per_trial_mu=1e9, loss_clip=1e3, seed=5
-        )
+        res = private_random_search(problem, problem.bounds, mean_trials=30.0, per_trial_mu=1e9, loss_clip=1e3, seed=5)
     K = res.num_evaluations
     assert K >= 1 and not res.history.public
     # same seed -> same uniform candidates as random search; noise std C/(nμ₀) = 4e-8 is negligible

@@ -47,7 +47,14 @@ def mixed_quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("mixed")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the seeded runs' PrivacyWarning, optimiser warnings
-        result = run_experiment("mixed", settings, out, progress=False,
-                                command="python -m benchmarks run mixed --quick", threads=1)
-    return {"settings": settings, "context": result["context"], "runs": result["runs"], "out": out,
-            "jobs": mixed.experiment_jobs(settings, result["context"]), "result": result}
+        result = run_experiment(
+            "mixed", settings, out, progress=False, command="python -m benchmarks run mixed --quick", threads=1
+        )
+    return {
+        "settings": settings,
+        "context": result["context"],
+        "runs": result["runs"],
+        "out": out,
+        "jobs": mixed.experiment_jobs(settings, result["context"]),
+        "result": result,
+    }

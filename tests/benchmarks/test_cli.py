@@ -111,17 +111,22 @@ def test_store_accepts_a_field_added_later_only_at_its_default(tmp_path):
     old.add(key, run)
     defaults = {"a": 1, "new": (3, 4)}
     # the code gained a field "new": at its default the file's runs and keys stay valid
-    grown = RunStore(path, {"experiment": "x", "settings": {"a": 1, "new": (3, 4)}, "context": {"c": 2}},
-                     added_field_defaults=defaults)
+    grown = RunStore(
+        path,
+        {"experiment": "x", "settings": {"a": 1, "new": (3, 4)}, "context": {"c": 2}},
+        added_field_defaults=defaults,
+    )
     assert grown.get(grown.key("dp", {"seed": 0})) == run and grown.key("dp", {"seed": 0}) == key
     grown.add(grown.key("dp", {"seed": 1}), run)
     assert len(RunStore(path, {"experiment": "x", "settings": {"a": 1}, "context": {"c": 2}})) == 2
     # anything else is still another experiment: the new field elsewhere than its default,
     # no defaults given, another changed field, another context
-    for settings, context, given in [({"a": 1, "new": [5]}, {"c": 2}, defaults),
-                                     ({"a": 1, "new": [3, 4]}, {"c": 2}, None),
-                                     ({"a": 2, "new": [3, 4]}, {"c": 2}, defaults),
-                                     ({"a": 1, "new": [3, 4]}, {"c": 3}, defaults)]:
+    for settings, context, given in [
+        ({"a": 1, "new": [5]}, {"c": 2}, defaults),
+        ({"a": 1, "new": [3, 4]}, {"c": 2}, None),
+        ({"a": 2, "new": [3, 4]}, {"c": 2}, defaults),
+        ({"a": 1, "new": [3, 4]}, {"c": 3}, defaults),
+    ]:
         with pytest.raises(ValueError, match="other settings"):
             RunStore(path, {"experiment": "x", "settings": settings, "context": context}, added_field_defaults=given)
     # a field the code dropped is a difference too
@@ -184,14 +189,26 @@ def test_run_jobs_resumes_from_the_store_after_a_failure(tmp_path):
 
 def test_cli_paper_agrees_with_the_harness_and_resumes(tmp_path, capsys):
     # one torch thread, as the harness's quick reproduction (torch's sums depend on the thread count)
-    argv = ["run", "paper", "--quick", "--set", "only=normal,huber", "--out", str(tmp_path), "--no-progress",
-            "--threads", "1"]
+    argv = [
+        "run",
+        "paper",
+        "--quick",
+        "--set",
+        "only=normal,huber",
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+        "--threads",
+        "1",
+    ]
     first = main(argv)
     assert first["ran"] == len(first["runs"]) > 0 and first["stored"] == 0
     harness = [r for r in quick_reproduction()["runs"] if r.experiment in ("normal", "huber")]
     assert _strip_wall(first["runs"]) == _strip_wall(harness)
     assert (tmp_path / "results.md").exists() and json.loads((tmp_path / "runs.json").read_text())["only"] == [
-        "normal", "huber"]
+        "normal",
+        "huber",
+    ]
     again = main(argv)
     assert again["ran"] == 0 and again["stored"] == len(first["runs"])
     assert again["runs"] == _as_stored(first["runs"])
@@ -229,16 +246,27 @@ def test_cli_on_a_dask_cluster_gives_the_serial_runs(tmp_path):
 
 def test_module_entry_point_lists_the_experiments():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-m", "benchmarks", "list"], capture_output=True, text=True,
-                         env=env, cwd=ROOT, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "list"], capture_output=True, text=True, env=env, cwd=ROOT, check=True
+    ).stdout
     assert [line.split()[0] for line in out.splitlines()] == list(EXPERIMENTS)
 
 
 def test_cli_amp_runs_within_budget_and_resumes(tmp_path):
     from botorch_dp.privacy.analysis.gdp import gdp_mu
 
-    argv = ["run", "amp", "--quick", "--set", "datasets=breast_cancer", "--set", "methods=amp_calibrated,dp_gibo",
-            "--out", str(tmp_path), "--no-progress"]
+    argv = [
+        "run",
+        "amp",
+        "--quick",
+        "--set",
+        "datasets=breast_cancer",
+        "--set",
+        "methods=amp_calibrated,dp_gibo",
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+    ]
     first = main(argv)
     (eps,) = first["context"]["per_epsilon"]
     assert sorted(r.method for r in first["runs"]) == ["amp_calibrated", "dp_gibo"]

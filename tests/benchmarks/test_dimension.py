@@ -112,6 +112,7 @@ def test_theta0_pilot_sets_only_dp_gibos_clip_bound(monkeypatch):
         def private_random_search(*args, loss_clip, **kwargs):
             clips[name] = loss_clip
             return real(*args, loss_clip=loss_clip, **kwargs)
+
         return private_random_search
 
     real = D.private_random_search
@@ -125,6 +126,7 @@ def test_theta0_pilot_sets_only_dp_gibos_clip_bound(monkeypatch):
     assert clips["both"] == clips["uniform"] == context["pilot"]["3"]["loss_clip"]  # C from the uniform pilot
     assert clips["theta0"] != clips["both"]
 
+
 def test_method_limits_only_select_jobs(tmp_path):
     # raising a method's d limit adds its cells to the same store; every earlier run is reused
     from benchmarks.cli import main
@@ -132,22 +134,27 @@ def test_method_limits_only_select_jobs(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         first = main(["run", "dimension", "--quick", "--out", str(tmp_path), "--no-progress"])
-        more = main(["run", "dimension", "--quick", "--set", "ucb_bo_max_dim=3", "--out", str(tmp_path),
-                     "--no-progress"])
+        more = main(
+            ["run", "dimension", "--quick", "--set", "ucb_bo_max_dim=3", "--out", str(tmp_path), "--no-progress"]
+        )
     assert first["ran"] == len(first["runs"]) and more["stored"] == first["ran"]
     added = [r for r in more["runs"] if r not in first["runs"]]
     assert more["ran"] == len(added) >= 1 and {(r.setting, r.extra["key"]) for r in added} == {(3, "ucb_bo")}
 
 
 def test_dp_hypo_batched_from_sets_the_jobs_density_cadence():
-    s = dataclasses.replace(D.quick_settings(), dims=(2, 3), high_dim_from=0, dp_hypo_max_dim=3,
-                            dp_hypo_batched_from=3)
-    jobs = {(j.kwargs["dim"], j.kwargs["seed"]): j.kwargs for j in D.experiment_jobs(s, {})
-            if j.kwargs.get("method") == "dp_hypo"}
+    s = dataclasses.replace(D.quick_settings(), dims=(2, 3), high_dim_from=0, dp_hypo_max_dim=3, dp_hypo_batched_from=3)
+    jobs = {
+        (j.kwargs["dim"], j.kwargs["seed"]): j.kwargs
+        for j in D.experiment_jobs(s, {})
+        if j.kwargs.get("method") == "dp_hypo"
+    }
     assert jobs[(2, 0)] == dict(dim=2, seed=0, method="dp_hypo")  # per trial: the key of a per-trial run
-    assert jobs[(3, 0)] == dict(dim=3, seed=0, method="dp_hypo", density_update_every=4,
-                                max_points=s.dp_hypo_batched_max_points)
+    assert jobs[(3, 0)] == dict(
+        dim=3, seed=0, method="dp_hypo", density_update_every=4, max_points=s.dp_hypo_batched_max_points
+    )
     assert {"dp_hypo_batched_from", "dp_hypo_batched_max_points"} <= set(D.SELECTION_FIELDS)
     unfit = dataclasses.replace(s, dp_hypo_batched_max_points=0)
     assert [j.kwargs for j in D.experiment_jobs(unfit, {}) if j.kwargs.get("method") == "dp_hypo"][-1] == dict(
-        dim=3, seed=0, method="dp_hypo", density_update_every=4)
+        dim=3, seed=0, method="dp_hypo", density_update_every=4
+    )

@@ -17,8 +17,9 @@ from botorch_dp.baselines import random_search
 @pytest.fixture(scope="module")
 def quick_cli(tmp_path_factory):
     out = tmp_path_factory.mktemp("e1")
-    result = main(["run", "e1", "--quick", "--set", "variants=centred", "--set", "seeds=0", "--out", str(out),
-                   "--no-progress"])
+    result = main(
+        ["run", "e1", "--quick", "--set", "variants=centred", "--set", "seeds=0", "--out", str(out), "--no-progress"]
+    )
     return result, out
 
 
@@ -32,7 +33,10 @@ def test_cli_runs_are_the_investigations_runs(quick_cli):
     (direct,) = e1.run_seed(settings, "centred", 0, clip, ("DP-GIBO (μ=1)",))
     run = gibo["DP-GIBO (μ=1)"]
     assert (run.final_loss, run.num_evaluations, run.extra["clip"]) == (
-        direct["final_loss"], direct["num_evaluations"], clip)
+        direct["final_loss"],
+        direct["num_evaluations"],
+        clip,
+    )
 
 
 def test_random_search_curve_is_the_packages_random_search(quick_cli):
@@ -40,8 +44,9 @@ def test_random_search_curve_is_the_packages_random_search(quick_cli):
     (rs,) = [r for r in result["runs"] if r.method.startswith("random")]
     settings = e1.quick_settings()
     problem, _ = e1.make_problem(settings, e1.VARIANTS["centred"], 0)
-    direct = iterate_curve(problem, random_search(problem, problem.bounds, num_evaluations=settings.rs_budget,
-                                                  seed=0))[1]
+    direct = iterate_curve(problem, random_search(problem, problem.bounds, num_evaluations=settings.rs_budget, seed=0))[
+        1
+    ]
     assert len(rs.losses) == settings.rs_budget
     torch.testing.assert_close(torch.tensor(rs.losses), torch.tensor(direct))
 

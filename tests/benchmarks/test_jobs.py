@@ -20,8 +20,18 @@ def fake_run_job(kind: str, kwargs: dict) -> Run:
     """A deterministic job: its loss depends on its seed and on the budget it was given."""
     budget = kwargs.get("budget", 10)
     loss = kwargs["seed"] + 1.0 / budget
-    return Run(kwargs["experiment"], kwargs["method"], kwargs["seed"], kwargs["setting"], [0, budget], [1.0, loss],
-               loss, budget + kwargs["seed"], 0.0, extra={"kind": kind})
+    return Run(
+        kwargs["experiment"],
+        kwargs["method"],
+        kwargs["seed"],
+        kwargs["setting"],
+        [0, budget],
+        [1.0, loss],
+        loss,
+        budget + kwargs["seed"],
+        0.0,
+        extra={"kind": kind},
+    )
 
 
 def _fake_jobs() -> list[Job]:
@@ -79,8 +89,10 @@ def test_unstored_jobs_follow_the_dag_through_the_store(tmp_path):
 
 
 def test_unsatisfiable_dependencies_raise():
-    jobs = [Job("a", "dp", dict(experiment="x", method="m", seed=0, setting=None), budget_from=1),
-            Job("b", "dp", dict(experiment="x", method="m", seed=1, setting=None), budget_from=0)]
+    jobs = [
+        Job("a", "dp", dict(experiment="x", method="m", seed=0, setting=None), budget_from=1),
+        Job("b", "dp", dict(experiment="x", method="m", seed=1, setting=None), budget_from=0),
+    ]
     with cf.ThreadPoolExecutor(max_workers=1) as pool, pytest.raises(RuntimeError, match="cannot be satisfied"):
         run_jobs(jobs, fake_run_job, executor=pool, progress=False)
 

@@ -44,7 +44,8 @@ def test_every_method_of_a_seed_runs_with_tunes_budget(quick):
         mine = [r for r in runs if r.seed == seed]
         assert {(r.method, r.setting) for r in mine} == (
             {(m, e) for m in mixed.PRIVATE_METHODS for e in s.epsilons}
-            | {(m, math.inf) for m in mixed.REFERENCE_METHODS})
+            | {(m, math.inf) for m in mixed.REFERENCE_METHODS}
+        )
         assert {r.num_evaluations for r in mine} == {budget}
         tune_runs = [r for r in mine if r.method == mixed.TUNE]
         assert all(r.extra["trainings"] == budget for r in tune_runs)  # tune trained exactly what it counted

@@ -27,8 +27,11 @@ def test_report_cells_are_recomputed_from_the_stored_runs(mixed_quick):
     md = (out / mr.REPORT_MD).read_text()
     for method in mt.METHODS:
         for key, cell in data["cells"][method].items():
-            values = [r.extra["test_loss"] for r in stored if r.method == method
-                      and (r.epsilon is None if key == "inf" else f"{float(r.setting):g}" == key)]
+            values = [
+                r.extra["test_loss"]
+                for r in stored
+                if r.method == method and (r.epsilon is None if key == "inf" else f"{float(r.setting):g}" == key)
+            ]
             assert len(values) == len(s.seeds) and cell["seeds"] == sorted(s.seeds)
             assert cell["mean"] == pytest.approx(statistics.fmean(values), rel=1e-12)
             assert cell["se"] == pytest.approx(statistics.stdev(values) / math.sqrt(len(values)), rel=1e-12)
@@ -47,8 +50,21 @@ def _runs(tune_losses, prs_losses, eps=3.0):
     runs = []
     for seed, (a, b) in enumerate(zip(tune_losses, prs_losses, strict=True)):
         for method, loss in ((mt.TUNE, a), (mt.PRIVATE_RS, b)):
-            runs.append(Run("mixed", method, seed, eps, [1], [loss], loss, 1.0, 0.0, epsilon=eps,
-                            extra={"test_loss": loss, "test_accuracy": 0.5}))
+            runs.append(
+                Run(
+                    "mixed",
+                    method,
+                    seed,
+                    eps,
+                    [1],
+                    [loss],
+                    loss,
+                    1.0,
+                    0.0,
+                    epsilon=eps,
+                    extra={"test_loss": loss, "test_accuracy": 0.5},
+                )
+            )
     return runs
 
 
@@ -70,8 +86,11 @@ def test_the_goal_needs_a_lower_mean_and_seven_paired_wins_of_ten():
 @pytest.mark.slow
 def test_a_partial_store_renders_with_the_seeds_each_cell_has(mixed_quick, tmp_path):
     lines = (mixed_quick["out"] / "runs-mixed.jsonl").read_text().splitlines()
-    kept = [lines[0]] + [line for line in lines[1:] if json.loads(line)["run"]["seed"] == 0
-                         or json.loads(line)["run"]["method"] == mt.TUNE]
+    kept = [lines[0]] + [
+        line
+        for line in lines[1:]
+        if json.loads(line)["run"]["seed"] == 0 or json.loads(line)["run"]["method"] == mt.TUNE
+    ]
     (tmp_path / "runs-mixed.jsonl").write_text("\n".join(kept) + "\n")
     md = mr.render_store(tmp_path, note="test").read_text()
     data = json.loads((tmp_path / mr.REPORT_JSON).read_text())

@@ -33,8 +33,10 @@ def test_the_encoding_gives_each_choice_an_equal_share_of_its_coordinate():
     X[:, d] = torch.tensor([0.0, 0.4999, 0.5, 0.9999, 1.0], dtype=torch.float64)
     assert enc.indices(X)[:, 0].tolist() == [0, 0, 1, 1, 1]
     for row in torch.cartesian_prod(torch.arange(2), torch.arange(2)):  # centres decode to their own index
-        assert enc.indices(torch.cat([torch.zeros(d, dtype=torch.float64), enc.centres(row)])[None])[0].tolist() \
+        assert (
+            enc.indices(torch.cat([torch.zeros(d, dtype=torch.float64), enc.centres(row)])[None])[0].tolist()
             == row.tolist()
+        )
     # a uniform point of the cube is uniform over each categorical (binomial 4-sigma bound, fixed seed)
     n = 20_000
     U = torch.rand(n, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
@@ -51,7 +53,7 @@ def test_the_encoded_objective_equals_each_row_evaluated_alone(quick_objective):
     _, objective = quick_objective
     enc = mt.MixedEncoding(objective.space)
     X = torch.rand(6, enc.dim, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    X[:4, enc.space.dim:] = torch.tensor([[0.1, 0.1], [0.1, 0.9], [0.9, 0.1], [0.9, 0.9]], dtype=torch.float64)
+    X[:4, enc.space.dim :] = torch.tensor([[0.1, 0.1], [0.1, 0.9], [0.9, 0.1], [0.9, 0.9]], dtype=torch.float64)
     grouped = enc.objective(objective)(X)
     assert grouped.shape == (6, len(objective.data.y_val)) and grouped.dtype == torch.float64
     for i in range(6):  # brute force: the row's configuration bound by hand, one row at a time
@@ -75,8 +77,14 @@ def test_the_factories_build_what_the_categoricals_name():
 
 def test_the_objective_routes_categoricals_to_the_model_and_the_optimizer(quick_objective):
     _, objective = quick_objective
-    assert objective.routes == {"optimizer": "optimizer", "activation": "model", "width": "model", "lr": "optimizer",
-                                "weight_decay": "optimizer", "dropout": "model"}
+    assert objective.routes == {
+        "optimizer": "optimizer",
+        "activation": "model",
+        "width": "model",
+        "lr": "optimizer",
+        "weight_decay": "optimizer",
+        "dropout": "model",
+    }
 
 
 @pytest.mark.slow  # GP fits and mixed acquisition optimisation: seconds to minutes on a loaded machine
@@ -92,8 +100,9 @@ def test_mixed_bo_spends_its_budget_on_encoded_points_and_returns_the_best_one()
         base = ((X[:, :d] - 0.3) ** 2).sum(-1) + 0.5 * enc.indices(X).sum(-1)
         return base[:, None] + torch.tensor([0.0, 0.1, 0.2], dtype=torch.float64)
 
-    result = mixed_bo(objective, enc, budget=14, num_initial=6, batch=4, raw_samples=16, num_restarts=1,
-                      maxiter=10, seed=0)
+    result = mixed_bo(
+        objective, enc, budget=14, num_initial=6, batch=4, raw_samples=16, num_restarts=1, maxiter=10, seed=0
+    )
     X = torch.cat(seen)
     assert X.shape == (14, enc.dim) and result.num_evaluations == 14
     proposed = X[6:, d:]  # BO's points sit at the centre of their choice's share
@@ -114,7 +123,8 @@ def test_the_optional_auto_arm_is_off_by_default_and_its_proxy_is_a_public_train
     on = mt.Settings(tune_auto_proxy=True)
     jobs = [j for j in mixed.experiment_jobs(on, context) if j.kind == "tune_auto"]
     assert sorted((j.kwargs["seed"], j.kwargs["epsilon"]) for j in jobs) == sorted(
-        (seed, e) for seed in on.seeds for e in on.epsilons)
+        (seed, e) for seed in on.seeds for e in on.epsilons
+    )
     assert mt.methods(on) == mt.METHODS + (mt.TUNE_AUTO,)
     q = mt.quick_settings()
     data = mt.load_data(q, 0)

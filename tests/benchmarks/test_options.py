@@ -51,7 +51,11 @@ def test_variants_reach_the_config(quick_gp):
     assert isinstance(cfg.subspace, PosteriorGradientCovarianceSubspace) and cfg.noise_schedule == "adaptive_norm"
     _, plain = runner.config("gp", "plain", 0)
     assert (plain.subspace, plain.step_rule, plain.noise_schedule, plain.selection) == (
-        None, "adagrad", "fixed", "last")
+        None,
+        "adagrad",
+        "fixed",
+        "last",
+    )
 
 
 def test_public_pca_basis_is_orthonormal_and_from_the_public_draw(quick_gp):
@@ -82,8 +86,22 @@ def test_another_selection_of_variants_reuses_the_store(quick_gp):
     # variants and combination only select jobs: a second combination and a subset of the
     # variants run in the same store, and only the new combination is run
     result, out = quick_gp
-    again = main(["run", "options", "--quick", "--set", "tasks=gp", "--set", "variants=plain,adaptive_norm",
-                  "--set", "combination=adagrad_full,adaptive_norm", "--out", str(out), "--no-progress"])
+    again = main(
+        [
+            "run",
+            "options",
+            "--quick",
+            "--set",
+            "tasks=gp",
+            "--set",
+            "variants=plain,adaptive_norm",
+            "--set",
+            "combination=adagrad_full,adaptive_norm",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert again["ran"] == 1 and again["stored"] == len(result["runs"])
     assert [r.method for r in again["runs"]] == ["plain", "adaptive_norm", "adagrad_full+adaptive_norm"]
     before = {r.method: r.final_loss for r in result["runs"]}

@@ -11,8 +11,15 @@ from benchmarks.paper_runner import Runner
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from tests.helpers import quick_reproduction
 
-PLOTS = ("comparison.png", "eps_sweep.png", "mu_sweep.png", "sigma_sweep.png", "normal_location.png", "huber.png",
-         "svm.png")
+PLOTS = (
+    "comparison.png",
+    "eps_sweep.png",
+    "mu_sweep.png",
+    "sigma_sweep.png",
+    "normal_location.png",
+    "huber.png",
+    "svm.png",
+)
 
 
 @pytest.fixture(scope="module")
@@ -21,8 +28,9 @@ def quick():
 
 
 def _rows(text: str) -> list[list[str]]:
-    return [[c.strip() for c in line.strip().strip("|").split("|")]
-            for line in text.splitlines() if line.startswith("|")]
+    return [
+        [c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines() if line.startswith("|")
+    ]
 
 
 @pytest.mark.timeout(120)
@@ -32,11 +40,26 @@ def test_quick_writes_tables_and_plots(quick):
     assert text == quick["text"]
     first = {r[0] for r in _rows(text)}
     for label in (
-        "DP-GIBO (μ=1, B=3, paper)", "GIBO (non-private)", "random search (non-private)",
-        "private random search", "UCB-BO (non-private)", "surrogate σ=0.01", "surrogate σ=1",
-        "surrogate σ=0.0001", "random search (non-private, noisy evaluations)", "DP-GIBO μ=0.5",
-        "DP-GIBO μ=2", "DP-GIBO (μ=1)", "noisy GD (μ=1)", "GD (non-private, clipped)",
-        "0.5", "2", "0.3", "1", "∞ (GIBO, no clipping)", "DP-GIBO (μ=1, B=1)",
+        "DP-GIBO (μ=1, B=3, paper)",
+        "GIBO (non-private)",
+        "random search (non-private)",
+        "private random search",
+        "UCB-BO (non-private)",
+        "surrogate σ=0.01",
+        "surrogate σ=1",
+        "surrogate σ=0.0001",
+        "random search (non-private, noisy evaluations)",
+        "DP-GIBO μ=0.5",
+        "DP-GIBO μ=2",
+        "DP-GIBO (μ=1)",
+        "noisy GD (μ=1)",
+        "GD (non-private, clipped)",
+        "0.5",
+        "2",
+        "0.3",
+        "1",
+        "∞ (GIBO, no clipping)",
+        "DP-GIBO (μ=1, B=1)",
     ):
         assert label in first, label
     assert any(label.startswith("DP-GIBO (μ=1, B=") and "pilot" in label for label in first)
@@ -104,8 +127,9 @@ def test_experiment_jobs_reuse_identical_dp_gibo_runs_and_chain_budgets(quick):
         assert all(d < i for d in job.deps)
         if job.reuse_of is not None:
             source = jobs[job.reuse_of].kwargs
-            assert {k: v for k, v in job.kwargs.items() if k not in ("experiment", "method", "setting")} == \
-                {k: v for k, v in source.items() if k not in ("experiment", "method", "setting")}
+            assert {k: v for k, v in job.kwargs.items() if k not in ("experiment", "method", "setting")} == {
+                k: v for k, v in source.items() if k not in ("experiment", "method", "setting")
+            }
     gibo = [job for job in jobs if job.kind == "dp_gibo_gp" and math.isinf(job.kwargs["mu"])]
     assert gibo and all(job.kwargs["clip"] == 1e30 for job in gibo)  # baselines.NO_CLIP
     assert experiment_jobs(s, {}, ("normal",))[0].kwargs["iterations"] == s.normal_location_iterations

@@ -29,19 +29,31 @@ def test_the_stamp_reads_this_machine_and_process_and_the_header_shows_it():
     assert "_started" in stamp  # the stamp itself is left as it was
     text = "\n".join(P.header_lines(report, "T"))
     assert text.startswith("# T\n")
-    for needle in ("`python scripts/x.py --out 'a dir' --quick`", report["date"], stamp["machine"]["cpu"],
-                   f"{os.cpu_count()} logical CPUs", f"torch {torch.__version__} with 1 thread (", "wall time 0 s"):
+    for needle in (
+        "`python scripts/x.py --out 'a dir' --quick`",
+        report["date"],
+        stamp["machine"]["cpu"],
+        f"{os.cpu_count()} logical CPUs",
+        f"torch {torch.__version__} with 1 thread (",
+        "wall time 0 s",
+    ):
         assert needle in text, needle
 
 
 def test_the_revision_is_head_and_says_when_the_tree_was_modified(tmp_path):
     assert P.git_revision(tmp_path) is None  # not a checkout
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
 
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(tmp_path), *args], env=env, capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(tmp_path), *args], env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
 
     git("init", "-q")
     (tmp_path / "f.txt").write_text("one\n")

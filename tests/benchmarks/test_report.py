@@ -13,17 +13,37 @@ def _run(method: str, seed: int, final: float, evals: int = 10, experiment: str 
 
 
 def _huber_run(method: str, seed: int, distance: float, epsilon: float | None) -> Run:
-    return Run("huber", method, seed, None, [0, 1, 2], [1.0, 0.5, distance**2], distance**2, 4, 0.5, epsilon,
-               {"distance": [2.0, 1.0, distance], "final_distance": distance, "coord0": [0.0, 0.5, 0.7],
-                "optimum0": 1.0})
+    return Run(
+        "huber",
+        method,
+        seed,
+        None,
+        [0, 1, 2],
+        [1.0, 0.5, distance**2],
+        distance**2,
+        4,
+        0.5,
+        epsilon,
+        {"distance": [2.0, 1.0, distance], "final_distance": distance, "coord0": [0.0, 0.5, 0.7], "optimum0": 1.0},
+    )
 
 
 def test_render_a_small_runs_json(tmp_path):
-    runs = [_huber_run("DP-GIBO (μ=1)", 0, 0.2, 4.38), _huber_run("DP-GIBO (μ=1)", 1, 0.4, 4.38),
-            _huber_run("noisy GD (μ=1)", 0, 0.3, 4.38), _huber_run("noisy GD (μ=1)", 1, 0.3, 4.38)]
-    data = {"settings": settings_to_dict(Settings(huber_seeds=(0, 1))), "pilot": {}, "argv": ["--only", "huber"],
-            "wall_s": 12.0, "only": ["huber"], "execution": "1 torch thread",
-            "runs": [dataclasses.asdict(r) for r in runs]}
+    runs = [
+        _huber_run("DP-GIBO (μ=1)", 0, 0.2, 4.38),
+        _huber_run("DP-GIBO (μ=1)", 1, 0.4, 4.38),
+        _huber_run("noisy GD (μ=1)", 0, 0.3, 4.38),
+        _huber_run("noisy GD (μ=1)", 1, 0.3, 4.38),
+    ]
+    data = {
+        "settings": settings_to_dict(Settings(huber_seeds=(0, 1))),
+        "pilot": {},
+        "argv": ["--only", "huber"],
+        "wall_s": 12.0,
+        "only": ["huber"],
+        "execution": "1 torch thread",
+        "runs": [dataclasses.asdict(r) for r in runs],
+    }
     (tmp_path / "runs.json").write_text(json.dumps(data))
     result = render(tmp_path, ["--render", "x"])
     text = (tmp_path / "results.md").read_text()

@@ -25,20 +25,30 @@ def test_table_against_a_hand_written_table():
         "B": [_run("B", 0, 0.2), _run("B", 1, 0.2)],
         "empty": [],
     }
-    columns = [label_column(), EVALUATIONS_MEAN, FINAL_LOSS, median_column(),
-               wins_column("seeds where A is lower", {0: 0.1, 1: 0.3}, "A", lower=True), seeds_column()]
-    expected = "\n".join([
-        "| method | evaluations (mean) | final validation loss (mean ± s.e.) | median | seeds where A is lower "
-        "| seeds |",
-        "|---|---|---|---|---|---|",
-        "| A | 15 | 0.2 ± 0.1 | 0.2 | — | 2 |",
-        "| B | 10 | 0.2 ± 0 | 0.2 | 1/2 | 2 |",
-        "| (reference) | | 0 | x |",
-    ])
+    columns = [
+        label_column(),
+        EVALUATIONS_MEAN,
+        FINAL_LOSS,
+        median_column(),
+        wins_column("seeds where A is lower", {0: 0.1, 1: 0.3}, "A", lower=True),
+        seeds_column(),
+    ]
+    expected = "\n".join(
+        [
+            "| method | evaluations (mean) | final validation loss (mean ± s.e.) | median | seeds where A is lower "
+            "| seeds |",
+            "|---|---|---|---|---|---|",
+            "| A | 15 | 0.2 ± 0.1 | 0.2 | — | 2 |",
+            "| B | 10 | 0.2 ± 0 | 0.2 | 1/2 | 2 |",
+            "| (reference) | | 0 | x |",
+        ]
+    )
     assert table(groups, columns, [["(reference)", "", 0, "x"]]) == expected
 
 
 def test_timing_table_counts_reused_runs_as_free():
     runs = [_run("A", 0, 0.1), _run("A", 1, 0.1), dataclasses.replace(_run("C", 0, 0.1), extra={"reused": True})]
-    assert timing_table(runs).splitlines()[2:] == ["| comparison | A | 2 | 4.0 | 2.0 |",
-                                                   "| comparison | C | 1 (reused) | 0 | — |"]
+    assert timing_table(runs).splitlines()[2:] == [
+        "| comparison | A | 2 | 4.0 | 2.0 |",
+        "| comparison | C | 1 (reused) | 0 | — |",
+    ]

@@ -25,8 +25,10 @@ SIZES = [20, 20]
 
 @pytest.fixture(scope="module")
 def dask_client():
-    with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cluster, \
-            Client(cluster) as c:
+    with (
+        LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cluster,
+        Client(cluster) as c,
+    ):
         yield c
 
 
@@ -34,8 +36,16 @@ def config(**kw) -> DPGIBOConfig:
     kernel = RBFKernel(ard_num_dims=D)
     kernel.lengthscale = 1.0
     base = dict(
-        kernel=kernel, bounds=torch.tensor([[-1.0] * D, [1.0] * D], dtype=torch.float64), num_iterations=2,
-        privacy_mu=1.0, clip_bound=0.5, batch_size=2, step_size=0.3, num_restarts=1, raw_samples=8, seed=3,
+        kernel=kernel,
+        bounds=torch.tensor([[-1.0] * D, [1.0] * D], dtype=torch.float64),
+        num_iterations=2,
+        privacy_mu=1.0,
+        clip_bound=0.5,
+        batch_size=2,
+        step_size=0.3,
+        num_restarts=1,
+        raw_samples=8,
+        seed=3,
         user_chunk_size=20,  # one chunk per partition: the same sums as one process with all users
     )
     return DPGIBOConfig(**{**base, **kw})
@@ -89,8 +99,11 @@ def test_dask_run_equals_the_in_process_run_bit_for_bit(dask_client):
 def test_a_worker_killed_mid_iteration_costs_no_second_release_and_no_evaluation(dask_client, tmp_path):
     armed, died = str(tmp_path / "armed"), str(tmp_path / "died")
     parts = [DyingUsers(20, D, 5, armed, died), SyntheticUsers(20, D, 6)]
-    reference = new(config(num_iterations=3)).run(InProcessPartitions(synthetic_partitions(SIZES, D, 5)),
-                                                  progress=False).release
+    reference = (
+        new(config(num_iterations=3))
+        .run(InProcessPartitions(synthetic_partitions(SIZES, D, 5)), progress=False)
+        .release
+    )
     partitions = DaskPartitions(dask_client, parts)
     opt = new(config(num_iterations=3))
     opt.tell_partitioned(opt.ask(), partitions)
@@ -130,12 +143,23 @@ def test_bad_losses_on_one_partition_raise_naming_it_and_release_nothing(dask_cl
 
 #: Option sets that used to be refused on partitions (issue 29, item 3), as the pins spell them.
 _ON_DASK = {
-    "adaptive_clip+adaptive_norm+posterior+min_noisy_norm": ("clip.adaptive", "noise.adaptive_norm",
-                                                             "projection.posterior", "selection.min_noisy_norm"),
-    "adaptive_clip+public_pca+noisy_loss+adaptive_batches": ("clip.adaptive", "projection.public_pca",
-                                                             "selection.noisy_loss", "batches.adaptive"),
-    "private_preconditioner+fixed_basis+exponential": ("step.adagrad_full_private", "projection.fixed",
-                                                       "selection.exponential"),
+    "adaptive_clip+adaptive_norm+posterior+min_noisy_norm": (
+        "clip.adaptive",
+        "noise.adaptive_norm",
+        "projection.posterior",
+        "selection.min_noisy_norm",
+    ),
+    "adaptive_clip+public_pca+noisy_loss+adaptive_batches": (
+        "clip.adaptive",
+        "projection.public_pca",
+        "selection.noisy_loss",
+        "batches.adaptive",
+    ),
+    "private_preconditioner+fixed_basis+exponential": (
+        "step.adagrad_full_private",
+        "projection.fixed",
+        "selection.exponential",
+    ),
 }
 
 
@@ -163,5 +187,6 @@ def test_every_option_runs_on_dask_as_in_one_process(dask_client, name):
     for field in ("clip_bounds", "clip_counts", "noisy_norms", "step_mus", "selected_index", "batch_sizes"):
         assert getattr(memory, field) == getattr(remote, field), field
     assert memory.guarantee == remote.guarantee and list(dask_run.state.blocks) == []
-    assert [(r.key, r.event) for r in memory_run.ledger.validation_records()] == \
-        [(r.key, r.event) for r in dask_run.ledger.validation_records()]
+    assert [(r.key, r.event) for r in memory_run.ledger.validation_records()] == [
+        (r.key, r.event) for r in dask_run.ledger.validation_records()
+    ]

@@ -29,8 +29,16 @@ def config(**kw) -> DPGIBOConfig:
     kernel = RBFKernel(ard_num_dims=D)
     kernel.lengthscale = 1.0
     base = dict(
-        kernel=kernel, bounds=torch.tensor([[-1.0] * D, [1.0] * D], dtype=torch.float64), num_iterations=2,
-        privacy_mu=1.0, clip_bound=0.5, batch_size=2, step_size=0.3, num_restarts=1, raw_samples=8, seed=3,
+        kernel=kernel,
+        bounds=torch.tensor([[-1.0] * D, [1.0] * D], dtype=torch.float64),
+        num_iterations=2,
+        privacy_mu=1.0,
+        clip_bound=0.5,
+        batch_size=2,
+        step_size=0.3,
+        num_restarts=1,
+        raw_samples=8,
+        seed=3,
         user_chunk_size=20,  # one chunk per partition: the partitioned sum is the in-process one, bit for bit
     )
     return DPGIBOConfig(**{**base, **kw})
@@ -90,9 +98,14 @@ def test_partial_sums_add_up_to_the_in_process_clipped_sum():
     halves = [clipped_partial_sum(A, [Y[:4, s], Y[4:, s]], 1.0, chunk_size=25) for s in (slice(0, 25), slice(25, 50))]
     assert torch.equal((halves[0].total + halves[1].total) / 50, whole)  # one chunk per partition
     thirds = [clipped_partial_sum(A, Y[:, s], 1.0, chunk_size=7) for s in (slice(0, 10), slice(10, 33), slice(33, 50))]
-    brute = torch.stack([(A @ Y[:, i]) * min(1.0, 1.0 / float(torch.linalg.vector_norm(A @ Y[:, i])))
-                         if i != 7 else (A @ (Y[:, i] / 1e300)) / torch.linalg.vector_norm(A @ (Y[:, i] / 1e300))
-                         for i in range(50)]).sum(0)
+    brute = torch.stack(
+        [
+            (A @ Y[:, i]) * min(1.0, 1.0 / float(torch.linalg.vector_norm(A @ Y[:, i])))
+            if i != 7
+            else (A @ (Y[:, i] / 1e300)) / torch.linalg.vector_norm(A @ (Y[:, i] / 1e300))
+            for i in range(50)
+        ]
+    ).sum(0)
     assert torch.allclose(sum(p.total for p in thirds), brute, rtol=1e-12, atol=1e-12)
     assert sum(p.num_clipped for p in thirds) == sum(p.num_clipped for p in halves)
 
@@ -120,7 +133,8 @@ def test_release_of_partial_sums_refuses_bad_partials_before_drawing_noise():
     other = ClippedPartialSum(torch.tensor([0.25, -1.0, 2.0], dtype=torch.float64), 4, 1)
     release = release_partial_sums(mech, [ok, other], diagnostics=True)
     expected = (ok.total + other.total) / 10 + mech.noise_std * torch.randn(
-        3, generator=torch.Generator().set_state(state), dtype=torch.float64)
+        3, generator=torch.Generator().set_state(state), dtype=torch.float64
+    )
     assert torch.equal(release.gradient, expected)
     assert release.cost.mu == mech.step_mu and release.diagnostics.clip_fraction == 0.1
 
@@ -170,9 +184,11 @@ def test_bad_losses_on_one_partition_release_nothing():
     assert opt.ledger.validation_steps == {} and opt.iteration == 0 and opt.num_users is None
     assert torch.equal(opt.ask(), X)  # still pending
     with pytest.raises(ValueError, match=r"partition 0: losses have 3 users"):
+
         class Liar(SyntheticUsers):
             def __call__(self, X):
                 return super().__call__(X)[:, :3]
+
         opt.tell_partitioned(X, InProcessPartitions([Liar(20, D, 1)]))
     # "zero_user": those users contribute 0 (the release goes ahead, with n unchanged)
     zero = new(config(nonfinite_losses="zero_user"))

@@ -6,11 +6,7 @@ import pytest
 import torch
 from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 
-from botorch_dp.gradient_gp import (
-    GradientGP,
-    closed_form_supported,
-    trace_reduction_closed_form,
-)
+from botorch_dp.gradient_gp import GradientGP, closed_form_supported, trace_reduction_closed_form
 from tests.helpers import make_kernel
 
 
@@ -71,8 +67,9 @@ def test_output_scale_and_a_given_V_are_used():
     gp, theta = _gp("rbf", 3, 7)
     gp.output_scale = 2.5
     X = torch.rand(2, 2, 3, dtype=torch.float64)
-    torch.testing.assert_close(trace_reduction_closed_form(gp, theta, X), gp.trace_reduction(theta, X), rtol=1e-10,
-                               atol=0)
+    torch.testing.assert_close(
+        trace_reduction_closed_form(gp, theta, X), gp.trace_reduction(theta, X), rtol=1e-10, atol=0
+    )
     V = gp.whitened_cross(theta)
     torch.testing.assert_close(
         trace_reduction_closed_form(gp, theta, X, V=V), trace_reduction_closed_form(gp, theta, X)
@@ -89,13 +86,18 @@ def test_coincident_candidates_give_finite_values_and_gradients():
     torch.testing.assert_close(val, gp.trace_reduction(theta, X.detach()), rtol=1e-6, atol=1e-9)
 
 
-@pytest.mark.parametrize("kernel", [
-    MaternKernel(nu=1.5), make_kernel("poly2", 2), make_kernel("rq", 2), RBFKernel(active_dims=[0]),
-    ScaleKernel(MaternKernel(nu=1.5)),
-])
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        MaternKernel(nu=1.5),
+        make_kernel("poly2", 2),
+        make_kernel("rq", 2),
+        RBFKernel(active_dims=[0]),
+        ScaleKernel(MaternKernel(nu=1.5)),
+    ],
+)
 def test_other_kernels_are_not_claimed_and_are_refused_by_name(kernel):
     gp = GradientGP(torch.rand(4, 2, dtype=torch.float64), kernel.to(torch.float64), 1e-3)
     assert not closed_form_supported(gp)
     with pytest.raises(ValueError, match=type(kernel).__name__):
         trace_reduction_closed_form(gp, torch.zeros(2, dtype=torch.float64), torch.rand(2, 2, dtype=torch.float64))
-

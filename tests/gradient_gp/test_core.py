@@ -106,6 +106,7 @@ def test_condition_on_and_from_factor_keep_every_setting():
         conditioned.posterior_covariance(theta), dense.posterior_covariance(theta), rtol=1e-9, atol=1e-12
     )
 
+
 def test_kernel_changed_and_stale_factor_refused():
     d = 2
     X, _ = _data(d, 6, torch.float64)

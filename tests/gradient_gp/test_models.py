@@ -178,4 +178,3 @@ def test_transform_refusals():
         model = SingleTaskGP(X, Y, input_transform=tf).eval()
         with pytest.raises(NotImplementedError, match=message):
             output_gradient_gps(model)
-

@@ -53,9 +53,15 @@ def test_settings_are_checked_before_anything_is_built():
     gibo = AxGIBO(space_lr_dropout(with_fixed=False), {"lr": 1e-3, "dropout": 0.2})
     other.set_generation_strategy(gibo.generation_strategy)
     gibo.get_next_trials(1)  # the client's space is this one
-    narrower = AxGIBO(SearchSpace(parameters=[RangeParameter("lr", ParameterType.FLOAT, 1e-4, 1e-2, log_scale=True),
-                                              RangeParameter("dropout", ParameterType.FLOAT, 0.0, 0.5)]),
-                      {"lr": 1e-3, "dropout": 0.2})
+    narrower = AxGIBO(
+        SearchSpace(
+            parameters=[
+                RangeParameter("lr", ParameterType.FLOAT, 1e-4, 1e-2, log_scale=True),
+                RangeParameter("dropout", ParameterType.FLOAT, 0.0, 0.5),
+            ]
+        ),
+        {"lr": 1e-3, "dropout": 0.2},
+    )
     other.set_generation_strategy(narrower.generation_strategy)
     with pytest.raises(
         ValueError,
@@ -73,10 +79,12 @@ def _loss(p: dict) -> float:
 
 def _client(seed: int = 0) -> Client:
     client = Client(random_seed=seed)
-    client.configure_experiment(parameters=[
-        RangeParameterConfig(name="lr", parameter_type="float", bounds=(1e-4, 1e-1), scaling="log"),
-        RangeParameterConfig(name="dropout", parameter_type="float", bounds=(0.0, 0.5)),
-    ])
+    client.configure_experiment(
+        parameters=[
+            RangeParameterConfig(name="lr", parameter_type="float", bounds=(1e-4, 1e-1), scaling="log"),
+            RangeParameterConfig(name="dropout", parameter_type="float", bounds=(0.0, 0.5)),
+        ]
+    )
     client.configure_optimization(objective="-loss")
     return client
 
@@ -90,8 +98,9 @@ class _CountingOptimizer:
     def __call__(self, *args, **kwargs):
         acqf = kwargs.get("acq_function", args[0] if args else None)
         bounds = kwargs.get("bounds", args[1] if len(args) > 1 else None)
-        self.calls.append({"q": kwargs["q"], "sequential": kwargs.get("sequential", False), "acqf": acqf,
-                           "bounds": bounds.clone()})
+        self.calls.append(
+            {"q": kwargs["q"], "sequential": kwargs.get("sequential", False), "acqf": acqf, "bounds": bounds.clone()}
+        )
         return self.original(*args, **kwargs)
 
 
@@ -134,8 +143,11 @@ def test_each_batch_is_one_joint_optimization_and_moving_theta_rebuilds_nothing(
         assert ((u >= box[0] - 1e-9) & (u <= box[1] + 1e-9)).all()
         trial = client._experiment.trials[index]
         assert trial.status.is_running and trial.generator_runs[0]._generation_node_name == "gibo"
-        assert trial.generator_runs[0].gen_metadata == {"gibo_theta": theta.tolist(), "gibo_batch_size": 4,
-                                                        "gibo_source": "ax"}
+        assert trial.generator_runs[0].gen_metadata == {
+            "gibo_theta": theta.tolist(),
+            "gibo_batch_size": 4,
+            "gibo_source": "ax",
+        }
     # Ax's own Client.get_next_trials builds a batch one point at a time: the reason for gibo.get_next_trials
     _complete(client, second)
     client.get_next_trials(max_trials=3)
@@ -147,8 +159,17 @@ def test_axs_acquisition_is_the_criterion_on_the_unit_cube_with_the_public_kerne
     torch.manual_seed(1)
     client = _client()
     kernel = default_kernel(2, lengthscale=0.3, outputscale=2.0)
-    gibo = AxGIBO(client, [0.4, 0.6], units="unit", kernel=kernel, noise_variance=0.05, search_radius=[0.1, 0.2],
-                  batch_size=3, num_restarts=2, raw_samples=32)
+    gibo = AxGIBO(
+        client,
+        [0.4, 0.6],
+        units="unit",
+        kernel=kernel,
+        noise_variance=0.05,
+        search_radius=[0.1, 0.2],
+        batch_size=3,
+        num_restarts=2,
+        raw_samples=32,
+    )
     done = gibo.get_next_trials()
     _complete(client, done)
     gibo.get_next_trials()
@@ -174,8 +195,9 @@ def test_the_points_chosen_do_not_depend_on_the_outcomes():
     for scale, shift in ((1.0, 0.0), (1000.0, 7.0)):
         torch.manual_seed(3)
         client = _client()
-        gibo = AxGIBO(client, {"lr": 1e-3, "dropout": 0.2}, batch_size=3, noise_variance=MIN_NOISE, num_restarts=2,
-                      raw_samples=32)
+        gibo = AxGIBO(
+            client, {"lr": 1e-3, "dropout": 0.2}, batch_size=3, noise_variance=MIN_NOISE, num_restarts=2, raw_samples=32
+        )
         _complete(client, gibo.get_next_trials(), scale, shift)
         batches.append([gibo.space.to_unit(p) for p in gibo.get_next_trials().values()])
     torch.testing.assert_close(torch.stack(batches[0]), torch.stack(batches[1]), rtol=0, atol=0)
@@ -185,8 +207,9 @@ def test_a_client_run_moves_the_centre_down_a_closed_form_loss():
     r"""GIBO through Ax: each round a joint batch, the GP's gradient at θ, a step, ``move_to``."""
     torch.manual_seed(4)
     client = _client()
-    gibo = AxGIBO(client, {"lr": 1e-3, "dropout": 0.4}, batch_size=3, noise_variance=1e-4, num_restarts=2,
-                  raw_samples=32)
+    gibo = AxGIBO(
+        client, {"lr": 1e-3, "dropout": 0.4}, batch_size=3, noise_variance=1e-4, num_restarts=2, raw_samples=32
+    )
     X, Y, losses = [], [], [_loss(gibo.parameters)]
     for _ in range(4):
         centre = gibo.theta.clone()

@@ -99,9 +99,11 @@ def test_theta_outside_the_bounds_names_the_coordinate_its_value_and_the_bounds(
 
 def test_a_unit_cube_theta_given_as_ax_units_is_refused_with_the_conversion():
     space = AxThetaSpace(space_lr_dropout())
-    message = (r"theta\[0\] \(lr\) = 0\.5 in Ax units \(log10 for log-scale parameters\) lies outside its bounds "
-               r"\[-4, -1\]; the values fit the box of unit-cube coordinates: if theta is in unit-cube coordinates, "
-               r"pass units='unit'")
+    message = (
+        r"theta\[0\] \(lr\) = 0\.5 in Ax units \(log10 for log-scale parameters\) lies outside its bounds "
+        r"\[-4, -1\]; the values fit the box of unit-cube coordinates: if theta is in unit-cube coordinates, "
+        r"pass units='unit'"
+    )
     with pytest.raises(ValueError, match=message):
         space.to_unit([0.5, 0.5], units="ax")
     # numbers alone never pass: their units must be said

@@ -30,8 +30,16 @@ def _quiet_seeds():
 
 
 def _cfg(**kw):
-    base = dict(privacy_mu=1.0, clip_bound="adaptive", clip_init=2.0, num_iterations=3, seed=3, batch_size=3,
-                num_restarts=1, raw_samples=16)
+    base = dict(
+        privacy_mu=1.0,
+        clip_bound="adaptive",
+        clip_init=2.0,
+        num_iterations=3,
+        seed=3,
+        batch_size=3,
+        num_restarts=1,
+        raw_samples=16,
+    )
     base.update(kw)
     return nl_config(d=D, **base)
 
@@ -242,7 +250,7 @@ def test_a_damaged_clip_record_is_refused(tmp_path):
     state_file = tmp_path / "state.json"
     good = json.loads(state_file.read_text())
     for damage in (
-        lambda s: s["adaptive_clip"]["bounds"].__setitem__(1, 7.0.hex()),
+        lambda s: s["adaptive_clip"]["bounds"].__setitem__(1, (7.0).hex()),
         lambda s: s["adaptive_clip"]["counts"].pop(),
         lambda s: s.__setitem__("adaptive_clip", None),
     ):
@@ -251,4 +259,3 @@ def test_a_damaged_clip_record_is_refused(tmp_path):
         state_file.write_text(json.dumps(state))
         with pytest.raises(ValueError, match="adaptive_clip"):
             DPGIBO.resume(tmp_path)
-

@@ -326,7 +326,7 @@ def test_a_damaged_noise_record_is_refused(tmp_path):
     state_file = tmp_path / "state.json"
     good = json.loads(state_file.read_text())
     for field, value in [
-        ("step_mus", [0.3.hex()] * len(good["noise_and_selection"]["step_mus"])),
+        ("step_mus", [(0.3).hex()] * len(good["noise_and_selection"]["step_mus"])),
         ("noisy_norms", []),
         ("stopped", "yes"),
         ("selected_index", 1),
@@ -346,8 +346,17 @@ def test_checkpoint_written_before_the_seed_003_fields_still_resumes(tmp_path):
     opt.tell(X, objective(X))
     state_file = tmp_path / "state.json"
     state = json.loads(state_file.read_text())
-    for name in ("noise_schedule", "max_iterations", "norm_mu_fraction", "snr_factor", "max_step_mu",
-                 "selection", "selection_epsilon", "selection_mu", "loss_clip"):
+    for name in (
+        "noise_schedule",
+        "max_iterations",
+        "norm_mu_fraction",
+        "snr_factor",
+        "max_step_mu",
+        "selection",
+        "selection_epsilon",
+        "selection_mu",
+        "loss_clip",
+    ):
         del state["config"][name]
     del state["noise_and_selection"]  # what an older version wrote
     state["config_fingerprint"] = json_fingerprint(state["config"])  # of the config it wrote

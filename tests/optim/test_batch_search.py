@@ -105,8 +105,9 @@ def test_empty_batch_when_the_trace_already_meets_the_tolerance():
     for X in (
         adaptive_joint_batch(gp, theta, box, eps, d + 1, gen, **FAST),
         greedy_batch(gp, theta, box, d + 1, gen, tolerance=eps, **FAST),
-        search_batch(gp, theta, box, gen, batch_search="joint", batch_size=3, bias_tolerance=eps,
-                     max_batch_size=d + 1, **FAST),
+        search_batch(
+            gp, theta, box, gen, batch_search="joint", batch_size=3, bias_tolerance=eps, max_batch_size=d + 1, **FAST
+        ),
     ):
         assert X.shape == (0, d) and X.dtype == torch.float64
     assert torch.equal(gen.get_state(), state)  # no search was run
@@ -117,8 +118,17 @@ def test_search_batch_fixed_sizes():
     theta, box = setting(d)
     gp = empty_gp(d)
     for selection in ("joint", "greedy"):
-        X = search_batch(gp, theta, box, torch.Generator().manual_seed(1), batch_search=selection,
-                         batch_size=3, bias_tolerance=None, max_batch_size=d + 1, **FAST)
+        X = search_batch(
+            gp,
+            theta,
+            box,
+            torch.Generator().manual_seed(1),
+            batch_search=selection,
+            batch_size=3,
+            bias_tolerance=None,
+            max_batch_size=d + 1,
+            **FAST,
+        )
         assert X.shape == (3, d)
 
 
@@ -177,8 +187,11 @@ def _gp_with_points(d=3, N=8, seed=0):
 
 def test_moved_batch_is_the_last_batch_shifted_by_the_last_step():
     X = torch.arange(12.0, dtype=torch.float64).reshape(6, 2)
-    iterates = (torch.zeros(2, dtype=torch.float64), torch.tensor([1.0, -1.0], dtype=torch.float64),
-                torch.tensor([1.5, 0.0], dtype=torch.float64))
+    iterates = (
+        torch.zeros(2, dtype=torch.float64),
+        torch.tensor([1.0, -1.0], dtype=torch.float64),
+        torch.tensor([1.5, 0.0], dtype=torch.float64),
+    )
     moved = moved_batch(X, (2, 4), iterates)
     torch.testing.assert_close(moved, X[2:] + torch.tensor([0.5, 1.0], dtype=torch.float64))
     assert moved_batch(X, (), iterates[:1]) is None  # before the first step
@@ -192,8 +205,17 @@ def test_fast_search_starts_from_the_given_batch_without_raw_samples_and_improve
     start = theta + 0.05 * torch.randn(4, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     calls = []
     monkeypatch.setattr(initializers, "gen_batch_initial_conditions", lambda *a, **k: calls.append(1))
-    out = optimize_batch(gp, theta, bounds, 4, torch.Generator().manual_seed(0), num_restarts=1, raw_samples=32,
-                         start=start, speed="fast")
+    out = optimize_batch(
+        gp,
+        theta,
+        bounds,
+        4,
+        torch.Generator().manual_seed(0),
+        num_restarts=1,
+        raw_samples=32,
+        start=start,
+        speed="fast",
+    )
     assert calls == []  # no random initial conditions were drawn
     acqf = qGradientInformation(gp, theta)
     assert ((out >= bounds[0]) & (out <= bounds[1])).all()
@@ -215,8 +237,20 @@ def test_speeds_search_the_same_acquisition_and_restore_the_thread_count(monkeyp
         return acqf
 
     monkeypatch.setattr(batch_search, "qGradientInformation", recording)
-    runs = {speed: optimize_batch(gp, theta, bounds, 3, torch.Generator().manual_seed(1), num_restarts=2,
-                                  raw_samples=32, speed=speed, maxiter=60) for speed in ("reference", "fast")}
+    runs = {
+        speed: optimize_batch(
+            gp,
+            theta,
+            bounds,
+            3,
+            torch.Generator().manual_seed(1),
+            num_restarts=2,
+            raw_samples=32,
+            speed=speed,
+            maxiter=60,
+        )
+        for speed in ("reference", "fast")
+    }
     assert [g[:2] for g in gradients] == [("autograd", False), ("auto", True)]
     assert torch.get_num_threads() == threads
     acqf = original(gp, theta)
@@ -228,8 +262,11 @@ def test_search_batch_passes_the_moved_batch_only_when_fast_joint_and_of_the_rig
     from botorch_dp.optim import batch_search
 
     seen = []
-    monkeypatch.setattr(batch_search, "optimize_batch", lambda *a, **k: seen.append((a[3], k["start"], k["speed"]))
-                        or torch.zeros(a[3], 2, dtype=torch.float64))
+    monkeypatch.setattr(
+        batch_search,
+        "optimize_batch",
+        lambda *a, **k: seen.append((a[3], k["start"], k["speed"])) or torch.zeros(a[3], 2, dtype=torch.float64),
+    )
     gp, (theta, bounds) = empty_gp(2), setting(2)
     prev = torch.full((3, 2), 2.4, dtype=torch.float64)
     common = dict(bias_tolerance=None, max_batch_size=3, num_restarts=1, raw_samples=8, previous=prev)
@@ -285,15 +322,41 @@ def test_warm_fast_search_is_capped_at_warm_maxiter_and_nothing_else_is(monkeypa
     monkeypatch.setattr(batch_search, "WARM_MAXITER", 3)
     gp, theta, bounds = _gp_with_points()
     start = theta + 0.05 * torch.randn(4, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    for maxiter, start_, speed in [(None, start, "fast"), (50, start, "fast"), (2, start, "fast"),
-                                   (None, None, "fast"), (50, None, "fast"), (None, start, "reference")]:
-        optimize_batch(gp, theta, bounds, 4, torch.Generator().manual_seed(0), num_restarts=1, raw_samples=8,
-                       start=start_, speed=speed, maxiter=maxiter)
+    for maxiter, start_, speed in [
+        (None, start, "fast"),
+        (50, start, "fast"),
+        (2, start, "fast"),
+        (None, None, "fast"),
+        (50, None, "fast"),
+        (None, start, "reference"),
+    ]:
+        optimize_batch(
+            gp,
+            theta,
+            bounds,
+            4,
+            torch.Generator().manual_seed(0),
+            num_restarts=1,
+            raw_samples=8,
+            start=start_,
+            speed=speed,
+            maxiter=maxiter,
+        )
     assert seen == [3, 3, 2, None, 50, None]
     seen.clear()
     monkeypatch.setattr(batch_search, "WARM_MAXITER", None)  # no warm cap: maxiter alone
-    optimize_batch(gp, theta, bounds, 4, torch.Generator().manual_seed(0), num_restarts=1, raw_samples=8,
-                   start=start, speed="fast", maxiter=50)
+    optimize_batch(
+        gp,
+        theta,
+        bounds,
+        4,
+        torch.Generator().manual_seed(0),
+        num_restarts=1,
+        raw_samples=8,
+        start=start,
+        speed="fast",
+        maxiter=50,
+    )
     assert seen == [50]
 
 
@@ -317,8 +380,17 @@ def test_warm_cap_bounds_the_evaluations_and_keeps_the_start_s_gain(monkeypatch)
     for cap in (2, None):
         monkeypatch.setattr(batch_search, "WARM_MAXITER", cap)
         calls.clear()
-        out[cap] = optimize_batch(gp, theta, bounds, 6, torch.Generator().manual_seed(0), num_restarts=1,
-                                  raw_samples=8, start=start, speed="fast")
+        out[cap] = optimize_batch(
+            gp,
+            theta,
+            bounds,
+            6,
+            torch.Generator().manual_seed(0),
+            num_restarts=1,
+            raw_samples=8,
+            start=start,
+            speed="fast",
+        )
         out[cap, "calls"] = len(calls)
     value = {k: float(acqf(out[k].unsqueeze(0))) for k in (2, None)}
     assert 3 <= out[2, "calls"] < out[None, "calls"]

@@ -63,9 +63,7 @@ def test_training_runs_in_a_shared_ledger_survive_resume(tmp_path):
     def make_objective(ledger):
         def objective(X):
             for row in X:  # one (pretend) DP-SGD training run per evaluated point
-                ledger.record_training_run(
-                    run_id=repr(row.tolist()), noise_multiplier=1.1, sample_rate=0.01, steps=100
-                )
+                ledger.record_training_run(run_id=repr(row.tolist()), noise_multiplier=1.1, sample_rate=0.01, steps=100)
             return losses(X)
 
         return objective
@@ -107,7 +105,10 @@ def test_checkpoint_files_are_private_and_listed(tmp_path):
     assert stat.S_IMODE(root.stat().st_mode) == 0o700
     files = [p for p in root.rglob("*") if p.is_file()]
     assert {p.relative_to(root).as_posix() for p in files} == {
-        "state.json", "gp/000002.safetensors", "losses/000000.safetensors", "losses/000001.safetensors",
+        "state.json",
+        "gp/000002.safetensors",
+        "losses/000000.safetensors",
+        "losses/000001.safetensors",
     }
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in files)
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in root.rglob("*") if p.is_dir())

@@ -118,8 +118,10 @@ def test_the_first_save_works_where_hard_links_do_not(tmp_path, monkeypatch):
 def test_symlinks_planted_at_the_old_temporary_names_are_not_followed(tmp_path):
     root = tmp_path / "ck"
     opt, _, objective = _run(root, iterations=1)
-    outside = {name: tmp_path / f"outside-{i}" for i, name in
-               enumerate(["state.json.tmp", "gp/000002.safetensors.tmp", "losses/000001.safetensors.tmp"])}
+    outside = {
+        name: tmp_path / f"outside-{i}"
+        for i, name in enumerate(["state.json.tmp", "gp/000002.safetensors.tmp", "losses/000001.safetensors.tmp"])
+    }
     for name, target in outside.items():
         target.write_text("not the checkpoint's")
         (root / name).symlink_to(target)

@@ -12,10 +12,10 @@ from botorch_dp.optim.config import clip_count_privacy_mu, split_privacy_mu
 from .loop_helpers import nl_config
 
 
-@pytest.mark.parametrize(("old", "new", "value"), [
-    ("privacy_budget_mu", "validation_mu_budget", 0.5),
-    ("batch_selection", "batch_search", "greedy"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "value"),
+    [("privacy_budget_mu", "validation_mu_budget", 0.5), ("batch_selection", "batch_search", "greedy")],
+)
 def test_a_renamed_field_is_set_and_read_by_its_old_name_with_a_warning(old, new, value):
     with pytest.warns(DeprecationWarning, match=re.escape(f"DPGIBOConfig({old}=...) is deprecated; use {new}=...")):
         cfg = nl_config(d=2, privacy_mu=1.0, **{old: value})

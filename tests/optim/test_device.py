@@ -22,18 +22,26 @@ from tests.helpers import DeviceAudit
 from .loop_helpers import nl_config, normal_location
 
 #: The explicit host transfers a step may make, each public or a scalar: JSON of public values.
-ALLOWED_HOST_MOVES = frozenset({
-    "utils.py plain_json",  # public values written as JSON lists
-    "privacy/mechanisms/_clipping.py _column_norms",  # numpy's correctly rounded sqrt, only for data on the CPU
-    "privacy/mechanisms/scores.py gumbel_max_index",  # q log-probabilities meet the CPU's OS-entropy Gumbels
-    "privacy/mechanisms/_noise.py _gumbel",  # a seeded generator's q uniforms join them there
-})
+ALLOWED_HOST_MOVES = frozenset(
+    {
+        "utils.py plain_json",  # public values written as JSON lists
+        "privacy/mechanisms/_clipping.py _column_norms",  # numpy's correctly rounded sqrt, only for data on the CPU
+        "privacy/mechanisms/scores.py gumbel_max_index",  # q log-probabilities meet the CPU's OS-entropy Gumbels
+        "privacy/mechanisms/_noise.py _gumbel",  # a seeded generator's q uniforms join them there
+    }
+)
 
 CONFIGS = {
     "fixed": dict(),
     "reference_search": dict(acqf_speed="reference", acqf_maxiter=5),  # autograd under the audit is slow
-    "adaptive": dict(clip_bound="adaptive", step_rule="adagrad_full", batch_search="greedy", bias_tolerance=1e-3,
-                     max_batch_size=3, batch_size=None),
+    "adaptive": dict(
+        clip_bound="adaptive",
+        step_rule="adagrad_full",
+        batch_search="greedy",
+        bias_tolerance=1e-3,
+        max_batch_size=3,
+        batch_size=None,
+    ),
     "adaptive_noise": dict(noise_schedule="adaptive_norm", bias_tolerance=1e-3, max_batch_size=3, batch_size=None),
     "exponential_selection": dict(selection="exponential", selection_epsilon=0.5, loss_clip=10.0),
     "noisy_loss_selection": dict(selection="noisy_loss", selection_mu=0.5, loss_clip=10.0, step_rule="adagrad"),
@@ -42,15 +50,23 @@ CONFIGS = {
 }
 
 
-def _short_run(audit: DeviceAudit | None = None, dtype: torch.dtype = torch.float64,
-               loss_dtype: torch.dtype = torch.float64, **kw):
+def _short_run(
+    audit: DeviceAudit | None = None, dtype: torch.dtype = torch.float64, loss_dtype: torch.dtype = torch.float64, **kw
+):
     r"""Two private steps with ``dtype`` bounds and ``θ₀`` and losses rounded to ``loss_dtype`` and given
     as ``dtype``."""
     _, objective = normal_location(n=20, d=3)
     cfg = nl_config(d=3, num_iterations=2, privacy_mu=1.0, seed=0, **kw)
     if dtype != torch.float64:
-        cfg = nl_config(d=3, num_iterations=2, privacy_mu=1.0, seed=0,
-                        bounds=cfg.bounds.to(dtype), theta0=cfg.theta0.to(dtype), **kw)
+        cfg = nl_config(
+            d=3,
+            num_iterations=2,
+            privacy_mu=1.0,
+            seed=0,
+            bounds=cfg.bounds.to(dtype),
+            theta0=cfg.theta0.to(dtype),
+            **kw,
+        )
     with audit if audit is not None else contextlib.nullcontext():
         opt = DPGIBO(cfg)
         result = opt.run(lambda X: objective(X.to(torch.float64)).to(loss_dtype).to(dtype), progress=False)

@@ -50,8 +50,15 @@ def test_adaptive_batches_stop_on_tolerance_and_shrink():
     eps, bmax = 0.05, d + 1
     cfg = DPGIBOConfig(
         bounds=torch.tensor([[0.0] * d, [1.0] * d], dtype=torch.float64),
-        kernel=rbf_kernel(d, 0.5), num_iterations=12, privacy_mu=math.inf, clip_bound=10.0,
-        step_size=0.05, bias_tolerance=eps, search_radius=0.05, noise_variance=1e-6, **FAST,
+        kernel=rbf_kernel(d, 0.5),
+        num_iterations=12,
+        privacy_mu=math.inf,
+        clip_bound=10.0,
+        step_size=0.05,
+        bias_tolerance=eps,
+        search_radius=0.05,
+        noise_variance=1e-6,
+        **FAST,
     )
     opt = DPGIBO(cfg)
     res = opt.run(objective, progress=False)
@@ -204,8 +211,9 @@ def test_diagnostics_are_opt_in_and_labelled():
     x, objective = normal_location(n=30, d=3)
     true_gradient = lambda T: T - x.mean(0)  # noqa: E731
     # a fixed noise seed: unseeded, about 1 run in 12 of the warm-started search ends at a bias near 1e-4
-    cfg = nl_config(d=3, privacy_mu=1.0, clip_bound=100.0, num_iterations=5, record_non_private_diagnostics=True,
-                    seed=0)
+    cfg = nl_config(
+        d=3, privacy_mu=1.0, clip_bound=100.0, num_iterations=5, record_non_private_diagnostics=True, seed=0
+    )
     res = DPGIBO(cfg).run(objective, progress=False)
     diag = res.diagnostics
     assert diag.NON_PRIVATE

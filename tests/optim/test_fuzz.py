@@ -74,9 +74,11 @@ def malformed_losses(draw, q: int, first: bool):
     r"""A value that ``tell`` must refuse for a ``q x N`` batch (``first``: no tell yet, so
     any ``n >= 1`` is still allowed)."""
     good = OBJECTIVE(torch.zeros(q, D, dtype=torch.float64))
-    kind = draw(st.sampled_from([
-        "nonfinite", "shape", "users", "dtype", "numpy_nonfinite", "list_shape", "nested_junk", "scalar",
-    ]))
+    kind = draw(
+        st.sampled_from(
+            ["nonfinite", "shape", "users", "dtype", "numpy_nonfinite", "list_shape", "nested_junk", "scalar"]
+        )
+    )
     if kind == "nonfinite":
         losses = good.clone()
         for _ in range(draw(st.integers(1, 3))):

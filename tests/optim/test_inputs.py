@@ -153,8 +153,14 @@ def test_zero_user_mechanism_masks_users_with_any_nonfinite_loss():
     Y_zero[:, [1, 4]] = 0.0
 
     def mech():
-        return GaussianGradientMechanism(clip_bound=1.0, num_users=6, privacy_mu=1.0, num_steps=2,
-                                         generator=torch.Generator().manual_seed(1), chunk_size=4)
+        return GaussianGradientMechanism(
+            clip_bound=1.0,
+            num_users=6,
+            privacy_mu=1.0,
+            num_steps=2,
+            generator=torch.Generator().manual_seed(1),
+            chunk_size=4,
+        )
 
     with pytest.raises(ValueError, match="not finite"):
         mech().release(A, Y_bad)
@@ -184,7 +190,7 @@ def test_tell_copies_the_callers_losses():
     array = objective(X).numpy().copy()
     opt.tell(X, array)
     array[:] = 1e6
-    assert torch.equal(torch.cat(list(opt.state.blocks))[-X.shape[0]:], objective(X))
+    assert torch.equal(torch.cat(list(opt.state.blocks))[-X.shape[0] :], objective(X))
 
 
 def test_losses_with_requires_grad_are_detached_before_the_release(tmp_path):

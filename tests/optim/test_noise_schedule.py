@@ -116,8 +116,14 @@ def test_schedule_refuses_inconsistent_settings():
     assert _schedule(max_step_mu=0.01).min_step_mu == 0.01  # μ_min is capped at μ_max
     with pytest.raises(ValueError, match="μ_N² \\+ μ_min²"):
         AdaptiveNormSchedule(
-            total_mu=1.0, sensitivity=0.1, dim=2, max_iterations=3, norm_mu=0.9, snr_factor=1.0,
-            max_step_mu=0.5, min_step_mu=0.5,
+            total_mu=1.0,
+            sensitivity=0.1,
+            dim=2,
+            max_iterations=3,
+            norm_mu=0.9,
+            snr_factor=1.0,
+            max_step_mu=0.5,
+            min_step_mu=0.5,
         )
     with pytest.raises(ValueError, match="total_mu"):
         _schedule(total_mu=math.inf)
@@ -161,8 +167,14 @@ def test_filter_never_overspends_and_the_last_step_spends_the_rest(
     mu, sensitivity, dim, max_iterations, fraction, snr, max_step_fraction, norms
 ):
     schedule = AdaptiveNormSchedule.build(
-        total_mu=mu, sensitivity=sensitivity, dim=dim, max_iterations=max_iterations, num_users=10,
-        norm_mu_fraction=fraction, snr_factor=snr, max_step_mu=mu * max_step_fraction,
+        total_mu=mu,
+        sensitivity=sensitivity,
+        dim=dim,
+        max_iterations=max_iterations,
+        num_users=10,
+        norm_mu_fraction=fraction,
+        snr_factor=snr,
+        max_step_mu=mu * max_step_fraction,
     )
     spent, finals = _simulate(schedule, norms)
     total_sq = math.fsum(m * m for m in spent)

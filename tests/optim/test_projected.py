@@ -69,5 +69,3 @@ def test_noise_energy_is_k_sigma_squared_instead_of_d_sigma_squared():
     # E‖Ṽw‖² = kσ², E‖w‖² = dσ²; relative standard errors √(2/(k·reps)) = 2%, √(2/(d·reps)) = 1%
     assert abs(projected.pow(2).sum(-1).mean() / (k * sigma2) - 1) < 0.1
     assert abs(full.pow(2).sum(-1).mean() / (d * sigma2) - 1) < 0.05
-
-

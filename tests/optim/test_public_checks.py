@@ -24,8 +24,16 @@ def _rbf(lengthscale: float, d: int = 2) -> RBFKernel:
 
 
 def _config(bounds, kernel, **kw) -> DPGIBOConfig:
-    return DPGIBOConfig(bounds=torch.tensor(bounds, dtype=torch.float64), kernel=kernel, privacy_mu=1.0,
-                        num_iterations=2, batch_size=2, raw_samples=8, num_restarts=1, **kw)
+    return DPGIBOConfig(
+        bounds=torch.tensor(bounds, dtype=torch.float64),
+        kernel=kernel,
+        privacy_mu=1.0,
+        num_iterations=2,
+        batch_size=2,
+        raw_samples=8,
+        num_restarts=1,
+        **kw,
+    )
 
 
 def _settings_warnings(config: DPGIBOConfig) -> list[str]:

@@ -62,8 +62,9 @@ def test_a_checkpoint_whose_ledger_lost_records_is_refused(tmp_path):
     with pytest.raises(ValueError, match="lacks the release 'step-0001'"):
         DPGIBO.resume(tmp_path)
     state["ledger"]["validation_steps"][0]["mu"] = 0.01  # the right keys, a smaller charge
-    state["ledger"]["validation_steps"].append({**state["ledger"]["validation_steps"][0], "key": "step-0001",
-                                                "release_id": "f" * 32})
+    state["ledger"]["validation_steps"].append(
+        {**state["ledger"]["validation_steps"][0], "key": "step-0001", "release_id": "f" * 32}
+    )
     path.write_text(json.dumps(state))
     with pytest.raises(ValueError, match="was not charged mu=0.5"):
         DPGIBO.resume(tmp_path)
@@ -74,8 +75,11 @@ def test_a_dead_processs_reservation_is_settled_when_its_run_resumes(tmp_path):
     reservation nobody could cancel. It belongs to its run now, and the run's resume drops it."""
     _, objective = normal_location(n=12, d=2)
     url = tmp_path / "ledger.db"
-    opt = DPGIBO(_config(), checkpoint_dir=tmp_path / "ckpt", ledger=PrivacyLedger(storage=url, dataset="users",
-                                                                                  validation_mu_budget=1.0))
+    opt = DPGIBO(
+        _config(),
+        checkpoint_dir=tmp_path / "ckpt",
+        ledger=PrivacyLedger(storage=url, dataset="users", validation_mu_budget=1.0),
+    )
     opt.run(objective, progress=False, callback=lambda info: info.iteration == 1)
     with open_storage(url).transaction("users") as tx:  # what a process killed inside a step leaves
         tx.reserve(side="validation", entry={"mu": 0.3}, run_id=opt.run_id, owner="killed")
@@ -95,8 +99,9 @@ def test_a_run_id_the_ledger_holds_is_refused_before_anything_is_released():
     x, objective = normal_location(n=12, d=2)
     bounds = torch.tensor([[-2.0, -2.0], [4.0, 4.0]], dtype=torch.float64)
     ledger = PrivacyLedger()
-    hypo = dict(mean_trials=3.0, per_trial_mu=0.3, loss_clip=20.0, ratio_bound=1.0, num_candidates=64, seed=0,
-                ledger=ledger)
+    hypo = dict(
+        mean_trials=3.0, per_trial_mu=0.3, loss_clip=20.0, ratio_bound=1.0, num_candidates=64, seed=0, ledger=ledger
+    )
     dp_hypo(objective, bounds, run_id="tuning", **hypo)
     spent = ledger.validation_rdp_curve()
     with pytest.raises(ValueError, match="'tuning' is already in the ledger"):

@@ -124,7 +124,7 @@ def test_missing_selection_fields_and_run_id_are_refused_by_name_before_any_draw
         selection_mechanism("noisy_loss", selection_epsilon=None, selection_mu=0.3, loss_clip=None, generator=gen)
     ledger = PrivacyLedger(validation_mu_budget=1.0)
     with pytest.raises(ValueError, match=r"needs run_id .*got None"):
-        release_selection("exponential", losses, selection_epsilon=0.5, selection_mu=None, loss_clip=1.0,
-                          generator=gen, ledger=ledger)
+        release_selection(
+            "exponential", losses, selection_epsilon=0.5, selection_mu=None, loss_clip=1.0, generator=gen, ledger=ledger
+        )
     assert torch.equal(gen.get_state(), state) and ledger.validation_records() == []
-

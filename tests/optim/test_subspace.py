@@ -149,8 +149,10 @@ def test_previous_runs_pca_from_tensors_and_releases():
     from_tensors = PreviousRunsPCA([a, b], k=2)
     reference = PublicGradientPCA(torch.cat([a, b]), k=2)
     torch.testing.assert_close(from_tensors.basis, reference.basis, rtol=0, atol=1e-12)
-    releases = [SimpleNamespace(released_gradients=a, iterates=torch.zeros(6, 4, dtype=F64)),
-                SimpleNamespace(release=SimpleNamespace(released_gradients=b, iterates=torch.zeros(8, 4, dtype=F64)))]
+    releases = [
+        SimpleNamespace(released_gradients=a, iterates=torch.zeros(6, 4, dtype=F64)),
+        SimpleNamespace(release=SimpleNamespace(released_gradients=b, iterates=torch.zeros(8, 4, dtype=F64))),
+    ]
     torch.testing.assert_close(PreviousRunsPCA(releases, k=2).basis, reference.basis, rtol=0, atol=1e-12)
     iterates = torch.cumsum(torch.cat([torch.zeros(1, 4, dtype=F64), a]), 0)
     diffs = PreviousRunsPCA([SimpleNamespace(iterates=iterates)], use="iterate_differences", energy=0.8)
@@ -199,8 +201,12 @@ def test_posterior_covariance_subspace_equals_brute_force_eigendecomposition():
         top = torch.from_numpy(vectors[:, -k:])
         torch.testing.assert_close(projector(V), projector(top), rtol=0, atol=1e-8)
     # the prior of an ARD RBF kernel: Σ = (s²/ℓ_j²) diag, so the top directions are the shortest ℓ
-    torch.testing.assert_close(projector(oracle(theta, GradientGP(X[:0], kernel, noise))),
-                               torch.diag(torch.tensor([1.0, 1.0, 0.0, 0.0], dtype=F64)), rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        projector(oracle(theta, GradientGP(X[:0], kernel, noise))),
+        torch.diag(torch.tensor([1.0, 1.0, 0.0, 0.0], dtype=F64)),
+        rtol=0,
+        atol=1e-12,
+    )
     with pytest.raises(ValueError, match="exceeds d"):
         PosteriorGradientCovarianceSubspace(5)(theta, GradientGP(X, kernel, noise))
     with pytest.raises(ValueError, match="k"):
@@ -245,8 +251,9 @@ def test_projected_trace_and_reduction_equal_dense_recomputation():
     torch.testing.assert_close(acqf.current_trace, torch.trace(dense), rtol=1e-12, atol=1e-12)
     # Ṽ = I: the projected acquisition is the full one
     eye = torch.eye(4, dtype=F64)
-    torch.testing.assert_close(qGradientInformation(gp, theta, basis=eye)(X), qGradientInformation(gp, theta)(X),
-                               rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(
+        qGradientInformation(gp, theta, basis=eye)(X), qGradientInformation(gp, theta)(X), rtol=1e-12, atol=1e-14
+    )
     torch.testing.assert_close(gp.posterior_trace(theta, eye), gp.posterior_trace(theta), rtol=1e-12, atol=1e-14)
     with pytest.raises(ValueError, match="basis must be d x k"):
         qGradientInformation(gp, theta, basis=eye[:3])
@@ -275,4 +282,3 @@ def test_top_eigenvectors_needs_k_or_energy():
         ValueError, match=r"top_eigenvectors of the matrix needs k or energy, got k=None and energy=None"
     ):
         top_eigenvectors(torch.eye(3, dtype=torch.float64))
-

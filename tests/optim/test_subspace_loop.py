@@ -95,8 +95,15 @@ def test_no_noise_full_matrix_adagrad_is_the_reference_on_the_released_gradients
 # --------------------------------------------------------------------------- projected runs
 def test_fixed_subspace_run_moves_in_the_span_and_releases_k_coordinates():
     _, objective = normal_location(n=20, d=4)
-    cfg = nl_config(d=4, privacy_mu=1.0, clip_bound=3.0, num_iterations=4, seed=1, subspace=FixedSubspace(V42),
-                    record_non_private_diagnostics=True)
+    cfg = nl_config(
+        d=4,
+        privacy_mu=1.0,
+        clip_bound=3.0,
+        num_iterations=4,
+        seed=1,
+        subspace=FixedSubspace(V42),
+        record_non_private_diagnostics=True,
+    )
     res = DPGIBO(cfg).run(objective, progress=False)
     rel = res.release
     V = cfg.subspace.basis  # QR of V42 (equal up to rounding)
@@ -111,8 +118,14 @@ def test_fixed_subspace_run_moves_in_the_span_and_releases_k_coordinates():
 
 def test_posterior_covariance_subspace_uses_the_points_before_each_batch():
     _, objective = normal_location(n=20, d=4)
-    cfg = nl_config(d=4, privacy_mu=2.0, num_iterations=3, seed=2, subspace=PosteriorGradientCovarianceSubspace(2),
-                    noise_variance=1e-4)
+    cfg = nl_config(
+        d=4,
+        privacy_mu=2.0,
+        num_iterations=3,
+        seed=2,
+        subspace=PosteriorGradientCovarianceSubspace(2),
+        noise_variance=1e-4,
+    )
     opt = DPGIBO(cfg)
     rel = opt.run(objective, progress=False).release
     kernel = opt.kernel  # the loop's frozen float64 copy
@@ -131,8 +144,16 @@ def test_posterior_covariance_subspace_uses_the_points_before_each_batch():
 def test_private_preconditioner_releases_twice_per_step_and_composes_to_mu():
     _, objective = normal_location(n=20, d=4)
     T = 4
-    cfg = nl_config(d=4, privacy_mu=1.0, clip_bound=3.0, num_iterations=T, seed=3, step_rule="adagrad_full",
-                    preconditioner="private", subspace=FixedSubspace(V42))
+    cfg = nl_config(
+        d=4,
+        privacy_mu=1.0,
+        clip_bound=3.0,
+        num_iterations=T,
+        seed=3,
+        step_rule="adagrad_full",
+        preconditioner="private",
+        subspace=FixedSubspace(V42),
+    )
     opt = DPGIBO(cfg)
     rel = opt.run(objective, progress=False).release
     keys = [r.key for r in opt.ledger.validation_records()]  # in the order of the draws
@@ -150,8 +171,14 @@ def test_private_preconditioner_releases_twice_per_step_and_composes_to_mu():
     for t in range(T):
         assert in_span(V42, rel.iterates[t + 1] - rel.iterates[0])
     # a different share of μ²: μ_H = μ√f
-    cfg = nl_config(d=4, privacy_mu=1.0, num_iterations=2, step_rule="adagrad_full", preconditioner="private",
-                    preconditioner_mu_fraction=0.2)
+    cfg = nl_config(
+        d=4,
+        privacy_mu=1.0,
+        num_iterations=2,
+        step_rule="adagrad_full",
+        preconditioner="private",
+        preconditioner_mu_fraction=0.2,
+    )
     opt = DPGIBO(cfg)
     opt.run(objective, progress=False)
     grad_mu, precond_mu = [opt.ledger.validation_steps[(opt.run_id, k)] for k in ("step-0000", "step-0000/precond")]
@@ -164,8 +191,15 @@ def test_budget_filter_counts_both_releases_before_either():
     _, objective = normal_location(n=10, d=2)
     # each step is √(μ_g² + μ_H²)/√T = 0.5: one step fits a budget of 0.65, a second (0.707) does not,
     # although the gradient alone (√(0.25 + 0.125) = 0.61) would
-    cfg = nl_config(d=2, privacy_mu=1.0, num_iterations=4, seed=4, step_rule="adagrad_full", preconditioner="private",
-                    validation_mu_budget=0.65)
+    cfg = nl_config(
+        d=2,
+        privacy_mu=1.0,
+        num_iterations=4,
+        seed=4,
+        step_rule="adagrad_full",
+        preconditioner="private",
+        validation_mu_budget=0.65,
+    )
     opt = DPGIBO(cfg)
     X = opt.ask()
     opt.tell(X, objective(X))
@@ -205,8 +239,15 @@ def test_bad_oracle_output_is_refused_before_release():
     with pytest.raises(ValueError, match="not orthonormal"):
         opt.tell(X, objective(X))
     assert same(snapshot(opt), before)
-    cfg = nl_config(d=2, privacy_mu=1.0, num_iterations=3, seed=6, subspace=DriftingBasis(),
-                    step_rule="adagrad_full", preconditioner="private")
+    cfg = nl_config(
+        d=2,
+        privacy_mu=1.0,
+        num_iterations=3,
+        seed=6,
+        subspace=DriftingBasis(),
+        step_rule="adagrad_full",
+        preconditioner="private",
+    )
     opt = DPGIBO(cfg)
     X = opt.ask()
     opt.tell(X, objective(X))
@@ -225,8 +266,10 @@ def test_bad_oracle_output_is_refused_before_release():
         (dict(step_rule="adagrad_full", preconditioner_mu_fraction=0.5), "only used with preconditioner='private'"),
         (dict(step_rule="adagrad_full", preconditioner="private", preconditioner_mu_fraction=1.0), r"\(0, 1\)"),
         (dict(step_rule="adagrad_full", preconditioner="private", preconditioner_mu_fraction=0.0), "fraction"),
-        (dict(step_rule="adagrad_full", preconditioner="private", subspace=PosteriorGradientCovarianceSubspace(2)),
-         "needs one basis for every step .* a fixed SubspaceOracle"),
+        (
+            dict(step_rule="adagrad_full", preconditioner="private", subspace=PosteriorGradientCovarianceSubspace(2)),
+            "needs one basis for every step .* a fixed SubspaceOracle",
+        ),
         (dict(subspace=torch.eye(5)), "SubspaceOracle"),
         (dict(subspace=FixedSubspace(torch.eye(4))), "d = 5"),
         (dict(subspace=PosteriorGradientCovarianceSubspace(6)), "exceeds d"),
@@ -240,8 +283,16 @@ def test_config_refusals(kw, match):
 # --------------------------------------------------------------------------- checkpoints
 def test_resume_reproduces_a_private_preconditioner_run_and_refuses_changes(tmp_path):
     _, objective = normal_location(n=12, d=4)
-    cfg = nl_config(d=4, privacy_mu=1.0, clip_bound=3.0, num_iterations=4, seed=7, step_rule="adagrad_full",
-                    preconditioner="private", subspace=FixedSubspace(V42))
+    cfg = nl_config(
+        d=4,
+        privacy_mu=1.0,
+        clip_bound=3.0,
+        num_iterations=4,
+        seed=7,
+        step_rule="adagrad_full",
+        preconditioner="private",
+        subspace=FixedSubspace(V42),
+    )
     full = DPGIBO(cfg).run(objective, progress=False).release
     opt = DPGIBO(cfg, checkpoint_dir=tmp_path)
     opt.run(objective, progress=False, callback=lambda info: info.iteration == 2)
@@ -253,8 +304,16 @@ def test_resume_reproduces_a_private_preconditioner_run_and_refuses_changes(tmp_
         (dict(preconditioner="noisy"), "preconditioner"),
         (dict(preconditioner_mu_fraction=0.3), "preconditioner_mu_fraction"),
     ]:
-        base = dict(d=4, privacy_mu=1.0, clip_bound=3.0, num_iterations=4, seed=7, step_rule="adagrad_full",
-                    preconditioner="private", subspace=FixedSubspace(V42))
+        base = dict(
+            d=4,
+            privacy_mu=1.0,
+            clip_bound=3.0,
+            num_iterations=4,
+            seed=7,
+            step_rule="adagrad_full",
+            preconditioner="private",
+            subspace=FixedSubspace(V42),
+        )
         with pytest.raises(ValueError, match=field):
             DPGIBO.resume(tmp_path, nl_config(**{**base, **changed}))
     resumed = DPGIBO.resume(tmp_path)  # the config (and its subspace) rebuilt from the checkpoint
@@ -270,8 +329,15 @@ def test_resume_reproduces_a_private_preconditioner_run_and_refuses_changes(tmp_
 
 def test_resume_with_a_changing_subspace_and_damaged_track_refused(tmp_path):
     _, objective = normal_location(n=12, d=3)
-    cfg = nl_config(d=3, privacy_mu=1.0, num_iterations=3, seed=8, subspace=PosteriorGradientCovarianceSubspace(2),
-                    step_rule="adagrad_full", preconditioner="noisy_debiased")
+    cfg = nl_config(
+        d=3,
+        privacy_mu=1.0,
+        num_iterations=3,
+        seed=8,
+        subspace=PosteriorGradientCovarianceSubspace(2),
+        step_rule="adagrad_full",
+        preconditioner="noisy_debiased",
+    )
     full = DPGIBO(cfg).run(objective, progress=False).release
     opt = DPGIBO(cfg, checkpoint_dir=tmp_path)
     opt.run(objective, progress=False, callback=lambda info: info.iteration == 1)
@@ -292,8 +358,11 @@ def test_a_checkpoint_written_before_the_subspace_fields_still_loads():
     opt.tell(X, objective(X))
     state = opt.state_dict()
     meta = {k: v for k, v in state["meta"].items() if k != "subspace"}
-    meta["config"] = {k: v for k, v in meta["config"].items()
-                      if k not in ("subspace", "preconditioner", "preconditioner_mu_fraction", "subspace_acquisition")}
+    meta["config"] = {
+        k: v
+        for k, v in meta["config"].items()
+        if k not in ("subspace", "preconditioner", "preconditioner_mu_fraction", "subspace_acquisition")
+    }
     other = DPGIBO(cfg)
     other.load_state_dict({**state, "meta": meta})
     assert torch.equal(other.theta, opt.theta) and other.iteration == 1 and other.state.track == opt.state.track
@@ -319,14 +388,32 @@ def test_a_checkpoint_written_before_the_subspace_fields_still_loads():
 # --------------------------------------------------------------------------- projected acquisition (A5)
 def test_projected_acquisition_defaults_to_k_plus_one_points_and_stops_on_the_projected_trace():
     _, objective = normal_location(n=12, d=4)
-    fixed = DPGIBO(nl_config(d=4, privacy_mu=1.0, num_iterations=2, seed=10, batch_size=None,
-                             subspace=FixedSubspace(V42), subspace_acquisition=True))
+    fixed = DPGIBO(
+        nl_config(
+            d=4,
+            privacy_mu=1.0,
+            num_iterations=2,
+            seed=10,
+            batch_size=None,
+            subspace=FixedSubspace(V42),
+            subspace_acquisition=True,
+        )
+    )
     assert fixed.ask().shape[0] == 3 and fixed.config.max_evaluations == 2 * 3  # k + 1, not d + 1
     assert fixed.run(objective, progress=False).release.batch_sizes == [3, 3]
     tolerance = 0.05
-    cfg = nl_config(d=4, privacy_mu=1.0, num_iterations=3, seed=11, batch_size=None, bias_tolerance=tolerance,
-                    kernel=_nl_config(d=4).kernel, subspace=FixedSubspace(V42), subspace_acquisition=True,
-                    noise_variance=1e-4)
+    cfg = nl_config(
+        d=4,
+        privacy_mu=1.0,
+        num_iterations=3,
+        seed=11,
+        batch_size=None,
+        bias_tolerance=tolerance,
+        kernel=_nl_config(d=4).kernel,
+        subspace=FixedSubspace(V42),
+        subspace_acquisition=True,
+        noise_variance=1e-4,
+    )
     opt = DPGIBO(cfg)
     assert cfg.max_evaluations == 3 * 3  # b_max = k + 1
     rel = opt.run(objective, progress=False).release
@@ -346,8 +433,16 @@ def test_projected_acquisition_defaults_to_k_plus_one_points_and_stops_on_the_pr
 # --------------------------------------------------------------------------- with Menart et al.'s options
 def test_subspace_with_the_adaptive_schedule_releases_k_coordinates():
     _, objective = normal_location(n=30, d=4)
-    cfg = nl_config(d=4, privacy_mu=2.0, num_iterations=4, seed=12, subspace=FixedSubspace(V42),
-                    noise_schedule="adaptive_norm", step_rule="adagrad_full", preconditioner="noisy_debiased")
+    cfg = nl_config(
+        d=4,
+        privacy_mu=2.0,
+        num_iterations=4,
+        seed=12,
+        subspace=FixedSubspace(V42),
+        noise_schedule="adaptive_norm",
+        step_rule="adagrad_full",
+        preconditioner="noisy_debiased",
+    )
     opt = DPGIBO(cfg)
     rel = opt.run(objective, progress=False).release
     t = len(rel.step_mus)

@@ -8,7 +8,6 @@ r"""Closed-form proxies for the method-choice tests: where local search should w
   in the basin (a fifth of the box) often, so private random search should win.
 """
 
-
 import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
@@ -21,8 +20,17 @@ BASIN_WIDTH = 0.2
 
 def smooth_quadratic(n_proxy=200, d=30):
     _, proxy = normal_location(n=n_proxy, d=d, seed=1)
-    config = nl_config(d=d, privacy_mu=None, epsilon=1.0, delta=1e-5, num_iterations=2, step_size=0.5, batch_size=3,
-                       clip_bound=4.0, **FAST)
+    config = nl_config(
+        d=d,
+        privacy_mu=None,
+        epsilon=1.0,
+        delta=1e-5,
+        num_iterations=2,
+        step_size=0.5,
+        batch_size=3,
+        clip_bound=4.0,
+        **FAST,
+    )
     return proxy, config
 
 
@@ -39,9 +47,17 @@ def narrow_basin(n_proxy=200, width=BASIN_WIDTH):
     kernel = ScaleKernel(RBFKernel(ard_num_dims=d)).to(torch.float64)
     kernel.base_kernel.lengthscale = width
     config = DPGIBOConfig(
-        bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64), kernel=kernel,
-        theta0=torch.full((d,), 0.15, dtype=torch.float64), search_radius=0.05, epsilon=1.0, delta=1e-5,
-        num_iterations=6, step_size=0.1, batch_size=3, clip_bound=0.01, **FAST,
+        bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64),
+        kernel=kernel,
+        theta0=torch.full((d,), 0.15, dtype=torch.float64),
+        search_radius=0.05,
+        epsilon=1.0,
+        delta=1e-5,
+        num_iterations=6,
+        step_size=0.1,
+        batch_size=3,
+        clip_bound=0.01,
+        **FAST,
     )
     return proxy, config
 

@@ -46,8 +46,15 @@ def test_the_kernel_fit_recovers_the_length_scales_of_a_gp_sample():
     kernel = ScaleKernel(RBFKernel(ard_num_dims=2)).requires_grad_(False)  # frozen: never fit on sensitive losses
     before = copy.deepcopy(kernel.state_dict())
     config = DPGIBOConfig(
-        bounds=_box(0.0, 3.0), kernel=kernel, privacy_mu=1.0, num_iterations=1, step_size=0.1, batch_size=3,
-        search_radius=0.3, acqf_maxiter=20, **FAST,
+        bounds=_box(0.0, 3.0),
+        kernel=kernel,
+        privacy_mu=1.0,
+        num_iterations=1,
+        step_size=0.1,
+        batch_size=3,
+        search_radius=0.3,
+        acqf_maxiter=20,
+        **FAST,
     )
     plan = plan_private_run(
         proxy,

@@ -28,8 +28,9 @@ LOCAL_AND_RANDOM = (DPGIBOMethod(), PrivateRandomSearchMethod())
 
 def _compare(proxy, config, n, methods=LOCAL_AND_RANDOM, seeds=(1, 2, 3)):
     evaluations = config.num_iterations * config.batch_size
-    return compare_methods(proxy, config, methods, num_users=n, num_proxy_users=200, evaluations=evaluations,
-                           seeds=seeds, progress=False)
+    return compare_methods(
+        proxy, config, methods, num_users=n, num_proxy_users=200, evaluations=evaluations, seeds=seeds, progress=False
+    )
 
 
 def test_the_recommendation_changes_where_the_proxy_says_it_should():
@@ -87,8 +88,16 @@ def test_dp_hypo_runs_where_a_ratio_bound_reaches_the_budget():
 
 def test_plan_private_run_keeps_the_comparison_with_fresh_paired_seeds():
     _, proxy = normal_location(n=N_PROXY, d=D, seed=1)
-    plan = plan_private_run(proxy, _config(), num_users=N_PRIVATE, clip_quantiles=(0.9,), step_sizes=(0.5,),
-                            num_repeats=2, progress=False, methods=LOCAL_AND_RANDOM)
+    plan = plan_private_run(
+        proxy,
+        _config(),
+        num_users=N_PRIVATE,
+        clip_quantiles=(0.9,),
+        step_sizes=(0.5,),
+        num_repeats=2,
+        progress=False,
+        methods=LOCAL_AND_RANDOM,
+    )
     comparison = plan.methods
     assert [s.name for s in comparison.scores] == ["dp_gibo", "private_random_search"]
     gibo = comparison.scores[0]

@@ -9,12 +9,7 @@ import pytest
 import torch
 
 from botorch_dp import DPGIBO
-from botorch_dp.plan import (
-    DPGIBOMethod,
-    MethodContext,
-    MethodUnavailable,
-    simulation_config,
-)
+from botorch_dp.plan import DPGIBOMethod, MethodContext, MethodUnavailable, simulation_config
 from botorch_dp.privacy.ledger import PrivacyLedger
 from tests.optim.loop_helpers import normal_location
 
@@ -25,8 +20,15 @@ from .plan_helpers import plan_config as _config
 def test_simulation_and_private_run_are_dp_gibo_with_the_planned_config():
     _, proxy = normal_location(n=N_PROXY, d=D, seed=1)
     config = _config()
-    context = MethodContext(bounds=config.bounds, num_users=N_PRIVATE, num_proxy_users=N_PROXY, epsilon=1.0, delta=1e-5,
-                            config=config, evaluations=6.0)
+    context = MethodContext(
+        bounds=config.bounds,
+        num_users=N_PRIVATE,
+        num_proxy_users=N_PROXY,
+        epsilon=1.0,
+        delta=1e-5,
+        config=config,
+        evaluations=6.0,
+    )
     method = DPGIBOMethod().resolved(proxy, context)
     assert method.config is config and method.gdp_mu == config.privacy_mu
     with warnings.catch_warnings():
@@ -43,5 +45,15 @@ def test_simulation_and_private_run_are_dp_gibo_with_the_planned_config():
     )
     assert "planned B = 1" in method.describe()  # plan_config's clip bound
     with pytest.raises(MethodUnavailable, match="no finite privacy budget"):
-        DPGIBOMethod().resolved(proxy, MethodContext(config.bounds, N_PRIVATE, N_PROXY, math.inf, 1e-5,
-                                                     _config(epsilon=None, delta=None, privacy_mu=math.inf), 6.0))
+        DPGIBOMethod().resolved(
+            proxy,
+            MethodContext(
+                config.bounds,
+                N_PRIVATE,
+                N_PROXY,
+                math.inf,
+                1e-5,
+                _config(epsilon=None, delta=None, privacy_mu=math.inf),
+                6.0,
+            ),
+        )

@@ -18,8 +18,15 @@ N, N_P = 2000, 200
 
 
 def _context(config, epsilon, evaluations=6.0):
-    return MethodContext(bounds=config.bounds, num_users=N, num_proxy_users=N_P, epsilon=epsilon, delta=1e-5,
-                         config=config, evaluations=evaluations)
+    return MethodContext(
+        bounds=config.bounds,
+        num_users=N,
+        num_proxy_users=N_P,
+        epsilon=epsilon,
+        delta=1e-5,
+        config=config,
+        evaluations=evaluations,
+    )
 
 
 @pytest.mark.parametrize("epsilon", [1.0, 3.0])
@@ -33,7 +40,8 @@ def test_the_ratio_bound_is_the_largest_that_reaches_the_budget(epsilon):
                     target_epsilon=epsilon, target_delta=1e-5, mean_trials=6.0, ratio_upper=ratio
                 )
     assert method.per_trial_mu == dp_hypo_per_trial_mu_for_epsilon(
-        target_epsilon=epsilon, target_delta=1e-5, mean_trials=6.0, ratio_upper=method.ratio_bound)
+        target_epsilon=epsilon, target_delta=1e-5, mean_trials=6.0, ratio_upper=method.ratio_bound
+    )
     assert method.ratio_bound == (1.1 if epsilon == 1.0 else 1.5)
 
 

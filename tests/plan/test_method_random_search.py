@@ -10,16 +10,8 @@ import torch
 from torch.quasirandom import SobolEngine
 
 from botorch_dp.baselines import private_random_search
-from botorch_dp.plan import (
-    MethodContext,
-    MethodUnavailable,
-    PrivateRandomSearchMethod,
-    proxy_loss_clip,
-)
-from botorch_dp.privacy.analysis.private_selection import (
-    per_trial_mu_for_epsilon,
-    private_selection_rdp,
-)
+from botorch_dp.plan import MethodContext, MethodUnavailable, PrivateRandomSearchMethod, proxy_loss_clip
+from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon, private_selection_rdp
 from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger
 from botorch_dp.privacy.ledger.filters import PrivacyBudgetExceeded
@@ -32,8 +24,9 @@ N, N_P = 2000, 200
 @pytest.fixture(scope="module")
 def setting():
     proxy, config = narrow_basin(n_proxy=N_P)
-    context = MethodContext(bounds=config.bounds, num_users=N, num_proxy_users=N_P, epsilon=1.0, delta=1e-5,
-                            config=config, evaluations=18.0)
+    context = MethodContext(
+        bounds=config.bounds, num_users=N, num_proxy_users=N_P, epsilon=1.0, delta=1e-5, config=config, evaluations=18.0
+    )
     return proxy, context, PrivateRandomSearchMethod().resolved(proxy, context)
 
 

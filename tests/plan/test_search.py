@@ -114,8 +114,15 @@ def test_a_clearly_better_batch_rule_is_chosen():
     config = _config(num_iterations=2, batch_size=1, acqf_maxiter=20)
     user_kernel = copy.deepcopy(config.kernel.state_dict())
     plan = plan_private_run(
-        proxy, config, num_users=N_PRIVATE, clip_quantiles=(0.9,), step_sizes=(0.5,), num_repeats=1,
-        bias_tolerances=(None, 1e-3), fit_kernel=False, choose_method=False,
+        proxy,
+        config,
+        num_users=N_PRIVATE,
+        clip_quantiles=(0.9,),
+        step_sizes=(0.5,),
+        num_repeats=1,
+        bias_tolerances=(None, 1e-3),
+        fit_kernel=False,
+        choose_method=False,
     )
     fixed, adaptive = plan.trials
     assert (fixed.bias_tolerance, adaptive.bias_tolerance) == (None, 1e-3)
@@ -192,8 +199,16 @@ def test_the_settings_passed_in_are_simulated_as_they_are_and_shown_next_to_the_
 
     _, proxy = normal_location(n=N_PROXY, d=D, seed=1)
     config = _config(clip_bound=0.7, step_size=0.25)
-    plan = plan_private_run(proxy, config, num_users=N_PRIVATE, clip_quantiles=(0.5, 0.9), step_sizes=(0.5,),
-                            num_repeats=2, progress=True, choose_method=False)
+    plan = plan_private_run(
+        proxy,
+        config,
+        num_users=N_PRIVATE,
+        clip_quantiles=(0.5, 0.9),
+        step_sizes=(0.5,),
+        num_repeats=2,
+        progress=True,
+        choose_method=False,
+    )
     given = plan.given
     assert (given.clip_bound, given.step_size, given.num_iterations) == (0.7, 0.25, config.num_iterations)
     # brute force: the same simulated runs by hand (the config's own kernel, not the fitted one)
@@ -209,6 +224,14 @@ def test_the_settings_passed_in_are_simulated_as_they_are_and_shown_next_to_the_
     se = math.sqrt(sum((x - given.mean_proxy_loss) ** 2 for x in expected) / 2)  # sd/√r with r = 2
     assert f"{given.mean_proxy_loss:.5g} +- {se:.2g}" in str(plan)
     assert "planning on the proxy" in capsys.readouterr().err  # the progress bar
-    one = plan_private_run(proxy, config, num_users=N_PRIVATE, clip_quantiles=(0.5,), step_sizes=(0.5,),
-                           num_repeats=1, progress=False, choose_method=False)
+    one = plan_private_run(
+        proxy,
+        config,
+        num_users=N_PRIVATE,
+        clip_quantiles=(0.5,),
+        step_sizes=(0.5,),
+        num_repeats=1,
+        progress=False,
+        choose_method=False,
+    )
     assert " n/a " in one.table()  # one repeat has no spread to show

@@ -50,7 +50,8 @@ def _server_user() -> pwd.struct_passwd | None:
     except KeyError:
         subprocess.run(
             ["useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin", _PG_USER],
-            check=True, capture_output=True,
+            check=True,
+            capture_output=True,
         )
         return pwd.getpwnam(_PG_USER)
 

@@ -76,6 +76,7 @@ def die_in_transaction(url: str, dataset: str, mu: float, where: str, ready: Any
     elif where == "exit-before-commit":
         storage._before_commit = lambda tx: os._exit(3)
     else:
+
         def hang(tx: Any) -> None:
             ready.set()
             time.sleep(120)

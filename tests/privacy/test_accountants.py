@@ -30,9 +30,7 @@ DELTA = 1e-5
 def _pld_epsilon(noise_multipliers_and_steps, delta):
     accountant = PLDAccountant()
     for noise_multiplier, steps in noise_multipliers_and_steps:
-        accountant.compose(
-            dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(noise_multiplier), steps)
-        )
+        accountant.compose(dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(noise_multiplier), steps))
     return accountant.get_epsilon(delta)
 
 
@@ -232,7 +230,12 @@ def _quadrature_rdp(sigma, rate, order):
             return math.exp(stats.norm.logpdf(z, scale=sigma) + sign * power * log_ratio(z))
 
         value, _ = integrate.quad(
-            integrand, -40 * sigma, 40 * sigma + order, epsabs=0, epsrel=1e-12, limit=1000,
+            integrand,
+            -40 * sigma,
+            40 * sigma + order,
+            epsabs=0,
+            epsrel=1e-12,
+            limit=1000,
             points=[0.0, 0.5, order - 0.5],
         )
         return math.log(value) / (order - 1)
@@ -297,8 +300,7 @@ assert "opacus" in sys.modules
 def test_importing_and_running_dp_gibo_does_not_load_opacus():
     root = Path(__file__).resolve().parents[2]
     completed = subprocess.run(
-        [sys.executable, "-c", _NO_OPACUS, str(root)],
-        cwd=root, capture_output=True, text=True, timeout=300,
+        [sys.executable, "-c", _NO_OPACUS, str(root)], cwd=root, capture_output=True, text=True, timeout=300
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
 

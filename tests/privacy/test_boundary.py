@@ -19,10 +19,23 @@ ROOT = PACKAGE.parent
 #: Names whose call (or import) draws noise: torch.randn/normal/randn_like/Tensor.normal_,
 #: numpy's normal/standard_normal/multivariate_normal/laplace (module or Generator),
 #: random.gauss/normalvariate/SystemRandom, torch.distributions' Normal/Laplace/MVN.
-NOISE_NAMES = frozenset({
-    "randn", "randn_like", "normal", "normal_", "standard_normal", "multivariate_normal",
-    "laplace", "gauss", "normalvariate", "SystemRandom", "Normal", "MultivariateNormal", "Laplace",
-})
+NOISE_NAMES = frozenset(
+    {
+        "randn",
+        "randn_like",
+        "normal",
+        "normal_",
+        "standard_normal",
+        "multivariate_normal",
+        "laplace",
+        "gauss",
+        "normalvariate",
+        "SystemRandom",
+        "Normal",
+        "MultivariateNormal",
+        "Laplace",
+    }
+)
 
 #: Where a noise draw is allowed, and why. Keep this small: a new entry needs a reason that
 #: says why the randomness is NOT privacy noise. (DP-SGD's noise is drawn inside Opacus,

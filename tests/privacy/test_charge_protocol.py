@@ -86,7 +86,7 @@ def counting_draws():
 def _ledger_square(ledger: PrivacyLedger) -> float:
     events = [validation_event(r.event) for r in ledger.validation_records()]
     assert gdp_only(events)
-    return math.fsum(e.mu ** 2 for e in events)
+    return math.fsum(e.mu**2 for e in events)
 
 
 OPTIONS = {
@@ -144,8 +144,9 @@ def _drive(opt: DPGIBO, objective) -> None:
 
 
 # ------------------------------------------------------------- randomized sequences
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                   HealthCheck.too_slow])
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(
     option=st.sampled_from(sorted(OPTIONS)),
     failures=st.lists(st.booleans(), min_size=0, max_size=10),
@@ -195,8 +196,11 @@ def test_two_copies_of_one_checkpoint_resumed_against_one_stored_ledger_are_both
     url = tmp_path / "ledger.db"
     with warnings.catch_warnings(), counting_draws() as draws:
         warnings.simplefilter("ignore", PrivacyWarning)
-        first = DPGIBO(_config(option, seed=None), checkpoint_dir=tmp_path / "a",
-                       ledger=PrivacyLedger(storage=url, dataset="users"))
+        first = DPGIBO(
+            _config(option, seed=None),
+            checkpoint_dir=tmp_path / "a",
+            ledger=PrivacyLedger(storage=url, dataset="users"),
+        )
         X = first.ask()
         first.tell(X, objective(X))
         shutil.copytree(tmp_path / "a", tmp_path / "b")
@@ -315,11 +319,19 @@ def test_the_budget_is_checked_before_the_draw_not_when_recording():
 # ------------------------------------------------------------ nothing else records
 #: Ledger methods that write records or check budgets outside the charge protocol: inside
 #: the package only the ledger itself may call them.
-LOW_LEVEL = frozenset({
-    "record_validation_step", "record_validation_pure", "record_validation_mechanism", "record_training_run",
-    "record_training_mechanism", "check_validation_step", "check_validation_mechanism", "check_training_run",
-    "check_training_mechanism",
-})
+LOW_LEVEL = frozenset(
+    {
+        "record_validation_step",
+        "record_validation_pure",
+        "record_validation_mechanism",
+        "record_training_run",
+        "record_training_mechanism",
+        "check_validation_step",
+        "check_validation_mechanism",
+        "check_training_run",
+        "check_training_mechanism",
+    }
+)
 LEDGER_PACKAGE = "botorch_dp/privacy/ledger/"
 
 

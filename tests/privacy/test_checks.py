@@ -33,8 +33,11 @@ GOOD = dict(clip_bound=1.0, num_users=10, privacy_mu=1.0, num_steps=4)
 def entry_points(**kw):
     params = {**GOOD, **kw}
     gibo_kw = dict(
-        bounds=torch.tensor([[0.0], [1.0]], dtype=torch.float64), kernel=RBFKernel(),
-        clip_bound=params["clip_bound"], privacy_mu=params["privacy_mu"], num_iterations=params["num_steps"],
+        bounds=torch.tensor([[0.0], [1.0]], dtype=torch.float64),
+        kernel=RBFKernel(),
+        clip_bound=params["clip_bound"],
+        privacy_mu=params["privacy_mu"],
+        num_iterations=params["num_steps"],
     )
     return {
         "mechanism": lambda: GaussianGradientMechanism(**params),

@@ -72,7 +72,10 @@ def test_bad_arguments_exit_with_usage_error(argv, capsys):
 def test_runs_as_module():
     completed = subprocess.run(
         [sys.executable, "-m", "botorch_dp.privacy.cli", "--mu", "2", "--delta", "1e-5"],
-        capture_output=True, text=True, check=True, timeout=120,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
     )
     assert _parse_table(completed.stdout)["gdp_exact"] == pytest.approx(9.9973, abs=1e-3)
 

@@ -102,8 +102,9 @@ def test_users_that_could_overflow_take_the_scaled_path_and_are_clipped_exactly(
         assert torch.isfinite(total).all()
         torch.testing.assert_close(total / 12, _exact_clipped_mean(A, Y, 0.7), rtol=1e-12, atol=1e-300)
         assert clipped == _exact_num_clipped(A, Y, 0.7)
-    mech = GaussianGradientMechanism(clip_bound=0.7, num_users=12, privacy_mu=1.0, num_steps=1,
-                                     generator=torch.Generator().manual_seed(0))
+    mech = GaussianGradientMechanism(
+        clip_bound=0.7, num_users=12, privacy_mu=1.0, num_steps=1, generator=torch.Generator().manual_seed(0)
+    )
     assert torch.isfinite(mech.release(A, Y).gradient).all()
 
 
@@ -123,8 +124,9 @@ def test_a_clip_bound_near_the_underflow_range_uses_the_scaled_path_only():
     # could not tell 0.9 B from 1.1 B; every user goes through the scaled path
     B = 1e-160
     A = torch.eye(2, dtype=torch.float64)
-    Y = torch.tensor([[0.9e-160, 1.1e-160, 0.6e-160, 0.6e-160, 5e-324], [0.0, 0.0, 0.79e-160, 0.81e-160, 0.0]],
-                     dtype=torch.float64)
+    Y = torch.tensor(
+        [[0.9e-160, 1.1e-160, 0.6e-160, 0.6e-160, 5e-324], [0.0, 0.0, 0.79e-160, 0.81e-160, 0.0]], dtype=torch.float64
+    )
     total, clipped, rescaled = _clipped_sum(A, Y, B, 4096)
     assert rescaled == 5 and clipped == _exact_num_clipped(A, Y, B) == 2
     torch.testing.assert_close(total / 5, _exact_clipped_mean(A, Y, B), rtol=1e-12, atol=0.0)

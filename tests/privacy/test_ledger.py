@@ -14,13 +14,7 @@ from scipy.special import ndtr, ndtri
 
 from botorch_dp.privacy.accountants import accountant_epsilon
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon, pure_dp_to_gdp_mu
-from botorch_dp.privacy.ledger import (
-    DPSGDRun,
-    Gaussian,
-    PrivacyBudgetExceeded,
-    PrivacyLedger,
-    PureDP,
-)
+from botorch_dp.privacy.ledger import DPSGDRun, Gaussian, PrivacyBudgetExceeded, PrivacyLedger, PureDP
 from botorch_dp.privacy.seeding import PrivacyWarning
 
 from .ledger_helpers import DELTA, RUNS, record_runs, spend, step_key, train
@@ -98,8 +92,7 @@ def test_budget_filter_runs_over_all_runs():
 
 
 @pytest.mark.parametrize(
-    "budget, mu_step",
-    [(1.0, 0.2), (1.0, 0.25), (1.0, 0.3), (2.0, 0.7), (0.5, 0.6), (3.0, 1.0 / 3.0), (1.0, 0.1)],
+    "budget, mu_step", [(1.0, 0.2), (1.0, 0.25), (1.0, 0.3), (2.0, 0.7), (0.5, 0.6), (3.0, 1.0 / 3.0), (1.0, 0.1)]
 )
 def test_validation_budget_filter_closed_form(budget, mu_step):
     # k equal steps fit iff sqrt(k)·μ_t ≤ budget. The cases include exact boundaries
@@ -237,9 +230,7 @@ def test_two_dp_gibo_runs_sharing_a_ledger_compose():
         runs.append(opt)
     assert runs[0].run_id != runs[1].run_id
     assert len(runs[0].run_id) == 32 and int(runs[0].run_id, 16) >= 0  # uuid4 hex
-    assert set(ledger.validation_steps) == {
-        (opt.run_id, f"step-{t:04d}") for opt in runs for t in range(3)
-    }
+    assert set(ledger.validation_steps) == {(opt.run_id, f"step-{t:04d}") for opt in runs for t in range(3)}
     assert ledger.validation_run_ids() == [runs[0].run_id, runs[1].run_id]
     for opt in runs:
         assert ledger.validation_mu(run_id=opt.run_id) == pytest.approx(0.6, rel=1e-12)

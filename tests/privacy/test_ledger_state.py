@@ -10,11 +10,7 @@ import math
 import pytest
 
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
-from botorch_dp.privacy.ledger import (
-    TRAINING_RDP_ORDERS,
-    PrivacyBudgetExceeded,
-    PrivacyLedger,
-)
+from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyBudgetExceeded, PrivacyLedger
 
 from .ledger_helpers import DELTA, RUNS, gaussian_curve, record_runs, spend, step_key, train
 

@@ -16,12 +16,7 @@ from opacus.accountants import RDPAccountant
 
 from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
 from botorch_dp.privacy.analysis.zcdp import zcdp_epsilon_cks
-from botorch_dp.privacy.ledger import (
-    TRAINING_RDP_ORDERS,
-    PrivacyBudgetExceeded,
-    PrivacyLedger,
-    TrainingMechanism,
-)
+from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyBudgetExceeded, PrivacyLedger, TrainingMechanism
 
 from .ledger_helpers import RUNS, gaussian_curve, record_runs, train, train_curve
 
@@ -41,8 +36,7 @@ def test_the_order_grid_is_opacus_default_plus_large_orders():
 
 
 @pytest.mark.parametrize(
-    "sigmas, sensitivity",
-    [([2.0, 3.0, 5.0], 1.0), ([30.0], 1.0), ([100.0], 1.0), ([0.5, 0.7], 1.0), ([4.0, 4.0], 0.5)],
+    "sigmas, sensitivity", [([2.0, 3.0, 5.0], 1.0), ([30.0], 1.0), ([100.0], 1.0), ([0.5, 0.7], 1.0), ([4.0, 4.0], 0.5)]
 )
 def test_gaussian_rdp_entries_compose_to_the_closed_form(sigmas, sensitivity):
     ledger = PrivacyLedger()
@@ -128,7 +122,8 @@ def test_prv_only_when_every_training_entry_is_dp_sgd():
     ledger = PrivacyLedger(training_accountant="prv", training_delta=1e-5)
     record_runs(ledger, RUNS[:2])
     assert ledger.training_accountant_in_use() == (
-        "prv", "training_accountant='prv' and every training entry is a DP-SGD run"
+        "prv",
+        "training_accountant='prv' and every training entry is a DP-SGD run",
     )
     prv = ledger.training_epsilon(1e-5)
     assert prv == ledger.training_epsilon(1e-5, accountant="prv") < ledger.training_epsilon(1e-5, accountant="rdp")

@@ -65,8 +65,10 @@ def test_gdp_only_ledger_gives_the_closed_forms_bit_for_bit():
     assert ledger.validation_mechanisms == {}
     report = ledger.report(DELTA)["validation"]
     assert report["mu"] == spent and "rdp_order" not in report and "rdp_releases" not in report
-    assert all(set(e) in ({"release_id", "run_id", "key", "mu"}, {"release_id", "run_id", "key", "mu", "epsilon"})
-               for e in ledger.state_dict()["validation_steps"])
+    assert all(
+        set(e) in ({"release_id", "run_id", "key", "mu"}, {"release_id", "run_id", "key", "mu", "epsilon"})
+        for e in ledger.state_dict()["validation_steps"]
+    )
     # the GDP filter: exactly the room sqrt(1 - spent^2) fits, a bit more does not
     room = ledger.remaining_validation_mu()
     ledger.check_validation_step(room)
@@ -236,8 +238,12 @@ def _mixed_ledger(unbounded: bool = False):
     ledger.record_validation_step(0.3, run_id="gibo", key="step-0000")
     ledger.record_validation_mechanism(_selection_like, run_id="hypo", key="select", description="selection")
     ledger.record_validation_pure(0.5, run_id="gibo", key="select")
-    ledger.record_validation_mechanism(lambda a: math.inf if unbounded and a > 60 else a / 50, run_id="hypo-2",
-                                       key="select", description="bounded orders")
+    ledger.record_validation_mechanism(
+        lambda a: math.inf if unbounded and a > 60 else a / 50,
+        run_id="hypo-2",
+        key="select",
+        description="bounded orders",
+    )
     return ledger
 
 
@@ -247,7 +253,11 @@ def test_state_round_trip_keeps_rdp_entries_in_recording_order():
     state = ledger.state_dict()
     assert state["version"] == 5
     assert [(e["run_id"], e["key"]) for e in state["validation_steps"]] == [
-        ("gibo", "step-0000"), ("hypo", "select"), ("gibo", "select"), ("hypo-2", "select")]
+        ("gibo", "step-0000"),
+        ("hypo", "select"),
+        ("gibo", "select"),
+        ("hypo-2", "select"),
+    ]
     assert set(state["validation_steps"][1]) == {"release_id", "run_id", "key", "description", "rdp"}
     resumed = PrivacyLedger.from_state_dict(json.loads(json.dumps(state)))
     assert resumed.state_dict() == state

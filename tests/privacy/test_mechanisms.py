@@ -186,8 +186,9 @@ def test_clipped_mean_is_exact_for_any_finite_losses(seed):
     mean, _ = clipped_mean_gradient(A, Y, 0.7, chunk_size=3)
     assert torch.isfinite(mean).all()
     torch.testing.assert_close(mean, _exact_clipped_mean(A, Y, 0.7), rtol=1e-12, atol=1e-300)
-    mech = GaussianGradientMechanism(clip_bound=0.7, num_users=7, privacy_mu=1.0, num_steps=1,
-                                     generator=torch.Generator().manual_seed(0))
+    mech = GaussianGradientMechanism(
+        clip_bound=0.7, num_users=7, privacy_mu=1.0, num_steps=1, generator=torch.Generator().manual_seed(0)
+    )
     assert torch.isfinite(mech.release(A, Y).gradient).all()
 
 

@@ -24,10 +24,7 @@ def test_gp_regression_against_sklearn():
     Y = problem(X)
     for j, ls in enumerate(X.tolist()):
         gpr = GaussianProcessRegressor(
-            kernel=ConstantKernel(1.5, "fixed") * RBF(ls, "fixed"),
-            alpha=0.1**2,
-            optimizer=None,
-            normalize_y=False,
+            kernel=ConstantKernel(1.5, "fixed") * RBF(ls, "fixed"), alpha=0.1**2, optimizer=None, normalize_y=False
         ).fit(problem.train_X.numpy(), problem.train_Y.numpy())
         expected = (gpr.predict(problem.val_X.numpy()) - problem.val_Y.numpy()) ** 2
         np.testing.assert_allclose(Y[j].numpy(), expected, rtol=1e-7, atol=1e-10)
@@ -37,9 +34,7 @@ def test_gp_regression_chunking_projection_and_truth():
     kwargs = dict(dim=4, n_total=400, seed=0, true_lengthscales=torch.tensor([0.8, 1.5, 3.0, 4.0]))
     problem = GPRegressionLengthscales(chunk_size=1, **kwargs)
     X = problem.sample_in_bounds(5, seed=0)
-    torch.testing.assert_close(
-        problem(X), GPRegressionLengthscales(chunk_size=16, **kwargs)(X), rtol=1e-9, atol=1e-12
-    )
+    torch.testing.assert_close(problem(X), GPRegressionLengthscales(chunk_size=16, **kwargs)(X), rtol=1e-9, atol=1e-12)
     # θ outside the box is evaluated at its projection.
     outside = torch.tensor([[0.0, 1.0, 9.0, -1.0]], dtype=torch.double)
     projected = torch.tensor([[0.05, 1.0, 5.0, 0.05]], dtype=torch.double)

@@ -41,10 +41,7 @@ def test_huber_gradient_autograd_and_finite_differences():
     h = 1e-6
     theta = X.detach()[0]
     f = problem.evaluate_true
-    fd = torch.stack(
-        [(f((theta + h * e)[None]) - f((theta - h * e)[None]))[0] / (2 * h) for e in torch.eye(4)],
-        dim=-1,
-    )
+    fd = torch.stack([(f((theta + h * e)[None]) - f((theta - h * e)[None]))[0] / (2 * h) for e in torch.eye(4)], dim=-1)
     torch.testing.assert_close(grad[0], fd, atol=1e-6, rtol=1e-5)
     # Bounded sensitivity: ‖∇ℓ_i‖ ≤ c · min(‖x_i‖, 2/‖x_i‖) ≤ c√2.
     assert grad.norm(dim=-1).max() <= math.sqrt(2) + 1e-12

@@ -50,8 +50,10 @@ def test_logistic_losses_brute_force_and_total():
     u = torch.tensor([-800.0, -3.0, 0.0, 2.5, 800.0, math.inf, -math.inf, math.nan], dtype=torch.float64)
     y = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 0.0], dtype=torch.float64)
     out = lr.logistic_losses(u, y, loss_cap=3.0)
-    brute = [min(math.log1p(math.exp(-ui)) if yi else math.log1p(math.exp(ui)), 3.0) if abs(ui) < 50 else None
-             for ui, yi in zip(u.tolist(), y.tolist(), strict=True)]
+    brute = [
+        min(math.log1p(math.exp(-ui)) if yi else math.log1p(math.exp(ui)), 3.0) if abs(ui) < 50 else None
+        for ui, yi in zip(u.tolist(), y.tolist(), strict=True)
+    ]
     for got, want in zip(out.tolist(), brute, strict=True):
         if want is not None:
             assert got == pytest.approx(want, rel=1e-12)
@@ -134,8 +136,15 @@ def test_validation_data_never_reach_training(cancer, budget, monkeypatch):
     base(theta)
     assert len(calls) == 1 and calls[0][0] is cancer.X_train and calls[0][1] is cancer.y_train
     # other validation users (and other test data), same training data and noise seed: same model
-    other = lr.LogisticData(cancer.X_train, cancer.y_train, cancer.X_test[:50], cancer.y_test[:50],
-                            cancer.X_val, cancer.y_val, name="swapped")
+    other = lr.LogisticData(
+        cancer.X_train,
+        cancer.y_train,
+        cancer.X_test[:50],
+        cancer.y_test[:50],
+        cancer.X_val,
+        cancer.y_val,
+        name="swapped",
+    )
     swapped = _objective(other, budget)
     swapped(theta)
     assert torch.equal(base.results[0].theta, swapped.results[0].theta)
@@ -172,8 +181,13 @@ def test_dp_sgd_objective_records_runs_and_keeps_models(cancer):
     ledger = PrivacyLedger()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)
-        obj = DPSGDTuningObjective(cancer, training=TrainingConfig(epochs=2, batch_size=64),
-                                   dp_sgd=DPSGDConfig(2.0, math.sqrt(2.0)), ledger=ledger, noise_seed=5)
+        obj = DPSGDTuningObjective(
+            cancer,
+            training=TrainingConfig(epochs=2, batch_size=64),
+            dp_sgd=DPSGDConfig(2.0, math.sqrt(2.0)),
+            ledger=ledger,
+            noise_seed=5,
+        )
     losses = obj(torch.tensor([[0.2], [0.8]], dtype=torch.float64))
     assert losses.shape == (2, 171) and torch.isfinite(losses).all()
     assert len(obj.models) == 2 and list(ledger.training_runs) == ["dpsgd-0000", "dpsgd-0001"]

@@ -78,8 +78,9 @@ def test_plan_amp_runs_spends_epsilon_at_the_first_accepted_lambda(epsilon, k):
 
 def test_plan_amp_selection_spends_epsilon_under_the_generic_ps_bound():
     plan = rb.plan_amp_selection(1.0, 1e-5, mean_trials=15.4066)
-    eps = private_selection_epsilon_generic(plan.rdp, mean_trials=15.4066, target_delta=1e-5,
-                                            distribution="poisson", orders=DEFAULT_RDP_ORDERS)
+    eps = private_selection_epsilon_generic(
+        plan.rdp, mean_trials=15.4066, target_delta=1e-5, distribution="poisson", orders=DEFAULT_RDP_ORDERS
+    )
     assert eps <= 1.0 and eps == pytest.approx(1.0, rel=1e-9)
     # one trial alone is much cheaper than the selection
     assert plan.epsilon(1e-5) < 0.5
@@ -89,8 +90,9 @@ def test_dp_sgd_noise_for_selection_meets_epsilon():
     q, steps = 0.05, 100
     sigma = rb.dp_sgd_noise_for_selection(1.0, 1e-5, sample_rate=q, steps=steps, mean_trials=15.4066)
     base = lambda a: float(max(dp_sgd_rdp(noise_multiplier=sigma, sample_rate=q, steps=steps, orders=[a])[0], 0.0))
-    eps = private_selection_epsilon_generic(base, mean_trials=15.4066, target_delta=1e-5,
-                                            distribution="poisson", orders=DEFAULT_RDP_ORDERS)
+    eps = private_selection_epsilon_generic(
+        base, mean_trials=15.4066, target_delta=1e-5, distribution="poisson", orders=DEFAULT_RDP_ORDERS
+    )
     assert eps <= 1.0 and eps == pytest.approx(1.0, rel=1e-3)
     curve = rb.dp_sgd_curve(noise_multiplier=0.99 * sigma, sample_rate=q, steps=steps)
     values = rb.selection_curve(curve, mean_trials=15.4066)

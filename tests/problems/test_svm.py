@@ -20,8 +20,7 @@ def test_svm_against_precomputed_kernel_svr():
     problem = KernelSVMRegression(n_train=60, n_val=40, num_features=5, seed=0)
     assert problem.dim == 8 and problem.num_users == 40
     theta = torch.tensor(
-        [[0.5, -1.0, 0.0, 1.5, -0.3, 0.1, 2.0, 0.7], [-2.0, 2.0, 1.0, 0.0, 0.0, 0.5, 0.5, 3.0]],
-        dtype=torch.double,
+        [[0.5, -1.0, 0.0, 1.5, -0.3, 0.1, 2.0, 0.7], [-2.0, 2.0, 1.0, 0.0, 0.0, 0.5, 0.5, 3.0]], dtype=torch.double
     )
     Y = problem(theta)
     for j, t in enumerate(theta.numpy()):
@@ -48,8 +47,7 @@ def test_svm_standardizes_with_training_statistics_only():
     np.testing.assert_allclose(problem.val_X, (X_all[np.ix_(va, f)] - mu_x) / (sd_x * np.sqrt(p)))
     np.testing.assert_allclose(problem.val_Y, (y_all[va] - mu_y) / sd_y)
     plain = KernelSVMRegression(
-        data=(X_all, y_all), n_train=20, n_val=25, num_features=p, seed=1,
-        normalize_by_num_features=False,
+        data=(X_all, y_all), n_train=20, n_val=25, num_features=p, seed=1, normalize_by_num_features=False
     )
     np.testing.assert_allclose(plain.val_X, (X_all[np.ix_(va, f)] - mu_x) / sd_x)
 
@@ -63,15 +61,10 @@ def test_svm_ct_slice_csv_round_trip(tmp_path):
     y = rng.uniform(0, 100, size=N)
     path = tmp_path / "slice_localization_data.csv"
     header = ",".join(["patientId"] + [f"value{k}" for k in range(P)] + ["reference"])
-    rows = [
-        ",".join([str(patient[i])] + [repr(float(v)) for v in X[i]] + [repr(float(y[i]))])
-        for i in range(N)
-    ]
+    rows = [",".join([str(patient[i])] + [repr(float(v)) for v in X[i]] + [repr(float(y[i]))]) for i in range(N)]
     path.write_text(header + "\n" + "\n".join(rows) + "\n")
 
-    problem = KernelSVMRegression.from_ct_slice_csv(
-        path, n_train=20, n_val=15, num_features=6, seed=2
-    )
+    problem = KernelSVMRegression.from_ct_slice_csv(path, n_train=20, n_val=15, num_features=6, seed=2)
     direct = KernelSVMRegression(data=(X, y), n_train=20, n_val=15, num_features=6, seed=2)
     assert problem.dim == 9 and problem.num_users == 15
     np.testing.assert_array_equal(problem.feature_indices, direct.feature_indices)

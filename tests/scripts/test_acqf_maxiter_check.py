@@ -20,8 +20,9 @@ def test_quick_run_pairs_the_caps_and_reports_them(monkeypatch, capsys, tmp_path
 
         monkeypatch.setattr(script.dimension, "DPGIBO", spy)
         out_json = tmp_path / "runs.json"
-        rows = script.main(["--dims", "3", "--seeds", "0", "1", "--caps", "none", "2", "--quick",
-                            "--json", str(out_json)])
+        rows = script.main(
+            ["--dims", "3", "--seeds", "0", "1", "--caps", "none", "2", "--quick", "--json", str(out_json)]
+        )
     out = capsys.readouterr().out
     assert seen[0] == 5  # the warm-up run (quick settings' cap), not timed
     assert sorted(seen[1:], key=str) == [2, 2, None, None]
@@ -42,9 +43,18 @@ def test_quick_run_pairs_the_caps_and_reports_them(monkeypatch, capsys, tmp_path
 
 
 def test_summary_statistics_by_hand(tmp_path, capsys):
-    rows = [{"dim": 7, "seed": s, "cap": c, "final_loss": v, "wall_s": w}
-            for s, c, v, w in [(0, "none", 1.0, 10.0), (1, "none", 2.0, 30.0), (2, "none", 3.0, 20.0),
-                               (0, "10", 1.5, 1.0), (1, "10", 2.0, 3.0), (2, "10", 2.5, 2.0), (3, "10", 9.0, 2.0)]]
+    rows = [
+        {"dim": 7, "seed": s, "cap": c, "final_loss": v, "wall_s": w}
+        for s, c, v, w in [
+            (0, "none", 1.0, 10.0),
+            (1, "none", 2.0, 30.0),
+            (2, "none", 3.0, 20.0),
+            (0, "10", 1.5, 1.0),
+            (1, "10", 2.0, 3.0),
+            (2, "10", 2.5, 2.0),
+            (3, "10", 9.0, 2.0),
+        ]
+    ]
     path = tmp_path / "runs.json"
     path.write_text(json.dumps(rows))
     with loaded_script("acqf_maxiter_check") as script:

@@ -9,8 +9,22 @@ from tests.helpers import loaded_script, markdown_table, read_timing_report
 
 
 def test_tiny_bench_times_each_part_per_device_and_never_invents_a_gpu_number(tmp_path, capsys):
-    argv = ["--n", "500", "--dim", "3", "--iterations", "2", "--repeat", "1", "--candidates", "8",
-            "--threads", "1", "--out", str(tmp_path)]
+    argv = [
+        "--n",
+        "500",
+        "--dim",
+        "3",
+        "--iterations",
+        "2",
+        "--repeat",
+        "1",
+        "--candidates",
+        "8",
+        "--threads",
+        "1",
+        "--out",
+        str(tmp_path),
+    ]
     with loaded_script("bench_device") as module, torch_threads(None):  # restores the thread count
         report = module.main(argv)
         cfg = module._config(3, 2, torch.device("cpu"))
@@ -37,7 +51,8 @@ def test_tiny_bench_times_each_part_per_device_and_never_invents_a_gpu_number(tm
     table = markdown_table(text)
     assert [r["part"] for r in table] == ["tell 1 (N = 4)", "tell 2 (N = 8)", "acquisition", "batch search"]
     cpu = report["devices"][0]
-    assert [r["cpu s"] for r in table] == [f"{v:.4f}" for v in (*cpu["tell_s"], cpu["acquisition_s"],
-                                                                  cpu["batch_search_s"])]
+    assert [r["cpu s"] for r in table] == [
+        f"{v:.4f}" for v in (*cpu["tell_s"], cpu["acquisition_s"], cpu["batch_search_s"])
+    ]
     assert all(v > 0 for v in (*cpu["tell_s"], cpu["acquisition_s"], cpu["batch_search_s"]))
     assert 0 <= cpu["trace_after_search"] and ("GPU / CPU" in text) is gpu

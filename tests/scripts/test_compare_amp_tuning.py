@@ -29,9 +29,7 @@ def test_quick_run_reports_every_method_within_its_budget(script, quick):
     settings = script.Settings.quick()
     runs = result["runs"]
     methods = script.METHODS + ("non_private",)
-    assert sorted((r.experiment, r.method) for r in runs) == sorted(
-        (d, m) for d in settings.datasets for m in methods
-    )
+    assert sorted((r.experiment, r.method) for r in runs) == sorted((d, m) for d in settings.datasets for m in methods)
     (eps,) = settings.epsilons
     for r in runs:
         ex = r.extra
@@ -57,7 +55,8 @@ def test_quick_run_reports_every_method_within_its_budget(script, quick):
         assert text.count(f"| {label} |") == len(settings.datasets)
     stored = json.loads((tmp_path / script.RUNS_JSON).read_text())
     assert len(stored["runs"]) == len(runs) and stored["command"] == (
-        f"python scripts/compare_amp_tuning.py --quick --out {tmp_path} --no-progress")
+        f"python scripts/compare_amp_tuning.py --quick --out {tmp_path} --no-progress"
+    )
     assert (tmp_path / script.REPORT_PNG).read_bytes()[:4] == b"\x89PNG"
 
 
@@ -74,7 +73,12 @@ def test_plan_is_public_and_matches_the_budgets(script, quick):
 
 def test_a_noise_seed_is_never_written(script):
     assert script.public_argv(["--quick", "--noise-seed", "123", "--out", "x"]) == [
-        "--quick", "--noise-seed", "<not recorded>", "--out", "x"]
+        "--quick",
+        "--noise-seed",
+        "<not recorded>",
+        "--out",
+        "x",
+    ]
     assert script.public_argv(["--noise-seed=123"]) == ["--noise-seed=<not recorded>"]
 
 
@@ -84,7 +88,7 @@ def test_render_rewrites_the_report_from_the_runs(script, quick):
     rendered = script.main(["--render", "--out", str(out), "--no-plot"])
     after = (out / script.REPORT_MD).read_text()
     assert after == rendered["report"] and after.startswith(before)
-    assert after[len(before):] == (
+    assert after[len(before) :] == (
         f"\nReport re-rendered from {script.RUNS_JSON} by `python scripts/compare_amp_tuning.py --render --out {out} "
         "--no-plot`.\n"
     )

@@ -13,8 +13,21 @@ def test_tiny_comparison_pairs_the_speeds_and_merges(tmp_path):
     threads = torch.get_num_threads()
     with loaded_script("compare_batch_search_speed") as script:
         try:
-            script.main(["--dims", "2", "--seeds", "0", "1", "--iterations", "2", "--threads", "1",
-                         "--out", str(tmp_path / "a")])
+            script.main(
+                [
+                    "--dims",
+                    "2",
+                    "--seeds",
+                    "0",
+                    "1",
+                    "--iterations",
+                    "2",
+                    "--threads",
+                    "1",
+                    "--out",
+                    str(tmp_path / "a"),
+                ]
+            )
         finally:
             torch.set_num_threads(threads)  # the script sets the process's thread count
         data = json.loads((tmp_path / "a.json").read_text())
@@ -49,14 +62,37 @@ def test_arms_set_the_speed_and_lift_the_warm_cap_only_for_fast_uncapped(tmp_pat
 
         monkeypatch.setattr(script, "_profiler", lambda: Recording)
         try:
-            script.main(["--arms", "fast-uncapped", "reference", "fast", "--dims", "2", "--seeds", "0", "1",
-                         "--iterations", "2", "--threads", "1", "--out", str(tmp_path / "a")])
+            script.main(
+                [
+                    "--arms",
+                    "fast-uncapped",
+                    "reference",
+                    "fast",
+                    "--dims",
+                    "2",
+                    "--seeds",
+                    "0",
+                    "1",
+                    "--iterations",
+                    "2",
+                    "--threads",
+                    "1",
+                    "--out",
+                    str(tmp_path / "a"),
+                ]
+            )
         finally:
             torch.set_num_threads(threads)
         cap = batch_search.WARM_MAXITER
         assert cap is not None  # restored after every run
-        assert seen == [("fast", None), ("reference", cap), ("fast", cap), ("fast", cap), ("reference", cap),
-                        ("fast", None)]
+        assert seen == [
+            ("fast", None),
+            ("reference", cap),
+            ("fast", cap),
+            ("fast", cap),
+            ("reference", cap),
+            ("fast", None),
+        ]
         data = json.loads((tmp_path / "a.json").read_text())
         assert data["arms"] == ["fast-uncapped", "reference", "fast"] and data["warm_maxiter"] == cap
         table = (tmp_path / "a.md").read_text()

@@ -10,8 +10,10 @@ def test_quick_json_rows(capsys):
         assert script.main(["--quick", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(r["problem"], r["schedule"]) for r in rows] == [
-        ("huber_e4", "fixed"), ("huber_e4", "adaptive_norm"),
-        ("normal_location_d5", "fixed"), ("normal_location_d5", "adaptive_norm"),
+        ("huber_e4", "fixed"),
+        ("huber_e4", "adaptive_norm"),
+        ("normal_location_d5", "fixed"),
+        ("normal_location_d5", "adaptive_norm"),
     ]
     for fixed, adaptive in (rows[0:2], rows[2:4]):
         assert fixed["mean_steps"] == fixed["T_max"] and 1 <= adaptive["mean_steps"] <= adaptive["T_max"]

@@ -52,8 +52,10 @@ def test_log_lengthscales_evaluates_the_base_problem_at_exp():
 
 
 def test_summarise_reads_random_search_at_each_runs_budget_and_counts_strict_wins():
-    runs = [dict(variant="eta1", method="GIBO (non-private)", seed=seed, final_loss=loss, num_evaluations=budget)
-            for seed, loss, budget in [(0, 1.0, 2), (1, 3.0, 1), (2, 2.0, 3), (3, 0.5, 9)]]
+    runs = [
+        dict(variant="eta1", method="GIBO (non-private)", seed=seed, final_loss=loss, num_evaluations=budget)
+        for seed, loss, budget in [(0, 1.0, 2), (1, 3.0, 1), (2, 2.0, 3), (3, 0.5, 9)]
+    ]
     curves = {"raw/full/0": [5.0, 2.0, 0.1], "raw/full/1": [2.0], "raw/full/2": [4.0, 3.0, 2.0]}
     with loaded_script("e1_investigation") as script:
         rows = script.summarise(runs, ["eta1"], curves, script.Settings())

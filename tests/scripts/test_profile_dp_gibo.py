@@ -24,8 +24,12 @@ def profile_dp_gibo():
 
 def test_timed_run_equals_a_plain_run_and_restores_the_patches(profile_dp_gibo):
     originals = [
-        batches.search_batch, batch_search.optimize_acqf, batch_search.posterior_trace,
-        DPGIBO.__dict__["tell"], GradientGP.__dict__["condition_on"], GradientGP.__dict__["gradient_weights"],
+        batches.search_batch,
+        batch_search.optimize_acqf,
+        batch_search.posterior_trace,
+        DPGIBO.__dict__["tell"],
+        GradientGP.__dict__["condition_on"],
+        GradientGP.__dict__["gradient_weights"],
         GaussianGradientMechanism.__dict__["release_sum"],
     ]
     run = profile_dp_gibo.profile_run(3, 0, cprofile=False, **SMALL)
@@ -36,8 +40,12 @@ def test_timed_run_equals_a_plain_run_and_restores_the_patches(profile_dp_gibo):
     assert run["batch_sizes"] == plain.batch_sizes
     assert torch.equal(run["final_theta"], plain.theta)  # same seed, same bits
     assert originals == [
-        batches.search_batch, batch_search.optimize_acqf, batch_search.posterior_trace,
-        DPGIBO.__dict__["tell"], GradientGP.__dict__["condition_on"], GradientGP.__dict__["gradient_weights"],
+        batches.search_batch,
+        batch_search.optimize_acqf,
+        batch_search.posterior_trace,
+        DPGIBO.__dict__["tell"],
+        GradientGP.__dict__["condition_on"],
+        GradientGP.__dict__["gradient_weights"],
         GaussianGradientMechanism.__dict__["release_sum"],
     ]
     parts, calls = run["parts"], run["calls"]

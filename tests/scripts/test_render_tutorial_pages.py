@@ -21,13 +21,16 @@ def _write(path, cells):
 def test_cells_become_the_page_in_order_with_each_code_cell_marked_no_run(tmp_path, monkeypatch):
     with loaded_script("render_tutorial_pages") as script:
         monkeypatch.setattr(script, "ROOT", tmp_path)
-        notebook = _write(tmp_path / "07_example.ipynb", [
-            new_markdown_cell("# 7. An example\n\nThe intro, with $x^2$."),
-            new_code_cell("x = 2"),
-            new_markdown_cell("## A section\n\nText."),
-            new_code_cell("   "),  # an empty cell is left out
-            new_code_cell("print(x ** 2)"),
-        ])
+        notebook = _write(
+            tmp_path / "07_example.ipynb",
+            [
+                new_markdown_cell("# 7. An example\n\nThe intro, with $x^2$."),
+                new_code_cell("x = 2"),
+                new_markdown_cell("## A section\n\nText."),
+                new_code_cell("   "),  # an empty cell is left out
+                new_code_cell("print(x ** 2)"),
+            ],
+        )
         page = script.render_notebook(notebook)
     assert page.startswith("# 7. An example\n\n<!-- generated from 07_example.ipynb")
     assert page.index("The intro, with $x^2$.") < page.index("## A section") < page.index("print(x ** 2)")

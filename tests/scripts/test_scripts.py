@@ -62,8 +62,11 @@ def test_reproduce_paper_workers_reproduce_the_serial_runs(quick_parallel, capsy
     key = lambda r: (r["experiment"], r["method"], r["seed"], str(r["setting"]))
     assert [key(r) for r in parallel["runs"]] == [key(r) for r in serial["runs"]]  # same order
     for a, b in zip(serial["runs"], parallel["runs"], strict=True):
-        assert (a["final_loss"], a["num_evaluations"], a["epsilon"]) == (b["final_loss"], b["num_evaluations"],
-                                                                      b["epsilon"]), key(a)
+        assert (a["final_loss"], a["num_evaluations"], a["epsilon"]) == (
+            b["final_loss"],
+            b["num_evaluations"],
+            b["epsilon"],
+        ), key(a)
     assert _comparable(parallel["runs"]) == _comparable(serial["runs"])
     # the same report, apart from the command, the wall times and the processes
     assert _without_times((out1 / "results.md").read_text()) == _without_times((out2 / "results.md").read_text())

@@ -39,8 +39,15 @@ def test_script_quick_run_separates_private_and_non_private(script, tmp_path, dp
 
     release = on_disk["private_release"]
     assert set(release) == {
-        "hyperparameters", "theta_unit_cube", "iterates", "iterates_unit_cube", "evaluation_points",
-        "batch_sizes", "posterior_traces", "released_gradients", "guarantees",
+        "hyperparameters",
+        "theta_unit_cube",
+        "iterates",
+        "iterates_unit_cube",
+        "evaluation_points",
+        "batch_sizes",
+        "posterior_traces",
+        "released_gradients",
+        "guarantees",
     }
     keys = set(_keys(release))
     assert not any("loss" in k or "accuracy" in k for k in keys), keys
@@ -106,8 +113,22 @@ def test_script_never_writes_the_noise_seed(script, tmp_path, capsys):
 def test_script_targets_epsilon_for_both_guarantees(script, tmp_path):
     from botorch_dp.privacy.analysis.gdp import gdp_mu
 
-    argv = ["--quick", "--no-progress", "--no-plot", "--epsilon", "1", "--delta", "1e-5", "--dp-train",
-            "--dp-train-epsilon", "3", "--optimizer", "adam", "--out", str(tmp_path)]
+    argv = [
+        "--quick",
+        "--no-progress",
+        "--no-plot",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-5",
+        "--dp-train",
+        "--dp-train-epsilon",
+        "3",
+        "--optimizer",
+        "adam",
+        "--out",
+        str(tmp_path),
+    ]
     release = script.main(argv)["private_release"]
     val = release["guarantees"]["validation_data"]
     assert val["mu"] == pytest.approx(gdp_mu(1.0, 1e-5), rel=1e-12) and val["epsilon"] == pytest.approx(1.0, rel=1e-9)

@@ -18,8 +18,14 @@ from botorch_dp.training.objective_perturbation import amp_features
 
 @pytest.mark.parametrize(
     "loss, feature_bound, fit_intercept, beta",
-    [("logistic", 1.0, True, 0.5), ("logistic", 1.0, False, 0.25), ("squared", 1.0, True, 2.0),
-     ("squared", 2.0, True, 5.0), ("squared", 1.0, False, 1.0), ("logistic", 3.0, False, 2.25)],
+    [
+        ("logistic", 1.0, True, 0.5),
+        ("logistic", 1.0, False, 0.25),
+        ("squared", 1.0, True, 2.0),
+        ("squared", 2.0, True, 5.0),
+        ("squared", 1.0, False, 1.0),
+        ("logistic", 3.0, False, 2.25),
+    ],
 )
 def test_beta_is_sup_curvature_times_squared_row_bound(loss, feature_bound, fit_intercept, beta):
     config = AMPConfig(lam=10.0, sigma=1.0, loss=loss, feature_bound=feature_bound, fit_intercept=fit_intercept)
@@ -29,11 +35,21 @@ def test_beta_is_sup_curvature_times_squared_row_bound(loss, feature_bound, fit_
 
 @pytest.mark.parametrize(
     "kwargs, name",
-    [({"loss": "hinge"}, "loss"), ({"clip": 0.0}, "clip"), ({"clip": math.inf}, "clip"),
-     ({"feature_bound": -1.0}, "feature_bound"), ({"fit_intercept": 1}, "fit_intercept"),
-     ({"lam": 0.5}, "lam"), ({"lam": 0.4}, "lam"), ({"lam": math.nan}, "lam"), ({"sigma": 0.0}, "sigma"),
-     ({"sigma_out": -1.0}, "sigma_out"), ({"tau": math.inf}, "tau"), ({"max_iter": 0}, "max_iter"),
-     ({"max_iter": 2.5}, "max_iter")],
+    [
+        ({"loss": "hinge"}, "loss"),
+        ({"clip": 0.0}, "clip"),
+        ({"clip": math.inf}, "clip"),
+        ({"feature_bound": -1.0}, "feature_bound"),
+        ({"fit_intercept": 1}, "fit_intercept"),
+        ({"lam": 0.5}, "lam"),
+        ({"lam": 0.4}, "lam"),
+        ({"lam": math.nan}, "lam"),
+        ({"sigma": 0.0}, "sigma"),
+        ({"sigma_out": -1.0}, "sigma_out"),
+        ({"tau": math.inf}, "tau"),
+        ({"max_iter": 0}, "max_iter"),
+        ({"max_iter": 2.5}, "max_iter"),
+    ],
 )
 def test_config_errors_name_the_field(kwargs, name):
     args = {"lam": 4.0, "sigma": 1.0, **kwargs}  # logistic with unit rows and a bias: β = 0.5
@@ -54,10 +70,12 @@ def test_clipped_squared_loss_is_huber_with_threshold_clip_over_row_norm():
     y = 2.0 * torch.rand(200, generator=gen, dtype=torch.float64) - 1.0
     value, slope = clipped_glm_loss(u, y, norms, loss="squared", clip=C)
     u_ref = u.clone().requires_grad_(True)
-    ref = torch.cat([  # torch's Huber loss, one threshold C/‖x‖ per block of equal row norm
-        F.huber_loss(u_ref[i:i + 50], y[i:i + 50], reduction="none", delta=C / float(norms[i]))
-        for i in range(0, 200, 50)
-    ])
+    ref = torch.cat(
+        [  # torch's Huber loss, one threshold C/‖x‖ per block of equal row norm
+            F.huber_loss(u_ref[i : i + 50], y[i : i + 50], reduction="none", delta=C / float(norms[i]))
+            for i in range(0, 200, 50)
+        ]
+    )
     (grad,) = torch.autograd.grad(ref.sum(), u_ref)
     assert ((u - y).abs() > C / norms).sum() > 50  # the linear pieces are exercised
     torch.testing.assert_close(value, ref.detach(), rtol=1e-14, atol=1e-14)

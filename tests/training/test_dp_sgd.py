@@ -139,8 +139,9 @@ def test_target_training_epsilon_is_met_by_all_planned_runs_and_enforced():
     with pytest.raises(PrivacyBudgetExceeded):
         again.train(THETA[0], label="final")
     # more planned runs: more noise per run
-    more = TorchModelTuningObjective(_small_data(), training=training, dp_sgd=DPSGDConfig(
-        target_epsilon=3.0, target_delta=1e-5, planned_runs=12))
+    more = TorchModelTuningObjective(
+        _small_data(), training=training, dp_sgd=DPSGDConfig(target_epsilon=3.0, target_delta=1e-5, planned_runs=12)
+    )
     assert more.planned_run()[0] > sigma
 
 
@@ -156,16 +157,23 @@ def test_a_target_dp_sgd_cannot_reach_is_refused_with_the_numbers_before_anythin
     floor = composed_training_epsilon([(MAX_SIGMA, 1 / 30, 30 * 40)], 1e-5)  # what the largest σ reaches
     assert 0.05 < floor < 0.3  # RDP's conversion alone costs about log(1/δ)/62 at the largest order
     ledger = PrivacyLedger()
-    message = (r"target_epsilon=0\.05 is below what DP-SGD can reach for planned_runs=40 run\(s\) of steps_per_run=30 "
-               r"steps at sample_rate=0\.03333 \(target_delta=1e-05, rdp accountant\).*"
-               + re.escape(f"gives epsilon = {floor:.4g}, the smallest feasible target"))
+    message = (
+        r"target_epsilon=0\.05 is below what DP-SGD can reach for planned_runs=40 run\(s\) of steps_per_run=30 "
+        r"steps at sample_rate=0\.03333 \(target_delta=1e-05, rdp accountant\).*"
+        + re.escape(f"gives epsilon = {floor:.4g}, the smallest feasible target")
+    )
     with pytest.raises(ValueError, match=message):
-        TorchModelTuningObjective(_small_data(), training=training, ledger=ledger,
-                                  dp_sgd=DPSGDConfig(target_epsilon=0.05, target_delta=1e-5, planned_runs=40))
+        TorchModelTuningObjective(
+            _small_data(),
+            training=training,
+            ledger=ledger,
+            dp_sgd=DPSGDConfig(target_epsilon=0.05, target_delta=1e-5, planned_runs=40),
+        )
     assert ledger.training_runs == {} and ledger.training_epsilon(1e-5) == 0.0  # refused when built: nothing trained
     # just above the floor is feasible, so the floor is the one the message should name
-    sigma = calibrate_noise_multiplier(target_epsilon=1.1 * floor, target_delta=1e-5, sample_rate=1 / 30,
-                                       steps_per_run=30, planned_runs=40)
+    sigma = calibrate_noise_multiplier(
+        target_epsilon=1.1 * floor, target_delta=1e-5, sample_rate=1 / 30, steps_per_run=30, planned_runs=40
+    )
     assert 0 < sigma < MAX_SIGMA
 
 

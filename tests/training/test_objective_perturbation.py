@@ -8,17 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from botorch_dp.privacy.mechanisms import (
-    AMPNotConvergedError,
-    ObjectivePerturbationMechanism,
-    RDPCost,
-)
+from botorch_dp.privacy.mechanisms import AMPNotConvergedError, ObjectivePerturbationMechanism, RDPCost
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training import AMPConfig, AMPResult, fit_amp
-from botorch_dp.training.objective_perturbation import (
-    amp_features,
-    perturbed_objective,
-)
+from botorch_dp.training.objective_perturbation import amp_features, perturbed_objective
 
 
 def _quiet_fit(*args, **kwargs) -> AMPResult:
@@ -42,8 +35,7 @@ def test_amp_features_rescale_rows_to_the_bound_and_append_the_bias():
     X = torch.tensor([[3.0, 4.0], [0.6, 0.8], [1e300, -1e300], [0.0, 0.0]], dtype=torch.float64)
     features = amp_features(X, config)
     expected = torch.tensor(
-        [[1.2, 1.6, 1.0], [0.6, 0.8, 1.0], [math.sqrt(2.0), -math.sqrt(2.0), 1.0], [0.0, 0.0, 1.0]],
-        dtype=torch.float64,
+        [[1.2, 1.6, 1.0], [0.6, 0.8, 1.0], [math.sqrt(2.0), -math.sqrt(2.0), 1.0], [0.0, 0.0, 1.0]], dtype=torch.float64
     )
     torch.testing.assert_close(features, expected, rtol=1e-15, atol=1e-15)
     no_bias = amp_features(X, AMPConfig(lam=30.0, sigma=1.0, feature_bound=2.0, fit_intercept=False))

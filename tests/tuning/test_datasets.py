@@ -23,7 +23,12 @@ def test_synthetic_like_copies_only_the_shape(data):
     torch.testing.assert_close(std, torch.ones_like(std), atol=1e-5, rtol=0)
     # the values of the sensitive data do not enter: other data of the same shape give the same
     shuffled = type(data)(
-        -data.X_train, data.y_train.flip(0), data.X_val * 2, data.y_val, data.X_test, data.y_test,
+        -data.X_train,
+        data.y_train.flip(0),
+        data.X_val * 2,
+        data.y_val,
+        data.X_test,
+        data.y_test,
         num_classes=data.num_classes,
     )
     again = synthetic_like(shuffled, seed=0)

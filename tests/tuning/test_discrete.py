@@ -49,8 +49,14 @@ def test_natural_values_round_trip_through_the_centre_of_their_interval(integer)
 
 
 def test_categorical_configurations_fix_per_run_and_appear_in_natural_units():
-    space = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Integer("width", 16, 128),
-                         Categorical("optimizer", ["sgd", "adam"]), Categorical("act", ["relu", "tanh", "gelu"])])
+    space = SearchSpace(
+        [
+            Hyperparameter("lr", 1e-4, 1e-1, log_scale=True),
+            Integer("width", 16, 128),
+            Categorical("optimizer", ["sgd", "adam"]),
+            Categorical("act", ["relu", "tanh", "gelu"]),
+        ]
+    )
     assert space.dim == 2 and space.names == ["lr", "width"] and len(space.configurations()) == 6
     assert space.configurations()[0] == {"optimizer": "sgd", "act": "relu"}
     theta = torch.tensor([0.5, 0.5], dtype=torch.float64)
@@ -60,31 +66,42 @@ def test_categorical_configurations_fix_per_run_and_appear_in_natural_units():
     one = space.with_choice({"optimizer": "adam"})
     assert one.configurations() == [{"act": a} for a in ("relu", "tanh", "gelu")] and one.dim == 2
     assert one.with_choice({"act": "gelu"}).to_natural(theta)["optimizer"] == "adam"
-    assert {"name": "optimizer", "kind": "categorical", "choices": ["sgd", "adam"], "target": None,
-            "fixed": "adam"} in one.describe()
+    assert {
+        "name": "optimizer",
+        "kind": "categorical",
+        "choices": ["sgd", "adam"],
+        "target": None,
+        "fixed": "adam",
+    } in one.describe()
 
 
-@pytest.mark.parametrize("make, match", [
-    (lambda: Integer("width", 16.5, 128),  # type: ignore[arg-type]  # a float low, refused on purpose
-     r"width: Integer low must be an integer, got 16\.5"),
-    (lambda: Integer("width", 128, 16), r"width: Integer low = 128 must be below high = 16"),
-    (lambda: Integer("width", 0, 16, log_scale=True), r"log-scaled Integer needs low >= 1, got 0"),
-    (lambda: Integer("width", True, 16), r"width: Integer low must be an integer, got True"),
-    (lambda: Categorical("act", []), r"act: choices must not be empty"),
-    (lambda: Categorical("act", "relu"), r"act: choices must be a sequence of values, got 'relu'"),
-    (lambda: Categorical("act", ["relu", "relu"]), r"act: choices must be distinct"),
-    (lambda: Categorical("act", [nn.ReLU]), r"act: choices must be str, int, float or bool values"),
-    (lambda: SearchSpace([Categorical("act", ["relu"])]), r"needs at least one continuous or integer"),
-    (lambda: SearchSpace([Integer("x", 0, 3), Hyperparameter("x", 0.0, 1.0)]), r"names must be unique"),
-])
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (
+            lambda: Integer("width", 16.5, 128),  # type: ignore[arg-type]  # a float low, refused on purpose
+            r"width: Integer low must be an integer, got 16\.5",
+        ),
+        (lambda: Integer("width", 128, 16), r"width: Integer low = 128 must be below high = 16"),
+        (lambda: Integer("width", 0, 16, log_scale=True), r"log-scaled Integer needs low >= 1, got 0"),
+        (lambda: Integer("width", True, 16), r"width: Integer low must be an integer, got True"),
+        (lambda: Categorical("act", []), r"act: choices must not be empty"),
+        (lambda: Categorical("act", "relu"), r"act: choices must be a sequence of values, got 'relu'"),
+        (lambda: Categorical("act", ["relu", "relu"]), r"act: choices must be distinct"),
+        (lambda: Categorical("act", [nn.ReLU]), r"act: choices must be str, int, float or bool values"),
+        (lambda: SearchSpace([Categorical("act", ["relu"])]), r"needs at least one continuous or integer"),
+        (lambda: SearchSpace([Integer("x", 0, 3), Hyperparameter("x", 0.0, 1.0)]), r"names must be unique"),
+    ],
+)
 def test_bad_hyperparameters_are_refused_naming_the_argument(make, match):
     with pytest.raises(ValueError, match=match):
         make()
 
 
 def test_bad_choices_are_refused_naming_them():
-    space = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1), Categorical("optimizer", ["sgd", "adam"]),
-                         Categorical("layers", [1, 2])])
+    space = SearchSpace(
+        [Hyperparameter("lr", 1e-4, 1e-1), Categorical("optimizer", ["sgd", "adam"]), Categorical("layers", [1, 2])]
+    )
     theta = torch.tensor([0.5], dtype=torch.float64)
     with pytest.raises(ValueError, match=r"optimizer: unknown choice 'rmsprop'; the choices are \['sgd', 'adam'\]"):
         space.with_choice({"optimizer": "rmsprop"})
@@ -105,14 +122,20 @@ def test_a_torch_objective_gets_plain_ints_and_the_fixed_choice_and_refuses_a_fr
         act = {"relu": nn.ReLU, "tanh": nn.Tanh}[activation]
         return nn.Sequential(nn.Linear(64, width), act(), nn.Linear(width, 10))
 
-    space = SearchSpace([Hyperparameter("lr", 1e-3, 1e-1, log_scale=True), Integer("width", 4, 12),
-                         Categorical("activation", ["relu", "tanh"])])
+    space = SearchSpace(
+        [
+            Hyperparameter("lr", 1e-3, 1e-1, log_scale=True),
+            Integer("width", 4, 12),
+            Categorical("activation", ["relu", "tanh"]),
+        ]
+    )
     free = TorchModelTuningObjective(data, space, model_fn=model_fn, optimizer=torch.optim.SGD)
     with pytest.raises(ValueError, match=r"space: the categorical hyperparameter\(s\) \['activation'\] are not fixed"):
         free(torch.tensor([[0.5, 0.5]], dtype=torch.float64))  # refused before anything trains
     assert seen == [] and free.num_trainings == 0
-    objective = TorchModelTuningObjective(data, space.with_choice({"activation": "tanh"}), model_fn=model_fn,
-                                          optimizer=torch.optim.SGD)
+    objective = TorchModelTuningObjective(
+        data, space.with_choice({"activation": "tanh"}), model_fn=model_fn, optimizer=torch.optim.SGD
+    )
     assert objective.routes == {"lr": "optimizer", "width": "model", "activation": "model"}
     losses = objective(torch.tensor([[0.5, 0.0], [0.5, 1.0]], dtype=torch.float64))
     assert losses.shape == (2, objective.num_users) and torch.isfinite(losses).all()

@@ -8,8 +8,14 @@ import torch
 from botorch_dp.tuning import Categorical, Hyperparameter, Integer, SearchSpace
 from botorch_dp.tuning.encoding import EncodedObjective, MixedEncoding
 
-SPACE = SearchSpace([Categorical("opt", ("sgd", "adam", "rmsprop")), Integer("w", 2, 6),
-                     Hyperparameter("lr", 1e-3, 1e-1, log_scale=True), Categorical("act", ("relu", "tanh"))])
+SPACE = SearchSpace(
+    [
+        Categorical("opt", ("sgd", "adam", "rmsprop")),
+        Integer("w", 2, 6),
+        Hyperparameter("lr", 1e-3, 1e-1, log_scale=True),
+        Categorical("act", ("relu", "tanh")),
+    ]
+)
 
 
 def test_uniform_points_are_uniform_over_each_categorical_and_decoding_inverts_encoding():
@@ -34,7 +40,11 @@ def test_a_fixed_categorical_gets_no_coordinate():
     enc = MixedEncoding(SPACE.with_choice({"act": "tanh"}))
     assert enc.dim == 3 and enc.sizes == [3]
     assert enc.to_natural(torch.tensor([0.0, 1.0, 0.1], dtype=torch.float64)) == {
-        "opt": "sgd", "w": 2, "lr": pytest.approx(1e-1), "act": "tanh"}
+        "opt": "sgd",
+        "w": 2,
+        "lr": pytest.approx(1e-1),
+        "act": "tanh",
+    }
 
 
 def test_the_encoded_objective_is_row_by_row_evaluation_in_natural_units():
@@ -44,8 +54,9 @@ def test_the_encoded_objective_is_row_by_row_evaluation_in_natural_units():
         calls.append(configs)
         for c in configs:  # natural units only
             assert type(c["w"]) is int and 2 <= c["w"] <= 6 and c["opt"] in ("sgd", "adam", "rmsprop")
-        return torch.stack([torch.arange(5, dtype=torch.float64) * c["w"] + c["lr"] + len(c["opt"] + c["act"])
-                            for c in configs])
+        return torch.stack(
+            [torch.arange(5, dtype=torch.float64) * c["w"] + c["lr"] + len(c["opt"] + c["act"]) for c in configs]
+        )
 
     enc = MixedEncoding(SPACE)
     X = torch.rand(40, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)

@@ -29,12 +29,22 @@ def proxy(configs):
 
 
 def _method(score_mu):
-    config = DPGIBOConfig(bounds=SPACE.bounds, privacy_mu=0.5, num_iterations=2, batch_size=2, step_size=0.2,
-                          clip_bound=1.0, kernel=SPACE.recommended_kernel(), raw_samples=8, num_restarts=1,
-                          acqf_maxiter=10)
+    config = DPGIBOConfig(
+        bounds=SPACE.bounds,
+        privacy_mu=0.5,
+        num_iterations=2,
+        batch_size=2,
+        step_size=0.2,
+        clip_bound=1.0,
+        kernel=SPACE.recommended_kernel(),
+        raw_samples=8,
+        num_restarts=1,
+        acqf_maxiter=10,
+    )
     enc = MixedEncoding(SPACE)
-    context = MethodContext(bounds=enc.bounds, num_users=N, num_proxy_users=N_P, epsilon=1.0, delta=1e-5,
-                            config=config, evaluations=15.0)
+    context = MethodContext(
+        bounds=enc.bounds, num_users=N, num_proxy_users=N_P, epsilon=1.0, delta=1e-5, config=config, evaluations=15.0
+    )
     return EnumerateMethod(enc, tuple(SPACE.configurations()), (config,) * 3, score_mu, 2.0), enc, context
 
 
@@ -52,8 +62,9 @@ def test_the_simulation_is_the_enumerate_procedure_recomputed():
             run = DPGIBO(sim).run(lambda X, c=choice: proxy(SPACE.to_natural(X, choice=c)), progress=False)
             thetas.append(run.release.theta)
     configurations = SPACE.configurations()
-    losses = torch.stack([proxy([SPACE.to_natural(t, choice=c)])[0]
-                          for t, c in zip(thetas, configurations, strict=True)])
+    losses = torch.stack(
+        [proxy([SPACE.to_natural(t, choice=c)])[0] for t, c in zip(thetas, configurations, strict=True)]
+    )
     noise = torch.randn(3, generator=torch.Generator().manual_seed(streams[3]), dtype=torch.float64)
     scores = losses.clamp(0, 2.0).mean(1) + 2.0 / (N * 0.3) * noise  # C/(n μ_score): the private scale
     k = int(torch.argmin(scores))

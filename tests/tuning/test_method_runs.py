@@ -34,6 +34,7 @@ def _basin(centres, log, label):
         log.append((label, len(configs)))
         X = torch.tensor([[c["x"], c["y"]] for c in configs], dtype=torch.float64)
         return 1 - torch.exp(-(X[:, None, :] - centres[None]).pow(2).sum(-1) / (2 * WIDTH**2))
+
     return objective
 
 
@@ -42,11 +43,29 @@ def test_auto_runs_the_recommended_method_and_the_objective_only_after_planning(
     proxy, private = _basin(_users(200, 0), log, "proxy"), _basin(_users(2000, 1), log, "private")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = tune(private, BASIN, epsilon=1.0, delta=1e-5, seed=3, progress=False, proxy=proxy, num_users=2000,
-                      plan_options=dict(fit_kernel=False, clip_quantiles=(0.9,), step_sizes=(0.1,), num_repeats=2,
-                                        methods=(DPGIBOMethod(), PrivateRandomSearchMethod())),
-                      num_iterations=6, batch_size=3, step_size=0.1, search_radius=0.05,
-                      theta0=torch.full((2,), 0.15, dtype=torch.float64), **FAST)
+        result = tune(
+            private,
+            BASIN,
+            epsilon=1.0,
+            delta=1e-5,
+            seed=3,
+            progress=False,
+            proxy=proxy,
+            num_users=2000,
+            plan_options=dict(
+                fit_kernel=False,
+                clip_quantiles=(0.9,),
+                step_sizes=(0.1,),
+                num_repeats=2,
+                methods=(DPGIBOMethod(), PrivateRandomSearchMethod()),
+            ),
+            num_iterations=6,
+            batch_size=3,
+            step_size=0.1,
+            search_radius=0.05,
+            theta0=torch.full((2,), 0.15, dtype=torch.float64),
+            **FAST,
+        )
     plan = result.runs[0].plan
     assert plan.methods.recommended.name == result.method == "private_random_search"
     labels = [label for label, _ in log]
@@ -70,9 +89,22 @@ def test_a_dp_gibo_recommendation_runs_the_planned_config_at_the_full_budget():
     proxy, private = _basin(_users(200, 0), log, "proxy"), _basin(_users(500, 1), log, "private")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = tune(private, BASIN, epsilon=3.0, delta=1e-5, seed=3, progress=False, proxy=proxy, num_users=500,
-                      plan_options=dict(fit_kernel=False, clip_quantiles=(0.9,), step_sizes=(0.1,), num_repeats=1,
-                                        methods=(DPGIBOMethod(),)), num_iterations=2, batch_size=3, **FAST)
+        result = tune(
+            private,
+            BASIN,
+            epsilon=3.0,
+            delta=1e-5,
+            seed=3,
+            progress=False,
+            proxy=proxy,
+            num_users=500,
+            plan_options=dict(
+                fit_kernel=False, clip_quantiles=(0.9,), step_sizes=(0.1,), num_repeats=1, methods=(DPGIBOMethod(),)
+            ),
+            num_iterations=2,
+            batch_size=3,
+            **FAST,
+        )
     r = result.runs[0]
     assert result.method == "dp_gibo" and r.plan.methods.recommended.config is r.plan.config
     assert r.result.release.guarantee.epsilon == pytest.approx(3.0, rel=1e-9)
@@ -85,8 +117,17 @@ def test_forced_private_random_search_without_a_proxy_is_the_baseline_at_the_ful
     private = _basin(_users(300, 1), log, "private")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = tune(private, BASIN, epsilon=2.0, delta=1e-5, seed=5, progress=False, method="private_random_search",
-                      num_iterations=4, loss_clip=1.0)
+        result = tune(
+            private,
+            BASIN,
+            epsilon=2.0,
+            delta=1e-5,
+            seed=5,
+            progress=False,
+            method="private_random_search",
+            num_iterations=4,
+            loss_clip=1.0,
+        )
         # brute force: the baseline itself with E[K] = T (d + 1) = 12, C = loss_clip, the tune seed's stream 0
         mu0 = result.runs[0].result.result.guarantee.details["per_trial_mu"]  # at most the bound's, within 0.1 %
         assert 0.999 < mu0 / per_trial_mu_for_epsilon(target_epsilon=2.0, target_delta=1e-5, mean_trials=12.0) <= 1.0
@@ -110,8 +151,17 @@ def test_forced_dp_hypo_is_refused_by_a_small_ledger_before_any_evaluation():
     log = []
     private = _basin(_users(300, 1), log, "private")
     with pytest.raises(PrivacyBudgetExceeded):
-        tune(private, BASIN, epsilon=3.0, delta=1e-5, method="dp_hypo", ledger=PrivacyLedger(validation_mu_budget=0.1),
-             num_iterations=4, loss_clip=1.0, progress=False)
+        tune(
+            private,
+            BASIN,
+            epsilon=3.0,
+            delta=1e-5,
+            method="dp_hypo",
+            ledger=PrivacyLedger(validation_mu_budget=0.1),
+            num_iterations=4,
+            loss_clip=1.0,
+            progress=False,
+        )
     assert log == []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -134,8 +184,11 @@ def test_forced_dp_hypo_is_refused_by_a_small_ledger_before_any_evaluation():
     ("space", "kw", "match"),
     [
         (BASIN, dict(method="ucb"), "method must be one of"),
-        (SearchSpace([Hyperparameter("x", 0.0, 1.0), Categorical("c", ("a", "b"))]), dict(method="random"),
-         "method must be one of"),
+        (
+            SearchSpace([Hyperparameter("x", 0.0, 1.0), Categorical("c", ("a", "b"))]),
+            dict(method="random"),
+            "method must be one of",
+        ),
     ],
 )
 def test_bad_methods_are_refused_naming_them(space, kw, match):

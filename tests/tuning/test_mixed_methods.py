@@ -21,8 +21,14 @@ from botorch_dp.tuning.encoding import MixedEncoding
 SPACE = SearchSpace([Hyperparameter("x", 0.0, 1.0), Hyperparameter("y", 0.0, 1.0), Categorical("c", ("a", "b"))])
 OFFSET = {"a": 0.3, "b": 0.0}  # configuration "b" is the better one in both problems
 FAST = dict(raw_samples=8, num_restarts=1, acqf_maxiter=10)
-SETTINGS = dict(num_iterations=4, batch_size=3, step_size=0.1, search_radius=0.05,
-                theta0=torch.full((2,), 0.15, dtype=torch.float64), **FAST)
+SETTINGS = dict(
+    num_iterations=4,
+    batch_size=3,
+    step_size=0.1,
+    search_radius=0.05,
+    theta0=torch.full((2,), 0.15, dtype=torch.float64),
+    **FAST,
+)
 PLAN = dict(fit_kernel=False, clip_quantiles=(0.9,), step_sizes=(0.1,), num_repeats=3)
 
 
@@ -40,6 +46,7 @@ def _problem(kind, n, seed, log, label):
         r2 = (X[:, None, :] - c[None]).pow(2).sum(-1)
         offset = torch.tensor([OFFSET[h["c"]] for h in configs], dtype=torch.float64)[:, None]
         return offset + (5 * r2 if kind == "bowl" else 1 - torch.exp(-r2 / (2 * 0.2**2)))
+
     return objective
 
 
@@ -54,9 +61,18 @@ def test_auto_on_a_mixed_space_runs_what_the_proxy_recommends_after_the_last_pro
     log = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = tune(_problem(kind, 2000, 1, log, "private"), SPACE, epsilon=1.0, delta=1e-5, seed=0,
-                      progress=False, proxy=_problem(kind, 200, 0, log, "proxy"), num_users=2000,
-                      plan_options=dict(PLAN, methods=(DPGIBOMethod(), PrivateRandomSearchMethod())), **SETTINGS)
+        result = tune(
+            _problem(kind, 2000, 1, log, "private"),
+            SPACE,
+            epsilon=1.0,
+            delta=1e-5,
+            seed=0,
+            progress=False,
+            proxy=_problem(kind, 200, 0, log, "proxy"),
+            num_users=2000,
+            plan_options=dict(PLAN, methods=(DPGIBOMethod(), PrivateRandomSearchMethod())),
+            **SETTINGS,
+        )
     table = result.methods
     assert table.recommended_name == result.method == expected
     assert [s.name for s in table.scores] == ["dp_gibo", "private_random_search"]
@@ -80,8 +96,12 @@ def test_auto_on_a_mixed_space_runs_what_the_proxy_recommends_after_the_last_pro
         details = run.result.guarantee.details
         assert len(result.ledger.validation_records()) == 1 and run.theta.shape == (2,)
         assert table.context.evaluations == details["mean_trials"] == 2 * (4 * 3) + 2  # K (T b + 1)
-        recomputed = private_selection_epsilon(per_trial_mu=details["per_trial_mu"], mean_trials=26.0,
-                                               target_delta=1e-5, distribution="truncated_negative_binomial")
+        recomputed = private_selection_epsilon(
+            per_trial_mu=details["per_trial_mu"],
+            mean_trials=26.0,
+            target_delta=1e-5,
+            distribution="truncated_negative_binomial",
+        )
         assert recomputed == pytest.approx(1.0, rel=2e-3) and recomputed <= 1.0 + 1e-9
         assert result.ledger.validation_epsilon(1e-5) == pytest.approx(1.0, rel=1e-9)
         assert result.hyperparameters == SPACE.to_natural(run.theta, choice=result.runs[0].configuration)
@@ -90,19 +110,39 @@ def test_auto_on_a_mixed_space_runs_what_the_proxy_recommends_after_the_last_pro
 
 
 def test_forced_selections_on_a_mixed_space_see_natural_units_and_spend_the_target():
-    space = SearchSpace([Integer("w", 1, 9), Hyperparameter("lr", 1e-3, 1e-1, log_scale=True),
-                         Categorical("opt", ("sgd", "adam", "rmsprop"))])
+    space = SearchSpace(
+        [
+            Integer("w", 1, 9),
+            Hyperparameter("lr", 1e-3, 1e-1, log_scale=True),
+            Categorical("opt", ("sgd", "adam", "rmsprop")),
+        ]
+    )
     seen = []
 
     def objective(configs):
         seen.extend(configs)
-        return torch.stack([torch.full((500,), abs(c["w"] - 4) / 8 + (0.0 if c["opt"] == "adam" else 0.5)
-                                       + abs(math.log10(c["lr"]) + 2)) for c in configs])
+        return torch.stack(
+            [
+                torch.full(
+                    (500,), abs(c["w"] - 4) / 8 + (0.0 if c["opt"] == "adam" else 0.5) + abs(math.log10(c["lr"]) + 2)
+                )
+                for c in configs
+            ]
+        )
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = tune(objective, space, epsilon=2.0, delta=1e-5, seed=4, progress=False,
-                      method="private_random_search", num_iterations=3, loss_clip=2.0)
+        result = tune(
+            objective,
+            space,
+            epsilon=2.0,
+            delta=1e-5,
+            seed=4,
+            progress=False,
+            method="private_random_search",
+            num_iterations=3,
+            loss_clip=2.0,
+        )
     assert result.method == "private_random_search" and result.methods is None
     details = result.runs[0].result.result.guarantee.details
     assert details["mean_trials"] == 3 * (3 * 3 + 1)  # K (T (d + 1) + 1) without a proxy
@@ -111,8 +151,12 @@ def test_forced_selections_on_a_mixed_space_see_natural_units_and_spend_the_targ
         assert list(c) == ["w", "lr", "opt"] and type(c["w"]) is int and 1 <= c["w"] <= 9
         assert isinstance(c["lr"], float) and 1e-3 <= c["lr"] <= 1e-1 and c["opt"] in ("sgd", "adam", "rmsprop")
     assert {c["opt"] for c in seen} == {"sgd", "adam", "rmsprop"}  # the encoding samples every choice
-    recomputed = private_selection_epsilon(per_trial_mu=details["per_trial_mu"], mean_trials=30.0,
-                                           target_delta=1e-5, distribution="truncated_negative_binomial")
+    recomputed = private_selection_epsilon(
+        per_trial_mu=details["per_trial_mu"],
+        mean_trials=30.0,
+        target_delta=1e-5,
+        distribution="truncated_negative_binomial",
+    )
     assert result.guarantee.epsilon == pytest.approx(recomputed, rel=1e-9) and recomputed <= 2.0
     assert result.ledger.validation_epsilon(1e-5) == pytest.approx(2.0, rel=1e-9)
     assert result.hyperparameters in seen and "public encoding of 3 configurations" in result.guarantee_report()
@@ -122,32 +166,61 @@ def test_forced_dp_hypo_with_a_proxy_is_compared_there_and_run():
     log = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = tune(_problem("basin", 500, 1, log, "private"), SPACE, epsilon=3.0, delta=1e-5, seed=0,
-                      progress=False, proxy=_problem("basin", 100, 0, log, "proxy"), num_users=500, method="dp_hypo",
-                      plan_options=dict(PLAN, num_repeats=1, methods=(DPGIBOMethod(), DPHyPOMethod(num_candidates=64))),
-                      **{**SETTINGS, "num_iterations": 2})
+        result = tune(
+            _problem("basin", 500, 1, log, "private"),
+            SPACE,
+            epsilon=3.0,
+            delta=1e-5,
+            seed=0,
+            progress=False,
+            proxy=_problem("basin", 100, 0, log, "proxy"),
+            num_users=500,
+            method="dp_hypo",
+            plan_options=dict(PLAN, num_repeats=1, methods=(DPGIBOMethod(), DPHyPOMethod(num_candidates=64))),
+            **{**SETTINGS, "num_iterations": 2},
+        )
     assert result.method == "dp_hypo" and [s.name for s in result.methods.scores] == ["dp_gibo", "dp_hypo"]
     labels = [label for label, _ in log]
-    assert "proxy" not in labels[labels.index("private"):]
+    assert "proxy" not in labels[labels.index("private") :]
     assert result.ledger.validation_epsilon(1e-5) <= 3.0 * (1 + 1e-9) and "DP-HyPO" in result.guarantee_report()
     assert result.hyperparameters == MixedEncoding(SPACE).to_natural(
-        MixedEncoding(SPACE).encode(result.runs[0].result.theta, result.runs[0].configuration))
+        MixedEncoding(SPACE).encode(result.runs[0].result.theta, result.runs[0].configuration)
+    )
 
 
 def test_the_choice_refuses_a_checkpoint_and_sample_keeps_dp_gibo(tmp_path):
     log = []
     proxy, private = _problem("bowl", 100, 0, log, "proxy"), _problem("bowl", 300, 1, log, "private")
     with pytest.raises(ValueError, match=r"method='auto' \(the planner's method choice .* is not checkpointed"):
-        tune(private, SPACE, epsilon=1.0, delta=1e-5, proxy=proxy, num_users=300, checkpoint_dir=tmp_path / "c",
-             progress=False)
+        tune(
+            private,
+            SPACE,
+            epsilon=1.0,
+            delta=1e-5,
+            proxy=proxy,
+            num_users=300,
+            checkpoint_dir=tmp_path / "c",
+            progress=False,
+        )
     with pytest.raises(ValueError, match=r"method='dp_hypo' \(the planner's method choice or a selection method\)"):
         tune(private, SPACE, epsilon=1.0, delta=1e-5, method="dp_hypo", checkpoint_dir=tmp_path / "c", progress=False)
     assert log == []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = tune(private, SPACE, epsilon=1.0, delta=1e-5, proxy=proxy, num_users=300, strategy="sample",
-                      mean_trials=1.5, seed=1, progress=False, plan_options=dict(PLAN, num_repeats=1),
-                      **{**SETTINGS, "num_iterations": 1})
+        result = tune(
+            private,
+            SPACE,
+            epsilon=1.0,
+            delta=1e-5,
+            proxy=proxy,
+            num_users=300,
+            strategy="sample",
+            mean_trials=1.5,
+            seed=1,
+            progress=False,
+            plan_options=dict(PLAN, num_repeats=1),
+            **{**SETTINGS, "num_iterations": 1},
+        )
     assert result.method == "dp_gibo" and result.methods is None  # Papernot–Steinke over DP-GIBO runs, as before
 
 

@@ -6,11 +6,7 @@ import torch
 
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.training import DPSGDConfig, TrainingConfig
-from botorch_dp.tuning import (
-    TorchModelTuningObjective,
-    estimate_training_noise_variance,
-    synthetic_like,
-)
+from botorch_dp.tuning import TorchModelTuningObjective, estimate_training_noise_variance, synthetic_like
 from botorch_dp.tuning.torch_classifier import estimate_training_noise_variance as reexported
 
 THETA = torch.tensor([[0.5, 0.5, 0.5], [0.8, 0.2, 0.1]], dtype=torch.float64)
@@ -23,9 +19,7 @@ def test_noise_variance_pilot_uses_public_data_only(data):
     plain = TorchModelTuningObjective(data, training=training)
     assert estimate_training_noise_variance(plain, public, THETA, num_repeats=2) == 0.0
     ledger = PrivacyLedger()
-    dp = TorchModelTuningObjective(
-        data, training=training, dp_sgd=DPSGDConfig(2.0, 1.0), ledger=ledger
-    )
+    dp = TorchModelTuningObjective(data, training=training, dp_sgd=DPSGDConfig(2.0, 1.0), ledger=ledger)
     sigma2 = estimate_training_noise_variance(dp, public, THETA[:1], num_repeats=3)
     assert sigma2 > 0
     assert ledger.training_runs == {} and dp.num_trainings == 0  # the sensitive side is untouched

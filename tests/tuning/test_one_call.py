@@ -29,8 +29,13 @@ def objective(configs):
     return torch.stack([_loss(c) for c in configs])
 
 
-MIXED = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Integer("width", 16, 128),
-                     Categorical("optimizer", ("sgd", "adam"))])
+MIXED = SearchSpace(
+    [
+        Hyperparameter("lr", 1e-4, 1e-1, log_scale=True),
+        Integer("width", 16, 128),
+        Categorical("optimizer", ("sgd", "adam")),
+    ]
+)
 
 
 def _tune(space, **kw):
@@ -42,8 +47,14 @@ def _tune(space, **kw):
 def test_a_continuous_space_is_plain_dp_gibo_at_the_target():
     space = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True)])
     result = _tune(space)
-    config = DPGIBOConfig(bounds=space.bounds, kernel=space.recommended_kernel(), privacy_mu=gdp_mu(3.0, 1e-5),
-                          target_delta=1e-5, seed=child_seeds([7], 2)[0], **{**TUNE_DEFAULTS, **FAST})
+    config = DPGIBOConfig(
+        bounds=space.bounds,
+        kernel=space.recommended_kernel(),
+        privacy_mu=gdp_mu(3.0, 1e-5),
+        target_delta=1e-5,
+        seed=child_seeds([7], 2)[0],
+        **{**TUNE_DEFAULTS, **FAST},
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         plain = DPGIBO(config).run(lambda X: objective(space.to_natural(X)), progress=False).release
@@ -77,8 +88,14 @@ def test_configurations_are_enumerated_and_chosen_privately_at_exactly_the_targe
     assert list(h) == ["lr", "width", "optimizer"] and type(h["lr"]) is float and type(h["width"]) is int
     assert h["optimizer"] == result.runs[result.chosen].configuration["optimizer"]
     # the objective only ever saw natural units: every name, ints for the integer, a choice for the categorical
-    assert seen and all(set(c) == {"lr", "width", "optimizer"} and type(c["width"]) is int and 16 <= c["width"] <= 128
-                        and c["optimizer"] in ("sgd", "adam") and 1e-4 <= c["lr"] <= 1e-1 for c in seen)
+    assert seen and all(
+        set(c) == {"lr", "width", "optimizer"}
+        and type(c["width"]) is int
+        and 16 <= c["width"] <= 128
+        and c["optimizer"] in ("sgd", "adam")
+        and 1e-4 <= c["lr"] <= 1e-1
+        for c in seen
+    )
     assert "over 2 configuration(s)" in result.guarantee_report()
     assert '"optimizer"' in result.to_json() and "seed" not in result.to_json()
 
@@ -89,11 +106,19 @@ def test_with_a_large_budget_the_better_configuration_wins():
     assert gdp_epsilon(result.guarantee.mu, 1e-5) == pytest.approx(50.0, rel=1e-9)
 
 
-@pytest.mark.parametrize("bad, match", [
-    (lambda configs: objective(configs)[:, :5] if len(configs) == 1 else objective(configs),
-     r"objective returned shape \(1, 5\) at the final point"),
-    (lambda configs: objective(configs) * (math.nan if len(configs) == 1 else 1.0), r"non-finite losses at the final"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (
+            lambda configs: objective(configs)[:, :5] if len(configs) == 1 else objective(configs),
+            r"objective returned shape \(1, 5\) at the final point",
+        ),
+        (
+            lambda configs: objective(configs) * (math.nan if len(configs) == 1 else 1.0),
+            r"non-finite losses at the final",
+        ),
+    ],
+)
 def test_a_bad_objective_at_the_choice_releases_no_score(bad, match):
     ledger = PrivacyLedger()
     with warnings.catch_warnings(), pytest.raises(ValueError, match=match):
@@ -123,14 +148,27 @@ def test_with_a_public_proxy_each_configuration_is_planned_on_it_and_the_objecti
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = tune(private, MIXED, epsilon=3.0, delta=1e-5, seed=7, progress=False, proxy=proxy, num_users=N,
-                      method="dp_gibo",  # no method choice (tests/tuning/test_mixed_methods.py)
-                      plan_options=dict(clip_quantiles=(0.5, 0.9), step_sizes=(0.2,), num_repeats=1), **FAST)
+        result = tune(
+            private,
+            MIXED,
+            epsilon=3.0,
+            delta=1e-5,
+            seed=7,
+            progress=False,
+            proxy=proxy,
+            num_users=N,
+            method="dp_gibo",  # no method choice (tests/tuning/test_mixed_methods.py)
+            plan_options=dict(clip_quantiles=(0.5, 0.9), step_sizes=(0.2,), num_repeats=1),
+            **FAST,
+        )
     assert proxy_calls and all(r.plan is not None for r in result.runs)
     for r in result.runs:  # the run used the plan's settings (and the procedure's seed stream)
         planned = r.plan.config
         assert (r.config.clip_bound, r.config.step_size, r.config.num_iterations) == (
-            planned.clip_bound, planned.step_size, planned.num_iterations)
+            planned.clip_bound,
+            planned.step_size,
+            planned.num_iterations,
+        )
         assert r.config.clip_bound in [t.clip_bound for t in r.plan.trials]
     # the sensitive objective answered only the runs' batches and the two final points
     assert sum(private_rows) == sum(sum(r.result.release.batch_sizes) for r in result.runs) + 2
@@ -151,20 +189,40 @@ def test_the_sampled_strategy_charges_one_papernot_steinke_curve_before_any_tria
             records_at_first_call.append([r.key for r in ledger.validation_records()])
         return objective(configs)
 
-    space = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True),
-                         Categorical("optimizer", ["sgd", "adam", "rmsprop", "adagrad"])])
+    space = SearchSpace(
+        [
+            Hyperparameter("lr", 1e-4, 1e-1, log_scale=True),
+            Categorical("optimizer", ["sgd", "adam", "rmsprop", "adagrad"]),
+        ]
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = tune(watched, space, epsilon=3.0, delta=1e-5, seed=3, progress=False, ledger=ledger,
-                      strategy="sample", mean_trials=4.0, **FAST)
+        result = tune(
+            watched,
+            space,
+            epsilon=3.0,
+            delta=1e-5,
+            seed=3,
+            progress=False,
+            ledger=ledger,
+            strategy="sample",
+            mean_trials=4.0,
+            **FAST,
+        )
     assert records_at_first_call == [["sample"]]  # the whole selection was charged before the first trial
     assert [r.key for r in ledger.validation_records()] == ["sample"]  # the trials' releases are inside it
     # calibrated on the ledger's grid of orders: the ledger's own statement is within the target too
-    mu0 = per_trial_mu_for_epsilon(target_epsilon=3.0, target_delta=1e-5, mean_trials=4.0,
-                                   distribution="truncated_negative_binomial", orders=TRAINING_RDP_ORDERS)
+    mu0 = per_trial_mu_for_epsilon(
+        target_epsilon=3.0,
+        target_delta=1e-5,
+        mean_trials=4.0,
+        distribution="truncated_negative_binomial",
+        orders=TRAINING_RDP_ORDERS,
+    )
     assert result.score_mu == pytest.approx(mu0 * math.sqrt(0.1), rel=1e-12)
-    expected = private_selection_epsilon(per_trial_mu=mu0, mean_trials=4.0, target_delta=1e-5,
-                                         distribution="truncated_negative_binomial")
+    expected = private_selection_epsilon(
+        per_trial_mu=mu0, mean_trials=4.0, target_delta=1e-5, distribution="truncated_negative_binomial"
+    )
     assert result.guarantee.epsilon == pytest.approx(expected, rel=1e-9) and result.guarantee.epsilon <= 3.0
     assert ledger.report(1e-5)["validation"]["epsilon"] <= 3.0
     assert math.isnan(result.guarantee.mu) and "Papernot–Steinke" in result.guarantee_report()

@@ -39,9 +39,17 @@ def _config():
     kernel = ScaleKernel(RBFKernel(ard_num_dims=3))
     kernel.base_kernel.lengthscale = 0.5
     return DPGIBOConfig(
-        bounds=torch.tensor([[0.0] * 3, [1.0] * 3], dtype=torch.float64), kernel=kernel, num_iterations=T,
-        privacy_mu=1.0, clip_bound=3.0, step_size=0.1, batch_size=BATCH, noise_variance=1e-2, seed=3,
-        num_restarts=1, raw_samples=16,
+        bounds=torch.tensor([[0.0] * 3, [1.0] * 3], dtype=torch.float64),
+        kernel=kernel,
+        num_iterations=T,
+        privacy_mu=1.0,
+        clip_bound=3.0,
+        step_size=0.1,
+        batch_size=BATCH,
+        noise_variance=1e-2,
+        seed=3,
+        num_restarts=1,
+        raw_samples=16,
     )
 
 

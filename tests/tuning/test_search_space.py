@@ -30,18 +30,23 @@ def test_hyperparameters_are_routed_by_target_or_signature():
 
     from botorch_dp.tuning import route_hyperparameters
 
-    space = SearchSpace([
-        Hyperparameter("lr", 1e-4, 1.0, log_scale=True),
-        Hyperparameter("momentum", 0.0, 0.99),
-        Hyperparameter("dropout", 0.0, 0.5),
-        Hyperparameter("width", 4, 64, log_scale=True, target="model"),
-    ])
+    space = SearchSpace(
+        [
+            Hyperparameter("lr", 1e-4, 1.0, log_scale=True),
+            Hyperparameter("momentum", 0.0, 0.99),
+            Hyperparameter("dropout", 0.0, 0.5),
+            Hyperparameter("width", 4, 64, log_scale=True, target="model"),
+        ]
+    )
 
     def model_fn(dropout, width):
         return nn.Linear(2, int(width))
 
     assert route_hyperparameters(space, torch.optim.SGD, model_fn) == {
-        "lr": "optimizer", "momentum": "optimizer", "dropout": "model", "width": "model",
+        "lr": "optimizer",
+        "momentum": "optimizer",
+        "dropout": "model",
+        "width": "model",
     }
     # **kwargs on one side only takes what the other side does not name
     assert route_hyperparameters(space, torch.optim.SGD, lambda **kw: None)["dropout"] == "model"

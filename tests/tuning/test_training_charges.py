@@ -126,8 +126,19 @@ def test_dp_gibo_over_a_pool_charges_every_training_run_to_the_shared_ledger(amp
         ledger = PrivacyLedger(validation_mu_budget=1.0, training_delta=1e-5)
         objective = _amp(amp_data, amp_budget, ledger, noise_seed=2)
         kernel = objective.recommended_kernel()
-        config = DPGIBOConfig(bounds=objective.bounds, kernel=kernel, num_iterations=2, privacy_mu=1.0, clip_bound=1.0,
-                              step_size=0.2, batch_size=2, noise_variance=1e-2, seed=4, num_restarts=1, raw_samples=8)
+        config = DPGIBOConfig(
+            bounds=objective.bounds,
+            kernel=kernel,
+            num_iterations=2,
+            privacy_mu=1.0,
+            clip_bound=1.0,
+            step_size=0.2,
+            batch_size=2,
+            noise_variance=1e-2,
+            seed=4,
+            num_restarts=1,
+            raw_samples=8,
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyWarning)
             release = DPGIBO(config, ledger=ledger).run(objective, progress=False, executor=executor).release
@@ -290,17 +301,35 @@ def test_planning_on_a_proxy_that_trains_on_the_sensitive_rows_is_charged(data, 
     proxy = objective.with_data(ClassificationData(data.X_train, data.y_train, *public_val, num_classes=2))
     kernel = ScaleKernel(RBFKernel())
     kernel.base_kernel.lengthscale = 0.3
-    config = DPGIBOConfig(bounds=objective.bounds, kernel=kernel, privacy_mu=1.0, num_iterations=1, step_size=0.1,
-                          batch_size=2, noise_variance=1e-2, clip_bound=1.0, num_restarts=1, raw_samples=8)
-    plan_private_run(proxy, config, num_users=objective.num_users, clip_quantiles=(0.5,), step_sizes=(0.1,),
-                     fit_kernel=False, num_repeats=1)
+    config = DPGIBOConfig(
+        bounds=objective.bounds,
+        kernel=kernel,
+        privacy_mu=1.0,
+        num_iterations=1,
+        step_size=0.1,
+        batch_size=2,
+        noise_variance=1e-2,
+        clip_bound=1.0,
+        num_restarts=1,
+        raw_samples=8,
+    )
+    plan_private_run(
+        proxy,
+        config,
+        num_users=objective.num_users,
+        clip_quantiles=(0.5,),
+        step_sizes=(0.1,),
+        fit_kernel=False,
+        num_repeats=1,
+    )
     assert proxy.num_trainings > 0 and len(ledger.training_runs) == proxy.num_trainings
     assert objective.training_report(1e-5)["epsilon"] > 0
 
 
 # ------------------------------------------------------------------------- the one charge protocol
 def test_train_records_its_run_before_the_noise_and_a_failure_before_it_records_nothing(
-        data, amp_data, amp_budget, monkeypatch):
+    data, amp_data, amp_budget, monkeypatch
+):
     ledger = PrivacyLedger(training_delta=1e-5)
     seen = []
     real_train = tc.train_model

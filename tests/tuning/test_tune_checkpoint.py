@@ -16,8 +16,13 @@ from botorch_dp.tuning.tune_checkpoint import ARGUMENTS_FILE, SELECTION_FILE, Tu
 
 N = 120
 FAST = dict(raw_samples=16, num_restarts=1, num_iterations=3)
-SPACE = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Integer("width", 16, 128),
-                     Categorical("optimizer", ["sgd", "adam"])])
+SPACE = SearchSpace(
+    [
+        Hyperparameter("lr", 1e-4, 1e-1, log_scale=True),
+        Integer("width", 16, 128),
+        Categorical("optimizer", ["sgd", "adam"]),
+    ]
+)
 _NOISE = torch.randn(N, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 0.1
 
 
@@ -35,24 +40,32 @@ class Objective:
         self.calls += 1
         if self.calls == self.fail_at:
             raise Interrupted(f"call {self.calls}")
-        rows = [0.2 * ((math.log10(c["lr"]) + 2.5) ** 2 + ((c["width"] - 64) / 64) ** 2
-                       + (c["optimizer"] == "sgd")) + _NOISE for c in configs]
+        rows = [
+            0.2 * ((math.log10(c["lr"]) + 2.5) ** 2 + ((c["width"] - 64) / 64) ** 2 + (c["optimizer"] == "sgd"))
+            + _NOISE
+            for c in configs
+        ]
         return torch.stack(rows).clamp(min=0)
 
 
 def _tune(objective, directory, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return tune(objective, SPACE, **{"epsilon": 3.0, "delta": 1e-5, "progress": False,
-                                         "checkpoint_dir": directory, **FAST, **kw})
+        return tune(
+            objective,
+            SPACE,
+            **{"epsilon": 3.0, "delta": 1e-5, "progress": False, "checkpoint_dir": directory, **FAST, **kw},
+        )
 
 
 def _records(result):
     """The ledger's records, per side in the order made, each validation run id replaced by its place (runs
     in order, then the choice); training run ids are kept (numbered from the ledger, the same on resume)."""
     names = {r.run_id: f"configuration-{k}" for k, r in enumerate(result.runs)}
-    records = [(rec.side, rec.run_id if rec.side == "training" else names.get(rec.run_id, "choice"), rec.key,
-                rec.event) for rec in result.ledger.records()]
+    records = [
+        (rec.side, rec.run_id if rec.side == "training" else names.get(rec.run_id, "choice"), rec.key, rec.event)
+        for rec in result.ledger.records()
+    ]
     return sorted(records, key=lambda r: r[0])  # stable: a merge may interleave the two sides differently
 
 
@@ -93,15 +106,25 @@ def test_finished_runs_and_the_choice_are_read_back_not_redrawn(tmp_path):
 def test_other_arguments_are_refused_by_name_before_anything_runs(tmp_path):
     _tune(Objective(), tmp_path, seed=7)
     before = sorted(os.listdir(tmp_path))
-    for kw, names in [({"epsilon": 2.0}, "epsilon"), ({"step_size": 0.1}, "settings.step_size"),
-                      ({"seed": 8}, "seed"), ({"seed": None}, "seed"), ({"selection_share": 0.2}, "selection_share"),
-                      ({"num_iterations": 4}, "settings.num_iterations")]:
+    for kw, names in [
+        ({"epsilon": 2.0}, "epsilon"),
+        ({"step_size": 0.1}, "settings.step_size"),
+        ({"seed": 8}, "seed"),
+        ({"seed": None}, "seed"),
+        ({"selection_share": 0.2}, "selection_share"),
+        ({"num_iterations": 4}, "settings.num_iterations"),
+    ]:
         objective = Objective()
         with pytest.raises(ValueError, match=rf"other arguments: {names} differ"):
             _tune(objective, tmp_path, **{"seed": 7, **kw})
         assert objective.calls == 0
-    other = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Integer("width", 16, 64),
-                         Categorical("optimizer", ["sgd", "adam"])])
+    other = SearchSpace(
+        [
+            Hyperparameter("lr", 1e-4, 1e-1, log_scale=True),
+            Integer("width", 16, 64),
+            Categorical("optimizer", ["sgd", "adam"]),
+        ]
+    )
     with warnings.catch_warnings(), pytest.raises(ValueError, match=r"other arguments: space differ"):
         warnings.simplefilter("ignore")
         tune(Objective(), other, epsilon=3.0, delta=1e-5, seed=7, progress=False, checkpoint_dir=tmp_path, **FAST)
@@ -177,8 +200,18 @@ def test_a_dp_sgd_objective_resumes_in_a_new_process_with_every_training_charged
     def run(objective, directory):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return tune(objective, TORCH_SPACE, epsilon=2.0, delta=1e-5, seed=5, progress=False,
-                        checkpoint_dir=directory, raw_samples=16, num_restarts=1, num_iterations=2)
+            return tune(
+                objective,
+                TORCH_SPACE,
+                epsilon=2.0,
+                delta=1e-5,
+                seed=5,
+                progress=False,
+                checkpoint_dir=directory,
+                raw_samples=16,
+                num_restarts=1,
+                num_iterations=2,
+            )
 
     full_objective, full_built = _torch_objective()
     full = run(full_objective, tmp_path / "full")
@@ -191,9 +224,10 @@ def test_a_dp_sgd_objective_resumes_in_a_new_process_with_every_training_charged
     for a, b in zip(full.runs, resumed.runs, strict=True):
         assert torch.equal(a.result.release.theta, b.result.release.theta) and a.noisy_score == b.noisy_score
     # configuration 0 is not trained again; the lost batch and the scores are
-    assert len(built) < len(full_built) and built == full_built[len(full_built) - len(built):]
-    assert [(r.run_id, r.event) for r in resumed.ledger.training_records()] == \
-        [(r.run_id, r.event) for r in full.ledger.training_records()]
+    assert len(built) < len(full_built) and built == full_built[len(full_built) - len(built) :]
+    assert [(r.run_id, r.event) for r in resumed.ledger.training_records()] == [
+        (r.run_id, r.event) for r in full.ledger.training_records()
+    ]
     assert _records(resumed) == _records(full)
     assert resumed.statement.training.epsilon == full.statement.training.epsilon
     assert resumed.statement.composed.epsilon == full.statement.composed.epsilon
@@ -207,8 +241,13 @@ def test_a_planned_call_resumes_its_runs_with_the_stored_planned_settings(tmp_pa
         noise = torch.randn(80, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 0.1
         return torch.stack([(row[:80] - _NOISE[:80] + noise).clamp(min=0) for row in Objective()(configs)])
 
-    plan = dict(proxy=proxy, num_users=N, seed=7, method="dp_gibo",  # the method choice is not checkpointed
-                plan_options=dict(clip_quantiles=(0.5, 0.9), step_sizes=(0.2,), num_repeats=1, fit_kernel=False))
+    plan = dict(
+        proxy=proxy,
+        num_users=N,
+        seed=7,
+        method="dp_gibo",  # the method choice is not checkpointed
+        plan_options=dict(clip_quantiles=(0.5, 0.9), step_sizes=(0.2,), num_repeats=1, fit_kernel=False),
+    )
     full = _tune(Objective(), tmp_path / "full", **plan)
     with pytest.raises(Interrupted):
         _tune(Objective(fail_at=FAST["num_iterations"] + 2), tmp_path / "cut", **plan)  # inside configuration 1

@@ -22,8 +22,14 @@ from botorch_dp.tuning.one_call import TUNE_DEFAULTS
 
 FAST = dict(raw_samples=16, num_restarts=1, num_iterations=2)
 TRAINING = TrainingConfig(epochs=1, batch_size=10, seed=0)
-SPACE = SearchSpace([Hyperparameter("lr", 1e-3, 1e-1, log_scale=True), Integer("width", 2, 6),
-                     Categorical("activation", ["relu", "tanh"]), Categorical("momentum", [0.0, 0.5])])
+SPACE = SearchSpace(
+    [
+        Hyperparameter("lr", 1e-3, 1e-1, log_scale=True),
+        Integer("width", 2, 6),
+        Categorical("activation", ["relu", "tanh"]),
+        Categorical("momentum", [0.0, 0.5]),
+    ]
+)
 
 
 def _data(m=40, n=30, p=4):
@@ -50,8 +56,9 @@ class _Recorder:
 
 
 def _objective(recorder, space=SPACE, **kw):
-    return TorchModelTuningObjective(_data(), space, model_fn=recorder.model_fn, optimizer=recorder.optimizer,
-                                     training=TRAINING, **kw)
+    return TorchModelTuningObjective(
+        _data(), space, model_fn=recorder.model_fn, optimizer=recorder.optimizer, training=TRAINING, **kw
+    )
 
 
 def _tune(objective, space=SPACE, **kw):
@@ -142,8 +149,14 @@ def test_a_bound_copy_shares_the_ledger_pickles_without_it_and_refuses_bad_choic
 def test_bad_arguments_for_a_torch_objective_are_refused_by_name_before_anything_runs(tmp_path):
     recorder = _Recorder()
     objective = _objective(recorder, dp_sgd=DPSGDConfig(noise_multiplier=1.5, max_grad_norm=1.0))
-    other = SearchSpace([Hyperparameter("lr", 1e-3, 1e-1, log_scale=True), Integer("width", 2, 8),
-                         Categorical("activation", ["relu", "tanh"]), Categorical("momentum", [0.0, 0.5])])
+    other = SearchSpace(
+        [
+            Hyperparameter("lr", 1e-3, 1e-1, log_scale=True),
+            Integer("width", 2, 8),
+            Categorical("activation", ["relu", "tanh"]),
+            Categorical("momentum", [0.0, 0.5]),
+        ]
+    )
     with pytest.raises(ValueError, match=r"objective.space differs from space"):
         tune(objective, other, epsilon=1.0, delta=1e-5, progress=False)
     with pytest.raises(ValueError, match=r"ledger=.*records its training runs in objective.ledger"):
@@ -165,8 +178,12 @@ def test_a_torch_proxy_on_public_rows_plans_each_configuration_and_num_users_is_
     objective = _objective(recorder, space)
     X, y, Xv, yv = _data()
     g = torch.Generator().manual_seed(1)
-    public = (torch.randn(40, 4, generator=g, dtype=torch.float64) + 1.5 * y[:, None], y,
-              torch.randn(30, 4, generator=g, dtype=torch.float64) + 1.5 * yv[:, None], yv)
+    public = (
+        torch.randn(40, 4, generator=g, dtype=torch.float64) + 1.5 * y[:, None],
+        y,
+        torch.randn(30, 4, generator=g, dtype=torch.float64) + 1.5 * yv[:, None],
+        yv,
+    )
     proxy = objective.with_data(public, model_fn=public_recorder.model_fn, optimizer=public_recorder.optimizer)
     result = _tune(
         objective,
@@ -206,8 +223,9 @@ def test_an_executor_trains_the_rows_and_the_caller_charges_them_as_in_a_serial_
     assert pool.submitted == sum(r.result.release.evaluation_points.shape[0] for r in pooled.runs) > 0
     for a, b in zip(serial.runs, pooled.runs, strict=True):
         assert torch.equal(a.result.release.theta, b.result.release.theta) and a.noisy_score == b.noisy_score
-    assert [(r.run_id, r.event) for r in pooled.ledger.training_records()] == \
-        [(r.run_id, r.event) for r in serial.ledger.training_records()]
+    assert [(r.run_id, r.event) for r in pooled.ledger.training_records()] == [
+        (r.run_id, r.event) for r in serial.ledger.training_records()
+    ]
     pool.shutdown()
 
 
@@ -230,8 +248,9 @@ def test_a_dp_sgd_target_too_small_for_the_procedure_is_refused_before_anything_
         warnings.simplefilter("ignore")
         objective = _objective(recorder, dp_sgd=DPSGDConfig(target_epsilon=3.0, target_delta=1e-5, planned_runs=10))
     # 4 configurations x T = 2 steps x b = d + 1 = 3 points, and 4 scored final points: 28 trainings
-    config = DPGIBOConfig(bounds=SPACE.bounds, kernel=SPACE.recommended_kernel(), privacy_mu=1.0,
-                          **{**TUNE_DEFAULTS, **FAST})
+    config = DPGIBOConfig(
+        bounds=SPACE.bounds, kernel=SPACE.recommended_kernel(), privacy_mu=1.0, **{**TUNE_DEFAULTS, **FAST}
+    )
     assert 4 * config.max_evaluations + 4 == 28
     with pytest.raises(PrivacyBudgetExceeded, match=r"28 more DP-SGD run\(s\) .*planned_runs=10"):
         _tune(objective)

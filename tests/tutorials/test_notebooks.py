@@ -81,9 +81,9 @@ def test_generator_gives_the_committed_cells():
     for path in NOTEBOOKS:
         committed = nbformat.read(path, as_version=4)
         fresh = generated[path.name]
-        assert [(c.cell_type, c.source) for c in fresh.cells] == [
-            (c.cell_type, c.source) for c in committed.cells
-        ], f"{path.name} differs from tutorials/_make_notebooks.py: regenerate it"
+        assert [(c.cell_type, c.source) for c in fresh.cells] == [(c.cell_type, c.source) for c in committed.cells], (
+            f"{path.name} differs from tutorials/_make_notebooks.py: regenerate it"
+        )
         assert fresh.metadata == committed.metadata
 
 
@@ -91,9 +91,13 @@ def test_generator_gives_the_committed_cells():
 def test_kernel_runs_this_interpreter(kernel_name, tmp_path):
     from nbformat.v4 import new_code_cell, new_notebook
 
-    nb = new_notebook(cells=[new_code_cell(
-        "import os, sys, botorch_dp\nprint(sys.executable)\nprint(os.environ.get('" + SMOKE_ENV + "'))"
-    )])
+    nb = new_notebook(
+        cells=[
+            new_code_cell(
+                "import os, sys, botorch_dp\nprint(sys.executable)\nprint(os.environ.get('" + SMOKE_ENV + "'))"
+            )
+        ]
+    )
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(SMOKE_ENV, "1")
         _execute(nb, kernel_name, tmp_path)
@@ -108,8 +112,6 @@ def test_kernel_runs_this_interpreter(kernel_name, tmp_path):
 def test_notebook_runs_top_to_bottom(path, kernel_name, tmp_path, monkeypatch):
     monkeypatch.setenv(SMOKE_ENV, "1")
     nb = _execute(nbformat.read(path, as_version=4), kernel_name, tmp_path)
-    errors = [
-        o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
-    ]
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
     assert any(o.output_type == "display_data" for c in nb.cells for o in c.get("outputs", []))  # a plot

@@ -50,6 +50,7 @@ What a checkpoint can and cannot protect against. There is no secret key, so:
   ``PrivacyLedger(storage=..., dataset=...)`` passed to the run and to ``DPGIBO.resume``,
   protects against that.
 """
+
 from botorch_dp.optim.checkpoint.directory import (
     FORMAT,
     MAX_STATE_BYTES,
@@ -68,12 +69,7 @@ from botorch_dp.optim.checkpoint.encoding import (
     tensor_to_json,
 )
 from botorch_dp.optim.checkpoint.files import load_state, save_state
-from botorch_dp.optim.checkpoint.kernels import (
-    build_kernel,
-    kernel_fingerprint,
-    kernel_spec,
-    kernel_tensors,
-)
+from botorch_dp.optim.checkpoint.kernels import build_kernel, kernel_fingerprint, kernel_spec, kernel_tensors
 
 __all__ = [
     "FORMAT",

@@ -109,7 +109,6 @@ def _check_keys(obj: Any, keys: set[str], name: str) -> None:
         raise ValueError(f"Checkpoint field {name!r}: missing keys {missing}, unknown keys {unknown}.")
 
 
-
 def json_fingerprint(obj: Any) -> str:
     r"""SHA-256 of the canonical JSON of ``obj``."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, allow_nan=True).encode("utf-8")).hexdigest()

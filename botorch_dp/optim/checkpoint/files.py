@@ -221,9 +221,7 @@ def _strict_object(
     return obj
 
 
-def _read_file(
-    dir_fd: int, name: str, path: Path, *, check_size: Callable[[int], None] | None = None
-) -> bytes | None:
+def _read_file(dir_fd: int, name: str, path: Path, *, check_size: Callable[[int], None] | None = None) -> bytes | None:
     r"""The bytes of the regular file ``name`` in the open directory ``dir_fd``, never through a link.
 
     Args:

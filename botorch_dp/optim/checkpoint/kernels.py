@@ -6,15 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from gpytorch.kernels import (
-    Kernel,
-    LinearKernel,
-    MaternKernel,
-    PolynomialKernel,
-    RBFKernel,
-    RQKernel,
-    ScaleKernel,
-)
+from gpytorch.kernels import Kernel, LinearKernel, MaternKernel, PolynomialKernel, RBFKernel, RQKernel, ScaleKernel
 from torch import Tensor
 
 from botorch_dp.optim.checkpoint.encoding import float_from_json, json_fingerprint

@@ -34,21 +34,8 @@ from botorch_dp.optim.options.clip import ClipState, FixedClip, QuantileClip
 from botorch_dp.optim.options.fitting import NoFitting, SensitiveFitting
 from botorch_dp.optim.options.noise import AdaptiveNorm, FixedNoise, NoiseState
 from botorch_dp.optim.options.projection import NoProjection, Projected
-from botorch_dp.optim.options.registry import (
-    Strategy,
-    from_spec,
-    lookup,
-    lookup_family,
-    register,
-    registered,
-)
-from botorch_dp.optim.options.selection import (
-    Evaluated,
-    Exponential,
-    Last,
-    MinNoisyNorm,
-    NoisyLoss,
-)
+from botorch_dp.optim.options.registry import Strategy, from_spec, lookup, lookup_family, register, registered
+from botorch_dp.optim.options.selection import Evaluated, Exponential, Last, MinNoisyNorm, NoisyLoss
 from botorch_dp.optim.options.steps import SGD, AdaGrad, FullMatrixAdaGrad, PrivateGOE
 from botorch_dp.optim.projected import SubspaceTrack
 from botorch_dp.optim.users import Users
@@ -94,8 +81,9 @@ __all__ = [
 #: What a strategy may ``require`` of the others, as an error message describes it.
 CAPABILITIES: dict[str, str] = {
     "noisy_norms": "the released noisy gradient norms, which only noise_schedule='adaptive_norm' releases",
-    "fixed_basis": ("one basis for every step (its released matrices share coordinates): no subspace, or a fixed "
-                    "SubspaceOracle"),
+    "fixed_basis": (
+        "one basis for every step (its released matrices share coordinates): no subspace, or a fixed SubspaceOracle"
+    ),
 }
 
 
@@ -132,7 +120,9 @@ class Options:
     def split(self, privacy_mu: float | None) -> BudgetSplit:
         r"""The run's ``BudgetSplit`` of ``privacy_mu`` (a config's, resolved: ``None`` is refused)."""
         return BudgetSplit(
-            resolved_mu(privacy_mu), selection_mu=self.selection.charge, clip_fraction=self.clip.mu_fraction,
+            resolved_mu(privacy_mu),
+            selection_mu=self.selection.charge,
+            clip_fraction=self.clip.mu_fraction,
             precond_fraction=self.step_rule.mu_fraction,
         )
 
@@ -175,8 +165,18 @@ class Options:
         return {**self.noise.bound(plan, noise, spent, room_left(room, others)), **others}
 
     def release_step(
-        self, users: Users, W: Tensor, plan: RunPlan, *, noise: NoiseState, clip: ClipState, track: SubspaceTrack,
-        meter: Meter, step: int, spent: list[float], room: float,
+        self,
+        users: Users,
+        W: Tensor,
+        plan: RunPlan,
+        *,
+        noise: NoiseState,
+        clip: ClipState,
+        track: SubspaceTrack,
+        meter: Meter,
+        step: int,
+        spent: list[float],
+        room: float,
     ) -> StepOutcome:
         r"""One step's releases inside a charge (``meter``): the users' clipped sum of ``W y_i`` at
         the clip policy's bound (one pass), the gradient by the noise schedule, then what the clip
@@ -184,8 +184,9 @@ class Options:
         release is recorded just before its draw; the strategies see only the ``ClippedSum``."""
         summed = self.clip.aggregate(users, W, clip)
         others = {**self.clip.bound_parts(plan), **self.step_rule.bound_parts(plan)}
-        release, noise = self.noise.release(summed, plan, noise, meter, step=step, dim=W.shape[0], spent=spent,
-                                            room=room_left(room, others))
+        release, noise = self.noise.release(
+            summed, plan, noise, meter, step=step, dim=W.shape[0], spent=spent, room=room_left(room, others)
+        )
         clip = self.clip.update(summed, plan, clip, meter)
         track = self.step_rule.observe(summed, plan, track, meter)
         return StepOutcome(release, noise, clip, track)
@@ -193,4 +194,3 @@ class Options:
     def describe(self) -> dict[str, Any]:
         r"""Each family's ``spec()``."""
         return {s.family: s.spec() for s in self.strategies()}
-

@@ -50,8 +50,13 @@ class FixedBatches(Strategy):
         _check_search(self.search, self.maxiter, self.speed)
 
     def spec(self) -> dict[str, Any]:
-        return {"kind": self.name, "size": self.size, "search": self.search, "maxiter": self.maxiter,
-                "speed": self.speed}
+        return {
+            "kind": self.name,
+            "size": self.size,
+            "search": self.search,
+            "maxiter": self.maxiter,
+            "speed": self.speed,
+        }
 
     @property
     def tolerance(self) -> float | None:
@@ -63,15 +68,35 @@ class FixedBatches(Strategy):
         return self.size if self.size is not None else default
 
     def select(
-        self, gp: GradientGP, theta: Tensor, bounds: Tensor, generator: torch.Generator, *, basis: Tensor | None,
-        default: int, num_restarts: int, raw_samples: int, previous: Tensor | None = None,
+        self,
+        gp: GradientGP,
+        theta: Tensor,
+        bounds: Tensor,
+        generator: torch.Generator,
+        *,
+        basis: Tensor | None,
+        default: int,
+        num_restarts: int,
+        raw_samples: int,
+        previous: Tensor | None = None,
     ) -> Tensor:
         r"""The next batch (a ``q x d`` tensor; public); ``previous``: the last batch moved by the step."""
         size = self.per_step(default)
         return search_batch(
-            gp, theta, bounds, generator, batch_search=self.search, batch_size=size, bias_tolerance=self.tolerance,
-            max_batch_size=size, num_restarts=num_restarts, raw_samples=raw_samples, basis=basis, maxiter=self.maxiter,
-            speed=self.speed, previous=previous,
+            gp,
+            theta,
+            bounds,
+            generator,
+            batch_search=self.search,
+            batch_size=size,
+            bias_tolerance=self.tolerance,
+            max_batch_size=size,
+            num_restarts=num_restarts,
+            raw_samples=raw_samples,
+            basis=basis,
+            maxiter=self.maxiter,
+            speed=self.speed,
+            previous=previous,
         )
 
 
@@ -99,8 +124,14 @@ class AdaptiveBatches(FixedBatches):
         _check_search(self.search, self.maxiter, self.speed)
 
     def spec(self) -> dict[str, Any]:
-        return {"kind": self.name, "bias_tolerance": self.bias_tolerance, "max_size": self.max_size,
-                "search": self.search, "maxiter": self.maxiter, "speed": self.speed}
+        return {
+            "kind": self.name,
+            "bias_tolerance": self.bias_tolerance,
+            "max_size": self.max_size,
+            "search": self.search,
+            "maxiter": self.maxiter,
+            "speed": self.speed,
+        }
 
     @property
     def tolerance(self) -> float | None:
@@ -110,11 +141,31 @@ class AdaptiveBatches(FixedBatches):
         return self.max_size if self.max_size is not None else default
 
     def select(
-        self, gp: GradientGP, theta: Tensor, bounds: Tensor, generator: torch.Generator, *, basis: Tensor | None,
-        default: int, num_restarts: int, raw_samples: int, previous: Tensor | None = None,
+        self,
+        gp: GradientGP,
+        theta: Tensor,
+        bounds: Tensor,
+        generator: torch.Generator,
+        *,
+        basis: Tensor | None,
+        default: int,
+        num_restarts: int,
+        raw_samples: int,
+        previous: Tensor | None = None,
     ) -> Tensor:
         return search_batch(
-            gp, theta, bounds, generator, batch_search=self.search, batch_size=default,
-            bias_tolerance=self.bias_tolerance, max_batch_size=self.per_step(default), num_restarts=num_restarts,
-            raw_samples=raw_samples, basis=basis, maxiter=self.maxiter, speed=self.speed, previous=previous,
+            gp,
+            theta,
+            bounds,
+            generator,
+            batch_search=self.search,
+            batch_size=default,
+            bias_tolerance=self.bias_tolerance,
+            max_batch_size=self.per_step(default),
+            num_restarts=num_restarts,
+            raw_samples=raw_samples,
+            basis=basis,
+            maxiter=self.maxiter,
+            speed=self.speed,
+            previous=previous,
         )

@@ -102,13 +102,19 @@ class QuantileClip(FixedClip):
     def __post_init__(self) -> None:
         object.__setattr__(self, "bound", check_positive(self.bound, "clip_init (B₀)", allow_inf=False))
         object.__setattr__(self, "quantile", check_probability(self.quantile, "clip_quantile (γ)"))
-        object.__setattr__(self, "learning_rate", check_positive(self.learning_rate, "clip_learning_rate (η_C)",
-                                                                 allow_inf=False))
+        object.__setattr__(
+            self, "learning_rate", check_positive(self.learning_rate, "clip_learning_rate (η_C)", allow_inf=False)
+        )
         object.__setattr__(self, "fraction", check_probability(self.fraction, "clip_mu_fraction (f_C)"))
 
     def spec(self) -> dict[str, Any]:
-        return {"kind": self.name, "bound": self.bound, "quantile": self.quantile,
-                "learning_rate": self.learning_rate, "fraction": self.fraction}
+        return {
+            "kind": self.name,
+            "bound": self.bound,
+            "quantile": self.quantile,
+            "learning_rate": self.learning_rate,
+            "fraction": self.fraction,
+        }
 
     @property
     def mu_fraction(self) -> float | None:

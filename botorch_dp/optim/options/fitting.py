@@ -30,8 +30,9 @@ class NoFitting(Strategy):
 
     holds = True
 
-    def prepare(self, users: Users, X: Tensor, kernel: Kernel, gp: GradientGP, noise_variance: float,
-                jitter: float) -> tuple[Users, GradientGP]:
+    def prepare(
+        self, users: Users, X: Tensor, kernel: Kernel, gp: GradientGP, noise_variance: float, jitter: float
+    ) -> tuple[Users, GradientGP]:
         r"""The users and GP the step releases from (unchanged)."""
         return users, gp
 
@@ -46,14 +47,20 @@ class SensitiveFitting(NoFitting):
     holds = False
 
     def spec(self) -> dict[str, Any]:
-        return {"kind": self.name, "fit": None if self.fit is None else type(self.fit).__qualname__,
-                "standardize": self.standardize}
+        return {
+            "kind": self.name,
+            "fit": None if self.fit is None else type(self.fit).__qualname__,
+            "standardize": self.standardize,
+        }
 
-    def prepare(self, users: Users, X: Tensor, kernel: Kernel, gp: GradientGP, noise_variance: float,
-                jitter: float) -> tuple[Users, GradientGP]:
+    def prepare(
+        self, users: Users, X: Tensor, kernel: Kernel, gp: GradientGP, noise_variance: float, jitter: float
+    ) -> tuple[Users, GradientGP]:
         if not users.raw_losses or not isinstance(users, InMemoryUsers):  # only InMemoryUsers hold raw losses
-            raise ValueError("partitions: partitioned users do not support hyperparameter_fit or a standardizing model "
-                             "(they need the raw losses, which never leave the partitions).")
+            raise ValueError(
+                "partitions: partitioned users do not support hyperparameter_fit or a standardizing model "
+                "(they need the raw losses, which never leave the partitions)."
+            )
         Y = users.losses()
         if self.fit is not None:
             self.fit(kernel, X, Y.mean(-1))

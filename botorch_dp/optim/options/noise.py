@@ -13,25 +13,13 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from botorch_dp.optim.noise_schedule import (
-    DEFAULT_NORM_MU_FRACTION,
-    AdaptiveNormSchedule,
-    release_adaptive_step,
-)
+from botorch_dp.optim.noise_schedule import DEFAULT_NORM_MU_FRACTION, AdaptiveNormSchedule, release_adaptive_step
 from botorch_dp.optim.options.base import RunPlan
 from botorch_dp.optim.options.budget import BudgetSplit
 from botorch_dp.optim.options.registry import Strategy, register
-from botorch_dp.privacy.checks import (
-    check_positive,
-    check_positive_int,
-    check_probability,
-)
+from botorch_dp.privacy.checks import check_positive, check_positive_int, check_probability
 from botorch_dp.privacy.ledger import Gaussian, Meter, PrivacyBudgetExceeded
-from botorch_dp.privacy.mechanisms import (
-    AdaptiveGaussianGradientMechanism,
-    GaussianGradientMechanism,
-    GradientRelease,
-)
+from botorch_dp.privacy.mechanisms import AdaptiveGaussianGradientMechanism, GaussianGradientMechanism, GradientRelease
 from botorch_dp.privacy.mechanisms.sums import ClippedSum
 
 __all__ = ["AdaptiveNorm", "FixedNoise", "NoiseState"]
@@ -70,21 +58,34 @@ class FixedNoise(Strategy):
     def mechanism(self, plan: RunPlan, bound: float) -> GaussianGradientMechanism:
         r"""The gradient mechanism of a step clipped at ``bound``."""
         return GaussianGradientMechanism(
-            clip_bound=bound, num_users=plan.num_users, privacy_mu=plan.split.gradient_mu,
-            num_steps=plan.num_iterations, generator=plan.generator, chunk_size=plan.chunk_size,
+            clip_bound=bound,
+            num_users=plan.num_users,
+            privacy_mu=plan.split.gradient_mu,
+            num_steps=plan.num_iterations,
+            generator=plan.generator,
+            chunk_size=plan.chunk_size,
         )
 
     def bound(self, plan: RunPlan, state: NoiseState, spent: list[float], room: float) -> dict[str, Gaussian]:
         return {"grad": Gaussian(plan.split.gradient_mu / math.sqrt(plan.num_iterations))}
 
     def release(
-        self, summed: ClippedSum, plan: RunPlan, state: NoiseState, meter: Meter, *, step: int, dim: int,
-        spent: list[float], room: float,
+        self,
+        summed: ClippedSum,
+        plan: RunPlan,
+        state: NoiseState,
+        meter: Meter,
+        *,
+        step: int,
+        dim: int,
+        spent: list[float],
+        room: float,
     ) -> tuple[GradientRelease, NoiseState]:
         mechanism = self.mechanism(plan, summed.bound)
         release = mechanism.release_sum(summed, diagnostics=plan.diagnostics, meter=meter)
-        return release, replace(state, step_mus=(*state.step_mus, mechanism.step_mu),
-                                noise_stds=(*state.noise_stds, mechanism.noise_std))
+        return release, replace(
+            state, step_mus=(*state.step_mus, mechanism.step_mu), noise_stds=(*state.noise_stds, mechanism.noise_std)
+        )
 
     def noise(self, plan: RunPlan, state: NoiseState, bound: float) -> tuple[float, float]:
         r"""``(σ, σ/Δ)`` of the latest release at ``bound`` (the next one's before any)."""
@@ -133,8 +134,13 @@ class AdaptiveNorm(Strategy):
             check_positive_int(self.max_iterations, "max_iterations (T_max)")
 
     def spec(self) -> dict[str, Any]:
-        return {"kind": self.name, "norm_mu_fraction": self.norm_mu_fraction, "snr_factor": self.snr_factor,
-                "max_step_mu": self.max_step_mu, "max_iterations": self.max_iterations}
+        return {
+            "kind": self.name,
+            "norm_mu_fraction": self.norm_mu_fraction,
+            "snr_factor": self.snr_factor,
+            "max_step_mu": self.max_step_mu,
+            "max_iterations": self.max_iterations,
+        }
 
     def iteration_cap(self, num_iterations: int) -> int:
         return self.max_iterations if self.max_iterations is not None else num_iterations
@@ -144,8 +150,14 @@ class AdaptiveNorm(Strategy):
     ) -> AdaptiveNormSchedule:
         r"""The B1′ schedule (public: ``μ_g``, ``T_max``, ``n``, ``Δ``, ``d_eff``)."""
         return AdaptiveNormSchedule.build(
-            total_mu=total_mu, sensitivity=sensitivity, dim=dim, max_iterations=iteration_cap, num_users=num_users,
-            norm_mu_fraction=self.norm_mu_fraction, snr_factor=self.snr_factor, max_step_mu=self.max_step_mu,
+            total_mu=total_mu,
+            sensitivity=sensitivity,
+            dim=dim,
+            max_iterations=iteration_cap,
+            num_users=num_users,
+            norm_mu_fraction=self.norm_mu_fraction,
+            snr_factor=self.snr_factor,
+            max_step_mu=self.max_step_mu,
         )
 
     def check(self, split: BudgetSplit, dim: int, num_iterations: int) -> None:
@@ -158,9 +170,12 @@ class AdaptiveNorm(Strategy):
         schedule = self.schedule(plan.split.gradient_mu, plan.iteration_cap, plan.num_users, 1.0, plan.dim)
         step = len(state.step_mus)
         if not schedule.can_start_step(step, spent, room):
-            what = (f"the ledger has mu={room:.6g} left" if schedule.can_start_step(step, spent) else
-                    f"this run's releases already spent its steps' mu={schedule.total_mu:.6g} (a copy of the run "
-                    "resumed from the same checkpoint spends it too)")
+            what = (
+                f"the ledger has mu={room:.6g} left"
+                if schedule.can_start_step(step, spent)
+                else f"this run's releases already spent its steps' mu={schedule.total_mu:.6g} (a copy of the run "
+                "resumed from the same checkpoint spends it too)"
+            )
             raise PrivacyBudgetExceeded(
                 f"Validation privacy budget exceeded: {what}, less than one adaptive step needs (a norm at "
                 f"mu={schedule.norm_mu:.6g} and a gradient at mu={schedule.min_step_mu:.6g}). Nothing was released."
@@ -168,20 +183,35 @@ class AdaptiveNorm(Strategy):
         return schedule.step_bound(spent, room)
 
     def release(
-        self, summed: ClippedSum, plan: RunPlan, state: NoiseState, meter: Meter, *, step: int, dim: int,
-        spent: list[float], room: float,
+        self,
+        summed: ClippedSum,
+        plan: RunPlan,
+        state: NoiseState,
+        meter: Meter,
+        *,
+        step: int,
+        dim: int,
+        spent: list[float],
+        room: float,
     ) -> tuple[GradientRelease, NoiseState]:
         mechanism = AdaptiveGaussianGradientMechanism(
             clip_bound=summed.bound, num_users=plan.num_users, generator=plan.generator, chunk_size=plan.chunk_size
         )
         schedule = self.schedule(plan.split.gradient_mu, plan.iteration_cap, plan.num_users, mechanism.sensitivity, dim)
         out = release_adaptive_step(
-            mechanism.clipped_mean_of(summed), schedule, index=step, spent_mus=spent, meter=meter, ledger_room=room,
+            mechanism.clipped_mean_of(summed),
+            schedule,
+            index=step,
+            spent_mus=spent,
+            meter=meter,
+            ledger_room=room,
             diagnostics=plan.diagnostics,
         )
         return out.gradient, NoiseState(
-            step_mus=(*state.step_mus, out.gradient.cost.mu), noise_stds=(*state.noise_stds, out.noise_std),
-            noisy_norms=(*state.noisy_norms, out.norm.norm), norm_mus=(*state.norm_mus, out.norm.cost.mu),
+            step_mus=(*state.step_mus, out.gradient.cost.mu),
+            noise_stds=(*state.noise_stds, out.noise_std),
+            noisy_norms=(*state.noisy_norms, out.norm.norm),
+            norm_mus=(*state.norm_mus, out.norm.cost.mu),
             stopped=out.final,
         )
 

@@ -50,8 +50,9 @@ class NoProjection(Strategy):
     def check(self, dim: int) -> None:
         r"""Nothing to check."""
 
-    def lift(self, release: GradientRelease, basis: Tensor | None, track: SubspaceTrack,
-             record: bool) -> tuple[GradientRelease, SubspaceTrack]:
+    def lift(
+        self, release: GradientRelease, basis: Tensor | None, track: SubspaceTrack, record: bool
+    ) -> tuple[GradientRelease, SubspaceTrack]:
         r"""The release as it is; its ``d`` coordinates recorded when ``record`` (another option,
         the private preconditioner, keeps them)."""
         if not record:
@@ -131,8 +132,9 @@ class Projected(Strategy):
         k = getattr(self.oracle, "k", None) if self.acquisition else None
         return min(k, dim) + 1 if isinstance(k, int) else dim + 1
 
-    def lift(self, release: GradientRelease, basis: Tensor | None, track: SubspaceTrack,
-             record: bool) -> tuple[GradientRelease, SubspaceTrack]:
+    def lift(
+        self, release: GradientRelease, basis: Tensor | None, track: SubspaceTrack, record: bool
+    ) -> tuple[GradientRelease, SubspaceTrack]:
         r"""``Ṽ_t ũ_t`` (and ``Ṽ_t ū_t`` in the diagnostics), with ``Ṽ_t`` and ``ũ_t`` recorded."""
         if basis is None:  # the step's basis(), which is never None for a projected run
             raise ValueError(f"{self.label} lifts a release from its basis Ṽ_t, got basis=None.")

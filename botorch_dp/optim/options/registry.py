@@ -15,8 +15,15 @@ __all__ = ["CONFIG_FIELDS", "Strategy", "from_spec", "lookup", "lookup_family", 
 
 _REGISTRY: dict[str, dict[str, type[Strategy]]] = {}
 #: The ``DPGIBOConfig`` field each family is set by (how error messages name a strategy).
-CONFIG_FIELDS = {"clip": "clip_bound", "noise": "noise_schedule", "projection": "subspace", "step_rule": "step_rule",
-                 "selection": "selection", "batches": "batch rule", "fitting": "fitting"}
+CONFIG_FIELDS = {
+    "clip": "clip_bound",
+    "noise": "noise_schedule",
+    "projection": "subspace",
+    "step_rule": "step_rule",
+    "selection": "selection",
+    "batches": "batch rule",
+    "fitting": "fitting",
+}
 
 
 class Strategy:

@@ -20,11 +20,7 @@ from botorch_dp.optim.selection import SELECTION_KEY, min_noisy_norm_index
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
 from botorch_dp.privacy.checks import check_positive
 from botorch_dp.privacy.ledger import Gaussian, Meter, PureDP
-from botorch_dp.privacy.mechanisms import (
-    ExponentialLossSelection,
-    NoisyLossSelection,
-    SelectionRelease,
-)
+from botorch_dp.privacy.mechanisms import ExponentialLossSelection, NoisyLossSelection, SelectionRelease
 
 __all__ = ["Evaluated", "Exponential", "Last", "MinNoisyNorm", "NoisyLoss"]
 

@@ -19,12 +19,7 @@ from torch import Tensor
 from botorch_dp.optim.options.base import RunPlan
 from botorch_dp.optim.options.registry import Strategy, register
 from botorch_dp.optim.projected import SubspaceTrack
-from botorch_dp.optim.step_rules import (
-    PRECONDITIONERS,
-    Preconditioner,
-    StepRule,
-    make_step_optimizer,
-)
+from botorch_dp.optim.step_rules import PRECONDITIONERS, Preconditioner, StepRule, make_step_optimizer
 from botorch_dp.privacy.checks import check_positive
 from botorch_dp.privacy.ledger import Gaussian, Meter
 from botorch_dp.privacy.mechanisms import GOEPreconditionerMechanism
@@ -143,10 +138,14 @@ class FullMatrixAdaGrad(SGD):
         if self.private is None:
             return {}
         return {
-            "clip:adaptive": ("its GOE noise is calibrated to one sensitivity 2B/n for the whole run (the released "
-                              "matrix sums every step's clipped mean), and adaptive clipping moves B each step"),
-            "noise:adaptive_norm": ("its noise is calibrated to a fixed per-step share of mu, while the adaptive "
-                                    "schedule's steps spend what their released norms ask for"),
+            "clip:adaptive": (
+                "its GOE noise is calibrated to one sensitivity 2B/n for the whole run (the released "
+                "matrix sums every step's clipped mean), and adaptive clipping moves B each step"
+            ),
+            "noise:adaptive_norm": (
+                "its noise is calibrated to a fixed per-step share of mu, while the adaptive "
+                "schedule's steps spend what their released norms ask for"
+            ),
         }
 
     def spec(self) -> dict[str, Any]:
@@ -163,7 +162,9 @@ class FullMatrixAdaGrad(SGD):
     def mechanism(self, plan: RunPlan, bound: float) -> GOEPreconditionerMechanism:
         r"""The private preconditioner's mechanism at the step's ``Δ = 2B/n``."""
         return GOEPreconditionerMechanism(
-            sensitivity=2.0 * bound / plan.num_users, privacy_mu=_precond_mu(plan), num_steps=plan.iteration_cap,
+            sensitivity=2.0 * bound / plan.num_users,
+            privacy_mu=_precond_mu(plan),
+            num_steps=plan.iteration_cap,
             generator=plan.generator,
         )
 
@@ -180,7 +181,9 @@ class FullMatrixAdaGrad(SGD):
         columns = (*track.columns, summed.mean())
         released = self.mechanism(plan, summed.bound).release(torch.stack(columns, dim=-1), meter=meter)
         return replace(
-            track, columns=columns, preconditioners=(*track.preconditioners, released.matrix),
+            track,
+            columns=columns,
+            preconditioners=(*track.preconditioners, released.matrix),
             preconditioner_noise_stds=(*track.preconditioner_noise_stds, released.noise_std),
         )
 

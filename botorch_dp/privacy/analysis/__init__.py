@@ -51,19 +51,8 @@ from botorch_dp.privacy.analysis.private_selection import (
     tnb_log_pmf,
     tnb_mean,
 )
-from botorch_dp.privacy.analysis.rdp import (
-    DEFAULT_RDP_ORDERS,
-    rdp_curve_delta,
-    rdp_curve_epsilon,
-    rdp_to_epsilon,
-)
-from botorch_dp.privacy.analysis.zcdp import (
-    compose_zcdp,
-    gaussian_zcdp,
-    gdp_to_zcdp,
-    zcdp_epsilon,
-    zcdp_epsilon_cks,
-)
+from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS, rdp_curve_delta, rdp_curve_epsilon, rdp_to_epsilon
+from botorch_dp.privacy.analysis.zcdp import compose_zcdp, gaussian_zcdp, gdp_to_zcdp, zcdp_epsilon, zcdp_epsilon_cks
 
 __all__ = [
     "DEFAULT_RDP_ORDERS",

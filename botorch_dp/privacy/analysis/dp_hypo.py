@@ -157,12 +157,19 @@ def dp_hypo_rdp_curve(
         The curve, a function of the order ``λ > 1``.
     """
     log_u, log_inv_l = adaptivity_log_factors(
-        ratio_upper=ratio_upper, ratio_lower=ratio_lower, mean_trials=mean_trials,
-        distribution=distribution, tnb_eta=tnb_eta,
+        ratio_upper=ratio_upper,
+        ratio_lower=ratio_lower,
+        mean_trials=mean_trials,
+        distribution=distribution,
+        tnb_eta=tnb_eta,
     )
     selection = private_selection_rdp_curve(
-        base_rdp, base_delta=base_delta, mean_trials=mean_trials, distribution=distribution,
-        tnb_eta=tnb_eta, tnb_hat_term=tnb_hat_term,
+        base_rdp,
+        base_delta=base_delta,
+        mean_trials=mean_trials,
+        distribution=distribution,
+        tnb_eta=tnb_eta,
+        tnb_hat_term=tnb_hat_term,
     )
 
     def curve(order: float) -> float:
@@ -208,8 +215,14 @@ def dp_hypo_epsilon_generic(
     """
     target_delta = check_delta(target_delta, "target_delta")
     curve = dp_hypo_rdp_curve(
-        base_rdp, base_delta=base_delta, mean_trials=mean_trials, ratio_upper=ratio_upper,
-        ratio_lower=ratio_lower, distribution=distribution, tnb_eta=tnb_eta, tnb_hat_term=tnb_hat_term,
+        base_rdp,
+        base_delta=base_delta,
+        mean_trials=mean_trials,
+        ratio_upper=ratio_upper,
+        ratio_lower=ratio_lower,
+        distribution=distribution,
+        tnb_eta=tnb_eta,
+        tnb_hat_term=tnb_hat_term,
     )
     if orders is None:
         return rdp_to_epsilon(curve, target_delta)[0]
@@ -245,8 +258,11 @@ def dp_hypo_rdp(
     """
     order = check_greater(order, "order", 1.0)
     log_u, log_inv_l = adaptivity_log_factors(
-        ratio_upper=ratio_upper, ratio_lower=ratio_lower, mean_trials=mean_trials,
-        distribution=distribution, tnb_eta=tnb_eta,
+        ratio_upper=ratio_upper,
+        ratio_lower=ratio_lower,
+        mean_trials=mean_trials,
+        distribution=distribution,
+        tnb_eta=tnb_eta,
     )
     selection = private_selection_rdp(
         order, per_trial_mu=per_trial_mu, mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta
@@ -283,8 +299,13 @@ def dp_hypo_epsilon(
     target_delta = check_delta(target_delta, "target_delta")
     per_trial_mu = check_positive(per_trial_mu, "per_trial_mu", allow_inf=False)
     curve = lambda order: dp_hypo_rdp(
-        order, per_trial_mu=per_trial_mu, mean_trials=mean_trials, ratio_upper=ratio_upper,
-        ratio_lower=ratio_lower, distribution=distribution, tnb_eta=tnb_eta,
+        order,
+        per_trial_mu=per_trial_mu,
+        mean_trials=mean_trials,
+        ratio_upper=ratio_upper,
+        ratio_lower=ratio_lower,
+        distribution=distribution,
+        tnb_eta=tnb_eta,
     )
     if orders is None:
         return rdp_to_epsilon(curve, target_delta)[0]
@@ -323,13 +344,23 @@ def dp_hypo_per_trial_mu_for_epsilon(
         ValueError: If even a vanishing ``μ₀`` exceeds the target.
     """
     from scipy.optimize import brentq
+
     target_epsilon = check_positive(target_epsilon, "target_epsilon", allow_inf=False)
 
     def gap(log_mu: float) -> float:
-        return dp_hypo_epsilon(
-            per_trial_mu=math.exp(log_mu), mean_trials=mean_trials, ratio_upper=ratio_upper, ratio_lower=ratio_lower,
-            target_delta=target_delta, distribution=distribution, tnb_eta=tnb_eta, orders=orders,
-        ) - target_epsilon
+        return (
+            dp_hypo_epsilon(
+                per_trial_mu=math.exp(log_mu),
+                mean_trials=mean_trials,
+                ratio_upper=ratio_upper,
+                ratio_lower=ratio_lower,
+                target_delta=target_delta,
+                distribution=distribution,
+                tnb_eta=tnb_eta,
+                orders=orders,
+            )
+            - target_epsilon
+        )
 
     lo, hi, xtol = math.log(1e-6), math.log(1e2), 1e-12
     if gap(lo) >= 0:

@@ -116,6 +116,7 @@ def gdp_epsilon(mu: float, delta: float) -> float:
         when μ = inf.
     """
     from scipy.optimize import brentq
+
     mu = check_nonnegative(mu, "mu")
     delta = check_delta(delta)
     if math.isinf(mu):
@@ -152,6 +153,7 @@ def gdp_mu(epsilon: float, delta: float) -> float:
         tolerance). For ε = 0 this is the closed form 2 Φ⁻¹((1 + δ)/2).
     """
     from scipy.optimize import brentq
+
     epsilon = check_nonnegative(epsilon, "epsilon")
     delta = check_delta(delta)
     if math.isinf(epsilon):
@@ -221,7 +223,6 @@ def gdp_mu_from_noise(sensitivity: float, noise_std: float, steps: int = 1) -> f
     if noise_std == 0.0:
         return math.inf
     return math.sqrt(steps) * sensitivity / noise_std
-
 
 
 def pure_dp_to_gdp_mu(epsilon: float) -> float:

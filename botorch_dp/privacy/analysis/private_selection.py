@@ -31,18 +31,8 @@ from botorch_dp.privacy.analysis.private_selection_trials import (
     tnb_log_pmf,
     tnb_mean,
 )
-from botorch_dp.privacy.analysis.rdp import (
-    DEFAULT_RDP_ORDERS,
-    rdp_curve_delta,
-    rdp_curve_epsilon,
-    rdp_to_epsilon,
-)
-from botorch_dp.privacy.checks import (
-    check_choice,
-    check_delta,
-    check_greater,
-    check_positive,
-)
+from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS, rdp_curve_delta, rdp_curve_epsilon, rdp_to_epsilon
+from botorch_dp.privacy.checks import check_choice, check_delta, check_greater, check_positive
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -212,8 +202,12 @@ def private_selection_rdp_generic(
     """
     order = check_greater(order, "order", 1.0)
     curve = private_selection_rdp_curve(
-        base_rdp, base_delta=base_delta, mean_trials=mean_trials, distribution=distribution,
-        tnb_eta=tnb_eta, tnb_hat_term=tnb_hat_term,
+        base_rdp,
+        base_delta=base_delta,
+        mean_trials=mean_trials,
+        distribution=distribution,
+        tnb_eta=tnb_eta,
+        tnb_hat_term=tnb_hat_term,
     )
     return curve(order)
 
@@ -251,8 +245,12 @@ def private_selection_epsilon_generic(
     """
     target_delta = check_delta(target_delta, "target_delta")
     curve = private_selection_rdp_curve(
-        base_rdp, base_delta=base_delta, mean_trials=mean_trials, distribution=distribution,
-        tnb_eta=tnb_eta, tnb_hat_term=tnb_hat_term,
+        base_rdp,
+        base_delta=base_delta,
+        mean_trials=mean_trials,
+        distribution=distribution,
+        tnb_eta=tnb_eta,
+        tnb_hat_term=tnb_hat_term,
     )
     if orders is None:
         return rdp_to_epsilon(curve, target_delta)[0]
@@ -299,8 +297,7 @@ def private_selection_rdp(
     order = check_greater(order, "order", 1.0)
     per_trial_mu = check_positive(per_trial_mu, "per_trial_mu", allow_inf=False)
     return private_selection_rdp_generic(
-        order, **_gaussian_score_base(per_trial_mu),
-        mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta,
+        order, **_gaussian_score_base(per_trial_mu), mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta
     )
 
 
@@ -333,7 +330,10 @@ def private_selection_epsilon(
     per_trial_mu = check_positive(per_trial_mu, "per_trial_mu", allow_inf=False)
     return private_selection_epsilon_generic(
         **_gaussian_score_base(per_trial_mu),
-        mean_trials=mean_trials, target_delta=target_delta, distribution=distribution, tnb_eta=tnb_eta,
+        mean_trials=mean_trials,
+        target_delta=target_delta,
+        distribution=distribution,
+        tnb_eta=tnb_eta,
         orders=orders,
     )
 
@@ -371,12 +371,20 @@ def per_trial_mu_for_epsilon(
             alone costs too much).
     """
     from scipy.optimize import brentq
+
     target_epsilon = check_positive(target_epsilon, "target_epsilon", allow_inf=False)
     target_delta = check_delta(target_delta, "target_delta")
-    eps = lambda log_mu: private_selection_epsilon(
-        per_trial_mu=math.exp(log_mu), mean_trials=mean_trials, target_delta=target_delta,
-        distribution=distribution, tnb_eta=tnb_eta, orders=orders,
-    ) - target_epsilon
+    eps = lambda log_mu: (
+        private_selection_epsilon(
+            per_trial_mu=math.exp(log_mu),
+            mean_trials=mean_trials,
+            target_delta=target_delta,
+            distribution=distribution,
+            tnb_eta=tnb_eta,
+            orders=orders,
+        )
+        - target_epsilon
+    )
     lo, hi = math.log(1e-6), math.log(1e2)
     if eps(lo) >= 0:
         raise ValueError(

@@ -55,6 +55,7 @@ def tnb_gamma_for_mean(*, eta: float, mean_trials: float) -> float:
     unique for ``mean_trials > 1``.
     """
     from scipy.optimize import brentq
+
     mean_trials = check_greater(mean_trials, "mean_trials", 1.0)
     eta = check_greater(eta, "eta", -1.0)
     if eta == 1.0:
@@ -78,6 +79,7 @@ def poisson_mean_for_tail(*, threshold: int, probability: float) -> float:
     """
     from scipy.optimize import brentq
     from scipy.stats import poisson
+
     threshold = check_nonnegative_int(threshold, "threshold")
     probability = check_probability(probability, "probability")
     excess = lambda mean: float(poisson.sf(threshold, mean)) - probability
@@ -106,9 +108,7 @@ def tnb_log_pmf(k: np.ndarray, *, eta: float, gamma: float) -> np.ndarray:
     return log_q + log_prod - log_norm
 
 
-def sample_num_trials(
-    *, distribution: str, mean_trials: float, rng: np.random.Generator, tnb_eta: float = 1.0
-) -> int:
+def sample_num_trials(*, distribution: str, mean_trials: float, rng: np.random.Generator, tnb_eta: float = 1.0) -> int:
     r"""Draw the number of trials ``K``.
 
     Args:

@@ -51,6 +51,7 @@ def rdp_to_epsilon(rdp: Callable[[float], float], delta: float) -> tuple[float, 
         ``(ε, λ)``: the ``ε ≥ 0`` and the order at which it is attained.
     """
     from scipy.optimize import minimize_scalar
+
     log_delta = math.log(check_delta(delta))
 
     def objective(log_order_minus_one: float) -> float:

@@ -14,13 +14,7 @@ from collections.abc import Iterable
 from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
 from botorch_dp.privacy.checks import check_delta, check_nonnegative, check_positive
 
-__all__ = [
-    "compose_zcdp",
-    "gaussian_zcdp",
-    "gdp_to_zcdp",
-    "zcdp_epsilon",
-    "zcdp_epsilon_cks",
-]
+__all__ = ["compose_zcdp", "gaussian_zcdp", "gdp_to_zcdp", "zcdp_epsilon", "zcdp_epsilon_cks"]
 
 
 def gdp_to_zcdp(mu: float) -> float:

@@ -12,12 +12,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from botorch_dp.privacy.ledger.rows import (
-    Row,
-    Transaction,
-    memory_counter,
-    rows_from_storage,
-)
+from botorch_dp.privacy.ledger.rows import Row, Transaction, memory_counter, rows_from_storage
 from botorch_dp.privacy.ledger.state import SETTINGS, check_key
 
 if TYPE_CHECKING:
@@ -89,8 +84,9 @@ class LedgerAccounts:
         return None if self._storage is None else self._storage.url
 
     def __getstate__(self) -> dict[str, Any]:
-        if self._storage is None and (self._rows or any(getattr(self, n) is not None for n in ("validation_mu_budget",
-                                                                                              "training_epsilon_budget"))):
+        if self._storage is None and (
+            self._rows or any(getattr(self, n) is not None for n in ("validation_mu_budget", "training_epsilon_budget"))
+        ):
             raise TypeError(
                 "An in-memory PrivacyLedger with a budget or records cannot be pickled: a copy in another "
                 "process (an executor's worker, a Dask task) would record there and its charges would be "

@@ -45,29 +45,43 @@ class ExternalReleases(LedgerAccounts):
         the budget between the check and the record, also across processes)."""
         event = Gaussian(mu)
         with self._writing():
-            check_validation_admits(self._validation_budget(), self._spent("validation"), [event],
-                                    f"a step with mu={event.mu:.6g}")
+            check_validation_admits(
+                self._validation_budget(), self._spent("validation"), [event], f"a step with mu={event.mu:.6g}"
+            )
 
     def check_validation_mechanism(self, rdp: Callable[[float], float]) -> None:
         r"""Raise if one more validation release with RDP curve ``rdp`` would exceed the budget."""
         event = ValidationMechanism("(checked)", evaluate_curve(rdp))
         with self._writing():
-            check_validation_admits(self._validation_budget(), self._spent("validation"), [event],
-                                    "a release given by its RDP curve")
+            check_validation_admits(
+                self._validation_budget(), self._spent("validation"), [event], "a release given by its RDP curve"
+            )
 
     def check_training_run(self, *, noise_multiplier: float, sample_rate: float, steps: int) -> None:
         r"""Raise if one more DP-SGD run would exceed the training budget."""
         run = DPSGDRun.checked(noise_multiplier, sample_rate, steps)
         with self._writing():
-            check_training_admits(self._training_budget(), self.training_delta, self.training_accountant,
-                                  self.prv_eps_error, self._spent("training"), [run])
+            check_training_admits(
+                self._training_budget(),
+                self.training_delta,
+                self.training_accountant,
+                self.prv_eps_error,
+                self._spent("training"),
+                [run],
+            )
 
     def check_training_mechanism(self, *, rdp: Callable[[float], float]) -> None:
         r"""Raise if one more training mechanism with RDP curve ``rdp`` would exceed the budget."""
         event = TrainingMechanism("(checked)", evaluate_curve(rdp))
         with self._writing():
-            check_training_admits(self._training_budget(), self.training_delta, self.training_accountant,
-                                  self.prv_eps_error, self._spent("training"), [event])
+            check_training_admits(
+                self._training_budget(),
+                self.training_delta,
+                self.training_accountant,
+                self.prv_eps_error,
+                self._spent("training"),
+                [event],
+            )
 
     def _append(self, side: str, run_id: Any, key: str, event: Any) -> bool:
         with self._writing() as tx:
@@ -92,8 +106,9 @@ class ExternalReleases(LedgerAccounts):
         ``record_validation_step``)."""
         return self._append("validation", check_run_id(run_id), check_key(key), PureDP(epsilon))
 
-    def record_validation_mechanism(self, rdp: Callable[[float], float], *, run_id: str, key: str,
-                                    description: str) -> bool:
+    def record_validation_mechanism(
+        self, rdp: Callable[[float], float], *, run_id: str, key: str, description: str
+    ) -> bool:
         r"""Record a validation release given by its RDP curve (evaluated once on ``RDP_ORDERS``;
         see ``record_validation_step``)."""
         event = ValidationMechanism(description, evaluate_curve(rdp))

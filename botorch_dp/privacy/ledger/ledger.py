@@ -33,26 +33,16 @@ from botorch_dp.privacy.ledger.filters import (
     check_validation_admits,
     gdp_only,
 )
-from botorch_dp.privacy.ledger.meter import (
-    Meter,
-    TrainingMeter,
-    check_validation_bound,
-    held_bound,
-    shrunk,
-)
+from botorch_dp.privacy.ledger.meter import Meter, TrainingMeter, check_validation_bound, held_bound, shrunk
 from botorch_dp.privacy.ledger.rows import Row, memory_counter
-from botorch_dp.privacy.ledger.state import (
-    STATE_VERSION,
-    check_run_id,
-    decode_state,
-    encode_state,
-)
+from botorch_dp.privacy.ledger.state import STATE_VERSION, check_run_id, decode_state, encode_state
 from botorch_dp.privacy.ledger.views import LedgerViews, synced
 
 if TYPE_CHECKING:
     from botorch_dp.privacy.ledger_storage import LedgerStorage
 
 __all__ = ["PrivacyLedger"]
+
 
 class PrivacyLedger(LedgerViews, ExternalReleases):
     r"""Records the privacy spent on validation data and on training data (see the package docstring).
@@ -105,10 +95,14 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
         storage: str | os.PathLike | None = None,
         dataset: str | None = None,
     ) -> None:
-        self.validation_mu_budget = None if validation_mu_budget is None else check_positive(
-            validation_mu_budget, "validation_mu_budget")
-        self.training_epsilon_budget = None if training_epsilon_budget is None else check_positive(
-            training_epsilon_budget, "training_epsilon_budget")
+        self.validation_mu_budget = (
+            None if validation_mu_budget is None else check_positive(validation_mu_budget, "validation_mu_budget")
+        )
+        self.training_epsilon_budget = (
+            None
+            if training_epsilon_budget is None
+            else check_positive(training_epsilon_budget, "training_epsilon_budget")
+        )
         self.training_delta = None if training_delta is None else check_delta(training_delta, "training_delta")
         if self.training_epsilon_budget is not None and self.training_delta is None:
             raise ValueError("training_epsilon_budget needs training_delta.")
@@ -130,8 +124,9 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
 
     # ------------------------------------------------------------------- charges
     @contextlib.contextmanager
-    def charge(self, bound: Mapping[str, ValidationEvent], *, run_id: str, step: int | None = None,
-               new_run: bool = False) -> Iterator[Meter]:
+    def charge(
+        self, bound: Mapping[str, ValidationEvent], *, run_id: str, step: int | None = None, new_run: bool = False
+    ) -> Iterator[Meter]:
         r"""Admit one step's worst case on the validation budget, then record its releases.
 
         Before the block runs, everything the step can spend (``bound``: part ↦ its largest
@@ -228,8 +223,14 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
                     f"Training run id {taken[0]!r} is already in the ledger (recorded, or held by an open charge); "
                     "every run needs its own id."
                 )
-            check_training_admits(self._training_budget(), self.training_delta, self.training_accountant,
-                                  self.prv_eps_error, self._spent("training"), list(checked.values()))
+            check_training_admits(
+                self._training_budget(),
+                self.training_delta,
+                self.training_accountant,
+                self.prv_eps_error,
+                self._spent("training"),
+                list(checked.values()),
+            )
             reservations = {run_id: tx.reserve("training", run_id, owner, event) for run_id, event in checked.items()}
             self._owned.add(owner)
         meter = TrainingMeter(self, checked, owner, reservations)
@@ -258,8 +259,11 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
             The number of reservations dropped.
         """
         with self._writing() as tx:
-            mine = [r for r in tx.rows if not r.recorded
-                    and (r.owner in self._owned if run_id is None else r.run_id == run_id)]
+            mine = [
+                r
+                for r in tx.rows
+                if not r.recorded and (r.owner in self._owned if run_id is None else r.run_id == run_id)
+            ]
             for row in mine:
                 tx.drop(row.seq)
             return len(mine)

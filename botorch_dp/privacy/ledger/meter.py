@@ -76,8 +76,15 @@ class Meter:
         step: The step index (None for a release outside the steps, e.g. a selection).
     """
 
-    def __init__(self, ledger: Any, bound: dict[str, ValidationEvent], run_id: str, step: int | None,
-                 owner: str, reservation: int | None) -> None:
+    def __init__(
+        self,
+        ledger: Any,
+        bound: dict[str, ValidationEvent],
+        run_id: str,
+        step: int | None,
+        owner: str,
+        reservation: int | None,
+    ) -> None:
         self._ledger = ledger
         self.bound = dict(bound)
         self.run_id = run_id
@@ -131,8 +138,7 @@ class TrainingMeter:
         bound: Run id ↦ the run's event (a DP-SGD run's exact parameters, or a curve bound).
     """
 
-    def __init__(self, ledger: Any, bound: dict[Any, TrainingEvent], owner: str,
-                 reservations: dict[Any, int]) -> None:
+    def __init__(self, ledger: Any, bound: dict[Any, TrainingEvent], owner: str, reservations: dict[Any, int]) -> None:
         self._ledger = ledger
         self.bound = dict(bound)
         self._owner = owner
@@ -167,6 +173,7 @@ class TrainingMeter:
 
     def _close(self) -> None:
         self._open = False
+
 
 def held_bound(events: list[ValidationEvent]) -> ValidationEvent:
     r"""What a charge's reservation holds for its worst case: the composed μ while everything

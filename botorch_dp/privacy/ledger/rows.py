@@ -56,8 +56,14 @@ def rows_from_storage(stored: list[StoredRow]) -> list[Row]:
     r"""The stored rows decoded (events checked)."""
     return [
         Row(
-            seq=r.seq, side=r.side, recorded=r.status == "recorded", run_id=r.run_id, key=r.key or "",
-            release_id=r.release_id, owner=r.owner, event=event_from_json(r.side, r.entry),
+            seq=r.seq,
+            side=r.side,
+            recorded=r.status == "recorded",
+            run_id=r.run_id,
+            key=r.key or "",
+            release_id=r.release_id,
+            owner=r.owner,
+            event=event_from_json(r.side, r.entry),
         )
         for r in stored
     ]

@@ -134,9 +134,12 @@ def decode_state(state: Any) -> tuple[dict[str, Any], list[Record]]:
     if version >= 3:
         orders = state.get("rdp_orders")
         if not (
-            isinstance(orders, list) and len(orders) == len(TRAINING_RDP_ORDERS)
-            and all(isinstance(a, (int, float)) and not isinstance(a, bool) and math.isclose(float(a), b, rel_tol=1e-9)
-                    for a, b in zip(orders, TRAINING_RDP_ORDERS, strict=True))
+            isinstance(orders, list)
+            and len(orders) == len(TRAINING_RDP_ORDERS)
+            and all(
+                isinstance(a, (int, float)) and not isinstance(a, bool) and math.isclose(float(a), b, rel_tol=1e-9)
+                for a, b in zip(orders, TRAINING_RDP_ORDERS, strict=True)
+            )
         ):
             raise ValueError(
                 "Ledger state: rdp_orders differ from this version's TRAINING_RDP_ORDERS; its RDP curves "

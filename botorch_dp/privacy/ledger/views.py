@@ -80,7 +80,8 @@ class LedgerViews(LedgerAccounts):
             run_id: Only this run's records (None: all runs).
         """
         return [
-            row.record() for row in self._rows
+            row.record()
+            for row in self._rows
             if row.recorded and side in (None, row.side) and (run_id is None or row.run_id == run_id)
         ]
 
@@ -129,8 +130,11 @@ class LedgerViews(LedgerAccounts):
     def validation_mechanisms(self) -> dict[tuple[str, str], ValidationMechanism]:
         r"""The validation releases given by an RDP curve, {(run_id, key): ValidationMechanism}
         (a key recorded twice shows its last record; ``validation_records`` has every one)."""
-        return {(run_id, key): event for run_id, key, event in self._validation_parts()
-                if isinstance(event, ValidationMechanism)}
+        return {
+            (run_id, key): event
+            for run_id, key, event in self._validation_parts()
+            if isinstance(event, ValidationMechanism)
+        }
 
     @property
     def validation_pure_epsilons(self) -> dict[tuple[str, str], float]:
@@ -275,14 +279,16 @@ class LedgerViews(LedgerAccounts):
             "remaining_mu": self.remaining_validation_mu(),
             "pure_releases": [
                 {"run_id": run_id, "key": key, "epsilon": event.epsilon, "mu": event.mu}
-                for run_id, key, event in validation_records if isinstance(event, PureDP)
+                for run_id, key, event in validation_records
+                if isinstance(event, PureDP)
             ],
         }
         if not gdp_only(events):
             validation["rdp_order"] = rdp_grid_epsilon(validation_rdp_curve(events), delta)[1]
             validation["rdp_releases"] = [
                 {"run_id": run_id, "key": key, "description": event.description}
-                for run_id, key, event in validation_records if isinstance(event, ValidationMechanism)
+                for run_id, key, event in validation_records
+                if isinstance(event, ValidationMechanism)
             ]
         return {
             "validation": validation,

@@ -40,10 +40,7 @@ from botorch_dp.privacy.mechanisms._noise import (
     os_entropy_normal,
     os_entropy_uniform,
 )
-from botorch_dp.privacy.mechanisms.counts import (
-    ClipCountRelease,
-    GaussianClipCountMechanism,
-)
+from botorch_dp.privacy.mechanisms.counts import ClipCountRelease, GaussianClipCountMechanism
 from botorch_dp.privacy.mechanisms.gradient import (
     AdaptiveGaussianGradientMechanism,
     ClippedMean,

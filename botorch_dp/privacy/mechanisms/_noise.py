@@ -21,8 +21,13 @@ from botorch_dp.privacy.ledger.meter import Meter
 
 
 def _charged(
-    meter: Meter | None, part: str, event: ValidationEvent, *, release_mu: float | None = None,
-    generator: torch.Generator | None = None, secure_rng: bool = False,
+    meter: Meter | None,
+    part: str,
+    event: ValidationEvent,
+    *,
+    release_mu: float | None = None,
+    generator: torch.Generator | None = None,
+    secure_rng: bool = False,
 ) -> None:
     r"""Record a release's cost through its step's meter; called immediately before the draw.
 
@@ -31,8 +36,12 @@ def _charged(
     truncation would void the guarantee, see ``os_entropy_normal``), and a meter refuses an
     event above its bound: either way nothing is recorded or drawn.
     """
-    if (release_mu is not None and (secure_rng or generator is None) and math.isfinite(release_mu)
-            and release_mu > MAX_OS_ENTROPY_RELEASE_MU):
+    if (
+        release_mu is not None
+        and (secure_rng or generator is None)
+        and math.isfinite(release_mu)
+        and release_mu > MAX_OS_ENTROPY_RELEASE_MU
+    ):
         raise ValueError(
             f"release_mu (per-release μ) = {release_mu!r} exceeds MAX_OS_ENTROPY_RELEASE_MU = "
             f"{MAX_OS_ENTROPY_RELEASE_MU}: the OS-entropy normal sampler's support ends at |Z| = "
@@ -283,8 +292,14 @@ def _gumbel(size: int, generator: torch.Generator | None, secure_rng: bool) -> T
 
 
 def _goe(
-    k: int, std: float, generator: torch.Generator | None, secure_rng: bool, dtype: torch.dtype,
-    device: torch.device | None, *, release_mu: float | None = None,
+    k: int,
+    std: float,
+    generator: torch.Generator | None,
+    secure_rng: bool,
+    dtype: torch.dtype,
+    device: torch.device | None,
+    *,
+    release_mu: float | None = None,
 ) -> Tensor:
     r"""``std · M`` with ``M = (Z + Zᵀ)/√2``, ``Z`` a ``k x k`` matrix of iid ``N(0, 1)``
     (all zeros, and no draw, when ``std = 0``)."""

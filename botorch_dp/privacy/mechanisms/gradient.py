@@ -16,22 +16,9 @@ from botorch_dp.privacy.checks import check_positive, check_positive_int
 from botorch_dp.privacy.ledger.events import Gaussian
 from botorch_dp.privacy.ledger.meter import Meter
 from botorch_dp.privacy.mechanisms import _noise
-from botorch_dp.privacy.mechanisms._clipping import (
-    NonfiniteLosses,
-    clipped_mean_gradient,
-)
-from botorch_dp.privacy.mechanisms.releases import (
-    GradientRelease,
-    NormRelease,
-    PrivacyCost,
-    ReleaseDiagnostics,
-)
-from botorch_dp.privacy.mechanisms.sums import (
-    ClippedPartialSum,
-    ClippedSum,
-    clipped_sum,
-    combine_partial_sums,
-)
+from botorch_dp.privacy.mechanisms._clipping import NonfiniteLosses, clipped_mean_gradient
+from botorch_dp.privacy.mechanisms.releases import GradientRelease, NormRelease, PrivacyCost, ReleaseDiagnostics
+from botorch_dp.privacy.mechanisms.sums import ClippedPartialSum, ClippedSum, clipped_sum, combine_partial_sums
 
 
 class GaussianGradientMechanism:
@@ -145,8 +132,14 @@ class GaussianGradientMechanism:
                 f"n = {self.num_users}, B = {self.clip_bound}."
             )
         mean, num_clipped = summed.mean(), summed.num_clipped
-        _noise._charged(meter, part, Gaussian(self.step_mu), release_mu=self.step_mu, generator=self.generator,
-                        secure_rng=self.secure_rng)
+        _noise._charged(
+            meter,
+            part,
+            Gaussian(self.step_mu),
+            release_mu=self.step_mu,
+            generator=self.generator,
+            secure_rng=self.secure_rng,
+        )
         noise = self.sample_noise(mean.shape[0], dtype=mean.dtype, device=mean.device)
         released = (mean + noise).detach()
         info = None
@@ -244,8 +237,9 @@ class ClippedMean:
             meter, part, Gaussian(mu), release_mu=mu, generator=self._generator, secure_rng=self._secure_rng
         )
         std = gaussian_noise_std_for_mu(self._sensitivity, mu)
-        noise = _noise._gaussian(self.dim, std, self._generator, self._secure_rng, self._mean.dtype, self._mean.device,
-                          release_mu=mu)
+        noise = _noise._gaussian(
+            self.dim, std, self._generator, self._secure_rng, self._mean.dtype, self._mean.device, release_mu=mu
+        )
         info = None
         if diagnostics:
             info = ReleaseDiagnostics(
@@ -309,8 +303,12 @@ class AdaptiveGaussianGradientMechanism:
         if summed.num_users != self.num_users:
             raise ValueError(f"Expected {self.num_users} users, got {summed.num_users}.")
         return ClippedMean(
-            summed.mean(), summed.num_clipped, sensitivity=2.0 * summed.bound / self.num_users,
-            num_users=self.num_users, generator=self.generator, secure_rng=self.secure_rng,
+            summed.mean(),
+            summed.num_clipped,
+            sensitivity=2.0 * summed.bound / self.num_users,
+            num_users=self.num_users,
+            generator=self.generator,
+            secure_rng=self.secure_rng,
         )
 
     def clipped_mean(
@@ -332,8 +330,12 @@ class AdaptiveGaussianGradientMechanism:
             raise ValueError(f"Expected {self.num_users} users, got {n}.")
         mean, num_clipped = clipped_mean_gradient(A, Y, self.clip_bound, self.chunk_size, nonfinite=nonfinite)
         return ClippedMean(
-            mean, num_clipped, sensitivity=self.sensitivity, num_users=self.num_users,
-            generator=self.generator, secure_rng=self.secure_rng,
+            mean,
+            num_clipped,
+            sensitivity=self.sensitivity,
+            num_users=self.num_users,
+            generator=self.generator,
+            secure_rng=self.secure_rng,
         )
 
 

@@ -96,8 +96,12 @@ class ObjectivePerturbationMechanism:
     def cost(self) -> RDPCost:
         r"""The ``RDPCost`` of one release (``amp_rdp`` at this mechanism's parameters)."""
         params = {
-            "clip": self.clip, "beta": self.beta, "lam": self.lam, "sigma": self.sigma,
-            "tau": self.tau, "sigma_out": self.sigma_out,
+            "clip": self.clip,
+            "beta": self.beta,
+            "lam": self.lam,
+            "sigma": self.sigma,
+            "tau": self.tau,
+            "sigma_out": self.sigma_out,
         }
         description = "AMP objective perturbation (add/remove one record): " + ", ".join(
             f"{k}={v:.10g}" for k, v in params.items()
@@ -123,8 +127,15 @@ class ObjectivePerturbationMechanism:
             cost = self.cost
             meter.record(run_id, TrainingMechanism(cost.description, tuple(cost.rdp(a) for a in TRAINING_RDP_ORDERS)))
         self._perturbation_drawn = True
-        return _noise._gaussian(self.dim, self.sigma, self.generator, self.secure_rng, torch.float64, None,
-                         release_mu=self.clip / self.sigma)
+        return _noise._gaussian(
+            self.dim,
+            self.sigma,
+            self.generator,
+            self.secure_rng,
+            torch.float64,
+            None,
+            release_mu=self.clip / self.sigma,
+        )
 
     def release(self, theta_tilde: Tensor, gradient: Callable[[Tensor], Tensor]) -> ObjectivePerturbationRelease:
         r"""Verify ``‖∇L^P(θ̃)‖₂ ≤ τ``, then release ``θ̃ + N(0, σ_out² I_d)``.
@@ -153,6 +164,13 @@ class ObjectivePerturbationMechanism:
                 "The gradient-norm condition ‖∇L^P(θ̃)‖₂ ≤ τ does not hold at θ̃; nothing was released."
             )
         self._released = True
-        noise = _noise._gaussian(self.dim, self.sigma_out, self.generator, self.secure_rng, torch.float64, None,
-                          release_mu=2.0 * self.tau / (self.lam * self.sigma_out))
+        noise = _noise._gaussian(
+            self.dim,
+            self.sigma_out,
+            self.generator,
+            self.secure_rng,
+            torch.float64,
+            None,
+            release_mu=2.0 * self.tau / (self.lam * self.sigma_out),
+        )
         return ObjectivePerturbationRelease(theta=theta_tilde + noise, cost=self.cost)

@@ -69,20 +69,20 @@ class GaussianScoreMechanism:
         clipped_mean = losses.clamp(min=0.0, max=self.loss_clip).mean(-1)
         return self.release_means(clipped_mean, num_users, meter=meter, part=part)
 
-    def release_means(self, means: Tensor, num_users: int, *, meter: Meter | None = None,
-                      part: str = "score") -> ScoreRelease:
+    def release_means(
+        self, means: Tensor, num_users: int, *, meter: Meter | None = None, part: str = "score"
+    ) -> ScoreRelease:
         r"""Noised scores from the ``q`` clamped mean losses (SENSITIVE) over ``num_users`` users."""
         std = self.noise_std(num_users)
         composed = self.per_trial_mu * math.sqrt(means.shape[0])  # the q scores' μ together (per score: μ₀)
         _noise._charged(
             meter, part, Gaussian(composed), release_mu=composed, generator=self.generator, secure_rng=self.secure_rng
         )
-        noise = _noise._gaussian(means.shape[0], 1.0, self.generator, self.secure_rng, means.dtype, means.device,
-                                 release_mu=composed)
+        noise = _noise._gaussian(
+            means.shape[0], 1.0, self.generator, self.secure_rng, means.dtype, means.device, release_mu=composed
+        )
         return ScoreRelease(
-            scores=means + std * noise,
-            cost=PrivacyCost(mu=self.per_trial_mu, count=means.shape[0]),
-            noise_std=std,
+            scores=means + std * noise, cost=PrivacyCost(mu=self.per_trial_mu, count=means.shape[0]), noise_std=std
         )
 
 
@@ -123,9 +123,7 @@ def exponential_mechanism_log_probabilities(scores: Tensor, *, epsilon: float, s
     return logits - torch.logsumexp(logits, dim=-1, keepdim=True)
 
 
-def gumbel_max_index(
-    log_weights: Tensor, *, generator: torch.Generator | None = None, secure_rng: bool = False
-) -> int:
+def gumbel_max_index(log_weights: Tensor, *, generator: torch.Generator | None = None, secure_rng: bool = False) -> int:
     r"""A sample from ``P(j) ∝ exp(log_weights_j)`` by the Gumbel-max trick:
     ``argmax_j (log_weights_j + G_j)`` with ``G_j = −log(−log U_j)`` i.i.d. Gumbel(0, 1).
 
@@ -191,8 +189,7 @@ class ExponentialLossSelection:
         self.secure_rng = secure_rng
 
     def release(
-        self, losses: Tensor, *, nonfinite: NonfiniteLosses = "refuse", meter: Meter | None = None,
-        part: str = "select",
+        self, losses: Tensor, *, nonfinite: NonfiniteLosses = "refuse", meter: Meter | None = None, part: str = "select"
     ) -> SelectionRelease:
         r"""Choose one of ``q`` candidates from their ``q x n`` per-user losses (sensitive)
         (with a ``meter``, ``PureDP(ε)`` is recorded as ``part`` before the Gumbel draws)."""
@@ -200,8 +197,9 @@ class ExponentialLossSelection:
         sums = losses.clamp(min=0.0, max=self.loss_clip).sum(-1)
         return self.release_sums(sums, losses.shape[-1], meter=meter, part=part)
 
-    def release_sums(self, sums: Tensor, num_users: int, *, meter: Meter | None = None,
-                     part: str = "select") -> SelectionRelease:
+    def release_sums(
+        self, sums: Tensor, num_users: int, *, meter: Meter | None = None, part: str = "select"
+    ) -> SelectionRelease:
         r"""Choose one of ``q`` candidates from their clamped loss sums ``Σ_i clamp(ℓ_i, 0, C)``
         (SENSITIVE; in process or added from partitions) over ``num_users`` users."""
         num_users = check_positive_int(num_users, "num_users (n)")
@@ -241,8 +239,7 @@ class NoisyLossSelection:
         return gaussian_noise_std_for_mu(self.loss_clip / num_users, self.total_mu, num_candidates)
 
     def release(
-        self, losses: Tensor, *, nonfinite: NonfiniteLosses = "refuse", meter: Meter | None = None,
-        part: str = "select",
+        self, losses: Tensor, *, nonfinite: NonfiniteLosses = "refuse", meter: Meter | None = None, part: str = "select"
     ) -> SelectionRelease:
         r"""Noisy scores of ``q`` candidates from their ``q x n`` per-user losses (sensitive),
         and the index of the smallest (with a ``meter``, ``Gaussian(μ)`` is recorded as
@@ -251,14 +248,21 @@ class NoisyLossSelection:
         sums = losses.clamp(min=0.0, max=self.loss_clip).sum(-1)
         return self.release_sums(sums, losses.shape[-1], meter=meter, part=part)
 
-    def release_sums(self, sums: Tensor, num_users: int, *, meter: Meter | None = None,
-                     part: str = "select") -> SelectionRelease:
+    def release_sums(
+        self, sums: Tensor, num_users: int, *, meter: Meter | None = None, part: str = "select"
+    ) -> SelectionRelease:
         r"""Noisy scores of ``q`` candidates from their clamped loss sums (SENSITIVE; in process or
         added from partitions) over ``num_users`` users, and the index of the smallest."""
         q = sums.shape[0]
         per_score_mu = self.total_mu / math.sqrt(q)
-        _noise._charged(meter, part, Gaussian(self.total_mu), release_mu=self.total_mu, generator=self.generator,
-                        secure_rng=self.secure_rng)
+        _noise._charged(
+            meter,
+            part,
+            Gaussian(self.total_mu),
+            release_mu=self.total_mu,
+            generator=self.generator,
+            secure_rng=self.secure_rng,
+        )
         scored = GaussianScoreMechanism(
             loss_clip=self.loss_clip, per_trial_mu=per_score_mu, generator=self.generator, secure_rng=self.secure_rng
         ).release_means(sums.detach().to(torch.float64) / num_users, num_users)

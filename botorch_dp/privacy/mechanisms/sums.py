@@ -161,12 +161,17 @@ def combine_partial_sums(partials: Sequence[ClippedPartialSum], clip_bound: floa
     total = partials[0].total.new_zeros(d)
     for partial in partials:  # fixed order
         total = total + partial.total
-    return ClippedSum(total=total, bound=float(clip_bound), num_users=int(num_users),
-                      num_clipped=sum(int(partial.num_clipped) for partial in partials))
+    return ClippedSum(
+        total=total,
+        bound=float(clip_bound),
+        num_users=int(num_users),
+        num_clipped=sum(int(partial.num_clipped) for partial in partials),
+    )
 
 
-def clamped_loss_sums(losses: Tensor | Sequence[Tensor], loss_clip: float, chunk_size: int, *,
-                      nonfinite: NonfiniteLosses = "refuse") -> Tensor:
+def clamped_loss_sums(
+    losses: Tensor | Sequence[Tensor], loss_clip: float, chunk_size: int, *, nonfinite: NonfiniteLosses = "refuse"
+) -> Tensor:
     r"""Per candidate, ``Σ_i min(max(ℓ_i, 0), C)`` (SENSITIVE), summed chunk by chunk of users.
 
     The chunks are ``chunk_size`` users wide and added in order, so partitions that hold one
@@ -198,8 +203,10 @@ def clamped_loss_sums(losses: Tensor | Sequence[Tensor], loss_clip: float, chunk
             chunk = part[:, start : start + chunk_size].clamp(min=0.0, max=loss_clip).sum(-1)
             total = chunk if total is None else total + chunk
     if total is None:
-        raise ValueError(f"losses must hold at least one user, got {len(parts)} blocks of shapes "
-                         f"{[tuple(p.shape) for p in parts]}; nothing was released.")
+        raise ValueError(
+            f"losses must hold at least one user, got {len(parts)} blocks of shapes "
+            f"{[tuple(p.shape) for p in parts]}; nothing was released."
+        )
     return total
 
 

@@ -36,8 +36,11 @@ def _pairs() -> dict[str, dict]:
         for (a, oa), (b, ob) in itertools.product(list(va.items())[1:], list(vb.items())[1:]):
             cases[f"{fa}={a}+{fb}={b}"] = {**oa, **ob}
     # the single value of each family that needs a partner (min_noisy_norm needs released norms)
-    return {name: case for name, case in cases.items() if "selection=min_noisy_norm" not in name
-            or "noise=adaptive_norm" in name}
+    return {
+        name: case
+        for name, case in cases.items()
+        if "selection=min_noisy_norm" not in name or "noise=adaptive_norm" in name
+    }
 
 
 PAIRS = _pairs()
@@ -103,11 +106,21 @@ def _release(overrides: dict, partitions: bool):
         return opt.run(source, progress=False).release, opt.ledger.validation_records()
 
 
-@pytest.mark.parametrize("extra", [
-    {"subspace": FAMILIES["projection"]["posterior"]["subspace"], "selection": "min_noisy_norm"},
-    {"subspace": FAMILIES["projection"]["public_pca"]["subspace"], **FAMILIES["selection"]["noisy_loss"],
-     "step_rule": "adagrad_full", "preconditioner": "noisy_debiased", "bias_tolerance": 0.05, "max_batch_size": 4},
-], ids=["posterior+min_noisy_norm", "public_pca+noisy_loss+adagrad_full+adaptive_batches"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"subspace": FAMILIES["projection"]["posterior"]["subspace"], "selection": "min_noisy_norm"},
+        {
+            "subspace": FAMILIES["projection"]["public_pca"]["subspace"],
+            **FAMILIES["selection"]["noisy_loss"],
+            "step_rule": "adagrad_full",
+            "preconditioner": "noisy_debiased",
+            "bias_tolerance": 0.05,
+            "max_batch_size": 4,
+        },
+    ],
+    ids=["posterior+min_noisy_norm", "public_pca+noisy_loss+adagrad_full+adaptive_batches"],
+)
 def test_adaptive_clipping_with_the_adaptive_schedule_and_more_on_partitions_is_the_in_memory_run(extra):
     r"""Many options at once: adaptive clipping, the adaptive schedule, a moving subspace and a
     selection, on partitions (one chunk of users each) and in memory: the same run bit for bit."""

@@ -2,23 +2,17 @@ r"""The strategies' registry: ``lookup_family`` checks the registered class agai
 
 import pytest
 
-from botorch_dp.optim.options import (
-    SGD,
-    AdaGrad,
-    FixedClip,
-    FullMatrixAdaGrad,
-    Last,
-    lookup,
-    lookup_family,
-    registered,
-)
+from botorch_dp.optim.options import SGD, AdaGrad, FixedClip, FullMatrixAdaGrad, Last, lookup, lookup_family, registered
 
 
 def test_lookup_family_returns_the_registered_class_of_every_step_rule():
     for name, cls in registered("step_rule").items():
         assert lookup_family("step_rule", name, SGD) is cls is lookup("step_rule", name)
     assert {lookup_family("step_rule", n, SGD) for n in ("sgd", "adagrad", "adagrad_full")} == {
-        SGD, AdaGrad, FullMatrixAdaGrad}
+        SGD,
+        AdaGrad,
+        FullMatrixAdaGrad,
+    }
 
 
 def test_lookup_family_refuses_a_class_outside_the_family_type_and_an_unknown_name():

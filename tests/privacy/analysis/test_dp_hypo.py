@@ -34,8 +34,13 @@ from botorch_dp.privacy.analysis.private_selection import (
 from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS
 
 ORDERS = [1.01, 1.5, 2.0, 3.7, 8.0, 32.0, 512.0]
-CASES = [("truncated_negative_binomial", 1.0), ("truncated_negative_binomial", 0.0),
-         ("truncated_negative_binomial", -0.5), ("truncated_negative_binomial", 2.5), ("poisson", 1.0)]
+CASES = [
+    ("truncated_negative_binomial", 1.0),
+    ("truncated_negative_binomial", 0.0),
+    ("truncated_negative_binomial", -0.5),
+    ("truncated_negative_binomial", 2.5),
+    ("poisson", 1.0),
+]
 
 
 @pytest.mark.parametrize("distribution, eta", CASES)
@@ -71,8 +76,12 @@ def test_gaussian_geometric_closed_form_by_hand():
         hat = max(1.0, math.sqrt(log_inv_gamma / rho))
         for order in ORDERS:
             expected = (
-                order * rho + 2 * ((hat - 1) * rho + log_inv_gamma / hat) + math.log(m) / (order - 1)
-                + order / (order - 1) * (math.log(C) + 2 * math.log(1 / c)) + math.log(1 / c) + 2 * math.log(C)
+                order * rho
+                + 2 * ((hat - 1) * rho + log_inv_gamma / hat)
+                + math.log(m) / (order - 1)
+                + order / (order - 1) * (math.log(C) + 2 * math.log(1 / c))
+                + math.log(1 / c)
+                + 2 * math.log(C)
             )
             got = dp_hypo_rdp(order, per_trial_mu=mu0, mean_trials=m, ratio_upper=C, ratio_lower=c)
             assert got == pytest.approx(expected, rel=1e-12)
@@ -86,8 +95,12 @@ def test_gaussian_poisson_closed_form_by_hand():
     for order in ORDERS:
         delta_hat = gdp_delta(mu0, math.log1p(1 / (order - 1)))
         expected = (
-            order * mu0**2 / 2 + m * delta_hat + math.log(m) / (order - 1)
-            + order / (order - 1) * (math.log(C) + m * kappa) + math.log(1 / c) + m * kappa
+            order * mu0**2 / 2
+            + m * delta_hat
+            + math.log(m) / (order - 1)
+            + order / (order - 1) * (math.log(C) + m * kappa)
+            + math.log(1 / c)
+            + m * kappa
         )
         got = dp_hypo_rdp(order, per_trial_mu=mu0, mean_trials=m, ratio_upper=C, ratio_lower=c, distribution="poisson")
         assert got == pytest.approx(expected, rel=1e-12)
@@ -167,7 +180,11 @@ def test_bound_dominates_the_exact_divergence_of_an_adaptive_search(distribution
             for order in (1.5, 2.0, 4.0, 8.0, 16.0):
                 exact = max(_renyi(p, p_prime, order), _renyi(p_prime, p, order))
                 bound = dp_hypo_rdp(
-                    order, per_trial_mu=mu0, mean_trials=mean, ratio_upper=ratio, ratio_lower=2 - ratio,
+                    order,
+                    per_trial_mu=mu0,
+                    mean_trials=mean,
+                    ratio_upper=ratio,
+                    ratio_lower=2 - ratio,
                     distribution=distribution,
                 )
                 assert exact <= bound
@@ -226,8 +243,14 @@ def test_per_trial_mu_is_the_largest_within_the_target_and_refuses_an_unreachabl
     assert math.isfinite(mu0) and mu0 > 0
     # and the MLP benchmark's (ratio 1.2, E[K] = 20, epsilon 2): the target is hit
     mu0 = dp_hypo_per_trial_mu_for_epsilon(target_epsilon=2.0, target_delta=1e-5, mean_trials=20.0, ratio_upper=1.2)
-    eps = dp_hypo_epsilon(per_trial_mu=mu0, mean_trials=20.0, ratio_upper=1.2, ratio_lower=1 / 1.2,
-                          target_delta=1e-5, orders=DEFAULT_RDP_ORDERS)
+    eps = dp_hypo_epsilon(
+        per_trial_mu=mu0,
+        mean_trials=20.0,
+        ratio_upper=1.2,
+        ratio_lower=1 / 1.2,
+        target_delta=1e-5,
+        orders=DEFAULT_RDP_ORDERS,
+    )
     assert eps == pytest.approx(2.0, rel=1e-8) and eps <= 2.0
     with pytest.raises(ValueError, match="cannot reach"):
         dp_hypo_per_trial_mu_for_epsilon(target_epsilon=2.0, target_delta=1e-5, mean_trials=60.0, ratio_upper=2.0)

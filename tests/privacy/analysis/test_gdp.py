@@ -30,14 +30,11 @@ def test_reference_values(mu, expected):
 def _delta_mpmath(mu, epsilon):
     mpmath.mp.dps = 60
     mu, epsilon = mpmath.mpf(mu), mpmath.mpf(epsilon)
-    return float(
-        mpmath.ncdf(-epsilon / mu + mu / 2) - mpmath.exp(epsilon) * mpmath.ncdf(-epsilon / mu - mu / 2)
-    )
+    return float(mpmath.ncdf(-epsilon / mu + mu / 2) - mpmath.exp(epsilon) * mpmath.ncdf(-epsilon / mu - mu / 2))
 
 
 @pytest.mark.parametrize(
-    "mu, epsilon",
-    [(1.0, 0.0), (1.0, 2.5), (0.5, 15.0), (0.1, 3.0), (3.0, 1.0), (40.0, 800.0), (1e-3, 1e-3)],
+    "mu, epsilon", [(1.0, 0.0), (1.0, 2.5), (0.5, 15.0), (0.1, 3.0), (3.0, 1.0), (40.0, 800.0), (1e-3, 1e-3)]
 )
 def test_delta_matches_high_precision(mu, epsilon):
     # (40, 800) needs e^800, which overflows a naive float evaluation; (0.5, 15) and

@@ -93,15 +93,15 @@ def test_per_trial_mu_for_epsilon_inverts_the_guarantee():
     assert 0 < mu_p < mu0  # the Poisson bound pays m·δ̂ and is looser at this many trials
 
 
-
 @pytest.mark.parametrize("target", [0.5, 1.0, 3.0])
 @pytest.mark.parametrize("mean_trials", [4.0, 18.0, 50.0, 200.0])
 def test_per_trial_mu_on_a_grid_of_orders_is_within_the_target_on_that_grid(target, mean_trials):
     from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
     from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS
 
-    grid = per_trial_mu_for_epsilon(target_epsilon=target, target_delta=1e-5, mean_trials=mean_trials,
-                                    orders=TRAINING_RDP_ORDERS)
+    grid = per_trial_mu_for_epsilon(
+        target_epsilon=target, target_delta=1e-5, mean_trials=mean_trials, orders=TRAINING_RDP_ORDERS
+    )
     free = per_trial_mu_for_epsilon(target_epsilon=target, target_delta=1e-5, mean_trials=mean_trials)
     # the ledger's conversion, recomputed from the curve's values at its orders: within the target, and tight
     curve = [private_selection_rdp(a, per_trial_mu=grid, mean_trials=mean_trials) for a in TRAINING_RDP_ORDERS]
@@ -110,6 +110,7 @@ def test_per_trial_mu_on_a_grid_of_orders_is_within_the_target_on_that_grid(targ
     # a continuous order can only be tighter, so its calibration allows at least as much per trial
     assert grid <= free
     assert private_selection_epsilon(per_trial_mu=free, mean_trials=mean_trials, target_delta=1e-5) <= target
+
 
 def test_input_validation():
     for call, match in [

@@ -53,7 +53,6 @@ def test_sampled_number_of_trials_has_the_right_mean(distribution, eta):
     assert ks.mean() == pytest.approx(8.0, abs=0.5)
 
 
-
 def test_poisson_mean_for_tail():
     m = poisson_mean_for_tail(threshold=10, probability=0.9)
     assert m == pytest.approx(15.4066, abs=5e-5)  # spec §3.8 (paper: ≈ 15.4)
@@ -61,5 +60,3 @@ def test_poisson_mean_for_tail():
     assert poisson_mean_for_tail(threshold=0, probability=0.5) == pytest.approx(
         math.log(2.0), rel=1e-12
     )  # P[K > 0] = 1 − e^{−m}
-
-

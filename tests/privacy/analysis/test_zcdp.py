@@ -7,13 +7,7 @@ import numpy as np
 import pytest
 
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
-from botorch_dp.privacy.analysis.zcdp import (
-    compose_zcdp,
-    gaussian_zcdp,
-    gdp_to_zcdp,
-    zcdp_epsilon,
-    zcdp_epsilon_cks,
-)
+from botorch_dp.privacy.analysis.zcdp import compose_zcdp, gaussian_zcdp, gdp_to_zcdp, zcdp_epsilon, zcdp_epsilon_cks
 
 DELTAS = [1e-10, 1e-5, 1e-2]
 MUS = [0.01, 0.1, 0.5, 1.0, 2.0, 10.0]
@@ -40,9 +34,7 @@ def test_bun_steinke_closed_form():
 
 def _cks_brute_force(rho, delta):
     alphas = 1.0 + np.geomspace(1e-4, 1e4, 200_001)
-    values = alphas * rho + (np.log(1 / delta) + (alphas - 1) * np.log1p(-1 / alphas) - np.log(alphas)) / (
-        alphas - 1
-    )
+    values = alphas * rho + (np.log(1 / delta) + (alphas - 1) * np.log1p(-1 / alphas) - np.log(alphas)) / (alphas - 1)
     return max(float(values.min()), 0.0)
 
 

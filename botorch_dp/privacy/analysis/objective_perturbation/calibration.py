@@ -30,6 +30,7 @@ def _sigma_for_epsilon(
     limit already exceeds the target, no σ works at this λ.
     """
     from scipy.optimize import brentq
+
     c = -math.log1p(-beta / lam)
     s_g = 2.0 * tau / (lam * sigma_out)
     orders = np.asarray(DEFAULT_RDP_ORDERS)
@@ -37,9 +38,12 @@ def _sigma_for_epsilon(
         return None
 
     def excess(log_sigma: float) -> float:
-        return amp_rdp_epsilon(
-            delta, clip=clip, beta=beta, lam=lam, sigma=math.exp(log_sigma), tau=tau, sigma_out=sigma_out
-        ) - epsilon
+        return (
+            amp_rdp_epsilon(
+                delta, clip=clip, beta=beta, lam=lam, sigma=math.exp(log_sigma), tau=tau, sigma_out=sigma_out
+            )
+            - epsilon
+        )
 
     lo = hi = math.log(clip)
     while excess(hi) > 0.0:
@@ -50,14 +54,7 @@ def _sigma_for_epsilon(
 
 
 def calibrate_amp(
-    epsilon: float,
-    delta: float,
-    *,
-    clip: float,
-    beta: float,
-    sigma_out: float,
-    tau: float,
-    factor: float = 1.3,
+    epsilon: float, delta: float, *, clip: float, beta: float, sigma_out: float, tau: float, factor: float = 1.3
 ) -> tuple[float, float]:
     r"""Choose ``(σ, λ)`` for one AMP run at ``(ε, δ)`` (the authors' procedure, spec C3).
 
@@ -97,9 +94,7 @@ def calibrate_amp(
     for step in range(_MAX_LAMBDA_STEPS):
         lam = lam_start * 1.05**step
         if lam > beta:
-            sigma = _sigma_for_epsilon(
-                epsilon, delta, clip=clip, beta=beta, lam=lam, tau=tau, sigma_out=sigma_out
-            )
+            sigma = _sigma_for_epsilon(epsilon, delta, clip=clip, beta=beta, lam=lam, tau=tau, sigma_out=sigma_out)
             if sigma is not None and sigma <= factor * sigma_gauss:
                 return sigma, lam
     raise ValueError(

@@ -110,6 +110,7 @@ def _amp_profile(epsilon: float, c: float, s: float, s_g: float) -> float:
     points. ``φ(z) < 1e-300`` beyond ``z = 40``, where the range stops.
     """
     from scipy.integrate import IntegrationWarning, quad
+
     base = _objpert_profile(epsilon, c, s)
     if s_g == 0.0:
         return base
@@ -132,14 +133,7 @@ def _amp_profile(epsilon: float, c: float, s: float, s_g: float) -> float:
 
 
 def amp_delta(
-    epsilon: float,
-    *,
-    clip: float,
-    beta: float,
-    lam: float,
-    sigma: float,
-    tau: float,
-    sigma_out: float,
+    epsilon: float, *, clip: float, beta: float, lam: float, sigma: float, tau: float, sigma_out: float
 ) -> float:
     r"""Privacy profile ``δ_AMP(ε)`` of one AMP release (spec P3).
 
@@ -175,6 +169,7 @@ def _profile_epsilon(profile: Callable[[float], float], delta: float, upper: flo
     r"""The ``ε ≥ 0`` with ``profile(ε) = δ`` (``brentq`` on ``log δ(ε)``, decreasing);
     0 when ``profile(0) ≤ δ``. ``upper`` is a first guess of an ε with ``δ(ε) ≤ δ``."""
     from scipy.optimize import brentq
+
     log_delta = math.log(delta)
 
     def excess(epsilon: float) -> float:
@@ -217,14 +212,7 @@ def objpert_epsilon(delta: float, *, clip: float, beta: float, lam: float, sigma
 
 
 def amp_epsilon(
-    delta: float,
-    *,
-    clip: float,
-    beta: float,
-    lam: float,
-    sigma: float,
-    tau: float,
-    sigma_out: float,
+    delta: float, *, clip: float, beta: float, lam: float, sigma: float, tau: float, sigma_out: float
 ) -> float:
     r"""The smallest ``ε ≥ 0`` at which one AMP release is ``(ε, δ)``-DP (profile P3).
 

@@ -51,9 +51,7 @@ def _log_two_phi(x: np.ndarray) -> np.ndarray:
 def objpert_rdp(alpha: float, *, clip: float, beta: float, lam: float, sigma: float) -> float: ...
 @overload
 def objpert_rdp(alpha: np.ndarray, *, clip: float, beta: float, lam: float, sigma: float) -> np.ndarray: ...
-def objpert_rdp(
-    alpha: float | np.ndarray, *, clip: float, beta: float, lam: float, sigma: float
-) -> float | np.ndarray:
+def objpert_rdp(alpha: float | np.ndarray, *, clip: float, beta: float, lam: float, sigma: float) -> float | np.ndarray:
     r"""Rényi-DP curve of objective perturbation (the paper's Theorem 3.2, spec R1).
 
     ``ε_OP(α) = c + s²/2 + log E[e^{(α−1)|X|}]/(α − 1)``, ``X ~ N(0, s²)``, i.e.
@@ -78,20 +76,15 @@ def objpert_rdp(
 
 
 @overload
-def amp_rdp(alpha: float, *, clip: float, beta: float, lam: float, sigma: float, tau: float,
-            sigma_out: float) -> float: ...
-@overload
-def amp_rdp(alpha: np.ndarray, *, clip: float, beta: float, lam: float, sigma: float, tau: float,
-            sigma_out: float) -> np.ndarray: ...
 def amp_rdp(
-    alpha: float | np.ndarray,
-    *,
-    clip: float,
-    beta: float,
-    lam: float,
-    sigma: float,
-    tau: float,
-    sigma_out: float,
+    alpha: float, *, clip: float, beta: float, lam: float, sigma: float, tau: float, sigma_out: float
+) -> float: ...
+@overload
+def amp_rdp(
+    alpha: np.ndarray, *, clip: float, beta: float, lam: float, sigma: float, tau: float, sigma_out: float
+) -> np.ndarray: ...
+def amp_rdp(
+    alpha: float | np.ndarray, *, clip: float, beta: float, lam: float, sigma: float, tau: float, sigma_out: float
 ) -> float | np.ndarray:
     r"""Rényi-DP curve of AMP (the paper's Theorem 4.1, spec R2).
 
@@ -117,13 +110,7 @@ def amp_rdp(
 
 
 def objpert_rdp_epsilon(
-    delta: float,
-    *,
-    clip: float,
-    beta: float,
-    lam: float,
-    sigma: float,
-    orders: tuple[float, ...] = DEFAULT_RDP_ORDERS,
+    delta: float, *, clip: float, beta: float, lam: float, sigma: float, orders: tuple[float, ...] = DEFAULT_RDP_ORDERS
 ) -> float:
     r"""``ε`` at ``δ`` of one ObjPert run via its RDP curve on a grid of orders.
 
@@ -149,7 +136,6 @@ def amp_rdp_epsilon(
     r"""``ε`` at ``δ`` of one AMP run via its RDP curve on a grid of orders
     (``amp_rdp`` on ``orders``, converted by ``analysis.rdp.rdp_curve_epsilon``)."""
     values = amp_rdp(
-        np.asarray(orders, dtype=np.float64),
-        clip=clip, beta=beta, lam=lam, sigma=sigma, tau=tau, sigma_out=sigma_out,
+        np.asarray(orders, dtype=np.float64), clip=clip, beta=beta, lam=lam, sigma=sigma, tau=tau, sigma_out=sigma_out
     )
     return rdp_curve_epsilon(values, orders, delta)[0]

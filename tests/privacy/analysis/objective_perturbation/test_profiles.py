@@ -56,11 +56,7 @@ def test_gaussian_lower_bound_and_kifer_oracles():
 
 @pytest.mark.parametrize(
     "params,profile,rdp,lower",
-    [
-        (FIG1_LEFT, 0.8109, 0.8788, 0.7255),
-        (FIG1_RIGHT, 0.5815, 0.6156, 0.3407),
-        (FIG4, 0.5616, 0.6042, 0.4344),
-    ],
+    [(FIG1_LEFT, 0.8109, 0.8788, 0.7255), (FIG1_RIGHT, 0.5815, 0.6156, 0.3407), (FIG4, 0.5616, 0.6042, 0.4344)],
 )
 def test_epsilon_oracles_at_delta_1e_5(params, profile, rdp, lower):
     # spec prints 4 decimals (RDP on Opacus orders + {80, 128, 256, 512}, the CKS/Balle rule)
@@ -174,6 +170,7 @@ def test_linear_loss_attains_the_gaussian_lower_bound_and_the_bound_is_above():
         for shift in (-x / lam, x / lam):  # both directions (add and remove)
             # H_{e^ε}(P||Q) = ∫ (p − e^ε q)₊ by quadrature, split where p = e^ε q
             crossing = (shift * shift - 2.0 * sd * sd * epsilon) / (2.0 * shift)
+
             def f(t, epsilon=epsilon, shift=shift):  # bound now: quad calls it within this iteration
                 return max(norm.pdf(t, scale=sd) - math.exp(epsilon) * norm.pdf(t, loc=shift, scale=sd), 0.0)
 
@@ -219,8 +216,9 @@ def test_epsilon_inverts_the_profiles():
         for delta in (1e-10, 1e-5, 1e-2, 0.1):
             eps = objpert_epsilon(delta, **params)
             # an independent root of δ(ε) = δ by brentq on the profile itself
-            root = brentq(lambda e, params=params, delta=delta: objpert_delta(e, **params) - delta, -5.0, 10.0,
-                          xtol=1e-14)
+            root = brentq(
+                lambda e, params=params, delta=delta: objpert_delta(e, **params) - delta, -5.0, 10.0, xtol=1e-14
+            )
             assert eps == pytest.approx(max(root, 0.0), rel=1e-9, abs=1e-12)
             assert gdp_epsilon(params["clip"] / params["sigma"], delta) <= eps <= objpert_rdp_epsilon(delta, **params)
     # a δ above δ(0) needs no ε
