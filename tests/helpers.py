@@ -158,6 +158,7 @@ class DeviceAudit(torch.overrides.TorchFunctionMode):
             the data's device.
         host_moves: ``"file:line function"`` of each explicit host transfer.
         linalg_dtypes: ``{"file:line function": {dtype, ...}}`` of the library's linear algebra.
+        not_float64: ``"file:line function"`` of each library call with a floating result not in float64.
     """
 
     FACTORIES = frozenset(
@@ -200,6 +201,7 @@ class DeviceAudit(torch.overrides.TorchFunctionMode):
         self.off_device: list[str] = []
         self.host_moves: list[str] = []
         self.linalg_dtypes: dict[str, set[torch.dtype]] = {}
+        self.not_float64: list[str] = []
 
     def _library_caller(self) -> str | None:
         frame: FrameType | None = sys._getframe(2)  # the caller; a call inside torch (an optimizer, say) is torch's
@@ -227,6 +229,8 @@ class DeviceAudit(torch.overrides.TorchFunctionMode):
         results = out if isinstance(out, (tuple, list)) else (out,)
         if any(isinstance(r, Tensor) and r.device != self.device for r in results):
             self.off_device.append(caller)
+        if any(isinstance(r, Tensor) and r.is_floating_point() and r.dtype != torch.float64 for r in results):
+            self.not_float64.append(caller)
         return out
 
 

@@ -95,7 +95,7 @@ def orthonormal_basis(V: Any, name: str = "V", dim: int | None = None) -> Tensor
     diag = R.diagonal()
     if not bool((diag.abs() > RANK_TOLERANCE * max(float(V.abs().max()), 1e-300)).all()):
         raise ValueError(f"The columns of {name} are linearly dependent (or zero): no k = {k} dimensional subspace.")
-    signs = torch.where(diag < 0, -1.0, 1.0).to(Q)
+    signs = 1.0 - 2.0 * (diag < 0).to(Q)  # ±1 in Q's dtype (torch.where of Python floats gave float32)
     return Q * signs
 
 

@@ -92,6 +92,7 @@ def test_a_run_creates_every_tensor_on_the_data_device(name):
     audit = DeviceAudit()
     opt, result = _short_run(audit, **CONFIGS[name])
     assert audit.off_device == []
+    assert audit.not_float64 == []  # nothing drops to float32 on the way
     assert _where(audit.host_moves) <= ALLOWED_HOST_MOVES, sorted(set(audit.host_moves))
     assert result.release.theta.device == opt.bounds.device == torch.device("cpu")
     assert opt.iteration == 2
@@ -103,6 +104,8 @@ def test_float32_data_runs_its_gp_linear_algebra_in_float64():
     assert audit.linalg_dtypes, "the run made no linear algebra call"
     assert {d for dtypes in audit.linalg_dtypes.values() for d in dtypes} == {torch.float64}, audit.linalg_dtypes
     assert opt32.theta.dtype == opt32.evaluation_points.dtype == result32.release.theta.dtype == torch.float64
+    # the float32 inputs are only read as given (the told losses checked for shape and finiteness), then converted
+    assert _where(audit.not_float64) == {"privacy/checks.py check_told_batch", "privacy/checks.py all_finite"}
     # the float32 bounds and θ₀ are exact in float64: the run is the float64 run on float32-rounded losses
     _, result64 = _short_run(dtype=torch.float64, loss_dtype=torch.float32)
     assert torch.equal(result32.release.evaluation_points, result64.release.evaluation_points)
