@@ -90,4 +90,26 @@ def test_missing_stamp_reinstalls_and_ci_starts_from_a_fresh_venv(checkout):
     _fake_venv(checkout, stamp_time=None)  # a venv made before the stamp existed, or a failed install
     assert any(line.endswith(PACKAGE) for line in _dry_run(checkout, "test"))
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "rm -rf .venv" in ci and ci.rstrip().endswith("make test")  # so CI always takes the fresh path
+    assert ci.index("rm -rf .venv") < ci.index("make test")  # so CI always takes the fresh path
+
+
+@pytest.mark.parametrize(("test_rc", "lint_rc", "expected"), [(0, 0, 0), (3, 0, 3), (0, 5, 5), (3, 5, 3)])
+def test_ci_runs_the_tests_then_lint_from_a_fresh_venv_and_fails_with_the_first_failure(
+    tmp_path, test_rc, lint_rc, expected
+):
+    # .ci/run with a `make` on PATH that logs its target and exits with the code given for it
+    (tmp_path / ".ci").mkdir()
+    shutil.copy(ROOT / ".ci" / "run", tmp_path / ".ci" / "run")
+    (tmp_path / ".venv").mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "make"
+    fake.write_text(
+        f'#!/usr/bin/env bash\necho "$1 $([ -d .venv ] && echo venv || echo fresh)" >> make.log\n'
+        f'[ "$1" = test ] && exit {test_rc}\n[ "$1" = lint ] && exit {lint_rc}\nexit 0\n'
+    )
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", str(tmp_path / ".ci" / "run")], env=env, cwd=tmp_path, check=False)
+    assert done.returncode == expected
+    assert (tmp_path / "make.log").read_text().split("\n")[:2] == ["test fresh", "lint fresh"]
