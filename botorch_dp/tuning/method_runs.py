@@ -54,18 +54,18 @@ def without_proxy(method: str, loss_clip: float) -> CandidateMethod:
 def check_method(
     method: str, proxy: Any, num_configurations: int, *, strategy: str = "enumerate", trains: bool = False
 ) -> str:
-    r"""``method`` checked; ``"auto"`` becomes ``"dp_gibo"`` without a proxy, and on a mixed space
-    (categorical configurations) also with ``strategy="sample"`` or an objective that charges
-    DP training runs, where a forced selection method is refused (the training ledger would
-    count its hidden number of trials)."""
+    r"""``method`` checked; ``"auto"`` becomes ``"dp_gibo"`` without a proxy, with an objective that
+    charges DP training runs (where a forced selection method is refused: the training ledger
+    would count its hidden number of trials, on any space), and on a mixed space (categorical
+    configurations) with ``strategy="sample"``."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
-    if num_configurations > 1 and trains and method not in ("auto", "dp_gibo"):
+    if trains and method not in ("auto", "dp_gibo"):
         raise ValueError(
             f"method={method!r} with an objective that charges DP training runs: the training ledger "
             "would count the selection's hidden number of trials; use method='dp_gibo'."
         )
-    if method == "auto" and (proxy is None or (num_configurations > 1 and (strategy != "enumerate" or trains))):
+    if method == "auto" and (proxy is None or trains or (num_configurations > 1 and strategy != "enumerate")):
         return "dp_gibo"
     return method
 

@@ -233,3 +233,16 @@ def test_an_objective_that_charges_training_keeps_dp_gibo_and_refuses_forced_sel
     assert check_method("auto", proxy, 2, strategy="sample") == "dp_gibo"
     with pytest.raises(ValueError, match=r"method='dp_hypo' with an objective that charges DP training runs"):
         check_method("dp_hypo", proxy, 2, trains=True)
+
+
+def test_a_continuous_space_with_a_training_objective_refuses_selections_too():
+    # one configuration: the selection's hidden K would still show as the number of charged trainings
+    from botorch_dp.tuning.method_runs import check_method
+
+    proxy = object()
+    assert check_method("auto", proxy, 1, trains=True) == "dp_gibo"
+    assert check_method("auto", proxy, 1, trains=False) == "auto"
+    for method in ("private_random_search", "dp_hypo"):
+        with pytest.raises(ValueError, match=rf"method='{method}' with an objective that charges DP training runs"):
+            check_method(method, None, 1, trains=True)
+        assert check_method(method, None, 1, trains=False) == method
