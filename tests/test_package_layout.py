@@ -300,11 +300,9 @@ def _option_comparisons(tree: ast.AST) -> list[str]:
 
 def test_dp_gibo_is_a_thin_loop_that_compares_no_option_field():
     source, cls = _dp_gibo()
-    # 300 lines before the project-wide `ruff format` (issue 31), 368 after it: the formatter puts a call's
-    # arguments one a line where they do not fit on one, and the logic did not change
-    assert cls.end_lineno - cls.lineno + 1 <= 380
+    assert cls.end_lineno - cls.lineno + 1 <= 300
     step = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "_step")
-    assert step.end_lineno - step.lineno + 1 <= 45  # 30 before the format: two calls now take a line per argument
+    assert step.end_lineno - step.lineno + 1 <= 30
     assert _option_comparisons(ast.parse(source)) == []
     tampered = source.replace(
         "        s, o, plan = self.state",

@@ -4,8 +4,8 @@ The facade wires a config's strategies (``optim.options``: clip policy, noise sc
 projection, step rule, selection, batch rule, fitting) to the users (``optim.users``), the
 ledger's charge protocol and the checkpoint, and keeps the run's one ``RunState``
 (``optim.state``). A step asks the strategies; it compares no option. Settings: ``config``;
-results: ``report``; state encoding: ``run_state``; files: ``checkpoint``; the releases
-themselves: ``privacy.mechanisms``.
+results, the plan and the next batch: ``report``; ``run``'s loop: ``driver``; state encoding:
+``run_state``; files: ``checkpoint``; the releases themselves: ``privacy.mechanisms``.
 """
 
 from __future__ import annotations
@@ -17,20 +17,20 @@ import secrets
 import uuid
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from botorch_dp.distributed.partitions import PartitionedObjective
-from botorch_dp.evaluation import evaluate_rows
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim import report
-from botorch_dp.optim.batch_search import local_bounds, moved_batch
+from botorch_dp.optim.batch_search import local_bounds
 from botorch_dp.optim.checkpoint import check_new_checkpoint_dir, kernel_fingerprint, save_state
 from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, resolve_model
+from botorch_dp.optim.driver import run_to_end
 from botorch_dp.optim.options import Evaluated, RunPlan, resolved_mu
 from botorch_dp.optim.public_checks import check_kernel
 from botorch_dp.optim.results import DPGIBOResult, IterationInfo, PrivacyGuarantee
@@ -40,7 +40,6 @@ from botorch_dp.optim.state import RunState, rollback_on_error
 from botorch_dp.optim.step_rules import projected_step
 from botorch_dp.optim.stored_config import config_to_json
 from botorch_dp.optim.users import InMemoryUsers, PartitionedUsers, Users
-from botorch_dp.privacy.checks import empty_batch_losses
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.seeding import PrivacyWarning, noise_generator
 from botorch_dp.utils import check_bounds, child_seeds
@@ -100,14 +99,7 @@ class DPGIBO:
         check_kernel(self.kernel, theta0, self.search_radius)  # public: refuses k(θ₀, θ₀) = 0, warns on scale mismatch
         gp = GradientGP(torch.empty(0, self.dim, **f64), self.kernel, self.noise_variance, jitter=c.jitter)
         self._optimizer = o.step_rule.make_optimizer(theta0, c.step_size)
-        self.state = RunState(
-            theta=theta0.clone(),
-            iterates=(theta0.clone(),),
-            X=gp.train_X.clone(),
-            gp=gp,
-            optimizer=self._optimizer.state_dict(),
-            clip=o.clip.initial_state(),
-        )
+        self.state = RunState.initial(theta0, gp, self._optimizer.state_dict(), o.clip.initial_state())
         if (tolerance := o.batches.tolerance) is not None:  # needs the kernel, so checked here, not in the config
             check_bias_tolerance(tolerance, gp, theta0, o.projection.acquisition_basis(theta0, gp, self.state.track))
         self._committed: dict[str, Any] | None = None  # files of the last checkpoint written
@@ -118,13 +110,8 @@ class DPGIBO:
         self.ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=c.validation_mu_budget)
         self.run_id = uuid.uuid4().hex  # the run's name in the ledger
         # Privacy noise: OS entropy unless a seed is given (then child stream 0, with a PrivacyWarning)
-        self._noise_gen = (
-            None
-            if math.isinf(resolved_mu(c.privacy_mu))
-            else noise_generator(  # μ = inf: none
-                c.seed, stream=0, stacklevel=3
-            )
-        )
+        no_noise = math.isinf(resolved_mu(c.privacy_mu))  # μ = inf: no noise, no generator
+        self._noise_gen = None if no_noise else noise_generator(c.seed, stream=0, stacklevel=3)
         search_seed = secrets.randbits(63) if c.seed is None else child_seeds([c.seed, 1], 1)[0]  # public, stream 1
         self._search_gen = torch.Generator().manual_seed(search_seed)
         if not o.fitting.holds:
@@ -163,17 +150,7 @@ class DPGIBO:
 
     def plan(self, num_users: int | None = None) -> RunPlan:
         r"""The run's public ``RunPlan`` (for ``num_users``, default the run's ``n``)."""
-        c = self.config
-        return RunPlan(
-            num_iterations=c.num_iterations,
-            iteration_cap=c.iteration_cap,
-            dim=self.dim,
-            num_users=num_users or self.num_users or 0,
-            split=self.options.split(c.privacy_mu),
-            generator=self._noise_gen,
-            chunk_size=c.user_chunk_size,
-            diagnostics=c.record_non_private_diagnostics,
-        )
+        return report.run_plan(self, num_users)
 
     def local_bounds(self) -> Tensor:
         r"""``2 x d`` box ``[θ_t − r, θ_t + r] ∩ Θ`` in which the next candidates are searched."""
@@ -185,24 +162,14 @@ class DPGIBO:
         the same until ``tell``; after the last step of an evaluated selection, the iterates ``θ_0..θ_t``."""
         if self.is_done:
             raise RuntimeError(f"The run is finished ({self.iteration} iterations).")
-        s, o, c = self.state, self.options, self.config
+        s = self.state
         if (pending := s.pending) is None:
             report.check_next_release(self)  # a ledger that cannot pay refuses before any evaluation
             with rollback_on_error(self):  # a failed search or checkpoint write leaves no trace
                 if self.steps_done:  # the evaluated selection's batch: the iterates (public)
                     pending = torch.stack(s.iterates)
                 else:  # projected acquisition: the same public Ṽ_t as tell() computes
-                    pending = o.batches.select(
-                        s.gp,
-                        s.theta,
-                        self.local_bounds(),
-                        self._search_gen,
-                        default=o.projection.default_batch_size(self.dim),
-                        num_restarts=c.num_restarts,
-                        basis=o.projection.acquisition_basis(s.theta, s.gp, s.track),
-                        raw_samples=c.raw_samples,
-                        previous=moved_batch(s.X, s.batch_sizes, s.iterates),
-                    )
+                    pending = report.next_batch(self)
                 self.state = report.replace(s, pending=pending)
                 self._save_checkpoint()
         return pending.clone()
@@ -273,36 +240,14 @@ class DPGIBO:
             )
             W = gp.gradient_weights(s.theta)
             W = W if basis is None else basis.transpose(0, 1) @ W
-            out = o.release_step(
-                users,
-                W,
-                plan,
-                noise=s.noise,
-                clip=s.clip,
-                track=s.track,
-                meter=meter,
-                step=s.iteration,
-                spent=spent,
-                room=room,
-            )
+            out = o.release_step(users, W, plan, meter=meter, spent=spent, room=room, **s.records())
             release, track = o.projection.lift(out.release, basis, out.track, o.step_rule.keeps_coordinates)
+            out = replace(out, release=release, track=track)  # the step's records in θ's coordinates
             trace = float(gp.posterior_trace(s.theta))
-        extras = o.step_rule.extras(basis, out.noise.noise_stds[-1], track)
-        theta = projected_step(self._optimizer, release.gradient, self.bounds, **extras)  # post-processing
+        extras = o.step_rule.extras(basis, out.noise.noise_stds[-1], out.track)
+        theta = projected_step(self._optimizer, out.release.gradient, self.bounds, **extras)  # post-processing
         self.state = s.stepped(
-            points=points,
-            gp=gp,
-            users=users if isinstance(users, InMemoryUsers) else None,
-            num_users=users.num_users,
-            partitioned=not users.raw_losses,
-            theta=theta,
-            trace=trace,
-            release=release.gradient,
-            diagnostics=release.diagnostics,
-            noise=out.noise,
-            optimizer=self._optimizer.state_dict(),
-            clip=out.clip,
-            track=track,
+            points=points, gp=gp, users=users, theta=theta, trace=trace, outcome=out, optimizer=self._optimizer
         )
         self._save_checkpoint()  # durable before the step is returned
         return IterationInfo(self.iteration, theta.clone(), points.shape[0], trace)
@@ -344,27 +289,7 @@ class DPGIBO:
         Returns:
             The ``DPGIBOResult``.
         """
-        bar = tqdm(total=self.config.iteration_cap, initial=self.iteration, disable=not progress, desc="DP-GIBO")
-        try:
-            while not self.is_done:
-                X = self.ask()
-                if isinstance(objective, PartitionedObjective):  # the losses stay in the partitions
-                    info = self.tell_partitioned(X, objective)
-                elif X.shape[0] > 0:
-                    info = self.tell(X, evaluate_rows(objective, X, executor=executor))
-                else:  # an empty batch: only the objective knows n before the first tell
-                    n = self.num_users  # the empty losses on the points' device
-                    info = self.tell(X, X.new_empty(0, n) if n else empty_batch_losses(objective, X))
-                if info.selected_index is None:  # a step (not the evaluated selection)
-                    bar.update(1)
-                    bar.set_postfix(
-                        b=info.batch_size, trace=f"{info.posterior_trace:.3g}", eps=f"{self.guarantee().epsilon:.3g}"
-                    )
-                if callback is not None and callback(info):
-                    break
-        finally:
-            bar.close()
-        return self.result()
+        return run_to_end(self, objective, callback=callback, progress=progress, executor=executor)
 
     def guarantee(self, delta: float | None = None) -> PrivacyGuarantee:
         r"""The validation-data guarantee of the steps taken so far (``report.guarantee``)."""

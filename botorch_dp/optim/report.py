@@ -12,7 +12,9 @@ import torch
 from torch import Tensor
 
 from botorch_dp.distributed.partitions import PartitionedObjective
+from botorch_dp.optim.batch_search import local_bounds, moved_batch
 from botorch_dp.optim.config import check_per_user_losses
+from botorch_dp.optim.options import RunPlan
 from botorch_dp.optim.public_checks import warn_delta, warn_noise
 from botorch_dp.optim.results import DPGIBOResult, NonPrivateDiagnostics, PrivacyGuarantee, PrivateRelease
 from botorch_dp.optim.selection import SELECTION_KEY
@@ -196,3 +198,36 @@ def check_next_release(opt: Run) -> None:
         bound = step_bound(opt, opt.plan(s.num_users or 1))[0]
         what = f"step {s.iteration} of run {opt.run_id!r}"
     opt.ledger.check_admits(bound, f"{what} (checked before its points are evaluated)")
+
+
+def run_plan(opt: Run, num_users: int | None = None) -> RunPlan:
+    r"""The run's public ``RunPlan`` (for ``num_users``, default the run's ``n``)."""
+    c = opt.config
+    return RunPlan(
+        num_iterations=c.num_iterations,
+        iteration_cap=c.iteration_cap,
+        dim=opt.dim,
+        num_users=num_users or opt.state.num_users or 0,
+        split=opt.options.split(c.privacy_mu),
+        generator=opt._noise_gen,
+        chunk_size=c.user_chunk_size,
+        diagnostics=c.record_non_private_diagnostics,
+    )
+
+
+def next_batch(opt: Run) -> Tensor:
+    r"""The batch rule's next points around ``θ_t`` (public: the GP's inputs and the iterates), on
+    the gradient-information acquisition in the projection's coordinates (the same public ``Ṽ_t``
+    as the step computes), warm-started from the previous batch moved by the step."""
+    s, o, c = opt.state, opt.options, opt.config
+    return o.batches.select(
+        s.gp,
+        s.theta,
+        local_bounds(s.theta, opt.search_radius, opt.bounds),
+        opt._search_gen,
+        default=o.projection.default_batch_size(opt.dim),
+        num_restarts=c.num_restarts,
+        basis=o.projection.acquisition_basis(s.theta, s.gp, s.track),
+        raw_samples=c.raw_samples,
+        previous=moved_batch(s.X, s.batch_sizes, s.iterates),
+    )

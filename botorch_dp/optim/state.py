@@ -13,18 +13,27 @@ import contextlib
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import torch
 from torch import Tensor
 
 from botorch_dp.gradient_gp import GradientGP
-from botorch_dp.optim.options import ClipState, NoiseState
+from botorch_dp.optim.options import ClipState, NoiseState, StepOutcome
 from botorch_dp.optim.projected import SubspaceTrack
-from botorch_dp.optim.users import InMemoryUsers
+from botorch_dp.optim.users import InMemoryUsers, Users
 from botorch_dp.privacy.mechanisms import ReleaseDiagnostics
 
-__all__ = ["Run", "RunState", "rollback_on_error"]
+__all__ = ["Run", "RunState", "StepRecords", "rollback_on_error"]
+
+
+class StepRecords(TypedDict):
+    r"""The strategies' records a step starts from (``Options.release_step``'s keywords)."""
+
+    noise: NoiseState
+    clip: ClipState
+    track: SubspaceTrack
+    step: int
 
 
 @dataclass(frozen=True)
@@ -83,42 +92,55 @@ class RunState:
         r"""The ``t x d`` released gradients (public)."""
         return torch.stack(self.released) if self.released else self.theta.new_empty(0, dim)  # θ's device, float64
 
+    def records(self) -> StepRecords:
+        r"""The noise schedule's, clip policy's and projection's records and the step's index."""
+        return StepRecords(noise=self.noise, clip=self.clip, track=self.track, step=self.iteration)
+
+    @classmethod
+    def initial(cls, theta0: Tensor, gp: GradientGP, optimizer: dict[str, Any], clip: ClipState) -> RunState:
+        r"""The state before the first step: ``θ₀`` its only iterate, the points of ``gp`` (none)."""
+        return cls(
+            theta=theta0.clone(),
+            iterates=(theta0.clone(),),
+            X=gp.train_X.clone(),
+            gp=gp,
+            optimizer=optimizer,
+            clip=clip,
+        )
+
     def stepped(
         self,
         *,
         points: Tensor,
         gp: GradientGP,
-        users: InMemoryUsers | None,
-        num_users: int,
-        partitioned: bool,
+        users: Users,
         theta: Tensor,
         trace: float,
-        release: Tensor,
-        diagnostics: ReleaseDiagnostics | None,
-        optimizer: dict[str, Any],
-        noise: NoiseState,
-        clip: ClipState,
-        track: SubspaceTrack,
+        outcome: StepOutcome,
+        optimizer: torch.optim.Optimizer,
     ) -> RunState:
-        r"""The state after one step."""
+        r"""The state after one step: ``outcome`` its releases and records in ``θ``'s coordinates
+        (the lifted gradient and track), ``optimizer`` the step rule's after the step. The told
+        losses are kept only when held in this process."""
+        release = outcome.release
         return replace(
             self,
             theta=theta,
             iterates=(*self.iterates, theta.clone()),
             X=torch.cat([self.X, points]),
             gp=gp,
-            users=users,
-            num_users=num_users,
-            partitioned=partitioned,
+            users=users if isinstance(users, InMemoryUsers) else None,
+            num_users=users.num_users,
+            partitioned=not users.raw_losses,
             pending=None,
             batch_sizes=(*self.batch_sizes, points.shape[0]),
             traces=(*self.traces, trace),
-            released=(*self.released, release),
-            diagnostics=self.diagnostics if diagnostics is None else (*self.diagnostics, diagnostics),
-            optimizer=copy.deepcopy(optimizer),
-            noise=noise,
-            clip=clip,
-            track=track,
+            released=(*self.released, release.gradient),
+            diagnostics=self.diagnostics if release.diagnostics is None else (*self.diagnostics, release.diagnostics),
+            optimizer=copy.deepcopy(optimizer.state_dict()),
+            noise=outcome.noise,
+            clip=outcome.clip,
+            track=outcome.track,
         )
 
 
@@ -133,6 +155,8 @@ class Run(Protocol):
     run_id: str
     kernel: Any
     noise_variance: float
+    bounds: Tensor
+    search_radius: Tensor
     checkpoint_dir: Any
     _optimizer: Any
     _noise_gen: torch.Generator | None
