@@ -20,6 +20,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from torch import Tensor
+
 from botorch_dp.optim import DPGIBOConfig, DPGIBOResult
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan import plan_private_run
@@ -34,7 +36,7 @@ from botorch_dp.tuning.encoding import natural_point
 from botorch_dp.tuning.search_space import SearchSpace
 from botorch_dp.tuning.tune_result import ConfigurationRun, TuneGuarantee, TuneObjective, TuneResult, configs_objective
 
-__all__ = ["METHODS", "check_method", "run_method", "without_proxy"]
+__all__ = ["METHODS", "batch_size_of", "check_method", "run_method", "without_proxy"]
 
 METHODS = ("auto", "dp_gibo", "private_random_search", "dp_hypo")
 """``tune``'s ``method`` values."""
@@ -46,9 +48,27 @@ _WITHOUT_PROXY: dict[str, Callable[[float], CandidateMethod]] = {
 }
 
 
-def without_proxy(method: str, loss_clip: float) -> CandidateMethod:
-    r"""The unresolved candidate of a forced ``method`` without a proxy (``C = loss_clip``)."""
-    return _WITHOUT_PROXY[method](loss_clip)
+def without_proxy(
+    method: str, loss_clip: float, config: DPGIBOConfig, bounds: Tensor, evaluations: float
+) -> CandidateMethod:
+    r"""A forced ``method`` without a proxy, resolved at ``config``'s full ``(ε, δ)`` over ``bounds``
+    (a selection: ``E[K] = evaluations`` trials, scores clipped at ``C = loss_clip``)."""
+    delta = config_delta(config)
+    context = MethodContext(
+        bounds=bounds,
+        num_users=0,
+        num_proxy_users=None,
+        epsilon=gdp_epsilon(config_mu(config), delta),
+        delta=delta,
+        config=config,
+        evaluations=float(evaluations),
+    )
+    return _WITHOUT_PROXY[method](loss_clip).resolved(None, context)
+
+
+def batch_size_of(config: DPGIBOConfig, dim: int) -> int:
+    r"""DP-GIBO's points per step: ``batch_size``, else ``max_batch_size``, else ``d + 1``."""
+    return config.batch_size or config.max_batch_size or dim + 1
 
 
 def check_method(
@@ -110,18 +130,8 @@ def run_method(
         else:
             candidate = plan.methods.recommended if method == "auto" else plan.methods.get(method)
     else:
-        d = space.dim
-        batch = config.batch_size or config.max_batch_size or d + 1
-        context = MethodContext(
-            bounds=space.bounds,
-            num_users=0,
-            num_proxy_users=None,
-            epsilon=gdp_epsilon(config_mu(config), delta),
-            delta=delta,
-            config=config,
-            evaluations=float(config.num_iterations * batch),
-        )
-        candidate = without_proxy(method, loss_clip).resolved(None, context)
+        evaluations = config.num_iterations * batch_size_of(config, space.dim)
+        candidate = without_proxy(method, loss_clip, config, space.bounds, evaluations)
     ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=candidate.gdp_mu)
     run = candidate.run_private(space_objective, ledger=ledger, seed=seed, progress=progress, executor=executor)
     if plan is not None and run.num_users != num_users:

@@ -28,14 +28,14 @@ from botorch_dp.optim import DPGIBOConfig
 from botorch_dp.plan import PrivatePlan, plan_private_run
 from botorch_dp.plan.method_choice import MethodComparison, compare_in_context
 from botorch_dp.plan.method_dp_hypo import DPHyPOMethod
-from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext, SimulatedMethod, config_delta, config_mu
+from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext, SimulatedMethod, config_delta
 from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.statement import guarantee_statement
 from botorch_dp.tuning.encoding import MixedEncoding
 from botorch_dp.tuning.method_enumerate import EnumerateMethod
-from botorch_dp.tuning.method_runs import without_proxy
+from botorch_dp.tuning.method_runs import batch_size_of, without_proxy
 from botorch_dp.tuning.search_space import SearchSpace
 from botorch_dp.tuning.tune_result import ConfigurationRun, TuneGuarantee, TuneObjective, TuneResult, configs_objective
 from botorch_dp.utils import child_seeds
@@ -153,18 +153,9 @@ def run_mixed_selection(
     if choice is not None:
         candidate = choice.comparison.get(method)
     else:
-        K = len(space.configurations())
-        batch = full_config.batch_size or full_config.max_batch_size or space.dim + 1
-        context = MethodContext(
-            bounds=encoding.bounds,
-            num_users=0,
-            num_proxy_users=None,
-            epsilon=gdp_epsilon(config_mu(full_config), delta),
-            delta=delta,
-            config=full_config,
-            evaluations=float(K * (full_config.num_iterations * batch + 1)),
-        )
-        candidate = without_proxy(method, loss_clip).resolved(None, context)
+        K = len(space.configurations())  # each configuration's run: T batches, then its scored final point
+        evaluations = K * (full_config.num_iterations * batch_size_of(full_config, space.dim) + 1)
+        candidate = without_proxy(method, loss_clip, full_config, encoding.bounds, evaluations)
     ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=candidate.gdp_mu)
     run = candidate.run_private(
         encoding.objective(objective), ledger=ledger, seed=seed, progress=progress, executor=executor
