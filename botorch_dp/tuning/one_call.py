@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import inspect
 import math
 import os
 import uuid
@@ -68,7 +69,7 @@ from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.optim.stored_config import config_to_json
 from botorch_dp.plan import plan_private_run
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon, gdp_mu
-from botorch_dp.privacy.checks import check_delta, check_positive, check_probability
+from botorch_dp.privacy.checks import check_choice, check_delta, check_positive, check_probability, did_you_mean
 from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
@@ -79,6 +80,7 @@ from botorch_dp.tuning.mixed_methods import MixedChoice, choose_mixed_method, ru
 from botorch_dp.tuning.sampled import sample_configurations
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.tuning.tune_checkpoint import TuneCheckpoint, seed_digest
+from botorch_dp.tuning.tune_checks import FirstCallChecked, TuneChecks
 from botorch_dp.tuning.tune_result import (
     SCORE_PART,
     ConfigurationRun,
@@ -120,6 +122,8 @@ def tune(
     progress: bool = True,
     executor: concurrent.futures.Executor | None = None,
     checkpoint_dir: str | os.PathLike | None = None,
+    unsafe_allow_large_delta: bool = False,
+    allow_noise_dominated: bool = False,
     **settings: Any,
 ) -> TuneResult:
     r"""Tune ``space`` on ``objective`` at a total ``(epsilon, delta)`` for the validation users.
@@ -161,6 +165,10 @@ def tune(
         executor: Evaluate batches on this ``concurrent.futures.Executor`` (``DPGIBO.run``).
         checkpoint_dir: Make the call resumable there (``tuning.tune_checkpoint``; private,
             created ``0700``): called again with the same arguments, it continues.
+        unsafe_allow_large_delta: Run although ``delta ≥ 1/n`` (``n`` validation users, or training
+            records of a DP-trained objective), which is refused otherwise (``tuning.tune_checks``).
+        allow_noise_dominated: Run although the budget is noise-dominated at ``n`` (refused
+            otherwise). With either opt-in the result's report and JSON carry the warning.
         **settings: ``DPGIBOConfig`` keywords; ``TUNE_DEFAULTS`` otherwise (the kernel is
             ``space.recommended_kernel()`` unless ``kernel=`` is given).
 
@@ -175,6 +183,7 @@ def tune(
     blocked = {"bounds", "privacy_mu", "epsilon", "delta", "seed", "validation_mu_budget"} & set(settings)
     if blocked:
         raise ValueError(f"tune sets {sorted(blocked)} itself; give epsilon, delta and seed to tune().")
+    _check_setting_names(settings)
     for name, fn in (("objective", objective), ("proxy", proxy)):
         _check_objective(name, fn, space)
     if proxy is not None and num_users is None and isinstance(objective, SearchSpaceObjective):
@@ -185,8 +194,7 @@ def tune(
         )
     if proxy is None and plan_options:
         raise ValueError("plan_options: give proxy= to plan on.")
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
+    check_choice(strategy, "strategy", STRATEGIES)
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise ValueError(f"executor must be a concurrent.futures.Executor (with submit), got {executor!r}.")
     configurations = space.configurations()
@@ -213,7 +221,14 @@ def tune(
             "ledger out (tune charges that one) or build the objective with ledger=this ledger."
         )
     seeds: Sequence[int | None] = [None] * (K + 1) if seed is None else child_seeds([int(seed)], K + 1)
-    base = {**TUNE_DEFAULTS, "kernel": space.recommended_kernel(), **settings}
+    flags = dict(unsafe_allow_large_delta=unsafe_allow_large_delta, allow_noise_dominated=allow_noise_dominated)
+    base = {**TUNE_DEFAULTS, "kernel": space.recommended_kernel(), **settings, **flags}
+    run_config = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base)  # bad settings
+    given, checks = objective, TuneChecks.of(objective, run_config, epsilon, mu, K, mu_score, method, sampled, trains)
+    known = num_users if num_users is not None else getattr(objective, "num_users", None)
+    checks.enforce(known)  # before any call when n is known, else at the first call (before any release)
+    if known is None and not isinstance(objective, SearchSpaceObjective):  # the first losses tell n
+        objective = FirstCallChecked(objective, checks)
     mixed: MixedChoice | None = None
     if method != "dp_gibo":  # the plan's recommended method, or a forced one
         if checkpoint_dir is not None:
@@ -223,7 +238,7 @@ def tune(
             )
         full = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu, target_delta=delta, **base)
         if K == 1:
-            return run_method(
+            result = run_method(
                 method,
                 objective,
                 space,
@@ -237,6 +252,7 @@ def tune(
                 progress=progress,
                 executor=executor,
             )
+            return checks.carry(result)
         if proxy is not None:  # every configuration planned and the methods compared, on public users only
             assert num_users is not None  # checked above
             mixed = choose_mixed_method(
@@ -252,7 +268,7 @@ def tune(
             )
             method = mixed.comparison.recommended_name if method == "auto" else method
         if method != "dp_gibo":
-            return run_mixed_selection(
+            result = run_mixed_selection(
                 method,
                 objective,
                 space,
@@ -264,6 +280,7 @@ def tune(
                 progress=progress,
                 executor=executor,
             )
+            return checks.carry(result)
     # a new ledger holds the procedure to its μ; the sampled selection is calibrated to (ε, δ) itself (an RDP
     # curve that no Gaussian μ budget contains at every order)
     ledger = (
@@ -273,13 +290,12 @@ def tune(
         if own is not None
         else PrivacyLedger(validation_mu_budget=None if sampled else mu)
     )
-    run_config = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base)  # bad settings
     checkpoint = None
     if checkpoint_dir is not None:  # the arguments checked against a stored call before anything runs
         checkpoint = TuneCheckpoint(
             checkpoint_dir,
             _arguments(
-                objective,
+                given,
                 space,
                 epsilon=epsilon,
                 delta=delta,
@@ -336,7 +352,7 @@ def tune(
         return ConfigurationRun(choice, result, optimizer.run_id, int(optimizer.num_users or 0), optimizer.config, plan)
 
     if sampled:
-        return sample_configurations(
+        result = sample_configurations(
             objective,
             space,
             run_one,
@@ -349,6 +365,7 @@ def tune(
             seed=seed,
             progress=progress,
         )
+        return checks.carry(result)
     runs = [
         run_one(choice, mu_run, seeds[k], ledger, k)
         for k, choice in enumerate(tqdm(configurations, disable=not progress or K == 1, desc="configurations"))
@@ -363,7 +380,7 @@ def tune(
     spent = compose_gdp([ledger.validation_mu(run_id) for run_id in run_ids])
     winner = runs[chosen]
     hyperparameters = natural_point(space, winner.result.release.theta, winner.configuration)
-    return TuneResult(
+    result = TuneResult(
         hyperparameters=hyperparameters,
         guarantee=TuneGuarantee(spent, gdp_epsilon(spent, delta), delta),
         runs=runs,
@@ -373,6 +390,7 @@ def tune(
         score_mu=mu_score if K > 1 else None,
         methods=None if mixed is None else mixed.comparison,
     )
+    return checks.carry(result)
 
 
 def _choose(
@@ -417,6 +435,17 @@ def _choose(
     if checkpoint is not None:
         checkpoint.save_selection(selection_id, scores, ledger)
     return selection_id, scores
+
+
+def _check_setting_names(settings: dict[str, Any]) -> None:
+    r"""``ValueError`` naming an unknown ``**settings`` keyword, with the closest known name."""
+    known = {f.name for f in dataclasses.fields(DPGIBOConfig)} | set(inspect.signature(tune).parameters)
+    for name in settings:
+        if name not in known:
+            raise ValueError(
+                f"tune got an unknown setting {name}={settings[name]!r}.{did_you_mean(name, sorted(known))} "
+                "Settings are tune's keywords and DPGIBOConfig's fields."
+            )
 
 
 def _check_objective(name: str, objective: Any, space: SearchSpace) -> None:
