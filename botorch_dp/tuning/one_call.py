@@ -61,7 +61,6 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from botorch_dp.optim import DPGIBO, DPGIBOConfig
 from botorch_dp.optim.checkpoint import STATE_FILE, kernel_fingerprint
@@ -90,7 +89,7 @@ from botorch_dp.tuning.tune_result import (
     configs_objective,
     final_losses,
 )
-from botorch_dp.utils import child_seeds
+from botorch_dp.utils import child_seeds, progress_bar
 
 __all__ = ["STRATEGIES", "TUNE_DEFAULTS", "ConfigurationRun", "TuneGuarantee", "TuneResult", "tune"]
 
@@ -368,7 +367,7 @@ def tune(
         return checks.carry(result)
     runs = [
         run_one(choice, mu_run, seeds[k], ledger, k)
-        for k, choice in enumerate(tqdm(configurations, disable=not progress or K == 1, desc="configurations"))
+        for k, choice in enumerate(progress_bar(configurations, disable=not progress or K == 1, desc="configurations"))
     ]
     chosen, run_ids = 0, [r.run_id for r in runs]
     if K > 1:

@@ -130,6 +130,9 @@ def test_a_torch_objective_is_refused_before_it_trains():
     with pytest.raises(ValueError, match=r"delta = 0\.05 is at least 1/n = 0\.05 \(n = 20 users\)"):
         tune(objective, space, epsilon=1.0, delta=0.05, **FAST)
     assert objective.num_trainings == 0
+
+
+def test_a_dp_trained_torch_objective_is_refused_for_its_training_records_before_it_trains():
     # DP-trained: 50 training records, 1/50 = 0.02 ≤ δ < 1/20: refused for the training records
     with pytest.warns(PrivacyWarning, match="noise seed"):
         dp, space = _torch_objective(dp_sgd=DPSGDConfig(noise_multiplier=1.0, max_grad_norm=1.0), noise_seed=0)
