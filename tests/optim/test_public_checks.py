@@ -180,6 +180,8 @@ def test_a_noise_dominated_budget_is_refused_with_the_closed_form_ratio_and_the_
     assert f"needs epsilon above {needed:.4g}" in message and "allow_noise_dominated=True" in message
     # at the needed ε, R is the threshold (refused, ≥); a little above it, the run goes on
     assert 2 * math.sqrt(2) / (20 * gdp_mu(needed, 1e-5)) == pytest.approx(NOISE_DOMINATED_RATIO, rel=1e-6)
+    with pytest.raises(ValueError, match="noise-dominated"):
+        DPGIBO(nl_config(d=2, privacy_mu=None, epsilon=needed * 0.99, delta=1e-5, num_iterations=3)).run(objective)
     DPGIBO(nl_config(d=2, privacy_mu=None, epsilon=needed * 1.01, delta=1e-5, num_iterations=3)).run(
         objective, progress=False
     )
