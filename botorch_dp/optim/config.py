@@ -38,7 +38,6 @@ from botorch_dp.privacy.checks import (
     check_nonnegative_int,
     check_positive,
     check_positive_int,
-    did_you_mean,
 )
 from botorch_dp.privacy.mechanisms import NonfiniteLosses
 from botorch_dp.utils import check_bounds
@@ -172,14 +171,11 @@ class DPGIBOConfig:
             carries no privacy guarantee (reported ``μ = inf``, ``holds = False``).
         hyperparameter_fit: ``fn(kernel, train_X, mean_losses)`` called before each step;
             refused unless the opt-out is set.
-        unsafe_allow_large_delta: Run although ``target_delta ≥ 1/n`` (refused by default when
-            the first batch is told, or before the first evaluation when ``run`` is given an
-            objective that knows ``n``; ``optim.public_checks``). A ``privacy_mu`` run at the
-            default ``target_delta`` is only warned: ``δ`` is then the library's reporting choice.
-            The result's guarantee carries the warning (``cautions``).
-        allow_noise_dominated: Run although the budget is noise-dominated at this ``n``
-            (``optim.public_checks``: even pooled, the gradient noise is at least 10× the largest
-            clipped mean; refused by default, as above). The result's guarantee carries the warning.
+        unsafe_allow_large_delta: Run although ``target_delta ≥ 1/n`` (refused before the first
+            release, or the first evaluation of an objective that knows ``n``; only warned at the
+            default ``target_delta`` of a ``privacy_mu`` run). ``optim.public_checks``.
+        allow_noise_dominated: Run although the budget is noise-dominated at ``n`` (refused as
+            above). With either, the result's guarantee carries the warning (``cautions``).
         epsilon: A target privacy loss ``ε`` of the whole run on the validation users,
             instead of ``privacy_mu``; needs ``delta``. The run is then ``μ``-GDP with
             the largest ``μ`` that is ``(ε, δ)``-DP, found by exact inversion of the GDP
@@ -313,11 +309,7 @@ class DPGIBOConfig:
         set_field(self, "num_iterations", check_positive_int(self.num_iterations, "num_iterations (T)"))
         set_field(self, "step_size", check_positive(self.step_size, "step_size (η)", allow_inf=False))
         check_step_rule(self.step_rule)
-        if self.batch_search not in BATCH_SEARCHES:
-            raise ValueError(
-                f"batch_search must be one of {BATCH_SEARCHES}, got {self.batch_search!r}."
-                + did_you_mean(self.batch_search, BATCH_SEARCHES)
-            )
+        check_choice(self.batch_search, "batch_search", BATCH_SEARCHES)
         if self.batch_size is not None:
             set_field(self, "batch_size", check_positive_int(self.batch_size, "batch_size (b)"))
         if self.bias_tolerance is not None:
@@ -387,9 +379,6 @@ class DPGIBOConfig:
                 "input transform), or set unsafe_allow_sensitive_fitting=True to run without a "
                 "privacy guarantee."
             )
-        for name in ("unsafe_allow_large_delta", "allow_noise_dominated"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}.")
         check_option_fields(self)
         self.options.check(self.privacy_mu, d, self.num_iterations)  # what the options need of each other
 

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import inspect
 import math
 import os
 import uuid
@@ -68,7 +67,7 @@ from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.optim.stored_config import config_to_json
 from botorch_dp.plan import plan_private_run
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon, gdp_mu
-from botorch_dp.privacy.checks import check_choice, check_delta, check_positive, check_probability, did_you_mean
+from botorch_dp.privacy.checks import check_choice, check_delta, check_positive, check_probability
 from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
@@ -79,7 +78,7 @@ from botorch_dp.tuning.mixed_methods import MixedChoice, choose_mixed_method, ru
 from botorch_dp.tuning.sampled import sample_configurations
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.tuning.tune_checkpoint import TuneCheckpoint, seed_digest
-from botorch_dp.tuning.tune_checks import FirstCallChecked, TuneChecks
+from botorch_dp.tuning.tune_checks import TuneChecks, check_setting_names
 from botorch_dp.tuning.tune_result import (
     SCORE_PART,
     ConfigurationRun,
@@ -164,10 +163,9 @@ def tune(
         executor: Evaluate batches on this ``concurrent.futures.Executor`` (``DPGIBO.run``).
         checkpoint_dir: Make the call resumable there (``tuning.tune_checkpoint``; private,
             created ``0700``): called again with the same arguments, it continues.
-        unsafe_allow_large_delta: Run although ``delta ≥ 1/n`` (``n`` validation users, or training
-            records of a DP-trained objective), which is refused otherwise (``tuning.tune_checks``).
-        allow_noise_dominated: Run although the budget is noise-dominated at ``n`` (refused
-            otherwise). With either opt-in the result's report and JSON carry the warning.
+        unsafe_allow_large_delta: Run although ``delta ≥ 1/n`` (``tuning.tune_checks``: refused otherwise).
+        allow_noise_dominated: Run although the budget is noise-dominated at ``n`` (refused otherwise).
+            With either opt-in the result's report and JSON carry the warning (``cautions``).
         **settings: ``DPGIBOConfig`` keywords; ``TUNE_DEFAULTS`` otherwise (the kernel is
             ``space.recommended_kernel()`` unless ``kernel=`` is given).
 
@@ -182,7 +180,7 @@ def tune(
     blocked = {"bounds", "privacy_mu", "epsilon", "delta", "seed", "validation_mu_budget"} & set(settings)
     if blocked:
         raise ValueError(f"tune sets {sorted(blocked)} itself; give epsilon, delta and seed to tune().")
-    _check_setting_names(settings)
+    check_setting_names(settings, tune)
     for name, fn in (("objective", objective), ("proxy", proxy)):
         _check_objective(name, fn, space)
     if proxy is not None and num_users is None and isinstance(objective, SearchSpaceObjective):
@@ -225,9 +223,7 @@ def tune(
     run_config = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base)  # bad settings
     given, checks = objective, TuneChecks.of(objective, run_config, epsilon, mu, K, mu_score, method, sampled, trains)
     known = num_users if num_users is not None else getattr(objective, "num_users", None)
-    checks.enforce(known)  # before any call when n is known, else at the first call (before any release)
-    if known is None and not isinstance(objective, SearchSpaceObjective):  # the first losses tell n
-        objective = FirstCallChecked(objective, checks)
+    objective = checks.guarded(objective, known)  # refused before any call when n is known, else at the first
     mixed: MixedChoice | None = None
     if method != "dp_gibo":  # the plan's recommended method, or a forced one
         if checkpoint_dir is not None:
@@ -434,17 +430,6 @@ def _choose(
     if checkpoint is not None:
         checkpoint.save_selection(selection_id, scores, ledger)
     return selection_id, scores
-
-
-def _check_setting_names(settings: dict[str, Any]) -> None:
-    r"""``ValueError`` naming an unknown ``**settings`` keyword, with the closest known name."""
-    known = {f.name for f in dataclasses.fields(DPGIBOConfig)} | set(inspect.signature(tune).parameters)
-    for name in settings:
-        if name not in known:
-            raise ValueError(
-                f"tune got an unknown setting {name}={settings[name]!r}.{did_you_mean(name, sorted(known))} "
-                "Settings are tune's keywords and DPGIBOConfig's fields."
-            )
 
 
 def _check_objective(name: str, objective: Any, space: SearchSpace) -> None:

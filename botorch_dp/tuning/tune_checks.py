@@ -17,6 +17,8 @@ methods, whose per-trial ``μ₀`` is below ``μ``, the same score rule at the w
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -33,9 +35,11 @@ from botorch_dp.optim.public_checks import (
     score_noise_caution,
 )
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from botorch_dp.privacy.checks import did_you_mean
+from botorch_dp.tuning.search_space import SearchSpaceObjective
 from botorch_dp.tuning.tune_result import TuneResult
 
-__all__ = ["FirstCallChecked", "TuneChecks"]
+__all__ = ["FirstCallChecked", "TuneChecks", "check_setting_names"]
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,14 @@ class TuneChecks:
         for caution, opt_in, allow in self.cautions(num_users):
             enforce(caution, opt_in, allow, stacklevel=stacklevel)
 
+    def guarded(self, objective: Any, num_users: int | None) -> Any:
+        r"""``objective`` after the checks at ``num_users`` (``enforce``); without ``n``, a plain
+        callable is wrapped in ``FirstCallChecked``, which checks the ``n`` of its first losses."""
+        self.enforce(num_users, stacklevel=5)
+        if num_users is None and not isinstance(objective, SearchSpaceObjective):
+            return FirstCallChecked(objective, self)
+        return objective
+
     def carried(self, num_users: int | None) -> tuple[str, ...]:
         r"""The cautions a result carries (those opted into) at ``num_users``."""
         return tuple(caution for caution, _, allow in self.cautions(num_users) if allow)
@@ -178,3 +190,15 @@ class FirstCallChecked:
                 self.checks.enforce(int(shape[1]), stacklevel=5)
                 self.checked = True
         return losses
+
+
+def check_setting_names(settings: dict[str, Any], tune: Callable[..., Any]) -> None:
+    r"""``ValueError`` naming an unknown ``**settings`` keyword of ``tune``, with the closest of its
+    keywords and ``DPGIBOConfig``'s fields (``did_you_mean``)."""
+    known = {f.name for f in dataclasses.fields(DPGIBOConfig)} | set(inspect.signature(tune).parameters)
+    for name in settings:
+        if name not in known:
+            raise ValueError(
+                f"tune got an unknown setting {name}={settings[name]!r}.{did_you_mean(name, sorted(known))} "
+                "Settings are tune's keywords and DPGIBOConfig's fields."
+            )
