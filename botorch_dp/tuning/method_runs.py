@@ -30,6 +30,7 @@ from botorch_dp.plan.method_dp_hypo import DPHyPOMethod
 from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext, config_delta, config_mu
 from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from botorch_dp.privacy.checks import did_you_mean
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.statement import guarantee_statement
 from botorch_dp.tuning.encoding import natural_point
@@ -79,7 +80,7 @@ def check_method(
     would count its hidden number of trials, on any space), and on a mixed space (categorical
     configurations) with ``strategy="sample"``."""
     if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}.{did_you_mean(method, METHODS)}")
     if trains and method not in ("auto", "dp_gibo"):
         raise ValueError(
             f"method={method!r} with an objective that charges DP training runs: the training ledger "

@@ -60,7 +60,6 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from botorch_dp.optim import DPGIBO, DPGIBOConfig
 from botorch_dp.optim.checkpoint import STATE_FILE, kernel_fingerprint
@@ -68,7 +67,7 @@ from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.optim.stored_config import config_to_json
 from botorch_dp.plan import plan_private_run
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon, gdp_mu
-from botorch_dp.privacy.checks import check_delta, check_positive, check_probability
+from botorch_dp.privacy.checks import check_choice, check_delta, check_positive, check_probability
 from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
@@ -79,6 +78,7 @@ from botorch_dp.tuning.mixed_methods import MixedChoice, choose_mixed_method, ru
 from botorch_dp.tuning.sampled import sample_configurations
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.tuning.tune_checkpoint import TuneCheckpoint, seed_digest
+from botorch_dp.tuning.tune_checks import TuneChecks, check_setting_names
 from botorch_dp.tuning.tune_result import (
     SCORE_PART,
     ConfigurationRun,
@@ -88,7 +88,7 @@ from botorch_dp.tuning.tune_result import (
     configs_objective,
     final_losses,
 )
-from botorch_dp.utils import child_seeds
+from botorch_dp.utils import child_seeds, progress_bar
 
 __all__ = ["STRATEGIES", "TUNE_DEFAULTS", "ConfigurationRun", "TuneGuarantee", "TuneResult", "tune"]
 
@@ -120,6 +120,8 @@ def tune(
     progress: bool = True,
     executor: concurrent.futures.Executor | None = None,
     checkpoint_dir: str | os.PathLike | None = None,
+    unsafe_allow_large_delta: bool = False,
+    allow_noise_dominated: bool = False,
     **settings: Any,
 ) -> TuneResult:
     r"""Tune ``space`` on ``objective`` at a total ``(epsilon, delta)`` for the validation users.
@@ -161,6 +163,9 @@ def tune(
         executor: Evaluate batches on this ``concurrent.futures.Executor`` (``DPGIBO.run``).
         checkpoint_dir: Make the call resumable there (``tuning.tune_checkpoint``; private,
             created ``0700``): called again with the same arguments, it continues.
+        unsafe_allow_large_delta: Run although ``delta ≥ 1/n`` (``tuning.tune_checks``: refused otherwise).
+        allow_noise_dominated: Run although the budget is noise-dominated at ``n`` (refused otherwise).
+            With either opt-in the result's report and JSON carry the warning (``cautions``).
         **settings: ``DPGIBOConfig`` keywords; ``TUNE_DEFAULTS`` otherwise (the kernel is
             ``space.recommended_kernel()`` unless ``kernel=`` is given).
 
@@ -175,6 +180,7 @@ def tune(
     blocked = {"bounds", "privacy_mu", "epsilon", "delta", "seed", "validation_mu_budget"} & set(settings)
     if blocked:
         raise ValueError(f"tune sets {sorted(blocked)} itself; give epsilon, delta and seed to tune().")
+    check_setting_names(settings, tune)
     for name, fn in (("objective", objective), ("proxy", proxy)):
         _check_objective(name, fn, space)
     if proxy is not None and num_users is None and isinstance(objective, SearchSpaceObjective):
@@ -185,8 +191,7 @@ def tune(
         )
     if proxy is None and plan_options:
         raise ValueError("plan_options: give proxy= to plan on.")
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
+    check_choice(strategy, "strategy", STRATEGIES)
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise ValueError(f"executor must be a concurrent.futures.Executor (with submit), got {executor!r}.")
     configurations = space.configurations()
@@ -213,7 +218,12 @@ def tune(
             "ledger out (tune charges that one) or build the objective with ledger=this ledger."
         )
     seeds: Sequence[int | None] = [None] * (K + 1) if seed is None else child_seeds([int(seed)], K + 1)
-    base = {**TUNE_DEFAULTS, "kernel": space.recommended_kernel(), **settings}
+    flags = dict(unsafe_allow_large_delta=unsafe_allow_large_delta, allow_noise_dominated=allow_noise_dominated)
+    base = {**TUNE_DEFAULTS, "kernel": space.recommended_kernel(), **settings, **flags}
+    run_config = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base)  # bad settings
+    given, checks = objective, TuneChecks.of(objective, run_config, epsilon, mu, K, mu_score, method, sampled, trains)
+    known = num_users if num_users is not None else getattr(objective, "num_users", None)
+    objective = checks.guarded(objective, known)  # refused before any call when n is known, else at the first
     mixed: MixedChoice | None = None
     if method != "dp_gibo":  # the plan's recommended method, or a forced one
         if checkpoint_dir is not None:
@@ -223,7 +233,7 @@ def tune(
             )
         full = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu, target_delta=delta, **base)
         if K == 1:
-            return run_method(
+            result = run_method(
                 method,
                 objective,
                 space,
@@ -237,6 +247,7 @@ def tune(
                 progress=progress,
                 executor=executor,
             )
+            return checks.carry(result)
         if proxy is not None:  # every configuration planned and the methods compared, on public users only
             assert num_users is not None  # checked above
             mixed = choose_mixed_method(
@@ -252,7 +263,7 @@ def tune(
             )
             method = mixed.comparison.recommended_name if method == "auto" else method
         if method != "dp_gibo":
-            return run_mixed_selection(
+            result = run_mixed_selection(
                 method,
                 objective,
                 space,
@@ -264,6 +275,7 @@ def tune(
                 progress=progress,
                 executor=executor,
             )
+            return checks.carry(result)
     # a new ledger holds the procedure to its μ; the sampled selection is calibrated to (ε, δ) itself (an RDP
     # curve that no Gaussian μ budget contains at every order)
     ledger = (
@@ -273,13 +285,12 @@ def tune(
         if own is not None
         else PrivacyLedger(validation_mu_budget=None if sampled else mu)
     )
-    run_config = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base)  # bad settings
     checkpoint = None
     if checkpoint_dir is not None:  # the arguments checked against a stored call before anything runs
         checkpoint = TuneCheckpoint(
             checkpoint_dir,
             _arguments(
-                objective,
+                given,
                 space,
                 epsilon=epsilon,
                 delta=delta,
@@ -336,7 +347,7 @@ def tune(
         return ConfigurationRun(choice, result, optimizer.run_id, int(optimizer.num_users or 0), optimizer.config, plan)
 
     if sampled:
-        return sample_configurations(
+        result = sample_configurations(
             objective,
             space,
             run_one,
@@ -349,9 +360,10 @@ def tune(
             seed=seed,
             progress=progress,
         )
+        return checks.carry(result)
     runs = [
         run_one(choice, mu_run, seeds[k], ledger, k)
-        for k, choice in enumerate(tqdm(configurations, disable=not progress or K == 1, desc="configurations"))
+        for k, choice in enumerate(progress_bar(configurations, disable=not progress or K == 1, desc="configurations"))
     ]
     chosen, run_ids = 0, [r.run_id for r in runs]
     if K > 1:
@@ -363,7 +375,7 @@ def tune(
     spent = compose_gdp([ledger.validation_mu(run_id) for run_id in run_ids])
     winner = runs[chosen]
     hyperparameters = natural_point(space, winner.result.release.theta, winner.configuration)
-    return TuneResult(
+    result = TuneResult(
         hyperparameters=hyperparameters,
         guarantee=TuneGuarantee(spent, gdp_epsilon(spent, delta), delta),
         runs=runs,
@@ -373,6 +385,7 @@ def tune(
         score_mu=mu_score if K > 1 else None,
         methods=None if mixed is None else mixed.comparison,
     )
+    return checks.carry(result)
 
 
 def _choose(

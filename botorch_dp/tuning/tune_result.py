@@ -87,6 +87,8 @@ class TuneResult:
             configuration, described by ``guarantee``).
         methods: The method choice on the proxy (``plan.MethodComparison``; ``str`` gives its
             table), when ``method="auto"`` or a forced method was compared there; else ``None``.
+        cautions: Warnings the guarantee carries: settings refused by default that the call was
+            opted into (``δ ≥ 1/n``, a noise-dominated budget; ``tuning.tune_checks``).
     """
 
     hyperparameters: dict[str, Any]
@@ -99,6 +101,7 @@ class TuneResult:
     method: str = "dp_gibo"
     procedure: str | None = None
     methods: MethodComparison | None = field(default=None, repr=False)
+    cautions: tuple[str, ...] = ()
 
     def guarantee_report(self) -> str:
         r"""What was protected, in plain words (``GuaranteeStatement``), after this procedure's own line."""
@@ -112,7 +115,7 @@ class TuneResult:
         )
         return (
             f"tune: (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})-DP for the validation users {how}\n"
-            f"{self.statement}"
+            f"{self.statement}" + "".join(f"\nWARNING: {caution}" for caution in self.cautions)
         )
 
     def to_json(self, path: str | None = None) -> str:
@@ -135,6 +138,7 @@ class TuneResult:
             "chosen": self.chosen,
             "method": self.method,
             "statement": self.statement.to_dict(),
+            "warnings": list(self.cautions),
         }
         text = json.dumps(out, indent=1, allow_nan=False)
         if path is not None:
