@@ -57,10 +57,12 @@ test-fast: $(DEV_STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 # the code checks CI runs next to the tests, each with the project's configuration in
-# pyproject.toml: ruff's lint rules, ruff's formatting (check only; `ruff format` applies it) and mypy
+# pyproject.toml: ruff's lint rules, ruff's formatting (check only; `ruff format` applies it) and mypy;
+# the python blocks of the docs fit 88 columns (docs/ruff.toml, and the two READMEs here)
 lint: $(DEV_STAMP)
 	$(BIN)/python -m ruff check .
 	$(BIN)/python -m ruff format --check .
+	$(BIN)/python -m ruff format --check --line-length 88 README.md tutorials/README.md
 	$(BIN)/python -m mypy
 
 # the documentation site (docs/, mkdocs.yml) into site/, with every warning an error;

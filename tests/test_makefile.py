@@ -158,7 +158,8 @@ def test_demo_and_test_in_either_order_install_what_each_needs_once(checkout):
     assert _make_for_real(checkout, "test", "demo", "lint") == [
         f"{dev} | {tests}",
         demo,  # the dev set-up installed the runtime too
-        "python -m ruff check . | python -m ruff format --check . | python -m mypy",
+        "python -m ruff check . | python -m ruff format --check . "
+        "| python -m ruff format --check --line-length 88 README.md tutorials/README.md | python -m mypy",
     ]
 
 
