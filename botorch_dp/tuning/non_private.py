@@ -23,10 +23,6 @@ NON_PRIVATE_BANNER = (
     "NON-PRIVATE diagnostics (computed from the validation/test data without protection; do not publish)"
 )
 
-#: Slack of the range check in unit-cube coordinates (a value at an end of its range maps to 0 or 1
-#: up to rounding in ``log10``).
-_CUBE_SLACK = 1e-9
-
 
 class NonPrivateMetrics(dict[str, Any]):
     r"""A ``dict`` of NON-PRIVATE diagnostics whose ``repr`` says so before any number.
@@ -75,13 +71,10 @@ def unit_point(space: SearchSpace, hyperparameters: Mapping[str, Any]) -> tuple[
                 f"{value!r}."
             )
     choice = {h.name: hyperparameters[h.name] for h in space.categoricals if h.name not in space.fixed}
-    theta = space.with_choice(choice).from_natural(hyperparameters)
-    outside = ((theta < -_CUBE_SLACK) | (theta > 1.0 + _CUBE_SLACK)).nonzero().flatten().tolist()
-    if outside:
-        h = space.relaxed[outside[0]]
-        raise ValueError(
-            f"hyperparameters: {h.name} = {hyperparameters[h.name]!r} is outside its range [{h.lower:g}, {h.upper:g}]."
-        )
+    try:  # from_natural refuses a value outside its range (for every kind) and names it
+        theta = space.with_choice(choice).from_natural(hyperparameters)
+    except ValueError as err:
+        raise ValueError(f"hyperparameters: {err}") from None
     return theta.clamp(0.0, 1.0), choice
 
 

@@ -110,8 +110,8 @@ def test_the_printout_says_non_private_before_any_number():
 @pytest.mark.parametrize(
     ("change", "match"),
     [
-        ({"lr": 0.5}, r"lr = 0.5 is outside its range \[0.001, 0.1\]"),
-        ({"dropout": -0.1}, r"dropout = -0.1 is outside"),
+        ({"lr": 0.5}, r"hyperparameters: lr: 0.5 lies outside its range \[0.001, 0.1\]"),
+        ({"dropout": -0.1}, r"dropout: -0.1 lies outside"),
         ({"width": 9}, r"width: 9 is not an integer in \[2, 6\]"),
         ({"width": 2.5}, r"width: 2.5 is not an integer"),
         ({"activation": "gelu"}, r"unknown choice 'gelu'"),
@@ -173,6 +173,6 @@ def test_amp_objective_evaluates_in_natural_units_like_its_round_trip():
     assert a.results[0].config.lam == pytest.approx(lam, rel=1e-12)
     assert a.run_ids == ["amp-0000-evaluate"] and len(a.ledger.training_records()) == 1
     assert 0.0 <= got["test_accuracy"] <= 1.0 and 0.0 <= got["validation_loss"] <= a.loss_cap
-    with pytest.raises(ValueError, match="lam = .* is outside its range"):
+    with pytest.raises(ValueError, match="hyperparameters: lam: .* lies outside its range"):
         a.evaluate({"lam": 0.5 * budget.min_lam()})
     assert len(a.results) == 1
