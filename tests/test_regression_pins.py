@@ -89,7 +89,9 @@ def _dp_gibo(**overrides) -> dict[str, torch.Tensor]:
 def _private_random_search() -> dict[str, torch.Tensor]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = private_random_search(_objective, _bounds(), mean_trials=8.0, per_trial_mu=0.5, loss_clip=10.0, seed=0)
+        result = private_random_search(  # NON-PRIVATE trials: the pin covers every trial
+            _objective, _bounds(), mean_trials=8.0, per_trial_mu=0.5, loss_clip=10.0, seed=0, non_private_trials=True
+        )
     return {
         "theta": result.theta,
         "points": result.history.points,
