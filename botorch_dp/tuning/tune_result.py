@@ -115,7 +115,7 @@ class TuneResult:
             if math.isfinite(g.mu)
             else "by Papernot–Steinke selection over a hidden number of sampled runs (RDP)"
         )
-        timing = "" if self.timing is None else f"Wall time: {self.timing}\n"
+        timing = "" if self.timing is None else f"{self.timing}\n"
         return (
             f"tune: (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})-DP for the validation users {how}\n"
             f"{timing}{self.statement}"
