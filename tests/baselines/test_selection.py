@@ -44,6 +44,8 @@ HYPO = functools.partial(
     density_update_every=2,
 )
 SELECTIONS = {"private_random_search": PRS, "dp_hypo": HYPO}
+#: DP-HyPO's GP fits take seconds: its cases of the longest tests are slow (private random search's stay fast)
+WITH_SLOW_HYPO = ["private_random_search", pytest.param("dp_hypo", marks=pytest.mark.slow)]
 
 
 def _quiet(fn, *args, **kw):
@@ -63,7 +65,7 @@ def _two_seeds_with_different_K(select):
     raise AssertionError("twenty seeds drew one K")
 
 
-@pytest.mark.parametrize("name", sorted(SELECTIONS))
+@pytest.mark.parametrize("name", WITH_SLOW_HYPO)
 def test_the_result_is_the_winner_only_and_the_same_shape_for_every_K(name):
     select = SELECTIONS[name]
     (a, trials_a), (b, trials_b) = _two_seeds_with_different_K(select)
@@ -190,7 +192,7 @@ def _counting(fn):
     return objective, rows
 
 
-@pytest.mark.parametrize("name", sorted(SELECTIONS))
+@pytest.mark.parametrize("name", WITH_SLOW_HYPO)
 def test_max_trials_runs_a_public_number_of_trials_and_releases_what_the_first_K_give(name):
     select, M = SELECTIONS[name], 12
     (a, plain_a), (b, plain_b) = _two_seeds_with_different_K(select)
