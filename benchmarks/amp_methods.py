@@ -115,6 +115,7 @@ def _selection(objective, s: Settings, per_trial_mu: float, noise_seed, fallback
         target_delta=s.delta,
         fallback=fallback,
         seed=noise_seed,
+        non_private_trials=True,  # a measurement: K and every trial (NON-PRIVATE)
     )
     if result.num_evaluations == 0:
         return None, result.guarantee, {}

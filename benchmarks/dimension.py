@@ -264,6 +264,7 @@ class Runner(KindRunner):
                 tnb_eta=s.tnb_eta,
                 target_delta=s.target_delta,
                 seed=seed,
+                non_private_trials=True,  # a measurement: K and every trial (NON-PRIVATE)
             )
         elif method == "dp_hypo":
             mu0 = dp_hypo_per_trial_mu_for_epsilon(
@@ -290,6 +291,7 @@ class Runner(KindRunner):
                     max_points=max_points,
                     candidate_seed=seed,
                     seed=seed,
+                    non_private_trials=True,  # a measurement: K and every trial (NON-PRIVATE)
                 )
         else:
             raise ValueError(f"unknown private selection {method!r}")

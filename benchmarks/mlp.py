@@ -251,6 +251,7 @@ class Runner(KindRunner):
             tnb_eta=s.tnb_eta,
             target_delta=s.target_delta,
             seed=self._noise_seed(PRIVATE_RS, seed, mu),
+            non_private_trials=True,  # a measurement: K and every trial (NON-PRIVATE)
         )
         return self._selection_run(method, seed, setting, objective, result, start, mean_trials, mu0)
 
@@ -278,6 +279,7 @@ class Runner(KindRunner):
             num_candidates=s.dp_hypo_candidates,
             refit_every=s.dp_hypo_refit_every,
             seed=self._noise_seed(DP_HYPO, seed, mu),
+            non_private_trials=True,  # a measurement: K and every trial (NON-PRIVATE)
         )
         return self._selection_run(method, seed, setting, objective, result, start, mean_trials, mu0)
 

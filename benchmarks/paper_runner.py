@@ -149,6 +149,7 @@ class Runner(KindRunner):
             tnb_eta=s.private_rs_eta,
             target_delta=s.target_delta,
             seed=seed,
+            non_private_trials=True,  # a measurement: K and every trial (NON-PRIVATE)
         )
         wall = time.perf_counter() - start
         final = float(problem.objective(result.theta))
