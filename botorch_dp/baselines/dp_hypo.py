@@ -26,7 +26,7 @@ from torch.quasirandom import SobolEngine
 from botorch_dp.baselines.base import BaselineGuarantee, Objective, evaluate_losses, noisy_selection
 from botorch_dp.baselines.selection import (
     NonPrivateTrials,
-    SelectionRelease,
+    PrivateSelectionResult,
     check_max_trials,
     hidden_trials,
     padded_trials,
@@ -253,7 +253,7 @@ def dp_hypo(
     seed: int | None = None,
     max_trials: int | None = None,
     non_private_trials: bool = False,
-) -> SelectionRelease:
+) -> PrivateSelectionResult:
     r"""DP-HyPO with a GP sampling density: release the best of ``K`` adaptively sampled trials.
 
     Candidates: ``num_candidates`` scrambled Sobol points in the box (public, from
@@ -336,7 +336,7 @@ def dp_hypo(
         non_private_trials: Return the NON-PRIVATE ``NonPrivateTrials`` (tests, measurements).
 
     Returns:
-        The ``SelectionRelease`` (``theta``, ``released_score``, ``guarantee``). With
+        The ``PrivateSelectionResult`` (``theta``, ``released_score``, ``guarantee``). With
         ``non_private_trials=True`` the ``NonPrivateTrials``: ``num_evaluations`` (= ``K``),
         ``history.points``, ``history.extras["noisy_scores"]`` and ``history.extras["max_ratio"]``
         (the largest ``π_j/π_0`` of each trial, a check of the constraint).
@@ -487,4 +487,4 @@ def dp_hypo(
     released = history.extras["released_score"]
     if non_private_trials:
         return NonPrivateTrials(theta, released, guarantee, num_evaluations=K, history=history)
-    return SelectionRelease(theta, released, guarantee)
+    return PrivateSelectionResult(theta, released, guarantee)

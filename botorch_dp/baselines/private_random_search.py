@@ -20,7 +20,7 @@ import torch
 from botorch_dp.baselines.base import BaselineGuarantee, Objective, evaluate_losses, noisy_selection, uniform_points
 from botorch_dp.baselines.selection import (
     NonPrivateTrials,
-    SelectionRelease,
+    PrivateSelectionResult,
     check_max_trials,
     hidden_trials,
     padded_trials,
@@ -62,7 +62,7 @@ def private_random_search(
     run_id: str | None = None,
     max_trials: int | None = None,
     non_private_trials: bool = False,
-) -> SelectionRelease:
+) -> PrivateSelectionResult:
     r"""Private random search: release the best of ``K`` privately scored uniform points.
 
     ``K`` is drawn from ``distribution`` with mean ``mean_trials``. Trial ``j`` draws
@@ -122,7 +122,7 @@ def private_random_search(
             for tests and measurements; publish only its ``release``).
 
     Returns:
-        The ``SelectionRelease``: ``theta``, ``released_score`` and ``guarantee``, nothing of
+        The ``PrivateSelectionResult``: ``theta``, ``released_score`` and ``guarantee``, nothing of
         the other trials or ``K``. With ``non_private_trials=True`` the ``NonPrivateTrials``
         (``num_evaluations = K``, ``history.points``, ``history.extras["noisy_scores"]``).
     """
@@ -219,7 +219,7 @@ def private_random_search(
     released = history.extras["released_score"]
     if non_private_trials:
         return NonPrivateTrials(theta, released, guarantee, num_evaluations=K, history=history)
-    return SelectionRelease(theta, released, guarantee)
+    return PrivateSelectionResult(theta, released, guarantee)
 
 
 def _checked_fallback(fallback: torch.Tensor | None, dim: int) -> torch.Tensor | None:

@@ -2,7 +2,7 @@ r"""What a private selection (Papernot–Steinke random search, DP-HyPO, ``tune(
 releases, and the guards that keep its hidden number of trials ``K`` and its losing trials hidden.
 
 The selection's guarantee holds for the winner alone: ``K``, every other trial and its score
-must not leave the procedure. ``SelectionRelease`` is the winner only (its point, its released
+must not leave the procedure. ``PrivateSelectionResult`` is the winner only (its point, its released
 score, the guarantee); ``NonPrivateTrials`` is the whole run, returned only when asked for by
 ``non_private_trials=True``, and says NON-PRIVATE in its name and ``repr``. While the trials run,
 ``hidden_trials`` turns any error into one ``HiddenTrialError`` whose type and message do not
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory
+from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory, BaselineResult
 from botorch_dp.privacy.analysis.private_selection_trials import num_trials_tail
 from botorch_dp.privacy.checks import check_positive_int
 
@@ -30,9 +30,10 @@ __all__ = [
     "PROGRESS_LABEL",
     "HiddenTrialError",
     "NonPrivateTrials",
-    "SelectionRelease",
+    "PrivateSelectionResult",
     "check_max_trials",
     "hidden_trials",
+    "non_private_baseline_result",
     "padded_trials",
     "selection_progress",
     "timing_note",
@@ -59,7 +60,7 @@ class HiddenTrialError(RuntimeError):
 
 
 @dataclass(frozen=True, eq=False)
-class SelectionRelease:
+class PrivateSelectionResult:
     r"""What a private selection releases: the winner only.
 
     Attributes:
@@ -83,12 +84,12 @@ class SelectionRelease:
 
 
 @dataclass(frozen=True, repr=False, eq=False)
-class NonPrivateTrials(SelectionRelease):
+class NonPrivateTrials(PrivateSelectionResult):
     r"""NON-PRIVATE: every trial of a private selection (``non_private_trials=True`` only).
 
     Publishing anything here but ``release`` voids the selection's guarantee: it holds only while
     the number of trials ``K``, the losing trials and their scores stay hidden. Its ``repr`` and
-    ``str`` say so instead of printing the trials. Besides ``SelectionRelease``'s attributes:
+    ``str`` say so instead of printing the trials. Besides ``PrivateSelectionResult``'s attributes:
 
     Attributes:
         num_evaluations: ``K``, the number of trials of the selection (padding trials excluded).
@@ -102,9 +103,9 @@ class NonPrivateTrials(SelectionRelease):
     NON_PRIVATE = True
 
     @property
-    def release(self) -> SelectionRelease:
+    def release(self) -> PrivateSelectionResult:
         r"""The winner only: what may be published."""
-        return SelectionRelease(self.theta, self.released_score, self.guarantee)
+        return PrivateSelectionResult(self.theta, self.released_score, self.guarantee)
 
     def __repr__(self) -> str:
         return (
@@ -113,6 +114,15 @@ class NonPrivateTrials(SelectionRelease):
         )
 
     __str__ = __repr__
+
+
+def non_private_baseline_result(result: PrivateSelectionResult) -> BaselineResult:
+    r"""NON-PRIVATE: the trials of a selection run with ``non_private_trials=True`` as a
+    ``BaselineResult`` (``num_evaluations = K``, the trials' ``history``), for measurements that
+    treat every baseline alike (``ValueError`` for a result that holds the winner only)."""
+    if not isinstance(result, NonPrivateTrials):
+        raise ValueError("result holds the winner only: run the selection with non_private_trials=True.")
+    return BaselineResult(result.theta, result.num_evaluations, result.guarantee, result.history)
 
 
 def check_max_trials(max_trials: int | None) -> int | None:

@@ -18,7 +18,7 @@ from typing import Any
 from torch import Tensor
 
 from botorch_dp.baselines.dp_hypo import dp_hypo
-from botorch_dp.baselines.selection import SelectionRelease
+from botorch_dp.baselines.selection import PrivateSelectionResult
 from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
@@ -80,7 +80,7 @@ class DPHyPOMethod(PrivateRandomSearchMethod):
         seed: int | None,
         ledger: PrivacyLedger | None,
         max_trials: int | None = None,
-    ) -> SelectionRelease:
+    ) -> PrivateSelectionResult:
         s = self._resolved()
         every = max(1, math.ceil(s.mean_trials / DENSITY_UPDATES))
         return dp_hypo(

@@ -105,7 +105,7 @@ class MethodRun:
         method: The method's ``name``.
         theta: The released ``d`` point.
         result: The method's own result: a ``DPGIBOResult``, or a selection's
-            ``baselines.selection.SelectionRelease`` (the winner only: no trial count, no
+            ``baselines.selection.PrivateSelectionResult`` (the winner only: no trial count, no
             losing trial).
         run_id: The run's id in the ledger.
         num_users: ``n`` of the objective.

@@ -21,7 +21,7 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from botorch_dp.baselines.private_random_search import private_random_search
-from botorch_dp.baselines.selection import SelectionRelease, check_max_trials, selection_progress
+from botorch_dp.baselines.selection import PrivateSelectionResult, check_max_trials, selection_progress
 from botorch_dp.plan.method_protocol import MethodContext, MethodRun, MethodUnavailable
 from botorch_dp.plan.proxy import _proxy_losses
 from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon
@@ -162,7 +162,7 @@ class PrivateRandomSearchMethod:
         seed: int | None,
         ledger: PrivacyLedger | None,
         max_trials: int | None = None,
-    ) -> SelectionRelease:
+    ) -> PrivateSelectionResult:
         s = self._resolved()
         return private_random_search(
             objective,

@@ -23,7 +23,7 @@ from typing import Any
 
 from torch import Tensor
 
-from botorch_dp.baselines.selection import SelectionRelease
+from botorch_dp.baselines.selection import PrivateSelectionResult
 from botorch_dp.optim import DPGIBOConfig, DPGIBOResult
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan import plan_private_run
@@ -87,7 +87,7 @@ def with_max_trials(candidate: CandidateMethod, max_trials: int | None) -> Candi
 def selection_timing(run: MethodRun) -> tuple[str, str | None]:
     r"""``(procedure, timing)`` of a method's run: its description without the wall-time sentence,
     and that sentence (``None`` for a run without a hidden number of trials)."""
-    if not isinstance(run.result, SelectionRelease):
+    if not isinstance(run.result, PrivateSelectionResult):
         return run.description, None
     timing = run.result.guarantee.details.get("timing")
     if not isinstance(timing, str):

@@ -19,7 +19,7 @@ from botorch_dp.baselines.selection import (
     PROGRESS_LABEL,
     HiddenTrialError,
     NonPrivateTrials,
-    SelectionRelease,
+    PrivateSelectionResult,
 )
 from botorch_dp.privacy.analysis.private_selection import num_trials_tail, sample_num_trials, tnb_gamma_for_mean
 
@@ -71,7 +71,7 @@ def test_the_result_is_the_winner_only_and_the_same_shape_for_every_K(name):
     (a, trials_a), (b, trials_b) = _two_seeds_with_different_K(select)
     for seed, trials in ((a, trials_a), (b, trials_b)):
         result = _quiet(select, quadratic, BOUNDS, seed=seed)
-        assert type(result) is SelectionRelease
+        assert type(result) is PrivateSelectionResult
         assert [f.name for f in dataclasses.fields(result)] == ["theta", "released_score", "guarantee"]
         assert set(vars(result)) == {"theta", "released_score", "guarantee"}
         release = trials.release  # the diagnostic's release: the same winner, score and guarantee
@@ -97,7 +97,7 @@ def test_the_non_private_diagnostic_says_so_and_prints_no_trial():
     for text in (repr(trials), str(trials)):
         assert text.startswith("NonPrivateTrials(NON-PRIVATE") and "publish .release only" in text
         assert not any(f"{s:.4g}" in text for s in trials.history.extras["noisy_scores"].tolist())
-    assert type(trials.release) is SelectionRelease and trials.release.released_score == trials.released_score
+    assert type(trials.release) is PrivateSelectionResult and trials.release.released_score == trials.released_score
 
 
 class _FailsAtCall:
