@@ -15,6 +15,7 @@ selection methods over the space's public encoding.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable
@@ -22,12 +23,13 @@ from typing import Any
 
 from torch import Tensor
 
+from botorch_dp.baselines.selection import PrivateSelectionResult
 from botorch_dp.optim import DPGIBOConfig, DPGIBOResult
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan import plan_private_run
 from botorch_dp.plan.method_dp_gibo import DPGIBOMethod
 from botorch_dp.plan.method_dp_hypo import DPHyPOMethod
-from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext, config_delta, config_mu
+from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext, MethodRun, config_delta, config_mu
 from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.checks import did_you_mean
@@ -37,7 +39,15 @@ from botorch_dp.tuning.encoding import natural_point
 from botorch_dp.tuning.search_space import SearchSpace
 from botorch_dp.tuning.tune_result import ConfigurationRun, TuneGuarantee, TuneObjective, TuneResult, configs_objective
 
-__all__ = ["METHODS", "batch_size_of", "check_method", "run_method", "without_proxy"]
+__all__ = [
+    "METHODS",
+    "batch_size_of",
+    "check_method",
+    "run_method",
+    "selection_timing",
+    "with_max_trials",
+    "without_proxy",
+]
 
 METHODS = ("auto", "dp_gibo", "private_random_search", "dp_hypo")
 """``tune``'s ``method`` values."""
@@ -65,6 +75,25 @@ def without_proxy(
         evaluations=float(evaluations),
     )
     return _WITHOUT_PROXY[method](loss_clip).resolved(None, context)
+
+
+def with_max_trials(candidate: CandidateMethod, max_trials: int | None) -> CandidateMethod:
+    r"""``candidate`` whose private run is padded to ``max_trials`` trials when it is a selection
+    (``PrivateRandomSearchMethod`` and ``DPHyPOMethod``; DP-GIBO has no hidden ``K``: unchanged)."""
+    if max_trials is None or not isinstance(candidate, PrivateRandomSearchMethod):
+        return candidate
+    return dataclasses.replace(candidate, max_trials=max_trials)
+
+
+def selection_timing(run: MethodRun) -> tuple[str, str | None]:
+    r"""``(procedure, timing)`` of a method's run: its description without the wall-time sentence,
+    and that sentence (``None`` for a run without a hidden number of trials)."""
+    if not isinstance(run.result, PrivateSelectionResult):
+        return run.description, None
+    timing = run.result.guarantee.details.get("timing")
+    if not isinstance(timing, str):
+        return run.description, None
+    return run.description.removesuffix(" " + timing), timing
 
 
 def batch_size_of(config: DPGIBOConfig, dim: int) -> int:
@@ -105,6 +134,7 @@ def run_method(
     seed: int | None,
     progress: bool,
     executor: Any,
+    max_trials: int | None = None,
 ) -> TuneResult:
     r"""Plan (with a proxy), resolve ``method`` (``"auto"``: the plan's recommendation) and run it
     privately on ``objective``; see the module.
@@ -114,6 +144,7 @@ def run_method(
             selection methods run at ``(gdp_epsilon(μ, δ), δ)``.
         ledger: The ledger to charge; default a new one whose μ budget is the method's μ (DP-GIBO)
             or none (private selection: an RDP curve calibrated to ``(ε, δ)`` itself).
+        max_trials: A selection's public number of trials (``with_max_trials``).
     """
     delta = config_delta(config)
     plan = None
@@ -133,6 +164,7 @@ def run_method(
     else:
         evaluations = config.num_iterations * batch_size_of(config, space.dim)
         candidate = without_proxy(method, loss_clip, config, space.bounds, evaluations)
+    candidate = with_max_trials(candidate, max_trials)
     ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=candidate.gdp_mu)
     run = candidate.run_private(space_objective, ledger=ledger, seed=seed, progress=progress, executor=executor)
     if plan is not None and run.num_users != num_users:
@@ -150,6 +182,7 @@ def run_method(
     result = run.result if isinstance(run.result, DPGIBOResult) else run  # ``.release.theta`` either way
     planned = plan.config if plan is not None else config
     configuration = ConfigurationRun({}, result, run.run_id, run.num_users, planned, plan, run.released_score)
+    procedure, timing = selection_timing(run)
     return TuneResult(
         hyperparameters=natural_point(space, run.theta),
         guarantee=guarantee,
@@ -159,6 +192,7 @@ def run_method(
         ledger=ledger,
         score_mu=None,
         method=run.method,
-        procedure=run.description,
+        procedure=procedure,
         methods=None if plan is None else plan.methods,
+        timing=timing,
     )

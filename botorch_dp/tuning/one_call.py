@@ -39,12 +39,10 @@ the same arguments after an interruption, finished configurations are not re-run
 releases are neither re-drawn nor re-charged, and the ledger ends with the records of an
 uninterrupted call; other arguments are refused by name. ``executor=`` evaluates each
 batch's rows on a ``concurrent.futures.Executor`` (``DPGIBO.run``; training runs are charged
-in this process first). A tqdm bar counts the configurations, one per run.
-
-The choice's scores are audited on this path (``audit.one_call``, row ``tune_choice_score``).
-Not built: checkpoints of ``strategy="sample"`` (its number of trials stays hidden; refused),
-and ``"sample"`` with an objective that charges training runs (the training ledger would
-count the hidden number of trials; refused).
+in this process first). A tqdm bar counts the configurations (a selection: one bar, no count).
+Audited: the choice's scores (``audit.one_call``, row ``tune_choice_score``). Refused: checkpoints
+of a selection, and ``"sample"`` with an objective that charges training runs (either would
+store or count the hidden number of trials).
 """
 
 from __future__ import annotations
@@ -61,6 +59,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from botorch_dp.baselines.selection import check_max_trials
 from botorch_dp.optim import DPGIBO, DPGIBOConfig
 from botorch_dp.optim.checkpoint import STATE_FILE, kernel_fingerprint
 from botorch_dp.optim.public_checks import SettingsWarning
@@ -114,6 +113,7 @@ def tune(
     strategy: str = "enumerate",
     method: str = "auto",
     mean_trials: float = 4.0,
+    max_trials: int | None = None,
     selection_share: float = 0.1,
     loss_clip: float = 3.0,
     seed: int | None = None,
@@ -155,6 +155,9 @@ def tune(
             times its batch size plus one scored point per configuration, and ``C = loss_clip``).
             Every method charges ``ledger`` with the full ``(ε, δ)``.
         mean_trials: ``E[K]`` of ``"sample"`` (a truncated negative binomial with ``η = 1``).
+        max_trials: A selection's (``"sample"``, private random search, DP-HyPO) public number of
+            trials, run whatever its hidden ``K`` and discarded after the ``K``-th (``TuneResult.timing``;
+            ``None``: ``K``, the wall time grows with it). DP-GIBO ignores it.
         selection_share: ``f``, the share of ``μ²`` (of each trial's ``μ₀²`` with ``"sample"``)
             for the scores (used only with more than one configuration).
         loss_clip: ``C`` of the scores (losses clamped to ``[0, C]``).
@@ -176,6 +179,7 @@ def tune(
         raise ValueError(f"space must be a SearchSpace, got {type(space).__name__}.")
     mu = gdp_mu(check_positive(epsilon, "epsilon", allow_inf=False), check_delta(delta))
     share = check_probability(selection_share, "selection_share")
+    max_trials = check_max_trials(max_trials)
     check_positive(loss_clip, "loss_clip (C)", allow_inf=False)
     blocked = {"bounds", "privacy_mu", "epsilon", "delta", "seed", "validation_mu_budget"} & set(settings)
     if blocked:
@@ -246,6 +250,7 @@ def tune(
                 seed=seeds[0],
                 progress=progress,
                 executor=executor,
+                max_trials=max_trials,
             )
             return checks.carry(result)
         if proxy is not None:  # every configuration planned and the methods compared, on public users only
@@ -274,6 +279,7 @@ def tune(
                 seed=seeds[0],
                 progress=progress,
                 executor=executor,
+                max_trials=max_trials,
             )
             return checks.carry(result)
     # a new ledger holds the procedure to its μ; the sampled selection is calibrated to (ε, δ) itself (an RDP
@@ -314,8 +320,15 @@ def tune(
             bound.check_room(most + (K if K > 1 else 0))
 
     def run_one(
-        choice: dict[str, Any], run_mu: float, run_seed: int | None, run_ledger: PrivacyLedger, k: int | None = None
+        choice: dict[str, Any],
+        run_mu: float,
+        run_seed: int | None,
+        run_ledger: PrivacyLedger,
+        k: int | None = None,
+        *,
+        quiet: bool = False,
     ) -> ConfigurationRun:
+        shown = progress and not quiet  # no bar for a hidden trial of "sample"
         config = DPGIBOConfig(bounds=space.bounds, privacy_mu=run_mu, target_delta=delta, seed=run_seed, **base)
         plan = None
         run_dir = None if checkpoint is None or k is None else checkpoint.run_dir(k)
@@ -331,12 +344,12 @@ def tune(
                     configs_objective(proxy, space, choice),
                     config,
                     num_users=num_users,
-                    progress=progress,
+                    progress=shown,
                     **{"choose_method": False, **(plan_options or {})},
                 )
                 config = dataclasses.replace(plan.config, seed=run_seed)
             optimizer = DPGIBO(config, ledger=run_ledger, checkpoint_dir=run_dir)
-        result = optimizer.run(configs_objective(objective, space, choice), progress=progress, executor=executor)
+        result = optimizer.run(configs_objective(objective, space, choice), progress=shown, executor=executor)
         if proxy is not None and optimizer.num_users != num_users:
             warnings.warn(
                 f"The run was planned for num_users = {num_users}, but objective has {optimizer.num_users} "
@@ -359,6 +372,7 @@ def tune(
             loss_clip=loss_clip,
             seed=seed,
             progress=progress,
+            max_trials=max_trials,
         )
         return checks.carry(result)
     runs = [
