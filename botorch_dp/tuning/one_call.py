@@ -77,7 +77,7 @@ from botorch_dp.tuning.mixed_methods import MixedChoice, choose_mixed_method, ru
 from botorch_dp.tuning.sampled import sample_configurations
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.tuning.tune_checkpoint import TuneCheckpoint, seed_digest
-from botorch_dp.tuning.tune_checks import TuneChecks, check_setting_names
+from botorch_dp.tuning.tune_checks import TuneChecks, check_objective, check_setting_names
 from botorch_dp.tuning.tune_result import (
     SCORE_PART,
     ConfigurationRun,
@@ -186,7 +186,7 @@ def tune(
         raise ValueError(f"tune sets {sorted(blocked)} itself; give epsilon, delta and seed to tune().")
     check_setting_names(settings, tune)
     for name, fn in (("objective", objective), ("proxy", proxy)):
-        _check_objective(name, fn, space)
+        check_objective(name, fn, space)
     if proxy is not None and num_users is None and isinstance(objective, SearchSpaceObjective):
         num_users = objective.num_users
     if proxy is not None and (num_users is None or isinstance(num_users, bool) or not isinstance(num_users, int)):
@@ -444,25 +444,6 @@ def _choose(
     if checkpoint is not None:
         checkpoint.save_selection(selection_id, scores, ledger)
     return selection_id, scores
-
-
-def _check_objective(name: str, objective: Any, space: SearchSpace) -> None:
-    r"""``ValueError`` naming ``objective`` or ``proxy``: not callable, or a ``SearchSpaceObjective``
-    built on another space than ``space``."""
-    if objective is None and name == "proxy":
-        return
-    if not callable(objective):
-        raise ValueError(
-            f"{name} must be callable (configurations -> q x n losses) or a TorchModelTuningObjective, "
-            f"got {type(objective).__name__}."
-        )
-    if isinstance(objective, SearchSpaceObjective):
-        other = objective.space
-        if other.hyperparameters != space.hyperparameters or other.fixed != space.fixed:
-            raise ValueError(
-                f"{name}.space differs from space: {name}.space is {other.describe()}, space is "
-                f"{space.describe()}; build the {type(objective).__name__} on the space you tune."
-            )
 
 
 def _training_event(objective: Any, space: SearchSpace) -> Any:
