@@ -39,6 +39,7 @@ SLOW_PATHS = (
     "tests/test_imports_lazy.py",
     "tests/test_makefile.py",
     "tests/tuning/test_training_charges.py",
+    "tests/test_pins_under_mkl.py",
 )
 SLOW_FIXTURES = frozenset({"postgres_url", "dask_client"})
 SLOW_LIST = Path(__file__).with_name("slow_tests.txt")

@@ -51,6 +51,7 @@ from gpytorch.kernels import RBFKernel  # noqa: E402
 import botorch_dp  # noqa: E402
 from botorch_dp.baselines import noisy_gradient_descent  # noqa: E402
 from botorch_dp.distributed.partitions import InProcessPartitions  # noqa: E402
+from botorch_dp.gradient_gp import GradientGP  # noqa: E402
 from botorch_dp.optim.noise_schedule import NoiseSchedule  # noqa: E402
 from botorch_dp.optim.selection import Selection  # noqa: E402
 from botorch_dp.optim.subspace import (  # noqa: E402
@@ -359,6 +360,26 @@ def test_noisy_gd_per_schedule_and_selection_is_pinned(schedule, selection):
 def test_a_run_resumed_halfway_gives_the_pinned_values(name, tmp_path):
     got = _run(_single_cases()[name], checkpoint_dir=tmp_path / "ckpt", stop_after=2)
     _compare(got, _stored()["single"][name], name)
+
+
+@pytest.mark.parametrize("change", ["search_radius=0.55", "step_size*(1+1e-8)", "gradient_weights*(1+1e-8)"])
+def test_a_change_of_behaviour_fails_the_pins(change, monkeypatch):
+    r"""The tolerance keeps the pins' purpose: another search radius (0.55 for 0.5), a step size
+    moved by 1e-8 (relative), or every gradient estimate scaled by ``1 + 1e-8`` (a change inside
+    the library, where BLAS feeds the values) each fail the adaptive-schedule case, whose fields
+    are the most tolerant, and the failure names the field, the index and the tolerance."""
+    name = "noise=adaptive_norm"
+    overrides = dict(_single_cases()[name])
+    if change == "search_radius=0.55":
+        overrides["search_radius"] = 0.55
+    elif change == "step_size*(1+1e-8)":
+        overrides["step_size"] = 0.3 * (1 + 1e-8)
+    else:
+        weights = GradientGP.gradient_weights
+        monkeypatch.setattr(GradientGP, "gradient_weights", lambda gp, *a, **k: weights(gp, *a, **k) * (1 + 1e-8))
+    got = _run(overrides)
+    with pytest.raises(AssertionError, match=rf"^{name}: field \w+ at index \[\d+.*; tolerance (bit for bit|relative)"):
+        _compare(got, _stored()["single"][name], name)
 
 
 def test_a_checkpoint_written_by_an_earlier_version_resumes_to_the_pinned_values(tmp_path):
