@@ -67,7 +67,5 @@ def test_structure_and_plain_values_are_exact_even_under_a_tolerance():
 def test_the_kernel_sets_check_names_a_different_mkl_path(monkeypatch):
     check_kernel_sets()  # tests/conftest.py fixed both
     monkeypatch.setenv("MKL_CBWR", "AVX2")
-    with pytest.raises(
-        pytest.fail.Exception, match="MKL_CBWR is 'AVX2'.*written with MKL_CBWR=COMPATIBLE"
-    ):
+    with pytest.raises(pytest.fail.Exception, match="MKL_CBWR is 'AVX2'.*written with MKL_CBWR=COMPATIBLE"):
         check_kernel_sets()
