@@ -60,7 +60,7 @@ privately), one module per method (``method_dp_gibo``, ``method_random_search``,
 re-exported here.
 """
 
-from botorch_dp.plan.kernel_fit import KERNEL_FIT_POINTS_PER_DIM, KernelFit, fit_kernel_on_proxy
+from botorch_dp.plan.kernel_fit import KERNEL_FIT_POINTS_PER_DIM, KernelFit, KernelFitWarning, fit_kernel_on_proxy
 from botorch_dp.plan.method_choice import DEFAULT_METHODS, MethodComparison, MethodScore, compare_methods
 from botorch_dp.plan.method_dp_gibo import DPGIBOMethod
 from botorch_dp.plan.method_dp_hypo import DPHyPOMethod
@@ -77,6 +77,7 @@ __all__ = [
     "DPGIBOMethod",
     "DPHyPOMethod",
     "KernelFit",
+    "KernelFitWarning",
     "MethodComparison",
     "MethodContext",
     "MethodRun",

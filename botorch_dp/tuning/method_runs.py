@@ -153,7 +153,11 @@ def run_method(
         if num_users is None:
             raise ValueError("num_users: planning on a proxy needs n, the number of users of objective (public).")
         plan = plan_private_run(
-            configs_objective(proxy, space, {}), config, num_users=num_users, progress=progress, **(plan_options or {})
+            configs_objective(proxy, space, {}),
+            config,
+            num_users=num_users,
+            progress=progress,
+            **{"coordinate_names": space.names, **(plan_options or {})},
         )
         if plan.methods is None:
             candidate = plan.recommended_method if method in ("auto", "dp_gibo") else None

@@ -345,7 +345,7 @@ def tune(
                     config,
                     num_users=num_users,
                     progress=shown,
-                    **{"choose_method": False, **(plan_options or {})},
+                    **{"choose_method": False, "coordinate_names": space.names, **(plan_options or {})},
                 )
                 config = dataclasses.replace(plan.config, seed=run_seed)
             optimizer = DPGIBO(config, ledger=run_ledger, checkpoint_dir=run_dir)

@@ -177,6 +177,49 @@ def test_with_a_public_proxy_each_configuration_is_planned_on_it_and_the_objecti
         tune(private, MIXED, epsilon=3.0, delta=1e-5, proxy=proxy)
 
 
+@pytest.mark.parametrize("space", ["continuous", "mixed"])
+def test_a_kernel_fit_that_fails_on_the_proxy_keeps_the_spaces_kernel_and_names_its_coordinates(space, monkeypatch):
+    r"""Planning never stops on its own kernel fit (issue 39): each configuration's plan keeps
+    ``space.recommended_kernel()`` and the warning names the length-scales by the space's names."""
+    import botorch.fit
+    from botorch.exceptions.errors import ModelFittingError
+
+    from botorch_dp.plan import KernelFitWarning
+
+    def failing_fit(*args, **kwargs):
+        raise ModelFittingError("All attempts to fit the model have failed.")
+
+    monkeypatch.setattr(botorch.fit, "fit_gpytorch_mll", failing_fit)
+    chosen = MIXED if space == "mixed" else SearchSpace([h for h in MIXED.hyperparameters if h.name != "optimizer"])
+
+    def proxy(configs):
+        return torch.stack([_loss(c)[:80] for c in configs])
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = tune(
+            objective,
+            chosen,
+            epsilon=3.0,
+            delta=1e-5,
+            seed=7,
+            progress=False,
+            proxy=proxy,
+            num_users=N,
+            method="dp_gibo",
+            plan_options=dict(clip_quantiles=(0.5,), step_sizes=(0.2,), num_repeats=1),
+            **FAST,
+        )
+    messages = {str(w.message) for w in caught if issubclass(w.category, KernelFitWarning)}
+    assert len(messages) == 1  # the same words for every configuration: shown once by default filters
+    message = messages.pop()
+    assert "failed (ModelFittingError)" in message and "lengthscale = lr 0.2, width 0.2;" in message
+    default = chosen.recommended_kernel().state_dict()
+    for r in result.runs:
+        assert r.plan.kernel_fit.failure.startswith("ModelFittingError")
+        assert all(torch.equal(v, default[k]) for k, v in r.config.kernel.state_dict().items())
+
+
 def test_the_sampled_strategy_charges_one_papernot_steinke_curve_before_any_trial_and_releases_the_winner():
     from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon, private_selection_epsilon
     from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS
