@@ -399,7 +399,7 @@ def resume_run(
     opt._kernel_fingerprint = meta["kernel"]["fingerprint"]
     opt.load_state_dict(state)  # merges the saved ledger into opt.ledger (never replaces it)
     opt.ledger.validation_mu_budget = budget
-    opt.ledger.cancel_reservations(opt.run_id)  # holds left by a process that died inside a step
+    opt.ledger.settle_run(opt.run_id)  # holds whose process is gone dropped; refused while one is live
     opt._committed = committed_records(checkpoint_dir)
     if budget != budget_of_ledger_state(meta["ledger"]):
         opt._save_checkpoint()  # a budget tightened on resume is durable at once (nothing else changed)

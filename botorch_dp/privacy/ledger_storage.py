@@ -14,23 +14,29 @@ entries in three tables (SQLAlchemy Core; SQLite or PostgreSQL):
   ``3`` and ``"3"`` differ), the release key (``""`` for training), the ``release_id`` of a
   record (unique in its dataset: every release made has its own, so a step replayed with
   fresh noise is a second row), the ``owner`` of a reservation (the token of the charge that
-  holds it; its run id is in ``run_id``) and the entry itself as JSON text (``Infinity`` for
-  ``inf``). No pickle. Validation entries: ``{"mu"}`` (Gaussian), ``{"mu", "epsilon"}`` (pure
+  holds it; its run id is in ``run_id``), the ``holder`` of a reservation (JSON
+  ``{"pid", "host", "node", "token"}``: the process that holds it, ``ledger.holders``) and its
+  ``lease_expires`` (wall-clock seconds, renewed by the holder while it holds it), and the
+  entry itself as JSON text (``Infinity`` for ``inf``). No pickle. Validation entries: ``{"mu"}`` (Gaussian), ``{"mu", "epsilon"}`` (pure
   ε-DP) or ``{"description", "rdp"}`` (an RDP curve on the ledger's order grid); training
   entries: DP-SGD parameters or ``{"description", "rdp"}``. A validation reservation holds
   ``{"mu"}`` or ``{"description", "rdp"}`` (a step's composed worst case), a training one
   the entry it reserves (turned into the record in place, keeping its position). Records
-  are never updated or deleted; reservations are deleted when their charge ends or when
-  their run's reservations are cancelled.
+  are never updated or deleted; a reservation is deleted when its charge ends, or by a
+  settle once its holder is gone (``holders.holder_gone``).
 
-Schema version 2. A version-1 database (table ``botorch_dp_ledger_entries``, whose rows had
+Schema version 3. A version-2 database (the same tables without ``holder`` and
+``lease_expires``) gets the two columns on open, in one locked transaction; its
+reservations name no holder, so they are never settled automatically (see
+``PrivacyLedger.cancel_reservations``). A version-1 database (table ``botorch_dp_ledger_entries``, whose rows had
 no release id and were unique on ``(run_id, key)``) is migrated on open, in one locked
 transaction: its rows are copied in order, recorded ones with ``legacy:`` release ids that
 depend only on ``(side, run_id, key)`` (as a version-4 ledger state's entries get, so the
 same record from a checkpoint is not counted twice), its reservations under run id
-``"legacy-reservation"`` (cancel them with ``cancel_reservations("legacy-reservation")``
-once you know their releases were not made); the old table is left as it was, and the
-version becomes 2, which older botorch-dp refuses.
+``"legacy-reservation"`` without a holder (cancel them with
+``cancel_reservations("legacy-reservation", holderless=True)`` once you know their releases
+were not made); the old table is left as it was. Either way the version becomes 3, which
+older botorch-dp refuses (it would settle reservations of live holders).
 
 Every change runs in ONE transaction that first takes the dataset's lock: ``BEGIN
 IMMEDIATE`` on SQLite (the database's write lock), ``SELECT … FOR UPDATE`` on the
@@ -59,8 +65,8 @@ from sqlalchemy.engine import Connection, Engine
 
 __all__ = ["SCHEMA_VERSION", "LedgerStorage", "LedgerTransaction", "StoredRow", "open_storage", "storage_url"]
 
-#: Version of the tables' layout; version 1 is migrated, any other is refused.
-SCHEMA_VERSION = 2
+#: Version of the tables' layout; versions 1 and 2 are migrated, any other is refused.
+SCHEMA_VERSION = 3
 #: The run id that reservations migrated from a version-1 database are held under.
 LEGACY_RESERVATION_RUN = "legacy-reservation"
 
@@ -91,6 +97,8 @@ _records = sa.Table(
     sa.Column("owner", sa.String(64), nullable=True),
     sa.Column("entry", sa.Text, nullable=False),
     sa.Column("created_at", sa.String(40), nullable=False),
+    sa.Column("holder", sa.Text, nullable=True),
+    sa.Column("lease_expires", sa.Float, nullable=True),
     sa.UniqueConstraint("dataset", "release_id", name="botorch_dp_ledger_records_release"),
     sa.CheckConstraint("side IN ('validation', 'training')", name="botorch_dp_ledger_records_side"),
     sa.CheckConstraint("status IN ('recorded', 'reserved')", name="botorch_dp_ledger_records_status"),
@@ -130,6 +138,8 @@ class StoredRow:
         release_id: The record's own id (None for a reservation).
         owner: The token of the charge holding a reservation (None when recorded).
         entry: The decoded JSON entry.
+        holder: The decoded holder of a reservation (None when recorded, or not named).
+        lease_expires: When the reservation's lease expires (None when recorded, or not named).
     """
 
     seq: int
@@ -140,6 +150,8 @@ class StoredRow:
     release_id: str | None
     owner: str | None
     entry: dict[str, Any]
+    holder: dict[str, Any] | None = None
+    lease_expires: float | None = None
 
 
 def _now() -> str:
@@ -211,9 +223,27 @@ class LedgerTransaction:
         r"""Append a record (a release that was made); returns its ``seq``."""
         return self._insert(side=side, status="recorded", entry=entry, run_id=run_id, key=key, release_id=release_id)
 
-    def reserve(self, *, side: str, entry: Mapping[str, Any], run_id: Any, owner: str) -> int:
-        r"""Append a reservation held by the charge ``owner`` of run ``run_id``; returns its ``seq``."""
-        return self._insert(side=side, status="reserved", entry=entry, run_id=run_id, owner=owner)
+    def reserve(
+        self,
+        *,
+        side: str,
+        entry: Mapping[str, Any],
+        run_id: Any,
+        owner: str,
+        holder: Mapping[str, Any] | None = None,
+        lease_expires: float | None = None,
+    ) -> int:
+        r"""Append a reservation held by the charge ``owner`` of run ``run_id`` in the process
+        ``holder`` until ``lease_expires`` (renewed); returns its ``seq``."""
+        return self._insert(
+            side=side,
+            status="reserved",
+            entry=entry,
+            run_id=run_id,
+            owner=owner,
+            holder=None if holder is None else _dumps(dict(holder)),
+            lease_expires=lease_expires,
+        )
 
     def _insert(
         self,
@@ -225,6 +255,8 @@ class LedgerTransaction:
         key: str | None = None,
         release_id: str | None = None,
         owner: str | None = None,
+        holder: str | None = None,
+        lease_expires: float | None = None,
     ) -> int:
         if side not in _SIDES or status not in _STATUSES:
             raise ValueError(f"side/status must be in {_SIDES}/{_STATUSES}, got {side!r}/{status!r}.")
@@ -239,6 +271,8 @@ class LedgerTransaction:
                 owner=owner,
                 entry=_dumps(dict(entry)),
                 created_at=_now(),
+                holder=holder,
+                lease_expires=lease_expires,
             )
         )
         key = result.inserted_primary_key
@@ -267,7 +301,17 @@ class LedgerTransaction:
                 release_key=key,
                 release_id=release_id,
                 owner=None,
+                holder=None,
+                lease_expires=None,
             )
+        )
+
+    def renew_leases(self, owners: list[str], lease_expires: float) -> None:
+        r"""Extend the leases of the reservations held by the charges ``owners``."""
+        self._connection.execute(
+            _records.update()
+            .where(_records.c.dataset == self.dataset, _records.c.status == "reserved", _records.c.owner.in_(owners))
+            .values(lease_expires=lease_expires)
         )
 
     def drop_reservation(self, seq: int) -> None:
@@ -294,6 +338,8 @@ def _select_rows(connection: Connection, dataset: str) -> list[StoredRow]:
             release_id=r["release_id"],
             owner=r["owner"],
             entry=json.loads(r["entry"]),
+            holder=None if r["holder"] is None else json.loads(r["holder"]),
+            lease_expires=None if r["lease_expires"] is None else float(r["lease_expires"]),
         )
         for r in rows
     ]
@@ -347,6 +393,9 @@ class LedgerStorage:
             if version == "1":
                 _migrate_from_version_1(connection)
                 version = str(SCHEMA_VERSION)
+            elif version == "2":
+                _migrate_from_version_2(connection)
+                version = str(SCHEMA_VERSION)
         if version != str(SCHEMA_VERSION):
             raise ValueError(
                 f"The ledger database {self.url!r} has schema version {version}, this version of "
@@ -399,14 +448,29 @@ class LedgerStorage:
             yield tx
             _before_commit(tx)
 
+    def renew_leases(self, dataset: str, owners: list[str], lease_expires: float) -> None:
+        r"""Extend the leases of the reservations of ``dataset`` held by the charges ``owners``
+        (the holder's renewal thread, ``ledger.holders``)."""
+        with self.transaction(dataset) as tx:
+            tx.renew_leases(owners, lease_expires)
+
     def dispose(self) -> None:
         r"""Close the pooled connections."""
         self.engine.dispose()
 
 
+def _migrate_from_version_2(connection: Connection) -> None:
+    r"""Add the reservations' ``holder`` and ``lease_expires`` columns to a version-2 database and
+    mark it version 3, inside the caller's locked transaction (its reservations name no holder)."""
+    for column, kind in (("holder", "TEXT"), ("lease_expires", "DOUBLE PRECISION")):
+        connection.execute(sa.text(f"ALTER TABLE botorch_dp_ledger_records ADD COLUMN {column} {kind}"))
+    connection.execute(_meta.update().where(_meta.c.name == "schema_version").values(value=str(SCHEMA_VERSION)))
+
+
 def _migrate_from_version_1(connection: Connection) -> None:
     r"""Copy a version-1 database's entries into ``botorch_dp_ledger_records`` (see the module
-    docstring) and mark the database version 2, inside the caller's locked transaction."""
+    docstring) and mark the database version 3, inside the caller's locked transaction (the
+    table was created with this version's columns)."""
     rows = connection.execute(sa.select(_legacy_entries).order_by(_legacy_entries.c.seq)).mappings().all()
     for r in rows:
         recorded = r["status"] == "recorded"
