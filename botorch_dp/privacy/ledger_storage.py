@@ -10,20 +10,21 @@ entries in three tables (SQLAlchemy Core; SQLite or PostgreSQL):
   accuracy), fixed when the row is created.
 * ``botorch_dp_ledger_records``: one row per entry, in recording order (``seq``): ``side``
   (``"validation"`` or ``"training"``), ``status`` (``"recorded"``, or ``"reserved"`` for a
-  budget hold taken by ``PrivacyLedger.charge`` before its releases), the run id (as JSON, so
-  ``3`` and ``"3"`` differ), the release key (``""`` for training), the ``release_id`` of a
-  record (unique in its dataset: every release made has its own, so a step replayed with
+  budget hold taken by ``PrivacyLedger.charge`` before its releases), the run id (as JSON,
+  so ``3`` and ``"3"`` differ), the release key (``""`` for training), the ``release_id`` of
+  a record (unique in its dataset: every release made has its own, so a step replayed with
   fresh noise is a second row), the ``owner`` of a reservation (the token of the charge that
-  holds it; its run id is in ``run_id``), the ``holder`` of a reservation (JSON
-  ``{"pid", "host", "node", "token"}``: the process that holds it, ``ledger.holders``) and its
+  holds it; its run id is in ``run_id``), the ``holder`` of a reservation (JSON ``{"pid",
+  "host", "node", "token"}``: the process that holds it, ``ledger.holders``) and its
   ``lease_expires`` (wall-clock seconds, renewed by the holder while it holds it), and the
-  entry itself as JSON text (``Infinity`` for ``inf``). No pickle. Validation entries: ``{"mu"}`` (Gaussian), ``{"mu", "epsilon"}`` (pure
-  ε-DP) or ``{"description", "rdp"}`` (an RDP curve on the ledger's order grid); training
-  entries: DP-SGD parameters or ``{"description", "rdp"}``. A validation reservation holds
-  ``{"mu"}`` or ``{"description", "rdp"}`` (a step's composed worst case), a training one
-  the entry it reserves (turned into the record in place, keeping its position). Records
-  are never updated or deleted; a reservation is deleted when its charge ends, or by a
-  settle once its holder is gone (``holders.holder_gone``).
+  entry itself as JSON text (``Infinity`` for ``inf``). No pickle. Validation entries:
+  ``{"mu"}`` (Gaussian), ``{"mu", "epsilon"}`` (pure ε-DP) or ``{"description", "rdp"}`` (an
+  RDP curve on the ledger's order grid); training entries: DP-SGD parameters or
+  ``{"description", "rdp"}``. A validation reservation holds ``{"mu"}`` or ``{"description",
+  "rdp"}`` (a step's composed worst case), a training one the entry it reserves (turned into
+  the record in place, keeping its position). Records are never updated or deleted; a
+  reservation is deleted when its charge ends, or by a settle once its holder is gone
+  (``holders.holder_gone``).
 
 Schema version 3. A version-2 database (the same tables without ``holder`` and
 ``lease_expires``) gets the two columns on open, in one locked transaction; its

@@ -27,7 +27,6 @@ from botorch_dp.privacy.ledger.events import (
     validation_event,
 )
 from botorch_dp.privacy.ledger.external import ExternalReleases
-from botorch_dp.privacy.ledger.holders import holder_gone, holding, lease_expiry, this_holder
 from botorch_dp.privacy.ledger.filters import (
     BUDGET_RTOL,
     TRAINING_ACCOUNTANTS,
@@ -35,6 +34,7 @@ from botorch_dp.privacy.ledger.filters import (
     check_validation_admits,
     gdp_only,
 )
+from botorch_dp.privacy.ledger.holders import holder_gone, holding, lease_expiry, this_holder
 from botorch_dp.privacy.ledger.meter import Meter, TrainingMeter, check_validation_bound, held_bound, shrunk
 from botorch_dp.privacy.ledger.rows import Row, memory_counter
 from botorch_dp.privacy.ledger.state import STATE_VERSION, check_run_id, decode_state, encode_state
