@@ -293,86 +293,96 @@ def tune(
                 config=run_config,
             ),
         )
-    if trains and (checkpoint is None or not any(checkpoint.has_run(k) for k in range(K))):
-        # the procedure's most trainings (every evaluation of every run and each scored final point), against
-        # the objective's own limits (a DP-SGD target) before anything trains or is released; a resumed call
-        # merges the runs' records first and is held by each batch's charge instead
-        most = K * run_config.max_evaluations
-        bound = _bound(objective, configurations[0])
-        if callable(getattr(bound, "check_room", None)):
-            bound.check_room(most + (K if K > 1 else 0))
+    try:  # the directory is this call's until it returns or raises (checkpoint.lock)
+        if trains and (checkpoint is None or not any(checkpoint.has_run(k) for k in range(K))):
+            # the procedure's most trainings (every evaluation of every run and each scored final point), against
+            # the objective's own limits (a DP-SGD target) before anything trains or is released; a resumed call
+            # merges the runs' records first and is held by each batch's charge instead
+            most = K * run_config.max_evaluations
+            bound = _bound(objective, configurations[0])
+            if callable(getattr(bound, "check_room", None)):
+                bound.check_room(most + (K if K > 1 else 0))
 
-    def run_one(
-        choice: dict[str, Any], run_mu: float, run_seed: int | None, run_ledger: PrivacyLedger, k: int | None = None
-    ) -> ConfigurationRun:
-        config = DPGIBOConfig(bounds=space.bounds, privacy_mu=run_mu, target_delta=delta, seed=run_seed, **base)
-        plan = None
-        run_dir = None if checkpoint is None or k is None else checkpoint.run_dir(k)
-        if run_dir is not None and os.path.lexists(run_dir / STATE_FILE):  # releases, records back; none redrawn
-            optimizer = DPGIBO.resume(run_dir, config if proxy is None else None, ledger=run_ledger)
-        else:
-            if mixed is not None and k is not None:  # planned before the method choice
-                plan = mixed.plans[k]
-                config = dataclasses.replace(plan.config, seed=run_seed)
-            elif proxy is not None:  # public: the proxy's users only; the private run's noise simulated
-                assert num_users is not None  # checked above
-                plan = plan_private_run(
-                    configs_objective(proxy, space, choice),
-                    config,
-                    num_users=num_users,
-                    progress=progress,
-                    **{"choose_method": False, **(plan_options or {})},
+        def run_one(
+            choice: dict[str, Any], run_mu: float, run_seed: int | None, run_ledger: PrivacyLedger, k: int | None = None
+        ) -> ConfigurationRun:
+            config = DPGIBOConfig(bounds=space.bounds, privacy_mu=run_mu, target_delta=delta, seed=run_seed, **base)
+            plan = None
+            run_dir = None if checkpoint is None or k is None else checkpoint.run_dir(k)
+            if run_dir is not None and os.path.lexists(run_dir / STATE_FILE):  # releases, records back; none redrawn
+                optimizer = DPGIBO.resume(run_dir, config if proxy is None else None, ledger=run_ledger)
+            else:
+                if mixed is not None and k is not None:  # planned before the method choice
+                    plan = mixed.plans[k]
+                    config = dataclasses.replace(plan.config, seed=run_seed)
+                elif proxy is not None:  # public: the proxy's users only; the private run's noise simulated
+                    assert num_users is not None  # checked above
+                    plan = plan_private_run(
+                        configs_objective(proxy, space, choice),
+                        config,
+                        num_users=num_users,
+                        progress=progress,
+                        **{"choose_method": False, **(plan_options or {})},
+                    )
+                    config = dataclasses.replace(plan.config, seed=run_seed)
+                optimizer = DPGIBO(config, ledger=run_ledger, checkpoint_dir=run_dir)
+            with optimizer:  # gives its directory up when the run ends
+                result = optimizer.run(
+                    configs_objective(objective, space, choice), progress=progress, executor=executor
                 )
-                config = dataclasses.replace(plan.config, seed=run_seed)
-            optimizer = DPGIBO(config, ledger=run_ledger, checkpoint_dir=run_dir)
-        result = optimizer.run(configs_objective(objective, space, choice), progress=progress, executor=executor)
-        if proxy is not None and optimizer.num_users != num_users:
-            warnings.warn(
-                f"The run was planned for num_users = {num_users}, but objective has {optimizer.num_users} "
-                "users: the plan simulated other noise than the run drew.",
-                SettingsWarning,
-                stacklevel=3,
+            if proxy is not None and optimizer.num_users != num_users:
+                warnings.warn(
+                    f"The run was planned for num_users = {num_users}, but objective has {optimizer.num_users} "
+                    "users: the plan simulated other noise than the run drew.",
+                    SettingsWarning,
+                    stacklevel=3,
+                )
+            return ConfigurationRun(
+                choice, result, optimizer.run_id, int(optimizer.num_users or 0), optimizer.config, plan
             )
-        return ConfigurationRun(choice, result, optimizer.run_id, int(optimizer.num_users or 0), optimizer.config, plan)
 
-    if sampled:
-        return sample_configurations(
-            objective,
-            space,
-            run_one,
-            epsilon=epsilon,
-            delta=delta,
+        if sampled:
+            return sample_configurations(
+                objective,
+                space,
+                run_one,
+                epsilon=epsilon,
+                delta=delta,
+                ledger=ledger,
+                mean_trials=mean_trials,
+                selection_share=share,
+                loss_clip=loss_clip,
+                seed=seed,
+                progress=progress,
+            )
+        runs = [
+            run_one(choice, mu_run, seeds[k], ledger, k)
+            for k, choice in enumerate(tqdm(configurations, disable=not progress or K == 1, desc="configurations"))
+        ]
+        chosen, run_ids = 0, [r.run_id for r in runs]
+        if K > 1:
+            selection_id, scores = _choose(objective, space, runs, ledger, mu_score, loss_clip, seeds[K], checkpoint)
+            for r, s in zip(runs, scores.tolist(), strict=True):
+                r.noisy_score = float(s)
+            chosen = int(torch.argmin(scores))  # post-processing of the released scores
+            run_ids.append(selection_id)
+        spent = compose_gdp([ledger.validation_mu(run_id) for run_id in run_ids])
+        winner = runs[chosen]
+        hyperparameters = natural_point(space, winner.result.release.theta, winner.configuration)
+        return TuneResult(
+            hyperparameters=hyperparameters,
+            guarantee=TuneGuarantee(spent, gdp_epsilon(spent, delta), delta),
+            runs=runs,
+            chosen=chosen,
+            statement=guarantee_statement(ledger, delta),
             ledger=ledger,
-            mean_trials=mean_trials,
-            selection_share=share,
-            loss_clip=loss_clip,
-            seed=seed,
-            progress=progress,
+            score_mu=mu_score if K > 1 else None,
+            methods=None if mixed is None else mixed.comparison,
         )
-    runs = [
-        run_one(choice, mu_run, seeds[k], ledger, k)
-        for k, choice in enumerate(tqdm(configurations, disable=not progress or K == 1, desc="configurations"))
-    ]
-    chosen, run_ids = 0, [r.run_id for r in runs]
-    if K > 1:
-        selection_id, scores = _choose(objective, space, runs, ledger, mu_score, loss_clip, seeds[K], checkpoint)
-        for r, s in zip(runs, scores.tolist(), strict=True):
-            r.noisy_score = float(s)
-        chosen = int(torch.argmin(scores))  # post-processing of the released scores
-        run_ids.append(selection_id)
-    spent = compose_gdp([ledger.validation_mu(run_id) for run_id in run_ids])
-    winner = runs[chosen]
-    hyperparameters = natural_point(space, winner.result.release.theta, winner.configuration)
-    return TuneResult(
-        hyperparameters=hyperparameters,
-        guarantee=TuneGuarantee(spent, gdp_epsilon(spent, delta), delta),
-        runs=runs,
-        chosen=chosen,
-        statement=guarantee_statement(ledger, delta),
-        ledger=ledger,
-        score_mu=mu_score if K > 1 else None,
-        methods=None if mixed is None else mixed.comparison,
-    )
+
+    finally:
+        if checkpoint is not None:
+            checkpoint.close()
 
 
 def _choose(

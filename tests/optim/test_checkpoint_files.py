@@ -78,7 +78,7 @@ def test_a_new_run_refuses_a_directory_that_holds_a_checkpoint(tmp_path):
     root = tmp_path / "ck"
     opt, cfg, _ = _run(root)
     before = _contents(root)
-    with pytest.raises(CheckpointInUseError, match=f"{root} is in use by this process"):  # opt owns it
+    with pytest.raises(CheckpointInUseError, match=f"{root} is in use by a DPGIBO of this process"):  # opt owns it
         DPGIBO(cfg, checkpoint_dir=root)
     opt.close()
     with pytest.raises(ValueError, match=r"DPGIBO\.resume") as err:

@@ -70,7 +70,7 @@ def _holder_of(fd: int) -> str:
         data = os.pread(fd, _MAX_HOLDER_BYTES, 0)
         holder = json.loads(data.decode("utf-8"))
         where = f"this process ({holder['pid']})" if holder["pid"] == os.getpid() else f"process {holder['pid']}"
-        return f"{where} on host {holder['host']!r} (since {time.ctime(holder['since'])})"
+        return f"a {holder['what']} of {where} on host {holder['host']!r} (since {time.ctime(holder['since'])})"
     except (OSError, ValueError, KeyError, TypeError):
         return "another process or object (its lock file names none yet)"
 
@@ -102,9 +102,9 @@ class CheckpointLock:
             holder = _holder_of(fd)
             os.close(fd)
             raise CheckpointInUseError(
-                f"Checkpoint directory {self.directory} is in use by {holder}: one {what} (or tune call) owns a "
-                "checkpoint directory at a time. Close that one (or let its process end) first, or use another "
-                "directory."
+                f"Checkpoint directory {self.directory} is in use by {holder}: one DPGIBO or tune call owns a "
+                f"checkpoint directory at a time, and this {what} was refused. Close that one (or let its process "
+                "end) first, or use another directory."
             ) from None
         except BaseException:
             os.close(fd)
