@@ -135,3 +135,72 @@ def test_a_run_id_the_ledger_holds_is_refused_before_anything_is_released():
     with pytest.raises(ValueError, match="'gd' is already in the ledger"):
         noisy_gradient_descent(gradients, bounds, run_id="gd", **gd)
     assert gd_ledger.validation_mu() == pytest.approx(0.5, rel=1e-12)
+
+
+def _resume_with_a_delay_in_step_2(directory, url, ready, go, results):
+    r"""Process A: resume the run against the stored ledger and stop inside step 2's charge (checked
+    and held, not yet recorded) until ``go``; then run to the end."""
+    import warnings
+
+    from botorch_dp.privacy.ledger import PrivacyBudgetExceeded
+    from botorch_dp.privacy.ledger.meter import Meter
+
+    warnings.simplefilter("ignore")
+    record = Meter.record
+
+    def delayed(meter, part, event):
+        if meter.step == 2 and not ready.is_set():
+            ready.set()
+            go.wait(timeout=120)
+        return record(meter, part, event)
+
+    Meter.record = delayed
+    _, objective = normal_location(n=12, d=2)
+    opt = DPGIBO.resume(directory, ledger=PrivacyLedger(storage=url, dataset="users"))
+    try:
+        opt.run(objective, progress=False)
+    except PrivacyBudgetExceeded:
+        pass  # the budget allows three of the four steps
+    results.put(opt.iteration)
+
+
+@pytest.mark.timeout(300)
+def test_a_second_process_cannot_resume_a_run_whose_holder_is_inside_a_step(tmp_path):
+    r"""The attack of issue 40 (items 3 and 4) with two real DP-GIBO processes: A is inside step 2's
+    charge (a delay between check and record) when B resumes. B is refused the directory A owns, and
+    a copy of it is refused by the live reservation, both naming A's process and host; the stored
+    ledger ends at its budget 0.866 (before: 1.0, both processes released step 2)."""
+    import multiprocessing
+    import shutil
+    import socket
+
+    from botorch_dp.optim.checkpoint.lock import CheckpointInUseError
+    from botorch_dp.privacy.ledger import PrivacyBudgetExceeded
+
+    _, objective = normal_location(n=12, d=2)
+    url, budget = f"sqlite:///{tmp_path / 'ledger.db'}", math.sqrt(0.75)
+    ledger = PrivacyLedger(storage=url, dataset="users", validation_mu_budget=budget)
+    with DPGIBO(_config(privacy_mu=1.0), checkpoint_dir=tmp_path / "a", ledger=ledger) as first:  # steps of 0.5
+        first.run(objective, progress=False, callback=lambda info: info.iteration == 2)
+    shutil.copytree(tmp_path / "a", tmp_path / "copy")
+    ctx = multiprocessing.get_context("spawn")
+    ready, go, results = ctx.Event(), ctx.Event(), ctx.Queue()
+    a = ctx.Process(target=_resume_with_a_delay_in_step_2, args=(tmp_path / "a", url, ready, go, results))
+    a.start()
+    try:
+        assert ready.wait(timeout=240), "A did not reach step 2"
+        host = socket.gethostname()
+        with pytest.raises(CheckpointInUseError, match=f"a DPGIBO of process {a.pid} on host '{host}'"):
+            DPGIBO.resume(tmp_path / "a", ledger=PrivacyLedger(storage=url, dataset="users"))
+        with pytest.raises(RuntimeError, match=f"is live: process {a.pid} on host '{host}'"):
+            DPGIBO.resume(tmp_path / "copy", ledger=PrivacyLedger(storage=url, dataset="users"))
+    finally:
+        go.set()
+    assert results.get(timeout=240) == 3
+    a.join(timeout=60)
+    assert a.exitcode == 0
+    assert ledger.validation_mu() == pytest.approx(budget, rel=1e-12) and ledger.num_reservations() == 0
+    with DPGIBO.resume(tmp_path / "copy", ledger=PrivacyLedger(storage=url, dataset="users")) as late:
+        with pytest.raises(PrivacyBudgetExceeded):  # A is gone now; the copy's step 2 does not fit
+            late.ask()
+    assert ledger.validation_mu() == pytest.approx(budget, rel=1e-12)
