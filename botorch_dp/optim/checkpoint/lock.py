@@ -109,9 +109,9 @@ class CheckpointLock:
         except BaseException:
             os.close(fd)
             raise
-        holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(), "what": what}
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(), "what": what}
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(holder).encode("utf-8"), 0)
+        os.pwrite(fd, json.dumps(me).encode("utf-8"), 0)
         self._release = weakref.finalize(self, os.close, fd)  # closing the file releases the lock
         _held.add(self)
 
