@@ -48,8 +48,9 @@ What a checkpoint can and cannot protect against. There is no secret key, so:
   the whole directory between two saves or reads.
 - Copies: a copy is another directory (the lock does not cover it). Two copies of one
   checkpoint resumed against one shared stored ledger are both charged (and neither
-  resumes while the other's process is inside a step), but two copies each resumed with its own in-memory ledger cannot know of
-  each other and each spends the remaining budget again. A stored ledger,
+  resumes while the other's process is inside a step), but two copies each resumed with
+  its own in-memory ledger cannot know of each other and each spends the remaining budget
+  again. A stored ledger,
   ``PrivacyLedger(storage=..., dataset=...)`` passed to the run and to ``DPGIBO.resume``,
   protects against that.
 """
