@@ -219,6 +219,7 @@ def _run(overrides: dict, checkpoint_dir=None, stop_after=None) -> dict:
             source = InProcessPartitions([_Half(0), _Half(N // 2)]) if partitions else objective
             if stop_after is not None:
                 opt.run(source, progress=False, callback=lambda info: info.iteration == stop_after)
+                opt.close()  # the interrupted process ends: the directory is free for the resume
                 opt = botorch_dp.DPGIBO.resume(checkpoint_dir)
                 source = InProcessPartitions([_Half(0), _Half(N // 2)]) if partitions else objective
             release = opt.run(source, progress=False).release

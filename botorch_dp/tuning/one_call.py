@@ -77,7 +77,13 @@ from botorch_dp.tuning.mixed_methods import MixedChoice, choose_mixed_method, ru
 from botorch_dp.tuning.sampled import sample_configurations
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.tuning.tune_checkpoint import TuneCheckpoint, seed_digest
-from botorch_dp.tuning.tune_checks import TuneChecks, check_objective, check_setting_names
+from botorch_dp.tuning.tune_checks import (
+    TuneChecks,
+    bound_objective,
+    check_objective,
+    check_setting_names,
+    training_event,
+)
 from botorch_dp.tuning.tune_result import (
     SCORE_PART,
     ConfigurationRun,
@@ -200,7 +206,7 @@ def tune(
         raise ValueError(f"executor must be a concurrent.futures.Executor (with submit), got {executor!r}.")
     configurations = space.configurations()
     K = len(configurations)
-    trains = _training_event(objective, space) is not None
+    trains = training_event(objective, space) is not None
     method = check_method(method, proxy, K, strategy=strategy, trains=trains)
     mu_run = mu if K == 1 else mu * math.sqrt((1.0 - share) / K)
     mu_score = mu * math.sqrt(share / K)
@@ -310,96 +316,105 @@ def tune(
                 config=run_config,
             ),
         )
-    if trains and (checkpoint is None or not any(checkpoint.has_run(k) for k in range(K))):
-        # the procedure's most trainings (every evaluation of every run and each scored final point), against
-        # the objective's own limits (a DP-SGD target) before anything trains or is released; a resumed call
-        # merges the runs' records first and is held by each batch's charge instead
-        most = K * run_config.max_evaluations
-        bound = _bound(objective, configurations[0])
-        if callable(getattr(bound, "check_room", None)):
-            bound.check_room(most + (K if K > 1 else 0))
+    try:  # the directory is this call's until it returns or raises (checkpoint.lock)
+        if trains and (checkpoint is None or not any(checkpoint.has_run(k) for k in range(K))):
+            # the procedure's most trainings (every evaluation of every run and each scored final point), against
+            # the objective's own limits (a DP-SGD target) before anything trains or is released; a resumed call
+            # merges the runs' records first and is held by each batch's charge instead
+            most = K * run_config.max_evaluations
+            bound = bound_objective(objective, configurations[0])
+            if callable(getattr(bound, "check_room", None)):
+                bound.check_room(most + (K if K > 1 else 0))
 
-    def run_one(
-        choice: dict[str, Any],
-        run_mu: float,
-        run_seed: int | None,
-        run_ledger: PrivacyLedger,
-        k: int | None = None,
-        *,
-        quiet: bool = False,
-    ) -> ConfigurationRun:
-        shown = progress and not quiet  # no bar for a hidden trial of "sample"
-        config = DPGIBOConfig(bounds=space.bounds, privacy_mu=run_mu, target_delta=delta, seed=run_seed, **base)
-        plan = None
-        run_dir = None if checkpoint is None or k is None else checkpoint.run_dir(k)
-        if run_dir is not None and os.path.lexists(run_dir / STATE_FILE):  # releases, records back; none redrawn
-            optimizer = DPGIBO.resume(run_dir, config if proxy is None else None, ledger=run_ledger)
-        else:
-            if mixed is not None and k is not None:  # planned before the method choice
-                plan = mixed.plans[k]
-                config = dataclasses.replace(plan.config, seed=run_seed)
-            elif proxy is not None:  # public: the proxy's users only; the private run's noise simulated
-                assert num_users is not None  # checked above
-                plan = plan_private_run(
-                    configs_objective(proxy, space, choice),
-                    config,
-                    num_users=num_users,
-                    progress=shown,
-                    **{"choose_method": False, "coordinate_names": space.names, **(plan_options or {})},
+        def run_one(
+            choice: dict[str, Any],
+            run_mu: float,
+            run_seed: int | None,
+            run_ledger: PrivacyLedger,
+            k: int | None = None,
+            *,
+            quiet: bool = False,
+        ) -> ConfigurationRun:
+            shown = progress and not quiet  # no bar for a hidden trial of "sample"
+            config = DPGIBOConfig(bounds=space.bounds, privacy_mu=run_mu, target_delta=delta, seed=run_seed, **base)
+            plan = None
+            run_dir = None if checkpoint is None or k is None else checkpoint.run_dir(k)
+            if run_dir is not None and os.path.lexists(run_dir / STATE_FILE):  # releases, records back; none redrawn
+                optimizer = DPGIBO.resume(run_dir, config if proxy is None else None, ledger=run_ledger)
+            else:
+                if mixed is not None and k is not None:  # planned before the method choice
+                    plan = mixed.plans[k]
+                    config = dataclasses.replace(plan.config, seed=run_seed)
+                elif proxy is not None:  # public: the proxy's users only; the private run's noise simulated
+                    assert num_users is not None  # checked above
+                    plan = plan_private_run(
+                        configs_objective(proxy, space, choice),
+                        config,
+                        num_users=num_users,
+                        progress=shown,
+                        **{"choose_method": False, "coordinate_names": space.names, **(plan_options or {})},
+                    )
+                    config = dataclasses.replace(plan.config, seed=run_seed)
+                optimizer = DPGIBO(config, ledger=run_ledger, checkpoint_dir=run_dir)
+            with optimizer:  # gives its directory up when the run ends
+                result = optimizer.run(configs_objective(objective, space, choice), progress=shown, executor=executor)
+            if proxy is not None and optimizer.num_users != num_users:
+                warnings.warn(
+                    f"The run was planned for num_users = {num_users}, but objective has {optimizer.num_users} "
+                    "users: the plan simulated other noise than the run drew.",
+                    SettingsWarning,
+                    stacklevel=3,
                 )
-                config = dataclasses.replace(plan.config, seed=run_seed)
-            optimizer = DPGIBO(config, ledger=run_ledger, checkpoint_dir=run_dir)
-        result = optimizer.run(configs_objective(objective, space, choice), progress=shown, executor=executor)
-        if proxy is not None and optimizer.num_users != num_users:
-            warnings.warn(
-                f"The run was planned for num_users = {num_users}, but objective has {optimizer.num_users} "
-                "users: the plan simulated other noise than the run drew.",
-                SettingsWarning,
-                stacklevel=3,
+            return ConfigurationRun(
+                choice, result, optimizer.run_id, int(optimizer.num_users or 0), optimizer.config, plan
             )
-        return ConfigurationRun(choice, result, optimizer.run_id, int(optimizer.num_users or 0), optimizer.config, plan)
 
-    if sampled:
-        result = sample_configurations(
-            objective,
-            space,
-            run_one,
-            epsilon=epsilon,
-            delta=delta,
+        if sampled:
+            result = sample_configurations(
+                objective,
+                space,
+                run_one,
+                epsilon=epsilon,
+                delta=delta,
+                ledger=ledger,
+                mean_trials=mean_trials,
+                selection_share=share,
+                loss_clip=loss_clip,
+                seed=seed,
+                progress=progress,
+                max_trials=max_trials,
+            )
+            return checks.carry(result)
+        runs = [
+            run_one(choice, mu_run, seeds[k], ledger, k)
+            for k, choice in enumerate(
+                progress_bar(configurations, disable=not progress or K == 1, desc="configurations")
+            )
+        ]
+        chosen, run_ids = 0, [r.run_id for r in runs]
+        if K > 1:
+            selection_id, scores = _choose(objective, space, runs, ledger, mu_score, loss_clip, seeds[K], checkpoint)
+            for r, s in zip(runs, scores.tolist(), strict=True):
+                r.noisy_score = float(s)
+            chosen = int(torch.argmin(scores))  # post-processing of the released scores
+            run_ids.append(selection_id)
+        spent = compose_gdp([ledger.validation_mu(run_id) for run_id in run_ids])
+        winner = runs[chosen]
+        hyperparameters = natural_point(space, winner.result.release.theta, winner.configuration)
+        result = TuneResult(
+            hyperparameters=hyperparameters,
+            guarantee=TuneGuarantee(spent, gdp_epsilon(spent, delta), delta),
+            runs=runs,
+            chosen=chosen,
+            statement=guarantee_statement(ledger, delta),
             ledger=ledger,
-            mean_trials=mean_trials,
-            selection_share=share,
-            loss_clip=loss_clip,
-            seed=seed,
-            progress=progress,
-            max_trials=max_trials,
+            score_mu=mu_score if K > 1 else None,
+            methods=None if mixed is None else mixed.comparison,
         )
         return checks.carry(result)
-    runs = [
-        run_one(choice, mu_run, seeds[k], ledger, k)
-        for k, choice in enumerate(progress_bar(configurations, disable=not progress or K == 1, desc="configurations"))
-    ]
-    chosen, run_ids = 0, [r.run_id for r in runs]
-    if K > 1:
-        selection_id, scores = _choose(objective, space, runs, ledger, mu_score, loss_clip, seeds[K], checkpoint)
-        for r, s in zip(runs, scores.tolist(), strict=True):
-            r.noisy_score = float(s)
-        chosen = int(torch.argmin(scores))  # post-processing of the released scores
-        run_ids.append(selection_id)
-    spent = compose_gdp([ledger.validation_mu(run_id) for run_id in run_ids])
-    winner = runs[chosen]
-    hyperparameters = natural_point(space, winner.result.release.theta, winner.configuration)
-    result = TuneResult(
-        hyperparameters=hyperparameters,
-        guarantee=TuneGuarantee(spent, gdp_epsilon(spent, delta), delta),
-        runs=runs,
-        chosen=chosen,
-        statement=guarantee_statement(ledger, delta),
-        ledger=ledger,
-        score_mu=mu_score if K > 1 else None,
-        methods=None if mixed is None else mixed.comparison,
-    )
-    return checks.carry(result)
+    finally:
+        if checkpoint is not None:
+            checkpoint.close()
 
 
 def _choose(
@@ -446,20 +461,6 @@ def _choose(
     return selection_id, scores
 
 
-def _training_event(objective: Any, space: SearchSpace) -> Any:
-    r"""The event ``objective`` charges per training run (DP-SGD, AMP), ``None`` if it charges none."""
-    planned = getattr(objective, "planned_event", None)
-    if not isinstance(objective, SearchSpaceObjective) or planned is None:
-        return None
-    return _bound(objective, space.configurations()[0]).planned_event(
-        torch.full((space.dim,), 0.5, dtype=torch.float64)
-    )
-
-
-def _bound(objective: Any, choice: dict[str, Any]) -> Any:
-    return objective.with_choice(choice) if choice else objective
-
-
 def _arguments(
     objective: Any,
     space: SearchSpace,
@@ -476,7 +477,7 @@ def _arguments(
         what.update(
             routes=getattr(objective, "routes", None),
             num_users=objective.num_users,
-            training_run=repr(_training_event(objective, space)),
+            training_run=repr(training_event(objective, space)),
         )
     settings = config_to_json(dataclasses.replace(config, seed=None))
     for derived in ("bounds", "privacy_mu", "target_delta"):  # from space, epsilon and delta, compared there

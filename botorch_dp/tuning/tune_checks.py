@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 
 from botorch_dp.baselines.selection import PublicRefusal
 from botorch_dp.optim import DPGIBOConfig
@@ -225,3 +226,18 @@ def check_objective(name: str, objective: Any, space: SearchSpace) -> None:
                 f"{name}.space differs from space: {name}.space is {other.describe()}, space is "
                 f"{space.describe()}; build the {type(objective).__name__} on the space you tune."
             )
+
+
+def training_event(objective: Any, space: SearchSpace) -> Any:
+    r"""The event ``objective`` charges per training run (DP-SGD, AMP), ``None`` if it charges none."""
+    planned = getattr(objective, "planned_event", None)
+    if not isinstance(objective, SearchSpaceObjective) or planned is None:
+        return None
+    return bound_objective(objective, space.configurations()[0]).planned_event(
+        torch.full((space.dim,), 0.5, dtype=torch.float64)
+    )
+
+
+def bound_objective(objective: Any, choice: dict[str, Any]) -> Any:
+    r"""``objective`` with the categorical ``choice`` fixed (itself for an empty choice)."""
+    return objective.with_choice(choice) if choice else objective
