@@ -6,6 +6,7 @@ r"""What a DP-GIBO run returns: the private release, its guarantee and opt-in di
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from torch import Tensor
 from botorch_dp.optim.release_json import release_json
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, ReleaseDiagnostics
-from botorch_dp.privacy.statement import GuaranteeStatement
+from botorch_dp.privacy.statement import NO_GUARANTEE, GuaranteeStatement
 
 
 @dataclass
@@ -203,6 +204,8 @@ class DPGIBOResult:
         reached, and the composed guarantee if the same people are in both sets."""
         if self.statement is None:
             g = self.release.guarantee
+            if not g.holds or not math.isfinite(g.epsilon):
+                return f"What was protected:\n- validation users: {NO_GUARANTEE} (epsilon = inf)"
             return f"What was protected:\n- validation users: (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})-DP"
         return str(self.statement)
 
@@ -226,10 +229,15 @@ class DPGIBOResult:
     def __repr__(self) -> str:
         r = self.release
         g = r.guarantee
+        said = (
+            f"validation (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})"
+            if g.holds and math.isfinite(g.epsilon)
+            else NO_GUARANTEE
+        )
         return (
             f"DPGIBOResult(theta of d = {r.theta.shape[-1]}, {len(r.batch_sizes)} steps, "
             f"{r.evaluation_points.shape[0]} "
-            f"evaluations, validation (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})"
+            f"evaluations, {said}"
             f"{', NON-PRIVATE diagnostics' if self.diagnostics is not None else ''})"
         )
 

@@ -264,16 +264,17 @@ def tune(
                 progress=progress,
                 executor=executor,
             )
+    run_config = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base)  # bad settings
+    holds = run_config.options.fitting.holds  # False: unsafe_allow_sensitive_fitting, each step recorded at μ = inf
     # a new ledger holds the procedure to its μ; the sampled selection is calibrated to (ε, δ) itself (an RDP
-    # curve that no Gaussian μ budget contains at every order)
+    # curve that no Gaussian μ budget contains at every order); a run without a guarantee fits no budget
     ledger = (
         ledger
         if ledger is not None
         else own
         if own is not None
-        else PrivacyLedger(validation_mu_budget=None if sampled else mu)
+        else PrivacyLedger(validation_mu_budget=None if sampled or not holds else mu)
     )
-    run_config = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base)  # bad settings
     checkpoint = None
     if checkpoint_dir is not None:  # the arguments checked against a stored call before anything runs
         checkpoint = TuneCheckpoint(
@@ -348,6 +349,7 @@ def tune(
             loss_clip=loss_clip,
             seed=seed,
             progress=progress,
+            holds=holds,
         )
     runs = [
         run_one(choice, mu_run, seeds[k], ledger, k)

@@ -24,13 +24,14 @@ from typing import Any
 
 import numpy as np
 
+from botorch_dp.optim.options.fitting import FIT_PART
 from botorch_dp.privacy.analysis.private_selection import (
     per_trial_mu_for_epsilon,
     private_selection_rdp,
     sample_num_trials,
 )
 from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
-from botorch_dp.privacy.ledger import PrivacyLedger, ValidationMechanism
+from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger, ValidationMechanism
 from botorch_dp.privacy.ledger.events import TRAINING_RDP_ORDERS
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
@@ -66,9 +67,12 @@ def sample_configurations(
     loss_clip: float,
     seed: int | None,
     progress: bool,
+    holds: bool = True,
 ) -> TuneResult:
     r"""Run the sampled strategy (see the module); ``run_one(choice, μ_run, seed, ledger)`` is
-    ``tune``'s DP-GIBO run of one configuration."""
+    ``tune``'s DP-GIBO run of one configuration. ``holds=False`` (the runs' settings carry no
+    guarantee: ``unsafe_allow_sensitive_fitting``) records ``μ = inf`` with the selection, before
+    any trial (public: the settings, not ``K``), and the result states no guarantee."""
     # calibrated on the ledger's grid of orders, so the ledger's statement of the charged curve is within ε too
     per_trial_mu = per_trial_mu_for_epsilon(
         target_epsilon=epsilon,
@@ -88,8 +92,10 @@ def sample_configurations(
         tuple(rdp(order) for order in TRAINING_RDP_ORDERS),
     )
     selection_id = f"tune-sample-{uuid.uuid4().hex}"
-    with ledger.charge({SAMPLE_PART: event}, run_id=selection_id, new_run=True) as meter:  # before any trial
-        meter.record(SAMPLE_PART, event)
+    bound = {SAMPLE_PART: event} if holds else {SAMPLE_PART: event, FIT_PART: Gaussian(math.inf)}
+    with ledger.charge(bound, run_id=selection_id, new_run=True) as meter:  # before any trial
+        for part, charged in bound.items():
+            meter.record(part, charged)
     if seed is None:  # K and the configurations: public randomness, hidden, from OS entropy
         rng = np.random.default_rng(secrets.randbits(128))
         noise_gen = None
@@ -115,7 +121,7 @@ def sample_configurations(
         if best is None or score < best_score:
             best, best_score = run, score
     assert best is not None  # K >= 1
-    eps, _ = rdp_to_epsilon(rdp, delta)
+    eps = rdp_to_epsilon(rdp, delta)[0] if holds else math.inf
     hyperparameters = space.to_natural(best.result.release.theta, choice=best.configuration)
     assert isinstance(hyperparameters, dict)  # the natural values of one point (a d-vector)
     return TuneResult(

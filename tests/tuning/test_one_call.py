@@ -2,6 +2,7 @@
 continuous space, one run per configuration plus a private choice by noisy scores otherwise, the
 whole procedure charged to one ledger at exactly the target (ε, δ), natural units in and out."""
 
+import json
 import math
 import warnings
 
@@ -231,3 +232,37 @@ def test_the_sampled_strategy_charges_one_papernot_steinke_curve_before_any_tria
     assert '"mu": null' in result.to_json()
     with pytest.raises(ValueError, match=r"strategy must be one of \('enumerate', 'sample'\)"):
         tune(objective, space, epsilon=1.0, delta=1e-5, strategy="random")
+
+
+@pytest.mark.parametrize(
+    "space, strategy",
+    [
+        (SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True)]), "enumerate"),
+        (MIXED, "enumerate"),
+        (MIXED, "sample"),
+    ],
+    ids=["continuous", "enumerate", "sample"],
+)
+def test_the_sensitive_fitting_opt_out_is_stated_as_no_guarantee_everywhere(space, strategy):
+    # issue 40, item 5: every run says mu = inf and holds=False; the result, its report, its JSON and the
+    # ledger's statement say there is no guarantee, never an (epsilon, delta)-DP
+    result = _tune(
+        space,
+        strategy=strategy,
+        mean_trials=2.0,
+        num_iterations=2,
+        unsafe_allow_sensitive_fitting=True,
+        hyperparameter_fit=lambda kernel, X, y: None,
+    )
+    assert result.guarantee.holds is False and result.guarantee.epsilon == math.inf
+    assert result.statement.holds is False and result.statement.validation.epsilon == math.inf
+    report = result.guarantee_report()
+    assert report.startswith("tune: NO differential-privacy guarantee") and ")-DP" not in report
+    written = json.loads(result.to_json())
+    assert written["guarantee"]["holds"] is False and written["guarantee"]["epsilon"] == "inf"
+    assert written["statement"]["holds"] is False and written["statement"]["validation"]["epsilon"] == "inf"
+    assert all(r.result.release.guarantee.holds is False for r in result.runs)
+    # the same call without the opt-out states its (epsilon, delta)
+    safe = _tune(space, strategy=strategy, mean_trials=2.0, num_iterations=2)
+    assert safe.guarantee.holds and safe.statement.holds and ")-DP" in safe.guarantee_report()
+    assert json.loads(safe.to_json())["guarantee"]["holds"] is True
