@@ -8,10 +8,12 @@ import warnings
 
 import pytest
 import torch
+from scipy import stats
 
 from botorch_dp import DPGIBO, DPGIBOConfig, tune
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon, gdp_mu
 from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.tuning import Categorical, Hyperparameter, Integer, SearchSpace
 from botorch_dp.tuning.one_call import TUNE_DEFAULTS
 from botorch_dp.utils import child_seeds
@@ -266,3 +268,49 @@ def test_the_sensitive_fitting_opt_out_is_stated_as_no_guarantee_everywhere(spac
     safe = _tune(space, strategy=strategy, mean_trials=2.0, num_iterations=2)
     assert safe.guarantee.holds and safe.statement.holds and ")-DP" in safe.guarantee_report()
     assert json.loads(safe.to_json())["guarantee"]["holds"] is True
+
+
+# ------------------------------------------------------------------ issue 40, item 6: the released bits
+WIDE = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Categorical("arm", tuple(range(8)))])
+_USERS = torch.linspace(-0.5, 0.5, 50, dtype=torch.float64)
+ONE = {**FAST, "num_iterations": 1, "batch_size": 2, "progress": False}
+
+
+def _arm_losses(configs):
+    r"""``q x 50`` losses in ``[0, 3]``-clip range and beyond: each arm its own level, the users spread."""
+    rows = [1.0 + 0.1 * c.get("arm", 0) + (math.log10(c["lr"]) + 2.5) ** 2 + _USERS for c in configs]
+    return torch.stack(rows)
+
+
+def test_tunes_released_scores_carry_gaussian_noise_of_the_stated_scale():
+    # each configuration's score is its run's clipped mean loss plus N(0, sigma^2), sigma = C/(n mu_score),
+    # mu_score = mu sqrt(f/K) (the module's split): (score - clipped mean)/sigma over 3 seeded calls x 8
+    # configurations is 24 standard normals, so their sum of squares is chi-square(24)
+    epsilon, delta, share, clip, K = 3.0, 1e-5, 0.1, 3.0, 8
+    sigma = clip / (50 * gdp_mu(epsilon, delta) * math.sqrt(share / K))
+    z = []
+    for seed in range(3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyWarning)  # a seed: reproducible on purpose
+            result = tune(_arm_losses, WIDE, epsilon=epsilon, delta=delta, seed=seed, selection_share=share, **ONE)
+        for r in result.runs:
+            at = WIDE.to_natural(r.result.release.theta.reshape(1, -1), choice=r.configuration)
+            mean = float(_arm_losses(at).clamp(0.0, clip).mean())
+            z.append((r.noisy_score - mean) / sigma)
+    assert len(z) == 24
+    chi2 = float(sum(v * v for v in z))
+    assert stats.chi2.ppf(1e-4, 24) < chi2 < stats.chi2.ppf(1 - 1e-4, 24), chi2
+    assert abs(sum(z)) / math.sqrt(24) < 4.0  # centred on the clipped mean
+
+
+def test_two_calls_without_a_seed_draw_different_noise():
+    # the default noise is OS entropy: the released scores and points of two unseeded calls differ
+    continuous = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyWarning)  # the default never warns about a seed
+        a, b = (tune(_arm_losses, WIDE, epsilon=3.0, delta=1e-5, **ONE) for _ in range(2))
+        c, d = (tune(_arm_losses, continuous, epsilon=3.0, delta=1e-5, **ONE) for _ in range(2))
+    for ra, rb in zip(a.runs, b.runs, strict=True):
+        assert ra.noisy_score != rb.noisy_score
+        assert not torch.equal(ra.result.release.theta, rb.result.release.theta)
+    assert not torch.equal(c.runs[0].result.release.theta, d.runs[0].result.release.theta)
