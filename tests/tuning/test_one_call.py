@@ -9,6 +9,7 @@ import warnings
 import pytest
 import torch
 from scipy import stats
+from torch import Tensor
 
 from botorch_dp import DPGIBO, DPGIBOConfig, tune
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon, gdp_mu
@@ -293,24 +294,35 @@ def test_tunes_released_scores_carry_gaussian_noise_of_the_stated_scale():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyWarning)  # a seed: reproducible on purpose
             result = tune(_arm_losses, WIDE, epsilon=epsilon, delta=delta, seed=seed, selection_share=share, **ONE)
-        for r in result.runs:
-            at = WIDE.to_natural(r.result.release.theta.reshape(1, -1), choice=r.configuration)
-            mean = float(_arm_losses(at).clamp(0.0, clip).mean())
-            z.append((r.noisy_score - mean) / sigma)
+        z.extend(_score_noise(r) / sigma for r in result.runs)
     assert len(z) == 24
     chi2 = float(sum(v * v for v in z))
     assert stats.chi2.ppf(1e-4, 24) < chi2 < stats.chi2.ppf(1 - 1e-4, 24), chi2
     assert abs(sum(z)) / math.sqrt(24) < 4.0  # centred on the clipped mean
 
 
+def _score_noise(run) -> float:
+    r"""A run's released score minus its clipped mean loss (clip 3) at the released point."""
+    at = WIDE.to_natural(run.result.release.theta.reshape(1, -1), choice=run.configuration)
+    return run.noisy_score - float(_arm_losses(at).clamp(0.0, 3.0).mean())
+
+
+def _gradient_noise(run) -> Tensor:
+    r"""The noise of a run's released gradients (NON-PRIVATE diagnostics, recorded for the test)."""
+    return run.result.release.released_gradients - run.result.diagnostics.unnoised_gradients
+
+
 def test_two_calls_without_a_seed_draw_different_noise():
-    # the default noise is OS entropy: the released scores and points of two unseeded calls differ
+    # the default noise is OS entropy: the noise of the scores and of every gradient release differs
+    # between two unseeded calls (the noise itself, not only the released values, which also move with
+    # the public random batch points)
     continuous = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True)])
+    kw = dict(epsilon=3.0, delta=1e-5, record_non_private_diagnostics=True, **ONE)
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyWarning)  # the default never warns about a seed
-        a, b = (tune(_arm_losses, WIDE, epsilon=3.0, delta=1e-5, **ONE) for _ in range(2))
-        c, d = (tune(_arm_losses, continuous, epsilon=3.0, delta=1e-5, **ONE) for _ in range(2))
+        a, b = (tune(_arm_losses, WIDE, **kw) for _ in range(2))
+        c, d = (tune(_arm_losses, continuous, **kw) for _ in range(2))
     for ra, rb in zip(a.runs, b.runs, strict=True):
-        assert ra.noisy_score != rb.noisy_score
-        assert not torch.equal(ra.result.release.theta, rb.result.release.theta)
-    assert not torch.equal(c.runs[0].result.release.theta, d.runs[0].result.release.theta)
+        assert abs(_score_noise(ra) - _score_noise(rb)) > 1e-9
+        assert not torch.allclose(_gradient_noise(ra), _gradient_noise(rb))
+    assert not torch.allclose(_gradient_noise(c.runs[0]), _gradient_noise(d.runs[0]))
