@@ -32,7 +32,7 @@ from botorch_dp.privacy.analysis.private_selection import (
 )
 from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
 from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger, ValidationMechanism
-from botorch_dp.privacy.ledger.events import TRAINING_RDP_ORDERS
+from botorch_dp.privacy.ledger.events import TRAINING_RDP_ORDERS, ValidationEvent
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.privacy.statement import guarantee_statement
@@ -92,7 +92,9 @@ def sample_configurations(
         tuple(rdp(order) for order in TRAINING_RDP_ORDERS),
     )
     selection_id = f"tune-sample-{uuid.uuid4().hex}"
-    bound = {SAMPLE_PART: event} if holds else {SAMPLE_PART: event, FIT_PART: Gaussian(math.inf)}
+    bound: dict[str, ValidationEvent] = {SAMPLE_PART: event}
+    if not holds:
+        bound[FIT_PART] = Gaussian(math.inf)
     with ledger.charge(bound, run_id=selection_id, new_run=True) as meter:  # before any trial
         for part, charged in bound.items():
             meter.record(part, charged)
