@@ -13,6 +13,7 @@ import torch
 from benchmarks.amp_task import CLIP, NON_PRIVATE_LAMBDAS, Settings
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import private_random_search
+from botorch_dp.baselines.selection import non_private_baseline_result
 from botorch_dp.privacy.analysis.private_selection import private_selection_rdp_curve
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger, TrainingMechanism
 from botorch_dp.problems.logistic_regression import AMPTuningObjective, DPSGDTuningObjective
@@ -105,16 +106,19 @@ def _dp_gibo(data, s: Settings, entry) -> dict:
 def _selection(objective, s: Settings, per_trial_mu: float, noise_seed, fallback) -> tuple[int | None, object, dict]:
     r"""``private_random_search`` over ``objective``: (index of the winning trial or None
     when K = 0, its validation guarantee, the released hyperparameters)."""
-    result = private_random_search(
-        objective,
-        objective.bounds,
-        mean_trials=s.mean_trials,
-        per_trial_mu=per_trial_mu,
-        loss_clip=s.loss_cap,
-        distribution="poisson",
-        target_delta=s.delta,
-        fallback=fallback,
-        seed=noise_seed,
+    result = non_private_baseline_result(
+        private_random_search(
+            objective,
+            objective.bounds,
+            mean_trials=s.mean_trials,
+            per_trial_mu=per_trial_mu,
+            loss_clip=s.loss_cap,
+            distribution="poisson",
+            target_delta=s.delta,
+            fallback=fallback,
+            seed=noise_seed,
+            non_private_trials=True,  # a measurement: K and every trial (NON-PRIVATE)
+        )
     )
     if result.num_evaluations == 0:
         return None, result.guarantee, {}

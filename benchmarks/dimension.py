@@ -53,6 +53,7 @@ from botorch_dp.baselines import (
     random_search,
     ucb_bo,
 )
+from botorch_dp.baselines.selection import non_private_baseline_result
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.problems import GPRegressionLengthscales
@@ -255,15 +256,18 @@ class Runner(KindRunner):
             mu0 = per_trial_mu_for_epsilon(
                 target_epsilon=target, target_delta=s.target_delta, mean_trials=mean_trials, tnb_eta=s.tnb_eta
             )
-            result = private_random_search(
-                problem,
-                problem.bounds,
-                mean_trials=mean_trials,
-                per_trial_mu=mu0,
-                loss_clip=loss_clip,
-                tnb_eta=s.tnb_eta,
-                target_delta=s.target_delta,
-                seed=seed,
+            result = non_private_baseline_result(
+                private_random_search(
+                    problem,
+                    problem.bounds,
+                    mean_trials=mean_trials,
+                    per_trial_mu=mu0,
+                    loss_clip=loss_clip,
+                    tnb_eta=s.tnb_eta,
+                    target_delta=s.target_delta,
+                    seed=seed,
+                    non_private_trials=True,  # a measurement: K and every trial (NON-PRIVATE)
+                )
             )
         elif method == "dp_hypo":
             mu0 = dp_hypo_per_trial_mu_for_epsilon(
@@ -275,21 +279,24 @@ class Runner(KindRunner):
             )
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*(optimization|Optimization|fit).*")
-                result = dp_hypo(
-                    problem,
-                    problem.bounds,
-                    mean_trials=mean_trials,
-                    per_trial_mu=mu0,
-                    loss_clip=loss_clip,
-                    ratio_bound=s.dp_hypo_ratio,
-                    tnb_eta=s.tnb_eta,
-                    target_delta=s.target_delta,
-                    num_candidates=s.dp_hypo_candidates,
-                    refit_every=s.dp_hypo_refit_every,
-                    density_update_every=density_update_every,
-                    max_points=max_points,
-                    candidate_seed=seed,
-                    seed=seed,
+                result = non_private_baseline_result(
+                    dp_hypo(
+                        problem,
+                        problem.bounds,
+                        mean_trials=mean_trials,
+                        per_trial_mu=mu0,
+                        loss_clip=loss_clip,
+                        ratio_bound=s.dp_hypo_ratio,
+                        tnb_eta=s.tnb_eta,
+                        target_delta=s.target_delta,
+                        num_candidates=s.dp_hypo_candidates,
+                        refit_every=s.dp_hypo_refit_every,
+                        density_update_every=density_update_every,
+                        max_points=max_points,
+                        candidate_seed=seed,
+                        seed=seed,
+                        non_private_trials=True,  # a measurement: K and every trial (NON-PRIVATE)
+                    )
                 )
         else:
             raise ValueError(f"unknown private selection {method!r}")

@@ -55,6 +55,7 @@ from benchmarks.mixed_task import (  # noqa: F401  (re-exported)
 from benchmarks.runs import Run
 from botorch_dp import tune
 from botorch_dp.baselines import BaselineResult, dp_hypo, private_random_search, random_search
+from botorch_dp.baselines.selection import non_private_baseline_result
 from botorch_dp.plan.method_protocol import MethodRun
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon
@@ -331,15 +332,18 @@ class Runner(KindRunner):
         mu0 = per_trial_mu_for_epsilon(
             target_epsilon=epsilon, target_delta=s.target_delta, mean_trials=mean_trials, tnb_eta=s.tnb_eta
         )
-        result = private_random_search(
-            objective,
-            encoding.bounds,
-            mean_trials=mean_trials,
-            per_trial_mu=mu0,
-            loss_clip=s.loss_clip,
-            tnb_eta=s.tnb_eta,
-            target_delta=s.target_delta,
-            seed=self._noise_seed(PRIVATE_RS, seed, epsilon),
+        result = non_private_baseline_result(
+            private_random_search(
+                objective,
+                encoding.bounds,
+                mean_trials=mean_trials,
+                per_trial_mu=mu0,
+                loss_clip=s.loss_clip,
+                tnb_eta=s.tnb_eta,
+                target_delta=s.target_delta,
+                seed=self._noise_seed(PRIVATE_RS, seed, epsilon),
+                non_private_trials=True,  # a measurement: K and every trial (NON-PRIVATE)
+            )
         )
         return self._selection_run(method, seed, setting, result, objective, encoding, start, mean_trials, mu0)
 
@@ -355,18 +359,21 @@ class Runner(KindRunner):
             ratio_upper=s.dp_hypo_ratio,
             tnb_eta=s.tnb_eta,
         )
-        result = dp_hypo(
-            objective,
-            encoding.bounds,
-            mean_trials=mean_trials,
-            per_trial_mu=mu0,
-            loss_clip=s.loss_clip,
-            ratio_bound=s.dp_hypo_ratio,
-            tnb_eta=s.tnb_eta,
-            target_delta=s.target_delta,
-            num_candidates=s.dp_hypo_candidates,
-            refit_every=s.dp_hypo_refit_every,
-            seed=self._noise_seed(DP_HYPO, seed, epsilon),
+        result = non_private_baseline_result(
+            dp_hypo(
+                objective,
+                encoding.bounds,
+                mean_trials=mean_trials,
+                per_trial_mu=mu0,
+                loss_clip=s.loss_clip,
+                ratio_bound=s.dp_hypo_ratio,
+                tnb_eta=s.tnb_eta,
+                target_delta=s.target_delta,
+                num_candidates=s.dp_hypo_candidates,
+                refit_every=s.dp_hypo_refit_every,
+                seed=self._noise_seed(DP_HYPO, seed, epsilon),
+                non_private_trials=True,  # a measurement: K and every trial (NON-PRIVATE)
+            )
         )
         return self._selection_run(method, seed, setting, result, objective, encoding, start, mean_trials, mu0)
 

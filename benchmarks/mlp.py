@@ -61,6 +61,7 @@ from benchmarks.mlp_task import (
 from benchmarks.runs import Run, guarantee_of, iterate_curve
 from botorch_dp import DPGIBO, DPGIBOConfig, baselines
 from botorch_dp.baselines import NO_CLIP, BaselineResult
+from botorch_dp.baselines.selection import non_private_baseline_result
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.tuning import TorchModelTuningObjective
@@ -242,15 +243,18 @@ class Runner(KindRunner):
             mean_trials=mean_trials,
             tnb_eta=s.tnb_eta,
         )
-        result = baselines.private_random_search(
-            objective,
-            objective.bounds,
-            mean_trials=mean_trials,
-            per_trial_mu=mu0,
-            loss_clip=c["loss_clip"],
-            tnb_eta=s.tnb_eta,
-            target_delta=s.target_delta,
-            seed=self._noise_seed(PRIVATE_RS, seed, mu),
+        result = non_private_baseline_result(
+            baselines.private_random_search(
+                objective,
+                objective.bounds,
+                mean_trials=mean_trials,
+                per_trial_mu=mu0,
+                loss_clip=c["loss_clip"],
+                tnb_eta=s.tnb_eta,
+                target_delta=s.target_delta,
+                seed=self._noise_seed(PRIVATE_RS, seed, mu),
+                non_private_trials=True,  # a measurement: K and every trial (NON-PRIVATE)
+            )
         )
         return self._selection_run(method, seed, setting, objective, result, start, mean_trials, mu0)
 
@@ -266,18 +270,21 @@ class Runner(KindRunner):
             ratio_upper=s.dp_hypo_ratio,
             tnb_eta=s.tnb_eta,
         )
-        result = baselines.dp_hypo(
-            objective,
-            objective.bounds,
-            mean_trials=mean_trials,
-            per_trial_mu=mu0,
-            loss_clip=c["loss_clip"],
-            ratio_bound=s.dp_hypo_ratio,
-            tnb_eta=s.tnb_eta,
-            target_delta=s.target_delta,
-            num_candidates=s.dp_hypo_candidates,
-            refit_every=s.dp_hypo_refit_every,
-            seed=self._noise_seed(DP_HYPO, seed, mu),
+        result = non_private_baseline_result(
+            baselines.dp_hypo(
+                objective,
+                objective.bounds,
+                mean_trials=mean_trials,
+                per_trial_mu=mu0,
+                loss_clip=c["loss_clip"],
+                ratio_bound=s.dp_hypo_ratio,
+                tnb_eta=s.tnb_eta,
+                target_delta=s.target_delta,
+                num_candidates=s.dp_hypo_candidates,
+                refit_every=s.dp_hypo_refit_every,
+                seed=self._noise_seed(DP_HYPO, seed, mu),
+                non_private_trials=True,  # a measurement: K and every trial (NON-PRIVATE)
+            )
         )
         return self._selection_run(method, seed, setting, objective, result, start, mean_trials, mu0)
 

@@ -21,6 +21,7 @@ from botorch_dp.baselines import (
     random_search,
     ucb_bo,
 )
+from botorch_dp.baselines.selection import non_private_baseline_result
 from botorch_dp.problems import HuberRegression, NormalLocation
 
 
@@ -140,15 +141,18 @@ class Runner(KindRunner):
             mean_trials=mean_trials,
             tnb_eta=s.private_rs_eta,
         )
-        result = private_random_search(
-            problem,
-            problem.bounds,
-            mean_trials=mean_trials,
-            per_trial_mu=mu0,
-            loss_clip=self.pilot["loss_clip"],
-            tnb_eta=s.private_rs_eta,
-            target_delta=s.target_delta,
-            seed=seed,
+        result = non_private_baseline_result(
+            private_random_search(
+                problem,
+                problem.bounds,
+                mean_trials=mean_trials,
+                per_trial_mu=mu0,
+                loss_clip=self.pilot["loss_clip"],
+                tnb_eta=s.private_rs_eta,
+                target_delta=s.target_delta,
+                seed=seed,
+                non_private_trials=True,  # a measurement: K and every trial (NON-PRIVATE)
+            )
         )
         wall = time.perf_counter() - start
         final = float(problem.objective(result.theta))

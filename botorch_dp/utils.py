@@ -1,9 +1,12 @@
-r"""Small helpers shared across the package: seed derivation, torch threads, the box, plain JSON values."""
+r"""Small helpers shared across the package: seed derivation, torch threads, the box, plain JSON values,
+progress bars that stay plain off a terminal."""
 
 from __future__ import annotations
 
 import contextlib
 import math
+import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -79,3 +82,75 @@ def plain_json(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
     return value
+
+
+class PlainProgress:
+    r"""Progress as a few plain lines (no carriage returns, no escape codes), for a log file or any
+    stream that is not a terminal: one line when it starts and one at each quarter of ``total``
+    (at the end only, without a total). The methods are tqdm's that the package uses."""
+
+    def __init__(
+        self,
+        iterable: Any = None,
+        *,
+        total: int | None = None,
+        initial: int = 0,
+        desc: str = "",
+        unit: str = "it",
+        file: Any = None,
+    ) -> None:
+        self.iterable = iterable
+        self.total = total if total is not None or iterable is None else len(iterable)
+        self.n, self.desc, self.unit, self.file = initial, desc, unit, file
+        self.postfix, self.closed = "", False
+        self._start, self._quarter = time.monotonic(), self._quarter_of(initial)
+        self._line("started")
+
+    def _quarter_of(self, n: int) -> int:
+        return 4 * n // self.total if self.total else 0
+
+    def _line(self, what: str) -> None:
+        total = f"/{self.total}" if self.total is not None else ""
+        postfix = f" ({self.postfix})" if self.postfix else ""
+        elapsed = time.monotonic() - self._start
+        stream = sys.stderr if self.file is None else self.file
+        print(f"{self.desc}: {self.n}{total} {self.unit}, {what}, {elapsed:.1f} s{postfix}", file=stream, flush=True)
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        quarter = self._quarter_of(self.n)
+        if quarter > self._quarter and self.n != self.total:
+            self._quarter = quarter
+            self._line(f"{25 * quarter}%")
+
+    def set_postfix(self, **values: Any) -> None:
+        self.postfix = ", ".join(f"{k}={v}" for k, v in values.items())
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._line("done")
+
+    def __iter__(self) -> Iterator[Any]:
+        try:
+            for item in self.iterable:
+                yield item
+                self.update(1)
+        finally:
+            self.close()
+
+
+def progress_bar(iterable: Any = None, *, disable: bool = False, **options: Any) -> Any:
+    r"""A progress bar: tqdm's (``tqdm.auto``: a widget in a notebook) when stderr is a terminal or a
+    notebook shows it, else ``PlainProgress``'s few plain lines, so that a log file never holds
+    carriage-return redraws or escape codes; nothing with ``disable``. ``options``: tqdm's
+    ``total``, ``initial``, ``desc`` and ``unit``."""
+    from tqdm import autonotebook, std
+    from tqdm.auto import tqdm
+
+    if disable:
+        return tqdm(iterable, disable=True, **options)
+    isatty = getattr(sys.stderr, "isatty", None)
+    if autonotebook.tqdm is not std.tqdm or (callable(isatty) and isatty()):  # a notebook's widget, a terminal
+        return tqdm(iterable, **options)
+    return PlainProgress(iterable, **options)

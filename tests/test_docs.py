@@ -9,10 +9,16 @@ above it says why:
 - ``<!-- docs: no-run (reason) -->``: deliberately not runnable (e.g. it needs the user's own
   data or model); the reason in parentheses must not be empty;
 - ``<!-- readme-main-example ... -->``: the README's main example, run exactly as written and
-  checked in detail by tests/test_readme.py.
+  checked in detail by tests/test_readme.py;
+- ``<!-- docs: run-in (tests/FILE.py) -->``: run exactly as written and checked in detail by
+  that test file, which must name the document (e.g. the Ax page's private run, in
+  tests/integrations/test_ax.py).
 
 Any other block that fails (SyntaxError, NameError, an exception) fails this test.
-No-run blocks must still compile. Also checked: the ``tutorials`` extra of setup.cfg brings
+No-run blocks must still compile. Every python block of the documents written by hand (all but
+the tutorial pages rendered from the notebooks) fits 88 columns and is what ``ruff format
+--line-length 88`` makes of it (issue 43 item 5: the site's code column cuts longer lines).
+Also checked: the ``tutorials`` extra of setup.cfg brings
 JupyterLab (and ``dev`` does not), the documents say how to open the notebooks with it, the
 docs and botorch_dp cite papers by authors (docs/references.md), not by seed number; every
 page of docs/ is in the nav of mkdocs.yml (and every nav entry is a page); the tutorial pages
@@ -52,8 +58,13 @@ API_MODULES = (
     "botorch_dp.distributed",
     "botorch_dp.baselines",
 )
+#: The column python blocks fit in, and the documents held to it: all but the tutorial pages, which
+#: scripts/render_tutorial_pages.py renders from the notebooks.
+COLUMN = 88
+HAND_WRITTEN = tuple(d for d in DOCUMENTS if not (d.startswith("docs/tutorials/") and d != "docs/tutorials/index.md"))
 NO_RUN = re.compile(r"<!-- docs: no-run \((?P<reason>[^)]*)\) -->\s*$")
 RUN_ELSEWHERE = "<!-- readme-main-example"
+RUN_IN = re.compile(r"<!-- docs: run-in \((?P<test>tests/[^)]+\.py)\) -->\s*$")
 FENCE = re.compile(r"^```python\n(?P<code>.*?)^```\s*$", re.DOTALL | re.MULTILINE)
 
 
@@ -72,7 +83,7 @@ def runnable_blocks() -> list:
     cases = []
     for document in DOCUMENTS:
         for line, above, code in python_blocks(document):
-            if NO_RUN.search(above) or above.startswith(RUN_ELSEWHERE):
+            if NO_RUN.search(above) or above.startswith(RUN_ELSEWHERE) or RUN_IN.search(above):
                 continue
             cases.append(pytest.param(document, line, code, id=f"{document}:{line}"))
     return cases
@@ -86,9 +97,13 @@ def test_blocks_are_found_and_every_skipped_block_says_why():
         for line, above, _ in blocks:
             if not above:
                 continue
-            no_run = NO_RUN.search(above)
+            no_run, run_in = NO_RUN.search(above), RUN_IN.search(above)
             if "docs: no-run" in above:
                 assert no_run and no_run.group("reason").strip(), f"{document}:{line}: no-run needs a reason"
+            elif "docs: run-in" in above:
+                assert run_in, f"{document}:{line}: run-in names a test file, e.g. (tests/integrations/test_ax.py)"
+                test = ROOT / run_in.group("test")
+                assert test.is_file() and document in test.read_text("utf-8"), (document, line, test)
             else:
                 assert above.startswith(RUN_ELSEWHERE), f"{document}:{line}: unknown marker {above!r}"
     # the extraction sees every fence that opens a python block
@@ -110,6 +125,44 @@ def test_no_run_blocks_are_still_valid_python():
                 compile(code, f"{ROOT / document}:{line}", "exec")  # a SyntaxError fails here
                 compiled += 1
     assert compiled >= 2
+
+
+def _too_long(document: str) -> list[str]:
+    return [
+        f"{document}:{line + i}: {len(text)} characters"
+        for line, _, code in python_blocks(document)
+        for i, text in enumerate(code.splitlines(), 1)
+        if len(text) > COLUMN
+    ]
+
+
+def _ruff_format_diff(paths: list[Path]) -> subprocess.CompletedProcess:
+    r"""``ruff format --diff --line-length 88`` of the python blocks of ``paths`` (exit 1: a change)."""
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--diff", f"--line-length={COLUMN}", *map(str, paths)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_python_blocks_fit_88_columns_and_are_formatted_at_that_width(tmp_path):
+    assert "docs/how-to/tune-torch-model.md" in HAND_WRITTEN and "README.md" in HAND_WRITTEN
+    assert "docs/tutorials/index.md" in HAND_WRITTEN and len(HAND_WRITTEN) >= len(DOCUMENTS) - 6
+    too_long = [entry for document in HAND_WRITTEN for entry in _too_long(document)]
+    assert not too_long, too_long
+    done = _ruff_format_diff([ROOT / d for d in HAND_WRITTEN])
+    assert done.returncode == 0, f"run: ruff format --line-length 88 <the document>\n{done.stdout[-3000:]}"
+    # the checks see a block that breaks either rule
+    page = tmp_path / "page.md"
+    page.write_text("```python\nx = dict(a=1,\n  b=2)\n```\n", "utf-8")
+    assert _ruff_format_diff([page]).returncode == 1
+    long = tmp_path / "long.md"
+    long.write_text("```python\nx = " + "1 + " * 21 + "1\n```\n", "utf-8")  # 89 characters
+    assert _too_long(str(long)) == [f"{long}:2: 89 characters"]  # (an absolute path reads as itself)
+    assert _ruff_format_diff([long]).returncode == 1
 
 
 def test_no_run_marker_format():

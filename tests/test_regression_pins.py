@@ -32,6 +32,7 @@ from gpytorch.kernels import RBFKernel
 
 import botorch_dp
 from botorch_dp.baselines import noisy_gradient_descent, private_random_search
+from botorch_dp.baselines.selection import NonPrivateTrials
 from botorch_dp.optim.step_rules import StepRule
 
 PINS = Path(__file__).parent / "data" / "regression_pins.json"
@@ -89,7 +90,10 @@ def _dp_gibo(**overrides) -> dict[str, torch.Tensor]:
 def _private_random_search() -> dict[str, torch.Tensor]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = private_random_search(_objective, _bounds(), mean_trials=8.0, per_trial_mu=0.5, loss_clip=10.0, seed=0)
+        result = private_random_search(  # NON-PRIVATE trials: the pin covers every trial
+            _objective, _bounds(), mean_trials=8.0, per_trial_mu=0.5, loss_clip=10.0, seed=0, non_private_trials=True
+        )
+    assert isinstance(result, NonPrivateTrials)
     return {
         "theta": result.theta,
         "points": result.history.points,

@@ -6,10 +6,11 @@ Rows: ``private_random_search_score`` (``baselines.private_random_search``) and
 Neighbours: every user but the first has loss 0 everywhere; the first user's loss is 0 on
 ``D`` and ``C`` on ``D′`` at every ``θ``, so every trial's clipped mean moves by the
 sensitivity ``C/n``. Statistic: the run's first trial score
-(``history.extras["noisy_scores"][0]``; a truncated negative binomial number of trials is
-at least 1), one Gaussian score release. Claim: the per-trial ``μ₀`` the run reports
-(``result.guarantee.details["per_trial_mu"]``, from which each guarantee is built). This
-checks the noise each baseline adds
+(``history.extras["noisy_scores"][0]`` of the NON-PRIVATE ``NonPrivateTrials`` that
+``non_private_trials=True`` returns: an audit reads a hidden trial on purpose; a truncated
+negative binomial number of trials is at least 1), one Gaussian score release. Claim: the
+per-trial ``μ₀`` the run reports (``result.guarantee.details["per_trial_mu"]``, from which each
+guarantee is built). This checks the noise each baseline adds
 through its own argument handling, seeding and mechanism. The whole selection's bound
 (Papernot & Steinke; DP-HyPO's) is an RDP statement of several ``ε`` at these settings, out
 of reach of a test on this many runs; it is checked analytically
@@ -19,6 +20,8 @@ the selection's bound.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 
@@ -69,8 +72,9 @@ def audit_score_release(
                         per_trial_mu=per_trial_mu,
                         loss_clip=loss_clip,
                         seed=run_seed,
+                        non_private_trials=True,
                     )
-                    stats.append(float(result.history.extras["noisy_scores"][0]))
+                    stats.append(_first_score(result))
                     claims.append(result.private_guarantee().details["per_trial_mu"])
             return Observations(torch.tensor(stats, dtype=torch.float64), torch.tensor(claims, dtype=torch.float64))
 
@@ -117,11 +121,20 @@ def audit_dp_hypo_score(
                         ratio_bound=ratio_bound,
                         num_candidates=8,
                         seed=run_seed,
+                        non_private_trials=True,
                     )
-                    stats.append(float(result.history.extras["noisy_scores"][0]))
+                    stats.append(_first_score(result))
                     claims.append(result.private_guarantee().details["per_trial_mu"])
             return Observations(torch.tensor(stats, dtype=torch.float64), torch.tensor(claims, dtype=torch.float64))
 
         return sample
 
     return run_audit(name, sampler(0.0), sampler(loss_clip), num_runs=num_runs, seed=seed, confidence=confidence)
+
+
+def _first_score(result: Any) -> float:
+    r"""The first trial's noisy score, read from the NON-PRIVATE trials of a selection."""
+    from botorch_dp.baselines.selection import NonPrivateTrials
+
+    assert isinstance(result, NonPrivateTrials)  # non_private_trials=True
+    return float(result.history.extras["noisy_scores"][0])

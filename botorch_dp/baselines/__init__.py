@@ -1,7 +1,9 @@
 r"""Baselines for DP-GIBO: random search, private random search, DP-HyPO, UCB-BO, GIBO, noisy GD.
 
 Every baseline takes an objective (a ``PerUserProblem`` or a callable ``q x d -> q x n``
-per-user losses), the ``2 x d`` bounds and a budget, and returns a ``BaselineResult``.
+per-user losses), the ``2 x d`` bounds and a budget, and returns a ``BaselineResult``; the
+private selections (``private_random_search``, ``dp_hypo``) return their winner only, a
+``PrivateSelectionResult`` (their trials: the NON-PRIVATE ``NonPrivateTrials``, on request).
 """
 
 from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory, BaselineResult, Objective, incumbent_history
@@ -10,6 +12,7 @@ from botorch_dp.baselines.gibo import NO_CLIP, from_dp_gibo_result, gibo
 from botorch_dp.baselines.noisy_gd import noisy_gradient_descent
 from botorch_dp.baselines.private_random_search import private_random_search
 from botorch_dp.baselines.random_search import random_search
+from botorch_dp.baselines.selection import HiddenTrialError, NonPrivateTrials, PrivateSelectionResult
 from botorch_dp.baselines.ucb import ucb_bo
 
 # The analysis of private selection lives in privacy.analysis; it is re-exported here
@@ -32,6 +35,8 @@ __all__ = [
     "BaselineGuarantee",
     "BaselineHistory",
     "BaselineResult",
+    "HiddenTrialError",
+    "NonPrivateTrials",
     "Objective",
     "dp_hypo",
     "from_dp_gibo_result",
@@ -46,6 +51,7 @@ __all__ = [
     "private_selection_rdp",
     "random_search",
     "rdp_to_epsilon",
+    "PrivateSelectionResult",
     "sample_num_trials",
     "tnb_gamma_for_mean",
     "tnb_log_pmf",

@@ -100,7 +100,12 @@ class BaselineResult:
 
 
 def evaluate_losses(
-    objective: Objective, X: Tensor, num_users: int | None = None, *, executor: cf.Executor | None = None
+    objective: Objective,
+    X: Tensor,
+    num_users: int | None = None,
+    *,
+    executor: cf.Executor | None = None,
+    nonfinite: str = "refuse",
 ) -> Tensor:
     r"""Per-user losses at ``X``, checked for shape and finiteness.
 
@@ -110,6 +115,9 @@ def evaluate_losses(
         num_users: The expected ``n`` (``None``: any).
         executor: Evaluate the rows of ``X`` on this ``concurrent.futures.Executor``
             (``evaluation.evaluate_rows``); ``None``: ``objective(X)`` in this process.
+        nonfinite: ``"refuse"`` (default): a NaN or infinite loss raises. ``"zero_user"``: such
+            an entry is set to 0 (that user's term of that point's clipped mean is 0, which keeps
+            a ``[0, C]``-clipped mean's sensitivity at ``C/n``; private selection's policy).
 
     Returns:
         A ``q x n`` float64 tensor (SENSITIVE).
@@ -119,8 +127,9 @@ def evaluate_losses(
         losses = torch.as_tensor(losses)
     if losses.dim() == 1 and X.shape[0] == 1:
         losses = losses.unsqueeze(0)
-    check_losses(losses, X.shape[0], num_users)
-    return losses.to(torch.float64)
+    check_losses(losses, X.shape[0], num_users, nonfinite=nonfinite)
+    losses = losses.to(torch.float64)
+    return losses.nan_to_num(0.0, 0.0, 0.0) if nonfinite == "zero_user" else losses
 
 
 def uniform_points(bounds: Tensor, num_points: int, generator: torch.Generator) -> Tensor:

@@ -23,7 +23,16 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
-from botorch_dp.baselines.base import BaselineGuarantee, BaselineResult, Objective, evaluate_losses, noisy_selection
+from botorch_dp.baselines.base import BaselineGuarantee, Objective, evaluate_losses, noisy_selection
+from botorch_dp.baselines.selection import (
+    NonPrivateTrials,
+    PrivateSelectionResult,
+    check_max_trials,
+    hidden_trials,
+    padded_trials,
+    timing_note,
+    trials_tail,
+)
 from botorch_dp.privacy.analysis.dp_hypo import check_ratio_bounds, dp_hypo_rdp
 from botorch_dp.privacy.analysis.private_selection import DISTRIBUTIONS, sample_num_trials, tnb_gamma_for_mean
 from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS, rdp_curve_epsilon
@@ -242,7 +251,9 @@ def dp_hypo(
     ledger: PrivacyLedger | None = None,
     run_id: str | None = None,
     seed: int | None = None,
-) -> BaselineResult:
+    max_trials: int | None = None,
+    non_private_trials: bool = False,
+) -> PrivateSelectionResult:
     r"""DP-HyPO with a GP sampling density: release the best of ``K`` adaptively sampled trials.
 
     Candidates: ``num_candidates`` scrambled Sobol points in the box (public, from
@@ -262,8 +273,16 @@ def dp_hypo(
     (``privacy.analysis.dp_hypo.dp_hypo_rdp`` with ``C = R``, ``c = 1/R``), converted to
     ``(ε, δ)`` with ``rdp_curve_epsilon`` on ``DEFAULT_RDP_ORDERS``, the ledger's grid. The
     bound needs ``K``, the other trials, their scores and the sampling densities to stay
-    hidden: they are only in the non-public ``history``. ``K`` and the candidate draws are
-    privacy randomness (from OS entropy unless ``seed`` is given), like the noise.
+    hidden: the result holds the winner only, and the trials exist only in the NON-PRIVATE
+    ``NonPrivateTrials`` that ``non_private_trials=True`` returns. ``K`` and the candidate
+    draws are privacy randomness (from OS entropy unless ``seed`` is given), like the noise.
+
+    Hidden while it runs (as ``private_random_search``): arguments are checked before ``K`` is
+    drawn; a non-finite per-user loss counts 0 (``"zero_user"``); any other error during the
+    trials is one ``HiddenTrialError``; their warnings are dropped. The wall time grows with
+    ``K``; ``max_trials = M`` runs ``max(K, M)`` trials of the same algorithm (density updates
+    included) and selects among the first ``K``, so the release equals the one without it (for
+    the same seed) and the run's length is ``M`` unless ``K > M``, at ``M/E[K]`` times the compute.
 
     Ledger: with ``ledger``, the run's RDP curve is charged to the VALIDATION side (the
     scores are per-user validation losses) BEFORE the first evaluation, under
@@ -313,15 +332,20 @@ def dp_hypo(
         seed: ``None`` (default): ``K``, the candidate draws and the noise come from OS
             entropy. An integer: all three are reproducible from it (tests), with a
             ``PrivacyWarning``.
+        max_trials: A public number of trials ``M`` to run whatever ``K`` is; ``None``: ``K``.
+        non_private_trials: Return the NON-PRIVATE ``NonPrivateTrials`` (tests, measurements).
 
     Returns:
-        A ``BaselineResult``: ``theta`` and ``history.extras["released_score"]`` are the
-        private release; ``num_evaluations`` (= ``K``), ``history.points``,
-        ``history.extras["noisy_scores"]`` and ``history.extras["max_ratio"]`` (the largest
-        ``π_j/π_0`` of each trial, a check of the constraint) must NOT be published.
+        The ``PrivateSelectionResult`` (``theta``, ``released_score``, ``guarantee``). With
+        ``non_private_trials=True`` the ``NonPrivateTrials``: ``num_evaluations`` (= ``K``),
+        ``history.points``, ``history.extras["noisy_scores"]`` and ``history.extras["max_ratio"]``
+        (the largest ``π_j/π_0`` of each trial, a check of the constraint).
     """
     bounds = check_bounds(bounds)
     check_choice(distribution, "distribution", DISTRIBUTIONS)
+    if not callable(objective):
+        raise ValueError(f"objective must be callable (q x d -> q x n losses), got {type(objective).__name__}.")
+    max_trials = check_max_trials(max_trials)
     mean_trials = check_positive(mean_trials, "mean_trials", allow_inf=False)
     if distribution == "truncated_negative_binomial":
         mean_trials = check_greater(mean_trials, "mean_trials", 1.0)
@@ -395,38 +419,40 @@ def dp_hypo(
     noise_std: float | None = None
     gp_state, last_fit = None, None
     p = torch.full((num_candidates,), 1.0 / num_candidates, dtype=torch.float64)  # the prior
-    for j in range(K):
-        if ratio > 1.0 and j >= 2 and (j - 2) % density_update_every == 0:
-            if noise_std is None:  # set by trial 0's release
-                raise RuntimeError("The density update needs the released scores' noise std; none was released.")
-            fit = last_fit is None or j - last_fit >= refit_every
-            first = 0 if max_points is None else max(0, j - max_points)
-            log_w, gp_state = gp_sampling_log_weights(
-                unit[torch.tensor(indices[first:])],
-                torch.tensor(scores[first:], dtype=torch.float64),
-                unit,
-                noise_variance=max(noise_std**2, 1e-6 * loss_clip**2),
-                exploration=exploration,
-                temperature=temperature,
-                state=gp_state,
-                fit=fit,
-            )
-            last_fit = j if fit else last_fit
-            p = project_to_ratio_class(log_w, ratio_upper=ratio, ratio_lower=1.0 / ratio)
-        cumulative = torch.cumsum(p, 0)
-        u = torch.rand(1, generator=choice_gen, dtype=torch.float64) * cumulative[-1]
-        index = min(int(torch.searchsorted(cumulative, u)), num_candidates - 1)
-        losses = evaluate_losses(objective, candidates[index : index + 1], n)
-        n = losses.shape[1]
-        release = mechanism.release(losses)
-        indices.append(index)
-        scores.append(float(release.scores[0]))
-        max_ratio.append(float(p.max()) * num_candidates)
-        noise_std = release.noise_std
+    with hidden_trials():  # the trials after the K-th (max_trials) run the same algorithm, then are discarded
+        for j in range(padded_trials(K, max_trials)):
+            if ratio > 1.0 and j >= 2 and (j - 2) % density_update_every == 0:
+                if noise_std is None:  # set by trial 0's release
+                    raise RuntimeError("The density update needs the released scores' noise std; none was released.")
+                fit = last_fit is None or j - last_fit >= refit_every
+                first = 0 if max_points is None else max(0, j - max_points)
+                log_w, gp_state = gp_sampling_log_weights(
+                    unit[torch.tensor(indices[first:])],
+                    torch.tensor(scores[first:], dtype=torch.float64),
+                    unit,
+                    noise_variance=max(noise_std**2, 1e-6 * loss_clip**2),
+                    exploration=exploration,
+                    temperature=temperature,
+                    state=gp_state,
+                    fit=fit,
+                )
+                last_fit = j if fit else last_fit
+                p = project_to_ratio_class(log_w, ratio_upper=ratio, ratio_lower=1.0 / ratio)
+            cumulative = torch.cumsum(p, 0)
+            u = torch.rand(1, generator=choice_gen, dtype=torch.float64) * cumulative[-1]
+            index = min(int(torch.searchsorted(cumulative, u)), num_candidates - 1)
+            losses = evaluate_losses(objective, candidates[index : index + 1], n, nonfinite="zero_user")
+            n = losses.shape[1]
+            release = mechanism.release(losses)
+            indices.append(index)
+            scores.append(float(release.scores[0]))
+            max_ratio.append(float(p.max()) * num_candidates)
+            noise_std = release.noise_std
 
-    X = candidates[torch.tensor(indices, dtype=torch.long)] if K else torch.empty(0, d, dtype=torch.float64)
+    timing = timing_note(max_trials, distribution=distribution, mean_trials=mean_trials, tnb_eta=tnb_eta)
+    X = candidates[torch.tensor(indices[:K], dtype=torch.long)] if K else torch.empty(0, d, dtype=torch.float64)
     theta, history = noisy_selection(
-        X, torch.tensor(scores, dtype=torch.float64), bounds, fallback, {"max_ratio": torch.tensor(max_ratio)}
+        X, torch.tensor(scores[:K], dtype=torch.float64), bounds, fallback, {"max_ratio": torch.tensor(max_ratio[:K])}
     )
 
     details = {
@@ -440,6 +466,11 @@ def dp_hypo(
         "noise_std": noise_std,
         "rdp_order": order,
         "ledger_run_id": run_id if ledger is not None else None,
+        "max_trials": max_trials,
+        "timing": timing,
+        "p_more_than_max_trials": trials_tail(
+            max_trials, distribution=distribution, mean_trials=mean_trials, tnb_eta=tnb_eta
+        ),
     }
     if distribution == "truncated_negative_binomial":
         details.update(tnb_eta=float(tnb_eta), tnb_gamma=tnb_gamma_for_mean(eta=tnb_eta, mean_trials=mean_trials))
@@ -450,7 +481,10 @@ def dp_hypo(
         description=description + "; Rényi-DP bound (privacy.analysis.dp_hypo) converted to (ε, δ) on "
         "DEFAULT_RDP_ORDERS, for this run alone (with a ledger, its validation_epsilon composes it with "
         "the other validation releases). Holds only while K, the other trials and the sampling densities "
-        "stay hidden.",
+        f"stay hidden. {timing}",
         details=details,
     )
-    return BaselineResult(theta=theta, num_evaluations=K, guarantee=guarantee, history=history)
+    released = history.extras["released_score"]
+    if non_private_trials:
+        return NonPrivateTrials(theta, released, guarantee, num_evaluations=K, history=history)
+    return PrivateSelectionResult(theta, released, guarantee)

@@ -17,13 +17,15 @@ import uuid
 import numpy as np
 import torch
 
-from botorch_dp.baselines.base import (
-    BaselineGuarantee,
-    BaselineResult,
-    Objective,
-    evaluate_losses,
-    noisy_selection,
-    uniform_points,
+from botorch_dp.baselines.base import BaselineGuarantee, Objective, evaluate_losses, noisy_selection, uniform_points
+from botorch_dp.baselines.selection import (
+    NonPrivateTrials,
+    PrivateSelectionResult,
+    check_max_trials,
+    hidden_trials,
+    padded_trials,
+    timing_note,
+    trials_tail,
 )
 from botorch_dp.privacy.analysis.private_selection import (
     DISTRIBUTIONS,
@@ -32,7 +34,7 @@ from botorch_dp.privacy.analysis.private_selection import (
     tnb_gamma_for_mean,
 )
 from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
-from botorch_dp.privacy.checks import check_choice
+from botorch_dp.privacy.checks import check_choice, check_delta, check_positive_int
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger, ValidationMechanism
 from botorch_dp.privacy.ledger.events import SELECTION_PART
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
@@ -58,7 +60,9 @@ def private_random_search(
     executor: cf.Executor | None = None,
     ledger: PrivacyLedger | None = None,
     run_id: str | None = None,
-) -> BaselineResult:
+    max_trials: int | None = None,
+    non_private_trials: bool = False,
+) -> PrivateSelectionResult:
     r"""Private random search: release the best of ``K`` privately scored uniform points.
 
     ``K`` is drawn from ``distribution`` with mean ``mean_trials``. Trial ``j`` draws
@@ -69,12 +73,23 @@ def private_random_search(
     replacing one user moves the clipped mean by at most ``C/n``, so each trial is
     ``μ₀``-GDP. The pair ``(θ_j, s_j)`` with the smallest ``s_j`` is released. The
     guarantee (``privacy.analysis.private_selection_epsilon``) needs ``K``, the other
-    trials and their scores to stay hidden: they are kept in the non-public ``history``
-    only. For the same reason ``K`` and the trial points are privacy randomness, like the
-    noise: a known candidate sequence would reveal the winner's index (a lower bound on
-    ``K`` and that earlier trials scored worse). With the
-    Poisson distribution ``K = 0`` can occur; then ``fallback`` (default: the box
+    trials and their scores to stay hidden: the result holds the winner only
+    (``baselines.selection``), and the trials exist only in the NON-PRIVATE
+    ``NonPrivateTrials`` that ``non_private_trials=True`` returns. For the same reason ``K`` and
+    the trial points are privacy randomness, like the noise: a known candidate sequence would
+    reveal the winner's index (a lower bound on ``K`` and that earlier trials scored worse).
+    With the Poisson distribution ``K = 0`` can occur; then ``fallback`` (default: the box
     centre) is returned.
+
+    Hidden while it runs: every argument is checked before ``K`` is drawn; during the trials a
+    non-finite per-user loss counts 0 (the ``"zero_user"`` policy: the clipped mean's
+    sensitivity stays ``C/n``, no error), any other error (a wrong shape, an exception of the
+    objective) surfaces as ``HiddenTrialError`` with one message that names no trial, and
+    warnings raised inside the trials are dropped. Not hidden: the wall time, which grows with
+    ``K``; ``max_trials = M`` runs ``max(K, M)`` trials (the ones after the ``K``-th are
+    evaluated and scored like the others, then discarded: ``M/E[K]`` times the compute), so the
+    run's length is ``M`` unless ``K > M`` (probability ``guarantee.details["p_more_than_max_trials"]``),
+    and the release is the one the first ``K`` trials give (the same for the same seed).
 
     Args:
         objective: A ``PerUserProblem`` or a callable ``q x d -> q x n`` per-user losses.
@@ -101,15 +116,26 @@ def private_random_search(
             releases.
         run_id: The run's id in ``ledger`` (default ``"private-rs-<uuid4 hex>"``); one the
             ledger already holds is refused (``ValueError``).
+        max_trials: A public number of trials ``M`` to run whatever ``K`` is (see above);
+            ``None`` (default): ``K``.
+        non_private_trials: Return the NON-PRIVATE ``NonPrivateTrials`` (``K`` and every trial,
+            for tests and measurements; publish only its ``release``).
 
     Returns:
-        A ``BaselineResult``: ``theta`` and ``history.extras["released_score"]`` are the
-        private release; ``num_evaluations`` (= ``K``), ``history.points`` and
-        ``history.extras["noisy_scores"]`` must NOT be published (``history.public`` is
-        ``False``).
+        The ``PrivateSelectionResult``: ``theta``, ``released_score`` and ``guarantee``, nothing of
+        the other trials or ``K``. With ``non_private_trials=True`` the ``NonPrivateTrials``
+        (``num_evaluations = K``, ``history.points``, ``history.extras["noisy_scores"]``).
     """
     bounds = check_bounds(bounds)
     check_choice(distribution, "distribution", DISTRIBUTIONS)
+    if not callable(objective):
+        raise ValueError(f"objective must be callable (q x d -> q x n losses), got {type(objective).__name__}.")
+    batch_size = check_positive_int(batch_size, "batch_size")
+    max_trials = check_max_trials(max_trials)
+    target_delta = check_delta(target_delta, "target_delta")
+    fallback = _checked_fallback(fallback, bounds.shape[1])
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise ValueError(f"executor must be a concurrent.futures.Executor (with submit), got {executor!r}.")
     if ledger is not None and not isinstance(ledger, PrivacyLedger):
         raise ValueError(f"ledger must be a PrivacyLedger or None, got {type(ledger).__name__}.")
     if run_id is not None and ledger is None:
@@ -121,6 +147,8 @@ def private_random_search(
         distribution=distribution,
         tnb_eta=tnb_eta,
     )
+    epsilon, order = rdp_to_epsilon(rdp, target_delta)  # public parameters only: checked before any trial
+    timing = timing_note(max_trials, distribution=distribution, mean_trials=mean_trials, tnb_eta=tnb_eta)
     if ledger is not None:  # the whole run's curve, admitted and recorded before K is drawn
         run_id = f"private-rs-{uuid.uuid4().hex}" if run_id is None else run_id
         event = ValidationMechanism(
@@ -143,17 +171,23 @@ def private_random_search(
     K = sample_num_trials(distribution=distribution, mean_trials=mean_trials, rng=rng, tnb_eta=tnb_eta)
 
     X = uniform_points(bounds, K, point_gen)
+    # padding trials (max_trials): drawn after the K trials from the same streams, so those are unchanged
+    padded = torch.cat([X, uniform_points(bounds, padded_trials(K, max_trials) - K, point_gen)])
     scores, n, noise_std = [], None, None
-    for chunk in X.split(batch_size) if K else ():
-        losses = evaluate_losses(objective, chunk, n, executor=executor)
-        n = losses.shape[1]
-        release = mechanism.release(losses)
-        scores.append(release.scores)
-        noise_std = release.noise_std
-    scores_t = torch.cat(scores) if K else torch.empty(0, dtype=torch.float64)
+    with hidden_trials():
+        for start in range(0, padded.shape[0], batch_size):
+            chunk = padded[start : start + batch_size]
+            losses = evaluate_losses(objective, chunk, n, executor=executor, nonfinite="zero_user")
+            n = losses.shape[1]
+            real = max(0, min(K - start, chunk.shape[0]))  # the chunk's rows among the first K
+            for part in (losses[:real], losses[real:]):  # the K trials' noise first, as without padding
+                if part.shape[0]:
+                    release = mechanism.release(part)
+                    scores.append(release.scores)
+                    noise_std = release.noise_std
+    scores_t = torch.cat(scores)[:K] if K else torch.empty(0, dtype=torch.float64)
     theta, history = noisy_selection(X, scores_t, bounds, fallback)
 
-    epsilon, order = rdp_to_epsilon(rdp, target_delta)
     details = {
         "distribution": distribution,
         "mean_trials": float(mean_trials),
@@ -162,6 +196,11 @@ def private_random_search(
         "noise_std": noise_std,
         "rdp_order": order,
         "ledger_run_id": run_id,
+        "max_trials": max_trials,
+        "timing": timing,
+        "p_more_than_max_trials": trials_tail(
+            max_trials, distribution=distribution, mean_trials=mean_trials, tnb_eta=tnb_eta
+        ),
     }
     if distribution == "truncated_negative_binomial":
         details.update(tnb_eta=float(tnb_eta), tnb_gamma=tnb_gamma_for_mean(eta=tnb_eta, mean_trials=mean_trials))
@@ -173,8 +212,21 @@ def private_random_search(
             f"Papernot & Steinke (2022) private selection, K ~ {distribution} with E[K] = {mean_trials:g}, "
             f"each trial {per_trial_mu:.4g}-GDP (Gaussian on the [0, C]-clipped mean loss); "
             "Rényi-DP bound converted to (ε, δ) with Canonne-Kamath-Steinke Prop. 12. "
-            "Holds only while K and the other trials stay hidden."
+            f"Holds only while K and the other trials stay hidden. {timing}"
         ),
         details=details,
     )
-    return BaselineResult(theta=theta, num_evaluations=K, guarantee=guarantee, history=history)
+    released = history.extras["released_score"]
+    if non_private_trials:
+        return NonPrivateTrials(theta, released, guarantee, num_evaluations=K, history=history)
+    return PrivateSelectionResult(theta, released, guarantee)
+
+
+def _checked_fallback(fallback: torch.Tensor | None, dim: int) -> torch.Tensor | None:
+    r"""``fallback`` as a finite ``d`` float64 tensor (``ValueError`` naming it), checked before ``K`` is drawn."""
+    if fallback is None:
+        return None
+    value = torch.as_tensor(fallback, dtype=torch.float64)
+    if value.numel() != dim or not torch.isfinite(value).all():
+        raise ValueError(f"fallback must be a finite tensor with {dim} entries, got shape {tuple(value.shape)}.")
+    return value.reshape(dim)

@@ -17,10 +17,9 @@ from botorch.models.transforms import Normalize, Standardize
 from botorch.sampling import SobolQMCNormalSampler
 from botorch.utils.sampling import draw_sobol_samples, manual_seed
 from gpytorch.mlls import ExactMarginalLogLikelihood
-from tqdm.auto import tqdm
 
 from botorch_dp.baselines.base import BaselineResult, Objective, evaluate_losses, incumbent_history
-from botorch_dp.utils import check_bounds
+from botorch_dp.utils import check_bounds, progress_bar
 
 #: Iteration cap of the L-BFGS marginal-likelihood fit.
 FIT_MAXITER = 200
@@ -119,7 +118,7 @@ def ucb_bo(
     n = losses.shape[1]
     y = losses.mean(-1)
     state, iteration = None, 0
-    bar = tqdm(total=num_evaluations, initial=X.shape[0], disable=not progress, desc="UCB-BO")
+    bar = progress_bar(total=num_evaluations, initial=X.shape[0], disable=not progress, desc="UCB-BO")
     try:
         while X.shape[0] < num_evaluations:
             q = min(batch_size, num_evaluations - X.shape[0])

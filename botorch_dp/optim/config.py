@@ -171,6 +171,11 @@ class DPGIBOConfig:
             carries no privacy guarantee (reported ``μ = inf``, ``holds = False``).
         hyperparameter_fit: ``fn(kernel, train_X, mean_losses)`` called before each step;
             refused unless the opt-out is set.
+        unsafe_allow_large_delta: Run although ``target_delta ≥ 1/n`` (refused before the first
+            release, or the first evaluation of an objective that knows ``n``; only warned at the
+            default ``target_delta`` of a ``privacy_mu`` run). ``optim.public_checks``.
+        allow_noise_dominated: Run although the budget is noise-dominated at ``n`` (refused as
+            above). With either, the result's guarantee carries the warning (``cautions``).
         epsilon: A target privacy loss ``ε`` of the whole run on the validation users,
             instead of ``privacy_mu``; needs ``delta``. The run is then ``μ``-GDP with
             the largest ``μ`` that is ``(ε, δ)``-DP, found by exact inversion of the GDP
@@ -262,6 +267,8 @@ class DPGIBOConfig:
     jitter: float = DEFAULT_JITTER
     unsafe_allow_sensitive_fitting: bool = False
     hyperparameter_fit: Callable[[Kernel, Tensor, Tensor], None] | None = None
+    unsafe_allow_large_delta: bool = False
+    allow_noise_dominated: bool = False
     epsilon: float | None = None
     delta: float | None = None
     # Menart et al.: adaptive noise and private choice of the returned iterate
@@ -302,8 +309,7 @@ class DPGIBOConfig:
         set_field(self, "num_iterations", check_positive_int(self.num_iterations, "num_iterations (T)"))
         set_field(self, "step_size", check_positive(self.step_size, "step_size (η)", allow_inf=False))
         check_step_rule(self.step_rule)
-        if self.batch_search not in BATCH_SEARCHES:
-            raise ValueError(f"batch_search must be one of {BATCH_SEARCHES}, got {self.batch_search!r}.")
+        check_choice(self.batch_search, "batch_search", BATCH_SEARCHES)
         if self.batch_size is not None:
             set_field(self, "batch_size", check_positive_int(self.batch_size, "batch_size (b)"))
         if self.bias_tolerance is not None:

@@ -60,6 +60,9 @@ def check_option_fields(config: Any) -> None:
     _check_subspace_fields(config)
     _check_noise_schedule_and_selection(config)
     _check_adaptive_clip(config)
+    for name in ("unsafe_allow_large_delta", "allow_noise_dominated"):  # the opt-ins of optim.public_checks
+        if not isinstance(getattr(config, name), bool):
+            raise ValueError(f"{name} must be True or False, got {getattr(config, name)!r}.")
 
 
 def _check_subspace_fields(config: Any) -> None:

@@ -295,6 +295,9 @@ class DPGIBO:
         Returns:
             The ``DPGIBOResult``.
         """
+        known = getattr(objective, "num_users", None)  # n known before any evaluation: refusals come first
+        if isinstance(known, int) and not isinstance(known, bool):
+            report.check_known_users(self, known)
         return run_to_end(self, objective, callback=callback, progress=progress, executor=executor)
 
     def guarantee(self, delta: float | None = None) -> PrivacyGuarantee:

@@ -9,12 +9,12 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from botorch_dp.distributed.partitions import PartitionedObjective
 from botorch_dp.evaluation import evaluate_rows
 from botorch_dp.optim.results import DPGIBOResult, IterationInfo, PrivacyGuarantee
 from botorch_dp.privacy.checks import empty_batch_losses
+from botorch_dp.utils import progress_bar
 
 __all__ = ["AskTell", "run_to_end"]
 
@@ -53,7 +53,7 @@ def run_to_end(
     executor: concurrent.futures.Executor | None,
 ) -> DPGIBOResult:
     r"""Run ``opt``'s remaining iterations (the arguments as ``DPGIBO.run``'s) and return its result."""
-    bar = tqdm(total=opt.config.iteration_cap, initial=opt.iteration, disable=not progress, desc="DP-GIBO")
+    bar = progress_bar(total=opt.config.iteration_cap, initial=opt.iteration, disable=not progress, desc="DP-GIBO")
     try:
         while not opt.is_done:
             X = opt.ask()

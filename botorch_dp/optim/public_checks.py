@@ -12,15 +12,33 @@ will probably not work:
   radius that spans many length-scales, or a tiny fraction of one, in some coordinate (bounds in
   natural units with a kernel meant for the unit cube, or the reverse): warned, with the
   correlation between ``θ₀`` and a point one radius away.
-- ``warn_delta``: ``δ ≥ 1/n`` allows a mechanism that publishes one user's data outright.
+- ``delta_caution``: ``δ ≥ 1/n`` allows a mechanism that publishes one user's data outright.
+- ``gradient_noise_caution`` / ``score_noise_caution``: a budget whose noise is predictably far
+  larger than the largest signal it protects (the ratio ``R`` below is at least
+  ``NOISE_DOMINATED_RATIO``).
 - ``warn_noise``: the first step's gradient noise, ``σ√k`` in expectation, is at least ``B``,
   the norm of the largest possible clipped mean: every step is then mostly noise.
+
+The cautions are REFUSED (``enforce``: a ``ValueError`` naming the argument, its value, the
+threshold and the opt-in) unless the caller opts in, ``unsafe_allow_large_delta=True`` for
+``δ ≥ 1/n`` and ``allow_noise_dominated=True`` for the noise; with the opt-in they are warned
+and carried by the result (its guarantee report and JSON). The noise rule reads public facts
+only. A Gaussian release of the mean of ``n`` per-user values, each of norm at most ``B``
+(clipped gradients: replace-one sensitivity ``2B/n``) or in ``[0, C]`` (clipped losses:
+``C/n``), at ``μ``-GDP has noise std ``2B/(nμ)`` (``C/(nμ)``) per coordinate. A run that
+spends ``μ_g`` on gradient releases in any split over its steps, ``Σ μ_t² = μ_g²``, can at
+best pool them into one estimate of a single gradient with per-coordinate noise ``2B/(n μ_g)``
+(precisions add), and with SGD steps the signal part of its total movement is at most
+``1/R`` of the noise part, ``R = 2√k/(n μ_g)`` (``k`` released coordinates, the signal's norm at
+most ``B``); for a score, ``R = 1/(n μ_score)`` is the noise std in units of the loss range.
+``R ≥ 10`` (e.g. ``ε = 0.01``, ``δ = 1e-5``, ``n = 20`` users: ``R ≈ 24`` for ``k = 1``) is refused.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 
 import torch
 from gpytorch.kernels import Kernel
@@ -31,10 +49,16 @@ from botorch_dp.privacy.seeding import PrivacyWarning
 __all__ = [
     "FAR_CORRELATION",
     "FLAT_CORRELATION",
+    "LARGE_DELTA_OPT_IN",
+    "NOISE_DOMINATED_OPT_IN",
+    "NOISE_DOMINATED_RATIO",
     "SettingsWarning",
     "check_kernel",
     "check_kernel_variance",
-    "warn_delta",
+    "delta_caution",
+    "enforce",
+    "gradient_noise_caution",
+    "score_noise_caution",
     "warn_noise",
 ]
 
@@ -43,6 +67,12 @@ __all__ = [
 FAR_CORRELATION = 1e-3
 #: Above ``1 −`` this, the kernel is flat across the search radius (length-scale far above it).
 FLAT_CORRELATION = 1e-4
+#: A budget whose best-case noise-to-signal ratio ``R`` (module docstring) is at least this is refused.
+NOISE_DOMINATED_RATIO = 10.0
+#: The opt-in of a run at ``δ ≥ 1/n`` (a keyword of ``DPGIBOConfig`` and ``tune``).
+LARGE_DELTA_OPT_IN = "unsafe_allow_large_delta"
+#: The opt-in of a noise-dominated budget (a keyword of ``DPGIBOConfig`` and ``tune``).
+NOISE_DOMINATED_OPT_IN = "allow_noise_dominated"
 
 
 class SettingsWarning(UserWarning):
@@ -97,16 +127,88 @@ def check_kernel(kernel: Kernel, theta0: Tensor, radius: Tensor, stacklevel: int
             )
 
 
-def warn_delta(delta: float, num_users: int, stacklevel: int = 3) -> None:
-    r"""``PrivacyWarning`` when the reported ``δ`` is at least ``1/n``."""
-    if delta >= 1.0 / num_users:
-        warnings.warn(
-            f"delta = {delta!r} is at least 1/n = {1.0 / num_users:.3g} (n = {num_users} users): an (ε, δ) guarantee "
-            "with δ ≥ 1/n allows a mechanism that publishes one user's data outright. Report at a δ well below 1/n "
-            "(target_delta, or delta with a target epsilon).",
-            PrivacyWarning,
-            stacklevel=stacklevel,
+def delta_caution(delta: float, num_users: int, *, argument: str = "delta", users: str = "users") -> str | None:
+    r"""The caution of ``δ ≥ 1/n`` (``None`` when ``δ < 1/n``), naming ``argument``, its value and ``1/n``."""
+    if delta < 1.0 / num_users:
+        return None
+    return (
+        f"{argument} = {delta!r} is at least 1/n = {1.0 / num_users:.3g} (n = {num_users} {users}), the threshold: "
+        "an (ε, δ) guarantee with δ ≥ 1/n allows a mechanism that publishes one person's data outright. "
+        "Give δ well below 1/n (e.g. 1e-5, or 1/n²)."
+    )
+
+
+def gradient_noise_caution(
+    num_users: int, gradient_mu: float, dims: int, *, argument: str, value: float, needed: Callable[[float], float]
+) -> str | None:
+    r"""The caution of gradient releases whose pooled noise is at least ``NOISE_DOMINATED_RATIO``
+    times the largest clipped mean (``R = 2√k/(n μ_g)``, module docstring), else ``None``.
+
+    Args:
+        num_users: ``n``.
+        gradient_mu: ``μ_g``, the run's whole gradient budget.
+        dims: ``k``, the coordinates each release noises.
+        argument: The budget's argument (``"epsilon"``, ``"privacy_mu"``), named in the message.
+        value: Its value.
+        needed: The argument's value when every ``μ`` of the procedure is scaled by a factor
+            (the caller's conversion, e.g. ``μ ↦ gdp_epsilon(μ, δ)``), read at the factor that
+            brings ``R`` down to the threshold.
+    """
+    if not (math.isfinite(gradient_mu) and gradient_mu > 0.0):
+        return None
+    ratio = 2.0 * math.sqrt(dims) / (num_users * gradient_mu)
+    if ratio < NOISE_DOMINATED_RATIO:
+        return None
+    return (
+        f"{argument} = {value:.4g} leaves the run noise-dominated: even pooling all of its gradient releases "
+        f"(mu_g = {gradient_mu:.3g} Gaussian DP over k = {dims} coordinate(s), n = {num_users} users), the noise's "
+        f"expected norm is 2√k/(n mu_g) = {ratio:.3g} times the largest possible clipped mean gradient, at or "
+        f"above the threshold {NOISE_DOMINATED_RATIO:g}: the run would move by noise alone. It needs {argument} "
+        f"above {needed(ratio / NOISE_DOMINATED_RATIO):.4g} at this n (or more users, or fewer coordinates)."
+    )
+
+
+def score_noise_caution(
+    num_users: int,
+    score_mu: float,
+    *,
+    argument: str,
+    value: float,
+    needed: Callable[[float], float],
+    what: str = "each noisy validation score",
+) -> str | None:
+    r"""The caution of a score release whose noise std is at least ``NOISE_DOMINATED_RATIO`` times
+    the loss range ``C`` (``R = 1/(n μ_score)``), else ``None`` (arguments as ``gradient_noise_caution``;
+    ``what``: the release, in words)."""
+    if not (math.isfinite(score_mu) and score_mu > 0.0):
+        return None
+    ratio = 1.0 / (num_users * score_mu)
+    if ratio < NOISE_DOMINATED_RATIO:
+        return None
+    return (
+        f"{argument} = {value:.4g} leaves the choice noise-dominated: {what} "
+        f"(mu = {score_mu:.3g} Gaussian DP or less, n = {num_users} users) has noise std of at least "
+        f"1/(n mu) = {ratio:.3g} times the whole loss range [0, C], at or above the threshold "
+        f"{NOISE_DOMINATED_RATIO:g}: the choice would be a coin toss. "
+        f"It needs {argument} above {needed(ratio / NOISE_DOMINATED_RATIO):.4g} at this n (or more users)."
+    )
+
+
+def enforce(
+    caution: str | None, opt_in: str, allow: bool, *, because: str | None = None, stacklevel: int = 3
+) -> str | None:
+    r"""Refuse ``caution`` (``ValueError`` ending with the opt-in) unless ``allow``; with ``allow``
+    warn it (``PrivacyWarning``; ``because`` says why it runs, default the opt-in) and return it,
+    for the result to carry. ``None``: nothing to do."""
+    if caution is None:
+        return None
+    if not allow:
+        raise ValueError(
+            f"{caution} Refused before anything is evaluated or released; pass {opt_in}=True to run anyway "
+            "(the result's guarantee report and JSON then carry this warning)."
         )
+    warnings.warn(f"{caution} Running anyway ({because or opt_in + '=True'}).", PrivacyWarning, stacklevel=stacklevel)
+    return caution
 
 
 def warn_noise(

@@ -15,7 +15,15 @@ from botorch_dp.distributed.partitions import PartitionedObjective
 from botorch_dp.optim.batch_search import local_bounds, moved_batch
 from botorch_dp.optim.config import check_per_user_losses
 from botorch_dp.optim.options import RunPlan
-from botorch_dp.optim.public_checks import warn_delta, warn_noise
+from botorch_dp.optim.privacy_target import DEFAULT_TARGET_DELTA
+from botorch_dp.optim.public_checks import (
+    LARGE_DELTA_OPT_IN,
+    NOISE_DOMINATED_OPT_IN,
+    delta_caution,
+    enforce,
+    gradient_noise_caution,
+    warn_noise,
+)
 from botorch_dp.optim.results import DPGIBOResult, NonPrivateDiagnostics, PrivacyGuarantee, PrivateRelease
 from botorch_dp.optim.selection import SELECTION_KEY
 from botorch_dp.optim.state import Run
@@ -25,6 +33,8 @@ from botorch_dp.privacy.ledger import parse_release_key
 from botorch_dp.privacy.statement import guarantee_statement
 
 __all__ = [
+    "budget_cautions",
+    "check_known_users",
     "check_next_release",
     "step_bound",
     "checked_batch",
@@ -72,6 +82,7 @@ def guarantee(opt: Run, delta: float | None = None) -> PrivacyGuarantee:
         noise_multiplier=multiplier,
         num_steps=s.iteration,
         holds=holds,
+        cautions=budget_cautions(c, s.num_users),
     )
 
 
@@ -167,15 +178,67 @@ def checked_batch(opt: Run, points: Any, losses: Any) -> tuple[Tensor, Tensor]:
 
 
 def _first_batch_checks(opt: Run, n: int) -> None:
-    r"""The checks that need ``n``, when the first batch is told (before its release): ``δ ≥ 1/n``
-    and a first step that is mostly noise (``optim.public_checks``; public)."""
+    r"""The checks that need ``n``, when the first batch is told (before its release), or before the
+    first evaluation when ``run``'s objective knows ``n`` (``check_known_users``): ``δ ≥ 1/n`` and a
+    noise-dominated budget are refused unless opted in (``budget_cautions``), a first step that is
+    mostly noise is warned (``optim.public_checks``; public)."""
     c, o, s = opt.config, opt.options, opt.state
     if math.isinf(c.privacy_mu):
         return
-    warn_delta(c.target_delta, n, stacklevel=5)
+    for caution, opt_in, allow, because in _cautions(c, n):
+        enforce(caution, opt_in, allow, because=because, stacklevel=6)
     bound = o.clip.current(s.clip)
     noise_std, _ = o.noise.noise(opt.plan(n), s.noise, bound)
     warn_noise(noise_std, o.projection.released_dim(opt.dim), bound, n, c.privacy_mu, stacklevel=5)
+
+
+def check_known_users(opt: Run, n: int) -> None:
+    r"""Refuse, before anything is evaluated, what the first batch's checks would refuse at ``n`` (for an
+    objective that knows its ``n``; nothing once the run has its ``n``). Warnings wait for the first batch."""
+    if opt.state.num_users is None and not math.isinf(opt.config.privacy_mu):
+        check_per_user_losses(n, opt.config.privacy_mu)
+        for caution, opt_in, allow, _ in _cautions(opt.config, n):
+            if not allow:
+                enforce(caution, opt_in, allow)
+
+
+def _cautions(config: Any, n: int) -> list[tuple[str, str, bool, str | None]]:
+    r"""``(caution, opt-in, allowed, why it runs)`` of each public check of ``config`` at ``n`` that fires."""
+    c = config
+    if math.isinf(c.privacy_mu):
+        return []
+    found: list[tuple[str, str, bool, str | None]] = []
+    # a privacy_mu run at the default target_delta: the run is μ-GDP and δ only where its ε is read (warned)
+    default_delta = c.epsilon is None and c.target_delta == DEFAULT_TARGET_DELTA
+    caution = delta_caution(c.target_delta, n, argument="delta" if c.epsilon is not None else "target_delta")
+    if caution is not None:
+        because = "target_delta is the default of a privacy_mu run" if default_delta else None
+        found.append((caution, LARGE_DELTA_OPT_IN, c.unsafe_allow_large_delta or default_delta, because))
+    mu = c.privacy_mu
+    argument, value = ("epsilon", c.epsilon) if c.epsilon is not None else ("privacy_mu", mu)
+
+    def needed(factor: float) -> float:
+        return mu * factor if c.epsilon is None else gdp_epsilon(mu * factor, c.delta)
+
+    caution = gradient_noise_caution(
+        n,
+        c.mu_split.gradient_mu,
+        c.options.projection.released_dim(c.bounds.shape[-1]),
+        argument=argument,
+        value=value,
+        needed=needed,
+    )
+    if caution is not None:
+        found.append((caution, NOISE_DOMINATED_OPT_IN, c.allow_noise_dominated, None))
+    return found
+
+
+def budget_cautions(config: Any, num_users: int | None) -> tuple[str, ...]:
+    r"""The warnings a run of ``config`` on ``num_users`` users carries (its checks' opted-in or
+    warned cautions; public: the settings and ``n``). Empty before ``n`` is known."""
+    if not num_users:
+        return ()
+    return tuple(caution for caution, _, allow, _ in _cautions(config, num_users) if allow)
 
 
 def step_bound(opt: Run, plan: Any) -> tuple[dict[str, Any], list[float], float]:

@@ -35,6 +35,8 @@ class PrivacyGuarantee:
         noise_multiplier: ``noise_std`` over the sensitivity ``2B/n`` (Opacus's convention).
         num_steps: Number of noisy releases so far.
         holds: ``False`` when the run used the unsafe opt-out (then ``mu = inf``).
+        cautions: Warnings the guarantee carries: settings refused by default that the run was
+            opted into (``δ ≥ 1/n``, a noise-dominated budget; ``optim.public_checks``).
 
     With ``noise_schedule="adaptive_norm"`` the noise differs per step: ``noise_std`` and
     ``noise_multiplier`` are those of the most recent gradient release (every step's
@@ -48,6 +50,7 @@ class PrivacyGuarantee:
     noise_multiplier: float
     num_steps: int
     holds: bool = True
+    cautions: tuple[str, ...] = ()
 
     @property
     def rho(self) -> float:
@@ -201,13 +204,17 @@ class DPGIBOResult:
 
     def guarantee_report(self) -> str:
         r"""What was protected, in plain words: per protected set the ``(ε, δ)`` and how it was
-        reached, and the composed guarantee if the same people are in both sets."""
+        reached, and the composed guarantee if the same people are in both sets; then the
+        guarantee's ``cautions`` (settings refused by default that the run was opted into)."""
+        g = self.release.guarantee
         if self.statement is None:
-            g = self.release.guarantee
             if not g.holds or not math.isfinite(g.epsilon):
-                return f"What was protected:\n- validation users: {NO_GUARANTEE} (epsilon = inf)"
-            return f"What was protected:\n- validation users: (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})-DP"
-        return str(self.statement)
+                text = f"What was protected:\n- validation users: {NO_GUARANTEE} (epsilon = inf)"
+            else:
+                text = f"What was protected:\n- validation users: (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})-DP"
+        else:
+            text = str(self.statement)
+        return text + "".join(f"\nWARNING: {caution}" for caution in g.cautions)
 
     def to_json(
         self, path: str | os.PathLike | None = None, *, space: Any = None, include_diagnostics: bool = False

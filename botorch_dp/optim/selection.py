@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
-from botorch_dp.privacy.checks import check_positive
+from botorch_dp.privacy.checks import check_positive, did_you_mean
 from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger, PureDP
 from botorch_dp.privacy.mechanisms import (
     ExponentialLossSelection,
@@ -112,7 +112,9 @@ def check_selection_fields(
     What it needs of the other options is the selection strategy's to declare
     (``optim.options.selection``)."""
     if selection not in SELECTIONS:
-        raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}.")
+        raise ValueError(
+            f"selection must be one of {SELECTIONS}, got {selection!r}.{did_you_mean(selection, SELECTIONS)}"
+        )
     users = {"selection_epsilon": ("exponential",), "selection_mu": ("noisy_loss",), "loss_clip": EVALUATED_SELECTIONS}
     given = {"selection_epsilon": selection_epsilon, "selection_mu": selection_mu, "loss_clip": loss_clip}
     for name, used_by in users.items():

@@ -17,6 +17,7 @@ from typing import Any, Literal, get_args, overload
 import torch
 from torch import Tensor
 
+from botorch_dp.privacy.checks import did_you_mean
 from botorch_dp.utils import project_to_box
 
 __all__ = [
@@ -58,7 +59,9 @@ def check_step_rule(step_rule: str) -> str:
         ``step_rule``.
     """
     if step_rule not in STEP_RULES:
-        raise ValueError(f"step_rule must be one of {STEP_RULES}, got {step_rule!r}.")
+        raise ValueError(
+            f"step_rule must be one of {STEP_RULES}, got {step_rule!r}.{did_you_mean(step_rule, STEP_RULES)}"
+        )
     return step_rule
 
 

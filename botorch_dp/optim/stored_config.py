@@ -52,6 +52,9 @@ _CONFIG_FIELDS_WITH_DEFAULTS = (
     "clip_mu_fraction",
     # issue 18: BoTorch's default L-BFGS-B iterations in the batch search
     "acqf_maxiter",
+    # issue 43: the opt-ins of a weak δ and of a noise-dominated budget (refused before)
+    "unsafe_allow_large_delta",
+    "allow_noise_dominated",
 )
 #: Config fields added later whose value for a checkpoint written before them is not today's
 #: default: issue 33's fast batch search (such runs searched as ``"reference"`` does).

@@ -25,7 +25,6 @@ from typing import TypeVar
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.public_checks import SettingsWarning
@@ -41,6 +40,7 @@ from botorch_dp.plan.method_protocol import (
 from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.seeding import PrivacyWarning
+from botorch_dp.utils import progress_bar
 
 __all__ = ["DEFAULT_METHODS", "MethodComparison", "MethodScore", "compare_in_context", "compare_methods"]
 
@@ -267,7 +267,7 @@ def compare_in_context(
     if context.num_proxy_users is None:
         raise ValueError("context.num_proxy_users: the comparison simulates on a proxy of n_p users, got None.")
     scores: list[MethodScore] = []
-    bar = tqdm(total=len(methods) * len(seeds), disable=not progress, desc="choosing the method", unit="run")
+    bar = progress_bar(total=len(methods) * len(seeds), disable=not progress, desc="choosing the method", unit="run")
     with warnings.catch_warnings():
         # seeded simulations are public randomness on public data, not releases; the proxy's n is not the run's
         warnings.filterwarnings("ignore", category=PrivacyWarning)

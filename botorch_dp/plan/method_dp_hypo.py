@@ -17,8 +17,8 @@ from typing import Any
 
 from torch import Tensor
 
-from botorch_dp.baselines.base import BaselineResult
 from botorch_dp.baselines.dp_hypo import dp_hypo
+from botorch_dp.baselines.selection import PrivateSelectionResult
 from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
@@ -74,8 +74,13 @@ class DPHyPOMethod(PrivateRandomSearchMethod):
         raise ValueError(f"no density ratio bound in {[self.ratio_bound] + list(RATIO_LADDER)} reaches it")
 
     def _select(
-        self, objective: Callable[[Tensor], Tensor], per_trial_mu: float, seed: int | None, ledger: PrivacyLedger | None
-    ) -> BaselineResult:
+        self,
+        objective: Callable[[Tensor], Tensor],
+        per_trial_mu: float,
+        seed: int | None,
+        ledger: PrivacyLedger | None,
+        max_trials: int | None = None,
+    ) -> PrivateSelectionResult:
         s = self._resolved()
         every = max(1, math.ceil(s.mean_trials / DENSITY_UPDATES))
         return dp_hypo(
@@ -93,6 +98,7 @@ class DPHyPOMethod(PrivateRandomSearchMethod):
             max_points=self.max_points,
             ledger=ledger,
             seed=seed,
+            max_trials=max_trials,
         )
 
     def describe(self) -> str:

@@ -104,8 +104,9 @@ class MethodRun:
     Attributes:
         method: The method's ``name``.
         theta: The released ``d`` point.
-        result: The method's own result (``DPGIBOResult`` or ``BaselineResult``; for the latter
-            only ``theta`` and the released score may be published).
+        result: The method's own result: a ``DPGIBOResult``, or a selection's
+            ``baselines.selection.PrivateSelectionResult`` (the winner only: no trial count, no
+            losing trial).
         run_id: The run's id in the ledger.
         num_users: ``n`` of the objective.
         epsilon: ``ε`` of this run alone at ``delta``.

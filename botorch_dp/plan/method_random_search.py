@@ -20,8 +20,8 @@ import torch
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
-from botorch_dp.baselines.base import BaselineResult
 from botorch_dp.baselines.private_random_search import private_random_search
+from botorch_dp.baselines.selection import PrivateSelectionResult, check_max_trials, selection_progress
 from botorch_dp.plan.method_protocol import MethodContext, MethodRun, MethodUnavailable
 from botorch_dp.plan.proxy import _proxy_losses
 from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon
@@ -85,6 +85,8 @@ class PrivateRandomSearchMethod:
         bounds: The box (set by ``resolved``).
         epsilon: ``ε`` the run is calibrated to (set by ``resolved``).
         delta: ``δ`` (set by ``resolved``).
+        max_trials: The private run's public number of trials (``None``: the hidden ``K``; see
+            ``baselines.private_random_search``); simulations on the proxy ignore it.
     """
 
     mean_trials: float | None = None
@@ -95,6 +97,7 @@ class PrivateRandomSearchMethod:
     bounds: Tensor | None = None
     epsilon: float | None = None
     delta: float | None = None
+    max_trials: int | None = None
     name: str = dataclasses.field(default="private_random_search", init=False)
 
     @property
@@ -153,8 +156,13 @@ class PrivateRandomSearchMethod:
         return _Settings(s.bounds, float(s.mean_trials), float(s.loss_clip), float(s.per_trial_mu), float(s.delta))
 
     def _select(
-        self, objective: Callable[[Tensor], Tensor], per_trial_mu: float, seed: int | None, ledger: PrivacyLedger | None
-    ) -> BaselineResult:
+        self,
+        objective: Callable[[Tensor], Tensor],
+        per_trial_mu: float,
+        seed: int | None,
+        ledger: PrivacyLedger | None,
+        max_trials: int | None = None,
+    ) -> PrivateSelectionResult:
         s = self._resolved()
         return private_random_search(
             objective,
@@ -166,6 +174,7 @@ class PrivateRandomSearchMethod:
             target_delta=s.delta,
             seed=seed,
             ledger=ledger,
+            max_trials=max_trials,
         )
 
     def simulate(self, proxy_objective: Callable[[Tensor], Tensor], context: MethodContext, seed: int) -> Tensor:
@@ -191,9 +200,10 @@ class PrivateRandomSearchMethod:
         per_trial_mu = self._resolved().per_trial_mu
         if executor is not None:
             raise ValueError(f"executor: {self.name} evaluates its trials in this process, got {executor!r}.")
-        result = self._select(counted, per_trial_mu, seed, ledger)
+        max_trials = check_max_trials(self.max_trials)
+        with selection_progress(progress):  # one bar, whatever K is
+            result = self._select(counted, per_trial_mu, seed, ledger, max_trials)
         g = result.guarantee
-        assert g is not None  # a private selection's result carries its guarantee
         return MethodRun(
             self.name,
             result.theta,
@@ -203,7 +213,7 @@ class PrivateRandomSearchMethod:
             g.epsilon,
             g.delta,
             g.description,
-            result.history.extras.get("released_score"),
+            result.released_score,
         )
 
     def describe(self) -> str:

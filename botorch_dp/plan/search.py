@@ -18,7 +18,6 @@ from typing import TypedDict
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.config import MIN_USERS, DPGIBOConfig
@@ -32,7 +31,7 @@ from botorch_dp.plan.proxy import _proxy_losses, simulation_config
 from botorch_dp.privacy.checks import check_nonnegative_int, check_positive, check_positive_int, check_probability
 from botorch_dp.privacy.mechanisms import clip_rows
 from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.utils import child_seeds
+from botorch_dp.utils import child_seeds, progress_bar
 
 __all__ = ["DEFAULT_CLIP_QUANTILES", "PlanTrial", "PrivatePlan", "plan_private_run"]
 
@@ -312,7 +311,7 @@ def plan_private_run(
         )
     key = "clip_init" if adaptive_clip else "clip_bound"
     total = (len(tolerances) * len(quantiles) * len(etas) * len(Ts) + 1) * num_repeats
-    bar = tqdm(total=total, disable=not progress, desc="planning on the proxy", unit="run")
+    bar = progress_bar(total=total, disable=not progress, desc="planning on the proxy", unit="run")
     with warnings.catch_warnings():
         # the simulation's seeded noise is public randomness on public data, not a release
         warnings.filterwarnings("ignore", category=PrivacyWarning)

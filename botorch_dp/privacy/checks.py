@@ -7,10 +7,11 @@ needs torch, and imports it when called, so that ``privacy.analysis`` stays floa
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 #: How non-finite per-user losses are handled (``DPGIBOConfig.nonfinite_losses``).
@@ -116,10 +117,22 @@ def check_delta(value: float, name: str = "delta") -> float:
     return check_probability(value, name)
 
 
+def did_you_mean(value: object, choices: Iterable[str]) -> str:
+    r"""`` Did you mean 'x'?`` for the choice closest to a misspelled string ``value`` (``difflib``), else ``""``."""
+    if not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
+    if not close:  # a difference of case or separators only ("DP-GIBO" for "dp_gibo")
+        folded = {c.lower().replace("-", "_").replace(" ", "_"): c for c in choices}
+        close = [folded[k] for k in (value.lower().replace("-", "_").replace(" ", "_"),) if k in folded]
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
 def check_choice(value: str, name: str, choices: tuple[str, ...]) -> str:
-    r"""One of ``choices`` (an option string such as a distribution or accountant name)."""
+    r"""One of ``choices`` (an option string such as a distribution or accountant name); a
+    misspelling is refused with the closest choice (``did_you_mean``)."""
     if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}.")
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}.{did_you_mean(value, choices)}")
     return value
 
 

@@ -51,6 +51,7 @@ from botorch_dp.problems.run_budgets import (
 from botorch_dp.training.dp_sgd import DPSGDConfig, TrainingConfig
 from botorch_dp.training.objective_perturbation import AMPConfig, AMPResult, fit_amp
 from botorch_dp.tuning.charged import ChargedTraining, TrainingTicket, amp_training_event, same_event
+from botorch_dp.tuning.non_private import NaturalEvaluation, NonPrivateMetrics
 from botorch_dp.tuning.search_space import Hyperparameter, SearchSpace, SearchSpaceObjective
 from botorch_dp.tuning.torch_classifier import TorchModelTuningObjective
 
@@ -102,7 +103,7 @@ def _only_budget_weight(options: dict[str, Any]) -> None:
         raise TypeError(f"An AMP run takes only budget_weight as an option, got {sorted(options)}.")
 
 
-class AMPTuningObjective(ChargedTraining, SearchSpaceObjective):
+class AMPTuningObjective(ChargedTraining, SearchSpaceObjective, NaturalEvaluation):
     r"""θ (``q x d`` unit cube) ↦ ``q x n`` validation losses of AMP logistic regressions.
 
     The unit cube maps to ``log10 λ`` (and, with ``clip_range``, ``log10 C``) through a
@@ -284,6 +285,23 @@ class AMPTuningObjective(ChargedTraining, SearchSpaceObjective):
             check_choice(split, "split", ("test", "validation"))
         ]
         return float((result.predict(X) == y).to(torch.float64).mean())
+
+    def evaluate_non_private(self, theta: Tensor, *, label: str | None = None) -> NonPrivateMetrics:
+        r"""NON-PRIVATE: validation and test loss and accuracy of an AMP model released at
+        ``theta`` (a unit-cube point; ``evaluate`` takes natural values). The run is charged
+        like any other (``train``); the numbers are not protected: do not publish them.
+
+        Returns:
+            ``{"validation_loss", "validation_accuracy", "test_loss", "test_accuracy"}``.
+        """
+        result = self.train(theta, label=label)
+        d = self.data
+        return NonPrivateMetrics(
+            validation_loss=float(self.losses_of(result, d.X_val, d.y_val).mean()),
+            validation_accuracy=self.accuracy_non_private(result, "validation"),
+            test_loss=float(self.losses_of(result, d.X_test, d.y_test).mean()),
+            test_accuracy=self.accuracy_non_private(result, "test"),
+        )
 
 
 # ============================================================================ DP-SGD objective

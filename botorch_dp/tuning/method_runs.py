@@ -15,6 +15,7 @@ selection methods over the space's public encoding.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable
@@ -22,21 +23,31 @@ from typing import Any
 
 from torch import Tensor
 
+from botorch_dp.baselines.selection import PrivateSelectionResult
 from botorch_dp.optim import DPGIBOConfig, DPGIBOResult
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan import plan_private_run
 from botorch_dp.plan.method_dp_gibo import DPGIBOMethod
 from botorch_dp.plan.method_dp_hypo import DPHyPOMethod
-from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext, config_delta, config_mu
+from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext, MethodRun, config_delta, config_mu
 from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from botorch_dp.privacy.checks import did_you_mean
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.statement import guarantee_statement
 from botorch_dp.tuning.encoding import natural_point
 from botorch_dp.tuning.search_space import SearchSpace
 from botorch_dp.tuning.tune_result import ConfigurationRun, TuneGuarantee, TuneObjective, TuneResult, configs_objective
 
-__all__ = ["METHODS", "batch_size_of", "check_method", "run_method", "without_proxy"]
+__all__ = [
+    "METHODS",
+    "batch_size_of",
+    "check_method",
+    "run_method",
+    "selection_timing",
+    "with_max_trials",
+    "without_proxy",
+]
 
 METHODS = ("auto", "dp_gibo", "private_random_search", "dp_hypo")
 """``tune``'s ``method`` values."""
@@ -66,6 +77,25 @@ def without_proxy(
     return _WITHOUT_PROXY[method](loss_clip).resolved(None, context)
 
 
+def with_max_trials(candidate: CandidateMethod, max_trials: int | None) -> CandidateMethod:
+    r"""``candidate`` whose private run is padded to ``max_trials`` trials when it is a selection
+    (``PrivateRandomSearchMethod`` and ``DPHyPOMethod``; DP-GIBO has no hidden ``K``: unchanged)."""
+    if max_trials is None or not isinstance(candidate, PrivateRandomSearchMethod):
+        return candidate
+    return dataclasses.replace(candidate, max_trials=max_trials)
+
+
+def selection_timing(run: MethodRun) -> tuple[str, str | None]:
+    r"""``(procedure, timing)`` of a method's run: its description without the wall-time sentence,
+    and that sentence (``None`` for a run without a hidden number of trials)."""
+    if not isinstance(run.result, PrivateSelectionResult):
+        return run.description, None
+    timing = run.result.guarantee.details.get("timing")
+    if not isinstance(timing, str):
+        return run.description, None
+    return run.description.removesuffix(" " + timing), timing
+
+
 def batch_size_of(config: DPGIBOConfig, dim: int) -> int:
     r"""DP-GIBO's points per step: ``batch_size``, else ``max_batch_size``, else ``d + 1``."""
     return config.batch_size or config.max_batch_size or dim + 1
@@ -79,7 +109,7 @@ def check_method(
     would count its hidden number of trials, on any space), and on a mixed space (categorical
     configurations) with ``strategy="sample"``."""
     if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}.{did_you_mean(method, METHODS)}")
     if trains and method not in ("auto", "dp_gibo"):
         raise ValueError(
             f"method={method!r} with an objective that charges DP training runs: the training ledger "
@@ -104,6 +134,7 @@ def run_method(
     seed: int | None,
     progress: bool,
     executor: Any,
+    max_trials: int | None = None,
 ) -> TuneResult:
     r"""Plan (with a proxy), resolve ``method`` (``"auto"``: the plan's recommendation) and run it
     privately on ``objective``; see the module.
@@ -113,6 +144,7 @@ def run_method(
             selection methods run at ``(gdp_epsilon(μ, δ), δ)``.
         ledger: The ledger to charge; default a new one whose μ budget is the method's μ (DP-GIBO)
             or none (private selection: an RDP curve calibrated to ``(ε, δ)`` itself).
+        max_trials: A selection's public number of trials (``with_max_trials``).
     """
     delta = config_delta(config)
     plan = None
@@ -132,6 +164,7 @@ def run_method(
     else:
         evaluations = config.num_iterations * batch_size_of(config, space.dim)
         candidate = without_proxy(method, loss_clip, config, space.bounds, evaluations)
+    candidate = with_max_trials(candidate, max_trials)
     budget = candidate.gdp_mu if config.options.fitting.holds else None  # no guarantee fits no budget
     ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=budget)
     run = candidate.run_private(space_objective, ledger=ledger, seed=seed, progress=progress, executor=executor)
@@ -150,6 +183,7 @@ def run_method(
     result = run.result if isinstance(run.result, DPGIBOResult) else run  # ``.release.theta`` either way
     planned = plan.config if plan is not None else config
     configuration = ConfigurationRun({}, result, run.run_id, run.num_users, planned, plan, run.released_score)
+    procedure, timing = selection_timing(run)
     return TuneResult(
         hyperparameters=natural_point(space, run.theta),
         guarantee=guarantee,
@@ -159,6 +193,7 @@ def run_method(
         ledger=ledger,
         score_mu=None,
         method=run.method,
-        procedure=run.description,
+        procedure=procedure,
         methods=None if plan is None else plan.methods,
+        timing=timing,
     )

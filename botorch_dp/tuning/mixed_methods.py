@@ -35,7 +35,7 @@ from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.statement import guarantee_statement
 from botorch_dp.tuning.encoding import MixedEncoding
 from botorch_dp.tuning.method_enumerate import EnumerateMethod
-from botorch_dp.tuning.method_runs import batch_size_of, without_proxy
+from botorch_dp.tuning.method_runs import batch_size_of, selection_timing, with_max_trials, without_proxy
 from botorch_dp.tuning.search_space import SearchSpace
 from botorch_dp.tuning.tune_result import ConfigurationRun, TuneGuarantee, TuneObjective, TuneResult, configs_objective
 from botorch_dp.utils import child_seeds
@@ -139,13 +139,15 @@ def run_mixed_selection(
     seed: int | None,
     progress: bool,
     executor: Any,
+    max_trials: int | None = None,
 ) -> TuneResult:
     r"""Run private random search or DP-HyPO (``method``: forced, or the comparison's
     recommendation) on the encoded ``objective`` at the full budget; see the module.
 
     Without a comparison (no proxy), ``E[K]`` is the enumerate procedure's number of evaluations
     with ``full_config``'s ``T`` and batch (``K (T b + 1)``, ``b`` the batch size, default
-    ``d + 1``) and ``C = loss_clip``.
+    ``d + 1``) and ``C = loss_clip``. ``max_trials``: the run's public number of trials
+    (``method_runs.with_max_trials``).
     """
     encoding = MixedEncoding(space)
     delta = config_delta(full_config)
@@ -156,6 +158,7 @@ def run_mixed_selection(
         K = len(space.configurations())  # each configuration's run: T batches, then its scored final point
         evaluations = K * (full_config.num_iterations * batch_size_of(full_config, space.dim) + 1)
         candidate = without_proxy(method, loss_clip, full_config, encoding.bounds, evaluations)
+    candidate = with_max_trials(candidate, max_trials)
     budget = candidate.gdp_mu if full_config.options.fitting.holds else None  # no guarantee fits no budget
     ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=budget)
     run = candidate.run_private(
@@ -171,6 +174,7 @@ def run_mixed_selection(
     configuration_run = ConfigurationRun(
         configuration, released, run.run_id, run.num_users, full_config, None, run.released_score
     )
+    procedure, timing = selection_timing(run)
     return TuneResult(
         hyperparameters=encoding.to_natural(run.theta),
         guarantee=guarantee,
@@ -180,7 +184,7 @@ def run_mixed_selection(
         ledger=ledger,
         score_mu=None,
         method=run.method,
-        procedure=f"{run.description.rstrip('.')} (over the public encoding of {len(space.configurations())} "
-        "configurations)",
+        procedure=f"{procedure.rstrip('.')} (over the public encoding of {len(space.configurations())} configurations)",
         methods=None if choice is None else choice.comparison,
+        timing=timing,
     )

@@ -39,12 +39,10 @@ the same arguments after an interruption, finished configurations are not re-run
 releases are neither re-drawn nor re-charged, and the ledger ends with the records of an
 uninterrupted call; other arguments are refused by name. ``executor=`` evaluates each
 batch's rows on a ``concurrent.futures.Executor`` (``DPGIBO.run``; training runs are charged
-in this process first). A tqdm bar counts the configurations, one per run.
-
-The choice's scores are audited on this path (``audit.one_call``, row ``tune_choice_score``).
-Not built: checkpoints of ``strategy="sample"`` (its number of trials stays hidden; refused),
-and ``"sample"`` with an objective that charges training runs (the training ledger would
-count the hidden number of trials; refused).
+in this process first). A tqdm bar counts the configurations (a selection: one bar, no count).
+Audited: the choice's scores (``audit.one_call``, row ``tune_choice_score``). Refused: checkpoints
+of a selection, and ``"sample"`` with an objective that charges training runs (either would
+store or count the hidden number of trials).
 """
 
 from __future__ import annotations
@@ -60,15 +58,15 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
+from botorch_dp.baselines.selection import check_max_trials
 from botorch_dp.optim import DPGIBO, DPGIBOConfig
 from botorch_dp.optim.checkpoint import STATE_FILE, kernel_fingerprint
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.optim.stored_config import config_to_json
 from botorch_dp.plan import plan_private_run
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon, gdp_mu
-from botorch_dp.privacy.checks import check_delta, check_positive, check_probability
+from botorch_dp.privacy.checks import check_choice, check_delta, check_positive, check_probability
 from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
@@ -79,6 +77,7 @@ from botorch_dp.tuning.mixed_methods import MixedChoice, choose_mixed_method, ru
 from botorch_dp.tuning.sampled import sample_configurations
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.tuning.tune_checkpoint import TuneCheckpoint, seed_digest
+from botorch_dp.tuning.tune_checks import TuneChecks, check_objective, check_setting_names
 from botorch_dp.tuning.tune_result import (
     SCORE_PART,
     ConfigurationRun,
@@ -88,7 +87,7 @@ from botorch_dp.tuning.tune_result import (
     configs_objective,
     final_losses,
 )
-from botorch_dp.utils import child_seeds
+from botorch_dp.utils import child_seeds, progress_bar
 
 __all__ = ["STRATEGIES", "TUNE_DEFAULTS", "ConfigurationRun", "TuneGuarantee", "TuneResult", "tune"]
 
@@ -114,12 +113,15 @@ def tune(
     strategy: str = "enumerate",
     method: str = "auto",
     mean_trials: float = 4.0,
+    max_trials: int | None = None,
     selection_share: float = 0.1,
     loss_clip: float = 3.0,
     seed: int | None = None,
     progress: bool = True,
     executor: concurrent.futures.Executor | None = None,
     checkpoint_dir: str | os.PathLike | None = None,
+    unsafe_allow_large_delta: bool = False,
+    allow_noise_dominated: bool = False,
     **settings: Any,
 ) -> TuneResult:
     r"""Tune ``space`` on ``objective`` at a total ``(epsilon, delta)`` for the validation users.
@@ -153,6 +155,9 @@ def tune(
             times its batch size plus one scored point per configuration, and ``C = loss_clip``).
             Every method charges ``ledger`` with the full ``(ε, δ)``.
         mean_trials: ``E[K]`` of ``"sample"`` (a truncated negative binomial with ``η = 1``).
+        max_trials: A selection's (``"sample"``, private random search, DP-HyPO) public number of
+            trials, run whatever its hidden ``K`` and discarded after the ``K``-th (``TuneResult.timing``;
+            ``None``: ``K``, the wall time grows with it). DP-GIBO ignores it.
         selection_share: ``f``, the share of ``μ²`` (of each trial's ``μ₀²`` with ``"sample"``)
             for the scores (used only with more than one configuration).
         loss_clip: ``C`` of the scores (losses clamped to ``[0, C]``).
@@ -161,6 +166,9 @@ def tune(
         executor: Evaluate batches on this ``concurrent.futures.Executor`` (``DPGIBO.run``).
         checkpoint_dir: Make the call resumable there (``tuning.tune_checkpoint``; private,
             created ``0700``): called again with the same arguments, it continues.
+        unsafe_allow_large_delta: Run although ``delta ≥ 1/n`` (``tuning.tune_checks``: refused otherwise).
+        allow_noise_dominated: Run although the budget is noise-dominated at ``n`` (refused otherwise).
+            With either opt-in the result's report and JSON carry the warning (``cautions``).
         **settings: ``DPGIBOConfig`` keywords; ``TUNE_DEFAULTS`` otherwise (the kernel is
             ``space.recommended_kernel()`` unless ``kernel=`` is given).
 
@@ -171,12 +179,14 @@ def tune(
         raise ValueError(f"space must be a SearchSpace, got {type(space).__name__}.")
     mu = gdp_mu(check_positive(epsilon, "epsilon", allow_inf=False), check_delta(delta))
     share = check_probability(selection_share, "selection_share")
+    max_trials = check_max_trials(max_trials)
     check_positive(loss_clip, "loss_clip (C)", allow_inf=False)
     blocked = {"bounds", "privacy_mu", "epsilon", "delta", "seed", "validation_mu_budget"} & set(settings)
     if blocked:
         raise ValueError(f"tune sets {sorted(blocked)} itself; give epsilon, delta and seed to tune().")
+    check_setting_names(settings, tune)
     for name, fn in (("objective", objective), ("proxy", proxy)):
-        _check_objective(name, fn, space)
+        check_objective(name, fn, space)
     if proxy is not None and num_users is None and isinstance(objective, SearchSpaceObjective):
         num_users = objective.num_users
     if proxy is not None and (num_users is None or isinstance(num_users, bool) or not isinstance(num_users, int)):
@@ -185,8 +195,7 @@ def tune(
         )
     if proxy is None and plan_options:
         raise ValueError("plan_options: give proxy= to plan on.")
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}.")
+    check_choice(strategy, "strategy", STRATEGIES)
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise ValueError(f"executor must be a concurrent.futures.Executor (with submit), got {executor!r}.")
     configurations = space.configurations()
@@ -213,7 +222,12 @@ def tune(
             "ledger out (tune charges that one) or build the objective with ledger=this ledger."
         )
     seeds: Sequence[int | None] = [None] * (K + 1) if seed is None else child_seeds([int(seed)], K + 1)
-    base = {**TUNE_DEFAULTS, "kernel": space.recommended_kernel(), **settings}
+    flags = dict(unsafe_allow_large_delta=unsafe_allow_large_delta, allow_noise_dominated=allow_noise_dominated)
+    base = {**TUNE_DEFAULTS, "kernel": space.recommended_kernel(), **settings, **flags}
+    run_config = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base)  # bad settings
+    given, checks = objective, TuneChecks.of(objective, run_config, epsilon, mu, K, mu_score, method, sampled, trains)
+    known = num_users if num_users is not None else getattr(objective, "num_users", None)
+    objective = checks.guarded(objective, known)  # refused before any call when n is known, else at the first
     mixed: MixedChoice | None = None
     if method != "dp_gibo":  # the plan's recommended method, or a forced one
         if checkpoint_dir is not None:
@@ -223,7 +237,7 @@ def tune(
             )
         full = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu, target_delta=delta, **base)
         if K == 1:
-            return run_method(
+            result = run_method(
                 method,
                 objective,
                 space,
@@ -236,7 +250,9 @@ def tune(
                 seed=seeds[0],
                 progress=progress,
                 executor=executor,
+                max_trials=max_trials,
             )
+            return checks.carry(result)
         if proxy is not None:  # every configuration planned and the methods compared, on public users only
             assert num_users is not None  # checked above
             mixed = choose_mixed_method(
@@ -252,7 +268,7 @@ def tune(
             )
             method = mixed.comparison.recommended_name if method == "auto" else method
         if method != "dp_gibo":
-            return run_mixed_selection(
+            result = run_mixed_selection(
                 method,
                 objective,
                 space,
@@ -263,8 +279,9 @@ def tune(
                 seed=seeds[0],
                 progress=progress,
                 executor=executor,
+                max_trials=max_trials,
             )
-    run_config = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base)  # bad settings
+            return checks.carry(result)
     holds = run_config.options.fitting.holds  # False: unsafe_allow_sensitive_fitting, each step recorded at μ = inf
     # a new ledger holds the procedure to its μ; the sampled selection is calibrated to (ε, δ) itself (an RDP
     # curve that no Gaussian μ budget contains at every order); a run without a guarantee fits no budget
@@ -280,7 +297,7 @@ def tune(
         checkpoint = TuneCheckpoint(
             checkpoint_dir,
             _arguments(
-                objective,
+                given,
                 space,
                 epsilon=epsilon,
                 delta=delta,
@@ -304,8 +321,15 @@ def tune(
             bound.check_room(most + (K if K > 1 else 0))
 
     def run_one(
-        choice: dict[str, Any], run_mu: float, run_seed: int | None, run_ledger: PrivacyLedger, k: int | None = None
+        choice: dict[str, Any],
+        run_mu: float,
+        run_seed: int | None,
+        run_ledger: PrivacyLedger,
+        k: int | None = None,
+        *,
+        quiet: bool = False,
     ) -> ConfigurationRun:
+        shown = progress and not quiet  # no bar for a hidden trial of "sample"
         config = DPGIBOConfig(bounds=space.bounds, privacy_mu=run_mu, target_delta=delta, seed=run_seed, **base)
         plan = None
         run_dir = None if checkpoint is None or k is None else checkpoint.run_dir(k)
@@ -321,12 +345,12 @@ def tune(
                     configs_objective(proxy, space, choice),
                     config,
                     num_users=num_users,
-                    progress=progress,
+                    progress=shown,
                     **{"choose_method": False, **(plan_options or {})},
                 )
                 config = dataclasses.replace(plan.config, seed=run_seed)
             optimizer = DPGIBO(config, ledger=run_ledger, checkpoint_dir=run_dir)
-        result = optimizer.run(configs_objective(objective, space, choice), progress=progress, executor=executor)
+        result = optimizer.run(configs_objective(objective, space, choice), progress=shown, executor=executor)
         if proxy is not None and optimizer.num_users != num_users:
             warnings.warn(
                 f"The run was planned for num_users = {num_users}, but objective has {optimizer.num_users} "
@@ -337,7 +361,7 @@ def tune(
         return ConfigurationRun(choice, result, optimizer.run_id, int(optimizer.num_users or 0), optimizer.config, plan)
 
     if sampled:
-        return sample_configurations(
+        result = sample_configurations(
             objective,
             space,
             run_one,
@@ -349,11 +373,13 @@ def tune(
             loss_clip=loss_clip,
             seed=seed,
             progress=progress,
+            max_trials=max_trials,
             holds=holds,
         )
+        return checks.carry(result)
     runs = [
         run_one(choice, mu_run, seeds[k], ledger, k)
-        for k, choice in enumerate(tqdm(configurations, disable=not progress or K == 1, desc="configurations"))
+        for k, choice in enumerate(progress_bar(configurations, disable=not progress or K == 1, desc="configurations"))
     ]
     chosen, run_ids = 0, [r.run_id for r in runs]
     if K > 1:
@@ -365,7 +391,7 @@ def tune(
     spent = compose_gdp([ledger.validation_mu(run_id) for run_id in run_ids])
     winner = runs[chosen]
     hyperparameters = natural_point(space, winner.result.release.theta, winner.configuration)
-    return TuneResult(
+    result = TuneResult(
         hyperparameters=hyperparameters,
         guarantee=TuneGuarantee(spent, gdp_epsilon(spent, delta), delta),
         runs=runs,
@@ -375,6 +401,7 @@ def tune(
         score_mu=mu_score if K > 1 else None,
         methods=None if mixed is None else mixed.comparison,
     )
+    return checks.carry(result)
 
 
 def _choose(
@@ -419,25 +446,6 @@ def _choose(
     if checkpoint is not None:
         checkpoint.save_selection(selection_id, scores, ledger)
     return selection_id, scores
-
-
-def _check_objective(name: str, objective: Any, space: SearchSpace) -> None:
-    r"""``ValueError`` naming ``objective`` or ``proxy``: not callable, or a ``SearchSpaceObjective``
-    built on another space than ``space``."""
-    if objective is None and name == "proxy":
-        return
-    if not callable(objective):
-        raise ValueError(
-            f"{name} must be callable (configurations -> q x n losses) or a TorchModelTuningObjective, "
-            f"got {type(objective).__name__}."
-        )
-    if isinstance(objective, SearchSpaceObjective):
-        other = objective.space
-        if other.hyperparameters != space.hyperparameters or other.fixed != space.fixed:
-            raise ValueError(
-                f"{name}.space differs from space: {name}.space is {other.describe()}, space is "
-                f"{space.describe()}; build the {type(objective).__name__} on the space you tune."
-            )
 
 
 def _training_event(objective: Any, space: SearchSpace) -> Any:

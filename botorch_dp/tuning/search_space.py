@@ -50,6 +50,11 @@ __all__ = [
 ]
 
 
+#: Relative slack (of a range's width) within which ``from_natural`` clamps a value onto the range:
+#: ``to_natural`` at a cube corner may land a rounding error outside it (``10 ** log10(upper)``).
+_ROUND_TRIP_RTOL = 1e-9
+
+
 @dataclass(frozen=True)
 class Hyperparameter:
     r"""A continuous hyperparameter with a public range.
@@ -92,8 +97,20 @@ class Hyperparameter:
         return 10.0**search_value if self.log_scale else search_value
 
     def search_value(self, value: Any) -> float:
-        r"""The search-unit value of a natural one."""
-        return math.log10(float(value)) if self.log_scale else float(value)
+        r"""The search-unit value of a natural one (``ValueError`` for a non-number or a value outside
+        ``[lower, upper]``, as ``Integer`` refuses one outside its range; a value off by a rounding
+        error of the round trip through ``to_natural`` is clamped onto the range)."""
+        try:
+            number = float(value) if not isinstance(value, (bool, str, bytes)) else math.nan
+        except (TypeError, ValueError, RuntimeError):
+            number = math.nan
+        if math.isnan(number):
+            raise ValueError(f"{self.name}: {value!r} is not a number in [{self.lower}, {self.upper}].")
+        slack = _ROUND_TRIP_RTOL * (self.upper - self.lower)
+        if not self.lower - slack <= number <= self.upper + slack:
+            raise ValueError(f"{self.name}: {value!r} lies outside its range [{self.lower}, {self.upper}].")
+        number = min(max(number, self.lower), self.upper)
+        return math.log10(number) if self.log_scale else number
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -221,8 +238,9 @@ class SearchSpace:
 
         Args:
             values: ``{name: value}`` with every continuous and integer hyperparameter of the
-                space (an integer's value lands at the centre of its interval); categorical
-                values, if given, must be choices.
+                space, inside its range (a value outside it is refused, for both kinds; an
+                integer's value lands at the centre of its interval); categorical values, if
+                given, must be choices.
 
         Returns:
             A ``d`` float64 tensor.
@@ -286,6 +304,11 @@ class SearchSpaceObjective:
     @property
     def num_users(self) -> int:
         return len(self.data.y_val)
+
+    @property
+    def num_training_records(self) -> int:
+        r"""The number of training examples (the records a DP-SGD training protects)."""
+        return len(self.data.y_train)
 
     def with_choice(self, choice: Mapping[str, Any]) -> Any:
         r"""A shallow copy whose ``space`` fixes the categorical values ``choice``

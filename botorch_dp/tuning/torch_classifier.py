@@ -8,8 +8,8 @@ them (``tuning.charged``), and whose noise can be calibrated to a target trainin
 
 The objective is what ``DPGIBO.run`` consumes. Its outputs are SENSITIVE (one loss per
 validation example); only the DP-GIBO release computed from them is private. Anything
-else that looks at the validation or test data (``evaluate_non_private``) is a
-NON-PRIVATE diagnostic.
+else that looks at the validation or test data (``evaluate(hyperparameters)`` in natural
+units, ``evaluate_non_private(theta)`` on the cube) is a NON-PRIVATE diagnostic.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from botorch_dp.training.dp_sgd import (
 from botorch_dp.tuning.charged import ChargedTraining, TrainingTicket, same_event, shared_rows_ledger
 from botorch_dp.tuning.datasets import ClassificationData
 from botorch_dp.tuning.noise_estimate import estimate_training_noise_variance
+from botorch_dp.tuning.non_private import NaturalEvaluation, NonPrivateMetrics
 from botorch_dp.tuning.per_example import cap_losses, per_example_cross_entropy, per_user_error
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective, default_mlp_space, route_hyperparameters
 
@@ -51,7 +52,7 @@ __all__ = ["TorchModelTuningObjective", "estimate_training_noise_variance", "per
 _TARGET_RTOL = 1e-9
 
 
-class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
+class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective, NaturalEvaluation):
     r"""θ (``q x d``, unit cube) ↦ ``q x n`` per-user validation losses of a trained model.
 
     For each row of θ: map it to natural hyperparameters with ``space``, build the model
@@ -90,7 +91,8 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
     restored ledger; nothing computed from it was released, and the resumed loop
     evaluates those points again with new runs.
 
-    The returned losses are SENSITIVE; pass the objective to ``DPGIBO.run``.
+    The returned losses are SENSITIVE; pass the objective to ``DPGIBO.run`` or ``tune``, and
+    check a result with ``evaluate(result.hyperparameters)`` (NON-PRIVATE, natural units).
 
     Example:
         >>> space = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True),
@@ -409,8 +411,9 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
         return report
 
     # ------------------------------------------------------------------ diagnostics
-    def evaluate_non_private(self, theta: Tensor, *, label: str | None = None) -> dict[str, float | None]:
-        r"""NON-PRIVATE: validation and test loss (and accuracy) of a model trained at ``theta``.
+    def evaluate_non_private(self, theta: Tensor, *, label: str | None = None) -> NonPrivateMetrics:
+        r"""NON-PRIVATE: validation and test loss (and accuracy) of a model trained at ``theta``
+        (a unit-cube point; ``evaluate`` takes natural values).
 
         The training run is recorded in the ledger like any other (it uses the training
         data); the returned numbers are computed from the validation and test data
@@ -435,12 +438,14 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective):
                 return float((model(X.to(model_dtype(model))).argmax(-1) == y).double().mean())
 
         has_test = d.X_test is not None
-        return {
-            "validation_loss": float(self._losses(model, d.X_val, d.y_val).mean()),
-            "validation_accuracy": accuracy(d.X_val, d.y_val),
-            "test_loss": float(self._losses(model, d.X_test, d.y_test).mean()) if has_test else None,
-            "test_accuracy": accuracy(d.X_test, d.y_test) if has_test else None,
-        }
+        return NonPrivateMetrics(
+            {
+                "validation_loss": float(self._losses(model, d.X_val, d.y_val).mean()),
+                "validation_accuracy": accuracy(d.X_val, d.y_val),
+                "test_loss": float(self._losses(model, d.X_test, d.y_test).mean()) if has_test else None,
+                "test_accuracy": accuracy(d.X_test, d.y_test) if has_test else None,
+            }
+        )
 
     def with_data(self, data: ClassificationData | Sequence[Any], **overrides: Any) -> TorchModelTuningObjective:
         r"""A copy of this objective (same space, model, optimizer, loss, training) on other data.

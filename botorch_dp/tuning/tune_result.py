@@ -2,7 +2,8 @@ r"""What ``tune`` returns, and the helpers its strategies share (``one_call``, `
 
 ``TuneResult`` holds only what the procedure releases: the chosen hyperparameters in natural
 units, the released runs (every configuration's with ``"enumerate"``, only the winner's with
-``"sample"``), their noisy scores and the guarantee. ``objective`` and ``proxy`` take a list
+``"sample"`` and with a selection method, whose number of trials and losing trials stay hidden),
+their noisy scores and the guarantee. ``objective`` and ``proxy`` take a list
 of configurations in natural units, or are ``SearchSpaceObjective``s that take θ (a
 ``TorchModelTuningObjective``); ``configs_objective`` gives either as DP-GIBO evaluates it.
 """
@@ -65,7 +66,8 @@ class ConfigurationRun:
 
     When ``tune`` ran another method (``TuneResult.method``, ``tuning.method_runs``), ``result``
     is its ``plan.MethodRun`` (``result.release.theta`` is the released point, ``noisy_score``
-    the winner's released score) and ``config`` DP-GIBO's planned settings, kept for reference.
+    the winner's released score; its own ``result`` is the selection's winner only) and
+    ``config`` DP-GIBO's planned settings, kept for reference.
     """
 
     configuration: dict[str, Any]
@@ -95,6 +97,10 @@ class TuneResult:
             configuration, described by ``guarantee``).
         methods: The method choice on the proxy (``plan.MethodComparison``; ``str`` gives its
             table), when ``method="auto"`` or a forced method was compared there; else ``None``.
+        cautions: Warnings the guarantee carries: settings refused by default that the call was
+            opted into (``δ ≥ 1/n``, a noise-dominated budget; ``tuning.tune_checks``).
+        timing: For a private selection (a hidden number of trials ``K``): what the run's wall
+            time reveals and whether it was padded to ``max_trials`` (``None`` otherwise).
     """
 
     hyperparameters: dict[str, Any]
@@ -107,6 +113,8 @@ class TuneResult:
     method: str = "dp_gibo"
     procedure: str | None = None
     methods: MethodComparison | None = field(default=None, repr=False)
+    cautions: tuple[str, ...] = ()
+    timing: str | None = None
 
     def guarantee_report(self) -> str:
         r"""What was protected, in plain words (``GuaranteeStatement``), after this procedure's own line."""
@@ -123,9 +131,10 @@ class TuneResult:
             if math.isfinite(g.mu)
             else "by Papernot–Steinke selection over a hidden number of sampled runs (RDP)"
         )
+        timing = "" if self.timing is None else f"{self.timing}\n"
         return (
             f"tune: (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})-DP for the validation users {how}\n"
-            f"{self.statement}"
+            f"{timing}{self.statement}" + "".join(f"\nWARNING: {caution}" for caution in self.cautions)
         )
 
     def to_json(self, path: str | None = None) -> str:
@@ -149,7 +158,10 @@ class TuneResult:
             "chosen": self.chosen,
             "method": self.method,
             "statement": self.statement.to_dict(),
+            "warnings": list(self.cautions),
         }
+        if self.timing is not None:
+            out["timing"] = self.timing
         text = json.dumps(out, indent=1, allow_nan=False)
         if path is not None:
             with open(path, "w") as f:

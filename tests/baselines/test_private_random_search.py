@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
@@ -13,11 +14,14 @@ from botorch_dp.privacy.analysis.private_selection import private_selection_epsi
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.problems import NormalLocation
 
+#: The NON-PRIVATE diagnostic: these tests read K and every trial on purpose.
+prs_trials = functools.partial(private_random_search, non_private_trials=True)
+
 
 def test_private_random_search_without_noise_picks_the_best_trial():
     problem = NormalLocation(dim=2, num_users=25, seed=2)
     with pytest.warns(PrivacyWarning, match="reproducible"):
-        res = private_random_search(problem, problem.bounds, mean_trials=30.0, per_trial_mu=1e9, loss_clip=1e3, seed=5)
+        res = prs_trials(problem, problem.bounds, mean_trials=30.0, per_trial_mu=1e9, loss_clip=1e3, seed=5)
     K = res.num_evaluations
     assert K >= 1 and not res.history.public
     # same seed -> same uniform candidates as random search; noise std C/(nμ₀) = 4e-8 is negligible
@@ -35,7 +39,7 @@ def test_private_random_search_clips_losses_and_noises_with_C_over_n_mu():
     n, C, mu0 = 10, 1.0, 0.5
     bounds = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
     constant = lambda X: torch.full((X.shape[0], n), 5.0, dtype=torch.float64)  # clipped to C = 1
-    res = private_random_search(
+    res = prs_trials(
         constant, bounds, mean_trials=400.0, per_trial_mu=mu0, loss_clip=C, seed=0
     )  # fixed seed: statistical bounds
     scores = res.history.extras["noisy_scores"]
@@ -49,9 +53,7 @@ def test_private_random_search_poisson_with_zero_trials_returns_fallback():
     calls = []
     objective = lambda X: calls.append(X) or torch.zeros(X.shape[0], 3, dtype=torch.float64)
     # E[K] = 1e-9: K = 0 with probability ≈ 1
-    res = private_random_search(
-        objective, bounds, mean_trials=1e-9, per_trial_mu=0.1, loss_clip=1.0, distribution="poisson"
-    )
+    res = prs_trials(objective, bounds, mean_trials=1e-9, per_trial_mu=0.1, loss_clip=1.0, distribution="poisson")
     assert res.num_evaluations == 0 and not calls
     torch.testing.assert_close(res.theta, torch.tensor([0.5, 1.0], dtype=torch.float64))
 
@@ -63,16 +65,16 @@ def test_private_random_search_default_draws_K_points_and_noise_from_os_entropy(
     kwargs = dict(mean_trials=20.0, per_trial_mu=0.5, loss_clip=2.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyWarning)  # the default never warns
-        runs = [private_random_search(objective, bounds, **kwargs) for _ in range(3)]
+        runs = [prs_trials(objective, bounds, **kwargs) for _ in range(3)]
     # nothing is reproducible: the trial points (and, almost surely, K) differ between calls
     points = [r.history.points for r in runs]
     assert not any(torch.equal(points[0][:1], p[:1]) for p in points[1:])
     assert len({r.num_evaluations for r in runs} | {r.history.extras["released_score"] for r in runs}) > 1
     # an explicit seed reproduces all of it, and says so
     with pytest.warns(PrivacyWarning, match="seed stays secret"):
-        a = private_random_search(objective, bounds, seed=4, **kwargs)
+        a = prs_trials(objective, bounds, seed=4, **kwargs)
     with pytest.warns(PrivacyWarning):
-        b = private_random_search(objective, bounds, seed=4, **kwargs)
+        b = prs_trials(objective, bounds, seed=4, **kwargs)
     assert a.num_evaluations == b.num_evaluations and torch.equal(a.history.points, b.history.points)
     assert torch.equal(a.history.extras["noisy_scores"], b.history.extras["noisy_scores"])
     with pytest.raises(TypeError, match="secure_rng"):
@@ -87,9 +89,9 @@ def test_private_random_search_accepts_every_63_bit_seed():
     objective = lambda X: torch.zeros(X.shape[0], 3, dtype=torch.float64)
     for seed in (2**63 - 1, max(child_seeds(7, 8))):
         with pytest.warns(PrivacyWarning, match="reproducible"):
-            a = private_random_search(objective, bounds, mean_trials=5.0, per_trial_mu=1.0, loss_clip=1.0, seed=seed)
+            a = prs_trials(objective, bounds, mean_trials=5.0, per_trial_mu=1.0, loss_clip=1.0, seed=seed)
         with pytest.warns(PrivacyWarning, match="reproducible"):
-            b = private_random_search(objective, bounds, mean_trials=5.0, per_trial_mu=1.0, loss_clip=1.0, seed=seed)
+            b = prs_trials(objective, bounds, mean_trials=5.0, per_trial_mu=1.0, loss_clip=1.0, seed=seed)
         assert torch.equal(a.history.extras["noisy_scores"], b.history.extras["noisy_scores"])
 
 
@@ -111,7 +113,7 @@ def test_without_a_seed_K_is_not_one_fixed_value_and_the_noise_differs():
             rows.clear()
             res = private_random_search(objective, bounds, mean_trials=8.0, per_trial_mu=1.0, loss_clip=1.0)
             counts.append(sum(rows))
-            noises.append(res.history.extras["released_score"] - float(res.theta.clamp(0.0, 1.0).sum()))
+            noises.append(res.released_score - float(res.theta.clamp(0.0, 1.0).sum()))
     assert min(counts) >= 1 and len(set(counts)) > 1, counts
     assert len(set(noises)) == len(noises)
 

@@ -1,14 +1,18 @@
 r"""botorch_dp.integrations.ax (issue 32, item 4): the GIBO acquisition in Ax with joint batches, a
 centre that moves without rebuilding, no fit on the outcomes, settings checked with their values,
-and the how-to page that runs.
+and the how-to page that runs; its private run (issue 43 item 5: DP-GIBO's ask/tell decides, the
+ledger charges, Ax tracks the trials without their losses) is run here as written.
 
 ax-platform is a test dependency (the ``dev`` extra): nothing here is skipped.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import math
+import warnings
 from pathlib import Path
 
 import pytest
@@ -23,7 +27,10 @@ from botorch_dp.acquisition import qGradientInformation
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.integrations import ax as integration
 from botorch_dp.integrations.ax import MIN_NOISE, AxGIBO, PublicKernelGP, default_kernel
+from botorch_dp.privacy.analysis.gdp import gdp_mu
+from botorch_dp.utils import torch_threads
 
+from ..test_docs import RUN_IN, python_blocks
 from .test_ax_theta import space_lr_dropout
 
 F64 = torch.float64
@@ -269,3 +276,28 @@ class _TrainingData:
 
     def __init__(self, X, Y):
         self.X, self.Y = X, Y
+
+
+def test_the_pages_private_run_tracks_in_ax_only_the_asked_points_and_charges_the_target():
+    r"""docs/how-to/ax.md's private run, as written: Ax holds exactly the points DP-GIBO asked, in
+    order and with no loss; the ledger holds one Gaussian release per step, composed to the target."""
+    page = "docs/how-to/ax.md"
+    (code,) = [code for _, above, code in python_blocks(page) if RUN_IN.search(above)]
+    namespace: dict = {"__name__": "ax_private_run"}
+    out = io.StringIO()
+    with torch_threads(1), contextlib.redirect_stdout(out), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(code, str(ROOT / page), "exec"), namespace)
+    opt, client, space, result = (namespace[k] for k in ("opt", "client", "space", "result"))
+    summary = client.summarize()
+    assert list(summary.columns) == ["trial_index", "arm_name", "trial_status", "lr", "dropout"]  # no loss
+    assert (summary["trial_status"] == "COMPLETED").all()
+    asked = [space.parameters(x) for x in opt.evaluation_points]
+    assert len(asked) == 18 and summary[["lr", "dropout"]].to_dict("records") == asked
+    assert summary["arm_name"].tolist()[:4] == ["step0_0", "step0_1", "step0_2", "step1_0"]
+    ledger = opt.ledger
+    assert len(ledger.validation_steps) == 6 and ledger.validation_mu() == pytest.approx(gdp_mu(1.0, 1e-5), rel=1e-12)
+    assert result.release.guarantee.epsilon == pytest.approx(1.0, rel=1e-9)
+    released = space.parameters(result.release.theta)
+    assert out.getvalue().startswith(f"{released}\n{result.guarantee_report()}\n")
+    assert 1e-4 <= released["lr"] <= 1e-1 and 0.0 <= released["dropout"] <= 0.5

@@ -85,7 +85,24 @@ def test_the_private_run_charges_the_full_budget_before_the_objective(setting):
     ledger = PrivacyLedger()
     run = method.run_private(counted, ledger=ledger)  # noise from OS entropy
     assert run.num_users == N and run.run_id == ledger.validation_records()[0].run_id
-    assert sum(calls) == run.result.num_evaluations and run.release is run
+    assert run.release is run and run.released_score == run.result.released_score
+    assert not hasattr(run.result, "num_evaluations") and not hasattr(run.result, "history")  # the winner only
     assert run.epsilon <= ledger.validation_epsilon(1e-5) <= 1.0  # the run's continuous-order bound and the ledger's
     assert ledger.validation_epsilon(1e-5) == pytest.approx(1.0, rel=1e-9)
-    assert run.released_score == run.result.history.extras["released_score"]
+    # seeded: the objective is called for the K trials exactly, and the release is the baseline's winner
+    calls.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = method.run_private(counted, ledger=PrivacyLedger(), seed=8)
+        trials = private_random_search(
+            private,
+            context.bounds,
+            mean_trials=18.0,
+            per_trial_mu=method.per_trial_mu,
+            loss_clip=method.loss_clip,
+            target_delta=1e-5,
+            seed=8,
+            non_private_trials=True,  # the NON-PRIVATE diagnostic: K and every trial
+        )
+    assert sum(calls) == trials.num_evaluations and torch.equal(run.theta, trials.theta)
+    assert run.released_score == trials.history.extras["released_score"] == trials.released_score

@@ -72,7 +72,26 @@ def test_auto_runs_the_recommended_method_and_the_objective_only_after_planning(
     first_private = labels.index("private")
     assert "proxy" in labels[:first_private] and "proxy" not in labels[first_private:]  # planning never called it
     run = result.runs[0].result  # the MethodRun: theta and the winner's noisy score are the release
-    assert sum(q for label, q in log if label == "private") == run.result.num_evaluations
+    # the baseline with the plan's settings and tune's seed, its trials read through the NON-PRIVATE diagnostic:
+    # the private objective was evaluated at exactly its K trials, and the release is its winner
+    chosen = plan.methods.recommended
+    same = _basin(_users(2000, 1), [], "x")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trials = private_random_search(
+            lambda X: same(BASIN.to_natural(X)),
+            BASIN.bounds,
+            mean_trials=chosen.mean_trials,
+            per_trial_mu=chosen.per_trial_mu,
+            loss_clip=chosen.loss_clip,
+            tnb_eta=chosen.tnb_eta,
+            target_delta=1e-5,
+            seed=child_seeds([3], 2)[0],
+            non_private_trials=True,
+        )
+    assert sum(q for label, q in log if label == "private") == trials.num_evaluations
+    assert torch.equal(run.theta, trials.theta) and run.released_score == trials.released_score
+    assert not hasattr(run.result, "num_evaluations") and "history" not in repr(result)  # the winner only
     assert result.hyperparameters == BASIN.to_natural(run.theta) and result.runs[0].noisy_score == run.released_score
     # one Papernot-Steinke curve charged before the evaluations, calibrated to the full budget
     assert len(result.ledger.validation_records()) == 1

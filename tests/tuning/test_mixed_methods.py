@@ -12,11 +12,13 @@ import pytest
 import torch
 
 from botorch_dp import tune
+from botorch_dp.baselines import private_random_search
 from botorch_dp.plan import DPGIBOMethod, DPHyPOMethod, PrivateRandomSearchMethod
 from botorch_dp.privacy.analysis.gdp import gdp_mu
 from botorch_dp.privacy.analysis.private_selection import private_selection_epsilon
 from botorch_dp.tuning import Categorical, Hyperparameter, Integer, SearchSpace
 from botorch_dp.tuning.encoding import MixedEncoding
+from botorch_dp.utils import child_seeds
 
 SPACE = SearchSpace([Hyperparameter("x", 0.0, 1.0), Hyperparameter("y", 0.0, 1.0), Categorical("c", ("a", "b"))])
 OFFSET = {"a": 0.3, "b": 0.0}  # configuration "b" is the better one in both problems
@@ -146,7 +148,24 @@ def test_forced_selections_on_a_mixed_space_see_natural_units_and_spend_the_targ
     assert result.method == "private_random_search" and result.methods is None
     details = result.runs[0].result.result.guarantee.details
     assert details["mean_trials"] == 3 * (3 * 3 + 1)  # K (T (d + 1) + 1) without a proxy
-    assert len(seen) == result.runs[0].result.result.num_evaluations
+    # the baseline over the encoding with tune's seed, its trials read through the NON-PRIVATE diagnostic:
+    # the objective saw exactly its K trials, and the release is its winner
+    calls = len(seen)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        encoding = MixedEncoding(space)
+        trials = private_random_search(
+            encoding.objective(objective),
+            encoding.bounds,
+            mean_trials=30.0,
+            per_trial_mu=details["per_trial_mu"],
+            loss_clip=2.0,
+            target_delta=1e-5,
+            seed=child_seeds([4], 4)[0],
+            non_private_trials=True,
+        )
+    assert calls == trials.num_evaluations and torch.equal(result.runs[0].result.result.theta, trials.theta)
+    del seen[calls:]
     for c in seen:  # natural units: a rounded int in range, a float in range, a valid choice, in order
         assert list(c) == ["w", "lr", "opt"] and type(c["w"]) is int and 1 <= c["w"] <= 9
         assert isinstance(c["lr"], float) and 1e-3 <= c["lr"] <= 1e-1 and c["opt"] in ("sgd", "adam", "rmsprop")

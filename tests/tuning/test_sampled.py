@@ -17,7 +17,7 @@ import torch
 from scipy import stats
 
 from botorch_dp import tune
-from botorch_dp.optim import DPGIBO
+from botorch_dp.optim import DPGIBO, DPGIBOConfig
 from botorch_dp.privacy.analysis.gdp import gdp_mu
 from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger
@@ -112,13 +112,17 @@ def test_each_trial_runs_at_the_per_trial_mu_and_the_best_released_score_wins(mo
     assert last_was_not_best  # the comparison with "release the last trial" is not vacuous
 
 
+_CONFIG = DPGIBOConfig(bounds=SPACE.bounds, kernel=SPACE.recommended_kernel(), privacy_mu=1.0)
+
+
 def _fake_runs(calls):
     r"""A trial runner that records each call and returns a run at the centre of the cube (no DP-GIBO)."""
 
-    def run_one(choice, run_mu, seed, ledger):
+    def run_one(choice, run_mu, seed, ledger, quiet=False):
         calls.append((choice, run_mu))
         theta = torch.full((SPACE.dim,), 0.5, dtype=torch.float64)
-        return ConfigurationRun(choice, types.SimpleNamespace(release=types.SimpleNamespace(theta=theta)), "r", N, None)
+        release = types.SimpleNamespace(release=types.SimpleNamespace(theta=theta))
+        return ConfigurationRun(choice, release, "r", N, _CONFIG)
 
     return run_one
 

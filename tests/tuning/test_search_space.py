@@ -76,3 +76,27 @@ def test_recommended_kernel_is_fixed_and_depends_only_on_the_space():
     # k(x, x') = exp(-|x - x'|² / (2 ℓ²)) with ℓ = 0.2
     expected = torch.exp(-torch.cdist(x, x).pow(2) / (2 * 0.2**2))
     torch.testing.assert_close(K, expected, rtol=1e-6, atol=1e-8)
+
+
+def test_from_natural_refuses_out_of_range_values_for_floats_as_for_integers():
+    from botorch_dp.tuning import Integer
+
+    space = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Integer("width", 16, 128)])
+    inside = {"lr": 1e-2, "width": 64}
+    theta = space.from_natural(inside)
+    assert ((theta > 0) & (theta < 1)).all() and space.to_natural(theta) == pytest.approx(inside)
+    for bad, match in [
+        ({"lr": 0.5, "width": 64}, r"lr: 0\.5 lies outside its range \[0\.0001, 0\.1\]"),
+        ({"lr": 1e-5, "width": 64}, r"lr: 1e-05 lies outside its range"),
+        ({"lr": 1e-2, "width": 129}, r"width: 129 is not an integer in \[16, 128\]"),
+        ({"lr": math.nan, "width": 64}, r"lr: nan is not a number"),
+        ({"lr": "0.01", "width": 64}, r"lr: '0\.01' is not a number"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            space.from_natural(bad)
+    # the cube's corners round-trip although 10 ** log10(upper) may land a rounding error outside the range
+    for corner in ([0.0, 0.0], [1.0, 1.0]):
+        cube = torch.tensor(corner, dtype=torch.float64)
+        back = space.from_natural(space.to_natural(cube))
+        assert ((back >= 0) & (back <= 1)).all()
+        torch.testing.assert_close(back[:1], cube[:1])

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
+from botorch_dp.privacy.checks import did_you_mean
+
 __all__ = ["CONFIG_FIELDS", "Strategy", "from_spec", "lookup", "lookup_family", "register", "registered"]
 
 _REGISTRY: dict[str, dict[str, type[Strategy]]] = {}
@@ -95,7 +97,10 @@ def lookup(family: str, name: Any, what: str | None = None) -> type[Strategy]:
     r"""The class registered as ``name`` in ``family``; ``ValueError`` naming the registered ones."""
     table = _REGISTRY.get(family, {})
     if not isinstance(name, str) or name not in table:
-        raise ValueError(f"{what or family} must be one of {sorted(table)} (or a strategy object), got {name!r}.")
+        raise ValueError(
+            f"{what or family} must be one of {sorted(table)} (or a strategy object), got {name!r}."
+            + did_you_mean(name, table)
+        )
     return table[name]
 
 

@@ -25,6 +25,7 @@ import numpy as np
 from botorch_dp.privacy.analysis.gdp import gdp_delta
 from botorch_dp.privacy.analysis.private_selection_trials import (
     DISTRIBUTIONS,
+    num_trials_tail,
     poisson_mean_for_tail,
     sample_num_trials,
     tnb_gamma_for_mean,
@@ -36,6 +37,7 @@ from botorch_dp.privacy.checks import check_choice, check_delta, check_greater, 
 
 __all__ = [
     "DISTRIBUTIONS",
+    "num_trials_tail",
     "per_trial_mu_for_epsilon",
     "poisson_mean_for_tail",
     "private_selection_epsilon",

@@ -23,6 +23,7 @@ from botorch_dp.privacy.checks import (
 
 __all__ = [
     "DISTRIBUTIONS",
+    "num_trials_tail",
     "poisson_mean_for_tail",
     "sample_num_trials",
     "tnb_gamma_for_mean",
@@ -106,6 +107,30 @@ def tnb_log_pmf(k: np.ndarray, *, eta: float, gamma: float) -> np.ndarray:
     log_prod = math.log(abs(eta)) + gammaln(k + eta) - gammaln(1.0 + eta) - gammaln(k + 1.0)
     log_norm = math.log(abs(gamma ** (-eta) - 1.0))
     return log_q + log_prod - log_norm
+
+
+def num_trials_tail(*, distribution: str, mean_trials: float, threshold: int, tnb_eta: float = 1.0) -> float:
+    r"""``P[K > threshold]`` for the number of trials ``K`` of ``sample_num_trials``.
+
+    Poisson: ``scipy.stats.poisson.sf``. Truncated negative binomial: ``1 − Σ_{k=1}^{threshold}
+    P[K = k]`` (``tnb_log_pmf``), clamped to ``[0, 1]`` (``(1 − γ)^threshold`` for ``η = 1``).
+    A padded selection (``max_trials = threshold``) runs longer than its public maximum, and
+    its length then shows ``K``, with this probability.
+    """
+    check_choice(distribution, "distribution", DISTRIBUTIONS)
+    mean_trials = check_positive(mean_trials, "mean_trials", allow_inf=False)
+    threshold = check_nonnegative_int(threshold, "threshold")
+    if distribution == "poisson":
+        from scipy.stats import poisson
+
+        return float(poisson.sf(threshold, mean_trials))
+    gamma = tnb_gamma_for_mean(eta=tnb_eta, mean_trials=mean_trials)
+    if tnb_eta == 1.0:
+        return math.exp(threshold * math.log1p(-gamma))
+    if threshold == 0:
+        return 1.0
+    head = float(np.exp(tnb_log_pmf(np.arange(1, threshold + 1), eta=tnb_eta, gamma=gamma)).sum())
+    return min(max(1.0 - head, 0.0), 1.0)
 
 
 def sample_num_trials(*, distribution: str, mean_trials: float, rng: np.random.Generator, tnb_eta: float = 1.0) -> int:
