@@ -116,6 +116,12 @@ class DPGIBO(OwnsCheckpoint):
         search_seed = secrets.randbits(63) if c.seed is None else child_seeds([c.seed, 1], 1)[0]  # public, stream 1
         self._search_gen = torch.Generator().manual_seed(search_seed)
         if not o.fitting.holds:
+            if math.isfinite(self.ledger.remaining_validation_mu()):
+                raise ValueError(
+                    "unsafe_allow_sensitive_fitting=True on a ledger with a validation budget: the run has no "
+                    "guarantee (each step is recorded as mu = inf), which no budget admits. Use a ledger without "
+                    "a budget (and no validation_mu_budget)."
+                )
             warnings.warn(_UNSAFE_FITTING, PrivacyWarning, stacklevel=2)
         new = None if _resuming else check_new_checkpoint_dir  # DPGIBO.resume continues its own (its lock taken)
         self._checkpoint_lock = own_checkpoint(self.checkpoint_dir, "DPGIBO", _resuming, check=new)  # last
@@ -242,7 +248,7 @@ class DPGIBO(OwnsCheckpoint):
             basis = o.projection.basis(s.theta, s.gp, s.track)  # Ṽ_t from the GP before the batch (public), or None
             gp = s.gp.condition_on(points) if points.shape[0] else s.gp
             users, gp = o.fitting.prepare(
-                users, torch.cat([s.X, points]), self.kernel, gp, self.noise_variance, self.config.jitter
+                users, torch.cat([s.X, points]), self.kernel, gp, self.noise_variance, self.config.jitter, meter
             )
             W = gp.gradient_weights(s.theta)
             W = W if basis is None else basis.transpose(0, 1) @ W

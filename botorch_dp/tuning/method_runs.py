@@ -169,7 +169,8 @@ def run_method(
         evaluations = config.num_iterations * batch_size_of(config, space.dim)
         candidate = without_proxy(method, loss_clip, config, space.bounds, evaluations)
     candidate = with_max_trials(candidate, max_trials)
-    ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=candidate.gdp_mu)
+    budget = candidate.gdp_mu if config.options.fitting.holds else None  # no guarantee fits no budget
+    ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=budget)
     run = candidate.run_private(space_objective, ledger=ledger, seed=seed, progress=progress, executor=executor)
     if plan is not None and run.num_users != num_users:
         warnings.warn(

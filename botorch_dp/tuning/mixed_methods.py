@@ -159,7 +159,8 @@ def run_mixed_selection(
         evaluations = K * (full_config.num_iterations * batch_size_of(full_config, space.dim) + 1)
         candidate = without_proxy(method, loss_clip, full_config, encoding.bounds, evaluations)
     candidate = with_max_trials(candidate, max_trials)
-    ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=candidate.gdp_mu)
+    budget = candidate.gdp_mu if full_config.options.fitting.holds else None  # no guarantee fits no budget
+    ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=budget)
     run = candidate.run_private(
         encoding.objective(objective), ledger=ledger, seed=seed, progress=progress, executor=executor
     )

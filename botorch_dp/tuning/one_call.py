@@ -288,14 +288,15 @@ def tune(
                 max_trials=max_trials,
             )
             return checks.carry(result)
+    holds = run_config.options.fitting.holds  # False: unsafe_allow_sensitive_fitting, each step recorded at μ = inf
     # a new ledger holds the procedure to its μ; the sampled selection is calibrated to (ε, δ) itself (an RDP
-    # curve that no Gaussian μ budget contains at every order)
+    # curve that no Gaussian μ budget contains at every order); a run without a guarantee fits no budget
     ledger = (
         ledger
         if ledger is not None
         else own
         if own is not None
-        else PrivacyLedger(validation_mu_budget=None if sampled else mu)
+        else PrivacyLedger(validation_mu_budget=None if sampled or not holds else mu)
     )
     checkpoint = None
     if checkpoint_dir is not None:  # the arguments checked against a stored call before anything runs
@@ -383,6 +384,7 @@ def tune(
                 seed=seed,
                 progress=progress,
                 max_trials=max_trials,
+                holds=holds,
             )
             return checks.carry(result)
         runs = [

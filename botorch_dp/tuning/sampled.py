@@ -35,14 +35,15 @@ from torch import Tensor
 
 from botorch_dp.baselines.selection import hidden_trials, padded_trials, selection_progress, timing_note
 from botorch_dp.optim import DPGIBOConfig
+from botorch_dp.optim.options.fitting import FIT_PART
 from botorch_dp.privacy.analysis.private_selection import (
     per_trial_mu_for_epsilon,
     private_selection_rdp,
     sample_num_trials,
 )
 from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
-from botorch_dp.privacy.ledger import PrivacyLedger, ValidationMechanism
-from botorch_dp.privacy.ledger.events import TRAINING_RDP_ORDERS
+from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger, ValidationMechanism
+from botorch_dp.privacy.ledger.events import TRAINING_RDP_ORDERS, ValidationEvent
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.privacy.statement import guarantee_statement
@@ -71,9 +72,13 @@ def sample_configurations(
     seed: int | None,
     progress: bool,
     max_trials: int | None = None,
+    holds: bool = True,
 ) -> TuneResult:
     r"""Run the sampled strategy (see the module); ``run_one(choice, μ_run, seed, ledger, quiet=True)``
-    is ``tune``'s DP-GIBO run of one configuration without progress output."""
+    is ``tune``'s DP-GIBO run of one configuration without progress output. ``holds=False`` (the
+    runs' settings carry no guarantee: ``unsafe_allow_sensitive_fitting``) records ``μ = inf`` with
+    the selection, before any trial (public: the settings, not ``K``), and the result states no
+    guarantee."""
     # calibrated on the ledger's grid of orders, so the ledger's statement of the charged curve is within ε too
     per_trial_mu = per_trial_mu_for_epsilon(
         target_epsilon=epsilon,
@@ -93,15 +98,19 @@ def sample_configurations(
         tuple(rdp(order) for order in TRAINING_RDP_ORDERS),
     )
     selection_id = f"tune-sample-{uuid.uuid4().hex}"
-    with ledger.charge({SAMPLE_PART: event}, run_id=selection_id, new_run=True) as meter:  # before any trial
-        meter.record(SAMPLE_PART, event)
+    bound: dict[str, ValidationEvent] = {SAMPLE_PART: event}
+    if not holds:
+        bound[FIT_PART] = Gaussian(math.inf)
+    with ledger.charge(bound, run_id=selection_id, new_run=True) as meter:  # before any trial
+        for part, charged in bound.items():
+            meter.record(part, charged)
     if seed is None:  # K and the configurations: public randomness, hidden, from OS entropy
         rng = np.random.default_rng(secrets.randbits(128))
         noise_gen = None
     else:
         rng = np.random.default_rng([int(seed), 1])
         noise_gen = noise_generator(child_seeds([int(seed), 2], 1)[0], stacklevel=4)
-    eps, _ = rdp_to_epsilon(rdp, delta)
+    eps = rdp_to_epsilon(rdp, delta)[0] if holds else math.inf
     timing = timing_note(max_trials, distribution=DISTRIBUTION, mean_trials=mean_trials, per_trial="DP-GIBO run")
     num_trials = sample_num_trials(distribution=DISTRIBUTION, mean_trials=mean_trials, rng=rng)
     total = padded_trials(num_trials, max_trials)  # the trials after the K-th: run, then discarded

@@ -22,7 +22,7 @@ from torch import Tensor
 from botorch_dp.optim import DPGIBOConfig, DPGIBOResult
 from botorch_dp.plan import MethodComparison, MethodRun, PrivatePlan
 from botorch_dp.privacy.ledger import PrivacyLedger
-from botorch_dp.privacy.statement import GuaranteeStatement
+from botorch_dp.privacy.statement import NO_GUARANTEE, GuaranteeStatement
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 
 __all__ = [
@@ -45,11 +45,19 @@ SCORE_PART = "score"
 
 @dataclass(frozen=True)
 class TuneGuarantee:
-    r"""The guarantee of the whole procedure for the validation users (all its runs and its choice)."""
+    r"""The guarantee of the whole procedure for the validation users (all its runs and its choice).
+
+    ``epsilon = inf`` (and ``mu = inf``) when a run had none (``unsafe_allow_sensitive_fitting``):
+    ``holds`` is then False and the result's report and JSON say there is no guarantee."""
 
     mu: float  # NaN when the procedure is an RDP statement (``strategy="sample"``)
     epsilon: float
     delta: float
+
+    @property
+    def holds(self) -> bool:
+        r"""Whether the procedure has a guarantee (a finite ``ε``)."""
+        return math.isfinite(self.epsilon)
 
 
 @dataclass
@@ -111,6 +119,11 @@ class TuneResult:
     def guarantee_report(self) -> str:
         r"""What was protected, in plain words (``GuaranteeStatement``), after this procedure's own line."""
         g = self.guarantee
+        if not g.holds:
+            return (
+                f"tune: {NO_GUARANTEE} for the validation users (epsilon = inf): a run looked at the "
+                f"sensitive losses outside the mechanisms (unsafe_allow_sensitive_fitting)\n{self.statement}"
+            )
         how = (
             f"by {self.procedure}"
             if self.procedure is not None
@@ -129,8 +142,9 @@ class TuneResult:
         out = {
             "hyperparameters": self.hyperparameters,
             "guarantee": {
+                "holds": self.guarantee.holds,
                 "mu": self.guarantee.mu if math.isfinite(self.guarantee.mu) else None,
-                "epsilon": self.guarantee.epsilon,
+                "epsilon": self.guarantee.epsilon if self.guarantee.holds else "inf",  # holds False: no guarantee
                 "delta": self.guarantee.delta,
             },
             "configurations": [
