@@ -7,7 +7,10 @@ coordinate-wise, ``M = round(m/γ)``, adds ``k ~ N_Z(0, s²)^d`` (integer ``s``,
 moves each coordinate by at most ``1/2`` grid step, so ``‖M − M′‖₂ ≤ Δ/γ + √d``: the grid
 sensitivity is ``Δ′ = Δ + √d γ``. Each 1-D discrete Gaussian with integer shift ``v`` is
 dominated by the Gaussian trade-off curve ``G_{(v/s)(1 + 1/s²)}`` (checked numerically,
-``discrete_gaussian_log_delta`` against ``gdp_delta``, in ``tests/privacy/test_discrete_gaussian.py``),
+``discrete_gaussian_log_delta`` against ``G_μ``'s profile, for ``s ≤ 1000`` and ``v ≤ 2s`` in
+``tests/privacy/test_discrete_gaussian.py``; the plain ``v/s`` fails there by a margin in
+``log δ`` that shrinks like ``1/s²``, as does the correction's slack; the releases' ``s ≈ 2^20``
+rest on that trend, not on a proof),
 and GDP composes over the independent coordinates, so the release is ``μ′``-GDP with
 ``μ′ = (Δ′/σ)(1 + 1/s²)``, ``σ = γ s``. It is also ``Δ′²/(2σ²)``-zCDP (CKS Thm. 14), the
 cross-check. ``calibrate_discrete_gaussian`` picks the grid from public quantities only and

@@ -61,7 +61,9 @@ class GaussianGradientMechanism:
 
     @property
     def noise_std(self) -> float:
-        r"""Noise standard deviation per coordinate, ``2B√T/(nμ)`` (0 when ``μ = inf``)."""
+        r"""Noise standard deviation per coordinate, ``2B√T/(nμ)`` (0 when ``μ = inf``): the
+        continuous-equivalent ``σ₀``; the discrete Gaussian drawn (``_noise.release_gaussian``) has
+        scale ``γ s``, larger by a relative ``2^-20 (1 + √d/μ_t)`` or so."""
         return gaussian_noise_std_for_mu(self.sensitivity, self.privacy_mu, self.num_steps)
 
     @property
