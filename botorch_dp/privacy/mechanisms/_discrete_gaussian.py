@@ -15,7 +15,7 @@ from torch import Tensor
 
 from botorch_dp.privacy.analysis.discrete_gaussian import MAX_DISCRETE_GAUSSIAN_SCALE
 
-#: ``words(n)``: ``n`` independent uniform int64 words in ``[0, 2^62)``.
+#: ``words(n)``: ``n`` independent uniform int64 words in ``[0, 2^62)``, on the device the draws are made on.
 WordSource = Callable[[int], Tensor]
 
 
@@ -47,10 +47,10 @@ def _bernoulli_exp_unit(num: Tensor, den: Tensor, words: WordSource) -> Tensor:
     the first failure of independent ``Bernoulli(x/K)``, ``K = 1, 2, …``; the draw is 1 iff
     ``K`` is odd). ``BLOCK`` consecutive ``K`` are tried at once per element."""
     n = num.numel()
-    result = torch.empty(n, dtype=torch.bool)
-    active = torch.arange(n)
+    result = torch.empty(n, dtype=torch.bool, device=num.device)
+    active = torch.arange(n, device=num.device)
     first_k = 1
-    steps = torch.arange(BLOCK, dtype=torch.int64)
+    steps = torch.arange(BLOCK, dtype=torch.int64, device=num.device)
     while active.numel() > 0:
         bounds = den[active].unsqueeze(-1) * (first_k + steps)
         success = _uniform_below(bounds, words).reshape(-1, BLOCK) < num[active].unsqueeze(-1)
@@ -63,9 +63,9 @@ def _bernoulli_exp_unit(num: Tensor, den: Tensor, words: WordSource) -> Tensor:
     return result
 
 
-def _bernoulli_exp_minus_one(count: int, words: WordSource) -> Tensor:
+def _bernoulli_exp_minus_one(count: int, words: WordSource, device: torch.device) -> Tensor:
     r"""``count`` independent ``Bernoulli(e⁻¹)`` draws."""
-    one = torch.ones(count, dtype=torch.int64)
+    one = torch.ones(count, dtype=torch.int64, device=device)
     return _bernoulli_exp_unit(one, one, words)
 
 
@@ -73,42 +73,44 @@ def _bernoulli_exp(num: Tensor, den: Tensor, words: WordSource) -> Tensor:
     r"""``Bernoulli(exp(−num/den))`` for ``num >= 0``, ``den >= 1``: ``floor(num/den)`` draws of
     ``Bernoulli(e⁻¹)`` that must all succeed (drawn together), and one of ``exp(−frac)``."""
     whole = num // den
-    result = torch.ones(num.numel(), dtype=torch.bool)
+    result = torch.ones(num.numel(), dtype=torch.bool, device=num.device)
     total = int(whole.sum())
     if total > 0:
-        owner = torch.repeat_interleave(torch.arange(num.numel()), whole)
-        failures = torch.zeros(num.numel(), dtype=torch.int64)
-        failures.index_add_(0, owner, (~_bernoulli_exp_minus_one(total, words)).to(torch.int64))
+        owner = torch.repeat_interleave(torch.arange(num.numel(), device=num.device), whole)
+        failures = torch.zeros(num.numel(), dtype=torch.int64, device=num.device)
+        failures.index_add_(0, owner, (~_bernoulli_exp_minus_one(total, words, num.device)).to(torch.int64))
         result = failures == 0
     rest = result.nonzero().reshape(-1)
     result[rest] = _bernoulli_exp_unit(num[rest] - whole[rest] * den[rest], den[rest], words)
     return result
 
 
-def _geometric_exp_minus_one(count: int, words: WordSource) -> Tensor:
+def _geometric_exp_minus_one(count: int, words: WordSource, device: torch.device) -> Tensor:
     r"""``V``: the number of ``Bernoulli(e⁻¹)`` successes before the first failure
     (``P(V >= v) = e^{-v}``), ``BLOCK`` trials per element and round."""
-    v = torch.zeros(count, dtype=torch.int64)
-    active = torch.arange(count)
+    v = torch.zeros(count, dtype=torch.int64, device=device)
+    active = torch.arange(count, device=device)
     while active.numel() > 0:
-        success = _bernoulli_exp_minus_one(active.numel() * BLOCK, words).reshape(-1, BLOCK)
+        success = _bernoulli_exp_minus_one(active.numel() * BLOCK, words, device).reshape(-1, BLOCK)
         run = success.to(torch.int64).cumprod(-1).sum(-1)  # leading successes
         v[active] += run
         active = active[run == BLOCK]
     return v
 
 
-def _discrete_gaussian_attempt(count: int, scale: int, words: WordSource) -> tuple[Tensor, Tensor]:
+def _discrete_gaussian_attempt(
+    count: int, scale: int, words: WordSource, device: torch.device
+) -> tuple[Tensor, Tensor]:
     r"""One round of CKS Alg. 3 for ``count`` draws at integer scale ``s`` (discrete Laplace of
     scale ``t = s``, Alg. 2, then acceptance with probability ``exp(−(|Y| − s)²/(2s²))``).
 
     Returns ``(y, accepted)``: ``y`` is ``N_Z(0, s²)`` where ``accepted``. A rejection at any
     stage restarts the whole draw, which leaves the accepted draws' distribution unchanged.
     """
-    s = torch.full((count,), scale, dtype=torch.int64)
+    s = torch.full((count,), scale, dtype=torch.int64, device=device)
     u = _uniform_below(s, words)
     accepted = _bernoulli_exp(u, s, words)  # Alg. 2: keep U with probability exp(−U/t)
-    v = _geometric_exp_minus_one(count, words)
+    v = _geometric_exp_minus_one(count, words, device)
     x = u + scale * v
     negative = (words(count) & 1) == 1
     accepted &= ~(negative & (x == 0))
@@ -128,20 +130,24 @@ def _discrete_gaussian_attempt(count: int, scale: int, words: WordSource) -> tup
     return torch.where(negative, -x, x), accepted
 
 
-def discrete_gaussian_from_words(count: int, scale: int, words: WordSource) -> Tensor:
+def discrete_gaussian_from_words(
+    count: int, scale: int, words: WordSource, device: torch.device | None = None
+) -> Tensor:
     r"""``count`` exact draws of ``N_Z(0, s²)`` from the word source ``words`` (CKS Alg. 3).
 
     Each pending draw runs up to ``PARALLEL_ATTEMPTS`` independent attempts at once and keeps
     the first accepted one (the first acceptance of an i.i.d. sequence, as in the sequential
-    loop; about 47 % of attempts are accepted). ``1 <= s <= MAX_DISCRETE_GAUSSIAN_SCALE``.
+    loop; about 47 % of attempts are accepted). ``1 <= s <= MAX_DISCRETE_GAUSSIAN_SCALE``. The
+    int64 work runs on ``device`` (default the CPU), where ``words`` must put its words.
     """
     if isinstance(scale, bool) or not isinstance(scale, int) or not 1 <= scale <= MAX_DISCRETE_GAUSSIAN_SCALE:
         raise ValueError(f"scale (s) must be an integer in [1, 2^24], got {scale!r}.")
-    out = torch.empty(count, dtype=torch.int64)
-    todo = torch.arange(count)
+    device = torch.device("cpu") if device is None else device
+    out = torch.empty(count, dtype=torch.int64, device=device)
+    todo = torch.arange(count, device=device)
     while todo.numel() > 0:
         tries = max(1, min(PARALLEL_ATTEMPTS, _ATTEMPTS_PER_ROUND // todo.numel()))
-        y, accepted = _discrete_gaussian_attempt(todo.numel() * tries, scale, words)
+        y, accepted = _discrete_gaussian_attempt(todo.numel() * tries, scale, words, device)
         y, accepted = y.reshape(-1, tries), accepted.reshape(-1, tries)
         done = accepted.any(-1)
         first = accepted.to(torch.int8).argmax(-1)

@@ -301,41 +301,51 @@ def _goe(
 _WORD_MASK = 2**62 - 1  # 62 random bits per int64 word
 
 
-def _word_source(generator: torch.Generator | None, secure_rng: bool) -> Callable[[int], Tensor]:
-    r"""A function ``n ↦`` ``n`` uniform int64 words in ``[0, 2^62)``: OS entropy, or the caller's
-    seeded generator (``randint`` over a power-of-two range is exactly uniform)."""
+def _word_source(
+    generator: torch.Generator | None, secure_rng: bool, device: torch.device | None = None
+) -> Callable[[int], Tensor]:
+    r"""A function ``n ↦`` ``n`` uniform int64 words in ``[0, 2^62)`` on ``device`` (default the CPU):
+    OS entropy, or the caller's seeded generator (``randint`` over a power-of-two range is exactly
+    uniform)."""
+    target = torch.device("cpu") if device is None else torch.device(device)
     if secure_rng or generator is None:
-        return lambda n: _os_entropy_words(n) & _WORD_MASK
+        return lambda n: (_os_entropy_words(n) & _WORD_MASK).to(target)
     gen = generator
-    return lambda n: torch.randint(0, 2**62, (n,), generator=gen, dtype=torch.int64, device=gen.device).cpu()
+    return lambda n: torch.randint(0, 2**62, (n,), generator=gen, dtype=torch.int64, device=gen.device).to(target)
 
 
 def discrete_gaussian_integers(
-    count: int, scale: int, *, generator: torch.Generator | None = None, secure_rng: bool = False
+    count: int,
+    scale: int,
+    *,
+    generator: torch.Generator | None = None,
+    secure_rng: bool = False,
+    device: torch.device | None = None,
 ) -> Tensor:
     r"""``count`` exact draws of the discrete Gaussian ``N_Z(0, s²)``, ``P(k) ∝ exp(−k²/(2s²))``.
 
     Canonne, Kamath & Steinke (2020), Algorithms 1–3, with integer arithmetic only (int64,
-    vectorised over the draws; every stage repeats only for the draws it rejected). The bits
-    come from the operating system's entropy unless a seeded ``generator`` is given (then the
-    integers are reproducible). Running time depends on the draws (not on any data).
+    vectorised over the draws: ``_discrete_gaussian``). The bits come from the operating
+    system's entropy unless a seeded ``generator`` is given (then the integers are reproducible).
+    Running time depends on the draws (not on any data).
 
     Args:
         count: Number of draws ``>= 0``.
         scale: ``s``, an integer in ``[1, MAX_DISCRETE_GAUSSIAN_SCALE]``.
         generator: A seeded generator for reproducible draws (``None``: OS entropy).
         secure_rng: Draw from OS entropy even if a ``generator`` is given.
+        device: Where the integer work runs and the draws are returned (default the CPU).
 
     Returns:
-        A ``count`` int64 CPU tensor.
+        A ``count`` int64 tensor on ``device``.
     """
-    return discrete_gaussian_from_words(count, scale, _word_source(generator, secure_rng))
+    return discrete_gaussian_from_words(count, scale, _word_source(generator, secure_rng, device), device)
 
 
 def _on_grid(statistic: Tensor, grid: float) -> Tensor:
-    r"""``M = round(m/γ)`` as int64 (``m/γ`` is exact for a power of two ``γ``), clamped to
-    ``|M| <= 2^52``: rounding and clamping are 1-Lipschitz per coordinate."""
-    scaled = statistic.detach().to(device="cpu", dtype=torch.float64) / grid
+    r"""``M = round(m/γ)`` as int64 on the statistic's device (``m/γ`` is exact for a power of two
+    ``γ``), clamped to ``|M| <= 2^52``: rounding and clamping are 1-Lipschitz per coordinate."""
+    scaled = statistic.detach().to(dtype=torch.float64) / grid
     if not bool(torch.isfinite(scaled).all()):
         raise ValueError("The statistic to release is not finite; nothing was released.")
     return torch.round(scaled).clamp(-(2.0**52), 2.0**52).to(torch.int64)
@@ -378,9 +388,11 @@ def release_gaussian(
     dim = 1 if per_coordinate else max(statistic.numel(), 1)
     noise = calibrate_discrete_gaussian(sensitivity=sensitivity, mu=mu, dim=dim, magnitude_bound=magnitude_bound)
     rounded = _on_grid(statistic, noise.grid).reshape(-1)
-    k = discrete_gaussian_integers(rounded.numel(), noise.scale, generator=generator, secure_rng=secure_rng)
+    k = discrete_gaussian_integers(
+        rounded.numel(), noise.scale, generator=generator, secure_rng=secure_rng, device=rounded.device
+    )
     released = (rounded + k).to(torch.float64) * noise.grid
-    return released.reshape(statistic.shape).to(dtype=statistic.dtype, device=statistic.device), noise
+    return released.reshape(statistic.shape).to(dtype=statistic.dtype), noise
 
 
 def release_goe(
@@ -419,14 +431,15 @@ def release_goe(
         sensitivity=sensitivity, mu=mu, dim=k * k / 2.0, magnitude_bound=magnitude_bound
     )
     rounded = _on_grid(G, noise.grid)
-    upper = torch.triu_indices(k, k, offset=1)
-    off = discrete_gaussian_integers(upper.shape[1], noise.scale, generator=generator, secure_rng=secure_rng)
-    diag_scale = math.isqrt(2 * noise.scale * noise.scale) + 1
-    diag = discrete_gaussian_integers(k, diag_scale, generator=generator, secure_rng=secure_rng)
-    steps = torch.zeros(k, k, dtype=torch.int64)
+    upper = torch.triu_indices(k, k, offset=1, device=G.device)
+    off, diag = (
+        discrete_gaussian_integers(count, scale, generator=generator, secure_rng=secure_rng, device=G.device)
+        for count, scale in ((upper.shape[1], noise.scale), (k, math.isqrt(2 * noise.scale * noise.scale) + 1))
+    )
+    steps = torch.zeros(k, k, dtype=torch.int64, device=G.device)
     steps[upper[0], upper[1]] = off
     steps = steps + steps.transpose(0, 1) + torch.diag(diag)
     # the upper triangle and diagonal are released; the lower triangle copies them (post-processing)
     symmetric = torch.triu(rounded) + torch.triu(rounded, diagonal=1).transpose(0, 1)
     released = (symmetric + steps).to(torch.float64) * noise.grid
-    return released.to(dtype=G.dtype, device=G.device), noise
+    return released.to(dtype=G.dtype), noise

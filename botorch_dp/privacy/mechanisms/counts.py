@@ -122,8 +122,9 @@ class GaussianClipCountMechanism:
             raise ValueError(f"count must be an integer in [0, n = {self.num_users}]; nothing was released.")
         std = self.noise_std(mu)
         _noise._charged(meter, part, Gaussian(mu))
+        host = torch.device("cpu")  # one integer count: no data device to follow
         released, _ = _noise.release_gaussian(
-            torch.tensor([float(count)], dtype=torch.float64),
+            torch.tensor([float(count)], dtype=torch.float64, device=host),
             sensitivity=self.sensitivity,
             mu=mu,
             generator=self.generator,
