@@ -62,8 +62,8 @@ def counting_draws():
     pending: list[float] = []
 
     def counted_gaussian(statistic, *, mu, per_coordinate=False, **kwargs):
-        if math.isfinite(mu):  # a draw (μ = inf: nothing is drawn or hidden)
-            draws.mus.extend([mu] * (statistic.numel() if per_coordinate else 1))
+        if math.isfinite(mu):  # one release (μ = inf: nothing is drawn or hidden); q scores compose to μ√q
+            draws.mus.append(mu * math.sqrt(statistic.numel()) if per_coordinate else mu)
         return gaussian(statistic, mu=mu, per_coordinate=per_coordinate, **kwargs)
 
     def counted_goe(G, *, mu, **kwargs):
