@@ -87,8 +87,12 @@ def test_calibration_charges_at_most_the_planned_mu_and_is_tight():
         assert noise.noise_std >= sigma0 and noise.noise_std < sigma0 * (1 + 2.0**-17 * (1 + math.sqrt(dim) / mu))
         # zCDP cross-check: ρ = Δ′²/(2σ²) ≤ μ′²/2
         assert discrete_gaussian_zcdp(noise.sensitivity, noise.noise_std) <= noise.mu**2 / 2
-        # the rounding costs at most 2^-12 of Δ (or the grid is 2^-23 σ₀)
-        assert math.sqrt(dim) * noise.grid <= 2.0**-12 * sensitivity or noise.grid <= 2.0**-23 * sigma0
+        # the rounding costs at most 2^-12 of Δ (or the grid is refined the most, to below 2^-22 σ₀)
+        assert math.sqrt(dim) * noise.grid <= 2.0**-12 * sensitivity or noise.grid <= 2.0**-22 * sigma0
+    # a small μ on many coordinates: the refined grid still leaves s within the sampler's range
+    for dim, mu in [(10**4, 0.05), (10**6, 0.01), (100, 0.001), (100, 0.00099), (10**4, 0.0013)]:
+        for sensitivity in (1.0, 1.9, 1.999, 2.0475):  # σ₀ low and high in its binade (2047.5 at μ = 0.001)
+            assert calibrate_discrete_gaussian(sensitivity=sensitivity, mu=mu, dim=dim).scale <= 2**24
 
 
 def test_the_grid_is_public_and_keeps_the_released_integers_below_2_52():

@@ -48,7 +48,7 @@ MAX_DISCRETE_GAUSSIAN_SCALE = 2**24
 #: Released integers stay below ``2^52`` in magnitude, so ``γ (M + k)`` is exact in float64.
 _MAX_GRID_STEPS = 2.0**52
 
-#: The grid may be refined (by at most 3 bits) until rounding costs at most ``2^-12`` of ``Δ``.
+#: The grid may be refined (by at most 2 bits) until rounding costs at most ``2^-12`` of ``Δ``.
 _ROUNDING_SHARE = 2.0**-12
 
 
@@ -83,7 +83,7 @@ def discrete_gaussian_grid(
 ) -> float:
     r"""The public grid ``γ = 2^j`` for noise ``σ₀`` on a ``d``-coordinate statistic.
 
-    ``j = floor(log2 σ₀) − GRID_BITS``; refined by up to 3 bits while ``√d γ > 2^-12 Δ``
+    ``j = floor(log2 σ₀) − GRID_BITS``; refined by up to 2 bits while ``√d γ > 2^-12 Δ``
     (small per-release ``μ`` or large ``d``: the rounding would cost noise), then raised while
     ``magnitude_bound + 128 σ₀ ≥ 2^52 γ`` (so the released integers stay below ``2^52``). Only
     public quantities enter.
@@ -103,7 +103,8 @@ def discrete_gaussian_grid(
     dim = check_positive(dim, "dim (d)", allow_inf=False)
     top = _floor_log2(noise_std)
     exponent = top - GRID_BITS
-    while math.sqrt(dim) * math.ldexp(1.0, exponent) > _ROUNDING_SHARE * sensitivity and exponent > top - 23:
+    # at most 2 bits: σ₀/γ < 2^23 leaves room for the √d/μ that rounding adds to s (s <= 2^24)
+    while math.sqrt(dim) * math.ldexp(1.0, exponent) > _ROUNDING_SHARE * sensitivity and exponent > top - 22:
         exponent -= 1
     if magnitude_bound is not None:
         bound = check_nonnegative(magnitude_bound, "magnitude_bound", allow_inf=False) + 128.0 * noise_std
