@@ -1,6 +1,6 @@
 r"""The one module that draws privacy noise: every Gaussian release (``release_gaussian``,
 ``release_goe``: the exact discrete Gaussian on a public power-of-two grid), Gumbel draws, and
-AMP's internal perturbation (``_gaussian``), from the operating system's entropy unless a
+AMP's perturbation and output noise (``_gaussian``, continuous), from the operating system's entropy unless a
 caller seeded a generator, each preceded by its release's record.
 
 ``_charged`` records a release's cost through its charged step's meter immediately before
@@ -9,7 +9,7 @@ the draw (``PrivacyLedger.charge``); every draw of the package goes through this
 ``_discrete_gaussian`` only transforms the random words given to it here). A released value
 is ``γ·(M + k)`` with integers ``M = round(m/γ)`` and ``k ~ N_Z(0, s²)``, exact in float64, so
 its low-order bits carry nothing about ``m`` (``analysis.discrete_gaussian``). The
-OS-entropy float samplers below serve the Gumbel draws and AMP's perturbation.
+OS-entropy float samplers below serve the Gumbel draws and AMP.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ def _gaussian(
     *,
     release_mu: float | None = None,
 ) -> Tensor:
-    r"""``size`` draws of continuous ``N(0, std²)``: AMP's perturbation ``b`` (never released
-    itself) and ``sample_goe``; every released Gaussian goes through ``release_gaussian``.
+    r"""``size`` draws of continuous ``N(0, std²)``: AMP's perturbation ``b`` and output noise, and
+    ``sample_goe``; every other released Gaussian goes through ``release_gaussian``.
 
     ``generator=None`` (the default everywhere) or ``secure_rng`` draws from the operating
     system's entropy (``os_entropy_normal``); a generator is used only when the caller seeded
@@ -344,11 +344,17 @@ def discrete_gaussian_integers(
 
 def _on_grid(statistic: Tensor, grid: float) -> Tensor:
     r"""``M = round(m/γ)`` as int64 on the statistic's device (``m/γ`` is exact for a power of two
-    ``γ``), clamped to ``|M| <= 2^52``: rounding and clamping are 1-Lipschitz per coordinate."""
+    ``γ``), clamped to ``|M| <= 2^62``: rounding and clamping are 1-Lipschitz per coordinate.
+
+    The grid keeps ``|M|`` below ``2^52`` whenever the public magnitude bound holds, and then
+    ``γ (M + k)`` is exact in float64. Beyond it (a statistic without a bound, far above its
+    noise) the float64 value is the integer ``M + k`` rounded to 53 bits: still a function of the
+    released integer alone (``|k| < 2^37``: the sampler stops at ``V > 2^12``, so no int64
+    overflow)."""
     scaled = statistic.detach().to(dtype=torch.float64) / grid
     if not bool(torch.isfinite(scaled).all()):
         raise ValueError("The statistic to release is not finite; nothing was released.")
-    return torch.round(scaled).clamp(-(2.0**52), 2.0**52).to(torch.int64)
+    return torch.round(scaled).clamp(-(2.0**62), 2.0**62).to(torch.int64)
 
 
 def release_gaussian(
@@ -367,7 +373,8 @@ def release_gaussian(
     only): the release is ``μ``-GDP for a statistic of L2 sensitivity ``Δ`` over its ``d =
     statistic.numel()`` coordinates (``per_coordinate``: each coordinate is its own 1-D release
     of sensitivity ``Δ`` at ``μ``, e.g. one score each). The integers are exact, and so is the
-    released float64 ``γ (M + k)`` (``|M + k| < 2^53``); the result is cast to the statistic's
+    released float64 ``γ (M + k)`` (``|M + k| < 2^53`` under the public magnitude bound, see
+    ``_on_grid``); the result is cast to the statistic's
     dtype and device afterwards (post-processing). ``μ = inf`` releases the statistic itself.
 
     Args:

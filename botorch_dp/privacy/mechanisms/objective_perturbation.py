@@ -164,13 +164,16 @@ class ObjectivePerturbationMechanism:
                 "The gradient-norm condition ‖∇L^P(θ̃)‖₂ ≤ τ does not hold at θ̃; nothing was released."
             )
         self._released = True
-        # the output noise on the grid: the discrete Gaussian with the rounded sensitivity
-        # Δ′ = 2τ/λ + √d γ is (Δ′/σ)²/2-zCDP (CKS Thm. 14), below the Gaussian part 2τ/(λ σ_out) of amp_rdp
-        theta, _ = _noise.release_gaussian(
-            theta_tilde,
-            sensitivity=2.0 * self.tau / self.lam,
-            mu=2.0 * self.tau / (self.lam * self.sigma_out),
-            generator=self.generator,
-            secure_rng=self.secure_rng,
+        # continuous float noise, not the grid release (issue 40 item 1 leaves AMP out): τ is tiny next to
+        # σ_out, so rounding to a grid would dominate the Gaussian part's sensitivity 2τ/λ unless amp_rdp
+        # and calibrate_amp charged the rounded sensitivity (docs/security.md)
+        noise = _noise._gaussian(
+            self.dim,
+            self.sigma_out,
+            self.generator,
+            self.secure_rng,
+            torch.float64,
+            None,
+            release_mu=2.0 * self.tau / (self.lam * self.sigma_out),
         )
-        return ObjectivePerturbationRelease(theta=theta, cost=self.cost)
+        return ObjectivePerturbationRelease(theta=theta_tilde + noise, cost=self.cost)
