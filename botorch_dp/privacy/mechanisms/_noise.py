@@ -374,8 +374,8 @@ def release_gaussian(
     statistic.numel()`` coordinates (``per_coordinate``: each coordinate is its own 1-D release
     of sensitivity ``Δ`` at ``μ``, e.g. one score each). The integers are exact, and so is the
     released float64 ``γ (M + k)`` (``|M + k| < 2^53`` under the public magnitude bound, see
-    ``_on_grid``); the result is cast to the statistic's
-    dtype and device afterwards (post-processing). ``μ = inf`` releases the statistic itself.
+    ``_on_grid``); the integers are drawn on the statistic's device, and the result is cast to
+    its dtype afterwards (post-processing). ``μ = inf`` releases the statistic itself.
 
     Args:
         statistic: The SENSITIVE tensor ``m`` (any shape).
