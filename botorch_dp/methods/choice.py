@@ -1,7 +1,8 @@
-r"""The planner's choice of METHOD: every candidate simulated on the public proxy, the best recommended.
+r"""The choice of METHOD: every candidate simulated on the public proxy (paired seeds), the best recommended.
 
-``compare_methods`` resolves each ``CandidateMethod`` (``plan.method_protocol``) against the
-public ``MethodContext`` (the private run's ``n``, ``(ε, δ)``, box, DP-GIBO's planned config and
+``compare_methods`` (the planner's step 5, ``plan_private_run``) resolves each ``Method``
+(``methods.protocol``) against the public ``MethodContext`` (the private run's ``n``, ``(ε, δ)``, box,
+DP-GIBO's planned config and
 its number of evaluations), simulates it ``r`` times on the proxy with the private run's noise
 (the same seeds for every method: repeat ``j`` of each method uses seed ``j``), scores each
 simulated release by the proxy's mean loss, and recommends the method with the lowest mean.
@@ -26,18 +27,12 @@ from typing import TypeVar
 import torch
 from torch import Tensor
 
+from botorch_dp.methods.dp_gibo import DPGIBOMethod
+from botorch_dp.methods.dp_hypo import DPHyPOMethod
+from botorch_dp.methods.private_random_search import PrivateRandomSearchMethod
+from botorch_dp.methods.protocol import CandidateMethod, MethodContext, MethodUnavailable, SimulatedMethod, config_mu
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.public_checks import SettingsWarning
-from botorch_dp.plan.method_dp_gibo import DPGIBOMethod
-from botorch_dp.plan.method_dp_hypo import DPHyPOMethod
-from botorch_dp.plan.method_protocol import (
-    CandidateMethod,
-    MethodContext,
-    MethodUnavailable,
-    SimulatedMethod,
-    config_mu,
-)
-from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.utils import progress_bar

@@ -1,4 +1,4 @@
-r"""DP-GIBO as a candidate method of the planner (``plan.method_protocol``).
+r"""DP-GIBO as a method (``methods.protocol``).
 
 Its settings are the planned config (``MethodContext.config``: the fitted kernel and the chosen
 ``B``, ``η``, ``T`` and batch rule); the simulation is ``plan.proxy.simulation_config`` on the
@@ -15,9 +15,9 @@ from typing import Any
 
 from torch import Tensor
 
+from botorch_dp.methods.protocol import MethodContext, MethodRun, MethodUnavailable, config_mu
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.dp_gibo import DPGIBO
-from botorch_dp.plan.method_protocol import MethodContext, MethodRun, MethodUnavailable, config_mu
 from botorch_dp.plan.proxy import simulation_config
 from botorch_dp.privacy.ledger import PrivacyLedger
 
@@ -65,6 +65,9 @@ class DPGIBOMethod:
         optimizer = DPGIBO(config, ledger=ledger)
         result = optimizer.run(objective, progress=progress, executor=executor)
         g = result.release.guarantee
+        description = (
+            f"DP-GIBO, {len(result.release.batch_sizes)} Gaussian gradient steps (mu = {g.mu:.4g} Gaussian DP)"
+        )
         return MethodRun(
             self.name,
             result.release.theta,
@@ -73,7 +76,9 @@ class DPGIBOMethod:
             int(optimizer.num_users or 0),
             g.epsilon,
             g.delta,
-            f"DP-GIBO, {len(result.release.batch_sizes)} Gaussian gradient steps (mu = {g.mu:.4g} Gaussian DP)",
+            description,
+            mu=ledger.validation_mu(optimizer.run_id),
+            procedure=description,
         )
 
     def describe(self) -> str:

@@ -1,4 +1,4 @@
-r"""DP-HyPO (Wang et al. 2023) as a candidate method of the planner, where affordable.
+r"""DP-HyPO (Wang et al. 2023) as a method (``methods.protocol``), where affordable.
 
 As ``PrivateRandomSearchMethod`` (``E[K]``, ``C`` and the simulation at ``μ₀ n/n_p``), with
 DP-HyPO's adaptive GP sampling density and its Rényi-DP bound for the per-trial ``μ₀``
@@ -19,7 +19,7 @@ from torch import Tensor
 
 from botorch_dp.baselines.dp_hypo import dp_hypo
 from botorch_dp.baselines.selection import PrivateSelectionResult
-from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
+from botorch_dp.methods.private_random_search import PrivateRandomSearchMethod
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
 

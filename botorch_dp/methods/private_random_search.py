@@ -1,4 +1,4 @@
-r"""Private random search (Papernot & Steinke 2022) as a candidate method of the planner.
+r"""Private random search (Papernot & Steinke 2022) as a method (``methods.protocol``).
 
 Settings it leaves open are fixed from public values in ``resolved``: ``E[K]`` from DP-GIBO's
 planned number of evaluations (the same evaluation budget), the loss clip ``C`` from the
@@ -22,7 +22,7 @@ from torch.quasirandom import SobolEngine
 
 from botorch_dp.baselines.private_random_search import private_random_search
 from botorch_dp.baselines.selection import PrivateSelectionResult, check_max_trials, selection_progress
-from botorch_dp.plan.method_protocol import MethodContext, MethodRun, MethodUnavailable
+from botorch_dp.methods.protocol import MethodContext, MethodRun, MethodUnavailable
 from botorch_dp.plan.proxy import _proxy_losses
 from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon
 from botorch_dp.privacy.checks import check_positive, check_positive_int, check_probability
@@ -204,6 +204,8 @@ class PrivateRandomSearchMethod:
         with selection_progress(progress):  # one bar, whatever K is
             result = self._select(counted, per_trial_mu, seed, ledger, max_trials)
         g = result.guarantee
+        timing = g.details.get("timing")
+        timing = timing if isinstance(timing, str) else None
         return MethodRun(
             self.name,
             result.theta,
@@ -214,6 +216,8 @@ class PrivateRandomSearchMethod:
             g.delta,
             g.description,
             result.released_score,
+            procedure=g.description if timing is None else g.description.removesuffix(" " + timing),
+            timing=timing,
         )
 
     def describe(self) -> str:

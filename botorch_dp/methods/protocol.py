@@ -1,7 +1,7 @@
-r"""A candidate method: one that can be simulated on a public proxy and run privately.
+r"""The ``Method`` protocol: a tuning method that can be simulated on a public proxy and run privately.
 
-The planner (``plan.method_choice``) compares methods through this protocol only; it never
-reads a method's option fields. A method
+The method choice (``methods.choice``) and ``tune`` use methods through this protocol only; they
+never read a method's option fields. A method
 
 * ``resolved(proxy_objective, context)``: fixes every setting it still leaves open from the
   PUBLIC proxy and the public ``MethodContext`` (the private run's ``n``, ``(ε, δ)``, box,
@@ -14,20 +14,31 @@ reads a method's option fields. A method
   returns the ``θ`` it would release;
 * ``run_private(objective, ledger=..., seed=..., progress=..., executor=...)``: the private
   run on the sensitive objective, every release charged to ``ledger`` through its one charge
-  protocol before its noise is drawn; returns a ``MethodRun``;
+  protocol before its noise is drawn; returns a ``MethodRun``: one release (``theta``, with its
+  categorical ``configuration`` and the released ``runs``) and one guarantee (``mu`` or
+  ``epsilon`` at ``delta``, and ``guarantees``: one ``(ε, δ)`` per protected set);
 * ``gdp_mu``: the GDP parameter of the private run when it is ``μ``-GDP (a ledger with a
   ``μ`` budget holds it), ``None`` when its guarantee is a Rényi-DP curve (private selection);
 * ``describe()``: the resolved public settings in one line.
 
 A ``SimulatedMethod`` has only ``name``, ``resolved``, ``simulate`` and ``describe``: it can be
-compared on the proxy, and its private run is another caller's (``tune``'s per-configuration
-DP-GIBO on a mixed space, ``tuning.method_enumerate``, runs through ``tune`` itself).
+compared on the proxy, and its private run is another caller's. ``CandidateMethod`` is the old
+name of ``Method``.
+
+What is protected. ``MethodRun.guarantees`` states the guarantee per protected set:
+``{"validation": (ε, δ) or None, "training": (ε, δ) or None}``. ``"validation"`` is the users
+whose per-user losses the method's releases are computed from; ``"training"`` the records
+the objective's models are trained on, for a method that charges the training runs itself
+(private selection over whole DP-SGD runs charged once up front, tuning on a subsample, one
+final training after tuning on a proxy). Today's methods protect the validation users only
+and leave ``"training"`` as ``None``: a DP-trained objective charges each of its training runs
+to its own ledger, whose statement (``privacy.statement``) gives the training records' guarantee.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from torch import Tensor
@@ -36,7 +47,10 @@ from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.privacy.ledger import PrivacyLedger
 
 __all__ = [
+    "PROTECTED_SETS",
     "CandidateMethod",
+    "ConfigurationRun",
+    "Method",
     "MethodContext",
     "MethodRun",
     "MethodUnavailable",
@@ -44,6 +58,9 @@ __all__ = [
     "config_delta",
     "config_mu",
 ]
+
+#: The sets of people a method's guarantee is stated for (``MethodRun.guarantees``).
+PROTECTED_SETS = ("validation", "training")
 
 
 def config_mu(config: DPGIBOConfig) -> float:
@@ -113,6 +130,17 @@ class MethodRun:
         delta: ``δ``.
         description: The mechanism and its guarantee, in words.
         released_score: The winner's noisy score (private selection), else ``None``.
+        mu: The validation users' Gaussian-DP ``μ`` as the ledger holds it (all of the run's
+            records composed), ``None`` when the guarantee is a Rényi-DP curve (``epsilon``).
+        configuration: The released categorical values (``{}`` without categoricals).
+        runs: The released per-configuration runs (``ConfigurationRun``; a selection's winner
+            only); empty when the run is its own single release (``tune`` wraps it in one).
+        chosen: The index of the released run in ``runs``.
+        score_mu: The GDP ``μ`` of each released noisy score of a choice among runs, else ``None``.
+        procedure: The procedure in words for a report (``None``: described by ``mu``).
+        timing: What the wall time of a run with a hidden number of trials reveals, else ``None``.
+        guarantees: ``{protected set: (ε, δ) or None}`` for each of ``PROTECTED_SETS`` (see the
+            module); default ``{"validation": (epsilon, delta), "training": None}``.
     """
 
     method: str
@@ -124,11 +152,44 @@ class MethodRun:
     delta: float
     description: str
     released_score: float | None = None
+    mu: float | None = None
+    configuration: dict[str, Any] = field(default_factory=dict)
+    runs: list[ConfigurationRun] = field(default_factory=list)
+    chosen: int = 0
+    score_mu: float | None = None
+    procedure: str | None = None
+    timing: str | None = None
+    guarantees: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.guarantees:
+            self.guarantees = {"validation": (self.epsilon, self.delta), "training": None}
+        unknown = set(self.guarantees) - set(PROTECTED_SETS)
+        if unknown:
+            raise ValueError(f"guarantees: the protected sets are {PROTECTED_SETS}, got {sorted(unknown)}.")
 
     @property
     def release(self) -> Any:
         r"""``result.release`` for DP-GIBO, else ``self`` (whose ``theta`` is the release)."""
         return getattr(self.result, "release", self)
+
+
+@dataclass
+class ConfigurationRun:
+    r"""One configuration's released run and, with several, its released noisy score.
+
+    ``result`` is a ``DPGIBOResult``, or for another method its ``MethodRun`` (``result.release.theta``
+    is the released point either way; a selection's ``MethodRun.result`` is the winner only) with
+    ``config`` DP-GIBO's (planned) settings kept for reference and ``plan`` its ``plan.PrivatePlan``.
+    """
+
+    configuration: dict[str, Any]
+    result: Any
+    run_id: str
+    num_users: int
+    config: DPGIBOConfig
+    plan: Any = None
+    noisy_score: float | None = None
 
 
 @runtime_checkable
@@ -148,15 +209,13 @@ class SimulatedMethod(Protocol):
 
 
 @runtime_checkable
-class CandidateMethod(SimulatedMethod, Protocol):
+class Method(SimulatedMethod, Protocol):
     r"""A method that can be simulated on a public proxy and run privately (see the module)."""
 
     @property
     def gdp_mu(self) -> float | None: ...
 
-    def resolved(
-        self, proxy_objective: Callable[[Tensor], Tensor] | None, context: MethodContext
-    ) -> CandidateMethod: ...
+    def resolved(self, proxy_objective: Callable[[Tensor], Tensor] | None, context: MethodContext) -> Method: ...
 
     def run_private(
         self,
@@ -169,3 +228,7 @@ class CandidateMethod(SimulatedMethod, Protocol):
     ) -> MethodRun: ...
 
     def describe(self) -> str: ...
+
+
+#: The old name of ``Method``.
+CandidateMethod = Method
