@@ -141,7 +141,7 @@ class OnSpace:
 
     @property
     def gdp_mu(self) -> float | None:
-        return self.method.gdp_mu  # type: ignore[no-any-return]
+        return self.method.gdp_mu
 
     def with_checkpoint(self, checkpoint: Any) -> OnSpace:
         r"""This method, resumable in ``checkpoint`` (the enumerate procedure; ``None``: unchanged)."""
