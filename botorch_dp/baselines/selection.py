@@ -29,6 +29,7 @@ __all__ = [
     "HIDDEN_TRIAL_MESSAGE",
     "PROGRESS_LABEL",
     "HiddenTrialError",
+    "PublicRefusal",
     "NonPrivateTrials",
     "PrivateSelectionResult",
     "check_max_trials",
@@ -160,6 +161,13 @@ def timing_note(
     )
 
 
+class PublicRefusal(ValueError):
+    r"""A refusal made from public facts alone at a selection's FIRST objective call (e.g. ``δ ≥ 1/n``
+    read off the first losses' shape, ``tuning.tune_checks``): the only error ``hidden_trials`` lets
+    through. Its message names no trial, and the first call happens at the first trial whatever ``K``,
+    so it shows nothing of ``K`` (beyond ``K ≥ 1``, which a truncated negative binomial ``K`` always is)."""
+
+
 @contextlib.contextmanager
 def hidden_trials() -> Iterator[None]:
     r"""Run a selection's trials: any ``Exception`` becomes ``HiddenTrialError`` (one type, one
@@ -169,6 +177,8 @@ def hidden_trials() -> Iterator[None]:
         with warnings.catch_warnings(record=True):
             warnings.simplefilter("always")
             yield
+    except PublicRefusal:
+        raise
     except Exception:
         raise HiddenTrialError(HIDDEN_TRIAL_MESSAGE) from None
 

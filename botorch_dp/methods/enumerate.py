@@ -192,7 +192,8 @@ class EnumerateMethod:
             optimizer = DPGIBO.resume(run_dir, config if plan is None else None, ledger=ledger)
         else:
             optimizer = DPGIBO(config, ledger=ledger, checkpoint_dir=run_dir)
-        result = optimizer.run(objective.bound(choice), progress=progress, executor=executor)
+        with optimizer:  # gives its directory up when the run ends
+            result = optimizer.run(objective.bound(choice), progress=progress, executor=executor)
         return ConfigurationRun(choice, result, optimizer.run_id, int(optimizer.num_users or 0), optimizer.config, plan)
 
     def _choose(

@@ -42,14 +42,15 @@ from botorch_dp.baselines.selection import hidden_trials, padded_trials, selecti
 from botorch_dp.methods.enumerate import ConfigurationObjective
 from botorch_dp.methods.protocol import ConfigurationRun, MethodContext, MethodRun, MethodUnavailable
 from botorch_dp.optim import DPGIBO, DPGIBOConfig
+from botorch_dp.optim.options.fitting import FIT_PART
 from botorch_dp.privacy.analysis.private_selection import (
     per_trial_mu_for_epsilon,
     private_selection_rdp,
     sample_num_trials,
 )
 from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
-from botorch_dp.privacy.ledger import PrivacyLedger, ValidationMechanism
-from botorch_dp.privacy.ledger.events import TRAINING_RDP_ORDERS
+from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger, ValidationMechanism
+from botorch_dp.privacy.ledger.events import TRAINING_RDP_ORDERS, ValidationEvent
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.utils import child_seeds
@@ -86,6 +87,9 @@ class SampledMethod:
         selection_share: ``f``, the share of ``μ₀²`` for the score.
         loss_clip: ``C`` of the scores.
         max_trials: The public number of trials run (``None``: ``K``).
+        holds: ``False`` when the runs' settings carry no guarantee (``unsafe_allow_sensitive_fitting``):
+            ``μ = inf`` is recorded with the selection before any trial (public: the settings, not
+            ``K``) and the run states ``ε = inf``.
         plans: Each configuration's ``plan.PrivatePlan`` (empty without a proxy).
     """
 
@@ -98,6 +102,7 @@ class SampledMethod:
     loss_clip: float
     max_trials: int | None = None
     plans: tuple[Any, ...] = ()
+    holds: bool = True
     name: str = dataclasses.field(default="dp_gibo", init=False)
 
     @property
@@ -141,15 +146,19 @@ class SampledMethod:
             tuple(rdp(order) for order in TRAINING_RDP_ORDERS),
         )
         selection_id = f"tune-sample-{uuid.uuid4().hex}"
-        with ledger.charge({SAMPLE_PART: event}, run_id=selection_id, new_run=True) as meter:  # before any trial
-            meter.record(SAMPLE_PART, event)
+        bound: dict[str, ValidationEvent] = {SAMPLE_PART: event}
+        if not self.holds:
+            bound[FIT_PART] = Gaussian(math.inf)
+        with ledger.charge(bound, run_id=selection_id, new_run=True) as meter:  # before any trial
+            for part, charged in bound.items():
+                meter.record(part, charged)
         if seed is None:  # K and the configurations: public randomness, hidden, from OS entropy
             rng = np.random.default_rng(secrets.randbits(128))
             noise_gen = None
         else:
             rng = np.random.default_rng([int(seed), 1])
             noise_gen = noise_generator(child_seeds([int(seed), 2], 1)[0], stacklevel=5)
-        eps, _ = rdp_to_epsilon(rdp, delta)
+        eps = rdp_to_epsilon(rdp, delta)[0] if self.holds else math.inf
         timing = timing_note(max_trials, distribution=DISTRIBUTION, mean_trials=mean_trials, per_trial="DP-GIBO run")
         num_trials = sample_num_trials(distribution=DISTRIBUTION, mean_trials=mean_trials, rng=rng)
         total = padded_trials(num_trials, max_trials)  # the trials after the K-th: run, then discarded
@@ -193,7 +202,8 @@ class SampledMethod:
         r"""One trial: configuration ``index``'s DP-GIBO run, without progress output, on a ledger of its own."""
         choice, plan = self.configurations[index], self.plans[index] if self.plans else None
         optimizer = DPGIBO(dataclasses.replace(self.configs[index], seed=seed), ledger=PrivacyLedger())
-        result = optimizer.run(objective.bound(choice), progress=False, executor=executor)
+        with optimizer:  # gives its directory up when the run ends
+            result = optimizer.run(objective.bound(choice), progress=False, executor=executor)
         return ConfigurationRun(choice, result, optimizer.run_id, int(optimizer.num_users or 0), optimizer.config, plan)
 
 

@@ -29,6 +29,7 @@ from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim import report
 from botorch_dp.optim.batch_search import local_bounds
 from botorch_dp.optim.checkpoint import check_new_checkpoint_dir, kernel_fingerprint, save_state
+from botorch_dp.optim.checkpoint.lock import CheckpointLock, OwnsCheckpoint, own_checkpoint
 from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, resolve_model
 from botorch_dp.optim.driver import run_to_end
 from botorch_dp.optim.options import Evaluated, RunPlan, resolved_mu
@@ -53,7 +54,7 @@ _UNSAFE_FITTING = (
 )
 
 
-class DPGIBO:
+class DPGIBO(OwnsCheckpoint):
     r"""The DP-GIBO loop with an ask/tell interface.
 
     Each iteration: choose points around ``θ_t`` (the batch rule, on the gradient-information acquisition),
@@ -71,6 +72,8 @@ class DPGIBO:
             ``ask`` and ``tell``; ``DPGIBO.resume`` continues from it. It must be missing or
             hold no checkpoint yet, must not be a symbolic link, and must be private (this
             user's, mode ``0700``); else ``ValueError`` (``checkpoint.check_new_checkpoint_dir``).
+            The object owns it until ``close()`` (a ``with`` block, garbage collection, the
+            process's end): another opener is refused (``checkpoint.lock``).
         ledger: A ``PrivacyLedger`` to charge (default: a new one with
             ``config.validation_mu_budget`` as budget). Pass the ledger your objective records DP
             training runs in, or a stored one shared by other runs on the same users.
@@ -82,13 +85,11 @@ class DPGIBO:
         *,
         checkpoint_dir: str | os.PathLike | None = None,
         ledger: PrivacyLedger | None = None,
-        _resuming: bool = False,
+        _resuming: CheckpointLock | None = None,
     ) -> None:
         self.config = c = config
         self.options = o = c.options
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
-        if self.checkpoint_dir is not None and not _resuming:  # DPGIBO.resume continues its own checkpoint
-            check_new_checkpoint_dir(self.checkpoint_dir)  # before anything is computed or released
         self.bounds = check_bounds(c.bounds.detach())
         self.kernel, self.noise_variance, _ = resolve_model(c)
         theta0 = (self.bounds[0] + self.bounds[1]) / 2 if c.theta0 is None else c.theta0
@@ -115,7 +116,15 @@ class DPGIBO:
         search_seed = secrets.randbits(63) if c.seed is None else child_seeds([c.seed, 1], 1)[0]  # public, stream 1
         self._search_gen = torch.Generator().manual_seed(search_seed)
         if not o.fitting.holds:
+            if math.isfinite(self.ledger.remaining_validation_mu()):
+                raise ValueError(
+                    "unsafe_allow_sensitive_fitting=True on a ledger with a validation budget: the run has no "
+                    "guarantee (each step is recorded as mu = inf), which no budget admits. Use a ledger without "
+                    "a budget (and no validation_mu_budget)."
+                )
             warnings.warn(_UNSAFE_FITTING, PrivacyWarning, stacklevel=2)
+        new = None if _resuming else check_new_checkpoint_dir  # DPGIBO.resume continues its own (its lock taken)
+        self._checkpoint_lock = own_checkpoint(self.checkpoint_dir, "DPGIBO", _resuming, check=new)  # last
 
     # ------------------------------------------------------------------ public state
     @property
@@ -162,6 +171,7 @@ class DPGIBO:
         the same until ``tell``; after the last step of an evaluated selection, the iterates ``θ_0..θ_t``."""
         if self.is_done:
             raise RuntimeError(f"The run is finished ({self.iteration} iterations).")
+        self._check_owner()  # closed: nothing more
         s = self.state
         if (pending := s.pending) is None:
             report.check_next_release(self)  # a ledger that cannot pay refuses before any evaluation
@@ -195,6 +205,7 @@ class DPGIBO:
         """
         if self.state.partitioned:
             raise RuntimeError("This run's users are held in partitions: use tell_partitioned().")
+        self._check_owner()
         points, losses = report.checked_batch(self, points, losses)
         if (users := self.state.users) is None:
             users = InMemoryUsers((losses,), self.config.user_chunk_size, self.config.nonfinite_losses)
@@ -220,6 +231,7 @@ class DPGIBO:
             The public ``IterationInfo`` of the finished iteration.
         """
         s, c = self.state, self.config
+        self._check_owner()
         points = report.checked_partitioned(self, points, partitions)
         users = PartitionedUsers(partitions, c.user_chunk_size, c.nonfinite_losses)
         if not self.steps_done:
@@ -236,7 +248,7 @@ class DPGIBO:
             basis = o.projection.basis(s.theta, s.gp, s.track)  # Ṽ_t from the GP before the batch (public), or None
             gp = s.gp.condition_on(points) if points.shape[0] else s.gp
             users, gp = o.fitting.prepare(
-                users, torch.cat([s.X, points]), self.kernel, gp, self.noise_variance, self.config.jitter
+                users, torch.cat([s.X, points]), self.kernel, gp, self.noise_variance, self.config.jitter, meter
             )
             W = gp.gradient_weights(s.theta)
             W = W if basis is None else basis.transpose(0, 1) @ W
@@ -318,6 +330,7 @@ class DPGIBO:
 
     def _save_checkpoint(self) -> None:
         if self.checkpoint_dir is not None:
+            self._check_owner()
             self._committed = save_state(self.checkpoint_dir, self.state_dict(), self._committed)
 
     @classmethod

@@ -6,6 +6,7 @@ r"""What a DP-GIBO run returns: the private release, its guarantee and opt-in di
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from torch import Tensor
 from botorch_dp.optim.release_json import release_json
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, ReleaseDiagnostics
-from botorch_dp.privacy.statement import GuaranteeStatement
+from botorch_dp.privacy.statement import NO_GUARANTEE, GuaranteeStatement
 
 
 @dataclass
@@ -207,7 +208,10 @@ class DPGIBOResult:
         guarantee's ``cautions`` (settings refused by default that the run was opted into)."""
         g = self.release.guarantee
         if self.statement is None:
-            text = f"What was protected:\n- validation users: (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})-DP"
+            if not g.holds or not math.isfinite(g.epsilon):
+                text = f"What was protected:\n- validation users: {NO_GUARANTEE} (epsilon = inf)"
+            else:
+                text = f"What was protected:\n- validation users: (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})-DP"
         else:
             text = str(self.statement)
         return text + "".join(f"\nWARNING: {caution}" for caution in g.cautions)
@@ -232,10 +236,15 @@ class DPGIBOResult:
     def __repr__(self) -> str:
         r = self.release
         g = r.guarantee
+        said = (
+            f"validation (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})"
+            if g.holds and math.isfinite(g.epsilon)
+            else NO_GUARANTEE
+        )
         return (
             f"DPGIBOResult(theta of d = {r.theta.shape[-1]}, {len(r.batch_sizes)} steps, "
             f"{r.evaluation_points.shape[0]} "
-            f"evaluations, validation (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})"
+            f"evaluations, {said}"
             f"{', NON-PRIVATE diagnostics' if self.diagnostics is not None else ''})"
         )
 

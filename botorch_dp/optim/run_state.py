@@ -24,6 +24,7 @@ from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.adaptive_clip import check_clip_state, encode_clip_state
 from botorch_dp.optim.checkpoint import json_fingerprint, kernel_fingerprint, kernel_spec, kernel_tensors, load_state
+from botorch_dp.optim.checkpoint.lock import CheckpointLock
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.options import ClipState, NoiseState, resolved_mu
 from botorch_dp.optim.projected import SubspaceTrack
@@ -383,7 +384,23 @@ def apply_state(opt: Run, state: dict[str, Any]) -> None:
 def resume_run(
     cls: Callable[..., _R], checkpoint_dir: str | os.PathLike, config: DPGIBOConfig | None, ledger: PrivacyLedger | None
 ) -> _R:
-    r"""``DPGIBO.resume``: load and check the checkpoint, then rebuild the run in its state."""
+    r"""``DPGIBO.resume``: own the directory, load and check the checkpoint, then rebuild the run in its
+    state (the directory given up again if anything fails)."""
+    lock = CheckpointLock(checkpoint_dir, "DPGIBO")  # nothing is read there before it is ours
+    try:
+        return _resume_owned(cls, checkpoint_dir, config, ledger, lock)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _resume_owned(
+    cls: Callable[..., _R],
+    checkpoint_dir: str | os.PathLike,
+    config: DPGIBOConfig | None,
+    ledger: PrivacyLedger | None,
+    lock: CheckpointLock,
+) -> _R:
     state = load_state(checkpoint_dir)
     meta = state["meta"]
     config, budget = resume_config(state, config, ledger)
@@ -391,7 +408,7 @@ def resume_run(
     with warnings.catch_warnings():
         if config.unsafe_allow_sensitive_fitting:
             warnings.simplefilter("ignore")  # already warned when the run started
-        opt = cls(init_config, checkpoint_dir=checkpoint_dir, ledger=ledger, _resuming=True)  # its own checkpoint
+        opt = cls(init_config, checkpoint_dir=checkpoint_dir, ledger=ledger, _resuming=lock)  # its own checkpoint
     opt.config = dataclasses.replace(config, validation_mu_budget=budget) if ledger is None else config
     opt.options = opt.config.options
     if opt._config_json is not None and ledger is None:
@@ -399,7 +416,7 @@ def resume_run(
     opt._kernel_fingerprint = meta["kernel"]["fingerprint"]
     opt.load_state_dict(state)  # merges the saved ledger into opt.ledger (never replaces it)
     opt.ledger.validation_mu_budget = budget
-    opt.ledger.cancel_reservations(opt.run_id)  # holds left by a process that died inside a step
+    opt.ledger.settle_run(opt.run_id)  # holds whose process is gone dropped; refused while one is live
     opt._committed = committed_records(checkpoint_dir)
     if budget != budget_of_ledger_state(meta["ledger"]):
         opt._save_checkpoint()  # a budget tightened on resume is durable at once (nothing else changed)

@@ -63,11 +63,18 @@ so that planning does not import the layer above it.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from botorch_dp.plan.kernel_fit import KERNEL_FIT_POINTS_PER_DIM, KernelFit, fit_kernel_on_proxy
+from botorch_dp.plan.kernel_fit import KERNEL_FIT_POINTS_PER_DIM, KernelFit, KernelFitWarning, fit_kernel_on_proxy
 from botorch_dp.plan.proxy import simulation_config
 from botorch_dp.plan.search import DEFAULT_CLIP_QUANTILES, PlanTrial, PrivatePlan, plan_private_run
+
+if TYPE_CHECKING:  # for type checkers and the API reference; loaded on first use below
+    from botorch_dp.methods.choice import DEFAULT_METHODS, MethodComparison, MethodScore, compare_methods
+    from botorch_dp.methods.dp_gibo import DPGIBOMethod
+    from botorch_dp.methods.dp_hypo import DPHyPOMethod
+    from botorch_dp.methods.private_random_search import PrivateRandomSearchMethod, proxy_loss_clip
+    from botorch_dp.methods.protocol import CandidateMethod, MethodContext, MethodRun, MethodUnavailable
 
 #: The methods layer's names re-exported here → their module (imported on first use).
 _METHOD_NAMES = {
@@ -86,6 +93,7 @@ __all__ = [
     "DPGIBOMethod",
     "DPHyPOMethod",
     "KernelFit",
+    "KernelFitWarning",
     "MethodComparison",
     "MethodContext",
     "MethodRun",

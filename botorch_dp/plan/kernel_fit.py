@@ -3,39 +3,54 @@ r"""Fitting the config's kernel on a public proxy's mean loss by marginal likeli
 ``fit_kernel_on_proxy`` evaluates the proxy at scrambled Sobol points of ``Θ`` (or of a box
 around ``θ₀``), fits a copy of the config's kernel (and ``σ²`` when the config models noise)
 with BoTorch, and returns the config with the fitted kernel and a ``KernelFit`` report. All
-of it is public because the proxy is.
+of it is public because the proxy is. A fit that fails (BoTorch gives up, a covariance that is
+not positive definite or a singular solve, NaNs, a non-finite fitted value or likelihood) does
+not stop the plan: the config's own kernel is kept as it is (in ``tune``, the space's public
+``recommended_kernel()``), a ``KernelFitWarning`` names its hyperparameters, and
+``KernelFit.failure`` says why.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
 import torch
+from botorch.exceptions.errors import ModelFittingError
 from botorch.exceptions.warnings import InputDataWarning
 from botorch.models import SingleTaskGP
 from gpytorch.constraints import GreaterThan
 from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.mlls import ExactMarginalLogLikelihood
+from linear_operator.utils.errors import NanError, NotPSDError
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from botorch_dp.optim.config import DPGIBOConfig, resolve_model
+from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan.proxy import _proxy_losses
 from botorch_dp.privacy.checks import check_nonnegative_int, check_positive_int
 
-__all__ = ["KERNEL_FIT_POINTS_PER_DIM", "KernelFit", "fit_kernel_on_proxy"]
+__all__ = ["KERNEL_FIT_POINTS_PER_DIM", "KernelFit", "KernelFitWarning", "fit_kernel_on_proxy"]
 
 KERNEL_FIT_POINTS_PER_DIM = 10
 """Default number of kernel-fit points per dimension (``m = 10 d``, the usual size of an initial
 space-filling design for GP hyperparameters)."""
 #: Numerical nugget of a noiseless fit, relative to the variance of the fitted mean losses.
 _RELATIVE_NUGGET = 1e-6
+#: What a failed fit raises: BoTorch giving up (every attempt failed), a covariance that is not
+#: positive definite, a singular solve, NaNs in a factorization.
+_FIT_FAILURES = (ModelFittingError, NotPSDError, NanError, torch.linalg.LinAlgError)
+
+
+class KernelFitWarning(SettingsWarning):
+    r"""The kernel fit on the public proxy failed; the plan went on with the config's own kernel."""
 
 
 class _FittedFields(TypedDict, total=False):
@@ -60,6 +75,9 @@ class KernelFit:
         noise_variance: The fitted ``σ²``, or ``None`` when the config models no noise (the
             fit then fixes a numerical nugget, ``1e-6`` of the losses' variance).
         log_marginal_likelihood: The fitted model's exact marginal log likelihood per point.
+        failure: ``None`` for a fit; for a failed one, why (e.g. ``"NotPSDError: ..."``), and
+            then ``hyperparameters`` and ``noise_variance`` are the config's own, not fitted,
+            and ``log_marginal_likelihood`` is NaN.
     """
 
     points: Tensor
@@ -68,6 +86,7 @@ class KernelFit:
     hyperparameters: dict[str, tuple[float, ...]]
     noise_variance: float | None
     log_marginal_likelihood: float
+    failure: str | None = None
 
     @property
     def lengthscales(self) -> tuple[float, ...] | None:
@@ -78,8 +97,12 @@ class KernelFit:
         return None
 
     def describe(self) -> str:
-        r"""One line per fitted hyperparameter."""
-        lines = [f"kernel fitted by marginal likelihood on the proxy's mean loss at {len(self.points)} Sobol points:"]
+        r"""One line per fitted hyperparameter (per kept one after a failed fit)."""
+        if self.failure is None:
+            head = f"kernel fitted by marginal likelihood on the proxy's mean loss at {len(self.points)} Sobol points:"
+        else:
+            head = f"kernel fit on the proxy failed ({self.failure}); the config's kernel kept, not fitted:"
+        lines = [head]
         for name, values in self.hyperparameters.items():
             lines.append(f"  {name} = " + ", ".join(f"{v:.4g}" for v in values))
         noise = "not modelled (numerical nugget only)" if self.noise_variance is None else f"{self.noise_variance:.4g}"
@@ -118,6 +141,7 @@ def fit_kernel_on_proxy(
     num_points: int | None = None,
     radius: float | Tensor | None = None,
     seed: int = 0,
+    coordinate_names: Sequence[str] | None = None,
 ) -> tuple[DPGIBOConfig, KernelFit]:
     r"""Fit the config's kernel on a PUBLIC proxy's mean loss by marginal likelihood.
 
@@ -134,6 +158,13 @@ def fit_kernel_on_proxy(
     the noise variance is fitted too, from that value; with ``σ² = 0`` it stays 0 (the fit uses
     a numerical nugget only). The user's kernel and model are not changed.
 
+    A fit that fails (``ModelFittingError`` when every attempt of ``fit_gpytorch_mll`` failed,
+    ``NotPSDError``, a singular matrix, NaNs, a non-finite fitted value or marginal likelihood)
+    keeps the config's own kernel (and ``σ²``) as they are: public settings, in ``tune`` the
+    space's ``recommended_kernel()``. It warns once (``KernelFitWarning``) with the kept
+    hyperparameters by name, the length-scales by ``coordinate_names`` where given, and the
+    returned ``KernelFit.failure`` says why; planning goes on with them.
+
     Never pass the sensitive objective: fitted hyperparameters of sensitive losses are
     sensitive, and this function does not privatize anything.
 
@@ -144,18 +175,22 @@ def fit_kernel_on_proxy(
         radius: Half-width (float or ``d`` tensor, units of ``θ``) of the fit box around
             ``θ₀``, cut to ``Θ``; ``None`` (default): all of ``Θ``.
         seed: Seed of the Sobol scrambling (public randomness).
+        coordinate_names: The ``d`` names of ``θ``'s coordinates (``tune``: the search space's),
+            used only to name the length-scales in the warning of a failed fit.
 
     Returns:
-        The config with the fitted kernel (and ``noise_variance``), and the ``KernelFit``.
+        The config with the fitted kernel (and ``noise_variance``), and the ``KernelFit``; after
+        a failed fit, the config unchanged and a ``KernelFit`` with its ``failure``.
 
     Raises:
-        ValueError: Naming the argument, for a bad ``num_points`` or ``radius``, a proxy that
-            does not return finite per-user losses, or a mean loss that is constant at the points.
-        botorch.exceptions.ModelFittingError: If every attempt of ``fit_gpytorch_mll`` fails.
+        ValueError: Naming the argument, for a bad ``num_points``, ``radius`` or
+            ``coordinate_names``, a proxy that does not return finite per-user losses, or a mean
+            loss that is constant at the points.
     """
-    from botorch.fit import fit_gpytorch_mll
-
     d = config.bounds.shape[1]
+    names = None if coordinate_names is None else [str(name) for name in coordinate_names]
+    if names is not None and len(names) != d:
+        raise ValueError(f"coordinate_names must name the d = {d} coordinates, got {coordinate_names!r}.")
     m = KERNEL_FIT_POINTS_PER_DIM * d if num_points is None else check_positive_int(num_points, "num_points")
     if m < 2:
         raise ValueError(f"num_points must be at least 2, got {m}.")
@@ -169,27 +204,20 @@ def fit_kernel_on_proxy(
     source = config.kernel if config.kernel is not None else config.model.covar_module
     _, noise, _ = resolve_model(config)
     nugget = max(config.jitter, _RELATIVE_NUGGET * float(y.var()))
-    # every hyperparameter is fitted, also those the user froze (``requires_grad=False`` is how
-    # kernels say "never fit on the sensitive losses"; this fit is on public ones)
-    kernel = copy.deepcopy(source).to(torch.float64).requires_grad_(True)
-    if noise > 0:
-        likelihood = GaussianLikelihood(noise_constraint=GreaterThan(nugget)).to(torch.float64)
-        likelihood.noise = max(noise, 2 * nugget)
-        model_kw = dict(likelihood=likelihood)
-    else:
-        model_kw = dict(train_Yvar=torch.full((m, 1), nugget, dtype=torch.float64))
-    with warnings.catch_warnings():
-        # raw coordinates and raw loss units on purpose: they are the ones the kernel acts on
-        warnings.filterwarnings("ignore", category=InputDataWarning)
-        model = SingleTaskGP(points, y.unsqueeze(-1), covar_module=kernel, outcome_transform=None, **model_kw)
-        mll = fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-        model.train()
-        with torch.no_grad():
-            lml = float(mll(model(points), y))
-    model.eval()
-    fitted = copy.deepcopy(source).to(torch.float64)
-    fitted.load_state_dict(kernel.state_dict())
-    fitted_noise = float(model.likelihood.noise.detach().mean()) if noise > 0 else None
+    try:
+        fitted, fitted_noise, lml = _fit(points, y, source, noise, nugget)
+        failure = None if math.isfinite(lml) else "a non-finite fitted value or marginal likelihood"
+    except _FIT_FAILURES as err:
+        first_line = next(iter(str(err).splitlines()), "")
+        failure = f"{type(err).__name__}: {first_line}" if first_line else type(err).__name__
+    if failure is not None:
+        kept = _constrained_hyperparameters(source)
+        kept_noise = noise if noise > 0 else None
+        cause = failure.split(":")[0]  # the error's type: the same message for every configuration of a tune
+        message = _fallback_message(cause, type(source).__name__, kept, kept_noise, names)
+        warnings.warn(message, KernelFitWarning, stacklevel=2)
+        fit = KernelFit(points, y, region, kept, kept_noise, math.nan, failure=failure)
+        return config, fit
     changes: _FittedFields = {} if fitted_noise is None else {"noise_variance": fitted_noise}
     if config.kernel is not None:
         changes["kernel"] = fitted
@@ -206,3 +234,55 @@ def fit_kernel_on_proxy(
         log_marginal_likelihood=lml,
     )
     return dataclasses.replace(config, **changes), fit
+
+
+def _fit(points: Tensor, y: Tensor, source: Kernel, noise: float, nugget: float) -> tuple[Kernel, float | None, float]:
+    r"""``(fitted kernel, fitted σ² or None, marginal log likelihood per point)`` of a copy of
+    ``source``; the likelihood is NaN when a fitted value is not finite (it is not computed)."""
+    from botorch.fit import fit_gpytorch_mll
+
+    m = points.shape[0]
+    # every hyperparameter is fitted, also those the user froze (``requires_grad=False`` is how
+    # kernels say "never fit on the sensitive losses"; this fit is on public ones)
+    kernel = copy.deepcopy(source).to(torch.float64).requires_grad_(True)
+    if noise > 0:
+        likelihood = GaussianLikelihood(noise_constraint=GreaterThan(nugget)).to(torch.float64)
+        likelihood.noise = max(noise, 2 * nugget)
+        model_kw = dict(likelihood=likelihood)
+    else:
+        model_kw = dict(train_Yvar=torch.full((m, 1), nugget, dtype=torch.float64))
+    with warnings.catch_warnings():
+        # raw coordinates and raw loss units on purpose: they are the ones the kernel acts on
+        warnings.filterwarnings("ignore", category=InputDataWarning)
+        model = SingleTaskGP(points, y.unsqueeze(-1), covar_module=kernel, outcome_transform=None, **model_kw)
+        mll = fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    fitted = copy.deepcopy(source).to(torch.float64)
+    fitted.load_state_dict(kernel.state_dict())
+    fitted_noise = float(model.likelihood.noise.detach().mean()) if noise > 0 else None
+    values = [v for vs in _constrained_hyperparameters(fitted).values() for v in vs] + [fitted_noise or 0.0]
+    lml = math.nan
+    if all(map(math.isfinite, values)):
+        model.train()
+        with torch.no_grad():
+            lml = float(mll(model(points), y))
+    model.eval()
+    return fitted, fitted_noise, lml
+
+
+def _fallback_message(
+    cause: str, kind: str, kept: dict[str, tuple[float, ...]], noise: float | None, names: list[str] | None
+) -> str:
+    r"""The warning of a failed fit: the kept hyperparameters by name (length-scales by coordinate)."""
+
+    def values(name: str, vs: tuple[float, ...]) -> str:
+        if names is not None and name.split(".")[-1] == "lengthscale" and len(vs) == len(names):
+            return ", ".join(f"{n} {v:.4g}" for n, v in zip(names, vs, strict=True))
+        return ", ".join(f"{v:.4g}" for v in vs)
+
+    kept_text = "; ".join(f"{name} = {values(name, vs)}" for name, vs in kept.items())
+    noise_text = "not modelled" if noise is None else f"{noise:.4g}"
+    return (
+        f"The kernel fit on the public proxy failed ({cause}); planning goes on with the config's own "
+        f"{kind}, not fitted (public settings): {kept_text}; noise variance {noise_text}. "
+        "PrivatePlan.kernel_fit.failure says why."
+    )

@@ -99,7 +99,7 @@ class PrivatePlan:
         num_users: ``n`` of the private run.
         num_proxy_users: ``n_p`` of the proxy.
         kernel_fit: The ``KernelFit`` on the proxy, or ``None`` with ``fit_kernel=False``
-            (the config's kernel kept).
+            (the config's kernel kept; also kept after a failed fit, whose ``failure`` says why).
         given: The settings passed in (their kernel, ``B``, ``η``, ``T`` and batch rule, no
             planning) simulated the same way, so the plan's gain is visible (``None`` for a
             plan made without it). Its ``clip_quantile`` is the share of proxy norms ``≤ B``.
@@ -212,6 +212,7 @@ def plan_private_run(
     fit_kernel: bool = True,
     kernel_fit_points: int | None = None,
     kernel_fit_radius: float | Tensor | None = None,
+    coordinate_names: Sequence[str] | None = None,
     num_repeats: int = 3,
     seed: int = 0,
     progress: bool = True,
@@ -244,10 +245,13 @@ def plan_private_run(
             its prior trace at ``θ₀``), or ``None`` for fixed batches of ``config.batch_size``
             (default ``d + 1``). Default: the config's own rule only.
         fit_kernel: Fit the kernel on the proxy first (``fit_kernel_on_proxy``); ``False``
-            keeps the config's kernel and noise variance.
+            keeps the config's kernel and noise variance. A fit that fails keeps them too,
+            with a ``KernelFitWarning`` that names the kept hyperparameters, and the plan goes on.
         kernel_fit_points: ``m``, Sobol points of the fit (default ``10 d``).
         kernel_fit_radius: Half-width of the fit box around ``θ₀`` (cut to ``Θ``); ``None``
             (default): all of ``Θ``, the region the run's iterates may visit.
+        coordinate_names: The ``d`` names of ``θ``'s coordinates (``tune`` passes the search
+            space's), which name the length-scales in that warning.
         num_repeats: Simulated runs per setting (different noise; the same across settings);
             the table's ``+-`` is their standard error.
         seed: Seed of the fit points and of the simulated runs' noise and search (public
@@ -313,7 +317,12 @@ def plan_private_run(
     kernel_fit = None
     if fit_kernel:
         config, kernel_fit = fit_kernel_on_proxy(
-            proxy_objective, config, num_points=kernel_fit_points, radius=kernel_fit_radius, seed=seed
+            proxy_objective,
+            config,
+            num_points=kernel_fit_points,
+            radius=kernel_fit_radius,
+            seed=seed,
+            coordinate_names=coordinate_names,
         )
     key = "clip_init" if adaptive_clip else "clip_bound"
     total = (len(tolerances) * len(quantiles) * len(etas) * len(Ts) + 1) * num_repeats

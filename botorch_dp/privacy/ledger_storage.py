@@ -10,27 +10,34 @@ entries in three tables (SQLAlchemy Core; SQLite or PostgreSQL):
   accuracy), fixed when the row is created.
 * ``botorch_dp_ledger_records``: one row per entry, in recording order (``seq``): ``side``
   (``"validation"`` or ``"training"``), ``status`` (``"recorded"``, or ``"reserved"`` for a
-  budget hold taken by ``PrivacyLedger.charge`` before its releases), the run id (as JSON, so
-  ``3`` and ``"3"`` differ), the release key (``""`` for training), the ``release_id`` of a
-  record (unique in its dataset: every release made has its own, so a step replayed with
+  budget hold taken by ``PrivacyLedger.charge`` before its releases), the run id (as JSON,
+  so ``3`` and ``"3"`` differ), the release key (``""`` for training), the ``release_id`` of
+  a record (unique in its dataset: every release made has its own, so a step replayed with
   fresh noise is a second row), the ``owner`` of a reservation (the token of the charge that
-  holds it; its run id is in ``run_id``) and the entry itself as JSON text (``Infinity`` for
-  ``inf``). No pickle. Validation entries: ``{"mu"}`` (Gaussian), ``{"mu", "epsilon"}`` (pure
-  ε-DP) or ``{"description", "rdp"}`` (an RDP curve on the ledger's order grid); training
-  entries: DP-SGD parameters or ``{"description", "rdp"}``. A validation reservation holds
-  ``{"mu"}`` or ``{"description", "rdp"}`` (a step's composed worst case), a training one
-  the entry it reserves (turned into the record in place, keeping its position). Records
-  are never updated or deleted; reservations are deleted when their charge ends or when
-  their run's reservations are cancelled.
+  holds it; its run id is in ``run_id``), the ``holder`` of a reservation (JSON ``{"pid",
+  "host", "node", "token"}``: the process that holds it, ``ledger.holders``) and its
+  ``lease_expires`` (wall-clock seconds, renewed by the holder while it holds it), and the
+  entry itself as JSON text (``Infinity`` for ``inf``). No pickle. Validation entries:
+  ``{"mu"}`` (Gaussian), ``{"mu", "epsilon"}`` (pure ε-DP) or ``{"description", "rdp"}`` (an
+  RDP curve on the ledger's order grid); training entries: DP-SGD parameters or
+  ``{"description", "rdp"}``. A validation reservation holds ``{"mu"}`` or ``{"description",
+  "rdp"}`` (a step's composed worst case), a training one the entry it reserves (turned into
+  the record in place, keeping its position). Records are never updated or deleted; a
+  reservation is deleted when its charge ends, or by a settle once its holder is gone
+  (``holders.holder_gone``).
 
-Schema version 2. A version-1 database (table ``botorch_dp_ledger_entries``, whose rows had
+Schema version 3. A version-2 database (the same tables without ``holder`` and
+``lease_expires``) gets the two columns on open, in one locked transaction; its
+reservations name no holder, so they are never settled automatically (see
+``PrivacyLedger.cancel_reservations``). A version-1 database (table ``botorch_dp_ledger_entries``, whose rows had
 no release id and were unique on ``(run_id, key)``) is migrated on open, in one locked
 transaction: its rows are copied in order, recorded ones with ``legacy:`` release ids that
 depend only on ``(side, run_id, key)`` (as a version-4 ledger state's entries get, so the
 same record from a checkpoint is not counted twice), its reservations under run id
-``"legacy-reservation"`` (cancel them with ``cancel_reservations("legacy-reservation")``
-once you know their releases were not made); the old table is left as it was, and the
-version becomes 2, which older botorch-dp refuses.
+``"legacy-reservation"`` without a holder (cancel them with
+``cancel_reservations("legacy-reservation", holderless=True)`` once you know their releases
+were not made); the old table is left as it was. Either way the version becomes 3, which
+older botorch-dp refuses (it would settle reservations of live holders).
 
 Every change runs in ONE transaction that first takes the dataset's lock: ``BEGIN
 IMMEDIATE`` on SQLite (the database's write lock), ``SELECT … FOR UPDATE`` on the
@@ -46,7 +53,6 @@ ledger with ``storage=``.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import json
 import os
 import threading
@@ -57,61 +63,18 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from botorch_dp.privacy.ledger_schema import (
+    SCHEMA_VERSION,
+    _datasets,
+    _dumps,
+    _meta,
+    _metadata,
+    _now,
+    _records,
+    migrate,
+)
+
 __all__ = ["SCHEMA_VERSION", "LedgerStorage", "LedgerTransaction", "StoredRow", "open_storage", "storage_url"]
-
-#: Version of the tables' layout; version 1 is migrated, any other is refused.
-SCHEMA_VERSION = 2
-#: The run id that reservations migrated from a version-1 database are held under.
-LEGACY_RESERVATION_RUN = "legacy-reservation"
-
-_metadata = sa.MetaData()
-_meta = sa.Table(
-    "botorch_dp_ledger_meta",
-    _metadata,
-    sa.Column("name", sa.String(64), primary_key=True),
-    sa.Column("value", sa.Text, nullable=False),
-)
-_datasets = sa.Table(
-    "botorch_dp_ledger_datasets",
-    _metadata,
-    sa.Column("dataset", sa.String(255), primary_key=True),
-    sa.Column("settings", sa.Text, nullable=False),
-    sa.Column("created_at", sa.String(40), nullable=False),
-)
-_records = sa.Table(
-    "botorch_dp_ledger_records",
-    _metadata,
-    sa.Column("seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
-    sa.Column("dataset", sa.String(255), sa.ForeignKey("botorch_dp_ledger_datasets.dataset"), nullable=False),
-    sa.Column("side", sa.String(16), nullable=False),
-    sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("run_id", sa.Text, nullable=True),
-    sa.Column("release_key", sa.Text, nullable=True),
-    sa.Column("release_id", sa.String(255), nullable=True),
-    sa.Column("owner", sa.String(64), nullable=True),
-    sa.Column("entry", sa.Text, nullable=False),
-    sa.Column("created_at", sa.String(40), nullable=False),
-    sa.UniqueConstraint("dataset", "release_id", name="botorch_dp_ledger_records_release"),
-    sa.CheckConstraint("side IN ('validation', 'training')", name="botorch_dp_ledger_records_side"),
-    sa.CheckConstraint("status IN ('recorded', 'reserved')", name="botorch_dp_ledger_records_status"),
-)
-sa.Index("botorch_dp_ledger_records_dataset_seq", _records.c.dataset, _records.c.seq)
-
-# Version 1's table, read only to migrate it (never created: not in ``_metadata``).
-_legacy_metadata = sa.MetaData()
-_legacy_entries = sa.Table(
-    "botorch_dp_ledger_entries",
-    _legacy_metadata,
-    sa.Column("seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
-    sa.Column("dataset", sa.String(255)),
-    sa.Column("side", sa.String(16)),
-    sa.Column("status", sa.String(16)),
-    sa.Column("run_id", sa.Text),
-    sa.Column("release_key", sa.Text),
-    sa.Column("owner", sa.String(64)),
-    sa.Column("entry", sa.Text),
-    sa.Column("created_at", sa.String(40)),
-)
 
 _SIDES = ("validation", "training")
 _STATUSES = ("recorded", "reserved")
@@ -130,6 +93,8 @@ class StoredRow:
         release_id: The record's own id (None for a reservation).
         owner: The token of the charge holding a reservation (None when recorded).
         entry: The decoded JSON entry.
+        holder: The decoded holder of a reservation (None when recorded, or not named).
+        lease_expires: When the reservation's lease expires (None when recorded, or not named).
     """
 
     seq: int
@@ -140,14 +105,8 @@ class StoredRow:
     release_id: str | None
     owner: str | None
     entry: dict[str, Any]
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat()
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, allow_nan=True)
+    holder: dict[str, Any] | None = None
+    lease_expires: float | None = None
 
 
 def storage_url(storage: str | os.PathLike) -> str:
@@ -211,9 +170,27 @@ class LedgerTransaction:
         r"""Append a record (a release that was made); returns its ``seq``."""
         return self._insert(side=side, status="recorded", entry=entry, run_id=run_id, key=key, release_id=release_id)
 
-    def reserve(self, *, side: str, entry: Mapping[str, Any], run_id: Any, owner: str) -> int:
-        r"""Append a reservation held by the charge ``owner`` of run ``run_id``; returns its ``seq``."""
-        return self._insert(side=side, status="reserved", entry=entry, run_id=run_id, owner=owner)
+    def reserve(
+        self,
+        *,
+        side: str,
+        entry: Mapping[str, Any],
+        run_id: Any,
+        owner: str,
+        holder: Mapping[str, Any] | None = None,
+        lease_expires: float | None = None,
+    ) -> int:
+        r"""Append a reservation held by the charge ``owner`` of run ``run_id`` in the process
+        ``holder`` until ``lease_expires`` (renewed); returns its ``seq``."""
+        return self._insert(
+            side=side,
+            status="reserved",
+            entry=entry,
+            run_id=run_id,
+            owner=owner,
+            holder=None if holder is None else _dumps(dict(holder)),
+            lease_expires=lease_expires,
+        )
 
     def _insert(
         self,
@@ -225,6 +202,8 @@ class LedgerTransaction:
         key: str | None = None,
         release_id: str | None = None,
         owner: str | None = None,
+        holder: str | None = None,
+        lease_expires: float | None = None,
     ) -> int:
         if side not in _SIDES or status not in _STATUSES:
             raise ValueError(f"side/status must be in {_SIDES}/{_STATUSES}, got {side!r}/{status!r}.")
@@ -239,6 +218,8 @@ class LedgerTransaction:
                 owner=owner,
                 entry=_dumps(dict(entry)),
                 created_at=_now(),
+                holder=holder,
+                lease_expires=lease_expires,
             )
         )
         key = result.inserted_primary_key
@@ -267,7 +248,17 @@ class LedgerTransaction:
                 release_key=key,
                 release_id=release_id,
                 owner=None,
+                holder=None,
+                lease_expires=None,
             )
+        )
+
+    def renew_leases(self, owners: list[str], lease_expires: float) -> None:
+        r"""Extend the leases of the reservations held by the charges ``owners``."""
+        self._connection.execute(
+            _records.update()
+            .where(_records.c.dataset == self.dataset, _records.c.status == "reserved", _records.c.owner.in_(owners))
+            .values(lease_expires=lease_expires)
         )
 
     def drop_reservation(self, seq: int) -> None:
@@ -294,6 +285,8 @@ def _select_rows(connection: Connection, dataset: str) -> list[StoredRow]:
             release_id=r["release_id"],
             owner=r["owner"],
             entry=json.loads(r["entry"]),
+            holder=None if r["holder"] is None else json.loads(r["holder"]),
+            lease_expires=None if r["lease_expires"] is None else float(r["lease_expires"]),
         )
         for r in rows
     ]
@@ -344,9 +337,7 @@ class LedgerStorage:
             insert = _dialect_insert(self.dialect, _meta).values(name="schema_version", value=str(SCHEMA_VERSION))
             connection.execute(insert.on_conflict_do_nothing(index_elements=["name"]))
             version = connection.execute(sa.select(_meta.c.value).where(_meta.c.name == "schema_version")).scalar_one()
-            if version == "1":
-                _migrate_from_version_1(connection)
-                version = str(SCHEMA_VERSION)
+            version = migrate(connection, version)
         if version != str(SCHEMA_VERSION):
             raise ValueError(
                 f"The ledger database {self.url!r} has schema version {version}, this version of "
@@ -399,36 +390,15 @@ class LedgerStorage:
             yield tx
             _before_commit(tx)
 
+    def renew_leases(self, dataset: str, owners: list[str], lease_expires: float) -> None:
+        r"""Extend the leases of the reservations of ``dataset`` held by the charges ``owners``
+        (the holder's renewal thread, ``ledger.holders``)."""
+        with self.transaction(dataset) as tx:
+            tx.renew_leases(owners, lease_expires)
+
     def dispose(self) -> None:
         r"""Close the pooled connections."""
         self.engine.dispose()
-
-
-def _migrate_from_version_1(connection: Connection) -> None:
-    r"""Copy a version-1 database's entries into ``botorch_dp_ledger_records`` (see the module
-    docstring) and mark the database version 2, inside the caller's locked transaction."""
-    rows = connection.execute(sa.select(_legacy_entries).order_by(_legacy_entries.c.seq)).mappings().all()
-    for r in rows:
-        recorded = r["status"] == "recorded"
-        run_id = json.loads(r["run_id"]) if r["run_id"] is not None else None
-        key = r["release_key"] if recorded else None
-        release_id = None
-        if recorded:
-            release_id = f"legacy:{r['side']}:{json.dumps(run_id)}:{r['release_key'] or ''}"
-        connection.execute(
-            _records.insert().values(
-                dataset=r["dataset"],
-                side=r["side"],
-                status=r["status"],
-                run_id=_dumps(run_id if recorded else LEGACY_RESERVATION_RUN),
-                release_key=key,
-                release_id=release_id,
-                owner=None if recorded else (r["owner"] or "legacy"),
-                entry=r["entry"],
-                created_at=r["created_at"],
-            )
-        )
-    connection.execute(_meta.update().where(_meta.c.name == "schema_version").values(value=str(SCHEMA_VERSION)))
 
 
 def _dialect_insert(dialect: str, table: sa.Table) -> Any:

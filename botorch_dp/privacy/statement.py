@@ -8,11 +8,14 @@ people are in both sets, it also composes them: a person's change replaces their
 losses and adds or removes their training record, each mechanism's RDP holds for its part of
 that change, and the RDP curves add (validation ``μ``-GDP is ``α μ²/2`` exactly), converted
 on the ledger's order grid. The statement is public (it reads only what the ledger
-recorded) and holds no noise seed.
+recorded) and holds no noise seed. A set whose ``ε`` is infinite (a release recorded at
+``μ = inf``: a non-private run, or the ``unsafe_allow_sensitive_fitting`` opt-out's look at the
+losses) has NO guarantee, and the statement says so instead of an ``(ε, δ)``.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -23,7 +26,7 @@ from botorch_dp.privacy.ledger.events import PureDP, TrainingMechanism, Validati
 from botorch_dp.privacy.ledger.filters import rdp_grid_epsilon
 from botorch_dp.utils import plain_json
 
-__all__ = ["GuaranteeStatement", "ProtectedSet", "guarantee_statement"]
+__all__ = ["NO_GUARANTEE", "GuaranteeStatement", "ProtectedSet", "guarantee_statement"]
 
 #: What each release part of a DP-GIBO step is, in words.
 _PARTS = {
@@ -33,7 +36,11 @@ _PARTS = {
     "precond": "GOE preconditioner releases",
     "select": "a private selection of the returned iterate",
     "score": "private choice(s) among runs by noisy validation scores",
+    "fit": "NON-PRIVATE looks at the losses (unsafe_allow_sensitive_fitting: mu = inf)",
 }
+
+#: How a protected set without a guarantee is stated.
+NO_GUARANTEE = "NO differential-privacy guarantee"
 
 
 @dataclass(frozen=True)
@@ -56,7 +63,14 @@ class ProtectedSet:
     mechanisms: tuple[str, ...]
     mu: float | None = None
 
+    @property
+    def holds(self) -> bool:
+        r"""Whether the set has a guarantee (a finite ``ε``)."""
+        return math.isfinite(self.epsilon)
+
     def line(self) -> str:
+        if not self.holds:
+            return f"{self.name} ({self.neighbours}): {NO_GUARANTEE} (epsilon = inf); " + "; ".join(self.mechanisms)
         mu = "" if self.mu is None else f", from mu = {self.mu:.4g} Gaussian DP"
         return (
             f"{self.name} ({self.neighbours}): (epsilon = {self.epsilon:.4g}, delta = {self.delta:.3g})-DP{mu}; "
@@ -76,8 +90,13 @@ class GuaranteeStatement:
     training: ProtectedSet | None
     composed: ProtectedSet | None
 
+    @property
+    def holds(self) -> bool:
+        r"""Whether every protected set with releases has a guarantee (finite ``ε``)."""
+        return all(part.holds for part in (self.validation, self.training, self.composed) if part is not None)
+
     def __str__(self) -> str:
-        lines = ["What was protected:"]
+        lines = ["What was protected:" if self.holds else f"What was protected ({NO_GUARANTEE} where so marked):"]
         for part in (self.validation, self.training):
             if part is not None:
                 lines.append(f"- {part.line()}")
@@ -90,7 +109,10 @@ class GuaranteeStatement:
     def to_dict(self) -> dict[str, Any]:
         r"""Plain JSON values (``inf`` as the string ``"inf"``; ``utils.plain_json``)."""
         parts = {"validation": self.validation, "training": self.training, "composed_if_same_people": self.composed}
-        return {name: None if part is None else plain_json(asdict(part)) for name, part in parts.items()}
+        out: dict[str, Any] = {"holds": self.holds}
+        for name, part in parts.items():
+            out[name] = None if part is None else plain_json({**asdict(part), "holds": part.holds})
+        return out
 
 
 def _validation(report: dict[str, Any], records: list[Any]) -> ProtectedSet | None:
@@ -154,6 +176,10 @@ def guarantee_statement(
             "replace their losses and add or remove their record",
             epsilon,
             validation.delta,
-            (f"RDP of both sets added and converted at order {order:g}",),
+            (
+                "RDP of both sets added, infinite at every order"
+                if order is None
+                else f"RDP of both sets added and converted at order {order:g}",
+            ),
         )
     return GuaranteeStatement(validation, training, composed)

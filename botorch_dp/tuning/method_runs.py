@@ -211,7 +211,7 @@ def choose(call: TuneCall) -> Choice:
             full,
             num_users=n,
             progress=call.progress,
-            **(call.plan_options or {}),
+            **{"coordinate_names": space.names, **(call.plan_options or {})},
         )
         if plan.methods is None:
             if method not in ("auto", "dp_gibo"):
@@ -250,7 +250,7 @@ def choose(call: TuneCall) -> Choice:
         configs, plans = _planned(call, per_trial_mu * math.sqrt(1.0 - call.share), progress=False)
         sampled = SampledMethod(
             configurations, configs, call.epsilon, call.delta, call.mean_trials, call.share, call.loss_clip,
-            call.max_trials, plans,
+            call.max_trials, plans, call.holds,
         )  # fmt: skip
         return Choice(OnSpace(sampled, space, call.run_config, planned_for=n if plans else None))
     if mixed is not None:
@@ -274,7 +274,7 @@ def _planned(call: TuneCall, mu: float, *, progress: bool) -> tuple[tuple[DPGIBO
             config,
             num_users=call.num_users,
             progress=progress,
-            **{"choose_method": False, **(call.plan_options or {})},
+            **{"choose_method": False, "coordinate_names": call.space.names, **(call.plan_options or {})},
         )
         for choice in call.configurations
     )

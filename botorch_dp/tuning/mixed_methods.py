@@ -77,7 +77,7 @@ def choose_mixed_method(
             (one named ``"dp_gibo"`` stands for the enumerate procedure; default: it, private
             random search and DP-HyPO).
     """
-    options = dict(plan_options or {})
+    options = {"coordinate_names": space.names, **(plan_options or {})}
     given = options.pop("methods", None)
     options.pop("choose_method", None)
     configurations = space.configurations()

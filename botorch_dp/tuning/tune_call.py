@@ -21,8 +21,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from botorch_dp.baselines.selection import check_max_trials
 from botorch_dp.optim import DPGIBOConfig
 from botorch_dp.optim.checkpoint import kernel_fingerprint
@@ -32,9 +30,15 @@ from botorch_dp.privacy.checks import check_choice, check_delta, check_positive,
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.tuning.tune_checkpoint import TuneCheckpoint, seed_digest
-from botorch_dp.tuning.tune_checks import TuneChecks, check_setting_names
+from botorch_dp.tuning.tune_checks import (
+    TuneChecks,
+    bound_objective,
+    check_objective,
+    check_setting_names,
+    training_event,
+)
 
-__all__ = ["METHODS", "STRATEGIES", "TUNE_DEFAULTS", "TuneCall", "check_method", "training_event"]
+__all__ = ["METHODS", "STRATEGIES", "TUNE_DEFAULTS", "TuneCall", "check_method"]
 
 #: DP-GIBO settings of ``tune`` unless given as keywords (those of the README's main example:
 #: a scaled RBF kernel on the unit cube with length-scale 0.2, AdaGrad, losses of order one).
@@ -112,6 +116,11 @@ class TuneCall:
         return self.mu * math.sqrt(self.share / self.K)
 
     @property
+    def holds(self) -> bool:
+        r"""Whether the runs' settings carry a guarantee (``False``: ``unsafe_allow_sensitive_fitting``)."""
+        return bool(self.run_config.options.fitting.holds)
+
+    @property
     def sampled(self) -> bool:
         return self.strategy == "sample" and self.K > 1 and self.method == "dp_gibo"
 
@@ -122,19 +131,26 @@ class TuneCall:
     def ledger_for(self, budget_mu: float | None) -> PrivacyLedger:
         r"""The ledger to charge: the one given, else the objective's own (it records the training runs),
         else a new one that holds the procedure to ``budget_mu`` (``None``: an RDP curve calibrated to
-        ``(ε, δ)`` itself, which no Gaussian ``μ`` budget contains at every order)."""
+        ``(ε, δ)`` itself, which no Gaussian ``μ`` budget contains at every order; a run without a
+        guarantee fits no budget)."""
         if self.ledger is not None:
             return self.ledger
-        return self.own if self.own is not None else PrivacyLedger(validation_mu_budget=budget_mu)
+        return (
+            self.own if self.own is not None else PrivacyLedger(validation_mu_budget=budget_mu if self.holds else None)
+        )
 
     @contextmanager
     def opened_checkpoint(self) -> Iterator[TuneCheckpoint | None]:
-        r"""The checkpoint directory (the call's arguments compared with the stored ones before anything
-        runs), or ``None`` without ``checkpoint_dir``."""
+        r"""The checkpoint directory, owned by this call while the block runs (the call's arguments
+        compared with the stored ones before anything runs), or ``None`` without ``checkpoint_dir``."""
         if self.checkpoint_dir is None:
             yield None
             return
-        yield TuneCheckpoint(self.checkpoint_dir, self.arguments())
+        checkpoint = TuneCheckpoint(self.checkpoint_dir, self.arguments())
+        try:  # the directory is this call's until it returns or raises (checkpoint.lock)
+            yield checkpoint
+        finally:
+            checkpoint.close()
 
     def check_training_room(self, checkpoint: TuneCheckpoint | None) -> None:
         r"""The procedure's most trainings (every evaluation of every run and each scored final point),
@@ -142,7 +158,7 @@ class TuneCall:
         released; a resumed call merges the runs' records first and is held by each batch's charge."""
         if not self.trains or (checkpoint is not None and any(checkpoint.has_run(k) for k in range(self.K))):
             return
-        bound = _bound(self.objective, self.configurations[0])
+        bound = bound_objective(self.objective, self.configurations[0])
         if callable(getattr(bound, "check_room", None)):
             bound.check_room(self.K * self.run_config.max_evaluations + (self.K if self.K > 1 else 0))
 
@@ -215,7 +231,7 @@ class TuneCall:
             raise ValueError(f"tune sets {sorted(blocked)} itself; give epsilon, delta and seed to tune().")
         check_setting_names(settings, tune)
         for name, fn in (("objective", objective), ("proxy", proxy)):
-            _check_objective(name, fn, space)
+            check_objective(name, fn, space)
         if proxy is not None and num_users is None and isinstance(objective, SearchSpaceObjective):
             num_users = objective.num_users
         if proxy is not None and (num_users is None or isinstance(num_users, bool) or not isinstance(num_users, int)):
@@ -266,36 +282,3 @@ class TuneCall:
             num_users, plan_options, strategy, method, mean_trials, max_trials, loss_clip, seed, progress,
             executor, checkpoint_dir, base, run_config, checks,
         )  # fmt: skip
-
-
-def _check_objective(name: str, objective: Any, space: SearchSpace) -> None:
-    r"""``ValueError`` naming ``objective`` or ``proxy``: not callable, or a ``SearchSpaceObjective``
-    built on another space than ``space``."""
-    if objective is None and name == "proxy":
-        return
-    if not callable(objective):
-        raise ValueError(
-            f"{name} must be callable (configurations -> q x n losses) or a TorchModelTuningObjective, "
-            f"got {type(objective).__name__}."
-        )
-    if isinstance(objective, SearchSpaceObjective):
-        other = objective.space
-        if other.hyperparameters != space.hyperparameters or other.fixed != space.fixed:
-            raise ValueError(
-                f"{name}.space differs from space: {name}.space is {other.describe()}, space is "
-                f"{space.describe()}; build the {type(objective).__name__} on the space you tune."
-            )
-
-
-def training_event(objective: Any, space: SearchSpace) -> Any:
-    r"""The event ``objective`` charges per training run (DP-SGD, AMP), ``None`` if it charges none."""
-    planned = getattr(objective, "planned_event", None)
-    if not isinstance(objective, SearchSpaceObjective) or planned is None:
-        return None
-    return _bound(objective, space.configurations()[0]).planned_event(
-        torch.full((space.dim,), 0.5, dtype=torch.float64)
-    )
-
-
-def _bound(objective: Any, choice: dict[str, Any]) -> Any:
-    return objective.with_choice(choice) if choice else objective

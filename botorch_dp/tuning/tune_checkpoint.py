@@ -2,11 +2,15 @@ r"""``tune(..., checkpoint_dir=...)``: resume an interrupted ``tune`` call witho
 
 The directory (private: this user's, ``0700``, never through a symbolic link) holds::
 
+    owner.lock               the lock of the call that owns the directory (``checkpoint.lock``)
     tune.json                the public description of the call's arguments (written first)
     configuration-000/       configuration 0's DP-GIBO checkpoint (``DPGIBO(checkpoint_dir=...)``)
     configuration-001/       ...
     selection.json           the released noisy scores of the choice and the ledger after them
 
+One call owns the directory at a time: it holds ``owner.lock`` until it returns or raises
+(each configuration's ``DPGIBO`` holds its own directory's lock while it runs), and a second
+call, in this process or another, is refused (``CheckpointInUseError`` naming the holder).
 A call with ``checkpoint_dir`` compares its arguments with ``tune.json`` before anything is
 computed or released; any difference is refused (``ValueError`` naming each argument). Then
 configuration ``k`` resumes from its directory (``DPGIBO.resume``, which merges the run's
@@ -34,7 +38,8 @@ import torch
 from torch import Tensor
 
 from botorch_dp.optim.checkpoint import STATE_FILE
-from botorch_dp.optim.checkpoint.json_files import load_json, open_private_dir, save_json
+from botorch_dp.optim.checkpoint.json_files import load_json, save_json
+from botorch_dp.optim.checkpoint.lock import LOCK_FILE, CheckpointLock
 from botorch_dp.privacy.ledger import PrivacyLedger
 
 __all__ = ["ARGUMENTS_FILE", "FORMAT", "SELECTION_FILE", "TuneCheckpoint", "plain", "seed_digest"]
@@ -83,16 +88,28 @@ class TuneCheckpoint:
     Raises:
         ValueError: The directory is a link, another user's or open to others; it holds a
             ``tune.json`` of other arguments (naming them) or DP-GIBO checkpoints without one.
+        CheckpointInUseError: Another call (or object) owns the directory (naming it).
     """
 
     def __init__(self, directory: str | os.PathLike, arguments: dict[str, Any]) -> None:
         if not isinstance(directory, (str, os.PathLike)):
             raise ValueError(f"checkpoint_dir must be a path (str or os.PathLike), got {directory!r}.")
-        self.directory = open_private_dir(directory)
-        given = plain({"format": FORMAT, **arguments})
+        self._lock = CheckpointLock(directory, "tune")  # created 0700 if missing; ours before anything is read
+        self.directory = self._lock.directory
+        try:
+            self._check(plain({"format": FORMAT, **arguments}))
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        r"""Give the directory up (idempotent)."""
+        self._lock.release()
+
+    def _check(self, given: Any) -> None:
         stored = load_json(self.directory, ARGUMENTS_FILE)
         if stored is None:
-            taken = sorted(p.name for p in self.directory.iterdir())
+            taken = sorted(p.name for p in self.directory.iterdir() if p.name != LOCK_FILE)
             if taken:
                 raise ValueError(
                     f"checkpoint_dir {self.directory} is not empty ({taken[:3]}) but holds no "

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 
+from botorch_dp.baselines.selection import PublicRefusal
 from botorch_dp.optim import DPGIBOConfig
 from botorch_dp.optim.public_checks import (
     LARGE_DELTA_OPT_IN,
@@ -36,7 +38,7 @@ from botorch_dp.optim.public_checks import (
 )
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.checks import did_you_mean
-from botorch_dp.tuning.search_space import SearchSpaceObjective
+from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.tuning.tune_result import TuneResult
 
 __all__ = ["FirstCallChecked", "TuneChecks", "check_setting_names"]
@@ -187,7 +189,10 @@ class FirstCallChecked:
         if not self.checked:
             shape = tuple(losses.shape) if hasattr(losses, "shape") else np.shape(losses)
             if len(shape) == 2:  # other shapes are refused where they are read
-                self.checks.enforce(int(shape[1]), stacklevel=5)
+                try:
+                    self.checks.enforce(int(shape[1]), stacklevel=5)
+                except ValueError as err:  # public facts only, at the first call: a selection lets it through
+                    raise PublicRefusal(str(err)) from None
                 self.checked = True
         return losses
 
@@ -202,3 +207,37 @@ def check_setting_names(settings: dict[str, Any], tune: Callable[..., Any]) -> N
                 f"tune got an unknown setting {name}={settings[name]!r}.{did_you_mean(name, sorted(known))} "
                 "Settings are tune's keywords and DPGIBOConfig's fields."
             )
+
+
+def check_objective(name: str, objective: Any, space: SearchSpace) -> None:
+    r"""``ValueError`` naming ``objective`` or ``proxy``: not callable, or a ``SearchSpaceObjective``
+    built on another space than ``space``."""
+    if objective is None and name == "proxy":
+        return
+    if not callable(objective):
+        raise ValueError(
+            f"{name} must be callable (configurations -> q x n losses) or a TorchModelTuningObjective, "
+            f"got {type(objective).__name__}."
+        )
+    if isinstance(objective, SearchSpaceObjective):
+        other = objective.space
+        if other.hyperparameters != space.hyperparameters or other.fixed != space.fixed:
+            raise ValueError(
+                f"{name}.space differs from space: {name}.space is {other.describe()}, space is "
+                f"{space.describe()}; build the {type(objective).__name__} on the space you tune."
+            )
+
+
+def training_event(objective: Any, space: SearchSpace) -> Any:
+    r"""The event ``objective`` charges per training run (DP-SGD, AMP), ``None`` if it charges none."""
+    planned = getattr(objective, "planned_event", None)
+    if not isinstance(objective, SearchSpaceObjective) or planned is None:
+        return None
+    return bound_objective(objective, space.configurations()[0]).planned_event(
+        torch.full((space.dim,), 0.5, dtype=torch.float64)
+    )
+
+
+def bound_objective(objective: Any, choice: dict[str, Any]) -> Any:
+    r"""``objective`` with the categorical ``choice`` fixed (itself for an empty choice)."""
+    return objective.with_choice(choice) if choice else objective

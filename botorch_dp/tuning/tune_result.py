@@ -25,7 +25,7 @@ from botorch_dp.methods.enumerate import SCORE_PART, final_losses
 from botorch_dp.methods.protocol import ConfigurationRun, MethodRun
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
-from botorch_dp.privacy.statement import GuaranteeStatement, guarantee_statement
+from botorch_dp.privacy.statement import NO_GUARANTEE, GuaranteeStatement, guarantee_statement
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 
 __all__ = [
@@ -46,11 +46,19 @@ TuneObjective = Callable[[list[dict[str, Any]]], Any] | SearchSpaceObjective
 
 @dataclass(frozen=True)
 class TuneGuarantee:
-    r"""The guarantee of the whole procedure for the validation users (all its runs and its choice)."""
+    r"""The guarantee of the whole procedure for the validation users (all its runs and its choice).
+
+    ``epsilon = inf`` (and ``mu = inf``) when a run had none (``unsafe_allow_sensitive_fitting``):
+    ``holds`` is then False and the result's report and JSON say there is no guarantee."""
 
     mu: float  # NaN when the procedure is an RDP statement (``strategy="sample"``)
     epsilon: float
     delta: float
+
+    @property
+    def holds(self) -> bool:
+        r"""Whether the procedure has a guarantee (a finite ``ε``)."""
+        return math.isfinite(self.epsilon)
 
 
 @dataclass
@@ -93,6 +101,11 @@ class TuneResult:
     def guarantee_report(self) -> str:
         r"""What was protected, in plain words (``GuaranteeStatement``), after this procedure's own line."""
         g = self.guarantee
+        if not g.holds:
+            return (
+                f"tune: {NO_GUARANTEE} for the validation users (epsilon = inf): a run looked at the "
+                f"sensitive losses outside the mechanisms (unsafe_allow_sensitive_fitting)\n{self.statement}"
+            )
         how = (
             f"by {self.procedure}"
             if self.procedure is not None
@@ -111,8 +124,9 @@ class TuneResult:
         out = {
             "hyperparameters": self.hyperparameters,
             "guarantee": {
+                "holds": self.guarantee.holds,
                 "mu": self.guarantee.mu if math.isfinite(self.guarantee.mu) else None,
-                "epsilon": self.guarantee.epsilon,
+                "epsilon": self.guarantee.epsilon if self.guarantee.holds else "inf",  # holds False: no guarantee
                 "delta": self.guarantee.delta,
             },
             "configurations": [

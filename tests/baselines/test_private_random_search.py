@@ -93,3 +93,44 @@ def test_private_random_search_accepts_every_63_bit_seed():
         with pytest.warns(PrivacyWarning, match="reproducible"):
             b = prs_trials(objective, bounds, mean_trials=5.0, per_trial_mu=1.0, loss_clip=1.0, seed=seed)
         assert torch.equal(a.history.extras["noisy_scores"], b.history.extras["noisy_scores"])
+
+
+def test_without_a_seed_K_is_not_one_fixed_value_and_the_noise_differs():
+    # issue 40, item 6: K, read by counting the objective's rows (never from the result), varies over 20
+    # unseeded calls (all equal has probability below 1e-17 for a geometric of mean 8), and the noise of
+    # the released score (released score minus the clipped mean at the released point) differs each call
+    n, rows = 5, []
+    bounds = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
+
+    def objective(X):
+        rows.append(X.shape[0])
+        return X.expand(-1, n).clone()
+
+    counts, noises = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyWarning)  # the default never warns about a seed
+        for _ in range(20):
+            rows.clear()
+            res = private_random_search(objective, bounds, mean_trials=8.0, per_trial_mu=1.0, loss_clip=1.0)
+            counts.append(sum(rows))
+            noises.append(res.released_score - float(res.theta.clamp(0.0, 1.0).sum()))
+    assert min(counts) >= 1 and len(set(counts)) > 1, counts
+    assert len(set(noises)) == len(noises)
+
+
+def test_one_audit_row_of_its_score_is_sound_and_catches_halved_noise(monkeypatch):
+    # the fast twin of tests/audit/test_rows.py (a slow path; issue 40 item 6): the empirical audit of the
+    # private random search score (300 runs per side, seed 0) stays below its claim, and with every
+    # Gaussian privacy draw at half its scale (the true mu doubles) its lower bound exceeds the claim
+    from botorch_dp.audit import registered_rows
+    from botorch_dp.privacy.mechanisms import _noise
+    from botorch_dp.utils import torch_threads
+
+    row = next(r for r in registered_rows() if r.name == "private_random_search_score")
+    with torch_threads(1):
+        honest = row(seed=0, num_runs=300)
+        assert honest.empirical_mu_lower <= honest.claimed_mu and honest.empirical_mu > 0.5, honest
+        draw = _noise._gaussian
+        monkeypatch.setattr(_noise, "_gaussian", lambda size, std, *args, **kw: draw(size, std / 2, *args, **kw))
+        leaky = row(seed=0, num_runs=300)
+    assert leaky.empirical_mu_lower > leaky.claimed_mu, leaky

@@ -226,6 +226,7 @@ def test_a_failed_partition_computation_is_retried_with_one_release(tmp_path):
     assert opt.ledger.validation_steps == {} and (tmp_path / "state.json").read_bytes() == state_before
     opt.tell_partitioned(X, flaky)  # the retry: one release, with the noise of the uninterrupted run
     assert len(opt.ledger.validation_steps) == 1
+    opt.close()  # the driver "stops" (one owner per checkpoint directory)
     # the driver's checkpoint is durable after the step; a resumed driver with fresh partitions
     # (they recompute their rows from the stored batches) finishes the run exactly
     with warnings.catch_warnings():

@@ -247,6 +247,37 @@ def test_ax_is_an_extra_and_ci_installs_it():
     assert "ax-platform>=1.3,<2" in extras["ax"] and "ax-platform>=1.3,<2" in extras["dev"]
 
 
+def test_the_model_ax_builds_is_never_fitted_and_its_criterion_reads_no_outcome():
+    # the fast twin of test_the_points_chosen_do_not_depend_on_the_outcomes (issue 40, item 6): the model
+    # Ax builds from two sets of outcomes, after the fit Ax runs on every model it builds, keeps the public
+    # kernel, and the criterion's values (which choose the points) are the same bit for bit
+    from ax.generators.torch.botorch_modular.utils import fit_botorch_model
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(6, 2, generator=g, dtype=F64)
+    kernel = default_kernel(2, lengthscale=0.3, outputscale=2.0)
+    theta = torch.tensor([0.4, 0.6], dtype=F64)
+    candidates = torch.rand(5, 3, 2, generator=g, dtype=F64)  # 5 batches of q = 3 points
+    values = []
+    for Y in (X.sum(-1, keepdim=True), 1000.0 * torch.randn(6, 1, generator=g, dtype=F64) + 7.0):
+        model = PublicKernelGP(
+            **PublicKernelGP.construct_inputs(_TrainingData(X, Y), kernel=kernel, noise_variance=0.05)
+        )
+        fit_botorch_model(model, mll_class=ExactMarginalLogLikelihood)
+        torch.testing.assert_close(model.covar_module.base_kernel.lengthscale, torch.full((1, 2), 0.3, dtype=F64))
+        torch.testing.assert_close(model.covar_module.outputscale, torch.tensor(2.0, dtype=F64))
+        values.append(qGradientInformation(model, theta)(candidates))
+    torch.testing.assert_close(values[0], values[1], rtol=0, atol=0)
+
+
+class _TrainingData:
+    r"""What ``PublicKernelGP.construct_inputs`` reads of Ax's training data: ``X`` and ``Y``."""
+
+    def __init__(self, X, Y):
+        self.X, self.Y = X, Y
+
+
 def test_the_pages_private_run_tracks_in_ax_only_the_asked_points_and_charges_the_target():
     r"""docs/how-to/ax.md's private run, as written: Ax holds exactly the points DP-GIBO asked, in
     order and with no loss; the ledger holds one Gaussian release per step, composed to the target."""

@@ -47,3 +47,13 @@ def nl_config(d=5, **kw):
     )
     base.update(kw)
     return DPGIBOConfig(**base)
+
+
+def resumed_each(directory, *configs):
+    """``DPGIBO.resume(directory, config)`` for each config in turn (None: the stored one), each
+    closed before the next resumes (one owner per checkpoint directory)."""
+    from botorch_dp.optim.dp_gibo import DPGIBO
+
+    for config in configs:
+        with DPGIBO.resume(directory, config) as opt:
+            yield opt

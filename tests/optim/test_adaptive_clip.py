@@ -223,6 +223,7 @@ def test_resume_continues_bit_identically_and_refuses_a_changed_setting(tmp_path
     cfg = _cfg()
     full, _ = _run(cfg)
     partial, _ = _run(cfg, steps=2, checkpoint_dir=tmp_path)
+    partial.close()  # one owner per directory: the interrupted run gives it up
     resumed = DPGIBO.resume(tmp_path)
     assert resumed.result().release.clip_bounds == full.result().release.clip_bounds[:3]
     assert resumed.iteration == 2 and resumed.guarantee() == partial.guarantee()  # σ of B_1, the latest release's
@@ -231,6 +232,7 @@ def test_resume_continues_bit_identically_and_refuses_a_changed_setting(tmp_path
     a, b = resumed.result().release, full.result().release
     assert a.clip_bounds == b.clip_bounds and a.clip_counts == b.clip_counts
     assert torch.equal(a.released_gradients, b.released_gradients) and torch.equal(a.theta, b.theta)
+    resumed.close()
     for field, value in [("clip_quantile", 0.6), ("clip_mu_fraction", 0.2), ("clip_init", 1.0), ("clip_bound", 2.0)]:
         changed = dataclasses.replace(
             cfg,

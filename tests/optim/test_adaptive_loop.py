@@ -29,7 +29,7 @@ from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
 from botorch_dp.privacy.mechanisms import ClippedMean, NormRelease, PrivacyCost, clipped_mean_gradient
 from botorch_dp.privacy.seeding import noise_generator
 
-from .loop_helpers import nl_config, normal_location
+from .loop_helpers import nl_config, normal_location, resumed_each
 from .state_helpers import same, snapshot
 
 D, N = 2, 40
@@ -292,6 +292,7 @@ def test_resume_reproduces_the_uninterrupted_run_with_two_releases_per_step(tmp_
         opt.tell(X, objective(X))
     if selection == "noisy_loss":  # crash in the selection phase, after its ask
         opt.ask()
+        opt.close()
         opt = DPGIBO.resume(tmp_path)
         assert opt.steps_done and not opt.is_done
     resumed = opt.run(objective, progress=False).release
@@ -316,6 +317,7 @@ def test_resume_reproduces_the_uninterrupted_run_with_two_releases_per_step(tmp_
 def test_finished_adaptive_run_resumes_as_finished(tmp_path):
     cfg = _cfg(selection="min_noisy_norm")
     opt, result = _run(cfg, checkpoint_dir=tmp_path)
+    opt.close()
     resumed = DPGIBO.resume(tmp_path)
     assert resumed.is_done and resumed.state.noise.stopped == opt.state.noise.stopped
     assert same(resumed.result().release.selected_index, result.release.selected_index)
@@ -323,6 +325,7 @@ def test_finished_adaptive_run_resumes_as_finished(tmp_path):
 
 def test_a_damaged_noise_record_is_refused(tmp_path):
     opt, _ = _run(_cfg(num_iterations=4), checkpoint_dir=tmp_path)
+    opt.close()
     state_file = tmp_path / "state.json"
     good = json.loads(state_file.read_text())
     for field, value in [
@@ -344,6 +347,7 @@ def test_checkpoint_written_before_the_seed_003_fields_still_resumes(tmp_path):
     opt = DPGIBO(cfg, checkpoint_dir=tmp_path)
     X = opt.ask()
     opt.tell(X, objective(X))
+    opt.close()
     state_file = tmp_path / "state.json"
     state = json.loads(state_file.read_text())
     for name in (
@@ -361,7 +365,7 @@ def test_checkpoint_written_before_the_seed_003_fields_still_resumes(tmp_path):
     del state["noise_and_selection"]  # what an older version wrote
     state["config_fingerprint"] = json_fingerprint(state["config"])  # of the config it wrote
     state_file.write_text(json.dumps(state))
-    for resumed in (DPGIBO.resume(tmp_path), DPGIBO.resume(tmp_path, cfg)):
+    for resumed in resumed_each(tmp_path, None, cfg):
         assert (
             resumed.iteration == 1 and resumed.config.noise_schedule == "fixed" and resumed.config.selection == "last"
         )

@@ -29,6 +29,7 @@ def test_adagrad_state_is_checkpointed(tmp_path):
     X = opt.ask()
     opt.tell(X, objective(X))
     g = opt.result().release.released_gradients[0]
+    opt.close()  # one owner per directory: the next one resumes once this one is closed
     assert torch.equal(DPGIBO.resume(tmp_path)._optimizer.state_dict()["state"][0]["sum"], g**2)
 
 
@@ -77,6 +78,7 @@ def test_training_runs_in_a_shared_ledger_survive_resume(tmp_path):
     opt.run(make_objective(ledger), progress=False, callback=lambda info: info.iteration == 2)
     X = opt.ask()
     make_objective(ledger)(X)  # evaluated (and trained) but the process dies before tell()
+    opt.close()
     ledger2 = PrivacyLedger()
     opt = DPGIBO.resume(tmp_path, ledger=ledger2)
     assert opt.ledger is ledger2
@@ -106,6 +108,7 @@ def test_checkpoint_files_are_private_and_listed(tmp_path):
     files = [p for p in root.rglob("*") if p.is_file()]
     assert {p.relative_to(root).as_posix() for p in files} == {
         "state.json",
+        "owner.lock",
         "gp/000002.safetensors",
         "losses/000000.safetensors",
         "losses/000001.safetensors",
@@ -205,6 +208,7 @@ def test_failed_checkpoint_write_leaves_tell_undone_and_retry_releases_once(tmp_
     assert torch.equal(opt._noise_gen.get_state(), noise_state) and torch.equal(opt.ask(), X)
     monkeypatch.setattr(ckpt_files, "_write_atomic", real_write)
     opt.tell(X, objective(X))  # the retry releases again (the same seeded noise), and is charged again
+    opt.close()
     resumed = DPGIBO.resume(tmp_path).run(objective, progress=False)
     assert torch.equal(resumed.release.released_gradients, full.release.released_gradients)
     assert torch.equal(resumed.release.iterates, full.release.iterates)
@@ -230,12 +234,14 @@ def test_unwritable_directory_between_ask_and_tell(tmp_path):
     result = opt.run(objective, progress=False)
     assert torch.equal(result.release.iterates, full.release.iterates)
     assert len(opt.ledger.validation_records()) == 4
+    opt.close()
     assert torch.equal(DPGIBO.resume(root).result().release.iterates, full.release.iterates)
 
 
 # ---------------------------------------------------------------------- resume checks
 def test_resume_refuses_a_changed_run(tmp_path):
     opt, cfg, _ = _run_some(tmp_path)
+    opt.close()
     with pytest.raises(ValueError, match="num_iterations"):
         DPGIBO.resume(tmp_path, dataclasses.replace(cfg, num_iterations=12))
     with pytest.raises(ValueError, match="clip_bound"):
@@ -253,6 +259,7 @@ def test_resume_refuses_a_changed_run(tmp_path):
 
 def test_budget_on_resume_can_only_tighten(tmp_path):
     opt, cfg, objective = _run_some(tmp_path, validation_mu_budget=1.0)
+    opt.close()
     with pytest.raises(ValueError, match="only be tightened"):
         DPGIBO.resume(tmp_path, dataclasses.replace(cfg, validation_mu_budget=2.0))
     tight = DPGIBO.resume(tmp_path, dataclasses.replace(cfg, validation_mu_budget=0.65))
@@ -260,6 +267,7 @@ def test_budget_on_resume_can_only_tighten(tmp_path):
     with pytest.raises(PrivacyBudgetExceeded):
         tight.ask()  # a third step of 1/√6 would spend 0.707 > 0.65: refused before its batch
     assert tight.iteration == 2 and len(tight.ledger.validation_steps) == 2
+    tight.close()
     again = DPGIBO.resume(tmp_path)  # the resume committed the tightened budget; the refused step is not there
     assert again.ledger.validation_mu_budget == 0.65 and again.iteration == 2
 
@@ -268,6 +276,7 @@ def test_resume_without_config_rebuilds_allow_listed_kernels(tmp_path):
     for kernel in (rbf_kernel(2, 0.7), ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=2)), RQKernel()):
         path = tmp_path / type(kernel).__name__
         opt, cfg, _ = _run_some(path, kernel=kernel)
+        opt.close()
         resumed = DPGIBO.resume(path)
         assert type(resumed.config.kernel) is type(kernel)
         assert resumed.state_dict()["meta"] == opt.state_dict()["meta"]

@@ -22,6 +22,7 @@ import torch
 from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 
 from botorch_dp.optim import checkpoint as ckpt
+from botorch_dp.optim.checkpoint.lock import LOCK_FILE, CheckpointInUseError
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.problems import NormalLocation
 from botorch_dp.problems.base import PerUserProblem
@@ -47,7 +48,12 @@ def _run(directory, iterations=2, **kw):
 
 
 def _contents(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    r"""The checkpoint's files (the owner's lock file aside: each owner writes its name there)."""
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != LOCK_FILE
+    }
 
 
 def _loop_example() -> str:
@@ -72,6 +78,9 @@ def test_a_new_run_refuses_a_directory_that_holds_a_checkpoint(tmp_path):
     root = tmp_path / "ck"
     opt, cfg, _ = _run(root)
     before = _contents(root)
+    with pytest.raises(CheckpointInUseError, match=f"{root} is in use by a DPGIBO of this process"):  # opt owns it
+        DPGIBO(cfg, checkpoint_dir=root)
+    opt.close()
     with pytest.raises(ValueError, match=r"DPGIBO\.resume") as err:
         DPGIBO(cfg, checkpoint_dir=root)
     assert str(root) in str(err.value)
@@ -90,11 +99,15 @@ def test_a_new_run_refuses_a_directory_that_holds_a_checkpoint(tmp_path):
 def test_a_checkpoint_committed_after_construction_is_not_replaced(tmp_path):
     root = tmp_path / "ck"
     late = DPGIBO(nl_config(d=2, privacy_mu=1.0, num_iterations=6, seed=5), checkpoint_dir=root)  # no checkpoint yet
-    _run(root)  # another run commits first
+    with pytest.raises(CheckpointInUseError):  # another run is refused the directory late owns ...
+        _run(root)
+    _run(tmp_path / "other")[0].close()
+    shutil.copytree(tmp_path / "other", root, dirs_exist_ok=True)  # ... but a copy that ignores the lock lands
     before = _contents(root)
     with pytest.raises(ValueError, match=r"DPGIBO\.resume"):
         late.ask()  # its first save
     assert _contents(root) == before and late.iteration == 0 and late.state.pending is None
+    late.close()
     assert DPGIBO.resume(root).iteration == 2
 
 
@@ -106,9 +119,11 @@ def test_the_first_save_works_where_hard_links_do_not(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "link", no_links)
     opt, cfg, _ = _run(tmp_path / "ck", iterations=1)
+    opt.close()
     assert DPGIBO.resume(tmp_path / "ck").iteration == 1 and not list((tmp_path / "ck").rglob("*.tmp"))
     late = DPGIBO(cfg, checkpoint_dir=tmp_path / "other")
-    _run(tmp_path / "other")
+    _run(tmp_path / "elsewhere")[0].close()
+    shutil.copytree(tmp_path / "elsewhere", tmp_path / "other", dirs_exist_ok=True)  # lands while late owns it
     with pytest.raises(ValueError, match=r"DPGIBO\.resume"):
         late.ask()
     assert not list((tmp_path / "other").rglob("*.tmp"))
@@ -129,6 +144,7 @@ def test_symlinks_planted_at_the_old_temporary_names_are_not_followed(tmp_path):
     opt.tell(X, objective(X))  # writes state.json, gp/000002 and losses/000001
     assert all(target.read_text() == "not the checkpoint's" for target in outside.values())
     assert not (root / ckpt.STATE_FILE).is_symlink()
+    opt.close()
     assert DPGIBO.resume(root).iteration == 2
     assert not [p for p in root.rglob("*.tmp") if not p.is_symlink()]  # no temporaries of ours left
 
@@ -178,6 +194,7 @@ def test_a_symlink_at_the_name_of_a_new_file_is_refused(tmp_path, name):
     assert target.read_text() == "not the checkpoint's" and opt.iteration == 1
     (root / name).unlink()
     opt.tell(X, objective(X))  # the retry releases once
+    opt.close()
     assert DPGIBO.resume(root).iteration == 2
 
 
@@ -204,6 +221,7 @@ def test_a_checkpoint_directory_open_to_others_is_refused(tmp_path, mode):
         assert str(root) in str(err.value)
     assert _contents(root) == before and opt.state.pending is None
     os.chmod(root, 0o700)
+    opt.close()
     assert DPGIBO.resume(root).iteration == 1
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -222,6 +240,7 @@ def test_a_checkpoint_directory_of_another_user_is_refused(tmp_path):
             attempt()
         assert str(root) in str(err.value)
     os.chown(root, os.geteuid(), -1)
+    opt.close()
     assert DPGIBO.resume(root).iteration == 1
 
 
@@ -267,6 +286,7 @@ KERNELS = {
 def test_every_kernel_the_library_builds_resumes_exactly_without_config(tmp_path, name):
     kernel = KERNELS[name]()
     opt, cfg, objective = _run(tmp_path, kernel=kernel)
+    opt.close()
     resumed = DPGIBO.resume(tmp_path)  # no config: rebuilt from the allow-list
     assert type(resumed.config.kernel) is type(kernel) and resumed.config.kernel.dtype == torch.float64
     for (k, a), (_, b) in zip(opt.kernel.named_parameters(), resumed.kernel.named_parameters(), strict=True):
@@ -279,7 +299,7 @@ def test_every_kernel_the_library_builds_resumes_exactly_without_config(tmp_path
 
 def test_a_kernel_spec_without_a_dtype_reads_as_float64(tmp_path):
     r"""``state.json`` of schema version 1 has no ``dtype`` in the kernel's spec."""
-    _run(tmp_path, kernel=KERNELS["scale_matern_float64"]())
+    _run(tmp_path, kernel=KERNELS["scale_matern_float64"]())[0].close()
     path = tmp_path / ckpt.STATE_FILE
     doc = json.loads(path.read_text())
     for bad in ("float16", ["float64"]):
@@ -308,11 +328,13 @@ def test_a_schema_1_checkpoint_from_before_these_checks_resumes(tmp_path):
     assert "acqf_speed" not in doc["config"] and config.acqf_speed == "fast"  # written before issue 33
     with_config = DPGIBO.resume(root, config)  # today's default speed may resume it (public search only)
     assert with_config.iteration == 2 and with_config.options.batches.speed == "fast"
+    with_config.close()
     resumed = DPGIBO.resume(root)  # without config: the float64 kernel rebuilt exactly
     assert resumed.iteration == 2 and resumed.kernel.offset.dtype == torch.float64
     assert resumed.config.acqf_speed == "reference"  # it goes on searching as it was written to
     X = resumed.ask()
     resumed.tell(X, problem(X))
+    resumed.close()
     again = DPGIBO.resume(root)  # what it wrote reads back too
     assert again.iteration == 3 and len(again.ledger.validation_steps) == 3
     assert torch.equal(torch.stack(list(again.state.iterates)), torch.stack(list(resumed.state.iterates)))
@@ -329,6 +351,7 @@ def test_the_getting_started_loop_resumes_in_a_fresh_process_without_config(tmp_
     for _ in range(2):
         X = opt.ask()
         opt.tell(X, problem(X))
+    opt.close()  # the process "ends": the directory is free for the next one
     script = before_config + textwrap.dedent(
         """
         import json, sys

@@ -182,9 +182,9 @@ def test_resolved_config_survives_copies_and_checkpoint_round_trip(tmp_path):
     opt = DPGIBO(cfg, checkpoint_dir=tmp_path)
     X = opt.ask()
     opt.tell(X, objective(X))
-    again = DPGIBO.resume(tmp_path)  # config rebuilt from the checkpoint's JSON
-    assert (again.config.privacy_mu, again.config.epsilon, again.config.delta) == (cfg.privacy_mu, 2.0, 1e-6)
-    assert DPGIBO.resume(tmp_path, cfg).iteration == 1
+    opt.close()
+    with DPGIBO.resume(tmp_path, cfg) as same:
+        assert same.iteration == 1
     for changed in (
         dict(epsilon=1.0, privacy_mu=None),
         dict(delta=1e-5, privacy_mu=None),
@@ -192,5 +192,7 @@ def test_resolved_config_survives_copies_and_checkpoint_round_trip(tmp_path):
     ):
         with pytest.raises(ValueError, match="differs from the checkpoint"):
             DPGIBO.resume(tmp_path, dataclasses.replace(cfg, **changed))
+    again = DPGIBO.resume(tmp_path)  # config rebuilt from the checkpoint's JSON
+    assert (again.config.privacy_mu, again.config.epsilon, again.config.delta) == (cfg.privacy_mu, 2.0, 1e-6)
     done = again.run(objective, progress=False).release.guarantee
     assert done.epsilon == pytest.approx(2.0, rel=1e-9) and done.delta == 1e-6

@@ -1,3 +1,4 @@
+import json
 import math
 
 import pytest
@@ -164,6 +165,43 @@ def test_sensitive_fitting_is_refused_unless_opted_out():
     plain = SingleTaskGP(X, X.sum(-1, keepdim=True), outcome_transform=None)
     opt = DPGIBO(nl_config(d=d, kernel=None, model=plain))
     assert all(not p.requires_grad for p in opt.kernel.parameters())
+
+
+def test_an_unsafe_fit_is_recorded_before_it_reads_the_losses_and_every_output_says_no_guarantee():
+    # issue 40, item 5: the opt-out's look at the losses is a release of mu = inf in the ledger (recorded
+    # before the losses are read), so the statement, report, repr and JSON read off it say so
+    x, objective = normal_location(n=10, d=2)
+    seen = []
+
+    def fit(kernel, X, y):
+        seen.append([r.key for r in opt.ledger.validation_records()])
+
+    with pytest.warns(UserWarning, match="NO differential-privacy guarantee"):
+        opt = DPGIBO(
+            nl_config(
+                d=2,
+                privacy_mu=1.0,
+                num_iterations=2,
+                seed=0,
+                unsafe_allow_sensitive_fitting=True,
+                hyperparameter_fit=fit,
+            )
+        )
+    result = opt.run(objective, progress=False)
+    assert seen == [["step-0000/fit"], ["step-0000/fit", "step-0000", "step-0001/fit"]]
+    assert result.release.guarantee.holds is False and opt.ledger.validation_mu() == math.inf
+    assert result.statement is not None and result.statement.holds is False
+    for text in (result.guarantee_report(), repr(result)):
+        assert "NO differential-privacy guarantee" in text and ")-DP" not in text
+    written = json.loads(result.to_json())
+    assert written["guarantee"]["ledger"]["holds"] is False and written["guarantee"]["this_run"]["holds"] is False
+    assert written["guarantee"]["ledger"]["validation"]["epsilon"] == "inf"
+    # a budget cannot hold a run without a guarantee: refused by name before anything runs
+    with pytest.raises(ValueError, match="unsafe_allow_sensitive_fitting=True on a ledger with a validation budget"):
+        DPGIBO(
+            nl_config(d=2, privacy_mu=1.0, unsafe_allow_sensitive_fitting=True, hyperparameter_fit=fit),
+            ledger=PrivacyLedger(validation_mu_budget=5.0),
+        )
 
 
 def test_budget_filter_refuses_before_release():

@@ -22,7 +22,7 @@ from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.utils import child_seeds
 
-from .loop_helpers import nl_config, normal_location
+from .loop_helpers import nl_config, normal_location, resumed_each
 from .state_helpers import same, snapshot
 
 D, N = 2, 10
@@ -201,6 +201,7 @@ def test_losses_with_requires_grad_are_detached_before_the_release(tmp_path):
     info = opt.tell(X, objective(X) * w)  # a non-leaf tensor: used to fail in the checkpoint
     assert info.iteration == 1 and not torch.cat(list(opt.state.blocks)).requires_grad
     assert not opt.result().release.released_gradients.requires_grad
+    opt.close()
     resumed = DPGIBO.resume(tmp_path)
     assert resumed.iteration == 1 and torch.equal(
         torch.cat(list(resumed.state.blocks)), torch.cat(list(opt.state.blocks))
@@ -310,13 +311,14 @@ def test_checkpoint_written_before_the_target_fields_still_resumes(tmp_path):
     opt = DPGIBO(cfg, checkpoint_dir=tmp_path)
     X = opt.ask()
     opt.tell(X, objective(X))
+    opt.close()
     state_file = tmp_path / "state.json"
     state = json.loads(state_file.read_text())
     for name in ("epsilon", "delta"):  # what an older version wrote
         del state["config"][name]
     state["config_fingerprint"] = json_fingerprint(state["config"])  # of the config it wrote
     state_file.write_text(json.dumps(state))
-    for resumed in (DPGIBO.resume(tmp_path), DPGIBO.resume(tmp_path, cfg)):
+    for resumed in resumed_each(tmp_path, None, cfg):
         assert resumed.iteration == 1 and resumed.config.epsilon is None and resumed.config.privacy_mu == 1.0
     with pytest.raises(ValueError, match="differs from the checkpoint"):
         DPGIBO.resume(tmp_path, dataclasses.replace(cfg, privacy_mu=None, epsilon=4.377, delta=1e-5))
@@ -330,8 +332,10 @@ def test_resume_accepts_another_user_chunk_size(tmp_path):
     opt = DPGIBO(cfg, checkpoint_dir=tmp_path)
     X = opt.ask()
     opt.tell(X, objective(X))
+    opt.close()
     resumed = DPGIBO.resume(tmp_path, dataclasses.replace(cfg, user_chunk_size=None))
     assert resumed.iteration == 1 and resumed.config.user_chunk_size is None
+    resumed.close()
     assert DPGIBO.resume(tmp_path).config.user_chunk_size == 4096
     with pytest.raises(ValueError, match="'num_iterations' differs from the checkpoint"):
         DPGIBO.resume(tmp_path, dataclasses.replace(cfg, user_chunk_size=None, num_iterations=4))

@@ -18,6 +18,7 @@ from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.ledger_storage import open_storage
 from botorch_dp.privacy.seeding import PrivacyWarning
 from tests.optim.loop_helpers import nl_config, normal_location
+from tests.privacy.ledger_helpers import elsewhere_holder, gone_holder, reserve_for
 
 
 def _config(**kw):
@@ -41,6 +42,7 @@ def test_resume_into_a_live_ledger_merges_with_the_other_runs_records(tmp_path):
     DPGIBO(_config(seed=1), ledger=shared).run(objective, progress=False)  # another run on the same users
     opt = DPGIBO(_config(seed=2), checkpoint_dir=tmp_path)
     opt.run(objective, progress=False)
+    opt.close()
     resumed = DPGIBO.resume(tmp_path, ledger=shared)
     assert shared.validation_mu() == pytest.approx(math.hypot(0.6, 0.6), rel=1e-12)
     assert shared.validation_mu(run_id=resumed.run_id) == pytest.approx(0.6, rel=1e-12)
@@ -54,6 +56,7 @@ def test_a_checkpoint_whose_ledger_lost_records_is_refused(tmp_path):
     _, objective = normal_location(n=12, d=2)
     opt = DPGIBO(_config(privacy_mu=1.0), checkpoint_dir=tmp_path)
     opt.run(objective, progress=False, callback=lambda info: info.iteration == 2)
+    opt.close()
     path = tmp_path / ckpt.STATE_FILE
     state = json.loads(path.read_text())
     assert [e["key"] for e in state["ledger"]["validation_steps"]] == ["step-0000", "step-0001"]
@@ -72,7 +75,8 @@ def test_a_checkpoint_whose_ledger_lost_records_is_refused(tmp_path):
 
 def test_a_dead_processs_reservation_is_settled_when_its_run_resumes(tmp_path):
     r"""The defect: a process killed between a stored ledger's check and its record left a
-    reservation nobody could cancel. It belongs to its run now, and the run's resume drops it."""
+    reservation nobody could cancel. It names its holder now, and the run's resume drops it once
+    that holder is gone — and only then: a live holder's reservation refuses the resume by name."""
     _, objective = normal_location(n=12, d=2)
     url = tmp_path / "ledger.db"
     opt = DPGIBO(
@@ -81,12 +85,19 @@ def test_a_dead_processs_reservation_is_settled_when_its_run_resumes(tmp_path):
         ledger=PrivacyLedger(storage=url, dataset="users", validation_mu_budget=1.0),
     )
     opt.run(objective, progress=False, callback=lambda info: info.iteration == 1)
-    with open_storage(url).transaction("users") as tx:  # what a process killed inside a step leaves
-        tx.reserve(side="validation", entry={"mu": 0.3}, run_id=opt.run_id, owner="killed")
+    opt.close()
+    store = open_storage(url)
+    reserve_for(store, "users", opt.run_id, 0.3, elsewhere_holder(), lease=60.0)  # live on another machine
     ledger = PrivacyLedger(storage=url, dataset="users")
-    held = ledger.remaining_validation_mu()
+    with pytest.raises(RuntimeError, match=f"Run '{opt.run_id}' is live: process 1 on host 'elsewhere'"):
+        DPGIBO.resume(tmp_path / "ckpt", ledger=ledger)
     assert ledger.num_reservations() == 1
-    resumed = DPGIBO.resume(tmp_path / "ckpt", ledger=ledger)
+    with store.transaction("users") as tx:  # that process is gone: its lease ran out
+        tx.renew_leases(["x" * 32], 0.0)
+    reserve_for(store, "users", opt.run_id, 0.3, gone_holder(), lease=60.0)  # what a process killed here leaves
+    held = ledger.remaining_validation_mu()
+    assert ledger.num_reservations() == 2
+    resumed = DPGIBO.resume(tmp_path / "ckpt", ledger=ledger)  # the failed resume gave the directory back
     assert ledger.num_reservations() == 0 and ledger.remaining_validation_mu() > held
     resumed.run(objective, progress=False)
     assert ledger.validation_mu() == pytest.approx(0.6, rel=1e-12)
@@ -124,3 +135,72 @@ def test_a_run_id_the_ledger_holds_is_refused_before_anything_is_released():
     with pytest.raises(ValueError, match="'gd' is already in the ledger"):
         noisy_gradient_descent(gradients, bounds, run_id="gd", **gd)
     assert gd_ledger.validation_mu() == pytest.approx(0.5, rel=1e-12)
+
+
+def _resume_with_a_delay_in_step_2(directory, url, ready, go, results):
+    r"""Process A: resume the run against the stored ledger and stop inside step 2's charge (checked
+    and held, not yet recorded) until ``go``; then run to the end."""
+    import warnings
+
+    from botorch_dp.privacy.ledger import PrivacyBudgetExceeded
+    from botorch_dp.privacy.ledger.meter import Meter
+
+    warnings.simplefilter("ignore")
+    record = Meter.record
+
+    def delayed(meter, part, event):
+        if meter.step == 2 and not ready.is_set():
+            ready.set()
+            go.wait(timeout=120)
+        return record(meter, part, event)
+
+    Meter.record = delayed
+    _, objective = normal_location(n=12, d=2)
+    opt = DPGIBO.resume(directory, ledger=PrivacyLedger(storage=url, dataset="users"))
+    try:
+        opt.run(objective, progress=False)
+    except PrivacyBudgetExceeded:
+        pass  # the budget allows three of the four steps
+    results.put(opt.iteration)
+
+
+@pytest.mark.timeout(300)
+def test_a_second_process_cannot_resume_a_run_whose_holder_is_inside_a_step(tmp_path):
+    r"""The attack of issue 40 (items 3 and 4) with two real DP-GIBO processes: A is inside step 2's
+    charge (a delay between check and record) when B resumes. B is refused the directory A owns, and
+    a copy of it is refused by the live reservation, both naming A's process and host; the stored
+    ledger ends at its budget 0.866 (before: 1.0, both processes released step 2)."""
+    import multiprocessing
+    import shutil
+    import socket
+
+    from botorch_dp.optim.checkpoint.lock import CheckpointInUseError
+    from botorch_dp.privacy.ledger import PrivacyBudgetExceeded
+
+    _, objective = normal_location(n=12, d=2)
+    url, budget = f"sqlite:///{tmp_path / 'ledger.db'}", math.sqrt(0.75)
+    ledger = PrivacyLedger(storage=url, dataset="users", validation_mu_budget=budget)
+    with DPGIBO(_config(privacy_mu=1.0), checkpoint_dir=tmp_path / "a", ledger=ledger) as first:  # steps of 0.5
+        first.run(objective, progress=False, callback=lambda info: info.iteration == 2)
+    shutil.copytree(tmp_path / "a", tmp_path / "copy")
+    ctx = multiprocessing.get_context("spawn")
+    ready, go, results = ctx.Event(), ctx.Event(), ctx.Queue()
+    a = ctx.Process(target=_resume_with_a_delay_in_step_2, args=(tmp_path / "a", url, ready, go, results))
+    a.start()
+    try:
+        assert ready.wait(timeout=240), "A did not reach step 2"
+        host = socket.gethostname()
+        with pytest.raises(CheckpointInUseError, match=f"a DPGIBO of process {a.pid} on host '{host}'"):
+            DPGIBO.resume(tmp_path / "a", ledger=PrivacyLedger(storage=url, dataset="users"))
+        with pytest.raises(RuntimeError, match=f"is live: process {a.pid} on host '{host}'"):
+            DPGIBO.resume(tmp_path / "copy", ledger=PrivacyLedger(storage=url, dataset="users"))
+    finally:
+        go.set()
+    assert results.get(timeout=240) == 3
+    a.join(timeout=60)
+    assert a.exitcode == 0
+    assert ledger.validation_mu() == pytest.approx(budget, rel=1e-12) and ledger.num_reservations() == 0
+    with DPGIBO.resume(tmp_path / "copy", ledger=PrivacyLedger(storage=url, dataset="users")) as late:
+        with pytest.raises(PrivacyBudgetExceeded):  # A is gone now; the copy's step 2 does not fit
+            late.ask()
+    assert ledger.validation_mu() == pytest.approx(budget, rel=1e-12)

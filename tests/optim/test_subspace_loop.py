@@ -342,6 +342,7 @@ def test_resume_with_a_changing_subspace_and_damaged_track_refused(tmp_path):
     opt = DPGIBO(cfg, checkpoint_dir=tmp_path)
     opt.run(objective, progress=False, callback=lambda info: info.iteration == 1)
     state = opt.state_dict()
+    opt.close()
     resumed = DPGIBO.resume(tmp_path)
     assert isinstance(resumed.config.subspace, PosteriorGradientCovarianceSubspace)
     assert torch.equal(resumed.run(objective, progress=False).release.iterates, full.iterates)

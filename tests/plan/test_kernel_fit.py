@@ -1,19 +1,23 @@
 r"""``botorch_dp.plan.kernel_fit``: the kernel fit on the proxy recovers the known length-scales
-of a GP sample path (without touching the user's kernel or model), and fits the noise variance
-when the model has noise."""
+of a GP sample path (without touching the user's kernel or model), fits the noise variance
+when the model has noise, and, when the fit fails, keeps the config's public kernel, warns once
+with its hyperparameters by name, and lets the plan go on."""
 
 import copy
 import math
+import warnings
 
 import pytest
 import torch
+from botorch.exceptions.errors import ModelFittingError
 from botorch.models import SingleTaskGP
 from gpytorch.kernels import RBFKernel, ScaleKernel
+from linear_operator.utils.errors import NanError, NotPSDError
 
-from botorch_dp import DPGIBOConfig
+from botorch_dp import DPGIBOConfig, SettingsWarning
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.config import resolve_model
-from botorch_dp.plan import fit_kernel_on_proxy, plan_private_run
+from botorch_dp.plan import KernelFitWarning, fit_kernel_on_proxy, plan_private_run
 
 from .plan_helpers import FAST, N_PRIVATE
 
@@ -114,3 +118,74 @@ def test_the_noise_variance_is_fitted_when_the_model_has_noise():
     # the fit box: [θ₀ − 1, θ₀ + 1] around the centre θ₀ = (1.5, 1.5)
     assert torch.equal(fit.region, _box(0.5, 2.5))
     assert ((fit.points >= 0.5) & (fit.points <= 2.5)).all()
+
+
+_FAILURES = {
+    "ModelFittingError": ModelFittingError("All attempts to fit the model have failed."),
+    "NotPSDError": NotPSDError("Matrix not positive definite after repeatedly adding jitter up to 1.0e-06."),
+    "singular": torch.linalg.LinAlgError("linalg.solve: The solver failed because the input matrix is singular."),
+    "NanError": NanError("cholesky_cpu: 1600 of 1600 elements of the torch.Size([40, 40]) tensor are NaN."),
+    "non-finite": None,  # the fit "succeeds" with a NaN length-scale
+}
+
+
+@pytest.mark.parametrize("kind", list(_FAILURES))
+def test_a_failed_fit_keeps_the_public_default_kernel_warns_once_and_the_plan_goes_on(kind, monkeypatch):
+    import botorch.fit
+
+    from botorch_dp.tuning import Hyperparameter, Integer, SearchSpace
+
+    space = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Integer("width", 16, 128)])
+    default = space.recommended_kernel()
+    config = DPGIBOConfig(
+        bounds=space.bounds, kernel=default, privacy_mu=1.0, num_iterations=1, step_size=0.1, batch_size=3, **FAST
+    )
+
+    def failing_fit(mll, *args, **kwargs):
+        if _FAILURES[kind] is not None:
+            raise _FAILURES[kind]
+        mll.model.covar_module.base_kernel.raw_lengthscale.data.fill_(math.nan)
+        return mll
+
+    monkeypatch.setattr(botorch.fit, "fit_gpytorch_mll", failing_fit)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan = plan_private_run(
+            _gp_sample_proxy((0.3, 0.5), 1.0),
+            config,
+            num_users=N_PRIVATE,
+            clip_quantiles=(0.5,),
+            step_sizes=(0.1,),
+            num_repeats=1,
+            choose_method=False,
+            coordinate_names=space.names,
+            progress=False,
+        )
+    fallbacks = [w for w in caught if issubclass(w.category, KernelFitWarning)]
+    assert len(fallbacks) == 1 and issubclass(KernelFitWarning, SettingsWarning)
+    message = str(fallbacks[0].message)
+    assert "outputscale = 1; base_kernel.lengthscale = lr 0.2, width 0.2; noise variance not modelled" in message
+    error = _FAILURES[kind]
+    cause = "a non-finite fitted value or marginal likelihood" if error is None else type(error).__name__
+    assert f"failed ({cause})" in message
+    # the plan went on with the space's default kernel, unchanged, and says why it was not fitted
+    kernel = plan.config.kernel
+    assert kernel is default and all(torch.equal(v, default.state_dict()[k]) for k, v in kernel.state_dict().items())
+    assert plan.config.noise_variance == config.noise_variance and len(plan.trials) == 1
+    fit = plan.kernel_fit
+    assert fit.failure.startswith(cause) and math.isnan(fit.log_marginal_likelihood)
+    assert fit.hyperparameters == {"base_kernel.lengthscale": (0.2, 0.2), "outputscale": (1.0,)}
+    assert f"kernel fit on the proxy failed ({cause}" in str(plan)
+
+
+def test_coordinate_names_must_name_every_coordinate():
+    config = DPGIBOConfig(bounds=_box(0.0, 1.0), kernel=RBFKernel(ard_num_dims=2), privacy_mu=1.0, batch_size=3, **FAST)
+    calls = []
+
+    def proxy(X):
+        calls.append(X)
+        return X.sum(-1, keepdim=True).expand(-1, 3)
+
+    with pytest.raises(ValueError, match=r"coordinate_names must name the d = 2 coordinates, got \['lr'\]"):
+        fit_kernel_on_proxy(proxy, config, coordinate_names=["lr"])
+    assert not calls

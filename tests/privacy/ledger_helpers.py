@@ -2,7 +2,12 @@ r"""Shared by the ledger's tests (test_ledger.py, test_ledger_state.py,
 test_ledger_training_rdp.py): DP-SGD runs and Gaussian releases put through the ledger's one
 charge protocol, and the Gaussian mechanism's RDP curve."""
 
+import subprocess
+import sys
+import time
+
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, DPSGDRun, Gaussian, TrainingMechanism
+from botorch_dp.privacy.ledger.holders import this_holder
 
 DELTA = 1e-5
 RUNS = [("eval-0", 1.1, 0.02, 100), ("eval-1", 1.1, 0.02, 100), ("eval-2", 0.9, 0.05, 40)]
@@ -42,3 +47,28 @@ def train_curve(ledger, run_id, curve, description):
 def gaussian_curve(sigma, sensitivity=1.0):
     """RDP of the Gaussian mechanism: ε(α) = α·Δ²/(2σ²)."""
     return lambda alpha: alpha * sensitivity**2 / (2.0 * sigma**2)
+
+
+def gone_holder():
+    """The stored holder of a process of this node that has exited (its pid reaped)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return {**this_holder().to_json(), "pid": child.pid, "token": "gone"}
+
+
+def elsewhere_holder():
+    """The stored holder of a process on another node (only its lease tells whether it is gone)."""
+    return {"pid": 1, "host": "elsewhere", "node": "elsewhere/boot/pid:[1]", "token": "far"}
+
+
+def reserve_for(storage, dataset, run_id, mu, holder=None, lease=None):
+    """A reservation as a process leaves it (``holder``/``lease`` None: one written before holders)."""
+    with storage.transaction(dataset) as tx:
+        return tx.reserve(
+            side="validation",
+            entry={"mu": mu},
+            run_id=run_id,
+            owner="x" * 32,
+            holder=holder,
+            lease_expires=None if lease is None else time.time() + lease,
+        )

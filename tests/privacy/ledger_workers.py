@@ -138,3 +138,40 @@ def spend_curve(url: str, dataset: str, mu: float, run_id: str, start: Any, resu
         results.put((run_id, "refused"))
         return
     results.put((run_id, "released"))
+
+
+def hold_a_step(url: str, dataset: str, run_id: str, step: int, mu: float, lease: float, ready: Any, go: Any) -> None:
+    r"""A run's step held open between its check and its record (the injected delay): the charge
+    admits and reserves step ``step``, signals ``ready``, and records only once ``go`` is set (or
+    is killed before). The lease is ``lease`` seconds, renewed by this process meanwhile."""
+    ledger, _ = ledger_modules()
+    import botorch_dp.privacy.ledger.holders as holders
+
+    holders.LEASE_SECONDS = lease
+    book = ledger.PrivacyLedger(storage=url, dataset=dataset)
+    event = ledger.Gaussian(mu)
+    with book.charge({"grad": event}, run_id=run_id, step=step) as meter:
+        ready.set()
+        go.wait(timeout=120)  # checked and held; the release is not made yet
+        meter.record("grad", event)
+    os._exit(0)
+
+
+def lock_a_directory(directory: str, ready: Any, go: Any) -> None:
+    r"""Own a checkpoint directory (``checkpoint.lock``, loaded without torch) until ``go`` is set."""
+    if "botorch_dp" not in sys.modules:
+        for name, path in (
+            ("botorch_dp", _ROOT / "botorch_dp"),
+            ("botorch_dp.optim", _ROOT / "botorch_dp" / "optim"),
+            ("botorch_dp.optim.checkpoint", _ROOT / "botorch_dp" / "optim" / "checkpoint"),
+        ):
+            module = types.ModuleType(name)
+            module.__path__ = [str(path)]
+            sys.modules[name] = module
+    from botorch_dp.optim.checkpoint.lock import CheckpointLock
+
+    lock = CheckpointLock(directory, "DPGIBO")
+    ready.set()
+    go.wait(timeout=120)
+    lock.release()
+    os._exit(0)

@@ -203,13 +203,14 @@ def test_two_copies_of_one_checkpoint_resumed_against_one_stored_ledger_are_both
         )
         X = first.ask()
         first.tell(X, objective(X))
+        first.close()  # its process ends (a live one would own "a": the next opener is refused)
         shutil.copytree(tmp_path / "a", tmp_path / "b")
         for directory in ("a", "b"):
-            copy = DPGIBO.resume(tmp_path / directory, ledger=PrivacyLedger(storage=url, dataset="users"))
-            try:
-                _drive(copy, objective)
-            except PrivacyBudgetExceeded:  # adaptive schedule: the other copy spent this run's share
-                assert option == "adaptive_norm" and directory == "b"
+            with DPGIBO.resume(tmp_path / directory, ledger=PrivacyLedger(storage=url, dataset="users")) as copy:
+                try:
+                    _drive(copy, objective)
+                except PrivacyBudgetExceeded:  # adaptive schedule: the other copy spent this run's share
+                    assert option == "adaptive_norm" and directory == "b"
     ledger = PrivacyLedger(storage=url, dataset="users")
     made = len(draws.mus)
     assert len(ledger.validation_records()) == made and made > 2 * len(OPTIONS[option]) // 2

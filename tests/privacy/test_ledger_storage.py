@@ -30,6 +30,7 @@ from botorch_dp.privacy.ledger import (
 from botorch_dp.privacy.ledger_storage import open_storage
 
 from . import ledger_workers
+from .ledger_helpers import elsewhere_holder, gone_holder, reserve_for
 
 MU, BUDGET = 0.2, 0.45  # 5 releases of 0.2 compose to 0.4472 <= 0.45; 6 to 0.4899 > 0.45
 
@@ -231,14 +232,27 @@ def test_a_charge_reserves_and_a_dead_runs_reservation_stays_counted_until_its_r
         with pytest.raises(PrivacyBudgetExceeded, match="recorded and reserved"):
             _spend(b, Gaussian(0.3), "b", 0)
     assert _rows(url, dataset) == [] and b.remaining_validation_mu() == pytest.approx(BUDGET)  # ... and given back
-    # a process killed inside its charge leaves its hold, counted (an over-count) until the
-    # run resumes or cancels it; another run cannot drop it
-    with open_storage(url).transaction(dataset) as tx:
-        tx.reserve(side="validation", entry={"mu": 0.4}, run_id="a", owner="killed")
+    # a process killed inside its charge leaves its hold, counted (an over-count) until a settle
+    # finds its holder gone (its process ended, or its lease expired); a live holder's stays
+    store = open_storage(url)
+    reserve_for(store, dataset, "a", 0.4, gone_holder(), lease=60.0)
+    reserve_for(store, dataset, "a", 0.01, elsewhere_holder(), lease=60.0)  # alive elsewhere, lease running
+    reserve_for(store, dataset, "a", 0.01, elsewhere_holder(), lease=-1.0)  # its lease expired
+    reserve_for(store, dataset, "a", 0.01)  # written before holders: never settled on its own
     with pytest.raises(PrivacyBudgetExceeded):
         _spend(b, Gaussian(0.3), "b", 0)
-    assert b.cancel_reservations("b") == 0 and b.cancel_reservations() == 0
-    assert a.cancel_reservations("a") == 1
+    assert b.cancel_reservations("b") == 0
+    assert a.cancel_reservations("a") == 2 and a.num_reservations() == 2
+    assert a.cancel_reservations() == 0
+    with pytest.raises(RuntimeError, match="process 1 on host 'elsewhere'"):
+        a.settle_run("a")
+    assert a.cancel_reservations("a", holderless=True) == 1 and a.num_reservations() == 1
+    with pytest.raises(ValueError, match="holderless=True needs the run_id"):
+        a.cancel_reservations(holderless=True)
+    assert [row.holder["host"] for row in _rows(url, dataset)] == ["elsewhere"]
+    with store.transaction(dataset) as tx:  # its lease runs out
+        tx.renew_leases(["x" * 32], 0.0)
+    assert a.settle_run("a") == 1 and a.num_reservations() == 0
     # one charge of several parts holds their composed mu; each record takes its mu^2 off
     with b.charge({"grad": Gaussian(0.2), "precond": Gaussian(0.3)}, run_id="b", step=0) as meter:
         meter.record("precond", Gaussian(0.3))

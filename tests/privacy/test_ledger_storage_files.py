@@ -68,7 +68,7 @@ def test_a_version_1_database_is_migrated_in_place_and_its_old_records_keep_thei
     r"""A database written before release ids (schema 1: rows unique on (run_id, key)) is
     copied into the new table on open: its records get the ``legacy:`` ids a version-4
     checkpoint's records get, so the same release from both is one record; its
-    reservations are held under ``"legacy-reservation"``; older code refuses version 2."""
+    reservations are held under ``"legacy-reservation"`` without a holder; older code refuses version 3."""
     path = tmp_path / "v1.db"
     with sqlite3.connect(path) as db:
         db.executescript(
@@ -106,9 +106,10 @@ def test_a_version_1_database_is_migrated_in_place_and_its_old_records_keep_thei
     assert ledger.validation_mu_budget == 1.0 and ledger.validation_mu() == 0.3
     assert [r.release_id for r in ledger.records()] == ['legacy:validation:"run-a":step-0000', "legacy:training:7:"]
     assert ledger.remaining_validation_mu() == pytest.approx(math.sqrt(1 - 0.09 - 0.16))  # the old hold still counts
-    assert ledger.cancel_reservations("legacy-reservation") == 1
+    assert ledger.cancel_reservations("legacy-reservation") == 0  # no holder: never settled on its own
+    assert ledger.cancel_reservations("legacy-reservation", holderless=True) == 1
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT value FROM botorch_dp_ledger_meta").fetchone() == ("2",)
+        assert db.execute("SELECT value FROM botorch_dp_ledger_meta").fetchone() == ("3",)
         assert db.execute("SELECT COUNT(*) FROM botorch_dp_ledger_entries").fetchone() == (3,)  # left as it was
     # the same release in a version-4 checkpoint state merges into it: not counted twice
     v4 = {
@@ -124,6 +125,38 @@ def test_a_version_1_database_is_migrated_in_place_and_its_old_records_keep_thei
     }
     ledger.load_state_dict(v4)
     assert len(ledger.records()) == 2 and PrivacyLedger(storage=path, dataset="d").validation_mu() == 0.3
+
+
+def test_a_version_2_database_gets_holder_columns_and_its_reservations_are_never_settled_on_their_own(tmp_path):
+    r"""A database written before reservations named their holder (schema 2): the columns are
+    added on open; a reservation it holds may belong to a process still running older code, so
+    it stays counted (an over-count) until it is cancelled by name with ``holderless=True``."""
+    path = tmp_path / "v2.db"
+    ledger = PrivacyLedger(storage=path, dataset="d", validation_mu_budget=1.0)
+    ledger.record_validation_step(0.3, run_id="run-a", key="step-0000")
+    open_storage(path).dispose()
+    with sqlite3.connect(path) as db:  # back to what version 2 wrote
+        db.execute("ALTER TABLE botorch_dp_ledger_records DROP COLUMN holder")
+        db.execute("ALTER TABLE botorch_dp_ledger_records DROP COLUMN lease_expires")
+        db.execute(
+            "INSERT INTO botorch_dp_ledger_records (dataset, side, status, run_id, owner, entry, created_at) "
+            """VALUES ('d', 'validation', 'reserved', '"run-a"', 'tok', '{"mu": 0.4}', 'then')"""
+        )
+        db.execute("UPDATE botorch_dp_ledger_meta SET value = '2' WHERE name = 'schema_version'")
+    from botorch_dp.privacy.ledger_storage import LedgerStorage
+
+    LedgerStorage(storage_url(path))  # opened afresh: migrated
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM botorch_dp_ledger_meta").fetchone() == ("3",)
+        assert db.execute("SELECT holder, lease_expires FROM botorch_dp_ledger_records").fetchall() == [
+            (None, None),
+            (None, None),
+        ]
+    assert ledger.remaining_validation_mu() == pytest.approx(math.sqrt(1 - 0.09 - 0.16))
+    assert ledger.cancel_reservations("run-a") == 0 and ledger.cancel_reservations() == 0
+    assert ledger.settle_run("run-a") == 0 and ledger.num_reservations() == 1  # a resume goes on, still counted
+    assert ledger.cancel_reservations("run-a", holderless=True) == 1
+    assert ledger.validation_mu() == 0.3 and ledger.num_reservations() == 0
 
 
 def test_a_relative_sqlite_url_is_one_file_before_and_after_a_chdir(tmp_path, monkeypatch):

@@ -22,6 +22,7 @@ from botorch_dp.privacy.ledger_storage import open_storage
 from botorch_dp.privacy.seeding import PrivacyWarning
 
 from . import ledger_workers
+from .ledger_helpers import gone_holder, reserve_for
 
 DELTA = 1e-5
 ORDERS = PrivacyLedger.RDP_ORDERS
@@ -315,10 +316,9 @@ def test_sqlite_round_trip_and_reservations(tmp_path):
         meter.record("select", _event(_gaussian(half), "g"))  # the record uses up the reservation
     assert [r.status for r in open_storage(url).rows("d")] == ["recorded"] * 5
     assert reopened.remaining_validation_mu() == pytest.approx(half, rel=1e-9)
-    # a reservation left by a process that died inside its charge stays counted until its
-    # run cancels it (DPGIBO.resume does); records are never touched
-    with open_storage(url).transaction("d") as tx:  # what a killed process leaves behind
-        tx.reserve(side="validation", entry={"mu": 0.1}, run_id="dead", owner="x" * 32)
+    # a reservation left by a process that died inside its charge stays counted until a settle
+    # finds its holder gone (DPGIBO.resume settles its run's); records are never touched
+    reserve_for(open_storage(url), "d", "dead", 0.1, gone_holder(), lease=60.0)  # what a killed process leaves
     assert reopened.remaining_validation_mu() < half and reopened.num_reservations() == 1
     assert stored.cancel_reservations("someone-else") == 0
     assert stored.cancel_reservations("dead") == 1

@@ -52,7 +52,7 @@ def test_training_and_the_composition_agree_with_opacus():
     assert statement.composed.epsilon < statement.training.epsilon + statement.validation.epsilon + 1.0
     assert "if the same people are in both sets" in str(statement)
     plain = statement.to_dict()
-    assert set(plain) == {"validation", "training", "composed_if_same_people"}
+    assert set(plain) == {"holds", "validation", "training", "composed_if_same_people"} and plain["holds"] is True
     assert plain["training"]["neighbours"] == "add or remove one record"
 
 
@@ -62,3 +62,27 @@ def test_an_empty_ledger_says_nothing_was_released_and_infinity_is_plain_json():
     ledger.record_validation_step(math.inf, run_id="r", key="step-0000")
     plain = guarantee_statement(ledger, DELTA).to_dict()
     assert plain["validation"]["epsilon"] == "inf" and plain["validation"]["mu"] == "inf"
+
+
+@pytest.mark.parametrize("with_training", [False, True])
+def test_a_release_at_mu_inf_is_stated_as_no_guarantee_never_as_epsilon_delta(with_training):
+    # issue 40, item 5: an unsafe fit (or a non-private run) on the ledger leaves the validation users,
+    # and people in both sets, without a guarantee; the statement says so in words and in JSON
+    ledger = _validation_ledger()
+    ledger.record_validation_step(math.inf, run_id="run-c", key="step-0000/fit")
+    if with_training:
+        ledger.record_training_run(run_id=0, noise_multiplier=1.1, sample_rate=0.02, steps=300)
+    statement = guarantee_statement(ledger, DELTA)
+    assert statement.holds is False and statement.validation.holds is False
+    text = str(statement)
+    assert "NO differential-privacy guarantee" in text and "validation users" in text
+    validation_line = next(line for line in text.splitlines() if line.startswith("- validation users"))
+    assert ")-DP" not in validation_line and "1 NON-PRIVATE looks at the losses" in validation_line
+    plain = statement.to_dict()
+    assert plain["holds"] is False and plain["validation"]["holds"] is False
+    if with_training:  # the training records keep theirs; the composition has none
+        assert statement.training.holds and plain["training"]["holds"] is True
+        assert "training records (add or remove one record): (epsilon = " in text
+        assert statement.composed.holds is False and plain["composed_if_same_people"]["holds"] is False
+    clean = guarantee_statement(_validation_ledger(), DELTA)
+    assert clean.holds and "NO differential" not in str(clean) and clean.to_dict()["holds"] is True

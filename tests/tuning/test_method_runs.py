@@ -215,3 +215,25 @@ def test_bad_methods_are_refused_naming_them(space, kw, match):
     with pytest.raises(ValueError, match=match):
         tune(_basin(_users(10, 1), log, "private"), space, epsilon=1.0, delta=1e-5, progress=False, **kw)
     assert log == []
+
+
+def test_forced_private_random_search_without_a_seed_draws_K_from_os_entropy():
+    # issue 40, item 6: tune's private random search, unseeded: K (the objective's rows, counted here; the
+    # result hides it) is not one fixed value over 8 calls (all equal: probability below 1e-8 at E[K] = 12)
+    counts = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # settings warnings of the tiny problem
+        for _ in range(8):
+            log = []
+            tune(
+                _basin(_users(50, 1), log, "private"),
+                BASIN,
+                epsilon=2.0,
+                delta=1e-5,
+                progress=False,
+                method="private_random_search",
+                num_iterations=4,
+                loss_clip=1.0,
+            )
+            counts.append(sum(rows for _, rows in log))
+    assert len(set(counts)) > 1, counts

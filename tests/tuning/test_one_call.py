@@ -2,15 +2,19 @@
 continuous space, one run per configuration plus a private choice by noisy scores otherwise, the
 whole procedure charged to one ledger at exactly the target (ε, δ), natural units in and out."""
 
+import json
 import math
 import warnings
 
 import pytest
 import torch
+from scipy import stats
+from torch import Tensor
 
 from botorch_dp import DPGIBO, DPGIBOConfig, tune
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon, gdp_mu
 from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.tuning import Categorical, Hyperparameter, Integer, SearchSpace
 from botorch_dp.tuning.one_call import TUNE_DEFAULTS
 from botorch_dp.utils import child_seeds
@@ -177,6 +181,49 @@ def test_with_a_public_proxy_each_configuration_is_planned_on_it_and_the_objecti
         tune(private, MIXED, epsilon=3.0, delta=1e-5, proxy=proxy)
 
 
+@pytest.mark.parametrize("space", ["continuous", "mixed"])
+def test_a_kernel_fit_that_fails_on_the_proxy_keeps_the_spaces_kernel_and_names_its_coordinates(space, monkeypatch):
+    r"""Planning never stops on its own kernel fit (issue 39): each configuration's plan keeps
+    ``space.recommended_kernel()`` and the warning names the length-scales by the space's names."""
+    import botorch.fit
+    from botorch.exceptions.errors import ModelFittingError
+
+    from botorch_dp.plan import KernelFitWarning
+
+    def failing_fit(*args, **kwargs):
+        raise ModelFittingError("All attempts to fit the model have failed.")
+
+    monkeypatch.setattr(botorch.fit, "fit_gpytorch_mll", failing_fit)
+    chosen = MIXED if space == "mixed" else SearchSpace([h for h in MIXED.hyperparameters if h.name != "optimizer"])
+
+    def proxy(configs):
+        return torch.stack([_loss(c)[:80] for c in configs])
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = tune(
+            objective,
+            chosen,
+            epsilon=3.0,
+            delta=1e-5,
+            seed=7,
+            progress=False,
+            proxy=proxy,
+            num_users=N,
+            method="dp_gibo",
+            plan_options=dict(clip_quantiles=(0.5,), step_sizes=(0.2,), num_repeats=1),
+            **FAST,
+        )
+    messages = {str(w.message) for w in caught if issubclass(w.category, KernelFitWarning)}
+    assert len(messages) == 1  # the same words for every configuration: shown once by default filters
+    message = messages.pop()
+    assert "failed (ModelFittingError)" in message and "lengthscale = lr 0.2, width 0.2;" in message
+    default = chosen.recommended_kernel().state_dict()
+    for r in result.runs:
+        assert r.plan.kernel_fit.failure.startswith("ModelFittingError")
+        assert all(torch.equal(v, default[k]) for k, v in r.config.kernel.state_dict().items())
+
+
 def test_the_sampled_strategy_charges_one_papernot_steinke_curve_before_any_trial_and_releases_the_winner():
     from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon, private_selection_epsilon
     from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS
@@ -231,3 +278,94 @@ def test_the_sampled_strategy_charges_one_papernot_steinke_curve_before_any_tria
     assert '"mu": null' in result.to_json()
     with pytest.raises(ValueError, match=r"strategy must be one of \('enumerate', 'sample'\)"):
         tune(objective, space, epsilon=1.0, delta=1e-5, strategy="random")
+
+
+@pytest.mark.parametrize(
+    "space, strategy",
+    [
+        (SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True)]), "enumerate"),
+        (MIXED, "enumerate"),
+        (MIXED, "sample"),
+    ],
+    ids=["continuous", "enumerate", "sample"],
+)
+def test_the_sensitive_fitting_opt_out_is_stated_as_no_guarantee_everywhere(space, strategy):
+    # issue 40, item 5: every run says mu = inf and holds=False; the result, its report, its JSON and the
+    # ledger's statement say there is no guarantee, never an (epsilon, delta)-DP
+    result = _tune(
+        space,
+        strategy=strategy,
+        mean_trials=2.0,
+        num_iterations=2,
+        unsafe_allow_sensitive_fitting=True,
+        hyperparameter_fit=lambda kernel, X, y: None,
+    )
+    assert result.guarantee.holds is False and result.guarantee.epsilon == math.inf
+    assert result.statement.holds is False and result.statement.validation.epsilon == math.inf
+    report = result.guarantee_report()
+    assert report.startswith("tune: NO differential-privacy guarantee") and ")-DP" not in report
+    written = json.loads(result.to_json())
+    assert written["guarantee"]["holds"] is False and written["guarantee"]["epsilon"] == "inf"
+    assert written["statement"]["holds"] is False and written["statement"]["validation"]["epsilon"] == "inf"
+    assert all(r.result.release.guarantee.holds is False for r in result.runs)
+    # the same call without the opt-out states its (epsilon, delta)
+    safe = _tune(space, strategy=strategy, mean_trials=2.0, num_iterations=2)
+    assert safe.guarantee.holds and safe.statement.holds and ")-DP" in safe.guarantee_report()
+    assert json.loads(safe.to_json())["guarantee"]["holds"] is True
+
+
+# ------------------------------------------------------------------ issue 40, item 6: the released bits
+WIDE = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Categorical("arm", tuple(range(8)))])
+_USERS = torch.linspace(-0.5, 0.5, 50, dtype=torch.float64)
+ONE = {**FAST, "num_iterations": 1, "batch_size": 2, "progress": False}
+
+
+def _arm_losses(configs):
+    r"""``q x 50`` losses in ``[0, 3]``-clip range and beyond: each arm its own level, the users spread."""
+    rows = [1.0 + 0.1 * c.get("arm", 0) + (math.log10(c["lr"]) + 2.5) ** 2 + _USERS for c in configs]
+    return torch.stack(rows)
+
+
+def test_tunes_released_scores_carry_gaussian_noise_of_the_stated_scale():
+    # each configuration's score is its run's clipped mean loss plus N(0, sigma^2), sigma = C/(n mu_score),
+    # mu_score = mu sqrt(f/K) (the module's split): (score - clipped mean)/sigma over 3 seeded calls x 8
+    # configurations is 24 standard normals, so their sum of squares is chi-square(24)
+    epsilon, delta, share, clip, K = 3.0, 1e-5, 0.1, 3.0, 8
+    sigma = clip / (50 * gdp_mu(epsilon, delta) * math.sqrt(share / K))
+    z = []
+    for seed in range(3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyWarning)  # a seed: reproducible on purpose
+            result = tune(_arm_losses, WIDE, epsilon=epsilon, delta=delta, seed=seed, selection_share=share, **ONE)
+        z.extend(_score_noise(r) / sigma for r in result.runs)
+    assert len(z) == 24
+    chi2 = float(sum(v * v for v in z))
+    assert stats.chi2.ppf(1e-4, 24) < chi2 < stats.chi2.ppf(1 - 1e-4, 24), chi2
+    assert abs(sum(z)) / math.sqrt(24) < 4.0  # centred on the clipped mean
+
+
+def _score_noise(run) -> float:
+    r"""A run's released score minus its clipped mean loss (clip 3) at the released point."""
+    at = WIDE.to_natural(run.result.release.theta.reshape(1, -1), choice=run.configuration)
+    return run.noisy_score - float(_arm_losses(at).clamp(0.0, 3.0).mean())
+
+
+def _gradient_noise(run) -> Tensor:
+    r"""The noise of a run's released gradients (NON-PRIVATE diagnostics, recorded for the test)."""
+    return run.result.release.released_gradients - run.result.diagnostics.unnoised_gradients
+
+
+def test_two_calls_without_a_seed_draw_different_noise():
+    # the default noise is OS entropy: the noise of the scores and of every gradient release differs
+    # between two unseeded calls (the noise itself, not only the released values, which also move with
+    # the public random batch points)
+    continuous = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True)])
+    kw = dict(epsilon=3.0, delta=1e-5, record_non_private_diagnostics=True, **ONE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyWarning)  # the default never warns about a seed
+        a, b = (tune(_arm_losses, WIDE, **kw) for _ in range(2))
+        c, d = (tune(_arm_losses, continuous, **kw) for _ in range(2))
+    for ra, rb in zip(a.runs, b.runs, strict=True):
+        assert abs(_score_noise(ra) - _score_noise(rb)) > 1e-9
+        assert not torch.allclose(_gradient_noise(ra), _gradient_noise(rb))
+    assert not torch.allclose(_gradient_noise(c.runs[0]), _gradient_noise(d.runs[0]))

@@ -2,13 +2,15 @@ r"""Checkpoint files of a DP-GIBO run: ``save_state(directory, state)`` / ``load
 
 Modules: ``directory`` (the private directory, never through a link), ``files`` (atomic
 writes and checked reads), ``encoding`` (exact JSON of tensors, floats and generators),
-``kernels`` (the kernel allow-list).
+``kernels`` (the kernel allow-list), ``lock`` (one owner per directory: a ``DPGIBO`` holds
+an exclusive lock on it for its life, and a second opener is refused by name).
 
 The state is SENSITIVE: it holds the per-user losses, the noise generator's state and the
 ledger. Protect the directory like the data (it is created ``0700``, its files ``0600``).
 
 Nothing is ever unpickled. The layout of a checkpoint directory (schema version 1)::
 
+    owner.lock                 the lock of the object that owns the directory (``lock``)
     state.json                 public state, config, ledger, generator states (JSON)
     gp/000012.safetensors      evaluation points X, Cholesky factor L, kernel tensors
     losses/000000.safetensors  the per-user losses of batch 0 (b_0 x n), one file per batch
@@ -44,9 +46,11 @@ What a checkpoint can and cannot protect against. There is no secret key, so:
   What remains: only the last component of the directory's path is checked, so whoever
   can write to a parent directory (or is root, or is the run's own user) can still swap
   the whole directory between two saves or reads.
-- Copies: two copies of one checkpoint resumed against one shared stored ledger are
-  both charged, but two copies each resumed with its own in-memory ledger cannot know of
-  each other and each spends the remaining budget again. A stored ledger,
+- Copies: a copy is another directory (the lock does not cover it). Two copies of one
+  checkpoint resumed against one shared stored ledger are both charged (and neither
+  resumes while the other's process is inside a step), but two copies each resumed with
+  its own in-memory ledger cannot know of each other and each spends the remaining budget
+  again. A stored ledger,
   ``PrivacyLedger(storage=..., dataset=...)`` passed to the run and to ``DPGIBO.resume``,
   protects against that.
 """

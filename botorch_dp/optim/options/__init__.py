@@ -162,7 +162,8 @@ class Options:
         noise schedule's within what they leave of ``room`` (``spent``: the run's norm and gradient
         μ's so far, which an adaptive schedule's filter reads)."""
         others = {**self.clip.bound_parts(plan), **self.step_rule.bound_parts(plan)}
-        return {**self.noise.bound(plan, noise, spent, room_left(room, others)), **others}
+        # the unsafe fit's μ = inf part stays out of the noise schedule's room (it is no noise to plan)
+        return {**self.noise.bound(plan, noise, spent, room_left(room, others)), **others, **self.fitting.bound_parts()}
 
     def release_step(
         self,

@@ -5,10 +5,14 @@ the mechanisms untouched. ``SensitiveFitting`` (``unsafe_allow_sensitive_fitting
 ``hyperparameter_fit`` or a model with an outcome transform) refits the kernel on the mean
 losses and/or standardizes the losses before each release: the run then carries NO privacy
 guarantee. It needs the raw losses, which only in-memory users give (partitions refuse it).
+Each step of such a run records its look at the losses as a release of ``μ = inf`` (part
+``"fit"``, recorded before the losses are read), so the ledger, and every statement read off
+it, says that no guarantee holds; a ledger with a finite validation budget cannot admit it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,8 +23,12 @@ from torch import Tensor
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.options.registry import Strategy, register
 from botorch_dp.optim.users import InMemoryUsers, Users
+from botorch_dp.privacy.ledger import Gaussian, Meter
 
-__all__ = ["NoFitting", "SensitiveFitting"]
+__all__ = ["FIT_PART", "NoFitting", "SensitiveFitting"]
+
+#: The ledger part of a sensitive fit's look at the losses (``μ = inf``: no guarantee).
+FIT_PART = "fit"
 
 
 @register("fitting", "none")
@@ -30,8 +38,19 @@ class NoFitting(Strategy):
 
     holds = True
 
+    def bound_parts(self) -> dict[str, Gaussian]:
+        r"""What the fit adds to a step's charge (nothing)."""
+        return {}
+
     def prepare(
-        self, users: Users, X: Tensor, kernel: Kernel, gp: GradientGP, noise_variance: float, jitter: float
+        self,
+        users: Users,
+        X: Tensor,
+        kernel: Kernel,
+        gp: GradientGP,
+        noise_variance: float,
+        jitter: float,
+        meter: Meter | None = None,
     ) -> tuple[Users, GradientGP]:
         r"""The users and GP the step releases from (unchanged)."""
         return users, gp
@@ -53,14 +72,28 @@ class SensitiveFitting(NoFitting):
             "standardize": self.standardize,
         }
 
+    def bound_parts(self) -> dict[str, Gaussian]:
+        r"""The fit's look at the losses: a release without noise, ``μ = inf`` (no guarantee)."""
+        return {FIT_PART: Gaussian(math.inf)}
+
     def prepare(
-        self, users: Users, X: Tensor, kernel: Kernel, gp: GradientGP, noise_variance: float, jitter: float
+        self,
+        users: Users,
+        X: Tensor,
+        kernel: Kernel,
+        gp: GradientGP,
+        noise_variance: float,
+        jitter: float,
+        meter: Meter | None = None,
     ) -> tuple[Users, GradientGP]:
         if not users.raw_losses or not isinstance(users, InMemoryUsers):  # only InMemoryUsers hold raw losses
             raise ValueError(
                 "partitions: partitioned users do not support hyperparameter_fit or a standardizing model "
                 "(they need the raw losses, which never leave the partitions)."
             )
+        if meter is None:
+            raise ValueError("A sensitive fit reads the losses only inside a step's charge (meter=...).")
+        meter.record(FIT_PART, Gaussian(math.inf))  # recorded before the losses are read: no guarantee
         Y = users.losses()
         if self.fit is not None:
             self.fit(kernel, X, Y.mean(-1))

@@ -31,9 +31,16 @@ package no other code writes records or formats keys (a test walks the package).
 **Append-only.** A record is never removed, replaced or merged away: rolling a run back
 restores the run, not the ledger; ``load_state_dict`` merges (records it lacks are added,
 records under the same ``release_id`` must agree); a retried release is charged again. A
-crash may therefore over-count, never under-count. A reservation left by a process killed
-inside a charge stays counted until its run resumes (``DPGIBO.resume`` cancels it) or
-``cancel_reservations(run_id)`` is called.
+crash may therefore over-count, never under-count.
+
+**Reservations belong to a live holder** (``holders``). A reservation names the process
+that holds it (pid, host, node, a random token) and, when stored, a lease the process
+renews. A settle (``cancel_reservations``; ``DPGIBO.resume`` calls ``settle_run``) drops
+only reservations whose holder is gone (its process ended on this node, or its lease
+expired); while a live process holds one, resuming its run is refused by name. A holder
+that lost its reservation to an expired lease checks the budget again before it records. A
+reservation that names no holder (written before holders) is never settled automatically:
+``cancel_reservations(run_id, holderless=True)``.
 
 **Budget filters.** Validation, GDP only: a step is admitted while √(spent² + Σ bound²) ≤ B,
 valid for adaptively chosen μ_j (Smith & Thakurta 2022, "Fully adaptive composition for

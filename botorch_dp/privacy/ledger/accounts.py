@@ -43,7 +43,6 @@ class LedgerAccounts:
     _storage: LedgerStorage | None
     _stored_settings: dict[str, Any]
     _holding: bool
-    _owned: set[str]
     _lock: threading.RLock
     dataset: str | None
     validation_mu_budget: float | None
@@ -98,7 +97,7 @@ class LedgerAccounts:
         if self._storage is not None:  # reopened (by URL) where it is unpickled
             state["_storage"] = self._storage.url
             state["_rows"] = []
-        state["_holding"], state["_owned"] = False, set()
+        state["_holding"] = False
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

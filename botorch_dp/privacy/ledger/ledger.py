@@ -10,6 +10,7 @@ import contextlib
 import math
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from botorch_dp.privacy.ledger.filters import (
     check_validation_admits,
     gdp_only,
 )
+from botorch_dp.privacy.ledger.holders import holder_gone, holding, lease_expiry, this_holder
 from botorch_dp.privacy.ledger.meter import Meter, TrainingMeter, check_validation_bound, held_bound, shrunk
 from botorch_dp.privacy.ledger.rows import Row, memory_counter
 from botorch_dp.privacy.ledger.state import STATE_VERSION, check_run_id, decode_state, encode_state
@@ -114,7 +116,6 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
         self.dataset: str | None = None
         self._stored_settings: dict[str, Any] = {}
         self._holding = False
-        self._owned: set[str] = set()  # tokens of this object's charges (for cancel_reservations())
         self._lock = threading.RLock()
         if storage is None:
             if dataset is not None:
@@ -151,37 +152,45 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
         bound = check_validation_bound(bound)
         owner = uuid.uuid4().hex
         reservation = None
-        with self._writing() as tx:
-            if new_run and any(r.recorded and r.side == "validation" and r.run_id == run_id for r in tx.rows):
-                raise ValueError(
-                    f"run_id {run_id!r} is already in the ledger; a new run needs a new id (a second run "
-                    "under the same id would share its records)."
+        with holding(owner, self._storage, self.dataset):  # the reservation's holder: this process, while open
+            with self._writing() as tx:
+                if new_run and any(r.recorded and r.side == "validation" and r.run_id == run_id for r in tx.rows):
+                    raise ValueError(
+                        f"run_id {run_id!r} is already in the ledger; a new run needs a new id (a second run "
+                        "under the same id would share its records)."
+                    )
+                what = (
+                    f"step {step} of run {run_id!r}"
+                    if step is not None
+                    else f"release {sorted(bound)} of run {run_id!r}"
                 )
-            what = (
-                f"step {step} of run {run_id!r}" if step is not None else f"release {sorted(bound)} of run {run_id!r}"
-            )
-            events = list(bound.values())
-            if gdp_only(events):
-                what += f" (mu={compose_gdp(e.mu for e in events):.6g})"
-            budget = self._validation_budget()
-            check_validation_admits(budget, self._spent("validation"), events, what)
-            if budget is not None and not math.isinf(budget):
-                reservation = tx.reserve("validation", run_id, owner, held_bound(events))
-                self._owned.add(owner)
-        meter = Meter(self, bound, run_id, step, owner, reservation)
-        try:
-            yield meter
-        finally:
-            meter._close()
-            if reservation is not None:
-                with self._writing() as tx:
-                    tx.drop(reservation)
-                self._owned.discard(owner)
+                events = list(bound.values())
+                if gdp_only(events):
+                    what += f" (mu={compose_gdp(e.mu for e in events):.6g})"
+                budget = self._validation_budget()
+                check_validation_admits(budget, self._spent("validation"), events, what)
+                if budget is not None and not math.isinf(budget):
+                    reservation = tx.reserve("validation", run_id, owner, held_bound(events), *self._lease())
+            meter = Meter(self, bound, run_id, step, owner, reservation)
+            try:
+                yield meter
+            finally:
+                meter._close()
+                if reservation is not None:
+                    with self._writing() as tx:
+                        tx.drop(reservation)
+
+    def _lease(self) -> tuple[Any, float | None]:
+        r"""The holder and lease of a new reservation (in memory: this process, no lease)."""
+        return this_holder(), None if self._storage is None else lease_expiry()
 
     def _record_charged(self, meter: Meter, part: str, event: ValidationEvent) -> str:
         r"""``Meter.record``: append the record, take its cost off the charge's reservation."""
         release_id = new_release_id()
         with self._writing() as tx:
+            if meter._reservation is not None and not tx.holds(meter._reservation):  # settled: its lease ran out
+                what = f"{part!r} of run {meter.run_id!r} (its reservation was settled)"
+                check_validation_admits(self._validation_budget(), self._spent("validation"), [event], what)
             tx.record("validation", meter.run_id, meter.key(part), release_id, event)
             if meter._reservation is not None:
                 held = next((r.event for r in tx.rows if r.seq == meter._reservation and not r.recorded), None)
@@ -216,57 +225,104 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
                 raise ValueError(f"bound[{run_id!r}] must be a DPSGDRun or a TrainingMechanism, got {event!r}.")
             checked[check_run_id(run_id, training=True)] = event
         owner = uuid.uuid4().hex
-        with self._writing() as tx:  # recorded, or held by another open charge (in any process)
-            taken = [r.run_id for r in tx.rows if r.side == "training" and r.run_id in checked]
-            if taken:
-                raise ValueError(
-                    f"Training run id {taken[0]!r} is already in the ledger (recorded, or held by an open charge); "
-                    "every run needs its own id."
-                )
-            check_training_admits(
-                self._training_budget(),
-                self.training_delta,
-                self.training_accountant,
-                self.prv_eps_error,
-                self._spent("training"),
-                list(checked.values()),
-            )
-            reservations = {run_id: tx.reserve("training", run_id, owner, event) for run_id, event in checked.items()}
-            self._owned.add(owner)
-        meter = TrainingMeter(self, checked, owner, reservations)
-        try:
-            yield meter
-        finally:
-            meter._close()
-            with self._writing() as tx:
-                for run_id, seq in reservations.items():
-                    if run_id not in meter._recorded:
-                        tx.drop(seq)
-            self._owned.discard(owner)
+        with holding(owner, self._storage, self.dataset):
+            with self._writing() as tx:  # recorded, or held by another open charge (in any process)
+                taken = [r.run_id for r in tx.rows if r.side == "training" and r.run_id in checked]
+                if taken:
+                    raise ValueError(
+                        f"Training run id {taken[0]!r} is already in the ledger (recorded, or held by an open "
+                        "charge); every run needs its own id."
+                    )
+                self._check_training(list(checked.values()))
+                reservations = {
+                    run_id: tx.reserve("training", run_id, owner, event, *self._lease())
+                    for run_id, event in checked.items()
+                }
+            meter = TrainingMeter(self, checked, owner, reservations)
+            try:
+                yield meter
+            finally:
+                meter._close()
+                with self._writing() as tx:
+                    for run_id, seq in reservations.items():
+                        if run_id not in meter._recorded:
+                            tx.drop(seq)
+
+    def _check_training(self, events: list[TrainingEvent]) -> None:
+        check_training_admits(
+            self._training_budget(),
+            self.training_delta,
+            self.training_accountant,
+            self.prv_eps_error,
+            self._spent("training"),
+            events,
+        )
 
     def _record_training_charged(self, meter: TrainingMeter, run_id: Any, event: TrainingEvent) -> str:
         release_id = new_release_id()
         with self._writing() as tx:
+            if not tx.holds(meter._reservations[run_id]):  # settled (its lease ran out): checked again
+                self._check_training([event])
             tx.fulfil(meter._reservations[run_id], run_id, "", release_id, event)
         return release_id
 
-    def cancel_reservations(self, run_id: Any = None) -> int:
-        r"""Drop reservations whose releases were not made: those held for ``run_id`` (e.g. left
-        by a process that died inside a charge), or with ``run_id=None`` those of this object's
-        open charges. Records are never touched. ``DPGIBO.resume`` settles its run's this way.
+    def cancel_reservations(self, run_id: Any = None, *, holderless: bool = False) -> int:
+        r"""Settle reservations whose holder is gone: drop those of ``run_id`` (None: of every run)
+        whose process is no longer alive or whose lease expired (``holders.holder_gone``), e.g.
+        left by a process killed inside a charge. A live holder's reservation is never dropped,
+        nor is a record. ``DPGIBO.resume`` settles its run's this way.
+
+        Args:
+            run_id: The run whose reservations are settled (None: all runs).
+            holderless: Also drop ``run_id``'s reservations that name no holder (written by
+                botorch-dp before holders existed, or migrated from a version-1 database), which
+                are never settled otherwise: only once you know their processes are gone.
 
         Returns:
             The number of reservations dropped.
         """
+        if holderless and run_id is None:
+            raise ValueError("holderless=True needs the run_id whose holderless reservations to drop.")
+        now = time.time()
         with self._writing() as tx:
-            mine = [
+            gone = [
                 r
                 for r in tx.rows
-                if not r.recorded and (r.owner in self._owned if run_id is None else r.run_id == run_id)
+                if not r.recorded
+                and (run_id is None or r.run_id == run_id)
+                and (holder_gone(r.holder, r.lease_expires, r.owner, now) or (holderless and r.holder is None))
             ]
-            for row in mine:
+            for row in gone:
                 tx.drop(row.seq)
-            return len(mine)
+            return len(gone)
+
+    def settle_run(self, run_id: Any) -> int:
+        r"""Before a run continues in this process (``DPGIBO.resume``): settle its reservations whose
+        holder is gone, and refuse (``RuntimeError`` naming the holder) while a live one holds one.
+
+        Returns:
+            The number of reservations dropped.
+        """
+        dropped = self.cancel_reservations(run_id)
+        now = time.time()
+        live = [h for h in self.reservation_holders(run_id) if not holder_gone(*h, now)]
+        if any(holder is not None for holder, _, _ in live):
+            holder = next(holder for holder, _, _ in live if holder is not None)
+            raise RuntimeError(
+                f"Run {run_id!r} is live: {holder.describe()} holds a reservation of it (inside a step's "
+                "charge). A run continues in one process at a time; resume it once that process has ended."
+            )
+        return dropped
+
+    @synced
+    def reservation_holders(self, run_id: Any = None) -> list[tuple[Any, float | None, str | None]]:
+        r"""``(holder, lease_expires, owner)`` of each reservation (of ``run_id``; None: all runs).
+        ``holder`` is a ``holders.Holder``, or None for one written before holders existed."""
+        return [
+            (r.holder, r.lease_expires, r.owner)
+            for r in self._rows
+            if not r.recorded and (run_id is None or r.run_id == run_id)
+        ]
 
     # ---------------------------------------------------------------- persistence
     @synced

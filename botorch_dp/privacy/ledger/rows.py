@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from botorch_dp.privacy.ledger.events import PrivacyEvent, Record, event_from_json, event_to_json
+from botorch_dp.privacy.ledger.holders import Holder
 
 if TYPE_CHECKING:
     from botorch_dp.privacy.ledger_storage import LedgerTransaction, StoredRow
@@ -35,6 +36,9 @@ class Row:
         release_id: The record's own id (None for a reservation).
         owner: The token of the charge holding a reservation (None for a record).
         event: What the record spent, or what the reservation holds.
+        holder: The process holding a reservation (None for a record, or a reservation that
+            names none: ``holders``).
+        lease_expires: When a stored reservation's lease expires (None in memory and for a record).
     """
 
     seq: int
@@ -45,6 +49,8 @@ class Row:
     release_id: str | None
     owner: str | None
     event: PrivacyEvent
+    holder: Holder | None = None
+    lease_expires: float | None = None
 
     def record(self) -> Record:
         if self.release_id is None:
@@ -64,6 +70,8 @@ def rows_from_storage(stored: list[StoredRow]) -> list[Row]:
             release_id=r.release_id,
             owner=r.owner,
             event=event_from_json(r.side, r.entry),
+            holder=None if r.holder is None else Holder.from_json(r.holder),
+            lease_expires=r.lease_expires,
         )
         for r in stored
     ]
@@ -96,14 +104,27 @@ class Transaction:
             seq = self._next_seq()
         self.rows.append(Row(seq, side, True, run_id, key, release_id, None, event))
 
-    def reserve(self, side: str, run_id: Any, owner: str, event: PrivacyEvent) -> int:
-        r"""Append a reservation; returns its ``seq``."""
+    def reserve(
+        self, side: str, run_id: Any, owner: str, event: PrivacyEvent, holder: Holder, lease_expires: float | None
+    ) -> int:
+        r"""Append a reservation held by ``holder`` (its lease until ``lease_expires``); returns its ``seq``."""
         if self._stored is not None:
-            seq = self._stored.reserve(side=side, entry=event_to_json(event), run_id=run_id, owner=owner)
+            seq = self._stored.reserve(
+                side=side,
+                entry=event_to_json(event),
+                run_id=run_id,
+                owner=owner,
+                holder=holder.to_json(),
+                lease_expires=lease_expires,
+            )
         else:
             seq = self._next_seq()
-        self.rows.append(Row(seq, side, False, run_id, "", None, owner, event))
+        self.rows.append(Row(seq, side, False, run_id, "", None, owner, event, holder, lease_expires))
         return seq
+
+    def holds(self, seq: int) -> bool:
+        r"""Whether reservation ``seq`` is still held (not given back, recorded or settled)."""
+        return self._find(seq) is not None
 
     def _find(self, seq: int) -> int | None:
         for i, row in enumerate(self.rows):

@@ -254,3 +254,52 @@ def test_per_trial_mu_is_the_largest_within_the_target_and_refuses_an_unreachabl
     assert eps == pytest.approx(2.0, rel=1e-8) and eps <= 2.0
     with pytest.raises(ValueError, match="cannot reach"):
         dp_hypo_per_trial_mu_for_epsilon(target_epsilon=2.0, target_delta=1e-5, mean_trials=60.0, ratio_upper=2.0)
+
+
+# ------------------------------------------------- issue 40, item 6: the bound at a ratio ≠ 1, every path
+def _gamma(eta, mean):
+    r"""γ of the truncated negative binomial with mean ``mean``, solved here from its mean
+    ``E[K] = η(1 − γ)/(γ(1 − γ^η))`` (η ≠ 0), independently of ``tnb_gamma_for_mean``."""
+    from scipy.optimize import brentq
+
+    return brentq(lambda g: eta * (1 - g) / (g * (1 - g**eta)) - mean, 1e-12, 1 - 1e-12, xtol=1e-15)
+
+
+def _paper_bound(order, rho, mean, C, c, eta):
+    r"""DP-HyPO's curve for ρ-zCDP Gaussian trials and K ~ D_{η,γ}, written out: Papernot–Steinke's
+    Thm. 2, ε(λ) + (1 + η)(1 − 1/λ̂)ε(λ̂) + (1 + η) log(1/γ)/λ̂ + log E[K]/(λ − 1) minimised over λ̂
+    (ε(λ̂) = λ̂ρ, so λ̂ = max(1, √(log(1/γ)/ρ))), plus the adaptivity terms λ/(λ − 1) log U + log(1/L)
+    with U = C c^{−(1+η)}, L = c C^{−(1+η)}."""
+    log_inv_gamma = -math.log(_gamma(eta, mean))
+    hat = max(1.0, math.sqrt(log_inv_gamma / rho))
+    selection = order * rho + (1 + eta) * ((hat - 1) * rho + log_inv_gamma / hat) + math.log(mean) / (order - 1)
+    log_u = math.log(C) + (1 + eta) * math.log(1 / c)
+    log_inv_l = math.log(1 / c) + (1 + eta) * math.log(C)
+    return selection + order / (order - 1) * log_u + log_inv_l
+
+
+@pytest.mark.parametrize("eta", [1.0, 2.5])
+def test_every_path_of_the_bound_at_a_ratio_other_than_one_is_the_papers_formula(eta):
+    # the closed form (dp_hypo_rdp), the curve over a generic base (dp_hypo_rdp_curve) and both ε's,
+    # at C ≠ 1 and c ≠ 1/C, where the log(1/L) term is material (far above the tolerance)
+    mu0, mean, C, c = 0.6, 8.0, 2.0, 0.6
+    rho = mu0**2 / 2
+    generic = dp_hypo_rdp_curve(lambda a: a * rho, mean_trials=mean, ratio_upper=C, ratio_lower=c, tnb_eta=eta)
+    for order in ORDERS:
+        expected = _paper_bound(order, rho, mean, C, c, eta)
+        assert math.log(1 / c) + (1 + eta) * math.log(C) > 1e-3 * expected
+        kw = dict(mean_trials=mean, ratio_upper=C, ratio_lower=c, tnb_eta=eta)
+        assert dp_hypo_rdp(order, per_trial_mu=mu0, **kw) == pytest.approx(expected, rel=1e-9)
+        assert generic(order) == pytest.approx(expected, rel=1e-6)
+    orders = np.asarray(DEFAULT_RDP_ORDERS, dtype=np.float64)
+    curve = np.array([_paper_bound(a, rho, mean, C, c, eta) for a in orders])
+    # the conversion of analysis.rdp on the grid: min over α of ε(α) + log((α − 1)/α) − (log δ + log α)/(α − 1)
+    delta = 1e-6
+    expected_eps = float(
+        np.min(curve + np.log((orders - 1) / orders) - (math.log(delta) + np.log(orders)) / (orders - 1))
+    )
+    kw = dict(
+        mean_trials=mean, ratio_upper=C, ratio_lower=c, tnb_eta=eta, target_delta=delta, orders=DEFAULT_RDP_ORDERS
+    )
+    assert dp_hypo_epsilon(per_trial_mu=mu0, **kw) == pytest.approx(expected_eps, rel=1e-9)
+    assert dp_hypo_epsilon_generic(lambda a: a * rho, **kw) == pytest.approx(expected_eps, rel=1e-6)

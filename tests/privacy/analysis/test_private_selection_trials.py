@@ -60,3 +60,30 @@ def test_poisson_mean_for_tail():
     assert poisson_mean_for_tail(threshold=0, probability=0.5) == pytest.approx(
         math.log(2.0), rel=1e-12
     )  # P[K > 0] = 1 − e^{−m}
+
+
+@pytest.mark.parametrize(
+    "distribution,eta", [("truncated_negative_binomial", 1.0), ("truncated_negative_binomial", 0.0), ("poisson", 1.0)]
+)
+def test_sampled_number_of_trials_follows_its_pmf(distribution, eta):
+    # the fast twin of the (slow) mean test above, issue 40 item 6: seeded draws against the pmf, chi-square
+    # on the cells 1..7 (0..7 for the Poisson) and the tail; η = 0 draws by inverse CDF (slower): 150 draws
+    # on the cells 1..4
+    rng = np.random.default_rng(1)
+    slow = distribution != "poisson" and eta <= 0
+    draws, last = (150, 4) if slow else (600, 7)
+    ks = np.array(
+        [sample_num_trials(distribution=distribution, mean_trials=4.0, rng=rng, tnb_eta=eta) for _ in range(draws)]
+    )
+    if distribution == "poisson":
+        cells = np.arange(0, last + 1)
+        pmf = poisson.pmf(cells, 4.0)
+    else:
+        cells = np.arange(1, last + 1)
+        pmf = np.exp(tnb_log_pmf(cells, eta=eta, gamma=tnb_gamma_for_mean(eta=eta, mean_trials=4.0)))
+    expected = len(ks) * np.append(pmf, 1.0 - pmf.sum())
+    observed = np.append([(ks == k).sum() for k in cells], (ks > cells[-1]).sum())
+    from scipy.stats import chi2
+
+    statistic = float(((observed - expected) ** 2 / expected).sum())
+    assert statistic < chi2.ppf(1 - 1e-4, len(cells)), (observed, expected)
