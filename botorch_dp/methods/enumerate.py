@@ -84,6 +84,8 @@ class EnumerateMethod:
             of the runs and the scores.
         plans: Each configuration's ``plan.PrivatePlan`` (empty without a proxy); a planned run
             resumes with its stored settings.
+        planner: ``k ↦`` configuration ``k``'s ``plan.PrivatePlan`` on a PUBLIC proxy, called just
+            before its run (a run resumed from ``checkpoint`` is not planned again), or ``None``.
         checkpoint: Where the private run is resumable (``run_dir(k)``, ``selection(K, ledger)``,
             ``save_selection(id, scores, ledger)``), or ``None``.
     """
@@ -95,6 +97,7 @@ class EnumerateMethod:
     budget_mu: float | None = None
     plans: tuple[Any, ...] = ()
     checkpoint: Any = None
+    planner: Callable[[int], Any] | None = None
     name: str = dataclasses.field(default="dp_gibo", init=False)
 
     def __post_init__(self) -> None:
@@ -186,12 +189,16 @@ class EnumerateMethod:
     ) -> ConfigurationRun:
         r"""Configuration ``k``'s DP-GIBO run (resumed from ``checkpoint`` when it holds one)."""
         choice, plan = self.configurations[k], self.plans[k] if self.plans else None
-        config = dataclasses.replace(self.configs[k], seed=run_seed)
+        planned = plan is not None or self.planner is not None
         run_dir = None if self.checkpoint is None else self.checkpoint.run_dir(k)
         if run_dir is not None and os.path.lexists(run_dir / STATE_FILE):  # releases, records back; none redrawn
-            optimizer = DPGIBO.resume(run_dir, config if plan is None else None, ledger=ledger)
+            given = None if planned else dataclasses.replace(self.configs[k], seed=run_seed)
+            optimizer, plan = DPGIBO.resume(run_dir, given, ledger=ledger), None
         else:
-            optimizer = DPGIBO(config, ledger=ledger, checkpoint_dir=run_dir)
+            if plan is None and self.planner is not None:  # public: the proxy's users only
+                plan = self.planner(k)
+            config = self.configs[k] if plan is None else plan.config
+            optimizer = DPGIBO(dataclasses.replace(config, seed=run_seed), ledger=ledger, checkpoint_dir=run_dir)
         with optimizer:  # gives its directory up when the run ends
             result = optimizer.run(objective.bound(choice), progress=progress, executor=executor)
         return ConfigurationRun(choice, result, optimizer.run_id, int(optimizer.num_users or 0), optimizer.config, plan)

@@ -24,6 +24,7 @@ the full ``(ε, δ)`` before anything is released.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from collections.abc import Callable
@@ -253,29 +254,34 @@ def choose(call: TuneCall) -> Choice:
             call.max_trials, plans, call.holds,
         )  # fmt: skip
         return Choice(OnSpace(sampled, space, call.run_config, planned_for=n if plans else None))
-    if mixed is not None:
-        configs, plans = tuple(p.config for p in mixed.plans), tuple(mixed.plans)
-    else:
-        configs, plans = _planned(call, call.mu_run, progress=call.progress)
-    procedure = EnumerateMethod(configurations, configs, call.mu_score, call.loss_clip, call.mu, plans)
-    return Choice(OnSpace(procedure, space, call.run_config, planned_for=n if plans else None), comparison)
+    configs = (call.config(call.mu_run),) * K
+    plans = () if mixed is None else tuple(mixed.plans)
+    planner = None if call.proxy is None or mixed is not None else functools.partial(_plan, call, call.mu_run)
+    procedure = EnumerateMethod(
+        configurations, tuple(p.config for p in plans) or configs, call.mu_score, call.loss_clip, call.mu, plans,
+        planner=planner,
+    )  # fmt: skip
+    planned_for = n if call.proxy is not None else None
+    return Choice(OnSpace(procedure, space, call.run_config, planned_for=planned_for), comparison)
+
+
+def _plan(call: TuneCall, mu: float, k: int, *, progress: bool | None = None) -> PrivatePlan:
+    r"""Configuration ``k``'s DP-GIBO settings at ``mu`` planned on the PUBLIC proxy (the private run's
+    noise simulated; no method choice)."""
+    assert call.num_users is not None  # checked with the proxy
+    return plan_private_run(
+        configs_objective(call.proxy, call.space, call.configurations[k]),
+        call.config(mu),
+        num_users=call.num_users,
+        progress=call.progress if progress is None else progress,
+        **{"choose_method": False, "coordinate_names": call.space.names, **(call.plan_options or {})},
+    )
 
 
 def _planned(call: TuneCall, mu: float, *, progress: bool) -> tuple[tuple[DPGIBOConfig, ...], tuple[PrivatePlan, ...]]:
-    r"""Each configuration's DP-GIBO settings at ``mu``: planned on the PUBLIC proxy (the private run's
-    noise simulated, no method choice), or ``tune``'s own without one (no plans)."""
-    config = call.config(mu)
+    r"""Each configuration's DP-GIBO settings at ``mu``: planned on the PUBLIC proxy (``_plan``), or
+    ``tune``'s own without one (no plans)."""
     if call.proxy is None:
-        return (config,) * call.K, ()
-    assert call.num_users is not None  # checked with the proxy
-    plans = tuple(
-        plan_private_run(
-            configs_objective(call.proxy, call.space, choice),
-            config,
-            num_users=call.num_users,
-            progress=progress,
-            **{"choose_method": False, "coordinate_names": call.space.names, **(call.plan_options or {})},
-        )
-        for choice in call.configurations
-    )
+        return (call.config(mu),) * call.K, ()
+    plans = tuple(_plan(call, mu, k, progress=progress) for k in range(call.K))
     return tuple(p.config for p in plans), plans

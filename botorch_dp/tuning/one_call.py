@@ -151,7 +151,7 @@ def tune(
     choice = choose(call)  # the candidates, compared on the PUBLIC proxy when one is given: no release yet
     ledger = call.ledger_for(choice.winner.gdp_mu)
     with call.opened_checkpoint() as checkpoint:  # the arguments checked against a stored call first
-        call.check_training_room(checkpoint)
+        call.check_room_for_trainings(checkpoint)
         winner = choice.winner.with_checkpoint(checkpoint)
         run = winner.run_private(call.objective, ledger=ledger, seed=seed, progress=progress, executor=executor)
     return call.checks.carry(tune_result(run, space, ledger, choice.comparison))

@@ -6,7 +6,7 @@ refusals) and derives the public facts the rest of the call uses: ``μ = gdp_mu(
 configurations ``K``, the method asked for (``tuning.method_runs.check_method``), the split
 ``μ_run``, ``μ_score`` of the enumerate procedure, the noise seeds, the DP-GIBO settings and the
 ledger to charge. ``opened_checkpoint`` compares the call with a stored one (``checkpoint_dir``)
-and ``check_training_room`` holds a DP-trained objective to its own limits, both before the
+and ``check_room_for_trainings`` holds a DP-trained objective to its own limits, both before the
 first release.
 """
 
@@ -152,7 +152,7 @@ class TuneCall:
         finally:
             checkpoint.close()
 
-    def check_training_room(self, checkpoint: TuneCheckpoint | None) -> None:
+    def check_room_for_trainings(self, checkpoint: TuneCheckpoint | None) -> None:
         r"""The procedure's most trainings (every evaluation of every run and each scored final point),
         against a DP-trained objective's own limits (a DP-SGD target), before anything trains or is
         released; a resumed call merges the runs' records first and is held by each batch's charge."""
