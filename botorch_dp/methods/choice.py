@@ -3,7 +3,8 @@ r"""The choice of METHOD: every candidate simulated on the public proxy (paired 
 ``compare_methods`` (the planner's step 5, ``plan_private_run``) resolves each ``Method``
 (``methods.protocol``) against the public ``MethodContext`` (the private run's ``n``, ``(ε, δ)``,
 box, DP-GIBO's planned config and its number of evaluations), simulates it ``r`` times on the
-proxy with the private run's noise (the same seeds for every method: repeat ``j`` of each method uses seed ``j``), scores each
+proxy with the private run's noise (the same seeds for every method: repeat ``j`` of each method
+uses seed ``j``), scores each
 simulated release by the proxy's mean loss, and recommends the method with the lowest mean.
 The evidence is kept in the ``MethodComparison``: per method its losses, their mean ± standard
 error, and against the recommended one the paired wins and the paired difference ± its
