@@ -17,9 +17,10 @@ another call, or that depend on an earlier suggested value (a conditional space)
 recorded; the objective is recorded twice, with every placeholder at the low end and then the
 high end of its range (the first and the last choice), and two different recordings are refused
 as a conditional space. At run time a ``RunTrial`` refuses, by name, a suggest for a name that was
-not recorded or with other arguments than recorded. Operators that call no function (arithmetic
-on numbers, a tensor's C-implemented operators) are no calls and do run; their results are
-discarded. The space is public: its bounds must not be computed from private data.
+not recorded or with other arguments than recorded. What the profiler does not see as a call
+runs: operators that call no Python function (arithmetic on numbers, a tensor's C-implemented
+operators), attribute reads of C objects, and calls of types implemented in C (``float(x)``,
+``dict()``); nothing they compute leaves the recording. The space is public: its bounds must not be computed from private data.
 
 ``OptunaSpace`` maps the recorded distributions to the library's ``SearchSpace``:
 ``suggest_float(low, high, log=)`` → ``Hyperparameter(name, low, high, log_scale=)``,
