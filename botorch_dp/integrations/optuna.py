@@ -83,7 +83,9 @@ class _OptunaTrials:
             trial = RunTrial(self.space, self.space.to_optuna(configuration), number, self.no_training)
             rows.append(losses_of(self.objective(trial), None, self.what))
         if len({r.shape[0] for r in rows}) > 1:
-            raise ValueError(f"{self.what} returned losses of {sorted({r.shape[0] for r in rows})} users; n must not vary.")
+            raise ValueError(
+                f"{self.what} returned losses of {sorted({r.shape[0] for r in rows})} users; n must not vary."
+            )
         return torch.stack(rows) if rows else torch.empty(0, 0, dtype=torch.float64)
 
 
@@ -199,7 +201,9 @@ class PrivateStudy:
         self.result: TuneResult | None = None
         self.space: OptunaSpace | None = None
         self._trials: list[FrozenTrial] = []
-        self._storage = optuna.storages.get_storage(storage if storage is not None else optuna.storages.InMemoryStorage())
+        self._storage = optuna.storages.get_storage(
+            storage if storage is not None else optuna.storages.InMemoryStorage()
+        )
         self._study_id = self._storage.create_new_study([StudyDirection.MINIMIZE], study_name)
         self.study_name = self._storage.get_study_name_from_id(self._study_id)
         self.direction = StudyDirection.MINIMIZE
@@ -330,7 +334,9 @@ class PrivateStudy:
     def get_trials(self, deepcopy: bool = True, states: Sequence[TrialState] | None = None) -> list[FrozenTrial]:
         return [t for t in self.trials if states is None or t.state in states]
 
-    def trials_dataframe(self, attrs: tuple[str, ...] = ("number", "value", "params", "state"), multi_index: bool = False) -> Any:
+    def trials_dataframe(
+        self, attrs: tuple[str, ...] = ("number", "value", "params", "state"), multi_index: bool = False
+    ) -> Any:
         r"""Optuna's ``trials_dataframe`` of the released trials (pandas), read back from the study's storage."""
         self._released()
         return optuna.study.Study(self.study_name, self._storage).trials_dataframe(attrs, multi_index)

@@ -20,7 +20,8 @@ as a conditional space. At run time a ``RunTrial`` refuses, by name, a suggest f
 not recorded or with other arguments than recorded. What the profiler does not see as a call
 runs: operators that call no Python function (arithmetic on numbers, a tensor's C-implemented
 operators), attribute reads of C objects, and calls of types implemented in C (``float(x)``,
-``dict()``); nothing they compute leaves the recording. The space is public: its bounds must not be computed from private data.
+``dict()``); nothing they compute leaves the recording. The space is public: its bounds must not
+be computed from private data.
 
 ``OptunaSpace`` maps the recorded distributions to the library's ``SearchSpace``:
 ``suggest_float(low, high, log=)`` → ``Hyperparameter(name, low, high, log_scale=)``,
@@ -294,14 +295,13 @@ class OptunaSpace:
         out = {}
         for name, d in self.distributions.items():
             value = configuration[name]
-            grid = _grid(d) if isinstance(d, (FloatDistribution, IntDistribution)) and not d.single() else None
-            if grid is not None:
-                value = min(d.low + int(value) * grid[0], d.high)
-                value = int(value) if isinstance(d, IntDistribution) else float(value)
-            elif isinstance(d, IntDistribution):
-                value = min(max(int(value), d.low), d.high)
-            elif isinstance(d, FloatDistribution):  # 10 ** log10(high) may land a rounding error outside
-                value = min(max(float(value), d.low), d.high)
+            if isinstance(d, (FloatDistribution, IntDistribution)) and not d.single():
+                grid = _grid(d)
+                if grid is not None:
+                    value = min(d.low + int(value) * grid[0], d.high)
+                # clamped: 10 ** log10(high) may land a rounding error outside the range
+                value = min(max(int(value), d.low), d.high) if isinstance(d, IntDistribution) else float(value)
+                value = min(max(value, d.low), d.high)
             out[name] = value
         return out
 
@@ -333,7 +333,6 @@ class RunTrial(_TrialMethods):
         self._space, self._values, self.number, self.no_training = space, dict(params), number, no_training
         self._suggested: dict[str, Any] = {}
 
-
     def _suggest(self, name: str, distribution: BaseDistribution) -> Any:
         refusal = self._space.refusal(name, distribution)
         if refusal is not None:
@@ -349,4 +348,3 @@ class RunTrial(_TrialMethods):
     @property
     def distributions(self) -> dict[str, BaseDistribution]:
         return {name: self._space.distributions[name] for name in self._suggested}
-

@@ -45,7 +45,9 @@ def losses_of(value: Any, num_users: int | None, what: str) -> Tensor:
     try:
         losses = torch.as_tensor(value.detach() if isinstance(value, Tensor) else value, dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError):
-        raise ValueError(f"{what} returned {type(value).__name__}, not the per-user losses (a length-n array).") from None
+        raise ValueError(
+            f"{what} returned {type(value).__name__}, not the per-user losses (a length-n array)."
+        ) from None
     if losses.dim() != 1 or (num_users is not None and losses.shape[0] != num_users):
         expected = "n" if num_users is None else str(num_users)
         raise ValueError(
@@ -173,8 +175,8 @@ class TrainingTrials(ChargedTraining, SearchSpaceObjective):
         self.num_trainings = 0
         self.trials_run = 0
 
-    @property
-    def num_users(self) -> int:
+    @property  # n is given: the objective, not the study, holds the validation users
+    def num_users(self) -> int:  # type: ignore[override]
         return self._num_users
 
     def planned_event(self, theta: Tensor | None = None, **options: Any) -> DPSGDRun:

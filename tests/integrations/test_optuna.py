@@ -32,6 +32,7 @@ from botorch_dp.privacy.ledger import DPSGDRun, PrivacyLedger
 from botorch_dp.training.dp_sgd import DPSGDConfig, TrainingConfig, composed_training_epsilon, planned_dp_run
 from botorch_dp.tuning import Categorical, Hyperparameter, Integer
 
+from ..test_docs import ROOT, RUN_IN, python_blocks
 from ..test_imports_lazy import _loaded_after
 
 N = 40
@@ -174,7 +175,7 @@ def test_distributions_map_to_the_librarys_hyperparameters_and_grids_decode_to_o
         d = space.distributions[name]
         assert d._contains(d.to_internal_repr(value)), name
     with pytest.raises(ValueError, match=r"suggest_\*\('n-units'\).*Python identifier"):
-        OptunaSpace({"n-units": IntDistribution(1, 4)}).space
+        _ = OptunaSpace({"n-units": IntDistribution(1, 4)}).space
 
 
 # ---------------------------------------------------------------------- the study runs tune
@@ -265,9 +266,9 @@ def test_refusals_name_the_argument():
         with pytest.raises(ValueError, match=match):
             study.optimize(objective, **kw)
     with pytest.raises(ValueError, match=r"optimize\(objective\) first"):
-        study.best_params
+        _ = study.best_params
     with pytest.raises(AttributeError, match="PrivateStudy.tell: the library owns the evaluations"):
-        study.tell
+        _ = study.tell
     with pytest.raises(ValueError, match="per-user losses, a length-n array"):
         _optimize(study, lambda trial: float(trial.suggest_float("lr", 0.1, 1.0)))
     done = _optimize(_study(), lambda trial: _losses(trial.suggest_float("lr", 1e-4, 1e-1, log=True), 32, "relu"))
@@ -314,7 +315,16 @@ def test_the_storage_holds_the_released_trials_and_no_private_value(tmp_path, me
         values = [row[0] for row in db.execute("SELECT value FROM trial_values")]
     assert sorted(values) == sorted(released) and stored
     assert not [x for x in stored if any(math.isclose(x, p, rel_tol=1e-9, abs_tol=1e-12) for p in private if p)]
-    optuna.visualization.plot_slice(loaded)  # Optuna's plots read the stored study
+
+
+def test_optunas_plots_read_the_stored_study(tmp_path):
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    _optimize(_study(storage=url, study_name="plotted"), objective)
+    loaded = optuna.load_study(study_name="plotted", storage=url)
+    figure = optuna.visualization.plot_slice(loaded)
+    assert figure.data
+    history = optuna.visualization.plot_optimization_history(loaded)
+    assert list(history.data[0].y) == [t.value for t in loaded.trials]
 
 
 def test_an_existing_study_name_is_refused_before_anything_runs(tmp_path):
@@ -396,3 +406,19 @@ def test_a_dp_trial_trains_exactly_once_and_only_in_a_dp_study():
 def test_importing_the_integrations_package_imports_no_optuna():
     loaded = _loaded_after("import botorch_dp.integrations")
     assert sorted(m for m in loaded if m == "optuna" or m.startswith("optuna.")) == []
+
+
+def test_the_how_to_pages_private_wine_run_is_the_script_and_runs(tmp_path, monkeypatch):
+    page = "docs/how-to/optuna.md"
+    (code,) = [code for _, above, code in python_blocks(page) if RUN_IN.search(above)]
+    script = (ROOT / "scripts" / "optuna_wine_private.py").read_text("utf-8")
+    assert script.split('"""', 2)[2].strip() == code.strip()  # the page shows the script
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(code, page, "exec"), namespace)
+    study = namespace["study"]
+    assert set(study.best_params) == {"lr", "width", "activation"} and len(study.trials) == 2
+    assert study.guarantee.epsilon == pytest.approx(3.0, rel=1e-9)
+    assert 8 <= study.best_params["width"] <= 64 and isinstance(study.best_params["width"], int)
