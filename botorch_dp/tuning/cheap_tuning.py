@@ -91,7 +91,10 @@ def _configurations(space: SearchSpace, tuner: Any, seed: int | None) -> list[Co
         rng = np.random.default_rng(secrets.randbits(128) if seed is None else [int(seed), 41])
         choices = space.configurations()
         return [
-            (dict(choices[int(rng.integers(len(choices)))]), torch.as_tensor(rng.random(space.dim), dtype=torch.float64))
+            (
+                dict(choices[int(rng.integers(len(choices)))]),
+                torch.as_tensor(rng.random(space.dim), dtype=torch.float64),
+            )
             for _ in range(count)
         ]
     if not isinstance(tuner, Sequence) or isinstance(tuner, str) or not tuner:
@@ -169,11 +172,7 @@ def _trial_losses(copy: TorchModelTuningObjective, configs: list[Configuration],
 
 
 def _subset_trials(
-    objective: TorchModelTuningObjective,
-    configs: list[Configuration],
-    rows: Tensor,
-    sigma: float,
-    run_id: str,
+    objective: TorchModelTuningObjective, configs: list[Configuration], rows: Tensor, sigma: float, run_id: str
 ) -> Tensor:
     k = _run_shape(objective)[2]
     training = dataclasses.replace(objective.training, batches_per_epoch=k)
@@ -264,6 +263,7 @@ def tune_on_subsample(
         tuning_share=share,
     )
     ledger = objective.ledger
+    assert ledger is not None  # a constructed objective always holds one
     phase_id = f"{objective.run_prefix}-subset-tuning-{uuid.uuid4().hex[:12]}"
     event = TrainingMechanism(
         f"cheap tuning: {len(configs)} DP-SGD runs (sigma={plan.trial_noise_multiplier:.6g}, q={rate:.6g}, "
@@ -291,29 +291,33 @@ def tune_on_subsample(
         method="subsample",
         guarantee={"training records": (plan.total_epsilon, delta), "validation users": validation},
         split=f"{plan.describe()}; tau chosen by {chosen_by}",
-        carried=CARRY_RULE
-        + f" (here {gamma:g}*{plan.final_noise_multiplier:.4g}/{plan.trial_noise_multiplier:.4g} = "
+        carried=CARRY_RULE + f" (here {gamma:g}*{plan.final_noise_multiplier:.4g}/{plan.trial_noise_multiplier:.4g} = "
         f"{gamma * plan.final_noise_multiplier / plan.trial_noise_multiplier:.3g})",
-        settings={
-            "plan": plan,
-            "configurations": [_natural(space, c) for c in configs],
-            "phase_run_id": phase_id,
-        },
+        settings={"plan": plan, "configurations": [_natural(space, c) for c in configs], "phase_run_id": phase_id},
         ledger=ledger,
         notes=(
             ()
             if validation is not None
-            else ("validation users: the trials were compared on the validation split without noise (protect='training').",)
+            else (
+                "validation users: the trials were compared on the validation split without noise "
+                "(protect='training').",
+            )
         ),
     )
+
+
+def _check_public(objective: TorchModelTuningObjective, proxy: ClassificationData) -> None:
+    shared = shared_training_rows(objective, proxy)
+    if shared:
+        raise ValueError(
+            f"proxy shares {shared} training record(s) with the objective's private data; it is not public."
+        )
 
 
 def _proxy_copy(objective: TorchModelTuningObjective, proxy: ClassificationData, sigma: float) -> Any:
     r"""The objective on the public proxy at the private final run's ``(q, steps)``, with σ scaled by
     ``m_proxy/m`` so that the per-step noise over the expected batch (σ/(q·m)) is the private run's."""
-    shared = shared_training_rows(objective, proxy)
-    if shared:
-        raise ValueError(f"proxy shares {shared} training record(s) with the objective's private data; it is not public.")
+    _check_public(objective, proxy)
     k = _run_shape(objective)[2]
     scaled = sigma * len(proxy.y_train) / objective.num_training_records
     dp = DPSGDConfig(noise_multiplier=scaled, max_grad_norm=objective.run_dp_sgd.max_grad_norm)  # type: ignore[union-attr]
@@ -357,12 +361,15 @@ def tune_on_proxy_then_train(
     """
     objective, space = _common_checks(objective, space, epsilon, delta)
     proxy = _as_data(proxy, "proxy")
+    _check_public(objective, proxy)
     configs = _configurations(space, tuner, seed)
     rate, steps, _ = _run_shape(objective)
     sigma_f, final_epsilon = final_only_noise(epsilon=epsilon, delta=delta, sample_rate=rate, steps=steps)
-    before = len(objective.ledger.training_run_ids())
+    ledger = objective.ledger
+    assert ledger is not None
+    before = len(ledger.training_run_ids())
     best, _ = _proxy_best(_proxy_copy(objective, proxy, sigma_f), configs)
-    if len(objective.ledger.training_run_ids()) != before:
+    if len(ledger.training_run_ids()) != before:
         raise RuntimeError("A proxy trial was charged to the private ledger; the proxy is not public.")
     model = _final_run(objective, configs[best], sigma_f)
     return CheapTuneResult(
@@ -375,7 +382,7 @@ def tune_on_proxy_then_train(
         carried="the proxy's best hyperparameters, unchanged; the proxy trials ran at the final run's q and steps "
         "with sigma_f * m_proxy/m",
         settings={"final_noise_multiplier": sigma_f, "configurations": [_natural(space, c) for c in configs]},
-        ledger=objective.ledger,
+        ledger=ledger,
         notes=(
             f"The tuning used no private data: {len(configs)} trainings on the public proxy "
             f"({len(proxy.y_train)} records, none shared with the training data), nothing recorded for them.",
