@@ -106,7 +106,9 @@ def main() -> None:
                     result = tune_on_proxy_then_train(
                         objective, None, proxy, epsilon=EPSILON, delta=DELTA, tuner=args.configs, seed=seed
                     )
-                metrics, spent = test_metrics(objective, result.model), objective.ledger.training_epsilon(DELTA)
+                ledger = objective.ledger
+                assert ledger is not None  # a DP-SGD objective records its training runs
+                metrics, spent = test_metrics(objective, result.model), ledger.training_epsilon(DELTA)
                 hyper, split_text = result.hyperparameters, result.split
             rows.append(
                 {

@@ -39,6 +39,7 @@ def _pgf(distribution: str, mean: float, n: int | None, eta: float):
     if distribution == "poisson":
         return lambda z: math.exp(mean * (z - 1.0))
     if distribution == "binomial":
+        assert n is not None  # binomial K needs its number of rounds
         p = mean / n
         return lambda z: (1.0 - p + p * z) ** n
     g = tnb_gamma_for_mean(eta=eta, mean_trials=mean)
