@@ -54,6 +54,18 @@ _UNSAFE_FITTING = (
 )
 
 
+def _check_unsafe_fitting(ledger: PrivacyLedger) -> None:
+    r"""``unsafe_allow_sensitive_fitting=True``: refused on a ledger with a validation budget (the run has no
+    guarantee, each step recorded at ``μ = ∞``, which no budget admits), else a ``PrivacyWarning``."""
+    if math.isfinite(ledger.remaining_validation_mu()):
+        raise ValueError(
+            "unsafe_allow_sensitive_fitting=True on a ledger with a validation budget: the run has no "
+            "guarantee (each step is recorded as mu = inf), which no budget admits. Use a ledger without "
+            "a budget (and no validation_mu_budget)."
+        )
+    warnings.warn(_UNSAFE_FITTING, PrivacyWarning, stacklevel=4)
+
+
 class DPGIBO(OwnsCheckpoint):
     r"""The DP-GIBO loop with an ask/tell interface.
 
@@ -116,13 +128,7 @@ class DPGIBO(OwnsCheckpoint):
         search_seed = secrets.randbits(63) if c.seed is None else child_seeds([c.seed, 1], 1)[0]  # public, stream 1
         self._search_gen = torch.Generator().manual_seed(search_seed)
         if not o.fitting.holds:
-            if math.isfinite(self.ledger.remaining_validation_mu()):
-                raise ValueError(
-                    "unsafe_allow_sensitive_fitting=True on a ledger with a validation budget: the run has no "
-                    "guarantee (each step is recorded as mu = inf), which no budget admits. Use a ledger without "
-                    "a budget (and no validation_mu_budget)."
-                )
-            warnings.warn(_UNSAFE_FITTING, PrivacyWarning, stacklevel=2)
+            _check_unsafe_fitting(self.ledger)
         new = None if _resuming else check_new_checkpoint_dir  # DPGIBO.resume continues its own (its lock taken)
         self._checkpoint_lock = own_checkpoint(self.checkpoint_dir, "DPGIBO", _resuming, check=new)  # last
 
@@ -301,9 +307,8 @@ class DPGIBO(OwnsCheckpoint):
         Returns:
             The ``DPGIBOResult``.
         """
-        known = getattr(objective, "num_users", None)  # n known before any evaluation: refusals come first
-        if isinstance(known, int) and not isinstance(known, bool):
-            report.check_known_users(self, known)
+        if isinstance(known := getattr(objective, "num_users", None), int) and not isinstance(known, bool):
+            report.check_known_users(self, known)  # n known before any evaluation: refusals come first
         return run_to_end(self, objective, callback=callback, progress=progress, executor=executor)
 
     def guarantee(self, delta: float | None = None) -> PrivacyGuarantee:

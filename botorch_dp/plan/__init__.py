@@ -53,21 +53,37 @@ choices); the plan does not choose them.
    proxy loss is recommended (``PrivatePlan.methods``: mean ± standard error, paired wins).
 
 The package: ``kernel_fit`` (step 1, ``fit_kernel_on_proxy``), ``proxy`` (the proxy's checked
-losses and ``simulation_config``), ``search`` (steps 2 to 4, ``plan_private_run``), and the
-method choice (step 5): ``method_protocol`` (``CandidateMethod``: simulated on a proxy, run
-privately), one module per method (``method_dp_gibo``, ``method_random_search``,
-``method_dp_hypo``) and ``method_choice`` (``compare_methods``); every public name is
-re-exported here.
+losses and ``simulation_config``) and ``search`` (steps 2 to 4, ``plan_private_run``). The
+method choice (step 5) and the methods themselves live in ``botorch_dp.methods`` (``protocol``,
+``dp_gibo``, ``private_random_search``, ``dp_hypo``, ``choice``); their names are still
+importable from here and from the old modules ``plan.method_*``, loaded on first use (PEP 562),
+so that planning does not import the layer above it.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from botorch_dp.plan.kernel_fit import KERNEL_FIT_POINTS_PER_DIM, KernelFit, KernelFitWarning, fit_kernel_on_proxy
-from botorch_dp.plan.method_choice import DEFAULT_METHODS, MethodComparison, MethodScore, compare_methods
-from botorch_dp.plan.method_dp_gibo import DPGIBOMethod
-from botorch_dp.plan.method_dp_hypo import DPHyPOMethod
-from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext, MethodRun, MethodUnavailable
-from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod, proxy_loss_clip
 from botorch_dp.plan.proxy import simulation_config
 from botorch_dp.plan.search import DEFAULT_CLIP_QUANTILES, PlanTrial, PrivatePlan, plan_private_run
+
+if TYPE_CHECKING:  # for type checkers and the API reference; loaded on first use below
+    from botorch_dp.methods.choice import DEFAULT_METHODS, MethodComparison, MethodScore, compare_methods
+    from botorch_dp.methods.dp_gibo import DPGIBOMethod
+    from botorch_dp.methods.dp_hypo import DPHyPOMethod
+    from botorch_dp.methods.private_random_search import PrivateRandomSearchMethod, proxy_loss_clip
+    from botorch_dp.methods.protocol import CandidateMethod, MethodContext, MethodRun, MethodUnavailable
+
+#: The methods layer's names re-exported here → their module (imported on first use).
+_METHOD_NAMES = {
+    **dict.fromkeys(("DEFAULT_METHODS", "MethodComparison", "MethodScore", "compare_methods"), "choice"),
+    "DPGIBOMethod": "dp_gibo",
+    "DPHyPOMethod": "dp_hypo",
+    **dict.fromkeys(("CandidateMethod", "MethodContext", "MethodRun", "MethodUnavailable"), "protocol"),
+    **dict.fromkeys(("PrivateRandomSearchMethod", "proxy_loss_clip"), "private_random_search"),
+}
 
 __all__ = [
     "DEFAULT_CLIP_QUANTILES",
@@ -92,3 +108,15 @@ __all__ = [
     "proxy_loss_clip",
     "simulation_config",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _METHOD_NAMES:
+        value = getattr(importlib.import_module(f"botorch_dp.methods.{_METHOD_NAMES[name]}"), name)
+        globals()[name] = value  # once: later lookups do not come here
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

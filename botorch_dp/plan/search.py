@@ -14,7 +14,7 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import torch
 from torch import Tensor
@@ -24,14 +24,15 @@ from botorch_dp.optim.config import MIN_USERS, DPGIBOConfig
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan.kernel_fit import KernelFit, _fit_region, fit_kernel_on_proxy
-from botorch_dp.plan.method_choice import DEFAULT_METHODS, MethodComparison, _check_methods, compare_methods
-from botorch_dp.plan.method_dp_gibo import DPGIBOMethod
-from botorch_dp.plan.method_protocol import CandidateMethod
 from botorch_dp.plan.proxy import _proxy_losses, simulation_config
 from botorch_dp.privacy.checks import check_nonnegative_int, check_positive, check_positive_int, check_probability
 from botorch_dp.privacy.mechanisms import clip_rows
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.utils import child_seeds, progress_bar
+
+if TYPE_CHECKING:  # the method choice (step 5) sits a layer up, in ``methods``: imported where it is used
+    from botorch_dp.methods.choice import MethodComparison
+    from botorch_dp.methods.protocol import Method
 
 __all__ = ["DEFAULT_CLIP_QUANTILES", "PlanTrial", "PrivatePlan", "plan_private_run"]
 
@@ -102,7 +103,7 @@ class PrivatePlan:
         given: The settings passed in (their kernel, ``B``, ``η``, ``T`` and batch rule, no
             planning) simulated the same way, so the plan's gain is visible (``None`` for a
             plan made without it). Its ``clip_quantile`` is the share of proxy norms ``≤ B``.
-        methods: The choice of method (``plan.method_choice.MethodComparison``): DP-GIBO with
+        methods: The choice of method (``methods.choice.MethodComparison``): DP-GIBO with
             ``config``, private random search and DP-HyPO simulated on the proxy with paired
             seeds, and the recommendation with its evidence; ``None`` with
             ``choose_method=False`` (DP-GIBO is then the method).
@@ -120,9 +121,11 @@ class PrivatePlan:
     methods: MethodComparison | None = None
 
     @property
-    def recommended_method(self) -> CandidateMethod:
+    def recommended_method(self) -> Method:
         r"""The method to run privately, resolved (its ``run_private`` runs it as simulated):
         the comparison's recommendation, or DP-GIBO with ``config`` without a comparison."""
+        from botorch_dp.methods.dp_gibo import DPGIBOMethod  # a layer up (see the imports)
+
         return DPGIBOMethod(self.config) if self.methods is None else self.methods.recommended
 
     def table(self) -> str:
@@ -214,7 +217,7 @@ def plan_private_run(
     seed: int = 0,
     progress: bool = True,
     choose_method: bool = True,
-    methods: Sequence[CandidateMethod] | None = None,
+    methods: Sequence[Method] | None = None,
 ) -> PrivatePlan:
     r"""Fit the kernel, then choose ``B``, ``η``, ``T`` and the batch rule of a private DP-GIBO
     run, all on a PUBLIC proxy objective.
@@ -254,15 +257,15 @@ def plan_private_run(
         seed: Seed of the fit points and of the simulated runs' noise and search (public
             randomness on public data).
         progress: Show a tqdm bar over the simulated runs (public values only).
-        choose_method: Also choose the METHOD (``plan.method_choice.compare_methods``): DP-GIBO
+        choose_method: Also choose the METHOD (``methods.choice.compare_methods``): DP-GIBO
             with the planned settings, private random search and DP-HyPO (where affordable)
             are simulated on the proxy with the private run's noise (same ``ε``, ``δ``, ``n``,
             each method's own mechanism at the private noise scale), ``num_repeats`` times
             with paired seeds (fresh ones, not those the settings were chosen on), and the
             best is recommended (``PrivatePlan.methods``, ``recommended_method``). Skipped
             for a config without a finite privacy budget.
-        methods: The candidates (``plan.method_protocol.CandidateMethod``; default
-            ``plan.method_choice.DEFAULT_METHODS``).
+        methods: The candidates (``methods.protocol.Method``; default
+            ``methods.choice.DEFAULT_METHODS``).
 
     Everything the plan does reads only the PUBLIC proxy and public settings: it costs no
     privacy, and the sensitive objective is not an argument (nor called).
@@ -297,6 +300,9 @@ def plan_private_run(
         raise ValueError(f"fit_kernel must be True or False, got {fit_kernel!r}.")
     if not isinstance(choose_method, bool):
         raise ValueError(f"choose_method must be True or False, got {choose_method!r}.")
+    # step 5, the method choice, is the methods layer's (methods.choice); the planner calls it here
+    from botorch_dp.methods.choice import DEFAULT_METHODS, _check_methods, compare_methods
+
     if methods is not None:
         methods = _check_methods(methods)
     if kernel_fit_points is not None and check_positive_int(kernel_fit_points, "kernel_fit_points") < 2:

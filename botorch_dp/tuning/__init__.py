@@ -6,8 +6,10 @@ model, ``datasets`` holds the train / validation / test splits (numpy or torch, 
 dtype), ``torch_classifier`` is the objective that trains a torch model at each θ and returns
 the per-example validation losses (``per_example``: the losses and their cap; ``noise_estimate``:
 its σ² measured on public data; training itself, with or without DP-SGD, is in
-``botorch_dp.training``), and ``one_call`` is ``tune``, the one call (``tune_result``: what it
-returns; ``sampled``: its Papernot–Steinke strategy; ``tune_checkpoint``: its resumable directory).
+``botorch_dp.training``), and ``one_call`` is ``tune``, the one call (``tune_call``: its checked
+arguments; ``method_runs`` and ``mixed_methods``: its candidates and their comparison on a proxy,
+the methods themselves being ``botorch_dp.methods``; ``tune_result``: what it returns;
+``tune_checkpoint``: its resumable directory).
 
 Each name is imported on first use (PEP 562), so that ``from botorch_dp.tuning import
 SearchSpace`` (or ``botorch_dp.tune``) does not load scikit-learn and the training stack.

@@ -10,7 +10,9 @@ only: it is public and fixed before any run, and decoding a released point is po
 
 ``EncodedObjective`` evaluates ``tune``'s objective (configurations in natural units, or a
 ``SearchSpaceObjective`` taking θ) at encoded points: the rows are grouped by configuration
-and each group is evaluated once, with that configuration bound (``configs_objective``).
+and each group is evaluated once, with that configuration bound (``configs_objective``). Its
+``bound(configuration)`` and ``encode`` are what the enumerate procedure evaluates
+(``methods.enumerate.ConfigurationObjective``).
 """
 
 from __future__ import annotations
@@ -98,6 +100,14 @@ class EncodedObjective:
     def __init__(self, objective: TuneObjective, encoding: MixedEncoding) -> None:
         self.base = objective
         self.encoding = encoding
+
+    def bound(self, configuration: dict[str, Any]) -> Any:
+        r"""``objective`` bound to ``configuration`` (θ ↦ losses over the relaxed coordinates)."""
+        return configs_objective(self.base, self.encoding.space, configuration)
+
+    def encode(self, theta: Tensor, configuration: dict[str, Any]) -> Tensor:
+        r"""The encoded point of relaxed ``theta`` in ``configuration`` (``MixedEncoding.encode``)."""
+        return self.encoding.encode(theta, configuration)
 
     def __call__(self, X: Tensor) -> Tensor:
         X = torch.as_tensor(X, dtype=torch.float64).reshape(-1, self.encoding.dim)

@@ -1,56 +1,76 @@
-r"""``tune(method=...)``: run the method the planner recommends (or the one forced) and release it
-in ``TuneResult`` form.
+r"""``tune``'s candidates: which method runs, built from the call's arguments and compared on the proxy.
 
-With ``proxy=`` and ``method="auto"`` (``tune``'s default) the space is planned on the PUBLIC
-proxy (``plan_private_run``, which also compares DP-GIBO with its planned settings, private
-random search and DP-HyPO, ``plan.method_choice``) and the recommended method runs privately;
-``method="dp_gibo" | "private_random_search" | "dp_hypo"`` forces one (with a proxy, from the
-same plan; without one, the selection methods take ``E[K]`` from DP-GIBO's settings, ``T`` times
-the batch size, and ``C`` from ``tune``'s ``loss_clip``). The method's ``run_private`` charges
-``tune``'s ledger through the charge protocol with the full ``(ε, δ)`` before anything is
-released. This path serves spaces without categorical hyperparameters (one configuration);
-with them, ``tuning.mixed_methods`` compares ``tune``'s DP-GIBO per configuration with the
-selection methods over the space's public encoding.
+``choose(call)`` builds what ``tune`` runs (``methods``: one module per method) and, with a
+PUBLIC proxy, compares the candidates there before the sensitive objective is called:
+
+* one configuration (no categorical hyperparameters) and ``method`` other than ``"dp_gibo"``:
+  the space planned on the proxy (``plan_private_run``, which also compares DP-GIBO with its
+  planned settings, private random search and DP-HyPO, ``methods.choice``) and the recommended
+  or forced method; without a proxy the forced selection method takes ``E[K]`` = DP-GIBO's
+  evaluations (``T`` times the batch size) and ``C = loss_clip``;
+* a mixed space: with a proxy, every configuration planned and the enumerate procedure, private
+  random search and DP-HyPO over the space's public encoding compared (``tuning.mixed_methods``);
+  a selection method runs over the encoding (without a proxy with ``E[K] = K (T b + 1)``);
+* DP-GIBO: the enumerate procedure (``methods.enumerate``; each configuration planned on the
+  proxy when one is given) or, with ``strategy="sample"``, the sampled strategy
+  (``methods.sampled``; every configuration planned before the first trial).
+
+``OnSpace`` runs the chosen method on ``tune``'s objective: it hands the method the objective
+it evaluates (bound per configuration, or on the encoded cube), passes the noise seed, and
+reads the released point back in the space's coordinates. Every method charges the ledger with
+the full ``(ε, δ)`` before anything is released.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from torch import Tensor
 
-from botorch_dp.baselines.selection import PrivateSelectionResult
+from botorch_dp.methods.choice import MethodComparison
+from botorch_dp.methods.dp_gibo import DPGIBOMethod
+from botorch_dp.methods.dp_hypo import DPHyPOMethod
+from botorch_dp.methods.enumerate import EnumerateMethod
+from botorch_dp.methods.private_random_search import PrivateRandomSearchMethod
+from botorch_dp.methods.protocol import (
+    CandidateMethod,
+    ConfigurationRun,
+    MethodContext,
+    MethodRun,
+    config_delta,
+    config_mu,
+)
+from botorch_dp.methods.sampled import SampledMethod, sampled_per_trial_mu
 from botorch_dp.optim import DPGIBOConfig, DPGIBOResult
 from botorch_dp.optim.public_checks import SettingsWarning
-from botorch_dp.plan import plan_private_run
-from botorch_dp.plan.method_dp_gibo import DPGIBOMethod
-from botorch_dp.plan.method_dp_hypo import DPHyPOMethod
-from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext, MethodRun, config_delta, config_mu
-from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
+from botorch_dp.plan.search import PrivatePlan, plan_private_run
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
-from botorch_dp.privacy.checks import did_you_mean
 from botorch_dp.privacy.ledger import PrivacyLedger
-from botorch_dp.privacy.statement import guarantee_statement
-from botorch_dp.tuning.encoding import natural_point
+from botorch_dp.tuning.encoding import MixedEncoding
+from botorch_dp.tuning.mixed_methods import choose_mixed_method
 from botorch_dp.tuning.search_space import SearchSpace
-from botorch_dp.tuning.tune_result import ConfigurationRun, TuneGuarantee, TuneObjective, TuneResult, configs_objective
+from botorch_dp.tuning.tune_call import METHODS, TuneCall, check_method
+from botorch_dp.tuning.tune_result import TuneObjective, configs_objective
+from botorch_dp.utils import child_seeds
 
 __all__ = [
     "METHODS",
+    "Choice",
+    "OnSpace",
     "batch_size_of",
     "check_method",
-    "run_method",
+    "choose",
     "selection_timing",
     "with_max_trials",
     "without_proxy",
 ]
 
-METHODS = ("auto", "dp_gibo", "private_random_search", "dp_hypo")
-"""``tune``'s ``method`` values."""
 # the unresolved candidate of each forced method without a proxy (``C`` given)
 _WITHOUT_PROXY: dict[str, Callable[[float], CandidateMethod]] = {
     "dp_gibo": lambda clip: DPGIBOMethod(),
@@ -88,12 +108,7 @@ def with_max_trials(candidate: CandidateMethod, max_trials: int | None) -> Candi
 def selection_timing(run: MethodRun) -> tuple[str, str | None]:
     r"""``(procedure, timing)`` of a method's run: its description without the wall-time sentence,
     and that sentence (``None`` for a run without a hidden number of trials)."""
-    if not isinstance(run.result, PrivateSelectionResult):
-        return run.description, None
-    timing = run.result.guarantee.details.get("timing")
-    if not isinstance(timing, str):
-        return run.description, None
-    return run.description.removesuffix(" " + timing), timing
+    return (run.description if run.procedure is None else run.procedure), run.timing
 
 
 def batch_size_of(config: DPGIBOConfig, dim: int) -> int:
@@ -101,103 +116,172 @@ def batch_size_of(config: DPGIBOConfig, dim: int) -> int:
     return config.batch_size or config.max_batch_size or dim + 1
 
 
-def check_method(
-    method: str, proxy: Any, num_configurations: int, *, strategy: str = "enumerate", trains: bool = False
-) -> str:
-    r"""``method`` checked; ``"auto"`` becomes ``"dp_gibo"`` without a proxy, with an objective that
-    charges DP training runs (where a forced selection method is refused: the training ledger
-    would count its hidden number of trials, on any space), and on a mixed space (categorical
-    configurations) with ``strategy="sample"``."""
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}.{did_you_mean(method, METHODS)}")
-    if trains and method not in ("auto", "dp_gibo"):
-        raise ValueError(
-            f"method={method!r} with an objective that charges DP training runs: the training ledger "
-            "would count the selection's hidden number of trials; use method='dp_gibo'."
-        )
-    if method == "auto" and (proxy is None or trains or (num_configurations > 1 and strategy != "enumerate")):
-        return "dp_gibo"
-    return method
+@dataclass(frozen=True)
+class OnSpace:
+    r"""A method run on ``tune``'s objective over ``space`` (see the module).
 
-
-def run_method(
-    method: str,
-    objective: TuneObjective,
-    space: SearchSpace,
-    config: DPGIBOConfig,
-    *,
-    proxy: TuneObjective | None,
-    num_users: int | None,
-    plan_options: dict[str, Any] | None,
-    ledger: PrivacyLedger | None,
-    loss_clip: float,
-    seed: int | None,
-    progress: bool,
-    executor: Any,
-    max_trials: int | None = None,
-) -> TuneResult:
-    r"""Plan (with a proxy), resolve ``method`` (``"auto"``: the plan's recommendation) and run it
-    privately on ``objective``; see the module.
-
-    Args:
-        config: DP-GIBO's settings at the full budget (``privacy_mu``, ``target_delta``); the
-            selection methods run at ``(gdp_epsilon(μ, δ), δ)``.
-        ledger: The ledger to charge; default a new one whose μ budget is the method's μ (DP-GIBO)
-            or none (private selection: an RDP curve calibrated to ``(ε, δ)`` itself).
-        max_trials: A selection's public number of trials (``with_max_trials``).
+    Attributes:
+        method: The resolved method.
+        space: The search space.
+        config: DP-GIBO's (planned) settings, kept on a single released run for reference.
+        plan: The ``PrivatePlan`` of a single configuration, if planned.
+        encoded: The method searches the space's public encoding (a selection on a mixed space).
+        planned_for: ``n`` the plans simulated (a run on other ``n`` warns), ``None`` without a plan.
     """
-    delta = config_delta(config)
-    plan = None
-    space_objective = configs_objective(objective, space, {})
-    if proxy is not None:  # public: the proxy's users only, the private run's noise simulated
-        if num_users is None:
-            raise ValueError("num_users: planning on a proxy needs n, the number of users of objective (public).")
+
+    method: Any
+    space: SearchSpace
+    config: DPGIBOConfig
+    plan: PrivatePlan | None = None
+    encoded: bool = False
+    planned_for: int | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.method.name)
+
+    @property
+    def gdp_mu(self) -> float | None:
+        return self.method.gdp_mu
+
+    def with_checkpoint(self, checkpoint: Any) -> OnSpace:
+        r"""This method, resumable in ``checkpoint`` (the enumerate procedure; ``None``: unchanged)."""
+        if checkpoint is None:
+            return self
+        return dataclasses.replace(self, method=dataclasses.replace(self.method, checkpoint=checkpoint))
+
+    def run_private(
+        self,
+        objective: TuneObjective,
+        *,
+        ledger: PrivacyLedger,
+        seed: int | None = None,
+        progress: bool = False,
+        executor: Any = None,
+    ) -> MethodRun:
+        kw = dict(ledger=ledger, progress=progress, executor=executor)
+        encoding = MixedEncoding(self.space)
+        if isinstance(self.method, (EnumerateMethod, SampledMethod)):  # per configuration; seeds its own streams
+            run = self.method.run_private(encoding.objective(objective), seed=seed, **kw)
+        else:
+            seed = None if seed is None else child_seeds([int(seed)], 1)[0]
+            evaluated = encoding.objective(objective) if self.encoded else configs_objective(objective, self.space, {})
+            run = self.method.run_private(evaluated, seed=seed, **kw)
+            if self.encoded:  # the relaxed coordinates, as every run's; the configuration decoded
+                K = len(self.space.configurations())
+                procedure = f"{str(run.procedure).rstrip('.')} (over the public encoding of {K} configurations)"
+                configuration = encoding.configuration(run.theta)
+                run = dataclasses.replace(
+                    run, theta=run.theta[: self.space.dim], configuration=configuration, procedure=procedure
+                )
+            result = run.result if isinstance(run.result, DPGIBOResult) else run  # ``.release.theta`` either way
+            released = ConfigurationRun(
+                run.configuration, result, run.run_id, run.num_users, self.config, self.plan, run.released_score
+            )
+            run = dataclasses.replace(run, runs=[released])
+        if self.planned_for is not None and any(r.num_users != self.planned_for for r in run.runs):
+            warnings.warn(
+                f"The run was planned for num_users = {self.planned_for}, but objective has {run.num_users} "
+                "users: the plan simulated other noise than the run drew.",
+                SettingsWarning,
+                stacklevel=3,
+            )
+        return run
+
+
+@dataclass(frozen=True)
+class Choice:
+    r"""What ``tune`` runs (``winner``) and the comparison on the proxy that chose it (``None``: none made)."""
+
+    winner: OnSpace
+    comparison: MethodComparison | None = None
+
+
+def choose(call: TuneCall) -> Choice:
+    r"""Build ``call``'s candidates and choose the one to run, on the PUBLIC proxy only (see the module)."""
+    space, K, method, n = call.space, call.K, call.method, call.num_users
+    full = call.config(call.mu)
+    if method != "dp_gibo" and K == 1:
+        if call.proxy is None:
+            evaluations = full.num_iterations * batch_size_of(full, space.dim)
+            candidate = without_proxy(method, call.loss_clip, full, space.bounds, evaluations)
+            return Choice(OnSpace(with_max_trials(candidate, call.max_trials), space, full))
+        assert n is not None  # checked with the proxy
         plan = plan_private_run(
-            configs_objective(proxy, space, {}),
-            config,
-            num_users=num_users,
-            progress=progress,
-            **{"coordinate_names": space.names, **(plan_options or {})},
+            configs_objective(call.proxy, space, {}),
+            full,
+            num_users=n,
+            progress=call.progress,
+            **{"coordinate_names": space.names, **(call.plan_options or {})},
         )
         if plan.methods is None:
-            candidate = plan.recommended_method if method in ("auto", "dp_gibo") else None
-            if candidate is None:
+            if method not in ("auto", "dp_gibo"):
                 raise ValueError(f"method={method!r}: plan_options turned the method choice off (choose_method=False).")
+            candidate = plan.recommended_method
         else:
             candidate = plan.methods.recommended if method == "auto" else plan.methods.get(method)
-    else:
-        evaluations = config.num_iterations * batch_size_of(config, space.dim)
-        candidate = without_proxy(method, loss_clip, config, space.bounds, evaluations)
-    candidate = with_max_trials(candidate, max_trials)
-    budget = candidate.gdp_mu if config.options.fitting.holds else None  # no guarantee fits no budget
-    ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=budget)
-    run = candidate.run_private(space_objective, ledger=ledger, seed=seed, progress=progress, executor=executor)
-    if plan is not None and run.num_users != num_users:
-        warnings.warn(
-            f"The run was planned for num_users = {num_users}, but objective has {run.num_users} users: the "
-            "plan simulated other noise than the run drew.",
-            SettingsWarning,
-            stacklevel=3,
+        winner = OnSpace(with_max_trials(candidate, call.max_trials), space, plan.config, plan, planned_for=n)
+        return Choice(winner, plan.methods)
+    mixed = None
+    if method != "dp_gibo" and call.proxy is not None:  # every configuration planned, the methods compared
+        assert n is not None  # checked with the proxy
+        mixed = choose_mixed_method(
+            call.proxy,
+            space,
+            call.run_config,
+            full_mu=call.mu,
+            score_mu=call.mu_score,
+            loss_clip=call.loss_clip,
+            num_users=n,
+            plan_options=call.plan_options,
+            progress=call.progress,
         )
-    if candidate.gdp_mu is not None:
-        spent = ledger.validation_mu(run.run_id)
-        guarantee = TuneGuarantee(spent, gdp_epsilon(spent, delta), delta)
-    else:
-        guarantee = TuneGuarantee(math.nan, run.epsilon, delta)
-    result = run.result if isinstance(run.result, DPGIBOResult) else run  # ``.release.theta`` either way
-    planned = plan.config if plan is not None else config
-    configuration = ConfigurationRun({}, result, run.run_id, run.num_users, planned, plan, run.released_score)
-    procedure, timing = selection_timing(run)
-    return TuneResult(
-        hyperparameters=natural_point(space, run.theta),
-        guarantee=guarantee,
-        runs=[configuration],
-        chosen=0,
-        statement=guarantee_statement(ledger, delta),
-        ledger=ledger,
-        score_mu=None,
-        method=run.method,
-        procedure=procedure,
-        methods=None if plan is None else plan.methods,
-        timing=timing,
+        method = mixed.comparison.recommended_name if method == "auto" else method
+    comparison = None if mixed is None else mixed.comparison
+    if method != "dp_gibo":  # a selection over the space's public encoding
+        if mixed is not None:
+            candidate = mixed.comparison.get(method)
+        else:  # each configuration's run: T batches, then its scored final point
+            evaluations = K * (full.num_iterations * batch_size_of(full, space.dim) + 1)
+            candidate = without_proxy(method, call.loss_clip, full, MixedEncoding(space).bounds, evaluations)
+        return Choice(OnSpace(with_max_trials(candidate, call.max_trials), space, full, encoded=True), comparison)
+    configurations = tuple(call.configurations)
+    if call.sampled:
+        per_trial_mu = sampled_per_trial_mu(call.epsilon, call.delta, call.mean_trials)
+        configs, plans = _planned(call, per_trial_mu * math.sqrt(1.0 - call.share), progress=False)
+        sampled = SampledMethod(
+            configurations, configs, call.epsilon, call.delta, call.mean_trials, call.share, call.loss_clip,
+            call.max_trials, plans, call.holds,
+        )  # fmt: skip
+        return Choice(OnSpace(sampled, space, call.run_config, planned_for=n if plans else None))
+    configs = (call.config(call.mu_run),) * K
+    plans = () if mixed is None else tuple(mixed.plans)
+    planner = None if call.proxy is None or mixed is not None else functools.partial(_plan, call, call.mu_run)
+    procedure = EnumerateMethod(
+        configurations, tuple(p.config for p in plans) or configs, call.mu_score, call.loss_clip, call.mu, plans,
+        planner=planner,
+    )  # fmt: skip
+    planned_for = n if call.proxy is not None else None
+    return Choice(OnSpace(procedure, space, call.run_config, planned_for=planned_for), comparison)
+
+
+def _plan(call: TuneCall, mu: float, k: int, *, progress: bool | None = None) -> PrivatePlan:
+    r"""Configuration ``k``'s DP-GIBO settings at ``mu`` planned on the PUBLIC proxy (the private run's
+    noise simulated; no method choice)."""
+    assert call.num_users is not None  # checked with the proxy
+    return plan_private_run(
+        configs_objective(call.proxy, call.space, call.configurations[k]),
+        call.config(mu),
+        num_users=call.num_users,
+        progress=call.progress if progress is None else progress,
+        **{"choose_method": False, "coordinate_names": call.space.names, **(call.plan_options or {})},
     )
+
+
+def _planned(call: TuneCall, mu: float, *, progress: bool) -> tuple[tuple[DPGIBOConfig, ...], tuple[PrivatePlan, ...]]:
+    r"""Each configuration's DP-GIBO settings at ``mu``: planned on the PUBLIC proxy (``_plan``), or
+    ``tune``'s own without one (no plans)."""
+    if call.proxy is None:
+        return (call.config(mu),) * call.K, ()
+    plans = tuple(_plan(call, mu, k, progress=progress) for k in range(call.K))
+    return tuple(p.config for p in plans), plans

@@ -1,20 +1,19 @@
-r"""``tune(method=...)`` on a mixed space (categorical hyperparameters): the method choice and the
-selection methods' private runs over the space's public encoding.
+r"""``tune(method=...)`` on a mixed space (categorical hyperparameters): the method choice over the
+space's public encoding.
 
 With ``proxy=`` (PUBLIC users), ``choose_mixed_method`` first plans every configuration's
 DP-GIBO run on the proxy (``plan_private_run``, as ``tune``'s enumerate path does, at ``μ_run``),
 then compares on the proxy, with fresh paired seeds (``plan.method_choice.compare_in_context``):
 
-* ``"dp_gibo"``: ``tune``'s enumerate procedure with those plans (``tuning.method_enumerate``),
+* ``"dp_gibo"``: ``tune``'s enumerate procedure with those plans (``methods.enumerate``),
 * ``"private_random_search"`` and ``"dp_hypo"`` over the encoded cube (``tuning.encoding``),
   with ``E[K]`` the enumerate procedure's planned evaluations (every run's points and the
   ``K`` scored final points) and ``C`` from the proxy, calibrated to the full ``(ε, δ)``.
 
 Everything here reads the proxy and public settings only; the sensitive objective is not an
-argument. ``run_mixed_selection`` runs a selection method privately on the encoded objective
-(the objective still receives natural-unit configurations: ``EncodedObjective`` decodes each
-row), charging ``ledger`` with the full ``(ε, δ)`` before the first evaluation, and returns
-the ``TuneResult`` with the comparison kept on it.
+argument. The recommended method then runs privately through ``tuning.method_runs.OnSpace``
+(a selection on the encoded objective, whose rows ``EncodedObjective`` decodes to natural-unit
+configurations), charging the ledger with the full ``(ε, δ)`` before the first evaluation.
 """
 
 from __future__ import annotations
@@ -24,23 +23,20 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from botorch_dp.methods.choice import MethodComparison, compare_in_context
+from botorch_dp.methods.dp_hypo import DPHyPOMethod
+from botorch_dp.methods.enumerate import EnumerateMethod
+from botorch_dp.methods.private_random_search import PrivateRandomSearchMethod
+from botorch_dp.methods.protocol import MethodContext, SimulatedMethod, config_delta
 from botorch_dp.optim import DPGIBOConfig
-from botorch_dp.plan import PrivatePlan, plan_private_run
-from botorch_dp.plan.method_choice import MethodComparison, compare_in_context
-from botorch_dp.plan.method_dp_hypo import DPHyPOMethod
-from botorch_dp.plan.method_protocol import CandidateMethod, MethodContext, SimulatedMethod, config_delta
-from botorch_dp.plan.method_random_search import PrivateRandomSearchMethod
+from botorch_dp.plan.search import PrivatePlan, plan_private_run
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
-from botorch_dp.privacy.ledger import PrivacyLedger
-from botorch_dp.privacy.statement import guarantee_statement
 from botorch_dp.tuning.encoding import MixedEncoding
-from botorch_dp.tuning.method_enumerate import EnumerateMethod
-from botorch_dp.tuning.method_runs import batch_size_of, selection_timing, with_max_trials, without_proxy
 from botorch_dp.tuning.search_space import SearchSpace
-from botorch_dp.tuning.tune_result import ConfigurationRun, TuneGuarantee, TuneObjective, TuneResult, configs_objective
+from botorch_dp.tuning.tune_result import TuneObjective, configs_objective
 from botorch_dp.utils import child_seeds
 
-__all__ = ["MixedChoice", "choose_mixed_method", "run_mixed_selection"]
+__all__ = ["MixedChoice", "choose_mixed_method"]
 
 
 @dataclass
@@ -104,7 +100,7 @@ def choose_mixed_method(
         )
     encoding = MixedEncoding(space)
     enumerate_method = EnumerateMethod(
-        encoding, tuple(configurations), tuple(p.config for p in plans), score_mu, loss_clip
+        tuple(configurations), tuple(p.config for p in plans), score_mu, loss_clip, full_mu, tuple(plans)
     )
     methods: list[SimulatedMethod] = (
         [enumerate_method, PrivateRandomSearchMethod(), DPHyPOMethod()]
@@ -125,66 +121,3 @@ def choose_mixed_method(
     seeds = child_seeds([int(options.get("seed", 0)), 2], int(options.get("num_repeats", 3)))
     comparison = compare_in_context(encoding.objective(proxy), context, methods, seeds=seeds, progress=progress)
     return MixedChoice(plans, comparison)
-
-
-def run_mixed_selection(
-    method: str,
-    objective: TuneObjective,
-    space: SearchSpace,
-    full_config: DPGIBOConfig,
-    *,
-    choice: MixedChoice | None,
-    ledger: PrivacyLedger | None,
-    loss_clip: float,
-    seed: int | None,
-    progress: bool,
-    executor: Any,
-    max_trials: int | None = None,
-) -> TuneResult:
-    r"""Run private random search or DP-HyPO (``method``: forced, or the comparison's
-    recommendation) on the encoded ``objective`` at the full budget; see the module.
-
-    Without a comparison (no proxy), ``E[K]`` is the enumerate procedure's number of evaluations
-    with ``full_config``'s ``T`` and batch (``K (T b + 1)``, ``b`` the batch size, default
-    ``d + 1``) and ``C = loss_clip``. ``max_trials``: the run's public number of trials
-    (``method_runs.with_max_trials``).
-    """
-    encoding = MixedEncoding(space)
-    delta = config_delta(full_config)
-    candidate: CandidateMethod
-    if choice is not None:
-        candidate = choice.comparison.get(method)
-    else:
-        K = len(space.configurations())  # each configuration's run: T batches, then its scored final point
-        evaluations = K * (full_config.num_iterations * batch_size_of(full_config, space.dim) + 1)
-        candidate = without_proxy(method, loss_clip, full_config, encoding.bounds, evaluations)
-    candidate = with_max_trials(candidate, max_trials)
-    budget = candidate.gdp_mu if full_config.options.fitting.holds else None  # no guarantee fits no budget
-    ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=budget)
-    run = candidate.run_private(
-        encoding.objective(objective), ledger=ledger, seed=seed, progress=progress, executor=executor
-    )
-    configuration = encoding.configuration(run.theta)
-    released = dataclasses.replace(run, theta=run.theta[: space.dim])  # the relaxed coordinates, as every run's
-    if candidate.gdp_mu is not None:
-        spent = ledger.validation_mu(run.run_id)
-        guarantee = TuneGuarantee(spent, gdp_epsilon(spent, delta), delta)
-    else:
-        guarantee = TuneGuarantee(math.nan, run.epsilon, delta)
-    configuration_run = ConfigurationRun(
-        configuration, released, run.run_id, run.num_users, full_config, None, run.released_score
-    )
-    procedure, timing = selection_timing(run)
-    return TuneResult(
-        hyperparameters=encoding.to_natural(run.theta),
-        guarantee=guarantee,
-        runs=[configuration_run],
-        chosen=0,
-        statement=guarantee_statement(ledger, delta),
-        ledger=ledger,
-        score_mu=None,
-        method=run.method,
-        procedure=f"{procedure.rstrip('.')} (over the public encoding of {len(space.configurations())} configurations)",
-        methods=None if choice is None else choice.comparison,
-        timing=timing,
-    )

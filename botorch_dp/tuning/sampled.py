@@ -1,61 +1,33 @@
-r"""``tune(strategy="sample")``: Papernot–Steinke private selection over DP-GIBO runs.
-
-For a space with many categorical configurations: a hidden random number ``K`` of trials
-(a truncated negative binomial with ``η = 1``, ``K ≥ 1``, mean ``E[K]``), each a uniformly
-drawn configuration (public randomness), a DP-GIBO run on it at ``μ_run`` and the Gaussian
-score of its final point at ``μ_score``, so that each trial is ``μ₀``-GDP with
-``μ₀² = μ_run² + μ_score²`` (``μ_score² = f μ₀²``). The best-scoring trial is released:
-its configuration, its DP-GIBO release and its noisy score. Papernot & Steinke (2022, Thm. 2)
-bound the RDP of that release by the trial's curve (``privacy.analysis.private_selection``);
-``μ₀`` is the largest whose bound is ``(ε, δ)`` at the target, and the whole curve is charged
-to the ledger (one ``ValidationMechanism``) before the first trial. The trials' own releases
-go to a ledger of their own (they are inside the selection's bound), and ``K`` and the other
-trials stay hidden: ``TuneResult.runs`` holds the winner only (its settings without the trial's
-seed), the progress output is one bar that counts nothing (the trials draw none), the warnings
-of the losing trials are dropped (the winner's are shown once the selection is over), a
-non-finite loss in a trial's score counts 0 (``"zero_user"``) and any error during the trials is
-one ``HiddenTrialError`` that names no trial. With ``max_trials = M`` the procedure runs
-``max(K, M)`` trials and selects among the first ``K`` (the same release for the same seed).
-"""
+r"""Moved to ``botorch_dp.methods.sampled`` (``SampledMethod``); this module keeps the old import path,
+and ``sample_configurations``, the old entry point that takes ``tune``'s trial runner."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
-import secrets
-import uuid
-import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import torch
-from torch import Tensor
-
-from botorch_dp.baselines.selection import hidden_trials, padded_trials, selection_progress, timing_note
-from botorch_dp.optim import DPGIBOConfig
-from botorch_dp.optim.options.fitting import FIT_PART
-from botorch_dp.privacy.analysis.private_selection import (
-    per_trial_mu_for_epsilon,
-    private_selection_rdp,
-    sample_num_trials,
-)
-from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
-from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger, ValidationMechanism
-from botorch_dp.privacy.ledger.events import TRAINING_RDP_ORDERS, ValidationEvent
-from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
-from botorch_dp.privacy.seeding import noise_generator
-from botorch_dp.privacy.statement import guarantee_statement
+from botorch_dp.methods.protocol import ConfigurationRun
+from botorch_dp.methods.sampled import SAMPLE_PART, SampledMethod
+from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.tuning.encoding import MixedEncoding
 from botorch_dp.tuning.search_space import SearchSpace
-from botorch_dp.tuning.tune_result import ConfigurationRun, TuneGuarantee, TuneObjective, TuneResult, configs_objective
-from botorch_dp.utils import child_seeds
+from botorch_dp.tuning.tune_result import TuneObjective, TuneResult, tune_result
 
-__all__ = ["SAMPLE_PART", "sample_configurations"]
+__all__ = ["SAMPLE_PART", "SampledMethod", "sample_configurations"]
 
-#: The ledger part of the whole selection's RDP curve.
-SAMPLE_PART = "sample"
-DISTRIBUTION = "truncated_negative_binomial"
+
+@dataclass(frozen=True)
+class _GivenTrials(SampledMethod):
+    r"""``SampledMethod`` whose trials are ``run_one(choice, μ_run, seed, ledger, quiet=True)``."""
+
+    run_one: Any = dataclasses.field(default=None, repr=False)
+
+    def _trial(self, index: int, objective: Any, seed: int | None, executor: Any) -> ConfigurationRun:
+        run_mu = self.per_trial_mu * math.sqrt(1.0 - self.selection_share)
+        return self.run_one(self.configurations[index], run_mu, seed, PrivacyLedger(), quiet=True)
 
 
 def sample_configurations(
@@ -74,96 +46,11 @@ def sample_configurations(
     max_trials: int | None = None,
     holds: bool = True,
 ) -> TuneResult:
-    r"""Run the sampled strategy (see the module); ``run_one(choice, μ_run, seed, ledger, quiet=True)``
-    is ``tune``'s DP-GIBO run of one configuration without progress output. ``holds=False`` (the
-    runs' settings carry no guarantee: ``unsafe_allow_sensitive_fitting``) records ``μ = inf`` with
-    the selection, before any trial (public: the settings, not ``K``), and the result states no
-    guarantee."""
-    # calibrated on the ledger's grid of orders, so the ledger's statement of the charged curve is within ε too
-    per_trial_mu = per_trial_mu_for_epsilon(
-        target_epsilon=epsilon,
-        target_delta=delta,
-        mean_trials=mean_trials,
-        distribution=DISTRIBUTION,
-        orders=TRAINING_RDP_ORDERS,
-    )
-    run_mu = per_trial_mu * math.sqrt(1.0 - selection_share)
-    score_mu = per_trial_mu * math.sqrt(selection_share)
-    rdp = functools.partial(
-        private_selection_rdp, per_trial_mu=per_trial_mu, mean_trials=mean_trials, distribution=DISTRIBUTION
-    )
-    event = ValidationMechanism(
-        f"tune (sample): Papernot & Steinke over K ~ {DISTRIBUTION} with E[K] = {mean_trials:g} DP-GIBO runs, "
-        f"each run and its score {per_trial_mu:.4g}-GDP",
-        tuple(rdp(order) for order in TRAINING_RDP_ORDERS),
-    )
-    selection_id = f"tune-sample-{uuid.uuid4().hex}"
-    bound: dict[str, ValidationEvent] = {SAMPLE_PART: event}
-    if not holds:
-        bound[FIT_PART] = Gaussian(math.inf)
-    with ledger.charge(bound, run_id=selection_id, new_run=True) as meter:  # before any trial
-        for part, charged in bound.items():
-            meter.record(part, charged)
-    if seed is None:  # K and the configurations: public randomness, hidden, from OS entropy
-        rng = np.random.default_rng(secrets.randbits(128))
-        noise_gen = None
-    else:
-        rng = np.random.default_rng([int(seed), 1])
-        noise_gen = noise_generator(child_seeds([int(seed), 2], 1)[0], stacklevel=4)
-    eps = rdp_to_epsilon(rdp, delta)[0] if holds else math.inf
-    timing = timing_note(max_trials, distribution=DISTRIBUTION, mean_trials=mean_trials, per_trial="DP-GIBO run")
-    num_trials = sample_num_trials(distribution=DISTRIBUTION, mean_trials=mean_trials, rng=rng)
-    total = padded_trials(num_trials, max_trials)  # the trials after the K-th: run, then discarded
-    configurations = space.configurations()
-    scorer = GaussianScoreMechanism(loss_clip=loss_clip, per_trial_mu=score_mu, generator=noise_gen)
-    trial_seeds = [None] * total if seed is None else child_seeds([int(seed), 3], total)  # child k: any total
-    best: ConfigurationRun | None = None
-    best_score, best_warnings = math.inf, []
-    with selection_progress(progress), hidden_trials():
-        for k in range(total):
-            choice = configurations[int(rng.integers(len(configurations)))]
-            with warnings.catch_warnings(record=True) as caught:  # shown for the winner only, after the trials
-                warnings.simplefilter("always")
-                run = run_one(choice, run_mu, trial_seeds[k], PrivacyLedger(), quiet=True)  # inside the bound
-                losses = _trial_losses(objective, space, choice, run)
-            score = float(scorer.release(losses).scores[0])
-            if k < num_trials and (best is None or score < best_score):
-                best, best_score, best_warnings = run, score, list(caught)
-    assert best is not None  # K >= 1
-    for w in best_warnings:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    winner = _without_seed(best, best_score)
-    hyperparameters = space.to_natural(winner.result.release.theta, choice=winner.configuration)
-    assert isinstance(hyperparameters, dict)  # the natural values of one point (a d-vector)
-    return TuneResult(
-        hyperparameters=dict(hyperparameters),
-        guarantee=TuneGuarantee(math.nan, eps, delta),
-        runs=[winner],
-        chosen=0,
-        statement=guarantee_statement(ledger, delta),
-        ledger=ledger,
-        score_mu=score_mu,
-        timing=timing,
-    )
-
-
-def _without_seed(run: ConfigurationRun, score: float) -> ConfigurationRun:
-    r"""The winner as released: its noisy score, and its settings (and plan's) without the trial's
-    seed (a seeded call's child seed would give the winner's index, a lower bound on ``K``)."""
-    plan = run.plan if run.plan is None else dataclasses.replace(run.plan, config=_unseeded(run.plan.config))
-    return dataclasses.replace(run, config=_unseeded(run.config), plan=plan, noisy_score=score)
-
-
-def _unseeded(config: DPGIBOConfig) -> DPGIBOConfig:
-    return dataclasses.replace(config, seed=None)
-
-
-def _trial_losses(
-    objective: TuneObjective, space: SearchSpace, choice: dict[str, Any], run: ConfigurationRun
-) -> Tensor:
-    r"""The ``1 x n`` losses at a trial's final point, non-finite entries set to 0 (``"zero_user"``:
-    the score's sensitivity stays ``C/n``); a wrong shape raises (``HiddenTrialError`` outside)."""
-    losses = configs_objective(objective, space, choice)(run.result.release.theta.reshape(1, -1))
-    if losses.shape != (1, run.num_users):
-        raise ValueError("objective returned losses of the wrong shape at a trial's final point.")
-    return losses.to(torch.float64).nan_to_num(0.0, 0.0, 0.0)
+    r"""The sampled strategy (``methods.sampled``) with ``run_one`` as each trial's DP-GIBO run."""
+    configurations = tuple(space.configurations())
+    method = _GivenTrials(
+        configurations, (), epsilon, delta, mean_trials, selection_share, loss_clip, max_trials, (), holds,
+        run_one=run_one,
+    )  # fmt: skip
+    run = method.run_private(MixedEncoding(space).objective(objective), ledger=ledger, seed=seed, progress=progress)
+    return tune_result(run, space, ledger)

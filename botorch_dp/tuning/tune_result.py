@@ -1,4 +1,5 @@
-r"""What ``tune`` returns, and the helpers its strategies share (``one_call``, ``sampled``).
+r"""What ``tune`` returns (built one way: ``tune_result`` from the winner's ``MethodRun``), and how
+its objective is evaluated at θ (``configs_objective``).
 
 ``TuneResult`` holds only what the procedure releases: the chosen hyperparameters in natural
 units, the released runs (every configuration's with ``"enumerate"``, only the winner's with
@@ -19,12 +20,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from botorch_dp.optim import DPGIBOConfig, DPGIBOResult
+from botorch_dp.methods.choice import MethodComparison
+from botorch_dp.methods.enumerate import SCORE_PART, final_losses
+from botorch_dp.methods.protocol import ConfigurationRun, MethodRun
 from botorch_dp.optim.released_values import as_table, charges_of, finish, release_rows
-from botorch_dp.plan import MethodComparison, MethodRun, PrivatePlan
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
-from botorch_dp.privacy.statement import NO_GUARANTEE, GuaranteeStatement
+from botorch_dp.privacy.statement import NO_GUARANTEE, GuaranteeStatement, guarantee_statement
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 
 __all__ = [
@@ -36,13 +38,11 @@ __all__ = [
     "TuneResult",
     "configs_objective",
     "final_losses",
+    "tune_result",
 ]
 
 #: What ``tune`` takes as ``objective`` (and ``proxy``): configurations ↦ losses, or a θ-objective.
 TuneObjective = Callable[[list[dict[str, Any]]], Any] | SearchSpaceObjective
-
-#: The ledger part of the choice's scores (``"enumerate"``).
-SCORE_PART = "score"
 
 #: What a planning proxy's users are NOT (``TuneResult.guarantee_report``).
 PROXY_NOT_PROTECTED = (
@@ -72,25 +72,6 @@ class TuneGuarantee:
     def holds(self) -> bool:
         r"""Whether the procedure has a guarantee (a finite ``ε``)."""
         return math.isfinite(self.epsilon)
-
-
-@dataclass
-class ConfigurationRun:
-    r"""One configuration's DP-GIBO run and, with several, its released noisy score.
-
-    When ``tune`` ran another method (``TuneResult.method``, ``tuning.method_runs``), ``result``
-    is its ``plan.MethodRun`` (``result.release.theta`` is the released point, ``noisy_score``
-    the winner's released score; its own ``result`` is the selection's winner only) and
-    ``config`` DP-GIBO's planned settings, kept for reference.
-    """
-
-    configuration: dict[str, Any]
-    result: DPGIBOResult | MethodRun
-    run_id: str
-    num_users: int
-    config: DPGIBOConfig
-    plan: PrivatePlan | None = None
-    noisy_score: float | None = None
 
 
 @dataclass
@@ -309,13 +290,31 @@ def configs_objective(
     return ConfigsObjective(objective, space, choice)
 
 
-def final_losses(evaluate: Callable[[Tensor], Tensor], theta: Tensor, num_users: int, what: str) -> Tensor:
-    losses = evaluate(theta.reshape(1, -1))
-    if losses.shape != (1, num_users):
-        raise ValueError(f"objective returned shape {tuple(losses.shape)} at {what}, expected (1, {num_users}).")
-    if not torch.isfinite(losses).all():
-        raise ValueError(f"objective returned non-finite losses at {what}; nothing was released for the choice.")
-    return losses
+def tune_result(
+    run: MethodRun, space: SearchSpace, ledger: PrivacyLedger, methods: MethodComparison | None = None
+) -> TuneResult:
+    r"""The ``TuneResult`` of a method's private run (the one way ``tune`` builds one): the released
+    point in natural units, the released runs, and the guarantee (``μ``-GDP when ``run.mu`` is set,
+    else the run's ``(ε, δ)``); ``methods`` is the comparison on the proxy, if one was made."""
+    if run.mu is not None:
+        guarantee = TuneGuarantee(run.mu, gdp_epsilon(run.mu, run.delta), run.delta)
+    else:
+        guarantee = TuneGuarantee(math.nan, run.epsilon, run.delta)
+    natural = space.to_natural(torch.as_tensor(run.theta, dtype=torch.float64).reshape(-1), choice=run.configuration)
+    assert isinstance(natural, dict)  # one point
+    return TuneResult(
+        hyperparameters=dict(natural),
+        guarantee=guarantee,
+        runs=run.runs,
+        chosen=run.chosen,
+        statement=guarantee_statement(ledger, run.delta),
+        ledger=ledger,
+        score_mu=run.score_mu,
+        method=run.method,
+        procedure=run.procedure,
+        methods=methods,
+        timing=run.timing,
+    )
 
 
 def _row(quantity: str, value: Any, mu: float | None, epsilon: float) -> dict[str, Any]:

@@ -9,8 +9,9 @@ confidence (a false alarm has probability at most 1%; none in 300 simulated audi
 Gaussian releases of this size) and its leak detection at the row's 95% (300 simulated audits
 of a 2× leak at this size missed it twice).
 
-The 2× leak is made at the one place every Gaussian privacy draw goes through,
-``privacy.mechanisms._noise._gaussian(size, std, generator, secure_rng, dtype, device)``, so it
+The 2× leak is made at the places every Gaussian privacy draw goes through,
+``privacy.mechanisms._noise.release_gaussian`` and ``release_goe`` (each released at twice its
+``μ``, i.e. half its noise) and ``_noise._gaussian`` (AMP's perturbation, at half its std), so it
 halves the noise of every release (gradient, norm, count, preconditioner, scores, both AMP
 draws) whichever caller asks for it. Rows left out of the leak test, and why:
 ``exponential_selection`` (no Gaussian noise; its Gumbel fault is tested in
@@ -89,12 +90,14 @@ def test_quick_row_is_sound_and_its_design_separates(name):
 
 def halve_gaussian_noise(monkeypatch):
     """Every Gaussian privacy draw at half its standard deviation (the true μ doubles)."""
-    draw = _noise._gaussian
+    draw, release, goe = _noise._gaussian, _noise.release_gaussian, _noise.release_goe
 
     def halved(size, std, generator, secure_rng, dtype, device, **kwargs):
         return draw(size, std / 2, generator, secure_rng, dtype, device, **kwargs)
 
     monkeypatch.setattr(_noise, "_gaussian", halved)
+    monkeypatch.setattr(_noise, "release_gaussian", lambda statistic, *, mu, **kw: release(statistic, mu=2 * mu, **kw))
+    monkeypatch.setattr(_noise, "release_goe", lambda G, *, mu, **kw: goe(G, mu=2 * mu, **kw))
 
 
 @pytest.mark.parametrize("name", LEAK)

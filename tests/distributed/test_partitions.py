@@ -19,6 +19,7 @@ from botorch_dp.privacy.mechanisms import (
     clipped_partial_sum,
     release_partial_sums,
 )
+from botorch_dp.privacy.mechanisms._noise import release_gaussian
 from botorch_dp.privacy.seeding import PrivacyWarning
 
 D = 3
@@ -132,8 +133,13 @@ def test_release_of_partial_sums_refuses_bad_partials_before_drawing_noise():
     # the release is the in-process one: sum in order, divide by n, the mechanism's noise and cost
     other = ClippedPartialSum(torch.tensor([0.25, -1.0, 2.0], dtype=torch.float64), 4, 1)
     release = release_partial_sums(mech, [ok, other], diagnostics=True)
-    expected = (ok.total + other.total) / 10 + mech.noise_std * torch.randn(
-        3, generator=torch.Generator().set_state(state), dtype=torch.float64
+    expected, _ = release_gaussian(
+        (ok.total + other.total) / 10,
+        sensitivity=mech.sensitivity,
+        mu=mech.step_mu,
+        generator=torch.Generator().set_state(state),
+        secure_rng=False,
+        magnitude_bound=mech.clip_bound,
     )
     assert torch.equal(release.gradient, expected)
     assert release.cost.mu == mech.step_mu and release.diagnostics.clip_fraction == 0.1

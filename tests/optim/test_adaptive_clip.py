@@ -16,6 +16,7 @@ from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.privacy.analysis.gdp import gdp_mu
 from botorch_dp.privacy.ledger import PrivacyBudgetExceeded
 from botorch_dp.privacy.mechanisms import GaussianClipCountMechanism, count_within_clip
+from botorch_dp.privacy.mechanisms._noise import release_gaussian
 from botorch_dp.privacy.seeding import PrivacyWarning
 from tests.optim.loop_helpers import nl_config, normal_location
 
@@ -104,9 +105,18 @@ def test_count_release_adds_noise_of_std_one_over_mu_and_returns_its_cost():
     exact = count_within_clip(A, Y, 0.8)
     mech = GaussianClipCountMechanism(num_users=10, generator=torch.Generator().manual_seed(5))
     release = mech.release(A, Y, 0.8, 0.25)
-    z = torch.randn(1, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    # the grid release of the integer count (sensitivity 1, at most n) on the generator's draws
+    expected, noise = release_gaussian(
+        torch.tensor([float(exact)], dtype=torch.float64),
+        sensitivity=1.0,
+        mu=0.25,
+        generator=torch.Generator().manual_seed(5),
+        secure_rng=False,
+        magnitude_bound=10.0,
+    )
     assert release.noise_std == 4.0 and release.cost.mu == 0.25
-    assert release.count == float(exact + 4.0 * z[0])
+    assert noise is not None and 4.0 <= noise.noise_std < 4.0 * (1 + 2.0**-20 * (2 + 1 / 0.25))
+    assert release.count == float(expected[0]) and abs(release.count - exact) < 10 * 4.0
     with pytest.raises(ValueError, match="Expected 10 users"):
         mech.release(A, Y[:, :9], 0.8, 0.25)
     with pytest.raises(ValueError, match="clip_bound"):

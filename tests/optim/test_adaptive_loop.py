@@ -27,6 +27,7 @@ from botorch_dp.optim.noise_schedule import default_snr_factor
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
 from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
 from botorch_dp.privacy.mechanisms import ClippedMean, NormRelease, PrivacyCost, clipped_mean_gradient
+from botorch_dp.privacy.mechanisms._noise import release_gaussian
 from botorch_dp.privacy.seeding import noise_generator
 
 from .loop_helpers import nl_config, normal_location, resumed_each
@@ -85,9 +86,9 @@ def test_adaptive_run_spends_exactly_its_budget_with_one_norm_and_one_gradient_k
 
 
 def test_releases_are_the_clipped_mean_plus_realised_noise_from_the_schedule():
-    r"""Reproduce every release by hand: ``N_t = ‖ḡ_t‖ + (Δ/μ_N) z``, then ``μ_t`` from the
+    r"""Reproduce every release by hand: ``N_t = ‖ḡ_t‖`` released at ``μ_N``, then ``μ_t`` from the
     closed form ``σ_t = max(max(N_t, 0)/(c√d), Δ/μ_max)`` (or the rest, at the last step)
-    and ``g̃_t = ḡ_t + (Δ/μ_t) z'``, with ``z, z'`` the seeded generator's normals."""
+    and ``g̃_t = ḡ_t`` released at ``μ_t`` (``release_gaussian`` on the seeded generator)."""
     cfg = _cfg(record_non_private_diagnostics=True, num_iterations=30)
     opt, result = _run(cfg)
     r, diag = result.release, result.diagnostics
@@ -99,9 +100,8 @@ def test_releases_are_the_clipped_mean_plus_realised_noise_from_the_schedule():
     spent = 0.0
     for t in range(T):
         g_bar = diag.unnoised_gradients[t]
-        z0 = torch.randn(1, generator=gen, dtype=torch.float64)
-        z = torch.randn(D, generator=gen, dtype=torch.float64)
-        n_t = float(g_bar.norm() + (delta / mu_n) * z0[0])
+        common = dict(sensitivity=delta, generator=gen, secure_rng=False, magnitude_bound=2.0)
+        n_t = float(release_gaussian(g_bar.norm().reshape(1), mu=mu_n, **common)[0][0])
         assert r.noisy_norms[t] == pytest.approx(n_t, rel=1e-12, abs=1e-15) and r.norm_mus[t] == pytest.approx(mu_n)
         spent += mu_n**2
         sigma = max(max(n_t, 0.0) / (c_snr * math.sqrt(D)), delta / mu_max)
@@ -110,7 +110,8 @@ def test_releases_are_the_clipped_mean_plus_realised_noise_from_the_schedule():
         final = target**2 > rest - (mu_n**2 + mu_min**2) or t == 29
         mu_t = math.sqrt(rest) if final else target
         assert r.step_mus[t] == pytest.approx(mu_t, rel=1e-12)
-        torch.testing.assert_close(r.released_gradients[t], g_bar + (delta / mu_t) * z, rtol=1e-12, atol=1e-14)
+        expected, _ = release_gaussian(g_bar, mu=r.step_mus[t], **common)
+        assert torch.equal(r.released_gradients[t], expected)
         spent += mu_t**2
         assert final == (t == T - 1)
     assert T >= 3  # the closed form was exercised over several steps

@@ -1,8 +1,8 @@
 r"""The accounting cannot forget: one charge protocol, checked at the one place noise is drawn.
 
-A harness counts every release actually made — each call of the Gaussian draw
-(``mechanisms._noise._gaussian``, with the release's ``μ``) and of the exponential mechanism's
-Gumbel draw — and compares the ledger with it after randomized sequences (hypothesis) of
+A harness counts every release actually made — each call of the Gaussian releases
+(``mechanisms._noise.release_gaussian`` and ``release_goe``, with the release's ``μ``) and of
+the exponential mechanism's Gumbel draw — and compares the ledger with it after randomized sequences (hypothesis) of
 asks and tells, tells that fail after their release, retries, budget refusals, crashes
 and resumes, and two copies of one checkpoint resumed against one stored ledger: the
 ledger's composed cost is at least the composition of the releases made, and equal where
@@ -57,14 +57,19 @@ class Draws:
 def counting_draws():
     r"""Patch the draw sites of ``privacy.mechanisms._noise`` for the block; yields the ``Draws``."""
     draws = Draws()
-    gaussian, gumbel, exponential = _noise._gaussian, _noise._gumbel, ExponentialLossSelection.release_sums
+    gaussian, goe = _noise.release_gaussian, _noise.release_goe
+    gumbel, exponential = _noise._gumbel, ExponentialLossSelection.release_sums
     pending: list[float] = []
 
-    def counted_gaussian(size, std, *args, release_mu=None, **kwargs):
-        if std != 0.0:  # a draw (std 0: μ = inf, nothing is drawn or hidden)
-            assert release_mu is not None, "a Gaussian draw must say which release it is for"
-            draws.mus.append(release_mu)
-        return gaussian(size, std, *args, release_mu=release_mu, **kwargs)
+    def counted_gaussian(statistic, *, mu, per_coordinate=False, **kwargs):
+        if math.isfinite(mu):  # one release (μ = inf: nothing is drawn or hidden); q scores compose to μ√q
+            draws.mus.append(mu * math.sqrt(statistic.numel()) if per_coordinate else mu)
+        return gaussian(statistic, mu=mu, per_coordinate=per_coordinate, **kwargs)
+
+    def counted_goe(G, *, mu, **kwargs):
+        if math.isfinite(mu):
+            draws.mus.append(mu)
+        return goe(G, mu=mu, **kwargs)
 
     def counted_gumbel(*args, **kwargs):
         draws.mus.append(pending[-1])
@@ -74,12 +79,12 @@ def counting_draws():
         pending.append(PureDP(self.epsilon).mu)
         return exponential(self, *args, **kwargs)
 
-    _noise._gaussian, _noise._gumbel = counted_gaussian, counted_gumbel
+    _noise.release_gaussian, _noise.release_goe, _noise._gumbel = counted_gaussian, counted_goe, counted_gumbel
     ExponentialLossSelection.release_sums = exponential_release  # release() goes through it too
     try:
         yield draws
     finally:
-        _noise._gaussian, _noise._gumbel = gaussian, gumbel
+        _noise.release_gaussian, _noise.release_goe, _noise._gumbel = gaussian, goe, gumbel
         ExponentialLossSelection.release_sums = exponential
 
 

@@ -15,6 +15,7 @@ from botorch_dp.privacy.mechanisms import (
     gram_sqrt,
     sample_goe,
 )
+from botorch_dp.privacy.mechanisms._noise import release_goe
 from botorch_dp.utils import torch_threads
 
 F64 = torch.float64
@@ -120,9 +121,14 @@ def test_release_is_the_root_plus_scaled_goe_noise_and_returns_its_cost():
         sensitivity=0.1, privacy_mu=2.0, num_steps=9, generator=torch.Generator().manual_seed(5)
     )
     out = mech.release(X)
-    noise = sample_goe(3, generator=torch.Generator().manual_seed(5)) * mech.noise_std(4)
-    torch.testing.assert_close(out.matrix, gram_sqrt(X) + noise, rtol=0, atol=1e-14)
-    assert torch.equal(out.matrix, out.matrix.T)
+    # the grid release of G = (X Xᵀ)^{1/2} with w = (G_ii/√2, G_ij)'s sensitivity √t Δ at μ_H/√T
+    expected, noise = release_goe(
+        gram_sqrt(X), sensitivity=2 * 0.1, mu=2.0 / 3, generator=torch.Generator().manual_seed(5), secure_rng=False
+    )
+    assert torch.equal(out.matrix, expected) and torch.equal(out.matrix, out.matrix.T)
+    assert noise is not None and noise.noise_std >= mech.noise_std(4)
+    assert torch.equal(out.matrix / noise.grid, (out.matrix / noise.grid).round())
+    torch.testing.assert_close(out.matrix, gram_sqrt(X), rtol=0, atol=10 * mech.noise_std(4))
     assert out.cost == PrivacyCost(mu=2.0 / 3) and out.noise_std == mech.noise_std(4)
 
 

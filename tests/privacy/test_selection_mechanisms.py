@@ -28,6 +28,7 @@ from botorch_dp.privacy.mechanisms import (
     gumbel_max_index,
     os_entropy_uniform,
 )
+from botorch_dp.privacy.mechanisms._noise import release_gaussian
 
 
 def _data(seed: int = 0, d: int = 3, N: int = 5, n: int = 30) -> tuple[torch.Tensor, torch.Tensor]:
@@ -60,19 +61,21 @@ def test_each_step_releases_its_norm_and_gradient_at_most_once():
         step.release_gradient(0.5)
 
 
-def test_noise_is_the_generators_normals_times_sensitivity_over_mu():
-    r"""Exact: the norm noise is ``(Δ/μ_N) z_0`` and the gradient noise ``(Δ/μ) z_{1..d}``
-    for the generator's standard normals ``z`` (norm first, then gradient)."""
+def test_noise_is_the_generators_grid_release_at_sensitivity_and_mu():
+    r"""Exact: the norm is ``release_gaussian(‖ḡ‖, Δ, μ_N)`` and the gradient
+    ``release_gaussian(ḡ, Δ, μ)`` on the generator's draws (norm first, then gradient)."""
     A, Y = _data(d=4)
     mean, _ = clipped_mean_gradient(A, Y, 1.0)
     delta, norm_mu, grad_mu = 2.0 / 30, 0.3, 1.7
     mech = AdaptiveGaussianGradientMechanism(clip_bound=1.0, num_users=30, generator=torch.Generator().manual_seed(3))
     step = mech.clipped_mean(A, Y)
     norm, grad = step.release_norm(norm_mu), step.release_gradient(grad_mu)
-    z = torch.randn(5, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    g = torch.Generator().manual_seed(3)
+    common = dict(sensitivity=delta, generator=g, secure_rng=False, magnitude_bound=1.0)
+    norm_expected, _ = release_gaussian(mean.norm().reshape(1), mu=norm_mu, **common)
+    grad_expected, _ = release_gaussian(mean, mu=grad_mu, **common)
     assert norm.noise_std == pytest.approx(delta / norm_mu, rel=1e-15) and mech.noise_std(grad_mu) == delta / grad_mu
-    assert norm.norm == pytest.approx(float(mean.norm()) + delta / norm_mu * float(z[0]), rel=1e-14)
-    torch.testing.assert_close(grad.gradient, mean + delta / grad_mu * z[1:], rtol=1e-14, atol=1e-15)
+    assert norm.norm == float(norm_expected[0]) and torch.equal(grad.gradient, grad_expected)
 
 
 def test_noise_std_is_sensitivity_over_mu_statistically():

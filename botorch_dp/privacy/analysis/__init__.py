@@ -1,4 +1,5 @@
-r"""Pure privacy-analysis functions: μ-GDP (``gdp``), zCDP (``zcdp``), the RDP→(ε, δ)
+r"""Pure privacy-analysis functions: μ-GDP (``gdp``), zCDP (``zcdp``), the discrete Gaussian on a
+public grid that every Gaussian release uses (``discrete_gaussian``), the RDP→(ε, δ)
 conversion (``rdp``), the Rényi-DP bounds of private selection (``private_selection``) and
 the RDP curves and privacy profiles of objective perturbation / AMP
 (``objective_perturbation``) and the Rényi-DP bound of DP-HyPO's adaptive selection
@@ -8,6 +9,15 @@ No state and no torch: floats in, floats out, checked against published values a
 against ``dp_accounting``.
 """
 
+from botorch_dp.privacy.analysis.discrete_gaussian import (
+    DiscreteGaussianNoise,
+    calibrate_discrete_gaussian,
+    discrete_gaussian_grid,
+    discrete_gaussian_log_delta,
+    discrete_gaussian_mu,
+    discrete_gaussian_zcdp,
+    grid_sensitivity,
+)
 from botorch_dp.privacy.analysis.dp_hypo import (
     adaptivity_log_factors,
     check_ratio_bounds,
@@ -57,6 +67,13 @@ from botorch_dp.privacy.analysis.zcdp import compose_zcdp, gaussian_zcdp, gdp_to
 __all__ = [
     "DEFAULT_RDP_ORDERS",
     "DISTRIBUTIONS",
+    "DiscreteGaussianNoise",
+    "calibrate_discrete_gaussian",
+    "discrete_gaussian_grid",
+    "discrete_gaussian_log_delta",
+    "discrete_gaussian_mu",
+    "discrete_gaussian_zcdp",
+    "grid_sensitivity",
     "adaptivity_log_factors",
     "check_ratio_bounds",
     "dp_hypo_epsilon",

@@ -11,8 +11,11 @@ whenever the noise exists; without a meter the caller is responsible for the acc
 - ``sums``: those sums as the mechanisms receive them (``ClippedSum`` with the count within
   ``B`` from the same pass), the partitions' partial sums combined in a fixed order after
   checks, and the clamped loss sums of the evaluated selections.
-- ``_noise``: the only module that draws privacy noise (Gaussian, Gumbel, GOE), from the
-  operating system's entropy unless a generator was seeded.
+- ``_noise``: the only module that draws privacy noise, from the operating system's entropy
+  unless a generator was seeded: every Gaussian release (``release_gaussian``, ``release_goe``)
+  is the statistic rounded to a public power-of-two grid plus an exact discrete Gaussian
+  (``_discrete_gaussian``, integer arithmetic on the random words ``_noise`` gives it), released
+  exactly; Gumbel draws and AMP's noise are float samples.
 - ``gradient``: ``GaussianGradientMechanism`` (DP-GIBO's and noisy GD's release, noise
   ``2B√T/(nμ)``, Sopa et al., Thm. 3.1), the per-release ``AdaptiveGaussianGradientMechanism``
   and its ``ClippedMean`` (Menart et al.), ``release_partial_sums``.

@@ -1,53 +1,41 @@
-r"""The one module that draws privacy noise: Gaussian, Gumbel and GOE draws, from the operating
-system's entropy unless a caller seeded a generator, each preceded by its release's record.
+r"""The one module that draws privacy noise: every Gaussian release (``release_gaussian``,
+``release_goe``: the exact discrete Gaussian on a public power-of-two grid), Gumbel draws, and
+AMP's perturbation and output noise (``_gaussian``, continuous), from the operating system's entropy unless a
+caller seeded a generator, each preceded by its release's record.
 
 ``_charged`` records a release's cost through its charged step's meter immediately before
-the draw (``PrivacyLedger.charge``); every draw of the package goes through ``_gaussian``,
-``_gumbel`` or ``_goe`` here (``tests/privacy/test_boundary.py`` checks that no other module
-draws). The OS-entropy samplers reach the float64 floor (see ``os_entropy_normal``).
+the draw (``PrivacyLedger.charge``); every draw of the package goes through this module
+(``tests/privacy/test_boundary.py`` checks that no other module draws; the integer sampler
+``_discrete_gaussian`` only transforms the random words given to it here). A released value
+is ``γ·(M + k)`` with integers ``M = round(m/γ)`` and ``k ~ N_Z(0, s²)``, exact in float64, so
+its low-order bits carry nothing about ``m`` (``analysis.discrete_gaussian``). The
+OS-entropy float samplers below serve the Gumbel draws and AMP.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
+from botorch_dp.privacy.analysis.discrete_gaussian import DiscreteGaussianNoise, calibrate_discrete_gaussian
 from botorch_dp.privacy.checks import check_positive
 from botorch_dp.privacy.ledger.events import ValidationEvent
 from botorch_dp.privacy.ledger.meter import Meter
+from botorch_dp.privacy.mechanisms._discrete_gaussian import discrete_gaussian_from_words
 
 
-def _charged(
-    meter: Meter | None,
-    part: str,
-    event: ValidationEvent,
-    *,
-    release_mu: float | None = None,
-    generator: torch.Generator | None = None,
-    secure_rng: bool = False,
-) -> None:
+def _charged(meter: Meter | None, part: str, event: ValidationEvent) -> None:
     r"""Record a release's cost through its step's meter; called immediately before the draw.
 
-    A Gaussian release from OS entropy at a finite per-release ``release_mu`` above
-    ``MAX_OS_ENTROPY_RELEASE_MU`` is refused here first (``ValueError``: the sampler's
-    truncation would void the guarantee, see ``os_entropy_normal``), and a meter refuses an
-    event above its bound: either way nothing is recorded or drawn.
+    A meter refuses an event above its bound: then nothing is recorded or drawn. (The exact
+    discrete Gaussian of ``release_gaussian`` has no truncation, so no per-release ``μ`` is
+    refused here; the continuous ``_gaussian`` still refuses ``μ > MAX_OS_ENTROPY_RELEASE_MU``
+    on its OS-entropy path.)
     """
-    if (
-        release_mu is not None
-        and (secure_rng or generator is None)
-        and math.isfinite(release_mu)
-        and release_mu > MAX_OS_ENTROPY_RELEASE_MU
-    ):
-        raise ValueError(
-            f"release_mu (per-release μ) = {release_mu!r} exceeds MAX_OS_ENTROPY_RELEASE_MU = "
-            f"{MAX_OS_ENTROPY_RELEASE_MU}: the OS-entropy normal sampler's support ends at |Z| = "
-            f"{OS_ENTROPY_NORMAL_MAX_ABS:.2f}, so at this μ the release would not be μ-GDP (truncation "
-            "mass above 1e-30). Use a smaller μ per release (more steps, or a smaller budget). Nothing was released."
-        )
     if meter is not None:
         meter.record(part, event)
 
@@ -62,7 +50,8 @@ def _gaussian(
     *,
     release_mu: float | None = None,
 ) -> Tensor:
-    r"""``size`` draws of ``N(0, std²)``: the only place privacy noise is sampled.
+    r"""``size`` draws of continuous ``N(0, std²)``: AMP's perturbation ``b`` and output noise, and
+    ``sample_goe``; every other released Gaussian goes through ``release_gaussian``.
 
     ``generator=None`` (the default everywhere) or ``secure_rng`` draws from the operating
     system's entropy (``os_entropy_normal``); a generator is used only when the caller seeded
@@ -305,3 +294,159 @@ def _goe(
     (all zeros, and no draw, when ``std = 0``)."""
     Z = _gaussian(k * k, std, generator, secure_rng, dtype, device, release_mu=release_mu).reshape(k, k)
     return (Z + Z.transpose(0, 1)) / math.sqrt(2.0)
+
+
+# ---- exact releases on a public grid (the discrete Gaussian) ----
+
+_WORD_MASK = 2**62 - 1  # 62 random bits per int64 word
+
+
+def _word_source(
+    generator: torch.Generator | None, secure_rng: bool, device: torch.device | None = None
+) -> Callable[[int], Tensor]:
+    r"""A function ``n ↦`` ``n`` uniform int64 words in ``[0, 2^62)`` on ``device`` (default the CPU):
+    OS entropy, or the caller's seeded generator (``randint`` over a power-of-two range is exactly
+    uniform)."""
+    target = torch.device("cpu") if device is None else torch.device(device)
+    if secure_rng or generator is None:
+        return lambda n: (_os_entropy_words(n) & _WORD_MASK).to(target)
+    gen = generator
+    return lambda n: torch.randint(0, 2**62, (n,), generator=gen, dtype=torch.int64, device=gen.device).to(target)
+
+
+def discrete_gaussian_integers(
+    count: int,
+    scale: int,
+    *,
+    generator: torch.Generator | None = None,
+    secure_rng: bool = False,
+    device: torch.device | None = None,
+) -> Tensor:
+    r"""``count`` exact draws of the discrete Gaussian ``N_Z(0, s²)``, ``P(k) ∝ exp(−k²/(2s²))``.
+
+    Canonne, Kamath & Steinke (2020), Algorithms 1–3, with integer arithmetic only (int64,
+    vectorised over the draws: ``_discrete_gaussian``). The bits come from the operating
+    system's entropy unless a seeded ``generator`` is given (then the integers are reproducible).
+    Running time depends on the draws (not on any data).
+
+    Args:
+        count: Number of draws ``>= 0``.
+        scale: ``s``, an integer in ``[1, MAX_DISCRETE_GAUSSIAN_SCALE]``.
+        generator: A seeded generator for reproducible draws (``None``: OS entropy).
+        secure_rng: Draw from OS entropy even if a ``generator`` is given.
+        device: Where the integer work runs and the draws are returned (default the CPU).
+
+    Returns:
+        A ``count`` int64 tensor on ``device``.
+    """
+    return discrete_gaussian_from_words(count, scale, _word_source(generator, secure_rng, device), device)
+
+
+def _on_grid(statistic: Tensor, grid: float) -> Tensor:
+    r"""``M = round(m/γ)`` as int64 on the statistic's device (``m/γ`` is exact for a power of two
+    ``γ``), clamped to ``|M| <= 2^62``: rounding and clamping are 1-Lipschitz per coordinate.
+
+    The grid keeps ``|M|`` below ``2^52`` whenever the public magnitude bound holds, and then
+    ``γ (M + k)`` is exact in float64. Beyond it (a statistic without a bound, far above its
+    noise) the float64 value is the integer ``M + k`` rounded to 53 bits: still a function of the
+    released integer alone (``|k| < 2^37``: the sampler stops at ``V > 2^12``, so no int64
+    overflow)."""
+    scaled = statistic.detach().to(dtype=torch.float64) / grid
+    if not bool(torch.isfinite(scaled).all()):
+        raise ValueError("The statistic to release is not finite; nothing was released.")
+    return torch.round(scaled).clamp(-(2.0**62), 2.0**62).to(torch.int64)
+
+
+def release_gaussian(
+    statistic: Tensor,
+    *,
+    sensitivity: float,
+    mu: float,
+    generator: torch.Generator | None,
+    secure_rng: bool,
+    per_coordinate: bool = False,
+    magnitude_bound: float | None = None,
+) -> tuple[Tensor, DiscreteGaussianNoise | None]:
+    r"""Release ``γ (round(m/γ) + k)``, ``k ~ N_Z(0, s²)`` per coordinate: the only Gaussian release.
+
+    The grid ``γ`` and scale ``s`` come from ``calibrate_discrete_gaussian`` (public inputs
+    only): the release is ``μ``-GDP for a statistic of L2 sensitivity ``Δ`` over its ``d =
+    statistic.numel()`` coordinates (``per_coordinate``: each coordinate is its own 1-D release
+    of sensitivity ``Δ`` at ``μ``, e.g. one score each). The integers are exact, and so is the
+    released float64 ``γ (M + k)`` (``|M + k| < 2^53`` under the public magnitude bound, see
+    ``_on_grid``); the integers are drawn on the statistic's device, and the result is cast to
+    its dtype afterwards (post-processing). ``μ = inf`` releases the statistic itself.
+
+    Args:
+        statistic: The SENSITIVE tensor ``m`` (any shape).
+        sensitivity: ``Δ > 0``, its L2 sensitivity (per coordinate when ``per_coordinate``).
+        mu: ``μ > 0``: the release's GDP parameter (``inf``: no noise, non-private).
+        generator: A seeded generator (``None``: OS entropy).
+        secure_rng: Draw from OS entropy even if a ``generator`` is given.
+        per_coordinate: Calibrate each coordinate as a 1-D release.
+        magnitude_bound: A public bound on every ``|m_i|`` (see ``discrete_gaussian_grid``).
+
+    Returns:
+        ``(released, noise)``: the released tensor (shape and dtype of ``statistic``) and its
+        ``DiscreteGaussianNoise`` (``None`` for ``μ = inf``).
+    """
+    if math.isinf(check_positive(mu, "mu (μ)")):
+        return statistic.detach().clone(), None
+    dim = 1 if per_coordinate else max(statistic.numel(), 1)
+    noise = calibrate_discrete_gaussian(sensitivity=sensitivity, mu=mu, dim=dim, magnitude_bound=magnitude_bound)
+    rounded = _on_grid(statistic, noise.grid).reshape(-1)
+    k = discrete_gaussian_integers(
+        rounded.numel(), noise.scale, generator=generator, secure_rng=secure_rng, device=rounded.device
+    )
+    released = (rounded + k).to(torch.float64) * noise.grid
+    return released.reshape(statistic.shape).to(dtype=statistic.dtype), noise
+
+
+def release_goe(
+    G: Tensor,
+    *,
+    sensitivity: float,
+    mu: float,
+    generator: torch.Generator | None,
+    secure_rng: bool,
+    magnitude_bound: float | None = None,
+) -> tuple[Tensor, DiscreteGaussianNoise | None]:
+    r"""Release a symmetric ``k x k`` matrix with discrete GOE-shaped noise on the grid.
+
+    In the coordinates ``w = (G_ii/√2, G_ij (i<j))``, ``‖w − w′‖₂ = ‖G − G′‖_F/√2 ≤ Δ``
+    (``sensitivity``). Off-diagonal entries get ``N_Z(0, s²)`` and diagonal entries
+    ``N_Z(0, s_d²)`` with ``s_d = isqrt(2s²) + 1 > √2 s`` (the continuous GOE's ``√2``), each
+    after rounding to ``γ``; by the triangle inequality the rounding adds at most
+    ``‖(1/√2, …, 1, …)‖ = k/√2`` steps, so the calibration uses ``d = k²/2`` and the release
+    is ``μ``-GDP. ``μ = inf`` releases ``G``.
+
+    Args:
+        G: The SENSITIVE symmetric ``k x k`` matrix.
+        sensitivity: ``Δ``, the largest ``‖G − G′‖_F/√2`` (the L2 sensitivity of ``w``).
+        mu: ``μ > 0`` (``inf``: no noise).
+        generator: A seeded generator (``None``: OS entropy).
+        secure_rng: Draw from OS entropy even if a ``generator`` is given.
+        magnitude_bound: A public bound on every ``|G_ij|``.
+
+    Returns:
+        ``(released, noise)`` as for ``release_gaussian`` (``noise.scale`` is the off-diagonal ``s``).
+    """
+    if math.isinf(check_positive(mu, "mu (μ)")):
+        return G.detach().clone(), None
+    k = G.shape[-1]
+    noise = calibrate_discrete_gaussian(
+        sensitivity=sensitivity, mu=mu, dim=k * k / 2.0, magnitude_bound=magnitude_bound
+    )
+    rounded = _on_grid(G, noise.grid)
+    upper = torch.triu_indices(k, k, offset=1, device=G.device)
+    off, diag = (
+        discrete_gaussian_integers(count, scale, generator=generator, secure_rng=secure_rng, device=G.device)
+        for count, scale in ((upper.shape[1], noise.scale), (k, math.isqrt(2 * noise.scale * noise.scale) + 1))
+    )
+    steps = torch.zeros(k, k, dtype=torch.int64, device=G.device)
+    steps[upper[0], upper[1]] = off
+    steps = steps + steps.transpose(0, 1) + torch.diag(diag)
+    # the upper triangle and diagonal are released; the lower triangle copies them (post-processing)
+    symmetric = torch.triu(rounded) + torch.triu(rounded, diagonal=1).transpose(0, 1)
+    released = (symmetric + steps).to(torch.float64) * noise.grid
+    return released.to(dtype=G.dtype), noise

@@ -121,7 +121,14 @@ class GaussianClipCountMechanism:
         if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= self.num_users:
             raise ValueError(f"count must be an integer in [0, n = {self.num_users}]; nothing was released.")
         std = self.noise_std(mu)
-        _noise._charged(meter, part, Gaussian(mu), release_mu=mu, generator=self.generator, secure_rng=self.secure_rng)
-        host = torch.device("cpu")  # one number added to the integer count: no data device to follow
-        noise = _noise._gaussian(1, std, self.generator, self.secure_rng, torch.float64, host, release_mu=mu)
-        return ClipCountRelease(count=float(count + noise[0]), cost=PrivacyCost(mu=mu), noise_std=std)
+        _noise._charged(meter, part, Gaussian(mu))
+        host = torch.device("cpu")  # one integer count: no data device to follow
+        released, _ = _noise.release_gaussian(
+            torch.tensor([float(count)], dtype=torch.float64, device=host),
+            sensitivity=self.sensitivity,
+            mu=mu,
+            generator=self.generator,
+            secure_rng=self.secure_rng,
+            magnitude_bound=float(self.num_users),
+        )
+        return ClipCountRelease(count=float(released[0]), cost=PrivacyCost(mu=mu), noise_std=std)

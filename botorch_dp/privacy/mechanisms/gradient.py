@@ -61,7 +61,9 @@ class GaussianGradientMechanism:
 
     @property
     def noise_std(self) -> float:
-        r"""Noise standard deviation per coordinate, ``2B√T/(nμ)`` (0 when ``μ = inf``)."""
+        r"""Noise standard deviation per coordinate, ``2B√T/(nμ)`` (0 when ``μ = inf``): the
+        continuous-equivalent ``σ₀``; the discrete Gaussian drawn (``_noise.release_gaussian``) has
+        scale ``γ s``, larger by a relative ``2^-20 (1 + √d/μ_t)`` or so."""
         return gaussian_noise_std_for_mu(self.sensitivity, self.privacy_mu, self.num_steps)
 
     @property
@@ -73,12 +75,6 @@ class GaussianGradientMechanism:
     def step_mu(self) -> float:
         r"""GDP parameter ``μ/√T`` of one release."""
         return self.privacy_mu / math.sqrt(self.num_steps)
-
-    def sample_noise(self, d: int, dtype: torch.dtype = torch.float64, device: torch.device | None = None) -> Tensor:
-        r"""A ``d`` tensor ``N(0, noise_std² I)`` on ``device``."""
-        return _noise._gaussian(
-            d, self.noise_std, self.generator, self.secure_rng, dtype, device, release_mu=self.step_mu
-        )
 
     def release(
         self,
@@ -132,22 +128,21 @@ class GaussianGradientMechanism:
                 f"n = {self.num_users}, B = {self.clip_bound}."
             )
         mean, num_clipped = summed.mean(), summed.num_clipped
-        _noise._charged(
-            meter,
-            part,
-            Gaussian(self.step_mu),
-            release_mu=self.step_mu,
+        _noise._charged(meter, part, Gaussian(self.step_mu))
+        released, _ = _noise.release_gaussian(
+            mean,
+            sensitivity=self.sensitivity,
+            mu=self.step_mu,
             generator=self.generator,
             secure_rng=self.secure_rng,
+            magnitude_bound=self.clip_bound,
         )
-        noise = self.sample_noise(mean.shape[0], dtype=mean.dtype, device=mean.device)
-        released = (mean + noise).detach()
         info = None
         if diagnostics:
             info = ReleaseDiagnostics(
                 unnoised_gradient=mean.detach().clone(),
                 clip_fraction=num_clipped / self.num_users,
-                noise_norm=float(noise.norm()),
+                noise_norm=float((released - mean).norm()),
             )
         return GradientRelease(gradient=released, cost=PrivacyCost(mu=self.step_mu), diagnostics=info)
 
@@ -179,6 +174,7 @@ class ClippedMean:
         self._num_clipped = num_clipped
         self._sensitivity = sensitivity
         self._num_users = num_users
+        self._clip_bound = sensitivity * num_users / 2.0  # ‖ḡ‖ ≤ B = Δn/2: the grid's public magnitude bound
         self._generator = generator
         self._secure_rng = secure_rng
         self._released: set[str] = set()
@@ -207,15 +203,17 @@ class ClippedMean:
         """
         mu = check_positive(mu, "mu (norm release)")
         self._claim("norm")
-        _noise._charged(
-            meter, part, Gaussian(mu), release_mu=mu, generator=self._generator, secure_rng=self._secure_rng
+        _noise._charged(meter, part, Gaussian(mu))
+        released, _ = _noise.release_gaussian(
+            torch.linalg.vector_norm(self._mean).reshape(1),
+            sensitivity=self._sensitivity,
+            mu=mu,
+            generator=self._generator,
+            secure_rng=self._secure_rng,
+            magnitude_bound=self._clip_bound,
         )
         std = gaussian_noise_std_for_mu(self._sensitivity, mu)
-        noise = _noise._gaussian(
-            1, std, self._generator, self._secure_rng, self._mean.dtype, self._mean.device, release_mu=mu
-        )
-        value = float(torch.linalg.vector_norm(self._mean) + noise[0])
-        return NormRelease(norm=value, cost=PrivacyCost(mu=mu), noise_std=std)
+        return NormRelease(norm=float(released[0]), cost=PrivacyCost(mu=mu), noise_std=std)
 
     def release_gradient(
         self, mu: float, *, diagnostics: bool = False, meter: Meter | None = None, part: str = "grad"
@@ -233,21 +231,23 @@ class ClippedMean:
         """
         mu = check_positive(mu, "mu (gradient release)")
         self._claim("gradient")
-        _noise._charged(
-            meter, part, Gaussian(mu), release_mu=mu, generator=self._generator, secure_rng=self._secure_rng
-        )
-        std = gaussian_noise_std_for_mu(self._sensitivity, mu)
-        noise = _noise._gaussian(
-            self.dim, std, self._generator, self._secure_rng, self._mean.dtype, self._mean.device, release_mu=mu
+        _noise._charged(meter, part, Gaussian(mu))
+        released, _ = _noise.release_gaussian(
+            self._mean,
+            sensitivity=self._sensitivity,
+            mu=mu,
+            generator=self._generator,
+            secure_rng=self._secure_rng,
+            magnitude_bound=self._clip_bound,
         )
         info = None
         if diagnostics:
             info = ReleaseDiagnostics(
                 unnoised_gradient=self._mean.detach().clone(),
                 clip_fraction=self._num_clipped / self._num_users,
-                noise_norm=float(noise.norm()),
+                noise_norm=float((released - self._mean).norm()),
             )
-        return GradientRelease(gradient=(self._mean + noise).detach(), cost=PrivacyCost(mu=mu), diagnostics=info)
+        return GradientRelease(gradient=released.detach(), cost=PrivacyCost(mu=mu), diagnostics=info)
 
 
 class AdaptiveGaussianGradientMechanism:

@@ -164,6 +164,9 @@ class ObjectivePerturbationMechanism:
                 "The gradient-norm condition ‖∇L^P(θ̃)‖₂ ≤ τ does not hold at θ̃; nothing was released."
             )
         self._released = True
+        # continuous float noise, not the grid release (issue 40 item 1 leaves AMP out): τ is tiny next to
+        # σ_out, so rounding to a grid would dominate the Gaussian part's sensitivity 2τ/λ unless amp_rdp
+        # and calibrate_amp charged the rounded sensitivity (docs/security.md)
         noise = _noise._gaussian(
             self.dim,
             self.sigma_out,

@@ -139,13 +139,13 @@ class GOEPreconditionerMechanism:
             raise ValueError("The preconditioner's columns are not finite; nothing was released.")
         G = gram_sqrt(columns.detach())
         std = self.noise_std(t)
-        _noise._charged(
-            meter,
-            part,
-            Gaussian(self.step_mu),
-            release_mu=self.step_mu,
+        _noise._charged(meter, part, Gaussian(self.step_mu))
+        # GOE noise σ_B M is σ_B-isotropic in w = (G_ii/√2, G_ij), where ‖w − w′‖ ≤ ‖G − G′‖_F/√2 ≤ √t Δ
+        matrix, _ = _noise.release_goe(
+            G,
+            sensitivity=math.sqrt(t) * self.sensitivity,
+            mu=self.step_mu,
             generator=self.generator,
             secure_rng=self.secure_rng,
         )
-        noise = _noise._goe(k, std, self.generator, self.secure_rng, G.dtype, G.device, release_mu=self.step_mu)
-        return PreconditionerRelease(matrix=(G + noise).detach(), cost=PrivacyCost(mu=self.step_mu), noise_std=std)
+        return PreconditionerRelease(matrix=matrix.detach(), cost=PrivacyCost(mu=self.step_mu), noise_std=std)

@@ -75,15 +75,17 @@ class GaussianScoreMechanism:
         r"""Noised scores from the ``q`` clamped mean losses (SENSITIVE) over ``num_users`` users."""
         std = self.noise_std(num_users)
         composed = self.per_trial_mu * math.sqrt(means.shape[0])  # the q scores' μ together (per score: μ₀)
-        _noise._charged(
-            meter, part, Gaussian(composed), release_mu=composed, generator=self.generator, secure_rng=self.secure_rng
+        _noise._charged(meter, part, Gaussian(composed))
+        scores, _ = _noise.release_gaussian(
+            means,
+            sensitivity=self.loss_clip / num_users,
+            mu=self.per_trial_mu,
+            generator=self.generator,
+            secure_rng=self.secure_rng,
+            per_coordinate=True,
+            magnitude_bound=self.loss_clip,
         )
-        noise = _noise._gaussian(
-            means.shape[0], 1.0, self.generator, self.secure_rng, means.dtype, means.device, release_mu=composed
-        )
-        return ScoreRelease(
-            scores=means + std * noise, cost=PrivacyCost(mu=self.per_trial_mu, count=means.shape[0]), noise_std=std
-        )
+        return ScoreRelease(scores=scores, cost=PrivacyCost(mu=self.per_trial_mu, count=means.shape[0]), noise_std=std)
 
 
 def _checked_losses(losses: Tensor, nonfinite: NonfiniteLosses) -> Tensor:
@@ -255,14 +257,7 @@ class NoisyLossSelection:
         added from partitions) over ``num_users`` users, and the index of the smallest."""
         q = sums.shape[0]
         per_score_mu = self.total_mu / math.sqrt(q)
-        _noise._charged(
-            meter,
-            part,
-            Gaussian(self.total_mu),
-            release_mu=self.total_mu,
-            generator=self.generator,
-            secure_rng=self.secure_rng,
-        )
+        _noise._charged(meter, part, Gaussian(self.total_mu))
         scored = GaussianScoreMechanism(
             loss_clip=self.loss_clip, per_trial_mu=per_score_mu, generator=self.generator, secure_rng=self.secure_rng
         ).release_means(sums.detach().to(torch.float64) / num_users, num_users)

@@ -12,9 +12,8 @@ from botorch_dp import DPGIBO
 from botorch_dp.plan import DPGIBOMethod, MethodContext, MethodUnavailable, simulation_config
 from botorch_dp.privacy.ledger import PrivacyLedger
 from tests.optim.loop_helpers import normal_location
-
-from .plan_helpers import N_PRIVATE, N_PROXY, D
-from .plan_helpers import plan_config as _config
+from tests.plan.plan_helpers import N_PRIVATE, N_PROXY, D
+from tests.plan.plan_helpers import plan_config as _config
 
 
 def test_simulation_and_private_run_are_dp_gibo_with_the_planned_config():

@@ -18,10 +18,10 @@ from botorch_dp.plan import (
     plan_private_run,
 )
 from tests.optim.loop_helpers import normal_location
+from tests.plan.plan_helpers import N_PRIVATE, N_PROXY, D
+from tests.plan.plan_helpers import plan_config as _config
 
 from .method_helpers import narrow_basin, smooth_quadratic, uniform_mean_loss
-from .plan_helpers import N_PRIVATE, N_PROXY, D
-from .plan_helpers import plan_config as _config
 
 LOCAL_AND_RANDOM = (DPGIBOMethod(), PrivateRandomSearchMethod())
 

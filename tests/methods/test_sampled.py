@@ -1,4 +1,4 @@
-r"""tune(strategy="sample") (botorch_dp.tuning.sampled), issue 40 item 6: each trial runs at the stated
+r"""tune(strategy="sample") (botorch_dp.methods.sampled), issue 40 item 6: each trial runs at the stated
 per-trial μ (its DP-GIBO run at μ₀√(1 − f), its score at μ₀√f, never the full μ), the number of
 trials K is random with the stated truncated negative binomial (η = 1: geometric with mean E[K]),
 drawn from OS entropy without a seed, and the released trial is the one with the best released
@@ -17,13 +17,14 @@ import torch
 from scipy import stats
 
 from botorch_dp import tune
+from botorch_dp.methods import sampled as sampled_method
 from botorch_dp.optim import DPGIBO, DPGIBOConfig
 from botorch_dp.privacy.analysis.gdp import gdp_mu
 from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.tuning import Categorical, Hyperparameter, SearchSpace, one_call, sampled
+from botorch_dp.tuning import Categorical, Hyperparameter, SearchSpace, sampled
 from botorch_dp.tuning.tune_result import ConfigurationRun
 
 SPACE = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Categorical("arm", tuple(range(6)))])
@@ -70,7 +71,7 @@ def test_each_trial_runs_at_the_per_trial_mu_and_the_best_released_score_wins(mo
             run_mus.append(config.privacy_mu)
             super().__init__(config, **kw)
 
-    monkeypatch.setattr(one_call, "DPGIBO", RecordingDPGIBO)
+    monkeypatch.setattr(sampled_method, "DPGIBO", RecordingDPGIBO)
     finals: list[dict] = []
 
     def objective(configs):
@@ -145,7 +146,9 @@ def _sample(run_one, seed, mean_trials=3.0):
 
 def test_the_number_of_trials_has_the_stated_truncated_negative_binomial_distribution(monkeypatch):
     # η = 1: P[K = k] = γ(1 − γ)^{k−1}, γ = 1/E[K]; K counted over 300 seeded calls, chi-square on 7 cells
-    monkeypatch.setattr(sampled, "per_trial_mu_for_epsilon", lambda **kw: 0.5)  # the calibration is not under test
+    monkeypatch.setattr(
+        sampled_method, "per_trial_mu_for_epsilon", lambda **kw: 0.5
+    )  # the calibration is not under test
     mean_trials, runs = 3.0, 300
     counts = []
     for seed in range(runs):
@@ -167,7 +170,7 @@ def test_the_number_of_trials_has_the_stated_truncated_negative_binomial_distrib
 def test_without_a_seed_the_number_of_trials_and_the_noise_come_from_os_entropy(monkeypatch):
     # 20 unseeded calls: K is not one fixed value (all equal has probability below 1e-9 for a geometric
     # of mean 3) and no two calls' score noise is the same
-    monkeypatch.setattr(sampled, "per_trial_mu_for_epsilon", lambda **kw: 0.5)
+    monkeypatch.setattr(sampled_method, "per_trial_mu_for_epsilon", lambda **kw: 0.5)
     recorder = _Recorder(monkeypatch)
     counts, noises = [], []
     with warnings.catch_warnings():

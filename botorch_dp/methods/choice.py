@@ -1,0 +1,294 @@
+r"""The choice of METHOD: every candidate simulated on the public proxy (paired seeds), the best recommended.
+
+``compare_methods`` (the planner's step 5, ``plan_private_run``) resolves each ``Method``
+(``methods.protocol``) against the public ``MethodContext`` (the private run's ``n``, ``(ε, δ)``,
+box, DP-GIBO's planned config and its number of evaluations), simulates it ``r`` times on the
+proxy with the private run's noise (the same seeds for every method: repeat ``j`` of each method
+uses seed ``j``), scores each
+simulated release by the proxy's mean loss, and recommends the method with the lowest mean.
+The evidence is kept in the ``MethodComparison``: per method its losses, their mean ± standard
+error, and against the recommended one the paired wins and the paired difference ± its
+standard error. A candidate that cannot run at this budget or is too costly to simulate is
+listed with the reason and never recommended.
+
+Everything here reads only the PUBLIC proxy and public settings: it costs no privacy, and the
+sensitive objective is not an argument.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import torch
+from torch import Tensor
+
+from botorch_dp.methods.dp_gibo import DPGIBOMethod
+from botorch_dp.methods.dp_hypo import DPHyPOMethod
+from botorch_dp.methods.private_random_search import PrivateRandomSearchMethod
+from botorch_dp.methods.protocol import CandidateMethod, MethodContext, MethodUnavailable, SimulatedMethod, config_mu
+from botorch_dp.optim.config import DPGIBOConfig
+from botorch_dp.optim.public_checks import SettingsWarning
+from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from botorch_dp.privacy.seeding import PrivacyWarning
+from botorch_dp.utils import progress_bar
+
+__all__ = ["DEFAULT_METHODS", "MethodComparison", "MethodScore", "compare_in_context", "compare_methods"]
+
+DEFAULT_METHODS: tuple[CandidateMethod, ...] = (DPGIBOMethod(), PrivateRandomSearchMethod(), DPHyPOMethod())
+"""The candidates the planner compares by default."""
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values) if values else math.nan
+
+
+def _standard_error(values: Sequence[float]) -> float:
+    r = len(values)
+    if r < 2:
+        return math.nan
+    m = _mean(values)
+    return math.sqrt(math.fsum((x - m) ** 2 for x in values) / (r - 1) / r)
+
+
+@dataclass(frozen=True)
+class MethodScore:
+    r"""One candidate on the proxy (all values public).
+
+    Attributes:
+        name: The method's ``name``.
+        method: The resolved method (runs privately exactly as simulated), or ``None``; a
+            ``SimulatedMethod`` that is no ``CandidateMethod`` is run by its caller.
+        proxy_losses: The proxy's mean loss at the simulated release, one per repeat (paired
+            with the other methods' by seed); empty when unavailable.
+        unavailable: Why the method was not simulated, or ``None``.
+        seconds: Wall time of its simulations.
+    """
+
+    name: str
+    method: SimulatedMethod | None
+    proxy_losses: tuple[float, ...]
+    unavailable: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def mean_proxy_loss(self) -> float:
+        return _mean(self.proxy_losses)
+
+    @property
+    def standard_error(self) -> float:
+        r"""Standard error of ``mean_proxy_loss`` over the repeats (NaN with fewer than 2)."""
+        return _standard_error(self.proxy_losses)
+
+
+@dataclass
+class MethodComparison:
+    r"""The candidates' scores on the proxy and the recommendation (all public).
+
+    Attributes:
+        scores: One ``MethodScore`` per candidate, in the order given.
+        best: The index of the recommended method (lowest mean proxy loss).
+        context: The ``MethodContext`` every candidate was resolved against.
+    """
+
+    scores: list[MethodScore]
+    best: int
+    context: MethodContext
+
+    @property
+    def recommended_name(self) -> str:
+        r"""The ``name`` of the recommended method."""
+        return self.scores[self.best].name
+
+    @property
+    def recommended(self) -> CandidateMethod:
+        r"""The recommended method, resolved (``run_private`` runs it as simulated)."""
+        return self.get(self.recommended_name)
+
+    def get(self, name: str) -> CandidateMethod:
+        r"""The resolved candidate called ``name``; ``ValueError`` naming it and why when absent,
+        unavailable or simulated only (its caller runs it)."""
+        for score in self.scores:
+            if score.name == name:
+                if score.method is None:
+                    raise ValueError(f"method={name!r} cannot run here: {score.unavailable}")
+                if not isinstance(score.method, CandidateMethod):
+                    raise ValueError(f"method={name!r} is simulated here only; its caller runs it privately.")
+                return score.method
+        raise ValueError(f"method={name!r} was not among the planned candidates {[s.name for s in self.scores]}.")
+
+    def paired(self, index: int) -> tuple[int, float, float]:
+        r"""Method ``index`` against the recommended one, repeat by repeat (same seeds):
+        ``(wins, mean difference, its standard error)``, where ``wins`` counts the repeats in
+        which the RECOMMENDED method's loss was lower and the difference is method minus
+        recommended (positive: the recommended one is better)."""
+        ours, theirs = self.scores[self.best].proxy_losses, self.scores[index].proxy_losses
+        diffs = [b - a for a, b in zip(ours, theirs, strict=True)]
+        return sum(d > 0 for d in diffs), _mean(diffs), _standard_error(diffs)
+
+    def table(self) -> str:
+        r"""Fixed-width table: method, mean proxy loss ± standard error, the recommended one's paired
+        wins and the paired difference against it (``*`` marks the recommendation), settings."""
+        r = len(self.scores[self.best].proxy_losses)
+        head = (
+            f"{'':1} {'method':>22} {'proxy loss':>11} {'+-':>8} {'* wins':>7} {'diff vs *':>10} {'+-':>8}  "
+            "settings (or why not run)"
+        )
+        lines = [head]
+        for i, s in enumerate(self.scores):
+            if s.method is None:
+                lines.append(
+                    f"{'':1} {s.name:>22} {'-':>11} {'':>8} {'':>7} {'':>10} {'':>8}  not run: {s.unavailable}"
+                )
+                continue
+            se = "n/a" if math.isnan(s.standard_error) else f"{s.standard_error:.2g}"
+            if i == self.best:
+                wins, diff, dse = "-", "-", ""
+            else:
+                w, d, e = self.paired(i)
+                wins, diff, dse = f"{w}/{r}", f"{d:+.4g}", "n/a" if math.isnan(e) else f"{e:.2g}"
+            mark = "*" if i == self.best else ""
+            lines.append(
+                f"{mark:1} {s.name:>22} {s.mean_proxy_loss:>11.5g} {se:>8} {wins:>7} {diff:>10} {dse:>8}  "
+                f"{s.method.describe()}"
+            )
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        c = self.context
+        return (
+            f"method choice on the proxy ({c.num_proxy_users} users) for the private run on {c.num_users} users at "
+            f"epsilon = {c.epsilon:.4g}, delta = {c.delta:.3g}, d = {c.bounds.shape[1]}; noise simulated at the "
+            f"private scale, {len(self.scores[self.best].proxy_losses)} paired repeats; recommended (*): "
+            f"{self.scores[self.best].name}\n{self.table()}"
+        )
+
+
+_M = TypeVar("_M", bound=SimulatedMethod)
+
+
+def _check_methods(methods: Sequence[_M]) -> tuple[_M, ...]:
+    methods = tuple(methods)
+    if not methods:
+        raise ValueError("methods must hold at least one candidate method.")
+    for m in methods:
+        if not isinstance(m, SimulatedMethod):
+            raise ValueError(
+                f"methods: {m!r} is not a CandidateMethod (name, gdp_mu, resolved, simulate, run_private, "
+                "describe) nor a SimulatedMethod (name, resolved, simulate, describe)."
+            )
+    names = [m.name for m in methods]
+    if len(set(names)) != len(names):
+        raise ValueError(f"methods: the names must be unique, got {names}.")
+    return methods
+
+
+def compare_methods(
+    proxy_objective: Callable[[Tensor], Tensor],
+    config: DPGIBOConfig,
+    methods: Sequence[SimulatedMethod] = DEFAULT_METHODS,
+    *,
+    num_users: int,
+    num_proxy_users: int,
+    evaluations: float,
+    seeds: Sequence[int],
+    progress: bool = True,
+) -> MethodComparison:
+    r"""Simulate every candidate on the PUBLIC proxy at the private run's noise and recommend one.
+
+    Args:
+        proxy_objective: ``q x d`` points to the ``q x n_p`` per-user losses of PUBLIC users.
+        config: DP-GIBO's planned config at the private budget (``privacy_mu`` finite; its
+            ``target_delta`` is the run's ``δ``, ``ε = gdp_epsilon(μ, δ)``).
+        methods: The candidates (``CandidateMethod``; default DP-GIBO, private random search,
+            DP-HyPO).
+        num_users: ``n`` of the private run.
+        num_proxy_users: ``n_p``.
+        evaluations: DP-GIBO's number of evaluations with ``config`` (the selection methods'
+            default ``E[K]``).
+        seeds: One seed per repeat, the same for every method (paired repeats).
+        progress: Show a tqdm bar (public values only).
+
+    Returns:
+        The ``MethodComparison``.
+
+    Raises:
+        ValueError: Naming ``methods`` for a bad candidate list, or when no candidate can run.
+    """
+    delta = float(config.target_delta) if config.target_delta is not None else math.nan
+    context = MethodContext(
+        bounds=config.bounds.to(torch.float64),
+        num_users=int(num_users),
+        num_proxy_users=int(num_proxy_users),
+        epsilon=gdp_epsilon(config_mu(config), delta),
+        delta=delta,
+        config=config,
+        evaluations=float(evaluations),
+    )
+    return compare_in_context(proxy_objective, context, methods, seeds=seeds, progress=progress)
+
+
+def compare_in_context(
+    proxy_objective: Callable[[Tensor], Tensor],
+    context: MethodContext,
+    methods: Sequence[SimulatedMethod],
+    *,
+    seeds: Sequence[int],
+    progress: bool = True,
+) -> MethodComparison:
+    r"""``compare_methods`` against a given public ``context`` (its box may be another than DP-GIBO's:
+    ``tune`` compares on a mixed space's encoded cube, ``tuning.mixed_methods``).
+
+    Args:
+        proxy_objective: ``q x D`` points of ``context.bounds`` to the ``q x n_p`` per-user losses
+            of PUBLIC users.
+        context: The public ``MethodContext`` (``num_proxy_users`` set).
+        methods: The candidates (``SimulatedMethod``s: ``CandidateMethod``s, or methods their
+            caller runs privately).
+        seeds: One seed per repeat, the same for every method (paired repeats).
+        progress: Show a tqdm bar (public values only).
+
+    Returns:
+        The ``MethodComparison``.
+    """
+    methods = _check_methods(methods)
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ValueError("seeds must hold at least one seed (one per repeat).")
+    if context.num_proxy_users is None:
+        raise ValueError("context.num_proxy_users: the comparison simulates on a proxy of n_p users, got None.")
+    scores: list[MethodScore] = []
+    bar = progress_bar(total=len(methods) * len(seeds), disable=not progress, desc="choosing the method", unit="run")
+    with warnings.catch_warnings():
+        # seeded simulations are public randomness on public data, not releases; the proxy's n is not the run's
+        warnings.filterwarnings("ignore", category=PrivacyWarning)
+        warnings.filterwarnings("ignore", category=SettingsWarning)
+        try:
+            for m in methods:
+                start = time.perf_counter()
+                try:
+                    resolved = m.resolved(proxy_objective, context)
+                except MethodUnavailable as err:
+                    scores.append(MethodScore(m.name, None, (), str(err)))
+                    bar.update(len(seeds))
+                    continue
+                losses = []
+                for s in seeds:
+                    theta = resolved.simulate(proxy_objective, context, s)
+                    value = torch.as_tensor(proxy_objective(theta.reshape(1, -1))).to(torch.float64).mean()
+                    losses.append(float(value))
+                    bar.update(1)
+                scores.append(MethodScore(m.name, resolved, tuple(losses), None, time.perf_counter() - start))
+        finally:
+            bar.close()
+    available = [i for i, s in enumerate(scores) if s.method is not None]
+    if not available:
+        raise ValueError(
+            "methods: no candidate can run at this budget: " + "; ".join(f"{s.name}: {s.unavailable}" for s in scores)
+        )
+    best = min(available, key=lambda i: scores[i].mean_proxy_loss)
+    return MethodComparison(scores, best, context)
