@@ -19,6 +19,7 @@ The evaluation points and posterior traces are functions of the iterates (``to_j
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -164,7 +165,7 @@ def as_table(rows: list[dict[str, Any]], as_frame: bool | None) -> Any:
     if as_frame is False:
         return rows
     try:
-        import pandas
+        pandas: Any = importlib.import_module("pandas")  # optional: not a dependency, and untyped here
     except ImportError as error:
         if as_frame:
             raise ImportError("as_frame=True needs pandas (pip install pandas); it is optional.") from error
