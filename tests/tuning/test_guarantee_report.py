@@ -152,3 +152,19 @@ def test_the_statement_json_carries_the_runs_and_what_was_not_protected():
     assert any(line.startswith("training records: NO guarantee") for line in out["not_protected"])
     trained = json.loads(_result("dp_sgd").to_json())["statement"]["not_protected"]
     assert not any("training records" in line for line in trained)
+
+
+def test_a_proxy_s_users_are_named_among_what_was_not_protected():
+    proxy_noise = torch.randn(80, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 0.1
+
+    def proxy(configs):  # public users: their losses are read without noise
+        return (objective(configs)[:, :80] + proxy_noise).clamp(min=0)
+
+    plan_options = dict(fit_kernel=False, clip_quantiles=(0.9,), step_sizes=(0.2,), num_repeats=1)
+    result = _tune(
+        objective, CONTINUOUS, proxy=proxy, num_users=300, method="dp_gibo", plan_options=plan_options, num_iterations=2
+    )
+    assert result.planned_on_proxy and result.runs[0].plan is not None
+    _, unprotected, _ = _sections(result.guarantee_report())
+    assert "the proxy's users (proxy=): their losses were read without noise" in unprotected
+    assert not _result("continuous").planned_on_proxy
