@@ -259,8 +259,10 @@ def dp_sgd_rdp(
     if noise_multiplier == 0.0:
         return np.full(grid.shape, math.inf)
     rdp = compute_rdp(q=sample_rate, noise_multiplier=noise_multiplier, steps=steps, orders=grid)
-    # Opacus's series can round to about -1e-11 at small orders; RDP is never negative.
-    return np.maximum(np.asarray(rdp, dtype=np.float64).reshape(grid.shape), 0.0)
+    # Opacus's series can round to about -1e-11 at small orders; RDP is never negative. It overflows
+    # to NaN at large orders for some (q, σ, steps): read as inf, a valid bound (no guarantee there).
+    rdp = np.asarray(rdp, dtype=np.float64).reshape(grid.shape)
+    return np.where(np.isfinite(rdp), np.maximum(rdp, 0.0), math.inf)
 
 
 def full_batch_steps(

@@ -71,6 +71,11 @@ class TrainingConfig:
         num_threads: torch intra-op threads while training (restored afterwards); small
             models train several times faster on one thread, especially on a busy
             machine. ``None`` keeps torch's setting.
+        batches_per_epoch: ``k``, the number of batches (steps) per epoch; ``None``:
+            ``⌈m / batch_size⌉``. With DP-SGD the Poisson rate is ``1/k`` and a run takes
+            ``epochs·k`` steps, whatever the split's size ``m``: set it when ``m`` is not
+            public (a random subset, ``tuning.cheap_tuning``), so that the run's ``(q, steps)``
+            is. ``batch_size`` is then unused (the expected batch is ``m/k``).
     """
 
     epochs: int = 10
@@ -79,6 +84,11 @@ class TrainingConfig:
     hidden_sizes: tuple[int, ...] = (64,)
     seed: int = 0
     num_threads: int | None = 1
+    batches_per_epoch: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.batches_per_epoch is not None:
+            self.batches_per_epoch = check_positive_int(self.batches_per_epoch, "batches_per_epoch")
 
 
 @dataclass
@@ -191,10 +201,27 @@ def _batches_per_epoch(num_examples: int, batch_size: int) -> int:
     return math.ceil(num_examples / batch_size)
 
 
+class _FixedBatches:
+    r"""``k`` batches per epoch: a shuffled split of the ``m`` indices into ``k`` near-equal parts."""
+
+    def __init__(self, num_examples: int, num_batches: int, generator: torch.Generator) -> None:
+        self.num_examples, self.num_batches, self.generator = num_examples, num_batches, generator
+
+    def __len__(self) -> int:
+        return self.num_batches
+
+    def __iter__(self) -> Any:
+        order = torch.randperm(self.num_examples, generator=self.generator)
+        return iter([part.tolist() for part in torch.tensor_split(order, self.num_batches)])
+
+
 def _run_shape(num_examples: int, training: TrainingConfig) -> tuple[float, int]:
     r"""Opacus's Poisson loader samples with rate ``1 / len(loader)`` and takes
-    ``len(loader)`` steps per epoch, ``len(loader) = ⌈m / batch_size⌉``."""
+    ``len(loader)`` steps per epoch, ``len(loader) = ⌈m / batch_size⌉`` (or
+    ``training.batches_per_epoch``)."""
     k = _batches_per_epoch(check_positive_int(num_examples, "num_examples"), training.batch_size)
+    if training.batches_per_epoch is not None:
+        k = training.batches_per_epoch
     return 1.0 / k, training.epochs * k
 
 
@@ -366,7 +393,11 @@ def train_model(
             run_seed = secrets.randbits(63) if noise_seed is None else int(noise_seed)
             loader_seed, gradient_noise_seed = child_seeds(run_seed, 2)
         loader_gen = torch.Generator().manual_seed(loader_seed)
-        loader = DataLoader(dataset, batch_size=training.batch_size, shuffle=True, generator=loader_gen)
+        if training.batches_per_epoch is None:
+            loader = DataLoader(dataset, batch_size=training.batch_size, shuffle=True, generator=loader_gen)
+        else:  # len(loader) = k whatever len(dataset): Opacus's rate is then 1/k
+            batches = _FixedBatches(len(dataset), training.batches_per_epoch, loader_gen)
+            loader = DataLoader(dataset, batch_sampler=batches)
         history = None
         if dp_sgd is not None:
             from opacus import PrivacyEngine

@@ -2,8 +2,9 @@ r"""Pure privacy-analysis functions: μ-GDP (``gdp``), zCDP (``zcdp``), the disc
 public grid that every Gaussian release uses (``discrete_gaussian``), the RDP→(ε, δ)
 conversion (``rdp``), the Rényi-DP bounds of private selection (``private_selection``) and
 the RDP curves and privacy profiles of objective perturbation / AMP
-(``objective_perturbation``) and the Rényi-DP bound of DP-HyPO's adaptive selection
-(``dp_hypo``).
+(``objective_perturbation``), the Rényi-DP bound of DP-HyPO's adaptive selection
+(``dp_hypo``), the privacy-profile bound of private selection (``selection_profile``) and a
+DP-SGD trial as its base (``dp_sgd_selection``).
 
 No state and no torch: floats in, floats out, checked against published values and
 against ``dp_accounting``.
@@ -25,6 +26,13 @@ from botorch_dp.privacy.analysis.dp_hypo import (
     dp_hypo_epsilon_generic,
     dp_hypo_rdp,
     dp_hypo_rdp_curve,
+)
+from botorch_dp.privacy.analysis.dp_sgd_selection import (
+    dp_sgd_privacy_profile,
+    dp_sgd_rdp_curve,
+    max_rdp_curve,
+    reference_trial_curves,
+    selection_training_rdp,
 )
 from botorch_dp.privacy.analysis.gdp import (
     compose_gdp,
@@ -62,6 +70,13 @@ from botorch_dp.privacy.analysis.private_selection import (
     tnb_mean,
 )
 from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS, rdp_curve_delta, rdp_curve_epsilon, rdp_to_epsilon
+from botorch_dp.privacy.analysis.selection_profile import (
+    SELECTION_DISTRIBUTIONS,
+    PrivacyProfile,
+    max_privacy_profile,
+    selection_delta_pld,
+    selection_epsilon_pld,
+)
 from botorch_dp.privacy.analysis.zcdp import compose_zcdp, gaussian_zcdp, gdp_to_zcdp, zcdp_epsilon, zcdp_epsilon_cks
 
 __all__ = [
@@ -74,6 +89,16 @@ __all__ = [
     "discrete_gaussian_mu",
     "discrete_gaussian_zcdp",
     "grid_sensitivity",
+    "SELECTION_DISTRIBUTIONS",
+    "PrivacyProfile",
+    "dp_sgd_privacy_profile",
+    "dp_sgd_rdp_curve",
+    "max_privacy_profile",
+    "max_rdp_curve",
+    "reference_trial_curves",
+    "selection_delta_pld",
+    "selection_epsilon_pld",
+    "selection_training_rdp",
     "adaptivity_log_factors",
     "check_ratio_bounds",
     "dp_hypo_epsilon",

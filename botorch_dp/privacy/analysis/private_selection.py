@@ -60,9 +60,18 @@ _HAT_START, _HAT_STOP, _HAT_POINTS, _HAT_LIMIT = math.log(1e-3), math.log(1e6), 
 
 
 def _base_value(base_rdp: RDPCurve, order: float) -> float:
-    r"""``base_rdp(order)`` as a float, refused if NaN or negative (``inf`` allowed)."""
+    r"""``base_rdp(order)`` as a float; a non-finite value (NaN, ``±inf``) reads as ``inf``.
+
+    ``inf`` claims nothing at that order, so it is always a valid RDP bound. Opacus's
+    ``compute_rdp`` overflows to NaN at large orders for some ``(q, σ, steps)`` (e.g.
+    ``q = 0.0625``, ``σ = 3``, 240 steps: NaN from order ≈ 1091), where the true value is
+    large; reading it as ``inf`` leaves every other order's bound intact. A finite negative
+    value is refused (no Rényi divergence is negative).
+    """
     value = float(base_rdp(order))
-    if math.isnan(value) or value < 0.0:
+    if not math.isfinite(value):
+        return math.inf
+    if value < 0.0:
         raise ValueError(f"base_rdp must return values >= 0 (inf allowed); got {value!r} at order {order!r}.")
     return value
 
