@@ -71,7 +71,9 @@ def test_main_example_runs_and_releases_the_target_guarantee():
     printed = out.getvalue()
     assert printed == f"{h}\n{result.guarantee_report()}\n"
     assert "validation users (replace one user's losses): (epsilon = 1, delta = 1e-05)-DP" in printed
-    assert "training records" not in printed  # no DP-SGD here: only the validation users are protected
+    protected, unprotected = printed.split("What was NOT protected:")
+    assert "training records" not in protected  # no DP-SGD here: only the validation users are protected,
+    assert "training records: NO guarantee" in unprotected  # and the report says the training rows are not
 
 
 def test_the_readme_is_a_readme_with_links_that_resolve():

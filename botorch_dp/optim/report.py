@@ -121,7 +121,10 @@ def result(opt: Run) -> DPGIBOResult:
     if opt.config.record_non_private_diagnostics:
         diagnostics = NonPrivateDiagnostics.from_releases(list(s.diagnostics), opt.dim)
     return DPGIBOResult(
-        release=release, diagnostics=diagnostics, statement=guarantee_statement(opt.ledger, release.guarantee.delta)
+        release=release,
+        diagnostics=diagnostics,
+        statement=guarantee_statement(opt.ledger, release.guarantee.delta),
+        records=tuple(opt.ledger.validation_records(opt.run_id)),
     )
 
 

@@ -16,7 +16,9 @@ import torch
 from torch import Tensor
 
 from botorch_dp.optim.release_json import release_json
+from botorch_dp.optim.released_values import as_table, charges_of, finish, release_rows
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from botorch_dp.privacy.ledger import Record
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, ReleaseDiagnostics
 from botorch_dp.privacy.statement import NO_GUARANTEE, GuaranteeStatement
 
@@ -195,12 +197,35 @@ class DPGIBOResult:
 
     ``statement`` is what the run's ledger protected when the result was made (validation users,
     training records, and both composed; ``privacy.statement``): ``guarantee_report()`` says it
-    in words and ``to_json()`` writes it with the release.
+    in words and ``to_json()`` writes it with the release. ``records`` are the run's own validation
+    records in the ledger (public: keys and charges), which ``released_values()`` reads.
     """
 
     release: PrivateRelease
     diagnostics: NonPrivateDiagnostics | None = None
     statement: GuaranteeStatement | None = None
+    records: tuple[Record, ...] | None = None
+
+    def released_values(self, *, as_frame: bool | None = None) -> Any:
+        r"""One row per released quantity (``optim.released_values``): the iterates, each step's noisy
+        gradient (and norm, clip count, preconditioner), a private selection's release and the
+        returned ``θ``, each with its ``mu`` (this release's Gaussian-DP charge), ``epsilon`` (of what
+        the value depends on), ``delta`` and ``protected`` (the sets its guarantee covers). Nothing
+        un-noised: the NON-PRIVATE diagnostics are never read.
+
+        Args:
+            as_frame: ``None``: a pandas ``DataFrame`` when pandas is installed (optional), else a
+                list of dicts; ``True``: a ``DataFrame`` (``ImportError`` without pandas); ``False``:
+                the list of dicts.
+
+        Returns:
+            The table. The charges are the run's ledger records (``records``); a result without
+            them reads the ``μ`` the release holds, and leaves ``None`` where it holds none.
+        """
+        delta = self.release.guarantee.delta
+        charges = None if self.records is None else charges_of(self.records)
+        rows = release_rows(self.release, delta=delta, charges=charges)
+        return as_table(finish(rows, delta, self.statement), as_frame)
 
     def guarantee_report(self) -> str:
         r"""What was protected, in plain words: per protected set the ``(ε, δ)`` and how it was

@@ -11,12 +11,19 @@ on the ledger's order grid. The statement is public (it reads only what the ledg
 recorded) and holds no noise seed. A set whose ``ε`` is infinite (a release recorded at
 ``μ = inf``: a non-private run, or the ``unsafe_allow_sensitive_fitting`` opt-out's look at the
 losses) has NO guarantee, and the statement says so instead of an ``(ε, δ)``.
+
+It also says what is NOT protected (``not_protected``): the training records when the ledger
+holds no training entry (nothing recorded a DP training, so the models' training rows have no
+guarantee), what the neighbour relation keeps public (the number of validation users ``n``),
+and what comes after (a final model trained with the result is a new use of the data). And it
+says what the ledger's "runs" are (``validation_runs``): one entry per run id, e.g. a DP-GIBO
+run, the one release of the noisy scores that chose among runs, or a private selection.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,7 +33,7 @@ from botorch_dp.privacy.ledger.events import PureDP, TrainingMechanism, Validati
 from botorch_dp.privacy.ledger.filters import rdp_grid_epsilon
 from botorch_dp.utils import plain_json
 
-__all__ = ["NO_GUARANTEE", "GuaranteeStatement", "ProtectedSet", "guarantee_statement"]
+__all__ = ["NO_GUARANTEE", "GuaranteeStatement", "ProtectedSet", "guarantee_statement", "run_kind"]
 
 #: What each release part of a DP-GIBO step is, in words.
 _PARTS = {
@@ -35,12 +42,62 @@ _PARTS = {
     "clip": "noisy clip counts",
     "precond": "GOE preconditioner releases",
     "select": "a private selection of the returned iterate",
-    "score": "private choice(s) among runs by noisy validation scores",
+    "score": "release(s) of noisy validation scores (a private choice among runs)",
     "fit": "NON-PRIVATE looks at the losses (unsafe_allow_sensitive_fitting: mu = inf)",
 }
 
 #: How a protected set without a guarantee is stated.
 NO_GUARANTEE = "NO differential-privacy guarantee"
+
+#: The kinds of validation run a ledger holds (``run_kind``), in words, singular and plural.
+RUN_KINDS = {
+    "steps": ("DP-GIBO run (noisy steps)", "DP-GIBO runs (noisy steps)"),
+    "scores": (
+        "release of the noisy scores that chose among runs",
+        "releases of the noisy scores that chose among runs",
+    ),
+    "selection": (
+        "private selection (one entry for all its hidden trials)",
+        "private selections (one entry each for all its hidden trials)",
+    ),
+    "other": ("other release", "other releases"),
+}
+
+#: What is not protected whatever the ledger holds (the neighbour relation and what comes after).
+_ALWAYS_PUBLIC = (
+    "the number of validation users n, the search space and every setting: public (one user's losses "
+    "are replaced, never added or removed, so n is not hidden)",
+    "anything done with the result afterwards: training and publishing a final model with these "
+    "hyperparameters is a new use of the data, with its own guarantee that adds to this one (charge it "
+    "to the same ledger to state both)",
+)
+#: What is not protected when the ledger holds no training entry.
+NO_TRAINING = (
+    "training records: NO guarantee. No DP training was recorded in this ledger, so whatever the losses "
+    "were computed from besides the validation users (e.g. the rows each model was trained on) is used "
+    "without noise, and the released values depend on it; train with DP-SGD on this ledger "
+    "(TorchModelTuningObjective(dp_sgd=...)) to protect it"
+)
+
+
+def run_kind(keys: set[str]) -> str:
+    r"""The kind of a validation run, from the ledger keys it recorded: ``"steps"`` (a run of noisy
+    steps, e.g. DP-GIBO's ``step-0003``), ``"scores"`` (only ``"score"``: the release of the noisy
+    scores of a choice among runs), ``"selection"`` (only a whole selection's entry, ``"select"`` or
+    ``"sample"``, with an opt-out's ``"fit"``) or ``"other"``."""
+    parts = {parse_release_key(key) for key in keys}
+    if any(step is not None for step, _ in parts):
+        return "steps"
+    names = {part for _, part in parts}
+    if names == {"score"}:
+        return "scores"
+    if names and names <= {"select", "sample", "fit"} and names != {"fit"}:
+        return "selection"
+    return "other"
+
+
+def _count(count: int, kind: str) -> str:
+    return f"{count} {RUN_KINDS[kind][count != 1]}"
 
 
 @dataclass(frozen=True)
@@ -83,19 +140,37 @@ class GuaranteeStatement:
     r"""What a procedure protected: per protected set, and composed for people in both.
 
     ``composed`` is None unless the ledger holds both validation and training entries; it
-    applies only when the same people are in both sets (``str`` says so).
+    applies only when the same people are in both sets (``str`` says so). ``validation_runs``
+    counts the ledger's validation runs by kind (``run_kind``: ``"steps"``, ``"scores"``,
+    ``"selection"``, ``"other"``); ``not_protected()`` says what the guarantee does not cover.
     """
 
     validation: ProtectedSet | None
     training: ProtectedSet | None
     composed: ProtectedSet | None
+    validation_runs: dict[str, int] = field(default_factory=dict)
 
     @property
     def holds(self) -> bool:
         r"""Whether every protected set with releases has a guarantee (finite ``ε``)."""
         return all(part.holds for part in (self.validation, self.training, self.composed) if part is not None)
 
-    def __str__(self) -> str:
+    @property
+    def num_validation_runs(self) -> int:
+        r"""How many runs the ledger's validation side holds (one per run id; all of them compose)."""
+        return sum(self.validation_runs.values())
+
+    def runs_in_words(self) -> str:
+        r"""The ledger's validation runs by kind: ``"2 DP-GIBO runs (noisy steps), 1 release of ..."``."""
+        return ", ".join(_count(count, kind) for kind, count in self.validation_runs.items())
+
+    def not_protected(self) -> tuple[str, ...]:
+        r"""What this ledger's guarantee does NOT cover, one line each (see the module)."""
+        return ((NO_TRAINING,) if self.training is None else ()) + _ALWAYS_PUBLIC
+
+    def text(self, not_protected: tuple[str, ...] = ()) -> str:
+        r"""The statement in words, with ``not_protected`` (a caller's own lines, e.g. a proxy) added
+        to what was NOT protected."""
         lines = ["What was protected:" if self.holds else f"What was protected ({NO_GUARANTEE} where so marked):"]
         for part in (self.validation, self.training):
             if part is not None:
@@ -104,7 +179,12 @@ class GuaranteeStatement:
             lines.append("- nothing was released")
         if self.composed is not None:
             lines.append(f"- if the same people are in both sets, {self.composed.line()}")
+        lines.append("What was NOT protected:")
+        lines.extend(f"- {line}" for line in self.not_protected() + tuple(not_protected))
         return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()
 
     def to_dict(self) -> dict[str, Any]:
         r"""Plain JSON values (``inf`` as the string ``"inf"``; ``utils.plain_json``)."""
@@ -112,10 +192,21 @@ class GuaranteeStatement:
         out: dict[str, Any] = {"holds": self.holds}
         for name, part in parts.items():
             out[name] = None if part is None else plain_json({**asdict(part), "holds": part.holds})
+        out["validation_runs"] = dict(self.validation_runs)
+        out["not_protected"] = list(self.not_protected())
         return out
 
 
-def _validation(report: dict[str, Any], records: list[Any]) -> ProtectedSet | None:
+def _validation_runs(records: list[Any]) -> dict[str, int]:
+    r"""``{kind: count}`` of the validation runs ``records`` hold, in ``RUN_KINDS`` order (``run_kind``)."""
+    keys: dict[Any, set[str]] = {}
+    for record in records:
+        keys.setdefault(record.run_id, set()).add(record.key)
+    kinds = [run_kind(run_keys) for run_keys in keys.values()]
+    return {kind: kinds.count(kind) for kind in RUN_KINDS if kind in kinds}
+
+
+def _validation(report: dict[str, Any], records: list[Any], runs: dict[str, int]) -> ProtectedSet | None:
     if not records:
         return None
     parts: dict[str, int] = {}
@@ -128,13 +219,13 @@ def _validation(report: dict[str, Any], records: list[Any]) -> ProtectedSet | No
         else:
             part = parse_release_key(record.key)[1]
             parts[part] = parts.get(part, 0) + 1
-    mechanisms = tuple(
-        f"{count} × {_PARTS.get(part, part + ' releases')}"
-        if part == "score"
-        else f"{count} {_PARTS.get(part, part + ' releases')}"
-        for part, count in parts.items()
-    ) + tuple(other)
-    mechanisms += (f"composed over {report['num_runs']} run(s) on these users",)
+    mechanisms = tuple(f"{count} {_PARTS.get(part, part + ' releases')}" for part, count in parts.items()) + tuple(
+        other
+    )
+    kinds = ", ".join(_count(count, kind) for kind, count in runs.items())
+    mechanisms += (
+        f"composed over {report['num_runs']} run(s) on these users ({kinds}; every run in this ledger counts)",
+    )
     return ProtectedSet(
         "validation users", "replace one user's losses", report["epsilon"], report["delta"], mechanisms, report["mu"]
     )
@@ -165,7 +256,9 @@ def guarantee_statement(
         The ``GuaranteeStatement``.
     """
     report = ledger.report(delta, training_delta=training_delta)  # the ledger's own numbers for both sides
-    validation = _validation(report["validation"], ledger.validation_records())
+    records = ledger.validation_records()
+    runs = _validation_runs(records)
+    validation = _validation(report["validation"], records, runs)
     training = _training(report["training"], ledger.training_records())
     composed = None
     if validation is not None and training is not None:
@@ -182,4 +275,4 @@ def guarantee_statement(
                 else f"RDP of both sets added and converted at order {order:g}",
             ),
         )
-    return GuaranteeStatement(validation, training, composed)
+    return GuaranteeStatement(validation, training, composed, runs)

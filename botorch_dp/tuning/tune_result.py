@@ -23,6 +23,7 @@ from torch import Tensor
 from botorch_dp.methods.choice import MethodComparison
 from botorch_dp.methods.enumerate import SCORE_PART, final_losses
 from botorch_dp.methods.protocol import ConfigurationRun, MethodRun
+from botorch_dp.optim.released_values import as_table, charges_of, finish, release_rows
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.statement import NO_GUARANTEE, GuaranteeStatement, guarantee_statement
@@ -42,6 +43,18 @@ __all__ = [
 
 #: What ``tune`` takes as ``objective`` (and ``proxy``): configurations ↦ losses, or a θ-objective.
 TuneObjective = Callable[[list[dict[str, Any]]], Any] | SearchSpaceObjective
+
+#: What a planning proxy's users are NOT (``TuneResult.guarantee_report``).
+PROXY_NOT_PROTECTED = (
+    "the proxy's users (proxy=): their losses were read without noise to plan the runs (and to compare "
+    "the methods); the guarantee assumes they are public data, not among the people above"
+)
+#: A private selection's trial, in words, by method (``"sample"``: ``tune(strategy="sample")``).
+_TRIALS = {
+    "sample": "a DP-GIBO run on a configuration drawn at random, then its noisy score",
+    "private_random_search": "a point drawn at random and its noisy score",
+    "dp_hypo": "a point drawn from a density adapted to the earlier trials, and its noisy score",
+}
 
 
 @dataclass(frozen=True)
@@ -99,25 +112,120 @@ class TuneResult:
     timing: str | None = None
 
     def guarantee_report(self) -> str:
-        r"""What was protected, in plain words (``GuaranteeStatement``), after this procedure's own line."""
+        r"""What was protected and what was NOT, in plain words (``GuaranteeStatement``), after this
+        procedure's own line; then how its configurations became the ledger's runs (``runs_explained``);
+        then the ``cautions``."""
         g = self.guarantee
         if not g.holds:
-            return (
+            head = (
                 f"tune: {NO_GUARANTEE} for the validation users (epsilon = inf): a run looked at the "
-                f"sensitive losses outside the mechanisms (unsafe_allow_sensitive_fitting)\n{self.statement}"
+                "sensitive losses outside the mechanisms (unsafe_allow_sensitive_fitting)"
             )
-        how = (
-            f"by {self.procedure}"
-            if self.procedure is not None
-            else f"over {len(self.runs)} configuration(s) (mu = {g.mu:.4g} Gaussian DP)"
-            if math.isfinite(g.mu)
-            else "by Papernot–Steinke selection over a hidden number of sampled runs (RDP)"
+        else:
+            how = (
+                f"by {self.procedure}"
+                if self.procedure is not None
+                else f"over {len(self.runs)} configuration(s) (mu = {g.mu:.4g} Gaussian DP)"
+                if math.isfinite(g.mu)
+                else "by Papernot–Steinke selection over a hidden number of sampled runs (RDP)"
+            )
+            head = f"tune: (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})-DP for the validation users {how}"
+        unprotected = ((PROXY_NOT_PROTECTED,) if self.planned_on_proxy else ()) + (
+            () if self.timing is None else (self.timing,)
         )
-        timing = "" if self.timing is None else f"{self.timing}\n"
-        return (
-            f"tune: (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})-DP for the validation users {how}\n"
-            f"{timing}{self.statement}" + "".join(f"\nWARNING: {caution}" for caution in self.cautions)
-        )
+        lines = [head, self.statement.text(unprotected), "Configurations and runs:"]
+        lines += [f"- {line}" for line in self.runs_explained()]
+        return "\n".join(lines) + "".join(f"\nWARNING: {caution}" for caution in self.cautions)
+
+    @property
+    def planned_on_proxy(self) -> bool:
+        r"""Whether a proxy's losses were read (a run planned, or the methods compared, on it)."""
+        return self.methods is not None or any(r.plan is not None for r in self.runs)
+
+    def runs_explained(self) -> list[str]:
+        r"""How this procedure's configurations became the ledger's runs, in words (one line each):
+        a configuration is one combination of the categorical hyperparameters' values; a run is one
+        entry of the ledger (a DP-GIBO run, the one release of the choice's noisy scores, or a whole
+        private selection), and every run in the ledger composes."""
+        K, total = len(self.runs), self.statement.num_validation_runs
+        if self.method != "dp_gibo" or (K == 1 and self.score_mu is not None):  # a selection: the winner only
+            trial = _TRIALS.get(self.method if self.score_mu is None else "sample", "trial and its noisy score")
+            lines = [
+                f"one private selection over a hidden number of trials (each {trial}), recorded in the ledger "
+                "as ONE run (its whole guarantee, charged before the first trial): 1 run; only the winner is "
+                "released (1 configuration), never the number of trials nor a losing trial"
+            ]
+            own = 1
+        elif K > 1:
+            lines = [
+                f"{K} configuration(s) (the combinations of the categorical hyperparameters' values), each tuned "
+                f"by its own DP-GIBO run ({K} runs); then ONE release of their {K} noisy scores chose the best, "
+                f"and the ledger counts it as a run of its own: {K} + 1 = {K + 1} run(s), whose costs add up "
+                "(their mu squared sum to the total's)"
+            ]
+            own = K + 1
+        else:
+            lines = ["1 configuration (no categorical hyperparameter to choose): one DP-GIBO run, no choice: 1 run"]
+            own = 1
+        if total != own:
+            lines.append(
+                f"the ledger holds {total} run(s) on these validation users in all "
+                f"({self.statement.runs_in_words()}): runs recorded there besides this call's count too"
+            )
+        trainings = len(self.ledger.training_records())
+        if trainings:
+            lines.append(
+                f"{trainings} training run(s) on the training records (e.g. DP-SGD): one per model trained "
+                "while tuning (every evaluation of every run, and each scored final point), composed by the "
+                "training accountant; they are not validation runs"
+            )
+        return lines
+
+    def released_values(self, *, as_frame: bool | None = None) -> Any:
+        r"""One row per released quantity, like Optuna's ``trials_dataframe()`` (``optim.released_values``).
+
+        For each released run (``run``: its index in ``runs``; ``configuration``: its categorical
+        values): every DP-GIBO iterate and step release and its returned ``θ``; then each
+        configuration's noisy ``score`` (``"enumerate"``) or a selection's ``winner_score``; last the
+        chosen ``hyperparameters`` in natural units. ``mu`` is the Gaussian-DP charge of the row's own
+        noise, read from the ledger (``None`` for a value computed from other releases, and inside a
+        private selection, whose ``ε`` covers its winner as a whole); ``epsilon`` (at ``delta``) that
+        of what the value depends on; ``protected`` the sets covered. A private selection's table has
+        its winner only (never a losing trial, nor their number); nothing un-noised is read.
+
+        Args:
+            as_frame: ``None``: a pandas ``DataFrame`` when pandas is installed (optional), else a
+                list of dicts; ``True``: a ``DataFrame`` (``ImportError`` without pandas); ``False``:
+                the list of dicts.
+        """
+        g, ledger = self.guarantee, self.ledger
+        in_ledger = set(ledger.validation_run_ids())
+        rows: list[dict[str, Any]] = []
+        for k, run in enumerate(self.runs):
+            start = len(rows)
+            release = run.result.release
+            if hasattr(release, "iterates"):  # a DP-GIBO run (the winner of a sampled selection: inside its ε)
+                inside = run.run_id not in in_ledger  # its own records name what it released, not what it cost
+                records = run.result.records if inside else ledger.validation_records(run.run_id)
+                charges = None if records is None else charges_of(records)
+                rows += release_rows(release, delta=g.delta, charges=charges, within=g.epsilon if inside else None)
+            else:  # a selection's winner point (private random search, DP-HyPO)
+                rows.append(_row("theta", release.theta.tolist(), None, g.epsilon))
+            if run.noisy_score is not None:
+                chosen_by_scores = len(self.runs) > 1 and self.score_mu is not None
+                if chosen_by_scores:
+                    assert self.score_mu is not None
+                    rows.append(_row("score", run.noisy_score, self.score_mu, gdp_epsilon(self.score_mu, g.delta)))
+                else:
+                    rows.append(_row("winner_score", run.noisy_score, None, g.epsilon))
+            for row in rows[start:]:
+                row.update(run=k, configuration=dict(run.configuration))
+        rows.append({**_row("hyperparameters", dict(self.hyperparameters), None, g.epsilon), "run": self.chosen})
+        rows[-1]["configuration"] = dict(self.runs[self.chosen].configuration)
+        ordered = [
+            {"run": r["run"], "configuration": r["configuration"], **r} for r in finish(rows, g.delta, self.statement)
+        ]
+        return as_table(ordered, as_frame)
 
     def to_json(self, path: str | None = None) -> str:
         r"""The released hyperparameters, scores and guarantee as strict JSON (no noise seed)."""
@@ -207,3 +315,7 @@ def tune_result(
         methods=methods,
         timing=run.timing,
     )
+
+
+def _row(quantity: str, value: Any, mu: float | None, epsilon: float) -> dict[str, Any]:
+    return {"quantity": quantity, "step": None, "value": value, "mu": mu, "epsilon": epsilon}

@@ -61,6 +61,8 @@ def test_the_report_states_each_protected_set_in_words_and_the_repr_is_short(run
     report = result.guarantee_report()
     assert report.startswith("What was protected:") and "validation users (replace one user's losses)" in report
     assert f"epsilon = {result.release.guarantee.epsilon:.4g}" in report and "3 Gaussian gradient releases" in report
-    assert "training records" not in report  # nothing was trained privately here
+    protected, unprotected = report.split("What was NOT protected:")
+    assert "training records" not in protected  # nothing was trained privately here ...
+    assert "training records: NO guarantee" in unprotected  # ... and the report says so
     assert len(repr(result)) < 200 and "3 steps" in repr(result) and "NON-PRIVATE diagnostics" in str(result)
     assert math.isfinite(result.release.guarantee.epsilon)

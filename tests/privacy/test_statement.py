@@ -10,7 +10,7 @@ from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.ledger.events import TRAINING_RDP_ORDERS
-from botorch_dp.privacy.statement import guarantee_statement
+from botorch_dp.privacy.statement import guarantee_statement, run_kind
 from botorch_dp.training.dp_sgd import composed_training_epsilon
 
 DELTA = 1e-5
@@ -52,7 +52,15 @@ def test_training_and_the_composition_agree_with_opacus():
     assert statement.composed.epsilon < statement.training.epsilon + statement.validation.epsilon + 1.0
     assert "if the same people are in both sets" in str(statement)
     plain = statement.to_dict()
-    assert set(plain) == {"holds", "validation", "training", "composed_if_same_people"} and plain["holds"] is True
+    assert set(plain) == {
+        "holds",
+        "validation",
+        "training",
+        "composed_if_same_people",
+        "validation_runs",
+        "not_protected",
+    }
+    assert plain["holds"] is True
     assert plain["training"]["neighbours"] == "add or remove one record"
 
 
@@ -86,3 +94,36 @@ def test_a_release_at_mu_inf_is_stated_as_no_guarantee_never_as_epsilon_delta(wi
         assert statement.composed.holds is False and plain["composed_if_same_people"]["holds"] is False
     clean = guarantee_statement(_validation_ledger(), DELTA)
     assert clean.holds and "NO differential" not in str(clean) and clean.to_dict()["holds"] is True
+
+
+def test_the_runs_are_counted_by_kind_from_the_ledger_s_keys():
+    # issue 43, item 4: "composed over N run(s)" says what the runs are
+    ledger = _validation_ledger()  # two runs of steps
+    ledger.record_validation_step(0.2, run_id="choice", key="score")
+    ledger.record_validation_pure(1.0, run_id="selection", key="select")
+    ledger.record_validation_step(0.1, run_id="odd", key="something")
+    statement = guarantee_statement(ledger, DELTA)
+    assert statement.validation_runs == {"steps": 2, "scores": 1, "selection": 1, "other": 1}
+    assert statement.num_validation_runs == 5 == len(ledger.validation_run_ids())
+    text = str(statement)
+    assert "composed over 5 run(s) on these users (2 DP-GIBO runs (noisy steps), 1 release of the noisy scores" in text
+    assert "1 private selection (one entry for all its hidden trials), 1 other release;" in text
+    assert run_kind({"step-0000/fit", "step-0000/grad"}) == "steps" and run_kind({"sample", "fit"}) == "selection"
+    assert run_kind({"fit"}) == "other" and run_kind({"score", "step-0001"}) == "steps"
+
+
+def test_what_is_not_protected_names_the_training_records_unless_dp_training_was_recorded():
+    plain = guarantee_statement(_validation_ledger(), DELTA)
+    text = str(plain)
+    assert text.index("What was protected:") < text.index("What was NOT protected:")
+    unprotected = text.split("What was NOT protected:")[1]
+    assert "training records: NO guarantee" in unprotected and "number of validation users n" in unprotected
+    assert "training records" not in text.split("What was NOT protected:")[0]
+    assert plain.not_protected()[0].startswith("training records: NO guarantee")
+    ledger = _validation_ledger()
+    ledger.record_training_run(run_id=0, noise_multiplier=1.1, sample_rate=0.02, steps=300)
+    trained = guarantee_statement(ledger, DELTA)
+    assert not any("training records" in line for line in trained.not_protected())
+    assert "training records (add or remove one record)" in str(trained).split("What was NOT protected:")[0]
+    # a caller's own lines (a proxy, a selection's wall time) join the list
+    assert str(trained.text(("the proxy's users",))).endswith("- the proxy's users")

@@ -100,7 +100,9 @@ def test_each_configuration_routes_its_values_and_every_training_is_counted():
     # without DP-SGD: nothing on the training side (a new ledger held to μ), the validation side exactly at the target
     assert result.ledger.training_records() == [] and result.ledger.validation_mu_budget == gdp_mu(2.0, 1e-5)
     assert result.guarantee.mu == pytest.approx(gdp_mu(2.0, 1e-5), rel=1e-12)
-    assert result.statement.training is None and "training records" not in result.guarantee_report()
+    protected, unprotected = result.guarantee_report().split("What was NOT protected:")
+    assert result.statement.training is None and "training records" not in protected
+    assert "training records: NO guarantee" in unprotected
 
 
 def test_dp_sgd_trainings_are_charged_one_run_each_and_the_composition_is_recomputed():
