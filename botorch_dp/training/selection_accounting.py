@@ -15,10 +15,12 @@ every non-finite value is read as ``inf``, a valid (vacuous) bound at that order
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from scipy.optimize import brentq
 
 from botorch_dp.privacy.analysis.private_selection import DISTRIBUTIONS, private_selection_rdp_curve
 from botorch_dp.privacy.analysis.rdp import rdp_curve_delta, rdp_curve_epsilon
@@ -140,7 +142,8 @@ def calibrate_selection_noise(
 
     The selection's ε (``selection_epsilon`` of ``selection_rdp_curve`` of
     ``trial_rdp_curve(σ, shapes)``) decreases in ``σ`` (every order's value does), so ``σ`` is
-    found by bisection on ``log σ`` until the ε lies in ``[(1 − rtol)·target, target]``.
+    found by ``brentq`` on ``log σ``, aimed at the middle of ``[(1 − rtol)·target, target]``, and
+    checked to lie at or below the target.
 
     Args:
         target_epsilon: ``ε > 0`` of the whole selection on the training records.
@@ -159,6 +162,21 @@ def calibrate_selection_noise(
     """
     target_epsilon = check_positive(target_epsilon, "target_epsilon", allow_inf=False)
     target_delta = check_delta(target_delta, "target_delta")
+    shapes = tuple((float(q), int(t)) for q, t in shapes)
+    return _calibrated(target_epsilon, target_delta, shapes, float(mean_trials), distribution, float(tnb_eta), rtol)
+
+
+@functools.lru_cache(maxsize=64)
+def _calibrated(
+    target_epsilon: float,
+    target_delta: float,
+    shapes: tuple[tuple[float, int], ...],
+    mean_trials: float,
+    distribution: str,
+    tnb_eta: float,
+    rtol: float,
+) -> float:
+    r"""``calibrate_selection_noise`` on checked, hashable arguments (a pure function: cached)."""
 
     def epsilon(sigma: float) -> float:
         trial = trial_rdp_curve(sigma, shapes)
@@ -166,22 +184,25 @@ def calibrate_selection_noise(
         return selection_epsilon(curve, target_delta)
 
     lo, hi = _SIGMA_RANGE
-    eps_hi = epsilon(hi)
-    if eps_hi > target_epsilon:
+    if epsilon(hi) > target_epsilon:
         raise ValueError(
             f"epsilon={target_epsilon!r}: even the noise multiplier {hi:g} gives the selection (E[K] = "
             f"{mean_trials:g}, {distribution}) a larger epsilon at delta={target_delta:g}; the selection's "
             "own terms in E[K] cost more. Allow a larger epsilon or fewer expected trials. Nothing was trained."
         )
-    if epsilon(lo) <= target_epsilon:
-        return lo
-    for _ in range(200):
-        if eps_hi >= (1.0 - rtol) * target_epsilon:
-            break
-        mid = math.sqrt(lo * hi)
-        eps_mid = epsilon(mid)
-        if eps_mid > target_epsilon:
-            lo = mid
-        else:
-            hi, eps_hi = mid, eps_mid
-    return hi
+    # bracket from σ = 1 downwards (compute_rdp is slow at tiny σ): ε(lo) > target ≥ ε(hi)
+    lo = 1.0
+    while epsilon(lo) <= target_epsilon:
+        if lo <= _SIGMA_RANGE[0]:
+            return lo
+        lo, hi = max(lo / 4.0, _SIGMA_RANGE[0]), lo
+    # aim at the middle of the accepted band; ε(σ) is continuous (a minimum of continuous terms) and
+    # decreasing, so brentq on log σ converges; an infinite ε is capped to keep its arithmetic finite
+    aim = (1.0 - rtol / 2.0) * target_epsilon
+    root = brentq(lambda x: min(epsilon(math.exp(x)), 1e6) - aim, math.log(lo), math.log(hi), xtol=2e-4)
+    sigma = math.exp(root)
+    for _ in range(200):  # a rounding error above the target: step to the side of more noise
+        if epsilon(sigma) <= target_epsilon:
+            return sigma
+        sigma *= 1.0 + 1e-6
+    raise RuntimeError(f"The calibration of the selection's noise multiplier did not converge (sigma={sigma!r}).")
