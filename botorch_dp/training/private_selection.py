@@ -91,6 +91,14 @@ class TrainingSelectionResult:
     def is_private(self) -> bool:
         return True
 
+    @property
+    def guarantees(self) -> dict[str, tuple[float, float] | None]:
+        r"""``{protected set: (ε, δ) or None}`` over ``("validation", "training")`` (as ``MethodRun.guarantees``)."""
+        return {
+            name: (self.guarantee[name].epsilon, self.guarantee[name].delta) if name in self.guarantee else None
+            for name in ("validation", "training")
+        }
+
     def to_json(self) -> dict[str, Any]:
         r"""The public release as plain values (the model's weights are not included)."""
         return {
@@ -237,7 +245,7 @@ def select_training_runs(
     delta = check_delta(delta, "delta")
     validation_epsilon = epsilon if validation_epsilon is None else validation_epsilon
     validation_epsilon = check_positive(validation_epsilon, "validation_epsilon", allow_inf=False)
-    k_args = dict(mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta)
+    k_args: dict[str, Any] = dict(mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta)
 
     shapes = objective.possible_run_shapes()
     sigma = calibrate_selection_noise(target_epsilon=epsilon, target_delta=delta, shapes=shapes, **k_args)
@@ -293,10 +301,14 @@ def select_training_runs(
                     best = (value, hyperparameters, model)
     finally:
         cover.close()
-    winner = (None, None, None) if best is None else (best[1], best[2], best[0])
+    release: dict[str, Any] = dict(hyperparameters=None, model=None, released_score=None)  # K = 0 (Poisson)
+    if best is not None:
+        release = dict(hyperparameters=best[1], model=best[2], released_score=best[0])
     if non_private_trials:
-        return NonPrivateTrainingTrials(*winner, guarantee, not_protected, num_trials=K, trials=tuple(trials))
-    return TrainingSelectionResult(*winner, guarantee, not_protected)
+        return NonPrivateTrainingTrials(
+            **release, guarantee=guarantee, not_protected=not_protected, num_trials=K, trials=tuple(trials)
+        )
+    return TrainingSelectionResult(**release, guarantee=guarantee, not_protected=not_protected)
 
 
 def _checked_settings(

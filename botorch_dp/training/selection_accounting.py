@@ -60,7 +60,7 @@ def trial_rdp_curve(noise_multiplier: float, shapes: Sequence[tuple[float, int]]
     return curve
 
 
-def grid_hat_term(trial_rdp: Sequence[float]) -> Callable[[float], float]:
+def grid_hat_term(trial_rdp: Sequence[float] | np.ndarray) -> Callable[[float], float]:
     r"""P&S Thm. 2's ``L ↦ min_{λ̂ ≥ 1} (1 − 1/λ̂) ε(λ̂) + L/λ̂`` over ``λ̂ ∈ {1} ∪ TRAINING_RDP_ORDERS``.
 
     Any ``λ̂ ≥ 1`` gives a valid bound, so minimising over the grid is valid (at most slightly
@@ -79,7 +79,7 @@ def grid_hat_term(trial_rdp: Sequence[float]) -> Callable[[float], float]:
 
 
 def selection_rdp_curve(
-    trial_rdp: Sequence[float],
+    trial_rdp: Sequence[float] | np.ndarray,
     *,
     mean_trials: float,
     distribution: str = "truncated_negative_binomial",
@@ -123,7 +123,7 @@ def selection_rdp_curve(
     return np.array([curve(float(a)) for a in _ORDERS])
 
 
-def selection_epsilon(selection_rdp: Sequence[float], delta: float) -> float:
+def selection_epsilon(selection_rdp: Sequence[float] | np.ndarray, delta: float) -> float:
     r"""``ε`` at ``delta`` of a curve on ``TRAINING_RDP_ORDERS``, converted as the ledger converts it."""
     return rdp_curve_epsilon(np.asarray(selection_rdp, dtype=np.float64), _ORDERS, check_delta(delta))[0]
 

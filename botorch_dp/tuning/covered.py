@@ -148,7 +148,11 @@ class CoveredTraining:
             raise ValueError("A selection trial trains with DP-SGD: build the objective with dp_sgd=DPSGDConfig(...).")
         params = self._checked_trial(hyperparameters)
         run = {name: params[name] for name in self.training_routes()}
-        config = dataclasses.replace(self.training, **{k: int(v) for k, v in run.items() if k != "max_grad_norm"})
+        config = dataclasses.replace(
+            self.training,
+            epochs=int(run.get("epochs", self.training.epochs)),
+            batch_size=int(run.get("batch_size", self.training.batch_size)),
+        )
         clip = float(run.get("max_grad_norm", self.run_dp_sgd.max_grad_norm))
         return config, DPSGDConfig(noise_multiplier=noise_multiplier, max_grad_norm=clip)
 

@@ -48,7 +48,7 @@ def objective(small, space=SPACE, cls=CountingObjective, **kwargs):
 
 
 # ---------------------------------------------------------------------- the independent computation
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def opacus_curve(sigma, rate, steps):
     values = compute_rdp(q=rate, noise_multiplier=sigma, steps=steps, orders=ORDERS)
     return np.where(np.isfinite(values), values, np.inf)
