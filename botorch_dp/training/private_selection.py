@@ -226,8 +226,9 @@ def select_training_runs(
         validation_epsilon: ``ε`` of the validation users (``protect="both"``; default ``epsilon``).
         max_trials: Run ``max(K, max_trials)`` trials and discard those after the ``K``-th, so the
             run's length does not reveal ``K`` (unless ``K > max_trials``); costs compute.
-        seed: ``None`` (default): ``K``, the points and all noise from OS entropy. An integer:
-            reproducible (tests), with a ``PrivacyWarning``; the guarantee assumes it stays secret.
+        seed: ``None`` (default): ``K``, the points and all noise (DP-SGD's included) from OS
+            entropy. An integer: reproducible (tests), with a ``PrivacyWarning``; the guarantee
+            assumes it stays secret. The objective's own ``noise_seed`` is not used.
         ledger: The objective's ledger (default); another ledger is refused.
         progress: One progress bar for the whole selection (no count).
         non_private_trials: Return the NON-PRIVATE ``NonPrivateTrainingTrials``.

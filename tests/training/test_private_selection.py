@@ -293,3 +293,13 @@ def test_a_poisson_selection_without_trials_releases_nothing(small):
     release = result.release
     assert (release.hyperparameters, release.model, release.released_score) == (None, None, None)
     assert len(obj.ledger.training_records()) == 1  # charged all the same: K = 0 is one of its outcomes
+
+
+def test_padding_to_max_trials_runs_more_trials_and_releases_the_same(small):
+    plain, padded = objective(small), objective(small)
+    result = select_training_runs(plain, epsilon=3.0, delta=DELTA, mean_trials=3, seed=2, non_private_trials=True)
+    maximum = result.num_trials + 6
+    again = select_training_runs(padded, epsilon=3.0, delta=DELTA, mean_trials=3, seed=2, max_trials=maximum)
+    assert len(padded.seen) == maximum and len(plain.seen) == result.num_trials
+    assert (again.hyperparameters, again.released_score) == (result.hyperparameters, result.released_score)
+    assert again.guarantee["training"].details["p_more_than_max_trials"] > 0.0
