@@ -30,6 +30,7 @@ refuses them (``refuse_training_routes``): it charges one fixed run per evaluati
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -96,9 +97,10 @@ class CoveredTraining:
             values = list(h.choices)
         else:
             values = [h.lower, h.upper]
-        if name != "max_grad_norm" and not all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values
-        ):
+        if name == "max_grad_norm":
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf for v in values):
+                raise ValueError(f"space: max_grad_norm must take positive finite values only, got {h!r}.")
+        elif not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values):
             raise ValueError(f"space: {name} must be an Integer or a Categorical of positive ints, got {h!r}.")
         return values
 

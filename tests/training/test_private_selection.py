@@ -303,3 +303,14 @@ def test_padding_to_max_trials_runs_more_trials_and_releases_the_same(small):
     assert len(padded.seen) == maximum and len(plain.seen) == result.num_trials
     assert (again.hyperparameters, again.released_score) == (result.hyperparameters, result.released_score)
     assert again.guarantee["training"].details["p_more_than_max_trials"] > 0.0
+
+
+@pytest.mark.parametrize(
+    "hyperparameter",
+    [Hyperparameter("epochs", 1.0, 3.0), Hyperparameter("max_grad_norm", 0.0, 1.0), Categorical("batch_size", [0, 20])],
+)
+def test_a_training_hyperparameter_that_cannot_be_bounded_is_refused_before_anything(small, hyperparameter):
+    obj = objective(small, SearchSpace([Hyperparameter("lr", 0.05, 0.5, log_scale=True), hyperparameter]))
+    with pytest.raises(ValueError, match=hyperparameter.name):
+        select_training_runs(obj, epsilon=3.0, delta=DELTA, mean_trials=3, seed=1)
+    assert obj.seen == [] and obj.ledger.training_records() == []
