@@ -22,11 +22,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["HYPERPARAMETER_TARGETS", "Categorical", "HyperparameterTarget", "Integer", "check_name_and_target"]
+__all__ = [
+    "HYPERPARAMETER_TARGETS",
+    "TRAINING_HYPERPARAMETERS",
+    "Categorical",
+    "HyperparameterTarget",
+    "Integer",
+    "check_name_and_target",
+]
 
-#: Where a hyperparameter goes: a keyword of the optimizer or of the model constructor.
-HYPERPARAMETER_TARGETS: tuple[str, ...] = ("optimizer", "model")
-HyperparameterTarget = Literal["optimizer", "model"]
+#: Where a hyperparameter goes: a keyword of the optimizer or of the model constructor, or a
+#: setting of the DP-SGD run itself (``TRAINING_HYPERPARAMETERS``; searched only by
+#: ``training.private_selection.select_training_runs``, which bounds every trial's run).
+HYPERPARAMETER_TARGETS: tuple[str, ...] = ("optimizer", "model", "training")
+HyperparameterTarget = Literal["optimizer", "model", "training"]
+#: The names a ``"training"`` hyperparameter may have: epochs, (expected) batch size, clip norm.
+TRAINING_HYPERPARAMETERS: tuple[str, ...] = ("epochs", "batch_size", "max_grad_norm")
 
 
 def check_name_and_target(name: Any, target: Any) -> None:
@@ -36,6 +47,8 @@ def check_name_and_target(name: Any, target: Any) -> None:
         raise ValueError(f"Hyperparameter name must be a Python identifier (a keyword argument), got {name!r}.")
     if target is not None and target not in HYPERPARAMETER_TARGETS:
         raise ValueError(f"{name}: target must be one of {HYPERPARAMETER_TARGETS} or None, got {target!r}.")
+    if target == "training" and name not in TRAINING_HYPERPARAMETERS:
+        raise ValueError(f"{name}: target='training' is for {TRAINING_HYPERPARAMETERS} only, got {name!r}.")
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from torch import Tensor
 
 from botorch_dp.tuning.discrete import (
     HYPERPARAMETER_TARGETS,
+    TRAINING_HYPERPARAMETERS,
     Categorical,
     HyperparameterTarget,
     Integer,
@@ -39,6 +40,7 @@ from botorch_dp.tuning.discrete import (
 
 __all__ = [
     "HYPERPARAMETER_TARGETS",
+    "TRAINING_HYPERPARAMETERS",
     "Categorical",
     "Hyperparameter",
     "Integer",
@@ -353,8 +355,10 @@ def route_hyperparameters(
 
     An explicit ``Hyperparameter.target`` wins. Otherwise a name that the optimizer's
     signature lists (after its ``params``) goes to the optimizer, one that ``model_fn``'s
-    signature lists goes to the model, and when only one of them takes ``**kwargs`` the
-    name goes there. A name both list, or neither, raises.
+    signature lists goes to the model, a name of ``TRAINING_HYPERPARAMETERS`` (``epochs``,
+    ``batch_size``, ``max_grad_norm``) that neither lists is ``"training"`` (a setting of the
+    run itself), and when only one of them takes ``**kwargs`` the name goes there. A name
+    both list, or neither, raises.
 
     Args:
         space: The ``SearchSpace``.
@@ -362,7 +366,7 @@ def route_hyperparameters(
         model_fn: A model class or any ``(**kwargs) -> nn.Module``.
 
     Returns:
-        ``{name: "optimizer" | "model"}`` in the space's order.
+        ``{name: "optimizer" | "model" | "training"}`` in the space's order.
 
     Raises:
         ValueError: Naming the hyperparameter and the keywords each side accepts.
@@ -379,6 +383,9 @@ def route_hyperparameters(
             problem = "is a keyword of both the optimizer and model_fn"
         elif in_opt or in_model:
             routes[h.name] = "optimizer" if in_opt else "model"
+            continue
+        elif h.name in TRAINING_HYPERPARAMETERS:
+            routes[h.name] = "training"
             continue
         elif opt_var != model_var:
             routes[h.name] = "optimizer" if opt_var else "model"

@@ -38,6 +38,7 @@ from botorch_dp.training.dp_sgd import (
     train_model,
 )
 from botorch_dp.tuning.charged import ChargedTraining, TrainingTicket, same_event, shared_rows_ledger
+from botorch_dp.tuning.covered import CoveredTraining
 from botorch_dp.tuning.datasets import ClassificationData
 from botorch_dp.tuning.noise_estimate import estimate_training_noise_variance
 from botorch_dp.tuning.non_private import NaturalEvaluation, NonPrivateMetrics
@@ -52,7 +53,7 @@ __all__ = ["TorchModelTuningObjective", "estimate_training_noise_variance", "per
 _TARGET_RTOL = 1e-9
 
 
-class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective, NaturalEvaluation):
+class TorchModelTuningObjective(ChargedTraining, CoveredTraining, SearchSpaceObjective, NaturalEvaluation):
     r"""θ (``q x d``, unit cube) ↦ ``q x n`` per-user validation losses of a trained model.
 
     For each row of θ: map it to natural hyperparameters with ``space``, build the model
@@ -253,8 +254,9 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective, NaturalEv
         r"""``(optimizer keyword arguments, model keyword arguments)`` for natural values ``params``."""
         optimizer_kwargs = dict(self.optimizer_kwargs)
         model_kwargs: dict[str, float] = {}
-        for name, value in params.items():
-            (optimizer_kwargs if self.routes[name] == "optimizer" else model_kwargs)[name] = value
+        for name, value in params.items():  # "training" ones set the run (tuning.covered), not a keyword
+            if self.routes[name] != "training":
+                (optimizer_kwargs if self.routes[name] == "optimizer" else model_kwargs)[name] = value
         return optimizer_kwargs, model_kwargs
 
     # ------------------------------------------------------------------ training
@@ -277,6 +279,7 @@ class TorchModelTuningObjective(ChargedTraining, SearchSpaceObjective, NaturalEv
                 "configuration to train; evaluate objective.with_choice({...}) (one configuration of "
                 "space.configurations()), or call tune(objective, space, ...), which runs each of them."
             )
+        self.refuse_training_routes()  # charged runs have one fixed shape: tuning.covered
         planned = self.planned_run()
         return None if planned is None else DPSGDRun.checked(*planned)
 

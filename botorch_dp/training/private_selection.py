@@ -1,0 +1,460 @@
+r"""Private selection over whole DP-SGD training runs, with the training data protected.
+
+``select_training_runs`` is Papernot & Steinke's private random search (ICLR 2022) with one
+DP-SGD training run per trial: ``K`` random trials (``K`` truncated negative binomial or
+Poisson), each drawing hyperparameters from a public sampler and training one model with
+Opacus DP-SGD; only the best trial's hyperparameters, trained model and score are released.
+The WHOLE procedure's Rényi-DP curve (``training.selection_accounting``) is recorded ONCE on
+the training ledger before the first trial (and, when the validation users are protected
+too, the scores' selection curve on the validation ledger in the same up-front charge); the
+trials themselves record nothing (``TorchModelTuningObjective.train_covered`` under a
+``TrainingCover``), so the ledger never counts ``K``. The noise multiplier of every trial is
+calibrated so that the selection meets the target ``(ε, δ)`` on the training records.
+
+``K``, the losing trials and their scores stay hidden (``baselines.selection``'s guards: one
+error type, warnings dropped, one progress bar, ``max_trials`` padding); NON-PRIVATE
+diagnostics only with ``non_private_trials=True``.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from botorch_dp.baselines.base import BaselineGuarantee
+from botorch_dp.baselines.selection import (
+    check_max_trials,
+    hidden_trials,
+    padded_trials,
+    selection_progress,
+    timing_note,
+    trials_tail,
+)
+from botorch_dp.privacy.analysis.private_selection import (
+    DISTRIBUTIONS,
+    per_trial_mu_for_epsilon,
+    private_selection_rdp,
+    sample_num_trials,
+)
+from botorch_dp.privacy.checks import check_choice, check_delta, check_greater, check_positive
+from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger, TrainingMechanism, ValidationMechanism
+from botorch_dp.privacy.ledger.events import SELECTION_PART
+from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
+from botorch_dp.privacy.seeding import noise_generator
+from botorch_dp.training.cover import TrainingCover
+from botorch_dp.training.selection_accounting import (
+    calibrate_selection_noise,
+    selection_epsilon,
+    selection_rdp_curve,
+    trial_rdp_curve,
+)
+from botorch_dp.utils import child_seeds
+
+__all__ = ["PROTECT", "NonPrivateTrainingTrials", "TrainingSelectionResult", "select_training_runs"]
+
+#: What a selection over training runs protects: the training records, or those and the validation users.
+PROTECT: tuple[str, ...] = ("training", "both")
+_SHORT_NAMES = {"tnb": "truncated_negative_binomial"}
+
+Sampler = Callable[[torch.Generator], Mapping[str, Any]]
+"""``generator -> {name: natural value}``: a public distribution over the space's points."""
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class TrainingSelectionResult:
+    r"""What a private selection over training runs releases: the winner only.
+
+    Attributes:
+        hyperparameters: The winning trial's ``{name: natural value}`` (None: no trial, Poisson ``K = 0``).
+        model: Its trained model (the released DP-SGD run; None when ``K = 0``).
+        released_score: Its score (noisy with ``protect="both"``; the plain validation score,
+            which protects no validation user, with ``protect="training"``; None when ``K = 0``).
+        guarantee: Protected set (``"training"``, ``"validation"``) ↦ its ``(ε, δ)`` statement.
+        not_protected: The sets the release does not protect, each with why.
+    """
+
+    hyperparameters: dict[str, Any] | None
+    model: nn.Module | None
+    released_score: float | None
+    guarantee: dict[str, BaselineGuarantee]
+    not_protected: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_private(self) -> bool:
+        return True
+
+    @property
+    def guarantees(self) -> dict[str, tuple[float, float] | None]:
+        r"""``{protected set: (ε, δ) or None}`` over ``("validation", "training")`` (as ``MethodRun.guarantees``)."""
+        return {
+            name: (self.guarantee[name].epsilon, self.guarantee[name].delta) if name in self.guarantee else None
+            for name in ("validation", "training")
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        r"""The public release as plain values (the model's weights are not included)."""
+        return {
+            "hyperparameters": self.hyperparameters,
+            "released_score": self.released_score,
+            "guarantee": {
+                name: {"epsilon": g.epsilon, "delta": g.delta, "description": g.description, "details": g.details}
+                for name, g in self.guarantee.items()
+            },
+            "not_protected": dict(self.not_protected),
+        }
+
+    def __repr__(self) -> str:
+        guarantees = ", ".join(f"{k}: (ε={g.epsilon:.4g}, δ={g.delta:.3g})" for k, g in self.guarantee.items())
+        return (
+            f"TrainingSelectionResult(hyperparameters={self.hyperparameters!r}, "
+            f"released_score={self.released_score!r}, guarantee={{{guarantees}}})"
+        )
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class NonPrivateTrainingTrials(TrainingSelectionResult):
+    r"""NON-PRIVATE: every trial of a selection (``non_private_trials=True`` only; publish ``release``).
+
+    Attributes:
+        num_trials: ``K`` (padding trials excluded).
+        trials: One ``{"hyperparameters", "score", "plain_score"}`` per trial, in order: the score
+            the selection compared and the un-noised mean validation score.
+    """
+
+    num_trials: int = 0
+    trials: tuple[dict[str, Any], ...] = ()
+
+    NON_PRIVATE = True
+
+    @property
+    def release(self) -> TrainingSelectionResult:
+        r"""The winner only: what may be published."""
+        return TrainingSelectionResult(
+            self.hyperparameters, self.model, self.released_score, self.guarantee, self.not_protected
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"NonPrivateTrainingTrials(NON-PRIVATE: the {self.num_trials} trials of a private selection; "
+            "publishing any of them, or their number, voids its guarantee; publish .release only)"
+        )
+
+    __str__ = __repr__
+
+
+def uniform_sampler(space: Any) -> Sampler:
+    r"""The default sampler: a uniform point of the unit cube mapped by ``space`` (log-uniform on
+    log-scaled ranges), and a uniform choice of every categorical not fixed."""
+
+    def sample(generator: torch.Generator) -> dict[str, Any]:
+        theta = torch.rand(space.dim, generator=generator, dtype=torch.float64)
+        choice = {}
+        for h in space.categoricals:
+            if h.name not in space.fixed:
+                choice[h.name] = h.choices[int(torch.randint(len(h.choices), (1,), generator=generator))]
+        return dict(space.to_natural(theta, choice))
+
+    return sample
+
+
+def select_training_runs(
+    objective: Any,
+    space: Any = None,
+    *,
+    epsilon: float,
+    delta: float,
+    mean_trials: float,
+    protect: str = "training",
+    distribution: str = "tnb",
+    tnb_eta: float = 1.0,
+    sampler: Sampler | None = None,
+    score: str = "loss",
+    loss_clip: float | None = None,
+    validation_epsilon: float | None = None,
+    max_trials: int | None = None,
+    seed: int | None = None,
+    ledger: PrivacyLedger | None = None,
+    progress: bool = False,
+    non_private_trials: bool = False,
+) -> TrainingSelectionResult:
+    r"""Release the best of ``K`` DP-SGD training runs at random hyperparameters (Papernot & Steinke).
+
+    Before anything trains: every argument is checked; the noise multiplier ``σ`` of every trial
+    is calibrated so that the selection's RDP curve (Thm. 2 for the truncated negative binomial,
+    Thm. 6 for Poisson) of the reference trial curve — the pointwise maximum of Opacus's
+    ``compute_rdp`` over every run shape the space allows (``objective.possible_run_shapes``) —
+    converts on the ledger's grid to ``epsilon`` at ``delta`` (within 0.5% below); that curve
+    is recorded once on the training ledger as a ``TrainingMechanism`` ("private selection over
+    E[K] = … trials"); with ``protect="both"`` the scores' selection curve (each trial's score
+    a ``μ₀``-GDP Gaussian of the clipped mean validation score, ``μ₀`` calibrated to
+    ``validation_epsilon``) is recorded on the validation side in the same charge. Then ``K``
+    is drawn; trial ``j`` draws hyperparameters from ``sampler``, trains one model with
+    ``objective.train_covered`` (no record of its own) and is scored on the validation users;
+    the lowest score wins (ties: the earlier trial, which by the trials' exchangeability is a
+    uniform choice among the tied, i.e. a total order refined by an independent random label).
+
+    Args:
+        objective: A ``TorchModelTuningObjective`` built with ``dp_sgd=DPSGDConfig(...)``. Its
+            noise multiplier (or target) is NOT used: the selection calibrates ``σ`` itself; its
+            clip norm is used unless the space searches ``max_grad_norm``.
+        space: The objective's ``SearchSpace`` (default ``objective.space``; another is refused).
+            ``epochs``, ``batch_size`` and ``max_grad_norm`` may be searched (``Integer`` or
+            ``Categorical`` for the first two).
+        epsilon: ``ε`` of the whole selection on the training records.
+        delta: ``δ`` of every statement.
+        mean_trials: ``E[K] > 1``.
+        protect: ``"training"`` (the validation users are public: the score is their plain mean
+            score) or ``"both"`` (the scores are noised and charged to the validation ledger).
+        distribution: ``"tnb"`` (truncated negative binomial) or ``"poisson"``.
+        tnb_eta: ``η`` of the truncated negative binomial (1: geometric).
+        sampler: ``generator -> {name: natural value}`` (a public distribution over the space;
+            default uniform on the unit cube, log-uniform on log ranges). Its generator is privacy
+            randomness (the trial points would reveal the winner's index).
+        score: ``"loss"`` (mean capped validation loss) or ``"error"`` (classification error).
+        loss_clip: ``C`` of the Gaussian score with ``protect="both"`` (default 1 for
+            ``"error"``, the objective's ``loss_cap`` for ``"loss"``).
+        validation_epsilon: ``ε`` of the validation users (``protect="both"``; default ``epsilon``).
+        max_trials: Run ``max(K, max_trials)`` trials and discard those after the ``K``-th, so the
+            run's length does not reveal ``K`` (unless ``K > max_trials``); costs compute.
+        seed: ``None`` (default): ``K``, the points and all noise (DP-SGD's included) from OS
+            entropy. An integer: reproducible (tests), with a ``PrivacyWarning``; the guarantee
+            assumes it stays secret. The objective's own ``noise_seed`` is not used.
+        ledger: The objective's ledger (default); another ledger is refused.
+        progress: One progress bar for the whole selection (no count).
+        non_private_trials: Return the NON-PRIVATE ``NonPrivateTrainingTrials``.
+
+    Returns:
+        The ``TrainingSelectionResult`` (winner only; nothing reveals ``K``).
+    """
+    settings = _checked_settings(
+        objective, space, protect, distribution, mean_trials, score, loss_clip, ledger, sampler, max_trials
+    )
+    ledger, sampler, distribution, loss_clip, max_trials = (
+        settings[k] for k in ("ledger", "sampler", "distribution", "clip", "max_trials")
+    )
+    epsilon = check_positive(epsilon, "epsilon", allow_inf=False)
+    delta = check_delta(delta, "delta")
+    validation_epsilon = epsilon if validation_epsilon is None else validation_epsilon
+    validation_epsilon = check_positive(validation_epsilon, "validation_epsilon", allow_inf=False)
+    k_args: dict[str, Any] = dict(mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta)
+
+    shapes = objective.possible_run_shapes()
+    sigma = calibrate_selection_noise(target_epsilon=epsilon, target_delta=delta, shapes=shapes, **k_args)
+    reference = trial_rdp_curve(sigma, shapes)
+    training_curve = selection_rdp_curve(reference, **k_args)
+    timing = timing_note(max_trials, per_trial="training run", **k_args)
+    guarantee = {"training": _training_guarantee(training_curve, delta, sigma, shapes, k_args, max_trials, timing)}
+    not_protected: dict[str, str] = {}
+    score_generator = noise_generator(seed, stream=1)  # warns (PrivacyWarning) for an explicit seed
+    mechanism, validation_curve = None, None
+    if protect == "both":
+        mu = per_trial_mu_for_epsilon(
+            target_epsilon=validation_epsilon, target_delta=delta, orders=TRAINING_RDP_ORDERS, **k_args
+        )
+        validation_curve = [private_selection_rdp(a, per_trial_mu=mu, **k_args) for a in TRAINING_RDP_ORDERS]
+        mechanism = GaussianScoreMechanism(loss_clip=loss_clip, per_trial_mu=mu, generator=score_generator)
+        guarantee["validation"] = _validation_guarantee(
+            validation_curve, delta, mu, loss_clip, objective.num_users, mechanism, score, k_args, timing
+        )
+    else:
+        not_protected["validation"] = (
+            f"the released score is the validation users' plain mean {score} (they are treated as public)"
+        )
+
+    # the whole procedure's curves, admitted and recorded before K is drawn
+    run_id = f"dp-sgd-selection-{uuid.uuid4().hex}"
+    cover = TrainingCover(ledger, run_id, tuple(reference.tolist()), sigma)
+    _record_up_front(ledger, run_id, guarantee, training_curve, validation_curve)
+    for g in guarantee.values():
+        g.details["ledger_run_id"] = run_id
+
+    rng, point_gen, trial_seed = _randomness(seed)
+    K = sample_num_trials(rng=rng, **k_args)
+    best: tuple[float, dict[str, Any], nn.Module] | None = None
+    trials = []
+    try:
+        with selection_progress(progress), hidden_trials():
+            for j in range(padded_trials(K, max_trials)):
+                hyperparameters = dict(sampler(point_gen))
+                model = objective.train_covered(hyperparameters, cover, noise_seed=trial_seed(j))
+                per_user = objective.per_user_scores(model, score).to(torch.float64)
+                plain = float(per_user.mean())
+                if mechanism is None:
+                    value = plain if math.isfinite(plain) else math.inf
+                else:  # a non-finite per-user score counts C: each term stays in [0, C]
+                    clipped = torch.where(torch.isfinite(per_user), per_user, torch.full_like(per_user, loss_clip))
+                    value = float(mechanism.release(clipped.reshape(1, -1)).scores[0])
+                if j >= K:
+                    continue  # a padding trial: run and discarded
+                if non_private_trials:
+                    trials.append({"hyperparameters": hyperparameters, "score": value, "plain_score": plain})
+                if best is None or value < best[0]:
+                    best = (value, hyperparameters, model)
+    finally:
+        cover.close()
+    release: dict[str, Any] = dict(hyperparameters=None, model=None, released_score=None)  # K = 0 (Poisson)
+    if best is not None:
+        release = dict(hyperparameters=best[1], model=best[2], released_score=best[0])
+    if non_private_trials:
+        return NonPrivateTrainingTrials(
+            **release, guarantee=guarantee, not_protected=not_protected, num_trials=K, trials=tuple(trials)
+        )
+    return TrainingSelectionResult(**release, guarantee=guarantee, not_protected=not_protected)
+
+
+def _checked_settings(
+    objective: Any,
+    space: Any,
+    protect: str,
+    distribution: str,
+    mean_trials: float,
+    score: str,
+    loss_clip: float | None,
+    ledger: PrivacyLedger | None,
+    sampler: Sampler | None,
+    max_trials: int | None,
+) -> dict[str, Any]:
+    r"""The arguments of ``select_training_runs`` checked (``ValueError`` naming each) before anything runs."""
+    from botorch_dp.tuning.charged import same_ledger
+    from botorch_dp.tuning.covered import SCORES
+
+    if not callable(getattr(objective, "train_covered", None)) or objective.planned_run() is None:
+        raise ValueError(
+            "objective must be a TorchModelTuningObjective built with dp_sgd=DPSGDConfig(...) (a DP-trained "
+            f"objective), got {type(objective).__name__}"
+            + (" without DP-SGD" if callable(getattr(objective, "planned_run", None)) else "")
+            + "."
+        )
+    if space is not None and (space is not objective.space and space.describe() != objective.space.describe()):
+        raise ValueError("space differs from objective.space: build the objective with this space.")
+    if protect not in PROTECT:
+        raise ValueError(
+            f"protect must be one of {PROTECT}, got {protect!r} (a selection that protects only the validation "
+            "users needs no DP-SGD: use baselines.private_random_search)."
+        )
+    distribution = check_choice(_SHORT_NAMES.get(distribution, distribution), "distribution", DISTRIBUTIONS)
+    check_greater(mean_trials, "mean_trials", 1.0)
+    if score not in SCORES:
+        raise ValueError(f"score must be one of {SCORES}, got {score!r}.")
+    if protect == "both":
+        loss_clip = (1.0 if score == "error" else objective.loss_cap) if loss_clip is None else loss_clip
+        if loss_clip is None:
+            raise ValueError(
+                "loss_clip=None: protect='both' with score='loss' needs a clip C (the objective has none)."
+            )
+        loss_clip = check_positive(loss_clip, "loss_clip", allow_inf=False)
+    objective_ledger = objective.ledger
+    if ledger is not None and not same_ledger(ledger, objective_ledger):
+        raise ValueError("ledger: the selection charges the objective's own ledger (leave ledger out).")
+    if sampler is not None and not callable(sampler):
+        raise ValueError(f"sampler must be a callable generator -> hyperparameters, got {sampler!r}.")
+    objective.possible_run_shapes()  # refuses a training hyperparameter it cannot bound
+    return {
+        "ledger": objective_ledger,
+        "sampler": uniform_sampler(objective.space) if sampler is None else sampler,
+        "distribution": distribution,
+        "clip": loss_clip,
+        "max_trials": check_max_trials(max_trials),
+    }
+
+
+def _randomness(seed: int | None) -> tuple[np.random.Generator, torch.Generator, Callable[[int], int | None]]:
+    r"""The draw of ``K``, the trial points' generator and each trial's DP-SGD seed: OS entropy
+    without a seed, else child streams of it (the score noise's generator is ``noise_generator``)."""
+    if seed is None:
+        return (
+            np.random.default_rng(secrets.randbits(128)),
+            torch.Generator().manual_seed(secrets.randbits(63)),
+            lambda j: None,
+        )
+    k_seed, point_seed, noise_seed = child_seeds(int(seed), 3)
+    return (
+        np.random.default_rng(k_seed),
+        torch.Generator().manual_seed(point_seed),
+        lambda j: child_seeds([noise_seed, j], 1)[0],
+    )
+
+
+def _record_up_front(
+    ledger: PrivacyLedger,
+    run_id: str,
+    guarantee: dict[str, BaselineGuarantee],
+    training_curve: np.ndarray,
+    validation_curve: list[float] | None,
+) -> None:
+    r"""Admit both sides' curves (both checked before either is recorded), then record them."""
+    training = TrainingMechanism(guarantee["training"].description, tuple(float(v) for v in training_curve))
+    with ledger.charge_training({run_id: training}) as training_meter:
+        if validation_curve is None:
+            training_meter.record(run_id)
+            return
+        validation = ValidationMechanism(guarantee["validation"].description, tuple(validation_curve))
+        with ledger.charge({SELECTION_PART: validation}, run_id=run_id, new_run=True) as meter:
+            training_meter.record(run_id)
+            meter.record(SELECTION_PART, validation)
+
+
+def _training_guarantee(
+    curve: np.ndarray,
+    delta: float,
+    sigma: float,
+    shapes: list[tuple[float, int]],
+    k_args: dict[str, Any],
+    max_trials: int | None,
+    timing: str,
+) -> BaselineGuarantee:
+    distribution, mean_trials = k_args["distribution"], k_args["mean_trials"]
+    rate, steps = max(q for q, _ in shapes), max(t for _, t in shapes)
+    description = (
+        f"private selection over E[K] = {mean_trials:g} DP-SGD training runs (Papernot & Steinke; K ~ "
+        f"{distribution}, hidden), each run with noise_multiplier={sigma:.6g}, sample_rate <= {rate:.6g}, "
+        f"steps <= {steps} (the pointwise maximum of compute_rdp over the space's {len(shapes)} run shape(s))"
+    )
+    details = {
+        "protected": "training records (add/remove one record)",
+        "distribution": distribution,
+        "mean_trials": float(mean_trials),
+        "noise_multiplier": sigma,
+        "run_shapes": [[q, t] for q, t in shapes],
+        "accountant": "rdp (TRAINING_RDP_ORDERS)",
+        "max_trials": max_trials,
+        "p_more_than_max_trials": trials_tail(max_trials, **k_args),
+        "timing": timing,
+    }
+    return BaselineGuarantee(selection_epsilon(curve, delta), delta, None, f"{description}. {timing}", details)
+
+
+def _validation_guarantee(
+    curve: list[float],
+    delta: float,
+    mu: float,
+    clip: float,
+    num_users: int,
+    mechanism: GaussianScoreMechanism,
+    score: str,
+    k_args: dict[str, Any],
+    timing: str,
+) -> BaselineGuarantee:
+    description = (
+        f"private selection over E[K] = {k_args['mean_trials']:g} trials (Papernot & Steinke; K ~ "
+        f"{k_args['distribution']}, hidden), each scored by a {mu:.4g}-GDP Gaussian of the [0, {clip:g}]-clipped "
+        f"mean validation {score}"
+    )
+    details = {
+        "protected": "validation users (replace one user)",
+        "per_trial_mu": mu,
+        "loss_clip": clip,
+        "noise_std": mechanism.noise_std(num_users),
+    }
+    epsilon = selection_epsilon(np.asarray(curve), delta)
+    return BaselineGuarantee(epsilon, delta, None, f"{description}. {timing}", details)

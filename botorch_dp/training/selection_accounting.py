@@ -1,0 +1,208 @@
+r"""Accounting of private selection over whole DP-SGD training runs (Papernot & Steinke, ICLR 2022).
+
+One trial is one DP-SGD run (Poisson rate ``q``, ``T`` steps, noise multiplier ``σ``); its
+Rényi-DP curve on the ledger's grid ``TRAINING_RDP_ORDERS`` is Opacus's ``compute_rdp``
+(``trial_rdp_curve``). Trials that differ in epochs or batch size are all bounded by the
+pointwise maximum of their curves over the search space's possible run shapes (public).
+The selection's curve is P&S Thm. 2 (truncated negative binomial ``K``) or Thm. 6
+(Poisson ``K``) of that reference curve (``selection_rdp_curve``), and
+``calibrate_selection_noise`` finds the ``σ`` whose selection meets a target ``(ε, δ)``
+when converted on the grid, as the ledger converts it. Pure functions of public numbers.
+
+Overflow: ``compute_rdp`` overflows to ``inf`` or NaN at large orders for some ``(q, σ, T)``;
+every non-finite value is read as ``inf``, a valid (vacuous) bound at that order.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from scipy.optimize import brentq
+
+from botorch_dp.privacy.analysis.private_selection import DISTRIBUTIONS, private_selection_rdp_curve
+from botorch_dp.privacy.analysis.rdp import rdp_curve_delta, rdp_curve_epsilon
+from botorch_dp.privacy.checks import check_choice, check_delta, check_greater, check_positive
+from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS
+
+__all__ = ["calibrate_selection_noise", "grid_hat_term", "selection_epsilon", "selection_rdp_curve", "trial_rdp_curve"]
+
+_ORDERS = np.asarray(TRAINING_RDP_ORDERS, dtype=np.float64)
+#: The noise multipliers the calibration searches between.
+_SIGMA_RANGE = (1e-2, 1e4)
+
+
+def trial_rdp_curve(noise_multiplier: float, shapes: Sequence[tuple[float, int]]) -> np.ndarray:
+    r"""The reference RDP curve of one trial: the pointwise maximum over the possible run shapes.
+
+    Args:
+        noise_multiplier: DP-SGD ``σ > 0`` of every trial.
+        shapes: The ``(sample_rate, steps)`` of every run a trial can be (non-empty); the
+            maximum over them bounds every trial.
+
+    Returns:
+        A float64 array with one ``ε(α) ≥ 0`` per order of ``TRAINING_RDP_ORDERS`` (non-finite
+        values of ``compute_rdp`` become ``inf``).
+    """
+    from botorch_dp.privacy.accountants import dp_sgd_rdp
+
+    if not shapes:
+        raise ValueError("shapes must list at least one (sample_rate, steps) run shape.")
+    curve = np.zeros_like(_ORDERS)
+    with np.errstate(all="ignore"):
+        for sample_rate, steps in shapes:
+            values = dp_sgd_rdp(
+                noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=int(steps), orders=_ORDERS
+            )
+            curve = np.maximum(curve, np.where(np.isfinite(values), values, math.inf))
+    return curve
+
+
+def grid_hat_term(trial_rdp: Sequence[float] | np.ndarray) -> Callable[[float], float]:
+    r"""P&S Thm. 2's ``L ↦ min_{λ̂ ≥ 1} (1 − 1/λ̂) ε(λ̂) + L/λ̂`` over ``λ̂ ∈ {1} ∪ TRAINING_RDP_ORDERS``.
+
+    Any ``λ̂ ≥ 1`` gives a valid bound, so minimising over the grid is valid (at most slightly
+    looser than over all ``λ̂``) and never evaluates ``compute_rdp`` off the grid, where it
+    overflows. ``λ̂ = 1`` gives ``L``.
+    """
+    values = np.asarray(trial_rdp, dtype=np.float64)
+
+    def hat(log_inv_gamma: float) -> float:
+        with np.errstate(invalid="ignore"):
+            terms = (1.0 - 1.0 / _ORDERS) * values + log_inv_gamma / _ORDERS
+        terms = np.where(np.isnan(terms), math.inf, terms)
+        return float(min(log_inv_gamma, float(np.min(terms))))
+
+    return hat
+
+
+def selection_rdp_curve(
+    trial_rdp: Sequence[float] | np.ndarray,
+    *,
+    mean_trials: float,
+    distribution: str = "truncated_negative_binomial",
+    tnb_eta: float = 1.0,
+) -> np.ndarray:
+    r"""The selection's RDP curve on ``TRAINING_RDP_ORDERS`` from one trial's curve on the same grid.
+
+    ``privacy.analysis.private_selection.private_selection_rdp_curve`` with the trial's curve
+    as the base: Thm. 2 with the λ̂-minimum over the grid (``grid_hat_term``), or Thm. 6 with the
+    trial's δ̂ derived from its curve on the grid (``rdp_curve_delta``).
+
+    Args:
+        trial_rdp: ``ε(α)`` of one trial at each grid order (``inf`` allowed).
+        mean_trials: ``E[K] > 1``.
+        distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
+        tnb_eta: ``η`` of the truncated negative binomial.
+
+    Returns:
+        A float64 array, one value per grid order.
+    """
+    check_choice(distribution, "distribution", DISTRIBUTIONS)
+    check_greater(mean_trials, "mean_trials", 1.0)
+    values = np.asarray(trial_rdp, dtype=np.float64)
+    if values.shape != _ORDERS.shape or np.any(np.isnan(values)) or np.any(values < 0):
+        raise ValueError(f"trial_rdp must be {_ORDERS.size} values >= 0 (inf allowed), one per grid order.")
+    lookup = dict(zip(_ORDERS.tolist(), values.tolist(), strict=True))
+
+    def base_rdp(order: float) -> float:
+        if order not in lookup:
+            raise ValueError(f"the trial's curve is known on TRAINING_RDP_ORDERS only, not at order {order!r}.")
+        return lookup[order]
+
+    curve = private_selection_rdp_curve(
+        base_rdp,
+        base_delta=lambda eps_hat: min(1.0, rdp_curve_delta(values, _ORDERS, eps_hat)[0]),
+        mean_trials=mean_trials,
+        distribution=distribution,
+        tnb_eta=tnb_eta,
+        tnb_hat_term=grid_hat_term(values),
+    )
+    return np.array([curve(float(a)) for a in _ORDERS])
+
+
+def selection_epsilon(selection_rdp: Sequence[float] | np.ndarray, delta: float) -> float:
+    r"""``ε`` at ``delta`` of a curve on ``TRAINING_RDP_ORDERS``, converted as the ledger converts it."""
+    return rdp_curve_epsilon(np.asarray(selection_rdp, dtype=np.float64), _ORDERS, check_delta(delta))[0]
+
+
+def calibrate_selection_noise(
+    *,
+    target_epsilon: float,
+    target_delta: float,
+    shapes: Sequence[tuple[float, int]],
+    mean_trials: float,
+    distribution: str = "truncated_negative_binomial",
+    tnb_eta: float = 1.0,
+    rtol: float = 0.005,
+) -> float:
+    r"""The DP-SGD ``σ`` of every trial whose selection is ``(target_epsilon, target_delta)``-DP.
+
+    The selection's ε (``selection_epsilon`` of ``selection_rdp_curve`` of
+    ``trial_rdp_curve(σ, shapes)``) decreases in ``σ`` (every order's value does), so ``σ`` is
+    found by ``brentq`` on ``log σ``, aimed at the middle of ``[(1 − rtol)·target, target]``, and
+    checked to lie at or below the target.
+
+    Args:
+        target_epsilon: ``ε > 0`` of the whole selection on the training records.
+        target_delta: ``δ ∈ (0, 1)``.
+        shapes: The possible ``(sample_rate, steps)`` of a trial.
+        mean_trials: ``E[K] > 1``.
+        distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
+        tnb_eta: ``η`` of the truncated negative binomial.
+        rtol: Relative accuracy of the ε reached (below the target).
+
+    Returns:
+        ``σ > 0``.
+
+    Raises:
+        ValueError: No ``σ`` up to ``1e4`` reaches the target (the ``log E[K]`` terms alone cost more).
+    """
+    target_epsilon = check_positive(target_epsilon, "target_epsilon", allow_inf=False)
+    target_delta = check_delta(target_delta, "target_delta")
+    shapes = tuple((float(q), int(t)) for q, t in shapes)
+    return _calibrated(target_epsilon, target_delta, shapes, float(mean_trials), distribution, float(tnb_eta), rtol)
+
+
+@functools.lru_cache(maxsize=64)
+def _calibrated(
+    target_epsilon: float,
+    target_delta: float,
+    shapes: tuple[tuple[float, int], ...],
+    mean_trials: float,
+    distribution: str,
+    tnb_eta: float,
+    rtol: float,
+) -> float:
+    r"""``calibrate_selection_noise`` on checked, hashable arguments (a pure function: cached)."""
+
+    def epsilon(sigma: float) -> float:
+        trial = trial_rdp_curve(sigma, shapes)
+        curve = selection_rdp_curve(trial, mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta)
+        return selection_epsilon(curve, target_delta)
+
+    lo, hi = _SIGMA_RANGE
+    if epsilon(hi) > target_epsilon:
+        raise ValueError(
+            f"epsilon={target_epsilon!r}: even the noise multiplier {hi:g} gives the selection (E[K] = "
+            f"{mean_trials:g}, {distribution}) a larger epsilon at delta={target_delta:g}; the selection's "
+            "own terms in E[K] cost more. Allow a larger epsilon or fewer expected trials. Nothing was trained."
+        )
+    # bracket from σ = 1 downwards (compute_rdp is slow at tiny σ): ε(lo) > target ≥ ε(hi)
+    lo = 1.0
+    while epsilon(lo) <= target_epsilon:
+        if lo <= _SIGMA_RANGE[0]:
+            return lo
+        lo, hi = max(lo / 4.0, _SIGMA_RANGE[0]), lo
+    # aim at the middle of the accepted band; ε(σ) is continuous (a minimum of continuous terms) and
+    # decreasing, so brentq on log σ converges; an infinite ε is capped to keep its arithmetic finite
+    aim = (1.0 - rtol / 2.0) * target_epsilon
+    root = brentq(lambda x: min(epsilon(math.exp(x)), 1e6) - aim, math.log(lo), math.log(hi), xtol=2e-4)
+    sigma = math.exp(root)
+    for _ in range(200):  # a rounding error above the target: step to the side of more noise
+        if epsilon(sigma) <= target_epsilon:
+            return sigma
+        sigma *= 1.0 + 1e-6
+    raise RuntimeError(f"The calibration of the selection's noise multiplier did not converge (sigma={sigma!r}).")
