@@ -98,8 +98,21 @@ class TuneResult:
     cautions: tuple[str, ...] = ()
     timing: str | None = None
 
+    def __repr__(self) -> str:
+        g = self.guarantee
+        head = (
+            f"TuneResult(hyperparameters={self.hyperparameters!r}, method={self.method!r}, "
+            f"epsilon={g.epsilon:.4g}, delta={g.delta:.3g})"
+        )
+        return head + self._method_choice()
+
+    def _method_choice(self) -> str:
+        r"""The method table on the proxy (mean ± s.e., paired wins, the chosen ``*``, a tie's note), if any."""
+        return "" if self.methods is None else f"\n{self.methods}"
+
     def guarantee_report(self) -> str:
-        r"""What was protected, in plain words (``GuaranteeStatement``), after this procedure's own line."""
+        r"""What was protected, in plain words (``GuaranteeStatement``), after this procedure's own line;
+        then the method choice on the proxy, when one was made."""
         g = self.guarantee
         if not g.holds:
             return (
@@ -116,7 +129,9 @@ class TuneResult:
         timing = "" if self.timing is None else f"{self.timing}\n"
         return (
             f"tune: (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})-DP for the validation users {how}\n"
-            f"{timing}{self.statement}" + "".join(f"\nWARNING: {caution}" for caution in self.cautions)
+            f"{timing}{self.statement}"
+            + "".join(f"\nWARNING: {caution}" for caution in self.cautions)
+            + self._method_choice()
         )
 
     def to_json(self, path: str | None = None) -> str:
