@@ -26,7 +26,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -39,7 +39,7 @@ from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.utils import progress_bar
+from botorch_dp.utils import progress_bar, progress_stage
 
 __all__ = ["DEFAULT_METHODS", "MethodComparison", "MethodScore", "compare_in_context", "compare_methods", "recommend"]
 
@@ -181,13 +181,24 @@ class MethodComparison:
 
 
 class _Counted:
-    r"""``objective`` that counts the rows (objective evaluations) it was asked for: a method's cost."""
+    r"""``objective`` that counts the rows (objective evaluations) it is asked for: a method's cost.
+    A configuration's objective (``bound``, the encoded proxy's) counts on the same counter."""
 
-    def __init__(self, objective: Callable[[Tensor], Tensor]) -> None:
-        self.objective, self.rows = objective, 0
+    def __init__(self, objective: Any, counter: list[int] | None = None) -> None:
+        self.objective, self.counter = objective, [0] if counter is None else counter
+
+    @property
+    def rows(self) -> int:
+        return self.counter[0]
+
+    def bound(self, *args: Any, **kwargs: Any) -> _Counted:
+        return _Counted(self.objective.bound(*args, **kwargs), self.counter)
+
+    def __getattr__(self, name: str) -> Any:  # anything else the objective offers, unchanged
+        return getattr(self.__dict__["objective"], name)
 
     def __call__(self, X: Tensor) -> Tensor:
-        self.rows += int(X.reshape(-1, X.shape[-1]).shape[0])
+        self.counter[0] += int(X.reshape(-1, X.shape[-1]).shape[0])
         return self.objective(X)
 
 
@@ -292,6 +303,7 @@ def compare_in_context(
         warnings.filterwarnings("ignore", category=SettingsWarning)
         try:
             for m in methods:
+                progress_stage(method=m.name)
                 start = time.perf_counter()
                 try:
                     resolved = m.resolved(proxy_objective, context)

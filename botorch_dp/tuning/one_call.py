@@ -44,7 +44,10 @@ the same arguments after an interruption, finished configurations are not re-run
 releases are neither re-drawn nor re-charged, and the ledger ends with the records of an
 uninterrupted call; other arguments are refused by name. ``executor=`` evaluates each
 batch's rows on a ``concurrent.futures.Executor`` (``DPGIBO.run``; training runs are charged
-in this process first). A tqdm bar counts the configurations (a selection: one bar, no count).
+in this process first). A tqdm bar counts the configurations (a selection: one bar, no count); before it, with a proxy
+and ``method="auto"``, ONE bar covers all of the planning on the proxy (``utils.overall_progress``:
+its total is the public count of planned simulations, ``plan.planned_simulations``, its ETA the
+planning's, its description the configuration and method in hand).
 Audited: the choice's scores (``audit.one_call``, row ``tune_choice_score``). Refused: checkpoints
 of a selection, and ``"sample"`` with an objective that charges training runs (either would
 store or count the hidden number of trials).
