@@ -83,6 +83,7 @@ class TuneResult:
             opted into (``δ ≥ 1/n``, a noise-dominated budget; ``tuning.tune_checks``).
         timing: For a private selection (a hidden number of trials ``K``): what the run's wall
             time reveals and whether it was padded to ``max_trials`` (``None`` otherwise).
+        planning: What ``plan_budget`` cut from the planning on the proxy (``None``: nothing).
     """
 
     hyperparameters: dict[str, Any]
@@ -97,6 +98,7 @@ class TuneResult:
     methods: MethodComparison | None = field(default=None, repr=False)
     cautions: tuple[str, ...] = ()
     timing: str | None = None
+    planning: str | None = None
 
     def __repr__(self) -> str:
         g = self.guarantee
@@ -108,7 +110,8 @@ class TuneResult:
 
     def _method_choice(self) -> str:
         r"""The method table on the proxy (mean ± s.e., paired wins, the chosen ``*``, a tie's note), if any."""
-        return "" if self.methods is None else f"\n{self.methods}"
+        planning = "" if self.planning is None else f"\n{self.planning}"
+        return planning + ("" if self.methods is None else f"\n{self.methods}")
 
     def guarantee_report(self) -> str:
         r"""What was protected, in plain words (``GuaranteeStatement``), after this procedure's own line;
