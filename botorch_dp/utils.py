@@ -156,7 +156,8 @@ class _Overall:
     r"""The one bar of an ``overall_progress`` block and the stage in hand (``{part: name}``)."""
 
     def __init__(self, bar: Any, desc: str) -> None:
-        self.bar, self.desc, self.stage = bar, desc, {}
+        self.bar, self.desc = bar, desc
+        self.stage: dict[str, str] = {}
 
     def show(self, **parts: str | None) -> None:
         for key, value in parts.items():
