@@ -1,9 +1,10 @@
 r"""Small helpers shared across the package: seed derivation, torch threads, the box, plain JSON values,
-progress bars that stay plain off a terminal."""
+progress bars that stay plain off a terminal, and one overall bar over a multi-stage task (``overall_progress``)."""
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import math
 import sys
 import time
@@ -113,8 +114,19 @@ class PlainProgress:
         total = f"/{self.total}" if self.total is not None else ""
         postfix = f" ({self.postfix})" if self.postfix else ""
         elapsed = time.monotonic() - self._start
+        eta = ""
+        if self.total and 0 < self.n < self.total:
+            eta = f", eta {elapsed * (self.total - self.n) / self.n:.0f} s"
         stream = sys.stderr if self.file is None else self.file
-        print(f"{self.desc}: {self.n}{total} {self.unit}, {what}, {elapsed:.1f} s{postfix}", file=stream, flush=True)
+        print(
+            f"{self.desc}: {self.n}{total} {self.unit}, {what}, {elapsed:.1f} s{eta}{postfix}", file=stream, flush=True
+        )
+
+    def set_description(self, desc: str) -> None:
+        r"""A new description, said on a line of its own when it changes."""
+        if desc != self.desc:
+            self.desc = desc
+            self._line("now")
 
     def update(self, n: int = 1) -> None:
         self.n += n
@@ -140,16 +152,84 @@ class PlainProgress:
             self.close()
 
 
+class _Overall:
+    r"""The one bar of an ``overall_progress`` block and the stage in hand (``{part: name}``)."""
+
+    def __init__(self, bar: Any, desc: str) -> None:
+        self.bar, self.desc = bar, desc
+        self.stage: dict[str, str] = {}
+
+    def show(self, **parts: str | None) -> None:
+        for key, value in parts.items():
+            if value is None:
+                self.stage.pop(key, None)
+            else:
+                self.stage[key] = value
+        described = " | ".join([self.desc, *(f"{k} {v}" for k, v in self.stage.items())])
+        self.bar.set_description(described)
+
+
+_OVERALL: contextvars.ContextVar[_Overall | None] = contextvars.ContextVar("botorch_dp_overall", default=None)
+
+
+class _StageBar:
+    r"""A bar opened inside ``overall_progress``: its counts go to the overall bar (whose description
+    ``progress_stage`` sets), and closing it does not close the overall bar."""
+
+    def __init__(self, overall: _Overall, iterable: Any) -> None:
+        self.overall, self.iterable = overall, iterable
+
+    def update(self, n: int = 1) -> None:
+        self.overall.bar.update(n)
+
+    def set_postfix(self, **values: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __iter__(self) -> Iterator[Any]:
+        for item in self.iterable:
+            yield item
+            self.update(1)
+
+
+@contextlib.contextmanager
+def overall_progress(*, total: int, desc: str, unit: str = "run", disable: bool = False) -> Iterator[None]:
+    r"""One bar for the whole block: every ``progress_bar`` opened inside it counts on this bar (whose
+    ``total`` is the block's public count of steps, so its ETA is the block's) instead of showing a
+    bar of its own that restarts from 0; ``progress_stage`` names the part in hand."""
+    overall = _Overall(progress_bar(total=total, desc=desc, unit=unit, disable=disable), desc)
+    token = _OVERALL.set(overall)
+    try:
+        yield
+    finally:
+        _OVERALL.reset(token)
+        overall.bar.close()
+
+
+def progress_stage(**parts: str | None) -> None:
+    r"""Name the part in hand on the ``overall_progress`` bar (e.g. ``configuration="lr=0.1"``,
+    ``method="dp_hypo"``; ``None`` drops a part); nothing outside such a block."""
+    overall = _OVERALL.get()
+    if overall is not None:
+        overall.show(**parts)
+
+
 def progress_bar(iterable: Any = None, *, disable: bool = False, **options: Any) -> Any:
     r"""A progress bar: tqdm's (``tqdm.auto``: a widget in a notebook) when stderr is a terminal or a
     notebook shows it, else ``PlainProgress``'s few plain lines, so that a log file never holds
     carriage-return redraws or escape codes; nothing with ``disable``. ``options``: tqdm's
-    ``total``, ``initial``, ``desc`` and ``unit``."""
+    ``total``, ``initial``, ``desc`` and ``unit``. Inside ``overall_progress`` (unless ``disable``)
+    it counts on that block's one bar."""
     from tqdm import autonotebook, std
     from tqdm.auto import tqdm
 
+    overall = _OVERALL.get()
     if disable:
         return tqdm(iterable, disable=True, **options)
+    if overall is not None:
+        return _StageBar(overall, iterable)
     isatty = getattr(sys.stderr, "isatty", None)
     if autonotebook.tqdm is not std.tqdm or (callable(isatty) and isatty()):  # a notebook's widget, a terminal
         return tqdm(iterable, **options)

@@ -5,7 +5,11 @@ r"""The choice of METHOD: every candidate simulated on the public proxy (paired 
 box, DP-GIBO's planned config and its number of evaluations), simulates it ``r`` times on the
 proxy with the private run's noise (the same seeds for every method: repeat ``j`` of each method
 uses seed ``j``), scores each
-simulated release by the proxy's mean loss, and recommends the method with the lowest mean.
+simulated release by the proxy's mean loss, and recommends the method with the lowest mean, unless
+that is a tie: when another method's paired mean difference to the lowest is within one paired
+standard error, the CHEAPER of the tied methods is recommended (cost: the mean number of objective
+evaluations, rows of ``q x d`` batches, its simulated runs asked for; the scoring call not
+counted) and ``MethodComparison.note`` says "tie (within one s.e.): chose the cheaper X".
 The evidence is kept in the ``MethodComparison``: per method its losses, their mean ± standard
 error, and against the recommended one the paired wins and the paired difference ± its
 standard error. A candidate that cannot run at this budget or is too costly to simulate is
@@ -22,7 +26,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -35,9 +39,9 @@ from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.utils import progress_bar
+from botorch_dp.utils import progress_bar, progress_stage
 
-__all__ = ["DEFAULT_METHODS", "MethodComparison", "MethodScore", "compare_in_context", "compare_methods"]
+__all__ = ["DEFAULT_METHODS", "MethodComparison", "MethodScore", "compare_in_context", "compare_methods", "recommend"]
 
 DEFAULT_METHODS: tuple[CandidateMethod, ...] = (DPGIBOMethod(), PrivateRandomSearchMethod(), DPHyPOMethod())
 """The candidates the planner compares by default."""
@@ -67,6 +71,8 @@ class MethodScore:
             with the other methods' by seed); empty when unavailable.
         unavailable: Why the method was not simulated, or ``None``.
         seconds: Wall time of its simulations.
+        evaluations: Its cost: the mean number of objective evaluations (rows of the ``q x d``
+            batches) per simulated run, the final scoring call not counted (NaN when unavailable).
     """
 
     name: str
@@ -74,6 +80,7 @@ class MethodScore:
     proxy_losses: tuple[float, ...]
     unavailable: str | None = None
     seconds: float = 0.0
+    evaluations: float = math.nan
 
     @property
     def mean_proxy_loss(self) -> float:
@@ -91,13 +98,16 @@ class MethodComparison:
 
     Attributes:
         scores: One ``MethodScore`` per candidate, in the order given.
-        best: The index of the recommended method (lowest mean proxy loss).
+        best: The index of the recommended method (lowest mean proxy loss, or the cheapest of
+            those tied with it, ``recommend``).
         context: The ``MethodContext`` every candidate was resolved against.
+        note: Why ``best`` is not the lowest mean (a tie), else ``None``.
     """
 
     scores: list[MethodScore]
     best: int
     context: MethodContext
+    note: str | None = None
 
     @property
     def recommended_name(self) -> str:
@@ -135,14 +145,14 @@ class MethodComparison:
         wins and the paired difference against it (``*`` marks the recommendation), settings."""
         r = len(self.scores[self.best].proxy_losses)
         head = (
-            f"{'':1} {'method':>22} {'proxy loss':>11} {'+-':>8} {'* wins':>7} {'diff vs *':>10} {'+-':>8}  "
-            "settings (or why not run)"
+            f"{'':1} {'method':>22} {'proxy loss':>11} {'+-':>8} {'* wins':>7} {'diff vs *':>10} {'+-':>8} "
+            f"{'evals':>7}  settings (or why not run)"
         )
         lines = [head]
         for i, s in enumerate(self.scores):
             if s.method is None:
                 lines.append(
-                    f"{'':1} {s.name:>22} {'-':>11} {'':>8} {'':>7} {'':>10} {'':>8}  not run: {s.unavailable}"
+                    f"{'':1} {s.name:>22} {'-':>11} {'':>8} {'':>7} {'':>10} {'':>8} {'':>7}  not run: {s.unavailable}"
                 )
                 continue
             se = "n/a" if math.isnan(s.standard_error) else f"{s.standard_error:.2g}"
@@ -153,9 +163,11 @@ class MethodComparison:
                 wins, diff, dse = f"{w}/{r}", f"{d:+.4g}", "n/a" if math.isnan(e) else f"{e:.2g}"
             mark = "*" if i == self.best else ""
             lines.append(
-                f"{mark:1} {s.name:>22} {s.mean_proxy_loss:>11.5g} {se:>8} {wins:>7} {diff:>10} {dse:>8}  "
-                f"{s.method.describe()}"
+                f"{mark:1} {s.name:>22} {s.mean_proxy_loss:>11.5g} {se:>8} {wins:>7} {diff:>10} {dse:>8} "
+                f"{s.evaluations:>7.4g}  {s.method.describe()}"
             )
+        if self.note is not None:
+            lines.append(self.note)
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -166,6 +178,28 @@ class MethodComparison:
             f"private scale, {len(self.scores[self.best].proxy_losses)} paired repeats; recommended (*): "
             f"{self.scores[self.best].name}\n{self.table()}"
         )
+
+
+class _Counted:
+    r"""``objective`` that counts the rows (objective evaluations) it is asked for: a method's cost.
+    A configuration's objective (``bound``, the encoded proxy's) counts on the same counter."""
+
+    def __init__(self, objective: Any, counter: list[int] | None = None) -> None:
+        self.objective, self.counter = objective, [0] if counter is None else counter
+
+    @property
+    def rows(self) -> int:
+        return self.counter[0]
+
+    def bound(self, *args: Any, **kwargs: Any) -> _Counted:
+        return _Counted(self.objective.bound(*args, **kwargs), self.counter)
+
+    def __getattr__(self, name: str) -> Any:  # anything else the objective offers, unchanged
+        return getattr(self.__dict__["objective"], name)
+
+    def __call__(self, X: Tensor) -> Tensor:
+        self.counter[0] += int(X.reshape(-1, X.shape[-1]).shape[0])
+        return self.objective(X)
 
 
 _M = TypeVar("_M", bound=SimulatedMethod)
@@ -269,6 +303,7 @@ def compare_in_context(
         warnings.filterwarnings("ignore", category=SettingsWarning)
         try:
             for m in methods:
+                progress_stage(method=m.name)
                 start = time.perf_counter()
                 try:
                     resolved = m.resolved(proxy_objective, context)
@@ -276,19 +311,46 @@ def compare_in_context(
                     scores.append(MethodScore(m.name, None, (), str(err)))
                     bar.update(len(seeds))
                     continue
-                losses = []
+                losses, counted = [], _Counted(proxy_objective)
                 for s in seeds:
-                    theta = resolved.simulate(proxy_objective, context, s)
+                    theta = resolved.simulate(counted, context, s)
                     value = torch.as_tensor(proxy_objective(theta.reshape(1, -1))).to(torch.float64).mean()
                     losses.append(float(value))
                     bar.update(1)
-                scores.append(MethodScore(m.name, resolved, tuple(losses), None, time.perf_counter() - start))
+                seconds = time.perf_counter() - start
+                scores.append(MethodScore(m.name, resolved, tuple(losses), None, seconds, counted.rows / len(seeds)))
         finally:
             bar.close()
-    available = [i for i, s in enumerate(scores) if s.method is not None]
-    if not available:
+    if all(s.method is None for s in scores):
         raise ValueError(
             "methods: no candidate can run at this budget: " + "; ".join(f"{s.name}: {s.unavailable}" for s in scores)
         )
-    best = min(available, key=lambda i: scores[i].mean_proxy_loss)
-    return MethodComparison(scores, best, context)
+    best, note = recommend(scores)
+    return MethodComparison(scores, best, context, note)
+
+
+def recommend(scores: Sequence[MethodScore]) -> tuple[int, str | None]:
+    r"""The recommended index among the available ``scores`` and the tie note (``None``: no tie).
+
+    The lowest mean proxy loss wins, unless another available method's paired difference to it
+    (same seeds) is within one paired standard error: then the cheapest of the tied methods
+    (fewest ``evaluations``; the lowest mean among equally cheap ones) wins and the note says
+    so. With fewer than two repeats there is no standard error and no tie.
+    """
+    available = [i for i, s in enumerate(scores) if s.method is not None]
+    lowest = min(available, key=lambda i: scores[i].mean_proxy_loss)
+    tied = [lowest]
+    for i in available:
+        if i == lowest:
+            continue
+        diffs = [b - a for a, b in zip(scores[lowest].proxy_losses, scores[i].proxy_losses, strict=True)]
+        se = _standard_error(diffs)
+        if math.isfinite(se) and _mean(diffs) <= se:
+            tied.append(i)
+    best = min(tied, key=lambda i: (scores[i].evaluations, scores[i].mean_proxy_loss))
+    if best == lowest:
+        return best, None
+    return best, (
+        f"tie (within one s.e.): chose the cheaper {scores[best].name} ({scores[best].evaluations:.4g} evaluations "
+        f"per run against {scores[lowest].evaluations:.4g} of {scores[lowest].name}, whose mean proxy loss was lowest)"
+    )

@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING, Any
 
 from botorch_dp.plan.kernel_fit import KERNEL_FIT_POINTS_PER_DIM, KernelFit, KernelFitWarning, fit_kernel_on_proxy
 from botorch_dp.plan.proxy import simulation_config
-from botorch_dp.plan.search import DEFAULT_CLIP_QUANTILES, PlanTrial, PrivatePlan, plan_private_run
+from botorch_dp.plan.search import DEFAULT_CLIP_QUANTILES, PlanTrial, PrivatePlan, plan_private_run, planned_simulations
 
 if TYPE_CHECKING:  # for type checkers and the API reference; loaded on first use below
     from botorch_dp.methods.choice import DEFAULT_METHODS, MethodComparison, MethodScore, compare_methods
@@ -105,6 +105,7 @@ __all__ = [
     "compare_methods",
     "fit_kernel_on_proxy",
     "plan_private_run",
+    "planned_simulations",
     "proxy_loss_clip",
     "simulation_config",
 ]

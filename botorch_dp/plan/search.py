@@ -28,13 +28,13 @@ from botorch_dp.plan.proxy import _proxy_losses, simulation_config
 from botorch_dp.privacy.checks import check_nonnegative_int, check_positive, check_positive_int, check_probability
 from botorch_dp.privacy.mechanisms import clip_rows
 from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.utils import child_seeds, progress_bar
+from botorch_dp.utils import child_seeds, progress_bar, progress_stage
 
 if TYPE_CHECKING:  # the method choice (step 5) sits a layer up, in ``methods``: imported where it is used
     from botorch_dp.methods.choice import MethodComparison
     from botorch_dp.methods.protocol import Method
 
-__all__ = ["DEFAULT_CLIP_QUANTILES", "PlanTrial", "PrivatePlan", "plan_private_run"]
+__all__ = ["DEFAULT_CLIP_QUANTILES", "PlanTrial", "PrivatePlan", "plan_private_run", "planned_simulations"]
 
 DEFAULT_CLIP_QUANTILES = (0.5, 0.75, 0.9)
 """Quantiles of the proxy's per-user gradient-estimate norms tried as ``B``."""
@@ -200,6 +200,33 @@ def _checked_tolerances(values: Sequence[float | None]) -> tuple[float | None, .
     return tuple(None if v is None else check_positive(v, "bias_tolerances", allow_inf=False) for v in values)
 
 
+def planned_simulations(
+    config: DPGIBOConfig,
+    *,
+    clip_quantiles: Sequence[float] = DEFAULT_CLIP_QUANTILES,
+    step_sizes: Sequence[float] | None = None,
+    num_iterations: Sequence[int] | None = None,
+    bias_tolerances: Sequence[float | None] | None = None,
+    num_repeats: int = 3,
+    choose_method: bool = True,
+    methods: Sequence[Method] | None = None,
+    **other_options: object,
+) -> int:
+    r"""The number of simulated runs ``plan_private_run(proxy, config, **options)`` makes (public):
+    ``(rules · quantiles · step sizes · T's + 1) · repeats`` for the settings (the ``+ 1``: the
+    settings passed in), plus ``methods · repeats`` for the method choice. ``other_options``, the
+    planner's keywords that do not change the count, are ignored."""
+    settings = len(tuple(clip_quantiles)) * (3 if step_sizes is None else len(tuple(step_sizes)))
+    settings *= 1 if num_iterations is None else len(tuple(num_iterations))
+    settings *= 1 if bias_tolerances is None else len(tuple(bias_tolerances))
+    count = (settings + 1) * int(num_repeats)
+    if choose_method:
+        from botorch_dp.methods.choice import DEFAULT_METHODS  # a layer up (see the imports)
+
+        count += len(tuple(DEFAULT_METHODS if methods is None else methods)) * int(num_repeats)
+    return count
+
+
 def plan_private_run(
     proxy_objective: Callable[[Tensor], Tensor],
     config: DPGIBOConfig,
@@ -327,6 +354,7 @@ def plan_private_run(
     key = "clip_init" if adaptive_clip else "clip_bound"
     total = (len(tolerances) * len(quantiles) * len(etas) * len(Ts) + 1) * num_repeats
     bar = progress_bar(total=total, disable=not progress, desc="planning on the proxy", unit="run")
+    progress_stage(method="dp_gibo (its settings)")
     with warnings.catch_warnings():
         # the simulation's seeded noise is public randomness on public data, not a release
         warnings.filterwarnings("ignore", category=PrivacyWarning)

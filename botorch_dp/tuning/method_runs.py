@@ -49,7 +49,7 @@ from botorch_dp.methods.protocol import (
 from botorch_dp.methods.sampled import SampledMethod, sampled_per_trial_mu
 from botorch_dp.optim import DPGIBOConfig, DPGIBOResult
 from botorch_dp.optim.public_checks import SettingsWarning
-from botorch_dp.plan.search import PrivatePlan, plan_private_run
+from botorch_dp.plan.search import PrivatePlan, plan_private_run, planned_simulations
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.tuning.encoding import MixedEncoding
@@ -57,7 +57,7 @@ from botorch_dp.tuning.mixed_methods import choose_mixed_method
 from botorch_dp.tuning.search_space import SearchSpace
 from botorch_dp.tuning.tune_call import METHODS, TuneCall, check_method
 from botorch_dp.tuning.tune_result import TuneObjective, configs_objective
-from botorch_dp.utils import child_seeds
+from botorch_dp.utils import child_seeds, overall_progress, progress_stage
 
 __all__ = [
     "METHODS",
@@ -189,6 +189,10 @@ class OnSpace:
         return run
 
 
+#: The label of ``method="auto"``'s one progress bar over the planning on the proxy.
+PLANNING = "tune: planning on the proxy"
+
+
 @dataclass(frozen=True)
 class Choice:
     r"""What ``tune`` runs (``winner``) and the comparison on the proxy that chose it (``None``: none made)."""
@@ -207,13 +211,12 @@ def choose(call: TuneCall) -> Choice:
             candidate = without_proxy(method, call.loss_clip, full, space.bounds, evaluations)
             return Choice(OnSpace(with_max_trials(candidate, call.max_trials), space, full))
         assert n is not None  # checked with the proxy
-        plan = plan_private_run(
-            configs_objective(call.proxy, space, {}),
-            full,
-            num_users=n,
-            progress=call.progress,
-            **{"coordinate_names": space.names, **(call.plan_options or {})},
-        )
+        options = {"coordinate_names": space.names, **(call.plan_options or {})}
+        with overall_progress(total=planned_simulations(full, **options), desc=PLANNING, disable=not call.progress):
+            progress_stage(configuration="1/1")
+            plan = plan_private_run(
+                configs_objective(call.proxy, space, {}), full, num_users=n, progress=call.progress, **options
+            )
         if plan.methods is None:
             if method not in ("auto", "dp_gibo"):
                 raise ValueError(f"method={method!r}: plan_options turned the method choice off (choose_method=False).")
@@ -225,17 +228,23 @@ def choose(call: TuneCall) -> Choice:
     mixed = None
     if method != "dp_gibo" and call.proxy is not None:  # every configuration planned, the methods compared
         assert n is not None  # checked with the proxy
-        mixed = choose_mixed_method(
-            call.proxy,
-            space,
-            call.run_config,
-            full_mu=call.mu,
-            score_mu=call.mu_score,
-            loss_clip=call.loss_clip,
-            num_users=n,
-            plan_options=call.plan_options,
-            progress=call.progress,
-        )
+        options = {**(call.plan_options or {}), "choose_method": False}
+        given = options.pop("methods", None)
+        total = K * planned_simulations(call.run_config, **options) + (3 if given is None else len(given)) * int(
+            options.get("num_repeats", 3)
+        )  # every configuration's plan, then the methods compared (tuning.mixed_methods)
+        with overall_progress(total=total, desc=PLANNING, disable=not call.progress):
+            mixed = choose_mixed_method(
+                call.proxy,
+                space,
+                call.run_config,
+                full_mu=call.mu,
+                score_mu=call.mu_score,
+                loss_clip=call.loss_clip,
+                num_users=n,
+                plan_options=call.plan_options,
+                progress=call.progress,
+            )
         method = mixed.comparison.recommended_name if method == "auto" else method
     comparison = None if mixed is None else mixed.comparison
     if method != "dp_gibo":  # a selection over the space's public encoding

@@ -34,7 +34,7 @@ from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.tuning.encoding import MixedEncoding
 from botorch_dp.tuning.search_space import SearchSpace
 from botorch_dp.tuning.tune_result import TuneObjective, configs_objective
-from botorch_dp.utils import child_seeds
+from botorch_dp.utils import child_seeds, progress_stage
 
 __all__ = ["MixedChoice", "choose_mixed_method"]
 
@@ -81,17 +81,21 @@ def choose_mixed_method(
     given = options.pop("methods", None)
     options.pop("choose_method", None)
     configurations = space.configurations()
-    plans = [
-        plan_private_run(
-            configs_objective(proxy, space, choice),
-            run_config,
-            num_users=num_users,
-            progress=progress,
-            **options,
-            choose_method=False,
+    plans = []
+    for k, choice in enumerate(configurations):
+        named = ", ".join(f"{name}={value}" for name, value in choice.items())
+        progress_stage(configuration=f"{k + 1}/{len(configurations)} ({named})")
+        plans.append(
+            plan_private_run(
+                configs_objective(proxy, space, choice),
+                run_config,
+                num_users=num_users,
+                progress=progress,
+                **options,
+                choose_method=False,
+            )
         )
-        for choice in configurations
-    ]
+    progress_stage(configuration=f"all {len(configurations)} (encoded)")
     n_p = {p.num_proxy_users for p in plans}
     if len(n_p) != 1:
         raise ValueError(

@@ -44,7 +44,10 @@ the same arguments after an interruption, finished configurations are not re-run
 releases are neither re-drawn nor re-charged, and the ledger ends with the records of an
 uninterrupted call; other arguments are refused by name. ``executor=`` evaluates each
 batch's rows on a ``concurrent.futures.Executor`` (``DPGIBO.run``; training runs are charged
-in this process first). A tqdm bar counts the configurations (a selection: one bar, no count).
+in this process first). A tqdm bar counts the configurations (a selection: one bar, no count); before it, with a proxy
+and ``method="auto"``, ONE bar covers all of the planning on the proxy (``utils.overall_progress``:
+its total is the public count of planned simulations, ``plan.planned_simulations``, its ETA the
+planning's, its description the configuration and method in hand).
 Audited: the choice's scores (``audit.one_call``, row ``tune_choice_score``). Refused: checkpoints
 of a selection, and ``"sample"`` with an objective that charges training runs (either would
 store or count the hidden number of trials).
@@ -53,10 +56,12 @@ store or count the hidden number of trials).
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import os
 from typing import Any
 
 from botorch_dp.methods.protocol import ConfigurationRun
+from botorch_dp.plan.budget import budgeted_options
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.tuning.method_runs import choose
 from botorch_dp.tuning.search_space import SearchSpace
@@ -76,6 +81,7 @@ def tune(
     proxy: TuneObjective | None = None,
     num_users: int | None = None,
     plan_options: dict[str, Any] | None = None,
+    plan_budget: int | None = None,
     strategy: str = "enumerate",
     method: str = "auto",
     mean_trials: float = 4.0,
@@ -106,6 +112,11 @@ def tune(
         num_users: ``n`` of ``objective`` (public), needed with ``proxy`` (read from a
             ``TorchModelTuningObjective``).
         plan_options: Keywords of ``plan_private_run`` (``clip_quantiles``, ``step_sizes``, ...).
+        plan_budget: The most SIMULATED RUNS the planning on the proxy may make (every configuration's
+            settings search and the method comparison; a count, so that the plan does not depend on
+            the machine's speed): over it, ``plan.budget.budgeted_options`` takes fewer repeats (down
+            to 2), then one candidate setting per configuration, then 1 repeat, and
+            ``TuneResult.planning`` says what was cut. ``None`` (default): ``plan_options`` as given.
         strategy: With categorical hyperparameters: ``"enumerate"`` (default: one run per
             configuration, then the scores) or ``"sample"`` (``tuning.sampled``: a hidden random
             number of runs on randomly drawn configurations, Papernot–Steinke over each run's
@@ -148,10 +159,27 @@ def tune(
         checkpoint_dir=checkpoint_dir, unsafe_allow_large_delta=unsafe_allow_large_delta,
         allow_noise_dominated=allow_noise_dominated, settings=settings,
     )  # fmt: skip
+    call, planning = _budgeted(call, plan_budget)
     choice = choose(call)  # the candidates, compared on the PUBLIC proxy when one is given: no release yet
     ledger = call.ledger_for(choice.winner.gdp_mu)
     with call.opened_checkpoint() as checkpoint:  # the arguments checked against a stored call first
         call.check_room_for_trainings(checkpoint)
         winner = choice.winner.with_checkpoint(checkpoint)
         run = winner.run_private(call.objective, ledger=ledger, seed=seed, progress=progress, executor=executor)
-    return call.checks.carry(tune_result(run, space, ledger, choice.comparison))
+    result = call.checks.carry(tune_result(run, space, ledger, choice.comparison))
+    return result if planning is None else dataclasses.replace(result, planning=planning)
+
+
+def _budgeted(call: TuneCall, plan_budget: int | None) -> tuple[TuneCall, str | None]:
+    r"""``call`` with its ``plan_options`` cut to ``plan_budget`` simulated runs, and the note (``None``: none cut)."""
+    if plan_budget is None:
+        return call, None
+    if call.proxy is None:
+        raise ValueError(f"plan_budget={plan_budget!r}: there is no planning without proxy=.")
+    options = dict(call.plan_options or {})
+    compared = call.method != "dp_gibo" and options.get("choose_method", True) is not False
+    num_methods = (3 if options.get("methods") is None else len(options["methods"])) if compared else 0
+    options, note = budgeted_options(
+        call.config(call.mu_run), options, budget=plan_budget, num_configurations=call.K, num_methods=num_methods
+    )
+    return dataclasses.replace(call, plan_options=options), note

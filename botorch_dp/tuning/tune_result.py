@@ -96,6 +96,7 @@ class TuneResult:
             opted into (``δ ≥ 1/n``, a noise-dominated budget; ``tuning.tune_checks``).
         timing: For a private selection (a hidden number of trials ``K``): what the run's wall
             time reveals and whether it was padded to ``max_trials`` (``None`` otherwise).
+        planning: What ``plan_budget`` cut from the planning on the proxy (``None``: nothing).
     """
 
     hyperparameters: dict[str, Any]
@@ -110,11 +111,25 @@ class TuneResult:
     methods: MethodComparison | None = field(default=None, repr=False)
     cautions: tuple[str, ...] = ()
     timing: str | None = None
+    planning: str | None = None
+
+    def __repr__(self) -> str:
+        g = self.guarantee
+        head = (
+            f"TuneResult(hyperparameters={self.hyperparameters!r}, method={self.method!r}, "
+            f"epsilon={g.epsilon:.4g}, delta={g.delta:.3g})"
+        )
+        return head + self._method_choice()
+
+    def _method_choice(self) -> str:
+        r"""The method table on the proxy (mean ± s.e., paired wins, the chosen ``*``, a tie's note), if any."""
+        planning = "" if self.planning is None else f"\n{self.planning}"
+        return planning + ("" if self.methods is None else f"\n{self.methods}")
 
     def guarantee_report(self) -> str:
         r"""What was protected and what was NOT, in plain words (``GuaranteeStatement``), after this
         procedure's own line; then how its configurations became the ledger's runs (``runs_explained``);
-        then the ``cautions``."""
+        then the ``cautions``; then the method choice on the proxy, when one was made."""
         g = self.guarantee
         if not g.holds:
             head = (
@@ -135,7 +150,8 @@ class TuneResult:
         )
         lines = [head, self.statement.text(unprotected), "Configurations and runs:"]
         lines += [f"- {line}" for line in self.runs_explained()]
-        return "\n".join(lines) + "".join(f"\nWARNING: {caution}" for caution in self.cautions)
+        cautions = "".join(f"\nWARNING: {caution}" for caution in self.cautions)
+        return "\n".join(lines) + cautions + self._method_choice()
 
     @property
     def planned_on_proxy(self) -> bool:
