@@ -75,9 +75,11 @@ def test_the_kernel_fit_recovers_the_length_scales_of_a_gp_sample():
     assert 0.3 / 1.5 < ls[0] < 0.3 * 1.5 and 1.5 / 1.5 < ls[1] < 1.5 * 1.5
     assert 2.0 / 2 < fit.hyperparameters["outputscale"][0] < 2.0 * 2
     assert fit.noise_variance is None and plan.config.noise_variance == 0.0  # σ² = 0 stays 0
-    # the fit's data: 40 points in Θ, the proxy's mean losses there
+    # the fit's data: 40 points in Θ, the proxy's mean losses there over the split's fitting half
     assert fit.points.shape == (40, 2) and ((fit.points >= 0) & (fit.points <= 3)).all()
-    assert torch.allclose(fit.mean_losses, proxy(fit.points).mean(1), rtol=1e-12, atol=0)
+    losses = proxy(fit.points)
+    fitting, _ = plan.proxy_split.halves(losses.shape[1])
+    assert torch.allclose(fit.mean_losses, losses[:, fitting].mean(1), rtol=1e-12, atol=0)
     # the returned config carries them in a float64 copy of the same kernel class; the user's is unchanged
     fitted = plan.config.kernel
     assert type(fitted) is ScaleKernel and type(fitted.base_kernel) is RBFKernel and fitted is not kernel
@@ -90,7 +92,7 @@ def test_the_kernel_fit_recovers_the_length_scales_of_a_gp_sample():
     A = GradientGP(plan.gradient_points, resolve_model(plan.config)[0], 0.0, jitter=config.jitter).gradient_weights(
         plan.config.theta0 if plan.config.theta0 is not None else torch.full((2,), 1.5, dtype=torch.float64)
     )
-    norms = (A @ proxy(plan.gradient_points)).norm(dim=0)
+    norms = (A @ proxy(plan.gradient_points)[:, fitting]).norm(dim=0)  # the fitting half's users
     assert plan.norm_quantiles[0.5] == pytest.approx(float(torch.quantile(norms, 0.5)), rel=1e-9)
 
 
