@@ -191,3 +191,44 @@ def test_coordinate_names_must_name_every_coordinate():
     with pytest.raises(ValueError, match=r"coordinate_names must name the d = 2 coordinates, got \['lr'\]"):
         fit_kernel_on_proxy(proxy, config, coordinate_names=["lr"])
     assert not calls
+
+
+@pytest.mark.parametrize("moved", [(), ("outputscale",), ("outputscale", "lr")])
+def test_a_fit_that_leaves_every_length_scale_at_its_start_warns_naming_them(moved, monkeypatch):
+    import botorch.fit
+
+    from botorch_dp.tuning import Hyperparameter, Integer, SearchSpace
+
+    space = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Integer("width", 16, 128)])
+    config = DPGIBOConfig(bounds=space.bounds, kernel=space.recommended_kernel(), privacy_mu=1.0, batch_size=3, **FAST)
+
+    def stuck_fit(mll, *args, **kwargs):  # the optimizer "converges" without moving what is not in ``moved``
+        kernel = mll.model.covar_module
+        if "outputscale" in moved:
+            kernel.outputscale = 2.0
+        if "lr" in moved:
+            kernel.base_kernel.lengthscale = torch.tensor([[0.5, 0.2]], dtype=torch.float64)
+        return mll
+
+    monkeypatch.setattr(botorch.fit, "fit_gpytorch_mll", stuck_fit)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, fit = fit_kernel_on_proxy(_gp_sample_proxy((0.3, 0.5), 1.0), config, coordinate_names=space.names)
+    unchanged = [str(w.message) for w in caught if issubclass(w.category, KernelFitWarning)]
+    assert fit.failure is None
+    if "lr" in moved:  # one length-scale moved: a fit, no warning
+        assert not unchanged
+        return
+    assert len(unchanged) == 1
+    assert "left every length-scale at its start value (base_kernel.lengthscale = lr 0.2, width 0.2" in unchanged[0]
+    assert fit.lengthscales == pytest.approx((0.2, 0.2), rel=1e-12)
+
+
+def test_a_real_fit_does_not_warn_of_unchanged_length_scales():
+    config = DPGIBOConfig(
+        bounds=_box(0.0, 3.0), kernel=ScaleKernel(RBFKernel(ard_num_dims=2)), privacy_mu=1.0, batch_size=3, **FAST
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KernelFitWarning)
+        _, fit = fit_kernel_on_proxy(_gp_sample_proxy((0.3, 1.5), 2.0), config, num_points=40)
+    assert fit.failure is None
