@@ -23,8 +23,10 @@ __all__ = [
     "GOAL",
     "GOAL_EPSILON",
     "GOAL_WINS",
+    "HIT_RATE_GOAL",
     "REPORT_JSON",
     "REPORT_MD",
+    "choice_hit_rate",
     "render_store",
     "report_text",
     "store_command",
@@ -38,6 +40,43 @@ FULL_COMMAND = "python -m benchmarks run mixed --workers 2 --out reports"
 #: The goal, stated before the runs (issue 30, item 5), quoted as is.
 GOAL = "`tune` below private random search in mean test loss with at least 7/10 paired wins at ε = 3 (δ = 1e-5)."
 GOAL_EPSILON, GOAL_WINS = 3.0, 7
+#: The auto arm's goal (issue 41, item 2): the better method on at least 8 of 10 seeds where the two differ.
+HIT_RATE_GOAL = 0.8
+#: The auto arm's chosen method (``extra["chosen_method"]``) → the arm that runs that method alone.
+AUTO_ALTERNATIVES = {"dp_gibo": TUNE, "private_random_search": PRIVATE_RS}
+
+
+def choice_hit_rate(chosen: dict[int, str], losses: dict[str, dict[int, float]]) -> dict[str, Any]:
+    r"""How often ``method="auto"`` picked the better of DP-GIBO (``tune``'s enumerate arm) and private
+    random search, on the seeds where the two differ by more than their standard error.
+
+    On the seeds where the auto arm ran and both alternatives ran (``losses[TUNE]``,
+    ``losses[PRIVATE_RS]``: test loss per seed), ``d_s = L_tune(s) − L_prs(s)`` and ``se`` is the
+    standard error of the mean of the ``d_s`` (``stdev/√m``). A seed is DECIDED when
+    ``|d_s| > se``; auto HITS it when the method it chose on that seed (``chosen[s]``: ``"dp_gibo"``
+    or ``"private_random_search"``; anything else, e.g. ``"dp_hypo"``, is a miss) is the one with
+    the lower loss. With fewer than two common seeds nothing is decided (``se`` NaN).
+
+    Returns:
+        ``{"hits", "decided", "seeds", "se", "rate", "met"}``: ``rate = hits/decided`` (NaN with no
+        decided seed) and ``met`` whether ``rate ≥ HIT_RATE_GOAL`` on at least one decided seed.
+    """
+    a, b = losses.get(TUNE, {}), losses.get(PRIVATE_RS, {})
+    common = sorted(set(chosen) & set(a) & set(b))
+    diffs = {s: float(a[s]) - float(b[s]) for s in common}
+    se = mean_se(list(diffs.values()))[1] if len(diffs) > 1 else math.nan
+    decided = [s for s, d in diffs.items() if abs(d) > se]  # NaN se: nothing decided
+    better = {s: TUNE if diffs[s] < 0 else PRIVATE_RS for s in decided}
+    hits = sum(AUTO_ALTERNATIVES.get(str(chosen[s])) == better[s] for s in decided)
+    rate = hits / len(decided) if decided else math.nan
+    return {
+        "hits": hits,
+        "decided": len(decided),
+        "seeds": len(common),
+        "se": se,
+        "rate": rate,
+        "met": bool(decided) and rate >= HIT_RATE_GOAL,
+    }
 
 
 def _test_loss(run: Run) -> float:
@@ -102,7 +141,20 @@ def summary(settings: Settings, runs: list[Run]) -> dict[str, Any]:
         k: {str(r.seed): r.extra.get("chosen_configuration") for r in by.get((TUNE, k), {}).values()}
         for k in (_eps(e) for e in settings.epsilons)
     }
-    return {"cells": cells, "wins": wins, "goal": goal, "complete_seeds": complete, "chosen": chosen}
+    hit_rate = {}
+    if TUNE_AUTO in methods(settings):  # the auto arm against its two alternatives, per ε
+        for k in (_eps(e) for e in settings.epsilons):
+            auto = {s: str(r.extra.get("chosen_method")) for s, r in by.get((TUNE_AUTO, k), {}).items()}
+            arms = {m: {s: _test_loss(r) for s, r in by.get((m, k), {}).items()} for m in (TUNE, PRIVATE_RS)}
+            hit_rate[k] = choice_hit_rate(auto, arms)
+    return {
+        "cells": cells,
+        "wins": wins,
+        "goal": goal,
+        "complete_seeds": complete,
+        "chosen": chosen,
+        "hit_rate": hit_rate,
+    }
 
 
 def _eps(value: Any) -> str:
@@ -199,6 +251,23 @@ def report_text(settings: Settings, context: dict, runs: list[Run], command: str
             f"{'below' if goal['below'] else 'not below'} private random search's, with {goal['wins']} "
             f"paired wins of {goal['pairs']} (the goal needs at least {GOAL_WINS} paired wins of 10 seeds).",
         ]
+    if data["hit_rate"]:
+        lines += [
+            "",
+            f"## How often `{TUNE_AUTO}` picked the better method",
+            "",
+            "Of the seeds where `tune` (DP-GIBO) and private random search differ by more than the standard error "
+            "of their paired differences, those on which the auto arm chose the one with the lower test loss "
+            f"(goal, issue 41: at least {HIT_RATE_GOAL:.0%}, 8 of 10).",
+            "",
+            "| ε | hits / decided seeds | seeds | s.e. of the differences | goal |",
+            "|---|---|---|---|---|",
+        ]
+        for k, h in data["hit_rate"].items():
+            se = "n/a" if math.isnan(h["se"]) else f"{h['se']:.4f}"
+            lines.append(
+                f"| {k} | {h['hits']} / {h['decided']} | {h['seeds']} | {se} | {'met' if h['met'] else 'not met'} |"
+            )
     lines += ["", "## Configurations `tune` chose", ""]
     for k in eps_keys:
         chosen = data["chosen"][k]

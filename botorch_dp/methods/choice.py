@@ -231,6 +231,7 @@ def compare_methods(
     evaluations: float,
     seeds: Sequence[int],
     progress: bool = True,
+    fitting_objective: Callable[[Tensor], Tensor] | None = None,
 ) -> MethodComparison:
     r"""Simulate every candidate on the PUBLIC proxy at the private run's noise and recommend one.
 
@@ -246,6 +247,10 @@ def compare_methods(
             default ``E[K]``).
         seeds: One seed per repeat, the same for every method (paired repeats).
         progress: Show a tqdm bar (public values only).
+        fitting_objective: The PUBLIC users the candidates' open settings (the selection
+            methods' loss clip) are fitted on, when not those they are scored on
+            (``plan.split``: ``plan_private_run`` passes the fitting half and scores on the
+            other); ``None``: ``proxy_objective``.
 
     Returns:
         The ``MethodComparison``.
@@ -263,7 +268,9 @@ def compare_methods(
         config=config,
         evaluations=float(evaluations),
     )
-    return compare_in_context(proxy_objective, context, methods, seeds=seeds, progress=progress)
+    return compare_in_context(
+        proxy_objective, context, methods, seeds=seeds, progress=progress, fitting_objective=fitting_objective
+    )
 
 
 def compare_in_context(
@@ -273,6 +280,7 @@ def compare_in_context(
     *,
     seeds: Sequence[int],
     progress: bool = True,
+    fitting_objective: Callable[[Tensor], Tensor] | None = None,
 ) -> MethodComparison:
     r"""``compare_methods`` against a given public ``context`` (its box may be another than DP-GIBO's:
     ``tune`` compares on a mixed space's encoded cube, ``tuning.mixed_methods``).
@@ -285,6 +293,7 @@ def compare_in_context(
             caller runs privately).
         seeds: One seed per repeat, the same for every method (paired repeats).
         progress: Show a tqdm bar (public values only).
+        fitting_objective: Where ``resolved`` fits the open settings (``None``: ``proxy_objective``).
 
     Returns:
         The ``MethodComparison``.
@@ -306,7 +315,7 @@ def compare_in_context(
                 progress_stage(method=m.name)
                 start = time.perf_counter()
                 try:
-                    resolved = m.resolved(proxy_objective, context)
+                    resolved = m.resolved(proxy_objective if fitting_objective is None else fitting_objective, context)
                 except MethodUnavailable as err:
                     scores.append(MethodScore(m.name, None, (), str(err)))
                     bar.update(len(seeds))

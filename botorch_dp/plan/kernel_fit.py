@@ -37,20 +37,23 @@ from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan.proxy import _proxy_losses
 from botorch_dp.privacy.checks import check_nonnegative_int, check_positive_int
 
-__all__ = ["KERNEL_FIT_POINTS_PER_DIM", "KernelFit", "KernelFitWarning", "fit_kernel_on_proxy"]
+__all__ = ["KERNEL_FIT_POINTS_PER_DIM", "UNCHANGED_RTOL", "KernelFit", "KernelFitWarning", "fit_kernel_on_proxy"]
 
 KERNEL_FIT_POINTS_PER_DIM = 10
 """Default number of kernel-fit points per dimension (``m = 10 d``, the usual size of an initial
 space-filling design for GP hyperparameters)."""
 #: Numerical nugget of a noiseless fit, relative to the variance of the fitted mean losses.
 _RELATIVE_NUGGET = 1e-6
+#: A fitted length-scale within this relative distance of its start value counts as unchanged.
+UNCHANGED_RTOL = 1e-3
 #: What a failed fit raises: BoTorch giving up (every attempt failed), a covariance that is not
 #: positive definite, a singular solve, NaNs in a factorization.
 _FIT_FAILURES = (ModelFittingError, NotPSDError, NanError, torch.linalg.LinAlgError)
 
 
 class KernelFitWarning(SettingsWarning):
-    r"""The kernel fit on the public proxy failed; the plan went on with the config's own kernel."""
+    r"""The kernel fit on the public proxy failed (the plan went on with the config's own kernel), or
+    left every length-scale at its start value."""
 
 
 class _FittedFields(TypedDict, total=False):
@@ -163,7 +166,10 @@ def fit_kernel_on_proxy(
     keeps the config's own kernel (and ``σ²``) as they are: public settings, in ``tune`` the
     space's ``recommended_kernel()``. It warns once (``KernelFitWarning``) with the kept
     hyperparameters by name, the length-scales by ``coordinate_names`` where given, and the
-    returned ``KernelFit.failure`` says why; planning goes on with them.
+    returned ``KernelFit.failure`` says why; planning goes on with them. A fit that leaves every
+    length-scale at its start value (within a relative ``UNCHANGED_RTOL``: the points did not
+    inform them, e.g. at ``d = 30`` with ``m = 10 d``) warns too (``KernelFitWarning``, the
+    length-scales by ``coordinate_names``), and its values are returned as fitted.
 
     Never pass the sensitive objective: fitted hyperparameters of sensitive losses are
     sensitive, and this function does not privatize anything.
@@ -176,7 +182,7 @@ def fit_kernel_on_proxy(
             ``θ₀``, cut to ``Θ``; ``None`` (default): all of ``Θ``.
         seed: Seed of the Sobol scrambling (public randomness).
         coordinate_names: The ``d`` names of ``θ``'s coordinates (``tune``: the search space's),
-            used only to name the length-scales in the warning of a failed fit.
+            used only to name the length-scales in the warnings (a failed fit, an unchanged one).
 
     Returns:
         The config with the fitted kernel (and ``noise_variance``), and the ``KernelFit``; after
@@ -225,11 +231,15 @@ def fit_kernel_on_proxy(
         fitted_model = copy.deepcopy(config.model)
         fitted_model.covar_module = fitted
         changes["model"] = fitted_model
+    start, fitted_values = _constrained_hyperparameters(source), _constrained_hyperparameters(fitted)
+    unchanged = _unchanged_lengthscales(start, fitted_values)
+    if unchanged is not None:
+        warnings.warn(_unchanged_message(unchanged, start, names, m), KernelFitWarning, stacklevel=2)
     fit = KernelFit(
         points=points,
         mean_losses=y,
         region=region,
-        hyperparameters=_constrained_hyperparameters(fitted),
+        hyperparameters=fitted_values,
         noise_variance=fitted_noise,
         log_marginal_likelihood=lml,
     )
@@ -267,6 +277,40 @@ def _fit(points: Tensor, y: Tensor, source: Kernel, noise: float, nugget: float)
             lml = float(mll(model(points), y))
     model.eval()
     return fitted, fitted_noise, lml
+
+
+def _unchanged_lengthscales(
+    start: dict[str, tuple[float, ...]], fitted: dict[str, tuple[float, ...]]
+) -> list[str] | None:
+    r"""The length-scale hyperparameters' names when EVERY length-scale value is still at its start
+    (within ``UNCHANGED_RTOL``): the fit did not move them; ``None`` otherwise or without any."""
+    names = [name for name in fitted if name.split(".")[-1] == "lengthscale" and name in start]
+    if not names:
+        return None
+    for name in names:
+        for a, b in zip(start[name], fitted[name], strict=True):
+            if not abs(b - a) <= UNCHANGED_RTOL * abs(a):
+                return None
+    return names
+
+
+def _unchanged_message(
+    unchanged: list[str], start: dict[str, tuple[float, ...]], names: list[str] | None, m: int
+) -> str:
+    r"""The warning of a fit that left every length-scale at its start value, by coordinate name."""
+
+    def values(name: str) -> str:
+        vs = start[name]
+        if names is not None and len(vs) == len(names):
+            return ", ".join(f"{n} {v:.4g}" for n, v in zip(names, vs, strict=True))
+        return ", ".join(f"{v:.4g}" for v in vs)
+
+    kept = "; ".join(f"{name} = {values(name)}" for name in unchanged)
+    return (
+        f"The kernel fit on the public proxy left every length-scale at its start value ({kept}; within a "
+        f"relative {UNCHANGED_RTOL:g}): the {m} points did not inform them, so the plan goes on with the start "
+        "values as if fitted. Give more kernel_fit_points, a kernel_fit_radius, or length-scales of your own."
+    )
 
 
 def _fallback_message(

@@ -25,6 +25,7 @@ from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan.kernel_fit import KernelFit, _fit_region, fit_kernel_on_proxy
 from botorch_dp.plan.proxy import _proxy_losses, simulation_config
+from botorch_dp.plan.split import ProxySplit
 from botorch_dp.privacy.checks import check_nonnegative_int, check_positive, check_positive_int, check_probability
 from botorch_dp.privacy.mechanisms import clip_rows
 from botorch_dp.privacy.seeding import PrivacyWarning
@@ -97,7 +98,8 @@ class PrivatePlan:
             ``θ₀``, for the recommended batch rule (the other rules' are in ``trials``).
         gradient_points: The ``b x d`` first batch at ``θ₀`` the norms were taken at (same rule).
         num_users: ``n`` of the private run.
-        num_proxy_users: ``n_p`` of the proxy.
+        num_proxy_users: ``n_p``: the proxy users the settings were planned on (the fitting half
+            with a method choice, ``proxy_split``).
         kernel_fit: The ``KernelFit`` on the proxy, or ``None`` with ``fit_kernel=False``
             (the config's kernel kept; also kept after a failed fit, whose ``failure`` says why).
         given: The settings passed in (their kernel, ``B``, ``η``, ``T`` and batch rule, no
@@ -107,6 +109,10 @@ class PrivatePlan:
             ``config``, private random search and DP-HyPO simulated on the proxy with paired
             seeds, and the recommendation with its evidence; ``None`` with
             ``choose_method=False`` (DP-GIBO is then the method).
+        proxy_split: The split of the proxy's users (``plan.split``) when the method was
+            chosen: the kernel, the trials and the selection methods' ``C`` read its fitting
+            half only (``num_proxy_users`` is that half's size), the comparison its scoring
+            half only; ``None`` without a method choice (every step read all proxy users).
     """
 
     config: DPGIBOConfig
@@ -119,6 +125,7 @@ class PrivatePlan:
     kernel_fit: KernelFit | None = None
     given: PlanTrial | None = None
     methods: MethodComparison | None = None
+    proxy_split: ProxySplit | None = None
 
     @property
     def recommended_method(self) -> Method:
@@ -290,7 +297,11 @@ def plan_private_run(
             each method's own mechanism at the private noise scale), ``num_repeats`` times
             with paired seeds (fresh ones, not those the settings were chosen on), and the
             best is recommended (``PrivatePlan.methods``, ``recommended_method``). Skipped
-            for a config without a finite privacy budget.
+            for a config without a finite privacy budget. The proxy's users are then split
+            (``plan.split.ProxySplit(seed)``, public and seeded): every setting (the kernel,
+            ``B``, ``η``, ``T``, the batch rule, the selection methods' loss clip) is fitted
+            on the fitting half and every candidate is scored on the other half, so no
+            method is scored on the users its settings were fitted on (``n_p ≥ 4``).
         methods: The candidates (``methods.protocol.Method``; default
             ``methods.choice.DEFAULT_METHODS``).
 
@@ -341,6 +352,11 @@ def plan_private_run(
     adaptive_clip = config.clip_bound == "adaptive"
 
     given_config = config  # the settings passed in, simulated as they are for the "given" row
+    assert config.privacy_mu is not None  # DPGIBOConfig resolves it
+    split = ProxySplit(seed) if choose_method and math.isfinite(config.privacy_mu) else None
+    proxy = proxy_objective  # what the method choice scores on (its scoring half with a split)
+    if split is not None:  # settings fitted on one half, every candidate scored on the other
+        proxy_objective = split.fitting(proxy)
     kernel_fit = None
     if fit_kernel:
         config, kernel_fit = fit_kernel_on_proxy(
@@ -457,17 +473,18 @@ def plan_private_run(
         _with_batch_rule(config, t.bias_tolerance), step_size=t.step_size, num_iterations=t.num_iterations, **chosen
     )
     comparison = None
-    assert recommended.privacy_mu is not None  # DPGIBOConfig resolves it
-    if choose_method and math.isfinite(recommended.privacy_mu):  # fresh seeds, paired across the methods
+    if split is not None:  # fresh seeds, paired across the methods, on the scoring half
+        scoring = split.scoring(proxy)
         comparison = compare_methods(
-            proxy_objective,
+            scoring,
             recommended,
             DEFAULT_METHODS if methods is None else methods,
             num_users=n,
-            num_proxy_users=n_p_value,
+            num_proxy_users=scoring.count(gradient_points[t.bias_tolerance][:1]),
             evaluations=t.num_evaluations,
             seeds=child_seeds([check_nonnegative_int(seed, "seed"), 1], num_repeats),
             progress=progress,
+            fitting_objective=proxy_objective,
         )
     return PrivatePlan(
         config=recommended,
@@ -480,4 +497,5 @@ def plan_private_run(
         kernel_fit=kernel_fit,
         given=given,
         methods=comparison,
+        proxy_split=split,
     )

@@ -10,6 +10,10 @@ then compares on the proxy, with fresh paired seeds (``plan.method_choice.compar
   with ``E[K]`` the enumerate procedure's planned evaluations (every run's points and the
   ``K`` scored final points) and ``C`` from the proxy, calibrated to the full ``(ε, δ)``.
 
+The proxy's users are split first (``plan.split.ProxySplit(seed)``, public and seeded): the plans
+and the selection methods' loss clip read the fitting half, every candidate is simulated and
+scored on the scoring half, so no method is scored on the users its settings were fitted on.
+
 Everything here reads the proxy and public settings only; the sensitive objective is not an
 argument. The recommended method then runs privately through ``tuning.method_runs.OnSpace``
 (a selection on the encoded objective, whose rows ``EncodedObjective`` decodes to natural-unit
@@ -30,6 +34,7 @@ from botorch_dp.methods.private_random_search import PrivateRandomSearchMethod
 from botorch_dp.methods.protocol import MethodContext, SimulatedMethod, config_delta
 from botorch_dp.optim import DPGIBOConfig
 from botorch_dp.plan.search import PrivatePlan, plan_private_run
+from botorch_dp.plan.split import ProxySplit
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.tuning.encoding import MixedEncoding
 from botorch_dp.tuning.search_space import SearchSpace
@@ -81,13 +86,14 @@ def choose_mixed_method(
     given = options.pop("methods", None)
     options.pop("choose_method", None)
     configurations = space.configurations()
+    split = ProxySplit(int(options.get("seed", 0)))  # settings on the fitting half, scores on the other
     plans = []
     for k, choice in enumerate(configurations):
         named = ", ".join(f"{name}={value}" for name, value in choice.items())
         progress_stage(configuration=f"{k + 1}/{len(configurations)} ({named})")
         plans.append(
             plan_private_run(
-                configs_objective(proxy, space, choice),
+                split.fitting(configs_objective(proxy, space, choice)),
                 run_config,
                 num_users=num_users,
                 progress=progress,
@@ -113,15 +119,24 @@ def choose_mixed_method(
     )
     delta = config_delta(run_config)
     evaluations = math.fsum(p.trials[p.best].num_evaluations for p in plans) + len(plans)
+    scoring = split.scoring(encoding.objective(proxy))
+    n_p.pop()  # the fitting half's size; the candidates are simulated on the scoring half's
     context = MethodContext(
         bounds=encoding.bounds,
         num_users=int(num_users),
-        num_proxy_users=n_p.pop(),
+        num_proxy_users=scoring.count(encoding.bounds[:1]),
         epsilon=gdp_epsilon(full_mu, delta),
         delta=delta,
         config=dataclasses.replace(run_config, privacy_mu=full_mu),
         evaluations=evaluations,
     )
     seeds = child_seeds([int(options.get("seed", 0)), 2], int(options.get("num_repeats", 3)))
-    comparison = compare_in_context(encoding.objective(proxy), context, methods, seeds=seeds, progress=progress)
+    comparison = compare_in_context(
+        scoring,
+        context,
+        methods,
+        seeds=seeds,
+        progress=progress,
+        fitting_objective=split.fitting(encoding.objective(proxy)),
+    )
     return MixedChoice(plans, comparison)

@@ -2,6 +2,7 @@
 line by line), the paired wins by brute force, and the pre-stated goal's verdict on synthetic
 runs on both sides of its threshold."""
 
+import dataclasses
 import json
 import math
 import statistics
@@ -117,3 +118,50 @@ def test_store_command_sets_exactly_the_changed_settings_and_parses_back(tmp_pat
     sets[-1] = sets[-1].split(" --out ")[0]
     assert sorted(item.split("=")[0] for item in sets) == ["epochs", "iterations", "seeds"]
     assert settings_with(mt.Settings(), sets) == changed
+
+
+def test_the_auto_choice_hit_rate_counts_only_seeds_where_the_two_differ_by_more_than_their_standard_error():
+    # seeds 0-5: DP-GIBO clearly better (d = -0.1), 6-7: private RS clearly better (d = +0.1), 8-9: a tie (d = 0)
+    d = [-0.1] * 6 + [0.1] * 2 + [0.0] * 2
+    tune_losses = {s: 1.0 + x for s, x in enumerate(d)}
+    prs_losses = {s: 1.0 for s in range(10)}
+    se = statistics.stdev(d) / math.sqrt(10)  # independent: 0.0245..., below 0.1 and above 0
+    assert 0 < se < 0.1
+    chosen = {s: "dp_gibo" for s in range(10)}
+    chosen[6] = "private_random_search"  # right on seed 6, wrong on 7
+    chosen[0] = "dp_hypo"  # neither of the two: a miss
+    chosen[8] = "private_random_search"  # on a tie: not counted
+    h = mr.choice_hit_rate(chosen, {mt.TUNE: tune_losses, mt.PRIVATE_RS: prs_losses})
+    assert (h["hits"], h["decided"], h["seeds"]) == (6, 8, 10)  # seeds 1-5 and 6 hit; 0 and 7 miss
+    assert h["se"] == pytest.approx(se, rel=1e-12) and h["rate"] == 6 / 8 and not h["met"]
+    chosen[0], chosen[7] = "dp_gibo", "private_random_search"
+    h = mr.choice_hit_rate(chosen, {mt.TUNE: tune_losses, mt.PRIVATE_RS: prs_losses})
+    assert (h["hits"], h["decided"], h["met"]) == (8, 8, True)
+    # a seed without both alternatives is not counted; one common seed decides nothing
+    h = mr.choice_hit_rate({0: "dp_gibo"}, {mt.TUNE: {0: 0.5, 1: 0.4}, mt.PRIVATE_RS: {0: 0.9}})
+    assert (h["seeds"], h["decided"], h["met"]) == (1, 0, False) and math.isnan(h["rate"])
+
+
+def test_the_report_renders_the_hit_rate_from_a_synthetic_store():
+    s = dataclasses.replace(mt.quick_settings(), seeds=tuple(range(4)), epsilons=(3.0,), tune_auto_proxy=True)
+    runs = _runs([0.5, 0.9, 0.5, 0.9], [0.9, 0.5, 0.9, 0.5])
+    for seed, method in enumerate(["dp_gibo", "private_random_search", "private_random_search", "dp_gibo"]):
+        runs.append(
+            Run(
+                "mixed",
+                mt.TUNE_AUTO,
+                seed,
+                3.0,
+                [1],
+                [0.7],
+                0.7,
+                1.0,
+                0.0,
+                epsilon=3.0,
+                extra={"test_loss": 0.7, "test_accuracy": 0.5, "chosen_method": method},
+            )  # fmt: skip
+        )
+    data = mr.summary(s, runs)
+    assert data["hit_rate"]["3"]["hits"] == 2 and data["hit_rate"]["3"]["decided"] == 4
+    md = mr.report_text(s, {}, runs, "cmd")
+    assert "| 3 | 2 / 4 | 4 |" in md and "not met" in md

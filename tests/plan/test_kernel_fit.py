@@ -75,9 +75,11 @@ def test_the_kernel_fit_recovers_the_length_scales_of_a_gp_sample():
     assert 0.3 / 1.5 < ls[0] < 0.3 * 1.5 and 1.5 / 1.5 < ls[1] < 1.5 * 1.5
     assert 2.0 / 2 < fit.hyperparameters["outputscale"][0] < 2.0 * 2
     assert fit.noise_variance is None and plan.config.noise_variance == 0.0  # σ² = 0 stays 0
-    # the fit's data: 40 points in Θ, the proxy's mean losses there
+    # the fit's data: 40 points in Θ, the proxy's mean losses there over the split's fitting half
     assert fit.points.shape == (40, 2) and ((fit.points >= 0) & (fit.points <= 3)).all()
-    assert torch.allclose(fit.mean_losses, proxy(fit.points).mean(1), rtol=1e-12, atol=0)
+    losses = proxy(fit.points)
+    fitting, _ = plan.proxy_split.halves(losses.shape[1])
+    assert torch.allclose(fit.mean_losses, losses[:, fitting].mean(1), rtol=1e-12, atol=0)
     # the returned config carries them in a float64 copy of the same kernel class; the user's is unchanged
     fitted = plan.config.kernel
     assert type(fitted) is ScaleKernel and type(fitted.base_kernel) is RBFKernel and fitted is not kernel
@@ -90,7 +92,7 @@ def test_the_kernel_fit_recovers_the_length_scales_of_a_gp_sample():
     A = GradientGP(plan.gradient_points, resolve_model(plan.config)[0], 0.0, jitter=config.jitter).gradient_weights(
         plan.config.theta0 if plan.config.theta0 is not None else torch.full((2,), 1.5, dtype=torch.float64)
     )
-    norms = (A @ proxy(plan.gradient_points)).norm(dim=0)
+    norms = (A @ proxy(plan.gradient_points)[:, fitting]).norm(dim=0)  # the fitting half's users
     assert plan.norm_quantiles[0.5] == pytest.approx(float(torch.quantile(norms, 0.5)), rel=1e-9)
 
 
@@ -189,3 +191,44 @@ def test_coordinate_names_must_name_every_coordinate():
     with pytest.raises(ValueError, match=r"coordinate_names must name the d = 2 coordinates, got \['lr'\]"):
         fit_kernel_on_proxy(proxy, config, coordinate_names=["lr"])
     assert not calls
+
+
+@pytest.mark.parametrize("moved", [(), ("outputscale",), ("outputscale", "lr")])
+def test_a_fit_that_leaves_every_length_scale_at_its_start_warns_naming_them(moved, monkeypatch):
+    import botorch.fit
+
+    from botorch_dp.tuning import Hyperparameter, Integer, SearchSpace
+
+    space = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Integer("width", 16, 128)])
+    config = DPGIBOConfig(bounds=space.bounds, kernel=space.recommended_kernel(), privacy_mu=1.0, batch_size=3, **FAST)
+
+    def stuck_fit(mll, *args, **kwargs):  # the optimizer "converges" without moving what is not in ``moved``
+        kernel = mll.model.covar_module
+        if "outputscale" in moved:
+            kernel.outputscale = 2.0
+        if "lr" in moved:
+            kernel.base_kernel.lengthscale = torch.tensor([[0.5, 0.2]], dtype=torch.float64)
+        return mll
+
+    monkeypatch.setattr(botorch.fit, "fit_gpytorch_mll", stuck_fit)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, fit = fit_kernel_on_proxy(_gp_sample_proxy((0.3, 0.5), 1.0), config, coordinate_names=space.names)
+    unchanged = [str(w.message) for w in caught if issubclass(w.category, KernelFitWarning)]
+    assert fit.failure is None
+    if "lr" in moved:  # one length-scale moved: a fit, no warning
+        assert not unchanged
+        return
+    assert len(unchanged) == 1
+    assert "left every length-scale at its start value (base_kernel.lengthscale = lr 0.2, width 0.2" in unchanged[0]
+    assert fit.lengthscales == pytest.approx((0.2, 0.2), rel=1e-12)
+
+
+def test_a_real_fit_does_not_warn_of_unchanged_length_scales():
+    config = DPGIBOConfig(
+        bounds=_box(0.0, 3.0), kernel=ScaleKernel(RBFKernel(ard_num_dims=2)), privacy_mu=1.0, batch_size=3, **FAST
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KernelFitWarning)
+        _, fit = fit_kernel_on_proxy(_gp_sample_proxy((0.3, 1.5), 2.0), config, num_points=40)
+    assert fit.failure is None
