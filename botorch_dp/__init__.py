@@ -54,6 +54,7 @@ _SUBMODULES = (
     "integrations",
     "kernel_derivatives",
     "optim",
+    "methods",
     "plan",
     "plot",
     "privacy",

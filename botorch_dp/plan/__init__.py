@@ -74,7 +74,8 @@ if TYPE_CHECKING:  # for type checkers and the API reference; loaded on first us
     from botorch_dp.methods.dp_gibo import DPGIBOMethod
     from botorch_dp.methods.dp_hypo import DPHyPOMethod
     from botorch_dp.methods.private_random_search import PrivateRandomSearchMethod, proxy_loss_clip
-    from botorch_dp.methods.protocol import CandidateMethod, MethodContext, MethodRun, MethodUnavailable
+    from botorch_dp.methods.protocol import CandidateMethod as CandidateMethod
+    from botorch_dp.methods.protocol import MethodContext, MethodRun, MethodUnavailable
 
 #: The methods layer's names re-exported here → their module (imported on first use).
 _METHOD_NAMES = {
@@ -85,11 +86,11 @@ _METHOD_NAMES = {
     **dict.fromkeys(("PrivateRandomSearchMethod", "proxy_loss_clip"), "private_random_search"),
 }
 
+# ``CandidateMethod`` stays importable from here (an alias of ``botorch_dp.methods.Method``, documented there)
 __all__ = [
     "DEFAULT_CLIP_QUANTILES",
     "DEFAULT_METHODS",
     "KERNEL_FIT_POINTS_PER_DIM",
-    "CandidateMethod",
     "DPGIBOMethod",
     "DPHyPOMethod",
     "KernelFit",
