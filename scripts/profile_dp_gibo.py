@@ -271,12 +271,14 @@ def make_run(
     acqf_maxiter: int | None = None,
     task: str = "e1",
     acqf_speed: str | None = None,
+    batch_search: str | None = None,
 ) -> tuple[DPGIBO, PerUserProblem]:
     r"""The DP-GIBO optimizer and objective of ``Runner.dp_gibo_gp`` at dimension ``dim`` (``task="e1"``),
     or of the loss-against-dimension experiment's ``dp_gibo`` job (``task="dimension"``:
     ``dimension.gibo_config`` with ``clip`` as B; ``n_total`` unused, ``acqf_maxiter`` ``None``
     keeps the experiment's; ``acqf_speed`` ``None`` keeps the config's default), or the cheap
-    ``GroupRidge`` task (``task="cheap"``, ``n_total`` unused; see the module)."""
+    ``GroupRidge`` task (``task="cheap"``, ``n_total`` unused; see the module). ``batch_search``
+    (``"joint"``, ``"greedy"``) ``None`` keeps the task's."""
     problem: PerUserProblem
     if task == "cheap":
         problem = GroupRidge(dim, seed)
@@ -327,6 +329,10 @@ def make_run(
         raise ValueError(f"task must be 'e1', 'dimension' or 'cheap', got {task!r}")
     if acqf_speed is not None:
         config = dataclasses.replace(config, acqf_speed=acqf_speed)
+    if batch_search is not None:
+        if not _is_batch_search(batch_search):
+            raise ValueError(f"batch_search must be one of {BATCH_SEARCHES}, got {batch_search!r}")
+        config = dataclasses.replace(config, batch_search=batch_search)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the explicit seed's PrivacyWarning
         optimizer = DPGIBO(config)
@@ -346,6 +352,7 @@ def profile_run(
     task: str = "e1",
     acqf_speed: str | None = None,
     arm: str = "default",
+    batch_search: str | None = None,
 ) -> dict:
     r"""One timed run; returns the breakdown, the total, the evaluations and a digest of the release.
 
@@ -368,6 +375,7 @@ def profile_run(
         acqf_maxiter=acqf_maxiter,
         task=task,
         acqf_speed=acqf_speed,
+        batch_search=batch_search,
     )
     timer = Timer()
     objective = timer.wrap("objective", problem)
@@ -475,8 +483,9 @@ def summarize(data: dict) -> str:
         f"- machine: {data['machine']}; torch threads {data['threads']}; started {data['date']}",
         f"- load average (1 min) at the start {data['load_start']:.1f}, over the runs {min(loads):.1f} to "
         f"{max(loads):.1f} (median {statistics.median(loads):.1f})",
-        f"- task `{data['task']}`, T = {data['iterations']}, clip {data['clip']}; the arms of a seed run one "
-        "after the other in this process, their order reversed from seed to seed",
+        f"- task `{data['task']}`, T = {data['iterations']}, clip {data['clip']}, acqf_speed "
+        f"{data.get('acqf_speed') or 'the default'}, batch_search {data.get('batch_search') or 'the default'}; "
+        "the arms of a seed run one after the other in this process, their order reversed from seed to seed",
         "",
         "Own time = the run's wall time less the objective's (seconds, medians over seeds); the ratio is "
         "paired by seed (same data, θ₀ and privacy noise). Final losses are NON-PRIVATE diagnostics; "
@@ -537,6 +546,8 @@ def compare(args: argparse.Namespace, command: str) -> dict:
         "iterations": args.iterations,
         "clip": args.clip,
         "arms": list(args.arms),
+        "acqf_speed": args.acqf_speed,
+        "batch_search": args.batch_search,
         "adam": {"steps": ADAM_STEPS, "lr": ADAM_LR},
         "warm_maxiter": batch_search.WARM_MAXITER,
         "runs": [],
@@ -557,6 +568,7 @@ def compare(args: argparse.Namespace, command: str) -> dict:
                     task=args.task,
                     acqf_speed=args.acqf_speed,
                     arm=arm,
+                    batch_search=args.batch_search,
                 )
                 row = {**run_row(run), "load": load}
                 data["runs"].append(row)
@@ -607,6 +619,9 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="the batch search's acqf_speed (default: DPGIBOConfig's)",
     )
+    parser.add_argument(
+        "--batch-search", choices=BATCH_SEARCHES, default=None, help="joint or greedy (default: the task's)"
+    )
     args = parser.parse_args(argv)
     cheap = args.task == "cheap"
     args.iterations = args.iterations if args.iterations is not None else (20 if cheap else 25)
@@ -636,6 +651,7 @@ def main(argv: list[str] | None = None) -> None:
                 task=args.task,
                 acqf_speed=args.acqf_speed,
                 arm=args.arms[0],
+                batch_search=args.batch_search,
             )
             print(format_breakdown(run), flush=True)
             if args.profile:

@@ -163,3 +163,20 @@ def test_arms_run_side_by_side_and_write_the_report(profile_dp_gibo, tmp_path, c
     assert "load average" in md and "torch threads 1" in md
     with pytest.raises(ValueError, match="arm must be one of"):
         profile_dp_gibo.profile_run(2, 0, iterations=1, clip=2.0, n_total=0, cprofile=False, task="cheap", arm="x")
+
+
+def test_cheap_task_uses_tunes_settings_and_the_search_options_reach_the_config(profile_dp_gibo):
+    from botorch_dp.tuning.one_call import TUNE_DEFAULTS
+
+    optimizer, problem = profile_dp_gibo.make_run(4, 0, iterations=3, clip=2.0, n_total=0, task="cheap")
+    c = optimizer.config
+    assert isinstance(problem, profile_dp_gibo.GroupRidge) and c.num_iterations == 3
+    for field in ("clip_bound", "step_size", "step_rule", "noise_variance"):
+        assert getattr(c, field) == TUNE_DEFAULTS[field], field
+    assert (c.batch_size, c.bias_tolerance, c.batch_search, c.acqf_maxiter) == (None, None, "joint", None)
+    greedy, _ = profile_dp_gibo.make_run(
+        4, 0, iterations=3, clip=2.0, n_total=0, task="cheap", batch_search="greedy", acqf_speed="reference"
+    )
+    assert (greedy.config.batch_search, greedy.config.acqf_speed) == ("greedy", "reference")
+    with pytest.raises(ValueError, match="batch_search must be one of"):
+        profile_dp_gibo.make_run(4, 0, iterations=3, clip=2.0, n_total=0, task="cheap", batch_search="x")
