@@ -152,10 +152,12 @@ class DPGIBOConfig:
         num_restarts, raw_samples: Passed to ``optimize_acqf`` (positive integers).
         acqf_maxiter: Optional cap on the L-BFGS-B iterations of each restart of the batch
             search (``optimize_acqf``'s ``options={"maxiter": ...}``; positive integer);
-            ``None`` (default): BoTorch's default (2000). At high ``d`` the search dominates a
-            run's cost; a cap (e.g. 100, the ``fast_search`` preset) trades a slightly less
-            informative batch for time: 3.4× faster at d = 100 for a paired loss difference
-            of +0.005 ± 0.005 over 9 seeds (``reports/acqf_maxiter.md``).
+            ``None`` (default): BoTorch's default (2000). With the default ``acqf_speed="fast"``
+            the warm-started runs are capped at ``WARM_MAXITER`` (10) anyway, so a cap acts only
+            on cold searches (the first step, adaptive bisection, greedy batches); with
+            ``acqf_speed="reference"`` a cap of 100 was 3.4× faster at d = 100 for a paired loss
+            difference of +0.005 ± 0.005 over 9 seeds (``reports/acqf_maxiter.md``). The
+            ``fast_search`` preset that set it is withdrawn (``reports/design_optimizer_speed.md``).
             It affects only public candidate search, never the privacy accounting.
         acqf_speed: ``"fast"`` (default): the batch search evaluates the acquisition's gradient in
             closed form (RBF, Matérn-5/2), starts each joint batch from the previous one moved by

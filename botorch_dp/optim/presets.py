@@ -8,11 +8,16 @@ they do not set the same field to different values::
 
 No preset changes the privacy guarantee: each re-splits the same ``μ`` or changes only public
 settings (step rule and size, number of steps, the batch search's iterations).
+
+A preset whose loss is worse than the default's by more than one standard error on a benchmark it
+is offered for is fixed or withdrawn (issue 43). A withdrawn preset (``Preset.withdrawn`` says why)
+still fills its settings, with a ``DeprecationWarning``; it will be removed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -28,15 +33,27 @@ class Preset:
         settings: Field name → value.
         summary: One line: what it does and when to use it.
         evidence: Where it was measured (a report in ``reports/`` and its numbers).
+        withdrawn: ``None``, or why the preset is withdrawn (then using it warns).
     """
 
     settings: Mapping[str, Any]
     summary: str
     evidence: str
+    withdrawn: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
 
+
+#: Why ``fast_search`` is withdrawn (``reports/design_optimizer_speed.md``).
+WITHDRAWN_FAST_SEARCH = (
+    "the default batch search (acqf_speed='fast') already caps its warm-started L-BFGS-B runs at "
+    "batch_search.WARM_MAXITER = 10 iterations, so acqf_maxiter=100 changes only its first, cold search: "
+    "on the cheap task of reports/design_optimizer_speed.md the same final losses bit for bit (10/10 seeds "
+    "at d = 20 and 50) and no time saved. Where the cap acts on every search it was not worse there "
+    "(acqf_speed='reference': 1.9x faster; greedy batches: no faster), but on issue 43's held-out task at "
+    "d = 20 its loss was worse by +0.046 +- 0.022 (3/10 seeds better). Leave acqf_maxiter unset."
+)
 
 PRESETS: Mapping[str, Preset] = MappingProxyType(
     {
@@ -68,7 +85,8 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "the search is most of a run's time at high d.",
             "reports/acqf_maxiter.md: DP-GIBO runs 1.3×, 1.8× and 3.4× faster at d = 30, 60 and 100; paired "
             "loss differences +0.0006 ± 0.0004 at d = 60 and +0.005 ± 0.005 at d = 100 (9 seeds, median "
-            "+0.0004, one seed 2.2× worse).",
+            "+0.0004, one seed 2.2× worse). Measured with the batch search before issue 33.",
+            withdrawn=WITHDRAWN_FAST_SEARCH,
         ),
     }
 )
@@ -88,6 +106,12 @@ def preset_settings(*names: str) -> dict[str, Any]:
     for name in names:
         if name not in PRESETS:
             raise ValueError(f"preset: unknown preset {name!r}; known: {', '.join(PRESETS)}.")
+        if PRESETS[name].withdrawn is not None:
+            warnings.warn(
+                f"preset {name!r} is withdrawn and will be removed: {PRESETS[name].withdrawn}",
+                DeprecationWarning,
+                stacklevel=3,
+            )
         for field, value in PRESETS[name].settings.items():
             if field in merged and merged[field] != value:
                 raise ValueError(

@@ -2,6 +2,7 @@
 the settings whose measurements they cite."""
 
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,17 @@ def test_presets_are_the_settings_their_reports_measured():
         assert cited, name
         for path in cited:
             assert (ROOT / path.rstrip(".:,")).exists(), (name, path)
+
+
+def test_a_withdrawn_preset_still_fills_its_settings_but_warns_why():
+    # fast_search is withdrawn (issue 43): the default search caps its warm runs already
+    assert [name for name, p in PRESETS.items() if p.withdrawn] == ["fast_search"]
+    with pytest.warns(DeprecationWarning, match=r"preset 'fast_search' is withdrawn.*WARM_MAXITER") as caught:
+        config = DPGIBOConfig.from_preset("fast_search", **KW)
+    assert caught[0].filename == __file__  # points at the caller
+    assert config.acqf_maxiter == PRESETS["fast_search"].settings["acqf_maxiter"]
+    assert "reports/design_optimizer_speed.md" in PRESETS["fast_search"].withdrawn
+    assert (ROOT / "reports/design_optimizer_speed.md").exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the others do not warn
+        DPGIBOConfig.from_preset("paper", "adaptive_noise", **KW)
