@@ -1,9 +1,8 @@
 r"""The search over clip bound, step size, number of steps and batch rule on the public proxy.
 
-``plan_private_run`` fits the kernel (``kernel_fit``), takes the ``B`` candidates from the
-proxy's per-user gradient-estimate norms at ``θ₀``, runs DP-GIBO on the proxy at the simulated
-private budget (``proxy.simulation_config``) for every setting, and returns the best one in a
-``PrivatePlan`` with a report of every ``PlanTrial``.
+``plan_private_run`` fits the kernel (``kernel_fit``), takes the ``B`` candidates from the proxy's per-user
+gradient-estimate norms at ``θ₀``, runs DP-GIBO on the proxy at the simulated private budget
+(``proxy.simulation_config``) for every setting, and returns the best in a ``PrivatePlan`` (every ``PlanTrial``).
 """
 
 from __future__ import annotations
