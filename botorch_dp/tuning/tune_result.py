@@ -290,7 +290,8 @@ class TuneResult:
             "statement": self.statement.to_dict(),
             "warnings": list(self.cautions),
             "protected": {
-                name: None if p is None else {"epsilon": p[0], "delta": p[1]} for name, p in self.protected.items()
+                name: None if p is None else {"epsilon": p[0] if math.isfinite(p[0]) else "inf", "delta": p[1]}
+                for name, p in self.protected.items()
             },
         }
         if self.timing is not None:
