@@ -165,7 +165,8 @@ def tune(
     """
     call = TuneCall.checked(
         tune, objective, space, epsilon=epsilon, delta=delta, ledger=ledger, proxy=proxy, num_users=num_users,
-        plan_options=plan_options, strategy=strategy, method=method, protect=protect, mean_trials=mean_trials, max_trials=max_trials,
+        plan_options=plan_options, strategy=strategy, method=method, protect=protect, mean_trials=mean_trials,
+        max_trials=max_trials,
         selection_share=selection_share, loss_clip=loss_clip, seed=seed, progress=progress, executor=executor,
         checkpoint_dir=checkpoint_dir, unsafe_allow_large_delta=unsafe_allow_large_delta,
         allow_noise_dominated=allow_noise_dominated, settings=settings,

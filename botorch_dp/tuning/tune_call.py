@@ -78,10 +78,11 @@ def check_protect(protect: str | None, objective: Any, method: str) -> str:
     if protect == "validation":
         return protect
     if not capable:
+        without = " without DP-SGD" if callable(getattr(objective, "planned_run", None)) else ""
         raise ValueError(
             f"protect={protect!r}: the training records are protected only by an objective that trains with "
             f"DP-SGD (a TorchModelTuningObjective built with dp_sgd=DPSGDConfig(...)), got "
-            f"{type(objective).__name__}{' without DP-SGD' if callable(getattr(objective, 'planned_run', None)) else ''}; "
+            f"{type(objective).__name__}{without}; "
             "use protect='validation'."
         )
     if method != "auto":

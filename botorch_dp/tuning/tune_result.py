@@ -216,8 +216,7 @@ class TuneResult:
             lines.append(
                 f"{trainings} training run(s) on the training records (e.g. DP-SGD): one per model trained "
                 "while tuning (every evaluation of every run, and each scored final point), composed by the "
-                "training accountant; they are not validation runs"
-                + _each_training(self.ledger, self.guarantee.delta)
+                "training accountant; they are not validation runs" + _each_training(self.ledger, self.guarantee.delta)
             )
         return lines
 
@@ -368,7 +367,8 @@ def _each_training(ledger: PrivacyLedger, delta: float) -> str:
     if len(events) != 1 or not isinstance(event := next(iter(events)), DPSGDRun):
         return ""
     alone = selection_epsilon(trial_rdp_curve(event.noise_multiplier, [(event.sample_rate, event.steps)]), delta)
-    return f"; each run alone (epsilon = {alone:.4g}, delta = {delta:.3g}) at noise_multiplier = {event.noise_multiplier:.4g}"
+    sigma = event.noise_multiplier
+    return f"; each run alone (epsilon = {alone:.4g}, delta = {delta:.3g}) at noise_multiplier = {sigma:.4g}"
 
 
 def _row(quantity: str, value: Any, mu: float | None, epsilon: float) -> dict[str, Any]:

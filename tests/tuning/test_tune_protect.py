@@ -54,7 +54,9 @@ def dp_objective(small):
 def _tune(obj, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)  # an explicit seed
-        return tune(obj, SPACE, **{"epsilon": 3.0, "delta": DELTA, "mean_trials": 3.0, "seed": 2, "progress": False, **kw})
+        return tune(
+            obj, SPACE, **{"epsilon": 3.0, "delta": DELTA, "mean_trials": 3.0, "seed": 2, "progress": False, **kw}
+        )
 
 
 def test_protect_training_releases_the_winner_with_one_training_record_and_no_trial_record(small):

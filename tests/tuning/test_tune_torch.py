@@ -64,7 +64,11 @@ def _objective(recorder, space=SPACE, **kw):
 def _tune(objective, space=SPACE, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return tune(objective, space, **{"epsilon": 2.0, "delta": 1e-5, "seed": 3, "progress": False, "protect": "validation", **FAST, **kw})
+        return tune(
+            objective,
+            space,
+            **{"epsilon": 2.0, "delta": 1e-5, "seed": 3, "progress": False, "protect": "validation", **FAST, **kw},
+        )
 
 
 def _trainings(result):
