@@ -51,6 +51,13 @@ PROXY_NOT_PROTECTED = (
     "the proxy's users (proxy=): their losses were read without noise to plan the runs (and to compare "
     "the methods); the guarantee assumes they are public data, not among the people above"
 )
+#: What ``protect="training"`` leaves out (``TuneResult.guarantee_report``).
+VALIDATION_NOT_PROTECTED = (
+    "the validation users (protect='training'): the winner was chosen by, and released with, their plain "
+    "mean score; they are treated as public"
+)
+#: Each protected set in words (``TuneResult.protected``).
+_SET_WORDS = {"validation": "validation users", "training": "training records"}
 #: A private selection's trial, in words, by method (``"sample"``: ``tune(strategy="sample")``).
 _TRIALS = {
     "sample": "a DP-GIBO run on a configuration drawn at random, then its noisy score",
@@ -156,6 +163,8 @@ class TuneResult:
         unprotected = ((PROXY_NOT_PROTECTED,) if self.planned_on_proxy else ()) + (
             () if self.timing is None else (self.timing,)
         )
+        if self.protected.get("training") is not None and self.protected.get("validation") is None:
+            unprotected += (VALIDATION_NOT_PROTECTED,)
         lines = [head, self.statement.text(unprotected), "Configurations and runs:"]
         lines += [f"- {line}" for line in self.runs_explained()]
         cautions = "".join(f"\nWARNING: {caution}" for caution in self.cautions)
@@ -163,7 +172,7 @@ class TuneResult:
 
     def _protected_in_words(self) -> list[str]:
         r"""``"(ε, δ)-DP for <set>"`` per protected set, or that the set is not protected by this procedure."""
-        words = {"training": "the training records", "validation": "the validation users"}
+        words = {name: f"the {w}" for name, w in _SET_WORDS.items()}
         return [
             f"(epsilon = {p[0]:.4g}, delta = {p[1]:.3g})-DP for {words[name]}"
             if p is not None
@@ -264,6 +273,10 @@ class TuneResult:
         ordered = [
             {"run": r["run"], "configuration": r["configuration"], **r} for r in finish(rows, g.delta, self.statement)
         ]
+        if self.protected.get("training") is not None:  # a selection over training runs: its own protected sets
+            covered = " and ".join(_SET_WORDS[name] for name, p in self.protected.items() if p is not None)
+            for row in ordered:
+                row["protected"] = covered
         return as_table(ordered, as_frame)
 
     def to_json(self, path: str | None = None) -> str:

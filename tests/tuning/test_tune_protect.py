@@ -83,6 +83,11 @@ def test_protect_training_releases_the_winner_with_one_training_record_and_no_tr
     assert f"(epsilon = {epsilon:.4g}, delta = {DELTA:.3g})-DP for the training records" in report
     assert "the validation users NOT protected" in report
     assert "1 training record of 1 in the ledger" in report
+    assert "the validation users (protect='training')" in report.split("What was NOT protected:")[1]
+    rows = result.released_values(as_frame=False)
+    assert [r["quantity"] for r in rows] == ["theta", "winner_score", "hyperparameters"]
+    assert {r["protected"] for r in rows} == {"training records"}
+    assert rows[1]["value"] == selection.released_score
 
 
 def test_protect_both_also_charges_the_validation_users_up_front(small):
@@ -96,6 +101,8 @@ def test_protect_both_also_charges_the_validation_users_up_front(small):
     assert result.protected["training"] == (pytest.approx(training, rel=1e-12), DELTA)
     assert json.loads(result.to_json())["protected"]["validation"]["epsilon"] == pytest.approx(validation, rel=1e-12)
     assert f"(epsilon = {validation:.4g}, delta = {DELTA:.3g})-DP for the validation users" in result.guarantee_report()
+    rows = result.released_values(as_frame=False)
+    assert {r["protected"] for r in rows} == {"validation users and training records"}
 
 
 def test_protect_none_picks_both_for_a_dp_trained_objective_and_validation_otherwise(small):
