@@ -12,6 +12,8 @@ One module per method, its algorithm's wrapper (the reference algorithms stay in
 * ``sampled``: Papernot–Steinke over DP-GIBO runs on drawn configurations (``SampledMethod``);
 * ``private_random_search``: Papernot & Steinke's private random search;
 * ``dp_hypo``: DP-HyPO (Wang et al.);
+* ``training_selection``: Papernot–Steinke over whole DP-SGD training runs, the training records
+  protected (``training.private_selection``; not simulated on a proxy);
 * ``choice``: every candidate simulated on the proxy with paired seeds, the best recommended
   (``compare_methods``, ``compare_in_context``).
 
@@ -46,6 +48,7 @@ _NAMES = {
     "SampledMethod": "sampled",
     **dict.fromkeys(("PrivateRandomSearchMethod", "proxy_loss_clip"), "private_random_search"),
     "DPHyPOMethod": "dp_hypo",
+    "TrainingSelectionMethod": "training_selection",
     **dict.fromkeys(
         ("DEFAULT_METHODS", "MethodComparison", "MethodScore", "compare_in_context", "compare_methods"), "choice"
     ),

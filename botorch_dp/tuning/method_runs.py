@@ -11,6 +11,8 @@ PUBLIC proxy, compares the candidates there before the sensitive objective is ca
 * a mixed space: with a proxy, every configuration planned and the enumerate procedure, private
   random search and DP-HyPO over the space's public encoding compared (``tuning.mixed_methods``);
   a selection method runs over the encoding (without a proxy with ``E[K] = K (T b + 1)``);
+* ``protect="training"`` or ``"both"``: private selection over whole DP-SGD training runs
+  (``methods.training_selection``; no proxy, no comparison);
 * DP-GIBO: the enumerate procedure (``methods.enumerate``; each configuration planned on the
   proxy when one is given) or, with ``strategy="sample"``, the sampled strategy
   (``methods.sampled``; every configuration planned before the first trial).
@@ -47,6 +49,7 @@ from botorch_dp.methods.protocol import (
     config_mu,
 )
 from botorch_dp.methods.sampled import SampledMethod, sampled_per_trial_mu
+from botorch_dp.methods.training_selection import TrainingSelectionMethod
 from botorch_dp.optim import DPGIBOConfig, DPGIBOResult
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan.search import PrivatePlan, plan_private_run, planned_simulations
@@ -205,6 +208,12 @@ def choose(call: TuneCall) -> Choice:
     r"""Build ``call``'s candidates and choose the one to run, on the PUBLIC proxy only (see the module)."""
     space, K, method, n = call.space, call.K, call.method, call.num_users
     full = call.config(call.mu)
+    if call.selects_trainings:  # the training records protected: one selection over whole DP-SGD runs
+        selection = TrainingSelectionMethod(
+            space, call.epsilon, call.delta, call.mean_trials, call.protect, max_trials=call.max_trials,
+            loss_clip=call.loss_clip,
+        )  # fmt: skip
+        return Choice(OnSpace(selection, space, full))
     if method != "dp_gibo" and K == 1:
         if call.proxy is None:
             evaluations = full.num_iterations * batch_size_of(full, space.dim)

@@ -84,6 +84,7 @@ def tune(
     plan_budget: int | None = None,
     strategy: str = "enumerate",
     method: str = "auto",
+    protect: str | None = None,
     mean_trials: float = 4.0,
     max_trials: int | None = None,
     selection_share: float = 0.1,
@@ -131,7 +132,17 @@ def tune(
             force one (without a proxy the last two take ``E[K]`` = DP-GIBO's evaluations, ``T``
             times its batch size plus one scored point per configuration, and ``C = loss_clip``).
             Every method charges ``ledger`` with the full ``(ε, δ)``.
-        mean_trials: ``E[K]`` of ``"sample"`` (a truncated negative binomial with ``η = 1``).
+        protect: What the ``(ε, δ)`` protects: ``"validation"`` (the users whose losses score the
+            hyperparameters), ``"training"`` (the records a DP-trained objective trains on) or ``"both"``.
+            ``None`` (default): ``"both"`` for a ``TorchModelTuningObjective`` built with ``dp_sgd=`` and
+            ``method="auto"``, else ``"validation"``. ``"training"`` and ``"both"`` run private selection
+            over whole DP-SGD training runs (``methods.training_selection``: ``E[K] = mean_trials``, the
+            whole procedure charged once to the objective's ledger before the first trial, ``K`` hidden;
+            no proxy, checkpoint or DP-GIBO setting) and are refused by name for any other objective.
+            ``"validation"`` with a DP-trained objective runs DP-GIBO with every training run charged on
+            its own (a ``PrivacyWarning`` states their number, each one's ``ε`` and ``σ`` up front).
+        mean_trials: ``E[K]`` of ``"sample"`` and of the selection over training runs (``protect``;
+            a truncated negative binomial with ``η = 1``).
         max_trials: A selection's (``"sample"``, private random search, DP-HyPO) public number of
             trials, run whatever its hidden ``K`` and discarded after the ``K``-th (``TuneResult.timing``;
             ``None``: ``K``, the wall time grows with it). DP-GIBO ignores it.
@@ -154,7 +165,8 @@ def tune(
     """
     call = TuneCall.checked(
         tune, objective, space, epsilon=epsilon, delta=delta, ledger=ledger, proxy=proxy, num_users=num_users,
-        plan_options=plan_options, strategy=strategy, method=method, mean_trials=mean_trials, max_trials=max_trials,
+        plan_options=plan_options, strategy=strategy, method=method, protect=protect, mean_trials=mean_trials,
+        max_trials=max_trials,
         selection_share=selection_share, loss_clip=loss_clip, seed=seed, progress=progress, executor=executor,
         checkpoint_dir=checkpoint_dir, unsafe_allow_large_delta=unsafe_allow_large_delta,
         allow_noise_dominated=allow_noise_dominated, settings=settings,

@@ -16,6 +16,7 @@ import concurrent.futures
 import dataclasses
 import math
 import os
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ from botorch_dp.optim.stored_config import config_to_json
 from botorch_dp.privacy.analysis.gdp import gdp_mu
 from botorch_dp.privacy.checks import check_choice, check_delta, check_positive, check_probability, did_you_mean
 from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger.events import DPSGDRun
+from botorch_dp.privacy.seeding import PrivacyWarning
+from botorch_dp.training.selection_accounting import selection_epsilon, trial_rdp_curve
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.tuning.tune_checkpoint import TuneCheckpoint, seed_digest
 from botorch_dp.tuning.tune_checks import (
@@ -38,7 +42,7 @@ from botorch_dp.tuning.tune_checks import (
     training_event,
 )
 
-__all__ = ["METHODS", "STRATEGIES", "TUNE_DEFAULTS", "TuneCall", "check_method"]
+__all__ = ["METHODS", "PROTECT", "STRATEGIES", "TUNE_DEFAULTS", "TuneCall", "check_method", "check_protect"]
 
 #: DP-GIBO settings of ``tune`` unless given as keywords (those of the README's main example:
 #: a scaled RBF kernel on the unit cube with length-scale 0.2, AdaGrad, losses of order one).
@@ -49,6 +53,45 @@ TUNE_DEFAULTS: dict[str, Any] = dict(
 STRATEGIES = ("enumerate", "sample")
 #: ``tune``'s ``method`` values.
 METHODS = ("auto", "dp_gibo", "private_random_search", "dp_hypo")
+#: ``tune``'s ``protect`` values (``None``: what the objective makes possible, ``check_protect``).
+PROTECT = ("validation", "training", "both")
+#: The method that protects the training records: private selection over whole DP-SGD runs.
+TRAINING_SELECTION = "training_selection"
+
+
+def selects_training_runs(objective: Any) -> bool:
+    r"""Whether ``objective`` can run a private selection over whole DP-SGD training runs (a
+    ``TorchModelTuningObjective`` built with ``dp_sgd=``)."""
+    planned = getattr(objective, "planned_run", None)
+    return callable(getattr(objective, "train_covered", None)) and callable(planned) and planned() is not None
+
+
+def check_protect(protect: str | None, objective: Any, method: str) -> str:
+    r"""``protect`` checked (``ValueError`` naming it) and resolved: ``None`` is ``"both"`` for an
+    objective that trains with DP-SGD and ``method="auto"``, else ``"validation"``; ``"training"`` and
+    ``"both"`` need such an objective and ``method="auto"`` (the selection over whole training runs)."""
+    if protect is not None and protect not in PROTECT:
+        raise ValueError(f"protect must be None or one of {PROTECT}, got {protect!r}.{did_you_mean(protect, PROTECT)}")
+    capable = selects_training_runs(objective)
+    if protect is None:
+        return "both" if capable and method == "auto" else "validation"
+    if protect == "validation":
+        return protect
+    if not capable:
+        without = " without DP-SGD" if callable(getattr(objective, "planned_run", None)) else ""
+        raise ValueError(
+            f"protect={protect!r}: the training records are protected only by an objective that trains with "
+            f"DP-SGD (a TorchModelTuningObjective built with dp_sgd=DPSGDConfig(...)), got "
+            f"{type(objective).__name__}{without}; "
+            "use protect='validation'."
+        )
+    if method != "auto":
+        raise ValueError(
+            f"method={method!r} with protect={protect!r}: the training records are protected by private "
+            "selection over whole DP-SGD training runs (method='auto'); use method='auto', or "
+            "protect='validation' to run this method with every training run charged on its own."
+        )
+    return protect
 
 
 def check_method(
@@ -83,6 +126,7 @@ class TuneCall:
     share: float
     configurations: list[dict[str, Any]]
     trains: bool
+    protect: str
     own: PrivacyLedger | None
     ledger: PrivacyLedger | None
     proxy: Any
@@ -121,6 +165,11 @@ class TuneCall:
         return bool(self.run_config.options.fitting.holds)
 
     @property
+    def selects_trainings(self) -> bool:
+        r"""Whether the call runs private selection over whole DP-SGD training runs (``protect`` covers training)."""
+        return self.method == TRAINING_SELECTION
+
+    @property
     def sampled(self) -> bool:
         return self.strategy == "sample" and self.K > 1 and self.method == "dp_gibo"
 
@@ -156,11 +205,15 @@ class TuneCall:
         r"""The procedure's most trainings (every evaluation of every run and each scored final point),
         against a DP-trained objective's own limits (a DP-SGD target), before anything trains or is
         released; a resumed call merges the runs' records first and is held by each batch's charge."""
-        if not self.trains or (checkpoint is not None and any(checkpoint.has_run(k) for k in range(self.K))):
+        if self.selects_trainings or not self.trains:
+            return
+        trainings = self.K * self.run_config.max_evaluations + (self.K if self.K > 1 else 0)
+        composed_cost_warning(self.objective, self.space, trainings, self.delta)
+        if checkpoint is not None and any(checkpoint.has_run(k) for k in range(self.K)):
             return
         bound = bound_objective(self.objective, self.configurations[0])
         if callable(getattr(bound, "check_room", None)):
-            bound.check_room(self.K * self.run_config.max_evaluations + (self.K if self.K > 1 else 0))
+            bound.check_room(trainings)
 
     def arguments(self) -> dict[str, Any]:
         r"""The public description of the call that ``checkpoint_dir`` compares on resume."""
@@ -207,6 +260,7 @@ class TuneCall:
         plan_options: dict[str, Any] | None,
         strategy: str,
         method: str,
+        protect: str | None,
         mean_trials: float,
         max_trials: int | None,
         selection_share: float,
@@ -246,7 +300,11 @@ class TuneCall:
         configurations = space.configurations()
         K = len(configurations)
         trains = training_event(objective, space) is not None
-        method = check_method(method, proxy, K, strategy=strategy, trains=trains)
+        protect = check_protect(protect, objective, method)
+        if protect == "validation":
+            method = check_method(method, proxy, K, strategy=strategy, trains=trains)
+        else:
+            method = TRAINING_SELECTION
         sampled = strategy == "sample" and K > 1 and method == "dp_gibo"
         if sampled and checkpoint_dir is not None:
             raise ValueError(
@@ -272,13 +330,59 @@ class TuneCall:
         checks = TuneChecks.of(objective, run_config, epsilon, mu, K, mu_score, method, sampled, trains)
         known = num_users if num_users is not None else getattr(objective, "num_users", None)
         guarded = checks.guarded(objective, known)  # refused before any call when n is known, else at the first
-        if method != "dp_gibo" and checkpoint_dir is not None:
+        if method == TRAINING_SELECTION:
+            _check_training_selection(protect, proxy, strategy, checkpoint_dir, settings)
+        elif method != "dp_gibo" and checkpoint_dir is not None:
             raise ValueError(
                 f"checkpoint_dir={checkpoint_dir!r}: method={method!r} (the planner's method choice or "
                 "a selection method) is not checkpointed; pass method='dp_gibo' to resume runs."
             )
         return cls(
-            guarded, objective, space, epsilon, delta, mu, share, configurations, trains, own, ledger, proxy,
+            guarded, objective, space, epsilon, delta, mu, share, configurations, trains, protect, own, ledger, proxy,
             num_users, plan_options, strategy, method, mean_trials, max_trials, loss_clip, seed, progress,
             executor, checkpoint_dir, base, run_config, checks,
         )  # fmt: skip
+
+
+def _check_training_selection(
+    protect: str, proxy: Any, strategy: str, checkpoint_dir: Any, settings: dict[str, Any]
+) -> None:
+    r"""Refuse (``ValueError`` naming it) what the selection over whole training runs does not take."""
+    refused = {
+        "proxy": proxy is not None,
+        "strategy": strategy != "enumerate",
+        "checkpoint_dir": checkpoint_dir is not None,
+    }
+    given = {"proxy": proxy, "strategy": strategy, "checkpoint_dir": checkpoint_dir}
+    for name, bad in refused.items():
+        if bad:
+            raise ValueError(
+                f"{name}={given[name]!r} with protect={protect!r}: private selection over whole DP-SGD training "
+                f"runs takes no {name} (it is not planned on a proxy, samples its configurations itself and is "
+                "not checkpointed); leave it out, or pass protect='validation' for DP-GIBO with every training "
+                "run charged on its own."
+            )
+    if settings:
+        raise ValueError(
+            f"{sorted(settings)} with protect={protect!r}: these are DP-GIBO settings, which private selection "
+            "over whole DP-SGD training runs does not use; leave them out, or pass protect='validation'."
+        )
+
+
+def composed_cost_warning(objective: Any, space: SearchSpace, trainings: int, delta: float) -> None:
+    r"""A ``PrivacyWarning``, before anything trains, stating what DP-GIBO's composed path costs the
+    training records: at most ``trainings`` DP-SGD runs, each run's ``ε`` (at ``delta``) and ``σ``, and
+    their RDP composition (``protect="both"`` charges a selection over whole runs once instead)."""
+    event = training_event(objective, space)
+    if not isinstance(event, DPSGDRun):
+        return
+    curve = trial_rdp_curve(event.noise_multiplier, [(event.sample_rate, event.steps)])
+    each, total = selection_epsilon(curve, delta), selection_epsilon(trainings * curve, delta)
+    warnings.warn(
+        f"tune(protect='validation'): up to {trainings} DP-SGD training run(s), each charged on its own to the "
+        f"training records at (epsilon = {each:.4g}, delta = {delta:.3g}) with noise_multiplier = "
+        f"{event.noise_multiplier:.4g}; composed (RDP) up to epsilon = {total:.4g} on the training records. "
+        "protect='both' charges one private selection over whole training runs instead.",
+        PrivacyWarning,
+        stacklevel=4,
+    )

@@ -26,7 +26,9 @@ from botorch_dp.methods.protocol import ConfigurationRun, MethodRun
 from botorch_dp.optim.released_values import as_table, charges_of, finish, release_rows
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger.events import DPSGDRun
 from botorch_dp.privacy.statement import NO_GUARANTEE, GuaranteeStatement, guarantee_statement
+from botorch_dp.training.selection_accounting import selection_epsilon, trial_rdp_curve
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 
 __all__ = [
@@ -49,11 +51,19 @@ PROXY_NOT_PROTECTED = (
     "the proxy's users (proxy=): their losses were read without noise to plan the runs (and to compare "
     "the methods); the guarantee assumes they are public data, not among the people above"
 )
+#: What ``protect="training"`` leaves out (``TuneResult.guarantee_report``).
+VALIDATION_NOT_PROTECTED = (
+    "the validation users (protect='training'): the winner was chosen by, and released with, their plain "
+    "mean score; they are treated as public"
+)
+#: Each protected set in words (``TuneResult.protected``).
+_SET_WORDS = {"validation": "validation users", "training": "training records"}
 #: A private selection's trial, in words, by method (``"sample"``: ``tune(strategy="sample")``).
 _TRIALS = {
     "sample": "a DP-GIBO run on a configuration drawn at random, then its noisy score",
     "private_random_search": "a point drawn at random and its noisy score",
     "dp_hypo": "a point drawn from a density adapted to the earlier trials, and its noisy score",
+    "training_selection": "one DP-SGD training run at hyperparameters drawn at random, then its score",
 }
 
 
@@ -97,6 +107,8 @@ class TuneResult:
         timing: For a private selection (a hidden number of trials ``K``): what the run's wall
             time reveals and whether it was padded to ``max_trials`` (``None`` otherwise).
         planning: What ``plan_budget`` cut from the planning on the proxy (``None``: nothing).
+        protected: ``{protected set: (ε, δ) or None}`` for ``"validation"`` and ``"training"``
+            (``MethodRun.guarantees``; ``None``: this procedure does not protect that set by itself).
     """
 
     hyperparameters: dict[str, Any]
@@ -112,6 +124,7 @@ class TuneResult:
     cautions: tuple[str, ...] = ()
     timing: str | None = None
     planning: str | None = None
+    protected: dict[str, tuple[float, float] | None] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         g = self.guarantee
@@ -145,13 +158,27 @@ class TuneResult:
                 else "by Papernot–Steinke selection over a hidden number of sampled runs (RDP)"
             )
             head = f"tune: (epsilon = {g.epsilon:.4g}, delta = {g.delta:.3g})-DP for the validation users {how}"
+            if self.protected.get("training") is not None:
+                head = f"tune: {'; '.join(self._protected_in_words())}, by {self.procedure}"
         unprotected = ((PROXY_NOT_PROTECTED,) if self.planned_on_proxy else ()) + (
             () if self.timing is None else (self.timing,)
         )
+        if self.protected.get("training") is not None and self.protected.get("validation") is None:
+            unprotected += (VALIDATION_NOT_PROTECTED,)
         lines = [head, self.statement.text(unprotected), "Configurations and runs:"]
         lines += [f"- {line}" for line in self.runs_explained()]
         cautions = "".join(f"\nWARNING: {caution}" for caution in self.cautions)
         return "\n".join(lines) + cautions + self._method_choice()
+
+    def _protected_in_words(self) -> list[str]:
+        r"""``"(ε, δ)-DP for <set>"`` per protected set, or that the set is not protected by this procedure."""
+        words = {name: f"the {w}" for name, w in _SET_WORDS.items()}
+        return [
+            f"(epsilon = {p[0]:.4g}, delta = {p[1]:.3g})-DP for {words[name]}"
+            if p is not None
+            else f"{words[name]} NOT protected (treated as public)"
+            for name, p in sorted(self.protected.items(), key=lambda item: item[0] != "training")
+        ]
 
     @property
     def planned_on_proxy(self) -> bool:
@@ -171,7 +198,7 @@ class TuneResult:
                 "as ONE run (its whole guarantee, charged before the first trial): 1 run; only the winner is "
                 "released (1 configuration), never the number of trials nor a losing trial"
             ]
-            own = 1
+            own = 0 if self.method == "training_selection" and self.protected.get("validation") is None else 1
         elif K > 1:
             lines = [
                 f"{K} configuration(s) (the combinations of the categorical hyperparameters' values), each tuned "
@@ -189,11 +216,16 @@ class TuneResult:
                 f"({self.statement.runs_in_words()}): runs recorded there besides this call's count too"
             )
         trainings = len(self.ledger.training_records())
-        if trainings:
+        if self.method == "training_selection":
+            lines.append(
+                f"the training records: the whole selection's curve recorded ONCE before the first trial (1 "
+                f"training record of {trainings} in the ledger), whatever the hidden number of training runs"
+            )
+        elif trainings:
             lines.append(
                 f"{trainings} training run(s) on the training records (e.g. DP-SGD): one per model trained "
                 "while tuning (every evaluation of every run, and each scored final point), composed by the "
-                "training accountant; they are not validation runs"
+                "training accountant; they are not validation runs" + _each_training(self.ledger, self.guarantee.delta)
             )
         return lines
 
@@ -241,6 +273,10 @@ class TuneResult:
         ordered = [
             {"run": r["run"], "configuration": r["configuration"], **r} for r in finish(rows, g.delta, self.statement)
         ]
+        if self.protected.get("training") is not None:  # a selection over training runs: its own protected sets
+            covered = " and ".join(_SET_WORDS[name] for name, p in self.protected.items() if p is not None)
+            for row in ordered:
+                row["protected"] = covered
         return as_table(ordered, as_frame)
 
     def to_json(self, path: str | None = None) -> str:
@@ -265,6 +301,10 @@ class TuneResult:
             "method": self.method,
             "statement": self.statement.to_dict(),
             "warnings": list(self.cautions),
+            "protected": {
+                name: None if p is None else {"epsilon": p[0] if math.isfinite(p[0]) else "inf", "delta": p[1]}
+                for name, p in self.protected.items()
+            },
         }
         if self.timing is not None:
             out["timing"] = self.timing
@@ -330,7 +370,18 @@ def tune_result(
         procedure=run.procedure,
         methods=methods,
         timing=run.timing,
+        protected=dict(run.guarantees),
     )
+
+
+def _each_training(ledger: PrivacyLedger, delta: float) -> str:
+    r"""``"; each ... (ε, σ)"`` when every training record is a DP-SGD run of one shape, else ``""``."""
+    events = {r.event for r in ledger.training_records()}
+    if len(events) != 1 or not isinstance(event := next(iter(events)), DPSGDRun):
+        return ""
+    alone = selection_epsilon(trial_rdp_curve(event.noise_multiplier, [(event.sample_rate, event.steps)]), delta)
+    sigma = event.noise_multiplier
+    return f"; each run alone (epsilon = {alone:.4g}, delta = {delta:.3g}) at noise_multiplier = {sigma:.4g}"
 
 
 def _row(quantity: str, value: Any, mu: float | None, epsilon: float) -> dict[str, Any]:

@@ -44,7 +44,7 @@ def _dp_sgd_tune():
         training=TrainingConfig(epochs=1, batch_size=10, seed=0),
         dp_sgd=DPSGDConfig(noise_multiplier=1.5, max_grad_norm=1.0),
     )
-    return _tune(torch_objective, TORCH_SPACE, epsilon=2.0, num_iterations=1)
+    return _tune(torch_objective, TORCH_SPACE, epsilon=2.0, num_iterations=1, protect="validation")
 
 
 _CASES = {

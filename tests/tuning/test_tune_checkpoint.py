@@ -208,6 +208,7 @@ def test_a_dp_sgd_objective_resumes_in_a_new_process_with_every_training_charged
                 seed=5,
                 progress=False,
                 checkpoint_dir=directory,
+                protect="validation",  # DP-GIBO, every training run charged on its own (checkpointed)
                 raw_samples=16,
                 num_restarts=1,
                 num_iterations=2,

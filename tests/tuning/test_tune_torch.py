@@ -64,7 +64,11 @@ def _objective(recorder, space=SPACE, **kw):
 def _tune(objective, space=SPACE, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return tune(objective, space, **{"epsilon": 2.0, "delta": 1e-5, "seed": 3, "progress": False, **FAST, **kw})
+        return tune(
+            objective,
+            space,
+            **{"epsilon": 2.0, "delta": 1e-5, "seed": 3, "progress": False, "protect": "validation", **FAST, **kw},
+        )
 
 
 def _trainings(result):
@@ -164,13 +168,13 @@ def test_bad_arguments_for_a_torch_objective_are_refused_by_name_before_anything
     with pytest.raises(ValueError, match=r"ledger=.*records its training runs in objective.ledger"):
         tune(objective, SPACE, epsilon=1.0, delta=1e-5, ledger=PrivacyLedger(), progress=False)
     with pytest.raises(ValueError, match=r"strategy='sample' with an objective that charges DP training runs"):
-        tune(objective, SPACE, epsilon=1.0, delta=1e-5, strategy="sample", progress=False)
+        tune(objective, SPACE, epsilon=1.0, delta=1e-5, strategy="sample", protect="validation", progress=False)
     with pytest.raises(ValueError, match=r"executor must be a concurrent.futures.Executor"):
         tune(objective, SPACE, epsilon=1.0, delta=1e-5, executor=4, progress=False)
     with pytest.raises(ValueError, match=r"objective must be callable"):
         tune(42, SPACE, epsilon=1.0, delta=1e-5, progress=False)
     with pytest.raises(ValueError, match=r"checkpoint_dir must be a path"):
-        tune(objective, SPACE, epsilon=1.0, delta=1e-5, checkpoint_dir=3, progress=False)
+        tune(objective, SPACE, epsilon=1.0, delta=1e-5, checkpoint_dir=3, protect="validation", progress=False)
     assert recorder.models == [] and objective.ledger.records() == []
 
 
