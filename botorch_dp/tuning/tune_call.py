@@ -31,7 +31,6 @@ from botorch_dp.privacy.checks import check_choice, check_delta, check_positive,
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.ledger.events import DPSGDRun
 from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.training.selection_accounting import selection_epsilon, trial_rdp_curve
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.tuning.tune_checkpoint import TuneCheckpoint, seed_digest
 from botorch_dp.tuning.tune_checks import (
@@ -376,6 +375,8 @@ def composed_cost_warning(objective: Any, space: SearchSpace, trainings: int, de
     event = training_event(objective, space)
     if not isinstance(event, DPSGDRun):
         return
+    from botorch_dp.training.selection_accounting import selection_epsilon, trial_rdp_curve  # scipy, Opacus: late
+
     curve = trial_rdp_curve(event.noise_multiplier, [(event.sample_rate, event.steps)])
     each, total = selection_epsilon(curve, delta), selection_epsilon(trainings * curve, delta)
     warnings.warn(

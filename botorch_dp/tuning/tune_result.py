@@ -28,7 +28,6 @@ from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.ledger.events import DPSGDRun
 from botorch_dp.privacy.statement import NO_GUARANTEE, GuaranteeStatement, guarantee_statement
-from botorch_dp.training.selection_accounting import selection_epsilon, trial_rdp_curve
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 
 __all__ = [
@@ -379,6 +378,8 @@ def _each_training(ledger: PrivacyLedger, delta: float) -> str:
     events = {r.event for r in ledger.training_records()}
     if len(events) != 1 or not isinstance(event := next(iter(events)), DPSGDRun):
         return ""
+    from botorch_dp.training.selection_accounting import selection_epsilon, trial_rdp_curve  # scipy, Opacus: late
+
     alone = selection_epsilon(trial_rdp_curve(event.noise_multiplier, [(event.sample_rate, event.steps)]), delta)
     sigma = event.noise_multiplier
     return f"; each run alone (epsilon = {alone:.4g}, delta = {delta:.3g}) at noise_multiplier = {sigma:.4g}"
