@@ -14,6 +14,8 @@ One module per method, its algorithm's wrapper (the reference algorithms stay in
 * ``dp_hypo``: DP-HyPO (Wang et al.);
 * ``training_selection``: Papernot–Steinke over whole DP-SGD training runs, the training records
   protected (``training.private_selection``; not simulated on a proxy);
+* ``default_rule``: the public rule ``tune(method="auto")`` follows without a proxy
+  (``default_method``: the space's kinds of hyperparameters and dimension);
 * ``choice``: every candidate simulated on the proxy with paired seeds, the best recommended
   (``compare_methods``, ``compare_in_context``).
 
@@ -49,6 +51,7 @@ _NAMES = {
     **dict.fromkeys(("PrivateRandomSearchMethod", "proxy_loss_clip"), "private_random_search"),
     "DPHyPOMethod": "dp_hypo",
     "TrainingSelectionMethod": "training_selection",
+    **dict.fromkeys(("DefaultMethod", "default_method"), "default_rule"),
     **dict.fromkeys(
         ("DEFAULT_METHODS", "MethodComparison", "MethodScore", "compare_in_context", "compare_methods"), "choice"
     ),

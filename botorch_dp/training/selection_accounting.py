@@ -27,7 +27,14 @@ from botorch_dp.privacy.analysis.rdp import rdp_curve_delta, rdp_curve_epsilon
 from botorch_dp.privacy.checks import check_choice, check_delta, check_greater, check_positive
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS
 
-__all__ = ["calibrate_selection_noise", "grid_hat_term", "selection_epsilon", "selection_rdp_curve", "trial_rdp_curve"]
+__all__ = [
+    "calibrate_selection_noise",
+    "dp_sgd_runs_epsilon",
+    "grid_hat_term",
+    "selection_epsilon",
+    "selection_rdp_curve",
+    "trial_rdp_curve",
+]
 
 _ORDERS = np.asarray(TRAINING_RDP_ORDERS, dtype=np.float64)
 #: The noise multipliers the calibration searches between.
@@ -126,6 +133,27 @@ def selection_rdp_curve(
 def selection_epsilon(selection_rdp: Sequence[float] | np.ndarray, delta: float) -> float:
     r"""``ε`` at ``delta`` of a curve on ``TRAINING_RDP_ORDERS``, converted as the ledger converts it."""
     return rdp_curve_epsilon(np.asarray(selection_rdp, dtype=np.float64), _ORDERS, check_delta(delta))[0]
+
+
+def dp_sgd_runs_epsilon(
+    noise_multiplier: float, sample_rate: float, steps: int, delta: float, *, num_runs: int = 1
+) -> float:
+    r"""``ε`` at ``delta`` of ``num_runs`` DP-SGD runs of one shape composed (RDP on ``TRAINING_RDP_ORDERS``,
+    converted as the ledger converts it; ``num_runs = 1``: one run alone).
+
+    Args:
+        noise_multiplier: Each run's ``σ``.
+        sample_rate: Each run's Poisson rate ``q``.
+        steps: Each run's number of steps ``T``.
+        delta: ``δ``.
+        num_runs: How many such runs compose (``≥ 1``).
+
+    Returns:
+        ``ε`` (``inf`` where the curve is vacuous at every order).
+    """
+    if isinstance(num_runs, bool) or not isinstance(num_runs, int) or num_runs < 1:
+        raise ValueError(f"num_runs must be an integer >= 1, got {num_runs!r}.")
+    return selection_epsilon(num_runs * trial_rdp_curve(noise_multiplier, [(sample_rate, steps)]), delta)
 
 
 def calibrate_selection_noise(

@@ -1,7 +1,7 @@
 r"""``tune``: the one call that tunes a model's hyperparameters at a total ``(ε, δ)``.
 
-``tune(objective, space, epsilon=..., delta=...)`` runs DP-GIBO over the space's continuous
-and integer hyperparameters (θ's coordinates). With categorical hyperparameters it
+``tune(objective, space, epsilon=..., delta=..., method="dp_gibo")`` runs DP-GIBO over the space's
+continuous and integer hyperparameters (θ's coordinates). With categorical hyperparameters it
 **enumerates** their configurations: one DP-GIBO run per configuration, each with an equal
 share of the budget, then a private choice among the runs, the Gaussian score mechanism on
 each run's final point (the clipped mean validation loss, ``C/n`` sensitivity) and the lowest
@@ -18,7 +18,9 @@ the ``q x n`` per-user losses.
 With ``proxy=`` (an objective of the same signature on PUBLIC users) and ``num_users=n``,
 each configuration's run is first planned on the proxy (``plan_private_run``: the kernel, ``B``,
 ``η``, ``T`` and batch rule chosen with the private run's noise simulated), at no privacy cost.
-The plan also chooses the METHOD (``method="auto"``) and ``tune`` runs the recommended one unless
+Without a proxy, ``method="auto"`` follows a public rule measured on the benchmarks
+(``methods.default_rule``: the space's kinds of hyperparameters and dimension). With one, the
+plan also chooses the METHOD (``method="auto"``) and ``tune`` runs the recommended one unless
 ``method=`` forces one: without categorical hyperparameters DP-GIBO, private random search or
 DP-HyPO, simulated on the proxy (``tuning.method_runs``); with them, all configurations are
 planned first, then this enumerate procedure, private random search and DP-HyPO over the
@@ -126,10 +128,13 @@ def tune(
             ``scripts/compare_tune_strategies.py`` at K = 4 and 16 (``reports/tune_strategies.md``).
         method: ``"auto"`` (default): with ``proxy``, the method the comparison on the proxy
             recommends (``TuneResult.methods``; on a mixed space among DP-GIBO per configuration,
-            private random search and DP-HyPO over the public encoding, ``tuning.mixed_methods``),
-            else DP-GIBO (also with ``strategy="sample"`` or an objective that charges DP training
-            runs on a mixed space); ``"dp_gibo"``, ``"private_random_search"`` or ``"dp_hypo"``
-            force one (without a proxy the last two take ``E[K]`` = DP-GIBO's evaluations, ``T``
+            private random search and DP-HyPO over the public encoding, ``tuning.mixed_methods``);
+            without one, the public rule ``methods.default_rule.default_method`` (private random
+            search on a space with an integer or categorical hyperparameter or a continuous one of
+            small ``d``, DP-GIBO otherwise and with ``checkpoint_dir``); DP-GIBO with
+            ``strategy="sample"`` or an objective that charges DP training runs.
+            ``TuneResult.method_rule`` says which rule picked the method and why.
+            ``"dp_gibo"``, ``"private_random_search"`` or ``"dp_hypo"`` force one (without a proxy the last two take ``E[K]`` = DP-GIBO's evaluations, ``T``
             times its batch size plus one scored point per configuration, and ``C = loss_clip``).
             Every method charges ``ledger`` with the full ``(ε, δ)``.
         protect: What the ``(ε, δ)`` protects: ``"validation"`` (the users whose losses score the
@@ -179,7 +184,7 @@ def tune(
         winner = choice.winner.with_checkpoint(checkpoint)
         run = winner.run_private(call.objective, ledger=ledger, seed=seed, progress=progress, executor=executor)
     result = call.checks.carry(tune_result(run, space, ledger, choice.comparison))
-    return result if planning is None else dataclasses.replace(result, planning=planning)
+    return dataclasses.replace(result, planning=planning, method_rule=call.method_rule)
 
 
 def _budgeted(call: TuneCall, plan_budget: int | None) -> tuple[TuneCall, str | None]:

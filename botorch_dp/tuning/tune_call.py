@@ -31,6 +31,7 @@ from botorch_dp.privacy.checks import check_choice, check_delta, check_positive,
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.ledger.events import DPSGDRun
 from botorch_dp.privacy.seeding import PrivacyWarning
+from botorch_dp.tuning.discrete import Integer
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.tuning.tune_checkpoint import TuneCheckpoint, seed_digest
 from botorch_dp.tuning.tune_checks import (
@@ -41,7 +42,16 @@ from botorch_dp.tuning.tune_checks import (
     training_event,
 )
 
-__all__ = ["METHODS", "PROTECT", "STRATEGIES", "TUNE_DEFAULTS", "TuneCall", "check_method", "check_protect"]
+__all__ = [
+    "METHODS",
+    "PROTECT",
+    "STRATEGIES",
+    "TUNE_DEFAULTS",
+    "TuneCall",
+    "check_method",
+    "check_protect",
+    "picked_method",
+]
 
 #: DP-GIBO settings of ``tune`` unless given as keywords (those of the README's main example:
 #: a scaled RBF kernel on the unit cube with length-scale 0.2, AdaGrad, losses of order one).
@@ -96,10 +106,11 @@ def check_protect(protect: str | None, objective: Any, method: str) -> str:
 def check_method(
     method: str, proxy: Any, num_configurations: int, *, strategy: str = "enumerate", trains: bool = False
 ) -> str:
-    r"""``method`` checked; ``"auto"`` becomes ``"dp_gibo"`` without a proxy, with an objective that
-    charges DP training runs (where a forced selection method is refused: the training ledger
-    would count its hidden number of trials, on any space), and on a mixed space (categorical
-    configurations) with ``strategy="sample"``."""
+    r"""``method`` checked; ``"auto"`` becomes ``"dp_gibo"`` with an objective that charges DP training
+    runs (where a forced selection method is refused: the training ledger would count its hidden
+    number of trials, on any space) and on a mixed space (categorical configurations) with
+    ``strategy="sample"``; otherwise it stays ``"auto"`` (with a proxy: the comparison there;
+    without one: the public rule, ``methods.default_rule``)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}.{did_you_mean(method, METHODS)}")
     if trains and method not in ("auto", "dp_gibo"):
@@ -107,9 +118,39 @@ def check_method(
             f"method={method!r} with an objective that charges DP training runs: the training ledger "
             "would count the selection's hidden number of trials; use method='dp_gibo'."
         )
-    if method == "auto" and (proxy is None or trains or (num_configurations > 1 and strategy != "enumerate")):
+    if method == "auto" and (trains or (num_configurations > 1 and strategy != "enumerate")):
         return "dp_gibo"
-    return method
+    return method  # "auto" without a proxy: ``default_method`` (``TuneCall.checked``)
+
+
+def picked_method(
+    given: str, resolved: str, space: SearchSpace, *, proxy: Any, trains: bool, protect: str, resumable: bool
+) -> tuple[str, str]:
+    r"""The method ``tune`` runs and the one line saying which rule picked it: ``given`` as passed,
+    ``resolved`` as ``check_method`` (or ``protect``) left it; ``"auto"`` without a proxy follows the
+    public rule ``methods.default_rule.default_method`` (the space's kinds and dimension only)."""
+    if resolved == TRAINING_SELECTION:
+        return resolved, f"protect={protect!r}: private selection over whole DP-SGD training runs"
+    if given != "auto":
+        return resolved, f"method={given!r} given"
+    if resolved == "auto" and proxy is None:
+        from botorch_dp.methods.default_rule import default_method
+
+        rule = default_method(
+            num_continuous=sum(not isinstance(h, Integer) for h in space.relaxed),
+            num_integer=sum(isinstance(h, Integer) for h in space.relaxed),
+            num_categorical=sum(h.name not in space.fixed for h in space.categoricals),
+            resumable=resumable,
+        )
+        return rule.method, rule.reason
+    if resolved == "auto":
+        return resolved, "method='auto' with a proxy: the method the comparison on the proxy recommends (methods)"
+    why = (
+        "an objective that charges DP training runs (the training ledger would count a selection's hidden trials)"
+        if trains
+        else "strategy='sample' (Papernot–Steinke over DP-GIBO runs on sampled configurations)"
+    )
+    return resolved, f"method='auto' with {why}: DP-GIBO"
 
 
 @dataclass(frozen=True)
@@ -143,6 +184,7 @@ class TuneCall:
     base: dict[str, Any]
     run_config: DPGIBOConfig
     checks: TuneChecks
+    method_rule: str = ""  # which rule picked ``method``, and why (one line; ``picked_method``)
 
     @property
     def K(self) -> int:
@@ -301,9 +343,12 @@ class TuneCall:
         trains = training_event(objective, space) is not None
         protect = check_protect(protect, objective, method)
         if protect == "validation":
-            method = check_method(method, proxy, K, strategy=strategy, trains=trains)
+            resolved = check_method(method, proxy, K, strategy=strategy, trains=trains)
         else:
-            method = TRAINING_SELECTION
+            resolved = TRAINING_SELECTION
+        method, method_rule = picked_method(
+            method, resolved, space, proxy=proxy, trains=trains, protect=protect, resumable=checkpoint_dir is not None
+        )
         sampled = strategy == "sample" and K > 1 and method == "dp_gibo"
         if sampled and checkpoint_dir is not None:
             raise ValueError(
@@ -339,7 +384,7 @@ class TuneCall:
         return cls(
             guarded, objective, space, epsilon, delta, mu, share, configurations, trains, protect, own, ledger, proxy,
             num_users, plan_options, strategy, method, mean_trials, max_trials, loss_clip, seed, progress,
-            executor, checkpoint_dir, base, run_config, checks,
+            executor, checkpoint_dir, base, run_config, checks, method_rule,
         )  # fmt: skip
 
 
@@ -375,10 +420,10 @@ def composed_cost_warning(objective: Any, space: SearchSpace, trainings: int, de
     event = training_event(objective, space)
     if not isinstance(event, DPSGDRun):
         return
-    from botorch_dp.training.selection_accounting import selection_epsilon, trial_rdp_curve  # scipy, Opacus: late
+    from botorch_dp.training.selection_accounting import dp_sgd_runs_epsilon  # scipy, Opacus: late
 
-    curve = trial_rdp_curve(event.noise_multiplier, [(event.sample_rate, event.steps)])
-    each, total = selection_epsilon(curve, delta), selection_epsilon(trainings * curve, delta)
+    each = dp_sgd_runs_epsilon(event.noise_multiplier, event.sample_rate, event.steps, delta)
+    total = dp_sgd_runs_epsilon(event.noise_multiplier, event.sample_rate, event.steps, delta, num_runs=trainings)
     warnings.warn(
         f"tune(protect='validation'): up to {trainings} DP-SGD training run(s), each charged on its own to the "
         f"training records at (epsilon = {each:.4g}, delta = {delta:.3g}) with noise_multiplier = "

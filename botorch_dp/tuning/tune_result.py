@@ -106,6 +106,8 @@ class TuneResult:
         timing: For a private selection (a hidden number of trials ``K``): what the run's wall
             time reveals and whether it was padded to ``max_trials`` (``None`` otherwise).
         planning: What ``plan_budget`` cut from the planning on the proxy (``None``: nothing).
+        method_rule: Which rule picked ``method`` and why, in one line (``tune``; ``None`` when
+            built otherwise).
         protected: ``{protected set: (ε, δ) or None}`` for ``"validation"`` and ``"training"``
             (``MethodRun.guarantees``; ``None``: this procedure does not protect that set by itself).
     """
@@ -124,6 +126,7 @@ class TuneResult:
     timing: str | None = None
     planning: str | None = None
     protected: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    method_rule: str | None = None
 
     def __repr__(self) -> str:
         g = self.guarantee
@@ -164,7 +167,10 @@ class TuneResult:
         )
         if self.protected.get("training") is not None and self.protected.get("validation") is None:
             unprotected += (VALIDATION_NOT_PROTECTED,)
-        lines = [head, self.statement.text(unprotected), "Configurations and runs:"]
+        lines = [head, self.statement.text(unprotected)]
+        if self.method_rule is not None:
+            lines.append(f"Method: {self.method} ({self.method_rule}).")
+        lines.append("Configurations and runs:")
         lines += [f"- {line}" for line in self.runs_explained()]
         cautions = "".join(f"\nWARNING: {caution}" for caution in self.cautions)
         return "\n".join(lines) + cautions + self._method_choice()
@@ -298,6 +304,7 @@ class TuneResult:
             ],
             "chosen": self.chosen,
             "method": self.method,
+            "method_rule": self.method_rule,
             "statement": self.statement.to_dict(),
             "warnings": list(self.cautions),
             "protected": {
@@ -378,9 +385,9 @@ def _each_training(ledger: PrivacyLedger, delta: float) -> str:
     events = {r.event for r in ledger.training_records()}
     if len(events) != 1 or not isinstance(event := next(iter(events)), DPSGDRun):
         return ""
-    from botorch_dp.training.selection_accounting import selection_epsilon, trial_rdp_curve  # scipy, Opacus: late
+    from botorch_dp.training.selection_accounting import dp_sgd_runs_epsilon  # scipy, Opacus: late
 
-    alone = selection_epsilon(trial_rdp_curve(event.noise_multiplier, [(event.sample_rate, event.steps)]), delta)
+    alone = dp_sgd_runs_epsilon(event.noise_multiplier, event.sample_rate, event.steps, delta)
     sigma = event.noise_multiplier
     return f"; each run alone (epsilon = {alone:.4g}, delta = {delta:.3g}) at noise_multiplier = {sigma:.4g}"
 

@@ -45,7 +45,12 @@ MIXED = SearchSpace(
 def _tune(space, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return tune(objective, space, **{"epsilon": 3.0, "delta": 1e-5, "seed": 7, "progress": False, **FAST, **kw})
+        return tune(
+            objective,
+            space,
+            # DP-GIBO (per configuration) is what this module tests; the default's rule: test_default_rule_picks_...
+            **{"epsilon": 3.0, "delta": 1e-5, "seed": 7, "progress": False, "method": "dp_gibo", **FAST, **kw},
+        )
 
 
 def test_a_continuous_space_is_plain_dp_gibo_at_the_target():
@@ -77,7 +82,7 @@ def test_configurations_are_enumerated_and_chosen_privately_at_exactly_the_targe
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = tune(recording, MIXED, epsilon=3.0, delta=1e-5, seed=7, progress=False, **FAST)
+        result = tune(recording, MIXED, epsilon=3.0, delta=1e-5, seed=7, progress=False, method="dp_gibo", **FAST)
     mu = gdp_mu(3.0, 1e-5)
     assert result.guarantee.mu == pytest.approx(mu, rel=1e-12) and result.guarantee.epsilon == pytest.approx(
         3.0, rel=1e-9
@@ -127,7 +132,10 @@ def test_a_bad_objective_at_the_choice_releases_no_score(bad, match):
     ledger = PrivacyLedger()
     with warnings.catch_warnings(), pytest.raises(ValueError, match=match):
         warnings.simplefilter("ignore")
-        tune(bad, MIXED, epsilon=3.0, delta=1e-5, seed=7, progress=False, ledger=ledger, batch_size=3, **FAST)
+        tune(
+            bad, MIXED, epsilon=3.0, delta=1e-5, seed=7, progress=False, ledger=ledger, batch_size=3, method="dp_gibo",
+            **FAST,
+        )  # fmt: skip
     assert not [r for r in ledger.validation_records() if r.key == "score"]
 
 
@@ -317,7 +325,7 @@ def test_the_sensitive_fitting_opt_out_is_stated_as_no_guarantee_everywhere(spac
 # ------------------------------------------------------------------ issue 40, item 6: the released bits
 WIDE = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Categorical("arm", tuple(range(8)))])
 _USERS = torch.linspace(-0.5, 0.5, 50, dtype=torch.float64)
-ONE = {**FAST, "num_iterations": 1, "batch_size": 2, "progress": False}
+ONE = {**FAST, "num_iterations": 1, "batch_size": 2, "progress": False, "method": "dp_gibo"}
 
 
 def _arm_losses(configs):
