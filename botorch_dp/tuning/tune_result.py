@@ -143,7 +143,7 @@ class TuneResult:
 
     def guarantee_report(self) -> str:
         r"""What was protected and what was NOT, in plain words (``GuaranteeStatement``), after this
-        procedure's own line; then how its configurations became the ledger's runs (``runs_explained``);
+        procedure's own line and the line saying which rule picked its method (``method_rule``); then how its configurations became the ledger's runs (``runs_explained``);
         then the ``cautions``; then the method choice on the proxy, when one was made."""
         g = self.guarantee
         if not g.holds:
@@ -167,10 +167,8 @@ class TuneResult:
         )
         if self.protected.get("training") is not None and self.protected.get("validation") is None:
             unprotected += (VALIDATION_NOT_PROTECTED,)
-        lines = [head, self.statement.text(unprotected)]
-        if self.method_rule is not None:
-            lines.append(f"Method: {self.method} ({self.method_rule}).")
-        lines.append("Configurations and runs:")
+        method = [] if self.method_rule is None else [f"Method: {self.method} ({self.method_rule})."]
+        lines = [head, *method, self.statement.text(unprotected), "Configurations and runs:"]
         lines += [f"- {line}" for line in self.runs_explained()]
         cautions = "".join(f"\nWARNING: {caution}" for caution in self.cautions)
         return "\n".join(lines) + cautions + self._method_choice()

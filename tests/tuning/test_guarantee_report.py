@@ -49,7 +49,7 @@ def _dp_sgd_tune():
 
 _CASES = {
     "continuous": lambda: _tune(objective, CONTINUOUS),
-    "enumerate": lambda: _tune(objective, MIXED),
+    "enumerate": lambda: _tune(objective, MIXED, method="dp_gibo"),
     "sample": lambda: _tune(objective, MIXED, strategy="sample", mean_trials=2.0, num_iterations=2),
     "private_random_search": lambda: _tune(objective, CONTINUOUS, method="private_random_search"),
     "dp_sgd": _dp_sgd_tune,
@@ -103,7 +103,7 @@ def test_configurations_and_runs_are_explained_with_the_ledger_s_numbers(case):
 
 def test_an_enumerate_s_runs_are_its_configurations_and_the_scores_release():
     # the fast version: 2 configurations, one step each
-    result = _tune(objective, MIXED, num_iterations=1)
+    result = _tune(objective, MIXED, num_iterations=1, method="dp_gibo")
     _check_runs("enumerate", result)
     _, unprotected, _ = _sections(result.guarantee_report())
     assert "training records: NO guarantee" in unprotected
@@ -138,7 +138,7 @@ def _check_runs(case, result):
 def test_a_shared_ledger_s_earlier_runs_are_counted_and_said():
     ledger = PrivacyLedger()
     _tune(objective, CONTINUOUS, ledger=ledger, num_iterations=2)
-    again = _tune(objective, MIXED, ledger=ledger, num_iterations=2)
+    again = _tune(objective, MIXED, ledger=ledger, num_iterations=2, method="dp_gibo")
     keys = _ledger_runs(again.ledger)
     _, _, runs_text = _sections(again.guarantee_report())
     assert len(keys) == 1 + 3  # the first call's run, then this call's two runs and its scores

@@ -59,7 +59,9 @@ def _sensitive(recorded, loss_clip=3.0):
 
 def test_an_enumerate_table_is_its_releases_with_the_ledger_s_charges_and_nothing_sensitive():
     recorded = Recorded()
-    result = _tune(recorded, MIXED, **{**FAST, "num_iterations": 2}, record_non_private_diagnostics=True)
+    result = _tune(
+        recorded, MIXED, **{**FAST, "num_iterations": 2}, record_non_private_diagnostics=True, method="dp_gibo"
+    )
     rows = result.released_values(as_frame=False)
     ledger = result.ledger
     for k, run in enumerate(result.runs):

@@ -80,7 +80,7 @@ def test_each_configuration_routes_its_values_and_every_training_is_counted():
     recorder = _Recorder()
     objective = _objective(recorder)
     assert objective.routes == {"lr": "optimizer", "width": "model", "activation": "model", "momentum": "optimizer"}
-    result = _tune(objective)
+    result = _tune(objective, method="dp_gibo")  # DP-GIBO per configuration, each training routed
     K = 4
     assert [r.configuration for r in result.runs] == SPACE.configurations() and len(result.runs) == K
     # one model and one optimizer per training, each with the values of the configuration it belongs to
