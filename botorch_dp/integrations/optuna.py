@@ -110,7 +110,8 @@ def create_private_study(
     Args:
         epsilon: ``ε`` of the whole procedure for the validation users (``tune``'s).
         delta: ``δ``.
-        method: ``tune``'s ``method`` (``"auto"``: chosen on ``proxy`` when given, else DP-GIBO).
+        method: ``tune``'s ``method`` (``"auto"``: chosen on ``proxy`` when given, else by the public
+            rule ``methods.default_rule``).
         proxy: An Optuna objective on PUBLIC users (same suggest calls; its losses are used without
             noise): the run is planned and the method chosen on it (``tune``'s ``proxy``).
         num_users: ``n`` of the objective (public; needed with ``proxy`` and with ``dp_sgd``).
