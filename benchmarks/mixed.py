@@ -219,6 +219,7 @@ class Runner(KindRunner):
             seed=self._noise_seed(TUNE, seed, epsilon),
             progress=False,
             num_iterations=s.iterations,
+            method="dp_gibo",  # the enumerate procedure (without a proxy the default is private random search)
         )
         winner = result.runs[result.chosen]
         evaluations = sum(int(r.result.release.evaluation_points.shape[0]) for r in result.runs)

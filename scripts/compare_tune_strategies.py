@@ -79,6 +79,7 @@ def run(args: argparse.Namespace) -> dict:
                         seed=seed,
                         progress=False,
                         strategy=strategy,
+                        method="dp_gibo",  # both strategies are DP-GIBO's (no default rule)
                         mean_trials=args.mean_trials,
                         num_iterations=args.iterations,
                         clip_bound=1.0,

@@ -107,6 +107,7 @@ def tune_scores(calls: int) -> dict:
                 num_iterations=2,
                 raw_samples=8,
                 num_restarts=1,
+                method="dp_gibo",  # the enumerate procedure: one released score per configuration
             )
         released += [c["noisy_score"] for c in json.loads(result.to_json())["configurations"]]
     return {"D": fires(torch.tensor(released, dtype=torch.float64), 1.0 / N), "scores": len(released)}

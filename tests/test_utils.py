@@ -50,6 +50,7 @@ def test_a_tune_call_writes_plain_lines_to_a_stderr_that_is_not_a_terminal(capsy
             num_iterations=1,
             raw_samples=8,
             num_restarts=1,
+            method="dp_gibo",  # the configurations' bar and each run's DP-GIBO bar
         )
     err = capsys.readouterr().err
     assert _plain(err) and "configurations: 2/2 it, done" in err and "DP-GIBO: 1/1 it, done" in err

@@ -76,6 +76,7 @@ def audit_tune_score(
                         num_restarts=1,
                         acqf_maxiter=2,
                         clip_bound=1.0,
+                        method="dp_gibo",  # the enumerate procedure, whose scores this audits
                     )
                     noisy_score, score_mu = result.runs[0].noisy_score, result.score_mu
                     if noisy_score is None or score_mu is None:

@@ -112,6 +112,7 @@ def test_tune_released_scores_never_fire():
                 num_iterations=1,
                 raw_samples=8,
                 num_restarts=1,
+                method="dp_gibo",  # the enumerate procedure: one noisy score per configuration
             )
         scores += [c["noisy_score"] for c in json.loads(result.to_json())["configurations"]]
     assert len(scores) == 6
