@@ -17,6 +17,7 @@ import json
 import math
 import warnings
 
+import pytest
 import torch
 
 from botorch_dp import DPGIBO, DPGIBOConfig, tune
@@ -24,6 +25,8 @@ from botorch_dp.privacy.analysis.discrete_gaussian import calibrate_discrete_gau
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, GaussianScoreMechanism
 from botorch_dp.tuning import Categorical, Hyperparameter, SearchSpace
 from tests.optim.loop_helpers import poly_kernel
+
+pytestmark = pytest.mark.privacy_fast  # the fast version of privacy properties (tests/conftest.py)
 
 
 def attack_fires(y: torch.Tensor, m_prime: float) -> int:
