@@ -83,7 +83,14 @@ def epsilon_at(curve, delta):
 def test_one_record_before_the_first_trial_none_after_and_the_curve_is_recomputed(small, distribution):
     obj = objective(small)
     result = select_training_runs(
-        obj, epsilon=3.0, delta=DELTA, mean_trials=3, distribution=distribution, seed=2, non_private_trials=True
+        obj,
+        epsilon=3.0,
+        delta=DELTA,
+        mean_trials=3,
+        distribution=distribution,
+        seed=2,
+        non_private_trials=True,
+        accounting="rdp",
     )
     assert result.num_trials >= 1
     # exactly one training record exists when each trial starts, and still one afterwards
@@ -225,7 +232,9 @@ def test_the_reference_curve_bounds_every_trial_of_a_heterogeneous_space(small):
 
 def test_a_selection_over_a_heterogeneous_space_is_charged_once_at_the_target(small):
     obj = objective(small, HETEROGENEOUS)
-    result = select_training_runs(obj, epsilon=3.0, delta=DELTA, mean_trials=2, seed=1, non_private_trials=True)
+    result = select_training_runs(
+        obj, epsilon=3.0, delta=DELTA, mean_trials=2, seed=1, non_private_trials=True, accounting="rdp"
+    )
     assert obj.seen == [(1, 0)] * result.num_trials
     assert len(obj.ledger.training_records()) == 1 and 0.99 * 3 <= obj.ledger.training_epsilon(DELTA) <= 3
     assert {"epochs", "batch_size", "max_grad_norm"} <= set(result.hyperparameters)
