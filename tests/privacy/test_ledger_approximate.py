@@ -32,7 +32,8 @@ def rdp_epsilon(curve, delta):
 
 
 def run_curve(run):
-    return np.asarray(compute_rdp(q=run.sample_rate, noise_multiplier=run.noise_multiplier, steps=run.steps, orders=ORDERS))
+    sigma, rate, steps = run
+    return np.asarray(compute_rdp(q=rate, noise_multiplier=sigma, steps=steps, orders=ORDERS))
 
 
 def charge(ledger, run_id, event):

@@ -205,7 +205,7 @@ def training_rdp_curve(entries: Sequence[TrainingEvent]) -> np.ndarray:
 def approximate_parts(entries: Sequence[TrainingEvent]) -> tuple[float, float, list[TrainingEvent]]:
     r"""``(Σ ε_i, Σ δ_i)`` of the ``ApproximateDP`` entries, and the other entries in order."""
     approx = [e for e in entries if isinstance(e, ApproximateDP)]
-    rest = [e for e in entries if not isinstance(e, ApproximateDP)]
+    rest: list[TrainingEvent] = [e for e in entries if not isinstance(e, ApproximateDP)]
     return float(sum(e.epsilon for e in approx)), float(sum(e.delta for e in approx)), rest
 
 
