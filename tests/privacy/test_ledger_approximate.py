@@ -120,3 +120,15 @@ def test_the_entry_is_stored_and_read_back():
         ApproximateDP("bad", 1.0, 0.0)
     with pytest.raises(ValueError, match="Not a validation entry"):
         event_from_json("validation", event_to_json(event))
+
+
+def test_a_stored_ledger_keeps_the_entry_and_its_filter(tmp_path):
+    url = tmp_path / "ledger.sqlite"
+    ledger = PrivacyLedger(training_epsilon_budget=4.0, training_delta=2e-5, storage=url, dataset="d")
+    charge(ledger, "sel", ApproximateDP("a selection", 2.5, 1e-5))
+    other = PrivacyLedger(storage=url, dataset="d")  # another process's view of the same dataset
+    assert other.training_approximate == {"sel": ApproximateDP("a selection", 2.5, 1e-5)}
+    with pytest.raises(PrivacyBudgetExceeded, match="share"):
+        charge(other, "sel-2", ApproximateDP("another selection", 0.1, 1e-6))
+    charge(other, "run", RUN)
+    assert ledger.training_epsilon(2e-5) == pytest.approx(2.5 + rdp_epsilon(run_curve(RUN), 1e-5), rel=1e-9)
