@@ -2,7 +2,7 @@
 (a selection charged at its privacy-profile bound) composes with the RDP entries by basic composition, the
 total read back equals an independent computation (Opacus's compute_rdp, the RDP conversion written out
 here, plus ε₁ with the RDP part converted at δ − δ₁), and the filter never admits what would exceed the
-budget: the approximate part may spend the first entry's (ε₁, δ₁) only, the RDP part the rest."""
+budget: an (ε₁, δ₁) entry only as the first training entry, the RDP part within the rest of the budget."""
 
 import json
 import math
@@ -78,8 +78,8 @@ def test_a_second_charge_cannot_exceed_the_budget():
     assert n >= 1 and len(ledger.training_records()) == n + 1  # the refused run is not recorded
     # one more run would have exceeded the budget (the filter works at one order, so it may refuse a little early)
     assert 2.5 + rdp_epsilon((n + 1) * run_curve(RUN), 1e-5) > budget - 0.05
-    # a second (ε, δ) entry: the approximate part's share is the first entry's, already spent
-    with pytest.raises(PrivacyBudgetExceeded, match="share"):
+    # a second (ε, δ) entry: admitted only as the first training entry
+    with pytest.raises(PrivacyBudgetExceeded, match="only as its first training entry"):
         charge(ledger, "sel-2", ApproximateDP("another selection", 0.1, 1e-6))
     assert len(ledger.training_records()) == n + 1
 
@@ -90,8 +90,8 @@ def test_an_approximate_entry_over_the_budget_or_after_an_rdp_entry_is_refused()
         charge(ledger, "sel", ApproximateDP("too much", 2.5, 1e-5))
     with pytest.raises(PrivacyBudgetExceeded, match="above the budget"):
         charge(ledger, "sel", ApproximateDP("too much delta", 1.0, 2e-5))
-    charge(ledger, "run", RUN)  # an RDP entry first: the approximate part has no share
-    with pytest.raises(PrivacyBudgetExceeded, match="share"):
+    charge(ledger, "run", RUN)  # an RDP entry first: no (ε, δ) entry after it
+    with pytest.raises(PrivacyBudgetExceeded, match="only as its first training entry"):
         charge(ledger, "sel", ApproximateDP("a selection", 0.01, 1e-7))
     assert [r.run_id for r in ledger.training_records()] == ["run"]
 
@@ -128,7 +128,7 @@ def test_a_stored_ledger_keeps_the_entry_and_its_filter(tmp_path):
     charge(ledger, "sel", ApproximateDP("a selection", 2.5, 1e-5))
     other = PrivacyLedger(storage=url, dataset="d")  # another process's view of the same dataset
     assert other.training_approximate == {"sel": ApproximateDP("a selection", 2.5, 1e-5)}
-    with pytest.raises(PrivacyBudgetExceeded, match="share"):
+    with pytest.raises(PrivacyBudgetExceeded, match="only as its first training entry"):
         charge(other, "sel-2", ApproximateDP("another selection", 0.1, 1e-6))
     charge(other, "run", RUN)
     assert ledger.training_epsilon(2e-5) == pytest.approx(2.5 + rdp_epsilon(run_curve(RUN), 1e-5), rel=1e-9)

@@ -56,10 +56,9 @@ needs B ≥ 7.85). Training with RDP: admitted while the summed RDP at ONE order
 the budget and the first training entry, ``filters.filter_order``) stays within
 ε_B − log(1 − 1/α*) + (log δ + log α*)/(α* − 1); accepting while *some* order has room is
 not covered by the filter theorem, so it is not done. With PRV (DP-SGD only) the runs are
-composed with the PRV accountant, exact for runs fixed in advance. With ``ApproximateDP``
-entries the training budget is split once, by the first training entry: an ``ApproximateDP``
-``(ε₁, δ₁)`` first gets ``(ε₁, δ₁)`` for such entries and leaves ``(ε_B − ε₁, δ_B − δ₁)`` to the
-RDP filter; any other first entry leaves them no share. A relative slack of
+composed with the PRV accountant, exact for runs fixed in advance. An ``ApproximateDP``
+entry is admitted only as the first training entry: its ``(ε₁, δ₁)`` must fit the budget, and
+it leaves ``(ε_B − ε₁, δ_B − δ₁)`` to the RDP filter of every later entry. A relative slack of
 ``BUDGET_RTOL`` absorbs rounding, so that T steps of μ/√T fit a budget μ.
 
 **Storage.** In memory by default (and in DP-GIBO's checkpoints, as ``state_dict``). An

@@ -17,13 +17,16 @@ Why it holds: an ``(ε, δ)``-DP mechanism is ``δ``-approximately ``ε``-DP (it
 neighbours are ``(1 − δ)``-mixtures of laws within ``e^{±ε}`` of each other), so outside events
 of total probability ``≤ Σ δ_i`` each such step has privacy loss ``≤ ε_i`` (an RDP of ``ε_i`` at
 every order, a constant that the conversion passes through unchanged), and the rest converts at
-``δ − Σ δ_i`` (approximate RDP and its composition: Bun & Steinke 2016, approximate zCDP). The
-FILTER splits the budget once, by the first training entry, which is chosen before any training
-output exists: if it is an ``ApproximateDP`` ``(ε₁, δ₁)``, the approximate part may spend
-``(ε₁, δ₁)`` in all and the RDP part ``(ε_B − ε₁, δ_B − δ₁)``, with its own filter order fixed by
-its own first entry; otherwise no ``ApproximateDP`` entry is admitted. Each part is then a filter
-with a fixed budget (basic composition, Rogers et al. 2016; the Rényi filter of Feldman & Zrnic
-2021) and the two compose concurrently (Vadhan & Zhang 2023; Lyu 2022) to ``(ε_B, δ_B)``.
+``δ − Σ δ_i`` (approximate RDP and its composition: Bun & Steinke 2016, approximate zCDP).
+
+The FILTER (a training budget ``(ε_B, δ_B)``) admits an ``ApproximateDP`` entry only as the
+ledger's FIRST training entry, which is chosen before any training output exists, and splits
+the budget there: ``(ε₁, δ₁)`` must fit it, and every later entry is filtered in RDP as
+before (one order, fixed by the first of them) within ``(ε_B − ε₁, δ_B − δ₁)``; a ledger whose
+first training entry is anything else admits no ``ApproximateDP`` entry. For every output of the
+first entry, the rest is then an RDP filter with a fixed budget, ``(ε_B − ε₁, δ_B − δ₁)``-DP
+(Feldman & Zrnic 2021, and the RDP conversion), so the adaptive composition of the two is
+``(ε_B, δ_B)``-DP by basic composition.
 """
 
 from __future__ import annotations
@@ -329,36 +332,33 @@ def check_training_admits(
 def _check_split_admits(
     budget: float, delta: float, spent: Sequence[TrainingEvent], entries: list[TrainingEvent], what: str
 ) -> None:
-    r"""The filter with ``ApproximateDP`` entries: the budget split by the first entry (module docstring)."""
-    first = entries[0]
-    eps_star, delta_star = (first.epsilon, first.delta) if isinstance(first, ApproximateDP) else (0.0, 0.0)
-    eps_a, delta_a, rest = approximate_parts(entries)
+    r"""The filter with an ``ApproximateDP`` entry: admitted only as the first training entry, whose
+    ``(ε₁, δ₁)`` must fit the budget; every later entry is filtered in RDP within ``(ε_B − ε₁, δ_B − δ₁)``
+    (module docstring)."""
+    first, later = entries[0], entries[1:]
     spent_eps = training_epsilon_of(spent, delta, "rdp", 0.0)[0]
-    if eps_star > budget * (1.0 + BUDGET_RTOL) or delta_star > delta * (1.0 + BUDGET_RTOL):
+    if not isinstance(first, ApproximateDP) or any(isinstance(e, ApproximateDP) for e in later):
         raise PrivacyBudgetExceeded(
-            f"Training privacy budget exceeded: {what} states (epsilon={eps_star:.6g}, delta={delta_star:.3g}), "
-            f"above the budget (epsilon={budget:.6g}, delta={delta:.3g}). Nothing was trained."
+            f"Training privacy budget exceeded: {what} is an (epsilon, delta) entry, which a ledger with a "
+            "training budget admits only as its first training entry (the budget is split once, by that entry; "
+            f"see privacy.ledger.filters). Spent so far: epsilon={spent_eps:.6g} of {budget:.6g}. Nothing was trained."
         )
-    if eps_a > eps_star * (1.0 + BUDGET_RTOL) or delta_a > delta_star * (1.0 + BUDGET_RTOL):
+    if first.epsilon > budget * (1.0 + BUDGET_RTOL) or first.delta > delta * (1.0 + BUDGET_RTOL):
         raise PrivacyBudgetExceeded(
-            f"Training privacy budget exceeded: {what} would bring the training entries known by an (epsilon, "
-            f"delta) statement to (epsilon={eps_a:.6g}, delta={delta_a:.3g}), above their share (epsilon="
-            f"{eps_star:.6g}, delta={delta_star:.3g}) of the budget, which the ledger's first training entry fixed "
-            "(that of an (epsilon, delta) entry if it comes first, else none; see filters). Spent so far: "
-            f"epsilon={spent_eps:.6g} of {budget:.6g}. Nothing was trained."
+            f"Training privacy budget exceeded: {describe_training(first)} is above the budget (epsilon={budget:.6g}, "
+            f"delta={delta:.3g}). Nothing was trained."
         )
-    if not rest:
+    if not later:
         return
-    sub_eps, sub_delta = budget - eps_star, delta - delta_star
+    sub_eps, sub_delta = budget - first.epsilon, delta - first.delta
     if sub_eps < 0.0 or sub_delta <= delta * BUDGET_RTOL:
         raise PrivacyBudgetExceeded(
             f"Training privacy budget exceeded: {what} needs room for an RDP entry, but the ledger's first "
-            f"training entry (epsilon={eps_star:.6g}, delta={delta_star:.3g}) left (epsilon={max(sub_eps, 0.0):.6g}, "
-            f"delta={max(sub_delta, 0.0):.3g}) of the budget (epsilon={budget:.6g}, delta={delta:.3g}) for the "
-            f"rest. Spent so far: epsilon={spent_eps:.6g}. Nothing was trained."
+            f"training entry (epsilon={first.epsilon:.6g}, delta={first.delta:.3g}) left (epsilon="
+            f"{max(sub_eps, 0.0):.6g}, delta={max(sub_delta, 0.0):.3g}) of the budget (epsilon={budget:.6g}, "
+            f"delta={delta:.3g}) for the rest. Spent so far: epsilon={spent_eps:.6g}. Nothing was trained."
         )
-    spent_rest = [e for e in spent if not isinstance(e, ApproximateDP)]
-    _check_rdp_admits(sub_eps, sub_delta, "rdp", 0.0, spent_rest, rest, f"{what} (the RDP part's share)")
+    _check_rdp_admits(sub_eps, sub_delta, "rdp", 0.0, spent[1:], later, f"{what} (the RDP part's share)")
 
 
 def _check_rdp_admits(
