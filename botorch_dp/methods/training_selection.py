@@ -2,7 +2,8 @@ r"""Private selection over whole DP-SGD training runs as a method (``methods.pro
 
 ``TrainingSelectionMethod`` wraps ``training.private_selection.select_training_runs``
 (Papernot & Steinke over ``K`` DP-SGD training runs at random hyperparameters, ``K`` hidden):
-the whole procedure's Rényi-DP curve is charged ONCE to the objective's ledger before the first
+the whole procedure is charged ONCE (on the training records at its privacy-profile bound where
+that is tighter, else its Rényi-DP curve; ``accounting``) to the objective's ledger before the first
 trial, on the training records and, with ``protect="both"``, on the validation users too (the
 scores noised). Its private run releases the winning trial's hyperparameters (as ``θ`` and its
 categorical ``configuration``), its trained model (``MethodRun.result.model``) and its score;
@@ -46,6 +47,9 @@ class TrainingSelectionMethod:
         max_trials: Pad the run to this many trials (the wall time then does not reveal ``K``).
         loss_clip: ``C`` of the noisy scores with ``protect="both"`` (``None``: the objective's
             ``loss_cap``).
+        accounting: How the training records' charge is accounted (``select_training_runs``):
+            ``"auto"`` (the privacy-profile bound where it is tighter and the ledger's training side is
+            empty, else RDP), ``"profile"`` or ``"rdp"``; the guarantee says which was used.
     """
 
     space: Any
@@ -56,6 +60,7 @@ class TrainingSelectionMethod:
     distribution: str = "tnb"
     max_trials: int | None = None
     loss_clip: float | None = None
+    accounting: str = "auto"
     name: str = dataclasses.field(default="training_selection", init=False)
 
     @property
@@ -103,6 +108,7 @@ class TrainingSelectionMethod:
             seed=seed,
             ledger=ledger,
             progress=progress,
+            accounting=self.accounting,
         )
         if result.hyperparameters is None:  # Poisson K = 0: the selection released "no trial"
             raise ValueError(
