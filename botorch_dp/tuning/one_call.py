@@ -58,9 +58,11 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
+import warnings
 from typing import Any
 
 from botorch_dp.methods.protocol import ConfigurationRun
+from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan.budget import budgeted_options
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.tuning.method_runs import choose
@@ -173,12 +175,14 @@ def tune(
     )  # fmt: skip
     call, planning = _budgeted(call, plan_budget)
     choice = choose(call)  # the candidates, compared on the PUBLIC proxy when one is given: no release yet
+    if choice.advice is not None:  # the training methods: one untuned run did as well on the proxy
+        warnings.warn(choice.advice, SettingsWarning, stacklevel=2)
     ledger = call.ledger_for(choice.winner.gdp_mu)
     with call.opened_checkpoint() as checkpoint:  # the arguments checked against a stored call first
         call.check_room_for_trainings(checkpoint)
         winner = choice.winner.with_checkpoint(checkpoint)
         run = winner.run_private(call.objective, ledger=ledger, seed=seed, progress=progress, executor=executor)
-    result = call.checks.carry(tune_result(run, space, ledger, choice.comparison))
+    result = call.checks.carry(tune_result(run, space, ledger, choice.comparison, advice=choice.advice))
     return result if planning is None else dataclasses.replace(result, planning=planning)
 
 
