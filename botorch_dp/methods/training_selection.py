@@ -75,7 +75,8 @@ class TrainingSelectionMethod:
     def simulate(self, proxy_objective: Callable[[Tensor], Tensor], context: MethodContext, seed: int) -> Tensor:
         raise MethodUnavailable(
             "training_selection: private selection over whole DP-SGD training runs is not simulated on a "
-            "proxy (it trains one model per trial on the private training records)."
+            "proxy objective (it trains one model per trial on the private training records); simulate_training "
+            "simulates it on a proxy's data."
         )
 
     @property
