@@ -140,7 +140,13 @@ def tune(
             ``method="auto"``, else ``"validation"``. ``"training"`` and ``"both"`` run private selection
             over whole DP-SGD training runs (``methods.training_selection``: ``E[K] = mean_trials``, the
             whole procedure charged once to the objective's ledger before the first trial, ``K`` hidden;
-            no proxy, checkpoint or DP-GIBO setting) and are refused by name for any other objective.
+            no checkpoint or DP-GIBO setting) and are refused by name for any other objective. With
+            ``proxy`` (PUBLIC data: a ``ClassificationData``, a tuple, or a ``TorchModelTuningObjective``'s
+            ``data``) ``method="auto"`` instead chooses among ``"training_selection"``, ``"subsample_tuning"``
+            and ``"proxy_then_train"`` simulated there at each one's own noise (``methods.training_choice``;
+            ``plan_options``: ``num_repeats``, ``num_configurations``, ``methods``, ``untuned``), and says
+            when tuning is not expected to beat one untuned run (``TuneResult.advice`` and a
+            ``SettingsWarning``); each of those, and ``"untuned"``, can be forced by ``method=``.
             ``"validation"`` with a DP-trained objective runs DP-GIBO with every training run charged on
             its own (a ``PrivacyWarning`` states their number, each one's ``ε`` and ``σ`` up front).
         mean_trials: ``E[K]`` of ``"sample"`` and of the selection over training runs (``protect``;

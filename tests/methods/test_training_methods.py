@@ -150,7 +150,8 @@ def test_the_advice_is_given_exactly_when_the_chosen_method_does_not_beat_the_un
     untuned = UntunedMethod(SPACE, EPS, DELTA)
 
     def comparison(ours, theirs):
-        scores = [MethodScore("proxy_then_train", chosen, ours, None, 0.0, 1.0), MethodScore("untuned", untuned, theirs)]
+        scores = [MethodScore("proxy_then_train", chosen, ours, None, 0.0, 1.0)]
+        scores.append(MethodScore("untuned", untuned, theirs))
         return MethodComparison(scores, 0, None)
 
     # untuned minus chosen: 0.1, 0.1, 0.1 -> se 0: tuning better by more than a s.e.: no advice

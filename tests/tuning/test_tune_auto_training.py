@@ -15,9 +15,8 @@ from botorch_dp.methods import training_proxy as tp
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training import DPSGDConfig, TrainingConfig
-from botorch_dp.tuning import Hyperparameter, SearchSpace, TorchModelTuningObjective
+from botorch_dp.tuning import Hyperparameter, SearchSpace, TorchModelTuningObjective, one_call
 from botorch_dp.tuning import cheap_plan as cp
-from botorch_dp.tuning import one_call
 from botorch_dp.tuning.one_call import tune
 
 EPS, DELTA = 3.0, 1e-5
