@@ -165,7 +165,8 @@ def choose_training_method(
     tuning = scores[:-1]  # the untuned run is listed, never recommended
     if all(s.method is None for s in tuning):
         raise ValueError("proxy: no training method can be simulated: " + "; ".join(str(s.unavailable) for s in tuning))
-    best, note = recommend(tuning)
+    best, note = recommend(tuning)  # the cost column: private DP-SGD trainings
+    note = None if note is None else note.replace("evaluations per run", "private training(s)")
     comparison = MethodComparison(scores, best, context, note)
     return TrainingChoice(comparison.recommended, comparison, untuned_advice(comparison))
 

@@ -196,6 +196,11 @@ def _budgeted(call: TuneCall, plan_budget: int | None) -> tuple[TuneCall, str | 
     r"""``call`` with its ``plan_options`` cut to ``plan_budget`` simulated runs, and the note (``None``: none cut)."""
     if plan_budget is None:
         return call, None
+    if call.selects_trainings:
+        raise ValueError(
+            f"plan_budget={plan_budget!r}: the training methods' comparison is sized by plan_options "
+            "(num_repeats, num_configurations, methods), not by plan_budget."
+        )
     if call.proxy is None:
         raise ValueError(f"plan_budget={plan_budget!r}: there is no planning without proxy=.")
     options = dict(call.plan_options or {})

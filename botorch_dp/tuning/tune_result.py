@@ -192,6 +192,14 @@ class TuneResult:
         ]
 
     @property
+    def model(self) -> Any:
+        r"""The released trained model of a method that trains one (the methods that protect the training
+        records: the selection's winning trial, the cheap methods' final run, the untuned run), else ``None``."""
+        released = self.runs[self.chosen].result if self.runs else None
+        inner = getattr(released, "result", None)
+        return getattr(inner, "model", None) if self.protected.get("training") is not None else None
+
+    @property
     def planned_on_proxy(self) -> bool:
         r"""Whether a proxy's losses were read (a run planned, or the methods compared, on it)."""
         return self.methods is not None or any(r.plan is not None for r in self.runs)

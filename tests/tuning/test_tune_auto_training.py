@@ -102,7 +102,7 @@ def test_auto_with_an_informative_proxy_runs_proxy_then_train_and_the_ledger_hol
     obj = _objective(INFORMATIVE)
     with warnings.catch_warnings():
         warnings.simplefilter("error", SettingsWarning)  # no advice here: tuning beats the untuned run
-        result = _tune(obj, INFORMATIVE, proxy=_proxy(), plan_options=FAST_PLAN)
+        result = _tune(obj, INFORMATIVE, proxy=_proxy(), plan_options=FAST_PLAN, seed=1)  # seeds the configurations
     # the choice read nothing private: no evaluation, no record, before the private run
     assert at_the_choice == {"evaluations": 0, "trainings": 0, "validations": 0}
     table = result.methods
@@ -123,7 +123,8 @@ def test_auto_with_an_informative_proxy_runs_proxy_then_train_and_the_ledger_hol
     out = json.loads(result.to_json())
     assert out["method"] == "proxy_then_train" and "advice" not in out
     assert out["protected"]["training"]["epsilon"] == pytest.approx(epsilon, rel=1e-12)
-    assert result.hyperparameters["lr"] > 0.05  # the proxy's choice, far from the centre 0.017
+    assert result.hyperparameters["lr"] > 0.05  # the proxy's choice (of 4 seeded configurations), far from 0.017
+    assert isinstance(result.model, torch.nn.Module) and result.model is result.runs[0].result.result.model
 
 
 def test_auto_says_tuning_is_not_expected_to_beat_one_untuned_run_when_the_hyperparameter_changes_nothing(
@@ -184,6 +185,7 @@ def test_method_untuned_trains_once_at_the_centre_at_the_whole_epsilon():
     assert epsilon == pytest.approx(stated, rel=1e-12) and 0.99 * EPS <= epsilon <= EPS
     assert result.protected == {"training": (pytest.approx(epsilon, rel=1e-12), DELTA), "validation": (0.0, DELTA)}
     assert "ONE DP-SGD training at the public defaults" in result.guarantee_report()
+    assert isinstance(result.model, torch.nn.Module)
 
 
 def test_method_subsample_tuning_states_its_split_and_the_ledger_composes_to_it():
@@ -210,6 +212,7 @@ def test_method_subsample_tuning_states_its_split_and_the_ledger_composes_to_it(
         ({"proxy": _proxy(), "plan_options": {"methods": ["untuned"]}}, "plan_options\\['methods'\\]"),
         ({"method": "subsample_tuning", "proxy": _proxy()}, "proxy="),
         ({"method": "untuneed"}, "untuned"),
+        ({"proxy": _proxy(), "plan_budget": 10}, "plan_budget"),
     ],
 )
 def test_the_training_methods_refuse_what_they_do_not_take_before_anything_trains(kwargs, match):
