@@ -17,6 +17,7 @@ from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.tuning import Hyperparameter, SearchSpace, TorchModelTuningObjective, one_call
 from botorch_dp.tuning import cheap_plan as cp
+from botorch_dp.tuning.datasets import ClassificationData
 from botorch_dp.tuning.one_call import tune
 
 EPS, DELTA = 3.0, 1e-5
@@ -147,7 +148,17 @@ def test_auto_says_tuning_is_not_expected_to_beat_one_untuned_run_when_the_hyper
     assert result.protected["training"] == (pytest.approx(epsilon, rel=1e-12), DELTA) and epsilon <= EPS
 
 
-def test_the_choice_evaluates_nothing_private_and_stops_before_the_private_run(monkeypatch, at_the_choice):
+def _proxy_as(kind):
+    if kind == "tuple":
+        return _proxy()
+    data = ClassificationData(*_proxy())
+    if kind == "data":
+        return data
+    return TorchModelTuningObjective(data, INFORMATIVE, training=TRAINING, dp_sgd=DPSGDConfig(noise_multiplier=1.0))
+
+
+@pytest.mark.parametrize("kind", ["tuple", "data", "objective"])
+def test_the_choice_evaluates_nothing_private_and_stops_before_the_private_run(monkeypatch, at_the_choice, kind):
     # the accounting is another test's; here the data flow: with sigma fixed the choice is quick
     monkeypatch.setattr(cp, "final_only_noise", lambda **kw: (0.8, kw["epsilon"]))
     trained = []
@@ -165,7 +176,7 @@ def test_the_choice_evaluates_nothing_private_and_stops_before_the_private_run(m
     monkeypatch.setattr(OnSpace, "run_private", stop)
     obj = _objective(INFORMATIVE)
     with pytest.raises(Stop):
-        _tune(obj, INFORMATIVE, proxy=_proxy(),
+        _tune(obj, INFORMATIVE, proxy=_proxy_as(kind),
               plan_options={"methods": ["proxy_then_train"], "num_configurations": 2, "num_repeats": 2})  # fmt: skip
     assert len(trained) == 2 * (2 + 1) + 2  # the proxy's models: 2 repeats of 2 trials + a final, and 2 untuned
     assert at_the_choice == {"evaluations": 0, "trainings": 0, "validations": 0}
