@@ -41,6 +41,7 @@ def charge(ledger, run_id, event):
         meter.record(run_id)
 
 
+@pytest.mark.privacy_fast
 def test_the_total_is_epsilon_one_plus_the_rdp_part_at_the_delta_left():
     ledger = PrivacyLedger(training_epsilon_budget=4.0, training_delta=2e-5)
     charge(ledger, "sel", ApproximateDP("a selection at its profile bound", 2.5, 1e-5))
@@ -59,6 +60,7 @@ def test_the_total_is_epsilon_one_plus_the_rdp_part_at_the_delta_left():
     assert "a selection at its profile bound" in text and "basic composition" in text
 
 
+@pytest.mark.privacy_fast
 def test_a_second_charge_cannot_exceed_the_budget():
     budget, delta = 4.0, 2e-5
     ledger = PrivacyLedger(training_epsilon_budget=budget, training_delta=delta)
@@ -84,6 +86,7 @@ def test_a_second_charge_cannot_exceed_the_budget():
     assert len(ledger.training_records()) == n + 1
 
 
+@pytest.mark.privacy_fast
 def test_an_approximate_entry_over_the_budget_or_after_an_rdp_entry_is_refused():
     ledger = PrivacyLedger(training_epsilon_budget=2.0, training_delta=1e-5)
     with pytest.raises(PrivacyBudgetExceeded, match="above the budget"):

@@ -50,6 +50,7 @@ def rdp_selection_epsilon(sigma, mean_trials, delta=DELTA):
 
 
 # ---------------------------------------------------------------------- fast: one σ
+@pytest.mark.privacy_fast
 def test_at_one_noise_the_profile_bound_meets_a_target_the_rdp_bound_misses():
     sigma, target = 1.3, 3.0
     profile = trial_privacy_profile(sigma, (SHAPE,))

@@ -157,6 +157,7 @@ def _proxy_as(kind):
     return TorchModelTuningObjective(data, INFORMATIVE, training=TRAINING, dp_sgd=DPSGDConfig(noise_multiplier=1.0))
 
 
+@pytest.mark.privacy_fast
 @pytest.mark.parametrize("kind", ["tuple", "data", "objective"])
 def test_the_choice_evaluates_nothing_private_and_stops_before_the_private_run(monkeypatch, at_the_choice, kind):
     # the accounting is another test's; here the data flow: with sigma fixed the choice is quick
@@ -233,6 +234,7 @@ def test_the_training_methods_refuse_what_they_do_not_take_before_anything_train
     assert obj.evaluations == 0 and obj.ledger.training_records() == []
 
 
+@pytest.mark.privacy_fast
 def test_method_untuned_charges_the_noise_and_epsilon_it_states_fast(monkeypatch):
     # fast: sigma fixed, its epsilon computed independently (Opacus's RDP on the ledger's grid)
     from opacus.accountants.analysis.rdp import compute_rdp
