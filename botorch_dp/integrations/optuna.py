@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
+import math
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -252,6 +253,7 @@ class PrivateStudy:
         if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or not (n_jobs >= 1 or n_jobs == -1):
             raise ValueError(f"n_jobs must be a positive integer or -1, got {n_jobs!r}.")
         workers = (os.cpu_count() or 1) if n_jobs == -1 else n_jobs
+        called = datetime.datetime.now()  # the stored trials' time: set before the run, so it tells nothing of it
         self.space = space = record_space(objective)
         if self.dp_sgd is not None:
             assert self.training_data is not None and self.num_users is not None  # checked by create_private_study
@@ -288,7 +290,7 @@ class PrivateStudy:
             if executor is not None:
                 executor.shutdown(wait=True)
         self.result = result
-        self._trials = _released_trials(result, space, datetime.datetime.now())
+        self._trials = _released_trials(result, space, called)
         self._store(result)
 
     def _store(self, result: TuneResult) -> None:
@@ -317,13 +319,14 @@ class PrivateStudy:
 
     @property
     def best_trial(self) -> FrozenTrial:
-        r"""The released trial (its ``value``: the released noisy score, or ``None`` when none was released)."""
+        r"""The released trial (its ``value``: the released noisy score, or ``+inf`` when none was released)."""
         return self._trials[self._released().chosen]
 
     @property
     def best_value(self) -> float | None:
-        r"""The released trial's noisy score (``None`` when the method released no score)."""
-        return self.best_trial.value
+        r"""The released trial's noisy score (``None`` when the method released no score; its trial's ``value``
+        is then ``+inf``, which Optuna's readers and plots take as "no value")."""
+        return self._released().runs[self._released().chosen].noisy_score
 
     @property
     def trials(self) -> list[FrozenTrial]:
@@ -361,9 +364,16 @@ class PrivateStudy:
         return self._released().ledger
 
 
+#: The trial's user attribute that says what its value is (public text).
+SCORE_ATTR = "botorch_dp.value"
+_SCORED = "the score tune released for this run (TuneResult.runs[i].noisy_score)"
+_UNSCORED = "none released: +inf stands for no score (the method releases the point only)"
+
+
 def _released_trials(result: TuneResult, space: OptunaSpace, when: datetime.datetime) -> list[FrozenTrial]:
     r"""One ``FrozenTrial`` per released run of ``result``: its released point as Optuna values, and its
-    released noisy score as the value (``None`` without one)."""
+    released noisy score as the value (``+inf`` without one, so that the trial is a valid COMPLETE trial
+    that Optuna's readers accept: ``best_trial``, ``trials_dataframe``, the plots, which leave it out)."""
     trials = []
     for number, run in enumerate(result.runs):
         natural = (
@@ -376,12 +386,12 @@ def _released_trials(result: TuneResult, space: OptunaSpace, when: datetime.date
             FrozenTrial(
                 number=number,
                 state=TrialState.COMPLETE,
-                value=run.noisy_score,
+                value=math.inf if run.noisy_score is None else float(run.noisy_score),
                 datetime_start=when,
                 datetime_complete=when,
                 params=space.to_optuna(natural),
                 distributions=dict(space.distributions),
-                user_attrs={},
+                user_attrs={SCORE_ATTR: _UNSCORED if run.noisy_score is None else _SCORED},
                 system_attrs={},
                 intermediate_values={},
                 trial_id=number,
