@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import sys
 import threading
 import warnings
@@ -342,6 +343,17 @@ def test_n_jobs_evaluates_on_threads_and_releases_the_same_point():
     two = _optimize(_study(), watched, n_jobs=2)
     assert serial == {threading.main_thread().name} and threading.main_thread().name not in threads
     assert one.best_params == two.best_params
+
+
+def test_show_progress_bar_shows_tunes_bars_and_a_selections_bar_has_no_count(capfd):
+    produced: list[torch.Tensor] = []
+    recording = functools.partial(objective, produced=produced)
+    _optimize(_study(method="private_random_search"), recording)
+    assert "private selection" not in capfd.readouterr().err  # no bar unless asked, as in Optuna
+    _optimize(_study(method="private_random_search"), recording, show_progress_bar=True)
+    bar = capfd.readouterr().err.replace("\r", "\n")
+    assert "private selection (the number of trials stays hidden)" in bar
+    assert not re.search(r"\d+/\d+|\d+it", bar), bar  # no count of trials, no total
 
 
 def test_refusals_name_the_argument():

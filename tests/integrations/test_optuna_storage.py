@@ -1,12 +1,13 @@
 r"""A private study's Optuna RDB storage (issue 44 item 4): what Optuna's own readers see.
 
 The stored study is a valid Optuna study: ``optuna.load_study`` gives its ``best_trial`` and
-``best_params``, ``trials_dataframe()`` and Optuna's plots (plotly and matplotlib) run on it, also
-when the method released no score (the value is then ``+inf``, which the plots leave out). The
-storage holds the released trials and nothing else: every table equals, row for row, what Optuna
-itself writes for a study built from the released trials alone through its public API
-(``create_trial``/``add_trial``), so no loss, no losing trial of a selection and no number of
-trials can be in it; a raw scan of every table finds no loss and no losing trial's value either.
+``best_params``, ``trials_dataframe()`` and Optuna's plots (plotly and matplotlib) run on it and
+optuna-dashboard's server shows its trials, also when the method released no score (the value is
+then ``+inf``, which the slice plot leaves out). The storage holds the released trials and nothing
+else: every table equals, row for row, what Optuna itself writes for a study built from ``tune``'s
+released output alone through its public API (``create_trial``/``add_trial``), so no loss, no
+losing trial of a selection and no number of trials can be in it; a raw scan of every table finds
+no loss and no losing trial's value either.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import math
 import re
 import sqlite3
 import warnings
+import wsgiref.util
 
 import matplotlib
 import optuna
@@ -102,6 +104,37 @@ def _plots(loaded):
         return optuna.visualization.plot_optimization_history(loaded)
 
 
+def _dashboard(url):
+    r"""The study as optuna-dashboard's server reads it from the storage (its JSON API, called through WSGI)."""
+    import optuna_dashboard  # in dev (setup.cfg): its storage reader is what the dashboard shows
+
+    app = optuna_dashboard.wsgi(url)
+
+    def get(path):
+        environ: dict = {}
+        wsgiref.util.setup_testing_defaults(environ)
+        environ["PATH_INFO"] = path
+        status = []
+        body = b"".join(app(environ, lambda s, headers, exc=None: status.append(s)))
+        assert status == ["200 OK"], (path, status, body[:300])
+        return json.loads(body)
+
+    (summary,) = get("/api/studies")["study_summaries"]
+    return get(f"/api/studies/{summary['study_id']}")
+
+
+def _shown(detail):
+    r"""The dashboard's trials: ``(params, values, user_attrs)`` each."""
+    return [
+        (
+            {p["name"]: p["param_internal_value"] for p in t["params"]},
+            [float(v) for v in t["values"]],
+            {a["key"]: a["value"] for a in t["user_attrs"]},
+        )
+        for t in detail["trials"]
+    ]
+
+
 def test_a_study_without_a_released_score_is_a_valid_optuna_study(tmp_path):
     url = f"sqlite:///{tmp_path / 'study.db'}"
     study = _optimize(
@@ -117,6 +150,8 @@ def test_a_study_without_a_released_score_is_a_valid_optuna_study(tmp_path):
     assert len(frame) == 1 and frame["value"].tolist() == [math.inf] and frame["state"].tolist() == ["COMPLETE"]
     assert list(_plots(loaded).data[0].y) == [math.inf]  # the history shows it at inf; the slice plot leaves it out
     assert study.trials_dataframe()["value"].tolist() == [math.inf]
+    ((params, values, attrs),) = _shown(_dashboard(url))
+    assert params == study.best_params and values == [math.inf] and attrs == study.best_trial.user_attrs
 
 
 def test_optunas_readers_and_plots_show_the_released_scores(tmp_path):
@@ -128,6 +163,12 @@ def test_optunas_readers_and_plots_show_the_released_scores(tmp_path):
     assert loaded.best_params == study.best_params and loaded.trials_dataframe()["value"].tolist() == released
     assert list(_plots(loaded).data[0].y) == released
     assert loaded.user_attrs["botorch_dp.guarantee"] == study.guarantee_report()
+    detail = _dashboard(url)
+    assert [(values, attrs) for _, values, attrs in _shown(detail)] == [
+        ([v], t.user_attrs) for v, t in zip(released, study.trials, strict=True)
+    ]
+    assert [t["number"] for t in detail["best_trials"]] == [study.result.chosen]
+    assert {a["key"]: a["value"] for a in detail["user_attrs"]}["botorch_dp.guarantee"] == study.guarantee_report()
 
 
 @pytest.mark.parametrize("method", ["private_random_search", "auto"])
