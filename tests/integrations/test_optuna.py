@@ -68,6 +68,7 @@ def _study(**kw):
 BODY: list[str] = []
 
 
+@pytest.mark.privacy_fast
 def test_the_recording_stops_at_the_first_other_call_and_never_reaches_the_body():
     def watched(trial):
         lr = trial.suggest_float("lr", 10**-4, 2 * 0.05, log=True)  # arguments without a call
@@ -139,6 +140,7 @@ class _Net(nn.Module):
         HELPER_BODY.append(depth)
 
 
+@pytest.mark.privacy_fast
 def test_suggest_calls_in_helpers_that_get_the_trial_are_recorded_and_their_other_calls_never_run():
     def in_helpers(trial):
         lr = trial.suggest_float("lr", 1e-4, 1e-1, log=True)
@@ -173,7 +175,7 @@ def test_suggest_calls_in_helpers_that_get_the_trial_are_recorded_and_their_othe
         losses.append(_losses(lr, width, act))
         return losses[-1]
 
-    study = _optimize(_study(), run_in_helpers)
+    study = _optimize(_study(method="private_random_search"), run_in_helpers)
     assert set(study.best_params) == {"lr", "width", "act"} and losses
 
 
@@ -345,6 +347,7 @@ def test_n_jobs_evaluates_on_threads_and_releases_the_same_point():
     assert one.best_params == two.best_params
 
 
+@pytest.mark.privacy_fast
 def test_show_progress_bar_shows_tunes_bars_and_a_selections_bar_has_no_count(capfd):
     produced: list[torch.Tensor] = []
     recording = functools.partial(objective, produced=produced)
@@ -419,6 +422,7 @@ def _dp_study(ledger, protect="validation", **kw):
     )
 
 
+@pytest.mark.privacy_fast
 def test_dp_sgd_trials_are_charged_before_they_train_one_run_per_evaluation():
     ledger = PrivacyLedger()
     seen = []

@@ -171,6 +171,7 @@ def test_optunas_readers_and_plots_show_the_released_scores(tmp_path):
     assert {a["key"]: a["value"] for a in detail["user_attrs"]}["botorch_dp.guarantee"] == study.guarantee_report()
 
 
+@pytest.mark.privacy_fast
 @pytest.mark.parametrize("method", ["private_random_search", "auto"])
 def test_the_storage_is_the_released_trials_alone(tmp_path, method):
     produced: list[torch.Tensor] = []
@@ -200,6 +201,7 @@ def test_the_storage_is_the_released_trials_alone(tmp_path, method):
     assert not [x for x in stored if any(math.isclose(x, lr, rel_tol=1e-9) for lr in losing)]
 
 
+@pytest.mark.privacy_fast
 def test_the_stored_time_is_the_time_optimize_was_called(tmp_path):
     url = f"sqlite:///{tmp_path / 'study.db'}"
     study = _study(method="private_random_search", storage=url, study_name="timed")

@@ -58,6 +58,7 @@ def _direct(protect):
     return result, objective.ledger
 
 
+@pytest.mark.privacy_fast
 @pytest.mark.parametrize("protect", [None, "training"])
 def test_a_dp_sgd_study_runs_tunes_selection_over_whole_runs_charged_as_tune_charges_it(protect):
     ledger, calls = PrivacyLedger(), []
@@ -97,6 +98,7 @@ def test_methods_are_chosen_and_refused_as_tune_chooses_them():
         _optimize(_dp_study(PrivacyLedger(), "both", num_iterations=2), _counting([]))
 
 
+@pytest.mark.privacy_fast
 def test_a_trial_outside_an_open_cover_of_this_ledger_never_runs():
     calls: list[float] = []
     objective = _counting(calls)
