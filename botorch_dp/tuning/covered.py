@@ -189,15 +189,23 @@ class CoveredTraining:
         ledger = self._charging_ledger()  # type: ignore[attr-defined]
         if not same_ledger(cover.ledger, ledger):
             raise ValueError("cover: its record is in another ledger than this objective's.")
-        recorded = ledger.training_mechanisms.get(cover.run_id)
         reference = np.asarray(cover.reference_rdp, dtype=np.float64)
-        if recorded is None or np.any(np.asarray(recorded.rdp, dtype=np.float64) < reference):
+        recorded = ledger.training_mechanisms.get(cover.run_id)
+        if recorded is not None:
+            covers = bool(np.all(np.asarray(recorded.rdp, dtype=np.float64) >= reference))
+        else:  # charged at its privacy-profile bound: one (ε, δ) over the cover's run shapes
+            covers = cover.run_id in ledger.training_approximate and bool(cover.run_shapes)
+        if not covers:
             raise RuntimeError(f"The ledger holds no training record {cover.run_id!r} that covers a trial.")
         training, dp_sgd = self.trial_settings(hyperparameters, cover.noise_multiplier)
         run = DPSGDRun.checked(*planned_dp_run(len(self.data.y_train), training, dp_sgd))
         curve = trial_rdp_curve(run.noise_multiplier, [(run.sample_rate, run.steps)])
         if np.any(curve > reference * (1.0 + _CURVE_RTOL)):
             raise RuntimeError(f"A run {run} lies above the cover's reference curve: it is not covered.")
+        if cover.run_shapes and not any(  # fewer steps at the same rate: a profile no larger (post-processing)
+            math.isclose(run.sample_rate, q, rel_tol=1e-12) and run.steps <= t for q, t in cover.run_shapes
+        ):
+            raise RuntimeError(f"A run {run} is dominated by none of the run shapes of the cover's profile bound.")
         params = {k: v for k, v in self._checked_trial(hyperparameters).items() if k not in self.training_routes()}
         optimizer_kwargs, model_kwargs = self.split_hyperparameters(params)  # type: ignore[attr-defined]
         with warnings.catch_warnings():

@@ -60,9 +60,11 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
+import warnings
 from typing import Any
 
 from botorch_dp.methods.protocol import ConfigurationRun
+from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan.budget import budgeted_options
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.tuning.method_runs import choose
@@ -143,7 +145,13 @@ def tune(
             ``method="auto"``, else ``"validation"``. ``"training"`` and ``"both"`` run private selection
             over whole DP-SGD training runs (``methods.training_selection``: ``E[K] = mean_trials``, the
             whole procedure charged once to the objective's ledger before the first trial, ``K`` hidden;
-            no proxy, checkpoint or DP-GIBO setting) and are refused by name for any other objective.
+            no checkpoint or DP-GIBO setting) and are refused by name for any other objective. With
+            ``proxy`` (PUBLIC data: a ``ClassificationData``, a tuple, or a ``TorchModelTuningObjective``'s
+            ``data``) ``method="auto"`` instead chooses among ``"training_selection"``, ``"subsample_tuning"``
+            and ``"proxy_then_train"`` simulated there at each one's own noise (``methods.training_choice``;
+            ``plan_options``: ``num_repeats``, ``num_configurations``, ``methods``, ``untuned``), and says
+            when tuning is not expected to beat one untuned run (``TuneResult.advice`` and a
+            ``SettingsWarning``); each of those, and ``"untuned"``, can be forced by ``method=``.
             ``"validation"`` with a DP-trained objective runs DP-GIBO with every training run charged on
             its own (a ``PrivacyWarning`` states their number, each one's ``ε`` and ``σ`` up front).
         mean_trials: ``E[K]`` of ``"sample"`` and of the selection over training runs (``protect``;
@@ -178,12 +186,14 @@ def tune(
     )  # fmt: skip
     call, planning = _budgeted(call, plan_budget)
     choice = choose(call)  # the candidates, compared on the PUBLIC proxy when one is given: no release yet
+    if choice.advice is not None:  # the training methods: one untuned run did as well on the proxy
+        warnings.warn(choice.advice, SettingsWarning, stacklevel=2)
     ledger = call.ledger_for(choice.winner.gdp_mu)
     with call.opened_checkpoint() as checkpoint:  # the arguments checked against a stored call first
         call.check_room_for_trainings(checkpoint)
         winner = choice.winner.with_checkpoint(checkpoint)
         run = winner.run_private(call.objective, ledger=ledger, seed=seed, progress=progress, executor=executor)
-    result = call.checks.carry(tune_result(run, space, ledger, choice.comparison))
+    result = call.checks.carry(tune_result(run, space, ledger, choice.comparison, advice=choice.advice))
     return dataclasses.replace(result, planning=planning, method_rule=call.method_rule)
 
 
@@ -191,6 +201,11 @@ def _budgeted(call: TuneCall, plan_budget: int | None) -> tuple[TuneCall, str | 
     r"""``call`` with its ``plan_options`` cut to ``plan_budget`` simulated runs, and the note (``None``: none cut)."""
     if plan_budget is None:
         return call, None
+    if call.selects_trainings:
+        raise ValueError(
+            f"plan_budget={plan_budget!r}: the training methods' comparison is sized by plan_options "
+            "(num_repeats, num_configurations, methods), not by plan_budget."
+        )
     if call.proxy is None:
         raise ValueError(f"plan_budget={plan_budget!r}: there is no planning without proxy=.")
     options = dict(call.plan_options or {})

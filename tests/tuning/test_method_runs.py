@@ -217,6 +217,7 @@ def test_bad_methods_are_refused_naming_them(space, kw, match):
     assert log == []
 
 
+@pytest.mark.privacy_fast
 def test_forced_private_random_search_without_a_seed_draws_K_from_os_entropy():
     # issue 40, item 6: tune's private random search, unseeded: K (the objective's rows, counted here; the
     # result hides it) is not one fixed value over 8 calls (all equal: probability below 1e-8 at E[K] = 12)

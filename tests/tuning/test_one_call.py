@@ -334,6 +334,7 @@ def _arm_losses(configs):
     return torch.stack(rows)
 
 
+@pytest.mark.privacy_fast
 def test_tunes_released_scores_carry_gaussian_noise_of_the_stated_scale():
     # each configuration's score is its run's clipped mean loss plus N(0, sigma^2), sigma = C/(n mu_score),
     # mu_score = mu sqrt(f/K) (the module's split): (score - clipped mean)/sigma over 3 seeded calls x 8
@@ -363,6 +364,7 @@ def _gradient_noise(run) -> Tensor:
     return run.result.release.released_gradients - run.result.diagnostics.unnoised_gradients
 
 
+@pytest.mark.privacy_fast
 def test_two_calls_without_a_seed_draw_different_noise():
     # the default noise is OS entropy: the noise of the scores and of every gradient release differs
     # between two unseeded calls (the noise itself, not only the released values, which also move with

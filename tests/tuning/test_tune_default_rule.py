@@ -83,7 +83,9 @@ class _Proxy:
         ("auto", "dp_gibo", {"trains": True}, "dp_gibo", "an objective that charges DP training runs"),
         ("auto", "dp_gibo", {}, "dp_gibo", "strategy='sample'"),
         ("dp_hypo", "dp_hypo", {}, "dp_hypo", "method='dp_hypo' given"),
-        ("auto", "training_selection", {"protect": "both"}, "training_selection", "protect='both': private selection"),
+        ("auto", "training_selection", {"protect": "both"}, "training_selection", "protect='both' without a proxy"),
+        ("auto", "auto", {"protect": "training", "proxy": _Proxy()}, "auto", "the training method the comparison"),
+        ("untuned", "untuned", {"protect": "both"}, "untuned", "method='untuned' given"),
         ("auto", "auto", {}, "private_random_search", "default rule without a proxy"),
     ],
 )
