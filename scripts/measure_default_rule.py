@@ -84,6 +84,7 @@ def make_mlp_task(dim: int, seed: int):
 
     settings = MixedSettings()
     data = load_data(settings, seed)
+    assert data.num_classes is not None  # a classification data set
     space = SearchSpace(list(MLP_SPACES[dim]))
     objective = TorchModelTuningObjective(
         data,

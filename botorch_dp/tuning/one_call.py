@@ -19,7 +19,7 @@ With ``proxy=`` (an objective of the same signature on PUBLIC users) and ``num_u
 each configuration's run is first planned on the proxy (``plan_private_run``: the kernel, ``B``,
 ``η``, ``T`` and batch rule chosen with the private run's noise simulated), at no privacy cost.
 Without a proxy, ``method="auto"`` follows a public rule measured on the benchmarks
-(``methods.default_rule``: the space's kinds of hyperparameters and dimension). With one, the
+(``methods.default_rule``: the space's kinds of hyperparameters). With one, the
 plan also chooses the METHOD (``method="auto"``) and ``tune`` runs the recommended one unless
 ``method=`` forces one: without categorical hyperparameters DP-GIBO, private random search or
 DP-HyPO, simulated on the proxy (``tuning.method_runs``); with them, all configurations are
@@ -132,12 +132,12 @@ def tune(
             recommends (``TuneResult.methods``; on a mixed space among DP-GIBO per configuration,
             private random search and DP-HyPO over the public encoding, ``tuning.mixed_methods``);
             without one, the public rule ``methods.default_rule.default_method`` (private random
-            search on a space with an integer or categorical hyperparameter or a continuous one of
-            small ``d``, DP-GIBO otherwise and with ``checkpoint_dir``); DP-GIBO with
-            ``strategy="sample"`` or an objective that charges DP training runs.
-            ``TuneResult.method_rule`` says which rule picked the method and why.
-            ``"dp_gibo"``, ``"private_random_search"`` or ``"dp_hypo"`` force one (without a proxy the last two take ``E[K]`` = DP-GIBO's evaluations, ``T``
-            times its batch size plus one scored point per configuration, and ``C = loss_clip``).
+            search on a space with an integer or categorical hyperparameter, DP-GIBO on a continuous
+            one and with ``checkpoint_dir``); DP-GIBO with ``strategy="sample"`` or an objective that
+            charges DP training runs. ``TuneResult.method_rule`` says which rule picked the method and
+            why. ``"dp_gibo"``, ``"private_random_search"`` or ``"dp_hypo"`` force one (without a proxy
+            the last two take ``E[K]`` = DP-GIBO's evaluations, ``T`` times its batch size plus one
+            scored point per configuration, and ``C = loss_clip``).
             Every method charges ``ledger`` with the full ``(ε, δ)``.
         protect: What the ``(ε, δ)`` protects: ``"validation"`` (the users whose losses score the
             hyperparameters), ``"training"`` (the records a DP-trained objective trains on) or ``"both"``.

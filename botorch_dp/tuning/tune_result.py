@@ -154,8 +154,9 @@ class TuneResult:
 
     def guarantee_report(self) -> str:
         r"""What was protected and what was NOT, in plain words (``GuaranteeStatement``), after this
-        procedure's own line and the line saying which rule picked its method (``method_rule``); then how its configurations became the ledger's runs (``runs_explained``);
-        then the ``cautions``; then the method choice on the proxy, when one was made."""
+        procedure's own line and the line saying which rule picked its method (``method_rule``); then
+        how its configurations became the ledger's runs (``runs_explained``); then the ``cautions``;
+        then the method choice on the proxy, when one was made."""
         g = self.guarantee
         if not g.holds:
             head = (
