@@ -22,7 +22,8 @@ One module per method, its algorithm's wrapper (the reference algorithms stay in
 * ``training_choice``: the choice among them on that proxy (``tune(method="auto", proxy=...)`` with
   a DP-SGD objective), and the advice when tuning is not expected to beat one untuned run;
 * ``default_rule``: the public rule ``tune(method="auto")`` follows without a proxy
-  (``default_method``: the space's kinds of hyperparameters);
+  (``default_method``: the space's kinds of hyperparameters; ``picked_method``: which rule picked
+  ``tune``'s method, in one line);
 * ``choice``: every candidate simulated on the proxy with paired seeds, the best recommended
   (``compare_methods``, ``compare_in_context``).
 
@@ -63,7 +64,7 @@ _NAMES = {
     "UntunedMethod": "untuned",
     "TrainingProxy": "training_proxy",
     **dict.fromkeys(("TRAINING_METHODS", "TrainingChoice", "choose_training_method"), "training_choice"),
-    **dict.fromkeys(("DefaultMethod", "default_method"), "default_rule"),
+    **dict.fromkeys(("DefaultMethod", "default_method", "picked_method"), "default_rule"),
     **dict.fromkeys(
         ("DEFAULT_METHODS", "MethodComparison", "MethodScore", "compare_in_context", "compare_methods"), "choice"
     ),

@@ -26,9 +26,10 @@ separate them. The rule's failure modes are in the how-to (``docs/how-to/tune-to
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["DefaultMethod", "default_method"]
+__all__ = ["KINDS", "DefaultMethod", "default_method", "picked_method"]
 
 
 @dataclass(frozen=True)
@@ -44,39 +45,81 @@ class DefaultMethod:
     reason: str
 
 
-def default_method(
-    *, num_continuous: int, num_integer: int = 0, num_categorical: int = 0, resumable: bool = False
-) -> DefaultMethod:
+#: The kinds of hyperparameters the rule reads (``SearchSpace.describe()``'s ``"kind"``).
+KINDS = ("continuous", "integer", "categorical")
+
+
+def default_method(kinds: Sequence[str], *, resumable: bool = False) -> DefaultMethod:
     r"""The method ``tune(method="auto")`` runs without a proxy, from public facts only (see the module).
 
     Args:
-        num_continuous: The number of continuous hyperparameters (``Hyperparameter``).
-        num_integer: The number of ``Integer`` hyperparameters.
-        num_categorical: The number of ``Categorical`` hyperparameters not fixed.
+        kinds: The kind of each hyperparameter still to tune (``"continuous"``, ``"integer"`` or
+            ``"categorical"``; a categorical fixed by ``with_choice`` left out).
         resumable: Whether the call must resume from a checkpoint (only DP-GIBO's runs do).
 
     Returns:
         The ``DefaultMethod`` (the method and its one-line reason).
 
     Raises:
-        ValueError: Naming the count that is not an integer ``≥ 0``, or when there is no
-            continuous or integer hyperparameter.
+        ValueError: Naming ``kinds`` when one is unknown, or when none is continuous or integer.
     """
-    counts = {"num_continuous": num_continuous, "num_integer": num_integer, "num_categorical": num_categorical}
-    for name, value in counts.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be an integer >= 0, got {value!r}.")
-    if num_continuous + num_integer == 0:
-        raise ValueError("num_continuous + num_integer must be at least 1 (a space has a coordinate to search).")
+    kinds = list(kinds)
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise ValueError(f"kinds must hold only {KINDS}, got {unknown[0]!r}.")
+    counts = {kind: kinds.count(kind) for kind in KINDS}
+    if counts["continuous"] + counts["integer"] == 0:
+        raise ValueError(f"kinds must hold a continuous or integer hyperparameter (a coordinate), got {kinds}.")
     head = "default rule without a proxy (reports/default_rule.md)"
     if resumable:
         return DefaultMethod("dp_gibo", f"{head}: DP-GIBO, since checkpoint_dir= asks for resumable runs")
-    kinds = [f"{n} {kind}" for n, kind in ((num_integer, "integer"), (num_categorical, "categorical")) if n]
-    if kinds:
+    discrete = [f"{counts[k]} {k}" for k in ("integer", "categorical") if counts[k]]
+    if discrete:
         return DefaultMethod(
             "private_random_search",
-            f"{head}: private random search, since the space has {' and '.join(kinds)} hyperparameter(s)",
+            f"{head}: private random search, since the space has {' and '.join(discrete)} hyperparameter(s)",
         )
     return DefaultMethod(
-        "dp_gibo", f"{head}: DP-GIBO, since all {num_continuous} hyperparameter(s) of the space are continuous"
+        "dp_gibo", f"{head}: DP-GIBO, since all {counts['continuous']} hyperparameter(s) of the space are continuous"
     )
+
+
+def picked_method(
+    given: str, resolved: str, kinds: Sequence[str], *, proxy: bool, trains: bool, protect: str, resumable: bool
+) -> tuple[str, str]:
+    r"""The method ``tune`` runs and the one line saying which rule picked it.
+
+    Args:
+        given: ``tune``'s ``method`` as passed.
+        resolved: As ``tune``'s argument checks left it (``"auto"`` where a comparison on the proxy
+            or this rule decides; ``"dp_gibo"`` where a DP-trained objective or ``strategy="sample"``
+            rules a selection out; ``"training_selection"`` for the training records without a proxy).
+        kinds: The hyperparameters' kinds (``default_method``).
+        proxy: Whether a public proxy was given.
+        trains: Whether the objective charges DP training runs.
+        protect: ``tune``'s resolved ``protect``.
+        resumable: Whether ``checkpoint_dir`` was given.
+
+    Returns:
+        ``(method, reason)``: ``"auto"`` stays ``"auto"`` with a proxy (the comparison there decides).
+    """
+    if given != "auto":
+        return resolved, f"method={given!r} given"
+    if protect != "validation":
+        if resolved == "training_selection":
+            return resolved, f"protect={protect!r} without a proxy: private selection over whole DP-SGD training runs"
+        return resolved, (
+            f"method='auto' with a proxy and protect={protect!r}: the training method the comparison on the proxy "
+            "recommends"
+        )
+    if resolved == "auto" and not proxy:
+        rule = default_method(kinds, resumable=resumable)
+        return rule.method, rule.reason
+    if resolved == "auto":
+        return resolved, "method='auto' with a proxy: the method the comparison on the proxy recommends (methods)"
+    why = (
+        "an objective that charges DP training runs (the training ledger would count a selection's hidden trials)"
+        if trains
+        else "strategy='sample' (Papernot–Steinke over DP-GIBO runs on sampled configurations)"
+    )
+    return resolved, f"method='auto' with {why}: DP-GIBO"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from botorch_dp.baselines.selection import check_max_trials
+from botorch_dp.methods.default_rule import picked_method
 from botorch_dp.optim import DPGIBOConfig
 from botorch_dp.optim.checkpoint import kernel_fingerprint
 from botorch_dp.optim.stored_config import config_to_json
@@ -31,7 +32,6 @@ from botorch_dp.privacy.checks import check_choice, check_delta, check_positive,
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.ledger.events import DPSGDRun
 from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.tuning.discrete import Integer
 from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.tuning.tune_checkpoint import TuneCheckpoint, seed_digest
 from botorch_dp.tuning.tune_checks import (
@@ -51,7 +51,6 @@ __all__ = [
     "TuneCall",
     "check_method",
     "check_protect",
-    "picked_method",
     "proxy_data",
 ]
 
@@ -163,41 +162,6 @@ def check_method(
     if method == "auto" and (trains or (num_configurations > 1 and strategy != "enumerate")):
         return "dp_gibo"
     return method  # "auto" without a proxy: ``default_method`` (``TuneCall.checked``)
-
-
-def picked_method(
-    given: str, resolved: str, space: SearchSpace, *, proxy: Any, trains: bool, protect: str, resumable: bool
-) -> tuple[str, str]:
-    r"""The method ``tune`` runs and the one line saying which rule picked it: ``given`` as passed,
-    ``resolved`` as ``check_method`` (or ``check_training_method``) left it; ``"auto"`` without a proxy
-    follows the public rule ``methods.default_rule.default_method`` (the space's kinds only)."""
-    if given != "auto":
-        return resolved, f"method={given!r} given"
-    if protect != "validation":
-        if resolved == TRAINING_SELECTION:
-            return resolved, f"protect={protect!r} without a proxy: private selection over whole DP-SGD training runs"
-        return resolved, (
-            f"method='auto' with a proxy and protect={protect!r}: the training method the comparison on the proxy "
-            "recommends"
-        )
-    if resolved == "auto" and proxy is None:
-        from botorch_dp.methods.default_rule import default_method
-
-        rule = default_method(
-            num_continuous=sum(not isinstance(h, Integer) for h in space.relaxed),
-            num_integer=sum(isinstance(h, Integer) for h in space.relaxed),
-            num_categorical=sum(h.name not in space.fixed for h in space.categoricals),
-            resumable=resumable,
-        )
-        return rule.method, rule.reason
-    if resolved == "auto":
-        return resolved, "method='auto' with a proxy: the method the comparison on the proxy recommends (methods)"
-    why = (
-        "an objective that charges DP training runs (the training ledger would count a selection's hidden trials)"
-        if trains
-        else "strategy='sample' (Papernot–Steinke over DP-GIBO runs on sampled configurations)"
-    )
-    return resolved, f"method='auto' with {why}: DP-GIBO"
 
 
 @dataclass(frozen=True)
@@ -400,9 +364,11 @@ class TuneCall:
             resolved = check_method(method, proxy, K, strategy=strategy, trains=trains)
         else:
             resolved = check_training_method(method, protect, proxy)
+        kinds = [h["kind"] for h in space.describe() if h["name"] not in space.fixed]  # public: the rule reads them
         method, method_rule = picked_method(
-            method, resolved, space, proxy=proxy, trains=trains, protect=protect, resumable=checkpoint_dir is not None
-        )
+            method, resolved, kinds, proxy=proxy is not None, trains=trains, protect=protect,
+            resumable=checkpoint_dir is not None,
+        )  # fmt: skip
         sampled = strategy == "sample" and K > 1 and method == "dp_gibo"
         if sampled and checkpoint_dir is not None:
             raise ValueError(

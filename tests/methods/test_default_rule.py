@@ -4,45 +4,42 @@ import pytest
 
 from botorch_dp.methods import DefaultMethod, default_method
 
+C, N, K = "continuous", "integer", "categorical"
+
 
 @pytest.mark.parametrize(
-    ("counts", "method", "words"),
+    ("kinds", "method", "words"),
     [
-        ({"num_continuous": 1}, "dp_gibo", "all 1 hyperparameter(s) of the space are continuous"),
-        ({"num_continuous": 20}, "dp_gibo", "all 20 hyperparameter(s) of the space are continuous"),
-        ({"num_continuous": 3, "num_integer": 1}, "private_random_search", "1 integer hyperparameter(s)"),
-        ({"num_continuous": 0, "num_integer": 2}, "private_random_search", "2 integer hyperparameter(s)"),
-        ({"num_continuous": 2, "num_categorical": 1}, "private_random_search", "1 categorical hyperparameter(s)"),
-        (
-            {"num_continuous": 3, "num_integer": 1, "num_categorical": 2},
-            "private_random_search",
-            "1 integer and 2 categorical hyperparameter(s)",
-        ),
+        ([C], "dp_gibo", "all 1 hyperparameter(s) of the space are continuous"),
+        ([C] * 20, "dp_gibo", "all 20 hyperparameter(s) of the space are continuous"),
+        ([C, N, C, C], "private_random_search", "1 integer hyperparameter(s)"),
+        ([N, N], "private_random_search", "2 integer hyperparameter(s)"),
+        ([C, K, C], "private_random_search", "1 categorical hyperparameter(s)"),
+        ([K, C, N, C, K, C], "private_random_search", "1 integer and 2 categorical hyperparameter(s)"),
     ],
 )
-def test_the_rule_reads_the_kinds_of_hyperparameters(counts, method, words):
-    pick = default_method(**counts)
+def test_the_rule_reads_the_kinds_of_hyperparameters(kinds, method, words):
+    pick = default_method(kinds)
     assert isinstance(pick, DefaultMethod) and pick.method == method
     assert pick.reason.startswith("default rule without a proxy (reports/default_rule.md): ")
     assert words in pick.reason and "\n" not in pick.reason  # one line
+    assert default_method(tuple(reversed(kinds))) == pick  # the kinds, not their order
 
 
-@pytest.mark.parametrize("counts", [{"num_continuous": 4}, {"num_continuous": 2, "num_categorical": 3}])
-def test_a_resumable_call_keeps_dp_gibo_whatever_the_space(counts):
-    pick = default_method(**counts, resumable=True)
+@pytest.mark.parametrize("kinds", [[C] * 4, [C, K, K, C]])
+def test_a_resumable_call_keeps_dp_gibo_whatever_the_space(kinds):
+    pick = default_method(kinds, resumable=True)
     assert pick.method == "dp_gibo" and "checkpoint_dir=" in pick.reason
 
 
 @pytest.mark.parametrize(
-    ("counts", "match"),
+    ("kinds", "match"),
     [
-        ({"num_continuous": -1}, r"num_continuous must be an integer >= 0, got -1"),
-        ({"num_continuous": 2.0}, r"num_continuous must be an integer >= 0, got 2.0"),
-        ({"num_continuous": 1, "num_integer": True}, r"num_integer must be an integer >= 0, got True"),
-        ({"num_continuous": 1, "num_categorical": None}, r"num_categorical must be an integer >= 0, got None"),
-        ({"num_continuous": 0, "num_categorical": 2}, r"num_continuous \+ num_integer must be at least 1"),
+        ([C, "float"], r"kinds must hold only \('continuous', 'integer', 'categorical'\), got 'float'"),
+        ([K, K], r"kinds must hold a continuous or integer hyperparameter \(a coordinate\), got \['categorical'"),
+        ([], r"kinds must hold a continuous or integer hyperparameter"),
     ],
 )
-def test_bad_counts_are_refused_by_name(counts, match):
+def test_bad_kinds_are_refused_by_name(kinds, match):
     with pytest.raises(ValueError, match=match):
-        default_method(**counts)
+        default_method(kinds)

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from botorch_dp import tune
+from botorch_dp.methods import picked_method
 from botorch_dp.tuning import Categorical, Hyperparameter, Integer, SearchSpace
-from botorch_dp.tuning.tune_call import picked_method
 
 N = 200
 FAST = dict(raw_samples=16, num_restarts=1, num_iterations=2)
@@ -72,24 +72,28 @@ def test_a_resumable_call_keeps_dp_gibo_on_a_mixed_space(tmp_path):
     assert "checkpoint_dir= asks for resumable runs" in result.method_rule
 
 
-class _Proxy:
-    pass
-
-
 @pytest.mark.parametrize(
     ("given", "resolved", "kw", "method", "words"),
     [
-        ("auto", "auto", {"proxy": _Proxy()}, "auto", "method='auto' with a proxy"),
+        ("auto", "auto", {"proxy": True}, "auto", "method='auto' with a proxy"),
         ("auto", "dp_gibo", {"trains": True}, "dp_gibo", "an objective that charges DP training runs"),
         ("auto", "dp_gibo", {}, "dp_gibo", "strategy='sample'"),
         ("dp_hypo", "dp_hypo", {}, "dp_hypo", "method='dp_hypo' given"),
         ("auto", "training_selection", {"protect": "both"}, "training_selection", "protect='both' without a proxy"),
-        ("auto", "auto", {"protect": "training", "proxy": _Proxy()}, "auto", "the training method the comparison"),
+        ("auto", "auto", {"protect": "training", "proxy": True}, "auto", "the training method the comparison"),
         ("untuned", "untuned", {"protect": "both"}, "untuned", "method='untuned' given"),
         ("auto", "auto", {}, "private_random_search", "default rule without a proxy"),
+        ("auto", "auto", {"resumable": True}, "dp_gibo", "checkpoint_dir= asks for resumable runs"),
     ],
 )
 def test_every_path_names_the_rule_that_picked_the_method(given, resolved, kw, method, words):
-    args = {"proxy": None, "trains": False, "protect": "validation", "resumable": False, **kw}
-    picked, line = picked_method(given, resolved, MIXED, **args)
+    kinds = [h["kind"] for h in MIXED.describe()]
+    args = {"proxy": False, "trains": False, "protect": "validation", "resumable": False, **kw}
+    picked, line = picked_method(given, resolved, kinds, **args)
     assert picked == method and words in line and "\n" not in line
+
+
+def test_a_fixed_categorical_is_no_longer_a_kind_to_tune():
+    continuous = SearchSpace([*CONTINUOUS.hyperparameters, Categorical("opt", ("sgd", "adam"))], {"opt": "adam"})
+    result = _tune(continuous)
+    assert result.method == "dp_gibo" and "all 2 hyperparameter(s) of the space are continuous" in result.method_rule
