@@ -340,10 +340,10 @@ def plan_private_run(
     tolerances = _checked_tolerances((config.bias_tolerance,) if bias_tolerances is None else bias_tolerances)
     if not search_settings:  # one setting, recommended without a simulation
         quantiles, etas, Ts, tolerances = (quantiles[len(quantiles) // 2],), (config.step_size,), Ts[:1], tolerances[:1]
-    if not isinstance(fit_kernel, bool):
-        raise ValueError(f"fit_kernel must be True or False, got {fit_kernel!r}.")
-    if not isinstance(choose_method, bool):
-        raise ValueError(f"choose_method must be True or False, got {choose_method!r}.")
+    flags = dict(fit_kernel=fit_kernel, choose_method=choose_method, baseline=baseline, search_settings=search_settings)
+    for name, flag in flags.items():
+        if not isinstance(flag, bool):
+            raise ValueError(f"{name} must be True or False, got {flag!r}.")
     # step 5, the method choice, is the methods layer's (methods.choice); the planner calls it here
     from botorch_dp.methods.choice import DEFAULT_METHODS, _check_methods, compare_methods
 

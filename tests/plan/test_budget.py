@@ -96,3 +96,11 @@ def test_timing_the_proxy_costs_no_evaluation_the_planning_would_not_make(fit_ke
         plan_private_run(cache.objective(proxy), config, num_users=N_PRIVATE, progress=False, **options)
     assert timed == estimate.batch_size > 0 and proxy.rows == alone.rows  # the timed points were reused
     assert estimate.seconds_per_row > 0 and estimate.seconds_per_step > 0
+
+
+@pytest.mark.parametrize("name", ["baseline", "search_settings"])
+def test_the_planning_flags_are_refused_by_name_unless_booleans(name):
+    proxy = Counting()
+    with pytest.raises(ValueError, match=f"{name} must be True or False, got 'no'"):
+        plan_private_run(proxy, plan_config(), num_users=N_PRIVATE, progress=False, **{name: "no"})
+    assert proxy.rows == 0  # refused before the proxy is called
