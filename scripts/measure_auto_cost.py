@@ -104,12 +104,14 @@ def measure(task: str, seed: int, plan_budget: str | None = "auto") -> dict:
     total = time.perf_counter() - start
     private = _clock["private"]
     planning = total - private
+    cache = _Recorded.last
+    assert cache is not None  # tune planned through one
     return {
         "task": task,
         "seed": seed,
         "plan_budget": plan_budget,
-        "proxy_points_asked": _Recorded.last.rows_asked,
-        "proxy_points_evaluated": _Recorded.last.rows_evaluated,
+        "proxy_points_asked": cache.rows_asked,
+        "proxy_points_evaluated": cache.rows_evaluated,
         "method": result.method,
         "total_s": total,
         "planning_s": planning,
@@ -150,8 +152,8 @@ def main() -> None:
             plan_inside["value"] = 0.0
 
     method_runs.plan_private_run = plan
-    method_runs.OnSpace.run_private = run
-    one_call.ProxyCache = _Recorded
+    method_runs.OnSpace.run_private = run  # type: ignore[method-assign]  # timed in place
+    one_call.ProxyCache = _Recorded  # type: ignore[misc]  # counted in place
     rows = []
     for task in args.tasks:
         for seed in range(args.seeds):
