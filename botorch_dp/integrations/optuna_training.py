@@ -30,7 +30,6 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -46,7 +45,6 @@ from botorch_dp.training.dp_sgd import (
     resolve_dp_sgd,
     train_model,
 )
-from botorch_dp.training.selection_accounting import trial_rdp_curve
 from botorch_dp.tuning.charged import ChargedTraining, TrainingTicket, same_event, same_ledger
 from botorch_dp.tuning.search_space import SearchSpaceObjective
 
@@ -54,8 +52,6 @@ __all__ = ["CoveredTrial", "TrainingTrial", "TrainingTrials", "losses_of"]
 
 #: Relative slack when comparing a composed training ε with its target (root finding).
 _TARGET_RTOL = 1e-9
-#: Relative slack when comparing a trial's RDP curve with the cover's reference (rounding).
-_CURVE_RTOL = 1e-9
 _TWICE = "trial.train_dp_sgd was called twice in one trial: the study charged one DP-SGD run per trial."
 
 
@@ -277,8 +273,9 @@ class TrainingTrials(ChargedTraining, SearchSpaceObjective):
     ) -> nn.Module:
         r"""Run the objective once at natural ``hyperparameters``, its training covered by ``cover`` (no record).
 
-        Only under an open ``cover`` whose record this objective's ledger holds, and only a run whose RDP
-        curve lies below the cover's reference; all checked before the objective runs.
+        Only under an open ``cover`` whose record this objective's ledger holds, and only a run the cover
+        covers (``TrainingCover.check_trial``: an RDP record above the run's curve, or a profile record
+        over its run shape); all checked before the objective runs.
 
         Returns:
             The trained model; its per-user losses (the objective's return value) are kept for
@@ -289,15 +286,9 @@ class TrainingTrials(ChargedTraining, SearchSpaceObjective):
         ledger = self._charging_ledger()
         if not same_ledger(cover.ledger, ledger):
             raise ValueError("cover: its record is in another ledger than this objective's.")
-        recorded = ledger.training_mechanisms.get(cover.run_id)
-        reference = np.asarray(cover.reference_rdp, dtype=np.float64)
-        if recorded is None or np.any(np.asarray(recorded.rdp, dtype=np.float64) < reference):
-            raise RuntimeError(f"The ledger holds no training record {cover.run_id!r} that covers a trial.")
         dp_sgd = DPSGDConfig(noise_multiplier=cover.noise_multiplier, max_grad_norm=self.run_dp_sgd.max_grad_norm)
         run = DPSGDRun.checked(*planned_dp_run(len(self.data.y_train), self.training, dp_sgd))
-        curve = trial_rdp_curve(run.noise_multiplier, [(run.sample_rate, run.steps)])
-        if np.any(curve > reference * (1.0 + _CURVE_RTOL)):
-            raise RuntimeError(f"A run {run} lies above the cover's reference curve: it is not covered.")
+        cover.check_trial(ledger, run)
         self.space.from_natural(hyperparameters)  # a point of the space (ValueError naming a value outside it)
         params = self.optuna_space.to_optuna(dict(hyperparameters))
         trial = CoveredTrial(self.optuna_space, params, self, run, dp_sgd, noise_seed)

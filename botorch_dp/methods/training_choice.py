@@ -119,10 +119,13 @@ def choose_training_method(
         objective: The private DP-SGD objective (its public shape only; never evaluated).
         space: Its ``SearchSpace``.
         proxy_data: The proxy's ``ClassificationData`` (public).
-        epsilon, delta: The private run's budget.
+        epsilon: The private run's ε.
+        delta: The private run's δ.
         protect: ``"training"`` or ``"both"``.
         context: The public ``MethodContext`` the table states.
-        mean_trials, max_trials, loss_clip: The selection's settings.
+        mean_trials: The selection's ``E[K]``.
+        max_trials: The selection's public maximum number of trials (``None``: none).
+        loss_clip: The selection's score clip.
         num_configurations: The configurations the cheap methods try.
         num_repeats: Paired repeats (seeds ``seed, seed + 1, ...``).
         untuned: The untuned run's public defaults in natural units (``None``: the centre of the space).

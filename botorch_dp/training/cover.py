@@ -16,10 +16,16 @@ The cover is closed when the selection ends; a closed cover trains nothing.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from botorch_dp.privacy.checks import check_positive
+
+#: Relative slack when comparing a trial's RDP curve with the cover's reference (rounding).
+CURVE_RTOL = 1e-9
 
 __all__ = ["TrainingCover"]
 
@@ -63,3 +69,39 @@ class TrainingCover:
     def close(self) -> None:
         r"""End the cover: no trial trains under it any more."""
         self._open = False
+
+    def check_trial(self, ledger: Any, run: Any) -> None:
+        r"""Refuse a trial this cover does not cover, before it touches the data.
+
+        The caller has checked that ``ledger`` is the cover's. Checked here: the cover is open; the
+        ledger holds the cover's record (an RDP curve at or above the reference at every order, or,
+        for a selection charged at its privacy-profile bound, one ``(ε, δ)`` entry with run shapes);
+        the trial's own curve lies below the reference; and under a profile charge the trial is one
+        of the run shapes (same rate, no more steps: a profile no larger, by post-processing).
+
+        Args:
+            ledger: The objective's ``PrivacyLedger``.
+            run: The trial's planned ``DPSGDRun``.
+
+        Raises:
+            RuntimeError: Any of the above fails.
+        """
+        from botorch_dp.training.selection_accounting import trial_rdp_curve
+
+        if not self.is_open:
+            raise RuntimeError("train_covered trains only under the open TrainingCover of a running private selection.")
+        reference = np.asarray(self.reference_rdp, dtype=np.float64)
+        recorded = ledger.training_mechanisms.get(self.run_id)
+        if recorded is not None:
+            covers = bool(np.all(np.asarray(recorded.rdp, dtype=np.float64) >= reference))
+        else:  # charged at its privacy-profile bound: one (ε, δ) over the cover's run shapes
+            covers = self.run_id in ledger.training_approximate and bool(self.run_shapes)
+        if not covers:
+            raise RuntimeError(f"The ledger holds no training record {self.run_id!r} that covers a trial.")
+        curve = trial_rdp_curve(run.noise_multiplier, [(run.sample_rate, run.steps)])
+        if np.any(curve > reference * (1.0 + CURVE_RTOL)):
+            raise RuntimeError(f"A run {run} lies above the cover's reference curve: it is not covered.")
+        if self.run_shapes and not any(
+            math.isclose(run.sample_rate, q, rel_tol=1e-12) and run.steps <= t for q, t in self.run_shapes
+        ):
+            raise RuntimeError(f"A run {run} is dominated by none of the run shapes of the cover's profile bound.")

@@ -35,7 +35,6 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -43,7 +42,6 @@ from botorch_dp.privacy.ledger import DPSGDRun
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training.cover import TrainingCover
 from botorch_dp.training.dp_sgd import DPSGDConfig, TrainingConfig, model_dtype, planned_dp_run, train_model
-from botorch_dp.training.selection_accounting import trial_rdp_curve
 from botorch_dp.tuning.charged import same_event, same_ledger
 from botorch_dp.tuning.discrete import Categorical, Integer
 
@@ -51,8 +49,6 @@ __all__ = ["SCORES", "CoveredTraining"]
 
 #: What a trial is scored by: the mean (capped) validation loss, or the classification error.
 SCORES: tuple[str, ...] = ("loss", "error")
-#: Relative slack when comparing a trial's curve with the cover's reference (rounding).
-_CURVE_RTOL = 1e-9
 
 
 class CoveredTraining:
@@ -189,23 +185,9 @@ class CoveredTraining:
         ledger = self._charging_ledger()  # type: ignore[attr-defined]
         if not same_ledger(cover.ledger, ledger):
             raise ValueError("cover: its record is in another ledger than this objective's.")
-        reference = np.asarray(cover.reference_rdp, dtype=np.float64)
-        recorded = ledger.training_mechanisms.get(cover.run_id)
-        if recorded is not None:
-            covers = bool(np.all(np.asarray(recorded.rdp, dtype=np.float64) >= reference))
-        else:  # charged at its privacy-profile bound: one (ε, δ) over the cover's run shapes
-            covers = cover.run_id in ledger.training_approximate and bool(cover.run_shapes)
-        if not covers:
-            raise RuntimeError(f"The ledger holds no training record {cover.run_id!r} that covers a trial.")
         training, dp_sgd = self.trial_settings(hyperparameters, cover.noise_multiplier)
         run = DPSGDRun.checked(*planned_dp_run(len(self.data.y_train), training, dp_sgd))
-        curve = trial_rdp_curve(run.noise_multiplier, [(run.sample_rate, run.steps)])
-        if np.any(curve > reference * (1.0 + _CURVE_RTOL)):
-            raise RuntimeError(f"A run {run} lies above the cover's reference curve: it is not covered.")
-        if cover.run_shapes and not any(  # fewer steps at the same rate: a profile no larger (post-processing)
-            math.isclose(run.sample_rate, q, rel_tol=1e-12) and run.steps <= t for q, t in cover.run_shapes
-        ):
-            raise RuntimeError(f"A run {run} is dominated by none of the run shapes of the cover's profile bound.")
+        cover.check_trial(ledger, run)
         params = {k: v for k, v in self._checked_trial(hyperparameters).items() if k not in self.training_routes()}
         optimizer_kwargs, model_kwargs = self.split_hyperparameters(params)  # type: ignore[attr-defined]
         with warnings.catch_warnings():

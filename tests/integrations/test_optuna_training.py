@@ -70,7 +70,7 @@ def test_a_dp_sgd_study_runs_tunes_selection_over_whole_runs_charged_as_tune_cha
     (record,) = ledger.training_records()
     (direct_record,) = direct_ledger.training_records()
     assert ledger.training_runs == {} and study.ledger is ledger
-    assert record.event.rdp == direct_record.event.rdp and record.event.description == direct_record.event.description
+    assert record.event == direct_record.event  # the same entry: a curve, or a profile (ε, δ)
     assert len(ledger.validation_records()) == len(direct_ledger.validation_records()) == (protect is None)
     assert result.protected == direct.protected and study.guarantee == direct.guarantee
     assert ("validation" in result.protected) and (result.protected["validation"] is None) == (protect == "training")

@@ -51,6 +51,7 @@ def test_auto_runs_the_recommended_method_and_the_objective_only_after_planning(
             seed=3,
             progress=False,
             proxy=proxy,
+            plan_budget=None,
             num_users=2000,
             plan_options=dict(
                 fit_kernel=False,
@@ -116,6 +117,7 @@ def test_a_dp_gibo_recommendation_runs_the_planned_config_at_the_full_budget():
             seed=3,
             progress=False,
             proxy=proxy,
+            plan_budget=None,
             num_users=500,
             plan_options=dict(
                 fit_kernel=False, clip_quantiles=(0.9,), step_sizes=(0.1,), num_repeats=1, methods=(DPGIBOMethod(),)

@@ -168,6 +168,7 @@ def test_with_a_public_proxy_each_configuration_is_planned_on_it_and_the_objecti
             seed=7,
             progress=False,
             proxy=proxy,
+            plan_budget=None,
             num_users=N,
             method="dp_gibo",  # no method choice (tests/tuning/test_mixed_methods.py)
             plan_options=dict(clip_quantiles=(0.5, 0.9), step_sizes=(0.2,), num_repeats=1),
@@ -217,6 +218,7 @@ def test_a_kernel_fit_that_fails_on_the_proxy_keeps_the_spaces_kernel_and_names_
             seed=7,
             progress=False,
             proxy=proxy,
+            plan_budget=None,
             num_users=N,
             method="dp_gibo",
             plan_options=dict(clip_quantiles=(0.5,), step_sizes=(0.2,), num_repeats=1),
