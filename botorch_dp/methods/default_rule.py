@@ -116,7 +116,10 @@ def picked_method(
         rule = default_method(kinds, resumable=resumable)
         return rule.method, rule.reason
     if resolved == "auto":
-        return resolved, "method='auto' with a proxy: the method the comparison on the proxy recommends (methods)"
+        return resolved, (
+            "method='auto' with a proxy: the method the comparison on the proxy recommends (DP-GIBO where "
+            "plan_budget or plan_options leave no comparison)"
+        )
     why = (
         "an objective that charges DP training runs (the training ledger would count a selection's hidden trials)"
         if trains
