@@ -63,6 +63,7 @@ import os
 import warnings
 from typing import Any
 
+from botorch_dp.methods.default_rule import default_method
 from botorch_dp.methods.protocol import ConfigurationRun
 from botorch_dp.optim.public_checks import SettingsWarning, named_coordinates
 from botorch_dp.plan.budget import AUTO, budgeted_options, check_plan_budget, measure_costs
@@ -236,6 +237,12 @@ def _budgeted(call: TuneCall, plan_budget: float | str | None) -> tuple[TuneCall
         note = note.replace(
             f"plan_budget = {budget:.3g} s", f"plan_budget = 'auto' ({budget:.3g} s, the private run's)"
         )
-    if not compare and call.K == 1:  # the plan itself recommends DP-GIBO without a comparison
-        return dataclasses.replace(call, plan_options={**options, "choose_method": False}), note
-    return dataclasses.replace(call, plan_options=options, method=call.method if compare else "dp_gibo"), note
+    if compare or call.method != "auto":
+        return dataclasses.replace(call, plan_options=options), note
+    # no room for the comparison: the public rule picks, as without a proxy
+    kinds = [h["kind"] for h in call.space.describe() if h["name"] not in call.space.fixed]
+    rule = default_method(kinds, resumable=call.checkpoint_dir is not None)
+    why = f"the planning budget left no room to compare methods on the proxy; {rule.reason}"
+    if rule.method == "dp_gibo" and call.K == 1:  # the plan itself recommends DP-GIBO without a comparison
+        return dataclasses.replace(call, plan_options={**options, "choose_method": False}, method_rule=why), note
+    return dataclasses.replace(call, plan_options=options, method=rule.method, method_rule=why), note

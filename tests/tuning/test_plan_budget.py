@@ -27,12 +27,14 @@ def _tune(**kw):
         )
 
 
-def test_a_budget_too_small_for_any_comparison_runs_dp_gibo_and_says_what_was_cut():
+def test_a_budget_too_small_for_any_comparison_runs_the_public_rule_and_says_what_was_cut():
     result = _tune(plan_options=dict(PLAN), plan_budget=1e-6)
-    assert result.methods is None and result.method == "dp_gibo"  # no comparison: DP-GIBO on every configuration
+    # no comparison: the rule of tune without a proxy picks (the space has a categorical: private random search)
+    assert result.method == "private_random_search"
+    assert result.method_rule.startswith("the planning budget left no room to compare methods on the proxy;")
+    assert "private random search, since the space has" in result.method_rule
     assert result.planning.startswith("plan_budget = 1e-06 s: planned with 2 repeats;")
     assert "no method comparison" in result.planning and "still exceeds the budget" in result.planning
-    assert all(run.plan is not None and run.plan.trials[0].proxy_losses == () for run in result.runs)
     assert result.planning in repr(result)
 
 
