@@ -14,13 +14,13 @@ from benchmarks.amp_task import CLIP, NON_PRIVATE_LAMBDAS, Settings
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import private_random_search
 from botorch_dp.baselines.selection import non_private_baseline_result
+from botorch_dp.objectives.charged import amp_training_event
 from botorch_dp.privacy.analysis.private_selection import private_selection_rdp_curve
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger, TrainingMechanism
 from botorch_dp.problems.logistic_regression import AMPTuningObjective, DPSGDTuningObjective
 from botorch_dp.problems.run_budgets import AMPRunBudget, dp_sgd_curve
 from botorch_dp.training.dp_sgd import DPSGDConfig, TrainingConfig
 from botorch_dp.training.objective_perturbation import AMPConfig, fit_amp
-from botorch_dp.tuning.charged import amp_training_event
 from botorch_dp.utils import child_seeds
 
 

@@ -23,8 +23,8 @@ from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import NO_CLIP, from_dp_gibo_result
 from botorch_dp.baselines.base import uniform_points
 from botorch_dp.gradient_gp import GradientGP
+from botorch_dp.objectives.per_user_problem import PerUserProblem
 from botorch_dp.problems import GPRegressionLengthscales
-from botorch_dp.problems.base import PerUserProblem
 
 METHODS = ("GIBO (non-private)", "DP-GIBO (μ=1)")
 

@@ -30,7 +30,7 @@ from benchmarks.mlp_task import (
 )
 from benchmarks.report_tables import markdown_row
 from benchmarks.runs import Run, format_mean_se, format_mu, mean_se, step_interp
-from botorch_dp.tuning.search_space import Hyperparameter, SearchSpace
+from botorch_dp.objectives.search_space import Hyperparameter, SearchSpace
 
 __all__ = ["REPORT_MD", "REPORT_PNG", "make_plot", "report_text", "write_report"]
 

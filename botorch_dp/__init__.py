@@ -55,6 +55,7 @@ _SUBMODULES = (
     "kernel_derivatives",
     "optim",
     "methods",
+    "objectives",
     "plan",
     "plot",
     "privacy",

@@ -146,7 +146,7 @@ class ChargedObjective(Protocol):
     public tickets. ``evaluate_charged(X, tickets)`` runs anywhere (a pickled copy on a
     worker) and returns the ``q x n`` losses of the rows trained under their tickets,
     touching no ledger. ``objective(X)`` must equal ``evaluate_charged(X, charge_rows(X))``.
-    ``tuning.charged.ChargedTraining`` implements it.
+    ``objectives.charged.ChargedTraining`` implements it.
     """
 
     def charge_rows(self, X: Tensor) -> Sequence[Any]: ...
@@ -156,7 +156,7 @@ class ChargedObjective(Protocol):
 
 def _check_row_independent(objective: Callable[[Tensor], Tensor]) -> None:
     r"""``ValueError`` for an objective whose rows depend on its own random state."""
-    from botorch_dp.problems.base import PerUserProblem  # lazy: problems import the baselines' types
+    from botorch_dp.objectives.per_user_problem import PerUserProblem  # lazy: problems import the baselines' types
 
     if isinstance(objective, PerUserProblem) and objective.observation_noise_std > 0:
         raise ValueError(

@@ -29,9 +29,9 @@ from botorch_dp.privacy.ledger import PrivacyLedger, parse_release_key, release_
 from botorch_dp.privacy.ledger.events import Gaussian, PureDP, validation_parts
 
 if TYPE_CHECKING:  # pragma: no cover
+    from botorch_dp.objectives.search_space import SearchSpace
     from botorch_dp.optim.dp_gibo import DPGIBO
     from botorch_dp.optim.results import PrivateRelease
-    from botorch_dp.tuning.search_space import SearchSpace
 
 __all__ = ["SpendingPoint", "epsilon_spent", "plot_privacy", "plot_loss", "plot_iterate_path", "plot_run"]
 

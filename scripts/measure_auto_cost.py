@@ -28,9 +28,9 @@ import torch
 
 import botorch_dp.tuning.method_runs as method_runs
 import botorch_dp.tuning.one_call as one_call
+from botorch_dp.objectives.datasets import load_sklearn_classification, synthetic_like
 from botorch_dp.plan.cache import ProxyCache
 from botorch_dp.tuning import Categorical, Hyperparameter, Integer, SearchSpace, TorchModelTuningObjective, tune
-from botorch_dp.tuning.datasets import load_sklearn_classification, synthetic_like
 
 REPORT = Path(__file__).resolve().parent.parent / "reports"
 TARGET = 2.0  # issue 43 item 2: method="auto" at most 2x the chosen private run

@@ -85,10 +85,10 @@ import botorch_dp.optim.options.batches as batches
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.acquisition import qGradientInformation
 from botorch_dp.gradient_gp import GradientGP
+from botorch_dp.objectives.per_user_problem import PerUserProblem
 from botorch_dp.optim.batch_search import BATCH_SEARCHES, BatchSearch
 from botorch_dp.optim.presets import PRESETS
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
-from botorch_dp.problems.base import PerUserProblem
 from botorch_dp.utils import torch_threads
 
 ROOT = Path(__file__).resolve().parents[1]

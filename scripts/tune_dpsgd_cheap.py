@@ -23,10 +23,10 @@ import warnings
 import numpy as np
 import torch
 
+from botorch_dp.methods.cheap_plan import final_only_noise
+from botorch_dp.methods.cheap_tuning import tune_on_proxy_then_train, tune_on_subsample
 from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.tuning import Hyperparameter, SearchSpace, TorchModelTuningObjective, load_sklearn_classification
-from botorch_dp.tuning.cheap_plan import final_only_noise
-from botorch_dp.tuning.cheap_tuning import tune_on_proxy_then_train, tune_on_subsample
 
 EPSILON, DELTA, EPOCHS, BATCHES = 3.0, 1e-5, 15, 16
 

@@ -35,8 +35,8 @@ from typing import Any
 
 import torch
 
+from botorch_dp.methods.training_runs import select_training_runs
 from botorch_dp.training import DPSGDConfig, TrainingConfig
-from botorch_dp.training.private_selection import select_training_runs
 from botorch_dp.tuning import Hyperparameter, SearchSpace, TorchModelTuningObjective, load_sklearn_classification
 
 SPACE = SearchSpace([Hyperparameter("lr", 0.01, 1.0, log_scale=True), Hyperparameter("momentum", 0.0, 0.95)])

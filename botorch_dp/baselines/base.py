@@ -16,8 +16,8 @@ import torch
 from torch import Tensor
 
 from botorch_dp.evaluation import evaluate_rows
+from botorch_dp.objectives.per_user_problem import PerUserProblem
 from botorch_dp.privacy.checks import check_losses
-from botorch_dp.problems.base import PerUserProblem
 
 Objective = PerUserProblem | Callable[[Tensor], Tensor]
 """A ``PerUserProblem`` or any callable mapping a ``q x d`` tensor to ``q x n`` losses."""

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory, BaselineResult, evaluate_losses
+from botorch_dp.objectives.per_user_problem import PerUserProblem
 from botorch_dp.optim.noise_schedule import DEFAULT_NORM_MU_FRACTION, NOISE_SCHEDULES, NoiseSchedule
 from botorch_dp.optim.options import (
     SGD,
@@ -45,7 +46,6 @@ from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
 from botorch_dp.privacy.checks import check_choice, check_probability
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.seeding import noise_generator
-from botorch_dp.problems.base import PerUserProblem
 from botorch_dp.utils import check_bounds
 
 #: A ``PerUserProblem`` (its ``per_user_gradient`` is used) or a callable

@@ -48,7 +48,7 @@ from typing import Any
 
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
-from botorch_dp.tuning.search_space import Categorical, Hyperparameter, Integer, SearchSpace
+from botorch_dp.objectives.search_space import Categorical, Hyperparameter, Integer, SearchSpace
 
 __all__ = ["OptunaSpace", "RecordingTrial", "RunTrial", "record_space"]
 

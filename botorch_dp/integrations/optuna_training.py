@@ -1,7 +1,7 @@
 r"""Optuna objectives that train with DP-SGD inside the trial, charged as ``tune`` charges a torch model.
 
 A study built with ``dp_sgd=`` and ``training_data=`` hands ``tune`` a ``TrainingTrials``: a
-``SearchSpaceObjective`` with the charge protocol of ``tuning.charged`` (the one
+``SearchSpaceObjective`` with the charge protocol of ``objectives.charged`` (the one
 ``TorchModelTuningObjective`` uses). Each evaluated point is one DP-SGD run: ``charge_rows``
 charges the batch's runs to the study's ledger BEFORE any of them trains (refused whole against the
 training budget and a ``DPSGDConfig`` target), and the objective, run with a ``TrainingTrial``,
@@ -34,6 +34,8 @@ import torch
 from torch import Tensor, nn
 
 from botorch_dp.integrations.optuna_space import OptunaSpace, RunTrial
+from botorch_dp.objectives.charged import ChargedTraining, TrainingTicket, same_event, same_ledger
+from botorch_dp.objectives.search_space import SearchSpaceObjective
 from botorch_dp.privacy.ledger import DPSGDRun, PrivacyBudgetExceeded, PrivacyLedger, TrainingMechanism
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training.cover import TrainingCover
@@ -45,8 +47,6 @@ from botorch_dp.training.dp_sgd import (
     resolve_dp_sgd,
     train_model,
 )
-from botorch_dp.tuning.charged import ChargedTraining, TrainingTicket, same_event, same_ledger
-from botorch_dp.tuning.search_space import SearchSpaceObjective
 
 __all__ = ["CoveredTrial", "TrainingTrial", "TrainingTrials", "losses_of"]
 

@@ -13,7 +13,7 @@ One module per method, its algorithm's wrapper (the reference algorithms stay in
 * ``private_random_search``: Papernot & Steinke's private random search;
 * ``dp_hypo``: DP-HyPO (Wang et al.);
 * ``training_selection``: Papernot–Steinke over whole DP-SGD training runs, the training records
-  protected (``training.private_selection``);
+  protected (``methods.training_runs``);
 * ``proxy_then_train``: tune on a public proxy's data, then one DP-SGD training at the whole ε;
 * ``subsample_tuning``: tune on one Poisson subsample of the training records, then one final
   training (Koskela & Kulkarni; the ε split stated);

@@ -249,7 +249,7 @@ def compare_methods(
         progress: Show a tqdm bar (public values only).
         fitting_objective: The PUBLIC users the candidates' open settings (the selection
             methods' loss clip) are fitted on, when not those they are scored on
-            (``plan.split``: ``plan_private_run`` passes the fitting half and scores on the
+            (``methods.proxy_split``: ``plan_private_run`` passes the fitting half and scores on the
             other); ``None``: ``proxy_objective``.
 
     Returns:

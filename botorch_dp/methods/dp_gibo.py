@@ -1,7 +1,7 @@
 r"""DP-GIBO as a method (``methods.protocol``).
 
 Its settings are the planned config (``MethodContext.config``: the fitted kernel and the chosen
-``B``, ``η``, ``T`` and batch rule); the simulation is ``plan.proxy.simulation_config`` on the
+``B``, ``η``, ``T`` and batch rule); the simulation is ``methods.proxy.simulation_config`` on the
 proxy, the private run ``DPGIBO(config, ledger=...).run``.
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 from torch import Tensor
 
 from botorch_dp.methods.protocol import MethodContext, MethodRun, MethodUnavailable, config_mu
+from botorch_dp.methods.proxy import simulation_config
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.dp_gibo import DPGIBO
-from botorch_dp.plan.proxy import simulation_config
 from botorch_dp.privacy.ledger import PrivacyLedger
 
 __all__ = ["DPGIBOMethod"]

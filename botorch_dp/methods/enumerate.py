@@ -16,7 +16,7 @@ The objective is a ``ConfigurationObjective``: ``bound(configuration)`` is the �
 one configuration (``tuning.encoding.EncodedObjective`` gives it for ``tune``'s objective and
 proxy), and ``encode(θ, configuration)`` the point on the space's public encoding.
 ``simulate`` runs the procedure on the PUBLIC proxy with the private run's noise (each run at
-``μ_run n/n_p``, ``plan.proxy.simulation_config``; the scores at ``μ_score n/n_p``) and returns
+``μ_run n/n_p``, ``methods.proxy.simulation_config``; the scores at ``μ_score n/n_p``) and returns
 the encoded point of the lowest noisy score, so that the method choice (``methods.choice``)
 compares it with the selection methods over the same encoding and seeds. ``run_private``
 charges each run's releases and the scores to the ledger through its charge protocol;
@@ -38,9 +38,9 @@ import torch
 from torch import Tensor
 
 from botorch_dp.methods.protocol import ConfigurationRun, MethodContext, MethodRun, MethodUnavailable, config_mu
+from botorch_dp.methods.proxy import simulation_config
 from botorch_dp.optim import DPGIBO, DPGIBOConfig
 from botorch_dp.optim.checkpoint import STATE_FILE
-from botorch_dp.plan.proxy import simulation_config
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
 from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism

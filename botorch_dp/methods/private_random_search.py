@@ -23,7 +23,7 @@ from torch.quasirandom import SobolEngine
 from botorch_dp.baselines.private_random_search import private_random_search
 from botorch_dp.baselines.selection import PrivateSelectionResult, check_max_trials, selection_progress
 from botorch_dp.methods.protocol import MethodContext, MethodRun, MethodUnavailable
-from botorch_dp.plan.proxy import _proxy_losses
+from botorch_dp.methods.proxy import _proxy_losses
 from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon
 from botorch_dp.privacy.checks import check_positive, check_positive_int, check_probability
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger

@@ -10,7 +10,7 @@ never read a method's option fields. A method
   at this budget or is too costly to simulate;
 * ``simulate(proxy_objective, context, seed)``: runs on the proxy's ``n_p`` users with the
   noise the private run on ``n`` users will draw (every release's noise is ``c/(n μ)``, so
-  ``μ' = μ n/n_p`` on the proxy draws the same noise, ``plan.proxy.simulation_config``) and
+  ``μ' = μ n/n_p`` on the proxy draws the same noise, ``methods.proxy.simulation_config``) and
   returns the ``θ`` it would release;
 * ``run_private(objective, ledger=..., seed=..., progress=..., executor=...)``: the private
   run on the sensitive objective, every release charged to ``ledger`` through its one charge

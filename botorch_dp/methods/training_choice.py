@@ -7,7 +7,7 @@ proxy then one final training (``proxy_then_train``). Each is simulated on the p
 seeds (repeat ``j`` of every method uses seed ``j``) at ITS OWN noise: the σ its private run would
 draw at the user's ``(ε, δ)``, scaled to the proxy's size (``methods.training_proxy``). Whatever a
 simulated procedure chooses it chooses by the proxy's FITTING half; it is scored by its released
-model's mean loss on the SCORING half (``plan.split``). The lowest mean wins; a tie within one
+model's mean loss on the SCORING half (``methods.proxy_split``). The lowest mean wins; a tie within one
 paired standard error goes to the method with fewer private trainings, and the table's note says so
 (``methods.choice.recommend``).
 
@@ -30,12 +30,12 @@ from typing import Any
 
 from botorch_dp.methods.choice import MethodComparison, MethodScore, recommend
 from botorch_dp.methods.protocol import MethodContext, MethodUnavailable
+from botorch_dp.methods.proxy_split import ProxySplit
 from botorch_dp.methods.proxy_then_train import DEFAULT_CONFIGURATIONS, ProxyThenTrainMethod
 from botorch_dp.methods.subsample_tuning import SubsampleTuningMethod
 from botorch_dp.methods.training_proxy import TrainingProxy
 from botorch_dp.methods.training_selection import TrainingSelectionMethod
 from botorch_dp.methods.untuned import UntunedMethod
-from botorch_dp.plan.split import ProxySplit
 from botorch_dp.utils import progress_bar, progress_stage
 
 __all__ = [

@@ -2,7 +2,7 @@ r"""A PUBLIC proxy data set on which the methods that protect the training recor
 
 ``TrainingProxy`` trains copies of a DP-SGD objective on the proxy's public records at the noise a
 method's private run would draw, and scores them on the proxy's validation users split in two
-(``plan.split.ProxySplit``): what a simulated procedure CHOOSES (the best trial, the best
+(``methods.proxy_split.ProxySplit``): what a simulated procedure CHOOSES (the best trial, the best
 configuration) it chooses by the FITTING half; what the comparison SCORES is the mean loss of the
 procedure's released model on the SCORING half. No method is scored on the users its choice was
 fitted on.
@@ -10,7 +10,7 @@ fitted on.
 The noise: a DP-SGD run on the private ``m`` records at ``(σ, q = 1/k, steps)`` adds noise
 ``σ C`` to the sum of an expected batch of ``q m`` clipped gradients; the proxy's copy runs at the
 same ``q`` and steps (``k`` batches per epoch) with ``σ m_p/m``, so the noise per expected batch,
-relative to the batch, is the private run's (as ``tuning.cheap_tuning`` simulates). Every copy has
+relative to the batch, is the private run's (as ``methods.cheap_tuning`` simulates). Every copy has
 its own fresh ledger; a proxy that shares a training record with the private data (whose copy
 would charge the private ledger) is refused before anything trains. The private objective is used
 for its public shape only (``planned_run``, ``num_training_records``, ``with_data``): it is never
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from botorch_dp.plan.split import ProxySplit
+from botorch_dp.methods.proxy_split import ProxySplit
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.utils import child_seeds
 

@@ -1,6 +1,6 @@
 r"""Private selection over whole DP-SGD training runs as a method (``methods.protocol``).
 
-``TrainingSelectionMethod`` wraps ``training.private_selection.select_training_runs``
+``TrainingSelectionMethod`` wraps ``methods.training_runs.select_training_runs``
 (Papernot & Steinke over ``K`` DP-SGD training runs at random hyperparameters, ``K`` hidden):
 the whole procedure is charged ONCE (on the training records at its privacy-profile bound where
 that is tighter, else its Rényi-DP curve; ``accounting``) to the objective's ledger before the first
@@ -138,7 +138,7 @@ class TrainingSelectionMethod:
     ) -> MethodRun:
         r"""Run the selection on ``objective`` (a ``TorchModelTuningObjective`` built with ``dp_sgd=``,
         whose ledger is ``ledger``), charged once up front; ``executor`` is not used (trials train in turn)."""
-        from botorch_dp.training.private_selection import select_training_runs
+        from botorch_dp.methods.training_runs import select_training_runs
 
         result = select_training_runs(
             objective,

@@ -65,8 +65,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from botorch_dp.methods.proxy import simulation_config
 from botorch_dp.plan.kernel_fit import KERNEL_FIT_POINTS_PER_DIM, KernelFit, KernelFitWarning, fit_kernel_on_proxy
-from botorch_dp.plan.proxy import simulation_config
 from botorch_dp.plan.search import DEFAULT_CLIP_QUANTILES, PlanTrial, PrivatePlan, plan_private_run, planned_simulations
 
 if TYPE_CHECKING:  # for type checkers and the API reference; loaded on first use below

@@ -3,7 +3,7 @@ r"""One evaluation per proxy point: a memo of the PUBLIC proxy's per-user losses
 ``tune(method="auto")`` plans every configuration on the proxy and then compares the methods there; the
 simulated runs, the kernel fits, the probes at ``θ₀`` and the comparison's scoring calls ask the proxy
 again and again for points it has already answered (every setting's first batch at ``θ₀`` under the same
-seed, the fitting and the scoring half of ``plan.split``, which both call the whole proxy). ``ProxyCache``
+seed, the fitting and the scoring half of ``methods.proxy_split``, which both call the whole proxy). ``ProxyCache``
 keeps the answer of each row: ``cache.objective(proxy, key)`` is ``proxy`` with rows looked up by
 ``(key, the row's float64 bytes)``; only the rows not seen before are evaluated, in one call in their
 order. ``key`` tells objectives apart that take the same coordinates (``tune`` passes the categorical

@@ -32,9 +32,9 @@ from linear_operator.utils.errors import NanError, NotPSDError
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
+from botorch_dp.methods.proxy import _proxy_losses
 from botorch_dp.optim.config import DPGIBOConfig, resolve_model
 from botorch_dp.optim.public_checks import SettingsWarning
-from botorch_dp.plan.proxy import _proxy_losses
 from botorch_dp.privacy.checks import check_nonnegative_int, check_positive_int
 
 __all__ = ["KERNEL_FIT_POINTS_PER_DIM", "UNCHANGED_RTOL", "KernelFit", "KernelFitWarning", "fit_kernel_on_proxy"]

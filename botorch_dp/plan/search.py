@@ -19,12 +19,12 @@ import torch
 from torch import Tensor
 
 from botorch_dp.gradient_gp import GradientGP
+from botorch_dp.methods.proxy import _proxy_losses, simulation_config
+from botorch_dp.methods.proxy_split import ProxySplit
 from botorch_dp.optim.config import MIN_USERS, DPGIBOConfig
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan.kernel_fit import KernelFit, _fit_region, fit_kernel_on_proxy
-from botorch_dp.plan.proxy import _proxy_losses, simulation_config
-from botorch_dp.plan.split import ProxySplit
 from botorch_dp.plan.trial_table import row, spread
 from botorch_dp.privacy.checks import check_nonnegative_int, check_positive, check_positive_int, check_probability
 from botorch_dp.privacy.mechanisms import clip_rows
@@ -109,7 +109,7 @@ class PrivatePlan:
             ``config``, private random search and DP-HyPO simulated on the proxy with paired
             seeds, and the recommendation with its evidence; ``None`` with
             ``choose_method=False`` (DP-GIBO is then the method).
-        proxy_split: The split of the proxy's users (``plan.split``) when the method was
+        proxy_split: The split of the proxy's users (``methods.proxy_split``) when the method was
             chosen: the kernel, the trials and the selection methods' ``C`` read its fitting
             half only (``num_proxy_users`` is that half's size), the comparison its scoring
             half only; ``None`` without a method choice (every step read all proxy users).
@@ -298,7 +298,7 @@ def plan_private_run(
             with paired seeds (fresh ones, not those the settings were chosen on), and the
             best is recommended (``PrivatePlan.methods``, ``recommended_method``). Skipped
             for a config without a finite privacy budget. The proxy's users are then split
-            (``plan.split.ProxySplit(seed)``, public and seeded): every setting (the kernel,
+            (``methods.proxy_split.ProxySplit(seed)``, public and seeded): every setting (the kernel,
             ``B``, ``η``, ``T``, the batch rule, the selection methods' loss clip) is fitted
             on the fitting half and every candidate is scored on the other half, so no
             method is scored on the users its settings were fitted on (``n_p ≥ 4``).

@@ -11,7 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from botorch_dp.problems.base import PerUserProblem
+    from botorch_dp.objectives.per_user_problem import PerUserProblem
     from botorch_dp.problems.gp_regression import GPRegressionLengthscales
     from botorch_dp.problems.huber import HuberRegression
     from botorch_dp.problems.logistic_data import LOGISTIC_DATASETS, LogisticData, load_logistic_data
@@ -21,10 +21,10 @@ if TYPE_CHECKING:
     from botorch_dp.problems.svm import KernelSVMRegression
 
 #: Public name → the module that defines it. Each is imported on first use (PEP 562), so that
-#: ``botorch_dp.problems.base`` (which the baselines and the planner need) does not load SciPy's
+#: ``botorch_dp.objectives.per_user_problem`` (which the baselines and the planner need) does not load SciPy's
 #: optimizers, the logistic-regression data or the AMP budgets.
 _LAZY_NAMES = {
-    "PerUserProblem": "botorch_dp.problems.base",
+    "PerUserProblem": "botorch_dp.objectives.per_user_problem",
     "GPRegressionLengthscales": "botorch_dp.problems.gp_regression",
     "HuberRegression": "botorch_dp.problems.huber",
     **dict.fromkeys(("LOGISTIC_DATASETS", "LogisticData", "load_logistic_data"), "botorch_dp.problems.logistic_data"),

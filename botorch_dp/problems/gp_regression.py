@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from botorch_dp.problems.base import PerUserProblem
+from botorch_dp.objectives.per_user_problem import PerUserProblem
 from botorch_dp.utils import project_to_box
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from botorch_dp.problems.base import PerUserProblem
+from botorch_dp.objectives.per_user_problem import PerUserProblem
 
 
 def huber_rho(r: Tensor, c: float) -> Tensor:

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from botorch_dp.objectives.datasets import ClassificationData
 from botorch_dp.privacy.checks import check_choice, check_positive, check_positive_int
-from botorch_dp.tuning.datasets import ClassificationData
 from botorch_dp.utils import child_seeds
 
 __all__ = [

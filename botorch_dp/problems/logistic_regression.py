@@ -5,7 +5,7 @@ the ``q x n`` per-user logistic losses of the VALIDATION users under a model tra
 each θ with AMP (objective perturbation; Redberg, Koskela & Wang, "Improving the Privacy
 and Practicality of Objective Perturbation for Differentially Private Linear Learners") on
 the TRAINING split; every training run is charged to a ``PrivacyLedger`` with its RDP
-curve before it trains (``tuning.charged``, under any executor). σ is
+curve before it trains (``objectives.charged``, under any executor). σ is
 calibrated per (λ, C) so that every run's RDP curve lies below one public reference curve
 (``AMPRunBudget``), so ``k`` runs cost at most what ``k`` reference runs cost.
 ``DPSGDTuningObjective`` is the Opacus DP-SGD counterpart (θ = the learning rate).
@@ -27,6 +27,10 @@ import torch
 from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
 from torch import Tensor, nn
 
+from botorch_dp.objectives.charged import ChargedTraining, TrainingTicket, amp_training_event, same_event
+from botorch_dp.objectives.non_private import NaturalEvaluation, NonPrivateMetrics
+from botorch_dp.objectives.search_space import Hyperparameter, SearchSpace, SearchSpaceObjective
+from botorch_dp.objectives.torch_classifier import TorchModelTuningObjective
 from botorch_dp.privacy.checks import check_choice, check_positive, check_positive_int
 from botorch_dp.privacy.ledger import PrivacyLedger, TrainingMechanism
 from botorch_dp.privacy.seeding import PrivacyWarning
@@ -50,10 +54,6 @@ from botorch_dp.problems.run_budgets import (
 )
 from botorch_dp.training.dp_sgd import DPSGDConfig, TrainingConfig
 from botorch_dp.training.objective_perturbation import AMPConfig, AMPResult, fit_amp
-from botorch_dp.tuning.charged import ChargedTraining, TrainingTicket, amp_training_event, same_event
-from botorch_dp.tuning.non_private import NaturalEvaluation, NonPrivateMetrics
-from botorch_dp.tuning.search_space import Hyperparameter, SearchSpace, SearchSpaceObjective
-from botorch_dp.tuning.torch_classifier import TorchModelTuningObjective
 
 __all__ = [
     "LOGISTIC_DATASETS",
@@ -110,7 +110,7 @@ class AMPTuningObjective(ChargedTraining, SearchSpaceObjective, NaturalEvaluatio
     ``SearchSpace``. Each row of θ trains ONE AMP model on the training split: ``λ`` (and
     ``C``) from θ, ``σ = budget.sigma_at(λ, C)`` (so the run's RDP curve lies below the
     budget's reference curve), ``τ`` and ``σ_out`` from the budget. Every run is charged to
-    the ledger with its exact curve before it trains (``tuning.charged``: a batch admitted
+    the ledger with its exact curve before it trains (``objectives.charged``: a batch admitted
     whole and recorded before dispatch, under any executor; ``train`` records through the
     mechanism at the draw of its perturbation), run id ``f"{run_prefix}-{i:04d}"``,
     numbered from the ledger as in ``TorchModelTuningObjective``. The losses are the validation users' logistic losses

@@ -9,7 +9,7 @@ import torch
 from gpytorch.kernels import Kernel, PolynomialKernel
 from torch import Tensor
 
-from botorch_dp.problems.base import PerUserProblem
+from botorch_dp.objectives.per_user_problem import PerUserProblem
 
 
 class NormalLocation(PerUserProblem):

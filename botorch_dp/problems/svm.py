@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from botorch_dp.problems.base import PerUserProblem
+from botorch_dp.objectives.per_user_problem import PerUserProblem
 from botorch_dp.utils import child_seeds, project_to_box
 
 #: Box of the non-length-scale parameters (Sopa et al. Appendix E.2).

@@ -1,7 +1,7 @@
 r"""A charge recorded once that covers many DP-SGD trials: the token of private selection.
 
 Private selection over whole training runs (Papernot & Steinke, ICLR 2022;
-``training.private_selection``) records the WHOLE procedure's RDP curve on the training
+``methods.training_runs``) records the WHOLE procedure's RDP curve on the training
 ledger once, before its first trial; no trial may then be recorded on its own (the number
 of records would be the hidden number of trials ``K``). A ``TrainingCover`` names that
 record: the ledger, its run id, and the per-trial reference curve the selection's bound was
@@ -34,7 +34,7 @@ __all__ = ["TrainingCover"]
 class TrainingCover:
     r"""A recorded charge that covers every trial of one private selection (see the module).
 
-    Made only by ``training.private_selection.select_training_runs``, after it has recorded
+    Made only by ``methods.training_runs.select_training_runs``, after it has recorded
     the selection's curve; never returned to the caller.
 
     Attributes:

@@ -74,7 +74,7 @@ class TrainingConfig:
         batches_per_epoch: ``k``, the number of batches (steps) per epoch; ``None``:
             ``⌈m / batch_size⌉``. With DP-SGD the Poisson rate is ``1/k`` and a run takes
             ``epochs·k`` steps, whatever the split's size ``m``: set it when ``m`` is not
-            public (a random subset, ``tuning.cheap_tuning``), so that the run's ``(q, steps)``
+            public (a random subset, ``methods.cheap_tuning``), so that the run's ``(q, steps)``
             is. ``batch_size`` is then unused (the expected batch is ``m/k``).
     """
 

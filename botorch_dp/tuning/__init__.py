@@ -21,16 +21,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from botorch_dp.tuning.datasets import (
+    from botorch_dp.objectives.datasets import (
         SKLEARN_DATASETS,
         ClassificationData,
         load_sklearn_classification,
         synthetic_like,
     )
-    from botorch_dp.tuning.noise_estimate import estimate_training_noise_variance
-    from botorch_dp.tuning.one_call import TuneResult, tune
-    from botorch_dp.tuning.per_example import per_example_cross_entropy
-    from botorch_dp.tuning.search_space import (
+    from botorch_dp.objectives.noise_estimate import estimate_training_noise_variance
+    from botorch_dp.objectives.per_example import per_example_cross_entropy
+    from botorch_dp.objectives.search_space import (
         Categorical,
         Hyperparameter,
         Integer,
@@ -38,22 +37,23 @@ if TYPE_CHECKING:
         default_mlp_space,
         route_hyperparameters,
     )
-    from botorch_dp.tuning.torch_classifier import TorchModelTuningObjective
+    from botorch_dp.objectives.torch_classifier import TorchModelTuningObjective
+    from botorch_dp.tuning.one_call import TuneResult, tune
 
 #: Public name → the module that defines it.
 _LAZY_NAMES = {
     **dict.fromkeys(
         ("SKLEARN_DATASETS", "ClassificationData", "load_sklearn_classification", "synthetic_like"),
-        "botorch_dp.tuning.datasets",
+        "botorch_dp.objectives.datasets",
     ),
     **dict.fromkeys(("TuneResult", "tune"), "botorch_dp.tuning.one_call"),
     **dict.fromkeys(
         ("Categorical", "Hyperparameter", "Integer", "SearchSpace", "default_mlp_space", "route_hyperparameters"),
-        "botorch_dp.tuning.search_space",
+        "botorch_dp.objectives.search_space",
     ),
-    "TorchModelTuningObjective": "botorch_dp.tuning.torch_classifier",
-    "estimate_training_noise_variance": "botorch_dp.tuning.noise_estimate",
-    "per_example_cross_entropy": "botorch_dp.tuning.per_example",
+    "TorchModelTuningObjective": "botorch_dp.objectives.torch_classifier",
+    "estimate_training_noise_variance": "botorch_dp.objectives.noise_estimate",
+    "per_example_cross_entropy": "botorch_dp.objectives.per_example",
 }
 
 __all__ = [

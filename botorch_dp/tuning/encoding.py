@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from botorch_dp.tuning.search_space import SearchSpace
+from botorch_dp.objectives.search_space import SearchSpace
 from botorch_dp.tuning.tune_result import TuneObjective, configs_objective
 
 __all__ = ["EncodedObjective", "MixedEncoding", "natural_point"]

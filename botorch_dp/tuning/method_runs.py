@@ -52,6 +52,7 @@ from botorch_dp.methods.protocol import (
 from botorch_dp.methods.proxy_then_train import DEFAULT_CONFIGURATIONS
 from botorch_dp.methods.sampled import SampledMethod, sampled_per_trial_mu
 from botorch_dp.methods.training_choice import DEFAULT_REPEATS, choose_training_method, training_method
+from botorch_dp.objectives.search_space import SearchSpace
 from botorch_dp.optim import DPGIBOConfig, DPGIBOResult
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan.search import PrivatePlan, plan_private_run, planned_simulations
@@ -60,7 +61,6 @@ from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.tuning.encoding import MixedEncoding
 from botorch_dp.tuning.mixed_methods import choose_mixed_method
-from botorch_dp.tuning.search_space import SearchSpace
 from botorch_dp.tuning.tune_call import METHODS, TuneCall, check_method, proxy_data
 from botorch_dp.tuning.tune_result import TuneObjective, configs_objective
 from botorch_dp.utils import child_seeds, overall_progress, progress_stage

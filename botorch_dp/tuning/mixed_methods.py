@@ -10,7 +10,7 @@ then compares on the proxy, with fresh paired seeds (``plan.method_choice.compar
   with ``E[K]`` the enumerate procedure's planned evaluations (every run's points and the
   ``K`` scored final points) and ``C`` from the proxy, calibrated to the full ``(ε, δ)``.
 
-The proxy's users are split first (``plan.split.ProxySplit(seed)``, public and seeded): the plans
+The proxy's users are split first (``methods.proxy_split.ProxySplit(seed)``, public and seeded): the plans
 and the selection methods' loss clip read the fitting half, every candidate is simulated and
 scored on the scoring half, so no method is scored on the users its settings were fitted on.
 
@@ -32,12 +32,12 @@ from botorch_dp.methods.dp_hypo import DPHyPOMethod
 from botorch_dp.methods.enumerate import EnumerateMethod
 from botorch_dp.methods.private_random_search import PrivateRandomSearchMethod
 from botorch_dp.methods.protocol import MethodContext, SimulatedMethod, config_delta
+from botorch_dp.methods.proxy_split import ProxySplit
+from botorch_dp.objectives.search_space import SearchSpace
 from botorch_dp.optim import DPGIBOConfig
 from botorch_dp.plan.search import PrivatePlan, plan_private_run
-from botorch_dp.plan.split import ProxySplit
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.tuning.encoding import MixedEncoding
-from botorch_dp.tuning.search_space import SearchSpace
 from botorch_dp.tuning.tune_result import TuneObjective, configs_objective
 from botorch_dp.utils import child_seeds, progress_stage
 

@@ -65,13 +65,13 @@ from typing import Any
 
 from botorch_dp.methods.default_rule import default_method
 from botorch_dp.methods.protocol import ConfigurationRun
+from botorch_dp.objectives.search_space import SearchSpace
 from botorch_dp.optim.public_checks import SettingsWarning, named_coordinates
 from botorch_dp.plan.budget import AUTO, budgeted_options, check_plan_budget, measure_costs
 from botorch_dp.plan.cache import ProxyCache
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.tuning.method_runs import choose
 from botorch_dp.tuning.proxy_cache import CachedProxy
-from botorch_dp.tuning.search_space import SearchSpace
 from botorch_dp.tuning.tune_call import STRATEGIES, TUNE_DEFAULTS, TuneCall
 from botorch_dp.tuning.tune_result import TuneGuarantee, TuneObjective, TuneResult, configs_objective, tune_result
 

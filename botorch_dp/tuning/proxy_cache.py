@@ -13,8 +13,8 @@ from typing import Any
 
 from torch import Tensor
 
+from botorch_dp.objectives.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.plan.cache import CachedObjective, ProxyCache
-from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.tuning.tune_result import TuneObjective, configs_objective
 
 __all__ = ["CachedProxy"]

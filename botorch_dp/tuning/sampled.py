@@ -11,9 +11,9 @@ from typing import Any
 
 from botorch_dp.methods.protocol import ConfigurationRun
 from botorch_dp.methods.sampled import SAMPLE_PART, SampledMethod
+from botorch_dp.objectives.search_space import SearchSpace
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.tuning.encoding import MixedEncoding
-from botorch_dp.tuning.search_space import SearchSpace
 from botorch_dp.tuning.tune_result import TuneObjective, TuneResult, tune_result
 
 __all__ = ["SAMPLE_PART", "SampledMethod", "sample_configurations"]

@@ -24,6 +24,7 @@ from typing import Any
 
 from botorch_dp.baselines.selection import check_max_trials
 from botorch_dp.methods.default_rule import picked_method
+from botorch_dp.objectives.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.optim import DPGIBOConfig
 from botorch_dp.optim.checkpoint import kernel_fingerprint
 from botorch_dp.optim.stored_config import config_to_json
@@ -32,7 +33,6 @@ from botorch_dp.privacy.checks import check_choice, check_delta, check_positive,
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.ledger.events import DPSGDRun
 from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.tuning.tune_checkpoint import TuneCheckpoint, seed_digest
 from botorch_dp.tuning.tune_checks import (
     TuneChecks,
@@ -133,7 +133,7 @@ def proxy_data(proxy: Any) -> Any:
     r"""The PUBLIC data of a proxy given to the training methods: a ``ClassificationData``, a tuple
     ``(X_train, y_train, X_val, y_val[, X_test, y_test])``, or a ``TorchModelTuningObjective``'s ``data``;
     ``None`` for anything else."""
-    from botorch_dp.tuning.datasets import ClassificationData
+    from botorch_dp.objectives.datasets import ClassificationData
 
     if isinstance(proxy, ClassificationData):
         return proxy

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from botorch_dp.baselines.selection import PublicRefusal
+from botorch_dp.objectives.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.optim import DPGIBOConfig
 from botorch_dp.optim.public_checks import (
     LARGE_DELTA_OPT_IN,
@@ -38,7 +39,6 @@ from botorch_dp.optim.public_checks import (
 )
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.checks import did_you_mean
-from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.tuning.tune_result import TuneResult
 
 __all__ = ["FirstCallChecked", "TuneChecks", "check_setting_names"]

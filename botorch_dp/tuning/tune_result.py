@@ -23,12 +23,12 @@ from torch import Tensor
 from botorch_dp.methods.choice import MethodComparison
 from botorch_dp.methods.enumerate import SCORE_PART, final_losses
 from botorch_dp.methods.protocol import ConfigurationRun, MethodRun
+from botorch_dp.objectives.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.optim.released_values import as_table, charges_of, finish, release_rows
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.ledger.events import DPSGDRun
 from botorch_dp.privacy.statement import NO_GUARANTEE, GuaranteeStatement, guarantee_statement
-from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective
 
 __all__ = [
     "SCORE_PART",

@@ -16,8 +16,8 @@ from ax.core.parameter_constraint import ParameterConstraint
 from ax.core.search_space import SearchSpace
 
 from botorch_dp.integrations.ax_theta import AxThetaSpace
-from botorch_dp.tuning.search_space import Hyperparameter
-from botorch_dp.tuning.search_space import SearchSpace as TuningSpace
+from botorch_dp.objectives.search_space import Hyperparameter
+from botorch_dp.objectives.search_space import SearchSpace as TuningSpace
 
 F64 = torch.float64
 

@@ -10,18 +10,18 @@ import torch
 
 from botorch_dp.methods import training_proxy as tp
 from botorch_dp.methods.protocol import Method, MethodUnavailable
+from botorch_dp.methods.proxy_split import ProxySplit
 from botorch_dp.methods.proxy_then_train import ProxyThenTrainMethod
 from botorch_dp.methods.subsample_tuning import SubsampleTuningMethod
 from botorch_dp.methods.training_choice import TRAINING_METHODS, TUNING_METHODS, training_method, untuned_advice
 from botorch_dp.methods.training_proxy import TrainingProxy, default_configuration
 from botorch_dp.methods.training_selection import TrainingSelectionMethod
 from botorch_dp.methods.untuned import UntunedMethod
-from botorch_dp.plan.split import ProxySplit
+from botorch_dp.objectives.datasets import ClassificationData
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.tuning import Hyperparameter, SearchSpace, TorchModelTuningObjective
 from botorch_dp.tuning import cheap_plan as cp
-from botorch_dp.tuning.datasets import ClassificationData
 from botorch_dp.tuning.tune_call import TRAINING_METHODS as TUNE_TRAINING_METHODS
 
 EPS, DELTA = 3.0, 1e-5

@@ -21,12 +21,12 @@ import pytest
 import torch
 from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 
+from botorch_dp.objectives.per_user_problem import PerUserProblem
+from botorch_dp.objectives.search_space import Hyperparameter, SearchSpace
 from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.checkpoint.lock import LOCK_FILE, CheckpointInUseError
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.problems import NormalLocation
-from botorch_dp.problems.base import PerUserProblem
-from botorch_dp.tuning.search_space import Hyperparameter, SearchSpace
 
 from .loop_helpers import nl_config, normal_location, rbf_kernel
 

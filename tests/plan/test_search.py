@@ -194,7 +194,7 @@ def test_a_plan_whose_best_setting_is_mostly_noise_warns_with_its_ratio():
 
 
 def test_the_settings_passed_in_are_simulated_as_they_are_and_shown_next_to_the_recommendation(capsys):
-    from botorch_dp.plan.proxy import simulation_config
+    from botorch_dp.methods.proxy import simulation_config
     from botorch_dp.utils import child_seeds
 
     _, proxy = normal_location(n=N_PROXY, d=D, seed=1)

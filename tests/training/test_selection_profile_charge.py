@@ -11,11 +11,11 @@ import pytest
 from dp_accounting.pld import privacy_loss_distribution
 from opacus.accountants.analysis.rdp import compute_rdp
 
+from botorch_dp.methods.training_runs import select_training_runs
 from botorch_dp.privacy.analysis.dp_sgd_selection import PROFILE_EPSILONS
 from botorch_dp.privacy.analysis.selection_profile import PrivacyProfile, selection_delta_pld, selection_epsilon_pld
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, ApproximateDP, PrivacyBudgetExceeded, PrivacyLedger
 from botorch_dp.training import DPSGDConfig, TrainingConfig
-from botorch_dp.training.private_selection import select_training_runs
 from botorch_dp.training.selection_accounting import (
     calibrate_selection_noise,
     calibrate_selection_noise_profile,

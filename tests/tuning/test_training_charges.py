@@ -21,8 +21,8 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 from torch import nn
 
 import botorch_dp
+import botorch_dp.objectives.torch_classifier as tc
 import botorch_dp.problems.logistic_regression as lr
-import botorch_dp.tuning.torch_classifier as tc
 from botorch_dp.evaluation import evaluate_rows, process_pool
 from botorch_dp.optim import DPGIBO, DPGIBOConfig
 from botorch_dp.plan import plan_private_run

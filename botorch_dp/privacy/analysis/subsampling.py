@@ -2,7 +2,7 @@ r"""Privacy amplification by Poisson subsampling of a whole mechanism, in Rényi
 
 ``poisson_subsampled_rdp`` bounds the RDP curve of ``M ∘ S_γ``: draw a Poisson subset of the
 data (each record independently with probability γ), then run ANY mechanism ``M`` on it. Cheap
-tuning (``tuning.cheap_tuning``) uses it with ``M`` = every tuning training on one subset drawn
+tuning (``methods.cheap_tuning``) uses it with ``M`` = every tuning training on one subset drawn
 once, so the amplification covers the composed tuning phase, never each trial separately.
 """
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
+from botorch_dp.objectives.discrete import Integer as DiscreteInteger
 from botorch_dp.tuning import Categorical, Hyperparameter, Integer, SearchSpace, TorchModelTuningObjective
-from botorch_dp.tuning.discrete import Integer as DiscreteInteger
 
 GRID = torch.linspace(0.0, 1.0, 200_001, dtype=torch.float64)
 

@@ -1,4 +1,4 @@
-r"""``botorch_dp.plan.proxy``: the simulated noise equals the private run's (closed form), and a
+r"""``botorch_dp.methods.proxy``: the simulated noise equals the private run's (closed form), and a
 proxy that does not return per-user losses is refused."""
 
 import pytest
@@ -6,9 +6,8 @@ import pytest
 from botorch_dp.plan import plan_private_run, simulation_config
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
 from tests.optim.loop_helpers import normal_location
-
-from .plan_helpers import N_PRIVATE, N_PROXY, D
-from .plan_helpers import plan_config as _config
+from tests.plan.plan_helpers import N_PRIVATE, N_PROXY, D
+from tests.plan.plan_helpers import plan_config as _config
 
 
 @pytest.mark.parametrize(

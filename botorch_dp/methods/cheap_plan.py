@@ -1,4 +1,4 @@
-r"""The budget of cheap tuning (``tuning.cheap_tuning``): how ε is split between a tuning phase on a
+r"""The budget of cheap tuning (``methods.cheap_tuning``): how ε is split between a tuning phase on a
 Poisson subset and the final DP-SGD run, the noise of each, and what the result states.
 
 Everything here is a pure function of public settings (ε, δ, the run's shape, γ, the number of

@@ -1,4 +1,4 @@
-"""Tests for botorch_dp/tuning/datasets.py: splits standardized with training statistics only,
+"""Tests for botorch_dp/objectives/datasets.py: splits standardized with training statistics only,
 and public synthetic data of the same shape."""
 
 import torch

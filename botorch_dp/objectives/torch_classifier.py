@@ -4,7 +4,7 @@ r"""Private tuning of the continuous hyperparameters of a torch model with DP-GI
 validation losses of a model trained at each θ (any model, any torch optimizer, any
 per-example loss), optionally with Opacus DP-SGD whose training runs are charged to a
 ``PrivacyLedger`` before they train, in the caller's process whatever executor trains
-them (``tuning.charged``), and whose noise can be calibrated to a target training ε.
+them (``objectives.charged``), and whose noise can be calibrated to a target training ε.
 
 The objective is what ``DPGIBO.run`` consumes. Its outputs are SENSITIVE (one loss per
 validation example); only the DP-GIBO release computed from them is private. Anything
@@ -22,6 +22,18 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from botorch_dp.objectives.charged import ChargedTraining, TrainingTicket, same_event, shared_rows_ledger
+from botorch_dp.objectives.covered import CoveredTraining
+from botorch_dp.objectives.datasets import ClassificationData
+from botorch_dp.objectives.noise_estimate import estimate_training_noise_variance
+from botorch_dp.objectives.non_private import NaturalEvaluation, NonPrivateMetrics
+from botorch_dp.objectives.per_example import cap_losses, per_example_cross_entropy, per_user_error
+from botorch_dp.objectives.search_space import (
+    SearchSpace,
+    SearchSpaceObjective,
+    default_mlp_space,
+    route_hyperparameters,
+)
 from botorch_dp.privacy.ledger import DPSGDRun, PrivacyBudgetExceeded, PrivacyLedger, TrainingMechanism
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training.dp_sgd import (
@@ -37,13 +49,6 @@ from botorch_dp.training.dp_sgd import (
     resolve_dp_sgd,
     train_model,
 )
-from botorch_dp.tuning.charged import ChargedTraining, TrainingTicket, same_event, shared_rows_ledger
-from botorch_dp.tuning.covered import CoveredTraining
-from botorch_dp.tuning.datasets import ClassificationData
-from botorch_dp.tuning.noise_estimate import estimate_training_noise_variance
-from botorch_dp.tuning.non_private import NaturalEvaluation, NonPrivateMetrics
-from botorch_dp.tuning.per_example import cap_losses, per_example_cross_entropy, per_user_error
-from botorch_dp.tuning.search_space import SearchSpace, SearchSpaceObjective, default_mlp_space, route_hyperparameters
 
 #: ``estimate_training_noise_variance`` (``noise_estimate``) and ``per_example_cross_entropy``
 #: (``per_example``) are defined in their own modules and stay importable from here.
@@ -76,7 +81,7 @@ class TorchModelTuningObjective(ChargedTraining, CoveredTraining, SearchSpaceObj
     charged to ``ledger`` BEFORE it trains: a batch of rows is admitted whole against the
     training budget and the ``dp_sgd`` target, and its runs are recorded with their
     planned ``(σ, q, steps)``, which Opacus's own history must then match
-    (``tuning.charged``: the same under any executor, and a pickled copy carries no
+    (``objectives.charged``: the same under any executor, and a pickled copy carries no
     in-memory ledger). ``DPSGDConfig(target_epsilon=..., target_delta=..., planned_runs=R)``
     calibrates the noise multiplier once, here, so that ``R`` runs spend at most the
     target (see ``botorch_dp.training.dp_sgd``); ``training_report()`` gives the total.
@@ -254,7 +259,7 @@ class TorchModelTuningObjective(ChargedTraining, CoveredTraining, SearchSpaceObj
         r"""``(optimizer keyword arguments, model keyword arguments)`` for natural values ``params``."""
         optimizer_kwargs = dict(self.optimizer_kwargs)
         model_kwargs: dict[str, float] = {}
-        for name, value in params.items():  # "training" ones set the run (tuning.covered), not a keyword
+        for name, value in params.items():  # "training" ones set the run (objectives.covered), not a keyword
             if self.routes[name] != "training":
                 (optimizer_kwargs if self.routes[name] == "optimizer" else model_kwargs)[name] = value
         return optimizer_kwargs, model_kwargs
@@ -279,7 +284,7 @@ class TorchModelTuningObjective(ChargedTraining, CoveredTraining, SearchSpaceObj
                 "configuration to train; evaluate objective.with_choice({...}) (one configuration of "
                 "space.configurations()), or call tune(objective, space, ...), which runs each of them."
             )
-        self.refuse_training_routes()  # charged runs have one fixed shape: tuning.covered
+        self.refuse_training_routes()  # charged runs have one fixed shape: objectives.covered
         planned = self.planned_run()
         return None if planned is None else DPSGDRun.checked(*planned)
 
@@ -456,7 +461,7 @@ class TorchModelTuningObjective(ChargedTraining, CoveredTraining, SearchSpaceObj
         It trains with the noise multiplier every run of this objective uses (a target ε is
         resolved on this objective's data, not on ``data``). Which ledger it charges depends
         on the training rows: a proxy whose training split shares a record with this
-        objective's (compared by content, ``tuning.charged.training_row_digests``) trains on
+        objective's (compared by content, ``objectives.charged.training_row_digests``) trains on
         sensitive data, so with DP-SGD every run it trains is CHARGED TO THIS OBJECTIVE'S
         LEDGER (and held to its target), whatever it is used for (a pilot, a plan on a
         public validation split); such a copy given another ``ledger=`` or

@@ -1,7 +1,7 @@
 r"""Trials of a private selection over whole DP-SGD runs, trained under a charge that covers them all.
 
-``TorchModelTuningObjective`` charges one DP-SGD record per training (``tuning.charged``).
-Private selection (``training.private_selection.select_training_runs``) must not: the
+``TorchModelTuningObjective`` charges one DP-SGD record per training (``objectives.charged``).
+Private selection (``methods.training_runs.select_training_runs``) must not: the
 number of records would be its hidden number of trials ``K``. It records the whole
 procedure's curve once, before the first trial, and then trains each trial with
 ``train_covered(hyperparameters, cover)``, which records nothing. Why that is sound:
@@ -38,12 +38,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from botorch_dp.objectives.charged import same_event, same_ledger
+from botorch_dp.objectives.discrete import Categorical, Integer
 from botorch_dp.privacy.ledger import DPSGDRun
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training.cover import TrainingCover
 from botorch_dp.training.dp_sgd import DPSGDConfig, TrainingConfig, model_dtype, planned_dp_run, train_model
-from botorch_dp.tuning.charged import same_event, same_ledger
-from botorch_dp.tuning.discrete import Categorical, Integer
 
 __all__ = ["SCORES", "CoveredTraining"]
 
@@ -76,7 +76,7 @@ class CoveredTraining:
             raise ValueError(
                 f"space: {names} set the training run itself (epochs, batch size, clip norm), which each "
                 "charged evaluation trains at its fixed TrainingConfig; only private selection over whole "
-                "runs searches them (botorch_dp.training.private_selection.select_training_runs)."
+                "runs searches them (botorch_dp.methods.training_runs.select_training_runs)."
             )
 
     def _training_values(self, name: str) -> list[Any]:

@@ -1,4 +1,4 @@
-"""Tests for botorch_dp/tuning/torch_classifier.py: per-user losses equal an independent
+"""Tests for botorch_dp/objectives/torch_classifier.py: per-user losses equal an independent
 recomputation, determinism, any model / optimizer / loss routed by name (the capped losses are
 in test_per_example.py, the σ² pilot in test_noise_estimate.py)."""
 

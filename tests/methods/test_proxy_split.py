@@ -1,4 +1,4 @@
-r"""``botorch_dp.plan.split``: the proxy's users are split by a public seeded permutation, every setting
+r"""``botorch_dp.methods.proxy_split``: the proxy's users are split by a public seeded permutation, every setting
 (DP-GIBO's kernel and trials, the selection methods' loss clip) reads only the fitting half, and every
 candidate of the method choice is simulated and scored only on the other half. The proxy used here
 records, for each phase of the plan, which user indices were read from its answer."""
@@ -9,13 +9,12 @@ import torch
 import botorch_dp.methods.choice as choice_module
 import botorch_dp.methods.private_random_search as prs_module
 import botorch_dp.plan.search as search_module
+from botorch_dp.methods.proxy_split import PROXY_SPLIT_SEED, ProxySplit
 from botorch_dp.plan import plan_private_run
-from botorch_dp.plan.split import PROXY_SPLIT_SEED, ProxySplit
 from botorch_dp.tuning.mixed_methods import choose_mixed_method
 from tests.optim.loop_helpers import normal_location
-
-from .plan_helpers import N_PRIVATE, N_PROXY
-from .plan_helpers import plan_config as _config
+from tests.plan.plan_helpers import N_PRIVATE, N_PROXY
+from tests.plan.plan_helpers import plan_config as _config
 
 _PHASE: list[str] = ["outside"]
 _READS: list[tuple[str, frozenset[int] | str]] = []

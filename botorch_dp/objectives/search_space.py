@@ -11,7 +11,7 @@ model's constructor (e.g. ``dropout``); ``route_hyperparameters`` decides which,
 ``Hyperparameter.target`` or from the two signatures.
 
 Continuous ``Hyperparameter``s and ``Integer``s (relaxed, rounded on the way out;
-``tuning.discrete``) are the coordinates of θ; ``Categorical``s are not: a space with them
+``objectives.discrete``) are the coordinates of θ; ``Categorical``s are not: a space with them
 lists their ``configurations()``, and ``with_choice`` fixes them for one run.
 """
 
@@ -29,7 +29,7 @@ import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 from torch import Tensor
 
-from botorch_dp.tuning.discrete import (
+from botorch_dp.objectives.discrete import (
     HYPERPARAMETER_TARGETS,
     TRAINING_HYPERPARAMETERS,
     Categorical,

@@ -1,4 +1,4 @@
-r"""Tests of the ``PerUserProblem`` interface that every problem shares (problems/base.py and
+r"""Tests of the ``PerUserProblem`` interface that every problem shares (objectives/per_user_problem.py and
 problems/__init__.py): shapes, determinism per seed, the registry, local generators, and the
 observation noise (one draw per point, shared by every user)."""
 

@@ -22,13 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from botorch_dp.privacy.analysis.gdp import gdp_epsilon
-from botorch_dp.privacy.checks import check_choice, check_delta, check_positive, check_positive_int, check_probability
-from botorch_dp.privacy.ledger import DPSGDRun, Gaussian, TrainingMechanism
-from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
-from botorch_dp.training.dp_sgd import DPSGDConfig
-from botorch_dp.tuning.charged import TrainingTicket, shared_training_rows
-from botorch_dp.tuning.cheap_plan import (
+from botorch_dp.methods.cheap_plan import (
     CARRY_RULE,
     DEFAULT_SUBSAMPLE_FRACTION,
     DEFAULT_TUNING_SHARE,
@@ -38,9 +32,15 @@ from botorch_dp.tuning.cheap_plan import (
     final_only_noise,
     plan_subsample_tuning,
 )
-from botorch_dp.tuning.datasets import ClassificationData
-from botorch_dp.tuning.search_space import SearchSpace
-from botorch_dp.tuning.torch_classifier import TorchModelTuningObjective
+from botorch_dp.objectives.charged import TrainingTicket, shared_training_rows
+from botorch_dp.objectives.datasets import ClassificationData
+from botorch_dp.objectives.search_space import SearchSpace
+from botorch_dp.objectives.torch_classifier import TorchModelTuningObjective
+from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from botorch_dp.privacy.checks import check_choice, check_delta, check_positive, check_positive_int, check_probability
+from botorch_dp.privacy.ledger import DPSGDRun, Gaussian, TrainingMechanism
+from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
+from botorch_dp.training.dp_sgd import DPSGDConfig
 from botorch_dp.utils import child_seeds
 
 __all__ = ["choose_tuning_share", "draw_poisson_subset", "tune_on_proxy_then_train", "tune_on_subsample"]

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from botorch_dp.tuning.search_space import SearchSpace
+from botorch_dp.objectives.search_space import SearchSpace
 
 __all__ = ["NON_PRIVATE_BANNER", "NaturalEvaluation", "NonPrivateMetrics", "unit_point"]
 

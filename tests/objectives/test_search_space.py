@@ -1,4 +1,4 @@
-"""Tests for botorch_dp/tuning/search_space.py: the unit cube maps to natural units and back."""
+"""Tests for botorch_dp/objectives/search_space.py: the unit cube maps to natural units and back."""
 
 import math
 

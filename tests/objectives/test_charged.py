@@ -1,4 +1,4 @@
-"""botorch_dp.tuning.charged, the fast twin of tests/tuning/test_training_charges.py (a slow path;
+"""botorch_dp.objectives.charged, the fast twin of tests/tuning/test_training_charges.py (a slow path;
 issue 40, item 6): every training run is recorded in the caller's ledger before it trains, also
 when the rows go to an executor that pickles them as a process pool does (emulated in this
 process), a batch the budget cannot cover is refused before any row trains, and a worker's
@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-import botorch_dp.tuning.torch_classifier as tc
+import botorch_dp.objectives.torch_classifier as tc
 from botorch_dp.evaluation import evaluate_rows
 from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
 from botorch_dp.privacy.seeding import PrivacyWarning

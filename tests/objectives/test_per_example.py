@@ -1,13 +1,13 @@
-"""Tests for botorch_dp/tuning/per_example.py: per-example losses, the public cap, the per-user error."""
+"""Tests for botorch_dp/objectives/per_example.py: per-example losses, the public cap, the per-user error."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from botorch_dp.objectives.per_example import cap_losses, per_user_error
+from botorch_dp.objectives.torch_classifier import per_example_cross_entropy as reexported
 from botorch_dp.tuning import per_example_cross_entropy
-from botorch_dp.tuning.per_example import cap_losses, per_user_error
-from botorch_dp.tuning.torch_classifier import per_example_cross_entropy as reexported
 
 
 def test_loss_cap_replaces_non_finite_losses():

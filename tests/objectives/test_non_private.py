@@ -1,4 +1,4 @@
-"""Tests for botorch_dp/tuning/non_private.py (issue 43, item 3): ``objective.evaluate(hyperparameters)``
+"""Tests for botorch_dp/objectives/non_private.py (issue 43, item 3): ``objective.evaluate(hyperparameters)``
 in natural units gives exactly the numbers of the unit-cube round trip (``with_choice``,
 ``from_natural``, ``evaluate_non_private``), on a mixed space, for a torch objective and an AMP one;
 it says NON-PRIVATE when printed, refuses bad values before anything trains, and its DP-SGD run is
@@ -12,12 +12,12 @@ import torch
 from torch import nn
 
 from botorch_dp import tune
+from botorch_dp.objectives.non_private import NonPrivateMetrics
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.problems import AMPTuningObjective, load_logistic_data
 from botorch_dp.problems import logistic_regression as lr
 from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.tuning import Categorical, Hyperparameter, Integer, SearchSpace, TorchModelTuningObjective
-from botorch_dp.tuning.non_private import NonPrivateMetrics
 
 SPACE = SearchSpace(
     [

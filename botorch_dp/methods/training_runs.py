@@ -38,6 +38,13 @@ from botorch_dp.baselines.selection import (
     selection_progress,
     timing_note,
 )
+from botorch_dp.methods.selection_charge import (
+    profile_refused,
+    record_up_front,
+    training_event,
+    training_guarantee,
+    validation_guarantee,
+)
 from botorch_dp.privacy.analysis.private_selection import (
     DISTRIBUTIONS,
     per_trial_mu_for_epsilon,
@@ -50,13 +57,6 @@ from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.training.cover import TrainingCover
 from botorch_dp.training.selection_accounting import ACCOUNTINGS, choose_selection_accounting, trial_rdp_curve
-from botorch_dp.training.selection_charge import (
-    profile_refused,
-    record_up_front,
-    training_event,
-    training_guarantee,
-    validation_guarantee,
-)
 from botorch_dp.utils import child_seeds
 
 __all__ = ["PROTECT", "NonPrivateTrainingTrials", "TrainingSelectionResult", "select_training_runs"]
@@ -348,8 +348,8 @@ def _checked_settings(
     max_trials: int | None,
 ) -> dict[str, Any]:
     r"""The arguments of ``select_training_runs`` checked (``ValueError`` naming each) before anything runs."""
-    from botorch_dp.tuning.charged import same_ledger
-    from botorch_dp.tuning.covered import SCORES
+    from botorch_dp.objectives.charged import same_ledger
+    from botorch_dp.objectives.covered import SCORES
 
     if not callable(getattr(objective, "train_covered", None)) or objective.planned_run() is None:
         raise ValueError(

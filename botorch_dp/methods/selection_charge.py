@@ -1,6 +1,6 @@
 r"""What a private selection over DP-SGD runs charges and states: the training ledger's entry (the
 privacy-profile ``(ε, δ)`` or the RDP curve), the up-front record of both sides, and the
-``(ε, δ)`` statement of each protected set. Used by ``training.private_selection`` only.
+``(ε, δ)`` statement of each protected set. Used by ``methods.training_runs`` only.
 """
 
 from __future__ import annotations

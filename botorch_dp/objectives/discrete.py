@@ -33,7 +33,7 @@ __all__ = [
 
 #: Where a hyperparameter goes: a keyword of the optimizer or of the model constructor, or a
 #: setting of the DP-SGD run itself (``TRAINING_HYPERPARAMETERS``; searched only by
-#: ``training.private_selection.select_training_runs``, which bounds every trial's run).
+#: ``methods.training_runs.select_training_runs``, which bounds every trial's run).
 HYPERPARAMETER_TARGETS: tuple[str, ...] = ("optimizer", "model", "training")
 HyperparameterTarget = Literal["optimizer", "model", "training"]
 #: The names a ``"training"`` hyperparameter may have: epochs, (expected) batch size, clip norm.

@@ -1,13 +1,13 @@
-"""Tests for botorch_dp/tuning/noise_estimate.py: the σ² pilot trains on public data only, is 0
+"""Tests for botorch_dp/objectives/noise_estimate.py: the σ² pilot trains on public data only, is 0
 without DP-SGD, positive with it, and equals the pooled variance recomputed from the pilot's losses."""
 
 import pytest
 import torch
 
+from botorch_dp.objectives.torch_classifier import estimate_training_noise_variance as reexported
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.tuning import TorchModelTuningObjective, estimate_training_noise_variance, synthetic_like
-from botorch_dp.tuning.torch_classifier import estimate_training_noise_variance as reexported
 
 THETA = torch.tensor([[0.5, 0.5, 0.5], [0.8, 0.2, 0.1]], dtype=torch.float64)
 

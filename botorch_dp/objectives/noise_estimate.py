@@ -14,9 +14,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from botorch_dp.objectives.datasets import ClassificationData
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.tuning.datasets import ClassificationData
 
 __all__ = ["estimate_training_noise_variance"]
 

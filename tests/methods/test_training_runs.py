@@ -1,4 +1,4 @@
-"""Tests for botorch_dp/training/private_selection.py and selection_accounting.py: private selection over
+"""Tests for botorch_dp/methods/training_runs.py and selection_accounting.py: private selection over
 whole DP-SGD runs charges the whole procedure once, before the first trial, with a curve an independent
 computation (Opacus's compute_rdp and Papernot & Steinke's theorems written out here) reproduces, meets its
 target ε, releases the best trial only, and shows nothing of its number of trials."""
@@ -14,10 +14,10 @@ import torch
 from opacus.accountants.analysis.rdp import compute_rdp
 
 from botorch_dp.baselines.selection import HiddenTrialError
+from botorch_dp.methods.training_runs import NonPrivateTrainingTrials, select_training_runs
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyBudgetExceeded, PrivacyLedger
 from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.training.cover import TrainingCover
-from botorch_dp.training.private_selection import NonPrivateTrainingTrials, select_training_runs
 from botorch_dp.training.selection_accounting import calibrate_selection_noise, selection_rdp_curve, trial_rdp_curve
 from botorch_dp.tuning import Categorical, Hyperparameter, Integer, SearchSpace, TorchModelTuningObjective
 
