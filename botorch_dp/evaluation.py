@@ -31,6 +31,8 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import torch
 from torch import Tensor
 
+from botorch_dp.objectives.per_user_problem import PerUserProblem
+
 __all__ = [
     "ChargedObjective",
     "SerialExecutor",
@@ -156,8 +158,6 @@ class ChargedObjective(Protocol):
 
 def _check_row_independent(objective: Callable[[Tensor], Tensor]) -> None:
     r"""``ValueError`` for an objective whose rows depend on its own random state."""
-    from botorch_dp.objectives.per_user_problem import PerUserProblem  # lazy: problems import the baselines' types
-
     if isinstance(objective, PerUserProblem) and objective.observation_noise_std > 0:
         raise ValueError(
             "objective: a PerUserProblem with observation_noise_std > 0 draws its observation noise "
