@@ -83,7 +83,7 @@ def test_the_public_names_and_core_subpackages_load_no_heavy_module():
     assert sorted(set(HEAVY) & loaded) == []
 
 
-@pytest.mark.parametrize("subpackage", ["baselines", "problems", "training", "tuning", "evaluation"])
+@pytest.mark.parametrize("subpackage", ["baselines", "objectives", "problems", "training", "tuning", "evaluation"])
 def test_the_other_subpackages_load_no_optional_dependency(subpackage):
     loaded = _loaded_after(f"import botorch_dp.{subpackage}")
     optional = {"opacus", "dask", "distributed", "sklearn", "matplotlib", "dp_accounting", "psycopg", "pandas"}

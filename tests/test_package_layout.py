@@ -5,8 +5,10 @@ strategies and compares no option field. The benchmark harness is a top-level pa
 for it, and nothing in ``botorch_dp`` imports it.
 
 The import graph counts every ``import`` statement of a module: at module level, inside
-functions (lazy imports) and under ``if TYPE_CHECKING:`` alike, so a cycle cannot hide
-behind any of them. ``from a.b import c`` is an edge to the module ``a.b.c`` when there is one,
+functions (lazy imports) and under ``if TYPE_CHECKING:`` alike, and every module name handed to
+``importlib`` as a literal, so a cycle or a climb cannot hide behind any of them. The layers
+(issue 42, item 4) cover the whole package, in the order of docs/architecture.md, with no
+exception list. ``from a.b import c`` is an edge to the module ``a.b.c`` when there is one,
 else to ``a.b``.
 """
 
@@ -19,8 +21,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "botorch_dp"
 HARNESS = ROOT / "benchmarks"
@@ -31,58 +31,27 @@ OVER_THE_LIMIT: dict[str, int] = {}
 #: Import cycles still present (sorted module lists): the list only shrinks.
 KNOWN_CYCLES: list[list[str]] = []
 
-#: What each layer may import from the package (besides itself): lower layers only.
-LAYERS = {
-    "utils": set(),
-    "privacy": {"utils"},
-    "kernel_derivatives": set(),
-    "gradient_gp": {"kernel_derivatives"},
-    "acquisition": {"gradient_gp", "kernel_derivatives"},
-    "distributed": {"privacy", "utils"},
-    "optim": {"acquisition", "distributed", "evaluation", "gradient_gp", "kernel_derivatives", "privacy", "utils"},
-    "plan": {
-        "acquisition",
-        "distributed",
-        "evaluation",
-        "gradient_gp",
-        "kernel_derivatives",
-        "optim",
-        "privacy",
-        "utils",
-    },
-    # the methods layer (issue 41): above optim, plan, baselines and privacy; tuning uses it
-    "methods": {
-        "acquisition",
-        "baselines",
-        "distributed",
-        "evaluation",
-        "gradient_gp",
-        "kernel_derivatives",
-        "optim",
-        "plan",
-        "privacy",
-        "utils",
-    },
-}
-#: Modules still allowed to import a layer above their own (module → those layers): the list only
-#: shrinks. ``plan.search`` calls the method choice as its step 5 (``plan_private_run(choose_method=True)``,
-#: lazily, inside the function); ``plan/__init__`` and the ``plan.method_*`` modules re-export the methods
-#: under their old import paths (``plan/__init__`` loads them on first use, PEP 562).
-UPWARD_IMPORTS: dict[str, set[str]] = {
-    "botorch_dp.plan": {"methods"},  # under TYPE_CHECKING only, for type checkers and the API reference
-    "botorch_dp.plan.search": {"methods"},
-    **{f"botorch_dp.plan.method_{name}": {"methods"} for name in ("choice", "dp_gibo", "dp_hypo", "protocol")},
-    "botorch_dp.plan.method_random_search": {"methods"},
-    # the training selection (inside run_private) reaches training/, which imports tuning/'s objectives: gone once
-    # the objectives move below methods (issue 42 item 4)
-    "botorch_dp.methods.training_selection": {"training"},
-    # the cheap training methods and their proxy (inside functions) reach training/'s DPSGDConfig and tuning/'s
-    # cheap tuning: gone with the same move (issue 42 item 4)
-    "botorch_dp.methods.training_proxy": {"training"},
-    "botorch_dp.methods.proxy_then_train": {"tuning"},
-    "botorch_dp.methods.subsample_tuning": {"tuning"},
-    "botorch_dp.methods.untuned": {"training", "tuning"},
-}
+#: The layers of ``botorch_dp``, lowest tier first (docs/architecture.md draws the same order). A layer
+#: is a subpackage or a top-level module (``botorch_dp.X...`` is layer ``X``); ``botorch_dp`` itself, the
+#: lazy facade, is the layer ``"botorch_dp"``. A module may import its own layer and the layers of
+#: LOWER tiers only; the layers of one tier do not import each other. Every import counts, at module
+#: level, inside functions and under ``TYPE_CHECKING`` alike, and so does a literal module name that
+#: the module hands to ``importlib`` (``_LAZY_NAMES``). There is no exception list.
+TIERS: tuple[tuple[str, ...], ...] = (
+    ("utils",),
+    ("privacy", "kernel_derivatives"),
+    ("distributed", "gradient_gp", "training"),
+    ("acquisition", "objectives"),
+    ("evaluation", "problems"),
+    ("optim",),
+    ("baselines",),
+    ("methods",),
+    ("plan",),
+    ("tuning",),
+    ("audit", "integrations", "plot", "botorch_dp"),
+    ("demo",),
+)
+TIER = {layer: rank for rank, tier in enumerate(TIERS) for layer in tier}
 
 
 def _module_name(path: Path) -> str:
@@ -99,13 +68,21 @@ def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
     return [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
 
 
+def _named_modules(tree: ast.AST, modules: dict[str, Path]) -> set[str]:
+    r"""The package modules a module names in a string literal: ``importlib.import_module("a.b")``
+    and the lazy tables (``{"Name": "botorch_dp.a.b"}``) that ``__getattr__`` imports from."""
+    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in modules}
+
+
 def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
-    r"""Module → the package modules it imports, from every import statement it holds."""
+    r"""Module → the package modules it imports, from every import statement it holds and every
+    module name it hands to ``importlib`` as a literal."""
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-        edges: set[str] = set()
-        for node in _imports(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        edges: set[str] = _named_modules(tree, modules)
+        for node in _imports(tree):
             if isinstance(node, ast.Import):
                 edges.update(alias.name for alias in node.names if alias.name in modules)
                 continue
@@ -204,26 +181,49 @@ def test_the_import_graph_has_no_cycle_but_the_listed_ones():
     assert [c for c in KNOWN_CYCLES if c not in found] == [], "a listed cycle is gone: remove it from KNOWN_CYCLES"
 
 
-@pytest.mark.parametrize("layer", sorted(LAYERS))
-def test_each_layer_imports_only_the_layers_below_it(layer):
-    graph = import_graph(_modules())
-    imported = {
-        target.split(".")[1]
+def layer_of(module: str) -> str:
+    r"""``botorch_dp.X.Y`` → ``X``; ``botorch_dp`` → ``"botorch_dp"``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    r"""Every import of a module into its own tier or a higher one (outside its own layer), as
+    ``"module -> target"``."""
+    return sorted(
+        f"{module} -> {target}"
         for module, targets in graph.items()
-        if module.split(".")[1:2] == [layer]
         for target in targets
-        if target.count(".") >= 1
-        and target.split(".")[1] != layer
-        and target.split(".")[1] not in UPWARD_IMPORTS.get(module, set())
-    }
-    assert imported <= LAYERS[layer], f"{layer} imports {sorted(imported - LAYERS[layer])}"
+        if layer_of(target) != layer_of(module) and TIER[layer_of(target)] >= TIER[layer_of(module)]
+    )
 
 
-def test_the_listed_upward_imports_are_still_there():
-    graph = import_graph(_modules())
-    for module, layers in UPWARD_IMPORTS.items():
-        found = {t.split(".")[1] for t in graph.get(module, set()) if t.count(".") >= 1}
-        assert layers <= found, f"{module} no longer imports {sorted(layers - found)}: remove it from UPWARD_IMPORTS"
+def test_the_layer_checker_sees_an_upward_a_sideways_a_lazy_and_a_named_import(tmp_path):
+    pkg = tmp_path / "botorch_dp"
+    for folder in ("optim", "tuning", "evaluation", "problems"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "optim" / "a.py").write_text("from botorch_dp.tuning import b\n")  # upward
+    (pkg / "tuning" / "b.py").write_text("def f():\n    from botorch_dp.optim.a import g\n")  # downward, lazy
+    (pkg / "evaluation" / "c.py").write_text("def f():\n    import botorch_dp.problems.d\n")  # same tier, lazy
+    (pkg / "problems" / "d.py").write_text("import importlib\nimportlib.import_module('botorch_dp.tuning.b')\n")
+    modules = {_module_name_in(tmp_path, p): p for p in sorted(pkg.rglob("*.py"))}
+    assert upward_imports(import_graph(modules)) == [
+        "botorch_dp.evaluation.c -> botorch_dp.problems.d",
+        "botorch_dp.optim.a -> botorch_dp.tuning.b",
+        "botorch_dp.problems.d -> botorch_dp.tuning.b",
+    ]
+
+
+def test_every_folder_and_top_level_module_is_a_layer_of_the_order():
+    layers = {layer_of(module) for module in _modules()}
+    assert layers == set(TIER), (sorted(layers - set(TIER)), sorted(set(TIER) - layers))
+    assert sum(len(tier) for tier in TIERS) == len(TIER)  # each layer in one tier
+
+
+def test_each_layer_imports_only_the_tiers_below_it():
+    assert upward_imports(import_graph(_modules())) == []
 
 
 def test_nothing_in_the_package_imports_the_audit_from_below():
