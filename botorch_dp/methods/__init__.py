@@ -27,9 +27,10 @@ One module per method, its algorithm's wrapper (the reference algorithms stay in
 * ``choice``: every candidate simulated on the proxy with paired seeds, the best recommended
   (``compare_methods``, ``compare_in_context``).
 
-The layer sits above ``optim``, ``plan``, ``baselines`` and ``privacy``; ``tuning`` (``tune``, its
-results, objectives and search spaces) uses it. Every release a method makes goes through
-``privacy.mechanisms`` and is charged through the ledger's charge protocol. Names are imported
+The layer sits above ``optim``, ``baselines``, ``objectives`` and ``privacy``; ``plan`` (whose
+step 5 is the method choice) and ``tuning`` (``tune`` and its results) use it
+(docs/architecture.md). Every release a method makes goes through ``privacy.mechanisms`` and is
+charged through the ledger's charge protocol. Names are imported
 on first use (PEP 562).
 """
 

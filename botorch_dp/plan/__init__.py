@@ -52,12 +52,13 @@ choices); the plan does not choose them.
    noise scale), ``num_repeats`` times with paired seeds, and the one with the lowest mean
    proxy loss is recommended (``PrivatePlan.methods``: mean ± standard error, paired wins).
 
-The package: ``kernel_fit`` (step 1, ``fit_kernel_on_proxy``), ``proxy`` (the proxy's checked
-losses and ``simulation_config``) and ``search`` (steps 2 to 4, ``plan_private_run``). The
-method choice (step 5) and the methods themselves live in ``botorch_dp.methods`` (``protocol``,
-``dp_gibo``, ``private_random_search``, ``dp_hypo``, ``choice``); their names are still
-importable from here and from the old modules ``plan.method_*``, loaded on first use (PEP 562),
-so that planning does not import the layer above it.
+The package: ``kernel_fit`` (step 1, ``fit_kernel_on_proxy``) and ``search`` (steps 2 to 4,
+``plan_private_run``); the proxy's checked losses and ``simulation_config`` are
+``methods.proxy``'s, re-exported here. The method choice (step 5) and the methods themselves
+live in ``botorch_dp.methods`` (``protocol``, ``dp_gibo``, ``private_random_search``,
+``dp_hypo``, ``choice``), the layer below planning; their names are still importable from here
+and from the old modules ``plan.method_*``, loaded on first use (PEP 562), so that importing
+the planner does not load every method.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from botorch_dp.privacy.mechanisms import clip_rows
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.utils import child_seeds, progress_bar, progress_stage
 
-if TYPE_CHECKING:  # the method choice (step 5) sits a layer up, in ``methods``: imported where it is used
+if TYPE_CHECKING:  # the method choice (step 5), in ``methods``: imported where it is used, so planning loads it late
     from botorch_dp.methods.choice import MethodComparison
     from botorch_dp.methods.protocol import Method
 
@@ -131,7 +131,7 @@ class PrivatePlan:
     def recommended_method(self) -> Method:
         r"""The method to run privately, resolved (its ``run_private`` runs it as simulated):
         the comparison's recommendation, or DP-GIBO with ``config`` without a comparison."""
-        from botorch_dp.methods.dp_gibo import DPGIBOMethod  # a layer up (see the imports)
+        from botorch_dp.methods.dp_gibo import DPGIBOMethod  # loaded late (see the imports)
 
         return DPGIBOMethod(self.config) if self.methods is None else self.methods.recommended
 
@@ -226,7 +226,7 @@ def planned_simulations(
     settings *= 1 if bias_tolerances is None else len(tuple(bias_tolerances))
     count = ((settings if search_settings else 0) + (1 if baseline else 0)) * int(num_repeats)
     if choose_method:
-        from botorch_dp.methods.choice import DEFAULT_METHODS  # a layer up (see the imports)
+        from botorch_dp.methods.choice import DEFAULT_METHODS  # loaded late (see the imports)
 
         count += len(tuple(DEFAULT_METHODS if methods is None else methods)) * int(num_repeats)
     return count

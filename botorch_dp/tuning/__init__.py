@@ -1,15 +1,17 @@
-r"""Tuning real models privately: objectives that return one loss per user for DP-GIBO.
+r"""Tuning real models privately: ``tune``, and the objectives that return one loss per user.
 
-``search_space`` maps the unit cube DP-GIBO searches to natural hyperparameters (continuous,
-``Integer`` and ``Categorical`` ones, ``discrete``) and routes each to the optimizer or the
-model, ``datasets`` holds the train / validation / test splits (numpy or torch, any float
-dtype), ``torch_classifier`` is the objective that trains a torch model at each θ and returns
-the per-example validation losses (``per_example``: the losses and their cap; ``noise_estimate``:
-its σ² measured on public data; training itself, with or without DP-SGD, is in
-``botorch_dp.training``), and ``one_call`` is ``tune``, the one call (``tune_call``: its checked
-arguments; ``method_runs`` and ``mixed_methods``: its candidates and their comparison on a proxy,
-the methods themselves being ``botorch_dp.methods``; ``tune_result``: what it returns;
-``tune_checkpoint``: its resumable directory).
+``one_call`` is ``tune``, the one call (``tune_call``: its checked arguments; ``method_runs`` and
+``mixed_methods``: its candidates and their comparison on a proxy, the methods themselves being
+``botorch_dp.methods``; ``encoding``: a mixed space's public cube; ``tune_result``: what it
+returns; ``tune_checkpoint``: its resumable directory). The objectives it tunes live a layer
+below the methods, in ``botorch_dp.objectives``, and their public names are re-exported here:
+``objectives.search_space`` maps the unit cube DP-GIBO searches to natural hyperparameters
+(continuous, ``Integer`` and ``Categorical`` ones) and routes each to the optimizer or the
+model, ``objectives.datasets`` holds the train / validation / test splits (numpy or torch, any
+float dtype), ``objectives.torch_classifier`` is the objective that trains a torch model at each
+θ and returns the per-example validation losses (``per_example``: the losses and their cap;
+``noise_estimate``: its σ² measured on public data; training itself, with or without DP-SGD, is
+in ``botorch_dp.training``).
 
 Each name is imported on first use (PEP 562), so that ``from botorch_dp.tuning import
 SearchSpace`` (or ``botorch_dp.tune``) does not load scikit-learn and the training stack.
