@@ -52,6 +52,10 @@ ALLOWED = {
         "the simulation of a training method on PUBLIC proxy data: the seeded score noise imitates "
         "the private run's, on losses of public records; nothing it draws is released about private data"
     ),
+    "botorch_dp/objectives/per_user_problem.py": (
+        "PerUserProblem is the benchmark problems' base (moved from problems/base.py, issue 42): its "
+        "observation noise simulates the data owner's noisy evaluations, part of the data"
+    ),
 }
 
 
