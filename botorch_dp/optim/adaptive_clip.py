@@ -115,7 +115,7 @@ def check_clip_state(
         return [], []
     if not adaptive:
         raise ValueError("Checkpoint field 'adaptive_clip' must be None for a fixed clip_bound.")
-    ckpt._check_keys(entry, {"bounds", "counts"}, "adaptive_clip")
+    ckpt.check_keys(entry, {"bounds", "counts"}, "adaptive_clip")
     bounds, counts = entry["bounds"], entry["counts"]
     if not isinstance(bounds, list) or len(bounds) != T + 1 or not isinstance(counts, list) or len(counts) != T:
         raise ValueError(f"Checkpoint field 'adaptive_clip' must hold {T + 1} bounds and {T} counts.")

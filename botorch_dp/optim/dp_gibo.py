@@ -37,7 +37,7 @@ from botorch_dp.optim.public_checks import check_kernel
 from botorch_dp.optim.results import DPGIBOResult, IterationInfo, PrivacyGuarantee
 from botorch_dp.optim.run_state import apply_state, encode_state, resume_run
 from botorch_dp.optim.selection import SELECTION_KEY
-from botorch_dp.optim.state import RunState, rollback_on_error
+from botorch_dp.optim.state import CheckpointBook, RunGenerators, RunState, rollback_on_error
 from botorch_dp.optim.step_rules import projected_step
 from botorch_dp.optim.stored_config import config_to_json
 from botorch_dp.optim.users import InMemoryUsers, PartitionedUsers, Users
@@ -111,22 +111,21 @@ class DPGIBO(OwnsCheckpoint):
         self.search_radius = torch.as_tensor(radius, **f64).expand(self.dim).clone()
         check_kernel(self.kernel, theta0, self.search_radius)  # public: refuses k(θ₀, θ₀) = 0, warns on scale mismatch
         gp = GradientGP(torch.empty(0, self.dim, **f64), self.kernel, self.noise_variance, jitter=c.jitter)
-        self._optimizer = o.step_rule.make_optimizer(theta0, c.step_size)
-        self.state = RunState.initial(theta0, gp, self._optimizer.state_dict(), o.clip.initial_state())
+        self.step_optimizer = o.step_rule.make_optimizer(theta0, c.step_size)  # public: θ and released steps
+        self.state = RunState.initial(theta0, gp, self.step_optimizer.state_dict(), o.clip.initial_state())
         if (tolerance := o.batches.tolerance) is not None:  # needs the kernel, so checked here, not in the config
             check_bias_tolerance(tolerance, gp, theta0, o.projection.acquisition_basis(theta0, gp, self.state.track))
-        self._committed: dict[str, Any] | None = None  # files of the last checkpoint written
-        self._kernel_fingerprint = kernel_fingerprint(self.kernel) if self.checkpoint_dir is not None else None
-        self._config_json = config_to_json(c) if self.checkpoint_dir is not None else None
+        stored = (config_to_json(c), kernel_fingerprint(self.kernel)) if self.checkpoint_dir is not None else ()
+        self.checkpoint_book = CheckpointBook(*stored)  # what the checkpoint holds of the config and the kernel
         if ledger is not None and c.validation_mu_budget is not None:
             raise ValueError("Set the budget on the ledger you pass, not validation_mu_budget.")
         self.ledger = ledger if ledger is not None else PrivacyLedger(validation_mu_budget=c.validation_mu_budget)
         self.run_id = uuid.uuid4().hex  # the run's name in the ledger
         # Privacy noise: OS entropy unless a seed is given (then child stream 0, with a PrivacyWarning)
         no_noise = math.isinf(resolved_mu(c.privacy_mu))  # μ = inf: no noise, no generator
-        self._noise_gen = None if no_noise else noise_generator(c.seed, stream=0, stacklevel=3)
+        noise = None if no_noise else noise_generator(c.seed, stream=0, stacklevel=3)
         search_seed = secrets.randbits(63) if c.seed is None else child_seeds([c.seed, 1], 1)[0]  # public, stream 1
-        self._search_gen = torch.Generator().manual_seed(search_seed)
+        self.generators = RunGenerators(noise, torch.Generator().manual_seed(search_seed))
         if not o.fitting.holds:
             _check_unsafe_fitting(self.ledger)
         new = None if _resuming else check_new_checkpoint_dir  # DPGIBO.resume continues its own (its lock taken)
@@ -263,9 +262,9 @@ class DPGIBO(OwnsCheckpoint):
             out = replace(out, release=release, track=track)  # the step's records in θ's coordinates
             trace = float(gp.posterior_trace(s.theta))
         extras = o.step_rule.extras(basis, out.noise.noise_stds[-1], out.track)
-        theta = projected_step(self._optimizer, out.release.gradient, self.bounds, **extras)  # post-processing
+        theta = projected_step(self.step_optimizer, out.release.gradient, self.bounds, **extras)  # post-processing
         self.state = s.stepped(
-            points=points, gp=gp, users=users, theta=theta, trace=trace, outcome=out, optimizer=self._optimizer
+            points=points, gp=gp, users=users, theta=theta, trace=trace, outcome=out, optimizer=self.step_optimizer
         )
         self._save_checkpoint()  # durable before the step is returned
         return IterationInfo(self.iteration, theta.clone(), points.shape[0], trace)
@@ -277,7 +276,7 @@ class DPGIBO(OwnsCheckpoint):
             raise RuntimeError(f"selection={selection.name!r} does not evaluate the iterates.")
         sums = users.clamped_loss_sums(points, losses, selection.loss_clip)
         with self.ledger.charge({SELECTION_KEY: selection.event()}, run_id=self.run_id) as meter:
-            chosen = selection.release(sums, users.num_users, meter, self._noise_gen)
+            chosen = selection.release(sums, users.num_users, meter, self.generators.noise)
         self.state = report.replace(self.state, selected=chosen.index, selection_scores=chosen.scores, pending=None)
         self._save_checkpoint()  # durable before the choice is returned
         return IterationInfo(
@@ -336,7 +335,8 @@ class DPGIBO(OwnsCheckpoint):
     def _save_checkpoint(self) -> None:
         if self.checkpoint_dir is not None:
             self._check_owner()
-            self._committed = save_state(self.checkpoint_dir, self.state_dict(), self._committed)
+            book = self.checkpoint_book
+            book.committed = save_state(self.checkpoint_dir, self.state_dict(), book.committed)
 
     @classmethod
     def resume(

@@ -137,7 +137,7 @@ class SubspaceTrack:
                 orthonormal bases, symmetric preconditioners).
         """
         name = "subspace"
-        ckpt._check_keys(
+        ckpt.check_keys(
             value, {"bases", "coordinates", "preconditioners", "preconditioner_noise_stds", "columns"}, name
         )
         expected = {

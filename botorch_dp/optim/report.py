@@ -275,7 +275,7 @@ def run_plan(opt: Run, num_users: int | None = None) -> RunPlan:
         dim=opt.dim,
         num_users=num_users or opt.state.num_users or 0,
         split=opt.options.split(c.privacy_mu),
-        generator=opt._noise_gen,
+        generator=opt.generators.noise,
         chunk_size=c.user_chunk_size,
         diagnostics=c.record_non_private_diagnostics,
     )
@@ -290,7 +290,7 @@ def next_batch(opt: Run) -> Tensor:
         s.gp,
         s.theta,
         local_bounds(s.theta, opt.search_radius, opt.bounds),
-        opt._search_gen,
+        opt.generators.search,
         default=o.projection.default_batch_size(opt.dim),
         num_restarts=c.num_restarts,
         basis=o.projection.acquisition_basis(s.theta, s.gp, s.track),

@@ -58,7 +58,7 @@ def check_noise_and_selection(
     }
     if entry is None:
         entry = empty
-    ckpt._check_keys(entry, set(empty), "noise_and_selection")
+    ckpt.check_keys(entry, set(empty), "noise_and_selection")
     adaptive = config.noise_schedule == "adaptive_norm"
     out: dict[str, Any] = {}
     for name in _NOISE_LISTS:
@@ -82,7 +82,7 @@ def check_noise_and_selection(
         )
     evaluated = config.selection in EVALUATED_SELECTIONS
     if selected is not None and (
-        not evaluated or not ckpt._is_int(selected) or not 0 <= selected <= T or SELECTION_KEY not in recorded
+        not evaluated or not ckpt.is_int(selected) or not 0 <= selected <= T or SELECTION_KEY not in recorded
     ):
         raise ValueError(
             f"Checkpoint field 'noise_and_selection.selected_index' must be None or an index in [0, {T}] "

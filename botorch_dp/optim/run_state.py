@@ -23,7 +23,14 @@ from gpytorch.kernels import Kernel
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.adaptive_clip import check_clip_state, encode_clip_state
-from botorch_dp.optim.checkpoint import json_fingerprint, kernel_fingerprint, kernel_spec, kernel_tensors, load_state
+from botorch_dp.optim.checkpoint import (
+    json_fingerprint,
+    kernel_fingerprint,
+    kernel_spec,
+    kernel_tensors,
+    load_state,
+    save_state,
+)
 from botorch_dp.optim.checkpoint.lock import CheckpointLock
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.options import ClipState, NoiseState, resolved_mu
@@ -119,9 +126,9 @@ def check_state(
     meta, gp, blocks = _with_added_meta(state["meta"]), state["gp"], list(state["loss_blocks"])
     if meta.get("version") != STATE_VERSION:
         raise ValueError(f"Checkpoint state version {meta.get('version')!r}, expected {STATE_VERSION}.")
-    ckpt._check_keys(meta, META_KEYS, "state")
+    ckpt.check_keys(meta, META_KEYS, "state")
     d, T = config.bounds.shape[1], meta["iteration"]
-    if not ckpt._is_int(T) or not 0 <= T <= config.iteration_cap:
+    if not ckpt.is_int(T) or not 0 <= T <= config.iteration_cap:
         raise ValueError(f"Checkpoint field 'iteration' must be an integer in [0, {config.iteration_cap}], got {T!r}.")
     if (
         not isinstance(meta["run_id"], str)
@@ -135,10 +142,10 @@ def check_state(
         raise ValueError("Checkpoint fields 'theta' and 'iterates' disagree.")
     pending = None if meta["pending"] is None else ckpt.tensor_from_json(meta["pending"], "pending", (None, d))
     sizes = meta["batch_sizes"]
-    if not isinstance(sizes, list) or len(sizes) != T or not all(ckpt._is_int(b) and b >= 0 for b in sizes):
+    if not isinstance(sizes, list) or len(sizes) != T or not all(ckpt.is_int(b) and b >= 0 for b in sizes):
         raise ValueError(f"Checkpoint field 'batch_sizes' must be {T} integers >= 0.")
     partitioned = meta["partitioned_users"]
-    if partitioned is not None and (not ckpt._is_int(partitioned) or partitioned < 2 or blocks):
+    if partitioned is not None and (not ckpt.is_int(partitioned) or partitioned < 2 or blocks):
         raise ValueError("Checkpoint field 'partitioned_users' must be None or an integer n >= 2 with no loss files.")
     if partitioned is None and [b.shape[0] for b in blocks] != sizes:
         raise ValueError("Checkpoint field 'batch_sizes' does not match the rows of the loss files.")
@@ -152,7 +159,7 @@ def check_state(
         raise ValueError(f"Checkpoint field 'diagnostics' must hold 0 or {T} entries.")
     diag = []
     for entry in meta["diagnostics"]:
-        ckpt._check_keys(entry, {"unnoised_gradient", "clip_fraction", "noise_norm"}, "diagnostics")
+        ckpt.check_keys(entry, {"unnoised_gradient", "clip_fraction", "noise_norm"}, "diagnostics")
         diag.append(
             ReleaseDiagnostics(
                 unnoised_gradient=ckpt.tensor_from_json(entry["unnoised_gradient"], "diagnostics", (d,)),
@@ -249,7 +256,7 @@ def resume_config(
     ``config`` or ``ledger`` may only tighten the stored one.
     """
     meta = _with_added_meta(state["meta"])
-    ckpt._check_keys(meta, META_KEYS, "state")
+    ckpt.check_keys(meta, META_KEYS, "state")
     stored = config_from_json(meta["config"], state["gp"], meta["kernel"], rebuild=config is None)
     stored_budget = budget_of_ledger_state(meta["ledger"])
     budgets = [] if config is None else [config.validation_mu_budget]
@@ -289,8 +296,9 @@ def encode_state(opt: Run) -> dict[str, Any]:
     state, config, ledger, generator states, run id), ``gp`` (``X``, the Cholesky factor,
     the kernel's tensors) and ``loss_blocks`` (the per-batch per-user losses)."""
     s = opt.state
-    config_json = opt._config_json if opt._config_json is not None else config_to_json(opt.config)
-    fingerprint = opt._kernel_fingerprint or kernel_fingerprint(opt.kernel)
+    book = opt.checkpoint_book
+    config_json = book.config_json if book.config_json is not None else config_to_json(opt.config)
+    fingerprint = book.kernel_fingerprint or kernel_fingerprint(opt.kernel)
     meta = {
         "format": ckpt.FORMAT,
         "schema_version": ckpt.SCHEMA_VERSION,
@@ -314,8 +322,8 @@ def encode_state(opt: Run) -> dict[str, Any]:
         "diagnostics": encode_diagnostics(list(s.diagnostics)),
         "step_optimizer": encode_value(s.optimizer),
         "ledger": opt.ledger.state_dict(),
-        "noise_generator": ckpt.generator_to_json(opt._noise_gen),
-        "search_generator": ckpt.generator_to_json(opt._search_gen),
+        "noise_generator": ckpt.generator_to_json(opt.generators.noise),
+        "search_generator": ckpt.generator_to_json(opt.generators.search),
         "noise_and_selection": encode_noise_and_selection(opt),
         "subspace": s.track.to_json(),
         "adaptive_clip": encode_clip_state(list(s.clip.bounds), list(s.clip.counts)) if s.clip.bounds else None,
@@ -333,7 +341,8 @@ def apply_state(opt: Run, state: dict[str, Any]) -> None:
     other fields and with the ledger's records); a ``ValueError`` names the first field that is
     wrong, and nothing is changed then. The saved ledger is MERGED into ``opt.ledger``.
     """
-    checked = check_state(state, config=opt.config, kernel=opt.kernel, has_noise_generator=opt._noise_gen is not None)
+    noise_gen, search_gen = opt.generators
+    checked = check_state(state, config=opt.config, kernel=opt.kernel, has_noise_generator=noise_gen is not None)
     meta, X, L, blocks, n = checked["meta"], checked["X"], checked["L"], checked["blocks"], checked["n"]
     adaptive = checked["noise_and_selection"]
     bounds, counts = checked["adaptive_clip"]
@@ -353,7 +362,7 @@ def apply_state(opt: Run, state: dict[str, Any]) -> None:
     # all checked: assign
     opt.kernel.load_state_dict({**opt.kernel.state_dict(), **checked["kernel_tensors"]})
     gp = GradientGP.from_factor(X, L, opt.kernel, opt.noise_variance, jitter=c.jitter)
-    opt._optimizer = checked["optimizer"]
+    opt.step_optimizer = checked["optimizer"]
     opt.state = RunState(
         theta=checked["theta"],
         iterates=tuple(checked["iterates"]),
@@ -376,9 +385,9 @@ def apply_state(opt: Run, state: dict[str, Any]) -> None:
     )
     opt.run_id = meta["run_id"]
     opt.ledger.load_state_dict(checked["ledger_state"])
-    if checked["noise_gen"] is not None and opt._noise_gen is not None:  # checked above (has_noise_generator)
-        opt._noise_gen.set_state(checked["noise_gen"])
-    opt._search_gen.set_state(checked["search_gen"])
+    if checked["noise_gen"] is not None and noise_gen is not None:  # checked above (has_noise_generator)
+        noise_gen.set_state(checked["noise_gen"])
+    search_gen.set_state(checked["search_gen"])
 
 
 def resume_run(
@@ -411,13 +420,14 @@ def _resume_owned(
         opt = cls(init_config, checkpoint_dir=checkpoint_dir, ledger=ledger, _resuming=lock)  # its own checkpoint
     opt.config = dataclasses.replace(config, validation_mu_budget=budget) if ledger is None else config
     opt.options = opt.config.options
-    if opt._config_json is not None and ledger is None:
-        opt._config_json = config_to_json(opt.config)
-    opt._kernel_fingerprint = meta["kernel"]["fingerprint"]
+    book = opt.checkpoint_book
+    if book.config_json is not None and ledger is None:
+        book.config_json = config_to_json(opt.config)
+    book.kernel_fingerprint = meta["kernel"]["fingerprint"]
     opt.load_state_dict(state)  # merges the saved ledger into opt.ledger (never replaces it)
     opt.ledger.validation_mu_budget = budget
     opt.ledger.settle_run(opt.run_id)  # holds whose process is gone dropped; refused while one is live
-    opt._committed = committed_records(checkpoint_dir)
-    if budget != budget_of_ledger_state(meta["ledger"]):
-        opt._save_checkpoint()  # a budget tightened on resume is durable at once (nothing else changed)
+    book.committed = committed_records(checkpoint_dir)
+    if budget != budget_of_ledger_state(meta["ledger"]):  # a budget tightened on resume is durable at once
+        book.committed = save_state(opt.checkpoint_dir, opt.state_dict(), book.committed)  # the run owns the directory
     return opt

@@ -13,7 +13,7 @@ import contextlib
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, TypedDict
+from typing import Any, NamedTuple, Protocol, TypedDict
 
 import torch
 from torch import Tensor
@@ -24,7 +24,26 @@ from botorch_dp.optim.projected import SubspaceTrack
 from botorch_dp.optim.users import InMemoryUsers, Users
 from botorch_dp.privacy.mechanisms import ReleaseDiagnostics
 
-__all__ = ["Run", "RunState", "StepRecords", "rollback_on_error"]
+__all__ = ["CheckpointBook", "Run", "RunGenerators", "RunState", "StepRecords", "rollback_on_error"]
+
+
+class RunGenerators(NamedTuple):
+    r"""A run's two random streams: ``noise`` draws the privacy noise (SENSITIVE: its state predicts
+    the noise; ``None`` when ``μ = ∞``), ``search`` the public candidate search (stream 1)."""
+
+    noise: torch.Generator | None
+    search: torch.Generator
+
+
+@dataclass
+class CheckpointBook:
+    r"""What a checkpointing run keeps between writes: the config's JSON and the kernel's fingerprint
+    as stored, and the files of the last checkpoint written (``committed``); all ``None`` without
+    a checkpoint directory."""
+
+    config_json: dict[str, Any] | None = None
+    kernel_fingerprint: str | None = None
+    committed: dict[str, Any] | None = None
 
 
 class StepRecords(TypedDict):
@@ -158,12 +177,9 @@ class Run(Protocol):
     bounds: Tensor
     search_radius: Tensor
     checkpoint_dir: Any
-    _optimizer: Any
-    _noise_gen: torch.Generator | None
-    _search_gen: torch.Generator
-    _committed: dict[str, Any] | None
-    _config_json: dict[str, Any] | None
-    _kernel_fingerprint: str | None
+    step_optimizer: Any
+    generators: RunGenerators
+    checkpoint_book: CheckpointBook
 
     @property
     def dim(self) -> int: ...
@@ -174,7 +190,7 @@ class Run(Protocol):
     @property
     def steps_done(self) -> bool: ...
 
-    def _save_checkpoint(self) -> None: ...
+    def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
@@ -188,18 +204,18 @@ def rollback_on_error(opt: Run) -> Iterator[None]:
     r"""Run the block; if it raises, put the run back as it was (its ``RunState``, the step rule's
     optimizer, both generators, a refit kernel) and re-raise. The ledger is never rolled back:
     what was drawn stays recorded."""
-    saved, search = opt.state, opt._search_gen.get_state()
-    noise = None if opt._noise_gen is None else opt._noise_gen.get_state()
+    saved, (noise_gen, search_gen) = opt.state, opt.generators
+    search, noise = search_gen.get_state(), None if noise_gen is None else noise_gen.get_state()
     kernel = None if opt.options.fitting.holds else {k: v.clone() for k, v in opt.kernel.state_dict().items()}
     try:
         yield
     except BaseException:
         opt.state = saved
-        opt._optimizer = opt.options.step_rule.make_optimizer(saved.theta, opt.config.step_size)
-        opt._optimizer.load_state_dict(saved.optimizer)
-        if noise is not None and opt._noise_gen is not None:  # noise was read from this same generator
-            opt._noise_gen.set_state(noise)
-        opt._search_gen.set_state(search)
+        opt.step_optimizer = opt.options.step_rule.make_optimizer(saved.theta, opt.config.step_size)
+        opt.step_optimizer.load_state_dict(saved.optimizer)
+        if noise is not None and noise_gen is not None:  # noise was read from this same generator
+            noise_gen.set_state(noise)
+        search_gen.set_state(search)
         if kernel is not None:
             opt.kernel.load_state_dict(kernel)
         raise

@@ -140,7 +140,7 @@ def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, re
         raise ValueError(
             f"Checkpoint field 'config': missing fields {sorted(names - have)}, unknown fields {sorted(have - names)}."
         )
-    ckpt._check_keys(kernel_meta, {"spec", "fingerprint", "noise_variance", "standardize"}, "kernel")
+    ckpt.check_keys(kernel_meta, {"spec", "fingerprint", "noise_variance", "standardize"}, "kernel")
     if not rebuild:
         return None
     values: dict[str, Any] = {}

@@ -39,6 +39,6 @@ def snapshot(opt) -> dict:
         "validation_mu": opt.ledger.validation_mu(),
         "iteration": opt.iteration,
         "pending": None if opt.state.pending is None else opt.state.pending.clone(),
-        "noise_gen": None if opt._noise_gen is None else opt._noise_gen.get_state(),
-        "search_gen": opt._search_gen.get_state(),
+        "noise_gen": None if opt.generators.noise is None else opt.generators.noise.get_state(),
+        "search_gen": opt.generators.search.get_state(),
     }

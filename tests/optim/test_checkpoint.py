@@ -30,7 +30,7 @@ def test_adagrad_state_is_checkpointed(tmp_path):
     opt.tell(X, objective(X))
     g = opt.result().release.released_gradients[0]
     opt.close()  # one owner per directory: the next one resumes once this one is closed
-    assert torch.equal(DPGIBO.resume(tmp_path)._optimizer.state_dict()["state"][0]["sum"], g**2)
+    assert torch.equal(DPGIBO.resume(tmp_path).step_optimizer.state_dict()["state"][0]["sum"], g**2)
 
 
 def test_resume_reproduces_uninterrupted_run(tmp_path):
@@ -190,7 +190,7 @@ def test_failed_checkpoint_write_leaves_tell_undone_and_retry_releases_once(tmp_
     opt.tell(X, objective(X))
     X = opt.ask()
     before = opt.state_dict()
-    noise_state = opt._noise_gen.get_state()
+    noise_state = opt.generators.noise.get_state()
     real_write = ckpt_files._write_atomic
 
     def failing_write(*args, **kwargs):
@@ -205,7 +205,7 @@ def test_failed_checkpoint_write_leaves_tell_undone_and_retry_releases_once(tmp_
     assert without_ledger(after["meta"]) == without_ledger(before["meta"])
     assert all(torch.equal(a, b) for a, b in zip(after["loss_blocks"], before["loss_blocks"], strict=True))
     assert opt.iteration == 1 and [r.key for r in opt.ledger.validation_records()] == ["step-0000", "step-0001"]
-    assert torch.equal(opt._noise_gen.get_state(), noise_state) and torch.equal(opt.ask(), X)
+    assert torch.equal(opt.generators.noise.get_state(), noise_state) and torch.equal(opt.ask(), X)
     monkeypatch.setattr(ckpt_files, "_write_atomic", real_write)
     opt.tell(X, objective(X))  # the retry releases again (the same seeded noise), and is charged again
     opt.close()

@@ -79,7 +79,7 @@ def test_bad_losses_are_refused_without_losing_evaluations():
     good = objective(X)
     opt.tell(X, good)
     X = opt.ask()
-    noise_state = opt._noise_gen.get_state()
+    noise_state = opt.generators.noise.get_state()
     losses = objective(X)
     bad = losses.clone()
     bad[0, 3] = float("nan")
@@ -95,7 +95,7 @@ def test_bad_losses_are_refused_without_losing_evaluations():
     # nothing released or lost: same iteration, same data, noise untouched, points pending
     assert opt.iteration == 1
     assert opt.evaluation_points.shape[0] == 3
-    assert torch.equal(opt._noise_gen.get_state(), noise_state)
+    assert torch.equal(opt.generators.noise.get_state(), noise_state)
     assert len(opt.ledger.validation_steps) == 1
     assert torch.equal(opt.ask(), X)
     with pytest.raises(ValueError, match="points returned"):

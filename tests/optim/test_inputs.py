@@ -54,9 +54,9 @@ def test_default_seed_is_none_and_draws_noise_from_os_entropy():
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyWarning)  # no warning without a seed
         a, b = DPGIBO(config(seed=None)), DPGIBO(config(seed=None))
-    assert a._noise_gen is None and b._noise_gen is None  # the mechanism uses os.urandom
+    assert a.generators.noise is None and b.generators.noise is None  # the mechanism uses os.urandom
     # the public search stream is seeded from OS entropy too: two runs differ
-    assert not torch.equal(a._search_gen.get_state(), b._search_gen.get_state())
+    assert not torch.equal(a.generators.search.get_state(), b.generators.search.get_state())
     X = a.ask()
     b.state = dataclasses.replace(b.state, pending=X.clone())  # same points and data, so only the noise can differ
     a.tell(X, objective(X))
@@ -82,17 +82,17 @@ def test_seeded_noise_and_search_are_separate_child_streams():
         opt = DPGIBO(config(seed=5))
     with pytest.warns(PrivacyWarning):
         expected_noise = noise_generator(5, stream=0)
-    assert torch.equal(opt._noise_gen.get_state(), expected_noise.get_state())
+    assert torch.equal(opt.generators.noise.get_state(), expected_noise.get_state())
     expected_search = torch.Generator().manual_seed(child_seeds([5, 1], 1)[0])
-    assert torch.equal(opt._search_gen.get_state(), expected_search.get_state())
-    assert not torch.equal(opt._noise_gen.get_state(), opt._search_gen.get_state())
+    assert torch.equal(opt.generators.search.get_state(), expected_search.get_state())
+    assert not torch.equal(opt.generators.noise.get_state(), opt.generators.search.get_state())
 
 
 def test_non_private_run_with_a_seed_does_not_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyWarning)
         opt = DPGIBO(config(privacy_mu=math.inf, seed=3))  # no noise is drawn at all
-    assert opt._noise_gen is None
+    assert opt.generators.noise is None
 
 
 def test_seed_must_be_a_non_negative_integer():

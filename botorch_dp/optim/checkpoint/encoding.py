@@ -38,12 +38,12 @@ def tensor_from_json(obj: Any, name: str, shape: Sequence[int | None] | None = N
     Returns:
         The tensor; a ``ValueError`` naming ``name`` if anything is wrong.
     """
-    _check_keys(obj, {"dtype", "shape", "hex"}, name)
+    check_keys(obj, {"dtype", "shape", "hex"}, name)
     dtype = {"float64": torch.float64, "float32": torch.float32}.get(obj["dtype"])
     if dtype is None:
         raise ValueError(f"Checkpoint field {name!r}: unsupported dtype {obj['dtype']!r}.")
     dims = obj["shape"]
-    if not isinstance(dims, list) or not all(_is_int(s) and s >= 0 for s in dims):
+    if not isinstance(dims, list) or not all(is_int(s) and s >= 0 for s in dims):
         raise ValueError(f"Checkpoint field {name!r}: shape must be a list of integers >= 0.")
     if shape is not None and (
         len(dims) != len(shape) or any(e is not None and e != s for e, s in zip(shape, dims, strict=True))
@@ -97,11 +97,13 @@ def generator_state_from_json(obj: Any, name: str) -> Tensor | None:
     return torch.frombuffer(bytearray(raw), dtype=torch.uint8).clone()
 
 
-def _is_int(x: Any) -> TypeGuard[int]:
+def is_int(x: Any) -> TypeGuard[int]:
+    r"""An ``int`` of a checkpoint field, not a ``bool``."""
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _check_keys(obj: Any, keys: set[str], name: str) -> None:
+def check_keys(obj: Any, keys: set[str], name: str) -> None:
+    r"""``ValueError`` naming the checkpoint field ``name`` unless ``obj`` is an object with exactly ``keys``."""
     if not isinstance(obj, dict):
         raise ValueError(f"Checkpoint field {name!r}: expected an object.")
     if set(obj) != keys:

@@ -31,7 +31,7 @@ from botorch_dp.optim.checkpoint.directory import (
     _symlink_error,
     _taken_error,
 )
-from botorch_dp.optim.checkpoint.encoding import _check_keys, _is_int, json_fingerprint
+from botorch_dp.optim.checkpoint.encoding import check_keys, is_int, json_fingerprint
 
 
 # ---------------------------------------------------------------------- durable writes
@@ -266,11 +266,11 @@ def _read_checked(root: Path, dir_fds: dict[str, int | None], record: Any, name:
         The file's bytes; a ``ValueError`` naming the file if it is missing, a link,
         of another size or another SHA-256.
     """
-    _check_keys(record, {"file", "sha256", "bytes"} | ({"rows"} if name.startswith("loss") else set()), name)
+    check_keys(record, {"file", "sha256", "bytes"} | ({"rows"} if name.startswith("loss") else set()), name)
     file = record["file"]
     if not isinstance(file, str) or not pattern.match(file):
         raise ValueError(f"Checkpoint field {name!r}: bad file name {file!r}.")
-    if not _is_int(record["bytes"]) or record["bytes"] < 0:
+    if not is_int(record["bytes"]) or record["bytes"] < 0:
         raise ValueError(f"Checkpoint field {name!r}: 'bytes' must be an integer >= 0.")
 
     def check_size(size: int) -> None:
@@ -362,7 +362,7 @@ def _read_meta(root: Path, root_fd: int) -> dict[str, Any]:
             f"Checkpoint field 'schema_version' is {meta.get('schema_version')!r}; this version reads {SCHEMA_VERSION}."
         )
     iteration = meta.get("iteration")
-    if not _is_int(iteration) or iteration < 0:
+    if not is_int(iteration) or iteration < 0:
         raise ValueError("Checkpoint field 'iteration' must be an integer >= 0.")
     if meta.get("config_fingerprint") != json_fingerprint(meta.get("config")):
         raise ValueError(
