@@ -11,7 +11,7 @@ of a 2× leak at this size missed it twice).
 
 The 2× leak is made at the places every Gaussian privacy draw goes through,
 ``privacy.mechanisms._noise.release_gaussian`` and ``release_goe`` (each released at twice its
-``μ``, i.e. half its noise) and ``_noise._gaussian`` (AMP's perturbation, at half its std), so it
+``μ``, i.e. half its noise) and ``_noise.draw_gaussian`` (AMP's perturbation, at half its std), so it
 halves the noise of every release (gradient, norm, count, preconditioner, scores, both AMP
 draws) whichever caller asks for it. Rows left out of the leak test, and why:
 ``exponential_selection`` (no Gaussian noise; its Gumbel fault is tested in
@@ -94,7 +94,7 @@ def halve_gaussian_noise(monkeypatch):
     """Every Gaussian privacy draw at half its standard deviation (the true μ doubles): the continuous
     draws, and the grid releases (``release_on_grid``, which ``release_gaussian`` and AMP's output
     call) at half the integer scale."""
-    draw, on_grid, goe = _noise._gaussian, _noise.release_on_grid, _noise.release_goe
+    draw, on_grid, goe = _noise.draw_gaussian, _noise.release_on_grid, _noise.release_goe
 
     def halved(size, std, generator, secure_rng, dtype, device, **kwargs):
         return draw(size, std / 2, generator, secure_rng, dtype, device, **kwargs)
@@ -102,7 +102,7 @@ def halve_gaussian_noise(monkeypatch):
     def halved_on_grid(statistic, noise, **kwargs):
         return on_grid(statistic, dataclasses.replace(noise, scale=max(1, noise.scale // 2)), **kwargs)
 
-    monkeypatch.setattr(_noise, "_gaussian", halved)
+    monkeypatch.setattr(_noise, "draw_gaussian", halved)
     monkeypatch.setattr(_noise, "release_on_grid", halved_on_grid)
     monkeypatch.setattr(_noise, "release_goe", lambda G, *, mu, **kw: goe(G, mu=2 * mu, **kw))
 

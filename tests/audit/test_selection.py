@@ -1,5 +1,5 @@
 """The exponential-mechanism selection row (botorch_dp/audit/selection.py): a fault in its Gumbel
-noise, made at the one place selection randomness is drawn (``privacy.mechanisms._noise._gumbel``)."""
+noise, made at the one place selection randomness is drawn (``privacy.mechanisms._noise.draw_gumbel``)."""
 
 import math
 
@@ -14,20 +14,20 @@ from botorch_dp.privacy.mechanisms import _noise
 
 def scale_gumbel(monkeypatch, factor):
     """Gumbel noise times ``factor`` (sampling at ε/factor)."""
-    draw = _noise._gumbel
+    draw = _noise.draw_gumbel
 
     def scaled(size, generator, secure_rng):
         return factor * draw(size, generator, secure_rng)
 
-    monkeypatch.setattr(_noise, "_gumbel", scaled)
+    monkeypatch.setattr(_noise, "draw_gumbel", scaled)
 
 
 @pytest.mark.parametrize("factor", [0.5, 0.25])
 def test_the_patch_scales_the_gumbel_noise(monkeypatch, factor):
     generator = torch.Generator().manual_seed(3)
-    plain = _noise._gumbel(1000, generator, False)
+    plain = _noise.draw_gumbel(1000, generator, False)
     scale_gumbel(monkeypatch, factor)
-    patched = _noise._gumbel(1000, generator.manual_seed(3), False)
+    patched = _noise.draw_gumbel(1000, generator.manual_seed(3), False)
     assert torch.allclose(patched, factor * plain, rtol=1e-12, atol=0)
 
 

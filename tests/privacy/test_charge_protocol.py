@@ -58,7 +58,7 @@ def counting_draws():
     r"""Patch the draw sites of ``privacy.mechanisms._noise`` for the block; yields the ``Draws``."""
     draws = Draws()
     gaussian, goe = _noise.release_gaussian, _noise.release_goe
-    gumbel, exponential = _noise._gumbel, ExponentialLossSelection.release_sums
+    gumbel, exponential = _noise.draw_gumbel, ExponentialLossSelection.release_sums
     pending: list[float] = []
 
     def counted_gaussian(statistic, *, mu, per_coordinate=False, **kwargs):
@@ -79,12 +79,12 @@ def counting_draws():
         pending.append(PureDP(self.epsilon).mu)
         return exponential(self, *args, **kwargs)
 
-    _noise.release_gaussian, _noise.release_goe, _noise._gumbel = counted_gaussian, counted_goe, counted_gumbel
+    _noise.release_gaussian, _noise.release_goe, _noise.draw_gumbel = counted_gaussian, counted_goe, counted_gumbel
     ExponentialLossSelection.release_sums = exponential_release  # release() goes through it too
     try:
         yield draws
     finally:
-        _noise.release_gaussian, _noise.release_goe, _noise._gumbel = gaussian, goe, gumbel
+        _noise.release_gaussian, _noise.release_goe, _noise.draw_gumbel = gaussian, goe, gumbel
         ExponentialLossSelection.release_sums = exponential
 
 

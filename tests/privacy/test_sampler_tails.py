@@ -23,12 +23,12 @@ import botorch_dp.privacy.mechanisms._noise as mechanisms
 from botorch_dp.privacy.mechanisms._noise import (
     MAX_OS_ENTROPY_RELEASE_MU,
     OS_ENTROPY_NORMAL_MAX_ABS,
-    _gaussian,
     _gumbel_from_half_uniform,
     _half_uniform_from_bits,
     _half_uniform_from_words,
     _normal_from_half_uniform,
     _os_entropy_half_uniform,
+    draw_gaussian,
     os_entropy_gumbel,
     os_entropy_normal,
     os_entropy_uniform,
@@ -218,9 +218,9 @@ def test_a_larger_per_release_mu_is_refused_before_anything_is_drawn(monkeypatch
     with pytest.raises(ValueError, match=re.escape(f"release_mu (per-release μ) = {mu!r}")):
         os_entropy_normal(4, release_mu=mu)
     with pytest.raises(ValueError, match="MAX_OS_ENTROPY_RELEASE_MU"):
-        _gaussian(4, 0.1, None, False, torch.float64, None, release_mu=mu)
+        draw_gaussian(4, 0.1, None, False, torch.float64, None, release_mu=mu)
     with pytest.raises(ValueError, match="release_mu"):
-        _gaussian(4, 0.1, torch.Generator().manual_seed(0), True, torch.float64, None, release_mu=mu)
+        draw_gaussian(4, 0.1, torch.Generator().manual_seed(0), True, torch.float64, None, release_mu=mu)
 
 
 @pytest.mark.parametrize("mu", [0.0, -1.0, math.nan])
@@ -236,11 +236,11 @@ def test_accepted_mu_inf_and_the_seeded_path_are_unchanged(monkeypatch):
     assert os_entropy_normal(4, release_mu=math.inf).shape == (4,)
     # μ = inf: std 0, zeros, nothing drawn
     monkeypatch.setattr(os, "urandom", _no_draw)
-    zeros = _gaussian(3, 0.0, None, False, torch.float64, None, release_mu=math.inf)
+    zeros = draw_gaussian(3, 0.0, None, False, torch.float64, None, release_mu=math.inf)
     assert torch.equal(zeros, torch.zeros(3, dtype=torch.float64))
     # a seeded generator is not the OS-entropy sampler: no check, torch.randn's numbers
     g1, g2 = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
-    drawn = _gaussian(5, 0.5, g1, False, torch.float64, None, release_mu=1e9)
+    drawn = draw_gaussian(5, 0.5, g1, False, torch.float64, None, release_mu=1e9)
     assert torch.equal(drawn, 0.5 * torch.randn(5, generator=g2, dtype=torch.float64))
 
 

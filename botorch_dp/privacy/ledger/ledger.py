@@ -7,6 +7,7 @@ guarantee means; this module holds the ledger's storage, its charges and its sta
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import threading
@@ -172,11 +173,11 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
                 check_validation_admits(budget, self._spent("validation"), events, what)
                 if budget is not None and not math.isinf(budget):
                     reservation = tx.reserve("validation", run_id, owner, held_bound(events), *self._lease())
-            meter = Meter(self, bound, run_id, step, owner, reservation)
+            meter = Meter(functools.partial(self._record_charged, reservation), bound, run_id, step, owner)
             try:
                 yield meter
             finally:
-                meter._close()
+                meter.close()
                 if reservation is not None:
                     with self._writing() as tx:
                         tx.drop(reservation)
@@ -185,22 +186,22 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
         r"""The holder and lease of a new reservation (in memory: this process, no lease)."""
         return this_holder(), None if self._storage is None else lease_expiry()
 
-    def _record_charged(self, meter: Meter, part: str, event: ValidationEvent) -> str:
-        r"""``Meter.record``: append the record, take its cost off the charge's reservation."""
+    def _record_charged(self, reservation: int | None, meter: Meter, part: str, event: ValidationEvent) -> str:
+        r"""``Meter.record``: append the record, take its cost off the charge's ``reservation``."""
         release_id = new_release_id()
         with self._writing() as tx:
-            if meter._reservation is not None and not tx.holds(meter._reservation):  # settled: its lease ran out
+            if reservation is not None and not tx.holds(reservation):  # settled: its lease ran out
                 what = f"{part!r} of run {meter.run_id!r} (its reservation was settled)"
                 check_validation_admits(self._validation_budget(), self._spent("validation"), [event], what)
             tx.record("validation", meter.run_id, meter.key(part), release_id, event)
-            if meter._reservation is not None:
-                held = next((r.event for r in tx.rows if r.seq == meter._reservation and not r.recorded), None)
+            if reservation is not None:
+                held = next((r.event for r in tx.rows if r.seq == reservation and not r.recorded), None)
                 if held is not None:
                     left = shrunk(validation_event(held), event)
                     if left is None:
-                        tx.drop(meter._reservation)
+                        tx.drop(reservation)
                     else:
-                        tx.shrink(meter._reservation, left)
+                        tx.shrink(reservation, left)
         return release_id
 
     @contextlib.contextmanager
@@ -241,14 +242,15 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
                     run_id: tx.reserve("training", run_id, owner, event, *self._lease())
                     for run_id, event in checked.items()
                 }
-            meter = TrainingMeter(self, checked, owner, reservations)
+            meter = TrainingMeter(functools.partial(self._record_training_charged, reservations), checked, owner)
             try:
                 yield meter
             finally:
-                meter._close()
+                meter.close()
+                recorded = meter.recorded
                 with self._writing() as tx:
                     for run_id, seq in reservations.items():
-                        if run_id not in meter._recorded:
+                        if run_id not in recorded:
                             tx.drop(seq)
 
     def _check_training(self, events: list[TrainingEvent]) -> None:
@@ -261,12 +263,13 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
             events,
         )
 
-    def _record_training_charged(self, meter: TrainingMeter, run_id: Any, event: TrainingEvent) -> str:
+    def _record_training_charged(self, reservations: dict[Any, int], run_id: Any, event: TrainingEvent) -> str:
+        r"""``TrainingMeter.record``: turn the run's reservation into its record."""
         release_id = new_release_id()
         with self._writing() as tx:
-            if not tx.holds(meter._reservations[run_id]):  # settled (its lease ran out): checked again
+            if not tx.holds(reservations[run_id]):  # settled (its lease ran out): checked again
                 self._check_training([event])
-            tx.fulfil(meter._reservations[run_id], run_id, "", release_id, event)
+            tx.fulfil(reservations[run_id], run_id, "", release_id, event)
         return release_id
 
     def cancel_reservations(self, run_id: Any = None, *, holderless: bool = False) -> int:

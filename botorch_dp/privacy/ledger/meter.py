@@ -13,7 +13,7 @@ keyed by the runs' ids.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -83,19 +83,17 @@ class Meter:
 
     def __init__(
         self,
-        ledger: Any,
+        record_charged: Callable[[Meter, str, ValidationEvent], str],
         bound: dict[str, ValidationEvent],
         run_id: str,
         step: int | None,
         owner: str,
-        reservation: int | None,
     ) -> None:
-        self._ledger = ledger
+        self._record_charged = record_charged  # the ledger's append (with this charge's reservation bound in)
         self.bound = dict(bound)
         self.run_id = run_id
         self.step = step
         self._owner = owner
-        self._reservation = reservation
         self._recorded: dict[str, ValidationEvent] = {}
         self._open = True
 
@@ -128,11 +126,12 @@ class Meter:
             raise RuntimeError(f"This step's {part!r} release was already recorded; a new release needs a new step.")
         if not isinstance(event, _VALIDATION_EVENTS) or not fits_bound(event, self.bound[part]):
             raise ValueError(f"{part!r}: {event!r} exceeds the step's bound {self.bound[part]!r}.")
-        release_id = self._ledger._record_charged(self, part, event)
+        release_id = self._record_charged(self, part, event)
         self._recorded[part] = event
         return release_id
 
-    def _close(self) -> None:
+    def close(self) -> None:
+        r"""End the charge: a later ``record`` is refused (the ledger closes it when the block ends)."""
         self._open = False
 
 
@@ -143,11 +142,12 @@ class TrainingMeter:
         bound: Run id ↦ the run's event (a DP-SGD run's exact parameters, or a curve bound).
     """
 
-    def __init__(self, ledger: Any, bound: dict[Any, TrainingEvent], owner: str, reservations: dict[Any, int]) -> None:
-        self._ledger = ledger
+    def __init__(
+        self, record_charged: Callable[[Any, TrainingEvent], str], bound: dict[Any, TrainingEvent], owner: str
+    ) -> None:
+        self._record_charged = record_charged  # the ledger's fulfilment of the run's reservation
         self.bound = dict(bound)
         self._owner = owner
-        self._reservations = dict(reservations)
         self._recorded: dict[Any, TrainingEvent] = {}
         self._open = True
 
@@ -172,11 +172,12 @@ class TrainingMeter:
         event = self.bound[run_id] if event is None else event
         if not isinstance(event, _TRAINING_EVENTS) or not fits_bound(event, self.bound[run_id]):
             raise ValueError(f"Training run {run_id!r}: {event!r} exceeds its bound {self.bound[run_id]!r}.")
-        release_id = self._ledger._record_training_charged(self, run_id, event)
+        release_id = self._record_charged(run_id, event)
         self._recorded[run_id] = event
         return release_id
 
-    def _close(self) -> None:
+    def close(self) -> None:
+        r"""End the charge: a later ``record`` is refused (the ledger closes it when the block ends)."""
         self._open = False
 
 

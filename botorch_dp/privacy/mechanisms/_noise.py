@@ -1,10 +1,10 @@
 r"""The one module that draws privacy noise: every Gaussian release (``release_gaussian``,
 ``release_goe``, and AMP's output through ``release_on_grid``: the exact discrete Gaussian on a
-public power-of-two grid), Gumbel draws, and AMP's perturbation ``b`` (``_gaussian``,
+public power-of-two grid), Gumbel draws, and AMP's perturbation ``b`` (``draw_gaussian``,
 continuous, never released), from the operating system's entropy unless a caller seeded a
 generator, each preceded by its release's record.
 
-``_charged`` records a release's cost through its charged step's meter immediately before
+``record_charge`` records a release's cost through its charged step's meter immediately before
 the draw (``PrivacyLedger.charge``); every draw of the package goes through this module
 (``tests/privacy/test_boundary.py`` checks that no other module draws; the integer sampler
 ``_discrete_gaussian`` only transforms the random words given to it here). A released value
@@ -29,19 +29,19 @@ from botorch_dp.privacy.ledger.meter import Meter
 from botorch_dp.privacy.mechanisms._discrete_gaussian import discrete_gaussian_from_words
 
 
-def _charged(meter: Meter | None, part: str, event: ValidationEvent) -> None:
+def record_charge(meter: Meter | None, part: str, event: ValidationEvent) -> None:
     r"""Record a release's cost through its step's meter; called immediately before the draw.
 
     A meter refuses an event above its bound: then nothing is recorded or drawn. (The exact
     discrete Gaussian of ``release_gaussian`` has no truncation, so no per-release ``μ`` is
-    refused here; the continuous ``_gaussian`` still refuses ``μ > MAX_OS_ENTROPY_RELEASE_MU``
+    refused here; the continuous ``draw_gaussian`` still refuses ``μ > MAX_OS_ENTROPY_RELEASE_MU``
     on its OS-entropy path.)
     """
     if meter is not None:
         meter.record(part, event)
 
 
-def _gaussian(
+def draw_gaussian(
     size: int,
     std: float,
     generator: torch.Generator | None,
@@ -85,7 +85,7 @@ OS_ENTROPY_NORMAL_MAX_ABS = 38.467405617144344
 
 
 #: The largest finite per-release GDP parameter ``μ = Δ/σ`` that ``os_entropy_normal``
-#: (and ``_gaussian`` on its OS-entropy path) accepts when told the release's ``μ``:
+#: (and ``draw_gaussian`` on its OS-entropy path) accepts when told the release's ``μ``:
 #: the truncation mass ``Φ̄(38.467 − 26) ≈ 5·10⁻³⁶`` is below ``10⁻³⁰`` (see ``os_entropy_normal``).
 MAX_OS_ENTROPY_RELEASE_MU = 26.0
 
@@ -271,9 +271,9 @@ def _gumbel_from_half_uniform(u: Tensor, sign: Tensor) -> Tensor:
     return -torch.log(torch.where(sign != 0, upper, -torch.log(u)))
 
 
-def _gumbel(size: int, generator: torch.Generator | None, secure_rng: bool) -> Tensor:
+def draw_gumbel(size: int, generator: torch.Generator | None, secure_rng: bool) -> Tensor:
     r"""``size`` float64 Gumbel(0, 1) draws: the only place selection randomness is drawn
-    (OS entropy, ``os_entropy_gumbel``, unless a generator is given, as for ``_gaussian``)."""
+    (OS entropy, ``os_entropy_gumbel``, unless a generator is given, as for ``draw_gaussian``)."""
     if secure_rng or generator is None:
         return os_entropy_gumbel(size)
     # torch.rand gives multiples of 2^-53 in [0, 1); shifting by half a step keeps 0 and 1 out
@@ -281,7 +281,7 @@ def _gumbel(size: int, generator: torch.Generator | None, secure_rng: bool) -> T
     return -torch.log(-torch.log(u))
 
 
-def _goe(
+def draw_goe(
     k: int,
     std: float,
     generator: torch.Generator | None,
@@ -293,7 +293,7 @@ def _goe(
 ) -> Tensor:
     r"""``std · M`` with ``M = (Z + Zᵀ)/√2``, ``Z`` a ``k x k`` matrix of iid ``N(0, 1)``
     (all zeros, and no draw, when ``std = 0``)."""
-    Z = _gaussian(k * k, std, generator, secure_rng, dtype, device, release_mu=release_mu).reshape(k, k)
+    Z = draw_gaussian(k * k, std, generator, secure_rng, dtype, device, release_mu=release_mu).reshape(k, k)
     return (Z + Z.transpose(0, 1)) / math.sqrt(2.0)
 
 

@@ -121,7 +121,7 @@ class GaussianClipCountMechanism:
         if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= self.num_users:
             raise ValueError(f"count must be an integer in [0, n = {self.num_users}]; nothing was released.")
         std = self.noise_std(mu)
-        _noise._charged(meter, part, Gaussian(mu))
+        _noise.record_charge(meter, part, Gaussian(mu))
         host = torch.device("cpu")  # one integer count: no data device to follow
         released, _ = _noise.release_gaussian(
             torch.tensor([float(count)], dtype=torch.float64, device=host),

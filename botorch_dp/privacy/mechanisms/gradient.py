@@ -128,7 +128,7 @@ class GaussianGradientMechanism:
                 f"n = {self.num_users}, B = {self.clip_bound}."
             )
         mean, num_clipped = summed.mean(), summed.num_clipped
-        _noise._charged(meter, part, Gaussian(self.step_mu))
+        _noise.record_charge(meter, part, Gaussian(self.step_mu))
         released, _ = _noise.release_gaussian(
             mean,
             sensitivity=self.sensitivity,
@@ -203,7 +203,7 @@ class ClippedMean:
         """
         mu = check_positive(mu, "mu (norm release)")
         self._claim("norm")
-        _noise._charged(meter, part, Gaussian(mu))
+        _noise.record_charge(meter, part, Gaussian(mu))
         released, _ = _noise.release_gaussian(
             torch.linalg.vector_norm(self._mean).reshape(1),
             sensitivity=self._sensitivity,
@@ -231,7 +231,7 @@ class ClippedMean:
         """
         mu = check_positive(mu, "mu (gradient release)")
         self._claim("gradient")
-        _noise._charged(meter, part, Gaussian(mu))
+        _noise.record_charge(meter, part, Gaussian(mu))
         released, _ = _noise.release_gaussian(
             self._mean,
             sensitivity=self._sensitivity,

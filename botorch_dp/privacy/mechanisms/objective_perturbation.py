@@ -135,7 +135,7 @@ class ObjectivePerturbationMechanism:
             cost = self.cost
             meter.record(run_id, TrainingMechanism(cost.description, tuple(cost.rdp(a) for a in TRAINING_RDP_ORDERS)))
         self._perturbation_drawn = True
-        return _noise._gaussian(
+        return _noise.draw_gaussian(
             self.dim,
             self.sigma,
             self.generator,

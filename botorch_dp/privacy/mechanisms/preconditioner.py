@@ -51,7 +51,7 @@ def sample_goe(
     Frobenius-unit direction of the symmetric matrices (spec E2.3), so ``E‖M‖_F² = k(k+1)``
     and ``‖M‖_op ≈ 2√k`` for large ``k``.
     """
-    return _noise._goe(check_positive_int(k, "k"), 1.0, generator, secure_rng, dtype, device)
+    return _noise.draw_goe(check_positive_int(k, "k"), 1.0, generator, secure_rng, dtype, device)
 
 
 @dataclass
@@ -139,7 +139,7 @@ class GOEPreconditionerMechanism:
             raise ValueError("The preconditioner's columns are not finite; nothing was released.")
         G = gram_sqrt(columns.detach())
         std = self.noise_std(t)
-        _noise._charged(meter, part, Gaussian(self.step_mu))
+        _noise.record_charge(meter, part, Gaussian(self.step_mu))
         # GOE noise σ_B M is σ_B-isotropic in w = (G_ii/√2, G_ij), where ‖w − w′‖ ≤ ‖G − G′‖_F/√2 ≤ √t Δ
         matrix, _ = _noise.release_goe(
             G,

@@ -75,7 +75,7 @@ class GaussianScoreMechanism:
         r"""Noised scores from the ``q`` clamped mean losses (SENSITIVE) over ``num_users`` users."""
         std = self.noise_std(num_users)
         composed = self.per_trial_mu * math.sqrt(means.shape[0])  # the q scores' μ together (per score: μ₀)
-        _noise._charged(meter, part, Gaussian(composed))
+        _noise.record_charge(meter, part, Gaussian(composed))
         scores, _ = _noise.release_gaussian(
             means,
             sensitivity=self.loss_clip / num_users,
@@ -140,7 +140,7 @@ def gumbel_max_index(log_weights: Tensor, *, generator: torch.Generator | None =
     log_weights = log_weights.detach().to(device="cpu", dtype=torch.float64).reshape(-1)
     if log_weights.numel() == 0 or not torch.isfinite(log_weights).all():
         raise ValueError("log_weights must be a non-empty tensor of finite values.")
-    gumbel = _noise._gumbel(log_weights.numel(), generator, secure_rng)
+    gumbel = _noise.draw_gumbel(log_weights.numel(), generator, secure_rng)
     return int(torch.argmax(log_weights + gumbel))
 
 
@@ -209,7 +209,7 @@ class ExponentialLossSelection:
         log_p = exponential_mechanism_log_probabilities(
             scores, epsilon=self.epsilon, sensitivity=self.loss_clip / num_users
         )
-        _noise._charged(meter, part, PureDP(self.epsilon))
+        _noise.record_charge(meter, part, PureDP(self.epsilon))
         index = gumbel_max_index(log_p, generator=self.generator, secure_rng=self.secure_rng)
         return SelectionRelease(index=index, cost=PureDPCost(self.epsilon))
 
@@ -257,7 +257,7 @@ class NoisyLossSelection:
         added from partitions) over ``num_users`` users, and the index of the smallest."""
         q = sums.shape[0]
         per_score_mu = self.total_mu / math.sqrt(q)
-        _noise._charged(meter, part, Gaussian(self.total_mu))
+        _noise.record_charge(meter, part, Gaussian(self.total_mu))
         scored = GaussianScoreMechanism(
             loss_clip=self.loss_clip, per_trial_mu=per_score_mu, generator=self.generator, secure_rng=self.secure_rng
         ).release_means(sums.detach().to(torch.float64) / num_users, num_users)
