@@ -251,7 +251,9 @@ def _record_once(
     objective: Callable[[Any], Any], high: bool, choices: dict[str, int] | None = None
 ) -> tuple[dict[str, BaseDistribution], str | None]:
     trial = RecordingTrial(high, choices)
-    watch = _Watch(sys._getframe(), trial)
+    frame = inspect.currentframe()  # this function's frame (CPython has frames)
+    assert frame is not None
+    watch = _Watch(frame, trial)
     old_profile, old_trace = sys.getprofile(), sys.gettrace()
     try:
         sys.settrace(watch.trace)

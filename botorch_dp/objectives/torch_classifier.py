@@ -228,6 +228,7 @@ class TorchModelTuningObjective(ChargedTraining, CoveredTraining, SearchSpaceObj
         self.runs: list[TrainingRun] = []
         #: Models this object charged or trained alone (this session only), wherever they trained.
         self.num_trainings = 0
+        self._bound_from: TorchModelTuningObjective | None = None  # set on a ``with_choice`` copy
 
     _PER_PROCESS: tuple[str, ...] = ("runs",)
 

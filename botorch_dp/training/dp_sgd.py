@@ -435,7 +435,8 @@ def train_model(
                 raise RuntimeError(f"Expected one accountant entry for the run, got {entries}.")
             s, q, steps = entries[0]
             history = (float(s), float(q), int(steps))
-            inner = model._module  # drop Opacus's per-sample-gradient hooks
+            unwrap = getattr(model, "to_standard_module", None)  # Opacus's GradSampleModule: drops its hooks
+            inner = unwrap() if callable(unwrap) else None
             if not isinstance(inner, torch.nn.Module):
                 raise RuntimeError(f"Opacus wrapped the model in a {type(model).__name__} without a module.")
             model = inner
