@@ -27,7 +27,7 @@ ALLOWED_HOST_MOVES = frozenset(
         "utils.py plain_json",  # public values written as JSON lists
         "privacy/mechanisms/_clipping.py _column_norms",  # numpy's correctly rounded sqrt, only for data on the CPU
         "privacy/mechanisms/scores.py gumbel_max_index",  # q log-probabilities meet the CPU's OS-entropy Gumbels
-        "privacy/mechanisms/_noise.py _gumbel",  # a seeded generator's q uniforms join them there
+        "privacy/mechanisms/_noise.py draw_gumbel",  # a seeded generator's q uniforms join them there
     }
 )
 
