@@ -28,8 +28,9 @@ __all__ = ["CheckpointBook", "Run", "RunGenerators", "RunState", "StepRecords", 
 
 
 class RunGenerators(NamedTuple):
-    r"""A run's two random streams: ``noise`` draws the privacy noise (SENSITIVE: its state predicts
-    the noise; ``None`` when ``μ = ∞``), ``search`` the public candidate search (stream 1)."""
+    r"""A run's two random streams: ``noise`` draws the privacy noise of a seeded run (SENSITIVE: its
+    state predicts the noise; ``None`` unseeded, when the mechanisms draw from the OS, or at
+    ``μ = ∞``), ``search`` the public candidate search (stream 1)."""
 
     noise: torch.Generator | None
     search: torch.Generator
