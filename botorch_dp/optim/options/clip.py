@@ -128,11 +128,9 @@ class QuantileClip(FixedClip):
 
     def count_mu(self, plan: RunPlan) -> float:
         r"""``μ_C/√T_max``: one count's GDP parameter (at most ``T_max`` counts compose to ``μ_C``)."""
-        clip_mu = methods.proxy_split.clip_mu
+        clip_mu = plan.split.clip_mu
         if clip_mu is None:  # a split made by Options.split from this strategy has clip_fraction = self.fraction
-            raise ValueError(
-                f"Adaptive clipping needs a BudgetSplit with a clip_fraction, got {methods.proxy_split!r}."
-            )
+            raise ValueError(f"Adaptive clipping needs a BudgetSplit with a clip_fraction, got {plan.split!r}.")
         return clip_mu / math.sqrt(plan.iteration_cap)
 
     def bound_parts(self, plan: RunPlan) -> dict[str, Gaussian]:

@@ -60,14 +60,14 @@ class FixedNoise(Strategy):
         return GaussianGradientMechanism(
             clip_bound=bound,
             num_users=plan.num_users,
-            privacy_mu=methods.proxy_split.gradient_mu,
+            privacy_mu=plan.split.gradient_mu,
             num_steps=plan.num_iterations,
             generator=plan.generator,
             chunk_size=plan.chunk_size,
         )
 
     def bound(self, plan: RunPlan, state: NoiseState, spent: list[float], room: float) -> dict[str, Gaussian]:
-        return {"grad": Gaussian(methods.proxy_split.gradient_mu / math.sqrt(plan.num_iterations))}
+        return {"grad": Gaussian(plan.split.gradient_mu / math.sqrt(plan.num_iterations))}
 
     def release(
         self,
@@ -167,7 +167,7 @@ class AdaptiveNorm(Strategy):
     def bound(self, plan: RunPlan, state: NoiseState, spent: list[float], room: float) -> dict[str, Gaussian]:
         r"""The norm and the largest gradient the step may pick within ``min(the schedule's rest,
         room)``; ``PrivacyBudgetExceeded`` when not even a norm and a minimal gradient fit."""
-        schedule = self.schedule(methods.proxy_split.gradient_mu, plan.iteration_cap, plan.num_users, 1.0, plan.dim)
+        schedule = self.schedule(plan.split.gradient_mu, plan.iteration_cap, plan.num_users, 1.0, plan.dim)
         step = len(state.step_mus)
         if not schedule.can_start_step(step, spent, room):
             what = (
@@ -197,9 +197,7 @@ class AdaptiveNorm(Strategy):
         mechanism = AdaptiveGaussianGradientMechanism(
             clip_bound=summed.bound, num_users=plan.num_users, generator=plan.generator, chunk_size=plan.chunk_size
         )
-        schedule = self.schedule(
-            methods.proxy_split.gradient_mu, plan.iteration_cap, plan.num_users, mechanism.sensitivity, dim
-        )
+        schedule = self.schedule(plan.split.gradient_mu, plan.iteration_cap, plan.num_users, mechanism.sensitivity, dim)
         out = release_adaptive_step(
             mechanism.clipped_mean_of(summed),
             schedule,

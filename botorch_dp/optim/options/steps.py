@@ -199,9 +199,7 @@ class FullMatrixAdaGrad(SGD):
 
 def _precond_mu(plan: RunPlan) -> float:
     r"""``μ_H`` of the run's split (set whenever ``Options.split`` sees a ``PrivateGOE``)."""
-    mu = methods.proxy_split.precond_mu
+    mu = plan.split.precond_mu
     if mu is None:
-        raise ValueError(
-            f"The private preconditioner needs a BudgetSplit with a precond_fraction, got {methods.proxy_split!r}."
-        )
+        raise ValueError(f"The private preconditioner needs a BudgetSplit with a precond_fraction, got {plan.split!r}.")
     return mu
