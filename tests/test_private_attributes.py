@@ -41,11 +41,11 @@ def _targets(node: ast.AST) -> list[ast.expr]:
 def own_names(tree: ast.Module) -> set[str]:
     r"""The names a module defines itself (see the module docstring)."""
     names: set[str] = set()
-    for node in tree.body:  # module-level names
-        for target in _targets(node):
+    for statement in tree.body:  # module-level names
+        for target in _targets(statement):
             names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in statement.names)
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
