@@ -94,13 +94,14 @@ class Settings:
     mode: str = "full"
 
 
-#: The arms of a full run, in report order (``dpsgd_arms.ARMS`` holds each one's code).
+#: The arms of a full run, in report order (``dpsgd_arms.ARMS`` holds each one's code; ``"PS-RDP tnb eta=0.5"``
+#: is registered but left out: on this 2-core machine the full grid did not fit the time, and its K's heavier
+#: tail doubles its trainings' variance; add it with ``--set arms=...``).
 DEFAULT_ARMS: tuple[str, ...] = (
     *DEFAULTS,
     "dp_gibo composed",
     "PS-RDP geometric (anchor)",
     "PS-RDP poisson",
-    "PS-RDP tnb eta=0.5",
     "proxy then train",
     "subsample then train",
     "random search (non-private)",
