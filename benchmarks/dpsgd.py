@@ -45,11 +45,13 @@ INF = "inf"
 
 
 def prepare(settings: Settings) -> dict:
-    r"""No pilot. Checks the arms' names (``ValueError`` naming an unknown one) and states each arm."""
+    r"""No pilot: ``{}``. Checks the arms' names (``ValueError`` naming an unknown one). The arms'
+    descriptions are read from the registry when the report is written, so the store's header (and
+    every stored run's key) does not change when an arm is added to the registry."""
     unknown = [a for a in settings.arms if a not in ARMS]
     if unknown:
         raise ValueError(f"arms: unknown arm(s) {unknown}; known: {sorted(ARMS)}")
-    return {"arms": {name: {"kind": ARMS[name].kind, "description": ARMS[name].description} for name in ARMS}}
+    return {}
 
 
 def setting_of(dataset: str, epsilon: float | str) -> str:

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from benchmarks.dpsgd_arms import ARMS
 from benchmarks.provenance import cpu_model, git_revision
 from benchmarks.runs import Run, mean_se
 
@@ -77,8 +78,7 @@ def _sigma_text(values: list[Any]) -> str:
 
 def summary(settings: Any, context: dict, runs: list[Run]) -> dict[str, Any]:
     r"""Every number of the report, from ``runs`` (see the module docstring)."""
-    arms = context.get("arms", {})
-    kinds = {name: arms.get(name, {}).get("kind", "private") for name in settings.arms}
+    kinds = {name: ARMS[name].kind for name in settings.arms}
     by: dict[tuple[str, str, str], dict[int, Run]] = {}
     for run in runs:
         by.setdefault((run.extra["dataset"], str(run.extra["target_epsilon"]), run.method), {})[run.seed] = run
@@ -171,7 +171,6 @@ def _pair_text(p: dict[str, Any] | None) -> str:
 
 def report_text(settings: Any, context: dict, data: dict[str, Any], command: str, meta: dict[str, Any]) -> str:
     r"""The Markdown report."""
-    arms = context.get("arms", {})
     lines = [
         "# Tuning a DP-SGD model with its training records protected (issue 41, item 5)",
         "",
@@ -306,7 +305,6 @@ def write_report(settings: Any, context: dict, runs: list[Run], out: Path, comma
 def render_store(out: Path, command: str = FULL_COMMAND, note: str = "partial store") -> Path:
     r"""The report of whatever ``out/runs-dpsgd.jsonl`` holds (an interrupted run too), with the store's
     settings (the selection fields at their full defaults); missing cells are listed in it."""
-    from benchmarks.dpsgd import prepare
     from benchmarks.dpsgd_task import Settings
 
     lines = (out / "runs-dpsgd.jsonl").read_text().splitlines()
@@ -314,7 +312,7 @@ def render_store(out: Path, command: str = FULL_COMMAND, note: str = "partial st
     fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in header["settings"].items()}
     settings = Settings(**fields)
     runs = [Run(**json.loads(line)["run"]) for line in lines[1:] if line.strip()]
-    context = {**prepare(settings), "execution": note, "wall_s": math.nan}
+    context = {**header["context"], "execution": note, "wall_s": math.nan}
     return write_report(settings, context, runs, out, command)
 
 
