@@ -206,11 +206,7 @@ def report_text(settings: Any, context: dict, data: dict[str, Any], command: str
         "",
         "Arms:",
         "",
-        *[
-            f"- **{name}** ({arms[name]['kind']}): {arms[name]['description']}"
-            for name in settings.arms
-            if name in arms
-        ],
+        *[f"- **{name}** ({ARMS[name].kind}): {ARMS[name].description}" for name in settings.arms],
         "",
     ]
     lines += _goal_lines(settings, data)
