@@ -42,7 +42,7 @@ from benchmarks.dpsgd_task import (
     training_config,
 )
 from botorch_dp.training import DPSGDConfig
-from botorch_dp.training.private_selection import select_training_runs, uniform_sampler
+from botorch_dp.training.private_selection import NonPrivateTrainingTrials, select_training_runs, uniform_sampler
 from botorch_dp.tuning import TorchModelTuningObjective
 
 __all__ = ["ARMS", "ARM_KEYS", "Arm", "composed_trainings"]
@@ -156,6 +156,7 @@ def _selection(distribution: str, tnb_eta: float = 1.0) -> ArmFunction:
             score="error",
             non_private_trials=True,  # a measurement: the realized K (NON-PRIVATE)
         )
+        assert isinstance(result, NonPrivateTrainingTrials)
         metrics = (
             test_metrics(result.model, data)
             if result.model is not None

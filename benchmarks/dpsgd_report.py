@@ -97,12 +97,17 @@ def summary(settings: Any, context: dict, runs: list[Run]) -> dict[str, Any]:
                 for a in settings.arms
                 if kinds[a] != "reference"
             }
+            if not any(acc.values()):
+                missing.append(f"{key}: every arm (no run yet)")
+                cells[key] = {"best_default": None, "rows": {}}
+                continue
             acc.update(reference)
             defaults = [a for a in acc if kinds[a] == "default" and acc[a]]
             best_default = max(defaults, key=lambda a: mean_se(list(acc[a].values()))[0]) if defaults else None
             rows = {}
             for arm, values in acc.items():
-                if len(values) < len(settings.seeds):
+                repeated = kinds[arm] == "reference" and eps != settings.epsilons[0]  # listed once per data set
+                if len(values) < len(settings.seeds) and not repeated:
                     missing.append(f"{key}: {arm} ({len(values)} of {len(settings.seeds)} seeds)")
                 if not values:
                     continue
@@ -212,6 +217,9 @@ def report_text(settings: Any, context: dict, data: dict[str, Any], command: str
     lines += _goal_lines(settings, data)
     lines += ["## Results (test accuracy, mean ± standard error over seeds)", ""]
     for key, cell in data["cells"].items():
+        if not cell["rows"]:
+            lines += [f"### {key}", "", "No finished runs yet (see the missing cells below).", ""]
+            continue
         lines += [
             f"### {key}",
             "",
@@ -305,7 +313,7 @@ def render_store(out: Path, command: str = FULL_COMMAND, note: str = "partial st
 
     lines = (out / "runs-dpsgd.jsonl").read_text().splitlines()
     header = json.loads(lines[0])
-    fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in header["settings"].items()}
+    fields: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in header["settings"].items()}
     settings = Settings(**fields)
     runs = [Run(**json.loads(line)["run"]) for line in lines[1:] if line.strip()]
     context = {**header["context"], "execution": note, "wall_s": math.nan}

@@ -127,7 +127,10 @@ def quick_settings() -> Settings:
 def search_space(settings: Settings) -> SearchSpace:
     r"""lr (log scale) and momentum, SGD's keywords."""
     return SearchSpace(
-        [Hyperparameter("lr", *settings.lr_range, log_scale=True), Hyperparameter("momentum", *settings.momentum_range)]
+        [
+            Hyperparameter("lr", settings.lr_range[0], settings.lr_range[1], log_scale=True),
+            Hyperparameter("momentum", settings.momentum_range[0], settings.momentum_range[1]),
+        ]
     )
 
 

@@ -131,7 +131,7 @@ def test_an_arm_added_to_the_registry_runs_through_the_runner_and_reaches_the_re
     assert text.index(GOAL[1:]) < text.index("## Results")
 
 
-@pytest.mark.slow  # every arm once, quick settings (about 40 s on 2 busy cores)
+@pytest.mark.slow  # every arm once, quick settings (about 20 s of CPU; listed in tests/slow_tests.txt)
 def test_a_quick_run_of_every_arm_holds_its_epsilon_and_resumes_from_the_store(tmp_path):
     s = quick_settings()
     first = run_experiment("dpsgd", s, tmp_path, progress=False, command="python -m benchmarks run dpsgd --quick")
