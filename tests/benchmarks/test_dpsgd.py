@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -148,3 +149,14 @@ def test_a_quick_run_of_every_arm_holds_its_epsilon_and_resumes_from_the_store(t
     assert json.loads((tmp_path / "dpsgd.json").read_text())["cells"]["digits ε=3"]["rows"]
     again = run_experiment("dpsgd", s, tmp_path, progress=False)
     assert again["ran"] == 0 and again["stored"] == len(runs)
+
+
+def test_the_documented_defaults_are_the_benchmarks():
+    page = (Path(__file__).parents[2] / "docs" / "how-to" / "tune-dp-sgd.md").read_text()
+    table = page[page.index("## Untuned defaults") : page.index("## Measured")]
+    documented = set()
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) > 4 and cells[2].replace(".", "", 1).isdigit():
+            documented.add((float(cells[2]), float(cells[3])))
+    assert documented == {(p["lr"], p["momentum"]) for p in DEFAULTS.values()}
