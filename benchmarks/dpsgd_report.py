@@ -183,7 +183,12 @@ def report_text(settings: Any, context: dict, data: dict[str, Any], command: str
         "finished runs are read from `runs-dpsgd.jsonl` next to this file.",
         "",
         f"Date: {meta['date']}; revision `{meta['git_revision']}`; machine: {meta['machine']}; "
-        f"execution: {meta['execution']}; wall time of this command {_f(meta['wall_s'], 0)} s.",
+        f"execution: {meta['execution']}; "
+        + (
+            "rendered from the stored runs."
+            if meta["wall_s"] is None or math.isnan(meta["wall_s"])
+            else f"wall time of this command {meta['wall_s']:.0f} s."
+        ),
         "",
         "## Goal (stated before the runs, issue 41)",
         "",
