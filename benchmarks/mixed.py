@@ -265,6 +265,7 @@ class Runner(KindRunner):
             num_iterations=s.iterations,
             proxy=proxy,
             num_users=objective.num_users,
+            plan_budget=None,  # the arm measures the method choice as planned, not the default time budget
             plan_options=dict(
                 num_repeats=s.proxy_repeats,
                 clip_quantiles=s.proxy_clip_quantiles,

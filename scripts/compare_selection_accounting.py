@@ -12,8 +12,10 @@ geometric; η = 0, logarithmic), Poisson and binomial (``n = 2 E[K]``):
 * profile: ``selection_epsilon_pld`` over the trial's dp_accounting PLD profile;
 
 and the saving ``1 − profile/RDP``. A last row bounds the heterogeneous space of all the trials at
-once (the pointwise maxima of their curves and profiles). Pure accounting, no training; about a
-minute on one core.
+once (the pointwise maxima of their curves and profiles). Then the noise each accounting needs:
+the σ of every trial that ``select_training_runs`` calibrates for a target ``(ε, 1e-5)`` with
+``accounting="rdp"`` and ``"profile"`` (K geometric). Pure accounting, no training; a few
+minutes on one core.
 
 Usage::
 
@@ -43,6 +45,7 @@ from botorch_dp.privacy.analysis.dp_sgd_selection import (  # noqa: E402
 from botorch_dp.privacy.analysis.private_selection import private_selection_epsilon_generic  # noqa: E402
 from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon  # noqa: E402
 from botorch_dp.privacy.analysis.selection_profile import selection_epsilon_pld  # noqa: E402
+from botorch_dp.training.selection_accounting import choose_selection_accounting  # noqa: E402
 from botorch_dp.utils import torch_threads  # noqa: E402
 
 DELTA = 1e-5
@@ -137,7 +140,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "seconds": None,
         }
     )
-    return {"delta": DELTA, "trials": trials}
+    return {"delta": DELTA, "trials": trials, "calibration": calibration_rows(args.sample_rate, steps, args.means)}
+
+
+#: (target ε, E[K]) of the calibration table
+CALIBRATIONS = [(1.0, 10.0), (3.0, 5.0), (3.0, 10.0), (3.0, 20.0), (8.0, 10.0)]
+
+
+def calibration_rows(sample_rate: float, steps: int, means: list[float]) -> list[dict[str, Any]]:
+    r"""σ calibrated by RDP and by the profile bound (K geometric) for each of ``CALIBRATIONS`` at ``means``."""
+    rows = []
+    for target, mean in [(t, m) for t, m in CALIBRATIONS if m in means]:
+        charge = choose_selection_accounting(
+            accounting="profile",
+            target_epsilon=target,
+            target_delta=DELTA,
+            shapes=[(sample_rate, steps)],
+            mean_trials=mean,
+        )
+        rows.append(
+            {
+                "target_epsilon": target,
+                "mean_trials": mean,
+                "accounting": charge.accounting,
+                "rdp_sigma": charge.rdp_noise_multiplier,
+                "sigma": charge.noise_multiplier,
+                "epsilon": charge.epsilon,
+                "rdp_epsilon_at_sigma": charge.rdp_epsilon,
+            }
+        )
+    return rows
 
 
 def _fmt(x: float | None) -> str:
@@ -159,8 +191,11 @@ def markdown(report: dict[str, Any]) -> str:
         "Wang 2024; checked against brute-force enumeration) over dp_accounting's PLD of the trial. "
         "saving = 1 − profile/RDP. Binomial K: n = 2E[K] (so P[K = 0] > 0), profile bound only.",
         "",
-        "Both are valid bounds; a caller may state the smaller. The training ledger composes RDP, so what it "
-        "records is the RDP curve (`selection_training_rdp`); the profile ε is reported beside it.",
+        'Both are valid bounds. `select_training_runs(..., accounting="auto")` (the default) calibrates '
+        "every trial's σ by the profile bound where it needs less noise and charges the training ledger one "
+        "`ApproximateDP` (ε, δ) entry, composed with other training entries by basic composition (the RDP part "
+        "converted at the δ left); the RDP bound at the same σ is the cross-check (the profile is used only "
+        'where it is no larger). `accounting="rdp"` charges the RDP curve as before.',
         "",
     ]
     for trial in report["trials"]:
@@ -182,6 +217,24 @@ def markdown(report: dict[str, Any]) -> str:
             lines.append(
                 f"| {row['mean_trials']:g} | {row['distribution']} | {_fmt(row['rdp_epsilon'])} | "
                 f"{_fmt(row['pld_epsilon'])} | {saving} |"
+            )
+        lines.append("")
+    rows = report.get("calibration", [])
+    if rows:
+        lines += [
+            "## The noise each accounting needs (the σ `select_training_runs` calibrates)",
+            "",
+            f"Every trial one run at the first shape above's q and T; K geometric (TNB η=1); δ = {report['delta']:g}. "
+            'σ (RDP): `accounting="rdp"`; σ (profile): `accounting="profile"`; the last column is the RDP '
+            "bound's ε at the profile's σ (the cross-check: it must be at least the profile's ε).",
+            "",
+            "| target ε | E[K] | σ (RDP) | σ (profile) | profile ε | RDP ε at σ (profile) | charged |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in rows:
+            lines.append(
+                f"| {r['target_epsilon']:g} | {r['mean_trials']:g} | {r['rdp_sigma']:.3f} | {r['sigma']:.3f} | "
+                f"{_fmt(r['epsilon'])} | {_fmt(r['rdp_epsilon_at_sigma'])} | {r['accounting']} |"
             )
         lines.append("")
     return "\n".join(lines)

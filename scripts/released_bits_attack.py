@@ -6,8 +6,9 @@ and ``y`` not a multiple of ``ulp(m′)/2``" has probability 0 on ``D′`` for a
 ``fl(m′ + fl(σZ))`` (an exact sum there) and is counted here, on ``D`` and ``D′``, for (a) the score
 mechanism (OS entropy, n = 100, C = 1, m′ = C/n, per-trial μ₀ ∈ {0.09, 0.3, 1}), (b) the gradients
 ``DPGIBO.tell`` releases on all-zero losses (m′ = B/n) and (c) ``tune``'s released scores read from
-``to_json()`` (all-zero losses, m′ = C/n). On a grid release the event cannot happen. Also the time of
-the exact sampler (one torch thread). Prints JSON.
+``to_json()`` (all-zero losses, m′ = C/n) and (d) AMP's released model (``ObjectivePerturbationMechanism``,
+θ̃ = 0 on ``D`` and m′ in every coordinate on ``D′``, the τ test passed). On a grid release the event
+cannot happen. Also the time of the exact sampler (one torch thread). Prints JSON.
 
     python scripts/released_bits_attack.py                       # about a minute
     python scripts/released_bits_attack.py --scores 400 --iterations 2 --tune-calls 1
@@ -26,7 +27,11 @@ from gpytorch.kernels import PolynomialKernel
 
 import botorch_dp
 from botorch_dp import DPGIBO, DPGIBOConfig, tune
-from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, GaussianScoreMechanism
+from botorch_dp.privacy.mechanisms import (
+    GaussianGradientMechanism,
+    GaussianScoreMechanism,
+    ObjectivePerturbationMechanism,
+)
 from botorch_dp.tuning import Categorical, Hyperparameter, SearchSpace
 
 
@@ -112,6 +117,22 @@ def tune_scores(calls: int) -> dict:
     return {"D": fires(torch.tensor(released, dtype=torch.float64), 1.0 / N), "scores": len(released)}
 
 
+def amp_outputs(coordinates: int) -> dict:
+    out = {}
+    for sigma_out, m_prime in ((0.1, 0.3), (0.15, 0.01)):
+        rates = {}
+        for side, centre in (("D", 0.0), ("D'", m_prime)):
+            mech = ObjectivePerturbationMechanism(
+                dim=coordinates, clip=1.0, beta=0.5, lam=2.0, sigma=1.0, tau=5e-4, sigma_out=sigma_out
+            )
+            mech.perturbation()
+            theta_tilde = torch.full((coordinates,), centre, dtype=torch.float64)
+            theta = mech.release(theta_tilde, lambda t: torch.zeros(coordinates, dtype=torch.float64)).theta
+            rates[side] = fires(theta, m_prime) / coordinates
+        out[f"sigma_out={sigma_out}, m'={m_prime}"] = {**rates, "n": coordinates}
+    return out
+
+
 def sampler_times() -> dict:
     try:
         from botorch_dp.privacy.mechanisms._noise import discrete_gaussian_integers
@@ -134,6 +155,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--scores", type=int, default=20_000, help="score releases per μ₀ and side")
     parser.add_argument("--iterations", type=int, default=100, help="DP-GIBO steps (4 coordinates each)")
     parser.add_argument("--tune-calls", type=int, default=100, help="tune() calls (4 scores each)")
+    parser.add_argument("--amp-coordinates", type=int, default=20_000, help="AMP release size per side")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     report = {
@@ -141,6 +163,7 @@ def main(argv: list[str] | None = None) -> dict:
         "score mechanism": scores(args.scores),
         "tell gradients": tell_gradients(args.iterations),
         "tune scores": tune_scores(args.tune_calls),
+        "AMP outputs": amp_outputs(args.amp_coordinates),
         "sampler": sampler_times(),
     }
     print(json.dumps(report, indent=1))

@@ -28,7 +28,9 @@ def pytest_configure(config):
 #: everything. Marked slow: every test under these paths (empirical audits, notebooks, scripts,
 #: Dask, subprocesses and process pools), every test using one of these fixtures (a PostgreSQL
 #: server, a Dask cluster), and the functions listed in tests/slow_tests.txt (measured;
-#: ``scripts/update_slow_tests.py`` rewrites it from a ``--durations=0`` run).
+#: ``scripts/update_slow_tests.py`` rewrites it from a ``--durations=0`` run). A test marked
+#: ``privacy_fast`` (the fast version of a privacy-critical property, issue 40 item 6) is never
+#: marked slow, and the update script never lists it.
 SLOW_PATHS = (
     "tests/audit/",
     "tests/tutorials/",
@@ -64,6 +66,8 @@ def pytest_collection_modifyitems(config, items):
     listed = slow_functions()
     for item in items:
         node = item.nodeid.split("[")[0]
+        if item.get_closest_marker("privacy_fast") is not None:
+            continue  # a fast version of a privacy property: always in make test-fast, whatever its time
         if node.startswith(SLOW_PATHS) or node in listed or _uses_a_slow_service(item):
             item.add_marker(pytest.mark.slow)
 

@@ -34,3 +34,6 @@ def test_the_fast_set_leaves_out_the_slow_tests_and_the_list_names_existing_test
     assert not [node for node in fast if node.startswith(SLOW_PATHS) or node.split("[")[0] in slow_functions()]
     assert not [node for node in fast if "postgresql" in node or "dask" in node.lower()]
     assert 0.6 * len(everything) < len(fast) < len(everything)  # most tests are fast; some are not
+    # the fast versions of the privacy properties (issue 40 item 6) are all in the fast set
+    privacy_fast = _collected("-m", "privacy_fast")
+    assert len(privacy_fast) >= 20 and set(privacy_fast) <= set(fast)

@@ -76,6 +76,12 @@ UPWARD_IMPORTS: dict[str, set[str]] = {
     # the training selection (inside run_private) reaches training/, which imports tuning/'s objectives: gone once
     # the objectives move below methods (issue 42 item 4)
     "botorch_dp.methods.training_selection": {"training"},
+    # the cheap training methods and their proxy (inside functions) reach training/'s DPSGDConfig and tuning/'s
+    # cheap tuning: gone with the same move (issue 42 item 4)
+    "botorch_dp.methods.training_proxy": {"training"},
+    "botorch_dp.methods.proxy_then_train": {"tuning"},
+    "botorch_dp.methods.subsample_tuning": {"tuning"},
+    "botorch_dp.methods.untuned": {"training", "tuning"},
 }
 
 

@@ -929,7 +929,9 @@ guarantees (the RDP curves add up). A deployment trains and releases one model.
 For one ObjPert release the privacy loss is dominated by $\omega = c + s^2/2 + s\lvert Z\rvert$ with
 $c = -\log(1 - \beta/\lambda)$ and $s = C/\sigma$, which gives the profile `objpert_delta` (the paper's
 Appendix D.2 version; its main-text Theorem 3.1 is wrong). AMP's output noise adds a Gaussian of
-sensitivity $2\tau/\lambda$ (`amp_delta`). Two references:
+sensitivity $2\tau/\lambda$ in the paper; this package releases the model on a public power-of-two grid
+with an exact discrete Gaussian, so `amp_delta` charges that sensitivity enlarged by the rounding
+(`output_grid`, a relative $2^{-14}$ of $\sigma_{out}$). Two references:
 
 * the **Gaussian lower bound** $\delta_G(\varepsilon; s)$: the linear loss $\ell = x^\top\theta$ attains it,
   so no valid bound for objective perturbation can lie below it;

@@ -4,24 +4,28 @@ An objective written for Optuna runs privately when two lines change: the study 
 ``create_private_study(epsilon=..., delta=...)`` and the objective returns the per-user losses (a
 length-``n`` array or tensor) instead of their mean. ``optimize`` reads the search space from the
 objective's ``suggest_*`` calls without evaluating anything (``integrations.optuna_space``: a
-recording trial that stops the objective at its first other call), maps it to a ``SearchSpace``
-and runs ``botorch_dp.tune`` on it, every method of ``tune`` chosen the same way, through
-``tune``'s own arguments (``method=``, ``proxy=``, ``strategy=``, ...). The library owns the
+recording trial, followed into helpers that get it, that stops at the first other call; a
+conditional space is refused by name), maps it to a ``SearchSpace`` and runs ``botorch_dp.tune``
+on it through ``tune``'s public arguments (``method=``, ``proxy=``, ``strategy=``, ``protect=``,
+...), so every method of ``tune`` is chosen as ``tune`` chooses it. The library owns the
 evaluations and the ledger; Optuna's sampler, pruner and storage never see a loss.
 
 What the study shows is what ``tune`` released, and nothing else: ``best_params`` (the released
 hyperparameters), ``best_trial`` (an ``optuna.trial.FrozenTrial`` with them; its ``value`` is the
-released noisy score when the method releases one, else ``None``), ``trials`` and
-``trials_dataframe()`` (one trial per released run: every configuration's run of ``"enumerate"``,
-only the winner of a selection, whose number of trials and losing trials stay hidden), and
-``guarantee`` / ``guarantee_report()`` in ``tune``'s words. With ``storage="sqlite:///..."`` the
-released trials and the guarantee (study user attributes) are written to an Optuna RDB storage
-once the run has released them, so ``optuna-dashboard`` and ``optuna.visualization`` show the
-run; the stored trials carry no duration (start = end = the release's time). Objectives that
+released score when the method releases one, else ``+inf``, so that it is a valid COMPLETE trial
+for Optuna's readers; ``best_value`` is then ``None``), ``trials`` and ``trials_dataframe()`` (one
+trial per released run: every configuration's run of ``"enumerate"``, only the winner of a
+selection, whose number of trials and losing trials stay hidden), and ``guarantee`` /
+``guarantee_report()`` in ``tune``'s words. With ``storage="sqlite:///..."`` the released trials
+and the guarantee (study user attributes) are written to an Optuna RDB storage once the run has
+released them, exactly as Optuna writes a study of those trials alone, so ``optuna.load_study``,
+``optuna.visualization`` and ``optuna-dashboard`` read it; the stored trials carry no duration
+(start = end = the time ``optimize`` was called, which tells nothing of the run). Objectives that
 train with DP-SGD inside the trial do so through ``trial.train_dp_sgd`` in a study with
-``dp_sgd=`` and ``training_data=`` (``integrations.optuna_training``): every training run is
-charged as ``tune`` charges a ``TorchModelTuningObjective``'s, and the guarantee states the
-training records too.
+``dp_sgd=`` and ``training_data=`` (``integrations.optuna_training``): the training is charged as
+``tune`` charges a ``TorchModelTuningObjective``'s (by default one private selection over whole
+training runs, charged once; with ``protect="validation"`` every run on its own), and the
+guarantee states the training records too.
 
 Needs ``pip install 'botorch-dp[optuna]'``.
 """
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
+import math
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -115,12 +120,14 @@ def create_private_study(
             noise): the run is planned and the method chosen on it (``tune``'s ``proxy``).
         num_users: ``n`` of the objective (public; needed with ``proxy`` and with ``dp_sgd``).
         storage: An Optuna storage URL (``"sqlite:///study.db"``) or ``BaseStorage``: the released trials
-            and the guarantee are written there once released. The study is created there now (an
-            existing ``study_name`` is refused before anything runs).
+            and the guarantee are written there once released (a valid Optuna study of them alone). The
+            study is created there now (an existing ``study_name`` is refused before anything runs).
         study_name: The Optuna study's name (default: Optuna's generated one).
         direction: ``"minimize"`` only (the objective returns per-user losses).
         dp_sgd: The objective trains with DP-SGD through ``trial.train_dp_sgd`` (a ``DPSGDConfig``: a
-            noise multiplier, or a target ε over ``planned_runs`` runs); needs ``training_data``.
+            noise multiplier, or a target ε over ``planned_runs`` runs); needs ``training_data``. With
+            ``tune``'s default ``protect="both"`` (or ``"training"``) the selection over whole runs
+            calibrates its own noise multiplier and uses this clip norm.
         training: The ``TrainingConfig`` of those runs (epochs, batch size, seed).
         training_data: ``(X_train, y_train)``, the training records DP-SGD protects.
         ledger: The ``PrivacyLedger`` to charge (default a new one).
@@ -235,7 +242,7 @@ class PrivateStudy:
                 does not reveal it (DP-GIBO's evaluations are set by its own settings and ignore it).
             timeout: Refused (a run stopped by time would stop after a number of trials that depends on them).
             n_jobs: Evaluate each batch's trials on a thread pool of this size (``-1``: one per CPU);
-                ``tune``'s ``executor``.
+                ``tune``'s ``executor`` (a selection over whole DP-SGD runs trains its trials in turn).
             catch: Refused (an exception in a trial ends the procedure; a selection hides which trial).
             callbacks: Refused (a callback sees every trial and its value).
             gc_after_trial: Ignored.
@@ -252,6 +259,7 @@ class PrivateStudy:
         if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or not (n_jobs >= 1 or n_jobs == -1):
             raise ValueError(f"n_jobs must be a positive integer or -1, got {n_jobs!r}.")
         workers = (os.cpu_count() or 1) if n_jobs == -1 else n_jobs
+        called = datetime.datetime.now()  # the stored trials' time: set before the run, so it tells nothing of it
         self.space = space = record_space(objective)
         if self.dp_sgd is not None:
             assert self.training_data is not None and self.num_users is not None  # checked by create_private_study
@@ -288,7 +296,7 @@ class PrivateStudy:
             if executor is not None:
                 executor.shutdown(wait=True)
         self.result = result
-        self._trials = _released_trials(result, space, datetime.datetime.now())
+        self._trials = _released_trials(result, space, called)
         self._store(result)
 
     def _store(self, result: TuneResult) -> None:
@@ -317,13 +325,14 @@ class PrivateStudy:
 
     @property
     def best_trial(self) -> FrozenTrial:
-        r"""The released trial (its ``value``: the released noisy score, or ``None`` when none was released)."""
+        r"""The released trial (its ``value``: the released noisy score, or ``+inf`` when none was released)."""
         return self._trials[self._released().chosen]
 
     @property
     def best_value(self) -> float | None:
-        r"""The released trial's noisy score (``None`` when the method released no score)."""
-        return self.best_trial.value
+        r"""The released trial's noisy score (``None`` when the method released no score; its trial's ``value``
+        is then ``+inf``, which Optuna's readers and plots take as "no value")."""
+        return self._released().runs[self._released().chosen].noisy_score
 
     @property
     def trials(self) -> list[FrozenTrial]:
@@ -361,9 +370,16 @@ class PrivateStudy:
         return self._released().ledger
 
 
+#: The trial's user attribute that says what its value is (public text).
+SCORE_ATTR = "botorch_dp.value"
+_SCORED = "the score tune released for this run (TuneResult.runs[i].noisy_score)"
+_UNSCORED = "none released: +inf stands for no score (the method releases the point only)"
+
+
 def _released_trials(result: TuneResult, space: OptunaSpace, when: datetime.datetime) -> list[FrozenTrial]:
     r"""One ``FrozenTrial`` per released run of ``result``: its released point as Optuna values, and its
-    released noisy score as the value (``None`` without one)."""
+    released noisy score as the value (``+inf`` without one, so that the trial is a valid COMPLETE trial
+    that Optuna's readers accept: ``best_trial``, ``trials_dataframe``, the plots, which leave it out)."""
     trials = []
     for number, run in enumerate(result.runs):
         natural = (
@@ -376,12 +392,12 @@ def _released_trials(result: TuneResult, space: OptunaSpace, when: datetime.date
             FrozenTrial(
                 number=number,
                 state=TrialState.COMPLETE,
-                value=run.noisy_score,
+                value=math.inf if run.noisy_score is None else float(run.noisy_score),
                 datetime_start=when,
                 datetime_complete=when,
                 params=space.to_optuna(natural),
                 distributions=dict(space.distributions),
-                user_attrs={},
+                user_attrs={SCORE_ATTR: _UNSCORED if run.noisy_score is None else _SCORED},
                 system_attrs={},
                 intermediate_values={},
                 trial_id=number,

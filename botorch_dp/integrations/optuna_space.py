@@ -2,26 +2,33 @@ r"""The search space of an Optuna objective, read from its ``trial.suggest_*`` c
 
 ``record_space(objective)`` calls ``objective`` with a ``RecordingTrial`` whose ``suggest_*``
 methods record each distribution and return a placeholder. While it runs, a profile hook
-(``sys.setprofile``) watches the objective's own frame: the first call made from it to anything
-but a ``suggest_*`` method, a Python function (event ``"call"``) or a C function (``"c_call"``),
-raises a private ``BaseException`` before the callee's first instruction, so loading data,
-building a model or training never start. A trace hook (``sys.settrace``) arms the profile hook
-again at each line of the objective after that, so a ``finally:`` clause or an ``except
-BaseException:`` handler cannot call anything either.
+(``sys.setprofile``) watches the FOLLOWED frames: the objective's own, and that of every Python
+function a followed frame calls with the recording trial among its arguments (a helper such as
+``build(trial)`` or ``Net(trial)``'s ``__init__``) or as a variable of an enclosing function (a
+closure, a list comprehension over ``trial.suggest_int``), recursively. The first call made from a
+followed frame to anything else, a Python function that does not receive the trial (event
+``"call"``), a C function (``"c_call"``) or one of the trial's own other methods
+(``train_dp_sgd``, ``report``), raises a private ``BaseException`` before the callee's first
+instruction, so loading data, building a model or training never start. A trace hook
+(``sys.settrace``) arms the profile hook again at each line of a followed frame after that, so
+a ``finally:`` clause or an ``except BaseException:`` handler cannot call anything either.
 
-What the recording sees, therefore: the ``suggest_*`` calls that come before any other call in
-the objective's body. Their arguments must make no call (``10**-4`` and ``2 * low`` do;
-``math.log(...)`` is a call, which ends the recording before that suggest: compute such a bound
-outside the objective). Suggest calls inside a helper function (``define_model(trial)``), after
-another call, or that depend on an earlier suggested value (a conditional space) are not
-recorded; the objective is recorded twice, with every placeholder at the low end and then the
-high end of its range (the first and the last choice), and two different recordings are refused
-as a conditional space. At run time a ``RunTrial`` refuses, by name, a suggest for a name that was
-not recorded or with other arguments than recorded. What the profiler does not see as a call
-runs: operators that call no Python function (arithmetic on numbers, a tensor's C-implemented
-operators), attribute reads of C objects, and calls of types implemented in C (``float(x)``,
-``dict()``); nothing they compute leaves the recording. The space is public: its bounds must not
-be computed from private data.
+What the recording sees, therefore: the ``suggest_*`` calls that come before any other call, in
+the objective's body and in the helpers it passes the trial to. Their arguments must make no call
+(``10**-4`` and ``2 * low`` do; ``math.log(...)`` is a call, which ends the recording before that
+suggest: compute such a bound outside the objective). A suggest after another call (``lr`` after
+``model = build(trial)`` when ``build`` constructs a ``nn.Module`` after its own suggests) is not
+recorded; a ``RunTrial`` refuses it by name at run time, naming the call that ended the recording.
+Conditional spaces (a suggest that depends on an earlier suggested value) are refused by name
+before anything runs when the recordings differ: the objective is recorded with every placeholder
+at the low end of its range (the first choice), at the high end (the last choice), and with each
+middle choice of each categorical in turn; a suggest that differs between them is named. At run
+time a ``RunTrial`` refuses, by name, a suggest for a name that was not recorded or with other
+arguments than recorded (a condition none of the recordings met). What the profiler does not see
+as a call runs: operators that call no Python function (arithmetic on numbers, a tensor's
+C-implemented operators), attribute reads of C objects, and calls of types implemented in C
+(``float(x)``, ``range(n)``); nothing they compute leaves the recording. The space is public:
+its bounds must not be computed from private data.
 
 ``OptunaSpace`` maps the recorded distributions to the library's ``SearchSpace``:
 ``suggest_float(low, high, log=)`` → ``Hyperparameter(name, low, high, log_scale=)``,
@@ -32,6 +39,7 @@ and a range with one value a ``Categorical`` with one choice.
 
 from __future__ import annotations
 
+import inspect
 import sys
 import types
 from collections.abc import Callable, Sequence
@@ -46,10 +54,10 @@ __all__ = ["OptunaSpace", "RecordingTrial", "RunTrial", "record_space"]
 
 #: How the refusals tell the user to write the objective.
 SUGGEST_FIRST = (
-    "put every trial.suggest_* call first in the objective's own body, before any other call (a call "
-    "ends the recording of the space: no data is loaded and nothing trains while it is read), with "
-    "arguments that make no call; suggest calls inside helper functions and conditional spaces (suggest "
-    "calls that depend on suggested values) are not supported"
+    "put every trial.suggest_* call before any other call, in the objective's body or in a helper it calls "
+    "with the trial (build(trial)); any other call ends the recording of the space (no data is loaded and "
+    "nothing trains while it is read); the suggests' arguments must make no call; conditional spaces "
+    "(suggest calls that depend on suggested values) are not supported"
 )
 
 
@@ -136,10 +144,11 @@ class RecordingTrial(_TrialMethods):
 
     Args:
         high: Placeholders at the high end of each range (the last choice); else the low end (first).
+        choices: ``{name: index}``: the categorical ``name`` returns its choice at ``index`` instead.
     """
 
-    def __init__(self, high: bool = False) -> None:
-        self.high = high
+    def __init__(self, high: bool = False, choices: dict[str, int] | None = None) -> None:
+        self.high, self.choices = high, dict(choices or {})
         self.distributions: dict[str, BaseDistribution] = {}
 
     def __getattr__(self, name: str) -> Any:
@@ -151,6 +160,8 @@ class RecordingTrial(_TrialMethods):
         known = self.distributions.setdefault(name, distribution)
         if known != distribution:
             raise ValueError(f"trial.suggest_*({name!r}): suggested as {known} and again as {distribution}.")
+        if isinstance(distribution, CategoricalDistribution) and name in self.choices:
+            return distribution.choices[self.choices[name]]
         return _placeholder(distribution, self.high)
 
 
@@ -160,17 +171,62 @@ def _describe(callee: Any) -> str:
     return f"{getattr(callee, '__qualname__', None) or getattr(callee, '__name__', None) or type(callee).__name__}()"
 
 
-class _Watch:
-    r"""The hooks of one recording (this thread only): see the module docstring."""
+def _codes(cls: type) -> frozenset[types.CodeType]:
+    r"""The code objects of ``cls``'s own Python methods and property getters (its bases' below ``object`` too)."""
+    codes = set()
+    for klass in cls.__mro__[:-1]:
+        for attribute in vars(klass).values():
+            function = attribute.fget if isinstance(attribute, property) else attribute
+            if isinstance(function, types.FunctionType):
+                codes.add(function.__code__)
+    return frozenset(codes)
 
-    def __init__(self, caller: types.FrameType) -> None:
-        self.caller = caller
-        self.frame: types.FrameType | None = None  # the objective's own frame
+
+#: A call to one of the recording trial's own methods is no helper (``self`` is the trial): other than a
+#: ``suggest_*``, it ends the recording (``train_dp_sgd``, ``report``, an attribute it lacks).
+_TRIAL_CODES = _codes(RecordingTrial)
+
+
+def _receives(frame: types.FrameType, trial: Any) -> bool:
+    r"""Whether the call that opened ``frame`` passed ``trial`` as one of its arguments (``*args``/``**kwargs`` too),
+    or its function reads it from an enclosing function (a closure; a comprehension over the trial)."""
+    code = frame.f_code
+    count = code.co_argcount + code.co_kwonlyargcount
+    count += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    local = frame.f_locals
+    for name in (*code.co_varnames[:count], *code.co_freevars):
+        value = local.get(name)
+        if value is trial:
+            return True
+        if isinstance(value, tuple) and any(v is trial for v in value):
+            return True
+        if isinstance(value, dict) and any(v is trial for v in value.values()):
+            return True
+    return False
+
+
+class _Watch:
+    r"""The hooks of one recording (this thread only): see the module docstring.
+
+    The followed frames are the objective's own and those of the Python functions a followed frame
+    calls with the recording trial as an argument (a helper such as ``build(trial)``), recursively.
+    """
+
+    def __init__(self, caller: types.FrameType, trial: RecordingTrial) -> None:
+        self.caller, self.trial = caller, trial
+        self.followed: set[types.FrameType] = set()
         self.stopped_at: str | None = None
 
-    def _enter(self, frame: types.FrameType) -> None:
-        if self.frame is None and frame.f_back is self.caller:
-            self.frame = frame
+    def _follows(self, frame: types.FrameType) -> bool:
+        r"""Whether ``frame`` (just opened) is followed: the objective's, or a helper called with the trial."""
+        if frame in self.followed:
+            return True
+        caller = frame.f_back
+        objective = not self.followed and caller is self.caller
+        helper = caller in self.followed and frame.f_code not in _TRIAL_CODES and _receives(frame, self.trial)
+        if objective or helper:
+            self.followed.add(frame)
+        return objective or helper
 
     def _stop(self, callee: Any) -> None:
         if self.stopped_at is None:
@@ -179,23 +235,23 @@ class _Watch:
 
     def profile(self, frame: types.FrameType, event: str, arg: Any) -> None:
         if event == "call":
-            self._enter(frame)
-            if self.frame is not None and frame.f_back is self.frame and frame.f_code not in _SUGGESTS:
+            if not self._follows(frame) and frame.f_back in self.followed and frame.f_code not in _SUGGESTS:
                 self._stop(frame.f_code)
-        elif event == "c_call" and self.frame is not None and frame is self.frame:
+        elif event == "c_call" and frame in self.followed:
             self._stop(arg)
 
     def trace(self, frame: types.FrameType, event: str, arg: Any) -> Callable[..., Any] | None:
-        if event == "call":
-            self._enter(frame)
+        followed = self._follows(frame) if event == "call" else frame in self.followed
         if self.stopped_at is not None and sys.getprofile() is None:  # raising unset it: armed again
             sys.setprofile(self.profile)
-        return self.trace if frame is self.frame else None
+        return self.trace if followed else None
 
 
-def _record_once(objective: Callable[[Any], Any], high: bool) -> tuple[dict[str, BaseDistribution], str | None]:
-    trial = RecordingTrial(high)
-    watch = _Watch(sys._getframe())
+def _record_once(
+    objective: Callable[[Any], Any], high: bool, choices: dict[str, int] | None = None
+) -> tuple[dict[str, BaseDistribution], str | None]:
+    trial = RecordingTrial(high, choices)
+    watch = _Watch(sys._getframe(), trial)
     old_profile, old_trace = sys.getprofile(), sys.gettrace()
     try:
         sys.settrace(watch.trace)
@@ -230,16 +286,32 @@ def record_space(objective: Callable[[Any], Any]) -> OptunaSpace:
     if not callable(objective):
         raise ValueError(f"objective must be callable, objective(trial), got {type(objective).__name__}.")
     low, stopped_at = _record_once(objective, high=False)
-    high, _ = _record_once(objective, high=True)
     if not low:
         where = f" (the first call was {stopped_at})" if stopped_at else ""
         raise ValueError(f"objective: no trial.suggest_* call was recorded{where}; {SUGGEST_FIRST}.")
-    if list(low.items()) != list(high.items()):
-        raise ValueError(
-            f"objective: its suggest calls depend on suggested values (recorded {list(low)} with every "
-            f"value at its low end, {list(high)} at its high end); {SUGGEST_FIRST}."
-        )
+    recordings = {"every value at its low end (the first choice)": low}
+    recordings["every value at its high end (the last choice)"] = _record_once(objective, high=True)[0]
+    for name, d in low.items():  # each middle choice of a categorical, the others at their low end
+        if isinstance(d, CategoricalDistribution):
+            for index in range(1, len(d.choices) - 1):
+                recordings[f"{name}={d.choices[index]!r}"] = _record_once(objective, False, {name: index})[0]
+    _refuse_conditional(recordings)
     return OptunaSpace(low, stopped_at)
+
+
+def _refuse_conditional(recordings: dict[str, dict[str, BaseDistribution]]) -> None:
+    r"""Refuse, naming the hyperparameters, recordings that differ (a conditional space)."""
+    first = next(iter(recordings.values()))
+    if all(list(r.items()) == list(first.items()) for r in recordings.values()):
+        return
+    every = [name for r in recordings.values() for name in r]
+    names = sorted({n for n in every if any(r.get(n) != first.get(n) for r in recordings.values())})
+    if names:
+        what = f"{names} depend on the values of other suggests (suggested for some values only, or differently)"
+    else:
+        what = "the suggest calls come in an order that depends on suggested values"
+    seen = "; ".join(f"with {how}: {list(r)}" for how, r in recordings.items())
+    raise ValueError(f"objective: a conditional space: {what} (recorded {seen}); {SUGGEST_FIRST}.")
 
 
 def _grid(distribution: FloatDistribution | IntDistribution) -> tuple[float, int] | None:

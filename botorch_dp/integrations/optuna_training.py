@@ -11,10 +11,22 @@ trains through ``trial.train_dp_sgd(model_fn, optimizer=..., optimizer_kwargs=..
 train exactly once through it (a second call and a trial that did not train are refused), so
 every training the tuner's losses depend on is on the ledger, and ``tune``'s guarantee states the
 training records (every run of the procedure composed, not the winner's alone).
+
+``TrainingTrials`` also runs ``tune``'s private selection over whole DP-SGD training runs
+(``protect="training"`` or ``"both"``; ``tune``'s default for a DP-SGD objective with
+``method="auto"``): ``train_covered`` runs the objective with a ``CoveredTrial``, whose
+``train_dp_sgd`` trains under the selection's ``TrainingCover`` (the whole procedure recorded
+once before the first trial, no record per trial: their number is the hidden ``K``) at the
+cover's noise multiplier, after the same checks as ``TorchModelTuningObjective.train_covered``:
+the cover is open, its record is in this ledger and covers the reference curve, and the run's own
+curve lies below it; Opacus's history must then be the planned run. The objective's losses are
+the trial's per-user scores (``per_user_scores(model)``; ``score="loss"`` only).
 """
 
 from __future__ import annotations
 
+import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -23,6 +35,8 @@ from torch import Tensor, nn
 
 from botorch_dp.integrations.optuna_space import OptunaSpace, RunTrial
 from botorch_dp.privacy.ledger import DPSGDRun, PrivacyBudgetExceeded, PrivacyLedger, TrainingMechanism
+from botorch_dp.privacy.seeding import PrivacyWarning
+from botorch_dp.training.cover import TrainingCover
 from botorch_dp.training.dp_sgd import (
     DPSGDConfig,
     TrainingConfig,
@@ -31,13 +45,14 @@ from botorch_dp.training.dp_sgd import (
     resolve_dp_sgd,
     train_model,
 )
-from botorch_dp.tuning.charged import ChargedTraining, TrainingTicket, same_event
+from botorch_dp.tuning.charged import ChargedTraining, TrainingTicket, same_event, same_ledger
 from botorch_dp.tuning.search_space import SearchSpaceObjective
 
-__all__ = ["TrainingTrial", "TrainingTrials", "losses_of"]
+__all__ = ["CoveredTrial", "TrainingTrial", "TrainingTrials", "losses_of"]
 
 #: Relative slack when comparing a composed training ε with its target (root finding).
 _TARGET_RTOL = 1e-9
+_TWICE = "trial.train_dp_sgd was called twice in one trial: the study charged one DP-SGD run per trial."
 
 
 def losses_of(value: Any, num_users: int | None, what: str) -> Tensor:
@@ -105,9 +120,7 @@ class TrainingTrial(RunTrial):
             The trained model, in eval mode.
         """
         if self.trained:
-            raise RuntimeError(
-                "trial.train_dp_sgd was called twice in one trial: the study charged one DP-SGD run per trial."
-            )
+            raise RuntimeError(_TWICE)
         self.trained = True
         owner, ticket = self._owner, self._ticket
         if self._meter is not None and ticket.run_id is not None:
@@ -125,6 +138,63 @@ class TrainingTrial(RunTrial):
         )
         if history is None or not same_event(DPSGDRun(*history), ticket.event):
             raise RuntimeError(f"Opacus accounted {history} for run {ticket.run_id!r}, charged as {ticket.event}.")
+        return model
+
+
+class CoveredTrial(RunTrial):
+    r"""A trial of a private selection over whole training runs: ``train_dp_sgd`` trains under the cover.
+
+    Args:
+        space: The recorded ``OptunaSpace``.
+        params: ``{name: Optuna value}`` of the trial's configuration.
+        owner: The ``TrainingTrials`` (its training records and config).
+        run: The planned ``DPSGDRun`` (checked against the cover by ``TrainingTrials.train_covered``).
+        dp_sgd: The run's ``DPSGDConfig`` (the cover's noise multiplier).
+        noise_seed: The run's DP-SGD seed (``None``: OS entropy).
+    """
+
+    def __init__(
+        self,
+        space: OptunaSpace,
+        params: dict[str, Any],
+        owner: TrainingTrials,
+        run: DPSGDRun,
+        dp_sgd: DPSGDConfig,
+        noise_seed: int | None,
+    ) -> None:
+        super().__init__(space, params)
+        self._owner, self._run, self._dp_sgd, self._noise_seed = owner, run, dp_sgd, noise_seed
+        self.model: nn.Module | None = None
+
+    def train_dp_sgd(
+        self,
+        model_fn: Callable[[], nn.Module],
+        *,
+        optimizer: Callable[..., torch.optim.Optimizer] = torch.optim.SGD,
+        optimizer_kwargs: Mapping[str, Any] | None = None,
+        loss_fn: Callable[[Tensor, Tensor], Tensor] | None = None,
+    ) -> nn.Module:
+        r"""Train a fresh model on the study's training records with Opacus DP-SGD, covered by the selection's
+        record (the arguments of ``TrainingTrial.train_dp_sgd``)."""
+        if self.model is not None:
+            raise RuntimeError(_TWICE)
+        owner = self._owner
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyWarning)  # an explicit seed: the selection warned once
+            model, history = train_model(
+                model_fn,
+                owner.data.X_train,
+                owner.data.y_train,
+                owner.training,
+                optimizer=optimizer,
+                optimizer_kwargs=optimizer_kwargs,
+                loss_fn=loss_fn,
+                dp_sgd=self._dp_sgd,
+                noise_seed=self._noise_seed,
+            )
+        if history is None or not same_event(DPSGDRun(*history), self._run):
+            raise RuntimeError(f"Opacus accounted {history} for a covered trial planned as {self._run}.")
+        self.model = model
         return model
 
 
@@ -174,6 +244,8 @@ class TrainingTrials(ChargedTraining, SearchSpaceObjective):
         self.run_prefix = "trial"
         self.num_trainings = 0
         self.trials_run = 0
+        self.loss_cap: float | None = None  # the selection's score clip is tune's loss_clip
+        self._scores: weakref.WeakKeyDictionary[nn.Module, Tensor] = weakref.WeakKeyDictionary()
 
     @property  # n is given: the objective, not the study, holds the validation users
     def num_users(self) -> int:  # type: ignore[override]
@@ -185,6 +257,55 @@ class TrainingTrials(ChargedTraining, SearchSpaceObjective):
         if free:
             raise ValueError(f"the categorical hyperparameter(s) {free} are not fixed: evaluate with_choice({{...}}).")
         return DPSGDRun.checked(*planned_dp_run(len(self.data.y_train), self.training, self.run_dp_sgd))
+
+    def planned_run(self) -> tuple[float, float, int]:
+        r"""``(noise_multiplier, sample_rate, steps)`` of every charged DP-SGD run (public)."""
+        return planned_dp_run(len(self.data.y_train), self.training, self.run_dp_sgd)
+
+    def possible_run_shapes(self) -> list[tuple[float, int]]:
+        r"""The ``(sample_rate, steps)`` of a trial's run: one shape (the study's ``TrainingConfig``)."""
+        _, rate, steps = self.planned_run()
+        return [(rate, steps)]
+
+    # ------------------------------------------------------------------ private selection over whole runs
+    def train_covered(
+        self, hyperparameters: Mapping[str, Any], cover: TrainingCover, *, noise_seed: int | None = None
+    ) -> nn.Module:
+        r"""Run the objective once at natural ``hyperparameters``, its training covered by ``cover`` (no record).
+
+        Only under an open ``cover`` whose record this objective's ledger holds, and only a run the cover
+        covers (``TrainingCover.check_trial``: an RDP record above the run's curve, or a profile record
+        over its run shape); all checked before the objective runs.
+
+        Returns:
+            The trained model; its per-user losses (the objective's return value) are kept for
+            ``per_user_scores``.
+        """
+        if not isinstance(cover, TrainingCover) or not cover.is_open:
+            raise RuntimeError("train_covered trains only under the open TrainingCover of a running private selection.")
+        ledger = self._charging_ledger()
+        if not same_ledger(cover.ledger, ledger):
+            raise ValueError("cover: its record is in another ledger than this objective's.")
+        dp_sgd = DPSGDConfig(noise_multiplier=cover.noise_multiplier, max_grad_norm=self.run_dp_sgd.max_grad_norm)
+        run = DPSGDRun.checked(*planned_dp_run(len(self.data.y_train), self.training, dp_sgd))
+        cover.check_trial(ledger, run)
+        self.space.from_natural(hyperparameters)  # a point of the space (ValueError naming a value outside it)
+        params = self.optuna_space.to_optuna(dict(hyperparameters))
+        trial = CoveredTrial(self.optuna_space, params, self, run, dp_sgd, noise_seed)
+        value = self.objective(trial)
+        if trial.model is None:
+            raise RuntimeError(
+                "objective did not train through trial.train_dp_sgd: a selection over whole DP-SGD training runs "
+                "scores each trial's own training run."
+            )
+        self._scores[trial.model] = losses_of(value, self.num_users, "objective")
+        return trial.model
+
+    def per_user_scores(self, model: nn.Module, score: str = "loss") -> Tensor:
+        r"""SENSITIVE: the per-user losses the objective returned for the trial that trained ``model``."""
+        if score != "loss":
+            raise ValueError(f"score={score!r}: an Optuna objective returns per-user losses; use score='loss'.")
+        return self._scores.pop(model)
 
     def _check_charge(self, events: list[DPSGDRun | TrainingMechanism]) -> None:
         target = self.dp_sgd.target()

@@ -13,7 +13,14 @@ One module per method, its algorithm's wrapper (the reference algorithms stay in
 * ``private_random_search``: Papernot & Steinke's private random search;
 * ``dp_hypo``: DP-HyPO (Wang et al.);
 * ``training_selection``: Papernot–Steinke over whole DP-SGD training runs, the training records
-  protected (``training.private_selection``; not simulated on a proxy);
+  protected (``training.private_selection``);
+* ``proxy_then_train``: tune on a public proxy's data, then one DP-SGD training at the whole ε;
+* ``subsample_tuning``: tune on one Poisson subsample of the training records, then one final
+  training (Koskela & Kulkarni; the ε split stated);
+* ``untuned``: one DP-SGD training at public defaults, the baseline tuning must beat;
+* ``training_proxy``: a public proxy's data on which those four are simulated at their own noise;
+* ``training_choice``: the choice among them on that proxy (``tune(method="auto", proxy=...)`` with
+  a DP-SGD objective), and the advice when tuning is not expected to beat one untuned run;
 * ``choice``: every candidate simulated on the proxy with paired seeds, the best recommended
   (``compare_methods``, ``compare_in_context``).
 
@@ -49,6 +56,11 @@ _NAMES = {
     **dict.fromkeys(("PrivateRandomSearchMethod", "proxy_loss_clip"), "private_random_search"),
     "DPHyPOMethod": "dp_hypo",
     "TrainingSelectionMethod": "training_selection",
+    "ProxyThenTrainMethod": "proxy_then_train",
+    "SubsampleTuningMethod": "subsample_tuning",
+    "UntunedMethod": "untuned",
+    "TrainingProxy": "training_proxy",
+    **dict.fromkeys(("TRAINING_METHODS", "TrainingChoice", "choose_training_method"), "training_choice"),
     **dict.fromkeys(
         ("DEFAULT_METHODS", "MethodComparison", "MethodScore", "compare_in_context", "compare_methods"), "choice"
     ),

@@ -30,9 +30,15 @@ What is protected. ``MethodRun.guarantees`` states the guarantee per protected s
 whose per-user losses the method's releases are computed from; ``"training"`` the records
 the objective's models are trained on, for a method that charges the training runs itself
 (private selection over whole DP-SGD runs charged once up front, tuning on a subsample, one
-final training after tuning on a proxy). Today's methods protect the validation users only
-and leave ``"training"`` as ``None``: a DP-trained objective charges each of its training runs
-to its own ledger, whose statement (``privacy.statement``) gives the training records' guarantee.
+final training after tuning on a proxy, one untuned run). The validation methods leave
+``"training"`` as ``None``: a DP-trained objective charges each of its training runs to its own
+ledger, whose statement (``privacy.statement``) gives the training records' guarantee.
+
+The methods that protect the training records (``training_selection``, ``subsample_tuning``,
+``proxy_then_train``, ``untuned``) are not simulated on a proxy OBJECTIVE (their ``simulate``
+raises ``MethodUnavailable``) but on a proxy's DATA: ``simulate_training(proxy, seed)`` with a
+``training_proxy.TrainingProxy`` returns the simulated released model's loss, and
+``private_trainings`` is their cost (``training_choice``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@ r"""Private selection over whole DP-SGD training runs as a method (``methods.pro
 
 ``TrainingSelectionMethod`` wraps ``training.private_selection.select_training_runs``
 (Papernot & Steinke over ``K`` DP-SGD training runs at random hyperparameters, ``K`` hidden):
-the whole procedure's Rényi-DP curve is charged ONCE to the objective's ledger before the first
+the whole procedure is charged ONCE (on the training records at its privacy-profile bound where
+that is tighter, else its Rényi-DP curve; ``accounting``) to the objective's ledger before the first
 trial, on the training records and, with ``protect="both"``, on the validation users too (the
 scores noised). Its private run releases the winning trial's hyperparameters (as ``θ`` and its
 categorical ``configuration``), its trained model (``MethodRun.result.model``) and its score;
@@ -10,22 +11,29 @@ categorical ``configuration``), its trained model (``MethodRun.result.model``) a
 ``"validation"`` (with ``protect="training"`` the validation users are treated as public:
 ``None``).
 
-It is not simulated on a proxy (``simulate`` raises ``MethodUnavailable``): ``tune`` runs it
-directly when the training records are to be protected.
+``simulate`` (on a proxy objective) raises ``MethodUnavailable``; ``simulate_training(proxy, seed)``
+simulates it on a proxy's DATA (``methods.training_proxy``): ``K`` drawn from its distribution, ``K``
+trainings at random points at the selection's own ``σ`` (scaled to the proxy), the winner by the
+fitting half's mean loss (with the private scores' Gaussian noise under ``"both"``), scored by its
+own model's loss on the scoring half. ``tune(method="auto", proxy=...)`` compares it there with the
+cheap methods; without a proxy ``tune`` runs it directly when the training records are protected.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from botorch_dp.methods.protocol import MethodContext, MethodRun, MethodUnavailable
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.methods.training_proxy import TrainingProxy, random_configurations
+from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger
 
 __all__ = ["TrainingSelectionMethod"]
 
@@ -46,6 +54,9 @@ class TrainingSelectionMethod:
         max_trials: Pad the run to this many trials (the wall time then does not reveal ``K``).
         loss_clip: ``C`` of the noisy scores with ``protect="both"`` (``None``: the objective's
             ``loss_cap``).
+        accounting: How the training records' charge is accounted (``select_training_runs``):
+            ``"auto"`` (the privacy-profile bound where it is tighter and the ledger's training side is
+            empty, else RDP), ``"profile"`` or ``"rdp"``; the guarantee says which was used.
     """
 
     space: Any
@@ -56,6 +67,7 @@ class TrainingSelectionMethod:
     distribution: str = "tnb"
     max_trials: int | None = None
     loss_clip: float | None = None
+    accounting: str = "auto"
     name: str = dataclasses.field(default="training_selection", init=False)
 
     @property
@@ -68,8 +80,46 @@ class TrainingSelectionMethod:
     def simulate(self, proxy_objective: Callable[[Tensor], Tensor], context: MethodContext, seed: int) -> Tensor:
         raise MethodUnavailable(
             "training_selection: private selection over whole DP-SGD training runs is not simulated on a "
-            "proxy (it trains one model per trial on the private training records)."
+            "proxy objective (it trains one model per trial on the private training records); simulate_training "
+            "simulates it on a proxy's data."
         )
+
+    @property
+    def private_trainings(self) -> float:
+        r"""The expected DP-SGD trainings on the private records (``max(K, max_trials)``: at least ``E[K]``)."""
+        return float(max(self.mean_trials, self.max_trials or 0))
+
+    @property
+    def _distribution(self) -> str:
+        return _LONG_NAMES.get(self.distribution, self.distribution)
+
+    def simulate_training(self, proxy: TrainingProxy, seed: int) -> float:
+        r"""The scoring half's mean loss of the simulated selection's winning model (public; see the module)."""
+        from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon, sample_num_trials
+
+        objective = proxy.objective
+        if any(route == "training" for route in objective.routes.values()):
+            raise MethodUnavailable(
+                f"{self.name}: not simulated when the space searches epochs, batch size or clip norm."
+            )
+        sigma = _trial_noise(self.epsilon, self.delta, tuple(objective.possible_run_shapes()), self.mean_trials,
+                             self._distribution)  # fmt: skip
+        rng = np.random.default_rng([int(seed), 4103])
+        K = max(1, sample_num_trials(distribution=self._distribution, mean_trials=self.mean_trials, rng=rng))
+        configs = random_configurations(self.space, K, seed)
+        noise, clip = 0.0, None
+        if self.protect == "both":  # the private score's noise on the mean of n clipped losses
+            clip = objective.loss_cap if self.loss_clip is None else self.loss_clip
+            mu = per_trial_mu_for_epsilon(
+                target_epsilon=self.epsilon,
+                target_delta=self.delta,
+                mean_trials=self.mean_trials,
+                distribution=self._distribution,
+                orders=TRAINING_RDP_ORDERS,
+            )
+            noise = clip / (objective.num_users * mu)
+        best, losses = proxy.best_of(configs, sigma, seed, score_noise=noise, score_clip=clip)
+        return proxy.scoring_mean(losses[best])  # the winner's own model is released
 
     def describe(self) -> str:
         return (
@@ -103,6 +153,7 @@ class TrainingSelectionMethod:
             seed=seed,
             ledger=ledger,
             progress=progress,
+            accounting=self.accounting,
         )
         if result.hyperparameters is None:  # Poisson K = 0: the selection released "no trial"
             raise ValueError(
@@ -131,6 +182,21 @@ class TrainingSelectionMethod:
             timing=timing,
             guarantees=result.guarantees,
         )
+
+
+_LONG_NAMES = {"tnb": "truncated_negative_binomial"}
+
+
+@functools.lru_cache(maxsize=32)
+def _trial_noise(
+    epsilon: float, delta: float, shapes: tuple[tuple[float, int], ...], mean_trials: float, distribution: str
+) -> float:
+    r"""Every trial's ``σ`` of the selection at ``(ε, δ)`` (``calibrate_selection_noise``; public)."""
+    from botorch_dp.training.selection_accounting import calibrate_selection_noise  # scipy, Opacus: late
+
+    return calibrate_selection_noise(
+        target_epsilon=epsilon, target_delta=delta, shapes=shapes, mean_trials=mean_trials, distribution=distribution
+    )
 
 
 def _stated(guarantee: dict[str, Any]) -> list[str]:

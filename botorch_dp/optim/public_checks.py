@@ -36,9 +36,11 @@ most ``B``); for a score, ``R = 1/(n μ_score)`` is the noise std in units of th
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from gpytorch.kernels import Kernel
@@ -55,9 +57,11 @@ __all__ = [
     "SettingsWarning",
     "check_kernel",
     "check_kernel_variance",
+    "coordinate_name",
     "delta_caution",
     "enforce",
     "gradient_noise_caution",
+    "named_coordinates",
     "score_noise_caution",
     "warn_noise",
 ]
@@ -95,9 +99,33 @@ def check_kernel_variance(kernel: Kernel, theta0: Tensor, value: float | None = 
     return value
 
 
-def check_kernel(kernel: Kernel, theta0: Tensor, radius: Tensor, stacklevel: int = 3) -> None:
+_NAMES: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextVar("coordinate_names", default=None)
+
+
+@contextlib.contextmanager
+def named_coordinates(names: Sequence[str] | None) -> Iterator[None]:
+    r"""Inside the block, warnings about θ's coordinates name them (``tune`` passes the search space's
+    hyperparameter names: ``dropout``, not ``θ[2]``); ``None`` or another length: ``θ[i]``."""
+    token = _NAMES.set(None if names is None else tuple(str(n) for n in names))
+    try:
+        yield
+    finally:
+        _NAMES.reset(token)
+
+
+def coordinate_name(j: int, d: int, names: Sequence[str] | None = None) -> str:
+    r"""Coordinate ``j`` of ``d`` by name: ``names`` (else those of ``named_coordinates``) when they name
+    all ``d`` coordinates, else ``θ[j]``."""
+    names = _NAMES.get() if names is None else tuple(names)
+    return str(names[j]) if names is not None and len(names) == d else f"θ[{j}]"
+
+
+def check_kernel(
+    kernel: Kernel, theta0: Tensor, radius: Tensor, stacklevel: int = 3, names: Sequence[str] | None = None
+) -> None:
     r"""Refuse a kernel with no variance at ``θ₀``; warn when the search radius and the kernel's
-    length-scales do not match in some coordinate (public: the kernel, ``θ₀`` and the radius)."""
+    length-scales do not match in some coordinate (public: the kernel, ``θ₀`` and the radius). The
+    warning names the coordinates by ``names`` (or ``named_coordinates``'), else as ``θ[i]``."""
     d = theta0.shape[-1]
     with torch.no_grad():
         points = torch.cat([theta0[None], theta0[None] + torch.diag(radius)]).to(torch.float64)
@@ -114,7 +142,10 @@ def check_kernel(kernel: Kernel, theta0: Tensor, radius: Tensor, stacklevel: int
         (flat, "is a tiny fraction of a length-scale"),
     ):
         if coords:
-            shown = ", ".join(f"θ[{j}]: radius {float(radius[j]):.3g}, correlation {rho[j]:.3g}" for j in coords[:4])
+            shown = ", ".join(
+                f"{coordinate_name(j, d, names)}: radius {float(radius[j]):.3g}, correlation {rho[j]:.3g}"
+                for j in coords[:4]
+            )
             warnings.warn(
                 f"The search radius {what} in {len(coords)} of {d} coordinate(s) "
                 f"({shown}{', ...' if len(coords) > 4 else ''}), "

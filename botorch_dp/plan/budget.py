@@ -1,78 +1,225 @@
-r"""A planning budget: the planner's settings cut so that the planning makes at most ``budget`` simulated runs.
+r"""A planning budget in SECONDS: the planner's settings cut so that the planning should take at most ``budget``.
 
-``budgeted_options`` counts the simulated runs of planning ``K`` configurations and comparing ``M``
-methods (``K (S + 1) r + M r``: ``S`` settings per configuration plus the settings passed in, ``r``
-repeats, ``plan.search.planned_simulations``) and, over the budget, cuts in this order: the repeats
-down to 2 (the least that still gives a standard error), the candidate settings down to one per batch
-rule (the given step size, the middle clip quantile, the given ``T``, the first rule), then the
-repeats down to 1. What it cut is said in a note. Everything here is public arithmetic.
+``tune(plan_budget=...)`` takes ``"auto"`` (default: about the time of the private run itself, so that
+``method="auto"`` costs about twice the private run), a number of seconds, or ``None`` (no limit: the
+plan options as given). The time is ESTIMATED before any planning (``measure_costs``): one DP-GIBO step's
+own time (one ``ask`` at ``θ₀``, the acquisition and GP work of a step) and the proxy's time per point (the
+first points of the kernel fit, evaluated through the planning's ``plan.cache.ProxyCache`` so that the fit
+reuses them). ``CostEstimate`` turns them into the cost of one DP-GIBO run (``T`` steps of ``b`` points, the
+scored final point), of the private run (``K`` such runs, one per configuration: the private objective is
+taken to cost per point what the proxy does), of a selection method's simulated run (its evaluations only)
+and of a planning with given options (``K`` kernel fits of ``m`` points, the probes at ``θ₀``, the settings'
+and the baseline's simulated runs, the method comparison's repeats).
+
+``budgeted_options`` then takes the first of these cuts, in order, whose estimated planning fits the
+budget: the repeats down to 2 (the least that still gives a standard error); one candidate setting per
+configuration (the middle clip quantile, the given ``η`` and ``T``, the first batch rule); no baseline run
+of the settings passed in; no simulated setting at all (``search_settings=False``: that one setting is
+recommended unsimulated); 1 repeat; and, for ``method="auto"`` only, no method comparison (DP-GIBO with the
+fitted kernel and the probe's clip bound). What it cut, the estimate and its inputs are said in a note
+(``TuneResult.planning``). The estimate depends on the machine's speed, so the cut may differ between
+machines; everything here is public (timings of public computations on the public proxy).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import torch
+from torch import Tensor
+from torch.quasirandom import SobolEngine
+
 from botorch_dp.optim.config import DPGIBOConfig
-from botorch_dp.plan.search import DEFAULT_CLIP_QUANTILES, planned_simulations
-from botorch_dp.privacy.checks import check_positive_int
+from botorch_dp.optim.dp_gibo import DPGIBO
+from botorch_dp.optim.public_checks import SettingsWarning
+from botorch_dp.plan.kernel_fit import KERNEL_FIT_POINTS_PER_DIM
+from botorch_dp.plan.search import DEFAULT_CLIP_QUANTILES
+from botorch_dp.privacy.checks import check_positive
+from botorch_dp.privacy.seeding import PrivacyWarning
+from botorch_dp.utils import child_seeds
 
-__all__ = ["budgeted_options", "planning_count"]
+__all__ = ["AUTO", "CostEstimate", "budgeted_options", "check_plan_budget", "measure_costs"]
+
+AUTO = "auto"
+"""``plan_budget``'s default: the estimated time of the private run (``CostEstimate.private_run``)."""
 
 
-def planning_count(config: DPGIBOConfig, options: dict[str, Any], *, num_configurations: int, num_methods: int) -> int:
-    r"""Simulated runs of planning ``num_configurations`` configurations with ``options`` (keywords of
-    ``plan_private_run``) and comparing ``num_methods`` methods: ``K (S + 1) r + M r``."""
-    per_configuration = planned_simulations(config, **{**options, "choose_method": False})
-    return num_configurations * per_configuration + num_methods * int(options.get("num_repeats", 3))
+def check_plan_budget(plan_budget: Any) -> float | str | None:
+    r"""``plan_budget`` checked: ``"auto"``, ``None`` or a positive finite number of seconds."""
+    if plan_budget is None or plan_budget == AUTO:
+        return plan_budget
+    if isinstance(plan_budget, bool) or not isinstance(plan_budget, (int, float)):
+        raise ValueError(f"plan_budget must be 'auto', None (no limit) or a number of seconds, got {plan_budget!r}.")
+    return check_positive(float(plan_budget), "plan_budget (seconds)", allow_inf=False)
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    r"""The measured unit costs and the public sizes the planning's cost is estimated from (see the module).
+
+    Attributes:
+        seconds_per_row: The proxy's wall time per evaluated point.
+        seconds_per_step: One DP-GIBO step's own time (one ``ask`` at ``θ₀``).
+        num_configurations: ``K``.
+        num_iterations: ``T``.
+        batch_size: ``b``, points per step (the most with adaptive batches).
+        fit_points: ``m``, the kernel fit's points per configuration.
+    """
+
+    seconds_per_row: float
+    seconds_per_step: float
+    num_configurations: int
+    num_iterations: int
+    batch_size: int
+    fit_points: int
+
+    def run(self) -> float:
+        r"""One DP-GIBO run on one configuration: ``T (b t_row + t_step) + t_row``."""
+        return self.num_iterations * (self.batch_size * self.seconds_per_row + self.seconds_per_step) + (
+            self.seconds_per_row
+        )
+
+    def private_run(self) -> float:
+        r"""The private run: ``K`` DP-GIBO runs (the private objective costing per point what the proxy does)."""
+        return self.num_configurations * self.run()
+
+    def selection(self) -> float:
+        r"""A selection method's simulated run: ``K (T b + 1)`` evaluations, its own time left out."""
+        return self.num_configurations * (self.num_iterations * self.batch_size + 1) * self.seconds_per_row
+
+    def planning(self, options: dict[str, Any], num_methods: int) -> float:
+        r"""The planning with ``options`` (keywords of ``plan_private_run``) and ``num_methods`` compared
+        (0: no comparison): ``K`` fits (``m`` points and a GP fit, taken as 10 steps' own time), the probes,
+        the settings' and baseline's runs, and ``r`` repeats of the comparison."""
+        repeats = int(options.get("num_repeats", 3))
+        search, baseline = options.get("search_settings", True), options.get("baseline", True)
+        settings = len(tuple(options.get("clip_quantiles", DEFAULT_CLIP_QUANTILES)))
+        settings *= len(tuple(options.get("step_sizes") or (0, 0, 0))) * len(
+            tuple(options.get("num_iterations") or (0,))
+        )
+        rules = len(tuple(options.get("bias_tolerances") or (None,)))
+        settings = settings * rules if search else 0
+        probe = self.batch_size * self.seconds_per_row + self.seconds_per_step
+        fit = self.fit_points * self.seconds_per_row + 10 * self.seconds_per_step
+        per_configuration = fit + (rules + baseline) * probe + (settings + baseline) * repeats * self.run()
+        comparison = repeats * (self.private_run() + max(num_methods - 1, 0) * self.selection()) if num_methods else 0.0
+        return self.num_configurations * per_configuration + comparison
+
+    def describe(self) -> str:
+        return (
+            f"{self.seconds_per_row:.3g} s per proxy point, {self.seconds_per_step:.3g} s per DP-GIBO step, "
+            f"K = {self.num_configurations}, T = {self.num_iterations}, b = {self.batch_size}"
+        )
+
+
+def measure_costs(
+    proxy_objective: Callable[[Tensor], Tensor],
+    config: DPGIBOConfig,
+    *,
+    num_configurations: int,
+    seed: int = 0,
+    fit_kernel: bool = True,
+) -> CostEstimate:
+    r"""Time one DP-GIBO ``ask`` at ``θ₀`` with ``config`` (the planner's first search seed, ``seed``'s first
+    child) and the PUBLIC proxy at points the planning evaluates anyway, so that a ``ProxyCache`` reuses
+    them: the first ``b`` of the kernel fit's Sobol points of ``Θ`` (``fit_kernel``), else the asked batch,
+    which is the planner's probe at ``θ₀`` when the kernel is not fitted."""
+    d = config.bounds.shape[1]
+    with warnings.catch_warnings():  # public randomness on public settings; the kernel is not yet fitted
+        warnings.filterwarnings("ignore", category=PrivacyWarning)
+        warnings.filterwarnings("ignore", category=SettingsWarning)
+        probe = DPGIBO(dataclasses.replace(config, seed=child_seeds([seed], 1)[0], validation_mu_budget=None))
+        start = time.perf_counter()
+        points = probe.ask()
+        step = time.perf_counter() - start
+    b = int(points.shape[0])
+    if fit_kernel:
+        bounds = config.bounds.to(torch.float64)
+        points = bounds[0] + (bounds[1] - bounds[0]) * SobolEngine(d, scramble=True, seed=seed).draw(
+            b, dtype=torch.float64
+        )
+    start = time.perf_counter()
+    proxy_objective(points)
+    per_row = (time.perf_counter() - start) / b
+    batch = max(b, math.ceil(config.max_evaluations / config.num_iterations))
+    fit_points = KERNEL_FIT_POINTS_PER_DIM * d
+    return CostEstimate(per_row, step, int(num_configurations), config.num_iterations, batch, fit_points)
+
+
+def _one_setting(config: DPGIBOConfig, options: dict[str, Any]) -> dict[str, Any]:
+    quantiles = tuple(options.get("clip_quantiles", DEFAULT_CLIP_QUANTILES))
+    cut = {**options, "clip_quantiles": (quantiles[len(quantiles) // 2],), "step_sizes": (config.step_size,)}
+    cut["num_iterations"] = (config.num_iterations,)
+    if options.get("bias_tolerances") is not None:
+        cut["bias_tolerances"] = tuple(options["bias_tolerances"])[:1]
+    return cut
 
 
 def budgeted_options(
-    config: DPGIBOConfig, options: dict[str, Any] | None, *, budget: int, num_configurations: int, num_methods: int
-) -> tuple[dict[str, Any], str | None]:
-    r"""``options`` cut to at most ``budget`` simulated runs (see the module) and the note saying what
-    was cut (``None``: within the budget as given).
+    config: DPGIBOConfig,
+    options: dict[str, Any] | None,
+    *,
+    budget: float,
+    estimate: CostEstimate,
+    num_methods: int,
+    may_skip_comparison: bool,
+) -> tuple[dict[str, Any], bool, str | None]:
+    r"""``options`` cut so that the estimated planning takes at most ``budget`` seconds (see the module).
 
     Args:
         config: The DP-GIBO settings the plans start from (its ``step_size``, ``num_iterations``).
         options: Keywords of ``plan_private_run`` (``None``: its defaults).
-        budget: ``plan_budget``, the most simulated runs (a positive integer).
-        num_configurations: ``K``, the configurations planned.
+        budget: Seconds.
+        estimate: The ``CostEstimate``.
         num_methods: ``M``, the methods compared after the plans (0: none).
+        may_skip_comparison: The last cut (no method comparison) is allowed (``method="auto"``).
 
     Returns:
-        ``(options, note)``.
+        ``(options, compare, note)``: ``compare`` is ``False`` when the comparison was cut; ``note`` is
+        ``None`` when nothing was cut.
     """
-    budget = check_positive_int(budget, "plan_budget")
     given = dict(options or {})
+    repeats = int(given.get("num_repeats", 3))
+    cuts: list[tuple[str, dict[str, Any]]] = []
     cut = dict(given)
-
-    def count(opts: dict[str, Any]) -> int:
-        return planning_count(config, opts, num_configurations=num_configurations, num_methods=num_methods)
-
-    before = count(cut)
+    if repeats > 2:
+        cut = {**cut, "num_repeats": 2}
+        cuts.append(("2 repeats", cut))
+    cut = _one_setting(config, cut)
+    cuts.append(("one candidate setting per configuration", cut))
+    cut = {**cut, "baseline": False}
+    cuts.append(("no baseline run of the settings passed in", cut))
+    cut = {**cut, "search_settings": False}
+    cuts.append(("no simulated setting (the middle clip quantile, the given step size and T)", cut))
+    cut = {**cut, "num_repeats": 1}
+    cuts.append(("1 repeat", cut))
+    before = estimate.planning(given, num_methods)
+    said = f"estimated from {estimate.describe()}"
     if before <= budget:
-        return cut, None
-    repeats = int(cut.get("num_repeats", 3))
-    while repeats > 2 and count({**cut, "num_repeats": repeats}) > budget:
-        repeats -= 1
-    cut["num_repeats"] = repeats
-    if count(cut) > budget:  # one setting per batch rule
-        quantiles = tuple(cut.get("clip_quantiles", DEFAULT_CLIP_QUANTILES))
-        cut["clip_quantiles"] = (quantiles[len(quantiles) // 2],)
-        cut["step_sizes"] = (config.step_size,)
-        cut["num_iterations"] = (config.num_iterations,)
-        if cut.get("bias_tolerances") is not None:
-            cut["bias_tolerances"] = tuple(cut["bias_tolerances"])[:1]
-    while cut["num_repeats"] > 1 and count(cut) > budget:
-        cut["num_repeats"] -= 1
-    after = count(cut)
-    settings = planned_simulations(config, **{**cut, "choose_method": False, "num_repeats": 1}) - 1
-    settings_before = planned_simulations(config, **{**given, "choose_method": False, "num_repeats": 1}) - 1
-    note = (
-        f"plan_budget = {budget} simulated runs: planned with {cut['num_repeats']} repeat(s) (of "
-        f"{int(given.get('num_repeats', 3))}) and {settings} candidate setting(s) per configuration (of "
-        f"{settings_before}), {after} simulated runs instead of {before}"
+        return given, True, None
+    done = []
+    for what, opts in cuts:
+        done.append(what)
+        after = estimate.planning(opts, num_methods)
+        if after <= budget:
+            return opts, True, _note(budget, done, before, after, said)
+    if may_skip_comparison and num_methods:
+        done.append("no method comparison (DP-GIBO with the fitted kernel)")
+        after = estimate.planning(cuts[-1][1], 0)
+        note = _note(budget, done, before, after, said)
+        return cuts[-1][1], False, note if after <= budget else note + "; the least planning still exceeds the budget"
+    after = estimate.planning(cuts[-1][1], num_methods)
+    return cuts[-1][1], True, _note(budget, done, before, after, said) + "; the least planning still exceeds the budget"
+
+
+def _note(budget: float, done: list[str], before: float, after: float, said: str) -> str:
+    return (
+        f"plan_budget = {budget:.3g} s: planned with {'; '.join(done)}; estimated planning {after:.3g} s instead of "
+        f"{before:.3g} s ({said})"
     )
-    if after > budget:
-        note += "; the least planning there is still exceeds the budget"
-    return cut, note

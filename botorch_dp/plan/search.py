@@ -25,6 +25,7 @@ from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan.kernel_fit import KernelFit, _fit_region, fit_kernel_on_proxy
 from botorch_dp.plan.proxy import _proxy_losses, simulation_config
 from botorch_dp.plan.split import ProxySplit
+from botorch_dp.plan.trial_table import row, spread
 from botorch_dp.privacy.checks import check_nonnegative_int, check_positive, check_positive_int, check_probability
 from botorch_dp.privacy.mechanisms import clip_rows
 from botorch_dp.privacy.seeding import PrivacyWarning
@@ -79,8 +80,8 @@ class PlanTrial:
 
     @property
     def mean_proxy_loss(self) -> float:
-        r"""The mean of ``proxy_losses``: the setting's score (smaller is better)."""
-        return math.fsum(self.proxy_losses) / len(self.proxy_losses)
+        r"""The mean of ``proxy_losses``: the setting's score (smaller is better; NaN when not simulated)."""
+        return math.fsum(self.proxy_losses) / len(self.proxy_losses) if self.proxy_losses else math.nan
 
 
 @dataclass
@@ -143,7 +144,7 @@ class PrivatePlan:
             f"{'noise std':>10} {'noise/signal':>12}"
         )
         rows = [("*" if i == self.best else "", t) for i, t in enumerate(self.trials)]
-        lines = [head] + [_row(mark, t) for mark, t in rows + ([("g", self.given)] if self.given is not None else [])]
+        lines = [head] + [row(mark, t) for mark, t in rows + ([("g", self.given)] if self.given is not None else [])]
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -156,8 +157,8 @@ class PrivatePlan:
         if self.given is not None:
             best = self.trials[self.best]
             given = (
-                f"\nrecommended (*): proxy loss {best.mean_proxy_loss:.5g} +- {_spread(best)}; the settings passed "
-                f"(g): {self.given.mean_proxy_loss:.5g} +- {_spread(self.given)}"
+                f"\nrecommended (*): proxy loss {best.mean_proxy_loss:.5g} +- {spread(best)}; the settings passed "
+                f"(g): {self.given.mean_proxy_loss:.5g} +- {spread(self.given)}"
             )
         methods = "" if self.methods is None else f"\n{self.methods}"
         return (
@@ -168,20 +169,16 @@ class PrivatePlan:
         )
 
 
-def _spread(trial: PlanTrial) -> str:
-    r"""The standard error of the trial's mean proxy loss over its repeats (``n/a`` with one)."""
-    r = len(trial.proxy_losses)
-    if r < 2:
-        return "n/a"
-    mean = trial.mean_proxy_loss
-    return f"{math.sqrt(math.fsum((x - mean) ** 2 for x in trial.proxy_losses) / (r - 1) / r):.2g}"
-
-
-def _row(mark: str, t: PlanTrial) -> str:
-    rule = "fixed" if t.bias_tolerance is None else f"tol {t.bias_tolerance:.3g}"
-    return (
-        f"{mark:1} {rule:>12} {t.clip_quantile:>8.3g} {t.clip_bound:>10.4g} {t.step_size:>8.3g} {t.num_iterations:>4d} "
-        f"{t.mean_proxy_loss:>11.5g} {_spread(t):>9} {t.noise_std:>10.3g} {t.noise_to_signal:>12.3g}"
+def _baseline(
+    config: DPGIBOConfig, adaptive_clip: bool, estimate: Callable, simulate: Callable, seed: int
+) -> PlanTrial:
+    r"""The settings passed in simulated as they are (``PrivatePlan.given``): the share of proxy norms ``≤ B``."""
+    _, estimates = estimate(DPGIBO(dataclasses.replace(config, seed=seed, validation_mu_budget=None)))
+    given_bound = config.clip_init if adaptive_clip else config.clip_bound
+    assert given_bound is not None and not isinstance(given_bound, str)  # DPGIBOConfig resolves and checks it
+    share = float((estimates.norm(dim=1) <= float(given_bound)).double().mean())
+    return simulate(
+        config, estimates, float(given_bound), share, config.step_size, config.num_iterations, config.bias_tolerance
     )
 
 
@@ -216,6 +213,8 @@ def planned_simulations(
     num_repeats: int = 3,
     choose_method: bool = True,
     methods: Sequence[Method] | None = None,
+    baseline: bool = True,
+    search_settings: bool = True,
     **other_options: object,
 ) -> int:
     r"""The number of simulated runs ``plan_private_run(proxy, config, **options)`` makes (public):
@@ -225,7 +224,7 @@ def planned_simulations(
     settings = len(tuple(clip_quantiles)) * (3 if step_sizes is None else len(tuple(step_sizes)))
     settings *= 1 if num_iterations is None else len(tuple(num_iterations))
     settings *= 1 if bias_tolerances is None else len(tuple(bias_tolerances))
-    count = (settings + 1) * int(num_repeats)
+    count = ((settings if search_settings else 0) + (1 if baseline else 0)) * int(num_repeats)
     if choose_method:
         from botorch_dp.methods.choice import DEFAULT_METHODS  # a layer up (see the imports)
 
@@ -251,6 +250,8 @@ def plan_private_run(
     progress: bool = True,
     choose_method: bool = True,
     methods: Sequence[Method] | None = None,
+    baseline: bool = True,
+    search_settings: bool = True,
 ) -> PrivatePlan:
     r"""Fit the kernel, then choose ``B``, ``η``, ``T`` and the batch rule of a private DP-GIBO
     run, all on a PUBLIC proxy objective.
@@ -303,6 +304,10 @@ def plan_private_run(
             method is scored on the users its settings were fitted on (``n_p ≥ 4``).
         methods: The candidates (``methods.protocol.Method``; default
             ``methods.choice.DEFAULT_METHODS``).
+        baseline: Also simulate the settings passed in (``PrivatePlan.given``; ``False``: ``None``).
+        search_settings: ``False`` (a planning budget, ``plan.budget``): no setting is simulated; the first
+            rule, the middle quantile, the given ``η`` and ``T`` are recommended unsimulated (empty
+            ``proxy_losses``, ``num_evaluations`` the rule's most, ``DPGIBOConfig.max_evaluations``).
 
     Everything the plan does reads only the PUBLIC proxy and public settings: it costs no
     privacy, and the sensitive objective is not an argument (nor called).
@@ -333,10 +338,12 @@ def plan_private_run(
     if not Ts:
         raise ValueError("num_iterations must hold at least one value.")
     tolerances = _checked_tolerances((config.bias_tolerance,) if bias_tolerances is None else bias_tolerances)
-    if not isinstance(fit_kernel, bool):
-        raise ValueError(f"fit_kernel must be True or False, got {fit_kernel!r}.")
-    if not isinstance(choose_method, bool):
-        raise ValueError(f"choose_method must be True or False, got {choose_method!r}.")
+    if not search_settings:  # one setting, recommended without a simulation
+        quantiles, etas, Ts, tolerances = (quantiles[len(quantiles) // 2],), (config.step_size,), Ts[:1], tolerances[:1]
+    flags = dict(fit_kernel=fit_kernel, choose_method=choose_method, baseline=baseline, search_settings=search_settings)
+    for name, flag in flags.items():
+        if not isinstance(flag, bool):
+            raise ValueError(f"{name} must be True or False, got {flag!r}.")
     # step 5, the method choice, is the methods layer's (methods.choice); the planner calls it here
     from botorch_dp.methods.choice import DEFAULT_METHODS, _check_methods, compare_methods
 
@@ -367,7 +374,7 @@ def plan_private_run(
             coordinate_names=coordinate_names,
         )
     key = "clip_init" if adaptive_clip else "clip_bound"
-    total = (len(tolerances) * len(quantiles) * len(etas) * len(Ts) + 1) * num_repeats
+    total = (len(tolerances) * len(quantiles) * len(etas) * len(Ts) * search_settings + baseline) * num_repeats
     bar = progress_bar(total=total, disable=not progress, desc="planning on the proxy", unit="run")
     progress_stage(method="dp_gibo (its settings)")
     with warnings.catch_warnings():
@@ -403,9 +410,13 @@ def plan_private_run(
             eta: float,
             T: int,
             tol: float | None,
+            run: bool = True,
         ) -> PlanTrial:
             signal = float(clip_rows(estimates, bound)[0].mean(0).norm())
             scores, noise_std, evaluations = [], math.nan, []
+            if not run:  # no choice to make: recorded unsimulated (the budget's least planning)
+                most = dataclasses.replace(rule_config, num_iterations=T).max_evaluations
+                return PlanTrial(gamma, bound, eta, T, (), math.nan, math.nan, tol, float(most))
             for r, s in enumerate(seeds):
                 sim = simulation_config(rule_config, n, n_p[0], step_size=eta, num_iterations=T, seed=s, **{key: bound})
                 release = DPGIBO(sim).run(proxy_objective, progress=False).release
@@ -434,24 +445,10 @@ def plan_private_run(
                     )
                 norm_quantiles[tol], gradient_points[tol] = dict(zip(quantiles, bounds, strict=True)), points.clone()
                 for (gamma, bound), eta, T in itertools.product(zip(quantiles, bounds, strict=True), etas, Ts):
-                    trials.append(simulate(rule_config, estimates, bound, gamma, eta, T, tol))
+                    trials.append(simulate(rule_config, estimates, bound, gamma, eta, T, tol, search_settings))
             # the settings passed in, as they are (their kernel, B, η, T, batch rule): the plan's baseline
-            _, estimates = estimates_at_theta0(
-                DPGIBO(dataclasses.replace(given_config, seed=seeds[0], validation_mu_budget=None))
-            )
-            given_bound = given_config.clip_init if adaptive_clip else given_config.clip_bound
-            # DPGIBOConfig resolves clip_init (adaptive clipping) and checks a fixed clip_bound
-            assert given_bound is not None and not isinstance(given_bound, str)
-            bound = float(given_bound)
-            share = float((estimates.norm(dim=1) <= bound).double().mean())
-            given = simulate(
-                given_config,
-                estimates,
-                bound,
-                share,
-                given_config.step_size,
-                given_config.num_iterations,
-                given_config.bias_tolerance,
+            given = (
+                _baseline(given_config, adaptive_clip, estimates_at_theta0, simulate, seeds[0]) if baseline else None
             )
         finally:
             bar.close()

@@ -19,11 +19,12 @@ entries in three tables (SQLAlchemy Core; SQLite or PostgreSQL):
   ``lease_expires`` (wall-clock seconds, renewed by the holder while it holds it), and the
   entry itself as JSON text (``Infinity`` for ``inf``). No pickle. Validation entries:
   ``{"mu"}`` (Gaussian), ``{"mu", "epsilon"}`` (pure ε-DP) or ``{"description", "rdp"}`` (an
-  RDP curve on the ledger's order grid); training entries: DP-SGD parameters or
-  ``{"description", "rdp"}``. A validation reservation holds ``{"mu"}`` or ``{"description",
-  "rdp"}`` (a step's composed worst case), a training one the entry it reserves (turned into
-  the record in place, keeping its position). Records are never updated or deleted; a
-  reservation is deleted when its charge ends, or by a settle once its holder is gone
+  RDP curve on the ledger's order grid); training entries: DP-SGD parameters,
+  ``{"description", "rdp"}`` or ``{"description", "epsilon", "delta"}`` (an ``(ε, δ)``
+  statement). A validation reservation holds ``{"mu"}`` or ``{"description", "rdp"}`` (a
+  step's composed worst case), a training one the entry it reserves (turned into the record
+  in place, keeping its position). Records are never updated or deleted; a reservation is
+  deleted when its charge ends, or by a settle once its holder is gone
   (``holders.holder_gone``).
 
 Schema version 3. A version-2 database (the same tables without ``holder`` and

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from botorch_dp.privacy.ledger import PrivacyLedger, parse_release_key
-from botorch_dp.privacy.ledger.events import PureDP, TrainingMechanism, ValidationMechanism
+from botorch_dp.privacy.ledger.events import ApproximateDP, PureDP, TrainingMechanism, ValidationMechanism
 from botorch_dp.privacy.ledger.filters import rdp_grid_epsilon
 from botorch_dp.utils import plain_json
 
@@ -235,6 +235,12 @@ def _training(report: dict[str, Any], records: list[Any]) -> ProtectedSet | None
     if not records:
         return None
     others = [r.event.description for r in records if isinstance(r.event, TrainingMechanism)]
+    others += [
+        f"{r.event.description} (stated as (epsilon = {r.event.epsilon:.4g}, delta = {r.event.delta:.3g}), composed "
+        "with the rest by basic composition)"
+        for r in records
+        if isinstance(r.event, ApproximateDP)
+    ]
     sgd = report["num_dp_sgd_runs"]
     mechanisms = (f"{sgd} DP-SGD run(s) (Opacus, {report['accountant'].upper()} accountant)",) if sgd else ()
     return ProtectedSet(

@@ -20,7 +20,7 @@ from typing import Protocol, overload
 import numpy as np
 from scipy.optimize import brentq
 
-from botorch_dp.privacy.analysis.objective_perturbation import amp_rdp
+from botorch_dp.privacy.analysis.objective_perturbation import amp_output_mu, amp_rdp
 from botorch_dp.privacy.analysis.private_selection import private_selection_rdp_curve
 from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS, rdp_curve_epsilon
 from botorch_dp.privacy.checks import check_delta, check_greater, check_positive
@@ -45,7 +45,7 @@ _MAX_LAMBDA_STEPS = 2000
 def _limit_curve(lam: float, *, beta: float, tau: float, sigma_out: float) -> np.ndarray:
     r"""``c + α s_g²/2`` on the grid: AMP's RDP curve as σ → ∞ (what λ alone costs)."""
     c = -math.log1p(-beta / lam)
-    s_g = 2.0 * tau / (lam * sigma_out)
+    s_g = amp_output_mu(lam=lam, tau=tau, sigma_out=sigma_out)  # the output part as amp_rdp charges it
     return c + _ORDERS * (0.5 * s_g * s_g)
 
 

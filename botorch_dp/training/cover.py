@@ -5,7 +5,8 @@ Private selection over whole training runs (Papernot & Steinke, ICLR 2022;
 ledger once, before its first trial; no trial may then be recorded on its own (the number
 of records would be the hidden number of trials ``K``). A ``TrainingCover`` names that
 record: the ledger, its run id, and the per-trial reference curve the selection's bound was
-computed from. A DP-trained objective trains a trial without charging it only under an
+computed from (and, for a selection charged at its privacy-profile bound, the run shapes whose
+profiles that bound was computed from). A DP-trained objective trains a trial without charging it only under an
 open cover (``TorchModelTuningObjective.train_covered``), and checks, before the trial
 touches the data, that the cover's record is in its own ledger and that the trial's own
 RDP curve lies below the reference at every order of the ledger's grid.
@@ -15,10 +16,16 @@ The cover is closed when the selection ends; a closed cover trains nothing.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from botorch_dp.privacy.checks import check_positive
+
+#: Relative slack when comparing a trial's RDP curve with the cover's reference (rounding).
+CURVE_RTOL = 1e-9
 
 __all__ = ["TrainingCover"]
 
@@ -36,17 +43,23 @@ class TrainingCover:
         reference_rdp: ``ε(α)`` of ONE trial at each order of ``TRAINING_RDP_ORDERS``: the curve
             the selection's bound was computed from (every trial's curve must lie below it).
         noise_multiplier: DP-SGD ``σ`` of every trial.
+        run_shapes: The ``(sample_rate, steps)`` the charge's bound was computed over (``()``: not
+            checked). A selection charged at its privacy-profile bound (one ``(ε, δ)`` record, no
+            curve) sets them: its bound is the maximum of these shapes' profiles at ``σ``, so a trial
+            must be one of them.
     """
 
     ledger: Any
     run_id: str
     reference_rdp: tuple[float, ...]
     noise_multiplier: float
+    run_shapes: tuple[tuple[float, int], ...] = ()
     _open: bool = field(default=True, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.noise_multiplier = check_positive(self.noise_multiplier, "noise_multiplier", allow_inf=False)
         self.reference_rdp = tuple(float(v) for v in self.reference_rdp)
+        self.run_shapes = tuple((float(q), int(t)) for q, t in self.run_shapes)
 
     @property
     def is_open(self) -> bool:
@@ -56,3 +69,39 @@ class TrainingCover:
     def close(self) -> None:
         r"""End the cover: no trial trains under it any more."""
         self._open = False
+
+    def check_trial(self, ledger: Any, run: Any) -> None:
+        r"""Refuse a trial this cover does not cover, before it touches the data.
+
+        The caller has checked that ``ledger`` is the cover's. Checked here: the cover is open; the
+        ledger holds the cover's record (an RDP curve at or above the reference at every order, or,
+        for a selection charged at its privacy-profile bound, one ``(ε, δ)`` entry with run shapes);
+        the trial's own curve lies below the reference; and under a profile charge the trial is one
+        of the run shapes (same rate, no more steps: a profile no larger, by post-processing).
+
+        Args:
+            ledger: The objective's ``PrivacyLedger``.
+            run: The trial's planned ``DPSGDRun``.
+
+        Raises:
+            RuntimeError: Any of the above fails.
+        """
+        from botorch_dp.training.selection_accounting import trial_rdp_curve
+
+        if not self.is_open:
+            raise RuntimeError("train_covered trains only under the open TrainingCover of a running private selection.")
+        reference = np.asarray(self.reference_rdp, dtype=np.float64)
+        recorded = ledger.training_mechanisms.get(self.run_id)
+        if recorded is not None:
+            covers = bool(np.all(np.asarray(recorded.rdp, dtype=np.float64) >= reference))
+        else:  # charged at its privacy-profile bound: one (ε, δ) over the cover's run shapes
+            covers = self.run_id in ledger.training_approximate and bool(self.run_shapes)
+        if not covers:
+            raise RuntimeError(f"The ledger holds no training record {self.run_id!r} that covers a trial.")
+        curve = trial_rdp_curve(run.noise_multiplier, [(run.sample_rate, run.steps)])
+        if np.any(curve > reference * (1.0 + CURVE_RTOL)):
+            raise RuntimeError(f"A run {run} lies above the cover's reference curve: it is not covered.")
+        if self.run_shapes and not any(
+            math.isclose(run.sample_rate, q, rel_tol=1e-12) and run.steps <= t for q, t in self.run_shapes
+        ):
+            raise RuntimeError(f"A run {run} is dominated by none of the run shapes of the cover's profile bound.")

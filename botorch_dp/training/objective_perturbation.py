@@ -3,8 +3,9 @@ r"""AMP training of linear models: approximate minima perturbation with gradient
 ``fit_amp`` trains a logistic or Huber (clipped squared-loss) linear model by objective
 perturbation (Redberg, Koskela & Wang, Alg. 1): minimise the λ-strongly convex
 ``L^P(θ) = Σ_z ℓ_C(θ; z) + (λ/2)‖θ‖² + bᵀθ`` with ``b ~ N(0, σ² I)`` until
-``‖∇L^P(θ̃)‖₂ ≤ τ`` (checked with an exact float64 gradient), then release
-``θ̃ + N(0, σ_out² I)``. The guarantee (training side, add/remove one record) is the RDP
+``‖∇L^P(θ̃)‖₂ ≤ τ`` (checked with an exact float64 gradient), then release ``θ̃`` rounded to a
+public power-of-two grid plus an exact discrete Gaussian of scale at least ``σ_out``
+(``analysis.objective_perturbation.amp_output_noise``). The guarantee (training side, add/remove one record) is the RDP
 curve ``amp_rdp`` and the privacy profile ``amp_epsilon`` of
 ``privacy.analysis.objective_perturbation``. Both noise draws happen in
 ``privacy.mechanisms.ObjectivePerturbationMechanism``. The settings (``AMPConfig``), the
@@ -188,7 +189,7 @@ def fit_amp(
     3. Minimise ``L^P(θ) = Σ_i f_C(x̃_iᵀθ; y_i) + (λ/2)‖θ‖² + bᵀθ`` with L-BFGS in float64.
     4. Verify ``‖∇L^P(θ̃)‖₂ ≤ τ`` with the exact float64 gradient; continue up to
        ``max_iter`` iterations, then refuse (``AMPNotConvergedError``, nothing released).
-    5. Release ``θ̃ + N(0, σ_out² I_d)``.
+    5. Release ``γ (round(θ̃/γ) + k)``, ``k ~ N_Z(0, s²)^d`` (``γ s ≥ σ_out``, ``√d γ ≤ 2⁻¹⁴ σ_out``).
 
     Only the released ``θ`` leaves, with its guarantee: ``(α, amp_rdp(α, ...))``-RDP for
     adding or removing one record (``AMPResult.rdp``, ``AMPResult.epsilon``). A refusal

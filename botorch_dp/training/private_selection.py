@@ -4,7 +4,8 @@ r"""Private selection over whole DP-SGD training runs, with the training data pr
 DP-SGD training run per trial: ``K`` random trials (``K`` truncated negative binomial or
 Poisson), each drawing hyperparameters from a public sampler and training one model with
 Opacus DP-SGD; only the best trial's hyperparameters, trained model and score are released.
-The WHOLE procedure's Rényi-DP curve (``training.selection_accounting``) is recorded ONCE on
+The WHOLE procedure's charge (``training.selection_accounting``: its privacy-profile bound as one
+``(ε, δ)``, where that is tighter, or its Rényi-DP curve) is recorded ONCE on
 the training ledger before the first trial (and, when the validation users are protected
 too, the scores' selection curve on the validation ledger in the same up-front charge); the
 trials themselves record nothing (``TorchModelTuningObjective.train_covered`` under a
@@ -36,7 +37,6 @@ from botorch_dp.baselines.selection import (
     padded_trials,
     selection_progress,
     timing_note,
-    trials_tail,
 )
 from botorch_dp.privacy.analysis.private_selection import (
     DISTRIBUTIONS,
@@ -45,16 +45,17 @@ from botorch_dp.privacy.analysis.private_selection import (
     sample_num_trials,
 )
 from botorch_dp.privacy.checks import check_choice, check_delta, check_greater, check_positive
-from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger, TrainingMechanism, ValidationMechanism
-from botorch_dp.privacy.ledger.events import SELECTION_PART
+from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.training.cover import TrainingCover
-from botorch_dp.training.selection_accounting import (
-    calibrate_selection_noise,
-    selection_epsilon,
-    selection_rdp_curve,
-    trial_rdp_curve,
+from botorch_dp.training.selection_accounting import ACCOUNTINGS, choose_selection_accounting, trial_rdp_curve
+from botorch_dp.training.selection_charge import (
+    profile_refused,
+    record_up_front,
+    training_event,
+    training_guarantee,
+    validation_guarantee,
 )
 from botorch_dp.utils import child_seeds
 
@@ -186,17 +187,26 @@ def select_training_runs(
     ledger: PrivacyLedger | None = None,
     progress: bool = False,
     non_private_trials: bool = False,
+    accounting: str = "auto",
 ) -> TrainingSelectionResult:
     r"""Release the best of ``K`` DP-SGD training runs at random hyperparameters (Papernot & Steinke).
 
     Before anything trains: every argument is checked; the noise multiplier ``σ`` of every trial
-    is calibrated so that the selection's RDP curve (Thm. 2 for the truncated negative binomial,
-    Thm. 6 for Poisson) of the reference trial curve — the pointwise maximum of Opacus's
+    is calibrated so that the selection meets ``epsilon`` at ``delta`` (within 0.5% below) by the
+    ``accounting`` chosen (``training.selection_accounting.choose_selection_accounting``):
+    ``"rdp"``: the selection's RDP curve (P&S Thm. 2 for the truncated negative binomial, Thm. 6
+    for Poisson) of the reference trial curve — the pointwise maximum of Opacus's
     ``compute_rdp`` over every run shape the space allows (``objective.possible_run_shapes``) —
-    converts on the ledger's grid to ``epsilon`` at ``delta`` (within 0.5% below); that curve
-    is recorded once on the training ledger as a ``TrainingMechanism`` ("private selection over
-    E[K] = … trials"); with ``protect="both"`` the scores' selection curve (each trial's score
-    a ``μ₀``-GDP Gaussian of the clipped mean validation score, ``μ₀`` calibrated to
+    converted on the ledger's grid, recorded once as a ``TrainingMechanism``; ``"profile"``: the
+    selection's privacy-profile bound (``analysis.selection_profile``) of the reference trial
+    profile (dp_accounting's PLD, maximum over the run shapes), recorded once as an
+    ``ApproximateDP`` ``(ε, δ)`` which the ledger composes with other entries by basic
+    composition (it must be the ledger's first training entry) — used only where its ``ε`` at
+    that ``σ`` is at most the RDP bound's (the cross-check; else RDP is used and said);
+    ``"auto"`` (default): the profile where it needs less noise and the ledger's training side is
+    still empty, else RDP. The charge is "private selection over E[K] = … trials"; with
+    ``protect="both"`` the scores' selection curve (each trial's score a ``μ₀``-GDP Gaussian of
+    the clipped mean validation score, ``μ₀`` calibrated to
     ``validation_epsilon``) is recorded on the validation side in the same charge. Then ``K``
     is drawn; trial ``j`` draws hyperparameters from ``sampler``, trains one model with
     ``objective.train_covered`` (no record of its own) and is scored on the validation users;
@@ -232,6 +242,9 @@ def select_training_runs(
         ledger: The objective's ledger (default); another ledger is refused.
         progress: One progress bar for the whole selection (no count).
         non_private_trials: Return the NON-PRIVATE ``NonPrivateTrainingTrials``.
+        accounting: ``"auto"``, ``"profile"`` (the selection charged at its privacy-profile bound;
+            refused when the ledger already holds training entries) or ``"rdp"``. The guarantee's
+            ``details["accounting"]`` and description say which was used and why.
 
     Returns:
         The ``TrainingSelectionResult`` (winner only; nothing reveals ``K``).
@@ -247,13 +260,21 @@ def select_training_runs(
     validation_epsilon = epsilon if validation_epsilon is None else validation_epsilon
     validation_epsilon = check_positive(validation_epsilon, "validation_epsilon", allow_inf=False)
     k_args: dict[str, Any] = dict(mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta)
+    accounting = check_choice(accounting, "accounting", ACCOUNTINGS)
 
     shapes = objective.possible_run_shapes()
-    sigma = calibrate_selection_noise(target_epsilon=epsilon, target_delta=delta, shapes=shapes, **k_args)
+    charge = choose_selection_accounting(
+        accounting=accounting,
+        target_epsilon=epsilon,
+        target_delta=delta,
+        shapes=shapes,
+        profile_refused=profile_refused(ledger, delta),
+        **k_args,
+    )
+    sigma = charge.noise_multiplier
     reference = trial_rdp_curve(sigma, shapes)
-    training_curve = selection_rdp_curve(reference, **k_args)
     timing = timing_note(max_trials, per_trial="training run", **k_args)
-    guarantee = {"training": _training_guarantee(training_curve, delta, sigma, shapes, k_args, max_trials, timing)}
+    guarantee = {"training": training_guarantee(charge, delta, shapes, k_args, max_trials, timing)}
     not_protected: dict[str, str] = {}
     score_generator = noise_generator(seed, stream=1)  # warns (PrivacyWarning) for an explicit seed
     mechanism, validation_curve = None, None
@@ -263,7 +284,7 @@ def select_training_runs(
         )
         validation_curve = [private_selection_rdp(a, per_trial_mu=mu, **k_args) for a in TRAINING_RDP_ORDERS]
         mechanism = GaussianScoreMechanism(loss_clip=loss_clip, per_trial_mu=mu, generator=score_generator)
-        guarantee["validation"] = _validation_guarantee(
+        guarantee["validation"] = validation_guarantee(
             validation_curve, delta, mu, loss_clip, objective.num_users, mechanism, score, k_args, timing
         )
     else:
@@ -273,8 +294,10 @@ def select_training_runs(
 
     # the whole procedure's curves, admitted and recorded before K is drawn
     run_id = f"dp-sgd-selection-{uuid.uuid4().hex}"
-    cover = TrainingCover(ledger, run_id, tuple(reference.tolist()), sigma)
-    _record_up_front(ledger, run_id, guarantee, training_curve, validation_curve)
+    cover = TrainingCover(
+        ledger, run_id, tuple(reference.tolist()), sigma, tuple(shapes) if charge.accounting == "profile" else ()
+    )
+    record_up_front(ledger, run_id, guarantee, training_event(charge, guarantee["training"]), validation_curve)
     for g in guarantee.values():
         g.details["ledger_run_id"] = run_id
 
@@ -383,78 +406,3 @@ def _randomness(seed: int | None) -> tuple[np.random.Generator, torch.Generator,
         torch.Generator().manual_seed(point_seed),
         lambda j: child_seeds([noise_seed, j], 1)[0],
     )
-
-
-def _record_up_front(
-    ledger: PrivacyLedger,
-    run_id: str,
-    guarantee: dict[str, BaselineGuarantee],
-    training_curve: np.ndarray,
-    validation_curve: list[float] | None,
-) -> None:
-    r"""Admit both sides' curves (both checked before either is recorded), then record them."""
-    training = TrainingMechanism(guarantee["training"].description, tuple(float(v) for v in training_curve))
-    with ledger.charge_training({run_id: training}) as training_meter:
-        if validation_curve is None:
-            training_meter.record(run_id)
-            return
-        validation = ValidationMechanism(guarantee["validation"].description, tuple(validation_curve))
-        with ledger.charge({SELECTION_PART: validation}, run_id=run_id, new_run=True) as meter:
-            training_meter.record(run_id)
-            meter.record(SELECTION_PART, validation)
-
-
-def _training_guarantee(
-    curve: np.ndarray,
-    delta: float,
-    sigma: float,
-    shapes: list[tuple[float, int]],
-    k_args: dict[str, Any],
-    max_trials: int | None,
-    timing: str,
-) -> BaselineGuarantee:
-    distribution, mean_trials = k_args["distribution"], k_args["mean_trials"]
-    rate, steps = max(q for q, _ in shapes), max(t for _, t in shapes)
-    description = (
-        f"private selection over E[K] = {mean_trials:g} DP-SGD training runs (Papernot & Steinke; K ~ "
-        f"{distribution}, hidden), each run with noise_multiplier={sigma:.6g}, sample_rate <= {rate:.6g}, "
-        f"steps <= {steps} (the pointwise maximum of compute_rdp over the space's {len(shapes)} run shape(s))"
-    )
-    details = {
-        "protected": "training records (add/remove one record)",
-        "distribution": distribution,
-        "mean_trials": float(mean_trials),
-        "noise_multiplier": sigma,
-        "run_shapes": [[q, t] for q, t in shapes],
-        "accountant": "rdp (TRAINING_RDP_ORDERS)",
-        "max_trials": max_trials,
-        "p_more_than_max_trials": trials_tail(max_trials, **k_args),
-        "timing": timing,
-    }
-    return BaselineGuarantee(selection_epsilon(curve, delta), delta, None, f"{description}. {timing}", details)
-
-
-def _validation_guarantee(
-    curve: list[float],
-    delta: float,
-    mu: float,
-    clip: float,
-    num_users: int,
-    mechanism: GaussianScoreMechanism,
-    score: str,
-    k_args: dict[str, Any],
-    timing: str,
-) -> BaselineGuarantee:
-    description = (
-        f"private selection over E[K] = {k_args['mean_trials']:g} trials (Papernot & Steinke; K ~ "
-        f"{k_args['distribution']}, hidden), each scored by a {mu:.4g}-GDP Gaussian of the [0, {clip:g}]-clipped "
-        f"mean validation {score}"
-    )
-    details = {
-        "protected": "validation users (replace one user)",
-        "per_trial_mu": mu,
-        "loss_clip": clip,
-        "noise_std": mechanism.noise_std(num_users),
-    }
-    epsilon = selection_epsilon(np.asarray(curve), delta)
-    return BaselineGuarantee(epsilon, delta, None, f"{description}. {timing}", details)

@@ -1,4 +1,5 @@
-r"""Accounting of private selection over whole DP-SGD training runs (Papernot & Steinke, ICLR 2022).
+r"""Accounting of private selection over whole DP-SGD training runs: RDP (Papernot & Steinke, ICLR
+2022) and the tighter privacy-profile bound (``analysis.selection_profile``), with the choice between them.
 
 One trial is one DP-SGD run (Poisson rate ``q``, ``T`` steps, noise multiplier ``σ``); its
 Rényi-DP curve on the ledger's grid ``TRAINING_RDP_ORDERS`` is Opacus's ``compute_rdp``
@@ -9,6 +10,12 @@ The selection's curve is P&S Thm. 2 (truncated negative binomial ``K``) or Thm. 
 ``calibrate_selection_noise`` finds the ``σ`` whose selection meets a target ``(ε, δ)``
 when converted on the grid, as the ledger converts it. Pure functions of public numbers.
 
+The privacy-profile accounting (``choose_selection_accounting``): the trial's profile is the
+pointwise maximum over the run shapes of dp_accounting's PLD profile (``trial_privacy_profile``),
+the selection's ``δ(ε)`` bound is ``selection_delta_pld``, and ``calibrate_selection_noise_profile``
+finds the smallest ``σ`` meeting the target by it. It is charged as one ``(ε, δ)`` statement
+(``ApproximateDP``), so it is used only where it is tighter than RDP at the same ``σ`` (the cross-check).
+
 Overflow: ``compute_rdp`` overflows to ``inf`` or NaN at large orders for some ``(q, σ, T)``;
 every non-finite value is read as ``inf``, a valid (vacuous) bound at that order.
 """
@@ -18,16 +25,37 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
 
+from botorch_dp.privacy.analysis.dp_sgd_selection import dp_sgd_privacy_profile
 from botorch_dp.privacy.analysis.private_selection import DISTRIBUTIONS, private_selection_rdp_curve
 from botorch_dp.privacy.analysis.rdp import rdp_curve_delta, rdp_curve_epsilon
+from botorch_dp.privacy.analysis.selection_profile import (
+    PrivacyProfile,
+    max_privacy_profile,
+    selection_delta_pld,
+    selection_epsilon_pld,
+)
 from botorch_dp.privacy.checks import check_choice, check_delta, check_greater, check_positive
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS
 
-__all__ = ["calibrate_selection_noise", "grid_hat_term", "selection_epsilon", "selection_rdp_curve", "trial_rdp_curve"]
+__all__ = [
+    "ACCOUNTINGS",
+    "SelectionAccounting",
+    "calibrate_selection_noise",
+    "calibrate_selection_noise_profile",
+    "choose_selection_accounting",
+    "grid_hat_term",
+    "selection_epsilon",
+    "selection_profile_epsilon",
+    "selection_rdp_curve",
+    "trial_privacy_profile",
+    "trial_rdp_curve",
+]
 
 _ORDERS = np.asarray(TRAINING_RDP_ORDERS, dtype=np.float64)
 #: The noise multipliers the calibration searches between.
@@ -206,3 +234,226 @@ def _calibrated(
             return sigma
         sigma *= 1.0 + 1e-6
     raise RuntimeError(f"The calibration of the selection's noise multiplier did not converge (sigma={sigma!r}).")
+
+
+# ------------------------------------------------------------------ the privacy-profile accounting
+#: How a selection's ε is accounted: ``"profile"`` (its privacy-profile bound, charged as one
+#: ``(ε, δ)``), ``"rdp"`` (Papernot–Steinke's RDP curve, charged as a curve), ``"auto"`` (the profile
+#: where it is tighter and the ledger can take it, else RDP).
+ACCOUNTINGS: tuple[str, ...] = ("auto", "profile", "rdp")
+_PROFILE_DISTRIBUTIONS = {"truncated_negative_binomial": "truncated_negative_binomial", "poisson": "poisson"}
+
+
+@functools.lru_cache(maxsize=16)
+def trial_privacy_profile(noise_multiplier: float, shapes: tuple[tuple[float, int], ...]) -> PrivacyProfile:
+    r"""The reference privacy profile of one trial: the pointwise maximum over the run shapes of
+    dp_accounting's PLD profile (``analysis.dp_sgd_selection.dp_sgd_privacy_profile``, both directions).
+
+    Args:
+        noise_multiplier: DP-SGD ``σ > 0`` of every trial.
+        shapes: ``(sample_rate, steps)`` of every run a trial can be (non-empty).
+
+    Returns:
+        A ``PrivacyProfile`` on ``PROFILE_EPSILONS``.
+    """
+    if not shapes:
+        raise ValueError("shapes must list at least one (sample_rate, steps) run shape.")
+    return max_privacy_profile(
+        [dp_sgd_privacy_profile(noise_multiplier=noise_multiplier, sample_rate=q, steps=int(t)) for q, t in shapes]
+    )
+
+
+def selection_profile_epsilon(
+    noise_multiplier: float,
+    *,
+    delta: float,
+    shapes: Sequence[tuple[float, int]],
+    mean_trials: float,
+    distribution: str = "truncated_negative_binomial",
+    tnb_eta: float = 1.0,
+) -> float:
+    r"""``ε`` at ``delta`` of the selection's privacy-profile bound (``selection_epsilon_pld``) over the
+    reference trial profile at ``σ = noise_multiplier`` (rounded up to ``1e-4``)."""
+    profile = trial_privacy_profile(float(noise_multiplier), tuple((float(q), int(t)) for q, t in shapes))
+    return selection_epsilon_pld(
+        profile, distribution=distribution, expected_trials=mean_trials, delta=check_delta(delta), tnb_eta=tnb_eta
+    )
+
+
+def calibrate_selection_noise_profile(
+    *,
+    target_epsilon: float,
+    target_delta: float,
+    shapes: Sequence[tuple[float, int]],
+    mean_trials: float,
+    distribution: str = "truncated_negative_binomial",
+    tnb_eta: float = 1.0,
+    start: float | None = None,
+    rtol: float = 0.005,
+) -> float:
+    r"""The smallest DP-SGD ``σ`` (to ``rtol``) whose selection meets ``(target_epsilon, target_delta)``
+    by the privacy-profile bound: ``selection_delta_pld(profile(σ), target_epsilon) ≤ target_delta``.
+
+    The bound at a fixed ``ε`` decreases in ``σ`` (the trial's profile does), so ``σ`` is bracketed
+    downwards from ``start`` (e.g. the RDP-calibrated ``σ``; default 1) and bisected on ``log σ`` until
+    the bracket is within ``rtol``; the upper end, which meets the target, is returned.
+
+    Args:
+        target_epsilon: ``ε > 0`` of the whole selection on the training records.
+        target_delta: ``δ ∈ (0, 1)``.
+        shapes: The possible ``(sample_rate, steps)`` of a trial.
+        mean_trials: ``E[K] > 1``.
+        distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
+        tnb_eta: ``η`` of the truncated negative binomial.
+        start: A first guess of ``σ`` (default 1).
+        rtol: Relative width of the final bracket on ``σ``.
+
+    Returns:
+        ``σ > 0``.
+
+    Raises:
+        ValueError: No ``σ`` up to ``1e4`` meets the target.
+    """
+    target_epsilon = check_positive(target_epsilon, "target_epsilon", allow_inf=False)
+    target_delta = check_delta(target_delta, "target_delta")
+    check_choice(distribution, "distribution", tuple(_PROFILE_DISTRIBUTIONS))
+    shapes = tuple((float(q), int(t)) for q, t in shapes)
+    start = 1.0 if start is None else check_positive(start, "start", allow_inf=False)
+    args = (target_epsilon, target_delta, shapes, float(mean_trials), distribution, float(tnb_eta))
+    return _calibrated_profile(*args, float(start), float(rtol))
+
+
+@functools.lru_cache(maxsize=64)
+def _calibrated_profile(
+    target_epsilon: float,
+    target_delta: float,
+    shapes: tuple[tuple[float, int], ...],
+    mean_trials: float,
+    distribution: str,
+    tnb_eta: float,
+    start: float,
+    rtol: float,
+) -> float:
+    def meets(sigma: float) -> bool:
+        profile = trial_privacy_profile(sigma, shapes)
+        bound = selection_delta_pld(
+            profile, target_epsilon, distribution=distribution, expected_trials=mean_trials, tnb_eta=tnb_eta
+        )
+        return bound <= target_delta
+
+    hi = min(max(start, _SIGMA_RANGE[0]), _SIGMA_RANGE[1])
+    while not meets(hi):  # the bracket's upper end: up from start
+        if hi >= _SIGMA_RANGE[1]:
+            raise ValueError(
+                f"epsilon={target_epsilon!r}: even the noise multiplier {hi:g} gives the selection (E[K] = "
+                f"{mean_trials:g}, {distribution}) a larger epsilon at delta={target_delta:g} by its privacy "
+                "profile. Allow a larger epsilon or fewer expected trials. Nothing was trained."
+            )
+        hi = min(hi * 2.0, _SIGMA_RANGE[1])
+    lo = hi / 1.25
+    while meets(lo):  # ... and its lower end: down from it
+        if lo <= _SIGMA_RANGE[0]:
+            return lo
+        lo, hi = max(lo / 1.25, _SIGMA_RANGE[0]), lo
+    while hi / lo > 1.0 + rtol:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if meets(mid) else (mid, hi)
+    return hi
+
+
+@dataclass(frozen=True)
+class SelectionAccounting:
+    r"""How a selection over DP-SGD runs is accounted and charged (``choose_selection_accounting``).
+
+    Attributes:
+        accounting: ``"profile"`` (charged as one ``(ε, δ)``: the privacy-profile bound) or ``"rdp"``
+            (charged as the Papernot–Steinke RDP curve).
+        reason: Why (in words).
+        noise_multiplier: DP-SGD ``σ`` of every trial.
+        epsilon: The selection's ``ε`` at ``delta`` by the accounting used (what is charged and stated).
+        rdp_curve: The selection's RDP curve at ``σ`` on ``TRAINING_RDP_ORDERS`` (the cross-check; the
+            charge when ``accounting == "rdp"``).
+        rdp_epsilon: Its ``ε`` at ``delta`` (``≥ epsilon`` when the profile is used).
+        rdp_noise_multiplier: The ``σ`` the RDP calibration alone gives (``≥ noise_multiplier``).
+    """
+
+    accounting: str
+    reason: str
+    noise_multiplier: float
+    epsilon: float
+    rdp_curve: np.ndarray
+    rdp_epsilon: float
+    rdp_noise_multiplier: float
+
+
+def choose_selection_accounting(
+    *,
+    accounting: str,
+    target_epsilon: float,
+    target_delta: float,
+    shapes: Sequence[tuple[float, int]],
+    mean_trials: float,
+    distribution: str = "truncated_negative_binomial",
+    tnb_eta: float = 1.0,
+    profile_refused: str | None = None,
+) -> SelectionAccounting:
+    r"""Calibrate every trial's ``σ`` by the accounting asked for and say what is charged.
+
+    ``"rdp"``: ``calibrate_selection_noise``. ``"profile"``: ``calibrate_selection_noise_profile``,
+    with the RDP bound as a cross-check — the profile's ``ε`` at that ``σ`` must not exceed the RDP
+    ``ε`` at the same ``σ``, else the RDP calibration is used (and said). ``"auto"``: the profile where
+    it gives a smaller ``σ`` than RDP and ``profile_refused`` is None, else RDP.
+
+    Args:
+        accounting: One of ``ACCOUNTINGS``.
+        target_epsilon, target_delta: The selection's target ``(ε, δ)`` on the training records.
+        shapes: The possible ``(sample_rate, steps)`` of a trial.
+        mean_trials: ``E[K] > 1``.
+        distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
+        tnb_eta: ``η`` of the truncated negative binomial.
+        profile_refused: Why the ledger cannot take a profile charge (``None``: it can); ``"profile"``
+            is then refused (``ValueError``) and ``"auto"`` uses RDP.
+
+    Returns:
+        A ``SelectionAccounting``.
+    """
+    check_choice(accounting, "accounting", ACCOUNTINGS)
+    if accounting == "profile" and profile_refused is not None:
+        raise ValueError(f"accounting='profile': {profile_refused} Use accounting='rdp' (or 'auto').")
+    k_args: dict[str, Any] = dict(mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta)
+    sigma_rdp = calibrate_selection_noise(
+        target_epsilon=target_epsilon, target_delta=target_delta, shapes=shapes, **k_args
+    )
+
+    def rdp_at(sigma: float) -> tuple[np.ndarray, float]:
+        curve = selection_rdp_curve(trial_rdp_curve(sigma, shapes), **k_args)
+        return curve, selection_epsilon(curve, target_delta)
+
+    def rdp(reason: str) -> SelectionAccounting:
+        curve, eps = rdp_at(sigma_rdp)
+        return SelectionAccounting("rdp", reason, sigma_rdp, eps, curve, eps, sigma_rdp)
+
+    if accounting == "rdp":
+        return rdp("accounting='rdp' was asked for")
+    if profile_refused is not None:
+        return rdp(f"accounting='auto' uses RDP: {profile_refused}")
+    sigma = calibrate_selection_noise_profile(
+        target_epsilon=target_epsilon, target_delta=target_delta, shapes=shapes, start=sigma_rdp, **k_args
+    )
+    eps = selection_profile_epsilon(sigma, delta=target_delta, shapes=shapes, **k_args)
+    curve, rdp_eps = rdp_at(sigma)
+    if eps > rdp_eps or eps > target_epsilon:
+        return rdp(
+            f"the privacy-profile bound (epsilon = {eps:.4g} at noise_multiplier = {sigma:.4g}) was not below "
+            f"the RDP bound ({rdp_eps:.4g}) at the same noise, so the RDP calibration is used"
+        )
+    if accounting == "auto" and sigma >= sigma_rdp:
+        return rdp(
+            f"accounting='auto' uses RDP: the profile bound needs no less noise ({sigma:.4g} >= {sigma_rdp:.4g})"
+        )
+    reason = (
+        f"accounting={accounting!r}: the privacy-profile bound needs noise_multiplier = {sigma:.4g} against "
+        f"{sigma_rdp:.4g} by RDP for epsilon <= {target_epsilon:g}; cross-check: RDP states epsilon = "
+        f"{rdp_eps:.4g} >= {eps:.4g} at the same noise"
+    )
+    return SelectionAccounting("profile", reason, sigma, eps, curve, rdp_eps, sigma_rdp)

@@ -230,8 +230,10 @@ def plan_subsample_tuning(
     )
 
 
+@functools.lru_cache(maxsize=64)
 def final_only_noise(*, epsilon: float, delta: float, sample_rate: float, steps: int) -> tuple[float, float]:
-    r"""``(σ_f, ε of the run)``: the smallest σ making one run ``(ε, δ)``-DP on the ledger's grid."""
+    r"""``(σ_f, ε of the run)``: the smallest σ making one run ``(ε, δ)``-DP on the ledger's grid (cached:
+    a pure function of public settings, asked again by every simulation of ``tune``'s method choice)."""
     epsilon = check_positive(epsilon, "epsilon", allow_inf=False)
     delta = check_delta(delta)
 

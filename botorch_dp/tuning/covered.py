@@ -35,7 +35,6 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -43,7 +42,6 @@ from botorch_dp.privacy.ledger import DPSGDRun
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training.cover import TrainingCover
 from botorch_dp.training.dp_sgd import DPSGDConfig, TrainingConfig, model_dtype, planned_dp_run, train_model
-from botorch_dp.training.selection_accounting import trial_rdp_curve
 from botorch_dp.tuning.charged import same_event, same_ledger
 from botorch_dp.tuning.discrete import Categorical, Integer
 
@@ -51,8 +49,6 @@ __all__ = ["SCORES", "CoveredTraining"]
 
 #: What a trial is scored by: the mean (capped) validation loss, or the classification error.
 SCORES: tuple[str, ...] = ("loss", "error")
-#: Relative slack when comparing a trial's curve with the cover's reference (rounding).
-_CURVE_RTOL = 1e-9
 
 
 class CoveredTraining:
@@ -189,15 +185,9 @@ class CoveredTraining:
         ledger = self._charging_ledger()  # type: ignore[attr-defined]
         if not same_ledger(cover.ledger, ledger):
             raise ValueError("cover: its record is in another ledger than this objective's.")
-        recorded = ledger.training_mechanisms.get(cover.run_id)
-        reference = np.asarray(cover.reference_rdp, dtype=np.float64)
-        if recorded is None or np.any(np.asarray(recorded.rdp, dtype=np.float64) < reference):
-            raise RuntimeError(f"The ledger holds no training record {cover.run_id!r} that covers a trial.")
         training, dp_sgd = self.trial_settings(hyperparameters, cover.noise_multiplier)
         run = DPSGDRun.checked(*planned_dp_run(len(self.data.y_train), training, dp_sgd))
-        curve = trial_rdp_curve(run.noise_multiplier, [(run.sample_rate, run.steps)])
-        if np.any(curve > reference * (1.0 + _CURVE_RTOL)):
-            raise RuntimeError(f"A run {run} lies above the cover's reference curve: it is not covered.")
+        cover.check_trial(ledger, run)
         params = {k: v for k, v in self._checked_trial(hyperparameters).items() if k not in self.training_routes()}
         optimizer_kwargs, model_kwargs = self.split_hyperparameters(params)  # type: ignore[attr-defined]
         with warnings.catch_warnings():

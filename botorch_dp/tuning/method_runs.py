@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from botorch_dp.methods.choice import MethodComparison
@@ -48,17 +49,19 @@ from botorch_dp.methods.protocol import (
     config_delta,
     config_mu,
 )
+from botorch_dp.methods.proxy_then_train import DEFAULT_CONFIGURATIONS
 from botorch_dp.methods.sampled import SampledMethod, sampled_per_trial_mu
-from botorch_dp.methods.training_selection import TrainingSelectionMethod
+from botorch_dp.methods.training_choice import DEFAULT_REPEATS, choose_training_method, training_method
 from botorch_dp.optim import DPGIBOConfig, DPGIBOResult
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan.search import PrivatePlan, plan_private_run, planned_simulations
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.tuning.encoding import MixedEncoding
 from botorch_dp.tuning.mixed_methods import choose_mixed_method
 from botorch_dp.tuning.search_space import SearchSpace
-from botorch_dp.tuning.tune_call import METHODS, TuneCall, check_method
+from botorch_dp.tuning.tune_call import METHODS, TuneCall, check_method, proxy_data
 from botorch_dp.tuning.tune_result import TuneObjective, configs_objective
 from botorch_dp.utils import child_seeds, overall_progress, progress_stage
 
@@ -198,22 +201,43 @@ PLANNING = "tune: planning on the proxy"
 
 @dataclass(frozen=True)
 class Choice:
-    r"""What ``tune`` runs (``winner``) and the comparison on the proxy that chose it (``None``: none made)."""
+    r"""What ``tune`` runs (``winner``), the comparison on the proxy that chose it (``None``: none made) and,
+    for the training methods, the advice when tuning is not expected to beat one untuned run."""
 
     winner: OnSpace
     comparison: MethodComparison | None = None
+    advice: str | None = None
+
+
+def _training_choice(call: TuneCall, full: DPGIBOConfig) -> Choice:
+    r"""A method that protects the training records: the one asked for, or with ``method="auto"`` and a
+    proxy the best of them simulated on the proxy's PUBLIC data (``methods.training_choice``)."""
+    options = dict(call.plan_options or {})
+    kw = dict(
+        epsilon=call.epsilon, delta=call.delta, protect=call.protect, proxy_data=proxy_data(call.proxy),
+        mean_trials=call.mean_trials, max_trials=call.max_trials, loss_clip=call.loss_clip,
+        num_configurations=options.get("num_configurations", DEFAULT_CONFIGURATIONS), untuned=options.get("untuned"),
+    )  # fmt: skip
+    if call.method != "auto":
+        return Choice(OnSpace(training_method(call.method, call.space, **kw), call.space, full))
+    objective, n = call.given, int(call.given.num_users)
+    context = MethodContext(call.space.bounds.to(torch.float64), n, len(kw["proxy_data"].y_val), call.epsilon,
+                            call.delta, full, float(call.mean_trials))  # fmt: skip
+    with warnings.catch_warnings():  # the proxy's copies are seeded: public randomness on public data
+        warnings.simplefilter("ignore", PrivacyWarning)
+        chosen = choose_training_method(
+            objective, call.space, context=context, num_repeats=options.get("num_repeats", DEFAULT_REPEATS),
+            methods=options.get("methods"), progress=call.progress, **kw,
+        )  # fmt: skip
+    return Choice(OnSpace(chosen.winner, call.space, full), chosen.comparison, chosen.advice)
 
 
 def choose(call: TuneCall) -> Choice:
     r"""Build ``call``'s candidates and choose the one to run, on the PUBLIC proxy only (see the module)."""
     space, K, method, n = call.space, call.K, call.method, call.num_users
     full = call.config(call.mu)
-    if call.selects_trainings:  # the training records protected: one selection over whole DP-SGD runs
-        selection = TrainingSelectionMethod(
-            space, call.epsilon, call.delta, call.mean_trials, call.protect, max_trials=call.max_trials,
-            loss_clip=call.loss_clip,
-        )  # fmt: skip
-        return Choice(OnSpace(selection, space, full))
+    if call.selects_trainings:  # the training records protected (methods.training_choice)
+        return _training_choice(call, full)
     if method != "dp_gibo" and K == 1:
         if call.proxy is None:
             evaluations = full.num_iterations * batch_size_of(full, space.dim)

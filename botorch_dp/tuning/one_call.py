@@ -58,15 +58,19 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
+import warnings
 from typing import Any
 
 from botorch_dp.methods.protocol import ConfigurationRun
-from botorch_dp.plan.budget import budgeted_options
+from botorch_dp.optim.public_checks import SettingsWarning, named_coordinates
+from botorch_dp.plan.budget import AUTO, budgeted_options, check_plan_budget, measure_costs
+from botorch_dp.plan.cache import ProxyCache
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.tuning.method_runs import choose
+from botorch_dp.tuning.proxy_cache import CachedProxy
 from botorch_dp.tuning.search_space import SearchSpace
 from botorch_dp.tuning.tune_call import STRATEGIES, TUNE_DEFAULTS, TuneCall
-from botorch_dp.tuning.tune_result import TuneGuarantee, TuneObjective, TuneResult, tune_result
+from botorch_dp.tuning.tune_result import TuneGuarantee, TuneObjective, TuneResult, configs_objective, tune_result
 
 __all__ = ["STRATEGIES", "TUNE_DEFAULTS", "ConfigurationRun", "TuneGuarantee", "TuneResult", "tune"]
 
@@ -81,7 +85,7 @@ def tune(
     proxy: TuneObjective | None = None,
     num_users: int | None = None,
     plan_options: dict[str, Any] | None = None,
-    plan_budget: int | None = None,
+    plan_budget: float | str | None = AUTO,
     strategy: str = "enumerate",
     method: str = "auto",
     protect: str | None = None,
@@ -113,11 +117,14 @@ def tune(
         num_users: ``n`` of ``objective`` (public), needed with ``proxy`` (read from a
             ``TorchModelTuningObjective``).
         plan_options: Keywords of ``plan_private_run`` (``clip_quantiles``, ``step_sizes``, ...).
-        plan_budget: The most SIMULATED RUNS the planning on the proxy may make (every configuration's
-            settings search and the method comparison; a count, so that the plan does not depend on
-            the machine's speed): over it, ``plan.budget.budgeted_options`` takes fewer repeats (down
-            to 2), then one candidate setting per configuration, then 1 repeat, and
-            ``TuneResult.planning`` says what was cut. ``None`` (default): ``plan_options`` as given.
+        plan_budget: The SECONDS the planning on the proxy should take (every configuration's settings
+            search and the method comparison), estimated before it starts from the timed proxy and one
+            timed DP-GIBO step (``plan.budget``): over it, ``budgeted_options`` cuts the repeats, the
+            candidate settings, the baseline run, the settings' simulations, then (``method="auto"``)
+            the comparison, and ``TuneResult.planning`` says what was cut. ``"auto"`` (default): the
+            estimated time of the private run itself; ``None``: no limit (``plan_options`` as given).
+            The planning's proxy evaluations are shared through one memo (``plan.cache``): one
+            evaluation per point and configuration.
         strategy: With categorical hyperparameters: ``"enumerate"`` (default: one run per
             configuration, then the scores) or ``"sample"`` (``tuning.sampled``: a hidden random
             number of runs on randomly drawn configurations, Papernot–Steinke over each run's
@@ -138,7 +145,13 @@ def tune(
             ``method="auto"``, else ``"validation"``. ``"training"`` and ``"both"`` run private selection
             over whole DP-SGD training runs (``methods.training_selection``: ``E[K] = mean_trials``, the
             whole procedure charged once to the objective's ledger before the first trial, ``K`` hidden;
-            no proxy, checkpoint or DP-GIBO setting) and are refused by name for any other objective.
+            no checkpoint or DP-GIBO setting) and are refused by name for any other objective. With
+            ``proxy`` (PUBLIC data: a ``ClassificationData``, a tuple, or a ``TorchModelTuningObjective``'s
+            ``data``) ``method="auto"`` instead chooses among ``"training_selection"``, ``"subsample_tuning"``
+            and ``"proxy_then_train"`` simulated there at each one's own noise (``methods.training_choice``;
+            ``plan_options``: ``num_repeats``, ``num_configurations``, ``methods``, ``untuned``), and says
+            when tuning is not expected to beat one untuned run (``TuneResult.advice`` and a
+            ``SettingsWarning``); each of those, and ``"untuned"``, can be forced by ``method=``.
             ``"validation"`` with a DP-trained objective runs DP-GIBO with every training run charged on
             its own (a ``PrivacyWarning`` states their number, each one's ``ε`` and ``σ`` up front).
         mean_trials: ``E[K]`` of ``"sample"`` and of the selection over training runs (``protect``;
@@ -171,27 +184,53 @@ def tune(
         checkpoint_dir=checkpoint_dir, unsafe_allow_large_delta=unsafe_allow_large_delta,
         allow_noise_dominated=allow_noise_dominated, settings=settings,
     )  # fmt: skip
-    call, planning = _budgeted(call, plan_budget)
-    choice = choose(call)  # the candidates, compared on the PUBLIC proxy when one is given: no release yet
-    ledger = call.ledger_for(choice.winner.gdp_mu)
-    with call.opened_checkpoint() as checkpoint:  # the arguments checked against a stored call first
-        call.check_room_for_trainings(checkpoint)
-        winner = choice.winner.with_checkpoint(checkpoint)
-        run = winner.run_private(call.objective, ledger=ledger, seed=seed, progress=progress, executor=executor)
-    result = call.checks.carry(tune_result(run, space, ledger, choice.comparison))
+    given = call  # the checkpoint compares the arguments as given, not the budget's cut (machine-dependent)
+    with named_coordinates(space.names):  # warnings name the hyperparameters, not θ[i]
+        call, planning = _budgeted(call, check_plan_budget(plan_budget))
+        choice = choose(call)  # the candidates, compared on the PUBLIC proxy when one is given: no release yet
+        if choice.advice is not None:  # the training methods: one untuned run did as well on the proxy
+            warnings.warn(choice.advice, SettingsWarning, stacklevel=2)
+        ledger = call.ledger_for(choice.winner.gdp_mu)
+        with given.opened_checkpoint() as checkpoint:  # the arguments checked against a stored call first
+            call.check_room_for_trainings(checkpoint)
+            winner = choice.winner.with_checkpoint(checkpoint)
+            run = winner.run_private(call.objective, ledger=ledger, seed=seed, progress=progress, executor=executor)
+    result = call.checks.carry(tune_result(run, space, ledger, choice.comparison, advice=choice.advice))
     return result if planning is None else dataclasses.replace(result, planning=planning)
 
 
-def _budgeted(call: TuneCall, plan_budget: int | None) -> tuple[TuneCall, str | None]:
-    r"""``call`` with its ``plan_options`` cut to ``plan_budget`` simulated runs, and the note (``None``: none cut)."""
+def _budgeted(call: TuneCall, plan_budget: float | str | None) -> tuple[TuneCall, str | None]:
+    r"""``call`` planning through one ``ProxyCache`` with its ``plan_options`` cut to ``plan_budget`` seconds
+    (``plan.budget``), and the note (``None``: none cut)."""
+    if call.proxy is None or call.selects_trainings:
+        if plan_budget is not None and plan_budget != AUTO:
+            if call.proxy is not None:
+                raise ValueError(
+                    f"plan_budget={plan_budget!r}: the training methods' comparison is sized by plan_options "
+                    "(num_repeats, num_configurations, methods), not by plan_budget."
+                )
+            raise ValueError(f"plan_budget={plan_budget!r}: there is no planning without proxy=.")
+        return call, None
+    call = dataclasses.replace(call, proxy=CachedProxy(call.proxy, call.space, ProxyCache()))
     if plan_budget is None:
         return call, None
-    if call.proxy is None:
-        raise ValueError(f"plan_budget={plan_budget!r}: there is no planning without proxy=.")
     options = dict(call.plan_options or {})
     compared = call.method != "dp_gibo" and options.get("choose_method", True) is not False
     num_methods = (3 if options.get("methods") is None else len(options["methods"])) if compared else 0
-    options, note = budgeted_options(
-        call.config(call.mu_run), options, budget=plan_budget, num_configurations=call.K, num_methods=num_methods
-    )
-    return dataclasses.replace(call, plan_options=options), note
+    config = call.config(call.mu_run)
+    proxy = configs_objective(call.proxy, call.space, call.configurations[0])
+    fits = options.get("fit_kernel", True) is not False and options.get("kernel_fit_radius") is None
+    seed = int(options.get("seed", 0))
+    estimate = measure_costs(proxy, config, num_configurations=call.K, seed=seed, fit_kernel=fits)
+    budget = estimate.private_run() if plan_budget == AUTO else float(plan_budget)
+    options, compare, note = budgeted_options(
+        config, options, budget=budget, estimate=estimate, num_methods=num_methods,
+        may_skip_comparison=call.method == "auto",
+    )  # fmt: skip
+    if note is not None and plan_budget == AUTO:
+        note = note.replace(
+            f"plan_budget = {budget:.3g} s", f"plan_budget = 'auto' ({budget:.3g} s, the private run's)"
+        )
+    if not compare and call.K == 1:  # the plan itself recommends DP-GIBO without a comparison
+        return dataclasses.replace(call, plan_options={**options, "choose_method": False}), note
+    return dataclasses.replace(call, plan_options=options, method=call.method if compare else "dp_gibo"), note

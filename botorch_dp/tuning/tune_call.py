@@ -41,7 +41,17 @@ from botorch_dp.tuning.tune_checks import (
     training_event,
 )
 
-__all__ = ["METHODS", "PROTECT", "STRATEGIES", "TUNE_DEFAULTS", "TuneCall", "check_method", "check_protect"]
+__all__ = [
+    "METHODS",
+    "PROTECT",
+    "STRATEGIES",
+    "TRAINING_METHODS",
+    "TUNE_DEFAULTS",
+    "TuneCall",
+    "check_method",
+    "check_protect",
+    "proxy_data",
+]
 
 #: DP-GIBO settings of ``tune`` unless given as keywords (those of the README's main example:
 #: a scaled RBF kernel on the unit cube with length-scale 0.2, AdaGrad, losses of order one).
@@ -58,6 +68,12 @@ PROTECT = ("validation", "training", "both")
 TRAINING_SELECTION = "training_selection"
 
 
+#: The methods that protect the training records (``methods.training_choice``), by ``tune``'s names.
+TRAINING_METHODS = ("training_selection", "subsample_tuning", "proxy_then_train", "untuned")
+#: What ``plan_options`` may hold with a proxy when the training records are protected.
+TRAINING_PLAN_OPTIONS = ("methods", "num_repeats", "num_configurations", "untuned")
+
+
 def selects_training_runs(objective: Any) -> bool:
     r"""Whether ``objective`` can run a private selection over whole DP-SGD training runs (a
     ``TorchModelTuningObjective`` built with ``dp_sgd=``)."""
@@ -67,14 +83,22 @@ def selects_training_runs(objective: Any) -> bool:
 
 def check_protect(protect: str | None, objective: Any, method: str) -> str:
     r"""``protect`` checked (``ValueError`` naming it) and resolved: ``None`` is ``"both"`` for an
-    objective that trains with DP-SGD and ``method="auto"``, else ``"validation"``; ``"training"`` and
-    ``"both"`` need such an objective and ``method="auto"`` (the selection over whole training runs)."""
+    objective that trains with DP-SGD and ``method="auto"``, and for a method of ``TRAINING_METHODS``, else
+    ``"validation"``; ``"training"`` and ``"both"`` need such an objective and ``method="auto"`` or one of
+    ``TRAINING_METHODS`` (``methods.training_choice``)."""
     if protect is not None and protect not in PROTECT:
         raise ValueError(f"protect must be None or one of {PROTECT}, got {protect!r}.{did_you_mean(protect, PROTECT)}")
     capable = selects_training_runs(objective)
-    if protect is None:
+    if protect is None and method in TRAINING_METHODS:
+        protect = "both"  # checked below: such a method needs a DP-SGD objective
+    elif protect is None:
         return "both" if capable and method == "auto" else "validation"
     if protect == "validation":
+        if method in TRAINING_METHODS:
+            raise ValueError(
+                f"method={method!r} with protect='validation': it protects the training records of a DP-SGD "
+                "objective; use protect='training' or 'both' (or None)."
+            )
         return protect
     if not capable:
         without = " without DP-SGD" if callable(getattr(objective, "planned_run", None)) else ""
@@ -84,13 +108,38 @@ def check_protect(protect: str | None, objective: Any, method: str) -> str:
             f"{type(objective).__name__}{without}; "
             "use protect='validation'."
         )
-    if method != "auto":
+    if method != "auto" and method not in TRAINING_METHODS:
         raise ValueError(
-            f"method={method!r} with protect={protect!r}: the training records are protected by private "
-            "selection over whole DP-SGD training runs (method='auto'); use method='auto', or "
+            f"method={method!r} with protect={protect!r}: the training records are protected by the methods "
+            f"{TRAINING_METHODS} (method='auto' chooses among them); use one of those, or "
             "protect='validation' to run this method with every training run charged on its own."
         )
     return protect
+
+
+def check_training_method(method: str, protect: str, proxy: Any) -> str:
+    r"""``method`` of a call that protects the training records (``protect`` is ``"training"`` or ``"both"``):
+    ``"auto"`` stays ``"auto"`` with a proxy (``methods.training_choice`` compares the methods there) and
+    is private selection over whole training runs without one; ``"proxy_then_train"`` needs a proxy."""
+    if method == "auto":
+        return "auto" if proxy is not None else TRAINING_SELECTION
+    if method == "proxy_then_train" and proxy is None:
+        raise ValueError("method='proxy_then_train' needs proxy= (public data to tune on).")
+    return method
+
+
+def proxy_data(proxy: Any) -> Any:
+    r"""The PUBLIC data of a proxy given to the training methods: a ``ClassificationData``, a tuple
+    ``(X_train, y_train, X_val, y_val[, X_test, y_test])``, or a ``TorchModelTuningObjective``'s ``data``;
+    ``None`` for anything else."""
+    from botorch_dp.tuning.datasets import ClassificationData
+
+    if isinstance(proxy, ClassificationData):
+        return proxy
+    if isinstance(proxy, (tuple, list)) and len(proxy) in (4, 6):
+        return ClassificationData(*proxy)
+    data = getattr(proxy, "data", None) if isinstance(proxy, SearchSpaceObjective) else None
+    return data if isinstance(data, ClassificationData) else None
 
 
 def check_method(
@@ -101,7 +150,8 @@ def check_method(
     would count its hidden number of trials, on any space), and on a mixed space (categorical
     configurations) with ``strategy="sample"``."""
     if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}.{did_you_mean(method, METHODS)}")
+        known = METHODS + TRAINING_METHODS
+        raise ValueError(f"method must be one of {known}, got {method!r}.{did_you_mean(method, known)}")
     if trains and method not in ("auto", "dp_gibo"):
         raise ValueError(
             f"method={method!r} with an objective that charges DP training runs: the training ledger "
@@ -165,8 +215,9 @@ class TuneCall:
 
     @property
     def selects_trainings(self) -> bool:
-        r"""Whether the call runs private selection over whole DP-SGD training runs (``protect`` covers training)."""
-        return self.method == TRAINING_SELECTION
+        r"""Whether the call protects the training records (private selection over whole DP-SGD training runs,
+        cheap tuning, an untuned run, or ``"auto"`` among them with a proxy)."""
+        return self.protect != "validation"
 
     @property
     def sampled(self) -> bool:
@@ -283,8 +334,9 @@ class TuneCall:
         if blocked:
             raise ValueError(f"tune sets {sorted(blocked)} itself; give epsilon, delta and seed to tune().")
         check_setting_names(settings, tune)
-        for name, fn in (("objective", objective), ("proxy", proxy)):
-            check_objective(name, fn, space)
+        check_objective("objective", objective, space)
+        if proxy_data(proxy) is None or isinstance(proxy, SearchSpaceObjective):
+            check_objective("proxy", proxy, space)
         if proxy is not None and num_users is None and isinstance(objective, SearchSpaceObjective):
             num_users = objective.num_users
         if proxy is not None and (num_users is None or isinstance(num_users, bool) or not isinstance(num_users, int)):
@@ -301,9 +353,14 @@ class TuneCall:
         trains = training_event(objective, space) is not None
         protect = check_protect(protect, objective, method)
         if protect == "validation":
+            if proxy is not None and not callable(proxy):
+                raise ValueError(
+                    "proxy: data (not an objective) is a proxy of the methods that protect the training records; "
+                    "with protect='validation' give a proxy objective on public users."
+                )
             method = check_method(method, proxy, K, strategy=strategy, trains=trains)
         else:
-            method = TRAINING_SELECTION
+            method = check_training_method(method, protect, proxy)
         sampled = strategy == "sample" and K > 1 and method == "dp_gibo"
         if sampled and checkpoint_dir is not None:
             raise ValueError(
@@ -329,8 +386,8 @@ class TuneCall:
         checks = TuneChecks.of(objective, run_config, epsilon, mu, K, mu_score, method, sampled, trains)
         known = num_users if num_users is not None else getattr(objective, "num_users", None)
         guarded = checks.guarded(objective, known)  # refused before any call when n is known, else at the first
-        if method == TRAINING_SELECTION:
-            _check_training_selection(protect, proxy, strategy, checkpoint_dir, settings)
+        if protect != "validation":
+            _check_training_selection(protect, method, proxy, strategy, checkpoint_dir, settings, plan_options)
         elif method != "dp_gibo" and checkpoint_dir is not None:
             raise ValueError(
                 f"checkpoint_dir={checkpoint_dir!r}: method={method!r} (the planner's method choice or "
@@ -344,11 +401,29 @@ class TuneCall:
 
 
 def _check_training_selection(
-    protect: str, proxy: Any, strategy: str, checkpoint_dir: Any, settings: dict[str, Any]
+    protect: str,
+    method: str,
+    proxy: Any,
+    strategy: str,
+    checkpoint_dir: Any,
+    settings: dict[str, Any],
+    plan_options: dict[str, Any] | None,
 ) -> None:
-    r"""Refuse (``ValueError`` naming it) what the selection over whole training runs does not take."""
+    r"""Refuse (``ValueError`` naming it) what the methods that protect the training records do not take."""
+    if proxy is not None and method in ("auto", "proxy_then_train") and proxy_data(proxy) is None:
+        raise ValueError(
+            f"proxy: the training methods tune on a proxy's PUBLIC data (a ClassificationData, a tuple "
+            f"(X_train, y_train, X_val, y_val[, X_test, y_test]) or a TorchModelTuningObjective), got "
+            f"{type(proxy).__name__}."
+        )
+    unknown = sorted(set(plan_options or {}) - set(TRAINING_PLAN_OPTIONS))
+    if unknown:
+        raise ValueError(
+            f"plan_options: {unknown} with protect={protect!r}; the comparison of the training methods takes "
+            f"{TRAINING_PLAN_OPTIONS}."
+        )
     refused = {
-        "proxy": proxy is not None,
+        "proxy": proxy is not None and method not in ("auto", "proxy_then_train"),
         "strategy": strategy != "enumerate",
         "checkpoint_dir": checkpoint_dir is not None,
     }
@@ -356,15 +431,15 @@ def _check_training_selection(
     for name, bad in refused.items():
         if bad:
             raise ValueError(
-                f"{name}={given[name]!r} with protect={protect!r}: private selection over whole DP-SGD training "
-                f"runs takes no {name} (it is not planned on a proxy, samples its configurations itself and is "
-                "not checkpointed); leave it out, or pass protect='validation' for DP-GIBO with every training "
-                "run charged on its own."
+                f"{name}={given[name]!r} with protect={protect!r} and method={method!r}: the methods that protect "
+                f"the training records take no {name} (only method='auto' and 'proxy_then_train' take a proxy; "
+                "they sample their configurations themselves and are not checkpointed); leave it out, or pass "
+                "protect='validation' for DP-GIBO with every training run charged on its own."
             )
     if settings:
         raise ValueError(
-            f"{sorted(settings)} with protect={protect!r}: these are DP-GIBO settings, which private selection "
-            "over whole DP-SGD training runs does not use; leave them out, or pass protect='validation'."
+            f"{sorted(settings)} with protect={protect!r}: these are DP-GIBO settings, which the methods that "
+            "protect the training records do not use; leave them out, or pass protect='validation'."
         )
 
 

@@ -64,6 +64,14 @@ _TRIALS = {
     "dp_hypo": "a point drawn from a density adapted to the earlier trials, and its noisy score",
     "training_selection": "one DP-SGD training run at hyperparameters drawn at random, then its score",
 }
+#: The cheap training methods and the untuned run, in words (``TuneResult.runs_explained``).
+_CHEAP = {
+    "proxy_then_train": "the configurations tried on the public proxy (no record), then ONE final DP-SGD training on "
+    "the training records",
+    "subsample_tuning": "ONE record for the tuning phase (all its trainings on one Poisson subset, charged as one "
+    "amplified mechanism before the subset was drawn), then ONE final DP-SGD training on all the training records",
+    "untuned": "ONE DP-SGD training at the public defaults, no tuning",
+}
 
 
 @dataclass(frozen=True)
@@ -108,6 +116,8 @@ class TuneResult:
         planning: What ``plan_budget`` cut from the planning on the proxy (``None``: nothing).
         protected: ``{protected set: (ε, δ) or None}`` for ``"validation"`` and ``"training"``
             (``MethodRun.guarantees``; ``None``: this procedure does not protect that set by itself).
+        advice: ``method="auto"`` among the training methods: why tuning is not expected to beat one
+            untuned run on the proxy (``methods.training_choice.untuned_advice``), else ``None``.
     """
 
     hyperparameters: dict[str, Any]
@@ -124,6 +134,7 @@ class TuneResult:
     timing: str | None = None
     planning: str | None = None
     protected: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    advice: str | None = None
 
     def __repr__(self) -> str:
         g = self.guarantee
@@ -131,7 +142,7 @@ class TuneResult:
             f"TuneResult(hyperparameters={self.hyperparameters!r}, method={self.method!r}, "
             f"epsilon={g.epsilon:.4g}, delta={g.delta:.3g})"
         )
-        return head + self._method_choice()
+        return head + ("" if self.advice is None else f"\nADVICE: {self.advice}") + self._method_choice()
 
     def _method_choice(self) -> str:
         r"""The method table on the proxy (mean ± s.e., paired wins, the chosen ``*``, a tie's note), if any."""
@@ -167,7 +178,8 @@ class TuneResult:
         lines = [head, self.statement.text(unprotected), "Configurations and runs:"]
         lines += [f"- {line}" for line in self.runs_explained()]
         cautions = "".join(f"\nWARNING: {caution}" for caution in self.cautions)
-        return "\n".join(lines) + cautions + self._method_choice()
+        advice = "" if self.advice is None else f"\nADVICE: {self.advice}"
+        return "\n".join(lines) + cautions + advice + self._method_choice()
 
     def _protected_in_words(self) -> list[str]:
         r"""``"(ε, δ)-DP for <set>"`` per protected set, or that the set is not protected by this procedure."""
@@ -180,6 +192,14 @@ class TuneResult:
         ]
 
     @property
+    def model(self) -> Any:
+        r"""The released trained model of a method that trains one (the methods that protect the training
+        records: the selection's winning trial, the cheap methods' final run, the untuned run), else ``None``."""
+        released = self.runs[self.chosen].result if self.runs else None
+        inner = getattr(released, "result", None)
+        return getattr(inner, "model", None) if self.protected.get("training") is not None else None
+
+    @property
     def planned_on_proxy(self) -> bool:
         r"""Whether a proxy's losses were read (a run planned, or the methods compared, on it)."""
         return self.methods is not None or any(r.plan is not None for r in self.runs)
@@ -190,7 +210,10 @@ class TuneResult:
         entry of the ledger (a DP-GIBO run, the one release of the choice's noisy scores, or a whole
         private selection), and every run in the ledger composes."""
         K, total = len(self.runs), self.statement.num_validation_runs
-        if self.method != "dp_gibo" or (K == 1 and self.score_mu is not None):  # a selection: the winner only
+        if self.method in _CHEAP:
+            lines = [f"{_CHEAP[self.method]}: only its model's hyperparameters are released (1 configuration)"]
+            own = 0 if self.protected.get("validation") in (None, (0.0, self.guarantee.delta)) else 1
+        elif self.method != "dp_gibo" or (K == 1 and self.score_mu is not None):  # a selection: the winner only
             trial = _TRIALS.get(self.method if self.score_mu is None else "sample", "trial and its noisy score")
             lines = [
                 f"one private selection over a hidden number of trials (each {trial}), recorded in the ledger "
@@ -215,7 +238,9 @@ class TuneResult:
                 f"({self.statement.runs_in_words()}): runs recorded there besides this call's count too"
             )
         trainings = len(self.ledger.training_records())
-        if self.method == "training_selection":
+        if self.method in _CHEAP:
+            lines.append(f"the training records: {trainings} training record(s) in the ledger, composed (RDP)")
+        elif self.method == "training_selection":
             lines.append(
                 f"the training records: the whole selection's curve recorded ONCE before the first trial (1 "
                 f"training record of {trainings} in the ledger), whatever the hidden number of training runs"
@@ -307,6 +332,8 @@ class TuneResult:
         }
         if self.timing is not None:
             out["timing"] = self.timing
+        if self.advice is not None:
+            out["advice"] = self.advice
         text = json.dumps(out, indent=1, allow_nan=False)
         if path is not None:
             with open(path, "w") as f:
@@ -346,11 +373,17 @@ def configs_objective(
 
 
 def tune_result(
-    run: MethodRun, space: SearchSpace, ledger: PrivacyLedger, methods: MethodComparison | None = None
+    run: MethodRun,
+    space: SearchSpace,
+    ledger: PrivacyLedger,
+    methods: MethodComparison | None = None,
+    *,
+    advice: str | None = None,
 ) -> TuneResult:
     r"""The ``TuneResult`` of a method's private run (the one way ``tune`` builds one): the released
     point in natural units, the released runs, and the guarantee (``μ``-GDP when ``run.mu`` is set,
-    else the run's ``(ε, δ)``); ``methods`` is the comparison on the proxy, if one was made."""
+    else the run's ``(ε, δ)``); ``methods`` is the comparison on the proxy, if one was made; ``advice``
+    says when tuning is not expected to beat one untuned run."""
     if run.mu is not None:
         guarantee = TuneGuarantee(run.mu, gdp_epsilon(run.mu, run.delta), run.delta)
     else:
@@ -370,6 +403,7 @@ def tune_result(
         methods=methods,
         timing=run.timing,
         protected=dict(run.guarantees),
+        advice=advice,
     )
 
 

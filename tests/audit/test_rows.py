@@ -20,6 +20,8 @@ today's library without any fault, and once the ledger refuses that step before 
 noise it releases nothing, so there is no noise to halve).
 """
 
+import dataclasses
+
 import pytest
 
 from botorch_dp.audit import registered_rows
@@ -89,14 +91,19 @@ def test_quick_row_is_sound_and_its_design_separates(name):
 
 
 def halve_gaussian_noise(monkeypatch):
-    """Every Gaussian privacy draw at half its standard deviation (the true μ doubles)."""
-    draw, release, goe = _noise._gaussian, _noise.release_gaussian, _noise.release_goe
+    """Every Gaussian privacy draw at half its standard deviation (the true μ doubles): the continuous
+    draws, and the grid releases (``release_on_grid``, which ``release_gaussian`` and AMP's output
+    call) at half the integer scale."""
+    draw, on_grid, goe = _noise._gaussian, _noise.release_on_grid, _noise.release_goe
 
     def halved(size, std, generator, secure_rng, dtype, device, **kwargs):
         return draw(size, std / 2, generator, secure_rng, dtype, device, **kwargs)
 
+    def halved_on_grid(statistic, noise, **kwargs):
+        return on_grid(statistic, dataclasses.replace(noise, scale=max(1, noise.scale // 2)), **kwargs)
+
     monkeypatch.setattr(_noise, "_gaussian", halved)
-    monkeypatch.setattr(_noise, "release_gaussian", lambda statistic, *, mu, **kw: release(statistic, mu=2 * mu, **kw))
+    monkeypatch.setattr(_noise, "release_on_grid", halved_on_grid)
     monkeypatch.setattr(_noise, "release_goe", lambda G, *, mu, **kw: goe(G, mu=2 * mu, **kw))
 
 

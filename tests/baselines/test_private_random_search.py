@@ -95,6 +95,7 @@ def test_private_random_search_accepts_every_63_bit_seed():
         assert torch.equal(a.history.extras["noisy_scores"], b.history.extras["noisy_scores"])
 
 
+@pytest.mark.privacy_fast
 def test_without_a_seed_K_is_not_one_fixed_value_and_the_noise_differs():
     # issue 40, item 6: K, read by counting the objective's rows (never from the result), varies over 20
     # unseeded calls (all equal has probability below 1e-17 for a geometric of mean 8), and the noise of
@@ -118,6 +119,7 @@ def test_without_a_seed_K_is_not_one_fixed_value_and_the_noise_differs():
     assert len(set(noises)) == len(noises)
 
 
+@pytest.mark.privacy_fast
 def test_one_audit_row_of_its_score_is_sound_and_catches_halved_noise(monkeypatch):
     # the fast twin of tests/audit/test_rows.py (a slow path; issue 40 item 6): the empirical audit of the
     # private random search score (300 runs per side, seed 0) stays below its claim, and with every

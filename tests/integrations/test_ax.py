@@ -247,6 +247,7 @@ def test_ax_is_an_extra_and_ci_installs_it():
     assert "ax-platform>=1.3,<2" in extras["ax"] and "ax-platform>=1.3,<2" in extras["dev"]
 
 
+@pytest.mark.privacy_fast
 def test_the_model_ax_builds_is_never_fitted_and_its_criterion_reads_no_outcome():
     # the fast twin of test_the_points_chosen_do_not_depend_on_the_outcomes (issue 40, item 6): the model
     # Ax builds from two sets of outcomes, after the fit Ax runs on every model it builds, keeps the public

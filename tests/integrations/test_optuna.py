@@ -10,10 +10,8 @@ to the ledger before they train, one per evaluation. Optuna is a test dependency
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
-import sqlite3
 import sys
 import threading
 import warnings
@@ -70,6 +68,7 @@ def _study(**kw):
 BODY: list[str] = []
 
 
+@pytest.mark.privacy_fast
 def test_the_recording_stops_at_the_first_other_call_and_never_reaches_the_body():
     def watched(trial):
         lr = trial.suggest_float("lr", 10**-4, 2 * 0.05, log=True)  # arguments without a call
@@ -93,11 +92,11 @@ def test_the_recording_stops_at_the_first_other_call_and_never_reaches_the_body(
         "act": CategoricalDistribution(["relu", "tanh"]),
     }
     assert space.stopped_at == "list.append()"
-    with pytest.raises(ValueError, match=r"'width'.*no 'width'.*list\.append\(\).*suggest_\* call first"):
+    with pytest.raises(ValueError, match=r"'width'.*no 'width'.*list\.append\(\).*suggest_\* call before any other"):
         RunTrial(space, {"lr": 0.01, "act": "relu"}).suggest_int("width", 8, 64)
 
 
-def test_a_python_call_an_argument_with_a_call_and_a_helper_end_the_recording_before_their_suggests():
+def test_a_python_call_and_an_argument_with_a_call_end_the_recording_before_their_suggests():
     calls = []
 
     def touch():
@@ -114,29 +113,130 @@ def test_a_python_call_an_argument_with_a_call_and_a_helper_end_the_recording_be
         b = trial.suggest_float("b", math.log(2.0), 1.0)  # math.log is a call, before the suggest
         return a, b
 
-    def helper(trial):
-        return trial.suggest_float("a", 0.0, 1.0)
-
-    def in_a_helper(trial):
-        return helper(trial)
-
     assert list(record_space(python_call).distributions) == ["a"] and calls == []
     assert record_space(python_call).stopped_at.startswith("touch()")
     assert list(record_space(argument_call).distributions) == ["a"]
     assert record_space(argument_call).stopped_at == "log()"
-    with pytest.raises(ValueError, match=r"no trial\.suggest_\* call was recorded \(the first call was helper\(\)"):
-        record_space(in_a_helper)
 
 
-def test_a_conditional_space_is_refused_before_anything_runs():
+HELPER_BODY: list[str] = []
+
+
+def _inner(trial, scale=1.0):
+    return trial.suggest_categorical("act", ["relu", "tanh"])
+
+
+def _build(trial):
+    width = trial.suggest_int("width", 8, 64)
+    act = _inner(trial)  # a helper of the helper: followed too
+    HELPER_BODY.append("model")  # a call without the trial: the recording stops here
+    return nn.Linear(4, width), act
+
+
+class _Net(nn.Module):
+    def __init__(self, *args):
+        depth = args[0].suggest_int("depth", 1, 3)  # the trial in *args: followed
+        super().__init__()  # a call without the trial: stops
+        HELPER_BODY.append(depth)
+
+
+@pytest.mark.privacy_fast
+def test_suggest_calls_in_helpers_that_get_the_trial_are_recorded_and_their_other_calls_never_run():
+    def in_helpers(trial):
+        lr = trial.suggest_float("lr", 1e-4, 1e-1, log=True)
+        model, act = _build(trial)
+        HELPER_BODY.append("objective")
+        return lr, model, act
+
+    def in_a_class(trial):
+        drop = trial.suggest_float("drop", 0.0, 0.5)
+        return _Net(trial), drop
+
+    def then_trains(trial):
+        lr = trial.suggest_float("lr", 1e-3, 1.0, log=True)
+        trial.train_dp_sgd(lambda: HELPER_BODY.append("trained"))  # the trial's own method: no helper, stops
+        return lr
+
+    HELPER_BODY.clear()
+    space = record_space(in_helpers)
+    assert list(space.distributions) == ["lr", "width", "act"] and HELPER_BODY == []
+    assert space.stopped_at == "list.append()"
+    assert list(record_space(in_a_class).distributions) == ["drop", "depth"] and HELPER_BODY == []
+    assert record_space(in_a_class).stopped_at.startswith("__init__()")
+    assert list(record_space(then_trains).distributions) == ["lr"] and HELPER_BODY == []
+    assert record_space(then_trains).stopped_at.startswith("train_dp_sgd()")
+    # at run time the helper's suggests are the recorded ones
+    losses = []
+
+    def run_in_helpers(trial):
+        lr = trial.suggest_float("lr", 1e-4, 1e-1, log=True)
+        width = trial.suggest_int("width", 8, 64)
+        act = _inner(trial)
+        losses.append(_losses(lr, width, act))
+        return losses[-1]
+
+    study = _optimize(_study(method="private_random_search"), run_in_helpers)
+    assert set(study.best_params) == {"lr", "width", "act"} and losses
+
+
+def test_a_helper_called_without_the_trial_ends_the_recording_and_its_suggests_are_refused_by_name():
+    def helper():
+        HELPER_BODY.append("ran")
+
+    def late(trial):
+        lr = trial.suggest_float("lr", 1e-4, 1e-1, log=True)
+        helper()
+        return _losses(lr, trial.suggest_int("width", 8, 64), "relu")
+
+    HELPER_BODY.clear()
+    assert list(record_space(late).distributions) == ["lr"] and HELPER_BODY == []
+    refusal = r"suggest_\*\('width'\): the space read from the objective has no 'width' \(the recording ended at "
+    refusal += r"the call helper\(\)"
+    with pytest.raises(ValueError, match=refusal):
+        _optimize(_study(), late)
+
+
+def test_a_conditional_space_is_refused_by_name_before_anything_runs():
     def conditional(trial):
         act = trial.suggest_categorical("act", ["relu", "tanh"])
         if act == "relu":
             trial.suggest_float("slope", 0.0, 1.0)
         return trial.suggest_float("lr", 0.1, 1.0)
 
-    with pytest.raises(ValueError, match=r"depend on suggested values.*\['act', 'slope', 'lr'\].*\['act', 'lr'\]"):
+    def middle_choice(trial):
+        optimizer = trial.suggest_categorical("optimizer", ["adam", "sgd", "rmsprop"])
+        if optimizer == "sgd":  # neither the first nor the last choice
+            trial.suggest_float("momentum", 0.0, 0.99)
+        return trial.suggest_float("lr", 0.1, 1.0)
+
+    def layers(trial):
+        return [trial.suggest_int(f"units_{i}", 4, 64) for i in range(trial.suggest_int("depth", 1, 3))]
+
+    def in_a_helper(trial):
+        return _layers(trial)
+
+    def bounds(trial):  # the same names, a range that depends on a suggested value
+        width = trial.suggest_int("width", 8, 64)
+        return trial.suggest_int("heads", 1, width // 8)
+
+    with pytest.raises(
+        ValueError, match=r"conditional space: \['slope'\] depend on.*low end.*\['act', 'slope', 'lr'\]"
+    ):
         record_space(conditional)
+    with pytest.raises(
+        ValueError, match=r"conditional space: \['momentum'\].*optimizer='sgd': \['optimizer', 'momentum'"
+    ):
+        record_space(middle_choice)
+    for conditional_ in (layers, in_a_helper):
+        with pytest.raises(ValueError, match=r"conditional space: \['units_1', 'units_2'\]"):
+            record_space(conditional_)
+    with pytest.raises(ValueError, match=r"conditional space: \['heads'\]"):
+        record_space(bounds)
+
+
+def _layers(trial):
+    depth = trial.suggest_int("depth", 1, 3)
+    return [trial.suggest_int(f"units_{i}", 4, 64) for i in range(depth)]
 
 
 def test_a_suggest_after_another_call_is_refused_by_name_at_run_time():
@@ -227,8 +327,8 @@ def test_a_selection_releases_its_winner_only_and_one_dp_gibo_run_no_score():
         plain = _optimize(_study(), lambda trial: _losses(trial.suggest_float("lr", 1e-4, 1e-1, log=True), 32, "relu"))
     assert len(selection.trials) == 1 and selection.best_value == selection.result.runs[0].noisy_score is not None
     assert selection.result.method == "private_random_search"
-    assert len(plain.trials) == 1 and plain.best_value is None and plain.best_trial.value is None
-    assert plain.trials_dataframe()["value"].isna().all()
+    assert len(plain.trials) == 1 and plain.best_value is None and plain.best_trial.value == math.inf
+    assert plain.trials_dataframe()["value"].tolist() == [math.inf]  # a valid COMPLETE trial: test_optuna_storage
 
 
 def test_n_jobs_evaluates_on_threads_and_releases_the_same_point():
@@ -245,6 +345,18 @@ def test_n_jobs_evaluates_on_threads_and_releases_the_same_point():
     two = _optimize(_study(), watched, n_jobs=2)
     assert serial == {threading.main_thread().name} and threading.main_thread().name not in threads
     assert one.best_params == two.best_params
+
+
+@pytest.mark.privacy_fast
+def test_show_progress_bar_shows_tunes_bars_and_a_selections_bar_has_no_count(capfd):
+    produced: list[torch.Tensor] = []
+    recording = functools.partial(objective, produced=produced)
+    _optimize(_study(method="private_random_search"), recording)
+    assert "private selection" not in capfd.readouterr().err  # no bar unless asked, as in Optuna
+    _optimize(_study(method="private_random_search"), recording, show_progress_bar=True)
+    bar = capfd.readouterr().err.replace("\r", "\n")
+    assert "private selection (the number of trials stays hidden)" in bar
+    assert not re.search(r"\d+/\d+|\d+it", bar), bar  # no count of trials, no total
 
 
 def test_refusals_name_the_argument():
@@ -276,57 +388,7 @@ def test_refusals_name_the_argument():
         done.optimize(objective)
 
 
-# ---------------------------------------------------------------------- storage
-def _numbers_in(value):
-    if isinstance(value, bool):
-        return []
-    if isinstance(value, (int, float)):
-        return [float(value)]
-    if isinstance(value, str):
-        try:
-            return _numbers_in(json.loads(value))
-        except ValueError:
-            return [float(m) for m in re.findall(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", value)]
-    if isinstance(value, (list, tuple)):
-        return [x for v in value for x in _numbers_in(v)]
-    if isinstance(value, dict):
-        return [x for v in value.values() for x in _numbers_in(v)]
-    return []
-
-
-@pytest.mark.parametrize("method", ["private_random_search", "auto"])
-def test_the_storage_holds_the_released_trials_and_no_private_value(tmp_path, method):
-    produced: list[torch.Tensor] = []
-
-    recording = functools.partial(objective, produced=produced)
-    url = f"sqlite:///{tmp_path / 'study.db'}"
-    study = _optimize(_study(method=method, storage=url, study_name="private"), recording)
-    loaded = optuna.load_study(study_name="private", storage=url)
-    released = [r.noisy_score for r in study.result.runs]
-    assert [t.value for t in loaded.trials] == released and [t.params for t in loaded.trials] == [
-        t.params for t in study.trials
-    ]
-    assert len(loaded.trials) == (1 if method != "auto" else 2) < len(produced)
-    assert loaded.user_attrs["botorch_dp.guarantee"] == study.guarantee_report()
-    private = torch.cat([torch.cat(produced), torch.stack([p.mean() for p in produced])]).tolist()
-    with sqlite3.connect(tmp_path / "study.db") as db:
-        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        stored = [x for t in tables for row in db.execute(f"SELECT * FROM {t}") for v in row for x in _numbers_in(v)]
-        values = [row[0] for row in db.execute("SELECT value FROM trial_values")]
-    assert sorted(values) == sorted(released) and stored
-    assert not [x for x in stored if any(math.isclose(x, p, rel_tol=1e-9, abs_tol=1e-12) for p in private if p)]
-
-
-def test_optunas_plots_read_the_stored_study(tmp_path):
-    url = f"sqlite:///{tmp_path / 'study.db'}"
-    _optimize(_study(storage=url, study_name="plotted"), objective)
-    loaded = optuna.load_study(study_name="plotted", storage=url)
-    figure = optuna.visualization.plot_slice(loaded)
-    assert figure.data
-    history = optuna.visualization.plot_optimization_history(loaded)
-    assert list(history.data[0].y) == [t.value for t in loaded.trials]
-
-
+# ---------------------------------------------------------------------- storage (also test_optuna_storage.py)
 def test_an_existing_study_name_is_refused_before_anything_runs(tmp_path):
     url = f"sqlite:///{tmp_path / 'study.db'}"
     _study(storage=url, study_name="taken")
@@ -342,19 +404,25 @@ TRAIN, VALIDATION = (_X[:60], _Y[:60]), (_X[60:], _Y[60:])
 TRAINING = TrainingConfig(epochs=1, batch_size=20)
 
 
-def _dp_study(ledger, **kw):
-    return _study(
+def _dp_study(ledger, protect="validation", **kw):
+    r"""A DP-SGD study; ``protect="validation"``: DP-GIBO with every run charged on its own (short settings),
+    else ``tune``'s private selection over whole training runs (``None``: ``tune``'s default, ``"both"``)."""
+    settings = {**FAST, "num_iterations": 2} if protect == "validation" else {"mean_trials": 3.0}
+    return create_private_study(
+        epsilon=3.0,
         num_users=N,
         dp_sgd=DPSGDConfig(noise_multiplier=1.0),
         training=TRAINING,
         training_data=TRAIN,
         ledger=ledger,
         delta=1e-3,
-        num_iterations=2,
-        **kw,
+        seed=3,
+        **({} if protect is None else {"protect": protect}),
+        **{**settings, **kw},
     )
 
 
+@pytest.mark.privacy_fast
 def test_dp_sgd_trials_are_charged_before_they_train_one_run_per_evaluation():
     ledger = PrivacyLedger()
     seen = []
@@ -399,6 +467,9 @@ def test_a_dp_trial_trains_exactly_once_and_only_in_a_dp_study():
         _optimize(_dp_study(PrivacyLedger()), no_training)
     with pytest.raises(RuntimeError, match="called twice"):
         _optimize(_dp_study(PrivacyLedger()), twice)
+    for wrong in (no_training, twice):  # tune's selection over whole runs withholds which trial failed, and why
+        with pytest.raises(RuntimeError, match="failed during the hidden trials of a private selection"):
+            _optimize(_dp_study(PrivacyLedger(), None), wrong)
     with pytest.raises(ValueError, match="this study has no DP-SGD training"):
         _optimize(_study(), trains)
 

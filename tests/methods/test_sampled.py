@@ -27,6 +27,8 @@ from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.tuning import Categorical, Hyperparameter, SearchSpace, sampled
 from botorch_dp.tuning.tune_result import ConfigurationRun
 
+pytestmark = pytest.mark.privacy_fast  # the fast version of privacy properties (tests/conftest.py)
+
 SPACE = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Categorical("arm", tuple(range(6)))])
 N = 40
 _USERS = torch.linspace(-0.2, 0.2, N, dtype=torch.float64)

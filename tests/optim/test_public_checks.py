@@ -14,7 +14,14 @@ import torch
 from gpytorch.kernels import PolynomialKernel, RBFKernel, ScaleKernel
 
 from botorch_dp.optim import DPGIBO, DPGIBOConfig
-from botorch_dp.optim.public_checks import FAR_CORRELATION, FLAT_CORRELATION, NOISE_DOMINATED_RATIO, SettingsWarning
+from botorch_dp.optim.public_checks import (
+    FAR_CORRELATION,
+    FLAT_CORRELATION,
+    NOISE_DOMINATED_RATIO,
+    SettingsWarning,
+    check_kernel,
+    named_coordinates,
+)
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon, gdp_mu
 from botorch_dp.privacy.seeding import PrivacyWarning
 
@@ -69,6 +76,22 @@ def test_natural_unit_bounds_with_a_unit_cube_kernel_warn_with_the_closed_form_c
         and "tiny fraction of a length-scale in 1 of 2" in found[0]
         and "θ[0]: radius 0.0001" in found[0]
     )
+
+
+def test_the_kernel_warning_names_hyperparameters_when_the_coordinates_have_names():
+    config = _config([[0.0, 0.0], [1e-3, 1.0]], _rbf(1.0))
+    with named_coordinates(["lr", "dropout"]):  # what tune sets around its planning and run
+        (found,) = _settings_warnings(config)
+    assert "lr: radius 0.0001" in found and "θ[" not in found
+    (found,) = _settings_warnings(config)  # outside the block: θ[i] again
+    assert "θ[0]: radius 0.0001" in found
+    with named_coordinates(["only one name"]):  # names that do not name every coordinate are not used
+        (found,) = _settings_warnings(config)
+    assert "θ[0]" in found
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_kernel(_rbf(1.0), torch.zeros(2, dtype=torch.float64), torch.tensor([1e-4, 0.1]), names=["a", "b"])
+    assert any("a: radius 0.0001" in str(w.message) for w in caught)
 
 
 @pytest.mark.parametrize("lengthscale", [0.05, 0.2, 1.0, 5.0])

@@ -6,9 +6,10 @@ exact sum, a multiple of ``ulp(m′)/2``, while on ``D`` small outputs carry fin
 "``|y| < m′/2`` and ``y`` not a multiple of ``ulp(m′)/2``" has probability 0 on ``D′`` and
 about 0.14 on ``D`` for a score at ``μ₀ = 1`` (0.01 at ``μ₀ = 0.09``). Every release now is
 ``γ (M + k)`` on a public grid ``γ`` far coarser than ``ulp(m′)``: the event never fires, on
-either side, for the score mechanism, ``DPGIBO.tell``'s gradients and ``tune``'s released
-scores (read from ``to_json``). Each test also checks that every released value is a multiple
-of the grid computed from public quantities, which continuous float noise fails at once.
+either side, for the score mechanism, ``DPGIBO.tell``'s gradients, ``tune``'s released
+scores (read from ``to_json``) and AMP's released model (objective perturbation). Each test
+also checks that every released value is a multiple of the grid computed from public
+quantities, which continuous float noise fails at once.
 """
 
 from __future__ import annotations
@@ -17,13 +18,21 @@ import json
 import math
 import warnings
 
+import pytest
 import torch
 
 from botorch_dp import DPGIBO, DPGIBOConfig, tune
 from botorch_dp.privacy.analysis.discrete_gaussian import calibrate_discrete_gaussian
-from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, GaussianScoreMechanism
+from botorch_dp.privacy.analysis.objective_perturbation import amp_output_grid
+from botorch_dp.privacy.mechanisms import (
+    GaussianGradientMechanism,
+    GaussianScoreMechanism,
+    ObjectivePerturbationMechanism,
+)
 from botorch_dp.tuning import Categorical, Hyperparameter, SearchSpace
 from tests.optim.loop_helpers import poly_kernel
+
+pytestmark = pytest.mark.privacy_fast  # the fast version of privacy properties (tests/conftest.py)
 
 
 def attack_fires(y: torch.Tensor, m_prime: float) -> int:
@@ -118,3 +127,24 @@ def test_tune_released_scores_never_fire():
     # the grid is at least 2^-24 σ, and σ = C/(n μ_score) > 2^-9 here: every score is a multiple of 2^-33
     assert on_grid(torch.tensor(scores, dtype=torch.float64), 2.0**-33)
     assert attack_fires(torch.tensor(scores, dtype=torch.float64), C / N) == 0
+
+
+def test_amp_release_never_fires_on_either_side():
+    # AMP's θ̃ is 0 on D and m′ in every coordinate on D′ (the τ test passes: zero gradient); each
+    # coordinate is one trial of the attack. With θ̃ + σ_out Z in float64 the event fires on D for
+    # about 79 % of the coordinates (|σ_out Z| < 1/8); on the grid it never does.
+    d, m_prime, sigma_out = 1000, 0.3, 0.1
+    grid = amp_output_grid(dim=d, sigma_out=sigma_out)  # public: d and σ_out only
+    assert grid >= math.ulp(m_prime) / 2 and grid <= 2.0**-14 * sigma_out
+    for centre, small in ((0.0, 500), (m_prime, 30)):  # expected about 870 and 67
+        mech = ObjectivePerturbationMechanism(  # OS entropy, as by default
+            dim=d, clip=1.0, beta=0.5, lam=2.0, sigma=1.0, tau=1e-3, sigma_out=sigma_out
+        )
+        mech.perturbation()
+        theta_tilde = torch.full((d,), centre, dtype=torch.float64)
+        theta = mech.release(theta_tilde, lambda t: torch.zeros(d, dtype=torch.float64)).theta
+        assert on_grid(theta, grid)
+        assert attack_fires(theta, m_prime) == 0
+        assert int((theta.abs() < m_prime / 2).sum()) > small  # the event's first half happens often
+        # the noise has the stated scale: sample std within 12 % (5 standard errors) of σ_out
+        assert abs(float((theta - theta_tilde).std()) / sigma_out - 1.0) < 0.12

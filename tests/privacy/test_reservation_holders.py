@@ -28,6 +28,8 @@ from botorch_dp.privacy.ledger_storage import open_storage
 
 from . import ledger_workers
 
+pytestmark = pytest.mark.privacy_fast  # the fast version of privacy properties (tests/conftest.py)
+
 BUDGET = math.sqrt(0.75)  # 0.866: three steps of 0.5 fit, a fourth does not
 PART = 0.6  # a step of two releases of 0.6: its worst case composes to 0.849
 TWO_PART_BUDGET = 1.1  # one whole step fits; a second does not (1.2), but the largest part with a step does (1.039)

@@ -23,3 +23,8 @@ def test_script_writes_a_report_where_the_profile_is_not_above_rdp(tmp_path):
             assert row["pld_epsilon"] >= trial["single_pld_epsilon"]
             if row["rdp_epsilon"] is not None:
                 assert row["pld_epsilon"] <= row["rdp_epsilon"]
+    # the calibration: the profile needs no more noise than RDP, meets the target, and RDP at its σ says more
+    assert report["calibration"]
+    for row in report["calibration"]:
+        assert row["accounting"] == "profile" and row["sigma"] < row["rdp_sigma"]
+        assert row["epsilon"] <= row["target_epsilon"] <= row["rdp_epsilon_at_sigma"]

@@ -236,13 +236,14 @@ def test_guarantee_is_the_amp_curve_of_the_config():
     config = AMPConfig(lam=20.0, sigma=5.0, loss="squared", clip=1.0, fit_intercept=False, tau=0.05, sigma_out=0.1)
     X, y = _logistic_data(n=40, p=2, seed=13)
     result = _quiet_fit(X, 2.0 * y - 1.0, config, generator=0)
-    # spec §3.8: ε_OP(2) = 0.2384361, plus α(2τ/λ)²/(2σ_out²) = 2 · 0.05²/2
-    assert result.rdp(2.0) == pytest.approx(0.2384361 + 0.0025, abs=1e-7)
+    # spec §3.8: ε_OP(2) = 0.2384361, plus α s_g²/2 with the output grid's s_g = (2τ/(λσ_out) + 2⁻¹⁴)(1 + 2⁻²⁷)
+    s_g = (0.05 + 2.0**-14) * (1.0 + 2.0**-27)
+    assert result.rdp(2.0) == pytest.approx(0.2384361 + s_g**2, abs=1e-7)
     orders = np.array([1.5, 2.0, 8.0, 32.0])
     expected = amp_rdp(orders, clip=1.0, beta=1.0, lam=20.0, sigma=5.0, tau=0.05, sigma_out=0.1)
     np.testing.assert_allclose(result.rdp(orders), expected, rtol=1e-15)
     np.testing.assert_allclose([result.cost.rdp(a) for a in orders], expected, rtol=1e-15)
-    # spec §3.8 (P3, Monte Carlo-checked): δ_AMP(0.5) = 0.0026836, δ_AMP(0.2) = 0.061006
+    # spec §3.8 (P3, Monte Carlo-checked, continuous output): δ_AMP(0.5) = 0.0026836, δ_AMP(0.2) = 0.061006
     assert result.epsilon(0.0026836) == pytest.approx(0.5, abs=2e-3)
     assert result.epsilon(0.061006) == pytest.approx(0.2, abs=2e-3)
     assert result.description == result.cost.description and "tau=0.05" in result.description

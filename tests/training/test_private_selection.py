@@ -83,7 +83,14 @@ def epsilon_at(curve, delta):
 def test_one_record_before_the_first_trial_none_after_and_the_curve_is_recomputed(small, distribution):
     obj = objective(small)
     result = select_training_runs(
-        obj, epsilon=3.0, delta=DELTA, mean_trials=3, distribution=distribution, seed=2, non_private_trials=True
+        obj,
+        epsilon=3.0,
+        delta=DELTA,
+        mean_trials=3,
+        distribution=distribution,
+        seed=2,
+        non_private_trials=True,
+        accounting="rdp",
     )
     assert result.num_trials >= 1
     # exactly one training record exists when each trial starts, and still one afterwards
@@ -225,7 +232,9 @@ def test_the_reference_curve_bounds_every_trial_of_a_heterogeneous_space(small):
 
 def test_a_selection_over_a_heterogeneous_space_is_charged_once_at_the_target(small):
     obj = objective(small, HETEROGENEOUS)
-    result = select_training_runs(obj, epsilon=3.0, delta=DELTA, mean_trials=2, seed=1, non_private_trials=True)
+    result = select_training_runs(
+        obj, epsilon=3.0, delta=DELTA, mean_trials=2, seed=1, non_private_trials=True, accounting="rdp"
+    )
     assert obj.seen == [(1, 0)] * result.num_trials
     assert len(obj.ledger.training_records()) == 1 and 0.99 * 3 <= obj.ledger.training_epsilon(DELTA) <= 3
     assert {"epochs", "batch_size", "max_grad_norm"} <= set(result.hyperparameters)
@@ -314,3 +323,20 @@ def test_a_training_hyperparameter_that_cannot_be_bounded_is_refused_before_anyt
     with pytest.raises(ValueError, match=hyperparameter.name):
         select_training_runs(obj, epsilon=3.0, delta=DELTA, mean_trials=3, seed=1)
     assert obj.seen == [] and obj.ledger.training_records() == []
+
+
+def test_train_covered_under_a_profile_charge_checks_the_run_shapes(small):
+    from botorch_dp.privacy.ledger import ApproximateDP
+
+    obj = objective(small)
+    point = {"lr": 0.1, "momentum": 0.5}
+    (shape,) = obj.possible_run_shapes()  # (0.1, 10)
+    reference = tuple(trial_rdp_curve(1.0, [shape]).tolist())
+    with obj.ledger.charge_training({"sel": ApproximateDP("a selection at its profile bound", 2.0, DELTA)}) as meter:
+        meter.record("sel")
+    with pytest.raises(RuntimeError, match="no training record"):  # an (ε, δ) record names no run shapes
+        obj.train_covered(point, TrainingCover(obj.ledger, "sel", reference, 1.0))
+    with pytest.raises(RuntimeError, match="dominated by none"):  # the bound was over fewer steps
+        obj.train_covered(point, TrainingCover(obj.ledger, "sel", reference, 1.0, ((shape[0], shape[1] - 1),)))
+    assert obj.train_covered(point, TrainingCover(obj.ledger, "sel", reference, 1.0, (shape,))) is not None
+    assert len(obj.ledger.training_records()) == 1

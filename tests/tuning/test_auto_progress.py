@@ -26,6 +26,7 @@ def test_auto_on_a_mixed_space_shows_one_bar_naming_configuration_and_method(cap
             proxy=_problem("bowl", 100, 0, log, "proxy"),
             num_users=300,
             plan_options=dict(PLAN, num_repeats=2, methods=(DPGIBOMethod(), PrivateRandomSearchMethod())),
+            plan_budget=None,
             **{**SETTINGS, "num_iterations": 2},
         )
     err = capsys.readouterr().err
@@ -47,61 +48,6 @@ def test_auto_on_a_mixed_space_shows_one_bar_naming_configuration_and_method(cap
     ):
         assert name in text
     assert any("eta" in line for line in planning)
-
-
-def test_plan_budget_cuts_the_planning_to_the_budget_and_says_so(capsys):
-    log = []
-    options = dict(PLAN, num_repeats=3, clip_quantiles=(0.5, 0.9), step_sizes=(0.05, 0.1))
-    options["methods"] = (DPGIBOMethod(), PrivateRandomSearchMethod())
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = tune(
-            _problem("bowl", 300, 1, log, "private"),
-            SPACE,
-            epsilon=1.0,
-            delta=1e-5,
-            seed=0,
-            progress=True,
-            proxy=_problem("bowl", 100, 0, log, "proxy"),
-            num_users=300,
-            plan_options=options,
-            plan_budget=20,
-            **{**SETTINGS, "num_iterations": 2},
-        )
-    # as given: 2 configurations x (4 settings + the given one) x 3 repeats + 2 methods x 3 = 36 > 20;
-    # 2 repeats: 2 x 5 x 2 + 2 x 2 = 24 > 20; one setting: 2 x 2 x 2 + 2 x 2 = 12 <= 20
-    err = capsys.readouterr().err
-    assert " 12/12 run, done" in err  # the planning made exactly the 12 simulated runs counted
-    assert result.planning == (
-        "plan_budget = 20 simulated runs: planned with 2 repeat(s) (of 3) and 1 candidate setting(s) per "
-        "configuration (of 4), 12 simulated runs instead of 36"
-    )
-    assert result.planning in repr(result) and result.planning in result.guarantee_report()
-    assert all(len(s.proxy_losses) == 2 for s in result.methods.scores)
-
-
-def test_budgeted_options_stay_within_any_budget_they_can_meet():
-    from botorch_dp.plan.budget import budgeted_options, planning_count
-    from tests.plan.plan_helpers import plan_config
-
-    config = plan_config()
-    given = dict(num_repeats=4, clip_quantiles=(0.25, 0.5, 0.9))
-    least = planning_count(
-        config,
-        dict(num_repeats=1, clip_quantiles=(0.5,), step_sizes=(config.step_size,)),
-        num_configurations=3,
-        num_methods=3,
-    )
-    assert least == 3 * 2 + 3
-    full = planning_count(config, given, num_configurations=3, num_methods=3)
-    assert full == 3 * (9 + 1) * 4 + 3 * 4
-    for budget in range(1, full + 2):
-        cut, note = budgeted_options(config, given, budget=budget, num_configurations=3, num_methods=3)
-        count = planning_count(config, cut, num_configurations=3, num_methods=3)
-        assert (note is None) == (budget >= full)
-        assert count <= budget if budget >= least else count == least and "still exceeds" in note
-        if budget >= planning_count(config, {**given, "num_repeats": 2}, num_configurations=3, num_methods=3):
-            assert cut["num_repeats"] >= 2 and len(cut.get("clip_quantiles", ())) == 3  # repeats cut first
 
 
 def test_bars_inside_overall_progress_count_on_one_bar(capsys):

@@ -21,6 +21,8 @@ from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.training.dp_sgd import composed_training_epsilon
 from botorch_dp.tuning import ClassificationData, Hyperparameter, SearchSpace, TorchModelTuningObjective
 
+pytestmark = pytest.mark.privacy_fast  # the fast version of privacy properties (tests/conftest.py)
+
 TRAINING = TrainingConfig(epochs=1, batch_size=20, seed=0, num_threads=1)
 SPACE = SearchSpace([Hyperparameter("lr", 1e-3, 1e-1, log_scale=True)])
 X2 = torch.tensor([[0.2], [0.7]], dtype=torch.float64)

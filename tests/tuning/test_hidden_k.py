@@ -19,6 +19,8 @@ from botorch_dp.privacy.analysis.private_selection import sample_num_trials
 from botorch_dp.tuning import Categorical, Hyperparameter, SearchSpace
 from botorch_dp.utils import child_seeds
 
+pytestmark = pytest.mark.privacy_fast  # the fast version of privacy properties (tests/conftest.py)
+
 N = 50
 SPACE = SearchSpace([Hyperparameter("lr", 1e-4, 1e-1, log_scale=True), Categorical("opt", ["sgd", "adam", "rmsprop"])])
 BOX = SearchSpace([Hyperparameter("x", 0.0, 1.0), Hyperparameter("y", 0.0, 1.0)])

@@ -51,6 +51,7 @@ def test_auto_runs_the_recommended_method_and_the_objective_only_after_planning(
             seed=3,
             progress=False,
             proxy=proxy,
+            plan_budget=None,
             num_users=2000,
             plan_options=dict(
                 fit_kernel=False,
@@ -116,6 +117,7 @@ def test_a_dp_gibo_recommendation_runs_the_planned_config_at_the_full_budget():
             seed=3,
             progress=False,
             proxy=proxy,
+            plan_budget=None,
             num_users=500,
             plan_options=dict(
                 fit_kernel=False, clip_quantiles=(0.9,), step_sizes=(0.1,), num_repeats=1, methods=(DPGIBOMethod(),)
@@ -217,6 +219,7 @@ def test_bad_methods_are_refused_naming_them(space, kw, match):
     assert log == []
 
 
+@pytest.mark.privacy_fast
 def test_forced_private_random_search_without_a_seed_draws_K_from_os_entropy():
     # issue 40, item 6: tune's private random search, unseeded: K (the objective's rows, counted here; the
     # result hides it) is not one fixed value over 8 calls (all equal: probability below 1e-8 at E[K] = 12)

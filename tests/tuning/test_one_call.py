@@ -160,6 +160,7 @@ def test_with_a_public_proxy_each_configuration_is_planned_on_it_and_the_objecti
             seed=7,
             progress=False,
             proxy=proxy,
+            plan_budget=None,
             num_users=N,
             method="dp_gibo",  # no method choice (tests/tuning/test_mixed_methods.py)
             plan_options=dict(clip_quantiles=(0.5, 0.9), step_sizes=(0.2,), num_repeats=1),
@@ -209,6 +210,7 @@ def test_a_kernel_fit_that_fails_on_the_proxy_keeps_the_spaces_kernel_and_names_
             seed=7,
             progress=False,
             proxy=proxy,
+            plan_budget=None,
             num_users=N,
             method="dp_gibo",
             plan_options=dict(clip_quantiles=(0.5,), step_sizes=(0.2,), num_repeats=1),
@@ -326,6 +328,7 @@ def _arm_losses(configs):
     return torch.stack(rows)
 
 
+@pytest.mark.privacy_fast
 def test_tunes_released_scores_carry_gaussian_noise_of_the_stated_scale():
     # each configuration's score is its run's clipped mean loss plus N(0, sigma^2), sigma = C/(n mu_score),
     # mu_score = mu sqrt(f/K) (the module's split): (score - clipped mean)/sigma over 3 seeded calls x 8
@@ -355,6 +358,7 @@ def _gradient_noise(run) -> Tensor:
     return run.result.release.released_gradients - run.result.diagnostics.unnoised_gradients
 
 
+@pytest.mark.privacy_fast
 def test_two_calls_without_a_seed_draw_different_noise():
     # the default noise is OS entropy: the noise of the scores and of every gradient release differs
     # between two unseeded calls (the noise itself, not only the released values, which also move with

@@ -244,6 +244,7 @@ def test_a_planned_call_resumes_its_runs_with_the_stored_planned_settings(tmp_pa
 
     plan = dict(
         proxy=proxy,
+        plan_budget=None,
         num_users=N,
         seed=7,
         method="dp_gibo",  # the method choice is not checkpointed

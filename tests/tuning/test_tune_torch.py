@@ -195,6 +195,7 @@ def test_a_torch_proxy_on_public_rows_plans_each_configuration_and_num_users_is_
         objective,
         space,
         proxy=proxy,
+        plan_budget=None,
         method="dp_gibo",  # each configuration planned, no method choice (tests/tuning/test_mixed_methods.py)
         plan_options=dict(clip_quantiles=(0.9,), step_sizes=(0.2,), num_repeats=1, fit_kernel=False),
     )

@@ -206,9 +206,11 @@ def selection_training_rdp(
     ``TRAINING_RDP_ORDERS``. Record it before the first trial as one training mechanism, e.g.
     ``TrainingMechanism(description, selection_training_rdp(...))`` or
     ``ledger.record_training_mechanism(run_id, rdp=..., description=...)``; no per-trial
-    training run may be recorded (their count would reveal ``K``). The ledger composes and states
-    RDP, so the profile bound (``selection_epsilon_pld``) is not what the ledger reads; it can
-    only be reported beside it.
+    training run may be recorded (their count would reveal ``K``). The tighter profile bound
+    (``selection_epsilon_pld``) is recorded instead as one ``(ε, δ)`` entry (``ApproximateDP``), which
+    the ledger composes with its other entries by basic composition
+    (``training.selection_accounting.choose_selection_accounting``; ``select_training_runs``'s
+    ``accounting=``).
 
     Args:
         base_rdp: ``α ↦ ε(α)`` of one trial (e.g. ``dp_sgd_rdp_curve``, ``reference_trial_curves``).

@@ -10,6 +10,18 @@ derived below, in the paper's terms, and checked against brute-force enumeration
 selection profile of small discrete trials (``tests/privacy/analysis/test_selection_profile.py``);
 it claims no theorem number of theirs.
 
+What was checked against the paper (issue 41, second pass): the stored copies (the PMLR v235 PDF,
+arXiv 2402.06701 on ar5iv, a text dump of the ICML paper) again gave the abstract and the opening
+of the introduction only. They confirm the framework — the profiles of ReportNoisyMax and
+PrivateTuning bounded by the base algorithm's profile, "improves over the RDP-based accounting in
+all regimes of interest", and a binomially distributed number of rounds — which is what this
+module implements for PrivateTuning (``K`` truncated negative binomial, Poisson, binomial). Not
+checked: their exact formula and whether it equals or is tighter than the bound below. The
+derivation below was re-read step by step instead: the law of the best of ``K`` (``P[A ≤ y] =
+φ(1 − G(y))``), the three ``ψ`` of ``selection_pgf_derivative`` against the pgfs of P&S Def. 1,
+the Poisson and the binomial, the direction of each inequality of steps 1–3, and the handling of
+``⊥``; no error was found.
+
 **The bound** (``selection_delta_pld``). Order the trial outputs by score (ties broken by an
 independent uniform, which changes no profile); ``Q = Q(X)``, ``Q' = Q(X')`` with upper tails
 ``G(y) = Q(>y)``, ``G'(y) = Q'(>y)``. The best of ``K`` trials (``⊥`` when ``K = 0``) has density

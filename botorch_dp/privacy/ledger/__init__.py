@@ -16,7 +16,9 @@ raises rather than ignore it; ``validation_epsilon`` converts the summed curve).
 **Training data** (DP-SGD, objective perturbation, any mechanism with an RDP curve) is a
 different dataset, accounted separately in RDP on the same grid (Opacus's PRV accountant
 when every entry is a DP-SGD run) and never composed with the validation side. Each
-training run has its own run id.
+training run has its own run id. A training entry known only by an ``(ε, δ)`` statement
+(``ApproximateDP``: a private selection charged at its privacy-profile bound) is composed with
+the rest by basic composition, the RDP part converted at the δ it leaves (``filters``).
 
 **The charge protocol.** ``ledger.charge(bound, run_id=..., step=...)`` checks a step's
 worst case — every release it can make, at its largest cost — against the budget,
@@ -54,7 +56,9 @@ needs B ≥ 7.85). Training with RDP: admitted while the summed RDP at ONE order
 the budget and the first training entry, ``filters.filter_order``) stays within
 ε_B − log(1 − 1/α*) + (log δ + log α*)/(α* − 1); accepting while *some* order has room is
 not covered by the filter theorem, so it is not done. With PRV (DP-SGD only) the runs are
-composed with the PRV accountant, exact for runs fixed in advance. A relative slack of
+composed with the PRV accountant, exact for runs fixed in advance. An ``ApproximateDP``
+entry is admitted only as the first training entry: its ``(ε₁, δ₁)`` must fit the budget, and
+it leaves ``(ε_B − ε₁, δ_B − δ₁)`` to the RDP filter of every later entry. A relative slack of
 ``BUDGET_RTOL`` absorbs rounding, so that T steps of μ/√T fit a budget μ.
 
 **Storage.** In memory by default (and in DP-GIBO's checkpoints, as ``state_dict``). An
@@ -66,6 +70,7 @@ machine (``privacy.ledger_storage``) and pickles as its address.
 
 from botorch_dp.privacy.ledger.events import (
     TRAINING_RDP_ORDERS,
+    ApproximateDP,
     DPSGDRun,
     Gaussian,
     PrivacyEvent,
@@ -82,6 +87,7 @@ from botorch_dp.privacy.ledger.meter import Meter, TrainingMeter
 
 __all__ = [
     "TRAINING_RDP_ORDERS",
+    "ApproximateDP",
     "DPSGDRun",
     "Gaussian",
     "Meter",

@@ -3,7 +3,9 @@ r"""What a release spends, as the ledger records it: privacy events, records and
 A release of the validation users' data spends a ``Gaussian`` (μ-GDP), a ``PureDP`` (ε-DP,
 charged as the GDP μ that dominates it) or a ``ValidationMechanism`` (a Rényi-DP curve on
 the ledger's public order grid); a training run spends a ``DPSGDRun`` (Opacus's
-``(noise_multiplier, sample_rate, steps)``) or a ``TrainingMechanism`` (an RDP curve). A
+``(noise_multiplier, sample_rate, steps)``), a ``TrainingMechanism`` (an RDP curve) or an
+``ApproximateDP`` (one ``(ε, δ)`` statement, e.g. a private selection accounted by its privacy
+profile; composed with the rest by basic composition, see ``filters``). A
 ``Record`` is one release that was made: it has its own random ``release_id``, so a step
 replayed with fresh noise is a second record even under the same ``(run_id, key)``.
 
@@ -23,9 +25,10 @@ from typing import Any, NamedTuple
 
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
 from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS
-from botorch_dp.privacy.checks import check_history_entry, check_positive
+from botorch_dp.privacy.checks import check_delta, check_history_entry, check_nonnegative, check_positive
 
 __all__ = [
+    "ApproximateDP",
     "DPSGDRun",
     "Gaussian",
     "PrivacyEvent",
@@ -139,6 +142,31 @@ class TrainingMechanism:
         object.__setattr__(self, "rdp", check_rdp_values(self.rdp))
 
 
+@dataclass(frozen=True)
+class ApproximateDP:
+    r"""A training-side mechanism known only by one ``(ε, δ)``-DP statement (add or remove one record).
+
+    E.g. a private selection over DP-SGD runs accounted by its privacy profile (Koskela, Redberg &
+    Wang 2024; ``analysis.selection_profile``), which is tighter than its RDP curve. The ledger
+    composes it with the other training entries by basic composition: ``ε`` adds to theirs, and
+    their RDP curve is converted at the ``δ`` left over (``filters.training_epsilon_of``).
+
+    Attributes:
+        description: What the mechanism is (e.g. ``"private selection over E[K] = 10 ..."``).
+        epsilon: ``ε ≥ 0`` (finite).
+        delta: ``δ ∈ (0, 1)``.
+    """
+
+    description: str
+    epsilon: float
+    delta: float
+
+    def __post_init__(self) -> None:
+        _check_description(self.description)
+        object.__setattr__(self, "epsilon", check_nonnegative(self.epsilon, "epsilon", allow_inf=False))
+        object.__setattr__(self, "delta", check_delta(self.delta, "delta"))
+
+
 class DPSGDRun(NamedTuple):
     r"""A DP-SGD training run as one Opacus accountant history entry ``(σ, q, steps)``."""
 
@@ -153,8 +181,8 @@ class DPSGDRun(NamedTuple):
 
 
 ValidationEvent = Gaussian | PureDP | ValidationMechanism
-TrainingEvent = DPSGDRun | TrainingMechanism
-PrivacyEvent = Gaussian | PureDP | ValidationMechanism | DPSGDRun | TrainingMechanism
+TrainingEvent = DPSGDRun | TrainingMechanism | ApproximateDP
+PrivacyEvent = Gaussian | PureDP | ValidationMechanism | DPSGDRun | TrainingMechanism | ApproximateDP
 
 
 def new_release_id() -> str:
@@ -191,7 +219,7 @@ def validation_event(event: PrivacyEvent) -> ValidationEvent:
 
 def training_event(event: PrivacyEvent) -> TrainingEvent:
     r"""``event``, checked to be a training event (``TypeError`` for a validation one)."""
-    if not isinstance(event, (DPSGDRun, TrainingMechanism)):
+    if not isinstance(event, (DPSGDRun, TrainingMechanism, ApproximateDP)):
         raise TypeError(f"Not a training event: {event!r}.")
     return event
 
@@ -259,6 +287,8 @@ def event_to_json(event: PrivacyEvent) -> dict[str, Any]:
         return {"mu": event.mu, "epsilon": event.epsilon}
     if isinstance(event, (ValidationMechanism, TrainingMechanism)):
         return {"description": event.description, "rdp": list(event.rdp)}
+    if isinstance(event, ApproximateDP):
+        return {"description": event.description, "epsilon": event.epsilon, "delta": event.delta}
     if isinstance(event, DPSGDRun):
         return {"noise_multiplier": event.noise_multiplier, "sample_rate": event.sample_rate, "steps": event.steps}
     raise TypeError(f"Not a privacy event: {event!r}.")
@@ -278,6 +308,8 @@ def event_from_json(side: str, entry: Mapping[str, Any]) -> PrivacyEvent:
         if not (mu == event.mu or math.isclose(mu, event.mu, rel_tol=1e-9)):
             raise ValueError(f"mu={mu!r} is not the GDP conversion of epsilon={event.epsilon!r}.")
         return event
+    if side == "training" and keys == {"description", "epsilon", "delta"}:
+        return ApproximateDP(_check_description(entry["description"]), entry["epsilon"], entry["delta"])
     if side == "training" and keys == {"noise_multiplier", "sample_rate", "steps"}:
         return DPSGDRun.checked(entry["noise_multiplier"], entry["sample_rate"], entry["steps"])
     raise ValueError(f"Not a {side} entry: {dict(entry)!r}.")

@@ -8,6 +8,25 @@ summed curve stays ≤ α B²/2 at every grid order (each order a valid Rényi f
 Zrnic 2021). Training side: RDP summed on the grid and filtered at ONE order fixed by the
 budget and the first training entry (``filter_order``), or Opacus's PRV accountant when
 every entry is a DP-SGD run. See ``PrivacyLedger`` for what each guarantee means.
+
+Training entries known only by an ``(ε_i, δ_i)`` statement (``ApproximateDP``, e.g. a private
+selection accounted by its privacy profile) are composed with the rest by basic composition:
+the total at ``δ`` is ``Σ ε_i + ε_R(δ − Σ δ_i)``, where ``ε_R`` is the RDP conversion of the
+other entries' summed curve (``inf`` when no ``δ`` is left for them, ``0`` when there are none).
+Why it holds: an ``(ε, δ)``-DP mechanism is ``δ``-approximately ``ε``-DP (its output laws on
+neighbours are ``(1 − δ)``-mixtures of laws within ``e^{±ε}`` of each other), so outside events
+of total probability ``≤ Σ δ_i`` each such step has privacy loss ``≤ ε_i`` (an RDP of ``ε_i`` at
+every order, a constant that the conversion passes through unchanged), and the rest converts at
+``δ − Σ δ_i`` (approximate RDP and its composition: Bun & Steinke 2016, approximate zCDP).
+
+The FILTER (a training budget ``(ε_B, δ_B)``) admits an ``ApproximateDP`` entry only as the
+ledger's FIRST training entry, which is chosen before any training output exists, and splits
+the budget there: ``(ε₁, δ₁)`` must fit it, and every later entry is filtered in RDP as
+before (one order, fixed by the first of them) within ``(ε_B − ε₁, δ_B − δ₁)``; a ledger whose
+first training entry is anything else admits no ``ApproximateDP`` entry. For every output of the
+first entry, the rest is then an RDP filter with a fixed budget, ``(ε_B − ε₁, δ_B − δ₁)``-DP
+(Feldman & Zrnic 2021, and the RDP conversion), so the adaptive composition of the two is
+``(ε_B, δ_B)``-DP by basic composition.
 """
 
 from __future__ import annotations
@@ -23,6 +42,7 @@ from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
 from botorch_dp.privacy.checks import check_choice
 from botorch_dp.privacy.ledger.events import (
     TRAINING_RDP_ORDERS,
+    ApproximateDP,
     DPSGDRun,
     Gaussian,
     PureDP,
@@ -37,6 +57,7 @@ __all__ = [
     "PrivacyBudgetExceeded",
     "TRAINING_ACCOUNTANTS",
     "accountant_for",
+    "approximate_parts",
     "check_training_admits",
     "check_validation_admits",
     "event_rdp",
@@ -169,7 +190,8 @@ def merged_history(entries: Sequence[TrainingEvent]) -> list[DPSGDRun]:
 
 
 def training_rdp_curve(entries: Sequence[TrainingEvent]) -> np.ndarray:
-    r"""The summed RDP curve of training entries on the grid (Opacus loaded for DP-SGD runs)."""
+    r"""The summed RDP curve of training entries on the grid (Opacus loaded for DP-SGD runs);
+    ``ApproximateDP`` entries have no curve and are left out (see ``training_epsilon_of``)."""
     total = np.zeros_like(ORDERS)
     for entry in entries:
         if isinstance(entry, TrainingMechanism):
@@ -181,6 +203,13 @@ def training_rdp_curve(entries: Sequence[TrainingEvent]) -> np.ndarray:
         for sigma, rate, steps in history:
             total += dp_sgd_rdp(noise_multiplier=sigma, sample_rate=rate, steps=steps, orders=ORDERS)
     return total
+
+
+def approximate_parts(entries: Sequence[TrainingEvent]) -> tuple[float, float, list[TrainingEvent]]:
+    r"""``(Σ ε_i, Σ δ_i)`` of the ``ApproximateDP`` entries, and the other entries in order."""
+    approx = [e for e in entries if isinstance(e, ApproximateDP)]
+    rest: list[TrainingEvent] = [e for e in entries if not isinstance(e, ApproximateDP)]
+    return float(sum(e.epsilon for e in approx)), float(sum(e.delta for e in approx)), rest
 
 
 def order_budgets(epsilon: float, delta: float) -> np.ndarray:
@@ -214,13 +243,13 @@ def filter_order(epsilon: float, delta: float, first_curve: np.ndarray) -> float
 def accountant_for(entries: Sequence[TrainingEvent], setting: str, requested: str | None) -> tuple[str, str]:
     r"""The accountant to compose ``entries`` with, and why (the ledger's ``setting``, a
     ``requested`` one, RDP whenever an entry is not a DP-SGD run)."""
-    mechanisms = [e for e in entries if isinstance(e, TrainingMechanism)]
+    mechanisms = [e for e in entries if isinstance(e, (TrainingMechanism, ApproximateDP))]
     if requested is not None:
         requested = check_choice(requested, "accountant", TRAINING_ACCOUNTANTS)
         if requested == "prv" and mechanisms:
             raise ValueError(
                 "The PRV accountant composes only DP-SGD runs, but the training side holds "
-                f"{len(mechanisms)} mechanism(s) given by an RDP curve (e.g. {mechanisms[0].description!r}); "
+                f"{len(mechanisms)} mechanism(s) that are no DP-SGD runs (e.g. {mechanisms[0].description!r}); "
                 "use accountant='rdp' (the default falls back to it)."
             )
         return requested, f"accountant={requested!r} was asked for"
@@ -228,8 +257,8 @@ def accountant_for(entries: Sequence[TrainingEvent], setting: str, requested: st
         return "rdp", "training_accountant='rdp'"
     if mechanisms:
         return "rdp", (
-            f"training_accountant='prv' falls back to RDP: {len(mechanisms)} training mechanism(s) given "
-            f"by an RDP curve (e.g. {mechanisms[0].description!r}) are not DP-SGD runs, and the PRV "
+            f"training_accountant='prv' falls back to RDP: {len(mechanisms)} training mechanism(s) given by an "
+            f"RDP curve or an (epsilon, delta) (e.g. {mechanisms[0].description!r}) are not DP-SGD runs, and the PRV "
             "accountant composes only DP-SGD runs"
         )
     return "prv", "training_accountant='prv' and every training entry is a DP-SGD run"
@@ -238,9 +267,21 @@ def accountant_for(entries: Sequence[TrainingEvent], setting: str, requested: st
 def training_epsilon_of(
     entries: Sequence[TrainingEvent], delta: float, accountant: str, prv_eps_error: float
 ) -> tuple[float, float | None]:
-    r"""(ε, optimal order or None) of ``entries`` composed with ``accountant``."""
+    r"""(ε, optimal order or None) of ``entries`` composed with ``accountant``; ``ApproximateDP``
+    entries by basic composition, the others converted at the ``δ`` they leave (module docstring)."""
     if not entries:
         return 0.0, None
+    eps_a, delta_a, rest = approximate_parts(entries)
+    if len(rest) < len(entries):
+        if delta_a > delta * (1.0 + BUDGET_RTOL):
+            return math.inf, None
+        if not rest:
+            return eps_a, None
+        left = delta - delta_a
+        if left <= delta * BUDGET_RTOL:
+            return math.inf, None
+        eps_r, order = training_epsilon_of(rest, left, accountant, prv_eps_error)
+        return eps_a + eps_r, order
     if accountant == "prv":
         from botorch_dp.privacy.accountants import accountant_epsilon, make_accountant
 
@@ -257,6 +298,8 @@ def describe_training(entry: TrainingEvent) -> str:
             f"a run with noise_multiplier={entry.noise_multiplier:.6g}, sample_rate={entry.sample_rate:.6g}, "
             f"steps={entry.steps}"
         )
+    if isinstance(entry, ApproximateDP):
+        return f"the mechanism {entry.description!r} (epsilon={entry.epsilon:.6g}, delta={entry.delta:.3g})"
     return f"the mechanism {entry.description!r}"
 
 
@@ -280,6 +323,54 @@ def check_training_admits(
         raise ValueError(f"A training budget (epsilon={budget!r}) needs delta, got None.")
     entries = [*spent, *new]
     what = describe_training(new[0]) if len(new) == 1 else f"{len(new)} training runs"
+    if any(isinstance(e, ApproximateDP) for e in entries):
+        _check_split_admits(budget, delta, spent, entries, what)
+        return
+    _check_rdp_admits(budget, delta, setting, prv_eps_error, spent, entries, what)
+
+
+def _check_split_admits(
+    budget: float, delta: float, spent: Sequence[TrainingEvent], entries: list[TrainingEvent], what: str
+) -> None:
+    r"""The filter with an ``ApproximateDP`` entry: admitted only as the first training entry, whose
+    ``(ε₁, δ₁)`` must fit the budget; every later entry is filtered in RDP within ``(ε_B − ε₁, δ_B − δ₁)``
+    (module docstring)."""
+    first, later = entries[0], entries[1:]
+    spent_eps = training_epsilon_of(spent, delta, "rdp", 0.0)[0]
+    if not isinstance(first, ApproximateDP) or any(isinstance(e, ApproximateDP) for e in later):
+        raise PrivacyBudgetExceeded(
+            f"Training privacy budget exceeded: {what} is an (epsilon, delta) entry, which a ledger with a "
+            "training budget admits only as its first training entry (the budget is split once, by that entry; "
+            f"see privacy.ledger.filters). Spent so far: epsilon={spent_eps:.6g} of {budget:.6g}. Nothing was trained."
+        )
+    if first.epsilon > budget * (1.0 + BUDGET_RTOL) or first.delta > delta * (1.0 + BUDGET_RTOL):
+        raise PrivacyBudgetExceeded(
+            f"Training privacy budget exceeded: {describe_training(first)} is above the budget (epsilon={budget:.6g}, "
+            f"delta={delta:.3g}). Nothing was trained."
+        )
+    if not later:
+        return
+    sub_eps, sub_delta = budget - first.epsilon, delta - first.delta
+    if sub_eps < 0.0 or sub_delta <= delta * BUDGET_RTOL:
+        raise PrivacyBudgetExceeded(
+            f"Training privacy budget exceeded: {what} needs room for an RDP entry, but the ledger's first "
+            f"training entry (epsilon={first.epsilon:.6g}, delta={first.delta:.3g}) left (epsilon="
+            f"{max(sub_eps, 0.0):.6g}, delta={max(sub_delta, 0.0):.3g}) of the budget (epsilon={budget:.6g}, "
+            f"delta={delta:.3g}) for the rest. Spent so far: epsilon={spent_eps:.6g}. Nothing was trained."
+        )
+    _check_rdp_admits(sub_eps, sub_delta, "rdp", 0.0, spent[1:], later, f"{what} (the RDP part's share)")
+
+
+def _check_rdp_admits(
+    budget: float,
+    delta: float,
+    setting: str,
+    prv_eps_error: float,
+    spent: Sequence[TrainingEvent],
+    entries: list[TrainingEvent],
+    what: str,
+) -> None:
+    r"""The filter without ``ApproximateDP`` entries (RDP at one order, or PRV for DP-SGD runs only)."""
     accountant, _ = accountant_for(entries, setting, None)
     if accountant == "rdp":
         order = filter_order(budget, delta, training_rdp_curve(entries[:1]))

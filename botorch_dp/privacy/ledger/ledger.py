@@ -19,6 +19,7 @@ from botorch_dp.privacy.analysis.gdp import compose_gdp
 from botorch_dp.privacy.checks import check_choice, check_delta, check_positive
 from botorch_dp.privacy.ledger.events import (
     TRAINING_RDP_ORDERS,
+    ApproximateDP,
     DPSGDRun,
     TrainingEvent,
     TrainingMechanism,
@@ -212,7 +213,7 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
         before the run starts (its noise). Leaving the block gives back the runs not recorded.
 
         Args:
-            bound: Run id ↦ the run's ``DPSGDRun`` or ``TrainingMechanism``.
+            bound: Run id ↦ the run's ``DPSGDRun``, ``TrainingMechanism`` or ``ApproximateDP``.
 
         Yields:
             The ``TrainingMeter``.
@@ -221,8 +222,10 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
             raise ValueError(f"bound must be a non-empty mapping of run ids to training events, got {bound!r}.")
         checked = {}
         for run_id, event in bound.items():
-            if not isinstance(event, (DPSGDRun, TrainingMechanism)):
-                raise ValueError(f"bound[{run_id!r}] must be a DPSGDRun or a TrainingMechanism, got {event!r}.")
+            if not isinstance(event, (DPSGDRun, TrainingMechanism, ApproximateDP)):
+                raise ValueError(
+                    f"bound[{run_id!r}] must be a DPSGDRun, TrainingMechanism or ApproximateDP, got {event!r}."
+                )
             checked[check_run_id(run_id, training=True)] = event
         owner = uuid.uuid4().hex
         with holding(owner, self._storage, self.dataset):

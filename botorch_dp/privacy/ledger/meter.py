@@ -20,6 +20,7 @@ import numpy as np
 
 from botorch_dp.privacy.analysis.gdp import compose_gdp
 from botorch_dp.privacy.ledger.events import (
+    ApproximateDP,
     DPSGDRun,
     Gaussian,
     PrivacyEvent,
@@ -35,7 +36,7 @@ from botorch_dp.privacy.ledger.filters import BUDGET_RTOL, ORDERS, event_rdp, gd
 __all__ = ["Meter", "TrainingMeter", "check_validation_bound", "fits_bound", "held_bound", "shrunk"]
 
 _VALIDATION_EVENTS = (Gaussian, PureDP, ValidationMechanism)
-_TRAINING_EVENTS = (DPSGDRun, TrainingMechanism)
+_TRAINING_EVENTS = (DPSGDRun, TrainingMechanism, ApproximateDP)
 
 
 def check_validation_bound(bound: Any) -> dict[str, ValidationEvent]:
@@ -55,6 +56,10 @@ def fits_bound(event: PrivacyEvent, bound: PrivacyEvent) -> bool:
     r"""Whether ``event`` spends no more than ``bound`` (up to ``BUDGET_RTOL``)."""
     if isinstance(bound, DPSGDRun) or isinstance(event, DPSGDRun):
         return event == bound
+    if isinstance(bound, ApproximateDP) or isinstance(event, ApproximateDP):
+        if not (isinstance(bound, ApproximateDP) and isinstance(event, ApproximateDP)):
+            return False
+        return event.epsilon <= bound.epsilon * (1.0 + BUDGET_RTOL) and event.delta <= bound.delta * (1.0 + BUDGET_RTOL)
     if isinstance(bound, TrainingMechanism) or isinstance(event, TrainingMechanism):
         if not (isinstance(bound, TrainingMechanism) and isinstance(event, TrainingMechanism)):
             return False

@@ -40,7 +40,9 @@ _TRAINING_SHAPES = {
 }
 _TRAINING_SHAPES[4] = _TRAINING_SHAPES[3]
 _VALIDATION_SHAPES[5] = tuple({"release_id", *s} for s in _VALIDATION_SHAPES[4])
-_TRAINING_SHAPES[5] = tuple({"release_id", *s} for s in _TRAINING_SHAPES[4])
+_TRAINING_SHAPES[5] = tuple({"release_id", *s} for s in _TRAINING_SHAPES[4]) + (
+    {"release_id", "run_id", "description", "epsilon", "delta"},  # an ApproximateDP (ε, δ) entry
+)
 
 
 def encode_state(settings: Mapping[str, Any], records: Sequence[Record]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
 from botorch_dp.privacy.checks import check_delta
 from botorch_dp.privacy.ledger.accounts import LedgerAccounts
 from botorch_dp.privacy.ledger.events import (
+    ApproximateDP,
     DPSGDRun,
     PureDP,
     Record,
@@ -216,6 +217,11 @@ class LedgerViews(LedgerAccounts):
         r"""The training entries given by an RDP curve, {run_id: TrainingMechanism}."""
         return {r.run_id: r.event for r in self.training_records() if isinstance(r.event, TrainingMechanism)}
 
+    @property
+    def training_approximate(self) -> dict[Any, ApproximateDP]:
+        r"""The training entries known by an ``(ε, δ)`` statement, {run_id: ApproximateDP}."""
+        return {r.run_id: r.event for r in self.training_records() if isinstance(r.event, ApproximateDP)}
+
     def training_run_ids(self) -> list[Any]:
         r"""The ids of all training entries, in recording order."""
         return [r.run_id for r in self.training_records()]
@@ -225,7 +231,8 @@ class LedgerViews(LedgerAccounts):
         return [event for event in self._training_events() if isinstance(event, DPSGDRun)]
 
     def training_rdp_curve(self) -> tuple[float, ...]:
-        r"""The composed RDP curve of all training entries on ``TRAINING_RDP_ORDERS``."""
+        r"""The composed RDP curve on ``TRAINING_RDP_ORDERS`` of all training entries but the
+        ``ApproximateDP`` ones (which have none; ``training_epsilon`` adds them)."""
         return tuple(float(v) for v in training_rdp_curve(self._training_events()))
 
     def training_accountant_in_use(self, accountant: str | None = None) -> tuple[str, str]:
@@ -257,7 +264,9 @@ class LedgerViews(LedgerAccounts):
             (``{"run_id", "key", "epsilon", "mu"}`` each) and, with RDP entries, ``rdp_order``
             and ``rdp_releases`` (``{"run_id", "key", "description"}`` each); training
             ``accountant``, ``accountant_reason``, ``epsilon``, ``delta``, ``rdp_order``,
-            ``num_runs``, ``num_dp_sgd_runs``, ``num_mechanisms``, ``epsilon_budget``.
+            ``num_runs``, ``num_dp_sgd_runs``, ``num_mechanisms`` (RDP curves and ``(ε, δ)``
+            entries), ``epsilon_budget`` and ``approximate_dp`` (``{"run_id", "description",
+            "epsilon", "delta"}`` of each ``ApproximateDP`` entry, composed by basic composition).
         """
         delta = check_delta(delta)
         if training_delta is None:
@@ -268,7 +277,7 @@ class LedgerViews(LedgerAccounts):
         entries = self._training_events()
         accountant, reason = accountant_for(entries, self.training_accountant, None)
         epsilon, order = training_epsilon_of(entries, training_delta, accountant, self.prv_eps_error)
-        num_mechanisms = sum(isinstance(e, TrainingMechanism) for e in entries)
+        num_mechanisms = sum(isinstance(e, (TrainingMechanism, ApproximateDP)) for e in entries)
         validation: dict[str, Any] = {
             "mu": compose_gdp(e.mu for e in events) if gdp_only(events) else None,
             "epsilon": self.validation_epsilon(delta),
@@ -302,5 +311,15 @@ class LedgerViews(LedgerAccounts):
                 "num_dp_sgd_runs": len(entries) - num_mechanisms,
                 "num_mechanisms": num_mechanisms,
                 "epsilon_budget": self.training_epsilon_budget,
+                "approximate_dp": [
+                    {
+                        "run_id": r.run_id,
+                        "description": r.event.description,
+                        "epsilon": r.event.epsilon,
+                        "delta": r.event.delta,
+                    }
+                    for r in self.training_records()
+                    if isinstance(r.event, ApproximateDP)
+                ],  # fmt: skip
             },
         }

@@ -1,7 +1,8 @@
 r"""The one module that draws privacy noise: every Gaussian release (``release_gaussian``,
-``release_goe``: the exact discrete Gaussian on a public power-of-two grid), Gumbel draws, and
-AMP's perturbation and output noise (``_gaussian``, continuous), from the operating system's entropy unless a
-caller seeded a generator, each preceded by its release's record.
+``release_goe``, and AMP's output through ``release_on_grid``: the exact discrete Gaussian on a
+public power-of-two grid), Gumbel draws, and AMP's perturbation ``b`` (``_gaussian``,
+continuous, never released), from the operating system's entropy unless a caller seeded a
+generator, each preceded by its release's record.
 
 ``_charged`` records a release's cost through its charged step's meter immediately before
 the draw (``PrivacyLedger.charge``); every draw of the package goes through this module
@@ -9,7 +10,7 @@ the draw (``PrivacyLedger.charge``); every draw of the package goes through this
 ``_discrete_gaussian`` only transforms the random words given to it here). A released value
 is ``γ·(M + k)`` with integers ``M = round(m/γ)`` and ``k ~ N_Z(0, s²)``, exact in float64, so
 its low-order bits carry nothing about ``m`` (``analysis.discrete_gaussian``). The
-OS-entropy float samplers below serve the Gumbel draws and AMP.
+OS-entropy float samplers below serve the Gumbel draws and AMP's unreleased ``b``.
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ def _gaussian(
     *,
     release_mu: float | None = None,
 ) -> Tensor:
-    r"""``size`` draws of continuous ``N(0, std²)``: AMP's perturbation ``b`` and output noise, and
-    ``sample_goe``; every other released Gaussian goes through ``release_gaussian``.
+    r"""``size`` draws of continuous ``N(0, std²)``: AMP's perturbation ``b`` (never released) and
+    ``sample_goe``; every released Gaussian goes through ``release_on_grid``.
 
     ``generator=None`` (the default everywhere) or ``secure_rng`` draws from the operating
     system's entropy (``os_entropy_normal``); a generator is used only when the caller seeded
@@ -394,12 +395,23 @@ def release_gaussian(
         return statistic.detach().clone(), None
     dim = 1 if per_coordinate else max(statistic.numel(), 1)
     noise = calibrate_discrete_gaussian(sensitivity=sensitivity, mu=mu, dim=dim, magnitude_bound=magnitude_bound)
+    return release_on_grid(statistic, noise, generator=generator, secure_rng=secure_rng), noise
+
+
+def release_on_grid(
+    statistic: Tensor, noise: DiscreteGaussianNoise, *, generator: torch.Generator | None, secure_rng: bool
+) -> Tensor:
+    r"""Release ``γ (round(m/γ) + k)``, ``k ~ N_Z(0, s²)`` per coordinate, for an already calibrated
+    ``noise`` (``γ = noise.grid``, ``s = noise.scale``): the draw of ``release_gaussian``, also used
+    by AMP's output (``analysis.objective_perturbation.amp_output_noise``). The caller charges
+    ``noise``; the result has ``statistic``'s shape and dtype (see ``release_gaussian``).
+    """
     rounded = _on_grid(statistic, noise.grid).reshape(-1)
     k = discrete_gaussian_integers(
         rounded.numel(), noise.scale, generator=generator, secure_rng=secure_rng, device=rounded.device
     )
     released = (rounded + k).to(torch.float64) * noise.grid
-    return released.reshape(statistic.shape).to(dtype=statistic.dtype), noise
+    return released.reshape(statistic.shape).to(dtype=statistic.dtype)
 
 
 def release_goe(

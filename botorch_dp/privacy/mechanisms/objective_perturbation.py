@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from botorch_dp.privacy.analysis.objective_perturbation import amp_rdp
+from botorch_dp.privacy.analysis.objective_perturbation import amp_output_noise, amp_rdp
 from botorch_dp.privacy.checks import check_greater, check_nonnegative, check_positive, check_positive_int
 from botorch_dp.privacy.ledger.events import TRAINING_RDP_ORDERS
 from botorch_dp.privacy.ledger.meter import TrainingMeter
@@ -31,7 +31,8 @@ class ObjectivePerturbationRelease:
     r"""AMP's released model and its cost.
 
     Attributes:
-        theta: The ``d`` released parameters ``θ̃ + N(0, σ_out² I)`` (public).
+        theta: The ``d`` released parameters ``γ (round(θ̃/γ) + k)``, ``k ~ N_Z(0, s²)^d`` (public;
+            every entry an integer multiple of the public grid ``γ``, see ``amp_output_noise``).
         cost: Its ``RDPCost`` (``amp_rdp`` of the mechanism's parameters).
     """
 
@@ -45,23 +46,28 @@ class ObjectivePerturbationMechanism:
     1. ``perturbation()``: ``b ~ N(0, σ² I_d)``, the linear term ``bᵀθ`` of the perturbed
        objective ``L^P(θ) = Σ_z ℓ_C(θ; z) + (λ/2)‖θ‖² + bᵀθ`` (drawn once).
     2. ``release(θ̃, gradient)``: checks ``‖∇L^P(θ̃)‖₂ ≤ τ`` with the caller's exact float64
-       gradient and releases ``θ̃ + N(0, σ_out² I_d)`` (once), or raises
+       gradient and releases (once) ``θ̃`` rounded to the public grid ``γ`` plus an exact
+       discrete Gaussian ``γ N_Z(0, s²)^d`` with ``γ s ≥ σ_out`` (``release_on_grid``, the
+       grid and scale of ``amp_output_noise``: ``√d γ ≤ 2⁻¹⁴ σ_out``), or raises
        ``AMPNotConvergedError`` and releases nothing.
 
     For a GLM loss with per-example gradient norm at most ``C``, smoothness ``β < λ`` and
     add/remove neighbours, the release is ``ε(α)``-RDP with ``ε = amp_rdp(α, clip=C,
-    beta=β, lam=λ, sigma=σ, tau=τ, sigma_out=σ_out)`` (Thm. 4.1): ObjPert's curve plus a
-    Gaussian of sensitivity ``2τ/λ``. Redrawing ``b`` is a new mechanism, hence the
-    draw-once rule.
+    beta=β, lam=λ, sigma=σ, tau=τ, sigma_out=σ_out)`` (Thm. 4.1): ObjPert's curve plus the
+    output part at the rounded sensitivity ``2τ/λ + √d γ``, charged as
+    ``(2τ/(λ σ_out) + 2⁻¹⁴)(1 + 2⁻²⁷)``. ObjPert's part assumes ``b`` has a Gaussian density; ``b``
+    is a float64 draw (``docs/security.md`` says what that does and does not cover). Redrawing
+    ``b`` is a new mechanism, hence the draw-once rule.
 
     Args:
-        dim: ``d``, the number of parameters (bias included).
+        dim: ``d``, the number of parameters (bias included), at most ``AMP_MAX_DIM = 2¹⁸``.
         clip: ``C``, the bound on every per-example gradient norm.
         beta: ``β``, the smoothness of the per-example loss in ``θ``.
         lam: ``λ > β``, the ridge coefficient of the sum objective.
         sigma: ``σ``, the std of ``b``.
         tau: ``τ``, the gradient-norm tolerance of the released minimiser.
-        sigma_out: ``σ_out``, the std of the output noise.
+        sigma_out: ``σ_out``, the output noise's scale (the discrete Gaussian's ``γ s``, at least ``σ_out``
+            and below ``σ_out (1 + 2⁻¹⁴)``).
         generator: Source of both draws; ``None`` (default): OS entropy. A seeded
             generator makes the noise reproducible (the caller warns, see ``seeding``).
         secure_rng: Draw from OS entropy even if a ``generator`` is given.
@@ -87,6 +93,8 @@ class ObjectivePerturbationMechanism:
         self.sigma = check_positive(sigma, "sigma (σ)", allow_inf=False)
         self.tau = check_positive(tau, "tau (τ)", allow_inf=False)
         self.sigma_out = check_positive(sigma_out, "sigma_out (σ_out)", allow_inf=False)
+        #: The public grid ``γ`` and integer scale ``s`` of the released output (``amp_output_noise``).
+        self.output_noise = amp_output_noise(dim=self.dim, lam=self.lam, tau=self.tau, sigma_out=self.sigma_out)
         self.generator = generator
         self.secure_rng = secure_rng
         self._perturbation_drawn = False
@@ -138,7 +146,7 @@ class ObjectivePerturbationMechanism:
         )
 
     def release(self, theta_tilde: Tensor, gradient: Callable[[Tensor], Tensor]) -> ObjectivePerturbationRelease:
-        r"""Verify ``‖∇L^P(θ̃)‖₂ ≤ τ``, then release ``θ̃ + N(0, σ_out² I_d)``.
+        r"""Verify ``‖∇L^P(θ̃)‖₂ ≤ τ``, then release ``γ (round(θ̃/γ) + k)``, ``k ~ N_Z(0, s²)^d``.
 
         Args:
             theta_tilde: The ``d`` approximate minimiser ``θ̃`` (sensitive).
@@ -164,16 +172,9 @@ class ObjectivePerturbationMechanism:
                 "The gradient-norm condition ‖∇L^P(θ̃)‖₂ ≤ τ does not hold at θ̃; nothing was released."
             )
         self._released = True
-        # continuous float noise, not the grid release (issue 40 item 1 leaves AMP out): τ is tiny next to
-        # σ_out, so rounding to a grid would dominate the Gaussian part's sensitivity 2τ/λ unless amp_rdp
-        # and calibrate_amp charged the rounded sensitivity (docs/security.md)
-        noise = _noise._gaussian(
-            self.dim,
-            self.sigma_out,
-            self.generator,
-            self.secure_rng,
-            torch.float64,
-            None,
-            release_mu=2.0 * self.tau / (self.lam * self.sigma_out),
+        # on the public grid, exactly (issue 40): a function of the integers round(θ̃/γ) + k alone; the cost
+        # (amp_rdp) charges the rounded sensitivity 2τ/λ + √d γ ≤ 2τ/λ + 2^-14 σ_out
+        theta = _noise.release_on_grid(
+            theta_tilde, self.output_noise, generator=self.generator, secure_rng=self.secure_rng
         )
-        return ObjectivePerturbationRelease(theta=theta_tilde + noise, cost=self.cost)
+        return ObjectivePerturbationRelease(theta=theta, cost=self.cost)

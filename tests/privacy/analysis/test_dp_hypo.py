@@ -278,6 +278,7 @@ def _paper_bound(order, rho, mean, C, c, eta):
     return selection + order / (order - 1) * log_u + log_inv_l
 
 
+@pytest.mark.privacy_fast
 @pytest.mark.parametrize("eta", [1.0, 2.5])
 def test_every_path_of_the_bound_at_a_ratio_other_than_one_is_the_papers_formula(eta):
     # the closed form (dp_hypo_rdp), the curve over a generic base (dp_hypo_rdp_curve) and both ε's,

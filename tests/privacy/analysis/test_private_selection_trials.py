@@ -65,6 +65,7 @@ def test_poisson_mean_for_tail():
 @pytest.mark.parametrize(
     "distribution,eta", [("truncated_negative_binomial", 1.0), ("truncated_negative_binomial", 0.0), ("poisson", 1.0)]
 )
+@pytest.mark.privacy_fast
 def test_sampled_number_of_trials_follows_its_pmf(distribution, eta):
     # the fast twin of the (slow) mean test above, issue 40 item 6: seeded draws against the pmf, chi-square
     # on the cells 1..7 (0..7 for the Poisson) and the tail; η = 0 draws by inverse CDF (slower): 150 draws

@@ -8,9 +8,14 @@ and the authors' calibration of (σ, λ).
 ObjPert releases the exact minimiser of ``Σ_z ℓ(θ; z) + (λ/2)‖θ‖² + bᵀθ``,
 ``b ~ N(0, σ² I)``, for a convex GLM loss with ``‖∇ℓ‖ ≤ L`` (``clip``) and ``∇²ℓ ≼ βI``
 (``beta``), ``λ > β``. AMP releases an approximate minimiser ``θ̃`` with
-``‖∇L^P(θ̃)‖ ≤ τ`` plus ``N(0, σ_out² I)``; it is ObjPert followed by a Gaussian
-mechanism of sensitivity ``2τ/λ``. Notation: ``c = −log(1 − β/λ) > 0``, ``s = L/σ``,
-``s_g = 2τ/(λ σ_out)``, ``ε* = c + s²/2``, and the Gaussian privacy profile
+``‖∇L^P(θ̃)‖ ≤ τ`` plus output noise; it is ObjPert followed by a Gaussian
+mechanism of sensitivity ``2τ/λ``. The paper adds ``N(0, σ_out² I)``; this package rounds
+``θ̃`` to a public power-of-two grid and adds an exact discrete Gaussian of scale at least
+``σ_out`` (``output_grid``), whose rounded sensitivity is at most ``2τ/λ + 2⁻¹⁴ σ_out``.
+Notation: ``c = −log(1 − β/λ) > 0``, ``s = L/σ``, the output part's charged
+``s_g = (2τ/(λ σ_out) + 2⁻¹⁴)(1 + 2⁻²⁷)`` (the paper's ``2τ/(λ σ_out)`` enlarged by the grid;
+the discrete Gaussian's RDP and its dominating μ are at most ``s_g``, see ``output_grid``),
+``ε* = c + s²/2``, and the Gaussian privacy profile
 
     δ_G(x; s) = Φ(−x/s + s/2) − e^x Φ(−x/s − s/2)   (any real x).
 
@@ -31,12 +36,20 @@ The package, one module per part:
 - ``profiles``: the privacy profiles and their inverses (``objpert_delta``, ``amp_delta``,
   ``objpert_epsilon``, ``amp_epsilon``), the Gaussian lower bound and Kifer et al.'s bound;
 - ``calibration``: ``calibrate_amp``, the authors' choice of (σ, λ);
+- ``output_grid``: the grid and discrete Gaussian of AMP's released output (``amp_output_noise``);
 - ``_params``: the shared argument checks.
 
 Every public name is re-exported here.
 """
 
 from botorch_dp.privacy.analysis.objective_perturbation.calibration import calibrate_amp
+from botorch_dp.privacy.analysis.objective_perturbation.output_grid import (
+    AMP_GRID_SHARE,
+    AMP_MAX_DIM,
+    amp_output_grid,
+    amp_output_mu,
+    amp_output_noise,
+)
 from botorch_dp.privacy.analysis.objective_perturbation.profiles import (
     amp_delta,
     amp_epsilon,
@@ -54,9 +67,14 @@ from botorch_dp.privacy.analysis.objective_perturbation.rdp_curves import (
 )
 
 __all__ = [
+    "AMP_GRID_SHARE",
+    "AMP_MAX_DIM",
     "AMPParameters",
     "amp_delta",
     "amp_epsilon",
+    "amp_output_grid",
+    "amp_output_mu",
+    "amp_output_noise",
     "amp_rdp",
     "amp_rdp_epsilon",
     "calibrate_amp",

@@ -1,8 +1,9 @@
 r"""Argument checks shared by the objective-perturbation bounds, and the parameters they derive.
 
 Every public function of the package checks its arguments here: ``(L, β, λ, σ)`` become
-``(c, s) = (−log(1 − β/λ), L/σ)``, ``(τ, σ_out)`` become ``s_g = 2τ/(λ σ_out)``, an ε may be any
-real number but NaN, and RDP orders must be finite and above 1.
+``(c, s) = (−log(1 − β/λ), L/σ)``, ``(τ, σ_out)`` become the output part's charged
+``s_g = (2τ/(λ σ_out) + 2⁻¹⁴)(1 + 2⁻²⁷)`` (the output is released on a grid, ``output_grid``), an ε
+may be any real number but NaN, and RDP orders must be finite and above 1.
 """
 
 from __future__ import annotations
@@ -14,6 +15,15 @@ import numpy as np
 from botorch_dp.privacy.checks import check_nonnegative, check_positive
 
 _LOG2 = math.log(2.0)
+
+#: ``η``: the grid of AMP's released output keeps the rounding term ``√d γ`` at most ``η σ_out``
+#: (``output_grid.amp_output_grid``), so the output part's sensitivity over ``σ_out`` is charged as
+#: ``2τ/(λ σ_out) + η`` whatever ``d``.
+AMP_GRID_SHARE = 2.0**-14
+
+#: ``1 + 2⁻²⁷``: covers the discrete Gaussian's domination factor ``1 + 1/s²`` (``s ≥ 2¹⁴``, so at
+#: most ``1 + 2⁻²⁸``) and float rounding in the charged ``s_g``.
+_OUTPUT_MU_FACTOR = 1.0 + 2.0**-27
 
 
 def _objpert_params(clip: float, beta: float, lam: float, sigma: float) -> tuple[float, float]:
@@ -28,10 +38,17 @@ def _objpert_params(clip: float, beta: float, lam: float, sigma: float) -> tuple
 
 
 def _output_noise_param(lam: float, tau: float, sigma_out: float) -> float:
-    r"""Check ``(τ, σ_out)`` and return ``s_g = 2τ/(λ σ_out)`` (λ already checked)."""
+    r"""Check ``(τ, σ_out)`` and return the output part's charged GDP parameter (λ already checked).
+
+    ``s_g = (2τ/(λ σ_out) + η)(1 + 2⁻²⁷)``, ``η = AMP_GRID_SHARE``: the released output is
+    ``γ (round(θ̃/γ) + k)``, ``k ~ N_Z(0, s²)^d`` with ``γ s ≥ σ_out``, whose rounded centre has L2
+    sensitivity ``Δ′ = 2τ/λ + √d γ ≤ 2τ/λ + η σ_out``; it is ``(Δ′/(γ s))(1 + 1/s²)``-GDP
+    (``analysis.discrete_gaussian``) and ``(Δ′/(γ s))²/2``-zCDP, both at most this ``s_g``
+    (``output_grid.amp_output_noise`` computes the exact values for a given ``d``).
+    """
     tau = check_nonnegative(tau, "tau", allow_inf=False)
     sigma_out = check_positive(sigma_out, "sigma_out", allow_inf=False)
-    return 2.0 * tau / (float(lam) * sigma_out)
+    return (2.0 * tau / (float(lam) * sigma_out) + AMP_GRID_SHARE) * _OUTPUT_MU_FACTOR
 
 
 def _check_epsilon(epsilon: float, name: str = "epsilon") -> float:

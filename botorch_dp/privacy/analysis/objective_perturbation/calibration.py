@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from botorch_dp.privacy.analysis.gdp import gdp_mu
+from botorch_dp.privacy.analysis.objective_perturbation._params import _output_noise_param
 from botorch_dp.privacy.analysis.objective_perturbation.rdp_curves import amp_rdp_epsilon
 from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS, rdp_curve_epsilon
 from botorch_dp.privacy.checks import check_delta, check_greater, check_nonnegative, check_positive
@@ -32,7 +33,7 @@ def _sigma_for_epsilon(
     from scipy.optimize import brentq
 
     c = -math.log1p(-beta / lam)
-    s_g = 2.0 * tau / (lam * sigma_out)
+    s_g = _output_noise_param(lam, tau, sigma_out)  # the grid-enlarged output part, as amp_rdp charges it
     orders = np.asarray(DEFAULT_RDP_ORDERS)
     if rdp_curve_epsilon(c + orders * (s_g * s_g / 2.0), orders, delta)[0] >= epsilon:
         return None

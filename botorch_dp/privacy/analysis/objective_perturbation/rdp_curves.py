@@ -1,8 +1,9 @@
 r"""Rényi-DP curves of ObjPert and AMP, and the ε an RDP ledger charges for one run.
 
 ``objpert_rdp`` is the paper's Theorem 3.2 and ``amp_rdp`` its Theorem 4.1 (ObjPert plus the
-Gaussian output noise); the ``*_rdp_epsilon`` functions convert a curve on a grid of orders
-with ``analysis.rdp.rdp_curve_epsilon``, the one conversion of the package.
+output noise, charged for the grid release of ``output_grid``); the ``*_rdp_epsilon`` functions
+convert a curve on a grid of orders with ``analysis.rdp.rdp_curve_epsilon``, the one conversion
+of the package.
 """
 
 from __future__ import annotations
@@ -86,10 +87,15 @@ def amp_rdp(
 def amp_rdp(
     alpha: float | np.ndarray, *, clip: float, beta: float, lam: float, sigma: float, tau: float, sigma_out: float
 ) -> float | np.ndarray:
-    r"""Rényi-DP curve of AMP (the paper's Theorem 4.1, spec R2).
+    r"""Rényi-DP curve of AMP as released here (the paper's Theorem 4.1 on the grid, spec R2).
 
-    ``ε_AMP(α) = ε_OP(α) + α (2τ/λ)²/(2σ_out²)``: ObjPert composed with the Gaussian
-    output noise, whose sensitivity given the exact perturbed minimiser is ``2τ/λ``.
+    ``ε_AMP(α) = ε_OP(α) + α s_g²/2``: ObjPert composed with the output noise, whose
+    sensitivity given the exact perturbed minimiser is ``2τ/λ`` (the paper's
+    ``s_g = 2τ/(λ σ_out)``). The output is rounded to a public grid and drawn from an exact
+    discrete Gaussian (``output_grid``), so the charged ``s_g = (2τ/(λ σ_out) + 2⁻¹⁴)(1 + 2⁻²⁷)``
+    bounds the rounded sensitivity over the noise scale for every ``d ≤ AMP_MAX_DIM``; the
+    discrete Gaussian's RDP is at most the continuous one's at that ratio (Canonne, Kamath &
+    Steinke 2020, Thm. 14).
 
     Args:
         alpha: Order(s) ``α > 1`` (float or numpy array).

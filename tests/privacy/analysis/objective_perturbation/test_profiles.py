@@ -26,9 +26,10 @@ from botorch_dp.privacy.analysis.objective_perturbation import (
     objpert_rdp,
     objpert_rdp_epsilon,
 )
+from botorch_dp.privacy.analysis.objective_perturbation.profiles import _amp_profile
 from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
 
-from .cases import AMP_MC, FIG1_LEFT, FIG1_RIGHT, FIG4, ORDERS
+from .cases import AMP_MC, AMP_MC_S_G, FIG1_LEFT, FIG1_RIGHT, FIG4, ORDERS, grid_s_g
 from .cases import c_s as _c_s
 
 
@@ -70,16 +71,26 @@ def test_epsilon_oracles_at_delta_1e_5(params, profile, rdp, lower):
 
 
 def test_amp_profile_oracles_and_tau_to_zero():
-    # spec: quadrature agrees with Monte Carlo; printed to 5 significant digits
-    assert amp_delta(0.2, **AMP_MC) == pytest.approx(0.061006, rel=1e-5)
-    assert amp_delta(0.5, **AMP_MC) == pytest.approx(0.0026836, rel=2e-5)
-    # τ → 0 recovers (P1) to 1e-12 (absolute), over the whole line and both branches
+    # spec (the paper's continuous output, s_g = 0.05): quadrature agrees with Monte Carlo; 5 digits
+    c, s = _c_s(**FIG1_LEFT)
+    assert _amp_profile(0.2, c, s, 0.05) == pytest.approx(0.061006, rel=1e-5)
+    assert _amp_profile(0.5, c, s, 0.05) == pytest.approx(0.0026836, rel=2e-5)
+    # the package's AMP releases on a grid: its profile is the same quadrature at the enlarged s_g,
+    # a little above the paper's
+    for epsilon, paper in ((0.2, 0.061006), (0.5, 0.0026836)):
+        ours = amp_delta(epsilon, **AMP_MC)
+        assert ours == pytest.approx(_amp_profile(epsilon, c, s, AMP_MC_S_G), rel=1e-12)
+        assert paper * (1 - 2e-5) < ours < paper * 1.003
+    # s_g → 0 recovers (P1) to 1e-12 (absolute), over the whole line and both branches
     for epsilon in [-3.0, -0.5, 0.0, 0.03, 0.071293, 0.2, 0.5, 1.0, 2.0]:
-        tiny = amp_delta(epsilon, **dict(FIG1_LEFT, tau=1e-9, sigma_out=0.1))
         exact = objpert_delta(epsilon, **FIG1_LEFT)
-        assert abs(tiny - exact) <= 1e-12
-        assert amp_delta(epsilon, **dict(FIG1_LEFT, tau=0.0, sigma_out=0.1)) == exact
-    assert amp_epsilon(1e-5, **dict(FIG1_LEFT, tau=0.0, sigma_out=0.1)) == objpert_epsilon(1e-5, **FIG1_LEFT)
+        assert abs(_amp_profile(epsilon, c, s, 1e-9) - exact) <= 1e-12
+        assert _amp_profile(epsilon, c, s, 0.0) == pytest.approx(exact, rel=1e-14, abs=1e-300)
+        # τ = 0 still pays for the grid (s_g = 2⁻¹⁴(1 + 2⁻²⁷)): above (P1), by little
+        at_zero = amp_delta(epsilon, **dict(FIG1_LEFT, tau=0.0, sigma_out=0.1))
+        assert at_zero == pytest.approx(_amp_profile(epsilon, c, s, grid_s_g(0.0, 20.0, 0.1)), rel=1e-12)
+        assert exact <= at_zero <= exact + 1e-5
+    assert amp_epsilon(1e-5, **dict(FIG1_LEFT, tau=0.0, sigma_out=0.1)) >= objpert_epsilon(1e-5, **FIG1_LEFT)
 
 
 def _plrv_expectation(epsilon, c, s):
@@ -112,7 +123,7 @@ def test_profile_agrees_with_monte_carlo_of_the_plrv():
 
 def test_amp_profile_agrees_with_monte_carlo_of_the_composed_plrv():
     c, s = _c_s(**FIG1_LEFT)
-    s_g = 0.05
+    s_g = AMP_MC_S_G
     rng = np.random.default_rng(7)
     n = 2_000_000
     omega = c + s * s / 2.0 + s * np.abs(rng.standard_normal(n)) + s_g * s_g / 2.0 + s_g * rng.standard_normal(n)
@@ -263,13 +274,15 @@ def _objpert_pld(c, s, interval):
     "ignore:overflow encountered in divide:RuntimeWarning"
 )  # inside dp_accounting's self_compose
 def test_amp_profile_agrees_with_dp_accounting_pld_composition():
-    # AMP = ObjPert ∘ Gaussian(sensitivity 2τ/λ, σ_out): compose the two PLDs numerically
+    # AMP = ObjPert ∘ Gaussian(the grid-enlarged s_g): compose the two PLDs numerically
     from dp_accounting.pld import privacy_loss_distribution
 
     c, s = _c_s(**FIG1_LEFT)
     interval = 1e-4
     objpert = _objpert_pld(c, s, interval)
-    gaussian = privacy_loss_distribution.from_gaussian_mechanism(1.0 / 0.05, value_discretization_interval=interval)
+    gaussian = privacy_loss_distribution.from_gaussian_mechanism(
+        1.0 / AMP_MC_S_G, value_discretization_interval=interval
+    )
     amp = objpert.compose(gaussian)
     for epsilon in (0.0, 0.2, 0.5, 1.0):
         for pld, ours in ((objpert, objpert_delta(epsilon, **FIG1_LEFT)), (amp, amp_delta(epsilon, **AMP_MC))):
@@ -303,7 +316,7 @@ def test_amp_profile_against_high_precision_quadrature(params):
     mpmath.mp.dps = 20
     c, s = _c_s(**{k: params[k] for k in ("clip", "beta", "lam", "sigma")})
     c, s = mpmath.mpf(c), mpmath.mpf(s)
-    s_g = mpmath.mpf(2 * params["tau"]) / (mpmath.mpf(params["lam"]) * params["sigma_out"])
+    s_g = mpmath.mpf(grid_s_g(params["tau"], params["lam"], params["sigma_out"]))
     eps_star = c + s * s / 2
 
     def reference(epsilon):
@@ -333,7 +346,7 @@ def test_amp_profile_properties_over_random_parameters():
             sigma=10 ** rng.uniform(-2, 3),
         )
         params = dict(base, tau=10 ** rng.uniform(-6, 1), sigma_out=10 ** rng.uniform(-3, 1))
-        s_g = 2 * params["tau"] / (params["lam"] * params["sigma_out"])
+        s_g = grid_s_g(params["tau"], params["lam"], params["sigma_out"])
         amp = np.array([amp_delta(e, **params) for e in grid])
         assert np.all((amp >= 0.0) & (amp <= 1.0)) and np.all(np.diff(amp) <= 1e-15)
         assert np.all(amp >= np.array([objpert_delta(e, **base) for e in grid]) * (1 - 1e-12))

@@ -21,7 +21,7 @@ from botorch_dp.privacy.analysis.objective_perturbation import (
 )
 from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
 
-from .cases import AMP_MC, FIG1_LEFT, FIG1_RIGHT, FIG4, ORDERS
+from .cases import AMP_MC, AMP_MC_S_G, FIG1_LEFT, FIG1_RIGHT, FIG4, ORDERS
 from .cases import c_s as _c_s
 
 
@@ -73,7 +73,9 @@ def test_rdp_above_gaussian_with_gap_decreasing_to_c():
 
 
 def test_amp_rdp_is_objpert_plus_output_gaussian():
-    s_g = 2 * AMP_MC["tau"] / (AMP_MC["lam"] * AMP_MC["sigma_out"])
+    # the output part at the grid-enlarged s_g (cases.grid_s_g), not the paper's 2τ/(λσ_out) = 0.05
+    s_g = AMP_MC_S_G
+    assert 0.05 < s_g < 0.05 + 2.0**-13
     gaussian = amp_rdp(ORDERS, **AMP_MC) - objpert_rdp(ORDERS, **FIG1_LEFT)
     np.testing.assert_allclose(gaussian, ORDERS * s_g**2 / 2.0, rtol=1e-10)
     # that Gaussian part, converted by our grid rule, equals dp_accounting's RDP accountant

@@ -1,0 +1,160 @@
+r"""Tune on one Poisson subsample of the training records, then ONE DP-SGD training on all, as a method.
+
+``SubsampleTuningMethod`` wraps ``tuning.cheap_tuning.tune_on_subsample`` (Koskela & Kulkarni,
+NeurIPS 2023): ``K`` configurations trained on one Poisson γ-subset of the private training
+records, charged as ONE amplified tuning phase before the subset is drawn, the best carried
+unchanged to one final run on all the records. The ε split is the library's public default
+(``cheap_plan.DEFAULT_TUNING_SHARE``: the final run alone keeps ``ε·sqrt(1 − τ)``; the tuning phase
+takes what remains of the composed ``(ε, δ)``) and is stated in ``MethodRun.procedure``. With
+``protect="both"`` the trials' scores are Gaussian noised (all ``K`` together ``gdp_mu(ε, δ)``-GDP
+for the validation users); with ``"training"`` the validation users are treated as public.
+
+``simulate_training(proxy, seed)`` simulates it on the proxy: the trials on a γ-subset of the
+proxy's training split at ``σ_t`` (scaled to the proxy), chosen by the fitting half (with the score
+noise of the private run under ``"both"``), the final run at ``σ_f`` scored on the scoring half.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from torch import Tensor
+
+from botorch_dp.methods.protocol import MethodContext, MethodRun, MethodUnavailable
+from botorch_dp.methods.proxy_then_train import DEFAULT_CONFIGURATIONS, cheap_method_run, not_on_a_proxy_objective
+from botorch_dp.methods.training_proxy import TrainingProxy, random_configurations
+from botorch_dp.privacy.analysis.gdp import gdp_mu
+from botorch_dp.privacy.ledger import PrivacyLedger
+
+__all__ = ["SubsampleTuningMethod"]
+
+
+@dataclass(frozen=True)
+class SubsampleTuningMethod:
+    r"""Tune on a Poisson subsample, then one final DP-SGD training on all records (see the module).
+
+    Attributes:
+        space: The objective's ``SearchSpace``.
+        epsilon: ``ε`` of the whole procedure on the training records (and of the scores, ``"both"``).
+        delta: ``δ``.
+        protect: ``"training"`` or ``"both"``.
+        num_configurations: ``K``, the configurations trained on the subset.
+        subsample_fraction: γ (``None``: ``cheap_plan.DEFAULT_SUBSAMPLE_FRACTION``).
+        tuning_share: τ (``None``: ``cheap_plan.DEFAULT_TUNING_SHARE``).
+    """
+
+    space: Any
+    epsilon: float
+    delta: float
+    protect: str = "both"
+    num_configurations: int = DEFAULT_CONFIGURATIONS
+    subsample_fraction: float | None = None
+    tuning_share: float | None = None
+    name: str = dataclasses.field(default="subsample_tuning", init=False)
+
+    @property
+    def gdp_mu(self) -> float | None:
+        return None  # Rényi-DP curves, charged to the objective's own ledger
+
+    @property
+    def private_trainings(self) -> float:
+        r"""The DP-SGD trainings on the private records: ``K`` on the subset and the final run."""
+        return float(self.num_configurations + 1)
+
+    @property
+    def score_mu(self) -> float | None:
+        r"""μ of all ``K`` scores together (``protect="both"``), else ``None``."""
+        return gdp_mu(self.epsilon, self.delta) if self.protect == "both" else None
+
+    def _settings(self) -> tuple[float, float]:
+        from botorch_dp.tuning.cheap_plan import DEFAULT_SUBSAMPLE_FRACTION, DEFAULT_TUNING_SHARE  # tuning/: late
+
+        gamma = DEFAULT_SUBSAMPLE_FRACTION if self.subsample_fraction is None else self.subsample_fraction
+        return gamma, DEFAULT_TUNING_SHARE if self.tuning_share is None else self.tuning_share
+
+    def resolved(self, proxy_objective: Callable[[Tensor], Tensor] | None, context: MethodContext) -> Any:
+        return self
+
+    def simulate(self, proxy_objective: Callable[[Tensor], Tensor], context: MethodContext, seed: int) -> Tensor:
+        raise not_on_a_proxy_objective(self.name)
+
+    def plan(self, proxy: TrainingProxy) -> Any:
+        r"""The ``cheap_plan.SubsamplePlan`` of the private run (σ_t, σ_f; public)."""
+        from botorch_dp.tuning.cheap_plan import plan_subsample_tuning  # tuning/ sits above methods/: late
+        from botorch_dp.tuning.cheap_tuning import MIN_EXPECTED_SUBSET
+
+        gamma, share = self._settings()
+        m = proxy.objective.num_training_records
+        if gamma * m < MIN_EXPECTED_SUBSET:
+            raise MethodUnavailable(
+                f"{self.name}: the expected subset gamma*m = {gamma * m:.3g} records is below {MIN_EXPECTED_SUBSET}."
+            )
+        rate, steps, _ = proxy.run_shape()
+        return plan_subsample_tuning(
+            epsilon=self.epsilon,
+            delta=self.delta,
+            sample_rate=rate,
+            steps=steps,
+            num_trials=self.num_configurations,
+            subsample_fraction=gamma,
+            tuning_share=share,
+        )
+
+    def simulate_training(self, proxy: TrainingProxy, seed: int) -> float:
+        r"""The scoring half's mean loss of the simulated procedure's final model (public)."""
+        from botorch_dp.tuning.cheap_tuning import draw_poisson_subset  # tuning/ sits above methods/: late
+
+        plan = self.plan(proxy)
+        configs = random_configurations(self.space, self.num_configurations, seed)
+        rows = draw_poisson_subset(proxy.num_proxy_records, plan.subsample_fraction, seed=proxy.stream(seed, 3))
+        noise, clip = 0.0, None
+        if self.score_mu is not None:  # the private release's noise on the mean of n clipped losses
+            clip = proxy.objective.loss_cap
+            per_trial = self.score_mu / math.sqrt(self.num_configurations)
+            noise = clip / (proxy.objective.num_users * per_trial)
+        best, _ = proxy.best_of(
+            configs, plan.trial_noise_multiplier, seed, rows=rows, score_noise=noise, score_clip=clip
+        )
+        return proxy.final_score(configs[best], plan.final_noise_multiplier, seed)
+
+    def describe(self) -> str:
+        gamma, share = self._settings()
+        return (
+            f"{self.num_configurations} configurations trained on one Poisson subset (gamma = {gamma:g}), tuning "
+            f"share tau = {share:g} of epsilon^2, then one final DP-SGD training ({self.private_trainings:g} private "
+            f"trainings; protects {self.protect})"
+        )
+
+    def run_private(
+        self,
+        objective: Any,
+        *,
+        ledger: PrivacyLedger,
+        seed: int | None = None,
+        progress: bool = False,
+        executor: Any = None,
+    ) -> MethodRun:
+        r"""Run ``tune_on_subsample`` on ``objective`` (its ledger is ``ledger``); ``seed`` seeds the public
+        configurations; ``progress`` and ``executor`` are not used."""
+        from botorch_dp.tuning.cheap_tuning import tune_on_subsample  # tuning/ sits above methods/: late
+
+        if ledger is not objective.ledger:
+            raise ValueError("ledger: the runs are charged to objective.ledger; pass that ledger or none.")
+        gamma, share = self._settings()
+        result = tune_on_subsample(
+            objective,
+            self.space,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            subsample_fraction=gamma,
+            tuning_share=share,
+            tuner=self.num_configurations,
+            protect=self.protect,
+            score_mu=self.score_mu,
+            seed=seed,
+        )
+        return cheap_method_run(self.name, result, self.space, objective, ledger)

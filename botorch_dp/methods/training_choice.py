@@ -1,0 +1,200 @@
+r"""The choice among the methods that protect the training records, simulated on a PUBLIC proxy's data.
+
+``choose_training_method`` builds the candidates of ``tune(method="auto", proxy=...)`` for a
+DP-SGD objective with ``protect="training"`` or ``"both"``: private selection over whole training
+runs (``training_selection``), tuning on a Poisson subsample (``subsample_tuning``) and tuning on the
+proxy then one final training (``proxy_then_train``). Each is simulated on the proxy with paired
+seeds (repeat ``j`` of every method uses seed ``j``) at ITS OWN noise: the σ its private run would
+draw at the user's ``(ε, δ)``, scaled to the proxy's size (``methods.training_proxy``). Whatever a
+simulated procedure chooses it chooses by the proxy's FITTING half; it is scored by its released
+model's mean loss on the SCORING half (``plan.split``). The lowest mean wins; a tie within one
+paired standard error goes to the method with fewer private trainings, and the table's note says so
+(``methods.choice.recommend``).
+
+One untuned run (``methods.untuned``: the public defaults, the whole ``ε``) is simulated alongside
+and listed last; it is never the recommendation of ``"auto"`` (which was asked to tune), but when
+the chosen method does not beat it by more than one paired standard error, ``untuned_advice`` says
+that tuning is not expected to beat one untuned run, and ``tune`` carries that advice in the result
+and a warning (``tune(method="untuned")`` runs the single training).
+
+Everything here reads only the proxy's data and public settings: the private objective is used for
+its public shape and never evaluated.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from botorch_dp.methods.choice import MethodComparison, MethodScore, recommend
+from botorch_dp.methods.protocol import MethodContext, MethodUnavailable
+from botorch_dp.methods.proxy_then_train import DEFAULT_CONFIGURATIONS, ProxyThenTrainMethod
+from botorch_dp.methods.subsample_tuning import SubsampleTuningMethod
+from botorch_dp.methods.training_proxy import TrainingProxy
+from botorch_dp.methods.training_selection import TrainingSelectionMethod
+from botorch_dp.methods.untuned import UntunedMethod
+from botorch_dp.plan.split import ProxySplit
+from botorch_dp.utils import progress_bar, progress_stage
+
+__all__ = [
+    "TRAINING_METHODS",
+    "TUNING_METHODS",
+    "TrainingChoice",
+    "choose_training_method",
+    "training_method",
+    "untuned_advice",
+]
+
+#: ``tune``'s names of the methods that protect the training records.
+TRAINING_METHODS = ("training_selection", "subsample_tuning", "proxy_then_train", "untuned")
+#: The methods ``"auto"`` compares (the untuned run is simulated too, as the baseline, never chosen).
+TUNING_METHODS = TRAINING_METHODS[:3]
+#: The paired repeats of the comparison by default.
+DEFAULT_REPEATS = 3
+
+
+@dataclass(frozen=True)
+class TrainingChoice:
+    r"""The method ``tune`` runs, the comparison that chose it (``None``: none made) and the advice."""
+
+    winner: Any
+    comparison: MethodComparison | None = None
+    advice: str | None = None
+
+
+def training_method(
+    name: str,
+    space: Any,
+    *,
+    epsilon: float,
+    delta: float,
+    protect: str,
+    proxy_data: Any = None,
+    mean_trials: float = 4.0,
+    max_trials: int | None = None,
+    loss_clip: float | None = None,
+    num_configurations: int = DEFAULT_CONFIGURATIONS,
+    untuned: dict[str, Any] | None = None,
+) -> Any:
+    r"""The method called ``name`` (``TRAINING_METHODS``) at the call's settings (public)."""
+    if name == "training_selection":
+        return TrainingSelectionMethod(
+            space, epsilon, delta, mean_trials, protect, max_trials=max_trials, loss_clip=loss_clip
+        )
+    if name == "subsample_tuning":
+        return SubsampleTuningMethod(space, epsilon, delta, protect, num_configurations)
+    if name == "proxy_then_train":
+        if proxy_data is None:
+            raise ValueError("method='proxy_then_train' needs proxy= (public data to tune on).")
+        return ProxyThenTrainMethod(space, epsilon, delta, proxy_data, num_configurations)
+    if name == "untuned":
+        return UntunedMethod(space, epsilon, delta, untuned)
+    raise ValueError(f"method must be one of {TRAINING_METHODS} here, got {name!r}.")
+
+
+def choose_training_method(
+    objective: Any,
+    space: Any,
+    proxy_data: Any,
+    *,
+    epsilon: float,
+    delta: float,
+    protect: str,
+    context: MethodContext,
+    mean_trials: float = 4.0,
+    max_trials: int | None = None,
+    loss_clip: float | None = None,
+    num_configurations: int = DEFAULT_CONFIGURATIONS,
+    num_repeats: int = DEFAULT_REPEATS,
+    untuned: dict[str, Any] | None = None,
+    methods: Any = None,
+    seed: int = 0,
+    progress: bool = False,
+) -> TrainingChoice:
+    r"""Simulate every candidate on ``proxy_data`` (PUBLIC) and choose (see the module).
+
+    Args:
+        objective: The private DP-SGD objective (its public shape only; never evaluated).
+        space: Its ``SearchSpace``.
+        proxy_data: The proxy's ``ClassificationData`` (public).
+        epsilon: The private run's ε.
+        delta: The private run's δ.
+        protect: ``"training"`` or ``"both"``.
+        context: The public ``MethodContext`` the table states.
+        mean_trials: The selection's ``E[K]``.
+        max_trials: The selection's public maximum number of trials (``None``: none).
+        loss_clip: The selection's score clip.
+        num_configurations: The configurations the cheap methods try.
+        num_repeats: Paired repeats (seeds ``seed, seed + 1, ...``).
+        untuned: The untuned run's public defaults in natural units (``None``: the centre of the space).
+        methods: The names compared, among ``TUNING_METHODS`` (``None``: all three).
+        seed: The first repeat's seed and the proxy split's (public).
+        progress: One bar over the simulations.
+
+    Returns:
+        The ``TrainingChoice``.
+    """
+    kw = dict(
+        epsilon=epsilon, delta=delta, protect=protect, proxy_data=proxy_data, mean_trials=mean_trials,
+        max_trials=max_trials, loss_clip=loss_clip, num_configurations=num_configurations, untuned=untuned,
+    )  # fmt: skip
+    names = TUNING_METHODS if methods is None else tuple(methods)
+    if not names or isinstance(methods, str) or not set(names) <= set(TUNING_METHODS) or len(set(names)) < len(names):
+        raise ValueError(f"plan_options['methods'] must name distinct methods of {TUNING_METHODS}, got {methods!r}.")
+    candidates = [training_method(name, space, **kw) for name in (*names, "untuned")]
+    proxy = TrainingProxy(objective, proxy_data, ProxySplit(seed))
+    proxy.split.halves(proxy.num_proxy_users)  # refuses a proxy too small to split, before anything trains
+    seeds = [seed + j for j in range(int(num_repeats))]
+    scores = []
+    bar = progress_bar(total=len(candidates) * len(seeds), disable=not progress, desc="choosing the method", unit="run")
+    try:
+        for method in candidates:
+            progress_stage(method=method.name)
+            start = time.perf_counter()
+            try:
+                losses = []
+                for s in seeds:
+                    losses.append(method.simulate_training(proxy, s))
+                    bar.update(1)
+            except MethodUnavailable as err:
+                scores.append(MethodScore(method.name, None, (), str(err)))
+                continue
+            seconds = time.perf_counter() - start
+            scores.append(MethodScore(method.name, method, tuple(losses), None, seconds, method.private_trainings))
+    finally:
+        bar.close()
+    tuning = scores[:-1]  # the untuned run is listed, never recommended
+    if all(s.method is None for s in tuning):
+        raise ValueError("proxy: no training method can be simulated: " + "; ".join(str(s.unavailable) for s in tuning))
+    best, note = recommend(tuning)  # the cost column: private DP-SGD trainings
+    note = None if note is None else note.replace("evaluations per run", "private training(s)")
+    comparison = MethodComparison(scores, best, context, note)
+    return TrainingChoice(comparison.recommended, comparison, untuned_advice(comparison))
+
+
+def untuned_advice(comparison: MethodComparison) -> str | None:
+    r"""The advice when the recommended method does not beat the untuned run (the last score) by more than
+    one paired standard error (with one repeat: by anything), else ``None``."""
+    untuned, chosen = comparison.scores[-1], comparison.scores[comparison.best]
+    if untuned.method is None or untuned.name != "untuned":
+        return None
+    wins, diff, se = comparison.paired(len(comparison.scores) - 1)  # diff: untuned minus chosen
+    margin = se if math.isfinite(se) else 0.0
+    if diff > margin:
+        return None
+    r = len(chosen.proxy_losses)
+    defaults = untuned.method.natural() if isinstance(untuned.method, UntunedMethod) else "the defaults"
+    return (
+        f"tuning is not expected to beat one untuned run (it did not do better by more than one paired standard "
+        f"error on the proxy): one DP-SGD training at the public "
+        f"defaults at the whole epsilon scored {untuned.mean_proxy_loss:.4g} and {chosen.name} (chosen) "
+        f"{chosen.mean_proxy_loss:.4g} (untuned minus chosen {diff:+.3g} +- {_text(se)} over {r} paired repeats, "
+        f"{chosen.name} lower in {wins}/{r}); tune ran {chosen.name} as asked; method='untuned' trains once at "
+        f"{defaults} instead"
+    )
+
+
+def _text(value: float) -> str:
+    return "n/a" if not math.isfinite(value) else f"{value:.2g}"

@@ -1,0 +1,169 @@
+r"""A PUBLIC proxy data set on which the methods that protect the training records are simulated.
+
+``TrainingProxy`` trains copies of a DP-SGD objective on the proxy's public records at the noise a
+method's private run would draw, and scores them on the proxy's validation users split in two
+(``plan.split.ProxySplit``): what a simulated procedure CHOOSES (the best trial, the best
+configuration) it chooses by the FITTING half; what the comparison SCORES is the mean loss of the
+procedure's released model on the SCORING half. No method is scored on the users its choice was
+fitted on.
+
+The noise: a DP-SGD run on the private ``m`` records at ``(σ, q = 1/k, steps)`` adds noise
+``σ C`` to the sum of an expected batch of ``q m`` clipped gradients; the proxy's copy runs at the
+same ``q`` and steps (``k`` batches per epoch) with ``σ m_p/m``, so the noise per expected batch,
+relative to the batch, is the private run's (as ``tuning.cheap_tuning`` simulates). Every copy has
+its own fresh ledger; a proxy that shares a training record with the private data (whose copy
+would charge the private ledger) is refused before anything trains. The private objective is used
+for its public shape only (``planned_run``, ``num_training_records``, ``with_data``): it is never
+evaluated here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from botorch_dp.plan.split import ProxySplit
+from botorch_dp.privacy.seeding import PrivacyWarning
+from botorch_dp.utils import child_seeds
+
+__all__ = ["Configuration", "TrainingProxy", "default_configuration", "random_configurations"]
+
+#: ``(categorical choice, θ in the unit cube)``.
+Configuration = tuple[dict[str, Any], Tensor]
+
+
+def random_configurations(space: Any, count: int, seed: int | None) -> list[Configuration]:
+    r"""``count`` public random configurations of ``space``: θ uniform on the unit cube (log-uniform on
+    log ranges in natural units) and a uniform choice of every categorical not fixed; ``seed=None``
+    draws from OS entropy."""
+    rng = np.random.default_rng(None if seed is None else [int(seed), 4102])
+    choices = space.configurations()
+    return [
+        (dict(choices[int(rng.integers(len(choices)))]), torch.as_tensor(rng.random(space.dim), dtype=torch.float64))
+        for _ in range(int(count))
+    ]
+
+
+def default_configuration(space: Any) -> Configuration:
+    r"""The public default of an untuned run: the centre of the unit cube (the midpoint of a linear
+    range, the geometric mean of a log-scaled one) and the first configuration of the categoricals."""
+    return dict(space.configurations()[0]), torch.full((space.dim,), 0.5, dtype=torch.float64)
+
+
+@dataclass(frozen=True)
+class TrainingProxy:
+    r"""The PUBLIC proxy data and the private objective's public shape (see the module).
+
+    Attributes:
+        objective: The private ``TorchModelTuningObjective`` built with ``dp_sgd=`` (never evaluated).
+        data: The proxy's ``ClassificationData`` (public: its training split trains the copies, its
+            validation users are split into a fitting and a scoring half).
+        split: The public split of the proxy's validation users.
+    """
+
+    objective: Any
+    data: Any
+    split: ProxySplit = ProxySplit()
+
+    @property
+    def num_proxy_records(self) -> int:
+        return len(self.data.y_train)
+
+    @property
+    def num_proxy_users(self) -> int:
+        return len(self.data.y_val)
+
+    def run_shape(self) -> tuple[float, int, int]:
+        r"""``(q, steps, k)`` of a run on the private data (public: the objective's training config)."""
+        planned = self.objective.planned_run()
+        if planned is None:
+            raise ValueError("objective: the training methods need a TorchModelTuningObjective built with dp_sgd=.")
+        _, rate, steps = planned
+        return float(rate), int(steps), round(1.0 / rate)
+
+    def copy(self, noise_multiplier: float, seed: int, rows: Tensor | None = None) -> Any:
+        r"""The objective on the proxy (``rows`` of its training split, default all) at the private run's
+        ``(q, steps)`` with ``σ m_p/m`` (``noise_multiplier`` is the PRIVATE run's σ), its own ledger,
+        seeded by ``seed`` (public randomness on public data)."""
+        from botorch_dp.training.dp_sgd import DPSGDConfig  # training/ imports tuning/'s objectives: late
+
+        objective = self.objective
+        k = self.run_shape()[2]
+        scaled = noise_multiplier * self.num_proxy_records / objective.num_training_records
+        dp = DPSGDConfig(noise_multiplier=scaled, max_grad_norm=objective.run_dp_sgd.max_grad_norm)
+        training = dataclasses.replace(objective.training, batches_per_epoch=k)
+        data = self.data
+        if rows is not None:
+            data = dataclasses.replace(data, X_train=data.X_train[rows], y_train=data.y_train[rows])
+        with warnings.catch_warnings():  # a seeded copy on public data: no guarantee is at stake
+            warnings.simplefilter("ignore", PrivacyWarning)
+            copy = objective.with_data(data, dp_sgd=dp, training=training, noise_seed=int(seed))
+        if copy.ledger is objective.ledger:
+            raise ValueError(
+                "proxy shares training record(s) with the objective's private data (its copy would charge the "
+                "private ledger); it is not public. Give a proxy with no training record in common."
+            )
+        return copy
+
+    def losses(self, copy: Any, config: Configuration) -> Tensor:
+        r"""The ``n_p`` per-user validation losses of one model trained by ``copy`` at ``config`` (public)."""
+        choice, theta = config
+        bound = copy.with_choice(choice) if choice else copy
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyWarning)
+            return torch.as_tensor(bound(theta.reshape(1, -1))[0], dtype=torch.float64)
+
+    def fitting_mean(self, losses: Tensor) -> float:
+        r"""The mean loss of the FITTING half (what a simulated procedure chooses by)."""
+        return float(losses[self.split.halves(self.num_proxy_users)[0]].mean())
+
+    def scoring_mean(self, losses: Tensor) -> float:
+        r"""The mean loss of the SCORING half (what the comparison scores a released model by)."""
+        return float(losses[self.split.halves(self.num_proxy_users)[1]].mean())
+
+    @staticmethod
+    def stream(seed: int, part: int) -> int:
+        r"""A public child seed of a repeat's ``seed`` for one part of a simulation."""
+        return int(child_seeds([int(seed), 4101, int(part)], 1)[0])
+
+    def best_of(
+        self,
+        configs: list[Configuration],
+        noise_multiplier: float,
+        seed: int,
+        *,
+        rows: Tensor | None = None,
+        score_noise: float = 0.0,
+        score_clip: float | None = None,
+    ) -> tuple[int, list[Tensor]]:
+        r"""What a simulated tuning phase chooses: one model per configuration trained at
+        ``noise_multiplier`` (the private run's σ) on ``rows`` of the proxy, the lowest fitting-half mean
+        loss, plus Gaussian noise of standard deviation ``score_noise`` when the private run noises its
+        scores (each mean then of losses clipped to ``[0, score_clip]``).
+
+        Returns:
+            ``(index, per-model n_p losses)``.
+        """
+        copy = self.copy(noise_multiplier, self.stream(seed, 0), rows)
+        generator = torch.Generator().manual_seed(self.stream(seed, 1))
+        values, per_model = [], []
+        for config in configs:
+            losses = self.losses(copy, config)
+            per_model.append(losses)
+            if score_clip is not None:
+                losses = losses.clamp(0.0, score_clip)
+            noise = float(torch.randn((), generator=generator, dtype=torch.float64)) * score_noise
+            values.append(self.fitting_mean(losses) + noise)
+        return int(np.argmin(values)), per_model
+
+    def final_score(self, config: Configuration, noise_multiplier: float, seed: int) -> float:
+        r"""The scoring-half mean loss of one fresh model trained at ``config`` on the whole proxy training
+        split at ``noise_multiplier`` (the private final run's σ)."""
+        copy = self.copy(noise_multiplier, self.stream(seed, 2))
+        return self.scoring_mean(self.losses(copy, config))
