@@ -141,7 +141,7 @@ def dp_gibo_composed(settings: Settings, dataset: str, seed: int, epsilon: float
     }
 
 
-def _selection(distribution: str, tnb_eta: float = 1.0) -> ArmFunction:
+def _selection(distribution: str, tnb_eta: float = 1.0, accounting: str = "rdp") -> ArmFunction:
     def run(settings: Settings, dataset: str, seed: int, epsilon: float) -> dict[str, Any]:
         data, _ = load_split(settings, dataset, seed)
         objective = make_objective(settings, data, seed)
@@ -154,6 +154,7 @@ def _selection(distribution: str, tnb_eta: float = 1.0) -> ArmFunction:
             distribution=distribution,
             tnb_eta=tnb_eta,
             score="error",
+            accounting=accounting,
             non_private_trials=True,  # a measurement: the realized K (NON-PRIVATE)
         )
         assert isinstance(result, NonPrivateTrainingTrials)
@@ -218,6 +219,40 @@ def subsample_then_train(settings: Settings, dataset: str, seed: int, epsilon: f
     }
 
 
+#: The private trainings of each method ``tune(method="auto")`` may choose, at ``tune``'s defaults.
+_AUTO_TRAININGS = {"training_selection": "E[K] = 4", "subsample_tuning": "9", "proxy_then_train": "1", "untuned": "1"}
+
+
+def tune_auto(settings: Settings, dataset: str, seed: int, epsilon: float) -> dict[str, Any]:
+    r"""``tune(method="auto", protect="training", proxy=public slice)``: the library's documented choice
+    among the training methods, simulated on the public slice (its defaults: 3 paired repeats, 8
+    configurations, E[K] = 4), then the chosen method's private run."""
+    from botorch_dp import tune
+
+    data, proxy = load_split(settings, dataset, seed)
+    objective = make_objective(settings, data, seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the advice is recorded below
+        result = tune(
+            objective,
+            objective.space,
+            epsilon=epsilon,
+            delta=settings.target_delta,
+            proxy=proxy,
+            protect="training",
+            progress=False,
+        )
+    return {
+        **test_metrics(result.model, data),
+        "sigma": f"that of {result.method}",
+        "trainings": _AUTO_TRAININGS.get(result.method, "?"),
+        "ledger_epsilon": _ledger_epsilon(objective, settings.target_delta),
+        "hyperparameters": dict(result.hyperparameters),
+        "chosen_method": result.method,
+        "advice": result.advice,
+    }
+
+
 def random_search(settings: Settings, dataset: str, seed: int, epsilon: float) -> dict[str, Any]:
     r"""NON-PRIVATE: ``round(E[K])`` plain SGD trainings at uniform (log-uniform lr) points from the seed,
     the lowest plain validation error wins (``epsilon`` is ignored)."""
@@ -261,6 +296,16 @@ ARMS: dict[str, Arm] = {
         _selection("tnb", 1.0),
     ),
     "PS-RDP poisson": Arm("private", "select_training_runs with K Poisson (P&S Thm. 6), RDP", _selection("poisson")),
+    "PS-profile geometric": Arm(
+        "private",
+        "select_training_runs with K geometric charged at its privacy profile (accounting='profile')",
+        _selection("tnb", 1.0, "profile"),
+    ),
+    "tune auto (proxy)": Arm(
+        "private",
+        "tune(method='auto', protect='training', proxy=the public slice): the method chosen on the proxy, then run",
+        tune_auto,
+    ),
     "PS-RDP tnb eta=0.5": Arm(
         "private", "select_training_runs with K truncated negative binomial, η = 0.5, RDP", _selection("tnb", 0.5)
     ),

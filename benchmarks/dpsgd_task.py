@@ -102,6 +102,8 @@ DEFAULT_ARMS: tuple[str, ...] = (
     "dp_gibo composed",
     "PS-RDP geometric (anchor)",
     "PS-RDP poisson",
+    "PS-profile geometric",
+    "tune auto (proxy)",
     "proxy then train",
     "subsample then train",
     "random search (non-private)",
