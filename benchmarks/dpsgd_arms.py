@@ -220,7 +220,7 @@ def subsample_then_train(settings: Settings, dataset: str, seed: int, epsilon: f
 
 
 #: The private trainings of each method ``tune(method="auto")`` may choose, at ``tune``'s defaults.
-_AUTO_TRAININGS = {"training_selection": "E[K] = 4", "subsample_tuning": "9", "proxy_then_train": "1", "untuned": "1"}
+_AUTO_TRAININGS = {"training_selection": 4.0, "subsample_tuning": 9, "proxy_then_train": 1, "untuned": 1}
 
 
 def tune_auto(settings: Settings, dataset: str, seed: int, epsilon: float) -> dict[str, Any]:
@@ -245,7 +245,7 @@ def tune_auto(settings: Settings, dataset: str, seed: int, epsilon: float) -> di
     return {
         **test_metrics(result.model, data),
         "sigma": f"that of {result.method}",
-        "trainings": _AUTO_TRAININGS.get(result.method, "?"),
+        "trainings": _AUTO_TRAININGS[result.method],
         "ledger_epsilon": _ledger_epsilon(objective, settings.target_delta),
         "hyperparameters": dict(result.hyperparameters),
         "chosen_method": result.method,
