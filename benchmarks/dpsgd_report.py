@@ -116,6 +116,10 @@ def summary(settings: Any, context: dict, runs: list[Run]) -> dict[str, Any]:
                 mean, se = mean_se(finite) if len(finite) > 1 else (finite[0] if finite else math.nan, math.nan)
                 ledger = [r.epsilon for r in stored.values() if r.epsilon is not None]
                 realized = [r.extra["realized_trainings"] for r in stored.values() if "realized_trainings" in r.extra]
+                chosen: dict[str, int] = {}
+                for r in stored.values():
+                    if "chosen_method" in r.extra:
+                        chosen[str(r.extra["chosen_method"])] = chosen.get(str(r.extra["chosen_method"]), 0) + 1
                 rows[arm] = {
                     "kind": kinds[arm],
                     "seeds": len(values),
@@ -129,6 +133,7 @@ def summary(settings: Any, context: dict, runs: list[Run]) -> dict[str, Any]:
                     "sigma": _sigma_text([r.extra["sigma"] for r in stored.values()]),
                     "trainings": _sigma_text([r.extra["trainings"] for r in stored.values()]),
                     "realized_trainings_mean": sum(realized) / len(realized) if realized else None,
+                    "chosen_methods": chosen,
                     "ledger_epsilon_max": max(ledger) if ledger else None,
                 }
             cells[key] = {"best_default": best_default, "rows": rows}
@@ -239,12 +244,16 @@ def report_text(settings: Any, context: dict, data: dict[str, Any], command: str
             "|---|---|---|---|---|---|---|---|",
         ]
         for arm, row in cell["rows"].items():
-            trainings = row["trainings"]
+            trainings, sigma = row["trainings"], row["sigma"]
+            if row.get("chosen_methods"):
+                sigma = "the chosen method's: " + ", ".join(
+                    f"{m} {n}×" for m, n in sorted(row["chosen_methods"].items())
+                )
             if row["realized_trainings_mean"] is not None:
                 trainings = f"E[K] = {trainings} (realized mean {row['realized_trainings_mean']:.1f}, NON-PRIVATE)"
             lines.append(
                 f"| {arm} | {_f(row['mean'])} ± {_f(row['se'])} | {row['seeds']} | {_pair_text(row['vs_anchor'])} | "
-                f"{_pair_text(row['vs_best_default'])} | {row['sigma']} | {trainings} | "
+                f"{_pair_text(row['vs_best_default'])} | {sigma} | {trainings} | "
                 f"{_f(row['ledger_epsilon_max'])} |"
             )
         lines.append("")
