@@ -45,6 +45,7 @@ EXPERIMENTS: dict[str, str] = {
     "mlp": "benchmarks.mlp",
     "dimension": "benchmarks.dimension",
     "mixed": "benchmarks.mixed",
+    "dpsgd": "benchmarks.dpsgd",
 }
 
 REQUIRED_MEMBERS = ("Settings", "quick_settings", "prepare", "experiment_jobs", "make_runner", "write_report")
