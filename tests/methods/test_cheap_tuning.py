@@ -8,13 +8,13 @@ import pytest
 import torch
 from opacus.accountants.analysis.rdp import compute_rdp
 
+from botorch_dp.methods import cheap_tuning as ct
 from botorch_dp.methods.cheap_plan import DEFAULT_TUNING_SHARE
 from botorch_dp.methods.cheap_tuning import draw_poisson_subset, tune_on_proxy_then_train, tune_on_subsample
 from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, DPSGDRun, PrivacyLedger, TrainingMechanism
 from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.tuning import Hyperparameter, SearchSpace, TorchModelTuningObjective
-from botorch_dp.tuning import cheap_tuning as ct
 
 EPS, DELTA = 3.0, 1e-5
 

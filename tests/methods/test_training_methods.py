@@ -8,6 +8,7 @@ import warnings
 import pytest
 import torch
 
+from botorch_dp.methods import cheap_plan as cp
 from botorch_dp.methods import training_proxy as tp
 from botorch_dp.methods.protocol import Method, MethodUnavailable
 from botorch_dp.methods.proxy_split import ProxySplit
@@ -21,7 +22,6 @@ from botorch_dp.objectives.datasets import ClassificationData
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.tuning import Hyperparameter, SearchSpace, TorchModelTuningObjective
-from botorch_dp.tuning import cheap_plan as cp
 from botorch_dp.tuning.tune_call import TRAINING_METHODS as TUNE_TRAINING_METHODS
 
 EPS, DELTA = 3.0, 1e-5

@@ -11,13 +11,13 @@ import pytest
 import torch
 from torch import nn
 
+from botorch_dp.methods import cheap_plan as cp
 from botorch_dp.methods import training_proxy as tp
 from botorch_dp.objectives.datasets import ClassificationData
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.tuning import Hyperparameter, SearchSpace, TorchModelTuningObjective, one_call
-from botorch_dp.tuning import cheap_plan as cp
 from botorch_dp.tuning.one_call import tune
 
 EPS, DELTA = 3.0, 1e-5
