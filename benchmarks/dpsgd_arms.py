@@ -41,8 +41,8 @@ from benchmarks.dpsgd_task import (
     test_metrics,
     training_config,
 )
+from botorch_dp.methods.training_runs import NonPrivateTrainingTrials, select_training_runs, uniform_sampler
 from botorch_dp.training import DPSGDConfig
-from botorch_dp.training.private_selection import NonPrivateTrainingTrials, select_training_runs, uniform_sampler
 from botorch_dp.tuning import TorchModelTuningObjective
 
 __all__ = ["ARMS", "ARM_KEYS", "Arm", "composed_trainings"]
@@ -178,7 +178,7 @@ def _selection(distribution: str, tnb_eta: float = 1.0, accounting: str = "rdp")
 def proxy_then_train(settings: Settings, dataset: str, seed: int, epsilon: float) -> dict[str, Any]:
     r"""``tune_on_proxy_then_train``: ``configurations`` random points tried on the public slice, then
     one DP-SGD training at the whole ε on the private records."""
-    from botorch_dp.tuning.cheap_tuning import tune_on_proxy_then_train
+    from botorch_dp.methods.cheap_tuning import tune_on_proxy_then_train
 
     data, proxy = load_split(settings, dataset, seed)
     objective = make_objective(settings, data, seed)
@@ -199,7 +199,7 @@ def subsample_then_train(settings: Settings, dataset: str, seed: int, epsilon: f
     r"""``tune_on_subsample``: ``configurations`` trials on one Poisson subset of the private records
     (the library's default γ and τ, no proxy: the τ simulation on the public slice costs about four
     times the arm's own trainings), then one final training."""
-    from botorch_dp.tuning.cheap_tuning import tune_on_subsample
+    from botorch_dp.methods.cheap_tuning import tune_on_subsample
 
     data, _ = load_split(settings, dataset, seed)
     objective = make_objective(settings, data, seed)
