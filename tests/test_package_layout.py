@@ -1,4 +1,5 @@
-r"""The package shows its design (issue 29, items 5 and 6): no module over 500 lines, no import
+r"""The package shows its design (issue 29, items 5 and 6): no module over 600 lines of CODE (issue
+42 item 5: docstrings, comments and blank lines do not count, so the cap measures code, not prose), no import
 cycle, the layers import downwards only, and DP-GIBO's loop is a thin facade that asks its
 strategies and compares no option field. The benchmark harness is a top-level package
 ``benchmarks/`` that is not installed (issue 31, item 5): the same size and cycle rules hold
@@ -16,17 +17,19 @@ from __future__ import annotations
 
 import ast
 import configparser
+import io
 import os
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "botorch_dp"
 HARNESS = ROOT / "benchmarks"
-MAX_LINES = 500
+MAX_LINES = 600
 
-#: Modules still over ``MAX_LINES``, each with its size when listed: the list only shrinks.
+#: Modules still over ``MAX_LINES`` code lines, each with its size when listed: the list only shrinks.
 OVER_THE_LIMIT: dict[str, int] = {}
 #: Import cycles still present (sorted module lists): the list only shrinks.
 KNOWN_CYCLES: list[list[str]] = []
@@ -158,11 +161,52 @@ def _module_name_in(root: Path, path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def code_lines(source: str) -> int:
+    r"""The number of lines of ``source`` that hold code: a line counts when a token other than a
+    comment, a newline or indentation starts or lies on it, and docstrings (a string expression
+    opening a module, class or function body) do not count."""
+    docstrings: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body:
+            first = body[0]
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                docstrings.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+    lines: set[int] = set()
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type not in skip:
+            lines.update(range(token.start[0], token.end[0] + 1))
+    return len(lines - docstrings)
+
+
+def test_code_lines_leave_out_docstrings_comments_and_blank_lines():
+    source = '''"""Module
+docstring."""
+
+# a comment
+import os  # trailing
+
+
+def f(x):
+    """One
+    two."""
+    y = (
+        x + 1
+    )
+    return "not a docstring"
+'''
+    assert code_lines(source) == 6  # import, def, y = ( x + 1 ), return
+    assert code_lines("x = 1\n\n\n") == 1
+
+
 # ---------------------------------------------------------------------- the package
 def test_no_module_is_over_the_limit_except_the_listed_ones_which_only_shrink():
-    sizes = {
-        p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in _modules(PACKAGE, HARNESS).values()
-    }
+    sizes = {p.relative_to(ROOT).as_posix(): code_lines(p.read_text()) for p in _modules(PACKAGE, HARNESS).values()}
     assert any(path.startswith("benchmarks/") for path in sizes) and any(
         path.startswith("botorch_dp/") for path in sizes
     )
