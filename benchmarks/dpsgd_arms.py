@@ -238,7 +238,7 @@ def tune_auto(settings: Settings, dataset: str, seed: int, epsilon: float) -> di
             objective.space,
             epsilon=epsilon,
             delta=settings.target_delta,
-            proxy=proxy,  # type: ignore[arg-type]  # documented (a ClassificationData); tune's annotation lags
+            proxy=proxy,
             protect="training",
             progress=False,
         )

@@ -65,6 +65,7 @@ from typing import Any
 
 from botorch_dp.methods.default_rule import default_method
 from botorch_dp.methods.protocol import ConfigurationRun
+from botorch_dp.objectives.datasets import ClassificationData
 from botorch_dp.objectives.search_space import SearchSpace
 from botorch_dp.optim.public_checks import SettingsWarning, named_coordinates
 from botorch_dp.plan.budget import AUTO, budgeted_options, check_plan_budget, measure_costs
@@ -85,7 +86,7 @@ def tune(
     epsilon: float,
     delta: float,
     ledger: PrivacyLedger | None = None,
-    proxy: TuneObjective | None = None,
+    proxy: TuneObjective | ClassificationData | tuple[Any, ...] | None = None,
     num_users: int | None = None,
     plan_options: dict[str, Any] | None = None,
     plan_budget: float | str | None = AUTO,
@@ -116,7 +117,9 @@ def tune(
         ledger: The ledger to charge (default: the objective's own ledger for an objective that
             charges training runs, else a new one whose budget is the procedure's ``μ``).
         proxy: A PUBLIC objective of either kind (its users' losses are used without noise or
-            accounting): each configuration's settings are planned on it first.
+            accounting): each configuration's settings are planned on it first. For a DP-trained
+            objective, public data of the same kind: a ``ClassificationData``, a tuple
+            ``(X_train, y_train, X_val, y_val[, X_test, y_test])`` or a ``TorchModelTuningObjective``.
         num_users: ``n`` of ``objective`` (public), needed with ``proxy`` (read from a
             ``TorchModelTuningObjective``).
         plan_options: Keywords of ``plan_private_run`` (``clip_quantiles``, ``step_sizes``, ...).
