@@ -7,9 +7,9 @@ best candidate arms ``a`` and ``b`` (``acc_a(s) ≥ acc_b(s)``) DECIDE the seed 
 ``acc_a(s) − acc_b(s)`` exceeds the standard error of the paired differences ``acc_a − acc_b``
 over the cell's seeds; auto HITS a decided seed when the method it chose there is ``a``'s (on a
 seed that is not decided, a tie for the best counts as a hit in the per-seed marks; it does not
-enter the rate).
-With two candidates this is ``mixed_report.choice_hit_rate``'s rule. A chosen method with no
-arm of its own (``"untuned"``) is a miss on a decided seed.
+enter the rate). A chosen method with no arm of its own (``"untuned"``) is a miss on a decided
+seed. ``mixed_report.choice_hit_rate`` applies the same rule to the ``mixed`` benchmark's test
+losses (its three candidates: DP-GIBO, private random search, DP-HyPO).
 
 The arms run each method at the benchmark's settings (``E[K] = mean_trials``, ``configurations``
 points), while ``tune(method="auto")`` runs the chosen one at ``tune``'s defaults (``E[K] = 4``,
@@ -41,28 +41,40 @@ HIT_RATE_GOAL_TEXT = (
 HIT_RATE_GOAL = 0.8
 
 
-def hit_rate(chosen: dict[int, str], accuracy: dict[str, dict[int, float]]) -> dict[str, Any]:
+def hit_rate(
+    chosen: dict[int, str],
+    accuracy: dict[str, dict[int, float]],
+    candidates: dict[str, str] | None = None,
+    lower_is_better: bool = False,
+) -> dict[str, Any]:
     r"""The auto arm's hit rate in one cell (see the module docstring).
 
     Args:
         chosen: seed → the method the auto arm chose on it.
-        accuracy: candidate arm → seed → test accuracy (higher is better; non-finite values drop the seed).
+        accuracy: candidate arm → seed → its score: test accuracy (higher is better), or with
+            ``lower_is_better`` a loss; non-finite values drop the seed, an arm without values is left out.
+        candidates: method → its arm (``CANDIDATES`` by default; ``mixed_report`` passes its own).
+        lower_is_better: Whether a lower score is better (the ``mixed`` benchmark's test loss).
 
     Returns:
-        ``{"per_seed", "hits", "decided", "seeds", "rate", "met"}``: ``per_seed`` maps each seed that
-        every candidate arm and the auto arm finished to ``{"chosen", "best", "second", "difference",
-        "se", "decided", "hit"}``; ``rate = hits/decided`` (NaN when nothing is decided); ``met``:
+        ``{"per_seed", "se_range", "hits", "decided", "seeds", "rate", "met"}``: ``per_seed`` maps each
+        seed that every candidate arm and the auto arm finished to ``{"chosen", "best", "second",
+        "difference", "se", "decided", "hit"}`` (``difference ≥ 0``: better minus second); ``se_range``
+        the smallest and largest ``se`` of the seeds; ``rate = hits/decided`` (NaN when nothing is decided); ``met``:
         ``rate ≥ HIT_RATE_GOAL`` with at least one decided seed.
     """
-    arms = [a for a in CANDIDATES.values() if a in accuracy]
-    seeds = sorted(s for s in chosen if all(s in accuracy[a] and math.isfinite(accuracy[a][s]) for a in arms))
+    candidates = CANDIDATES if candidates is None else candidates
+    sign = -1.0 if lower_is_better else 1.0
+    score = {a: {s: sign * float(v) for s, v in accuracy[a].items()} for a in candidates.values() if accuracy.get(a)}
+    arms = list(score)
+    seeds = sorted(s for s in chosen if all(s in score[a] and math.isfinite(score[a][s]) for a in arms))
     per_seed: dict[int, dict[str, Any]] = {}
     if len(arms) >= 2:
         for s in seeds:
-            best, second = sorted(arms, key=lambda a: accuracy[a][s], reverse=True)[:2]
-            diffs = [accuracy[best][t] - accuracy[second][t] for t in seeds]
+            best, second = sorted(arms, key=lambda a: score[a][s], reverse=True)[:2]
+            diffs = [score[best][t] - score[second][t] for t in seeds]
             se = mean_se(diffs)[1] if len(diffs) > 1 else math.nan
-            difference = accuracy[best][s] - accuracy[second][s]
+            difference = score[best][s] - score[second][s]
             is_decided = difference > se  # NaN se: not decided
             per_seed[s] = {
                 "chosen": chosen[s],
@@ -71,13 +83,15 @@ def hit_rate(chosen: dict[int, str], accuracy: dict[str, dict[int, float]]) -> d
                 "difference": difference,
                 "se": se,
                 "decided": is_decided,
-                "hit": CANDIDATES.get(chosen[s]) in arms and accuracy[CANDIDATES[chosen[s]]][s] == accuracy[best][s],
+                "hit": candidates.get(chosen[s]) in arms and score[candidates[chosen[s]]][s] == score[best][s],
             }
     decided = [s for s, row in per_seed.items() if row["decided"]]
     hits = sum(per_seed[s]["hit"] for s in decided)
     rate = hits / len(decided) if decided else math.nan
+    ses = [row["se"] for row in per_seed.values() if not math.isnan(row["se"])]
     return {
         "per_seed": per_seed,
+        "se_range": (min(ses), max(ses)) if ses else (math.nan, math.nan),
         "hits": hits,
         "decided": len(decided),
         "seeds": len(per_seed),
