@@ -3,8 +3,9 @@ r"""The report of the ``dpsgd`` benchmark: ``dpsgd.md`` and ``dpsgd.json`` from 
 ``summary`` computes every number from the runs: per data set, ε and arm the mean test accuracy
 ± standard error, the paired wins against the anchor (Papernot–Steinke at RDP) and against the best
 untuned default of the cell (the default arm with the highest mean, chosen after the runs), each
-arm's σ, trainings and largest ledger ε; the pre-stated goal's verdict at ε = 3; and the cells
-that have fewer seeds than the settings ask for. ``report_text`` renders it. Every accuracy is a
+arm's σ, trainings and largest ledger ε; the pre-stated goal's verdict at ε = 3; how often the
+``tune(method="auto")`` arm chose the better method (``dpsgd_hitrate``); and the cells that have
+fewer seeds than the settings ask for. ``report_text`` renders it. Every accuracy is a
 NON-PRIVATE diagnostic of the released model.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.dpsgd_arms import ARMS
+from benchmarks.dpsgd_hitrate import AUTO_ARM, CANDIDATES, hit_rate, hit_rate_lines
 from benchmarks.provenance import cpu_model, git_revision
 from benchmarks.runs import Run, mean_se
 
@@ -137,7 +139,20 @@ def summary(settings: Any, context: dict, runs: list[Run]) -> dict[str, Any]:
                     "ledger_epsilon_max": max(ledger) if ledger else None,
                 }
             cells[key] = {"best_default": best_default, "rows": rows}
-    return {"cells": cells, "goal": _goal(settings, cells), "missing": missing}
+    return {"cells": cells, "goal": _goal(settings, cells), "hit_rate": _hit_rates(by, cells), "missing": missing}
+
+
+def _hit_rates(by: dict[tuple[str, str, str], dict[int, Run]], cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    r"""Per cell with an auto arm: ``dpsgd_hitrate.hit_rate`` of its stored choices against the candidate arms."""
+    rates = {}
+    for key, cell in cells.items():
+        dataset, eps = key.split(" ε=")
+        auto = by.get((dataset, str(float(eps)), AUTO_ARM), {})
+        chosen = {s: str(r.extra["chosen_method"]) for s, r in auto.items() if "chosen_method" in r.extra}
+        if chosen:
+            accuracy = {a: cell["rows"][a]["per_seed"] for a in CANDIDATES.values() if a in cell["rows"]}
+            rates[key] = hit_rate(chosen, accuracy)
+    return rates
 
 
 def _goal(settings: Any, cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -228,6 +243,8 @@ def report_text(settings: Any, context: dict, data: dict[str, Any], command: str
         "",
     ]
     lines += _goal_lines(settings, data)
+    if data.get("hit_rate"):
+        lines += hit_rate_lines(data["hit_rate"], list(settings.seeds))
     lines += ["## Results (test accuracy, mean ± standard error over seeds)", ""]
     for key, cell in data["cells"].items():
         if not cell["rows"]:

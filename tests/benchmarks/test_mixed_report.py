@@ -165,3 +165,21 @@ def test_the_report_renders_the_hit_rate_from_a_synthetic_store():
     assert data["hit_rate"]["3"]["hits"] == 2 and data["hit_rate"]["3"]["decided"] == 4
     md = mr.report_text(s, {}, runs, "cmd")
     assert "| 3 | 2 / 4 | 4 |" in md and "not met" in md
+
+
+def test_the_auto_choice_hit_rate_counts_dp_hypo_as_a_third_alternative():
+    # DP-HyPO lowest on seeds 0-5 (by 0.1 against DP-GIBO), DP-GIBO lowest on 6-9 (by 0.1 against DP-HyPO);
+    # private random search is far behind everywhere, so the two best are DP-HyPO and DP-GIBO on every seed
+    hypo = {s: 0.9 if s < 6 else 1.1 for s in range(10)}
+    gibo = {s: 1.0 for s in range(10)}
+    prs = {s: 2.0 for s in range(10)}
+    chosen = {s: "dp_hypo" if s < 6 else "dp_gibo" for s in range(10)}
+    chosen[9] = "private_random_search"  # the worst: a miss
+    h = mr.choice_hit_rate(chosen, {mt.TUNE: gibo, mt.PRIVATE_RS: prs, mt.DP_HYPO: hypo})
+    d = [-0.1] * 6 + [0.1] * 4  # hypo - gibo
+    assert h["se"] == pytest.approx(statistics.stdev(d) / math.sqrt(10), rel=1e-12)
+    assert (h["hits"], h["decided"], h["seeds"]) == (9, 10, 10) and h["met"]
+    assert h["per_seed"][0]["best"] == mt.DP_HYPO and h["per_seed"][6]["second"] == mt.DP_HYPO
+    # without DP-HyPO's arm, the choices of dp_hypo are misses against the two others
+    h = mr.choice_hit_rate(chosen, {mt.TUNE: gibo, mt.PRIVATE_RS: prs})
+    assert (h["hits"], h["decided"]) == (3, 10)
