@@ -248,4 +248,12 @@ def _budgeted(call: TuneCall, plan_budget: float | str | None) -> tuple[TuneCall
     why = f"the planning budget left no room to compare methods on the proxy; {rule.reason}"
     if rule.method == "dp_gibo" and call.K == 1:  # the plan itself recommends DP-GIBO without a comparison
         return dataclasses.replace(call, plan_options={**options, "choose_method": False}, method_rule=why), note
-    return dataclasses.replace(call, plan_options=options, method=rule.method, method_rule=why), note
+    if rule.method == "dp_gibo":
+        return dataclasses.replace(call, plan_options=options, method="dp_gibo", method_rule=why), note
+    # a selection method: DP-GIBO's settings are of no use to it, so the proxy is not used further
+    note = (note or "").replace(
+        "no method comparison (DP-GIBO with the fitted kernel)",
+        f"no method comparison ({rule.method.replace('_', ' ')} by the public rule, with its default settings: "
+        "the proxy was not used further)",
+    )
+    return dataclasses.replace(call, proxy=None, plan_options=None, method=rule.method, method_rule=why), note

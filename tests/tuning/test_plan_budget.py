@@ -33,6 +33,9 @@ def test_a_budget_too_small_for_any_comparison_runs_the_public_rule_and_says_wha
     assert result.method == "private_random_search"
     assert result.method_rule.startswith("the planning budget left no room to compare methods on the proxy;")
     assert "private random search, since the space has" in result.method_rule
+    # DP-GIBO's settings are of no use to a selection: the proxy was not used past the timing
+    assert "no method comparison (private random search by the public rule" in result.planning
+    assert all(run.plan is None for run in result.runs)
     assert result.planning.startswith("plan_budget = 1e-06 s: planned with 2 repeats;")
     assert "no method comparison" in result.planning and "still exceeds the budget" in result.planning
     assert result.planning in repr(result)
