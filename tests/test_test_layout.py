@@ -66,7 +66,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "privacy.analysis.discrete_gaussian",
         "privacy.analysis.objective_perturbation._params",
         "privacy.ledger.accounts",
-        "privacy.ledger.events",
         "privacy.ledger.external",
         "privacy.ledger.meter",
         "privacy.ledger.rows",
