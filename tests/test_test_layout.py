@@ -68,7 +68,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "privacy.ledger.accounts",
         "privacy.ledger.external",
         "privacy.ledger.meter",
-        "privacy.ledger.rows",
         "privacy.ledger.views",
         "privacy.ledger_schema",
         "privacy.mechanisms._clipping",
