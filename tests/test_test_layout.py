@@ -67,7 +67,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "privacy.analysis.objective_perturbation._params",
         "privacy.ledger.accounts",
         "privacy.ledger.external",
-        "privacy.ledger.meter",
         "privacy.ledger.views",
         "privacy.ledger_schema",
         "privacy.mechanisms._clipping",
