@@ -56,7 +56,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "optim.run_state",
         "optim.state",
         "optim.stored_config",
-        "optim.users",
         "plan.method_choice",
         "plan.method_dp_gibo",
         "plan.method_dp_hypo",
