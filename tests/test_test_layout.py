@@ -55,7 +55,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "optim.resume_checks",
         "optim.run_state",
         "optim.state",
-        "optim.stored_config",
         "plan.method_choice",
         "plan.method_dp_gibo",
         "plan.method_dp_hypo",
