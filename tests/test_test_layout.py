@@ -39,7 +39,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "optim.checkpoint.encoding",
         "optim.checkpoint.files",
         "optim.checkpoint.kernels",
-        "optim.config_options",
         "optim.driver",
         "optim.options.base",
         "optim.options.batches",
