@@ -51,7 +51,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "optim.privacy_target",
         "optim.report",
         "optim.results",
-        "optim.resume_checks",
         "optim.run_state",
         "optim.state",
         "plan.method_choice",
