@@ -52,7 +52,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "optim.report",
         "optim.results",
         "optim.run_state",
-        "optim.state",
         "plan.method_choice",
         "plan.method_dp_gibo",
         "plan.method_dp_hypo",
