@@ -51,7 +51,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "optim.privacy_target",
         "optim.report",
         "optim.results",
-        "optim.run_state",
         "plan.method_choice",
         "plan.method_dp_gibo",
         "plan.method_dp_hypo",
