@@ -42,7 +42,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "optim.driver",
         "optim.options.base",
         "optim.options.batches",
-        "optim.options.clip",
         "optim.options.fitting",
         "optim.options.noise",
         "optim.options.projection",
