@@ -45,8 +45,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "optim.options.fitting",
         "optim.options.noise",
         "optim.options.projection",
-        "optim.options.selection",
-        "optim.options.steps",
         "optim.privacy_target",
         "optim.report",
         "optim.results",
