@@ -43,7 +43,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "optim.options.base",
         "optim.options.batches",
         "optim.options.fitting",
-        "optim.options.noise",
         "optim.options.projection",
         "optim.privacy_target",
         "optim.report",
