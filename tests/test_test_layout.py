@@ -41,7 +41,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "optim.checkpoint.kernels",
         "optim.driver",
         "optim.options.base",
-        "optim.options.batches",
         "optim.options.fitting",
         "optim.options.projection",
         "optim.privacy_target",
