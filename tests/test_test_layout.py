@@ -42,7 +42,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "optim.driver",
         "optim.options.base",
         "optim.options.fitting",
-        "optim.options.projection",
         "optim.privacy_target",
         "optim.report",
         "optim.results",
