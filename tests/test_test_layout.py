@@ -41,7 +41,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "optim.checkpoint.kernels",
         "optim.driver",
         "optim.options.base",
-        "optim.options.fitting",
         "optim.privacy_target",
         "optim.report",
         "optim.results",
