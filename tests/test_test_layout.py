@@ -40,7 +40,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "optim.checkpoint.files",
         "optim.checkpoint.kernels",
         "optim.driver",
-        "optim.options.base",
         "optim.privacy_target",
         "optim.report",
         "optim.results",
