@@ -36,7 +36,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "methods.untuned",
         "objectives.covered",
         "optim.checkpoint.directory",
-        "optim.checkpoint.encoding",
         "optim.checkpoint.files",
         "optim.checkpoint.kernels",
         "optim.driver",
