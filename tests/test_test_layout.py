@@ -37,7 +37,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "objectives.covered",
         "optim.checkpoint.directory",
         "optim.checkpoint.files",
-        "optim.checkpoint.kernels",
         "optim.driver",
         "optim.privacy_target",
         "optim.report",
