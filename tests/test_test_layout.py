@@ -60,7 +60,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "privacy.mechanisms.releases",
         "privacy.mechanisms.scores",
         "privacy.mechanisms.sums",
-        "privacy.seeding",
         "training.cover",
         "tuning.proxy_cache",
         "tuning.sampled",
