@@ -38,7 +38,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "optim.checkpoint.directory",
         "optim.checkpoint.files",
         "optim.driver",
-        "optim.privacy_target",
         "optim.report",
         "optim.results",
         "plan.method_choice",
