@@ -48,7 +48,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "plan.trial_table",
         "privacy.analysis.discrete_gaussian",
         "privacy.analysis.objective_perturbation._params",
-        "privacy.ledger_schema",
         "privacy.mechanisms._clipping",
         "privacy.mechanisms._discrete_gaussian",
         "privacy.mechanisms._noise",
