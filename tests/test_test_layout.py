@@ -54,7 +54,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "privacy.mechanisms.counts",
         "privacy.mechanisms.gradient",
         "privacy.mechanisms.objective_perturbation",
-        "privacy.mechanisms.preconditioner",
         "privacy.mechanisms.releases",
         "privacy.mechanisms.scores",
         "privacy.mechanisms.sums",
