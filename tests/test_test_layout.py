@@ -52,7 +52,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "privacy.mechanisms._discrete_gaussian",
         "privacy.mechanisms._noise",
         "privacy.mechanisms.counts",
-        "privacy.mechanisms.gradient",
         "privacy.mechanisms.objective_perturbation",
         "privacy.mechanisms.releases",
         "privacy.mechanisms.scores",
