@@ -124,7 +124,5 @@ def test_a_fixed_schedule_stores_no_lists_and_never_stops():
         "selected_index": None,
         "selection_scores": None,
     }
-    with pytest.raises(
-        ValueError, match="'noise_and_selection.stopped' must be a bool"
-    ):
+    with pytest.raises(ValueError, match="'noise_and_selection.stopped' must be a bool"):
         check_noise_and_selection({**out, "stopped": True}, config=fixed, T=2, ledger=PrivacyLedger(), run_id="run")
