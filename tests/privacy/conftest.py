@@ -97,3 +97,11 @@ def postgres_url():
             _run_as(user, [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"])
         finally:
             shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request, tmp_path):
+    r"""A ledger database URL: an SQLite file, then the PostgreSQL server of ``postgres_url``."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'budget.db'}"
+    return request.getfixturevalue("postgres_url")

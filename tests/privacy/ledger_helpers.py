@@ -1,4 +1,4 @@
-r"""Shared by the ledger's tests (test_ledger.py, test_ledger_state.py,
+r"""Shared by the ledger's tests (ledger/test_ledger.py, ledger/test_state.py,
 test_ledger_training_rdp.py): DP-SGD runs and Gaussian releases put through the ledger's one
 charge protocol, and the Gaussian mechanism's RDP curve."""
 

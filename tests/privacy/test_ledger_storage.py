@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
-import pickle
 import signal
 import uuid
 
@@ -33,13 +32,6 @@ from . import ledger_workers
 from .ledger_helpers import elsewhere_holder, gone_holder, reserve_for
 
 MU, BUDGET = 0.2, 0.45  # 5 releases of 0.2 compose to 0.4472 <= 0.45; 6 to 0.4899 > 0.45
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'budget.db'}"
-    return request.getfixturevalue("postgres_url")
 
 
 def _dataset() -> str:
@@ -89,46 +81,6 @@ def _without_ids(state):
         "validation_steps": strip(state["validation_steps"]),
         "training_runs": strip(state["training_runs"]),
     }
-
-
-# ------------------------------------------------------------------------ in memory
-
-
-def test_in_memory_ledger_is_the_default_and_refuses_to_be_copied_into_a_worker():
-    ledger = PrivacyLedger(validation_mu_budget=1.0)
-    assert ledger.storage_url is None and ledger.dataset is None
-    for t in range(25):
-        ledger.record_validation_step(mu=0.2, run_id="run-a", key=f"step-{t:04d}")
-    assert ledger.validation_epsilon(1e-5) == pytest.approx(4.377, abs=1e-3)
-    with pytest.raises(PrivacyBudgetExceeded):
-        ledger.check_validation_step(0.01)
-    state = ledger.state_dict()
-    assert set(state) == {
-        "version",
-        "validation_mu_budget",
-        "training_epsilon_budget",
-        "training_delta",
-        "training_accountant",
-        "prv_eps_error",
-        "rdp_orders",
-        "validation_steps",
-        "training_runs",
-    }
-    # a copy in another process would record charges there that are then lost: refused
-    for holder in (
-        ledger,
-        PrivacyLedger(validation_mu_budget=1.0),
-        PrivacyLedger(training_epsilon_budget=1.0, training_delta=1e-5),
-    ):
-        with pytest.raises(TypeError, match="cannot be pickled.*storage="):
-            pickle.dumps(holder)
-    empty = pickle.loads(pickle.dumps(PrivacyLedger()))  # an empty ledger without budget holds nothing to lose
-    assert empty.records() == []
-    assert ledger.cancel_reservations() == 0
-    with pytest.raises(ValueError, match="dataset needs storage"):
-        PrivacyLedger(dataset="clinic")
-    with pytest.raises(ValueError, match="storage needs dataset"):
-        PrivacyLedger(storage="sqlite:///nowhere.db")
 
 
 # ------------------------------------------------------------------ composition
@@ -196,30 +148,6 @@ def test_a_training_record_takes_its_reservations_place_so_the_filter_order_is_k
         reversed_.check_training_mechanism(rdp=_gaussian_rdp(4.0))
     with pytest.raises(PrivacyBudgetExceeded, match="alpha=10.2"):
         b.check_training_mechanism(rdp=_gaussian_rdp(4.0))
-
-
-# --------------------------------------------------------------------- budgets
-
-
-def test_the_budget_is_stored_with_the_dataset_and_a_different_one_refused(url):
-    dataset = _dataset()
-    PrivacyLedger(storage=url, dataset=dataset, validation_mu_budget=1.0)
-    for other in (2.0, 0.5):  # looser and tighter alike: one shared budget has one value
-        with pytest.raises(ValueError, match="validation_mu_budget=.*stored with dataset"):
-            PrivacyLedger(storage=url, dataset=dataset, validation_mu_budget=other)
-    with pytest.raises(ValueError, match="training_accountant"):
-        PrivacyLedger(storage=url, dataset=dataset, training_accountant="prv")
-    adopted = PrivacyLedger(storage=url, dataset=dataset)
-    assert adopted.validation_mu_budget == 1.0
-    same = PrivacyLedger(storage=url, dataset=dataset, validation_mu_budget=1.0)
-    same.validation_mu_budget = 0.5  # this object's own filter, tightened
-    with pytest.raises(PrivacyBudgetExceeded):
-        same.check_validation_step(0.6)
-    adopted.check_validation_step(0.6)  # the others keep the stored budget
-    adopted.validation_mu_budget = 5.0  # never looser than the stored one
-    with pytest.raises(PrivacyBudgetExceeded):
-        adopted.check_validation_step(1.1)
-    assert PrivacyLedger(storage=url, dataset=_dataset()).validation_mu_budget is None
 
 
 def test_a_charge_reserves_and_a_dead_runs_reservation_stays_counted_until_its_run_cancels_it(url):

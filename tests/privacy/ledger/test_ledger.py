@@ -1,7 +1,7 @@
-r"""Tests for botorch_dp.privacy.ledger: the validation side's composition and budget filter, the
-training side's DP-SGD runs against Opacus, the report, several runs on one ledger, and pure-DP
-releases. The state is tested in test_ledger_state.py, generic RDP training entries in
-test_ledger_training_rdp.py."""
+r"""Tests for botorch_dp.privacy.ledger.ledger (``PrivacyLedger``): the validation side's composition and
+budget filter, the training side's DP-SGD runs against Opacus, the report, several runs on one ledger, and pure-DP
+releases. The state is tested in test_state.py, generic RDP training entries in
+../test_ledger_training_rdp.py."""
 
 import json
 import math
@@ -17,7 +17,7 @@ from botorch_dp.privacy.analysis.gdp import gdp_epsilon, pure_dp_to_gdp_mu
 from botorch_dp.privacy.ledger import DPSGDRun, Gaussian, PrivacyBudgetExceeded, PrivacyLedger, PureDP
 from botorch_dp.privacy.seeding import PrivacyWarning
 
-from .ledger_helpers import DELTA, RUNS, record_runs, spend, step_key, train
+from ..ledger_helpers import DELTA, RUNS, record_runs, spend, step_key, train
 
 
 def test_validation_records_compose_and_each_release_counts():

@@ -12,7 +12,7 @@ import pytest
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyBudgetExceeded, PrivacyLedger
 
-from .ledger_helpers import DELTA, RUNS, gaussian_curve, record_runs, spend, step_key, train
+from ..ledger_helpers import DELTA, RUNS, gaussian_curve, record_runs, spend, step_key, train
 
 
 def test_state_dict_json_round_trip_does_not_double_count():

@@ -1,4 +1,4 @@
-r"""Reservations belong to a live holder (issue 40, item 3).
+r"""Reservations belong to a live holder (botorch_dp/privacy/ledger/holders.py; issue 40, item 3).
 
 A charge holds its step's whole worst case between its check and its records; the hold names
 its process (pid, host, node, token) and a lease the process renews. A settle (``DPGIBO.resume``,
@@ -26,7 +26,7 @@ from botorch_dp.privacy.ledger import Gaussian, PrivacyBudgetExceeded, PrivacyLe
 from botorch_dp.privacy.ledger.holders import this_holder
 from botorch_dp.privacy.ledger_storage import open_storage
 
-from . import ledger_workers
+from .. import ledger_workers
 
 pytestmark = pytest.mark.privacy_fast  # the fast version of privacy properties (tests/conftest.py)
 

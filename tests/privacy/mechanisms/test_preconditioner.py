@@ -1,4 +1,5 @@
-"""The private AdaGrad preconditioner release (Kairouz et al., spec A3, E2.1–E2.3, §1.7 items 1–3)."""
+"""The private AdaGrad preconditioner release (botorch_dp/privacy/mechanisms/preconditioner.py; Kairouz et al., spec A3,
+E2.1–E2.3, §1.7 items 1–3)."""
 
 import math
 

@@ -1,8 +1,9 @@
-"""Tests for ApproximateDP training entries (botorch_dp/privacy/ledger/events.py, filters.py): an (ε, δ) entry
-(a selection charged at its privacy-profile bound) composes with the RDP entries by basic composition, the
-total read back equals an independent computation (Opacus's compute_rdp, the RDP conversion written out
-here, plus ε₁ with the RDP part converted at δ − δ₁), and the filter never admits what would exceed the
-budget: an (ε₁, δ₁) entry only as the first training entry, the RDP part within the rest of the budget."""
+"""The budget filters of botorch_dp/privacy/ledger/filters.py on ApproximateDP training entries (events.py):
+an (ε, δ) entry (a selection charged at its privacy-profile bound) composes with the RDP entries by basic
+composition, the total read back equals an independent computation (Opacus's compute_rdp, the RDP
+conversion written out here, plus ε₁ with the RDP part converted at δ − δ₁), and the filter never admits
+what would exceed the budget: an (ε₁, δ₁) entry only as the first training entry, the RDP part within the
+rest of the budget."""
 
 import json
 import math
