@@ -42,7 +42,7 @@ def test_each_step_gives_a_new_state_and_none_changes_in_place():
     assert second.iteration == 1 and len(second.iterates) == 2 and second.released_matrix(D).shape == (1, D)
     assert second.records()["step"] == 1 and [b.shape for b in second.blocks] == [(second.batch_sizes[0], 10)]
     with pytest.raises(dataclasses.FrozenInstanceError):
-        second.theta = torch.zeros(D)  # type: ignore[misc]
+        second.theta = torch.zeros(D)
 
 
 def _public(opt):

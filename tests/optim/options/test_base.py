@@ -18,7 +18,7 @@ def test_a_plan_is_frozen_and_private_by_default():
     plan = RunPlan(4, 6, 2, 10, BudgetSplit(1.0))
     assert (plan.generator, plan.chunk_size, plan.diagnostics) == (None, None, False)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        plan.num_users = 11  # type: ignore[misc]
+        plan.num_users = 11
 
 
 def test_a_runs_plan_carries_its_config_and_generator():

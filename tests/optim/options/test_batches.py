@@ -52,8 +52,8 @@ def test_a_rule_asks_the_search_for_its_sizes_and_tolerance(monkeypatch, rule, d
     ("make", "named"),
     [
         (lambda: FixedBatches(0), r"batch_size \(b\)"),
-        (lambda: FixedBatches(search="random"), "batch_search must be one of"),
-        (lambda: FixedBatches(speed="slowest"), "acqf_speed must be one of"),
+        (lambda: FixedBatches(search="random"), "batch_search must be one of"),  # type: ignore[arg-type]
+        (lambda: FixedBatches(speed="slowest"), "acqf_speed must be one of"),  # type: ignore[arg-type]
         (lambda: FixedBatches(maxiter=0), "acqf_maxiter"),
         (lambda: AdaptiveBatches(None, bias_tolerance=0.0), "bias_tolerance"),
         (lambda: AdaptiveBatches(None, max_size=0), r"max_batch_size \(b_max\)"),
