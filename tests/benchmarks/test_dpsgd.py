@@ -139,7 +139,10 @@ def test_a_quick_run_of_every_arm_holds_its_epsilon_and_resumes_from_the_store(t
     runs = first["runs"]
     assert {r.method for r in runs} == set(s.arms) and first["ran"] == len(runs) == len(s.arms)
     for r in runs:
-        assert 0.0 <= r.extra["test_accuracy"] <= 1.0
+        if r.extra.get("realized_trainings") == 0:  # a Poisson K of 0 releases no model: no accuracy
+            assert math.isnan(r.extra["test_accuracy"])
+        else:
+            assert 0.0 <= r.extra["test_accuracy"] <= 1.0
         if dpsgd_arms.ARMS[r.method].kind == "reference":
             assert r.epsilon is None
         else:  # every private arm and default spends the target on the training records, within tolerance
