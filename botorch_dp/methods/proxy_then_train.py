@@ -104,7 +104,7 @@ class ProxyThenTrainMethod:
 
     def final_noise(self, proxy: TrainingProxy) -> float:
         r"""``σ_f``: the final run alone at ``(ε, δ)``."""
-        from botorch_dp.methods.cheap_plan import final_only_noise  # tuning/ sits above methods/: late
+        from botorch_dp.methods.cheap_plan import final_only_noise  # late: loaded when used
 
         rate, steps, _ = proxy.run_shape()
         return final_only_noise(epsilon=self.epsilon, delta=self.delta, sample_rate=rate, steps=steps)[0]
@@ -133,7 +133,7 @@ class ProxyThenTrainMethod:
     ) -> MethodRun:
         r"""Tune on the proxy, train once on ``objective``'s data (its ledger is ``ledger``); ``seed`` seeds
         the public configurations; ``progress`` and ``executor`` are not used."""
-        from botorch_dp.methods.cheap_tuning import tune_on_proxy_then_train  # tuning/ sits above methods/: late
+        from botorch_dp.methods.cheap_tuning import tune_on_proxy_then_train  # late: loaded when used
 
         if ledger is not objective.ledger:
             raise ValueError("ledger: the final run is charged to objective.ledger; pass that ledger or none.")

@@ -71,7 +71,7 @@ class SubsampleTuningMethod:
         return gdp_mu(self.epsilon, self.delta) if self.protect == "both" else None
 
     def _settings(self) -> tuple[float, float]:
-        from botorch_dp.methods.cheap_plan import DEFAULT_SUBSAMPLE_FRACTION, DEFAULT_TUNING_SHARE  # tuning/: late
+        from botorch_dp.methods.cheap_plan import DEFAULT_SUBSAMPLE_FRACTION, DEFAULT_TUNING_SHARE  # late
 
         gamma = DEFAULT_SUBSAMPLE_FRACTION if self.subsample_fraction is None else self.subsample_fraction
         return gamma, DEFAULT_TUNING_SHARE if self.tuning_share is None else self.tuning_share
@@ -84,7 +84,7 @@ class SubsampleTuningMethod:
 
     def plan(self, proxy: TrainingProxy) -> Any:
         r"""The ``cheap_plan.SubsamplePlan`` of the private run (σ_t, σ_f; public)."""
-        from botorch_dp.methods.cheap_plan import plan_subsample_tuning  # tuning/ sits above methods/: late
+        from botorch_dp.methods.cheap_plan import plan_subsample_tuning  # late: loaded when used
         from botorch_dp.methods.cheap_tuning import MIN_EXPECTED_SUBSET
 
         gamma, share = self._settings()
@@ -106,7 +106,7 @@ class SubsampleTuningMethod:
 
     def simulate_training(self, proxy: TrainingProxy, seed: int) -> float:
         r"""The scoring half's mean loss of the simulated procedure's final model (public)."""
-        from botorch_dp.methods.cheap_tuning import draw_poisson_subset  # tuning/ sits above methods/: late
+        from botorch_dp.methods.cheap_tuning import draw_poisson_subset  # late: loaded when used
 
         plan = self.plan(proxy)
         configs = random_configurations(self.space, self.num_configurations, seed)
@@ -140,7 +140,7 @@ class SubsampleTuningMethod:
     ) -> MethodRun:
         r"""Run ``tune_on_subsample`` on ``objective`` (its ledger is ``ledger``); ``seed`` seeds the public
         configurations; ``progress`` and ``executor`` are not used."""
-        from botorch_dp.methods.cheap_tuning import tune_on_subsample  # tuning/ sits above methods/: late
+        from botorch_dp.methods.cheap_tuning import tune_on_subsample  # late: loaded when used
 
         if ledger is not objective.ledger:
             raise ValueError("ledger: the runs are charged to objective.ledger; pass that ledger or none.")

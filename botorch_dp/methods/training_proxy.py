@@ -91,7 +91,7 @@ class TrainingProxy:
         r"""The objective on the proxy (``rows`` of its training split, default all) at the private run's
         ``(q, steps)`` with ``σ m_p/m`` (``noise_multiplier`` is the PRIVATE run's σ), its own ledger,
         seeded by ``seed`` (public randomness on public data)."""
-        from botorch_dp.training.dp_sgd import DPSGDConfig  # training/ imports tuning/'s objectives: late
+        from botorch_dp.training.dp_sgd import DPSGDConfig  # late: Opacus loads only when used
 
         objective = self.objective
         k = self.run_shape()[2]

@@ -88,7 +88,7 @@ class UntunedMethod:
         raise not_on_a_proxy_objective(self.name)
 
     def final_noise(self, proxy: TrainingProxy) -> float:
-        from botorch_dp.methods.cheap_plan import final_only_noise  # tuning/ sits above methods/: late
+        from botorch_dp.methods.cheap_plan import final_only_noise  # late: loaded when used
 
         rate, steps, _ = proxy.run_shape()
         return final_only_noise(epsilon=self.epsilon, delta=self.delta, sample_rate=rate, steps=steps)[0]
@@ -111,7 +111,7 @@ class UntunedMethod:
     ) -> MethodRun:
         r"""Train once on ``objective``'s data at the defaults, charged to its ledger (``ledger``)."""
         from botorch_dp.methods.cheap_plan import final_only_noise
-        from botorch_dp.training.dp_sgd import DPSGDConfig  # training/ imports tuning/'s objectives: late
+        from botorch_dp.training.dp_sgd import DPSGDConfig  # late: Opacus loads only when used
 
         if ledger is not objective.ledger:
             raise ValueError("ledger: the run is charged to objective.ledger; pass that ledger or none.")
