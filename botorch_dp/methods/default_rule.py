@@ -28,8 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["KINDS", "DefaultMethod", "default_method", "picked_method"]
+__all__ = ["KINDS", "DefaultMethod", "default_method", "picked_method", "space_kinds"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,12 @@ class DefaultMethod:
 
 #: The kinds of hyperparameters the rule reads (``SearchSpace.describe()``'s ``"kind"``).
 KINDS = ("continuous", "integer", "categorical")
+
+
+def space_kinds(space: Any) -> list[str]:
+    r"""The kind of each hyperparameter of ``space`` still to tune (``SearchSpace.describe``; a categorical
+    fixed by ``with_choice`` left out): the public facts ``default_method`` reads."""
+    return [h["kind"] for h in space.describe() if h["name"] not in space.fixed]
 
 
 def default_method(kinds: Sequence[str], *, resumable: bool = False) -> DefaultMethod:

@@ -63,7 +63,7 @@ import os
 import warnings
 from typing import Any
 
-from botorch_dp.methods.default_rule import default_method
+from botorch_dp.methods.default_rule import default_method, space_kinds
 from botorch_dp.methods.protocol import ConfigurationRun
 from botorch_dp.objectives.datasets import ClassificationData
 from botorch_dp.objectives.search_space import SearchSpace
@@ -243,8 +243,7 @@ def _budgeted(call: TuneCall, plan_budget: float | str | None) -> tuple[TuneCall
     if compare or call.method != "auto":
         return dataclasses.replace(call, plan_options=options), note
     # no room for the comparison: the public rule picks, as without a proxy
-    kinds = [h["kind"] for h in call.space.describe() if h["name"] not in call.space.fixed]
-    rule = default_method(kinds, resumable=call.checkpoint_dir is not None)
+    rule = default_method(space_kinds(call.space), resumable=call.checkpoint_dir is not None)
     why = f"the planning budget left no room to compare methods on the proxy; {rule.reason}"
     if rule.method == "dp_gibo" and call.K == 1:  # the plan itself recommends DP-GIBO without a comparison
         return dataclasses.replace(call, plan_options={**options, "choose_method": False}, method_rule=why), note

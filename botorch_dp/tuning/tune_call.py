@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from botorch_dp.baselines.selection import check_max_trials
-from botorch_dp.methods.default_rule import picked_method
+from botorch_dp.methods.default_rule import picked_method, space_kinds
 from botorch_dp.objectives.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.optim import DPGIBOConfig
 from botorch_dp.optim.checkpoint import kernel_fingerprint
@@ -364,7 +364,7 @@ class TuneCall:
             resolved = check_method(method, proxy, K, strategy=strategy, trains=trains)
         else:
             resolved = check_training_method(method, protect, proxy)
-        kinds = [h["kind"] for h in space.describe() if h["name"] not in space.fixed]  # public: the rule reads them
+        kinds = space_kinds(space)  # public: the rule reads them
         method, method_rule = picked_method(
             method, resolved, kinds, proxy=proxy is not None, trains=trains, protect=protect,
             resumable=checkpoint_dir is not None,

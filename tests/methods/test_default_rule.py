@@ -43,3 +43,14 @@ def test_a_resumable_call_keeps_dp_gibo_whatever_the_space(kinds):
 def test_bad_kinds_are_refused_by_name(kinds, match):
     with pytest.raises(ValueError, match=match):
         default_method(kinds)
+
+
+def test_space_kinds_reads_each_hyperparameter_and_leaves_out_a_fixed_categorical():
+    from botorch_dp.methods.default_rule import space_kinds
+    from botorch_dp.tuning import Categorical, Hyperparameter, Integer, SearchSpace
+
+    space = SearchSpace(
+        [Hyperparameter("lr", 1e-3, 1.0, log_scale=True), Integer("width", 8, 64), Categorical("act", ("relu", "tanh"))]
+    )
+    assert space_kinds(space) == ["continuous", "integer", "categorical"]
+    assert space_kinds(space.with_choice({"act": "tanh"})) == ["continuous", "integer"]
