@@ -108,7 +108,8 @@ def check_clip_state(
     Returns:
         ``(bounds, counts)`` (both empty for a fixed bound).
     """
-    adaptive = config.clip_bound == "adaptive"
+    clip = config.clip
+    adaptive = bool(clip.initial_state().bounds)  # a moving bound keeps its track
     if entry is None:
         if adaptive:
             raise ValueError("Checkpoint field 'adaptive_clip' is missing for a run with clip_bound='adaptive'.")
@@ -124,7 +125,7 @@ def check_clip_state(
     if T and num_users is None:
         raise ValueError("Checkpoint field 'adaptive_clip' holds counts but the run has no users.")
     expected = clip_bounds_from_counts(
-        config.clip_init, counts, num_users, config.clip_quantile, config.clip_learning_rate
+        clip.bound, counts, num_users, clip.quantile, clip.learning_rate
     )
     if [b.hex() for b in bounds] != [b.hex() for b in expected]:
         raise ValueError(

@@ -1,25 +1,41 @@
 r"""Public settings of a DP-GIBO run: ``DPGIBOConfig``, validated on construction, and how
-the kernel and noise variance are read off it (``resolve_model``). The option fields and their
-strategies are read in ``optim.config_options``; ``μ`` from a target ``(ε, δ)`` in
-``optim.privacy_target``."""
+the kernel and noise variance are read off it (``resolve_model``). A config holds one strategy
+per option family (``optim.options``); the old flat option keywords are read in
+``optim.legacy_options`` only; ``μ`` from a target ``(ε, δ)`` in ``optim.privacy_target``."""
 
 from __future__ import annotations
 
 import copy
+import functools
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_dp.gradient_gp import DEFAULT_JITTER, GradientGP
-from botorch_dp.optim.batch_search import BATCH_SEARCHES, SEARCH_SPEEDS, BatchSearch
-from botorch_dp.optim.config_options import absorb_strategies, build_options, check_option_fields, set_field
 from botorch_dp.optim.deprecated import alias_property, rename_fields, warn_renamed
-from botorch_dp.optim.noise_schedule import DEFAULT_NORM_MU_FRACTION, NoiseSchedule
-from botorch_dp.optim.options import BudgetSplit, Options
+from botorch_dp.optim.legacy_options import install_flat_keywords
+from botorch_dp.optim.options import (
+    SGD,
+    AdaptiveNorm,
+    BudgetSplit,
+    FixedBatches,
+    FixedClip,
+    FixedNoise,
+    Last,
+    NoFitting,
+    NoProjection,
+    Options,
+    Projected,
+    SensitiveFitting,
+    Strategy,
+    lookup,
+    registered,
+)
 from botorch_dp.optim.privacy_target import (
     DEFAULT_PRIVACY_MU,
     DEFAULT_TARGET_DELTA,
@@ -28,8 +44,6 @@ from botorch_dp.optim.privacy_target import (
     resolve_privacy,
 )
 from botorch_dp.optim.public_checks import check_kernel_variance
-from botorch_dp.optim.selection import Selection
-from botorch_dp.optim.step_rules import Preconditioner, StepRule, check_step_rule
 from botorch_dp.optim.subspace import SubspaceOracle
 from botorch_dp.privacy.checks import (
     NONFINITE_LOSSES,
@@ -46,6 +60,7 @@ __all__ = [
     "DEFAULT_PRIVACY_MU",
     "DEFAULT_TARGET_DELTA",
     "MIN_USERS",
+    "STRATEGY_FIELDS",
     "DPGIBOConfig",
     "check_bias_tolerance",
     "check_per_user_losses",
@@ -53,6 +68,7 @@ __all__ = [
     "default_batch_size",
     "resolve_model",
     "resolve_privacy",
+    "resolve_strategy",
     "split_privacy_mu",
 ]
 
@@ -61,16 +77,29 @@ __all__ = [
 class DPGIBOConfig:
     r"""Public settings of a DP-GIBO run (paper symbols in brackets), validated on construction.
 
-    Frozen: change a config with ``dataclasses.replace``. The options are read into strategy
-    objects (``config.options``: clip policy, noise schedule, projection, step rule, selection,
-    batch rule, fitting; ``optim.options``), and the option fields also take those objects,
-    e.g. ``clip_bound=QuantileClip(1.0, quantile=0.9)``, ``noise_schedule=AdaptiveNorm()``,
-    ``step_rule=FullMatrixAdaGrad(PrivateGOE(0.3))``, ``selection=NoisyLoss(0.3, loss_clip=5.0)``
-    or ``subspace=Projected(oracle, acquisition=True)`` (they are stored as the fields they
-    stand for). Options that cannot run together are refused here, by the rule one of them
-    declares (``Options.check``): the private preconditioner with adaptive clipping, with the
-    adaptive noise schedule, or with a subspace that moves; ``"min_noisy_norm"`` without the
-    adaptive schedule; a spending option with ``privacy_mu = inf``.
+    Frozen: change a config with ``dataclasses.replace``. Each option is ONE strategy object
+    per family (``optim.options``), stored as given and read by ``config.options`` (built once):
+    ``clip`` (``FixedClip(B)``, ``QuantileClip(B₀, γ, η_C, f_C)``), ``noise`` (``FixedNoise()``,
+    ``AdaptiveNorm(...)``), ``projection`` (``NoProjection()``, ``Projected(oracle, acquisition)``),
+    ``step_rule`` (``SGD()``, ``AdaGrad()``, ``FullMatrixAdaGrad("noisy" | PrivateGOE(f_H))``),
+    ``selection`` (``Last()``, ``MinNoisyNorm()``, ``Exponential(ε, C)``, ``NoisyLoss(μ, C)``),
+    ``batches`` (``FixedBatches(b, search=..., maxiter=..., speed=...)``,
+    ``AdaptiveBatches(bias_tolerance=..., max_size=...)``) and ``fitting`` (``NoFitting()``, or
+    the unsafe ``SensitiveFitting(fit)``). Each strategy checks its own values. At this boundary
+    only, a registered name resolves once through the registry (``noise="adaptive_norm"``,
+    ``step_rule="adagrad"``, ``clip="adaptive"``: the class with its defaults), ``clip`` also
+    takes a number ``B`` and ``projection`` a ``SubspaceOracle``. The old flat keywords
+    (``clip_bound=...``, ``noise_schedule=...``, ``batch_size=...``, ...) still work, with a
+    ``DeprecationWarning`` naming the new spelling (``optim.legacy_options``);
+    ``dataclasses.replace(config, clip_bound=...)`` is a ``ValueError`` naming ``clip``.
+
+    Options that cannot run together are refused here, by the rule one of them declares
+    (``Options.check``): the private preconditioner with adaptive clipping, with the adaptive
+    noise schedule, or with a subspace that moves; ``MinNoisyNorm`` without the adaptive
+    schedule; a spending option with ``privacy_mu = inf``. The budget split is explicit
+    (``mu_split``): the selection's charge ``μ_sel`` comes out of ``privacy_mu`` and the steps
+    get ``√(μ² − μ_sel²)``, shared with adaptive clipping's counts and the private
+    preconditioner.
 
     Attributes:
         bounds: ``2 x d`` tensor, the public box ``Θ``.
@@ -82,67 +111,21 @@ class DPGIBOConfig:
         num_iterations: ``T``, number of noisy gradient steps.
         privacy_mu: ``μ``, total GDP budget on the validation users; ``math.inf`` runs
             non-private GIBO. Default 1.0 when no target ``(epsilon, delta)`` is given.
-            After construction it always holds the ``μ`` the loop uses (the resolved one
-            when ``epsilon`` is given).
-        clip_bound: ``B``, per-user clipping norm of the gradient estimates, or
-            ``"adaptive"``: ``B_t`` tracks a private quantile of the per-user estimate norms
-            (Andrew et al. 2021; ``optim.adaptive_clip``), with ``clip_init``,
-            ``clip_quantile``, ``clip_learning_rate`` and ``clip_mu_fraction``; works with
-            either noise schedule, any ``subspace`` (the norms are those of the projected
-            estimates) and partitioned users, not with the private preconditioner.
+            After construction it always holds the ``μ`` the loop uses.
         step_size: ``η``.
-        step_rule: ``"sgd"`` (``θ ← θ − η g``), ``"adagrad"`` or ``"adagrad_full"``
-            (full-matrix AdaGrad, Kairouz et al.) on the privatized gradients
-            (``torch.optim.SGD``/``Adagrad``/``FullMatrixAdagrad``, then projection onto ``Θ``;
-            see ``step_rules``).
-        preconditioner: With ``step_rule="adagrad_full"`` (default ``"noisy"``; ``None``
-            otherwise): ``"noisy"`` (``(Σ ũ ũᵀ)^{1/2}`` of the released gradients, free),
-            ``"noisy_debiased"`` (the same minus the public noise energy ``Σ σ² I``, free) or
-            ``"private"`` (the clean ``(Σ ū ūᵀ)^{1/2}`` released with GOE noise: each step
-            releases twice, ``μ_g² + μ_H² = μ_steps²``; needs a fixed ``subspace`` or none,
-            the fixed ``noise_schedule`` and a fixed ``clip_bound``).
-        preconditioner_mu_fraction: With ``preconditioner="private"``: the share ``f`` of
-            ``μ_steps²`` (``steps_privacy_mu``: ``μ`` less a charged selection) spent on the
-            preconditioner, ``μ_H = μ_steps√f``, ``μ_g = μ_steps√(1 − f)``
-            (default 0.5, i.e. ``μ_g = μ_H = μ/√2``); ``None`` otherwise.
-        subspace: A public ``SubspaceOracle`` (``optim.subspace``): each step projects the
-            per-user gradient estimates on its ``d x k`` basis ``Ṽ_t`` BEFORE clipping,
-            releases ``k`` noisy coordinates (same sensitivity ``2B/n`` and ``μ``) and steps
-            along ``Ṽ_t ũ_t``. The basis must not be computed from the sensitive users.
-        subspace_acquisition: With a ``subspace``: choose batches for the projected gradient
-            ``Ṽ_tᵀ∇f`` only, maximizing the reduction of ``tr(Ṽ_tᵀ Σ_D(θ) Ṽ_t)``, and apply
-            ``bias_tolerance`` to that projected trace (spec A5; the points stay public, so the
-            guarantee is unchanged). ``batch_size`` and ``max_batch_size`` then default to
-            ``k + 1`` when the oracle has an integer ``k``.
-        batch_size: ``b`` for fixed batches (Alg. 1). Default ``d + 1`` when no
-            ``bias_tolerance`` is given.
-        bias_tolerance: Tolerance of adaptive batches (Alg. 2; the paper calls it ε, here
-            ε always means the privacy loss): add points until
-            ``tr Σ_D(θ) ≤ bias_tolerance`` or ``max_batch_size`` points were added.
-        max_batch_size: ``b_max`` of the adaptive rule (default ``d + 1``).
         search_radius: Half-width of the local box around ``θ`` in which candidates are
             searched (float or ``d`` tensor, in units of ``θ``); default 10% of the box width.
         noise_variance: ``σ²``, observation-noise variance of the losses.
         theta0: ``θ₀`` (data-independent, finite); default the centre of ``bounds``.
         seed: ``None`` (default): the privacy noise is drawn from the operating system's
-            entropy and the (public) candidate-search generator is seeded from it too, so
-            no one can regenerate the noise. An integer makes the run reproducible (tests,
-            reproductions): the noise comes from child stream 0 of the seed and the
-            candidate search from child stream 1, and every ``DPGIBO`` built from the
-            config raises a ``PrivacyWarning``: the guarantee then assumes the seed stays
-            secret. The seed is stored only in the (protected) checkpoint.
-        nonfinite_losses: What a NaN or ``inf`` per-user loss does. ``"refuse"`` (default):
-            ``tell`` raises ``ValueError`` naming the points, before anything is released;
-            the refusal itself is observable and reveals that some user's loss at those
-            points was not finite. ``"zero_user"``: a user with any non-finite loss among
-            the losses used at a step contributes 0 to that step's clipped sum (``n`` is
-            unchanged, so the sensitivity and the guarantee hold for every input).
-        batch_search: How a batch is chosen. ``"joint"`` (default): ``optimize_acqf``
-            over all ``q`` points at once; with adaptive batches, the smallest
-            ``q ≤ b_max`` whose optimized batch reaches ``bias_tolerance`` (bisection over ``q``).
-            ``"greedy"``: one point at a time, conditioning on the points already chosen
-            (myopic: on the d = 15 GP problem, 16 greedy points leave a posterior gradient
-            trace about 3× that of 16 joint points). See ``batch_search``.
+            entropy and the (public) candidate-search generator is seeded from it too. An
+            integer makes the run reproducible (child stream 0 for the noise, 1 for the
+            search) and every ``DPGIBO`` built from the config raises a ``PrivacyWarning``:
+            the guarantee then assumes the seed stays secret (it is stored only in the
+            protected checkpoint).
+        nonfinite_losses: ``"refuse"`` (default): a NaN or ``inf`` per-user loss makes ``tell``
+            raise, naming the points, before anything is released; ``"zero_user"``: such a
+            user contributes 0 to that step's clipped sum (``n`` unchanged).
         target_delta: ``δ`` at which the guarantee's ``ε`` is reported; default ``delta``
             when a target ``(epsilon, delta)`` is given, else ``1e-5``.
         validation_mu_budget: Optional GDP budget for the ledger's filter; a step that would
@@ -150,93 +133,31 @@ class DPGIBOConfig:
         record_non_private_diagnostics: Record NON-PRIVATE diagnostics (un-noised
             gradients, clip fractions, noise norms) in ``result().diagnostics``. Off by default.
         num_restarts, raw_samples: Passed to ``optimize_acqf`` (positive integers).
-        acqf_maxiter: Optional cap on the L-BFGS-B iterations of each restart of the batch
-            search (``optimize_acqf``'s ``options={"maxiter": ...}``; positive integer);
-            ``None`` (default): BoTorch's default (2000). With the default ``acqf_speed="fast"``
-            the warm-started runs are capped at ``WARM_MAXITER`` (10) anyway, so a cap acts only
-            on cold searches (the first step, adaptive bisection, greedy batches); with
-            ``acqf_speed="reference"`` a cap of 100 was 3.4× faster at d = 100 for a paired loss
-            difference of +0.005 ± 0.005 over 9 seeds (``reports/acqf_maxiter.md``). The
-            ``fast_search`` preset that set it is withdrawn (``reports/design_optimizer_speed.md``).
-            It affects only public candidate search, never the privacy accounting.
-        acqf_speed: ``"fast"`` (default): the batch search evaluates the acquisition's gradient in
-            closed form (RBF, Matérn-5/2), starts each joint batch from the previous one moved by
-            the step for at most ``batch_search.WARM_MAXITER`` (10) L-BFGS-B iterations and runs on
-            one torch thread; ``"reference"``: autograd and random starts, as
-            before issue 33 (``reports/batch_search_speed.md``). Public computation only.
-        user_chunk_size: Users per chunk when forming per-user gradients (a positive
-            integer), or ``None`` (default): chosen from ``n`` and ``d`` by
-            ``privacy.mechanisms.default_chunk_size`` (4096 to 65536 users).
+        user_chunk_size: Users per chunk when forming per-user gradients, or ``None``
+            (default: ``privacy.mechanisms.default_chunk_size``).
         jitter: Diagonal floor of the kernel matrices (``>= 0``, finite).
-        unsafe_allow_sensitive_fitting: LOUD OPT-OUT. Permits ``hyperparameter_fit`` and
-            models with transforms, which look at the sensitive losses; the run then
+        unsafe_allow_sensitive_fitting: LOUD OPT-OUT. Permits ``fitting=SensitiveFitting(fit)``
+            and models with transforms, which look at the sensitive losses; the run then
             carries no privacy guarantee (reported ``μ = inf``, ``holds = False``).
-        hyperparameter_fit: ``fn(kernel, train_X, mean_losses)`` called before each step;
-            refused unless the opt-out is set.
-        unsafe_allow_large_delta: Run although ``target_delta ≥ 1/n`` (refused before the first
-            release, or the first evaluation of an objective that knows ``n``; only warned at the
-            default ``target_delta`` of a ``privacy_mu`` run). ``optim.public_checks``.
-        allow_noise_dominated: Run although the budget is noise-dominated at ``n`` (refused as
-            above). With either, the result's guarantee carries the warning (``cautions``).
-        epsilon: A target privacy loss ``ε`` of the whole run on the validation users,
-            instead of ``privacy_mu``; needs ``delta``. The run is then ``μ``-GDP with
-            the largest ``μ`` that is ``(ε, δ)``-DP, found by exact inversion of the GDP
-            privacy profile (``privacy.analysis.gdp.gdp_mu``), and ``privacy_mu`` holds
-            that ``μ``. Giving ``privacy_mu`` as well is an error, except the ``μ`` that
-            ``(epsilon, delta)`` resolve to (as in a copy of a resolved config, e.g.
-            ``dataclasses.replace`` or a checkpoint). ``math.inf``: non-private.
-        delta: The ``δ`` of the target ``(epsilon, delta)``, in ``(0, 1)``; only with
-            ``epsilon``.
-
-    Adaptive noise and the choice of the returned iterate (Menart et al.; ``noise_schedule``
-    and ``selection`` modules). The budget split is explicit: the selection's charge
-    ``μ_sel`` (0 for ``"last"`` and ``"min_noisy_norm"``) comes out of ``privacy_mu``, and the
-    gradient steps get ``steps_privacy_mu = √(μ² − μ_sel²)``, so the whole run stays
-    ``μ``-GDP (``privacy_mu`` or the resolved target ``(epsilon, delta)``).
-
-    Attributes:
-        noise_schedule: ``"fixed"`` (default): every step ``μ_steps/√T``-GDP, noise
-            ``2B√T/(n μ_steps)``. ``"adaptive_norm"``: per step, a noisy norm of the clipped
-            mean gradient (``μ_N``-GDP, sensitivity ``2B/n``), then the gradient with noise
-            ``σ_t = max(max(N_t, 0)/(c_snr √d), Δ/μ_max)``, charged its realised
-            ``μ_t = Δ/σ_t``; a GDP filter stops the run when ``μ_steps`` is spent (the last
-            step spends exactly the rest), after at most ``max_iterations`` steps. The number
-            of steps is random and public. Needs a finite ``privacy_mu``.
-        max_iterations: ``T_max``, the cap on the steps of ``"adaptive_norm"`` (default
-            ``num_iterations``); refused with ``"fixed"``, which makes exactly
-            ``num_iterations`` steps.
-        norm_mu_fraction: ``f_N`` in ``(0, 1)``: each norm release is
-            ``μ_N = μ_steps √(f_N/T_max)``-GDP (default 0.1; ``"adaptive_norm"`` only).
-        snr_factor: ``c_snr > 0``, the target ratio of the released norm to the noise norm
-            ``σ_t √d`` (default ``√log(n μ_steps/(√2·0.05))``, at least 1; ``"adaptive_norm"`` only).
-        max_step_mu: ``μ_max``, the largest non-final gradient release (default
-            ``min(μ_steps/2, 2 μ_steps/√T_max)``; ``"adaptive_norm"`` only).
-        selection: The iterate ``result()`` returns: ``"last"`` (default, ``θ_T``);
-            ``"min_noisy_norm"`` (the iterate with the smallest released noisy norm; free,
-            ``"adaptive_norm"`` only); ``"exponential"`` (exponential mechanism on the
-            iterates' mean losses clamped to ``[0, loss_clip]``, Gumbel-max; pure
-            ``selection_epsilon``-DP, charged ``μ_sel = 2Φ⁻¹(e^ε/(1 + e^ε))``);
-            ``"noisy_loss"`` (Gaussian noisy mean losses of all iterates, the smallest wins;
-            ``selection_mu``-GDP). The last two ask for one more batch after the steps: the
-            ``T + 1`` iterates ``θ_0..θ_T``, evaluated on the same users.
-        selection_epsilon: ``ε_sel`` of ``"exponential"`` (required there only).
-        selection_mu: ``μ_sel`` of ``"noisy_loss"``, all ``T + 1`` scores together
-            (required there only).
-        loss_clip: ``C``: per-user losses are clamped to ``[0, C]`` for the evaluated
-            selections (sensitivity ``C/n``; required there only).
-
-    Adaptive clipping (``clip_bound="adaptive"``, Andrew et al. 2021; all ``None`` otherwise).
-    Each step releases, besides the gradient at ``B_t``, the noisy count of users with
-    ``‖A y_i‖ ≤ B_t`` (``μ_C/√T_max``-GDP, ledger key ``step-t/clip``; the gradient is
-    ``step-t/grad``, released by the noise schedule from ``μ_g`` at ``Δ_t = 2B_t/n``), and
-    ``B_{t+1} = B_t exp(−η_C(b̃_t/n − γ))``. The split is ``μ_C = μ_steps√f_C``,
-    ``μ_g = μ_steps√(1 − f_C)``: the run stays ``privacy_mu``-GDP.
-
-    Attributes:
-        clip_init: ``B₀ > 0`` (default 1.0; a public choice, e.g. from ``botorch_dp.plan``).
-        clip_quantile: ``γ`` in ``(0, 1)``, the target quantile of the norms (default 0.5).
-        clip_learning_rate: ``η_C > 0`` of the geometric update (default 0.2).
-        clip_mu_fraction: ``f_C`` in ``(0, 1)``, the counts' share of ``μ_steps²`` (default 0.1).
+        unsafe_allow_large_delta: Run although ``target_delta ≥ 1/n`` (``optim.public_checks``).
+        allow_noise_dominated: Run although the budget is noise-dominated at ``n``. With
+            either, the result's guarantee carries the warning (``cautions``).
+        epsilon, delta: A target ``(ε, δ)`` of the whole run instead of ``privacy_mu``: the
+            largest ``μ`` that is ``(ε, δ)``-DP (exact inversion of the GDP privacy profile).
+            Giving ``privacy_mu`` as well is an error, except the ``μ`` they resolve to.
+        clip: The clip policy (default ``FixedClip(1.0)``; a number ``B`` is ``FixedClip(B)``).
+            ``QuantileClip`` (Andrew et al. 2021) tracks a private quantile of the norms.
+        noise: The noise schedule (default ``FixedNoise()``: every step ``μ_g/√T``-GDP);
+            ``AdaptiveNorm`` (Menart et al.) scales each step's noise to a released noisy norm
+            under a GDP filter, after at most ``max_iterations`` steps.
+        projection: ``NoProjection()`` (default) or ``Projected(oracle, acquisition)``
+            (Kairouz et al.; a bare ``SubspaceOracle`` is ``Projected(oracle)``).
+        step_rule: How a released gradient moves ``θ`` (default ``SGD()``).
+        selection: Which iterate is returned (default ``Last()``).
+        batches: How many points each step evaluates and how they are searched (default
+            ``FixedBatches()``: ``d + 1`` points, joint search, ``speed="fast"``).
+        fitting: ``NoFitting()`` (default) or the unsafe ``SensitiveFitting(fit)``; a model with
+            an outcome transform makes it ``SensitiveFitting(fit, standardize=True)``.
     """
 
     bounds: Tensor
@@ -244,22 +165,12 @@ class DPGIBOConfig:
     model: Any = None
     num_iterations: int = 25
     privacy_mu: float | None = None
-    clip_bound: float | Literal["adaptive"] = 1.0
     step_size: float = 0.1
-    step_rule: StepRule = "sgd"
-    preconditioner: Preconditioner | None = None
-    preconditioner_mu_fraction: float | None = None
-    subspace: SubspaceOracle | None = None
-    subspace_acquisition: bool = False
-    batch_size: int | None = None
-    bias_tolerance: float | None = None
-    max_batch_size: int | None = None
     search_radius: float | Tensor | None = None
     noise_variance: float = 0.0
     theta0: Tensor | None = None
     seed: int | None = None
     nonfinite_losses: NonfiniteLosses = "refuse"
-    batch_search: BatchSearch = "joint"
     target_delta: float | None = None
     validation_mu_budget: float | None = None
     record_non_private_diagnostics: bool = False
@@ -268,29 +179,18 @@ class DPGIBOConfig:
     user_chunk_size: int | None = None
     jitter: float = DEFAULT_JITTER
     unsafe_allow_sensitive_fitting: bool = False
-    hyperparameter_fit: Callable[[Kernel, Tensor, Tensor], None] | None = None
     unsafe_allow_large_delta: bool = False
     allow_noise_dominated: bool = False
     epsilon: float | None = None
     delta: float | None = None
-    # Menart et al.: adaptive noise and private choice of the returned iterate
-    noise_schedule: NoiseSchedule = "fixed"
-    max_iterations: int | None = None
-    norm_mu_fraction: float = DEFAULT_NORM_MU_FRACTION
-    snr_factor: float | None = None
-    max_step_mu: float | None = None
-    selection: Selection = "last"
-    selection_epsilon: float | None = None
-    selection_mu: float | None = None
-    loss_clip: float | None = None
-    # Andrew et al. 2021: adaptive clipping by a private quantile
-    clip_init: float | None = None
-    clip_quantile: float | None = None
-    clip_learning_rate: float | None = None
-    clip_mu_fraction: float | None = None
-    # speed knob of the (public) batch search
-    acqf_maxiter: int | None = None
-    acqf_speed: str = "fast"
+    # one strategy per option family (optim.options)
+    clip: FixedClip = FixedClip()
+    noise: FixedNoise | AdaptiveNorm = FixedNoise()
+    projection: NoProjection | Projected = NoProjection()
+    step_rule: SGD = SGD()
+    selection: Last = Last()
+    batches: FixedBatches = FixedBatches()
+    fitting: NoFitting = NoFitting()
 
     def __post_init__(self) -> None:
         # Every check raises ValueError naming the field; numeric fields are normalized
@@ -300,49 +200,36 @@ class DPGIBOConfig:
         except (TypeError, ValueError, RuntimeError) as err:
             raise ValueError(f"bounds must be a 2 x d tensor or array, got {type(self.bounds).__name__}.") from err
         bounds = check_bounds(bounds).clone()
-        set_field(self, "bounds", bounds)
+        _set(self, "bounds", bounds)
         d = bounds.shape[1]
-        absorb_strategies(self)  # strategy objects given in the option fields
+        for name in STRATEGY_FIELDS:  # names and the shorthands resolve once, here
+            _set(self, name, resolve_strategy(name, getattr(self, name)))
         privacy = resolve_privacy(self.privacy_mu, self.epsilon, self.delta, self.target_delta)
         for name, value in zip(("privacy_mu", "epsilon", "delta", "target_delta"), privacy, strict=True):
-            set_field(self, name, value)
-        if not (isinstance(self.clip_bound, str) and self.clip_bound == "adaptive"):
-            set_field(self, "clip_bound", check_positive(self.clip_bound, "clip_bound (B)", allow_inf=False))
-        set_field(self, "num_iterations", check_positive_int(self.num_iterations, "num_iterations (T)"))
-        set_field(self, "step_size", check_positive(self.step_size, "step_size (η)", allow_inf=False))
-        check_step_rule(self.step_rule)
-        check_choice(self.batch_search, "batch_search", BATCH_SEARCHES)
-        if self.batch_size is not None:
-            set_field(self, "batch_size", check_positive_int(self.batch_size, "batch_size (b)"))
-        if self.bias_tolerance is not None:
-            set_field(self, "bias_tolerance", check_positive(self.bias_tolerance, "bias_tolerance", allow_inf=False))
-        if self.bias_tolerance is not None and self.batch_size is not None:
-            raise ValueError("Give either batch_size (fixed) or bias_tolerance (adaptive), not both.")
-        if self.max_batch_size is not None:
-            set_field(self, "max_batch_size", check_positive_int(self.max_batch_size, "max_batch_size (b_max)"))
-        set_field(
-            self, "noise_variance", check_nonnegative(self.noise_variance, "noise_variance (σ²)", allow_inf=False)
-        )
+            _set(self, name, value)
+        _set(self, "num_iterations", check_positive_int(self.num_iterations, "num_iterations (T)"))
+        _set(self, "step_size", check_positive(self.step_size, "step_size (η)", allow_inf=False))
+        _set(self, "noise_variance", check_nonnegative(self.noise_variance, "noise_variance (σ²)", allow_inf=False))
         if self.validation_mu_budget is not None:
-            set_field(self, "validation_mu_budget", check_positive(self.validation_mu_budget, "validation_mu_budget"))
-        set_field(self, "num_restarts", check_positive_int(self.num_restarts, "num_restarts"))
-        set_field(self, "raw_samples", check_positive_int(self.raw_samples, "raw_samples"))
-        if self.acqf_maxiter is not None:
-            set_field(self, "acqf_maxiter", check_positive_int(self.acqf_maxiter, "acqf_maxiter"))
-        check_choice(self.acqf_speed, "acqf_speed", SEARCH_SPEEDS)
+            _set(self, "validation_mu_budget", check_positive(self.validation_mu_budget, "validation_mu_budget"))
+        _set(self, "num_restarts", check_positive_int(self.num_restarts, "num_restarts"))
+        _set(self, "raw_samples", check_positive_int(self.raw_samples, "raw_samples"))
         if self.user_chunk_size is not None:
-            set_field(self, "user_chunk_size", check_positive_int(self.user_chunk_size, "user_chunk_size"))
-        set_field(self, "jitter", check_nonnegative(self.jitter, "jitter", allow_inf=False))
+            _set(self, "user_chunk_size", check_positive_int(self.user_chunk_size, "user_chunk_size"))
+        _set(self, "jitter", check_nonnegative(self.jitter, "jitter", allow_inf=False))
         if self.seed is not None:
-            set_field(self, "seed", check_nonnegative_int(self.seed, "seed"))
+            _set(self, "seed", check_nonnegative_int(self.seed, "seed"))
         check_choice(self.nonfinite_losses, "nonfinite_losses", NONFINITE_LOSSES)
+        for name in ("unsafe_allow_sensitive_fitting", "unsafe_allow_large_delta", "allow_noise_dominated"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}.")
         if self.theta0 is not None:
             theta0 = _float_tensor(self.theta0, "theta0 (θ₀)").reshape(-1)
             if theta0.shape != (d,) or not torch.isfinite(theta0).all():
                 raise ValueError(f"theta0 (θ₀) must be a finite d = {d} vector, got {self.theta0!r}.")
             if (theta0 < bounds[0]).any() or (theta0 > bounds[1]).any():
                 raise ValueError("theta0 (θ₀) must lie inside the bounds.")
-            set_field(self, "theta0", theta0)
+            _set(self, "theta0", theta0)
         if self.search_radius is not None:
             radius = _float_tensor(self.search_radius, "search_radius")
             if radius.dim() > 1 or radius.numel() not in (1, d) or torch.isnan(radius).any() or (radius <= 0).any():
@@ -350,7 +237,7 @@ class DPGIBOConfig:
                     f"search_radius must be a positive number or a positive d = {d} vector "
                     f"(inf allowed, NaN not), got {self.search_radius!r}."
                 )
-            set_field(self, "search_radius", radius if radius.dim() else float(radius))
+            _set(self, "search_radius", radius if radius.dim() else float(radius))
         if (self.kernel is None) == (self.model is None):
             raise ValueError("Give exactly one of kernel or model.")
         kernel = self.kernel if self.kernel is not None else getattr(self.model, "covar_module", None)
@@ -366,23 +253,9 @@ class DPGIBOConfig:
                     f"d = {d} dimensions{'' if active is None else f' ({expected} active)'}."
                 )
         check_kernel_variance(kernel, (bounds[0] + bounds[1]) / 2 if self.theta0 is None else self.theta0)
-        if self.hyperparameter_fit is not None and not self.unsafe_allow_sensitive_fitting:
-            raise ValueError(
-                "hyperparameter_fit would fit kernel hyperparameters on the sensitive losses, "
-                "which breaks the privacy guarantee. Choose the hyperparameters from public "
-                "information, or set unsafe_allow_sensitive_fitting=True to run without one."
-            )
-        transform = getattr(self.model, "outcome_transform", None)
-        transform = getattr(self.model, "input_transform", None) if transform is None else transform
-        if transform is not None and not self.unsafe_allow_sensitive_fitting:
-            raise ValueError(
-                f"The model carries a data-dependent transform ({type(transform).__name__}), "
-                "which would be fit on the sensitive losses. Pass outcome_transform=None (and no "
-                "input transform), or set unsafe_allow_sensitive_fitting=True to run without a "
-                "privacy guarantee."
-            )
-        check_option_fields(self)
+        _set(self, "fitting", _checked_fitting(self.fitting, self.model, self.unsafe_allow_sensitive_fitting))
         self.options.check(self.privacy_mu, d, self.num_iterations)  # what the options need of each other
+
 
     @classmethod
     def from_preset(cls, *names: str, **settings: Any) -> DPGIBOConfig:
@@ -393,12 +266,19 @@ class DPGIBOConfig:
 
         return cls(**{**preset_settings(*names), **settings})
 
-    @property
+    @functools.cached_property
     def options(self) -> Options:
-        r"""The run's strategies (``optim.options``), one per family, built from the (checked)
-        fields: the fields stay the config's one spelling (``vars``, ``dataclasses.replace`` and
-        the checkpoint see them), and strategy objects given in them are read into them."""
-        return build_options(self)
+        r"""The run's strategies (``optim.options``), one per family: the config's own objects,
+        bundled once (the first read) and shared by every later read."""
+        return Options(
+            clip=self.clip,
+            noise=self.noise,
+            projection=self.projection,
+            step_rule=self.step_rule,
+            selection=self.selection,
+            batches=self.batches,
+            fitting=self.fitting,
+        )
 
     @property
     def max_evaluations(self) -> int:
@@ -428,8 +308,10 @@ class DPGIBOConfig:
         return self.options.split(self.privacy_mu)
 
 
-#: Old field names (``rename_fields``): one name per concept.
+#: Old field names (``rename_fields``): one name per concept (``batch_selection``, then
+#: ``batch_search``, is ``batches``' ``search`` now: ``optim.legacy_options``).
 RENAMED_FIELDS = {"privacy_budget_mu": "validation_mu_budget", "batch_selection": "batch_search"}
+install_flat_keywords(DPGIBOConfig)
 rename_fields(DPGIBOConfig, RENAMED_FIELDS)
 DPGIBOConfig.steps_privacy_mu = alias_property(  # type: ignore[attr-defined]
     "DPGIBOConfig.steps_privacy_mu", "DPGIBOConfig.mu_split.steps_mu", lambda c: c.mu_split.steps_mu
@@ -437,6 +319,72 @@ DPGIBOConfig.steps_privacy_mu = alias_property(  # type: ignore[attr-defined]
 DPGIBOConfig.selection_privacy_mu = alias_property(  # type: ignore[attr-defined]
     "DPGIBOConfig.selection_privacy_mu", "DPGIBOConfig.mu_split.selection_mu", lambda c: c.mu_split.selection_mu
 )
+
+
+#: The config fields that hold a strategy, each with its registry family and type.
+STRATEGY_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "clip": FixedClip,
+    "noise": (FixedNoise, AdaptiveNorm),
+    "projection": (NoProjection, Projected),
+    "step_rule": SGD,
+    "selection": Last,
+    "batches": FixedBatches,
+    "fitting": NoFitting,
+}
+#: What a field takes besides a strategy or a registered name: ``clip=B``, ``projection=oracle``.
+_SHORTHANDS: dict[str, tuple[type | tuple[type, ...], Callable[[Any], Strategy]]] = {
+    "clip": ((numbers.Real, Tensor), FixedClip),
+    "projection": (SubspaceOracle, Projected),
+}
+
+
+def resolve_strategy(name: str, value: Any) -> Any:
+    r"""The strategy ``value`` gives the config field ``name``: a strategy of the field's family
+    as it is, a registered name through the registry (``lookup``), a shorthand of ``_SHORTHANDS``;
+    anything else is a ``ValueError`` naming the field."""
+    family_type = STRATEGY_FIELDS[name]
+    shorthand = _SHORTHANDS.get(name)
+    if isinstance(value, str):
+        value = lookup(name, value, name)()
+    elif shorthand is not None and isinstance(value, shorthand[0]) and not isinstance(value, bool):
+        value = shorthand[1](value)
+    if not isinstance(value, family_type):
+        raise ValueError(
+            f"{name} must be a {name} strategy (optim.options: {sorted(registered(name))}) or its registered name, "
+            f"got {value!r}."
+        )
+    return value
+
+
+def _checked_fitting(fitting: NoFitting, model: Any, unsafe: bool) -> NoFitting:
+    r"""The fitting strategy with the model's outcome transform read in (``standardize``), refused
+    unless the opt-out ``unsafe_allow_sensitive_fitting`` is set."""
+    fit = getattr(fitting, "fit", None)
+    if fit is not None and not unsafe:
+        raise ValueError(
+            "fitting (hyperparameter_fit) would fit kernel hyperparameters on the sensitive losses, "
+            "which breaks the privacy guarantee. Choose the hyperparameters from public "
+            "information, or set unsafe_allow_sensitive_fitting=True to run without one."
+        )
+    transform = getattr(model, "outcome_transform", None)
+    transform = getattr(model, "input_transform", None) if transform is None else transform
+    if transform is not None and not unsafe:
+        raise ValueError(
+            f"The model carries a data-dependent transform ({type(transform).__name__}), "
+            "which would be fit on the sensitive losses. Pass outcome_transform=None (and no "
+            "input transform), or set unsafe_allow_sensitive_fitting=True to run without a "
+            "privacy guarantee."
+        )
+    standardize = getattr(model, "outcome_transform", None) is not None
+    if fit is None and not standardize:
+        return NoFitting()
+    fitted = SensitiveFitting(fit, standardize)
+    return fitting if fitted == fitting else fitted
+
+
+def _set(config: Any, name: str, value: Any) -> None:
+    r"""Set a field of the frozen config while it is being validated."""
+    object.__setattr__(config, name, value)
 
 
 def default_batch_size(config: DPGIBOConfig) -> int:

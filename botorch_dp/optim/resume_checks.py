@@ -10,8 +10,8 @@ from typing import Any
 
 from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.config import DPGIBOConfig
-from botorch_dp.optim.options import resolved_mu
-from botorch_dp.optim.selection import EVALUATED_SELECTIONS, SELECTION_KEY
+from botorch_dp.optim.options import NoisyLoss, resolved_mu
+from botorch_dp.optim.selection import SELECTION_KEY
 from botorch_dp.optim.state import Run
 from botorch_dp.privacy.ledger import PrivacyLedger, release_key
 
@@ -20,12 +20,19 @@ __all__ = ["check_ledger_covers_steps", "check_noise_and_selection", "encode_noi
 _NOISE_LISTS = ("step_mus", "noise_stds", "noisy_norms", "norm_mus")
 
 
+def _stores_steps(noise: Any) -> bool:
+    r"""Whether the checkpoint keeps the schedule's per-step values: a schedule that releases
+    noisy norms (``"noisy_norms"``) chooses each step's noise from them, so its values do not
+    follow from the config."""
+    return "noisy_norms" in noise.provides
+
+
 def encode_noise_and_selection(opt: Run) -> dict[str, Any]:
     r"""Menart et al.'s public state as exact JSON: the adaptive schedule's per-step values (none
     for the fixed schedule, whose values follow from the config), whether its filter stopped
     the steps, and the evaluated selection's choice (and scores)."""
     s = opt.state
-    per_step = opt.options.noise.name == "adaptive_norm"
+    per_step = _stores_steps(opt.options.noise)
     lists = {
         "step_mus": s.noise.step_mus,
         "noise_stds": s.noise.noise_stds,
@@ -59,7 +66,7 @@ def check_noise_and_selection(
     if entry is None:
         entry = empty
     ckpt.check_keys(entry, set(empty), "noise_and_selection")
-    adaptive = config.noise_schedule == "adaptive_norm"
+    adaptive = _stores_steps(config.noise)
     out: dict[str, Any] = {}
     for name in _NOISE_LISTS:
         values = entry[name]
@@ -80,7 +87,7 @@ def check_noise_and_selection(
         raise ValueError(
             "Checkpoint field 'noise_and_selection.stopped' must be a bool (True only with adaptive_norm)."
         )
-    evaluated = config.selection in EVALUATED_SELECTIONS
+    evaluated = config.selection.evaluated
     if selected is not None and (
         not evaluated or not ckpt.is_int(selected) or not 0 <= selected <= T or SELECTION_KEY not in recorded
     ):
@@ -88,7 +95,7 @@ def check_noise_and_selection(
             f"Checkpoint field 'noise_and_selection.selected_index' must be None or an index in [0, {T}] "
             "of a recorded evaluated selection."
         )
-    if (scores is not None) != (selected is not None and config.selection == "noisy_loss"):
+    if (scores is not None) != (selected is not None and isinstance(config.selection, NoisyLoss)):
         raise ValueError(
             "Checkpoint field 'noise_and_selection.selection_scores' must be given exactly for a made "
             "noisy_loss selection."
@@ -119,11 +126,11 @@ def check_ledger_covers_steps(config: DPGIBOConfig, ledger: PrivacyLedger, run_i
     if T == 0 or config.unsafe_allow_sensitive_fitting and math.isinf(resolved_mu(config.privacy_mu)):
         return
     recorded = recorded_mus(ledger, run_id)
-    adaptive = config.noise_schedule == "adaptive_norm"
+    adaptive = _stores_steps(config.noise)
     parts = ["norm", "grad"] if adaptive else ["grad"]
-    if config.clip_bound == "adaptive":
+    mu_g, mu_c, mu_h = config.mu_split.gradient_mu, config.mu_split.clip_mu, config.mu_split.precond_mu
+    if mu_c is not None:
         parts.append("clip")
-    mu_g, mu_h = config.mu_split.gradient_mu, config.mu_split.precond_mu
     if mu_h is not None:
         parts.append("precond")
     grad_mu = None if adaptive else mu_g / math.sqrt(config.num_iterations)

@@ -33,7 +33,7 @@ from botorch_dp.optim.checkpoint import (
 )
 from botorch_dp.optim.checkpoint.lock import CheckpointLock
 from botorch_dp.optim.config import DPGIBOConfig
-from botorch_dp.optim.options import ClipState, NoiseState, resolved_mu
+from botorch_dp.optim.options import ClipState, NoiseState, Projected, resolved_mu
 from botorch_dp.optim.projected import SubspaceTrack
 from botorch_dp.optim.resume_checks import (
     check_ledger_covers_steps,
@@ -42,7 +42,6 @@ from botorch_dp.optim.resume_checks import (
     recorded_mus,
 )
 from botorch_dp.optim.state import Run, RunState
-from botorch_dp.optim.step_rules import make_step_optimizer
 from botorch_dp.optim.stored_config import check_same_run, config_from_json, config_to_json, decode_value, encode_value
 from botorch_dp.optim.users import InMemoryUsers
 from botorch_dp.privacy.ledger import PrivacyLedger
@@ -183,14 +182,14 @@ def check_state(
         meta["subspace"] if meta["subspace"] is not None else SubspaceTrack().to_json(),
         dim=d,
         steps=T,
-        has_subspace=config.subspace is not None,
-        private=config.preconditioner == "private",
+        has_subspace=isinstance(config.projection, Projected),
+        private=config.step_rule.keeps_coordinates,
     )
-    optimizer = make_step_optimizer(theta, config.step_rule, config.step_size, preconditioner=config.preconditioner)
+    optimizer = config.step_rule.make_optimizer(theta, config.step_size)
     try:
         optimizer.load_state_dict(decode_value(meta["step_optimizer"], "step_optimizer", optimizer_state=True))
     except (KeyError, TypeError, ValueError) as err:
-        raise ValueError(f"Checkpoint field 'step_optimizer' is not a {config.step_rule} state: {err}") from None
+        raise ValueError(f"Checkpoint field 'step_optimizer' is not a {config.step_rule.name} state: {err}") from None
     ledger_state = meta["ledger"]
     ledger = PrivacyLedger.from_state_dict(ledger_state)  # validates before anything changes
     n = blocks[0].shape[1] if blocks else partitioned

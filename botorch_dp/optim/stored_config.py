@@ -1,6 +1,8 @@
 r"""A run's config as a checkpoint stores it: every field as exact JSON (floats as ``float.hex``;
-the kernel by the resolved kernel's spec and tensors, a subspace by its spec, callables by
-kind), rebuilt from an allow-list, and compared field by field on resume (``check_same_run``)."""
+each option family as its strategy's ``spec()``, the kernel by the resolved kernel's spec and
+tensors, callables by kind), rebuilt from an allow-list (the registry's ``from_spec`` for the
+strategies), and compared field by field on resume (``check_same_run``). A config stored with
+the old flat option fields is migrated once (``migrate_flat_config``)."""
 
 from __future__ import annotations
 
@@ -13,61 +15,74 @@ from torch import Tensor
 
 from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.checkpoint import build_kernel, kernel_fingerprint, kernel_tensors
-from botorch_dp.optim.config import RENAMED_FIELDS, DPGIBOConfig, resolve_model
+from botorch_dp.optim.config import RENAMED_FIELDS, STRATEGY_FIELDS, DPGIBOConfig, resolve_model
+from botorch_dp.optim.noise_schedule import DEFAULT_NORM_MU_FRACTION
+from botorch_dp.optim.legacy_options import FLAT_FIELDS, FLAT_KINDS, strategies_from_flat
+from botorch_dp.optim.options import from_spec
 from botorch_dp.optim.subspace import subspace_from_spec
 
-__all__ = ["check_same_run", "config_from_json", "config_to_json", "decode_value", "encode_value", "with_added_fields"]
+__all__ = [
+    "check_same_run",
+    "config_from_json",
+    "config_to_json",
+    "decode_value",
+    "encode_value",
+    "migrate_flat_config",
+    "with_added_fields",
+]
 
-#: Config fields that may differ on resume: the budget (only tightened), the unsafe
-#: fitting callable (only its presence is compared) and the users per clipping chunk (a
-#: memory and speed knob: it changes only the order of one floating-point sum, not what is
-#: clipped or how much noise is added; its default changed in issue 13's scale work) and the
-#: batch search's speed (public computation: it moves the next batches, not what is clipped or
-#: charged; its default changed in issue 33, so a config built today may resume an older run).
-_RESUME_MAY_DIFFER = {"validation_mu_budget", "hyperparameter_fit", "user_chunk_size", "acqf_speed"}
+#: Config fields that may differ on resume: the budget (only tightened) and the users per
+#: clipping chunk (a memory and speed knob: it changes only the order of one floating-point
+#: sum, not what is clipped or how much noise is added; its default changed in issue 13's
+#: scale work).
+_RESUME_MAY_DIFFER = {"validation_mu_budget", "user_chunk_size"}
+#: Keys of a family's spec that may differ on resume: the batch search's speed (public
+#: computation: it moves the next batches, not what is clipped or charged; its default changed
+#: in issue 33, so a config built today may resume an older run), the unsafe fitting's callable
+#: (only whether one is given is compared) and its ``standardize`` (compared as the kernel's).
+_SPEC_MAY_DIFFER = {"batches": {"speed"}, "fitting": {"fit", "standardize"}}
 #: Config fields added after schema version 1 (issue 16's target (ε, δ)); a checkpoint
 #: written before them reads them as not given.
 _CONFIG_FIELDS_ADDED = ("epsilon", "delta")
-#: Config fields added by issue 15 (Menart et al.: noise schedule, selection); a checkpoint
-#: written before them reads them as their defaults (the fixed schedule, the last iterate).
-_CONFIG_FIELDS_WITH_DEFAULTS = (
-    "noise_schedule",
-    "max_iterations",
-    "norm_mu_fraction",
-    "snr_factor",
-    "max_step_mu",
-    "selection",
-    "selection_epsilon",
-    "selection_mu",
-    "loss_clip",
-    # Kairouz et al.: no subspace, no projected acquisition, no full-matrix preconditioner
-    "preconditioner",
-    "preconditioner_mu_fraction",
-    "subspace",
-    "subspace_acquisition",
-    # issue 16, Andrew et al.: a fixed clip bound
-    "clip_init",
-    "clip_quantile",
-    "clip_learning_rate",
-    "clip_mu_fraction",
-    # issue 18: BoTorch's default L-BFGS-B iterations in the batch search
-    "acqf_maxiter",
-    # issue 43: the opt-ins of a weak δ and of a noise-dominated budget (refused before)
-    "unsafe_allow_large_delta",
-    "allow_noise_dominated",
-)
+#: Flat config fields added after schema version 1, with the value a checkpoint written before
+#: them means: issue 15 (Menart et al.: the fixed schedule, the last iterate; Kairouz et al.: no
+#: subspace, no full-matrix preconditioner), issue 16 (Andrew et al.: a fixed clip bound),
+#: issue 18 (BoTorch's default L-BFGS-B iterations), issue 43 (the opt-ins, refused before).
+_CONFIG_FIELDS_WITH_DEFAULTS: dict[str, Any] = {
+    "noise_schedule": "fixed",
+    "max_iterations": None,
+    "norm_mu_fraction": DEFAULT_NORM_MU_FRACTION,
+    "snr_factor": None,
+    "max_step_mu": None,
+    "selection": "last",
+    "selection_epsilon": None,
+    "selection_mu": None,
+    "loss_clip": None,
+    "preconditioner": None,
+    "preconditioner_mu_fraction": None,
+    "subspace": None,
+    "subspace_acquisition": False,
+    "clip_init": None,
+    "clip_quantile": None,
+    "clip_learning_rate": None,
+    "clip_mu_fraction": None,
+    "acqf_maxiter": None,
+    "unsafe_allow_large_delta": False,
+    "allow_noise_dominated": False,
+}
 #: Config fields added later whose value for a checkpoint written before them is not today's
 #: default: issue 33's fast batch search (such runs searched as ``"reference"`` does).
 _CONFIG_FIELDS_WITH_OLD_VALUES = {"acqf_speed": "reference"}
 
 
 def with_added_fields(stored: Any) -> Any:
-    r"""A stored config with the fields added since it was written filled in, and renamed
-    fields (``config.RENAMED_FIELDS``) under their new names."""
-    if not isinstance(stored, dict):
+    r"""A config stored with the flat option fields, with the fields added since it was written
+    filled in, and renamed fields (``config.RENAMED_FIELDS``) under their new names (the first
+    step of ``migrate_flat_config``); a config stored as strategies' specs is returned as it is."""
+    if not isinstance(stored, dict) or "clip" in stored:
         return stored
     stored = {RENAMED_FIELDS.get(name, name): value for name, value in stored.items()}
-    defaults = {f.name: f.default for f in dataclasses.fields(DPGIBOConfig) if f.name in _CONFIG_FIELDS_WITH_DEFAULTS}
+    defaults = _CONFIG_FIELDS_WITH_DEFAULTS
     added = {name: encode_value(value) for name, value in defaults.items() if name not in stored}
     added.update({name: value for name, value in _CONFIG_FIELDS_WITH_OLD_VALUES.items() if name not in stored})
     return {**{name: None for name in _CONFIG_FIELDS_ADDED if name not in stored}, **added, **stored}
@@ -108,19 +123,17 @@ def decode_value(value: Any, name: str, optimizer_state: bool = False) -> Any:
 
 
 def config_to_json(config: DPGIBOConfig) -> dict[str, Any]:
-    r"""The config's fields, exactly: kernel/model/callables are recorded by kind (the kernel
-    itself is stored as the resolved kernel's spec and tensors); anything else not JSON-able
-    raises a ``ValueError`` naming the field."""
+    r"""The config's fields, exactly: each option family as its strategy's ``spec()`` (a
+    ``Projected``'s oracle spec included), kernel/model/callables by kind (the kernel itself is
+    stored as the resolved kernel's spec and tensors); anything else not JSON-able raises a
+    ``ValueError`` naming the field."""
     out: dict[str, Any] = {}
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
+        if field.name in STRATEGY_FIELDS:
+            value = value.spec()
         if field.name == "kernel":
             out[field.name] = None if value is None else {"kernel": "resolved"}
-        elif field.name == "subspace" and value is not None:  # compared and rebuilt by its exact spec
-            try:
-                out[field.name] = {"subspace": encode_value(value.spec())}
-            except TypeError as err:
-                raise ValueError(f"Config field 'subspace' cannot be written to a checkpoint: {err}.") from None
         elif value is not None and (field.name == "model" or callable(value) or isinstance(value, torch.Generator)):
             out[field.name] = {"object": type(value).__qualname__}
         else:
@@ -131,10 +144,53 @@ def config_to_json(config: DPGIBOConfig) -> dict[str, Any]:
     return out
 
 
+def migrate_flat_config(stored: Any) -> Any:
+    r"""A config stored with the flat option fields (every schema before the strategies: the
+    fields ``with_added_fields`` fills in, the renamed ones under their new names) as the
+    strategies' specs, built by ``legacy_options.strategies_from_flat`` (the rule the old
+    keywords follow); a config already stored as specs is returned as it is. A flat field whose
+    value is not stored (a callable ``hyperparameter_fit``) becomes the spec it would have."""
+    if not isinstance(stored, dict) or "clip" in stored:
+        return stored
+    stored = with_added_fields(stored)
+    flat: dict[str, Any] = {}
+    fit = stored.get("hyperparameter_fit")
+    for name in FLAT_FIELDS:
+        if name not in stored:
+            raise ValueError(f"Checkpoint field 'config': missing fields [{name!r}].")
+        value = stored.pop(name)
+        if name == "subspace" and isinstance(value, dict) and set(value) == {"subspace"}:
+            flat[name] = subspace_from_spec(decode_value(value["subspace"], "config.subspace"))
+        elif name == "hyperparameter_fit":
+            flat[name] = None  # stored by kind only (below)
+        else:
+            flat[name] = decode_value(value, f"config.{name}")
+    kinds = {name: decode_value(stored.pop(name), f"config.{name}") for name in FLAT_KINDS}
+    try:
+        strategies = strategies_from_flat(flat, kinds)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"Checkpoint field 'config' is not a valid DPGIBOConfig: {err}") from None
+    specs = {family: strategy.spec() for family, strategy in strategies.items()}
+    if isinstance(fit, dict) and set(fit) == {"object"}:  # the callable was never stored, only its kind
+        specs["fitting"] = {"kind": "sensitive", "fit": fit["object"], "standardize": False}
+    return {**stored, **{family: encode_value(spec) for family, spec in specs.items()}}
+
+
+def _strategy_from_json(name: str, value: Any) -> Any:
+    r"""A family's strategy rebuilt from its stored spec through the registry (registered kinds only)."""
+    spec = decode_value(value, f"config.{name}")
+    if isinstance(spec, dict) and spec.get("fit") is not None:
+        raise ValueError(
+            f"The checkpoint's config has a {name!r} with a callable ({spec['fit']}), which is not stored; "
+            "pass the config to DPGIBO.resume."
+        )
+    return from_spec(name, spec)
+
+
 def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, rebuild: bool) -> DPGIBOConfig | None:
     r"""Check the stored config's fields and, if ``rebuild``, build the ``DPGIBOConfig``."""
     names = {f.name for f in dataclasses.fields(DPGIBOConfig)}
-    stored = with_added_fields(stored)  # written before these fields existed
+    stored = migrate_flat_config(stored)  # written with the flat option fields
     if not isinstance(stored, dict) or set(stored) != names:
         have = set(stored) if isinstance(stored, dict) else set()
         raise ValueError(
@@ -152,11 +208,13 @@ def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, re
             )
         if name == "kernel":
             values[name] = None
-            continue
-        if name == "subspace" and isinstance(value, dict) and set(value) == {"subspace"}:
-            values[name] = subspace_from_spec(decode_value(value["subspace"], "config.subspace"))
-            continue
-        values[name] = decode_value(value, f"config.{name}")
+        elif name in STRATEGY_FIELDS:
+            try:
+                values[name] = _strategy_from_json(name, value)
+            except (TypeError, KeyError) as err:
+                raise ValueError(f"Checkpoint field 'config.{name}' is not a {name} spec: {err!r}") from None
+        else:
+            values[name] = decode_value(value, f"config.{name}")
     if stored["kernel"] is not None:
         kernel = build_kernel(kernel_meta["spec"])  # already in the stored dtype: the values load exactly
         tensors = {k.removeprefix("kernel."): v for k, v in gp.items() if k.startswith("kernel.")}
@@ -172,20 +230,29 @@ def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, re
         raise ValueError(f"Checkpoint field 'config' is not a valid DPGIBOConfig: {err}") from None
 
 
+def _compared(name: str, encoded: Any) -> Any:
+    r"""What of a stored field must equal on resume: all of it, except a family's
+    ``_SPEC_MAY_DIFFER`` keys (a callable ``fit``: only whether one is given)."""
+    keep = _SPEC_MAY_DIFFER.get(name)
+    if keep is None or not (isinstance(encoded, dict) and set(encoded) == {"dict"}):
+        return encoded
+    items = [kv for kv in encoded["dict"] if isinstance(kv, list) and len(kv) == 2 and kv[0] not in keep]
+    fits = [kv for kv in encoded["dict"] if isinstance(kv, list) and len(kv) == 2 and kv[0] == "fit"]
+    return {"dict": items + [["fit", fit[1] is not None] for fit in fits]}
+
+
 def check_same_run(meta: dict[str, Any], config: DPGIBOConfig) -> None:
     r"""``ValueError`` naming the first field of ``config`` that differs from the checkpoint's."""
-    stored = with_added_fields(meta["config"])
+    stored = migrate_flat_config(meta["config"])
     given = config_to_json(config)
     for field in dataclasses.fields(config):
         if field.name in _RESUME_MAY_DIFFER or field.name in ("kernel", "model"):
             continue
-        if given[field.name] != stored.get(field.name):
+        if _compared(field.name, given[field.name]) != _compared(field.name, stored.get(field.name)):
             raise ValueError(
                 f"Config field {field.name!r} differs from the checkpoint's; resuming would change "
                 "the run (and its privacy accounting). Start a new run instead."
             )
-    if (config.hyperparameter_fit is None) != (stored.get("hyperparameter_fit") is None):
-        raise ValueError("Config field 'hyperparameter_fit' differs from the checkpoint's (given vs not given).")
     if (config.model is None) != (stored.get("model") is None):
         raise ValueError("Config field 'model' differs from the checkpoint's (kernel vs model).")
     kernel, noise_variance, standardize = resolve_model(config)
