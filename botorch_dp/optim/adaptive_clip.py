@@ -124,9 +124,7 @@ def check_clip_state(
     counts = [ckpt.float_from_json(v, "adaptive_clip.counts") for v in counts]
     if T and num_users is None:
         raise ValueError("Checkpoint field 'adaptive_clip' holds counts but the run has no users.")
-    expected = clip_bounds_from_counts(
-        clip.bound, counts, num_users, clip.quantile, clip.learning_rate
-    )
+    expected = clip_bounds_from_counts(clip.bound, counts, num_users, clip.quantile, clip.learning_rate)
     if [b.hex() for b in bounds] != [b.hex() for b in expected]:
         raise ValueError(
             "Checkpoint field 'adaptive_clip.bounds' does not follow from clip_init and the released counts."

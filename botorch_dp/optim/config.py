@@ -256,7 +256,6 @@ class DPGIBOConfig:
         _set(self, "fitting", _checked_fitting(self.fitting, self.model, self.unsafe_allow_sensitive_fitting))
         self.options.check(self.privacy_mu, d, self.num_iterations)  # what the options need of each other
 
-
     @classmethod
     def from_preset(cls, *names: str, **settings: Any) -> DPGIBOConfig:
         r"""A config from the named presets of ``optim.presets.PRESETS`` (``"paper"``,

@@ -29,7 +29,6 @@ from botorch_dp.optim.options import (
     AdaptiveBatches,
     FixedBatches,
     FixedClip,
-    FixedNoise,
     FullMatrixAdaGrad,
     NoFitting,
     NoProjection,
@@ -155,9 +154,9 @@ def _selection(v: Mapping[str, Any], kind: Any) -> Strategy:
 
 def _batches(v: Mapping[str, Any], kind: Any) -> Strategy:
     search = {
-        "search": v.get("batch_search") or "joint",
+        "search": v.get("batch_search", "joint"),
         "maxiter": v.get("acqf_maxiter"),
-        "speed": v.get("acqf_speed") or "fast",
+        "speed": v.get("acqf_speed", "fast"),
     }
     tolerance = v.get("bias_tolerance")
     if tolerance is None:

@@ -3,7 +3,7 @@ r"""Named sets of ``DPGIBOConfig`` settings, each backed by a measurement in ``r
 A preset only fills settings: anything passed explicitly wins, and several presets combine when
 they do not set the same field to different values::
 
-    config = DPGIBOConfig.from_preset("e1_reach", bounds=bounds, kernel=kernel, clip_bound=2.0)
+    config = DPGIBOConfig.from_preset("e1_reach", bounds=bounds, kernel=kernel, clip=2.0)
     config = DPGIBOConfig.from_preset("e1_reach", "adaptive_noise", bounds=bounds, kernel=kernel)
 
 No preset changes the privacy guarantee: each re-splits the same ``μ`` or changes only public
@@ -21,6 +21,8 @@ import warnings
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
+
+from botorch_dp.optim.options import FixedBatches
 
 __all__ = ["PRESETS", "Preset", "preset_settings"]
 
@@ -48,11 +50,11 @@ class Preset:
 #: Why ``fast_search`` is withdrawn (``reports/design_optimizer_speed.md``).
 WITHDRAWN_FAST_SEARCH = (
     "the default batch search (acqf_speed='fast') already caps its warm-started L-BFGS-B runs at "
-    "batch_search.WARM_MAXITER = 10 iterations, so acqf_maxiter=100 changes only its first, cold search: "
+    "batch_search.WARM_MAXITER = 10 iterations, so FixedBatches(maxiter=100) changes only its first, cold search: "
     "on the cheap task of reports/design_optimizer_speed.md the same final losses bit for bit (10/10 seeds "
     "at d = 20 and 50) and no time saved. Where the cap acts on every search it was not worse there "
     "(acqf_speed='reference': 1.9x faster; greedy batches: no faster), but on issue 43's held-out task at "
-    "d = 20 its loss was worse by +0.046 +- 0.022 (3/10 seeds better). Leave acqf_maxiter unset."
+    "d = 20 its loss was worse by +0.046 +- 0.022 (3/10 seeds better). Leave maxiter unset."
 )
 
 PRESETS: Mapping[str, Preset] = MappingProxyType(
@@ -72,7 +74,7 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "seeds at d = 100), about equal at d = 5 and 15.",
         ),
         "adaptive_noise": Preset(
-            {"noise_schedule": "adaptive_norm"},
+            {"noise": "adaptive_norm"},
             "Menart et al.'s norm-scaled noise under a GDP filter: the same μ spent in fewer steps, so "
             "about a third of the evaluations, at a somewhat worse loss; the closest of issue 15's options "
             "to plain DP-GIBO (none beat it), for runs whose evaluations are expensive.",
@@ -80,7 +82,7 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             "evaluations, 3/10 wins; reports/options/options.md: GP d = 15, 0.25 vs 0.15 on 203 vs 400.",
         ),
         "fast_search": Preset(
-            {"acqf_maxiter": 100},
+            {"batches": FixedBatches(maxiter=100)},
             "Caps each L-BFGS-B restart of the batch search at 100 iterations (BoTorch's default: 2000): "
             "the search is most of a run's time at high d.",
             "reports/acqf_maxiter.md: DP-GIBO runs 1.3×, 1.8× and 3.4× faster at d = 30, 60 and 100; paired "

@@ -6,6 +6,7 @@ import torch
 from gpytorch.kernels import PolynomialKernel, RBFKernel
 
 from botorch_dp.optim.dp_gibo import DPGIBOConfig
+from botorch_dp.optim.options import FixedBatches
 
 FAST = dict(num_restarts=2, raw_samples=32)
 
@@ -33,18 +34,29 @@ def rbf_kernel(d, ls=1.0):
 
 
 def nl_config(d=5, **kw):
+    r"""A small config; a test that gives a family's old flat keywords (``batch_search=...``) gets
+    the base's settings of that family in the old spelling too (``batch_size=3``), so they combine."""
+    from botorch_dp.optim.legacy_options import FLAT_FIELDS
+
     base = dict(
         bounds=torch.tensor([[-2.0] * d, [4.0] * d], dtype=torch.float64),
         kernel=poly_kernel(),
         num_iterations=20,
         privacy_mu=math.inf,
-        clip_bound=10.0,
+        clip=10.0,
         step_size=0.5,
-        batch_size=3,
+        batches=FixedBatches(3),
         theta0=torch.zeros(d, dtype=torch.float64),
         search_radius=0.5,
         **FAST,
     )
+    flat_families = {FLAT_FIELDS[name][0] for name in kw if name in FLAT_FIELDS}
+    if "clip" in flat_families:
+        base.pop("clip")
+        base["clip_bound"] = 10.0
+    if "batches" in flat_families or "batch_selection" in kw:
+        base.pop("batches")
+        base["batch_size"] = 3
     base.update(kw)
     return DPGIBOConfig(**base)
 

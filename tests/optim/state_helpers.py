@@ -42,3 +42,27 @@ def snapshot(opt) -> dict:
         "noise_gen": None if opt.generators.noise is None else opt.generators.noise.get_state(),
         "search_gen": opt.generators.search.get_state(),
     }
+
+
+def flat_config_json(config) -> dict:
+    r"""``config`` as checkpoints stored it before the strategies (issue 42): the flat option
+    fields (``clip_bound``, ``noise_schedule``, ``batch_size``, ...), written here by hand."""
+    import warnings
+
+    from botorch_dp.optim.config import STRATEGY_FIELDS
+    from botorch_dp.optim.legacy_options import FLAT_FIELDS
+    from botorch_dp.optim.stored_config import config_to_json, encode_value
+
+    out = {k: v for k, v in config_to_json(config).items() if k not in STRATEGY_FIELDS}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for name in FLAT_FIELDS:
+            value = getattr(config, name)
+            if name == "subspace" and value is not None:
+                out[name] = {"subspace": encode_value(value.spec())}
+            elif name == "hyperparameter_fit" and value is not None:
+                out[name] = {"object": type(value).__qualname__}
+            else:
+                out[name] = encode_value(value)
+    out["step_rule"], out["selection"] = config.step_rule.name, config.selection.name
+    return out

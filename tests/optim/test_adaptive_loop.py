@@ -24,6 +24,7 @@ import botorch_dp.optim.options.batches as batches_module
 from botorch_dp.optim.checkpoint import json_fingerprint
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.noise_schedule import default_snr_factor
+from botorch_dp.optim.options import AdaptiveNorm, FixedNoise, Last
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
 from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
 from botorch_dp.privacy.mechanisms import ClippedMean, NormRelease, PrivacyCost, clipped_mean_gradient
@@ -31,7 +32,7 @@ from botorch_dp.privacy.mechanisms._noise import release_gaussian
 from botorch_dp.privacy.seeding import noise_generator
 
 from .loop_helpers import nl_config, normal_location, resumed_each
-from .state_helpers import same, snapshot
+from .state_helpers import flat_config_json, same, snapshot
 
 D, N = 2, 40
 
@@ -351,6 +352,7 @@ def test_checkpoint_written_before_the_seed_003_fields_still_resumes(tmp_path):
     opt.close()
     state_file = tmp_path / "state.json"
     state = json.loads(state_file.read_text())
+    state["config"] = flat_config_json(cfg)  # the flat fields, as before issue 42
     for name in (
         "noise_schedule",
         "max_iterations",
@@ -367,9 +369,7 @@ def test_checkpoint_written_before_the_seed_003_fields_still_resumes(tmp_path):
     state["config_fingerprint"] = json_fingerprint(state["config"])  # of the config it wrote
     state_file.write_text(json.dumps(state))
     for resumed in resumed_each(tmp_path, None, cfg):
-        assert (
-            resumed.iteration == 1 and resumed.config.noise_schedule == "fixed" and resumed.config.selection == "last"
-        )
+        assert resumed.iteration == 1 and resumed.config.noise == FixedNoise() and resumed.config.selection == Last()
         assert resumed.result().release.step_mus == [pytest.approx(1.0 / math.sqrt(3))]
     with pytest.raises(ValueError, match="differs from the checkpoint"):
-        DPGIBO.resume(tmp_path, dataclasses.replace(cfg, noise_schedule="adaptive_norm"))
+        DPGIBO.resume(tmp_path, dataclasses.replace(cfg, noise=AdaptiveNorm()))

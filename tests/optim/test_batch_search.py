@@ -14,6 +14,7 @@ from botorch_dp.optim.batch_search import (
     posterior_trace,
     search_batch,
 )
+from botorch_dp.optim.options import FixedBatches
 
 FAST = dict(num_restarts=2, raw_samples=32)
 
@@ -149,14 +150,14 @@ def test_acqf_maxiter_reaches_every_optimize_acqf_call_and_only_when_set(monkeyp
 
     monkeypatch.setattr(batch_search, "optimize_acqf", recording)
     base = nl_config(d=2, num_iterations=1, batch_size=3)
-    DPGIBO(dataclasses.replace(base, acqf_maxiter=7, batch_search="greedy")).ask()  # one search per point
+    DPGIBO(dataclasses.replace(base, batches=FixedBatches(3, search="greedy", maxiter=7))).ask()  # one search per point
     assert len(seen) == 3 and all(o["maxiter"] == 7 for o in seen)
     seen.clear()
     DPGIBO(base).ask()  # joint
     assert len(seen) == 1 and "maxiter" not in seen[0]  # default: BoTorch's own
     for bad in (0, -1, 2.5):
         with pytest.raises(ValueError, match="acqf_maxiter"):
-            dataclasses.replace(base, acqf_maxiter=bad)
+            dataclasses.replace(base, batches=FixedBatches(3, maxiter=bad))
 
 
 def test_capped_search_stays_a_valid_batch_and_the_cap_binds():
@@ -303,9 +304,10 @@ def test_acqf_speed_reaches_the_search_and_is_checked(monkeypatch):
     assert seen[0][1] is None  # nothing to move at the first step
     expected = moved_batch(opt.state.X, opt.state.batch_sizes, opt.state.iterates)
     torch.testing.assert_close(seen[2][1], expected)
-    assert DPGIBO(dataclasses.replace(base, acqf_speed="reference")).options.batches.speed == "reference"
+    reference = dataclasses.replace(base.batches, speed="reference")
+    assert DPGIBO(dataclasses.replace(base, batches=reference)).options.batches.speed == "reference"
     with pytest.raises(ValueError, match="acqf_speed"):
-        dataclasses.replace(base, acqf_speed="quick")
+        dataclasses.replace(base.batches, speed="quick")
 
 
 def test_warm_fast_search_is_capped_at_warm_maxiter_and_nothing_else_is(monkeypatch):

@@ -26,6 +26,8 @@ from botorch_dp.objectives.search_space import Hyperparameter, SearchSpace
 from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.checkpoint.lock import LOCK_FILE, CheckpointInUseError
 from botorch_dp.optim.dp_gibo import DPGIBO
+from botorch_dp.optim.options import FixedClip
+from botorch_dp.optim.stored_config import encode_value
 from botorch_dp.problems import NormalLocation
 
 from .loop_helpers import nl_config, normal_location, rbf_kernel
@@ -381,7 +383,7 @@ def test_a_consistently_edited_config_is_refused_by_its_fingerprint(tmp_path):
     _, cfg, _ = _run(tmp_path)
     path = tmp_path / ckpt.STATE_FILE
     doc = json.loads(path.read_text())
-    doc["config"]["clip_bound"] = {"float": (50.0).hex()}  # valid, and consistent with everything else
+    doc["config"]["clip"] = encode_value(FixedClip(50.0).spec())  # valid, and consistent with everything else
     path.write_text(json.dumps(doc))
     for config in (None, cfg):
         with pytest.raises(ValueError, match="config_fingerprint"):
@@ -389,4 +391,4 @@ def test_a_consistently_edited_config_is_refused_by_its_fingerprint(tmp_path):
     # Without a key, an edit that also rewrites the fingerprint cannot be detected (documented).
     doc["config_fingerprint"] = ckpt.json_fingerprint(doc["config"])
     path.write_text(json.dumps(doc))
-    assert DPGIBO.resume(tmp_path).config.clip_bound == 50.0
+    assert DPGIBO.resume(tmp_path).config.clip == FixedClip(50.0)

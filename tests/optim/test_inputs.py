@@ -23,7 +23,7 @@ from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.utils import child_seeds
 
 from .loop_helpers import nl_config, normal_location, resumed_each
-from .state_helpers import same, snapshot
+from .state_helpers import flat_config_json, same, snapshot
 
 D, N = 2, 10
 
@@ -314,6 +314,7 @@ def test_checkpoint_written_before_the_target_fields_still_resumes(tmp_path):
     opt.close()
     state_file = tmp_path / "state.json"
     state = json.loads(state_file.read_text())
+    state["config"] = flat_config_json(cfg)  # the flat fields, as before issue 42
     for name in ("epsilon", "delta"):  # what an older version wrote
         del state["config"][name]
     state["config_fingerprint"] = json_fingerprint(state["config"])  # of the config it wrote

@@ -21,7 +21,7 @@ from botorch_dp.utils import project_to_box
 
 from .loop_helpers import nl_config as _nl_config
 from .loop_helpers import normal_location
-from .state_helpers import same, snapshot
+from .state_helpers import flat_config_json, same, snapshot
 
 F64 = torch.float64
 V42 = orthonormal_basis(torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.5, -1.0]], dtype=F64))
@@ -299,10 +299,10 @@ def test_resume_reproduces_a_private_preconditioner_run_and_refuses_changes(tmp_
     assert opt.state_dict()["meta"]["subspace"]["columns"]  # the sensitive X_t is in the checkpoint
     del opt
     for changed, field in [
-        (dict(subspace=FixedSubspace(V42[:, :1])), "subspace"),
-        (dict(subspace=None), "subspace"),
-        (dict(preconditioner="noisy"), "preconditioner"),
-        (dict(preconditioner_mu_fraction=0.3), "preconditioner_mu_fraction"),
+        (dict(subspace=FixedSubspace(V42[:, :1])), "'projection'"),
+        (dict(subspace=None), "'projection'"),
+        (dict(preconditioner="noisy"), "'step_rule'"),
+        (dict(preconditioner_mu_fraction=0.3), "'step_rule'"),
     ]:
         base = dict(
             d=4,
@@ -317,7 +317,7 @@ def test_resume_reproduces_a_private_preconditioner_run_and_refuses_changes(tmp_
         with pytest.raises(ValueError, match=field):
             DPGIBO.resume(tmp_path, nl_config(**{**base, **changed}))
     resumed = DPGIBO.resume(tmp_path)  # the config (and its subspace) rebuilt from the checkpoint
-    assert torch.equal(resumed.config.subspace.basis, cfg.subspace.basis)
+    assert torch.equal(resumed.config.projection.oracle.basis, cfg.projection.oracle.basis)
     assert len(resumed.state.track.columns) == 2  # the sensitive X_t survives
     rel = resumed.run(objective, progress=False).release
     assert torch.equal(rel.iterates, full.iterates)
@@ -361,14 +361,14 @@ def test_a_checkpoint_written_before_the_subspace_fields_still_loads():
     meta = {k: v for k, v in state["meta"].items() if k != "subspace"}
     meta["config"] = {
         k: v
-        for k, v in meta["config"].items()
+        for k, v in flat_config_json(cfg).items()  # the flat fields, as before issue 42
         if k not in ("subspace", "preconditioner", "preconditioner_mu_fraction", "subspace_acquisition")
     }
     other = DPGIBO(cfg)
     other.load_state_dict({**state, "meta": meta})
     assert torch.equal(other.theta, opt.theta) and other.iteration == 1 and other.state.track == opt.state.track
     check_same_run(meta, cfg)  # resuming it with the same config is allowed: the new fields read as not given
-    with pytest.raises(ValueError, match="'subspace'"):  # a new field given a value is a change
+    with pytest.raises(ValueError, match="'projection'"):  # a new field given a value is a change
         check_same_run(
             meta,
             nl_config(

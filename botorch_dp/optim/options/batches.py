@@ -25,13 +25,14 @@ from botorch_dp.privacy.checks import check_positive, check_positive_int
 __all__ = ["AdaptiveBatches", "FixedBatches"]
 
 
-def _check_search(search: Any, maxiter: Any, speed: Any) -> None:
-    if search not in BATCH_SEARCHES:
-        raise ValueError(f"batch_search must be one of {BATCH_SEARCHES}, got {search!r}.")
-    if speed not in SEARCH_SPEEDS:
-        raise ValueError(f"acqf_speed must be one of {SEARCH_SPEEDS}, got {speed!r}.")
-    if maxiter is not None:
-        check_positive_int(maxiter, "acqf_maxiter")
+def _check_search(rule: Any) -> None:
+    r"""The search settings of a batch rule, checked and normalized (an integer ``maxiter``)."""
+    if rule.search not in BATCH_SEARCHES:
+        raise ValueError(f"batch_search must be one of {BATCH_SEARCHES}, got {rule.search!r}.")
+    if rule.speed not in SEARCH_SPEEDS:
+        raise ValueError(f"acqf_speed must be one of {SEARCH_SPEEDS}, got {rule.speed!r}.")
+    if rule.maxiter is not None:
+        object.__setattr__(rule, "maxiter", check_positive_int(rule.maxiter, "acqf_maxiter"))
 
 
 @register("batches", "fixed")
@@ -46,8 +47,8 @@ class FixedBatches(Strategy):
 
     def __post_init__(self) -> None:
         if self.size is not None:
-            check_positive_int(self.size, "batch_size (b)")
-        _check_search(self.search, self.maxiter, self.speed)
+            object.__setattr__(self, "size", check_positive_int(self.size, "batch_size (b)"))
+        _check_search(self)
 
     def spec(self) -> dict[str, Any]:
         return {
@@ -118,10 +119,10 @@ class AdaptiveBatches(FixedBatches):
             self, "bias_tolerance", check_positive(self.bias_tolerance, "bias_tolerance", allow_inf=False)
         )
         if self.max_size is not None:
-            check_positive_int(self.max_size, "max_batch_size (b_max)")
+            object.__setattr__(self, "max_size", check_positive_int(self.max_size, "max_batch_size (b_max)"))
         if self.size is not None:
             raise ValueError("Give either batch_size (fixed) or bias_tolerance (adaptive), not both.")
-        _check_search(self.search, self.maxiter, self.speed)
+        _check_search(self)
 
     def spec(self) -> dict[str, Any]:
         return {

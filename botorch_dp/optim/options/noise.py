@@ -125,13 +125,19 @@ class AdaptiveNorm(Strategy):
     can_provide = frozenset({"noisy_norms"})
 
     def __post_init__(self) -> None:
-        check_probability(self.norm_mu_fraction, "norm_mu_fraction (f_N)")
+        object.__setattr__(self, "norm_mu_fraction", check_probability(self.norm_mu_fraction, "norm_mu_fraction (f_N)"))
         if self.snr_factor is not None:
-            check_positive(self.snr_factor, "snr_factor (c_snr)", allow_inf=False)
+            object.__setattr__(
+                self, "snr_factor", check_positive(self.snr_factor, "snr_factor (c_snr)", allow_inf=False)
+            )
         if self.max_step_mu is not None:
-            check_positive(self.max_step_mu, "max_step_mu (μ_max)", allow_inf=False)
+            object.__setattr__(
+                self, "max_step_mu", check_positive(self.max_step_mu, "max_step_mu (μ_max)", allow_inf=False)
+            )
         if self.max_iterations is not None:
-            check_positive_int(self.max_iterations, "max_iterations (T_max)")
+            object.__setattr__(
+                self, "max_iterations", check_positive_int(self.max_iterations, "max_iterations (T_max)")
+            )
 
     def spec(self) -> dict[str, Any]:
         return {
