@@ -15,6 +15,7 @@ import torch
 
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import random_search
+from botorch_dp.optim.options import AdaGrad, AdaptiveBatches, FixedBatches, FixedClip
 from botorch_dp.problems import GPRegressionLengthscales
 from botorch_dp.utils import child_seeds
 
@@ -70,10 +71,10 @@ def main(argv: list[str] | None = None) -> dict:
         kernel=problem.recommended_kernel(),
         num_iterations=args.iterations,
         privacy_mu=args.mu,
-        clip_bound=args.clip_bound,
+        clip=FixedClip(args.clip_bound),
         step_size=args.step_size,
-        step_rule="adagrad",
-        bias_tolerance=args.bias_tolerance,
+        step_rule=AdaGrad(),
+        batches=FixedBatches() if args.bias_tolerance is None else AdaptiveBatches(bias_tolerance=args.bias_tolerance),
         noise_variance=problem.fit_noise_variance,
         search_radius=0.5,
         seed=args.noise_seed,

@@ -18,6 +18,7 @@ from botorch_dp.audit.loop import LARGE_SLOPE, audit_config, ledger_entry, linea
 from botorch_dp.audit.registry import audit_row
 from botorch_dp.audit.statistics import AuditResult, StatisticSampler, run_audit
 from botorch_dp.optim.adaptive_clip import CLIP_KEY
+from botorch_dp.optim.options import QuantileClip
 from botorch_dp.privacy.ledger import release_key
 
 __all__ = ["audit_clip_count_release"]
@@ -47,9 +48,7 @@ def audit_clip_count_release(
             lambda s: audit_config(
                 seed=s,
                 privacy_mu=privacy_mu,
-                clip_bound="adaptive",
-                clip_init=clip_init,
-                clip_mu_fraction=clip_mu_fraction,
+                clip=QuantileClip(clip_init, fraction=clip_mu_fraction),
             ),
             lambda opt, result: (
                 float(result.release.clip_counts[0]),

@@ -28,6 +28,7 @@ from torch import Tensor
 from botorch_dp.audit.loop import LARGE_SLOPE, audit_config, linear_users, loop_sampler, seeded_noise_allowed
 from botorch_dp.audit.registry import audit_row
 from botorch_dp.audit.statistics import AuditResult, Observations, StatisticSampler, run_audit
+from botorch_dp.optim.options import AdaptiveNorm
 from botorch_dp.utils import child_seeds
 
 __all__ = ["audit_adaptive_norm_release", "audit_noisy_gd_adaptive_norm", "release_llr"]
@@ -83,8 +84,7 @@ def audit_adaptive_norm_release(
                 seed=s,
                 num_iterations=max_iterations,
                 privacy_mu=privacy_mu,
-                noise_schedule="adaptive_norm",
-                norm_mu_fraction=norm_mu_fraction,
+                noise=AdaptiveNorm(norm_mu_fraction),
             ),
             observe,
         )

@@ -26,6 +26,7 @@ from torch import Tensor
 from botorch_dp.audit.loop import LARGE_SLOPE, audit_config, linear_users, loop_sampler, unit_direction
 from botorch_dp.audit.registry import audit_row
 from botorch_dp.audit.statistics import AuditResult, StatisticSampler, run_audit
+from botorch_dp.optim.options import FixedClip
 
 __all__ = ["audit_dp_gibo", "audit_gradient_release", "overflowing_user"]
 
@@ -77,7 +78,7 @@ def audit_gradient_release(
     def sampler(objective: Callable[[Tensor], Tensor]) -> StatisticSampler:
         return loop_sampler(
             objective,
-            lambda s: audit_config(seed=s, num_iterations=num_steps, privacy_mu=privacy_mu, clip_bound=clip_bound),
+            lambda s: audit_config(seed=s, num_iterations=num_steps, privacy_mu=privacy_mu, clip=FixedClip(clip_bound)),
             lambda opt, result: (float((result.release.released_gradients @ u).sum()), opt.ledger.validation_mu()),
             seeded=seeded,
         )
@@ -133,7 +134,7 @@ def audit_dp_gibo(
         return loop_sampler(
             linear_users(slopes),
             lambda s: audit_config(
-                dim=dim, seed=s, num_iterations=num_iterations, privacy_mu=privacy_mu, clip_bound=clip_bound
+                dim=dim, seed=s, num_iterations=num_iterations, privacy_mu=privacy_mu, clip=FixedClip(clip_bound)
             ),
             lambda opt, result: (float((result.release.released_gradients @ u).sum()), result.release.guarantee.mu),
             via_run=True,

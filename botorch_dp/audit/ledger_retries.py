@@ -51,6 +51,7 @@ from botorch_dp.audit.loop import LARGE_SLOPE, audit_config, linear_users
 from botorch_dp.audit.registry import audit_row
 from botorch_dp.audit.statistics import AuditResult, Observations, StatisticSampler, run_audit
 from botorch_dp.optim import DPGIBO, DPGIBOConfig, PrivateRelease
+from botorch_dp.optim.options import AdaptiveNorm, FixedClip
 from botorch_dp.privacy import PrivacyBudgetExceeded, PrivacyLedger
 
 if TYPE_CHECKING:
@@ -130,11 +131,8 @@ def tight_ledger_setting(**settings: Unpack[TightLedgerSettings]) -> tuple[DPGIB
         seed=None,
         num_iterations=int(settings["max_iterations"]),
         privacy_mu=settings["privacy_mu"],
-        clip_bound=settings["clip_bound"],
-        noise_schedule="adaptive_norm",
-        norm_mu_fraction=settings["norm_mu_fraction"],
-        max_step_mu=settings["max_step_mu"],
-        snr_factor=design["snr_factor"],
+        clip=FixedClip(settings["clip_bound"]),
+        noise=AdaptiveNorm(settings["norm_mu_fraction"], design["snr_factor"], settings["max_step_mu"]),
     )
     return config, design
 

@@ -26,6 +26,7 @@ from torch import Tensor
 
 from botorch_dp.audit.statistics import Observations, StatisticSampler
 from botorch_dp.optim import DPGIBO, DPGIBOConfig, DPGIBOResult
+from botorch_dp.optim.options import FixedBatches, FixedClip
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.utils import child_seeds
 
@@ -71,14 +72,13 @@ def audit_config(
         kernel=kernel,
         num_iterations=num_iterations,
         privacy_mu=privacy_mu,
-        clip_bound=1.0,
+        clip=FixedClip(1.0),
         step_size=0.1,
-        batch_size=dim + 1,
+        batches=FixedBatches(dim + 1, maxiter=1),
         search_radius=0.3,
         noise_variance=1e-6,
         num_restarts=1,
         raw_samples=4,
-        acqf_maxiter=1,
         seed=seed,
     )
     settings.update(options)

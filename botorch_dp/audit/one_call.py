@@ -22,6 +22,7 @@ import torch
 from botorch_dp.audit.loop import seeded_noise_allowed
 from botorch_dp.audit.registry import audit_row
 from botorch_dp.audit.statistics import AuditResult, Observations, StatisticSampler, run_audit
+from botorch_dp.optim.options import FixedBatches, FixedClip
 from botorch_dp.utils import child_seeds
 
 __all__ = ["audit_tune_score"]
@@ -71,11 +72,10 @@ def audit_tune_score(
                         selection_share=selection_share,
                         loss_clip=loss_clip,
                         num_iterations=1,
-                        batch_size=1,
+                        batches=FixedBatches(1, maxiter=2),
                         raw_samples=2,
                         num_restarts=1,
-                        acqf_maxiter=2,
-                        clip_bound=1.0,
+                        clip=FixedClip(1.0),
                         method="dp_gibo",  # the enumerate procedure, whose scores this audits
                     )
                     noisy_score, score_mu = result.runs[0].noisy_score, result.score_mu

@@ -25,6 +25,7 @@ from torch import Tensor
 from botorch_dp.audit.loop import audit_config, ledger_entry, loop_sampler
 from botorch_dp.audit.registry import audit_row
 from botorch_dp.audit.statistics import AuditResult, StatisticSampler, run_audit
+from botorch_dp.optim.options import Exponential
 from botorch_dp.optim.selection import SELECTION_KEY
 
 __all__ = ["audit_exponential_selection"]
@@ -63,9 +64,7 @@ def audit_exponential_selection(
 
         return loop_sampler(
             objective,
-            lambda s: audit_config(
-                seed=s, privacy_mu=privacy_mu, selection="exponential", selection_epsilon=epsilon, loss_clip=loss_clip
-            ),
+            lambda s: audit_config(seed=s, privacy_mu=privacy_mu, selection=Exponential(epsilon, loss_clip)),
             lambda opt, result: (float(result.release.selected_index == 0), ledger_entry(opt, SELECTION_KEY)),
         )
 

@@ -36,6 +36,7 @@ from botorch_dp.audit.registry import audit_row
 from botorch_dp.audit.statistics import AuditResult, StatisticSampler, run_audit
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim import DPGIBO, DPGIBOResult
+from botorch_dp.optim.options import FullMatrixAdaGrad, PrivateGOE, Projected
 from botorch_dp.optim.subspace import FixedSubspace
 from botorch_dp.privacy.mechanisms import clipped_mean_gradient, gram_sqrt
 
@@ -66,7 +67,7 @@ def audit_projected_release(
         slopes = [slope * float(direction.norm())] + [0.0] * (num_users - 1)
         return loop_sampler(
             linear_users(slopes, directions),
-            lambda s: audit_config(dim=2, seed=s, privacy_mu=privacy_mu, subspace=oracle),
+            lambda s: audit_config(dim=2, seed=s, privacy_mu=privacy_mu, projection=Projected(oracle)),
             lambda opt, result: (float(result.release.released_coordinates[0][0]), opt.ledger.validation_mu()),
         )
 
@@ -102,9 +103,7 @@ def audit_private_preconditioner(
         X = release.evaluation_points[: release.batch_sizes[0]]  # step 0's batch (public)
         gp = GradientGP(X, opt.kernel, opt.noise_variance, jitter=opt.config.jitter)
         A = gp.gradient_weights(release.iterates[0])
-        clip_bound = opt.config.clip_bound
-        if isinstance(clip_bound, str):
-            raise ValueError(f"This audit needs a fixed clip_bound, got {clip_bound!r}.")
+        clip_bound = opt.options.clip.current(opt.options.clip.initial_state())  # step 0's bound
         G, G_prime = (
             gram_sqrt(clipped_mean_gradient(A, f(X), clip_bound)[0].unsqueeze(-1))
             for f in (objective_d, objective_d_prime)
@@ -116,9 +115,7 @@ def audit_private_preconditioner(
     def sampler(objective: Callable[[Tensor], Tensor]) -> StatisticSampler:
         return loop_sampler(
             objective,
-            lambda s: audit_config(
-                dim=2, seed=s, privacy_mu=privacy_mu, step_rule="adagrad_full", preconditioner="private"
-            ),
+            lambda s: audit_config(dim=2, seed=s, privacy_mu=privacy_mu, step_rule=FullMatrixAdaGrad(PrivateGOE())),
             observe,
         )
 

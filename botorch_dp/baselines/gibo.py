@@ -13,6 +13,7 @@ from gpytorch.kernels import Kernel
 
 from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory, BaselineResult, Objective
 from botorch_dp.optim import DPGIBO, DPGIBOConfig, DPGIBOResult
+from botorch_dp.optim.options import FixedClip
 
 NO_CLIP = 1e30
 """Clip bound used by ``gibo`` when none is given: large enough that nothing is clipped."""
@@ -75,7 +76,7 @@ def gibo(
         clip_bound: ``B``; the default clips nothing.
         progress: Show DP-GIBO's progress bar.
         **config_kwargs (Any): Further ``DPGIBOConfig`` fields (``step_size``, ``step_rule``,
-            ``batch_size``/``bias_tolerance``, ``theta0``, ``noise_variance``, ``seed``...).
+            ``batches``, ``theta0``, ``noise_variance``, ``seed``...).
             ``privacy_mu`` is not accepted.
 
     Returns:
@@ -88,7 +89,7 @@ def gibo(
         kernel=kernel,
         num_iterations=num_iterations,
         privacy_mu=math.inf,
-        clip_bound=clip_bound,
+        clip=FixedClip(clip_bound),
         **config_kwargs,
     )
     return from_dp_gibo_result(DPGIBO(config).run(objective, progress=progress))

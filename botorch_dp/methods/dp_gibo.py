@@ -83,6 +83,6 @@ class DPGIBOMethod:
 
     def describe(self) -> str:
         c = self._config()
-        clip = c.clip_init if c.clip_bound == "adaptive" else c.clip_bound
-        rule = "fixed batches" if c.bias_tolerance is None else f"adaptive batches (tol {c.bias_tolerance:.3g})"
-        return f"planned B = {clip:.4g}, eta = {c.step_size:.3g}, T = {c.num_iterations}, {rule}"
+        tol = c.batches.tolerance
+        rule = "fixed batches" if tol is None else f"adaptive batches (tol {tol:.3g})"
+        return f"planned B = {c.clip.bound:.4g}, eta = {c.step_size:.3g}, T = {c.num_iterations}, {rule}"

@@ -10,12 +10,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 from torch import Tensor
 
 from botorch_dp.optim.config import DPGIBOConfig, check_per_user_losses
-from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
 from botorch_dp.privacy.checks import check_positive_int
 
 __all__ = ["simulation_config"]
@@ -48,30 +48,32 @@ def simulation_config(config: DPGIBOConfig, num_users: int, num_proxy_users: int
         config: The private run's config.
         num_users: ``n``.
         num_proxy_users: ``n_p``.
-        **changes (Any): Further fields to replace (e.g. ``clip_bound``, ``seed``).
+        **changes (Any): Further fields to replace (e.g. ``clip``, ``seed``).
     """
     scale = check_positive_int(num_users, "num_users (n)") / check_positive_int(num_proxy_users, "num_proxy_users")
     c = config
-    selection_epsilon = None if c.selection_epsilon is None else c.selection_epsilon * scale
-    selection_mu = None if c.selection_mu is None else c.selection_mu * scale
+    # every GDP parameter a strategy holds, scaled (by its spec's name: ε_sel, μ_sel, μ_max)
+    selection = _scaled(c.selection, ("epsilon", "mu"), scale)
+    noise = _scaled(c.noise, ("max_step_mu",), scale)
     assert c.privacy_mu is not None  # DPGIBOConfig resolves it
-    if math.isinf(c.privacy_mu):
-        mu = math.inf
-    else:
-        mu_sel = 0.0
-        if selection_epsilon is not None:
-            mu_sel = pure_dp_to_gdp_mu(selection_epsilon)
-        elif selection_mu is not None:
-            mu_sel = selection_mu
-        mu = math.hypot(scale * c.mu_split.steps_mu, mu_sel)
+    mu = math.inf if math.isinf(c.privacy_mu) else math.hypot(scale * c.mu_split.steps_mu, selection.charge)
     return dataclasses.replace(
         c,
         privacy_mu=mu,
         epsilon=None,
         delta=None,
         validation_mu_budget=None,
-        selection_epsilon=selection_epsilon,
-        selection_mu=selection_mu,
-        max_step_mu=None if c.max_step_mu is None else c.max_step_mu * scale,
+        selection=selection,
+        noise=noise,
         **changes,
     )
+
+
+_S = TypeVar("_S")
+
+
+def _scaled(strategy: _S, names: tuple[str, ...], scale: float) -> _S:
+    r"""``strategy`` with the GDP parameters ``names`` of its spec (those it has and sets) times ``scale``."""
+    spec = strategy.spec()  # type: ignore[attr-defined]
+    scaled = {name: spec[name] * scale for name in names if spec.get(name) is not None}
+    return dataclasses.replace(strategy, **scaled) if scaled else strategy  # type: ignore[type-var]

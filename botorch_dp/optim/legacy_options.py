@@ -42,7 +42,7 @@ from botorch_dp.optim.options import (
 from botorch_dp.optim.options.noise import AdaptiveNorm
 from botorch_dp.optim.selection import check_selection_fields
 
-__all__ = ["FLAT_FIELDS", "FLAT_KINDS", "install_flat_keywords", "strategies_from_flat"]
+__all__ = ["FLAT_FIELDS", "FLAT_KINDS", "install_flat_keywords", "strategies_from_flat", "with_new_spelling"]
 
 #: Each old keyword: the config field (family) that now holds it and the key of that
 #: strategy's ``spec()`` it is (``None``: read by ``_read_flat``'s own rule).
@@ -194,7 +194,7 @@ def strategies_from_flat(flat: Mapping[str, Any], kinds: Mapping[str, Any] | Non
     }
 
 
-def _merge_flat(cls_name: str, kwargs: dict[str, Any]) -> None:
+def _merge_flat(cls_name: str, kwargs: dict[str, Any], stacklevel: int = 4) -> None:
     r"""Replace the old keywords in ``kwargs`` by the strategies they give (warning once per family)."""
     flat = {name: kwargs.pop(name) for name in list(kwargs) if name in FLAT_FIELDS}
     if not flat:
@@ -219,9 +219,20 @@ def _merge_flat(cls_name: str, kwargs: dict[str, Any]) -> None:
         warnings.warn(
             f"{cls_name}({'=..., '.join(old)}=...) is deprecated; use {family}={strategy!r} instead.",
             DeprecationWarning,
-            stacklevel=4,
+            stacklevel=stacklevel,
         )
         kwargs[family] = strategy
+
+
+def with_new_spelling(settings: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    r"""``{**defaults, **settings}`` as ``DPGIBOConfig`` keywords in the new spelling: a family's old
+    keywords in ``settings`` replace that family's default and become its strategy (one
+    ``DeprecationWarning`` per family, as ``DPGIBOConfig`` gives), e.g. for ``tune``'s settings."""
+    flat_families = {FLAT_FIELDS[name][0] for name in settings if name in FLAT_FIELDS}
+    merged = {k: v for k, v in (defaults or {}).items() if k not in flat_families or k in FLAT_KINDS}
+    merged.update(settings)
+    _merge_flat("DPGIBOConfig", merged, stacklevel=5)
+    return merged
 
 
 def _read_flat(config: Any, name: str) -> Any:

@@ -146,8 +146,8 @@ def selection_mu_of(selection: str, selection_epsilon: float | None, selection_m
 
 
 def selection_mu(config: object) -> float:
-    r"""``μ_sel`` of a config with fields ``selection``, ``selection_epsilon``, ``selection_mu``."""
-    return selection_mu_of(config.selection, config.selection_epsilon, config.selection_mu)  # type: ignore[attr-defined]
+    r"""``μ_sel`` of a ``DPGIBOConfig`` (its selection strategy's charge)."""
+    return float(config.selection.charge)  # type: ignore[attr-defined]
 
 
 def steps_mu(total_mu: float, selection_charge: float) -> float:

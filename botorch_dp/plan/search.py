@@ -13,7 +13,7 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -23,6 +23,7 @@ from botorch_dp.methods.proxy import _proxy_losses, simulation_config
 from botorch_dp.methods.proxy_split import ProxySplit
 from botorch_dp.optim.config import MIN_USERS, DPGIBOConfig
 from botorch_dp.optim.dp_gibo import DPGIBO
+from botorch_dp.optim.options import AdaptiveBatches, FixedBatches
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan.kernel_fit import KernelFit, _fit_region, fit_kernel_on_proxy
 from botorch_dp.plan.trial_table import row, spread
@@ -39,13 +40,6 @@ __all__ = ["DEFAULT_CLIP_QUANTILES", "PlanTrial", "PrivatePlan", "plan_private_r
 
 DEFAULT_CLIP_QUANTILES = (0.5, 0.75, 0.9)
 """Quantiles of the proxy's per-user gradient-estimate norms tried as ``B``."""
-
-
-class _ClipChange(TypedDict, total=False):
-    r"""The clipping field a plan sets: ``clip_init`` (adaptive clipping) or ``clip_bound``."""
-
-    clip_init: float
-    clip_bound: float
 
 
 @dataclass(frozen=True)
@@ -169,17 +163,20 @@ class PrivatePlan:
         )
 
 
-def _baseline(
-    config: DPGIBOConfig, adaptive_clip: bool, estimate: Callable, simulate: Callable, seed: int
-) -> PlanTrial:
-    r"""The settings passed in simulated as they are (``PrivatePlan.given``): the share of proxy norms ``≤ B``."""
+def _baseline(config: DPGIBOConfig, estimate: Callable, simulate: Callable, seed: int) -> PlanTrial:
+    r"""The settings passed in simulated as they are (``PrivatePlan.given``): the share of proxy norms ``≤ B``
+    (``B₀`` of a moving bound)."""
     _, estimates = estimate(DPGIBO(dataclasses.replace(config, seed=seed, validation_mu_budget=None)))
-    given_bound = config.clip_init if adaptive_clip else config.clip_bound
-    assert given_bound is not None and not isinstance(given_bound, str)  # DPGIBOConfig resolves and checks it
-    share = float((estimates.norm(dim=1) <= float(given_bound)).double().mean())
+    given_bound = config.clip.bound
+    share = float((estimates.norm(dim=1) <= given_bound).double().mean())
     return simulate(
-        config, estimates, float(given_bound), share, config.step_size, config.num_iterations, config.bias_tolerance
+        config, estimates, given_bound, share, config.step_size, config.num_iterations, config.batches.tolerance
     )
+
+
+def _with_clip_bound(config: DPGIBOConfig, bound: float) -> DPGIBOConfig:
+    r"""``config`` whose clip policy starts at ``bound`` (``B``, or ``B₀`` of a moving bound)."""
+    return dataclasses.replace(config, clip=dataclasses.replace(config.clip, bound=bound))
 
 
 def _checked_floats(values: Sequence[float], name: str, check: Callable[[float, str], float]) -> tuple[float, ...]:
@@ -191,9 +188,13 @@ def _checked_floats(values: Sequence[float], name: str, check: Callable[[float, 
 
 def _with_batch_rule(config: DPGIBOConfig, bias_tolerance: float | None) -> DPGIBOConfig:
     r"""``config`` with the adaptive rule at ``bias_tolerance``, or fixed batches for ``None``."""
+    b = config.batches
+    search = dict(search=b.search, maxiter=b.maxiter, speed=b.speed)
     if bias_tolerance is None:
-        return config if config.bias_tolerance is None else dataclasses.replace(config, bias_tolerance=None)
-    return dataclasses.replace(config, bias_tolerance=bias_tolerance, batch_size=None)
+        return config if b.tolerance is None else dataclasses.replace(config, batches=FixedBatches(None, **search))
+    max_size = getattr(b, "max_size", None)  # an adaptive rule's b_max carries over
+    rule = AdaptiveBatches(None, bias_tolerance=bias_tolerance, max_size=max_size, **search)
+    return dataclasses.replace(config, batches=rule)
 
 
 def _checked_tolerances(values: Sequence[float | None]) -> tuple[float | None, ...]:
@@ -337,7 +338,7 @@ def plan_private_run(
     )
     if not Ts:
         raise ValueError("num_iterations must hold at least one value.")
-    tolerances = _checked_tolerances((config.bias_tolerance,) if bias_tolerances is None else bias_tolerances)
+    tolerances = _checked_tolerances((config.batches.tolerance,) if bias_tolerances is None else bias_tolerances)
     if not search_settings:  # one setting, recommended without a simulation
         quantiles, etas, Ts, tolerances = (quantiles[len(quantiles) // 2],), (config.step_size,), Ts[:1], tolerances[:1]
     flags = dict(fit_kernel=fit_kernel, choose_method=choose_method, baseline=baseline, search_settings=search_settings)
@@ -355,7 +356,6 @@ def plan_private_run(
         _fit_region(config, kernel_fit_radius, "kernel_fit_radius")  # refused before the proxy is called
     num_repeats = check_positive_int(num_repeats, "num_repeats")
     seeds = child_seeds([check_nonnegative_int(seed, "seed")], num_repeats)
-    adaptive_clip = config.clip_bound == "adaptive"
 
     given_config = config  # the settings passed in, simulated as they are for the "given" row
     assert config.privacy_mu is not None  # DPGIBOConfig resolves it
@@ -373,7 +373,6 @@ def plan_private_run(
             seed=seed,
             coordinate_names=coordinate_names,
         )
-    key = "clip_init" if adaptive_clip else "clip_bound"
     total = (len(tolerances) * len(quantiles) * len(etas) * len(Ts) * search_settings + baseline) * num_repeats
     bar = progress_bar(total=total, disable=not progress, desc="planning on the proxy", unit="run")
     progress_stage(method="dp_gibo (its settings)")
@@ -418,7 +417,15 @@ def plan_private_run(
                 most = dataclasses.replace(rule_config, num_iterations=T).max_evaluations
                 return PlanTrial(gamma, bound, eta, T, (), math.nan, math.nan, tol, float(most))
             for r, s in enumerate(seeds):
-                sim = simulation_config(rule_config, n, n_p[0], step_size=eta, num_iterations=T, seed=s, **{key: bound})
+                sim = simulation_config(
+                    rule_config,
+                    n,
+                    n_p[0],
+                    step_size=eta,
+                    num_iterations=T,
+                    seed=s,
+                    clip=dataclasses.replace(rule_config.clip, bound=bound),
+                )
                 release = DPGIBO(sim).run(proxy_objective, progress=False).release
                 evaluations.append(release.evaluation_points.shape[0])
                 scores.append(
@@ -447,9 +454,7 @@ def plan_private_run(
                 for (gamma, bound), eta, T in itertools.product(zip(quantiles, bounds, strict=True), etas, Ts):
                     trials.append(simulate(rule_config, estimates, bound, gamma, eta, T, tol, search_settings))
             # the settings passed in, as they are (their kernel, B, η, T, batch rule): the plan's baseline
-            given = (
-                _baseline(given_config, adaptive_clip, estimates_at_theta0, simulate, seeds[0]) if baseline else None
-            )
+            given = _baseline(given_config, estimates_at_theta0, simulate, seeds[0]) if baseline else None
         finally:
             bar.close()
         n_p_value = n_p[0]
@@ -464,9 +469,10 @@ def plan_private_run(
             SettingsWarning,
             stacklevel=2,
         )
-    chosen: _ClipChange = {"clip_init": t.clip_bound} if adaptive_clip else {"clip_bound": t.clip_bound}
     recommended = dataclasses.replace(
-        _with_batch_rule(config, t.bias_tolerance), step_size=t.step_size, num_iterations=t.num_iterations, **chosen
+        _with_clip_bound(_with_batch_rule(config, t.bias_tolerance), t.clip_bound),
+        step_size=t.step_size,
+        num_iterations=t.num_iterations,
     )
     comparison = None
     if split is not None:  # fresh seeds, paired across the methods, on the scoring half

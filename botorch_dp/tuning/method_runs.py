@@ -118,8 +118,8 @@ def selection_timing(run: MethodRun) -> tuple[str, str | None]:
 
 
 def batch_size_of(config: DPGIBOConfig, dim: int) -> int:
-    r"""DP-GIBO's points per step: ``batch_size``, else ``max_batch_size``, else ``d + 1``."""
-    return config.batch_size or config.max_batch_size or dim + 1
+    r"""DP-GIBO's points per step: the batch rule's size (``b``, or ``b_max`` of adaptive batches), else ``d + 1``."""
+    return config.batches.per_step(dim + 1)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ from botorch_dp.methods.default_rule import picked_method, space_kinds
 from botorch_dp.objectives.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.optim import DPGIBOConfig
 from botorch_dp.optim.checkpoint import kernel_fingerprint
+from botorch_dp.optim.legacy_options import with_new_spelling
+from botorch_dp.optim.options import AdaGrad, FixedClip
 from botorch_dp.optim.stored_config import config_to_json
 from botorch_dp.privacy.analysis.gdp import gdp_mu
 from botorch_dp.privacy.checks import check_choice, check_delta, check_positive, check_probability, did_you_mean
@@ -57,7 +59,7 @@ __all__ = [
 #: DP-GIBO settings of ``tune`` unless given as keywords (those of the README's main example:
 #: a scaled RBF kernel on the unit cube with length-scale 0.2, AdaGrad, losses of order one).
 TUNE_DEFAULTS: dict[str, Any] = dict(
-    num_iterations=10, clip_bound=2.0, step_size=0.2, step_rule="adagrad", noise_variance=1e-4
+    num_iterations=10, clip=FixedClip(2.0), step_size=0.2, step_rule=AdaGrad(), noise_variance=1e-4
 )
 #: How ``tune`` chooses among categorical configurations.
 STRATEGIES = ("enumerate", "sample")
@@ -387,7 +389,7 @@ class TuneCall:
                 "ledger out (tune charges that one) or build the objective with ledger=this ledger."
             )
         flags = dict(unsafe_allow_large_delta=unsafe_allow_large_delta, allow_noise_dominated=allow_noise_dominated)
-        base = {**TUNE_DEFAULTS, "kernel": space.recommended_kernel(), **settings, **flags}
+        base = with_new_spelling({"kernel": space.recommended_kernel(), **settings, **flags}, TUNE_DEFAULTS)
         mu_run = mu if K == 1 else mu * math.sqrt((1.0 - share) / K)
         mu_score = mu * math.sqrt(share / K)
         run_config = DPGIBOConfig(bounds=space.bounds, privacy_mu=mu_run, target_delta=delta, **base)  # bad settings

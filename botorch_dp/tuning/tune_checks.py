@@ -29,6 +29,7 @@ import torch
 from botorch_dp.baselines.selection import PublicRefusal
 from botorch_dp.objectives.search_space import SearchSpace, SearchSpaceObjective
 from botorch_dp.optim import DPGIBOConfig
+from botorch_dp.optim.legacy_options import FLAT_FIELDS
 from botorch_dp.optim.public_checks import (
     LARGE_DELTA_OPT_IN,
     NOISE_DOMINATED_OPT_IN,
@@ -201,6 +202,7 @@ def check_setting_names(settings: dict[str, Any], tune: Callable[..., Any]) -> N
     r"""``ValueError`` naming an unknown ``**settings`` keyword of ``tune``, with the closest of its
     keywords and ``DPGIBOConfig``'s fields (``did_you_mean``)."""
     known = {f.name for f in dataclasses.fields(DPGIBOConfig)} | set(inspect.signature(tune).parameters)
+    known |= set(FLAT_FIELDS)  # the old option keywords still work (with a DeprecationWarning)
     for name in settings:
         if name not in known:
             raise ValueError(

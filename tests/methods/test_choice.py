@@ -3,6 +3,7 @@ r"""``botorch_dp.plan.method_choice``: the recommendation follows the proxy (DP-
 basin), the evidence is recomputed by brute force from the kept losses, a method that cannot
 reach the budget is listed with its reason, and ``plan_private_run`` keeps the comparison."""
 
+import dataclasses
 import math
 
 import pytest
@@ -80,7 +81,7 @@ def test_the_evidence_is_the_kept_losses_and_an_unaffordable_method_says_why():
 def test_dp_hypo_runs_where_a_ratio_bound_reaches_the_budget():
     # at epsilon = 1 no ratio above 1.1 reaches (ε, δ) with E[K] = 6; the ladder takes 1.1
     proxy, config = narrow_basin()
-    context_config = config.__class__(**{**config.__dict__, "num_iterations": 2})
+    context_config = dataclasses.replace(config, num_iterations=2)
     hypo = _compare(proxy, context_config, 2_000, methods=(DPHyPOMethod(),), seeds=(1,)).scores[0]
     assert hypo.method is not None and hypo.method.ratio_bound == 1.1 and len(hypo.proxy_losses) == 1
     assert all(isinstance(m, CandidateMethod) for m in DEFAULT_METHODS)

@@ -3,6 +3,7 @@ proxy that does not return per-user losses is refused."""
 
 import pytest
 
+from botorch_dp.optim.options import AdaptiveNorm, Exponential, NoisyLoss
 from botorch_dp.plan import plan_private_run, simulation_config
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
 from tests.optim.loop_helpers import normal_location
@@ -23,19 +24,20 @@ from tests.plan.plan_helpers import plan_config as _config
 def test_simulation_draws_the_private_runs_noise(kw):
     # every release's noise on the scale of the mean, c/(n μ_j), is the same for n_p proxy users
     config = _config(**kw)
-    sim = simulation_config(config, N_PRIVATE, N_PROXY, clip_bound=config.clip_bound)
+    sim = simulation_config(config, N_PRIVATE, N_PROXY, clip=config.clip)
     scale = N_PRIVATE / N_PROXY
     assert sim.mu_split.steps_mu == pytest.approx(scale * config.mu_split.steps_mu, rel=1e-12)
     assert sim.mu_split.gradient_mu * N_PROXY == pytest.approx(config.mu_split.gradient_mu * N_PRIVATE, rel=1e-12)
-    if config.clip_bound == "adaptive":
+    if config.mu_split.clip_mu is not None:  # adaptive clipping
         assert sim.mu_split.clip_mu * N_PROXY == pytest.approx(config.mu_split.clip_mu * N_PRIVATE, rel=1e-12)
-    if config.selection == "noisy_loss":
-        assert sim.selection_mu * N_PROXY == pytest.approx(config.selection_mu * N_PRIVATE, rel=1e-15)
-    if config.selection == "exponential":  # P(j) ∝ exp(−ε u_j n/(2C)): ε n is what matters
-        assert sim.selection_epsilon * N_PROXY == pytest.approx(config.selection_epsilon * N_PRIVATE, rel=1e-15)
-        assert sim.mu_split.selection_mu == pytest.approx(pure_dp_to_gdp_mu(sim.selection_epsilon), rel=1e-15)
-    if config.max_step_mu is not None:
-        assert sim.max_step_mu * N_PROXY == pytest.approx(config.max_step_mu * N_PRIVATE, rel=1e-15)
+    if isinstance(config.selection, NoisyLoss):
+        assert sim.selection.mu * N_PROXY == pytest.approx(config.selection.mu * N_PRIVATE, rel=1e-15)
+        assert sim.selection.loss_clip == config.selection.loss_clip
+    if isinstance(config.selection, Exponential):  # P(j) ∝ exp(−ε u_j n/(2C)): ε n is what matters
+        assert sim.selection.epsilon * N_PROXY == pytest.approx(config.selection.epsilon * N_PRIVATE, rel=1e-15)
+        assert sim.mu_split.selection_mu == pytest.approx(pure_dp_to_gdp_mu(sim.selection.epsilon), rel=1e-15)
+    if isinstance(config.noise, AdaptiveNorm) and config.noise.max_step_mu is not None:
+        assert sim.noise.max_step_mu * N_PROXY == pytest.approx(config.noise.max_step_mu * N_PRIVATE, rel=1e-15)
     assert sim.epsilon is None and sim.validation_mu_budget is None
 
 
