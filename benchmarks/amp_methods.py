@@ -15,6 +15,7 @@ from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import private_random_search
 from botorch_dp.baselines.selection import non_private_baseline_result
 from botorch_dp.objectives.charged import amp_training_event
+from botorch_dp.optim.options import AdaGrad, FixedClip, batch_rule
 from botorch_dp.privacy.analysis.private_selection import private_selection_rdp_curve
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger, TrainingMechanism
 from botorch_dp.problems.logistic_regression import AMPTuningObjective, DPSGDTuningObjective
@@ -75,10 +76,10 @@ def _dp_gibo(data, s: Settings, entry) -> dict:
         kernel=objective.recommended_kernel(s.gibo_lengthscale, s.gibo_outputscale),
         num_iterations=s.gibo_iterations,
         privacy_mu=mu,
-        clip_bound=s.gibo_clip,
+        clip=FixedClip(s.gibo_clip),
         step_size=s.gibo_step,
-        step_rule="adagrad",
-        batch_size=s.gibo_batch,
+        step_rule=AdaGrad(),
+        batches=batch_rule(s.gibo_batch),
         search_radius=s.gibo_radius,
         noise_variance=s.gibo_noise_variance,
         theta0=theta0,

@@ -54,6 +54,7 @@ from botorch_dp.baselines import (
     ucb_bo,
 )
 from botorch_dp.baselines.selection import non_private_baseline_result
+from botorch_dp.optim.options import AdaGrad, FixedClip, batch_rule
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.problems import GPRegressionLengthscales
@@ -124,11 +125,12 @@ def gibo_config(
         kernel=problem.recommended_kernel(),
         num_iterations=s.iterations,
         privacy_mu=s.privacy_mu if private else INF,
-        clip_bound=clip_bound if private else NO_CLIP,
+        clip=FixedClip(clip_bound if private else NO_CLIP),
         step_size=s.preset_step_size if method == "dp_gibo_eta1" else s.step_size,
-        step_rule="adagrad",
-        bias_tolerance=s.bias_tolerance,
-        batch_size=None if s.bias_tolerance is not None else dim + 1,
+        step_rule=AdaGrad(),
+        batches=batch_rule(
+            None if s.bias_tolerance is not None else dim + 1, bias_tolerance=s.bias_tolerance, maxiter=s.acqf_maxiter
+        ),
         noise_variance=problem.fit_noise_variance,
         search_radius=s.search_radius,
         theta0=problem.default_theta0(),
@@ -136,7 +138,6 @@ def gibo_config(
         target_delta=s.target_delta,
         raw_samples=s.raw_samples,
         num_restarts=s.num_restarts,
-        acqf_maxiter=s.acqf_maxiter,
     )
     return problem, config
 

@@ -24,6 +24,7 @@ from botorch_dp.baselines import NO_CLIP, from_dp_gibo_result
 from botorch_dp.baselines.base import uniform_points
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.objectives.per_user_problem import PerUserProblem
+from botorch_dp.optim.options import AdaGrad, FixedClip, batch_rule
 from botorch_dp.problems import GPRegressionLengthscales
 
 METHODS = ("GIBO (non-private)", "DP-GIBO (μ=1)")
@@ -148,10 +149,10 @@ def run_seed(
             kernel=problem.recommended_kernel(),
             num_iterations=v.iterations,
             privacy_mu=mu,
-            clip_bound=NO_CLIP if clip is None or math.isinf(mu) else clip,
+            clip=FixedClip(NO_CLIP if clip is None or math.isinf(mu) else clip),
             step_size=v.step_size,
-            step_rule="adagrad",
-            bias_tolerance=settings.bias_tolerance,
+            step_rule=AdaGrad(),
+            batches=batch_rule(bias_tolerance=settings.bias_tolerance, search=paper.batch_search(settings)),
             noise_variance=paper.fit_noise_variance(problem),
             search_radius=settings.search_radius,
             theta0=theta0,
@@ -159,7 +160,6 @@ def run_seed(
             target_delta=settings.target_delta,
             raw_samples=settings.raw_samples,
             num_restarts=settings.num_restarts,
-            batch_search=paper.batch_search(settings),
         )
         start = time.perf_counter()
         with warnings.catch_warnings(), centred_gradient_weights(v.centre_losses):

@@ -62,6 +62,7 @@ from benchmarks.runs import Run, guarantee_of, iterate_curve
 from botorch_dp import DPGIBO, DPGIBOConfig, baselines
 from botorch_dp.baselines import NO_CLIP, BaselineResult
 from botorch_dp.baselines.selection import non_private_baseline_result
+from botorch_dp.optim.options import AdaGrad, FixedClip, batch_rule
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.tuning import TorchModelTuningObjective
@@ -173,10 +174,10 @@ class Runner(KindRunner):
             kernel=space.recommended_kernel(s.lengthscale, s.outputscale),
             num_iterations=s.iterations,
             privacy_mu=mu,
-            clip_bound=NO_CLIP if math.isinf(mu) else c["clip_bound"],
+            clip=FixedClip(NO_CLIP if math.isinf(mu) else c["clip_bound"]),
             step_size=s.step_size,
-            step_rule="adagrad",
-            batch_size=s.batch_size or space.dim + 1,
+            step_rule=AdaGrad(),
+            batches=batch_rule(s.batch_size or space.dim + 1),
             search_radius=s.search_radius,
             noise_variance=c["noise_variance"],
             theta0=space.bounds.mean(0),

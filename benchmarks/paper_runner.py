@@ -22,6 +22,7 @@ from botorch_dp.baselines import (
     ucb_bo,
 )
 from botorch_dp.baselines.selection import non_private_baseline_result
+from botorch_dp.optim.options import AdaGrad, FixedClip, batch_rule
 from botorch_dp.problems import HuberRegression, NormalLocation
 
 
@@ -63,11 +64,10 @@ class Runner(KindRunner):
             kernel=problem.recommended_kernel(),
             num_iterations=iterations or s.iterations,
             privacy_mu=mu,
-            clip_bound=clip,
+            clip=FixedClip(clip),
             step_size=s.step_size,
-            step_rule="adagrad",
-            bias_tolerance=bias_tolerance,
-            batch_size=batch_size,
+            step_rule=AdaGrad(),
+            batches=batch_rule(batch_size, bias_tolerance=bias_tolerance, search=s.batch_selection),
             noise_variance=problem.fit_noise_variance if noise_std is None else noise_std**2,
             search_radius=s.search_radius,
             theta0=gp_theta0(problem, seed, s.gp_theta0),
@@ -75,7 +75,6 @@ class Runner(KindRunner):
             target_delta=s.target_delta,
             raw_samples=s.raw_samples,
             num_restarts=s.num_restarts,
-            batch_search=s.batch_selection,
         )
         dp_result = DPGIBO(config).run(problem, progress=False)
         result = from_dp_gibo_result(dp_result)
@@ -203,15 +202,14 @@ class Runner(KindRunner):
             kernel=small.recommended_kernel(),
             num_iterations=iterations,
             privacy_mu=mu,
-            clip_bound=clip,
+            clip=FixedClip(clip),
             step_size=step_size,
-            batch_size=batch,
+            batches=batch_rule(batch, search=s.batch_selection),
             theta0=small.default_theta0(),
             seed=seed,
             target_delta=s.target_delta,
             raw_samples=s.raw_samples,
             num_restarts=s.num_restarts,
-            batch_search=s.batch_selection,
         )
         result = from_dp_gibo_result(DPGIBO(config).run(small, progress=False))
         return self._small_run(experiment, method, small, seed, result, time.perf_counter() - start, setting)
@@ -279,16 +277,15 @@ class Runner(KindRunner):
             kernel=problem.recommended_kernel(),
             num_iterations=s.svm_iterations,
             privacy_mu=mu,
-            clip_bound=NO_CLIP if math.isinf(mu) else s.svm_clip,
+            clip=FixedClip(NO_CLIP if math.isinf(mu) else s.svm_clip),
             step_size=s.svm_step_size,
-            step_rule="adagrad",
-            batch_size=s.svm_batch_size or problem.dim + 1,
+            step_rule=AdaGrad(),
+            batches=batch_rule(s.svm_batch_size or problem.dim + 1, search=s.batch_selection),
             theta0=problem.sample_in_bounds(1, seed=1000 + seed)[0],
             seed=seed,
             target_delta=s.target_delta,
             raw_samples=s.raw_samples,
             num_restarts=s.num_restarts,
-            batch_search=s.batch_selection,
         )
         result = from_dp_gibo_result(DPGIBO(config).run(problem, progress=False))
         wall = time.perf_counter() - start

@@ -34,6 +34,7 @@ from gpytorch.kernels import RBFKernel
 
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.gradient_gp import GradientGP
+from botorch_dp.optim.options import AdaGrad, batch_rule
 from botorch_dp.utils import torch_threads
 
 BatchSearch = Literal["greedy", "joint"]
@@ -50,14 +51,14 @@ def make_config(d: int, noise: float, seed: int, selection: BatchSearch, args, *
         privacy_mu=math.inf,
         num_iterations=3,
         step_size=0.3,
-        step_rule="adagrad",
+        step_rule=AdaGrad(),
         search_radius=0.5,
         noise_variance=noise,
         theta0=theta0,
         seed=seed,
         raw_samples=args.raw_samples,
         num_restarts=args.num_restarts,
-        batch_search=selection,
+        batches=batch_rule(search=selection),
         **kw,
     )
 

@@ -43,6 +43,7 @@ from gpytorch.kernels import RBFKernel
 from botorch_dp.acquisition import qGradientInformation
 from botorch_dp.optim.batch_search import optimize_batch, posterior_trace
 from botorch_dp.optim.dp_gibo import DPGIBO, DPGIBOConfig
+from botorch_dp.optim.options import FixedClip, batch_rule
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # benchmarks/ (the report header) is the repo's top-level package, not installed
@@ -82,9 +83,9 @@ def _config(d: int, iterations: int, device: torch.device) -> DPGIBOConfig:
         kernel=kernel,
         num_iterations=iterations,
         privacy_mu=1.0,
-        clip_bound=2.0,
+        clip=FixedClip(2.0),
         step_size=0.3,
-        batch_size=d + 1,
+        batches=batch_rule(d + 1),
         search_radius=0.5,
         seed=0,
         num_restarts=2,

@@ -44,6 +44,7 @@ import torch
 from gpytorch.kernels import RBFKernel
 
 from botorch_dp.optim.dp_gibo import DPGIBO, DPGIBOConfig
+from botorch_dp.optim.options import FixedClip, batch_rule
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # benchmarks/ (the report header) is the repo's top-level package, not installed
@@ -69,9 +70,9 @@ def _config(d: int, iterations: int) -> DPGIBOConfig:
         kernel=kernel,
         num_iterations=iterations,
         privacy_mu=1.0,
-        clip_bound=2.0,
+        clip=FixedClip(2.0),
         step_size=0.3,
-        batch_size=d + 1,
+        batches=batch_rule(d + 1),
         search_radius=0.5,
         seed=0,
         num_restarts=2,

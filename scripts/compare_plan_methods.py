@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.provenance import script_meta, write_report  # noqa: E402
 from botorch_dp.optim.config import DPGIBOConfig  # noqa: E402
+from botorch_dp.optim.options import FixedClip, batch_rule  # noqa: E402
 from botorch_dp.plan import compare_methods  # noqa: E402
 from botorch_dp.plan.method_protocol import CandidateMethod  # noqa: E402
 from botorch_dp.privacy.ledger import PrivacyLedger  # noqa: E402
@@ -54,7 +55,6 @@ PROXY_USERS = 200
 class _FastSearch(TypedDict):
     num_restarts: int
     raw_samples: int
-    acqf_maxiter: int
 
 
 class MethodEntry(TypedDict, total=False):
@@ -70,7 +70,7 @@ class MethodEntry(TypedDict, total=False):
     epsilon: float
 
 
-FAST: _FastSearch = {"num_restarts": 1, "raw_samples": 8, "acqf_maxiter": 10}
+FAST: _FastSearch = {"num_restarts": 1, "raw_samples": 8}
 
 
 def quadratic30(n: int, seed: int):
@@ -98,8 +98,8 @@ def task_config(name: str, epsilon: float) -> tuple:
             delta=1e-5,
             num_iterations=3,
             step_size=0.5,
-            batch_size=3,
-            clip_bound=4.0,
+            batches=batch_rule(3, maxiter=10),
+            clip=FixedClip(4.0),
             **FAST,
         )
         return quadratic30, 10_000, config
@@ -114,8 +114,8 @@ def task_config(name: str, epsilon: float) -> tuple:
         delta=1e-5,
         num_iterations=6,
         step_size=0.1,
-        batch_size=3,
-        clip_bound=0.01,
+        batches=batch_rule(3, maxiter=10),
+        clip=FixedClip(0.01),
         **FAST,
     )
     return basin2, 2_000, config

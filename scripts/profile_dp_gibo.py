@@ -74,7 +74,7 @@ import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, cast
 
 import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
@@ -86,7 +86,8 @@ from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.acquisition import qGradientInformation
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.objectives.per_user_problem import PerUserProblem
-from botorch_dp.optim.batch_search import BATCH_SEARCHES, BatchSearch
+from botorch_dp.optim.batch_search import BATCH_SEARCHES, BatchSearch, SearchSpeed
+from botorch_dp.optim.options import AdaGrad, FixedClip, batch_rule
 from botorch_dp.optim.presets import PRESETS
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
 from botorch_dp.utils import torch_threads
@@ -288,13 +289,13 @@ def make_run(
             num_iterations=iterations,
             privacy_mu=1.0,
             target_delta=1e-5,
-            clip_bound=clip,
+            clip=FixedClip(clip),
             step_size=0.2,
-            step_rule="adagrad",
+            step_rule=AdaGrad(),
             noise_variance=1e-4,
             theta0=problem.default_theta0(),
             seed=seed,
-            acqf_maxiter=acqf_maxiter,
+            batches=batch_rule(maxiter=acqf_maxiter),
         )
     elif task == "dimension":
         s = dimension.Settings(iterations=iterations)
@@ -311,10 +312,10 @@ def make_run(
             kernel=problem.recommended_kernel(),
             num_iterations=iterations,
             privacy_mu=e1.privacy_mu,
-            clip_bound=clip,
+            clip=FixedClip(clip),
             step_size=e1.step_size,
-            step_rule="adagrad",
-            bias_tolerance=e1.bias_tolerance,
+            step_rule=AdaGrad(),
+            batches=batch_rule(bias_tolerance=e1.bias_tolerance, search=e1.batch_selection, maxiter=acqf_maxiter),
             noise_variance=gp.fit_noise_variance,
             search_radius=e1.search_radius,
             theta0=gp_theta0(gp, seed, e1.gp_theta0),
@@ -322,17 +323,16 @@ def make_run(
             target_delta=e1.target_delta,
             raw_samples=e1.raw_samples,
             num_restarts=e1.num_restarts,
-            batch_search=e1.batch_selection,
-            acqf_maxiter=acqf_maxiter,
         )
     else:
         raise ValueError(f"task must be 'e1', 'dimension' or 'cheap', got {task!r}")
     if acqf_speed is not None:
-        config = dataclasses.replace(config, acqf_speed=acqf_speed)
+        speed = cast(SearchSpeed, acqf_speed)  # FixedBatches checks it
+        config = dataclasses.replace(config, batches=dataclasses.replace(config.batches, speed=speed))
     if batch_search is not None:
         if not _is_batch_search(batch_search):
             raise ValueError(f"batch_search must be one of {BATCH_SEARCHES}, got {batch_search!r}")
-        config = dataclasses.replace(config, batch_search=batch_search)
+        config = dataclasses.replace(config, batches=dataclasses.replace(config.batches, search=batch_search))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the explicit seed's PrivacyWarning
         optimizer = DPGIBO(config)
@@ -363,7 +363,7 @@ def profile_run(
     ``acqf_speed``, over the arguments).
     """
     if arm == "fast_search":
-        acqf_maxiter = PRESETS["fast_search"].settings["acqf_maxiter"]
+        acqf_maxiter = PRESETS["fast_search"].settings["batches"].maxiter
     elif arm == "reference":
         acqf_speed = "reference"
     optimizer, problem = make_run(

@@ -27,6 +27,7 @@ from gpytorch.kernels import PolynomialKernel
 
 import botorch_dp
 from botorch_dp import DPGIBO, DPGIBOConfig, tune
+from botorch_dp.optim.options import FixedClip, batch_rule
 from botorch_dp.privacy.mechanisms import (
     GaussianGradientMechanism,
     GaussianScoreMechanism,
@@ -73,9 +74,9 @@ def tell_gradients(iterations: int) -> dict:
         kernel=kernel,
         num_iterations=iterations,
         privacy_mu=10.0,
-        clip_bound=B,
+        clip=FixedClip(B),
         step_size=0.5,
-        batch_size=2,
+        batches=batch_rule(2),
         theta0=torch.zeros(d, dtype=torch.float64),
         search_radius=0.5,
         num_restarts=1,

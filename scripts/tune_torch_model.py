@@ -80,6 +80,7 @@ import torch
 from gpytorch.kernels import ScaleKernel
 
 from botorch_dp import DPGIBO, DPGIBOConfig
+from botorch_dp.optim.options import AdaGrad, FixedClip, batch_rule
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.tuning import (
@@ -258,11 +259,10 @@ def _run(args: argparse.Namespace) -> dict:
         bounds=space.bounds,
         kernel=make_kernel(space, args.lengthscale, args.outputscale),
         num_iterations=args.iterations,
-        clip_bound=args.clip_bound,
+        clip=FixedClip(args.clip_bound),
         step_size=args.step_size,
-        step_rule="adagrad",
-        batch_size=args.batch_size,
-        bias_tolerance=args.bias_tolerance,
+        step_rule=AdaGrad(),
+        batches=batch_rule(args.batch_size, bias_tolerance=args.bias_tolerance),
         search_radius=args.search_radius,
         theta0=theta0,
         target_delta=args.delta,

@@ -12,6 +12,7 @@ from gpytorch.kernels import RBFKernel
 from botorch_dp.baselines import random_search
 from botorch_dp.evaluation import SerialExecutor, evaluate_rows, map_in_order, process_pool
 from botorch_dp.optim import DPGIBO, DPGIBOConfig
+from botorch_dp.optim.options import FixedClip, batch_rule
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.problems import NormalLocation
 
@@ -88,8 +89,8 @@ def _config() -> DPGIBOConfig:
         bounds=torch.tensor([[-2.0] * D, [2.0] * D], dtype=torch.float64),
         num_iterations=2,
         privacy_mu=1.0,
-        clip_bound=1.0,
-        batch_size=2,
+        clip=FixedClip(1.0),
+        batches=batch_rule(2),
         step_size=0.3,
         num_restarts=1,
         raw_samples=8,

@@ -26,8 +26,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from botorch_dp.optim.options import (
-    AdaptiveBatches,
-    FixedBatches,
     FixedClip,
     FullMatrixAdaGrad,
     NoFitting,
@@ -37,6 +35,7 @@ from botorch_dp.optim.options import (
     QuantileClip,
     SensitiveFitting,
     Strategy,
+    batch_rule,
     lookup,
 )
 from botorch_dp.optim.options.noise import AdaptiveNorm
@@ -153,16 +152,14 @@ def _selection(v: Mapping[str, Any], kind: Any) -> Strategy:
 
 
 def _batches(v: Mapping[str, Any], kind: Any) -> Strategy:
-    search = {
-        "search": v.get("batch_search", "joint"),
-        "maxiter": v.get("acqf_maxiter"),
-        "speed": v.get("acqf_speed", "fast"),
-    }
-    tolerance = v.get("bias_tolerance")
-    if tolerance is None:
-        _only_with(v, ("max_batch_size",), "bias_tolerance (adaptive batches)")
-        return FixedBatches(v.get("batch_size"), **search)
-    return AdaptiveBatches(v.get("batch_size"), bias_tolerance=tolerance, max_size=v.get("max_batch_size"), **search)
+    return batch_rule(
+        v.get("batch_size"),
+        bias_tolerance=v.get("bias_tolerance"),
+        max_size=v.get("max_batch_size"),
+        search=v.get("batch_search", "joint"),
+        maxiter=v.get("acqf_maxiter"),
+        speed=v.get("acqf_speed", "fast"),
+    )
 
 
 def _fitting(v: Mapping[str, Any], kind: Any) -> Strategy:

@@ -189,11 +189,12 @@ def _checked_floats(values: Sequence[float], name: str, check: Callable[[float, 
 def _with_batch_rule(config: DPGIBOConfig, bias_tolerance: float | None) -> DPGIBOConfig:
     r"""``config`` with the adaptive rule at ``bias_tolerance``, or fixed batches for ``None``."""
     b = config.batches
-    search = dict(search=b.search, maxiter=b.maxiter, speed=b.speed)
     if bias_tolerance is None:
-        return config if b.tolerance is None else dataclasses.replace(config, batches=FixedBatches(None, **search))
+        if b.tolerance is None:
+            return config
+        return dataclasses.replace(config, batches=FixedBatches(None, b.search, b.maxiter, b.speed))
     max_size = getattr(b, "max_size", None)  # an adaptive rule's b_max carries over
-    rule = AdaptiveBatches(None, bias_tolerance=bias_tolerance, max_size=max_size, **search)
+    rule = AdaptiveBatches(None, b.search, b.maxiter, b.speed, bias_tolerance=bias_tolerance, max_size=max_size)
     return dataclasses.replace(config, batches=rule)
 
 

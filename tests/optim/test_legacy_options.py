@@ -63,7 +63,7 @@ def _fit(kernel, X, y):
         (dict(subspace_acquisition=1), r"^subspace_acquisition must be True or False, got 1"),
         (dict(preconditioner="private"), r"^preconditioner is only used with step_rule='adagrad_full'"),
         (dict(selection="exponential", loss_clip=1.0), r"^selection='exponential' needs selection_epsilon"),
-        (dict(max_batch_size=4), r"^max_batch_size is only used with bias_tolerance"),
+        (dict(max_batch_size=4), r"^max_batch_size \(b_max\) is only used with bias_tolerance"),
         (dict(batch_search=None), r"^batch_search must be one of"),
     ],
 )

@@ -14,6 +14,7 @@ import torch
 from gpytorch.kernels import PolynomialKernel, RBFKernel, ScaleKernel
 
 from botorch_dp.optim import DPGIBO, DPGIBOConfig
+from botorch_dp.optim.options import batch_rule
 from botorch_dp.optim.public_checks import (
     FAR_CORRELATION,
     FLAT_CORRELATION,
@@ -40,7 +41,7 @@ def _config(bounds, kernel, **kw) -> DPGIBOConfig:
         kernel=kernel,
         privacy_mu=1.0,
         num_iterations=2,
-        batch_size=2,
+        batches=batch_rule(2),
         raw_samples=8,
         num_restarts=1,
         **kw,

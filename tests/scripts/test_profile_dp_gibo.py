@@ -14,6 +14,7 @@ import botorch_dp.optim.batch_search as batch_search
 import botorch_dp.optim.options.batches as batches
 from botorch_dp import DPGIBO
 from botorch_dp.gradient_gp import GradientGP
+from botorch_dp.optim.options import FixedBatches
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
 from tests.helpers import loaded_script
 
@@ -171,12 +172,12 @@ def test_cheap_task_uses_tunes_settings_and_the_search_options_reach_the_config(
     optimizer, problem = profile_dp_gibo.make_run(4, 0, iterations=3, clip=2.0, n_total=0, task="cheap")
     c = optimizer.config
     assert isinstance(problem, profile_dp_gibo.GroupRidge) and c.num_iterations == 3
-    for field in ("clip_bound", "step_size", "step_rule", "noise_variance"):
+    for field in ("clip", "step_size", "step_rule", "noise_variance"):
         assert getattr(c, field) == TUNE_DEFAULTS[field], field
-    assert (c.batch_size, c.bias_tolerance, c.batch_search, c.acqf_maxiter) == (None, None, "joint", None)
+    assert c.batches == FixedBatches(None, "joint", None)
     greedy, _ = profile_dp_gibo.make_run(
         4, 0, iterations=3, clip=2.0, n_total=0, task="cheap", batch_search="greedy", acqf_speed="reference"
     )
-    assert (greedy.config.batch_search, greedy.config.acqf_speed) == ("greedy", "reference")
+    assert (greedy.config.batches.search, greedy.config.batches.speed) == ("greedy", "reference")
     with pytest.raises(ValueError, match="batch_search must be one of"):
         profile_dp_gibo.make_run(4, 0, iterations=3, clip=2.0, n_total=0, task="cheap", batch_search="x")

@@ -28,7 +28,7 @@ from typing import Any
 from torch import Tensor
 
 from botorch_dp.optim.options.base import RunPlan
-from botorch_dp.optim.options.batches import AdaptiveBatches, FixedBatches
+from botorch_dp.optim.options.batches import AdaptiveBatches, FixedBatches, batch_rule
 from botorch_dp.optim.options.budget import BudgetSplit, resolved_mu, room_left
 from botorch_dp.optim.options.clip import ClipState, FixedClip, QuantileClip
 from botorch_dp.optim.options.fitting import NoFitting, SensitiveFitting
@@ -70,6 +70,7 @@ __all__ = [
     "SensitiveFitting",
     "StepOutcome",
     "Strategy",
+    "batch_rule",
     "from_spec",
     "lookup",
     "lookup_family",

@@ -22,7 +22,7 @@ from botorch_dp.optim.batch_search import BATCH_SEARCHES, SEARCH_SPEEDS, BatchSe
 from botorch_dp.optim.options.registry import Strategy, register
 from botorch_dp.privacy.checks import check_positive, check_positive_int
 
-__all__ = ["AdaptiveBatches", "FixedBatches"]
+__all__ = ["AdaptiveBatches", "FixedBatches", "batch_rule"]
 
 
 def _check_search(rule: Any) -> None:
@@ -170,3 +170,21 @@ class AdaptiveBatches(FixedBatches):
             speed=self.speed,
             previous=previous,
         )
+
+
+def batch_rule(
+    size: int | None = None,
+    *,
+    bias_tolerance: float | None = None,
+    max_size: int | None = None,
+    search: BatchSearch = "joint",
+    maxiter: int | None = None,
+    speed: SearchSpeed = "fast",
+) -> FixedBatches:
+    r"""``FixedBatches(size, ...)``, or ``AdaptiveBatches`` when a ``bias_tolerance`` is given
+    (for code that chooses between the two rules by a value that may be ``None``)."""
+    if bias_tolerance is None:
+        if max_size is not None:
+            raise ValueError("max_batch_size (b_max) is only used with bias_tolerance (adaptive batches).")
+        return FixedBatches(size, search, maxiter, speed)
+    return AdaptiveBatches(size, search, maxiter, speed, bias_tolerance=bias_tolerance, max_size=max_size)
