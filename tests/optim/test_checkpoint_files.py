@@ -322,18 +322,20 @@ def test_a_schema_1_checkpoint_from_before_these_checks_resumes(tmp_path):
         os.chmod(folder, 0o700)
     before_config, config_code = _loop_setup()
     namespace: dict = {}
-    exec(before_config + config_code.replace("batch_size=3,", "batch_size=3, seed=11,"), namespace)
+    code = config_code.replace("batches=FixedBatches(3),", "batches=FixedBatches(3), seed=11,")
+    assert "seed=11" in code
+    exec(before_config + code, namespace)
     config, problem = namespace["config"], namespace["problem"]
     doc = json.loads((root / ckpt.STATE_FILE).read_text())
     assert doc["schema_version"] == 1 and "dtype" not in doc["kernel"]["spec"]
     assert {"privacy_budget_mu", "batch_selection"} <= set(doc["config"])  # the fields' old names (RENAMED_FIELDS)
-    assert "acqf_speed" not in doc["config"] and config.acqf_speed == "fast"  # written before issue 33
+    assert "acqf_speed" not in doc["config"] and config.batches.speed == "fast"  # written before issue 33
     with_config = DPGIBO.resume(root, config)  # today's default speed may resume it (public search only)
     assert with_config.iteration == 2 and with_config.options.batches.speed == "fast"
     with_config.close()
     resumed = DPGIBO.resume(root)  # without config: the float64 kernel rebuilt exactly
     assert resumed.iteration == 2 and resumed.kernel.offset.dtype == torch.float64
-    assert resumed.config.acqf_speed == "reference"  # it goes on searching as it was written to
+    assert resumed.config.batches.speed == "reference"  # it goes on searching as it was written to
     X = resumed.ask()
     resumed.tell(X, problem(X))
     resumed.close()
