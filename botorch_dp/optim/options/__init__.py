@@ -20,7 +20,9 @@ import here, and a test module (``decaying_clip`` is the example).
 ``Options`` bundles one strategy per family; ``BudgetSplit`` gives each its μ. Compatibility
 is declared, not branched: a strategy lists what it ``requires`` and ``provides`` (e.g.
 ``AdaptiveNorm`` provides the ``"noisy_norms"`` that ``MinNoisyNorm`` requires; the private
-preconditioner requires a ``"fixed_basis"``), the strategies it ``conflicts`` with and why
+preconditioner requires a ``"fixed_basis"`` and a ``"fixed_clip_bound"``, which only ``FixedClip``
+provides, so a new clip policy that moves its bound is refused with it unless it says otherwise),
+the strategies it ``conflicts`` with and why
 (the private preconditioner: adaptive clipping and the adaptive schedule), and whether it
 needs a finite ``μ`` (``needs_finite_mu``); ``Options.check`` applies all of it and names
 both parties.
@@ -121,6 +123,10 @@ CAPABILITIES: dict[str, str] = {
     "fixed_basis": (
         "one basis for every step (its released matrices share coordinates): no subspace, or a fixed SubspaceOracle"
     ),
+    "fixed_clip_bound": (
+        "one clip bound for every step (its released matrix sums every step's clipped mean under one sensitivity "
+        "2B/n): clip_bound=<a number> (FixedClip)"
+    ),
 }
 
 #: Each ``Options`` field's family protocol (the field's name is the family's).
@@ -199,15 +205,15 @@ class Options:
         privacy_mu = resolved_mu(privacy_mu)
         strategies = self.strategies()
         provided = frozenset().union(*(s.provides for s in strategies))
-        for strategy in strategies:
-            for capability in sorted(strategy.requires - provided):
-                raise ValueError(f"{strategy.label} needs {CAPABILITIES.get(capability, capability)}.")
-            if strategy.needs_finite_mu is not None and math.isinf(privacy_mu):
-                raise ValueError(f"{strategy.label} {strategy.needs_finite_mu}; it needs a finite privacy_mu (μ).")
+        for strategy in strategies:  # a named conflict first: it says more than a missing capability
             for other in strategies:
                 reason = strategy.conflicts().get(other.key)
                 if reason is not None:
                     raise ValueError(f"{strategy.label} does not combine with {other.label}: {reason}.")
+            for capability in sorted(strategy.requires - provided):
+                raise ValueError(f"{strategy.label} needs {CAPABILITIES.get(capability, capability)}.")
+            if strategy.needs_finite_mu is not None and math.isinf(privacy_mu):
+                raise ValueError(f"{strategy.label} {strategy.needs_finite_mu}; it needs a finite privacy_mu (μ).")
         if self.selection.charge and not self.selection.charge < privacy_mu:
             raise ValueError(
                 f"The selection's charge μ_sel = {self.selection.charge:.6g} must be below privacy_mu (μ) = "

@@ -89,6 +89,9 @@ class FixedClip(Strategy):
     state when a policy that wraps this one moves it (``QuantileClip``); it releases nothing."""
 
     bound: float = 1.0
+    #: One bound for the whole run (what the private preconditioner needs); a wrapper that moves
+    #: the bound does not pass it on.
+    can_provide = frozenset({"fixed_clip_bound"})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bound", check_positive(self.bound, "clip_bound (B)", allow_inf=False))

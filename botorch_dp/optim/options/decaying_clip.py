@@ -6,7 +6,8 @@ schedule is fixed before any data is seen, so it costs no budget: no count is re
 run's ``μ`` goes to the gradients as with ``FixedClip``. It wraps a ``FixedClip(B)`` that makes
 each step's clipped sum at the bound this policy keeps in the ``ClipState`` (``B_0..B_t``,
 public, reported as ``PrivateRelease.clip_bounds``); the noise schedule reads ``Δ_t = 2B_t/n``
-off the sum.
+off the sum. It does not provide the ``"fixed_clip_bound"`` the private preconditioner needs
+(its released matrix sums every step's clipped mean under one sensitivity).
 """
 
 from __future__ import annotations
@@ -51,16 +52,6 @@ class DecayingClip(Strategy):
 
     def spec(self) -> dict[str, Any]:
         return {"kind": self.name, "bound": self.bound, "decay": self.decay}
-
-    def conflicts(self) -> dict[str, str]:
-        r"""The private preconditioner's released matrix sums every step's clipped mean under one
-        sensitivity ``2B/n``; a bound that moves breaks that calibration."""
-        return {
-            "step_rule:private": (
-                "its GOE noise is calibrated to one sensitivity 2B/n for the whole run (the released "
-                "matrix sums every step's clipped mean), and the decaying clip moves B each step"
-            )
-        }
 
     @property
     def mu_fraction(self) -> float | None:

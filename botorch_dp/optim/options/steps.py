@@ -110,7 +110,7 @@ class PrivateGOE(Strategy):
     ``μ_steps²`` (default 0.5: ``μ_g = μ_H = μ_steps/√2``)."""
 
     mu_fraction: float = 0.5
-    requires = frozenset({"fixed_basis"})
+    requires = frozenset({"fixed_basis", "fixed_clip_bound"})
 
     def __post_init__(self) -> None:
         fraction = check_positive(self.mu_fraction, "preconditioner_mu_fraction", allow_inf=False)

@@ -128,7 +128,8 @@ def test_a_dpgibo_run_clips_step_t_at_b_rho_t_and_charges_only_the_gradients():
 
 
 def test_it_does_not_combine_with_the_private_preconditioner():
-    with pytest.raises(ValueError, match="does not combine with step_rule='adagrad_full'"):
+    assert "fixed_clip_bound" not in DecayingClip().provides and "fixed_clip_bound" in FixedClip().provides
+    with pytest.raises(ValueError, match=r"preconditioner='private' needs one clip bound for every step"):
         StrategyConfig(
             **_settings({"step_rule": "adagrad_full", "preconditioner": "private"}), clip=DecayingClip(B, RHO)
         )
