@@ -22,20 +22,22 @@ from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory, Baseli
 from botorch_dp.objectives.per_user_problem import PerUserProblem
 from botorch_dp.optim.noise_schedule import DEFAULT_NORM_MU_FRACTION, NOISE_SCHEDULES, NoiseSchedule
 from botorch_dp.optim.options import (
-    SGD,
     AdaptiveNorm,
+    ClipPolicy,
     ClipState,
-    Evaluated,
+    EvaluatedSelection,
     Exponential,
     FixedClip,
     FixedNoise,
+    IterateSelection,
     Last,
     MinNoisyNorm,
+    NoisePolicy,
     NoiseState,
     NoisyLoss,
     Options,
     RunPlan,
-    Strategy,
+    StepPolicy,
     lookup_family,
 )
 from botorch_dp.optim.projected import SubspaceTrack
@@ -190,7 +192,8 @@ def noisy_gradient_descent(
     )
     options.check(privacy_mu, d, int(num_iterations))
     evaluator = None  # what the evaluated selections evaluate the iterates with
-    evaluated = options.selection if isinstance(options.selection, Evaluated) else None
+    chosen_by = options.selection
+    evaluated = chosen_by if chosen_by.evaluated and isinstance(chosen_by, EvaluatedSelection) else None
     if evaluated is not None:
         if loss_oracle is None and not isinstance(oracle, PerUserProblem):
             raise ValueError(
@@ -252,7 +255,7 @@ def noisy_gradient_descent(
             delta=target_delta,
             mu=total_mu,
             description=description,
-            details={"noise_std": record.noise.noise_stds[-1], "clip_bound": options.clip.bound, "num_users": n},
+            details={"noise_std": record.noise.noise_stds[-1], "clip_bound": _first_bound(options), "num_users": n},
         )
     history = BaselineHistory(
         iterates=iterates_t,
@@ -279,18 +282,20 @@ def _options(
     selection_mu,
     loss_clip,
 ) -> Options:
-    r"""DP-GIBO's strategies for noisy GD's arguments (strategy objects are taken as they are)."""
+    r"""DP-GIBO's strategies for noisy GD's arguments (strategy objects of the argument's family are
+    taken as they are, whatever their class)."""
     for argument, value, family in (
-        ("clip_bound", clip_bound, FixedClip),
-        ("noise_schedule", noise_schedule, (FixedNoise, AdaptiveNorm)),
-        ("step_rule", step_rule, SGD),
-        ("selection", selection, Last),
+        ("clip_bound", clip_bound, "clip"),
+        ("noise_schedule", noise_schedule, "noise"),
+        ("step_rule", step_rule, "step_rule"),
+        ("selection", selection, "selection"),
     ):
-        if isinstance(value, Strategy) and not isinstance(value, family):
-            raise ValueError(f"{argument} got a {value.family} strategy ({type(value).__name__}).")
-    clip = clip_bound if isinstance(clip_bound, FixedClip) else FixedClip(clip_bound)
-    noise: FixedNoise | AdaptiveNorm
-    if isinstance(noise_schedule, (FixedNoise, AdaptiveNorm)):
+        given = getattr(value, "family", None)
+        if given is not None and given != family:
+            raise ValueError(f"{argument} got a {given} strategy ({type(value).__name__}).")
+    clip: ClipPolicy = clip_bound if _is_strategy(clip_bound) else FixedClip(clip_bound)
+    noise: NoisePolicy
+    if _is_strategy(noise_schedule):
         noise = noise_schedule
     else:
         check_choice(noise_schedule, "noise_schedule", NOISE_SCHEDULES)
@@ -299,7 +304,7 @@ def _options(
             if noise_schedule == "fixed"
             else AdaptiveNorm(check_probability(norm_mu_fraction, "norm_mu_fraction (f_N)"), snr_factor, max_step_mu)
         )
-    if not isinstance(selection, Last):
+    if not _is_strategy(selection):
         epsilon, mu, clip_c = check_selection_fields(
             selection, selection_epsilon=selection_epsilon, selection_mu=selection_mu, loss_clip=loss_clip
         )
@@ -315,8 +320,21 @@ def _options(
             "exponential": lambda: Exponential(given(epsilon, "selection_epsilon"), given(clip_c, "loss_clip")),
             "noisy_loss": lambda: NoisyLoss(given(mu, "selection_mu"), given(clip_c, "loss_clip")),
         }[selection]()
-    rule = step_rule if isinstance(step_rule, SGD) else lookup_family("step_rule", step_rule, SGD, "step_rule")()
-    return Options(clip=clip, noise=noise, step_rule=rule, selection=selection)
+    rule: StepPolicy = (
+        step_rule if _is_strategy(step_rule) else lookup_family("step_rule", step_rule, StepPolicy, "step_rule")()
+    )
+    chosen: IterateSelection = selection
+    return Options(clip=clip, noise=noise, step_rule=rule, selection=chosen)
+
+
+def _is_strategy(value: object) -> bool:
+    r"""Whether an argument is a strategy object (checked against its family above), not a setting."""
+    return getattr(value, "family", None) is not None
+
+
+def _first_bound(options: Options) -> float:
+    r"""The first step's clip bound ``B`` (``B₀`` of a moving bound; public)."""
+    return options.clip.current(options.clip.initial_state())
 
 
 def _description(schedule: str, selection: str, steps: int, mu_steps: float, mu_sel: float, total: float) -> str:

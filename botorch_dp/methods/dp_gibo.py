@@ -85,4 +85,5 @@ class DPGIBOMethod:
         c = self._config()
         tol = c.batches.tolerance
         rule = "fixed batches" if tol is None else f"adaptive batches (tol {tol:.3g})"
-        return f"planned B = {c.clip.bound:.4g}, eta = {c.step_size:.3g}, T = {c.num_iterations}, {rule}"
+        bound = c.clip.current(c.clip.initial_state())  # B, or B₀ of a moving bound
+        return f"planned B = {bound:.4g}, eta = {c.step_size:.3g}, T = {c.num_iterations}, {rule}"

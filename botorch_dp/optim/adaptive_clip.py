@@ -100,31 +100,45 @@ def check_clip_state(
     r"""Decode and check a checkpoint's ``adaptive_clip`` entry.
 
     ``None`` (fixed clip bound, or a checkpoint written before the field existed) is accepted
-    only for a fixed-bound config. With ``clip_bound="adaptive"`` the entry holds ``T + 1``
-    bounds and ``T`` counts; the bounds must be the ones the counts give by the update rule
-    (recomputed exactly), and each step's count must be recorded in the ledger as
-    ``step-t/clip`` with the config's per-step ``μ_C/√T``.
+    only for a clip policy without a track of bounds. A policy that keeps one holds ``T + 1``
+    bounds; one that releases counts (``QuantileClip``) also ``T`` counts, and the bounds must
+    be the ones the counts give by the update rule (recomputed exactly), each step's count
+    recorded in the ledger as ``step-t/clip`` with the config's per-step ``μ_C/√T``; a public
+    schedule (``DecayingClip``) releases none, starts at its own first bound, and each release's
+    noise follows the bound it clipped at.
 
     Returns:
         ``(bounds, counts)`` (both empty for a fixed bound).
     """
     clip = config.clip
-    adaptive = bool(clip.initial_state().bounds)  # a moving bound keeps its track
+    track = clip.initial_state().bounds  # a moving bound keeps its track: (B_0,)
+    counted = clip.mu_fraction is not None  # the policy releases a count per step (spends budget)
     if entry is None:
-        if adaptive:
-            raise ValueError("Checkpoint field 'adaptive_clip' is missing for a run with clip_bound='adaptive'.")
+        if track:
+            raise ValueError(f"Checkpoint field 'adaptive_clip' is missing for a run with clip={clip!r}.")
         return [], []
-    if not adaptive:
-        raise ValueError("Checkpoint field 'adaptive_clip' must be None for a fixed clip_bound.")
+    if not track:
+        raise ValueError("Checkpoint field 'adaptive_clip' must be None for a fixed clip bound.")
     ckpt.check_keys(entry, {"bounds", "counts"}, "adaptive_clip")
     bounds, counts = entry["bounds"], entry["counts"]
-    if not isinstance(bounds, list) or len(bounds) != T + 1 or not isinstance(counts, list) or len(counts) != T:
-        raise ValueError(f"Checkpoint field 'adaptive_clip' must hold {T + 1} bounds and {T} counts.")
+    num_counts = T if counted else 0
+    if (
+        not isinstance(bounds, list)
+        or len(bounds) != T + 1
+        or not isinstance(counts, list)
+        or len(counts) != num_counts
+    ):
+        raise ValueError(f"Checkpoint field 'adaptive_clip' must hold {T + 1} bounds and {num_counts} counts.")
     bounds = [ckpt.float_from_json(v, "adaptive_clip.bounds") for v in bounds]
     counts = [ckpt.float_from_json(v, "adaptive_clip.counts") for v in counts]
+    if not counted:  # a public schedule: its first bound is the policy's, each later one positive
+        if bounds[0] != track[0] or not all(b > 0 for b in bounds):
+            raise ValueError(f"Checkpoint field 'adaptive_clip.bounds' does not start at {clip!r}'s first bound.")
+        return bounds, counts
     if T and num_users is None:
         raise ValueError("Checkpoint field 'adaptive_clip' holds counts but the run has no users.")
-    expected = clip_bounds_from_counts(clip.bound, counts, num_users, clip.quantile, clip.learning_rate)
+    spec = clip.spec()  # the quantile rule's B₀, γ and η_C
+    expected = clip_bounds_from_counts(spec["bound"], counts, num_users, spec["quantile"], spec["learning_rate"])
     if [b.hex() for b in bounds] != [b.hex() for b in expected]:
         raise ValueError(
             "Checkpoint field 'adaptive_clip.bounds' does not follow from clip_init and the released counts."

@@ -20,19 +20,25 @@ from botorch_dp.gradient_gp import DEFAULT_JITTER, GradientGP
 from botorch_dp.optim.deprecated import alias_property, rename_fields, warn_renamed
 from botorch_dp.optim.legacy_options import install_flat_keywords
 from botorch_dp.optim.options import (
+    FAMILY_PROTOCOLS,
     SGD,
-    AdaptiveNorm,
+    BatchRule,
     BudgetSplit,
+    ClipPolicy,
+    Fitting,
     FixedBatches,
     FixedClip,
     FixedNoise,
+    IterateSelection,
     Last,
     NoFitting,
+    NoisePolicy,
     NoProjection,
     Options,
     Projected,
+    Projection,
     SensitiveFitting,
-    Strategy,
+    StepPolicy,
     lookup,
     registered,
 )
@@ -184,13 +190,13 @@ class DPGIBOConfig:
     epsilon: float | None = None
     delta: float | None = None
     # one strategy per option family (optim.options)
-    clip: FixedClip = FixedClip()
-    noise: FixedNoise | AdaptiveNorm = FixedNoise()
-    projection: NoProjection | Projected = NoProjection()
-    step_rule: SGD = SGD()
-    selection: Last = Last()
-    batches: FixedBatches = FixedBatches()
-    fitting: NoFitting = NoFitting()
+    clip: ClipPolicy = FixedClip()
+    noise: NoisePolicy = FixedNoise()
+    projection: Projection = NoProjection()
+    step_rule: StepPolicy = SGD()
+    selection: IterateSelection = Last()
+    batches: BatchRule = FixedBatches()
+    fitting: Fitting = NoFitting()
 
     def __post_init__(self) -> None:
         # Every check raises ValueError naming the field; numeric fields are normalized
@@ -320,18 +326,10 @@ DPGIBOConfig.selection_privacy_mu = alias_property(  # type: ignore[attr-defined
 )
 
 
-#: The config fields that hold a strategy, each with its registry family and type.
-STRATEGY_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "clip": FixedClip,
-    "noise": (FixedNoise, AdaptiveNorm),
-    "projection": (NoProjection, Projected),
-    "step_rule": SGD,
-    "selection": Last,
-    "batches": FixedBatches,
-    "fitting": NoFitting,
-}
+#: The config fields that hold a strategy (each named as its registry family), with the family's protocol.
+STRATEGY_FIELDS: dict[str, type] = dict(FAMILY_PROTOCOLS)
 #: What a field takes besides a strategy or a registered name: ``clip=B``, ``projection=oracle``.
-_SHORTHANDS: dict[str, tuple[type | tuple[type, ...], Callable[[Any], Strategy]]] = {
+_SHORTHANDS: dict[str, tuple[type | tuple[type, ...], Callable[[Any], Any]]] = {
     "clip": ((numbers.Real, Tensor), FixedClip),
     "projection": (SubspaceOracle, Projected),
 }
@@ -340,14 +338,13 @@ _SHORTHANDS: dict[str, tuple[type | tuple[type, ...], Callable[[Any], Strategy]]
 def resolve_strategy(name: str, value: Any) -> Any:
     r"""The strategy ``value`` gives the config field ``name``: a strategy of the field's family
     as it is, a registered name through the registry (``lookup``), a shorthand of ``_SHORTHANDS``;
-    anything else is a ``ValueError`` naming the field."""
-    family_type = STRATEGY_FIELDS[name]
+    anything else is a ``ValueError`` naming the field (``Options`` then checks the family's protocol)."""
     shorthand = _SHORTHANDS.get(name)
     if isinstance(value, str):
         value = lookup(name, value, name)()
     elif shorthand is not None and isinstance(value, shorthand[0]) and not isinstance(value, bool):
         value = shorthand[1](value)
-    if not isinstance(value, family_type):
+    if getattr(value, "family", None) != name:
         raise ValueError(
             f"{name} must be a {name} strategy (optim.options: {sorted(registered(name))}) or its registered name, "
             f"got {value!r}."
@@ -355,7 +352,7 @@ def resolve_strategy(name: str, value: Any) -> Any:
     return value
 
 
-def _checked_fitting(fitting: NoFitting, model: Any, unsafe: bool) -> NoFitting:
+def _checked_fitting(fitting: Fitting, model: Any, unsafe: bool) -> Fitting:
     r"""The fitting strategy with the model's outcome transform read in (``standardize``), refused
     unless the opt-out ``unsafe_allow_sensitive_fitting`` is set."""
     fit = getattr(fitting, "fit", None)
@@ -378,7 +375,7 @@ def _checked_fitting(fitting: NoFitting, model: Any, unsafe: bool) -> NoFitting:
     if fit is None and not standardize:
         return NoFitting()
     fitted = SensitiveFitting(fit, standardize)
-    return fitting if fitted == fitting else fitted
+    return fitting if fitted == fitting else fitted  # the model decides standardize
 
 
 def _set(config: Any, name: str, value: Any) -> None:

@@ -32,7 +32,7 @@ from botorch_dp.optim.checkpoint import check_new_checkpoint_dir, kernel_fingerp
 from botorch_dp.optim.checkpoint.lock import CheckpointLock, OwnsCheckpoint, own_checkpoint
 from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, resolve_model
 from botorch_dp.optim.driver import run_to_end
-from botorch_dp.optim.options import Evaluated, RunPlan, resolved_mu
+from botorch_dp.optim.options import EvaluatedSelection, RunPlan, resolved_mu
 from botorch_dp.optim.public_checks import check_kernel
 from botorch_dp.optim.results import DPGIBOResult, IterationInfo, PrivacyGuarantee
 from botorch_dp.optim.run_state import apply_state, encode_state, resume_run
@@ -272,7 +272,7 @@ class DPGIBO(OwnsCheckpoint):
     def _select(self, points: Tensor, users: Users, losses: Tensor | None) -> IterationInfo:
         r"""The evaluated selection over the iterates, charged (``"select"``) before its draw."""
         selection = self.options.selection
-        if not isinstance(selection, Evaluated):  # steps_done and not is_done: an evaluated selection
+        if not (selection.evaluated and isinstance(selection, EvaluatedSelection)):  # steps_done, not is_done
             raise RuntimeError(f"selection={selection.name!r} does not evaluate the iterates.")
         sums = users.clamped_loss_sums(points, losses, selection.loss_clip)
         with self.ledger.charge({SELECTION_KEY: selection.event()}, run_id=self.run_id) as meter:

@@ -34,7 +34,6 @@ from botorch_dp.optim.options import (
     Projected,
     QuantileClip,
     SensitiveFitting,
-    Strategy,
     batch_rule,
     lookup,
 )
@@ -77,16 +76,21 @@ FLAT_KINDS = ("step_rule", "selection")
 _DEFAULT_NORM_MU_FRACTION = AdaptiveNorm().norm_mu_fraction
 
 
+def _is_strategy(value: Any) -> bool:
+    r"""Whether ``value`` is a strategy object (a registered family's, or a user's ``StrategyLike``)."""
+    return isinstance(getattr(value, "family", None), str) and callable(getattr(value, "spec", None))
+
+
 def _only_with(given: Mapping[str, Any], names: tuple[str, ...], used_with: str) -> None:
     for name in names:
         if given.get(name) is not None:
             raise ValueError(f"{name} is only used with {used_with}.")
 
 
-def _clip(v: Mapping[str, Any], kind: Any) -> Strategy:
+def _clip(v: Mapping[str, Any], kind: Any) -> Any:
     bound = v.get("clip_bound", 1.0)
     params = ("clip_init", "clip_quantile", "clip_learning_rate", "clip_mu_fraction")
-    if isinstance(bound, Strategy):
+    if _is_strategy(bound):
         _only_with(v, params, "clip_bound='adaptive' (give them in the QuantileClip)")
         return bound
     if isinstance(bound, str) and bound == "adaptive":
@@ -96,7 +100,7 @@ def _clip(v: Mapping[str, Any], kind: Any) -> Strategy:
     return FixedClip(bound)
 
 
-def _noise(v: Mapping[str, Any], kind: Any) -> Strategy:
+def _noise(v: Mapping[str, Any], kind: Any) -> Any:
     schedule = v.get("noise_schedule", "fixed")
     params = ("max_iterations", "snr_factor", "max_step_mu")
     fraction = v.get("norm_mu_fraction")
@@ -107,12 +111,12 @@ def _noise(v: Mapping[str, Any], kind: Any) -> Strategy:
     _only_with(v, params, used_with)
     if fraction is not None and fraction != _DEFAULT_NORM_MU_FRACTION:
         raise ValueError(f"norm_mu_fraction is only used with {used_with}.")
-    if isinstance(schedule, Strategy):
+    if _is_strategy(schedule):
         return schedule
     return lookup("noise", schedule, "noise_schedule")()
 
 
-def _projection(v: Mapping[str, Any], kind: Any) -> Strategy:
+def _projection(v: Mapping[str, Any], kind: Any) -> Any:
     oracle, acquisition = v.get("subspace"), v.get("subspace_acquisition")
     if isinstance(oracle, Projected):
         if acquisition is not None and acquisition != oracle.acquisition:
@@ -127,31 +131,31 @@ def _projection(v: Mapping[str, Any], kind: Any) -> Strategy:
     return Projected(oracle, False if acquisition is None else acquisition)
 
 
-def _step_rule(v: Mapping[str, Any], kind: Any) -> Strategy:
-    rule = "sgd" if kind is None else kind
+def _step_rule(v: Mapping[str, Any], kind: Any) -> Any:
+    rule: Any = "sgd" if kind is None else kind
     preconditioner, fraction = v.get("preconditioner"), v.get("preconditioner_mu_fraction")
-    name = rule.name if isinstance(rule, Strategy) else rule
+    name = rule.name if _is_strategy(rule) else rule
     if not (isinstance(name, str) and name == "adagrad_full"):
         if preconditioner is not None:
             raise ValueError(f"preconditioner is only used with step_rule='adagrad_full', got step_rule={rule!r}.")
         _only_with(v, ("preconditioner_mu_fraction",), "preconditioner='private'")
-        return rule if isinstance(rule, Strategy) else lookup("step_rule", rule, "step_rule")()
+        return rule if _is_strategy(rule) else lookup("step_rule", rule, "step_rule")()
     if isinstance(preconditioner, str) and preconditioner == "private":
         return FullMatrixAdaGrad(PrivateGOE() if fraction is None else PrivateGOE(fraction))
     _only_with(v, ("preconditioner_mu_fraction",), "preconditioner='private'")
     return FullMatrixAdaGrad("noisy" if preconditioner is None else preconditioner)
 
 
-def _selection(v: Mapping[str, Any], kind: Any) -> Strategy:
-    rule = "last" if kind is None else kind
-    name = rule.name if isinstance(rule, Strategy) else rule
+def _selection(v: Mapping[str, Any], kind: Any) -> Any:
+    rule: Any = "last" if kind is None else kind
+    name = rule.name if _is_strategy(rule) else rule
     given = {k: v.get(k) for k in ("selection_epsilon", "selection_mu", "loss_clip")}
     epsilon, mu, clip = check_selection_fields(name, **given)
     params = {"epsilon": epsilon, "mu": mu, "loss_clip": clip}
     return lookup("selection", name, "selection")(**{k: p for k, p in params.items() if p is not None})
 
 
-def _batches(v: Mapping[str, Any], kind: Any) -> Strategy:
+def _batches(v: Mapping[str, Any], kind: Any) -> Any:
     return batch_rule(
         v.get("batch_size"),
         bias_tolerance=v.get("bias_tolerance"),
@@ -162,7 +166,7 @@ def _batches(v: Mapping[str, Any], kind: Any) -> Strategy:
     )
 
 
-def _fitting(v: Mapping[str, Any], kind: Any) -> Strategy:
+def _fitting(v: Mapping[str, Any], kind: Any) -> Any:
     fit = v.get("hyperparameter_fit")
     return NoFitting() if fit is None else SensitiveFitting(fit)
 
@@ -178,7 +182,7 @@ _BUILDERS = {
 }
 
 
-def strategies_from_flat(flat: Mapping[str, Any], kinds: Mapping[str, Any] | None = None) -> dict[str, Strategy]:
+def strategies_from_flat(flat: Mapping[str, Any], kinds: Mapping[str, Any] | None = None) -> dict[str, Any]:
     r"""The strategy of each family that ``flat`` (old keywords, decoded) gives a value for;
     ``kinds``: the ``step_rule`` and ``selection`` (a name or a strategy) those keywords refine.
     A ``ValueError`` names the keyword that is wrong (as the flat fields' checks did)."""
@@ -199,7 +203,7 @@ def _merge_flat(cls_name: str, kwargs: dict[str, Any], stacklevel: int = 4) -> N
     kinds = {family: kwargs[family] for family in FLAT_KINDS if family in kwargs}
     for name in flat:
         family = FLAT_FIELDS[name][0]
-        if family in FLAT_KINDS and isinstance(kinds.get(family), Strategy):
+        if family in FLAT_KINDS and _is_strategy(kinds.get(family)):
             raise ValueError(
                 f"{name} (deprecated) cannot change {family} = {kinds[family]!r}; give the whole {family} "
                 f"strategy instead (with dataclasses.replace: replace(config, {family}=...))."

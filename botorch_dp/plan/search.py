@@ -23,7 +23,7 @@ from botorch_dp.methods.proxy import _proxy_losses, simulation_config
 from botorch_dp.methods.proxy_split import ProxySplit
 from botorch_dp.optim.config import MIN_USERS, DPGIBOConfig
 from botorch_dp.optim.dp_gibo import DPGIBO
-from botorch_dp.optim.options import AdaptiveBatches, FixedBatches
+from botorch_dp.optim.options import batch_rule, from_spec
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan.kernel_fit import KernelFit, _fit_region, fit_kernel_on_proxy
 from botorch_dp.plan.trial_table import row, spread
@@ -167,7 +167,7 @@ def _baseline(config: DPGIBOConfig, estimate: Callable, simulate: Callable, seed
     r"""The settings passed in simulated as they are (``PrivatePlan.given``): the share of proxy norms ``≤ B``
     (``B₀`` of a moving bound)."""
     _, estimates = estimate(DPGIBO(dataclasses.replace(config, seed=seed, validation_mu_budget=None)))
-    given_bound = config.clip.bound
+    given_bound = config.clip.current(config.clip.initial_state())
     share = float((estimates.norm(dim=1) <= given_bound).double().mean())
     return simulate(
         config, estimates, given_bound, share, config.step_size, config.num_iterations, config.batches.tolerance
@@ -175,8 +175,12 @@ def _baseline(config: DPGIBOConfig, estimate: Callable, simulate: Callable, seed
 
 
 def _with_clip_bound(config: DPGIBOConfig, bound: float) -> DPGIBOConfig:
-    r"""``config`` whose clip policy starts at ``bound`` (``B``, or ``B₀`` of a moving bound)."""
-    return dataclasses.replace(config, clip=dataclasses.replace(config.clip, bound=bound))
+    r"""``config`` whose clip policy starts at ``bound`` (``B``, or ``B₀`` of a moving bound): its spec's
+    ``bound`` replaced, rebuilt through the registry."""
+    spec = config.clip.spec()
+    if "bound" not in spec:
+        raise ValueError(f"A plan sets the clip bound; {config.clip!r} has none in its spec {spec!r}.")
+    return dataclasses.replace(config, clip=from_spec("clip", {**spec, "bound": bound}))
 
 
 def _checked_floats(values: Sequence[float], name: str, check: Callable[[float, str], float]) -> tuple[float, ...]:
@@ -188,13 +192,13 @@ def _checked_floats(values: Sequence[float], name: str, check: Callable[[float, 
 
 def _with_batch_rule(config: DPGIBOConfig, bias_tolerance: float | None) -> DPGIBOConfig:
     r"""``config`` with the adaptive rule at ``bias_tolerance``, or fixed batches for ``None``."""
-    b = config.batches
+    spec = config.batches.spec()  # the search settings carry over (and an adaptive rule's b_max)
+    search = dict(search=spec.get("search", "joint"), maxiter=spec.get("maxiter"), speed=spec.get("speed", "fast"))
     if bias_tolerance is None:
-        if b.tolerance is None:
+        if config.batches.tolerance is None:
             return config
-        return dataclasses.replace(config, batches=FixedBatches(None, b.search, b.maxiter, b.speed))
-    max_size = getattr(b, "max_size", None)  # an adaptive rule's b_max carries over
-    rule = AdaptiveBatches(None, b.search, b.maxiter, b.speed, bias_tolerance=bias_tolerance, max_size=max_size)
+        return dataclasses.replace(config, batches=batch_rule(None, **search))
+    rule = batch_rule(None, bias_tolerance=bias_tolerance, max_size=spec.get("max_size"), **search)
     return dataclasses.replace(config, batches=rule)
 
 
@@ -425,7 +429,7 @@ def plan_private_run(
                     step_size=eta,
                     num_iterations=T,
                     seed=s,
-                    clip=dataclasses.replace(rule_config.clip, bound=bound),
+                    clip=_with_clip_bound(rule_config, bound).clip,
                 )
                 release = DPGIBO(sim).run(proxy_objective, progress=False).release
                 evaluations.append(release.evaluation_points.shape[0])

@@ -6,24 +6,59 @@ covariance) for each step's public ``d x k`` basis ``Ṽ_t``, projects the estim
 clipping (the users' sum is taken at ``W = Ṽ_tᵀ A``: same sensitivity ``2B/n``, ``k`` noised
 coordinates) and lifts the release back, ``Ṽ_t ũ_t``; with ``acquisition`` the batches are
 chosen for the projected gradient too (spec A5). The bases and released coordinates are
-public and recorded in the run's ``SubspaceTrack``.
+public and recorded in the run's ``SubspaceTrack``. ``Projection`` is the family's protocol.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
 from botorch_dp.gradient_gp import GradientGP
-from botorch_dp.optim.options.registry import Strategy, register
+from botorch_dp.optim.options.registry import Strategy, StrategyLike, register
 from botorch_dp.optim.projected import SubspaceTrack, lift
 from botorch_dp.optim.subspace import SubspaceOracle, check_basis, subspace_from_spec
 from botorch_dp.privacy.mechanisms import GradientRelease
 
-__all__ = ["NoProjection", "Projected"]
+__all__ = ["NoProjection", "Projected", "Projection"]
+
+
+class Projection(StrategyLike, Protocol):
+    r"""A projection of the per-user estimates on a public basis ``Ṽ_t`` (``d x k``): the step's
+    basis (``None``: all ``d`` coordinates), the acquisition's, the batch size it suggests, how
+    many coordinates a step noises, and the lift of a release back to ``θ``'s coordinates. The
+    basis is computed from public values only (``θ_t``, the GP before the step's batch, the
+    track); its records go in the run's ``SubspaceTrack``."""
+
+    def basis(self, theta: Tensor, gp: GradientGP, track: SubspaceTrack) -> Tensor | None:
+        r"""``Ṽ_t`` of the step at ``θ_t`` (``d x k``), or ``None``."""
+        ...
+
+    def acquisition_basis(self, theta: Tensor, gp: GradientGP, track: SubspaceTrack) -> Tensor | None:
+        r"""The basis the batch search projects on, or ``None``."""
+        ...
+
+    def default_batch_size(self, dim: int) -> int:
+        r"""The batch size a fixed batch rule without ``size`` uses."""
+        ...
+
+    def released_dim(self, dim: int) -> int:
+        r"""How many coordinates a step noises."""
+        ...
+
+    def check(self, dim: int) -> None:
+        r"""Refuse a projection that cannot run in ``d`` dimensions (``ValueError``)."""
+        ...
+
+    def lift(
+        self, release: GradientRelease, basis: Tensor | None, track: SubspaceTrack, record: bool
+    ) -> tuple[GradientRelease, SubspaceTrack]:
+        r"""The release in ``θ``'s coordinates and the track after it (``record``: keep the
+        released coordinates, which the step rule asks for)."""
+        ...
 
 
 @register("projection", "none")
