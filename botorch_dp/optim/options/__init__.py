@@ -33,10 +33,10 @@ from botorch_dp.optim.options.budget import BudgetSplit, resolved_mu, room_left
 from botorch_dp.optim.options.clip import ClipState, FixedClip, QuantileClip
 from botorch_dp.optim.options.fitting import NoFitting, SensitiveFitting
 from botorch_dp.optim.options.noise import AdaptiveNorm, FixedNoise, NoiseState
-from botorch_dp.optim.options.projection import NoProjection, Projected
+from botorch_dp.optim.options.projection import NoProjection, Projected, ProjectionRecord
 from botorch_dp.optim.options.registry import Strategy, from_spec, lookup, lookup_family, register, registered
-from botorch_dp.optim.options.selection import Evaluated, Exponential, Last, MinNoisyNorm, NoisyLoss
-from botorch_dp.optim.options.steps import SGD, AdaGrad, FullMatrixAdaGrad, PrivateGOE
+from botorch_dp.optim.options.selection import Evaluated, Exponential, Last, MinNoisyNorm, NoisyLoss, SelectionRecord
+from botorch_dp.optim.options.steps import SGD, AdaGrad, FullMatrixAdaGrad, PreconditionerRecord, PrivateGOE
 from botorch_dp.optim.projected import SubspaceTrack
 from botorch_dp.optim.users import Users
 from botorch_dp.privacy.ledger import Gaussian, Meter
@@ -63,10 +63,13 @@ __all__ = [
     "NoiseState",
     "NoisyLoss",
     "Options",
+    "PreconditionerRecord",
     "PrivateGOE",
     "Projected",
+    "ProjectionRecord",
     "QuantileClip",
     "RunPlan",
+    "SelectionRecord",
     "SensitiveFitting",
     "StepOutcome",
     "Strategy",

@@ -80,6 +80,11 @@ class FixedClip(Strategy):
     def update(self, summed: ClippedSum, plan: RunPlan, state: ClipState, meter: Meter) -> ClipState:
         return state
 
+    def record(self, state: ClipState) -> ClipState:
+        r"""What a release carries of the policy (``PrivateRelease.records["clip"]``): the bounds
+        ``B_0..B_t`` and the released counts, all public (empty for a fixed bound)."""
+        return state
+
 
 @register("clip", "adaptive")
 @dataclass(frozen=True)

@@ -22,7 +22,21 @@ from botorch_dp.privacy.checks import check_positive
 from botorch_dp.privacy.ledger import Gaussian, Meter, PureDP
 from botorch_dp.privacy.mechanisms import ExponentialLossSelection, NoisyLossSelection, SelectionRelease
 
-__all__ = ["Evaluated", "Exponential", "Last", "MinNoisyNorm", "NoisyLoss"]
+__all__ = ["Evaluated", "Exponential", "Last", "MinNoisyNorm", "NoisyLoss", "SelectionRecord"]
+
+
+@dataclass(frozen=True)
+class SelectionRecord:
+    r"""What a release carries of the selection (``PrivateRelease.records["selection"]``), public.
+
+    Attributes:
+        index: ``j`` with ``theta = iterates[j]`` (``None`` while an evaluated choice is still to
+            be made).
+        scores: The released noisy mean losses of the iterates (``NoisyLoss``), else ``None``.
+    """
+
+    index: int | None
+    scores: Tensor | None = None
 
 
 @register("selection", "last")
@@ -40,6 +54,13 @@ class Last(Strategy):
     def index(self, num_iterates: int, noisy_norms: tuple[float, ...]) -> int:
         r"""The returned iterate's index (free rules only)."""
         return num_iterates - 1
+
+    def record(
+        self, num_iterates: int, noisy_norms: tuple[float, ...], chosen: int | None, scores: Tensor | None
+    ) -> SelectionRecord:
+        r"""The returned iterate of ``num_iterates``, given the released ``noisy_norms`` and an
+        evaluated rule's ``chosen`` index and released ``scores`` (which a free rule ignores)."""
+        return SelectionRecord(self.index(num_iterates, noisy_norms))
 
 
 @register("selection", "min_noisy_norm")
@@ -73,6 +94,12 @@ class Evaluated(Last):
     ) -> SelectionRelease:
         r"""Choose from the candidates' clamped loss sums (SENSITIVE), recorded as ``"select"``."""
         return self.mechanism(generator).release_sums(sums, num_users, meter=meter, part=SELECTION_KEY)
+
+    def record(
+        self, num_iterates: int, noisy_norms: tuple[float, ...], chosen: int | None, scores: Tensor | None
+    ) -> SelectionRecord:
+        r"""The private choice (``None`` until made) and its released scores (a copy)."""
+        return SelectionRecord(chosen, None if scores is None else scores.clone())
 
 
 @register("selection", "exponential")

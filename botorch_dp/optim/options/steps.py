@@ -25,9 +25,25 @@ from botorch_dp.privacy.ledger import Gaussian, Meter
 from botorch_dp.privacy.mechanisms import GOEPreconditionerMechanism
 from botorch_dp.privacy.mechanisms.sums import ClippedSum
 
-__all__ = ["SGD", "AdaGrad", "FullMatrixAdaGrad"]
+__all__ = ["SGD", "AdaGrad", "FullMatrixAdaGrad", "PreconditionerRecord"]
 
 PRECONDITIONER_KEY = "precond"
+
+
+@dataclass(frozen=True)
+class PreconditionerRecord:
+    r"""What a release carries of the step rule (``PrivateRelease.records["step_rule"]``), public;
+    empty unless the rule releases a preconditioner (``PrivateGOE``).
+
+    Attributes:
+        preconditioners: The released ``k x k`` ``Ĝ_t`` of each step.
+        mus: ``μ_H/√T``, the GDP parameter of each of those releases.
+        noise_stds: ``σ_B(t)`` of each (GOE scale).
+    """
+
+    preconditioners: tuple[Tensor, ...] = ()
+    mus: tuple[float, ...] = ()
+    noise_stds: tuple[float, ...] = ()
 
 
 @register("step_rule", "sgd")
@@ -60,6 +76,10 @@ class SGD(Strategy):
     def extras(self, basis: Tensor | None, noise_std: float, track: SubspaceTrack) -> dict[str, Any]:
         r"""Keyword arguments of the optimizer's ``step`` (none)."""
         return {}
+
+    def record(self, plan: RunPlan, track: SubspaceTrack) -> PreconditionerRecord:
+        r"""What the rule released (nothing)."""
+        return PreconditionerRecord()
 
 
 @register("step_rule", "adagrad")
@@ -195,6 +215,15 @@ class FullMatrixAdaGrad(SGD):
             extras["released_preconditioner"] = track.preconditioners[-1]
             extras["preconditioner_noise_std"] = track.preconditioner_noise_stds[-1]
         return extras
+
+    def record(self, plan: RunPlan, track: SubspaceTrack) -> PreconditionerRecord:
+        r"""With ``PrivateGOE``: each released ``Ĝ_t`` with its ``μ_H/√T`` and ``σ_B(t)`` (never the
+        track's SENSITIVE columns); else nothing."""
+        if self.private is None:
+            return PreconditionerRecord()
+        mu = _precond_mu(plan) / math.sqrt(plan.iteration_cap)
+        count = len(track.preconditioners)
+        return PreconditionerRecord(track.preconditioners, (mu,) * count, track.preconditioner_noise_stds)
 
 
 def _precond_mu(plan: RunPlan) -> float:
