@@ -4,8 +4,9 @@ The facade wires a config's strategies (``optim.options``: clip policy, noise sc
 projection, step rule, selection, batch rule, fitting) to the users (``optim.users``), the
 ledger's charge protocol and the checkpoint, and keeps the run's one ``RunState``
 (``optim.state``). A step asks the strategies; it compares no option. Settings: ``config``;
-the guarantee, the result and the told batches' checks: ``report``; ``run``'s loop: ``driver``; state encoding:
-``run_state``; files: ``checkpoint``; the releases themselves: ``privacy.mechanisms``.
+the plan, the next batch, the checks, the guarantee and the result (from explicit arguments):
+``report``; ``run``'s loop: ``driver``; state encoding: ``run_state``; files: ``checkpoint``; the
+releases themselves: ``privacy.mechanisms``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from torch import Tensor
 from botorch_dp.distributed.partitions import PartitionedObjective
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim import report
-from botorch_dp.optim.batch_search import local_bounds, moved_batch
+from botorch_dp.optim.batch_search import local_bounds
 from botorch_dp.optim.checkpoint import check_new_checkpoint_dir, kernel_fingerprint, save_state
 from botorch_dp.optim.checkpoint.lock import CheckpointLock, OwnsCheckpoint, own_checkpoint
 from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, resolve_model
@@ -41,7 +42,7 @@ from botorch_dp.optim.state import CheckpointBook, RunGenerators, RunState, roll
 from botorch_dp.optim.step_rules import projected_step
 from botorch_dp.optim.stored_config import config_to_json
 from botorch_dp.optim.users import InMemoryUsers, PartitionedUsers, Users
-from botorch_dp.privacy.ledger import PrivacyLedger, parse_release_key
+from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.seeding import PrivacyWarning, noise_generator
 from botorch_dp.utils import check_bounds, child_seeds
 
@@ -164,17 +165,7 @@ class DPGIBO(OwnsCheckpoint):
 
     def plan(self, num_users: int | None = None) -> RunPlan:
         r"""The run's public ``RunPlan`` (for ``num_users``, default the run's ``n``)."""
-        c = self.config
-        return RunPlan(
-            num_iterations=c.num_iterations,
-            iteration_cap=c.iteration_cap,
-            dim=self.dim,
-            num_users=num_users or self.state.num_users or 0,
-            split=self.options.split(c.privacy_mu),
-            generator=self.generators.noise,
-            chunk_size=c.user_chunk_size,
-            diagnostics=c.record_non_private_diagnostics,
-        )
+        return report.run_plan(self.config, self.options, self.dim, num_users or self.num_users, self.generators.noise)
 
     def local_bounds(self) -> Tensor:
         r"""``2 x d`` box ``[θ_t − r, θ_t + r] ∩ Θ`` in which the next candidates are searched."""
@@ -187,14 +178,14 @@ class DPGIBO(OwnsCheckpoint):
         if self.is_done:
             raise RuntimeError(f"The run is finished ({self.iteration} iterations).")
         self._check_owner()  # closed: nothing more
-        s = self.state
-        if (pending := s.pending) is None:
-            self._check_next_release()  # a ledger that cannot pay refuses before any evaluation
+        s, c, o = self.state, self.config, self.options
+        if (pending := s.pending) is None:  # a ledger that cannot pay refuses before any evaluation:
+            report.check_next_release(o, s, self.ledger, self.plan(s.num_users or 1), self.run_id, self.steps_done)
             with rollback_on_error(self):  # a failed search or checkpoint write leaves no trace
                 if self.steps_done:  # the evaluated selection's batch: the iterates (public)
                     pending = torch.stack(s.iterates)
                 else:  # projected acquisition: the same public Ṽ_t as tell() computes
-                    pending = self._next_batch()
+                    pending = report.next_batch(c, o, s, self.local_bounds(), self.generators.search)
                 self.state = replace(s, pending=pending)
                 self._save_checkpoint()
         return pending.clone()
@@ -221,7 +212,8 @@ class DPGIBO(OwnsCheckpoint):
         if self.state.partitioned:
             raise RuntimeError("This run's users are held in partitions: use tell_partitioned().")
         self._check_owner()
-        points, losses = report.checked_batch(points, losses, **self._check_context())
+        c, o, s = self.config, self.options, self.state
+        points, losses = report.checked_batch(points, losses, c, o, s, self.plan, self.is_done)
         if (users := self.state.users) is None:
             users = InMemoryUsers((losses,), self.config.user_chunk_size, self.config.nonfinite_losses)
         with rollback_on_error(self):
@@ -247,7 +239,7 @@ class DPGIBO(OwnsCheckpoint):
         """
         s, c = self.state, self.config
         self._check_owner()
-        points = report.checked_partitioned(points, partitions, **self._check_context())
+        points = report.checked_partitioned(points, partitions, c, self.options, s, self.plan, done=self.is_done)
         users = PartitionedUsers(partitions, c.user_chunk_size, c.nonfinite_losses)
         if not self.steps_done:
             users.prepare([*s.X.split(list(s.batch_sizes)), points])  # checked there; nothing changes here
@@ -258,7 +250,7 @@ class DPGIBO(OwnsCheckpoint):
 
     def _step(self, points: Tensor, users: Users) -> IterationInfo:
         s, o, plan = self.state, self.options, self.plan(users.num_users)
-        bound, spent, room = self._step_bound(plan)  # the step's worst case, before anything is drawn
+        bound, spent, room = report.step_bound(o, s, self.ledger, plan, self.run_id)  # worst case, before any draw
         with self.ledger.charge(bound, run_id=self.run_id, step=s.iteration) as meter, torch.no_grad():
             basis = o.projection.basis(s.theta, s.gp, s.track)  # Ṽ_t from the GP before the batch (public), or None
             gp = s.gp.condition_on(points) if points.shape[0] else s.gp
@@ -278,60 +270,6 @@ class DPGIBO(OwnsCheckpoint):
         )
         self._save_checkpoint()  # durable before the step is returned
         return IterationInfo(self.iteration, theta.clone(), points.shape[0], trace)
-
-    def _check_context(self) -> dict[str, Any]:
-        r"""What the checks of a told batch read (``report.checked_batch``): public settings and state."""
-        return dict(
-            config=self.config,
-            options=self.options,
-            state=self.state,
-            plan_for=self.plan,
-            dim=self.dim,
-            done=self.is_done,
-        )
-
-    def _spent(self) -> list[float]:
-        r"""The μ of every norm and gradient release the run has recorded, in order (an adaptive
-        schedule's spent budget; a release made twice, e.g. by a copy of the run, counts twice)."""
-        records = self.ledger.validation_records(self.run_id)
-        return [r.event.mu for r in records if parse_release_key(r.key)[1] in ("norm", "grad")]
-
-    def _step_bound(self, plan: RunPlan) -> tuple[dict[str, Any], list[float], float]:
-        r"""The next step's worst case (``Options.step_bound``, public) with what it reads: the run's
-        spent norm and gradient μ's and the ledger's room."""
-        spent, room = self._spent(), self.ledger.remaining_validation_mu()
-        return self.options.step_bound(plan, self.state.noise, spent, room), spent, room
-
-    def _check_next_release(self) -> None:
-        r"""Refuse the next release's worst case (``PrivacyBudgetExceeded``) before its points are
-        searched for or evaluated, so that a ledger which cannot pay for one more step costs the user
-        no evaluation: the step's bound (``Options.step_bound``: ``n`` does not enter it, so 1 stands
-        in before the first ``tell``) or the evaluated selection's charge. Public: settings and the
-        ledger only. ``tell`` charges the same bound again (other runs may spend in between)."""
-        if self.steps_done:
-            bound = {SELECTION_KEY: self.options.selection.event()}
-            what = f"the selection of run {self.run_id!r}"
-        else:
-            bound = self._step_bound(self.plan(self.state.num_users or 1))[0]
-            what = f"step {self.iteration} of run {self.run_id!r}"
-        self.ledger.check_admits(bound, f"{what} (checked before its points are evaluated)")
-
-    def _next_batch(self) -> Tensor:
-        r"""The batch rule's next points around ``θ_t`` (public: the GP's inputs and the iterates), on
-        the gradient-information acquisition in the projection's coordinates (the same public ``Ṽ_t``
-        as the step computes), warm-started from the previous batch moved by the step."""
-        s, o, c = self.state, self.options, self.config
-        return o.batches.select(
-            s.gp,
-            s.theta,
-            self.local_bounds(),
-            self.generators.search,
-            default=o.projection.default_batch_size(self.dim),
-            num_restarts=c.num_restarts,
-            basis=o.projection.acquisition_basis(s.theta, s.gp, s.track),
-            raw_samples=c.raw_samples,
-            previous=moved_batch(s.X, s.batch_sizes, s.iterates),
-        )
 
     def _select(self, points: Tensor, users: Users, losses: Tensor | None) -> IterationInfo:
         r"""The evaluated selection over the iterates, charged (``"select"``) before its draw."""
@@ -370,15 +308,12 @@ class DPGIBO(OwnsCheckpoint):
         Returns:
             The ``DPGIBOResult``.
         """
-        if isinstance(known := getattr(objective, "num_users", None), int) and not isinstance(known, bool):
-            if self.num_users is None:  # n known before any evaluation: refusals come first
-                report.check_known_users(self.config, known)
-        total = self.config.iteration_cap
-        return run_to_end(self, objective, total=total, callback=callback, progress=progress, executor=executor)
+        report.check_known_users(self.config, getattr(objective, "num_users", None), self.num_users)  # refuse first
+        return run_to_end(self, objective, self.config.iteration_cap, callback, progress, executor)
 
     def guarantee(self, delta: float | None = None) -> PrivacyGuarantee:
         r"""The validation-data guarantee of the steps taken so far (``report.guarantee``)."""
-        return report.guarantee(self.config, self.options, self.state, self.ledger, self._report_plan(), delta)
+        return report.guarantee(self.config, self.options, self.state, self.ledger, self.plan, delta)
 
     def selected_index(self) -> int | None:
         r"""The index ``j`` of the iterate the run returns (``None`` until an evaluated choice is made)."""
@@ -386,15 +321,8 @@ class DPGIBO(OwnsCheckpoint):
         return self.options.selection.record(len(s.iterates), s.noise.noisy_norms, s.selected, None).index
 
     def result(self) -> DPGIBOResult:
-        r"""The private release (each strategy's record in ``release.records``) and, if
-        ``config.record_non_private_diagnostics``, NON-PRIVATE diagnostics (``report.result``)."""
-        return report.result(
-            self.config, self.options, self.state, self.ledger, self._report_plan(), run_id=self.run_id, dim=self.dim
-        )
-
-    def _report_plan(self) -> RunPlan:
-        r"""The plan a guarantee reads its noise from: the run's at ``n`` (at 1 before ``n`` is known)."""
-        return self.plan(self.state.num_users or 1)
+        r"""The private release and, if ``config.record_non_private_diagnostics``, NON-PRIVATE diagnostics."""
+        return report.result(self.config, self.options, self.state, self.ledger, self.plan, self.run_id)
 
     # ------------------------------------------------------------------- checkpoints
     def state_dict(self) -> dict[str, Any]:

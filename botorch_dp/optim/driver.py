@@ -45,7 +45,6 @@ class AskTell(Protocol):
 def run_to_end(
     opt: AskTell,
     objective: Callable[[Tensor], Tensor] | PartitionedObjective,
-    *,
     total: int,
     callback: Callable[[IterationInfo], bool | None] | None,
     progress: bool,

@@ -1,7 +1,8 @@
-r"""What a DP-GIBO run reports and checks, from explicit arguments (its config, strategies,
-``RunState``, ledger and ``RunPlan``; never the run object): the guarantee, the ``PrivateRelease``
-with each strategy's record (and opt-in NON-PRIVATE diagnostics), and the public checks of a
-told batch."""
+r"""What a DP-GIBO run plans, checks and reports, from explicit arguments (its config, strategies,
+``RunState``, ledger and ``RunPlan``; never the run object): the ``RunPlan``, the next batch, each
+step's worst case and the check of the next release before its points are searched, the public
+checks of a told batch, the guarantee, and the ``PrivateRelease`` with each strategy's record (and
+opt-in NON-PRIVATE diagnostics)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import torch
 from torch import Tensor
 
 from botorch_dp.distributed.partitions import PartitionedObjective
+from botorch_dp.optim.batch_search import moved_batch
 from botorch_dp.optim.config import check_per_user_losses
 from botorch_dp.optim.options import RunPlan
 from botorch_dp.optim.privacy_target import DEFAULT_TARGET_DELTA
@@ -25,23 +27,98 @@ from botorch_dp.optim.public_checks import (
     warn_noise,
 )
 from botorch_dp.optim.results import DPGIBOResult, NonPrivateDiagnostics, PrivacyGuarantee, PrivateRelease
+from botorch_dp.optim.selection import SELECTION_KEY
 from botorch_dp.optim.state import RunState
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.checks import check_told_batch
+from botorch_dp.privacy.ledger import parse_release_key
 from botorch_dp.privacy.statement import guarantee_statement
 
 __all__ = [
     "budget_cautions",
     "check_known_users",
+    "check_next_release",
     "checked_batch",
     "checked_partitioned",
     "guarantee",
+    "next_batch",
     "release_records",
     "result",
+    "run_plan",
+    "spent",
+    "step_bound",
 ]
 
 #: What the checks of a first batch read to plan its noise: ``n`` to the run's ``RunPlan``.
 PlanFor = Callable[[int], RunPlan]
+
+
+def run_plan(config: Any, options: Any, dim: int, num_users: int | None, generator: Any) -> RunPlan:
+    r"""The public ``RunPlan`` of a run of ``config`` and its strategies on ``num_users`` users (``None``
+    or 0: not known yet), drawing its privacy noise from ``generator`` (``None``: OS entropy)."""
+    c = config
+    return RunPlan(
+        num_iterations=c.num_iterations,
+        iteration_cap=c.iteration_cap,
+        dim=dim,
+        num_users=num_users or 0,
+        split=options.split(c.privacy_mu),
+        generator=generator,
+        chunk_size=c.user_chunk_size,
+        diagnostics=c.record_non_private_diagnostics,
+    )
+
+
+def next_batch(config: Any, options: Any, state: RunState, box: Tensor, generator: Any) -> Tensor:
+    r"""The batch rule's next points around ``θ_t`` in the ``2 x d`` ``box`` (public: the GP's inputs and
+    the iterates; ``generator``: the public search stream), on the gradient-information acquisition in
+    the projection's coordinates (the same public ``Ṽ_t`` as the step computes), warm-started from the
+    previous batch moved by the step."""
+    s, o = state, options
+    return o.batches.select(
+        s.gp,
+        s.theta,
+        box,
+        generator,
+        default=o.projection.default_batch_size(s.theta.shape[-1]),
+        num_restarts=config.num_restarts,
+        basis=o.projection.acquisition_basis(s.theta, s.gp, s.track),
+        raw_samples=config.raw_samples,
+        previous=moved_batch(s.X, s.batch_sizes, s.iterates),
+    )
+
+
+def spent(ledger: Any, run_id: str) -> list[float]:
+    r"""The μ of every norm and gradient release run ``run_id`` has recorded in ``ledger``, in order (an
+    adaptive schedule's spent budget; a release made twice, e.g. by a copy of the run, counts twice)."""
+    records = ledger.validation_records(run_id)
+    return [r.event.mu for r in records if parse_release_key(r.key)[1] in ("norm", "grad")]
+
+
+def step_bound(
+    options: Any, state: RunState, ledger: Any, plan: RunPlan, run_id: str
+) -> tuple[dict[str, Any], list[float], float]:
+    r"""The next step's worst case (``Options.step_bound``, public) with what it reads: the run's
+    spent norm and gradient μ's and the ledger's room."""
+    spent_mus, room = spent(ledger, run_id), ledger.remaining_validation_mu()
+    return options.step_bound(plan, state.noise, spent_mus, room), spent_mus, room
+
+
+def check_next_release(
+    options: Any, state: RunState, ledger: Any, plan: RunPlan, run_id: str, steps_done: bool
+) -> None:
+    r"""Refuse the next release's worst case (``PrivacyBudgetExceeded``) before its points are
+    searched for or evaluated, so that a ledger which cannot pay for one more step costs the user
+    no evaluation: the step's bound (``Options.step_bound`` at ``plan``: ``n`` does not enter it, so
+    1 stands in before the first ``tell``) or, once the steps are done, the evaluated selection's
+    charge. Public: settings and the ledger only. ``tell`` charges the same bound again (other runs
+    may spend in between)."""
+    if steps_done:
+        bound, what = {SELECTION_KEY: options.selection.event()}, f"the selection of run {run_id!r}"
+    else:
+        bound = step_bound(options, state, ledger, plan, run_id)[0]
+        what = f"step {state.iteration} of run {run_id!r}"
+    ledger.check_admits(bound, f"{what} (checked before its points are evaluated)")
 
 
 def _last_bound(options: Any, state: RunState) -> float:
@@ -52,15 +129,15 @@ def _last_bound(options: Any, state: RunState) -> float:
 
 
 def guarantee(
-    config: Any, options: Any, state: RunState, ledger: Any, plan: RunPlan, delta: float | None = None
+    config: Any, options: Any, state: RunState, ledger: Any, plan_for: PlanFor, delta: float | None = None
 ) -> PrivacyGuarantee:
     r"""The validation-data guarantee of the steps taken so far.
 
     ``mu`` and ``epsilon`` are the ledger's, all runs on it; when the ledger's validation side
     also holds a release known only by its RDP curve (a DP-HyPO run on the same users), no μ
     covers the composition: ``mu`` is NaN and ``epsilon`` the ledger's RDP conversion. The noise
-    is the latest gradient release's (0 before any), read off ``plan`` (the run's at ``n``, or
-    at 1 before ``n`` is known)."""
+    is the latest gradient release's (0 before any), read off the run's plan at ``n``
+    (``plan_for(n)``; at 1 before ``n`` is known)."""
     holds = options.fitting.holds
     mu, rdp = math.inf, False
     if holds:
@@ -70,6 +147,7 @@ def guarantee(
             mu, rdp = math.nan, True
     delta = config.target_delta if delta is None else delta
     epsilon = ledger.validation_epsilon(delta) if rdp else gdp_epsilon(mu, delta)
+    plan = plan_for(state.num_users or 1)
     std, multiplier = options.noise.noise(plan, state.noise, _last_bound(options, state))
     return PrivacyGuarantee(
         mu=mu,
@@ -95,13 +173,11 @@ def release_records(options: Any, state: RunState, plan: RunPlan) -> dict[str, A
     }
 
 
-def result(
-    config: Any, options: Any, state: RunState, ledger: Any, plan: RunPlan, *, run_id: str, dim: int
-) -> DPGIBOResult:
-    r"""The private release (``plan``: as for ``guarantee``) and, if
+def result(config: Any, options: Any, state: RunState, ledger: Any, plan_for: PlanFor, run_id: str) -> DPGIBOResult:
+    r"""The private release of run ``run_id`` (``plan_for``: as for ``guarantee``) and, if
     ``config.record_non_private_diagnostics``, NON-PRIVATE diagnostics."""
-    s = state
-    records = release_records(options, s, plan)
+    s, dim = state, state.theta.shape[-1]
+    records = release_records(options, s, plan_for(s.num_users or 1))
     selected = records["selection"].index
     release = PrivateRelease(
         theta=(s.theta if selected is None else s.iterates[selected]).clone(),
@@ -110,7 +186,7 @@ def result(
         batch_sizes=list(s.batch_sizes),
         posterior_traces=list(s.traces),
         released_gradients=s.released_matrix(dim),
-        guarantee=guarantee(config, options, s, ledger, plan),
+        guarantee=guarantee(config, options, s, ledger, plan_for),
         records=records,
     )
     diagnostics = None
@@ -136,12 +212,11 @@ def _check_pending(state: RunState, done: bool, call: str) -> Tensor:
 def checked_partitioned(
     points: Any,
     partitions: PartitionedObjective,
-    *,
     config: Any,
     options: Any,
     state: RunState,
     plan_for: PlanFor,
-    dim: int,
+    *,
     done: bool,
 ) -> Tensor:
     r"""The asked points, for users held in ``partitions``; ``RuntimeError`` (losses held here, no
@@ -162,22 +237,14 @@ def checked_partitioned(
     n = partitions.num_users
     if s.num_users is None:
         check_per_user_losses(n, config.privacy_mu)
-        _first_batch_checks(config, options, s, plan_for(n), dim)
+        _first_batch_checks(config, options, s, plan_for(n))
     elif n != s.num_users:
         raise ValueError(f"partitions hold {n} users, earlier steps had {s.num_users}; n must stay fixed.")
     return pending.clone()
 
 
 def checked_batch(
-    points: Any,
-    losses: Any,
-    *,
-    config: Any,
-    options: Any,
-    state: RunState,
-    plan_for: PlanFor,
-    dim: int,
-    done: bool,
+    points: Any, losses: Any, config: Any, options: Any, state: RunState, plan_for: PlanFor, done: bool
 ) -> tuple[Tensor, Tensor]:
     r"""The asked points and a float64 COPY of the told losses on the points' device (detached, so a caller reusing
     its buffer cannot change what is stored), or a ``RuntimeError`` (no pending ask) /
@@ -187,11 +254,11 @@ def checked_batch(
     points, losses = check_told_batch(points, losses, pending, s.num_users, config.nonfinite_losses)
     if s.num_users is None:  # the first batch fixes n: one loss per user, n >= 2
         check_per_user_losses(losses.shape[1], config.privacy_mu)
-        _first_batch_checks(config, options, s, plan_for(losses.shape[1]), dim)
+        _first_batch_checks(config, options, s, plan_for(losses.shape[1]))
     return points, losses
 
 
-def _first_batch_checks(config: Any, options: Any, state: RunState, plan: RunPlan, dim: int) -> None:
+def _first_batch_checks(config: Any, options: Any, state: RunState, plan: RunPlan) -> None:
     r"""The checks that need ``n`` (``plan.num_users``), when the first batch is told (before its
     release), or before the first evaluation when ``run``'s objective knows ``n``
     (``check_known_users``): ``δ ≥ 1/n`` and a noise-dominated budget are refused unless opted in
@@ -204,14 +271,16 @@ def _first_batch_checks(config: Any, options: Any, state: RunState, plan: RunPla
         enforce(caution, opt_in, allow, because=because, stacklevel=6)
     bound = o.clip.current(state.clip)
     noise_std, _ = o.noise.noise(plan, state.noise, bound)
-    warn_noise(noise_std, o.projection.released_dim(dim), bound, n, c.privacy_mu, stacklevel=5)
+    warn_noise(noise_std, o.projection.released_dim(plan.dim), bound, n, c.privacy_mu, stacklevel=5)
 
 
-def check_known_users(config: Any, n: int) -> None:
-    r"""Refuse, before anything is evaluated, what the first batch's checks would refuse at ``n`` (for an
-    objective that knows its ``n``; the caller skips it once the run has its ``n``). Warnings wait for
-    the first batch."""
-    if not math.isinf(config.privacy_mu):
+def check_known_users(config: Any, n: Any, num_users: int | None) -> None:
+    r"""Refuse, before anything is evaluated, what the first batch's checks would refuse at ``n`` (an
+    objective's ``num_users``, if it declares an ``int``; nothing once the run has its ``num_users``).
+    Warnings wait for the first batch."""
+    if not isinstance(n, int) or isinstance(n, bool):  # the objective does not say its n
+        return
+    if num_users is None and not math.isinf(config.privacy_mu):
         check_per_user_losses(n, config.privacy_mu)
         for caution, opt_in, allow, _ in _cautions(config, n):
             if not allow:
