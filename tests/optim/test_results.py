@@ -24,6 +24,23 @@ from tests.optim.loop_helpers import nl_config, normal_location
 
 N, D, T, MU = 40, 2, 3, 2.0
 FAMILIES = {"clip", "noise", "projection", "step_rule", "selection"}
+#: The fields ``PrivateRelease`` had before the records, and where each value is now (written out
+#: here, not read from ``MOVED_FIELDS``, so that a wrong mapping there fails).
+OLD_FIELDS = {
+    "step_mus": ("noise", "step_mus"),
+    "noise_stds": ("noise", "noise_stds"),
+    "noisy_norms": ("noise", "noisy_norms"),
+    "norm_mus": ("noise", "norm_mus"),
+    "selection_scores": ("selection", "scores"),
+    "subspace_bases": ("projection", "bases"),
+    "subspace_dims": ("projection", "dims"),
+    "released_coordinates": ("projection", "coordinates"),
+    "released_preconditioners": ("step_rule", "preconditioners"),
+    "preconditioner_mus": ("step_rule", "mus"),
+    "preconditioner_noise_stds": ("step_rule", "noise_stds"),
+    "clip_bounds": ("clip", "bounds"),
+    "clip_counts": ("clip", "counts"),
+}
 
 
 def _run(**settings):
@@ -141,9 +158,14 @@ def test_no_record_holds_the_preconditioners_sensitive_columns(run_b):
     assert held and not any(torch.equal(value, column) for value in held for column in columns)
 
 
-@pytest.mark.parametrize("old", sorted(MOVED_FIELDS))
+def test_every_former_field_is_kept_as_a_property():
+    assert set(MOVED_FIELDS) == set(OLD_FIELDS)
+    assert all(isinstance(getattr(PrivateRelease, old), property) for old in OLD_FIELDS)
+
+
+@pytest.mark.parametrize("old", sorted(OLD_FIELDS))
 def test_the_former_fields_warn_and_return_the_records_values(run_a, run_b, old):
-    family, attribute = MOVED_FIELDS[old]
+    family, attribute = OLD_FIELDS[old]
     for _, result in (run_a, run_b):
         release = result.release
         warned = rf"PrivateRelease\.{old} is deprecated; use PrivateRelease\.records\['{family}'\]\.{attribute}"
