@@ -16,7 +16,7 @@ from torch import Tensor
 from botorch_dp.distributed.partitions import PartitionedObjective
 from botorch_dp.optim.batch_search import moved_batch
 from botorch_dp.optim.config import check_per_user_losses
-from botorch_dp.optim.options import RunPlan
+from botorch_dp.optim.options import Evaluated, Options, RunPlan
 from botorch_dp.optim.privacy_target import DEFAULT_TARGET_DELTA
 from botorch_dp.optim.public_checks import (
     LARGE_DELTA_OPT_IN,
@@ -31,7 +31,7 @@ from botorch_dp.optim.selection import SELECTION_KEY
 from botorch_dp.optim.state import RunState
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.checks import check_told_batch
-from botorch_dp.privacy.ledger import parse_release_key
+from botorch_dp.privacy.ledger import PrivacyLedger, parse_release_key
 from botorch_dp.privacy.statement import guarantee_statement
 
 __all__ = [
@@ -53,7 +53,7 @@ __all__ = [
 PlanFor = Callable[[int], RunPlan]
 
 
-def run_plan(config: Any, options: Any, dim: int, num_users: int | None, generator: Any) -> RunPlan:
+def run_plan(config: Any, options: Options, dim: int, num_users: int | None, generator: Any) -> RunPlan:
     r"""The public ``RunPlan`` of a run of ``config`` and its strategies on ``num_users`` users (``None``
     or 0: not known yet), drawing its privacy noise from ``generator`` (``None``: OS entropy)."""
     c = config
@@ -69,7 +69,7 @@ def run_plan(config: Any, options: Any, dim: int, num_users: int | None, generat
     )
 
 
-def next_batch(config: Any, options: Any, state: RunState, box: Tensor, generator: Any) -> Tensor:
+def next_batch(config: Any, options: Options, state: RunState, box: Tensor, generator: Any) -> Tensor:
     r"""The batch rule's next points around ``θ_t`` in the ``2 x d`` ``box`` (public: the GP's inputs and
     the iterates; ``generator``: the public search stream), on the gradient-information acquisition in
     the projection's coordinates (the same public ``Ṽ_t`` as the step computes), warm-started from the
@@ -96,7 +96,7 @@ def spent(ledger: Any, run_id: str) -> list[float]:
 
 
 def step_bound(
-    options: Any, state: RunState, ledger: Any, plan: RunPlan, run_id: str
+    options: Options, state: RunState, ledger: PrivacyLedger, plan: RunPlan, run_id: str
 ) -> tuple[dict[str, Any], list[float], float]:
     r"""The next step's worst case (``Options.step_bound``, public) with what it reads: the run's
     spent norm and gradient μ's and the ledger's room."""
@@ -105,7 +105,7 @@ def step_bound(
 
 
 def check_next_release(
-    options: Any, state: RunState, ledger: Any, plan: RunPlan, run_id: str, steps_done: bool
+    options: Options, state: RunState, ledger: PrivacyLedger, plan: RunPlan, run_id: str, steps_done: bool
 ) -> None:
     r"""Refuse the next release's worst case (``PrivacyBudgetExceeded``) before its points are
     searched for or evaluated, so that a ledger which cannot pay for one more step costs the user
@@ -113,15 +113,17 @@ def check_next_release(
     1 stands in before the first ``tell``) or, once the steps are done, the evaluated selection's
     charge. Public: settings and the ledger only. ``tell`` charges the same bound again (other runs
     may spend in between)."""
-    if steps_done:
-        bound, what = {SELECTION_KEY: options.selection.event()}, f"the selection of run {run_id!r}"
+    if steps_done:  # only an evaluated selection is left to release once the steps are done
+        if not isinstance(selection := options.selection, Evaluated):
+            raise RuntimeError(f"selection={selection.name!r} releases nothing after the steps.")
+        bound, what = {SELECTION_KEY: selection.event()}, f"the selection of run {run_id!r}"
     else:
         bound = step_bound(options, state, ledger, plan, run_id)[0]
         what = f"step {state.iteration} of run {run_id!r}"
     ledger.check_admits(bound, f"{what} (checked before its points are evaluated)")
 
 
-def _last_bound(options: Any, state: RunState) -> float:
+def _last_bound(options: Options, state: RunState) -> float:
     r"""The bound the latest step was clipped at (the first step's before any)."""
     if state.clip.bounds and state.iteration:
         return state.clip.bounds[state.iteration - 1]
@@ -129,7 +131,7 @@ def _last_bound(options: Any, state: RunState) -> float:
 
 
 def guarantee(
-    config: Any, options: Any, state: RunState, ledger: Any, plan_for: PlanFor, delta: float | None = None
+    config: Any, options: Options, state: RunState, ledger: PrivacyLedger, plan_for: PlanFor, delta: float | None = None
 ) -> PrivacyGuarantee:
     r"""The validation-data guarantee of the steps taken so far.
 
@@ -161,7 +163,7 @@ def guarantee(
     )
 
 
-def release_records(options: Any, state: RunState, plan: RunPlan) -> dict[str, Any]:
+def release_records(options: Options, state: RunState, plan: RunPlan) -> dict[str, Any]:
     r"""Each strategy's public record of the run (``PrivateRelease.records``), made by the strategy."""
     s = state
     return {
@@ -173,7 +175,9 @@ def release_records(options: Any, state: RunState, plan: RunPlan) -> dict[str, A
     }
 
 
-def result(config: Any, options: Any, state: RunState, ledger: Any, plan_for: PlanFor, run_id: str) -> DPGIBOResult:
+def result(
+    config: Any, options: Options, state: RunState, ledger: PrivacyLedger, plan_for: PlanFor, run_id: str
+) -> DPGIBOResult:
     r"""The private release of run ``run_id`` (``plan_for``: as for ``guarantee``) and, if
     ``config.record_non_private_diagnostics``, NON-PRIVATE diagnostics."""
     s, dim = state, state.theta.shape[-1]
@@ -213,7 +217,7 @@ def checked_partitioned(
     points: Any,
     partitions: PartitionedObjective,
     config: Any,
-    options: Any,
+    options: Options,
     state: RunState,
     plan_for: PlanFor,
     *,
@@ -244,7 +248,7 @@ def checked_partitioned(
 
 
 def checked_batch(
-    points: Any, losses: Any, config: Any, options: Any, state: RunState, plan_for: PlanFor, done: bool
+    points: Any, losses: Any, config: Any, options: Options, state: RunState, plan_for: PlanFor, done: bool
 ) -> tuple[Tensor, Tensor]:
     r"""The asked points and a float64 COPY of the told losses on the points' device (detached, so a caller reusing
     its buffer cannot change what is stored), or a ``RuntimeError`` (no pending ask) /
@@ -258,7 +262,7 @@ def checked_batch(
     return points, losses
 
 
-def _first_batch_checks(config: Any, options: Any, state: RunState, plan: RunPlan) -> None:
+def _first_batch_checks(config: Any, options: Options, state: RunState, plan: RunPlan) -> None:
     r"""The checks that need ``n`` (``plan.num_users``), when the first batch is told (before its
     release), or before the first evaluation when ``run``'s objective knows ``n``
     (``check_known_users``): ``δ ≥ 1/n`` and a noise-dominated budget are refused unless opted in

@@ -6,7 +6,6 @@ r"""What a DP-GIBO run returns: the private release, its guarantee and opt-in di
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 from collections.abc import Callable
@@ -105,6 +104,13 @@ MOVED_FIELDS: dict[str, tuple[str, str]] = {
 }
 
 
+def _moved(name: str) -> property:
+    r"""The deprecated read-only property of the former field ``name`` (``MOVED_FIELDS``)."""
+    family, attribute = MOVED_FIELDS[name]
+    new = f"PrivateRelease.records[{family!r}].{attribute}"
+    return alias_property(f"PrivateRelease.{name}", new, lambda release: release.field_value(name))
+
+
 @dataclass
 class PrivateRelease:
     r"""Everything a DP-GIBO run may publish.
@@ -168,17 +174,20 @@ class PrivateRelease:
             return value
         return [] if value is None else list(value)
 
-
-for _old, (_family, _attribute) in MOVED_FIELDS.items():
-    setattr(
-        PrivateRelease,
-        _old,
-        alias_property(
-            f"PrivateRelease.{_old}",
-            f"PrivateRelease.records[{_family!r}].{_attribute}",
-            functools.partial(PrivateRelease.field_value, name=_old),
-        ),
-    )
+    # the former one-option fields (``MOVED_FIELDS``), deprecated and read-only
+    step_mus = _moved("step_mus")
+    noise_stds = _moved("noise_stds")
+    noisy_norms = _moved("noisy_norms")
+    norm_mus = _moved("norm_mus")
+    selection_scores = _moved("selection_scores")
+    subspace_bases = _moved("subspace_bases")
+    subspace_dims = _moved("subspace_dims")
+    released_coordinates = _moved("released_coordinates")
+    released_preconditioners = _moved("released_preconditioners")
+    preconditioner_mus = _moved("preconditioner_mus")
+    preconditioner_noise_stds = _moved("preconditioner_noise_stds")
+    clip_bounds = _moved("clip_bounds")
+    clip_counts = _moved("clip_counts")
 
 
 @dataclass

@@ -12,7 +12,8 @@ class _Counting:
     r"""An ``AskTell`` of ``steps`` steps that asks two points and keeps what it is told (no config)."""
 
     def __init__(self, steps: int, num_users: int = 3) -> None:
-        self.steps, self.told, self.n = steps, [], num_users
+        self.steps, self.n = steps, num_users
+        self.told: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     @property
     def is_done(self) -> bool:

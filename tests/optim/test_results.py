@@ -182,14 +182,14 @@ def test_the_former_fields_warn_and_return_the_records_values(run_a, run_b, old)
 def test_the_former_fields_are_read_only(run_a):
     release = run_a[1].release
     with pytest.raises(AttributeError):
-        release.clip_bounds = []  # type: ignore[misc]
+        release.clip_bounds = []
 
 
 def test_a_release_without_a_record_reads_empty_values():
     r"""A record a release does not hold reads as empty (a release made by hand, or a family whose
     strategy keeps no such value)."""
     zero = torch.zeros(0, 2, dtype=torch.float64)
-    release = PrivateRelease(torch.zeros(2), torch.zeros(1, 2), zero, [], [], zero, guarantee=None)  # type: ignore[arg-type]
+    release = PrivateRelease(torch.zeros(2), torch.zeros(1, 2), zero, [], [], zero, guarantee=None)
     assert release.selected_index is None and release.recorded("noise", "step_mus") == ()
     assert release.field_value("clip_counts") == [] and release.field_value("selection_scores") is None
 
