@@ -214,8 +214,8 @@ def plot_loss(release: PrivateRelease, *, proxy: Callable[[Tensor], Tensor] | No
     ax = _axes(ax)
     if proxy is not None:
         ax.plot(its.numpy(), _proxy_losses(proxy, release.iterates).numpy(), marker="o", label="public proxy loss")
-    elif release.selection_scores is not None:
-        scores = release.selection_scores.double()
+    elif (scores := release.recorded("selection", "scores", None)) is not None:
+        scores = scores.double()
         ax.plot(its[: scores.shape[0]].numpy(), scores.numpy(), marker="o", label="released noisy loss")
     else:
         raise ValueError(
@@ -300,7 +300,7 @@ def plot_run(
 
     release = optimizer.result().release
     panels = ["privacy"]
-    if proxy is not None or release.selection_scores is not None:
+    if proxy is not None or release.recorded("selection", "scores", None) is not None:
         panels.append("loss")
     if release.iterates.shape[-1] >= 2:
         panels.append("path")

@@ -74,8 +74,9 @@ def audit_adaptive_norm_release(
         slopes = [first_sign * LARGE_SLOPE] + [LARGE_SLOPE] * (num_users - 1)
 
         def observe(opt, result):
-            r = result.release
-            return release_llr(r.noisy_norms, r.norm_mus, r.released_gradients, r.step_mus), opt.ledger.validation_mu()
+            r, noise = result.release, result.release.records["noise"]
+            llr = release_llr(noise.noisy_norms, noise.norm_mus, r.released_gradients, noise.step_mus)
+            return llr, opt.ledger.validation_mu()
 
         return loop_sampler(
             linear_users(slopes),

@@ -201,7 +201,8 @@ def audit_tight_ledger_retries(
             for _ in range(num):
                 ledger = PrivacyLedger(validation_mu_budget=design["budget"])
                 refusals, release = retrying_step(DPGIBO(config, ledger=ledger), objective, max_retries=max_retries)
-                llr = release_llr(release.noisy_norms, release.norm_mus, release.released_gradients, release.step_mus)
+                noise = release.records["noise"]
+                llr = release_llr(noise.noisy_norms, noise.norm_mus, release.released_gradients, noise.step_mus)
                 stats.append(-refusals + 0.5 + math.atan(llr) / math.pi)
                 claims.append(ledger.validation_mu())
             return Observations(torch.tensor(stats, dtype=torch.float64), torch.tensor(claims, dtype=torch.float64))

@@ -143,6 +143,9 @@ class Weighted:
             step_mus=(*state.step_mus, mechanism.step_mu), noise_stds=(*state.noise_stds, mechanism.noise_std)
         )
 
+    def record(self, state: NoiseState) -> NoiseState:
+        return state
+
     def noise(self, plan: RunPlan, state: NoiseState, bound: float) -> tuple[float, float]:
         sensitivity = 2.0 * bound / max(plan.num_users, 1)
         std = state.noise_stds[-1] if state.noise_stds else sensitivity / self.step_mu(plan, 0)
