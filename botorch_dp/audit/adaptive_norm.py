@@ -75,7 +75,7 @@ def audit_adaptive_norm_release(
 
         def observe(opt, result):
             r = result.release
-            return release_llr(r.noisy_norms, r.norm_mus, r.released_gradients, r.step_mus), opt.ledger.validation_mu()
+            return release_llr(r.noisy_norms, r.norm_mus, r.released_gradients, r.step_mus), opt.ledger.validation.mu()
 
         return loop_sampler(
             linear_users(slopes),

@@ -78,7 +78,7 @@ def audit_gradient_release(
         return loop_sampler(
             objective,
             lambda s: audit_config(seed=s, num_iterations=num_steps, privacy_mu=privacy_mu, clip_bound=clip_bound),
-            lambda opt, result: (float((result.release.released_gradients @ u).sum()), opt.ledger.validation_mu()),
+            lambda opt, result: (float((result.release.released_gradients @ u).sum()), opt.ledger.validation.mu()),
             seeded=seeded,
         )
 

@@ -67,7 +67,7 @@ def audit_projected_release(
         return loop_sampler(
             linear_users(slopes, directions),
             lambda s: audit_config(dim=2, seed=s, privacy_mu=privacy_mu, subspace=oracle),
-            lambda opt, result: (float(result.release.released_coordinates[0][0]), opt.ledger.validation_mu()),
+            lambda opt, result: (float(result.release.released_coordinates[0][0]), opt.ledger.validation.mu()),
         )
 
     return run_audit(

@@ -293,8 +293,8 @@ def dp_hypo(
     ``log E[K]/(α − 1)`` term makes no ``μ`` dominate it) and charging each trial as a
     μ₀-GDP step would publish ``K`` (and void the selection bound), so the ledger composes
     it in RDP with the other validation releases (a DP-GIBO run's Gaussian steps on the
-    same users, say): ``ledger.validation_epsilon(δ)`` then covers both, the μ budget ``B``
-    holds as ``(α, α B²/2)``-RDP at every grid order, and ``ledger.validation_mu()`` raises
+    same users, say): ``ledger.validation.epsilon(δ)`` then covers both, the μ budget ``B``
+    holds as ``(α, α B²/2)``-RDP at every grid order, and ``ledger.validation.mu()`` raises
     (no μ covers the run). Nothing is charged to the training side.
 
     Args:

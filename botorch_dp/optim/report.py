@@ -68,11 +68,11 @@ def guarantee(opt: Run, delta: float | None = None) -> PrivacyGuarantee:
     mu, rdp = math.inf, False
     if holds:
         try:
-            mu = opt.ledger.validation_mu()
+            mu = opt.ledger.validation.mu()
         except ValueError:  # the ledger's validation side holds an RDP entry: no μ covers it
             mu, rdp = math.nan, True
     delta = c.target_delta if delta is None else delta
-    epsilon = opt.ledger.validation_epsilon(delta) if rdp else gdp_epsilon(mu, delta)
+    epsilon = opt.ledger.validation.epsilon(delta) if rdp else gdp_epsilon(mu, delta)
     std, multiplier = opt.options.noise.noise(opt.plan(s.num_users or 1), s.noise, _last_bound(opt))
     return PrivacyGuarantee(
         mu=mu,
@@ -124,7 +124,7 @@ def result(opt: Run) -> DPGIBOResult:
         release=release,
         diagnostics=diagnostics,
         statement=guarantee_statement(opt.ledger, release.guarantee.delta),
-        records=tuple(opt.ledger.validation_records(opt.run_id)),
+        records=tuple(opt.ledger.validation.records(opt.run_id)),
     )
 
 
@@ -160,7 +160,7 @@ def spent(opt: Run) -> list[float]:
     r"""The μ of every norm and gradient release the run has recorded, in order (an adaptive
     schedule's spent budget; a release made twice, e.g. by a copy of the run, counts twice)."""
     return [
-        r.event.mu for r in opt.ledger.validation_records(opt.run_id) if parse_release_key(r.key)[1] in ("norm", "grad")
+        r.event.mu for r in opt.ledger.validation.records(opt.run_id) if parse_release_key(r.key)[1] in ("norm", "grad")
     ]
 
 
@@ -247,7 +247,7 @@ def budget_cautions(config: Any, num_users: int | None) -> tuple[str, ...]:
 def step_bound(opt: Run, plan: Any) -> tuple[dict[str, Any], list[float], float]:
     r"""The next step's worst case (``Options.step_bound``, public) with what it reads: the run's
     spent norm and gradient μ's and the ledger's room."""
-    spent_mus, room = spent(opt), opt.ledger.remaining_validation_mu()
+    spent_mus, room = spent(opt), opt.ledger.validation.remaining_mu()
     return opt.options.step_bound(plan, opt.state.noise, spent_mus, room), spent_mus, room
 
 
@@ -263,7 +263,7 @@ def check_next_release(opt: Run) -> None:
     else:
         bound = step_bound(opt, opt.plan(s.num_users or 1))[0]
         what = f"step {s.iteration} of run {opt.run_id!r}"
-    opt.ledger.check_admits(bound, f"{what} (checked before its points are evaluated)")
+    opt.ledger.validation.check_admits(bound, f"{what} (checked before its points are evaluated)")
 
 
 def run_plan(opt: Run, num_users: int | None = None) -> RunPlan:

@@ -44,7 +44,7 @@ def test_the_fixed_schedule_releases_each_step_at_its_closed_form_and_charges_it
             _, state = noise.release(summed, plan, state, meter, step=step, dim=2, spent=[], room=math.inf)
     assert state.step_mus == pytest.approx([MU / math.sqrt(T)] * 2, rel=1e-12)
     assert state.noise_stds == pytest.approx([sigma] * 2, rel=1e-12)
-    assert ledger.validation_mu() == pytest.approx(MU * math.sqrt(2 / T), rel=1e-12)
+    assert ledger.validation.mu() == pytest.approx(MU * math.sqrt(2 / T), rel=1e-12)
     assert noise.restored(plan, NoiseState(), [B, B]) == NoiseState(state.step_mus, state.noise_stds)
     assert noise.iteration_cap(T) == T
 
