@@ -49,7 +49,7 @@ class SpendingPoint:
             composed include one known only by its RDP curve, e.g. a DP-HyPO run).
         epsilon: ``ε`` at the requested ``δ`` for ``mu`` (with NaN ``mu``: the RDP
             conversion of the summed curves on the ledger's order grid, as
-            ``PrivacyLedger.validation_epsilon``).
+            ``ledger.validation.epsilon``).
     """
 
     label: str
@@ -65,7 +65,7 @@ def epsilon_spent(ledger: PrivacyLedger, delta: float, *, run_id: str | None = N
     private selection ``"select"``) are stages of their own. Composition is the ledger's
     (``μ = sqrt(Σ μ_j²)``; pure-ε releases enter as their GDP charge; when the releases
     shown include one known only by its RDP curve, every stage is composed in RDP instead,
-    ``PrivacyLedger.validation_release_curves`` summed and converted).
+    ``ledger.validation.release_curves`` summed and converted).
 
     Args:
         ledger: The ``PrivacyLedger`` the run recorded in.

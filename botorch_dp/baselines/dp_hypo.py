@@ -479,7 +479,7 @@ def dp_hypo(
         delta=target_delta,
         mu=None,
         description=description + "; Rényi-DP bound (privacy.analysis.dp_hypo) converted to (ε, δ) on "
-        "DEFAULT_RDP_ORDERS, for this run alone (with a ledger, its validation_epsilon composes it with "
+        "DEFAULT_RDP_ORDERS, for this run alone (with a ledger, its validation.epsilon composes it with "
         "the other validation releases). Holds only while K, the other trials and the sampling densities "
         f"stay hidden. {timing}",
         details=details,

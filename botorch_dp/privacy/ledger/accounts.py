@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from botorch_dp.privacy.checks import check_choice, check_delta, check_positive
-from botorch_dp.privacy.ledger.filters import TRAINING_ACCOUNTANTS
+from botorch_dp.privacy.ledger.filters import TRAINING_ACCOUNTANTS, check_training_admits, check_validation_admits
 from botorch_dp.privacy.ledger.holders import Holder, lease_expiry, this_holder
 from botorch_dp.privacy.ledger.rows import Row, Transaction, memory_counter, rows_from_storage
 from botorch_dp.privacy.ledger.state import SETTINGS, check_key
@@ -216,6 +216,24 @@ class LedgerAccounts:
         r"""The events of every record and reservation of ``side``, in order (what the filter counts);
         called inside ``writing`` or ``reading``, whose rows it reads."""
         return [row.event for row in self._rows if row.side == side]
+
+    def check_validation(self, events: list[Any], what: str) -> None:
+        r"""Raise ``PrivacyBudgetExceeded`` (naming ``what``) unless ``events`` fit the validation
+        budget with every record and reservation (``filters.check_validation_admits``); called
+        inside ``writing`` or ``reading``."""
+        check_validation_admits(self.validation_budget(), self.spent("validation"), events, what)
+
+    def check_training(self, events: list[Any]) -> None:
+        r"""Raise ``PrivacyBudgetExceeded`` unless ``events`` fit the training budget with every
+        record and reservation (``filters.check_training_admits``); called inside ``writing``."""
+        check_training_admits(
+            self.training_budget(),
+            self.training_delta,
+            self.training_accountant,
+            self.prv_eps_error,
+            self.spent("training"),
+            events,
+        )
 
     def merge(self, settings: dict[str, Any], records: list[Any]) -> None:
         r"""``PrivacyLedger.load_state_dict`` on a decoded state: add the records missing here

@@ -25,7 +25,6 @@ from botorch_dp.privacy.ledger.events import (
     ValidationMechanism,
     new_release_id,
 )
-from botorch_dp.privacy.ledger.filters import check_training_admits, check_validation_admits
 from botorch_dp.privacy.ledger.state import check_key, check_run_id
 
 __all__ = ["ExternalReleases"]
@@ -80,19 +79,11 @@ class ExternalReleases:
                 training one (``DPSGDRun``, ``TrainingMechanism``, ``ApproximateDP``).
         """
         side, event = _checked(event)
-        accounts = self._accounts
-        with accounts.writing():
+        with self._accounts.writing():
             if side == "validation":
-                check_validation_admits(accounts.validation_budget(), accounts.spent(side), [event], _what(event))
+                self._accounts.check_validation([event], _what(event))
             else:
-                check_training_admits(
-                    accounts.training_budget(),
-                    accounts.training_delta,
-                    accounts.training_accountant,
-                    accounts.prv_eps_error,
-                    accounts.spent(side),
-                    [event],
-                )
+                self._accounts.check_training([event])
 
     def record(self, event: PrivacyEvent, *, run_id: Any, key: str | None = None) -> str:
         r"""Record a release made outside this package's mechanisms.

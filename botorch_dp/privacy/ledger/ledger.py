@@ -34,7 +34,7 @@ from botorch_dp.privacy.ledger.events import (
     validation_event,
 )
 from botorch_dp.privacy.ledger.external import ExternalReleases
-from botorch_dp.privacy.ledger.filters import BUDGET_RTOL, check_training_admits, check_validation_admits, gdp_only
+from botorch_dp.privacy.ledger.filters import BUDGET_RTOL, gdp_only
 from botorch_dp.privacy.ledger.holders import holder_gone, holding
 from botorch_dp.privacy.ledger.meter import Meter, TrainingMeter, check_validation_bound, held_bound, shrunk
 from botorch_dp.privacy.ledger.state import STATE_VERSION, check_run_id, decode_state, encode_state
@@ -209,7 +209,7 @@ class PrivacyLedger:
                 if gdp_only(events):
                     what += f" (mu={compose_gdp(e.mu for e in events):.6g})"
                 budget = self._accounts.validation_budget()
-                check_validation_admits(budget, self._accounts.spent("validation"), events, what)
+                self._accounts.check_validation(events, what)
                 if budget is not None and not math.isinf(budget):
                     reservation = tx.reserve("validation", run_id, owner, held_bound(events), *self._accounts.lease())
             meter = Meter(functools.partial(self._record_charged, reservation), bound, run_id, step, owner)
@@ -227,9 +227,7 @@ class PrivacyLedger:
         with self._accounts.writing() as tx:
             if reservation is not None and not tx.holds(reservation):  # settled: its lease ran out
                 what = f"{part!r} of run {meter.run_id!r} (its reservation was settled)"
-                check_validation_admits(
-                    self._accounts.validation_budget(), self._accounts.spent("validation"), [event], what
-                )
+                self._accounts.check_validation([event], what)
             tx.record("validation", meter.run_id, meter.key(part), release_id, event)
             if reservation is not None:
                 held = next((r.event for r in tx.rows if r.seq == reservation and not r.recorded), None)
@@ -274,7 +272,7 @@ class PrivacyLedger:
                         f"Training run id {taken[0]!r} is already in the ledger (recorded, or held by an open "
                         "charge); every run needs its own id."
                     )
-                self._check_training(list(checked.values()))
+                self._accounts.check_training(list(checked.values()))
                 reservations = {
                     run_id: tx.reserve("training", run_id, owner, event, *self._accounts.lease())
                     for run_id, event in checked.items()
@@ -290,22 +288,12 @@ class PrivacyLedger:
                         if run_id not in recorded:
                             tx.drop(seq)
 
-    def _check_training(self, events: list[TrainingEvent]) -> None:
-        check_training_admits(
-            self._accounts.training_budget(),
-            self.training_delta,
-            self.training_accountant,
-            self.prv_eps_error,
-            self._accounts.spent("training"),
-            events,
-        )
-
     def _record_training_charged(self, reservations: dict[Any, int], run_id: Any, event: TrainingEvent) -> str:
         r"""``TrainingMeter.record``: turn the run's reservation into its record."""
         release_id = new_release_id()
         with self._accounts.writing() as tx:
             if not tx.holds(reservations[run_id]):  # settled (its lease ran out): checked again
-                self._check_training([event])
+                self._accounts.check_training([event])
             tx.fulfil(reservations[run_id], run_id, "", release_id, event)
         return release_id
 

@@ -28,7 +28,6 @@ from botorch_dp.privacy.ledger.events import (
 )
 from botorch_dp.privacy.ledger.filters import (
     accountant_for,
-    check_validation_admits,
     event_rdp,
     gdp_only,
     rdp_grid_epsilon,
@@ -160,7 +159,7 @@ class ValidationReads:
         (``DPGIBO.ask`` checks the next step before its batch is evaluated). ``charge`` checks
         again, since other runs may spend in between."""
         events = list(check_validation_bound(bound).values())
-        check_validation_admits(self._accounts.validation_budget(), self._accounts.spent("validation"), events, what)
+        self._accounts.check_validation(events, what)
 
 
 class TrainingReads:

@@ -1,6 +1,6 @@
-r"""Tests for botorch_dp.privacy.ledger.ledger (``PrivacyLedger``): the validation side's composition and
-budget filter, the training side's DP-SGD runs against Opacus, the report, several runs on one ledger, and pure-DP
-releases. The state is tested in test_state.py, generic RDP training entries in
+r"""Tests for botorch_dp.privacy.ledger.ledger (``PrivacyLedger``): a ledger composed of parts with a small
+public surface (no mixins), the validation side's composition and budget filter, the training side's DP-SGD runs
+against Opacus, the report, several runs on one ledger, and pure-DP releases. The state is tested in test_state.py, generic RDP training entries in
 ../test_ledger_training_rdp.py."""
 
 import json
@@ -17,7 +17,46 @@ from botorch_dp.privacy.analysis.gdp import gdp_epsilon, pure_dp_to_gdp_mu
 from botorch_dp.privacy.ledger import DPSGDRun, Gaussian, PrivacyBudgetExceeded, PrivacyLedger, PureDP
 from botorch_dp.privacy.seeding import PrivacyWarning
 
+from botorch_dp.privacy.ledger.external import ExternalReleases
+from botorch_dp.privacy.ledger.views import TrainingReads, ValidationReads
+
 from ..ledger_helpers import DELTA, RUNS, record_runs, spend, step_key, train
+
+#: The public surface: the charge family, the reads and the state on the ledger, the settings, and its parts.
+SURFACE = {
+    PrivacyLedger: {
+        *("charge", "charge_training", "cancel_reservations", "settle_run", "reservation_holders"),
+        *("records", "report", "state_dict", "load_state_dict", "from_state_dict"),
+        *("validation_mu_budget", "training_epsilon_budget", "training_delta", "training_accountant"),
+        *("prv_eps_error", "dataset", "storage_url", "STATE_VERSION", "BUDGET_RTOL", "RDP_ORDERS"),
+    },
+    ValidationReads: {
+        *("records", "run_ids", "steps", "mechanisms", "release_curves", "mu", "rdp_curve", "epsilon"),
+        *("remaining_mu", "check_admits"),
+    },
+    TrainingReads: {
+        *("records", "run_ids", "runs", "mechanisms", "approximate", "history", "rdp_curve"),
+        *("accountant_in_use", "epsilon"),
+    },
+    ExternalReleases: {"check", "record"},
+}
+
+
+def test_the_ledger_is_composed_of_parts_with_a_small_surface_and_no_mixins():
+    ledger = PrivacyLedger(validation_mu_budget=1.0)
+    for cls, names in SURFACE.items():
+        assert cls.__mro__ == (cls, object), cls.__mro__  # no mixins, no shared base
+        assert {n for n in dir(cls) if not n.startswith("_")} == names, cls
+    parts = {name: type(value) for name, value in vars(ledger).items() if not name.startswith("_")}
+    assert parts == {"validation": ValidationReads, "training": TrainingReads, "external": ExternalReleases}
+    # the parts read and write the ledger's one state: a record through one part is read by the others
+    ledger.external.record(Gaussian(0.6), run_id="r", key="step-0000")
+    assert ledger.validation.mu() == 0.6 and ledger.records() == ledger.validation.records()
+    assert ledger.validation.remaining_mu() == pytest.approx(0.8, rel=1e-12)
+    ledger.validation_mu_budget = 0.7  # an object's own filter, lowered: every part sees it
+    assert ledger.validation.remaining_mu() == pytest.approx(math.sqrt(0.49 - 0.36), rel=1e-12)
+    with pytest.raises(PrivacyBudgetExceeded):
+        ledger.external.check(Gaussian(0.4))
 
 
 def test_validation_records_compose_and_each_release_counts():
