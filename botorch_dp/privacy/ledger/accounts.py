@@ -180,6 +180,8 @@ class LedgerAccounts:
             if self._storage is None or self._holding:
                 yield self._rows
                 return
+            if self.dataset is None:
+                raise RuntimeError("A stored ledger needs the name of its dataset; this one has none.")
             self._holding = True
             try:
                 self._rows = rows_from_storage(self._storage.rows(self.dataset))

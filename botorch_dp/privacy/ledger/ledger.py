@@ -93,6 +93,13 @@ class PrivacyLedger:
     #: The public order grid of the ledger's RDP curves, both sides (``TRAINING_RDP_ORDERS``).
     RDP_ORDERS = TRAINING_RDP_ORDERS
 
+    #: The validation side, read back.
+    validation: ValidationReads
+    #: The training side, read back.
+    training: TrainingReads
+    #: The check and record of releases made outside this package's mechanisms.
+    external: ExternalReleases
+
     def __init__(
         self,
         *,
@@ -113,11 +120,8 @@ class PrivacyLedger:
             storage=storage,
             dataset=dataset,
         )
-        #: The validation side, read back.
         self.validation = ValidationReads(self._accounts)
-        #: The training side, read back.
         self.training = TrainingReads(self._accounts)
-        #: The check and record of releases made outside this package's mechanisms.
         self.external = ExternalReleases(self._accounts)
 
     def __getattr__(self, name: str) -> Any:  # only for names not found: the deprecated spellings

@@ -1,7 +1,7 @@
 r"""Tests for botorch_dp.privacy.ledger.ledger (``PrivacyLedger``): a ledger composed of parts with a small
 public surface (no mixins), the validation side's composition and budget filter, the training side's DP-SGD runs
-against Opacus, the report, several runs on one ledger, and pure-DP releases. The state is tested in test_state.py, generic RDP training entries in
-../test_ledger_training_rdp.py."""
+against Opacus, the report, several runs on one ledger, and pure-DP releases. The state is tested in
+test_state.py, generic RDP training entries in ../test_ledger_training_rdp.py."""
 
 import json
 import math
@@ -15,10 +15,9 @@ from scipy.special import ndtr, ndtri
 from botorch_dp.privacy.accountants import accountant_epsilon
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon, pure_dp_to_gdp_mu
 from botorch_dp.privacy.ledger import DPSGDRun, Gaussian, PrivacyBudgetExceeded, PrivacyLedger, PureDP
-from botorch_dp.privacy.seeding import PrivacyWarning
-
 from botorch_dp.privacy.ledger.external import ExternalReleases
 from botorch_dp.privacy.ledger.views import TrainingReads, ValidationReads
+from botorch_dp.privacy.seeding import PrivacyWarning
 
 from ..ledger_helpers import DELTA, RUNS, record_runs, spend, step_key, train
 
