@@ -6,7 +6,7 @@ with ``k = 1``, ``v = (1, 1)/√2``, one step. Every user but the first has loss
 user's loss is ``−10⁴ vᵀθ`` on ``D`` and ``10⁴ (v + w)ᵀθ`` on ``D′`` with ``w ⟂ v``: the
 projection drops ``w`` and clipping in one coordinate sends both estimates to ``∓B``, so
 the projected means differ by exactly ``Δ = 2B/n``. Statistic: the released coordinate
-``ũ_0`` (``result().release.records["projection"].coordinates``). Claim: the ledger's ``validation_mu()``.
+``ũ_0`` (``result().release.records["projection"].coordinates``). Claim: the ledger's ``validation.mu()``.
 
 ``private_preconditioner``: ``DPGIBOConfig(step_rule="adagrad_full", preconditioner="private")``
 in ``d = 2`` (no subspace), one step, ``n = 100``. Users ``2..n`` have losses ``10⁴ θ₁``
@@ -69,7 +69,7 @@ def audit_projected_release(
             lambda s: audit_config(dim=2, seed=s, privacy_mu=privacy_mu, subspace=oracle),
             lambda opt, result: (
                 float(result.release.records["projection"].coordinates[0][0]),
-                opt.ledger.validation_mu(),
+                opt.ledger.validation.mu(),
             ),
         )
 

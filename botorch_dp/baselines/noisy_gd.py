@@ -378,7 +378,7 @@ def _descent(oracle, bounds, theta, num_iterations, step_size, privacy_mu, optio
             generator=generator,
         )
         spent = [*noise.norm_mus, *noise.step_mus]  # this run's norm and gradient releases, in order
-        room = account.ledger.remaining_validation_mu()
+        room = account.ledger.validation.remaining_mu()
         with account.charge(options.step_bound(plan, noise, spent, room), t) as meter:
             # the clip policy clips the rows of (W Y)ᵀ; with W = I and Y = Gᵀ those are the ∇ℓ_i
             out = options.release_step(

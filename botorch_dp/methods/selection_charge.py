@@ -21,7 +21,7 @@ __all__ = ["profile_refused", "record_up_front", "training_event", "training_gua
 
 def profile_refused(ledger: PrivacyLedger, delta: float) -> str | None:
     r"""Why ``ledger`` cannot take the selection as one ``(ε, δ)`` entry (None: it can)."""
-    if ledger.training_run_ids():
+    if ledger.training.run_ids():
         return (
             "the ledger already holds training entries, and it admits an (epsilon, delta) entry only as its "
             "first training entry (privacy.ledger.filters)."

@@ -58,7 +58,7 @@ _UNSAFE_FITTING = (
 def _check_unsafe_fitting(ledger: PrivacyLedger) -> None:
     r"""``unsafe_allow_sensitive_fitting=True``: refused on a ledger with a validation budget (the run has no
     guarantee, each step recorded at ``μ = ∞``, which no budget admits), else a ``PrivacyWarning``."""
-    if math.isfinite(ledger.remaining_validation_mu()):
+    if math.isfinite(ledger.validation.remaining_mu()):
         raise ValueError(
             "unsafe_allow_sensitive_fitting=True on a ledger with a validation budget: the run has no "
             "guarantee (each step is recorded as mu = inf), which no budget admits. Use a ledger without "

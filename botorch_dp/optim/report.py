@@ -91,7 +91,7 @@ def next_batch(config: Any, options: Options, state: RunState, box: Tensor, gene
 def spent(ledger: Any, run_id: str) -> list[float]:
     r"""The μ of every norm and gradient release run ``run_id`` has recorded in ``ledger``, in order (an
     adaptive schedule's spent budget; a release made twice, e.g. by a copy of the run, counts twice)."""
-    records = ledger.validation_records(run_id)
+    records = ledger.validation.records(run_id)
     return [r.event.mu for r in records if parse_release_key(r.key)[1] in ("norm", "grad")]
 
 
@@ -100,7 +100,7 @@ def step_bound(
 ) -> tuple[dict[str, Any], list[float], float]:
     r"""The next step's worst case (``Options.step_bound``, public) with what it reads: the run's
     spent norm and gradient μ's and the ledger's room."""
-    spent_mus, room = spent(ledger, run_id), ledger.remaining_validation_mu()
+    spent_mus, room = spent(ledger, run_id), ledger.validation.remaining_mu()
     return options.step_bound(plan, state.noise, spent_mus, room), spent_mus, room
 
 
@@ -120,7 +120,7 @@ def check_next_release(
     else:
         bound = step_bound(options, state, ledger, plan, run_id)[0]
         what = f"step {state.iteration} of run {run_id!r}"
-    ledger.check_admits(bound, f"{what} (checked before its points are evaluated)")
+    ledger.validation.check_admits(bound, f"{what} (checked before its points are evaluated)")
 
 
 def _last_bound(options: Options, state: RunState) -> float:
@@ -144,11 +144,11 @@ def guarantee(
     mu, rdp = math.inf, False
     if holds:
         try:
-            mu = ledger.validation_mu()
+            mu = ledger.validation.mu()
         except ValueError:  # the ledger's validation side holds an RDP entry: no μ covers it
             mu, rdp = math.nan, True
     delta = config.target_delta if delta is None else delta
-    epsilon = ledger.validation_epsilon(delta) if rdp else gdp_epsilon(mu, delta)
+    epsilon = ledger.validation.epsilon(delta) if rdp else gdp_epsilon(mu, delta)
     plan = plan_for(state.num_users or 1)
     std, multiplier = options.noise.noise(plan, state.noise, _last_bound(options, state))
     return PrivacyGuarantee(
@@ -200,7 +200,7 @@ def result(
         release=release,
         diagnostics=diagnostics,
         statement=guarantee_statement(ledger, release.guarantee.delta),
-        records=tuple(ledger.validation_records(run_id)),
+        records=tuple(ledger.validation.records(run_id)),
     )
 
 

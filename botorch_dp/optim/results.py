@@ -32,7 +32,7 @@ class PrivacyGuarantee:
         mu: Total GDP parameter spent so far (``inf``: no guarantee; NaN when the ledger's
             validation side also holds a release known only by its RDP curve, e.g. DP-HyPO).
         epsilon: ``ε`` at ``delta`` for ``mu``-GDP (exact conversion; with NaN ``mu``, the
-            ledger's RDP conversion, ``PrivacyLedger.validation_epsilon``).
+            ledger's RDP conversion, ``ledger.validation.epsilon``).
         delta: The ``δ`` used.
         noise_std: Standard deviation of the noise per coordinate, ``2B√T/(nμ)``.
         noise_multiplier: ``noise_std`` over the sensitivity ``2B/n`` (Opacus's convention).

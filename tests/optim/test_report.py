@@ -16,7 +16,7 @@ from botorch_dp.optim import report
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.state import RunState
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
-from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
+from botorch_dp.privacy.ledger import Gaussian, PrivacyBudgetExceeded, PrivacyLedger
 from tests.optim.loop_helpers import nl_config, normal_location
 
 N, D = 30, 2
@@ -47,7 +47,7 @@ def test_the_guarantee_of_a_state_and_a_ledger_is_the_ledgers_gdp_closed_form():
     opt = _opt()
     ledger = PrivacyLedger()
     for step, mu in enumerate((0.3, 0.4)):
-        ledger.record_validation_step(mu, run_id="other", key=f"step-{step:04d}/grad")
+        ledger.external.record(Gaussian(mu), run_id="other", key=f"step-{step:04d}/grad")
     state = RunState.initial(opt.theta, opt.state.gp, opt.state.optimizer, opt.options.clip.initial_state())
     g = report.guarantee(opt.config, opt.options, state, ledger, opt.plan, delta=1e-6)
     assert g.mu == pytest.approx(0.5, rel=1e-12) and g.epsilon == pytest.approx(gdp_epsilon(0.5, 1e-6), rel=1e-12)
@@ -62,10 +62,10 @@ def test_spent_lists_the_norm_and_gradient_releases_of_one_run_in_order():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         noise = opt.run(objective, progress=False).release.records["noise"]
-    opt.ledger.record_validation_step(0.1, run_id="another", key="step-0000/grad")
+    opt.ledger.external.record(Gaussian(0.1), run_id="another", key="step-0000/grad")
     interleaved = [mu for pair in zip(noise.norm_mus, noise.step_mus, strict=True) for mu in pair]
     assert report.spent(opt.ledger, opt.run_id) == interleaved
-    assert any(r.key.endswith("/clip") for r in opt.ledger.validation_records(opt.run_id))
+    assert any(r.key.endswith("/clip") for r in opt.ledger.validation.records(opt.run_id))
 
 
 def test_the_next_release_is_refused_on_the_ledger_alone_before_anything_is_searched():
@@ -77,7 +77,7 @@ def test_the_next_release_is_refused_on_the_ledger_alone_before_anything_is_sear
     small = PrivacyLedger(validation_mu_budget=0.5 * step_mu)
     with pytest.raises(PrivacyBudgetExceeded):
         report.check_next_release(opt.options, opt.state, small, plan, "run", False)
-    assert small.validation_records() == []
+    assert small.validation.records() == []
     room = PrivacyLedger(validation_mu_budget=1.01 * step_mu)
     report.check_next_release(opt.options, opt.state, room, plan, "run", False)
 

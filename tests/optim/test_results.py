@@ -97,7 +97,7 @@ def test_every_family_records_what_its_strategy_released_run_a(run_a):
     assert len(noise.noisy_norms) == len(noise.norm_mus) == len(noise.step_mus) == len(noise.noise_stds) == t
     assert noise.norm_mus == pytest.approx([mu_n] * t, rel=1e-12)
     recorded: dict[str, list[float]] = {}
-    for record in opt.ledger.validation_records(opt.run_id):  # keys "step-0000/norm", ...
+    for record in opt.ledger.validation.records(opt.run_id):  # keys "step-0000/norm", ...
         recorded.setdefault(record.key.split("/")[-1], []).append(record.event.mu)
     assert tuple(recorded["norm"]) == noise.norm_mus and tuple(recorded["grad"]) == noise.step_mus
     # projection: the fixed basis each step, and released gradients Ṽ_t ũ_t
@@ -128,7 +128,7 @@ def test_every_family_records_what_its_strategy_released_run_b(run_b):
     # step rule: one symmetric d x d Ĝ_t per step at μ_H/√T, as the ledger recorded it
     rule = r.records["step_rule"]
     assert rule.mus == pytest.approx([mu_h / math.sqrt(T)] * T, rel=1e-12)
-    precond = [x.event.mu for x in opt.ledger.validation_records(opt.run_id) if x.key.endswith("/precond")]
+    precond = [x.event.mu for x in opt.ledger.validation.records(opt.run_id) if x.key.endswith("/precond")]
     assert tuple(precond) == rule.mus
     assert len(rule.preconditioners) == len(rule.noise_stds) == T
     assert all(G.shape == (D, D) and torch.equal(G, G.T) for G in rule.preconditioners)

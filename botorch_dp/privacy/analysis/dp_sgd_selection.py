@@ -205,7 +205,7 @@ def selection_training_rdp(
     ``orders`` — by default ``DEFAULT_RDP_ORDERS``, which is the training ledger's
     ``TRAINING_RDP_ORDERS``. Record it before the first trial as one training mechanism, e.g.
     ``TrainingMechanism(description, selection_training_rdp(...))`` or
-    ``ledger.record_training_mechanism(run_id, rdp=..., description=...)``; no per-trial
+    ``ledger.external.record(TrainingMechanism.from_rdp(description, rdp), run_id=...)``; no per-trial
     training run may be recorded (their count would reveal ``K``). The tighter profile bound
     (``selection_epsilon_pld``) is recorded instead as one ``(ε, δ)`` entry (``ApproximateDP``), which
     the ledger composes with its other entries by basic composition
