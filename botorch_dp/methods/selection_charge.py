@@ -94,7 +94,7 @@ def training_guarantee(
     description = (
         f"private selection over E[K] = {mean_trials:g} DP-SGD training runs (Papernot & Steinke; K ~ "
         f"{k_description(k_args)}, hidden), each run with noise_multiplier={sigma:.6g}, sample_rate <= {rate:.6g}, "
-        f"steps <= {steps}; {accounted}"
+        f"steps <= {steps}; {accounted} ({charge.reason})"
     )
     details = {
         "protected": "training records (add/remove one record)",

@@ -192,7 +192,7 @@ def _binomial_selection_curve(
     r"""``_pgf_selection_curve`` of ``K ~ Binomial(m, γ)``: ``f(z) = (1 − γ + γz)^m``,
     ``log f'(x) = log(mγ) + (m − 1) log(1 − γ(1 − x))``, ``log f(0) = m log(1 − γ)``."""
     gamma = binomial_probability(mean_trials=mean_trials, binomial_rounds=binomial_rounds)
-    m = int(binomial_rounds)  # type: ignore[arg-type]  # checked by binomial_probability
+    m = int(binomial_rounds or 0)  # checked by binomial_probability: an integer >= 1
 
     def log_derivative(x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=np.float64)

@@ -165,7 +165,7 @@ def num_trials_tail(
         from scipy.stats import binom
 
         gamma = binomial_probability(mean_trials=mean_trials, binomial_rounds=binomial_rounds)
-        return float(binom.sf(threshold, int(binomial_rounds), gamma))
+        return float(binom.sf(threshold, int(binomial_rounds or 0), gamma))  # checked: an integer >= 1
     if distribution == "poisson":
         from scipy.stats import poisson
 
@@ -205,7 +205,7 @@ def sample_num_trials(
     mean_trials = check_positive(mean_trials, "mean_trials", allow_inf=False)
     if distribution == "binomial":
         gamma = binomial_probability(mean_trials=mean_trials, binomial_rounds=binomial_rounds)
-        return int(rng.binomial(int(binomial_rounds), gamma))
+        return int(rng.binomial(int(binomial_rounds or 0), gamma))  # checked: an integer >= 1
     if distribution == "poisson":
         return int(rng.poisson(mean_trials))
     gamma = tnb_gamma_for_mean(eta=tnb_eta, mean_trials=mean_trials)
