@@ -225,3 +225,23 @@ def test_binomial_profile_bound_is_below_the_rdp_bound_with_many_rounds(mu, mean
         per_trial_mu=mu, mean_trials=mean, target_delta=1e-5, distribution="binomial", binomial_rounds=m
     )
     assert pld < rdp
+
+
+# ---------------------------------------------------------------------- the scores' selection (validation side)
+def test_validation_scores_calibrated_by_the_profile_get_more_signal_and_the_rdp_cross_check_says_so():
+    r"""The Gaussian scores of a selection (``protect="both"``'s validation side), K geometric, E[K] = 3, at
+    (3, 1e-5): the profile calibration allows a larger per-trial μ₀ than RDP's, RDP at that μ₀ states more
+    than the target (so the profile is the tighter), and the exact max-of-K Gaussian selection at that μ₀
+    meets the target (a lower check the bound must clear)."""
+    from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon
+    from botorch_dp.privacy.analysis.selection_profile import per_trial_mu_for_epsilon_pld
+    from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS
+
+    mu_pld = per_trial_mu_for_epsilon_pld(target_epsilon=3.0, target_delta=1e-5, mean_trials=3.0, rtol=0.02)
+    mu_rdp = per_trial_mu_for_epsilon(
+        target_epsilon=3.0, target_delta=1e-5, mean_trials=3.0, orders=TRAINING_RDP_ORDERS
+    )
+    assert mu_pld > 1.2 * mu_rdp
+    assert private_selection_epsilon(per_trial_mu=mu_pld, mean_trials=3.0, target_delta=1e-5) > 3.0
+    assert selection_epsilon_pld(_gaussian_profile(mu_pld), expected_trials=3.0, delta=1e-5) <= 3.0
+    assert _gaussian_selection_delta(mu_pld, "truncated_negative_binomial", 3.0, None, 3.0) <= 1e-5
