@@ -245,3 +245,16 @@ def test_validation_scores_calibrated_by_the_profile_get_more_signal_and_the_rdp
     assert private_selection_epsilon(per_trial_mu=mu_pld, mean_trials=3.0, target_delta=1e-5) > 3.0
     assert selection_epsilon_pld(_gaussian_profile(mu_pld), expected_trials=3.0, delta=1e-5) <= 3.0
     assert _gaussian_selection_delta(mu_pld, "truncated_negative_binomial", 3.0, None, 3.0) <= 1e-5
+
+
+def test_the_recorded_dp_sgd_selection_curve_takes_binomial_k():
+    from botorch_dp.privacy.analysis.dp_sgd_selection import dp_sgd_rdp_curve, selection_training_rdp
+    from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS
+
+    base = dp_sgd_rdp_curve(noise_multiplier=1.5, sample_rate=0.1, steps=10)
+    got = selection_training_rdp(base, mean_trials=4.0, distribution="binomial", binomial_rounds=8)
+    curve = private_selection_rdp_curve(base, mean_trials=4.0, distribution="binomial", binomial_rounds=8)
+    np.testing.assert_array_equal(got, [curve(float(a)) for a in TRAINING_RDP_ORDERS])
+    assert all(g >= base(float(a)) for g, a in zip(got, TRAINING_RDP_ORDERS, strict=True))  # E[K] = 4 costs more
+    with pytest.raises(ValueError, match="binomial_rounds"):
+        selection_training_rdp(base, mean_trials=4.0, distribution="binomial")
