@@ -90,3 +90,24 @@ def test_binomial_rounds_is_checked_by_name_before_anything(small, kw, match):
     with pytest.raises(ValueError, match=match):
         select_training_runs(obj, epsilon=3.0, delta=DELTA, seed=1, **kw)
     assert obj.seen == [] and obj.ledger.training_records() == []
+
+
+def test_the_selection_method_runs_binomial_k_and_says_so(small):
+    from botorch_dp.methods.training_selection import TrainingSelectionMethod
+
+    method = TrainingSelectionMethod(
+        SPACE, 3.0, DELTA, 2.0, "training", distribution="binomial", max_trials=4, binomial_rounds=4,
+        accounting="rdp",
+    )  # fmt: skip
+    assert "over m = 4 rounds" in method.describe() and "accounting='rdp'" in method.describe()
+    for seed in range(1, 8):
+        obj = objective(small)
+        try:
+            run = method.run_private(obj, ledger=obj.ledger, seed=seed)
+        except ValueError as err:  # K = 0: no point to return (charged all the same)
+            assert "K = 0" in str(err) and len(obj.ledger.training_records()) == 1
+            continue
+        break
+    assert obj.seen == [1] * 4  # padded to m = 4 trials after the one record
+    assert "binomial(m = 4, gamma = 0.5)" in run.description and "accounting='rdp'" in run.description
+    assert run.guarantees["training"][0] <= 3.0 and run.guarantees["validation"] is None
