@@ -77,7 +77,7 @@ def test_the_proxy_copy_draws_the_private_runs_noise_per_expected_batch_on_its_o
     leaked = ClassificationData(data.X_train[:40], data.y_train[:40], data.X_val[:10], data.y_val[:10])
     with pytest.raises(ValueError, match="shares training record"):
         TrainingProxy(objective, leaked).copy(2.0, seed=3)
-    assert objective.ledger.training_records() == []
+    assert objective.ledger.training.records() == []
 
 
 def test_a_simulated_choice_uses_the_fitting_half_and_the_score_the_scoring_half(objective, monkeypatch):
@@ -129,7 +129,7 @@ def test_each_method_is_simulated_at_the_noise_its_private_run_would_draw(object
     assert [s for s, _ in seen] == [s for s, _ in expected]
     for (_, rows), (_, kind) in zip(seen, expected, strict=True):
         assert (rows is None) == (kind is None) and (rows is None or 0 < rows < 80)
-    assert objective.ledger.training_records() == []  # the private objective was never trained
+    assert objective.ledger.training.records() == []  # the private objective was never trained
 
 
 def test_the_untuned_default_is_the_centre_of_the_space_in_natural_units():

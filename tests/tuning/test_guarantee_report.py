@@ -72,7 +72,7 @@ def _sections(report):
 def _ledger_runs(ledger):
     """{run id: its keys}, read from the ledger's records (independently of the statement)."""
     keys = {}
-    for record in ledger.validation_records():
+    for record in ledger.validation.records():
         keys.setdefault(record.run_id, set()).add(record.key)
     return keys
 
@@ -83,7 +83,7 @@ def test_the_report_names_what_was_protected_and_what_was_not(case):
     protected, unprotected, _ = _sections(result.guarantee_report())
     assert "validation users (replace one user's losses): (epsilon = " in protected
     assert "the number of validation users n" in unprotected and "a final model" in unprotected
-    trained = bool(result.ledger.training_records())
+    trained = bool(result.ledger.training.records())
     assert trained == (case == "dp_sgd")
     if trained:  # the training rows are protected (DP-SGD on this ledger) and so not listed as unprotected
         assert "training records (add or remove one record): (epsilon = " in protected
@@ -130,7 +130,7 @@ def _check_runs(case, result):
         assert (K, total, selections) == (1, 1, 1)
         assert "recorded in the ledger as ONE run" in runs_text and "never the number of trials" in runs_text
         assert "1 private selection (one entry for all its hidden trials)" in report
-    trainings = len(result.ledger.training_records())
+    trainings = len(result.ledger.training.records())
     assert (f"{trainings} training run(s)" in runs_text) == (trainings > 0)
     assert "ledger holds" not in runs_text  # nothing was recorded besides this call's runs
 

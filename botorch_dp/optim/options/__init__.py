@@ -43,7 +43,7 @@ from botorch_dp.optim.options.clip import ClipPolicy, ClipState, FixedClip, Quan
 from botorch_dp.optim.options.decaying_clip import DecayingClip
 from botorch_dp.optim.options.fitting import Fitting, NoFitting, SensitiveFitting
 from botorch_dp.optim.options.noise import AdaptiveNorm, FixedNoise, NoisePolicy, NoiseState
-from botorch_dp.optim.options.projection import NoProjection, Projected, Projection
+from botorch_dp.optim.options.projection import NoProjection, Projected, Projection, ProjectionRecord
 from botorch_dp.optim.options.registry import (
     Strategy,
     StrategyLike,
@@ -62,8 +62,9 @@ from botorch_dp.optim.options.selection import (
     Last,
     MinNoisyNorm,
     NoisyLoss,
+    SelectionRecord,
 )
-from botorch_dp.optim.options.steps import SGD, AdaGrad, FullMatrixAdaGrad, PrivateGOE, StepPolicy
+from botorch_dp.optim.options.steps import SGD, AdaGrad, FullMatrixAdaGrad, PreconditionerRecord, PrivateGOE, StepPolicy
 from botorch_dp.optim.projected import SubspaceTrack
 from botorch_dp.optim.users import Users
 from botorch_dp.privacy.ledger import Gaussian, Meter
@@ -98,11 +99,14 @@ __all__ = [
     "NoisePolicy",
     "NoisyLoss",
     "Options",
+    "PreconditionerRecord",
     "PrivateGOE",
     "Projected",
     "Projection",
+    "ProjectionRecord",
     "QuantileClip",
     "RunPlan",
+    "SelectionRecord",
     "SensitiveFitting",
     "StepOutcome",
     "StepPolicy",

@@ -81,6 +81,10 @@ class ClipPolicy(StrategyLike, Protocol):
         r"""The record after the step: its releases from ``summed``, each recorded through ``meter``."""
         ...
 
+    def record(self, state: ClipState) -> ClipState:
+        r"""What a release carries of the policy (``PrivateRelease.records["clip"]``), public."""
+        ...
+
 
 @register("clip", "fixed")
 @dataclass(frozen=True)
@@ -119,6 +123,11 @@ class FixedClip(Strategy):
         return users.clipped_sum(W, self.current(state))
 
     def update(self, summed: ClippedSum, plan: RunPlan, state: ClipState, meter: Meter) -> ClipState:
+        return state
+
+    def record(self, state: ClipState) -> ClipState:
+        r"""What a release carries of the policy (``PrivateRelease.records["clip"]``): the bounds
+        ``B_0..B_t`` and the released counts, all public (empty for a fixed bound)."""
         return state
 
 
@@ -196,3 +205,7 @@ class QuantileClip(Strategy):
         count = counter.release_count(summed.within, self.count_mu(plan), meter=meter, part=CLIP_KEY)
         bound = next_clip_bound(state.bounds[-1], count.count, plan.num_users, self.quantile, self.learning_rate)
         return replace(state, bounds=(*state.bounds, bound), counts=(*state.counts, count.count))
+
+    def record(self, state: ClipState) -> ClipState:
+        r"""The bounds ``B_0..B_t`` and the released counts (public)."""
+        return state

@@ -82,3 +82,7 @@ class DecayingClip(Strategy):
         r"""The base's update (nothing released), then ``B_{t+1} = B·ρ^{t+1}`` (public)."""
         state = self.base.update(summed, plan, state, meter)
         return replace(state, bounds=(*state.bounds, self.at(len(state.bounds))))
+
+    def record(self, state: ClipState) -> ClipState:
+        r"""The bounds ``B_0..B_t`` (public; nothing is released to move them)."""
+        return state

@@ -89,6 +89,10 @@ class NoisePolicy(StrategyLike, Protocol):
         r"""The record of a resumed run from a checkpoint's stored record and the steps' bounds."""
         ...
 
+    def record(self, state: NoiseState) -> NoiseState:
+        r"""What a release carries of the schedule (``PrivateRelease.records["noise"]``), public."""
+        ...
+
 
 @register("noise", "fixed")
 @dataclass(frozen=True)
@@ -144,6 +148,11 @@ class FixedNoise(Strategy):
         return NoiseState(
             step_mus=tuple(m.step_mu for m in mechanisms), noise_stds=tuple(m.noise_std for m in mechanisms)
         )
+
+    def record(self, state: NoiseState) -> NoiseState:
+        r"""What a release carries of the schedule (``PrivateRelease.records["noise"]``): its
+        ``NoiseState``, public as a whole."""
+        return state
 
 
 @register("noise", "adaptive_norm")
@@ -275,3 +284,8 @@ class AdaptiveNorm(Strategy):
         std = state.noise_stds[-1] if state.noise_stds else 0.0
         sensitivity = 2.0 * bound / plan.num_users if plan.num_users else 0.0
         return std, (std / sensitivity if std else 0.0)
+
+    def record(self, state: NoiseState) -> NoiseState:
+        r"""What a release carries of the schedule (``PrivateRelease.records["noise"]``): its
+        ``NoiseState``, public as a whole."""
+        return state

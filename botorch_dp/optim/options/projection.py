@@ -23,7 +23,7 @@ from botorch_dp.optim.projected import SubspaceTrack, lift
 from botorch_dp.optim.subspace import SubspaceOracle, check_basis, subspace_from_spec
 from botorch_dp.privacy.mechanisms import GradientRelease
 
-__all__ = ["NoProjection", "Projected", "Projection"]
+__all__ = ["NoProjection", "Projected", "Projection", "ProjectionRecord"]
 
 
 class Projection(StrategyLike, Protocol):
@@ -60,6 +60,31 @@ class Projection(StrategyLike, Protocol):
         released coordinates, which the step rule asks for)."""
         ...
 
+    def record(self, track: SubspaceTrack) -> ProjectionRecord:
+        r"""What a release carries of the projection (``PrivateRelease.records["projection"]``)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ProjectionRecord:
+    r"""What a release carries of the projection (``PrivateRelease.records["projection"]``), public.
+
+    Attributes:
+        bases: The ``d x k`` basis ``Ṽ_t`` of each step (empty without a subspace); the released
+            gradients are then ``Ṽ_t ũ_t``.
+        coordinates: The released coordinates ``ũ_t`` of each step (``k`` of them; ``d`` without a
+            subspace), kept with a subspace or when the step rule keeps them (the private
+            preconditioner); else empty.
+    """
+
+    bases: tuple[Tensor, ...] = ()
+    coordinates: tuple[Tensor, ...] = ()
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        r"""``k`` of each step's subspace (empty without a subspace)."""
+        return tuple(V.shape[1] for V in self.bases)
+
 
 @register("projection", "none")
 @dataclass(frozen=True)
@@ -93,6 +118,10 @@ class NoProjection(Strategy):
         if not record:
             return release, track
         return release, replace(track, coordinates=(*track.coordinates, release.gradient))
+
+    def record(self, track: SubspaceTrack) -> ProjectionRecord:
+        r"""The released coordinates the track keeps (no basis: ``Ṽ_t = I``)."""
+        return ProjectionRecord(coordinates=track.coordinates)
 
 
 @register("projection", "subspace")
@@ -175,3 +204,7 @@ class Projected(Strategy):
             raise ValueError(f"{self.label} lifts a release from its basis Ṽ_t, got basis=None.")
         track = replace(track, bases=(*track.bases, basis), coordinates=(*track.coordinates, release.gradient))
         return lift(release, basis), track
+
+    def record(self, track: SubspaceTrack) -> ProjectionRecord:
+        r"""Each step's public basis and released coordinates (never the track's SENSITIVE columns)."""
+        return ProjectionRecord(track.bases, track.coordinates)

@@ -24,7 +24,16 @@ from botorch_dp.privacy.checks import check_positive
 from botorch_dp.privacy.ledger import Gaussian, Meter, PureDP
 from botorch_dp.privacy.mechanisms import ExponentialLossSelection, NoisyLossSelection, SelectionRelease
 
-__all__ = ["Evaluated", "EvaluatedSelection", "Exponential", "IterateSelection", "Last", "MinNoisyNorm", "NoisyLoss"]
+__all__ = [
+    "Evaluated",
+    "EvaluatedSelection",
+    "Exponential",
+    "IterateSelection",
+    "Last",
+    "MinNoisyNorm",
+    "NoisyLoss",
+    "SelectionRecord",
+]
 
 
 class IterateSelection(StrategyLike, Protocol):
@@ -45,6 +54,13 @@ class IterateSelection(StrategyLike, Protocol):
 
     def index(self, num_iterates: int, noisy_norms: tuple[float, ...]) -> int:
         r"""The returned iterate's index (free rules; post-processing)."""
+        ...
+
+    def record(
+        self, num_iterates: int, noisy_norms: tuple[float, ...], chosen: int | None, scores: Tensor | None
+    ) -> SelectionRecord:
+        r"""The returned iterate given the released ``noisy_norms`` and an evaluated rule's ``chosen``
+        index and released ``scores`` (``PrivateRelease.records["selection"]``)."""
         ...
 
 
@@ -68,6 +84,20 @@ class EvaluatedSelection(IterateSelection, Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class SelectionRecord:
+    r"""What a release carries of the selection (``PrivateRelease.records["selection"]``), public.
+
+    Attributes:
+        index: ``j`` with ``theta = iterates[j]`` (``None`` while an evaluated choice is still to
+            be made).
+        scores: The released noisy mean losses of the iterates (``NoisyLoss``), else ``None``.
+    """
+
+    index: int | None
+    scores: Tensor | None = None
+
+
 @register("selection", "last")
 @dataclass(frozen=True)
 class Last(Strategy):
@@ -84,6 +114,13 @@ class Last(Strategy):
         r"""The returned iterate's index (free rules only)."""
         return num_iterates - 1
 
+    def record(
+        self, num_iterates: int, noisy_norms: tuple[float, ...], chosen: int | None, scores: Tensor | None
+    ) -> SelectionRecord:
+        r"""The returned iterate of ``num_iterates``, given the released ``noisy_norms`` and an
+        evaluated rule's ``chosen`` index and released ``scores`` (which a free rule ignores)."""
+        return SelectionRecord(self.index(num_iterates, noisy_norms))
+
 
 @register("selection", "min_noisy_norm")
 @dataclass(frozen=True)
@@ -99,6 +136,12 @@ class MinNoisyNorm(Strategy):
 
     def index(self, num_iterates: int, noisy_norms: tuple[float, ...]) -> int:
         return min_noisy_norm_index(noisy_norms) if noisy_norms else num_iterates - 1
+
+    def record(
+        self, num_iterates: int, noisy_norms: tuple[float, ...], chosen: int | None, scores: Tensor | None
+    ) -> SelectionRecord:
+        r"""The iterate with the smallest released noisy norm (post-processing)."""
+        return SelectionRecord(self.index(num_iterates, noisy_norms))
 
 
 class Evaluated(Strategy):
@@ -130,6 +173,12 @@ class Evaluated(Strategy):
     ) -> SelectionRelease:
         r"""Choose from the candidates' clamped loss sums (SENSITIVE), recorded as ``"select"``."""
         return self.mechanism(generator).release_sums(sums, num_users, meter=meter, part=SELECTION_KEY)
+
+    def record(
+        self, num_iterates: int, noisy_norms: tuple[float, ...], chosen: int | None, scores: Tensor | None
+    ) -> SelectionRecord:
+        r"""The private choice (``None`` until made) and its released scores (a copy)."""
+        return SelectionRecord(chosen, None if scores is None else scores.clone())
 
 
 @register("selection", "exponential")

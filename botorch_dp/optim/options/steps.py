@@ -26,7 +26,7 @@ from botorch_dp.privacy.ledger import Gaussian, Meter
 from botorch_dp.privacy.mechanisms import GOEPreconditionerMechanism
 from botorch_dp.privacy.mechanisms.sums import ClippedSum
 
-__all__ = ["SGD", "AdaGrad", "FullMatrixAdaGrad", "StepPolicy"]
+__all__ = ["SGD", "AdaGrad", "FullMatrixAdaGrad", "PreconditionerRecord", "StepPolicy"]
 
 PRECONDITIONER_KEY = "precond"
 
@@ -63,6 +63,26 @@ class StepPolicy(StrategyLike, Protocol):
         r"""Public keyword arguments of the optimizer's ``step``."""
         ...
 
+    def record(self, plan: RunPlan, track: SubspaceTrack) -> PreconditionerRecord:
+        r"""What a release carries of the rule (``PrivateRelease.records["step_rule"]``), public."""
+        ...
+
+
+@dataclass(frozen=True)
+class PreconditionerRecord:
+    r"""What a release carries of the step rule (``PrivateRelease.records["step_rule"]``), public;
+    empty unless the rule releases a preconditioner (``PrivateGOE``).
+
+    Attributes:
+        preconditioners: The released ``k x k`` ``Ĝ_t`` of each step.
+        mus: ``μ_H/√T``, the GDP parameter of each of those releases.
+        noise_stds: ``σ_B(t)`` of each (GOE scale).
+    """
+
+    preconditioners: tuple[Tensor, ...] = ()
+    mus: tuple[float, ...] = ()
+    noise_stds: tuple[float, ...] = ()
+
 
 @register("step_rule", "sgd")
 @dataclass(frozen=True)
@@ -94,6 +114,10 @@ class SGD(Strategy):
     def extras(self, basis: Tensor | None, noise_std: float, track: SubspaceTrack) -> dict[str, Any]:
         r"""Keyword arguments of the optimizer's ``step`` (none)."""
         return {}
+
+    def record(self, plan: RunPlan, track: SubspaceTrack) -> PreconditionerRecord:
+        r"""What the rule released (nothing)."""
+        return PreconditionerRecord()
 
 
 @register("step_rule", "adagrad")
@@ -229,6 +253,15 @@ class FullMatrixAdaGrad(Strategy):
             extras["released_preconditioner"] = track.preconditioners[-1]
             extras["preconditioner_noise_std"] = track.preconditioner_noise_stds[-1]
         return extras
+
+    def record(self, plan: RunPlan, track: SubspaceTrack) -> PreconditionerRecord:
+        r"""With ``PrivateGOE``: each released ``Ĝ_t`` with its ``μ_H/√T`` and ``σ_B(t)`` (never the
+        track's SENSITIVE columns); else nothing."""
+        if self.private is None:
+            return PreconditionerRecord()
+        mu = _precond_mu(plan) / math.sqrt(plan.iteration_cap)
+        count = len(track.preconditioners)
+        return PreconditionerRecord(track.preconditioners, (mu,) * count, track.preconditioner_noise_stds)
 
 
 def _precond_mu(plan: RunPlan) -> float:

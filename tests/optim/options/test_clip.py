@@ -76,7 +76,7 @@ def test_a_quantile_clip_charges_its_count_and_moves_the_bound_in_closed_form():
         b, count = state.bounds[-2], state.counts[-1]
         assert state.bounds[-1] == pytest.approx(b * math.exp(-0.2 * (count / 40 - 0.5)), rel=1e-12)
     assert len(state.bounds) == 3 and len(state.counts) == 2
-    assert ledger.validation_steps == {
+    assert ledger.validation.steps() == {
         ("run", "step-0000/clip"): pytest.approx(count_mu, rel=1e-12),
         ("run", "step-0001/clip"): pytest.approx(count_mu, rel=1e-12),
     }

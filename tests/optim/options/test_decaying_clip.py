@@ -98,7 +98,7 @@ def test_each_step_releases_the_gradient_at_sensitivity_2b_t_over_n_through_opti
         torch.testing.assert_close(out.release.gradient, expected.gradient, rtol=0, atol=0)
         assert noise.noise_stds[-1] == mechanism.noise_std and noise.step_mus[-1] == MU / math.sqrt(T)
     assert clip.bounds == tuple(_closed_form(t) for t in range(T + 1))
-    assert ledger.validation_mu() == pytest.approx(MU, rel=1e-12)
+    assert ledger.validation.mu() == pytest.approx(MU, rel=1e-12)
 
 
 def test_a_dpgibo_run_clips_step_t_at_b_rho_t_and_charges_only_the_gradients():
@@ -115,7 +115,7 @@ def test_a_dpgibo_run_clips_step_t_at_b_rho_t_and_charges_only_the_gradients():
     expected = [2.0 * bounds[t] / N * math.sqrt(T) / MU for t in range(T)]
     assert release.noise_stds == pytest.approx(expected, rel=1e-12)
     assert release.step_mus == pytest.approx([MU / math.sqrt(T)] * T, rel=1e-12)
-    records = opt.ledger.validation_records(opt.run_id)
+    records = opt.ledger.validation.records(opt.run_id)
     assert [parse_release_key(r.key) for r in records] == [(t, "grad") for t in range(T)]
     assert all(r.event.mu == pytest.approx(MU / math.sqrt(T), rel=1e-12) for r in records)
     assert release.guarantee.mu == pytest.approx(MU, rel=1e-12)

@@ -54,7 +54,7 @@ def test_the_fixed_schedule_releases_each_step_at_its_closed_form_and_charges_it
             _, state = noise.release(summed, plan, state, meter, step=step, dim=2, spent=[], room=math.inf)
     assert state.step_mus == pytest.approx([MU / math.sqrt(T)] * 2, rel=1e-12)
     assert state.noise_stds == pytest.approx([sigma] * 2, rel=1e-12)
-    assert ledger.validation_mu() == pytest.approx(MU * math.sqrt(2 / T), rel=1e-12)
+    assert ledger.validation.mu() == pytest.approx(MU * math.sqrt(2 / T), rel=1e-12)
     assert noise.restored(plan, NoiseState(), [B, B]) == NoiseState(state.step_mus, state.noise_stds)
     assert noise.iteration_cap(T) == T
 
@@ -143,6 +143,9 @@ class Weighted:
             step_mus=(*state.step_mus, mechanism.step_mu), noise_stds=(*state.noise_stds, mechanism.noise_std)
         )
 
+    def record(self, state: NoiseState) -> NoiseState:
+        return state
+
     def noise(self, plan: RunPlan, state: NoiseState, bound: float) -> tuple[float, float]:
         sensitivity = 2.0 * bound / max(plan.num_users, 1)
         std = state.noise_stds[-1] if state.noise_stds else sensitivity / self.step_mu(plan, 0)
@@ -183,10 +186,10 @@ def test_a_users_schedule_releases_and_is_charged_as_it_declares_in_options():
             )
         noise = out.noise
         assert noise.noise_stds[-1] == pytest.approx(2.0 * 1.0 / N / (MU * w), rel=1e-12)  # Δ/μ_t, B = 1
-    assert ledger.validation_steps == {
+    assert ledger.validation.steps() == {
         ("run", release): MU * w for release, w in zip(("step-0000", "step-0001", "step-0002"), WEIGHTS, strict=True)
     }
-    assert ledger.validation_mu() == pytest.approx(MU, rel=1e-12)  # √Σ(μ w_t)² = μ
+    assert ledger.validation.mu() == pytest.approx(MU, rel=1e-12)  # √Σ(μ w_t)² = μ
 
 
 def test_a_users_schedule_runs_through_dpgibo():
@@ -196,7 +199,7 @@ def test_a_users_schedule_runs_through_dpgibo():
         opt = DPGIBO(config)
         release = opt.run(_objective, progress=False).release
     assert release.step_mus == pytest.approx([MU * w for w in WEIGHTS], rel=1e-12)
-    records = opt.ledger.validation_records(opt.run_id)
+    records = opt.ledger.validation.records(opt.run_id)
     assert [parse_release_key(r.key) for r in records] == [(0, "grad"), (1, "grad"), (2, "grad")]
     assert [r.event.mu for r in records] == pytest.approx([MU * w for w in WEIGHTS], rel=1e-12)
     assert release.guarantee.mu == pytest.approx(MU, rel=1e-12) and torch.isfinite(release.theta).all()
