@@ -74,7 +74,7 @@ import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeGuard, cast
+from typing import Any, TypeGuard
 
 import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
@@ -86,8 +86,8 @@ from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.acquisition import qGradientInformation
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.objectives.per_user_problem import PerUserProblem
-from botorch_dp.optim.batch_search import BATCH_SEARCHES, BatchSearch, SearchSpeed
-from botorch_dp.optim.options import AdaGrad, FixedClip, batch_rule
+from botorch_dp.optim.batch_search import BATCH_SEARCHES, BatchSearch
+from botorch_dp.optim.options import AdaGrad, FixedClip, batch_rule, from_spec
 from botorch_dp.optim.presets import PRESETS
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
 from botorch_dp.utils import torch_threads
@@ -327,12 +327,14 @@ def make_run(
     else:
         raise ValueError(f"task must be 'e1', 'dimension' or 'cheap', got {task!r}")
     if acqf_speed is not None:
-        speed = cast(SearchSpeed, acqf_speed)  # FixedBatches checks it
-        config = dataclasses.replace(config, batches=dataclasses.replace(config.batches, speed=speed))
+        batches = from_spec("batches", {**config.batches.spec(), "speed": acqf_speed})  # the rule checks it
+        config = dataclasses.replace(config, batches=batches)
     if batch_search is not None:
         if not _is_batch_search(batch_search):
             raise ValueError(f"batch_search must be one of {BATCH_SEARCHES}, got {batch_search!r}")
-        config = dataclasses.replace(config, batches=dataclasses.replace(config.batches, search=batch_search))
+        config = dataclasses.replace(
+            config, batches=from_spec("batches", {**config.batches.spec(), "search": batch_search})
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the explicit seed's PrivacyWarning
         optimizer = DPGIBO(config)

@@ -26,6 +26,7 @@ from torch import Tensor
 
 from botorch_dp.audit.statistics import Observations, StatisticSampler
 from botorch_dp.optim import DPGIBO, DPGIBOConfig, DPGIBOResult
+from botorch_dp.optim.legacy_options import with_new_spelling
 from botorch_dp.optim.options import FixedBatches, FixedClip
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.utils import child_seeds
@@ -81,8 +82,7 @@ def audit_config(
         raw_samples=4,
         seed=seed,
     )
-    settings.update(options)
-    return DPGIBOConfig(**settings)
+    return DPGIBOConfig(**with_new_spelling(options, settings))  # old keywords replace their family's default
 
 
 def linear_users(slopes: Sequence[float] | Tensor, directions: Tensor | None = None) -> Callable[[Tensor], Tensor]:

@@ -282,7 +282,7 @@ def plan_private_run(
         num_iterations: ``T`` candidates (default: ``config.num_iterations``).
         bias_tolerances: Batch rules tried: a positive ``bias_tolerance`` (adaptive batches up
             to ``max_batch_size``; in units of the fitted kernel's gradient variance, and below
-            its prior trace at ``θ₀``), or ``None`` for fixed batches of ``config.batch_size``
+            its prior trace at ``θ₀``), or ``None`` for the fixed batches of ``config.batches``
             (default ``d + 1``). Default: the config's own rule only.
         fit_kernel: Fit the kernel on the proxy first (``fit_kernel_on_proxy``); ``False``
             keeps the config's kernel and noise variance. A fit that fails keeps them too,
