@@ -40,8 +40,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "optim.report",
         "optim.results",
         "plan.trial_table",
-        "tuning.proxy_cache",
-        "tuning.sampled",
         "tuning.tune_call",
         "tuning.tune_checks",
         "tuning.tune_result",
