@@ -22,8 +22,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "audit.one_call",
         "audit.subspace",
         "distributed.dask",
-        "distributed.synthetic",
-        "gradient_gp.exact",
         "integrations.optuna_space",
         "methods.cheap_plan",
         "methods.enumerate",
