@@ -23,7 +23,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "methods.cheap_plan",
         "methods.enumerate",
         "methods.proxy_then_train",
-        "methods.selection_charge",
         "methods.subsample_tuning",
         "methods.training_choice",
         "methods.training_proxy",
