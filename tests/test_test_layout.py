@@ -27,7 +27,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "methods.training_choice",
         "methods.training_proxy",
         "methods.training_selection",
-        "methods.untuned",
         "optim.checkpoint.directory",
         "optim.checkpoint.files",
         "optim.driver",
