@@ -25,7 +25,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "methods.proxy_then_train",
         "methods.subsample_tuning",
         "methods.training_choice",
-        "methods.training_proxy",
         "methods.training_selection",
         "optim.checkpoint.directory",
         "optim.checkpoint.files",
