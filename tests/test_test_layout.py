@@ -24,7 +24,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "methods.enumerate",
         "methods.proxy_then_train",
         "methods.subsample_tuning",
-        "methods.training_choice",
         "methods.training_selection",
         "optim.checkpoint.directory",
         "optim.checkpoint.files",

@@ -13,10 +13,12 @@ import pytest
 import torch
 from torch import nn
 
+from botorch_dp.methods.training_proxy import default_configuration
 from botorch_dp.methods.untuned import UntunedMethod, UntunedResult
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.tuning import Categorical, ClassificationData, Hyperparameter, SearchSpace, TorchModelTuningObjective
+from tests.methods.method_helpers import TRAINING_SPACE as LR_SPACE
 
 SPACE = SearchSpace(
     [
@@ -48,19 +50,14 @@ def _objective(data, dp_sgd=DP):
     )
 
 
-def test_the_defaults_are_the_centre_of_the_space_or_the_given_values():
-    centre = UntunedMethod(SPACE, 2.0, DELTA).natural()
-    assert centre["lr"] == pytest.approx(1e-2, rel=1e-12)  # geometric mean of 1e-3 and 1e-1
-    assert centre["momentum"] == pytest.approx(0.4, rel=1e-12) and centre["weight_decay"] == 0.0
-    given = {"lr": 0.05, "momentum": 0.1, "weight_decay": 1e-4}
-    method = UntunedMethod(SPACE, 2.0, DELTA, given)
-    assert method.natural() == pytest.approx(given, rel=1e-12)
-    assert method.configuration()[0] == {"weight_decay": 1e-4}
-    with pytest.raises(ValueError, match=r"lack \['momentum'\]"):
-        UntunedMethod(SPACE, 2.0, DELTA, {"lr": 0.05, "weight_decay": 0.0}).configuration()
+def test_a_categorical_default_is_its_first_value_and_nothing_is_simulated_on_a_proxy_objective():
+    method = UntunedMethod(SPACE, 2.0, DELTA)
+    assert method.configuration()[0] == {"weight_decay": 0.0} and method.natural()["momentum"] == pytest.approx(0.4)
+    given = UntunedMethod(SPACE, 2.0, DELTA, {"lr": 0.05, "momentum": 0.1, "weight_decay": 1e-4})
+    assert given.configuration()[0] == {"weight_decay": 1e-4}
     with pytest.raises(Exception, match="untuned"):
-        method.simulate(lambda X: X, None, 0)  # type: ignore[arg-type]
-    assert method.gdp_mu is None and method.private_trainings == 1.0
+        given.simulate(lambda X: X, None, 0)  # type: ignore[arg-type]
+    assert given.gdp_mu is None and given.private_trainings == 1.0
 
 
 def test_one_training_spends_the_whole_epsilon_and_reads_no_validation_loss(data):
@@ -84,3 +81,15 @@ def test_refusals_come_before_anything_trains(data):
         UntunedMethod(SPACE, 2.0, DELTA).run_private(plain, ledger=plain.ledger)
     assert objective.ledger.training_records() == [] and plain.ledger.training_records() == []
     assert math.isfinite(UntunedMethod(SPACE, 2.0, DELTA).natural()["lr"])
+
+
+def test_the_untuned_default_is_the_centre_of_the_space_in_natural_units():
+    SPACE, EPS = LR_SPACE, 3.0  # noqa: N806  (the one-hyperparameter space of the training methods' tests)
+    choice, theta = default_configuration(SPACE)
+    assert choice == {} and theta.tolist() == [0.5]
+    method = UntunedMethod(SPACE, EPS, DELTA)
+    assert method.natural()["lr"] == pytest.approx(math.sqrt(1e-3 * 1.0), rel=1e-9)  # the geometric mean
+    given = UntunedMethod(SPACE, EPS, DELTA, {"lr": 0.1})
+    assert given.natural()["lr"] == pytest.approx(0.1, rel=1e-9)
+    with pytest.raises(ValueError, match="lack"):
+        UntunedMethod(SPACE, EPS, DELTA, {}).configuration()
