@@ -32,7 +32,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "optim.results",
         "plan.trial_table",
         "tuning.tune_call",
-        "tuning.tune_result",
     }
 )
 
