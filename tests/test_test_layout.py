@@ -21,7 +21,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "distributed.dask",
         "integrations.optuna_space",
         "methods.cheap_plan",
-        "methods.enumerate",
         "methods.proxy_then_train",
         "methods.subsample_tuning",
         "methods.training_selection",
