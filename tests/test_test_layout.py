@@ -19,7 +19,6 @@ NOT_COUNTED = frozenset({"__init__.py", "__main__.py"})
 MISSING_TEST_MODULES: frozenset[str] = frozenset(
     {
         "distributed.dask",
-        "integrations.optuna_space",
         "methods.cheap_plan",
         "methods.proxy_then_train",
         "methods.subsample_tuning",
