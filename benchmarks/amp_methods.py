@@ -48,7 +48,7 @@ def _amp_calibrated(data, s: Settings, entry) -> dict:
         )
     return {
         "test_accuracy": float((result.predict(data.X_test) == data.y_test).double().mean()),
-        "training_epsilon": ledger.training_epsilon(s.delta),
+        "training_epsilon": ledger.training.epsilon(s.delta),
         "training_runs": 1,
         "validation_mu": 0.0,
         "validation_epsilon": 0.0,
@@ -95,10 +95,10 @@ def _dp_gibo(data, s: Settings, entry) -> dict:
     return {
         "test_accuracy": objective.accuracy_non_private(final),
         "training_epsilon": budget.epsilon(s.delta, s.gibo_units),
-        "training_epsilon_ledger": ledger.training_epsilon(s.delta),
+        "training_epsilon_ledger": ledger.training.epsilon(s.delta),
         "training_runs": runs,
-        "validation_mu": ledger.validation_mu(),
-        "validation_epsilon": ledger.validation_epsilon(s.delta),
+        "validation_mu": ledger.validation.mu(),
+        "validation_epsilon": ledger.validation.epsilon(s.delta),
         "lam": final.config.lam,
     }
 
@@ -161,7 +161,7 @@ def _selection_row(data, s: Settings, base_rdp, run_id: str, description: str, g
     accuracy = float((data.y_test == 0).double().mean()) if winner_accuracy is None else winner_accuracy()
     return {
         "test_accuracy": accuracy,
-        "training_epsilon": ledger.training_epsilon(s.delta),
+        "training_epsilon": ledger.training.epsilon(s.delta),
         "training_runs": s.mean_trials,
         "validation_mu": None,
         "validation_epsilon": guarantee.epsilon,

@@ -63,7 +63,7 @@ class Arm:
 def _ledger_epsilon(objective: Any, delta: float) -> float:
     ledger = objective.ledger
     assert ledger is not None  # a DP-SGD objective records every training run
-    return float(ledger.training_epsilon(delta))
+    return float(ledger.training.epsilon(delta))
 
 
 def _untuned(point: dict[str, float]) -> ArmFunction:

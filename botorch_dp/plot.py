@@ -49,7 +49,7 @@ class SpendingPoint:
             composed include one known only by its RDP curve, e.g. a DP-HyPO run).
         epsilon: ``ε`` at the requested ``δ`` for ``mu`` (with NaN ``mu``: the RDP
             conversion of the summed curves on the ledger's order grid, as
-            ``PrivacyLedger.validation_epsilon``).
+            ``ledger.validation.epsilon``).
     """
 
     label: str
@@ -65,7 +65,7 @@ def epsilon_spent(ledger: PrivacyLedger, delta: float, *, run_id: str | None = N
     private selection ``"select"``) are stages of their own. Composition is the ledger's
     (``μ = sqrt(Σ μ_j²)``; pure-ε releases enter as their GDP charge; when the releases
     shown include one known only by its RDP curve, every stage is composed in RDP instead,
-    ``PrivacyLedger.validation_release_curves`` summed and converted).
+    ``ledger.validation.release_curves`` summed and converted).
 
     Args:
         ledger: The ``PrivacyLedger`` the run recorded in.
@@ -80,11 +80,11 @@ def epsilon_spent(ledger: PrivacyLedger, delta: float, *, run_id: str | None = N
         raise TypeError(f"ledger must be a PrivacyLedger, got {type(ledger).__name__}.")
     if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
         raise ValueError(f"delta must be in (0, 1), got {delta!r}.")
-    if any(run_id is None or rid == run_id for rid, _ in ledger.validation_mechanisms):
+    if any(run_id is None or rid == run_id for rid, _ in ledger.validation.mechanisms()):
         return _rdp_spent(ledger, delta, run_id)
     stages: dict[tuple[str, str], list[float]] = {}
     steps: dict[str, int] = {}  # a step stage's label -> steps completed after it
-    for record in ledger.validation_records(run_id):  # every release, a repeated one twice
+    for record in ledger.validation.records(run_id):  # every release, a repeated one twice
         rid, key, event = validation_parts(record)
         if not isinstance(event, (Gaussian, PureDP)):  # RDP entries went to _rdp_spent above
             raise TypeError(f"Not a GDP release: {event!r}.")
@@ -113,7 +113,7 @@ def _rdp_spent(ledger: PrivacyLedger, delta: float, run_id: str | None) -> list[
     r"""``epsilon_spent`` composed in RDP: the stages' summed curves, converted on the grid."""
     stages: dict[tuple[str, str], list[tuple[float, ...]]] = {}
     steps: dict[str, int] = {}
-    for rid, key, curve in ledger.validation_release_curves():
+    for rid, key, curve in ledger.validation.release_curves():
         if run_id is None or rid == run_id:
             stages.setdefault((rid, _stage(key, steps)), []).append(curve)
     points, total, iteration = [], [0.0] * len(PrivacyLedger.RDP_ORDERS), 0
@@ -163,15 +163,15 @@ def plot_privacy(
     ax.step(xs, ys, where="post", marker="o", label="ε spent")
     budget = ledger.validation_mu_budget
     if budget is not None and math.isfinite(budget):
-        if ledger.validation_mechanisms:  # the RDP filter guarantees (α, α B²/2)-RDP at every grid order
+        if ledger.validation.mechanisms():  # the RDP filter guarantees (α, α B²/2)-RDP at every grid order
             orders = PrivacyLedger.RDP_ORDERS
             limit = rdp_curve_epsilon([a * budget * budget / 2.0 for a in orders], orders, delta)[0]
         else:
             limit = gdp_epsilon(budget, delta)
         ax.axhline(limit, color="grey", linestyle="--", label="budget")
-    if ledger.training_records():  # the other protected set: the training records (DP-SGD, AMP)
+    if ledger.training.records():  # the other protected set: the training records (DP-SGD, AMP)
         training_delta = ledger.training_delta if ledger.training_delta is not None else delta
-        eps = ledger.training_epsilon(training_delta)
+        eps = ledger.training.epsilon(training_delta)
         ax.axhline(eps, color="tab:orange", linestyle=":", label=f"training ε = {eps:.3g} (δ = {training_delta:.3g})")
     ax.set_xlabel("iteration")
     ax.set_ylabel(f"ε at δ = {delta:.3g}")
@@ -214,8 +214,8 @@ def plot_loss(release: PrivateRelease, *, proxy: Callable[[Tensor], Tensor] | No
     ax = _axes(ax)
     if proxy is not None:
         ax.plot(its.numpy(), _proxy_losses(proxy, release.iterates).numpy(), marker="o", label="public proxy loss")
-    elif release.selection_scores is not None:
-        scores = release.selection_scores.double()
+    elif (scores := release.recorded("selection", "scores", None)) is not None:
+        scores = scores.double()
         ax.plot(its[: scores.shape[0]].numpy(), scores.numpy(), marker="o", label="released noisy loss")
     else:
         raise ValueError(
@@ -300,7 +300,7 @@ def plot_run(
 
     release = optimizer.result().release
     panels = ["privacy"]
-    if proxy is not None or release.selection_scores is not None:
+    if proxy is not None or release.recorded("selection", "scores", None) is not None:
         panels.append("loss")
     if release.iterates.shape[-1] >= 2:
         panels.append("path")

@@ -1,5 +1,6 @@
 r"""Small helpers shared across the package: seed derivation, torch threads, the box, plain JSON values,
-progress bars that stay plain off a terminal, and one overall bar over a multi-stage task (``overall_progress``)."""
+progress bars that stay plain off a terminal, one overall bar over a multi-stage task (``overall_progress``),
+and the warning of a renamed name (``warn_renamed``)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,19 @@ import contextvars
 import math
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
+
+
+def warn_renamed(old: str, new: str, stacklevel: int = 3) -> None:
+    r"""The ``DeprecationWarning`` of a renamed name: ``"<old> is deprecated; use <new> instead."``
+    (``stacklevel`` 3: the caller of the function that warns)."""
+    warnings.warn(f"{old} is deprecated; use {new} instead.", DeprecationWarning, stacklevel=stacklevel)
 
 
 def child_seeds(seed: int | list[int], num: int) -> list[int]:

@@ -6,9 +6,9 @@ is calibrated so that ONE run is ε ≈ 1 at δ = 1e-5 by dp_accounting's PLD ac
 selection's ε at δ = 1e-5 for ``E[K] ∈ {5, 10, 20}`` and ``K`` truncated negative binomial (η = 1,
 geometric; η = 0, logarithmic), Poisson and binomial (``n = 2 E[K]``):
 
-* RDP: Papernot & Steinke (Thm. 2, Thm. 6) over the trial's Opacus RDP curve
-  (``private_selection_epsilon_generic``, continuous order); no RDP bound exists here for the
-  binomial;
+* RDP: Papernot & Steinke (Thm. 2, Thm. 6; for the binomial their generic pgf bound with the
+  ``K = 0`` mass kept, ``private_selection._pgf_selection_curve``) over the trial's Opacus RDP curve
+  (``private_selection_epsilon_generic``, continuous order);
 * profile: ``selection_epsilon_pld`` over the trial's dp_accounting PLD profile;
 
 and the saving ``1 − profile/RDP``. A last row bounds the heterogeneous space of all the trials at
@@ -72,12 +72,13 @@ def selection_rows(curve, profile, means: list[float]) -> list[dict[str, Any]]:
     rows = []
     for mean in means:
         for label, distribution, eta in DISTRIBUTIONS:
-            rdp = (
-                None
-                if distribution == "binomial"
-                else private_selection_epsilon_generic(
-                    curve, mean_trials=mean, target_delta=DELTA, distribution=distribution, tnb_eta=eta
-                )
+            rdp = private_selection_epsilon_generic(
+                curve,
+                mean_trials=mean,
+                target_delta=DELTA,
+                distribution=distribution,
+                tnb_eta=eta,
+                binomial_rounds=int(2 * mean) if distribution == "binomial" else None,
             )
             pld = selection_epsilon_pld(
                 profile,
@@ -185,11 +186,13 @@ def markdown(report: dict[str, Any]) -> str:
         f"Python {meta['python']}, torch {meta['torch']}; {meta['date']}; wall time {meta['wall_s']:.0f} s.",
         "",
         f"ε of the whole selection (release the best of K DP-SGD runs, K hidden) at δ = {report['delta']:g}. "
-        "RDP: Papernot & Steinke (Thm. 2 truncated negative binomial, Thm. 6 Poisson) over Opacus's RDP "
+        "RDP: Papernot & Steinke (Thm. 2 truncated negative binomial, Thm. 6 Poisson; binomial: their generic "
+        "pgf bound with the K = 0 mass kept, `private_selection._pgf_selection_curve`) over Opacus's RDP "
         "curve, continuous order; profile: `selection_epsilon_pld` (botorch_dp/privacy/analysis/"
         "selection_profile.py, derived and proved in its docstring in the framework of Koskela, Redberg & "
         "Wang 2024; checked against brute-force enumeration) over dp_accounting's PLD of the trial. "
-        "saving = 1 − profile/RDP. Binomial K: n = 2E[K] (so P[K = 0] > 0), profile bound only.",
+        'saving = 1 − profile/RDP (negative: the profile bound is the looser one, and `accounting="auto"` '
+        "charges RDP). Binomial K: n = 2E[K] rounds (so P[K = 0] > 0).",
         "",
         'Both are valid bounds. `select_training_runs(..., accounting="auto")` (the default) calibrates '
         "every trial's σ by the profile bound where it needs less noise and charges the training ledger one "

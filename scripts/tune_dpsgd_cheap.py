@@ -70,7 +70,7 @@ def untuned(objective) -> tuple[dict, float]:
     sigma, eps = final_only_noise(epsilon=EPSILON, delta=DELTA, sample_rate=rate, steps=steps)
     run = objective.with_data(objective.data, dp_sgd=DPSGDConfig(noise_multiplier=sigma, max_grad_norm=1.0))
     theta = objective.space.from_natural({"lr": 0.1, "momentum": 0.9}).to(torch.float64)
-    return test_metrics(objective, run.train(theta, label="untuned")), objective.ledger.training_epsilon(DELTA)
+    return test_metrics(objective, run.train(theta, label="untuned")), objective.ledger.training.epsilon(DELTA)
 
 
 def main() -> None:
@@ -108,7 +108,7 @@ def main() -> None:
                     )
                 ledger = objective.ledger
                 assert ledger is not None  # a DP-SGD objective records its training runs
-                metrics, spent = test_metrics(objective, result.model), ledger.training_epsilon(DELTA)
+                metrics, spent = test_metrics(objective, result.model), ledger.training.epsilon(DELTA)
                 hyper, split_text = result.hyperparameters, result.split
             rows.append(
                 {

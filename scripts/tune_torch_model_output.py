@@ -156,7 +156,7 @@ def plot_release(path: Path, release, space, validation: dict, training: dict, l
         plot_privacy(ledger, delta=validation["delta"], ax=privacy_ax)
     else:
         privacy_ax.text(0.5, 0.5, "non-private run: μ = ∞", ha="center", va="center", transform=privacy_ax.transAxes)
-    if release.selection_scores is not None:
+    if release.recorded("selection", "scores", None) is not None:
         plot_loss(release, ax=loss_ax)
     else:  # no loss was released: the released gradient's norm is the public sign of progress
         norms = release.released_gradients.norm(dim=-1)

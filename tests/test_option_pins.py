@@ -201,7 +201,7 @@ def _encode_release(opt, release) -> dict:
     encoded["guarantee"] = _hex([g.mu, g.epsilon, g.noise_std, g.noise_multiplier]) + [g.num_steps, g.holds]
     encoded["ledger"] = [
         [r.key, type(r.event).__name__, float(getattr(r.event, "mu", math.nan)).hex()]
-        for r in opt.ledger.validation_records()
+        for r in opt.ledger.validation.records()
     ]
     return encoded
 

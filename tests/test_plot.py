@@ -18,7 +18,13 @@ from botorch_dp import plot  # noqa: E402
 from botorch_dp.optim.dp_gibo import DPGIBO  # noqa: E402
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon  # noqa: E402
 from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon  # noqa: E402
-from botorch_dp.privacy.ledger import PrivacyLedger  # noqa: E402
+from botorch_dp.privacy.ledger import (
+    DPSGDRun,
+    Gaussian,
+    PrivacyLedger,  # noqa: E402
+    PureDP,
+    ValidationMechanism,
+)
 from botorch_dp.privacy.seeding import PrivacyWarning  # noqa: E402
 from tests.optim.loop_helpers import nl_config, normal_location  # noqa: E402
 
@@ -50,17 +56,17 @@ def test_epsilon_spent_follows_the_gdp_closed_form(finished):
 
 def test_epsilon_spent_groups_a_steps_releases_and_keeps_other_stages():
     ledger = PrivacyLedger()
-    ledger.record_validation_step(0.3, run_id="a", key="step-0000/norm")
-    ledger.record_validation_step(0.4, run_id="a", key="step-0000/grad")
-    ledger.record_validation_step(0.5, run_id="b", key="step-0000")
-    ledger.record_validation_pure(0.5, run_id="a", key="select")
+    ledger.external.record(Gaussian(0.3), run_id="a", key="step-0000/norm")
+    ledger.external.record(Gaussian(0.4), run_id="a", key="step-0000/grad")
+    ledger.external.record(Gaussian(0.5), run_id="b", key="step-0000")
+    ledger.external.record(PureDP(0.5), run_id="a", key="select")
     points = plot.epsilon_spent(ledger, 1e-6)
     assert [(p.label, p.iteration) for p in points] == [("step-0000", 1), ("step-0000", 1), ("select", 1)]
     assert points[0].mu == pytest.approx(0.5)  # sqrt(0.3² + 0.4²)
     assert points[1].mu == pytest.approx(math.sqrt(0.5))
-    assert points[-1].mu == pytest.approx(ledger.validation_mu())
+    assert points[-1].mu == pytest.approx(ledger.validation.mu())
     only_a = plot.epsilon_spent(ledger, 1e-6, run_id="a")
-    assert len(only_a) == 2 and only_a[-1].mu == pytest.approx(ledger.validation_mu("a"))
+    assert len(only_a) == 2 and only_a[-1].mu == pytest.approx(ledger.validation.mu("a"))
     assert plot.epsilon_spent(PrivacyLedger(), 1e-6) == []
     with pytest.raises(ValueError, match="delta"):
         plot.epsilon_spent(ledger, 1.5)
@@ -70,26 +76,26 @@ def test_epsilon_spent_groups_a_steps_releases_and_keeps_other_stages():
 
 def test_epsilon_spent_composes_in_rdp_when_a_release_has_only_a_curve():
     ledger = PrivacyLedger()
-    ledger.record_validation_step(0.3, run_id="a", key="step-0000/norm")
-    ledger.record_validation_step(0.4, run_id="a", key="step-0000/grad")
-    ledger.record_validation_mechanism(lambda a: 0.5 + a / 8.0, run_id="h", key="select", description="curve")
-    ledger.record_validation_step(0.5, run_id="a", key="step-0001")
+    ledger.external.record(Gaussian(0.3), run_id="a", key="step-0000/norm")
+    ledger.external.record(Gaussian(0.4), run_id="a", key="step-0000/grad")
+    ledger.external.record(ValidationMechanism.from_rdp("curve", lambda a: 0.5 + a / 8.0), run_id="h", key="select")
+    ledger.external.record(Gaussian(0.5), run_id="a", key="step-0001")
     points = plot.epsilon_spent(ledger, 1e-6)
     assert [(p.label, p.iteration) for p in points] == [("step-0000", 1), ("select", 1), ("step-0001", 2)]
     assert all(math.isnan(p.mu) for p in points)
     orders = PrivacyLedger.RDP_ORDERS
     first = [a * 0.25 / 2 for a in orders]  # 0.3² + 0.4² = 0.5²: the step's exact curve α μ²/2
     assert points[0].epsilon == pytest.approx(rdp_curve_epsilon(first, orders, 1e-6)[0], rel=1e-12)
-    assert points[-1].epsilon == pytest.approx(ledger.validation_epsilon(1e-6), rel=1e-12)
+    assert points[-1].epsilon == pytest.approx(ledger.validation.epsilon(1e-6), rel=1e-12)
     assert [p.epsilon for p in points] == sorted(p.epsilon for p in points)
     only_a = plot.epsilon_spent(ledger, 1e-6, run_id="a")  # a run without RDP entries: GDP as before
-    assert only_a[-1].mu == pytest.approx(ledger.validation_mu("a")) == pytest.approx(math.sqrt(0.5))
+    assert only_a[-1].mu == pytest.approx(ledger.validation.mu("a")) == pytest.approx(math.sqrt(0.5))
 
 
 def test_plot_privacy_draws_the_spending_and_the_budget():
     ledger = PrivacyLedger(validation_mu_budget=2.0)
     for t in range(3):
-        ledger.record_validation_step(1.0, run_id="r", key=f"step-{t:04d}")
+        ledger.external.record(Gaussian(1.0), run_id="r", key=f"step-{t:04d}")
     ax = plot.plot_privacy(ledger, delta=1e-5)
     line = ax.get_lines()[0]
     np.testing.assert_array_equal(line.get_xdata(), [0, 1, 2, 3])
@@ -157,13 +163,13 @@ def test_the_path_is_drawn_by_hyperparameter_name_in_natural_units(finished):
 def test_the_privacy_panel_shows_the_training_epsilon_when_candidates_were_trained_privately(finished):
     opt, _ = finished
     ledger = PrivacyLedger()
-    for t, rec in enumerate(opt.ledger.validation_records()):
-        ledger.record_validation_step(rec.event.mu, run_id="r", key=f"step-{t:04d}")
+    for t, rec in enumerate(opt.ledger.validation.records()):
+        ledger.external.record(Gaussian(rec.event.mu), run_id="r", key=f"step-{t:04d}")
     ax = plot.plot_privacy(ledger, delta=1e-5)
     assert not any("training" in t.get_text() for t in ax.get_legend().get_texts())
-    ledger.record_training_run(run_id=0, noise_multiplier=1.0, sample_rate=0.01, steps=500)
+    ledger.external.record(DPSGDRun(noise_multiplier=1.0, sample_rate=0.01, steps=500), run_id=0)
     ax = plot.plot_privacy(ledger, delta=1e-5)
-    eps = ledger.training_epsilon(1e-5)
+    eps = ledger.training.epsilon(1e-5)
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert f"training ε = {eps:.3g} (δ = 1e-05)" in labels
     assert any(len(line.get_ydata()) == 2 and np.allclose(line.get_ydata(), [eps, eps]) for line in ax.get_lines())

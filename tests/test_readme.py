@@ -54,7 +54,7 @@ def test_main_example_runs_and_releases_the_target_guarantee():
     g = result.guarantee
     assert abs(g.mu - gdp_mu(1.0, 1e-5)) <= 1e-12 and g.delta == 1e-5
     assert g.epsilon == pytest.approx(1.0, rel=1e-9) and math.isclose(gdp_epsilon(g.mu, 1e-5), 1.0, rel_tol=1e-9)
-    assert result.ledger.validation_mu() == pytest.approx(g.mu, rel=1e-12)  # everything it charged
+    assert result.ledger.validation.mu() == pytest.approx(g.mu, rel=1e-12)  # everything it charged
     # a continuous space: one DP-GIBO run (no choice among configurations), ten steps
     assert len(result.runs) == 1 and result.runs[0].noisy_score is None and result.score_mu is None
     release = result.runs[0].result.release

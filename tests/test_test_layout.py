@@ -24,9 +24,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "methods.training_selection",
         "optim.checkpoint.directory",
         "optim.checkpoint.files",
-        "optim.driver",
-        "optim.report",
-        "optim.results",
         "plan.trial_table",
         "tuning.tune_call",
     }

@@ -575,11 +575,11 @@ pilot_points = torch.cat([
 sigma2_pilot = estimate_training_noise_variance(objective_dp, public, pilot_points, num_repeats=PILOT_REPEATS)
 noise_variance = max(sigma2_pilot, 1e-4)
 print(f"pilot sigma^2 = {sigma2_pilot:.3g} -> GP noise variance {noise_variance:.3g}")
-print("training runs recorded so far:", len(ledger.training_runs), "(the pilot used public data)")
+print("training runs recorded so far:", len(ledger.training.runs()), "(the pilot used public data)")
 
 opt_dp, result_dp = tune(objective_dp, noise_variance)
 print("theta_T:", {k: f"{v:.3g}" for k, v in space.to_natural(result_dp.release.theta).items()})
-print("training runs recorded:", len(ledger.training_runs))
+print("training runs recorded:", len(ledger.training.runs()))
 print(result_dp.guarantee_report())  # one statement: validation users, training records, both composed
 """),
     md(r"""
@@ -606,7 +606,7 @@ plan = plan_private_run(proxy, base, num_users=objective_dp.num_users, fit_kerne
                         step_sizes=(0.2,), num_repeats=1 if SMOKE else 3, progress=False)
 print(plan.methods)
 print("recommended method:", plan.recommended_method.name)
-print("training runs charged to the private ledger by the plan:", len(ledger.training_runs), "(unchanged)")
+print("training runs charged to the private ledger by the plan:", len(ledger.training.runs()), "(unchanged)")
 """),
     md(r"""
 The rest of this tutorial keeps DP-GIBO to show the two guarantees. To follow the recommendation in
@@ -650,7 +650,7 @@ print(f"training data ({len(data.y_train)} examples): epsilon = {t['epsilon']:.3
       f"({t['accountant']}) over ALL {t['num_runs']} DP-SGD runs")
 # All runs share (noise multiplier, sample rate), so they compose like one long run; merging the
 # history entries gives the same epsilon and keeps the PRV accountant fast.
-merged = merge_history(ledger.training_history())
+merged = merge_history(ledger.training.history())
 print(f"  (PRV accountant on the same runs: epsilon = "
       f"{accountant_epsilon(make_accountant('prv', merged), delta=DELTA):.3f})")
 print("without DP training: training data unprotected (epsilon = inf)")
@@ -660,7 +660,7 @@ How the training ε grows with the number of training runs (composition), while 
 guarantee stays at μ no matter how many models were trained:
 """),
     code(r"""
-history = ledger.training_history()
+history = ledger.training.history()
 ks = sorted(set([1, 2, 4, 8, 16, 32, len(history)]) & set(range(1, len(history) + 1)))
 eps = [accountant_epsilon(make_accountant("rdp", merge_history(history[:k])), delta=DELTA) for k in ks]
 fig, ax = plt.subplots(figsize=(5.5, 3.5))

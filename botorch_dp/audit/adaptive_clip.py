@@ -6,7 +6,7 @@ within ``B₀``. Neighbours (``d = 1``): users ``2..n`` have losses ``θ/4`` (es
 about ``1/4``, within ``B₀ = 1``); the first user's loss is ``10⁴ θ`` on ``D`` (far above)
 and 0 on ``D′`` (estimate 0, within). The exact counts are ``n − 1`` and ``n``, one apart
 (the count's sensitivity). Statistic: the released count ``b̃_0``
-(``result().release.clip_counts``). Claim: its ledger entry (key ``"step-0000/clip"``,
+(``result().release.records["clip"].counts``). Claim: its ledger entry (key ``"step-0000/clip"``,
 ``μ_C/√T``).
 """
 
@@ -52,7 +52,7 @@ def audit_clip_count_release(
                 clip_mu_fraction=clip_mu_fraction,
             ),
             lambda opt, result: (
-                float(result.release.clip_counts[0]),
+                float(result.release.records["clip"].counts[0]),
                 ledger_entry(opt, release_key(0, CLIP_KEY, ("grad", CLIP_KEY))),
             ),
         )

@@ -16,7 +16,7 @@ Statistic: the log-likelihood ratio of the run's releases up to an affine map,
 The filter makes the last step spend exactly the rest, so ``Σ μ_k² = μ²`` on every run and
 ``L`` is exactly ``N(∓μ²/2, μ²)`` in units of ``Δ`` however the ``μ_k`` were chosen: the
 test on ``L`` reaches the claim ``μ`` (fully adaptive composition is tight here).
-Claim: the run's reported total (the ledger's ``validation_mu()``; the guarantee's ``mu``
+Claim: the run's reported total (the ledger's ``validation.mu()``; the guarantee's ``mu``
 for noisy GD).
 """
 
@@ -74,8 +74,9 @@ def audit_adaptive_norm_release(
         slopes = [first_sign * LARGE_SLOPE] + [LARGE_SLOPE] * (num_users - 1)
 
         def observe(opt, result):
-            r = result.release
-            return release_llr(r.noisy_norms, r.norm_mus, r.released_gradients, r.step_mus), opt.ledger.validation_mu()
+            r, noise = result.release, result.release.records["noise"]
+            llr = release_llr(noise.noisy_norms, noise.norm_mus, r.released_gradients, noise.step_mus)
+            return llr, opt.ledger.validation.mu()
 
         return loop_sampler(
             linear_users(slopes),

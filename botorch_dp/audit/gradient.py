@@ -13,7 +13,7 @@ clipping ``inf`` gives NaN) unless the mechanism scales before it multiplies (th
 gradient weights are of size 2–7 here). Both estimates are clipped to ``∓B`` along ``u``,
 so every step's clipped mean moves by ``Δ = 2B/n``.
 Statistic: ``Σ_t uᵀ g_t`` over the released gradients (``result().release``). Claim: the
-run's ledger, ``validation_mu()`` (``μ`` for a whole run).
+run's ledger, ``validation.mu()`` (``μ`` for a whole run).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def audit_gradient_release(
         return loop_sampler(
             objective,
             lambda s: audit_config(seed=s, num_iterations=num_steps, privacy_mu=privacy_mu, clip_bound=clip_bound),
-            lambda opt, result: (float((result.release.released_gradients @ u).sum()), opt.ledger.validation_mu()),
+            lambda opt, result: (float((result.release.released_gradients @ u).sum()), opt.ledger.validation.mu()),
             seeded=seeded,
         )
 

@@ -25,7 +25,7 @@ What the user observes: the number of refusals before the accepted step (or
 ``max_retries + 1`` if every try was refused) and, if accepted, the step's releases.
 Statistic: ``−refusals + (1/2 + atan(L)/π)``, with ``L`` the releases' likelihood ratio as
 in ``adaptive_norm.release_llr`` (0 without a release): the count decides, ``L`` breaks ties.
-Claim: what the ledger reports after the run, ``ledger.validation_mu()``.
+Claim: what the ledger reports after the run, ``ledger.validation.mu()``.
 
 Before issue 28's fix the norm was released and recorded before the gradient's ``μ_t`` was
 checked; the refusal (``N < τ``) rolled the ledger back to its snapshot, which erased the
@@ -201,9 +201,10 @@ def audit_tight_ledger_retries(
             for _ in range(num):
                 ledger = PrivacyLedger(validation_mu_budget=design["budget"])
                 refusals, release = retrying_step(DPGIBO(config, ledger=ledger), objective, max_retries=max_retries)
-                llr = release_llr(release.noisy_norms, release.norm_mus, release.released_gradients, release.step_mus)
+                noise = release.records["noise"]
+                llr = release_llr(noise.noisy_norms, noise.norm_mus, release.released_gradients, noise.step_mus)
                 stats.append(-refusals + 0.5 + math.atan(llr) / math.pi)
-                claims.append(ledger.validation_mu())
+                claims.append(ledger.validation.mu())
             return Observations(torch.tensor(stats, dtype=torch.float64), torch.tensor(claims, dtype=torch.float64))
 
         return sample

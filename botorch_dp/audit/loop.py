@@ -149,4 +149,4 @@ def loop_sampler(
 
 def ledger_entry(optimizer: DPGIBO, key: str) -> float:
     r"""The ``μ`` the run's ledger recorded for its release ``key`` (e.g. ``"step-0000/norm"``)."""
-    return optimizer.ledger.validation_steps[(optimizer.run_id, key)]
+    return optimizer.ledger.validation.steps()[(optimizer.run_id, key)]

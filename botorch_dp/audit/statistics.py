@@ -19,7 +19,7 @@ trade-off curve ``f`` it implies (``tradeoff_from_profile``): the reported ``cla
 the ``μ`` of the Gaussian curve through ``(ᾱ, f(ᾱ))`` at the counted false-positive bound
 ``ᾱ``, so ``empirical_mu_lower > claimed_mu`` means ``β̄ < f(ᾱ)``, a violation of the claim.
 
-The claim is what the audited code reports for each run (a ledger's ``validation_mu()``, a
+The claim is what the audited code reports for each run (a ledger's ``validation.mu()``, a
 release's recorded ``μ``, a guarantee's parameters), collected by the samplers in
 ``Observations``; a GDP claim that differs between runs is audited at its largest value
 (the most the runs together claim). A non-finite statistic counts as the largest value:
@@ -70,7 +70,7 @@ class Observations:
     Attributes:
         statistics: One number per run (float64 tensor; larger values point to ``D′``).
         claimed_mus: The GDP ``μ`` the audited code reported for each run (e.g. its
-            ledger's ``validation_mu()``), or ``None`` when the claim is given otherwise.
+            ledger's ``validation.mu()``), or ``None`` when the claim is given otherwise.
         reports: Per-run public reports for claims that are no single ``μ`` (e.g. AMP's
             privacy parameters), for the row to turn into its claim.
     """

@@ -6,7 +6,7 @@ with ``k = 1``, ``v = (1, 1)/√2``, one step. Every user but the first has loss
 user's loss is ``−10⁴ vᵀθ`` on ``D`` and ``10⁴ (v + w)ᵀθ`` on ``D′`` with ``w ⟂ v``: the
 projection drops ``w`` and clipping in one coordinate sends both estimates to ``∓B``, so
 the projected means differ by exactly ``Δ = 2B/n``. Statistic: the released coordinate
-``ũ_0`` (``result().release.released_coordinates``). Claim: the ledger's ``validation_mu()``.
+``ũ_0`` (``result().release.records["projection"].coordinates``). Claim: the ledger's ``validation.mu()``.
 
 ``private_preconditioner``: ``DPGIBOConfig(step_rule="adagrad_full", preconditioner="private")``
 in ``d = 2`` (no subspace), one step, ``n = 100``. Users ``2..n`` have losses ``10⁴ θ₁``
@@ -18,7 +18,7 @@ that spread would swamp the signal; but the batch is public (``result().release.
 and the auditor knows both datasets, so the statistic conditions on it: with ``G(X)``,
 ``G′(X)`` recomputed from the run's public batch and kernel, it is
 ``⟨Ĝ_0 − (G + G′)/2, E⟩_F`` with ``E`` the unit direction of ``G′ − G``, on the released
-``Ĝ_0`` (``result().release.released_preconditioners``): the likelihood-ratio test of the
+``Ĝ_0`` (``result().release.records["step_rule"].preconditioners``): the likelihood-ratio test of the
 isotropic GOE noise given the batch. Claim: the preconditioner's ledger entry (key
 ``"step-0000/precond"``, ``μ_H/√T``).
 """
@@ -67,7 +67,10 @@ def audit_projected_release(
         return loop_sampler(
             linear_users(slopes, directions),
             lambda s: audit_config(dim=2, seed=s, privacy_mu=privacy_mu, subspace=oracle),
-            lambda opt, result: (float(result.release.released_coordinates[0][0]), opt.ledger.validation_mu()),
+            lambda opt, result: (
+                float(result.release.records["projection"].coordinates[0][0]),
+                opt.ledger.validation.mu(),
+            ),
         )
 
     return run_audit(
@@ -110,7 +113,7 @@ def audit_private_preconditioner(
             for f in (objective_d, objective_d_prime)
         )
         E = (G_prime - G) / (G_prime - G).norm()
-        statistic = float(((release.released_preconditioners[0] - (G + G_prime) / 2) * E).sum())
+        statistic = float(((release.records["step_rule"].preconditioners[0] - (G + G_prime) / 2) * E).sum())
         return statistic, ledger_entry(opt, "step-0000/precond")
 
     def sampler(objective: Callable[[Tensor], Tensor]) -> StatisticSampler:

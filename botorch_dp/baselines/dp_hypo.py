@@ -293,8 +293,8 @@ def dp_hypo(
     ``log E[K]/(α − 1)`` term makes no ``μ`` dominate it) and charging each trial as a
     μ₀-GDP step would publish ``K`` (and void the selection bound), so the ledger composes
     it in RDP with the other validation releases (a DP-GIBO run's Gaussian steps on the
-    same users, say): ``ledger.validation_epsilon(δ)`` then covers both, the μ budget ``B``
-    holds as ``(α, α B²/2)``-RDP at every grid order, and ``ledger.validation_mu()`` raises
+    same users, say): ``ledger.validation.epsilon(δ)`` then covers both, the μ budget ``B``
+    holds as ``(α, α B²/2)``-RDP at every grid order, and ``ledger.validation.mu()`` raises
     (no μ covers the run). Nothing is charged to the training side.
 
     Args:
@@ -479,7 +479,7 @@ def dp_hypo(
         delta=target_delta,
         mu=None,
         description=description + "; Rényi-DP bound (privacy.analysis.dp_hypo) converted to (ε, δ) on "
-        "DEFAULT_RDP_ORDERS, for this run alone (with a ledger, its validation_epsilon composes it with "
+        "DEFAULT_RDP_ORDERS, for this run alone (with a ledger, its validation.epsilon composes it with "
         "the other validation releases). Holds only while K, the other trials and the sampling densities "
         f"stay hidden. {timing}",
         details=details,

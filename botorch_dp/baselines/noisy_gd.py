@@ -10,40 +10,34 @@ chosen privately (``selection``, see ``optim.selection``).
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import math
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory, BaselineResult, evaluate_losses
 from botorch_dp.objectives.per_user_problem import PerUserProblem
-from botorch_dp.optim.noise_schedule import DEFAULT_NORM_MU_FRACTION, NOISE_SCHEDULES, NoiseSchedule
+from botorch_dp.optim.noise_schedule import DEFAULT_NORM_MU_FRACTION, NoiseSchedule
 from botorch_dp.optim.options import (
-    SGD,
-    AdaptiveNorm,
     ClipState,
-    Evaluated,
-    Exponential,
+    EvaluatedSelection,
     FixedClip,
-    FixedNoise,
-    Last,
-    MinNoisyNorm,
     NoiseState,
-    NoisyLoss,
     Options,
     RunPlan,
-    Strategy,
-    lookup_family,
+    lookup,
+    registered,
 )
 from botorch_dp.optim.projected import SubspaceTrack
-from botorch_dp.optim.selection import EVALUATED_SELECTIONS, SELECTION_KEY, Selection, check_selection_fields
+from botorch_dp.optim.selection import SELECTION_KEY, Selection
 from botorch_dp.optim.step_rules import StepRule, projected_step
 from botorch_dp.optim.users import InMemoryUsers
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
-from botorch_dp.privacy.checks import check_choice, check_probability
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.utils import check_bounds
@@ -176,21 +170,27 @@ def noisy_gradient_descent(
     theta = bounds.mean(0) if theta0 is None else torch.as_tensor(theta0, dtype=torch.float64).reshape(d).clone()
     if (theta < bounds[0]).any() or (theta > bounds[1]).any():
         raise ValueError("theta0 must lie inside the bounds.")
-    options = _options(
-        clip_bound,
-        noise_schedule,
-        norm_mu_fraction,
-        snr_factor,
-        max_step_mu,
-        step_rule,
-        selection,
-        selection_epsilon,
-        selection_mu,
-        loss_clip,
+    # the option strings resolve once, here, through the registry; strategy objects are taken as they are
+    noise_keywords = {
+        "norm_mu_fraction": ("norm_mu_fraction", norm_mu_fraction),
+        "snr_factor": ("snr_factor", snr_factor),
+        "max_step_mu": ("max_step_mu", max_step_mu),
+    }
+    selection_keywords = {
+        "epsilon": ("selection_epsilon", selection_epsilon),
+        "mu": ("selection_mu", selection_mu),
+        "loss_clip": ("loss_clip", loss_clip),
+    }
+    options = Options(
+        clip=_strategy("clip_bound", clip_bound) if _is_strategy(clip_bound) else FixedClip(clip_bound),
+        noise=_strategy("noise_schedule", noise_schedule, noise_keywords),
+        step_rule=_strategy("step_rule", step_rule),
+        selection=_strategy("selection", selection, selection_keywords, strict=True),
     )
     options.check(privacy_mu, d, int(num_iterations))
     evaluator = None  # what the evaluated selections evaluate the iterates with
-    evaluated = options.selection if isinstance(options.selection, Evaluated) else None
+    chosen_by = options.selection
+    evaluated = chosen_by if chosen_by.evaluated and isinstance(chosen_by, EvaluatedSelection) else None
     if evaluated is not None:
         if loss_oracle is None and not isinstance(oracle, PerUserProblem):
             raise ValueError(
@@ -221,7 +221,9 @@ def noisy_gradient_descent(
         spent = [*spent, chosen.mu]
     else:
         selected = options.selection.index(num_steps + 1, record.noise.noisy_norms)  # post-processing: free
-    plain = options.noise.name == "fixed" and options.selection.name == "last" and not record.others
+    # plain: the T fixed-schedule gradients are all the run released (no norm, no selection's charge, no
+    # count or preconditioner), so it is privacy_mu-GDP exactly, T releases of μ/√T
+    plain = not record.noise.norm_mus and not options.selection.charge and not record.others
     if not plain:
         extras.update(
             {
@@ -245,14 +247,14 @@ def noisy_gradient_descent(
         else:
             split = options.split(privacy_mu)
             description = _description(
-                options.noise.name, options.selection.name, num_steps, split.steps_mu, split.selection_mu, total_mu
+                bool(record.noise.norm_mus), evaluated, num_steps, split.steps_mu, split.selection_mu, total_mu
             )
         guarantee = BaselineGuarantee(
             epsilon=gdp_epsilon(total_mu, target_delta),
             delta=target_delta,
             mu=total_mu,
             description=description,
-            details={"noise_std": record.noise.noise_stds[-1], "clip_bound": options.clip.bound, "num_users": n},
+            details={"noise_std": record.noise.noise_stds[-1], "clip_bound": _first_bound(options), "num_users": n},
         )
     history = BaselineHistory(
         iterates=iterates_t,
@@ -267,67 +269,67 @@ def noisy_gradient_descent(
     )
 
 
-def _options(
-    clip_bound,
-    noise_schedule,
-    norm_mu_fraction,
-    snr_factor,
-    max_step_mu,
-    step_rule,
-    selection,
-    selection_epsilon,
-    selection_mu,
-    loss_clip,
-) -> Options:
-    r"""DP-GIBO's strategies for noisy GD's arguments (strategy objects are taken as they are)."""
-    for argument, value, family in (
-        ("clip_bound", clip_bound, FixedClip),
-        ("noise_schedule", noise_schedule, (FixedNoise, AdaptiveNorm)),
-        ("step_rule", step_rule, SGD),
-        ("selection", selection, Last),
-    ):
-        if isinstance(value, Strategy) and not isinstance(value, family):
+#: The family of each strategy argument of ``noisy_gradient_descent``.
+_FAMILIES: dict[str, str] = {
+    "clip_bound": "clip",
+    "noise_schedule": "noise",
+    "step_rule": "step_rule",
+    "selection": "selection",
+}
+
+
+def _is_strategy(value: object) -> bool:
+    r"""Whether an argument is a strategy object (any class of a registered family), not a setting."""
+    return getattr(value, "family", None) is not None
+
+
+def _first_bound(options: Options) -> float:
+    r"""The first step's clip bound ``B`` (``B₀`` of a moving bound; public)."""
+    return options.clip.current(options.clip.initial_state())
+
+
+def _strategy(
+    argument: str, value: Any, keywords: dict[str, tuple[str, Any]] | None = None, strict: bool = False
+) -> Any:
+    r"""The strategy ``argument`` asks for: a strategy object as it is (of the argument's family, else a
+    ``ValueError`` naming both), or the class the registry holds under the name ``value``, built from
+    those ``keywords`` (``{field: (keyword, value)}``) that are its fields. ``strict``: each of its fields
+    must be given, and a keyword given to a class without that field is refused (``ValueError`` naming
+    the keyword and the registered names that take it)."""
+    family = _FAMILIES[argument]
+    if _is_strategy(value):
+        if value.family != family:
             raise ValueError(f"{argument} got a {value.family} strategy ({type(value).__name__}).")
-    clip = clip_bound if isinstance(clip_bound, FixedClip) else FixedClip(clip_bound)
-    noise: FixedNoise | AdaptiveNorm
-    if isinstance(noise_schedule, (FixedNoise, AdaptiveNorm)):
-        noise = noise_schedule
-    else:
-        check_choice(noise_schedule, "noise_schedule", NOISE_SCHEDULES)
-        noise = (
-            FixedNoise()
-            if noise_schedule == "fixed"
-            else AdaptiveNorm(check_probability(norm_mu_fraction, "norm_mu_fraction (f_N)"), snr_factor, max_step_mu)
-        )
-    if not isinstance(selection, Last):
-        epsilon, mu, clip_c = check_selection_fields(
-            selection, selection_epsilon=selection_epsilon, selection_mu=selection_mu, loss_clip=loss_clip
-        )
-
-        def given(value: float | None, name: str) -> float:  # check_selection_fields gave what the rule uses
-            if value is None:
-                raise ValueError(f"selection={selection!r} needs {name}.")
-            return value
-
-        selection = {
-            "last": Last,
-            "min_noisy_norm": MinNoisyNorm,
-            "exponential": lambda: Exponential(given(epsilon, "selection_epsilon"), given(clip_c, "loss_clip")),
-            "noisy_loss": lambda: NoisyLoss(given(mu, "selection_mu"), given(clip_c, "loss_clip")),
-        }[selection]()
-    rule = step_rule if isinstance(step_rule, SGD) else lookup_family("step_rule", step_rule, SGD, "step_rule")()
-    return Options(clip=clip, noise=noise, step_rule=rule, selection=selection)
+        return value
+    cls = lookup(family, value, argument)
+    keywords, taken = keywords or {}, _fields(cls)
+    for name, (keyword, given) in keywords.items() if strict else ():
+        if name in taken and given is None:
+            raise ValueError(f"{argument}={value!r} needs {keyword}.")
+        if name not in taken and given is not None:
+            users = tuple(other for other, c in registered(family).items() if name in _fields(c))
+            raise ValueError(f"{keyword} is only used by {argument} in {users}, not by {argument}={value!r}.")
+    return cls(**{name: given for name, (_, given) in keywords.items() if name in taken})
 
 
-def _description(schedule: str, selection: str, steps: int, mu_steps: float, mu_sel: float, total: float) -> str:
+def _fields(cls: type) -> set[str]:
+    r"""The dataclass fields of a strategy class (its parameters)."""
+    return {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+
+
+def _description(
+    norms: bool, selection: EvaluatedSelection | None, steps: int, mu_steps: float, mu_sel: float, total: float
+) -> str:
+    r"""The guarantee in words: ``norms``: the steps released noisy norms (the adaptive schedule);
+    ``selection``: the evaluated selection, if any."""
     what = (
         f"{steps} adaptive steps (noisy norm + gradient, each charged its realised μ_t = Δ/σ_t, "
         f"GDP filter at μ_steps = {mu_steps:.4g})"
-        if schedule == "adaptive_norm"
+        if norms
         else f"{steps} Gaussian steps composed to μ_steps = {mu_steps:.4g}"
     )
-    if selection in EVALUATED_SELECTIONS:
-        what += f", plus a {selection} selection of the returned iterate charged μ_sel = {mu_sel:.4g}"
+    if selection is not None:
+        what += f", plus a {selection.name} selection of the returned iterate charged μ_sel = {mu_sel:.4g}"
     return f"{what}; composed to {total:.6g}-GDP (fully adaptive GDP composition); exact GDP→(ε, δ)."
 
 
@@ -376,7 +378,7 @@ def _descent(oracle, bounds, theta, num_iterations, step_size, privacy_mu, optio
             generator=generator,
         )
         spent = [*noise.norm_mus, *noise.step_mus]  # this run's norm and gradient releases, in order
-        room = account.ledger.remaining_validation_mu()
+        room = account.ledger.validation.remaining_mu()
         with account.charge(options.step_bound(plan, noise, spent, room), t) as meter:
             # the clip policy clips the rows of (W Y)ᵀ; with W = I and Y = Gᵀ those are the ∇ℓ_i
             out = options.release_step(

@@ -137,18 +137,39 @@ def padded_trials(num_trials: int, max_trials: int | None) -> int:
     return num_trials if max_trials is None else max(num_trials, max_trials)
 
 
-def trials_tail(max_trials: int | None, *, distribution: str, mean_trials: float, tnb_eta: float = 1.0) -> float | None:
+def trials_tail(
+    max_trials: int | None,
+    *,
+    distribution: str,
+    mean_trials: float,
+    tnb_eta: float = 1.0,
+    binomial_rounds: int | None = None,
+) -> float | None:
     r"""``P[K > max_trials]``: how often a padded run is longer than ``max_trials`` (``None`` without a cap)."""
     if max_trials is None:
         return None
-    return num_trials_tail(distribution=distribution, mean_trials=mean_trials, threshold=max_trials, tnb_eta=tnb_eta)
+    return num_trials_tail(
+        distribution=distribution,
+        mean_trials=mean_trials,
+        threshold=max_trials,
+        tnb_eta=tnb_eta,
+        binomial_rounds=binomial_rounds,
+    )
 
 
 def timing_note(
-    max_trials: int | None, *, distribution: str, mean_trials: float, tnb_eta: float = 1.0, per_trial: str = "trial"
+    max_trials: int | None,
+    *,
+    distribution: str,
+    mean_trials: float,
+    tnb_eta: float = 1.0,
+    per_trial: str = "trial",
+    binomial_rounds: int | None = None,
 ) -> str:
     r"""What the wall time of a selection reveals, in one sentence, for its guarantee's statement."""
-    tail = trials_tail(max_trials, distribution=distribution, mean_trials=mean_trials, tnb_eta=tnb_eta)
+    tail = trials_tail(
+        max_trials, distribution=distribution, mean_trials=mean_trials, tnb_eta=tnb_eta, binomial_rounds=binomial_rounds
+    )
     if max_trials is None or tail is None:
         return (
             f"Not covered: the run's wall time, which grows with the hidden number of trials K (one {per_trial} "

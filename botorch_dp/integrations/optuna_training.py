@@ -310,13 +310,13 @@ class TrainingTrials(ChargedTraining, SearchSpaceObjective):
         runs = [e for e in events if isinstance(e, DPSGDRun)]
         ledger = self._charging_ledger()
         total = composed_training_epsilon(
-            [*ledger.training_history(), *runs], target_delta, ledger.training_accountant, ledger.prv_eps_error
+            [*ledger.training.history(), *runs], target_delta, ledger.training_accountant, ledger.prv_eps_error
         )
         if total > target_epsilon * (1.0 + _TARGET_RTOL):
             raise PrivacyBudgetExceeded(
                 f"Training-data target exceeded: {len(events)} more DP-SGD run(s) would bring the training epsilon "
                 f"(delta={target_delta:g}) to {total:.6g}, above the target {target_epsilon:g} "
-                f"(planned_runs={planned_runs}; the ledger holds {len(ledger.training_runs)} runs)."
+                f"(planned_runs={planned_runs}; the ledger holds {len(ledger.training.runs())} runs)."
             )
 
     def _train_with(self, theta: Tensor, ticket: TrainingTicket, meter: Any = None, **options: Any) -> Tensor:

@@ -367,9 +367,9 @@ def tune_on_proxy_then_train(
     sigma_f, final_epsilon = final_only_noise(epsilon=epsilon, delta=delta, sample_rate=rate, steps=steps)
     ledger = objective.ledger
     assert ledger is not None
-    before = len(ledger.training_run_ids())
+    before = len(ledger.training.run_ids())
     best, _ = _proxy_best(_proxy_copy(objective, proxy, sigma_f), configs)
-    if len(ledger.training_run_ids()) != before:
+    if len(ledger.training.run_ids()) != before:
         raise RuntimeError("A proxy trial was charged to the private ledger; the proxy is not public.")
     model = _final_run(objective, configs[best], sigma_f)
     return CheapTuneResult(

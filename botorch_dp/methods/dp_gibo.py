@@ -77,7 +77,7 @@ class DPGIBOMethod:
             g.epsilon,
             g.delta,
             description,
-            mu=ledger.validation_mu(optimizer.run_id),
+            mu=ledger.validation.mu(optimizer.run_id),
             procedure=description,
         )
 

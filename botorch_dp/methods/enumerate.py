@@ -159,7 +159,7 @@ class EnumerateMethod:
                 r.noisy_score = float(s)
             chosen = int(torch.argmin(scores))  # post-processing of the released scores
             run_ids.append(selection_id)
-        mu = compose_gdp([ledger.validation_mu(run_id) for run_id in run_ids])
+        mu = compose_gdp([ledger.validation.mu(run_id) for run_id in run_ids])
         delta = float(self.configs[0].target_delta or math.nan)
         winner = runs[chosen]
         return MethodRun(

@@ -57,7 +57,7 @@ def cheap_method_run(name: str, result: Any, space: Any, objective: Any, ledger:
         method=name,
         theta=theta,
         result=result,
-        run_id=ledger.training_run_ids()[-1],
+        run_id=ledger.training.run_ids()[-1],
         num_users=int(objective.num_users),
         epsilon=float(training[0]),
         delta=float(training[1]),

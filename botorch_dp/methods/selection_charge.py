@@ -16,12 +16,27 @@ from botorch_dp.privacy.ledger.events import SELECTION_PART, TrainingEvent
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.training.selection_accounting import SelectionAccounting, selection_epsilon
 
-__all__ = ["profile_refused", "record_up_front", "training_event", "training_guarantee", "validation_guarantee"]
+__all__ = [
+    "k_description",
+    "profile_refused",
+    "record_up_front",
+    "training_event",
+    "training_guarantee",
+    "validation_guarantee",
+]
+
+
+def k_description(k_args: dict[str, Any]) -> str:
+    r"""``K``'s distribution in words: its name, and for the binomial its public rounds ``m`` and ``γ``."""
+    rounds = k_args.get("binomial_rounds")
+    if k_args["distribution"] == "binomial" and rounds is not None:
+        return f"binomial(m = {rounds}, gamma = {k_args['mean_trials'] / rounds:.4g})"
+    return str(k_args["distribution"])
 
 
 def profile_refused(ledger: PrivacyLedger, delta: float) -> str | None:
     r"""Why ``ledger`` cannot take the selection as one ``(ε, δ)`` entry (None: it can)."""
-    if ledger.training_run_ids():
+    if ledger.training.run_ids():
         return (
             "the ledger already holds training entries, and it admits an (epsilon, delta) entry only as its "
             "first training entry (privacy.ledger.filters)."
@@ -78,12 +93,13 @@ def training_guarantee(
         )
     description = (
         f"private selection over E[K] = {mean_trials:g} DP-SGD training runs (Papernot & Steinke; K ~ "
-        f"{distribution}, hidden), each run with noise_multiplier={sigma:.6g}, sample_rate <= {rate:.6g}, "
-        f"steps <= {steps}; {accounted}"
+        f"{k_description(k_args)}, hidden), each run with noise_multiplier={sigma:.6g}, sample_rate <= {rate:.6g}, "
+        f"steps <= {steps}; {accounted} ({charge.reason})"
     )
     details = {
         "protected": "training records (add/remove one record)",
         "distribution": distribution,
+        "binomial_rounds": k_args.get("binomial_rounds"),
         "mean_trials": float(mean_trials),
         "noise_multiplier": sigma,
         "run_shapes": [[q, t] for q, t in shapes],
@@ -116,7 +132,7 @@ def validation_guarantee(
 ) -> BaselineGuarantee:
     description = (
         f"private selection over E[K] = {k_args['mean_trials']:g} trials (Papernot & Steinke; K ~ "
-        f"{k_args['distribution']}, hidden), each scored by a {mu:.4g}-GDP Gaussian of the [0, {clip:g}]-clipped "
+        f"{k_description(k_args)}, hidden), each scored by a {mu:.4g}-GDP Gaussian of the [0, {clip:g}]-clipped "
         f"mean validation {score}"
     )
     details = {

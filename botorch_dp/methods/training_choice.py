@@ -77,12 +77,15 @@ def training_method(
     loss_clip: float | None = None,
     num_configurations: int = DEFAULT_CONFIGURATIONS,
     untuned: dict[str, Any] | None = None,
+    accounting: str = "auto",
 ) -> Any:
-    r"""The method called ``name`` (``TRAINING_METHODS``) at the call's settings (public)."""
+    r"""The method called ``name`` (``TRAINING_METHODS``) at the call's settings (public); ``accounting``
+    is the selection's over training runs (``select_training_runs``), the others' is fixed."""
     if name == "training_selection":
         return TrainingSelectionMethod(
-            space, epsilon, delta, mean_trials, protect, max_trials=max_trials, loss_clip=loss_clip
-        )
+            space, epsilon, delta, mean_trials, protect, max_trials=max_trials, loss_clip=loss_clip,
+            accounting=accounting,
+        )  # fmt: skip
     if name == "subsample_tuning":
         return SubsampleTuningMethod(space, epsilon, delta, protect, num_configurations)
     if name == "proxy_then_train":
@@ -112,6 +115,7 @@ def choose_training_method(
     methods: Any = None,
     seed: int = 0,
     progress: bool = False,
+    accounting: str = "auto",
 ) -> TrainingChoice:
     r"""Simulate every candidate on ``proxy_data`` (PUBLIC) and choose (see the module).
 
@@ -132,6 +136,7 @@ def choose_training_method(
         methods: The names compared, among ``TUNING_METHODS`` (``None``: all three).
         seed: The first repeat's seed and the proxy split's (public).
         progress: One bar over the simulations.
+        accounting: The selection's accounting over training runs if it wins (``select_training_runs``).
 
     Returns:
         The ``TrainingChoice``.
@@ -139,6 +144,7 @@ def choose_training_method(
     kw = dict(
         epsilon=epsilon, delta=delta, protect=protect, proxy_data=proxy_data, mean_trials=mean_trials,
         max_trials=max_trials, loss_clip=loss_clip, num_configurations=num_configurations, untuned=untuned,
+        accounting=accounting,
     )  # fmt: skip
     names = TUNING_METHODS if methods is None else tuple(methods)
     if not names or isinstance(methods, str) or not set(names) <= set(TUNING_METHODS) or len(set(names)) < len(names):

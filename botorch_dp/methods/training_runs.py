@@ -1,8 +1,9 @@
 r"""Private selection over whole DP-SGD training runs, with the training data protected.
 
 ``select_training_runs`` is Papernot & Steinke's private random search (ICLR 2022) with one
-DP-SGD training run per trial: ``K`` random trials (``K`` truncated negative binomial or
-Poisson), each drawing hyperparameters from a public sampler and training one model with
+DP-SGD training run per trial: ``K`` random trials (``K`` truncated negative binomial, Poisson, or
+binomial over ``m`` public rounds as in Koskela, Redberg & Wang, ICML 2024), each drawing
+hyperparameters from a public sampler and training one model with
 Opacus DP-SGD; only the best trial's hyperparameters, trained model and score are released.
 The WHOLE procedure's charge (``training.selection_accounting``: its privacy-profile bound as one
 ``(ε, δ)``, where that is tighter, or its Rényi-DP curve) is recorded ONCE on
@@ -46,11 +47,12 @@ from botorch_dp.methods.selection_charge import (
     validation_guarantee,
 )
 from botorch_dp.privacy.analysis.private_selection import (
-    DISTRIBUTIONS,
+    ALL_DISTRIBUTIONS,
     per_trial_mu_for_epsilon,
     private_selection_rdp,
     sample_num_trials,
 )
+from botorch_dp.privacy.analysis.private_selection_trials import binomial_probability
 from botorch_dp.privacy.checks import check_choice, check_delta, check_greater, check_positive
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
@@ -74,7 +76,7 @@ class TrainingSelectionResult:
     r"""What a private selection over training runs releases: the winner only.
 
     Attributes:
-        hyperparameters: The winning trial's ``{name: natural value}`` (None: no trial, Poisson ``K = 0``).
+        hyperparameters: The winning trial's ``{name: natural value}`` (None: no trial, Poisson or binomial ``K = 0``).
         model: Its trained model (the released DP-SGD run; None when ``K = 0``).
         released_score: Its score (noisy with ``protect="both"``; the plain validation score,
             which protects no validation user, with ``protect="training"``; None when ``K = 0``).
@@ -188,6 +190,7 @@ def select_training_runs(
     progress: bool = False,
     non_private_trials: bool = False,
     accounting: str = "auto",
+    binomial_rounds: int | None = None,
 ) -> TrainingSelectionResult:
     r"""Release the best of ``K`` DP-SGD training runs at random hyperparameters (Papernot & Steinke).
 
@@ -225,7 +228,10 @@ def select_training_runs(
         mean_trials: ``E[K] > 1``.
         protect: ``"training"`` (the validation users are public: the score is their plain mean
             score) or ``"both"`` (the scores are noised and charged to the validation ledger).
-        distribution: ``"tnb"`` (truncated negative binomial) or ``"poisson"``.
+        distribution: ``"tnb"`` (truncated negative binomial), ``"poisson"`` or ``"binomial"``
+            (``K ~ Binomial(binomial_rounds, mean_trials/binomial_rounds)``, Koskela, Redberg & Wang: at
+            most ``binomial_rounds`` trials, so ``max_trials=binomial_rounds`` hides ``K`` from the wall
+            time entirely; ``K = 0`` releases no trial, as for Poisson).
         tnb_eta: ``η`` of the truncated negative binomial (1: geometric).
         sampler: ``generator -> {name: natural value}`` (a public distribution over the space;
             default uniform on the unit cube, log-uniform on log ranges). Its generator is privacy
@@ -245,13 +251,16 @@ def select_training_runs(
         accounting: ``"auto"``, ``"profile"`` (the selection charged at its privacy-profile bound;
             refused when the ledger already holds training entries) or ``"rdp"``. The guarantee's
             ``details["accounting"]`` and description say which was used and why.
+        binomial_rounds: ``m``, the public number of rounds of ``distribution="binomial"`` (required
+            for it, refused otherwise).
 
     Returns:
         The ``TrainingSelectionResult`` (winner only; nothing reveals ``K``).
     """
     settings = _checked_settings(
-        objective, space, protect, distribution, mean_trials, score, loss_clip, ledger, sampler, max_trials
-    )
+        objective, space, protect, distribution, mean_trials, score, loss_clip, ledger, sampler, max_trials,
+        binomial_rounds,
+    )  # fmt: skip
     ledger, sampler, distribution, loss_clip, max_trials = (
         settings[k] for k in ("ledger", "sampler", "distribution", "clip", "max_trials")
     )
@@ -260,6 +269,8 @@ def select_training_runs(
     validation_epsilon = epsilon if validation_epsilon is None else validation_epsilon
     validation_epsilon = check_positive(validation_epsilon, "validation_epsilon", allow_inf=False)
     k_args: dict[str, Any] = dict(mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta)
+    if distribution == "binomial":
+        k_args["binomial_rounds"] = binomial_rounds
     accounting = check_choice(accounting, "accounting", ACCOUNTINGS)
 
     shapes = objective.possible_run_shapes()
@@ -325,7 +336,7 @@ def select_training_runs(
                     best = (value, hyperparameters, model)
     finally:
         cover.close()
-    release: dict[str, Any] = dict(hyperparameters=None, model=None, released_score=None)  # K = 0 (Poisson)
+    release: dict[str, Any] = dict(hyperparameters=None, model=None, released_score=None)  # K = 0 (Poisson, binomial)
     if best is not None:
         release = dict(hyperparameters=best[1], model=best[2], released_score=best[0])
     if non_private_trials:
@@ -346,6 +357,7 @@ def _checked_settings(
     ledger: PrivacyLedger | None,
     sampler: Sampler | None,
     max_trials: int | None,
+    binomial_rounds: int | None = None,
 ) -> dict[str, Any]:
     r"""The arguments of ``select_training_runs`` checked (``ValueError`` naming each) before anything runs."""
     from botorch_dp.objectives.charged import same_ledger
@@ -365,8 +377,15 @@ def _checked_settings(
             f"protect must be one of {PROTECT}, got {protect!r} (a selection that protects only the validation "
             "users needs no DP-SGD: use baselines.private_random_search)."
         )
-    distribution = check_choice(_SHORT_NAMES.get(distribution, distribution), "distribution", DISTRIBUTIONS)
+    distribution = check_choice(_SHORT_NAMES.get(distribution, distribution), "distribution", ALL_DISTRIBUTIONS)
     check_greater(mean_trials, "mean_trials", 1.0)
+    if distribution == "binomial":
+        binomial_probability(mean_trials=mean_trials, binomial_rounds=binomial_rounds)
+    elif binomial_rounds is not None:
+        raise ValueError(
+            f"binomial_rounds={binomial_rounds!r} is the number of rounds of distribution='binomial'; "
+            f"leave it out with distribution={distribution!r}."
+        )
     if score not in SCORES:
         raise ValueError(f"score must be one of {SCORES}, got {score!r}.")
     if protect == "both":

@@ -57,6 +57,8 @@ class TrainingSelectionMethod:
         accounting: How the training records' charge is accounted (``select_training_runs``):
             ``"auto"`` (the privacy-profile bound where it is tighter and the ledger's training side is
             empty, else RDP), ``"profile"`` or ``"rdp"``; the guarantee says which was used.
+        binomial_rounds: ``m`` of ``distribution="binomial"`` (``K ~ Binomial(m, E[K]/m)``; may be 0 trials,
+            which ``run_private`` refuses to turn into a point, as for Poisson).
     """
 
     space: Any
@@ -68,6 +70,7 @@ class TrainingSelectionMethod:
     max_trials: int | None = None
     loss_clip: float | None = None
     accounting: str = "auto"
+    binomial_rounds: int | None = None
     name: str = dataclasses.field(default="training_selection", init=False)
 
     @property
@@ -93,6 +96,13 @@ class TrainingSelectionMethod:
     def _distribution(self) -> str:
         return _LONG_NAMES.get(self.distribution, self.distribution)
 
+    @property
+    def _k_args(self) -> dict[str, Any]:
+        k_args: dict[str, Any] = dict(mean_trials=self.mean_trials, distribution=self._distribution)
+        if self._distribution == "binomial":
+            k_args["binomial_rounds"] = self.binomial_rounds
+        return k_args
+
     def simulate_training(self, proxy: TrainingProxy, seed: int) -> float:
         r"""The scoring half's mean loss of the simulated selection's winning model (public; see the module)."""
         from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon, sample_num_trials
@@ -103,28 +113,25 @@ class TrainingSelectionMethod:
                 f"{self.name}: not simulated when the space searches epochs, batch size or clip norm."
             )
         sigma = _trial_noise(self.epsilon, self.delta, tuple(objective.possible_run_shapes()), self.mean_trials,
-                             self._distribution)  # fmt: skip
+                             self._distribution, self.binomial_rounds)  # fmt: skip
         rng = np.random.default_rng([int(seed), 4103])
-        K = max(1, sample_num_trials(distribution=self._distribution, mean_trials=self.mean_trials, rng=rng))
+        K = max(1, sample_num_trials(rng=rng, **self._k_args))
         configs = random_configurations(self.space, K, seed)
         noise, clip = 0.0, None
         if self.protect == "both":  # the private score's noise on the mean of n clipped losses
             clip = objective.loss_cap if self.loss_clip is None else self.loss_clip
             mu = per_trial_mu_for_epsilon(
-                target_epsilon=self.epsilon,
-                target_delta=self.delta,
-                mean_trials=self.mean_trials,
-                distribution=self._distribution,
-                orders=TRAINING_RDP_ORDERS,
+                target_epsilon=self.epsilon, target_delta=self.delta, orders=TRAINING_RDP_ORDERS, **self._k_args
             )
             noise = clip / (objective.num_users * mu)
         best, losses = proxy.best_of(configs, sigma, seed, score_noise=noise, score_clip=clip)
         return proxy.scoring_mean(losses[best])  # the winner's own model is released
 
     def describe(self) -> str:
+        rounds = f" over m = {self.binomial_rounds} rounds" if self._distribution == "binomial" else ""
         return (
             f"private selection over whole DP-SGD training runs (E[K] = {self.mean_trials:g}, K ~ "
-            f"{self.distribution}, hidden; protects {self.protect})"
+            f"{self.distribution}{rounds}, hidden; protects {self.protect}; accounting={self.accounting!r})"
         )
 
     def run_private(
@@ -154,6 +161,7 @@ class TrainingSelectionMethod:
             ledger=ledger,
             progress=progress,
             accounting=self.accounting,
+            binomial_rounds=self.binomial_rounds,
         )
         if result.hyperparameters is None:  # Poisson K = 0: the selection released "no trial"
             raise ValueError(
@@ -189,13 +197,23 @@ _LONG_NAMES = {"tnb": "truncated_negative_binomial"}
 
 @functools.lru_cache(maxsize=32)
 def _trial_noise(
-    epsilon: float, delta: float, shapes: tuple[tuple[float, int], ...], mean_trials: float, distribution: str
+    epsilon: float,
+    delta: float,
+    shapes: tuple[tuple[float, int], ...],
+    mean_trials: float,
+    distribution: str,
+    binomial_rounds: int | None = None,
 ) -> float:
     r"""Every trial's ``σ`` of the selection at ``(ε, δ)`` (``calibrate_selection_noise``; public)."""
     from botorch_dp.training.selection_accounting import calibrate_selection_noise  # scipy, Opacus: late
 
     return calibrate_selection_noise(
-        target_epsilon=epsilon, target_delta=delta, shapes=shapes, mean_trials=mean_trials, distribution=distribution
+        target_epsilon=epsilon,
+        target_delta=delta,
+        shapes=shapes,
+        mean_trials=mean_trials,
+        distribution=distribution,
+        binomial_rounds=binomial_rounds,
     )
 
 

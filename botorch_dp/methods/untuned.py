@@ -133,7 +133,7 @@ class UntunedMethod:
             method=self.name,
             theta=theta,
             result=UntunedResult(self.natural(), model, sigma),
-            run_id=ledger.training_run_ids()[-1],
+            run_id=ledger.training.run_ids()[-1],
             num_users=int(objective.num_users),
             epsilon=epsilon,
             delta=self.delta,

@@ -304,7 +304,7 @@ class ChargedTraining:
         Returns:
             An integer ≥ 0.
         """
-        indices = [i for i in map(self._index_of, self._charging_ledger().training_run_ids()) if i is not None]
+        indices = [i for i in map(self._index_of, self._charging_ledger().training.run_ids()) if i is not None]
         return max(indices, default=-1) + 1
 
     def _run_id(self, index: int, label: str | None) -> str:
@@ -340,7 +340,7 @@ class ChargedTraining:
                     meter = stack.enter_context(ledger.charge_training(bound))
                     break
                 except ValueError:
-                    if not set(bound) & set(ledger.training_run_ids()):
+                    if not set(bound) & set(ledger.training.run_ids()):
                         raise
                     start = max(self.next_run_index(), start + 1)  # taken meanwhile: the next free index
             else:
@@ -358,7 +358,7 @@ class ChargedTraining:
             self._check_unique(indices)
 
     def _check_unique(self, indices: list[int]) -> None:
-        counts = collections.Counter(map(self._index_of, self._charging_ledger().training_run_ids()))
+        counts = collections.Counter(map(self._index_of, self._charging_ledger().training.run_ids()))
         clashes = [i for i in indices if counts[i] > 1]
         if clashes:
             raise RuntimeError(

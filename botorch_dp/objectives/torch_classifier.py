@@ -300,14 +300,14 @@ class TorchModelTuningObjective(ChargedTraining, CoveredTraining, SearchSpaceObj
         ledger = self._charging_ledger()
         accountant = ledger.training_accountant
         total = composed_training_epsilon(
-            [*ledger.training_history(), *runs], target_delta, accountant, ledger.prv_eps_error
+            [*ledger.training.history(), *runs], target_delta, accountant, ledger.prv_eps_error
         )
         if total > target_epsilon * (1.0 + _TARGET_RTOL):
             raise PrivacyBudgetExceeded(
                 f"Training-data target exceeded: {len(events)} more DP-SGD run(s) would bring the training epsilon "
                 f"({accountant}, delta={target_delta:g}) to {total:.6g}, above the target "
                 f"{target_epsilon:g} that the noise multiplier was calibrated for "
-                f"(planned_runs={planned_runs}; the ledger holds {len(ledger.training_runs)} runs). "
+                f"(planned_runs={planned_runs}; the ledger holds {len(ledger.training.runs())} runs). "
                 "Plan more runs (more noise per run) or evaluate fewer points."
             )
 
@@ -405,9 +405,9 @@ class TorchModelTuningObjective(ChargedTraining, CoveredTraining, SearchSpaceObj
         report: dict[str, Any] = {
             "protected": True,
             "accountant": ledger.training_accountant,
-            "epsilon": ledger.training_epsilon(delta),
+            "epsilon": ledger.training.epsilon(delta),
             "delta": delta,
-            "num_runs": len(ledger.training_runs),
+            "num_runs": len(ledger.training.runs()),
             "noise_multiplier": planned[0],
             "sample_rate": planned[1],
             "steps_per_run": planned[2],

@@ -131,7 +131,7 @@ def check_clip_state(
             "Checkpoint field 'adaptive_clip.bounds' does not follow from clip_init and the released counts."
         )
     recorded: dict[str, list[float]] = {}
-    for record in ledger.validation_records(run_id):
+    for record in ledger.validation.records(run_id):
         recorded.setdefault(record.key, []).append(getattr(record.event, "mu", math.nan))
     for t in range(T):
         if step_mu not in recorded.get(release_key(t, CLIP_KEY, ("grad", CLIP_KEY)), []):

@@ -11,6 +11,7 @@ it and ``Options.check`` applies it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from botorch_dp.optim.adaptive_clip import (
@@ -29,6 +30,7 @@ from botorch_dp.optim.options import (
     FixedClip,
     FixedNoise,
     FullMatrixAdaGrad,
+    IterateSelection,
     Last,
     MinNoisyNorm,
     NoFitting,
@@ -39,6 +41,7 @@ from botorch_dp.optim.options import (
     Projected,
     QuantileClip,
     SensitiveFitting,
+    StepPolicy,
     Strategy,
     lookup_family,
 )
@@ -99,13 +102,13 @@ def _check_subspace_fields(config: Any) -> None:
     set_field(c, "preconditioner_mu_fraction", fraction)
 
 
-#: The strategy classes each option field accepts.
+#: The strategy classes each option field accepts (the ones whose fields it knows).
 _FIELD_FAMILIES: dict[str, type | tuple[type, ...]] = {
-    "clip_bound": FixedClip,
+    "clip_bound": (FixedClip, QuantileClip),
     "noise_schedule": (FixedNoise, AdaptiveNorm),
     "subspace": Projected,
-    "step_rule": SGD,
-    "selection": Last,
+    "step_rule": (SGD, FullMatrixAdaGrad),
+    "selection": (Last, MinNoisyNorm, Exponential, NoisyLoss),
 }
 
 _ADAPTIVE_CLIP_FIELDS = {
@@ -178,15 +181,16 @@ def build_options(config: Any) -> Options:
     projection = NoProjection() if c.subspace is None else Projected(c.subspace, c.subspace_acquisition)
     if c.step_rule == "adagrad_full":
         preconditioner = PrivateGOE(c.preconditioner_mu_fraction) if c.preconditioner == "private" else c.preconditioner
-        step_rule: SGD = FullMatrixAdaGrad(preconditioner)
+        step_rule: StepPolicy = FullMatrixAdaGrad(preconditioner)
     else:
-        step_rule = lookup_family("step_rule", c.step_rule, SGD)()
-    selection = {
+        step_rule = lookup_family("step_rule", c.step_rule, StepPolicy)()
+    selections: dict[str, Callable[[], IterateSelection]] = {
         "last": Last,
         "min_noisy_norm": MinNoisyNorm,
         "exponential": lambda: Exponential(c.selection_epsilon, c.loss_clip),
         "noisy_loss": lambda: NoisyLoss(c.selection_mu, c.loss_clip),
-    }[c.selection]()
+    }
+    selection = selections[c.selection]()
     search = dict(search=c.batch_search, maxiter=c.acqf_maxiter, speed=c.acqf_speed)
     batches = (
         FixedBatches(c.batch_size, **search)

@@ -12,16 +12,12 @@ from __future__ import annotations
 
 import functools
 import operator
-import warnings
 from collections.abc import Callable
 from typing import Any
 
+from botorch_dp.utils import warn_renamed
+
 __all__ = ["alias_property", "rename_fields", "warn_renamed"]
-
-
-def warn_renamed(old: str, new: str, stacklevel: int = 3) -> None:
-    r"""The ``DeprecationWarning`` of a renamed name."""
-    warnings.warn(f"{old} is deprecated; use {new} instead.", DeprecationWarning, stacklevel=stacklevel)
 
 
 def rename_fields(cls: type[Any], renamed: dict[str, str]) -> None:

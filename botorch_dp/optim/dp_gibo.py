@@ -4,8 +4,9 @@ The facade wires a config's strategies (``optim.options``: clip policy, noise sc
 projection, step rule, selection, batch rule, fitting) to the users (``optim.users``), the
 ledger's charge protocol and the checkpoint, and keeps the run's one ``RunState``
 (``optim.state``). A step asks the strategies; it compares no option. Settings: ``config``;
-results, the plan and the next batch: ``report``; ``run``'s loop: ``driver``; state encoding:
-``run_state``; files: ``checkpoint``; the releases themselves: ``privacy.mechanisms``.
+the plan, the next batch, the checks, the guarantee and the result (from explicit arguments):
+``report``; ``run``'s loop: ``driver``; state encoding: ``run_state``; files: ``checkpoint``; the
+releases themselves: ``privacy.mechanisms``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from botorch_dp.optim.checkpoint import check_new_checkpoint_dir, kernel_fingerp
 from botorch_dp.optim.checkpoint.lock import CheckpointLock, OwnsCheckpoint, own_checkpoint
 from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, resolve_model
 from botorch_dp.optim.driver import run_to_end
-from botorch_dp.optim.options import Evaluated, RunPlan, resolved_mu
+from botorch_dp.optim.options import EvaluatedSelection, RunPlan, resolved_mu
 from botorch_dp.optim.public_checks import check_kernel
 from botorch_dp.optim.results import DPGIBOResult, IterationInfo, PrivacyGuarantee
 from botorch_dp.optim.run_state import apply_state, encode_state, resume_run
@@ -57,7 +58,7 @@ _UNSAFE_FITTING = (
 def _check_unsafe_fitting(ledger: PrivacyLedger) -> None:
     r"""``unsafe_allow_sensitive_fitting=True``: refused on a ledger with a validation budget (the run has no
     guarantee, each step recorded at ``μ = ∞``, which no budget admits), else a ``PrivacyWarning``."""
-    if math.isfinite(ledger.remaining_validation_mu()):
+    if math.isfinite(ledger.validation.remaining_mu()):
         raise ValueError(
             "unsafe_allow_sensitive_fitting=True on a ledger with a validation budget: the run has no "
             "guarantee (each step is recorded as mu = inf), which no budget admits. Use a ledger without "
@@ -164,7 +165,7 @@ class DPGIBO(OwnsCheckpoint):
 
     def plan(self, num_users: int | None = None) -> RunPlan:
         r"""The run's public ``RunPlan`` (for ``num_users``, default the run's ``n``)."""
-        return report.run_plan(self, num_users)
+        return report.run_plan(self.config, self.options, self.dim, num_users or self.num_users, self.generators.noise)
 
     def local_bounds(self) -> Tensor:
         r"""``2 x d`` box ``[θ_t − r, θ_t + r] ∩ Θ`` in which the next candidates are searched."""
@@ -177,15 +178,15 @@ class DPGIBO(OwnsCheckpoint):
         if self.is_done:
             raise RuntimeError(f"The run is finished ({self.iteration} iterations).")
         self._check_owner()  # closed: nothing more
-        s = self.state
-        if (pending := s.pending) is None:
-            report.check_next_release(self)  # a ledger that cannot pay refuses before any evaluation
+        s, c, o = self.state, self.config, self.options
+        if (pending := s.pending) is None:  # a ledger that cannot pay refuses before any evaluation:
+            report.check_next_release(o, s, self.ledger, self.plan(s.num_users or 1), self.run_id, self.steps_done)
             with rollback_on_error(self):  # a failed search or checkpoint write leaves no trace
                 if self.steps_done:  # the evaluated selection's batch: the iterates (public)
                     pending = torch.stack(s.iterates)
                 else:  # projected acquisition: the same public Ṽ_t as tell() computes
-                    pending = report.next_batch(self)
-                self.state = report.replace(s, pending=pending)
+                    pending = report.next_batch(c, o, s, self.local_bounds(), self.generators.search)
+                self.state = replace(s, pending=pending)
                 self._save_checkpoint()
         return pending.clone()
 
@@ -211,7 +212,8 @@ class DPGIBO(OwnsCheckpoint):
         if self.state.partitioned:
             raise RuntimeError("This run's users are held in partitions: use tell_partitioned().")
         self._check_owner()
-        points, losses = report.checked_batch(self, points, losses)
+        c, o, s = self.config, self.options, self.state
+        points, losses = report.checked_batch(points, losses, c, o, s, self.plan, self.is_done)
         if (users := self.state.users) is None:
             users = InMemoryUsers((losses,), self.config.user_chunk_size, self.config.nonfinite_losses)
         with rollback_on_error(self):
@@ -237,7 +239,7 @@ class DPGIBO(OwnsCheckpoint):
         """
         s, c = self.state, self.config
         self._check_owner()
-        points = report.checked_partitioned(self, points, partitions)
+        points = report.checked_partitioned(points, partitions, c, self.options, s, self.plan, done=self.is_done)
         users = PartitionedUsers(partitions, c.user_chunk_size, c.nonfinite_losses)
         if not self.steps_done:
             users.prepare([*s.X.split(list(s.batch_sizes)), points])  # checked there; nothing changes here
@@ -248,7 +250,7 @@ class DPGIBO(OwnsCheckpoint):
 
     def _step(self, points: Tensor, users: Users) -> IterationInfo:
         s, o, plan = self.state, self.options, self.plan(users.num_users)
-        bound, spent, room = report.step_bound(self, plan)  # the step's worst case, before anything is drawn
+        bound, spent, room = report.step_bound(o, s, self.ledger, plan, self.run_id)  # worst case, before any draw
         with self.ledger.charge(bound, run_id=self.run_id, step=s.iteration) as meter, torch.no_grad():
             basis = o.projection.basis(s.theta, s.gp, s.track)  # Ṽ_t from the GP before the batch (public), or None
             gp = s.gp.condition_on(points) if points.shape[0] else s.gp
@@ -272,12 +274,12 @@ class DPGIBO(OwnsCheckpoint):
     def _select(self, points: Tensor, users: Users, losses: Tensor | None) -> IterationInfo:
         r"""The evaluated selection over the iterates, charged (``"select"``) before its draw."""
         selection = self.options.selection
-        if not isinstance(selection, Evaluated):  # steps_done and not is_done: an evaluated selection
+        if not (selection.evaluated and isinstance(selection, EvaluatedSelection)):  # steps_done, not is_done
             raise RuntimeError(f"selection={selection.name!r} does not evaluate the iterates.")
         sums = users.clamped_loss_sums(points, losses, selection.loss_clip)
         with self.ledger.charge({SELECTION_KEY: selection.event()}, run_id=self.run_id) as meter:
             chosen = selection.release(sums, users.num_users, meter, self.generators.noise)
-        self.state = report.replace(self.state, selected=chosen.index, selection_scores=chosen.scores, pending=None)
+        self.state = replace(self.state, selected=chosen.index, selection_scores=chosen.scores, pending=None)
         self._save_checkpoint()  # durable before the choice is returned
         return IterationInfo(
             self.iteration, self.state.iterates[chosen.index].clone(), points.shape[0], math.nan, chosen.index
@@ -306,22 +308,21 @@ class DPGIBO(OwnsCheckpoint):
         Returns:
             The ``DPGIBOResult``.
         """
-        if isinstance(known := getattr(objective, "num_users", None), int) and not isinstance(known, bool):
-            report.check_known_users(self, known)  # n known before any evaluation: refusals come first
-        return run_to_end(self, objective, callback=callback, progress=progress, executor=executor)
+        report.check_known_users(self.config, getattr(objective, "num_users", None), self.num_users)  # refuse first
+        return run_to_end(self, objective, self.config.iteration_cap, callback, progress, executor)
 
     def guarantee(self, delta: float | None = None) -> PrivacyGuarantee:
         r"""The validation-data guarantee of the steps taken so far (``report.guarantee``)."""
-        return report.guarantee(self, delta)
+        return report.guarantee(self.config, self.options, self.state, self.ledger, self.plan, delta)
 
     def selected_index(self) -> int | None:
         r"""The index ``j`` of the iterate the run returns (``None`` until an evaluated choice is made)."""
-        selection, s = self.options.selection, self.state
-        return s.selected if selection.evaluated else selection.index(len(s.iterates), s.noise.noisy_norms)
+        s = self.state
+        return self.options.selection.record(len(s.iterates), s.noise.noisy_norms, s.selected, None).index
 
     def result(self) -> DPGIBOResult:
         r"""The private release and, if ``config.record_non_private_diagnostics``, NON-PRIVATE diagnostics."""
-        return report.result(self)
+        return report.result(self.config, self.options, self.state, self.ledger, self.plan, self.run_id)
 
     # ------------------------------------------------------------------- checkpoints
     def state_dict(self) -> dict[str, Any]:

@@ -1,12 +1,12 @@
 r"""``DPGIBO.run``'s driver: ask, evaluate the batch (in this process, on an executor, or in the
 partitions that hold the users), tell, until the run is done, with a tqdm bar of public values.
-It uses the run's public ask/tell interface only."""
+It uses the run's public ask/tell interface only (``AskTell``), and is told the number of steps."""
 
 from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from torch import Tensor
 
@@ -20,9 +20,7 @@ __all__ = ["AskTell", "run_to_end"]
 
 
 class AskTell(Protocol):
-    r"""What the driver reads of a ``DPGIBO``."""
-
-    config: Any
+    r"""What the driver reads of a ``DPGIBO``: its public ask/tell interface."""
 
     @property
     def is_done(self) -> bool: ...
@@ -47,13 +45,14 @@ class AskTell(Protocol):
 def run_to_end(
     opt: AskTell,
     objective: Callable[[Tensor], Tensor] | PartitionedObjective,
-    *,
+    total: int,
     callback: Callable[[IterationInfo], bool | None] | None,
     progress: bool,
     executor: concurrent.futures.Executor | None,
 ) -> DPGIBOResult:
-    r"""Run ``opt``'s remaining iterations (the arguments as ``DPGIBO.run``'s) and return its result."""
-    bar = progress_bar(total=opt.config.iteration_cap, initial=opt.iteration, disable=not progress, desc="DP-GIBO")
+    r"""Run ``opt``'s remaining iterations (``total``: the most steps, for the bar; the other arguments
+    as ``DPGIBO.run``'s) and return its result."""
+    bar = progress_bar(total=total, initial=opt.iteration, disable=not progress, desc="DP-GIBO")
     try:
         while not opt.is_done:
             X = opt.ask()

@@ -220,7 +220,7 @@ class AdaptiveNormSchedule:
 
         Args:
             spent_mus: Every ``μ_j`` this run has released so far.
-            ledger_room: The largest μ the ledger admits now (``remaining_validation_mu``).
+            ledger_room: The largest μ the ledger admits now (``ledger.validation.remaining_mu``).
         """
         rest = remaining_square(self.total_mu, spent_mus)
         if math.isfinite(ledger_room) and ledger_room * ledger_room < rest * (1.0 - LEDGER_RTOL):

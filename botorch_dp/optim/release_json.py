@@ -18,7 +18,8 @@ from botorch_dp.utils import plain_json
 
 __all__ = ["release_json"]
 
-#: The release's fields written as they are (tensors and lists of numbers).
+#: The keys of ``"release"``: the release's fields and, in the flat layout they had before the
+#: strategies' records (issue 42; ``PrivateRelease.field_value``), the records' values.
 _FIELDS = (
     "theta",
     "iterates",
@@ -49,7 +50,7 @@ def release_json(
     holds the returned ``θ`` in natural units by name and ``natural_iterates`` every iterate.
     """
     release = result.release
-    out: dict[str, Any] = {"release": {name: getattr(release, name) for name in _FIELDS}}
+    out: dict[str, Any] = {"release": {name: release.field_value(name) for name in _FIELDS}}
     guarantee = dataclasses.asdict(release.guarantee)
     guarantee["rho"] = release.guarantee.rho
     out["guarantee"] = {

@@ -72,11 +72,16 @@ def _from_release(release: Any) -> tuple[Charges, set[str]]:
     r"""The charges a release states itself (gradients, norms, preconditioners) and the parts whose
     charge it does not hold (clip counts; a selection's, which it cannot tell from a free one)."""
     charges: Charges = {}
-    for part, mus in (("grad", release.step_mus), ("norm", release.norm_mus), ("precond", release.preconditioner_mus)):
+    for part, mus in (
+        ("grad", release.recorded("noise", "step_mus")),
+        ("norm", release.recorded("noise", "norm_mus")),
+        ("precond", release.recorded("step_rule", "mus")),
+    ):
         for step, mu in enumerate(mus):
             charges[(step, part)] = [Gaussian(mu)]
-    unknown = {"clip"} if release.clip_counts else set()
-    if release.selected_index is not None or release.selection_scores is not None:
+    unknown = {"clip"} if release.recorded("clip", "counts") else set()
+    scores = release.recorded("selection", "scores", None)
+    if release.selected_index is not None or scores is not None:
         unknown.add("select")
     return charges, unknown
 
@@ -90,7 +95,8 @@ def release_rows(
         release: The run's ``PrivateRelease``.
         delta: ``δ`` of each row's ``ε``.
         charges: The run's ledger records (``charges_of``); ``None``: the ``μ`` the release holds
-            (``step_mus``, ``norm_mus``, ``preconditioner_mus``), and ``None`` for the rest.
+            (its noise record's ``step_mus`` and ``norm_mus``, its step rule's ``mus``), and
+            ``None`` for the rest.
         within: The ``ε`` of a private selection that released this run as its winner: every row
             then has ``mu = None`` and this ``ε`` (the trial's own charges do not state it).
 
@@ -103,15 +109,15 @@ def release_rows(
         charges, unknown = _from_release(release)
     values: dict[tuple[int | None, str], Any] = {}
     for part, series in (
-        ("norm", release.noisy_norms),
-        ("clip", release.clip_counts),
+        ("norm", release.recorded("noise", "noisy_norms")),
+        ("clip", release.recorded("clip", "counts")),
         ("grad", release.released_gradients),
-        ("precond", release.released_preconditioners),
+        ("precond", release.recorded("step_rule", "preconditioners")),
     ):
         for step, value in enumerate(series):
             values[(step, part)] = _plain(value)
-    if release.selection_scores is not None:
-        values[(None, "select")] = _plain(release.selection_scores)
+    if (scores := release.recorded("selection", "scores", None)) is not None:
+        values[(None, "select")] = _plain(scores)
     elif (None, "select") in charges or "select" in unknown:
         values[(None, "select")] = release.selected_index
     keys = list(dict.fromkeys([*values, *charges]))  # released values first, then charges with no value (a fit)

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from botorch_dp.optim.deprecated import alias_property
 from botorch_dp.optim.release_json import release_json
 from botorch_dp.optim.released_values import as_table, charges_of, finish, release_rows
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
@@ -31,7 +32,7 @@ class PrivacyGuarantee:
         mu: Total GDP parameter spent so far (``inf``: no guarantee; NaN when the ledger's
             validation side also holds a release known only by its RDP curve, e.g. DP-HyPO).
         epsilon: ``ε`` at ``delta`` for ``mu``-GDP (exact conversion; with NaN ``mu``, the
-            ledger's RDP conversion, ``PrivacyLedger.validation_epsilon``).
+            ledger's RDP conversion, ``ledger.validation.epsilon``).
         delta: The ``δ`` used.
         noise_std: Standard deviation of the noise per coordinate, ``2B√T/(nμ)``.
         noise_multiplier: ``noise_std`` over the sensitivity ``2B/n`` (Opacus's convention).
@@ -42,7 +43,7 @@ class PrivacyGuarantee:
 
     With ``noise_schedule="adaptive_norm"`` the noise differs per step: ``noise_std`` and
     ``noise_multiplier`` are those of the most recent gradient release (every step's
-    ``σ_t`` and ``μ_t`` are in ``PrivateRelease.noise_stds`` and ``step_mus``).
+    ``σ_t`` and ``μ_t`` are in ``PrivateRelease.records["noise"]``, ``noise_stds`` and ``step_mus``).
     """
 
     mu: float
@@ -84,41 +85,63 @@ class PrivacyGuarantee:
         )
 
 
+#: ``PrivateRelease``'s one-option fields before issue 42, each now ``records[family].attribute``;
+#: the old names are deprecated read-only properties, and ``to_json`` still writes them as keys.
+MOVED_FIELDS: dict[str, tuple[str, str]] = {
+    "step_mus": ("noise", "step_mus"),
+    "noise_stds": ("noise", "noise_stds"),
+    "noisy_norms": ("noise", "noisy_norms"),
+    "norm_mus": ("noise", "norm_mus"),
+    "selection_scores": ("selection", "scores"),
+    "subspace_bases": ("projection", "bases"),
+    "subspace_dims": ("projection", "dims"),
+    "released_coordinates": ("projection", "coordinates"),
+    "released_preconditioners": ("step_rule", "preconditioners"),
+    "preconditioner_mus": ("step_rule", "mus"),
+    "preconditioner_noise_stds": ("step_rule", "noise_stds"),
+    "clip_bounds": ("clip", "bounds"),
+    "clip_counts": ("clip", "counts"),
+}
+
+
+def _moved(name: str) -> property:
+    r"""The deprecated read-only property of the former field ``name`` (``MOVED_FIELDS``)."""
+    family, attribute = MOVED_FIELDS[name]
+    new = f"PrivateRelease.records[{family!r}].{attribute}"
+    return alias_property(f"PrivateRelease.{name}", new, lambda release: release.field_value(name))
+
+
 @dataclass
 class PrivateRelease:
     r"""Everything a DP-GIBO run may publish.
 
     Attributes:
-        theta: ``d`` tensor, the final iterate ``θ_T``.
+        theta: ``d`` tensor, the final iterate ``θ_T`` (``iterates[selected_index]``).
         iterates: ``(t + 1) x d`` tensor ``θ_0, ..., θ_t``.
         evaluation_points: ``N x d`` tensor, the points ``D_t`` (chosen from public data).
         batch_sizes: Points added at each iteration.
         posterior_traces: ``tr Σ_{D_t}(θ_t)`` after each batch (depends on ``D``, ``θ`` only).
-        released_gradients: ``t x d`` tensor of the privatized gradients.
+        released_gradients: ``t x d`` tensor of the privatized gradients (in θ's coordinates).
         guarantee: The ``PrivacyGuarantee``.
-        step_mus: ``μ_t`` of each gradient release (the realised ``Δ/σ_t``).
-        noise_stds: ``σ_t``, the noise std per coordinate of each gradient release.
-        noisy_norms: The released noisy gradient norms ``N_t`` (``"adaptive_norm"`` only;
-            ``N_t`` is at ``θ_t``; empty otherwise).
-        norm_mus: ``μ_N`` of each norm release (empty without ``"adaptive_norm"``).
-        selected_index: ``j`` with ``theta = iterates[j]``: ``t`` for ``"last"``, the argmin
-            of ``noisy_norms``, or the private choice of ``"exponential"``/``"noisy_loss"``
-            (``None`` while that choice is still to be made; ``theta`` is then ``θ_t``).
-        selection_scores: The released noisy mean losses of the iterates (``"noisy_loss"``),
-            else ``None``.
-        subspace_bases: With a ``subspace`` (Kairouz et al.): the public ``d x k`` basis
-            ``Ṽ_t`` of each step; else empty. ``released_gradients`` are then ``Ṽ_t ũ_t``.
-        released_coordinates: With a ``subspace`` or the private preconditioner: the released
-            ``k`` coordinates ``ũ_t`` of each step; else empty.
-        released_preconditioners: With ``preconditioner="private"``: the released ``k x k``
-            ``Ĝ_t`` of each step; else empty.
-        preconditioner_mus: ``μ_H/√T``, the GDP parameter of each preconditioner release
-            (empty without the private preconditioner).
-        preconditioner_noise_stds: ``σ_B(t)`` of each preconditioner release (GOE scale).
-        clip_bounds: With ``clip_bound="adaptive"``: ``B_0, …, B_t`` (``B_j`` clipped step
-            ``j``; ``B_t`` is the next step's), public; else empty.
-        clip_counts: With ``clip_bound="adaptive"``: the released noisy counts ``b̃_j`` of
-            users with ``‖A y_i‖ ≤ B_j``; else empty.
+        records: Each strategy's public record of the run, by family, as the strategy makes it
+            (``record(...)`` of ``optim.options``); a new option brings its own record here:
+
+            * ``"noise"`` (``NoiseState``): ``step_mus`` (``μ_t`` of each gradient release),
+              ``noise_stds`` (``σ_t``), ``noisy_norms`` (``N_t`` at ``θ_t``) and ``norm_mus``
+              (``μ_N``; both ``"adaptive_norm"`` only), ``stopped``;
+            * ``"clip"`` (``ClipState``): ``bounds`` ``B_0..B_t`` and the released noisy
+              ``counts`` ``b̃_j`` of users with ``‖A y_i‖ ≤ B_j`` (``"adaptive"`` clipping only);
+            * ``"projection"`` (``ProjectionRecord``): ``bases`` ``Ṽ_t`` (``d x k``; a subspace
+              only; ``released_gradients`` are then ``Ṽ_t ũ_t``), the released ``coordinates``
+              ``ũ_t`` (a subspace or the private preconditioner) and ``dims``;
+            * ``"step_rule"`` (``PreconditionerRecord``): the released ``preconditioners``
+              ``Ĝ_t`` (``k x k``), their ``mus`` (``μ_H/√T``) and ``noise_stds`` (``σ_B(t)``),
+              the private preconditioner only;
+            * ``"selection"`` (``SelectionRecord``): ``index`` (see ``selected_index``) and the
+              released noisy mean losses ``scores`` of ``"noisy_loss"`` (else ``None``).
+
+    The former fields (``noisy_norms``, ``clip_bounds``, … ``MOVED_FIELDS``) still read, as
+    deprecated properties that warn and name their place in ``records``.
     """
 
     theta: Tensor
@@ -128,24 +151,43 @@ class PrivateRelease:
     posterior_traces: list[float]
     released_gradients: Tensor
     guarantee: PrivacyGuarantee
-    step_mus: list[float] = field(default_factory=list)
-    noise_stds: list[float] = field(default_factory=list)
-    noisy_norms: list[float] = field(default_factory=list)
-    norm_mus: list[float] = field(default_factory=list)
-    selected_index: int | None = None
-    selection_scores: Tensor | None = None
-    subspace_bases: list[Tensor] = field(default_factory=list)
-    released_coordinates: list[Tensor] = field(default_factory=list)
-    released_preconditioners: list[Tensor] = field(default_factory=list)
-    preconditioner_mus: list[float] = field(default_factory=list)
-    preconditioner_noise_stds: list[float] = field(default_factory=list)
-    clip_bounds: list[float] = field(default_factory=list)
-    clip_counts: list[float] = field(default_factory=list)
+    records: dict[str, Any] = field(default_factory=dict)
+
+    def recorded(self, family: str, name: str, default: Any = ()) -> Any:
+        r"""``records[family].name``, or ``default`` when the family or its record has no such value."""
+        return getattr(self.records.get(family), name, default)
 
     @property
-    def subspace_dims(self) -> list[int]:
-        r"""``k`` of each step's subspace (empty without a subspace)."""
-        return [V.shape[1] for V in self.subspace_bases]
+    def selected_index(self) -> int | None:
+        r"""``j`` with ``theta = iterates[j]``: ``t`` for ``"last"``, the argmin of the noisy norms,
+        or the private choice of ``"exponential"``/``"noisy_loss"`` (``None`` while that choice is
+        still to be made; ``theta`` is then ``θ_t``). The selection's record holds it."""
+        return self.recorded("selection", "index", None)
+
+    def field_value(self, name: str) -> Any:
+        r"""The value of ``name`` in the flat layout (a field, or a former field of ``MOVED_FIELDS``
+        as it was: a list, ``selection_scores`` a tensor or ``None``), without a warning."""
+        if name not in MOVED_FIELDS:
+            return getattr(self, name)
+        value = self.recorded(*MOVED_FIELDS[name], None)
+        if name == "selection_scores":
+            return value
+        return [] if value is None else list(value)
+
+    # the former one-option fields (``MOVED_FIELDS``), deprecated and read-only
+    step_mus = _moved("step_mus")
+    noise_stds = _moved("noise_stds")
+    noisy_norms = _moved("noisy_norms")
+    norm_mus = _moved("norm_mus")
+    selection_scores = _moved("selection_scores")
+    subspace_bases = _moved("subspace_bases")
+    subspace_dims = _moved("subspace_dims")
+    released_coordinates = _moved("released_coordinates")
+    released_preconditioners = _moved("released_preconditioners")
+    preconditioner_mus = _moved("preconditioner_mus")
+    preconditioner_noise_stds = _moved("preconditioner_noise_stds")
+    clip_bounds = _moved("clip_bounds")
+    clip_counts = _moved("clip_counts")
 
 
 @dataclass

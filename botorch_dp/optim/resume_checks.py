@@ -104,7 +104,7 @@ def recorded_mus(ledger: PrivacyLedger, run_id: str) -> dict[str, list[float]]:
     r"""The μ of every validation record of ``run_id``, by key (a key recorded twice, a retried
     release, has two values)."""
     found: dict[str, list[float]] = {}
-    for record in ledger.validation_records(run_id):
+    for record in ledger.validation.records(run_id):
         found.setdefault(record.key, []).append(getattr(record.event, "mu", math.nan))
     return found
 

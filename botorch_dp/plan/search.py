@@ -425,7 +425,8 @@ def plan_private_run(
                     float(torch.as_tensor(proxy_objective(release.theta.unsqueeze(0))).to(torch.float64).mean())
                 )
                 if r == 0:
-                    noise_std = release.noise_stds[0] if release.noise_stds else math.nan
+                    stds = release.recorded("noise", "noise_stds")
+                    noise_std = stds[0] if stds else math.nan
                 bar.update(1)
             ratio = noise_std * math.sqrt(estimates.shape[1]) / signal if signal > 0 else math.inf
             return PlanTrial(

@@ -262,13 +262,13 @@ def guarantee_statement(
         The ``GuaranteeStatement``.
     """
     report = ledger.report(delta, training_delta=training_delta)  # the ledger's own numbers for both sides
-    records = ledger.validation_records()
+    records = ledger.validation.records()
     runs = _validation_runs(records)
     validation = _validation(report["validation"], records, runs)
-    training = _training(report["training"], ledger.training_records())
+    training = _training(report["training"], ledger.training.records())
     composed = None
     if validation is not None and training is not None:
-        curve = np.asarray(ledger.validation_rdp_curve()) + np.asarray(ledger.training_rdp_curve())
+        curve = np.asarray(ledger.validation.rdp_curve()) + np.asarray(ledger.training.rdp_curve())
         epsilon, order = rdp_grid_epsilon(curve, validation.delta)
         composed = ProtectedSet(
             "the same people in both",

@@ -101,11 +101,11 @@ class TrainingCover:
         if not self.is_open:
             raise RuntimeError("train_covered trains only under the open TrainingCover of a running private selection.")
         reference = np.asarray(self.reference_rdp, dtype=np.float64)
-        recorded = ledger.training_mechanisms.get(self.run_id)
+        recorded = ledger.training.mechanisms().get(self.run_id)
         if recorded is not None:
             covers = bool(np.all(np.asarray(recorded.rdp, dtype=np.float64) >= reference))
         else:  # charged at its privacy-profile bound: one (ε, δ) over the cover's run shapes
-            covers = self.run_id in ledger.training_approximate and bool(self.run_shapes)
+            covers = self.run_id in ledger.training.approximate() and bool(self.run_shapes)
         if not covers:
             raise RuntimeError(f"The ledger holds no training record {self.run_id!r} that covers a trial.")
         curve = trial_rdp_curve(run.noise_multiplier, [(run.sample_rate, run.steps)])

@@ -5,8 +5,9 @@ One trial is one DP-SGD run (Poisson rate ``q``, ``T`` steps, noise multiplier `
 Rényi-DP curve on the ledger's grid ``TRAINING_RDP_ORDERS`` is Opacus's ``compute_rdp``
 (``trial_rdp_curve``). Trials that differ in epochs or batch size are all bounded by the
 pointwise maximum of their curves over the search space's possible run shapes (public).
-The selection's curve is P&S Thm. 2 (truncated negative binomial ``K``) or Thm. 6
-(Poisson ``K``) of that reference curve (``selection_rdp_curve``), and
+The selection's curve is P&S Thm. 2 (truncated negative binomial ``K``), Thm. 6
+(Poisson ``K``) or the generic pgf bound (binomial ``K``, ``private_selection``) of that
+reference curve (``selection_rdp_curve``), and
 ``calibrate_selection_noise`` finds the ``σ`` whose selection meets a target ``(ε, δ)``
 when converted on the grid, as the ledger converts it. Pure functions of public numbers.
 
@@ -32,7 +33,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from botorch_dp.privacy.analysis.dp_sgd_selection import dp_sgd_privacy_profile
-from botorch_dp.privacy.analysis.private_selection import DISTRIBUTIONS, private_selection_rdp_curve
+from botorch_dp.privacy.analysis.private_selection import ALL_DISTRIBUTIONS, private_selection_rdp_curve
 from botorch_dp.privacy.analysis.rdp import rdp_curve_delta, rdp_curve_epsilon
 from botorch_dp.privacy.analysis.selection_profile import (
     PrivacyProfile,
@@ -113,6 +114,7 @@ def selection_rdp_curve(
     mean_trials: float,
     distribution: str = "truncated_negative_binomial",
     tnb_eta: float = 1.0,
+    binomial_rounds: int | None = None,
 ) -> np.ndarray:
     r"""The selection's RDP curve on ``TRAINING_RDP_ORDERS`` from one trial's curve on the same grid.
 
@@ -123,13 +125,14 @@ def selection_rdp_curve(
     Args:
         trial_rdp: ``ε(α)`` of one trial at each grid order (``inf`` allowed).
         mean_trials: ``E[K] > 1``.
-        distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
+        distribution: ``"truncated_negative_binomial"``, ``"poisson"`` or ``"binomial"``.
         tnb_eta: ``η`` of the truncated negative binomial.
+        binomial_rounds: ``m`` of ``K ~ Binomial(m, E[K]/m)`` (required for ``"binomial"``).
 
     Returns:
         A float64 array, one value per grid order.
     """
-    check_choice(distribution, "distribution", DISTRIBUTIONS)
+    check_choice(distribution, "distribution", ALL_DISTRIBUTIONS)
     check_greater(mean_trials, "mean_trials", 1.0)
     values = np.asarray(trial_rdp, dtype=np.float64)
     if values.shape != _ORDERS.shape or np.any(np.isnan(values)) or np.any(values < 0):
@@ -147,6 +150,7 @@ def selection_rdp_curve(
         mean_trials=mean_trials,
         distribution=distribution,
         tnb_eta=tnb_eta,
+        binomial_rounds=binomial_rounds,
         tnb_hat_term=grid_hat_term(values),
     )
     return np.array([curve(float(a)) for a in _ORDERS])
@@ -186,6 +190,7 @@ def calibrate_selection_noise(
     mean_trials: float,
     distribution: str = "truncated_negative_binomial",
     tnb_eta: float = 1.0,
+    binomial_rounds: int | None = None,
     rtol: float = 0.005,
 ) -> float:
     r"""The DP-SGD ``σ`` of every trial whose selection is ``(target_epsilon, target_delta)``-DP.
@@ -200,8 +205,9 @@ def calibrate_selection_noise(
         target_delta: ``δ ∈ (0, 1)``.
         shapes: The possible ``(sample_rate, steps)`` of a trial.
         mean_trials: ``E[K] > 1``.
-        distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
+        distribution: ``"truncated_negative_binomial"``, ``"poisson"`` or ``"binomial"``.
         tnb_eta: ``η`` of the truncated negative binomial.
+        binomial_rounds: ``m`` of ``K ~ Binomial(m, E[K]/m)`` (required for ``"binomial"``).
         rtol: Relative accuracy of the ε reached (below the target).
 
     Returns:
@@ -213,7 +219,9 @@ def calibrate_selection_noise(
     target_epsilon = check_positive(target_epsilon, "target_epsilon", allow_inf=False)
     target_delta = check_delta(target_delta, "target_delta")
     shapes = tuple((float(q), int(t)) for q, t in shapes)
-    return _calibrated(target_epsilon, target_delta, shapes, float(mean_trials), distribution, float(tnb_eta), rtol)
+    return _calibrated(
+        target_epsilon, target_delta, shapes, float(mean_trials), distribution, float(tnb_eta), rtol, binomial_rounds
+    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -225,12 +233,15 @@ def _calibrated(
     distribution: str,
     tnb_eta: float,
     rtol: float,
+    binomial_rounds: int | None = None,
 ) -> float:
     r"""``calibrate_selection_noise`` on checked, hashable arguments (a pure function: cached)."""
 
     def epsilon(sigma: float) -> float:
         trial = trial_rdp_curve(sigma, shapes)
-        curve = selection_rdp_curve(trial, mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta)
+        curve = selection_rdp_curve(
+            trial, mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta, binomial_rounds=binomial_rounds
+        )
         return selection_epsilon(curve, target_delta)
 
     lo, hi = _SIGMA_RANGE
@@ -263,7 +274,7 @@ def _calibrated(
 #: ``(ε, δ)``), ``"rdp"`` (Papernot–Steinke's RDP curve, charged as a curve), ``"auto"`` (the profile
 #: where it is tighter and the ledger can take it, else RDP).
 ACCOUNTINGS: tuple[str, ...] = ("auto", "profile", "rdp")
-_PROFILE_DISTRIBUTIONS = {"truncated_negative_binomial": "truncated_negative_binomial", "poisson": "poisson"}
+_PROFILE_DISTRIBUTIONS = ALL_DISTRIBUTIONS
 
 
 @functools.lru_cache(maxsize=16)
@@ -293,12 +304,18 @@ def selection_profile_epsilon(
     mean_trials: float,
     distribution: str = "truncated_negative_binomial",
     tnb_eta: float = 1.0,
+    binomial_rounds: int | None = None,
 ) -> float:
     r"""``ε`` at ``delta`` of the selection's privacy-profile bound (``selection_epsilon_pld``) over the
     reference trial profile at ``σ = noise_multiplier`` (rounded up to ``1e-4``)."""
     profile = trial_privacy_profile(float(noise_multiplier), tuple((float(q), int(t)) for q, t in shapes))
     return selection_epsilon_pld(
-        profile, distribution=distribution, expected_trials=mean_trials, delta=check_delta(delta), tnb_eta=tnb_eta
+        profile,
+        distribution=distribution,
+        expected_trials=mean_trials,
+        delta=check_delta(delta),
+        tnb_eta=tnb_eta,
+        max_trials=binomial_rounds,
     )
 
 
@@ -310,6 +327,7 @@ def calibrate_selection_noise_profile(
     mean_trials: float,
     distribution: str = "truncated_negative_binomial",
     tnb_eta: float = 1.0,
+    binomial_rounds: int | None = None,
     start: float | None = None,
     rtol: float = 0.005,
 ) -> float:
@@ -325,8 +343,9 @@ def calibrate_selection_noise_profile(
         target_delta: ``δ ∈ (0, 1)``.
         shapes: The possible ``(sample_rate, steps)`` of a trial.
         mean_trials: ``E[K] > 1``.
-        distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
+        distribution: ``"truncated_negative_binomial"``, ``"poisson"`` or ``"binomial"``.
         tnb_eta: ``η`` of the truncated negative binomial.
+        binomial_rounds: ``m`` of ``K ~ Binomial(m, E[K]/m)`` (required for ``"binomial"``).
         start: A first guess of ``σ`` (default 1).
         rtol: Relative width of the final bracket on ``σ``.
 
@@ -338,11 +357,11 @@ def calibrate_selection_noise_profile(
     """
     target_epsilon = check_positive(target_epsilon, "target_epsilon", allow_inf=False)
     target_delta = check_delta(target_delta, "target_delta")
-    check_choice(distribution, "distribution", tuple(_PROFILE_DISTRIBUTIONS))
+    check_choice(distribution, "distribution", _PROFILE_DISTRIBUTIONS)
     shapes = tuple((float(q), int(t)) for q, t in shapes)
     start = 1.0 if start is None else check_positive(start, "start", allow_inf=False)
     args = (target_epsilon, target_delta, shapes, float(mean_trials), distribution, float(tnb_eta))
-    return _calibrated_profile(*args, float(start), float(rtol))
+    return _calibrated_profile(*args, float(start), float(rtol), binomial_rounds)
 
 
 @functools.lru_cache(maxsize=64)
@@ -355,11 +374,17 @@ def _calibrated_profile(
     tnb_eta: float,
     start: float,
     rtol: float,
+    binomial_rounds: int | None = None,
 ) -> float:
     def meets(sigma: float) -> bool:
         profile = trial_privacy_profile(sigma, shapes)
         bound = selection_delta_pld(
-            profile, target_epsilon, distribution=distribution, expected_trials=mean_trials, tnb_eta=tnb_eta
+            profile,
+            target_epsilon,
+            distribution=distribution,
+            expected_trials=mean_trials,
+            tnb_eta=tnb_eta,
+            max_trials=binomial_rounds,
         )
         return bound <= target_delta
 
@@ -417,6 +442,7 @@ def choose_selection_accounting(
     mean_trials: float,
     distribution: str = "truncated_negative_binomial",
     tnb_eta: float = 1.0,
+    binomial_rounds: int | None = None,
     profile_refused: str | None = None,
 ) -> SelectionAccounting:
     r"""Calibrate every trial's ``σ`` by the accounting asked for and say what is charged.
@@ -431,8 +457,9 @@ def choose_selection_accounting(
         target_epsilon, target_delta: The selection's target ``(ε, δ)`` on the training records.
         shapes: The possible ``(sample_rate, steps)`` of a trial.
         mean_trials: ``E[K] > 1``.
-        distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
+        distribution: ``"truncated_negative_binomial"``, ``"poisson"`` or ``"binomial"``.
         tnb_eta: ``η`` of the truncated negative binomial.
+        binomial_rounds: ``m`` of ``K ~ Binomial(m, E[K]/m)`` (required for ``"binomial"``).
         profile_refused: Why the ledger cannot take a profile charge (``None``: it can); ``"profile"``
             is then refused (``ValueError``) and ``"auto"`` uses RDP.
 
@@ -442,7 +469,9 @@ def choose_selection_accounting(
     check_choice(accounting, "accounting", ACCOUNTINGS)
     if accounting == "profile" and profile_refused is not None:
         raise ValueError(f"accounting='profile': {profile_refused} Use accounting='rdp' (or 'auto').")
-    k_args: dict[str, Any] = dict(mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta)
+    k_args: dict[str, Any] = dict(
+        mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta, binomial_rounds=binomial_rounds
+    )
     sigma_rdp = calibrate_selection_noise(
         target_epsilon=target_epsilon, target_delta=target_delta, shapes=shapes, **k_args
     )

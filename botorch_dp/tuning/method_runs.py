@@ -217,6 +217,7 @@ def _training_choice(call: TuneCall, full: DPGIBOConfig) -> Choice:
         epsilon=call.epsilon, delta=call.delta, protect=call.protect, proxy_data=proxy_data(call.proxy),
         mean_trials=call.mean_trials, max_trials=call.max_trials, loss_clip=call.loss_clip,
         num_configurations=options.get("num_configurations", DEFAULT_CONFIGURATIONS), untuned=options.get("untuned"),
+        accounting=call.accounting,
     )  # fmt: skip
     if call.method != "auto":
         return Choice(OnSpace(training_method(call.method, call.space, **kw), call.space, full))

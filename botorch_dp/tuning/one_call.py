@@ -103,6 +103,7 @@ def tune(
     checkpoint_dir: str | os.PathLike | None = None,
     unsafe_allow_large_delta: bool = False,
     allow_noise_dominated: bool = False,
+    accounting: str = "auto",
     **settings: Any,
 ) -> TuneResult:
     r"""Tune ``space`` on ``objective`` at a total ``(epsilon, delta)`` for the validation users.
@@ -179,6 +180,12 @@ def tune(
         unsafe_allow_large_delta: Run although ``delta ≥ 1/n`` (``tuning.tune_checks``: refused otherwise).
         allow_noise_dominated: Run although the budget is noise-dominated at ``n`` (refused otherwise).
             With either opt-in the result's report and JSON carry the warning (``cautions``).
+        accounting: How the private selection over whole DP-SGD training runs (``protect="training"`` or
+            ``"both"``) accounts the training records' charge (``methods.training_runs.select_training_runs``):
+            ``"auto"`` (default: its privacy-profile bound where that needs less noise and the ledger's
+            training side is empty, else the Papernot–Steinke RDP curve), ``"profile"`` (refused when the
+            ledger already holds training entries) or ``"rdp"``. The result's description, report and JSON
+            say which was used and why; refused by name where no such selection runs.
         **settings: ``DPGIBOConfig`` keywords; ``TUNE_DEFAULTS`` otherwise (the kernel is
             ``space.recommended_kernel()`` unless ``kernel=`` is given).
 
@@ -191,7 +198,7 @@ def tune(
         max_trials=max_trials,
         selection_share=selection_share, loss_clip=loss_clip, seed=seed, progress=progress, executor=executor,
         checkpoint_dir=checkpoint_dir, unsafe_allow_large_delta=unsafe_allow_large_delta,
-        allow_noise_dominated=allow_noise_dominated, settings=settings,
+        allow_noise_dominated=allow_noise_dominated, settings=settings, accounting=accounting,
     )  # fmt: skip
     given = call  # the checkpoint compares the arguments as given, not the budget's cut (machine-dependent)
     with named_coordinates(space.names):  # warnings name the hyperparameters, not θ[i]

@@ -196,6 +196,7 @@ class TuneCall:
     run_config: DPGIBOConfig
     checks: TuneChecks
     method_rule: str = ""  # which rule picked ``method``, and why (one line; ``picked_method``)
+    accounting: str = "auto"  # the selection over training runs' accounting (``select_training_runs``)
 
     @property
     def K(self) -> int:
@@ -325,6 +326,7 @@ class TuneCall:
         unsafe_allow_large_delta: bool,
         allow_noise_dominated: bool,
         settings: dict[str, Any],
+        accounting: str = "auto",
     ) -> TuneCall:
         r"""Check ``tune``'s arguments (``tune``: the function, whose keywords ``settings`` may also name)."""
         if not isinstance(space, SearchSpace):
@@ -337,6 +339,9 @@ class TuneCall:
         if blocked:
             raise ValueError(f"tune sets {sorted(blocked)} itself; give epsilon, delta and seed to tune().")
         check_setting_names(settings, tune)
+        from botorch_dp.training.selection_accounting import ACCOUNTINGS  # scipy, Opacus: late
+
+        check_choice(accounting, "accounting", ACCOUNTINGS)
         check_objective("objective", objective, space)
         if proxy_data(proxy) is None or isinstance(proxy, SearchSpaceObjective):
             check_objective("proxy", proxy, space)
@@ -394,6 +399,12 @@ class TuneCall:
         checks = TuneChecks.of(objective, run_config, epsilon, mu, K, mu_score, method, sampled, trains)
         known = num_users if num_users is not None else getattr(objective, "num_users", None)
         guarded = checks.guarded(objective, known)  # refused before any call when n is known, else at the first
+        if accounting != "auto" and (protect == "validation" or method not in ("auto", "training_selection")):
+            raise ValueError(
+                f"accounting={accounting!r} is how the private selection over whole DP-SGD training runs is "
+                f"accounted (protect='training' or 'both', method='training_selection' or 'auto'); with "
+                f"protect={protect!r} and method={method!r} nothing takes it: leave it out."
+            )
         if protect != "validation":
             _check_training_selection(protect, method, proxy, strategy, checkpoint_dir, settings, plan_options)
         elif method != "dp_gibo" and checkpoint_dir is not None:
@@ -404,7 +415,7 @@ class TuneCall:
         return cls(
             guarded, objective, space, epsilon, delta, mu, share, configurations, trains, protect, own, ledger, proxy,
             num_users, plan_options, strategy, method, mean_trials, max_trials, loss_clip, seed, progress,
-            executor, checkpoint_dir, base, run_config, checks, method_rule,
+            executor, checkpoint_dir, base, run_config, checks, method_rule, accounting,
         )  # fmt: skip
 
 

@@ -147,7 +147,7 @@ class TuneCheckpoint:
         if len(scores) != num_configurations:
             raise ValueError(f"{path} holds {len(scores)} scores for {num_configurations} configurations.")
         ledger.load_state_dict(state)  # merges: the choice's record is restored, never duplicated
-        if selection_id not in ledger.validation_run_ids():
+        if selection_id not in ledger.validation.run_ids():
             raise ValueError(f"{path}: the ledger state holds no record of the choice {selection_id!r}.")
         return selection_id, torch.tensor(scores, dtype=torch.float64)
 

@@ -242,7 +242,7 @@ class TuneResult:
                 f"the ledger holds {total} run(s) on these validation users in all "
                 f"({self.statement.runs_in_words()}): runs recorded there besides this call's count too"
             )
-        trainings = len(self.ledger.training_records())
+        trainings = len(self.ledger.training.records())
         if self.method in _CHEAP:
             lines.append(f"the training records: {trainings} training record(s) in the ledger, composed (RDP)")
         elif self.method == "training_selection":
@@ -276,14 +276,14 @@ class TuneResult:
                 the list of dicts.
         """
         g, ledger = self.guarantee, self.ledger
-        in_ledger = set(ledger.validation_run_ids())
+        in_ledger = set(ledger.validation.run_ids())
         rows: list[dict[str, Any]] = []
         for k, run in enumerate(self.runs):
             start = len(rows)
             release = run.result.release
             if hasattr(release, "iterates"):  # a DP-GIBO run (the winner of a sampled selection: inside its ε)
                 inside = run.run_id not in in_ledger  # its own records name what it released, not what it cost
-                records = run.result.records if inside else ledger.validation_records(run.run_id)
+                records = run.result.records if inside else ledger.validation.records(run.run_id)
                 charges = None if records is None else charges_of(records)
                 rows += release_rows(release, delta=g.delta, charges=charges, within=g.epsilon if inside else None)
             else:  # a selection's winner point (private random search, DP-HyPO)
@@ -415,7 +415,7 @@ def tune_result(
 
 def _each_training(ledger: PrivacyLedger, delta: float) -> str:
     r"""``"; each ... (ε, σ)"`` when every training record is a DP-SGD run of one shape, else ``""``."""
-    events = {r.event for r in ledger.training_records()}
+    events = {r.event for r in ledger.training.records()}
     if len(events) != 1 or not isinstance(event := next(iter(events)), DPSGDRun):
         return ""
     from botorch_dp.training.selection_accounting import dp_sgd_runs_epsilon  # scipy, Opacus: late

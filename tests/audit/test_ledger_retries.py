@@ -54,7 +54,7 @@ def test_users_who_retry_meet_no_refusal_and_the_ledger_never_exceeds_its_budget
         # the step plans with the ledger's room: accepted at the first try, within the budget
         # (on the old library a first try was accepted with probability 0.02)
         assert refusals == 0 and len(release.noisy_norms) == 1
-        assert ledger.validation_mu() <= design["budget"] * (1 + 1e-9)
+        assert ledger.validation.mu() <= design["budget"] * (1 + 1e-9)
 
 
 def test_tight_ledger_row_is_sound():

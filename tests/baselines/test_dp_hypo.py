@@ -18,7 +18,7 @@ from botorch_dp.baselines.selection import HiddenTrialError
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_rdp
 from botorch_dp.privacy.analysis.private_selection import private_selection_rdp
 from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS, rdp_curve_epsilon
-from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
+from botorch_dp.privacy.ledger import Gaussian, PrivacyBudgetExceeded, PrivacyLedger
 from botorch_dp.privacy.seeding import PrivacyWarning
 
 BOUNDS = torch.tensor([[-2.0, -2.0], [2.0, 2.0]], dtype=torch.float64)
@@ -241,15 +241,15 @@ def test_ledger_is_charged_before_the_first_evaluation():
             ledger=ledger,
             run_id="hypo-1",
         )
-    assert len(calls) == 1 and list(ledger.validation_mechanisms) == [("hypo-1", LEDGER_KEY)]
-    assert not ledger.training_run_ids()  # the validation users pay, not the training data
+    assert len(calls) == 1 and list(ledger.validation.mechanisms()) == [("hypo-1", LEDGER_KEY)]
+    assert not ledger.training.run_ids()  # the validation users pay, not the training data
 
     ledger = PrivacyLedger()
     res = _run(2.0, 0, ledger=ledger, run_id="hypo-2", mean_trials=4.0)
-    assert ledger.validation_epsilon(1e-5) == pytest.approx(res.guarantee.epsilon, rel=1e-12)
+    assert ledger.validation.epsilon(1e-5) == pytest.approx(res.guarantee.epsilon, rel=1e-12)
     assert res.guarantee.details["ledger_run_id"] == "hypo-2"
-    with pytest.raises(ValueError, match="validation_epsilon"):
-        ledger.validation_mu()  # no mu covers the run
+    with pytest.raises(ValueError, match="validation.epsilon"):
+        ledger.validation.mu()  # no mu covers the run
 
     # the validation mu budget filter refuses the run before anything is evaluated exactly
     # when its curve exceeds alpha B^2/2 at some grid order (alpha = 1.1 here)
@@ -262,11 +262,11 @@ def test_ledger_is_charged_before_the_first_evaluation():
     calls.clear()
     with pytest.raises(PrivacyBudgetExceeded, match="alpha=1.1"):
         dp_hypo(failing, BOUNDS, mean_trials=5.0, per_trial_mu=0.5, loss_clip=1.0, ratio_bound=2.0, ledger=tight)
-    assert not calls and not tight.validation_mechanisms and tight.validation_mu() == 0.0
+    assert not calls and not tight.validation.mechanisms() and tight.validation.mu() == 0.0
     roomy = PrivacyLedger(validation_mu_budget=1.01 * needed)
     with pytest.raises(HiddenTrialError, match="hidden trials"):
         dp_hypo(failing, BOUNDS, mean_trials=5.0, per_trial_mu=0.5, loss_clip=1.0, ratio_bound=2.0, ledger=roomy)
-    assert len(calls) == 1 and len(roomy.validation_mechanisms) == 1
+    assert len(calls) == 1 and len(roomy.validation.mechanisms()) == 1
 
 
 def test_dp_hypo_and_a_gaussian_step_compose_on_the_validation_side():
@@ -277,10 +277,10 @@ def test_dp_hypo_and_a_gaussian_step_compose_on_the_validation_side():
     kw = dict(mean_trials=4.0, per_trial_mu=0.5, distribution="poisson")
     res = _run(2.0, 3, ledger=ledger, run_id="hypo", **kw)
     step_mu = 1.0 / math.sqrt(25)  # one step of a mu = 1, T = 25 DP-GIBO run
-    ledger.check_validation_step(step_mu)
-    ledger.record_validation_step(step_mu, run_id="gibo", key="step-0000")
-    assert not ledger.training_run_ids() and ledger.training_epsilon(1e-5) == 0.0
-    assert ledger.validation_run_ids() == ["hypo", "gibo"]
+    ledger.external.check(Gaussian(step_mu))
+    ledger.external.record(Gaussian(step_mu), run_id="gibo", key="step-0000")
+    assert not ledger.training.run_ids() and ledger.training.epsilon(1e-5) == 0.0
+    assert ledger.validation.run_ids() == ["hypo", "gibo"]
     run_curve = [
         max(
             dp_hypo_rdp(a, per_trial_mu=0.5, mean_trials=4.0, ratio_upper=2.0, ratio_lower=0.5, distribution="poisson"),
@@ -289,14 +289,14 @@ def test_dp_hypo_and_a_gaussian_step_compose_on_the_validation_side():
         for a in DEFAULT_RDP_ORDERS
     ]
     both = [c + a * step_mu**2 / 2 for c, a in zip(run_curve, DEFAULT_RDP_ORDERS, strict=True)]
-    assert ledger.validation_rdp_curve() == pytest.approx(both, rel=1e-12)
-    eps = ledger.validation_epsilon(1e-5)
+    assert ledger.validation.rdp_curve() == pytest.approx(both, rel=1e-12)
+    eps = ledger.validation.epsilon(1e-5)
     assert eps == pytest.approx(rdp_curve_epsilon(both, DEFAULT_RDP_ORDERS, 1e-5)[0], rel=1e-12)
     assert eps > res.guarantee.epsilon  # the step costs something on top of the run
     report = ledger.report(1e-5)["validation"]
     assert report["mu"] is None and report["epsilon"] == eps and report["num_steps"] == 2
     assert [r["run_id"] for r in report["rdp_releases"]] == ["hypo"]
-    assert ledger.validation_mu(run_id="gibo") == pytest.approx(step_mu)  # a run without RDP entries
+    assert ledger.validation.mu(run_id="gibo") == pytest.approx(step_mu)  # a run without RDP entries
 
 
 def test_seed_warns_and_default_draws_from_os_entropy():

@@ -122,7 +122,7 @@ def test_a_worker_killed_mid_iteration_costs_no_second_release_and_no_evaluation
     result = opt.result().release
     assert torch.equal(result.released_gradients, reference.released_gradients)
     assert torch.equal(result.iterates, reference.iterates)
-    assert sorted(k for _, k in opt.ledger.validation_steps) == ["step-0000", "step-0001", "step-0002"]
+    assert sorted(k for _, k in opt.ledger.validation.steps()) == ["step-0000", "step-0001", "step-0002"]
     partitions.close()
 
 
@@ -133,7 +133,7 @@ def test_bad_losses_on_one_partition_raise_naming_it_and_release_nothing(dask_cl
     with pytest.raises(ValueError, match=r"partition 1: losses contain 2 non-finite values"):
         opt.tell_partitioned(X, partitions)
     assert (
-        opt.ledger.validation_steps == {}
+        opt.ledger.validation.steps() == {}
         and opt.iteration == 0
         and opt.result().release.released_gradients.numel() == 0
     )
@@ -187,6 +187,6 @@ def test_every_option_runs_on_dask_as_in_one_process(dask_client, name):
     for field in ("clip_bounds", "clip_counts", "noisy_norms", "step_mus", "selected_index", "batch_sizes"):
         assert getattr(memory, field) == getattr(remote, field), field
     assert memory.guarantee == remote.guarantee and list(dask_run.state.blocks) == []
-    assert [(r.key, r.event) for r in memory_run.ledger.validation_records()] == [
-        (r.key, r.event) for r in dask_run.ledger.validation_records()
+    assert [(r.key, r.event) for r in memory_run.ledger.validation.records()] == [
+        (r.key, r.event) for r in dask_run.ledger.validation.records()
     ]

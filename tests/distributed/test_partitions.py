@@ -187,7 +187,7 @@ def test_bad_losses_on_one_partition_release_nothing():
     X = opt.ask()
     with pytest.raises(ValueError, match=r"partition 1: losses contain 2 non-finite values"):
         opt.tell_partitioned(X, InProcessPartitions(parts))
-    assert opt.ledger.validation_steps == {} and opt.iteration == 0 and opt.num_users is None
+    assert opt.ledger.validation.steps() == {} and opt.iteration == 0 and opt.num_users is None
     assert torch.equal(opt.ask(), X)  # still pending
     with pytest.raises(ValueError, match=r"partition 0: losses have 3 users"):
 
@@ -199,7 +199,7 @@ def test_bad_losses_on_one_partition_release_nothing():
     # "zero_user": those users contribute 0 (the release goes ahead, with n unchanged)
     zero = new(config(nonfinite_losses="zero_user"))
     zero.tell_partitioned(zero.ask(), InProcessPartitions(parts))
-    assert len(zero.ledger.validation_steps) == 1
+    assert len(zero.ledger.validation.steps()) == 1
 
 
 def test_sensitive_fitting_and_mixing_are_refused():
@@ -209,7 +209,7 @@ def test_sensitive_fitting_and_mixing_are_refused():
     X = opt.ask()
     with pytest.raises(ValueError, match="partitions: partitioned users do not support hyperparameter_fit"):
         opt.tell_partitioned(X, parts)
-    assert opt.ledger.validation_records() == [] and torch.equal(opt.ask(), X)
+    assert opt.ledger.validation.records() == [] and torch.equal(opt.ask(), X)
     opt = new(config())
     X = opt.ask()
     opt.tell_partitioned(X, parts)
@@ -229,9 +229,9 @@ def test_a_failed_partition_computation_is_retried_with_one_release(tmp_path):
     with pytest.raises(ConnectionError):
         opt.tell_partitioned(X, flaky)
     # nothing released or recorded, in memory or on disk; the step is still pending
-    assert opt.ledger.validation_steps == {} and (tmp_path / "state.json").read_bytes() == state_before
+    assert opt.ledger.validation.steps() == {} and (tmp_path / "state.json").read_bytes() == state_before
     opt.tell_partitioned(X, flaky)  # the retry: one release, with the noise of the uninterrupted run
-    assert len(opt.ledger.validation_steps) == 1
+    assert len(opt.ledger.validation.steps()) == 1
     opt.close()  # the driver "stops" (one owner per checkpoint directory)
     # the driver's checkpoint is durable after the step; a resumed driver with fresh partitions
     # (they recompute their rows from the stored batches) finishes the run exactly
@@ -242,4 +242,4 @@ def test_a_failed_partition_computation_is_retried_with_one_release(tmp_path):
     result = quiet_run(resumed, InProcessPartitions(synthetic_partitions(SIZES, D, seed=5))).release
     assert torch.equal(result.released_gradients, reference.released_gradients)
     assert torch.equal(result.iterates, reference.iterates)
-    assert sorted(k for _, k in resumed.ledger.validation_steps) == ["step-0000", "step-0001"]
+    assert sorted(k for _, k in resumed.ledger.validation.steps()) == ["step-0000", "step-0001"]

@@ -297,7 +297,7 @@ def test_the_pages_private_run_tracks_in_ax_only_the_asked_points_and_charges_th
     assert len(asked) == 18 and summary[["lr", "dropout"]].to_dict("records") == asked
     assert summary["arm_name"].tolist()[:4] == ["step0_0", "step0_1", "step0_2", "step1_0"]
     ledger = opt.ledger
-    assert len(ledger.validation_steps) == 6 and ledger.validation_mu() == pytest.approx(gdp_mu(1.0, 1e-5), rel=1e-12)
+    assert len(ledger.validation.steps()) == 6 and ledger.validation.mu() == pytest.approx(gdp_mu(1.0, 1e-5), rel=1e-12)
     assert result.release.guarantee.epsilon == pytest.approx(1.0, rel=1e-9)
     released = space.parameters(result.release.theta)
     assert out.getvalue().startswith(f"{released}\n{result.guarantee_report()}\n")

@@ -213,17 +213,17 @@ def test_dp_sgd_trials_are_charged_before_they_train_one_run_per_evaluation():
 
     def dp_objective(trial):
         lr = trial.suggest_float("lr", 1e-3, 1.0, log=True)
-        before = len(ledger.training_runs)
+        before = len(ledger.training.runs())
         model = trial.train_dp_sgd(lambda: nn.Linear(4, 2), optimizer_kwargs={"lr": lr})
         seen.append(before)
         with torch.no_grad():
             return F.cross_entropy(model(VALIDATION[0]), VALIDATION[1], reduction="none")
 
     study = _optimize(_dp_study(ledger), dp_objective)
-    assert study.ledger is ledger and len(seen) == len(ledger.training_runs) > 0
+    assert study.ledger is ledger and len(seen) == len(ledger.training.runs()) > 0
     assert all(before >= i + 1 for i, before in enumerate(seen))  # each run recorded before it trained
     run = DPSGDRun(*planned_dp_run(60, TRAINING, DPSGDConfig(noise_multiplier=1.0)))
-    assert ledger.training_history() == [tuple(run)] * len(seen)
+    assert ledger.training.history() == [tuple(run)] * len(seen)
     training = study.result.statement.to_dict()
     report = study.guarantee_report()
     assert "training records (add or remove one record)" in report and f"{len(seen)} DP-SGD run(s)" in report

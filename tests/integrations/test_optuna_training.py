@@ -67,11 +67,11 @@ def test_a_dp_sgd_study_runs_tunes_selection_over_whole_runs_charged_as_tune_cha
     result = study.result
     assert result.method == direct.method == "training_selection" and len(calls) >= 1
     # one training record, written before the first trial, none per trial (their number is hidden)
-    (record,) = ledger.training_records()
-    (direct_record,) = direct_ledger.training_records()
-    assert ledger.training_runs == {} and study.ledger is ledger
+    (record,) = ledger.training.records()
+    (direct_record,) = direct_ledger.training.records()
+    assert ledger.training.runs() == {} and study.ledger is ledger
     assert record.event == direct_record.event  # the same entry: a curve, or a profile (ε, δ)
-    assert len(ledger.validation_records()) == len(direct_ledger.validation_records()) == (protect is None)
+    assert len(ledger.validation.records()) == len(direct_ledger.validation.records()) == (protect is None)
     assert result.protected == direct.protected and study.guarantee == direct.guarantee
     assert ("validation" in result.protected) and (result.protected["validation"] is None) == (protect == "training")
     # what the study shows: the winner only, in tune's words
@@ -126,4 +126,4 @@ def test_a_trial_outside_an_open_cover_of_this_ledger_never_runs():
         trials.train_covered({"lr": 0.1}, TrainingCover(PrivacyLedger(), "covered", reference, 2.0))
     assert calls == []
     trials.train_covered({"lr": 0.1}, TrainingCover(trials.ledger, "covered", reference, 2.0), noise_seed=0)
-    assert calls == [0.1] and list(trials.ledger.training_records()) != [] and trials.ledger.training_runs == {}
+    assert calls == [0.1] and list(trials.ledger.training.records()) != [] and trials.ledger.training.runs() == {}

@@ -81,7 +81,7 @@ def test_subsample_ledger_holds_one_amplified_phase_and_one_final_run(objective)
         result = tune_on_subsample(objective, epsilon=EPS, delta=DELTA, subsample_fraction=0.3, tuner=3, seed=0)
     ledger = objective.ledger
     plan = result.settings["plan"]
-    records = ledger.training_records()
+    records = ledger.training.records()
     assert len(records) == 2  # the phase (one mechanism, before any trial) and the final run: no per-trial record
     phase, final = records[0].event, records[1].event
     assert isinstance(phase, TrainingMechanism) and records[0].run_id == result.settings["phase_run_id"]
@@ -94,7 +94,7 @@ def test_subsample_ledger_holds_one_amplified_phase_and_one_final_run(objective)
         compute_rdp(q=q, noise_multiplier=plan.final_noise_multiplier, steps=steps, orders=TRAINING_RDP_ORDERS)
     )
     total = rdp_curve_epsilon(expected + final_curve, TRAINING_RDP_ORDERS, DELTA)[0]
-    assert ledger.training_epsilon(DELTA) == pytest.approx(total, rel=1e-9)
+    assert ledger.training.epsilon(DELTA) == pytest.approx(total, rel=1e-9)
     assert EPS * 0.99 <= total <= EPS  # the whole budget, never more
     assert result.guarantee["training records"] == (pytest.approx(total, rel=1e-9), DELTA)
     # the amplification is real: the same trials without the subset would spend more
@@ -145,7 +145,7 @@ def test_the_final_run_carries_the_chosen_lr_and_the_trials_shape(objective):
     assert lrs[:3] == pytest.approx([0.002, 0.05, 0.4])
     assert lrs[3] == pytest.approx(result.hyperparameters["lr"])  # the rule: the lr carried unchanged
     assert any(result.hyperparameters["lr"] == pytest.approx(lr) for lr in lrs[:3])
-    final = objective.ledger.training_records()[-1].event
+    final = objective.ledger.training.records()[-1].event
     assert (final.sample_rate, final.steps) == (plan.sample_rate, plan.steps)  # trials' q and steps
     assert final.noise_multiplier == plan.final_noise_multiplier != plan.trial_noise_multiplier
     assert "carried unchanged" in result.carried
@@ -155,11 +155,11 @@ def test_the_proxy_path_records_nothing_for_tuning(objective):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = tune_on_proxy_then_train(objective, None, _proxy(), epsilon=EPS, delta=DELTA, tuner=3, seed=0)
-    records = objective.ledger.training_records()
+    records = objective.ledger.training.records()
     assert [r.run_id for r in records] == ["eval-0000-final"]
     sigma = result.settings["final_noise_multiplier"]
     assert records[0].event == DPSGDRun(sigma, 1 / 8, 8)
-    assert objective.ledger.training_epsilon(DELTA) <= EPS
+    assert objective.ledger.training.epsilon(DELTA) <= EPS
     assert "no private data" in result.guarantee_report()
     assert len(objective.optimizer_calls) == 4  # three proxy trials, one final run
 
@@ -169,7 +169,7 @@ def test_a_proxy_that_shares_a_training_record_is_refused_before_anything_is_rec
     Xp[0], yp[0] = objective.data.X_train[3], objective.data.y_train[3]
     with pytest.raises(ValueError, match="proxy shares 1 training record"):
         tune_on_proxy_then_train(objective, None, (Xp, yp, Xv, yv), epsilon=EPS, delta=DELTA, tuner=2, seed=0)
-    assert objective.ledger.training_records() == []
+    assert objective.ledger.training.records() == []
 
 
 def test_the_split_is_stated_default_or_given_or_simulated(objective):
@@ -194,7 +194,7 @@ def test_protect_both_noises_the_scores_and_states_the_validation_guarantee(obje
     from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 
     assert result.guarantee["validation users"] == (pytest.approx(gdp_epsilon(0.5, DELTA)), DELTA)
-    assert objective.ledger.validation_epsilon(DELTA) == pytest.approx(gdp_epsilon(0.5, DELTA))
+    assert objective.ledger.validation.epsilon(DELTA) == pytest.approx(gdp_epsilon(0.5, DELTA))
 
 
 @pytest.mark.parametrize(
@@ -215,7 +215,7 @@ def test_bad_input_is_refused_by_name_before_anything_is_recorded(objective, kwa
     args = {"epsilon": EPS, "delta": DELTA, "subsample_fraction": 0.3, "tuner": 2, "seed": 0, **kwargs}
     with pytest.raises(ValueError, match=name):
         tune_on_subsample(objective, **args)
-    assert objective.ledger.training_records() == []
+    assert objective.ledger.training.records() == []
 
 
 def test_an_objective_without_dp_sgd_is_refused():
@@ -225,4 +225,4 @@ def test_an_objective_without_dp_sgd_is_refused():
         tune_on_subsample(plain, epsilon=EPS, delta=DELTA)
     with pytest.raises(ValueError, match="objective"):
         tune_on_proxy_then_train(plain, None, _proxy(), epsilon=EPS, delta=DELTA)
-    assert isinstance(plain.ledger, PrivacyLedger) and plain.ledger.training_records() == []
+    assert isinstance(plain.ledger, PrivacyLedger) and plain.ledger.training.records() == []

@@ -38,7 +38,7 @@ def test_simulation_and_private_run_are_dp_gibo_with_the_planned_config():
     _, private = normal_location(n=N_PRIVATE, d=D, seed=2)
     ledger = PrivacyLedger(validation_mu_budget=config.privacy_mu)
     run = method.run_private(private, ledger=ledger)
-    assert ledger.validation_mu(run.run_id) == pytest.approx(config.privacy_mu, rel=1e-9)
+    assert ledger.validation.mu(run.run_id) == pytest.approx(config.privacy_mu, rel=1e-9)
     assert (
         run.num_users == N_PRIVATE and run.release is run.result.release and run.epsilon == pytest.approx(1.0, rel=1e-9)
     )

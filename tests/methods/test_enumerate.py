@@ -66,7 +66,7 @@ def test_a_private_run_charges_the_composition_and_the_lowest_noisy_score_wins()
         warnings.simplefilter("ignore", PrivacyWarning)
         run = method.run_private(_Levels(), ledger=ledger, seed=3)
     assert run.mu == pytest.approx(method.gdp_mu, rel=1e-12) and len(run.runs) == 2
-    score_records = [r for r in ledger.validation_records() if r.key.endswith(SCORE_PART)]
+    score_records = [r for r in ledger.validation.records() if r.key.endswith(SCORE_PART)]
     assert [r.event for r in score_records] == [Gaussian(0.7 * math.sqrt(2))]  # both scores, one part
     scores = [r.noisy_score for r in run.runs]
     assert run.chosen == min(range(2), key=scores.__getitem__) and run.score_mu == 0.7

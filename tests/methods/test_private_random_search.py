@@ -84,11 +84,11 @@ def test_the_private_run_charges_the_full_budget_before_the_objective(setting):
     assert calls == []
     ledger = PrivacyLedger()
     run = method.run_private(counted, ledger=ledger)  # noise from OS entropy
-    assert run.num_users == N and run.run_id == ledger.validation_records()[0].run_id
+    assert run.num_users == N and run.run_id == ledger.validation.records()[0].run_id
     assert run.release is run and run.released_score == run.result.released_score
     assert not hasattr(run.result, "num_evaluations") and not hasattr(run.result, "history")  # the winner only
-    assert run.epsilon <= ledger.validation_epsilon(1e-5) <= 1.0  # the run's continuous-order bound and the ledger's
-    assert ledger.validation_epsilon(1e-5) == pytest.approx(1.0, rel=1e-9)
+    assert run.epsilon <= ledger.validation.epsilon(1e-5) <= 1.0  # the run's continuous-order bound and the ledger's
+    assert ledger.validation.epsilon(1e-5) == pytest.approx(1.0, rel=1e-9)
     # seeded: the objective is called for the K trials exactly, and the release is the baseline's winner
     calls.clear()
     with warnings.catch_warnings():

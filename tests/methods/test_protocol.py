@@ -60,7 +60,7 @@ def test_the_enumerate_procedure_is_a_method_whose_run_is_the_composition_the_le
         warnings.simplefilter("ignore")
         run = method.run_private(MixedEncoding(SPACE).objective(_losses), ledger=ledger, seed=3)
     # K runs and one release of K scores, composed: the whole budget, no more
-    assert run.mu == pytest.approx(mu, rel=1e-9) and ledger.validation_mu() == pytest.approx(mu, rel=1e-9)
+    assert run.mu == pytest.approx(mu, rel=1e-9) and ledger.validation.mu() == pytest.approx(mu, rel=1e-9)
     assert run.guarantees == {"validation": (pytest.approx(gdp_epsilon(mu, delta)), delta), "training": None}
     assert len(run.runs) == K and all(r.noisy_score is not None for r in run.runs)
     chosen = min(range(K), key=lambda k: run.runs[k].noisy_score)

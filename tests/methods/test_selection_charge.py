@@ -50,18 +50,18 @@ def test_both_sides_are_recorded_or_neither():
     rdp = training_event(_accounting("rdp"), GUARANTEES["training"])
     ledger = PrivacyLedger()
     record_up_front(ledger, "sel", GUARANTEES, rdp, list(CURVE))
-    assert ledger.training_run_ids() == ["sel"] and len(ledger.validation_records()) == 1
-    (record,) = ledger.validation_records()
+    assert ledger.training.run_ids() == ["sel"] and len(ledger.validation.records()) == 1
+    (record,) = ledger.validation.records()
     assert record.run_id == "sel" and SELECTION_PART in record.key and record.event.rdp == tuple(CURVE.tolist())
     tight = PrivacyLedger(validation_mu_budget=1e-3)  # the validation side cannot be admitted
     with pytest.raises(PrivacyBudgetExceeded):
         record_up_front(
             tight, "sel", GUARANTEES, training_event(_accounting("rdp"), GUARANTEES["training"]), list(CURVE)
         )
-    assert tight.training_run_ids() == [] and tight.validation_records() == []  # the training side was not recorded
+    assert tight.training.run_ids() == [] and tight.validation.records() == []  # the training side was not recorded
     alone = PrivacyLedger()
     record_up_front(alone, "sel", GUARANTEES, training_event(_accounting("profile"), GUARANTEES["training"]), None)
-    assert alone.training_run_ids() == ["sel"] and alone.validation_records() == []
+    assert alone.training.run_ids() == ["sel"] and alone.validation.records() == []
 
 
 def test_the_profile_entry_is_refused_where_the_ledger_cannot_take_it():

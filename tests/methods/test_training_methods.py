@@ -61,7 +61,7 @@ def test_each_method_is_simulated_at_the_noise_its_private_run_would_draw(object
     assert [s for s, _ in seen] == [s for s, _ in expected]
     for (_, rows), (_, kind) in zip(seen, expected, strict=True):
         assert (rows is None) == (kind is None) and (rows is None or 0 < rows < 80)
-    assert objective.ledger.training_records() == []  # the private objective was never trained
+    assert objective.ledger.training.records() == []  # the private objective was never trained
 
 
 def test_subsample_tuning_is_unavailable_when_the_expected_subset_is_too_small(objective):

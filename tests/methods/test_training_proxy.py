@@ -84,7 +84,7 @@ def test_the_proxy_copy_draws_the_private_runs_noise_per_expected_batch_on_its_o
     leaked = ClassificationData(data.X_train[:40], data.y_train[:40], data.X_val[:10], data.y_val[:10])
     with pytest.raises(ValueError, match="shares training record"):
         TrainingProxy(objective, leaked).copy(2.0, seed=3)
-    assert objective.ledger.training_records() == []
+    assert objective.ledger.training.records() == []
 
 
 def test_a_simulated_choice_uses_the_fitting_half_and_the_score_the_scoring_half(objective, monkeypatch):

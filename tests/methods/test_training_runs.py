@@ -37,7 +37,7 @@ class CountingObjective(TorchModelTuningObjective):
     r"""Notes the ledger's training and validation records each time a trial starts."""
 
     def train_covered(self, hyperparameters, cover, *, noise_seed=None):
-        self.seen.append((len(self.ledger.training_records()), len(self.ledger.validation_records())))
+        self.seen.append((len(self.ledger.training.records()), len(self.ledger.validation.records())))
         return super().train_covered(hyperparameters, cover, noise_seed=noise_seed)
 
 
@@ -95,7 +95,7 @@ def test_one_record_before_the_first_trial_none_after_and_the_curve_is_recompute
     assert result.num_trials >= 1
     # exactly one training record exists when each trial starts, and still one afterwards
     assert obj.seen == [(1, 0)] * result.num_trials
-    records = obj.ledger.training_records()
+    records = obj.ledger.training.records()
     assert len(records) == 1 and obj.num_trainings == 0 and obj.runs == []
     record = records[0]
     assert "private selection over E[K] = 3 DP-SGD training runs" in record.event.description
@@ -105,7 +105,7 @@ def test_one_record_before_the_first_trial_none_after_and_the_curve_is_recompute
     expected = ps_tnb_geometric(base, 3) if distribution == "tnb" else ps_poisson(base, 3)
     np.testing.assert_allclose(record.event.rdp, expected, rtol=1e-9)
     # the selection's ε at δ is at most the target, and within 1% of it, read from the ledger
-    epsilon = obj.ledger.training_epsilon(DELTA)
+    epsilon = obj.ledger.training.epsilon(DELTA)
     assert 0.99 * 3.0 <= epsilon <= 3.0
     assert epsilon == pytest.approx(epsilon_at(expected, DELTA), rel=1e-12)
     assert result.guarantee["training"].epsilon == pytest.approx(epsilon, rel=1e-12)
@@ -122,7 +122,7 @@ def test_a_budget_that_cannot_hold_the_selection_refuses_before_any_trial(small)
     obj = objective(small, ledger=PrivacyLedger(training_epsilon_budget=2.0, training_delta=DELTA))
     with pytest.raises(PrivacyBudgetExceeded):
         select_training_runs(obj, epsilon=3.0, delta=DELTA, mean_trials=3, seed=1)
-    assert obj.seen == [] and obj.ledger.training_records() == []
+    assert obj.seen == [] and obj.ledger.training.records() == []
 
 
 # ---------------------------------------------------------------------- the release
@@ -163,7 +163,7 @@ def test_the_number_of_trials_is_hidden(small):
             (
                 _masked(repr(result)),
                 _masked(json.dumps(result.to_json(), sort_keys=True)),
-                len(obj.ledger.training_records()),
+                len(obj.ledger.training.records()),
             )
         )
     assert outputs[0] == outputs[1]
@@ -190,12 +190,12 @@ def test_protect_both_charges_the_validation_users_up_front(small):
         obj, epsilon=3.0, delta=DELTA, mean_trials=3, protect="both", score="error", seed=2, non_private_trials=True
     )
     assert obj.seen == [(1, 1)] * result.num_trials  # both records before the first trial
-    (record,) = obj.ledger.validation_records()
+    (record,) = obj.ledger.validation.records()
     mu = result.guarantee["validation"].details["per_trial_mu"]
     expected = [private_selection_rdp(a, per_trial_mu=mu, mean_trials=3) for a in TRAINING_RDP_ORDERS]
     np.testing.assert_allclose(record.event.rdp, expected, rtol=1e-12)
-    assert 0.99 * 3.0 <= obj.ledger.validation_epsilon(DELTA) <= 3.0
-    assert 0.99 * 3.0 <= obj.ledger.training_epsilon(DELTA) <= 3.0
+    assert 0.99 * 3.0 <= obj.ledger.validation.epsilon(DELTA) <= 3.0
+    assert 0.99 * 3.0 <= obj.ledger.training.epsilon(DELTA) <= 3.0
     assert set(result.guarantee) == {"training", "validation"} and result.not_protected == {}
     # the released score is noisy: not the winner's plain error rate
     assert result.released_score != result.trials[int(np.argmin([t["score"] for t in result.trials]))]["plain_score"]
@@ -236,18 +236,18 @@ def test_a_selection_over_a_heterogeneous_space_is_charged_once_at_the_target(sm
         obj, epsilon=3.0, delta=DELTA, mean_trials=2, seed=1, non_private_trials=True, accounting="rdp"
     )
     assert obj.seen == [(1, 0)] * result.num_trials
-    assert len(obj.ledger.training_records()) == 1 and 0.99 * 3 <= obj.ledger.training_epsilon(DELTA) <= 3
+    assert len(obj.ledger.training.records()) == 1 and 0.99 * 3 <= obj.ledger.training.epsilon(DELTA) <= 3
     assert {"epochs", "batch_size", "max_grad_norm"} <= set(result.hyperparameters)
     sigma = result.guarantee["training"].details["noise_multiplier"]
     reference = np.max([opacus_curve(sigma, q, t) for q, t in obj.possible_run_shapes()], axis=0)
-    np.testing.assert_allclose(obj.ledger.training_records()[0].event.rdp, ps_tnb_geometric(reference, 2), rtol=1e-9)
+    np.testing.assert_allclose(obj.ledger.training.records()[0].event.rdp, ps_tnb_geometric(reference, 2), rtol=1e-9)
 
 
 def test_the_charged_path_refuses_training_hyperparameters(small):
     obj = objective(small, HETEROGENEOUS).with_choice({"max_grad_norm": 1.0})
     with pytest.raises(ValueError, match="set the training run itself"):
         obj(torch.full((1, 3), 0.5, dtype=torch.float64))
-    assert obj.ledger.training_records() == []
+    assert obj.ledger.training.records() == []
 
 
 def test_train_covered_refuses_without_a_covering_record(small):
@@ -269,7 +269,7 @@ def test_train_covered_refuses_without_a_covering_record(small):
     assert obj.train_covered(point, TrainingCover(obj.ledger, "sel", reference, 2.0)) is not None
     with pytest.raises(RuntimeError, match="above the cover's reference"):
         obj.train_covered(point, TrainingCover(obj.ledger, "sel", reference, 0.5))
-    assert obj.train_covered.__func__ is not None and len(obj.ledger.training_records()) == 1
+    assert obj.train_covered.__func__ is not None and len(obj.ledger.training.records()) == 1
 
 
 def test_non_finite_opacus_values_are_read_as_inf(monkeypatch):
@@ -301,7 +301,7 @@ def test_a_poisson_selection_without_trials_releases_nothing(small):
     assert result.num_trials == 0 and obj.seen == []
     release = result.release
     assert (release.hyperparameters, release.model, release.released_score) == (None, None, None)
-    assert len(obj.ledger.training_records()) == 1  # charged all the same: K = 0 is one of its outcomes
+    assert len(obj.ledger.training.records()) == 1  # charged all the same: K = 0 is one of its outcomes
 
 
 def test_padding_to_max_trials_runs_more_trials_and_releases_the_same(small):
@@ -322,7 +322,7 @@ def test_a_training_hyperparameter_that_cannot_be_bounded_is_refused_before_anyt
     obj = objective(small, SearchSpace([Hyperparameter("lr", 0.05, 0.5, log_scale=True), hyperparameter]))
     with pytest.raises(ValueError, match=hyperparameter.name):
         select_training_runs(obj, epsilon=3.0, delta=DELTA, mean_trials=3, seed=1)
-    assert obj.seen == [] and obj.ledger.training_records() == []
+    assert obj.seen == [] and obj.ledger.training.records() == []
 
 
 def test_train_covered_under_a_profile_charge_checks_the_run_shapes(small):
@@ -339,4 +339,4 @@ def test_train_covered_under_a_profile_charge_checks_the_run_shapes(small):
     with pytest.raises(RuntimeError, match="dominated by none"):  # the bound was over fewer steps
         obj.train_covered(point, TrainingCover(obj.ledger, "sel", reference, 1.0, ((shape[0], shape[1] - 1),)))
     assert obj.train_covered(point, TrainingCover(obj.ledger, "sel", reference, 1.0, (shape,))) is not None
-    assert len(obj.ledger.training_records()) == 1
+    assert len(obj.ledger.training.records()) == 1

@@ -64,12 +64,12 @@ def test_one_training_spends_the_whole_epsilon_and_reads_no_validation_loss(data
     objective = _objective(data)
     method = UntunedMethod(SPACE, 2.0, DELTA)
     run = method.run_private(objective, ledger=objective.ledger, seed=0)
-    assert len(objective.ledger.training_records()) == 1 and objective.ledger.validation_records() == []
-    spent = objective.ledger.training_epsilon(DELTA)
+    assert len(objective.ledger.training.records()) == 1 and objective.ledger.validation.records() == []
+    spent = objective.ledger.training.epsilon(DELTA)
     assert run.epsilon == pytest.approx(spent, rel=1e-9) and 0.98 * 2.0 <= spent <= 2.0
     assert run.guarantees == {"training": (run.epsilon, DELTA), "validation": (0.0, DELTA)}
     assert isinstance(run.result, UntunedResult) and isinstance(run.result.model, nn.Linear)
-    assert run.result.hyperparameters == method.natural() and run.run_id == objective.ledger.training_run_ids()[-1]
+    assert run.result.hyperparameters == method.natural() and run.run_id == objective.ledger.training.run_ids()[-1]
 
 
 def test_refusals_come_before_anything_trains(data):
@@ -79,7 +79,7 @@ def test_refusals_come_before_anything_trains(data):
     plain = _objective(data, dp_sgd=None)
     with pytest.raises(ValueError, match="built with dp_sgd="):
         UntunedMethod(SPACE, 2.0, DELTA).run_private(plain, ledger=plain.ledger)
-    assert objective.ledger.training_records() == [] and plain.ledger.training_records() == []
+    assert objective.ledger.training.records() == [] and plain.ledger.training.records() == []
     assert math.isfinite(UntunedMethod(SPACE, 2.0, DELTA).natural()["lr"])
 
 

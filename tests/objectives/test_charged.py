@@ -76,11 +76,11 @@ def test_each_run_is_recorded_in_the_callers_ledger_before_it_trains(data, monke
     objective = _dpsgd(data, ledger, noise_seed=3)
     seen = []
     real = tc.train_model
-    monkeypatch.setattr(tc, "train_model", lambda *a, **k: seen.append(ledger.training_run_ids()) or real(*a, **k))
+    monkeypatch.setattr(tc, "train_model", lambda *a, **k: seen.append(ledger.training.run_ids()) or real(*a, **k))
     losses = evaluate_rows(objective, X2, executor=_PicklingExecutor())
     assert seen == [["eval-0000", "eval-0001"]] * 2 and losses.shape == (2, 10)
-    assert all(r.event == objective.planned_run() for r in ledger.training_records())
-    assert ledger.num_reservations() == 0
+    assert all(r.event == objective.planned_run() for r in ledger.training.records())
+    assert len(ledger.reservation_holders()) == 0
     worker = pickle.loads(pickle.dumps(objective))
     assert worker.ledger is None and worker.runs == []
 
@@ -93,9 +93,9 @@ def test_a_batch_the_budget_cannot_cover_is_refused_before_any_row_trains(data, 
     for executor in (None, _PicklingExecutor()):
         with pytest.raises(PrivacyBudgetExceeded):
             evaluate_rows(objective, X4, executor=executor)
-        assert trainings == [] and ledger.training_records() == [] and ledger.num_reservations() == 0
+        assert trainings == [] and ledger.training.records() == [] and len(ledger.reservation_holders()) == 0
     assert evaluate_rows(objective, X2, executor=_PicklingExecutor()).shape == (2, 10)
-    assert len(ledger.training_records()) == 2 and len(trainings) == 2
+    assert len(ledger.training.records()) == 2 and len(trainings) == 2
     with pytest.raises(PrivacyBudgetExceeded):
         objective(X2[:1])
-    assert len(trainings) == 2 and len(ledger.training_records()) == 2
+    assert len(trainings) == 2 and len(ledger.training.records()) == 2

@@ -140,14 +140,14 @@ def test_refusals_come_before_the_trial_touches_the_data(data, monkeypatch):
 def test_a_covered_trial_trains_the_planned_run_and_records_nothing(data):
     objective = _objective(data)
     cover = _covering(objective)
-    records = objective.ledger.training_records()
+    records = objective.ledger.training.records()
     point = {"lr": 0.05, "epochs": 2, "batch_size": 30, "max_grad_norm": 1.0}
     model = objective.train_covered(point, cover, noise_seed=3)
     again = objective.train_covered(point, cover, noise_seed=3)
     assert isinstance(model, nn.Linear) and all(
         torch.equal(a, b) for a, b in zip(model.parameters(), again.parameters(), strict=True)
     )
-    assert objective.ledger.training_records() == records and objective.runs == []
+    assert objective.ledger.training.records() == records and objective.runs == []
     # the per-user scores: 0/1 errors and cross-entropy losses, computed here from the model's logits
     with torch.no_grad():
         logits = model(data.X_val.to(model.weight.dtype)).double()

@@ -22,7 +22,7 @@ def test_noise_variance_pilot_uses_public_data_only(data):
     dp = TorchModelTuningObjective(data, training=training, dp_sgd=DPSGDConfig(2.0, 1.0), ledger=ledger)
     sigma2 = estimate_training_noise_variance(dp, public, THETA[:1], num_repeats=3)
     assert sigma2 > 0
-    assert ledger.training_runs == {} and dp.num_trainings == 0  # the sensitive side is untouched
+    assert ledger.training.runs() == {} and dp.num_trainings == 0  # the sensitive side is untouched
 
 
 def test_the_estimate_is_the_pooled_variance_of_the_pilots_mean_losses(data):

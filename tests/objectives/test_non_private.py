@@ -125,7 +125,7 @@ def test_bad_values_are_refused_by_name_before_anything_trains(change, match):
     _Net.received = []
     with pytest.raises(ValueError, match=match):
         objective.evaluate(hyperparameters)
-    assert _Net.received == [] and objective.ledger.training_runs == {} and objective.num_trainings == 0
+    assert _Net.received == [] and objective.ledger.training.runs() == {} and objective.num_trainings == 0
 
 
 def test_missing_names_are_refused_and_a_fixed_categorical_may_be_left_out():
@@ -150,10 +150,10 @@ def test_the_ends_of_a_range_are_inside():
 def test_with_dp_sgd_the_check_is_one_charged_run_under_its_label():
     objective = _objective(dp_sgd=DPSGDConfig(noise_multiplier=1.5, max_grad_norm=1.0))
     objective.evaluate({"lr": 0.03, "width": 5, "activation": "relu", "dropout": 0.2})
-    assert list(objective.ledger.training_runs) == ["eval-0000-evaluate"]
+    assert list(objective.ledger.training.runs()) == ["eval-0000-evaluate"]
     assert objective.num_trainings == 1 and len(objective.runs) == 1
     objective.evaluate({"lr": 0.03, "width": 5, "activation": "relu", "dropout": 0.2}, label=None)
-    assert list(objective.ledger.training_runs) == ["eval-0000-evaluate", "eval-0001"]
+    assert list(objective.ledger.training.runs()) == ["eval-0000-evaluate", "eval-0001"]
 
 
 def test_amp_objective_evaluates_in_natural_units_like_its_round_trip():
@@ -171,7 +171,7 @@ def test_amp_objective_evaluates_in_natural_units_like_its_round_trip():
     want = b.evaluate_non_private(b.space.from_natural({"lam": lam}), label="evaluate")
     assert got == want and isinstance(got, NonPrivateMetrics)
     assert a.results[0].config.lam == pytest.approx(lam, rel=1e-12)
-    assert a.run_ids == ["amp-0000-evaluate"] and len(a.ledger.training_records()) == 1
+    assert a.run_ids == ["amp-0000-evaluate"] and len(a.ledger.training.records()) == 1
     assert 0.0 <= got["test_accuracy"] <= 1.0 and 0.0 <= got["validation_loss"] <= a.loss_cap
     with pytest.raises(ValueError, match="hyperparameters: lam: .* lies outside its range"):
         a.evaluate({"lam": 0.5 * budget.min_lam()})

@@ -55,7 +55,7 @@ def test_objective_losses_equal_independent_recomputation(data):
         )
         torch.testing.assert_close(losses[j], ref, rtol=1e-6, atol=1e-7)
     assert not torch.allclose(losses[0], losses[1])
-    assert objective.ledger.training_runs == {}  # no DP-SGD, nothing accounted
+    assert objective.ledger.training.runs() == {}  # no DP-SGD, nothing accounted
 
 
 def test_objective_is_deterministic_given_theta_and_seed(data):

@@ -36,7 +36,7 @@ def snapshot(opt) -> dict:
     return {
         "state": opt.state_dict(),
         "ledger": opt.ledger.state_dict(),
-        "validation_mu": opt.ledger.validation_mu(),
+        "validation_mu": opt.ledger.validation.mu(),
         "iteration": opt.iteration,
         "pending": None if opt.state.pending is None else opt.state.pending.clone(),
         "noise_gen": None if opt.generators.noise is None else opt.generators.noise.get_state(),

@@ -112,12 +112,12 @@ def test_config_refuses_bad_adaptive_clip_settings_naming_the_field(kw, field):
 def test_ledger_total_equals_the_planned_budget_in_closed_form():
     mu, f, T = 0.7, 0.2, 3
     opt, _ = _run(_cfg(privacy_mu=mu, clip_mu_fraction=f, num_iterations=T))
-    steps = {key: m for (run, key), m in opt.ledger.validation_steps.items() if run == opt.run_id}
+    steps = {key: m for (run, key), m in opt.ledger.validation.steps().items() if run == opt.run_id}
     assert sorted(steps) == sorted(f"step-{t:04d}/{kind}" for t in range(T) for kind in ("grad", "clip"))
     for t in range(T):
         assert steps[f"step-{t:04d}/grad"] == pytest.approx(mu * math.sqrt((1 - f) / T), rel=1e-15)
         assert steps[f"step-{t:04d}/clip"] == pytest.approx(mu * math.sqrt(f / T), rel=1e-15)
-    assert opt.ledger.validation_mu() == pytest.approx(mu, rel=1e-12)
+    assert opt.ledger.validation.mu() == pytest.approx(mu, rel=1e-12)
     release = opt.result().release
     assert release.guarantee.mu == pytest.approx(mu, rel=1e-12)
     # σ_t = 2 B_t √T/(n μ_g), B_t public and following the released counts
@@ -131,7 +131,7 @@ def test_target_epsilon_delta_with_a_noisy_loss_selection_spends_exactly_the_tar
     opt, objective = _run(cfg)
     X = opt.ask()  # the iterates
     opt.tell(X, objective(X))
-    assert opt.ledger.validation_mu() == pytest.approx(gdp_mu(1.0, 1e-5), rel=1e-12)
+    assert opt.ledger.validation.mu() == pytest.approx(gdp_mu(1.0, 1e-5), rel=1e-12)
     assert opt.result().release.guarantee.epsilon == pytest.approx(1.0, rel=1e-9)
 
 
@@ -152,10 +152,10 @@ def test_budget_filter_refuses_the_step_before_anything_is_released():
     opt = DPGIBO(cfg)
     X = opt.ask()
     opt.tell(X, objective(X))
-    spent = dict(opt.ledger.validation_steps)
+    spent = dict(opt.ledger.validation.steps())
     with pytest.raises(PrivacyBudgetExceeded, match="step 1 of run"):  # the count and the gradient together
         opt.ask()
-    assert opt.ledger.validation_steps == spent and opt.result().release.clip_counts.__len__() == 1
+    assert opt.ledger.validation.steps() == spent and opt.result().release.clip_counts.__len__() == 1
 
 
 def test_resume_continues_bit_identically_and_refuses_a_changed_setting(tmp_path):

@@ -25,7 +25,7 @@ from botorch_dp.optim.checkpoint import json_fingerprint
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.noise_schedule import default_snr_factor
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
-from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
+from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger, PureDP
 from botorch_dp.privacy.mechanisms import ClippedMean, NormRelease, PrivacyCost, clipped_mean_gradient
 from botorch_dp.privacy.mechanisms._noise import release_gaussian
 from botorch_dp.privacy.seeding import noise_generator
@@ -70,9 +70,9 @@ def test_adaptive_run_spends_exactly_its_budget_with_one_norm_and_one_gradient_k
     r = result.release
     T = len(r.step_mus)
     assert 1 <= T <= 12 and opt.is_done and (opt.state.noise.stopped or T == 12)
-    keys = [key for (_, key) in opt.ledger.validation_steps]
+    keys = [key for (_, key) in opt.ledger.validation.steps()]
     assert keys == [f"step-{t:04d}/{kind}" for t in range(T) for kind in ("norm", "grad")]
-    recorded = list(opt.ledger.validation_steps.values())
+    recorded = list(opt.ledger.validation.steps().values())
     assert recorded[0::2] == r.norm_mus and recorded[1::2] == r.step_mus
     assert r.guarantee.mu == pytest.approx(1.0, rel=1e-9)  # the last step spent exactly the rest
     assert r.guarantee.rho == pytest.approx(0.5, rel=1e-9)
@@ -138,7 +138,7 @@ def test_adversarial_released_norms_never_overspend_the_loop(norms):
         opt, result = _run(_cfg(num_iterations=6, privacy_mu=0.7))
     finally:
         ClippedMean.release_norm = original
-    total = math.fsum(mu * mu for mu in opt.ledger.validation_steps.values())
+    total = math.fsum(mu * mu for mu in opt.ledger.validation.steps().values())
     assert total <= 0.49 * (1 + 1e-9) and total == pytest.approx(0.49, rel=1e-9)
     assert opt.is_done and len(result.release.step_mus) <= 6
 
@@ -165,7 +165,7 @@ def test_fixed_schedule_reports_its_constant_noise_per_step():
     r = result.release
     assert r.step_mus == [pytest.approx(0.5)] * 4 and r.noise_stds == [pytest.approx(2 * 2.0 * 2 / (N * 1.0))] * 4
     assert r.noisy_norms == [] and r.norm_mus == [] and r.selected_index == 4
-    assert [key for (_, key) in opt.ledger.validation_steps] == [f"step-{t:04d}" for t in range(4)]
+    assert [key for (_, key) in opt.ledger.validation.steps()] == [f"step-{t:04d}" for t in range(4)]
 
 
 def test_a_tight_ledger_caps_the_schedule_and_then_refuses_before_anything_is_recorded():
@@ -178,21 +178,21 @@ def test_a_tight_ledger_caps_the_schedule_and_then_refuses_before_anything_is_re
     opt = DPGIBO(_cfg(), ledger=ledger)
     opt.run(objective, progress=False)
     assert opt.is_done
-    assert ledger.validation_mu() == pytest.approx(0.5, rel=1e-9) and ledger.validation_mu() <= 0.5 * (1 + 1e-9)
-    keys = [r.key for r in ledger.validation_records()]
+    assert ledger.validation.mu() == pytest.approx(0.5, rel=1e-9) and ledger.validation.mu() <= 0.5 * (1 + 1e-9)
+    keys = [r.key for r in ledger.validation.records()]
     assert keys == [f"step-{t:04d}/{part}" for t in range(len(keys) // 2) for part in ("norm", "grad")]
     other = DPGIBO(_cfg(), ledger=ledger)
-    before, records = snapshot(other), ledger.validation_records()
+    before, records = snapshot(other), ledger.validation.records()
     with pytest.raises(PrivacyBudgetExceeded, match="Nothing was released"):
         other.ask()  # before its batch is searched for or evaluated
-    assert same(snapshot(other), before) and ledger.validation_records() == records
+    assert same(snapshot(other), before) and ledger.validation.records() == records
 
 
 # -------------------------------------------------------------------------- selection
 def test_min_noisy_norm_costs_nothing_and_returns_the_argmin():
     opt_last, last = _run(_cfg())
     opt_min, chosen = _run(_cfg(selection="min_noisy_norm"))
-    assert list(opt_min.ledger.validation_steps.values()) == list(opt_last.ledger.validation_steps.values())
+    assert list(opt_min.ledger.validation.steps().values()) == list(opt_last.ledger.validation.steps().values())
     assert torch.equal(chosen.release.iterates, last.release.iterates)
     j = chosen.release.selected_index
     assert chosen.release.noisy_norms[j] == min(chosen.release.noisy_norms)
@@ -220,12 +220,14 @@ def test_evaluated_selection_asks_for_the_iterates_and_is_charged(selection, sch
     assert infos[-1].selected_index == r.selected_index and math.isnan(infos[-1].posterior_trace)
     assert all(info.selected_index is None for info in infos[:-1]) and infos[-1].batch_size == T + 1
     assert torch.equal(r.theta, r.iterates[r.selected_index])
-    steps = [(key, mu) for (_, key), mu in opt.ledger.validation_steps.items() if key != "select"]
+    steps = [(key, mu) for (_, key), mu in opt.ledger.validation.steps().items() if key != "select"]
     assert math.fsum(mu * mu for _, mu in steps) == pytest.approx(cfg.mu_split.steps_mu**2, rel=1e-9)
-    assert opt.ledger.validation_steps[(opt.run_id, "select")] == pytest.approx(mu_sel, rel=1e-12)
+    assert opt.ledger.validation.steps()[(opt.run_id, "select")] == pytest.approx(mu_sel, rel=1e-12)
     assert r.guarantee.mu == pytest.approx(1.0, rel=1e-9)
     if selection == "exponential":
-        assert opt.ledger.validation_pure_epsilons == {(opt.run_id, "select"): 0.4}
+        assert [(r.key, r.event) for r in opt.ledger.validation.records() if r.key == "select"] == [
+            ("select", PureDP(0.4))
+        ]
         assert r.selection_scores is None
     else:
         assert r.selection_scores.shape == (T + 1,) and r.selected_index == int(torch.argmin(r.selection_scores))
@@ -311,8 +313,8 @@ def test_resume_reproduces_the_uninterrupted_run_with_two_releases_per_step(tmp_
     assert resumed.guarantee.mu == pytest.approx(1.0, rel=1e-9)
     T = len(full.step_mus)
     # one record per release made: the checkpoint's records were merged, none counted twice
-    assert len(opt.ledger.validation_records()) == 2 * T + (selection == "noisy_loss")
-    assert len({r.release_id for r in opt.ledger.validation_records()}) == 2 * T + (selection == "noisy_loss")
+    assert len(opt.ledger.validation.records()) == 2 * T + (selection == "noisy_loss")
+    assert len({r.release_id for r in opt.ledger.validation.records()}) == 2 * T + (selection == "noisy_loss")
 
 
 def test_finished_adaptive_run_resumes_as_finished(tmp_path):

@@ -10,7 +10,7 @@ from gpytorch.kernels import MaternKernel, RQKernel, ScaleKernel
 
 from botorch_dp.optim.checkpoint import files as ckpt_files
 from botorch_dp.optim.dp_gibo import DPGIBO
-from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
+from botorch_dp.privacy.ledger import DPSGDRun, PrivacyBudgetExceeded, PrivacyLedger
 
 from .loop_helpers import nl_config, normal_location, poly_kernel, rbf_kernel
 
@@ -52,7 +52,7 @@ def test_resume_reproduces_uninterrupted_run(tmp_path):
     assert torch.equal(resumed.release.evaluation_points, full.release.evaluation_points)
     assert resumed.release.batch_sizes == full.release.batch_sizes
     # no step counted twice
-    assert len(opt.ledger.validation_steps) == 8
+    assert len(opt.ledger.validation.steps()) == 8
     assert math.isclose(resumed.release.guarantee.mu, 1.0, rel_tol=1e-9)
     assert not list(tmp_path.glob("*.tmp"))
 
@@ -64,7 +64,9 @@ def test_training_runs_in_a_shared_ledger_survive_resume(tmp_path):
     def make_objective(ledger):
         def objective(X):
             for row in X:  # one (pretend) DP-SGD training run per evaluated point
-                ledger.record_training_run(run_id=repr(row.tolist()), noise_multiplier=1.1, sample_rate=0.01, steps=100)
+                ledger.external.record(
+                    DPSGDRun(noise_multiplier=1.1, sample_rate=0.01, steps=100), run_id=repr(row.tolist())
+                )
             return losses(X)
 
         return objective
@@ -83,9 +85,9 @@ def test_training_runs_in_a_shared_ledger_survive_resume(tmp_path):
     opt = DPGIBO.resume(tmp_path, ledger=ledger2)
     assert opt.ledger is ledger2
     opt.run(make_objective(ledger2), progress=False)  # re-evaluates the pending points
-    assert len(ledger2.training_runs) == len(ref_ledger.training_runs) == 12
-    assert math.isclose(ledger2.training_epsilon(1e-5), ref_ledger.training_epsilon(1e-5))
-    assert len(ledger2.validation_steps) == 4
+    assert len(ledger2.training.runs()) == len(ref_ledger.training.runs()) == 12
+    assert math.isclose(ledger2.training.epsilon(1e-5), ref_ledger.training.epsilon(1e-5))
+    assert len(ledger2.validation.steps()) == 4
     with pytest.raises(ValueError, match="budget on the ledger"):
         DPGIBO(nl_config(d=2, validation_mu_budget=1.0), ledger=PrivacyLedger())
 
@@ -204,7 +206,7 @@ def test_failed_checkpoint_write_leaves_tell_undone_and_retry_releases_once(tmp_
     without_ledger = lambda meta: json.dumps({k: v for k, v in meta.items() if k != "ledger"}, sort_keys=True)  # noqa: E731
     assert without_ledger(after["meta"]) == without_ledger(before["meta"])
     assert all(torch.equal(a, b) for a, b in zip(after["loss_blocks"], before["loss_blocks"], strict=True))
-    assert opt.iteration == 1 and [r.key for r in opt.ledger.validation_records()] == ["step-0000", "step-0001"]
+    assert opt.iteration == 1 and [r.key for r in opt.ledger.validation.records()] == ["step-0000", "step-0001"]
     assert torch.equal(opt.generators.noise.get_state(), noise_state) and torch.equal(opt.ask(), X)
     monkeypatch.setattr(ckpt_files, "_write_atomic", real_write)
     opt.tell(X, objective(X))  # the retry releases again (the same seeded noise), and is charged again
@@ -229,11 +231,11 @@ def test_unwritable_directory_between_ask_and_tell(tmp_path):
     with pytest.raises(OSError):
         opt.tell(X, objective(X))
     # the run is undone; the release drawn before the failed write stays charged
-    assert opt.iteration == 0 and len(opt.ledger.validation_records()) == 1 and torch.equal(opt.ask(), X)
+    assert opt.iteration == 0 and len(opt.ledger.validation.records()) == 1 and torch.equal(opt.ask(), X)
     (root / "losses").unlink()
     result = opt.run(objective, progress=False)
     assert torch.equal(result.release.iterates, full.release.iterates)
-    assert len(opt.ledger.validation_records()) == 4
+    assert len(opt.ledger.validation.records()) == 4
     opt.close()
     assert torch.equal(DPGIBO.resume(root).result().release.iterates, full.release.iterates)
 
@@ -266,7 +268,7 @@ def test_budget_on_resume_can_only_tighten(tmp_path):
     assert tight.ledger.validation_mu_budget == 0.65
     with pytest.raises(PrivacyBudgetExceeded):
         tight.ask()  # a third step of 1/√6 would spend 0.707 > 0.65: refused before its batch
-    assert tight.iteration == 2 and len(tight.ledger.validation_steps) == 2
+    assert tight.iteration == 2 and len(tight.ledger.validation.steps()) == 2
     tight.close()
     again = DPGIBO.resume(tmp_path)  # the resume committed the tightened budget; the refused step is not there
     assert again.ledger.validation_mu_budget == 0.65 and again.iteration == 2

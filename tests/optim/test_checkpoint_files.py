@@ -86,7 +86,7 @@ def test_a_new_run_refuses_a_directory_that_holds_a_checkpoint(tmp_path):
     assert str(root) in str(err.value)
     assert _contents(root) == before  # the checkpoint and its ledger are untouched
     resumed = DPGIBO.resume(root)  # resume itself is not refused
-    assert resumed.iteration == 2 and resumed.run_id == opt.run_id and len(resumed.ledger.validation_steps) == 2
+    assert resumed.iteration == 2 and resumed.run_id == opt.run_id and len(resumed.ledger.validation.steps()) == 2
     # an empty directory and a missing one are fine
     (tmp_path / "empty").mkdir(mode=0o700)
     DPGIBO(cfg, checkpoint_dir=tmp_path / "empty").ask()
@@ -336,7 +336,7 @@ def test_a_schema_1_checkpoint_from_before_these_checks_resumes(tmp_path):
     resumed.tell(X, problem(X))
     resumed.close()
     again = DPGIBO.resume(root)  # what it wrote reads back too
-    assert again.iteration == 3 and len(again.ledger.validation_steps) == 3
+    assert again.iteration == 3 and len(again.ledger.validation.steps()) == 3
     assert torch.equal(torch.stack(list(again.state.iterates)), torch.stack(list(resumed.state.iterates)))
 
 

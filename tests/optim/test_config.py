@@ -83,7 +83,7 @@ def test_bias_tolerance_at_or_above_the_prior_trace_is_refused_before_anything()
         cfg = config(kernel=kernel, batch_size=None, bias_tolerance=eps, noise_variance=1e-4)
         with pytest.raises(ValueError, match="bias_tolerance"):
             DPGIBO(cfg, ledger=ledger)
-    assert ledger.validation_mu() == 0.0
+    assert ledger.validation.mu() == 0.0
     _, objective = normal_location(n=N, d=D)
     opt = DPGIBO(config(kernel=kernel, batch_size=None, bias_tolerance=prior / 2, noise_variance=1e-4), ledger=ledger)
     X = opt.ask()

@@ -96,7 +96,7 @@ def test_bad_losses_are_refused_without_losing_evaluations():
     assert opt.iteration == 1
     assert opt.evaluation_points.shape[0] == 3
     assert torch.equal(opt.generators.noise.get_state(), noise_state)
-    assert len(opt.ledger.validation_steps) == 1
+    assert len(opt.ledger.validation.steps()) == 1
     assert torch.equal(opt.ask(), X)
     with pytest.raises(ValueError, match="points returned"):
         opt.tell(X + 1, losses)
@@ -109,7 +109,7 @@ def test_objective_returning_nan_stops_run_before_release():
     opt = DPGIBO(nl_config(d=2, privacy_mu=1.0, num_iterations=3))
     with pytest.raises(ValueError, match="non-finite"):
         opt.run(lambda X: objective(X) * float("nan"), progress=False)
-    assert opt.iteration == 0 and opt.ledger.validation_mu() == 0.0
+    assert opt.iteration == 0 and opt.ledger.validation.mu() == 0.0
     opt.run(objective, progress=False)  # the run continues once the objective is fixed
     assert opt.iteration == 3
 
@@ -174,7 +174,7 @@ def test_an_unsafe_fit_is_recorded_before_it_reads_the_losses_and_every_output_s
     seen = []
 
     def fit(kernel, X, y):
-        seen.append([r.key for r in opt.ledger.validation_records()])
+        seen.append([r.key for r in opt.ledger.validation.records()])
 
     with pytest.warns(UserWarning, match="NO differential-privacy guarantee"):
         opt = DPGIBO(
@@ -189,7 +189,7 @@ def test_an_unsafe_fit_is_recorded_before_it_reads_the_losses_and_every_output_s
         )
     result = opt.run(objective, progress=False)
     assert seen == [["step-0000/fit"], ["step-0000/fit", "step-0000", "step-0001/fit"]]
-    assert result.release.guarantee.holds is False and opt.ledger.validation_mu() == math.inf
+    assert result.release.guarantee.holds is False and opt.ledger.validation.mu() == math.inf
     assert result.statement is not None and result.statement.holds is False
     for text in (result.guarantee_report(), repr(result)):
         assert "NO differential-privacy guarantee" in text and ")-DP" not in text
@@ -219,7 +219,7 @@ def test_budget_filter_refuses_before_release():
     with pytest.raises(PrivacyBudgetExceeded, match=match):
         opt.run(counted, progress=False)
     assert calls == [3, 3] and opt.iteration == 2 and opt.evaluation_points.shape[0] == 6
-    assert opt.state.pending is None and len(opt.ledger.validation_records()) == 2
+    assert opt.state.pending is None and len(opt.ledger.validation.records()) == 2
 
 
 def test_a_ledger_that_cannot_pay_one_step_costs_no_evaluation():
@@ -229,8 +229,8 @@ def test_a_ledger_that_cannot_pay_one_step_costs_no_evaluation():
     opt = DPGIBO(nl_config(d=2, privacy_mu=1.0, num_iterations=4), ledger=tight)
     with pytest.raises(PrivacyBudgetExceeded, match="step 0 of run"):
         opt.run(lambda X: calls.append(X) or objective(X), progress=False)
-    assert calls == [] and tight.validation_records() == [] and opt.iteration == 0
-    assert tight.remaining_validation_mu() == pytest.approx(0.3)  # the check held nothing back
+    assert calls == [] and tight.validation.records() == [] and opt.iteration == 0
+    assert tight.validation.remaining_mu() == pytest.approx(0.3)  # the check held nothing back
 
 
 def test_tell_still_refuses_what_another_run_spent_after_the_ask():
@@ -242,7 +242,7 @@ def test_tell_still_refuses_what_another_run_spent_after_the_ask():
     second.tell(Y, objective(Y))  # spends 0.5 of the shared budget
     with pytest.raises(PrivacyBudgetExceeded, match="Nothing was released"):
         first.tell(X, objective(X))  # 0.707 > 0.6: refused at the charge, before its draw
-    assert len(shared.validation_records()) == 1 and first.iteration == 0
+    assert len(shared.validation.records()) == 1 and first.iteration == 0
 
 
 def test_diagnostics_are_opt_in_and_labelled():

@@ -217,4 +217,4 @@ def test_call_sequences_never_corrupt_the_state(ops):
         with pytest.raises(ValueError):
             call()
         assert same(snapshot(opt), before) and torch.equal(opt.state.pending, pending)
-    assert opt.is_done and opt.ledger.validation_mu() == pytest.approx(1.0)
+    assert opt.is_done and opt.ledger.validation.mu() == pytest.approx(1.0)

@@ -44,7 +44,7 @@ def asked(**kw):
 
 def assert_nothing_released(opt, before):
     assert same(snapshot(opt), before)
-    assert opt.ledger.validation_mu() == before["validation_mu"]
+    assert opt.ledger.validation.mu() == before["validation_mu"]
 
 
 # ---------------------------------------------------------------- seeds (item 2)
@@ -235,7 +235,7 @@ def test_empty_first_adaptive_batch_uses_the_real_number_of_users(monkeypatch):
 
     with pytest.raises(ValueError, match="first batch is empty"):
         opt.run(no_empty, progress=False)
-    assert opt.iteration == 0 and opt.ledger.validation_mu() == 0.0
+    assert opt.iteration == 0 and opt.ledger.validation.mu() == 0.0
 
 
 # ---------------------------------------------------------------- tell gaps (item 7)

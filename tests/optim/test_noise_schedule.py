@@ -259,9 +259,9 @@ def test_release_adaptive_step_checks_and_records_both_releases():
         total_mu=1.0, sensitivity=mech.sensitivity, dim=3, max_iterations=4, num_users=10, max_step_mu=0.5
     )
     ledger = PrivacyLedger(validation_mu_budget=1.0)
-    with ledger.charge(schedule.step_bound([], ledger.remaining_validation_mu()), run_id="r", step=2) as meter:
+    with ledger.charge(schedule.step_bound([], ledger.validation.remaining_mu()), run_id="r", step=2) as meter:
         step = release_adaptive_step(mech.clipped_mean(A, Y), schedule, index=2, spent_mus=[], meter=meter)
-    assert ledger.validation_steps == {
+    assert ledger.validation.steps() == {
         ("r", "step-0002/norm"): schedule.norm_mu,
         ("r", "step-0002/grad"): step.gradient.cost.mu,
     }
@@ -270,18 +270,18 @@ def test_release_adaptive_step_checks_and_records_both_releases():
     # a ledger with room for the norm but not a minimal gradient: no step can start, and the
     # ledger refuses the step's worst case before anything is drawn (no record, no noise)
     tight = PrivacyLedger(validation_mu_budget=schedule.norm_mu * 1.01)
-    room = tight.remaining_validation_mu()
+    room = tight.validation.remaining_mu()
     assert not schedule.can_start_step(0, [], room) and schedule.can_start_step(0, [])
     with pytest.raises(PrivacyBudgetExceeded, match="Nothing was released"):
         with tight.charge(schedule.step_bound([]), run_id="r", step=0):
             raise AssertionError("not reached")
-    assert tight.validation_records() == []
+    assert tight.validation.records() == []
     # a ledger that admits one small step: the step plans with what the ledger has left
     # (the final step, spending exactly that), so it is never refused half way
     small = PrivacyLedger(validation_mu_budget=math.hypot(schedule.norm_mu, 2 * schedule.min_step_mu))
-    room = small.remaining_validation_mu()
+    room = small.validation.remaining_mu()
     with small.charge(schedule.step_bound([], room), run_id="r", step=0) as meter:
         step = release_adaptive_step(
             mech.clipped_mean(A, Y), schedule, index=0, spent_mus=[], meter=meter, ledger_room=room
         )
-    assert step.final and small.validation_mu() == pytest.approx(small.validation_mu_budget, rel=1e-9)
+    assert step.final and small.validation.mu() == pytest.approx(small.validation_mu_budget, rel=1e-9)

@@ -140,7 +140,7 @@ def test_delta_at_least_one_over_n_is_refused_before_the_first_release_unless_op
     message = r"delta = 0\.05 is at least 1/n = 0\.02 \(n = 50 users\), the threshold.*unsafe_allow_large_delta=True"
     with pytest.raises(ValueError, match=message):
         opt.tell(X, objective(X))
-    assert opt.ledger.validation_records() == [] and opt.iteration == 0  # before the release
+    assert opt.ledger.validation.records() == [] and opt.iteration == 0  # before the release
     # at the threshold itself (δ = 1/n exactly) too; just below it, not
     with pytest.raises(ValueError, match="is at least 1/n"):
         DPGIBO(nl_config(d=2, privacy_mu=None, epsilon=1.0, delta=0.02, num_iterations=2)).run(objective)
@@ -170,7 +170,7 @@ def test_an_objective_that_knows_n_is_refused_before_its_first_call():
     opt = DPGIBO(config)
     with pytest.raises(ValueError, match="is at least 1/n"):
         opt.run(unknown, progress=False)
-    assert unknown.calls == 1 and opt.ledger.validation_records() == []
+    assert unknown.calls == 1 and opt.ledger.validation.records() == []
 
 
 def test_the_default_target_delta_of_a_privacy_mu_run_is_warned_not_refused():
@@ -242,7 +242,7 @@ def test_a_first_step_that_is_mostly_noise_warns_with_the_closed_form_ratio_befo
         warnings.simplefilter("error", SettingsWarning)
         with pytest.raises(SettingsWarning, match=re.escape(f"{ratio:.3g}× the largest possible clipped mean")):
             opt.tell(X, objective(X))
-    assert opt.ledger.validation_records() == []
+    assert opt.ledger.validation.records() == []
     # 100 times the users: σ√d/B = 0.014, no warning
     _, many = normal_location(n=5000, d=2)
     opt, X = _asked(nl_config(d=2, privacy_mu=mu, num_iterations=T))

@@ -29,7 +29,7 @@ def test_each_row_is_a_release_with_its_ledger_charge(options):
     opt, result = _run(**options)
     rows = result.released_values(as_frame=False)
     release, delta = result.release, result.release.guarantee.delta
-    records = opt.ledger.validation_records(opt.run_id)
+    records = opt.ledger.validation.records(opt.run_id)
     assert [r.key for r in records] == [r.key for r in result.records]
     charged = [r for r in rows if r["mu"] is not None]
     # a row per record, with the record's mu (its own epsilon: the exact GDP one, or the pure epsilon)
@@ -60,7 +60,7 @@ def test_each_row_is_a_release_with_its_ledger_charge(options):
         before = [e.mu for (s, _), e in by_key.items() if s is not None and s < row["step"]]
         assert row["epsilon"] == pytest.approx(gdp_epsilon(compose_gdp(before), delta), rel=1e-12, abs=1e-12)
     assert values("theta") and rows[-1]["epsilon"] == pytest.approx(
-        gdp_epsilon(opt.ledger.validation_mu(opt.run_id), delta), rel=1e-12
+        gdp_epsilon(opt.ledger.validation.mu(opt.run_id), delta), rel=1e-12
     )
     assert {r["protected"] for r in rows} == {"validation users"}
     # nothing un-noised: no coordinate of an un-noised gradient

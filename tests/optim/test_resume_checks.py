@@ -14,7 +14,7 @@ from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.resume_checks import check_ledger_covers_steps, check_noise_and_selection, recorded_mus
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger, PureDP
 from tests.optim.loop_helpers import normal_location
 from tests.optim.loop_helpers import resume_config as _config
 
@@ -48,14 +48,14 @@ def test_a_checkpoint_whose_ledger_lost_records_is_refused(tmp_path):
 def _ledger(*releases):
     ledger = PrivacyLedger()
     for key, mu in releases:
-        ledger.record_validation_step(mu, run_id="run", key=key)
+        ledger.external.record(Gaussian(mu), run_id="run", key=key)
     return ledger
 
 
 def test_recorded_mus_keeps_every_retry_by_key():
     ledger = _ledger(("step-0000", 0.3), ("step-0000", 0.3), ("step-0001", 0.4))
-    ledger.record_validation_pure(0.5, run_id="run", key="select")
-    ledger.record_validation_step(0.9, run_id="other", key="step-0000")
+    ledger.external.record(PureDP(0.5), run_id="run", key="select")
+    ledger.external.record(Gaussian(0.9), run_id="other", key="step-0000")
     assert recorded_mus(ledger, "run") == {
         "step-0000": [0.3, 0.3],
         "step-0001": [0.4],

@@ -31,8 +31,8 @@ def test_resume_into_a_live_ledger_merges_with_the_other_runs_records(tmp_path):
     opt.run(objective, progress=False)
     opt.close()
     resumed = DPGIBO.resume(tmp_path, ledger=shared)
-    assert shared.validation_mu() == pytest.approx(math.hypot(0.6, 0.6), rel=1e-12)
-    assert shared.validation_mu(run_id=resumed.run_id) == pytest.approx(0.6, rel=1e-12)
+    assert shared.validation.mu() == pytest.approx(math.hypot(0.6, 0.6), rel=1e-12)
+    assert shared.validation.mu(run_id=resumed.run_id) == pytest.approx(0.6, rel=1e-12)
     assert resumed.guarantee().mu == pytest.approx(0.8485, abs=1e-4)
 
 
@@ -54,16 +54,16 @@ def test_a_dead_processs_reservation_is_settled_when_its_run_resumes(tmp_path):
     ledger = PrivacyLedger(storage=url, dataset="users")
     with pytest.raises(RuntimeError, match=f"Run '{opt.run_id}' is live: process 1 on host 'elsewhere'"):
         DPGIBO.resume(tmp_path / "ckpt", ledger=ledger)
-    assert ledger.num_reservations() == 1
+    assert len(ledger.reservation_holders()) == 1
     with store.transaction("users") as tx:  # that process is gone: its lease ran out
         tx.renew_leases(["x" * 32], 0.0)
     reserve_for(store, "users", opt.run_id, 0.3, gone_holder(), lease=60.0)  # what a process killed here leaves
-    held = ledger.remaining_validation_mu()
-    assert ledger.num_reservations() == 2
+    held = ledger.validation.remaining_mu()
+    assert len(ledger.reservation_holders()) == 2
     resumed = DPGIBO.resume(tmp_path / "ckpt", ledger=ledger)  # the failed resume gave the directory back
-    assert ledger.num_reservations() == 0 and ledger.remaining_validation_mu() > held
+    assert len(ledger.reservation_holders()) == 0 and ledger.validation.remaining_mu() > held
     resumed.run(objective, progress=False)
-    assert ledger.validation_mu() == pytest.approx(0.6, rel=1e-12)
+    assert ledger.validation.mu() == pytest.approx(0.6, rel=1e-12)
 
 
 def test_a_run_id_the_ledger_holds_is_refused_before_anything_is_released():
@@ -77,12 +77,12 @@ def test_a_run_id_the_ledger_holds_is_refused_before_anything_is_released():
         mean_trials=3.0, per_trial_mu=0.3, loss_clip=20.0, ratio_bound=1.0, num_candidates=64, seed=0, ledger=ledger
     )
     dp_hypo(objective, bounds, run_id="tuning", **hypo)
-    spent = ledger.validation_rdp_curve()
+    spent = ledger.validation.rdp_curve()
     with pytest.raises(ValueError, match="'tuning' is already in the ledger"):
         dp_hypo(objective, bounds, run_id="tuning", **hypo)
-    assert ledger.validation_rdp_curve() == spent
+    assert ledger.validation.rdp_curve() == spent
     dp_hypo(objective, bounds, **hypo)  # a new default id: charged again
-    assert ledger.validation_rdp_curve()[0] == pytest.approx(2 * spent[0], rel=1e-12)
+    assert ledger.validation.rdp_curve()[0] == pytest.approx(2 * spent[0], rel=1e-12)
     search = dict(mean_trials=3.0, per_trial_mu=0.3, loss_clip=20.0, seed=0, ledger=ledger)
     private_random_search(objective, bounds, run_id="search", **search)
     with pytest.raises(ValueError, match="'search' is already in the ledger"):
@@ -94,10 +94,10 @@ def test_a_run_id_the_ledger_holds_is_refused_before_anything_is_released():
     gd_ledger = PrivacyLedger()
     gd = dict(num_iterations=3, clip_bound=2.0, step_size=0.3, privacy_mu=0.5, seed=0, ledger=gd_ledger)
     noisy_gradient_descent(gradients, bounds, run_id="gd", **gd)
-    assert gd_ledger.validation_mu(run_id="gd") == pytest.approx(0.5, rel=1e-12)
+    assert gd_ledger.validation.mu(run_id="gd") == pytest.approx(0.5, rel=1e-12)
     with pytest.raises(ValueError, match="'gd' is already in the ledger"):
         noisy_gradient_descent(gradients, bounds, run_id="gd", **gd)
-    assert gd_ledger.validation_mu() == pytest.approx(0.5, rel=1e-12)
+    assert gd_ledger.validation.mu() == pytest.approx(0.5, rel=1e-12)
 
 
 def _resume_with_a_delay_in_step_2(directory, url, ready, go, results):
@@ -161,8 +161,8 @@ def test_a_second_process_cannot_resume_a_run_whose_holder_is_inside_a_step(tmp_
     assert results.get(timeout=240) == 3
     a.join(timeout=60)
     assert a.exitcode == 0
-    assert ledger.validation_mu() == pytest.approx(budget, rel=1e-12) and ledger.num_reservations() == 0
+    assert ledger.validation.mu() == pytest.approx(budget, rel=1e-12) and len(ledger.reservation_holders()) == 0
     with DPGIBO.resume(tmp_path / "copy", ledger=PrivacyLedger(storage=url, dataset="users")) as late:
         with pytest.raises(PrivacyBudgetExceeded):  # A is gone now; the copy's step 2 does not fit
             late.ask()
-    assert ledger.validation_mu() == pytest.approx(budget, rel=1e-12)
+    assert ledger.validation.mu() == pytest.approx(budget, rel=1e-12)

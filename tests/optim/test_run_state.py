@@ -52,7 +52,7 @@ def test_the_encoded_state_restores_a_fresh_run_that_continues_bit_for_bit():
     fresh = DPGIBO(_config(validation_mu_budget=2.0))
     apply_state(fresh, state)
     assert same(encode_state(fresh)["meta"], encode_state(opt)["meta"])
-    assert fresh.run_id == opt.run_id and fresh.ledger.validation_mu() == opt.ledger.validation_mu()
+    assert fresh.run_id == opt.run_id and fresh.ledger.validation.mu() == opt.ledger.validation.mu()
     for run in (opt, fresh):
         X = run.ask()
         run.tell(X, objective(X))

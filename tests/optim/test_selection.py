@@ -18,7 +18,7 @@ from botorch_dp.optim.selection import (
     steps_mu,
 )
 from botorch_dp.privacy.analysis.gdp import compose_gdp, pure_dp_to_gdp_mu
-from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
+from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger, PureDP
 from botorch_dp.privacy.mechanisms import ExponentialLossSelection, NoisyLossSelection
 
 RUN = "0" * 32
@@ -96,22 +96,22 @@ def test_selection_mechanisms_and_ledger_records():
     ledger = PrivacyLedger(validation_mu_budget=1.0)
     common = dict(selection_epsilon=0.5, selection_mu=None, loss_clip=1.0, generator=gen)
     release_selection("exponential", losses, ledger=ledger, run_id=RUN, **common)
-    assert ledger.validation_pure_epsilons == {(RUN, SELECTION_KEY): 0.5}
-    assert ledger.validation_mu() == pytest.approx(pure_dp_to_gdp_mu(0.5))
+    assert [(r.run_id, r.key, r.event) for r in ledger.validation.records()] == [(RUN, SELECTION_KEY, PureDP(0.5))]
+    assert ledger.validation.mu() == pytest.approx(pure_dp_to_gdp_mu(0.5))
     report = ledger.report(1e-5)["validation"]["pure_releases"]
     assert report == [{"run_id": RUN, "key": SELECTION_KEY, "epsilon": 0.5, "mu": pure_dp_to_gdp_mu(0.5)}]
     release_selection("exponential", losses, ledger=ledger, run_id=RUN, **common)  # a second release: charged again
-    assert len(ledger.validation_records(RUN)) == 2
-    assert ledger.validation_mu() == pytest.approx(math.sqrt(2) * pure_dp_to_gdp_mu(0.5))
+    assert len(ledger.validation.records(RUN)) == 2
+    assert ledger.validation.mu() == pytest.approx(math.sqrt(2) * pure_dp_to_gdp_mu(0.5))
 
     other = PrivacyLedger(validation_mu_budget=0.3)
     noisy = dict(selection_epsilon=None, selection_mu=0.3, loss_clip=1.0, generator=gen)
     release_selection("noisy_loss", losses, ledger=other, run_id=RUN, **noisy)
-    assert other.validation_steps == {(RUN, SELECTION_KEY): pytest.approx(0.3, rel=1e-15)}
+    assert other.validation.steps() == {(RUN, SELECTION_KEY): pytest.approx(0.3, rel=1e-15)}
     state = gen.get_state()
     with pytest.raises(PrivacyBudgetExceeded, match="Nothing was released"):  # refused before its draw
         release_selection("noisy_loss", losses, ledger=other, run_id="1" * 32, **noisy)
-    assert torch.equal(gen.get_state(), state) and len(other.validation_records()) == 1
+    assert torch.equal(gen.get_state(), state) and len(other.validation.records()) == 1
 
 
 def test_missing_selection_fields_and_run_id_are_refused_by_name_before_any_draw():
@@ -127,4 +127,4 @@ def test_missing_selection_fields_and_run_id_are_refused_by_name_before_any_draw
         release_selection(
             "exponential", losses, selection_epsilon=0.5, selection_mu=None, loss_clip=1.0, generator=gen, ledger=ledger
         )
-    assert torch.equal(gen.get_state(), state) and ledger.validation_records() == []
+    assert torch.equal(gen.get_state(), state) and ledger.validation.records() == []

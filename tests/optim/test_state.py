@@ -57,7 +57,7 @@ def test_a_rolled_back_step_leaves_the_run_as_it_was_and_its_retry_replays_it():
     _step(opt, objective)
     saved, before = opt.state, _public(opt)
     noise, search = opt.generators.noise.get_state(), opt.generators.search.get_state()
-    spent = opt.ledger.validation_mu()
+    spent = opt.ledger.validation.mu()
     with pytest.raises(RuntimeError, match="after the step"):
         with rollback_on_error(opt):
             _step(opt, objective)
@@ -68,6 +68,6 @@ def test_a_rolled_back_step_leaves_the_run_as_it_was_and_its_retry_replays_it():
     assert torch.equal(opt.generators.noise.get_state(), noise)
     assert torch.equal(opt.generators.search.get_state(), search)
     assert same(opt.step_optimizer.state_dict()["state"], saved.optimizer["state"])
-    assert opt.ledger.validation_mu() > spent  # the ledger is never rolled back
+    assert opt.ledger.validation.mu() > spent  # the ledger is never rolled back
     _step(opt, objective)  # the retry draws the same noise from the restored generators
     assert torch.equal(opt.state.theta, theta) and torch.equal(opt.state.released[-1], released)

@@ -156,9 +156,9 @@ def test_private_preconditioner_releases_twice_per_step_and_composes_to_mu():
     )
     opt = DPGIBO(cfg)
     rel = opt.run(objective, progress=False).release
-    keys = [r.key for r in opt.ledger.validation_records()]  # in the order of the draws
+    keys = [r.key for r in opt.ledger.validation.records()]  # in the order of the draws
     assert keys == [k for t in range(T) for k in (f"step-{t:04d}", f"step-{t:04d}/precond")]
-    mus = opt.ledger.validation_steps
+    mus = opt.ledger.validation.steps()
     assert all(mu == pytest.approx(1 / math.sqrt(2) / 2) for mu in mus.values())  # μ_g/√T = μ_H/√T
     assert rel.guarantee.mu == pytest.approx(1.0, rel=1e-12)
     assert rel.guarantee.epsilon == pytest.approx(4.3772, abs=5e-5)
@@ -181,7 +181,7 @@ def test_private_preconditioner_releases_twice_per_step_and_composes_to_mu():
     )
     opt = DPGIBO(cfg)
     opt.run(objective, progress=False)
-    grad_mu, precond_mu = [opt.ledger.validation_steps[(opt.run_id, k)] for k in ("step-0000", "step-0000/precond")]
+    grad_mu, precond_mu = [opt.ledger.validation.steps()[(opt.run_id, k)] for k in ("step-0000", "step-0000/precond")]
     assert (grad_mu, precond_mu) == pytest.approx((math.sqrt(0.8) / math.sqrt(2), math.sqrt(0.2) / math.sqrt(2)))
     assert opt.guarantee().mu == pytest.approx(1.0)
     assert opt.result().release.subspace_bases == [] and len(opt.result().release.released_preconditioners) == 2
@@ -207,7 +207,7 @@ def test_budget_filter_counts_both_releases_before_either():
     with pytest.raises(PrivacyBudgetExceeded, match=r"step 1 of run .* would bring the total to mu=0\.707"):
         opt.ask()  # both releases' worst case, before the batch is searched for
     assert same(snapshot(opt), before)
-    assert len(opt.ledger.validation_steps) == 2
+    assert len(opt.ledger.validation.steps()) == 2
 
 
 class DriftingBasis(SubspaceOracle):
@@ -324,7 +324,7 @@ def test_resume_reproduces_a_private_preconditioner_run_and_refuses_changes(tmp_
     assert all(
         torch.equal(a, b) for a, b in zip(rel.released_preconditioners, full.released_preconditioners, strict=True)
     )
-    assert len(resumed.ledger.validation_steps) == 8 and resumed.guarantee().mu == pytest.approx(1.0)
+    assert len(resumed.ledger.validation.steps()) == 8 and resumed.guarantee().mu == pytest.approx(1.0)
 
 
 def test_resume_with_a_changing_subspace_and_damaged_track_refused(tmp_path):
@@ -452,7 +452,7 @@ def test_subspace_with_the_adaptive_schedule_releases_k_coordinates():
     for s in range(t):
         assert torch.equal(rel.released_gradients[s], V @ rel.released_coordinates[s])
         assert in_span(V, rel.iterates[s + 1] - rel.iterates[0])
-    keys = [key for (_, key) in opt.ledger.validation_steps]
+    keys = [key for (_, key) in opt.ledger.validation.steps()]
     assert keys == [k for s in range(t) for k in (f"step-{s:04d}/norm", f"step-{s:04d}/grad")]
     assert rel.guarantee.mu <= 2.0 * (1 + 1e-12)
     with pytest.raises(

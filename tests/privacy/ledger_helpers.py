@@ -15,8 +15,8 @@ RUNS = [("eval-0", 1.1, 0.02, 100), ("eval-1", 1.1, 0.02, 100), ("eval-2", 0.9, 
 
 def record_runs(ledger, runs=RUNS):
     for run_id, noise_multiplier, sample_rate, steps in runs:
-        ledger.record_training_run(
-            run_id=run_id, noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps
+        ledger.external.record(
+            DPSGDRun(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps), run_id=run_id
         )
 
 

@@ -20,6 +20,8 @@ import types
 from pathlib import Path
 from typing import Any
 
+from botorch_dp.privacy.ledger import Gaussian
+
 _ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -82,7 +84,7 @@ def die_in_transaction(url: str, dataset: str, mu: float, where: str, ready: Any
             time.sleep(120)
 
         storage._before_commit = hang
-    book.record_validation_step(mu, run_id="doomed", key="step-0000")
+    book.external.record(Gaussian(mu), run_id="doomed", key="step-0000")
     os._exit(0)  # not reached
 
 

@@ -89,7 +89,7 @@ def counting_draws():
 
 
 def _ledger_square(ledger: PrivacyLedger) -> float:
-    events = [validation_event(r.event) for r in ledger.validation_records()]
+    events = [validation_event(r.event) for r in ledger.validation.records()]
     assert gdp_only(events)
     return math.fsum(e.mu**2 for e in events)
 
@@ -188,7 +188,7 @@ def test_the_ledger_holds_at_least_every_release_made(tmp_path_factory, option, 
     reopened = PrivacyLedger(storage=root / "ledger.db", dataset="users")
     assert draws.mus, "the scenario released nothing"
     assert _ledger_square(reopened) == pytest.approx(draws.square, rel=1e-12)
-    assert reopened.num_reservations() == 0
+    assert len(reopened.reservation_holders()) == 0
     if budget is not None:
         assert math.sqrt(_ledger_square(reopened)) <= budget * (1 + 1e-9)
 
@@ -218,7 +218,7 @@ def test_two_copies_of_one_checkpoint_resumed_against_one_stored_ledger_are_both
                     assert option == "adaptive_norm" and directory == "b"
     ledger = PrivacyLedger(storage=url, dataset="users")
     made = len(draws.mus)
-    assert len(ledger.validation_records()) == made and made > 2 * len(OPTIONS[option]) // 2
+    assert len(ledger.validation.records()) == made and made > 2 * len(OPTIONS[option]) // 2
     assert _ledger_square(ledger) == pytest.approx(draws.square, rel=1e-12)
 
 
@@ -253,8 +253,8 @@ def test_processes_sharing_a_stored_ledger_are_charged_for_every_release_and_no_
         assert p.exitcode == 0
     ledger = PrivacyLedger(storage=url, dataset="users")
     assert _ledger_square(ledger) == pytest.approx(math.fsum(mu * mu for mu in made), rel=1e-12)
-    assert len(ledger.validation_records()) == len(made) and ledger.validation_mu() <= 1.5 * (1 + 1e-9)
-    assert ledger.num_reservations() == 0
+    assert len(ledger.validation.records()) == len(made) and ledger.validation.mu() <= 1.5 * (1 + 1e-9)
+    assert len(ledger.reservation_holders()) == 0
 
 
 class _Quadratic:
@@ -286,7 +286,7 @@ def test_a_retried_adaptive_step_on_a_tight_shared_ledger_never_releases_uncharg
     admitted before any draw, and every draw is charged."""
     _, objective = normal_location(n=12, d=2)
     shared = PrivacyLedger(validation_mu_budget=0.5)
-    shared.record_validation_step(0.3, run_id="earlier-run", key="step-0000")  # another run on the same users
+    shared.external.record(Gaussian(0.3), run_id="earlier-run", key="step-0000")  # another run on the same users
     with warnings.catch_warnings(), counting_draws() as draws:
         warnings.simplefilter("ignore", PrivacyWarning)
         opt = DPGIBO(_config("adaptive_norm", privacy_mu=1.0), ledger=shared)
@@ -299,7 +299,7 @@ def test_a_retried_adaptive_step_on_a_tight_shared_ledger_never_releases_uncharg
                 refusals += 1
     assert opt.is_done and refusals == 0  # the run ends when the ledger is spent, no step refused half way
     assert _ledger_square(shared) == pytest.approx(0.09 + draws.square, rel=1e-12)
-    assert shared.validation_mu() <= 0.5 * (1 + 1e-9)
+    assert shared.validation.mu() <= 0.5 * (1 + 1e-9)
     other = DPGIBO(_config("adaptive_norm"), ledger=shared)
     with counting_draws() as more, pytest.raises(PrivacyBudgetExceeded):
         other.ask()  # refused before its batch is even evaluated
@@ -315,16 +315,19 @@ def test_the_budget_is_checked_before_the_draw_not_when_recording():
     with counting_draws() as draws, pytest.raises(PrivacyBudgetExceeded):
         with ledger.charge({"grad": Gaussian(mechanism.step_mu)}, run_id="r", step=0) as meter:
             mechanism.release(A, Y, meter=meter)
-    assert draws.mus == [] and ledger.validation_records() == [] and ledger.validation_mu() <= 0.5
+    assert draws.mus == [] and ledger.validation.records() == [] and ledger.validation.mu() <= 0.5
     with counting_draws() as draws, ledger.charge({"grad": Gaussian(0.5)}, run_id="r", step=0) as meter:
         with pytest.raises(ValueError, match="exceeds the step's bound"):  # more than admitted: no draw
             mechanism.release(A, Y, meter=meter)
-    assert draws.mus == [] and ledger.validation_records() == []
+    assert draws.mus == [] and ledger.validation.records() == []
 
 
 # ------------------------------------------------------------ nothing else records
-#: Ledger methods that write records or check budgets outside the charge protocol: inside
-#: the package only the ledger itself may call them.
+#: The ledger's part that writes records and checks budgets outside the charge protocol
+#: (``ledger.external.record`` / ``.check``): inside the package only the ledger itself may
+#: reach it, so any use of an ``external`` attribute outside the ledger package is flagged.
+LOW_LEVEL_PART = "external"
+#: The deprecated spellings of the same (forwarded by ``privacy.ledger.deprecated``).
 LOW_LEVEL = frozenset(
     {
         "record_validation_step",
@@ -342,13 +345,15 @@ LEDGER_PACKAGE = "botorch_dp/privacy/ledger/"
 
 
 def protocol_violations(modules: dict[str, str]) -> list[str]:
-    r"""``module:line what`` for every call of a low-level ledger method, and every f-string
-    that builds a ``step-…`` key, outside the ledger package."""
+    r"""``module:line what`` for every use of the ledger's ``external`` part (or a deprecated
+    low-level method), and every f-string that builds a ``step-…`` key, outside the ledger package."""
     found = []
     for module, source in sorted(modules.items()):
         if module.startswith(LEDGER_PACKAGE):
             continue
         for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Attribute) and node.attr == LOW_LEVEL_PART:
+                found.append(f"{module}:{node.lineno} {node.attr}")
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in LOW_LEVEL:
                 found.append(f"{module}:{node.lineno} {node.func.attr}")
             if isinstance(node, ast.JoinedStr) and any(
@@ -372,8 +377,10 @@ def test_the_walker_sees_an_inserted_record_and_an_inserted_key():
     anchor = "        self._save_checkpoint()  # durable before the step is returned\n"
     assert anchor in source and protocol_violations({path: source}) == []
     for inserted, what in (
+        ("        self.ledger.external.record(Gaussian(0.1), run_id=self.run_id, key='x')\n", "external"),
+        ("        self.ledger.external.check(Gaussian(0.1))\n", "external"),
+        ("        part = self.ledger.external\n", "external"),
         ("        self.ledger.record_validation_step(0.1, run_id=self.run_id, key='x')\n", "record_validation_step"),
-        ("        self.ledger.check_validation_step(0.1)\n", "check_validation_step"),
         ('        key = f"step-{self.iteration:04d}"\n', "f-string key"),
     ):
         found = protocol_violations({path: source.replace(anchor, anchor + inserted)})

@@ -25,7 +25,7 @@ from botorch_dp.privacy.checks import (
     check_positive_int,
     check_probability,
 )
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
 
 GOOD = dict(clip_bound=1.0, num_users=10, privacy_mu=1.0, num_steps=4)
@@ -79,7 +79,7 @@ def test_ledger_and_epsilon_table_use_the_same_checks():
     ledger = PrivacyLedger()
     for mu in (0.0, -2.0, math.nan):
         with pytest.raises(ValueError, match="mu must be positive"):
-            ledger.record_validation_step(mu=mu, run_id="run-a", key="step-0000")
+            ledger.external.record(Gaussian(mu), run_id="run-a", key="step-0000")
         with pytest.raises(ValueError, match="mu must be positive"):
             epsilon_table(mu=mu, delta=1e-5)
     with pytest.raises(ValueError, match="delta"):
@@ -137,8 +137,8 @@ def test_analysis_and_ledger_refuse_the_same_delta():
     calls = [
         lambda d: gdp_epsilon(1.0, d),
         lambda d: zcdp_epsilon(0.5, d),
-        lambda d: ledger.validation_epsilon(d),
-        lambda d: ledger.training_epsilon(d),
+        lambda d: ledger.validation.epsilon(d),
+        lambda d: ledger.training.epsilon(d),
         lambda d: private_selection_epsilon(per_trial_mu=0.1, mean_trials=10.0, target_delta=d),
     ]
     for call in calls:

@@ -11,7 +11,7 @@ import sqlite3
 
 import pytest
 
-from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger
+from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, Gaussian, PrivacyLedger
 from botorch_dp.privacy.ledger_storage import SCHEMA_VERSION, open_storage, storage_url
 
 
@@ -65,9 +65,9 @@ def test_a_version_1_database_is_migrated_in_place_and_its_old_records_keep_thei
                 (side, status, run_id, key, owner, entry),
             )
     ledger = PrivacyLedger(storage=path, dataset="d")
-    assert ledger.validation_mu_budget == 1.0 and ledger.validation_mu() == 0.3
+    assert ledger.validation_mu_budget == 1.0 and ledger.validation.mu() == 0.3
     assert [r.release_id for r in ledger.records()] == ['legacy:validation:"run-a":step-0000', "legacy:training:7:"]
-    assert ledger.remaining_validation_mu() == pytest.approx(math.sqrt(1 - 0.09 - 0.16))  # the old hold still counts
+    assert ledger.validation.remaining_mu() == pytest.approx(math.sqrt(1 - 0.09 - 0.16))  # the old hold still counts
     assert ledger.cancel_reservations("legacy-reservation") == 0  # no holder: never settled on its own
     assert ledger.cancel_reservations("legacy-reservation", holderless=True) == 1
     with sqlite3.connect(path) as db:
@@ -86,7 +86,7 @@ def test_a_version_1_database_is_migrated_in_place_and_its_old_records_keep_thei
         "training_runs": [],
     }
     ledger.load_state_dict(v4)
-    assert len(ledger.records()) == 2 and PrivacyLedger(storage=path, dataset="d").validation_mu() == 0.3
+    assert len(ledger.records()) == 2 and PrivacyLedger(storage=path, dataset="d").validation.mu() == 0.3
 
 
 def test_a_version_2_database_gets_holder_columns_and_its_reservations_are_never_settled_on_their_own(tmp_path):
@@ -95,7 +95,7 @@ def test_a_version_2_database_gets_holder_columns_and_its_reservations_are_never
     it stays counted (an over-count) until it is cancelled by name with ``holderless=True``."""
     path = tmp_path / "v2.db"
     ledger = PrivacyLedger(storage=path, dataset="d", validation_mu_budget=1.0)
-    ledger.record_validation_step(0.3, run_id="run-a", key="step-0000")
+    ledger.external.record(Gaussian(0.3), run_id="run-a", key="step-0000")
     open_storage(path).dispose()
     with sqlite3.connect(path) as db:  # back to what version 2 wrote
         db.execute("ALTER TABLE botorch_dp_ledger_records DROP COLUMN holder")
@@ -114,8 +114,8 @@ def test_a_version_2_database_gets_holder_columns_and_its_reservations_are_never
             (None, None),
             (None, None),
         ]
-    assert ledger.remaining_validation_mu() == pytest.approx(math.sqrt(1 - 0.09 - 0.16))
+    assert ledger.validation.remaining_mu() == pytest.approx(math.sqrt(1 - 0.09 - 0.16))
     assert ledger.cancel_reservations("run-a") == 0 and ledger.cancel_reservations() == 0
-    assert ledger.settle_run("run-a") == 0 and ledger.num_reservations() == 1  # a resume goes on, still counted
+    assert ledger.settle_run("run-a") == 0 and len(ledger.reservation_holders()) == 1  # a resume goes on, still counted
     assert ledger.cancel_reservations("run-a", holderless=True) == 1
-    assert ledger.validation_mu() == 0.3 and ledger.num_reservations() == 0
+    assert ledger.validation.mu() == 0.3 and len(ledger.reservation_holders()) == 0

@@ -117,8 +117,8 @@ def test_a_stored_ledger_composes_exactly_as_in_memory(url):
     for ledger in (stored, reopened):
         assert _without_ids(ledger.state_dict()) == _without_ids(memory.state_dict())
         assert ledger.report(1e-6) == memory.report(1e-6)
-        assert ledger.validation_mu() == memory.validation_mu()  # bit for bit
-        assert ledger.training_epsilon(1e-5) == memory.training_epsilon(1e-5)
+        assert ledger.validation.mu() == memory.validation.mu()  # bit for bit
+        assert ledger.training.epsilon(1e-5) == memory.training.epsilon(1e-5)
     assert all(r.status == "recorded" for r in _rows(url, dataset))  # every reservation consumed
     entries = [json.loads(json.dumps(r.entry)) for r in _rows(url, dataset)]
     assert entries[0] == {"mu": 0.25}  # plain JSON, no pickle
@@ -140,14 +140,14 @@ def test_a_training_record_takes_its_reservations_place_so_the_filter_order_is_k
     in_order, reversed_ = PrivacyLedger(**settings), PrivacyLedger(**settings)
     _train(in_order, "a", _curve(4.0, "A"))
     _train(in_order, "b", flat)
-    assert b.training_run_ids() == ["a", "b"] and _without_ids(b.state_dict()) == _without_ids(in_order.state_dict())
-    b.check_training_mechanism(rdp=_gaussian_rdp(5.0))
-    in_order.check_training_mechanism(rdp=_gaussian_rdp(5.0))
+    assert b.training.run_ids() == ["a", "b"] and _without_ids(b.state_dict()) == _without_ids(in_order.state_dict())
+    b.external.check(TrainingMechanism.from_rdp("checked", _gaussian_rdp(5.0)))
+    in_order.external.check(TrainingMechanism.from_rdp("checked", _gaussian_rdp(5.0)))
     _train(reversed_, "b", flat)
     with pytest.raises(PrivacyBudgetExceeded, match="alpha=512"):  # what appending A after B would do
-        reversed_.check_training_mechanism(rdp=_gaussian_rdp(4.0))
+        reversed_.external.check(TrainingMechanism.from_rdp("checked", _gaussian_rdp(4.0)))
     with pytest.raises(PrivacyBudgetExceeded, match="alpha=10.2"):
-        b.check_training_mechanism(rdp=_gaussian_rdp(4.0))
+        b.external.check(TrainingMechanism.from_rdp("checked", _gaussian_rdp(4.0)))
 
 
 def test_a_charge_reserves_and_a_dead_runs_reservation_stays_counted_until_its_run_cancels_it(url):
@@ -156,10 +156,10 @@ def test_a_charge_reserves_and_a_dead_runs_reservation_stays_counted_until_its_r
     b = PrivacyLedger(storage=url, dataset=dataset)
     with a.charge({"grad": Gaussian(0.4)}, run_id="a", step=0):  # held while the step runs ...
         assert [(r.status, r.run_id) for r in _rows(url, dataset)] == [("reserved", "a")]
-        assert b.remaining_validation_mu() == pytest.approx(math.sqrt(BUDGET**2 - 0.4**2))
+        assert b.validation.remaining_mu() == pytest.approx(math.sqrt(BUDGET**2 - 0.4**2))
         with pytest.raises(PrivacyBudgetExceeded, match="recorded and reserved"):
             _spend(b, Gaussian(0.3), "b", 0)
-    assert _rows(url, dataset) == [] and b.remaining_validation_mu() == pytest.approx(BUDGET)  # ... and given back
+    assert _rows(url, dataset) == [] and b.validation.remaining_mu() == pytest.approx(BUDGET)  # ... and given back
     # a process killed inside its charge leaves its hold, counted (an over-count) until a settle
     # finds its holder gone (its process ended, or its lease expired); a live holder's stays
     store = open_storage(url)
@@ -170,17 +170,17 @@ def test_a_charge_reserves_and_a_dead_runs_reservation_stays_counted_until_its_r
     with pytest.raises(PrivacyBudgetExceeded):
         _spend(b, Gaussian(0.3), "b", 0)
     assert b.cancel_reservations("b") == 0
-    assert a.cancel_reservations("a") == 2 and a.num_reservations() == 2
+    assert a.cancel_reservations("a") == 2 and len(a.reservation_holders()) == 2
     assert a.cancel_reservations() == 0
     with pytest.raises(RuntimeError, match="process 1 on host 'elsewhere'"):
         a.settle_run("a")
-    assert a.cancel_reservations("a", holderless=True) == 1 and a.num_reservations() == 1
+    assert a.cancel_reservations("a", holderless=True) == 1 and len(a.reservation_holders()) == 1
     with pytest.raises(ValueError, match="holderless=True needs the run_id"):
         a.cancel_reservations(holderless=True)
     assert [row.holder["host"] for row in _rows(url, dataset)] == ["elsewhere"]
     with store.transaction(dataset) as tx:  # its lease runs out
         tx.renew_leases(["x" * 32], 0.0)
-    assert a.settle_run("a") == 1 and a.num_reservations() == 0
+    assert a.settle_run("a") == 1 and len(a.reservation_holders()) == 0
     # one charge of several parts holds their composed mu; each record takes its mu^2 off
     with b.charge({"grad": Gaussian(0.2), "precond": Gaussian(0.3)}, run_id="b", step=0) as meter:
         meter.record("precond", Gaussian(0.3))
@@ -188,27 +188,27 @@ def test_a_charge_reserves_and_a_dead_runs_reservation_stays_counted_until_its_r
         assert [r.status for r in rows] == ["reserved", "recorded"] and rows[0].entry["mu"] == pytest.approx(0.2)
         meter.record("grad", Gaussian(0.2))
         assert [r.status for r in _rows(url, dataset)] == ["recorded", "recorded"]
-    assert a.validation_mu() == compose_gdp([0.3, 0.2])
+    assert a.validation.mu() == compose_gdp([0.3, 0.2])
 
 
 def test_load_state_dict_merges_into_a_stored_ledger(url):
     dataset = _dataset()
     stored = PrivacyLedger(storage=url, dataset=dataset, validation_mu_budget=1.0)
-    stored.record_validation_step(0.3, run_id="a", key="step-0000")
+    stored.external.record(Gaussian(0.3), run_id="a", key="step-0000")
     memory = PrivacyLedger(validation_mu_budget=0.8)
     memory.load_state_dict(stored.state_dict())  # the same release, by its id
-    memory.record_validation_step(0.4, run_id="a", key="step-0001")
-    memory.record_training_run(run_id=7, noise_multiplier=1.0, sample_rate=0.01, steps=10)
+    memory.external.record(Gaussian(0.4), run_id="a", key="step-0001")
+    memory.external.record(DPSGDRun(noise_multiplier=1.0, sample_rate=0.01, steps=10), run_id=7)
     stored.load_state_dict(memory.state_dict())
     stored.load_state_dict(memory.state_dict())  # twice: nothing new
     assert stored.state_dict()["validation_steps"] == memory.state_dict()["validation_steps"]
-    assert stored.training_runs == {7: (1.0, 0.01, 10)} and stored.validation_mu_budget == 0.8
+    assert stored.training.runs() == {7: (1.0, 0.01, 10)} and stored.validation_mu_budget == 0.8
     assert PrivacyLedger(storage=url, dataset=dataset).validation_mu_budget == 1.0  # the stored one
     # another ledger's release under the same (run id, key) is another release: both are kept
     other = PrivacyLedger()
-    other.record_validation_step(0.5, run_id="a", key="step-0000")
+    other.external.record(Gaussian(0.5), run_id="a", key="step-0000")
     stored.load_state_dict(other.state_dict())
-    assert stored.validation_mu() == pytest.approx(compose_gdp([0.3, 0.4, 0.5]), rel=1e-14)
+    assert stored.validation.mu() == pytest.approx(compose_gdp([0.3, 0.4, 0.5]), rel=1e-14)
     # the same release id with another cost is a contradiction: refused, nothing written
     forged = stored.state_dict()
     forged["validation_steps"][0]["mu"] = 0.01
@@ -236,7 +236,7 @@ def test_eight_processes_race_for_a_budget_of_five_releases(url):
     assert [r.status for r in rows] == ["recorded"] * 5  # the refused recorded (and reserved) nothing
     assert sorted(r.run_id for r in rows) == released
     ledger = PrivacyLedger(storage=url, dataset=dataset)
-    assert ledger.validation_mu() == pytest.approx(math.sqrt(5) * MU, rel=1e-12) and ledger.validation_mu() <= BUDGET
+    assert ledger.validation.mu() == pytest.approx(math.sqrt(5) * MU, rel=1e-12) and ledger.validation.mu() <= BUDGET
 
 
 def test_threads_sharing_one_stored_ledger_object_spend_five_releases(tmp_path):
@@ -322,8 +322,8 @@ def test_dpgibo_runs_sharing_a_stored_ledger_record_what_they_would_in_memory(tm
         results = [opt.run(objective, progress=False) for opt in runs]
         assert results[0].release.theta.equal(results[1].release.theta)
     assert _without_ids(stored.state_dict()) == _without_ids(memory.state_dict())
-    keys = {key.split("/")[-1] for _, key in memory.validation_steps}
+    keys = {key.split("/")[-1] for _, key in memory.validation.steps()}
     assert {"step-0000", "step-0001", "norm", "grad", "select"} <= keys  # every kind of release
-    assert [r.status for r in _rows(url, dataset)] == ["recorded"] * len(memory.validation_records())
+    assert [r.status for r in _rows(url, dataset)] == ["recorded"] * len(memory.validation.records())
     with pytest.raises(PrivacyBudgetExceeded):  # a third run of mu 0.6 does not fit 1.0
         DPGIBO(configs[0], ledger=PrivacyLedger(storage=url, dataset=dataset)).run(objective, progress=False)

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger, PureDP
 from botorch_dp.privacy.ledger_storage import open_storage, storage_url
 
 MU = 0.2  # one release's μ, as in test_ledger_storage.py
@@ -40,7 +40,7 @@ def test_storage_urls():
 def test_the_sqlite_file_holds_json_text(tmp_path):
     path = tmp_path / "budget.db"
     ledger = PrivacyLedger(storage=path, dataset="d", validation_mu_budget=1.0)
-    ledger.record_validation_pure(0.5, run_id="r", key="select")
+    ledger.external.record(PureDP(0.5), run_id="r", key="select")
     engine = sa.create_engine(f"sqlite:///{path}")
     with engine.connect() as db:
         row = db.execute(sa.text("SELECT run_id, release_key, release_id, entry FROM botorch_dp_ledger_records")).one()
@@ -61,7 +61,7 @@ def test_a_relative_sqlite_url_is_one_file_before_and_after_a_chdir(tmp_path, mo
     assert storage_url("sqlite+pysqlite:///ledger.db?timeout=5") == f"sqlite+pysqlite:///{sub / 'ledger.db'}?timeout=5"
     opened = open_storage("sqlite:///ledger.db")
     ledger = PrivacyLedger(storage="sqlite:///ledger.db", dataset=dataset, validation_mu_budget=1.0)
-    assert ledger.record_validation_step(mu=MU, run_id="run-a", key="step-0000")
+    assert ledger.external.record(Gaussian(MU), run_id="run-a", key="step-0000")
     monkeypatch.chdir(tmp_path)
     # the same file, named relative to the new directory or by its path: the same storage
     assert open_storage("sqlite:///sub/ledger.db") is opened and open_storage(sub / "ledger.db") is opened
@@ -71,8 +71,8 @@ def test_a_relative_sqlite_url_is_one_file_before_and_after_a_chdir(tmp_path, mo
     assert other is not opened and other.url == "sqlite:///" + str(tmp_path / "ledger.db")
     # connections opened after the chdir (here: after the pool was emptied) reach the first file
     opened.engine.dispose()
-    assert [r.key for r in ledger.validation_records()] == ["step-0000"]
+    assert [r.key for r in ledger.validation.records()] == ["step-0000"]
     again = PrivacyLedger(storage="sqlite:///sub/ledger.db", dataset=dataset)
-    assert [r.key for r in again.validation_records()] == ["step-0000"]
+    assert [r.key for r in again.validation.records()] == ["step-0000"]
     assert [r.key for r in _rows(file, dataset)] == ["step-0000"]
     assert storage_url("sqlite://") == "sqlite://" and storage_url("sqlite:///:memory:") == "sqlite:///:memory:"

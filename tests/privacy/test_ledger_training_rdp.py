@@ -16,7 +16,13 @@ from opacus.accountants import RDPAccountant
 
 from botorch_dp.privacy.analysis.rdp import rdp_to_epsilon
 from botorch_dp.privacy.analysis.zcdp import zcdp_epsilon_cks
-from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyBudgetExceeded, PrivacyLedger, TrainingMechanism
+from botorch_dp.privacy.ledger import (
+    TRAINING_RDP_ORDERS,
+    DPSGDRun,
+    PrivacyBudgetExceeded,
+    PrivacyLedger,
+    TrainingMechanism,
+)
 
 from .ledger_helpers import RUNS, gaussian_curve, record_runs, train, train_curve
 
@@ -41,15 +47,16 @@ def test_the_order_grid_is_opacus_default_plus_large_orders():
 def test_gaussian_rdp_entries_compose_to_the_closed_form(sigmas, sensitivity):
     ledger = PrivacyLedger()
     for i, sigma in enumerate(sigmas):
-        assert ledger.record_training_mechanism(
-            f"gauss-{i}", rdp=gaussian_curve(sigma, sensitivity), description=f"Gaussian sigma={sigma}"
+        assert ledger.external.record(
+            TrainingMechanism.from_rdp(f"Gaussian sigma={sigma}", gaussian_curve(sigma, sensitivity)),
+            run_id=f"gauss-{i}",
         )
     rho = sum(sensitivity**2 / (2.0 * sigma**2) for sigma in sigmas)
     # The composed curve is α·ρ at every order of the grid.
-    curve = ledger.training_rdp_curve()
+    curve = ledger.training.rdp_curve()
     assert curve == pytest.approx([alpha * rho for alpha in TRAINING_RDP_ORDERS], rel=1e-13)
     for delta in (1e-5, 1e-8):
-        eps = ledger.training_epsilon(delta)
+        eps = ledger.training.epsilon(delta)
         # dp_accounting's RdpAccountant with Gaussian events (its own RDP and conversion),
         # on the same grid: the same number.
         same_grid = RdpAccountant(orders=list(TRAINING_RDP_ORDERS))
@@ -72,13 +79,13 @@ def test_large_orders_matter_for_small_epsilon():
     """One Gaussian release with σ = 100: Opacus's default grid (up to α = 63) gives ε = 0.106 at
     δ = 1e-5; the grid with α up to 512 gives 0.0323, near the continuous 0.0308."""
     ledger = PrivacyLedger()
-    ledger.record_training_run(run_id="one", noise_multiplier=100.0, sample_rate=1.0, steps=1)
+    ledger.external.record(DPSGDRun(noise_multiplier=100.0, sample_rate=1.0, steps=1), run_id="one")
     opacus = RDPAccountant()
     opacus.step(noise_multiplier=100.0, sample_rate=1.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # optimal order at the end of Opacus's grid
         opacus_eps = opacus.get_epsilon(1e-5)
-    eps = ledger.training_epsilon(1e-5)
+    eps = ledger.training.epsilon(1e-5)
     assert opacus_eps == pytest.approx(0.10602, abs=1e-4)
     assert eps == pytest.approx(0.032289, abs=1e-5)
     assert _continuous_cks_epsilon(1 / (2 * 100.0**2), 1e-5) == pytest.approx(0.030821, abs=1e-5)
@@ -92,51 +99,56 @@ def test_dp_sgd_run_and_its_rdp_curve_give_the_same_epsilon():
 
     old_way, as_curve = PrivacyLedger(), PrivacyLedger()
     for run_id, sigma, rate, steps in RUNS:
-        old_way.record_training_run(run_id=run_id, noise_multiplier=sigma, sample_rate=rate, steps=steps)
-        as_curve.record_training_mechanism(
-            run_id,
-            rdp=lambda alpha, s=sigma, q=rate, n=steps: compute_rdp(q=q, noise_multiplier=s, steps=n, orders=alpha),
-            description=f"DP-SGD sigma={sigma} q={rate} steps={steps}",
+        old_way.external.record(DPSGDRun(noise_multiplier=sigma, sample_rate=rate, steps=steps), run_id=run_id)
+        as_curve.external.record(
+            TrainingMechanism.from_rdp(
+                f"DP-SGD sigma={sigma} q={rate} steps={steps}",
+                lambda alpha, s=sigma, q=rate, n=steps: compute_rdp(q=q, noise_multiplier=s, steps=n, orders=alpha),
+            ),
+            run_id=run_id,
         )
-    assert as_curve.training_history() == [] and len(as_curve.training_mechanisms) == 3
-    assert as_curve.training_rdp_curve() == pytest.approx(old_way.training_rdp_curve(), rel=1e-12)
+    assert as_curve.training.history() == [] and len(as_curve.training.mechanisms()) == 3
+    assert as_curve.training.rdp_curve() == pytest.approx(old_way.training.rdp_curve(), rel=1e-12)
     for delta in (1e-5, 1e-6):
-        eps = old_way.training_epsilon(delta, accountant="rdp")
-        assert as_curve.training_epsilon(delta) == pytest.approx(eps, rel=1e-12)
+        eps = old_way.training.epsilon(delta, accountant="rdp")
+        assert as_curve.training.epsilon(delta) == pytest.approx(eps, rel=1e-12)
         # and both agree with Opacus's own RDPAccountant (its optimum is inside its grid here)
         direct = RDPAccountant()
         direct.history = [(s, q, n) for _, s, q, n in RUNS]
         assert eps == pytest.approx(direct.get_epsilon(delta), rel=1e-9)
     # Mixed: one run each way composes like both the old way.
     mixed = PrivacyLedger()
-    mixed.record_training_run(run_id="a", noise_multiplier=1.1, sample_rate=0.02, steps=100)
-    mixed.record_training_mechanism(
-        "b", rdp=lambda alpha: compute_rdp(q=0.02, noise_multiplier=1.1, steps=100, orders=alpha), description="DP-SGD"
+    mixed.external.record(DPSGDRun(noise_multiplier=1.1, sample_rate=0.02, steps=100), run_id="a")
+    mixed.external.record(
+        TrainingMechanism.from_rdp(
+            "DP-SGD", lambda alpha: compute_rdp(q=0.02, noise_multiplier=1.1, steps=100, orders=alpha)
+        ),
+        run_id="b",
     )
     both = PrivacyLedger()
-    both.record_training_run(run_id="ab", noise_multiplier=1.1, sample_rate=0.02, steps=200)
-    assert mixed.training_epsilon(1e-5) == pytest.approx(both.training_epsilon(1e-5), rel=1e-12)
+    both.external.record(DPSGDRun(noise_multiplier=1.1, sample_rate=0.02, steps=200), run_id="ab")
+    assert mixed.training.epsilon(1e-5) == pytest.approx(both.training.epsilon(1e-5), rel=1e-12)
 
 
 def test_prv_only_when_every_training_entry_is_dp_sgd():
     ledger = PrivacyLedger(training_accountant="prv", training_delta=1e-5)
     record_runs(ledger, RUNS[:2])
-    assert ledger.training_accountant_in_use() == (
+    assert ledger.training.accountant_in_use() == (
         "prv",
         "training_accountant='prv' and every training entry is a DP-SGD run",
     )
-    prv = ledger.training_epsilon(1e-5)
-    assert prv == ledger.training_epsilon(1e-5, accountant="prv") < ledger.training_epsilon(1e-5, accountant="rdp")
+    prv = ledger.training.epsilon(1e-5)
+    assert prv == ledger.training.epsilon(1e-5, accountant="prv") < ledger.training.epsilon(1e-5, accountant="rdp")
     assert ledger.report(1e-5)["training"]["accountant"] == "prv"
     assert ledger.report(1e-5)["training"]["rdp_order"] is None
-    ledger.record_training_mechanism("amp-0", rdp=gaussian_curve(20.0), description="AMP, lambda=3.7")
+    ledger.external.record(TrainingMechanism.from_rdp("AMP, lambda=3.7", gaussian_curve(20.0)), run_id="amp-0")
     with pytest.raises(ValueError, match="PRV accountant composes only DP-SGD runs.*'AMP, lambda=3.7'"):
-        ledger.training_epsilon(1e-5, accountant="prv")
+        ledger.training.epsilon(1e-5, accountant="prv")
     with pytest.raises(ValueError, match="PRV accountant composes only DP-SGD runs"):
-        ledger.training_accountant_in_use("prv")
+        ledger.training.accountant_in_use("prv")
     # The default falls back to RDP, and the report says so.
-    rdp = ledger.training_epsilon(1e-5, accountant="rdp")
-    assert ledger.training_epsilon(1e-5) == rdp
+    rdp = ledger.training.epsilon(1e-5, accountant="rdp")
+    assert ledger.training.epsilon(1e-5) == rdp
     training = ledger.report(1e-5)["training"]
     assert training["accountant"] == "rdp" and training["epsilon"] == rdp
     assert "falls back to RDP" in training["accountant_reason"]
@@ -149,8 +161,8 @@ def test_training_budget_filter_on_rdp_curves_refuses_before_recording():
     sigma, delta = 8.0, 1e-6
     three = PrivacyLedger()
     for i in range(3):
-        three.record_training_mechanism(f"m{i}", rdp=gaussian_curve(sigma), description="Gaussian")
-    budget = three.training_epsilon(delta)
+        three.external.record(TrainingMechanism.from_rdp("Gaussian", gaussian_curve(sigma)), run_id=f"m{i}")
+    budget = three.training.epsilon(delta)
     assert budget == pytest.approx(
         min(
             3 * a / (2 * sigma**2) + math.log1p(-1 / a) - (math.log(delta) + math.log(a)) / (a - 1)
@@ -160,23 +172,23 @@ def test_training_budget_filter_on_rdp_curves_refuses_before_recording():
     )
     ledger = PrivacyLedger(training_epsilon_budget=budget, training_delta=delta)
     for i in range(3):  # exactly at the budget: accepted
-        ledger.check_training_mechanism(rdp=gaussian_curve(sigma))
+        ledger.external.check(TrainingMechanism.from_rdp("checked", gaussian_curve(sigma)))
         train_curve(ledger, f"m{i}", gaussian_curve(sigma), "Gaussian")
     before = ledger.state_dict()
     with pytest.raises(PrivacyBudgetExceeded, match=r"mechanism 'Gaussian'.*\(rdp, delta=1e-06\).*Spent so far"):
         train_curve(ledger, "m3", gaussian_curve(sigma), "Gaussian")
     with pytest.raises(PrivacyBudgetExceeded):
-        ledger.check_training_mechanism(rdp=gaussian_curve(100.0 * sigma))
+        ledger.external.check(TrainingMechanism.from_rdp("checked", gaussian_curve(100.0 * sigma)))
     with pytest.raises(PrivacyBudgetExceeded):  # a DP-SGD run goes through the same filter
         train(ledger, [("sgd", 50.0, 0.01, 10)])
-    assert ledger.state_dict() == before and ledger.num_reservations() == 0
-    assert ledger.training_epsilon(delta) == budget
+    assert ledger.state_dict() == before and len(ledger.reservation_holders()) == 0
+    assert ledger.training.epsilon(delta) == budget
     # With a "prv" ledger, a mechanism makes the filter compose with RDP.
     prv = PrivacyLedger(training_accountant="prv", training_epsilon_budget=1.5, training_delta=1e-5)
     train(prv, [("sgd", 1.1, 0.02, 100)])
     with pytest.raises(PrivacyBudgetExceeded, match=r"\(rdp, delta=1e-05\)"):
         train_curve(prv, "m", gaussian_curve(1.2), "Gaussian")
-    assert list(prv.training_runs) == ["sgd"] and prv.training_mechanisms == {}
+    assert list(prv.training.runs()) == ["sgd"] and prv.training.mechanisms() == {}
 
 
 def test_training_mechanism_records_are_checked_and_never_share_an_id():
@@ -187,21 +199,21 @@ def test_training_mechanism_records_are_checked_and_never_share_an_id():
         calls.append(alpha)
         return alpha / 50.0
 
-    assert ledger.record_training_mechanism("amp-0000", rdp=curve, description="AMP")
+    assert ledger.external.record(TrainingMechanism.from_rdp("AMP", curve), run_id="amp-0000")
     assert calls == list(TRAINING_RDP_ORDERS)  # evaluated once per order, at record time
-    eps = ledger.training_epsilon(1e-5)
+    eps = ledger.training.epsilon(1e-5)
     with pytest.raises(ValueError, match="'amp-0000' is already in the ledger"):  # same curve: still a second run
-        ledger.record_training_mechanism("amp-0000", rdp=curve, description="AMP")
-    assert ledger.training_epsilon(1e-5) == eps and len(ledger.training_mechanisms) == 1
-    assert ledger.training_mechanisms["amp-0000"] == TrainingMechanism(
+        ledger.external.record(TrainingMechanism.from_rdp("AMP", curve), run_id="amp-0000")
+    assert ledger.training.epsilon(1e-5) == eps and len(ledger.training.mechanisms()) == 1
+    assert ledger.training.mechanisms()["amp-0000"] == TrainingMechanism(
         "AMP", tuple(a / 50.0 for a in TRAINING_RDP_ORDERS)
     )
-    ledger.record_training_run(run_id=3, noise_multiplier=1.0, sample_rate=0.1, steps=5)
+    ledger.external.record(DPSGDRun(noise_multiplier=1.0, sample_rate=0.1, steps=5), run_id=3)
     with pytest.raises(ValueError, match="already in the ledger"):
-        ledger.record_training_mechanism(3, rdp=curve, description="AMP")
+        ledger.external.record(TrainingMechanism.from_rdp("AMP", curve), run_id=3)
     with pytest.raises(ValueError, match="already in the ledger"):
-        ledger.record_training_run(run_id="amp-0000", noise_multiplier=1.0, sample_rate=0.1, steps=5)
-    assert ledger.training_run_ids() == ["amp-0000", 3]
+        ledger.external.record(DPSGDRun(noise_multiplier=1.0, sample_rate=0.1, steps=5), run_id="amp-0000")
+    assert ledger.training.run_ids() == ["amp-0000", 3]
     bad_curves = [
         (lambda a: -1e-3, "rdp at order 1.1 must be >= 0"),
         (lambda a: math.nan if a > 100 else 0.1, "rdp at order 128 must be >= 0"),
@@ -211,20 +223,20 @@ def test_training_mechanism_records_are_checked_and_never_share_an_id():
     ]
     for rdp, message in bad_curves:
         with pytest.raises(ValueError, match=message):
-            ledger.record_training_mechanism("bad", rdp=rdp, description="bad")
+            ledger.external.record(TrainingMechanism.from_rdp("bad", rdp), run_id="bad")
     for bad in ("", "  ", None, 3):
         with pytest.raises(ValueError, match="description must be a non-empty string"):
-            ledger.record_training_mechanism("bad", rdp=curve, description=bad)
+            ledger.external.record(TrainingMechanism.from_rdp(bad, curve), run_id="bad")
     for bad in (None, 1.5, True, ("a",)):
         with pytest.raises(ValueError, match="run_id must be a str or an int"):
-            ledger.record_training_mechanism(bad, rdp=curve, description="AMP")
-    assert ledger.training_run_ids() == ["amp-0000", 3]
+            ledger.external.record(TrainingMechanism.from_rdp("AMP", curve), run_id=bad)
+    assert ledger.training.run_ids() == ["amp-0000", 3]
     # An infinite curve (a mechanism without noise) makes ε infinite; finite at some orders only is fine.
     partial = PrivacyLedger()
-    partial.record_training_mechanism(
-        "p", rdp=lambda a: a / 50.0 if a <= 20 else math.inf, description="bounded orders"
+    partial.external.record(
+        TrainingMechanism.from_rdp("bounded orders", lambda a: a / 50.0 if a <= 20 else math.inf), run_id="p"
     )
-    assert partial.training_epsilon(1e-5) == pytest.approx(
+    assert partial.training.epsilon(1e-5) == pytest.approx(
         min(
             a / 50.0 + math.log1p(-1 / a) - (math.log(1e-5) + math.log(a)) / (a - 1)
             for a in TRAINING_RDP_ORDERS
@@ -232,8 +244,8 @@ def test_training_mechanism_records_are_checked_and_never_share_an_id():
         ),
         rel=1e-12,
     )
-    partial.record_training_mechanism("q", rdp=lambda a: math.inf, description="no noise")
-    assert partial.training_epsilon(1e-5) == math.inf
+    partial.external.record(TrainingMechanism.from_rdp("no noise", lambda a: math.inf), run_id="q")
+    assert partial.training.epsilon(1e-5) == math.inf
     assert partial.report(1e-5)["training"]["rdp_order"] is None
 
 
@@ -255,11 +267,11 @@ def test_training_filter_works_at_one_order_fixed_by_the_first_entry():
         except PrivacyBudgetExceeded:
             break
         count += 1
-    assert ledger.training_epsilon(delta) <= budget * (1 + 1e-9)
+    assert ledger.training.epsilon(delta) <= budget * (1 + 1e-9)
     brute = PrivacyLedger()
     for i in range(count + 1):
-        brute.record_training_mechanism(f"run-{i}", rdp=curve, description="gaussian")
-    assert brute.training_epsilon(delta) > budget  # one more would not have fitted
+        brute.external.record(TrainingMechanism.from_rdp("gaussian", curve), run_id=f"run-{i}")
+    assert brute.training.epsilon(delta) > budget  # one more would not have fitted
     # The order is fixed by the first entry: after a Gaussian-like first run, a run whose
     # RDP is tiny at large orders but huge at that order is refused, although its grid
     # epsilon composed with the first run (at a large order) would fit.
@@ -271,7 +283,7 @@ def test_training_filter_works_at_one_order_fixed_by_the_first_entry():
     with pytest.raises(PrivacyBudgetExceeded, match=f"alpha={order:g}"):
         train_curve(ledger, "spiky", spiky, "adversarial")
     both = PrivacyLedger()
-    both.record_training_mechanism("first", rdp=first, description="gaussian")
-    both.record_training_mechanism("spiky", rdp=spiky, description="adversarial")
-    assert both.training_epsilon(delta) < budget  # "some order has room" would have accepted
-    assert list(ledger.training_mechanisms) == ["first"]
+    both.external.record(TrainingMechanism.from_rdp("gaussian", first), run_id="first")
+    both.external.record(TrainingMechanism.from_rdp("adversarial", spiky), run_id="spiky")
+    assert both.training.epsilon(delta) < budget  # "some order has room" would have accepted
+    assert list(ledger.training.mechanisms()) == ["first"]

@@ -55,15 +55,15 @@ def test_gdp_only_ledger_gives_the_closed_forms_bit_for_bit():
     mus = [0.2, 0.3, 0.25, 0.1]
     ledger = PrivacyLedger(validation_mu_budget=1.0)
     for t, mu in enumerate(mus):
-        ledger.check_validation_step(mu)
-        ledger.record_validation_step(mu, run_id="run-a", key=f"step-{t:04d}")
-    ledger.record_validation_pure(0.3, run_id="run-a", key="select")
+        ledger.external.check(Gaussian(mu))
+        ledger.external.record(Gaussian(mu), run_id="run-a", key=f"step-{t:04d}")
+    ledger.external.record(PureDP(0.3), run_id="run-a", key="select")
     charged = [*mus, pure_dp_to_gdp_mu(0.3)]
     spent = compose_gdp(charged)
-    assert ledger.validation_mu() == spent  # bit for bit
-    assert ledger.validation_epsilon(DELTA) == gdp_epsilon(spent, DELTA)
-    assert ledger.remaining_validation_mu() == math.sqrt(1.0 - spent * spent)
-    assert ledger.validation_mechanisms == {}
+    assert ledger.validation.mu() == spent  # bit for bit
+    assert ledger.validation.epsilon(DELTA) == gdp_epsilon(spent, DELTA)
+    assert ledger.validation.remaining_mu() == math.sqrt(1.0 - spent * spent)
+    assert ledger.validation.mechanisms() == {}
     report = ledger.report(DELTA)["validation"]
     assert report["mu"] == spent and "rdp_order" not in report and "rdp_releases" not in report
     assert all(
@@ -71,15 +71,15 @@ def test_gdp_only_ledger_gives_the_closed_forms_bit_for_bit():
         for e in ledger.state_dict()["validation_steps"]
     )
     # the GDP filter: exactly the room sqrt(1 - spent^2) fits, a bit more does not
-    room = ledger.remaining_validation_mu()
-    ledger.check_validation_step(room)
+    room = ledger.validation.remaining_mu()
+    ledger.external.check(Gaussian(room))
     with pytest.raises(PrivacyBudgetExceeded, match="remaining mu budget"):
-        ledger.check_validation_step(room * (1 + 1e-6))
+        ledger.external.check(Gaussian(room * (1 + 1e-6)))
     # the RDP view of a GDP-only ledger is the exact curve alpha * sum(mu_j^2) / 2 (pure: min with its eps bounds)
     eps = 0.3
     pure_curve = np.minimum(np.minimum(GRID * pure_dp_to_gdp_mu(eps) ** 2 / 2, GRID * eps * eps / 2), eps)
     expected = GRID * sum(m * m for m in mus) / 2 + pure_curve
-    assert ledger.validation_rdp_curve() == pytest.approx(expected.tolist(), rel=1e-12)
+    assert ledger.validation.rdp_curve() == pytest.approx(expected.tolist(), rel=1e-12)
 
 
 # ----------------------------------------------------------------- composition
@@ -89,10 +89,10 @@ def test_gdp_only_ledger_gives_the_closed_forms_bit_for_bit():
 def test_rdp_entry_composes_with_gaussian_steps_like_dp_accounting(mu0, steps):
     ledger = PrivacyLedger()
     for t, mu in enumerate(steps):
-        ledger.record_validation_step(mu, run_id="gibo", key=f"step-{t:04d}")
-    assert ledger.record_validation_mechanism(_gaussian(mu0), run_id="hypo", key="select", description="Gaussian")
+        ledger.external.record(Gaussian(mu), run_id="gibo", key=f"step-{t:04d}")
+    assert ledger.external.record(ValidationMechanism.from_rdp("Gaussian", _gaussian(mu0)), run_id="hypo", key="select")
     total = mu0 * mu0 + sum(m * m for m in steps)
-    eps = ledger.validation_epsilon(DELTA)
+    eps = ledger.validation.epsilon(DELTA)
     assert eps == pytest.approx(rdp_curve_epsilon(GRID * total / 2, ORDERS, DELTA)[0], rel=1e-12)
     accountant = RdpAccountant(orders=list(ORDERS))
     for mu in [mu0, *steps]:
@@ -105,18 +105,18 @@ def test_rdp_entry_composes_with_gaussian_steps_like_dp_accounting(mu0, steps):
 
 def test_validation_mu_refuses_to_ignore_rdp_entries():
     ledger = PrivacyLedger()
-    ledger.record_validation_step(0.4, run_id="gibo", key="step-0000")
-    ledger.record_validation_mechanism(_selection_like, run_id="hypo", key="select", description="selection")
-    with pytest.raises(ValueError, match="validation_epsilon"):
-        ledger.validation_mu()
+    ledger.external.record(Gaussian(0.4), run_id="gibo", key="step-0000")
+    ledger.external.record(ValidationMechanism.from_rdp("selection", _selection_like), run_id="hypo", key="select")
+    with pytest.raises(ValueError, match="validation.epsilon"):
+        ledger.validation.mu()
     with pytest.raises(ValueError, match="run 'hypo'"):
-        ledger.validation_mu(run_id="hypo")
-    assert ledger.validation_mu(run_id="gibo") == 0.4  # a run without RDP entries still has its mu
-    assert ledger.validation_run_ids() == ["gibo", "hypo"]
-    assert ledger.validation_steps == {("gibo", "step-0000"): 0.4}
+        ledger.validation.mu(run_id="hypo")
+    assert ledger.validation.mu(run_id="gibo") == 0.4  # a run without RDP entries still has its mu
+    assert ledger.validation.run_ids() == ["gibo", "hypo"]
+    assert ledger.validation.steps() == {("gibo", "step-0000"): 0.4}
     curve = [a * 0.08 + _selection_like(a) for a in ORDERS]
-    assert ledger.validation_rdp_curve() == pytest.approx(curve, rel=1e-12)
-    assert ledger.validation_rdp_curve(run_id="hypo") == pytest.approx([_selection_like(a) for a in ORDERS], rel=1e-12)
+    assert ledger.validation.rdp_curve() == pytest.approx(curve, rel=1e-12)
+    assert ledger.validation.rdp_curve(run_id="hypo") == pytest.approx([_selection_like(a) for a in ORDERS], rel=1e-12)
     report = ledger.report(DELTA)["validation"]
     eps, order = rdp_curve_epsilon(curve, ORDERS, DELTA)
     assert report["mu"] is None and report["epsilon"] == pytest.approx(eps, rel=1e-12) and report["rdp_order"] == order
@@ -126,11 +126,11 @@ def test_validation_mu_refuses_to_ignore_rdp_entries():
 
 def test_a_pure_release_next_to_an_rdp_entry_costs_its_tighter_curve():
     ledger = PrivacyLedger()
-    ledger.record_validation_mechanism(_gaussian(0.1), run_id="h", key="select", description="g")
-    ledger.record_validation_pure(10.0, run_id="a", key="select")  # large eps: alpha*mu^2/2 is not the min everywhere
+    ledger.external.record(ValidationMechanism.from_rdp("g", _gaussian(0.1)), run_id="h", key="select")
+    ledger.external.record(PureDP(10.0), run_id="a", key="select")  # large eps: alpha*mu^2/2 is not the min everywhere
     mu = pure_dp_to_gdp_mu(10.0)
     pure = np.minimum(np.minimum(GRID * mu * mu / 2, GRID * 50.0), 10.0)
-    assert ledger.validation_rdp_curve() == pytest.approx((GRID * 0.005 + pure).tolist(), rel=1e-12)
+    assert ledger.validation.rdp_curve() == pytest.approx((GRID * 0.005 + pure).tolist(), rel=1e-12)
     assert np.any(pure < GRID * mu * mu / 2)
 
 
@@ -140,43 +140,46 @@ def test_a_pure_release_next_to_an_rdp_entry_costs_its_tighter_curve():
 def test_filter_refuses_a_curve_over_alpha_budget_squared_over_two_at_one_order():
     budget = 1.0
     ledger = PrivacyLedger(validation_mu_budget=budget)
-    ledger.record_validation_step(0.6, run_id="gibo", key="step-0000")
+    ledger.external.record(Gaussian(0.6), run_id="gibo", key="step-0000")
     room = (GRID * (budget**2 - 0.36) / 2).tolist()  # the most any curve may add at each order
 
     def spiky(alpha):  # within the room everywhere but at alpha = 63
         return room[ORDERS.index(alpha)] * (1.01 if alpha == 63.0 else 0.5)
 
-    for attempt in (ledger.check_validation_mechanism, lambda r: _spend(ledger, _event(r, "spiky"), "h")):
+    for attempt in (
+        lambda r: ledger.external.check(ValidationMechanism.from_rdp("checked", r)),
+        lambda r: _spend(ledger, _event(r, "spiky"), "h"),
+    ):
         with pytest.raises(PrivacyBudgetExceeded, match="alpha=63"):
             attempt(spiky)
-    assert ledger.validation_mechanisms == {} and ledger.validation_mu() == 0.6  # nothing recorded
-    assert ledger.remaining_validation_mu() == pytest.approx(0.8, rel=1e-12)
+    assert ledger.validation.mechanisms() == {} and ledger.validation.mu() == 0.6  # nothing recorded
+    assert ledger.validation.remaining_mu() == pytest.approx(0.8, rel=1e-12)
 
     # exactly the room fits; afterwards no Gaussian step does
-    ledger.check_validation_mechanism(lambda a: room[ORDERS.index(a)])
+    ledger.external.check(ValidationMechanism.from_rdp("checked", lambda a: room[ORDERS.index(a)]))
     _spend(ledger, _event(lambda a: room[ORDERS.index(a)], "exact"), "h")
-    assert ledger.remaining_validation_mu() == pytest.approx(0.0, abs=1e-6)
+    assert ledger.validation.remaining_mu() == pytest.approx(0.0, abs=1e-6)
     with pytest.raises(PrivacyBudgetExceeded, match="summed RDP"):
-        ledger.check_validation_step(1e-3)
+        ledger.external.check(Gaussian(1e-3))
     with pytest.raises(PrivacyBudgetExceeded):
         _spend(ledger, PureDP(0.01), "gibo")
-    assert list(ledger.validation_steps) == [("gibo", "step-0000")]
+    assert list(ledger.validation.steps()) == [("gibo", "step-0000")]
 
 
 def test_after_an_rdp_entry_a_gaussian_step_fits_up_to_the_closed_form_remaining_mu():
     budget = 2.0
     ledger = PrivacyLedger(validation_mu_budget=budget)
-    ledger.record_validation_mechanism(_selection_like, run_id="h", key="select", description="selection")
+    ledger.external.record(ValidationMechanism.from_rdp("selection", _selection_like), run_id="h", key="select")
     # largest mu with c(a) + a mu^2/2 <= a B^2/2 at every order: mu^2 = B^2 - max_a 2 c(a)/a
     expected = math.sqrt(budget**2 - max(2 * _selection_like(a) / a for a in ORDERS))
-    assert ledger.remaining_validation_mu() == pytest.approx(expected, rel=1e-12)
+    assert ledger.validation.remaining_mu() == pytest.approx(expected, rel=1e-12)
     with pytest.raises(PrivacyBudgetExceeded):
-        ledger.check_validation_step(expected * (1 + 1e-6))
-    ledger.check_validation_step(expected * (1 - 1e-6))
-    ledger.record_validation_step(expected * (1 - 1e-6), run_id="gibo", key="step-0000")
-    assert ledger.remaining_validation_mu() == pytest.approx(0.0, abs=1e-2)
+        ledger.external.check(Gaussian(expected * (1 + 1e-6)))
+    ledger.external.check(Gaussian(expected * (1 - 1e-6)))
+    ledger.external.record(Gaussian(expected * (1 - 1e-6)), run_id="gibo", key="step-0000")
+    assert ledger.validation.remaining_mu() == pytest.approx(0.0, abs=1e-2)
     # every grid order holds alpha B^2/2: the filter's guarantee
-    assert np.all(np.asarray(ledger.validation_rdp_curve()) <= GRID * budget**2 / 2 * (1 + 1e-9))
+    assert np.all(np.asarray(ledger.validation.rdp_curve()) <= GRID * budget**2 / 2 * (1 + 1e-9))
 
 
 def test_a_curve_that_no_budget_order_covers_is_refused_before_anything_is_recorded():
@@ -186,7 +189,7 @@ def test_a_curve_that_no_budget_order_covers_is_refused_before_anything_is_recor
     _spend(ledger, _event(lambda a: 4.0, "flat"), "h")  # 4 <= 1.1*9/2
     with pytest.raises(PrivacyBudgetExceeded):
         _spend(ledger, _event(lambda a: math.inf, "no noise"), "x")
-    assert list(ledger.validation_mechanisms) == [("h", "select")] and ledger.num_reservations() == 0
+    assert list(ledger.validation.mechanisms()) == [("h", "select")] and len(ledger.reservation_holders()) == 0
 
 
 # ------------------------------------------------------------ idempotence, errors
@@ -195,17 +198,17 @@ def test_a_curve_that_no_budget_order_covers_is_refused_before_anything_is_recor
 def test_every_record_counts_and_bad_input_changes_nothing():
     ledger = PrivacyLedger()
     curve = _selection_like
-    assert ledger.record_validation_mechanism(curve, run_id="h", key="select", description="DP-HyPO")
-    once = np.asarray(ledger.validation_rdp_curve())
+    assert ledger.external.record(ValidationMechanism.from_rdp("DP-HyPO", curve), run_id="h", key="select")
+    once = np.asarray(ledger.validation.rdp_curve())
     # a second record under the same (run_id, key) is a second release (e.g. a run repeated
     # under a reused id): it is composed, never merged away
-    assert ledger.record_validation_mechanism(curve, run_id="h", key="select", description="DP-HyPO")
-    assert np.allclose(ledger.validation_rdp_curve(), 2 * once, rtol=1e-12)
-    assert len(ledger.validation_records("h")) == 2
+    assert ledger.external.record(ValidationMechanism.from_rdp("DP-HyPO", curve), run_id="h", key="select")
+    assert np.allclose(ledger.validation.rdp_curve(), 2 * once, rtol=1e-12)
+    assert len(ledger.validation.records("h")) == 2
     # releases of other kinds under the same key are composed too
-    ledger.record_validation_step(0.1, run_id="h", key="select")
-    ledger.record_validation_pure(0.2, run_id="g", key="select")
-    assert len(ledger.validation_records()) == 4
+    ledger.external.record(Gaussian(0.1), run_id="h", key="select")
+    ledger.external.record(PureDP(0.2), run_id="g", key="select")
+    assert len(ledger.validation.records()) == 4
     before = ledger.state_dict()
     for bad, match in [
         (dict(rdp=3.0), "callable"),
@@ -217,16 +220,16 @@ def test_every_record_counts_and_bad_input_changes_nothing():
     ]:
         kwargs = dict(rdp=curve, run_id="new", key="select", description="d", **{})
         kwargs.update(bad)
-        rdp = kwargs.pop("rdp")
+        rdp, description = kwargs.pop("rdp"), kwargs.pop("description")
         with pytest.raises(ValueError, match=match):
-            ledger.record_validation_mechanism(rdp, **kwargs)
+            ledger.external.record(ValidationMechanism.from_rdp(description, rdp), **kwargs)
     with pytest.raises(ValueError, match="callable"):
-        ledger.check_validation_mechanism("not a curve")
+        ledger.external.check(ValidationMechanism.from_rdp("checked", "not a curve"))
     for bound in ({}, {"select": 0.5}, {"Select": Gaussian(0.1)}, {"grad": PureDP(0.1), "x y": Gaussian(0.1)}):
         with pytest.raises(ValueError):
             with ledger.charge(bound, run_id="new"):
                 raise AssertionError("not reached")
-    assert ledger.state_dict() == before and ledger.num_reservations() == 0
+    assert ledger.state_dict() == before and len(ledger.reservation_holders()) == 0
 
 
 # ---------------------------------------------------------------------- state
@@ -236,21 +239,20 @@ def _mixed_ledger(unbounded: bool = False):
     r"""Every kind of validation release; ``unbounded``: the last curve is ``inf`` above α = 60
     (no budget admits it: ``alpha B^2/2`` is finite)."""
     ledger = PrivacyLedger(validation_mu_budget=None if unbounded else 5.0)
-    ledger.record_validation_step(0.3, run_id="gibo", key="step-0000")
-    ledger.record_validation_mechanism(_selection_like, run_id="hypo", key="select", description="selection")
-    ledger.record_validation_pure(0.5, run_id="gibo", key="select")
-    ledger.record_validation_mechanism(
-        lambda a: math.inf if unbounded and a > 60 else a / 50,
+    ledger.external.record(Gaussian(0.3), run_id="gibo", key="step-0000")
+    ledger.external.record(ValidationMechanism.from_rdp("selection", _selection_like), run_id="hypo", key="select")
+    ledger.external.record(PureDP(0.5), run_id="gibo", key="select")
+    ledger.external.record(
+        ValidationMechanism.from_rdp("bounded orders", lambda a: math.inf if unbounded and a > 60 else a / 50),
         run_id="hypo-2",
         key="select",
-        description="bounded orders",
     )
     return ledger
 
 
 def test_state_round_trip_keeps_rdp_entries_in_recording_order():
     ledger = _mixed_ledger(unbounded=True)
-    assert ledger.validation_epsilon(DELTA) < math.inf  # the orders <= 60 still convert
+    assert ledger.validation.epsilon(DELTA) < math.inf  # the orders <= 60 still convert
     state = ledger.state_dict()
     assert state["version"] == 5
     assert [(e["run_id"], e["key"]) for e in state["validation_steps"]] == [
@@ -262,8 +264,8 @@ def test_state_round_trip_keeps_rdp_entries_in_recording_order():
     assert set(state["validation_steps"][1]) == {"release_id", "run_id", "key", "description", "rdp"}
     resumed = PrivacyLedger.from_state_dict(json.loads(json.dumps(state)))
     assert resumed.state_dict() == state
-    assert resumed.validation_mechanisms == ledger.validation_mechanisms
-    assert resumed.validation_epsilon(DELTA) == ledger.validation_epsilon(DELTA)
+    assert resumed.validation.mechanisms() == ledger.validation.mechanisms()
+    assert resumed.validation.epsilon(DELTA) == ledger.validation.epsilon(DELTA)
     assert resumed.report(DELTA) == ledger.report(DELTA)
     resumed.load_state_dict(json.loads(json.dumps(state)))  # loading it again merges: nothing changes
     assert resumed.state_dict() == state
@@ -276,7 +278,7 @@ def test_state_round_trip_keeps_rdp_entries_in_recording_order():
         "training_runs": [],
     }
     old = PrivacyLedger.from_state_dict(v3)
-    assert old.validation_mu() == compose_gdp([0.3, pure_dp_to_gdp_mu(0.5)])
+    assert old.validation.mu() == compose_gdp([0.3, pure_dp_to_gdp_mu(0.5)])
     with pytest.raises(ValueError, match="exactly the keys"):
         PrivacyLedger.from_state_dict({**v3, "validation_steps": [strip(e) for e in state["validation_steps"]]})
     damaged = json.loads(json.dumps(state))
@@ -299,30 +301,30 @@ def test_sqlite_round_trip_and_reservations(tmp_path):
     stored.load_state_dict(memory.state_dict())  # merged into the database
     reopened = PrivacyLedger(storage=url, dataset="d")
     assert reopened.state_dict() == memory.state_dict()
-    assert reopened.validation_epsilon(DELTA) == memory.validation_epsilon(DELTA)
-    assert reopened.validation_mechanisms == memory.validation_mechanisms
+    assert reopened.validation.epsilon(DELTA) == memory.validation.epsilon(DELTA)
+    assert reopened.validation.mechanisms() == memory.validation.mechanisms()
     stored.load_state_dict(memory.state_dict())  # merging again changes nothing
     assert len(open_storage(url).rows("d")) == 4
 
     # a charge reserves its worst case in the database: another object sees the budget taken
-    budget_room = reopened.remaining_validation_mu()
+    budget_room = reopened.validation.remaining_mu()
     half = budget_room / math.sqrt(2.0)
     with stored.charge({"select": _event(_gaussian(half), "g")}, run_id="late") as meter:
         rows = open_storage(url).rows("d")
         assert rows[-1].status == "reserved" and "rdp" in rows[-1].entry and rows[-1].run_id == "late"
-        assert reopened.remaining_validation_mu() == pytest.approx(half, rel=1e-9)
+        assert reopened.validation.remaining_mu() == pytest.approx(half, rel=1e-9)
         with pytest.raises(PrivacyBudgetExceeded):
-            reopened.check_validation_mechanism(_gaussian(half * 1.01))
+            reopened.external.check(ValidationMechanism.from_rdp("checked", _gaussian(half * 1.01)))
         meter.record("select", _event(_gaussian(half), "g"))  # the record uses up the reservation
     assert [r.status for r in open_storage(url).rows("d")] == ["recorded"] * 5
-    assert reopened.remaining_validation_mu() == pytest.approx(half, rel=1e-9)
+    assert reopened.validation.remaining_mu() == pytest.approx(half, rel=1e-9)
     # a reservation left by a process that died inside its charge stays counted until a settle
     # finds its holder gone (DPGIBO.resume settles its run's); records are never touched
     reserve_for(open_storage(url), "d", "dead", 0.1, gone_holder(), lease=60.0)  # what a killed process leaves
-    assert reopened.remaining_validation_mu() < half and reopened.num_reservations() == 1
+    assert reopened.validation.remaining_mu() < half and len(reopened.reservation_holders()) == 1
     assert stored.cancel_reservations("someone-else") == 0
     assert stored.cancel_reservations("dead") == 1
-    assert reopened.remaining_validation_mu() == pytest.approx(half, rel=1e-9)
+    assert reopened.validation.remaining_mu() == pytest.approx(half, rel=1e-9)
     # a stored conflicting state is refused and changes nothing
     conflicting = memory.state_dict()
     conflicting["validation_steps"][1]["description"] = "other"
@@ -367,7 +369,7 @@ def test_eight_processes_race_for_a_budget_of_five_curves(tmp_path):
     rows = open_storage(url).rows(dataset)
     assert [r.status for r in rows] == ["recorded"] * 5
     ledger = PrivacyLedger(storage=url, dataset=dataset)
-    assert np.all(np.asarray(ledger.validation_rdp_curve()) <= GRID * 0.45**2 / 2)
+    assert np.all(np.asarray(ledger.validation.rdp_curve()) <= GRID * 0.45**2 / 2)
 
 
 # --------------------------------------------------------------------- DP-GIBO
@@ -379,15 +381,15 @@ def test_dp_gibo_on_a_ledger_with_an_rdp_entry_reports_the_rdp_composition():
 
     _, losses = normal_location(n=20, d=2)
     ledger = PrivacyLedger(validation_mu_budget=3.0)
-    ledger.record_validation_mechanism(_selection_like, run_id="hypo", key="select", description="selection")
+    ledger.external.record(ValidationMechanism.from_rdp("selection", _selection_like), run_id="hypo", key="select")
     config = nl_config(d=2, privacy_mu=0.6, clip_bound=2.0, num_iterations=3, seed=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)
         opt = DPGIBO(config, ledger=ledger)
     result = opt.run(losses, progress=True)  # the progress bar reads the guarantee
     g = result.release.guarantee
-    assert math.isnan(g.mu) and g.epsilon == ledger.validation_epsilon(config.target_delta)
-    assert ledger.validation_mu(run_id=opt.run_id) == pytest.approx(0.6, rel=1e-12)
+    assert math.isnan(g.mu) and g.epsilon == ledger.validation.epsilon(config.target_delta)
+    assert ledger.validation.mu(run_id=opt.run_id) == pytest.approx(0.6, rel=1e-12)
     curve = [_selection_like(a) + a * 0.36 / 2 for a in ORDERS]
     assert g.epsilon == pytest.approx(rdp_curve_epsilon(curve, ORDERS, config.target_delta)[0], rel=1e-9)
-    assert isinstance(ledger.validation_mechanisms[("hypo", "select")], ValidationMechanism)
+    assert isinstance(ledger.validation.mechanisms()[("hypo", "select")], ValidationMechanism)

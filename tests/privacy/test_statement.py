@@ -8,7 +8,7 @@ import pytest
 from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
 
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger import DPSGDRun, Gaussian, PrivacyLedger, PureDP
 from botorch_dp.privacy.ledger.events import TRAINING_RDP_ORDERS
 from botorch_dp.privacy.statement import guarantee_statement, run_kind
 from botorch_dp.training.dp_sgd import composed_training_epsilon
@@ -19,8 +19,8 @@ DELTA = 1e-5
 def _validation_ledger() -> PrivacyLedger:
     ledger = PrivacyLedger()
     for t, mu in enumerate([0.5, 0.5, 0.3]):
-        ledger.record_validation_step(mu, run_id="run-a", key=f"step-{t:04d}")
-    ledger.record_validation_step(0.4, run_id="run-b", key="step-0000")
+        ledger.external.record(Gaussian(mu), run_id="run-a", key=f"step-{t:04d}")
+    ledger.external.record(Gaussian(0.4), run_id="run-b", key="step-0000")
     return ledger
 
 
@@ -38,7 +38,7 @@ def test_training_and_the_composition_agree_with_opacus():
     ledger = _validation_ledger()
     runs = [(1.1, 0.02, 300), (1.1, 0.02, 300), (0.9, 0.05, 100)]
     for i, (sigma, q, steps) in enumerate(runs):
-        ledger.record_training_run(run_id=i, noise_multiplier=sigma, sample_rate=q, steps=steps)
+        ledger.external.record(DPSGDRun(noise_multiplier=sigma, sample_rate=q, steps=steps), run_id=i)
     statement = guarantee_statement(ledger, DELTA)
     assert statement.training.epsilon == pytest.approx(composed_training_epsilon(runs, DELTA), rel=1e-12)
     assert "3 DP-SGD run(s) (Opacus, RDP accountant)" in str(statement)
@@ -67,7 +67,7 @@ def test_training_and_the_composition_agree_with_opacus():
 def test_an_empty_ledger_says_nothing_was_released_and_infinity_is_plain_json():
     assert "nothing was released" in str(guarantee_statement(PrivacyLedger(), DELTA))
     ledger = PrivacyLedger()
-    ledger.record_validation_step(math.inf, run_id="r", key="step-0000")
+    ledger.external.record(Gaussian(math.inf), run_id="r", key="step-0000")
     plain = guarantee_statement(ledger, DELTA).to_dict()
     assert plain["validation"]["epsilon"] == "inf" and plain["validation"]["mu"] == "inf"
 
@@ -77,9 +77,9 @@ def test_a_release_at_mu_inf_is_stated_as_no_guarantee_never_as_epsilon_delta(wi
     # issue 40, item 5: an unsafe fit (or a non-private run) on the ledger leaves the validation users,
     # and people in both sets, without a guarantee; the statement says so in words and in JSON
     ledger = _validation_ledger()
-    ledger.record_validation_step(math.inf, run_id="run-c", key="step-0000/fit")
+    ledger.external.record(Gaussian(math.inf), run_id="run-c", key="step-0000/fit")
     if with_training:
-        ledger.record_training_run(run_id=0, noise_multiplier=1.1, sample_rate=0.02, steps=300)
+        ledger.external.record(DPSGDRun(noise_multiplier=1.1, sample_rate=0.02, steps=300), run_id=0)
     statement = guarantee_statement(ledger, DELTA)
     assert statement.holds is False and statement.validation.holds is False
     text = str(statement)
@@ -99,12 +99,12 @@ def test_a_release_at_mu_inf_is_stated_as_no_guarantee_never_as_epsilon_delta(wi
 def test_the_runs_are_counted_by_kind_from_the_ledger_s_keys():
     # issue 43, item 4: "composed over N run(s)" says what the runs are
     ledger = _validation_ledger()  # two runs of steps
-    ledger.record_validation_step(0.2, run_id="choice", key="score")
-    ledger.record_validation_pure(1.0, run_id="selection", key="select")
-    ledger.record_validation_step(0.1, run_id="odd", key="something")
+    ledger.external.record(Gaussian(0.2), run_id="choice", key="score")
+    ledger.external.record(PureDP(1.0), run_id="selection", key="select")
+    ledger.external.record(Gaussian(0.1), run_id="odd", key="something")
     statement = guarantee_statement(ledger, DELTA)
     assert statement.validation_runs == {"steps": 2, "scores": 1, "selection": 1, "other": 1}
-    assert statement.num_validation_runs == 5 == len(ledger.validation_run_ids())
+    assert statement.num_validation_runs == 5 == len(ledger.validation.run_ids())
     text = str(statement)
     assert "composed over 5 run(s) on these users (2 DP-GIBO runs (noisy steps), 1 release of the noisy scores" in text
     assert "1 private selection (one entry for all its hidden trials), 1 other release;" in text
@@ -121,7 +121,7 @@ def test_what_is_not_protected_names_the_training_records_unless_dp_training_was
     assert "training records" not in text.split("What was NOT protected:")[0]
     assert plain.not_protected()[0].startswith("training records: NO guarantee")
     ledger = _validation_ledger()
-    ledger.record_training_run(run_id=0, noise_multiplier=1.1, sample_rate=0.02, steps=300)
+    ledger.external.record(DPSGDRun(noise_multiplier=1.1, sample_rate=0.02, steps=300), run_id=0)
     trained = guarantee_statement(ledger, DELTA)
     assert not any("training records" in line for line in trained.not_protected())
     assert "training records (add or remove one record)" in str(trained).split("What was NOT protected:")[0]

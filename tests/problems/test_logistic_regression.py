@@ -95,18 +95,18 @@ def test_every_evaluation_is_one_ledger_entry_with_its_exact_curve(small_synthet
     X = torch.tensor([[0.1], [0.6], [0.9]], dtype=torch.float64)
     obj(X)
     final = obj.train(torch.tensor([0.3]), label="final", budget_weight=2.0)
-    assert ledger.training_run_ids() == ["amp-0000", "amp-0001", "amp-0002", "amp-0003-final"] == obj.run_ids
+    assert ledger.training.run_ids() == ["amp-0000", "amp-0001", "amp-0002", "amp-0003-final"] == obj.run_ids
     ref = budget.rdp_values()
     for run_id, result, weight in zip(obj.run_ids, obj.results, (1, 1, 1, 2), strict=True):
-        entry = ledger.training_mechanisms[run_id]
+        entry = ledger.training.mechanisms()[run_id]
         expected = amp_rdp(ORDERS, **result.config.privacy_parameters)
         assert np.allclose(entry.rdp, expected, rtol=1e-12, atol=0) and np.all(expected <= weight * ref)
         assert entry.description == result.description and f"lam={result.config.lam:.10g}" in entry.description
     assert obj.results[-1] is final
-    assert ledger.training_epsilon(1e-5) <= budget.epsilon(1e-5, 5) + 1e-12
+    assert ledger.training.epsilon(1e-5) <= budget.epsilon(1e-5, 5) + 1e-12
     # a second objective on the same ledger continues the numbering
     _objective(small_synthetic, budget, ledger=ledger)(torch.tensor([[0.5]]))
-    assert ledger.training_run_ids()[-1] == "amp-0004"
+    assert ledger.training.run_ids()[-1] == "amp-0004"
 
 
 def test_losses_are_the_validation_users_losses_of_the_released_model(cancer, budget):
@@ -163,7 +163,7 @@ def test_noise_sources_and_the_training_filter(cancer, budget, monkeypatch):
     monkeypatch.setattr(lr, "fit_amp", lambda *a, **k: pytest.fail("trained despite the budget"))
     with pytest.raises(PrivacyBudgetExceeded):
         _objective(cancer, budget, ledger=tight)(theta)
-    assert tight.training_run_ids() == []
+    assert tight.training.run_ids() == []
 
 
 def test_objective_refuses_bad_settings(cancer, budget):
@@ -190,8 +190,8 @@ def test_dp_sgd_objective_records_runs_and_keeps_models(cancer):
         )
     losses = obj(torch.tensor([[0.2], [0.8]], dtype=torch.float64))
     assert losses.shape == (2, 171) and torch.isfinite(losses).all()
-    assert len(obj.models) == 2 and list(ledger.training_runs) == ["dpsgd-0000", "dpsgd-0001"]
-    assert ledger.training_runs["dpsgd-0000"] == (2.0, 0.2, 10)  # ⌈284/64⌉ = 5 batches: q = 1/5
+    assert len(obj.models) == 2 and list(ledger.training.runs()) == ["dpsgd-0000", "dpsgd-0001"]
+    assert ledger.training.runs()["dpsgd-0000"] == (2.0, 0.2, 10)  # ⌈284/64⌉ = 5 batches: q = 1/5
     with torch.no_grad():  # the losses are the models' cross-entropies (the logistic loss)
         logits = obj.models[1](cancer.X_val.float()).double()
     ce = torch.nn.functional.cross_entropy(logits, cancer.y_val.long(), reduction="none").clamp(max=3.0)

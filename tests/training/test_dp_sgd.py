@@ -30,7 +30,7 @@ def test_dp_training_records_every_run_and_matches_opacus_rdp(data):
     diag = objective.evaluate_non_private(THETA[0], label="final")
     assert set(diag) == {"validation_loss", "validation_accuracy", "test_loss", "test_accuracy"}
 
-    runs = ledger.training_runs
+    runs = ledger.training.runs()
     assert list(runs) == ["eval-0000", "eval-0001", "eval-0002", "eval-0003-final"]
     batches = math.ceil(898 / 100)  # Opacus's Poisson loader: rate 1/len(loader), len(loader) steps/epoch
     expected = (1.3, 1.0 / batches, batches)
@@ -40,7 +40,7 @@ def test_dp_training_records_every_run_and_matches_opacus_rdp(data):
     accountant = RDPAccountant()
     accountant.history = [expected] * 4
     for delta in (1e-5, 1e-3):
-        assert ledger.training_epsilon(delta) == pytest.approx(accountant.get_epsilon(delta), rel=1e-10)
+        assert ledger.training.epsilon(delta) == pytest.approx(accountant.get_epsilon(delta), rel=1e-10)
 
     # reproducible given the seeds and the order of the runs
     with pytest.warns(PrivacyWarning):
@@ -59,7 +59,7 @@ def test_training_budget_is_checked_before_training(data):
     objective(THETA[:1])
     with pytest.raises(PrivacyBudgetExceeded):
         objective(THETA[1:])
-    assert objective.num_trainings == 1 and len(ledger.training_runs) == 1
+    assert objective.num_trainings == 1 and len(ledger.training.runs()) == 1
 
 
 def test_train_model_spends_what_was_planned_and_restores_threads():
@@ -132,7 +132,7 @@ def test_target_training_epsilon_is_met_by_all_planned_runs_and_enforced():
     # a fourth run would overspend: refused before it touches the data, nothing recorded
     with pytest.raises(PrivacyBudgetExceeded, match="target"):
         objective(THETA[:1])
-    assert objective.num_trainings == 3 and len(ledger.training_runs) == 3
+    assert objective.num_trainings == 3 and len(ledger.training.runs()) == 3
     # an objective rebuilt on the same ledger (a resumed run) calibrates the same σ and stops too
     again = TorchModelTuningObjective(_small_data(), training=training, dp_sgd=dp, ledger=ledger)
     assert again.planned_run() == (sigma, q, steps)
@@ -169,7 +169,7 @@ def test_a_target_dp_sgd_cannot_reach_is_refused_with_the_numbers_before_anythin
             ledger=ledger,
             dp_sgd=DPSGDConfig(target_epsilon=0.05, target_delta=1e-5, planned_runs=40),
         )
-    assert ledger.training_runs == {} and ledger.training_epsilon(1e-5) == 0.0  # refused when built: nothing trained
+    assert ledger.training.runs() == {} and ledger.training.epsilon(1e-5) == 0.0  # refused when built: nothing trained
     # just above the floor is feasible, so the floor is the one the message should name
     sigma = calibrate_noise_multiplier(
         target_epsilon=1.1 * floor, target_delta=1e-5, sample_rate=1 / 30, steps_per_run=30, planned_runs=40

@@ -21,8 +21,8 @@ def _ledger_epsilon(sigma: float, rate: float, steps: int, runs: int) -> float:
     r"""The ledger's own ε of ``runs`` recorded DP-SGD runs (its RDP accountant: an independent path)."""
     ledger = PrivacyLedger()
     for k in range(runs):
-        ledger.record_training_run(run_id=f"run-{k}", noise_multiplier=sigma, sample_rate=rate, steps=steps)
-    return ledger.training_epsilon(DELTA, accountant="rdp")
+        ledger.external.record(DPSGDRun(noise_multiplier=sigma, sample_rate=rate, steps=steps), run_id=f"run-{k}")
+    return ledger.training.epsilon(DELTA, accountant="rdp")
 
 
 @pytest.mark.parametrize(("sigma", "rate", "steps"), SHAPES)

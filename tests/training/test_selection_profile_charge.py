@@ -105,24 +105,24 @@ def test_a_selection_charged_at_its_profile_bound_and_a_second_charge_on_the_sam
     sigma = g.details["noise_multiplier"]
     assert sigma < g.details["rdp_noise_multiplier"]
     # the ledger holds ONE (ε, δ) entry: the profile bound at σ, recomputed from dp_accounting here
-    (record,) = ledger.training_records()
+    (record,) = ledger.training.records()
     assert isinstance(record.event, ApproximateDP) and record.event.delta == DELTA
     epsilon = selection_epsilon_pld(pld_profile(sigma, *SHAPE), expected_trials=3, delta=DELTA)
     assert record.event.epsilon == epsilon == g.epsilon <= 3.0
     assert g.details["rdp_epsilon"] == pytest.approx(rdp_selection_epsilon(sigma, 3), rel=1e-9)
     assert g.details["rdp_epsilon"] > epsilon
-    assert ledger.training_epsilon(2 * DELTA) == epsilon
+    assert ledger.training.epsilon(2 * DELTA) == epsilon
     # a second selection: the profile is refused (the ledger is no longer empty), "auto" uses RDP
     with pytest.raises(ValueError, match="accounting='profile'"):
         select_training_runs(obj, epsilon=1.5, delta=DELTA, mean_trials=3, seed=2, accounting="profile")
     # RDP at ε = 3 does not fit the RDP part's share (5 − ε₁ at δ = 2e-5 − 1e-5): refused before any trial
     with pytest.raises(PrivacyBudgetExceeded):
         select_training_runs(obj, epsilon=3.0, delta=DELTA, mean_trials=3, seed=2)
-    assert len(ledger.training_records()) == 1
+    assert len(ledger.training.records()) == 1
     second = select_training_runs(obj, epsilon=1.5, delta=DELTA, mean_trials=3, seed=2)
     assert second.guarantee["training"].details["accounting"] == "rdp"
     assert "already holds training entries" in second.guarantee["training"].details["accounting_reason"]
     sigma2 = second.guarantee["training"].details["noise_multiplier"]
-    total = ledger.training_epsilon(2 * DELTA)
+    total = ledger.training.epsilon(2 * DELTA)
     assert total == pytest.approx(epsilon + rdp_selection_epsilon(sigma2, 3, delta=DELTA), rel=1e-9)
     assert total <= 5.0

@@ -95,9 +95,9 @@ def test_auto_runs_the_recommended_method_and_the_objective_only_after_planning(
     assert not hasattr(run.result, "num_evaluations") and "history" not in repr(result)  # the winner only
     assert result.hyperparameters == BASIN.to_natural(run.theta) and result.runs[0].noisy_score == run.released_score
     # one Papernot-Steinke curve charged before the evaluations, calibrated to the full budget
-    assert len(result.ledger.validation_records()) == 1
-    assert result.ledger.validation_epsilon(1e-5) == pytest.approx(1.0, rel=1e-9)
-    assert result.ledger.validation_epsilon(1e-5) <= 1.0 and result.guarantee.delta == 1e-5
+    assert len(result.ledger.validation.records()) == 1
+    assert result.ledger.validation.epsilon(1e-5) == pytest.approx(1.0, rel=1e-9)
+    assert result.ledger.validation.epsilon(1e-5) <= 1.0 and result.guarantee.delta == 1e-5
     assert result.guarantee.epsilon <= 1.0 and result.guarantee.epsilon == pytest.approx(1.0, rel=1e-3)
     out = json.loads(result.to_json())
     assert out["method"] == "private_random_search" and out["hyperparameters"] == result.hyperparameters
@@ -163,7 +163,7 @@ def test_forced_private_random_search_without_a_proxy_is_the_baseline_at_the_ful
             seed=child_seeds([5], 2)[0],
         )
     assert torch.equal(result.runs[0].result.theta, plain.theta)
-    assert result.ledger.validation_epsilon(1e-5) == pytest.approx(2.0, rel=1e-9)
+    assert result.ledger.validation.epsilon(1e-5) == pytest.approx(2.0, rel=1e-9)
     assert result.guarantee.epsilon == pytest.approx(plain.guarantee.epsilon, rel=1e-12)
     assert result.guarantee.epsilon <= 2.0
 
@@ -197,7 +197,7 @@ def test_forced_dp_hypo_is_refused_by_a_small_ledger_before_any_evaluation():
             loss_clip=1.0,
             progress=False,
         )
-    assert result.method == "dp_hypo" and result.ledger.validation_epsilon(1e-5) <= 3.0 * (1 + 1e-9)
+    assert result.method == "dp_hypo" and result.ledger.validation.epsilon(1e-5) <= 3.0 * (1 + 1e-9)
     assert "DP-HyPO" in result.guarantee_report()
 
 

@@ -90,14 +90,14 @@ def test_auto_on_a_mixed_space_runs_what_the_proxy_recommends_after_the_last_pro
         assert len(result.runs) == 2 and all(r.plan is not None for r in result.runs)
         for r, planned in zip(result.runs, table.scores[0].method.configs, strict=True):
             assert (r.config.clip_bound, r.config.step_size) == (planned.clip_bound, planned.step_size)
-        mu = math.sqrt(sum(r.event.mu**2 for r in result.ledger.validation_records()))  # runs' steps and scores
+        mu = math.sqrt(sum(r.event.mu**2 for r in result.ledger.validation.records()))  # runs' steps and scores
         assert mu == pytest.approx(gdp_mu(1.0, 1e-5), rel=1e-9)
         assert _gdp_delta(mu, 1.0) == pytest.approx(1e-5, rel=1e-6)  # the ledger's ε is the target
-        assert result.ledger.validation_epsilon(1e-5) == pytest.approx(1.0, rel=1e-9)
+        assert result.ledger.validation.epsilon(1e-5) == pytest.approx(1.0, rel=1e-9)
     else:  # one Papernot–Steinke curve over the encoded cube at the full budget
         run = result.runs[0].result
         details = run.result.guarantee.details
-        assert len(result.ledger.validation_records()) == 1 and run.theta.shape == (2,)
+        assert len(result.ledger.validation.records()) == 1 and run.theta.shape == (2,)
         assert table.context.evaluations == details["mean_trials"] == 2 * (4 * 3) + 2  # K (T b + 1)
         recomputed = private_selection_epsilon(
             per_trial_mu=details["per_trial_mu"],
@@ -106,7 +106,7 @@ def test_auto_on_a_mixed_space_runs_what_the_proxy_recommends_after_the_last_pro
             distribution="truncated_negative_binomial",
         )
         assert recomputed == pytest.approx(1.0, rel=2e-3) and recomputed <= 1.0 + 1e-9
-        assert result.ledger.validation_epsilon(1e-5) == pytest.approx(1.0, rel=1e-9)
+        assert result.ledger.validation.epsilon(1e-5) == pytest.approx(1.0, rel=1e-9)
         assert result.hyperparameters == SPACE.to_natural(run.theta, choice=result.runs[0].configuration)
     private = [h for label, configs in log if label == "private" for h in configs]
     assert all(set(h) == {"x", "y", "c"} and h["c"] in OFFSET and isinstance(h["x"], float) for h in private)
@@ -178,7 +178,7 @@ def test_forced_selections_on_a_mixed_space_see_natural_units_and_spend_the_targ
         distribution="truncated_negative_binomial",
     )
     assert result.guarantee.epsilon == pytest.approx(recomputed, rel=1e-9) and recomputed <= 2.0
-    assert result.ledger.validation_epsilon(1e-5) == pytest.approx(2.0, rel=1e-9)
+    assert result.ledger.validation.epsilon(1e-5) == pytest.approx(2.0, rel=1e-9)
     assert result.hyperparameters in seen and "public encoding of 3 configurations" in result.guarantee_report()
 
 
@@ -203,7 +203,7 @@ def test_forced_dp_hypo_with_a_proxy_is_compared_there_and_run():
     assert result.method == "dp_hypo" and [s.name for s in result.methods.scores] == ["dp_gibo", "dp_hypo"]
     labels = [label for label, _ in log]
     assert "proxy" not in labels[labels.index("private") :]
-    assert result.ledger.validation_epsilon(1e-5) <= 3.0 * (1 + 1e-9) and "DP-HyPO" in result.guarantee_report()
+    assert result.ledger.validation.epsilon(1e-5) <= 3.0 * (1 + 1e-9) and "DP-HyPO" in result.guarantee_report()
     assert result.hyperparameters == MixedEncoding(SPACE).to_natural(
         MixedEncoding(SPACE).encode(result.runs[0].result.theta, result.runs[0].configuration)
     )

@@ -70,7 +70,7 @@ def test_a_continuous_space_is_plain_dp_gibo_at_the_target():
     assert torch.equal(result.runs[0].result.release.theta, plain.theta) and result.chosen == 0
     assert result.hyperparameters == space.to_natural(plain.theta)
     assert result.guarantee.epsilon == pytest.approx(3.0, rel=1e-9) and result.runs[0].noisy_score is None
-    assert [r.key for r in result.ledger.validation_records()] == [f"step-{t:04d}" for t in range(4)]
+    assert [r.key for r in result.ledger.validation.records()] == [f"step-{t:04d}" for t in range(4)]
 
 
 def test_configurations_are_enumerated_and_chosen_privately_at_exactly_the_target():
@@ -87,10 +87,10 @@ def test_configurations_are_enumerated_and_chosen_privately_at_exactly_the_targe
     assert result.guarantee.mu == pytest.approx(mu, rel=1e-12) and result.guarantee.epsilon == pytest.approx(
         3.0, rel=1e-9
     )
-    assert result.ledger.validation_mu() == pytest.approx(mu, rel=1e-12)  # the runs and the choice, all of it
+    assert result.ledger.validation.mu() == pytest.approx(mu, rel=1e-12)  # the runs and the choice, all of it
     assert [r.configuration for r in result.runs] == [{"optimizer": "sgd"}, {"optimizer": "adam"}]
     run_mu = mu * math.sqrt(0.9 / 2)
-    assert all(result.ledger.validation_mu(r.run_id) == pytest.approx(run_mu, rel=1e-12) for r in result.runs)
+    assert all(result.ledger.validation.mu(r.run_id) == pytest.approx(run_mu, rel=1e-12) for r in result.runs)
     scores = [r.noisy_score for r in result.runs]
     assert result.chosen == scores.index(min(scores))  # the choice is the lowest released score
     h = result.hyperparameters
@@ -136,7 +136,7 @@ def test_a_bad_objective_at_the_choice_releases_no_score(bad, match):
             bad, MIXED, epsilon=3.0, delta=1e-5, seed=7, progress=False, ledger=ledger, batch_size=3, method="dp_gibo",
             **FAST,
         )  # fmt: skip
-    assert not [r for r in ledger.validation_records() if r.key == "score"]
+    assert not [r for r in ledger.validation.records() if r.key == "score"]
 
 
 def test_settings_that_tune_owns_are_refused():
@@ -243,7 +243,7 @@ def test_the_sampled_strategy_charges_one_papernot_steinke_curve_before_any_tria
 
     def watched(configs):
         if not records_at_first_call:
-            records_at_first_call.append([r.key for r in ledger.validation_records()])
+            records_at_first_call.append([r.key for r in ledger.validation.records()])
         return objective(configs)
 
     space = SearchSpace(
@@ -267,7 +267,7 @@ def test_the_sampled_strategy_charges_one_papernot_steinke_curve_before_any_tria
             **FAST,
         )
     assert records_at_first_call == [["sample"]]  # the whole selection was charged before the first trial
-    assert [r.key for r in ledger.validation_records()] == ["sample"]  # the trials' releases are inside it
+    assert [r.key for r in ledger.validation.records()] == ["sample"]  # the trials' releases are inside it
     # calibrated on the ledger's grid of orders: the ledger's own statement is within the target too
     mu0 = per_trial_mu_for_epsilon(
         target_epsilon=3.0,

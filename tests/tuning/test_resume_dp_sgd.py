@@ -11,7 +11,7 @@ import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_dp.optim.dp_gibo import DPGIBO, DPGIBOConfig
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger import DPSGDRun, PrivacyLedger
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.tuning import ClassificationData, TorchModelTuningObjective
@@ -75,14 +75,14 @@ def test_resumed_dp_sgd_run_spends_the_same_training_epsilon(small_data, tmp_pat
     # uninterrupted reference
     ref_ledger = PrivacyLedger()
     _dp_gibo(_config(), ledger=ref_ledger).run(_objective(small_data, ref_ledger), progress=False)
-    assert len(ref_ledger.training_runs) == T * BATCH
+    assert len(ref_ledger.training.runs()) == T * BATCH
 
     # interrupted after k = 2 iterations; the process holding `ledger` and `first` is gone
     ledger = PrivacyLedger()
     first = _objective(small_data, ledger)
     opt = _dp_gibo(_config(), checkpoint_dir=tmp_path, ledger=ledger)
     opt.run(first, progress=False, callback=lambda info: info.iteration == 2)
-    assert opt.iteration == 2 and len(ledger.training_runs) == 2 * BATCH
+    assert opt.iteration == 2 and len(ledger.training.runs()) == 2 * BATCH
     del opt, first, ledger
 
     new_ledger = PrivacyLedger()
@@ -92,16 +92,16 @@ def test_resumed_dp_sgd_run_spends_the_same_training_epsilon(small_data, tmp_pat
     assert second.next_run_index() == 2 * BATCH
     opt.run(second, progress=False)
 
-    runs = new_ledger.training_runs
+    runs = new_ledger.training.runs()
     assert list(runs) == [f"eval-{i:04d}" for i in range(T * BATCH)]  # every run once, no id reused
     assert [r.run_id for r in second.runs] == [f"eval-{i:04d}" for i in range(2 * BATCH, T * BATCH)]
-    assert sorted(runs.values()) == sorted(ref_ledger.training_runs.values())
+    assert sorted(runs.values()) == sorted(ref_ledger.training.runs().values())
     for delta in (1e-5, 1e-3):
-        assert new_ledger.training_epsilon(delta) == pytest.approx(ref_ledger.training_epsilon(delta), rel=1e-12)
+        assert new_ledger.training.epsilon(delta) == pytest.approx(ref_ledger.training.epsilon(delta), rel=1e-12)
     # the validation side is complete too: T releases of μ/√T
-    assert len(new_ledger.validation_steps) == T
-    assert new_ledger.validation_mu() == pytest.approx(ref_ledger.validation_mu(), rel=1e-12)
-    assert new_ledger.validation_mu() == pytest.approx(1.0, rel=1e-12)
+    assert len(new_ledger.validation.steps()) == T
+    assert new_ledger.validation.mu() == pytest.approx(ref_ledger.validation.mu(), rel=1e-12)
+    assert new_ledger.validation.mu() == pytest.approx(1.0, rel=1e-12)
 
 
 def test_explicit_noise_seed_streams_continue_after_resume(small_data):
@@ -115,7 +115,7 @@ def test_explicit_noise_seed_streams_continue_after_resume(small_data):
     resumed = _objective(small_data, restored, noise_seed=7)
     part2 = resumed(X[2:])
     assert torch.equal(torch.cat([part1, part2]), whole)
-    assert list(restored.training_runs) == [f"eval-{i:04d}" for i in range(4)]
+    assert list(restored.training.runs()) == [f"eval-{i:04d}" for i in range(4)]
     # the old behaviour (numbering restarting at 0) would have re-drawn stream 0 for X[2]
     restart = _objective(small_data, PrivacyLedger(), noise_seed=7)(X[2:3])
     assert not torch.equal(restart[0], part2[0])
@@ -124,18 +124,18 @@ def test_explicit_noise_seed_streams_continue_after_resume(small_data):
 def test_run_numbering_comes_from_the_ledger(small_data):
     ledger = PrivacyLedger()
     for run_id in ("eval-0000", "eval-0006-final", "eval-x", "evaluation-0042", "pilot-0100", 17):
-        ledger.record_training_run(run_id=run_id, noise_multiplier=1.0, sample_rate=0.1, steps=3)
+        ledger.external.record(DPSGDRun(noise_multiplier=1.0, sample_rate=0.1, steps=3), run_id=run_id)
     objective = _objective(small_data, ledger)
     assert objective.next_run_index() == 7
     other = TorchModelTuningObjective(small_data, training=TRAINING, dp_sgd=DP, ledger=ledger, run_prefix="pilot")
     assert other.next_run_index() == 101
     objective.evaluate_non_private(torch.full((3,), 0.5, dtype=torch.float64), label="final")
-    assert "eval-0007-final" in ledger.training_runs and objective.next_run_index() == 8
+    assert "eval-0007-final" in ledger.training.runs() and objective.next_run_index() == 8
     with pytest.raises(ValueError, match="run_prefix"):
         TorchModelTuningObjective(small_data, training=TRAINING, ledger=ledger, run_prefix="a b")
     with pytest.raises(ValueError, match="label"):
         objective.train(torch.full((3,), 0.5, dtype=torch.float64), label="")
-    assert not math.isinf(ledger.training_epsilon(1e-5))
+    assert not math.isinf(ledger.training.epsilon(1e-5))
 
 
 def test_default_dp_sgd_noise_is_fresh_and_not_stored(small_data):

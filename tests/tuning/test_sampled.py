@@ -57,8 +57,8 @@ def test_each_trial_is_run_one_at_the_run_share_of_mu_with_a_ledger_of_its_own(m
     for choice, run_mu, ledger, quiet in calls:
         assert choice in list(SPACE.configurations()) and quiet is True
         assert run_mu == pytest.approx(MU0 * math.sqrt(1 - 0.2), rel=1e-15)  # the run's share of μ₀²
-        assert isinstance(ledger, PrivacyLedger) and ledger is not caller and ledger.validation_records() == []
+        assert isinstance(ledger, PrivacyLedger) and ledger is not caller and ledger.validation.records() == []
     assert {"arm": result.hyperparameters["arm"]} in [c for c, *_ in calls]  # the released one was a trial
     centre = SPACE.to_natural(torch.full((1, SPACE.dim), 0.5, dtype=torch.float64), choice={"arm": 0})[0]
     assert result.hyperparameters["lr"] == pytest.approx(centre["lr"], rel=1e-12)  # every trial ended at the centre
-    assert len(caller.validation_records()) >= 1  # the selection is charged to the caller's ledger
+    assert len(caller.validation.records()) >= 1  # the selection is charged to the caller's ledger

@@ -26,7 +26,7 @@ import botorch_dp.training.cover as tc  # where every DP-SGD run calls train_mod
 from botorch_dp.evaluation import evaluate_rows, process_pool
 from botorch_dp.optim import DPGIBO, DPGIBOConfig
 from botorch_dp.plan import plan_private_run
-from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
+from botorch_dp.privacy.ledger import DPSGDRun, PrivacyBudgetExceeded, PrivacyLedger
 from botorch_dp.privacy.mechanisms import ObjectivePerturbationMechanism
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.problems import AMPTuningObjective, load_logistic_data
@@ -84,7 +84,7 @@ def _amp(data, budget, ledger=None, **kw):
 
 
 def _records(ledger):
-    return [(r.run_id, r.event) for r in ledger.training_records()]
+    return [(r.run_id, r.event) for r in ledger.training.records()]
 
 
 # ------------------------------------------------------------------------- executors (item 1)
@@ -97,7 +97,7 @@ def test_the_callers_ledger_records_every_run_on_a_process_pool(data, pool):
     serial = _dpsgd(data, serial_ledger, noise_seed=3)(X2)
     assert _records(ledger) == _records(serial_ledger)
     assert torch.equal(losses, serial)
-    assert ledger.num_reservations() == 0
+    assert len(ledger.reservation_holders()) == 0
 
 
 def test_amp_runs_on_a_process_pool_are_recorded_in_the_callers_ledger(amp_data, amp_budget, pool):
@@ -108,7 +108,7 @@ def test_amp_runs_on_a_process_pool_are_recorded_in_the_callers_ledger(amp_data,
     assert [run_id for run_id, _ in _records(ledger)] == ["amp-0000", "amp-0001"]
     assert _records(ledger) == _records(serial_ledger)
     assert torch.equal(losses, serial)
-    assert ledger.training_epsilon(1e-5) == serial_ledger.training_epsilon(1e-5) > 0
+    assert ledger.training.epsilon(1e-5) == serial_ledger.training.epsilon(1e-5) > 0
 
 
 def test_dp_gibo_over_a_pool_charges_every_training_run_to_the_shared_ledger(amp_data, amp_budget, pool):
@@ -136,9 +136,9 @@ def test_dp_gibo_over_a_pool_charges_every_training_run_to_the_shared_ledger(amp
 
     pooled, pooled_release = run(pool)
     serial, serial_release = run(None)
-    assert len(pooled.training_records()) == len(serial.training_records()) == 4
+    assert len(pooled.training.records()) == len(serial.training.records()) == 4
     assert _records(pooled) == _records(serial) and torch.equal(pooled_release.iterates, serial_release.iterates)
-    assert pooled.validation_mu() == pytest.approx(1.0)
+    assert pooled.validation.mu() == pytest.approx(1.0)
 
 
 def test_the_callers_ledger_records_every_run_on_a_dask_cluster(data):
@@ -169,16 +169,16 @@ def test_a_batch_the_budget_cannot_cover_is_refused_before_any_row_trains(data, 
     objective = _dpsgd(data, ledger)
     with pytest.raises(PrivacyBudgetExceeded):
         objective(X4)
-    assert trained == [] and ledger.training_records() == [] and ledger.num_reservations() == 0
+    assert trained == [] and ledger.training.records() == [] and len(ledger.reservation_holders()) == 0
     with pytest.raises(PrivacyBudgetExceeded):
         evaluate_rows(objective, X4, executor=pool)
-    assert ledger.training_records() == [] and ledger.num_reservations() == 0
+    assert ledger.training.records() == [] and len(ledger.reservation_holders()) == 0
     # the budget holds two runs: a batch of two is admitted, a third run is not
     assert evaluate_rows(objective, X2, executor=pool).shape == (2, 15)
-    assert len(ledger.training_records()) == 2 and trained == []  # trained in the pool's processes
+    assert len(ledger.training.records()) == 2 and trained == []  # trained in the pool's processes
     with pytest.raises(PrivacyBudgetExceeded):
         objective(X2[:1])
-    assert trained == [] and len(ledger.training_records()) == 2
+    assert trained == [] and len(ledger.training.records()) == 2
 
 
 def test_a_pickled_objective_carries_no_in_memory_ledger(data, tmp_path):
@@ -191,7 +191,7 @@ def test_a_pickled_objective_carries_no_in_memory_ledger(data, tmp_path):
         worker(X2)
     tickets = objective.charge_rows(X2)  # charged here, trained by the copy
     assert worker.evaluate_charged(X2, tickets).shape == (2, 15)
-    assert [r.run_id for r in ledger.training_records()] == ["eval-0000", "eval-0001", "eval-0002"]
+    assert [r.run_id for r in ledger.training.records()] == ["eval-0000", "eval-0001", "eval-0002"]
     with pytest.raises(RuntimeError, match="already trained"):
         worker.evaluate_charged(X2[:1], tickets[:1])
     with pytest.raises(ValueError, match="tickets"):
@@ -206,7 +206,7 @@ def test_a_pickled_objective_carries_no_in_memory_ledger(data, tmp_path):
     stored = PrivacyLedger(storage=tmp_path / "ledger.db", dataset="toy")
     remote = pickle.loads(pickle.dumps(_dpsgd(data, stored)))
     remote(X2[:1])
-    assert PrivacyLedger(storage=tmp_path / "ledger.db", dataset="toy").training_run_ids() == ["eval-0000"]
+    assert PrivacyLedger(storage=tmp_path / "ledger.db", dataset="toy").training.run_ids() == ["eval-0000"]
 
 
 # ------------------------------------------------------------------------- run ids (item 2)
@@ -233,7 +233,7 @@ def test_objectives_sharing_a_ledger_and_a_prefix_never_reuse_a_run_id(data, tmp
     outer = _dpsgd(data, ledger(), model_fn=_TrainsAnother(inner))  # a second object on the same ledger
     outer(X2[:1])  # the inner run starts while the outer one trains
     outer(X2[1:])
-    ids = ledger().training_run_ids()
+    ids = ledger().training.run_ids()
     assert ids == ["eval-0000", "eval-0001", "eval-0002"] and len(set(ids)) == 3
     assert [r.run_id for r in outer.runs] == ["eval-0000", "eval-0002"] and [r.run_id for r in inner.runs] == [
         "eval-0001"
@@ -242,14 +242,14 @@ def test_objectives_sharing_a_ledger_and_a_prefix_never_reuse_a_run_id(data, tmp
 
 def test_a_taken_id_is_skipped_and_a_clashing_index_is_refused_before_training(data, monkeypatch):
     ledger = PrivacyLedger()
-    ledger.record_training_run(run_id="eval-0005", noise_multiplier=1.0, sample_rate=0.5, steps=2)
+    ledger.external.record(DPSGDRun(noise_multiplier=1.0, sample_rate=0.5, steps=2), run_id="eval-0005")
     objective = _dpsgd(data, ledger)
     stale = iter([5])  # a numbering that has not yet seen eval-0005 (another process took it)
     real = objective.next_run_index
     monkeypatch.setattr(objective, "next_run_index", lambda: next(stale, None) or real())
     assert [t.run_id for t in objective.charge_rows(X2)] == ["eval-0006", "eval-0007"]
     # another process recorded the same index under another label: refused, loudly, before training
-    ledger.record_training_run(run_id="eval-0008-final", noise_multiplier=1.0, sample_rate=0.5, steps=2)
+    ledger.external.record(DPSGDRun(noise_multiplier=1.0, sample_rate=0.5, steps=2), run_id="eval-0008-final")
     monkeypatch.setattr(objective, "next_run_index", lambda: 8)
     monkeypatch.setattr(tc, "train_model", lambda *a, **k: pytest.fail("trained under a clashing index"))
     with pytest.raises(RuntimeError, match="index 8 .* recorded twice"):
@@ -262,7 +262,7 @@ def test_a_proxy_on_the_sensitive_training_rows_is_charged_to_the_callers_ledger
     objective = _dpsgd(data, ledger)
     proxy = objective.with_data(ClassificationData(data.X_train.float(), data.y_train, *public_val, num_classes=2))
     proxy(X2)
-    assert proxy.ledger is ledger and ledger.training_run_ids() == ["eval-0000", "eval-0001"]
+    assert proxy.ledger is ledger and ledger.training.run_ids() == ["eval-0000", "eval-0001"]
     report = proxy.training_report(1e-5)
     assert report["epsilon"] > 0 and report["epsilon"] == objective.training_report(1e-5)["epsilon"]
     shared = ClassificationData(data.X_train[:30], data.y_train[:30], *public_val, num_classes=2)  # half the rows
@@ -282,7 +282,7 @@ def test_a_proxy_on_the_sensitive_training_rows_is_charged_to_the_callers_ledger
     g = torch.Generator().manual_seed(5)  # public training rows: a free pilot, with its own ledger
     public = objective.with_data(ClassificationData(*toy_rows(g, 60), *public_val, num_classes=2))
     public(X2[:1])
-    assert public.ledger is not ledger and len(ledger.training_run_ids()) == 2
+    assert public.ledger is not ledger and len(ledger.training.run_ids()) == 2
 
 
 def test_planning_on_a_proxy_that_trains_on_the_sensitive_rows_is_charged(data, public_val):
@@ -312,7 +312,7 @@ def test_planning_on_a_proxy_that_trains_on_the_sensitive_rows_is_charged(data, 
         fit_kernel=False,
         num_repeats=1,
     )
-    assert proxy.num_trainings > 0 and len(ledger.training_runs) == proxy.num_trainings
+    assert proxy.num_trainings > 0 and len(ledger.training.runs()) == proxy.num_trainings
     assert objective.training_report(1e-5)["epsilon"] > 0
 
 
@@ -324,7 +324,7 @@ def test_train_records_its_run_before_the_noise_and_a_failure_before_it_records_
     seen = []
     real_train = tc.train_model
     monkeypatch.setattr(
-        tc, "train_model", lambda *a, **k: seen.append(ledger.training_run_ids()) or real_train(*a, **k)
+        tc, "train_model", lambda *a, **k: seen.append(ledger.training.run_ids()) or real_train(*a, **k)
     )
     _dpsgd(data, ledger).train(X2[0], label="final")
     assert seen == [["eval-0000-final"]]  # recorded when DP-SGD started
@@ -334,13 +334,13 @@ def test_train_records_its_run_before_the_noise_and_a_failure_before_it_records_
 
     def draw(self, **kwargs):
         b = real_draw(self, **kwargs)
-        seen.append(ledger.training_run_ids())
+        seen.append(ledger.training.run_ids())
         return b
 
     monkeypatch.setattr(ObjectivePerturbationMechanism, "perturbation", draw)
     final = objective.train(torch.tensor([0.3]), label="final", budget_weight=2.0)
     assert seen[-1] == ["amp-0000-final"]  # recorded by the mechanism with b, before the solver ran
-    (record,) = ledger.training_records()
+    (record,) = ledger.training.records()
     assert record.run_id == "amp-0000-final" and record.event.description == final.description
     assert math.isclose(record.event.rdp[10], float(final.rdp(ledger.RDP_ORDERS[10])), rel_tol=1e-12)
 
@@ -350,7 +350,7 @@ def test_train_records_its_run_before_the_noise_and_a_failure_before_it_records_
     monkeypatch.setattr(lr, "fit_amp", fails)
     with pytest.raises(ValueError, match="before the draw"):
         objective.train(torch.tensor([0.5]))
-    assert len(ledger.training_records()) == 1 and ledger.num_reservations() == 0
+    assert len(ledger.training.records()) == 1 and len(ledger.reservation_holders()) == 0
 
 
 def test_no_module_of_the_package_writes_or_checks_the_ledger_outside_it():

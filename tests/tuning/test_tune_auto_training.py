@@ -84,8 +84,8 @@ def at_the_choice(monkeypatch):
         obj = call.given
         seen.update(
             evaluations=obj.evaluations,
-            trainings=len(obj.ledger.training_records()),
-            validations=len(obj.ledger.validation_records()),
+            trainings=len(obj.ledger.training.records()),
+            validations=len(obj.ledger.validation.records()),
         )
         return choice
 
@@ -114,9 +114,9 @@ def test_auto_with_an_informative_proxy_runs_proxy_then_train_and_the_ledger_hol
     assert means["proxy_then_train"] == min(means.values())
     assert means["untuned"] > means["proxy_then_train"] and result.advice is None
     # charged what it states: one final DP-SGD run, nothing on the validation side
-    (record,) = obj.ledger.training_records()
-    assert record.run_id.endswith("-final") and obj.ledger.validation_records() == []
-    epsilon = obj.ledger.training_epsilon(DELTA)
+    (record,) = obj.ledger.training.records()
+    assert record.run_id.endswith("-final") and obj.ledger.validation.records() == []
+    epsilon = obj.ledger.training.epsilon(DELTA)
     assert 0.99 * EPS <= epsilon <= EPS
     assert result.protected == {"training": (pytest.approx(epsilon, rel=1e-12), DELTA), "validation": (0.0, DELTA)}
     assert result.guarantee.epsilon == pytest.approx(epsilon, rel=1e-12)
@@ -144,7 +144,7 @@ def test_auto_says_tuning_is_not_expected_to_beat_one_untuned_run_when_the_hyper
     assert "ADVICE: tuning is not expected" in repr(result)
     assert "ADVICE: tuning is not expected" in result.guarantee_report()
     assert json.loads(result.to_json())["advice"] == result.advice
-    epsilon = obj.ledger.training_epsilon(DELTA)
+    epsilon = obj.ledger.training.epsilon(DELTA)
     assert result.protected["training"] == (pytest.approx(epsilon, rel=1e-12), DELTA) and epsilon <= EPS
 
 
@@ -181,7 +181,7 @@ def test_the_choice_evaluates_nothing_private_and_stops_before_the_private_run(m
               plan_options={"methods": ["proxy_then_train"], "num_configurations": 2, "num_repeats": 2})  # fmt: skip
     assert len(trained) == 2 * (2 + 1) + 2  # the proxy's models: 2 repeats of 2 trials + a final, and 2 untuned
     assert at_the_choice == {"evaluations": 0, "trainings": 0, "validations": 0}
-    assert obj.evaluations == 0 and obj.ledger.training_records() == []
+    assert obj.evaluations == 0 and obj.ledger.training.records() == []
 
 
 def test_method_untuned_trains_once_at_the_centre_at_the_whole_epsilon():
@@ -189,11 +189,11 @@ def test_method_untuned_trains_once_at_the_centre_at_the_whole_epsilon():
     result = _tune(obj, INFORMATIVE, method="untuned")
     assert result.method == "untuned" and result.methods is None
     assert result.hyperparameters["lr"] == pytest.approx(math.sqrt(1e-4 * 3.0), rel=1e-9)
-    (record,) = obj.ledger.training_records()
+    (record,) = obj.ledger.training.records()
     assert record.run_id.endswith("-untuned")
     sigma, stated = cp.final_only_noise(epsilon=EPS, delta=DELTA, sample_rate=1 / 8, steps=8)
     assert record.event.noise_multiplier == pytest.approx(sigma, rel=1e-12)
-    epsilon = obj.ledger.training_epsilon(DELTA)
+    epsilon = obj.ledger.training.epsilon(DELTA)
     assert epsilon == pytest.approx(stated, rel=1e-12) and 0.99 * EPS <= epsilon <= EPS
     assert result.protected == {"training": (pytest.approx(epsilon, rel=1e-12), DELTA), "validation": (0.0, DELTA)}
     assert "ONE DP-SGD training at the public defaults" in result.guarantee_report()
@@ -205,9 +205,9 @@ def test_method_subsample_tuning_states_its_split_and_the_ledger_composes_to_it(
     result = _tune(obj, INFORMATIVE, method="subsample_tuning", protect="training",
                    plan_options=None, seed=3)  # fmt: skip
     assert result.method == "subsample_tuning"
-    phase, final = obj.ledger.training_records()
+    phase, final = obj.ledger.training.records()
     assert "Poisson subset" in phase.event.description and final.run_id.endswith("-final")
-    epsilon = obj.ledger.training_epsilon(DELTA)
+    epsilon = obj.ledger.training.epsilon(DELTA)
     assert result.protected == {"training": (pytest.approx(epsilon, rel=1e-9), DELTA), "validation": None}
     assert 0.99 * EPS <= epsilon <= EPS
     assert "tuning share tau = 0.3" in result.guarantee_report()
@@ -231,7 +231,7 @@ def test_the_training_methods_refuse_what_they_do_not_take_before_anything_train
     obj = _objective(INFORMATIVE)
     with pytest.raises(ValueError, match=match):
         _tune(obj, INFORMATIVE, **kwargs)
-    assert obj.evaluations == 0 and obj.ledger.training_records() == []
+    assert obj.evaluations == 0 and obj.ledger.training.records() == []
 
 
 @pytest.mark.privacy_fast
@@ -248,7 +248,7 @@ def test_method_untuned_charges_the_noise_and_epsilon_it_states_fast(monkeypatch
     monkeypatch.setattr(cp, "final_only_noise", lambda **kw: (sigma, alone))
     obj = _objective(INFORMATIVE)
     result = _tune(obj, INFORMATIVE, method="untuned", protect="training")
-    (record,) = obj.ledger.training_records()
+    (record,) = obj.ledger.training.records()
     assert (record.event.noise_multiplier, record.event.sample_rate, record.event.steps) == (sigma, 1 / 8, 8)
-    assert obj.ledger.training_epsilon(DELTA) == pytest.approx(alone, rel=1e-9)
+    assert obj.ledger.training.epsilon(DELTA) == pytest.approx(alone, rel=1e-9)
     assert result.protected["training"] == (pytest.approx(alone, rel=1e-9), DELTA)

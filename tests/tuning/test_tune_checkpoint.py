@@ -226,8 +226,8 @@ def test_a_dp_sgd_objective_resumes_in_a_new_process_with_every_training_charged
         assert torch.equal(a.result.release.theta, b.result.release.theta) and a.noisy_score == b.noisy_score
     # configuration 0 is not trained again; the lost batch and the scores are
     assert len(built) < len(full_built) and built == full_built[len(full_built) - len(built) :]
-    assert [(r.run_id, r.event) for r in resumed.ledger.training_records()] == [
-        (r.run_id, r.event) for r in full.ledger.training_records()
+    assert [(r.run_id, r.event) for r in resumed.ledger.training.records()] == [
+        (r.run_id, r.event) for r in full.ledger.training.records()
     ]
     assert _records(resumed) == _records(full)
     assert resumed.statement.training.epsilon == full.statement.training.epsilon

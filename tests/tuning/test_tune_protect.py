@@ -33,7 +33,7 @@ class CountingObjective(TorchModelTuningObjective):
     r"""Notes the ledger's (training, validation) record counts when each trial starts, and every plain call."""
 
     def train_covered(self, hyperparameters, cover, *, noise_seed=None):
-        self.seen.append((len(self.ledger.training_records()), len(self.ledger.validation_records())))
+        self.seen.append((len(self.ledger.training.records()), len(self.ledger.validation.records())))
         return super().train_covered(hyperparameters, cover, noise_seed=noise_seed)
 
     def __call__(self, X):
@@ -64,15 +64,15 @@ def test_protect_training_releases_the_winner_with_one_training_record_and_no_tr
     result = _tune(obj, protect="training")
     assert result.method == "training_selection"
     assert len(obj.seen) >= 1 and obj.seen == [(1, 0)] * len(obj.seen)  # one record before the first trial
-    (record,) = obj.ledger.training_records()  # and no record per trial after it
-    assert obj.ledger.validation_records() == [] and obj.num_trainings == 0 and obj.calls == 0
+    (record,) = obj.ledger.training.records()  # and no record per trial after it
+    assert obj.ledger.validation.records() == [] and obj.num_trainings == 0 and obj.calls == 0
     assert "private selection over E[K] = 3 DP-SGD training runs" in record.event.description
     # the released hyperparameters are the winning trial's, read back through θ
     selection = result.runs[0].result.result
     assert result.hyperparameters == pytest.approx(selection.hyperparameters, rel=1e-9)
     assert selection.model is not None
     # the guarantee per protected set: the training records at the ledger's ε, the validation users not at all
-    epsilon = obj.ledger.training_epsilon(DELTA)
+    epsilon = obj.ledger.training.epsilon(DELTA)
     assert 0.99 * 3.0 <= epsilon <= 3.0
     assert result.protected == {"training": (pytest.approx(epsilon, rel=1e-12), DELTA), "validation": None}
     assert result.guarantee.epsilon == pytest.approx(epsilon, rel=1e-12)
@@ -94,8 +94,8 @@ def test_protect_both_also_charges_the_validation_users_up_front(small):
     obj = dp_objective(small)
     result = _tune(obj, protect="both")
     assert obj.seen == [(1, 1)] * len(obj.seen) and len(obj.seen) >= 1
-    assert len(obj.ledger.training_records()) == 1 and len(obj.ledger.validation_records()) == 1
-    validation, training = obj.ledger.validation_epsilon(DELTA), obj.ledger.training_epsilon(DELTA)
+    assert len(obj.ledger.training.records()) == 1 and len(obj.ledger.validation.records()) == 1
+    validation, training = obj.ledger.validation.epsilon(DELTA), obj.ledger.training.epsilon(DELTA)
     assert 0.99 * 3.0 <= validation <= 3.0 and 0.99 * 3.0 <= training <= 3.0
     assert result.protected["validation"] == (pytest.approx(validation, rel=1e-12), DELTA)
     assert result.protected["training"] == (pytest.approx(training, rel=1e-12), DELTA)
@@ -112,7 +112,7 @@ def test_protect_none_picks_both_for_a_dp_trained_objective_and_validation_other
         "training",
         "validation",
     }
-    assert len(obj.ledger.validation_records()) == 1
+    assert len(obj.ledger.validation.records()) == 1
     plain = objective(small)
     result = _tune(plain, num_iterations=1, batch_size=2)
     assert result.method == "dp_gibo" and result.protected["training"] is None and plain.calls > 0
@@ -123,7 +123,7 @@ def test_protecting_the_training_records_of_a_plain_objective_is_refused_before_
     obj = objective(small)
     with pytest.raises(ValueError, match=rf"protect='{protect}'.*without DP-SGD"):
         _tune(obj, protect=protect)
-    assert obj.calls == 0 and obj.ledger.validation_records() == [] and obj.ledger.training_records() == []
+    assert obj.calls == 0 and obj.ledger.validation.records() == [] and obj.ledger.training.records() == []
 
 
 @pytest.mark.parametrize(
@@ -140,7 +140,7 @@ def test_what_the_selection_does_not_take_is_refused_by_name_before_anything(sma
     obj = dp_objective(small)
     with pytest.raises(ValueError, match=match):
         _tune(obj, **kw)
-    assert obj.seen == [] and obj.calls == 0 and obj.ledger.training_records() == []
+    assert obj.seen == [] and obj.calls == 0 and obj.ledger.training.records() == []
 
 
 def test_protect_validation_keeps_dp_gibo_and_states_the_composed_cost_up_front(small):
@@ -152,7 +152,7 @@ def test_protect_validation_keeps_dp_gibo_and_states_the_composed_cost_up_front(
     assert result.method == "dp_gibo" and result.protected["training"] is None
     message = next(str(w.message) for w in caught if "DP-SGD training run" in str(w.message))
     trainings = obj.num_trainings
-    assert trainings == len(obj.ledger.training_records()) >= 1
+    assert trainings == len(obj.ledger.training.records()) >= 1
     planned = int(message.split("up to ")[1].split(" ")[0])
     assert planned >= trainings  # the most trainings, stated before the first
     sigma, rate, steps = obj.planned_run()

@@ -42,7 +42,7 @@ def test_delta_at_least_one_over_n_is_refused_before_any_call_when_n_is_known():
     with pytest.raises(ValueError) as caught:
         tune(objective, SPACE, epsilon=1.0, delta=0.01, num_users=300, ledger=ledger, **FAST)
     message = str(caught.value)
-    assert objective.calls == 0 and ledger.validation_records() == []
+    assert objective.calls == 0 and ledger.validation.records() == []
     assert "delta = 0.01 is at least 1/n = 0.00333 (n = 300 users), the threshold" in message
     assert "unsafe_allow_large_delta=True" in message
     # just below 1/n: no refusal, no warning
@@ -61,7 +61,7 @@ def test_without_n_the_first_call_refuses_before_any_release():
             tune(objective, space, epsilon=1.0, delta=0.5, ledger=ledger, **FAST, **kw)
         assert objective.calls == 1
         # DP-GIBO records nothing before its first release; a selection charges its whole curve up front
-        assert ledger.validation_records() == [] or kw.get("method") == "private_random_search"
+        assert ledger.validation.records() == [] or kw.get("method") == "private_random_search"
 
 
 def test_the_opt_in_runs_and_the_result_says_so_in_its_report_and_json():
@@ -72,7 +72,7 @@ def test_the_opt_in_runs_and_the_result_says_so_in_its_report_and_json():
     assert caution.startswith("delta = 0.01 is at least 1/n = 0.00333 (n = 300 users)")
     assert f"WARNING: {caution}" in result.guarantee_report()
     assert json.loads(result.to_json())["warnings"] == [caution]
-    assert objective.calls > 0 and result.ledger.validation_records()
+    assert objective.calls > 0 and result.ledger.validation.records()
 
 
 def test_a_noise_dominated_budget_is_refused_before_any_call_with_the_epsilon_it_needs():
@@ -143,7 +143,7 @@ def test_a_dp_trained_torch_objective_is_refused_for_its_training_records_before
         dp, space = _torch_objective(dp_sgd=DPSGDConfig(noise_multiplier=1.0, max_grad_norm=1.0), noise_seed=0)
     with pytest.raises(ValueError, match=r"delta = 0\.03 is at least 1/n = 0\.02 \(n = 50 training records\)"):
         tune(dp, space, epsilon=1.0, delta=0.03, **FAST)
-    assert dp.num_trainings == 0 and dp.ledger.training_runs == {}
+    assert dp.num_trainings == 0 and dp.ledger.training.runs() == {}
     with pytest.warns(PrivacyWarning, match="noise seed"):
         target, space = _torch_objective(
             dp_sgd=DPSGDConfig(target_epsilon=2.0, target_delta=0.04, planned_runs=20, max_grad_norm=1.0), noise_seed=0

@@ -83,7 +83,7 @@ def _sections(report):
 def _ledger_runs(ledger):
     """{run id: its keys}, read from the ledger's records (independently of the statement)."""
     keys = {}
-    for record in ledger.validation_records():
+    for record in ledger.validation.records():
         keys.setdefault(record.run_id, set()).add(record.key)
     return keys
 
@@ -94,7 +94,7 @@ def test_the_report_names_what_was_protected_and_what_was_not(case):
     protected, unprotected, _ = _sections(result.guarantee_report())
     assert "validation users (replace one user's losses): (epsilon = " in protected
     assert "the number of validation users n" in unprotected and "a final model" in unprotected
-    trained = bool(result.ledger.training_records())
+    trained = bool(result.ledger.training.records())
     assert trained == (case == "dp_sgd")
     if trained:  # the training rows are protected (DP-SGD on this ledger) and so not listed as unprotected
         assert "training records (add or remove one record): (epsilon = " in protected
@@ -141,7 +141,7 @@ def _check_runs(case, result):
         assert (K, total, selections) == (1, 1, 1)
         assert "recorded in the ledger as ONE run" in runs_text and "never the number of trials" in runs_text
         assert "1 private selection (one entry for all its hidden trials)" in report
-    trainings = len(result.ledger.training_records())
+    trainings = len(result.ledger.training.records())
     assert (f"{trainings} training run(s)" in runs_text) == (trainings > 0)
     assert "ledger holds" not in runs_text  # nothing was recorded besides this call's runs
 
@@ -250,7 +250,7 @@ def test_an_enumerate_table_is_its_releases_with_the_ledger_s_charges_and_nothin
             assert torch.equal(torch.tensor(by["iterate", t]["value"], dtype=torch.float64), release.iterates[t])
         assert by["theta", None]["value"] == release.theta.tolist() and by["score", None]["value"] == run.noisy_score
         # each gradient's mu is its ledger record's; the run's rows compose to what the ledger holds for it
-        records = {r.key: r.event.mu for r in ledger.validation_records(run.run_id)}
+        records = {r.key: r.event.mu for r in ledger.validation.records(run.run_id)}
         for t in range(T):
             assert by["gradient", t]["mu"] == records[f"step-{t:04d}"]
             assert by["gradient", t]["epsilon"] == pytest.approx(
@@ -258,17 +258,17 @@ def test_an_enumerate_table_is_its_releases_with_the_ledger_s_charges_and_nothin
             )
         charged = [r["mu"] for r in mine if r["quantity"] != "score" and r["mu"] is not None]
         assert len(charged) == len(records) == T  # a row for every record of the run
-        assert compose_gdp(charged) == pytest.approx(ledger.validation_mu(run.run_id), rel=1e-12)
+        assert compose_gdp(charged) == pytest.approx(ledger.validation.mu(run.run_id), rel=1e-12)
         # an iterate depends on the steps before it
         for t in range(T + 1):
             before = compose_gdp(records[f"step-{s:04d}"] for s in range(t))
             assert by["iterate", t]["epsilon"] == pytest.approx(gdp_epsilon(before, DELTA), rel=1e-12, abs=1e-12)
             assert by["iterate", t]["mu"] is None
     # the K scores compose to the one charge of the scores' release
-    (score_run,) = {r.run_id for r in ledger.validation_records() if r.key == "score"}
+    (score_run,) = {r.run_id for r in ledger.validation.records() if r.key == "score"}
     scores = [r for r in rows if r["quantity"] == "score"]
     assert len(scores) == len(result.runs)
-    assert compose_gdp(r["mu"] for r in scores) == pytest.approx(ledger.validation_mu(score_run), rel=1e-12)
+    assert compose_gdp(r["mu"] for r in scores) == pytest.approx(ledger.validation.mu(score_run), rel=1e-12)
     # last: the chosen hyperparameters in natural units, under the whole procedure's guarantee
     last = rows[-1]
     assert last["quantity"] == "hyperparameters" and last["value"] == result.hyperparameters

@@ -102,7 +102,7 @@ def test_each_configuration_routes_its_values_and_every_training_is_counted():
     assert list(h) == ["lr", "width", "activation", "momentum"] and type(h["width"]) is int
     assert {k: h[k] for k in ("activation", "momentum")} == result.runs[result.chosen].configuration
     # without DP-SGD: nothing on the training side (a new ledger held to μ), the validation side exactly at the target
-    assert result.ledger.training_records() == [] and result.ledger.validation_mu_budget == gdp_mu(2.0, 1e-5)
+    assert result.ledger.training.records() == [] and result.ledger.validation_mu_budget == gdp_mu(2.0, 1e-5)
     assert result.guarantee.mu == pytest.approx(gdp_mu(2.0, 1e-5), rel=1e-12)
     protected, unprotected = result.guarantee_report().split("What was NOT protected:")
     assert result.statement.training is None and "training records" not in protected
@@ -115,7 +115,7 @@ def test_dp_sgd_trainings_are_charged_one_run_each_and_the_composition_is_recomp
     result = _tune(objective)
     trainings = _trainings(result)
     assert result.ledger is objective.ledger  # tune charges the ledger the objective records its runs in
-    runs = objective.ledger.training_runs
+    runs = objective.ledger.training.runs()
     assert len(runs) == trainings == len(recorder.models) == len(objective.runs) == objective.num_trainings
     # each run charged (σ, q, steps) of one epoch of 40 rows in batches of 10
     assert {(e.noise_multiplier, e.sample_rate, e.steps) for e in runs.values()} == {(1.5, 10 / 40, 4)}
@@ -143,7 +143,7 @@ def test_a_bound_copy_shares_the_ledger_pickles_without_it_and_refuses_bad_choic
     assert objective.space.configurations() != [{}] and bound.space.configurations() == [{}]
     bound(torch.tensor([[0.5, 0.5]], dtype=torch.float64))
     assert recorder.models[-1][1] == "tanh" and recorder.optimizers[-1][1] == 0.5
-    assert objective.num_trainings == bound.num_trainings == 1 and len(objective.ledger.training_runs) == 1
+    assert objective.num_trainings == bound.num_trainings == 1 and len(objective.ledger.training.runs()) == 1
     copy = pickle.loads(pickle.dumps(bound))
     assert copy.ledger is None and copy._bound_from is None
     with pytest.raises(ValueError, match="unknown choice 'gelu'"):
@@ -230,8 +230,8 @@ def test_an_executor_trains_the_rows_and_the_caller_charges_them_as_in_a_serial_
     assert pool.submitted == sum(r.result.release.evaluation_points.shape[0] for r in pooled.runs) > 0
     for a, b in zip(serial.runs, pooled.runs, strict=True):
         assert torch.equal(a.result.release.theta, b.result.release.theta) and a.noisy_score == b.noisy_score
-    assert [(r.run_id, r.event) for r in pooled.ledger.training_records()] == [
-        (r.run_id, r.event) for r in serial.ledger.training_records()
+    assert [(r.run_id, r.event) for r in pooled.ledger.training.records()] == [
+        (r.run_id, r.event) for r in serial.ledger.training.records()
     ]
     pool.shutdown()
 

@@ -1,19 +1,28 @@
-r"""DP-GIBO's options as strategy objects, one family per module.
+r"""DP-GIBO's options as strategy objects, one family per module, each family a ``typing.Protocol``.
 
-| family | strategies | module |
-|---|---|---|
-| clip | ``FixedClip``, ``QuantileClip`` | ``clip`` |
-| noise | ``FixedNoise``, ``AdaptiveNorm`` | ``noise`` |
-| projection | ``NoProjection``, ``Projected`` (over the ``SubspaceOracle``s) | ``projection`` |
-| step_rule | ``SGD``, ``AdaGrad``, ``FullMatrixAdaGrad`` (``PrivateGOE``) | ``steps`` |
-| selection | ``Last``, ``MinNoisyNorm``, ``Exponential``, ``NoisyLoss`` | ``selection`` |
-| batches | ``FixedBatches``, ``AdaptiveBatches`` | ``batches`` |
-| fitting | ``NoFitting``, ``SensitiveFitting`` (the unsafe opt-out) | ``fitting`` |
+| family | protocol | strategies | module |
+|---|---|---|---|
+| clip | ``ClipPolicy`` | ``FixedClip``, ``QuantileClip``, ``DecayingClip`` | ``clip``, ``decaying_clip`` |
+| noise | ``NoisePolicy`` | ``FixedNoise``, ``AdaptiveNorm`` | ``noise`` |
+| projection | ``Projection`` | ``NoProjection``, ``Projected`` (over the ``SubspaceOracle``s) | ``projection`` |
+| step_rule | ``StepPolicy`` | ``SGD``, ``AdaGrad``, ``FullMatrixAdaGrad`` (``PrivateGOE``) | ``steps`` |
+| selection | ``IterateSelection`` | ``Last``, ``MinNoisyNorm``, ``Exponential``, ``NoisyLoss`` | ``selection`` |
+| batches | ``BatchRule`` | ``FixedBatches``, ``AdaptiveBatches`` | ``batches`` |
+| fitting | ``Fitting`` | ``NoFitting``, ``SensitiveFitting`` (the unsafe opt-out) | ``fitting`` |
+
+A protocol holds the narrow methods ``Options`` and the loop call over a step's context (the
+``RunPlan``, the users' ``ClippedSum``, the family's record in the ``RunState``); any class
+with them, registered under its family (``@register("noise", "my_schedule")``), plugs in, as
+a ``SubspaceOracle`` does. Variants compose by wrapping: ``QuantileClip`` and ``DecayingClip``
+wrap a ``FixedClip`` and move its bound. Adding one is a module, its ``@register`` line and its
+import here, and a test module (``decaying_clip`` is the example).
 
 ``Options`` bundles one strategy per family; ``BudgetSplit`` gives each its μ. Compatibility
 is declared, not branched: a strategy lists what it ``requires`` and ``provides`` (e.g.
 ``AdaptiveNorm`` provides the ``"noisy_norms"`` that ``MinNoisyNorm`` requires; the private
-preconditioner requires a ``"fixed_basis"``), the strategies it ``conflicts`` with and why
+preconditioner requires a ``"fixed_basis"`` and a ``"fixed_clip_bound"``, which only ``FixedClip``
+provides, so a new clip policy that moves its bound is refused with it unless it says otherwise),
+the strategies it ``conflicts`` with and why
 (the private preconditioner: adaptive clipping and the adaptive schedule), and whether it
 needs a finite ``μ`` (``needs_finite_mu``); ``Options.check`` applies all of it and names
 both parties.
@@ -28,15 +37,34 @@ from typing import Any
 from torch import Tensor
 
 from botorch_dp.optim.options.base import RunPlan
-from botorch_dp.optim.options.batches import AdaptiveBatches, FixedBatches
+from botorch_dp.optim.options.batches import AdaptiveBatches, BatchRule, FixedBatches
 from botorch_dp.optim.options.budget import BudgetSplit, resolved_mu, room_left
-from botorch_dp.optim.options.clip import ClipState, FixedClip, QuantileClip
-from botorch_dp.optim.options.fitting import NoFitting, SensitiveFitting
-from botorch_dp.optim.options.noise import AdaptiveNorm, FixedNoise, NoiseState
-from botorch_dp.optim.options.projection import NoProjection, Projected
-from botorch_dp.optim.options.registry import Strategy, from_spec, lookup, lookup_family, register, registered
-from botorch_dp.optim.options.selection import Evaluated, Exponential, Last, MinNoisyNorm, NoisyLoss
-from botorch_dp.optim.options.steps import SGD, AdaGrad, FullMatrixAdaGrad, PrivateGOE
+from botorch_dp.optim.options.clip import ClipPolicy, ClipState, FixedClip, QuantileClip
+from botorch_dp.optim.options.decaying_clip import DecayingClip
+from botorch_dp.optim.options.fitting import Fitting, NoFitting, SensitiveFitting
+from botorch_dp.optim.options.noise import AdaptiveNorm, FixedNoise, NoisePolicy, NoiseState
+from botorch_dp.optim.options.projection import NoProjection, Projected, Projection, ProjectionRecord
+from botorch_dp.optim.options.registry import (
+    Strategy,
+    StrategyLike,
+    from_spec,
+    lookup,
+    lookup_family,
+    missing_members,
+    register,
+    registered,
+)
+from botorch_dp.optim.options.selection import (
+    Evaluated,
+    EvaluatedSelection,
+    Exponential,
+    IterateSelection,
+    Last,
+    MinNoisyNorm,
+    NoisyLoss,
+    SelectionRecord,
+)
+from botorch_dp.optim.options.steps import SGD, AdaGrad, FullMatrixAdaGrad, PreconditionerRecord, PrivateGOE, StepPolicy
 from botorch_dp.optim.projected import SubspaceTrack
 from botorch_dp.optim.users import Users
 from botorch_dp.privacy.ledger import Gaussian, Meter
@@ -44,35 +72,50 @@ from botorch_dp.privacy.mechanisms import GradientRelease
 
 __all__ = [
     "CAPABILITIES",
+    "FAMILY_PROTOCOLS",
     "SGD",
     "AdaGrad",
     "AdaptiveBatches",
     "AdaptiveNorm",
+    "BatchRule",
     "BudgetSplit",
+    "ClipPolicy",
     "ClipState",
+    "DecayingClip",
     "Evaluated",
+    "EvaluatedSelection",
     "Exponential",
     "FixedBatches",
     "FixedClip",
     "FixedNoise",
+    "Fitting",
     "FullMatrixAdaGrad",
+    "IterateSelection",
     "Last",
     "MinNoisyNorm",
     "NoFitting",
     "NoProjection",
     "NoiseState",
+    "NoisePolicy",
     "NoisyLoss",
     "Options",
+    "PreconditionerRecord",
     "PrivateGOE",
     "Projected",
+    "Projection",
+    "ProjectionRecord",
     "QuantileClip",
     "RunPlan",
+    "SelectionRecord",
     "SensitiveFitting",
     "StepOutcome",
+    "StepPolicy",
     "Strategy",
+    "StrategyLike",
     "from_spec",
     "lookup",
     "lookup_family",
+    "missing_members",
     "register",
     "registered",
     "resolved_mu",
@@ -84,6 +127,21 @@ CAPABILITIES: dict[str, str] = {
     "fixed_basis": (
         "one basis for every step (its released matrices share coordinates): no subspace, or a fixed SubspaceOracle"
     ),
+    "fixed_clip_bound": (
+        "one clip bound for every step (its released matrix sums every step's clipped mean under one sensitivity "
+        "2B/n): clip_bound=<a number> (FixedClip)"
+    ),
+}
+
+#: Each ``Options`` field's family protocol (the field's name is the family's).
+FAMILY_PROTOCOLS: dict[str, type] = {
+    "clip": ClipPolicy,
+    "noise": NoisePolicy,
+    "projection": Projection,
+    "step_rule": StepPolicy,
+    "selection": IterateSelection,
+    "batches": BatchRule,
+    "fitting": Fitting,
 }
 
 
@@ -102,19 +160,34 @@ class StepOutcome:
 class Options:
     r"""One strategy per family: what a run does beyond the plain DP-GIBO step.
 
-    Each field is annotated with its family's type: the base class every strategy of the family
-    derives from (``FixedClip``, ``SGD``, ``Last``, ``FixedBatches``, ``NoFitting``) or the union
-    of the family's strategies (noise, projection); ``Evaluated`` narrows the selection further."""
+    Each field is annotated with its family's protocol (``FAMILY_PROTOCOLS``); a strategy of
+    another family, or one that lacks a member of its protocol, is refused (``TypeError`` naming
+    the field). ``EvaluatedSelection`` narrows the selection when it evaluates the iterates."""
 
-    clip: FixedClip = FixedClip()
-    noise: FixedNoise | AdaptiveNorm = FixedNoise()
-    projection: NoProjection | Projected = NoProjection()
-    step_rule: SGD = SGD()
-    selection: Last = Last()
-    batches: FixedBatches = FixedBatches()
-    fitting: NoFitting = NoFitting()
+    clip: ClipPolicy = FixedClip()
+    noise: NoisePolicy = FixedNoise()
+    projection: Projection = NoProjection()
+    step_rule: StepPolicy = SGD()
+    selection: IterateSelection = Last()
+    batches: BatchRule = FixedBatches()
+    fitting: Fitting = NoFitting()
 
-    def strategies(self) -> list[Strategy]:
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            strategy, protocol = getattr(self, f.name), FAMILY_PROTOCOLS[f.name]
+            family = getattr(strategy, "family", None)
+            if family != f.name:
+                raise TypeError(
+                    f"Options.{f.name} needs a {f.name} strategy (one registered with @register({f.name!r}, "
+                    f"name)), got {type(strategy).__name__} of family {family!r}."
+                )
+            if missing := missing_members(strategy, protocol):
+                raise TypeError(
+                    f"Options.{f.name}: {type(strategy).__name__} does not implement {protocol.__name__}; "
+                    f"it lacks {', '.join(missing)}."
+                )
+
+    def strategies(self) -> list[StrategyLike]:
         return [getattr(self, f.name) for f in fields(self)]
 
     def split(self, privacy_mu: float | None) -> BudgetSplit:
@@ -136,15 +209,15 @@ class Options:
         privacy_mu = resolved_mu(privacy_mu)
         strategies = self.strategies()
         provided = frozenset().union(*(s.provides for s in strategies))
-        for strategy in strategies:
-            for capability in sorted(strategy.requires - provided):
-                raise ValueError(f"{strategy.label} needs {CAPABILITIES.get(capability, capability)}.")
-            if strategy.needs_finite_mu is not None and math.isinf(privacy_mu):
-                raise ValueError(f"{strategy.label} {strategy.needs_finite_mu}; it needs a finite privacy_mu (μ).")
+        for strategy in strategies:  # a named conflict first: it says more than a missing capability
             for other in strategies:
                 reason = strategy.conflicts().get(other.key)
                 if reason is not None:
                     raise ValueError(f"{strategy.label} does not combine with {other.label}: {reason}.")
+            for capability in sorted(strategy.requires - provided):
+                raise ValueError(f"{strategy.label} needs {CAPABILITIES.get(capability, capability)}.")
+            if strategy.needs_finite_mu is not None and math.isinf(privacy_mu):
+                raise ValueError(f"{strategy.label} {strategy.needs_finite_mu}; it needs a finite privacy_mu (μ).")
         if self.selection.charge and not self.selection.charge < privacy_mu:
             raise ValueError(
                 f"The selection's charge μ_sel = {self.selection.charge:.6g} must be below privacy_mu (μ) = "

@@ -6,23 +6,53 @@ r"""Batch rules: how many points each step evaluates and how they are searched (
 ``"greedy"`` (one point at a time), with ``maxiter`` L-BFGS-B iterations per restart (``None``:
 BoTorch's default), and ``speed`` (``"fast"``: closed-form acquisition gradients and warm starts
 from the previous batch moved by the step; ``"reference"``: as before issue 33; see
-``optim.batch_search``). Public computation only: no batch rule spends budget.
+``optim.batch_search``). Public computation only: no batch rule spends budget. ``BatchRule`` is
+the family's protocol; the two rules share the search's settings, not a class.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.batch_search import BATCH_SEARCHES, SEARCH_SPEEDS, BatchSearch, SearchSpeed, search_batch
-from botorch_dp.optim.options.registry import Strategy, register
+from botorch_dp.optim.options.registry import Strategy, StrategyLike, register
 from botorch_dp.privacy.checks import check_positive, check_positive_int
 
-__all__ = ["AdaptiveBatches", "FixedBatches"]
+__all__ = ["AdaptiveBatches", "BatchRule", "FixedBatches"]
+
+
+class BatchRule(StrategyLike, Protocol):
+    r"""How many points each step evaluates and how they are searched (public computation only)."""
+
+    @property
+    def tolerance(self) -> float | None:
+        r"""The trace tolerance the batches are searched to (``None``: a fixed size)."""
+        ...
+
+    def per_step(self, default: int) -> int:
+        r"""The most points a step evaluates (``default``: the projection's suggestion)."""
+        ...
+
+    def select(
+        self,
+        gp: GradientGP,
+        theta: Tensor,
+        bounds: Tensor,
+        generator: torch.Generator,
+        *,
+        basis: Tensor | None,
+        default: int,
+        num_restarts: int,
+        raw_samples: int,
+        previous: Tensor | None = None,
+    ) -> Tensor:
+        r"""The next batch around ``θ_t`` (a ``q x d`` tensor in ``bounds``; public)."""
+        ...
 
 
 def _check_search(search: Any, maxiter: Any, speed: Any) -> None:
@@ -102,14 +132,20 @@ class FixedBatches(Strategy):
 
 @register("batches", "adaptive")
 @dataclass(frozen=True)
-class AdaptiveBatches(FixedBatches):
+class AdaptiveBatches(Strategy):
     r"""Add points until ``tr Σ_D(θ) ≤ tolerance`` or ``max_size`` were added.
 
     Args:
+        size: Must be ``None`` (kept first, so the fields read as before: ``size``, the search's
+            ``search``, ``maxiter`` and ``speed`` as ``FixedBatches``'s, then these two).
         bias_tolerance: The tolerance (the paper's ε; here ε always means the privacy loss).
         max_size: ``b_max`` (``None``: the projection's default).
     """
 
+    size: int | None = None
+    search: BatchSearch = "joint"
+    maxiter: int | None = None
+    speed: SearchSpeed = "fast"
     bias_tolerance: float = 0.1
     max_size: int | None = None
 

@@ -1,19 +1,21 @@
 r"""Clip policies: the bound ``B_t`` each step clips the per-user estimates at.
 
-``FixedClip(B)`` clips every step at ``B``. ``QuantileClip`` (Andrew et al. 2021, "Differentially
-private learning with adaptive clipping"; ``optim.adaptive_clip``) wraps the fixed policy
-and moves its bound each step: the step's clipped sum comes with the number of users within
-``B_t`` from the same pass (``ClippedSum.within``), that count is released with Gaussian
-noise (``μ_C/√T``-GDP, part ``"clip"``), and ``B_{t+1} = B_t exp(−η_C(b̃_t/n − γ))`` is
-post-processing. Nothing else in the loop knows the bound moves: the noise schedule reads
-``Δ_t = 2B_t/n`` off the sum.
+``ClipPolicy`` is the family's protocol: what ``Options`` and the loop call of a clip policy.
+``FixedClip(B)`` clips every step at ``B``, or at the bound a wrapping policy keeps in the
+``ClipState`` (as TF Privacy's adaptive query keeps its sum query's clip in that query's state).
+``QuantileClip`` (Andrew et al. 2021, "Differentially private learning with adaptive clipping";
+``optim.adaptive_clip``) wraps a ``FixedClip`` and moves its bound each step: the step's clipped
+sum comes with the number of users within ``B_t`` from the same pass (``ClippedSum.within``),
+that count is released with Gaussian noise (``μ_C/√T``-GDP, part ``"clip"``), and
+``B_{t+1} = B_t exp(−η_C(b̃_t/n − γ))`` is post-processing. Nothing else in the loop knows the
+bound moves: the noise schedule reads ``Δ_t = 2B_t/n`` off the sum.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from torch import Tensor
 
@@ -26,14 +28,14 @@ from botorch_dp.optim.adaptive_clip import (
     next_clip_bound,
 )
 from botorch_dp.optim.options.base import RunPlan
-from botorch_dp.optim.options.registry import Strategy, register
+from botorch_dp.optim.options.registry import Strategy, StrategyLike, register
 from botorch_dp.optim.users import Users
 from botorch_dp.privacy.checks import check_positive, check_probability
 from botorch_dp.privacy.ledger import Gaussian, Meter
 from botorch_dp.privacy.mechanisms import GaussianClipCountMechanism
 from botorch_dp.privacy.mechanisms.sums import ClippedSum
 
-__all__ = ["ClipState", "FixedClip", "QuantileClip"]
+__all__ = ["ClipPolicy", "ClipState", "FixedClip", "QuantileClip"]
 
 
 @dataclass(frozen=True)
@@ -45,12 +47,55 @@ class ClipState:
     counts: tuple[float, ...] = ()
 
 
+class ClipPolicy(StrategyLike, Protocol):
+    r"""A clip policy: the bound ``B_t`` each step clips the users' estimates at, and what it
+    releases to move it. Its public record is a ``ClipState`` (``bounds``: ``B_0..B_t`` when the
+    bound moves, empty otherwise; ``counts``: what it released).
+
+    A policy that releases something (``bound_parts`` not empty) declares its share of the
+    steps' budget in ``mu_fraction`` (``BudgetSplit.clip_fraction``) and records each release
+    through ``meter`` in ``update``; the ``ClippedSum`` is SENSITIVE and is read only there."""
+
+    @property
+    def mu_fraction(self) -> float | None:
+        r"""``f_C``, the releases' share of ``μ_steps²`` (``None``: it releases nothing)."""
+        ...
+
+    def initial_state(self) -> ClipState:
+        r"""The record before the first step."""
+        ...
+
+    def current(self, state: ClipState) -> float:
+        r"""``B_t``, the bound of the step that starts from ``state`` (public)."""
+        ...
+
+    def bound_parts(self, plan: RunPlan) -> dict[str, Gaussian]:
+        r"""What one step's ``update`` may release, at its largest cost (before any draw)."""
+        ...
+
+    def aggregate(self, users: Users, W: Tensor, state: ClipState) -> ClippedSum:
+        r"""The users' clipped sum of ``W y_i`` at ``current(state)`` (one pass; SENSITIVE)."""
+        ...
+
+    def update(self, summed: ClippedSum, plan: RunPlan, state: ClipState, meter: Meter) -> ClipState:
+        r"""The record after the step: its releases from ``summed``, each recorded through ``meter``."""
+        ...
+
+    def record(self, state: ClipState) -> ClipState:
+        r"""What a release carries of the policy (``PrivateRelease.records["clip"]``), public."""
+        ...
+
+
 @register("clip", "fixed")
 @dataclass(frozen=True)
 class FixedClip(Strategy):
-    r"""Clip every step's estimates at ``bound`` (``B > 0``, finite)."""
+    r"""Clip every step's estimates at ``bound`` (``B > 0``, finite), or at the latest bound in the
+    state when a policy that wraps this one moves it (``QuantileClip``); it releases nothing."""
 
     bound: float = 1.0
+    #: One bound for the whole run (what the private preconditioner needs); a wrapper that moves
+    #: the bound does not pass it on.
+    can_provide = frozenset({"fixed_clip_bound"})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bound", check_positive(self.bound, "clip_bound (B)", allow_inf=False))
@@ -67,8 +112,8 @@ class FixedClip(Strategy):
         return ClipState()
 
     def current(self, state: ClipState) -> float:
-        r"""The bound of the next step."""
-        return self.bound
+        r"""The bound of the next step: the state's latest (a wrapping policy's), else ``bound``."""
+        return state.bounds[-1] if state.bounds else self.bound
 
     def bound_parts(self, plan: RunPlan) -> dict[str, Gaussian]:
         return {}
@@ -80,11 +125,19 @@ class FixedClip(Strategy):
     def update(self, summed: ClippedSum, plan: RunPlan, state: ClipState, meter: Meter) -> ClipState:
         return state
 
+    def record(self, state: ClipState) -> ClipState:
+        r"""What a release carries of the policy (``PrivateRelease.records["clip"]``): the bounds
+        ``B_0..B_t`` and the released counts, all public (empty for a fixed bound)."""
+        return state
+
 
 @register("clip", "adaptive")
 @dataclass(frozen=True)
-class QuantileClip(FixedClip):
+class QuantileClip(Strategy):
     r"""The bound tracks a private ``γ``-quantile of the estimates' norms (Andrew et al. 2021).
+
+    It wraps ``base``, a ``FixedClip(B₀)`` that makes the clipped sums at the bound this policy
+    keeps in the state; the policy adds the count each step releases and the move of the bound.
 
     Args:
         bound: ``B₀ > 0``, the first step's bound (a public choice, e.g. from ``botorch_dp.plan``).
@@ -97,6 +150,7 @@ class QuantileClip(FixedClip):
     quantile: float = DEFAULT_CLIP_QUANTILE
     learning_rate: float = DEFAULT_CLIP_LEARNING_RATE
     fraction: float = DEFAULT_CLIP_MU_FRACTION
+    base: FixedClip = field(init=False, repr=False, compare=False)
     needs_finite_mu = "spends part of a privacy budget on the clip counts"
 
     def __post_init__(self) -> None:
@@ -106,6 +160,7 @@ class QuantileClip(FixedClip):
             self, "learning_rate", check_positive(self.learning_rate, "clip_learning_rate (η_C)", allow_inf=False)
         )
         object.__setattr__(self, "fraction", check_probability(self.fraction, "clip_mu_fraction (f_C)"))
+        object.__setattr__(self, "base", FixedClip(self.bound))
 
     def spec(self) -> dict[str, Any]:
         return {
@@ -121,10 +176,14 @@ class QuantileClip(FixedClip):
         return self.fraction
 
     def initial_state(self) -> ClipState:
-        return ClipState(bounds=(self.bound,))
+        return ClipState(bounds=(self.base.current(self.base.initial_state()),))
 
     def current(self, state: ClipState) -> float:
-        return state.bounds[-1]
+        return self.base.current(state)
+
+    def aggregate(self, users: Users, W: Tensor, state: ClipState) -> ClippedSum:
+        r"""The base's clipped sum at ``B_t`` (the state's latest bound), with its count ``within``."""
+        return self.base.aggregate(users, W, state)
 
     def count_mu(self, plan: RunPlan) -> float:
         r"""``μ_C/√T_max``: one count's GDP parameter (at most ``T_max`` counts compose to ``μ_C``)."""
@@ -134,13 +193,19 @@ class QuantileClip(FixedClip):
         return clip_mu / math.sqrt(plan.iteration_cap)
 
     def bound_parts(self, plan: RunPlan) -> dict[str, Gaussian]:
-        return {CLIP_KEY: Gaussian(self.count_mu(plan))}
+        return {**self.base.bound_parts(plan), CLIP_KEY: Gaussian(self.count_mu(plan))}
 
     def update(self, summed: ClippedSum, plan: RunPlan, state: ClipState, meter: Meter) -> ClipState:
-        r"""Release the count of users within ``B_t`` (from the sum's own pass), then ``B_{t+1}``."""
+        r"""The base's update (nothing), then release the count of users within ``B_t`` (from the
+        sum's own pass) and move to ``B_{t+1}``."""
+        state = self.base.update(summed, plan, state, meter)
         counter = GaussianClipCountMechanism(
             num_users=plan.num_users, generator=plan.generator, chunk_size=plan.chunk_size
         )
         count = counter.release_count(summed.within, self.count_mu(plan), meter=meter, part=CLIP_KEY)
         bound = next_clip_bound(state.bounds[-1], count.count, plan.num_users, self.quantile, self.learning_rate)
         return replace(state, bounds=(*state.bounds, bound), counts=(*state.counts, count.count))
+
+    def record(self, state: ClipState) -> ClipState:
+        r"""The bounds ``B_0..B_t`` and the released counts (public)."""
+        return state

@@ -15,20 +15,47 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from botorch_dp.gradient_gp import GradientGP
-from botorch_dp.optim.options.registry import Strategy, register
+from botorch_dp.optim.options.registry import Strategy, StrategyLike, register
 from botorch_dp.optim.users import InMemoryUsers, Users
 from botorch_dp.privacy.ledger import Gaussian, Meter
 
-__all__ = ["FIT_PART", "NoFitting", "SensitiveFitting"]
+__all__ = ["FIT_PART", "Fitting", "NoFitting", "SensitiveFitting"]
 
 #: The ledger part of a sensitive fit's look at the losses (``μ = inf``: no guarantee).
 FIT_PART = "fit"
+
+
+class Fitting(StrategyLike, Protocol):
+    r"""What a step does with the users and the GP before its releases: nothing (``holds``: the
+    run's guarantee holds), or an UNSAFE look at the losses recorded at ``μ = inf``."""
+
+    @property
+    def holds(self) -> bool:
+        r"""Whether the run keeps its privacy guarantee."""
+        ...
+
+    def bound_parts(self) -> dict[str, Gaussian]:
+        r"""What the fit adds to a step's charge."""
+        ...
+
+    def prepare(
+        self,
+        users: Users,
+        X: Tensor,
+        kernel: Kernel,
+        gp: GradientGP,
+        noise_variance: float,
+        jitter: float,
+        meter: Meter | None = None,
+    ) -> tuple[Users, GradientGP]:
+        r"""The users and GP the step releases from (inside the step's charge, ``meter``)."""
+        ...
 
 
 @register("fitting", "none")
@@ -58,7 +85,7 @@ class NoFitting(Strategy):
 
 @register("fitting", "sensitive")
 @dataclass(frozen=True)
-class SensitiveFitting(NoFitting):
+class SensitiveFitting(Strategy):
     r"""UNSAFE: refit the kernel (``fit(kernel, X, mean_losses)``) and/or standardize the losses."""
 
     fit: Callable[[Kernel, Tensor, Tensor], None] | None = None

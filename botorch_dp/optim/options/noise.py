@@ -2,27 +2,28 @@ r"""Noise schedules of the gradient releases: ``FixedNoise`` (Sopa et al.: every
 ``μ_g/√T``-GDP) and ``AdaptiveNorm`` (Menart et al.: a noisy norm, then the gradient with noise
 scaled to it, under a GDP filter; ``optim.noise_schedule`` holds the arithmetic).
 
-A schedule says what a step may spend (``bound``, before anything is drawn) and makes the
-step's releases from the users' ``ClippedSum`` (``release``). It reads the sensitivity off
-the sum (``2B_t/n``), so a moving clip bound (adaptive clipping) is just a new public ``Δ_t``.
+A schedule (the family's protocol: ``NoisePolicy``) says what a step may spend (``bound``,
+before anything is drawn) and makes the step's releases from the users' ``ClippedSum``
+(``release``). It reads the sensitivity off the sum (``2B_t/n``), so a moving clip bound
+(adaptive clipping) is just a new public ``Δ_t``.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from botorch_dp.optim.noise_schedule import DEFAULT_NORM_MU_FRACTION, AdaptiveNormSchedule, release_adaptive_step
 from botorch_dp.optim.options.base import RunPlan
 from botorch_dp.optim.options.budget import BudgetSplit
-from botorch_dp.optim.options.registry import Strategy, register
+from botorch_dp.optim.options.registry import Strategy, StrategyLike, register
 from botorch_dp.privacy.checks import check_positive, check_positive_int, check_probability
 from botorch_dp.privacy.ledger import Gaussian, Meter, PrivacyBudgetExceeded
 from botorch_dp.privacy.mechanisms import AdaptiveGaussianGradientMechanism, GaussianGradientMechanism, GradientRelease
 from botorch_dp.privacy.mechanisms.sums import ClippedSum
 
-__all__ = ["AdaptiveNorm", "FixedNoise", "NoiseState"]
+__all__ = ["AdaptiveNorm", "FixedNoise", "NoisePolicy", "NoiseState"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,55 @@ class NoiseState:
     noisy_norms: tuple[float, ...] = ()
     norm_mus: tuple[float, ...] = ()
     stopped: bool = False
+
+
+class NoisePolicy(StrategyLike, Protocol):
+    r"""A noise schedule of the gradient releases: how many steps a run may take, what each step
+    may spend (declared before any draw) and the step's releases from the users' clipped sum,
+    each through ``privacy.mechanisms`` and recorded through the step's ``meter`` just before its
+    draw. Its public record is a ``NoiseState`` (``step_mus`` and ``noise_stds`` per step at least;
+    ``stopped`` ends the steps). ``spent`` is the μ of the run's norm and gradient releases so far
+    (the ledger's records) and ``room`` what the ledger has left for this schedule's parts."""
+
+    def iteration_cap(self, num_iterations: int) -> int:
+        r"""The most steps (``T``, or a schedule's own cap)."""
+        ...
+
+    def check(self, split: BudgetSplit, dim: int, num_iterations: int) -> None:
+        r"""Refuse a budget the schedule cannot run on (``ValueError``), before anything is released."""
+        ...
+
+    def bound(self, plan: RunPlan, state: NoiseState, spent: list[float], room: float) -> dict[str, Gaussian]:
+        r"""The step's parts at their largest cost (``PrivacyBudgetExceeded`` when none fits)."""
+        ...
+
+    def release(
+        self,
+        summed: ClippedSum,
+        plan: RunPlan,
+        state: NoiseState,
+        meter: Meter,
+        *,
+        step: int,
+        dim: int,
+        spent: list[float],
+        room: float,
+    ) -> tuple[GradientRelease, NoiseState]:
+        r"""The step's gradient release from ``summed`` (SENSITIVE) at ``Δ_t = 2 summed.bound/n``,
+        and the record after it."""
+        ...
+
+    def noise(self, plan: RunPlan, state: NoiseState, bound: float) -> tuple[float, float]:
+        r"""``(σ, σ/Δ)`` of the latest release at ``bound`` (the next one's before any; public)."""
+        ...
+
+    def restored(self, plan: RunPlan, stored: NoiseState, bounds: list[float]) -> NoiseState:
+        r"""The record of a resumed run from a checkpoint's stored record and the steps' bounds."""
+        ...
+
+    def record(self, state: NoiseState) -> NoiseState:
+        r"""What a release carries of the schedule (``PrivateRelease.records["noise"]``), public."""
+        ...
 
 
 @register("noise", "fixed")
@@ -98,6 +148,11 @@ class FixedNoise(Strategy):
         return NoiseState(
             step_mus=tuple(m.step_mu for m in mechanisms), noise_stds=tuple(m.noise_std for m in mechanisms)
         )
+
+    def record(self, state: NoiseState) -> NoiseState:
+        r"""What a release carries of the schedule (``PrivateRelease.records["noise"]``): its
+        ``NoiseState``, public as a whole."""
+        return state
 
 
 @register("noise", "adaptive_norm")
@@ -223,3 +278,8 @@ class AdaptiveNorm(Strategy):
         std = state.noise_stds[-1] if state.noise_stds else 0.0
         sensitivity = 2.0 * bound / plan.num_users if plan.num_users else 0.0
         return std, (std / sensitivity if std else 0.0)
+
+    def record(self, state: NoiseState) -> NoiseState:
+        r"""What a release carries of the schedule (``PrivateRelease.records["noise"]``): its
+        ``NoiseState``, public as a whole."""
+        return state

@@ -6,24 +6,84 @@ covariance) for each step's public ``d x k`` basis ``Ṽ_t``, projects the estim
 clipping (the users' sum is taken at ``W = Ṽ_tᵀ A``: same sensitivity ``2B/n``, ``k`` noised
 coordinates) and lifts the release back, ``Ṽ_t ũ_t``; with ``acquisition`` the batches are
 chosen for the projected gradient too (spec A5). The bases and released coordinates are
-public and recorded in the run's ``SubspaceTrack``.
+public and recorded in the run's ``SubspaceTrack``. ``Projection`` is the family's protocol.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
 from botorch_dp.gradient_gp import GradientGP
-from botorch_dp.optim.options.registry import Strategy, register
+from botorch_dp.optim.options.registry import Strategy, StrategyLike, register
 from botorch_dp.optim.projected import SubspaceTrack, lift
 from botorch_dp.optim.subspace import SubspaceOracle, check_basis, subspace_from_spec
 from botorch_dp.privacy.mechanisms import GradientRelease
 
-__all__ = ["NoProjection", "Projected"]
+__all__ = ["NoProjection", "Projected", "Projection", "ProjectionRecord"]
+
+
+class Projection(StrategyLike, Protocol):
+    r"""A projection of the per-user estimates on a public basis ``Ṽ_t`` (``d x k``): the step's
+    basis (``None``: all ``d`` coordinates), the acquisition's, the batch size it suggests, how
+    many coordinates a step noises, and the lift of a release back to ``θ``'s coordinates. The
+    basis is computed from public values only (``θ_t``, the GP before the step's batch, the
+    track); its records go in the run's ``SubspaceTrack``."""
+
+    def basis(self, theta: Tensor, gp: GradientGP, track: SubspaceTrack) -> Tensor | None:
+        r"""``Ṽ_t`` of the step at ``θ_t`` (``d x k``), or ``None``."""
+        ...
+
+    def acquisition_basis(self, theta: Tensor, gp: GradientGP, track: SubspaceTrack) -> Tensor | None:
+        r"""The basis the batch search projects on, or ``None``."""
+        ...
+
+    def default_batch_size(self, dim: int) -> int:
+        r"""The batch size a fixed batch rule without ``size`` uses."""
+        ...
+
+    def released_dim(self, dim: int) -> int:
+        r"""How many coordinates a step noises."""
+        ...
+
+    def check(self, dim: int) -> None:
+        r"""Refuse a projection that cannot run in ``d`` dimensions (``ValueError``)."""
+        ...
+
+    def lift(
+        self, release: GradientRelease, basis: Tensor | None, track: SubspaceTrack, record: bool
+    ) -> tuple[GradientRelease, SubspaceTrack]:
+        r"""The release in ``θ``'s coordinates and the track after it (``record``: keep the
+        released coordinates, which the step rule asks for)."""
+        ...
+
+    def record(self, track: SubspaceTrack) -> ProjectionRecord:
+        r"""What a release carries of the projection (``PrivateRelease.records["projection"]``)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ProjectionRecord:
+    r"""What a release carries of the projection (``PrivateRelease.records["projection"]``), public.
+
+    Attributes:
+        bases: The ``d x k`` basis ``Ṽ_t`` of each step (empty without a subspace); the released
+            gradients are then ``Ṽ_t ũ_t``.
+        coordinates: The released coordinates ``ũ_t`` of each step (``k`` of them; ``d`` without a
+            subspace), kept with a subspace or when the step rule keeps them (the private
+            preconditioner); else empty.
+    """
+
+    bases: tuple[Tensor, ...] = ()
+    coordinates: tuple[Tensor, ...] = ()
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        r"""``k`` of each step's subspace (empty without a subspace)."""
+        return tuple(V.shape[1] for V in self.bases)
 
 
 @register("projection", "none")
@@ -58,6 +118,10 @@ class NoProjection(Strategy):
         if not record:
             return release, track
         return release, replace(track, coordinates=(*track.coordinates, release.gradient))
+
+    def record(self, track: SubspaceTrack) -> ProjectionRecord:
+        r"""The released coordinates the track keeps (no basis: ``Ṽ_t = I``)."""
+        return ProjectionRecord(coordinates=track.coordinates)
 
 
 @register("projection", "subspace")
@@ -140,3 +204,7 @@ class Projected(Strategy):
             raise ValueError(f"{self.label} lifts a release from its basis Ṽ_t, got basis=None.")
         track = replace(track, bases=(*track.bases, basis), coordinates=(*track.coordinates, release.gradient))
         return lift(release, basis), track
+
+    def record(self, track: SubspaceTrack) -> ProjectionRecord:
+        r"""Each step's public basis and released coordinates (never the track's SENSITIVE columns)."""
+        return ProjectionRecord(track.bases, track.coordinates)

@@ -4,18 +4,35 @@ A strategy class registers under its family and name with ``@register("noise", "
 ``lookup`` turns a name into the class (an unknown one gets an error that lists the
 registered names) and ``from_spec`` rebuilds a strategy from its ``spec()``, for registered
 kinds only (an allow-list: nothing else is ever constructed from a checkpoint).
+
+A family's type is a ``typing.Protocol`` in the family's module (``ClipPolicy``, ``NoisePolicy``,
+``Projection``, ``StepPolicy``, ``IterateSelection``, ``BatchRule``, ``Fitting``), each extending
+``StrategyLike``, what ``Options.check`` and ``Options.describe`` read of every strategy. Any class
+that has a family's members and is registered under it plugs in; ``Strategy`` is an optional base
+that gives ``StrategyLike``'s defaults. ``missing_members`` names what a class lacks of a protocol.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from botorch_dp.privacy.checks import did_you_mean
 
-__all__ = ["CONFIG_FIELDS", "Strategy", "from_spec", "lookup", "lookup_family", "register", "registered"]
+__all__ = [
+    "CONFIG_FIELDS",
+    "Strategy",
+    "StrategyLike",
+    "from_spec",
+    "lookup",
+    "lookup_family",
+    "missing_members",
+    "register",
+    "registered",
+]
 
-_REGISTRY: dict[str, dict[str, type[Strategy]]] = {}
+_REGISTRY: dict[str, dict[str, type]] = {}
 #: The ``DPGIBOConfig`` field each family is set by (how error messages name a strategy).
 CONFIG_FIELDS = {
     "clip": "clip_bound",
@@ -28,12 +45,46 @@ CONFIG_FIELDS = {
 }
 
 
+class StrategyLike(Protocol):
+    r"""What ``Options`` reads of every strategy, whatever its family: its family and registered
+    name (set by ``register``), the capabilities it ``requires`` of the others and ``provides``
+    them, why it needs a finite ``privacy_mu`` if it does (``needs_finite_mu``), its ``key`` (what
+    another strategy's ``conflicts`` names it by), its ``label`` in error messages, the strategies
+    it cannot run with (``conflicts``) and an exact ``spec()``. ``Strategy`` implements all of it."""
+
+    @property
+    def family(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def requires(self) -> frozenset[str]: ...
+
+    @property
+    def provides(self) -> frozenset[str]: ...
+
+    @property
+    def needs_finite_mu(self) -> str | None: ...
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
+
+    def conflicts(self) -> dict[str, str]: ...
+
+    def spec(self) -> dict[str, Any]: ...
+
+
 class Strategy:
-    r"""What every option strategy has: its family and registered name, the capabilities it
-    needs from the other strategies (``requires``) and gives them (``provides``; a class lists
-    what its instances may give in ``can_provide``), the strategies it cannot run with and why
-    (``conflicts``), why it needs a finite ``privacy_mu`` if it does (``needs_finite_mu``), and an
-    exact ``spec()``."""
+    r"""An optional base that implements ``StrategyLike`` with defaults: its family and registered
+    name, the capabilities it needs from the other strategies (``requires``) and gives them
+    (``provides``; a class lists what its instances may give in ``can_provide``), the strategies
+    it cannot run with and why (``conflicts``, none), why it needs a finite ``privacy_mu`` if it
+    does (``needs_finite_mu``), an exact ``spec()`` (the kind alone) and ``from_spec`` (the
+    class's constructor over the spec's other keys)."""
 
     family: ClassVar[str] = ""
     name: ClassVar[str] = ""
@@ -70,30 +121,57 @@ class Strategy:
         return cls(**{k: v for k, v in spec.items() if k != "kind"})
 
 
-_C = TypeVar("_C", bound=type[Strategy])
-_S = TypeVar("_S", bound=Strategy)
+_C = TypeVar("_C", bound=type)
+
+
+def missing_members(strategy: Any, protocol: type) -> tuple[str, ...]:
+    r"""The public members of ``protocol`` (a ``typing.Protocol`` and the protocols it extends)
+    that ``strategy`` (a class, or an instance) lacks, sorted; empty when it has them all. A
+    member counts as there when the class defines or declares it (a class attribute, a method, a
+    property, an annotated field such as a dataclass field without a default) or, for an
+    instance, when the instance holds it. Properties are not evaluated; signatures are mypy's to
+    check (``Options``' fields are annotated with the protocols)."""
+    cls = strategy if isinstance(strategy, type) else type(strategy)
+    missing = _missing_in_class(cls, protocol)
+    own = {} if strategy is cls else getattr(strategy, "__dict__", {})
+    return tuple(name for name in missing if name not in own)
+
+
+@functools.cache
+def _missing_in_class(cls: type, protocol: type) -> tuple[str, ...]:
+    members = {
+        name
+        for base in protocol.__mro__
+        if Protocol in base.__bases__
+        for name in (*vars(base), *getattr(base, "__annotations__", {}))
+        if not name.startswith("_")
+    }
+    declared = [(vars(k), getattr(k, "__annotations__", {})) for k in cls.__mro__]
+    return tuple(sorted(name for name in members if not any(name in d or name in a for d, a in declared)))
 
 
 def register(family: str, name: str) -> Callable[[_C], _C]:
-    r"""Class decorator: register a strategy class under ``family`` and ``name``."""
+    r"""Class decorator: register a strategy class under ``family`` and ``name`` (it gets them as
+    its ``family`` and ``name``); a name already taken in the family is refused."""
 
     def decorate(cls: _C) -> _C:
         table = _REGISTRY.setdefault(family, {})
         if name in table:
             raise ValueError(f"A {family} strategy named {name!r} is already registered ({table[name].__name__}).")
-        cls.family, cls.name = family, name
+        named: Any = cls  # any class may register; it gets the family's and its own name
+        named.family, named.name = family, name
         table[name] = cls
         return cls
 
     return decorate
 
 
-def registered(family: str) -> dict[str, type[Strategy]]:
+def registered(family: str) -> dict[str, type]:
     r"""The registered classes of ``family``, by name."""
     return dict(_REGISTRY.get(family, {}))
 
 
-def lookup(family: str, name: Any, what: str | None = None) -> type[Strategy]:
+def lookup(family: str, name: Any, what: str | None = None) -> type:
     r"""The class registered as ``name`` in ``family``; ``ValueError`` naming the registered ones."""
     table = _REGISTRY.get(family, {})
     if not isinstance(name, str) or name not in table:
@@ -104,16 +182,22 @@ def lookup(family: str, name: Any, what: str | None = None) -> type[Strategy]:
     return table[name]
 
 
-def lookup_family(family: str, name: Any, base: type[_S], what: str | None = None) -> type[_S]:
-    r"""``lookup``, and the class must derive from the family's type ``base`` (``TypeError`` if not)."""
+def lookup_family(family: str, name: Any, protocol: type, what: str | None = None) -> type[Any]:
+    r"""``lookup``, and the class must implement the family's ``protocol`` (``TypeError`` naming the
+    members it lacks if not); a plain class as ``protocol``: the class must derive from it."""
     cls = lookup(family, name, what)
-    if not issubclass(cls, base):
-        raise TypeError(f"The {family} strategy {name!r} ({cls.__name__}) does not derive from {base.__name__}.")
+    what_cls = f"The {family} strategy {name!r} ({cls.__name__})"
+    if Protocol not in protocol.__bases__:
+        if not issubclass(cls, protocol):
+            raise TypeError(f"{what_cls} does not derive from {protocol.__name__}.")
+    elif missing := missing_members(cls, protocol):
+        raise TypeError(f"{what_cls} does not implement {protocol.__name__}: it lacks {', '.join(missing)}.")
     return cls
 
 
-def from_spec(family: str, spec: Any) -> Strategy:
-    r"""Rebuild a strategy from ``spec()`` (registered kinds only)."""
+def from_spec(family: str, spec: Any) -> Any:
+    r"""Rebuild a strategy from ``spec()`` (registered kinds only: the class's ``from_spec``)."""
     if not isinstance(spec, Mapping) or "kind" not in spec:
         raise ValueError(f"A {family} spec must be a mapping with a 'kind', got {spec!r}.")
-    return lookup(family, spec["kind"]).from_spec(spec)
+    cls: Any = lookup(family, spec["kind"])
+    return cls.from_spec(spec)

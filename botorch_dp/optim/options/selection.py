@@ -4,25 +4,98 @@ r"""Which iterate a run returns (Menart et al.; ``optim.selection``).
 needs a schedule that releases norms) are free post-processing. ``Exponential(ε, C)`` and
 ``NoisyLoss(μ, C)`` evaluate the iterates ``θ_0..θ_T`` on the users once more and choose
 privately from their clamped loss sums (part ``"select"``); their charge ``μ_sel`` comes off
-the top of the budget (``BudgetSplit``).
+the top of the budget (``BudgetSplit``). ``IterateSelection`` is the family's protocol and
+``EvaluatedSelection`` that of the rules that evaluate the iterates; ``Evaluated`` is the shared
+part of the two evaluated rules here (their release), not the family's type.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
 
-from botorch_dp.optim.options.registry import Strategy, register
+from botorch_dp.optim.options.registry import Strategy, StrategyLike, register
 from botorch_dp.optim.selection import SELECTION_KEY, min_noisy_norm_index
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
 from botorch_dp.privacy.checks import check_positive
 from botorch_dp.privacy.ledger import Gaussian, Meter, PureDP
 from botorch_dp.privacy.mechanisms import ExponentialLossSelection, NoisyLossSelection, SelectionRelease
 
-__all__ = ["Evaluated", "Exponential", "Last", "MinNoisyNorm", "NoisyLoss"]
+__all__ = [
+    "Evaluated",
+    "EvaluatedSelection",
+    "Exponential",
+    "IterateSelection",
+    "Last",
+    "MinNoisyNorm",
+    "NoisyLoss",
+    "SelectionRecord",
+]
+
+
+class IterateSelection(StrategyLike, Protocol):
+    r"""Which iterate a run returns: a free rule picks its ``index`` from public values (the
+    number of iterates, the released noisy norms); an ``evaluated`` one (``EvaluatedSelection``)
+    evaluates the iterates on the users once more and chooses privately, charged ``μ_sel``
+    (``charge``) off the top of the budget."""
+
+    @property
+    def evaluated(self) -> bool:
+        r"""Whether the rule evaluates the iterates (then it is an ``EvaluatedSelection``)."""
+        ...
+
+    @property
+    def charge(self) -> float:
+        r"""``μ_sel``, the selection's GDP charge (0 for a free rule)."""
+        ...
+
+    def index(self, num_iterates: int, noisy_norms: tuple[float, ...]) -> int:
+        r"""The returned iterate's index (free rules; post-processing)."""
+        ...
+
+    def record(
+        self, num_iterates: int, noisy_norms: tuple[float, ...], chosen: int | None, scores: Tensor | None
+    ) -> SelectionRecord:
+        r"""The returned iterate given the released ``noisy_norms`` and an evaluated rule's ``chosen``
+        index and released ``scores`` (``PrivateRelease.records["selection"]``)."""
+        ...
+
+
+@runtime_checkable
+class EvaluatedSelection(IterateSelection, Protocol):
+    r"""A rule that chooses privately from the iterates' clamped loss sums, recorded as ``"select"``."""
+
+    @property
+    def loss_clip(self) -> float:
+        r"""``C``: each loss is clamped to ``[0, C]``."""
+        ...
+
+    def event(self) -> PureDP | Gaussian:
+        r"""What the selection spends (charged before its draw)."""
+        ...
+
+    def release(
+        self, sums: Tensor, num_users: int, meter: Meter, generator: torch.Generator | None
+    ) -> SelectionRelease:
+        r"""Choose from the candidates' clamped loss sums (SENSITIVE), recorded through ``meter``."""
+        ...
+
+
+@dataclass(frozen=True)
+class SelectionRecord:
+    r"""What a release carries of the selection (``PrivateRelease.records["selection"]``), public.
+
+    Attributes:
+        index: ``j`` with ``theta = iterates[j]`` (``None`` while an evaluated choice is still to
+            be made).
+        scores: The released noisy mean losses of the iterates (``NoisyLoss``), else ``None``.
+    """
+
+    index: int | None
+    scores: Tensor | None = None
 
 
 @register("selection", "last")
@@ -41,25 +114,52 @@ class Last(Strategy):
         r"""The returned iterate's index (free rules only)."""
         return num_iterates - 1
 
+    def record(
+        self, num_iterates: int, noisy_norms: tuple[float, ...], chosen: int | None, scores: Tensor | None
+    ) -> SelectionRecord:
+        r"""The returned iterate of ``num_iterates``, given the released ``noisy_norms`` and an
+        evaluated rule's ``chosen`` index and released ``scores`` (which a free rule ignores)."""
+        return SelectionRecord(self.index(num_iterates, noisy_norms))
+
 
 @register("selection", "min_noisy_norm")
 @dataclass(frozen=True)
-class MinNoisyNorm(Last):
+class MinNoisyNorm(Strategy):
     r"""Return the iterate whose released noisy gradient norm is smallest (post-processing)."""
 
+    evaluated = False
     requires = frozenset({"noisy_norms"})
+
+    @property
+    def charge(self) -> float:
+        return 0.0
 
     def index(self, num_iterates: int, noisy_norms: tuple[float, ...]) -> int:
         return min_noisy_norm_index(noisy_norms) if noisy_norms else num_iterates - 1
 
+    def record(
+        self, num_iterates: int, noisy_norms: tuple[float, ...], chosen: int | None, scores: Tensor | None
+    ) -> SelectionRecord:
+        r"""The iterate with the smallest released noisy norm (post-processing)."""
+        return SelectionRecord(self.index(num_iterates, noisy_norms))
 
-class Evaluated(Last):
-    r"""A rule that evaluates the iterates and chooses privately (recorded as ``"select"``)."""
+
+class Evaluated(Strategy):
+    r"""The shared part of ``Exponential`` and ``NoisyLoss``: a rule that evaluates the iterates and
+    chooses privately through its ``mechanism`` (recorded as ``"select"``)."""
 
     evaluated = True
     needs_finite_mu = "spends budget"
     #: ``C``: the losses are clamped to ``[0, C]`` (a field of each evaluated rule; this class is no dataclass)
     loss_clip: float
+
+    @property
+    def charge(self) -> float:
+        raise NotImplementedError
+
+    def index(self, num_iterates: int, noisy_norms: tuple[float, ...]) -> int:
+        r"""The last iterate's index (what the run holds until the private choice is made)."""
+        return num_iterates - 1
 
     def event(self) -> PureDP | Gaussian:
         r"""What the selection spends (``"select"``)."""
@@ -73,6 +173,12 @@ class Evaluated(Last):
     ) -> SelectionRelease:
         r"""Choose from the candidates' clamped loss sums (SENSITIVE), recorded as ``"select"``."""
         return self.mechanism(generator).release_sums(sums, num_users, meter=meter, part=SELECTION_KEY)
+
+    def record(
+        self, num_iterates: int, noisy_norms: tuple[float, ...], chosen: int | None, scores: Tensor | None
+    ) -> SelectionRecord:
+        r"""The private choice (``None`` until made) and its released scores (a copy)."""
+        return SelectionRecord(chosen, None if scores is None else scores.clone())
 
 
 @register("selection", "exponential")

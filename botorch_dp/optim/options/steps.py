@@ -4,20 +4,21 @@ r"""Step rules: how a released gradient moves ``θ`` (post-processing; ``optim.s
 preconditioner policy: ``"noisy"`` and ``"noisy_debiased"`` are built from the released
 gradients (free); ``PrivateGOE`` releases the clean preconditioner ``(Σ ū ūᵀ)^{1/2}`` with
 GOE noise each step (part ``"precond"``, ``μ_H/√T``-GDP, ``μ_H = μ_steps√f_H``), which needs
-one fixed basis.
+one fixed basis. ``StepPolicy`` is the family's protocol; ``FullMatrixAdaGrad`` implements it on
+its own (it is no ``SGD``) and composes its preconditioner policy as a value.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import Tensor
 
 from botorch_dp.optim.options.base import RunPlan
-from botorch_dp.optim.options.registry import Strategy, register
+from botorch_dp.optim.options.registry import Strategy, StrategyLike, register
 from botorch_dp.optim.projected import SubspaceTrack
 from botorch_dp.optim.step_rules import PRECONDITIONERS, Preconditioner, StepRule, make_step_optimizer
 from botorch_dp.privacy.checks import check_positive
@@ -25,9 +26,62 @@ from botorch_dp.privacy.ledger import Gaussian, Meter
 from botorch_dp.privacy.mechanisms import GOEPreconditionerMechanism
 from botorch_dp.privacy.mechanisms.sums import ClippedSum
 
-__all__ = ["SGD", "AdaGrad", "FullMatrixAdaGrad"]
+__all__ = ["SGD", "AdaGrad", "FullMatrixAdaGrad", "PreconditionerRecord", "StepPolicy"]
 
 PRECONDITIONER_KEY = "precond"
+
+
+class StepPolicy(StrategyLike, Protocol):
+    r"""A step rule: the ``torch.optim`` optimizer that moves ``θ`` by the released gradients
+    (post-processing), and what the rule itself releases from a step's clipped sum (``observe``:
+    each release recorded through ``meter``; ``bound_parts`` declares them before any draw, and
+    ``mu_fraction`` their share of ``μ_steps²``, ``BudgetSplit.precond_fraction``)."""
+
+    @property
+    def mu_fraction(self) -> float | None:
+        r"""``f_H``, the rule's releases' share of ``μ_steps²`` (``None``: it releases nothing)."""
+        ...
+
+    @property
+    def keeps_coordinates(self) -> bool:
+        r"""Whether the run records the released coordinates for this rule."""
+        ...
+
+    def make_optimizer(self, theta: Tensor, step_size: float) -> torch.optim.Optimizer:
+        r"""The optimizer of ``θ`` (a ``d``-vector) at step size ``η``."""
+        ...
+
+    def bound_parts(self, plan: RunPlan) -> dict[str, Gaussian]:
+        r"""What one step's ``observe`` may release, at its largest cost."""
+        ...
+
+    def observe(self, summed: ClippedSum, plan: RunPlan, track: SubspaceTrack, meter: Meter) -> SubspaceTrack:
+        r"""The rule's releases from the step's clipped sum (SENSITIVE), and the track after them."""
+        ...
+
+    def extras(self, basis: Tensor | None, noise_std: float, track: SubspaceTrack) -> dict[str, Any]:
+        r"""Public keyword arguments of the optimizer's ``step``."""
+        ...
+
+    def record(self, plan: RunPlan, track: SubspaceTrack) -> PreconditionerRecord:
+        r"""What a release carries of the rule (``PrivateRelease.records["step_rule"]``), public."""
+        ...
+
+
+@dataclass(frozen=True)
+class PreconditionerRecord:
+    r"""What a release carries of the step rule (``PrivateRelease.records["step_rule"]``), public;
+    empty unless the rule releases a preconditioner (``PrivateGOE``).
+
+    Attributes:
+        preconditioners: The released ``k x k`` ``Ĝ_t`` of each step.
+        mus: ``μ_H/√T``, the GDP parameter of each of those releases.
+        noise_stds: ``σ_B(t)`` of each (GOE scale).
+    """
+
+    preconditioners: tuple[Tensor, ...] = ()
+    mus: tuple[float, ...] = ()
+    noise_stds: tuple[float, ...] = ()
 
 
 @register("step_rule", "sgd")
@@ -61,6 +115,10 @@ class SGD(Strategy):
         r"""Keyword arguments of the optimizer's ``step`` (none)."""
         return {}
 
+    def record(self, plan: RunPlan, track: SubspaceTrack) -> PreconditionerRecord:
+        r"""What the rule released (nothing)."""
+        return PreconditionerRecord()
+
 
 @register("step_rule", "adagrad")
 @dataclass(frozen=True)
@@ -76,7 +134,7 @@ class PrivateGOE(Strategy):
     ``μ_steps²`` (default 0.5: ``μ_g = μ_H = μ_steps/√2``)."""
 
     mu_fraction: float = 0.5
-    requires = frozenset({"fixed_basis"})
+    requires = frozenset({"fixed_basis", "fixed_clip_bound"})
 
     def __post_init__(self) -> None:
         fraction = check_positive(self.mu_fraction, "preconditioner_mu_fraction", allow_inf=False)
@@ -86,7 +144,7 @@ class PrivateGOE(Strategy):
 
 @register("step_rule", "adagrad_full")
 @dataclass(frozen=True)
-class FullMatrixAdaGrad(SGD):
+class FullMatrixAdaGrad(Strategy):
     r"""Full-matrix AdaGrad (Kairouz et al.) with ``preconditioner`` ``"noisy"``,
     ``"noisy_debiased"`` or a ``PrivateGOE``."""
 
@@ -195,6 +253,15 @@ class FullMatrixAdaGrad(SGD):
             extras["released_preconditioner"] = track.preconditioners[-1]
             extras["preconditioner_noise_std"] = track.preconditioner_noise_stds[-1]
         return extras
+
+    def record(self, plan: RunPlan, track: SubspaceTrack) -> PreconditionerRecord:
+        r"""With ``PrivateGOE``: each released ``Ĝ_t`` with its ``μ_H/√T`` and ``σ_B(t)`` (never the
+        track's SENSITIVE columns); else nothing."""
+        if self.private is None:
+            return PreconditionerRecord()
+        mu = _precond_mu(plan) / math.sqrt(plan.iteration_cap)
+        count = len(track.preconditioners)
+        return PreconditionerRecord(track.preconditioners, (mu,) * count, track.preconditioner_noise_stds)
 
 
 def _precond_mu(plan: RunPlan) -> float:

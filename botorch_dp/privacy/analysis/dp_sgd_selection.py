@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from botorch_dp.privacy.analysis.private_selection import DISTRIBUTIONS, private_selection_rdp_curve
+from botorch_dp.privacy.analysis.private_selection import ALL_DISTRIBUTIONS, private_selection_rdp_curve
 from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS
 from botorch_dp.privacy.analysis.selection_profile import PrivacyProfile, max_privacy_profile
 from botorch_dp.privacy.checks import check_choice, check_history_entry, check_positive
@@ -197,15 +197,17 @@ def selection_training_rdp(
     tnb_eta: float = 1.0,
     base_delta: Callable[[float], float] | None = None,
     orders: Sequence[float] = DEFAULT_RDP_ORDERS,
+    binomial_rounds: int | None = None,
 ) -> tuple[float, ...]:
     r"""The whole selection's RDP curve ``ε'(λ_i)`` on the ledger's grid, to be recorded ONCE.
 
-    Papernot & Steinke's bound (Thm. 2, truncated negative binomial; Thm. 6, Poisson) of
+    Papernot & Steinke's bound (Thm. 2, truncated negative binomial; Thm. 6, Poisson; their generic
+    pgf bound for the binomial) of
     ``private_selection_rdp_curve`` over the trial's (or the reference) curve, at each order of
     ``orders`` — by default ``DEFAULT_RDP_ORDERS``, which is the training ledger's
     ``TRAINING_RDP_ORDERS``. Record it before the first trial as one training mechanism, e.g.
     ``TrainingMechanism(description, selection_training_rdp(...))`` or
-    ``ledger.record_training_mechanism(run_id, rdp=..., description=...)``; no per-trial
+    ``ledger.external.record(TrainingMechanism.from_rdp(description, rdp), run_id=...)``; no per-trial
     training run may be recorded (their count would reveal ``K``). The tighter profile bound
     (``selection_epsilon_pld``) is recorded instead as one ``(ε, δ)`` entry (``ApproximateDP``), which
     the ledger composes with its other entries by basic composition
@@ -215,17 +217,23 @@ def selection_training_rdp(
     Args:
         base_rdp: ``α ↦ ε(α)`` of one trial (e.g. ``dp_sgd_rdp_curve``, ``reference_trial_curves``).
         mean_trials: ``E[K]``.
-        distribution: ``"truncated_negative_binomial"`` or ``"poisson"`` (no RDP bound is
-            implemented for the binomial).
+        distribution: ``"truncated_negative_binomial"``, ``"poisson"`` or ``"binomial"``.
         tnb_eta: ``η`` of the truncated negative binomial.
-        base_delta: ``ε ↦ δ(ε)`` of one trial for the Poisson bound (``None``: from ``base_rdp``).
+        base_delta: ``ε ↦ δ(ε)`` of one trial for the Poisson and binomial bounds (``None``: from
+            ``base_rdp``).
         orders: The grid (default: the ledger's).
+        binomial_rounds: ``m`` of the binomial (required for it).
 
     Returns:
         ``ε'(λ_i) ≥ 0`` per order (``inf`` allowed), a tuple.
     """
-    check_choice(distribution, "distribution", DISTRIBUTIONS)
+    check_choice(distribution, "distribution", ALL_DISTRIBUTIONS)
     curve = private_selection_rdp_curve(
-        base_rdp, base_delta=base_delta, mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta
+        base_rdp,
+        base_delta=base_delta,
+        mean_trials=mean_trials,
+        distribution=distribution,
+        tnb_eta=tnb_eta,
+        binomial_rounds=binomial_rounds,
     )
     return tuple(curve(float(a)) for a in orders)

@@ -3,7 +3,11 @@ r"""Privacy analysis of private selection (Papernot & Steinke, ICLR 2022).
 Releasing the best of ``K`` runs of a mechanism, with ``K`` drawn from a truncated
 negative binomial ``D_{η,γ}`` (η = 1: geometric, η = 0: logarithmic) or a Poisson
 distribution, is Rényi-DP with the bounds of P&S Thm. 2 (truncated negative binomial)
-and Thm. 6 (Poisson); ``analysis.rdp.rdp_to_epsilon`` converts them to ``(ε, δ)``.
+and Thm. 6 (Poisson); ``analysis.rdp.rdp_to_epsilon`` converts them to ``(ε, δ)``. For a
+binomial ``K ~ Binomial(m, γ)`` (Koskela, Redberg & Wang, ICML 2024) the bound is P&S's
+generic probability-generating-function bound, derived and computed here
+(``_pgf_selection_curve``) for any ``K`` with the mass of the empty output ``⊥`` (``K = 0``)
+kept explicit.
 The base mechanism (one run) is given by its RDP curve ``α ↦ ε(α)`` and, for the
 Poisson bound, its privacy profile ``ε ↦ δ(ε)`` (``private_selection_rdp_generic``,
 ``private_selection_epsilon_generic``), e.g. an AMP training run
@@ -24,7 +28,9 @@ import numpy as np
 
 from botorch_dp.privacy.analysis.gdp import gdp_delta
 from botorch_dp.privacy.analysis.private_selection_trials import (
+    ALL_DISTRIBUTIONS,
     DISTRIBUTIONS,
+    binomial_probability,
     num_trials_tail,
     poisson_mean_for_tail,
     sample_num_trials,
@@ -36,6 +42,7 @@ from botorch_dp.privacy.analysis.rdp import DEFAULT_RDP_ORDERS, rdp_curve_delta,
 from botorch_dp.privacy.checks import check_choice, check_delta, check_greater, check_positive
 
 __all__ = [
+    "ALL_DISTRIBUTIONS",
     "DISTRIBUTIONS",
     "num_trials_tail",
     "per_trial_mu_for_epsilon",
@@ -113,6 +120,91 @@ def _zcdp_tnb_hat_term(rho: float, log_inv_gamma: float) -> float:
     return (order_hat - 1.0) * rho + log_inv_gamma / order_hat
 
 
+# q' grid of the generic bound: dense in log scale near 0 and near 1; ε̂ grid of the tests' constraints
+_TEST_POWERS = np.unique(np.concatenate([[0.0, 1.0], np.logspace(-16, 0, 700), 1.0 - np.logspace(-16, 0, 700)]))
+_TEST_POWERS = _TEST_POWERS[(_TEST_POWERS >= 0.0) & (_TEST_POWERS <= 1.0)]
+_EPS_HAT = np.concatenate([[0.0], np.geomspace(1e-4, 64.0, 320)])
+
+
+def _most_power(base_delta: Callable[[float], float]) -> np.ndarray:
+    r"""An upper bound on ``Q(g)`` over the tests ``g: Y → [0, 1]`` with ``Q'(g) = q'``, at each ``q'`` of
+    ``_TEST_POWERS``: ``min_ε̂ min(e^ε̂ q' + δ(ε̂), 1 − e^{−ε̂}(1 − q' − δ(ε̂)))``, clipped to ``[q', 1]``.
+
+    Both constraints hold for every test of an ``(ε̂, δ(ε̂))``-DP base (the second on the complement, in
+    the direction ``Q' → Q``; ``base_delta`` bounds both directions), so minimising over a grid of
+    ``ε̂`` gives an upper bound on the true most powerful test, never less. Non-decreasing in ``q'``.
+    """
+    deltas = np.array([min(1.0, max(0.0, float(base_delta(float(e))))) for e in _EPS_HAT])
+    grow = np.exp(_EPS_HAT)
+    qp = _TEST_POWERS[:, None]
+    bound = np.minimum(qp * grow + deltas, 1.0 - (1.0 - qp - deltas) / grow).min(axis=1)
+    return np.maximum.accumulate(np.clip(bound, _TEST_POWERS, 1.0))
+
+
+def _pgf_selection_curve(
+    base_rdp: RDPCurve,
+    base_delta: Callable[[float], float],
+    log_pgf_derivative: Callable[[np.ndarray], np.ndarray],
+    log_pgf_zero: float,
+) -> RDPCurve:
+    r"""The Rényi-DP curve of the best of ``K`` runs for any ``K`` with pgf ``f(z) = E[z^K]``, ``f'``
+    non-decreasing on ``[0, 1]`` (P&S's generic bound, with ``⊥`` kept):
+
+    ``ε'(λ) = log(f(0) + e^{(λ−1) ε(λ)} S(λ)) / (λ − 1)``, ``S(λ) = sup f'(q)^λ f'(q')^{1−λ}`` over the
+    pairs ``(q, q') = (Q(g), Q'(g))`` of one test ``g`` of the base's outputs.
+
+    Derivation: break ties by an independent uniform label (a finer output; the selection of the
+    coarser output is its post-processing), so ``F(y) = Q(< y)`` is continuous. The best of ``K`` is
+    ``⊥`` with probability ``f(0)`` under both datasets, and has density ``a(y) = q(y) f'(F(y))``
+    (``P[A ≤ y] = f(F(y))``); ``(F(y), F'(y))`` is the pair of the test ``1{· < y}``. Then
+    ``e^{(λ−1) D_λ(A‖A')} = f(0) + ∫ q^λ q'^{1−λ} f'(F)^λ f'(F')^{1−λ} ≤ f(0) + S(λ) e^{(λ−1) ε(λ)}``.
+    ``S`` is bounded by a grid of ``q'`` whose bins use their worst ends (``f'(q)`` at the most
+    powerful test of the bin's upper end, ``_most_power``, and ``f'(q')`` at its lower end), so a coarse
+    grid is looser, never wrong. ``K ≡ 1`` gives ``ε(λ)``; a Bernoulli ``K`` its exact mixture.
+
+    Args:
+        base_rdp: ``α ↦ ε(α)`` of one run.
+        base_delta: ``ε ↦ δ(ε)`` of one run, both directions.
+        log_pgf_derivative: ``x ↦ log f'(x)`` on numpy arrays in ``[0, 1]`` (``-inf`` allowed).
+        log_pgf_zero: ``log f(0) = log P[K = 0]`` (``-inf`` when ``K ≥ 1``).
+    """
+    power = _most_power(base_delta)
+    upper = log_pgf_derivative(power[1:])  # log f'(q) at each bin's upper end
+    with np.errstate(divide="ignore"):
+        lower = log_pgf_derivative(_TEST_POWERS[:-1])  # log f'(q') at its lower end
+
+    def curve(order: float) -> float:
+        order = check_greater(order, "order", 1.0)
+        eps = _base_value(base_rdp, order)
+        if not math.isfinite(eps):
+            return math.inf
+        with np.errstate(invalid="ignore"):
+            terms = order * upper - (order - 1.0) * lower
+        log_s = float(np.max(np.where(np.isnan(terms), math.inf, terms)))
+        return float(np.logaddexp(log_pgf_zero, (order - 1.0) * eps + log_s)) / (order - 1.0)
+
+    return curve
+
+
+def _binomial_selection_curve(
+    base_rdp: RDPCurve, base_delta: Callable[[float], float], *, mean_trials: float, binomial_rounds: int | None
+) -> RDPCurve:
+    r"""``_pgf_selection_curve`` of ``K ~ Binomial(m, γ)``: ``f(z) = (1 − γ + γz)^m``,
+    ``log f'(x) = log(mγ) + (m − 1) log(1 − γ(1 − x))``, ``log f(0) = m log(1 − γ)``."""
+    gamma = binomial_probability(mean_trials=mean_trials, binomial_rounds=binomial_rounds)
+    m = int(binomial_rounds or 0)  # checked by binomial_probability: an integer >= 1
+
+    def log_derivative(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        if m == 1:  # f' ≡ γ (and 0 · log 0 would read NaN at γ = 1, x = 0)
+            return np.full_like(x, math.log(gamma))
+        with np.errstate(divide="ignore"):
+            return math.log(m * gamma) + (m - 1) * np.log1p(-gamma * (1.0 - x))
+
+    log_zero = m * math.log1p(-gamma) if gamma < 1.0 else -math.inf
+    return _pgf_selection_curve(base_rdp, base_delta, log_derivative, log_zero)
+
+
 def private_selection_rdp_curve(
     base_rdp: RDPCurve,
     *,
@@ -120,6 +212,7 @@ def private_selection_rdp_curve(
     mean_trials: float,
     distribution: str = "truncated_negative_binomial",
     tnb_eta: float = 1.0,
+    binomial_rounds: int | None = None,
     tnb_hat_term: Callable[[float], float] | None = None,
 ) -> RDPCurve:
     r"""The Rényi-DP curve ``λ ↦ ε'(λ)`` of releasing the best of ``K`` runs of a base mechanism.
@@ -130,6 +223,8 @@ def private_selection_rdp_curve(
     - Poisson with mean ``m`` (P&S Thm. 6):
       ``ε'(λ) = ε(λ) + m δ̂ + log(m)/(λ − 1)`` where the base is ``(ε̂, δ̂)``-DP at
       ``e^{ε̂} = 1 + 1/(λ − 1)``: ``δ̂ = base_delta(ε̂)``.
+    - Binomial ``Binomial(m, γ)``, ``γ = E[K]/m``: the generic pgf bound of ``_pgf_selection_curve``
+      over the tests the base's profile ``base_delta`` allows.
 
     Args:
         base_rdp: ``α ↦ ε(α)``, the RDP curve of one run (called with floats ``α > 1``;
@@ -139,27 +234,32 @@ def private_selection_rdp_curve(
             Gaussian). ``None``: derived from ``base_rdp`` on ``DEFAULT_RDP_ORDERS`` by
             ``analysis.rdp.rdp_curve_delta`` (valid, looser).
         mean_trials: ``E[K]`` (``> 1`` for the truncated negative binomial).
-        distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
+        distribution: ``"truncated_negative_binomial"``, ``"poisson"`` or ``"binomial"``.
         tnb_eta: ``η ∈ (−1, ∞)`` of the truncated negative binomial.
+        binomial_rounds: ``m`` of ``K ~ Binomial(m, E[K]/m)`` (required for ``"binomial"``).
         tnb_hat_term: Optional closed form of ``L ↦ min_{λ̂ ≥ 1} (1 − 1/λ̂) ε(λ̂) + L/λ̂``
             (``L = log(1/γ)``) for this base; ``None`` minimises numerically.
 
     Returns:
         The curve, a function of the order ``λ > 1``.
     """
-    check_choice(distribution, "distribution", DISTRIBUTIONS)
+    check_choice(distribution, "distribution", ALL_DISTRIBUTIONS)
     if not callable(base_rdp):
         raise ValueError(f"base_rdp must be a callable order -> epsilon, got {type(base_rdp).__name__}.")
     mean_trials = check_positive(mean_trials, "mean_trials", allow_inf=False)
     log_mean = math.log(mean_trials)
 
-    if distribution == "poisson":
+    if distribution in ("poisson", "binomial"):
         if base_delta is None:
             orders = np.asarray(DEFAULT_RDP_ORDERS)
             values = np.array([_base_value(base_rdp, float(a)) for a in orders])
             base_delta = lambda eps_hat: rdp_curve_delta(values, orders, eps_hat)[0]
         elif not callable(base_delta):
             raise ValueError(f"base_delta must be a callable epsilon -> delta, got {type(base_delta).__name__}.")
+        if distribution == "binomial":
+            return _binomial_selection_curve(
+                base_rdp, base_delta, mean_trials=mean_trials, binomial_rounds=binomial_rounds
+            )
 
         def poisson_curve(order: float) -> float:
             order = check_greater(order, "order", 1.0)
@@ -191,6 +291,7 @@ def private_selection_rdp_generic(
     mean_trials: float,
     distribution: str = "truncated_negative_binomial",
     tnb_eta: float = 1.0,
+    binomial_rounds: int | None = None,
     tnb_hat_term: Callable[[float], float] | None = None,
 ) -> float:
     r"""Rényi-DP ``ε'(λ)`` at one order of private selection over a base mechanism.
@@ -204,7 +305,7 @@ def private_selection_rdp_generic(
         base_rdp: ``α ↦ ε(α)`` of one run.
         base_delta: ``ε ↦ δ(ε)`` of one run (Poisson bound; ``None``: from ``base_rdp``).
         mean_trials: ``E[K]``.
-        distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
+        distribution: ``"truncated_negative_binomial"``, ``"poisson"`` or ``"binomial"``.
         tnb_eta: ``η ∈ (−1, ∞)``.
         tnb_hat_term: Optional closed form of the λ̂-minimum (see the curve).
 
@@ -218,6 +319,7 @@ def private_selection_rdp_generic(
         mean_trials=mean_trials,
         distribution=distribution,
         tnb_eta=tnb_eta,
+        binomial_rounds=binomial_rounds,
         tnb_hat_term=tnb_hat_term,
     )
     return curve(order)
@@ -231,6 +333,7 @@ def private_selection_epsilon_generic(
     target_delta: float,
     distribution: str = "truncated_negative_binomial",
     tnb_eta: float = 1.0,
+    binomial_rounds: int | None = None,
     tnb_hat_term: Callable[[float], float] | None = None,
     orders: Sequence[float] | None = None,
 ) -> float:
@@ -246,7 +349,7 @@ def private_selection_epsilon_generic(
         base_delta: ``ε ↦ δ(ε)`` of one run (Poisson bound; ``None``: from ``base_rdp``).
         mean_trials: ``E[K]``.
         target_delta: ``δ ∈ (0, 1)``.
-        distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
+        distribution: ``"truncated_negative_binomial"``, ``"poisson"`` or ``"binomial"``.
         tnb_eta: ``η ∈ (−1, ∞)``.
         tnb_hat_term: Optional closed form of the λ̂-minimum.
         orders: ``None`` (continuous) or a grid of orders ``> 1``.
@@ -261,6 +364,7 @@ def private_selection_epsilon_generic(
         mean_trials=mean_trials,
         distribution=distribution,
         tnb_eta=tnb_eta,
+        binomial_rounds=binomial_rounds,
         tnb_hat_term=tnb_hat_term,
     )
     if orders is None:
@@ -286,6 +390,7 @@ def private_selection_rdp(
     mean_trials: float,
     distribution: str = "truncated_negative_binomial",
     tnb_eta: float = 1.0,
+    binomial_rounds: int | None = None,
 ) -> float:
     r"""Rényi-DP ``ε'(λ)`` of releasing the best of ``K`` Gaussian-scored trials.
 
@@ -298,17 +403,22 @@ def private_selection_rdp(
         order: ``λ > 1``.
         per_trial_mu: ``μ₀``, GDP parameter of one trial.
         mean_trials: ``E[K]``.
-        distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
+        distribution: ``"truncated_negative_binomial"``, ``"poisson"`` or ``"binomial"``.
         tnb_eta: ``η ∈ (−1, ∞)`` of the truncated negative binomial.
 
     Returns:
         ``ε'(λ)``.
     """
-    check_choice(distribution, "distribution", DISTRIBUTIONS)
+    check_choice(distribution, "distribution", ALL_DISTRIBUTIONS)
     order = check_greater(order, "order", 1.0)
     per_trial_mu = check_positive(per_trial_mu, "per_trial_mu", allow_inf=False)
     return private_selection_rdp_generic(
-        order, **_gaussian_score_base(per_trial_mu), mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta
+        order,
+        **_gaussian_score_base(per_trial_mu),
+        mean_trials=mean_trials,
+        distribution=distribution,
+        tnb_eta=tnb_eta,
+        binomial_rounds=binomial_rounds,
     )
 
 
@@ -319,6 +429,7 @@ def private_selection_epsilon(
     target_delta: float,
     distribution: str = "truncated_negative_binomial",
     tnb_eta: float = 1.0,
+    binomial_rounds: int | None = None,
     orders: Sequence[float] | None = None,
 ) -> float:
     r"""``ε`` at ``δ = target_delta`` of private selection (see ``private_selection_rdp``).
@@ -329,7 +440,7 @@ def private_selection_epsilon(
         per_trial_mu: ``μ₀``, GDP parameter of one trial.
         mean_trials: ``E[K]``.
         target_delta: ``δ ∈ (0, 1)``.
-        distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
+        distribution: ``"truncated_negative_binomial"``, ``"poisson"`` or ``"binomial"``.
         tnb_eta: ``η ∈ (−1, ∞)`` of the truncated negative binomial.
         orders: ``None`` (continuous order) or a grid of orders ``> 1``.
 
@@ -337,7 +448,7 @@ def private_selection_epsilon(
         ``ε ≥ 0``.
     """
     target_delta = check_delta(target_delta, "target_delta")
-    check_choice(distribution, "distribution", DISTRIBUTIONS)
+    check_choice(distribution, "distribution", ALL_DISTRIBUTIONS)
     per_trial_mu = check_positive(per_trial_mu, "per_trial_mu", allow_inf=False)
     return private_selection_epsilon_generic(
         **_gaussian_score_base(per_trial_mu),
@@ -345,6 +456,7 @@ def private_selection_epsilon(
         target_delta=target_delta,
         distribution=distribution,
         tnb_eta=tnb_eta,
+        binomial_rounds=binomial_rounds,
         orders=orders,
     )
 
@@ -356,6 +468,7 @@ def per_trial_mu_for_epsilon(
     mean_trials: float,
     distribution: str = "truncated_negative_binomial",
     tnb_eta: float = 1.0,
+    binomial_rounds: int | None = None,
     orders: Sequence[float] | None = None,
 ) -> float:
     r"""The largest per-trial ``μ₀`` whose private selection is ``(target_epsilon, target_delta)``-DP.
@@ -370,7 +483,7 @@ def per_trial_mu_for_epsilon(
         target_epsilon: ``ε > 0`` that the whole selection may spend.
         target_delta: ``δ ∈ (0, 1)``.
         mean_trials: ``E[K]``.
-        distribution: ``"truncated_negative_binomial"`` or ``"poisson"``.
+        distribution: ``"truncated_negative_binomial"``, ``"poisson"`` or ``"binomial"``.
         tnb_eta: ``η ∈ (−1, ∞)`` of the truncated negative binomial.
         orders: ``None`` (continuous order) or the grid of orders the guarantee is read on.
 
@@ -392,6 +505,7 @@ def per_trial_mu_for_epsilon(
             target_delta=target_delta,
             distribution=distribution,
             tnb_eta=tnb_eta,
+            binomial_rounds=binomial_rounds,
             orders=orders,
         )
         - target_epsilon

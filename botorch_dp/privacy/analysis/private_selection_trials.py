@@ -1,8 +1,10 @@
 r"""The hidden number of trials of private selection (Papernot & Steinke, ICLR 2022): the
-truncated negative binomial ``D_{η,γ}`` (η = 1: geometric, η = 0: logarithmic) and the
-Poisson distribution, their means and pmf, the parameter that gives a mean or a tail, and
-the draw of ``K``. The Rényi-DP bounds that use them are in ``private_selection`` (which
-re-exports these names). Pure functions on floats (and numpy arrays for the pmf).
+truncated negative binomial ``D_{η,γ}`` (η = 1: geometric, η = 0: logarithmic), the
+Poisson distribution and the binomial ``Binomial(m, γ)`` (Koskela, Redberg & Wang, ICML 2024:
+``m`` public rounds, each run with probability ``γ = E[K]/m``), their means and pmf, the
+parameter that gives a mean or a tail, and the draw of ``K``. The Rényi-DP bounds that use
+them are in ``private_selection`` (which re-exports these names). Pure functions on floats (and
+numpy arrays for the pmf).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from botorch_dp.privacy.checks import (
 )
 
 __all__ = [
+    "ALL_DISTRIBUTIONS",
     "DISTRIBUTIONS",
+    "binomial_probability",
     "num_trials_tail",
     "poisson_mean_for_tail",
     "sample_num_trials",
@@ -32,7 +36,36 @@ __all__ = [
 ]
 
 DISTRIBUTIONS = ("truncated_negative_binomial", "poisson")
-"""The distributions of the hidden number of trials that ``sample_num_trials`` and the bounds accept."""
+"""The distributions of the hidden number of trials of the selections over validation scores (baselines)."""
+
+ALL_DISTRIBUTIONS = (*DISTRIBUTIONS, "binomial")
+"""Those and the binomial, which ``sample_num_trials``, ``num_trials_tail`` and the Rényi-DP bound
+(``private_selection.private_selection_rdp_curve``) accept with its number of rounds ``binomial_rounds``."""
+
+
+def binomial_probability(*, mean_trials: float, binomial_rounds: int | None) -> float:
+    r"""``γ = E[K]/m`` of ``K ~ Binomial(m, γ)``, checked: ``m`` a positive integer, ``0 < E[K] ≤ m``.
+
+    Raises:
+        ValueError: naming ``binomial_rounds`` (missing or not a positive integer) or ``mean_trials``.
+    """
+    if (
+        binomial_rounds is None
+        or isinstance(binomial_rounds, bool)
+        or not isinstance(binomial_rounds, (int, np.integer))
+    ):
+        raise ValueError(
+            f"binomial_rounds must be an integer m >= 1 (the public number of rounds of K ~ Binomial(m, E[K]/m)) "
+            f"with distribution='binomial', got {binomial_rounds!r}."
+        )
+    if binomial_rounds < 1:
+        raise ValueError(f"binomial_rounds must be >= 1, got {binomial_rounds!r}.")
+    mean_trials = check_positive(mean_trials, "mean_trials", allow_inf=False)
+    if mean_trials > binomial_rounds:
+        raise ValueError(
+            f"mean_trials={mean_trials!r} exceeds binomial_rounds={binomial_rounds!r}: E[K] = m * gamma <= m."
+        )
+    return mean_trials / int(binomial_rounds)
 
 
 def tnb_mean(*, eta: float, gamma: float) -> float:
@@ -109,17 +142,30 @@ def tnb_log_pmf(k: np.ndarray, *, eta: float, gamma: float) -> np.ndarray:
     return log_q + log_prod - log_norm
 
 
-def num_trials_tail(*, distribution: str, mean_trials: float, threshold: int, tnb_eta: float = 1.0) -> float:
+def num_trials_tail(
+    *,
+    distribution: str,
+    mean_trials: float,
+    threshold: int,
+    tnb_eta: float = 1.0,
+    binomial_rounds: int | None = None,
+) -> float:
     r"""``P[K > threshold]`` for the number of trials ``K`` of ``sample_num_trials``.
 
-    Poisson: ``scipy.stats.poisson.sf``. Truncated negative binomial: ``1 − Σ_{k=1}^{threshold}
+    Poisson: ``scipy.stats.poisson.sf``; binomial: ``scipy.stats.binom.sf`` (0 for ``threshold ≥ m``).
+    Truncated negative binomial: ``1 − Σ_{k=1}^{threshold}
     P[K = k]`` (``tnb_log_pmf``), clamped to ``[0, 1]`` (``(1 − γ)^threshold`` for ``η = 1``).
     A padded selection (``max_trials = threshold``) runs longer than its public maximum, and
     its length then shows ``K``, with this probability.
     """
-    check_choice(distribution, "distribution", DISTRIBUTIONS)
+    check_choice(distribution, "distribution", ALL_DISTRIBUTIONS)
     mean_trials = check_positive(mean_trials, "mean_trials", allow_inf=False)
     threshold = check_nonnegative_int(threshold, "threshold")
+    if distribution == "binomial":
+        from scipy.stats import binom
+
+        gamma = binomial_probability(mean_trials=mean_trials, binomial_rounds=binomial_rounds)
+        return float(binom.sf(threshold, int(binomial_rounds or 0), gamma))  # checked: an integer >= 1
     if distribution == "poisson":
         from scipy.stats import poisson
 
@@ -133,22 +179,33 @@ def num_trials_tail(*, distribution: str, mean_trials: float, threshold: int, tn
     return min(max(1.0 - head, 0.0), 1.0)
 
 
-def sample_num_trials(*, distribution: str, mean_trials: float, rng: np.random.Generator, tnb_eta: float = 1.0) -> int:
+def sample_num_trials(
+    *,
+    distribution: str,
+    mean_trials: float,
+    rng: np.random.Generator,
+    tnb_eta: float = 1.0,
+    binomial_rounds: int | None = None,
+) -> int:
     r"""Draw the number of trials ``K``.
 
     Args:
-        distribution: ``"truncated_negative_binomial"`` (``K ≥ 1``) or ``"poisson"``
-            (``K ≥ 0``).
+        distribution: ``"truncated_negative_binomial"`` (``K ≥ 1``), ``"poisson"``
+            (``K ≥ 0``) or ``"binomial"`` (``0 ≤ K ≤ binomial_rounds``).
         mean_trials: ``E[K]``.
         rng: Source of randomness; ``K`` must stay hidden (see
             ``baselines.private_random_search``).
         tnb_eta: ``η`` of the truncated negative binomial.
+        binomial_rounds: ``m`` of the binomial (required for it).
 
     Returns:
         ``K``.
     """
-    check_choice(distribution, "distribution", DISTRIBUTIONS)
+    check_choice(distribution, "distribution", ALL_DISTRIBUTIONS)
     mean_trials = check_positive(mean_trials, "mean_trials", allow_inf=False)
+    if distribution == "binomial":
+        gamma = binomial_probability(mean_trials=mean_trials, binomial_rounds=binomial_rounds)
+        return int(rng.binomial(int(binomial_rounds or 0), gamma))  # checked: an integer >= 1
     if distribution == "poisson":
         return int(rng.poisson(mean_trials))
     gamma = tnb_gamma_for_mean(eta=tnb_eta, mean_trials=mean_trials)

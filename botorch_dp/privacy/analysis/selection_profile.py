@@ -61,7 +61,9 @@ from botorch_dp.privacy.checks import check_choice, check_delta, check_greater, 
 __all__ = [
     "SELECTION_DISTRIBUTIONS",
     "PrivacyProfile",
+    "gaussian_trial_profile",
     "max_privacy_profile",
+    "per_trial_mu_for_epsilon_pld",
     "selection_delta_pld",
     "selection_epsilon_pld",
     "selection_pgf_derivative",
@@ -302,3 +304,77 @@ def selection_epsilon_pld(
         else:
             lo = mid
     return hi
+
+
+def gaussian_trial_profile(mu: float, *, max_epsilon: float = 40.0, points: int = 2001) -> PrivacyProfile:
+    r"""The exact privacy profile of a ``μ``-GDP trial (e.g. one Gaussian score of private selection),
+    ``δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)``, on ``points`` evenly spaced ``ε ∈ [0, max_epsilon]``.
+
+    Evaluated in log space (``scipy.special.log_ndtr``), clipped to ``[0, 1]``; a GDP profile is the
+    same in both directions, as the selection bound needs.
+    """
+    from scipy.special import log_ndtr
+
+    mu = check_greater(mu, "mu", 0.0)
+    eps = np.linspace(0.0, float(max_epsilon), int(points))
+    with np.errstate(over="ignore", invalid="ignore"):
+        upper = np.exp(log_ndtr(-eps / mu + mu / 2.0))
+        lower = np.exp(eps + log_ndtr(-eps / mu - mu / 2.0))
+    return PrivacyProfile(eps, np.clip(np.nan_to_num(upper - lower, nan=0.0), 0.0, 1.0))
+
+
+def per_trial_mu_for_epsilon_pld(
+    *,
+    target_epsilon: float,
+    target_delta: float,
+    mean_trials: float,
+    distribution: str = "truncated_negative_binomial",
+    tnb_eta: float = 1.0,
+    max_trials: int | None = None,
+    rtol: float = 1e-3,
+) -> float:
+    r"""The largest per-trial ``μ₀`` (to ``rtol``, rounded down) whose Gaussian-scored selection meets
+    ``(target_epsilon, target_delta)`` by the privacy-profile bound: ``selection_delta_pld(profile(μ₀),
+    target_epsilon) ≤ target_delta`` with the trial's exact GDP profile (``gaussian_trial_profile``).
+
+    The bound at a fixed ``ε`` increases with ``μ₀`` (the trial's profile does), so ``μ₀`` is bisected on
+    ``log μ₀`` between ``1e-4`` and ``30``. The validation-side counterpart of the RDP calibration
+    ``private_selection.per_trial_mu_for_epsilon`` (compare the two: the cross-check).
+
+    Args:
+        target_epsilon: ``ε > 0`` of the whole selection.
+        target_delta: ``δ ∈ (0, 1)``.
+        mean_trials: ``E[K]``.
+        distribution: One of ``SELECTION_DISTRIBUTIONS``.
+        tnb_eta: ``η`` of the truncated negative binomial.
+        max_trials: ``n`` of the binomial.
+        rtol: Relative width of the final bracket on ``μ₀``.
+
+    Returns:
+        ``μ₀ > 0``.
+
+    Raises:
+        ValueError: If even ``μ₀ = 1e-4`` does not meet the target.
+    """
+    target_epsilon = check_greater(target_epsilon, "target_epsilon", 0.0)
+    target_delta = check_delta(target_delta, "target_delta")
+    psi = selection_pgf_derivative(
+        distribution=distribution, expected_trials=mean_trials, tnb_eta=tnb_eta, max_trials=max_trials
+    )
+
+    def meets(mu: float) -> bool:
+        profile = gaussian_trial_profile(mu)
+        return _bound_at(profile, _selection_bound_parts(profile, psi), target_epsilon) <= target_delta
+
+    lo, hi = 1e-4, 30.0
+    if not meets(lo):
+        raise ValueError(
+            f"No per-trial mu reaches epsilon={target_epsilon} at delta={target_delta} with E[K]={mean_trials} "
+            f"({distribution}) by the privacy-profile bound; allow a larger epsilon or fewer trials."
+        )
+    if meets(hi):
+        return hi
+    while hi / lo > 1.0 + rtol:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if meets(mid) else (lo, mid)
+    return lo

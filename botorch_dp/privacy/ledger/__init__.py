@@ -10,8 +10,8 @@ share a ledger compose (they read the same validation users), so two runs of μ 
 μ = 0.8485, and a step replayed with fresh noise (a retried ``tell``, a checkpoint resumed
 twice) is two records. A pure ε-DP release is charged μ = 2Φ⁻¹(e^ε/(1 + e^ε)); a release
 known only by its Rényi-DP curve (a DP-HyPO run) is stored as its curve on ``RDP_ORDERS``,
-and once the side holds one, it is composed in RDP on that grid (``validation_mu`` then
-raises rather than ignore it; ``validation_epsilon`` converts the summed curve).
+and once the side holds one, it is composed in RDP on that grid (``ledger.validation.mu`` then
+raises rather than ignore it; ``ledger.validation.epsilon`` converts the summed curve).
 
 **Training data** (DP-SGD, objective perturbation, any mechanism with an RDP curve) is a
 different dataset, accounted separately in RDP on the same grid (Opacus's PRV accountant
@@ -60,6 +60,13 @@ composed with the PRV accountant, exact for runs fixed in advance. An ``Approxim
 entry is admitted only as the first training entry: its ``(ε₁, δ₁)`` must fit the budget, and
 it leaves ``(ε_B − ε₁, δ_B − δ₁)`` to the RDP filter of every later entry. A relative slack of
 ``BUDGET_RTOL`` absorbs rounding, so that T steps of μ/√T fit a budget μ.
+
+**Parts.** ``PrivacyLedger`` holds one ``LedgerAccounts`` (``accounts``: its rows, settings and
+storage) and three parts that hold the same object: ``ledger.validation`` and
+``ledger.training`` (``views``: the reads of each side) and ``ledger.external`` (``external``:
+``check(event)`` and ``record(event, run_id=, key=)`` for releases made outside the package).
+The charge family and the state are the ledger's own methods; no part inherits from another.
+The old method names are forwarded with a ``DeprecationWarning`` (``deprecated``).
 
 **Storage.** In memory by default (and in DP-GIBO's checkpoints, as ``state_dict``). An
 in-memory ledger with a budget or records refuses to be pickled (a copy in a worker would

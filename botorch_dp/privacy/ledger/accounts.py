@@ -1,7 +1,8 @@
 r"""Where a ``PrivacyLedger`` keeps its rows: in memory or in a stored dataset (``ledger_storage``),
 the transactions every change goes through, what pickling may carry (a stored ledger travels
 as its database address; an in-memory one with a budget or records refuses to be copied), and
-the budgets the filters use (the object's, never above the stored one)."""
+the budgets the filters use (the object's, never above the stored one). One ``LedgerAccounts``
+is the state of one ledger; the ledger and its parts each hold it (no part inherits from it)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from botorch_dp.privacy.checks import check_choice, check_delta, check_positive
+from botorch_dp.privacy.ledger.filters import TRAINING_ACCOUNTANTS, check_training_admits, check_validation_admits
+from botorch_dp.privacy.ledger.holders import Holder, lease_expiry, this_holder
 from botorch_dp.privacy.ledger.rows import Row, Transaction, memory_counter, rows_from_storage
 from botorch_dp.privacy.ledger.state import SETTINGS, check_key
 
@@ -35,23 +39,55 @@ def same_setting(a: Any, b: Any) -> bool:
 
 
 class LedgerAccounts:
-    r"""The rows, their storage and their transactions (a mixin of ``PrivacyLedger``)."""
+    r"""A ledger's rows, settings, storage and transactions: the state ``PrivacyLedger`` and its
+    parts (``views``, ``external``) share, each holding this one object.
 
-    # set by ``PrivacyLedger.__init__`` (and ``__setstate__``)
-    _rows: list[Row]
-    _counter: Iterator[int]
-    _storage: LedgerStorage | None
-    _stored_settings: dict[str, Any]
-    _holding: bool
-    _lock: threading.RLock
-    dataset: str | None
-    validation_mu_budget: float | None
-    training_epsilon_budget: float | None
-    training_delta: float | None
-    training_accountant: str
-    prv_eps_error: float
+    Args:
+        validation_mu_budget, training_epsilon_budget, training_delta, training_accountant,
+            prv_eps_error: The settings (see ``PrivacyLedger``), checked.
+        storage: None (in memory) or the database holding ``dataset`` (``ledger_storage``).
+        dataset: The dataset's name in ``storage``.
+    """
 
-    def _settings(self) -> dict[str, Any]:
+    def __init__(
+        self,
+        *,
+        validation_mu_budget: float | None,
+        training_epsilon_budget: float | None,
+        training_delta: float | None,
+        training_accountant: str,
+        prv_eps_error: float,
+        storage: str | os.PathLike | None,
+        dataset: str | None,
+    ) -> None:
+        self.validation_mu_budget = (
+            None if validation_mu_budget is None else check_positive(validation_mu_budget, "validation_mu_budget")
+        )
+        self.training_epsilon_budget = (
+            None
+            if training_epsilon_budget is None
+            else check_positive(training_epsilon_budget, "training_epsilon_budget")
+        )
+        self.training_delta = None if training_delta is None else check_delta(training_delta, "training_delta")
+        if self.training_epsilon_budget is not None and self.training_delta is None:
+            raise ValueError("training_epsilon_budget needs training_delta.")
+        self.training_accountant = check_choice(training_accountant, "training_accountant", TRAINING_ACCOUNTANTS)
+        self.prv_eps_error = check_positive(prv_eps_error, "prv_eps_error")
+        self._rows: list[Row] = []
+        self._counter = memory_counter()
+        self._storage: LedgerStorage | None = None
+        self.dataset: str | None = None
+        self._stored_settings: dict[str, Any] = {}
+        self._holding = False
+        self._lock = threading.RLock()
+        if storage is None:
+            if dataset is not None:
+                raise ValueError("dataset needs storage (the database that holds the dataset's ledger).")
+        else:
+            self._open(storage, dataset)
+
+    def settings(self) -> dict[str, Any]:
+        r"""The settings stored with the ledger (``state.SETTINGS``), by name."""
         return {name: getattr(self, name) for name in SETTINGS}
 
     def _open(self, storage: str | os.PathLike, dataset: Any) -> None:
@@ -60,9 +96,9 @@ class LedgerAccounts:
 
         if dataset is None:
             raise ValueError("storage needs dataset, the name of the dataset whose budget the ledger holds.")
-        dataset = check_key(dataset) if isinstance(dataset, str) else check_key(dataset)
+        dataset = check_key(dataset)
         store = open_storage(storage)
-        given = self._settings()
+        given = self.settings()
         stored = store.ensure_dataset(dataset, given)
         for name in SETTINGS:
             if name in _BUDGET_SETTINGS and given[name] is None:
@@ -76,6 +112,11 @@ class LedgerAccounts:
         for name in SETTINGS:
             setattr(self, name, stored.get(name))
         self._storage, self.dataset, self._stored_settings = store, dataset, stored
+
+    @property
+    def storage(self) -> LedgerStorage | None:
+        r"""The database holding the rows (None in memory)."""
+        return self._storage
 
     @property
     def storage_url(self) -> str | None:
@@ -110,7 +151,7 @@ class LedgerAccounts:
         self._counter = memory_counter()
 
     @contextlib.contextmanager
-    def _writing(self) -> Iterator[Transaction]:
+    def writing(self) -> Iterator[Transaction]:
         r"""A transaction on the ledger's rows under its lock; stored: the dataset's write
         transaction with the rows reloaded, everything committing together or not at all."""
         if self._storage is None:
@@ -131,8 +172,34 @@ class LedgerAccounts:
             finally:
                 self._holding = False
 
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[list[Row]]:
+        r"""The rows, for reading: a stored ledger reloads the dataset's rows first (one consistent
+        snapshot per outermost block, which nested reads share); in memory it only takes the lock."""
+        with self._lock:
+            if self._storage is None or self._holding:
+                yield self._rows
+                return
+            if self.dataset is None:
+                raise RuntimeError("A stored ledger needs the name of its dataset; this one has none.")
+            self._holding = True
+            try:
+                self._rows = rows_from_storage(self._storage.rows(self.dataset))
+                yield self._rows
+            finally:
+                self._holding = False
+
+    def rows(self) -> list[Row]:
+        r"""The rows as they are now (a snapshot; stored: reloaded)."""
+        with self.reading() as rows:
+            return list(rows)
+
+    def lease(self) -> tuple[Holder, float | None]:
+        r"""The holder and lease of a new reservation (in memory: this process, no lease)."""
+        return this_holder(), None if self._storage is None else lease_expiry()
+
     # ------------------------------------------------------------------- budgets
-    def _validation_budget(self) -> float | None:
+    def validation_budget(self) -> float | None:
         r"""The budget the filter uses: the object's, never above the stored one."""
         budget = self.validation_mu_budget
         if self._storage is not None:
@@ -140,22 +207,41 @@ class LedgerAccounts:
             budget = stored if budget is None else budget if stored is None else min(budget, stored)
         return budget
 
-    def _training_budget(self) -> float | None:
+    def training_budget(self) -> float | None:
         budget = self.training_epsilon_budget
         if self._storage is not None:
             stored = self._stored_settings.get("training_epsilon_budget")
             budget = stored if budget is None else budget if stored is None else min(budget, stored)
         return budget
 
-    def _spent(self, side: str) -> list[Any]:
-        r"""The events of every record and reservation of ``side``, in order (what the filter counts)."""
+    def spent(self, side: str) -> list[Any]:
+        r"""The events of every record and reservation of ``side``, in order (what the filter counts);
+        called inside ``writing`` or ``reading``, whose rows it reads."""
         return [row.event for row in self._rows if row.side == side]
 
-    def _merge_state(self, settings: dict[str, Any], records: list[Any]) -> None:
+    def check_validation(self, events: list[Any], what: str) -> None:
+        r"""Raise ``PrivacyBudgetExceeded`` (naming ``what``) unless ``events`` fit the validation
+        budget with every record and reservation (``filters.check_validation_admits``); called
+        inside ``writing`` or ``reading``."""
+        check_validation_admits(self.validation_budget(), self.spent("validation"), events, what)
+
+    def check_training(self, events: list[Any]) -> None:
+        r"""Raise ``PrivacyBudgetExceeded`` unless ``events`` fit the training budget with every
+        record and reservation (``filters.check_training_admits``); called inside ``writing``."""
+        check_training_admits(
+            self.training_budget(),
+            self.training_delta,
+            self.training_accountant,
+            self.prv_eps_error,
+            self.spent("training"),
+            events,
+        )
+
+    def merge(self, settings: dict[str, Any], records: list[Any]) -> None:
         r"""``PrivacyLedger.load_state_dict`` on a decoded state: add the records missing here
         (by ``release_id``), refuse ones that disagree, tighten the budgets, and adopt or check
         the training settings; nothing changes if anything is refused."""
-        with self._writing() as tx:
+        with self.writing() as tx:
             present = {r.release_id: r for r in tx.rows if r.recorded}
             has_training = any(r.recorded and r.side == "training" for r in tx.rows)
             for name in ("training_accountant", "prv_eps_error", "training_delta"):

@@ -19,7 +19,7 @@ import json
 import math
 import re
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -39,6 +39,7 @@ __all__ = [
     "TrainingMechanism",
     "ValidationEvent",
     "ValidationMechanism",
+    "evaluate_curve",
     "event_from_json",
     "event_to_json",
     "new_release_id",
@@ -102,6 +103,13 @@ def check_rdp_values(values: Any, name: str = "rdp") -> tuple[float, ...]:
     return tuple(checked)
 
 
+def evaluate_curve(rdp: Callable[[float], float]) -> tuple[float, ...]:
+    r"""``rdp`` (a callable ``α ↦ ε(α)``) evaluated once at every order of the grid, checked."""
+    if not callable(rdp):
+        raise ValueError(f"rdp must be a callable alpha -> epsilon(alpha), got {rdp!r}.")
+    return check_rdp_values([rdp(order) for order in TRAINING_RDP_ORDERS], "rdp")
+
+
 def _check_description(description: Any) -> str:
     if not isinstance(description, str) or not description.strip():
         raise ValueError(f"description must be a non-empty string, got {description!r}.")
@@ -124,6 +132,11 @@ class ValidationMechanism:
         _check_description(self.description)
         object.__setattr__(self, "rdp", check_rdp_values(self.rdp))
 
+    @classmethod
+    def from_rdp(cls, description: str, rdp: Callable[[float], float]) -> ValidationMechanism:
+        r"""The release whose curve is the callable ``rdp`` (``α ↦ ε(α)``), evaluated once per order."""
+        return cls(description, evaluate_curve(rdp))
+
 
 @dataclass(frozen=True)
 class TrainingMechanism:
@@ -140,6 +153,11 @@ class TrainingMechanism:
     def __post_init__(self) -> None:
         _check_description(self.description)
         object.__setattr__(self, "rdp", check_rdp_values(self.rdp))
+
+    @classmethod
+    def from_rdp(cls, description: str, rdp: Callable[[float], float]) -> TrainingMechanism:
+        r"""The mechanism whose curve is the callable ``rdp`` (``α ↦ ε(α)``), evaluated once per order."""
+        return cls(description, evaluate_curve(rdp))
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,11 @@
 r"""``PrivacyLedger``: an append-only record of what was spent, with the one charge protocol.
 
 See the package docstring (``botorch_dp.privacy.ledger``) for the accounting and what each
-guarantee means; this module holds the ledger's storage, its charges and its state.
+guarantee means. The ledger is composed of parts, each holding the one ``LedgerAccounts`` (its
+rows, settings and storage): the charge family and the state live here, the reads in
+``ledger.validation`` and ``ledger.training`` (``views``), the check and record of releases
+made elsewhere in ``ledger.external`` (``external``). Old method names are forwarded, with a
+``DeprecationWarning``, by ``deprecated``.
 """
 
 from __future__ import annotations
@@ -10,18 +14,19 @@ import contextlib
 import functools
 import math
 import os
-import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botorch_dp.privacy.analysis.gdp import compose_gdp
-from botorch_dp.privacy.checks import check_choice, check_delta, check_positive
+from botorch_dp.privacy.ledger.accounts import LedgerAccounts
+from botorch_dp.privacy.ledger.deprecated import deprecated_attribute
 from botorch_dp.privacy.ledger.events import (
     TRAINING_RDP_ORDERS,
     ApproximateDP,
     DPSGDRun,
+    Record,
     TrainingEvent,
     TrainingMechanism,
     ValidationEvent,
@@ -29,26 +34,16 @@ from botorch_dp.privacy.ledger.events import (
     validation_event,
 )
 from botorch_dp.privacy.ledger.external import ExternalReleases
-from botorch_dp.privacy.ledger.filters import (
-    BUDGET_RTOL,
-    TRAINING_ACCOUNTANTS,
-    check_training_admits,
-    check_validation_admits,
-    gdp_only,
-)
-from botorch_dp.privacy.ledger.holders import holder_gone, holding, lease_expiry, this_holder
+from botorch_dp.privacy.ledger.filters import BUDGET_RTOL, gdp_only
+from botorch_dp.privacy.ledger.holders import holder_gone, holding
 from botorch_dp.privacy.ledger.meter import Meter, TrainingMeter, check_validation_bound, held_bound, shrunk
-from botorch_dp.privacy.ledger.rows import Row, memory_counter
 from botorch_dp.privacy.ledger.state import STATE_VERSION, check_run_id, decode_state, encode_state
-from botorch_dp.privacy.ledger.views import LedgerViews, synced
-
-if TYPE_CHECKING:
-    from botorch_dp.privacy.ledger_storage import LedgerStorage
+from botorch_dp.privacy.ledger.views import TrainingReads, ValidationReads, ledger_report, read_records
 
 __all__ = ["PrivacyLedger"]
 
 
-class PrivacyLedger(LedgerViews, ExternalReleases):
+class PrivacyLedger:
     r"""Records the privacy spent on validation data and on training data (see the package docstring).
 
     Every release is charged with ``charge`` (validation: a step's worst case admitted and
@@ -58,13 +53,23 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
     state into a ledger merges; every release has its own ``release_id``, so a replayed step
     with fresh noise is charged again (a crash may over-count, never under-count).
 
+    Its surface: the charge family (``charge``, ``charge_training``, ``cancel_reservations``,
+    ``settle_run``, ``reservation_holders``); the reads ``records``, ``report`` and the two
+    sides, ``ledger.validation`` (``ValidationReads``: ``records``, ``run_ids``, ``steps``,
+    ``mechanisms``, ``release_curves``, ``mu``, ``rdp_curve``, ``epsilon``, ``remaining_mu``,
+    ``check_admits``) and ``ledger.training`` (``TrainingReads``: ``records``, ``run_ids``,
+    ``runs``, ``mechanisms``, ``approximate``, ``history``, ``rdp_curve``, ``accountant_in_use``,
+    ``epsilon``); ``ledger.external`` (``check(event)`` and ``record(event, run_id=, key=)`` for
+    releases made outside this package); ``state_dict``, ``load_state_dict``, ``from_state_dict``;
+    and the settings below (``validation_mu_budget`` may be lowered on an object afterwards).
+
     Example (25 DP-GIBO steps of μ/sqrt(25) with μ = 1; a 26th step is refused before its noise):
 
         ledger = PrivacyLedger(validation_mu_budget=1.0)
         for t in range(25):
             with ledger.charge({"grad": Gaussian(0.2)}, run_id="run-a", step=t) as meter:
                 meter.record("grad", Gaussian(0.2))  # then draw the noise
-        ledger.validation_epsilon(1e-5)  # about 4.377
+        ledger.validation.epsilon(1e-5)  # about 4.377
 
     Args:
         validation_mu_budget: Optional total GDP budget μ for the validation data.
@@ -88,6 +93,13 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
     #: The public order grid of the ledger's RDP curves, both sides (``TRAINING_RDP_ORDERS``).
     RDP_ORDERS = TRAINING_RDP_ORDERS
 
+    #: The validation side, read back.
+    validation: ValidationReads
+    #: The training side, read back.
+    training: TrainingReads
+    #: The check and record of releases made outside this package's mechanisms.
+    external: ExternalReleases
+
     def __init__(
         self,
         *,
@@ -99,31 +111,62 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
         storage: str | os.PathLike | None = None,
         dataset: str | None = None,
     ) -> None:
-        self.validation_mu_budget = (
-            None if validation_mu_budget is None else check_positive(validation_mu_budget, "validation_mu_budget")
+        self._accounts = LedgerAccounts(
+            validation_mu_budget=validation_mu_budget,
+            training_epsilon_budget=training_epsilon_budget,
+            training_delta=training_delta,
+            training_accountant=training_accountant,
+            prv_eps_error=prv_eps_error,
+            storage=storage,
+            dataset=dataset,
         )
-        self.training_epsilon_budget = (
-            None
-            if training_epsilon_budget is None
-            else check_positive(training_epsilon_budget, "training_epsilon_budget")
-        )
-        self.training_delta = None if training_delta is None else check_delta(training_delta, "training_delta")
-        if self.training_epsilon_budget is not None and self.training_delta is None:
-            raise ValueError("training_epsilon_budget needs training_delta.")
-        self.training_accountant = check_choice(training_accountant, "training_accountant", TRAINING_ACCOUNTANTS)
-        self.prv_eps_error = check_positive(prv_eps_error, "prv_eps_error")
-        self._rows: list[Row] = []
-        self._counter = memory_counter()
-        self._storage: LedgerStorage | None = None
-        self.dataset: str | None = None
-        self._stored_settings: dict[str, Any] = {}
-        self._holding = False
-        self._lock = threading.RLock()
-        if storage is None:
-            if dataset is not None:
-                raise ValueError("dataset needs storage (the database that holds the dataset's ledger).")
-        else:
-            self._open(storage, dataset)
+        self.validation = ValidationReads(self._accounts)
+        self.training = TrainingReads(self._accounts)
+        self.external = ExternalReleases(self._accounts)
+
+    def __getattr__(self, name: str) -> Any:  # only for names not found: the deprecated spellings
+        return deprecated_attribute(self, name)
+
+    # ------------------------------------------------------------------ settings
+    @property
+    def validation_mu_budget(self) -> float | None:
+        r"""The GDP budget μ of the validation data this object's filter uses (None: none; a stored
+        dataset's budget bounds it). May be lowered afterwards, never above the stored one."""
+        return self._accounts.validation_mu_budget
+
+    @validation_mu_budget.setter
+    def validation_mu_budget(self, value: float | None) -> None:
+        self._accounts.validation_mu_budget = value
+
+    @property
+    def training_epsilon_budget(self) -> float | None:
+        r"""The ε budget of the training data (None: none)."""
+        return self._accounts.training_epsilon_budget
+
+    @property
+    def training_delta(self) -> float | None:
+        r"""δ at which training ε is measured (budget and report)."""
+        return self._accounts.training_delta
+
+    @property
+    def training_accountant(self) -> str:
+        r"""``"rdp"`` or ``"prv"``."""
+        return self._accounts.training_accountant
+
+    @property
+    def prv_eps_error(self) -> float:
+        r"""Accuracy of the PRV accountant when it is used."""
+        return self._accounts.prv_eps_error
+
+    @property
+    def dataset(self) -> str | None:
+        r"""The dataset's name in the ledger's database (None in memory)."""
+        return self._accounts.dataset
+
+    @property
+    def storage_url(self) -> str | None:
+        r"""The SQLAlchemy URL of the ledger's database (None in memory)."""
+        return self._accounts.storage_url
 
     # ------------------------------------------------------------------- charges
     @contextlib.contextmanager
@@ -154,8 +197,8 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
         bound = check_validation_bound(bound)
         owner = uuid.uuid4().hex
         reservation = None
-        with holding(owner, self._storage, self.dataset):  # the reservation's holder: this process, while open
-            with self._writing() as tx:
+        with holding(owner, self._accounts.storage, self.dataset):  # the reservation's holder: this process, while open
+            with self._accounts.writing() as tx:
                 if new_run and any(r.recorded and r.side == "validation" and r.run_id == run_id for r in tx.rows):
                     raise ValueError(
                         f"run_id {run_id!r} is already in the ledger; a new run needs a new id (a second run "
@@ -169,30 +212,26 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
                 events = list(bound.values())
                 if gdp_only(events):
                     what += f" (mu={compose_gdp(e.mu for e in events):.6g})"
-                budget = self._validation_budget()
-                check_validation_admits(budget, self._spent("validation"), events, what)
+                budget = self._accounts.validation_budget()
+                self._accounts.check_validation(events, what)
                 if budget is not None and not math.isinf(budget):
-                    reservation = tx.reserve("validation", run_id, owner, held_bound(events), *self._lease())
+                    reservation = tx.reserve("validation", run_id, owner, held_bound(events), *self._accounts.lease())
             meter = Meter(functools.partial(self._record_charged, reservation), bound, run_id, step, owner)
             try:
                 yield meter
             finally:
                 meter.close()
                 if reservation is not None:
-                    with self._writing() as tx:
+                    with self._accounts.writing() as tx:
                         tx.drop(reservation)
-
-    def _lease(self) -> tuple[Any, float | None]:
-        r"""The holder and lease of a new reservation (in memory: this process, no lease)."""
-        return this_holder(), None if self._storage is None else lease_expiry()
 
     def _record_charged(self, reservation: int | None, meter: Meter, part: str, event: ValidationEvent) -> str:
         r"""``Meter.record``: append the record, take its cost off the charge's ``reservation``."""
         release_id = new_release_id()
-        with self._writing() as tx:
+        with self._accounts.writing() as tx:
             if reservation is not None and not tx.holds(reservation):  # settled: its lease ran out
                 what = f"{part!r} of run {meter.run_id!r} (its reservation was settled)"
-                check_validation_admits(self._validation_budget(), self._spent("validation"), [event], what)
+                self._accounts.check_validation([event], what)
             tx.record("validation", meter.run_id, meter.key(part), release_id, event)
             if reservation is not None:
                 held = next((r.event for r in tx.rows if r.seq == reservation and not r.recorded), None)
@@ -229,17 +268,17 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
                 )
             checked[check_run_id(run_id, training=True)] = event
         owner = uuid.uuid4().hex
-        with holding(owner, self._storage, self.dataset):
-            with self._writing() as tx:  # recorded, or held by another open charge (in any process)
+        with holding(owner, self._accounts.storage, self.dataset):
+            with self._accounts.writing() as tx:  # recorded, or held by another open charge (in any process)
                 taken = [r.run_id for r in tx.rows if r.side == "training" and r.run_id in checked]
                 if taken:
                     raise ValueError(
                         f"Training run id {taken[0]!r} is already in the ledger (recorded, or held by an open "
                         "charge); every run needs its own id."
                     )
-                self._check_training(list(checked.values()))
+                self._accounts.check_training(list(checked.values()))
                 reservations = {
-                    run_id: tx.reserve("training", run_id, owner, event, *self._lease())
+                    run_id: tx.reserve("training", run_id, owner, event, *self._accounts.lease())
                     for run_id, event in checked.items()
                 }
             meter = TrainingMeter(functools.partial(self._record_training_charged, reservations), checked, owner)
@@ -248,27 +287,17 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
             finally:
                 meter.close()
                 recorded = meter.recorded
-                with self._writing() as tx:
+                with self._accounts.writing() as tx:
                     for run_id, seq in reservations.items():
                         if run_id not in recorded:
                             tx.drop(seq)
 
-    def _check_training(self, events: list[TrainingEvent]) -> None:
-        check_training_admits(
-            self._training_budget(),
-            self.training_delta,
-            self.training_accountant,
-            self.prv_eps_error,
-            self._spent("training"),
-            events,
-        )
-
     def _record_training_charged(self, reservations: dict[Any, int], run_id: Any, event: TrainingEvent) -> str:
         r"""``TrainingMeter.record``: turn the run's reservation into its record."""
         release_id = new_release_id()
-        with self._writing() as tx:
+        with self._accounts.writing() as tx:
             if not tx.holds(reservations[run_id]):  # settled (its lease ran out): checked again
-                self._check_training([event])
+                self._accounts.check_training([event])
             tx.fulfil(reservations[run_id], run_id, "", release_id, event)
         return release_id
 
@@ -290,7 +319,7 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
         if holderless and run_id is None:
             raise ValueError("holderless=True needs the run_id whose holderless reservations to drop.")
         now = time.time()
-        with self._writing() as tx:
+        with self._accounts.writing() as tx:
             gone = [
                 r
                 for r in tx.rows
@@ -320,25 +349,45 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
             )
         return dropped
 
-    @synced
     def reservation_holders(self, run_id: Any = None) -> list[tuple[Any, float | None, str | None]]:
-        r"""``(holder, lease_expires, owner)`` of each reservation (of ``run_id``; None: all runs).
-        ``holder`` is a ``holders.Holder``, or None for one written before holders existed."""
+        r"""``(holder, lease_expires, owner)`` of each reservation held (of ``run_id``; None: all
+        runs): open charges, or ones left by a process that died inside a charge. ``holder`` is a
+        ``holders.Holder``, or None for one written before holders existed."""
         return [
             (r.holder, r.lease_expires, r.owner)
-            for r in self._rows
+            for r in self._accounts.rows()
             if not r.recorded and (run_id is None or r.run_id == run_id)
         ]
 
+    # --------------------------------------------------------------------- reads
+    def records(self, side: str | None = None, run_id: Any = None) -> list[Record]:
+        r"""The records (releases made), in recording order; per side ``ledger.validation.records``
+        and ``ledger.training.records``.
+
+        Args:
+            side: ``"validation"``, ``"training"`` or None (both).
+            run_id: Only this run's records (None: all runs).
+        """
+        return read_records(self._accounts, side, run_id)
+
+    def report(self, delta: float, *, training_delta: float | None = None) -> dict[str, Any]:
+        r"""Both guarantees, side by side but never composed (different datasets; the keys are
+        listed in ``views.ledger_report``).
+
+        Args:
+            delta: δ for the validation guarantee.
+            training_delta: δ for the training guarantee (default: the ledger's, then ``delta``).
+        """
+        return ledger_report(self._accounts, delta, training_delta=training_delta)
+
     # ---------------------------------------------------------------- persistence
-    @synced
     def state_dict(self) -> dict[str, Any]:
         r"""The ledger's records and settings as plain values (``json.dumps``-able; version 5).
 
         Reservations are not part of it (they are no records). Infinite μ or ε(α) is stored as
         ``float("inf")``, which Python's ``json`` writes as ``Infinity`` and reads back.
         """
-        return encode_state(self._settings(), self.records())
+        return encode_state(self._accounts.settings(), self.records())
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         r"""Merge a saved state into this ledger: never replace, never remove.
@@ -350,7 +399,7 @@ class PrivacyLedger(LedgerViews, ExternalReleases):
         state's δ and accountant. A damaged state or unsupported version raises
         ``ValueError`` and changes nothing.
         """
-        self._merge_state(*decode_state(state_dict))
+        self._accounts.merge(*decode_state(state_dict))
 
     @classmethod
     def from_state_dict(cls, state_dict: Mapping[str, Any]) -> PrivacyLedger:

@@ -260,7 +260,7 @@ class AdaptiveGaussianGradientMechanism:
     ``ḡ = (1/n) Σ clip_B(A y_i)`` once (``clipped_mean_gradient``), and the returned
     ``ClippedMean`` releases a noisy norm and a noisy gradient of it. Adaptively chosen
     ``μ_t`` compose to ``√Σμ_t²`` as long as a filter keeps that sum within the budget
-    (Smith & Thakurta 2022); the filter is the caller's (``PrivacyLedger.check_validation_step``
+    (Smith & Thakurta 2022); the filter is the caller's (``ledger.external.check``
     before every release, and ``optim.noise_schedule``).
 
     Args:

@@ -28,7 +28,7 @@ class PrivacyCost:
 class PureDPCost:
     r"""What a pure ``ε``-DP release (an exponential mechanism) spent.
 
-    Record it with ``PrivacyLedger.record_validation_pure(epsilon, ...)``; the ledger
+    Record it with ``ledger.external.record(PureDP(epsilon), ...)``; the ledger
     charges it as ``mu = 2Φ⁻¹(e^ε/(1 + e^ε))``-GDP (``analysis.gdp.pure_dp_to_gdp_mu``).
 
     Attributes:
@@ -48,7 +48,7 @@ class RDPCost:
     r"""What a training-side release spent, as a Rényi-DP curve (add/remove one record).
 
     The release is ``(α, rdp(α))``-RDP for every order ``α > 1``; record it with
-    ``PrivacyLedger.record_training_mechanism(run_id, rdp=cost.rdp, description=cost.description)``
+    ``ledger.external.record(TrainingMechanism.from_rdp(cost.description, cost.rdp), run_id=...)``
     and convert with ``privacy.analysis.rdp`` (``rdp_curve_epsilon`` on ``DEFAULT_RDP_ORDERS``).
 
     Attributes:

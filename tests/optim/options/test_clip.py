@@ -1,8 +1,8 @@
 r"""Clip policies (botorch_dp/optim/options/clip.py): a fixed bound clips every step at ``B`` and keeps no
 record; ``QuantileClip`` starts at ``B₀``, charges one count of ``μ_C/√T_max`` per step under the key
 ``step-t/clip`` and moves to ``B_{t+1} = B_t exp(−η_C(b̃_t/n − γ))`` from the released count (closed
-form); each strategy's ``spec()`` rebuilds it through the registry, and bad settings are refused
-naming the field."""
+form); ``QuantileClip`` wraps a ``FixedClip`` that makes the sum at the bound the state holds; each
+strategy's ``spec()`` rebuilds it through the registry, and bad settings are refused naming the field."""
 
 import json
 import math
@@ -76,9 +76,20 @@ def test_a_quantile_clip_charges_its_count_and_moves_the_bound_in_closed_form():
         b, count = state.bounds[-2], state.counts[-1]
         assert state.bounds[-1] == pytest.approx(b * math.exp(-0.2 * (count / 40 - 0.5)), rel=1e-12)
     assert len(state.bounds) == 3 and len(state.counts) == 2
-    assert ledger.validation_steps == {
+    assert ledger.validation.steps() == {
         ("run", "step-0000/clip"): pytest.approx(count_mu, rel=1e-12),
         ("run", "step-0001/clip"): pytest.approx(count_mu, rel=1e-12),
     }
     with pytest.raises(ValueError, match="needs a BudgetSplit with a clip_fraction"):
         clip.count_mu(RunPlan(4, 4, 2, 40, BudgetSplit(2.0)))
+
+
+def test_a_quantile_clip_wraps_a_fixed_clip_that_sums_at_the_states_bound():
+    users, W = _users_and_weights()
+    clip = QuantileClip(1.0, quantile=0.5, learning_rate=0.2, fraction=0.2)
+    assert not isinstance(clip, FixedClip) and clip.base == FixedClip(1.0)
+    assert clip.initial_state() == ClipState(bounds=(1.0,))
+    state = ClipState(bounds=(1.0, 0.4), counts=(12.0,))
+    summed, expected = clip.aggregate(users, W, state), users.clipped_sum(W, 0.4)
+    assert summed.bound == 0.4 == clip.current(state) == clip.base.current(state)
+    assert torch.equal(summed.total, expected.total) and summed.within == expected.within

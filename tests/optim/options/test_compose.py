@@ -77,13 +77,13 @@ def test_every_pair_runs_within_budget_or_is_refused_by_a_declared_rule(name):
     steps = len(release.batch_sizes)
     assert 1 <= steps <= T and torch.isfinite(release.released_gradients).all()
     assert torch.isfinite(release.iterates).all() and torch.isfinite(release.theta).all()
-    records = opt.ledger.validation_records()
+    records = opt.ledger.validation.records()
     parts = [parse_release_key(r.key) for r in records]
     assert {step for step, _ in parts if step is not None} == set(range(steps))  # every step charged
     assert all(part in {"grad", "norm", "clip", "precond", "select"} for _, part in parts)
     assert sum(part == "grad" for _, part in parts) == steps  # one gradient per step
     assert all(math.isfinite(r.event.mu) and r.event.mu > 0 for r in records if hasattr(r.event, "mu"))
-    mu = opt.ledger.validation_mu()
+    mu = opt.ledger.validation.mu()
     assert mu <= MU * (1 + 1e-12), f"{name}: the run spent mu = {mu!r} of {MU}"
     assert release.guarantee.holds and release.guarantee.mu == mu
 
@@ -103,7 +103,7 @@ def _release(overrides: dict, partitions: bool):
         warnings.simplefilter("ignore")
         opt = DPGIBO(config)
         source = InProcessPartitions([_Half(0), _Half(N // 2)]) if partitions else _objective
-        return opt.run(source, progress=False).release, opt.ledger.validation_records()
+        return opt.run(source, progress=False).release, opt.ledger.validation.records()
 
 
 @pytest.mark.parametrize(

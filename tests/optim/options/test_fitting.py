@@ -37,10 +37,12 @@ def test_no_fitting_changes_nothing_and_charges_nothing():
 def test_a_sensitive_fit_is_recorded_as_no_guarantee_before_it_reads_the_losses():
     X, users, kernel = _setting()
     seen, ledger = [], PrivacyLedger()
-    fitting = SensitiveFitting(fit=lambda k, x, y: seen.append((x, y, dict(ledger.validation_steps))), standardize=True)
+    fitting = SensitiveFitting(
+        fit=lambda k, x, y: seen.append((x, y, dict(ledger.validation.steps()))), standardize=True
+    )
     with ledger.charge(fitting.bound_parts(), run_id="run", step=0) as meter:
         prepared, gp = fitting.prepare(users, X, kernel, None, 1e-6, 1e-8, meter=meter)
-    assert ledger.validation_steps == {("run", "step-0000/fit"): math.inf} and math.isinf(ledger.validation_mu())
+    assert ledger.validation.steps() == {("run", "step-0000/fit"): math.inf} and math.isinf(ledger.validation.mu())
     Y = users.losses()
     torch.testing.assert_close(seen[0][1], Y.mean(-1), rtol=0, atol=0)
     assert seen[0][2] == {("run", "step-0000/fit"): math.inf}  # recorded before the fit read the losses

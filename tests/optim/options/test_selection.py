@@ -45,8 +45,8 @@ def test_with_negligible_noise_the_smallest_mean_loss_is_chosen_and_recorded(rul
     with ledger.charge({"select": rule.event()}, run_id="run") as meter:
         chosen = rule.release(sums, n, meter, torch.Generator().manual_seed(0))
     assert chosen.index == 1
-    assert list(ledger.validation_steps) == [("run", "select")]
-    assert ledger.validation_mu() == pytest.approx(rule.charge, rel=1e-12)
+    assert list(ledger.validation.steps()) == [("run", "select")]
+    assert ledger.validation.mu() == pytest.approx(rule.charge, rel=1e-12)
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,10 @@ def test_a_rule_is_rebuilt_from_its_spec(rule):
 def test_the_string_private_is_the_default_private_preconditioner():
     rule = FullMatrixAdaGrad("private")
     assert rule.private == PrivateGOE(0.5) and rule.kind == "private" and rule.mu_fraction == 0.5
-    assert rule.requires == {"fixed_basis"} and set(rule.conflicts()) == {"clip:adaptive", "noise:adaptive_norm"}
+    assert rule.requires == {"fixed_basis", "fixed_clip_bound"} and set(rule.conflicts()) == {
+        "clip:adaptive",
+        "noise:adaptive_norm",
+    }
     assert FullMatrixAdaGrad("noisy").conflicts() == {} and FullMatrixAdaGrad("noisy").mu_fraction is None
 
 

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
+from botorch_dp.privacy.ledger import Gaussian, PrivacyBudgetExceeded, PrivacyLedger
 from botorch_dp.privacy.ledger.accounts import same_setting
 
 
@@ -20,10 +20,10 @@ def test_in_memory_ledger_is_the_default_and_refuses_to_be_copied_into_a_worker(
     ledger = PrivacyLedger(validation_mu_budget=1.0)
     assert ledger.storage_url is None and ledger.dataset is None
     for t in range(25):
-        ledger.record_validation_step(mu=0.2, run_id="run-a", key=f"step-{t:04d}")
-    assert ledger.validation_epsilon(1e-5) == pytest.approx(4.377, abs=1e-3)
+        ledger.external.record(Gaussian(0.2), run_id="run-a", key=f"step-{t:04d}")
+    assert ledger.validation.epsilon(1e-5) == pytest.approx(4.377, abs=1e-3)
     with pytest.raises(PrivacyBudgetExceeded):
-        ledger.check_validation_step(0.01)
+        ledger.external.check(Gaussian(0.01))
     state = ledger.state_dict()
     assert set(state) == {
         "version",
@@ -66,23 +66,23 @@ def test_the_budget_is_stored_with_the_dataset_and_a_different_one_refused(url):
     same = PrivacyLedger(storage=url, dataset=dataset, validation_mu_budget=1.0)
     same.validation_mu_budget = 0.5  # this object's own filter, tightened
     with pytest.raises(PrivacyBudgetExceeded):
-        same.check_validation_step(0.6)
-    adopted.check_validation_step(0.6)  # the others keep the stored budget
+        same.external.check(Gaussian(0.6))
+    adopted.external.check(Gaussian(0.6))  # the others keep the stored budget
     adopted.validation_mu_budget = 5.0  # never looser than the stored one
     with pytest.raises(PrivacyBudgetExceeded):
-        adopted.check_validation_step(1.1)
+        adopted.external.check(Gaussian(1.1))
     assert PrivacyLedger(storage=url, dataset=_dataset()).validation_mu_budget is None
 
 
 def test_a_stored_ledger_pickles_as_its_address_and_the_copy_sees_the_same_records(tmp_path):
     url = f"sqlite:///{tmp_path / 'budget.db'}"
     ledger = PrivacyLedger(storage=url, dataset="clinic", validation_mu_budget=1.0)
-    ledger.record_validation_step(mu=0.3, run_id="run", key="step-0000")
+    ledger.external.record(Gaussian(0.3), run_id="run", key="step-0000")
     copy = pickle.loads(pickle.dumps(ledger))
     assert copy.storage_url == ledger.storage_url and copy.dataset == "clinic"
-    assert copy.validation_mu() == pytest.approx(0.3)
-    copy.record_validation_step(mu=0.4, run_id="run", key="step-0001")
-    assert ledger.validation_mu() == pytest.approx(0.5)  # 0.3-0.4-0.5: one budget, seen from both
+    assert copy.validation.mu() == pytest.approx(0.3)
+    copy.external.record(Gaussian(0.4), run_id="run", key="step-0001")
+    assert ledger.validation.mu() == pytest.approx(0.5)  # 0.3-0.4-0.5: one budget, seen from both
 
 
 def test_settings_compare_as_numbers_within_a_relative_1e_9():

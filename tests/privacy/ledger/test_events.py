@@ -1,7 +1,8 @@
 r"""What a release spends, as the ledger records it (botorch_dp/privacy/ledger/events.py): the
 release keys and their parser are inverse to each other, every event survives its JSON form
 exactly and is refused on the wrong side, the pure-DP charge is the closed form
-``μ = 2Φ⁻¹(e^ε/(1 + e^ε))``, and bad curves and keys are refused naming what is wrong."""
+``μ = 2Φ⁻¹(e^ε/(1 + e^ε))``, a callable curve is evaluated once per order, and bad curves and keys are
+refused naming what is wrong."""
 
 import itertools
 import json
@@ -19,6 +20,7 @@ from botorch_dp.privacy.ledger.events import (
     TrainingMechanism,
     ValidationMechanism,
     check_rdp_values,
+    evaluate_curve,
     event_from_json,
     event_to_json,
     legacy_release_id,
@@ -103,6 +105,18 @@ def test_curves_are_checked_order_by_order_and_inf_is_allowed():
             check_rdp_values(values)
     with pytest.raises(ValueError, match="description must be a non-empty string"):
         ValidationMechanism("  ", CURVE)
+
+
+def test_a_callable_curve_is_evaluated_once_per_order_and_checked():
+    calls = []
+    curve = evaluate_curve(lambda alpha: calls.append(alpha) or alpha / 8.0)
+    assert calls == list(TRAINING_RDP_ORDERS) and curve == tuple(a / 8.0 for a in TRAINING_RDP_ORDERS)
+    assert ValidationMechanism.from_rdp("sigma=2", lambda a: a / 8.0) == ValidationMechanism("sigma=2", curve)
+    assert TrainingMechanism.from_rdp("sigma=2", lambda a: a / 8.0) == TrainingMechanism("sigma=2", curve)
+    with pytest.raises(ValueError, match="rdp must be a callable"):
+        evaluate_curve(0.5)
+    with pytest.raises(ValueError, match="rdp at order 1.1 must be >= 0"):
+        TrainingMechanism.from_rdp("negative", lambda a: -1.0)
 
 
 def test_bad_event_parameters_are_refused_naming_them():

@@ -46,11 +46,11 @@ def charge(ledger, run_id, event):
 def test_the_total_is_epsilon_one_plus_the_rdp_part_at_the_delta_left():
     ledger = PrivacyLedger(training_epsilon_budget=4.0, training_delta=2e-5)
     charge(ledger, "sel", ApproximateDP("a selection at its profile bound", 2.5, 1e-5))
-    assert ledger.training_epsilon(2e-5) == 2.5  # alone: its own ε at any δ ≥ its δ
-    assert ledger.training_epsilon(5e-6) == math.inf  # δ below its δ: no statement
+    assert ledger.training.epsilon(2e-5) == 2.5  # alone: its own ε at any δ ≥ its δ
+    assert ledger.training.epsilon(5e-6) == math.inf  # δ below its δ: no statement
     charge(ledger, "run", RUN)
     expected = 2.5 + rdp_epsilon(run_curve(RUN), 2e-5 - 1e-5)
-    assert ledger.training_epsilon(2e-5) == pytest.approx(expected, rel=1e-9)
+    assert ledger.training.epsilon(2e-5) == pytest.approx(expected, rel=1e-9)
     report = ledger.report(1e-5)["training"]
     assert report["epsilon"] == pytest.approx(expected, rel=1e-9) and report["accountant"] == "rdp"
     assert report["approximate_dp"] == [
@@ -75,16 +75,16 @@ def test_a_second_charge_cannot_exceed_the_budget():
             assert "share" in str(err)
             break
         n += 1
-        total = ledger.training_epsilon(delta)
+        total = ledger.training.epsilon(delta)
         assert total <= budget * (1 + 1e-9)
         assert total == pytest.approx(2.5 + rdp_epsilon(n * run_curve(RUN), 1e-5), rel=1e-9)
-    assert n >= 1 and len(ledger.training_records()) == n + 1  # the refused run is not recorded
+    assert n >= 1 and len(ledger.training.records()) == n + 1  # the refused run is not recorded
     # one more run would have exceeded the budget (the filter works at one order, so it may refuse a little early)
     assert 2.5 + rdp_epsilon((n + 1) * run_curve(RUN), 1e-5) > budget - 0.05
     # a second (ε, δ) entry: admitted only as the first training entry
     with pytest.raises(PrivacyBudgetExceeded, match="only as its first training entry"):
         charge(ledger, "sel-2", ApproximateDP("another selection", 0.1, 1e-6))
-    assert len(ledger.training_records()) == n + 1
+    assert len(ledger.training.records()) == n + 1
 
 
 @pytest.mark.privacy_fast
@@ -97,7 +97,7 @@ def test_an_approximate_entry_over_the_budget_or_after_an_rdp_entry_is_refused()
     charge(ledger, "run", RUN)  # an RDP entry first: no (ε, δ) entry after it
     with pytest.raises(PrivacyBudgetExceeded, match="only as its first training entry"):
         charge(ledger, "sel", ApproximateDP("a selection", 0.01, 1e-7))
-    assert [r.run_id for r in ledger.training_records()] == ["run"]
+    assert [r.run_id for r in ledger.training.records()] == ["run"]
 
 
 def test_the_whole_delta_spent_by_the_first_entry_leaves_no_room():
@@ -108,7 +108,7 @@ def test_the_whole_delta_spent_by_the_first_entry_leaves_no_room():
     unbounded = PrivacyLedger(training_delta=1e-5)  # no budget: recorded, and reported as no statement
     charge(unbounded, "sel", ApproximateDP("a selection", 1.0, 1e-5))
     charge(unbounded, "run", RUN)
-    assert unbounded.training_epsilon(1e-5) == math.inf
+    assert unbounded.training.epsilon(1e-5) == math.inf
 
 
 def test_the_entry_is_stored_and_read_back():
@@ -117,7 +117,7 @@ def test_the_entry_is_stored_and_read_back():
     ledger = PrivacyLedger(training_delta=1e-5)
     charge(ledger, "sel", event)
     again = PrivacyLedger.from_state_dict(json.loads(json.dumps(ledger.state_dict())))
-    assert again.training_approximate == {"sel": event}
+    assert again.training.approximate() == {"sel": event}
     with pytest.raises(ValueError, match="epsilon"):
         ApproximateDP("bad", -1.0, 1e-5)
     with pytest.raises(ValueError, match="delta"):
@@ -131,8 +131,8 @@ def test_a_stored_ledger_keeps_the_entry_and_its_filter(tmp_path):
     ledger = PrivacyLedger(training_epsilon_budget=4.0, training_delta=2e-5, storage=url, dataset="d")
     charge(ledger, "sel", ApproximateDP("a selection", 2.5, 1e-5))
     other = PrivacyLedger(storage=url, dataset="d")  # another process's view of the same dataset
-    assert other.training_approximate == {"sel": ApproximateDP("a selection", 2.5, 1e-5)}
+    assert other.training.approximate() == {"sel": ApproximateDP("a selection", 2.5, 1e-5)}
     with pytest.raises(PrivacyBudgetExceeded, match="only as its first training entry"):
         charge(other, "sel-2", ApproximateDP("another selection", 0.1, 1e-6))
     charge(other, "run", RUN)
-    assert ledger.training_epsilon(2e-5) == pytest.approx(2.5 + rdp_epsilon(run_curve(RUN), 1e-5), rel=1e-9)
+    assert ledger.training.epsilon(2e-5) == pytest.approx(2.5 + rdp_epsilon(run_curve(RUN), 1e-5), rel=1e-9)

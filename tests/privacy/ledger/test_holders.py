@@ -63,10 +63,10 @@ def test_a_step_holds_its_whole_worst_case_so_a_concurrent_charge_cannot_pass_th
             assert "step 0 of run 'b'" in str(err)
         for part in bound:
             meter_a.record(part, Gaussian(PART))
-    spent = b.validation_mu()
+    spent = b.validation.mu()
     assert spent <= TWO_PART_BUDGET * (1 + 1e-9), f"the ledger passed its budget: {spent} > {TWO_PART_BUDGET}"
     assert refused and spent == pytest.approx(compose_gdp([PART, PART]), rel=1e-12)
-    assert a.num_reservations() == 0
+    assert len(a.reservation_holders()) == 0
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
@@ -79,9 +79,9 @@ def test_a_live_holders_reservation_survives_every_settle(kind, tmp_path):
         assert b.cancel_reservations("run") == 0 and b.cancel_reservations() == 0
         with pytest.raises(RuntimeError, match=f"Run 'run' is live: process {os.getpid()} on host"):
             b.settle_run("run")
-        assert b.num_reservations() == 1
+        assert len(b.reservation_holders()) == 1
         meter.record("grad", Gaussian(0.5))
-    assert b.settle_run("run") == 0 and b.num_reservations() == 0
+    assert b.settle_run("run") == 0 and len(b.reservation_holders()) == 0
 
 
 def test_a_holder_whose_lease_ran_out_checks_the_budget_again_before_it_records(tmp_path):
@@ -96,7 +96,7 @@ def test_a_holder_whose_lease_ran_out_checks_the_budget_again_before_it_records(
             other.record("grad", Gaussian(0.8))
         with pytest.raises(PrivacyBudgetExceeded, match="'grad' of run 'slow' \\(its reservation was settled\\)"):
             meter.record("grad", Gaussian(0.8))
-    assert b.validation_mu() == pytest.approx(0.8) and [r.run_id for r in b.validation_records()] == ["fast"]
+    assert b.validation.mu() == pytest.approx(0.8) and [r.run_id for r in b.validation.records()] == ["fast"]
 
 
 def _start(target, *args):
@@ -135,20 +135,20 @@ def test_a_resume_in_another_process_is_refused_while_the_holder_is_inside_its_c
         go.set()
         a.join(timeout=60)
     assert a.exitcode == 0
-    assert b.validation_mu() == pytest.approx(BUDGET, rel=1e-12) and b.num_reservations() == 0
-    assert [r.key for r in b.validation_records()] == ["step-0000", "step-0001", "step-0002"]
+    assert b.validation.mu() == pytest.approx(BUDGET, rel=1e-12) and len(b.reservation_holders()) == 0
+    assert [r.key for r in b.validation.records()] == ["step-0000", "step-0001", "step-0002"]
 
     # a holder killed inside its charge is gone: its hold is settled, the step goes on elsewhere
     c = PrivacyLedger(storage=url, dataset="killed", validation_mu_budget=1.0)
     killed, _ = _start(ledger_workers.hold_a_step, url, "killed", "other", 0, 0.9, 60.0)
     try:
-        assert c.num_reservations() == 1 and c.cancel_reservations() == 0
+        assert len(c.reservation_holders()) == 1 and c.cancel_reservations() == 0
         with pytest.raises(PrivacyBudgetExceeded):  # held: 0.9 and 0.9 do not fit 1.0
-            c.check_admits({"grad": Gaussian(0.9)})
+            c.validation.check_admits({"grad": Gaussian(0.9)})
     finally:  # (never set a multiprocessing Event its killed waiter held: set() would block)
         os.kill(killed.pid, signal.SIGKILL)
         killed.join(timeout=60)
     assert killed.exitcode == -signal.SIGKILL
-    assert c.settle_run("other") == 1 and c.num_reservations() == 0
-    assert c.validation_mu() == 0.0  # nothing of the killed step was recorded
-    c.check_admits({"grad": Gaussian(0.9)})
+    assert c.settle_run("other") == 1 and len(c.reservation_holders()) == 0
+    assert c.validation.mu() == 0.0  # nothing of the killed step was recorded
+    c.validation.check_admits({"grad": Gaussian(0.9)})

@@ -1,7 +1,7 @@
-r"""Tests for botorch_dp.privacy.ledger.ledger (``PrivacyLedger``): the validation side's composition and
-budget filter, the training side's DP-SGD runs against Opacus, the report, several runs on one ledger, and pure-DP
-releases. The state is tested in test_state.py, generic RDP training entries in
-../test_ledger_training_rdp.py."""
+r"""Tests for botorch_dp.privacy.ledger.ledger (``PrivacyLedger``): a ledger composed of parts with a small
+public surface (no mixins), the validation side's composition and budget filter, the training side's DP-SGD runs
+against Opacus, the report, several runs on one ledger, and pure-DP releases. The state is tested in
+test_state.py, generic RDP training entries in ../test_ledger_training_rdp.py."""
 
 import json
 import math
@@ -15,38 +15,76 @@ from scipy.special import ndtr, ndtri
 from botorch_dp.privacy.accountants import accountant_epsilon
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon, pure_dp_to_gdp_mu
 from botorch_dp.privacy.ledger import DPSGDRun, Gaussian, PrivacyBudgetExceeded, PrivacyLedger, PureDP
+from botorch_dp.privacy.ledger.external import ExternalReleases
+from botorch_dp.privacy.ledger.views import TrainingReads, ValidationReads
 from botorch_dp.privacy.seeding import PrivacyWarning
 
 from ..ledger_helpers import DELTA, RUNS, record_runs, spend, step_key, train
 
+#: The public surface: the charge family, the reads and the state on the ledger, the settings, and its parts.
+SURFACE = {
+    PrivacyLedger: {
+        *("charge", "charge_training", "cancel_reservations", "settle_run", "reservation_holders"),
+        *("records", "report", "state_dict", "load_state_dict", "from_state_dict"),
+        *("validation_mu_budget", "training_epsilon_budget", "training_delta", "training_accountant"),
+        *("prv_eps_error", "dataset", "storage_url", "STATE_VERSION", "BUDGET_RTOL", "RDP_ORDERS"),
+    },
+    ValidationReads: {
+        *("records", "run_ids", "steps", "mechanisms", "release_curves", "mu", "rdp_curve", "epsilon"),
+        *("remaining_mu", "check_admits"),
+    },
+    TrainingReads: {
+        *("records", "run_ids", "runs", "mechanisms", "approximate", "history", "rdp_curve"),
+        *("accountant_in_use", "epsilon"),
+    },
+    ExternalReleases: {"check", "record"},
+}
+
+
+def test_the_ledger_is_composed_of_parts_with_a_small_surface_and_no_mixins():
+    ledger = PrivacyLedger(validation_mu_budget=1.0)
+    for cls, names in SURFACE.items():
+        assert cls.__mro__ == (cls, object), cls.__mro__  # no mixins, no shared base
+        assert {n for n in dir(cls) if not n.startswith("_")} == names, cls
+    parts = {name: type(value) for name, value in vars(ledger).items() if not name.startswith("_")}
+    assert parts == {"validation": ValidationReads, "training": TrainingReads, "external": ExternalReleases}
+    # the parts read and write the ledger's one state: a record through one part is read by the others
+    ledger.external.record(Gaussian(0.6), run_id="r", key="step-0000")
+    assert ledger.validation.mu() == 0.6 and ledger.records() == ledger.validation.records()
+    assert ledger.validation.remaining_mu() == pytest.approx(0.8, rel=1e-12)
+    ledger.validation_mu_budget = 0.7  # an object's own filter, lowered: every part sees it
+    assert ledger.validation.remaining_mu() == pytest.approx(math.sqrt(0.49 - 0.36), rel=1e-12)
+    with pytest.raises(PrivacyBudgetExceeded):
+        ledger.external.check(Gaussian(0.4))
+
 
 def test_validation_records_compose_and_each_release_counts():
     ledger = PrivacyLedger()
-    assert ledger.validation_mu() == 0.0
-    assert ledger.validation_epsilon(DELTA) == 0.0
+    assert ledger.validation.mu() == 0.0
+    assert ledger.validation.epsilon(DELTA) == 0.0
     for t in range(25):
-        assert ledger.record_validation_step(mu=0.2, run_id="run-a", key=step_key(t))
-    assert ledger.validation_mu() == pytest.approx(1.0, rel=1e-14)
-    assert ledger.validation_epsilon(DELTA) == pytest.approx(4.3772, abs=1e-3)
-    assert list(ledger.validation_steps)[:2] == [("run-a", "step-0000"), ("run-a", "step-0001")]
+        assert ledger.external.record(Gaussian(0.2), run_id="run-a", key=step_key(t))
+    assert ledger.validation.mu() == pytest.approx(1.0, rel=1e-14)
+    assert ledger.validation.epsilon(DELTA) == pytest.approx(4.3772, abs=1e-3)
+    assert list(ledger.validation.steps())[:2] == [("run-a", "step-0000"), ("run-a", "step-0001")]
     # Every record is a release made: the same (run_id, key) recorded again (a step replayed
     # with fresh noise) counts again, with its own release id; a record is never merged away.
     for t in range(25):
-        assert ledger.record_validation_step(mu=0.2, run_id="run-a", key=step_key(t))
-    assert len(ledger.validation_records()) == 50 and len(ledger.validation_steps) == 25
-    assert len({r.release_id for r in ledger.validation_records()}) == 50
-    assert ledger.validation_steps[("run-a", "step-0003")] == pytest.approx(0.2 * math.sqrt(2), rel=1e-14)
-    assert ledger.validation_mu() == pytest.approx(math.sqrt(2), rel=1e-14)
-    ledger.record_validation_step(mu=0.3, run_id="run-a", key=step_key(3))  # another cost: one more release
-    assert ledger.validation_mu() == pytest.approx(math.sqrt(2 + 0.09), rel=1e-14)
+        assert ledger.external.record(Gaussian(0.2), run_id="run-a", key=step_key(t))
+    assert len(ledger.validation.records()) == 50 and len(ledger.validation.steps()) == 25
+    assert len({r.release_id for r in ledger.validation.records()}) == 50
+    assert ledger.validation.steps()[("run-a", "step-0003")] == pytest.approx(0.2 * math.sqrt(2), rel=1e-14)
+    assert ledger.validation.mu() == pytest.approx(math.sqrt(2), rel=1e-14)
+    ledger.external.record(Gaussian(0.3), run_id="run-a", key=step_key(3))  # another cost: one more release
+    assert ledger.validation.mu() == pytest.approx(math.sqrt(2 + 0.09), rel=1e-14)
     for bad in ("", " step", 3, None):
         with pytest.raises(ValueError, match="key must be a non-empty string"):
-            ledger.record_validation_step(mu=0.3, run_id="run-a", key=bad)
+            ledger.external.record(Gaussian(0.3), run_id="run-a", key=bad)
         with pytest.raises(ValueError, match="run_id must be a non-empty string"):
-            ledger.record_validation_step(mu=0.3, run_id=bad, key="step-0000")
+            ledger.external.record(Gaussian(0.3), run_id=bad, key="step-0000")
     with pytest.raises(ValueError, match="mu must be positive"):
-        ledger.record_validation_step(mu=0.0, run_id="run-a", key=step_key(30))
-    assert len(ledger.validation_records()) == 51
+        ledger.external.record(Gaussian(0.0), run_id="run-a", key=step_key(30))
+    assert len(ledger.validation.records()) == 51
 
 
 def test_two_runs_on_one_ledger_compose():
@@ -55,28 +93,28 @@ def test_two_runs_on_one_ledger_compose():
     mu_step = 0.6 / math.sqrt(4)
     for run_id in ("run-a", "run-b"):
         for t in range(4):
-            assert ledger.record_validation_step(mu=mu_step, run_id=run_id, key=step_key(t))
-    assert ledger.validation_mu() == pytest.approx(math.sqrt(0.36 + 0.36), rel=1e-12)
-    assert ledger.validation_mu() == pytest.approx(0.8485, abs=1e-4)
-    assert ledger.validation_mu(run_id="run-a") == pytest.approx(0.6, rel=1e-12)
-    assert ledger.validation_mu(run_id="run-c") == 0.0
-    assert ledger.validation_run_ids() == ["run-a", "run-b"]
+            assert ledger.external.record(Gaussian(mu_step), run_id=run_id, key=step_key(t))
+    assert ledger.validation.mu() == pytest.approx(math.sqrt(0.36 + 0.36), rel=1e-12)
+    assert ledger.validation.mu() == pytest.approx(0.8485, abs=1e-4)
+    assert ledger.validation.mu(run_id="run-a") == pytest.approx(0.6, rel=1e-12)
+    assert ledger.validation.mu(run_id="run-c") == 0.0
+    assert ledger.validation.run_ids() == ["run-a", "run-b"]
     report = ledger.report(DELTA)["validation"]
     assert report["num_steps"] == 8 and report["num_runs"] == 2
     # Several releases per step (room for "step-0003/grad", "step-0003/norm") are separate entries.
-    ledger.record_validation_step(mu=0.3, run_id="run-c", key="step-0003/grad")
-    ledger.record_validation_step(mu=0.4, run_id="run-c", key="step-0003/norm")
-    assert ledger.validation_mu(run_id="run-c") == pytest.approx(0.5, rel=1e-12)
-    assert ledger.validation_mu() == pytest.approx(math.sqrt(0.72 + 0.25), rel=1e-12)
+    ledger.external.record(Gaussian(0.3), run_id="run-c", key="step-0003/grad")
+    ledger.external.record(Gaussian(0.4), run_id="run-c", key="step-0003/norm")
+    assert ledger.validation.mu(run_id="run-c") == pytest.approx(0.5, rel=1e-12)
+    assert ledger.validation.mu() == pytest.approx(math.sqrt(0.72 + 0.25), rel=1e-12)
 
 
 def test_budget_filter_runs_over_all_runs():
     ledger = PrivacyLedger(validation_mu_budget=0.8)
     for t in range(4):
         spend(ledger, 0.3, "run-a", t)  # μ = 0.6
-    ledger.check_validation_step(math.sqrt(0.28))  # 0.6 ⊕ 0.529 = 0.8 fits exactly
+    ledger.external.check(Gaussian(math.sqrt(0.28)))  # 0.6 ⊕ 0.529 = 0.8 fits exactly
     with pytest.raises(PrivacyBudgetExceeded, match="remaining mu budget"):
-        ledger.check_validation_step(0.53)
+        ledger.external.check(Gaussian(0.53))
     # A second run of μ = 0.6 (same step keys) would make 0.8485 > 0.8: its 4th step is
     # refused before anything is recorded (or drawn).
     for t in range(3):
@@ -84,11 +122,11 @@ def test_budget_filter_runs_over_all_runs():
     with pytest.raises(PrivacyBudgetExceeded, match="step 3 of run 'run-b'.*Nothing was released"):
         with ledger.charge({"grad": Gaussian(0.3)}, run_id="run-b", step=3):
             raise AssertionError("the block must not run")
-    assert len(ledger.validation_records()) == 7 and ledger.num_reservations() == 0
-    assert ledger.validation_mu() == pytest.approx(math.sqrt(7 * 0.09), rel=1e-12)
+    assert len(ledger.validation.records()) == 7 and len(ledger.reservation_holders()) == 0
+    assert ledger.validation.mu() == pytest.approx(math.sqrt(7 * 0.09), rel=1e-12)
     # A release made elsewhere is a fact: recorded even past the budget, which then has no room.
-    ledger.record_validation_step(mu=0.3, run_id="run-b", key=step_key(3))
-    assert ledger.validation_mu() > 0.8 and ledger.remaining_validation_mu() == 0.0
+    ledger.external.record(Gaussian(0.3), run_id="run-b", key=step_key(3))
+    assert ledger.validation.mu() > 0.8 and ledger.validation.remaining_mu() == 0.0
 
 
 @pytest.mark.parametrize(
@@ -101,78 +139,78 @@ def test_validation_budget_filter_closed_form(budget, mu_step):
     allowed = math.floor((budget / mu_step) ** 2 + 1e-9)
     ledger = PrivacyLedger(validation_mu_budget=budget)
     for k in range(allowed):
-        assert ledger.remaining_validation_mu() >= mu_step * (1 - 1e-9)
+        assert ledger.validation.remaining_mu() >= mu_step * (1 - 1e-9)
         spend(ledger, mu_step, "run-a", k)
-    spent = ledger.validation_mu()
+    spent = ledger.validation.mu()
     assert spent <= budget * (1 + 1e-9)
     remaining = math.sqrt(max(budget**2 - spent**2, 0.0))
-    assert ledger.remaining_validation_mu() == pytest.approx(remaining, abs=1e-6)
+    assert ledger.validation.remaining_mu() == pytest.approx(remaining, abs=1e-6)
     with pytest.raises(PrivacyBudgetExceeded, match="remaining mu budget") as info:
-        ledger.check_validation_step(mu_step)
-    assert f"{ledger.remaining_validation_mu():.6g}" in str(info.value)
+        ledger.external.check(Gaussian(mu_step))
+    assert f"{ledger.validation.remaining_mu():.6g}" in str(info.value)
     with pytest.raises(PrivacyBudgetExceeded):
         spend(ledger, mu_step, "run-b", 0)
     # Nothing was recorded by the refused step, and its hold is gone.
-    assert len(ledger.validation_records()) == allowed and ledger.num_reservations() == 0
-    assert ledger.validation_mu() == spent
+    assert len(ledger.validation.records()) == allowed and len(ledger.reservation_holders()) == 0
+    assert ledger.validation.mu() == spent
     # A step that fits the remainder is still accepted.
-    if ledger.remaining_validation_mu() > 1e-6:
-        spend(ledger, 0.99 * ledger.remaining_validation_mu(), "run-b", 0)
+    if ledger.validation.remaining_mu() > 1e-6:
+        spend(ledger, 0.99 * ledger.validation.remaining_mu(), "run-b", 0)
     assert isinstance(PrivacyBudgetExceeded("x"), RuntimeError)
 
 
 def test_training_composition_matches_direct_opacus():
     ledger = PrivacyLedger()
-    assert ledger.training_epsilon(DELTA) == 0.0
+    assert ledger.training.epsilon(DELTA) == 0.0
     record_runs(ledger)
     # Every training run has its own id: recording one again is refused, not merged.
     with pytest.raises(ValueError, match="already in the ledger"):
         record_runs(ledger, RUNS[:1])
     with pytest.raises(ValueError, match="already in the ledger"):
         train(ledger, RUNS[:1])
-    assert len(ledger.training_runs) == 3
+    assert len(ledger.training.runs()) == 3
     for name, cls in (("rdp", RDPAccountant), ("prv", PRVAccountant)):
         direct = cls()
         for _, noise_multiplier, sample_rate, steps in RUNS:
             for _ in range(steps):
                 direct.step(noise_multiplier=noise_multiplier, sample_rate=sample_rate)
-        assert ledger.training_epsilon(DELTA, accountant=name) == pytest.approx(
+        assert ledger.training.epsilon(DELTA, accountant=name) == pytest.approx(
             accountant_epsilon(direct, delta=DELTA), rel=1e-9
         )
-    rdp = ledger.training_epsilon(DELTA, accountant="rdp")
-    assert 0.0 < ledger.training_epsilon(DELTA, accountant="prv") <= rdp
+    rdp = ledger.training.epsilon(DELTA, accountant="rdp")
+    assert 0.0 < ledger.training.epsilon(DELTA, accountant="prv") <= rdp
     with pytest.raises(ValueError, match="already in the ledger"):
-        ledger.record_training_run(run_id="eval-0", noise_multiplier=2.0, sample_rate=0.02, steps=100)
+        ledger.external.record(DPSGDRun(noise_multiplier=2.0, sample_rate=0.02, steps=100), run_id="eval-0")
     with pytest.raises(ValueError, match="sample_rate"):
-        ledger.record_training_run(run_id="bad", noise_multiplier=1.0, sample_rate=0.0, steps=1)
+        ledger.external.record(DPSGDRun(noise_multiplier=1.0, sample_rate=0.0, steps=1), run_id="bad")
     with pytest.raises(ValueError, match="accountant"):
-        ledger.training_epsilon(DELTA, accountant="moments")
-    ledger.record_training_run(run_id=7, noise_multiplier=0.0, sample_rate=1.0, steps=1)
-    assert ledger.training_epsilon(DELTA) == math.inf
+        ledger.training.epsilon(DELTA, accountant="moments")
+    ledger.external.record(DPSGDRun(noise_multiplier=0.0, sample_rate=1.0, steps=1), run_id=7)
+    assert ledger.training.epsilon(DELTA) == math.inf
 
 
 def test_training_budget_filter():
     two_runs = PrivacyLedger()
     record_runs(two_runs, RUNS[:2])
-    budget = two_runs.training_epsilon(1e-6)
+    budget = two_runs.training.epsilon(1e-6)
     ledger = PrivacyLedger(training_epsilon_budget=budget, training_delta=1e-6)
     train(ledger, RUNS[:2])
     with pytest.raises(PrivacyBudgetExceeded, match="Training privacy budget exceeded.*Nothing was trained"):
         train(ledger, RUNS[2:])
-    assert len(ledger.training_runs) == 2 and ledger.num_reservations() == 0
+    assert len(ledger.training.runs()) == 2 and len(ledger.reservation_holders()) == 0
     # two runs admitted together are checked together, before either trains
     fresh = PrivacyLedger(training_epsilon_budget=budget, training_delta=1e-6)
     with pytest.raises(PrivacyBudgetExceeded):
         with fresh.charge_training({r[0]: DPSGDRun(*r[1:]) for r in RUNS}):
             raise AssertionError("the block must not run")
-    assert fresh.training_runs == {}
+    assert fresh.training.runs() == {}
     with pytest.raises(ValueError, match="training_delta"):
         PrivacyLedger(training_epsilon_budget=1.0)
 
 
 def test_report_keeps_the_two_datasets_separate():
     ledger = PrivacyLedger(validation_mu_budget=2.0, training_delta=1e-6)
-    ledger.record_validation_step(mu=1.0, run_id="run-a", key=step_key(0))
+    ledger.external.record(Gaussian(1.0), run_id="run-a", key=step_key(0))
     record_runs(ledger)
     report = ledger.report(DELTA)
     assert json.loads(json.dumps(report)) == report
@@ -192,7 +230,7 @@ def test_report_keeps_the_two_datasets_separate():
     assert report["training"]["accountant"] == "rdp"
     assert report["training"]["accountant_reason"] == "training_accountant='rdp'"
     assert report["training"]["rdp_order"] in PrivacyLedger.RDP_ORDERS
-    assert report["training"]["epsilon"] == ledger.training_epsilon(1e-6)
+    assert report["training"]["epsilon"] == ledger.training.epsilon(1e-6)
 
 
 def test_identical_training_runs_are_merged_without_changing_epsilon():
@@ -201,15 +239,15 @@ def test_identical_training_runs_are_merged_without_changing_epsilon():
 
     ledger = PrivacyLedger()
     for i in range(34):
-        ledger.record_training_run(run_id=i, noise_multiplier=1.5, sample_rate=1 / 15, steps=150)
-    ledger.record_training_run(run_id="other", noise_multiplier=2.0, sample_rate=0.1, steps=10)
+        ledger.external.record(DPSGDRun(noise_multiplier=1.5, sample_rate=1 / 15, steps=150), run_id=i)
+    ledger.external.record(DPSGDRun(noise_multiplier=2.0, sample_rate=0.1, steps=10), run_id="other")
     direct = RDPAccountant()
-    direct.history = ledger.training_history()  # 35 separate entries
+    direct.history = ledger.training.history()  # 35 separate entries
     assert len(direct.history) == 35
     expected = direct.get_epsilon(delta=1e-5)
-    assert ledger.training_epsilon(1e-5, accountant="rdp") == pytest.approx(expected, rel=1e-12)
+    assert ledger.training.epsilon(1e-5, accountant="rdp") == pytest.approx(expected, rel=1e-12)
     start = time.perf_counter()
-    ledger.training_epsilon(1e-5, accountant="prv")
+    ledger.training.epsilon(1e-5, accountant="prv")
     assert time.perf_counter() - start < 10.0
 
 
@@ -230,12 +268,12 @@ def test_two_dp_gibo_runs_sharing_a_ledger_compose():
         runs.append(opt)
     assert runs[0].run_id != runs[1].run_id
     assert len(runs[0].run_id) == 32 and int(runs[0].run_id, 16) >= 0  # uuid4 hex
-    assert set(ledger.validation_steps) == {(opt.run_id, f"step-{t:04d}") for opt in runs for t in range(3)}
-    assert ledger.validation_run_ids() == [runs[0].run_id, runs[1].run_id]
+    assert set(ledger.validation.steps()) == {(opt.run_id, f"step-{t:04d}") for opt in runs for t in range(3)}
+    assert ledger.validation.run_ids() == [runs[0].run_id, runs[1].run_id]
     for opt in runs:
-        assert ledger.validation_mu(run_id=opt.run_id) == pytest.approx(0.6, rel=1e-12)
-    assert ledger.validation_mu() == pytest.approx(math.sqrt(0.36 + 0.36), rel=1e-12)
-    assert ledger.validation_mu() == pytest.approx(0.8485, abs=1e-4)
+        assert ledger.validation.mu(run_id=opt.run_id) == pytest.approx(0.6, rel=1e-12)
+    assert ledger.validation.mu() == pytest.approx(math.sqrt(0.36 + 0.36), rel=1e-12)
+    assert ledger.validation.mu() == pytest.approx(0.8485, abs=1e-4)
 
 
 def test_budget_filter_stops_a_second_dp_gibo_run():
@@ -255,8 +293,8 @@ def test_budget_filter_stops_a_second_dp_gibo_run():
     with pytest.raises(PrivacyBudgetExceeded):
         second.run(losses, progress=False)
     assert second.iteration == 2
-    assert ledger.validation_mu(run_id=second.run_id) == pytest.approx(math.sqrt(2 * 0.16), rel=1e-12)
-    assert ledger.validation_mu() <= 1.0
+    assert ledger.validation.mu(run_id=second.run_id) == pytest.approx(math.sqrt(2 * 0.16), rel=1e-12)
+    assert ledger.validation.mu() <= 1.0
 
 
 # ------------------------------------------------------------ several releases, pure DP
@@ -306,15 +344,15 @@ def test_several_releases_per_iteration_and_a_pure_selection():
             meter.record("select", PureDP(0.6))
         meter.record("select", PureDP(0.5))
     mu_select = pure_dp_to_gdp_mu(0.5)
-    assert [r.key for r in ledger.validation_records()] == ["step-0003/norm", "step-0003/grad", "select"]
-    assert ledger.validation_steps[("run-a", "select")] == mu_select
-    assert ledger.validation_pure_epsilons == {("run-a", "select"): 0.5}
-    assert ledger.validation_mu() == pytest.approx(math.sqrt(0.16 + 0.0625 + mu_select**2), rel=1e-14)
-    assert ledger.num_reservations() == 0
+    assert [r.key for r in ledger.validation.records()] == ["step-0003/norm", "step-0003/grad", "select"]
+    assert ledger.validation.steps()[("run-a", "select")] == mu_select
+    assert ledger.validation.records()[-1].event == PureDP(0.5)
+    assert ledger.validation.mu() == pytest.approx(math.sqrt(0.16 + 0.0625 + mu_select**2), rel=1e-14)
+    assert len(ledger.reservation_holders()) == 0
     with pytest.raises(ValueError, match="epsilon must be positive"):
-        ledger.record_validation_pure(0.0, run_id="run-a", key="select-2")
+        ledger.external.record(PureDP(0.0), run_id="run-a", key="select-2")
     # The GDP filter charges the converted μ: what is left admits ε = 0.4 but not ε = 0.5.
-    remaining = ledger.remaining_validation_mu()
+    remaining = ledger.validation.remaining_mu()
     with pytest.raises(PrivacyBudgetExceeded):
         with ledger.charge({"select": PureDP(0.5)}, run_id="run-b"):
             raise AssertionError("not reached")

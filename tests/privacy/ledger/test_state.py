@@ -10,7 +10,15 @@ import math
 import pytest
 
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
-from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyBudgetExceeded, PrivacyLedger
+from botorch_dp.privacy.ledger import (
+    TRAINING_RDP_ORDERS,
+    DPSGDRun,
+    Gaussian,
+    PrivacyBudgetExceeded,
+    PrivacyLedger,
+    PureDP,
+    TrainingMechanism,
+)
 
 from ..ledger_helpers import DELTA, RUNS, gaussian_curve, record_runs, spend, step_key, train
 
@@ -30,23 +38,23 @@ def test_state_dict_json_round_trip_does_not_double_count():
     saved = json.dumps(state)
     resumed = PrivacyLedger.from_state_dict(json.loads(saved))
     assert resumed.state_dict() == ledger.state_dict()
-    assert resumed.validation_steps == ledger.validation_steps
+    assert resumed.validation.steps() == ledger.validation.steps()
     # Loading the same state again merges by release id: nothing is counted twice.
     resumed.load_state_dict(json.loads(saved))
     assert resumed.state_dict() == ledger.state_dict()
-    assert resumed.validation_mu() == pytest.approx(ledger.validation_mu(), rel=1e-15)
-    assert resumed.training_epsilon(1e-6) == ledger.training_epsilon(1e-6)
+    assert resumed.validation.mu() == pytest.approx(ledger.validation.mu(), rel=1e-15)
+    assert resumed.training.epsilon(1e-6) == ledger.training.epsilon(1e-6)
     # Then it goes on.
     spend(resumed, 0.4, "run-a", len(mus))
     train(resumed, RUNS[2:])
     expected_mu = math.sqrt(sum(mu**2 for mu in mus) + 0.4**2 + 0.5**2)
-    assert resumed.validation_mu() == pytest.approx(expected_mu, rel=1e-14)
-    assert len(resumed.training_runs) == 3
+    assert resumed.validation.mu() == pytest.approx(expected_mu, rel=1e-14)
+    assert len(resumed.training.runs()) == 3
     # load_state_dict into a ledger that holds other records MERGES: they stay.
     other = PrivacyLedger(validation_mu_budget=9.0)
-    other.record_validation_step(mu=5.0, run_id="x", key=step_key(99))
+    other.external.record(Gaussian(5.0), run_id="x", key=step_key(99))
     other.load_state_dict(json.loads(saved))
-    assert other.validation_mu() == pytest.approx(math.sqrt(25.0 + ledger.validation_mu() ** 2), rel=1e-14)
+    assert other.validation.mu() == pytest.approx(math.sqrt(25.0 + ledger.validation.mu() ** 2), rel=1e-14)
     assert other.validation_mu_budget == 9.0 and len(other.records()) == len(ledger.records()) + 1
     # the same release id with another cost is a contradiction, refused with nothing changed
     forged = json.loads(saved)
@@ -61,7 +69,7 @@ def test_state_dict_json_round_trip_does_not_double_count():
 
 def test_old_and_damaged_states_are_refused_and_change_nothing():
     ledger = PrivacyLedger()
-    ledger.record_validation_step(mu=0.5, run_id="run-a", key=step_key(0))
+    ledger.external.record(Gaussian(0.5), run_id="run-a", key=step_key(0))
     before = ledger.state_dict()
     v1 = {"version": 1, "validation_steps": [[0, 0.5], [1, 0.5]], "training_runs": []}
     with pytest.raises(ValueError, match="version 1 is not supported.*counted as one"):
@@ -87,17 +95,17 @@ def test_old_and_damaged_states_are_refused_and_change_nothing():
 
 def test_non_private_step_makes_mu_infinite_and_survives_json():
     ledger = PrivacyLedger()
-    ledger.record_validation_step(mu=0.5, run_id="run-a", key=step_key(0))
-    ledger.record_validation_step(mu=math.inf, run_id="run-a", key=step_key(1))
-    assert ledger.validation_mu() == math.inf
-    assert ledger.validation_epsilon(DELTA) == math.inf
+    ledger.external.record(Gaussian(0.5), run_id="run-a", key=step_key(0))
+    ledger.external.record(Gaussian(math.inf), run_id="run-a", key=step_key(1))
+    assert ledger.validation.mu() == math.inf
+    assert ledger.validation.epsilon(DELTA) == math.inf
     resumed = PrivacyLedger.from_state_dict(json.loads(json.dumps(ledger.state_dict())))
-    assert resumed.validation_mu() == math.inf
+    assert resumed.validation.mu() == math.inf
     assert resumed.report(DELTA)["validation"]["mu"] == math.inf
     budgeted = PrivacyLedger(validation_mu_budget=10.0)
     with pytest.raises(PrivacyBudgetExceeded):
         spend(budgeted, math.inf, "run-a", 0)
-    assert budgeted.validation_records() == []
+    assert budgeted.validation.records() == []
 
 
 # ------------------------------------------------------------------------ state v3 / v2
@@ -105,11 +113,11 @@ def test_non_private_step_makes_mu_infinite_and_survives_json():
 
 def _v3_ledger():
     ledger = PrivacyLedger(validation_mu_budget=3.0, training_delta=1e-6, training_accountant="prv")
-    ledger.record_validation_step(mu=0.3, run_id="run-a", key="step-0000/grad")
-    ledger.record_validation_pure(1.0, run_id="run-a", key="select")
-    ledger.record_training_run(run_id="eval-0000", noise_multiplier=1.1, sample_rate=0.02, steps=100)
-    ledger.record_training_mechanism("amp-0001", rdp=gaussian_curve(6.0), description="AMP, lambda=3.7")
-    ledger.record_training_mechanism(7, rdp=lambda a: a / 80.0 if a < 30 else math.inf, description="bounded")
+    ledger.external.record(Gaussian(0.3), run_id="run-a", key="step-0000/grad")
+    ledger.external.record(PureDP(1.0), run_id="run-a", key="select")
+    ledger.external.record(DPSGDRun(noise_multiplier=1.1, sample_rate=0.02, steps=100), run_id="eval-0000")
+    ledger.external.record(TrainingMechanism.from_rdp("AMP, lambda=3.7", gaussian_curve(6.0)), run_id="amp-0001")
+    ledger.external.record(TrainingMechanism.from_rdp("bounded", lambda a: a / 80.0 if a < 30 else math.inf), run_id=7)
     return ledger
 
 
@@ -124,10 +132,10 @@ def test_state_v3_json_round_trip_with_curves_and_pure_releases():
     saved = json.dumps(state)
     resumed = PrivacyLedger.from_state_dict(json.loads(saved))
     assert resumed.state_dict() == state
-    assert resumed.training_run_ids() == ["eval-0000", "amp-0001", 7]
-    assert resumed.training_mechanisms == ledger.training_mechanisms
-    assert resumed.validation_pure_epsilons == ledger.validation_pure_epsilons
-    assert resumed.training_epsilon(1e-6) == ledger.training_epsilon(1e-6)
+    assert resumed.training.run_ids() == ["eval-0000", "amp-0001", 7]
+    assert resumed.training.mechanisms() == ledger.training.mechanisms()
+    assert resumed.validation.records() == ledger.validation.records()
+    assert resumed.training.epsilon(1e-6) == ledger.training.epsilon(1e-6)
     assert resumed.report(1e-5) == ledger.report(1e-5)
     # Loading the state again (a resumed loop) merges: nothing changes.
     resumed.load_state_dict(json.loads(saved))
@@ -145,15 +153,15 @@ def test_old_v2_state_still_loads():
         '{"run_id": 4, "noise_multiplier": 0.9, "sample_rate": 0.05, "steps": 40}]}'
     )
     ledger = PrivacyLedger.from_state_dict(v2)
-    assert ledger.validation_steps == {("run-a", "step-0000"): 0.6, ("run-a", "step-0001"): math.inf}
-    assert ledger.training_runs == {"eval-0": (1.1, 0.02, 100), 4: (0.9, 0.05, 40)}
+    assert ledger.validation.steps() == {("run-a", "step-0000"): 0.6, ("run-a", "step-0001"): math.inf}
+    assert ledger.training.runs() == {"eval-0": (1.1, 0.02, 100), 4: (0.9, 0.05, 40)}
     fresh = PrivacyLedger()
     record_runs(fresh, [("eval-0", 1.1, 0.02, 100), (4, 0.9, 0.05, 40)])
-    assert ledger.training_epsilon(1e-6) == fresh.training_epsilon(1e-6)
+    assert ledger.training.epsilon(1e-6) == fresh.training.epsilon(1e-6)
     assert ledger.state_dict()["version"] == 5  # written back as version 5
     assert PrivacyLedger.from_state_dict(ledger.state_dict()).state_dict() == ledger.state_dict()
     # its records got ids that depend only on (side, run id, key): loading it twice is one copy
-    assert [r.release_id for r in ledger.validation_records()][0] == 'legacy:validation:"run-a":step-0000'
+    assert [r.release_id for r in ledger.validation.records()][0] == 'legacy:validation:"run-a":step-0000'
     ledger.load_state_dict(v2)
     assert len(ledger.records()) == 4
     # Version 2 never held curves or pure releases: such entries in a v2 state are damage.

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
-from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger
 from botorch_dp.privacy.mechanisms import (
     GaussianGradientMechanism,
     GOEPreconditionerMechanism,
@@ -165,9 +165,9 @@ def test_accounting_two_releases_per_step_compose_to_mu_one():
     precond = GOEPreconditionerMechanism(sensitivity=grad.sensitivity, privacy_mu=1 / math.sqrt(2), num_steps=T)
     ledger = PrivacyLedger(validation_mu_budget=1.0 + 1e-12)
     for t in range(T):
-        ledger.check_validation_step(math.hypot(grad.step_mu, precond.step_mu))
-        ledger.record_validation_step(grad.step_mu, run_id="run", key=f"step-{t:04d}")
-        ledger.record_validation_step(precond.step_mu, run_id="run", key=f"step-{t:04d}/precond")
-    assert ledger.validation_mu() == pytest.approx(1.0, rel=1e-12)
-    assert ledger.validation_epsilon(1e-5) == pytest.approx(4.3772, abs=5e-5)
+        ledger.external.check(Gaussian(math.hypot(grad.step_mu, precond.step_mu)))
+        ledger.external.record(Gaussian(grad.step_mu), run_id="run", key=f"step-{t:04d}")
+        ledger.external.record(Gaussian(precond.step_mu), run_id="run", key=f"step-{t:04d}/precond")
+    assert ledger.validation.mu() == pytest.approx(1.0, rel=1e-12)
+    assert ledger.validation.epsilon(1e-5) == pytest.approx(4.3772, abs=5e-5)
     assert gdp_epsilon(math.hypot(1 / math.sqrt(2), 1 / math.sqrt(2)), 1e-5) == pytest.approx(4.3772, abs=5e-5)
