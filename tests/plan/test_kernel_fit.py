@@ -232,3 +232,33 @@ def test_a_real_fit_does_not_warn_of_unchanged_length_scales():
         warnings.simplefilter("error", KernelFitWarning)
         _, fit = fit_kernel_on_proxy(_gp_sample_proxy((0.3, 1.5), 2.0), config, num_points=40)
     assert fit.failure is None
+
+
+def test_a_capped_fit_stops_within_its_likelihood_evaluations_and_a_converged_one_is_unchanged(monkeypatch):
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    from tests.plan.plan_helpers import plan_config
+    from tests.plan.test_cache import Counting
+
+    count = {"n": 0}
+    forward = ExactMarginalLogLikelihood.forward
+
+    def counted(self, *args, **kwargs):
+        count["n"] += 1
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(ExactMarginalLogLikelihood, "forward", counted)
+    fits = {}
+    for cap in (None, 40, 8):
+        count["n"] = 0
+        _, fits[cap] = fit_kernel_on_proxy(Counting(), plan_config(), max_evaluations=cap)
+        fits[cap, "evaluations"] = count["n"]
+    # L-BFGS-B stops at the end of the iteration that reaches the cap (a line search may add a few), then one
+    # evaluation of the fitted likelihood
+    assert fits[8, "evaluations"] <= 8 + 4 < fits[None, "evaluations"]
+    assert fits[8].hyperparameters != fits[None].hyperparameters and fits[8].max_evaluations == 8
+    assert "at most 8 likelihood evaluations" in fits[8].describe()
+    # converged within the cap: the same fit
+    assert fits[None, "evaluations"] <= 40 and fits[40].hyperparameters == fits[None].hyperparameters
+    with pytest.raises(ValueError, match="max_evaluations"):
+        fit_kernel_on_proxy(Counting(), plan_config(), max_evaluations=0)
