@@ -151,6 +151,7 @@ def fit_kernel_on_proxy(
     seed: int = 0,
     coordinate_names: Sequence[str] | None = None,
     max_evaluations: int | None = None,
+    fit_lengthscales: bool = True,
 ) -> tuple[DPGIBOConfig, KernelFit]:
     r"""Fit the config's kernel on a PUBLIC proxy's mean loss by marginal likelihood.
 
@@ -193,6 +194,8 @@ def fit_kernel_on_proxy(
             (L-BFGS-B's ``maxfun``: it stops at the end of the iteration that reaches it, so a line
             search may add a few); ``None`` (default): run to convergence. A cheaper fit for a
             planning budget (``plan.budget``); a fit that converges sooner is the same fit.
+        fit_lengthscales: ``False``: the length-scales stay the config's (public) values and only the other
+            hyperparameters (outputscale, noise variance, ...) are fitted: a cheaper fit for a planning budget.
 
     Returns:
         The config with the fitted kernel (and ``noise_variance``), and the ``KernelFit``; after
@@ -223,7 +226,7 @@ def fit_kernel_on_proxy(
     _, noise, _ = resolve_model(config)
     nugget = max(config.jitter, _RELATIVE_NUGGET * float(y.var()))
     try:
-        fitted, fitted_noise, lml = _fit(points, y, source, noise, nugget, max_evaluations)
+        fitted, fitted_noise, lml = _fit(points, y, source, noise, nugget, max_evaluations, fit_lengthscales)
         failure = None if math.isfinite(lml) else "a non-finite fitted value or marginal likelihood"
     except _FIT_FAILURES as err:
         first_line = next(iter(str(err).splitlines()), "")
@@ -244,7 +247,7 @@ def fit_kernel_on_proxy(
         fitted_model.covar_module = fitted
         changes["model"] = fitted_model
     start, fitted_values = _constrained_hyperparameters(source), _constrained_hyperparameters(fitted)
-    unchanged = _unchanged_lengthscales(start, fitted_values)
+    unchanged = _unchanged_lengthscales(start, fitted_values) if fit_lengthscales else None  # kept on purpose
     if unchanged is not None:
         warnings.warn(_unchanged_message(unchanged, start, names, m), KernelFitWarning, stacklevel=2)
     fit = KernelFit(
@@ -260,7 +263,13 @@ def fit_kernel_on_proxy(
 
 
 def _fit(
-    points: Tensor, y: Tensor, source: Kernel, noise: float, nugget: float, max_evaluations: int | None = None
+    points: Tensor,
+    y: Tensor,
+    source: Kernel,
+    noise: float,
+    nugget: float,
+    max_evaluations: int | None = None,
+    fit_lengthscales: bool = True,
 ) -> tuple[Kernel, float | None, float]:
     r"""``(fitted kernel, fitted σ² or None, marginal log likelihood per point)`` of a copy of
     ``source``; the likelihood is NaN when a fitted value is not finite (it is not computed). With
@@ -271,6 +280,10 @@ def _fit(
     # every hyperparameter is fitted, also those the user froze (``requires_grad=False`` is how
     # kernels say "never fit on the sensitive losses"; this fit is on public ones)
     kernel = copy.deepcopy(source).to(torch.float64).requires_grad_(True)
+    if not fit_lengthscales:  # the length-scales kept as given (raw and constrained names end the same way)
+        for name, parameter in kernel.named_parameters():
+            if name.split(".")[-1] in ("raw_lengthscale", "lengthscale"):
+                parameter.requires_grad_(False)
     if noise > 0:
         likelihood = GaussianLikelihood(noise_constraint=GreaterThan(nugget)).to(torch.float64)
         likelihood.noise = max(noise, 2 * nugget)

@@ -15,6 +15,7 @@ from botorch_dp.plan.budget import (
     CAPPED_FIT_EVALUATIONS,
     FIT_EVALUATIONS,
     FIT_STEPS,
+    SCALE_FIT_EVALUATIONS,
     CostEstimate,
     auto_budget,
     budgeted_options,
@@ -66,7 +67,8 @@ def test_the_first_cut_that_fits_is_taken_and_said():
             assert estimated <= budget and f"plan_budget = {budget:.3g} s" in note
         else:  # the least there is: no simulated setting, 1 repeat, no comparison, no kernel fit
             assert not compare and options["search_settings"] is False and options["num_repeats"] == 1
-            assert options["fit_kernel"] is False
+            assert options["kernel_fit_lengthscales"] is False
+            assert options["kernel_fit_evaluations"] == SCALE_FIT_EVALUATIONS
         chosen.append(estimated)
     assert chosen == sorted(chosen) and len(set(chosen)) >= 4  # a larger budget never plans less
 
@@ -129,31 +131,31 @@ def test_the_planning_flags_are_refused_by_name_unless_booleans(name):
     assert proxy.rows == 0  # refused before the proxy is called
 
 
-def test_the_fit_is_cut_after_the_comparison_shorter_first_and_only_when_planning_with_one():
+def test_the_fit_is_cut_after_the_comparison_shorter_first_then_to_its_scale_and_never_altogether():
     config, least = plan_config(), dict(search_settings=False, baseline=False, num_repeats=1)
     no_comparison = ESTIMATE.planning(least, 0)
     capped = ESTIMATE.planning({**least, "kernel_fit_evaluations": CAPPED_FIT_EVALUATIONS}, 0)
-    for budget, fit in ((no_comparison * 1.001, {}), (capped * 1.001, {"kernel_fit_evaluations": 40}), (1.0, {})):
+    scale = {"kernel_fit_evaluations": SCALE_FIT_EVALUATIONS, "kernel_fit_lengthscales": False}
+    assert ESTIMATE.planning({**least, **scale}, 0) < capped < no_comparison
+    expected = {no_comparison * 1.001: {}, capped * 1.001: {"kernel_fit_evaluations": CAPPED_FIT_EVALUATIONS}}
+    for budget, fit in {**expected, 1e-6: scale}.items():
         options, compare, note = budgeted_options(
             config, None, budget=budget, estimate=ESTIMATE, num_methods=3, may_skip_comparison=True
         )
         assert not compare and "no method comparison" in note
-        if budget < capped:
-            assert options["fit_kernel"] is False and "no kernel fit" in note
-        else:
-            assert "fit_kernel" not in options and options.get("kernel_fit_evaluations") == fit.get(
-                "kernel_fit_evaluations"
-            )
+        assert {k: options[k] for k in scale if k in options} == fit and "fit_kernel" not in options
+    assert "outputscale and noise only" in note and "still exceeds" in note
     # without the fit's cuts (a public rule then picks a method without a plan) the comparison's cut is the last
     options, _, note = budgeted_options(
         config, None, budget=1e-6, estimate=ESTIMATE, num_methods=3, may_skip_comparison=True, fit_cuts=False
     )
-    assert "fit_kernel" not in options and "kernel fit" not in note and "still exceeds" in note
-    # a planning given without a fit has none to cut
-    options, _, note = budgeted_options(
-        config, {"fit_kernel": False}, budget=1e-6, estimate=ESTIMATE, num_methods=0, may_skip_comparison=False
-    )
-    assert "kernel fit" not in note and options["fit_kernel"] is False
+    assert "kernel_fit_evaluations" not in options and "kernel fit" not in note and "still exceeds" in note
+    # a planning given without a fit, or with the length-scales kept, has no fit to cut
+    for given in ({"fit_kernel": False}, {"kernel_fit_lengthscales": False}):
+        options, _, note = budgeted_options(
+            config, given, budget=1e-6, estimate=ESTIMATE, num_methods=0, may_skip_comparison=False
+        )
+        assert "kernel fit" not in note and "kernel_fit_evaluations" not in options
 
 
 T_ROW, T_STEP = 0.01, 0.1  # what the mocked clock charges a proxy row and a DP-GIBO ask
@@ -205,7 +207,7 @@ def test_on_a_mocked_clock_the_budgeted_planning_stays_within_its_budget(clock):
     spent, cuts, fits = {}, set(), []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for budget in (1.9, 1.4, 1.0, 0.2, 0.05):
+        for budget in (1.9, 1.4, 1.0, 0.7, 0.05):
             cached = ProxyCache().objective(_Timed(clock))  # the planning's memo: the timed points are reused
             estimate = measure_costs(cached, config, num_configurations=1)
             assert (estimate.seconds_per_row, estimate.seconds_per_step) == pytest.approx((T_ROW, T_STEP))
@@ -216,14 +218,15 @@ def test_on_a_mocked_clock_the_budgeted_planning_stays_within_its_budget(clock):
             plan_private_run(cached, config, num_users=N_PRIVATE, progress=False, choose_method=False, **options)
             spent[budget] = clock.now - start
             cuts.add(note.split(": planned with ")[1].split("; estimated")[0])
-            fits.append((options.get("kernel_fit_evaluations"), options.get("fit_kernel", True)))
+            fits.append((options.get("kernel_fit_evaluations"), options.get("kernel_fit_lengthscales", True)))
             if "still exceeds" not in note:
                 assert spent[budget] <= budget, (budget, note)
-    assert spent[0.05] == pytest.approx(T_STEP + config.batch_size * T_ROW)  # the least: the probe's ask and batch
+    assert spent[0.05] <= estimate.planning(options, 0)  # the least planning costs at most its estimate
     assert len(cuts) == 4  # each budget but the last two (both at the least planning) cut differently
-    assert fits == [(None, True), (None, True), (CAPPED_FIT_EVALUATIONS, True), (40, False), (40, False)]
+    scale = (SCALE_FIT_EVALUATIONS, False)
+    assert fits == [(None, True), (None, True), (CAPPED_FIT_EVALUATIONS, True), scale, scale]
     in_order = list(spent.values())  # the budgets from the largest down
-    assert in_order == sorted(in_order, reverse=True)  # a smaller budget never plans more
+    assert all(a >= b - 1e-12 for a, b in zip(in_order, in_order[1:]))  # a smaller budget never plans more
 
 
 def test_on_a_tiny_task_the_least_fitted_planning_keeps_the_full_plan_s_kernel_and_middle_bound():
