@@ -55,6 +55,7 @@ TARGET = 2.0  # issue 43 item 2: method="auto" at most 2x the chosen private run
 
 _clock = {"private": 0.0}
 NOISE_SEED = 1000  # the private noise's seed, 1000 + the task's seed in both arms (paired)
+TIE = 1e-6  # test losses this close count as equal (the same release up to rounding)
 SEED_SAID = "A noise seed was given"  # privacy.seeding's PrivacyWarning for it
 
 
@@ -315,8 +316,8 @@ def write(rows: list[dict], argv: str, warm_up_s: float | None = None) -> None:
         se = (sum((x - mean) ** 2 for x in diffs) / max(len(diffs) - 1, 1) / len(diffs)) ** 0.5
         lines += [
             f"Test loss, new minus old (paired, {task}): {mean:+.4f} +- {se:.4f} (standard error); new better on "
-            f"{sum(x < 0 for x in diffs)}, worse on {sum(x > 0 for x in diffs)}, equal on "
-            f"{sum(x == 0 for x in diffs)} of {len(diffs)} seeds.",
+            f"{sum(x < -TIE for x in diffs)}, worse on {sum(x > TIE for x in diffs)}, equal (within {TIE:g}) on "
+            f"{sum(abs(x) <= TIE for x in diffs)} of {len(diffs)} seeds.",
             "",
         ]
     said = sorted({w for new, _ in pairs for w in new.get("warnings", [])})
