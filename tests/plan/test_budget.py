@@ -2,6 +2,7 @@ r"""``plan.budget``: the planning cut to a budget in seconds from a cost estimat
 estimate's arithmetic is checked by hand, every cut against the budget, and the least planning (no
 simulated setting) against ``plan_private_run`` itself."""
 
+import itertools
 import math
 import warnings
 
@@ -226,7 +227,7 @@ def test_on_a_mocked_clock_the_budgeted_planning_stays_within_its_budget(clock):
     scale = (SCALE_FIT_EVALUATIONS, False)
     assert fits == [(None, True), (None, True), (CAPPED_FIT_EVALUATIONS, True), scale, scale]
     in_order = list(spent.values())  # the budgets from the largest down
-    assert all(a >= b - 1e-12 for a, b in zip(in_order, in_order[1:]))  # a smaller budget never plans more
+    assert all(a >= b - 1e-12 for a, b in itertools.pairwise(in_order))  # a smaller budget never plans more
 
 
 def test_on_a_tiny_task_the_least_fitted_planning_keeps_the_full_plan_s_kernel_and_middle_bound():
