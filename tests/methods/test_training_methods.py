@@ -7,6 +7,9 @@ import warnings
 
 import pytest
 
+# cheap_tuning binds cheap_plan's functions by name when first imported: import it before any test
+# patches them, or a patched function would stay bound there for the rest of the session
+import botorch_dp.methods.cheap_tuning  # noqa: F401
 from botorch_dp.methods import cheap_plan as cp
 from botorch_dp.methods import training_proxy as tp
 from botorch_dp.methods.protocol import MethodUnavailable
