@@ -56,7 +56,7 @@ def test_a_categorical_default_is_its_first_value_and_nothing_is_simulated_on_a_
     given = UntunedMethod(SPACE, 2.0, DELTA, {"lr": 0.05, "momentum": 0.1, "weight_decay": 1e-4})
     assert given.configuration()[0] == {"weight_decay": 1e-4}
     with pytest.raises(Exception, match="untuned"):
-        given.simulate(lambda X: X, None, 0)  # type: ignore[arg-type]
+        given.simulate(lambda X: X, None, 0)
     assert given.gdp_mu is None and given.private_trainings == 1.0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -22,7 +23,7 @@ from botorch_dp.tuning.tune_checks import FirstCallChecked, TuneChecks, check_ob
 
 
 def _checks(**kw) -> TuneChecks:
-    facts = dict(
+    facts: dict[str, Any] = dict(
         epsilon=1.0, delta=0.05, mu=gdp_mu(1.0, 0.05), gradient_mu=0.05, dims=4, score_mu=None,
         allow_large_delta=False, allow_noise_dominated=False,
     )  # fmt: skip

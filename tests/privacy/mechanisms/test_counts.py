@@ -6,6 +6,7 @@ blocks, the grid release of standard deviation ``1/μ`` (the generator's draws, 
 
 import itertools
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -88,7 +89,8 @@ class _Meter:
     r"""A stand-in for a charged step's meter: keeps what is recorded and the generator's state then."""
 
     def __init__(self, generator: torch.Generator, refuse: bool = False) -> None:
-        self.generator, self.refuse, self.records = generator, refuse, []
+        self.generator, self.refuse = generator, refuse
+        self.records: list[tuple[Any, Any, torch.Tensor]] = []
 
     def record(self, part, event) -> None:
         if self.refuse:

@@ -6,6 +6,7 @@ itself is tested in ``tests/training/test_objective_perturbation.py``.
 """
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -42,7 +43,8 @@ class _Meter:
     r"""A stand-in for the training charge's meter: keeps what is recorded and the generator's state then."""
 
     def __init__(self, generator: torch.Generator) -> None:
-        self.generator, self.records = generator, []
+        self.generator = generator
+        self.records: list[tuple[Any, Any, torch.Tensor]] = []
 
     def record(self, run_id, event) -> None:
         self.records.append((run_id, event, self.generator.get_state().clone()))

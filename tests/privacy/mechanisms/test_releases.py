@@ -45,6 +45,6 @@ def test_costs_are_frozen_values_with_one_release_by_default():
     cost = PrivacyCost(mu=0.5)
     assert cost.count == 1 and cost == PrivacyCost(0.5, 1) and cost != PrivacyCost(0.5, 2)
     with pytest.raises(AttributeError):
-        cost.mu = 1.0  # type: ignore[misc]
+        cost.mu = 1.0
     curve = RDPCost(rdp=lambda alpha: alpha / 2, description="Gaussian, σ = 1")
     assert curve.rdp(4.0) == 2.0 and math.isinf(PrivacyCost(math.inf).mu)
