@@ -75,3 +75,15 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(params=[torch.float32, torch.float64], ids=["float32", "float64"])
 def dtype(request):
     return request.param
+
+
+def _toy_rows(generator: torch.Generator, m: int) -> tuple[torch.Tensor, torch.Tensor]:
+    X = torch.randn(m, 3, generator=generator, dtype=torch.float64)
+    return X, (X[:, 0] + 0.3 * X[:, 1] > 0).long()
+
+
+@pytest.fixture(scope="session")
+def toy_rows():
+    r"""``rows(generator, m)``: ``m`` toy classification rows, float64 ``m x 3`` features and the labels
+    ``x₀ + 0.3 x₁ > 0`` (the charged-training tests of tests/objectives and tests/tuning train on them)."""
+    return _toy_rows

@@ -243,3 +243,28 @@ def _is_host_move(func, args, kwargs) -> bool:
     if func is Tensor.to:
         targets += list(args[1:])
     return any(isinstance(t, str) and t.split(":")[0] == "cpu" for t in targets)
+
+
+def check_old_import_path(old: str, new: str) -> None:
+    r"""A module kept at an old import path re-exports the new module's objects, the same objects,
+    and imports without a warning (the old path stays silent).
+
+    Args:
+        old: The old module's dotted name (``botorch_dp.plan.method_choice``).
+        new: The module its objects moved to (``botorch_dp.methods.choice``).
+    """
+    import importlib
+
+    new_module = importlib.import_module(new)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        old_module = importlib.reload(importlib.import_module(old))
+    assert old_module.__all__, f"{old} exports nothing"
+    for name in old_module.__all__:
+        assert getattr(old_module, name) is getattr(new_module, name), f"{old}.{name} is not {new}.{name}"
+    public = {
+        name
+        for name, value in vars(old_module).items()
+        if not name.startswith("_") and not isinstance(value, type(importlib))
+    }
+    assert public - {"annotations"} == set(old_module.__all__), sorted(public - set(old_module.__all__))

@@ -25,7 +25,6 @@ the trial's per-user scores (``per_user_scores(model)``; ``score="loss"`` only).
 
 from __future__ import annotations
 
-import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -34,18 +33,16 @@ import torch
 from torch import Tensor, nn
 
 from botorch_dp.integrations.optuna_space import OptunaSpace, RunTrial
-from botorch_dp.objectives.charged import ChargedTraining, TrainingTicket, same_event, same_ledger
+from botorch_dp.objectives.charged import ChargedTraining, TrainingTicket, same_ledger
 from botorch_dp.objectives.search_space import SearchSpaceObjective
 from botorch_dp.privacy.ledger import DPSGDRun, PrivacyBudgetExceeded, PrivacyLedger, TrainingMechanism
-from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.training.cover import TrainingCover
+from botorch_dp.training.cover import TrainingCover, train_planned_run
 from botorch_dp.training.dp_sgd import (
     DPSGDConfig,
     TrainingConfig,
     composed_training_epsilon,
     planned_dp_run,
     resolve_dp_sgd,
-    train_model,
 )
 
 __all__ = ["CoveredTrial", "TrainingTrial", "TrainingTrials", "losses_of"]
@@ -125,20 +122,19 @@ class TrainingTrial(RunTrial):
         owner, ticket = self._owner, self._ticket
         if self._meter is not None and ticket.run_id is not None:
             self._meter.record(ticket.run_id)  # a run charged alone: recorded just before it draws its noise
-        model, history = train_model(
+        return train_planned_run(
             model_fn,
             owner.data.X_train,
             owner.data.y_train,
             owner.training,
+            dp_sgd=owner.run_dp_sgd,
+            planned=ticket.event,
+            charged_as=f"run {ticket.run_id!r}, charged as {ticket.event}",
+            noise_seed=ticket.noise_seed,
             optimizer=optimizer,
             optimizer_kwargs=optimizer_kwargs,
             loss_fn=loss_fn,
-            dp_sgd=owner.run_dp_sgd,
-            noise_seed=ticket.noise_seed,
         )
-        if history is None or not same_event(DPSGDRun(*history), ticket.event):
-            raise RuntimeError(f"Opacus accounted {history} for run {ticket.run_id!r}, charged as {ticket.event}.")
-        return model
 
 
 class CoveredTrial(RunTrial):
@@ -179,21 +175,20 @@ class CoveredTrial(RunTrial):
         if self.model is not None:
             raise RuntimeError(_TWICE)
         owner = self._owner
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", PrivacyWarning)  # an explicit seed: the selection warned once
-            model, history = train_model(
-                model_fn,
-                owner.data.X_train,
-                owner.data.y_train,
-                owner.training,
-                optimizer=optimizer,
-                optimizer_kwargs=optimizer_kwargs,
-                loss_fn=loss_fn,
-                dp_sgd=self._dp_sgd,
-                noise_seed=self._noise_seed,
-            )
-        if history is None or not same_event(DPSGDRun(*history), self._run):
-            raise RuntimeError(f"Opacus accounted {history} for a covered trial planned as {self._run}.")
+        model = train_planned_run(
+            model_fn,
+            owner.data.X_train,
+            owner.data.y_train,
+            owner.training,
+            dp_sgd=self._dp_sgd,
+            planned=self._run,
+            charged_as=f"a covered trial planned as {self._run}",
+            noise_seed=self._noise_seed,
+            optimizer=optimizer,
+            optimizer_kwargs=optimizer_kwargs,
+            loss_fn=loss_fn,
+            seed_warned=True,  # an explicit seed: the selection warned once
+        )
         self.model = model
         return model
 

@@ -52,7 +52,6 @@ import collections
 import contextlib
 import copy
 import hashlib
-import math
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -64,6 +63,7 @@ import torch
 from torch import Tensor
 
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, DPSGDRun, PrivacyLedger, TrainingMechanism
+from botorch_dp.training.cover import same_event
 from botorch_dp.utils import child_seeds
 
 __all__ = [
@@ -97,21 +97,6 @@ class TrainingTicket:
     run_id: str | None
     event: DPSGDRun | TrainingMechanism | None
     noise_seed: int | None = field(default=None, repr=False)
-
-
-def same_event(a: Any, b: Any) -> bool:
-    r"""Whether two training events describe the same mechanism (up to rounding of ``q`` and ε(α))."""
-    if a is None or b is None:
-        return a is None and b is None
-    if isinstance(a, DPSGDRun) and isinstance(b, DPSGDRun):
-        return (
-            a.noise_multiplier == b.noise_multiplier
-            and a.steps == b.steps
-            and math.isclose(a.sample_rate, b.sample_rate, rel_tol=1e-9)
-        )
-    if isinstance(a, TrainingMechanism) and isinstance(b, TrainingMechanism):
-        return a.description == b.description and bool(np.allclose(a.rdp, b.rdp, rtol=1e-9, atol=0.0))
-    return False
 
 
 def amp_training_event(config: Any, dim: int) -> TrainingMechanism:

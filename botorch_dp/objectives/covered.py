@@ -31,19 +31,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from botorch_dp.objectives.charged import same_event, same_ledger
+from botorch_dp.objectives.charged import same_ledger
 from botorch_dp.objectives.discrete import Categorical, Integer
 from botorch_dp.privacy.ledger import DPSGDRun
-from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.training.cover import TrainingCover
-from botorch_dp.training.dp_sgd import DPSGDConfig, TrainingConfig, model_dtype, planned_dp_run, train_model
+from botorch_dp.training.cover import TrainingCover, train_planned_run
+from botorch_dp.training.dp_sgd import DPSGDConfig, TrainingConfig, model_dtype, planned_dp_run
 
 __all__ = ["SCORES", "CoveredTraining"]
 
@@ -190,22 +188,20 @@ class CoveredTraining:
         cover.check_trial(ledger, run)
         params = {k: v for k, v in self._checked_trial(hyperparameters).items() if k not in self.training_routes()}
         optimizer_kwargs, model_kwargs = self.split_hyperparameters(params)  # type: ignore[attr-defined]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", PrivacyWarning)  # an explicit seed: the selection warned once
-            model, history = train_model(
-                lambda: self.model_fn(**model_kwargs),  # type: ignore[attr-defined]
-                self.data.X_train,
-                self.data.y_train,
-                training,
-                optimizer=self.optimizer,  # type: ignore[attr-defined]
-                optimizer_kwargs=optimizer_kwargs,
-                loss_fn=self.loss_fn,  # type: ignore[attr-defined]
-                dp_sgd=dp_sgd,
-                noise_seed=noise_seed,
-            )
-        if history is None or not same_event(DPSGDRun(*history), run):
-            raise RuntimeError(f"Opacus accounted {history} for a covered trial planned as {run}.")
-        return model
+        return train_planned_run(
+            lambda: self.model_fn(**model_kwargs),  # type: ignore[attr-defined]
+            self.data.X_train,
+            self.data.y_train,
+            training,
+            dp_sgd=dp_sgd,
+            planned=run,
+            charged_as=f"a covered trial planned as {run}",
+            noise_seed=noise_seed,
+            optimizer=self.optimizer,  # type: ignore[attr-defined]
+            optimizer_kwargs=optimizer_kwargs,
+            loss_fn=self.loss_fn,  # type: ignore[attr-defined]
+            seed_warned=True,  # an explicit seed: the selection warned once
+        )
 
     def per_user_scores(self, model: nn.Module, score: str = "loss") -> Tensor:
         r"""SENSITIVE: each validation user's score under ``model``, lower is better.

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from botorch_dp.objectives.charged import ChargedTraining, TrainingTicket, same_event, shared_rows_ledger
+from botorch_dp.objectives.charged import ChargedTraining, TrainingTicket, shared_rows_ledger
 from botorch_dp.objectives.covered import CoveredTraining
 from botorch_dp.objectives.datasets import ClassificationData
 from botorch_dp.objectives.noise_estimate import estimate_training_noise_variance
@@ -36,6 +36,7 @@ from botorch_dp.objectives.search_space import (
 )
 from botorch_dp.privacy.ledger import DPSGDRun, PrivacyBudgetExceeded, PrivacyLedger, TrainingMechanism
 from botorch_dp.privacy.seeding import PrivacyWarning
+from botorch_dp.training.cover import train_planned_run
 from botorch_dp.training.dp_sgd import (
     DPSGDConfig,
     TrainingConfig,
@@ -47,7 +48,6 @@ from botorch_dp.training.dp_sgd import (
     per_example_loss_default,
     planned_dp_run,
     resolve_dp_sgd,
-    train_model,
 )
 
 #: ``estimate_training_noise_variance`` (``noise_estimate``) and ``per_example_cross_entropy``
@@ -328,23 +328,20 @@ class TorchModelTuningObjective(ChargedTraining, CoveredTraining, SearchSpaceObj
         optimizer_kwargs, model_kwargs = self.split_hyperparameters(params)
         if meter is not None and ticket.run_id is not None:
             meter.record(ticket.run_id)  # just before the run draws its noise
-        with warnings.catch_warnings():
-            # an explicit noise_seed was warned about once, in __init__
-            warnings.simplefilter("ignore", PrivacyWarning)
-            model, history = train_model(
-                lambda: self.model_fn(**model_kwargs),
-                self.data.X_train,
-                self.data.y_train,
-                self.training,
-                optimizer=self.optimizer,
-                optimizer_kwargs=optimizer_kwargs,
-                loss_fn=self.loss_fn,
-                dp_sgd=self.run_dp_sgd,
-                noise_seed=ticket.noise_seed,
-            )
-        if ticket.event is not None and (history is None or not same_event(DPSGDRun(*history), ticket.event)):
-            raise RuntimeError(f"Opacus accounted {history} for run {ticket.run_id!r}, charged as {ticket.event}.")
-        return model
+        return train_planned_run(
+            lambda: self.model_fn(**model_kwargs),
+            self.data.X_train,
+            self.data.y_train,
+            self.training,
+            dp_sgd=self.run_dp_sgd,
+            planned=ticket.event,
+            charged_as=f"run {ticket.run_id!r}, charged as {ticket.event}",
+            noise_seed=ticket.noise_seed,
+            optimizer=self.optimizer,
+            optimizer_kwargs=optimizer_kwargs,
+            loss_fn=self.loss_fn,
+            seed_warned=True,  # an explicit noise_seed was warned about once, in __init__
+        )
 
     def _validation_losses(self, model: nn.Module) -> Tensor:
         return self._losses(model, self.data.X_val, self.data.y_val)

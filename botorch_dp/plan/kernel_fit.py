@@ -81,6 +81,8 @@ class KernelFit:
         failure: ``None`` for a fit; for a failed one, why (e.g. ``"NotPSDError: ..."``), and
             then ``hyperparameters`` and ``noise_variance`` are the config's own, not fitted,
             and ``log_marginal_likelihood`` is NaN.
+        max_evaluations: The cap on the fit's likelihood evaluations (``None``: none, the fit ran to
+            convergence); a planning budget's cut (``plan.budget``).
     """
 
     points: Tensor
@@ -90,6 +92,7 @@ class KernelFit:
     noise_variance: float | None
     log_marginal_likelihood: float
     failure: str | None = None
+    max_evaluations: int | None = None
 
     @property
     def lengthscales(self) -> tuple[float, ...] | None:
@@ -102,7 +105,9 @@ class KernelFit:
     def describe(self) -> str:
         r"""One line per fitted hyperparameter (per kept one after a failed fit)."""
         if self.failure is None:
-            head = f"kernel fitted by marginal likelihood on the proxy's mean loss at {len(self.points)} Sobol points:"
+            head = f"kernel fitted by marginal likelihood on the proxy's mean loss at {len(self.points)} Sobol points"
+            capped = "" if self.max_evaluations is None else f", at most {self.max_evaluations} likelihood evaluations"
+            head += f"{capped}:"
         else:
             head = f"kernel fit on the proxy failed ({self.failure}); the config's kernel kept, not fitted:"
         lines = [head]
@@ -145,6 +150,8 @@ def fit_kernel_on_proxy(
     radius: float | Tensor | None = None,
     seed: int = 0,
     coordinate_names: Sequence[str] | None = None,
+    max_evaluations: int | None = None,
+    fit_lengthscales: bool = True,
 ) -> tuple[DPGIBOConfig, KernelFit]:
     r"""Fit the config's kernel on a PUBLIC proxy's mean loss by marginal likelihood.
 
@@ -183,6 +190,12 @@ def fit_kernel_on_proxy(
         seed: Seed of the Sobol scrambling (public randomness).
         coordinate_names: The ``d`` names of ``θ``'s coordinates (``tune``: the search space's),
             used only to name the length-scales in the warnings (a failed fit, an unchanged one).
+        max_evaluations: At most this many evaluations of the marginal likelihood and its gradient
+            (L-BFGS-B's ``maxfun``: it stops at the end of the iteration that reaches it, so a line
+            search may add a few); ``None`` (default): run to convergence. A cheaper fit for a
+            planning budget (``plan.budget``); a fit that converges sooner is the same fit.
+        fit_lengthscales: ``False``: the length-scales stay the config's (public) values and only the other
+            hyperparameters (outputscale, noise variance, ...) are fitted: a cheaper fit for a planning budget.
 
     Returns:
         The config with the fitted kernel (and ``noise_variance``), and the ``KernelFit``; after
@@ -202,6 +215,8 @@ def fit_kernel_on_proxy(
         raise ValueError(f"num_points must be at least 2, got {m}.")
     region = _fit_region(config, radius)
     seed = check_nonnegative_int(seed, "seed")
+    if max_evaluations is not None:
+        max_evaluations = check_positive_int(max_evaluations, "max_evaluations (kernel_fit_evaluations)")
     sobol = SobolEngine(d, scramble=True, seed=seed).draw(m, dtype=torch.float64)
     points = region[0] + (region[1] - region[0]) * sobol
     y = _proxy_losses(proxy_objective, points).mean(dim=1)
@@ -211,7 +226,7 @@ def fit_kernel_on_proxy(
     _, noise, _ = resolve_model(config)
     nugget = max(config.jitter, _RELATIVE_NUGGET * float(y.var()))
     try:
-        fitted, fitted_noise, lml = _fit(points, y, source, noise, nugget)
+        fitted, fitted_noise, lml = _fit(points, y, source, noise, nugget, max_evaluations, fit_lengthscales)
         failure = None if math.isfinite(lml) else "a non-finite fitted value or marginal likelihood"
     except _FIT_FAILURES as err:
         first_line = next(iter(str(err).splitlines()), "")
@@ -232,7 +247,7 @@ def fit_kernel_on_proxy(
         fitted_model.covar_module = fitted
         changes["model"] = fitted_model
     start, fitted_values = _constrained_hyperparameters(source), _constrained_hyperparameters(fitted)
-    unchanged = _unchanged_lengthscales(start, fitted_values)
+    unchanged = _unchanged_lengthscales(start, fitted_values) if fit_lengthscales else None  # kept on purpose
     if unchanged is not None:
         warnings.warn(_unchanged_message(unchanged, start, names, m), KernelFitWarning, stacklevel=2)
     fit = KernelFit(
@@ -242,19 +257,33 @@ def fit_kernel_on_proxy(
         hyperparameters=fitted_values,
         noise_variance=fitted_noise,
         log_marginal_likelihood=lml,
+        max_evaluations=max_evaluations,
     )
     return dataclasses.replace(config, **changes), fit
 
 
-def _fit(points: Tensor, y: Tensor, source: Kernel, noise: float, nugget: float) -> tuple[Kernel, float | None, float]:
+def _fit(
+    points: Tensor,
+    y: Tensor,
+    source: Kernel,
+    noise: float,
+    nugget: float,
+    max_evaluations: int | None = None,
+    fit_lengthscales: bool = True,
+) -> tuple[Kernel, float | None, float]:
     r"""``(fitted kernel, fitted σ² or None, marginal log likelihood per point)`` of a copy of
-    ``source``; the likelihood is NaN when a fitted value is not finite (it is not computed)."""
+    ``source``; the likelihood is NaN when a fitted value is not finite (it is not computed). With
+    ``max_evaluations``, L-BFGS-B stops there (BoTorch takes that stop as a fit, not a failure to retry)."""
     from botorch.fit import fit_gpytorch_mll
 
     m = points.shape[0]
     # every hyperparameter is fitted, also those the user froze (``requires_grad=False`` is how
     # kernels say "never fit on the sensitive losses"; this fit is on public ones)
     kernel = copy.deepcopy(source).to(torch.float64).requires_grad_(True)
+    if not fit_lengthscales:  # the length-scales kept as given (raw and constrained names end the same way)
+        for name, parameter in kernel.named_parameters():
+            if name.split(".")[-1] in ("raw_lengthscale", "lengthscale"):
+                parameter.requires_grad_(False)
     if noise > 0:
         likelihood = GaussianLikelihood(noise_constraint=GreaterThan(nugget)).to(torch.float64)
         likelihood.noise = max(noise, 2 * nugget)
@@ -265,7 +294,8 @@ def _fit(points: Tensor, y: Tensor, source: Kernel, noise: float, nugget: float)
         # raw coordinates and raw loss units on purpose: they are the ones the kernel acts on
         warnings.filterwarnings("ignore", category=InputDataWarning)
         model = SingleTaskGP(points, y.unsqueeze(-1), covar_module=kernel, outcome_transform=None, **model_kw)
-        mll = fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        capped = None if max_evaluations is None else {"options": {"maxfun": max_evaluations}}
+        mll = fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model), optimizer_kwargs=capped)
     fitted = copy.deepcopy(source).to(torch.float64)
     fitted.load_state_dict(kernel.state_dict())
     fitted_noise = float(model.likelihood.noise.detach().mean()) if noise > 0 else None

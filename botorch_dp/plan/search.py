@@ -250,6 +250,8 @@ def plan_private_run(
     fit_kernel: bool = True,
     kernel_fit_points: int | None = None,
     kernel_fit_radius: float | Tensor | None = None,
+    kernel_fit_evaluations: int | None = None,
+    kernel_fit_lengthscales: bool = True,
     coordinate_names: Sequence[str] | None = None,
     num_repeats: int = 3,
     seed: int = 0,
@@ -290,6 +292,10 @@ def plan_private_run(
         kernel_fit_points: ``m``, Sobol points of the fit (default ``10 d``).
         kernel_fit_radius: Half-width of the fit box around ``θ₀`` (cut to ``Θ``); ``None``
             (default): all of ``Θ``, the region the run's iterates may visit.
+        kernel_fit_evaluations: At most this many likelihood evaluations in the fit (``None``:
+            to convergence); a planning budget's cut (``plan.budget``).
+        kernel_fit_lengthscales: ``False``: the fit keeps the config's length-scales and fits the
+            rest (outputscale, noise variance); a planning budget's cut (``plan.budget``).
         coordinate_names: The ``d`` names of ``θ``'s coordinates (``tune`` passes the search
             space's), which name the length-scales in that warning.
         num_repeats: Simulated runs per setting (different noise; the same across settings);
@@ -347,6 +353,7 @@ def plan_private_run(
     if not search_settings:  # one setting, recommended without a simulation
         quantiles, etas, Ts, tolerances = (quantiles[len(quantiles) // 2],), (config.step_size,), Ts[:1], tolerances[:1]
     flags = dict(fit_kernel=fit_kernel, choose_method=choose_method, baseline=baseline, search_settings=search_settings)
+    flags["kernel_fit_lengthscales"] = kernel_fit_lengthscales
     for name, flag in flags.items():
         if not isinstance(flag, bool):
             raise ValueError(f"{name} must be True or False, got {flag!r}.")
@@ -359,6 +366,8 @@ def plan_private_run(
         raise ValueError(f"kernel_fit_points must be at least 2, got {kernel_fit_points}.")
     if kernel_fit_radius is not None:
         _fit_region(config, kernel_fit_radius, "kernel_fit_radius")  # refused before the proxy is called
+    if kernel_fit_evaluations is not None:
+        check_positive_int(kernel_fit_evaluations, "kernel_fit_evaluations")
     num_repeats = check_positive_int(num_repeats, "num_repeats")
     seeds = child_seeds([check_nonnegative_int(seed, "seed")], num_repeats)
 
@@ -377,6 +386,8 @@ def plan_private_run(
             radius=kernel_fit_radius,
             seed=seed,
             coordinate_names=coordinate_names,
+            max_evaluations=kernel_fit_evaluations,
+            fit_lengthscales=kernel_fit_lengthscales,
         )
     total = (len(tolerances) * len(quantiles) * len(etas) * len(Ts) * search_settings + baseline) * num_repeats
     bar = progress_bar(total=total, disable=not progress, desc="planning on the proxy", unit="run")

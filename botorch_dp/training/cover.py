@@ -12,22 +12,32 @@ touches the data, that the cover's record is in its own ledger and that the tria
 RDP curve lies below the reference at every order of the ledger's grid.
 
 The cover is closed when the selection ends; a closed cover trains nothing.
+
+Every DP-SGD trial, covered or charged alone, is trained by ``train_planned_run``: ``train_model``
+followed by the check that Opacus's history of the run is the run that was planned (``same_event``).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
+from torch import Tensor, nn
 
 from botorch_dp.privacy.checks import check_positive
+from botorch_dp.privacy.ledger import DPSGDRun, TrainingMechanism
+from botorch_dp.privacy.seeding import PrivacyWarning
+from botorch_dp.training.dp_sgd import DPSGDConfig, TrainingConfig, train_model
 
 #: Relative slack when comparing a trial's RDP curve with the cover's reference (rounding).
 CURVE_RTOL = 1e-9
 
-__all__ = ["TrainingCover"]
+__all__ = ["TrainingCover", "same_event", "train_planned_run"]
 
 
 @dataclass(eq=False)
@@ -105,3 +115,80 @@ class TrainingCover:
             math.isclose(run.sample_rate, q, rel_tol=1e-12) and run.steps <= t for q, t in self.run_shapes
         ):
             raise RuntimeError(f"A run {run} is dominated by none of the run shapes of the cover's profile bound.")
+
+
+def same_event(a: Any, b: Any) -> bool:
+    r"""Whether two training events describe the same mechanism (up to rounding of ``q`` and ε(α))."""
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, DPSGDRun) and isinstance(b, DPSGDRun):
+        return (
+            a.noise_multiplier == b.noise_multiplier
+            and a.steps == b.steps
+            and math.isclose(a.sample_rate, b.sample_rate, rel_tol=1e-9)
+        )
+    if isinstance(a, TrainingMechanism) and isinstance(b, TrainingMechanism):
+        return a.description == b.description and bool(np.allclose(a.rdp, b.rdp, rtol=1e-9, atol=0.0))
+    return False
+
+
+def train_planned_run(
+    model_fn: Callable[[], nn.Module],
+    X: Tensor,
+    y: Tensor,
+    training: TrainingConfig,
+    *,
+    dp_sgd: DPSGDConfig | None,
+    planned: DPSGDRun | TrainingMechanism | None,
+    charged_as: str,
+    noise_seed: int | None = None,
+    optimizer: Callable[..., torch.optim.Optimizer] = torch.optim.SGD,
+    optimizer_kwargs: Mapping[str, Any] | None = None,
+    loss_fn: Callable[[Tensor, Tensor], Tensor] | None = None,
+    seed_warned: bool = False,
+) -> nn.Module:
+    r"""Train one run with ``train_model`` and refuse it unless Opacus accounted the run that was planned.
+
+    The run was charged (or covered) as ``planned`` before it touched the data; a run whose history
+    differs (another noise multiplier, sample rate or number of steps) spent what nobody recorded,
+    so its model is not returned.
+
+    Args:
+        model_fn: Builds the untrained model (``() -> nn.Module``).
+        X: The ``m x ...`` training inputs (sensitive).
+        y: The ``m`` training targets (sensitive).
+        training: The ``TrainingConfig`` of the run.
+        dp_sgd: The run's ``DPSGDConfig`` (``None``: non-private training).
+        planned: The ``DPSGDRun`` the run was charged or covered as (``None``: a non-private run, which
+            Opacus must not have accounted either).
+        charged_as: What the run is, for the error (``"a covered trial planned as ..."``).
+        noise_seed: The run's DP-SGD seed (``None``: OS entropy; see ``train_model``).
+        optimizer: A ``torch.optim.Optimizer`` class (Opacus wraps it).
+        optimizer_kwargs: Its keyword arguments.
+        loss_fn: ``(outputs, targets) -> m`` per-example losses (``None``: ``train_model``'s default).
+        seed_warned: An explicit ``noise_seed`` was already warned about (once, by the caller):
+            silence ``train_model``'s ``PrivacyWarning``.
+
+    Returns:
+        The trained model (eval mode).
+
+    Raises:
+        RuntimeError: Opacus's history of the run is not ``planned``.
+    """
+    with warnings.catch_warnings():
+        if seed_warned:
+            warnings.simplefilter("ignore", PrivacyWarning)
+        model, history = train_model(
+            model_fn,
+            X,
+            y,
+            training,
+            optimizer=optimizer,
+            optimizer_kwargs=optimizer_kwargs,
+            loss_fn=loss_fn,
+            dp_sgd=dp_sgd,
+            noise_seed=noise_seed,
+        )
+    if not same_event(None if history is None else DPSGDRun(*history), planned):
+        raise RuntimeError(f"Opacus accounted {history} for {charged_as}.")
+    return model

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import os
 import warnings
 from typing import Any
@@ -68,6 +69,7 @@ from botorch_dp.methods.protocol import ConfigurationRun
 from botorch_dp.objectives.datasets import ClassificationData
 from botorch_dp.objectives.search_space import SearchSpace
 from botorch_dp.optim.public_checks import SettingsWarning, named_coordinates
+from botorch_dp.plan import budget as plan_budgets
 from botorch_dp.plan.budget import AUTO, budgeted_options, check_plan_budget, measure_costs
 from botorch_dp.plan.cache import ProxyCache
 from botorch_dp.privacy.ledger import PrivacyLedger
@@ -128,8 +130,10 @@ def tune(
             search and the method comparison), estimated before it starts from the timed proxy and one
             timed DP-GIBO step (``plan.budget``): over it, ``budgeted_options`` cuts the repeats, the
             candidate settings, the baseline run, the settings' simulations, then (``method="auto"``)
-            the comparison, and ``TuneResult.planning`` says what was cut. ``"auto"`` (default): the
-            estimated time of the private run itself; ``None``: no limit (``plan_options`` as given).
+            the comparison, then the kernel fit (shorter, then none: the space's recommended kernel),
+            and ``TuneResult.planning`` says what was cut. ``"auto"`` (default): half the estimated time
+            of the private run, less the estimate's own time, so that the whole call stays within
+            about twice the private run; ``None``: no limit (``plan_options`` as given).
             The planning's proxy evaluations are shared through one memo (``plan.cache``): one
             evaluation per point and configuration.
         strategy: With categorical hyperparameters: ``"enumerate"`` (default: one run per
@@ -238,15 +242,18 @@ def _budgeted(call: TuneCall, plan_budget: float | str | None) -> tuple[TuneCall
     fits = options.get("fit_kernel", True) is not False and options.get("kernel_fit_radius") is None
     seed = int(options.get("seed", 0))
     estimate = measure_costs(proxy, config, num_configurations=call.K, seed=seed, fit_kernel=fits)
-    budget = estimate.private_run() if plan_budget == AUTO else float(plan_budget)
-    options, compare, note = budgeted_options(
-        config, options, budget=budget, estimate=estimate, num_methods=num_methods,
+    budget = plan_budgets.auto_budget(estimate) if plan_budget == AUTO else float(plan_budget)
+    cut = functools.partial(
+        budgeted_options, config, budget=budget, estimate=estimate, num_methods=num_methods,
         may_skip_comparison=call.method == "auto",
     )  # fmt: skip
+    options, compare, note = cut(options)
+    auto_said = (
+        f"plan_budget = 'auto' ({budget:.3g} s; the private run estimated at {estimate.private_run():.3g} s, "
+        f"the estimate itself took {estimate.seconds_measuring:.2g} s)"
+    )
     if note is not None and plan_budget == AUTO:
-        note = note.replace(
-            f"plan_budget = {budget:.3g} s", f"plan_budget = 'auto' ({budget:.3g} s, the private run's)"
-        )
+        note = note.replace(f"plan_budget = {budget:.3g} s", auto_said)
     if compare or call.method != "auto":
         return dataclasses.replace(call, plan_options=options), note
     # no room for the comparison: the public rule picks, as without a proxy
@@ -256,9 +263,12 @@ def _budgeted(call: TuneCall, plan_budget: float | str | None) -> tuple[TuneCall
         return dataclasses.replace(call, plan_options={**options, "choose_method": False}, method_rule=why), note
     if rule.method == "dp_gibo":
         return dataclasses.replace(call, plan_options=options, method="dp_gibo", method_rule=why), note
-    # a selection method: DP-GIBO's settings are of no use to it, so the proxy is not used further
+    # a selection method: DP-GIBO's settings are of no use to it, so the proxy is not used further (nor the fit's cuts)
+    _, _, note = cut(dict(call.plan_options or {}), fit_cuts=False)
+    if note is not None and plan_budget == AUTO:
+        note = note.replace(f"plan_budget = {budget:.3g} s", auto_said)
     note = (note or "").replace(
-        "no method comparison (DP-GIBO with the fitted kernel)",
+        "no method comparison (DP-GIBO with the planned settings)",
         f"no method comparison ({rule.method.replace('_', ' ')} by the public rule, with its default settings: "
         "the proxy was not used further)",
     )

@@ -6,11 +6,17 @@ r"""Closed-form proxies for the method-choice tests: where local search should w
 * ``narrow_basin``: ``1 − exp(−‖θ − c_i‖²/(2w²))`` in ``d = 2`` with ``θ₀`` about ``4w`` from
   the basin: the loss is flat (gradient ``≈ 0``) where DP-GIBO starts, while uniform points land
   in the basin (a fifth of the box) often, so private random search should win.
+
+The training methods' tests (test_training_methods, test_training_proxy, test_training_choice,
+test_untuned) share ``training_rows`` and ``training_proxy_data`` (and the ``training_objective``
+fixture of conftest.py built from them).
 """
 
 import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
+from botorch_dp.objectives.datasets import ClassificationData
+from botorch_dp.objectives.search_space import Hyperparameter, SearchSpace
 from botorch_dp.optim.config import DPGIBOConfig
 from tests.optim.loop_helpers import nl_config, normal_location
 
@@ -69,3 +75,20 @@ def uniform_mean_loss(proxy, bounds, num=4096, seed=0):
 
 
 __all__ = ["BASIN_WIDTH", "FAST", "narrow_basin", "smooth_quadratic", "uniform_mean_loss"]
+
+
+#: The one-hyperparameter space of the training methods' tests.
+TRAINING_SPACE = SearchSpace([Hyperparameter("lr", 1e-3, 1.0, log_scale=True)])
+
+
+def training_rows(n, seed):
+    r"""``n`` toy classification rows: float32 ``n x 4`` features and the labels ``x₀ + 0.5 x₁ > 0``."""
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, 4, generator=g)
+    return X, (X[:, 0] + 0.5 * X[:, 1] > 0).long()
+
+
+def training_proxy_data(m=80):
+    r"""A PUBLIC proxy's data: ``m`` training rows and 30 validation users, none of the objective's."""
+    (Xp, yp), (Xv, yv) = training_rows(m, 5), training_rows(30, 6)
+    return ClassificationData(Xp, yp, Xv, yv)

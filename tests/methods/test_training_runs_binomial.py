@@ -28,7 +28,7 @@ def small(data):
 
 class CountingObjective(TorchModelTuningObjective):
     def train_covered(self, hyperparameters, cover, *, noise_seed=None):
-        self.seen.append(len(self.ledger.training_records()))
+        self.seen.append(len(self.ledger.training.records()))
         return super().train_covered(hyperparameters, cover, noise_seed=noise_seed)
 
 
@@ -58,13 +58,13 @@ def test_binomial_selection_is_charged_once_up_front_at_its_bound_and_hides_k(sm
         )
         assert 0 <= result.num_trials <= 4
         assert obj.seen == [1] * 4  # padded to m = 4 trials, each after the one record
-        (record,) = obj.ledger.training_records()
+        (record,) = obj.ledger.training.records()
         assert type(record.event) is TrainingMechanism
         sigma = result.guarantee["training"].details["noise_multiplier"]
         expected = selection_rdp_curve(trial_rdp_curve(sigma, [(0.1, 10)]), **BINOMIAL)
         np.testing.assert_allclose(record.event.rdp, expected, rtol=1e-12)
         assert 0.99 * 3.0 <= selection_epsilon(expected, DELTA) <= 3.0
-        assert obj.ledger.training_epsilon(DELTA) == pytest.approx(selection_epsilon(expected, DELTA), rel=1e-12)
+        assert obj.ledger.training.epsilon(DELTA) == pytest.approx(selection_epsilon(expected, DELTA), rel=1e-12)
         assert result.guarantee["training"].details["p_more_than_max_trials"] == 0.0  # K <= m always
         runs.setdefault(result.num_trials >= 1 and result.num_trials, (seed, result.release))
         if len([k for k in runs if k]) >= 2:
@@ -89,7 +89,7 @@ def test_binomial_rounds_is_checked_by_name_before_anything(small, kw, match):
     obj = objective(small)
     with pytest.raises(ValueError, match=match):
         select_training_runs(obj, epsilon=3.0, delta=DELTA, seed=1, **kw)
-    assert obj.seen == [] and obj.ledger.training_records() == []
+    assert obj.seen == [] and obj.ledger.training.records() == []
 
 
 def test_the_selection_method_runs_binomial_k_and_says_so(small):
@@ -105,7 +105,7 @@ def test_the_selection_method_runs_binomial_k_and_says_so(small):
         try:
             run = method.run_private(obj, ledger=obj.ledger, seed=seed)
         except ValueError as err:  # K = 0: no point to return (charged all the same)
-            assert "K = 0" in str(err) and len(obj.ledger.training_records()) == 1
+            assert "K = 0" in str(err) and len(obj.ledger.training.records()) == 1
             continue
         break
     assert obj.seen == [1] * 4  # padded to m = 4 trials after the one record

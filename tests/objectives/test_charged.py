@@ -13,31 +13,22 @@ import pytest
 import torch
 from torch import nn
 
-import botorch_dp.objectives.torch_classifier as tc
+import botorch_dp.training.cover as tc  # where every DP-SGD run calls train_model
 from botorch_dp.evaluation import evaluate_rows
 from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
 from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.training import DPSGDConfig, TrainingConfig
+from botorch_dp.training import DPSGDConfig
 from botorch_dp.training.dp_sgd import composed_training_epsilon
-from botorch_dp.tuning import ClassificationData, Hyperparameter, SearchSpace, TorchModelTuningObjective
+from botorch_dp.tuning import ClassificationData, TorchModelTuningObjective
+from tests.objectives.charged_helpers import SPACE, TRAINING, X2, X4
 
 pytestmark = pytest.mark.privacy_fast  # the fast version of privacy properties (tests/conftest.py)
 
-TRAINING = TrainingConfig(epochs=1, batch_size=20, seed=0, num_threads=1)
-SPACE = SearchSpace([Hyperparameter("lr", 1e-3, 1e-1, log_scale=True)])
-X2 = torch.tensor([[0.2], [0.7]], dtype=torch.float64)
-X4 = torch.tensor([[0.1], [0.4], [0.6], [0.9]], dtype=torch.float64)
-
-
-def _split(g, m):
-    X = torch.randn(m, 3, generator=g, dtype=torch.float64)
-    return X, (X[:, 0] + 0.3 * X[:, 1] > 0).long()
-
 
 @pytest.fixture(scope="module")
-def data():
+def data(toy_rows):
     g = torch.Generator().manual_seed(0)
-    return ClassificationData(*_split(g, 40), *_split(g, 10), num_classes=2, name="toy")
+    return ClassificationData(*toy_rows(g, 40), *toy_rows(g, 10), num_classes=2, name="toy")
 
 
 def _dpsgd(data, ledger=None, **kw):

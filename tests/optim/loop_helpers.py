@@ -61,6 +61,14 @@ def nl_config(d=5, **kw):
     return DPGIBOConfig(**base)
 
 
+def resume_config(**kw):
+    r"""A short private run (2-D normal location, ``μ = 0.6``, 4 steps of 2 points, seed 3): the run the
+    resume tests (test_resume_checks.py, test_resume_ledger.py) checkpoint and resume."""
+    base = dict(d=2, privacy_mu=0.6, clip_bound=2.0, num_iterations=4, batch_size=2, seed=3)
+    base.update(kw)
+    return nl_config(**base)
+
+
 def resumed_each(directory, *configs):
     """``DPGIBO.resume(directory, config)`` for each config in turn (None: the stored one), each
     closed before the next resumes (one owner per checkpoint directory)."""

@@ -1,9 +1,8 @@
-r"""``clip_bound="adaptive"`` (Andrew et al. 2021): the count mechanism's sensitivity by brute
-force, the quantile update's fixed point, the ledger's totals in closed form, and
-checkpoint/resume."""
+r"""``clip_bound="adaptive"`` (Andrew et al. 2021): the quantile update's fixed point, the ledger's
+totals in closed form, and checkpoint/resume (the count mechanism is tested in
+``tests/privacy/mechanisms/test_counts.py``)."""
 
 import dataclasses
-import itertools
 import json
 import math
 import warnings
@@ -16,8 +15,7 @@ from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.options import FixedClip
 from botorch_dp.privacy.analysis.gdp import gdp_mu
 from botorch_dp.privacy.ledger import PrivacyBudgetExceeded
-from botorch_dp.privacy.mechanisms import GaussianClipCountMechanism, count_within_clip
-from botorch_dp.privacy.mechanisms._noise import release_gaussian
+from botorch_dp.privacy.mechanisms import GaussianClipCountMechanism
 from botorch_dp.privacy.seeding import PrivacyWarning
 from tests.optim.loop_helpers import nl_config, normal_location
 
@@ -53,75 +51,6 @@ def _run(cfg, steps=None, **kw):
         X = opt.ask()
         opt.tell(X, objective(X))
     return opt, objective
-
-
-# ------------------------------------------------------------------------ the count mechanism
-def test_count_changes_by_at_most_one_between_neighbouring_loss_matrices():
-    # brute force: every user replaced by every column of a pool that straddles B (zeros,
-    # tiny, huge, the other users' losses, a sign flip), at several bounds
-    g = torch.Generator().manual_seed(0)
-    A = torch.randn(3, 4, generator=g, dtype=torch.float64)
-    Y = torch.randn(4, 6, generator=g, dtype=torch.float64)
-    pool = [
-        torch.zeros(4, dtype=torch.float64),
-        torch.full((4,), 1e-300, dtype=torch.float64),
-        torch.full((4,), 1e300, dtype=torch.float64),
-        *Y.T,
-        *(-Y.T),
-        5 * Y.T[0],
-    ]
-    norms = (A @ Y).norm(dim=0)
-    for bound in [norms.min().item() / 2, norms.median().item(), norms.max().item() * 2, 1.0]:
-        base = count_within_clip(A, Y, bound)
-        assert base == int((norms <= bound).sum())  # the reference: explicit norms
-        for i, column in itertools.product(range(Y.shape[1]), pool):
-            neighbour = Y.clone()
-            neighbour[:, i] = column.to(torch.float64)
-            assert abs(count_within_clip(A, neighbour, bound) - base) <= 1
-
-
-def test_count_is_the_same_in_chunks_and_row_blocks():
-    g = torch.Generator().manual_seed(1)
-    A = torch.randn(2, 5, generator=g, dtype=torch.float64)
-    Y = torch.randn(5, 37, generator=g, dtype=torch.float64)
-    whole = count_within_clip(A, Y, 1.0)
-    assert 0 < whole < 37
-    assert count_within_clip(A, [Y[:2], Y[2:]], 1.0, chunk_size=4) == whole
-    assert count_within_clip(A[:, :0], Y[:0], 1.0) == 37  # no evaluations yet: every estimate is 0
-
-
-def test_count_handles_nonfinite_and_overflowing_users():
-    A = torch.tensor([[1.0, 1.0]], dtype=torch.float64)
-    Y = torch.tensor([[0.1, math.nan, 1e308], [0.1, 0.0, 1e308]], dtype=torch.float64)
-    with pytest.raises(ValueError, match="non-finite"):
-        count_within_clip(A, Y, 1.0)
-    # zero_user: the NaN user's estimate is 0 (within); the overflowing one is above B
-    assert count_within_clip(A, Y, 1.0, nonfinite="zero_user") == 2
-
-
-def test_count_release_adds_noise_of_std_one_over_mu_and_returns_its_cost():
-    g = torch.Generator().manual_seed(2)
-    A = torch.randn(2, 3, generator=g, dtype=torch.float64)
-    Y = torch.randn(3, 10, generator=g, dtype=torch.float64)
-    exact = count_within_clip(A, Y, 0.8)
-    mech = GaussianClipCountMechanism(num_users=10, generator=torch.Generator().manual_seed(5))
-    release = mech.release(A, Y, 0.8, 0.25)
-    # the grid release of the integer count (sensitivity 1, at most n) on the generator's draws
-    expected, noise = release_gaussian(
-        torch.tensor([float(exact)], dtype=torch.float64),
-        sensitivity=1.0,
-        mu=0.25,
-        generator=torch.Generator().manual_seed(5),
-        secure_rng=False,
-        magnitude_bound=10.0,
-    )
-    assert release.noise_std == 4.0 and release.cost.mu == 0.25
-    assert noise is not None and 4.0 <= noise.noise_std < 4.0 * (1 + 2.0**-20 * (2 + 1 / 0.25))
-    assert release.count == float(expected[0]) and abs(release.count - exact) < 10 * 4.0
-    with pytest.raises(ValueError, match="Expected 10 users"):
-        mech.release(A, Y[:, :9], 0.8, 0.25)
-    with pytest.raises(ValueError, match="clip_bound"):
-        mech.release(A, Y, -1.0, 0.25)
 
 
 # ------------------------------------------------------------------------ the quantile update

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 
 import pytest
 
@@ -16,21 +15,10 @@ from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.resume_checks import check_ledger_covers_steps, check_noise_and_selection, recorded_mus
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
 from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger, PureDP
-from botorch_dp.privacy.seeding import PrivacyWarning
-from tests.optim.loop_helpers import nl_config, normal_location
+from tests.optim.loop_helpers import normal_location
+from tests.optim.loop_helpers import resume_config as _config
 
-
-def _config(**kw):
-    base = dict(d=2, privacy_mu=0.6, clip_bound=2.0, num_iterations=4, batch_size=2, seed=3)
-    base.update(kw)
-    return nl_config(**base)
-
-
-@pytest.fixture(autouse=True)
-def _quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PrivacyWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_seeds")  # tests/optim/conftest.py
 
 
 def test_a_checkpoint_whose_ledger_lost_records_is_refused(tmp_path):

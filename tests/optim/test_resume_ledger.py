@@ -14,22 +14,11 @@ from botorch_dp.baselines import dp_hypo, noisy_gradient_descent, private_random
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.ledger_storage import open_storage
-from botorch_dp.privacy.seeding import PrivacyWarning
-from tests.optim.loop_helpers import nl_config, normal_location
+from tests.optim.loop_helpers import normal_location
+from tests.optim.loop_helpers import resume_config as _config
 from tests.privacy.ledger_helpers import elsewhere_holder, gone_holder, reserve_for
 
-
-def _config(**kw):
-    base = dict(d=2, privacy_mu=0.6, clip_bound=2.0, num_iterations=4, batch_size=2, seed=3)
-    base.update(kw)
-    return nl_config(**base)
-
-
-@pytest.fixture(autouse=True)
-def _quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PrivacyWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_seeds")  # tests/optim/conftest.py
 
 
 def test_resume_into_a_live_ledger_merges_with_the_other_runs_records(tmp_path):
@@ -114,7 +103,6 @@ def test_a_run_id_the_ledger_holds_is_refused_before_anything_is_released():
 def _resume_with_a_delay_in_step_2(directory, url, ready, go, results):
     r"""Process A: resume the run against the stored ledger and stop inside step 2's charge (checked
     and held, not yet recorded) until ``go``; then run to the end."""
-    import warnings
 
     from botorch_dp.privacy.ledger import PrivacyBudgetExceeded
     from botorch_dp.privacy.ledger.meter import Meter

@@ -1,5 +1,6 @@
 r"""``plan.cache``: one proxy evaluation per point (and configuration) over the whole planning, checked with
-a proxy that counts the rows it evaluates (issue 43 item 2)."""
+a proxy that counts the rows it evaluates (issue 43 item 2). ``tune``'s ``CachedProxy`` over it is tested in
+tests/tuning/test_proxy_cache.py."""
 
 import warnings
 
@@ -7,9 +8,6 @@ import torch
 
 from botorch_dp.plan import plan_private_run
 from botorch_dp.plan.cache import ProxyCache
-from botorch_dp.tuning import Categorical, Hyperparameter, SearchSpace
-from botorch_dp.tuning.proxy_cache import CachedProxy
-from botorch_dp.tuning.tune_result import configs_objective
 from tests.plan.plan_helpers import N_PRIVATE, N_PROXY, plan_config
 
 
@@ -59,21 +57,3 @@ def test_planning_twice_through_one_cache_evaluates_nothing_the_second_time():
     for a, b in ((plain, first), (first, second)):  # the memo changes no answer
         assert [t.proxy_losses for t in a.trials] == [t.proxy_losses for t in b.trials]
         assert [s.proxy_losses for s in a.methods.scores] == [s.proxy_losses for s in b.methods.scores]
-
-
-def test_tunes_cached_proxy_shares_points_within_a_configuration_and_keeps_configurations_apart():
-    seen = []
-
-    def proxy(configs):  # tune's plain kind: a list of natural-unit dicts
-        seen.extend(configs)
-        return torch.tensor([[c["x"] + (c["c"] == "b")] * 8 for c in configs], dtype=torch.float64)
-
-    space = SearchSpace([Hyperparameter("x", 0.0, 1.0), Categorical("c", ["a", "b"])])
-    cached = CachedProxy(proxy, space, ProxyCache())
-    theta = torch.tensor([[0.25], [0.75]], dtype=torch.float64)
-    a = configs_objective(cached, space, {"c": "a"})
-    b = configs_objective(cached, space, {"c": "b"})
-    torch.testing.assert_close(a(theta)[:, 0], torch.tensor([0.25, 0.75], dtype=torch.float64))
-    torch.testing.assert_close(b(theta)[:, 0], torch.tensor([1.25, 1.75], dtype=torch.float64))
-    configs_objective(cached, space, {"c": "a"})(theta.flip(0))  # a new bound objective: the same memo
-    assert len(seen) == 4 and {c["c"] for c in seen} == {"a", "b"}

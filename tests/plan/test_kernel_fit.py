@@ -232,3 +232,63 @@ def test_a_real_fit_does_not_warn_of_unchanged_length_scales():
         warnings.simplefilter("error", KernelFitWarning)
         _, fit = fit_kernel_on_proxy(_gp_sample_proxy((0.3, 1.5), 2.0), config, num_points=40)
     assert fit.failure is None
+
+
+def test_a_capped_fit_stops_within_its_likelihood_evaluations_and_a_converged_one_is_unchanged(monkeypatch):
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    from tests.plan.plan_helpers import plan_config
+    from tests.plan.test_cache import Counting
+
+    count = {"n": 0}
+    forward = ExactMarginalLogLikelihood.forward
+
+    def counted(self, *args, **kwargs):
+        count["n"] += 1
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(ExactMarginalLogLikelihood, "forward", counted)
+    fits = {}
+    for cap in (None, 40, 8):
+        count["n"] = 0
+        _, fits[cap] = fit_kernel_on_proxy(Counting(), plan_config(), max_evaluations=cap)
+        fits[cap, "evaluations"] = count["n"]
+    # L-BFGS-B stops at the end of the iteration that reaches the cap (a line search may add a few), then one
+    # evaluation of the fitted likelihood
+    assert fits[8, "evaluations"] <= 8 + 4 < fits[None, "evaluations"]
+    assert fits[8].hyperparameters != fits[None].hyperparameters and fits[8].max_evaluations == 8
+    assert "at most 8 likelihood evaluations" in fits[8].describe()
+    # converged within the cap: the same fit
+    assert fits[None, "evaluations"] <= 40 and fits[40].hyperparameters == fits[None].hyperparameters
+    with pytest.raises(ValueError, match="max_evaluations"):
+        fit_kernel_on_proxy(Counting(), plan_config(), max_evaluations=0)
+
+
+def test_a_scale_only_fit_keeps_the_length_scales_and_solves_the_likelihood_equations_in_the_scale():
+    r"""``fit_lengthscales=False``: the length-scales stay as given, bit for bit, and the fitted outputscale ``s``
+    and constant mean ``c`` satisfy the marginal likelihood's stationarity conditions written out, with
+    ``K = s K₀ + ν I`` (``K₀`` the RBF correlation at the given length-scales, ``ν`` the fit's fixed nugget):
+    ``c = 1ᵀK⁻¹y / 1ᵀK⁻¹1`` and ``tr(K⁻¹K₀) = rᵀK⁻¹K₀K⁻¹r`` with ``r = y − c``."""
+    proxy = _gp_sample_proxy((0.3, 1.5), 2.0)
+    kernel = ScaleKernel(RBFKernel(ard_num_dims=2)).to(torch.float64).requires_grad_(False)
+    kernel.base_kernel.lengthscale = torch.tensor([[0.7, 0.9]], dtype=torch.float64)
+    config = DPGIBOConfig(
+        bounds=_box(0.0, 3.0), kernel=kernel, privacy_mu=1.0, num_iterations=1, step_size=0.1, batch_size=3,
+        search_radius=0.3, acqf_maxiter=20, noise_variance=0.0, **FAST,
+    )  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KernelFitWarning)  # length-scales kept on purpose: no "unchanged" warning
+        fitted, fit = fit_kernel_on_proxy(proxy, config, num_points=30, fit_lengthscales=False)
+    assert fit.lengthscales == (0.7, 0.9) and fit.failure is None
+    s = fit.hyperparameters["outputscale"][0]
+    assert s != 1.0 and fitted.kernel.outputscale.item() == pytest.approx(s)
+    X, y = fit.points, fit.mean_losses
+    nugget = max(config.jitter, 1e-6 * float(y.var()))
+    with torch.no_grad():
+        K0 = kernel.base_kernel(X).to_dense()
+    K_inv = torch.linalg.inv(s * K0 + nugget * torch.eye(len(y), dtype=torch.float64))
+    ones = torch.ones_like(y)
+    c = (ones @ K_inv @ y) / (ones @ K_inv @ ones)
+    r = y - c
+    trace, quadratic = torch.trace(K_inv @ K0), r @ K_inv @ K0 @ K_inv @ r
+    assert float(quadratic) == pytest.approx(float(trace), rel=1e-3)

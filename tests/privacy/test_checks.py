@@ -18,6 +18,7 @@ from botorch_dp.privacy.checks import (
     check_delta,
     check_greater,
     check_history_entry,
+    check_losses,
     check_nonnegative,
     check_nonnegative_int,
     check_positive,
@@ -164,3 +165,25 @@ def test_all_finite_agrees_with_the_elementwise_test():
     for x in cases:
         assert all_finite(x) == bool(torch.isfinite(x).all())
     assert not all_finite(torch.tensor([fmax, fmax, math.nan], dtype=torch.float64))
+
+
+def test_check_losses():
+    good = torch.zeros(2, 3, dtype=torch.float64)
+    check_losses(good, 2)
+    with pytest.raises(ValueError, match="shape"):
+        check_losses(torch.zeros(3, dtype=torch.float64), 2)
+    with pytest.raises(ValueError, match="shape"):
+        check_losses(torch.zeros(3, 3, dtype=torch.float64), 2)
+    with pytest.raises(ValueError, match="at least one user"):
+        check_losses(torch.zeros(2, 0, dtype=torch.float64), 2)
+    with pytest.raises(ValueError, match="stay fixed"):
+        check_losses(good, 2, num_users=4)
+    bad = good.clone()
+    bad[1, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"non-finite.*\[1\]"):
+        check_losses(bad, 2)
+    bad[1, 2] = float("inf")
+    with pytest.raises(ValueError, match="non-finite"):
+        check_losses(bad, 2)
+    with pytest.raises(ValueError, match="floating"):
+        check_losses(torch.zeros(2, 3, dtype=torch.int64), 2)

@@ -29,3 +29,15 @@ def test_a_seed_warns_at_the_caller_and_reproduces_its_stream():
     assert torch.equal(torch.randn(4, generator=a, dtype=torch.float64), draws[(7, 1)])
     assert len({tuple(v.tolist()) for v in draws.values()}) == 4  # streams and seeds never share draws
     assert a.device.type == "cpu"
+
+
+def test_explicit_noise_seed_warns_and_is_reproducible():
+    from botorch_dp.privacy.seeding import PrivacyWarning, noise_generator
+
+    assert noise_generator(None) is None
+    with pytest.warns(PrivacyWarning, match="reproducible"):
+        g1 = noise_generator(3)
+    with pytest.warns(PrivacyWarning):
+        g2, other = noise_generator(3), noise_generator(3, stream=1)
+    assert torch.equal(torch.randn(4, generator=g1), torch.randn(4, generator=g2))
+    assert not torch.equal(torch.randn(4, generator=g1), torch.randn(4, generator=other))

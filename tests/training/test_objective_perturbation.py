@@ -1,5 +1,6 @@
 """AMP training (Redberg et al., Alg. 1): the features, the τ test, refusals, noise, oracles. The config,
-the clipped losses and the objective are tested in test_amp_objective.py."""
+the clipped losses and the objective are tested in test_amp_objective.py, the mechanism's two draws in
+tests/privacy/mechanisms/test_objective_perturbation.py."""
 
 import math
 import warnings
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from botorch_dp.privacy.mechanisms import AMPNotConvergedError, ObjectivePerturbationMechanism, RDPCost
+from botorch_dp.privacy.mechanisms import AMPNotConvergedError
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training import AMPConfig, AMPResult, fit_amp
 from botorch_dp.training.objective_perturbation import amp_features, perturbed_objective
@@ -70,28 +71,6 @@ def test_release_refused_when_the_solver_is_capped_below_convergence():
         _quiet_fit(X, y, config, generator=0)
     # the same data converges when the cap is lifted
     assert _quiet_fit(X, y, AMPConfig(lam=1.0, sigma=1.0, tau=1e-9), generator=0).theta.shape == (6,)
-
-
-def test_mechanism_refuses_an_unverified_minimiser_and_draws_b_once():
-    mech = ObjectivePerturbationMechanism(dim=2, clip=1.0, beta=0.5, lam=2.0, sigma=1.0, tau=1e-3, sigma_out=0.1)
-    theta = torch.zeros(2, dtype=torch.float64)
-    with pytest.raises(RuntimeError, match="perturbation"):
-        mech.release(theta, lambda t: torch.zeros(2, dtype=torch.float64))
-    mech.perturbation()
-    with pytest.raises(RuntimeError, match="already drawn"):
-        mech.perturbation()
-    for bad in (torch.tensor([1e-3, 1e-3]), torch.tensor([math.nan, 0.0]), torch.zeros(3)):
-        with pytest.raises(AMPNotConvergedError):
-            mech.release(theta, lambda t, g=bad: g.double())
-    with pytest.raises(AMPNotConvergedError):
-        mech.release(torch.tensor([math.inf, 0.0]), lambda t: torch.zeros(2, dtype=torch.float64))
-    release = mech.release(theta, lambda t: torch.tensor([6e-4, 7e-4], dtype=torch.float64))  # ‖g‖ ≈ 9.2e-4
-    assert release.theta.shape == (2,) and isinstance(release.cost, RDPCost)
-    assert "lam=2" in release.cost.description and "sigma_out=0.1" in release.cost.description
-    with pytest.raises(RuntimeError, match="already released"):
-        mech.release(theta, lambda t: torch.zeros(2, dtype=torch.float64))
-    with pytest.raises(ValueError, match="lam"):
-        ObjectivePerturbationMechanism(dim=2, clip=1.0, beta=0.5, lam=0.5, sigma=1.0, tau=1e-3, sigma_out=0.1)
 
 
 # --- oracles -------------------------------------------------------------------------------

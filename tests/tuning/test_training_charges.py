@@ -21,8 +21,8 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 from torch import nn
 
 import botorch_dp
-import botorch_dp.objectives.torch_classifier as tc
 import botorch_dp.problems.logistic_regression as lr
+import botorch_dp.training.cover as tc  # where every DP-SGD run calls train_model
 from botorch_dp.evaluation import evaluate_rows, process_pool
 from botorch_dp.optim import DPGIBO, DPGIBOConfig
 from botorch_dp.plan import plan_private_run
@@ -30,37 +30,27 @@ from botorch_dp.privacy.ledger import DPSGDRun, PrivacyBudgetExceeded, PrivacyLe
 from botorch_dp.privacy.mechanisms import ObjectivePerturbationMechanism
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.problems import AMPTuningObjective, load_logistic_data
-from botorch_dp.training import DPSGDConfig, TrainingConfig
+from botorch_dp.training import DPSGDConfig
 from botorch_dp.training.dp_sgd import composed_training_epsilon
 from botorch_dp.tuning import (
     ClassificationData,
-    Hyperparameter,
-    SearchSpace,
     TorchModelTuningObjective,
     estimate_training_noise_variance,
 )
+from tests.objectives.charged_helpers import SPACE, TRAINING, X2, X4
 
-TRAINING = TrainingConfig(epochs=1, batch_size=20, seed=0, num_threads=1)
 DP = DPSGDConfig(noise_multiplier=1.2, max_grad_norm=1.0)
-SPACE = SearchSpace([Hyperparameter("lr", 1e-3, 1e-1, log_scale=True)])
-X2 = torch.tensor([[0.2], [0.7]], dtype=torch.float64)
-X4 = torch.tensor([[0.1], [0.4], [0.6], [0.9]], dtype=torch.float64)
-
-
-def _split(g, m):
-    X = torch.randn(m, 3, generator=g, dtype=torch.float64)
-    return X, (X[:, 0] + 0.3 * X[:, 1] > 0).long()
 
 
 @pytest.fixture(scope="module")
-def data():
+def data(toy_rows):
     g = torch.Generator().manual_seed(0)
-    return ClassificationData(*_split(g, 60), *_split(g, 15), num_classes=2, name="toy")
+    return ClassificationData(*toy_rows(g, 60), *toy_rows(g, 15), num_classes=2, name="toy")
 
 
 @pytest.fixture(scope="module")
-def public_val():
-    return _split(torch.Generator().manual_seed(1), 12)
+def public_val(toy_rows):
+    return toy_rows(torch.Generator().manual_seed(1), 12)
 
 
 @pytest.fixture(scope="module")
@@ -267,7 +257,7 @@ def test_a_taken_id_is_skipped_and_a_clashing_index_is_refused_before_training(d
 
 
 # ------------------------------------------------------------------------- planning (item 3)
-def test_a_proxy_on_the_sensitive_training_rows_is_charged_to_the_callers_ledger(data, public_val):
+def test_a_proxy_on_the_sensitive_training_rows_is_charged_to_the_callers_ledger(data, public_val, toy_rows):
     ledger = PrivacyLedger()
     objective = _dpsgd(data, ledger)
     proxy = objective.with_data(ClassificationData(data.X_train.float(), data.y_train, *public_val, num_classes=2))
@@ -290,7 +280,7 @@ def test_a_proxy_on_the_sensitive_training_rows_is_charged_to_the_callers_ledger
         with pytest.raises(PrivacyBudgetExceeded, match="target"):
             spent(X2[:1])
     g = torch.Generator().manual_seed(5)  # public training rows: a free pilot, with its own ledger
-    public = objective.with_data(ClassificationData(*_split(g, 60), *public_val, num_classes=2))
+    public = objective.with_data(ClassificationData(*toy_rows(g, 60), *public_val, num_classes=2))
     public(X2[:1])
     assert public.ledger is not ledger and len(ledger.training.run_ids()) == 2
 

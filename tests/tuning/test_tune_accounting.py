@@ -26,7 +26,7 @@ def small():
 
 class CountingObjective(TorchModelTuningObjective):
     def train_covered(self, hyperparameters, cover, *, noise_seed=None):
-        self.seen.append(len(self.ledger.training_records()))
+        self.seen.append(len(self.ledger.training.records()))
         return super().train_covered(hyperparameters, cover, noise_seed=noise_seed)
 
 
@@ -52,9 +52,9 @@ def test_the_accounting_asked_of_tune_is_the_one_charged_and_stated(small, accou
     obj = dp_objective(small)
     result = _tune(obj, protect="training", accounting=accounting)
     assert result.method == "training_selection" and len(obj.seen) >= 1 and set(obj.seen) == {1}
-    (record,) = obj.ledger.training_records()
+    (record,) = obj.ledger.training.records()
     assert type(record.event) is event
-    assert 0.99 * 3.0 <= obj.ledger.training_epsilon(DELTA) <= 3.0
+    assert 0.99 * 3.0 <= obj.ledger.training.epsilon(DELTA) <= 3.0
     selection = result.runs[0].result.result
     assert selection.guarantee["training"].details["accounting"] == accounting
     # stated, with the choice asked for, in the procedure, the statement (the report) and the JSON
@@ -68,7 +68,7 @@ def test_auto_charges_the_profile_where_it_needs_less_noise(small):
     details = result.runs[0].result.result.guarantee["training"].details
     assert details["accounting"] == "profile"  # at q = 0.1, T = 10, E[K] = 3 it does (the RDP σ is larger)
     assert details["noise_multiplier"] < details["rdp_noise_multiplier"]
-    assert type(obj.ledger.training_records()[0].event) is ApproximateDP
+    assert type(obj.ledger.training.records()[0].event) is ApproximateDP
 
 
 @pytest.mark.parametrize(
@@ -83,7 +83,7 @@ def test_a_bad_or_unused_accounting_is_refused_by_name_before_anything(small, kw
     obj = dp_objective(small)
     with pytest.raises(ValueError, match=match):
         _tune(obj, **kw)
-    assert obj.seen == [] and obj.ledger.training_records() == [] and obj.ledger.validation_records() == []
+    assert obj.seen == [] and obj.ledger.training.records() == [] and obj.ledger.validation.records() == []
 
 
 def test_the_accounting_reaches_the_selection_method_fast():

@@ -8,7 +8,7 @@ moves each coordinate by at most ``1/2`` grid step, so ``‖M − M′‖₂ ≤
 sensitivity is ``Δ′ = Δ + √d γ``. Each 1-D discrete Gaussian with integer shift ``v`` is
 dominated by the Gaussian trade-off curve ``G_{(v/s)(1 + 1/s²)}`` (checked numerically,
 ``discrete_gaussian_log_delta`` against ``G_μ``'s profile, for ``s ≤ 1000`` and ``v ≤ 2s`` in
-``tests/privacy/test_discrete_gaussian.py``; the plain ``v/s`` fails there by a margin in
+``tests/privacy/analysis/test_discrete_gaussian.py``; the plain ``v/s`` fails there by a margin in
 ``log δ`` that shrinks like ``1/s²``, as does the correction's slack; the releases' ``s ≈ 2^20``
 rest on that trend, not on a proof),
 and GDP composes over the independent coordinates, so the release is ``μ′``-GDP with

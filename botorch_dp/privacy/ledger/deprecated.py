@@ -10,7 +10,7 @@ an old name (a test walks the package and the tests).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botorch_dp.privacy.ledger.events import (
     DPSGDRun,
@@ -21,8 +21,9 @@ from botorch_dp.privacy.ledger.events import (
 )
 from botorch_dp.utils import warn_renamed
 
-if TYPE_CHECKING:
-    from botorch_dp.privacy.ledger.ledger import PrivacyLedger
+#: The ledger (``ledger.PrivacyLedger``, which imports this module; not imported back, to keep the
+#: import graph free of cycles).
+PrivacyLedger = Any
 
 __all__ = ["RENAMED", "deprecated_attribute"]
 
@@ -41,7 +42,7 @@ def _pure_epsilons(ledger: PrivacyLedger) -> dict[tuple[str, str], float]:
     return found
 
 
-_Read = Callable[["PrivacyLedger"], Any]
+_Read = Callable[[PrivacyLedger], Any]
 
 #: Old name ↦ (its new spelling, the value the old name gave: a property's value, or the method).
 RENAMED: dict[str, tuple[str, _Read]] = {

@@ -1,4 +1,6 @@
-r"""The OS-entropy samplers' tails (issue 28, item 6).
+r"""The only module that draws privacy noise: the OS-entropy samplers' distributions and tails (issue
+28, item 6), the per-release μ it accepts, and the Gaussian releases on a public grid (issue 40,
+item 1: the statistic rounded to the grid plus exact discrete Gaussian integers).
 
 Statistical tests use fixed bounds whose false-failure probability is about 10⁻⁶ or
 less each (stated at every bound). The support tests drive the public samplers with
@@ -20,6 +22,7 @@ from scipy.special import log_ndtr, ndtri_exp
 from scipy.stats import chisquare, gumbel_r, kstest, norm
 
 import botorch_dp.privacy.mechanisms._noise as mechanisms
+from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
 from botorch_dp.privacy.mechanisms._noise import (
     MAX_OS_ENTROPY_RELEASE_MU,
     OS_ENTROPY_NORMAL_MAX_ABS,
@@ -250,3 +253,81 @@ def test_normal_tail_frequencies_beyond_three_sigma():
     expected = N * 2.0 * norm.sf(3.0)
     count = int((x.abs() > 3.0).sum())
     assert abs(count - expected) < 5.5 * math.sqrt(expected)
+
+
+# ----------------------------------------------------------------------- the grid release (issue 40)
+def test_sampler_is_reproducible_from_a_seeded_generator_and_not_from_os_entropy():
+    a = mechanisms.discrete_gaussian_integers(50, 2**20, generator=torch.Generator().manual_seed(3))
+    b = mechanisms.discrete_gaussian_integers(50, 2**20, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(a, b) and a.dtype == torch.int64
+    assert not torch.equal(
+        mechanisms.discrete_gaussian_integers(50, 2**20), mechanisms.discrete_gaussian_integers(50, 2**20)
+    )
+    with pytest.raises(ValueError, match="scale"):
+        mechanisms.discrete_gaussian_integers(3, 2**24 + 1)
+
+
+def test_release_is_the_grid_rounded_statistic_plus_grid_integers():
+    m = torch.tensor([0.0, 1e-3, -0.25, 1 / 3], dtype=torch.float64)
+    released, noise = mechanisms.release_gaussian(
+        m, sensitivity=0.02, mu=0.5, generator=torch.Generator().manual_seed(0), secure_rng=False
+    )
+    assert noise is not None and noise.mu <= 0.5
+    steps = released / noise.grid
+    assert torch.equal(steps, steps.round())  # every released value is an exact multiple of γ
+    k = mechanisms.discrete_gaussian_integers(4, noise.scale, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(steps.to(torch.int64), torch.round(m / noise.grid).to(torch.int64) + k)
+    same, _ = mechanisms.release_gaussian(
+        m, sensitivity=0.02, mu=0.5, generator=torch.Generator().manual_seed(0), secure_rng=False
+    )
+    assert torch.equal(same, released)
+    exact, none = mechanisms.release_gaussian(m, sensitivity=0.02, mu=math.inf, generator=None, secure_rng=False)
+    assert none is None and torch.equal(exact, m)
+    with pytest.raises(ValueError, match="not finite"):
+        mechanisms.release_gaussian(torch.tensor([math.nan]), sensitivity=1.0, mu=1.0, generator=None, secure_rng=False)
+
+
+def test_release_noise_has_the_calibrated_scale():
+    m = torch.zeros(20_000, dtype=torch.float64)
+    released, noise = mechanisms.release_gaussian(m, sensitivity=1.0, mu=10.0, generator=None, secure_rng=True)
+    assert noise is not None
+    assert float(released.std()) / noise.noise_std == pytest.approx(1.0, abs=5 * math.sqrt(0.5 / 20_000))
+
+
+def test_goe_release_is_symmetric_on_the_grid_with_the_goe_scales():
+    G = torch.zeros(60, 60, dtype=torch.float64)
+    out, noise = mechanisms.release_goe(
+        G, sensitivity=1.0, mu=1.0, generator=torch.Generator().manual_seed(2), secure_rng=False
+    )
+    assert noise is not None and torch.equal(out, out.T)
+    assert torch.equal(out / noise.grid, (out / noise.grid).round())
+    sigma = noise.noise_std
+    off = out[torch.triu_indices(60, 60, offset=1).unbind()]
+    assert float(off.std()) / sigma == pytest.approx(1.0, abs=5 * math.sqrt(0.5 / off.numel()))
+    assert float(out.diagonal().std()) / sigma == pytest.approx(
+        math.sqrt(2), abs=5 * math.sqrt(2) * math.sqrt(0.5 / 60)
+    )
+    assert noise.sensitivity == pytest.approx(1.0 + 60 / math.sqrt(2) * noise.grid, rel=1e-15)
+
+
+def test_os_entropy_noise_is_standard_normal_and_never_repeats():
+    from scipy.stats import kstest
+
+    from botorch_dp.privacy.mechanisms import os_entropy_normal
+
+    x = os_entropy_normal(20_001)
+    assert x.shape == (20_001,) and x.dtype == torch.float64
+    assert kstest(x.numpy(), "norm").pvalue > 1e-6  # fails by chance once in a million runs
+    assert not torch.equal(os_entropy_normal(8), os_entropy_normal(8))
+    # without a generator the mechanism draws from OS entropy: two releases differ
+    mech = GaussianGradientMechanism(clip_bound=1.0, num_users=3, privacy_mu=1.0, num_steps=1)
+    A, Y = torch.eye(2, dtype=torch.float64), torch.zeros(2, 3, dtype=torch.float64)
+    assert not torch.equal(mech.release(A, Y).gradient, mech.release(A, Y).gradient)
+
+
+def test_uniforms_are_in_the_open_unit_interval_and_os_entropy_is_not_reproducible():
+    u = os_entropy_uniform(100_000)
+    assert u.dtype == torch.float64 and bool((u > 0).all() and (u < 1).all())
+    assert abs(float(u.mean()) - 0.5) < 5 * math.sqrt(1 / 12 / 100_000)
+    assert not torch.equal(os_entropy_uniform(8), os_entropy_uniform(8))
+    assert os_entropy_uniform(0).shape == (0,)

@@ -1,0 +1,53 @@
+r"""The choice among the methods that protect the training records (``methods.training_choice``): every
+name builds a ``Method`` whose private-training cost is the tie rule's, and the advice to train once
+untuned is given exactly when the chosen method does not beat the untuned run by a paired standard
+error. (Each method's simulation is tested in test_training_methods.py.)"""
+
+import pytest
+
+from botorch_dp.methods.protocol import Method, MethodUnavailable
+from botorch_dp.methods.proxy_then_train import ProxyThenTrainMethod
+from botorch_dp.methods.training_choice import TRAINING_METHODS, TUNING_METHODS, training_method, untuned_advice
+from botorch_dp.methods.untuned import UntunedMethod
+from botorch_dp.tuning.tune_call import TRAINING_METHODS as TUNE_TRAINING_METHODS
+from tests.methods.method_helpers import TRAINING_SPACE as SPACE
+from tests.methods.method_helpers import training_proxy_data as _proxy_data
+
+EPS, DELTA = 3.0, 1e-5
+
+
+def test_every_training_method_is_a_method_and_tune_knows_the_same_names():
+    proxy = _proxy_data()
+    kw = dict(epsilon=EPS, delta=DELTA, protect="both", proxy_data=proxy)
+    methods = [training_method(name, SPACE, **kw) for name in TRAINING_METHODS]
+    assert [m.name for m in methods] == list(TRAINING_METHODS)
+    assert all(isinstance(m, Method) for m in methods)
+    assert TUNE_TRAINING_METHODS == TRAINING_METHODS and set(TUNING_METHODS) == set(TRAINING_METHODS) - {"untuned"}
+    # the private trainings each costs (the tie rule's cost): the final run, K + 1, E[K], one run
+    cost = {m.name: m.private_trainings for m in methods}
+    assert cost == {"training_selection": 4.0, "subsample_tuning": 9.0, "proxy_then_train": 1.0, "untuned": 1.0}
+    for m in methods:  # simulated on the proxy's data, never on a proxy objective
+        with pytest.raises(MethodUnavailable, match="simulate_training"):
+            m.simulate(lambda X: X, None, 0)
+    with pytest.raises(ValueError, match="proxy_then_train.*needs proxy"):
+        training_method("proxy_then_train", SPACE, epsilon=EPS, delta=DELTA, protect="both")
+
+
+def test_the_advice_is_given_exactly_when_the_chosen_method_does_not_beat_the_untuned_run_by_a_standard_error():
+    from botorch_dp.methods.choice import MethodComparison, MethodScore
+
+    chosen = ProxyThenTrainMethod(SPACE, EPS, DELTA, _proxy_data())
+    untuned = UntunedMethod(SPACE, EPS, DELTA)
+
+    def comparison(ours, theirs):
+        scores = [MethodScore("proxy_then_train", chosen, ours, None, 0.0, 1.0)]
+        scores.append(MethodScore("untuned", untuned, theirs))
+        return MethodComparison(scores, 0, None)
+
+    # untuned minus chosen: 0.1, 0.1, 0.1 -> se 0: tuning better by more than a s.e.: no advice
+    assert untuned_advice(comparison((0.3, 0.4, 0.5), (0.4, 0.5, 0.6))) is None
+    # untuned minus chosen: +0.2, -0.1, +0.05 -> mean 0.05, se 0.087: within one s.e.: advice
+    advice = untuned_advice(comparison((0.3, 0.4, 0.5), (0.5, 0.3, 0.55)))
+    assert advice is not None and "not expected to beat one untuned run" in advice and "method='untuned'" in advice
+    # untuned better in every repeat: advice
+    assert untuned_advice(comparison((0.5, 0.6, 0.7), (0.4, 0.5, 0.6))) is not None
