@@ -22,7 +22,9 @@ D, N = 2, 10
 
 
 def config(**kw):
-    base = dict(d=D, privacy_mu=1.0, clip_bound=3.0, num_iterations=3, seed=0)
+    base = dict(d=D, privacy_mu=1.0, num_iterations=3, seed=0)
+    if not any(name.startswith("clip") for name in kw):  # B = 3, in the spelling the test uses
+        base["clip"] = 3.0
     base.update(kw)
     return nl_config(**base)
 
@@ -197,3 +199,24 @@ def test_resolved_config_survives_copies_and_checkpoint_round_trip(tmp_path):
     assert (again.config.privacy_mu, again.config.epsilon, again.config.delta) == (cfg.privacy_mu, 2.0, 1e-6)
     done = again.run(objective, progress=False).release.guarantee
     assert done.epsilon == pytest.approx(2.0, rel=1e-9) and done.delta == 1e-6
+
+
+def test_the_config_stores_the_strategy_objects_given_and_resolves_names_once():
+    from botorch_dp.optim.options import AdaGrad, AdaptiveNorm, FixedClip, NoisyLoss, Projected, QuantileClip
+    from botorch_dp.optim.subspace import FixedSubspace
+
+    clip, selection = QuantileClip(2.0, quantile=0.7), NoisyLoss(0.2, 3.0)
+    cfg = config(clip=clip, selection=selection, noise="adaptive_norm", step_rule="adagrad")
+    assert cfg.clip is clip and cfg.selection is selection  # stored as given, not rebuilt from fields
+    assert cfg.noise == AdaptiveNorm() and cfg.step_rule == AdaGrad()  # a registered name, resolved once
+    assert cfg.options is cfg.options and cfg.options.clip is clip  # built once, the config's own objects
+    assert config(clip=2.5).clip == FixedClip(2.5)  # the shorthands: a number B, a bare oracle
+    oracle = FixedSubspace(torch.eye(D)[:, :1])
+    assert config(projection=oracle).projection == Projected(oracle)
+    with pytest.raises(ValueError, match=r"^noise must be one of \['adaptive_norm', 'fixed'\].*got 'adaptiv'"):
+        config(noise="adaptiv")
+    with pytest.raises(ValueError, match=r"^clip must be a clip strategy .* got AdaptiveNorm"):
+        config(clip=AdaptiveNorm())
+    with pytest.raises(ValueError, match=r"clip_quantile \(γ\)"):  # each value is checked by its strategy
+        QuantileClip(quantile=1.5)
+    assert dataclasses.replace(cfg, clip=3.0).clip == FixedClip(3.0)
