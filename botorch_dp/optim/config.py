@@ -341,7 +341,19 @@ def resolve_strategy(name: str, value: Any) -> Any:
     anything else is a ``ValueError`` naming the field (``Options`` then checks the family's protocol)."""
     shorthand = _SHORTHANDS.get(name)
     if isinstance(value, str):
-        value = lookup(name, value, name)()
+        cls = lookup(name, value, name)
+        needs = getattr(cls, "by_name_needs", None)
+        if needs is not None:
+            raise ValueError(
+                f"{name}={value!r} needs {needs}, which the name alone does not give: pass the strategy, "
+                f"{name}={cls.__name__}(...)."
+            )
+        try:
+            value = cls()
+        except TypeError as err:  # a parameter without a default, e.g. Projected's oracle
+            raise ValueError(
+                f"{name}={value!r} cannot be built from its name alone ({err}); pass the strategy."
+            ) from None
     elif shorthand is not None and isinstance(value, shorthand[0]) and not isinstance(value, bool):
         value = shorthand[1](value)
     if getattr(value, "family", None) != name:

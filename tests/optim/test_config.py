@@ -13,6 +13,7 @@ import pytest
 import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
+from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.privacy.ledger import PrivacyLedger
 
@@ -213,10 +214,29 @@ def test_the_config_stores_the_strategy_objects_given_and_resolves_names_once():
     assert config(clip=2.5).clip == FixedClip(2.5)  # the shorthands: a number B, a bare oracle
     oracle = FixedSubspace(torch.eye(D)[:, :1])
     assert config(projection=oracle).projection == Projected(oracle)
-    with pytest.raises(ValueError, match=r"^noise must be one of \['adaptive_norm', 'fixed'\].*got 'adaptiv'"):
+    with pytest.raises(ValueError, match=r"^noise must be one of \['adaptive_norm', 'fixed'.*got 'adaptiv'"):
         config(noise="adaptiv")
     with pytest.raises(ValueError, match=r"^clip must be a clip strategy .* got AdaptiveNorm"):
         config(clip=AdaptiveNorm())
     with pytest.raises(ValueError, match=r"clip_quantile \(γ\)"):  # each value is checked by its strategy
         QuantileClip(quantile=1.5)
     assert dataclasses.replace(cfg, clip=3.0).clip == FixedClip(3.0)
+
+
+@pytest.mark.parametrize(
+    ("field", "name", "needs"),
+    [
+        ("selection", "exponential", "epsilon"),
+        ("selection", "noisy_loss", "mu"),
+        ("batches", "adaptive", "bias_tolerance"),
+    ],
+)
+def test_a_name_that_would_leave_a_privacy_or_sensitivity_setting_to_a_class_default_is_refused(field, name, needs):
+    r"""``selection="exponential"`` alone would run at the class's ε = 1 and C = 1 (and
+    ``batches="adaptive"`` at a tolerance nobody chose): the name is refused, naming what it needs and
+    the object to pass; the old keywords that give the values still build it."""
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+    with pytest.raises(ValueError, match=rf"{field}={name!r} needs its {needs}"):
+        DPGIBOConfig(bounds=bounds, kernel=RBFKernel(), **{field: name})
+    with pytest.raises(ValueError, match="projection='subspace' cannot be built from its name alone"):
+        DPGIBOConfig(bounds=bounds, kernel=RBFKernel(), projection="subspace")

@@ -143,6 +143,8 @@ class AdaptiveBatches(Strategy):
         max_size: ``b_max`` (``None``: the projection's default).
     """
 
+    by_name_needs = "its bias_tolerance"
+
     size: int | None = None
     search: BatchSearch = "joint"
     maxiter: int | None = None

@@ -91,6 +91,10 @@ class Strategy:
     requires: ClassVar[frozenset[str]] = frozenset()
     can_provide: ClassVar[frozenset[str]] = frozenset()
     needs_finite_mu: ClassVar[str | None] = None
+    #: What a config must be given to build this strategy, where its registered name alone would
+    #: leave a privacy or sensitivity choice to a class default (e.g. ``"its epsilon and loss_clip"``):
+    #: the name is then refused (``config.resolve_strategy``) and the object must be given.
+    by_name_needs: ClassVar[str | None] = None
 
     @property
     def provides(self) -> frozenset[str]:

@@ -194,6 +194,7 @@ class Exponential(Evaluated):
 
     epsilon: float = 1.0
     loss_clip: float = 1.0
+    by_name_needs = "its epsilon (ε_sel) and loss_clip (C)"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_positive(self.epsilon, "selection_epsilon", allow_inf=False))
@@ -222,6 +223,8 @@ class NoisyLoss(Evaluated):
         mu: ``μ_sel > 0``, finite: all scores together.
         loss_clip: ``C > 0``, finite.
     """
+
+    by_name_needs = "its mu (μ_sel) and loss_clip (C)"
 
     mu: float = 1.0
     loss_clip: float = 1.0
