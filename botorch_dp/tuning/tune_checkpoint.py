@@ -40,6 +40,7 @@ from torch import Tensor
 from botorch_dp.optim.checkpoint import STATE_FILE
 from botorch_dp.optim.checkpoint.json_files import load_json, save_json
 from botorch_dp.optim.checkpoint.lock import LOCK_FILE, CheckpointLock
+from botorch_dp.optim.stored_config import migrate_flat_config
 from botorch_dp.privacy.ledger import PrivacyLedger
 
 __all__ = ["ARGUMENTS_FILE", "FORMAT", "SELECTION_FILE", "TuneCheckpoint", "plain", "seed_digest"]
@@ -117,6 +118,9 @@ class TuneCheckpoint:
                 )
             save_json(self.directory, ARGUMENTS_FILE, given)
             return
+        if isinstance(stored, dict) and isinstance(stored.get("settings"), dict):
+            # written before the config held strategies: its flat option fields as the strategies' specs
+            stored = {**stored, "settings": plain(migrate_flat_config(stored["settings"]))}
         differ = _differences(stored, given)
         if differ:
             raise ValueError(

@@ -261,3 +261,24 @@ def test_a_planned_call_resumes_its_runs_with_the_stored_planned_settings(tmp_pa
         assert b.config.clip_bound == a.plan.config.clip_bound and b.config.step_size == a.plan.config.step_size
         assert torch.equal(a.result.release.theta, b.result.release.theta) and a.noisy_score == b.noisy_score
     assert _records(resumed) == _records(full)
+
+
+def test_a_tune_checkpoint_written_before_the_config_held_strategies_resumes(tmp_path):
+    r"""``tests/data/checkpoints/tune_flat_settings`` was written by the code before issue 42 (commit
+    ffb4f19: ``_tune(Objective(fail_at=1), directory)``, interrupted at the first evaluation): its
+    ``tune.json`` stores the run settings as flat option fields and configuration 0 a DP-GIBO
+    checkpoint of that schema. The same call resumes it (the flat settings are read as the
+    strategies' specs); other settings are still refused by name."""
+    import shutil
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parents[1] / "data" / "checkpoints" / "tune_flat_settings"
+    directory = tmp_path / "old"
+    shutil.copytree(source, directory)
+    for path in (directory, *directory.rglob("*")):
+        path.chmod(0o700 if path.is_dir() else 0o600)
+    with pytest.raises(ValueError, match=r"settings\.clip differ"):
+        _tune(Objective(), directory, clip_bound=3.0)
+    objective = Objective()
+    result = _tune(objective, directory)
+    assert objective.calls > 0 and result.guarantee.epsilon == pytest.approx(3.0, rel=1e-9)
