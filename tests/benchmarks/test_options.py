@@ -40,18 +40,19 @@ def test_variants_reach_the_config(quick_gp):
     settings = options.quick_settings()
     runner = options.Runner(settings, result["context"])
     _, cfg = runner.config("gp", "posterior_subspace", 0)
-    assert isinstance(cfg.subspace, PosteriorGradientCovarianceSubspace) and cfg.subspace.k == settings.subspace_k
+    assert isinstance(cfg.projection.oracle, PosteriorGradientCovarianceSubspace)
+    assert cfg.projection.oracle.k == settings.subspace_k
     _, cfg = runner.config("gp", "public_pca", 0)
-    assert isinstance(cfg.subspace, FixedSubspace)
+    assert isinstance(cfg.projection.oracle, FixedSubspace)
     _, cfg = runner.config("gp", "adagrad_full", 0)
-    assert cfg.step_rule == "adagrad_full"
+    assert cfg.step_rule.name == "adagrad_full"
     _, cfg = runner.config("gp", "adaptive_norm_min", 0)
-    assert (cfg.noise_schedule, cfg.selection) == ("adaptive_norm", "min_noisy_norm")
+    assert (cfg.noise.name, cfg.selection.name) == ("adaptive_norm", "min_noisy_norm")
     _, cfg = runner.config("gp", "posterior_subspace+adaptive_norm", 0)
-    assert isinstance(cfg.subspace, PosteriorGradientCovarianceSubspace) and cfg.noise_schedule == "adaptive_norm"
+    assert isinstance(cfg.projection.oracle, PosteriorGradientCovarianceSubspace) and cfg.noise.name == "adaptive_norm"
     _, plain = runner.config("gp", "plain", 0)
-    assert (plain.subspace, plain.step_rule, plain.noise_schedule, plain.selection) == (
-        None,
+    assert (plain.projection.name, plain.step_rule.name, plain.noise.name, plain.selection.name) == (
+        "none",
         "adagrad",
         "fixed",
         "last",
@@ -107,7 +108,7 @@ def test_another_selection_of_variants_reuses_the_store(quick_gp):
     before = {r.method: r.final_loss for r in result["runs"]}
     assert all(before[r.method] == r.final_loss for r in again["runs"][:2])
     _, cfg = options.Runner(options.quick_settings(), result["context"]).config("gp", "adagrad_full+adaptive_norm", 0)
-    assert (cfg.step_rule, cfg.noise_schedule) == ("adagrad_full", "adaptive_norm")
+    assert (cfg.step_rule.name, cfg.noise.name) == ("adagrad_full", "adaptive_norm")
     with pytest.raises(ValueError, match="'adagrad_full\\+sgd' is not one of"):
         options.variant_changes(options.quick_settings(), result["context"], "gp", "adagrad_full+sgd", 4)
 
