@@ -101,11 +101,13 @@ def main(old_path: str, new_path: str, repeats_path: str | None = None) -> str:
             lines.append(f"- arm {ARM_SHORT[a]}: mean test loss {m:.4f} ± {se:.4f} (same seeds)")
         lines.append("")
     if repeats_path:
-        lines += _repeats(old, repeats_path)
+        lines += _repeats(old, new, repeats_path)
     return "\n".join(lines)
 
 
-def _repeats(old: dict[tuple[str, int, float], dict[str, Any]], path: str) -> list[str]:
+def _repeats(
+    old: dict[tuple[str, int, float], dict[str, Any]], new: dict[tuple[str, int, float], dict[str, Any]], path: str
+) -> list[str]:
     draws: dict[tuple[int, float], dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     for line in Path(path).read_text().splitlines():
         r = json.loads(line)
@@ -113,19 +115,39 @@ def _repeats(old: dict[tuple[str, int, float], dict[str, Any]], path: str) -> li
     lines = [
         "### The arms on other noise draws (same seed, same data; draw 0 is the stored run)",
         "",
-        "| ε | seed | arm | test loss per draw (0 = stored) | best arm per draw |",
-        "|---|---|---|---|---|",
+        "Per seed: each arm's test loss on every draw, the arm lowest on each draw, and each arm's mean ± s.e.",
+        "over the draws. The better arm IN MEAN decides the seed when the two lowest means differ by more than",
+        "the standard error of their difference (independent draws: √(s.e.₁² + s.e.₂²)).",
+        "",
+        "| ε | seed | arm | test loss per draw (0 = stored) | mean ± s.e. | lowest arm per draw |",
+        "|---|---|---|---|---|---|",
     ]
+    verdicts = []
     for (seed, eps), by_arm in sorted(draws.items()):
         reps = sorted(set.intersection(*(set(v) for v in by_arm.values())))
         full = {a: {0: float(old[(a, seed, eps)]["extra"]["test_loss"]), **by_arm[a]} for a in by_arm}
         best = [min(full, key=lambda a: full[a][r]) for r in [0, *reps]]  # noqa: B023 (used at once)
+        stats = {a: mean_se([full[a][r] for r in [0, *reps]]) for a in full}
         for i, a in enumerate(sorted(full)):
             values = ", ".join(f"{full[a][r]:.4f}" for r in [0, *reps])
             tail = ", ".join(ARM_SHORT[b] for b in best) if i == 0 else ""
-            lines.append(f"| {eps:g} | {seed} | {ARM_SHORT[a]} | {values} | {tail} |")
-    lines.append("")
-    return lines
+            lines.append(
+                f"| {eps:g} | {seed} | {ARM_SHORT[a]} | {values} | {stats[a][0]:.4f} ± {stats[a][1]:.4f} | {tail} |"
+            )
+        first, second = sorted(stats, key=lambda a: stats[a][0])[:2]
+        se = math.hypot(stats[first][1], stats[second][1])
+        margin = stats[second][0] - stats[first][0]
+        picks = {
+            name: SHORT[store[(AUTO, seed, eps)]["extra"]["chosen_method"]]
+            for name, store in (("old", old), ("new", new))
+            if (AUTO, seed, eps) in store
+        }
+        verdicts.append(
+            f"- ε = {eps:g}, seed {seed}: better in mean {ARM_SHORT[first]} over {ARM_SHORT[second]} by "
+            f"{margin:.4f} (s.e. {se:.4f}; {'decided' if margin > se else 'not decided'}); the stored single draws "
+            f"named {ARM_SHORT[best[0]]}; auto chose " + ", ".join(f"{k}: {v}" for k, v in picks.items())
+        )
+    return [*lines, "", *verdicts, ""]
 
 
 if __name__ == "__main__":
