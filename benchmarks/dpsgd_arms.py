@@ -219,14 +219,23 @@ def subsample_then_train(settings: Settings, dataset: str, seed: int, epsilon: f
     }
 
 
-#: The private trainings of each method ``tune(method="auto")`` may choose, at ``tune``'s defaults.
-_AUTO_TRAININGS = {"training_selection": 4.0, "subsample_tuning": 9, "proxy_then_train": 1, "untuned": 1}
+def _auto_trainings(settings: Settings, method: str) -> float:
+    r"""The private trainings of the method ``tune(method="auto")`` chose, at the arms' settings."""
+    return {
+        "training_selection": settings.mean_trials,
+        "subsample_tuning": settings.configurations + 1,
+        "proxy_then_train": 1,
+        "untuned": 1,
+    }[method]
 
 
 def tune_auto(settings: Settings, dataset: str, seed: int, epsilon: float) -> dict[str, Any]:
-    r"""``tune(method="auto", protect="training", proxy=public slice)``: the library's documented choice
-    among the training methods, simulated on the public slice (its defaults: 3 paired repeats, 8
-    configurations, E[K] = 4), then the chosen method's private run."""
+    r"""``tune(method="auto", protect="training", proxy=public slice)``: the library's choice among the
+    training methods, simulated on the public slice (3 paired repeats, ``tune``'s default), then the
+    chosen method's private run. The candidates run at the arms' settings (``E[K] = mean_trials``,
+    ``configurations`` for the cheap methods), so the choice is among the methods the other arms
+    measure; before 2026-11-29 14:00 UTC this arm ran at ``tune``'s defaults (``E[K] = 4``, 8
+    configurations; ``reports/dpsgd.md``'s auto numbers)."""
     from botorch_dp import tune
 
     data, proxy = load_split(settings, dataset, seed)
@@ -241,11 +250,13 @@ def tune_auto(settings: Settings, dataset: str, seed: int, epsilon: float) -> di
             proxy=proxy,
             protect="training",
             progress=False,
+            mean_trials=settings.mean_trials,
+            plan_options=dict(num_configurations=settings.configurations),
         )
     return {
         **test_metrics(result.model, data),
         "sigma": f"that of {result.method}",
-        "trainings": _AUTO_TRAININGS[result.method],
+        "trainings": _auto_trainings(settings, result.method),
         "ledger_epsilon": _ledger_epsilon(objective, settings.target_delta),
         "hyperparameters": dict(result.hyperparameters),
         "chosen_method": result.method,

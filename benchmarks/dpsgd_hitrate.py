@@ -12,8 +12,8 @@ seed. ``mixed_report.choice_hit_rate`` applies the same rule to the ``mixed`` be
 losses (its three candidates: DP-GIBO, private random search, DP-HyPO).
 
 The arms run each method at the benchmark's settings (``E[K] = mean_trials``, ``configurations``
-points), while ``tune(method="auto")`` runs the chosen one at ``tune``'s defaults (``E[K] = 4``,
-8 configurations): the hit rate asks whether auto picked the better KIND of method.
+points), and so does ``tune(method="auto")``'s arm (``dpsgd_arms.tune_auto``; the auto runs of
+``reports/dpsgd.md`` predate that and ran at ``tune``'s defaults, ``E[K] = 4``, 8 configurations).
 """
 
 from __future__ import annotations
@@ -112,8 +112,9 @@ def hit_rate_lines(cells: dict[str, dict[str, Any]], seeds: list[int]) -> list[s
         + ". On each seed the two candidate arms with the highest test accuracy (NON-PRIVATE) decide the seed when "
         "they differ by more than the standard error of their paired differences over the cell's seeds; auto hits "
         "a decided seed when it chose the better one. The arms run each method at this benchmark's settings "
-        "(E[K] = 10, 10 configurations), auto runs its choice at `tune`'s defaults (E[K] = 4, 8 configurations): "
-        "this measures whether auto picked the better kind of method.",
+        "(E[K] = 10, 10 configurations), and so does auto's arm (its runs made before 2026-11-29 14:00 UTC "
+        "ran at `tune`'s defaults, E[K] = 4, 8 configurations: those measure whether auto picked the better kind "
+        "of method).",
         "",
         "Per seed: the chosen method (S, P, U as above), ✓ if its arm was the best candidate on that seed, ✗ if "
         "not; in brackets when the seed is not decided.",

@@ -7,9 +7,20 @@ proxy with the private run's noise (the same seeds for every method: repeat ``j`
 uses seed ``j``), scores each
 simulated release by the proxy's mean loss, and recommends the method with the lowest mean, unless
 that is a tie: when another method's paired mean difference to the lowest is within one paired
-standard error, the CHEAPER of the tied methods is recommended (cost: the mean number of objective
-evaluations, rows of ``q x d`` batches, its simulated runs asked for; the scoring call not
-counted) and ``MethodComparison.note`` says "tie (within one s.e.): chose the cheaper X".
+standard error, the CHEAPER of the tied methods is recommended (cost: the method's EXPECTED number
+of objective evaluations, ``expected_evaluations`` where the method states it, e.g. ``E[K]`` of a
+selection, else the mean number of rows of ``q x d`` batches its simulated runs asked for; the
+scoring call not counted) and ``MethodComparison.note`` says "tie (within one s.e.): chose the
+cheaper X". Among equally cheap tied methods the caller's ``prefer`` (``tune``: the public rule's
+method, ``methods.default_rule``) wins, else the lowest mean. A selection's cost is its ``E[K]``,
+not the ``K`` its few simulations drew: with a geometric ``K`` those draws range over two orders
+of magnitude, and the mixed benchmark's seed 3 at ε = 3 (``reports/mixed-auto``) was decided by
+two draws that averaged 51.5 against ``E[K] = 104``.
+
+Every candidate's score clip is the same ``C`` where the caller has one (``with_loss_clip``:
+``tune`` passes its ``loss_clip``, the ``C`` of DP-GIBO's enumerate scores and of a forced
+selection without a proxy), so the selections are not handed a ``C`` fitted another way than the
+other candidates' and than the method run without a proxy.
 The evidence is kept in the ``MethodComparison``: per method its losses, their mean ± standard
 error, and against the recommended one the paired wins and the paired difference ± its
 standard error. A candidate that cannot run at this budget or is too costly to simulate is
@@ -21,6 +32,7 @@ sensitive objective is not an argument.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
@@ -41,10 +53,43 @@ from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.utils import progress_bar, progress_stage
 
-__all__ = ["DEFAULT_METHODS", "MethodComparison", "MethodScore", "compare_in_context", "compare_methods", "recommend"]
+__all__ = [
+    "DEFAULT_METHODS",
+    "MethodComparison",
+    "MethodScore",
+    "compare_in_context",
+    "compare_methods",
+    "recommend",
+    "with_loss_clip",
+]
 
 DEFAULT_METHODS: tuple[CandidateMethod, ...] = (DPGIBOMethod(), PrivateRandomSearchMethod(), DPHyPOMethod())
 """The candidates the planner compares by default."""
+
+_S = TypeVar("_S")
+
+
+def with_loss_clip(methods: Sequence[_S], loss_clip: float | None) -> tuple[_S, ...]:
+    r"""``methods`` with every selection whose ``loss_clip`` is open (``None``) given ``C = loss_clip``
+    (``None``: unchanged, each fits its own from the proxy). ``tune`` passes its ``loss_clip``: the
+    ``C`` of DP-GIBO's enumerate scores and of a selection forced without a proxy, so every candidate
+    scores with the same ``C`` (issue 41: a ``C`` from the proxy's loss quantile made private random
+    search worse in 7 of 10 held-out seeds, and differed from the ``C`` the benchmarks' selection
+    arms run at)."""
+    if loss_clip is None:
+        return tuple(methods)
+    return tuple(
+        dataclasses.replace(m, loss_clip=loss_clip)
+        if isinstance(m, PrivateRandomSearchMethod) and m.loss_clip is None
+        else m
+        for m in methods
+    )
+
+
+def _expected_cost(method: object, counted_rows: float) -> float:
+    r"""A method's cost: its public ``expected_evaluations`` when it states one, else the rows counted."""
+    expected = getattr(method, "expected_evaluations", None)
+    return float(expected) if isinstance(expected, (int, float)) and math.isfinite(expected) else counted_rows
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -71,8 +116,10 @@ class MethodScore:
             with the other methods' by seed); empty when unavailable.
         unavailable: Why the method was not simulated, or ``None``.
         seconds: Wall time of its simulations.
-        evaluations: Its cost: the mean number of objective evaluations (rows of the ``q x d``
-            batches) per simulated run, the final scoring call not counted (NaN when unavailable).
+        evaluations: Its cost: the expected number of objective evaluations of a run (the method's
+            ``expected_evaluations``, e.g. a selection's ``E[K]``; else the mean number of rows of the
+            ``q x d`` batches per simulated run), the final scoring call not counted (NaN when
+            unavailable).
     """
 
     name: str
@@ -232,6 +279,7 @@ def compare_methods(
     seeds: Sequence[int],
     progress: bool = True,
     fitting_objective: Callable[[Tensor], Tensor] | None = None,
+    prefer: str | None = None,
 ) -> MethodComparison:
     r"""Simulate every candidate on the PUBLIC proxy at the private run's noise and recommend one.
 
@@ -251,6 +299,7 @@ def compare_methods(
             methods' loss clip) are fitted on, when not those they are scored on
             (``methods.proxy_split``: ``plan_private_run`` passes the fitting half and scores on the
             other); ``None``: ``proxy_objective``.
+        prefer: The method recommended among tied, equally cheap ones (``recommend``).
 
     Returns:
         The ``MethodComparison``.
@@ -269,7 +318,13 @@ def compare_methods(
         evaluations=float(evaluations),
     )
     return compare_in_context(
-        proxy_objective, context, methods, seeds=seeds, progress=progress, fitting_objective=fitting_objective
+        proxy_objective,
+        context,
+        methods,
+        seeds=seeds,
+        progress=progress,
+        fitting_objective=fitting_objective,
+        prefer=prefer,
     )
 
 
@@ -281,6 +336,7 @@ def compare_in_context(
     seeds: Sequence[int],
     progress: bool = True,
     fitting_objective: Callable[[Tensor], Tensor] | None = None,
+    prefer: str | None = None,
 ) -> MethodComparison:
     r"""``compare_methods`` against a given public ``context`` (its box may be another than DP-GIBO's:
     ``tune`` compares on a mixed space's encoded cube, ``tuning.mixed_methods``).
@@ -294,6 +350,7 @@ def compare_in_context(
         seeds: One seed per repeat, the same for every method (paired repeats).
         progress: Show a tqdm bar (public values only).
         fitting_objective: Where ``resolved`` fits the open settings (``None``: ``proxy_objective``).
+        prefer: The method recommended among tied, equally cheap ones (``recommend``).
 
     Returns:
         The ``MethodComparison``.
@@ -327,24 +384,26 @@ def compare_in_context(
                     losses.append(float(value))
                     bar.update(1)
                 seconds = time.perf_counter() - start
-                scores.append(MethodScore(m.name, resolved, tuple(losses), None, seconds, counted.rows / len(seeds)))
+                cost = _expected_cost(resolved, counted.rows / len(seeds))
+                scores.append(MethodScore(m.name, resolved, tuple(losses), None, seconds, cost))
         finally:
             bar.close()
     if all(s.method is None for s in scores):
         raise ValueError(
             "methods: no candidate can run at this budget: " + "; ".join(f"{s.name}: {s.unavailable}" for s in scores)
         )
-    best, note = recommend(scores)
+    best, note = recommend(scores, prefer=prefer)
     return MethodComparison(scores, best, context, note)
 
 
-def recommend(scores: Sequence[MethodScore]) -> tuple[int, str | None]:
+def recommend(scores: Sequence[MethodScore], *, prefer: str | None = None) -> tuple[int, str | None]:
     r"""The recommended index among the available ``scores`` and the tie note (``None``: no tie).
 
     The lowest mean proxy loss wins, unless another available method's paired difference to it
     (same seeds) is within one paired standard error: then the cheapest of the tied methods
-    (fewest ``evaluations``; the lowest mean among equally cheap ones) wins and the note says
-    so. With fewer than two repeats there is no standard error and no tie.
+    (fewest ``evaluations``) wins; among equally cheap ones the method named ``prefer`` (``tune``:
+    the public rule's method, ``methods.default_rule``), else the lowest mean; the note says so.
+    With fewer than two repeats there is no standard error and no tie.
     """
     available = [i for i, s in enumerate(scores) if s.method is not None]
     lowest = min(available, key=lambda i: scores[i].mean_proxy_loss)
@@ -356,9 +415,15 @@ def recommend(scores: Sequence[MethodScore]) -> tuple[int, str | None]:
         se = _standard_error(diffs)
         if math.isfinite(se) and _mean(diffs) <= se:
             tied.append(i)
-    best = min(tied, key=lambda i: (scores[i].evaluations, scores[i].mean_proxy_loss))
+    best = min(tied, key=lambda i: (scores[i].evaluations, scores[i].name != prefer, scores[i].mean_proxy_loss))
     if best == lowest:
         return best, None
+    if scores[best].evaluations == scores[lowest].evaluations:
+        return best, (
+            f"tie (within one s.e.) at the same cost ({scores[best].evaluations:.4g} evaluations per run): chose "
+            f"{scores[best].name}, the public rule's method, over {scores[lowest].name}, whose mean proxy loss "
+            "was lowest"
+        )
     return best, (
         f"tie (within one s.e.): chose the cheaper {scores[best].name} ({scores[best].evaluations:.4g} evaluations "
         f"per run against {scores[lowest].evaluations:.4g} of {scores[lowest].name}, whose mean proxy loss was lowest)"

@@ -104,6 +104,12 @@ class PrivateRandomSearchMethod:
     def gdp_mu(self) -> float | None:
         return None  # a Rényi-DP bound (private selection): no μ-GDP budget holds it
 
+    @property
+    def expected_evaluations(self) -> float | None:
+        r"""The run's cost in objective evaluations: ``E[K]`` (one evaluation per trial; ``None`` before
+        ``resolved``). The method choice compares costs by it, not by the ``K`` its simulations drew."""
+        return None if self.mean_trials is None else float(self.mean_trials)
+
     def _calibrate(self, epsilon: float, delta: float, mean_trials: float) -> dict[str, Any]:
         r"""The settings that make the run ``(ε, δ)``-DP at ``E[K]``: ``{"per_trial_mu": μ₀}``.
 

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from botorch_dp.methods.choice import MethodComparison
+from botorch_dp.methods.choice import DEFAULT_METHODS, MethodComparison, with_loss_clip
 from botorch_dp.methods.dp_gibo import DPGIBOMethod
 from botorch_dp.methods.dp_hypo import DPHyPOMethod
 from botorch_dp.methods.enumerate import EnumerateMethod
@@ -246,6 +246,8 @@ def choose(call: TuneCall) -> Choice:
             return Choice(OnSpace(with_max_trials(candidate, call.max_trials), space, full))
         assert n is not None  # checked with the proxy
         options = {"coordinate_names": space.names, **(call.plan_options or {})}
+        # every candidate scores with tune's C (methods.choice.with_loss_clip), as without a proxy
+        options["methods"] = with_loss_clip(options.get("methods") or DEFAULT_METHODS, call.loss_clip)
         with overall_progress(total=planned_simulations(full, **options), desc=PLANNING, disable=not call.progress):
             progress_stage(configuration="1/1")
             plan = plan_private_run(

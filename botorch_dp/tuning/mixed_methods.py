@@ -8,11 +8,16 @@ then compares on the proxy, with fresh paired seeds (``plan.method_choice.compar
 * ``"dp_gibo"``: ``tune``'s enumerate procedure with those plans (``methods.enumerate``),
 * ``"private_random_search"`` and ``"dp_hypo"`` over the encoded cube (``tuning.encoding``),
   with ``E[K]`` the enumerate procedure's planned evaluations (every run's points and the
-  ``K`` scored final points) and ``C`` from the proxy, calibrated to the full ``(ε, δ)``.
+  ``K`` scored final points) and ``C = loss_clip``, the enumerate scores' ``C`` (as without a
+  proxy; ``methods.choice.with_loss_clip``), calibrated to the full ``(ε, δ)``.
+
+A tie on the proxy between equally costly methods (every candidate's cost is the same planned
+number of evaluations) goes to the public rule's method (``methods.default_rule``: private
+random search on a space with an integer or a categorical hyperparameter).
 
 The proxy's users are split first (``methods.proxy_split.ProxySplit(seed)``, public and seeded): the plans
-and the selection methods' loss clip read the fitting half, every candidate is simulated and
-scored on the scoring half, so no method is scored on the users its settings were fitted on.
+read the fitting half, every candidate is simulated and scored on the scoring half, so no method is
+scored on the users its settings were fitted on.
 
 Everything here reads the proxy and public settings only; the sensitive objective is not an
 argument. The recommended method then runs privately through ``tuning.method_runs.OnSpace``
@@ -27,7 +32,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from botorch_dp.methods.choice import MethodComparison, compare_in_context
+from botorch_dp.methods.choice import MethodComparison, compare_in_context, with_loss_clip
+from botorch_dp.methods.default_rule import default_method, space_kinds
 from botorch_dp.methods.dp_hypo import DPHyPOMethod
 from botorch_dp.methods.enumerate import EnumerateMethod
 from botorch_dp.methods.private_random_search import PrivateRandomSearchMethod
@@ -57,6 +63,14 @@ class MixedChoice:
     comparison: MethodComparison
 
 
+def _rule_method(space: SearchSpace) -> str | None:
+    r"""The public rule's method for ``space`` (``methods.default_rule``), or ``None`` when the rule has none."""
+    try:
+        return default_method(space_kinds(space)).method
+    except ValueError:  # no coordinate to tune: the rule does not apply
+        return None
+
+
 def choose_mixed_method(
     proxy: TuneObjective,
     space: SearchSpace,
@@ -75,7 +89,7 @@ def choose_mixed_method(
         run_config: Each configuration's DP-GIBO settings at ``μ_run`` (what the plans start from).
         full_mu: ``μ`` of the whole procedure (the selection methods run at ``gdp_epsilon(μ, δ)``).
         score_mu: ``μ_score`` of the enumerate procedure's scores.
-        loss_clip: ``C`` of those scores.
+        loss_clip: ``C`` of those scores, and of the selections whose ``C`` is open.
         num_users: ``n`` of the private objective (public).
         plan_options: Keywords of ``plan_private_run`` for each configuration; ``num_repeats`` and
             ``seed`` also set the comparison's repeats (fresh seeds), ``methods`` its candidates
@@ -112,10 +126,11 @@ def choose_mixed_method(
     enumerate_method = EnumerateMethod(
         tuple(configurations), tuple(p.config for p in plans), score_mu, loss_clip, full_mu, tuple(plans)
     )
-    methods: list[SimulatedMethod] = (
+    methods: tuple[SimulatedMethod, ...] = with_loss_clip(
         [enumerate_method, PrivateRandomSearchMethod(), DPHyPOMethod()]
         if given is None
-        else [enumerate_method if m.name == "dp_gibo" else m for m in given]
+        else [enumerate_method if m.name == "dp_gibo" else m for m in given],
+        loss_clip,
     )
     delta = config_delta(run_config)
     evaluations = math.fsum(p.trials[p.best].num_evaluations for p in plans) + len(plans)
@@ -138,5 +153,6 @@ def choose_mixed_method(
         seeds=seeds,
         progress=progress,
         fitting_objective=split.fitting(encoding.objective(proxy)),
+        prefer=_rule_method(space),
     )
     return MixedChoice(plans, comparison)

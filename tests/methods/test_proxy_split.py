@@ -138,7 +138,8 @@ def test_the_mixed_choice_plans_on_the_fitting_half_and_scores_on_the_other():
         assert plan.num_proxy_users == len(fitting)
     assert mixed.comparison.context.num_proxy_users == len(scoring)  # simulated on the scoring half
     encoded = MixedEncoding(space).objective(proxy)
-    for name in ("private_random_search", "dp_hypo"):  # C from the fitting half, not the scoring one
+    for name in ("private_random_search", "dp_hypo"):  # C: the enumerate scores' C, fitted on no half
         clip = mixed.comparison.get(name).loss_clip
-        assert clip == proxy_loss_clip(lambda X: encoded(X)[:, fitting], MixedEncoding(space).bounds)
-        assert clip != proxy_loss_clip(lambda X: encoded(X)[:, scoring], MixedEncoding(space).bounds)
+        assert clip == 3.0 == mixed.comparison.get("dp_gibo").loss_clip
+        for half in (fitting, scoring):
+            assert clip != proxy_loss_clip(lambda X, h=half: encoded(X)[:, h], MixedEncoding(space).bounds)
