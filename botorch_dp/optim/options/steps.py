@@ -119,7 +119,7 @@ def projected_step(optimizer: torch.optim.Optimizer, gradient: Tensor, bounds: T
     r"""One optimizer step on a released gradient, then the projection ``Π_Θ``.
 
     Args:
-        optimizer: From ``make_step_optimizer``.
+        optimizer: From a ``StepPolicy``'s ``make_optimizer``.
         gradient: The ``d`` released gradient ``g_t`` (public).
         bounds: The ``2 x d`` box ``Θ``.
         step_kwargs: Passed to ``optimizer.step`` (``FullMatrixAdagrad``'s public extras:
