@@ -151,9 +151,9 @@ def _selection(v: Mapping[str, Any], kind: Any) -> Any:
     rule: Any = "last" if kind is None else kind
     name = rule.name if _is_strategy(rule) else rule
     cls = lookup("selection", name, "selection")
-    params = {}
+    params: dict[str, Any] = {}
     for keyword in ("selection_epsilon", "selection_mu", "loss_clip"):  # each the spec key of the rules using it
-        key, value = FLAT_FIELDS[keyword][1], v.get(keyword)
+        key, value = str(FLAT_FIELDS[keyword][1]), v.get(keyword)
         if key in _parameters(cls) and value is None:
             raise ValueError(f"selection={name!r} needs {keyword}.")
         if key not in _parameters(cls) and value is not None:

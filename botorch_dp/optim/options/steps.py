@@ -281,13 +281,14 @@ def as_preconditioner(value: Any) -> PreconditionerPolicy:
     r"""``value`` if it is a ``PreconditionerPolicy``, the one registered under the name ``value``
     (with its defaults) if a string; else a ``ValueError`` naming the registered ones."""
     if isinstance(value, str):
-        return lookup("preconditioner", value, "preconditioner")()  # type: ignore[no-any-return]
+        policy: PreconditionerPolicy = lookup("preconditioner", value, "preconditioner")()
+        return policy
     if missing_members(value, PreconditionerPolicy):
         raise ValueError(
             f"preconditioner must be one of {sorted(registered('preconditioner'))} or a PreconditionerPolicy, "
             f"got {value!r}."
         )
-    return value  # type: ignore[no-any-return]
+    return cast(PreconditionerPolicy, value)
 
 
 @register("step_rule", "adagrad_full")

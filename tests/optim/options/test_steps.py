@@ -73,7 +73,7 @@ def test_the_private_preconditioner_charges_its_share_per_step():
 @pytest.mark.parametrize(
     ("make", "named"),
     [
-        (lambda: FullMatrixAdaGrad("exact"), "preconditioner must be one of"),  # type: ignore[arg-type]
+        (lambda: FullMatrixAdaGrad("exact"), "preconditioner must be one of"),
         (lambda: FullMatrixAdaGrad(0.5), "preconditioner must be one of"),  # type: ignore[arg-type]
         (lambda: PrivateGOE(1.0), r"preconditioner_mu_fraction must lie in \(0, 1\), got 1.0"),
         (lambda: PrivateGOE(0.0), "preconditioner_mu_fraction"),
