@@ -29,7 +29,13 @@ from typing import Any
 import numpy as np
 
 from botorch_dp.privacy.ledger import PrivacyLedger, parse_release_key
-from botorch_dp.privacy.ledger.events import ApproximateDP, PureDP, TrainingMechanism, ValidationMechanism
+from botorch_dp.privacy.ledger.events import (
+    ApproximateDP,
+    PureDP,
+    TrainingMechanism,
+    ValidationApproximateDP,
+    ValidationMechanism,
+)
 from botorch_dp.privacy.ledger.filters import rdp_grid_epsilon
 from botorch_dp.utils import plain_json
 
@@ -216,6 +222,11 @@ def _validation(report: dict[str, Any], records: list[Any], runs: dict[str, int]
             other.append(record.event.description)
         elif isinstance(record.event, PureDP):
             other.append(f"a pure epsilon = {record.event.epsilon:.4g} release ({record.key})")
+        elif isinstance(record.event, ValidationApproximateDP):
+            other.append(
+                f"{record.event.description} (stated as (epsilon = {record.event.epsilon:.4g}, delta = "
+                f"{record.event.delta:.3g}), composed with the rest by basic composition)"
+            )
         else:
             part = parse_release_key(record.key)[1]
             parts[part] = parts.get(part, 0) + 1

@@ -31,6 +31,11 @@ GUARANTEES = {
 }
 
 
+def _rdp_charge(curve=CURVE, mu: float = 0.5) -> dict:
+    r"""A validation charge as ``validation_charge`` returns it for RDP (its curve recorded)."""
+    return dict(mu=mu, event=None, curve=list(curve), accounting="rdp", reason="a test", rdp_mu=mu, rdp_epsilon=1.0)
+
+
 def _accounting(kind: str) -> SelectionAccounting:
     return SelectionAccounting(kind, "a test", 1.3, 2.0, CURVE, 2.4, 1.5)
 
@@ -49,14 +54,14 @@ def test_the_training_entry_is_the_profiles_epsilon_delta_or_the_rdp_curve():
 def test_both_sides_are_recorded_or_neither():
     rdp = training_event(_accounting("rdp"), GUARANTEES["training"])
     ledger = PrivacyLedger()
-    record_up_front(ledger, "sel", GUARANTEES, rdp, list(CURVE))
+    record_up_front(ledger, "sel", GUARANTEES, rdp, _rdp_charge())
     assert ledger.training.run_ids() == ["sel"] and len(ledger.validation.records()) == 1
     (record,) = ledger.validation.records()
     assert record.run_id == "sel" and SELECTION_PART in record.key and record.event.rdp == tuple(CURVE.tolist())
     tight = PrivacyLedger(validation_mu_budget=1e-3)  # the validation side cannot be admitted
     with pytest.raises(PrivacyBudgetExceeded):
         record_up_front(
-            tight, "sel", GUARANTEES, training_event(_accounting("rdp"), GUARANTEES["training"]), list(CURVE)
+            tight, "sel", GUARANTEES, training_event(_accounting("rdp"), GUARANTEES["training"]), _rdp_charge()
         )
     assert tight.training.run_ids() == [] and tight.validation.records() == []  # the training side was not recorded
     alone = PrivacyLedger()
@@ -77,7 +82,9 @@ def test_the_profile_entry_is_refused_where_the_ledger_cannot_take_it():
 def test_the_validation_statement_is_the_curves_epsilon_and_the_scores_noise():
     mechanism = GaussianScoreMechanism(loss_clip=2.0, per_trial_mu=0.5)
     k_args = {"mean_trials": 3.0, "distribution": "truncated_negative_binomial"}
-    stated = validation_guarantee(list(CURVE), 1e-5, 0.5, 2.0, 40, mechanism, "loss", k_args, "Charged up front.")
+    stated = validation_guarantee(
+        _rdp_charge(), 1e-5, 9.0, 2.0, 40, mechanism, "loss", k_args, "Charged up front."
+    )  # 9.0: the target, which an RDP charge states at its curve's conversion instead
     assert stated.epsilon == pytest.approx(rdp_curve_epsilon(CURVE, ORDERS, 1e-5)[0], rel=1e-12)
     # a Gaussian curve α/(2σ²) has ε ≤ 1/(2σ²) + σ⁻¹√(2 log(1/δ)) (the classical conversion)
     assert stated.epsilon <= 0.02 + math.sqrt(2 * 0.04 * math.log(1e5))
