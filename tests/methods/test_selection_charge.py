@@ -91,3 +91,35 @@ def test_the_validation_statement_is_the_curves_epsilon_and_the_scores_noise():
     assert stated.details["noise_std"] == pytest.approx(2.0 / (40 * 0.5), rel=1e-15)
     assert stated.delta == 1e-5 and stated.description.endswith("Charged up front.")
     assert "E[K] = 3" in stated.description and "0.5-GDP" in stated.description
+
+
+def test_the_scores_charge_is_the_profiles_calibrated_epsilon_delta_and_meets_it_exactly():
+    r"""The fast version (no training): ``validation_charge`` with ``"auto"`` on an empty ledger takes the
+    profile's μ₀ (larger than RDP's; RDP at it states more than ε), its event is the target ``(ε, δ)``, and
+    the exact max-of-K Gaussian selection at that μ₀ meets ``(ε, δ)`` (quadrature, ``test_selection_binomial``)."""
+    from botorch_dp.methods.selection_charge import validation_charge
+    from botorch_dp.privacy.analysis.selection_profile import per_trial_mu_for_epsilon_pld
+    from botorch_dp.privacy.ledger import ValidationApproximateDP
+    from tests.privacy.analysis.test_selection_binomial import _gaussian_selection_delta
+
+    k_args = {"mean_trials": 3.0, "distribution": "truncated_negative_binomial", "tnb_eta": 1.0}
+    charge = validation_charge(PrivacyLedger(), "auto", 3.0, 1e-5, k_args)
+    assert charge["accounting"] == "profile" and charge["curve"] is None
+    assert charge["event"] == ValidationApproximateDP("(checked)", 3.0, 1e-5)
+    assert charge["mu"] == per_trial_mu_for_epsilon_pld(target_epsilon=3.0, target_delta=1e-5, mean_trials=3.0)
+    assert charge["mu"] > 1.3 * charge["rdp_mu"] and charge["rdp_epsilon"] > 3.0
+    assert _gaussian_selection_delta(charge["mu"], "truncated_negative_binomial", 3.0, None, 3.0) <= 1e-5
+    rdp = validation_charge(PrivacyLedger(), "rdp", 3.0, 1e-5, k_args)
+    assert rdp["accounting"] == "rdp" and rdp["event"] is None and rdp["mu"] == charge["rdp_mu"]
+
+
+def test_the_scores_profile_charge_is_refused_where_the_validation_budget_cannot_state_it():
+    from botorch_dp.methods.selection_charge import validation_charge
+
+    k_args = {"mean_trials": 3.0, "distribution": "truncated_negative_binomial", "tnb_eta": 1.0}
+    # a validation budget whose GDP statement at δ is below ε: "profile" refused by name, "auto" falls back
+    tight = PrivacyLedger(validation_mu_budget=0.5)
+    with pytest.raises(ValueError, match="accounting='profile' on the validation side"):
+        validation_charge(tight, "profile", 3.0, 1e-5, k_args)
+    assert validation_charge(tight, "auto", 3.0, 1e-5, k_args)["accounting"] == "rdp"
+    assert tight.validation.records() == []

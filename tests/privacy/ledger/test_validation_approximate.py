@@ -114,7 +114,14 @@ def test_state_dict_round_trip_and_old_states_load():
     charged(ledger)
     state = json.loads(json.dumps(ledger.state_dict()))
     assert state["version"] == 6
-    assert {k for k in state["validation_steps"][0]} == {"release_id", "run_id", "key", "description", "epsilon", "delta"}
+    assert {k for k in state["validation_steps"][0]} == {
+        "release_id",
+        "run_id",
+        "key",
+        "description",
+        "epsilon",
+        "delta",
+    }
     again = PrivacyLedger.from_state_dict(state)
     assert again.validation.records() == ledger.validation.records()
     assert again.validation.epsilon(1e-5) == 3.0
