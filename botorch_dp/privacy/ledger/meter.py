@@ -57,17 +57,22 @@ def check_validation_bound(bound: Any) -> dict[str, ValidationEvent]:
     return checked
 
 
+def _within(epsilon: float, delta: float, bound_epsilon: float, bound_delta: float) -> bool:
+    return epsilon <= bound_epsilon * (1.0 + BUDGET_RTOL) and delta <= bound_delta * (1.0 + BUDGET_RTOL)
+
+
 def fits_bound(event: PrivacyEvent, bound: PrivacyEvent) -> bool:
     r"""Whether ``event`` spends no more than ``bound`` (up to ``BUDGET_RTOL``)."""
     if isinstance(bound, DPSGDRun) or isinstance(event, DPSGDRun):
         return event == bound
-    for kind in (ApproximateDP, ValidationApproximateDP):
-        if isinstance(bound, kind) or isinstance(event, kind):
-            if not (isinstance(bound, kind) and isinstance(event, kind)):
-                return False
-            return event.epsilon <= bound.epsilon * (1.0 + BUDGET_RTOL) and event.delta <= bound.delta * (
-                1.0 + BUDGET_RTOL
-            )
+    if isinstance(bound, ApproximateDP) or isinstance(event, ApproximateDP):
+        if not (isinstance(bound, ApproximateDP) and isinstance(event, ApproximateDP)):
+            return False
+        return _within(event.epsilon, event.delta, bound.epsilon, bound.delta)
+    if isinstance(bound, ValidationApproximateDP) or isinstance(event, ValidationApproximateDP):
+        if not (isinstance(bound, ValidationApproximateDP) and isinstance(event, ValidationApproximateDP)):
+            return False
+        return _within(event.epsilon, event.delta, bound.epsilon, bound.delta)
     if isinstance(bound, TrainingMechanism) or isinstance(event, TrainingMechanism):
         if not (isinstance(bound, TrainingMechanism) and isinstance(event, TrainingMechanism)):
             return False
