@@ -100,7 +100,8 @@ def test_the_scores_charge_is_the_profiles_calibrated_epsilon_delta_and_meets_it
     from botorch_dp.methods.selection_charge import validation_charge
     from botorch_dp.privacy.analysis.selection_profile import per_trial_mu_for_epsilon_pld
     from botorch_dp.privacy.ledger import ValidationApproximateDP
-    from tests.privacy.analysis.test_selection_binomial import _gaussian_selection_delta
+    from botorch_dp.privacy.analysis.selection_profile import selection_epsilon_pld
+    from tests.privacy.analysis.test_selection_binomial import _gaussian_profile, _gaussian_selection_delta
 
     k_args = {"mean_trials": 3.0, "distribution": "truncated_negative_binomial", "tnb_eta": 1.0}
     charge = validation_charge(PrivacyLedger(), "auto", 3.0, 1e-5, k_args)
@@ -108,6 +109,9 @@ def test_the_scores_charge_is_the_profiles_calibrated_epsilon_delta_and_meets_it
     assert charge["event"] == ValidationApproximateDP("(checked)", 3.0, 1e-5)
     assert charge["mu"] == per_trial_mu_for_epsilon_pld(target_epsilon=3.0, target_delta=1e-5, mean_trials=3.0)
     assert charge["mu"] > 1.3 * charge["rdp_mu"] and charge["rdp_epsilon"] > 3.0
+    # the profile bound over a GDP profile computed here (``gdp_delta`` on its own grid) states at most (3, 1e-5) ...
+    assert selection_epsilon_pld(_gaussian_profile(charge["mu"]), expected_trials=3.0, delta=1e-5) <= 3.0
+    # ... and the exact selection meets it (a lower check: at this μ₀ the exact δ is ~1.7e-7, reached at 1.2 μ₀)
     assert _gaussian_selection_delta(charge["mu"], "truncated_negative_binomial", 3.0, None, 3.0) <= 1e-5
     rdp = validation_charge(PrivacyLedger(), "rdp", 3.0, 1e-5, k_args)
     assert rdp["accounting"] == "rdp" and rdp["event"] is None and rdp["mu"] == charge["rdp_mu"]
