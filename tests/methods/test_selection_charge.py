@@ -98,9 +98,8 @@ def test_the_scores_charge_is_the_profiles_calibrated_epsilon_delta_and_meets_it
     profile's μ₀ (larger than RDP's; RDP at it states more than ε), its event is the target ``(ε, δ)``, and
     the exact max-of-K Gaussian selection at that μ₀ meets ``(ε, δ)`` (quadrature, ``test_selection_binomial``)."""
     from botorch_dp.methods.selection_charge import validation_charge
-    from botorch_dp.privacy.analysis.selection_profile import per_trial_mu_for_epsilon_pld
+    from botorch_dp.privacy.analysis.selection_profile import per_trial_mu_for_epsilon_pld, selection_epsilon_pld
     from botorch_dp.privacy.ledger import ValidationApproximateDP
-    from botorch_dp.privacy.analysis.selection_profile import selection_epsilon_pld
     from tests.privacy.analysis.test_selection_binomial import _gaussian_profile, _gaussian_selection_delta
 
     k_args = {"mean_trials": 3.0, "distribution": "truncated_negative_binomial", "tnb_eta": 1.0}
