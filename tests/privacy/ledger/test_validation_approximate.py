@@ -132,3 +132,13 @@ def test_state_dict_round_trip_and_old_states_load():
     assert PrivacyLedger.from_state_dict(v5).validation.mu() == 0.5
     with pytest.raises(ValueError, match="exactly the keys"):
         PrivacyLedger.from_state_dict({**state, "version": 5})
+
+
+def test_a_stored_ledger_keeps_the_entry_and_its_rule_across_processes(tmp_path):
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    ledger = PrivacyLedger(storage=url, dataset="users", validation_mu_budget=2.0)
+    charged(ledger)
+    other = PrivacyLedger(storage=url, dataset="users")  # another process's view of the same budget
+    assert other.validation.approximate() == {("sel", "select"): ENTRY} and other.validation.epsilon(1e-5) == 3.0
+    with pytest.raises(PrivacyBudgetExceeded, match="sole entry"):
+        charged(other, Gaussian(0.01), run_id="later")
