@@ -22,8 +22,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "methods.proxy_then_train",
         "methods.subsample_tuning",
         "methods.training_selection",
-        "optim.checkpoint.directory",
-        "optim.checkpoint.files",
         "plan.trial_table",
         "tuning.tune_call",
     }
