@@ -21,7 +21,6 @@ MISSING_TEST_MODULES: frozenset[str] = frozenset(
         "methods.proxy_then_train",
         "methods.subsample_tuning",
         "methods.training_selection",
-        "plan.trial_table",
         "tuning.tune_call",
     }
 )
