@@ -11,10 +11,16 @@ import stat
 import pytest
 import torch
 
+from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.checkpoint import directory
 from botorch_dp.optim.checkpoint.directory import STATE_FILE, check_new_checkpoint_dir
 from botorch_dp.optim.checkpoint.files import load_state, save_state
+from botorch_dp.optim.checkpoint.lock import CheckpointInUseError
+from botorch_dp.optim.dp_gibo import DPGIBO
+from tests.optim.checkpoint.checkpoint_helpers import contents as _contents
+from tests.optim.checkpoint.checkpoint_helpers import run_checkpointed as _run
 from tests.optim.checkpoint.test_files import _state
+from tests.optim.loop_helpers import nl_config
 
 
 def test_a_missing_or_empty_directory_is_fine_for_a_new_run_and_nothing_is_created(tmp_path):
@@ -112,3 +118,71 @@ def test_created_folders_are_owner_only_whatever_the_umask_and_parents_are_made(
     for path in (root, root / "gp", root / "losses"):
         assert stat.S_IMODE(path.stat().st_mode) == 0o700
     assert torch.equal(load_state(root)["loss_blocks"][0], _state(1)["loss_blocks"][0])
+
+
+# ---------------------------------------- through DPGIBO (moved from tests/optim/test_checkpoint_files.py)
+def test_a_new_run_refuses_a_directory_that_holds_a_checkpoint(tmp_path):
+    root = tmp_path / "ck"
+    opt, cfg, _ = _run(root)
+    before = _contents(root)
+    with pytest.raises(CheckpointInUseError, match=f"{root} is in use by a DPGIBO of this process"):  # opt owns it
+        DPGIBO(cfg, checkpoint_dir=root)
+    opt.close()
+    with pytest.raises(ValueError, match=r"DPGIBO\.resume") as err:
+        DPGIBO(cfg, checkpoint_dir=root)
+    assert str(root) in str(err.value)
+    assert _contents(root) == before  # the checkpoint and its ledger are untouched
+    resumed = DPGIBO.resume(root)  # resume itself is not refused
+    assert resumed.iteration == 2 and resumed.run_id == opt.run_id and len(resumed.ledger.validation.steps()) == 2
+    # an empty directory and a missing one are fine
+    (tmp_path / "empty").mkdir(mode=0o700)
+    DPGIBO(cfg, checkpoint_dir=tmp_path / "empty").ask()
+    DPGIBO(cfg, checkpoint_dir=tmp_path / "missing" / "ck").ask()
+    assert (tmp_path / "empty" / ckpt.STATE_FILE).is_file() and (
+        tmp_path / "missing" / "ck" / ckpt.STATE_FILE
+    ).is_file()
+
+
+def test_a_new_run_refuses_a_symlinked_directory(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    with pytest.raises(ValueError, match="symbolic link") as err:
+        DPGIBO(nl_config(d=2, privacy_mu=1.0, num_iterations=6), checkpoint_dir=link)
+    assert str(link) in str(err.value) and not list(real.iterdir())
+
+
+@pytest.mark.parametrize("mode", [0o750, 0o705, 0o720, 0o701])
+def test_a_checkpoint_directory_open_to_others_is_refused(tmp_path, mode):
+    root = tmp_path / "ck"
+    opt, cfg, _ = _run(root, iterations=1)
+    os.chmod(root, mode)
+    before = _contents(root)
+    for attempt in (lambda: DPGIBO.resume(root), opt.ask, lambda: DPGIBO(cfg, checkpoint_dir=root)):
+        with pytest.raises(ValueError, match=re.escape(oct(mode))) as err:
+            attempt()
+        assert str(root) in str(err.value)
+    assert _contents(root) == before and opt.state.pending is None
+    os.chmod(root, 0o700)
+    opt.close()
+    assert DPGIBO.resume(root).iteration == 1
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, mode)
+    with pytest.raises(ValueError, match="group or others"):  # an existing, empty one too
+        DPGIBO(cfg, checkpoint_dir=shared)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="changing a directory's owner needs root")
+def test_a_checkpoint_directory_of_another_user_is_refused(tmp_path):
+    root = tmp_path / "ck"
+    opt, cfg, _ = _run(root, iterations=1)
+    os.chown(root, 54321, -1)
+    for attempt in (lambda: DPGIBO.resume(root), opt.ask, lambda: DPGIBO(cfg, checkpoint_dir=root)):
+        with pytest.raises(ValueError, match="owned by user 54321") as err:
+            attempt()
+        assert str(root) in str(err.value)
+    os.chown(root, os.geteuid(), -1)
+    opt.close()
+    assert DPGIBO.resume(root).iteration == 1

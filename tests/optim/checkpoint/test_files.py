@@ -9,20 +9,28 @@ rename leaves the old file and no temporary); nothing is read or written through
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import pickle
+import shutil
 import stat
 from pathlib import Path
 
 import pytest
 import torch
 
+from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.checkpoint import files
 from botorch_dp.optim.checkpoint.directory import FORMAT, SCHEMA_VERSION, STATE_FILE
 from botorch_dp.optim.checkpoint.encoding import json_fingerprint
 from botorch_dp.optim.checkpoint.files import load_state, save_state
+from botorch_dp.optim.checkpoint.lock import CheckpointInUseError
+from botorch_dp.optim.dp_gibo import DPGIBO
+from tests.optim.checkpoint.checkpoint_helpers import contents as _contents
+from tests.optim.checkpoint.checkpoint_helpers import run_checkpointed as _run
+from tests.optim.loop_helpers import nl_config
 
 CONFIG = {"privacy_mu": 1.0, "num_iterations": 6, "seed": 5}
 
@@ -300,18 +308,6 @@ def test_an_oversized_state_json_is_refused_unread(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------- never through a link
-@pytest.mark.parametrize("name", ["", STATE_FILE, "gp", "losses", "gp/000002.safetensors", "losses/000001.safetensors"])
-def test_a_symlinked_part_is_refused_on_load(tmp_path, name):
-    root, _, _ = _saved(tmp_path)
-    path = root / name if name else root
-    aside = tmp_path / "aside"
-    path.rename(aside)
-    path.symlink_to(aside)
-    with pytest.raises(ValueError, match="symbolic link") as err:
-        load_state(root)
-    assert str(path) in str(err.value)
-
-
 @pytest.mark.parametrize("name", [STATE_FILE, "gp/000003.safetensors", "losses/000002.safetensors"])
 def test_a_symlink_at_a_name_being_written_is_refused_and_its_target_untouched(tmp_path, name):
     root, state, committed = _saved(tmp_path)
@@ -335,3 +331,105 @@ def test_a_fifo_in_place_of_a_file_is_refused_without_blocking(tmp_path):
     os.mkfifo(root / "losses" / "000000.safetensors", 0o600)
     with pytest.raises(ValueError, match="not a regular file"):
         load_state(root)
+
+
+# ---------------------------------------- through DPGIBO (moved from tests/optim/test_checkpoint_files.py)
+def test_a_checkpoint_committed_after_construction_is_not_replaced(tmp_path):
+    root = tmp_path / "ck"
+    late = DPGIBO(nl_config(d=2, privacy_mu=1.0, num_iterations=6, seed=5), checkpoint_dir=root)  # no checkpoint yet
+    with pytest.raises(CheckpointInUseError):  # another run is refused the directory late owns ...
+        _run(root)
+    _run(tmp_path / "other")[0].close()
+    shutil.copytree(tmp_path / "other", root, dirs_exist_ok=True)  # ... but a copy that ignores the lock lands
+    before = _contents(root)
+    with pytest.raises(ValueError, match=r"DPGIBO\.resume"):
+        late.ask()  # its first save
+    assert _contents(root) == before and late.iteration == 0 and late.state.pending is None
+    late.close()
+    assert DPGIBO.resume(root).iteration == 2
+
+
+def test_the_first_save_works_where_hard_links_do_not(tmp_path, monkeypatch):
+    r"""A file system without hard links: the first commit checks, then renames."""
+
+    def no_links(*args, **kwargs):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    opt, cfg, _ = _run(tmp_path / "ck", iterations=1)
+    opt.close()
+    assert DPGIBO.resume(tmp_path / "ck").iteration == 1 and not list((tmp_path / "ck").rglob("*.tmp"))
+    late = DPGIBO(cfg, checkpoint_dir=tmp_path / "other")
+    _run(tmp_path / "elsewhere")[0].close()
+    shutil.copytree(tmp_path / "elsewhere", tmp_path / "other", dirs_exist_ok=True)  # lands while late owns it
+    with pytest.raises(ValueError, match=r"DPGIBO\.resume"):
+        late.ask()
+    assert not list((tmp_path / "other").rglob("*.tmp"))
+
+
+def test_symlinks_planted_at_the_old_temporary_names_are_not_followed(tmp_path):
+    root = tmp_path / "ck"
+    opt, _, objective = _run(root, iterations=1)
+    outside = {
+        name: tmp_path / f"outside-{i}"
+        for i, name in enumerate(["state.json.tmp", "gp/000002.safetensors.tmp", "losses/000001.safetensors.tmp"])
+    }
+    for name, target in outside.items():
+        target.write_text("not the checkpoint's")
+        (root / name).symlink_to(target)
+    X = opt.ask()
+    opt.tell(X, objective(X))  # writes state.json, gp/000002 and losses/000001
+    assert all(target.read_text() == "not the checkpoint's" for target in outside.values())
+    assert not (root / ckpt.STATE_FILE).is_symlink()
+    opt.close()
+    assert DPGIBO.resume(root).iteration == 2
+    assert not [p for p in root.rglob("*.tmp") if not p.is_symlink()]  # no temporaries of ours left
+
+
+@pytest.mark.parametrize(
+    "name", ["", "state.json", "gp", "losses", "gp/000002.safetensors", "losses/000001.safetensors"]
+)
+def test_a_symlinked_part_of_a_checkpoint_is_refused_on_read(tmp_path, name):
+    root = tmp_path / "ck"
+    _run(root)
+    path = root / name if name else root
+    aside = tmp_path / "aside"
+    path.rename(aside)
+    path.symlink_to(aside)
+    with pytest.raises(ValueError, match="symbolic link") as err:
+        DPGIBO.resume(root)
+    assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["", "state.json", "gp", "losses"])
+def test_a_symlinked_part_of_a_checkpoint_is_refused_on_write(tmp_path, name):
+    root = tmp_path / "ck"
+    opt, _, objective = _run(root, iterations=1)
+    path = root / name if name else root
+    aside = tmp_path / "aside"
+    path.rename(aside)
+    path.symlink_to(aside)
+    before = _contents(aside) if aside.is_dir() else aside.read_bytes()
+    with pytest.raises(ValueError, match="symbolic link") as err:
+        opt.ask()
+    assert str(path) in str(err.value)
+    assert (_contents(aside) if aside.is_dir() else aside.read_bytes()) == before
+    assert opt.state.pending is None  # the failed ask left no trace
+
+
+@pytest.mark.parametrize("name", ["gp/000002.safetensors", "losses/000001.safetensors"])
+def test_a_symlink_at_the_name_of_a_new_file_is_refused(tmp_path, name):
+    root = tmp_path / "ck"
+    opt, _, objective = _run(root, iterations=1)
+    X = opt.ask()
+    target = tmp_path / "outside"
+    target.write_text("not the checkpoint's")
+    (root / name).symlink_to(target)
+    with pytest.raises(ValueError, match="symbolic link") as err:
+        opt.tell(X, objective(X))
+    assert str(root / name) in str(err.value)
+    assert target.read_text() == "not the checkpoint's" and opt.iteration == 1
+    (root / name).unlink()
+    opt.tell(X, objective(X))  # the retry releases once
+    opt.close()
+    assert DPGIBO.resume(root).iteration == 2
