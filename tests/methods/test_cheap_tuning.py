@@ -15,6 +15,7 @@ from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, DPSGDRun, PrivacyLedger, TrainingMechanism
 from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.tuning import Hyperparameter, SearchSpace, TorchModelTuningObjective
+from tests.methods.test_cheap_plan import _independent_phase_curve
 
 EPS, DELTA = 3.0, 1e-5
 
@@ -46,33 +47,6 @@ def objective():
 def _proxy():
     (Xp, yp), (Xv, yv) = _split(80, 5), _split(30, 6)
     return (Xp, yp, Xv, yv)
-
-
-def _independent_phase_curve(sigma, q, steps, trials, gamma):
-    """K trials composed (Opacus) and the Zhu-Wang bound written out at every integer order, then the grid."""
-    ints = np.arange(2, 65)
-    base = trials * np.asarray(compute_rdp(q=q, noise_multiplier=sigma, steps=steps, orders=ints.astype(float)))
-    amp = []
-    for i, alpha in enumerate(ints):  # in log space (plain Python): the terms overflow a float
-        logs = [(alpha - 1) * math.log(1 - gamma) + math.log(alpha * gamma - gamma + 1)]
-        logs.append(math.log(math.comb(alpha, 2)) + 2 * math.log(gamma) + (alpha - 2) * math.log(1 - gamma) + base[0])
-        for ell in range(3, alpha + 1):
-            logs.append(
-                math.log(3 * math.comb(alpha, ell))
-                + ell * math.log(gamma)
-                + (alpha - ell) * math.log(1 - gamma)
-                + (ell - 1) * base[ell - 2]
-            )
-        top = max(logs)
-        log_total = top + math.log(sum(math.exp(v - top) for v in logs))
-        amp.append(min(base[i], log_total / (alpha - 1)))
-    out = []
-    for order in TRAINING_RDP_ORDERS:
-        if order <= 64:
-            out.append(amp[max(math.ceil(order - 1e-12), 2) - 2])
-        else:
-            out.append(trials * compute_rdp(q=q, noise_multiplier=sigma, steps=steps, orders=[order])[0])
-    return np.array(out)
 
 
 def test_subsample_ledger_holds_one_amplified_phase_and_one_final_run(objective):

@@ -12,17 +12,11 @@ import pytest
 import botorch_dp.methods.cheap_tuning  # noqa: F401
 from botorch_dp.methods import cheap_plan as cp
 from botorch_dp.methods import training_proxy as tp
-from botorch_dp.methods.protocol import MethodUnavailable
-from botorch_dp.methods.subsample_tuning import SubsampleTuningMethod
 from botorch_dp.methods.training_choice import training_method
 from botorch_dp.methods.training_proxy import TrainingProxy
-from botorch_dp.methods.training_selection import TrainingSelectionMethod
 from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.training import DPSGDConfig, TrainingConfig
-from botorch_dp.tuning import Hyperparameter, SearchSpace, TorchModelTuningObjective
 from tests.methods.method_helpers import TRAINING_SPACE as SPACE
 from tests.methods.method_helpers import training_proxy_data as _proxy_data
-from tests.methods.method_helpers import training_rows as _split
 
 EPS, DELTA = 3.0, 1e-5
 
@@ -65,23 +59,3 @@ def test_each_method_is_simulated_at_the_noise_its_private_run_would_draw(object
     for (_, rows), (_, kind) in zip(seen, expected, strict=True):
         assert (rows is None) == (kind is None) and (rows is None or 0 < rows < 80)
     assert objective.ledger.training.records() == []  # the private objective was never trained
-
-
-def test_subsample_tuning_is_unavailable_when_the_expected_subset_is_too_small(objective):
-    method = SubsampleTuningMethod(SPACE, EPS, DELTA, subsample_fraction=0.05)  # 0.05 * 160 = 8 < 10 records
-    with pytest.raises(MethodUnavailable, match="expected subset"):
-        method.plan(TrainingProxy(objective, _proxy_data()))
-
-
-def test_the_selection_is_not_simulated_when_the_space_searches_epochs():
-    from botorch_dp.tuning import Integer
-
-    space = SearchSpace([Hyperparameter("lr", 1e-3, 1.0, log_scale=True), Integer("epochs", 1, 2)])
-    (Xt, yt), (Xv, yv) = _split(160, 0), _split(40, 1)
-    obj = TorchModelTuningObjective(
-        (Xt, yt, Xv, yv), space, training=TrainingConfig(epochs=1, batch_size=20, hidden_sizes=(4,)),
-        dp_sgd=DPSGDConfig(noise_multiplier=1.0),
-    )  # fmt: skip
-    method = TrainingSelectionMethod(space, EPS, DELTA, 2.0)
-    with pytest.raises(MethodUnavailable, match="epochs"):
-        method.simulate_training(TrainingProxy(obj, _proxy_data()), seed=0)

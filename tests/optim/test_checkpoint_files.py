@@ -7,7 +7,6 @@ loop of docs/getting-started.md also in a fresh process); a checkpoint written b
 version 1) still resumes; and the stored ``config_fingerprint`` is compared on resume.
 """
 
-import errno
 import json
 import os
 import re
@@ -24,38 +23,19 @@ from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 from botorch_dp.objectives.per_user_problem import PerUserProblem
 from botorch_dp.objectives.search_space import Hyperparameter, SearchSpace
 from botorch_dp.optim import checkpoint as ckpt
-from botorch_dp.optim.checkpoint.lock import LOCK_FILE, CheckpointInUseError
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.options import FixedClip
 from botorch_dp.optim.stored_config import encode_value
 from botorch_dp.problems import NormalLocation
+from tests.optim.checkpoint.checkpoint_helpers import run_checkpointed as _run
 
-from .loop_helpers import nl_config, normal_location, rbf_kernel
+from .loop_helpers import rbf_kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 #: A checkpoint written by the code of commit 1d7e655 (before this file's checks): the loop
 #: example (then in the README, now in docs/getting-started.md) with ``seed=11``, stopped after
 #: two iterations.
 V1_CHECKPOINT = ROOT / "tests" / "data" / "checkpoints" / "v1_readme_loop"
-
-
-def _run(directory, iterations=2, **kw):
-    _, objective = normal_location(n=12, d=2)
-    cfg = nl_config(d=2, privacy_mu=1.0, num_iterations=6, seed=5, **kw)
-    opt = DPGIBO(cfg, checkpoint_dir=directory)
-    for _ in range(iterations):
-        X = opt.ask()
-        opt.tell(X, objective(X))
-    return opt, cfg, objective
-
-
-def _contents(root: Path) -> dict[str, bytes]:
-    r"""The checkpoint's files (the owner's lock file aside: each owner writes its name there)."""
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and p.name != LOCK_FILE
-    }
 
 
 def _loop_example() -> str:
@@ -73,177 +53,6 @@ def _loop_setup() -> tuple[str, str]:
     before_config, rest = code.split("config = DPGIBOConfig(", 1)
     config = "config = DPGIBOConfig(" + rest.split("opt = DPGIBO(", 1)[0]
     return before_config, config
-
-
-# ---------------------------------------------------------------------- 1. no take-over
-def test_a_new_run_refuses_a_directory_that_holds_a_checkpoint(tmp_path):
-    root = tmp_path / "ck"
-    opt, cfg, _ = _run(root)
-    before = _contents(root)
-    with pytest.raises(CheckpointInUseError, match=f"{root} is in use by a DPGIBO of this process"):  # opt owns it
-        DPGIBO(cfg, checkpoint_dir=root)
-    opt.close()
-    with pytest.raises(ValueError, match=r"DPGIBO\.resume") as err:
-        DPGIBO(cfg, checkpoint_dir=root)
-    assert str(root) in str(err.value)
-    assert _contents(root) == before  # the checkpoint and its ledger are untouched
-    resumed = DPGIBO.resume(root)  # resume itself is not refused
-    assert resumed.iteration == 2 and resumed.run_id == opt.run_id and len(resumed.ledger.validation.steps()) == 2
-    # an empty directory and a missing one are fine
-    (tmp_path / "empty").mkdir(mode=0o700)
-    DPGIBO(cfg, checkpoint_dir=tmp_path / "empty").ask()
-    DPGIBO(cfg, checkpoint_dir=tmp_path / "missing" / "ck").ask()
-    assert (tmp_path / "empty" / ckpt.STATE_FILE).is_file() and (
-        tmp_path / "missing" / "ck" / ckpt.STATE_FILE
-    ).is_file()
-
-
-def test_a_checkpoint_committed_after_construction_is_not_replaced(tmp_path):
-    root = tmp_path / "ck"
-    late = DPGIBO(nl_config(d=2, privacy_mu=1.0, num_iterations=6, seed=5), checkpoint_dir=root)  # no checkpoint yet
-    with pytest.raises(CheckpointInUseError):  # another run is refused the directory late owns ...
-        _run(root)
-    _run(tmp_path / "other")[0].close()
-    shutil.copytree(tmp_path / "other", root, dirs_exist_ok=True)  # ... but a copy that ignores the lock lands
-    before = _contents(root)
-    with pytest.raises(ValueError, match=r"DPGIBO\.resume"):
-        late.ask()  # its first save
-    assert _contents(root) == before and late.iteration == 0 and late.state.pending is None
-    late.close()
-    assert DPGIBO.resume(root).iteration == 2
-
-
-def test_the_first_save_works_where_hard_links_do_not(tmp_path, monkeypatch):
-    r"""A file system without hard links: the first commit checks, then renames."""
-
-    def no_links(*args, **kwargs):
-        raise OSError(errno.EPERM, "Operation not permitted")
-
-    monkeypatch.setattr(os, "link", no_links)
-    opt, cfg, _ = _run(tmp_path / "ck", iterations=1)
-    opt.close()
-    assert DPGIBO.resume(tmp_path / "ck").iteration == 1 and not list((tmp_path / "ck").rglob("*.tmp"))
-    late = DPGIBO(cfg, checkpoint_dir=tmp_path / "other")
-    _run(tmp_path / "elsewhere")[0].close()
-    shutil.copytree(tmp_path / "elsewhere", tmp_path / "other", dirs_exist_ok=True)  # lands while late owns it
-    with pytest.raises(ValueError, match=r"DPGIBO\.resume"):
-        late.ask()
-    assert not list((tmp_path / "other").rglob("*.tmp"))
-
-
-# ---------------------------------------------------------------------- 2. no symbolic links
-def test_symlinks_planted_at_the_old_temporary_names_are_not_followed(tmp_path):
-    root = tmp_path / "ck"
-    opt, _, objective = _run(root, iterations=1)
-    outside = {
-        name: tmp_path / f"outside-{i}"
-        for i, name in enumerate(["state.json.tmp", "gp/000002.safetensors.tmp", "losses/000001.safetensors.tmp"])
-    }
-    for name, target in outside.items():
-        target.write_text("not the checkpoint's")
-        (root / name).symlink_to(target)
-    X = opt.ask()
-    opt.tell(X, objective(X))  # writes state.json, gp/000002 and losses/000001
-    assert all(target.read_text() == "not the checkpoint's" for target in outside.values())
-    assert not (root / ckpt.STATE_FILE).is_symlink()
-    opt.close()
-    assert DPGIBO.resume(root).iteration == 2
-    assert not [p for p in root.rglob("*.tmp") if not p.is_symlink()]  # no temporaries of ours left
-
-
-@pytest.mark.parametrize(
-    "name", ["", "state.json", "gp", "losses", "gp/000002.safetensors", "losses/000001.safetensors"]
-)
-def test_a_symlinked_part_of_a_checkpoint_is_refused_on_read(tmp_path, name):
-    root = tmp_path / "ck"
-    _run(root)
-    path = root / name if name else root
-    aside = tmp_path / "aside"
-    path.rename(aside)
-    path.symlink_to(aside)
-    with pytest.raises(ValueError, match="symbolic link") as err:
-        DPGIBO.resume(root)
-    assert str(path) in str(err.value)
-
-
-@pytest.mark.parametrize("name", ["", "state.json", "gp", "losses"])
-def test_a_symlinked_part_of_a_checkpoint_is_refused_on_write(tmp_path, name):
-    root = tmp_path / "ck"
-    opt, _, objective = _run(root, iterations=1)
-    path = root / name if name else root
-    aside = tmp_path / "aside"
-    path.rename(aside)
-    path.symlink_to(aside)
-    before = _contents(aside) if aside.is_dir() else aside.read_bytes()
-    with pytest.raises(ValueError, match="symbolic link") as err:
-        opt.ask()
-    assert str(path) in str(err.value)
-    assert (_contents(aside) if aside.is_dir() else aside.read_bytes()) == before
-    assert opt.state.pending is None  # the failed ask left no trace
-
-
-@pytest.mark.parametrize("name", ["gp/000002.safetensors", "losses/000001.safetensors"])
-def test_a_symlink_at_the_name_of_a_new_file_is_refused(tmp_path, name):
-    root = tmp_path / "ck"
-    opt, _, objective = _run(root, iterations=1)
-    X = opt.ask()
-    target = tmp_path / "outside"
-    target.write_text("not the checkpoint's")
-    (root / name).symlink_to(target)
-    with pytest.raises(ValueError, match="symbolic link") as err:
-        opt.tell(X, objective(X))
-    assert str(root / name) in str(err.value)
-    assert target.read_text() == "not the checkpoint's" and opt.iteration == 1
-    (root / name).unlink()
-    opt.tell(X, objective(X))  # the retry releases once
-    opt.close()
-    assert DPGIBO.resume(root).iteration == 2
-
-
-def test_a_new_run_refuses_a_symlinked_directory(tmp_path):
-    real = tmp_path / "real"
-    real.mkdir(mode=0o700)
-    link = tmp_path / "link"
-    link.symlink_to(real)
-    with pytest.raises(ValueError, match="symbolic link") as err:
-        DPGIBO(nl_config(d=2, privacy_mu=1.0, num_iterations=6), checkpoint_dir=link)
-    assert str(link) in str(err.value) and not list(real.iterdir())
-
-
-# ---------------------------------------------------------------------- 2. a private directory
-@pytest.mark.parametrize("mode", [0o750, 0o705, 0o720, 0o701])
-def test_a_checkpoint_directory_open_to_others_is_refused(tmp_path, mode):
-    root = tmp_path / "ck"
-    opt, cfg, _ = _run(root, iterations=1)
-    os.chmod(root, mode)
-    before = _contents(root)
-    for attempt in (lambda: DPGIBO.resume(root), opt.ask, lambda: DPGIBO(cfg, checkpoint_dir=root)):
-        with pytest.raises(ValueError, match=re.escape(oct(mode))) as err:
-            attempt()
-        assert str(root) in str(err.value)
-    assert _contents(root) == before and opt.state.pending is None
-    os.chmod(root, 0o700)
-    opt.close()
-    assert DPGIBO.resume(root).iteration == 1
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    os.chmod(shared, mode)
-    with pytest.raises(ValueError, match="group or others"):  # an existing, empty one too
-        DPGIBO(cfg, checkpoint_dir=shared)
-
-
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="changing a directory's owner needs root")
-def test_a_checkpoint_directory_of_another_user_is_refused(tmp_path):
-    root = tmp_path / "ck"
-    opt, cfg, _ = _run(root, iterations=1)
-    os.chown(root, 54321, -1)
-    for attempt in (lambda: DPGIBO.resume(root), opt.ask, lambda: DPGIBO(cfg, checkpoint_dir=root)):
-        with pytest.raises(ValueError, match="owned by user 54321") as err:
-            attempt()
-        assert str(root) in str(err.value)
-    os.chown(root, os.geteuid(), -1)
-    opt.close()
-    assert DPGIBO.resume(root).iteration == 1
 
 
 # ---------------------------------------------------------------------- 3. kernels resume without config

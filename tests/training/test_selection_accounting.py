@@ -8,10 +8,7 @@ import pytest
 
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.ledger.events import DPSGDRun
-from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training.selection_accounting import dp_sgd_runs_epsilon
-from botorch_dp.tuning import Hyperparameter, SearchSpace
-from botorch_dp.tuning.tune_call import composed_cost_warning
 
 DELTA = 1e-5
 SHAPES = [(1.7, 0.0625, 240), (3.0, 0.0625, 240), (8.1, 0.01, 1500), (0.9, 0.2, 10)]
@@ -47,17 +44,3 @@ def test_k_runs_of_t_steps_are_one_run_of_k_t_steps(sigma, rate, steps):
 def test_a_bad_number_of_runs_is_refused_by_name(runs):
     with pytest.raises(ValueError, match=rf"num_runs must be an integer >= 1, got {runs!r}"):
         dp_sgd_runs_epsilon(1.0, 0.1, 10, DELTA, num_runs=runs)
-
-
-def test_the_composed_cost_warning_states_the_ledgers_epsilons(monkeypatch):
-    import botorch_dp.tuning.tune_call as tune_call
-
-    sigma, rate, steps = SHAPES[1]
-    monkeypatch.setattr(tune_call, "training_event", lambda objective, space: DPSGDRun(sigma, rate, steps))
-    space = SearchSpace([Hyperparameter("lr", 1e-3, 1.0, log_scale=True)])
-    with pytest.warns(PrivacyWarning, match=r"up to 31 DP-SGD training run\(s\)") as caught:
-        composed_cost_warning(object(), space, 31, DELTA)
-    message = str(caught[0].message)
-    each, total = _ledger_epsilon(sigma, rate, steps, 1), _ledger_epsilon(sigma, rate, steps, 31)
-    assert f"(epsilon = {each:.4g}, delta = {DELTA:.3g}) with noise_multiplier = {sigma:.4g}" in message
-    assert f"composed (RDP) up to epsilon = {total:.4g}" in message

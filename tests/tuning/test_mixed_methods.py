@@ -245,29 +245,3 @@ def test_the_choice_refuses_a_checkpoint_and_sample_keeps_dp_gibo(tmp_path):
             **{**SETTINGS, "num_iterations": 1},
         )
     assert result.method == "dp_gibo" and result.methods is None  # Papernot–Steinke over DP-GIBO runs, as before
-
-
-def test_an_objective_that_charges_training_keeps_dp_gibo_and_refuses_forced_selections():
-    from botorch_dp.tuning.method_runs import check_method
-
-    proxy = object()
-    assert check_method("auto", proxy, 2, trains=True) == "dp_gibo"  # the training ledger would count trials
-    assert check_method("auto", proxy, 2, trains=False) == "auto"
-    # without a proxy "auto" is left to the public rule (methods.default_rule; tests/tuning/test_tune_default_rule.py)
-    assert check_method("auto", None, 2) == "auto" and check_method("auto", None, 2, trains=True) == "dp_gibo"
-    assert check_method("auto", proxy, 2, strategy="sample") == "dp_gibo"
-    with pytest.raises(ValueError, match=r"method='dp_hypo' with an objective that charges DP training runs"):
-        check_method("dp_hypo", proxy, 2, trains=True)
-
-
-def test_a_continuous_space_with_a_training_objective_refuses_selections_too():
-    # one configuration: the selection's hidden K would still show as the number of charged trainings
-    from botorch_dp.tuning.method_runs import check_method
-
-    proxy = object()
-    assert check_method("auto", proxy, 1, trains=True) == "dp_gibo"
-    assert check_method("auto", proxy, 1, trains=False) == "auto"
-    for method in ("private_random_search", "dp_hypo"):
-        with pytest.raises(ValueError, match=rf"method='{method}' with an objective that charges DP training runs"):
-            check_method(method, None, 1, trains=True)
-        assert check_method(method, None, 1, trains=False) == method
