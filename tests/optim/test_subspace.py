@@ -161,6 +161,9 @@ def test_previous_runs_pca_from_tensors_and_releases():
         PreviousRunsPCA([a, torch.ones(2, 3, dtype=F64)], k=1)
     with pytest.raises(ValueError, match="at least one"):
         PreviousRunsPCA([], k=1)
+    for use in ("gradient", ["gradients"]):
+        with pytest.raises(ValueError, match="use must be 'gradients' or 'iterate_differences'"):
+            PreviousRunsPCA(releases, use=use, k=1)
 
 
 def _brute_force_gradient_covariance(kernel, X, theta, noise):
@@ -212,8 +215,13 @@ def test_posterior_covariance_subspace_equals_brute_force_eigendecomposition():
     with pytest.raises(ValueError, match="k"):
         PosteriorGradientCovarianceSubspace(0)
     assert subspace_from_spec(oracle.spec()).k == k
-    with pytest.raises(ValueError, match="Unknown subspace"):
-        subspace_from_spec({"kind": "mine"})
+    # the allow-list: an unknown kind, a kind that is no name, extra or missing keys, or no mapping at all
+    for bad in ({"kind": "mine"}, {"kind": ["fixed"]}, {"kind": "posterior_gradient_covariance", "k": k, "x": 1}):
+        with pytest.raises(ValueError, match="Unknown subspace"):
+            subspace_from_spec(bad)
+    for bad in ({"kind": "fixed"}, ["fixed"], None):
+        with pytest.raises(ValueError, match="Unknown subspace"):
+            subspace_from_spec(bad)
 
 
 # ----------------------------------------------------------------------------- projected acquisition (A5)
