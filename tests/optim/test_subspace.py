@@ -268,7 +268,7 @@ def test_projected_trace_and_reduction_equal_dense_recomputation():
 
 
 def test_adaptive_batches_stop_on_the_projected_trace():
-    from botorch_dp.optim.batch_search import search_batch
+    from botorch_dp.optim.options.batches import BATCH_SEARCHES, search_batch
 
     gp, kernel, theta, D, X, V = _gp_and_points()
     full, projected = float(gp.posterior_trace(theta)), float(gp.posterior_trace(theta, V))
@@ -278,10 +278,12 @@ def test_adaptive_batches_stop_on_the_projected_trace():
     options = dict(batch_size=5, bias_tolerance=tolerance, max_batch_size=5, num_restarts=1, raw_samples=8)
     for selection in ("joint", "greedy"):
         empty = search_batch(
-            gp, theta, box, torch.Generator().manual_seed(0), batch_search=selection, basis=V, **options
+            gp, theta, box, torch.Generator().manual_seed(0), batch_search=BATCH_SEARCHES[selection], basis=V, **options
         )
         assert empty.shape == (0, 4)
-    some = search_batch(gp, theta, box, torch.Generator().manual_seed(0), batch_search="greedy", **options)
+    some = search_batch(
+        gp, theta, box, torch.Generator().manual_seed(0), batch_search=BATCH_SEARCHES["greedy"], **options
+    )
     assert some.shape[0] >= 1
 
 
