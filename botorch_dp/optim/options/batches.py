@@ -44,30 +44,7 @@ from botorch_dp.optim.options.registry import Strategy, StrategyLike, register
 from botorch_dp.privacy.checks import check_positive, check_positive_int
 from botorch_dp.utils import project_to_box, torch_threads
 
-__all__ = [
-    "BATCH_SEARCHES",
-    "FAST",
-    "REFERENCE",
-    "SEARCH_SPEEDS",
-    "WARM_MAXITER",
-    "AdaptiveBatches",
-    "BatchRule",
-    "BatchSearch",
-    "FixedBatches",
-    "GreedySearch",
-    "JointSearch",
-    "SearchKind",
-    "SearchSpeed",
-    "Speed",
-    "adaptive_joint_batch",
-    "batch_rule",
-    "greedy_batch",
-    "local_bounds",
-    "moved_batch",
-    "optimize_batch",
-    "posterior_trace",
-    "search_batch",
-]
+__all__ = ["AdaptiveBatches", "BatchRule", "FixedBatches", "batch_rule"]
 
 #: The names a rule's ``search`` and ``speed`` take (the keys of ``BATCH_SEARCHES`` and ``SEARCH_SPEEDS``).
 BatchSearch = Literal["joint", "greedy"]
@@ -564,25 +541,6 @@ def adaptive_joint_batch(
     return best
 
 
-class SearchKind(Protocol):
-    r"""How a batch is searched: ``JointSearch`` or ``GreedySearch`` (``BATCH_SEARCHES``)."""
-
-    def search(
-        self,
-        gp: GradientGP,
-        theta: Tensor,
-        bounds: Tensor,
-        generator: torch.Generator,
-        size: int,
-        tolerance: float | None,
-        options: SearchOptions,
-        start: Tensor | None,
-    ) -> Tensor:
-        r"""``size`` points (``tolerance``: at most ``size``, stopping at ``tr Σ ≤ tolerance``), the
-        search started from ``start`` where it can be."""
-        ...
-
-
 class JointSearch:
     r"""The whole batch at once: ``optimize_batch`` of ``size`` points (started from ``start`` when it
     has ``size`` points), or with a tolerance ``adaptive_joint_batch`` up to ``size``."""
@@ -621,6 +579,9 @@ class GreedySearch:
         return greedy_batch(gp, theta, bounds, size, generator, tolerance=tolerance, **options)
 
 
+#: How a batch is searched (``BATCH_SEARCHES``): each kind's ``search`` gives ``size`` points (with a
+#: ``tolerance``: at most ``size``, stopping at ``tr Σ ≤ tolerance``), started from ``start`` where it can be.
+SearchKind = JointSearch | GreedySearch
 #: The allow-lists of a rule's ``search`` and ``speed``: name → the object that does the work.
 BATCH_SEARCHES: dict[str, SearchKind] = {"joint": JointSearch(), "greedy": GreedySearch()}
 SEARCH_SPEEDS: dict[str, Speed] = {speed.name: speed for speed in (FAST, REFERENCE)}
