@@ -19,7 +19,7 @@ import torch
 from benchmarks.runs import round_sig
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.objectives.per_user_problem import PerUserProblem
-from botorch_dp.optim.batch_search import BatchSearch
+from botorch_dp.optim.options.batches import BatchSearch
 from botorch_dp.problems import GPRegressionLengthscales, KernelSVMRegression
 
 INF = math.inf

@@ -41,9 +41,9 @@ import torch
 from gpytorch.kernels import RBFKernel
 
 from botorch_dp.acquisition import qGradientInformation
-from botorch_dp.optim.batch_search import optimize_batch, posterior_trace
 from botorch_dp.optim.dp_gibo import DPGIBO, DPGIBOConfig
 from botorch_dp.optim.options import FixedClip, batch_rule
+from botorch_dp.optim.options.batches import FAST, optimize_batch, posterior_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # benchmarks/ (the report header) is the repo's top-level package, not installed
@@ -148,7 +148,7 @@ def bench_device(device: torch.device, n: int, d: int, iterations: int, repeat: 
                 gen,
                 num_restarts=cfg.num_restarts,
                 raw_samples=cfg.raw_samples,
-                speed="fast",
+                speed=FAST,
             ),
         )
         search_s = min(search_s, seconds)

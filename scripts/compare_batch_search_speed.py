@@ -7,7 +7,7 @@ the other (their order reversed from seed to seed), so the load of a shared mach
 
 - ``reference``: ``acqf_speed="reference"`` (autograd, random initial batches, the search before
   issue 33);
-- ``fast-uncapped``: ``acqf_speed="fast"`` with ``batch_search.WARM_MAXITER = None`` (closed-form
+- ``fast-uncapped``: ``acqf_speed="fast"`` with ``batches.WARM_MAXITER = None`` (closed-form
   gradients and warm starts from the previous batch moved by the step, the warm L-BFGS-B run
   capped only by the task's ``acqf_maxiter``: the fast search before the warm cap);
 - ``fast``: ``acqf_speed="fast"`` as it is (the warm run capped at ``WARM_MAXITER`` iterations).
@@ -75,16 +75,16 @@ def machine() -> str:
 
 @contextlib.contextmanager
 def arm_settings(arm: str):
-    r"""The arm's ``acqf_speed``; ``fast-uncapped`` also lifts ``batch_search.WARM_MAXITER`` for the run."""
-    from botorch_dp.optim import batch_search
+    r"""The arm's ``acqf_speed``; ``fast-uncapped`` also lifts ``batches.WARM_MAXITER`` for the run."""
+    import botorch_dp.optim.options.batches as batches
 
-    saved = batch_search.WARM_MAXITER
+    saved = batches.WARM_MAXITER
     if arm == "fast-uncapped":
-        batch_search.WARM_MAXITER = None
+        batches.WARM_MAXITER = None
     try:
         yield "reference" if arm == "reference" else "fast"
     finally:
-        batch_search.WARM_MAXITER = saved
+        batches.WARM_MAXITER = saved
 
 
 def one_run(profiler, dim: int, seed: int, arm: str, args: argparse.Namespace) -> dict:
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--arms needs at least two different arms, got {args.arms}")
     torch.set_num_threads(args.threads)
     profiler = _profiler()
-    from botorch_dp.optim import batch_search
+    import botorch_dp.optim.options.batches as batches
 
     data = {
         "command": "python "
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> None:
         "clip": args.clip,
         "iterations": args.iterations,
         "arms": list(args.arms),
-        "warm_maxiter": batch_search.WARM_MAXITER,
+        "warm_maxiter": batches.WARM_MAXITER,
         "runs": [],
     }
     for dim in args.dims:

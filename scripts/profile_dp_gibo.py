@@ -80,14 +80,13 @@ import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 from torch import Tensor
 
-import botorch_dp.optim.batch_search as batch_search
 import botorch_dp.optim.options.batches as batches
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.acquisition import qGradientInformation
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.objectives.per_user_problem import PerUserProblem
-from botorch_dp.optim.batch_search import BATCH_SEARCHES, BatchSearch
 from botorch_dp.optim.options import AdaGrad, FixedClip, batch_rule, from_spec
+from botorch_dp.optim.options.batches import BATCH_SEARCHES, BatchSearch
 from botorch_dp.optim.presets import PRESETS
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism
 from botorch_dp.utils import torch_threads
@@ -140,9 +139,9 @@ def instrumented(timer: Timer) -> Iterator[None]:
     r"""Wrap the timed functions where the loop looks them up; restore them afterwards."""
     patches = [
         (batches, "search_batch", "batch search"),
-        (batch_search, "optimize_acqf", "optimize_acqf"),
+        (batches, "optimize_acqf", "optimize_acqf"),
         (qGradientInformation, "forward", "acquisition"),
-        (batch_search, "posterior_trace", "posterior trace"),
+        (batches, "posterior_trace", "posterior trace"),
         (DPGIBO, "tell", "tell"),
         (GradientGP, "condition_on", "GP conditioning*"),
         (GradientGP, "gradient_weights", "gradient weights"),
@@ -306,7 +305,7 @@ def make_run(
         e1 = Settings(gp_dim=dim, gp_n_total=n_total)  # the paper's settings (not the dimension task's)
         problem = gp = gp_problem(e1, seed)
         if not _is_batch_search(e1.batch_selection):
-            raise ValueError(f"batch_selection must be one of {BATCH_SEARCHES}, got {e1.batch_selection!r}")
+            raise ValueError(f"batch_selection must be one of {tuple(BATCH_SEARCHES)}, got {e1.batch_selection!r}")
         config = DPGIBOConfig(
             bounds=problem.bounds,
             kernel=problem.recommended_kernel(),
@@ -331,7 +330,7 @@ def make_run(
         config = dataclasses.replace(config, batches=batches)
     if batch_search is not None:
         if not _is_batch_search(batch_search):
-            raise ValueError(f"batch_search must be one of {BATCH_SEARCHES}, got {batch_search!r}")
+            raise ValueError(f"batch_search must be one of {tuple(BATCH_SEARCHES)}, got {batch_search!r}")
         config = dataclasses.replace(
             config, batches=from_spec("batches", {**config.batches.spec(), "search": batch_search})
         )
@@ -551,7 +550,7 @@ def compare(args: argparse.Namespace, command: str) -> dict:
         "acqf_speed": args.acqf_speed,
         "batch_search": args.batch_search,
         "adam": {"steps": ADAM_STEPS, "lr": ADAM_LR},
-        "warm_maxiter": batch_search.WARM_MAXITER,
+        "warm_maxiter": batches.WARM_MAXITER,
         "runs": [],
     }
     out = Path(args.out) if args.out else None
@@ -622,7 +621,7 @@ def main(argv: list[str] | None = None) -> None:
         help="the batch search's acqf_speed (default: DPGIBOConfig's)",
     )
     parser.add_argument(
-        "--batch-search", choices=BATCH_SEARCHES, default=None, help="joint or greedy (default: the task's)"
+        "--batch-search", choices=tuple(BATCH_SEARCHES), default=None, help="joint or greedy (default: the task's)"
     )
     args = parser.parse_args(argv)
     cheap = args.task == "cheap"

@@ -33,9 +33,9 @@ from botorch_dp.optim.options import (
     lookup,
     registered,
 )
+from botorch_dp.optim.options.projection import SubspaceTrack
 from botorch_dp.optim.options.selection import SELECTION_KEY, Selection
 from botorch_dp.optim.options.steps import StepRule, projected_step
-from botorch_dp.optim.projected import SubspaceTrack
 from botorch_dp.optim.users import InMemoryUsers
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger

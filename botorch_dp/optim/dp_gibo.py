@@ -28,12 +28,12 @@ from torch import Tensor
 from botorch_dp.distributed.partitions import PartitionedObjective
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim import report
-from botorch_dp.optim.batch_search import local_bounds
 from botorch_dp.optim.checkpoint import check_new_checkpoint_dir, kernel_fingerprint, save_state
 from botorch_dp.optim.checkpoint.lock import CheckpointLock, OwnsCheckpoint, own_checkpoint
 from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, resolve_model
 from botorch_dp.optim.driver import run_to_end
 from botorch_dp.optim.options import EvaluatedSelection, RunPlan, resolved_mu
+from botorch_dp.optim.options.batches import local_bounds
 from botorch_dp.optim.options.selection import SELECTION_KEY
 from botorch_dp.optim.options.steps import projected_step
 from botorch_dp.optim.public_checks import check_kernel

@@ -50,7 +50,7 @@ class Preset:
 #: Why ``fast_search`` is withdrawn (``reports/design_optimizer_speed.md``).
 WITHDRAWN_FAST_SEARCH = (
     "the default batch search (acqf_speed='fast') already caps its warm-started L-BFGS-B runs at "
-    "batch_search.WARM_MAXITER = 10 iterations, so FixedBatches(maxiter=100) changes only its first, cold search: "
+    "options.batches.WARM_MAXITER = 10 iterations, so FixedBatches(maxiter=100) changes only its first, cold search: "
     "on the cheap task of reports/design_optimizer_speed.md the same final losses bit for bit (10/10 seeds "
     "at d = 20 and 50) and no time saved. Where the cap acts on every search it was not worse there "
     "(acqf_speed='reference': 1.9x faster; greedy batches: no faster), but on issue 43's held-out task at "

@@ -14,9 +14,9 @@ import torch
 from torch import Tensor
 
 from botorch_dp.distributed.partitions import PartitionedObjective
-from botorch_dp.optim.batch_search import moved_batch
 from botorch_dp.optim.config import check_per_user_losses
 from botorch_dp.optim.options import Evaluated, Options, RunPlan
+from botorch_dp.optim.options.batches import moved_batch
 from botorch_dp.optim.options.selection import SELECTION_KEY
 from botorch_dp.optim.privacy_target import DEFAULT_TARGET_DELTA
 from botorch_dp.optim.public_checks import (

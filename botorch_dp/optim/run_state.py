@@ -34,7 +34,7 @@ from botorch_dp.optim.checkpoint import (
 from botorch_dp.optim.checkpoint.lock import CheckpointLock
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.options import ClipState, NoiseState, Projected, resolved_mu
-from botorch_dp.optim.projected import SubspaceTrack
+from botorch_dp.optim.options.projection import SubspaceTrack
 from botorch_dp.optim.resume_checks import (
     check_ledger_covers_steps,
     check_noise_and_selection,

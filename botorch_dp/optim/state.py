@@ -20,7 +20,7 @@ from torch import Tensor
 
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim.options import ClipState, NoiseState, StepOutcome
-from botorch_dp.optim.projected import SubspaceTrack
+from botorch_dp.optim.options.projection import SubspaceTrack
 from botorch_dp.optim.users import InMemoryUsers, Users
 from botorch_dp.privacy.mechanisms import ReleaseDiagnostics
 

@@ -333,7 +333,7 @@ class PreviousRunsPCA(FixedSubspace):
         k: int | None = None,
         energy: float | None = None,
     ) -> None:
-        if use not in ("gradients", "iterate_differences"):
+        if not isinstance(use, str) or use not in _RELEASED_ROWS:
             raise ValueError(f"use must be 'gradients' or 'iterate_differences', got {use!r}.")
         k, energy = _check_k_energy(k, energy)
         items = [released] if isinstance(released, Tensor) else list(released)
@@ -342,12 +342,7 @@ class PreviousRunsPCA(FixedSubspace):
         rows = []
         for item in items:
             item = getattr(item, "release", item)  # a DPGIBOResult
-            if isinstance(item, Tensor):
-                rows.append(_float_matrix(item, "released"))
-            elif use == "gradients":
-                rows.append(_float_matrix(item.released_gradients, "released gradients"))
-            else:
-                rows.append(_float_matrix(item.iterates, "iterates").diff(dim=0))
+            rows.append(_float_matrix(item, "released") if isinstance(item, Tensor) else _RELEASED_ROWS[use](item))
         if len({r.shape[1] for r in rows}) != 1:
             raise ValueError("The released runs have different dimensions d.")
         G = torch.cat(rows)
@@ -401,11 +396,23 @@ def subspace_from_spec(spec: Any) -> SubspaceOracle:
     Raises:
         ValueError: An unknown or malformed spec (a user-defined oracle: pass the config).
     """
-    if isinstance(spec, dict) and spec.get("kind") == "fixed" and set(spec) == {"kind", "basis"}:
-        return FixedSubspace.from_basis(spec["basis"])
-    if isinstance(spec, dict) and spec.get("kind") == "posterior_gradient_covariance" and set(spec) == {"kind", "k"}:
-        return PosteriorGradientCovarianceSubspace(spec["k"])
-    raise ValueError(f"Unknown subspace oracle spec {spec!r:.80}; pass the config to resume.")
+    kind = spec.get("kind") if isinstance(spec, dict) else None
+    keys, build = _FROM_SPEC.get(kind, (None, None)) if isinstance(kind, str) else (None, None)
+    if build is None or set(spec) != keys:
+        raise ValueError(f"Unknown subspace oracle spec {spec!r:.80}; pass the config to resume.")
+    return build(spec)
+
+
+#: The built-in oracles a checkpoint may name, by their spec's ``kind``: the spec's keys and how to build one.
+_FROM_SPEC: dict[str, tuple[set[str], Callable[[dict[str, Any]], SubspaceOracle]]] = {
+    "fixed": ({"kind", "basis"}, lambda spec: FixedSubspace.from_basis(spec["basis"])),
+    "posterior_gradient_covariance": ({"kind", "k"}, lambda spec: PosteriorGradientCovarianceSubspace(spec["k"])),
+}
+#: ``PreviousRunsPCA``'s ``use``: the rows it takes of a released run (a ``PrivateRelease``).
+_RELEASED_ROWS: dict[str, Callable[[Any], Tensor]] = {
+    "gradients": lambda release: _float_matrix(release.released_gradients, "released gradients"),
+    "iterate_differences": lambda release: _float_matrix(release.iterates, "iterates").diff(dim=0),
+}
 
 
 def _float_matrix(value: Any, name: str) -> Tensor:

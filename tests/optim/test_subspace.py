@@ -161,6 +161,9 @@ def test_previous_runs_pca_from_tensors_and_releases():
         PreviousRunsPCA([a, torch.ones(2, 3, dtype=F64)], k=1)
     with pytest.raises(ValueError, match="at least one"):
         PreviousRunsPCA([], k=1)
+    for use in ("gradient", ["gradients"]):
+        with pytest.raises(ValueError, match="use must be 'gradients' or 'iterate_differences'"):
+            PreviousRunsPCA(releases, use=use, k=1)
 
 
 def _brute_force_gradient_covariance(kernel, X, theta, noise):
@@ -212,8 +215,13 @@ def test_posterior_covariance_subspace_equals_brute_force_eigendecomposition():
     with pytest.raises(ValueError, match="k"):
         PosteriorGradientCovarianceSubspace(0)
     assert subspace_from_spec(oracle.spec()).k == k
-    with pytest.raises(ValueError, match="Unknown subspace"):
-        subspace_from_spec({"kind": "mine"})
+    # the allow-list: an unknown kind, a kind that is no name, extra or missing keys, or no mapping at all
+    for bad in ({"kind": "mine"}, {"kind": ["fixed"]}, {"kind": "posterior_gradient_covariance", "k": k, "x": 1}):
+        with pytest.raises(ValueError, match="Unknown subspace"):
+            subspace_from_spec(bad)
+    for bad in ({"kind": "fixed"}, ["fixed"], None):
+        with pytest.raises(ValueError, match="Unknown subspace"):
+            subspace_from_spec(bad)
 
 
 # ----------------------------------------------------------------------------- projected acquisition (A5)
@@ -260,7 +268,7 @@ def test_projected_trace_and_reduction_equal_dense_recomputation():
 
 
 def test_adaptive_batches_stop_on_the_projected_trace():
-    from botorch_dp.optim.batch_search import search_batch
+    from botorch_dp.optim.options.batches import BATCH_SEARCHES, search_batch
 
     gp, kernel, theta, D, X, V = _gp_and_points()
     full, projected = float(gp.posterior_trace(theta)), float(gp.posterior_trace(theta, V))
@@ -270,10 +278,12 @@ def test_adaptive_batches_stop_on_the_projected_trace():
     options = dict(batch_size=5, bias_tolerance=tolerance, max_batch_size=5, num_restarts=1, raw_samples=8)
     for selection in ("joint", "greedy"):
         empty = search_batch(
-            gp, theta, box, torch.Generator().manual_seed(0), batch_search=selection, basis=V, **options
+            gp, theta, box, torch.Generator().manual_seed(0), batch_search=BATCH_SEARCHES[selection], basis=V, **options
         )
         assert empty.shape == (0, 4)
-    some = search_batch(gp, theta, box, torch.Generator().manual_seed(0), batch_search="greedy", **options)
+    some = search_batch(
+        gp, theta, box, torch.Generator().manual_seed(0), batch_search=BATCH_SEARCHES["greedy"], **options
+    )
     assert some.shape[0] >= 1
 
 

@@ -48,7 +48,7 @@ def test_tiny_comparison_pairs_the_speeds_and_merges(tmp_path):
 
 
 def test_arms_set_the_speed_and_lift_the_warm_cap_only_for_fast_uncapped(tmp_path, monkeypatch):
-    from botorch_dp.optim import batch_search
+    import botorch_dp.optim.options.batches as batches
 
     threads, seen = torch.get_num_threads(), []
     with loaded_script("compare_batch_search_speed") as script:
@@ -57,7 +57,7 @@ def test_arms_set_the_speed_and_lift_the_warm_cap_only_for_fast_uncapped(tmp_pat
         class Recording:
             @staticmethod
             def profile_run(*args, **kwargs):
-                seen.append((kwargs["acqf_speed"], batch_search.WARM_MAXITER))
+                seen.append((kwargs["acqf_speed"], batches.WARM_MAXITER))
                 return real.profile_run(*args, **kwargs)
 
         monkeypatch.setattr(script, "_profiler", lambda: Recording)
@@ -83,7 +83,7 @@ def test_arms_set_the_speed_and_lift_the_warm_cap_only_for_fast_uncapped(tmp_pat
             )
         finally:
             torch.set_num_threads(threads)
-        cap = batch_search.WARM_MAXITER
+        cap = batches.WARM_MAXITER
         assert cap is not None  # restored after every run
         assert seen == [
             ("fast", None),

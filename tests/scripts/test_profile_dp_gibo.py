@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-import botorch_dp.optim.batch_search as batch_search
 import botorch_dp.optim.options.batches as batches
 from botorch_dp import DPGIBO
 from botorch_dp.gradient_gp import GradientGP
@@ -30,8 +29,8 @@ def profile_dp_gibo():
 def test_timed_run_equals_a_plain_run_and_restores_the_patches(profile_dp_gibo):
     originals = [
         batches.search_batch,
-        batch_search.optimize_acqf,
-        batch_search.posterior_trace,
+        batches.optimize_acqf,
+        batches.posterior_trace,
         DPGIBO.__dict__["tell"],
         GradientGP.__dict__["condition_on"],
         GradientGP.__dict__["gradient_weights"],
@@ -46,8 +45,8 @@ def test_timed_run_equals_a_plain_run_and_restores_the_patches(profile_dp_gibo):
     assert torch.equal(run["final_theta"], plain.theta)  # same seed, same bits
     assert originals == [
         batches.search_batch,
-        batch_search.optimize_acqf,
-        batch_search.posterior_trace,
+        batches.optimize_acqf,
+        batches.posterior_trace,
         DPGIBO.__dict__["tell"],
         GradientGP.__dict__["condition_on"],
         GradientGP.__dict__["gradient_weights"],
@@ -116,7 +115,7 @@ def test_adam_reference_is_a_seeded_box_bound_design_optimizer(profile_dp_gibo):
     problem = profile_dp_gibo.GroupRidge(2, 0)
     theta = torch.tensor([0.5, 0.4], dtype=torch.float64)
     gp = GradientGP(torch.tensor([[0.45, 0.4], [0.5, 0.5]], dtype=torch.float64), problem.recommended_kernel())
-    box = batch_search.local_bounds(theta, torch.full((2,), 0.1, dtype=torch.float64), problem.bounds)
+    box = batches.local_bounds(theta, torch.full((2,), 0.1, dtype=torch.float64), problem.bounds)
 
     def search(steps):
         return profile_dp_gibo.adam_batch(gp, theta, box, torch.Generator().manual_seed(3), batch_size=3, steps=steps)
@@ -124,8 +123,8 @@ def test_adam_reference_is_a_seeded_box_bound_design_optimizer(profile_dp_gibo):
     start, X = search(0), search(100)
     assert X.shape == (3, 2) and torch.equal(X, search(100))  # the search generator alone decides
     assert ((X >= box[0]) & (X <= box[1])).all()
-    before = batch_search.posterior_trace(gp, theta, start)
-    after = batch_search.posterior_trace(gp, theta, X)
+    before = batches.posterior_trace(gp, theta, start)
+    after = batches.posterior_trace(gp, theta, X)
     assert after < 0.9 * before  # Adam raised the trace reduction well above the random start's
     with pytest.raises(ValueError, match="fixed batches"):
         profile_dp_gibo.adam_batch(gp, theta, box, torch.Generator(), batch_size=3, bias_tolerance=0.1)

@@ -43,7 +43,7 @@ from botorch_dp.optim.options.clip import ClipPolicy, ClipState, FixedClip, Quan
 from botorch_dp.optim.options.decaying_clip import DecayingClip
 from botorch_dp.optim.options.fitting import Fitting, NoFitting, SensitiveFitting
 from botorch_dp.optim.options.noise import AdaptiveNorm, FixedNoise, NoisePolicy, NoiseState
-from botorch_dp.optim.options.projection import NoProjection, Projected, Projection, ProjectionRecord
+from botorch_dp.optim.options.projection import NoProjection, Projected, Projection, ProjectionRecord, SubspaceTrack
 from botorch_dp.optim.options.registry import (
     Strategy,
     StrategyLike,
@@ -75,7 +75,6 @@ from botorch_dp.optim.options.steps import (
     PrivateGOE,
     StepPolicy,
 )
-from botorch_dp.optim.projected import SubspaceTrack
 from botorch_dp.optim.users import Users
 from botorch_dp.privacy.ledger import Gaussian, Meter
 from botorch_dp.privacy.mechanisms import GradientRelease

@@ -24,8 +24,8 @@ import torch
 from torch import Tensor
 
 from botorch_dp.optim.options.base import RunPlan
+from botorch_dp.optim.options.projection import SubspaceTrack
 from botorch_dp.optim.options.registry import Strategy, StrategyLike, lookup, missing_members, register, registered
-from botorch_dp.optim.projected import SubspaceTrack
 from botorch_dp.privacy.checks import check_positive
 from botorch_dp.privacy.ledger import Gaussian, Meter
 from botorch_dp.privacy.mechanisms import GOEPreconditionerMechanism

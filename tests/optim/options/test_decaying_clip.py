@@ -18,7 +18,7 @@ from botorch_dp.optim.options.base import RunPlan
 from botorch_dp.optim.options.budget import BudgetSplit
 from botorch_dp.optim.options.clip import ClipState
 from botorch_dp.optim.options.noise import NoiseState
-from botorch_dp.optim.projected import SubspaceTrack
+from botorch_dp.optim.options.projection import SubspaceTrack
 from botorch_dp.optim.stored_config import config_to_json, encode_value
 from botorch_dp.optim.users import InMemoryUsers
 from botorch_dp.privacy.ledger import Gaussian, PrivacyLedger, parse_release_key

@@ -19,7 +19,7 @@ from botorch_dp.optim.options import AdaptiveNorm, FixedNoise, NoisePolicy, Opti
 from botorch_dp.optim.options.base import RunPlan
 from botorch_dp.optim.options.budget import BudgetSplit
 from botorch_dp.optim.options.noise import NoiseState
-from botorch_dp.optim.projected import SubspaceTrack
+from botorch_dp.optim.options.projection import SubspaceTrack
 from botorch_dp.optim.users import InMemoryUsers
 from botorch_dp.privacy.ledger import Gaussian, PrivacyBudgetExceeded, PrivacyLedger, parse_release_key
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, GradientRelease
