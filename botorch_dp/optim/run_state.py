@@ -207,7 +207,7 @@ def check_state(
         num_users=n,
         ledger=ledger,
         run_id=meta["run_id"],
-        step_mu=None if clip_mu is None else clip_mu / math.sqrt(config.num_iterations),
+        step_mu=None if clip_mu is None else clip_mu / math.sqrt(config.iteration_cap),  # QuantileClip.count_mu
     )
     return {
         "meta": meta,

@@ -68,7 +68,6 @@ __all__ = [
     "QuantileClip",
     "ReplayedClip",
     "check_clip_state",
-    "clip_bounds_from_counts",
     "encode_clip_state",
     "next_clip_bound",
 ]
@@ -100,20 +99,6 @@ def next_clip_bound(bound: float, noisy_count: float, num_users: int, quantile: 
         learning_rate: ``η_C``.
     """
     return bound * math.exp(-learning_rate * (noisy_count / num_users - quantile))
-
-
-def clip_bounds_from_counts(
-    init: float, counts: Sequence[float], num_users: int | None, quantile: float, learning_rate: float
-) -> list[float]:
-    r"""``[B_0, …, B_t]`` from ``B_0`` and the released counts ``b̃_0..b̃_{t−1}`` (``t + 1`` values)."""
-    bounds = [float(init)]
-    if len(counts) == 0:
-        return bounds
-    if num_users is None:
-        raise ValueError(f"Replaying {len(counts)} clip counts needs num_users (n), got None.")
-    for count in counts:
-        bounds.append(next_clip_bound(bounds[-1], count, num_users, quantile, learning_rate))
-    return bounds
 
 
 @dataclass(frozen=True)
@@ -291,7 +276,14 @@ class QuantileClip(Strategy):
     def replay(self, counts: Sequence[float], num_users: int | None) -> list[float]:
         r"""``[B_0, …, B_t]`` that ``update`` moves through given the released counts ``b̃_0..b̃_{t−1}``
         (public arithmetic; what resume compares a checkpoint's bounds with, bit for bit)."""
-        return clip_bounds_from_counts(self.bound, counts, num_users, self.quantile, self.learning_rate)
+        bounds = [self.bound]
+        if len(counts) == 0:
+            return bounds
+        if num_users is None:
+            raise ValueError(f"Replaying {len(counts)} clip counts needs num_users (n), got None.")
+        for count in counts:
+            bounds.append(next_clip_bound(bounds[-1], count, num_users, self.quantile, self.learning_rate))
+        return bounds
 
 
 @runtime_checkable

@@ -4,7 +4,7 @@ record; ``QuantileClip`` starts at ``B₀``, charges one count of ``μ_C/√T_ma
 form); ``QuantileClip`` wraps a ``FixedClip`` that makes the sum at the bound the state holds; each
 strategy's ``spec()`` rebuilds it through the registry, and bad settings are refused naming the field.
 
-The quantile update's arithmetic (``next_clip_bound``, ``clip_bounds_from_counts``, ``QuantileClip.replay``): its
+The quantile update's arithmetic (``next_clip_bound``, ``QuantileClip.replay``): its
 fixed point is the target quantile, closed forms; through ``DPGIBO`` with ``clip_bound="adaptive"``: the ledger's
 totals in closed form, the released counts against an independent count, the budget filter, and checkpoint/resume
 (bit-identical continuation, a changed setting or a damaged clip record refused; ``check_clip_state`` refuses a
@@ -29,7 +29,6 @@ from botorch_dp.optim.options.clip import (
     ClipState,
     ReplayedClip,
     check_clip_state,
-    clip_bounds_from_counts,
     encode_clip_state,
     next_clip_bound,
 )
@@ -208,11 +207,14 @@ def test_update_converges_to_the_target_quantile_with_negligible_noise(quantile)
 
 def test_update_rule_closed_form():
     assert next_clip_bound(2.0, 30.0, 100, 0.5, 0.2) == 2.0 * math.exp(-0.2 * (0.3 - 0.5))
-    assert clip_bounds_from_counts(1.0, [10.0, 90.0], 100, 0.5, 1.0) == [
+    assert QuantileClip(1.0, quantile=0.5, learning_rate=1.0).replay([10.0, 90.0], 100) == [
         1.0,
         math.exp(0.4),
         math.exp(0.4) * math.exp(-0.4),
     ]
+    assert QuantileClip(3.0).replay([], None) == [3.0] == list(QuantileClip(3.0).initial_state().bounds)
+    with pytest.raises(ValueError, match=r"Replaying 1 clip counts needs num_users \(n\)"):
+        QuantileClip().replay([1.0], None)
 
 
 # ------------------------------------------------------------------------ config
@@ -256,7 +258,7 @@ def test_ledger_total_equals_the_planned_budget_in_closed_form():
     release = opt.result().release
     assert release.guarantee.mu == pytest.approx(mu, rel=1e-12)
     # σ_t = 2 B_t √T/(n μ_g), B_t public and following the released counts
-    assert release.clip_bounds == clip_bounds_from_counts(2.0, release.clip_counts, N, 0.5, 0.2)
+    assert release.clip_bounds == QuantileClip(2.0, 0.5, 0.2).replay(release.clip_counts, N)
     for std, bound in zip(release.noise_stds, release.clip_bounds[:T], strict=True):
         assert std == pytest.approx(2 * bound * math.sqrt(T) / (N * mu * math.sqrt(1 - f)), rel=1e-14)
 
@@ -316,6 +318,28 @@ def test_resume_continues_bit_identically_and_refuses_a_changed_setting(tmp_path
     ):
         with pytest.raises(ValueError, match="'clip' differs from the checkpoint"):
             DPGIBO.resume(tmp_path, dataclasses.replace(cfg, clip=changed_clip))
+
+
+def test_resume_with_the_adaptive_schedules_own_step_cap_checks_the_counts_at_their_charged_mu(tmp_path):
+    # the counts are charged μ_C/√T_max with T_max the run's cap (here AdaptiveNorm's max_iterations = 5,
+    # not num_iterations = 3); resume must look for that μ in the ledger, and the run continues as it would have
+    cfg = _cfg(noise_schedule="adaptive_norm", max_iterations=5)
+    assert cfg.iteration_cap == 5 != cfg.num_iterations
+    _, objective = normal_location(n=N, d=D)
+    full = DPGIBO(cfg)
+    full.run(objective, progress=False)
+    partial, _ = _run(cfg, steps=2, checkpoint_dir=tmp_path)
+    count_mu = cfg.mu_split.clip_mu / math.sqrt(5)
+    assert [r.event.mu for r in partial.ledger.validation.records(partial.run_id) if r.key.endswith("/clip")] == [
+        count_mu
+    ] * 2
+    partial.close()
+    resumed = DPGIBO.resume(tmp_path)
+    assert resumed.iteration == 2
+    resumed.run(objective, progress=False)
+    a, b = resumed.result().release, full.result().release
+    assert a.clip_bounds == b.clip_bounds and a.clip_counts == b.clip_counts and torch.equal(a.theta, b.theta)
+    resumed.close()
 
 
 def test_a_damaged_clip_record_is_refused(tmp_path):
