@@ -39,7 +39,7 @@ from gpytorch.kernels import RBFKernel  # noqa: E402
 import botorch_dp  # noqa: E402
 from botorch_dp.baselines import noisy_gradient_descent, private_random_search  # noqa: E402
 from botorch_dp.baselines.selection import NonPrivateTrials  # noqa: E402
-from botorch_dp.optim.step_rules import StepRule  # noqa: E402
+from botorch_dp.optim.options.steps import StepRule  # noqa: E402
 from tests.pin_compare import BLAS, check_kernel_sets, compare  # noqa: E402
 
 PINS = Path(__file__).parent / "data" / "regression_pins.json"

@@ -26,7 +26,7 @@ from botorch_dp.audit.loop import audit_config, ledger_entry, loop_sampler
 from botorch_dp.audit.registry import audit_row
 from botorch_dp.audit.statistics import AuditResult, StatisticSampler, run_audit
 from botorch_dp.optim.options import Exponential
-from botorch_dp.optim.selection import SELECTION_KEY
+from botorch_dp.optim.options.selection import SELECTION_KEY
 
 __all__ = ["audit_exponential_selection"]
 

@@ -4,7 +4,7 @@ Per-user gradients are clipped to ``B``, averaged and noised by the same Gaussia
 mechanism as DP-GIBO (noise ``2B√T/(nμ)``), so ``T`` steps are ``μ``-GDP in total; or, with
 ``noise_schedule="adaptive_norm"``, with noise scaled to a released noisy gradient norm and
 stopped by a GDP filter (Menart et al., ``optim.options.noise``). The returned iterate can be
-chosen privately (``selection``, see ``optim.selection``).
+chosen privately (``selection``, see ``optim.options.selection``).
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from botorch_dp.optim.options import (
     registered,
 )
 from botorch_dp.optim.options.noise import DEFAULT_NORM_MU_FRACTION, NoisePolicy, NoiseSchedule
+from botorch_dp.optim.options.selection import SELECTION_KEY, Selection
+from botorch_dp.optim.options.steps import StepRule, projected_step
 from botorch_dp.optim.projected import SubspaceTrack
-from botorch_dp.optim.selection import SELECTION_KEY, Selection
-from botorch_dp.optim.step_rules import StepRule, projected_step
 from botorch_dp.optim.users import InMemoryUsers
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
@@ -90,7 +90,7 @@ def noisy_gradient_descent(
 
     Each step: ``g = (1/n) Σ_i clip_B(∇ℓ_i(θ_t)) + N(0, (2B√T/(nμ))² I)``, then
     ``θ_{t+1} = Π_Θ(θ_t − η g)`` (or an AdaGrad step on the noised ``g``; both through
-    ``optim.step_rules``, as in DP-GIBO). The clipped
+    ``optim.options.steps``, as in DP-GIBO). The clipped
     mean has replace-one sensitivity ``2B/n``, so each step is ``μ/√T``-GDP and the run
     ``μ``-GDP (the accounting of DP-GIBO, Sopa et al. Thm. 3.1). ``privacy_mu = inf`` gives
     clipped, noise-free gradient descent (non-private).
@@ -125,7 +125,7 @@ def noisy_gradient_descent(
         max_step_mu: ``μ_max`` of ``"adaptive_norm"`` (default ``μ_steps/2``).
         selection: Which iterate is returned: ``"last"`` (default), ``"min_noisy_norm"``
             (free; ``"adaptive_norm"`` only), ``"exponential"`` or ``"noisy_loss"`` (evaluate
-            ``θ_0..θ_T`` on the users, ``T + 1`` more evaluations). See ``optim.selection``.
+            ``θ_0..θ_T`` on the users, ``T + 1`` more evaluations). See ``optim.options.selection``.
         selection_epsilon: ``ε_sel`` of ``"exponential"``; charged ``μ_sel = 2Φ⁻¹(e^ε/(1+e^ε))``.
         selection_mu: ``μ_sel`` of ``"noisy_loss"`` (all ``T + 1`` scores together).
         loss_clip: ``C`` of both evaluated selections (losses clamped to ``[0, C]``).

@@ -11,8 +11,15 @@ import numpy as np
 
 from botorch_dp.baselines.base import BaselineGuarantee
 from botorch_dp.baselines.selection import trials_tail
-from botorch_dp.privacy.ledger import ApproximateDP, PrivacyLedger, TrainingMechanism, ValidationMechanism
-from botorch_dp.privacy.ledger.events import SELECTION_PART, TrainingEvent
+from botorch_dp.privacy.ledger import (
+    ApproximateDP,
+    PrivacyBudgetExceeded,
+    PrivacyLedger,
+    TrainingMechanism,
+    ValidationApproximateDP,
+    ValidationMechanism,
+)
+from botorch_dp.privacy.ledger.events import SELECTION_PART, TrainingEvent, ValidationEvent
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.training.selection_accounting import SelectionAccounting, selection_epsilon
 
@@ -22,6 +29,7 @@ __all__ = [
     "record_up_front",
     "training_event",
     "training_guarantee",
+    "validation_charge",
     "validation_guarantee",
 ]
 
@@ -53,19 +61,94 @@ def training_event(charge: SelectionAccounting, guarantee: BaselineGuarantee) ->
     return TrainingMechanism(guarantee.description, tuple(float(v) for v in charge.rdp_curve))
 
 
+def validation_charge(
+    ledger: PrivacyLedger, accounting: str, epsilon: float, delta: float, k_args: dict[str, Any]
+) -> dict[str, Any]:
+    r"""The Gaussian scores' per-trial ``μ₀`` and how the validation ledger is charged for them.
+
+    ``"rdp"``: ``μ₀`` calibrated by the selection's RDP curve, recorded as that curve (a
+    ``ValidationMechanism``). ``"profile"``: ``μ₀`` calibrated by the selection's privacy-profile bound
+    (``analysis.selection_profile.per_trial_mu_for_epsilon_pld``, the trial's exact GDP profile), recorded
+    as ONE ``ValidationApproximateDP`` ``(epsilon, delta)``, which the ledger admits (with a validation
+    budget) only as its validation side's sole entry: refused here (``ValueError`` for ``"profile"``, RDP
+    for ``"auto"``) when the ledger would not admit it, before anything is drawn. ``"auto"``: the profile
+    where it allows a larger ``μ₀`` (less noise) than RDP and the ledger admits it, else RDP.
+    Both ``μ₀`` are computed and stated (the RDP cross-check: RDP's ``ε`` at the profile's ``μ₀``).
+
+    Returns:
+        ``{"mu", "event", "curve" (the RDP curve, or None), "accounting", "reason", "rdp_mu",
+        "rdp_epsilon" (RDP's ε at the charged μ₀)}``.
+    """
+    from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon, private_selection_rdp
+    from botorch_dp.privacy.analysis.selection_profile import per_trial_mu_for_epsilon_pld
+    from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS
+
+    def curve_at(mu: float) -> list[float]:
+        return [private_selection_rdp(a, per_trial_mu=mu, **k_args) for a in TRAINING_RDP_ORDERS]
+
+    rdp_mu = per_trial_mu_for_epsilon(target_epsilon=epsilon, target_delta=delta, orders=TRAINING_RDP_ORDERS, **k_args)
+
+    def rdp(reason: str) -> dict[str, Any]:
+        curve = curve_at(rdp_mu)
+        return dict(
+            mu=rdp_mu, event=None, curve=curve, accounting="rdp", reason=reason, rdp_mu=rdp_mu,
+            rdp_epsilon=selection_epsilon(np.asarray(curve), delta),
+        )  # fmt: skip
+
+    if accounting == "rdp":
+        return rdp("accounting='rdp' was asked for")
+    pld_mu = per_trial_mu_for_epsilon_pld(
+        target_epsilon=epsilon,
+        target_delta=delta,
+        mean_trials=k_args["mean_trials"],
+        distribution=k_args["distribution"],
+        tnb_eta=k_args["tnb_eta"],
+        max_trials=k_args.get("binomial_rounds"),
+    )
+    if accounting == "auto" and pld_mu <= rdp_mu:
+        return rdp(f"accounting='auto' uses RDP: its per-trial mu {rdp_mu:.4g} >= the profile's {pld_mu:.4g}")
+    rdp_at_pld = selection_epsilon(np.asarray(curve_at(pld_mu)), delta)
+    reason = (
+        f"the privacy-profile bound allows per-trial mu {pld_mu:.4g} against RDP's {rdp_mu:.4g}; "
+        f"RDP at mu {pld_mu:.4g} states epsilon = {rdp_at_pld:.4g} (the cross-check)"
+    )
+    event = ValidationApproximateDP("(checked)", epsilon, delta)
+    refused = None
+    if ledger.validation.run_ids():
+        refused = "the ledger's validation side already holds releases (an (epsilon, delta) entry must be its only one)"
+    else:
+        try:
+            ledger.validation.check_admits({SELECTION_PART: event}, "the selection's (epsilon, delta) charge")
+        except PrivacyBudgetExceeded as err:
+            refused = str(err)
+    if refused is not None:
+        if accounting == "profile":
+            raise ValueError(f"accounting='profile' on the validation side: {refused}. Use accounting='rdp' or 'auto'.")
+        return rdp(f"accounting='auto' uses RDP on the validation side: {refused}")
+    return dict(
+        mu=pld_mu, event=event, curve=None, accounting="profile", reason=reason, rdp_mu=rdp_mu, rdp_epsilon=rdp_at_pld
+    )
+
+
 def record_up_front(
     ledger: PrivacyLedger,
     run_id: str,
     guarantee: dict[str, BaselineGuarantee],
     training: TrainingEvent,
-    validation_curve: list[float] | None,
+    validation_charge: dict[str, Any] | None,
 ) -> None:
-    r"""Admit both sides' charges (both checked before either is recorded), then record them."""
+    r"""Admit both sides' charges (both checked before either is recorded), then record them: the
+    validation side's as its RDP curve or as one ``ValidationApproximateDP`` (``validation_charge``)."""
     with ledger.charge_training({run_id: training}) as training_meter:
-        if validation_curve is None:
+        if validation_charge is None:
             training_meter.record(run_id)
             return
-        validation = ValidationMechanism(guarantee["validation"].description, tuple(validation_curve))
+        g = guarantee["validation"]
+        validation: ValidationEvent
+        if validation_charge["event"] is not None:
+            validation = ValidationApproximateDP(g.description, g.epsilon, g.delta)
+        else:
+            validation = ValidationMechanism(g.description, tuple(validation_charge["curve"]))
         with ledger.charge({SELECTION_PART: validation}, run_id=run_id, new_run=True) as meter:
             training_meter.record(run_id)
             meter.record(SELECTION_PART, validation)
@@ -120,9 +203,9 @@ def training_guarantee(
 
 
 def validation_guarantee(
-    curve: list[float],
+    charge: dict[str, Any],
     delta: float,
-    mu: float,
+    epsilon: float,
     clip: float,
     num_users: int,
     mechanism: GaussianScoreMechanism,
@@ -130,16 +213,31 @@ def validation_guarantee(
     k_args: dict[str, Any],
     timing: str,
 ) -> BaselineGuarantee:
+    r"""The validation users' statement: the profile's ``(epsilon, delta)`` as charged, or the RDP
+    curve's conversion (``charge``: ``validation_charge``'s output)."""
+    mu = charge["mu"]
+    if charge["accounting"] == "profile":
+        accounted = (
+            "accounted by its privacy-profile bound (Koskela, Redberg & Wang; the trial's exact GDP profile), "
+            f"charged as one (epsilon, delta): {charge['reason']}"
+        )
+    else:
+        accounted = f"accounted in RDP ({charge['reason']})"
     description = (
         f"private selection over E[K] = {k_args['mean_trials']:g} trials (Papernot & Steinke; K ~ "
         f"{k_description(k_args)}, hidden), each scored by a {mu:.4g}-GDP Gaussian of the [0, {clip:g}]-clipped "
-        f"mean validation {score}"
+        f"mean validation {score}; {accounted}"
     )
     details = {
         "protected": "validation users (replace one user)",
         "per_trial_mu": mu,
         "loss_clip": clip,
         "noise_std": mechanism.noise_std(num_users),
+        "accounting": charge["accounting"],
+        "accounting_reason": charge["reason"],
+        "rdp_per_trial_mu": charge["rdp_mu"],
+        "rdp_epsilon": charge["rdp_epsilon"],
     }
-    epsilon = selection_epsilon(np.asarray(curve), delta)
+    if charge["accounting"] != "profile":
+        epsilon = selection_epsilon(np.asarray(charge["curve"]), delta)
     return BaselineGuarantee(epsilon, delta, None, f"{description}. {timing}", details)

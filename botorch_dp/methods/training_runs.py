@@ -44,17 +44,16 @@ from botorch_dp.methods.selection_charge import (
     record_up_front,
     training_event,
     training_guarantee,
+    validation_charge,
     validation_guarantee,
 )
 from botorch_dp.privacy.analysis.private_selection import (
     ALL_DISTRIBUTIONS,
-    per_trial_mu_for_epsilon,
-    private_selection_rdp,
     sample_num_trials,
 )
 from botorch_dp.privacy.analysis.private_selection_trials import binomial_probability
 from botorch_dp.privacy.checks import check_choice, check_delta, check_greater, check_positive
-from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger
+from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.training.cover import TrainingCover
@@ -288,15 +287,14 @@ def select_training_runs(
     guarantee = {"training": training_guarantee(charge, delta, shapes, k_args, max_trials, timing)}
     not_protected: dict[str, str] = {}
     score_generator = noise_generator(seed, stream=1)  # warns (PrivacyWarning) for an explicit seed
-    mechanism, validation_curve = None, None
-    if protect == "both":
-        mu = per_trial_mu_for_epsilon(
-            target_epsilon=validation_epsilon, target_delta=delta, orders=TRAINING_RDP_ORDERS, **k_args
+    mechanism, scores_charge = None, None
+    if protect == "both":  # the scores' μ₀ and charge, by the same ``accounting`` (RDP cross-check stated)
+        scores_charge = validation_charge(ledger, accounting, validation_epsilon, delta, k_args)
+        mechanism = GaussianScoreMechanism(
+            loss_clip=loss_clip, per_trial_mu=scores_charge["mu"], generator=score_generator
         )
-        validation_curve = [private_selection_rdp(a, per_trial_mu=mu, **k_args) for a in TRAINING_RDP_ORDERS]
-        mechanism = GaussianScoreMechanism(loss_clip=loss_clip, per_trial_mu=mu, generator=score_generator)
         guarantee["validation"] = validation_guarantee(
-            validation_curve, delta, mu, loss_clip, objective.num_users, mechanism, score, k_args, timing
+            scores_charge, delta, validation_epsilon, loss_clip, objective.num_users, mechanism, score, k_args, timing
         )
     else:
         not_protected["validation"] = (
@@ -308,7 +306,7 @@ def select_training_runs(
     cover = TrainingCover(
         ledger, run_id, tuple(reference.tolist()), sigma, tuple(shapes) if charge.accounting == "profile" else ()
     )
-    record_up_front(ledger, run_id, guarantee, training_event(charge, guarantee["training"]), validation_curve)
+    record_up_front(ledger, run_id, guarantee, training_event(charge, guarantee["training"]), scores_charge)
     for g in guarantee.values():
         g.details["ledger_run_id"] = run_id
 

@@ -34,12 +34,12 @@ from botorch_dp.optim.checkpoint.lock import CheckpointLock, OwnsCheckpoint, own
 from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, resolve_model
 from botorch_dp.optim.driver import run_to_end
 from botorch_dp.optim.options import EvaluatedSelection, RunPlan, resolved_mu
+from botorch_dp.optim.options.selection import SELECTION_KEY
+from botorch_dp.optim.options.steps import projected_step
 from botorch_dp.optim.public_checks import check_kernel
 from botorch_dp.optim.results import DPGIBOResult, IterationInfo, PrivacyGuarantee
 from botorch_dp.optim.run_state import apply_state, encode_state, resume_run
-from botorch_dp.optim.selection import SELECTION_KEY
 from botorch_dp.optim.state import CheckpointBook, RunGenerators, RunState, rollback_on_error
-from botorch_dp.optim.step_rules import projected_step
 from botorch_dp.optim.stored_config import config_to_json
 from botorch_dp.optim.users import InMemoryUsers, PartitionedUsers, Users
 from botorch_dp.privacy.ledger import PrivacyLedger

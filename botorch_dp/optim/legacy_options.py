@@ -20,6 +20,7 @@ here, those keywords are read:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import warnings
 from collections.abc import Mapping
@@ -36,9 +37,9 @@ from botorch_dp.optim.options import (
     SensitiveFitting,
     batch_rule,
     lookup,
+    registered,
 )
 from botorch_dp.optim.options.noise import AdaptiveNorm
-from botorch_dp.optim.selection import check_selection_fields
 
 __all__ = ["FLAT_FIELDS", "FLAT_KINDS", "install_flat_keywords", "strategies_from_flat", "with_new_spelling"]
 
@@ -149,10 +150,23 @@ def _step_rule(v: Mapping[str, Any], kind: Any) -> Any:
 def _selection(v: Mapping[str, Any], kind: Any) -> Any:
     rule: Any = "last" if kind is None else kind
     name = rule.name if _is_strategy(rule) else rule
-    given = {k: v.get(k) for k in ("selection_epsilon", "selection_mu", "loss_clip")}
-    epsilon, mu, clip = check_selection_fields(name, **given)
-    params = {"epsilon": epsilon, "mu": mu, "loss_clip": clip}
-    return lookup("selection", name, "selection")(**{k: p for k, p in params.items() if p is not None})
+    cls = lookup("selection", name, "selection")
+    params: dict[str, Any] = {}
+    for keyword in ("selection_epsilon", "selection_mu", "loss_clip"):  # each the spec key of the rules using it
+        key, value = str(FLAT_FIELDS[keyword][1]), v.get(keyword)
+        if key in _parameters(cls) and value is None:
+            raise ValueError(f"selection={name!r} needs {keyword}.")
+        if key not in _parameters(cls) and value is not None:
+            used_by = tuple(n for n, c in registered("selection").items() if key in _parameters(c))
+            raise ValueError(f"{keyword} is only used by selection in {used_by}, not by selection={name!r}.")
+        if value is not None:
+            params[key] = value
+    return cls(**params)  # the rule checks its values (naming the old keywords)
+
+
+def _parameters(cls: type) -> set[str]:
+    r"""The parameters (dataclass fields) of a strategy class."""
+    return {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
 
 
 def _batches(v: Mapping[str, Any], kind: Any) -> Any:

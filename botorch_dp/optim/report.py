@@ -17,6 +17,7 @@ from botorch_dp.distributed.partitions import PartitionedObjective
 from botorch_dp.optim.batch_search import moved_batch
 from botorch_dp.optim.config import check_per_user_losses
 from botorch_dp.optim.options import Evaluated, Options, RunPlan
+from botorch_dp.optim.options.selection import SELECTION_KEY
 from botorch_dp.optim.privacy_target import DEFAULT_TARGET_DELTA
 from botorch_dp.optim.public_checks import (
     LARGE_DELTA_OPT_IN,
@@ -27,7 +28,6 @@ from botorch_dp.optim.public_checks import (
     warn_noise,
 )
 from botorch_dp.optim.results import DPGIBOResult, NonPrivateDiagnostics, PrivacyGuarantee, PrivateRelease
-from botorch_dp.optim.selection import SELECTION_KEY
 from botorch_dp.optim.state import RunState
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.checks import check_told_batch

@@ -11,7 +11,7 @@ from typing import Any
 from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.options import NoisyLoss, resolved_mu
-from botorch_dp.optim.selection import SELECTION_KEY
+from botorch_dp.optim.options.selection import SELECTION_KEY
 from botorch_dp.optim.state import Run
 from botorch_dp.privacy.ledger import PrivacyLedger, release_key
 

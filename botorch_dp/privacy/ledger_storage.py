@@ -18,11 +18,13 @@ entries in three tables (SQLAlchemy Core; SQLite or PostgreSQL):
   "host", "node", "token"}``: the process that holds it, ``ledger.holders``) and its
   ``lease_expires`` (wall-clock seconds, renewed by the holder while it holds it), and the
   entry itself as JSON text (``Infinity`` for ``inf``). No pickle. Validation entries:
-  ``{"mu"}`` (Gaussian), ``{"mu", "epsilon"}`` (pure ε-DP) or ``{"description", "rdp"}`` (an
-  RDP curve on the ledger's order grid); training entries: DP-SGD parameters,
+  ``{"mu"}`` (Gaussian), ``{"mu", "epsilon"}`` (pure ε-DP), ``{"description", "rdp"}`` (an
+  RDP curve on the ledger's order grid) or ``{"description", "epsilon", "delta"}`` (an ``(ε, δ)``
+  statement, held alone); training entries: DP-SGD parameters,
   ``{"description", "rdp"}`` or ``{"description", "epsilon", "delta"}`` (an ``(ε, δ)``
-  statement). A validation reservation holds ``{"mu"}`` or ``{"description", "rdp"}`` (a
-  step's composed worst case), a training one the entry it reserves (turned into the record
+  statement). A validation reservation holds ``{"mu"}``, ``{"description", "rdp"}`` (a
+  step's composed worst case) or the ``(ε, δ)`` entry it reserves; a training one the entry it
+  reserves (turned into the record
   in place, keeping its position). Records are never updated or deleted; a reservation is
   deleted when its charge ends, or by a settle once its holder is gone
   (``holders.holder_gone``).

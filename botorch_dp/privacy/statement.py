@@ -29,8 +29,14 @@ from typing import Any
 import numpy as np
 
 from botorch_dp.privacy.ledger import PrivacyLedger, parse_release_key
-from botorch_dp.privacy.ledger.events import ApproximateDP, PureDP, TrainingMechanism, ValidationMechanism
-from botorch_dp.privacy.ledger.filters import rdp_grid_epsilon
+from botorch_dp.privacy.ledger.events import (
+    ApproximateDP,
+    PureDP,
+    TrainingMechanism,
+    ValidationApproximateDP,
+    ValidationMechanism,
+)
+from botorch_dp.privacy.ledger.filters import rdp_grid_epsilon, validation_rdp_curve
 from botorch_dp.utils import plain_json
 
 __all__ = ["NO_GUARANTEE", "GuaranteeStatement", "ProtectedSet", "guarantee_statement", "run_kind"]
@@ -216,6 +222,11 @@ def _validation(report: dict[str, Any], records: list[Any], runs: dict[str, int]
             other.append(record.event.description)
         elif isinstance(record.event, PureDP):
             other.append(f"a pure epsilon = {record.event.epsilon:.4g} release ({record.key})")
+        elif isinstance(record.event, ValidationApproximateDP):
+            other.append(
+                f"{record.event.description} (stated as (epsilon = {record.event.epsilon:.4g}, delta = "
+                f"{record.event.delta:.3g}), composed with the rest by basic composition)"
+            )
         else:
             part = parse_release_key(record.key)[1]
             parts[part] = parts.get(part, 0) + 1
@@ -248,6 +259,25 @@ def _training(report: dict[str, Any], records: list[Any]) -> ProtectedSet | None
     )
 
 
+def _composed_epsilon(ledger: PrivacyLedger, records: list[Any], delta: float) -> tuple[float, float | None]:
+    r"""ε (and RDP order) of both sets composed at ``delta``: the ``(ε_i, δ_i)`` entries of either side by
+    basic composition, ``Σ ε_i`` plus the RDP conversion of every other entry's summed curve at
+    ``delta − Σ δ_i`` (``inf`` when none is left), as each side composes its own (``ledger.filters``)."""
+    approximate: list[ValidationApproximateDP | ApproximateDP] = [
+        r.event for r in records if isinstance(r.event, ValidationApproximateDP)
+    ]
+    approximate += list(ledger.training.approximate().values())
+    rest = [r.event for r in records if not isinstance(r.event, ValidationApproximateDP)]
+    curve = validation_rdp_curve(rest) + np.asarray(ledger.training.rdp_curve())  # the training curve omits its own
+    eps_a, delta_a = sum(e.epsilon for e in approximate), sum(e.delta for e in approximate)
+    if delta_a >= delta:
+        return math.inf, None
+    if approximate and not np.any(curve > 0.0):  # nothing else: the (ε, δ) entries alone
+        return eps_a, None
+    epsilon, order = rdp_grid_epsilon(curve, delta - delta_a)
+    return eps_a + epsilon, order
+
+
 def guarantee_statement(
     ledger: PrivacyLedger, delta: float, *, training_delta: float | None = None
 ) -> GuaranteeStatement:
@@ -268,17 +298,21 @@ def guarantee_statement(
     training = _training(report["training"], ledger.training.records())
     composed = None
     if validation is not None and training is not None:
-        curve = np.asarray(ledger.validation.rdp_curve()) + np.asarray(ledger.training.rdp_curve())
-        epsilon, order = rdp_grid_epsilon(curve, validation.delta)
+        epsilon, order = _composed_epsilon(ledger, records, validation.delta)
+        approximate = ledger.training.approximate() or ledger.validation.approximate()
+        basic = ("the (epsilon, delta) entries added by basic composition",) if approximate else ()
         composed = ProtectedSet(
             "the same people in both",
             "replace their losses and add or remove their record",
             epsilon,
             validation.delta,
             (
-                "RDP of both sets added, infinite at every order"
+                ()
+                if order is None and math.isfinite(epsilon)
+                else ("RDP of both sets added, infinite at every order",)
                 if order is None
-                else f"RDP of both sets added and converted at order {order:g}",
-            ),
+                else (f"RDP of both sets added and converted at order {order:g}",)
+            )
+            + basic,
         )
     return GuaranteeStatement(validation, training, composed, runs)

@@ -183,12 +183,15 @@ def test_an_error_in_a_trial_names_no_trial(small):
 
 # ---------------------------------------------------------------------- both protected sets
 def test_protect_both_charges_the_validation_users_up_front(small):
+    r"""With ``accounting="rdp"`` the scores' selection is recorded as its RDP curve (the profile's
+    ``(ε, δ)`` charge: ``test_training_runs_profile``)."""
     from botorch_dp.privacy.analysis.private_selection import private_selection_rdp
 
     obj = objective(small)
     result = select_training_runs(
-        obj, epsilon=3.0, delta=DELTA, mean_trials=3, protect="both", score="error", seed=2, non_private_trials=True
-    )
+        obj, epsilon=3.0, delta=DELTA, mean_trials=3, protect="both", score="error", seed=2, non_private_trials=True,
+        accounting="rdp",
+    )  # fmt: skip
     assert obj.seen == [(1, 1)] * result.num_trials  # both records before the first trial
     (record,) = obj.ledger.validation.records()
     mu = result.guarantee["validation"].details["per_trial_mu"]

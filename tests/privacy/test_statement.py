@@ -127,3 +127,30 @@ def test_what_is_not_protected_names_the_training_records_unless_dp_training_was
     assert "training records (add or remove one record)" in str(trained).split("What was NOT protected:")[0]
     # a caller's own lines (a proxy, a selection's wall time) join the list
     assert str(trained.text(("the proxy's users",))).endswith("- the proxy's users")
+
+
+def test_the_composed_statement_counts_the_epsilon_delta_entries_by_basic_composition():
+    r"""A training ``(ε, δ)`` entry (a profile-charged selection) and a Gaussian validation release: the
+    composed ε is ``ε₁`` plus the Gaussian's RDP conversion at ``δ − δ₁`` (recomputed here), never below
+    ``ε₁`` (the RDP curves alone, which omit the entry, state less than the training side)."""
+    import math
+
+    import numpy as np
+
+    from botorch_dp.privacy.ledger import ApproximateDP, Gaussian, PrivacyLedger, ValidationApproximateDP
+    from botorch_dp.privacy.statement import guarantee_statement
+
+    ledger = PrivacyLedger()
+    ledger.external.record(ApproximateDP("a selection", 3.0, 1e-6), run_id="t")
+    ledger.external.record(Gaussian(0.5), run_id="v", key="select")
+    orders = np.asarray(PrivacyLedger.RDP_ORDERS)
+    left = 1e-5 - 1e-6
+    rdp = float(np.min(orders * 0.125 + np.log1p(-1 / orders) - (math.log(left) + np.log(orders)) / (orders - 1)))
+    composed = guarantee_statement(ledger, 1e-5).composed
+    assert composed.epsilon == pytest.approx(3.0 + rdp, rel=1e-9) and composed.epsilon > 3.0
+    assert any("basic composition" in m for m in composed.mechanisms)
+    both = PrivacyLedger()
+    both.external.record(ApproximateDP("a selection", 3.0, 4e-6), run_id="t")
+    both.external.record(ValidationApproximateDP("its scores", 2.0, 4e-6), run_id="v", key="select")
+    assert guarantee_statement(both, 1e-5).composed.epsilon == 5.0
+    assert guarantee_statement(both, 8e-6).composed.epsilon == math.inf

@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from botorch_dp.privacy.ledger import ApproximateDP, TrainingMechanism
+from botorch_dp.privacy.ledger import ApproximateDP, TrainingMechanism, ValidationApproximateDP, ValidationMechanism
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.tuning import Hyperparameter, SearchSpace, TorchModelTuningObjective, load_sklearn_classification
@@ -95,3 +95,25 @@ def test_the_accounting_reaches_the_selection_method_fast():
             "training_selection", SPACE, epsilon=3.0, delta=DELTA, protect="both", accounting=accounting
         )
         assert method.accounting == accounting and f"accounting={accounting!r}" in method.describe()
+
+
+@pytest.mark.parametrize(
+    "accounting, event",
+    [("auto", ValidationApproximateDP), ("profile", ValidationApproximateDP), ("rdp", ValidationMechanism)],
+)
+def test_tune_protecting_both_charges_the_scores_by_the_accounting_asked_for(small, accounting, event):
+    r"""Through the user's ``tune(..., protect="both", accounting=...)``: the validation users' charge is the
+    scores' privacy-profile ``(ε, δ)`` (``"auto"``, ``"profile"``) or their RDP curve, once, before the first trial,
+    and the result's statement says so (μ undefined for the (ε, δ) entry: the ledger refuses it)."""
+    obj = dp_objective(small)
+    result = _tune(obj, protect="both", accounting=accounting, max_trials=1)
+    (record,) = obj.ledger.validation.records()
+    assert type(record.event) is event and len(obj.seen) >= 1
+    assert 0.99 * 3.0 <= obj.ledger.validation.epsilon(DELTA) <= 3.0
+    validation = result.runs[0].result.result.guarantee["validation"]
+    if event is ValidationApproximateDP:
+        assert (record.event.epsilon, record.event.delta) == (validation.epsilon, validation.delta) == (3.0, DELTA)
+        assert "privacy-profile" in str(result.statement)
+        with pytest.raises(ValueError, match="no GDP mu covers"):
+            obj.ledger.validation.mu()
+    assert validation.details["accounting"] == ("rdp" if accounting == "rdp" else "profile")

@@ -5,7 +5,7 @@ r"""DP-GIBO's options as strategy objects, one family per module, each family a 
 | clip | ``ClipPolicy`` | ``FixedClip``, ``QuantileClip``, ``DecayingClip`` | ``clip``, ``decaying_clip`` |
 | noise | ``NoisePolicy`` | ``FixedNoise``, ``AdaptiveNorm`` | ``noise`` |
 | projection | ``Projection`` | ``NoProjection``, ``Projected`` (over the ``SubspaceOracle``s) | ``projection`` |
-| step_rule | ``StepPolicy`` | ``SGD``, ``AdaGrad``, ``FullMatrixAdaGrad`` (``PrivateGOE``) | ``steps`` |
+| step_rule | ``StepPolicy`` | ``SGD``, ``AdaGrad``, ``FullMatrixAdaGrad`` (``PreconditionerPolicy``) | ``steps`` |
 | selection | ``IterateSelection`` | ``Last``, ``MinNoisyNorm``, ``Exponential``, ``NoisyLoss`` | ``selection`` |
 | batches | ``BatchRule`` | ``FixedBatches``, ``AdaptiveBatches`` | ``batches`` |
 | fitting | ``Fitting`` | ``NoFitting``, ``SensitiveFitting`` (the unsafe opt-out) | ``fitting`` |
@@ -64,7 +64,17 @@ from botorch_dp.optim.options.selection import (
     NoisyLoss,
     SelectionRecord,
 )
-from botorch_dp.optim.options.steps import SGD, AdaGrad, FullMatrixAdaGrad, PreconditionerRecord, PrivateGOE, StepPolicy
+from botorch_dp.optim.options.steps import (
+    SGD,
+    AdaGrad,
+    FullMatrixAdaGrad,
+    Noisy,
+    NoisyDebiased,
+    PreconditionerPolicy,
+    PreconditionerRecord,
+    PrivateGOE,
+    StepPolicy,
+)
 from botorch_dp.optim.projected import SubspaceTrack
 from botorch_dp.optim.users import Users
 from botorch_dp.privacy.ledger import Gaussian, Meter
@@ -98,7 +108,10 @@ __all__ = [
     "NoiseState",
     "NoisePolicy",
     "NoisyLoss",
+    "Noisy",
+    "NoisyDebiased",
     "Options",
+    "PreconditionerPolicy",
     "PreconditionerRecord",
     "PrivateGOE",
     "Projected",

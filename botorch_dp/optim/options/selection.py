@@ -1,4 +1,4 @@
-r"""Which iterate a run returns (Menart et al.; ``optim.selection``).
+r"""Which iterate a run returns (Menart et al., spec B2), and what choosing it privately costs.
 
 ``Last`` (``θ_T``) and ``MinNoisyNorm`` (the iterate with the smallest released noisy norm;
 needs a schedule that releases norms) are free post-processing. ``Exponential(ε, C)`` and
@@ -7,18 +7,26 @@ privately from their clamped loss sums (part ``"select"``); their charge ``μ_se
 the top of the budget (``BudgetSplit``). ``IterateSelection`` is the family's protocol and
 ``EvaluatedSelection`` that of the rules that evaluate the iterates; ``Evaluated`` is the shared
 part of the two evaluated rules here (their release), not the family's type.
+
+The evaluated rules need the per-user losses at the iterates ``θ_0..θ_T``: one extra batch of
+``T + 1`` evaluations after the last step. ``Exponential`` is the exponential mechanism on the
+iterates' mean losses clamped to ``[0, C]`` (sensitivity ``C/n``, ``P(j) ∝ exp(−ε u_j/(2Δ))``,
+sampled by Gumbel-max, ``privacy.mechanisms.ExponentialLossSelection``), pure ``ε``-DP charged on
+the ledger as ``μ = 2Φ⁻¹(e^ε/(1 + e^ε))``; ``NoisyLoss`` releases Gaussian noisy mean losses of all
+iterates and the smallest wins (``privacy.mechanisms.NoisyLossSelection``), ``μ_sel``-GDP in total.
+The steps get ``μ_steps = √(μ² − μ_sel²)`` (``BudgetSplit``), so that the whole run is ``μ``-GDP.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
 
 from botorch_dp.optim.options.registry import Strategy, StrategyLike, register
-from botorch_dp.optim.selection import SELECTION_KEY, min_noisy_norm_index
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
 from botorch_dp.privacy.checks import check_positive
 from botorch_dp.privacy.ledger import Gaussian, Meter, PureDP
@@ -32,8 +40,28 @@ __all__ = [
     "Last",
     "MinNoisyNorm",
     "NoisyLoss",
+    "SELECTION_KEY",
+    "Selection",
     "SelectionRecord",
+    "min_noisy_norm_index",
 ]
+
+#: The registered rules' names (``DPGIBOConfig(selection="exponential")`` and the baselines' keyword).
+Selection = Literal["last", "min_noisy_norm", "exponential", "noisy_loss"]
+#: The ledger key of the selection release within a run.
+SELECTION_KEY = "select"
+
+
+def min_noisy_norm_index(noisy_norms: Sequence[float]) -> int:
+    r"""``argmin_t N_t`` (the first on ties): the iterate ``θ_{t*}`` whose released noisy
+    gradient norm is smallest. Post-processing, free.
+
+    Args:
+        noisy_norms: The released ``N_0, ..., N_{T−1}`` (``N_t`` at ``θ_t``).
+    """
+    if len(noisy_norms) == 0:
+        raise ValueError("No noisy norms were released yet.")
+    return int(torch.argmin(torch.tensor(list(noisy_norms), dtype=torch.float64)))
 
 
 class IterateSelection(StrategyLike, Protocol):

@@ -11,7 +11,11 @@ share a ledger compose (they read the same validation users), so two runs of μ 
 twice) is two records. A pure ε-DP release is charged μ = 2Φ⁻¹(e^ε/(1 + e^ε)); a release
 known only by its Rényi-DP curve (a DP-HyPO run) is stored as its curve on ``RDP_ORDERS``,
 and once the side holds one, it is composed in RDP on that grid (``ledger.validation.mu`` then
-raises rather than ignore it; ``ledger.validation.epsilon`` converts the summed curve).
+raises rather than ignore it; ``ledger.validation.epsilon`` converts the summed curve). A
+release known only by one ``(ε, δ)`` statement (``ValidationApproximateDP``: a selection's
+Gaussian scores charged at their privacy-profile bound) is composed with the rest by basic
+composition; no μ covers it, and with a validation budget it is admitted only as the
+validation side's sole entry, where ``μ_B``-GDP makes the same statement (``filters``).
 
 **Training data** (DP-SGD, objective perturbation, any mechanism with an RDP curve) is a
 different dataset, accounted separately in RDP on the same grid (Opacus's PRV accountant
@@ -84,6 +88,7 @@ from botorch_dp.privacy.ledger.events import (
     PureDP,
     Record,
     TrainingMechanism,
+    ValidationApproximateDP,
     ValidationMechanism,
     parse_release_key,
     release_key,
@@ -105,6 +110,7 @@ __all__ = [
     "Record",
     "TrainingMechanism",
     "TrainingMeter",
+    "ValidationApproximateDP",
     "ValidationMechanism",
     "filter_order",
     "parse_release_key",

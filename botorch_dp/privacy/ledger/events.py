@@ -2,7 +2,9 @@ r"""What a release spends, as the ledger records it: privacy events, records and
 
 A release of the validation users' data spends a ``Gaussian`` (μ-GDP), a ``PureDP`` (ε-DP,
 charged as the GDP μ that dominates it) or a ``ValidationMechanism`` (a Rényi-DP curve on
-the ledger's public order grid); a training run spends a ``DPSGDRun`` (Opacus's
+the ledger's public order grid) or a ``ValidationApproximateDP`` (one ``(ε, δ)`` statement, e.g. a
+private selection's Gaussian scores accounted by their privacy profile; admitted under a budget
+only as the validation side's sole entry, see ``filters``); a training run spends a ``DPSGDRun`` (Opacus's
 ``(noise_multiplier, sample_rate, steps)``), a ``TrainingMechanism`` (an RDP curve) or an
 ``ApproximateDP`` (one ``(ε, δ)`` statement, e.g. a private selection accounted by its privacy
 profile; composed with the rest by basic composition, see ``filters``). A
@@ -36,7 +38,9 @@ __all__ = [
     "Record",
     "TRAINING_RDP_ORDERS",
     "TrainingEvent",
+    "VALIDATION_EVENTS",
     "TrainingMechanism",
+    "ValidationApproximateDP",
     "ValidationEvent",
     "ValidationMechanism",
     "evaluate_curve",
@@ -185,6 +189,33 @@ class ApproximateDP:
         object.__setattr__(self, "delta", check_delta(self.delta, "delta"))
 
 
+@dataclass(frozen=True)
+class ValidationApproximateDP:
+    r"""A validation release known only by one ``(ε, δ)``-DP statement (replace one validation user).
+
+    E.g. the Gaussian scores of a private selection over training runs accounted by the
+    selection's privacy profile (``analysis.selection_profile.per_trial_mu_for_epsilon_pld``),
+    which allows a larger per-trial ``μ₀`` than its RDP curve. No GDP ``μ`` and no finite RDP curve
+    covers it (``ledger.validation.mu`` refuses; its curve counts ``inf``). The ledger composes it
+    with other validation entries by basic composition (``filters.validation_epsilon_of``); a ledger
+    with a validation budget admits it only as the validation side's SOLE entry (``filters``).
+
+    Attributes:
+        description: What the release is (e.g. ``"private selection over E[K] = 3 trials ..."``).
+        epsilon: ``ε ≥ 0`` (finite).
+        delta: ``δ ∈ (0, 1)``.
+    """
+
+    description: str
+    epsilon: float
+    delta: float
+
+    def __post_init__(self) -> None:
+        _check_description(self.description)
+        object.__setattr__(self, "epsilon", check_nonnegative(self.epsilon, "epsilon", allow_inf=False))
+        object.__setattr__(self, "delta", check_delta(self.delta, "delta"))
+
+
 class DPSGDRun(NamedTuple):
     r"""A DP-SGD training run as one Opacus accountant history entry ``(σ, q, steps)``."""
 
@@ -198,9 +229,13 @@ class DPSGDRun(NamedTuple):
         return cls(*check_history_entry(noise_multiplier, sample_rate, steps, steps_name="steps"))
 
 
-ValidationEvent = Gaussian | PureDP | ValidationMechanism
+ValidationEvent = Gaussian | PureDP | ValidationMechanism | ValidationApproximateDP
 TrainingEvent = DPSGDRun | TrainingMechanism | ApproximateDP
-PrivacyEvent = Gaussian | PureDP | ValidationMechanism | DPSGDRun | TrainingMechanism | ApproximateDP
+PrivacyEvent = (
+    Gaussian | PureDP | ValidationMechanism | ValidationApproximateDP | DPSGDRun | TrainingMechanism | ApproximateDP
+)
+#: The validation event types (``isinstance``).
+VALIDATION_EVENTS = (Gaussian, PureDP, ValidationMechanism, ValidationApproximateDP)
 
 
 def new_release_id() -> str:
@@ -230,7 +265,7 @@ class Record:
 
 def validation_event(event: PrivacyEvent) -> ValidationEvent:
     r"""``event``, checked to be a validation event (``TypeError`` for a training one)."""
-    if not isinstance(event, (Gaussian, PureDP, ValidationMechanism)):
+    if not isinstance(event, VALIDATION_EVENTS):
         raise TypeError(f"Not a validation event: {event!r}.")
     return event
 
@@ -305,7 +340,7 @@ def event_to_json(event: PrivacyEvent) -> dict[str, Any]:
         return {"mu": event.mu, "epsilon": event.epsilon}
     if isinstance(event, (ValidationMechanism, TrainingMechanism)):
         return {"description": event.description, "rdp": list(event.rdp)}
-    if isinstance(event, ApproximateDP):
+    if isinstance(event, (ApproximateDP, ValidationApproximateDP)):
         return {"description": event.description, "epsilon": event.epsilon, "delta": event.delta}
     if isinstance(event, DPSGDRun):
         return {"noise_multiplier": event.noise_multiplier, "sample_rate": event.sample_rate, "steps": event.steps}
@@ -326,6 +361,8 @@ def event_from_json(side: str, entry: Mapping[str, Any]) -> PrivacyEvent:
         if not (mu == event.mu or math.isclose(mu, event.mu, rel_tol=1e-9)):
             raise ValueError(f"mu={mu!r} is not the GDP conversion of epsilon={event.epsilon!r}.")
         return event
+    if side == "validation" and keys == {"description", "epsilon", "delta"}:
+        return ValidationApproximateDP(_check_description(entry["description"]), entry["epsilon"], entry["delta"])
     if side == "training" and keys == {"description", "epsilon", "delta"}:
         return ApproximateDP(_check_description(entry["description"]), entry["epsilon"], entry["delta"])
     if side == "training" and keys == {"noise_multiplier", "sample_rate", "steps"}:

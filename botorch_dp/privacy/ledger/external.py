@@ -16,12 +16,14 @@ from typing import Any
 
 from botorch_dp.privacy.ledger.accounts import LedgerAccounts
 from botorch_dp.privacy.ledger.events import (
+    VALIDATION_EVENTS,
     ApproximateDP,
     DPSGDRun,
     Gaussian,
     PrivacyEvent,
     PureDP,
     TrainingMechanism,
+    ValidationApproximateDP,
     ValidationMechanism,
     new_release_id,
 )
@@ -29,7 +31,7 @@ from botorch_dp.privacy.ledger.state import check_key, check_run_id
 
 __all__ = ["ExternalReleases"]
 
-_VALIDATION = (Gaussian, PureDP, ValidationMechanism)
+_VALIDATION = VALIDATION_EVENTS
 _TRAINING = (DPSGDRun, TrainingMechanism, ApproximateDP)
 
 
@@ -43,7 +45,7 @@ def _checked(event: Any) -> tuple[str, PrivacyEvent]:
     if isinstance(event, _TRAINING):
         return "training", event
     raise ValueError(
-        "event must be a Gaussian, PureDP or ValidationMechanism (validation) or a DPSGDRun, "
+        "event must be a Gaussian, PureDP, ValidationMechanism or ValidationApproximateDP (validation) or a DPSGDRun, "
         f"TrainingMechanism or ApproximateDP (training), got {event!r}."
     )
 
@@ -55,6 +57,8 @@ def _what(event: PrivacyEvent) -> str:
         return f"a release with epsilon={event.epsilon:.6g}"
     if isinstance(event, ValidationMechanism):
         return f"a release given by its RDP curve ({event.description})"
+    if isinstance(event, ValidationApproximateDP):
+        return f"a release known by (epsilon={event.epsilon:.6g}, delta={event.delta:.3g}) ({event.description})"
     return f"a training entry {event!r}"
 
 

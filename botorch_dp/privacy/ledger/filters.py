@@ -27,6 +27,18 @@ first training entry is anything else admits no ``ApproximateDP`` entry. For eve
 first entry, the rest is then an RDP filter with a fixed budget, ``(ε_B − ε₁, δ_B − δ₁)``-DP
 (Feldman & Zrnic 2021, and the RDP conversion), so the adaptive composition of the two is
 ``(ε_B, δ_B)``-DP by basic composition.
+
+Validation entries known only by an ``(ε_i, δ_i)`` statement (``ValidationApproximateDP``, e.g. the
+Gaussian scores of a private selection accounted by their privacy profile) are read the same way:
+``Σ ε_i + ε_R(δ − Σ δ_i)`` with ``ε_R`` the GDP (or RDP) conversion of the other validation entries
+(``validation_epsilon_of``); no μ covers them and their RDP curve counts ``inf``. The validation
+budget is a GDP ``μ_B``, of which no ``(ε, δ)`` statement leaves a GDP remainder, so the FILTER (a
+finite ``μ_B``) admits such an entry only as the validation side's SOLE entry (nothing recorded or
+reserved before it, of any run, and nothing admitted after it), and only when ``(ε₁, δ₁)`` is a
+statement ``μ_B``-GDP makes: ``ε₁ ≤ ε_{μ_B}(δ₁)``, the exact GDP conversion (Dong, Roth & Su 2022).
+The side's guarantee is then exactly ``(ε₁, δ₁)``: one mechanism, fixed before any validation
+output exists, so no adaptivity enters. Without a budget nothing is filtered (as on the training side)
+and the reads compose by basic composition, which holds for adaptively chosen steps.
 """
 
 from __future__ import annotations
@@ -37,7 +49,7 @@ from typing import TypeGuard
 
 import numpy as np
 
-from botorch_dp.privacy.analysis.gdp import compose_gdp
+from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
 from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
 from botorch_dp.privacy.checks import check_choice
 from botorch_dp.privacy.ledger.events import (
@@ -48,6 +60,7 @@ from botorch_dp.privacy.ledger.events import (
     PureDP,
     TrainingEvent,
     TrainingMechanism,
+    ValidationApproximateDP,
     ValidationEvent,
     ValidationMechanism,
 )
@@ -68,6 +81,7 @@ __all__ = [
     "remaining_validation_mu",
     "training_epsilon_of",
     "training_rdp_curve",
+    "validation_epsilon_of",
     "validation_rdp_curve",
 ]
 
@@ -91,7 +105,11 @@ def event_rdp(event: ValidationEvent) -> np.ndarray:
     r"""The RDP curve on the grid of one validation event.
 
     Gaussian: α μ²/2. Pure ε-DP charged μ: min(α μ²/2, α ε²/2, ε) — μ-GDP, ε²/2-zCDP (Bun &
-    Steinke 2016, Prop. 3.3) and D_α ≤ D_∞ ≤ ε are all valid bounds. An RDP entry: its curve."""
+    Steinke 2016, Prop. 3.3) and D_α ≤ D_∞ ≤ ε are all valid bounds. An RDP entry: its curve.
+    An ``(ε, δ)`` entry: ``inf`` at every order (an ``(ε, δ)``-DP mechanism with ``δ > 0`` has no
+    finite Rényi bound in general; ``validation_epsilon_of`` composes it by basic composition)."""
+    if isinstance(event, ValidationApproximateDP):
+        return np.full_like(ORDERS, math.inf)
     if isinstance(event, ValidationMechanism):
         return np.asarray(event.rdp, dtype=np.float64)
     if isinstance(event, PureDP):
@@ -127,6 +145,8 @@ def remaining_validation_mu(budget: float | None, spent: Sequence[ValidationEven
     largest μ with spent(α) + α μ²/2 ≤ α budget²/2 at every grid order."""
     if budget is None or math.isinf(budget):
         return math.inf
+    if any(isinstance(e, ValidationApproximateDP) for e in spent):
+        return 0.0  # the sole entry it is admitted as: nothing after it (module docstring)
     if not gdp_only(spent):
         room = budget * budget - 2.0 * validation_rdp_curve(spent) / ORDERS
         return math.sqrt(max(float(np.min(room)), 0.0))
@@ -148,6 +168,9 @@ def check_validation_admits(
         what: How the error names ``new`` (e.g. ``"a step with mu=0.2"``).
     """
     if budget is None or math.isinf(budget) or not new:
+        return
+    if any(isinstance(e, ValidationApproximateDP) for e in [*spent, *new]):
+        _check_sole_approximate_admits(budget, spent, new, what)
         return
     if gdp_only(spent) and gdp_only(new):
         spent_mu = compose_gdp(e.mu for e in spent)
@@ -173,6 +196,51 @@ def check_validation_admits(
             f"of RDP_ORDERS must stay within it (see PrivacyLedger); remaining mu for a Gaussian "
             f"release: {remaining_validation_mu(budget, spent):.6g}. Nothing was released."
         )
+
+
+def _check_sole_approximate_admits(
+    budget: float, spent: Sequence[ValidationEvent], new: Sequence[ValidationEvent], what: str
+) -> None:
+    r"""The filter with a ``ValidationApproximateDP``: admitted only as the side's sole entry, with
+    ``ε₁ ≤ ε_{μ_B}(δ₁)`` (module docstring)."""
+    entries = [*spent, *new]
+    first = entries[0]
+    if len(entries) > 1 or not isinstance(first, ValidationApproximateDP):
+        held = next(e for e in entries if isinstance(e, ValidationApproximateDP))
+        raise PrivacyBudgetExceeded(
+            f"Validation privacy budget exceeded: {what} would compose with the (epsilon, delta) entry "
+            f"{held.description!r} (epsilon={held.epsilon:.6g}, delta={held.delta:.3g}); a ledger with a "
+            f"validation budget (mu={budget:.6g}) admits an (epsilon, delta) entry only as its validation side's "
+            f"sole entry ({len(spent)} entr(y/ies) recorded or reserved; see privacy.ledger.filters). "
+            "Nothing was released."
+        )
+    allowed = gdp_epsilon(budget, first.delta)
+    if first.epsilon > allowed * (1.0 + BUDGET_RTOL):
+        raise PrivacyBudgetExceeded(
+            f"Validation privacy budget exceeded: {what} spends (epsilon={first.epsilon:.6g}, "
+            f"delta={first.delta:.3g}), above the epsilon={allowed:.6g} that the budget mu={budget:.6g} GDP "
+            "states at that delta. Nothing was released."
+        )
+
+
+def validation_epsilon_of(events: Sequence[ValidationEvent], delta: float) -> float:
+    r"""ε at ``delta`` of validation ``events`` composed: the exact GDP conversion while they are GDP
+    only, the RDP conversion otherwise, and ``ValidationApproximateDP`` entries by basic composition
+    (``Σ ε_i`` plus the rest converted at the ``δ − Σ δ_i`` they leave; ``inf`` when none is left)."""
+    approx = [e for e in events if isinstance(e, ValidationApproximateDP)]
+    rest = [e for e in events if not isinstance(e, ValidationApproximateDP)]
+    eps_a, delta_a = float(sum(e.epsilon for e in approx)), float(sum(e.delta for e in approx))
+    if approx:
+        if delta_a > delta * (1.0 + BUDGET_RTOL):
+            return math.inf
+        if not rest:
+            return eps_a
+        delta = delta - delta_a
+        if delta <= 0.0:
+            return math.inf
+    if gdp_only(rest):
+        return eps_a + gdp_epsilon(compose_gdp(e.mu for e in rest), delta)
+    return eps_a + rdp_grid_epsilon(validation_rdp_curve(rest), delta)[0]
 
 
 # --------------------------------------------------------------------------- training

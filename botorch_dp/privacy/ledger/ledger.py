@@ -382,7 +382,7 @@ class PrivacyLedger:
 
     # ---------------------------------------------------------------- persistence
     def state_dict(self) -> dict[str, Any]:
-        r"""The ledger's records and settings as plain values (``json.dumps``-able; version 5).
+        r"""The ledger's records and settings as plain values (``json.dumps``-able; version 6).
 
         Reservations are not part of it (they are no records). Infinite μ or ε(α) is stored as
         ``float("inf")``, which Python's ``json`` writes as ``Infinity`` and reads back.

@@ -20,6 +20,7 @@ import numpy as np
 
 from botorch_dp.privacy.analysis.gdp import compose_gdp
 from botorch_dp.privacy.ledger.events import (
+    VALIDATION_EVENTS,
     ApproximateDP,
     DPSGDRun,
     Gaussian,
@@ -27,6 +28,7 @@ from botorch_dp.privacy.ledger.events import (
     PureDP,
     TrainingEvent,
     TrainingMechanism,
+    ValidationApproximateDP,
     ValidationEvent,
     ValidationMechanism,
     release_key,
@@ -35,7 +37,7 @@ from botorch_dp.privacy.ledger.filters import BUDGET_RTOL, ORDERS, event_rdp, gd
 
 __all__ = ["Meter", "TrainingMeter", "check_validation_bound", "fits_bound", "held_bound", "shrunk"]
 
-_VALIDATION_EVENTS = (Gaussian, PureDP, ValidationMechanism)
+_VALIDATION_EVENTS = VALIDATION_EVENTS
 _TRAINING_EVENTS = (DPSGDRun, TrainingMechanism, ApproximateDP)
 
 
@@ -47,9 +49,16 @@ def check_validation_bound(bound: Any) -> dict[str, ValidationEvent]:
     for part, event in bound.items():
         release_key(0, part)  # a valid part name
         if not isinstance(event, _VALIDATION_EVENTS):
-            raise ValueError(f"bound[{part!r}] must be a Gaussian, PureDP or ValidationMechanism, got {event!r}.")
+            raise ValueError(
+                f"bound[{part!r}] must be a Gaussian, PureDP, ValidationMechanism or ValidationApproximateDP, "
+                f"got {event!r}."
+            )
         checked[part] = event
     return checked
+
+
+def _within(epsilon: float, delta: float, bound_epsilon: float, bound_delta: float) -> bool:
+    return epsilon <= bound_epsilon * (1.0 + BUDGET_RTOL) and delta <= bound_delta * (1.0 + BUDGET_RTOL)
 
 
 def fits_bound(event: PrivacyEvent, bound: PrivacyEvent) -> bool:
@@ -59,7 +68,11 @@ def fits_bound(event: PrivacyEvent, bound: PrivacyEvent) -> bool:
     if isinstance(bound, ApproximateDP) or isinstance(event, ApproximateDP):
         if not (isinstance(bound, ApproximateDP) and isinstance(event, ApproximateDP)):
             return False
-        return event.epsilon <= bound.epsilon * (1.0 + BUDGET_RTOL) and event.delta <= bound.delta * (1.0 + BUDGET_RTOL)
+        return _within(event.epsilon, event.delta, bound.epsilon, bound.delta)
+    if isinstance(bound, ValidationApproximateDP) or isinstance(event, ValidationApproximateDP):
+        if not (isinstance(bound, ValidationApproximateDP) and isinstance(event, ValidationApproximateDP)):
+            return False
+        return _within(event.epsilon, event.delta, bound.epsilon, bound.delta)
     if isinstance(bound, TrainingMechanism) or isinstance(event, TrainingMechanism):
         if not (isinstance(bound, TrainingMechanism) and isinstance(event, TrainingMechanism)):
             return False
@@ -183,7 +196,12 @@ class TrainingMeter:
 
 def held_bound(events: list[ValidationEvent]) -> ValidationEvent:
     r"""What a charge's reservation holds for its worst case: the composed μ while everything
-    is GDP, the summed RDP curve otherwise."""
+    is GDP, the summed RDP curve otherwise, the ``(ε, δ)`` entry itself (admitted only alone)."""
+    approximate = [e for e in events if isinstance(e, ValidationApproximateDP)]
+    if approximate:
+        if len(events) > 1:
+            raise ValueError(f"An (epsilon, delta) validation entry is held only alone, got {events!r}.")
+        return approximate[0]
     if gdp_only(events):
         return Gaussian(compose_gdp(e.mu for e in events))
     total = np.zeros_like(ORDERS)
@@ -194,6 +212,8 @@ def held_bound(events: list[ValidationEvent]) -> ValidationEvent:
 
 def shrunk(held: ValidationEvent, used: ValidationEvent) -> ValidationEvent | None:
     r"""A reservation after ``used`` was recorded against it (None: nothing left)."""
+    if isinstance(held, ValidationApproximateDP):
+        return None  # held alone, for its one release
     if isinstance(held, Gaussian):
         left2 = held.mu * held.mu - used.mu * used.mu if isinstance(used, (Gaussian, PureDP)) else 0.0
         if math.isinf(held.mu):

@@ -1,6 +1,8 @@
 r"""The ledger's state as plain JSON values: ``state_dict`` and its checked decoding.
 
-Version 5 (this one) gives every entry its ``release_id``; versions 4 (validation RDP
+Version 6 (this one) adds validation ``(ε, δ)`` entries (``ValidationApproximateDP``,
+``{"description", "epsilon", "delta"}``); version 5 gave every entry its ``release_id`` and is
+read unchanged (it has no such entry); versions 4 (validation RDP
 entries), 3 (pure ε-DP releases, training mechanisms) and 2 (Gaussian releases and DP-SGD
 runs) are read, their entries given ``legacy:`` ids that depend only on ``(side, run_id,
 key)`` — unique in those versions — so that one old state loaded twice is merged, not
@@ -25,7 +27,7 @@ from botorch_dp.privacy.ledger.events import (
 
 __all__ = ["STATE_VERSION", "SETTINGS", "decode_state", "encode_state"]
 
-STATE_VERSION = 5
+STATE_VERSION = 6
 #: The settings stored with a ledger (its budgets, δ, accountant, PRV accuracy).
 SETTINGS = ("validation_mu_budget", "training_epsilon_budget", "training_delta", "training_accountant", "prv_eps_error")
 
@@ -43,6 +45,10 @@ _VALIDATION_SHAPES[5] = tuple({"release_id", *s} for s in _VALIDATION_SHAPES[4])
 _TRAINING_SHAPES[5] = tuple({"release_id", *s} for s in _TRAINING_SHAPES[4]) + (
     {"release_id", "run_id", "description", "epsilon", "delta"},  # an ApproximateDP (ε, δ) entry
 )
+_VALIDATION_SHAPES[6] = _VALIDATION_SHAPES[5] + (
+    {"release_id", "run_id", "key", "description", "epsilon", "delta"},  # a ValidationApproximateDP entry
+)
+_TRAINING_SHAPES[6] = _TRAINING_SHAPES[5]
 
 
 def encode_state(settings: Mapping[str, Any], records: Sequence[Record]) -> dict[str, Any]:
@@ -132,7 +138,7 @@ def decode_state(state: Any) -> tuple[dict[str, Any], list[Record]]:
             f"new ledger (version {STATE_VERSION}), and add what the old one recorded by hand if needed."
         )
     if isinstance(version, bool) or version not in _VALIDATION_SHAPES:
-        raise ValueError(f"Unsupported ledger state version {version!r} (expected {STATE_VERSION}, 4, 3 or 2).")
+        raise ValueError(f"Unsupported ledger state version {version!r} (expected {STATE_VERSION}, 5, 4, 3 or 2).")
     if version >= 3:
         orders = state.get("rdp_orders")
         if not (

@@ -11,16 +11,18 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
+from botorch_dp.privacy.analysis.gdp import compose_gdp
 from botorch_dp.privacy.checks import check_delta
 from botorch_dp.privacy.ledger.accounts import LedgerAccounts
 from botorch_dp.privacy.ledger.events import (
     ApproximateDP,
     DPSGDRun,
+    Gaussian,
     PureDP,
     Record,
     TrainingEvent,
     TrainingMechanism,
+    ValidationApproximateDP,
     ValidationEvent,
     ValidationMechanism,
     training_event,
@@ -34,6 +36,7 @@ from botorch_dp.privacy.ledger.filters import (
     remaining_validation_mu,
     training_epsilon_of,
     training_rdp_curve,
+    validation_epsilon_of,
     validation_rdp_curve,
 )
 from botorch_dp.privacy.ledger.meter import check_validation_bound
@@ -95,10 +98,10 @@ class ValidationReads:
     def steps(self) -> dict[tuple[str, str], float]:
         r"""The Gaussian and pure ε-DP charges, {(run_id, key): μ}, in order of first recording; a
         key recorded more than once (a step replayed with fresh noise) shows the composition of
-        its records, √Σμ². RDP entries are in ``mechanisms``."""
+        its records, √Σμ². RDP entries are in ``mechanisms``, ``(ε, δ)`` entries in ``approximate``."""
         squares: dict[tuple[str, str], list[float]] = {}
         for run_id, key, event in self._parts():
-            if not isinstance(event, ValidationMechanism):
+            if isinstance(event, (Gaussian, PureDP)):
                 squares.setdefault((run_id, key), []).append(event.mu)
         return {key: compose_gdp(mus) for key, mus in squares.items()}
 
@@ -106,6 +109,12 @@ class ValidationReads:
         r"""The releases given by an RDP curve, {(run_id, key): ValidationMechanism} (a key
         recorded twice shows its last record; ``records`` has every one)."""
         return {(run_id, key): event for run_id, key, event in self._parts() if isinstance(event, ValidationMechanism)}
+
+    def approximate(self) -> dict[tuple[str, str], ValidationApproximateDP]:
+        r"""The releases known by an ``(ε, δ)`` statement, {(run_id, key): ValidationApproximateDP}."""
+        return {
+            (run_id, key): event for run_id, key, event in self._parts() if isinstance(event, ValidationApproximateDP)
+        }
 
     def release_curves(self) -> list[tuple[str, str, tuple[float, ...]]]:
         r"""``(run_id, key, curve)`` of every validation record, in order: its RDP curve on
@@ -121,30 +130,32 @@ class ValidationReads:
 
         Returns:
             μ ≥ 0 (0.0 with no releases, ``inf`` after a non-private one). ``ValueError`` when
-            the releases asked about include an RDP entry: no μ covers it (use ``epsilon`` or
-            ``rdp_curve``).
+            the releases asked about include an RDP or an ``(ε, δ)`` entry: no μ covers it (use
+            ``epsilon``).
         """
         events = self._events(run_id)
         if not gdp_only(events):
             which = "the validation side" if run_id is None else f"run {run_id!r}"
-            example = next(e for e in events if isinstance(e, ValidationMechanism))
+            example = next(e for e in events if not isinstance(e, (Gaussian, PureDP)))
+            kind = "a Renyi-DP curve"
+            if isinstance(example, ValidationApproximateDP):
+                kind = "an (epsilon, delta) statement"
             raise ValueError(
-                f"{which} holds releases given by a Renyi-DP curve (e.g. {example.description!r}), which no "
-                "GDP mu covers: use ledger.validation.epsilon(delta) or ledger.validation.rdp_curve()."
+                f"{which} holds releases given by {kind} (e.g. {example.description!r}), which no "
+                "GDP mu covers: use ledger.validation.epsilon(delta)."
             )
         return compose_gdp(e.mu for e in events)
 
     def rdp_curve(self, run_id: str | None = None) -> tuple[float, ...]:
-        r"""The composed RDP curve of the validation releases on ``RDP_ORDERS`` (zeros with none)."""
+        r"""The composed RDP curve of the validation releases on ``RDP_ORDERS`` (zeros with none; ``inf``
+        at every order once an ``(ε, δ)`` entry is among them: no Rényi bound covers it)."""
         return tuple(float(v) for v in validation_rdp_curve(self._events(run_id)))
 
     def epsilon(self, delta: float) -> float:
         r"""ε at ``delta`` of the validation data, all runs: the exact GDP conversion while the
-        side is GDP only, the RDP conversion of ``rdp_curve`` otherwise."""
-        events = self._events()
-        if gdp_only(events):
-            return gdp_epsilon(compose_gdp(e.mu for e in events), delta)
-        return rdp_grid_epsilon(validation_rdp_curve(events), check_delta(delta))[0]
+        side is GDP only, the RDP conversion of ``rdp_curve`` otherwise; ``(ε_i, δ_i)`` entries by
+        basic composition (``filters.validation_epsilon_of``: ``inf`` when ``delta < Σ δ_i``)."""
+        return validation_epsilon_of(self._events(), check_delta(delta))
 
     @synced
     def remaining_mu(self) -> float:
@@ -229,10 +240,13 @@ def ledger_report(accounts: LedgerAccounts, delta: float, *, training_delta: flo
 
     Returns:
         ``{"validation": {...}, "training": {...}}`` with plain values: validation ``mu``
-        (None with an RDP entry), ``epsilon``, ``delta``, ``num_steps`` (records of every
-        kind, all runs), ``num_runs``, ``mu_budget``, ``remaining_mu``, ``pure_releases``
-        (``{"run_id", "key", "epsilon", "mu"}`` each) and, with RDP entries, ``rdp_order``
-        and ``rdp_releases`` (``{"run_id", "key", "description"}`` each); training
+        (None with an RDP or an ``(ε, δ)`` entry), ``epsilon``, ``delta``, ``num_steps`` (records
+        of every kind, all runs), ``num_runs``, ``mu_budget``, ``remaining_mu``, ``pure_releases``
+        (``{"run_id", "key", "epsilon", "mu"}`` each), ``approximate_dp`` (``{"run_id", "key",
+        "description", "epsilon", "delta"}`` of each ``(ε, δ)`` entry, composed by basic
+        composition) and, with RDP or ``(ε, δ)`` entries, ``rdp_order`` (None when an ``(ε, δ)``
+        entry leaves no RDP conversion) and ``rdp_releases`` (``{"run_id", "key", "description"}``
+        each); training
         ``accountant``, ``accountant_reason``, ``epsilon``, ``delta``, ``rdp_order``,
         ``num_runs``, ``num_dp_sgd_runs``, ``num_mechanisms`` (RDP curves and ``(ε, δ)``
         entries), ``epsilon_budget`` and ``approximate_dp`` (``{"run_id", "description",
@@ -265,6 +279,11 @@ def ledger_report(accounts: LedgerAccounts, delta: float, *, training_delta: flo
             {"run_id": run_id, "key": key, "epsilon": event.epsilon, "mu": event.mu}
             for run_id, key, event in validation_records
             if isinstance(event, PureDP)
+        ],
+        "approximate_dp": [
+            {"run_id": run_id, "key": key, "description": e.description, "epsilon": e.epsilon, "delta": e.delta}
+            for run_id, key, e in validation_records
+            if isinstance(e, ValidationApproximateDP)
         ],
     }
     if not gdp_only(events):

@@ -18,6 +18,7 @@ from botorch_dp.privacy.ledger.events import (
     Gaussian,
     PureDP,
     TrainingMechanism,
+    ValidationApproximateDP,
     ValidationMechanism,
     check_rdp_values,
     evaluate_curve,
@@ -31,7 +32,13 @@ from botorch_dp.privacy.ledger.events import (
 )
 
 CURVE = tuple(0.5 * order for order in TRAINING_RDP_ORDERS)
-VALIDATION = (Gaussian(0.7), Gaussian(math.inf), PureDP(0.3), ValidationMechanism("a curve", CURVE))
+VALIDATION = (
+    Gaussian(0.7),
+    Gaussian(math.inf),
+    PureDP(0.3),
+    ValidationMechanism("a curve", CURVE),
+    ValidationApproximateDP("scores", 0.4, 1e-6),
+)
 TRAINING = (
     DPSGDRun.checked(1.1, 0.01, 300),
     TrainingMechanism("a curve", CURVE),
@@ -72,7 +79,11 @@ def test_every_event_survives_its_json_form_exactly_and_only_on_its_side(side, e
     text = json.dumps(event_to_json(event))
     assert event_from_json(side, json.loads(text)) == event
     other = "training" if side == "validation" else "validation"
-    if not isinstance(event, (ValidationMechanism, TrainingMechanism)):  # a curve is read as the side's own kind
+    own_kind = {ValidationMechanism: TrainingMechanism, TrainingMechanism: ValidationMechanism}
+    own_kind.update({ApproximateDP: ValidationApproximateDP, ValidationApproximateDP: ApproximateDP})
+    if type(event) in own_kind:  # a curve or an (epsilon, delta) is read as the side's own kind
+        assert type(event_from_json(other, json.loads(text))) is own_kind[type(event)]
+    else:
         with pytest.raises(ValueError, match=f"Not a {other} entry"):
             event_from_json(other, json.loads(text))
     assert (validation_event if side == "validation" else training_event)(event) is event

@@ -30,7 +30,8 @@ SURFACE = {
         *("prv_eps_error", "dataset", "storage_url", "STATE_VERSION", "BUDGET_RTOL", "RDP_ORDERS"),
     },
     ValidationReads: {
-        *("records", "run_ids", "steps", "mechanisms", "release_curves", "mu", "rdp_curve", "epsilon"),
+        *("records", "run_ids", "steps", "mechanisms", "approximate", "release_curves", "mu", "rdp_curve"),
+        "epsilon",
         *("remaining_mu", "check_admits"),
     },
     TrainingReads: {
@@ -223,6 +224,7 @@ def test_report_keeps_the_two_datasets_separate():
         "mu_budget": 2.0,
         "remaining_mu": pytest.approx(math.sqrt(3.0)),
         "pure_releases": [],
+        "approximate_dp": [],
     }
     assert report["training"]["delta"] == 1e-6
     assert report["training"]["num_runs"] == report["training"]["num_dp_sgd_runs"] == 3
