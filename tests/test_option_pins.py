@@ -52,7 +52,7 @@ import botorch_dp  # noqa: E402
 from botorch_dp.baselines import noisy_gradient_descent  # noqa: E402
 from botorch_dp.distributed.partitions import InProcessPartitions  # noqa: E402
 from botorch_dp.gradient_gp import GradientGP  # noqa: E402
-from botorch_dp.optim.noise_schedule import NoiseSchedule  # noqa: E402
+from botorch_dp.optim.options.noise import NoiseSchedule  # noqa: E402
 from botorch_dp.optim.options.selection import Selection  # noqa: E402
 from botorch_dp.optim.subspace import (  # noqa: E402
     FixedSubspace,

@@ -17,8 +17,8 @@ import math
 from botorch_dp.audit.loop import LARGE_SLOPE, audit_config, ledger_entry, linear_users, loop_sampler
 from botorch_dp.audit.registry import audit_row
 from botorch_dp.audit.statistics import AuditResult, StatisticSampler, run_audit
-from botorch_dp.optim.adaptive_clip import CLIP_KEY
 from botorch_dp.optim.options import QuantileClip
+from botorch_dp.optim.options.clip import CLIP_KEY
 from botorch_dp.privacy.ledger import release_key
 
 __all__ = ["audit_clip_count_release"]

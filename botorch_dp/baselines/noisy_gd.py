@@ -3,7 +3,7 @@ r"""Noisy gradient descent with exact per-user gradients (DP-GD, the paper's E.4
 Per-user gradients are clipped to ``B``, averaged and noised by the same Gaussian
 mechanism as DP-GIBO (noise ``2B√T/(nμ)``), so ``T`` steps are ``μ``-GDP in total; or, with
 ``noise_schedule="adaptive_norm"``, with noise scaled to a released noisy gradient norm and
-stopped by a GDP filter (Menart et al., ``optim.noise_schedule``). The returned iterate can be
+stopped by a GDP filter (Menart et al., ``optim.options.noise``). The returned iterate can be
 chosen privately (``selection``, see ``optim.options.selection``).
 """
 
@@ -22,7 +22,6 @@ from torch import Tensor
 
 from botorch_dp.baselines.base import BaselineGuarantee, BaselineHistory, BaselineResult, evaluate_losses
 from botorch_dp.objectives.per_user_problem import PerUserProblem
-from botorch_dp.optim.noise_schedule import DEFAULT_NORM_MU_FRACTION, NoiseSchedule
 from botorch_dp.optim.options import (
     ClipState,
     EvaluatedSelection,
@@ -33,6 +32,7 @@ from botorch_dp.optim.options import (
     lookup,
     registered,
 )
+from botorch_dp.optim.options.noise import DEFAULT_NORM_MU_FRACTION, NoisePolicy, NoiseSchedule
 from botorch_dp.optim.options.projection import SubspaceTrack
 from botorch_dp.optim.options.selection import SELECTION_KEY, Selection
 from botorch_dp.optim.options.steps import StepRule, projected_step
@@ -73,7 +73,7 @@ def noisy_gradient_descent(
     step_rule: StepRule = "sgd",
     target_delta: float = 1e-5,
     seed: int | None = None,
-    noise_schedule: NoiseSchedule = "fixed",
+    noise_schedule: NoiseSchedule | NoisePolicy = "fixed",
     norm_mu_fraction: float = DEFAULT_NORM_MU_FRACTION,
     snr_factor: float | None = None,
     max_step_mu: float | None = None,
@@ -119,7 +119,7 @@ def noisy_gradient_descent(
             releases a noisy norm of the clipped mean gradient and then the gradient with
             noise scaled to it, each charged its realised ``μ_t``; a GDP filter stops the
             run when the budget is spent (the last step spends exactly the rest), after at
-            most ``num_iterations`` (``T_max``) steps. See ``optim.noise_schedule``.
+            most ``num_iterations`` (``T_max``) steps. See ``optim.options.noise``.
         norm_mu_fraction: ``f_N`` of ``"adaptive_norm"`` (``μ_N = μ_steps √(f_N/T_max)``).
         snr_factor: ``c_snr`` of ``"adaptive_norm"`` (default ``√log(nμ/(√2·0.05))``, ≥ 1).
         max_step_mu: ``μ_max`` of ``"adaptive_norm"`` (default ``μ_steps/2``).

@@ -22,7 +22,6 @@ from gpytorch.kernels import Kernel
 
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim import checkpoint as ckpt
-from botorch_dp.optim.adaptive_clip import check_clip_state, encode_clip_state
 from botorch_dp.optim.checkpoint import (
     json_fingerprint,
     kernel_fingerprint,
@@ -34,6 +33,7 @@ from botorch_dp.optim.checkpoint import (
 from botorch_dp.optim.checkpoint.lock import CheckpointLock
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.options import ClipState, NoiseState, Projected, resolved_mu
+from botorch_dp.optim.options.clip import check_clip_state, encode_clip_state
 from botorch_dp.optim.options.projection import SubspaceTrack
 from botorch_dp.optim.resume_checks import (
     check_ledger_covers_steps,
@@ -202,12 +202,12 @@ def check_state(
     clip_mu = config.mu_split.clip_mu
     clip = check_clip_state(
         meta["adaptive_clip"],
-        config=config,
+        clip=config.clip,
         T=T,
         num_users=n,
         ledger=ledger,
         run_id=meta["run_id"],
-        step_mu=None if clip_mu is None else clip_mu / math.sqrt(config.num_iterations),
+        step_mu=None if clip_mu is None else clip_mu / math.sqrt(config.iteration_cap),  # QuantileClip.count_mu
     )
     return {
         "meta": meta,

@@ -17,8 +17,8 @@ from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.checkpoint import build_kernel, kernel_fingerprint, kernel_tensors
 from botorch_dp.optim.config import RENAMED_FIELDS, STRATEGY_FIELDS, DPGIBOConfig, resolve_model
 from botorch_dp.optim.legacy_options import FLAT_FIELDS, FLAT_KINDS, strategies_from_flat
-from botorch_dp.optim.noise_schedule import DEFAULT_NORM_MU_FRACTION
 from botorch_dp.optim.options import from_spec
+from botorch_dp.optim.options.noise import DEFAULT_NORM_MU_FRACTION
 from botorch_dp.optim.subspace import subspace_from_spec
 
 __all__ = [

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from botorch_dp.baselines import noisy_gradient_descent
-from botorch_dp.optim.noise_schedule import default_snr_factor
+from botorch_dp.optim.options.noise import default_snr_factor
 from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon, pure_dp_to_gdp_mu
 from botorch_dp.problems import NormalLocation
 

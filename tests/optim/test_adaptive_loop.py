@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 import botorch_dp.optim.options.batches as batches_module
 from botorch_dp.optim.checkpoint import json_fingerprint
 from botorch_dp.optim.dp_gibo import DPGIBO
-from botorch_dp.optim.noise_schedule import default_snr_factor
 from botorch_dp.optim.options import AdaptiveNorm, FixedNoise, Last
+from botorch_dp.optim.options.noise import default_snr_factor
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
 from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger, PureDP
 from botorch_dp.privacy.mechanisms import ClippedMean, NormRelease, PrivacyCost, clipped_mean_gradient

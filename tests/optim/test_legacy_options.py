@@ -10,12 +10,6 @@ import warnings
 import pytest
 import torch
 
-from botorch_dp.optim.adaptive_clip import (
-    DEFAULT_CLIP_INIT,
-    DEFAULT_CLIP_LEARNING_RATE,
-    DEFAULT_CLIP_MU_FRACTION,
-    DEFAULT_CLIP_QUANTILE,
-)
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.legacy_options import FLAT_FIELDS, strategies_from_flat
 from botorch_dp.optim.options import (
@@ -34,6 +28,12 @@ from botorch_dp.optim.options import (
     Projected,
     QuantileClip,
     SensitiveFitting,
+)
+from botorch_dp.optim.options.clip import (
+    DEFAULT_CLIP_INIT,
+    DEFAULT_CLIP_LEARNING_RATE,
+    DEFAULT_CLIP_MU_FRACTION,
+    DEFAULT_CLIP_QUANTILE,
 )
 from botorch_dp.optim.stored_config import config_to_json
 from botorch_dp.optim.subspace import FixedSubspace

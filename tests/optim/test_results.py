@@ -16,8 +16,8 @@ import warnings
 import pytest
 import torch
 
-from botorch_dp.optim.adaptive_clip import next_clip_bound
 from botorch_dp.optim.dp_gibo import DPGIBO
+from botorch_dp.optim.options.clip import next_clip_bound
 from botorch_dp.optim.results import MOVED_FIELDS, PrivateRelease
 from botorch_dp.optim.subspace import FixedSubspace
 from tests.optim.loop_helpers import nl_config, normal_location

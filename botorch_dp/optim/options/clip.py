@@ -1,41 +1,104 @@
-r"""Clip policies: the bound ``B_t`` each step clips the per-user estimates at.
+r"""Clip policies: the bound ``B_t`` each step clips the per-user estimates at, and their arithmetic.
 
 ``ClipPolicy`` is the family's protocol: what ``Options`` and the loop call of a clip policy.
 ``FixedClip(B)`` clips every step at ``B``, or at the bound a wrapping policy keeps in the
 ``ClipState`` (as TF Privacy's adaptive query keeps its sum query's clip in that query's state).
-``QuantileClip`` (Andrew et al. 2021, "Differentially private learning with adaptive clipping";
-``optim.adaptive_clip``) wraps a ``FixedClip`` and moves its bound each step: the step's clipped
-sum comes with the number of users within ``B_t`` from the same pass (``ClippedSum.within``),
-that count is released with Gaussian noise (``μ_C/√T``-GDP, part ``"clip"``), and
-``B_{t+1} = B_t exp(−η_C(b̃_t/n − γ))`` is post-processing. Nothing else in the loop knows the
-bound moves: the noise schedule reads ``Δ_t = 2B_t/n`` off the sum.
+``QuantileClip`` (``clip_bound="adaptive"``; Andrew, Thakkar, McMahan & Ramaswamy 2021,
+"Differentially private learning with adaptive clipping") wraps a ``FixedClip`` and moves its
+bound each step so that it tracks a private quantile of the per-user gradient-estimate norms.
+Nothing else in the loop knows the bound moves: the noise schedule reads ``Δ_t = 2B_t/n`` off
+the sum.
+
+At step ``t`` with bound ``B_t`` a ``QuantileClip`` run makes two releases from the same
+per-user estimates ``g_i = A y_i`` (one pass: the clipped sum comes with the number of users
+within ``B_t``, ``ClippedSum.within``):
+
+- the gradient ``(1/n) Σ_i clip_{B_t}(g_i) + N(0, σ_t² I)``, ``σ_t = 2B_t√T/(n μ_g)``
+  (``GaussianGradientMechanism`` at ``B_t``: ``μ_g/√T``-GDP whatever ``B_t`` is, because the
+  noise scales with the bound);
+- the count ``b̃_t = #{i : ‖g_i‖ ≤ B_t} + N(0, (√T/μ_C)²)`` (``GaussianClipCountMechanism``,
+  sensitivity 1: ``μ_C/√T``-GDP, part ``"clip"``);
+
+and the next bound is the geometric update ``B_{t+1} = B_t · exp(−η_C (b̃_t/n − γ))``
+(``next_clip_bound``): post-processing of the released count, so ``B_{t+1}`` is public. Its
+fixed point is the ``γ``-quantile of the norms. The budget split is explicit:
+``μ_C = μ_steps √f_C`` and ``μ_g = μ_steps √(1 − f_C)``, so the ``2T`` releases compose to
+``√(μ_g² + μ_C²) = μ_steps`` (GDP composition; the bounds are chosen from released values only).
+
+Why every step, not only the first ones: the norms ``‖A y_i‖`` change along the run, both
+because ``θ_t`` moves (the gradients shrink near an optimum) and because ``A = ∇k(θ, D)K⁻¹``
+changes as points are added, so a bound fitted at ``θ₀`` goes stale; Andrew et al. likewise
+update every round. The price is ``f_C`` of the budget (default 0.1: the gradient noise grows
+by ``1/√0.9 ≈ 1.054``). Runs are short (``T`` of 10 to 100), so a starting bound within a
+factor of a few of the quantile matters: ``η_C = 0.2`` moves ``B`` by at most ``e^{0.2·max(γ, 1−γ)}``
+per step; take ``B₀`` from ``botorch_dp.plan`` on a public proxy, or raise ``η_C``.
+
+A checkpoint stores a moving bound's ``ClipState`` (``encode_clip_state``) and resume checks it
+(``check_clip_state``): a policy that releases counts recomputes its bounds from them
+(``ReplayedClip``), and each count must be in the ledger.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from torch import Tensor
 
-from botorch_dp.optim.adaptive_clip import (
-    CLIP_KEY,
-    DEFAULT_CLIP_INIT,
-    DEFAULT_CLIP_LEARNING_RATE,
-    DEFAULT_CLIP_MU_FRACTION,
-    DEFAULT_CLIP_QUANTILE,
-    next_clip_bound,
-)
+from botorch_dp.optim.checkpoint.encoding import check_keys, float_from_json
 from botorch_dp.optim.options.base import RunPlan
 from botorch_dp.optim.options.registry import Strategy, StrategyLike, register
 from botorch_dp.optim.users import Users
 from botorch_dp.privacy.checks import check_positive, check_probability
-from botorch_dp.privacy.ledger import Gaussian, Meter
+from botorch_dp.privacy.ledger import Gaussian, Meter, PrivacyLedger, release_key
 from botorch_dp.privacy.mechanisms import GaussianClipCountMechanism
 from botorch_dp.privacy.mechanisms.sums import ClippedSum
 
-__all__ = ["ClipPolicy", "ClipState", "FixedClip", "QuantileClip"]
+__all__ = [
+    "CLIP_KEY",
+    "DEFAULT_CLIP_INIT",
+    "DEFAULT_CLIP_LEARNING_RATE",
+    "DEFAULT_CLIP_MU_FRACTION",
+    "DEFAULT_CLIP_QUANTILE",
+    "ClipPolicy",
+    "ClipState",
+    "FixedClip",
+    "QuantileClip",
+    "ReplayedClip",
+    "check_clip_state",
+    "encode_clip_state",
+    "next_clip_bound",
+]
+
+
+#: ``B₀`` when none is given.
+DEFAULT_CLIP_INIT = 1.0
+#: ``γ``, the target quantile (Andrew et al.'s default, the median).
+DEFAULT_CLIP_QUANTILE = 0.5
+#: ``η_C`` of the geometric update (Andrew et al.'s default).
+DEFAULT_CLIP_LEARNING_RATE = 0.2
+#: ``f_C``, the share of ``μ_steps²`` spent on the counts.
+DEFAULT_CLIP_MU_FRACTION = 0.1
+#: Ledger key suffix of a step's count release: ``step-0003/clip`` (the gradient: ``step-0003/grad``).
+CLIP_KEY = "clip"
+
+
+def next_clip_bound(bound: float, noisy_count: float, num_users: int, quantile: float, learning_rate: float) -> float:
+    r"""``B · exp(−η_C (b̃/n − γ))``: the geometric update (Andrew et al. 2021, Alg. 1).
+
+    The noisy fraction ``b̃/n`` may lie outside ``[0, 1]``; it is used as released (clamping
+    would bias the update). Public arithmetic on released values.
+
+    Args:
+        bound: ``B_t``.
+        noisy_count: The released ``b̃_t``.
+        num_users: ``n``.
+        quantile: ``γ``.
+        learning_rate: ``η_C``.
+    """
+    return bound * math.exp(-learning_rate * (noisy_count / num_users - quantile))
 
 
 @dataclass(frozen=True)
@@ -209,3 +272,99 @@ class QuantileClip(Strategy):
     def record(self, state: ClipState) -> ClipState:
         r"""The bounds ``B_0..B_t`` and the released counts (public)."""
         return state
+
+    def replay(self, counts: Sequence[float], num_users: int | None) -> list[float]:
+        r"""``[B_0, …, B_t]`` that ``update`` moves through given the released counts ``b̃_0..b̃_{t−1}``
+        (public arithmetic; what resume compares a checkpoint's bounds with, bit for bit)."""
+        bounds = [self.bound]
+        if len(counts) == 0:
+            return bounds
+        if num_users is None:
+            raise ValueError(f"Replaying {len(counts)} clip counts needs num_users (n), got None.")
+        for count in counts:
+            bounds.append(next_clip_bound(bounds[-1], count, num_users, self.quantile, self.learning_rate))
+        return bounds
+
+
+@runtime_checkable
+class ReplayedClip(Protocol):
+    r"""A clip policy whose bounds follow from the counts it released (``QuantileClip``): a resumed
+    run's stored bounds are recomputed from its stored counts and must match exactly. A clip policy
+    that releases counts (``mu_fraction`` not ``None``) and lacks ``replay`` cannot be resumed."""
+
+    def replay(self, counts: Sequence[float], num_users: int | None) -> list[float]:
+        r"""``[B_0, …, B_t]`` from the released counts ``b̃_0..b̃_{t−1}`` (``t + 1`` values)."""
+        ...
+
+
+def encode_clip_state(bounds: Sequence[float], counts: Sequence[float]) -> dict[str, Any]:
+    r"""The adaptive-clip state as exact JSON (floats as ``float.hex``)."""
+    return {"bounds": [float(b).hex() for b in bounds], "counts": [float(c).hex() for c in counts]}
+
+
+def check_clip_state(
+    entry: Any,
+    *,
+    clip: ClipPolicy,
+    T: int,
+    num_users: int | None,
+    ledger: PrivacyLedger,
+    run_id: str,
+    step_mu: float | None,
+) -> tuple[list[float], list[float]]:
+    r"""Decode and check a checkpoint's ``adaptive_clip`` entry.
+
+    ``None`` (fixed clip bound, or a checkpoint written before the field existed) is accepted
+    only for a clip policy without a track of bounds. A policy that keeps one holds ``T + 1``
+    bounds; one that releases counts (``QuantileClip``) also ``T`` counts, and the bounds must
+    be the ones the counts give by the update rule (recomputed exactly), each step's count
+    recorded in the ledger as ``step-t/clip`` with the per-step ``step_mu`` (``μ_C/√T``); a public
+    schedule (``DecayingClip``) releases none, starts at its own first bound, and each release's
+    noise follows the bound it clipped at.
+
+    Returns:
+        ``(bounds, counts)`` (both empty for a fixed bound).
+    """
+    track = clip.initial_state().bounds  # a moving bound keeps its track: (B_0,)
+    counted = clip.mu_fraction is not None  # the policy releases a count per step (spends budget)
+    if entry is None:
+        if track:
+            raise ValueError(f"Checkpoint field 'adaptive_clip' is missing for a run with clip={clip!r}.")
+        return [], []
+    if not track:
+        raise ValueError("Checkpoint field 'adaptive_clip' must be None for a fixed clip bound.")
+    check_keys(entry, {"bounds", "counts"}, "adaptive_clip")
+    bounds, counts = entry["bounds"], entry["counts"]
+    num_counts = T if counted else 0
+    if (
+        not isinstance(bounds, list)
+        or len(bounds) != T + 1
+        or not isinstance(counts, list)
+        or len(counts) != num_counts
+    ):
+        raise ValueError(f"Checkpoint field 'adaptive_clip' must hold {T + 1} bounds and {num_counts} counts.")
+    bounds = [float_from_json(v, "adaptive_clip.bounds") for v in bounds]
+    counts = [float_from_json(v, "adaptive_clip.counts") for v in counts]
+    if not counted:  # a public schedule: its first bound is the policy's, each later one positive
+        if bounds[0] != track[0] or not all(b > 0 for b in bounds):
+            raise ValueError(f"Checkpoint field 'adaptive_clip.bounds' does not start at {clip!r}'s first bound.")
+        return bounds, counts
+    if T and num_users is None:
+        raise ValueError("Checkpoint field 'adaptive_clip' holds counts but the run has no users.")
+    if not isinstance(clip, ReplayedClip):
+        raise ValueError(
+            f"Checkpoint field 'adaptive_clip' holds counts, but clip={clip!r} cannot recompute its bounds from them "
+            "(it has no replay method), so they cannot be checked."
+        )
+    expected = clip.replay(counts, num_users)
+    if [b.hex() for b in bounds] != [b.hex() for b in expected]:
+        raise ValueError(
+            "Checkpoint field 'adaptive_clip.bounds' does not follow from clip_init and the released counts."
+        )
+    recorded: dict[str, list[float]] = {}
+    for record in ledger.validation.records(run_id):
+        recorded.setdefault(record.key, []).append(getattr(record.event, "mu", math.nan))
+    for t in range(T):
+        if step_mu not in recorded.get(release_key(t, CLIP_KEY, ("grad", CLIP_KEY)), []):
+            raise ValueError(f"Checkpoint field 'adaptive_clip.counts' disagrees with the ledger at step {t}.")
+    return bounds, counts

@@ -40,7 +40,7 @@ class GaussianClipCountMechanism:
 
     Replacing one user changes the count by at most 1, so ``count + N(0, 1/μ²)`` is
     ``μ``-GDP. The caller turns the noisy fraction ``b̃/n`` into the next bound
-    (``optim.adaptive_clip``); that is post-processing.
+    (``optim.options.clip``); that is post-processing.
 
     Args:
         num_users: ``n``, the (public) number of users.

@@ -261,7 +261,7 @@ class AdaptiveGaussianGradientMechanism:
     ``ClippedMean`` releases a noisy norm and a noisy gradient of it. Adaptively chosen
     ``μ_t`` compose to ``√Σμ_t²`` as long as a filter keeps that sum within the budget
     (Smith & Thakurta 2022); the filter is the caller's (``ledger.external.check``
-    before every release, and ``optim.noise_schedule``).
+    before every release, and ``optim.options.noise``).
 
     Args:
         clip_bound: ``B``, the per-user clipping norm.
