@@ -41,7 +41,7 @@ BatchSearch = Literal["greedy", "joint"]
 SELECTIONS: tuple[BatchSearch, ...] = ("greedy", "joint")
 
 
-def make_config(d: int, noise: float, seed: int, selection: BatchSearch, args, **kw) -> DPGIBOConfig:
+def make_config(d: int, noise: float, seed: int, selection: BatchSearch, args, **batches) -> DPGIBOConfig:
     kernel = RBFKernel(ard_num_dims=d)
     kernel.lengthscale = 1.0
     theta0 = 5 * torch.rand(d, generator=torch.Generator().manual_seed(1000 + seed), dtype=torch.float64)
@@ -58,8 +58,7 @@ def make_config(d: int, noise: float, seed: int, selection: BatchSearch, args, *
         seed=seed,
         raw_samples=args.raw_samples,
         num_restarts=args.num_restarts,
-        batches=batch_rule(search=selection),
-        **kw,
+        batches=batch_rule(search=selection, **batches),
     )
 
 
@@ -77,7 +76,7 @@ def timed_ask(opt: DPGIBO) -> tuple[torch.Tensor, float]:
 def run_case(d: int, noise: float, seed: int, selection: BatchSearch, args) -> dict:
     out = {}
     # fixed batches of d + 1 points
-    opt = DPGIBO(make_config(d, noise, seed, selection, args, batch_size=d + 1))
+    opt = DPGIBO(make_config(d, noise, seed, selection, args, size=d + 1))
     X, wall = timed_ask(opt)
     out["fixed_trace"], out["fixed_time"] = trace_after(opt, X), wall
     # adaptive batches, two iterations

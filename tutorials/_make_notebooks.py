@@ -1026,6 +1026,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import PolynomialFeatures, StandardScaler
 
 from botorch_dp import DPGIBO, DPGIBOConfig, PrivacyWarning, plan_private_run
+from botorch_dp.optim.options import QuantileClip
 
 SMOKE = os.environ.get("BOTORCH_DP_TUTORIAL_SMOKE", "0") == "1"
 T_CANDIDATES = (2,) if SMOKE else (4, 8)  # number of steps T tried
@@ -1140,7 +1141,7 @@ plan = plan_private_run(
 )
 print(plan)
 planned = plan.config
-print(f"\nplanned: B = {planned.clip_bound:.4g}, eta = {planned.step_size:g}, T = {planned.num_iterations}")
+print(f"\nplanned: B = {planned.clip.bound:.4g}, eta = {planned.step_size:g}, T = {planned.num_iterations}")
 print(f"recommended method: {plan.recommended_method.name} ({plan.recommended_method.describe()})")
 """),
     md(r"""
@@ -1170,16 +1171,16 @@ print(f"test loss at theta_0: {test_loss(base.theta0):.4f}, at the private theta
     md(r"""
 ## Adaptive clipping instead of a planned B
 
-`clip_bound="adaptive"` lets the run track a private quantile of the users' norms itself (Andrew et
-al. 2021): each step also releases the noisy count of users within $B_t$ (ledger key `step-t/clip`)
-and updates $B_{t+1} = B_t \exp(-\eta_C(\tilde b_t/n - \gamma))$. `clip_mu_fraction` (default 0.1)
-of $\mu^2$ pays for the counts; the total stays at the target. The planned $B$ is a good start $B_0$.
+`clip=QuantileClip(B_0, quantile=γ)` lets the run track a private quantile of the users' norms itself
+(Andrew et al. 2021): each step also releases the noisy count of users within $B_t$ (ledger key
+`step-t/clip`) and updates $B_{t+1} = B_t \exp(-\eta_C(\tilde b_t/n - \gamma))$. Its `fraction`
+(default 0.1) of $\mu^2$ pays for the counts; the total stays at the target. The planned $B$ is a
+good start $B_0$.
 """),
     code(r"""
-adaptive_config = DPGIBOConfig(**{**vars(private_config), "clip_bound": "adaptive", "clip_init": planned.clip_bound,
-                                  "clip_quantile": 0.9})
+adaptive_config = DPGIBOConfig(**{**vars(private_config), "clip": QuantileClip(planned.clip.bound, quantile=0.9)})
 adaptive = DPGIBO(adaptive_config).run(private_objective, progress=False).release
-print("B_t:", [f"{b:.3g}" for b in adaptive.clip_bounds])
+print("B_t:", [f"{b:.3g}" for b in adaptive.records["clip"].bounds])
 print(f"guarantee: epsilon = {adaptive.guarantee.epsilon:.3f}; test loss at theta_T: {test_loss(adaptive.theta):.4f}")
 """),
     md(r"""
@@ -1196,7 +1197,7 @@ oracle = plan_private_run(  # NOT private: for comparison only
     step_sizes=STEP_SIZES, num_iterations=T_CANDIDATES, num_repeats=1, choose_method=False,
 )
 o = oracle.config
-print(f"oracle (non-private) choice: B = {o.clip_bound:.4g}, eta = {o.step_size:g}, T = {o.num_iterations}")
+print(f"oracle (non-private) choice: B = {o.clip.bound:.4g}, eta = {o.step_size:g}, T = {o.num_iterations}")
 oracle_release = DPGIBO(DPGIBOConfig(**{**vars(o), "seed": 0})).run(private_objective, progress=False).release
 print(
     f"test loss: planned on the proxy {test_loss(release.theta):.4f}, "

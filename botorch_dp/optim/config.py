@@ -6,7 +6,6 @@ per option family (``optim.options``); the old flat option keywords are read in
 from __future__ import annotations
 
 import copy
-import functools
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -271,10 +270,11 @@ class DPGIBOConfig:
 
         return cls(**{**preset_settings(*names), **settings})
 
-    @functools.cached_property
+    @property
     def options(self) -> Options:
-        r"""The run's strategies (``optim.options``), one per family: the config's own objects,
-        bundled once (the first read) and shared by every later read."""
+        r"""The run's strategies (``optim.options``), one per family: the config's own objects (never
+        rebuilt; the bundle is not cached on the config, so ``vars(config)`` holds only its fields and
+        ``DPGIBOConfig(**vars(config))`` copies it)."""
         return Options(
             clip=self.clip,
             noise=self.noise,

@@ -210,7 +210,10 @@ def test_the_config_stores_the_strategy_objects_given_and_resolves_names_once():
     cfg = config(clip=clip, selection=selection, noise="adaptive_norm", step_rule="adagrad")
     assert cfg.clip is clip and cfg.selection is selection  # stored as given, not rebuilt from fields
     assert cfg.noise == AdaptiveNorm() and cfg.step_rule == AdaGrad()  # a registered name, resolved once
-    assert cfg.options is cfg.options and cfg.options.clip is clip  # built once, the config's own objects
+    assert cfg.options.clip is clip and cfg.options.selection is selection  # the config's own objects
+    assert set(vars(cfg)) == {f.name for f in dataclasses.fields(cfg)}  # nothing but the fields (tutorial 05)
+    copy = DPGIBOConfig(**{**vars(cfg), "seed": 0})
+    assert copy.clip is clip and copy.options.describe() == cfg.options.describe()
     assert config(clip=2.5).clip == FixedClip(2.5)  # the shorthands: a number B, a bare oracle
     oracle = FixedSubspace(torch.eye(D)[:, :1])
     assert config(projection=oracle).projection == Projected(oracle)
