@@ -24,7 +24,7 @@ def pytest_configure(config):
     config.addinivalue_line("filterwarnings", "ignore:A noise seed was given:botorch_dp.privacy.seeding.PrivacyWarning")
 
 
-#: ``make test-fast`` runs ``pytest -m "not slow"`` (about 2 minutes on 2 quiet cores, 2026-11-29); ``make test`` (CI) runs
+#: ``make test-fast`` runs ``pytest -m "not slow"`` (about 2 min on 2 quiet cores, 2026-11-29); ``make test`` (CI) runs
 #: everything. Marked slow: every test under these paths (empirical audits, notebooks, scripts,
 #: Dask, subprocesses and process pools), every test using one of these fixtures (a PostgreSQL
 #: server, a Dask cluster), and the functions listed in tests/slow_tests.txt (measured;
