@@ -165,16 +165,13 @@ class TrainingMechanism:
 
 
 @dataclass(frozen=True)
-class ApproximateDP:
-    r"""A training-side mechanism known only by one ``(ε, δ)``-DP statement (add or remove one record).
-
-    E.g. a private selection over DP-SGD runs accounted by its privacy profile (Koskela, Redberg &
-    Wang 2024; ``analysis.selection_profile``), which is tighter than its RDP curve. The ledger
-    composes it with the other training entries by basic composition: ``ε`` adds to theirs, and
-    their RDP curve is converted at the ``δ`` left over (``filters.training_epsilon_of``).
+class _EpsilonDelta:
+    r"""A mechanism known only by one ``(ε, δ)``-DP statement: what ``ApproximateDP`` (training side)
+    and ``ValidationApproximateDP`` (validation side) share; the two stay distinct types, which is
+    how the ledger tells their side.
 
     Attributes:
-        description: What the mechanism is (e.g. ``"private selection over E[K] = 10 ..."``).
+        description: What the mechanism is.
         epsilon: ``ε ≥ 0`` (finite).
         delta: ``δ ∈ (0, 1)``.
     """
@@ -190,7 +187,23 @@ class ApproximateDP:
 
 
 @dataclass(frozen=True)
-class ValidationApproximateDP:
+class ApproximateDP(_EpsilonDelta):
+    r"""A training-side mechanism known only by one ``(ε, δ)``-DP statement (add or remove one record).
+
+    E.g. a private selection over DP-SGD runs accounted by its privacy profile (Koskela, Redberg &
+    Wang 2024; ``analysis.selection_profile``), which is tighter than its RDP curve. The ledger
+    composes it with the other training entries by basic composition: ``ε`` adds to theirs, and
+    their RDP curve is converted at the ``δ`` left over (``filters.training_epsilon_of``).
+
+    Attributes:
+        description: What the mechanism is (e.g. ``"private selection over E[K] = 10 ..."``).
+        epsilon: ``ε ≥ 0`` (finite).
+        delta: ``δ ∈ (0, 1)``.
+    """
+
+
+@dataclass(frozen=True)
+class ValidationApproximateDP(_EpsilonDelta):
     r"""A validation release known only by one ``(ε, δ)``-DP statement (replace one validation user).
 
     E.g. the Gaussian scores of a private selection over training runs accounted by the
@@ -205,15 +218,6 @@ class ValidationApproximateDP:
         epsilon: ``ε ≥ 0`` (finite).
         delta: ``δ ∈ (0, 1)``.
     """
-
-    description: str
-    epsilon: float
-    delta: float
-
-    def __post_init__(self) -> None:
-        _check_description(self.description)
-        object.__setattr__(self, "epsilon", check_nonnegative(self.epsilon, "epsilon", allow_inf=False))
-        object.__setattr__(self, "delta", check_delta(self.delta, "delta"))
 
 
 class DPSGDRun(NamedTuple):
