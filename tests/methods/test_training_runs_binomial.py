@@ -11,13 +11,9 @@ import pytest
 
 from botorch_dp.methods.training_runs import select_training_runs
 from botorch_dp.privacy.ledger import TrainingMechanism
-from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.training.selection_accounting import selection_epsilon, selection_rdp_curve, trial_rdp_curve
-from botorch_dp.tuning import Hyperparameter, SearchSpace, TorchModelTuningObjective
+from tests.methods.test_training_runs import DELTA, SPACE, objective
 
-DELTA = 1e-5
-SPACE = SearchSpace([Hyperparameter("lr", 0.05, 0.5, log_scale=True), Hyperparameter("momentum", 0.0, 0.9)])
-TRAINING = TrainingConfig(epochs=1, batch_size=20, hidden_sizes=(8,), seed=0)
 BINOMIAL = dict(distribution="binomial", mean_trials=2.0, binomial_rounds=4)
 
 
@@ -26,16 +22,9 @@ def small(data):
     return (data.X_train[:200], data.y_train[:200], data.X_val[:60], data.y_val[:60])
 
 
-class CountingObjective(TorchModelTuningObjective):
-    def train_covered(self, hyperparameters, cover, *, noise_seed=None):
-        self.seen.append(len(self.ledger.training.records()))
-        return super().train_covered(hyperparameters, cover, noise_seed=noise_seed)
-
-
-def objective(small):
-    obj = CountingObjective(small, SPACE, training=TRAINING, dp_sgd=DPSGDConfig(noise_multiplier=1.0))
-    obj.seen = []
-    return obj
+def trials_started(obj):
+    r"""The training records the ledger held as each trial started (``objective`` notes them)."""
+    return [training for training, _ in obj.seen]
 
 
 def _masked(text):
@@ -57,7 +46,7 @@ def test_binomial_selection_is_charged_once_up_front_at_its_bound_and_hides_k(sm
             **BINOMIAL,
         )
         assert 0 <= result.num_trials <= 4
-        assert obj.seen == [1] * 4  # padded to m = 4 trials, each after the one record
+        assert trials_started(obj) == [1] * 4  # padded to m = 4 trials, each after the one record
         (record,) = obj.ledger.training.records()
         assert type(record.event) is TrainingMechanism
         sigma = result.guarantee["training"].details["noise_multiplier"]
@@ -108,6 +97,6 @@ def test_the_selection_method_runs_binomial_k_and_says_so(small):
             assert "K = 0" in str(err) and len(obj.ledger.training.records()) == 1
             continue
         break
-    assert obj.seen == [1] * 4  # padded to m = 4 trials after the one record
+    assert trials_started(obj) == [1] * 4  # padded to m = 4 trials after the one record
     assert "binomial(m = 4, gamma = 0.5)" in run.description and "accounting='rdp'" in run.description
     assert run.guarantees["training"][0] <= 3.0 and run.guarantees["validation"] is None
