@@ -173,7 +173,7 @@ def approximate_validation_parts(
 ) -> tuple[float, float, list[ValidationEvent]]:
     r"""``(Σ ε_i, Σ δ_i)`` of the ``ValidationApproximateDP`` entries, and the other entries in order."""
     approx = [e for e in events if isinstance(e, ValidationApproximateDP)]
-    rest = [e for e in events if not isinstance(e, ValidationApproximateDP)]
+    rest: list[ValidationEvent] = [e for e in events if not isinstance(e, ValidationApproximateDP)]
     return float(sum(e.epsilon for e in approx)), float(sum(e.delta for e in approx)), rest
 
 

@@ -249,9 +249,9 @@ def ledger_report(accounts: LedgerAccounts, delta: float, *, training_delta: flo
         "description", "epsilon", "delta"}`` of each ``(ε, δ)`` entry, composed by basic
         composition), with such entries ``composition`` (``rule`` in words and the parts of
         ``filters.validation_composition``: ``Σ ε_i``, ``Σ δ_i``, the δ left for the other releases and
-        their ε), with a ``validation_delta`` ``budget_delta``, and, with RDP or ``(ε, δ)`` entries, ``rdp_order`` (None when an ``(ε, δ)``
-        entry leaves no RDP conversion) and ``rdp_releases`` (``{"run_id", "key", "description"}``
-        each); training
+        their ε), with a ``validation_delta`` ``budget_delta``, and, with RDP or ``(ε, δ)`` entries,
+        ``rdp_order`` (None when an ``(ε, δ)`` entry leaves no RDP conversion) and ``rdp_releases``
+        (``{"run_id", "key", "description"}`` each); training
         ``accountant``, ``accountant_reason``, ``epsilon``, ``delta``, ``rdp_order``,
         ``num_runs``, ``num_dp_sgd_runs``, ``num_mechanisms`` (RDP curves and ``(ε, δ)``
         entries), ``epsilon_budget`` and ``approximate_dp`` (``{"run_id", "description",

@@ -277,7 +277,8 @@ def test_with_rdp_releases_the_rest_stays_under_the_gaussian_curve_the_entries_l
     with pytest.raises(PrivacyBudgetExceeded, match="summed RDP"):
         ledger.external.check(Gaussian(math.sqrt(mu2 * 0.5) * 1.001))
     stated = ledger.validation.epsilon(DELTA_B)
-    rest = min(c + math.log(1 - 1 / a) - (math.log(delta_left) + math.log(a)) / (a - 1) for a, c in zip(orders, curve))
+    slack = [math.log(1 - 1 / a) - (math.log(delta_left) + math.log(a)) / (a - 1) for a in orders]
+    rest = min(c + d for c, d in zip(curve, slack, strict=True))
     assert stated == pytest.approx(SELECTION.epsilon + rest, rel=1e-12) and stated <= gdp_eps(MU_B, DELTA_B)
     assert ledger.report(DELTA_B)["validation"]["composition"]["rest_rdp_order"] in orders
 
