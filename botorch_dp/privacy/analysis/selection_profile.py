@@ -20,7 +20,9 @@ checked: their exact formula and whether it equals or is tighter than the bound 
 derivation below was re-read step by step instead: the law of the best of ``K`` (``P[A ≤ y] =
 φ(1 − G(y))``), the three ``ψ`` of ``selection_pgf_derivative`` against the pgfs of P&S Def. 1,
 the Poisson and the binomial, the direction of each inequality of steps 1–3, and the handling of
-``⊥``; no error was found.
+``⊥``; no error was found. Third pass: the same stored copies, the same result (abstract and opening
+only); the bound's evaluation was tightened instead (the bins, below), which brought it under the RDP
+bound where it had been above (``reports/accounting-tightness.md``).
 
 **The bound** (``selection_delta_pld``). Order the trial outputs by score (ties broken by an
 independent uniform, which changes no profile); ``Q = Q(X)``, ``Q' = Q(X')`` with upper tails
