@@ -20,24 +20,14 @@ from botorch_dp.optim.deprecated import alias_property, rename_fields, warn_rena
 from botorch_dp.optim.legacy_options import install_flat_keywords
 from botorch_dp.optim.options import (
     FAMILY_PROTOCOLS,
-    SGD,
-    BatchRule,
     BudgetSplit,
-    ClipPolicy,
     Fitting,
-    FixedBatches,
     FixedClip,
-    FixedNoise,
-    IterateSelection,
-    Last,
     NoFitting,
-    NoisePolicy,
-    NoProjection,
+    OptionFields,
     Options,
     Projected,
-    Projection,
     SensitiveFitting,
-    StepPolicy,
     lookup,
     registered,
 )
@@ -79,7 +69,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class DPGIBOConfig:
+class DPGIBOConfig(OptionFields):
     r"""Public settings of a DP-GIBO run (paper symbols in brackets), validated on construction.
 
     Frozen: change a config with ``dataclasses.replace``. Each option is ONE strategy object
@@ -188,14 +178,7 @@ class DPGIBOConfig:
     allow_noise_dominated: bool = False
     epsilon: float | None = None
     delta: float | None = None
-    # one strategy per option family (optim.options)
-    clip: ClipPolicy = FixedClip()
-    noise: NoisePolicy = FixedNoise()
-    projection: Projection = NoProjection()
-    step_rule: StepPolicy = SGD()
-    selection: IterateSelection = Last()
-    batches: BatchRule = FixedBatches()
-    fitting: Fitting = NoFitting()
+    # and one strategy per option family, declared once by OptionFields
 
     def __post_init__(self) -> None:
         # Every check raises ValueError naming the field; numeric fields are normalized
@@ -209,6 +192,7 @@ class DPGIBOConfig:
         d = bounds.shape[1]
         for name in STRATEGY_FIELDS:  # names and the shorthands resolve once, here
             _set(self, name, resolve_strategy(name, getattr(self, name)))
+        super().__post_init__()  # each strategy implements its family's protocol
         privacy = resolve_privacy(self.privacy_mu, self.epsilon, self.delta, self.target_delta)
         for name, value in zip(("privacy_mu", "epsilon", "delta", "target_delta"), privacy, strict=True):
             _set(self, name, value)
@@ -275,15 +259,7 @@ class DPGIBOConfig:
         r"""The run's strategies (``optim.options``), one per family: the config's own objects (never
         rebuilt; the bundle is not cached on the config, so ``vars(config)`` holds only its fields and
         ``DPGIBOConfig(**vars(config))`` copies it)."""
-        return Options(
-            clip=self.clip,
-            noise=self.noise,
-            projection=self.projection,
-            step_rule=self.step_rule,
-            selection=self.selection,
-            batches=self.batches,
-            fitting=self.fitting,
-        )
+        return Options(**{name: getattr(self, name) for name in STRATEGY_FIELDS})
 
     @property
     def max_evaluations(self) -> int:

@@ -31,7 +31,8 @@ both parties.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+import typing
+from dataclasses import dataclass
 from typing import Any
 
 from torch import Tensor
@@ -109,6 +110,7 @@ __all__ = [
     "NoisyLoss",
     "Noisy",
     "NoisyDebiased",
+    "OptionFields",
     "Options",
     "PreconditionerPolicy",
     "PreconditionerRecord",
@@ -146,17 +148,6 @@ CAPABILITIES: dict[str, str] = {
     ),
 }
 
-#: Each ``Options`` field's family protocol (the field's name is the family's).
-FAMILY_PROTOCOLS: dict[str, type] = {
-    "clip": ClipPolicy,
-    "noise": NoisePolicy,
-    "projection": Projection,
-    "step_rule": StepPolicy,
-    "selection": IterateSelection,
-    "batches": BatchRule,
-    "fitting": Fitting,
-}
-
 
 @dataclass(frozen=True)
 class StepOutcome:
@@ -169,13 +160,12 @@ class StepOutcome:
     track: SubspaceTrack
 
 
-@dataclass(frozen=True)
-class Options:
-    r"""One strategy per family: what a run does beyond the plain DP-GIBO step.
-
-    Each field is annotated with its family's protocol (``FAMILY_PROTOCOLS``); a strategy of
-    another family, or one that lacks a member of its protocol, is refused (``TypeError`` naming
-    the field). ``EvaluatedSelection`` narrows the selection when it evaluates the iterates."""
+@dataclass(frozen=True, kw_only=True)
+class OptionFields:
+    r"""One strategy per family, each field annotated with its family's protocol: the one declaration
+    of the fields, their defaults and checks, shared by ``Options`` and ``DPGIBOConfig``. A strategy
+    of another family, or one that lacks a member of its protocol, is refused (``TypeError`` naming
+    the field)."""
 
     clip: ClipPolicy = FixedClip()
     noise: NoisePolicy = FixedNoise()
@@ -186,22 +176,32 @@ class Options:
     fitting: Fitting = NoFitting()
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            strategy, protocol = getattr(self, f.name), FAMILY_PROTOCOLS[f.name]
+        for name, protocol in FAMILY_PROTOCOLS.items():
+            strategy = getattr(self, name)
             family = getattr(strategy, "family", None)
-            if family != f.name:
+            if family != name:
                 raise TypeError(
-                    f"Options.{f.name} needs a {f.name} strategy (one registered with @register({f.name!r}, "
+                    f"Options.{name} needs a {name} strategy (one registered with @register({name!r}, "
                     f"name)), got {type(strategy).__name__} of family {family!r}."
                 )
             if missing := missing_members(strategy, protocol):
                 raise TypeError(
-                    f"Options.{f.name}: {type(strategy).__name__} does not implement {protocol.__name__}; "
+                    f"Options.{name}: {type(strategy).__name__} does not implement {protocol.__name__}; "
                     f"it lacks {', '.join(missing)}."
                 )
 
     def strategies(self) -> list[StrategyLike]:
-        return [getattr(self, f.name) for f in fields(self)]
+        return [getattr(self, name) for name in FAMILY_PROTOCOLS]
+
+
+#: Each family (an ``OptionFields`` field, named as the family) and its protocol.
+FAMILY_PROTOCOLS: dict[str, type] = typing.get_type_hints(OptionFields)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options(OptionFields):
+    r"""One strategy per family (``OptionFields``) and what a run does with them beyond the plain
+    DP-GIBO step. ``EvaluatedSelection`` narrows the selection when it evaluates the iterates."""
 
     def split(self, privacy_mu: float | None) -> BudgetSplit:
         r"""The run's ``BudgetSplit`` of ``privacy_mu`` (a config's, resolved: ``None`` is refused)."""
