@@ -28,8 +28,7 @@ from botorch_dp.optim.options import (
     Options,
     Projected,
     SensitiveFitting,
-    lookup,
-    registered,
+    resolve,
 )
 from botorch_dp.optim.privacy_target import (
     DEFAULT_PRIVACY_MU,
@@ -312,32 +311,12 @@ _SHORTHANDS: dict[str, tuple[type | tuple[type, ...], Callable[[Any], Any]]] = {
 
 
 def resolve_strategy(name: str, value: Any) -> Any:
-    r"""The strategy ``value`` gives the config field ``name``: a strategy of the field's family
-    as it is, a registered name through the registry (``lookup``), a shorthand of ``_SHORTHANDS``;
-    anything else is a ``ValueError`` naming the field (``Options`` then checks the family's protocol)."""
+    r"""The strategy ``value`` gives the config field ``name``: a shorthand of ``_SHORTHANDS``, else
+    as the registry resolves it (``optim.options.resolve``)."""
     shorthand = _SHORTHANDS.get(name)
-    if isinstance(value, str):
-        cls = lookup(name, value, name)
-        needs = getattr(cls, "by_name_needs", None)
-        if needs is not None:
-            raise ValueError(
-                f"{name}={value!r} needs {needs}, which the name alone does not give: pass the strategy, "
-                f"{name}={cls.__name__}(...)."
-            )
-        try:
-            value = cls()
-        except TypeError as err:  # a parameter without a default, e.g. Projected's oracle
-            raise ValueError(
-                f"{name}={value!r} cannot be built from its name alone ({err}); pass the strategy."
-            ) from None
-    elif shorthand is not None and isinstance(value, shorthand[0]) and not isinstance(value, bool):
-        value = shorthand[1](value)
-    if getattr(value, "family", None) != name:
-        raise ValueError(
-            f"{name} must be a {name} strategy (optim.options: {sorted(registered(name))}) or its registered name, "
-            f"got {value!r}."
-        )
-    return value
+    if shorthand is not None and isinstance(value, shorthand[0]) and not isinstance(value, bool):
+        return shorthand[1](value)
+    return resolve(name, value)
 
 
 def _checked_fitting(fitting: Fitting, model: Any, unsafe: bool) -> Fitting:

@@ -48,12 +48,16 @@ from botorch_dp.optim.options.projection import NoProjection, Projected, Project
 from botorch_dp.optim.options.registry import (
     Strategy,
     StrategyLike,
+    build,
     from_spec,
+    is_strategy,
     lookup,
     lookup_family,
     missing_members,
+    parameters,
     register,
     registered,
+    resolve,
 )
 from botorch_dp.optim.options.selection import (
     Evaluated,
@@ -127,12 +131,16 @@ __all__ = [
     "Strategy",
     "StrategyLike",
     "batch_rule",
+    "build",
     "from_spec",
+    "is_strategy",
     "lookup",
     "lookup_family",
     "missing_members",
+    "parameters",
     "register",
     "registered",
+    "resolve",
     "resolved_mu",
 ]
 

@@ -14,6 +14,7 @@ that gives ``StrategyLike``'s defaults. ``missing_members`` names what a class l
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -24,12 +25,16 @@ __all__ = [
     "CONFIG_FIELDS",
     "Strategy",
     "StrategyLike",
+    "build",
     "from_spec",
+    "is_strategy",
     "lookup",
     "lookup_family",
     "missing_members",
+    "parameters",
     "register",
     "registered",
+    "resolve",
 ]
 
 _REGISTRY: dict[str, dict[str, type]] = {}
@@ -93,7 +98,7 @@ class Strategy:
     needs_finite_mu: ClassVar[str | None] = None
     #: What a config must be given to build this strategy, where its registered name alone would
     #: leave a privacy or sensitivity choice to a class default (e.g. ``"its epsilon and loss_clip"``):
-    #: the name is then refused (``config.resolve_strategy``) and the object must be given.
+    #: the name is then refused (``build``) and the object must be given.
     by_name_needs: ClassVar[str | None] = None
 
     @property
@@ -184,6 +189,73 @@ def lookup(family: str, name: Any, what: str | None = None) -> type:
             + did_you_mean(name, table)
         )
     return table[name]
+
+
+def is_strategy(value: Any) -> bool:
+    r"""Whether ``value`` is a strategy object (a registered family's, or a user's ``StrategyLike``)."""
+    return isinstance(getattr(value, "family", None), str) and callable(getattr(value, "spec", None))
+
+
+def parameters(cls: type) -> set[str]:
+    r"""The parameters (dataclass fields) of a strategy class."""
+    return {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+
+
+def resolve(
+    family: str,
+    value: Any,
+    what: str | None = None,
+    keywords: Mapping[str, tuple[str, Any]] | None = None,
+    strict: bool = False,
+) -> Any:
+    r"""The strategy of ``family`` that the argument ``what`` (default: the family) gives: a strategy
+    object of the family as it is, a registered name as ``build`` builds it; anything else is a
+    ``ValueError`` naming ``what``."""
+    what = what or family
+    if isinstance(value, str):
+        return build(family, value, what, keywords, strict)
+    if (given := getattr(value, "family", None)) != family:
+        raise ValueError(
+            f"{what} must be a {family} strategy (optim.options: {sorted(registered(family))}) or its registered "
+            f"name, got {value!r}" + ("." if given is None else f" (a {given} strategy).")
+        )
+    return value
+
+
+def build(
+    family: str,
+    name: Any,
+    what: str | None = None,
+    keywords: Mapping[str, tuple[str, Any]] | None = None,
+    strict: bool = False,
+) -> Any:
+    r"""The class registered as ``name`` in ``family``, built from those ``keywords``
+    (``{parameter: (keyword, value)}``) that are its parameters. Without ``keywords`` the name alone
+    must do: a class that declares ``by_name_needs``, or has a parameter without a default, is
+    refused. ``strict``: each of the class's parameters among ``keywords`` must be given, and a
+    keyword given to a class without that parameter is refused (naming the names that take it)."""
+    what = what or family
+    cls: Any = lookup(family, name, what)
+    if keywords is None:
+        if (needs := getattr(cls, "by_name_needs", None)) is not None:
+            raise ValueError(
+                f"{what}={name!r} needs {needs}, which the name alone does not give: pass the strategy, "
+                f"{what}={cls.__name__}(...)."
+            )
+        try:
+            return cls()
+        except TypeError as err:  # a parameter without a default, e.g. Projected's oracle
+            raise ValueError(
+                f"{what}={name!r} cannot be built from its name alone ({err}); pass the strategy."
+            ) from None
+    taken = parameters(cls)
+    for key, (keyword, given) in keywords.items() if strict else ():
+        if key in taken and given is None:
+            raise ValueError(f"{what}={name!r} needs {keyword}.")
+        if key not in taken and given is not None:
+            users = tuple(other for other, c in registered(family).items() if key in parameters(c))
+            raise ValueError(f"{keyword} is only used by {what} in {users}, not by {what}={name!r}.")
+    return cls(**{key: given for key, (_, given) in keywords.items() if key in taken})
 
 
 def lookup_family(family: str, name: Any, protocol: type, what: str | None = None) -> type[Any]:
