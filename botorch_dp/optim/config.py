@@ -71,29 +71,14 @@ __all__ = [
 class DPGIBOConfig(OptionFields):
     r"""Public settings of a DP-GIBO run (paper symbols in brackets), validated on construction.
 
-    Frozen: change a config with ``dataclasses.replace``. Each option is ONE strategy object
-    per family (``optim.options``), stored as given and read by ``config.options`` (built once):
-    ``clip`` (``FixedClip(B)``, ``QuantileClip(B₀, γ, η_C, f_C)``), ``noise`` (``FixedNoise()``,
-    ``AdaptiveNorm(...)``), ``projection`` (``NoProjection()``, ``Projected(oracle, acquisition)``),
-    ``step_rule`` (``SGD()``, ``AdaGrad()``, ``FullMatrixAdaGrad("noisy" | PrivateGOE(f_H))``),
-    ``selection`` (``Last()``, ``MinNoisyNorm()``, ``Exponential(ε, C)``, ``NoisyLoss(μ, C)``),
-    ``batches`` (``FixedBatches(b, search=..., maxiter=..., speed=...)``,
-    ``AdaptiveBatches(bias_tolerance=..., max_size=...)``) and ``fitting`` (``NoFitting()``, or
-    the unsafe ``SensitiveFitting(fit)``). Each strategy checks its own values. At this boundary
-    only, a registered name resolves once through the registry (``noise="adaptive_norm"``,
-    ``step_rule="adagrad"``, ``clip="adaptive"``: the class with its defaults), ``clip`` also
-    takes a number ``B`` and ``projection`` a ``SubspaceOracle``. The old flat keywords
-    (``clip_bound=...``, ``noise_schedule=...``, ``batch_size=...``, ...) still work, with a
-    ``DeprecationWarning`` naming the new spelling (``optim.legacy_options``);
-    ``dataclasses.replace(config, clip_bound=...)`` is a ``ValueError`` naming ``clip``.
-
-    Options that cannot run together are refused here, by the rule one of them declares
-    (``Options.check``): the private preconditioner with adaptive clipping, with the adaptive
-    noise schedule, or with a subspace that moves; ``MinNoisyNorm`` without the adaptive
-    schedule; a spending option with ``privacy_mu = inf``. The budget split is explicit
-    (``mu_split``): the selection's charge ``μ_sel`` comes out of ``privacy_mu`` and the steps
-    get ``√(μ² − μ_sel²)``, shared with adaptive clipping's counts and the private
-    preconditioner.
+    Frozen: change a config with ``dataclasses.replace``. Each option is ONE strategy object per
+    family (``optim.options.OptionFields``; the last seven attributes below), which checks its own
+    values. At this boundary only, a registered name resolves once through the registry
+    (``noise="adaptive_norm"``: the class with its defaults), ``clip`` also takes a number ``B``
+    and ``projection`` a ``SubspaceOracle``. The old flat keywords (``clip_bound=...``,
+    ``batch_size=...``, ...) still work, with a ``DeprecationWarning`` naming the new spelling
+    (``optim.legacy_options``). Options that cannot run together are refused here, by the rule
+    one of them declares (``Options.check``). The budget split is explicit (``mu_split``).
 
     Attributes:
         bounds: ``2 x d`` tensor, the public box ``Θ``.
@@ -255,21 +240,18 @@ class DPGIBOConfig(OptionFields):
 
     @property
     def options(self) -> Options:
-        r"""The run's strategies (``optim.options``), one per family: the config's own objects (never
-        rebuilt; the bundle is not cached on the config, so ``vars(config)`` holds only its fields and
-        ``DPGIBOConfig(**vars(config))`` copies it)."""
+        r"""The run's strategies, the config's own objects (the bundle is not cached on the config, so
+        ``vars(config)`` holds only its fields and ``DPGIBOConfig(**vars(config))`` copies it)."""
         return Options(**{name: getattr(self, name) for name in STRATEGY_FIELDS})
 
     @property
     def max_evaluations(self) -> int:
-        r"""The most objective evaluations the run can ask for: ``T · b`` with fixed batches,
-        ``T · b_max`` with adaptive ones (``b`` and ``b_max`` default to ``d + 1``). Plan
-        anything that costs per evaluation with it, e.g. the DP-SGD training runs of a
-        target training ε (``DPSGDConfig(planned_runs=...)``). With
-        ``subspace_acquisition`` the defaults are ``k + 1`` (``default_batch_size``)."""
+        r"""The most objective evaluations the run can ask for: ``T · b`` with fixed batches, ``T · b_max``
+        with adaptive ones (default ``default_batch_size``), plus the ``T + 1`` iterates an evaluated
+        selection evaluates; plan anything that costs per evaluation with it, e.g. the DP-SGD
+        training runs of a target training ε (``DPSGDConfig(planned_runs=...)``)."""
         o = self.options
         per_step = o.batches.per_step(o.projection.default_batch_size(self.bounds.shape[1]))
-        # an evaluated selection asks for the T + 1 iterates after the last step
         selection = self.iteration_cap + 1 if o.selection.evaluated else 0
         return self.iteration_cap * per_step + selection
 
@@ -281,10 +263,7 @@ class DPGIBOConfig(OptionFields):
 
     @property
     def mu_split(self) -> BudgetSplit:
-        r"""How ``privacy_mu`` is split between the run's releases (``optim.options.BudgetSplit``,
-        the one place this is computed): ``selection_mu`` (``μ_sel``, 0 for a free selection),
-        ``steps_mu = √(μ² − μ_sel²)``, and the steps' shares ``gradient_mu``, ``clip_mu`` (adaptive
-        clipping's counts) and ``precond_mu`` (the private preconditioner)."""
+        r"""How ``privacy_mu`` is split between the run's releases (``optim.options.BudgetSplit``)."""
         return self.options.split(self.privacy_mu)
 
 

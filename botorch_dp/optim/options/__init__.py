@@ -10,22 +10,13 @@ r"""DP-GIBO's options as strategy objects, one family per module, each family a 
 | batches | ``BatchRule`` | ``FixedBatches``, ``AdaptiveBatches`` | ``batches`` |
 | fitting | ``Fitting`` | ``NoFitting``, ``SensitiveFitting`` (the unsafe opt-out) | ``fitting`` |
 
-A protocol holds the narrow methods ``Options`` and the loop call over a step's context (the
-``RunPlan``, the users' ``ClippedSum``, the family's record in the ``RunState``); any class
-with them, registered under its family (``@register("noise", "my_schedule")``), plugs in, as
-a ``SubspaceOracle`` does. Variants compose by wrapping: ``QuantileClip`` and ``DecayingClip``
-wrap a ``FixedClip`` and move its bound. Adding one is a module, its ``@register`` line and its
-import here, and a test module (``decaying_clip`` is the example).
-
-``Options`` bundles one strategy per family; ``BudgetSplit`` gives each its μ. Compatibility
-is declared, not branched: a strategy lists what it ``requires`` and ``provides`` (e.g.
-``AdaptiveNorm`` provides the ``"noisy_norms"`` that ``MinNoisyNorm`` requires; the private
-preconditioner requires a ``"fixed_basis"`` and a ``"fixed_clip_bound"``, which only ``FixedClip``
-provides, so a new clip policy that moves its bound is refused with it unless it says otherwise),
-the strategies it ``conflicts`` with and why
-(the private preconditioner: adaptive clipping and the adaptive schedule), and whether it
-needs a finite ``μ`` (``needs_finite_mu``); ``Options.check`` applies all of it and names
-both parties.
+A protocol holds the narrow methods ``Options`` and the loop call over a step's context; any
+class with them, registered under its family (``@register("noise", "my_schedule")``), plugs in.
+Variants compose by wrapping (``QuantileClip`` and ``DecayingClip`` wrap a ``FixedClip``). Adding
+one is a module, its ``@register`` line and its import here, and a test module (``decaying_clip``
+is the example). Compatibility is declared, not branched: a strategy lists what it ``requires``
+and ``provides`` (``CAPABILITIES``), what it ``conflicts`` with and why, and whether it
+``needs_finite_mu``; ``Options.check`` applies all of it and names both parties.
 """
 
 from __future__ import annotations
@@ -221,12 +212,8 @@ class Options(OptionFields):
         )
 
     def check(self, privacy_mu: float | None, dim: int, num_iterations: int) -> None:
-        r"""Refuse options that cannot run together (``ValueError`` naming both parties and why);
-        ``privacy_mu`` is a config's, resolved (``None`` is refused).
-
-        Nothing here compares two options by name: each strategy declares what it ``requires``
-        and ``provides``, the strategies it ``conflicts`` with, and whether it ``needs_finite_mu``.
-        """
+        r"""Refuse options that cannot run together (``ValueError`` naming both parties and why), by what
+        each strategy declares; ``privacy_mu`` is a config's, resolved (``None`` is refused)."""
         privacy_mu = resolved_mu(privacy_mu)
         strategies = self.strategies()
         provided = frozenset().union(*(s.provides for s in strategies))

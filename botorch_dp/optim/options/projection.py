@@ -123,7 +123,6 @@ class NoProjection(Strategy):
         return dim + 1
 
     def released_dim(self, dim: int) -> int:
-        r"""How many coordinates a step noises (``d``)."""
         return dim
 
     def check(self, dim: int) -> None:

@@ -1,15 +1,11 @@
-r"""The strategies' registry: today's option strings and a checkpoint's specs resolve here.
+r"""The strategies' registry: option names and a checkpoint's specs resolve here.
 
 A strategy class registers under its family and name with ``@register("noise", "adaptive_norm")``;
-``lookup`` turns a name into the class (an unknown one gets an error that lists the
-registered names) and ``from_spec`` rebuilds a strategy from its ``spec()``, for registered
-kinds only (an allow-list: nothing else is ever constructed from a checkpoint).
-
-A family's type is a ``typing.Protocol`` in the family's module (``ClipPolicy``, ``NoisePolicy``,
-``Projection``, ``StepPolicy``, ``IterateSelection``, ``BatchRule``, ``Fitting``), each extending
-``StrategyLike``, what ``Options.check`` and ``Options.describe`` read of every strategy. Any class
-that has a family's members and is registered under it plugs in; ``Strategy`` is an optional base
-that gives ``StrategyLike``'s defaults. ``missing_members`` names what a class lacks of a protocol.
+``resolve`` turns a config's or a baseline's argument (a strategy, or a registered name) into a
+strategy, ``lookup`` a name into the class (an unknown one gets an error that lists the
+registered names) and ``from_spec`` rebuilds a strategy from its ``spec()``, for registered kinds
+only (nothing else is ever constructed from a checkpoint). ``StrategyLike`` is what every
+family's protocol extends; ``Strategy`` an optional base that gives its defaults.
 """
 
 from __future__ import annotations
@@ -51,11 +47,9 @@ CONFIG_FIELDS = {
 
 
 class StrategyLike(Protocol):
-    r"""What ``Options`` reads of every strategy, whatever its family: its family and registered
-    name (set by ``register``), the capabilities it ``requires`` of the others and ``provides``
-    them, why it needs a finite ``privacy_mu`` if it does (``needs_finite_mu``), its ``key`` (what
-    another strategy's ``conflicts`` names it by), its ``label`` in error messages, the strategies
-    it cannot run with (``conflicts``) and an exact ``spec()``. ``Strategy`` implements all of it."""
+    r"""What ``Options`` reads of every strategy (``Strategy`` implements it): its family and name, the
+    capabilities it ``requires`` and ``provides``, why it ``needs_finite_mu`` (if it does), its ``key``
+    (what another's ``conflicts`` names it by), its ``label`` in errors, and an exact ``spec()``."""
 
     @property
     def family(self) -> str: ...
@@ -84,12 +78,8 @@ class StrategyLike(Protocol):
 
 
 class Strategy:
-    r"""An optional base that implements ``StrategyLike`` with defaults: its family and registered
-    name, the capabilities it needs from the other strategies (``requires``) and gives them
-    (``provides``; a class lists what its instances may give in ``can_provide``), the strategies
-    it cannot run with and why (``conflicts``, none), why it needs a finite ``privacy_mu`` if it
-    does (``needs_finite_mu``), an exact ``spec()`` (the kind alone) and ``from_spec`` (the
-    class's constructor over the spec's other keys)."""
+    r"""An optional base that implements ``StrategyLike`` with defaults (a class lists what its
+    instances may provide in ``can_provide``)."""
 
     family: ClassVar[str] = ""
     name: ClassVar[str] = ""
@@ -121,8 +111,9 @@ class Strategy:
         return {}
 
     def spec(self) -> dict[str, Any]:
-        r"""An exact, JSON-able description ``{"kind": name, ...parameters}``."""
-        return {"kind": self.name}
+        r"""An exact, JSON-able description ``{"kind": name, ...parameters}`` (a dataclass's init fields)."""
+        params: tuple[dataclasses.Field[Any], ...] = dataclasses.fields(self) if dataclasses.is_dataclass(self) else ()
+        return {"kind": self.name, **{f.name: getattr(self, f.name) for f in params if f.init}}
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> Strategy:
@@ -134,12 +125,9 @@ _C = TypeVar("_C", bound=type)
 
 
 def missing_members(strategy: Any, protocol: type) -> tuple[str, ...]:
-    r"""The public members of ``protocol`` (a ``typing.Protocol`` and the protocols it extends)
-    that ``strategy`` (a class, or an instance) lacks, sorted; empty when it has them all. A
-    member counts as there when the class defines or declares it (a class attribute, a method, a
-    property, an annotated field such as a dataclass field without a default) or, for an
-    instance, when the instance holds it. Properties are not evaluated; signatures are mypy's to
-    check (``Options``' fields are annotated with the protocols)."""
+    r"""The public members of ``protocol`` (and the protocols it extends) that ``strategy`` (a class,
+    or an instance) lacks, sorted: a member counts when the class defines or declares it (an
+    annotated field too) or the instance holds it. Signatures are mypy's to check."""
     cls = strategy if isinstance(strategy, type) else type(strategy)
     missing = _missing_in_class(cls, protocol)
     own = {} if strategy is cls else getattr(strategy, "__dict__", {})

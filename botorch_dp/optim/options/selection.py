@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -135,11 +135,9 @@ class Last(Strategy):
 
     @property
     def charge(self) -> float:
-        r"""``μ_sel``, the selection's GDP charge."""
         return 0.0
 
     def index(self, num_iterates: int, noisy_norms: tuple[float, ...]) -> int:
-        r"""The returned iterate's index (free rules only)."""
         return num_iterates - 1
 
     def record(
@@ -228,9 +226,6 @@ class Exponential(Evaluated):
         object.__setattr__(self, "epsilon", check_positive(self.epsilon, "selection_epsilon", allow_inf=False))
         object.__setattr__(self, "loss_clip", check_positive(self.loss_clip, "loss_clip", allow_inf=False))
 
-    def spec(self) -> dict[str, Any]:
-        return {"kind": self.name, "epsilon": self.epsilon, "loss_clip": self.loss_clip}
-
     @property
     def charge(self) -> float:
         return pure_dp_to_gdp_mu(self.epsilon)
@@ -260,9 +255,6 @@ class NoisyLoss(Evaluated):
     def __post_init__(self) -> None:
         object.__setattr__(self, "mu", check_positive(self.mu, "selection_mu", allow_inf=False))
         object.__setattr__(self, "loss_clip", check_positive(self.loss_clip, "loss_clip", allow_inf=False))
-
-    def spec(self) -> dict[str, Any]:
-        return {"kind": self.name, "mu": self.mu, "loss_clip": self.loss_clip}
 
     @property
     def charge(self) -> float:

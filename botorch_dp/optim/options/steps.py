@@ -144,31 +144,25 @@ class SGD(Strategy):
 
     @property
     def mu_fraction(self) -> float | None:
-        r"""The preconditioner's share of the steps' budget (none)."""
         return None
 
     @property
     def keeps_coordinates(self) -> bool:
-        r"""Whether the run records the released coordinates for this rule."""
         return False
 
     def make_optimizer(self, theta: Tensor, step_size: float) -> torch.optim.Optimizer:
-        r"""``torch.optim.SGD`` over a copy of ``θ``."""
         return torch.optim.SGD([theta.detach().clone()], lr=step_size)
 
     def bound_parts(self, plan: RunPlan) -> dict[str, Gaussian]:
         return {}
 
     def observe(self, summed: ClippedSum, plan: RunPlan, track: SubspaceTrack, meter: Meter) -> SubspaceTrack:
-        r"""What the rule releases from the step's clipped sum (nothing)."""
         return track
 
     def extras(self, basis: Tensor | None, noise_std: float, track: SubspaceTrack) -> dict[str, Any]:
-        r"""Keyword arguments of the optimizer's ``step`` (none)."""
         return {}
 
     def record(self, plan: RunPlan, track: SubspaceTrack) -> PreconditionerRecord:
-        r"""What the rule released (nothing)."""
         return PreconditionerRecord()
 
 
@@ -179,7 +173,6 @@ class AdaGrad(SGD):
     (``torch.optim.Adagrad`` with ``eps = ADAGRAD_EPS``)."""
 
     def make_optimizer(self, theta: Tensor, step_size: float) -> torch.optim.Optimizer:
-        r"""``torch.optim.Adagrad`` over a copy of ``θ``."""
         return torch.optim.Adagrad([theta.detach().clone()], lr=step_size, eps=ADAGRAD_EPS)
 
 
