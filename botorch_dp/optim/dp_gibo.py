@@ -29,7 +29,6 @@ from botorch_dp.distributed.partitions import PartitionedObjective
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim import report
 from botorch_dp.optim.checkpoint import check_new_checkpoint_dir, kernel_fingerprint, save_state
-from botorch_dp.optim.checkpoint.lock import CheckpointLock, OwnsCheckpoint, own_checkpoint
 from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, resolve_model
 from botorch_dp.optim.driver import run_to_end
 from botorch_dp.optim.options import EvaluatedSelection, RunPlan, resolved_mu
@@ -44,6 +43,7 @@ from botorch_dp.optim.stored_config import config_to_json
 from botorch_dp.optim.users import InMemoryUsers, PartitionedUsers, Users
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.seeding import PrivacyWarning, noise_generator
+from botorch_dp.storage.lock import CheckpointLock, OwnsCheckpoint, own_checkpoint
 from botorch_dp.utils import check_bounds, child_seeds
 
 __all__ = ["DPGIBO"]
@@ -86,7 +86,7 @@ class DPGIBO(OwnsCheckpoint):
             hold no checkpoint yet, must not be a symbolic link, and must be private (this
             user's, mode ``0700``); else ``ValueError`` (``checkpoint.check_new_checkpoint_dir``).
             The object owns it until ``close()`` (a ``with`` block, garbage collection, the
-            process's end): another opener is refused (``checkpoint.lock``).
+            process's end): another opener is refused (``storage.lock``).
         ledger: A ``PrivacyLedger`` to charge (default: a new one with
             ``config.validation_mu_budget`` as budget). Pass the ledger your objective records DP
             training runs in, or a stored one shared by other runs on the same users.

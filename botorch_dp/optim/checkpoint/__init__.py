@@ -1,16 +1,16 @@
 r"""Checkpoint files of a DP-GIBO run: ``save_state(directory, state)`` / ``load_state(directory)``.
 
-Modules: ``directory`` (the private directory, never through a link), ``files`` (atomic
-writes and checked reads), ``encoding`` (exact JSON of tensors, floats and generators),
-``kernels`` (the kernel allow-list), ``lock`` (one owner per directory: a ``DPGIBO`` holds
-an exclusive lock on it for its life, and a second opener is refused by name).
+Modules: ``directory`` (the checkpoint's names; a new run's directory must hold none),
+``files`` (the state's files, written atomically and read checked), ``encoding`` (exact JSON of
+tensors, floats and generators), ``kernels`` (the kernel allow-list). The private directory,
+atomic writes and the one-owner lock (a ``DPGIBO`` holds it for its life) are ``storage``'s.
 
 The state is SENSITIVE: it holds the per-user losses, the noise generator's state and the
 ledger. Protect the directory like the data (it is created ``0700``, its files ``0600``).
 
 Nothing is ever unpickled. The layout of a checkpoint directory (schema version 1)::
 
-    owner.lock                 the lock of the object that owns the directory (``lock``)
+    owner.lock                 the lock of the object that owns the directory (``storage.lock``)
     state.json                 public state, config, ledger, generator states (JSON)
     gp/000012.safetensors      evaluation points X, Cholesky factor L, kernel tensors
     losses/000000.safetensors  the per-user losses of batch 0 (b_0 x n), one file per batch
