@@ -1,21 +1,13 @@
 r"""The old flat option keywords of ``DPGIBOConfig``, kept working through this one module.
 
-A config holds one strategy object per family (``clip``, ``noise``, ``projection``,
-``step_rule``, ``selection``, ``batches``, ``fitting``; ``optim.options``). Before, each option
-was spread over flat fields (``clip_bound="adaptive", clip_quantile=0.9``,
-``noise_schedule="adaptive_norm", max_iterations=40``, ``batch_size=3``, ...). Here, and only
-here, those keywords are read:
-
-- ``DPGIBOConfig(clip_bound=2.0, batch_size=3, ...)`` still works: each family's old keywords
-  become its strategy (``strategies_from_flat``), with one ``DeprecationWarning`` per family
-  naming the new spelling (``clip=FixedClip(bound=2.0)``).
-- ``config.clip_bound`` (and every other old name) still reads, with a warning, from the
-  strategy that now holds it (``FLAT_FIELDS``: the family and the key of its ``spec()``).
-- ``dataclasses.replace(config, clip_bound=...)`` is a ``ValueError`` naming the new field:
-  ``replace`` passes the config's own ``clip`` along, and an old keyword cannot say whether
-  it should win (``dataclasses.replace(config, clip=FixedClip(2.0))`` is the spelling).
-- A checkpoint written with the flat fields is migrated by ``stored_config.migrate_flat_config``,
-  which builds its strategies with the same ``strategies_from_flat``.
+A config holds one strategy per family; before, each option was spread over flat fields
+(``clip_bound="adaptive", clip_quantile=0.9``, ``batch_size=3``, ...). Here, and only here, those
+keywords are read: ``DPGIBOConfig(clip_bound=2.0, ...)`` builds each family's strategy
+(``strategies_from_flat``, one ``DeprecationWarning`` per family naming the new spelling),
+``config.clip_bound`` reads, with a warning, from the strategy that holds it (``FLAT_FIELDS``), and
+``dataclasses.replace(config, clip_bound=...)`` is a ``ValueError`` naming the new field (an old
+keyword cannot say whether it should win over the config's own ``clip``). A checkpoint written
+with the flat fields is migrated (``stored_config.migrate_flat_config``) by the same rule.
 """
 
 from __future__ import annotations

@@ -29,19 +29,9 @@ def taken_error(root: Path) -> ValueError:
 
 
 def check_new_checkpoint_dir(directory: str | os.PathLike) -> None:
-    r"""Refuse a directory that a NEW run must not checkpoint into.
-
-    Called by ``DPGIBO(config, checkpoint_dir=...)`` before anything is computed or
-    released (``DPGIBO.resume`` skips it). A missing or empty directory is fine.
-
-    Args:
-        directory: The new run's checkpoint directory.
-
-    Raises:
-        ValueError: naming ``directory`` if it already holds a checkpoint (``state.json``,
-            whatever it is), is a symbolic link, belongs to another user or is open to
-            group or others.
-    """
+    r"""Refuse (``ValueError`` naming it) a directory a NEW run must not checkpoint into: one that holds
+    a ``state.json`` (whatever it is), is a link, or is not private. Called by ``DPGIBO(config,
+    checkpoint_dir=...)`` before anything is computed (``DPGIBO.resume`` skips it)."""
     root = Path(directory)
     fd = open_dir(root, root, create=False)
     if fd is None:

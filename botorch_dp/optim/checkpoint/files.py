@@ -60,26 +60,11 @@ def _write_tensors(dir_fd: int, folder: Path, name: str, tensors: dict[str, Tens
 def save_state(
     directory: str | os.PathLike, state: dict[str, Any], committed: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    r"""Write a run's state into ``directory`` durably; only new files are written.
-
-    Nothing is written through a symbolic link: the directory, ``gp/``, ``losses/`` and
-    the files written must not be links, and the directory must belong to this user and
-    be closed to group and others (``ValueError`` naming the path otherwise).
-
-    Args:
-        directory: The checkpoint directory (created ``0700`` if missing).
-        state: ``{"meta": dict, "gp": dict[str, Tensor], "loss_blocks": list[Tensor]}``:
-            the JSON-able public state (everything but the file records), the
-            ``gp/<iteration>`` tensors and the per-batch loss blocks (SENSITIVE).
-        committed: The value this function returned for the previous checkpoint of the
-            same run (``None`` at first): loss files it lists are not written again, nor
-            the gp file of the same iteration. With ``None`` the directory must not hold a
-            checkpoint yet (``ValueError`` naming ``DPGIBO.resume``): a run's first save
-            never replaces another run's ``state.json``.
-
-    Returns:
-        The file records now committed (pass them to the next call).
-    """
+    r"""Write ``state`` (``{"meta": JSON-able public state, "gp": tensors, "loss_blocks": the per-batch
+    losses (SENSITIVE)}``) into the private ``directory`` durably, never through a link, and return
+    the file records now committed. ``committed``: what the previous save of the same run returned
+    (its loss files and same-iteration gp file are not written again); ``None`` at first, when the
+    directory must not hold a checkpoint yet (``ValueError`` naming ``DPGIBO.resume``)."""
     root = Path(directory)
     meta, blocks = state["meta"], state["loss_blocks"]
     first = committed is None
@@ -144,19 +129,9 @@ _strict_state = functools.partial(strict_object, message=f"Checkpoint {STATE_FIL
 
 
 def _read_checked(root: Path, dir_fds: dict[str, int | None], record: Any, name: str, pattern: re.Pattern) -> bytes:
-    r"""The bytes of the gp or loss file ``record`` names, checked against its size and SHA-256.
-
-    Args:
-        root: The checkpoint directory, for messages.
-        dir_fds: ``{"gp": fd, "losses": fd}``, the open subdirectories (``None``: missing).
-        record: ``{"file", "sha256", "bytes"}`` (and ``"rows"`` for a loss file) from ``state.json``.
-        name: The record's field in ``state.json``, for messages.
-        pattern: What the file's name must look like.
-
-    Returns:
-        The file's bytes; a ``ValueError`` naming the file if it is missing, a link,
-        of another size or another SHA-256.
-    """
+    r"""The bytes of the gp or loss file ``record`` (the ``state.json`` field ``name``) names, from the
+    open subdirectories ``dir_fds``; a ``ValueError`` naming it if it is missing, a link, misnamed
+    (``pattern``), or of another size or SHA-256."""
     check_keys(record, {"file", "sha256", "bytes"} | ({"rows"} if name.startswith("loss") else set()), name)
     file = record["file"]
     if not isinstance(file, str) or not pattern.match(file):
@@ -205,14 +180,8 @@ def load_state(directory: str | os.PathLike) -> dict[str, Any]:
     there is one loss file per finished iteration with the told batch sizes as rows and the
     same number of users in each, and that the gp file holds ``X`` (``N x d``) and ``L``
     (``N x N``) with ``N`` the total number of rows. The fields of ``meta`` are decoded and
-    checked by ``DPGIBO.load_state_dict``.
-
-    Args:
-        directory: The checkpoint directory.
-
-    Returns:
-        ``{"meta": dict, "gp": dict[str, Tensor], "loss_blocks": list[Tensor]}``; a
-        ``ValueError`` naming the problem for a foreign, damaged or inconsistent checkpoint.
+    checked by ``DPGIBO.load_state_dict``. A foreign, damaged or inconsistent checkpoint is a
+    ``ValueError`` naming the problem.
     """
     root = Path(directory)
     with contextlib.ExitStack() as fds:

@@ -1,20 +1,12 @@
 r"""Which iterate a run returns (Menart et al., spec B2), and what choosing it privately costs.
 
-``Last`` (``θ_T``) and ``MinNoisyNorm`` (the iterate with the smallest released noisy norm;
-needs a schedule that releases norms) are free post-processing. ``Exponential(ε, C)`` and
-``NoisyLoss(μ, C)`` evaluate the iterates ``θ_0..θ_T`` on the users once more and choose
-privately from their clamped loss sums (part ``"select"``); their charge ``μ_sel`` comes off
-the top of the budget (``BudgetSplit``). ``IterateSelection`` is the family's protocol and
-``EvaluatedSelection`` that of the rules that evaluate the iterates; ``Evaluated`` is the shared
-part of the two evaluated rules here (their release), not the family's type.
-
-The evaluated rules need the per-user losses at the iterates ``θ_0..θ_T``: one extra batch of
-``T + 1`` evaluations after the last step. ``Exponential`` is the exponential mechanism on the
-iterates' mean losses clamped to ``[0, C]`` (sensitivity ``C/n``, ``P(j) ∝ exp(−ε u_j/(2Δ))``,
-sampled by Gumbel-max, ``privacy.mechanisms.ExponentialLossSelection``), pure ``ε``-DP charged on
-the ledger as ``μ = 2Φ⁻¹(e^ε/(1 + e^ε))``; ``NoisyLoss`` releases Gaussian noisy mean losses of all
-iterates and the smallest wins (``privacy.mechanisms.NoisyLossSelection``), ``μ_sel``-GDP in total.
-The steps get ``μ_steps = √(μ² − μ_sel²)`` (``BudgetSplit``), so that the whole run is ``μ``-GDP.
+``Last`` and ``MinNoisyNorm`` are free post-processing. ``Exponential(ε, C)`` and ``NoisyLoss(μ, C)``
+evaluate the iterates ``θ_0..θ_T`` on the users once more (one extra batch of ``T + 1``
+evaluations) and choose privately from their losses clamped to ``[0, C]`` (part ``"select"``):
+the exponential mechanism (``P(j) ∝ exp(−ε u_j/(2Δ))``, ``Δ = C/n``, pure ``ε``-DP charged as
+``μ = 2Φ⁻¹(e^ε/(1 + e^ε))``) or Gaussian noisy mean losses whose smallest wins (``μ_sel``-GDP).
+Their charge ``μ_sel`` comes off the top of the budget (``BudgetSplit``). ``Evaluated`` is the
+shared part of the two evaluated rules here (their release), not the family's type.
 """
 
 from __future__ import annotations
@@ -53,12 +45,8 @@ SELECTION_KEY = "select"
 
 
 def min_noisy_norm_index(noisy_norms: Sequence[float]) -> int:
-    r"""``argmin_t N_t`` (the first on ties): the iterate ``θ_{t*}`` whose released noisy
-    gradient norm is smallest. Post-processing, free.
-
-    Args:
-        noisy_norms: The released ``N_0, ..., N_{T−1}`` (``N_t`` at ``θ_t``).
-    """
+    r"""``argmin_t N_t`` over the released ``N_0, ..., N_{T−1}`` (the first on ties): the iterate whose
+    released noisy gradient norm is smallest. Post-processing, free."""
     if len(noisy_norms) == 0:
         raise ValueError("No noisy norms were released yet.")
     return int(torch.argmin(torch.tensor(list(noisy_norms), dtype=torch.float64)))
@@ -211,12 +199,7 @@ class Evaluated(Strategy):
 @dataclass(frozen=True)
 class Exponential(Evaluated):
     r"""The exponential mechanism on the iterates' mean losses clamped to ``[0, C]`` (pure ``ε``-DP,
-    charged ``μ_sel = 2Φ⁻¹(e^ε/(1 + e^ε))``).
-
-    Args:
-        epsilon: ``ε_sel > 0``, finite.
-        loss_clip: ``C > 0``, finite.
-    """
+    charged ``μ_sel = 2Φ⁻¹(e^ε/(1 + e^ε))``)."""
 
     epsilon: float = 1.0
     loss_clip: float = 1.0
@@ -240,12 +223,8 @@ class Exponential(Evaluated):
 @register("selection", "noisy_loss")
 @dataclass(frozen=True)
 class NoisyLoss(Evaluated):
-    r"""Gaussian noisy mean losses of all iterates, the smallest wins (``μ_sel``-GDP in all).
-
-    Args:
-        mu: ``μ_sel > 0``, finite: all scores together.
-        loss_clip: ``C > 0``, finite.
-    """
+    r"""Gaussian noisy mean losses (clamped to ``[0, C]``) of all iterates, the smallest wins (``μ_sel``-GDP
+    for all scores together)."""
 
     by_name_needs = "its mu (μ_sel) and loss_clip (C)"
 
