@@ -41,7 +41,7 @@ KNOWN_CYCLES: list[list[str]] = []
 #: level, inside functions and under ``TYPE_CHECKING`` alike, and so does a literal module name that
 #: the module hands to ``importlib`` (``_LAZY_NAMES``). There is no exception list.
 TIERS: tuple[tuple[str, ...], ...] = (
-    ("utils",),
+    ("utils", "storage"),
     ("privacy", "kernel_derivatives"),
     ("distributed", "gradient_gp", "training"),
     ("acquisition", "objectives"),

@@ -10,12 +10,10 @@ chosen privately (``selection``, see ``optim.options.selection``).
 from __future__ import annotations
 
 import concurrent.futures as cf
-import dataclasses
 import math
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -29,8 +27,8 @@ from botorch_dp.optim.options import (
     NoiseState,
     Options,
     RunPlan,
-    lookup,
-    registered,
+    is_strategy,
+    resolve,
 )
 from botorch_dp.optim.options.noise import DEFAULT_NORM_MU_FRACTION, NoisePolicy, NoiseSchedule
 from botorch_dp.optim.options.projection import SubspaceTrack
@@ -182,10 +180,10 @@ def noisy_gradient_descent(
         "loss_clip": ("loss_clip", loss_clip),
     }
     options = Options(
-        clip=_strategy("clip_bound", clip_bound) if _is_strategy(clip_bound) else FixedClip(clip_bound),
-        noise=_strategy("noise_schedule", noise_schedule, noise_keywords),
-        step_rule=_strategy("step_rule", step_rule),
-        selection=_strategy("selection", selection, selection_keywords, strict=True),
+        clip=resolve("clip", clip_bound, "clip_bound") if is_strategy(clip_bound) else FixedClip(clip_bound),
+        noise=resolve("noise", noise_schedule, "noise_schedule", noise_keywords),
+        step_rule=resolve("step_rule", step_rule, "step_rule", {}),
+        selection=resolve("selection", selection, "selection", selection_keywords, strict=True),
     )
     options.check(privacy_mu, d, int(num_iterations))
     evaluator = None  # what the evaluated selections evaluate the iterates with
@@ -269,52 +267,9 @@ def noisy_gradient_descent(
     )
 
 
-#: The family of each strategy argument of ``noisy_gradient_descent``.
-_FAMILIES: dict[str, str] = {
-    "clip_bound": "clip",
-    "noise_schedule": "noise",
-    "step_rule": "step_rule",
-    "selection": "selection",
-}
-
-
-def _is_strategy(value: object) -> bool:
-    r"""Whether an argument is a strategy object (any class of a registered family), not a setting."""
-    return getattr(value, "family", None) is not None
-
-
 def _first_bound(options: Options) -> float:
     r"""The first step's clip bound ``B`` (``B₀`` of a moving bound; public)."""
     return options.clip.current(options.clip.initial_state())
-
-
-def _strategy(
-    argument: str, value: Any, keywords: dict[str, tuple[str, Any]] | None = None, strict: bool = False
-) -> Any:
-    r"""The strategy ``argument`` asks for: a strategy object as it is (of the argument's family, else a
-    ``ValueError`` naming both), or the class the registry holds under the name ``value``, built from
-    those ``keywords`` (``{field: (keyword, value)}``) that are its fields. ``strict``: each of its fields
-    must be given, and a keyword given to a class without that field is refused (``ValueError`` naming
-    the keyword and the registered names that take it)."""
-    family = _FAMILIES[argument]
-    if _is_strategy(value):
-        if value.family != family:
-            raise ValueError(f"{argument} got a {value.family} strategy ({type(value).__name__}).")
-        return value
-    cls = lookup(family, value, argument)
-    keywords, taken = keywords or {}, _fields(cls)
-    for name, (keyword, given) in keywords.items() if strict else ():
-        if name in taken and given is None:
-            raise ValueError(f"{argument}={value!r} needs {keyword}.")
-        if name not in taken and given is not None:
-            users = tuple(other for other, c in registered(family).items() if name in _fields(c))
-            raise ValueError(f"{keyword} is only used by {argument} in {users}, not by {argument}={value!r}.")
-    return cls(**{name: given for name, (_, given) in keywords.items() if name in taken})
-
-
-def _fields(cls: type) -> set[str]:
-    r"""The dataclass fields of a strategy class (its parameters)."""
-    return {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
 
 
 def _description(

@@ -20,26 +20,15 @@ from botorch_dp.optim.deprecated import alias_property, rename_fields, warn_rena
 from botorch_dp.optim.legacy_options import install_flat_keywords
 from botorch_dp.optim.options import (
     FAMILY_PROTOCOLS,
-    SGD,
-    BatchRule,
     BudgetSplit,
-    ClipPolicy,
     Fitting,
-    FixedBatches,
     FixedClip,
-    FixedNoise,
-    IterateSelection,
-    Last,
     NoFitting,
-    NoisePolicy,
-    NoProjection,
+    OptionFields,
     Options,
     Projected,
-    Projection,
     SensitiveFitting,
-    StepPolicy,
-    lookup,
-    registered,
+    resolve,
 )
 from botorch_dp.optim.privacy_target import (
     DEFAULT_PRIVACY_MU,
@@ -79,32 +68,17 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class DPGIBOConfig:
+class DPGIBOConfig(OptionFields):
     r"""Public settings of a DP-GIBO run (paper symbols in brackets), validated on construction.
 
-    Frozen: change a config with ``dataclasses.replace``. Each option is ONE strategy object
-    per family (``optim.options``), stored as given and read by ``config.options`` (built once):
-    ``clip`` (``FixedClip(B)``, ``QuantileClip(B₀, γ, η_C, f_C)``), ``noise`` (``FixedNoise()``,
-    ``AdaptiveNorm(...)``), ``projection`` (``NoProjection()``, ``Projected(oracle, acquisition)``),
-    ``step_rule`` (``SGD()``, ``AdaGrad()``, ``FullMatrixAdaGrad("noisy" | PrivateGOE(f_H))``),
-    ``selection`` (``Last()``, ``MinNoisyNorm()``, ``Exponential(ε, C)``, ``NoisyLoss(μ, C)``),
-    ``batches`` (``FixedBatches(b, search=..., maxiter=..., speed=...)``,
-    ``AdaptiveBatches(bias_tolerance=..., max_size=...)``) and ``fitting`` (``NoFitting()``, or
-    the unsafe ``SensitiveFitting(fit)``). Each strategy checks its own values. At this boundary
-    only, a registered name resolves once through the registry (``noise="adaptive_norm"``,
-    ``step_rule="adagrad"``, ``clip="adaptive"``: the class with its defaults), ``clip`` also
-    takes a number ``B`` and ``projection`` a ``SubspaceOracle``. The old flat keywords
-    (``clip_bound=...``, ``noise_schedule=...``, ``batch_size=...``, ...) still work, with a
-    ``DeprecationWarning`` naming the new spelling (``optim.legacy_options``);
-    ``dataclasses.replace(config, clip_bound=...)`` is a ``ValueError`` naming ``clip``.
-
-    Options that cannot run together are refused here, by the rule one of them declares
-    (``Options.check``): the private preconditioner with adaptive clipping, with the adaptive
-    noise schedule, or with a subspace that moves; ``MinNoisyNorm`` without the adaptive
-    schedule; a spending option with ``privacy_mu = inf``. The budget split is explicit
-    (``mu_split``): the selection's charge ``μ_sel`` comes out of ``privacy_mu`` and the steps
-    get ``√(μ² − μ_sel²)``, shared with adaptive clipping's counts and the private
-    preconditioner.
+    Frozen: change a config with ``dataclasses.replace``. Each option is ONE strategy object per
+    family (``optim.options.OptionFields``; the last seven attributes below), which checks its own
+    values. At this boundary only, a registered name resolves once through the registry
+    (``noise="adaptive_norm"``: the class with its defaults), ``clip`` also takes a number ``B``
+    and ``projection`` a ``SubspaceOracle``. The old flat keywords (``clip_bound=...``,
+    ``batch_size=...``, ...) still work, with a ``DeprecationWarning`` naming the new spelling
+    (``optim.legacy_options``). Options that cannot run together are refused here, by the rule
+    one of them declares (``Options.check``). The budget split is explicit (``mu_split``).
 
     Attributes:
         bounds: ``2 x d`` tensor, the public box ``Θ``.
@@ -188,14 +162,7 @@ class DPGIBOConfig:
     allow_noise_dominated: bool = False
     epsilon: float | None = None
     delta: float | None = None
-    # one strategy per option family (optim.options)
-    clip: ClipPolicy = FixedClip()
-    noise: NoisePolicy = FixedNoise()
-    projection: Projection = NoProjection()
-    step_rule: StepPolicy = SGD()
-    selection: IterateSelection = Last()
-    batches: BatchRule = FixedBatches()
-    fitting: Fitting = NoFitting()
+    # and one strategy per option family, declared once by OptionFields
 
     def __post_init__(self) -> None:
         # Every check raises ValueError naming the field; numeric fields are normalized
@@ -209,6 +176,7 @@ class DPGIBOConfig:
         d = bounds.shape[1]
         for name in STRATEGY_FIELDS:  # names and the shorthands resolve once, here
             _set(self, name, resolve_strategy(name, getattr(self, name)))
+        super().__post_init__()  # each strategy implements its family's protocol
         privacy = resolve_privacy(self.privacy_mu, self.epsilon, self.delta, self.target_delta)
         for name, value in zip(("privacy_mu", "epsilon", "delta", "target_delta"), privacy, strict=True):
             _set(self, name, value)
@@ -272,29 +240,18 @@ class DPGIBOConfig:
 
     @property
     def options(self) -> Options:
-        r"""The run's strategies (``optim.options``), one per family: the config's own objects (never
-        rebuilt; the bundle is not cached on the config, so ``vars(config)`` holds only its fields and
-        ``DPGIBOConfig(**vars(config))`` copies it)."""
-        return Options(
-            clip=self.clip,
-            noise=self.noise,
-            projection=self.projection,
-            step_rule=self.step_rule,
-            selection=self.selection,
-            batches=self.batches,
-            fitting=self.fitting,
-        )
+        r"""The run's strategies, the config's own objects (the bundle is not cached on the config, so
+        ``vars(config)`` holds only its fields and ``DPGIBOConfig(**vars(config))`` copies it)."""
+        return Options(**{name: getattr(self, name) for name in STRATEGY_FIELDS})
 
     @property
     def max_evaluations(self) -> int:
-        r"""The most objective evaluations the run can ask for: ``T · b`` with fixed batches,
-        ``T · b_max`` with adaptive ones (``b`` and ``b_max`` default to ``d + 1``). Plan
-        anything that costs per evaluation with it, e.g. the DP-SGD training runs of a
-        target training ε (``DPSGDConfig(planned_runs=...)``). With
-        ``subspace_acquisition`` the defaults are ``k + 1`` (``default_batch_size``)."""
+        r"""The most objective evaluations the run can ask for: ``T · b`` with fixed batches, ``T · b_max``
+        with adaptive ones (default ``default_batch_size``), plus the ``T + 1`` iterates an evaluated
+        selection evaluates; plan anything that costs per evaluation with it, e.g. the DP-SGD
+        training runs of a target training ε (``DPSGDConfig(planned_runs=...)``)."""
         o = self.options
         per_step = o.batches.per_step(o.projection.default_batch_size(self.bounds.shape[1]))
-        # an evaluated selection asks for the T + 1 iterates after the last step
         selection = self.iteration_cap + 1 if o.selection.evaluated else 0
         return self.iteration_cap * per_step + selection
 
@@ -306,10 +263,7 @@ class DPGIBOConfig:
 
     @property
     def mu_split(self) -> BudgetSplit:
-        r"""How ``privacy_mu`` is split between the run's releases (``optim.options.BudgetSplit``,
-        the one place this is computed): ``selection_mu`` (``μ_sel``, 0 for a free selection),
-        ``steps_mu = √(μ² − μ_sel²)``, and the steps' shares ``gradient_mu``, ``clip_mu`` (adaptive
-        clipping's counts) and ``precond_mu`` (the private preconditioner)."""
+        r"""How ``privacy_mu`` is split between the run's releases (``optim.options.BudgetSplit``)."""
         return self.options.split(self.privacy_mu)
 
 
@@ -336,32 +290,12 @@ _SHORTHANDS: dict[str, tuple[type | tuple[type, ...], Callable[[Any], Any]]] = {
 
 
 def resolve_strategy(name: str, value: Any) -> Any:
-    r"""The strategy ``value`` gives the config field ``name``: a strategy of the field's family
-    as it is, a registered name through the registry (``lookup``), a shorthand of ``_SHORTHANDS``;
-    anything else is a ``ValueError`` naming the field (``Options`` then checks the family's protocol)."""
+    r"""The strategy ``value`` gives the config field ``name``: a shorthand of ``_SHORTHANDS``, else
+    as the registry resolves it (``optim.options.resolve``)."""
     shorthand = _SHORTHANDS.get(name)
-    if isinstance(value, str):
-        cls = lookup(name, value, name)
-        needs = getattr(cls, "by_name_needs", None)
-        if needs is not None:
-            raise ValueError(
-                f"{name}={value!r} needs {needs}, which the name alone does not give: pass the strategy, "
-                f"{name}={cls.__name__}(...)."
-            )
-        try:
-            value = cls()
-        except TypeError as err:  # a parameter without a default, e.g. Projected's oracle
-            raise ValueError(
-                f"{name}={value!r} cannot be built from its name alone ({err}); pass the strategy."
-            ) from None
-    elif shorthand is not None and isinstance(value, shorthand[0]) and not isinstance(value, bool):
-        value = shorthand[1](value)
-    if getattr(value, "family", None) != name:
-        raise ValueError(
-            f"{name} must be a {name} strategy (optim.options: {sorted(registered(name))}) or its registered name, "
-            f"got {value!r}."
-        )
-    return value
+    if shorthand is not None and isinstance(value, shorthand[0]) and not isinstance(value, bool):
+        return shorthand[1](value)
+    return resolve(name, value)
 
 
 def _checked_fitting(fitting: Fitting, model: Any, unsafe: bool) -> Fitting:

@@ -29,7 +29,6 @@ from botorch_dp.distributed.partitions import PartitionedObjective
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim import report
 from botorch_dp.optim.checkpoint import check_new_checkpoint_dir, kernel_fingerprint, save_state
-from botorch_dp.optim.checkpoint.lock import CheckpointLock, OwnsCheckpoint, own_checkpoint
 from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, resolve_model
 from botorch_dp.optim.driver import run_to_end
 from botorch_dp.optim.options import EvaluatedSelection, RunPlan, resolved_mu
@@ -44,6 +43,7 @@ from botorch_dp.optim.stored_config import config_to_json
 from botorch_dp.optim.users import InMemoryUsers, PartitionedUsers, Users
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.seeding import PrivacyWarning, noise_generator
+from botorch_dp.storage.lock import CheckpointLock, OwnsCheckpoint, own_checkpoint
 from botorch_dp.utils import check_bounds, child_seeds
 
 __all__ = ["DPGIBO"]
@@ -86,7 +86,7 @@ class DPGIBO(OwnsCheckpoint):
             hold no checkpoint yet, must not be a symbolic link, and must be private (this
             user's, mode ``0700``); else ``ValueError`` (``checkpoint.check_new_checkpoint_dir``).
             The object owns it until ``close()`` (a ``with`` block, garbage collection, the
-            process's end): another opener is refused (``checkpoint.lock``).
+            process's end): another opener is refused (``storage.lock``).
         ledger: A ``PrivacyLedger`` to charge (default: a new one with
             ``config.validation_mu_budget`` as budget). Pass the ledger your objective records DP
             training runs in, or a stored one shared by other runs on the same users.
@@ -201,13 +201,7 @@ class DPGIBO(OwnsCheckpoint):
         ``tell`` raises and the run — optimizer, noise generator, pending points — is as before,
         but the ledger is not rolled back: every release whose noise was drawn stays recorded,
         and a retry that draws again is charged again (an over-count, never an under-count).
-
-        Args:
-            points: The ``b x d`` tensor returned by ``ask``.
-            losses: A ``b x n`` tensor of per-user losses (sensitive).
-
-        Returns:
-            The public ``IterationInfo`` of the finished iteration.
+        ``losses``: the ``b x n`` per-user losses (sensitive) at the ``points`` ``ask`` returned.
         """
         if self.state.partitioned:
             raise RuntimeError("This run's users are held in partitions: use tell_partitioned().")
@@ -229,13 +223,6 @@ class DPGIBO(OwnsCheckpoint):
         their answers in partition order and releases once. Every option works (only sensitive
         fitting, which needs the raw losses, is refused). Malformed losses raise ``ValueError``
         naming the partition before anything is released. Atomic as ``tell``.
-
-        Args:
-            points: The ``b x d`` tensor returned by ``ask``.
-            partitions: The ``PartitionedObjective`` holding the users (``n`` fixed).
-
-        Returns:
-            The public ``IterationInfo`` of the finished iteration.
         """
         s, c = self.state, self.config
         self._check_owner()
@@ -294,20 +281,10 @@ class DPGIBO(OwnsCheckpoint):
         progress: bool = True,
         executor: concurrent.futures.Executor | None = None,
     ) -> DPGIBOResult:
-        r"""Run the remaining iterations.
-
-        Args:
-            objective: Maps a ``q x d`` tensor to the ``q x n`` per-user losses, or a
-                ``distributed.PartitionedObjective`` whose partitions keep the losses.
-            callback: Called with the public ``IterationInfo`` after each iteration; returning
-                ``True`` stops the run early (the guarantee covers the steps taken).
-            progress: Show a tqdm bar (public values only).
-            executor: Evaluate each batch's rows on this ``concurrent.futures.Executor``
-                (``evaluation.evaluate_rows``); ``None``: ``objective(X)`` in this process.
-
-        Returns:
-            The ``DPGIBOResult``.
-        """
+        r"""Run the remaining iterations on ``objective`` (``q x d`` → ``q x n`` per-user losses, or a
+        ``distributed.PartitionedObjective``), each batch's rows on ``executor`` if given. ``callback``
+        gets each iteration's public ``IterationInfo``; returning ``True`` stops the run early (the
+        guarantee covers the steps taken). ``progress``: a tqdm bar of public values."""
         report.check_known_users(self.config, getattr(objective, "num_users", None), self.num_users)  # refuse first
         return run_to_end(self, objective, self.config.iteration_cap, callback, progress, executor)
 
@@ -354,15 +331,7 @@ class DPGIBO(OwnsCheckpoint):
         ``config``). With ``config``, every field that affects privacy or the algorithm must equal
         the stored one, else ``ValueError`` names the field; only the budget may change, and only
         downwards. The checkpoint's ledger is merged into ``ledger`` (never replacing it), its
-        records must cover the steps taken, and reservations the run left are settled.
-
-        Args:
-            checkpoint_dir: The directory given to the original run.
-            config: Optionally the config again; defaults to the stored one.
-            ledger: Optionally the ledger to charge (e.g. the one a DP-training objective records
-                its runs in, or a stored one shared by other runs).
-
-        Returns:
-            A ``DPGIBO`` in the saved state that keeps checkpointing to the same directory.
+        records must cover the steps taken, and reservations the run left are settled. ``config``
+        defaults to the stored one; the resumed run keeps checkpointing to the same directory.
         """
         return resume_run(cls, checkpoint_dir, config, ledger)

@@ -1,26 +1,17 @@
 r"""The old flat option keywords of ``DPGIBOConfig``, kept working through this one module.
 
-A config holds one strategy object per family (``clip``, ``noise``, ``projection``,
-``step_rule``, ``selection``, ``batches``, ``fitting``; ``optim.options``). Before, each option
-was spread over flat fields (``clip_bound="adaptive", clip_quantile=0.9``,
-``noise_schedule="adaptive_norm", max_iterations=40``, ``batch_size=3``, ...). Here, and only
-here, those keywords are read:
-
-- ``DPGIBOConfig(clip_bound=2.0, batch_size=3, ...)`` still works: each family's old keywords
-  become its strategy (``strategies_from_flat``), with one ``DeprecationWarning`` per family
-  naming the new spelling (``clip=FixedClip(bound=2.0)``).
-- ``config.clip_bound`` (and every other old name) still reads, with a warning, from the
-  strategy that now holds it (``FLAT_FIELDS``: the family and the key of its ``spec()``).
-- ``dataclasses.replace(config, clip_bound=...)`` is a ``ValueError`` naming the new field:
-  ``replace`` passes the config's own ``clip`` along, and an old keyword cannot say whether
-  it should win (``dataclasses.replace(config, clip=FixedClip(2.0))`` is the spelling).
-- A checkpoint written with the flat fields is migrated by ``stored_config.migrate_flat_config``,
-  which builds its strategies with the same ``strategies_from_flat``.
+A config holds one strategy per family; before, each option was spread over flat fields
+(``clip_bound="adaptive", clip_quantile=0.9``, ``batch_size=3``, ...). Here, and only here, those
+keywords are read: ``DPGIBOConfig(clip_bound=2.0, ...)`` builds each family's strategy
+(``strategies_from_flat``, one ``DeprecationWarning`` per family naming the new spelling),
+``config.clip_bound`` reads, with a warning, from the strategy that holds it (``FLAT_FIELDS``), and
+``dataclasses.replace(config, clip_bound=...)`` is a ``ValueError`` naming the new field (an old
+keyword cannot say whether it should win over the config's own ``clip``). A checkpoint written
+with the flat fields is migrated (``stored_config.migrate_flat_config``) by the same rule.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import warnings
 from collections.abc import Mapping
@@ -36,8 +27,9 @@ from botorch_dp.optim.options import (
     QuantileClip,
     SensitiveFitting,
     batch_rule,
-    lookup,
-    registered,
+    build,
+    is_strategy,
+    resolve,
 )
 from botorch_dp.optim.options.noise import AdaptiveNorm
 
@@ -77,11 +69,6 @@ FLAT_KINDS = ("step_rule", "selection")
 _DEFAULT_NORM_MU_FRACTION = AdaptiveNorm().norm_mu_fraction
 
 
-def _is_strategy(value: Any) -> bool:
-    r"""Whether ``value`` is a strategy object (a registered family's, or a user's ``StrategyLike``)."""
-    return isinstance(getattr(value, "family", None), str) and callable(getattr(value, "spec", None))
-
-
 def _only_with(given: Mapping[str, Any], names: tuple[str, ...], used_with: str) -> None:
     for name in names:
         if given.get(name) is not None:
@@ -91,7 +78,7 @@ def _only_with(given: Mapping[str, Any], names: tuple[str, ...], used_with: str)
 def _clip(v: Mapping[str, Any], kind: Any) -> Any:
     bound = v.get("clip_bound", 1.0)
     params = ("clip_init", "clip_quantile", "clip_learning_rate", "clip_mu_fraction")
-    if _is_strategy(bound):
+    if is_strategy(bound):
         _only_with(v, params, "clip_bound='adaptive' (give them in the QuantileClip)")
         return bound
     if isinstance(bound, str) and bound == "adaptive":
@@ -112,9 +99,7 @@ def _noise(v: Mapping[str, Any], kind: Any) -> Any:
     _only_with(v, params, used_with)
     if fraction is not None and fraction != _DEFAULT_NORM_MU_FRACTION:
         raise ValueError(f"norm_mu_fraction is only used with {used_with}.")
-    if _is_strategy(schedule):
-        return schedule
-    return lookup("noise", schedule, "noise_schedule")()
+    return resolve("noise", schedule, "noise_schedule")
 
 
 def _projection(v: Mapping[str, Any], kind: Any) -> Any:
@@ -135,12 +120,12 @@ def _projection(v: Mapping[str, Any], kind: Any) -> Any:
 def _step_rule(v: Mapping[str, Any], kind: Any) -> Any:
     rule: Any = "sgd" if kind is None else kind
     preconditioner, fraction = v.get("preconditioner"), v.get("preconditioner_mu_fraction")
-    name = rule.name if _is_strategy(rule) else rule
+    name = rule.name if is_strategy(rule) else rule
     if not (isinstance(name, str) and name == "adagrad_full"):
         if preconditioner is not None:
             raise ValueError(f"preconditioner is only used with step_rule='adagrad_full', got step_rule={rule!r}.")
         _only_with(v, ("preconditioner_mu_fraction",), "preconditioner='private'")
-        return rule if _is_strategy(rule) else lookup("step_rule", rule, "step_rule")()
+        return resolve("step_rule", rule)
     if isinstance(preconditioner, str) and preconditioner == "private":
         return FullMatrixAdaGrad(PrivateGOE() if fraction is None else PrivateGOE(fraction))
     _only_with(v, ("preconditioner_mu_fraction",), "preconditioner='private'")
@@ -149,24 +134,9 @@ def _step_rule(v: Mapping[str, Any], kind: Any) -> Any:
 
 def _selection(v: Mapping[str, Any], kind: Any) -> Any:
     rule: Any = "last" if kind is None else kind
-    name = rule.name if _is_strategy(rule) else rule
-    cls = lookup("selection", name, "selection")
-    params: dict[str, Any] = {}
-    for keyword in ("selection_epsilon", "selection_mu", "loss_clip"):  # each the spec key of the rules using it
-        key, value = str(FLAT_FIELDS[keyword][1]), v.get(keyword)
-        if key in _parameters(cls) and value is None:
-            raise ValueError(f"selection={name!r} needs {keyword}.")
-        if key not in _parameters(cls) and value is not None:
-            used_by = tuple(n for n, c in registered("selection").items() if key in _parameters(c))
-            raise ValueError(f"{keyword} is only used by selection in {used_by}, not by selection={name!r}.")
-        if value is not None:
-            params[key] = value
-    return cls(**params)  # the rule checks its values (naming the old keywords)
-
-
-def _parameters(cls: type) -> set[str]:
-    r"""The parameters (dataclass fields) of a strategy class."""
-    return {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+    keywords = {str(FLAT_FIELDS[k][1]): (k, v.get(k)) for k in ("selection_epsilon", "selection_mu", "loss_clip")}
+    # the rule checks its values (naming the old keywords)
+    return build("selection", rule.name if is_strategy(rule) else rule, "selection", keywords, strict=True)
 
 
 def _batches(v: Mapping[str, Any], kind: Any) -> Any:
@@ -217,7 +187,7 @@ def _merge_flat(cls_name: str, kwargs: dict[str, Any], stacklevel: int = 4) -> N
     kinds = {family: kwargs[family] for family in FLAT_KINDS if family in kwargs}
     for name in flat:
         family = FLAT_FIELDS[name][0]
-        if family in FLAT_KINDS and _is_strategy(kinds.get(family)):
+        if family in FLAT_KINDS and is_strategy(kinds.get(family)):
             raise ValueError(
                 f"{name} (deprecated) cannot change {family} = {kinds[family]!r}; give the whole {family} "
                 f"strategy instead (with dataclasses.replace: replace(config, {family}=...))."

@@ -95,12 +95,8 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
 
 
 def preset_settings(*names: str) -> dict[str, Any]:
-    r"""The union of the settings of the presets ``names``.
-
-    Raises:
-        ValueError: If no name is given, a name is unknown, or two presets set one field to
-            different values.
-    """
+    r"""The union of the settings of the presets ``names`` (``ValueError`` for none, an unknown one, or
+    two that set one field to different values)."""
     if not names:
         raise ValueError(f"preset: name at least one of {tuple(PRESETS)}.")
     merged: dict[str, Any] = {}

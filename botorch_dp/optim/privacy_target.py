@@ -30,21 +30,10 @@ def resolve_privacy(
     A target ``(ε, δ)`` resolves to the largest ``μ`` whose ``μ``-GDP guarantee implies
     ``(ε, δ)``-DP: the exact inversion ``gdp_mu(ε, δ)`` of the GDP privacy profile
     ``δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)`` (Dong, Roth & Su 2019), so the run's
-    reported ``ε`` at ``δ`` is the target.
-
-    Args:
-        privacy_mu: ``μ`` as given (``None``: not given).
-        epsilon: Target ``ε`` (``None``: not given).
-        delta: Target ``δ``; needed with, and only with, ``epsilon``.
-        target_delta: ``δ`` at which ``ε`` is reported (``None``: ``delta``, else 1e-5).
-
-    Returns:
-        ``(privacy_mu, epsilon, delta, target_delta)``, checked and converted.
-
-    Raises:
-        ValueError: Naming the fields: ``epsilon`` without ``delta`` (or the reverse),
-            both ``privacy_mu`` and ``epsilon`` (unless ``privacy_mu`` is the ``μ`` they
-            resolve to), or a value out of range.
+    reported ``ε`` at ``δ`` is the target. ``target_delta`` (the ``δ`` at which ``ε`` is reported)
+    defaults to ``delta``, else 1e-5. Returns ``(privacy_mu, epsilon, delta, target_delta)``,
+    checked; the error names the fields (``privacy_mu`` with a target is refused unless it is the
+    ``μ`` the target resolves to).
     """
     if epsilon is None:
         if delta is not None:
@@ -85,13 +74,6 @@ def check_per_user_losses(num_users: int, privacy_mu: float) -> None:
     objective that returns the mean loss as a ``q x 1`` tensor makes the whole data set
     one "user", and a guarantee for that one user says nothing about any person in it.
     Non-private runs (``μ = inf``) accept any ``n ≥ 1``.
-
-    Args:
-        num_users: ``n``, the number of columns of the first told losses.
-        privacy_mu: The run's ``μ``.
-
-    Raises:
-        ValueError: Explaining per-user losses, before anything is released.
     """
     if num_users < MIN_USERS and not math.isinf(privacy_mu):
         raise ValueError(

@@ -5,19 +5,8 @@ privacy, and each runs before the first release: the kernel checks when ``DPGIBO
 (before any evaluation), the checks that need ``n`` when the first batch is told (before its
 release). A check refuses (``ValueError`` naming the argument and its value) what cannot work
 at all, and warns (``SettingsWarning``; ``PrivacyWarning`` for a weak guarantee) about what
-will probably not work:
-
-- ``check_kernel``: a kernel with ``k(θ₀, θ₀) = 0`` (e.g. a ``ScaleKernel`` with outputscale 0)
-  carries no gradient information, so θ never moves: refused. For a stationary kernel, a search
-  radius that spans many length-scales, or a tiny fraction of one, in some coordinate (bounds in
-  natural units with a kernel meant for the unit cube, or the reverse): warned, with the
-  correlation between ``θ₀`` and a point one radius away.
-- ``delta_caution``: ``δ ≥ 1/n`` allows a mechanism that publishes one user's data outright.
-- ``gradient_noise_caution`` / ``score_noise_caution``: a budget whose noise is predictably far
-  larger than the largest signal it protects (the ratio ``R`` below is at least
-  ``NOISE_DOMINATED_RATIO``).
-- ``warn_noise``: the first step's gradient noise, ``σ√k`` in expectation, is at least ``B``,
-  the norm of the largest possible clipped mean: every step is then mostly noise.
+will probably not work. ``δ ≥ 1/n`` (``delta_caution``) allows a mechanism that publishes one
+user's data outright.
 
 The cautions are REFUSED (``enforce``: a ``ValueError`` naming the argument, its value, the
 threshold and the opt-in) unless the caller opts in, ``unsafe_allow_large_delta=True`` for

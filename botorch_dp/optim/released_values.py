@@ -6,12 +6,9 @@ noisy gradient, noisy norm, noisy clip count and preconditioner, a private selec
 scores or chosen index, and the returned ``θ``. Every value is read from the ``PrivateRelease``
 (nothing un-noised: the NON-PRIVATE diagnostics are never read). Each row carries
 
-* ``mu``: the Gaussian-DP ``μ`` the ledger was charged for this release's own noise (``None``
-  for a value computed from other releases, for a release known only by its Rényi-DP curve, and
-  inside a private selection, whose guarantee covers the winner as a whole);
-* ``epsilon``: the ``ε`` at ``delta`` of what the value depends on: the release itself, every
-  release of the run before an iterate, the whole run for the returned ``θ`` (``None`` when a
-  charge is not known: a result without its records).
+``mu`` (the Gaussian-DP ``μ`` charged for this release's own noise; ``None`` for a value computed
+from other releases, one known only by its RDP curve, and inside a private selection) and
+``epsilon`` (at ``delta``, of everything the value depends on; ``None`` when a charge is not known).
 
 The evaluation points and posterior traces are functions of the iterates (``to_json`` has them).
 ``as_table`` gives the rows as a pandas ``DataFrame`` when pandas is installed (it is optional).
@@ -89,21 +86,10 @@ def _from_release(release: Any) -> tuple[Charges, set[str]]:
 def release_rows(
     release: Any, *, delta: float, charges: Charges | None = None, within: float | None = None
 ) -> list[dict[str, Any]]:
-    r"""One row per quantity ``release`` (a ``PrivateRelease``) published, in order (see the module).
-
-    Args:
-        release: The run's ``PrivateRelease``.
-        delta: ``δ`` of each row's ``ε``.
-        charges: The run's ledger records (``charges_of``); ``None``: the ``μ`` the release holds
-            (its noise record's ``step_mus`` and ``norm_mus``, its step rule's ``mus``), and
-            ``None`` for the rest.
-        within: The ``ε`` of a private selection that released this run as its winner: every row
-            then has ``mu = None`` and this ``ε`` (the trial's own charges do not state it).
-
-    Returns:
-        Dicts with ``quantity``, ``step``, ``value`` (a float, an int or a list of floats),
-        ``mu`` and ``epsilon``.
-    """
+    r"""One row per quantity ``release`` published, in order (see the module): dicts with ``quantity``,
+    ``step``, ``value``, ``mu`` and ``epsilon`` (at ``delta``). ``charges``: the run's ledger records
+    (``charges_of``; ``None``: the ``μ`` the release holds, ``None`` for the rest). ``within``: the
+    ``ε`` of a private selection whose winner this run is (every row then has it and ``mu = None``)."""
     unknown: set[str] = set()
     if charges is None:
         charges, unknown = _from_release(release)

@@ -123,22 +123,9 @@ class PrivateRelease:
         posterior_traces: ``tr Σ_{D_t}(θ_t)`` after each batch (depends on ``D``, ``θ`` only).
         released_gradients: ``t x d`` tensor of the privatized gradients (in θ's coordinates).
         guarantee: The ``PrivacyGuarantee``.
-        records: Each strategy's public record of the run, by family, as the strategy makes it
-            (``record(...)`` of ``optim.options``); a new option brings its own record here:
-
-            * ``"noise"`` (``NoiseState``): ``step_mus`` (``μ_t`` of each gradient release),
-              ``noise_stds`` (``σ_t``), ``noisy_norms`` (``N_t`` at ``θ_t``) and ``norm_mus``
-              (``μ_N``; both ``"adaptive_norm"`` only), ``stopped``;
-            * ``"clip"`` (``ClipState``): ``bounds`` ``B_0..B_t`` and the released noisy
-              ``counts`` ``b̃_j`` of users with ``‖A y_i‖ ≤ B_j`` (``"adaptive"`` clipping only);
-            * ``"projection"`` (``ProjectionRecord``): ``bases`` ``Ṽ_t`` (``d x k``; a subspace
-              only; ``released_gradients`` are then ``Ṽ_t ũ_t``), the released ``coordinates``
-              ``ũ_t`` (a subspace or the private preconditioner) and ``dims``;
-            * ``"step_rule"`` (``PreconditionerRecord``): the released ``preconditioners``
-              ``Ĝ_t`` (``k x k``), their ``mus`` (``μ_H/√T``) and ``noise_stds`` (``σ_B(t)``),
-              the private preconditioner only;
-            * ``"selection"`` (``SelectionRecord``): ``index`` (see ``selected_index``) and the
-              released noisy mean losses ``scores`` of ``"noisy_loss"`` (else ``None``).
+        records: Each strategy's public record of the run, by family, as its ``record(...)`` makes
+            it (``NoiseState``, ``ClipState``, ``ProjectionRecord``, ``PreconditionerRecord``,
+            ``SelectionRecord``); a new option brings its own record here.
 
     The former fields (``noisy_norms``, ``clip_bounds``, … ``MOVED_FIELDS``) still read, as
     deprecated properties that warn and name their place in ``records``.
@@ -220,15 +207,8 @@ class NonPrivateDiagnostics:
         )
 
     def bias_norms(self, iterates: Tensor, true_gradient: Callable[[Tensor], Tensor]) -> Tensor:
-        r"""``‖ḡ_t − ∇f(θ_t)‖`` for each step, given the true gradient (NON-PRIVATE).
-
-        Args:
-            iterates: The ``(t + 1) x d`` iterates of the release.
-            true_gradient: Maps a ``k x d`` tensor to ``k x d`` gradients of ``f``.
-
-        Returns:
-            A ``t`` tensor.
-        """
+        r"""``‖ḡ_t − ∇f(θ_t)‖`` for each of the ``t`` steps over the release's ``iterates``, given
+        ``true_gradient`` (``k x d`` → ``k x d``; NON-PRIVATE)."""
         t = self.unnoised_gradients.shape[0]
         return (self.unnoised_gradients - true_gradient(iterates[:t])).norm(dim=-1)
 
@@ -253,17 +233,10 @@ class DPGIBOResult:
         gradient (and norm, clip count, preconditioner), a private selection's release and the
         returned ``θ``, each with its ``mu`` (this release's Gaussian-DP charge), ``epsilon`` (of what
         the value depends on), ``delta`` and ``protected`` (the sets its guarantee covers). Nothing
-        un-noised: the NON-PRIVATE diagnostics are never read.
-
-        Args:
-            as_frame: ``None``: a pandas ``DataFrame`` when pandas is installed (optional), else a
-                list of dicts; ``True``: a ``DataFrame`` (``ImportError`` without pandas); ``False``:
-                the list of dicts.
-
-        Returns:
-            The table. The charges are the run's ledger records (``records``); a result without
-            them reads the ``μ`` the release holds, and leaves ``None`` where it holds none.
-        """
+        un-noised: the NON-PRIVATE diagnostics are never read. The charges are the run's ledger
+        ``records``; without them, the ``μ`` the release holds (``None`` where it holds none).
+        ``as_frame``: ``True`` a pandas ``DataFrame``, ``False`` a list of dicts, ``None`` (default)
+        a ``DataFrame`` when pandas is installed."""
         delta = self.release.guarantee.delta
         charges = None if self.records is None else charges_of(self.records)
         rows = release_rows(self.release, delta=delta, charges=charges)
@@ -286,18 +259,9 @@ class DPGIBOResult:
     def to_json(
         self, path: str | os.PathLike | None = None, *, space: Any = None, include_diagnostics: bool = False
     ) -> str:
-        r"""The release and its guarantee as JSON (written to ``path`` too, if given).
-
-        Args:
-            path: Optionally a file to write (owner-only permissions are the caller's choice).
-            space: A ``tuning.SearchSpace``: ``theta`` and the iterates are then also given in
-                natural units, by hyperparameter name.
-            include_diagnostics: Add the NON-PRIVATE diagnostics (labelled as such; never
-                publish them). Off by default.
-
-        Returns:
-            The JSON text. No noise seed is in it (a run never stores one).
-        """
+        r"""The release and its guarantee as JSON text (no noise seed), written to ``path`` too if given.
+        With a ``tuning.SearchSpace`` (``space``) ``theta`` and the iterates are also given in natural
+        units; ``include_diagnostics`` adds the NON-PRIVATE diagnostics (labelled; never publish)."""
         return release_json(self, path, space=space, include_diagnostics=include_diagnostics)
 
     def __repr__(self) -> str:

@@ -30,7 +30,6 @@ from botorch_dp.optim.checkpoint import (
     load_state,
     save_state,
 )
-from botorch_dp.optim.checkpoint.lock import CheckpointLock
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.options import ClipState, NoiseState, Projected, resolved_mu
 from botorch_dp.optim.options.clip import check_clip_state, encode_clip_state
@@ -46,6 +45,7 @@ from botorch_dp.optim.stored_config import check_same_run, config_from_json, con
 from botorch_dp.optim.users import InMemoryUsers
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.mechanisms import ReleaseDiagnostics
+from botorch_dp.storage.lock import CheckpointLock
 
 __all__ = [
     "META_KEYS",

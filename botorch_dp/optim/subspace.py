@@ -5,17 +5,8 @@ public information only. The projected release clips and noises the per-user gra
 estimates in ``k`` coordinates, ``u_i = Ṽᵀ A y_i``, instead of ``d``, so the noise energy
 per step is ``kσ²`` instead of ``dσ²``; the step is taken in θ-space along ``Ṽ ũ``.
 
-Oracles:
-
-- ``FixedSubspace(V)``: a basis chosen by the user (e.g. "the informative length-scales").
-- ``PublicGradientPCA``: the active subspace of the same task on public proxy data (top
-  eigenvectors of ``(1/m) Σ ĝ_j ĝ_jᵀ`` over gradients at ``m`` public points).
-- ``PreviousRunsPCA``: the same PCA over the released (public) gradients, or the iterate
-  differences, of earlier runs.
-- ``PosteriorGradientCovarianceSubspace(k)``: the top-``k`` eigenvectors of the GP's
-  posterior gradient covariance ``Σ_D(θ_t)``. It needs no extra data and is free: ``Σ_D(θ)``
-  depends on the kernel (fixed, public), the evaluated points ``D`` (chosen from earlier
-  releases) and ``θ_t`` (an earlier release), never on the losses.
+Oracles: ``FixedSubspace(V)`` (the user's basis), ``PublicGradientPCA`` (public proxy data),
+``PreviousRunsPCA`` (earlier runs' releases) and ``PosteriorGradientCovarianceSubspace(k)`` (free).
 
 Privacy does not depend on the basis: the projection happens before clipping, so each
 ``û_i`` has norm at most ``B`` whatever ``Ṽ`` is, the replace-one sensitivity of the mean
@@ -61,21 +52,10 @@ RANK_TOLERANCE = 1e-10
 
 
 def orthonormal_basis(V: Any, name: str = "V", dim: int | None = None) -> Tensor:
-    r"""An orthonormal basis of the column span of ``V`` by a reduced QR decomposition.
-
-    The signs are fixed so that ``R`` has a positive diagonal (the basis is then a function
-    of ``V`` alone; an already orthonormal ``V`` with that property, e.g. ``I``, comes back
-    unchanged up to rounding, and ``I`` exactly).
-
-    Args:
-        V: A ``d x k`` tensor or array (a ``d`` vector is one direction), ``1 ≤ k ≤ d``,
-            finite, with linearly independent columns.
-        name: The argument's name for error messages.
-        dim: If given, the required ``d``.
-
-    Returns:
-        A ``d x k`` float64 tensor ``Q`` with ``QᵀQ = I`` spanning the columns of ``V``.
-    """
+    r"""A ``d x k`` float64 ``Q`` with ``QᵀQ = I`` spanning the columns of ``V`` (a ``d x k`` tensor or
+    array, a ``d`` vector being one direction; ``dim``: the required ``d``), by a reduced QR
+    decomposition with the signs fixed so that ``R`` has a positive diagonal: the basis is a
+    function of ``V`` alone, and ``I`` comes back exactly."""
     try:
         V = torch.as_tensor(V).detach().to(dtype=torch.float64, copy=True)  # on V's device
     except (TypeError, ValueError, RuntimeError) as err:
@@ -100,11 +80,8 @@ def orthonormal_basis(V: Any, name: str = "V", dim: int | None = None) -> Tensor
 
 
 def check_basis(V: Any, dim: int, name: str = "subspace basis") -> Tensor:
-    r"""Check that an oracle's output is an orthonormal ``dim x k`` float64 tensor.
-
-    Returns:
-        ``V`` as a float64 tensor on its device (not re-orthonormalised, so its bits are kept).
-    """
+    r"""An oracle's output checked to be an orthonormal ``dim x k`` tensor, as float64 on its device
+    (not re-orthonormalised, so its bits are kept)."""
     if not isinstance(V, Tensor):
         raise ValueError(f"The {name} must be a tensor, got {type(V).__name__}.")
     V = V.detach().to(dtype=torch.float64)
@@ -122,19 +99,9 @@ def check_basis(V: Any, dim: int, name: str = "subspace basis") -> Tensor:
 def top_eigenvectors(
     C: Tensor, *, k: int | None = None, energy: float | None = None, name: str = "matrix"
 ) -> tuple[Tensor, Tensor]:
-    r"""The leading eigenvectors of a symmetric PSD ``d x d`` matrix.
-
-    Args:
-        C: A symmetric ``d x d`` tensor (symmetrised here).
-        k: Number of directions; or
-        energy: the smallest ``k`` whose eigenvalues capture at least this fraction of the
-            trace (``0 < energy ≤ 1``).
-        name: For error messages.
-
-    Returns:
-        The ``d x k`` orthonormal basis (signs fixed as in ``orthonormal_basis``) and all
-        ``d`` eigenvalues in decreasing order.
-    """
+    r"""The ``d x k`` orthonormal basis of the leading eigenvectors of a symmetric PSD ``C``
+    (symmetrised here; signs as in ``orthonormal_basis``) and all its eigenvalues, decreasing:
+    ``k`` directions, or the fewest whose eigenvalues capture ``energy`` of the trace."""
     C = C.to(torch.float64)
     if C.dim() != 2 or C.shape[0] != C.shape[1] or not torch.isfinite(C).all():
         raise ValueError(f"The {name} must be a finite square matrix.")
@@ -193,12 +160,6 @@ class FixedSubspace(SubspaceOracle):
 
     The basis must come from public information (a domain expert, a public data set): it
     is used as given and costs nothing in the accounting.
-
-    Args:
-        V: A ``d x k`` tensor (``1 ≤ k ≤ d``), finite, with independent columns.
-
-    Attributes:
-        basis: The orthonormal ``d x k`` basis.
     """
 
     fixed = True
@@ -270,22 +231,10 @@ class PublicGradientPCA(FixedSubspace):
         kernel: Kernel | None = None,
         noise_variance: float = 0.0,
     ) -> PublicGradientPCA:
-        r"""The PCA of gradients of a PUBLIC objective at public points.
-
-        Args:
-            objective: Maps a ``q x d`` tensor to ``q`` losses or ``q x n`` per-user losses
-                (averaged over users). It must be computed on public data only.
-            points: An ``m x d`` tensor of public points.
-            k, energy: See the class.
-            step: Central finite-difference step ``h`` (gradients from ``2dm`` evaluations,
-                made in one call), used when no ``kernel`` is given.
-            kernel: If given, the gradients are the posterior means of a GP with this fixed
-                kernel on the objective's values at ``points`` (``m`` evaluations).
-            noise_variance: The GP's ``σ²`` (with ``kernel``).
-
-        Returns:
-            The ``PublicGradientPCA``.
-        """
+        r"""The PCA of gradients of a PUBLIC ``objective`` (``q x d`` → ``q`` losses or ``q x n`` per-user
+        losses, averaged) at public ``points``: central differences of step ``step`` (``2dm``
+        evaluations in one call), or with a ``kernel`` the posterior means of a GP with that fixed
+        kernel and ``noise_variance`` on the ``m`` values."""
         X = _float_matrix(points, "points")
         m, d = X.shape
         if kernel is None:
@@ -313,16 +262,9 @@ class PreviousRunsPCA(FixedSubspace):
     releases are public) are public; so are their iterates. The basis is the top
     eigenvectors of ``(1/m) Σ_j g_j g_jᵀ`` over the stacked rows.
 
-    Args:
-        released: An ``m x d`` tensor, a sequence of such tensors, or a sequence of
-            ``PrivateRelease`` / ``DPGIBOResult`` objects.
-        use: ``"gradients"`` (the released gradients) or ``"iterate_differences"``
-            (``θ_{t+1} − θ_t``), for releases.
-        k, energy: As in ``PublicGradientPCA``.
-
-    Attributes:
-        basis: The ``d x k`` basis.
-        eigenvalues: The ``d`` eigenvalues, decreasing.
+    ``released``: an ``m x d`` tensor, or a sequence of them or of ``PrivateRelease`` /
+    ``DPGIBOResult`` objects, whose rows are the released gradients or, with
+    ``use="iterate_differences"``, ``θ_{t+1} − θ_t``. ``k``, ``energy``: as in ``PublicGradientPCA``.
     """
 
     def __init__(
@@ -365,9 +307,6 @@ class PosteriorGradientCovarianceSubspace(SubspaceOracle):
 
     The basis changes from step to step (``fixed = False``), so it cannot be combined with
     the private preconditioner. Ties between eigenvalues are broken by ``torch.linalg.eigh``.
-
-    Args:
-        k: Number of directions, ``1 ≤ k ≤ d``.
     """
 
     fixed = False
@@ -391,11 +330,8 @@ class PosteriorGradientCovarianceSubspace(SubspaceOracle):
 
 
 def subspace_from_spec(spec: Any) -> SubspaceOracle:
-    r"""Rebuild a built-in oracle from its ``spec()`` (the allow-list a checkpoint may name).
-
-    Raises:
-        ValueError: An unknown or malformed spec (a user-defined oracle: pass the config).
-    """
+    r"""Rebuild a built-in oracle from its ``spec()`` (the allow-list a checkpoint may name); an unknown
+    or malformed spec (a user-defined oracle: pass the config) is a ``ValueError``."""
     kind = spec.get("kind") if isinstance(spec, dict) else None
     keys, build = _FROM_SPEC.get(kind, (None, None)) if isinstance(kind, str) else (None, None)
     if build is None or set(spec) != keys:

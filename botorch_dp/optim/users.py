@@ -1,15 +1,8 @@
 r"""The users as a data source: the primitives every option needs, wherever the losses live.
 
-A step never touches losses itself; it asks its ``Users`` for
-
-- ``clipped_sum(W, bound)``: ``Σ_i clip_B(W y_i)`` for a public ``k x N`` matrix ``W``
-  (``A = ∇k(θ, D)K⁻¹``, or ``Ṽᵀ A`` under a projection), with the number of clipped users
-  from the same pass (adaptive clipping's count);
-- ``clamped_loss_sums(points, losses, loss_clip)``: per candidate, the users' losses clamped to
-  ``[0, C]`` and summed (the evaluated selections).
-
-Both answers are SENSITIVE (``privacy.mechanisms.ClippedSum`` and a tensor) and go straight to
-a mechanism. ``InMemoryUsers`` holds the told loss blocks (one per batch of ``D``);
+A step never touches losses itself; it asks its ``Users`` for a ``clipped_sum`` (for the
+gradient) or ``clamped_loss_sums`` (for the evaluated selections), both SENSITIVE and handed
+straight to a mechanism. ``InMemoryUsers`` holds the told loss blocks (one per batch of ``D``);
 ``PartitionedUsers`` asks a ``distributed.PartitionedObjective`` whose partitions keep their
 users' losses (in process or on Dask) and adds their answers in partition order, so every
 option works on partitions. Only the unsafe fitting path needs the raw losses, which only
@@ -53,7 +46,8 @@ class Users(Protocol):
         ...
 
     def clipped_sum(self, W: Tensor, bound: float) -> ClippedSum:
-        r"""``Σ_i clip_B(W y_i)`` over every user, over the losses at every batch of ``D``."""
+        r"""``Σ_i clip_B(W y_i)`` over every user for a public ``k x N`` ``W`` (``A = ∇k(θ, D)K⁻¹``, or
+        ``Ṽᵀ A``), with the number of users within ``B`` from the same pass."""
         ...
 
     def clamped_loss_sums(self, points: Tensor, losses: Tensor | None, loss_clip: float) -> Tensor:

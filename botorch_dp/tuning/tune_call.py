@@ -252,7 +252,7 @@ class TuneCall:
             yield None
             return
         checkpoint = TuneCheckpoint(self.checkpoint_dir, self.arguments())
-        try:  # the directory is this call's until it returns or raises (checkpoint.lock)
+        try:  # the directory is this call's until it returns or raises (storage.lock)
             yield checkpoint
         finally:
             checkpoint.close()

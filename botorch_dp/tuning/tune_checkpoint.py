@@ -2,7 +2,7 @@ r"""``tune(..., checkpoint_dir=...)``: resume an interrupted ``tune`` call witho
 
 The directory (private: this user's, ``0700``, never through a symbolic link) holds::
 
-    owner.lock               the lock of the call that owns the directory (``checkpoint.lock``)
+    owner.lock               the lock of the call that owns the directory (``storage.lock``)
     tune.json                the public description of the call's arguments (written first)
     configuration-000/       configuration 0's DP-GIBO checkpoint (``DPGIBO(checkpoint_dir=...)``)
     configuration-001/       ...
@@ -38,10 +38,10 @@ import torch
 from torch import Tensor
 
 from botorch_dp.optim.checkpoint import STATE_FILE
-from botorch_dp.optim.checkpoint.json_files import load_json, save_json
-from botorch_dp.optim.checkpoint.lock import LOCK_FILE, CheckpointLock
 from botorch_dp.optim.stored_config import migrate_flat_config
 from botorch_dp.privacy.ledger import PrivacyLedger
+from botorch_dp.storage.json_files import load_json, save_json
+from botorch_dp.storage.lock import LOCK_FILE, CheckpointLock
 
 __all__ = ["ARGUMENTS_FILE", "FORMAT", "SELECTION_FILE", "TuneCheckpoint", "plain", "seed_digest"]
 

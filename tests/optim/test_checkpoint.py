@@ -193,12 +193,12 @@ def test_failed_checkpoint_write_leaves_tell_undone_and_retry_releases_once(tmp_
     X = opt.ask()
     before = opt.state_dict()
     noise_state = opt.generators.noise.get_state()
-    real_write = ckpt_files._write_atomic
+    real_write = ckpt_files.write_atomic
 
     def failing_write(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(ckpt_files, "_write_atomic", failing_write)
+    monkeypatch.setattr(ckpt_files, "write_atomic", failing_write)
     with pytest.raises(OSError, match="disk full"):
         opt.tell(X, objective(X))
     after = opt.state_dict()
@@ -208,7 +208,7 @@ def test_failed_checkpoint_write_leaves_tell_undone_and_retry_releases_once(tmp_
     assert all(torch.equal(a, b) for a, b in zip(after["loss_blocks"], before["loss_blocks"], strict=True))
     assert opt.iteration == 1 and [r.key for r in opt.ledger.validation.records()] == ["step-0000", "step-0001"]
     assert torch.equal(opt.generators.noise.get_state(), noise_state) and torch.equal(opt.ask(), X)
-    monkeypatch.setattr(ckpt_files, "_write_atomic", real_write)
+    monkeypatch.setattr(ckpt_files, "write_atomic", real_write)
     opt.tell(X, objective(X))  # the retry releases again (the same seeded noise), and is charged again
     opt.close()
     resumed = DPGIBO.resume(tmp_path).run(objective, progress=False)

@@ -136,8 +136,8 @@ def test_a_second_process_cannot_resume_a_run_whose_holder_is_inside_a_step(tmp_
     import shutil
     import socket
 
-    from botorch_dp.optim.checkpoint.lock import CheckpointInUseError
     from botorch_dp.privacy.ledger import PrivacyBudgetExceeded
+    from botorch_dp.storage.lock import CheckpointInUseError
 
     _, objective = normal_location(n=12, d=2)
     url, budget = f"sqlite:///{tmp_path / 'ledger.db'}", math.sqrt(0.75)

@@ -160,7 +160,7 @@ def hold_a_step(url: str, dataset: str, run_id: str, step: int, mu: float, lease
 
 
 def lock_a_directory(directory: str, ready: Any, go: Any) -> None:
-    r"""Own a checkpoint directory (``checkpoint.lock``, loaded without torch) until ``go`` is set."""
+    r"""Own a checkpoint directory (``storage.lock``, loaded without torch) until ``go`` is set."""
     if "botorch_dp" not in sys.modules:
         for name, path in (
             ("botorch_dp", _ROOT / "botorch_dp"),
@@ -170,7 +170,7 @@ def lock_a_directory(directory: str, ready: Any, go: Any) -> None:
             module = types.ModuleType(name)
             module.__path__ = [str(path)]
             sys.modules[name] = module
-    from botorch_dp.optim.checkpoint.lock import CheckpointLock
+    from botorch_dp.storage.lock import CheckpointLock
 
     lock = CheckpointLock(directory, "DPGIBO")
     ready.set()

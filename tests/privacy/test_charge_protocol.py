@@ -117,18 +117,18 @@ class _Fail(Exception):
 @contextlib.contextmanager
 def failing_writes(flags: list[bool]):
     r"""Make the ``i``-th checkpoint write fail when ``flags`` says so (after that, writes work)."""
-    real, calls = ckpt_files._write_atomic, iter(flags)
+    real, calls = ckpt_files.write_atomic, iter(flags)
 
     def write(dir_fd, name, *args, **kwargs):
         if name == ckpt.STATE_FILE and next(calls, False):
             raise _Fail("the checkpoint write failed after the release")
         return real(dir_fd, name, *args, **kwargs)
 
-    ckpt_files._write_atomic = write
+    ckpt_files.write_atomic = write
     try:
         yield
     finally:
-        ckpt_files._write_atomic = real
+        ckpt_files.write_atomic = real
 
 
 def _retried(call, retries: int = 12):

@@ -28,16 +28,8 @@ def tensor_to_json(t: Tensor) -> dict[str, Any]:
 
 
 def tensor_from_json(obj: Any, name: str, shape: Sequence[int | None] | None = None) -> Tensor:
-    r"""Decode ``tensor_to_json``'s output, checking type, dtype, shape and finiteness.
-
-    Args:
-        obj: The decoded JSON value.
-        name: The field's name, used in error messages.
-        shape: Expected shape (``None`` entries are free); ``None`` accepts any shape.
-
-    Returns:
-        The tensor; a ``ValueError`` naming ``name`` if anything is wrong.
-    """
+    r"""Decode ``tensor_to_json``'s output, checking type, dtype, ``shape`` (``None`` entries, or
+    ``None``, are free) and finiteness; a ``ValueError`` naming the field ``name`` if anything is wrong."""
     check_keys(obj, {"dtype", "shape", "hex"}, name)
     dtype = {"float64": torch.float64, "float32": torch.float32}.get(obj["dtype"])
     if dtype is None:

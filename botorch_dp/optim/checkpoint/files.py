@@ -4,14 +4,12 @@ r"""Durable, atomic writes of a checkpoint's files and their checked reads (``sa
 from __future__ import annotations
 
 import contextlib
-import errno
+import functools
 import hashlib
 import json
 import os
 import re
-import secrets
 import stat
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,86 +17,16 @@ import torch
 from torch import Tensor
 
 from botorch_dp.optim.checkpoint.directory import (
-    _FILE_MODE,
     _GP_NAME,
     _LOSS_NAME,
     FORMAT,
     MAX_STATE_BYTES,
     SCHEMA_VERSION,
     STATE_FILE,
-    _lstat,
-    _open_dir,
-    _symlink_error,
-    _taken_error,
+    taken_error,
 )
 from botorch_dp.optim.checkpoint.encoding import check_keys, is_int, json_fingerprint
-
-
-# ---------------------------------------------------------------------- durable writes
-def _write_atomic(
-    dir_fd: int, name: str, parts: Sequence[bytes | memoryview], path: Path, *, replace: bool = True
-) -> dict[str, Any]:
-    r"""Write ``parts`` to ``name`` in the open directory ``dir_fd``, atomically and durably.
-
-    A new temporary file with a random name is created exclusively (``O_EXCL``, never
-    through a link, ``0600``), written, fsync'd and renamed onto ``name``; then the
-    directory is fsync'd. The temporary file is removed if anything fails.
-
-    Args:
-        dir_fd: The open directory.
-        name: The file's name in it.
-        parts: The bytes to write, in order.
-        path: The file's full path, for messages.
-        replace: Replace an existing ``name``; if false, ``name`` must not exist (it is
-            linked into place, which fails rather than replaces).
-
-    Returns:
-        ``{"sha256": hex digest, "bytes": size}`` of what was written.
-    """
-    st = _lstat(name, dir_fd)
-    if st is not None and stat.S_ISLNK(st.st_mode):
-        raise _symlink_error(path)
-    tmp = f"{name}.{secrets.token_hex(8)}.tmp"
-    digest, size = hashlib.sha256(), 0
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE, dir_fd=dir_fd)
-    try:
-        try:
-            os.fchmod(fd, _FILE_MODE)
-            for part in parts:
-                view = memoryview(part).cast("B")
-                digest.update(view)
-                size += len(view)
-                while view:
-                    view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if replace:
-            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        else:
-            _link_new(dir_fd, tmp, name, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=dir_fd)
-        raise
-    os.fsync(dir_fd)
-    return {"sha256": digest.hexdigest(), "bytes": size}
-
-
-def _link_new(dir_fd: int, tmp: str, name: str, path: Path) -> None:
-    r"""Move ``tmp`` to ``name`` only if ``name`` does not exist (a hard link fails instead of replacing)."""
-    try:
-        os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-    except FileExistsError:
-        raise _taken_error(path.parent) from None
-    except OSError as err:  # a file system without hard links: check, then rename
-        if err.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
-            raise
-        if _lstat(name, dir_fd) is not None:
-            raise _taken_error(path.parent) from None
-        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        return
-    os.unlink(tmp, dir_fd=dir_fd)
+from botorch_dp.storage.private_files import lstat, open_dir, read_file, strict_object, write_atomic
 
 
 def _safetensors_parts(tensors: dict[str, Tensor]) -> list[bytes | memoryview]:
@@ -126,44 +54,29 @@ def _safetensors_parts(tensors: dict[str, Tensor]) -> list[bytes | memoryview]:
 
 def _write_tensors(dir_fd: int, folder: Path, name: str, tensors: dict[str, Tensor]) -> dict[str, Any]:
     r"""Write ``tensors`` as the safetensors file ``folder.name/name``; returns its record."""
-    return {"file": f"{folder.name}/{name}", **_write_atomic(dir_fd, name, _safetensors_parts(tensors), folder / name)}
+    return {"file": f"{folder.name}/{name}", **write_atomic(dir_fd, name, _safetensors_parts(tensors), folder / name)}
 
 
 def save_state(
     directory: str | os.PathLike, state: dict[str, Any], committed: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    r"""Write a run's state into ``directory`` durably; only new files are written.
-
-    Nothing is written through a symbolic link: the directory, ``gp/``, ``losses/`` and
-    the files written must not be links, and the directory must belong to this user and
-    be closed to group and others (``ValueError`` naming the path otherwise).
-
-    Args:
-        directory: The checkpoint directory (created ``0700`` if missing).
-        state: ``{"meta": dict, "gp": dict[str, Tensor], "loss_blocks": list[Tensor]}``:
-            the JSON-able public state (everything but the file records), the
-            ``gp/<iteration>`` tensors and the per-batch loss blocks (SENSITIVE).
-        committed: The value this function returned for the previous checkpoint of the
-            same run (``None`` at first): loss files it lists are not written again, nor
-            the gp file of the same iteration. With ``None`` the directory must not hold a
-            checkpoint yet (``ValueError`` naming ``DPGIBO.resume``): a run's first save
-            never replaces another run's ``state.json``.
-
-    Returns:
-        The file records now committed (pass them to the next call).
-    """
+    r"""Write ``state`` (``{"meta": JSON-able public state, "gp": tensors, "loss_blocks": the per-batch
+    losses (SENSITIVE)}``) into the private ``directory`` durably, never through a link, and return
+    the file records now committed. ``committed``: what the previous save of the same run returned
+    (its loss files and same-iteration gp file are not written again); ``None`` at first, when the
+    directory must not hold a checkpoint yet (``ValueError`` naming ``DPGIBO.resume``)."""
     root = Path(directory)
     meta, blocks = state["meta"], state["loss_blocks"]
     first = committed is None
     committed = committed or {"gp_file": None, "loss_files": []}
     with contextlib.ExitStack() as fds:
-        root_fd = _open_dir(root, root, create=True)
+        root_fd = open_dir(root, root, create=True)
         fds.callback(os.close, root_fd)
-        if first and _lstat(STATE_FILE, root_fd) is not None:
-            raise _taken_error(root)
+        if first and lstat(STATE_FILE, root_fd) is not None:
+            raise taken_error(root)
         sub_fds = {}
         for sub in ("gp", "losses"):  # losses/ is made once there are losses (a partitioned run has none)
-            fd = _open_dir(sub, root / sub, dir_fd=root_fd, create=sub == "gp" or bool(blocks))
+            fd = open_dir(sub, root / sub, dir_fd=root_fd, create=sub == "gp" or bool(blocks))
             if fd is not None:
                 fds.callback(os.close, fd)
                 sub_fds[sub] = fd
@@ -179,7 +92,10 @@ def save_state(
             gp_file = _write_tensors(sub_fds["gp"], root / "gp", f"{meta['iteration']:06d}.safetensors", state["gp"])
         document = {**meta, "gp_file": gp_file, "loss_files": loss_files}
         data = json.dumps(document, allow_nan=True, indent=1, sort_keys=True).encode("utf-8")
-        _write_atomic(root_fd, STATE_FILE, [data], root / STATE_FILE, replace=not first)  # the commit point
+        try:
+            write_atomic(root_fd, STATE_FILE, [data], root / STATE_FILE, replace=not first)  # the commit point
+        except FileExistsError:  # committed by another opener since the check above
+            raise taken_error(root) from None
         _remove_unreferenced(root_fd, sub_fds, {gp_file["file"], *(r["file"] for r in loss_files)})
     return {"gp_file": gp_file, "loss_files": loss_files}
 
@@ -202,70 +118,20 @@ def _remove_unreferenced(root_fd: int, sub_fds: dict[str, int], keep: set[str]) 
     doomed = [(root_fd, name) for name in os.listdir(root_fd) if _STATE_TMP_NAME.match(name)]
     doomed += [(fd, name) for sub, fd in sub_fds.items() for name in os.listdir(fd) if f"{sub}/{name}" not in keep]
     for fd, name in doomed:
-        st = _lstat(name, fd)
+        st = lstat(name, fd)
         if st is not None and (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=fd)
 
 
 # ---------------------------------------------------------------------- validated reads
-def _strict_object(
-    pairs: list[tuple[str, Any]], message: str = f"Checkpoint {STATE_FILE} has a repeated key {{key!r}}."
-) -> dict[str, Any]:
-    r"""A JSON object's pairs as a dict, refusing a repeated key (``message`` formatted with ``key``)."""
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise ValueError(message.format(key=key))
-        obj[key] = value
-    return obj
-
-
-def _read_file(dir_fd: int, name: str, path: Path, *, check_size: Callable[[int], None] | None = None) -> bytes | None:
-    r"""The bytes of the regular file ``name`` in the open directory ``dir_fd``, never through a link.
-
-    Args:
-        dir_fd: The open directory.
-        name: The file's name in it.
-        path: Its full path, for messages.
-        check_size: Called with the file's size before it is read (to refuse it unread).
-
-    Returns:
-        The bytes, or ``None`` if there is no such file; ``ValueError`` naming ``path`` for a
-        symbolic link or something other than a regular file.
-    """
-    try:  # O_NONBLOCK: a FIFO planted here is refused below instead of blocking the open
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-    except FileNotFoundError:
-        return None
-    except OSError:
-        st = _lstat(name, dir_fd)
-        if st is not None and stat.S_ISLNK(st.st_mode):
-            raise _symlink_error(path) from None
-        raise
-    with os.fdopen(fd, "rb") as file:
-        st = os.fstat(file.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError(f"Checkpoint path {path} is not a regular file.")
-        if check_size is not None:
-            check_size(st.st_size)
-        return file.read()
+_strict_state = functools.partial(strict_object, message=f"Checkpoint {STATE_FILE} has a repeated key {{key!r}}.")
 
 
 def _read_checked(root: Path, dir_fds: dict[str, int | None], record: Any, name: str, pattern: re.Pattern) -> bytes:
-    r"""The bytes of the gp or loss file ``record`` names, checked against its size and SHA-256.
-
-    Args:
-        root: The checkpoint directory, for messages.
-        dir_fds: ``{"gp": fd, "losses": fd}``, the open subdirectories (``None``: missing).
-        record: ``{"file", "sha256", "bytes"}`` (and ``"rows"`` for a loss file) from ``state.json``.
-        name: The record's field in ``state.json``, for messages.
-        pattern: What the file's name must look like.
-
-    Returns:
-        The file's bytes; a ``ValueError`` naming the file if it is missing, a link,
-        of another size or another SHA-256.
-    """
+    r"""The bytes of the gp or loss file ``record`` (the ``state.json`` field ``name``) names, from the
+    open subdirectories ``dir_fds``; a ``ValueError`` naming it if it is missing, a link, misnamed
+    (``pattern``), or of another size or SHA-256."""
     check_keys(record, {"file", "sha256", "bytes"} | ({"rows"} if name.startswith("loss") else set()), name)
     file = record["file"]
     if not isinstance(file, str) or not pattern.match(file):
@@ -279,7 +145,7 @@ def _read_checked(root: Path, dir_fds: dict[str, int | None], record: Any, name:
 
     folder, base = file.split("/")
     dir_fd = dir_fds[folder]
-    data = None if dir_fd is None else _read_file(dir_fd, base, root / file, check_size=check_size)
+    data = None if dir_fd is None else read_file(dir_fd, base, root / file, check_size=check_size)
     if data is None:
         raise ValueError(f"Checkpoint file {file} is missing (field {name!r}).")
     check_size(len(data))  # changed while it was read
@@ -314,24 +180,18 @@ def load_state(directory: str | os.PathLike) -> dict[str, Any]:
     there is one loss file per finished iteration with the told batch sizes as rows and the
     same number of users in each, and that the gp file holds ``X`` (``N x d``) and ``L``
     (``N x N``) with ``N`` the total number of rows. The fields of ``meta`` are decoded and
-    checked by ``DPGIBO.load_state_dict``.
-
-    Args:
-        directory: The checkpoint directory.
-
-    Returns:
-        ``{"meta": dict, "gp": dict[str, Tensor], "loss_blocks": list[Tensor]}``; a
-        ``ValueError`` naming the problem for a foreign, damaged or inconsistent checkpoint.
+    checked by ``DPGIBO.load_state_dict``. A foreign, damaged or inconsistent checkpoint is a
+    ``ValueError`` naming the problem.
     """
     root = Path(directory)
     with contextlib.ExitStack() as fds:
-        root_fd = _open_dir(root, root, create=False)
+        root_fd = open_dir(root, root, create=False)
         if root_fd is None:
             raise ValueError(f"No checkpoint in {root}: the directory is missing.")
         fds.callback(os.close, root_fd)
         dir_fds: dict[str, int | None] = {}
         for sub in ("gp", "losses"):
-            fd = dir_fds[sub] = _open_dir(sub, root / sub, dir_fd=root_fd, create=False)
+            fd = dir_fds[sub] = open_dir(sub, root / sub, dir_fd=root_fd, create=False)
             if fd is not None:
                 fds.callback(os.close, fd)
         meta = _read_meta(root, root_fd)
@@ -348,11 +208,11 @@ def _read_meta(root: Path, root_fd: int) -> dict[str, Any]:
                 f"Checkpoint {STATE_FILE} is larger than {MAX_STATE_BYTES} bytes: not a DP-GIBO checkpoint."
             )
 
-    raw = _read_file(root_fd, STATE_FILE, path, check_size=check_size)
+    raw = read_file(root_fd, STATE_FILE, path, check_size=check_size)
     if raw is None:
         raise ValueError(f"No checkpoint in {root}: {STATE_FILE} is missing.")
     try:
-        meta = json.loads(raw.decode("utf-8"), object_pairs_hook=_strict_object)
+        meta = json.loads(raw.decode("utf-8"), object_pairs_hook=_strict_state)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"Checkpoint {STATE_FILE} is not valid JSON (truncated or damaged): {err}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:

@@ -21,15 +21,9 @@ _KERNEL_DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
 def kernel_spec(kernel: Kernel) -> dict[str, Any]:
-    r"""Class, settings and dtype of an allow-listed GPyTorch kernel.
-
-    Args:
-        kernel: The kernel (its hyperparameters are stored separately, ``kernel_tensors``).
-
-    Returns:
-        The JSON-able spec that ``build_kernel`` rebuilds the kernel from; a ``ValueError``
-        for a kernel outside the allow-list, a batched one or one of mixed dtypes.
-    """
+    r"""Class, settings and dtype of an allow-listed GPyTorch kernel, as JSON that ``build_kernel``
+    rebuilds it from (its hyperparameters: ``kernel_tensors``); a ``ValueError`` for a kernel outside
+    the allow-list, a batched one or one of mixed dtypes."""
     return {**_kernel_settings(kernel), "dtype": _kernel_dtype(kernel)}
 
 
@@ -95,17 +89,9 @@ def kernel_fingerprint(kernel: Kernel) -> str:
 
 
 def build_kernel(spec: Any) -> Kernel:
-    r"""Rebuild a kernel from ``kernel_spec``'s output, in the stored dtype (hyperparameters at their defaults).
-
-    Args:
-        spec: The stored spec. A spec without ``"dtype"`` (schema version 1, written before
-            it was stored) means float64: the dtype every run's kernel is converted to.
-
-    Returns:
-        The kernel, converted to its dtype before any hyperparameter is loaded into it (so
-        that float64 values are not rounded through float32); a ``ValueError`` if the class
-        is not allow-listed or the rebuilt settings differ from the stored ones.
-    """
+    r"""Rebuild a kernel from ``kernel_spec``'s output, in the stored dtype (float64 for a spec written
+    before it was stored) before any hyperparameter is loaded (so none is rounded through float32);
+    a ``ValueError`` if the class is not allow-listed or the rebuilt settings differ."""
     if not isinstance(spec, dict):
         raise ValueError("Checkpoint field 'kernel.spec': expected an object.")
     dtype_name = spec.get("dtype", "float64")

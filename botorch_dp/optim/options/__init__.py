@@ -10,28 +10,20 @@ r"""DP-GIBO's options as strategy objects, one family per module, each family a 
 | batches | ``BatchRule`` | ``FixedBatches``, ``AdaptiveBatches`` | ``batches`` |
 | fitting | ``Fitting`` | ``NoFitting``, ``SensitiveFitting`` (the unsafe opt-out) | ``fitting`` |
 
-A protocol holds the narrow methods ``Options`` and the loop call over a step's context (the
-``RunPlan``, the users' ``ClippedSum``, the family's record in the ``RunState``); any class
-with them, registered under its family (``@register("noise", "my_schedule")``), plugs in, as
-a ``SubspaceOracle`` does. Variants compose by wrapping: ``QuantileClip`` and ``DecayingClip``
-wrap a ``FixedClip`` and move its bound. Adding one is a module, its ``@register`` line and its
-import here, and a test module (``decaying_clip`` is the example).
-
-``Options`` bundles one strategy per family; ``BudgetSplit`` gives each its μ. Compatibility
-is declared, not branched: a strategy lists what it ``requires`` and ``provides`` (e.g.
-``AdaptiveNorm`` provides the ``"noisy_norms"`` that ``MinNoisyNorm`` requires; the private
-preconditioner requires a ``"fixed_basis"`` and a ``"fixed_clip_bound"``, which only ``FixedClip``
-provides, so a new clip policy that moves its bound is refused with it unless it says otherwise),
-the strategies it ``conflicts`` with and why
-(the private preconditioner: adaptive clipping and the adaptive schedule), and whether it
-needs a finite ``μ`` (``needs_finite_mu``); ``Options.check`` applies all of it and names
-both parties.
+A protocol holds the narrow methods ``Options`` and the loop call over a step's context; any
+class with them, registered under its family (``@register("noise", "my_schedule")``), plugs in.
+Variants compose by wrapping (``QuantileClip`` and ``DecayingClip`` wrap a ``FixedClip``). Adding
+one is a module, its ``@register`` line and its import here, and a test module (``decaying_clip``
+is the example). Compatibility is declared, not branched: a strategy lists what it ``requires``
+and ``provides`` (``CAPABILITIES``), what it ``conflicts`` with and why, and whether it
+``needs_finite_mu``; ``Options.check`` applies all of it and names both parties.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+import typing
+from dataclasses import dataclass
 from typing import Any
 
 from torch import Tensor
@@ -47,12 +39,16 @@ from botorch_dp.optim.options.projection import NoProjection, Projected, Project
 from botorch_dp.optim.options.registry import (
     Strategy,
     StrategyLike,
+    build,
     from_spec,
+    is_strategy,
     lookup,
     lookup_family,
     missing_members,
+    parameters,
     register,
     registered,
+    resolve,
 )
 from botorch_dp.optim.options.selection import (
     Evaluated,
@@ -109,6 +105,7 @@ __all__ = [
     "NoisyLoss",
     "Noisy",
     "NoisyDebiased",
+    "OptionFields",
     "Options",
     "PreconditionerPolicy",
     "PreconditionerRecord",
@@ -125,12 +122,16 @@ __all__ = [
     "Strategy",
     "StrategyLike",
     "batch_rule",
+    "build",
     "from_spec",
+    "is_strategy",
     "lookup",
     "lookup_family",
     "missing_members",
+    "parameters",
     "register",
     "registered",
+    "resolve",
     "resolved_mu",
 ]
 
@@ -146,17 +147,6 @@ CAPABILITIES: dict[str, str] = {
     ),
 }
 
-#: Each ``Options`` field's family protocol (the field's name is the family's).
-FAMILY_PROTOCOLS: dict[str, type] = {
-    "clip": ClipPolicy,
-    "noise": NoisePolicy,
-    "projection": Projection,
-    "step_rule": StepPolicy,
-    "selection": IterateSelection,
-    "batches": BatchRule,
-    "fitting": Fitting,
-}
-
 
 @dataclass(frozen=True)
 class StepOutcome:
@@ -169,13 +159,12 @@ class StepOutcome:
     track: SubspaceTrack
 
 
-@dataclass(frozen=True)
-class Options:
-    r"""One strategy per family: what a run does beyond the plain DP-GIBO step.
-
-    Each field is annotated with its family's protocol (``FAMILY_PROTOCOLS``); a strategy of
-    another family, or one that lacks a member of its protocol, is refused (``TypeError`` naming
-    the field). ``EvaluatedSelection`` narrows the selection when it evaluates the iterates."""
+@dataclass(frozen=True, kw_only=True)
+class OptionFields:
+    r"""One strategy per family, each field annotated with its family's protocol: the one declaration
+    of the fields, their defaults and checks, shared by ``Options`` and ``DPGIBOConfig``. A strategy
+    of another family, or one that lacks a member of its protocol, is refused (``TypeError`` naming
+    the field)."""
 
     clip: ClipPolicy = FixedClip()
     noise: NoisePolicy = FixedNoise()
@@ -186,22 +175,32 @@ class Options:
     fitting: Fitting = NoFitting()
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            strategy, protocol = getattr(self, f.name), FAMILY_PROTOCOLS[f.name]
+        for name, protocol in FAMILY_PROTOCOLS.items():
+            strategy = getattr(self, name)
             family = getattr(strategy, "family", None)
-            if family != f.name:
+            if family != name:
                 raise TypeError(
-                    f"Options.{f.name} needs a {f.name} strategy (one registered with @register({f.name!r}, "
+                    f"Options.{name} needs a {name} strategy (one registered with @register({name!r}, "
                     f"name)), got {type(strategy).__name__} of family {family!r}."
                 )
             if missing := missing_members(strategy, protocol):
                 raise TypeError(
-                    f"Options.{f.name}: {type(strategy).__name__} does not implement {protocol.__name__}; "
+                    f"Options.{name}: {type(strategy).__name__} does not implement {protocol.__name__}; "
                     f"it lacks {', '.join(missing)}."
                 )
 
     def strategies(self) -> list[StrategyLike]:
-        return [getattr(self, f.name) for f in fields(self)]
+        return [getattr(self, name) for name in FAMILY_PROTOCOLS]
+
+
+#: Each family (an ``OptionFields`` field, named as the family) and its protocol.
+FAMILY_PROTOCOLS: dict[str, type] = typing.get_type_hints(OptionFields)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options(OptionFields):
+    r"""One strategy per family (``OptionFields``) and what a run does with them beyond the plain
+    DP-GIBO step. ``EvaluatedSelection`` narrows the selection when it evaluates the iterates."""
 
     def split(self, privacy_mu: float | None) -> BudgetSplit:
         r"""The run's ``BudgetSplit`` of ``privacy_mu`` (a config's, resolved: ``None`` is refused)."""
@@ -213,12 +212,8 @@ class Options:
         )
 
     def check(self, privacy_mu: float | None, dim: int, num_iterations: int) -> None:
-        r"""Refuse options that cannot run together (``ValueError`` naming both parties and why);
-        ``privacy_mu`` is a config's, resolved (``None`` is refused).
-
-        Nothing here compares two options by name: each strategy declares what it ``requires``
-        and ``provides``, the strategies it ``conflicts`` with, and whether it ``needs_finite_mu``.
-        """
+        r"""Refuse options that cannot run together (``ValueError`` naming both parties and why), by what
+        each strategy declares; ``privacy_mu`` is a config's, resolved (``None`` is refused)."""
         privacy_mu = resolved_mu(privacy_mu)
         strategies = self.strategies()
         provided = frozenset().union(*(s.provides for s in strategies))

@@ -1,32 +1,19 @@
 r"""Batch rules: how many points each step evaluates and how they are searched, and the searches themselves.
 
-``FixedBatches(size)`` (Sopa et al., Alg. 1) and ``AdaptiveBatches(tolerance, max_size)``
-(Alg. 2: the smallest batch whose posterior gradient trace reaches the tolerance, at most
-``max_size`` points). Both search ``"joint"`` (``optimize_acqf`` over the whole batch) or
-``"greedy"`` (one point at a time), with ``maxiter`` L-BFGS-B iterations per restart (``None``:
-BoTorch's default), and ``speed`` (``"fast"`` or ``"reference"``, below). Public computation
-only: no batch rule spends budget. ``BatchRule`` is the family's protocol; the two rules share
-the search's settings, not a class. A rule's ``search`` and ``speed`` name entries of the
-allow-lists ``BATCH_SEARCHES`` (a ``SearchKind``: ``JointSearch``, ``GreedySearch``) and
-``SEARCH_SPEEDS`` (a ``Speed``: ``FAST``, ``REFERENCE``); the names stay in the rule's fields
-and ``spec()``, the objects do the work.
+``FixedBatches(size)`` (Sopa et al., Alg. 1) and ``AdaptiveBatches(tolerance, max_size)`` (Alg. 2:
+the smallest batch whose posterior gradient trace reaches the tolerance). Both search ``"joint"``
+(``optimize_acqf`` over the whole batch) or ``"greedy"`` (one point at a time), with ``maxiter``
+L-BFGS-B iterations per restart (``None``: BoTorch's default) at a ``speed``; the names index the
+allow-lists ``BATCH_SEARCHES`` and ``SEARCH_SPEEDS``, whose objects do the work. Public
+computation only: no batch rule spends budget. The searches are plain functions of public data
+(the GP's inputs and the iterates), testable without a loop; ``search_batch`` is the one entry
+point the rules call (a profiler or a test may replace it).
 
-The searches are plain functions of the gradient GP, the iterate ``θ``, the local box, the
-search generator and the ``optimize_acqf`` settings, so each can be tested without a loop:
-``optimize_batch`` (one joint ``q``-batch of ``qGradientInformation``), ``greedy_batch`` (one
-point at a time), ``adaptive_joint_batch`` (smallest sufficient ``q`` by bisection, Sopa et al.,
-short version, Alg. 2) and ``search_batch``, the one entry point the rules call (a profiler or a
-test may replace it).
-
-Search speed (issue 33): ``FAST`` evaluates the acquisition's gradient in closed form where the
-kernel allows (``gradient_gp.closed_form``) and starts a joint batch's L-BFGS-B from the previous
-step's batch moved by the step (``moved_batch``) instead of from the best of ``raw_samples``
-random batches; ``REFERENCE`` is the search as it was before (autograd, random initial
-conditions). The warm run takes at most ``WARM_MAXITER`` (10) L-BFGS-B iterations, which at
-d = 100 cuts the search's cost about fourfold (``reports/batch_search_speed.md``). ``FAST`` also
-runs the search on one torch thread: its tensors are small and its L-BFGS-B sequential, so a
-second thread mostly waits (4 to 35 times slower per evaluation on a loaded 2-core machine,
-``docs/performance.md``). Both read only public data: the GP's inputs and the iterates.
+Search speed (issue 33): ``FAST`` computes the acquisition's gradient in closed form where the
+kernel allows and starts a joint batch's L-BFGS-B from the previous batch moved by the step, for
+at most ``WARM_MAXITER`` iterations (about fourfold cheaper at d = 100,
+``reports/batch_search_speed.md``), on one torch thread (a second one mostly waits,
+``docs/performance.md``); ``REFERENCE`` is the search as it was before (autograd, random starts).
 """
 
 from __future__ import annotations
@@ -80,20 +67,9 @@ class BatchRule(StrategyLike, Protocol):
         ...
 
 
-def _check_search(rule: Any) -> None:
-    r"""The search settings of a batch rule, checked and normalized (an integer ``maxiter``)."""
-    if rule.search not in BATCH_SEARCHES:
-        raise ValueError(f"batch_search must be one of {tuple(BATCH_SEARCHES)}, got {rule.search!r}.")
-    if rule.speed not in SEARCH_SPEEDS:
-        raise ValueError(f"acqf_speed must be one of {tuple(SEARCH_SPEEDS)}, got {rule.speed!r}.")
-    if rule.maxiter is not None:
-        object.__setattr__(rule, "maxiter", check_positive_int(rule.maxiter, "acqf_maxiter"))
-
-
-@register("batches", "fixed")
 @dataclass(frozen=True)
-class FixedBatches(Strategy):
-    r"""``size`` points per step (``None``: the projection's default, ``d + 1`` or ``k + 1``)."""
+class _SearchedBatches(Strategy):
+    r"""What the two rules share: the search's settings (checked here) and the search itself."""
 
     size: int | None = None
     search: BatchSearch = "joint"
@@ -101,26 +77,18 @@ class FixedBatches(Strategy):
     speed: SearchSpeed = "fast"
 
     def __post_init__(self) -> None:
-        if self.size is not None:
-            object.__setattr__(self, "size", check_positive_int(self.size, "batch_size (b)"))
-        _check_search(self)
-
-    def spec(self) -> dict[str, Any]:
-        return {
-            "kind": self.name,
-            "size": self.size,
-            "search": self.search,
-            "maxiter": self.maxiter,
-            "speed": self.speed,
-        }
+        if self.search not in BATCH_SEARCHES:
+            raise ValueError(f"batch_search must be one of {tuple(BATCH_SEARCHES)}, got {self.search!r}.")
+        if self.speed not in SEARCH_SPEEDS:
+            raise ValueError(f"acqf_speed must be one of {tuple(SEARCH_SPEEDS)}, got {self.speed!r}.")
+        if self.maxiter is not None:
+            object.__setattr__(self, "maxiter", check_positive_int(self.maxiter, "acqf_maxiter"))
 
     @property
     def tolerance(self) -> float | None:
-        r"""The adaptive rule's trace tolerance (none)."""
         return None
 
     def per_step(self, default: int) -> int:
-        r"""The most points a step evaluates."""
         return self.size if self.size is not None else default
 
     def select(
@@ -136,17 +104,16 @@ class FixedBatches(Strategy):
         raw_samples: int,
         previous: Tensor | None = None,
     ) -> Tensor:
-        r"""The next batch (a ``q x d`` tensor; public); ``previous``: the last batch moved by the step."""
-        size = self.per_step(default)
+        r"""The next batch (public); ``previous``: the last batch moved by the step."""
         return search_batch(
             gp,
             theta,
             bounds,
             generator,
             batch_search=BATCH_SEARCHES[self.search],
-            batch_size=size,
+            batch_size=default if self.size is None else self.size,
             bias_tolerance=self.tolerance,
-            max_batch_size=size,
+            max_batch_size=self.per_step(default),
             num_restarts=num_restarts,
             raw_samples=raw_samples,
             basis=basis,
@@ -156,24 +123,26 @@ class FixedBatches(Strategy):
         )
 
 
+@register("batches", "fixed")
+@dataclass(frozen=True)
+class FixedBatches(_SearchedBatches):
+    r"""``size`` points per step (``None``: the projection's default, ``d + 1`` or ``k + 1``)."""
+
+    def __post_init__(self) -> None:
+        if self.size is not None:
+            object.__setattr__(self, "size", check_positive_int(self.size, "batch_size (b)"))
+        super().__post_init__()
+
+
 @register("batches", "adaptive")
 @dataclass(frozen=True)
-class AdaptiveBatches(Strategy):
-    r"""Add points until ``tr Σ_D(θ) ≤ tolerance`` or ``max_size`` were added.
-
-    Args:
-        size: Must be ``None`` (kept first, so the fields read as before: ``size``, the search's
-            ``search``, ``maxiter`` and ``speed`` as ``FixedBatches``'s, then these two).
-        bias_tolerance: The tolerance (the paper's ε; here ε always means the privacy loss).
-        max_size: ``b_max`` (``None``: the projection's default).
-    """
+class AdaptiveBatches(_SearchedBatches):
+    r"""Add points until ``tr Σ_D(θ) ≤ bias_tolerance`` (the paper's ε; here ε always means the
+    privacy loss) or ``max_size`` (``b_max``; ``None``: the projection's default) were added.
+    ``size`` must be ``None`` (kept first, so the fields read as ``FixedBatches``'s, then these two)."""
 
     by_name_needs = "its bias_tolerance"
 
-    size: int | None = None
-    search: BatchSearch = "joint"
-    maxiter: int | None = None
-    speed: SearchSpeed = "fast"
     bias_tolerance: float = 0.1
     max_size: int | None = None
 
@@ -185,7 +154,7 @@ class AdaptiveBatches(Strategy):
             object.__setattr__(self, "max_size", check_positive_int(self.max_size, "max_batch_size (b_max)"))
         if self.size is not None:
             raise ValueError("Give either batch_size (fixed) or bias_tolerance (adaptive), not both.")
-        _check_search(self)
+        super().__post_init__()
 
     def spec(self) -> dict[str, Any]:
         return {
@@ -203,36 +172,6 @@ class AdaptiveBatches(Strategy):
 
     def per_step(self, default: int) -> int:
         return self.max_size if self.max_size is not None else default
-
-    def select(
-        self,
-        gp: GradientGP,
-        theta: Tensor,
-        bounds: Tensor,
-        generator: torch.Generator,
-        *,
-        basis: Tensor | None,
-        default: int,
-        num_restarts: int,
-        raw_samples: int,
-        previous: Tensor | None = None,
-    ) -> Tensor:
-        return search_batch(
-            gp,
-            theta,
-            bounds,
-            generator,
-            batch_search=BATCH_SEARCHES[self.search],
-            batch_size=default,
-            bias_tolerance=self.bias_tolerance,
-            max_batch_size=self.per_step(default),
-            num_restarts=num_restarts,
-            raw_samples=raw_samples,
-            basis=basis,
-            maxiter=self.maxiter,
-            speed=SEARCH_SPEEDS[self.speed],
-            previous=previous,
-        )
 
 
 def batch_rule(
@@ -263,16 +202,9 @@ WARM_MAXITER: int | None = 10
 
 @dataclass(frozen=True)
 class Speed:
-    r"""How a batch search runs (issue 33; the module's docstring): ``FAST`` or ``REFERENCE``.
-
-    Attributes:
-        name: The rule's ``speed`` (``"fast"``, ``"reference"``).
-        gradient: How ``qGradientInformation`` computes its gradient (``"auto"``: in closed form
-            where the kernel allows; ``"autograd"``).
-        threads: The torch threads the search runs on (``None``: as they are).
-        warm: Start a joint batch's L-BFGS-B from the previous batch moved by the step, for at
-            most ``WARM_MAXITER`` iterations.
-    """
+    r"""How a batch search runs (the module's docstring): ``gradient`` is how ``qGradientInformation``
+    computes its gradient, ``threads`` the torch threads (``None``: as they are), ``warm`` whether a
+    joint batch starts from the previous batch moved by the step."""
 
     name: str
     gradient: AcquisitionGradient
@@ -316,16 +248,7 @@ def optimize_acqf(*args: Any, **kwargs: Any) -> tuple[Tensor, Tensor | None]:
 
 
 def local_bounds(theta: Tensor, search_radius: Tensor, bounds: Tensor) -> Tensor:
-    r"""The ``2 x d`` box ``[θ − r, θ + r] ∩ Θ`` in which candidates are searched.
-
-    Args:
-        theta: The ``d`` iterate ``θ``.
-        search_radius: A ``d`` tensor of half-widths ``r`` (units of ``θ``).
-        bounds: The ``2 x d`` box ``Θ``.
-
-    Returns:
-        A ``2 x d`` tensor of lower and upper bounds.
-    """
+    r"""The ``2 x d`` box ``[θ − r, θ + r] ∩ Θ`` in which candidates are searched (``r``: ``search_radius``)."""
     lo = torch.maximum(theta - search_radius, bounds[0])
     hi = torch.minimum(theta + search_radius, bounds[1])
     return torch.stack([lo, hi])
@@ -334,33 +257,16 @@ def local_bounds(theta: Tensor, search_radius: Tensor, bounds: Tensor) -> Tensor
 def moved_batch(
     X: Tensor, batch_sizes: tuple[int, ...] | list[int], iterates: tuple[Tensor, ...] | list[Tensor]
 ) -> Tensor | None:
-    r"""The last batch of ``X`` moved by the last step, ``X_{t−1} + (θ_t − θ_{t−1})`` (public).
-
-    Args:
-        X: The ``N x d`` evaluated points, batch after batch.
-        batch_sizes: The size of each batch of ``X``.
-        iterates: ``θ_0, …, θ_t``.
-
-    Returns:
-        A ``b x d`` tensor, or ``None`` before the first step or after an empty batch.
-    """
+    r"""The last batch of ``X`` (the evaluated points, batch after batch) moved by the last step,
+    ``X_{t−1} + (θ_t − θ_{t−1})`` (public); ``None`` before the first step or after an empty batch."""
     if not batch_sizes or batch_sizes[-1] == 0 or len(iterates) < 2:
         return None
     return X[X.shape[0] - batch_sizes[-1] :] + (iterates[-1] - iterates[-2])
 
 
 def posterior_trace(gp: GradientGP, theta: Tensor, X: Tensor | None = None, basis: Tensor | None = None) -> float:
-    r"""``tr Σ_D(θ)``, the posterior gradient variance, after also conditioning on ``X``.
-
-    Args:
-        gp: The ``GradientGP`` on the evaluated points ``D``.
-        theta: The ``d`` iterate ``θ``.
-        X: An optional ``q x d`` batch to condition on first.
-        basis: An optional ``d x k`` ``Ṽ``: the projected trace ``tr(ṼᵀΣṼ)`` instead.
-
-    Returns:
-        The trace as a float.
-    """
+    r"""``tr Σ_D(θ)``, the posterior gradient variance, after also conditioning on a batch ``X``; with
+    a ``d x k`` ``basis`` ``Ṽ`` the projected trace ``tr(ṼᵀΣṼ)``."""
     with torch.no_grad():
         gp = gp if X is None or X.shape[0] == 0 else gp.condition_on(X)
         return float(gp.posterior_trace(theta, basis))
@@ -383,32 +289,12 @@ def optimize_batch(
 ) -> Tensor:
     r"""Maximize the gradient information ``qGradientInformation`` of a ``q``-batch in a box.
 
-    ``optimize_acqf`` draws from torch's global generator; it runs under a seed drawn
-    from ``generator``, so the search is reproducible (and resumable) without touching
-    the caller's random state.
-
-    Args:
-        gp: The ``GradientGP`` on the evaluated points ``D``.
-        theta: The ``d`` iterate ``θ``.
-        bounds: The ``2 x d`` search box (usually ``local_bounds``).
-        q: Batch size.
-        generator: The search generator (public randomness); one draw per call.
-        num_restarts, raw_samples: Passed to ``optimize_acqf``.
-        warm_start: An optional ``q x d`` batch optimized alongside the random restarts,
-            so the result is at least as informative as it (up to the optimizer).
-        basis: An optional public ``d x k`` ``Ṽ``: maximize the reduction of the projected
-            trace ``tr(ṼᵀΣṼ)`` (Kairouz et al.'s subspaces, projected acquisition, spec A5).
-        maxiter: An optional cap on the L-BFGS-B iterations of each restart (BoTorch's
-            ``options={"maxiter": ...}``); ``None``: BoTorch's default.
-        start: An optional ``q x d`` batch (projected into the box) from which the one
-            L-BFGS-B run starts instead of the restarts drawn from ``raw_samples`` (which are
-            then not drawn); ``warm_start`` is ignored then. With ``FAST`` that run takes at
-            most ``WARM_MAXITER`` iterations.
-        speed: ``FAST``: the acquisition's gradient in closed form where the kernel allows, on
-            one thread; ``REFERENCE``: by autograd (a ``Speed``; see the module).
-
-    Returns:
-        A ``q x d`` tensor.
+    ``optimize_acqf`` runs under a seed drawn once from the (public) search ``generator``, so the
+    search is reproducible and resumable without touching the caller's random state.
+    ``warm_start``: a ``q x d`` batch optimized alongside the random restarts; ``start``: a batch
+    from which the one L-BFGS-B run starts instead (no restarts are drawn; ``warm_start`` is
+    ignored); ``basis``: a public ``d x k`` ``Ṽ`` whose projected trace ``tr(ṼᵀΣṼ)`` is reduced
+    (spec A5); ``maxiter``: the L-BFGS-B cap of each restart (``None``: BoTorch's default).
     """
     from botorch.optim.initializers import gen_batch_initial_conditions
 
@@ -454,18 +340,8 @@ def greedy_batch(
 ) -> Tensor:
     r"""Up to ``num_points`` points chosen one at a time, each conditioned on those before it.
 
-    Greedy is myopic: a lone point carries little gradient information, so a greedy
-    batch usually leaves a larger ``tr Σ`` than a joint batch of the same size.
-
-    Args:
-        gp, theta, bounds, generator, num_restarts, raw_samples, basis, maxiter, speed: As in
-            ``optimize_batch``.
-        num_points: The most points to add (``b`` or ``b_max``).
-        tolerance: The bias tolerance; if given, stop as soon as ``tr Σ ≤ tolerance``
-            (possibly at 0 points).
-
-    Returns:
-        A ``q x d`` tensor, ``0 ≤ q ≤ num_points``.
+    With a ``tolerance``, stop as soon as ``tr Σ ≤ tolerance`` (possibly at 0 points). Greedy is
+    myopic: it usually leaves a larger ``tr Σ`` than a joint batch of the same size.
     """
     chosen = [theta.new_empty(0, theta.shape[-1])]
     while len(chosen) - 1 < num_points and (tolerance is None or posterior_trace(gp, theta, basis=basis) > tolerance):
@@ -507,18 +383,8 @@ def adaptive_joint_batch(
     ``b_max`` is optimized first; if even it cannot reach the tolerance, it is taken as it is (one
     optimization, the usual case early in a run). Otherwise the smallest sufficient ``q``
     is found by bisection, each size warm-started from the leading points of the smallest
-    sufficient batch found so far.
-
-    Args:
-        gp, theta, bounds, generator, num_restarts, raw_samples, basis, maxiter, speed: As in
-            ``optimize_batch``.
-        tolerance: The bias tolerance, ``> 0``.
-        max_batch_size: ``b_max``.
-        start: An optional start of the ``b_max`` batch's search (``optimize_batch``'s
-            ``start``), used when it has ``b_max`` points.
-
-    Returns:
-        A ``q x d`` tensor, ``0 ≤ q ≤ b_max``.
+    sufficient batch found so far. ``start`` starts the ``b_max`` batch's search when it has
+    ``b_max`` points.
     """
     if posterior_trace(gp, theta, basis=basis) <= tolerance:
         return theta.new_empty(0, theta.shape[-1])
@@ -604,23 +470,9 @@ def search_batch(
     speed: Speed = REFERENCE,
     previous: Tensor | None = None,
 ) -> Tensor:
-    r"""The next batch: fixed ``b`` points (Alg. 1) or adaptive up to ``b_max`` (Alg. 2).
-
-    Args:
-        gp, theta, bounds, generator, num_restarts, raw_samples, maxiter: As in ``optimize_batch``.
-        batch_search: A ``SearchKind`` (``BATCH_SEARCHES["joint"]`` or ``["greedy"]``).
-        batch_size: ``b`` of fixed batches (ignored when ``bias_tolerance`` is given).
-        bias_tolerance: Tolerance of adaptive batches (``tr Σ ≤ bias_tolerance``), or
-            ``None`` for fixed batches.
-        max_batch_size: ``b_max`` of adaptive batches.
-        basis: An optional public ``d x k`` ``Ṽ`` for the projected acquisition and trace.
-        speed: A ``Speed`` (``FAST`` or ``REFERENCE``; see the module).
-        previous: The previous step's batch moved by the step (``moved_batch``), or ``None``:
-            with ``FAST``, a joint batch of its size starts from it (public).
-
-    Returns:
-        A ``q x d`` tensor.
-    """
+    r"""The next batch: fixed ``batch_size`` points (Alg. 1), or with a ``bias_tolerance`` adaptive up
+    to ``max_batch_size`` (Alg. 2). ``previous``: the previous batch moved by the step
+    (``moved_batch``), from which a warm ``speed`` starts a joint batch of its size."""
     options = SearchOptions(
         num_restarts=num_restarts, raw_samples=raw_samples, basis=basis, maxiter=maxiter, speed=speed
     )

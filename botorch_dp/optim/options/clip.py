@@ -1,41 +1,22 @@
 r"""Clip policies: the bound ``B_t`` each step clips the per-user estimates at, and their arithmetic.
 
-``ClipPolicy`` is the family's protocol: what ``Options`` and the loop call of a clip policy.
 ``FixedClip(B)`` clips every step at ``B``, or at the bound a wrapping policy keeps in the
-``ClipState`` (as TF Privacy's adaptive query keeps its sum query's clip in that query's state).
-``QuantileClip`` (``clip_bound="adaptive"``; Andrew, Thakkar, McMahan & Ramaswamy 2021,
-"Differentially private learning with adaptive clipping") wraps a ``FixedClip`` and moves its
-bound each step so that it tracks a private quantile of the per-user gradient-estimate norms.
-Nothing else in the loop knows the bound moves: the noise schedule reads ``Δ_t = 2B_t/n`` off
-the sum.
+``ClipState`` (as TF Privacy's adaptive query keeps its sum query's clip). ``QuantileClip``
+(``clip="adaptive"``; Andrew, Thakkar, McMahan & Ramaswamy 2021) wraps a ``FixedClip`` and moves
+its bound each step towards a private ``γ``-quantile of the norms ``‖A y_i‖``; nothing else in
+the loop knows the bound moves (the noise schedule reads ``Δ_t = 2B_t/n`` off the sum). At step
+``t`` it makes, from one pass over the users, the gradient release at ``B_t`` (``μ_g/√T``-GDP
+whatever ``B_t`` is, as the noise scales with the bound) and the count
+``b̃_t = #{i : ‖g_i‖ ≤ B_t} + N(0, (√T/μ_C)²)`` (sensitivity 1, part ``"clip"``); the next bound
+``B_{t+1} = B_t · exp(−η_C (b̃_t/n − γ))`` is post-processing. With ``μ_C = μ_steps √f_C`` and
+``μ_g = μ_steps √(1 − f_C)`` the ``2T`` releases compose to ``μ_steps``.
 
-At step ``t`` with bound ``B_t`` a ``QuantileClip`` run makes two releases from the same
-per-user estimates ``g_i = A y_i`` (one pass: the clipped sum comes with the number of users
-within ``B_t``, ``ClippedSum.within``):
-
-- the gradient ``(1/n) Σ_i clip_{B_t}(g_i) + N(0, σ_t² I)``, ``σ_t = 2B_t√T/(n μ_g)``
-  (``GaussianGradientMechanism`` at ``B_t``: ``μ_g/√T``-GDP whatever ``B_t`` is, because the
-  noise scales with the bound);
-- the count ``b̃_t = #{i : ‖g_i‖ ≤ B_t} + N(0, (√T/μ_C)²)`` (``GaussianClipCountMechanism``,
-  sensitivity 1: ``μ_C/√T``-GDP, part ``"clip"``);
-
-and the next bound is the geometric update ``B_{t+1} = B_t · exp(−η_C (b̃_t/n − γ))``
-(``next_clip_bound``): post-processing of the released count, so ``B_{t+1}`` is public. Its
-fixed point is the ``γ``-quantile of the norms. The budget split is explicit:
-``μ_C = μ_steps √f_C`` and ``μ_g = μ_steps √(1 − f_C)``, so the ``2T`` releases compose to
-``√(μ_g² + μ_C²) = μ_steps`` (GDP composition; the bounds are chosen from released values only).
-
-Why every step, not only the first ones: the norms ``‖A y_i‖`` change along the run, both
-because ``θ_t`` moves (the gradients shrink near an optimum) and because ``A = ∇k(θ, D)K⁻¹``
-changes as points are added, so a bound fitted at ``θ₀`` goes stale; Andrew et al. likewise
-update every round. The price is ``f_C`` of the budget (default 0.1: the gradient noise grows
-by ``1/√0.9 ≈ 1.054``). Runs are short (``T`` of 10 to 100), so a starting bound within a
-factor of a few of the quantile matters: ``η_C = 0.2`` moves ``B`` by at most ``e^{0.2·max(γ, 1−γ)}``
-per step; take ``B₀`` from ``botorch_dp.plan`` on a public proxy, or raise ``η_C``.
-
-A checkpoint stores a moving bound's ``ClipState`` (``encode_clip_state``) and resume checks it
-(``check_clip_state``): a policy that releases counts recomputes its bounds from them
-(``ReplayedClip``), and each count must be in the ledger.
+It moves every step, not only the first ones, because the norms change along the run (``θ_t``
+moves and ``A = ∇k(θ, D)K⁻¹`` changes as points are added); the price is ``f_C`` of the budget
+(default 0.1: the gradient noise grows by ``1/√0.9 ≈ 1.054``). Runs are short, so take ``B₀``
+within a factor of a few of the quantile (``botorch_dp.plan`` on a public proxy), or raise ``η_C``.
+A checkpoint stores a moving bound's ``ClipState`` and resume recomputes the bounds from the
+released counts (``ReplayedClip``), each of which must be in the ledger.
 """
 
 from __future__ import annotations
@@ -86,18 +67,9 @@ CLIP_KEY = "clip"
 
 
 def next_clip_bound(bound: float, noisy_count: float, num_users: int, quantile: float, learning_rate: float) -> float:
-    r"""``B · exp(−η_C (b̃/n − γ))``: the geometric update (Andrew et al. 2021, Alg. 1).
-
-    The noisy fraction ``b̃/n`` may lie outside ``[0, 1]``; it is used as released (clamping
-    would bias the update). Public arithmetic on released values.
-
-    Args:
-        bound: ``B_t``.
-        noisy_count: The released ``b̃_t``.
-        num_users: ``n``.
-        quantile: ``γ``.
-        learning_rate: ``η_C``.
-    """
+    r"""``B · exp(−η_C (b̃/n − γ))``: the geometric update (Andrew et al. 2021, Alg. 1), public
+    arithmetic on the released ``b̃`` (``noisy_count``). ``b̃/n`` may lie outside ``[0, 1]``; it is
+    used as released (clamping would bias the update)."""
     return bound * math.exp(-learning_rate * (noisy_count / num_users - quantile))
 
 
@@ -163,12 +135,8 @@ class FixedClip(Strategy):
     def __post_init__(self) -> None:
         object.__setattr__(self, "bound", check_positive(self.bound, "clip_bound (B)", allow_inf=False))
 
-    def spec(self) -> dict[str, Any]:
-        return {"kind": self.name, "bound": self.bound}
-
     @property
     def mu_fraction(self) -> float | None:
-        r"""The counts' share of the steps' budget (none)."""
         return None
 
     def initial_state(self) -> ClipState:
@@ -189,8 +157,6 @@ class FixedClip(Strategy):
         return state
 
     def record(self, state: ClipState) -> ClipState:
-        r"""What a release carries of the policy (``PrivateRelease.records["clip"]``): the bounds
-        ``B_0..B_t`` and the released counts, all public (empty for a fixed bound)."""
         return state
 
 
@@ -200,13 +166,9 @@ class QuantileClip(Strategy):
     r"""The bound tracks a private ``γ``-quantile of the estimates' norms (Andrew et al. 2021).
 
     It wraps ``base``, a ``FixedClip(B₀)`` that makes the clipped sums at the bound this policy
-    keeps in the state; the policy adds the count each step releases and the move of the bound.
-
-    Args:
-        bound: ``B₀ > 0``, the first step's bound (a public choice, e.g. from ``botorch_dp.plan``).
-        quantile: ``γ`` in ``(0, 1)``.
-        learning_rate: ``η_C > 0`` of the geometric update.
-        fraction: ``f_C`` in ``(0, 1)``: the counts spend ``μ_C = μ_steps√f_C`` in all.
+    keeps in the state, and adds each step's count and the move of the bound. ``bound``: ``B₀``
+    (a public choice); ``quantile``: ``γ``; ``learning_rate``: ``η_C``; ``fraction``: ``f_C``
+    (the counts spend ``μ_C = μ_steps√f_C`` in all).
     """
 
     bound: float = DEFAULT_CLIP_INIT
@@ -224,15 +186,6 @@ class QuantileClip(Strategy):
         )
         object.__setattr__(self, "fraction", check_probability(self.fraction, "clip_mu_fraction (f_C)"))
         object.__setattr__(self, "base", FixedClip(self.bound))
-
-    def spec(self) -> dict[str, Any]:
-        return {
-            "kind": self.name,
-            "bound": self.bound,
-            "quantile": self.quantile,
-            "learning_rate": self.learning_rate,
-            "fraction": self.fraction,
-        }
 
     @property
     def mu_fraction(self) -> float | None:
@@ -270,7 +223,6 @@ class QuantileClip(Strategy):
         return replace(state, bounds=(*state.bounds, bound), counts=(*state.counts, count.count))
 
     def record(self, state: ClipState) -> ClipState:
-        r"""The bounds ``B_0..B_t`` and the released counts (public)."""
         return state
 
     def replay(self, counts: Sequence[float], num_users: int | None) -> list[float]:
@@ -320,10 +272,7 @@ def check_clip_state(
     be the ones the counts give by the update rule (recomputed exactly), each step's count
     recorded in the ledger as ``step-t/clip`` with the per-step ``step_mu`` (``μ_C/√T``); a public
     schedule (``DecayingClip``) releases none, starts at its own first bound, and each release's
-    noise follows the bound it clipped at.
-
-    Returns:
-        ``(bounds, counts)`` (both empty for a fixed bound).
+    noise follows the bound it clipped at. Returns ``(bounds, counts)`` (empty for a fixed bound).
     """
     track = clip.initial_state().bounds  # a moving bound keeps its track: (B_0,)
     counted = clip.mu_fraction is not None  # the policy releases a count per step (spends budget)

@@ -13,7 +13,6 @@ off the sum. It does not provide the ``"fixed_clip_bound"`` the private precondi
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from torch import Tensor
 
@@ -49,9 +48,6 @@ class DecayingClip(Strategy):
             raise ValueError(f"decay (ρ) must lie in (0, 1], got {self.decay!r}.")
         object.__setattr__(self, "decay", decay)
         object.__setattr__(self, "base", FixedClip(self.bound))
-
-    def spec(self) -> dict[str, Any]:
-        return {"kind": self.name, "bound": self.bound, "decay": self.decay}
 
     @property
     def mu_fraction(self) -> float | None:

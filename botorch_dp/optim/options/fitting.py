@@ -66,7 +66,6 @@ class NoFitting(Strategy):
     holds = True
 
     def bound_parts(self) -> dict[str, Gaussian]:
-        r"""What the fit adds to a step's charge (nothing)."""
         return {}
 
     def prepare(
@@ -79,7 +78,6 @@ class NoFitting(Strategy):
         jitter: float,
         meter: Meter | None = None,
     ) -> tuple[Users, GradientGP]:
-        r"""The users and GP the step releases from (unchanged)."""
         return users, gp
 
 

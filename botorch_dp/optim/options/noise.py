@@ -1,33 +1,16 @@
 r"""Noise schedules of the gradient releases and their arithmetic: ``FixedNoise`` (Sopa et al.)
 and ``AdaptiveNorm`` (Menart et al., Algorithm 3 as corrected in the spec, "B1′", with a GDP
-privacy filter).
+privacy filter). A schedule reads the sensitivity off the users' ``ClippedSum``
+(``Δ_t = 2B_t/n``), so a moving clip bound is just a new public ``Δ_t``.
 
-A schedule (the family's protocol: ``NoisePolicy``) says what a step may spend (``bound``,
-before anything is drawn) and makes the step's releases from the users' ``ClippedSum``
-(``release``). It reads the sensitivity off the sum (``Δ_t = 2B_t/n``), so a moving clip bound
-(adaptive clipping) is just a new public ``Δ_t``.
-
-``FixedNoise``: every one of the ``T`` steps is ``μ/√T``-GDP (noise ``2B√T/(nμ)``).
-
-``AdaptiveNorm``: each step first releases a noisy norm ``N_t = ‖ḡ_t‖ + N(0, (Δ/μ_N)²)``
-of the clipped mean ``ḡ_t`` (``Δ = 2B/n``), then the gradient with noise scaled to it,
-``σ_t = max(max(N_t, 0)/(c_snr √d), Δ/μ_max)``: cheap, noisy steps while the gradient is
-large, precise ones near a stationary point. Each release is charged its REALISED
-``μ_t = Δ/σ_t``, not the paper's line-6 value, which uses ``N_t`` in place of ``σ_t`` and
-under-counts when ``N_t`` is small or negative (spec E3.7; the paper's zCDP constant is
-also off by 2 under replace-one, E3.1). A filter keeps ``Σ μ_j² ≤ μ²``: a step starts only
-if a norm release and the smallest worthwhile gradient release ``μ_min`` still fit, and the
-step that would leave no room for another full step spends exactly the rest
-``√(μ² − Σ_{j<} μ_j²)`` and is the last. The sequence ``μ_0, μ_1, …`` is chosen from
-released values only, so the run is ``μ``-GDP by fully adaptive GDP composition (Smith &
-Thakurta 2022, "Fully adaptive composition for Gaussian differential privacy"). The
-number of steps ``T ≤ T_max`` is random but public.
-
-The rule (``AdaptiveNormSchedule``) is pure arithmetic on public values (``μ``, ``Δ``, ``d``,
-released norms); the releases themselves live in ``privacy.mechanisms``, and
-``release_adaptive_step`` makes one step's two releases in the rule's order (shared by DP-GIBO
-and noisy GD). The paper's own charges (``paper_*``, ``realized_zcdp``) are here for the record
-and the tests only.
+``AdaptiveNorm`` charges each gradient release its REALISED ``μ_t = Δ/σ_t``, not the paper's
+line-6 value, which under-counts when ``N_t`` is small or negative (spec E3.7; the paper's zCDP
+constant is also off by 2 under replace-one, E3.1). The ``μ_t`` are chosen from released values
+only, so the run is ``μ``-GDP by fully adaptive GDP composition (Smith & Thakurta 2022); the
+number of steps ``T ≤ T_max`` is random but public. ``AdaptiveNormSchedule`` is the rule, pure
+arithmetic on public values; ``release_adaptive_step`` makes one step's two releases in its order
+(shared by DP-GIBO and noisy GD). The paper's own charges (``paper_*``, ``realized_zcdp``) are
+for the record and the tests only.
 """
 
 from __future__ import annotations
@@ -35,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from botorch_dp.optim.options.base import RunPlan
 from botorch_dp.optim.options.budget import BudgetSplit
@@ -90,29 +73,16 @@ LEDGER_RTOL = 1e-9
 
 
 def remaining_square(total_mu: float, spent_mus: Sequence[float]) -> float:
-    r"""``μ² − Σ_j μ_j²``, summed exactly (``math.fsum``), possibly slightly negative.
-
-    Args:
-        total_mu: The budget ``μ``.
-        spent_mus: The ``μ_j`` of the releases made so far.
-    """
+    r"""``μ² − Σ_j μ_j²`` over the releases' ``spent_mus``, summed exactly (``math.fsum``), possibly
+    slightly negative."""
     return math.fsum([total_mu * total_mu, *(-(m * m) for m in spent_mus)])
 
 
 def default_snr_factor(
     num_users: int, total_mu: float, failure_probability: float = DEFAULT_FAILURE_PROBABILITY
 ) -> float:
-    r"""``c_snr = √log(n μ/(√2 β))``, at least 1: the paper's ``√log(n√ρ/β)`` with ``ρ = μ²/2``.
-
-    The gradient noise is then ``‖b_t‖ ≈ σ_t √d ≈ N_t/c_snr``, a relative error that
-    shrinks slowly with ``n``. Floored at 1 (small ``n μ``, where the logarithm is < 1 or
-    negative): the noise never exceeds the estimated norm.
-
-    Args:
-        num_users: ``n``.
-        total_mu: ``μ`` of the gradient steps.
-        failure_probability: ``β`` in ``(0, 1)``.
-    """
+    r"""``c_snr = √log(n μ/(√2 β))``, at least 1 (the noise never exceeds the estimated norm): the
+    paper's ``√log(n√ρ/β)`` with ``ρ = μ²/2``; the gradient noise is then ``‖b_t‖ ≈ N_t/c_snr``."""
     n = check_positive_int(num_users, "num_users (n)")
     mu = check_positive(total_mu, "total_mu (μ)", allow_inf=False)
     beta = check_probability(failure_probability, "failure_probability (β)")
@@ -121,13 +91,8 @@ def default_snr_factor(
 
 @dataclass(frozen=True)
 class StepBudget:
-    r"""The charge of one step's gradient release.
-
-    Attributes:
-        mu: ``μ_t``, the GDP parameter of the gradient release (``σ_t = Δ/μ_t``).
-        final: ``True`` when the step spends the rest of the budget (or is step
-            ``T_max − 1``): the run stops after it.
-    """
+    r"""The charge ``μ_t`` of one step's gradient release (``σ_t = Δ/μ_t``); ``final``: the step spends
+    the rest of the budget (or is step ``T_max − 1``) and the run stops after it."""
 
     mu: float
     final: bool
@@ -135,10 +100,11 @@ class StepBudget:
 
 @dataclass(frozen=True)
 class AdaptiveNormSchedule:
-    r"""The adaptive-noise rule and its GDP filter (B1′), in GDP units.
-
-    All fields are public. Build it with ``AdaptiveNormSchedule.build`` (defaults of the
-    spec) or directly.
+    r"""The adaptive-noise rule and its GDP filter (B1′), in GDP units, all public (``build``: the
+    spec's defaults). Each step releases a noisy norm ``N_t``, then the gradient with
+    ``σ_t = max(max(N_t, 0)/(c_snr √d), Δ/μ_max)``. The filter keeps ``Σ μ_j² ≤ μ²``: a step
+    starts only if ``μ_N² + μ_min²`` still fit, and the step that would leave no room for another
+    spends exactly the rest and is the last.
 
     Attributes:
         total_mu: ``μ``, the budget of all norm and gradient releases of the run.
@@ -194,27 +160,12 @@ class AdaptiveNormSchedule:
         snr_factor: float | None = None,
         max_step_mu: float | None = None,
     ) -> AdaptiveNormSchedule:
-        r"""The schedule with the spec's defaults.
-
-        Args:
-            total_mu: ``μ`` of the steps.
-            sensitivity: ``Δ = 2B/n``.
-            dim: ``d_eff``.
-            max_iterations: ``T_max``.
-            num_users: ``n`` (for the default ``c_snr``).
-            norm_mu_fraction: ``f_N`` in ``(0, 1)``: ``μ_N = μ √(f_N/T_max)``, so that
-                ``T_max`` norm releases would spend ``f_N μ²``.
-            snr_factor: ``c_snr``; default ``default_snr_factor(n, μ)``.
-            max_step_mu: ``μ_max``; default ``min(μ/2, 2μ/√T_max)``: the spec's ``μ/2``,
-                capped at twice the fixed schedule's ``μ/√T_max`` so that at least about
-                ``T_max/4`` steps fit even at the noise floor (with ``μ/2`` a run whose
-                gradients are small stops after about four steps: on the E.4 Huber
-                problem, ``T_max = 100``, μ = 1, 20 seeds, the excess loss of noisy GD was
-                0.138 with ``μ/2``, 0.024 with the fixed schedule and 0.009 with the cap).
-
-        Returns:
-            The ``AdaptiveNormSchedule`` (``μ_min = μ/(2√T_max)``, capped at ``μ_max``).
-        """
+        r"""The schedule with the spec's defaults: ``μ_N = μ √(f_N/T_max)`` (``T_max`` norm releases
+        would spend ``f_N μ²``), ``c_snr = default_snr_factor(n, μ)``, ``μ_min = μ/(2√T_max)`` and
+        ``μ_max = min(μ/2, 2μ/√T_max)``: the spec's ``μ/2``, capped at twice the fixed schedule's
+        ``μ/√T_max`` so that about ``T_max/4`` steps fit even at the noise floor (on the E.4 Huber
+        problem, ``T_max = 100``, μ = 1, 20 seeds, noisy GD's excess loss was 0.138 with ``μ/2``,
+        0.024 with the fixed schedule and 0.009 with the cap)."""
         mu = check_positive(total_mu, "total_mu (μ)", allow_inf=False)
         t_max = check_positive_int(max_iterations, "max_iterations (T_max)")
         f_n = check_probability(norm_mu_fraction, "norm_mu_fraction (f_N)")
@@ -236,28 +187,17 @@ class AdaptiveNormSchedule:
         )
 
     def room(self, spent_mus: Sequence[float], ledger_room: float = math.inf) -> float:
-        r"""What the next step may spend in all, as a square: ``μ² − Σ_j μ_j²``, or the ledger's
-        ``ledger_room²`` when that is smaller (a shared ledger, or a ledger budget below
-        ``μ``): the schedule's filter and the ledger's budget are one check.
-
-        Args:
-            spent_mus: Every ``μ_j`` this run has released so far.
-            ledger_room: The largest μ the ledger admits now (``ledger.validation.remaining_mu``).
-        """
+        r"""What the next step may spend in all, as a square: ``μ² − Σ_j μ_j²`` over every ``μ_j`` this
+        run released (``spent_mus``), or ``ledger_room²`` (the largest μ the ledger admits now) when
+        that is smaller: the schedule's filter and the ledger's budget are one check."""
         rest = remaining_square(self.total_mu, spent_mus)
         if math.isfinite(ledger_room) and ledger_room * ledger_room < rest * (1.0 - LEDGER_RTOL):
             return ledger_room * ledger_room
         return rest
 
     def can_start_step(self, step: int, spent_mus: Sequence[float], ledger_room: float = math.inf) -> bool:
-        r"""The filter at the top of step ``step``: ``step < T_max`` and ``μ_N² + μ_min²`` fit
-        in ``room(spent_mus, ledger_room)``.
-
-        Args:
-            step: ``t``, the 0-based index of the step about to start.
-            spent_mus: Every ``μ_j`` this run has released so far (norms and gradients).
-            ledger_room: The largest μ the ledger admits now.
-        """
+        r"""The filter at the top of step ``step`` (0-based): ``step < T_max`` and ``μ_N² + μ_min²`` fit
+        in ``room(spent_mus, ledger_room)``."""
         if step >= self.max_iterations:
             return False
         need = self.norm_mu**2 + self.min_step_mu**2
@@ -266,22 +206,14 @@ class AdaptiveNormSchedule:
     def step_bound(self, spent_mus: Sequence[float], ledger_room: float = math.inf) -> dict[str, Gaussian]:
         r"""The step's worst case for the ledger, before anything is drawn: the norm at ``μ_N``
         and the largest gradient the step may pick, ``√(room − μ_N²)`` (the final step's
-        rest; every other step's ``μ_t`` is smaller).
-
-        Args:
-            spent_mus: Every ``μ_j`` this run has released so far.
-            ledger_room: The largest μ the ledger admits now.
-        """
+        rest; every other step's ``μ_t`` is smaller)."""
         after = self.room(spent_mus, ledger_room) - self.norm_mu**2
         return {"norm": Gaussian(self.norm_mu), "grad": Gaussian(math.sqrt(max(after, 0.0)) or self.min_step_mu)}
 
     def noise_target_mu(self, noisy_norm: float) -> float:
         r"""``Δ/σ_t`` for ``σ_t = max(max(N_t, 0)/(c_snr √d), Δ/μ_max)``, clamped below at
-        ``μ_min``: ``min(μ_max, Δ c_snr √d / N_t)`` for ``N_t > 0``, else ``μ_max``.
-
-        Args:
-            noisy_norm: The released ``N_t`` (any finite value; NaN or ``inf`` is refused).
-        """
+        ``μ_min``: ``min(μ_max, Δ c_snr √d / N_t)`` for ``N_t > 0``, else ``μ_max`` (NaN or ``inf`` is
+        refused)."""
         noisy_norm = float(noisy_norm)
         if not math.isfinite(noisy_norm):
             raise ValueError(f"The released norm must be finite, got {noisy_norm!r}.")
@@ -293,20 +225,10 @@ class AdaptiveNormSchedule:
     def gradient_budget(
         self, noisy_norm: float, step: int, spent_mus: Sequence[float], ledger_room: float = math.inf
     ) -> StepBudget:
-        r"""``μ_t`` of step ``step``'s gradient release, after its norm release.
-
-        Args:
-            noisy_norm: This step's released ``N_t``.
-            step: ``t`` (0-based).
-            spent_mus: Every ``μ_j`` released so far, this step's norm release included.
-            ledger_room: The largest μ the ledger admitted before this step's norm release
-                (the step's ``room`` is the smaller of the two).
-
-        Returns:
-            The ``StepBudget``: ``noise_target_mu(N_t)``, or the rest ``√(μ² − Σμ_j²)``
-            (``final=True``) when after the target no further step would fit or
-            ``t = T_max − 1``.
-        """
+        r"""The ``StepBudget`` of step ``step``'s gradient release after its norm release (``spent_mus``
+        includes it; ``ledger_room``: what the ledger admitted before it): ``noise_target_mu(N_t)``,
+        or the rest ``√(μ² − Σμ_j²)`` (``final``) when after the target no further step would fit or
+        ``t = T_max − 1``."""
         mu_t = self.noise_target_mu(noisy_norm)
         rest = remaining_square(self.total_mu, spent_mus)
         if math.isfinite(ledger_room):  # the same cap as ``room``, after the norm release
@@ -327,14 +249,8 @@ class AdaptiveNormSchedule:
 
 @dataclass
 class AdaptiveStep:
-    r"""The two releases of one ``"adaptive_norm"`` step.
-
-    Attributes:
-        norm: The ``NormRelease`` (``N_t`` and its cost ``μ_N``).
-        gradient: The ``GradientRelease`` (its cost is the realised ``μ_t``).
-        noise_std: ``σ_t = Δ/μ_t`` of the gradient release.
-        final: Whether the step spent the rest of the budget (the run stops after it).
-    """
+    r"""The two releases of one ``"adaptive_norm"`` step (the gradient's cost is the realised ``μ_t``,
+    ``noise_std`` its ``σ_t = Δ/μ_t``; ``final``: the step spent the rest of the budget)."""
 
     norm: NormRelease
     gradient: GradientRelease
@@ -355,23 +271,10 @@ def release_adaptive_step(
     r"""One step of B1′: the noisy norm at ``μ_N``, then the gradient at the ``μ_t`` the schedule
     derives from the released norm.
 
-    The caller charges the step's worst case (``schedule.step_bound(spent_mus,
-    ledger_room)``) before calling, and passes the charge's ``meter``: each release is
-    recorded as ``"norm"`` and ``"grad"`` just before its draw, and the gradient's ``μ_t``
-    never exceeds what was admitted, so no check can refuse the step half way.
-
-    Args:
-        step: This step's ``ClippedMean`` (from ``AdaptiveGaussianGradientMechanism.clipped_mean``).
-        schedule: The run's ``AdaptiveNormSchedule``.
-        index: ``t``, the 0-based step index.
-        spent_mus: Every ``μ_j`` the run released before this step (the caller has checked
-            ``schedule.can_start_step(t, spent_mus, ledger_room)``).
-        meter: The charged step's meter (None: the caller accounts the releases).
-        ledger_room: The largest μ the ledger admitted before this step.
-        diagnostics: Return NON-PRIVATE diagnostics with the gradient release.
-
-    Returns:
-        The ``AdaptiveStep``.
+    The caller has checked ``schedule.can_start_step`` and charged the step's worst case
+    (``schedule.step_bound``), and passes the charge's ``meter`` (None: the caller accounts): each
+    release is recorded as ``"norm"`` and ``"grad"`` just before its draw, and ``μ_t`` never
+    exceeds what was admitted, so no check can refuse the step half way.
     """
     norm = step.release_norm(schedule.norm_mu, meter=meter)
     budget = schedule.gradient_budget(norm.norm, index, [*spent_mus, norm.cost.mu], ledger_room=ledger_room)
@@ -493,7 +396,6 @@ class FixedNoise(Strategy):
         )
 
     def noise(self, plan: RunPlan, state: NoiseState, bound: float) -> tuple[float, float]:
-        r"""``(σ, σ/Δ)`` of the latest release at ``bound`` (the next one's before any)."""
         mechanism = self.mechanism(plan, bound)
         return mechanism.noise_std, mechanism.noise_multiplier
 
@@ -505,8 +407,6 @@ class FixedNoise(Strategy):
         )
 
     def record(self, state: NoiseState) -> NoiseState:
-        r"""What a release carries of the schedule (``PrivateRelease.records["noise"]``): its
-        ``NoiseState``, public as a whole."""
         return state
 
 
@@ -548,15 +448,6 @@ class AdaptiveNorm(Strategy):
             object.__setattr__(
                 self, "max_iterations", check_positive_int(self.max_iterations, "max_iterations (T_max)")
             )
-
-    def spec(self) -> dict[str, Any]:
-        return {
-            "kind": self.name,
-            "norm_mu_fraction": self.norm_mu_fraction,
-            "snr_factor": self.snr_factor,
-            "max_step_mu": self.max_step_mu,
-            "max_iterations": self.max_iterations,
-        }
 
     def iteration_cap(self, num_iterations: int) -> int:
         return self.max_iterations if self.max_iterations is not None else num_iterations
@@ -641,8 +532,6 @@ class AdaptiveNorm(Strategy):
         return std, (std / sensitivity if std else 0.0)
 
     def record(self, state: NoiseState) -> NoiseState:
-        r"""What a release carries of the schedule (``PrivateRelease.records["noise"]``): its
-        ``NoiseState``, public as a whole."""
         return state
 
 

@@ -8,11 +8,7 @@ estimates before clipping (the users' sum is taken at ``W = Ṽ_tᵀ A``: same s
 ``acquisition`` the batches are chosen for the projected gradient too (spec A5). ``Projection``
 is the family's protocol.
 
-The arithmetic: ``projected_release`` releases ``ũ = (1/n) Σ_i clip_B(Ṽᵀ A y_i) + N(0, σ² I_k)``
-through a gradient mechanism and lifts it to θ-space (the loop does the same through the
-strategies); ``SubspaceTrack`` is the run's public record of the bases, the released coordinates
-and the private preconditioner's releases (and its SENSITIVE clean columns), with its exact
-checkpoint encoding.
+``projected_release`` is the same release as a function; ``SubspaceTrack`` the run's record.
 """
 
 from __future__ import annotations
@@ -123,7 +119,6 @@ class NoProjection(Strategy):
         return dim + 1
 
     def released_dim(self, dim: int) -> int:
-        r"""How many coordinates a step noises (``d``)."""
         return dim
 
     def check(self, dim: int) -> None:
@@ -265,19 +260,7 @@ def projected_release(
     ``GaussianGradientMechanism.release``: it is projected before clipping, so each user's
     clipped ``û_i`` has norm at most ``B``, the sensitivity is ``2B/n`` and the release is
     ``μ/√T``-GDP exactly as without a subspace; only ``k`` noise coordinates are drawn.
-
-    Args:
-        mechanism: The gradient mechanism (its ``B``, ``n``, ``μ``, ``T``, generator).
-        basis: The public ``d x k`` basis ``Ṽ``.
-        A: The public ``d x N`` gradient weights ``∇k(θ, D) K⁻¹``.
-        Y: The SENSITIVE ``N x n`` losses (or their row blocks).
-        diagnostics: Also return NON-PRIVATE diagnostics (in θ-space).
-        nonfinite: See ``clipped_mean_gradient``.
-        keep_unnoised: Also return the SENSITIVE ``ū`` (for the private preconditioner).
-        meter: The charged step's meter (the release is recorded as ``"grad"``).
-
-    Returns:
-        The ``ProjectedRelease``.
+    ``keep_unnoised``: also return the SENSITIVE ``ū`` (for the private preconditioner).
     """
     if basis.dim() != 2 or basis.shape[0] != A.shape[0]:
         raise ValueError(f"The basis must be d x k with d = {A.shape[0]}, got shape {tuple(basis.shape)}.")
@@ -333,12 +316,8 @@ class SubspaceTrack:
 
     @classmethod
     def from_json(cls, value: Any, *, dim: int, steps: int, has_subspace: bool, private: bool) -> SubspaceTrack:
-        r"""Decode and check ``to_json``'s output for a run with ``steps`` steps taken.
-
-        Raises:
-            ValueError: Naming the first field that is wrong (counts, shapes, finiteness,
-                orthonormal bases, symmetric preconditioners).
-        """
+        r"""Decode and check ``to_json``'s output for a run with ``steps`` steps taken (a ``ValueError``
+        names the first wrong field: counts, shapes, finiteness, orthonormality, symmetry)."""
         name = "subspace"
         ckpt.check_keys(
             value, {"bases", "coordinates", "preconditioners", "preconditioner_noise_stds", "columns"}, name

@@ -1,19 +1,16 @@
-r"""The strategies' registry: today's option strings and a checkpoint's specs resolve here.
+r"""The strategies' registry: option names and a checkpoint's specs resolve here.
 
 A strategy class registers under its family and name with ``@register("noise", "adaptive_norm")``;
-``lookup`` turns a name into the class (an unknown one gets an error that lists the
-registered names) and ``from_spec`` rebuilds a strategy from its ``spec()``, for registered
-kinds only (an allow-list: nothing else is ever constructed from a checkpoint).
-
-A family's type is a ``typing.Protocol`` in the family's module (``ClipPolicy``, ``NoisePolicy``,
-``Projection``, ``StepPolicy``, ``IterateSelection``, ``BatchRule``, ``Fitting``), each extending
-``StrategyLike``, what ``Options.check`` and ``Options.describe`` read of every strategy. Any class
-that has a family's members and is registered under it plugs in; ``Strategy`` is an optional base
-that gives ``StrategyLike``'s defaults. ``missing_members`` names what a class lacks of a protocol.
+``resolve`` turns a config's or a baseline's argument (a strategy, or a registered name) into a
+strategy, ``lookup`` a name into the class (an unknown one gets an error that lists the
+registered names) and ``from_spec`` rebuilds a strategy from its ``spec()``, for registered kinds
+only (nothing else is ever constructed from a checkpoint). ``StrategyLike`` is what every
+family's protocol extends; ``Strategy`` an optional base that gives its defaults.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -24,12 +21,16 @@ __all__ = [
     "CONFIG_FIELDS",
     "Strategy",
     "StrategyLike",
+    "build",
     "from_spec",
+    "is_strategy",
     "lookup",
     "lookup_family",
     "missing_members",
+    "parameters",
     "register",
     "registered",
+    "resolve",
 ]
 
 _REGISTRY: dict[str, dict[str, type]] = {}
@@ -46,11 +47,9 @@ CONFIG_FIELDS = {
 
 
 class StrategyLike(Protocol):
-    r"""What ``Options`` reads of every strategy, whatever its family: its family and registered
-    name (set by ``register``), the capabilities it ``requires`` of the others and ``provides``
-    them, why it needs a finite ``privacy_mu`` if it does (``needs_finite_mu``), its ``key`` (what
-    another strategy's ``conflicts`` names it by), its ``label`` in error messages, the strategies
-    it cannot run with (``conflicts``) and an exact ``spec()``. ``Strategy`` implements all of it."""
+    r"""What ``Options`` reads of every strategy (``Strategy`` implements it): its family and name, the
+    capabilities it ``requires`` and ``provides``, why it ``needs_finite_mu`` (if it does), its ``key``
+    (what another's ``conflicts`` names it by), its ``label`` in errors, and an exact ``spec()``."""
 
     @property
     def family(self) -> str: ...
@@ -79,12 +78,8 @@ class StrategyLike(Protocol):
 
 
 class Strategy:
-    r"""An optional base that implements ``StrategyLike`` with defaults: its family and registered
-    name, the capabilities it needs from the other strategies (``requires``) and gives them
-    (``provides``; a class lists what its instances may give in ``can_provide``), the strategies
-    it cannot run with and why (``conflicts``, none), why it needs a finite ``privacy_mu`` if it
-    does (``needs_finite_mu``), an exact ``spec()`` (the kind alone) and ``from_spec`` (the
-    class's constructor over the spec's other keys)."""
+    r"""An optional base that implements ``StrategyLike`` with defaults (a class lists what its
+    instances may provide in ``can_provide``)."""
 
     family: ClassVar[str] = ""
     name: ClassVar[str] = ""
@@ -93,7 +88,7 @@ class Strategy:
     needs_finite_mu: ClassVar[str | None] = None
     #: What a config must be given to build this strategy, where its registered name alone would
     #: leave a privacy or sensitivity choice to a class default (e.g. ``"its epsilon and loss_clip"``):
-    #: the name is then refused (``config.resolve_strategy``) and the object must be given.
+    #: the name is then refused (``build``) and the object must be given.
     by_name_needs: ClassVar[str | None] = None
 
     @property
@@ -116,8 +111,9 @@ class Strategy:
         return {}
 
     def spec(self) -> dict[str, Any]:
-        r"""An exact, JSON-able description ``{"kind": name, ...parameters}``."""
-        return {"kind": self.name}
+        r"""An exact, JSON-able description ``{"kind": name, ...parameters}`` (a dataclass's init fields)."""
+        params: tuple[dataclasses.Field[Any], ...] = dataclasses.fields(self) if dataclasses.is_dataclass(self) else ()
+        return {"kind": self.name, **{f.name: getattr(self, f.name) for f in params if f.init}}
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> Strategy:
@@ -129,12 +125,9 @@ _C = TypeVar("_C", bound=type)
 
 
 def missing_members(strategy: Any, protocol: type) -> tuple[str, ...]:
-    r"""The public members of ``protocol`` (a ``typing.Protocol`` and the protocols it extends)
-    that ``strategy`` (a class, or an instance) lacks, sorted; empty when it has them all. A
-    member counts as there when the class defines or declares it (a class attribute, a method, a
-    property, an annotated field such as a dataclass field without a default) or, for an
-    instance, when the instance holds it. Properties are not evaluated; signatures are mypy's to
-    check (``Options``' fields are annotated with the protocols)."""
+    r"""The public members of ``protocol`` (and the protocols it extends) that ``strategy`` (a class,
+    or an instance) lacks, sorted: a member counts when the class defines or declares it (an
+    annotated field too) or the instance holds it. Signatures are mypy's to check."""
     cls = strategy if isinstance(strategy, type) else type(strategy)
     missing = _missing_in_class(cls, protocol)
     own = {} if strategy is cls else getattr(strategy, "__dict__", {})
@@ -184,6 +177,73 @@ def lookup(family: str, name: Any, what: str | None = None) -> type:
             + did_you_mean(name, table)
         )
     return table[name]
+
+
+def is_strategy(value: Any) -> bool:
+    r"""Whether ``value`` is a strategy object (a registered family's, or a user's ``StrategyLike``)."""
+    return isinstance(getattr(value, "family", None), str) and callable(getattr(value, "spec", None))
+
+
+def parameters(cls: type) -> set[str]:
+    r"""The parameters (dataclass fields) of a strategy class."""
+    return {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+
+
+def resolve(
+    family: str,
+    value: Any,
+    what: str | None = None,
+    keywords: Mapping[str, tuple[str, Any]] | None = None,
+    strict: bool = False,
+) -> Any:
+    r"""The strategy of ``family`` that the argument ``what`` (default: the family) gives: a strategy
+    object of the family as it is, a registered name as ``build`` builds it; anything else is a
+    ``ValueError`` naming ``what``."""
+    what = what or family
+    if isinstance(value, str):
+        return build(family, value, what, keywords, strict)
+    if (given := getattr(value, "family", None)) != family:
+        raise ValueError(
+            f"{what} must be a {family} strategy (optim.options: {sorted(registered(family))}) or its registered "
+            f"name, got {value!r}" + ("." if given is None else f" (a {given} strategy).")
+        )
+    return value
+
+
+def build(
+    family: str,
+    name: Any,
+    what: str | None = None,
+    keywords: Mapping[str, tuple[str, Any]] | None = None,
+    strict: bool = False,
+) -> Any:
+    r"""The class registered as ``name`` in ``family``, built from those ``keywords``
+    (``{parameter: (keyword, value)}``) that are its parameters. Without ``keywords`` the name alone
+    must do: a class that declares ``by_name_needs``, or has a parameter without a default, is
+    refused. ``strict``: each of the class's parameters among ``keywords`` must be given, and a
+    keyword given to a class without that parameter is refused (naming the names that take it)."""
+    what = what or family
+    cls: Any = lookup(family, name, what)
+    if keywords is None:
+        if (needs := getattr(cls, "by_name_needs", None)) is not None:
+            raise ValueError(
+                f"{what}={name!r} needs {needs}, which the name alone does not give: pass the strategy, "
+                f"{what}={cls.__name__}(...)."
+            )
+        try:
+            return cls()
+        except TypeError as err:  # a parameter without a default, e.g. Projected's oracle
+            raise ValueError(
+                f"{what}={name!r} cannot be built from its name alone ({err}); pass the strategy."
+            ) from None
+    taken = parameters(cls)
+    for key, (keyword, given) in keywords.items() if strict else ():
+        if key in taken and given is None:
+            raise ValueError(f"{what}={name!r} needs {keyword}.")
+        if key not in taken and given is not None:
+            users = tuple(other for other, c in registered(family).items() if key in parameters(c))
+            raise ValueError(f"{keyword} is only used by {what} in {users}, not by {what}={name!r}.")
+    return cls(**{key: given for key, (_, given) in keywords.items() if key in taken})
 
 
 def lookup_family(family: str, name: Any, protocol: type, what: str | None = None) -> type[Any]:

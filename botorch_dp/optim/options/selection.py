@@ -1,27 +1,19 @@
 r"""Which iterate a run returns (Menart et al., spec B2), and what choosing it privately costs.
 
-``Last`` (``θ_T``) and ``MinNoisyNorm`` (the iterate with the smallest released noisy norm;
-needs a schedule that releases norms) are free post-processing. ``Exponential(ε, C)`` and
-``NoisyLoss(μ, C)`` evaluate the iterates ``θ_0..θ_T`` on the users once more and choose
-privately from their clamped loss sums (part ``"select"``); their charge ``μ_sel`` comes off
-the top of the budget (``BudgetSplit``). ``IterateSelection`` is the family's protocol and
-``EvaluatedSelection`` that of the rules that evaluate the iterates; ``Evaluated`` is the shared
-part of the two evaluated rules here (their release), not the family's type.
-
-The evaluated rules need the per-user losses at the iterates ``θ_0..θ_T``: one extra batch of
-``T + 1`` evaluations after the last step. ``Exponential`` is the exponential mechanism on the
-iterates' mean losses clamped to ``[0, C]`` (sensitivity ``C/n``, ``P(j) ∝ exp(−ε u_j/(2Δ))``,
-sampled by Gumbel-max, ``privacy.mechanisms.ExponentialLossSelection``), pure ``ε``-DP charged on
-the ledger as ``μ = 2Φ⁻¹(e^ε/(1 + e^ε))``; ``NoisyLoss`` releases Gaussian noisy mean losses of all
-iterates and the smallest wins (``privacy.mechanisms.NoisyLossSelection``), ``μ_sel``-GDP in total.
-The steps get ``μ_steps = √(μ² − μ_sel²)`` (``BudgetSplit``), so that the whole run is ``μ``-GDP.
+``Last`` and ``MinNoisyNorm`` are free post-processing. ``Exponential(ε, C)`` and ``NoisyLoss(μ, C)``
+evaluate the iterates ``θ_0..θ_T`` on the users once more (one extra batch of ``T + 1``
+evaluations) and choose privately from their losses clamped to ``[0, C]`` (part ``"select"``):
+the exponential mechanism (``P(j) ∝ exp(−ε u_j/(2Δ))``, ``Δ = C/n``, pure ``ε``-DP charged as
+``μ = 2Φ⁻¹(e^ε/(1 + e^ε))``) or Gaussian noisy mean losses whose smallest wins (``μ_sel``-GDP).
+Their charge ``μ_sel`` comes off the top of the budget (``BudgetSplit``). ``Evaluated`` is the
+shared part of the two evaluated rules here (their release), not the family's type.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -53,12 +45,8 @@ SELECTION_KEY = "select"
 
 
 def min_noisy_norm_index(noisy_norms: Sequence[float]) -> int:
-    r"""``argmin_t N_t`` (the first on ties): the iterate ``θ_{t*}`` whose released noisy
-    gradient norm is smallest. Post-processing, free.
-
-    Args:
-        noisy_norms: The released ``N_0, ..., N_{T−1}`` (``N_t`` at ``θ_t``).
-    """
+    r"""``argmin_t N_t`` over the released ``N_0, ..., N_{T−1}`` (the first on ties): the iterate whose
+    released noisy gradient norm is smallest. Post-processing, free."""
     if len(noisy_norms) == 0:
         raise ValueError("No noisy norms were released yet.")
     return int(torch.argmin(torch.tensor(list(noisy_norms), dtype=torch.float64)))
@@ -135,11 +123,9 @@ class Last(Strategy):
 
     @property
     def charge(self) -> float:
-        r"""``μ_sel``, the selection's GDP charge."""
         return 0.0
 
     def index(self, num_iterates: int, noisy_norms: tuple[float, ...]) -> int:
-        r"""The returned iterate's index (free rules only)."""
         return num_iterates - 1
 
     def record(
@@ -213,12 +199,7 @@ class Evaluated(Strategy):
 @dataclass(frozen=True)
 class Exponential(Evaluated):
     r"""The exponential mechanism on the iterates' mean losses clamped to ``[0, C]`` (pure ``ε``-DP,
-    charged ``μ_sel = 2Φ⁻¹(e^ε/(1 + e^ε))``).
-
-    Args:
-        epsilon: ``ε_sel > 0``, finite.
-        loss_clip: ``C > 0``, finite.
-    """
+    charged ``μ_sel = 2Φ⁻¹(e^ε/(1 + e^ε))``)."""
 
     epsilon: float = 1.0
     loss_clip: float = 1.0
@@ -227,9 +208,6 @@ class Exponential(Evaluated):
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_positive(self.epsilon, "selection_epsilon", allow_inf=False))
         object.__setattr__(self, "loss_clip", check_positive(self.loss_clip, "loss_clip", allow_inf=False))
-
-    def spec(self) -> dict[str, Any]:
-        return {"kind": self.name, "epsilon": self.epsilon, "loss_clip": self.loss_clip}
 
     @property
     def charge(self) -> float:
@@ -245,12 +223,8 @@ class Exponential(Evaluated):
 @register("selection", "noisy_loss")
 @dataclass(frozen=True)
 class NoisyLoss(Evaluated):
-    r"""Gaussian noisy mean losses of all iterates, the smallest wins (``μ_sel``-GDP in all).
-
-    Args:
-        mu: ``μ_sel > 0``, finite: all scores together.
-        loss_clip: ``C > 0``, finite.
-    """
+    r"""Gaussian noisy mean losses (clamped to ``[0, C]``) of all iterates, the smallest wins (``μ_sel``-GDP
+    for all scores together)."""
 
     by_name_needs = "its mu (μ_sel) and loss_clip (C)"
 
@@ -260,9 +234,6 @@ class NoisyLoss(Evaluated):
     def __post_init__(self) -> None:
         object.__setattr__(self, "mu", check_positive(self.mu, "selection_mu", allow_inf=False))
         object.__setattr__(self, "loss_clip", check_positive(self.loss_clip, "loss_clip", allow_inf=False))
-
-    def spec(self) -> dict[str, Any]:
-        return {"kind": self.name, "mu": self.mu, "loss_clip": self.loss_clip}
 
     @property
     def charge(self) -> float:

@@ -116,18 +116,8 @@ class PreconditionerRecord:
 
 
 def projected_step(optimizer: torch.optim.Optimizer, gradient: Tensor, bounds: Tensor, **step_kwargs: Any) -> Tensor:
-    r"""One optimizer step on a released gradient, then the projection ``Π_Θ``.
-
-    Args:
-        optimizer: From a ``StepPolicy``'s ``make_optimizer``.
-        gradient: The ``d`` released gradient ``g_t`` (public).
-        bounds: The ``2 x d`` box ``Θ``.
-        step_kwargs: Passed to ``optimizer.step`` (``FullMatrixAdagrad``'s public extras:
-            the basis, the noise std, a released preconditioner).
-
-    Returns:
-        The new ``d`` iterate ``θ_{t+1}`` (a copy).
-    """
+    r"""One step of a ``StepPolicy``'s optimizer on the released ``gradient`` (``step_kwargs``: its
+    public extras), then the projection ``Π_Θ``: a copy of the new iterate ``θ_{t+1}``."""
     theta = optimizer.param_groups[0]["params"][0]
     theta.grad = gradient.detach().to(theta)
     optimizer.step(**step_kwargs)
@@ -144,31 +134,25 @@ class SGD(Strategy):
 
     @property
     def mu_fraction(self) -> float | None:
-        r"""The preconditioner's share of the steps' budget (none)."""
         return None
 
     @property
     def keeps_coordinates(self) -> bool:
-        r"""Whether the run records the released coordinates for this rule."""
         return False
 
     def make_optimizer(self, theta: Tensor, step_size: float) -> torch.optim.Optimizer:
-        r"""``torch.optim.SGD`` over a copy of ``θ``."""
         return torch.optim.SGD([theta.detach().clone()], lr=step_size)
 
     def bound_parts(self, plan: RunPlan) -> dict[str, Gaussian]:
         return {}
 
     def observe(self, summed: ClippedSum, plan: RunPlan, track: SubspaceTrack, meter: Meter) -> SubspaceTrack:
-        r"""What the rule releases from the step's clipped sum (nothing)."""
         return track
 
     def extras(self, basis: Tensor | None, noise_std: float, track: SubspaceTrack) -> dict[str, Any]:
-        r"""Keyword arguments of the optimizer's ``step`` (none)."""
         return {}
 
     def record(self, plan: RunPlan, track: SubspaceTrack) -> PreconditionerRecord:
-        r"""What the rule released (nothing)."""
         return PreconditionerRecord()
 
 
@@ -179,7 +163,6 @@ class AdaGrad(SGD):
     (``torch.optim.Adagrad`` with ``eps = ADAGRAD_EPS``)."""
 
     def make_optimizer(self, theta: Tensor, step_size: float) -> torch.optim.Optimizer:
-        r"""``torch.optim.Adagrad`` over a copy of ``θ``."""
         return torch.optim.Adagrad([theta.detach().clone()], lr=step_size, eps=ADAGRAD_EPS)
 
 
@@ -231,8 +214,9 @@ class Noisy(Strategy):
 @register("preconditioner", "noisy_debiased")
 @dataclass(frozen=True)
 class NoisyDebiased(Noisy):
-    r"""``Ĥ_t = Ṽ_tᵀ PSD(Σ_s g̃_s g̃_sᵀ − Σ_s σ_s² Ṽ_sṼ_sᵀ)^{1/2} Ṽ_t`` (free), floored at the noise
-    level of that difference (``debiased_floor``)."""
+    r"""``Ĥ_t = Ṽ_tᵀ PSD(Σ_s g̃_s g̃_sᵀ − Σ_s σ_s² Ṽ_sṼ_sᵀ)^{1/2} Ṽ_t`` (free: ``σ_s`` is public), which
+    removes the noise's expected ``σ² I``, floored at the noise level of that difference
+    (``debiased_floor``, an addition to the spec, which floors at ``eps`` only)."""
 
     def floored(
         self,
@@ -425,12 +409,6 @@ def _precond_mu(plan: RunPlan) -> float:
 def psd_sqrt(M: Tensor) -> Tensor:
     r"""``PSD(M)^{1/2}``: the square root of a symmetric matrix with its negative eigenvalues
     set to 0 (``M`` is symmetrised first).
-
-    Args:
-        M: A symmetric ``d x d`` tensor.
-
-    Returns:
-        The symmetric PSD ``d x d`` square root.
     """
     eigenvalues, Q = torch.linalg.eigh((M + M.transpose(-1, -2)) / 2)
     root = (Q * eigenvalues.clamp_min(0.0).sqrt().unsqueeze(-2)) @ Q.transpose(-1, -2)
@@ -442,14 +420,6 @@ def floored_solve(H: Tensor, u: Tensor, floor: float) -> Tensor:
 
     The floor keeps the step a descent direction when ``H`` is indefinite (GOE noise) or
     singular (few gradients so far).
-
-    Args:
-        H: A ``k x k`` tensor.
-        u: A ``k`` tensor.
-        floor: ``λ_floor > 0``.
-
-    Returns:
-        The ``k`` tensor ``Ĥ⁻¹ u``.
     """
     eigenvalues, Q = torch.linalg.eigh((H + H.transpose(-1, -2)) / 2)
     return Q @ ((Q.transpose(-1, -2) @ u) / eigenvalues.clamp_min(floor))
@@ -479,31 +449,15 @@ class FullMatrixAdagrad(torch.optim.Optimizer):
 
     Each ``step`` reads the released θ-space gradient ``g̃_t = Ṽ_t ũ_t`` from ``θ.grad`` and
     moves ``θ ← θ − η Ṽ_t Ĥ_t⁻¹ ũ_t`` (``ũ_t = Ṽ_tᵀ g̃_t``; the caller projects onto the box).
-    ``Ĥ_t`` is a ``k x k`` preconditioner whose eigenvalues are floored at ``λ_floor``:
-
-    - ``"noisy"`` (free): ``Ĥ_t = Ṽ_tᵀ (Σ_{s≤t} g̃_s g̃_sᵀ)^{1/2} Ṽ_t``;
-    - ``"noisy_debiased"`` (free): ``Ĥ_t = Ṽ_tᵀ PSD(Σ_s g̃_s g̃_sᵀ − Σ_s σ_s² Ṽ_sṼ_sᵀ)^{1/2} Ṽ_t``,
-      which removes the noise's expected contribution ``E[ũũᵀ] = ūūᵀ + σ² I`` (``σ_s``
-      public), floored at the noise level of that difference (``debiased_floor``; an
-      addition to the spec, which floors the free variants at ``eps`` only);
-    - ``"private"``: ``Ĥ_t`` is the released preconditioner ``Ĝ_t`` (``k x k``, from
-      ``GOEPreconditionerMechanism``), floored at ``max(eps, 2√k σ_B(t))``.
-
-    With a fixed basis ``Ṽ`` the free preconditioners equal the spec's ``(Σ ũ_sũ_sᵀ)^{1/2}``
-    in ``k`` coordinates; the statistics are kept in θ-space so that a basis that changes
-    from step to step is handled too. Without a basis, ``Ṽ = I`` and this is ordinary
-    full-matrix AdaGrad with eigenvalue floor ``eps``.
+    ``Ĥ_t`` is the ``k x k`` preconditioner of the ``preconditioner`` policy (``Noisy``,
+    ``NoisyDebiased``, ``PrivateGOE``), its eigenvalues floored at the policy's ``λ_floor``
+    (``eps``, and ``c_fl`` = ``floor_scale`` for the private and debiased floors). With a fixed
+    basis ``Ṽ`` the free preconditioners equal the spec's ``(Σ ũ_sũ_sᵀ)^{1/2}`` in ``k``
+    coordinates; the statistics are kept in θ-space so that a basis that changes from step to
+    step is handled too. Without a basis, ``Ṽ = I``: ordinary full-matrix AdaGrad.
 
     State (checkpointed): ``step``, ``sum_outer`` (``Σ g̃ g̃ᵀ``, ``d x d``),
     ``noise_outer`` (``Σ σ² ṼṼᵀ``, ``d x d``) and ``noise_fourth`` (``Σ σ⁴``).
-
-    Args:
-        params: One parameter, ``θ`` (``d``).
-        lr: ``η > 0``.
-        preconditioner: A ``PreconditionerPolicy`` (``Noisy()``, ``NoisyDebiased()``, ``PrivateGOE()``)
-            or its registered name (``"noisy"``, ``"noisy_debiased"``, ``"private"``).
-        eps: AdaGrad's ``eps``, the smallest eigenvalue of ``Ĥ``.
-        floor_scale: ``c_fl`` of the private and debiased floors.
     """
 
     def __init__(
@@ -571,18 +525,10 @@ class FullMatrixAdagrad(torch.optim.Optimizer):
         released_preconditioner: Tensor | None = None,
         preconditioner_noise_std: float = 0.0,
     ) -> float | None:
-        r"""One step on ``θ.grad`` (the released ``g̃_t``, ``d``).
-
-        Args:
-            closure: Unused (``torch.optim`` signature); called if given.
-            basis: The public ``d x k`` basis ``Ṽ_t`` (default ``I_d``).
-            noise_std: ``σ_t``, the std of each released coordinate (for ``"noisy_debiased"``).
-            released_preconditioner: The released ``k x k`` ``Ĝ_t`` (``"private"`` only).
-            preconditioner_noise_std: ``σ_B(t)`` of that release (sets the floor).
-
-        Returns:
-            The closure's value, if any.
-        """
+        r"""One step on ``θ.grad`` (the released ``g̃_t``) in the public ``basis`` ``Ṽ_t`` (default
+        ``I_d``); ``noise_std``: ``σ_t`` of each released coordinate (``"noisy_debiased"``);
+        ``released_preconditioner`` and its ``preconditioner_noise_std`` ``σ_B(t)``: ``"private"``
+        only. A ``closure`` (``torch.optim``'s signature) is called and its value returned."""
         loss = None
         if closure is not None:
             with torch.enable_grad():

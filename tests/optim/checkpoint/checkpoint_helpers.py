@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from botorch_dp.optim.checkpoint.lock import LOCK_FILE
 from botorch_dp.optim.dp_gibo import DPGIBO
+from botorch_dp.storage.lock import LOCK_FILE
 from tests.optim.loop_helpers import nl_config, normal_location
 
 

@@ -15,8 +15,8 @@ from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.checkpoint import directory
 from botorch_dp.optim.checkpoint.directory import STATE_FILE, check_new_checkpoint_dir
 from botorch_dp.optim.checkpoint.files import load_state, save_state
-from botorch_dp.optim.checkpoint.lock import CheckpointInUseError
 from botorch_dp.optim.dp_gibo import DPGIBO
+from botorch_dp.storage.lock import CheckpointInUseError
 from tests.optim.checkpoint.checkpoint_helpers import contents as _contents
 from tests.optim.checkpoint.checkpoint_helpers import run_checkpointed as _run
 from tests.optim.checkpoint.test_files import _state

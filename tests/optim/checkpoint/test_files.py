@@ -26,8 +26,8 @@ from botorch_dp.optim.checkpoint import files
 from botorch_dp.optim.checkpoint.directory import FORMAT, SCHEMA_VERSION, STATE_FILE
 from botorch_dp.optim.checkpoint.encoding import json_fingerprint
 from botorch_dp.optim.checkpoint.files import load_state, save_state
-from botorch_dp.optim.checkpoint.lock import CheckpointInUseError
 from botorch_dp.optim.dp_gibo import DPGIBO
+from botorch_dp.storage.lock import CheckpointInUseError
 from tests.optim.checkpoint.checkpoint_helpers import contents as _contents
 from tests.optim.checkpoint.checkpoint_helpers import run_checkpointed as _run
 from tests.optim.loop_helpers import nl_config

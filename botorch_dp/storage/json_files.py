@@ -6,21 +6,22 @@ releases it made between the runs. They are written like ``state.json``: in a pr
 directory (this user's, ``0700``, never through a symbolic link), to a new temporary file
 (``0600``) that is fsync'd and renamed into place, so a crash leaves the old file or the new
 one, never a mix. Reading refuses a link, a file that is not regular, a file over
-``MAX_STATE_BYTES`` and repeated keys; nothing is unpickled.
+``MAX_JSON_BYTES`` and repeated keys; nothing is unpickled.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 from pathlib import Path
 from typing import Any
 
-from botorch_dp.optim.checkpoint.directory import MAX_STATE_BYTES, _open_dir
-from botorch_dp.optim.checkpoint.files import _read_file, _strict_object, _write_atomic
+from botorch_dp.storage.private_files import open_dir, read_file, strict_object, write_atomic
 
-__all__ = ["load_json", "open_private_dir", "save_json"]
+__all__ = ["MAX_JSON_BYTES", "load_json", "open_private_dir", "save_json"]
+
+#: Largest JSON file read (a larger one is not ours).
+MAX_JSON_BYTES = 256 * 2**20
 
 
 def _check_name(name: str) -> str:
@@ -37,7 +38,7 @@ def open_private_dir(directory: str | os.PathLike) -> Path:
             group or others.
     """
     root = Path(directory)
-    fd = _open_dir(root, root, create=True)
+    fd = open_dir(root, root, create=True)
     assert fd is not None  # created if missing
     os.close(fd)
     return root
@@ -53,10 +54,10 @@ def save_json(directory: str | os.PathLike, name: str, obj: Any) -> None:
     """
     root = Path(directory)
     data = json.dumps(obj, sort_keys=True, allow_nan=True).encode("utf-8")
-    fd = _open_dir(root, root, create=True)
+    fd = open_dir(root, root, create=True)
     assert fd is not None
     try:
-        _write_atomic(fd, _check_name(name), [data], root / name)
+        write_atomic(fd, _check_name(name), [data], root / name)
     finally:
         os.close(fd)
 
@@ -70,22 +71,21 @@ def load_json(directory: str | os.PathLike, name: str) -> Any:
     """
     root = Path(directory)
     path = root / _check_name(name)
-    fd = _open_dir(root, root, create=False)
+    fd = open_dir(root, root, create=False)
     if fd is None:
         return None
 
     def check_size(size: int) -> None:
-        if size > MAX_STATE_BYTES:
-            raise ValueError(f"{path} holds {size} bytes, more than {MAX_STATE_BYTES}: it is not ours.")
+        if size > MAX_JSON_BYTES:
+            raise ValueError(f"{path} holds {size} bytes, more than {MAX_JSON_BYTES}: it is not ours.")
 
     try:
-        data = _read_file(fd, name, path, check_size=check_size)
+        data = read_file(fd, name, path, check_size=check_size)
     finally:
         os.close(fd)
     if data is None:
         return None
     try:
-        strict = functools.partial(_strict_object, message="repeated key {key!r}")
-        return json.loads(data.decode("utf-8"), object_pairs_hook=strict)
+        return json.loads(data.decode("utf-8"), object_pairs_hook=strict_object)
     except (UnicodeDecodeError, ValueError) as err:
         raise ValueError(f"{path} is not valid JSON: {err}.") from None

@@ -1,4 +1,4 @@
-"""Tests for botorch_dp/optim/checkpoint/json_files.py: a JSON file round-trips exactly, lives in a
+"""Tests for botorch_dp/storage/json_files.py: a JSON file round-trips exactly, lives in a
 private directory, is replaced atomically, and links, foreign directories and damaged files are refused."""
 
 import math
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from botorch_dp.optim.checkpoint.json_files import load_json, open_private_dir, save_json
+from botorch_dp.storage.json_files import load_json, open_private_dir, save_json
 
 
 def test_a_value_round_trips_exactly_in_a_private_directory(tmp_path):

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from botorch_dp.optim.checkpoint.directory import _FILE_MODE, _lstat, _open_dir, _symlink_error
+from botorch_dp.storage.private_files import FILE_MODE, lstat, open_dir, symlink_error
 
 __all__ = ["LOCK_FILE", "CheckpointInUseError", "CheckpointLock", "OwnsCheckpoint", "own_checkpoint"]
 
@@ -46,18 +46,18 @@ def _open_lock_file(dir_fd: int, path: Path) -> int:
     r"""Open (create ``0600``) the lock file in the open directory, never through a link."""
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(LOCK_FILE, flags, _FILE_MODE, dir_fd=dir_fd)
+        fd = os.open(LOCK_FILE, flags, FILE_MODE, dir_fd=dir_fd)
     except OSError:
-        st = _lstat(LOCK_FILE, dir_fd)
+        st = lstat(LOCK_FILE, dir_fd)
         if st is not None and stat.S_ISLNK(st.st_mode):
-            raise _symlink_error(path) from None
+            raise symlink_error(path) from None
         raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
             raise ValueError(f"Checkpoint path {path} is not a regular file of this user: it is not our lock file.")
-        if stat.S_IMODE(st.st_mode) != _FILE_MODE:
-            os.fchmod(fd, _FILE_MODE)
+        if stat.S_IMODE(st.st_mode) != FILE_MODE:
+            os.fchmod(fd, FILE_MODE)
     except BaseException:
         os.close(fd)
         raise
@@ -91,7 +91,7 @@ class CheckpointLock:
     def __init__(self, directory: str | os.PathLike, what: str) -> None:
         self.directory = Path(directory)
         path = self.directory / LOCK_FILE
-        dir_fd = _open_dir(self.directory, self.directory, create=True)
+        dir_fd = open_dir(self.directory, self.directory, create=True)
         try:
             fd = _open_lock_file(dir_fd, path)
         finally:

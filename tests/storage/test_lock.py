@@ -1,4 +1,4 @@
-r"""One owner per checkpoint directory (issue 40, item 4): ``checkpoint.lock``.
+r"""One owner per checkpoint directory (issue 40, item 4): ``storage.lock``.
 
 A ``DPGIBO`` or ``tune`` call that uses a checkpoint directory holds an exclusive ``flock`` on
 ``owner.lock`` in it for its life; a second opener, in this process or another, is refused
@@ -21,9 +21,9 @@ import warnings
 
 import pytest
 
-from botorch_dp.optim.checkpoint.lock import LOCK_FILE, CheckpointInUseError, CheckpointLock
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.privacy.seeding import PrivacyWarning
+from botorch_dp.storage.lock import LOCK_FILE, CheckpointInUseError, CheckpointLock
 from botorch_dp.tuning.tune_checkpoint import TuneCheckpoint
 from tests.optim.loop_helpers import nl_config, normal_location
 from tests.privacy import ledger_workers
