@@ -44,6 +44,7 @@ from benchmarks.report_tables import markdown_row
 from benchmarks.runs import Run, format_mean_se, guarantee_of, iterate_curve, mean_se
 from botorch_dp import DPGIBO, DPGIBOConfig
 from botorch_dp.baselines import from_dp_gibo_result
+from botorch_dp.optim.options import FixedClip, Projected, batch_rule
 from botorch_dp.optim.subspace import FixedSubspace, PosteriorGradientCovarianceSubspace, PublicGradientPCA
 from botorch_dp.privacy.seeding import PrivacyWarning
 
@@ -63,14 +64,15 @@ __all__ = [
 ]
 
 TASKS = ("gp", "svm")
-#: Variant -> its ``DPGIBOConfig`` changes; ``"subspace"`` values are resolved by ``variant_changes``.
+#: Variant -> its ``DPGIBOConfig`` changes (strategies by their registered names); the ``"projection"``
+#: values name the subspace oracle that ``variant_changes`` builds.
 VARIANTS: dict[str, dict[str, Any]] = {
     "plain": {},
-    "posterior_subspace": {"subspace": "posterior"},
-    "public_pca": {"subspace": "public_pca"},
+    "posterior_subspace": {"projection": "posterior"},
+    "public_pca": {"projection": "public_pca"},
     "adagrad_full": {"step_rule": "adagrad_full"},
-    "adaptive_norm": {"noise_schedule": "adaptive_norm"},
-    "adaptive_norm_min": {"noise_schedule": "adaptive_norm", "selection": "min_noisy_norm"},
+    "adaptive_norm": {"noise": "adaptive_norm"},
+    "adaptive_norm_min": {"noise": "adaptive_norm", "selection": "min_noisy_norm"},
 }
 
 
@@ -169,10 +171,10 @@ def variant_changes(settings: Settings, context: dict, task: str, variant: str, 
     changes: dict[str, Any] = {}
     for name in names:
         changes.update(VARIANTS[name])
-    if changes.get("subspace") == "posterior":
-        changes["subspace"] = PosteriorGradientCovarianceSubspace(min(settings.subspace_k, dim))
-    elif changes.get("subspace") == "public_pca":
-        changes["subspace"] = FixedSubspace(torch.tensor(context["pca_basis"][task], dtype=torch.float64))
+    if changes.get("projection") == "posterior":
+        changes["projection"] = Projected(PosteriorGradientCovarianceSubspace(min(settings.subspace_k, dim)))
+    elif changes.get("projection") == "public_pca":
+        changes["projection"] = Projected(FixedSubspace(torch.tensor(context["pca_basis"][task], dtype=torch.float64)))
     return changes
 
 
@@ -208,7 +210,7 @@ class Runner(KindRunner):
         if task == "gp":
             base = dict(
                 num_iterations=s.iterations,
-                clip_bound=self.context["gp_clip"],
+                clip=FixedClip(self.context["gp_clip"]),
                 step_size=s.step_size,
                 noise_variance=problem.fit_noise_variance,
                 search_radius=s.search_radius,
@@ -217,7 +219,7 @@ class Runner(KindRunner):
         else:
             base = dict(
                 num_iterations=s.svm_iterations,
-                clip_bound=s.svm_clip,
+                clip=FixedClip(s.svm_clip),
                 step_size=s.svm_step_size,
                 theta0=problem.sample_in_bounds(1, seed=1000 + seed)[0],
             )
@@ -226,12 +228,11 @@ class Runner(KindRunner):
             kernel=problem.recommended_kernel(),
             privacy_mu=s.privacy_mu,
             step_rule="adagrad",
-            batch_size=d + 1,
+            batches=batch_rule(d + 1, search=paper.batch_search(s)),
             seed=seed,
             target_delta=s.target_delta,
             raw_samples=s.raw_samples,
             num_restarts=s.num_restarts,
-            batch_search=s.batch_selection,
         )
         config = DPGIBOConfig(**{**base, **variant_changes(s, self.context, task, variant, d)})
         return problem, config

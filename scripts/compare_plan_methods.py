@@ -134,7 +134,7 @@ def run_task(name: str, args: argparse.Namespace) -> dict[str, Any]:
         config,
         num_users=n,
         num_proxy_users=PROXY_USERS,
-        evaluations=config.num_iterations * config.batch_size,
+        evaluations=config.max_evaluations,
         seeds=list(range(100, 100 + args.plan_repeats)),
         progress=False,
     )

@@ -21,11 +21,14 @@ Usage::
 
     python scripts/compare_selection_accounting.py
     python scripts/compare_selection_accounting.py --means 10 --out /tmp   # a smoke run
+    python scripts/compare_selection_accounting.py --before reports/selection-accounting.json  # with the
+        # profile ε of the report this run replaces, in a "before" column (read before it is overwritten)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
@@ -141,7 +144,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "seconds": None,
         }
     )
-    return {"delta": DELTA, "trials": trials, "calibration": calibration_rows(args.sample_rate, steps, args.means)}
+    report = {"delta": DELTA, "trials": trials, "calibration": calibration_rows(args.sample_rate, steps, args.means)}
+    if args.before is not None:
+        add_before(report, json.loads(args.before.read_text()))
+    return report
+
+
+def add_before(report: dict[str, Any], before: dict[str, Any]) -> None:
+    r"""Copy the profile ε (and its date) of an earlier report into the matching rows as ``pld_epsilon_before``."""
+    old = {
+        (trial["trial"], row["mean_trials"], row["distribution"]): row["pld_epsilon"]
+        for trial in before["trials"]
+        for row in trial["selection"]
+    }
+    report["before"] = {"date": before.get("meta", {}).get("date")}
+    for trial in report["trials"]:
+        for row in trial["selection"]:
+            row["pld_epsilon_before"] = old.get((trial["trial"], row["mean_trials"], row["distribution"]))
 
 
 #: (target ε, E[K]) of the calibration table
@@ -201,25 +220,34 @@ def markdown(report: dict[str, Any]) -> str:
         'where it is no larger). `accounting="rdp"` charges the RDP curve as before.',
         "",
     ]
+    if "before" in report:
+        lines += [
+            "profile ε before: the same bound in the report this run replaced "
+            f"(run {report['before']['date']}), before issue 41's third pass "
+            "refined the bound's bins near v = 1 (module docstring of selection_profile.py).",
+            "",
+        ]
     for trial in report["trials"]:
         shape = (
             f"σ = {trial['noise_multiplier']:.3f}, q = {trial['sample_rate']:g}, T = {trial['steps']}"
             if trial["noise_multiplier"] is not None
             else "pointwise max of the three trials' curves and profiles"
         )
+        before = "before" in report
         lines += [
             f"## {trial['trial']} ({shape})",
             "",
             f"One trial: ε = {_fmt(trial['single_pld_epsilon'])} (PLD), {_fmt(trial['single_rdp_epsilon'])} (RDP).",
             "",
-            "| E[K] | K | RDP ε | profile ε | saving |",
-            "|---|---|---|---|---|",
+            "| E[K] | K | RDP ε | profile ε | saving |" + (" profile ε before |" if before else ""),
+            "|---|---|---|---|---|" + ("---|" if before else ""),
         ]
         for row in trial["selection"]:
             saving = "—" if row["saving"] is None else f"{100 * row['saving']:.0f}%"
             lines.append(
                 f"| {row['mean_trials']:g} | {row['distribution']} | {_fmt(row['rdp_epsilon'])} | "
                 f"{_fmt(row['pld_epsilon'])} | {saving} |"
+                + (f" {_fmt(row.get('pld_epsilon_before'))} |" if before else "")
             )
         lines.append("")
     rows = report.get("calibration", [])
@@ -249,6 +277,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--epochs", type=float, default=15.0)
     parser.add_argument("--means", type=float, nargs="+", default=[5.0, 10.0, 20.0])
     parser.add_argument("--out", type=Path, default=ROOT / "reports")
+    parser.add_argument("--before", type=Path, default=None, help="an earlier selection-accounting.json to compare")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with torch_threads(1), warnings.catch_warnings():

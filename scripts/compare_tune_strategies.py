@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.provenance import script_meta, write_report  # noqa: E402
 from botorch_dp import tune  # noqa: E402
+from botorch_dp.optim.options import FixedClip  # noqa: E402
 from botorch_dp.tuning import Categorical, Hyperparameter, SearchSpace  # noqa: E402
 from botorch_dp.utils import torch_threads  # noqa: E402
 
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> dict:
                         method="dp_gibo",  # both strategies are DP-GIBO's (no default rule)
                         mean_trials=args.mean_trials,
                         num_iterations=args.iterations,
-                        clip_bound=1.0,
+                        clip=FixedClip(1.0),
                         raw_samples=16,
                         num_restarts=1,
                     )

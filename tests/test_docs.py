@@ -14,7 +14,9 @@ above it says why:
   that test file, which must name the document (e.g. the Ax page's private run, in
   tests/integrations/test_ax.py).
 
-Any other block that fails (SyntaxError, NameError, an exception) fails this test.
+Any other block that fails (SyntaxError, NameError, an exception) fails this test, and so does
+one that uses an old flat option keyword of ``DPGIBOConfig`` (the deprecation shim's warnings are
+errors there; tests/test_examples_spelling.py).
 No-run blocks must still compile. Every python block of the documents written by hand (all but
 the tutorial pages rendered from the notebooks) fits 88 columns and is what ``ruff format
 --line-length 88`` makes of it (issue 43 item 5: the site's code column cuts longer lines).
@@ -174,11 +176,15 @@ def test_no_run_marker_format():
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("document, line, code", runnable_blocks())
 def test_block_runs(document, line, code, tmp_path, monkeypatch):
+    from .test_examples_spelling import SHIM_WARNINGS  # (that module imports this one)
+
     monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": f"docs_block_{line}"}
     out = io.StringIO()
     with torch_threads(1), contextlib.redirect_stdout(out), warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        # the examples use the strategy spelling: the deprecation shim's warnings are errors
+        warnings.filterwarnings("error", message=SHIM_WARNINGS, category=DeprecationWarning)
         exec(compile(code, f"{ROOT / document}:{line}", "exec"), namespace)
 
 

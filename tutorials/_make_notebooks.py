@@ -189,8 +189,8 @@ plt.show()
 Adding greedy picks one at a time (via `X_pending`) drives $\operatorname{tr}\Sigma_D(\theta)$ down:
 with $d + 1$ well-placed points the gradient at θ is already pinned down to a small fraction of its
 prior uncertainty. DP-GIBO's adaptive batch rule stops adding points once the trace is below
-the bias tolerance (`DPGIBOConfig(bias_tolerance=...)`; the paper calls it ε, here ε is
-always the privacy loss).
+the bias tolerance (`DPGIBOConfig(batches=AdaptiveBatches(bias_tolerance=...))`; the paper
+calls it ε, here ε is always the privacy loss).
 """),
     code(r"""
 chosen = torch.empty(0, d, dtype=dtype)
@@ -256,6 +256,7 @@ import torch
 warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm without ipywidgets
 
 from botorch_dp import DPGIBO, DPGIBOConfig, PrivacyWarning
+from botorch_dp.optim.options import AdaptiveBatches, FixedClip
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.problems import GPRegressionLengthscales
 
@@ -289,10 +290,10 @@ def make_config(mu, clip_bound, seed, diagnostics=False):
         kernel=problem.recommended_kernel(),
         num_iterations=T,
         privacy_mu=mu,
-        clip_bound=clip_bound,
+        clip=FixedClip(clip_bound),
         step_size=0.3,
         step_rule="adagrad",
-        bias_tolerance=0.5,
+        batches=AdaptiveBatches(bias_tolerance=0.5),
         noise_variance=problem.fit_noise_variance,
         search_radius=0.5,
         seed=seed,
@@ -461,6 +462,7 @@ warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm without
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from botorch_dp import DPGIBO, DPGIBOConfig, PrivacyWarning
+from botorch_dp.optim.options import FixedClip
 from botorch_dp.privacy.accountants import accountant_epsilon, make_accountant
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.training import DPSGDConfig, TrainingConfig
@@ -528,7 +530,7 @@ def merge_history(history):
 def tune(objective, noise_variance):
     config = DPGIBOConfig(
         bounds=objective.bounds, kernel=make_kernel(objective.dim), num_iterations=T,
-        privacy_mu=MU, clip_bound=5.0, step_size=0.2, step_rule="adagrad", search_radius=0.1,
+        privacy_mu=MU, clip=FixedClip(5.0), step_size=0.2, step_rule="adagrad", search_radius=0.1,
         noise_variance=noise_variance, seed=0, target_delta=DELTA,
         raw_samples=RAW_SAMPLES, num_restarts=NUM_RESTARTS,
     )
@@ -598,7 +600,7 @@ from botorch_dp.plan import plan_private_run
 
 proxy = objective_dp.with_data(public, ledger=PrivacyLedger(), noise_seed=1, run_prefix="plan")  # public rows only
 base = DPGIBOConfig(
-    bounds=space.bounds, kernel=make_kernel(space.dim), num_iterations=T, privacy_mu=MU, clip_bound=5.0,
+    bounds=space.bounds, kernel=make_kernel(space.dim), num_iterations=T, privacy_mu=MU, clip=FixedClip(5.0),
     step_size=0.2, step_rule="adagrad", search_radius=0.1, noise_variance=noise_variance, target_delta=DELTA,
     raw_samples=RAW_SAMPLES, num_restarts=NUM_RESTARTS,
 )
@@ -1026,7 +1028,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import PolynomialFeatures, StandardScaler
 
 from botorch_dp import DPGIBO, DPGIBOConfig, PrivacyWarning, plan_private_run
-from botorch_dp.optim.options import QuantileClip
+from botorch_dp.optim.options import FixedBatches, QuantileClip
 
 SMOKE = os.environ.get("BOTORCH_DP_TUTORIAL_SMOKE", "0") == "1"
 T_CANDIDATES = (2,) if SMOKE else (4, 8)  # number of steps T tried
@@ -1103,7 +1105,7 @@ kernel.outputscale = 0.1
 base = DPGIBOConfig(
     bounds=torch.tensor([[-2.0, -2.0], [4.0, 4.0]], dtype=torch.double), kernel=kernel,
     theta0=torch.tensor([-1.5, -1.5], dtype=torch.double), epsilon=EPSILON, delta=DELTA,
-    step_rule="adagrad", search_radius=0.5, batch_size=3, noise_variance=1e-4,
+    step_rule="adagrad", search_radius=0.5, batches=FixedBatches(3), noise_variance=1e-4,
     raw_samples=RAW_SAMPLES, num_restarts=NUM_RESTARTS,
 )
 print(f"target (epsilon, delta) = ({EPSILON:g}, {DELTA:g}) -> mu = {base.privacy_mu:.4f}")

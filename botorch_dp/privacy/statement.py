@@ -117,6 +117,9 @@ class ProtectedSet:
         delta: ``δ``.
         mechanisms: How it was reached, in words (one line each).
         mu: The composed Gaussian-DP ``μ`` when the set's releases are all Gaussian (else None).
+        composition: With ``(ε, δ)`` entries, how ``epsilon`` was composed (the ledger report's
+            ``composition``: the rule, ``Σ ε_i``, ``Σ δ_i``, the δ left for the other releases and their
+            ε); else None (left out of ``to_dict``).
     """
 
     name: str
@@ -125,6 +128,7 @@ class ProtectedSet:
     delta: float
     mechanisms: tuple[str, ...]
     mu: float | None = None
+    composition: dict[str, Any] | None = None
 
     @property
     def holds(self) -> bool:
@@ -197,7 +201,8 @@ class GuaranteeStatement:
         parts = {"validation": self.validation, "training": self.training, "composed_if_same_people": self.composed}
         out: dict[str, Any] = {"holds": self.holds}
         for name, part in parts.items():
-            out[name] = None if part is None else plain_json({**asdict(part), "holds": part.holds})
+            fields = {} if part is None else {k: v for k, v in asdict(part).items() if k != "composition" or v}
+            out[name] = None if part is None else plain_json({**fields, "holds": part.holds})
         out["validation_runs"] = dict(self.validation_runs)
         out["not_protected"] = list(self.not_protected())
         return out
@@ -237,8 +242,40 @@ def _validation(report: dict[str, Any], records: list[Any], runs: dict[str, int]
     mechanisms += (
         f"composed over {report['num_runs']} run(s) on these users ({kinds}; every run in this ledger counts)",
     )
+    composition = report.get("composition")
+    if composition is not None:
+        mechanisms += (_composition_line(composition, report["delta"]),)
     return ProtectedSet(
-        "validation users", "replace one user's losses", report["epsilon"], report["delta"], mechanisms, report["mu"]
+        "validation users",
+        "replace one user's losses",
+        report["epsilon"],
+        report["delta"],
+        mechanisms,
+        report["mu"],
+        composition,
+    )
+
+
+def _composition_line(composition: dict[str, Any], delta: float) -> str:
+    r"""How the validation side's ``(ε, δ)`` entries and its other releases were composed, in words."""
+    entries = (
+        f"by basic composition: the (epsilon, delta) entries add to (epsilon = "
+        f"{composition['approximate_epsilon']:.4g}, delta = {composition['approximate_delta']:.3g})"
+    )
+    if composition["rest_delta"] is None:
+        if math.isfinite(composition["epsilon"]):
+            return f"{entries}, the whole statement (no other releases)"
+        return f"{entries}, more than delta = {delta:.3g}: no epsilon is stated at this delta"
+    rest = (
+        f"mu = {composition['rest_mu']:.4g} Gaussian DP, exact conversion"
+        if composition["rest_mu"] is not None
+        else f"their RDP curve converted at order {composition['rest_rdp_order']:g}"
+        if composition["rest_rdp_order"] is not None
+        else "their RDP curve, infinite at every order"
+    )
+    return (
+        f"{entries}; the other releases ({rest}) are stated at the delta they leave, "
+        f"{composition['rest_delta']:.3g}, as epsilon = {composition['rest_epsilon']:.4g}"
     )
 
 

@@ -115,7 +115,7 @@ def test_another_selection_of_variants_reuses_the_store(quick_gp):
 
 def test_settings_refuse_conflicting_or_unknown_choices():
     quick = options.quick_settings()
-    with pytest.raises(ValueError, match="combination: 'public_pca' sets subspace"):
+    with pytest.raises(ValueError, match="combination: 'public_pca' sets projection"):
         dataclasses.replace(quick, combination=("posterior_subspace", "public_pca"))
     with pytest.raises(ValueError, match="combination must name two or more"):
         dataclasses.replace(quick, combination=("plain",))

@@ -217,3 +217,85 @@ def test_the_guarantee_report_states_each_protected_set_and_what_is_not_protecte
         "carried to the final run: unchanged",
         "a note",
     ]
+
+
+# ---------------------------------------------------------------------- the plan against dp-accounting (issue 41)
+def _exact_step_rdp(sigma: float, q: float, order: float) -> float:
+    r"""One Poisson-subsampled Gaussian step's RDP at ``order`` from its definition, by 30-digit mpmath
+    quadrature: both Rényi divergences between ``μ0 = N(0, σ²)`` and ``μ = (1 − q)μ0 + q N(1, σ²)``, the larger.
+    Independent of Opacus's and dp-accounting's series."""
+    import mpmath as mp
+
+    with mp.workdps(30):
+        s, rate, a = mp.mpf(sigma), mp.mpf(q), mp.mpf(order)
+
+        def divergence(power):  # log E_{μ0}[(μ/μ0)^power] / (a − 1)
+            def integrand(z):
+                return mp.npdf(z, 0, s) * ((1 - rate) + rate * mp.exp((2 * z - 1) / (2 * s**2))) ** power
+
+            return mp.log(mp.quad(integrand, [-mp.inf, -10 * s, 0, 0.5, 1, 10 * s + a, mp.inf])) / (a - 1)
+
+        return float(max(divergence(a), divergence(1 - a)))  # D_a(μ‖μ0) and D_a(μ0‖μ) = log E_{μ0}[(μ/μ0)^{1-a}]/(a-1)
+
+
+#: The plan's final run at SETTINGS[2]: (σ_f, its ε), computed once by ``plan_subsample_tuning`` (4 s).
+SETTING_2_FINAL = (1.0858419138786193, 7.14909362268543)
+
+
+def test_the_plans_final_run_at_setting_2_is_the_one_settled_above():
+    epsilon, delta, q, steps, trials, gamma, tau = SETTINGS[2]
+    plan = plan_subsample_tuning(
+        epsilon=epsilon,
+        delta=delta,
+        sample_rate=q,
+        steps=steps,
+        num_trials=trials,
+        subsample_fraction=gamma,
+        tuning_share=tau,
+    )
+    assert (plan.final_noise_multiplier, plan.final_epsilon) == pytest.approx(SETTING_2_FINAL, rel=1e-12)
+
+
+@pytest.mark.privacy_fast
+def test_the_plans_final_epsilon_is_exact_and_dp_accountings_larger_one_comes_from_its_fractional_orders():
+    r"""Issue 41: at SETTINGS[2] (ε = 8, q = 0.2) the plan states the final run's ε = 7.1491 and dp-accounting's
+    RDP accountant 7.1543 on the same grid (target 8·sqrt(0.8) = 7.155). The plan is right: its curve is the
+    definition's (mpmath) at the orders around the optimum, fractional ones included; on integer orders, where
+    dp-accounting's series is exact, dp-accounting agrees with it to 1e-9, and its conversion of the plan's
+    curve is the plan's ε. The gap is dp-accounting's RDP at fractional orders, above the definition by more
+    than 0.1% (its series for fractional orders adds the terms' absolute values; below order 1.8 it logs
+    "failed to converge" and drops the order)."""
+    import dp_accounting
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    _, delta, q, steps, _, _, _ = SETTINGS[2]
+    sigma, stated = SETTING_2_FINAL  # the plan's (test_the_plans_final_run_at_setting_2_is_the_one_settled_above)
+    ours = _final_curve(sigma, q, steps)
+    best = int(np.argmin(ours + np.log1p(-1.0 / ORDERS) - (math.log(delta) + np.log(ORDERS)) / (ORDERS - 1.0)))
+    assert ORDERS[best] == pytest.approx(3.3) and stated == pytest.approx(7.1491, abs=1e-4)
+    # 1. the plan's curve is the definition's at the optimum, its fractional neighbours and integer orders
+    near = [i for i in range(ORDERS.size) if abs(ORDERS[i] - 3.3) < 0.15 or ORDERS[i] in (2.0, 3.0, 4.0)]
+    exact = np.array([steps * _exact_step_rdp(sigma, q, float(ORDERS[i])) for i in near])
+    np.testing.assert_allclose(ours[near], exact, rtol=1e-9)
+    # 2. dp-accounting's conversion of the plan's curve is the plan's ε (the same conversion)
+    converted, order = rdp_privacy_accountant.compute_epsilon(list(ORDERS), list(ours), delta)
+    assert converted == pytest.approx(stated, rel=1e-12) and order == pytest.approx(3.3)
+
+    def dp_accounting_epsilon(orders):
+        accountant = dp_accounting.rdp.RdpAccountant(orders=list(orders))
+        accountant.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps)
+        return accountant.get_epsilon_and_optimal_order(delta)
+
+    # 3. on the integer orders, where its series is exact, dp-accounting agrees with the plan's curve
+    integer = ORDERS[ORDERS == np.round(ORDERS)]
+    theirs_int, _ = dp_accounting_epsilon(integer)
+    ours_int, _ = rdp_privacy_accountant.compute_epsilon(list(integer), list(ours[ORDERS == np.round(ORDERS)]), delta)
+    assert theirs_int == pytest.approx(ours_int, rel=1e-9)
+    # 4. on the whole grid dp-accounting states more, from its fractional orders: at 3.3 its RDP (read back
+    # from its ε at that order alone) is above the definition's by more than 0.1%
+    theirs, their_order = dp_accounting_epsilon(ORDERS)
+    assert theirs == pytest.approx(7.1543, abs=1e-4) and their_order == pytest.approx(3.3)
+    alpha = float(ORDERS[best])
+    their_eps_at, _ = dp_accounting_epsilon([alpha])
+    their_rdp = their_eps_at - math.log1p(-1 / alpha) + math.log(delta * alpha) / (alpha - 1)
+    assert their_rdp > (1 + 1e-3) * steps * _exact_step_rdp(sigma, q, alpha)

@@ -34,16 +34,22 @@ def small(data):
 
 
 class CountingObjective(TorchModelTuningObjective):
-    r"""Notes the ledger's training and validation records each time a trial starts."""
+    r"""Notes the ledger's training and validation records each time a trial starts (``seen``), and
+    counts the plain calls ``objective(X)`` (``calls``: DP-GIBO's evaluations, none in a selection)."""
 
     def train_covered(self, hyperparameters, cover, *, noise_seed=None):
         self.seen.append((len(self.ledger.training.records()), len(self.ledger.validation.records())))
         return super().train_covered(hyperparameters, cover, noise_seed=noise_seed)
 
+    def __call__(self, X):
+        self.calls += 1
+        return super().__call__(X)
+
 
 def objective(small, space=SPACE, cls=CountingObjective, **kwargs):
-    obj = cls(small, space, training=TRAINING, dp_sgd=DPSGDConfig(noise_multiplier=1.0), **kwargs)
-    obj.seen = []
+    r"""The counting objective, DP-SGD trained (``σ = 1``) unless ``dp_sgd=None`` is given."""
+    obj = cls(small, space, training=TRAINING, **{"dp_sgd": DPSGDConfig(noise_multiplier=1.0), **kwargs})
+    obj.seen, obj.calls = [], 0
     return obj
 
 

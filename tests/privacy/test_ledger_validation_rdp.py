@@ -254,7 +254,7 @@ def test_state_round_trip_keeps_rdp_entries_in_recording_order():
     ledger = _mixed_ledger(unbounded=True)
     assert ledger.validation.epsilon(DELTA) < math.inf  # the orders <= 60 still convert
     state = ledger.state_dict()
-    assert state["version"] == PrivacyLedger.STATE_VERSION == 6
+    assert state["version"] == PrivacyLedger.STATE_VERSION == 7
     assert [(e["run_id"], e["key"]) for e in state["validation_steps"]] == [
         ("gibo", "step-0000"),
         ("hypo", "select"),

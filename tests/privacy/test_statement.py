@@ -154,3 +154,36 @@ def test_the_composed_statement_counts_the_epsilon_delta_entries_by_basic_compos
     both.external.record(ValidationApproximateDP("its scores", 2.0, 4e-6), run_id="v", key="select")
     assert guarantee_statement(both, 1e-5).composed.epsilon == 5.0
     assert guarantee_statement(both, 8e-6).composed.epsilon == math.inf
+
+
+def test_a_validation_side_with_an_epsilon_delta_entry_states_the_composed_guarantee_and_how():
+    # issue 41 (valeps41): a selection's (ε, δ) entry and Gaussian releases under one budget; the statement
+    # gives Σε_i + ε_μ(δ − Σδ_i) (ε_μ recomputed here with dp-accounting's PLD accountant) and says how
+    import json
+
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    from botorch_dp.privacy.ledger import ValidationApproximateDP
+
+    ledger = PrivacyLedger(validation_mu_budget=1.5, validation_delta=DELTA)
+    entry = ValidationApproximateDP("a private selection's scores", 1.0, 4e-6)
+    with ledger.charge({"select": entry}, run_id="sel") as meter:
+        meter.record("select", entry)
+    for t in range(3):
+        with ledger.charge({"grad": Gaussian(0.5)}, run_id="run-a", step=t) as meter:
+            meter.record("grad", Gaussian(0.5))
+    accountant = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+    accountant.compose(dp_accounting.GaussianDpEvent(1.0 / math.sqrt(0.75)), count=1)
+    expected = 1.0 + accountant.get_epsilon(DELTA - 4e-6)
+    statement = guarantee_statement(ledger, DELTA)
+    v = statement.validation
+    assert v.epsilon == pytest.approx(expected, rel=1e-4) and v.delta == DELTA and v.mu is None
+    assert v.composition["approximate_epsilon"] == 1.0 and v.composition["approximate_delta"] == 4e-6
+    text = str(statement)
+    assert "by basic composition: the (epsilon, delta) entries add to (epsilon = 1, delta = 4e-06)" in text
+    assert "(mu = 0.866 Gaussian DP, exact conversion) are stated at the delta they leave, 6e-06" in text
+    plain = json.loads(json.dumps(statement.to_dict()))
+    assert plain["validation"]["composition"]["rest_delta"] == pytest.approx(6e-6, rel=1e-12)
+    assert plain["validation"]["epsilon"] == pytest.approx(expected, rel=1e-4)
+    assert "composition" not in guarantee_statement(_validation_ledger(), DELTA).to_dict()["validation"]

@@ -11,16 +11,12 @@ import pytest
 
 from botorch_dp.methods.protocol import MethodUnavailable
 from botorch_dp.methods.training_selection import TrainingSelectionMethod
+from botorch_dp.optim.options import FixedBatches
 from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.training import DPSGDConfig, TrainingConfig
 from botorch_dp.training.selection_accounting import selection_epsilon, trial_rdp_curve
-from botorch_dp.tuning import Hyperparameter, SearchSpace, TorchModelTuningObjective, load_sklearn_classification
+from botorch_dp.tuning import load_sklearn_classification
 from botorch_dp.tuning.one_call import tune
-
-DELTA = 1e-5
-SPACE = SearchSpace([Hyperparameter("lr", 0.05, 0.5, log_scale=True), Hyperparameter("momentum", 0.0, 0.9)])
-# 200 training records, batch 20: Opacus's Poisson rate q = 1/10, 10 steps per epoch (tests/training's fixture)
-TRAINING = TrainingConfig(epochs=1, batch_size=20, hidden_sizes=(8,), seed=0)
+from tests.methods.test_training_runs import DELTA, SPACE, objective
 
 
 @pytest.fixture(scope="module")
@@ -29,26 +25,16 @@ def small():
     return (data.X_train[:200], data.y_train[:200], data.X_val[:60], data.y_val[:60])
 
 
-class CountingObjective(TorchModelTuningObjective):
-    r"""Notes the ledger's (training, validation) record counts when each trial starts, and every plain call."""
-
-    def train_covered(self, hyperparameters, cover, *, noise_seed=None):
-        self.seen.append((len(self.ledger.training.records()), len(self.ledger.validation.records())))
-        return super().train_covered(hyperparameters, cover, noise_seed=noise_seed)
-
-    def __call__(self, X):
-        self.calls += 1
-        return super().__call__(X)
+# The counting objective of tests/methods/test_training_runs.py: ``seen`` holds the ledger's (training, validation)
+# record counts when each trial starts, ``calls`` counts the plain calls (DP-GIBO's evaluations).
 
 
-def objective(small, **kwargs):
-    obj = CountingObjective(small, SPACE, training=TRAINING, **kwargs)
-    obj.seen, obj.calls = [], 0
-    return obj
+def plain_objective(small):
+    return objective(small, dp_sgd=None)
 
 
 def dp_objective(small):
-    return objective(small, dp_sgd=DPSGDConfig(noise_multiplier=1.0))
+    return objective(small)
 
 
 def _tune(obj, **kw):
@@ -113,14 +99,14 @@ def test_protect_none_picks_both_for_a_dp_trained_objective_and_validation_other
         "validation",
     }
     assert len(obj.ledger.validation.records()) == 1
-    plain = objective(small)
-    result = _tune(plain, num_iterations=1, batch_size=2)
+    plain = plain_objective(small)
+    result = _tune(plain, num_iterations=1, batches=FixedBatches(2))
     assert result.method == "dp_gibo" and result.protected["training"] is None and plain.calls > 0
 
 
 @pytest.mark.parametrize("protect", ["training", "both"])
 def test_protecting_the_training_records_of_a_plain_objective_is_refused_before_any_call(small, protect):
-    obj = objective(small)
+    obj = plain_objective(small)
     with pytest.raises(ValueError, match=rf"protect='{protect}'.*without DP-SGD"):
         _tune(obj, protect=protect)
     assert obj.calls == 0 and obj.ledger.validation.records() == [] and obj.ledger.training.records() == []
@@ -147,7 +133,14 @@ def test_protect_validation_keeps_dp_gibo_and_states_the_composed_cost_up_front(
     obj = dp_objective(small)
     with pytest.warns(PrivacyWarning, match=r"up to (\d+) DP-SGD training run\(s\)") as caught:
         result = tune(
-            obj, SPACE, epsilon=3.0, delta=DELTA, protect="validation", num_iterations=1, batch_size=2, progress=False
+            obj,
+            SPACE,
+            epsilon=3.0,
+            delta=DELTA,
+            protect="validation",
+            num_iterations=1,
+            batches=FixedBatches(2),
+            progress=False,
         )
     assert result.method == "dp_gibo" and result.protected["training"] is None
     message = next(str(w.message) for w in caught if "DP-SGD training run" in str(w.message))

@@ -1,5 +1,6 @@
-"""Execute every tutorial notebook top to bottom (smoke settings) with nbclient, and check
-that ``tutorials/_make_notebooks.py`` still generates the committed cells.
+"""Execute every tutorial notebook top to bottom (smoke settings) with nbclient, with the
+deprecation shim's warnings as errors (the notebooks use the strategy spelling of the options),
+and check that ``tutorials/_make_notebooks.py`` still generates the committed cells.
 
 The kernel is a kernelspec written for THIS interpreter (``sys.executable``) into a
 temporary prefix that is put first on ``JUPYTER_PATH``: a ``python3`` kernelspec in the
@@ -107,11 +108,25 @@ def test_kernel_runs_this_interpreter(kernel_name, tmp_path):
     assert out[1] == "1"  # the environment reaches the kernel
 
 
+def _shim_warnings_are_errors():
+    r"""A first cell that makes the deprecation shim's warnings errors in the kernel: the notebooks use
+    the strategy spelling (tests/test_examples_spelling.py)."""
+    from nbformat.v4 import new_code_cell
+
+    from ..test_examples_spelling import SHIM_WARNINGS
+
+    return new_code_cell(
+        f"import warnings\nwarnings.filterwarnings('error', message={SHIM_WARNINGS!r}, category=DeprecationWarning)"
+    )
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_top_to_bottom(path, kernel_name, tmp_path, monkeypatch):
     monkeypatch.setenv(SMOKE_ENV, "1")
-    nb = _execute(nbformat.read(path, as_version=4), kernel_name, tmp_path)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.insert(0, _shim_warnings_are_errors())
+    nb = _execute(nb, kernel_name, tmp_path)
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
     assert any(o.output_type == "display_data" for c in nb.cells for o in c.get("outputs", []))  # a plot

@@ -20,7 +20,9 @@ checked: their exact formula and whether it equals or is tighter than the bound 
 derivation below was re-read step by step instead: the law of the best of ``K`` (``P[A ≤ y] =
 φ(1 − G(y))``), the three ``ψ`` of ``selection_pgf_derivative`` against the pgfs of P&S Def. 1,
 the Poisson and the binomial, the direction of each inequality of steps 1–3, and the handling of
-``⊥``; no error was found.
+``⊥``; no error was found. Third pass: the same stored copies, the same result (abstract and opening
+only); the bound's evaluation was tightened instead (the bins, below), which brought it under the RDP
+bound where it had been above (``reports/accounting-tightness.md``).
 
 **The bound** (``selection_delta_pld``). Order the trial outputs by score (ties broken by an
 independent uniform, which changes no profile); ``Q = Q(X)``, ``Q' = Q(X')`` with upper tails
@@ -42,8 +44,14 @@ decreasing, ``ψ(0) = E[K]``. ``⊥`` has the same mass ``φ(0)`` under both dat
 
 For ``K ≡ 1`` it returns ``δ_Q(ε)`` exactly. Every discretisation errs on the safe side (the
 profile is read at the grid point below, ``L`` is maximised over the grid only, the bins use their
-worst end), so a coarse grid is looser, never wrong. The trial's profile must bound both
-directions (``max(δ_{X‖X'}, δ_{X'‖X})``, as dp_accounting's add-or-remove PLD reports). Pure
+worst end, any ``ε₁ ≥ max(σ, 0)`` bounds ``H_U(σ)``), so a coarse grid is looser, never wrong. The
+bins' loss is ``log(ψ(v_k)/ψ(v_{k+1}))`` in ``s_k``: log-spaced ends alone (1,200 of them, until issue
+41's third pass) lost up to ``0.027·|d log ψ/dv|`` near ``v = 1`` — 6% of ``ε`` for binomial ``K`` at
+``n = 2E[K]`` and Poisson ``K`` on μ = 0.3 Gaussian trials, which made the bound looser than the RDP
+one there — so evenly spaced ends are added until ``log ψ`` falls by at most ``2e-3`` across a bin.
+``min_{ε₁ ≥ max(σ, 0)}`` in step 3 is taken at ``ε₁ = max(σ, ε*(w))`` with ``ε*(w)`` the grid minimiser
+of ``e^{ε₁} w + δ_Q(ε₁)`` (convex in ``e^{ε₁}``, as ``δ_Q`` is a hockey-stick divergence). The trial's
+profile must bound both directions (``max(δ_{X‖X'}, δ_{X'‖X})``, as dp_accounting's add-or-remove PLD reports). Pure
 functions on numpy arrays; the DP-SGD trial's profile is in ``analysis.dp_sgd_selection``.
 """
 
@@ -72,9 +80,15 @@ __all__ = [
 #: Distributions of the hidden number of trials ``K`` the profile bound accepts.
 SELECTION_DISTRIBUTIONS: tuple[str, ...] = ("truncated_negative_binomial", "poisson", "binomial")
 
-# v-grid of the bins of step 2: 0, then log-spaced upper tails from 1e-14 to 1
+# v-grid of the bins of step 2: 0, log-spaced upper tails from 1e-14 to 1 (fine where v is small), and
+# evenly spaced ones (fine where v is large: a bin's ψ(v_k)/ψ(v_{k+1}) is what it loses). The even part has
+# enough points that log ψ falls by at most _BIN_LOG_PSI across a bin, between _V_EVEN_MIN and _V_EVEN_MAX.
 _V_POINTS = 1200
 _V_SMALLEST = 1e-14
+_BIN_LOG_PSI = 2e-3
+_V_EVEN_MIN, _V_EVEN_MAX = 2000, 40000
+# rows of v per block when a (v, ε-grid) array is formed (bounds memory to ~ 500 x the profile grid)
+_BLOCK = 500
 
 
 @dataclass(frozen=True)
@@ -189,37 +203,58 @@ def selection_pgf_derivative(
     return lambda v: scale * (gamma + (1.0 - gamma) * np.asarray(v, dtype=np.float64)) ** (-eta - 1.0)
 
 
+def _bin_ends(psi: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    r"""The v-grid of step 2: ``0``, log-spaced points from ``1e-14`` to ``1``, and evenly spaced points with
+    at most ``_BIN_LOG_PSI`` fall of ``log ψ`` across each of their bins (between ``_V_EVEN_MIN`` and
+    ``_V_EVEN_MAX`` points). Any grid gives a valid bound; a finer one a tighter one."""
+    probe = np.linspace(0.0, 1.0, 4097)
+    with np.errstate(divide="ignore"):
+        log_psi = np.log(psi(probe))
+    steepest = float(np.max(np.abs(np.diff(log_psi)))) * (probe.size - 1)  # max |d log ψ/dv|, to the probe's step
+    even = _V_EVEN_MAX if not math.isfinite(steepest) else int(min(steepest / _BIN_LOG_PSI + 2, _V_EVEN_MAX))
+    even = max(even, _V_EVEN_MIN)
+    logs = np.logspace(math.log10(_V_SMALLEST), 0.0, _V_POINTS)
+    return np.unique(np.concatenate([[0.0], logs, np.linspace(0.0, 1.0, even)]))
+
+
+def _blocks(size: int) -> list[np.ndarray]:
+    return np.array_split(np.arange(size), max(1, math.ceil(size / _BLOCK)))
+
+
 def _selection_bound_parts(profile: PrivacyProfile, psi: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, ...]:
-    r"""The ε-free parts of the bound: bin ends ``v_{k+1}``, ``c_k``, ``log(c_k / ψ(v_{k+1}))``, ``c_k − c_{k+1}``."""
-    v = np.concatenate([[0.0], np.logspace(math.log10(_V_SMALLEST), 0.0, _V_POINTS)])
+    r"""The ε-free parts of the bound: bin ends ``w = v_{k+1}``, ``c_k``, ``log(c_k / ψ(v_{k+1}))``,
+    ``c_k − c_{k+1}``, and per ``w`` the grid ``ε₁`` minimising ``e^{ε₁} w + δ_Q(ε₁)`` with that minimum."""
+    v = _bin_ends(psi)
     eps, deltas = profile.epsilons, profile.deltas
-    # L(v) = max(0, max_i e^{-ε_i}(v − δ(ε_i))), in chunks of v to bound memory
-    lower = np.concatenate(
-        [np.max(np.exp(-eps)[None, :] * (chunk[:, None] - deltas[None, :]), axis=1) for chunk in np.array_split(v, 8)]
-    )
+    # L(v) = max(0, max_i e^{-ε_i}(v − δ(ε_i))), in blocks of v to bound memory
+    exp_neg = np.exp(-eps)
+    lower = np.concatenate([np.max(exp_neg[None, :] * (v[i, None] - deltas[None, :]), axis=1) for i in _blocks(v.size)])
     lower = np.maximum.accumulate(np.maximum(lower, 0.0))  # non-decreasing in v (it is; keep it so exactly)
     c = np.minimum(psi(lower), psi(np.zeros(1))[0])
     ck = c[:-1]
-    log_ratio = np.log(ck) - np.log(psi(v[1:]))
+    w = v[1:]
+    log_ratio = np.log(ck) - np.log(psi(w))
     c_diff = ck - np.concatenate([ck[1:], [0.0]])
-    return v[1:], ck, log_ratio, np.maximum(c_diff, 0.0)
+    # f_w(ε₁) = e^{ε₁} w + δ(ε₁) falls while Q'(loss > ε₁) > w and then rises: its grid minimiser ε*(w)
+    # is, for ε₁ ≥ σ, the best choice when ε*(w) ≥ σ, and ε₁ = σ the best otherwise (step 3)
+    exp_eps = np.exp(eps)
+    at_min, f_min = np.empty(w.size), np.empty(w.size)
+    for i in _blocks(w.size):
+        vals = exp_eps[None, :] * w[i, None] + deltas[None, :]
+        j = np.argmin(vals, axis=1)
+        at_min[i], f_min[i] = eps[j], vals[np.arange(i.size), j]
+    return w, ck, log_ratio, np.maximum(c_diff, 0.0), at_min, f_min
 
 
 def _bound_at(profile: PrivacyProfile, parts: tuple[np.ndarray, ...], epsilon: float) -> float:
     r"""``Σ_k (c_k − c_{k+1}) B_k`` at ``ε`` (step 3 of the module docstring)."""
-    w, _, log_ratio, c_diff = parts
+    w, _, log_ratio, c_diff, at_min, f_min = parts
     sigma = np.minimum.accumulate(epsilon - log_ratio)
-    eps, deltas = profile.epsilons, profile.deltas
+    floor = np.maximum(sigma, 0.0)
     # ε₁ = σ itself (σ ≥ 0), or the σ < 0 form
-    direct = np.where(sigma >= 0.0, profile.delta(np.maximum(sigma, 0.0)), deltas[0] + (1.0 - np.exp(sigma)) * w)
-    # ε₁ on the grid above σ: (e^{ε₁} − e^σ) w + δ(ε₁)
-    best = direct.copy()
-    exp_eps = np.exp(eps)
-    for idx in np.array_split(np.arange(w.size), 8):
-        s, ww = sigma[idx, None], w[idx, None]
-        vals = (exp_eps[None, :] - np.exp(s)) * ww + deltas[None, :]
-        vals = np.where(eps[None, :] >= np.maximum(s, 0.0), vals, np.inf)
-        best[idx] = np.minimum(best[idx], vals.min(axis=1))
+    direct = np.where(sigma >= 0.0, profile.delta(floor), profile.deltas[0] + (1.0 - np.exp(sigma)) * w)
+    # ε₁ = ε*(w) where it is allowed (≥ max(σ, 0)): (e^{ε₁} − e^σ) w + δ(ε₁); every allowed ε₁ is a valid bound
+    best = np.minimum(direct, np.where(at_min >= floor, f_min - np.exp(sigma) * w, np.inf))
     return float(min(np.sum(c_diff * np.minimum(best, 1.0)), 1.0))
 
 

@@ -14,8 +14,12 @@ and once the side holds one, it is composed in RDP on that grid (``ledger.valida
 raises rather than ignore it; ``ledger.validation.epsilon`` converts the summed curve). A
 release known only by one ``(ε, δ)`` statement (``ValidationApproximateDP``: a selection's
 Gaussian scores charged at their privacy-profile bound) is composed with the rest by basic
-composition; no μ covers it, and with a validation budget it is admitted only as the
-validation side's sole entry, where ``μ_B``-GDP makes the same statement (``filters``).
+composition (``Σ ε_i`` plus the rest converted at the ``δ − Σ δ_i`` they leave); no μ covers it.
+With a validation budget ``μ_B`` and the ledger's ``validation_delta`` ``δ_B``, such entries are
+admitted in any number and order with the other validation releases while the side composed at
+``δ_B`` is a statement ``μ_B``-GDP makes, ``ε ≤ ε_{μ_B}(δ_B)`` (``filters``: what this covers under
+adaptively chosen parameters is stated there); without ``validation_delta``, only as the validation
+side's sole entry, with ``ε₁ ≤ ε_{μ_B}(δ₁)``.
 
 **Training data** (DP-SGD, objective perturbation, any mechanism with an RDP curve) is a
 different dataset, accounted separately in RDP on the same grid (Opacus's PRV accountant

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LedgerAccounts", "same_setting"]
 
-_BUDGET_SETTINGS = ("validation_mu_budget", "training_epsilon_budget", "training_delta")
+_BUDGET_SETTINGS = ("validation_mu_budget", "validation_delta", "training_epsilon_budget", "training_delta")
 
 
 def same_setting(a: Any, b: Any) -> bool:
@@ -43,8 +43,8 @@ class LedgerAccounts:
     parts (``views``, ``external``) share, each holding this one object.
 
     Args:
-        validation_mu_budget, training_epsilon_budget, training_delta, training_accountant,
-            prv_eps_error: The settings (see ``PrivacyLedger``), checked.
+        validation_mu_budget, validation_delta, training_epsilon_budget, training_delta,
+            training_accountant, prv_eps_error: The settings (see ``PrivacyLedger``), checked.
         storage: None (in memory) or the database holding ``dataset`` (``ledger_storage``).
         dataset: The dataset's name in ``storage``.
     """
@@ -53,6 +53,7 @@ class LedgerAccounts:
         self,
         *,
         validation_mu_budget: float | None,
+        validation_delta: float | None = None,
         training_epsilon_budget: float | None,
         training_delta: float | None,
         training_accountant: str,
@@ -63,6 +64,7 @@ class LedgerAccounts:
         self.validation_mu_budget = (
             None if validation_mu_budget is None else check_positive(validation_mu_budget, "validation_mu_budget")
         )
+        self.validation_delta = None if validation_delta is None else check_delta(validation_delta, "validation_delta")
         self.training_epsilon_budget = (
             None
             if training_epsilon_budget is None
@@ -223,7 +225,7 @@ class LedgerAccounts:
         r"""Raise ``PrivacyBudgetExceeded`` (naming ``what``) unless ``events`` fit the validation
         budget with every record and reservation (``filters.check_validation_admits``); called
         inside ``writing`` or ``reading``."""
-        check_validation_admits(self.validation_budget(), self.spent("validation"), events, what)
+        check_validation_admits(self.validation_budget(), self.spent("validation"), events, what, self.validation_delta)
 
     def check_training(self, events: list[Any]) -> None:
         r"""Raise ``PrivacyBudgetExceeded`` unless ``events`` fit the training budget with every
@@ -244,6 +246,13 @@ class LedgerAccounts:
         with self.writing() as tx:
             present = {r.release_id: r for r in tx.rows if r.recorded}
             has_training = any(r.recorded and r.side == "training" for r in tx.rows)
+            theirs_delta = settings.get("validation_delta")
+            if theirs_delta is not None and self.validation_delta is not None:
+                if not same_setting(self.validation_delta, theirs_delta):
+                    raise ValueError(
+                        f"Ledger state: validation_delta={theirs_delta!r} differs from this ledger's "
+                        f"{self.validation_delta!r} (the delta at which its validation budget is stated)."
+                    )
             for name in ("training_accountant", "prv_eps_error", "training_delta"):
                 mine, theirs = getattr(self, name), settings[name]
                 if theirs is None or same_setting(mine, theirs) or (mine is None and name == "training_delta"):
@@ -274,6 +283,8 @@ class LedgerAccounts:
                         setattr(self, name, settings[name])
             elif self.training_delta is None:
                 self.training_delta = settings["training_delta"]
+            if self.validation_delta is None and self._storage is None:
+                self.validation_delta = theirs_delta
         for name in ("validation_mu_budget", "training_epsilon_budget"):
             theirs, mine = settings[name], getattr(self, name)
             if theirs is not None and (mine is None or theirs < mine):

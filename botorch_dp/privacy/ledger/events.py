@@ -3,9 +3,10 @@ r"""What a release spends, as the ledger records it: privacy events, records and
 A release of the validation users' data spends a ``Gaussian`` (μ-GDP), a ``PureDP`` (ε-DP,
 charged as the GDP μ that dominates it) or a ``ValidationMechanism`` (a Rényi-DP curve on
 the ledger's public order grid) or a ``ValidationApproximateDP`` (one ``(ε, δ)`` statement, e.g. a
-private selection's Gaussian scores accounted by their privacy profile; admitted under a budget
-only as the validation side's sole entry, see ``filters``); a training run spends a ``DPSGDRun`` (Opacus's
-``(noise_multiplier, sample_rate, steps)``), a ``TrainingMechanism`` (an RDP curve) or an
+private selection's Gaussian scores accounted by their privacy profile; composed with the rest by
+basic composition, under a budget at the ledger's ``validation_delta``, see ``filters``); a training
+run spends a ``DPSGDRun`` (Opacus's ``(noise_multiplier, sample_rate, steps)``), a
+``TrainingMechanism`` (an RDP curve) or an
 ``ApproximateDP`` (one ``(ε, δ)`` statement, e.g. a private selection accounted by its privacy
 profile; composed with the rest by basic composition, see ``filters``). A
 ``Record`` is one release that was made: it has its own random ``release_id``, so a step
@@ -211,7 +212,9 @@ class ValidationApproximateDP(_EpsilonDelta):
     which allows a larger per-trial ``μ₀`` than its RDP curve. No GDP ``μ`` and no finite RDP curve
     covers it (``ledger.validation.mu`` refuses; its curve counts ``inf``). The ledger composes it
     with other validation entries by basic composition (``filters.validation_epsilon_of``); a ledger
-    with a validation budget admits it only as the validation side's SOLE entry (``filters``).
+    with a validation budget admits it with others while the side composed at its ``validation_delta``
+    fits the budget, and without ``validation_delta`` only as the validation side's SOLE entry
+    (``filters``).
 
     Attributes:
         description: What the release is (e.g. ``"private selection over E[K] = 3 trials ..."``).

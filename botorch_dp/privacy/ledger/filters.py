@@ -31,25 +31,52 @@ first entry, the rest is then an RDP filter with a fixed budget, ``(ε_B − ε�
 Validation entries known only by an ``(ε_i, δ_i)`` statement (``ValidationApproximateDP``, e.g. the
 Gaussian scores of a private selection accounted by their privacy profile) are read the same way:
 ``Σ ε_i + ε_R(δ − Σ δ_i)`` with ``ε_R`` the GDP (or RDP) conversion of the other validation entries
-(``validation_epsilon_of``); no μ covers them and their RDP curve counts ``inf``. The validation
-budget is a GDP ``μ_B``, of which no ``(ε, δ)`` statement leaves a GDP remainder, so the FILTER (a
-finite ``μ_B``) admits such an entry only as the validation side's SOLE entry (nothing recorded or
-reserved before it, of any run, and nothing admitted after it), and only when ``(ε₁, δ₁)`` is a
-statement ``μ_B``-GDP makes: ``ε₁ ≤ ε_{μ_B}(δ₁)``, the exact GDP conversion (Dong, Roth & Su 2022).
-The side's guarantee is then exactly ``(ε₁, δ₁)``: one mechanism, fixed before any validation
-output exists, so no adaptivity enters. Without a budget nothing is filtered (as on the training side)
-and the reads compose by basic composition, which holds for adaptively chosen steps.
+(``validation_epsilon_of``, ``validation_composition``); no μ covers them and their RDP curve counts
+``inf``. Why it holds, in any order of the entries: on each pair of neighbours an ``(ε_i, δ_i)``
+mechanism's output laws are ``(1 − δ_i)``-mixtures of laws within ``e^{±ε_i}`` of each other plus a
+``δ_i`` part (Kairouz, Oh & Viswanath 2015; Murtagh & Vadhan 2016), so outside events of total
+probability ``≤ Σ δ_i`` the privacy loss is ``L ≤ Σ ε_i + L_R``, ``L_R`` the other entries' loss, and
+``E[(1 − e^{Σε_i + ε − L})_+] ≤ E[(1 − e^{ε − L_R})_+]``: the rest's own bound at ``ε``, its GDP
+profile (f-DP composition is a tensor product, which does not depend on the order; Dong, Roth & Su
+2022) or its RDP conversion (Canonne, Kamath & Steinke 2020, which uses only the moments of ``L_R``).
+
+The validation budget is a GDP ``μ_B``, of which no ``(ε, δ)`` statement leaves a GDP remainder, so
+the FILTER (a finite ``μ_B``) states what it admits at one δ fixed in advance, the ledger's
+``validation_delta`` ``δ_B``: the side's composed guarantee at ``δ_B`` must be a statement ``μ_B``-GDP
+makes, ``Σ ε_i + ε_R(δ_B − Σ δ_i) ≤ ε_{μ_B}(δ_B)`` (the exact GDP conversion, Dong, Roth & Su 2022);
+the δ split is the one the reads use, what the ``(ε, δ)`` entries leave of ``δ_B``. The rest is then
+held to a Gaussian budget fixed by the ``(ε, δ)`` entries: GDP-only, ``μ_R ≤ μ_G``, the largest ``μ``
+with ``ε_μ(δ_B − Σ δ_i) ≤ ε_{μ_B}(δ_B) − Σ ε_i`` (the Smith–Thakurta filter with budget ``μ_G``; this
+is exactly the composed check); with RDP entries, their summed curve ``≤ α μ'_G²/2`` at EVERY grid
+order (each order a Rényi filter), ``μ'_G`` the largest ``μ`` whose RDP conversion on the grid meets
+the same bound (``rest_mu_budget``), so the stated ``ε`` (the realised curve's conversion) can only be
+smaller. Every part of an admitted set of entries is admitted, so whether a set is admitted does not
+depend on the order its entries arrive in. Adaptivity: when the ``(ε, δ)`` entries come before the
+rest, the filter is valid for adaptively chosen parameters: the ``(ε_i, δ_i)`` entries, then the rest
+as one filter whose budget is fixed when it starts, are mechanisms with adaptively chosen ``(ε_k,
+δ_k)`` whose sums stay within ``(ε_{μ_B}(δ_B), δ_B)`` on every path (the basic-composition filter of
+Rogers, Roth, Ullman & Vadhan 2016). An ``(ε, δ)`` entry admitted AFTER GDP or RDP releases lowers
+the budget of a rest already under way; that is the composition theorem applied to the entries as
+charged, valid when their parameters do not depend on the released values (a schedule fixed in
+advance and stopped or skipped adaptively is post-processing of running all of it), as the
+library's charges are (each follows from public settings and the budget); a filter for ``(ε, δ)``
+and GDP parameters both chosen from released values, in that order, is not covered by a theorem we
+know of. Without ``validation_delta`` the filter keeps its earlier rule: an ``(ε₁, δ₁)`` entry only as
+the validation side's SOLE entry (nothing recorded or reserved before it, of any run, and nothing
+admitted after it), with ``ε₁ ≤ ε_{μ_B}(δ₁)``; the side's guarantee is then exactly ``(ε₁, δ₁)``.
+Without a budget nothing is filtered (as on the training side) and the reads compose by basic
+composition.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 import numpy as np
 
-from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon
+from botorch_dp.privacy.analysis.gdp import compose_gdp, gdp_epsilon, gdp_mu
 from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
 from botorch_dp.privacy.checks import check_choice
 from botorch_dp.privacy.ledger.events import (
@@ -74,13 +101,16 @@ __all__ = [
     "check_training_admits",
     "check_validation_admits",
     "event_rdp",
+    "approximate_validation_parts",
     "filter_order",
     "gdp_only",
     "merged_history",
     "rdp_grid_epsilon",
     "remaining_validation_mu",
+    "rest_mu_budget",
     "training_epsilon_of",
     "training_rdp_curve",
+    "validation_composition",
     "validation_epsilon_of",
     "validation_rdp_curve",
 ]
@@ -138,15 +168,57 @@ def rdp_grid_epsilon(rdp: np.ndarray, delta: float) -> tuple[float, float | None
     return (math.inf, None) if not math.isfinite(epsilon) else (epsilon, float(order))
 
 
-def remaining_validation_mu(budget: float | None, spent: Sequence[ValidationEvent]) -> float:
+def approximate_validation_parts(
+    events: Sequence[ValidationEvent],
+) -> tuple[float, float, list[ValidationEvent]]:
+    r"""``(Σ ε_i, Σ δ_i)`` of the ``ValidationApproximateDP`` entries, and the other entries in order."""
+    approx = [e for e in events if isinstance(e, ValidationApproximateDP)]
+    rest: list[ValidationEvent] = [e for e in events if not isinstance(e, ValidationApproximateDP)]
+    return float(sum(e.epsilon for e in approx)), float(sum(e.delta for e in approx)), rest
+
+
+def rest_mu_budget(epsilon: float, delta: float, gdp: bool) -> float:
+    r"""The largest ``μ`` whose conversion at ``delta`` is at most ``epsilon``: the exact GDP one
+    (``gdp_mu``) when ``gdp``, else the RDP conversion of ``α μ²/2`` on the grid, whose closed form is
+    ``μ² = max_α 2(ε − c_α)/α`` with ``c_α = log(1 − 1/α) − (log δ + log α)/(α − 1)``
+    (``rdp_curve_epsilon``'s rule); 0 when no ``μ > 0`` fits."""
+    if epsilon < 0.0:
+        return 0.0
+    if gdp:
+        return gdp_mu(epsilon, delta)
+    slack = np.log1p(-1.0 / ORDERS) - (math.log(delta) + np.log(ORDERS)) / (ORDERS - 1.0)
+    best = float(np.max(2.0 * (epsilon - slack) / ORDERS))
+    return math.sqrt(best) if best > 0.0 else 0.0
+
+
+def _rest_budget(budget: float, delta_b: float, entries: Sequence[ValidationEvent]) -> float | None:
+    r"""``μ_G`` (GDP-only rest) or ``μ'_G`` (rest with RDP entries) that the ``(ε, δ)`` entries of ``entries``
+    leave for the rest under the budget ``(μ_B, δ_B)``; None when they leave no room (module docstring)."""
+    eps_b = gdp_epsilon(budget, delta_b)
+    eps_a, delta_a, rest = approximate_validation_parts(entries)
+    if eps_a > eps_b * (1.0 + BUDGET_RTOL) or delta_a > delta_b * (1.0 - BUDGET_RTOL):
+        return None
+    return rest_mu_budget(max(eps_b - eps_a, 0.0), delta_b - delta_a, gdp_only(rest))
+
+
+def remaining_validation_mu(
+    budget: float | None, spent: Sequence[ValidationEvent], delta_b: float | None = None
+) -> float:
     r"""The μ of the largest further Gaussian release the budget allows after ``spent``.
 
     ``sqrt(budget² − spent²)`` clipped at 0 (``inf`` without a budget); with RDP entries the
-    largest μ with spent(α) + α μ²/2 ≤ α budget²/2 at every grid order."""
+    largest μ with spent(α) + α μ²/2 ≤ α budget²/2 at every grid order; with ``(ε, δ)`` entries the
+    same against the rest's budget ``μ_G`` at the ledger's ``validation_delta`` ``delta_b`` (0 without
+    one: the sole entry it is then admitted as)."""
     if budget is None or math.isinf(budget):
         return math.inf
     if any(isinstance(e, ValidationApproximateDP) for e in spent):
-        return 0.0  # the sole entry it is admitted as: nothing after it (module docstring)
+        if delta_b is None:
+            return 0.0
+        mu_g = _rest_budget(budget, delta_b, spent)
+        if mu_g is None:
+            return 0.0
+        budget, spent = mu_g, approximate_validation_parts(spent)[2]
     if not gdp_only(spent):
         room = budget * budget - 2.0 * validation_rdp_curve(spent) / ORDERS
         return math.sqrt(max(float(np.min(room)), 0.0))
@@ -157,7 +229,11 @@ def remaining_validation_mu(budget: float | None, spent: Sequence[ValidationEven
 
 
 def check_validation_admits(
-    budget: float | None, spent: Sequence[ValidationEvent], new: Sequence[ValidationEvent], what: str
+    budget: float | None,
+    spent: Sequence[ValidationEvent],
+    new: Sequence[ValidationEvent],
+    what: str,
+    delta_b: float | None = None,
 ) -> None:
     r"""Raise ``PrivacyBudgetExceeded`` unless ``new`` (all of it) fits the budget after ``spent``.
 
@@ -166,11 +242,16 @@ def check_validation_admits(
         spent: Everything recorded and reserved so far (all runs).
         new: The events to admit together (a step's worst case).
         what: How the error names ``new`` (e.g. ``"a step with mu=0.2"``).
+        delta_b: The ledger's ``validation_delta``: the δ at which ``(ε, δ)`` entries are composed with
+            the rest under the budget (None: such an entry only as the side's sole entry).
     """
     if budget is None or math.isinf(budget) or not new:
         return
     if any(isinstance(e, ValidationApproximateDP) for e in [*spent, *new]):
-        _check_sole_approximate_admits(budget, spent, new, what)
+        if delta_b is None:
+            _check_sole_approximate_admits(budget, spent, new, what)
+        else:
+            _check_composed_admits(budget, delta_b, spent, new, what)
         return
     if gdp_only(spent) and gdp_only(new):
         spent_mu = compose_gdp(e.mu for e in spent)
@@ -223,24 +304,90 @@ def _check_sole_approximate_admits(
         )
 
 
+def _check_composed_admits(
+    budget: float, delta_b: float, spent: Sequence[ValidationEvent], new: Sequence[ValidationEvent], what: str
+) -> None:
+    r"""The filter with ``ValidationApproximateDP`` entries and a ``validation_delta`` ``δ_B``: the side composed
+    at ``δ_B`` must be a statement ``μ_B``-GDP makes (module docstring)."""
+    entries = [*spent, *new]
+    eps_b = gdp_epsilon(budget, delta_b)
+    eps_a, delta_a, rest = approximate_validation_parts(entries)
+    target = (
+        f"the budget mu={budget:.6g} GDP states (epsilon={eps_b:.6g}, delta={delta_b:.3g}) at the ledger's "
+        f"validation_delta, and the validation side composed there must stay within it (see privacy.ledger.filters)"
+    )
+    mu_g = _rest_budget(budget, delta_b, entries)
+    if mu_g is None and not rest and eps_a <= eps_b * (1.0 + BUDGET_RTOL) and delta_a <= delta_b * (1.0 + BUDGET_RTOL):
+        return  # the (ε, δ) entries alone, all of δ_B theirs
+    if mu_g is None:
+        no_room = ", which leaves no delta for the other releases" if rest else ""
+        raise PrivacyBudgetExceeded(
+            f"Validation privacy budget exceeded: {what} would bring the (epsilon, delta) entries of the "
+            f"validation side to (epsilon={eps_a:.6g}, delta={delta_a:.3g}) by basic composition{no_room}; "
+            f"{target}. Nothing was released."
+        )
+    if not rest:
+        return
+    left = f"the (epsilon, delta) entries (epsilon={eps_a:.6g}, delta={delta_a:.3g}) leave"
+    if gdp_only(rest):
+        mu_r = compose_gdp(e.mu for e in rest)
+        if mu_r > mu_g * (1.0 + BUDGET_RTOL):
+            raise PrivacyBudgetExceeded(
+                f"Validation privacy budget exceeded: {what} would bring the Gaussian part of the validation side "
+                f"to mu={mu_r:.6g}, above the mu={mu_g:.6g} that {left} for it at delta={delta_b - delta_a:.3g} "
+                f"(composed: epsilon={eps_a + gdp_epsilon(mu_r, delta_b - delta_a):.6g}); {target}. "
+                "Nothing was released."
+            )
+        return
+    curve, allowed = validation_rdp_curve(rest), gaussian_rdp(mu_g)
+    with np.errstate(invalid="ignore"):
+        over = curve > allowed * (1.0 + BUDGET_RTOL)
+    if np.any(over):
+        i = int(np.argmax(np.where(over, curve / np.maximum(allowed, 1e-300), -np.inf)))
+        raise PrivacyBudgetExceeded(
+            f"Validation privacy budget exceeded: {what} would bring the summed RDP of the validation side's "
+            f"other releases at order alpha={ORDERS[i]:g} to {curve[i]:.6g}, above alpha*mu^2/2 = {allowed[i]:.6g} "
+            f"for the mu={mu_g:.6g} that {left} for them at delta={delta_b - delta_a:.3g} (every order of "
+            f"RDP_ORDERS must stay within it); {target}. Nothing was released."
+        )
+
+
+def validation_composition(events: Sequence[ValidationEvent], delta: float) -> dict[str, Any]:
+    r"""How validation ``events`` compose at ``delta`` (``validation_epsilon_of``'s parts, for the report):
+    ``epsilon`` (the total), ``approximate_epsilon`` and ``approximate_delta`` (``Σ ε_i``, ``Σ δ_i`` of the
+    ``(ε, δ)`` entries, by basic composition), ``rest_delta`` (``δ − Σ δ_i``, at which the other entries
+    are converted; None when none is left or there are none), ``rest_epsilon``, ``rest_mu`` (their
+    composed μ when they are GDP only) and ``rest_rdp_order`` (the grid order of their RDP conversion)."""
+    eps_a, delta_a, rest = approximate_validation_parts(events)
+    parts: dict[str, Any] = {
+        "approximate_epsilon": eps_a,
+        "approximate_delta": delta_a,
+        "rest_delta": None,
+        "rest_epsilon": 0.0,
+        "rest_mu": compose_gdp(e.mu for e in rest) if gdp_only(rest) else None,
+        "rest_rdp_order": None,
+    }
+    if len(rest) < len(events):
+        if delta_a > delta * (1.0 + BUDGET_RTOL):
+            return {**parts, "rest_epsilon": math.inf, "epsilon": math.inf}
+        if not rest:
+            return {**parts, "epsilon": eps_a}
+        delta = delta - delta_a
+        if delta <= 0.0:
+            return {**parts, "rest_epsilon": math.inf, "epsilon": math.inf}
+    parts["rest_delta"] = delta
+    if gdp_only(rest):
+        parts["rest_epsilon"] = gdp_epsilon(compose_gdp(e.mu for e in rest), delta)
+    else:
+        parts["rest_epsilon"], parts["rest_rdp_order"] = rdp_grid_epsilon(validation_rdp_curve(rest), delta)
+    return {**parts, "epsilon": eps_a + parts["rest_epsilon"]}
+
+
 def validation_epsilon_of(events: Sequence[ValidationEvent], delta: float) -> float:
     r"""ε at ``delta`` of validation ``events`` composed: the exact GDP conversion while they are GDP
     only, the RDP conversion otherwise, and ``ValidationApproximateDP`` entries by basic composition
     (``Σ ε_i`` plus the rest converted at the ``δ − Σ δ_i`` they leave; ``inf`` when none is left)."""
-    approx = [e for e in events if isinstance(e, ValidationApproximateDP)]
-    rest = [e for e in events if not isinstance(e, ValidationApproximateDP)]
-    eps_a, delta_a = float(sum(e.epsilon for e in approx)), float(sum(e.delta for e in approx))
-    if approx:
-        if delta_a > delta * (1.0 + BUDGET_RTOL):
-            return math.inf
-        if not rest:
-            return eps_a
-        delta = delta - delta_a
-        if delta <= 0.0:
-            return math.inf
-    if gdp_only(rest):
-        return eps_a + gdp_epsilon(compose_gdp(e.mu for e in rest), delta)
-    return eps_a + rdp_grid_epsilon(validation_rdp_curve(rest), delta)[0]
+    return float(validation_composition(events, delta)["epsilon"])
 
 
 # --------------------------------------------------------------------------- training

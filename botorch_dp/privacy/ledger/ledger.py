@@ -73,6 +73,11 @@ class PrivacyLedger:
 
     Args:
         validation_mu_budget: Optional total GDP budget μ for the validation data.
+        validation_delta: Optional δ at which the validation budget admits ``ValidationApproximateDP``
+            ``(ε, δ)`` entries composed with other validation releases: the side composed at this δ
+            (``Σ ε_i`` plus the rest converted at the δ the entries leave) must be a statement
+            ``validation_mu_budget``-GDP makes (``filters``). None: such an entry only as the
+            validation side's sole entry.
         training_epsilon_budget: Optional ε budget for the training data; needs ``training_delta``.
         training_delta: δ at which training ε is measured (budget and report).
         training_accountant: ``"rdp"`` or ``"prv"`` (used only while every training entry
@@ -87,7 +92,7 @@ class PrivacyLedger:
         dataset: The dataset's name in ``storage`` (needed with it, refused without).
     """
 
-    #: Version of ``state_dict`` (``ledger.state``): 5 gives every entry a release id.
+    #: Version of ``state_dict`` (``ledger.state``): 7 stores ``validation_delta``.
     STATE_VERSION = STATE_VERSION
     BUDGET_RTOL = BUDGET_RTOL
     #: The public order grid of the ledger's RDP curves, both sides (``TRAINING_RDP_ORDERS``).
@@ -104,6 +109,7 @@ class PrivacyLedger:
         self,
         *,
         validation_mu_budget: float | None = None,
+        validation_delta: float | None = None,
         training_epsilon_budget: float | None = None,
         training_delta: float | None = None,
         training_accountant: str = "rdp",
@@ -113,6 +119,7 @@ class PrivacyLedger:
     ) -> None:
         self._accounts = LedgerAccounts(
             validation_mu_budget=validation_mu_budget,
+            validation_delta=validation_delta,
             training_epsilon_budget=training_epsilon_budget,
             training_delta=training_delta,
             training_accountant=training_accountant,
@@ -137,6 +144,12 @@ class PrivacyLedger:
     @validation_mu_budget.setter
     def validation_mu_budget(self, value: float | None) -> None:
         self._accounts.validation_mu_budget = value
+
+    @property
+    def validation_delta(self) -> float | None:
+        r"""δ at which the validation budget composes ``(ε, δ)`` entries with the rest (None: such an
+        entry only as the side's sole entry)."""
+        return self._accounts.validation_delta
 
     @property
     def training_epsilon_budget(self) -> float | None:
@@ -382,7 +395,7 @@ class PrivacyLedger:
 
     # ---------------------------------------------------------------- persistence
     def state_dict(self) -> dict[str, Any]:
-        r"""The ledger's records and settings as plain values (``json.dumps``-able; version 6).
+        r"""The ledger's records and settings as plain values (``json.dumps``-able; version 7).
 
         Reservations are not part of it (they are no records). Infinite μ or ε(α) is stored as
         ``float("inf")``, which Python's ``json`` writes as ``Infinity`` and reads back.

@@ -1,8 +1,11 @@
 r"""The ledger's state as plain JSON values: ``state_dict`` and its checked decoding.
 
-Version 6 (this one) adds validation ``(ε, δ)`` entries (``ValidationApproximateDP``,
-``{"description", "epsilon", "delta"}``); version 5 gave every entry its ``release_id`` and is
-read unchanged (it has no such entry); versions 4 (validation RDP
+Version 7 (this one) adds the setting ``validation_delta`` (the δ at which a validation budget
+composes ``(ε, δ)`` entries with the rest; ``filters``); a version-6 state, which has none, is read
+with ``validation_delta = None`` (the rule it was written under: such an entry only as the side's
+sole entry), its entries unchanged. Version 6 added validation ``(ε, δ)`` entries
+(``ValidationApproximateDP``, ``{"description", "epsilon", "delta"}``); version 5 gave every entry
+its ``release_id`` and is read unchanged (it has no such entry); versions 4 (validation RDP
 entries), 3 (pure ε-DP releases, training mechanisms) and 2 (Gaussian releases and DP-SGD
 runs) are read, their entries given ``legacy:`` ids that depend only on ``(side, run_id,
 key)`` — unique in those versions — so that one old state loaded twice is merged, not
@@ -27,9 +30,16 @@ from botorch_dp.privacy.ledger.events import (
 
 __all__ = ["STATE_VERSION", "SETTINGS", "decode_state", "encode_state"]
 
-STATE_VERSION = 6
+STATE_VERSION = 7
 #: The settings stored with a ledger (its budgets, δ, accountant, PRV accuracy).
-SETTINGS = ("validation_mu_budget", "training_epsilon_budget", "training_delta", "training_accountant", "prv_eps_error")
+SETTINGS = (
+    "validation_mu_budget",
+    "validation_delta",
+    "training_epsilon_budget",
+    "training_delta",
+    "training_accountant",
+    "prv_eps_error",
+)
 
 _VALIDATION_SHAPES = {
     2: ({"run_id", "key", "mu"},),
@@ -49,6 +59,7 @@ _VALIDATION_SHAPES[6] = _VALIDATION_SHAPES[5] + (
     {"release_id", "run_id", "key", "description", "epsilon", "delta"},  # a ValidationApproximateDP entry
 )
 _TRAINING_SHAPES[6] = _TRAINING_SHAPES[5]
+_VALIDATION_SHAPES[7], _TRAINING_SHAPES[7] = _VALIDATION_SHAPES[6], _TRAINING_SHAPES[6]  # 7 adds a setting only
 
 
 def encode_state(settings: Mapping[str, Any], records: Sequence[Record]) -> dict[str, Any]:
@@ -105,8 +116,10 @@ def _settings(state: Mapping[str, Any]) -> dict[str, Any]:
     budget = state.get("validation_mu_budget")
     eps_budget = state.get("training_epsilon_budget")
     delta = state.get("training_delta")
+    validation_delta = state.get("validation_delta") if state.get("version") == STATE_VERSION else None
     settings = {
         "validation_mu_budget": None if budget is None else check_positive(budget, "validation_mu_budget"),
+        "validation_delta": None if validation_delta is None else check_delta(validation_delta, "validation_delta"),
         "training_epsilon_budget": None
         if eps_budget is None
         else check_positive(eps_budget, "training_epsilon_budget"),
@@ -138,7 +151,7 @@ def decode_state(state: Any) -> tuple[dict[str, Any], list[Record]]:
             f"new ledger (version {STATE_VERSION}), and add what the old one recorded by hand if needed."
         )
     if isinstance(version, bool) or version not in _VALIDATION_SHAPES:
-        raise ValueError(f"Unsupported ledger state version {version!r} (expected {STATE_VERSION}, 5, 4, 3 or 2).")
+        raise ValueError(f"Unsupported ledger state version {version!r} (expected {STATE_VERSION}, 6, 5, 4, 3 or 2).")
     if version >= 3:
         orders = state.get("rdp_orders")
         if not (

@@ -36,6 +36,7 @@ from botorch_dp.privacy.ledger.filters import (
     remaining_validation_mu,
     training_epsilon_of,
     training_rdp_curve,
+    validation_composition,
     validation_epsilon_of,
     validation_rdp_curve,
 )
@@ -161,7 +162,9 @@ class ValidationReads:
     def remaining_mu(self) -> float:
         r"""The μ of the largest further Gaussian release the budget allows, counting every record
         and reservation of all runs (``inf`` without a budget)."""
-        return remaining_validation_mu(self._accounts.validation_budget(), self._accounts.spent("validation"))
+        return remaining_validation_mu(
+            self._accounts.validation_budget(), self._accounts.spent("validation"), self._accounts.validation_delta
+        )
 
     @synced
     def check_admits(self, bound: Mapping[str, Any], what: str = "the next release") -> None:
@@ -244,9 +247,11 @@ def ledger_report(accounts: LedgerAccounts, delta: float, *, training_delta: flo
         of every kind, all runs), ``num_runs``, ``mu_budget``, ``remaining_mu``, ``pure_releases``
         (``{"run_id", "key", "epsilon", "mu"}`` each), ``approximate_dp`` (``{"run_id", "key",
         "description", "epsilon", "delta"}`` of each ``(ε, δ)`` entry, composed by basic
-        composition) and, with RDP or ``(ε, δ)`` entries, ``rdp_order`` (None when an ``(ε, δ)``
-        entry leaves no RDP conversion) and ``rdp_releases`` (``{"run_id", "key", "description"}``
-        each); training
+        composition), with such entries ``composition`` (``rule`` in words and the parts of
+        ``filters.validation_composition``: ``Σ ε_i``, ``Σ δ_i``, the δ left for the other releases and
+        their ε), with a ``validation_delta`` ``budget_delta``, and, with RDP or ``(ε, δ)`` entries,
+        ``rdp_order`` (None when an ``(ε, δ)`` entry leaves no RDP conversion) and ``rdp_releases``
+        (``{"run_id", "key", "description"}`` each); training
         ``accountant``, ``accountant_reason``, ``epsilon``, ``delta``, ``rdp_order``,
         ``num_runs``, ``num_dp_sgd_runs``, ``num_mechanisms`` (RDP curves and ``(ε, δ)``
         entries), ``epsilon_budget`` and ``approximate_dp`` (``{"run_id", "description",
@@ -286,6 +291,16 @@ def ledger_report(accounts: LedgerAccounts, delta: float, *, training_delta: flo
             if isinstance(e, ValidationApproximateDP)
         ],
     }
+    if accounts.validation_delta is not None:
+        validation["budget_delta"] = accounts.validation_delta
+    if validation["approximate_dp"]:
+        validation["composition"] = {
+            "rule": (
+                "basic composition: the (epsilon, delta) entries' epsilons and deltas added, the other releases "
+                "converted at the delta they leave"
+            ),
+            **validation_composition(events, delta),
+        }
     if not gdp_only(events):
         validation["rdp_order"] = rdp_grid_epsilon(validation_rdp_curve(events), delta)[1]
         validation["rdp_releases"] = [

@@ -28,6 +28,7 @@ def test_in_memory_ledger_is_the_default_and_refuses_to_be_copied_into_a_worker(
     assert set(state) == {
         "version",
         "validation_mu_budget",
+        "validation_delta",
         "training_epsilon_budget",
         "training_delta",
         "training_accountant",

@@ -26,7 +26,8 @@ SURFACE = {
     PrivacyLedger: {
         *("charge", "charge_training", "cancel_reservations", "settle_run", "reservation_holders"),
         *("records", "report", "state_dict", "load_state_dict", "from_state_dict"),
-        *("validation_mu_budget", "training_epsilon_budget", "training_delta", "training_accountant"),
+        *("validation_mu_budget", "validation_delta", "training_epsilon_budget", "training_delta"),
+        "training_accountant",
         *("prv_eps_error", "dataset", "storage_url", "STATE_VERSION", "BUDGET_RTOL", "RDP_ORDERS"),
     },
     ValidationReads: {

@@ -31,7 +31,7 @@ def test_state_dict_json_round_trip_does_not_double_count():
     spend(ledger, 0.5, "run-b", 0)
     train(ledger, RUNS[:2])
     state = ledger.state_dict()
-    assert state["version"] == 6 == PrivacyLedger.STATE_VERSION
+    assert state["version"] == 7 == PrivacyLedger.STATE_VERSION
     first = state["validation_steps"][0]
     assert {k: v for k, v in first.items() if k != "release_id"} == {"run_id": "run-a", "key": "step-0000", "mu": 0.1}
     assert len(first["release_id"]) == 32
@@ -124,7 +124,7 @@ def _v3_ledger():
 def test_state_v3_json_round_trip_with_curves_and_pure_releases():
     ledger = _v3_ledger()
     state = ledger.state_dict()
-    assert state["version"] == 6 and state["rdp_orders"] == list(TRAINING_RDP_ORDERS)
+    assert state["version"] == 7 and state["rdp_orders"] == list(TRAINING_RDP_ORDERS)
     select = {k: v for k, v in state["validation_steps"][1].items() if k != "release_id"}
     assert select == {"run_id": "run-a", "key": "select", "mu": pure_dp_to_gdp_mu(1.0), "epsilon": 1.0}
     assert [e["run_id"] for e in state["training_runs"]] == ["eval-0000", "amp-0001", 7]
@@ -158,7 +158,7 @@ def test_old_v2_state_still_loads():
     fresh = PrivacyLedger()
     record_runs(fresh, [("eval-0", 1.1, 0.02, 100), (4, 0.9, 0.05, 40)])
     assert ledger.training.epsilon(1e-6) == fresh.training.epsilon(1e-6)
-    assert ledger.state_dict()["version"] == 6  # written back as version 6
+    assert ledger.state_dict()["version"] == 7  # written back as version 7
     assert PrivacyLedger.from_state_dict(ledger.state_dict()).state_dict() == ledger.state_dict()
     # its records got ids that depend only on (side, run id, key): loading it twice is one copy
     assert [r.release_id for r in ledger.validation.records()][0] == 'legacy:validation:"run-a":step-0000'
