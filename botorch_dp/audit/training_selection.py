@@ -33,9 +33,9 @@ so ``claimed_mu``/``empirical_mu_lower`` compare in μ units at the counted fals
 bound (``statistics.assess``) and ``empirical_epsilon_lower`` is
 ``max(log((1 − δ − β̄)/ᾱ), log((1 − δ − ᾱ)/β̄))`` from the Clopper–Pearson bounds; the lower
 bound exceeds the claim exactly when that ``ε`` exceeds the claimed one. At the defaults
-(``ε = 2``, ``δ = 10⁻⁵``, ``E[K] = 2``: ``μ₀ ≈ 0.431``) the exact ``ε`` of this design at
-``δ`` is about 1.76 (quadrature), but a test on ``10⁵`` runs sees only rates above about
-``10⁻³`` and bounds it near 1; the scores at half their noise (``ε ≈ 3.8`` exactly) are
+(``ε = 2``, ``δ = 10⁻⁵``, ``E[K] = 2``: ``μ₀ ≈ 0.434``) the exact ``ε`` of this design at
+``δ`` is about 1.78 (quadrature), but a test on ``10⁵`` runs sees only rates above about
+``10⁻³`` and bounds it near 1; the scores at half their noise (``ε ≈ 3.9`` exactly) are
 shown above 2 at that size.
 """
 
