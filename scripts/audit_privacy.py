@@ -7,9 +7,10 @@ the private baselines, ``fit_amp``) on worst-case neighbouring datasets built in
 objective, runs it many times on each, and prints the μ the library claimed for those runs
 (from their ledger or guarantee) next to an empirical μ and its one-sided 95%
 Clopper–Pearson lower bound (thresholds chosen on held-out runs). A lower bound above the
-claim means the release spends more than it claims. AMP claims a privacy profile δ(ε), not
-a μ: its row compares the audit's rates with the trade-off curve that profile implies, in μ
-units at the audit's false-positive rate, and also gives ε at δ (claimed, and a 95% lower bound).
+claim means the release spends more than it claims. AMP claims a privacy profile δ(ε), and
+the selection over training runs (``training_selection_score``) one (ε, δ) pair, not a μ:
+their rows compare the audit's rates with the trade-off curve the claim implies, in μ units at
+the audit's false-positive rate, and also give ε at δ (claimed, and a 95% lower bound).
 
     python scripts/audit_privacy.py --quick --json    # about 2.5 minutes; --jobs 2: about 1.5
     python scripts/audit_privacy.py                   # thousands of runs per row (long)
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     with torch_threads(args.threads):
         results = audit_all(quick=args.quick, seed=args.seed, **options)
     keys = ("mechanism", "claimed_mu", "empirical_mu", "empirical_mu_lower", "num_runs")
-    epsilon_keys = ("delta", "claimed_epsilon", "empirical_epsilon_lower")  # audits run at a δ (AMP)
+    epsilon_keys = ("delta", "claimed_epsilon", "empirical_epsilon_lower")  # audits at a δ (AMP, selection)
     rows = [
         {k: v for k, v in r.to_dict().items() if k in keys or (k in epsilon_keys and v is not None)} for r in results
     ]

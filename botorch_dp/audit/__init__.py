@@ -1,5 +1,5 @@
-r"""Empirical privacy audits: statistical lower bounds on the μ each release of the package
-really spends, measured on the path a user takes.
+r"""Empirical privacy audits: statistical lower bounds on the μ (or, for an ``(ε, δ)`` claim,
+the ε at δ) each release of the package really spends, measured on the path a user takes.
 
 ``statistics`` holds the test (rates, Clopper–Pearson bounds, trade-off curves,
 ``run_audit``); ``registry`` the rows and ``audit_all``. Each scenario module registers its
@@ -14,7 +14,9 @@ rows on import, in the order listed here, which is the order of ``audit_all``:
 - ``adaptive_clip``: ``clip_bound="adaptive"``'s noisy count;
 - ``baselines``: private random search's and DP-HyPO's trial scores;
 - ``amp``: one AMP training release through ``fit_amp``;
-- ``one_call``: ``tune``'s noisy score of a configuration (its choice among configurations).
+- ``one_call``: ``tune``'s noisy score of a configuration (its choice among configurations);
+- ``training_selection``: the released score of a private selection over training runs
+  (``protect="both"``), against the profile's ``(ε, δ)`` charge on the validation users.
 
 Every row drives the library the way a user does (``DPGIBO`` ``ask``/``tell`` or ``run``,
 the baseline functions, ``fit_amp``, ``tune``), reads its statistic from what the call returns and
@@ -32,6 +34,7 @@ from botorch_dp.audit import adaptive_clip  # noqa: F401
 from botorch_dp.audit import baselines  # noqa: F401
 from botorch_dp.audit import amp  # noqa: F401
 from botorch_dp.audit import one_call  # noqa: F401
+from botorch_dp.audit import training_selection  # noqa: F401
 from botorch_dp.audit.registry import AuditRow, audit_all, audit_row, registered_rows
 from botorch_dp.audit.statistics import (
     AuditResult,
