@@ -176,22 +176,33 @@ def _selection(distribution: str, tnb_eta: float = 1.0, accounting: str = "rdp")
 
 
 def proxy_then_train(settings: Settings, dataset: str, seed: int, epsilon: float) -> dict[str, Any]:
-    r"""``tune_on_proxy_then_train``: ``configurations`` random points tried on the public slice, then
-    one DP-SGD training at the whole ε on the private records."""
+    r"""``tune_on_proxy_then_train``: the three documented defaults (``DEFAULTS``) and ``configurations``
+    random points searched on the public slice (the library's search: each trained 3 times, the 3 best
+    again with fresh noise), then one DP-SGD training at the whole ε on the private records. Before
+    2026-11-29 17:00 UTC this arm trained each of the random points once (no defaults)."""
     from botorch_dp.methods.cheap_tuning import tune_on_proxy_then_train
 
     data, proxy = load_split(settings, dataset, seed)
     objective = make_objective(settings, data, seed)
     result = tune_on_proxy_then_train(
-        objective, None, proxy, epsilon=epsilon, delta=settings.target_delta, tuner=settings.configurations, seed=seed
+        objective,
+        None,
+        proxy,
+        epsilon=epsilon,
+        delta=settings.target_delta,
+        tuner=settings.configurations,
+        seed=seed,
+        defaults=list(DEFAULTS.values()),
     )
+    search = result.settings["search"]
     return {
         **test_metrics(result.model, data),
         "sigma": float(result.settings["final_noise_multiplier"]),
         "trainings": 1,
         "ledger_epsilon": _ledger_epsilon(objective, settings.target_delta),
         "hyperparameters": result.hyperparameters,
-        "public_trainings": settings.configurations,
+        "public_trainings": search["proxy_trainings"],
+        "proxy_search": search,
     }
 
 
@@ -322,7 +333,8 @@ ARMS: dict[str, Arm] = {
     ),
     "proxy then train": Arm(
         "private",
-        "tune_on_proxy_then_train: random configurations on the public slice, one final training at ε",
+        "tune_on_proxy_then_train: the three defaults and random configurations searched on the public slice "
+        "(3 trainings each, the 3 best again with fresh noise), one final training at ε",
         proxy_then_train,
     ),
     "subsample then train": Arm(

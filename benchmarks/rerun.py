@@ -52,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     for job in experiment.experiment_jobs(settings, context):
         if job.kind != args.kind or job.budget_from is not None or job.kwargs.get("seed") not in seeds:
             continue
-        if epsilons is not None and float(job.kwargs.get("epsilon", "nan")) not in epsilons:
-            continue
+        epsilon = job.kwargs.get("epsilon")
+        if epsilons is not None and (epsilon is None or float(epsilon) not in epsilons):
+            continue  # a job without an epsilon (a non-private reference) is not one of those asked for
         key = store.key(job.kind, dict(job.kwargs))
         if store.get(key) is not None:
             continue

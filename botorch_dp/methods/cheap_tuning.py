@@ -15,6 +15,7 @@ import dataclasses
 import math
 import secrets
 import uuid
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,6 +33,13 @@ from botorch_dp.methods.cheap_plan import (
     final_only_noise,
     plan_subsample_tuning,
 )
+from botorch_dp.methods.proxy_search import (
+    DEFAULT_FINALISTS,
+    DEFAULT_REPEATS,
+    ProxySearch,
+    natural_configurations,
+    with_defaults,
+)
 from botorch_dp.objectives.charged import TrainingTicket, shared_training_rows
 from botorch_dp.objectives.datasets import ClassificationData
 from botorch_dp.objectives.search_space import SearchSpace
@@ -40,6 +48,7 @@ from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.checks import check_choice, check_delta, check_positive, check_positive_int, check_probability
 from botorch_dp.privacy.ledger import DPSGDRun, Gaussian, TrainingMechanism
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
+from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training.dp_sgd import DPSGDConfig
 from botorch_dp.utils import child_seeds
 
@@ -99,15 +108,7 @@ def _configurations(space: SearchSpace, tuner: Any, seed: int | None) -> list[Co
         ]
     if not isinstance(tuner, Sequence) or isinstance(tuner, str) or not tuner:
         raise ValueError(f"tuner must be a positive int or a non-empty list of configurations, got {tuner!r}.")
-    out = []
-    for j, values in enumerate(tuner):
-        if not isinstance(values, Mapping):
-            raise ValueError(f"tuner[{j}] must be a mapping of hyperparameter names to values, got {values!r}.")
-        categorical = {h.name for h in space.categoricals}
-        choice = {k: v for k, v in values.items() if k in categorical and k not in space.fixed}
-        continuous = {k: v for k, v in values.items() if k not in categorical}
-        out.append((choice, space.from_natural(continuous).to(torch.float64)))
-    return out
+    return natural_configurations(space, tuner, "tuner")
 
 
 def _natural(space: SearchSpace, config: Configuration) -> dict[str, Any]:
@@ -314,15 +315,20 @@ def _check_public(objective: TorchModelTuningObjective, proxy: ClassificationDat
         )
 
 
-def _proxy_copy(objective: TorchModelTuningObjective, proxy: ClassificationData, sigma: float) -> Any:
+def _proxy_copy(
+    objective: TorchModelTuningObjective, proxy: ClassificationData, sigma: float, noise_seed: int | None = None
+) -> Any:
     r"""The objective on the public proxy at the private final run's ``(q, steps)``, with σ scaled by
-    ``m_proxy/m`` so that the per-step noise over the expected batch (σ/(q·m)) is the private run's."""
+    ``m_proxy/m`` so that the per-step noise over the expected batch (σ/(q·m)) is the private run's;
+    each of its runs draws its own noise stream (from ``noise_seed`` and its run index, or OS entropy)."""
     _check_public(objective, proxy)
     k = _run_shape(objective)[2]
     scaled = sigma * len(proxy.y_train) / objective.num_training_records
     dp = DPSGDConfig(noise_multiplier=scaled, max_grad_norm=objective.run_dp_sgd.max_grad_norm)  # type: ignore[union-attr]
     training = dataclasses.replace(objective.training, batches_per_epoch=k)
-    return objective.with_data(proxy, dp_sgd=dp, training=training, noise_seed=None)  # a fresh ledger of its own
+    with warnings.catch_warnings():  # a seeded copy on public data: no guarantee is at stake
+        warnings.simplefilter("ignore", PrivacyWarning)
+        return objective.with_data(proxy, dp_sgd=dp, training=training, noise_seed=noise_seed)  # its own ledger
 
 
 def _proxy_best(copy: Any, configs: list[Configuration]) -> tuple[int, Tensor]:
@@ -339,13 +345,20 @@ def tune_on_proxy_then_train(
     delta: float,
     tuner: int | Sequence[Mapping[str, Any]] = 8,
     seed: int | None = None,
+    repeats: int = DEFAULT_REPEATS,
+    finalists: int = DEFAULT_FINALISTS,
+    defaults: Sequence[Mapping[str, Any]] | None = None,
 ) -> CheapTuneResult:
     r"""Tune on a PUBLIC proxy at no privacy cost, then one DP-SGD training on the private data at the whole ε.
 
     The proxy trials simulate the private final run: DP-SGD at its ``(q, steps)`` with σ_f scaled
-    by ``m_proxy/m`` (the same noise per expected batch), selected by the proxy's own validation
+    by ``m_proxy/m`` (the same noise per expected batch), compared by the proxy's own validation
     loss; they are charged to the proxy copy's own ledger, never to the objective's. A proxy that
-    shares a training record with the objective is refused.
+    shares a training record with the objective is refused. The search (``methods.proxy_search``):
+    the public ``defaults`` and the ``tuner``'s configurations are each trained ``repeats`` times on
+    the proxy (own noise streams), the ``finalists`` best by their mean loss are trained ``repeats``
+    more times with fresh noise, and the lowest fresh mean wins. Nothing private is read before
+    the final run: its privacy is that of the one final run, whatever the search costs in time.
 
     Args:
         objective: As in ``tune_on_subsample``.
@@ -353,24 +366,36 @@ def tune_on_proxy_then_train(
         proxy: Public data, a ``ClassificationData`` or a tuple (its validation split scores the trials).
         epsilon: ε of the final run (the whole procedure) for the training records.
         delta: δ.
-        tuner: The number of random configurations, or a list of them.
-        seed: Public seed of the configurations.
+        tuner: The number of random configurations, or a list of them (natural units).
+        seed: Public seed of the configurations and of the proxy trainings' noise (``None``: OS entropy).
+        repeats: Proxy trainings per candidate (and per finalist).
+        finalists: Candidates retrained with fresh noise after the screening (1: none).
+        defaults: Public default configurations always among the candidates (natural units; None:
+            the centre of the space, the untuned run's default; ``()``: none).
 
     Returns:
-        A ``CheapTuneResult`` (``method="proxy"``).
+        A ``CheapTuneResult`` (``method="proxy"``); ``settings["search"]`` holds the proxy scores.
     """
     objective, space = _common_checks(objective, space, epsilon, delta)
+    search = ProxySearch(repeats, finalists)
     proxy = _as_data(proxy, "proxy")
     _check_public(objective, proxy)
-    configs = _configurations(space, tuner, seed)
+    configs = with_defaults(space, _configurations(space, tuner, seed), defaults)
     rate, steps, _ = _run_shape(objective)
     sigma_f, final_epsilon = final_only_noise(epsilon=epsilon, delta=delta, sample_rate=rate, steps=steps)
     ledger = objective.ledger
     assert ledger is not None
     before = len(ledger.training.run_ids())
-    best, _ = _proxy_best(_proxy_copy(objective, proxy, sigma_f), configs)
+    noise_seed = None if seed is None else child_seeds([int(seed), 41, 2], 1)[0]
+    copy = _proxy_copy(objective, proxy, sigma_f, noise_seed)
+
+    def train_score(config: Configuration) -> float:
+        return float(_bound(copy, config[0])(config[1].reshape(1, -1))[0].mean())  # public data
+
+    outcome = search.choose(train_score, configs)
     if len(ledger.training.run_ids()) != before:
         raise RuntimeError("A proxy trial was charged to the private ledger; the proxy is not public.")
+    best = outcome.index
     model = _final_run(objective, configs[best], sigma_f)
     return CheapTuneResult(
         hyperparameters=_natural(space, configs[best]),
@@ -381,11 +406,17 @@ def tune_on_proxy_then_train(
         f"{final_epsilon:.4g} (sigma_f = {sigma_f:.4g}, q = {rate:.4g}, {steps} steps)",
         carried="the proxy's best hyperparameters, unchanged; the proxy trials ran at the final run's q and steps "
         "with sigma_f * m_proxy/m",
-        settings={"final_noise_multiplier": sigma_f, "configurations": [_natural(space, c) for c in configs]},
+        settings={
+            "final_noise_multiplier": sigma_f,
+            "configurations": [_natural(space, c) for c in configs],
+            "search": {"repeats": search.repeats, **outcome.summary()},
+        },
         ledger=ledger,
         notes=(
-            f"The tuning used no private data: {len(configs)} trainings on the public proxy "
-            f"({len(proxy.y_train)} records, none shared with the training data), nothing recorded for them.",
+            f"The tuning used no private data: {outcome.trainings} trainings on the public proxy "
+            f"({len(configs)} configurations, the defaults among them, {search.repeats} each, then the "
+            f"{len(outcome.finalists)} best again with fresh noise; {len(proxy.y_train)} records, none shared "
+            "with the training data), nothing recorded for them.",
         ),
     )
 

@@ -7,15 +7,18 @@ to the proxy), the best is trained once on the private training records with DP-
 to the tuning (stated in ``MethodRun.procedure``). The validation users' losses are never read:
 ``MethodRun.guarantees["validation"]`` is ``(0, δ)``.
 
-``simulate_training(proxy, seed)`` (``methods.training_proxy``) simulates the procedure on the
-proxy: the configurations chosen by the fitting half's losses at ``σ_f``, then a fresh training at
-the choice, scored on the scoring half.
+The search on the proxy (``methods.proxy_search``): the public defaults (given ones, else the
+centre of the space) and ``num_configurations`` random configurations, each trained ``repeats``
+times with its own noise, the ``finalists`` best trained again with fresh noise, the lowest fresh
+mean loss wins. ``simulate_training(proxy, seed)`` (``methods.training_proxy``) simulates the
+procedure on the proxy: the same search by the fitting half's losses at ``σ_f``, then a fresh
+training at the choice, scored on the scoring half.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +26,7 @@ import torch
 from torch import Tensor
 
 from botorch_dp.methods.protocol import MethodContext, MethodRun, MethodUnavailable
+from botorch_dp.methods.proxy_search import DEFAULT_FINALISTS, DEFAULT_REPEATS, ProxySearch, with_defaults
 from botorch_dp.methods.training_proxy import TrainingProxy, random_configurations
 from botorch_dp.privacy.ledger import PrivacyLedger
 
@@ -78,6 +82,10 @@ class ProxyThenTrainMethod:
         delta: ``δ``.
         proxy: The PUBLIC ``ClassificationData`` the configurations are tried on.
         num_configurations: The number of random configurations tried on the proxy.
+        repeats: Proxy trainings per candidate (and per finalist), each with its own noise.
+        finalists: Candidates retrained with fresh noise after the screening (1: none).
+        defaults: Public default configurations always among the candidates (natural units; None:
+            the centre of the space; ``()``: none).
     """
 
     space: Any
@@ -85,7 +93,13 @@ class ProxyThenTrainMethod:
     delta: float
     proxy: Any
     num_configurations: int = DEFAULT_CONFIGURATIONS
+    repeats: int = DEFAULT_REPEATS
+    finalists: int = DEFAULT_FINALISTS
+    defaults: Sequence[Mapping[str, Any]] | None = None
     name: str = dataclasses.field(default="proxy_then_train", init=False)
+
+    def __post_init__(self) -> None:
+        ProxySearch(self.repeats, self.finalists)  # checks both before anything trains
 
     @property
     def gdp_mu(self) -> float | None:
@@ -112,13 +126,20 @@ class ProxyThenTrainMethod:
     def simulate_training(self, proxy: TrainingProxy, seed: int) -> float:
         r"""The scoring half's mean loss of the simulated procedure's final model (public)."""
         sigma = self.final_noise(proxy)
-        configs = random_configurations(self.space, self.num_configurations, seed)
-        best, _ = proxy.best_of(configs, sigma, seed)
-        return proxy.final_score(configs[best], sigma, seed)
+        configs = with_defaults(
+            self.space, random_configurations(self.space, self.num_configurations, seed), self.defaults
+        )
+        copy = proxy.copy(sigma, proxy.stream(seed, 0))  # its runs: one noise stream each (by run index)
+        outcome = ProxySearch(self.repeats, self.finalists).choose(
+            lambda config: proxy.fitting_mean(proxy.losses(copy, config)), configs
+        )
+        return proxy.final_score(configs[outcome.index], sigma, seed)
 
     def describe(self) -> str:
+        defaults = "the centre of the space" if self.defaults is None else f"{len(self.defaults)} given default(s)"
         return (
-            f"{self.num_configurations} configurations tried on the public proxy (no epsilon), then one DP-SGD "
+            f"{self.num_configurations} random configurations and {defaults} tried on the public proxy (no epsilon; "
+            f"{self.repeats} trainings each, the {self.finalists} best again with fresh noise), then one DP-SGD "
             f"training at the whole epsilon = {self.epsilon:g} (1 private training)"
         )
 
@@ -145,5 +166,8 @@ class ProxyThenTrainMethod:
             delta=self.delta,
             tuner=self.num_configurations,
             seed=seed,
+            repeats=self.repeats,
+            finalists=self.finalists,
+            defaults=self.defaults,
         )
         return cheap_method_run(self.name, result, self.space, objective, ledger)

@@ -135,7 +135,72 @@ def test_the_proxy_path_records_nothing_for_tuning(objective):
     assert records[0].event == DPSGDRun(sigma, 1 / 8, 8)
     assert objective.ledger.training.epsilon(DELTA) <= EPS
     assert "no private data" in result.guarantee_report()
-    assert len(objective.optimizer_calls) == 4  # three proxy trials, one final run
+    # the centre of the space and the three random points, 3 proxy trainings each, the 3 best 3 more times
+    # each (methods.proxy_search), then the one final run
+    assert result.settings["search"]["proxy_trainings"] == 4 * 3 + 3 * 3
+    assert len(objective.optimizer_calls) == 4 * 3 + 3 * 3 + 1
+    assert objective.optimizer_calls[-1]["lr"] == pytest.approx(result.hyperparameters["lr"])
+
+
+def _spy_trainings(monkeypatch):
+    r"""Every DP-SGD training's (training features, noise seed, noise multiplier), in order."""
+    from botorch_dp.objectives import torch_classifier
+
+    seen, real = [], torch_classifier.train_planned_run
+
+    def spy(model_fn, X, y, training, **kwargs):
+        seen.append((X, kwargs["noise_seed"], kwargs["dp_sgd"].noise_multiplier))
+        return real(model_fn, X, y, training, **kwargs)
+
+    monkeypatch.setattr(torch_classifier, "train_planned_run", spy)
+    return seen
+
+
+def test_the_proxy_search_reads_no_private_record_before_the_one_final_run(objective, monkeypatch):
+    seen = _spy_trainings(monkeypatch)
+    proxy = _proxy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = tune_on_proxy_then_train(
+            objective, None, proxy, epsilon=EPS, delta=DELTA, tuner=2, seed=3, repeats=2, finalists=2
+        )
+    assert len(seen) == 3 * 2 + 2 * 2 + 1  # (centre + 2 random) x 2, 2 finalists x 2, the final run
+    *search, final = seen
+    assert all(torch.equal(X, proxy[0]) for X, _, _ in search)  # the proxy's public records only
+    assert torch.equal(final[0], objective.data.X_train)  # the private records: the last training, once
+    sigma = result.settings["final_noise_multiplier"]
+    assert final[2] == sigma and all(s == pytest.approx(sigma * 80 / 160, rel=1e-12) for _, _, s in search)
+    # every proxy training draws its own noise stream (seeded: public data), the private run OS entropy
+    seeds = [noise_seed for _, noise_seed, _ in search]
+    assert None not in seeds and len(set(seeds)) == len(seeds) and final[1] is None
+    assert [r.run_id for r in objective.ledger.training.records()] == ["eval-0000-final"]
+
+
+def test_the_proxy_search_is_reproducible_from_its_seed_and_fresh_without_one(objective, monkeypatch):
+    seen = _spy_trainings(monkeypatch)
+    for seed in (3, 3, 4, None):
+        tune_on_proxy_then_train(
+            objective, None, _proxy(), epsilon=EPS, delta=DELTA, tuner=1, seed=seed, repeats=2, finalists=1
+        )
+    runs = [[s for _, s, _ in seen[j * 5 : j * 5 + 4]] for j in range(4)]  # 2 candidates x 2, no final round
+    assert runs[0] == runs[1] and not set(runs[0]) & set(runs[2]) and runs[3] == [None] * 4
+
+
+def test_the_public_defaults_are_candidates_and_win_when_they_are_best(objective):
+    given = [{"lr": 0.2}, {"lr": 0.001}]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = tune_on_proxy_then_train(
+            objective, None, _proxy(), epsilon=EPS, delta=DELTA, tuner=[{"lr": 0.0011}], defaults=given, finalists=1
+        )
+    assert [c["lr"] for c in result.settings["configurations"]] == pytest.approx([0.2, 0.001, 0.0011])
+    lrs = [c["lr"] for c in objective.optimizer_calls]
+    assert lrs[:9] == pytest.approx([0.2] * 3 + [0.001] * 3 + [0.0011] * 3)  # 3 repeats each, defaults first
+    assert result.hyperparameters["lr"] == pytest.approx(0.2)  # one epoch: the tiny steps learn nothing
+    means = result.settings["search"]["screening_means"]
+    assert means[0] < min(means[1:])
+    centre = tune_on_proxy_then_train(objective, None, _proxy(), epsilon=EPS, delta=DELTA, tuner=1, seed=0)
+    assert centre.settings["configurations"][0]["lr"] == pytest.approx(math.sqrt(1e-3 * 1.0), rel=1e-9)
 
 
 def test_a_proxy_that_shares_a_training_record_is_refused_before_anything_is_recorded(objective):

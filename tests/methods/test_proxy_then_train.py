@@ -67,3 +67,48 @@ def test_a_cheap_result_is_released_as_its_point_guarantees_and_last_run(validat
     assert run.guarantees == {"training": (2.9, 1e-5), "validation": validation}
     stated = "validation: not protected" if validation is None else "validation: (epsilon = 1.5, delta = 1e-05)"
     assert run.procedure == f"the split; carried unchanged (training: (epsilon = 2.9, delta = 1e-05); {stated})"
+
+
+def test_the_simulation_runs_the_same_search_with_the_defaults_first_and_reads_nothing_private(
+    training_objective, monkeypatch
+):
+    import botorch_dp.methods.proxy_then_train as ptt
+
+    seen, real = [], ptt.ProxySearch.choose
+
+    def spy(self, train_score, configs):
+        outcome = real(self, train_score, configs)
+        seen.append((self, configs, outcome))
+        return outcome
+
+    monkeypatch.setattr(ptt.ProxySearch, "choose", spy)
+    method = ProxyThenTrainMethod(SPACE, EPS, DELTA, _proxy_data(), 2, repeats=2, finalists=2, defaults=[{"lr": 0.05}])
+    assert "1 given default(s)" in method.describe() and "2 trainings each, the 2 best again" in method.describe()
+    score = method.simulate_training(TrainingProxy(training_objective, _proxy_data()), seed=1)
+    ((search, configs, outcome),) = seen
+    assert (search.repeats, search.finalists) == (2, 2) and len(configs) == 3
+    assert SPACE.to_natural(configs[0][1])["lr"] == pytest.approx(0.05, rel=1e-12)  # the default, first
+    assert outcome.trainings == 3 * 2 + 2 * 2 and 0.0 <= score < float("inf")
+    assert training_objective.ledger.training.records() == []
+
+
+def test_run_private_hands_the_search_settings_to_the_procedure(training_objective, monkeypatch):
+    from botorch_dp.methods import cheap_tuning
+
+    calls = []
+
+    def fake(objective, space, proxy, **kwargs):
+        calls.append(kwargs)
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(cheap_tuning, "tune_on_proxy_then_train", fake)
+    method = ProxyThenTrainMethod(SPACE, EPS, DELTA, _proxy_data(), 5, repeats=4, finalists=2, defaults=())
+    with pytest.raises(RuntimeError, match="stop"):
+        method.run_private(training_objective, ledger=training_objective.ledger, seed=7)
+    assert calls == [dict(epsilon=EPS, delta=DELTA, tuner=5, seed=7, repeats=4, finalists=2, defaults=())]
+
+
+@pytest.mark.parametrize("field", ["repeats", "finalists"])
+def test_a_bad_search_setting_is_refused_when_the_method_is_built(field):
+    with pytest.raises(ValueError, match=field):
+        ProxyThenTrainMethod(SPACE, EPS, DELTA, _proxy_data(), **{field: 0})

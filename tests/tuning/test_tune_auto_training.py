@@ -179,7 +179,9 @@ def test_the_choice_evaluates_nothing_private_and_stops_before_the_private_run(m
     with pytest.raises(Stop):
         _tune(obj, INFORMATIVE, proxy=_proxy_as(kind),
               plan_options={"methods": ["proxy_then_train"], "num_configurations": 2, "num_repeats": 2})  # fmt: skip
-    assert len(trained) == 2 * (2 + 1) + 2  # the proxy's models: 2 repeats of 2 trials + a final, and 2 untuned
+    # the proxy's models: 2 repeats of the proxy search (the centre and 2 random configurations, 3 trainings
+    # each, the 3 best 3 more times: methods.proxy_search) and its final, and 2 untuned
+    assert len(trained) == 2 * (3 * 3 + 3 * 3 + 1) + 2
     assert at_the_choice == {"evaluations": 0, "trainings": 0, "validations": 0}
     assert obj.evaluations == 0 and obj.ledger.training.records() == []
 
