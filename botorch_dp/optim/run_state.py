@@ -34,6 +34,7 @@ from botorch_dp.optim.options import ClipState, NoiseState, Projected, resolved_
 from botorch_dp.optim.options.clip import check_clip_state, encode_clip_state
 from botorch_dp.optim.options.projection import SubspaceTrack
 from botorch_dp.optim.resume_checks import (
+    NOISE_LISTS,
     check_ledger_covers_steps,
     check_noise_and_selection,
     encode_noise_and_selection,
@@ -307,13 +308,7 @@ def apply_state(opt: Run, state: dict[str, Any]) -> None:
     users = InMemoryUsers(tuple(blocks), c.user_chunk_size, c.nonfinite_losses) if blocks else None
     noise = opt.options.noise.restored(
         opt.plan(n),
-        NoiseState(
-            tuple(adaptive["step_mus"]),
-            tuple(adaptive["noise_stds"]),
-            tuple(adaptive["noisy_norms"]),
-            tuple(adaptive["norm_mus"]),
-            adaptive["stopped"],
-        ),
+        NoiseState(*(tuple(adaptive[name]) for name in NOISE_LISTS), stopped=adaptive["stopped"]),
         [bounds[t] if bounds else opt.options.clip.current(ClipState()) for t in range(T)],
     )
     # all checked: assign
