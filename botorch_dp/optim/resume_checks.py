@@ -11,6 +11,7 @@ from typing import Any
 from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.options import NoisyLoss, resolved_mu
+from botorch_dp.optim.options.budget import recorded_mus
 from botorch_dp.optim.options.selection import SELECTION_KEY
 from botorch_dp.optim.state import Run
 from botorch_dp.privacy.ledger import PrivacyLedger, release_key
@@ -100,15 +101,6 @@ def check_noise_and_selection(
         None if scores is None else ckpt.tensor_from_json(scores, "noise_and_selection.selection_scores", (T + 1,))
     )
     return out
-
-
-def recorded_mus(ledger: PrivacyLedger, run_id: str) -> dict[str, list[float]]:
-    r"""The μ of every validation record of ``run_id``, by key (a key recorded twice, a retried
-    release, has two values)."""
-    found: dict[str, list[float]] = {}
-    for record in ledger.validation.records(run_id):
-        found.setdefault(record.key, []).append(getattr(record.event, "mu", math.nan))
-    return found
 
 
 def check_ledger_covers_steps(config: DPGIBOConfig, ledger: PrivacyLedger, run_id: str, T: int, n: int | None) -> None:
