@@ -308,7 +308,7 @@ def apply_state(opt: Run, state: dict[str, Any]) -> None:
     users = InMemoryUsers(tuple(blocks), c.user_chunk_size, c.nonfinite_losses) if blocks else None
     noise = opt.options.noise.restored(
         opt.plan(n),
-        NoiseState(*(tuple(adaptive[name]) for name in NOISE_LISTS), stopped=adaptive["stopped"]),
+        NoiseState(**{name: tuple(adaptive[name]) for name in NOISE_LISTS}, stopped=adaptive["stopped"]),
         [bounds[t] if bounds else opt.options.clip.current(ClipState()) for t in range(T)],
     )
     # all checked: assign
