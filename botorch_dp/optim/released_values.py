@@ -31,13 +31,14 @@ __all__ = ["COLUMNS", "Charges", "as_table", "charges_of", "cost", "finish", "pr
 
 #: The columns of a run's rows (``TuneResult.released_values`` adds ``run`` and ``configuration``).
 COLUMNS = ("quantity", "step", "value", "mu", "epsilon", "delta", "protected")
-#: The row name of each ledger part of a DP-GIBO step (``events.release_key``).
+#: The row name of each ledger part of a DP-GIBO step (``events.release_key``) and of the selection.
 PART_NAMES = {
     "grad": "gradient",
     "norm": "gradient_norm",
     "clip": "clip_count",
     "precond": "preconditioner",
     "fit": "NON_PRIVATE_fit",
+    "select": "selection",
 }
 #: ``{(step, part): [events]}``: what the ledger recorded for each release of one run.
 Charges = dict[tuple[int | None, str], list[Any]]
@@ -111,29 +112,20 @@ def release_rows(
     before: list[Any] = []  # the events an iterate depends on
     complete = True  # every charge before it is known
     steps = release.iterates.shape[0]
-    for step in range(steps):
-        rows.append(_row("iterate", step, _plain(release.iterates[step]), None, _epsilon(before, complete, delta)))
-        for key in (k for k in keys if k[0] == step):
+    for step in [*range(steps), None]:  # each step's iterate and releases, then those after the steps
+        if step is not None:
+            rows.append(_row("iterate", step, _plain(release.iterates[step]), None, _epsilon(before, complete, delta)))
+        for key in (k for k in keys if k[0] == step or (step is None and k[0] is not None and k[0] >= steps)):
             known = key[1] not in unknown and key in charges
             mu, epsilon = cost(charges[key], delta) if known else (None, None)
-            rows.append(_row(_name(key[1]), step, values.get(key), mu, epsilon))
+            rows.append(_row(PART_NAMES.get(key[1], key[1]), key[0], values.get(key), mu, epsilon))
             before += charges.get(key, [])
             complete = complete and known
-    for key in (k for k in keys if k[0] is None or k[0] >= steps):
-        known = key[1] not in unknown and key in charges
-        mu, epsilon = cost(charges[key], delta) if known else (None, None)
-        rows.append(_row("selection" if key[1] == "select" else _name(key[1]), key[0], values.get(key), mu, epsilon))
-        before += charges.get(key, [])
-        complete = complete and known
     rows.append(_row("theta", None, _plain(release.theta), None, _epsilon(before, complete, delta)))
     if within is not None:
         for row in rows:
             row["mu"], row["epsilon"] = None, within
     return rows
-
-
-def _name(part: str) -> str:
-    return PART_NAMES.get(part, part)
 
 
 def _epsilon(events: list[Any], complete: bool, delta: float) -> float | None:

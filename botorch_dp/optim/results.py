@@ -18,9 +18,8 @@ from torch import Tensor
 from botorch_dp.optim.deprecated import alias_property
 from botorch_dp.optim.release_json import release_json
 from botorch_dp.optim.released_values import as_table, charges_of, finish, release_rows
-from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.ledger import Record
-from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, ReleaseDiagnostics
+from botorch_dp.privacy.mechanisms import ReleaseDiagnostics
 from botorch_dp.privacy.statement import NO_GUARANTEE, GuaranteeStatement
 
 
@@ -60,29 +59,6 @@ class PrivacyGuarantee:
         r"""``ρ = μ²/2``: the same guarantee in zCDP units (exact for Gaussian releases;
         for a pure ``ε``-DP selection it reports the ledger's GDP charge ``μ_sel``)."""
         return self.mu * self.mu / 2.0
-
-    @classmethod
-    def of(
-        cls,
-        *,
-        mu: float,
-        delta: float,
-        mechanism: GaussianGradientMechanism,
-        released: bool,
-        num_steps: int,
-        holds: bool,
-    ) -> PrivacyGuarantee:
-        r"""The guarantee of ``mu``-GDP at ``delta``, with the noise read from ``mechanism``
-        (``noise_std`` is 0 until something was ``released``)."""
-        return cls(
-            mu=mu,
-            epsilon=gdp_epsilon(mu, delta),
-            delta=delta,
-            noise_std=mechanism.noise_std if released else 0.0,
-            noise_multiplier=mechanism.noise_multiplier,
-            num_steps=num_steps,
-            holds=holds,
-        )
 
 
 #: ``PrivateRelease``'s one-option fields before issue 42, each now ``records[family].attribute``;
@@ -161,20 +137,9 @@ class PrivateRelease:
             return value
         return [] if value is None else list(value)
 
-    # the former one-option fields (``MOVED_FIELDS``), deprecated and read-only
-    step_mus = _moved("step_mus")
-    noise_stds = _moved("noise_stds")
-    noisy_norms = _moved("noisy_norms")
-    norm_mus = _moved("norm_mus")
-    selection_scores = _moved("selection_scores")
-    subspace_bases = _moved("subspace_bases")
-    subspace_dims = _moved("subspace_dims")
-    released_coordinates = _moved("released_coordinates")
-    released_preconditioners = _moved("released_preconditioners")
-    preconditioner_mus = _moved("preconditioner_mus")
-    preconditioner_noise_stds = _moved("preconditioner_noise_stds")
-    clip_bounds = _moved("clip_bounds")
-    clip_counts = _moved("clip_counts")
+
+for _name in MOVED_FIELDS:  # the former one-option fields, deprecated and read-only
+    setattr(PrivateRelease, _name, _moved(_name))
 
 
 @dataclass

@@ -11,13 +11,15 @@ from typing import Any
 from botorch_dp.optim import checkpoint as ckpt
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.options import NoisyLoss, resolved_mu
+from botorch_dp.optim.options.budget import recorded_mus
 from botorch_dp.optim.options.selection import SELECTION_KEY
 from botorch_dp.optim.state import Run
 from botorch_dp.privacy.ledger import PrivacyLedger, release_key
 
 __all__ = ["check_ledger_covers_steps", "check_noise_and_selection", "encode_noise_and_selection", "recorded_mus"]
 
-_NOISE_LISTS = ("step_mus", "noise_stds", "noisy_norms", "norm_mus")
+#: The per-step lists of a ``NoiseState``, in its field order (a checkpoint stores them by these names).
+NOISE_LISTS = ("step_mus", "noise_stds", "noisy_norms", "norm_mus")
 
 
 def _stores_steps(noise: Any) -> bool:
@@ -33,14 +35,8 @@ def encode_noise_and_selection(opt: Run) -> dict[str, Any]:
     the steps, and the evaluated selection's choice (and scores)."""
     s = opt.state
     per_step = _stores_steps(opt.options.noise)
-    lists = {
-        "step_mus": s.noise.step_mus,
-        "noise_stds": s.noise.noise_stds,
-        "noisy_norms": s.noise.noisy_norms,
-        "norm_mus": s.noise.norm_mus,
-    }
     return {
-        **{name: [float(v).hex() for v in values] if per_step else [] for name, values in lists.items()},
+        **{name: [float(v).hex() for v in getattr(s.noise, name)] if per_step else [] for name in NOISE_LISTS},
         "stopped": s.noise.stopped,
         "selected_index": s.selected,
         "selection_scores": None if s.selection_scores is None else ckpt.tensor_to_json(s.selection_scores),
@@ -58,7 +54,7 @@ def check_noise_and_selection(
     ``step-t/grad``): the filter's spent budget is read from the ledger, so the two must
     agree. A made selection needs its ledger record (``"select"``).
     """
-    empty: dict[str, Any] = {name: [] for name in _NOISE_LISTS} | {
+    empty: dict[str, Any] = {name: [] for name in NOISE_LISTS} | {
         "stopped": False,
         "selected_index": None,
         "selection_scores": None,
@@ -68,7 +64,7 @@ def check_noise_and_selection(
     ckpt.check_keys(entry, set(empty), "noise_and_selection")
     adaptive = _stores_steps(config.noise)
     out: dict[str, Any] = {}
-    for name in _NOISE_LISTS:
+    for name in NOISE_LISTS:
         values = entry[name]
         if not isinstance(values, list) or len(values) != (T if adaptive else 0):
             raise ValueError(f"Checkpoint field 'noise_and_selection.{name}' must hold {T if adaptive else 0} values.")
@@ -105,15 +101,6 @@ def check_noise_and_selection(
         None if scores is None else ckpt.tensor_from_json(scores, "noise_and_selection.selection_scores", (T + 1,))
     )
     return out
-
-
-def recorded_mus(ledger: PrivacyLedger, run_id: str) -> dict[str, list[float]]:
-    r"""The μ of every validation record of ``run_id``, by key (a key recorded twice, a retried
-    release, has two values)."""
-    found: dict[str, list[float]] = {}
-    for record in ledger.validation.records(run_id):
-        found.setdefault(record.key, []).append(getattr(record.event, "mu", math.nan))
-    return found
 
 
 def check_ledger_covers_steps(config: DPGIBOConfig, ledger: PrivacyLedger, run_id: str, T: int, n: int | None) -> None:

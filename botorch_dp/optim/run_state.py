@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
-from gpytorch.kernels import Kernel
 
 from botorch_dp.gradient_gp import GradientGP
 from botorch_dp.optim import checkpoint as ckpt
@@ -35,6 +34,7 @@ from botorch_dp.optim.options import ClipState, NoiseState, Projected, resolved_
 from botorch_dp.optim.options.clip import check_clip_state, encode_clip_state
 from botorch_dp.optim.options.projection import SubspaceTrack
 from botorch_dp.optim.resume_checks import (
+    NOISE_LISTS,
     check_ledger_covers_steps,
     check_noise_and_selection,
     encode_noise_and_selection,
@@ -54,7 +54,6 @@ __all__ = [
     "budget_of_ledger_state",
     "check_ledger_covers_steps",
     "check_noise_and_selection",
-    "check_state",
     "committed_records",
     "encode_diagnostics",
     "encode_noise_and_selection",
@@ -110,129 +109,6 @@ def committed_records(directory: str | os.PathLike) -> dict[str, Any]:
 def budget_of_ledger_state(ledger_state: Any) -> float | None:
     budget = ledger_state.get("validation_mu_budget") if isinstance(ledger_state, dict) else None
     return None if budget is None else float(budget)
-
-
-def check_state(
-    state: dict[str, Any], *, config: DPGIBOConfig, kernel: Kernel, has_noise_generator: bool
-) -> dict[str, Any]:
-    r"""Check every field of a loaded state against the config and against each other.
-
-    Returns the decoded values (``T``, ``theta``, ``iterates``, ``pending``, ``sizes``,
-    ``traces``, ``released``, ``diag``, ``X``, ``L``, ``blocks``, ``kernel_tensors``,
-    ``optimizer``, ``ledger_state``, ``noise_gen``, ``search_gen``, ``n``, ``meta``), or
-    raises ``ValueError`` naming the first field that is wrong; nothing is changed.
-    """
-    meta, gp, blocks = _with_added_meta(state["meta"]), state["gp"], list(state["loss_blocks"])
-    if meta.get("version") != STATE_VERSION:
-        raise ValueError(f"Checkpoint state version {meta.get('version')!r}, expected {STATE_VERSION}.")
-    ckpt.check_keys(meta, META_KEYS, "state")
-    d, T = config.bounds.shape[1], meta["iteration"]
-    if not ckpt.is_int(T) or not 0 <= T <= config.iteration_cap:
-        raise ValueError(f"Checkpoint field 'iteration' must be an integer in [0, {config.iteration_cap}], got {T!r}.")
-    if (
-        not isinstance(meta["run_id"], str)
-        or len(meta["run_id"]) != 32
-        or not all(ch in "0123456789abcdef" for ch in meta["run_id"])
-    ):
-        raise ValueError("Checkpoint field 'run_id' must be a uuid4 hex string.")
-    theta = ckpt.tensor_from_json(meta["theta"], "theta", (d,))
-    iterates = ckpt.tensor_from_json(meta["iterates"], "iterates", (T + 1, d))
-    if not torch.equal(iterates[-1], theta):
-        raise ValueError("Checkpoint fields 'theta' and 'iterates' disagree.")
-    pending = None if meta["pending"] is None else ckpt.tensor_from_json(meta["pending"], "pending", (None, d))
-    sizes = meta["batch_sizes"]
-    if not isinstance(sizes, list) or len(sizes) != T or not all(ckpt.is_int(b) and b >= 0 for b in sizes):
-        raise ValueError(f"Checkpoint field 'batch_sizes' must be {T} integers >= 0.")
-    partitioned = meta["partitioned_users"]
-    if partitioned is not None and (not ckpt.is_int(partitioned) or partitioned < 2 or blocks):
-        raise ValueError("Checkpoint field 'partitioned_users' must be None or an integer n >= 2 with no loss files.")
-    if partitioned is None and [b.shape[0] for b in blocks] != sizes:
-        raise ValueError("Checkpoint field 'batch_sizes' does not match the rows of the loss files.")
-    if partitioned is not None and sum(sizes) != gp["X"].shape[0]:
-        raise ValueError("Checkpoint field 'batch_sizes' does not match the rows of X.")
-    if not isinstance(meta["traces"], list) or len(meta["traces"]) != T:
-        raise ValueError(f"Checkpoint field 'traces' must hold {T} values.")
-    traces = [ckpt.float_from_json(v, "traces") for v in meta["traces"]]
-    released = ckpt.tensor_from_json(meta["released"], "released", (T, d))
-    if not isinstance(meta["diagnostics"], list) or len(meta["diagnostics"]) not in (0, T):
-        raise ValueError(f"Checkpoint field 'diagnostics' must hold 0 or {T} entries.")
-    diag = []
-    for entry in meta["diagnostics"]:
-        ckpt.check_keys(entry, {"unnoised_gradient", "clip_fraction", "noise_norm"}, "diagnostics")
-        diag.append(
-            ReleaseDiagnostics(
-                unnoised_gradient=ckpt.tensor_from_json(entry["unnoised_gradient"], "diagnostics", (d,)),
-                clip_fraction=ckpt.float_from_json(entry["clip_fraction"], "diagnostics"),
-                noise_norm=ckpt.float_from_json(entry["noise_norm"], "diagnostics"),
-            )
-        )
-    X, L = gp["X"], gp["L"]
-    if X.shape[1:] != (d,):
-        raise ValueError(f"Checkpoint tensor 'X' must have {d} columns.")
-    stored_kernel_tensors = {k.removeprefix("kernel."): v for k, v in gp.items() if k.startswith("kernel.")}
-    if set(stored_kernel_tensors) != set(kernel_tensors(kernel)):
-        raise ValueError("Checkpoint kernel tensors do not match the kernel's hyperparameters.")
-    noise_gen = ckpt.generator_state_from_json(meta["noise_generator"], "noise_generator")
-    search_gen = ckpt.generator_state_from_json(meta["search_generator"], "search_generator")
-    if (noise_gen is None) != (not has_noise_generator) or search_gen is None:
-        raise ValueError(
-            "Checkpoint field 'noise_generator'/'search_generator' does not match the config's generators."
-        )
-    subspace = SubspaceTrack.from_json(
-        meta["subspace"] if meta["subspace"] is not None else SubspaceTrack().to_json(),
-        dim=d,
-        steps=T,
-        has_subspace=isinstance(config.projection, Projected),
-        private=config.step_rule.keeps_coordinates,
-    )
-    optimizer = config.step_rule.make_optimizer(theta, config.step_size)
-    try:
-        optimizer.load_state_dict(decode_value(meta["step_optimizer"], "step_optimizer", optimizer_state=True))
-    except (KeyError, TypeError, ValueError) as err:
-        raise ValueError(f"Checkpoint field 'step_optimizer' is not a {config.step_rule.name} state: {err}") from None
-    ledger_state = meta["ledger"]
-    ledger = PrivacyLedger.from_state_dict(ledger_state)  # validates before anything changes
-    n = blocks[0].shape[1] if blocks else partitioned
-    if n is not None and resolved_mu(config.privacy_mu) < math.inf and n == 0:
-        raise ValueError("Checkpoint loss files hold no users.")
-    check_ledger_covers_steps(config, ledger, meta["run_id"], T, n)
-    adaptive = check_noise_and_selection(
-        meta["noise_and_selection"], config=config, T=T, ledger=ledger, run_id=meta["run_id"]
-    )
-    clip_mu = config.mu_split.clip_mu
-    clip = check_clip_state(
-        meta["adaptive_clip"],
-        clip=config.clip,
-        T=T,
-        num_users=n,
-        ledger=ledger,
-        run_id=meta["run_id"],
-        step_mu=None if clip_mu is None else clip_mu / math.sqrt(config.iteration_cap),  # QuantileClip.count_mu
-    )
-    return {
-        "meta": meta,
-        "T": T,
-        "theta": theta,
-        "iterates": iterates,
-        "pending": pending,
-        "sizes": sizes,
-        "traces": traces,
-        "released": released,
-        "diag": diag,
-        "X": X,
-        "L": L,
-        "blocks": blocks,
-        "kernel_tensors": stored_kernel_tensors,
-        "optimizer": optimizer,
-        "ledger_state": ledger_state,
-        "noise_gen": noise_gen,
-        "search_gen": search_gen,
-        "n": n,
-        "noise_and_selection": adaptive,
-        "subspace": subspace,
-        "adaptive_clip": clip,
-        "partitioned_users": partitioned,
-    }
 
 
 def _with_added_meta(meta: Any) -> Any:
@@ -341,52 +217,129 @@ def apply_state(opt: Run, state: dict[str, Any]) -> None:
     wrong, and nothing is changed then. The saved ledger is MERGED into ``opt.ledger``.
     """
     noise_gen, search_gen = opt.generators
-    checked = check_state(state, config=opt.config, kernel=opt.kernel, has_noise_generator=noise_gen is not None)
-    meta, X, L, blocks, n = checked["meta"], checked["X"], checked["L"], checked["blocks"], checked["n"]
-    adaptive = checked["noise_and_selection"]
-    bounds, counts = checked["adaptive_clip"]
     c = opt.config
+    meta, gp, blocks = _with_added_meta(state["meta"]), state["gp"], list(state["loss_blocks"])
+    if meta.get("version") != STATE_VERSION:
+        raise ValueError(f"Checkpoint state version {meta.get('version')!r}, expected {STATE_VERSION}.")
+    ckpt.check_keys(meta, META_KEYS, "state")
+    d, T = c.bounds.shape[1], meta["iteration"]
+    if not ckpt.is_int(T) or not 0 <= T <= c.iteration_cap:
+        raise ValueError(f"Checkpoint field 'iteration' must be an integer in [0, {c.iteration_cap}], got {T!r}.")
+    if (
+        not isinstance(meta["run_id"], str)
+        or len(meta["run_id"]) != 32
+        or not all(ch in "0123456789abcdef" for ch in meta["run_id"])
+    ):
+        raise ValueError("Checkpoint field 'run_id' must be a uuid4 hex string.")
+    theta = ckpt.tensor_from_json(meta["theta"], "theta", (d,))
+    iterates = ckpt.tensor_from_json(meta["iterates"], "iterates", (T + 1, d))
+    if not torch.equal(iterates[-1], theta):
+        raise ValueError("Checkpoint fields 'theta' and 'iterates' disagree.")
+    pending = None if meta["pending"] is None else ckpt.tensor_from_json(meta["pending"], "pending", (None, d))
+    sizes = meta["batch_sizes"]
+    if not isinstance(sizes, list) or len(sizes) != T or not all(ckpt.is_int(b) and b >= 0 for b in sizes):
+        raise ValueError(f"Checkpoint field 'batch_sizes' must be {T} integers >= 0.")
+    partitioned = meta["partitioned_users"]
+    if partitioned is not None and (not ckpt.is_int(partitioned) or partitioned < 2 or blocks):
+        raise ValueError("Checkpoint field 'partitioned_users' must be None or an integer n >= 2 with no loss files.")
+    if partitioned is None and [b.shape[0] for b in blocks] != sizes:
+        raise ValueError("Checkpoint field 'batch_sizes' does not match the rows of the loss files.")
+    if partitioned is not None and sum(sizes) != gp["X"].shape[0]:
+        raise ValueError("Checkpoint field 'batch_sizes' does not match the rows of X.")
+    if not isinstance(meta["traces"], list) or len(meta["traces"]) != T:
+        raise ValueError(f"Checkpoint field 'traces' must hold {T} values.")
+    traces = [ckpt.float_from_json(v, "traces") for v in meta["traces"]]
+    released = ckpt.tensor_from_json(meta["released"], "released", (T, d))
+    if not isinstance(meta["diagnostics"], list) or len(meta["diagnostics"]) not in (0, T):
+        raise ValueError(f"Checkpoint field 'diagnostics' must hold 0 or {T} entries.")
+    diag = []
+    for entry in meta["diagnostics"]:
+        ckpt.check_keys(entry, {"unnoised_gradient", "clip_fraction", "noise_norm"}, "diagnostics")
+        diag.append(
+            ReleaseDiagnostics(
+                unnoised_gradient=ckpt.tensor_from_json(entry["unnoised_gradient"], "diagnostics", (d,)),
+                clip_fraction=ckpt.float_from_json(entry["clip_fraction"], "diagnostics"),
+                noise_norm=ckpt.float_from_json(entry["noise_norm"], "diagnostics"),
+            )
+        )
+    X, L = gp["X"], gp["L"]
+    if X.shape[1:] != (d,):
+        raise ValueError(f"Checkpoint tensor 'X' must have {d} columns.")
+    stored_kernel_tensors = {k.removeprefix("kernel."): v for k, v in gp.items() if k.startswith("kernel.")}
+    if set(stored_kernel_tensors) != set(kernel_tensors(opt.kernel)):
+        raise ValueError("Checkpoint kernel tensors do not match the kernel's hyperparameters.")
+    noise_gen_state = ckpt.generator_state_from_json(meta["noise_generator"], "noise_generator")
+    search_gen_state = ckpt.generator_state_from_json(meta["search_generator"], "search_generator")
+    if (noise_gen_state is None) != (noise_gen is None) or search_gen_state is None:
+        raise ValueError(
+            "Checkpoint field 'noise_generator'/'search_generator' does not match the config's generators."
+        )
+    subspace = SubspaceTrack.from_json(
+        meta["subspace"] if meta["subspace"] is not None else SubspaceTrack().to_json(),
+        dim=d,
+        steps=T,
+        has_subspace=isinstance(c.projection, Projected),
+        private=c.step_rule.keeps_coordinates,
+    )
+    optimizer = c.step_rule.make_optimizer(theta, c.step_size)
+    try:
+        optimizer.load_state_dict(decode_value(meta["step_optimizer"], "step_optimizer", optimizer_state=True))
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"Checkpoint field 'step_optimizer' is not a {c.step_rule.name} state: {err}") from None
+    ledger_state = meta["ledger"]
+    ledger = PrivacyLedger.from_state_dict(ledger_state)  # validates before anything changes
+    n = blocks[0].shape[1] if blocks else partitioned
+    if n is not None and resolved_mu(c.privacy_mu) < math.inf and n == 0:
+        raise ValueError("Checkpoint loss files hold no users.")
+    check_ledger_covers_steps(c, ledger, meta["run_id"], T, n)
+    adaptive = check_noise_and_selection(
+        meta["noise_and_selection"], config=c, T=T, ledger=ledger, run_id=meta["run_id"]
+    )
+    clip_mu = c.mu_split.clip_mu
+    bounds, counts = check_clip_state(
+        meta["adaptive_clip"],
+        clip=c.clip,
+        T=T,
+        num_users=n,
+        ledger=ledger,
+        run_id=meta["run_id"],
+        step_mu=None if clip_mu is None else clip_mu / math.sqrt(c.iteration_cap),  # QuantileClip.count_mu
+    )
     users = InMemoryUsers(tuple(blocks), c.user_chunk_size, c.nonfinite_losses) if blocks else None
     noise = opt.options.noise.restored(
         opt.plan(n),
-        NoiseState(
-            tuple(adaptive["step_mus"]),
-            tuple(adaptive["noise_stds"]),
-            tuple(adaptive["noisy_norms"]),
-            tuple(adaptive["norm_mus"]),
-            adaptive["stopped"],
-        ),
-        [bounds[t] if bounds else opt.options.clip.current(ClipState()) for t in range(checked["T"])],
+        NoiseState(**{name: tuple(adaptive[name]) for name in NOISE_LISTS}, stopped=adaptive["stopped"]),
+        [bounds[t] if bounds else opt.options.clip.current(ClipState()) for t in range(T)],
     )
     # all checked: assign
-    opt.kernel.load_state_dict({**opt.kernel.state_dict(), **checked["kernel_tensors"]})
-    gp = GradientGP.from_factor(X, L, opt.kernel, opt.noise_variance, jitter=c.jitter)
-    opt.step_optimizer = checked["optimizer"]
+    opt.kernel.load_state_dict({**opt.kernel.state_dict(), **stored_kernel_tensors})
+    gp_model = GradientGP.from_factor(X, L, opt.kernel, opt.noise_variance, jitter=c.jitter)
+    opt.step_optimizer = optimizer
     opt.state = RunState(
-        theta=checked["theta"],
-        iterates=tuple(checked["iterates"]),
+        theta=theta,
+        iterates=tuple(iterates),
         X=X,
-        gp=gp,
-        optimizer=copy.deepcopy(checked["optimizer"].state_dict()),
+        gp=gp_model,
+        optimizer=copy.deepcopy(optimizer.state_dict()),
         users=users,
         num_users=n,
-        partitioned=checked["partitioned_users"] is not None,
-        pending=checked["pending"],
-        batch_sizes=tuple(checked["sizes"]),
-        traces=tuple(checked["traces"]),
-        released=tuple(checked["released"]),
-        diagnostics=tuple(checked["diag"]),
+        partitioned=partitioned is not None,
+        pending=pending,
+        batch_sizes=tuple(sizes),
+        traces=tuple(traces),
+        released=tuple(released),
+        diagnostics=tuple(diag),
         noise=noise,
         clip=ClipState(tuple(bounds), tuple(counts)),
-        track=checked["subspace"],
+        track=subspace,
         selected=adaptive["selected_index"],
         selection_scores=adaptive["selection_scores"],
     )
     opt.run_id = meta["run_id"]
-    opt.ledger.load_state_dict(checked["ledger_state"])
-    if checked["noise_gen"] is not None and noise_gen is not None:  # checked above (has_noise_generator)
-        noise_gen.set_state(checked["noise_gen"])
-    search_gen.set_state(checked["search_gen"])
+    opt.ledger.load_state_dict(ledger_state)
+    if noise_gen_state is not None and noise_gen is not None:  # checked above
+        noise_gen.set_state(noise_gen_state)
+    search_gen.set_state(search_gen_state)
 
 
 def resume_run(

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["BudgetSplit", "resolved_mu", "room_left"]
+__all__ = ["BudgetSplit", "recorded_mus", "resolved_mu", "room_left"]
 
 
 @dataclass(frozen=True)
@@ -82,3 +83,13 @@ def resolved_mu(privacy_mu: float | None) -> float:
     if privacy_mu is None:
         raise ValueError("privacy_mu is None: give privacy_mu or (epsilon, delta) to the config, which resolves it.")
     return privacy_mu
+
+
+def recorded_mus(ledger: Any, run_id: str) -> dict[str, list[float]]:
+    r"""The μ of every validation record of ``run_id`` in ``ledger``, by key (a key recorded twice, a
+    retried release, has two values; a record without a μ has NaN): what a resumed run's stored
+    releases are checked against."""
+    found: dict[str, list[float]] = {}
+    for record in ledger.validation.records(run_id):
+        found.setdefault(record.key, []).append(getattr(record.event, "mu", math.nan))
+    return found

@@ -30,6 +30,7 @@ from torch import Tensor
 
 from botorch_dp.optim.checkpoint.encoding import check_keys, float_from_json
 from botorch_dp.optim.options.base import RunPlan
+from botorch_dp.optim.options.budget import recorded_mus
 from botorch_dp.optim.options.registry import Strategy, StrategyLike, register
 from botorch_dp.optim.users import Users
 from botorch_dp.privacy.checks import check_positive, check_probability
@@ -310,9 +311,7 @@ def check_clip_state(
         raise ValueError(
             "Checkpoint field 'adaptive_clip.bounds' does not follow from clip_init and the released counts."
         )
-    recorded: dict[str, list[float]] = {}
-    for record in ledger.validation.records(run_id):
-        recorded.setdefault(record.key, []).append(getattr(record.event, "mu", math.nan))
+    recorded = recorded_mus(ledger, run_id)
     for t in range(T):
         if step_mu not in recorded.get(release_key(t, CLIP_KEY, ("grad", CLIP_KEY)), []):
             raise ValueError(f"Checkpoint field 'adaptive_clip.counts' disagrees with the ledger at step {t}.")

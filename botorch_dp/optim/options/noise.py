@@ -9,8 +9,8 @@ constant is also off by 2 under replace-one, E3.1). The ``μ_t`` are chosen from
 only, so the run is ``μ``-GDP by fully adaptive GDP composition (Smith & Thakurta 2022); the
 number of steps ``T ≤ T_max`` is random but public. ``AdaptiveNormSchedule`` is the rule, pure
 arithmetic on public values; ``release_adaptive_step`` makes one step's two releases in its order
-(shared by DP-GIBO and noisy GD). The paper's own charges (``paper_*``, ``realized_zcdp``) are
-for the record and the tests only.
+(shared by DP-GIBO and noisy GD). The paper's own charges, for the record, are computed in
+``tests/optim/options/test_noise.py`` (spec E3.7's table).
 """
 
 from __future__ import annotations
@@ -47,10 +47,6 @@ __all__ = [
     "NoiseState",
     "StepBudget",
     "default_snr_factor",
-    "paper_line6_zcdp",
-    "paper_norm_sigma",
-    "paper_sigma",
-    "realized_zcdp",
     "release_adaptive_step",
     "remaining_square",
 ]
@@ -533,42 +529,3 @@ class AdaptiveNorm(Strategy):
 
     def record(self, state: NoiseState) -> NoiseState:
         return state
-
-
-# --------------------------------------------------------------- the paper's Algorithm 3
-# For the record and the tests only (spec E3.7): zCDP units, add/remove-style sensitivity
-# L₀/n as in the paper. The library never charges with these.
-
-
-def paper_norm_sigma(*, lipschitz: float, num_users: int, rho: float) -> float:
-    r"""Algorithm 3 line 3: the norm noise ``σ̂ = L₀/(√n ρ^{1/4})`` (a scalar, E3.6)."""
-    return lipschitz / (math.sqrt(num_users) * rho**0.25)
-
-
-def paper_sigma(noisy_norm: float, *, lipschitz: float, num_users: int, dim: int, rho: float, beta: float) -> float:
-    r"""Algorithm 3 line 4: ``σ_t = max(N_t/√(d log(n√ρ/β)), 2L₀/(n√ρ))``."""
-    root = math.sqrt(dim * math.log(num_users * math.sqrt(rho) / beta))
-    return max(noisy_norm / root, 2.0 * lipschitz / (num_users * math.sqrt(rho)))
-
-
-def paper_line6_zcdp(
-    noisy_norm: float, *, lipschitz: float, num_users: int, dim: int, rho: float, beta: float
-) -> float:
-    r"""Algorithm 3 line 6, the paper's charge of one step (norm and gradient release):
-    ``min(L₀² d log(n√ρ/β)/(n² N_t²), ρ/2) + √ρ/n`` (the minimum is ``ρ/2`` at
-    ``N_t = 0``). Computed from ``N_t``, not from the ``σ_t`` used, so it under-counts
-    when ``N_t`` is small or negative (E3.7)."""
-    log_term = math.log(num_users * math.sqrt(rho) / beta)
-    grad = (
-        rho / 2.0
-        if noisy_norm == 0.0
-        else min(lipschitz**2 * dim * log_term / (num_users**2 * noisy_norm**2), rho / 2.0)
-    )
-    return grad + math.sqrt(rho) / num_users
-
-
-def realized_zcdp(sigma: float, *, sensitivity: float, paper_constant: bool = False) -> float:
-    r"""The zCDP cost of a Gaussian release with noise ``σ``: ``Δ²/(2σ²)``, or the paper's
-    ``(Δ/σ)²`` when ``paper_constant`` (2× the true cost for the same ``Δ``, E3.1)."""
-    ratio = (sensitivity / sigma) ** 2
-    return ratio if paper_constant else ratio / 2.0

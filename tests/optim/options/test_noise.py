@@ -30,10 +30,6 @@ from botorch_dp.optim.options.noise import (
     AdaptiveNormSchedule,
     NoiseState,
     default_snr_factor,
-    paper_line6_zcdp,
-    paper_norm_sigma,
-    paper_sigma,
-    realized_zcdp,
     release_adaptive_step,
     remaining_square,
 )
@@ -227,6 +223,45 @@ def test_a_users_schedule_runs_through_dpgibo():
 FILTER = settings(
     max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
 )
+
+# --------------------------------------------------------------- the paper's Algorithm 3
+# For the record (spec E3.7): zCDP units, add/remove-style sensitivity L₀/n as in the paper. The
+# library never charges with these (moved here from optim/options/noise.py, their only reader).
+
+
+def paper_norm_sigma(*, lipschitz: float, num_users: int, rho: float) -> float:
+    r"""Algorithm 3 line 3: the norm noise ``σ̂ = L₀/(√n ρ^{1/4})`` (a scalar, E3.6)."""
+    return lipschitz / (math.sqrt(num_users) * rho**0.25)
+
+
+def paper_sigma(noisy_norm: float, *, lipschitz: float, num_users: int, dim: int, rho: float, beta: float) -> float:
+    r"""Algorithm 3 line 4: ``σ_t = max(N_t/√(d log(n√ρ/β)), 2L₀/(n√ρ))``."""
+    root = math.sqrt(dim * math.log(num_users * math.sqrt(rho) / beta))
+    return max(noisy_norm / root, 2.0 * lipschitz / (num_users * math.sqrt(rho)))
+
+
+def paper_line6_zcdp(
+    noisy_norm: float, *, lipschitz: float, num_users: int, dim: int, rho: float, beta: float
+) -> float:
+    r"""Algorithm 3 line 6, the paper's charge of one step (norm and gradient release):
+    ``min(L₀² d log(n√ρ/β)/(n² N_t²), ρ/2) + √ρ/n`` (the minimum is ``ρ/2`` at
+    ``N_t = 0``). Computed from ``N_t``, not from the ``σ_t`` used, so it under-counts
+    when ``N_t`` is small or negative (E3.7)."""
+    log_term = math.log(num_users * math.sqrt(rho) / beta)
+    grad = (
+        rho / 2.0
+        if noisy_norm == 0.0
+        else min(lipschitz**2 * dim * log_term / (num_users**2 * noisy_norm**2), rho / 2.0)
+    )
+    return grad + math.sqrt(rho) / num_users
+
+
+def realized_zcdp(sigma: float, *, sensitivity: float, paper_constant: bool = False) -> float:
+    r"""The zCDP cost of a Gaussian release with noise ``σ``: ``Δ²/(2σ²)``, or the paper's
+    ``(Δ/σ)²`` when ``paper_constant`` (2× the true cost for the same ``Δ``, E3.1)."""
+    ratio = (sensitivity / sigma) ** 2
+    return ratio if paper_constant else ratio / 2.0
+
 
 # --------------------------------------------------------------------- spec E3.7 table
 # n = 1000, d = 10, ρ = 1, β = 0.1, L₀ = 1; rows: N_t, σ_t, line-6 charge, realised with the
