@@ -51,3 +51,69 @@ def test_the_advice_is_given_exactly_when_the_chosen_method_does_not_beat_the_un
     assert advice is not None and "not expected to beat one untuned run" in advice and "method='untuned'" in advice
     # untuned better in every repeat: advice
     assert untuned_advice(comparison((0.5, 0.6, 0.7), (0.4, 0.5, 0.6))) is not None
+
+
+def _scores(losses_by_name):
+    from botorch_dp.methods.choice import MethodScore
+
+    proxy = _proxy_data()
+    kw = dict(epsilon=EPS, delta=DELTA, protect="training", proxy_data=proxy)
+    return [
+        MethodScore(name, training_method(name, SPACE, **kw), tuple(losses), None, 0.0, 1.0)
+        for name, losses in losses_by_name.items()
+    ]
+
+
+def test_auto_runs_the_untuned_training_exactly_when_it_beats_every_tuning_method_by_a_standard_error():
+    from botorch_dp.methods.choice import MethodComparison
+    from botorch_dp.methods.training_choice import untuned_wins
+
+    tuned = {"training_selection": (0.50, 0.60, 0.70), "proxy_then_train": (0.40, 0.50, 0.60)}
+    # untuned minus proxy_then_train: -0.1 every repeat (se 0); minus the selection: -0.2: it wins clearly
+    clear = MethodComparison(_scores({**tuned, "untuned": (0.30, 0.40, 0.50)}), 1, None)
+    assert untuned_wins(clear)
+    # untuned minus proxy_then_train: -0.2, +0.1, -0.05 -> mean -0.05, se 0.087: lower, but within one s.e.
+    within = MethodComparison(_scores({**tuned, "untuned": (0.20, 0.60, 0.55)}), 1, None)
+    assert within.scores[-1].mean_proxy_loss < within.scores[1].mean_proxy_loss and not untuned_wins(within)
+    # one repeat: no standard error, never chosen
+    one = MethodComparison(_scores({"proxy_then_train": (0.5,), "untuned": (0.1,)}), 0, None)
+    assert not untuned_wins(one)
+    # an unavailable tuning method does not count; a worse untuned run never wins
+    assert not untuned_wins(MethodComparison(_scores({**tuned, "untuned": (0.6, 0.7, 0.8)}), 1, None))
+
+
+def test_the_choice_recommends_the_untuned_run_when_it_wins_clearly_and_says_so(monkeypatch):
+    import torch
+
+    from botorch_dp.methods import training_choice as tc
+    from botorch_dp.methods.protocol import MethodContext
+    from botorch_dp.training import DPSGDConfig, TrainingConfig
+    from botorch_dp.tuning import TorchModelTuningObjective
+
+    # simulations replaced by fixed paired losses (each method's simulation is tested elsewhere): the choice only
+    fixed = {
+        "training_selection": [0.5, 0.6, 0.7],
+        "subsample_tuning": [0.45, 0.55, 0.65],
+        "proxy_then_train": [0.4, 0.5, 0.6],
+        "untuned": [0.3, 0.4, 0.5],
+    }
+    for cls in (tc.TrainingSelectionMethod, tc.SubsampleTuningMethod, tc.ProxyThenTrainMethod, tc.UntunedMethod):
+        monkeypatch.setattr(cls, "simulate_training", lambda self, proxy, seed: fixed[self.name][seed])
+    data = _proxy_data()
+    objective = TorchModelTuningObjective(
+        data, SPACE, training=TrainingConfig(epochs=1, batch_size=20), dp_sgd=DPSGDConfig(noise_multiplier=1.0)
+    )
+    context = MethodContext(SPACE.bounds.to(torch.float64), 40, 40, EPS, DELTA, None, 4.0)
+
+    def choose():
+        return tc.choose_training_method(
+            objective, SPACE, data, epsilon=EPS, delta=DELTA, protect="training", context=context
+        )
+
+    choice = choose()
+    assert choice.winner.name == "untuned" and choice.comparison.recommended_name == "untuned"
+    assert "ran the untuned training once" in choice.advice
+    # within one standard error of the best tuning method: a tuning method runs, with the advice
+    fixed["untuned"] = [0.3, 0.6, 0.55]
+    choice = choose()
+    assert choice.winner.name == "proxy_then_train" and "tune ran proxy_then_train as asked" in choice.advice
