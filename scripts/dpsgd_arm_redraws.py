@@ -5,14 +5,16 @@ r"""Redraw the dpsgd benchmark's candidate arms of ``tune(method="auto")`` and m
 geometric, proxy then train, subsample then train) on each seed (comma-separated) DRAWS times, at the benchmark's
 settings (``benchmarks.dpsgd_task.Settings()``), and appends one JSON line per run to OUT (``{dataset, eps, seed,
 rep, arm, test_accuracy, s}``; the test accuracy is a NON-PRIVATE diagnostic). The seed fixes the split, the
-public slice and the initialisation (paired across arms and draws); the privacy noise, Poisson batches, ``K`` and
-the trial points come from OS entropy, so every draw's noise is a distinct stream.
+public slice and the initialisation (paired across arms and draws) and, as in the stored arms, the cheap arms'
+configurations; the privacy noise, Poisson batches and subset, the selection's ``K`` and trial points come from OS
+entropy, so every draw's noise is a distinct stream.
 
-``python scripts/dpsgd_arm_redraws.py render OUT REPORT STORE [STORE ...]`` reads OUT and the auto arm's runs
-in the run stores (``runs-dpsgd.jsonl``; the last stored run per seed and cell wins) and writes REPORT: per
-seed, each candidate's mean test accuracy over its draws with its standard error; the seed is DECIDED when the
-best candidate's mean exceeds the second's by more than the standard error of that difference (the two means'
-standard errors combined); auto HITS a decided seed when it chose the best candidate there.
+``python scripts/dpsgd_arm_redraws.py render OUT REPORT STORE [STORE ...] [--notes FILE]`` reads OUT
+(comma-separated files) and the auto arm's runs in the run stores (``runs-dpsgd.jsonl``; the last stored run per
+seed and cell wins) and writes REPORT: per seed, each candidate's mean test accuracy over its draws with its
+standard error; the seed is DECIDED when the best candidate's mean exceeds the second's by more than the standard
+error of that difference (the two means' standard errors combined); auto HITS a decided seed when it chose the best
+candidate there. FILE's text (the findings, by hand) goes after the header.
 """
 
 from __future__ import annotations
@@ -97,8 +99,9 @@ def redraw_hit_rate(draws: dict[int, dict[str, list[float]]], chosen: dict[int, 
     return {"per_seed": per_seed, "decided": len(decided), "hits": sum(per_seed[s]["hit"] for s in decided)}
 
 
-def render(path: str, report: str, stores: list[str]) -> None:
-    r"""Write REPORT (see the module) from the redraws in ``path`` (comma-separated files) and ``stores``."""
+def render(path: str, report: str, stores: list[str], notes: str | None = None) -> None:
+    r"""Write REPORT (see the module) from the redraws in ``path`` (comma-separated files) and ``stores``, with
+    the text of the file ``notes`` (the findings, written by hand) after the header."""
     import datetime
     import os
     import platform
@@ -126,12 +129,16 @@ def render(path: str, report: str, stores: list[str]) -> None:
         "Per seed every candidate arm (the arm that runs the method auto may choose, at the benchmark's settings: "
         + ", ".join(f"{arm} = `{m}` ({letter[m]})" for m, arm in CANDIDATES.items())
         + ") is run R times: the seed fixes the split, the public slice and the initialisation (paired across arms "
-        "and draws), the privacy noise, Poisson batches, K and trial points come from OS entropy (a distinct stream "
-        "per draw). A seed is DECIDED when the best candidate's mean test accuracy (NON-PRIVATE) exceeds the "
-        "second's by more than the standard error of that difference, sqrt(se_1^2 + se_2^2) over the draws; auto "
+        "and draws); the privacy noise, Poisson batches and subset, K and the selection's trial points come from OS "
+        "entropy (a distinct stream per draw; the cheap arms' configurations are seeded, as in the stored arms). A "
+        "seed is DECIDED when the best candidate's mean test accuracy (NON-PRIVATE) exceeds the second's by more "
+        "than the standard error of that difference, sqrt(se_1^2 + se_2^2) over the draws; auto "
         "HITS a decided seed when it chose the best candidate there. Auto's choice is read from the run store(s).",
         "",
     ]
+    if notes is not None:
+        with open(notes, encoding="utf-8") as f:
+            out += [f.read().rstrip("\n"), ""]
     for (dataset, eps), draws in sorted(data.items()):
         for store in stores:
             chosen = auto_choices([store], eps).get(dataset, {})
@@ -171,7 +178,11 @@ def main(argv: list[str]) -> None:
     if argv[0] == "run":
         run(argv[1], float(argv[2]), int(argv[3]), [int(s) for s in argv[4].split(",")], argv[5])
     elif argv[0] == "render":
-        render(argv[1], argv[2], argv[3:])
+        notes = None
+        if "--notes" in argv:
+            i = argv.index("--notes")
+            notes, argv = argv[i + 1], argv[:i] + argv[i + 2 :]
+        render(argv[1], argv[2], argv[3:], notes)
     else:
         raise SystemExit(__doc__)
 
