@@ -7,14 +7,16 @@ settings (``benchmarks.dpsgd_task.Settings()``), and appends one JSON line per r
 rep, arm, test_accuracy, s}``; the test accuracy is a NON-PRIVATE diagnostic). The seed fixes the split, the
 public slice and the initialisation (paired across arms and draws) and, as in the stored arms, the cheap arms'
 configurations; the privacy noise, Poisson batches and subset, the selection's ``K`` and trial points come from OS
-entropy, so every draw's noise is a distinct stream.
+entropy, so every draw's noise is a distinct stream. An optional sixth argument names other arms to run instead
+(comma-separated), e.g. ``benchmarks.dpsgd_arms.CENTRE_ARM``, the untuned run auto may choose.
 
-``python scripts/dpsgd_arm_redraws.py render OUT REPORT STORE [STORE ...] [--notes FILE]`` reads OUT
+``python scripts/dpsgd_arm_redraws.py render OUT REPORT STORE[:centre] [...] [--notes FILE]`` reads OUT
 (comma-separated files) and the auto arm's runs in the run stores (``runs-dpsgd.jsonl``; the last stored run per
 seed and cell wins) and writes REPORT: per seed, each candidate's mean test accuracy over its draws with its
 standard error; the seed is DECIDED when the best candidate's mean exceeds the second's by more than the standard
 error of that difference (the two means' standard errors combined); auto HITS a decided seed when it chose the best
-candidate there. FILE's text (the findings, by hand) goes after the header.
+candidate there. ``STORE:centre``: that store's auto could run the untuned training, so the centre arm's draws
+(where run) are a fourth candidate. FILE's text (the findings, by hand) goes after the header.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import warnings
 __all__ = ["decide", "main"]
 
 
-def run(dataset: str, eps: float, draws: int, seeds: list[int], path: str) -> None:
+def run(dataset: str, eps: float, draws: int, seeds: list[int], path: str, arms: list[str] | None = None) -> None:
     from benchmarks.dpsgd import Runner
     from benchmarks.dpsgd_hitrate import CANDIDATES
     from benchmarks.dpsgd_task import Settings
@@ -37,7 +39,7 @@ def run(dataset: str, eps: float, draws: int, seeds: list[int], path: str) -> No
     with open(path, "a", encoding="utf-8") as out:
         for seed in seeds:
             for rep in range(draws):
-                for arm in CANDIDATES.values():
+                for arm in arms or CANDIDATES.values():
                     start = time.perf_counter()
                     result = runner.execute("arm", dict(arm=arm, dataset=dataset, seed=seed, epsilon=eps))
                     record = dict(
@@ -83,18 +85,20 @@ def auto_choices(stores: list[str], eps: float) -> dict[str, dict[int, str]]:
     return chosen
 
 
-def redraw_hit_rate(draws: dict[int, dict[str, list[float]]], chosen: dict[int, str]) -> dict:
+def redraw_hit_rate(draws: dict[int, dict[str, list[float]]], chosen: dict[int, str], centre: bool = True) -> dict:
     r"""Per seed ``decide``'s result with ``chosen`` and ``hit``; ``hits`` and ``decided`` over the seeds."""
+    from benchmarks.dpsgd_arms import CENTRE_ARM
     from benchmarks.dpsgd_hitrate import CANDIDATES
 
+    arm_of = {**CANDIDATES, "untuned": CENTRE_ARM}  # the centre's draws, where run, are a fourth candidate
     per_seed = {}
     for seed in sorted(draws):
-        if len(draws[seed]) < len(CANDIDATES):
+        if not set(CANDIDATES.values()) <= set(draws[seed]):
             continue  # a seed whose candidates have not all run yet
-        row = decide(draws[seed])
+        row = decide({a: v for a, v in draws[seed].items() if centre or a != CENTRE_ARM})
         row["chosen"] = chosen.get(seed)
-        row["hit"] = CANDIDATES.get(row["chosen"] or "") == row["best"]
-        arm = CANDIDATES.get(row["chosen"] or "")
+        row["hit"] = arm_of.get(row["chosen"] or "") == row["best"]
+        arm = arm_of.get(row["chosen"] or "")
         # the chosen method's shortfall: the best candidate's mean minus the chosen one's (NaN: no arm of its own)
         row["regret"] = row["stats"][row["best"]][0] - row["stats"][arm][0] if arm in row["stats"] else math.nan
         per_seed[seed] = row
@@ -116,9 +120,10 @@ def render(path: str, report: str, stores: list[str], notes: str | None = None) 
     import os
     import platform
 
+    from benchmarks.dpsgd_arms import CENTRE_ARM
     from benchmarks.dpsgd_hitrate import CANDIDATES
 
-    letter = {"training_selection": "S", "proxy_then_train": "P", "subsample_tuning": "U", "untuned": "N"}
+    letter = {"training_selection": "S", "proxy_then_train": "P", "subsample_tuning": "U", "untuned": "N (centre)"}
     data: dict[tuple[str, float], dict[int, dict[str, list[float]]]] = {}
     seconds = 0.0
     for file in path.split(","):
@@ -151,20 +156,27 @@ def render(path: str, report: str, stores: list[str], notes: str | None = None) 
             out += [f.read().rstrip("\n"), ""]
     for (dataset, eps), draws in sorted(data.items()):
         for store in stores:
+            # STORE:centre: its auto could choose the untuned run, whose draws (where run) are a fourth candidate
+            store, _, flag = store.partition(":")
+            centre = flag == "centre" and any(CENTRE_ARM in v for v in draws.values())
+            columns = list(CANDIDATES.values()) + ([CENTRE_ARM] if centre else [])
             chosen = auto_choices([store], eps).get(dataset, {})
             if not chosen:
                 continue
-            h = redraw_hit_rate(draws, chosen)
+            h = redraw_hit_rate(draws, chosen, centre)
             out += [f"## {dataset} ε = {eps:g}, auto's choices from `{store}`", ""]
             out += [
                 "| seed | "
-                + " | ".join(CANDIDATES.values())
+                + " | ".join(columns)
                 + " | best − second ± se | decided | auto chose | hit | best − chosen |",
-                "|---|" + "---|" * (len(CANDIDATES) + 5),
+                "|---|" + "---|" * (len(columns) + 5),
             ]
             for seed, row in h["per_seed"].items():
                 cells = []
-                for arm in CANDIDATES.values():
+                for arm in columns:
+                    if arm not in row["stats"]:
+                        cells.append("—")
+                        continue
                     mean, se, n = row["stats"][arm]
                     mark = "**" if arm == row["best"] else ""
                     cells.append(f"{mark}{mean:.3f} ± {se:.3f}{mark} ({n})")
@@ -175,13 +187,13 @@ def render(path: str, report: str, stores: list[str], notes: str | None = None) 
                     f"{'yes' if row['decided'] else 'no'} | {letter.get(c, c) if c else '—'} | {hit} | "
                     f"{row['regret']:.3f} |"
                 )
+            rows = [r for r in h["per_seed"].values() if all(a in r["stats"] for a in columns)]
             fixed = {
-                letter[m]: sum(r["stats"][r["best"]][0] - r["stats"][a][0] for r in h["per_seed"].values())
-                / len(h["per_seed"])
-                for m, a in CANDIDATES.items()
+                letter[m]: sum(r["stats"][r["best"]][0] - r["stats"][a][0] for r in rows) / len(rows)
+                for m, a in {**CANDIDATES, "untuned": CENTRE_ARM}.items()
+                if a in columns
             }
-            full = [v for v in draws.values() if len(v) == len(CANDIDATES)]
-            means = {a: sum(sum(v[a]) / len(v[a]) for v in full) / len(full) for a in CANDIDATES.values()}
+            means = {a: sum(r["stats"][a][0] for r in rows) / len(rows) for a in columns}
             out += [
                 "",
                 f"**Hits: {h['hits']} of {h['decided']} decided seeds** (goal: 8 of 10, i.e. 80%). The chosen "
@@ -199,7 +211,8 @@ def render(path: str, report: str, stores: list[str], notes: str | None = None) 
 
 def main(argv: list[str]) -> None:
     if argv[0] == "run":
-        run(argv[1], float(argv[2]), int(argv[3]), [int(s) for s in argv[4].split(",")], argv[5])
+        arms = argv[6].split(",") if len(argv) > 6 else None
+        run(argv[1], float(argv[2]), int(argv[3]), [int(s) for s in argv[4].split(",")], argv[5], arms)
     elif argv[0] == "render":
         notes = None
         if "--notes" in argv:
