@@ -12,12 +12,13 @@ paired standard error goes to the method with fewer private trainings, and the t
 (``methods.choice.recommend``).
 
 One untuned run (``methods.untuned``: the public defaults, the whole ``ε``) is simulated alongside
-and listed last. When it beats EVERY tuning method by more than one paired standard error
-(``untuned_wins``), ``"auto"`` recommends it: tuning is not expected to beat it, so one untuned
-training is run, and ``untuned_advice`` says so (``tune`` carries that in the result and a warning;
-a tuning method can still be forced by name). Otherwise a tuning method is recommended, and when it
-does not beat the untuned run by more than one paired standard error ``untuned_advice`` says that
-tuning is not expected to beat one untuned run (``tune(method="untuned")`` runs the single training).
+and listed last. When the recommended tuning method does not beat it by more than one paired
+standard error (``untuned_wins``: tuning is not expected to beat one untuned run), ``"auto"``
+recommends the untuned run, so one untuned training is run, and ``untuned_advice`` says so (``tune``
+carries that in the result and a warning; a tuning method can still be forced by name). The burden
+of proof is on tuning: at a fixed ``ε`` the untuned run spends it all on one training, and on the
+dpsgd benchmark the untuned run at the centre of the space was within 0.02 test accuracy of the
+seed's best tuning method on average (``reports/dpsgd-auto2/auto-choice.md``).
 
 Everything here reads only the proxy's data and public settings: the private objective is used for
 its public shape and never evaluated.
@@ -52,8 +53,8 @@ __all__ = [
 
 #: ``tune``'s names of the methods that protect the training records.
 TRAINING_METHODS = ("training_selection", "subsample_tuning", "proxy_then_train", "untuned")
-#: The tuning methods ``"auto"`` compares (the untuned run is simulated too, as the baseline, and chosen only
-#: when it beats every one of them clearly: ``untuned_wins``).
+#: The tuning methods ``"auto"`` compares (the untuned run is simulated too, as the baseline, and chosen when
+#: the best of them does not beat it by more than one paired standard error: ``untuned_wins``).
 TUNING_METHODS = TRAINING_METHODS[:3]
 #: The paired repeats of the comparison by default.
 DEFAULT_REPEATS = 3
@@ -181,28 +182,20 @@ def choose_training_method(
     best, note = recommend(tuning)  # the cost column: private DP-SGD trainings
     note = None if note is None else note.replace("evaluations per run", "private training(s)")
     comparison = MethodComparison(scores, best, context, note)
-    if untuned_wins(comparison):  # one untuned run beat every tuning method clearly: auto runs it
+    if untuned_wins(comparison):  # tuning is not expected to beat one untuned run: auto runs that run
         comparison = MethodComparison(scores, len(scores) - 1, context, note)
     return TrainingChoice(comparison.recommended, comparison, untuned_advice(comparison))
 
 
 def untuned_wins(comparison: MethodComparison) -> bool:
-    r"""Whether the untuned run (the last score) beat EVERY simulated tuning method by more than one paired
-    standard error (lower mean proxy loss; never with fewer than two repeats)."""
+    r"""Whether tuning is not expected to beat one untuned run: the recommended tuning method's mean proxy loss
+    is not below the untuned run's (the last score) by more than one paired standard error (with one repeat: not
+    below it at all). ``"auto"`` then runs the untuned training."""
     untuned = comparison.scores[-1]
-    if untuned.method is None or untuned.name != "untuned":
+    if untuned.method is None or untuned.name != "untuned" or comparison.best == len(comparison.scores) - 1:
         return False
-    for score in comparison.scores[:-1]:
-        if score.method is None:
-            continue
-        diffs = [u - t for u, t in zip(untuned.proxy_losses, score.proxy_losses, strict=True)]
-        if len(diffs) < 2:
-            return False
-        mean = sum(diffs) / len(diffs)
-        se = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1) / len(diffs))
-        if not -mean > se:
-            return False
-    return True
+    _, diff, se = comparison.paired(len(comparison.scores) - 1)  # untuned minus the recommended tuning method
+    return diff <= (se if math.isfinite(se) else 0.0)
 
 
 def untuned_advice(comparison: MethodComparison) -> str | None:
@@ -214,13 +207,15 @@ def untuned_advice(comparison: MethodComparison) -> str | None:
         return None
     if chosen is untuned:
         r = len(untuned.proxy_losses)
-        tuned = ", ".join(f"{s.name} {s.mean_proxy_loss:.4g}" for s in comparison.scores[:-1] if s.method is not None)
+        tuned = min((s for s in comparison.scores[:-1] if s.method is not None), key=lambda s: s.mean_proxy_loss)
+        diffs = [u - t for u, t in zip(untuned.proxy_losses, tuned.proxy_losses, strict=True)]
         defaults = untuned.method.natural() if isinstance(untuned.method, UntunedMethod) else "the defaults"
         return (
             f"tuning is not expected to beat one untuned run: on the proxy one DP-SGD training at the public "
-            f"defaults at the whole epsilon scored {untuned.mean_proxy_loss:.4g}, lower than every tuning method "
-            f"by more than one paired standard error over {r} paired repeats ({tuned}); method='auto' therefore "
-            f"ran the untuned training once at {defaults} (method='untuned'); force a tuning method with "
+            f"defaults at the whole epsilon scored {untuned.mean_proxy_loss:.4g} and the best tuning method, "
+            f"{tuned.name}, {tuned.mean_proxy_loss:.4g} (untuned minus {tuned.name} {sum(diffs) / r:+.3g} over {r} "
+            f"paired repeats: not lower by more than one paired standard error); method='auto' therefore ran the "
+            f"untuned training once at {defaults} (method='untuned'); force a tuning method with "
             "method='training_selection', 'subsample_tuning' or 'proxy_then_train'"
         )
     wins, diff, se = comparison.paired(len(comparison.scores) - 1)  # diff: untuned minus chosen
