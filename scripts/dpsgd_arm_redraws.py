@@ -139,7 +139,8 @@ def render(path: str, report: str, stores: list[str], notes: str | None = None) 
         f"Command: `PYTHONPATH=. python {' '.join(sys.argv[0:1])} run DATASET 3 3 0,...,9 FILE` per data set, then "
         f"`render {path} {report} {' '.join(stores)}`. Rendered {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} "
         f"UTC on {platform.machine()} ({os.cpu_count()} logical CPUs shared with other jobs), 1 torch thread per "
-        f"run (`benchmarks.dpsgd.Runner`), nice -n 5; the redraws took {seconds / 60:.0f} CPU-minutes in all.",
+        f"run (`benchmarks.dpsgd.Runner`), nice -n 5; the redraws' runs took {seconds / 60:.0f} minutes of wall "
+        "time in all.",
         "",
         "Per seed every candidate arm (the arm that runs the method auto may choose, at the benchmark's settings: "
         + ", ".join(f"{arm} = `{m}` ({letter[m]})" for m, arm in CANDIDATES.items())
