@@ -45,10 +45,12 @@ from botorch_dp.methods.training_runs import NonPrivateTrainingTrials, select_tr
 from botorch_dp.training import DPSGDConfig
 from botorch_dp.tuning import TorchModelTuningObjective
 
-__all__ = ["ARMS", "ARM_KEYS", "Arm", "composed_trainings"]
+__all__ = ["ARMS", "ARM_KEYS", "CENTRE_ARM", "Arm", "composed_trainings"]
 
 ARM_KEYS = ("test_accuracy", "test_loss", "sigma", "trainings", "ledger_epsilon", "hyperparameters")
 ArmFunction = Callable[[Settings, str, int, float], dict[str, Any]]
+#: The arm of the untuned run ``tune(method="auto")`` simulates (the centre of ``search_space``'s default ranges).
+CENTRE_ARM = "untuned centre (auto's default)"
 
 
 @dataclass(frozen=True)
@@ -306,6 +308,13 @@ ARMS: dict[str, Arm] = {
         name: Arm("default", f"one untuned DP-SGD run at lr {p['lr']:g}, momentum {p['momentum']:g}", _untuned(p))
         for name, p in DEFAULTS.items()
     },
+    # the untuned run tune(method="auto") simulates and may run (the centre of the space); not a default arm of a
+    # full run (dpsgd_task.DEFAULT_ARMS), it measures auto's untuned choice (scripts/dpsgd_arm_redraws.py)
+    CENTRE_ARM: Arm(
+        "default",
+        "one untuned DP-SGD run at the centre of the space (lr 0.141, momentum 0.475), tune(method='auto')'s untuned",
+        _untuned({"lr": math.sqrt(0.01 * 2.0), "momentum": 0.475}),
+    ),
     "dp_gibo composed": Arm(
         "private",
         "tune(method='dp_gibo', protect='validation'): every DP-GIBO training charged on its own and composed "

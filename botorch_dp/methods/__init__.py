@@ -20,7 +20,7 @@ One module per method, its algorithm's wrapper (the reference algorithms stay in
 * ``untuned``: one DP-SGD training at public defaults, the baseline tuning must beat;
 * ``training_proxy``: a public proxy's data on which those four are simulated at their own noise;
 * ``training_choice``: the choice among them on that proxy (``tune(method="auto", proxy=...)`` with
-  a DP-SGD objective), and the advice when tuning is not expected to beat one untuned run;
+  a DP-SGD objective): the untuned run unless a tuning method beats it there, and the advice;
 * ``default_rule``: the public rule ``tune(method="auto")`` follows without a proxy
   (``default_method``: the space's kinds of hyperparameters; ``picked_method``: which rule picked
   ``tune``'s method, in one line);

@@ -6,8 +6,9 @@ centre of the space (``training_proxy.default_configuration``: the midpoint of a
 geometric mean of a log-scaled one, the first value of each categorical). It tunes nothing and reads
 no validation loss (``MethodRun.guarantees["validation"]`` is ``(0, δ)``).
 
-``tune(method="auto", proxy=...)`` simulates it next to the tuning methods and says when tuning is
-not expected to beat it; ``tune(method="untuned")`` runs it.
+``tune(method="auto", proxy=...)`` simulates it next to the tuning methods, says when tuning is
+not expected to beat it, and then runs it (unless the chosen tuning method beats it there by more than
+one paired standard error: ``methods.training_choice.untuned_wins``); ``tune(method="untuned")`` runs it.
 """
 
 from __future__ import annotations

@@ -165,7 +165,9 @@ def tune(
             and ``"proxy_then_train"`` simulated there at each one's own noise (``methods.training_choice``;
             ``plan_options``: ``num_repeats``, ``num_configurations``, ``methods``, ``untuned``), and says
             when tuning is not expected to beat one untuned run (``TuneResult.advice`` and a
-            ``SettingsWarning``); each of those, and ``"untuned"``, can be forced by ``method=``.
+            ``SettingsWarning``): unless the chosen tuning method beats the untuned run there by more
+            than one paired standard error it runs that one training instead (``result.method ==
+            "untuned"``); each of those, and ``"untuned"``, can be forced by ``method=``.
             ``"validation"`` with a DP-trained objective runs DP-GIBO with every training run charged on
             its own (a ``PrivacyWarning`` states their number, each one's ``ε`` and ``σ`` up front).
         mean_trials: ``E[K]`` of ``"sample"`` and of the selection over training runs (``protect``;

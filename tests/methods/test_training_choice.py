@@ -51,3 +51,77 @@ def test_the_advice_is_given_exactly_when_the_chosen_method_does_not_beat_the_un
     assert advice is not None and "not expected to beat one untuned run" in advice and "method='untuned'" in advice
     # untuned better in every repeat: advice
     assert untuned_advice(comparison((0.5, 0.6, 0.7), (0.4, 0.5, 0.6))) is not None
+
+
+def _scores(losses_by_name):
+    from botorch_dp.methods.choice import MethodScore
+
+    proxy = _proxy_data()
+    kw = dict(epsilon=EPS, delta=DELTA, protect="training", proxy_data=proxy)
+    return [
+        MethodScore(name, training_method(name, SPACE, **kw), tuple(losses), None, 0.0, 1.0)
+        for name, losses in losses_by_name.items()
+    ]
+
+
+def test_auto_runs_the_untuned_training_exactly_when_the_chosen_tuning_method_does_not_beat_it_by_a_standard_error():
+    from botorch_dp.methods.choice import MethodComparison
+    from botorch_dp.methods.training_choice import untuned_wins
+
+    tuned = {"training_selection": (0.50, 0.60, 0.70), "proxy_then_train": (0.40, 0.50, 0.60)}
+
+    def wins(untuned, best=1):  # proxy_then_train (index 1) recommended
+        return untuned_wins(MethodComparison(_scores({**tuned, "untuned": untuned}), best, None))
+
+    # untuned minus proxy_then_train: -0.1 in every repeat: tuning does not beat it
+    assert wins((0.30, 0.40, 0.50))
+    # +0.2, -0.1, +0.05 -> mean +0.05, se 0.087: tuning better, but within one s.e.
+    assert wins((0.60, 0.40, 0.65))
+    # +0.1, +0.1, +0.12 -> mean +0.107, se 0.0067: tuning better by more than one s.e.
+    assert not wins((0.50, 0.60, 0.72))
+    # one repeat: no standard error; the untuned run unless tuning is lower
+    one = {"proxy_then_train": (0.5,)}
+    assert untuned_wins(MethodComparison(_scores({**one, "untuned": (0.5,)}), 0, None))
+    assert not untuned_wins(MethodComparison(_scores({**one, "untuned": (0.51,)}), 0, None))
+    # already recommended: nothing to switch
+    assert not wins((0.30, 0.40, 0.50), best=2)
+
+
+def test_the_choice_recommends_the_untuned_run_unless_tuning_beats_it_by_a_standard_error_and_says_so(monkeypatch):
+    import torch
+
+    from botorch_dp.methods import training_choice as tc
+    from botorch_dp.methods.protocol import MethodContext
+    from botorch_dp.training import DPSGDConfig, TrainingConfig
+    from botorch_dp.tuning import TorchModelTuningObjective
+
+    # simulations replaced by fixed paired losses (each method's simulation is tested elsewhere): the choice only
+    fixed = {
+        "training_selection": [0.5, 0.6, 0.7],
+        "subsample_tuning": [0.45, 0.55, 0.65],
+        "proxy_then_train": [0.4, 0.5, 0.6],
+        "untuned": [0.3, 0.4, 0.5],
+    }
+    for cls in (tc.TrainingSelectionMethod, tc.SubsampleTuningMethod, tc.ProxyThenTrainMethod, tc.UntunedMethod):
+        monkeypatch.setattr(cls, "simulate_training", lambda self, proxy, seed: fixed[self.name][seed])
+    data = _proxy_data()
+    objective = TorchModelTuningObjective(
+        data, SPACE, training=TrainingConfig(epochs=1, batch_size=20), dp_sgd=DPSGDConfig(noise_multiplier=1.0)
+    )
+    context = MethodContext(SPACE.bounds.to(torch.float64), 40, 40, EPS, DELTA, None, 4.0)
+
+    def choose():
+        return tc.choose_training_method(
+            objective, SPACE, data, epsilon=EPS, delta=DELTA, protect="training", context=context
+        )
+
+    choice = choose()
+    assert choice.winner.name == "untuned" and choice.comparison.recommended_name == "untuned"
+    assert "ran the untuned training once" in choice.advice
+    # proxy_then_train lower in mean but within one paired standard error: still the untuned run
+    fixed["untuned"] = [0.6, 0.4, 0.65]
+    assert choose().winner.name == "untuned"
+    # proxy_then_train lower by more than one paired standard error: it runs, and there is no advice
+    fixed["untuned"] = [0.5, 0.6, 0.72]
+    choice = choose()
+    assert choice.winner.name == "proxy_then_train" and choice.advice is None

@@ -138,9 +138,10 @@ def test_auto_says_tuning_is_not_expected_to_beat_one_untuned_run_when_the_hyper
     scores = {s.name: s for s in result.methods.scores}
     # the same noise streams and an ignored keyword: the untuned run IS the proxy procedure's final run
     assert scores["untuned"].proxy_losses == scores["proxy_then_train"].proxy_losses
-    # tune still ran what was asked (a tuning method), and says so everywhere the result is read
-    assert result.method in ("proxy_then_train", "subsample_tuning", "training_selection")
-    assert result.advice is not None and "method='untuned'" in result.advice
+    # tuning cannot beat it: auto ran the untuned training, and says so everywhere the result is read
+    assert result.method == "untuned" and "ran the untuned training once" in result.advice
+    (record,) = obj.ledger.training.records()
+    assert record.run_id.endswith("-untuned")
     assert "ADVICE: tuning is not expected" in repr(result)
     assert "ADVICE: tuning is not expected" in result.guarantee_report()
     assert json.loads(result.to_json())["advice"] == result.advice
@@ -254,3 +255,24 @@ def test_method_untuned_charges_the_noise_and_epsilon_it_states_fast(monkeypatch
     assert (record.event.noise_multiplier, record.event.sample_rate, record.event.steps) == (sigma, 1 / 8, 8)
     assert obj.ledger.training.epsilon(DELTA) == pytest.approx(alone, rel=1e-9)
     assert result.protected["training"] == (pytest.approx(alone, rel=1e-9), DELTA)
+
+
+def test_auto_runs_the_untuned_training_when_no_tuning_method_beats_it_on_the_proxy(monkeypatch, at_the_choice):
+    # the simulations replaced by fixed paired proxy losses (each is tested on its own): the untuned run's are lower
+    # than every tuning method's in every repeat, so auto runs it, charged once, and says so
+    from botorch_dp.methods import training_choice as tc
+
+    fixed = {"training_selection": 0.6, "subsample_tuning": 0.55, "proxy_then_train": 0.5, "untuned": 0.4}
+    for cls in (tc.TrainingSelectionMethod, tc.SubsampleTuningMethod, tc.ProxyThenTrainMethod, tc.UntunedMethod):
+        monkeypatch.setattr(cls, "simulate_training", lambda self, proxy, seed: fixed[self.name] + 0.01 * seed)
+    obj = _objective(INFORMATIVE)
+    with pytest.warns(SettingsWarning, match="ran the untuned training once"):
+        result = _tune(obj, INFORMATIVE, proxy=_proxy(), plan_options=FAST_PLAN)
+    assert at_the_choice == {"evaluations": 0, "trainings": 0, "validations": 0}
+    assert result.method == "untuned" == result.methods.recommended_name
+    (record,) = obj.ledger.training.records()
+    assert record.run_id.endswith("-untuned") and obj.ledger.validation.records() == []
+    assert result.hyperparameters["lr"] == pytest.approx(math.sqrt(1e-4 * 3.0), rel=1e-9)  # the centre
+    epsilon = obj.ledger.training.epsilon(DELTA)
+    assert result.protected["training"] == (pytest.approx(epsilon, rel=1e-12), DELTA) and epsilon <= EPS
+    assert "ran the untuned training once" in result.advice and json.loads(result.to_json())["method"] == "untuned"
