@@ -88,8 +88,8 @@ def test_the_phase_curve_is_opacus_composed_then_amplified_by_zhu_wang(sigma, q,
     assert np.array_equal(curve[ORDERS > 64], unamplified[ORDERS > 64])  # and not claimed above
 
 
-def _check_sigma_f(epsilon, delta, q, steps, trials, gamma, tau):
-    plan = plan_subsample_tuning(
+def _plan(epsilon, delta, q, steps, trials, gamma, tau):
+    return plan_subsample_tuning(
         epsilon=epsilon,
         delta=delta,
         sample_rate=q,
@@ -98,6 +98,10 @@ def _check_sigma_f(epsilon, delta, q, steps, trials, gamma, tau):
         subsample_fraction=gamma,
         tuning_share=tau,
     )
+
+
+def _check_sigma_f(epsilon, delta, q, steps, trials, gamma, tau):
+    plan = _plan(epsilon, delta, q, steps, trials, gamma, tau)
     target = epsilon * math.sqrt(1 - tau)
     sigma = plan.final_noise_multiplier
     assert _final_epsilon(sigma, q, steps, delta) <= target
@@ -106,15 +110,7 @@ def _check_sigma_f(epsilon, delta, q, steps, trials, gamma, tau):
 
 
 def _check_sigma_t(epsilon, delta, q, steps, trials, gamma, tau):
-    plan = plan_subsample_tuning(
-        epsilon=epsilon,
-        delta=delta,
-        sample_rate=q,
-        steps=steps,
-        num_trials=trials,
-        subsample_fraction=gamma,
-        tuning_share=tau,
-    )
+    plan = _plan(epsilon, delta, q, steps, trials, gamma, tau)
     final = _final_curve(plan.final_noise_multiplier, q, steps)
     sigma = plan.trial_noise_multiplier
 
@@ -244,15 +240,7 @@ SETTING_2_FINAL = (1.0858419138786193, 7.14909362268543)
 
 def test_the_plans_final_run_at_setting_2_is_the_one_settled_above():
     epsilon, delta, q, steps, trials, gamma, tau = SETTINGS[2]
-    plan = plan_subsample_tuning(
-        epsilon=epsilon,
-        delta=delta,
-        sample_rate=q,
-        steps=steps,
-        num_trials=trials,
-        subsample_fraction=gamma,
-        tuning_share=tau,
-    )
+    plan = _plan(epsilon, delta, q, steps, trials, gamma, tau)
     assert (plan.final_noise_multiplier, plan.final_epsilon) == pytest.approx(SETTING_2_FINAL, rel=1e-12)
 
 
