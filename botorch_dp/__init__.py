@@ -60,6 +60,7 @@ _SUBMODULES = (
     "plot",
     "privacy",
     "problems",
+    "storage",
     "training",
     "tuning",
     "utils",
