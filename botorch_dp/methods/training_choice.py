@@ -181,10 +181,10 @@ def choose_training_method(
         raise ValueError("proxy: no training method can be simulated: " + "; ".join(str(s.unavailable) for s in tuning))
     best, note = recommend(tuning)  # the cost column: private DP-SGD trainings
     note = None if note is None else note.replace("evaluations per run", "private training(s)")
-    comparison = MethodComparison(scores, best, context, note)
-    if untuned_wins(comparison):  # tuning is not expected to beat one untuned run: auto runs that run
-        comparison = MethodComparison(scores, len(scores) - 1, context, note)
-    return TrainingChoice(comparison.recommended, comparison, untuned_advice(comparison))
+    tuned = MethodComparison(scores, best, context, note)
+    ran_untuned = untuned_wins(tuned)  # tuning is not expected to beat one untuned run: auto runs that run
+    comparison = MethodComparison(scores, len(scores) - 1, context, note) if ran_untuned else tuned
+    return TrainingChoice(comparison.recommended, comparison, untuned_advice(tuned, ran_untuned=ran_untuned))
 
 
 def untuned_wins(comparison: MethodComparison) -> bool:
@@ -198,39 +198,33 @@ def untuned_wins(comparison: MethodComparison) -> bool:
     return diff <= (se if math.isfinite(se) else 0.0)
 
 
-def untuned_advice(comparison: MethodComparison) -> str | None:
-    r"""The advice when the recommended method does not beat the untuned run (the last score) by more than
-    one paired standard error (with one repeat: by anything), else ``None``; when the untuned run itself is
-    recommended (``untuned_wins``), the statement that auto ran it instead of tuning."""
+def untuned_advice(comparison: MethodComparison, ran_untuned: bool = False) -> str | None:
+    r"""The advice when the recommended tuning method does not beat the untuned run (the last score) by more
+    than one paired standard error (with one repeat: by anything), else ``None``; with ``ran_untuned``
+    (``untuned_wins`` held and auto ran the untuned training instead), the statement that it did."""
     untuned, chosen = comparison.scores[-1], comparison.scores[comparison.best]
-    if untuned.method is None or untuned.name != "untuned":
+    if untuned.method is None or untuned.name != "untuned" or chosen is untuned:
         return None
-    if chosen is untuned:
-        r = len(untuned.proxy_losses)
-        tuned = min((s for s in comparison.scores[:-1] if s.method is not None), key=lambda s: s.mean_proxy_loss)
-        diffs = [u - t for u, t in zip(untuned.proxy_losses, tuned.proxy_losses, strict=True)]
-        defaults = untuned.method.natural() if isinstance(untuned.method, UntunedMethod) else "the defaults"
-        return (
-            f"tuning is not expected to beat one untuned run: on the proxy one DP-SGD training at the public "
-            f"defaults at the whole epsilon scored {untuned.mean_proxy_loss:.4g} and the best tuning method, "
-            f"{tuned.name}, {tuned.mean_proxy_loss:.4g} (untuned minus {tuned.name} {sum(diffs) / r:+.3g} over {r} "
-            f"paired repeats: not lower by more than one paired standard error); method='auto' therefore ran the "
-            f"untuned training once at {defaults} (method='untuned'); force a tuning method with "
-            "method='training_selection', 'subsample_tuning' or 'proxy_then_train'"
-        )
     wins, diff, se = comparison.paired(len(comparison.scores) - 1)  # diff: untuned minus chosen
-    margin = se if math.isfinite(se) else 0.0
-    if diff > margin:
+    if diff > (se if math.isfinite(se) else 0.0) and not ran_untuned:
         return None
     r = len(chosen.proxy_losses)
     defaults = untuned.method.natural() if isinstance(untuned.method, UntunedMethod) else "the defaults"
+    scored = (
+        f"on the proxy one DP-SGD training at the public defaults at the whole epsilon scored "
+        f"{untuned.mean_proxy_loss:.4g} and the recommended tuning method, {chosen.name}, {chosen.mean_proxy_loss:.4g} "
+        f"(untuned minus {chosen.name} {diff:+.3g} +- {_text(se)} over {r} paired repeats, {chosen.name} lower in "
+        f"{wins}/{r}: not lower by more than one paired standard error)"
+    )
+    if ran_untuned:
+        return (
+            f"tuning is not expected to beat one untuned run: {scored}; method='auto' therefore ran the untuned "
+            f"training once at {defaults} (method='untuned'); force a tuning method with "
+            "method='training_selection', 'subsample_tuning' or 'proxy_then_train'"
+        )
     return (
-        f"tuning is not expected to beat one untuned run (it did not do better by more than one paired standard "
-        f"error on the proxy): one DP-SGD training at the public "
-        f"defaults at the whole epsilon scored {untuned.mean_proxy_loss:.4g} and {chosen.name} (chosen) "
-        f"{chosen.mean_proxy_loss:.4g} (untuned minus chosen {diff:+.3g} +- {_text(se)} over {r} paired repeats, "
-        f"{chosen.name} lower in {wins}/{r}); tune ran {chosen.name} as asked; method='untuned' trains once at "
-        f"{defaults} instead"
+        f"tuning is not expected to beat one untuned run: {scored}; tune ran {chosen.name} as asked; "
+        f"method='untuned' trains once at {defaults} instead"
     )
 
 
