@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from botorch_dp.methods.training_proxy import Configuration, default_configuration
+from botorch_dp.methods.training_proxy import Configuration, default_configuration, natural_configuration
 from botorch_dp.privacy.checks import check_positive_int
 
 __all__ = [
@@ -52,17 +52,9 @@ DEFAULT_FINALISTS = 3
 
 
 def natural_configurations(space: Any, values: Sequence[Mapping[str, Any]], name: str) -> list[Configuration]:
-    r"""Configurations given in natural units (mappings of hyperparameter names to values) as
-    ``(categorical choice, θ in the unit cube)``; ``name`` is the argument named in an error."""
-    categorical = {h.name for h in space.categoricals}
-    out = []
-    for j, item in enumerate(values):
-        if not isinstance(item, Mapping):
-            raise ValueError(f"{name}[{j}] must be a mapping of hyperparameter names to values, got {item!r}.")
-        choice = {k: v for k, v in item.items() if k in categorical and k not in space.fixed}
-        continuous = {k: v for k, v in item.items() if k not in categorical}
-        out.append((choice, space.from_natural(continuous).to(torch.float64)))
-    return out
+    r"""Configurations given in natural units as ``(categorical choice, θ in the unit cube)``
+    (``training_proxy.natural_configuration`` each); ``name`` is the argument named in an error."""
+    return [natural_configuration(space, item, f"{name}[{j}]") for j, item in enumerate(values)]
 
 
 def with_defaults(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,7 @@ from botorch_dp.methods.proxy_split import ProxySplit
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.utils import child_seeds
 
-__all__ = ["Configuration", "TrainingProxy", "default_configuration", "random_configurations"]
+__all__ = ["Configuration", "TrainingProxy", "default_configuration", "natural_configuration", "random_configurations"]
 
 #: ``(categorical choice, θ in the unit cube)``.
 Configuration = tuple[dict[str, Any], Tensor]
@@ -54,6 +55,21 @@ def default_configuration(space: Any) -> Configuration:
     r"""The public default of an untuned run: the centre of the unit cube (the midpoint of a linear
     range, the geometric mean of a log-scaled one) and the first configuration of the categoricals."""
     return dict(space.configurations()[0]), torch.full((space.dim,), 0.5, dtype=torch.float64)
+
+
+def natural_configuration(space: Any, values: Any, name: str) -> Configuration:
+    r"""One configuration given in natural units (a mapping of hyperparameter names to values) as
+    ``(categorical choice, θ in the unit cube)``; ``name`` is the argument named in an error (not a
+    mapping, or a continuous or integer hyperparameter missing)."""
+    if not isinstance(values, Mapping):
+        raise ValueError(f"{name} must be a mapping of hyperparameter names to values, got {values!r}.")
+    categorical = {h.name for h in space.categoricals}
+    choice = {k: v for k, v in values.items() if k in categorical and k not in space.fixed}
+    continuous = {k: v for k, v in values.items() if k not in categorical}
+    missing = sorted(set(space.names) - set(continuous))
+    if missing:
+        raise ValueError(f"{name} lacks the hyperparameter(s) {missing}, got {dict(values)!r}.")
+    return choice, space.from_natural(continuous).to(torch.float64)
 
 
 @dataclass(frozen=True)

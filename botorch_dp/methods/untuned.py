@@ -18,12 +18,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from botorch_dp.methods.protocol import MethodContext, MethodRun
 from botorch_dp.methods.proxy_then_train import not_on_a_proxy_objective
-from botorch_dp.methods.training_proxy import Configuration, TrainingProxy, default_configuration
+from botorch_dp.methods.training_proxy import Configuration, TrainingProxy, default_configuration, natural_configuration
 from botorch_dp.privacy.ledger import PrivacyLedger
 
 __all__ = ["UntunedMethod", "UntunedResult"]
@@ -67,14 +66,7 @@ class UntunedMethod:
         r"""``(categorical choice, θ)`` of the defaults."""
         if self.hyperparameters is None:
             return default_configuration(self.space)
-        values = dict(self.hyperparameters)
-        categorical = {h.name for h in self.space.categoricals}
-        choice = {k: v for k, v in values.items() if k in categorical and k not in self.space.fixed}
-        continuous = {k: v for k, v in values.items() if k not in categorical}
-        missing = sorted(set(self.space.names) - set(continuous))
-        if missing:
-            raise ValueError(f"hyperparameters: the untuned defaults lack {missing}, got {values!r}.")
-        return choice, self.space.from_natural(continuous).to(torch.float64)
+        return natural_configuration(self.space, self.hyperparameters, "hyperparameters")
 
     def natural(self) -> dict[str, Any]:
         choice, theta = self.configuration()

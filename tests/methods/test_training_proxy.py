@@ -102,3 +102,13 @@ def test_a_simulated_choice_uses_the_fitting_half_and_the_score_the_scoring_half
     assert best == 0  # chosen by the fitting half alone
     assert proxy.final_score(configs[0], 1.0, seed=0) == pytest.approx(5.0)  # scored by the scoring half alone
     assert proxy.scoring_mean(losses[1]) == 0.0 and proxy.fitting_mean(losses[1]) == 1.0
+
+
+def test_a_configuration_in_natural_units_round_trips_and_bad_values_are_refused_naming_the_argument():
+    choice, theta = tp.natural_configuration(SPACE, {"lr": 1e-2, "weight_decay": 1e-3}, "defaults[0]")
+    assert choice == {"weight_decay": 1e-3} and theta.dtype == torch.float64
+    assert SPACE.to_natural(theta, choice=choice) == pytest.approx({"lr": 1e-2, "weight_decay": 1e-3})
+    with pytest.raises(ValueError, match=r"defaults\[0\] must be a mapping"):
+        tp.natural_configuration(SPACE, [("lr", 1e-2)], "defaults[0]")
+    with pytest.raises(ValueError, match=r"hyperparameters lacks the hyperparameter\(s\) \['lr'\]"):
+        tp.natural_configuration(SPACE, {"weight_decay": 0.0}, "hyperparameters")
