@@ -128,3 +128,27 @@ def test_the_selection_and_the_subsample_method_simulate_their_choice_at_the_obj
     ):
         assert method.simulate_training(proxy, seed=0) == pytest.approx(2.0)
     assert seen == [training_objective.num_users] * 2 == [40, 40]
+
+
+def test_the_subsample_method_trains_one_final_per_chosen_configuration_and_each_user_scores_its_own(
+    training_objective, monkeypatch
+):
+    from botorch_dp.methods.training_proxy import random_configurations
+
+    trained = []
+
+    def losses(self, copy, config):  # a model's loss at every user: its configuration's first coordinate
+        trained.append(float(config[1][0]))
+        return torch.full((30,), float(config[1][0]), dtype=torch.float64)
+
+    proxy = TrainingProxy(training_objective, _proxy_data(), ProxySplit(0))
+    users = proxy.split.halves(30)[1]
+    picks = torch.arange(len(users)) % 2  # the folds alternate between configurations 0 and 1 (of 3)
+    monkeypatch.setattr(tp.TrainingProxy, "held_out_choices", lambda self, *a, **k: (users, picks))
+    monkeypatch.setattr(tp.TrainingProxy, "copy", lambda self, sigma, seed, rows=None: None)
+    monkeypatch.setattr(tp.TrainingProxy, "losses", losses)
+    method = SubsampleTuningMethod(TRAINING_SPACE, 3.0, 1e-5, "training", num_configurations=3, subsample_fraction=0.5)
+    theta = [float(t[0]) for _, t in random_configurations(TRAINING_SPACE, 3, 0)]
+    score = method.simulate_training(proxy, seed=0)
+    assert trained == [*theta, theta[0], theta[1]]  # 3 trials, then one final each for configurations 0 and 1
+    assert score == pytest.approx(float(torch.tensor(theta, dtype=torch.float64)[picks].mean()))
