@@ -10,8 +10,11 @@ takes what remains of the composed ``(ε, δ)``) and is stated in ``MethodRun.pr
 for the validation users); with ``"training"`` the validation users are treated as public.
 
 ``simulate_training(proxy, seed)`` simulates it on the proxy: the trials on a γ-subset of the
-proxy's training split at ``σ_t`` (scaled to the proxy), chosen by the fitting half (with the score
-noise of the private run under ``"both"``), the final run at ``σ_f`` scored on the scoring half.
+proxy's training split at ``σ_t`` (scaled to the proxy), chosen at the precision of the private run's
+choice on the objective's ``n`` validation users (once per scoring-half user, on the proxy's other
+users, topped up with the real run's sampling noise and, under ``"both"``, its score noise:
+``TrainingProxy.held_out_scores``), one final run at ``σ_f`` per configuration some user's choice
+picked, each user scoring the final model of its own choice.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from botorch_dp.methods.protocol import MethodContext, MethodRun, MethodUnavailable
@@ -116,10 +120,13 @@ class SubsampleTuningMethod:
             clip = proxy.objective.loss_cap
             per_trial = self.score_mu / math.sqrt(self.num_configurations)
             noise = clip / (proxy.objective.num_users * per_trial)
-        best, _ = proxy.best_of(
-            configs, plan.trial_noise_multiplier, seed, rows=rows, score_noise=noise, score_clip=clip
-        )
-        return proxy.final_score(configs[best], plan.final_noise_multiplier, seed)
+        per_model = proxy.trained(configs, plan.trial_noise_multiplier, seed, rows)
+        users, choices = proxy.held_out_choices(
+            per_model, proxy.objective.num_users, seed, score_noise=noise, score_clip=clip
+        )  # the private run chooses on the objective's n validation users
+        chosen = sorted(set(choices.tolist()))  # one final training per configuration some fold chose
+        finals = proxy.final_losses([configs[i] for i in chosen], plan.final_noise_multiplier, seed)
+        return proxy.held_out_score(finals, users, torch.tensor([chosen.index(int(c)) for c in choices]))
 
     def describe(self) -> str:
         gamma, share = self._settings()

@@ -5,11 +5,16 @@ DP-SGD objective with ``protect="training"`` or ``"both"``: private selection ov
 runs (``training_selection``), tuning on a Poisson subsample (``subsample_tuning``) and tuning on the
 proxy then one final training (``proxy_then_train``). Each is simulated on the proxy with paired
 seeds (repeat ``j`` of every method uses seed ``j``) at ITS OWN noise: the σ its private run would
-draw at the user's ``(ε, δ)``, scaled to the proxy's size (``methods.training_proxy``). Whatever a
-simulated procedure chooses it chooses by the proxy's FITTING half; it is scored by its released
-model's mean loss on the SCORING half (``methods.proxy_split``). The lowest mean wins; a tie within one
-paired standard error goes to the method with fewer private trainings, and the table's note says so
-(``methods.choice.recommend``).
+draw at the user's ``(ε, δ)``, scaled to the proxy's size (``methods.training_proxy``), and each
+choice at the precision of the users its real run chooses on, as far as the proxy allows: the
+selection and the subsample method choose in their private runs on the objective's ``n`` validation
+users, so their simulated choice is made once per scoring-half user on all the proxy's other users
+(with the real run's extra sampling noise added where ``n`` is smaller; ``n_p - 1`` users where ``n``
+is larger), not on the fitting half alone (``TrainingProxy.held_out_scores``); ``proxy_then_train``
+chooses by the proxy's FITTING half. Every procedure is scored by its released model's loss on the
+SCORING half's users, none of which took part in the choice it scores (``methods.proxy_split``). The
+lowest mean wins; a tie within one paired standard error goes to the method with fewer private
+trainings, and the table's note says so (``methods.choice.recommend``).
 
 One untuned run (``methods.untuned``: the public defaults, the whole ``ε``) is simulated alongside
 and listed last. When the recommended tuning method does not beat it by more than one paired

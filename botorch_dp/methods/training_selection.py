@@ -13,9 +13,11 @@ categorical ``configuration``), its trained model (``MethodRun.result.model``) a
 
 ``simulate`` (on a proxy objective) raises ``MethodUnavailable``; ``simulate_training(proxy, seed)``
 simulates it on a proxy's DATA (``methods.training_proxy``): ``K`` drawn from its distribution, ``K``
-trainings at random points at the selection's own ``σ`` (scaled to the proxy), the winner by the
-fitting half's mean loss (with the private scores' Gaussian noise under ``"both"``), scored by its
-own model's loss on the scoring half. ``tune(method="auto", proxy=...)`` compares it there with the
+trainings at random points at the selection's own ``σ`` (scaled to the proxy), the winner chosen at
+the precision of the private run's choice on the objective's ``n`` validation users: once per
+scoring-half user, on the proxy's other users, with the real run's sampling noise topped up and,
+under ``"both"``, the private scores' Gaussian noise (``TrainingProxy.held_out_scores``), each choice
+scored by its own model's loss at that held-out user. ``tune(method="auto", proxy=...)`` compares it there with the
 cheap methods; without a proxy ``tune`` runs it directly when the training records are protected.
 """
 
@@ -124,8 +126,11 @@ class TrainingSelectionMethod:
                 target_epsilon=self.epsilon, target_delta=self.delta, orders=TRAINING_RDP_ORDERS, **self._k_args
             )
             noise = clip / (objective.num_users * mu)
-        best, losses = proxy.best_of(configs, sigma, seed, score_noise=noise, score_clip=clip)
-        return proxy.scoring_mean(losses[best])  # the winner's own model is released
+        per_model = proxy.trained(configs, sigma, seed)
+        users, choices = proxy.held_out_choices(
+            per_model, objective.num_users, seed, score_noise=noise, score_clip=clip
+        )  # the private run chooses on the objective's n validation users
+        return proxy.held_out_score(per_model, users, choices)  # the winner's own model is released
 
     def describe(self) -> str:
         rounds = f" over m = {self.binomial_rounds} rounds" if self._distribution == "binomial" else ""
