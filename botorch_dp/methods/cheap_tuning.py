@@ -263,10 +263,10 @@ def tune_on_subsample(
         share, table = choose_tuning_share(
             objective, proxy, configs, epsilon=epsilon, delta=delta, subsample_fraction=gamma, seed=seed
         )
-        losses = ", ".join(f"tau = {t:g}: {v:.4g}" for t, v in table.items())
+        listed = ", ".join(f"tau = {t:g}: {v:.4g}" for t, v in table.items())
         how = "proxy"
         chosen_by = (
-            f"chosen on the proxy: tau = {share:g} had the lowest simulated final loss of the grid ({losses}; "
+            f"chosen on the proxy: tau = {share:g} had the lowest simulated final loss of the grid ({listed}; "
             "the same subset and noise seeds for every tau)"
         )
     else:

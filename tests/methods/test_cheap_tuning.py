@@ -4,6 +4,7 @@ import dataclasses
 import functools
 import math
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -337,7 +338,10 @@ def _proxy_with_test():
     return (Xp, yp, Xv, yv, Xs, ys)
 
 
-CONFIGS = [({}, torch.tensor([0.1], dtype=torch.float64)), ({}, torch.tensor([0.9], dtype=torch.float64))]
+CONFIGS: list[tuple[dict[str, Any], torch.Tensor]] = [
+    ({}, torch.tensor([0.1], dtype=torch.float64)),
+    ({}, torch.tensor([0.9], dtype=torch.float64)),
+]
 
 
 @pytest.mark.parametrize("winner", range(len(SHARE_GRID)))
