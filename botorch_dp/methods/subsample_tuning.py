@@ -17,10 +17,10 @@ proxy's training split at ``σ_t`` (scaled to the proxy), chosen at the precisio
 choice on the objective's ``n`` validation users (once per scoring-half user, on the proxy's other
 users, topped up with the real run's sampling noise and, under ``"both"``, its score noise:
 ``TrainingProxy.held_out_scores``), one final run at ``σ_f`` per configuration some user's choice
-picked, each user scoring the final model of its own choice. The
-simulation runs at the given ``tuning_share``, else at the default τ, also when the private run
-will choose τ on the proxy: choosing τ inside every repeat of ``tune``'s method comparison would cost
-``len(SHARE_GRID)`` simulated procedures per repeat.
+picked, each user scoring the final model of its own choice. The simulation runs at the given
+``tuning_share``, else at the default τ, also when the private run will choose τ on the proxy:
+choosing τ inside every repeat of ``tune``'s method comparison would cost ``len(SHARE_GRID)``
+simulated procedures per repeat.
 """
 
 from __future__ import annotations
