@@ -220,7 +220,8 @@ def _training_choice(call: TuneCall, full: DPGIBOConfig) -> Choice:
         accounting=call.accounting,
     )  # fmt: skip
     if call.method != "auto":
-        return Choice(OnSpace(training_method(call.method, call.space, **kw), call.space, full))
+        method = _split_on_proxy(training_method(call.method, call.space, **kw), kw, options)
+        return Choice(OnSpace(method, call.space, full))
     objective, n = call.given, int(call.given.num_users)
     context = MethodContext(call.space.bounds.to(torch.float64), n, len(kw["proxy_data"].y_val), call.epsilon,
                             call.delta, full, float(call.mean_trials))  # fmt: skip
@@ -230,7 +231,16 @@ def _training_choice(call: TuneCall, full: DPGIBOConfig) -> Choice:
             objective, call.space, context=context, num_repeats=options.get("num_repeats", DEFAULT_REPEATS),
             methods=options.get("methods"), progress=call.progress, **kw,
         )  # fmt: skip
-    return Choice(OnSpace(chosen.winner, call.space, full), chosen.comparison, chosen.advice)
+    winner = _split_on_proxy(chosen.winner, kw, options)
+    return Choice(OnSpace(winner, call.space, full), chosen.comparison, chosen.advice)
+
+
+def _split_on_proxy(method: Any, kw: dict[str, Any], options: dict[str, Any]) -> Any:
+    r"""A method that splits ε between a tuning phase and its final training (``with_tuning_share``: subsample
+    tuning) runs with ``plan_options["tuning_share"]``, or without it chooses the split on the proxy's PUBLIC
+    data when it runs; any other method as it is."""
+    split = getattr(method, "with_tuning_share", None)
+    return method if split is None else split(options.get("tuning_share"), kw["proxy_data"])
 
 
 def choose(call: TuneCall) -> Choice:

@@ -163,7 +163,8 @@ def tune(
             ``proxy`` (PUBLIC data: a ``ClassificationData``, a tuple, or a ``TorchModelTuningObjective``'s
             ``data``) ``method="auto"`` instead chooses among ``"training_selection"``, ``"subsample_tuning"``
             and ``"proxy_then_train"`` simulated there at each one's own noise (``methods.training_choice``;
-            ``plan_options``: ``num_repeats``, ``num_configurations``, ``methods``, ``untuned``), and says
+            ``plan_options``: ``num_repeats``, ``num_configurations``, ``methods``, ``untuned``,
+            ``tuning_share``: subsample tuning's ε split, else chosen on the proxy when it runs), and says
             when tuning is not expected to beat one untuned run (``TuneResult.advice`` and a
             ``SettingsWarning``): unless the chosen tuning method beats the untuned run there by more
             than one paired standard error it runs that one training instead (``result.method ==

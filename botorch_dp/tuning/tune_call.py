@@ -73,8 +73,12 @@ TRAINING_SELECTION = "training_selection"
 
 #: The methods that protect the training records (``methods.training_choice``), by ``tune``'s names.
 TRAINING_METHODS = ("training_selection", "subsample_tuning", "proxy_then_train", "untuned")
-#: What ``plan_options`` may hold with a proxy when the training records are protected.
-TRAINING_PLAN_OPTIONS = ("methods", "num_repeats", "num_configurations", "untuned")
+#: What ``plan_options`` may hold with a proxy when the training records are protected (``tuning_share``: subsample
+#: tuning's τ, fixed instead of chosen on the proxy).
+TRAINING_PLAN_OPTIONS = ("methods", "num_repeats", "num_configurations", "untuned", "tuning_share")
+#: The training methods that take a proxy: ``"auto"`` compares the methods there, ``"proxy_then_train"`` tunes on
+#: it, ``"subsample_tuning"`` chooses its ε split τ on it.
+PROXY_TRAINING_METHODS = ("auto", "proxy_then_train", "subsample_tuning")
 
 
 def selects_training_runs(objective: Any) -> bool:
@@ -431,7 +435,7 @@ def _check_training_selection(
     plan_options: dict[str, Any] | None,
 ) -> None:
     r"""Refuse (``ValueError`` naming it) what the methods that protect the training records do not take."""
-    if proxy is not None and method in ("auto", "proxy_then_train") and proxy_data(proxy) is None:
+    if proxy is not None and method in PROXY_TRAINING_METHODS and proxy_data(proxy) is None:
         raise ValueError(
             f"proxy: the training methods tune on a proxy's PUBLIC data (a ClassificationData, a tuple "
             f"(X_train, y_train, X_val, y_val[, X_test, y_test]) or a TorchModelTuningObjective), got "
@@ -443,8 +447,16 @@ def _check_training_selection(
             f"plan_options: {unknown} with protect={protect!r}; the comparison of the training methods takes "
             f"{TRAINING_PLAN_OPTIONS}."
         )
+    options = plan_options or {}
+    if "tuning_share" in options:
+        if method not in ("auto", "subsample_tuning"):
+            raise ValueError(
+                f"plan_options['tuning_share'] with method={method!r}: only subsample tuning splits epsilon between "
+                "a tuning phase and its final training; leave it out."
+            )
+        check_probability(options["tuning_share"], "plan_options['tuning_share']")
     refused = {
-        "proxy": proxy is not None and method not in ("auto", "proxy_then_train"),
+        "proxy": proxy is not None and method not in PROXY_TRAINING_METHODS,
         "strategy": strategy != "enumerate",
         "checkpoint_dir": checkpoint_dir is not None,
     }
@@ -453,7 +465,8 @@ def _check_training_selection(
         if bad:
             raise ValueError(
                 f"{name}={given[name]!r} with protect={protect!r} and method={method!r}: the methods that protect "
-                f"the training records take no {name} (only method='auto' and 'proxy_then_train' take a proxy; "
+                f"the training records take no {name} (only method='auto', 'proxy_then_train' and "
+                "'subsample_tuning' take a proxy; "
                 "they sample their configurations themselves and are not checkpointed); leave it out, or pass "
                 "protect='validation' for DP-GIBO with every training run charged on its own."
             )
