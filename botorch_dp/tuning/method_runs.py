@@ -61,7 +61,7 @@ from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.tuning.encoding import MixedEncoding
 from botorch_dp.tuning.mixed_methods import choose_mixed_method
-from botorch_dp.tuning.tune_call import METHODS, TuneCall, check_method, proxy_data
+from botorch_dp.tuning.tune_call import METHODS, TuneCall, check_method, proxy_data, selection_distribution
 from botorch_dp.tuning.tune_result import TuneObjective, configs_objective
 from botorch_dp.utils import child_seeds, overall_progress, progress_stage
 
@@ -217,7 +217,7 @@ def _training_choice(call: TuneCall, full: DPGIBOConfig) -> Choice:
         epsilon=call.epsilon, delta=call.delta, protect=call.protect, proxy_data=proxy_data(call.proxy),
         mean_trials=call.mean_trials, max_trials=call.max_trials, loss_clip=call.loss_clip,
         num_configurations=options.get("num_configurations", DEFAULT_CONFIGURATIONS), untuned=options.get("untuned"),
-        accounting=call.accounting,
+        accounting=call.accounting, **selection_distribution(options, call.mean_trials),
     )  # fmt: skip
     if call.method != "auto":
         return Choice(OnSpace(training_method(call.method, call.space, **kw), call.space, full))
