@@ -81,6 +81,14 @@ class TrainingSelectionMethod:
     def gdp_mu(self) -> float | None:
         return None  # a Rényi-DP curve, charged to the objective's own ledger
 
+    @property
+    def runs_configurations(self) -> bool:
+        return False  # handed one objective and a child of tune's seed; tune wraps its one release
+
+    def with_max_trials(self, max_trials: int | None) -> TrainingSelectionMethod:
+        r"""Padded to ``max_trials`` trials (``None``: unchanged): the wall time does not reveal ``K``."""
+        return self if max_trials is None else dataclasses.replace(self, max_trials=max_trials)
+
     def resolved(self, proxy_objective: Callable[[Tensor], Tensor] | None, context: MethodContext) -> Any:
         return self
 

@@ -104,11 +104,9 @@ def without_proxy(
 
 
 def with_max_trials(candidate: CandidateMethod, max_trials: int | None) -> CandidateMethod:
-    r"""``candidate`` whose private run is padded to ``max_trials`` trials when it is a selection
-    (``PrivateRandomSearchMethod`` and ``DPHyPOMethod``; DP-GIBO has no hidden ``K``: unchanged)."""
-    if max_trials is None or not isinstance(candidate, PrivateRandomSearchMethod):
-        return candidate
-    return dataclasses.replace(candidate, max_trials=max_trials)
+    r"""``candidate`` whose private run is padded to ``max_trials`` trials when it has a hidden number of
+    trials (its own ``with_max_trials``; DP-GIBO has no hidden ``K``: unchanged)."""
+    return candidate if max_trials is None else candidate.with_max_trials(max_trials)
 
 
 def selection_timing(run: MethodRun) -> tuple[str, str | None]:
@@ -167,7 +165,7 @@ class OnSpace:
     ) -> MethodRun:
         kw = dict(ledger=ledger, progress=progress, executor=executor)
         encoding = MixedEncoding(self.space)
-        if isinstance(self.method, (EnumerateMethod, SampledMethod)):  # per configuration; seeds its own streams
+        if self.method.runs_configurations:  # over the configurations itself; seeds its own streams
             run = self.method.run_private(encoding.objective(objective), seed=seed, **kw)
         else:
             seed = None if seed is None else child_seeds([int(seed)], 1)[0]
