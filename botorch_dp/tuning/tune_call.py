@@ -128,6 +128,7 @@ def selection_distribution(plan_options: dict[str, Any] | None, mean_trials: flo
             binomial_probability(mean_trials=mean_trials, binomial_rounds=rounds)
         except ValueError as err:
             raise ValueError(f"plan_options['binomial_rounds']: {err}") from None
+        assert rounds is not None  # checked: an integer >= 1
         rounds = int(rounds)
     distribution = "tnb" if tnb or name == "geometric" else name
     return {"distribution": distribution, "tnb_eta": eta, "binomial_rounds": rounds}

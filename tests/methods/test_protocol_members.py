@@ -15,6 +15,7 @@ from botorch_dp.methods.subsample_tuning import SubsampleTuningMethod
 from botorch_dp.methods.training_selection import TrainingSelectionMethod
 from botorch_dp.methods.untuned import UntunedMethod
 from botorch_dp.optim import DPGIBOConfig
+from botorch_dp.optim.options import FixedClip
 from botorch_dp.tuning import Categorical, Hyperparameter, SearchSpace
 from botorch_dp.tuning.method_runs import with_max_trials
 
@@ -22,7 +23,7 @@ SPACE = SearchSpace([Hyperparameter("x", 0.0, 1.0), Categorical("arm", ("a", "b"
 CONFIGURATIONS = tuple(SPACE.configurations())
 CONFIGS = (
     DPGIBOConfig(
-        bounds=SPACE.bounds, privacy_mu=0.5, target_delta=1e-5, clip_bound=1.0, kernel=SPACE.recommended_kernel()
+        bounds=SPACE.bounds, privacy_mu=0.5, target_delta=1e-5, clip=FixedClip(1.0), kernel=SPACE.recommended_kernel()
     ),
 ) * 2
 
