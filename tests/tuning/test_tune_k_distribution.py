@@ -186,3 +186,36 @@ def test_a_bad_distribution_is_refused_by_name_before_anything(small, kw, match)
         _tune(obj, **{"protect": "training", "seed": 0, **kw})
     assert obj.seen == [] and obj.calls == 0
     assert obj.ledger.training.records() == [] and obj.ledger.validation.records() == []
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_auto_with_a_proxy_compares_the_selection_at_the_distribution_asked_for(small, monkeypatch):
+    r"""No training: ``tune(method="auto", proxy=...)`` hands the distribution to the comparison on the proxy, and the
+    comparison builds its selection candidate with it."""
+    from botorch_dp.methods import training_choice
+    from botorch_dp.tuning import method_runs
+
+    handed, built = {}, {}
+
+    def compare(*args, **kw):
+        handed.update(kw)
+        return real_compare(*args, **kw)
+
+    def build(name, space, **kw):
+        built[name] = kw
+        raise _Stop
+
+    real_compare = training_choice.choose_training_method
+    monkeypatch.setattr(method_runs, "choose_training_method", compare)
+    monkeypatch.setattr(training_choice, "training_method", build)
+    options, _ = DISTRIBUTIONS["binomial"]
+    obj = objective(small)
+    with pytest.raises(_Stop):
+        _tune(obj, protect="both", proxy=small, plan_options={**options, "num_repeats": 1}, seed=0)
+    chosen = {"distribution": "binomial", "tnb_eta": 1.0, "binomial_rounds": 6}
+    assert {k: handed[k] for k in chosen} == chosen
+    assert {k: built["training_selection"][k] for k in chosen} == chosen
+    assert obj.seen == [] and obj.ledger.training.records() == []
