@@ -105,6 +105,14 @@ class PrivateRandomSearchMethod:
         return None  # a Rényi-DP bound (private selection): no μ-GDP budget holds it
 
     @property
+    def runs_configurations(self) -> bool:
+        return False  # handed one objective and a child of tune's seed; tune wraps its one release
+
+    def with_max_trials(self, max_trials: int | None) -> PrivateRandomSearchMethod:
+        r"""Padded to ``max_trials`` trials (``None``: unchanged): the wall time does not reveal ``K``."""
+        return self if max_trials is None else dataclasses.replace(self, max_trials=max_trials)
+
+    @property
     def expected_evaluations(self) -> float | None:
         r"""The run's cost in objective evaluations: ``E[K]`` (one evaluation per trial; ``None`` before
         ``resolved``). The method choice compares costs by it, not by the ``K`` its simulations drew."""

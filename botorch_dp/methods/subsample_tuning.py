@@ -79,6 +79,13 @@ class SubsampleTuningMethod:
         return None  # Rényi-DP curves, charged to the objective's own ledger
 
     @property
+    def runs_configurations(self) -> bool:
+        return False  # handed one objective and a child of tune's seed; tune wraps its one release
+
+    def with_max_trials(self, max_trials: int | None) -> SubsampleTuningMethod:
+        return self  # K = num_configurations is public: nothing to pad
+
+    @property
     def private_trainings(self) -> float:
         r"""The DP-SGD trainings on the private records: ``K`` on the subset and the final run."""
         return float(self.num_configurations + 1)

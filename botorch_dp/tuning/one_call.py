@@ -125,7 +125,11 @@ def tune(
             ``(X_train, y_train, X_val, y_val[, X_test, y_test])`` or a ``TorchModelTuningObjective``.
         num_users: ``n`` of ``objective`` (public), needed with ``proxy`` (read from a
             ``TorchModelTuningObjective``).
-        plan_options: Keywords of ``plan_private_run`` (``clip_quantiles``, ``step_sizes``, ...).
+        plan_options: Keywords of ``plan_private_run`` (``clip_quantiles``, ``step_sizes``, ...). With
+            ``protect="training"`` or ``"both"``, with or without ``proxy``: ``K``'s distribution of the
+            selection over training runs (``tune_call.selection_distribution``: ``"distribution"``, one of
+            ``"geometric"`` (default), ``"truncated_negative_binomial"`` with ``"tnb_eta"``, ``"poisson"``,
+            ``"binomial"`` with ``"binomial_rounds"``).
         plan_budget: The SECONDS the planning on the proxy should take (every configuration's settings
             search and the method comparison), estimated before it starts from the timed proxy and one
             timed DP-GIBO step (``plan.budget``): over it, ``budgeted_options`` cuts the repeats, the
