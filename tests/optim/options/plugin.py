@@ -52,7 +52,7 @@ class UserStrategy:
         return cls(**{k: v for k, v in spec.items() if k != "kind"})
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.spec() == self.spec()  # type: ignore[attr-defined]
+        return isinstance(other, UserStrategy) and type(other) is type(self) and other.spec() == self.spec()
 
     def __hash__(self) -> int:
         return hash(self.name)
