@@ -363,10 +363,12 @@ def test_noise_target_is_delta_over_realised_sigma():
 
 
 def test_schedule_refuses_inconsistent_settings():
-    with pytest.raises(ValueError, match="norm_mu_fraction"):
-        _schedule(norm_mu_fraction=1.0)
-    with pytest.raises(ValueError, match="max_step_mu"):
+    # the strategy's fields (f_N, c_snr, μ_max, T_max) are checked once, by AdaptiveNorm (above); the
+    # schedule checks what it derives and how the values relate
+    with pytest.raises(ValueError, match=r"max_step_mu \(μ_max\) = 2 exceeds the budget μ = 1"):
         _schedule(max_step_mu=2.0)
+    with pytest.raises(ValueError, match=r"max_step_mu \(μ_max\) = 2 exceeds the budget μ = 1"):
+        AdaptiveNorm(max_step_mu=2.0).check(BudgetSplit(1.0), 2, 5)
     assert _schedule(max_step_mu=0.01).min_step_mu == 0.01  # μ_min is capped at μ_max
     with pytest.raises(ValueError, match="μ_N² \\+ μ_min²"):
         AdaptiveNormSchedule(
