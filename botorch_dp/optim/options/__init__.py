@@ -285,6 +285,7 @@ class Options(OptionFields):
 #: also imported above, as it was before this list).
 _OPTION_MODULES = [
     "decaying_clip",
+    "capped_clip",
 ]
 for _module in _OPTION_MODULES:
     importlib.import_module(f"{__name__}.{_module}")
