@@ -136,7 +136,8 @@ class DPGIBOConfig(OptionFields):
         batches: How many points each step evaluates and how they are searched (default
             ``FixedBatches()``: ``d + 1`` points, joint search, ``speed="fast"``).
         fitting: ``NoFitting()`` (default) or the unsafe ``SensitiveFitting(fit)``; a model with
-            an outcome transform makes it ``SensitiveFitting(fit, standardize=True)``.
+            an outcome transform makes it ``SensitiveFitting(fit, standardize=True)``. A user's
+            ``Fitting`` is kept as given.
     """
 
     bounds: Tensor
@@ -299,14 +300,22 @@ def resolve_strategy(name: str, value: Any) -> Any:
 
 
 def _checked_fitting(fitting: Fitting, model: Any, unsafe: bool) -> Fitting:
-    r"""The fitting strategy with the model's outcome transform read in (``standardize``), refused
-    unless the opt-out ``unsafe_allow_sensitive_fitting`` is set."""
+    r"""The fitting strategy, refused unless the opt-out ``unsafe_allow_sensitive_fitting`` is set
+    where it breaks the guarantee. The package's two are rebuilt with the model's outcome transform
+    read in (``standardize``); a user's ``Fitting`` is kept as given (a model that standardizes is
+    refused with it: only ``SensitiveFitting`` standardizes)."""
     fit = getattr(fitting, "fit", None)
     if fit is not None and not unsafe:
         raise ValueError(
             "fitting (hyperparameter_fit) would fit kernel hyperparameters on the sensitive losses, "
             "which breaks the privacy guarantee. Choose the hyperparameters from public "
             "information, or set unsafe_allow_sensitive_fitting=True to run without one."
+        )
+    own = isinstance(fitting, (NoFitting, SensitiveFitting))  # the model decides their standardize
+    if not own and not fitting.holds and not unsafe:
+        raise ValueError(
+            f"{fitting.label} does not keep the privacy guarantee (holds is False); set "
+            "unsafe_allow_sensitive_fitting=True to run without one."
         )
     transform = getattr(model, "outcome_transform", None)
     transform = getattr(model, "input_transform", None) if transform is None else transform
@@ -318,6 +327,13 @@ def _checked_fitting(fitting: Fitting, model: Any, unsafe: bool) -> Fitting:
             "privacy guarantee."
         )
     standardize = getattr(model, "outcome_transform", None) is not None
+    if not own:
+        if standardize:
+            raise ValueError(
+                f"{fitting.label} does not standardize the losses, which the model's outcome transform "
+                "asks for; pass a model with outcome_transform=None, or fitting=SensitiveFitting(...)."
+            )
+        return fitting
     if fit is None and not standardize:
         return NoFitting()
     fitted = SensitiveFitting(fit, standardize)

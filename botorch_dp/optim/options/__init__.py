@@ -13,14 +13,16 @@ r"""DP-GIBO's options as strategy objects, one family per module, each family a 
 A protocol holds the narrow methods ``Options`` and the loop call over a step's context; any
 class with them, registered under its family (``@register("noise", "my_schedule")``), plugs in.
 Variants compose by wrapping (``QuantileClip`` and ``DecayingClip`` wrap a ``FixedClip``). Adding
-one is a module, its ``@register`` line and its import here, and a test module (``decaying_clip``
-is the example). Compatibility is declared, not branched: a strategy lists what it ``requires``
+one is a module (its class with ``@register``), its name in ``_OPTION_MODULES`` at the end of this
+file (one line: the package imports it, so its names resolve in a config and a checkpoint), and a
+test module of the same name. Compatibility is declared, not branched: a strategy lists what it ``requires``
 and ``provides`` (``CAPABILITIES``), what it ``conflicts`` with and why, and whether it
 ``needs_finite_mu``; ``Options.check`` applies all of it and names both parties.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import typing
 from dataclasses import dataclass
@@ -276,3 +278,14 @@ class Options(OptionFields):
     def describe(self) -> dict[str, Any]:
         r"""Each family's ``spec()``."""
         return {s.family: s.spec() for s in self.strategies()}
+
+
+#: The modules that add options to a family (each registers its strategies with ``@register`` when
+#: imported), one line each; their classes are imported from their modules (``DecayingClip`` is
+#: also imported above, as it was before this list).
+_OPTION_MODULES = [
+    "decaying_clip",
+    "capped_clip",
+]
+for _module in _OPTION_MODULES:
+    importlib.import_module(f"{__name__}.{_module}")

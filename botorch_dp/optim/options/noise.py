@@ -125,14 +125,10 @@ class AdaptiveNormSchedule:
     min_step_mu: float
 
     def __post_init__(self) -> None:
+        r"""The derived values only: ``AdaptiveNorm`` checks its fields, the config ``T`` and ``μ``."""
         mu = check_positive(self.total_mu, "total_mu (μ)", allow_inf=False)
-        check_positive(self.sensitivity, "sensitivity (Δ)", allow_inf=False)
-        check_positive_int(self.dim, "dim (d)")
-        check_positive_int(self.max_iterations, "max_iterations (T_max)")
-        check_positive(self.norm_mu, "norm_mu (μ_N)", allow_inf=False)
-        check_positive(self.snr_factor, "snr_factor (c_snr)", allow_inf=False)
-        check_positive(self.max_step_mu, "max_step_mu (μ_max)", allow_inf=False)
-        check_positive(self.min_step_mu, "min_step_mu (μ_min)", allow_inf=False)
+        if self.max_step_mu > mu:
+            raise ValueError(f"max_step_mu (μ_max) = {self.max_step_mu:g} exceeds the budget μ = {mu:g}.")
         if self.min_step_mu > self.max_step_mu:
             raise ValueError(
                 f"min_step_mu (μ_min) = {self.min_step_mu:g} exceeds max_step_mu (μ_max) = {self.max_step_mu:g}."
@@ -162,21 +158,14 @@ class AdaptiveNormSchedule:
         ``μ/√T_max`` so that about ``T_max/4`` steps fit even at the noise floor (on the E.4 Huber
         problem, ``T_max = 100``, μ = 1, 20 seeds, noisy GD's excess loss was 0.138 with ``μ/2``,
         0.024 with the fixed schedule and 0.009 with the cap)."""
-        mu = check_positive(total_mu, "total_mu (μ)", allow_inf=False)
-        t_max = check_positive_int(max_iterations, "max_iterations (T_max)")
-        f_n = check_probability(norm_mu_fraction, "norm_mu_fraction (f_N)")
-        if max_step_mu is None:
-            mu_max = min(mu / 2.0, 2.0 * mu / math.sqrt(t_max))
-        else:
-            mu_max = check_positive(max_step_mu, "max_step_mu (μ_max)", allow_inf=False)
-        if mu_max > mu:
-            raise ValueError(f"max_step_mu (μ_max) = {mu_max:g} exceeds the budget μ = {mu:g}.")
+        mu, t_max = total_mu, max_iterations
+        mu_max = min(mu / 2.0, 2.0 * mu / math.sqrt(t_max)) if max_step_mu is None else max_step_mu
         return cls(
             total_mu=mu,
             sensitivity=sensitivity,
             dim=dim,
             max_iterations=t_max,
-            norm_mu=mu * math.sqrt(f_n / t_max),
+            norm_mu=mu * math.sqrt(norm_mu_fraction / t_max),
             snr_factor=default_snr_factor(num_users, mu) if snr_factor is None else snr_factor,
             max_step_mu=mu_max,
             min_step_mu=min(mu / (2.0 * math.sqrt(t_max)), mu_max),

@@ -7,16 +7,21 @@ fit ``d``; each is rebuilt from its ``spec()``.
 The arithmetic (moved here from ``optim.projected``): the projected release with an identity basis is the plain
 mechanism bit for bit, it projects before clipping, and its noise energy is ``kσ²`` instead of ``dσ²``."""
 
+import dataclasses
 import math
+from typing import Any
 
 import pytest
 import torch
 
-from botorch_dp.optim.options import NoProjection, Projected, from_spec
-from botorch_dp.optim.options.projection import SubspaceTrack, projected_release
+from botorch_dp.optim.options import NoProjection, Projected, Projection, ProjectionRecord, from_spec, register
+from botorch_dp.optim.options.projection import SubspaceTrack, lift, projected_release
 from botorch_dp.optim.subspace import FixedSubspace, PosteriorGradientCovarianceSubspace, orthonormal_basis
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, clip_rows
 from botorch_dp.privacy.mechanisms.releases import GradientRelease
+from tests.optim.options.plugin import UserStrategy, run_once
+from tests.optim.options.strategy_config import config_with
+from tests.test_option_pins import D, _settings
 
 F64 = torch.float64
 V = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]], dtype=F64)
@@ -118,3 +123,66 @@ def test_noise_energy_is_k_sigma_squared_instead_of_d_sigma_squared():
     # E‖Ṽw‖² = kσ², E‖w‖² = dσ²; relative standard errors √(2/(k·reps)) = 2%, √(2/(d·reps)) = 1%
     assert abs(projected.pow(2).sum(-1).mean() / (k * sigma2) - 1) < 0.1
     assert abs(full.pow(2).sum(-1).mean() / (d * sigma2) - 1) < 0.05
+
+
+# ----------------------------------------------------------------- a user's projection plugs in (issue 42)
+@register("projection", "test_first_axes")
+class FirstAxes(UserStrategy):
+    r"""A user's projection (no class of the package) on the first ``k`` coordinate axes, a public basis."""
+
+    def __init__(self, k: int = 1) -> None:
+        self.k = int(k)
+
+    def params(self) -> dict[str, Any]:
+        return {"k": self.k}
+
+    def basis(self, theta: torch.Tensor, gp: Any, track: SubspaceTrack) -> torch.Tensor:
+        return torch.eye(theta.shape[0], dtype=theta.dtype)[:, : self.k]
+
+    def acquisition_basis(self, theta: torch.Tensor, gp: Any, track: SubspaceTrack) -> torch.Tensor | None:
+        return None
+
+    def default_batch_size(self, dim: int) -> int:
+        return dim + 1
+
+    def released_dim(self, dim: int) -> int:
+        return self.k
+
+    def check(self, dim: int) -> None:
+        if not 1 <= self.k <= dim:
+            raise ValueError(f"k must lie in [1, d = {dim}], got {self.k!r}.")
+
+    def lift(
+        self, release: GradientRelease, basis: torch.Tensor | None, track: SubspaceTrack, record: bool
+    ) -> tuple[GradientRelease, SubspaceTrack]:
+        assert basis is not None
+        track = dataclasses.replace(
+            track, bases=(*track.bases, basis), coordinates=(*track.coordinates, release.gradient)
+        )
+        return lift(release, basis), track
+
+    def record(self, track: SubspaceTrack) -> ProjectionRecord:
+        return ProjectionRecord(track.bases, track.coordinates)
+
+
+def test_a_users_projection_runs_in_its_subspace_and_releases_what_the_packages_does():
+    # run only: resuming a run with a user's projection is left to the checkpoint redesign (issue 42 item 3)
+    projection: Projection = FirstAxes(2)  # mypy checks the protocol's signatures here
+    assert type(projection).__mro__ == (FirstAxes, UserStrategy, object)
+    config = config_with(_settings({"num_iterations": 3}), projection=projection)
+    assert config.projection is projection
+    opt, released = run_once(config)
+    record = opt.result().release.records["projection"]
+    assert record.dims == (2, 2, 2)
+    gradients, iterates = opt.result().release.released_gradients, opt.result().release.iterates
+    assert (gradients[:, 2:] == 0).all() and (gradients[:, :2] != 0).all()  # only the first k are released
+    assert (iterates[:, 2:] == 0).all()  # θ₀ = 0 moves only along the first two axes
+    # the same basis as the package's projection on a fixed subspace: the same bits
+    fixed = Projected(FixedSubspace(torch.eye(D, dtype=torch.float64)[:, :2]))
+    package_run, package = run_once(config_with(_settings({"num_iterations": 3}), projection=fixed))
+    bases = package_run.result().release.records["projection"].bases
+    assert all(torch.equal(a, b) for a, b in zip(record.bases, bases, strict=True))  # its QR writes −0.0 for 0.0
+    released.pop("subspace_bases"), package.pop("subspace_bases")
+    assert released == package
+    with pytest.raises(ValueError, match=r"k must lie in \[1, d = 3\], got 4"):
+        config_with(_settings({}), projection=FirstAxes(4))
