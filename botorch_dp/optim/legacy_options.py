@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from botorch_dp.optim.options import (
@@ -166,13 +166,16 @@ _BUILDERS = {
 }
 
 
-def strategies_from_flat(flat: Mapping[str, Any], kinds: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    r"""The strategy of each family that ``flat`` (old keywords, decoded) gives a value for;
-    ``kinds``: the ``step_rule`` and ``selection`` (a name or a strategy) those keywords refine.
-    A ``ValueError`` names the keyword that is wrong (as the flat fields' checks did)."""
+def strategies_from_flat(
+    flat: Mapping[str, Any], kinds: Mapping[str, Any] | None = None, families: Iterable[str] | None = None
+) -> dict[str, Any]:
+    r"""The strategy of each family that ``flat`` (old keywords, decoded) gives a value for, or of each
+    of ``families`` (a keyword not in ``flat``: its default); ``kinds``: the ``step_rule`` and
+    ``selection`` (a name or a strategy) those keywords refine. A ``ValueError`` names the keyword
+    that is wrong (as the flat fields' checks did)."""
     kinds = kinds or {}
-    families = {family for name, (family, _) in FLAT_FIELDS.items() if name in flat}
-    families |= {family for family in FLAT_KINDS if family in kinds and family in families}
+    if families is None:
+        families = {family for name, (family, _) in FLAT_FIELDS.items() if name in flat}
     return {
         family: _BUILDERS[family]({k: v for k, v in flat.items() if FLAT_FIELDS[k][0] == family}, kinds.get(family))
         for family in sorted(families)
