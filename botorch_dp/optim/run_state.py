@@ -1,7 +1,7 @@
 r"""A DP-GIBO run's state as its checkpoint stores it: ``encode_state``/``apply_state`` (every
 field checked against the config and each other on load) and ``resume_run``. The checks of
-the releases against the checkpoint's ledger are in ``optim.resume_checks`` (their names stay
-importable from here); the config's own encoding and comparison are in ``optim.stored_config``.
+the releases against the checkpoint's ledger are in ``optim.resume_checks``; the config's own
+encoding and comparison are in ``optim.stored_config``.
 
 Nothing here unpickles: kernels are rebuilt from the allow-list in ``checkpoint`` only."""
 
@@ -38,7 +38,6 @@ from botorch_dp.optim.resume_checks import (
     check_ledger_covers_steps,
     check_noise_and_selection,
     encode_noise_and_selection,
-    recorded_mus,
 )
 from botorch_dp.optim.state import Run, RunState
 from botorch_dp.optim.stored_config import check_same_run, config_from_json, config_to_json, decode_value, encode_value
@@ -52,13 +51,9 @@ __all__ = [
     "STATE_VERSION",
     "apply_state",
     "budget_of_ledger_state",
-    "check_ledger_covers_steps",
-    "check_noise_and_selection",
     "committed_records",
     "encode_diagnostics",
-    "encode_noise_and_selection",
     "encode_state",
-    "recorded_mus",
     "resume_config",
     "resume_run",
 ]

@@ -167,10 +167,6 @@ class Evaluated(Strategy):
     #: ``C``: the losses are clamped to ``[0, C]`` (a field of each evaluated rule; this class is no dataclass)
     loss_clip: float
 
-    @property
-    def charge(self) -> float:
-        raise NotImplementedError
-
     def index(self, num_iterates: int, noisy_norms: tuple[float, ...]) -> int:
         r"""The last iterate's index (what the run holds until the private choice is made)."""
         return num_iterates - 1
