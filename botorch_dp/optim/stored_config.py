@@ -154,17 +154,6 @@ def migrate_flat_config(stored: Any) -> Any:
     return {**stored, **{family: encode_value(spec) for family, spec in specs.items()}}
 
 
-def _strategy_from_json(name: str, value: Any) -> Any:
-    r"""A family's strategy rebuilt from its stored spec through the registry (registered kinds only)."""
-    spec = decode_value(value, f"config.{name}")
-    if isinstance(spec, dict) and spec.get("fit") is not None:
-        raise ValueError(
-            f"The checkpoint's config has a {name!r} with a callable ({spec['fit']}), which is not stored; "
-            "pass the config to DPGIBO.resume."
-        )
-    return from_spec(name, spec)
-
-
 def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, rebuild: bool) -> DPGIBOConfig | None:
     r"""Check the stored config's fields and, if ``rebuild``, build the ``DPGIBOConfig``."""
     names = {f.name for f in dataclasses.fields(DPGIBOConfig)}
@@ -186,9 +175,15 @@ def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, re
             )
         if name == "kernel":
             values[name] = None
-        elif name in STRATEGY_FIELDS:
+        elif name in STRATEGY_FIELDS:  # through the registry: registered kinds only
+            spec = decode_value(value, f"config.{name}")
+            if isinstance(spec, dict) and spec.get("fit") is not None:
+                raise ValueError(
+                    f"The checkpoint's config has a {name!r} with a callable ({spec['fit']}), which is not stored; "
+                    "pass the config to DPGIBO.resume."
+                )
             try:
-                values[name] = _strategy_from_json(name, value)
+                values[name] = from_spec(name, spec)
             except (TypeError, KeyError) as err:
                 raise ValueError(f"Checkpoint field 'config.{name}' is not a {name} spec: {err!r}") from None
         else:
