@@ -13,10 +13,10 @@ with the flat fields is migrated (``stored_config.migrate_flat_config``) by the 
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from botorch_dp.optim.deprecated import alias_property, warn_renamed
 from botorch_dp.optim.options import (
     FixedClip,
     FullMatrixAdaGrad,
@@ -204,11 +204,7 @@ def _merge_flat(cls_name: str, kwargs: dict[str, Any], stacklevel: int = 4) -> N
                 f"{', '.join(old)} (deprecated) and {family} = {given!r} are both given; give {family} only "
                 f"(with dataclasses.replace: replace(config, {family}=...))."
             )
-        warnings.warn(
-            f"{cls_name}({'=..., '.join(old)}=...) is deprecated; use {family}={strategy!r} instead.",
-            DeprecationWarning,
-            stacklevel=stacklevel,
-        )
+        warn_renamed(f"{cls_name}({'=..., '.join(old)}=...)", f"{family}={strategy!r}", stacklevel + 1)
         kwargs[family] = strategy
 
 
@@ -255,13 +251,5 @@ def install_flat_keywords(cls: type[Any]) -> None:
 
     cls.__init__ = __init__
     for name, (family, _) in FLAT_FIELDS.items():
-
-        def getter(self: Any, name: str = name, family: str = family) -> Any:
-            warnings.warn(
-                f"{cls.__name__}.{name} is deprecated; read {cls.__name__}.{family} (a strategy) instead.",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            return _read_flat(self, name)
-
-        setattr(cls, name, property(getter, doc=f"Deprecated: read ``{family}``."))
+        read = functools.partial(_read_flat, name=name)
+        setattr(cls, name, alias_property(f"{cls.__name__}.{name}", f"{cls.__name__}.{family} (a strategy)", read))
