@@ -82,8 +82,7 @@ def _clip(v: Mapping[str, Any], kind: Any) -> Any:
         _only_with(v, params, "clip_bound='adaptive' (give them in the QuantileClip)")
         return bound
     if isinstance(bound, str) and bound == "adaptive":
-        names = dict(zip(params, ("bound", "quantile", "learning_rate", "fraction"), strict=True))
-        return QuantileClip(**{names[k]: v[k] for k in params if v.get(k) is not None})
+        return QuantileClip(**{str(FLAT_FIELDS[k][1]): v[k] for k in params if v.get(k) is not None})
     _only_with(v, params, "clip_bound='adaptive'")
     return FixedClip(bound)
 
@@ -140,14 +139,7 @@ def _selection(v: Mapping[str, Any], kind: Any) -> Any:
 
 
 def _batches(v: Mapping[str, Any], kind: Any) -> Any:
-    return batch_rule(
-        v.get("batch_size"),
-        bias_tolerance=v.get("bias_tolerance"),
-        max_size=v.get("max_batch_size"),
-        search=v.get("batch_search", "joint"),
-        maxiter=v.get("acqf_maxiter"),
-        speed=v.get("acqf_speed", "fast"),
-    )
+    return batch_rule(**{str(FLAT_FIELDS[k][1]): value for k, value in v.items()})  # a keyword not given: its default
 
 
 def _fitting(v: Mapping[str, Any], kind: Any) -> Any:
