@@ -52,7 +52,6 @@ __all__ = [
     "apply_state",
     "budget_of_ledger_state",
     "committed_records",
-    "encode_diagnostics",
     "encode_state",
     "resume_config",
     "resume_run",
@@ -148,18 +147,6 @@ def resume_config(
     return config, budget
 
 
-def encode_diagnostics(diagnostics: list[ReleaseDiagnostics]) -> list[dict[str, Any]]:
-    r"""The NON-PRIVATE diagnostics as exact JSON (checkpoint only)."""
-    return [
-        {
-            "unnoised_gradient": ckpt.tensor_to_json(dg.unnoised_gradient),
-            "clip_fraction": float(dg.clip_fraction).hex(),
-            "noise_norm": float(dg.noise_norm).hex(),
-        }
-        for dg in diagnostics
-    ]
-
-
 # ---------------------------------------------------------------- a run's RunState, encoded
 def encode_state(opt: Run) -> dict[str, Any]:
     r"""Full state as written to the checkpoint (SENSITIVE): ``meta`` (JSON-able: public
@@ -189,7 +176,14 @@ def encode_state(opt: Run) -> dict[str, Any]:
         "batch_sizes": list(s.batch_sizes),
         "traces": [float(t).hex() for t in s.traces],
         "released": ckpt.tensor_to_json(s.released_matrix(opt.dim)),
-        "diagnostics": encode_diagnostics(list(s.diagnostics)),
+        "diagnostics": [  # NON-PRIVATE, only when asked for
+            {
+                "unnoised_gradient": ckpt.tensor_to_json(dg.unnoised_gradient),
+                "clip_fraction": float(dg.clip_fraction).hex(),
+                "noise_norm": float(dg.noise_norm).hex(),
+            }
+            for dg in s.diagnostics
+        ],
         "step_optimizer": encode_value(s.optimizer),
         "ledger": opt.ledger.state_dict(),
         "noise_generator": ckpt.generator_to_json(opt.generators.noise),
