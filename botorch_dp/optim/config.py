@@ -59,7 +59,6 @@ __all__ = [
     "check_bias_tolerance",
     "check_per_user_losses",
     "clip_count_privacy_mu",
-    "default_batch_size",
     "resolve_model",
     "resolve_privacy",
     "resolve_strategy",
@@ -248,7 +247,7 @@ class DPGIBOConfig(OptionFields):
     @property
     def max_evaluations(self) -> int:
         r"""The most objective evaluations the run can ask for: ``T · b`` with fixed batches, ``T · b_max``
-        with adaptive ones (default ``default_batch_size``), plus the ``T + 1`` iterates an evaluated
+        with adaptive ones (default ``Projection.default_batch_size``), plus the ``T + 1`` iterates an evaluated
         selection evaluates; plan anything that costs per evaluation with it, e.g. the DP-SGD
         training runs of a target training ε (``DPSGDConfig(planned_runs=...)``)."""
         o = self.options
@@ -343,12 +342,6 @@ def _checked_fitting(fitting: Fitting, model: Any, unsafe: bool) -> Fitting:
 def _set(config: Any, name: str, value: Any) -> None:
     r"""Set a field of the frozen config while it is being validated."""
     object.__setattr__(config, name, value)
-
-
-def default_batch_size(config: DPGIBOConfig) -> int:
-    r"""Default ``b`` and ``b_max``: ``d + 1``, or ``k + 1`` with ``subspace_acquisition`` when
-    the oracle has an integer ``k`` (spec A5: ``k + 1`` points pin down ``k`` directions)."""
-    return config.options.projection.default_batch_size(config.bounds.shape[1])
 
 
 def split_privacy_mu(config: DPGIBOConfig) -> tuple[float, float | None]:

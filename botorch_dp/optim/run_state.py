@@ -1,7 +1,7 @@
 r"""A DP-GIBO run's state as its checkpoint stores it: ``encode_state``/``apply_state`` (every
 field checked against the config and each other on load) and ``resume_run``. The checks of
-the releases against the checkpoint's ledger are in ``optim.resume_checks`` (their names stay
-importable from here); the config's own encoding and comparison are in ``optim.stored_config``.
+the releases against the checkpoint's ledger are in ``optim.resume_checks``; the config's own
+encoding and comparison are in ``optim.stored_config``.
 
 Nothing here unpickles: kernels are rebuilt from the allow-list in ``checkpoint`` only."""
 
@@ -38,7 +38,6 @@ from botorch_dp.optim.resume_checks import (
     check_ledger_covers_steps,
     check_noise_and_selection,
     encode_noise_and_selection,
-    recorded_mus,
 )
 from botorch_dp.optim.state import Run, RunState
 from botorch_dp.optim.stored_config import check_same_run, config_from_json, config_to_json, decode_value, encode_value
@@ -52,13 +51,8 @@ __all__ = [
     "STATE_VERSION",
     "apply_state",
     "budget_of_ledger_state",
-    "check_ledger_covers_steps",
-    "check_noise_and_selection",
     "committed_records",
-    "encode_diagnostics",
-    "encode_noise_and_selection",
     "encode_state",
-    "recorded_mus",
     "resume_config",
     "resume_run",
 ]
@@ -153,18 +147,6 @@ def resume_config(
     return config, budget
 
 
-def encode_diagnostics(diagnostics: list[ReleaseDiagnostics]) -> list[dict[str, Any]]:
-    r"""The NON-PRIVATE diagnostics as exact JSON (checkpoint only)."""
-    return [
-        {
-            "unnoised_gradient": ckpt.tensor_to_json(dg.unnoised_gradient),
-            "clip_fraction": float(dg.clip_fraction).hex(),
-            "noise_norm": float(dg.noise_norm).hex(),
-        }
-        for dg in diagnostics
-    ]
-
-
 # ---------------------------------------------------------------- a run's RunState, encoded
 def encode_state(opt: Run) -> dict[str, Any]:
     r"""Full state as written to the checkpoint (SENSITIVE): ``meta`` (JSON-able: public
@@ -194,7 +176,14 @@ def encode_state(opt: Run) -> dict[str, Any]:
         "batch_sizes": list(s.batch_sizes),
         "traces": [float(t).hex() for t in s.traces],
         "released": ckpt.tensor_to_json(s.released_matrix(opt.dim)),
-        "diagnostics": encode_diagnostics(list(s.diagnostics)),
+        "diagnostics": [  # NON-PRIVATE, only when asked for
+            {
+                "unnoised_gradient": ckpt.tensor_to_json(dg.unnoised_gradient),
+                "clip_fraction": float(dg.clip_fraction).hex(),
+                "noise_norm": float(dg.noise_norm).hex(),
+            }
+            for dg in s.diagnostics
+        ],
         "step_optimizer": encode_value(s.optimizer),
         "ledger": opt.ledger.state_dict(),
         "noise_generator": ckpt.generator_to_json(opt.generators.noise),

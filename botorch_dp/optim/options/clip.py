@@ -151,7 +151,6 @@ class FixedClip(Strategy):
         return {}
 
     def aggregate(self, users: Users, W: Tensor, state: ClipState) -> ClippedSum:
-        r"""The users' clipped sum at this step's bound (one pass)."""
         return users.clipped_sum(W, self.current(state))
 
     def update(self, summed: ClippedSum, plan: RunPlan, state: ClipState, meter: Meter) -> ClipState:

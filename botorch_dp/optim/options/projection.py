@@ -319,16 +319,14 @@ class SubspaceTrack:
         r"""Decode and check ``to_json``'s output for a run with ``steps`` steps taken (a ``ValueError``
         names the first wrong field: counts, shapes, finiteness, orthonormality, symmetry)."""
         name = "subspace"
-        ckpt.check_keys(
-            value, {"bases", "coordinates", "preconditioners", "preconditioner_noise_stds", "columns"}, name
-        )
-        expected = {
+        expected = {  # each key's number of entries
             "bases": steps if has_subspace else 0,
             "coordinates": steps if has_subspace or private else 0,
             "preconditioners": steps if private else 0,
             "preconditioner_noise_stds": steps if private else 0,
             "columns": steps if private else 0,
         }
+        ckpt.check_keys(value, set(expected), name)
         for key, count in expected.items():
             if not isinstance(value[key], list) or len(value[key]) != count:
                 raise ValueError(f"Checkpoint field '{name}.{key}' must hold {count} entries.")
