@@ -80,7 +80,8 @@ class CoveredTraining:
                 f"space: {names} set the training run itself (epochs, batch size, clip norm, noise multiplier), "
                 "which each "
                 "charged evaluation trains at its fixed TrainingConfig; only private selection over whole "
-                "runs searches them (botorch_dp.methods.training_runs.select_training_runs)."
+                "runs searches them (botorch_dp.methods.training_runs.select_training_runs, or tune with "
+                "protect='training' or 'both' and no proxy)."
             )
 
     def _training_values(self, name: str) -> list[Any]:

@@ -40,6 +40,7 @@ from botorch_dp.optim.public_checks import (
 )
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.checks import did_you_mean
+from botorch_dp.privacy.ledger import DPSGDRun
 from botorch_dp.tuning.tune_result import TuneResult
 
 __all__ = ["FirstCallChecked", "TuneChecks", "check_setting_names"]
@@ -235,9 +236,12 @@ def training_event(objective: Any, space: SearchSpace) -> Any:
     planned = getattr(objective, "planned_event", None)
     if not isinstance(objective, SearchSpaceObjective) or planned is None:
         return None
-    return bound_objective(objective, space.configurations()[0]).planned_event(
-        torch.full((space.dim,), 0.5, dtype=torch.float64)
-    )
+    bound = bound_objective(objective, space.configurations()[0])
+    searched = getattr(bound, "training_routes", None)
+    if callable(searched) and searched():  # the space searches the run itself: no one run per evaluation,
+        planned_run = bound.planned_run()  # only a selection over whole runs trains it (objectives.covered)
+        return None if planned_run is None else DPSGDRun.checked(*planned_run)
+    return bound.planned_event(torch.full((space.dim,), 0.5, dtype=torch.float64))
 
 
 def bound_objective(objective: Any, choice: dict[str, Any]) -> Any:

@@ -21,7 +21,11 @@ from botorch_dp.methods.training_runs import select_training_runs
 from botorch_dp.privacy.ledger import ApproximateDP, PrivacyLedger
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training import DPSGDConfig, TrainingConfig
-from botorch_dp.training.selection_accounting import calibrate_selection_noise, selection_profile_epsilon
+from botorch_dp.training.selection_accounting import (
+    calibrate_selection_noise,
+    selection_accounting_at,
+    selection_profile_epsilon,
+)
 from botorch_dp.tuning import Categorical, ClassificationData, Hyperparameter, Integer, SearchSpace
 from tests.methods.test_training_runs import DELTA, CountingObjective, epsilon_at, opacus_curve, ps_tnb_geometric
 
@@ -55,12 +59,29 @@ def _select(obj, **kw):
         return select_training_runs(obj, **{"epsilon": 3.0, "delta": DELTA, "mean_trials": 2, "seed": 1, **kw})
 
 
+def test_the_charge_at_the_least_sigma_dominates_a_grid_of_trials_fast(data):
+    r"""The fast version of the property (no training): the charge ``select_training_runs`` makes for MIXED."""
+    obj = _objective(data, MIXED)
+    shapes = obj.possible_run_shapes()
+    assert sorted(shapes) == sorted(set(SHAPES) - {(1 / 6, 6), (1 / 3, 3)})  # the most epochs at each rate
+    charge = selection_accounting_at(
+        noise_multiplier=obj.noise_multiplier_range()[0], accounting="rdp", target_epsilon=3.0, target_delta=DELTA,
+        shapes=shapes, mean_trials=2,
+    )  # fmt: skip
+    reference = np.max([opacus_curve(LOW, q, t) for q, t in SHAPES], axis=0)
+    np.testing.assert_allclose(charge.rdp_curve, ps_tnb_geometric(reference, 2), rtol=1e-9)
+    for sigma in np.geomspace(LOW, HIGH, 4).tolist():
+        for q, t in SHAPES:
+            assert np.all(ps_tnb_geometric(opacus_curve(sigma, q, t), 2) <= charge.rdp_curve * (1 + 1e-9)), (sigma, q)
+    assert charge.epsilon == pytest.approx(epsilon_at(charge.rdp_curve, DELTA), rel=1e-12) and charge.epsilon < 3.0
+
+
 def test_the_charge_at_the_least_sigma_dominates_every_trial_of_the_range_and_space(data):
     obj = _objective(data, MIXED)
     assert obj.noise_multiplier_range() == (LOW, HIGH)
-    result = _select(obj, non_private_trials=True, accounting="rdp", max_trials=3)
+    result = _select(obj, non_private_trials=True, accounting="rdp", max_trials=2)
     # one record, before the first trial; every trial drew its own σ from the range
-    assert obj.seen == [(1, 0)] * 3 and len(obj.ledger.training.records()) == 1
+    assert obj.seen == [(1, 0)] * max(2, result.num_trials) and len(obj.ledger.training.records()) == 1
     sigmas = [t["hyperparameters"]["noise_multiplier"] for t in result.trials]
     assert all(LOW <= s <= HIGH for s in sigmas) and len(set(sigmas)) == len(sigmas)
     charged = np.asarray(obj.ledger.training.records()[0].event.rdp)
@@ -68,7 +89,7 @@ def test_the_charge_at_the_least_sigma_dominates_every_trial_of_the_range_and_sp
     reference = np.max([opacus_curve(LOW, q, t) for q, t in SHAPES], axis=0)
     np.testing.assert_allclose(charged, ps_tnb_geometric(reference, 2), rtol=1e-9)
     # brute force: the selection over trials of any σ in the range and any run shape lies below the charge
-    for sigma in [*np.geomspace(LOW, HIGH, 7).tolist(), *sigmas]:
+    for sigma in [*np.geomspace(LOW, HIGH, 5).tolist(), *sigmas]:
         for q, t in SHAPES:
             trial = opacus_curve(float(sigma), q, t)
             assert np.all(trial <= reference * (1 + 1e-12)), (sigma, q, t)
@@ -163,3 +184,21 @@ def test_a_noise_multiplier_that_is_not_positive_is_refused_before_anything(data
     with pytest.raises(ValueError, match="noise_multiplier must take positive finite values only"):
         _select(obj)
     assert obj.seen == [] and obj.ledger.training.records() == []
+
+
+def test_tune_protect_training_searches_sigma_through_the_selection(data):
+    from botorch_dp.tuning.one_call import tune
+
+    space = SearchSpace([LR, SIGMA])
+    obj = _objective(data, space)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)  # an explicit seed
+        result = tune(obj, space, epsilon=3.0, delta=DELTA, mean_trials=2.0, seed=2, progress=False, protect="training")
+    assert result.method == "training_selection" and LOW <= result.hyperparameters["noise_multiplier"] <= HIGH
+    (record,) = obj.ledger.training.records()  # one record, at the least σ of the range, before the first trial
+    assert len(obj.seen) >= 1 and obj.seen == [(1, 0)] * len(obj.seen)
+    assert "noise_multiplier searched in [2.5, 6]" in record.event.description
+    below = _objective(data, SearchSpace([LR, Hyperparameter("noise_multiplier", 1.0, 6.0)]))
+    with pytest.raises(ValueError, match="noise_multiplier=1: below"):
+        tune(below, below.space, epsilon=3.0, delta=DELTA, mean_trials=2.0, progress=False, protect="training")
+    assert below.seen == [] and below.ledger.training.records() == []
