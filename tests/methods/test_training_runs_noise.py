@@ -202,3 +202,15 @@ def test_tune_protect_training_searches_sigma_through_the_selection(data):
     with pytest.raises(ValueError, match="noise_multiplier=1: below"):
         tune(below, below.space, epsilon=3.0, delta=DELTA, mean_trials=2.0, progress=False, protect="training")
     assert below.seen == [] and below.ledger.training.records() == []
+
+
+def test_tune_protect_validation_refuses_a_searched_sigma_before_anything_without_a_cost_warning(data):
+    from botorch_dp.tuning.one_call import tune
+
+    obj = _objective(data, SearchSpace([LR, SIGMA]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match=r"\['noise_multiplier'\] set the training run itself"):
+            tune(obj, obj.space, epsilon=3.0, delta=DELTA, seed=2, progress=False, protect="validation")
+    assert not [w for w in caught if "DP-SGD training run(s), each charged" in str(w.message)]  # no cost of runs
+    assert obj.seen == [] and obj.calls == 0 and obj.ledger.training.records() == []
