@@ -36,7 +36,7 @@ from torch import Tensor
 
 from botorch_dp.methods.protocol import MethodContext, MethodRun, MethodUnavailable
 from botorch_dp.methods.proxy_then_train import DEFAULT_CONFIGURATIONS, cheap_method_run, not_on_a_proxy_objective
-from botorch_dp.methods.training_proxy import TrainingProxy, random_configurations
+from botorch_dp.methods.training_proxy import TrainingProxy, random_configurations, refuse_a_searched_run
 from botorch_dp.privacy.analysis.gdp import gdp_mu
 from botorch_dp.privacy.ledger import PrivacyLedger
 
@@ -133,6 +133,7 @@ class SubsampleTuningMethod:
         r"""The scoring half's mean loss of the simulated procedure's final model (public)."""
         from botorch_dp.methods.cheap_tuning import draw_poisson_subset  # late: loaded when used
 
+        refuse_a_searched_run(self.name, proxy.objective)
         plan = self.plan(proxy)
         configs = random_configurations(self.space, self.num_configurations, seed)
         rows = draw_poisson_subset(proxy.num_proxy_records, plan.subsample_fraction, seed=proxy.stream(seed, 3))

@@ -50,14 +50,33 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from botorch_dp.methods.protocol import MethodUnavailable
 from botorch_dp.methods.proxy_split import ProxySplit
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.utils import child_seeds
 
-__all__ = ["Configuration", "TrainingProxy", "default_configuration", "natural_configuration", "random_configurations"]
+__all__ = [
+    "Configuration",
+    "TrainingProxy",
+    "default_configuration",
+    "natural_configuration",
+    "random_configurations",
+    "refuse_a_searched_run",
+]
 
 #: ``(categorical choice, θ in the unit cube)``.
 Configuration = tuple[dict[str, Any], Tensor]
+
+
+def refuse_a_searched_run(name: str, objective: Any) -> None:
+    r"""``MethodUnavailable`` when ``objective``'s space searches the training run itself (epochs, batch size,
+    clip norm or noise multiplier): the selection's and the subsample's simulations train every configuration at
+    one run shape and one σ, so they are not simulated then (the private methods still run)."""
+    searched = sorted(k for k, route in objective.routes.items() if route == "training")
+    if searched:
+        raise MethodUnavailable(
+            f"{name}: not simulated when the space searches the training run itself ({', '.join(searched)})."
+        )
 
 
 def random_configurations(space: Any, count: int, seed: int | None) -> list[Configuration]:

@@ -34,7 +34,7 @@ import torch
 from torch import Tensor
 
 from botorch_dp.methods.protocol import MethodContext, MethodRun, MethodUnavailable
-from botorch_dp.methods.training_proxy import TrainingProxy, random_configurations
+from botorch_dp.methods.training_proxy import TrainingProxy, random_configurations, refuse_a_searched_run
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger
 
 __all__ = ["TrainingSelectionMethod"]
@@ -122,10 +122,7 @@ class TrainingSelectionMethod:
         from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon, sample_num_trials
 
         objective = proxy.objective
-        if any(route == "training" for route in objective.routes.values()):
-            raise MethodUnavailable(
-                f"{self.name}: not simulated when the space searches epochs, batch size or clip norm."
-            )
+        refuse_a_searched_run(self.name, objective)
         sigma = _trial_noise(self.epsilon, self.delta, tuple(objective.possible_run_shapes()), self.mean_trials,
                              self._distribution, self.binomial_rounds, self.tnb_eta)  # fmt: skip
         rng = np.random.default_rng([int(seed), 4103])

@@ -120,3 +120,23 @@ def test_a_configuration_in_natural_units_round_trips_and_bad_values_are_refused
         tp.natural_configuration(SPACE, [("lr", 1e-2)], "defaults[0]")
     with pytest.raises(ValueError, match=r"hyperparameters lacks the hyperparameter\(s\) \['lr'\]"):
         tp.natural_configuration(SPACE, {"weight_decay": 0.0}, "hyperparameters")
+
+
+@pytest.mark.parametrize("name", ["training_selection", "subsample_tuning"])
+def test_a_space_that_searches_the_run_itself_makes_the_simulation_unavailable_naming_what_it_searches(name):
+    r"""The selection and the subsample method simulate every configuration at one run shape and one σ, so a
+    space that searches the run itself (here the noise multiplier and epochs) is a ``MethodUnavailable`` (listed
+    in the comparison), not a bare error from the charged path; a space that does not passes."""
+    from types import SimpleNamespace
+
+    from botorch_dp.methods.protocol import MethodUnavailable
+    from botorch_dp.methods.training_choice import training_method
+    from botorch_dp.methods.training_proxy import refuse_a_searched_run
+    from tests.methods.method_helpers import TRAINING_SPACE
+
+    method = training_method(name, TRAINING_SPACE, epsilon=3.0, delta=1e-5, protect="training")
+    routes = {"lr": "model", "noise_multiplier": "training", "epochs": "training"}
+    proxy = SimpleNamespace(objective=SimpleNamespace(routes=routes))
+    with pytest.raises(MethodUnavailable, match=rf"{name}: not simulated .*\(epochs, noise_multiplier\)"):
+        method.simulate_training(proxy, 0)
+    refuse_a_searched_run(name, SimpleNamespace(routes={"lr": "model", "momentum": "model"}))  # nothing searched
