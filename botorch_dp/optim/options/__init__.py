@@ -31,11 +31,21 @@ from torch import Tensor
 from botorch_dp.optim.options.base import RunPlan
 from botorch_dp.optim.options.batches import AdaptiveBatches, BatchRule, FixedBatches, batch_rule
 from botorch_dp.optim.options.budget import BudgetSplit, resolved_mu, room_left
-from botorch_dp.optim.options.clip import ClipPolicy, ClipState, FixedClip, QuantileClip
+from botorch_dp.optim.options.clip import ClipPolicy, FixedClip, QuantileClip
 from botorch_dp.optim.options.decaying_clip import DecayingClip
 from botorch_dp.optim.options.fitting import Fitting, NoFitting, SensitiveFitting
-from botorch_dp.optim.options.noise import AdaptiveNorm, FixedNoise, NoisePolicy, NoiseState
-from botorch_dp.optim.options.projection import NoProjection, Projected, Projection, ProjectionRecord, SubspaceTrack
+from botorch_dp.optim.options.noise import AdaptiveNorm, FixedNoise, NoisePolicy
+from botorch_dp.optim.options.projection import NoProjection, Projected, Projection, ProjectionRecord
+from botorch_dp.optim.options.records import (
+    ClipState,
+    KeepsRunState,
+    NoiseState,
+    ResumeContext,
+    RunRecords,
+    SubspaceTrack,
+    restore_state_of,
+    state_json_of,
+)
 from botorch_dp.optim.options.registry import (
     Strategy,
     StrategyLike,
@@ -96,6 +106,7 @@ __all__ = [
     "Fitting",
     "FullMatrixAdaGrad",
     "IterateSelection",
+    "KeepsRunState",
     "Last",
     "MinNoisyNorm",
     "NoFitting",
@@ -114,13 +125,16 @@ __all__ = [
     "Projection",
     "ProjectionRecord",
     "QuantileClip",
+    "ResumeContext",
     "RunPlan",
+    "RunRecords",
     "SelectionRecord",
     "SensitiveFitting",
     "StepOutcome",
     "StepPolicy",
     "Strategy",
     "StrategyLike",
+    "SubspaceTrack",
     "batch_rule",
     "build",
     "from_spec",
@@ -133,6 +147,8 @@ __all__ = [
     "registered",
     "resolve",
     "resolved_mu",
+    "restore_state_of",
+    "state_json_of",
 ]
 
 #: What a strategy may ``require`` of the others, as an error message describes it.
