@@ -112,6 +112,10 @@ class ProjectionRecord:
         r"""``k`` of each step's subspace (empty without a subspace)."""
         return tuple(V.shape[1] for V in self.bases)
 
+    def json_fields(self) -> dict[str, Any]:
+        r"""What a release's JSON holds of it (``DPGIBOResult.to_json``): each step's ``k``."""
+        return {"subspace_dims": list(self.dims)}
+
 
 @register("projection", "none")
 @dataclass(frozen=True)

@@ -51,6 +51,10 @@ class ClipState:
     bounds: tuple[float, ...] = ()
     counts: tuple[float, ...] = ()
 
+    def json_fields(self) -> dict[str, Any]:
+        r"""Its values under their keys in a release's JSON (``DPGIBOResult.to_json``)."""
+        return {"clip_bounds": list(self.bounds), "clip_counts": list(self.counts)}
+
 
 @dataclass(frozen=True)
 class NoiseState:
@@ -69,6 +73,10 @@ class NoiseState:
     noisy_norms: tuple[float, ...] = ()
     norm_mus: tuple[float, ...] = ()
     stopped: bool = False
+
+    def json_fields(self) -> dict[str, Any]:
+        r"""Its per-step values under their keys in a release's JSON (``DPGIBOResult.to_json``)."""
+        return {name: list(getattr(self, name)) for name in ("step_mus", "noise_stds", "noisy_norms", "norm_mus")}
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,10 @@ class SelectionRecord:
     index: int | None
     scores: Tensor | None = None
 
+    def json_fields(self) -> dict[str, Any]:
+        r"""Its values under their keys in a release's JSON (``DPGIBOResult.to_json``)."""
+        return {"selected_index": self.index, "selection_scores": self.scores}
+
 
 @register("selection", "last")
 @dataclass(frozen=True)

@@ -124,6 +124,10 @@ class PreconditionerRecord:
     mus: tuple[float, ...] = ()
     noise_stds: tuple[float, ...] = ()
 
+    def json_fields(self) -> dict[str, Any]:
+        r"""What a release's JSON holds of it (``DPGIBOResult.to_json``): each release's ``μ`` and ``σ_B``."""
+        return {"preconditioner_mus": list(self.mus), "preconditioner_noise_stds": list(self.noise_stds)}
+
 
 def projected_step(optimizer: torch.optim.Optimizer, gradient: Tensor, bounds: Tensor, **step_kwargs: Any) -> Tensor:
     r"""One step of a ``StepPolicy``'s optimizer on the released ``gradient`` (``step_kwargs``: its
