@@ -55,6 +55,14 @@ class ClipState:
         r"""Its values under their keys in a release's JSON (``DPGIBOResult.to_json``)."""
         return {"clip_bounds": list(self.bounds), "clip_counts": list(self.counts)}
 
+    def released(self) -> dict[tuple[int | None, str], Any]:
+        r"""What it released, by ``(step, ledger part)``: each step's noisy count (``"clip"``)."""
+        return {(step, "clip"): count for step, count in enumerate(self.counts)}
+
+    def charged(self) -> dict[tuple[int | None, str], float | None]:
+        r"""The μ of each release it holds (``None``: not held here; the count's is the ledger's)."""
+        return dict.fromkeys(self.released())
+
 
 @dataclass(frozen=True)
 class NoiseState:
@@ -77,6 +85,17 @@ class NoiseState:
     def json_fields(self) -> dict[str, Any]:
         r"""Its per-step values under their keys in a release's JSON (``DPGIBOResult.to_json``)."""
         return {name: list(getattr(self, name)) for name in ("step_mus", "noise_stds", "noisy_norms", "norm_mus")}
+
+    def released(self) -> dict[tuple[int | None, str], Any]:
+        r"""What it released besides the gradients, by ``(step, ledger part)``: the noisy norms (``"norm"``)."""
+        return {(step, "norm"): norm for step, norm in enumerate(self.noisy_norms)}
+
+    def charged(self) -> dict[tuple[int | None, str], float | None]:
+        r"""The μ of each gradient (``"grad"``) and norm (``"norm"``) release."""
+        charged: dict[tuple[int | None, str], float | None] = {}
+        for part, mus in (("grad", self.step_mus), ("norm", self.norm_mus)):
+            charged.update({(step, part): mu for step, mu in enumerate(mus)})
+        return charged
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,17 @@ class SelectionRecord:
         r"""Its values under their keys in a release's JSON (``DPGIBOResult.to_json``)."""
         return {"selected_index": self.index, "selection_scores": self.scores}
 
+    def released(self) -> dict[tuple[int | None, str], Any]:
+        r"""The choice after the steps (``(None, "select")``): the released scores, else the index (a
+        free rule's index is post-processing: a table shows it only where the ledger charged a selection)."""
+        if self.scores is None and self.index is None:
+            return {}
+        return {(None, SELECTION_KEY): self.index if self.scores is None else self.scores}
+
+    def charged(self) -> dict[tuple[int | None, str], float | None]:
+        r"""Its charge is not held here (a private choice reads the same as a free one): the ledger's."""
+        return dict.fromkeys(self.released())
+
 
 @register("selection", "last")
 @dataclass(frozen=True)

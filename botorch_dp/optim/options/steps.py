@@ -128,6 +128,14 @@ class PreconditionerRecord:
         r"""What a release's JSON holds of it (``DPGIBOResult.to_json``): each release's ``μ`` and ``σ_B``."""
         return {"preconditioner_mus": list(self.mus), "preconditioner_noise_stds": list(self.noise_stds)}
 
+    def released(self) -> dict[tuple[int | None, str], Any]:
+        r"""Each step's released ``Ĝ_t`` (ledger part ``"precond"``)."""
+        return {(step, PRECONDITIONER_KEY): G for step, G in enumerate(self.preconditioners)}
+
+    def charged(self) -> dict[tuple[int | None, str], float | None]:
+        r"""The μ of each of those releases."""
+        return {(step, PRECONDITIONER_KEY): mu for step, mu in enumerate(self.mus)}
+
 
 def projected_step(optimizer: torch.optim.Optimizer, gradient: Tensor, bounds: Tensor, **step_kwargs: Any) -> Tensor:
     r"""One step of a ``StepPolicy``'s optimizer on the released ``gradient`` (``step_kwargs``: its
