@@ -47,7 +47,7 @@ from benchmarks.report_tables import threads_text
 from benchmarks.store import RunStore
 from botorch_dp.utils import torch_threads
 
-__all__ = ["build_parser", "main", "parse_value", "run_experiment", "settings_with"]
+__all__ = ["build_parser", "field_defaults", "main", "parse_value", "plain", "run_experiment", "settings_with"]
 
 _NONE = ("none", "null")
 
@@ -105,11 +105,12 @@ def settings_with(settings: Any, assignments: list[str]) -> Any:
     return dataclasses.replace(settings, **changes)
 
 
-def _plain(settings: Any) -> dict:
+def plain(settings: Any) -> dict:
+    r"""The settings dataclass as a dict of its fields (lists for tuples), ready for JSON."""
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(settings).items()}
 
 
-def _field_defaults(settings: Any) -> dict:
+def field_defaults(settings: Any) -> dict:
     r"""The declared default of every field of the settings dataclass (lists for tuples)."""
     defaults = {}
     for f in dataclasses.fields(settings):
@@ -165,11 +166,11 @@ def run_experiment(
     context = experiment.prepare(settings)
     prepare_wall = time.perf_counter() - prepare_start
     selection = set(getattr(experiment, "SELECTION_FIELDS", ()))
-    header_settings = {k: v for k, v in _plain(settings).items() if k not in selection}
+    header_settings = {k: v for k, v in plain(settings).items() if k not in selection}
     store = RunStore(
         path,
         {"experiment": name, "settings": header_settings, "context": context},
-        added_field_defaults=_field_defaults(settings),
+        added_field_defaults=field_defaults(settings),
     )
     jobs = experiment.experiment_jobs(settings, context)
     before = len(store)
@@ -250,7 +251,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     experiment = load_experiment(args.name)
     settings = experiment.quick_settings() if args.quick else experiment.Settings()
     if args.action == "settings":
-        for key, value in _plain(settings).items():
+        for key, value in plain(settings).items():
             print(f"{key} = {value!r}")
         return None
     if args.workers < 1:

@@ -143,7 +143,12 @@ def dp_gibo_composed(settings: Settings, dataset: str, seed: int, epsilon: float
     }
 
 
-def _selection(distribution: str, tnb_eta: float = 1.0, accounting: str = "rdp") -> ArmFunction:
+def _selection(
+    distribution: str, tnb_eta: float = 1.0, accounting: str = "rdp", rounds_per_trial: float | None = None
+) -> ArmFunction:
+    r"""``select_training_runs`` with ``K`` from ``distribution``; a binomial ``K`` has
+    ``binomial_rounds = round(rounds_per_trial * E[K])`` public rounds."""
+
     def run(settings: Settings, dataset: str, seed: int, epsilon: float) -> dict[str, Any]:
         data, _ = load_split(settings, dataset, seed)
         objective = make_objective(settings, data, seed)
@@ -155,6 +160,7 @@ def _selection(distribution: str, tnb_eta: float = 1.0, accounting: str = "rdp")
             protect="training",
             distribution=distribution,
             tnb_eta=tnb_eta,
+            binomial_rounds=None if rounds_per_trial is None else round(rounds_per_trial * settings.mean_trials),
             score="error",
             accounting=accounting,
             non_private_trials=True,  # a measurement: the realized K (NON-PRIVATE)
@@ -331,6 +337,12 @@ ARMS: dict[str, Arm] = {
         "private",
         "select_training_runs with K geometric charged at its privacy profile (accounting='profile')",
         _selection("tnb", 1.0, "profile"),
+    ),
+    "PS-profile binomial m=2E[K]": Arm(
+        "private",
+        "select_training_runs with K binomial over m = 2 E[K] public rounds (Koskela, Redberg & Wang), charged "
+        "at its privacy profile (accounting='profile')",
+        _selection("binomial", accounting="profile", rounds_per_trial=2.0),
     ),
     "tune auto (proxy)": Arm(
         "private",

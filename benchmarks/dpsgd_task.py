@@ -103,6 +103,7 @@ DEFAULT_ARMS: tuple[str, ...] = (
     "PS-RDP geometric (anchor)",
     "PS-RDP poisson",
     "PS-profile geometric",
+    "PS-profile binomial m=2E[K]",
     "tune auto (proxy)",
     "proxy then train",
     "subsample then train",

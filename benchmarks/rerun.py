@@ -18,7 +18,7 @@ import time
 import warnings
 from pathlib import Path
 
-from benchmarks.cli import _field_defaults, _plain, settings_with
+from benchmarks.cli import field_defaults, plain, settings_with
 from benchmarks.experiment import load_experiment
 from benchmarks.store import RunStore
 
@@ -42,10 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     selection = set(getattr(experiment, "SELECTION_FIELDS", ()))
     header = {
         "experiment": args.name,
-        "settings": {k: v for k, v in _plain(settings).items() if k not in selection},
+        "settings": {k: v for k, v in plain(settings).items() if k not in selection},
         "context": context,
     }
-    store = RunStore(args.out / f"runs-{args.name}.jsonl", header, added_field_defaults=_field_defaults(settings))
+    store = RunStore(args.out / f"runs-{args.name}.jsonl", header, added_field_defaults=field_defaults(settings))
     runner = experiment.make_runner(settings, context)
     warnings.filterwarnings("ignore", message=".*(optimization|Optimization).*")
     ran = 0

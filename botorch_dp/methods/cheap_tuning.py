@@ -52,7 +52,14 @@ from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.training.dp_sgd import DPSGDConfig
 from botorch_dp.utils import child_seeds
 
-__all__ = ["choose_tuning_share", "draw_poisson_subset", "tune_on_proxy_then_train", "tune_on_subsample"]
+__all__ = [
+    "choose_tuning_share",
+    "draw_poisson_subset",
+    "share_streams",
+    "simulated_share_loss",
+    "tune_on_proxy_then_train",
+    "tune_on_subsample",
+]
 
 #: What ``protect`` may be: ``"training"`` (validation data public: the best trial by its mean
 #: validation loss) or ``"both"`` (the validation users too: the scores through the Gaussian
@@ -220,15 +227,19 @@ def tune_on_subsample(
         epsilon: ε of the whole procedure for the training records.
         delta: δ.
         subsample_fraction: γ in (0, 1).
-        tuning_share: τ in (0, 1) (see ``cheap_plan.DEFAULT_TUNING_SHARE``); None: chosen.
+        tuning_share: τ in (0, 1), fixed by the caller; None: chosen on ``proxy`` from ``SHARE_GRID``
+            (``choose_tuning_share``), else ``cheap_plan.DEFAULT_TUNING_SHARE``.
         tuner: The number of random configurations, or a list of configurations (natural units).
-        proxy: Optional PUBLIC data (``ClassificationData`` or tuple) to choose τ on.
+        proxy: Optional PUBLIC data (``ClassificationData`` or tuple) to choose τ on (not read when
+            ``tuning_share`` is given).
         protect: ``"training"`` or ``"both"``.
         score_mu: μ of all K scores together (``protect="both"`` only).
-        seed: Public seed of the configurations and of the proxy simulation.
+        seed: Public seed of the configurations and of the proxy simulation (``share_streams``).
 
     Returns:
-        A ``CheapTuneResult``.
+        A ``CheapTuneResult``: ``split`` states τ and how it was chosen (given, the public default, or
+        chosen on the proxy with each τ's simulated loss); ``settings["tuning_share"]`` holds
+        ``{"value": τ, "chosen": "given" | "default" | "proxy", "proxy_losses": {τ: loss} or None}``.
     """
     objective, space = _common_checks(objective, space, epsilon, delta)
     gamma = check_probability(subsample_fraction, "subsample_fraction")
@@ -245,15 +256,21 @@ def tune_on_subsample(
         )
     configs = _configurations(space, tuner, seed)
     rate, steps, _ = _run_shape(objective)
+    table: dict[float, float] | None = None  # the proxy's simulated loss per tau, when chosen there
     if tuning_share is not None:
-        share, chosen_by = check_probability(tuning_share, "tuning_share"), "given"
-    elif proxy is not None:
+        share, how, chosen_by = check_probability(tuning_share, "tuning_share"), "given", "given by the caller"
+    elif proxy is not None:  # public data only: nothing private is read, nothing is charged
         share, table = choose_tuning_share(
             objective, proxy, configs, epsilon=epsilon, delta=delta, subsample_fraction=gamma, seed=seed
         )
-        chosen_by = "simulated on the proxy over the grid " + ", ".join(f"{t:g}: {v:.4g}" for t, v in table.items())
+        listed = ", ".join(f"tau = {t:g}: {v:.4g}" for t, v in table.items())
+        how = "proxy"
+        chosen_by = (
+            f"chosen on the proxy: tau = {share:g} had the lowest simulated final loss of the grid ({listed}; "
+            "the same subset and noise seeds for every tau)"
+        )
     else:
-        share, chosen_by = DEFAULT_TUNING_SHARE, "the public default (no proxy)"
+        share, how, chosen_by = DEFAULT_TUNING_SHARE, "default", "the public default (no proxy to choose it on)"
     plan = plan_subsample_tuning(
         epsilon=epsilon,
         delta=delta,
@@ -291,10 +308,15 @@ def tune_on_subsample(
         model=model,
         method="subsample",
         guarantee={"training records": (plan.total_epsilon, delta), "validation users": validation},
-        split=f"{plan.describe()}; tau chosen by {chosen_by}",
+        split=f"{plan.describe()}; tau {chosen_by}",
         carried=CARRY_RULE + f" (here {gamma:g}*{plan.final_noise_multiplier:.4g}/{plan.trial_noise_multiplier:.4g} = "
         f"{gamma * plan.final_noise_multiplier / plan.trial_noise_multiplier:.3g})",
-        settings={"plan": plan, "configurations": [_natural(space, c) for c in configs], "phase_run_id": phase_id},
+        settings={
+            "plan": plan,
+            "configurations": [_natural(space, c) for c in configs],
+            "phase_run_id": phase_id,
+            "tuning_share": {"value": share, "chosen": how, "proxy_losses": table},
+        },
         ledger=ledger,
         notes=(
             ()
@@ -421,6 +443,24 @@ def tune_on_proxy_then_train(
     )
 
 
+def share_streams(seed: int | None) -> tuple[int | None, int | None, int | None]:
+    r"""The public seeds of ``choose_tuning_share``'s simulation: ``(subset, trials' noise, final run's noise)``,
+    ``child_seeds([seed, 41, 3], 3)`` (``None``: each from OS entropy). The same three serve every τ."""
+    if seed is None:
+        return None, None, None
+    subset, trials, final = child_seeds([int(seed), 41, 3], 3)
+    return subset, trials, final
+
+
+def _check_grid(grid: Sequence[float]) -> tuple[float, ...]:
+    if isinstance(grid, str) or not isinstance(grid, Sequence) or not grid:
+        raise ValueError(f"grid must be a non-empty sequence of tuning shares in (0, 1), got {grid!r}.")
+    shares = tuple(check_probability(t, "grid") for t in grid)
+    if len(set(shares)) < len(shares):
+        raise ValueError(f"grid must hold distinct tuning shares, got {grid!r}.")
+    return shares
+
+
 def choose_tuning_share(
     objective: TorchModelTuningObjective,
     proxy: Any,
@@ -434,41 +474,87 @@ def choose_tuning_share(
 ) -> tuple[float, dict[float, float]]:
     r"""τ of ``grid`` whose simulated procedure does best on the public proxy (no privacy cost).
 
-    For each τ: the plan on the PRIVATE data's public shape, then on the proxy both phases with
-    the same (q, steps) and σ's scaled by ``m_proxy/m``: the trials on one Poisson γ-subset of the
-    proxy's training split, the best by the proxy's validation loss, the final run on the whole
-    proxy training split; its score is the final model's mean loss on the proxy's test split (its
-    validation split without one).
+    For each τ: the plan on the PRIVATE data's public shape (``plan_subsample_tuning``: σ_t, σ_f),
+    then on the proxy both phases with the same (q, steps) and σ's scaled by ``m_proxy/m``
+    (``simulated_share_loss``): the trials on one Poisson γ-subset of the proxy's training split,
+    the best by the proxy's validation loss, the final run on the whole proxy training split; its
+    score is the final model's mean loss on the proxy's test split (its validation split without
+    one). The comparison is paired: every τ uses the same subset and the same noise seeds
+    (``share_streams(seed)``), so the τ's differ only in their σ's. The lowest score wins (a tie: the
+    first in ``grid``). Only the objective's public shape is read (its size, ``planned_run``,
+    training config, model and optimizer); it is never evaluated and its ledger is not charged.
+
+    Args:
+        objective: The private DP-SGD objective (its public shape only).
+        proxy: PUBLIC data (``ClassificationData`` or a tuple); one sharing a training record with
+            ``objective`` is refused.
+        configs: The configurations the private run will try (public).
+        epsilon: ε of the whole procedure for the training records.
+        delta: δ.
+        subsample_fraction: γ in (0, 1).
+        grid: The τ's to compare, each in (0, 1) (default ``SHARE_GRID``).
+        seed: Public seed of the simulation (``None``: OS entropy).
 
     Returns:
         ``(τ, {τ: simulated loss})``.
     """
+    objective = _check_objective(objective)
     proxy = _as_data(proxy, "proxy")
+    _check_public(objective, proxy)
+    check_positive(epsilon, "epsilon", allow_inf=False)
+    check_delta(delta)
+    gamma = check_probability(subsample_fraction, "subsample_fraction")
+    shares = _check_grid(grid)
+    if not isinstance(configs, list) or not configs:
+        raise ValueError(f"configs must be a non-empty list of (choice, theta) configurations, got {configs!r}.")
     rate, steps, _ = _run_shape(objective)
+    subset_seed, trials_seed, final_seed = share_streams(seed)
+    rows = draw_poisson_subset(len(proxy.y_train), gamma, seed=subset_seed)  # one subset for every τ: paired
     table: dict[float, float] = {}
-    for j, share in enumerate(grid):
+    for share in shares:
         plan: SubsamplePlan = plan_subsample_tuning(
             epsilon=epsilon,
             delta=delta,
             sample_rate=rate,
             steps=steps,
             num_trials=len(configs),
-            subsample_fraction=subsample_fraction,
+            subsample_fraction=gamma,
             tuning_share=share,
         )
-        rows = draw_poisson_subset(
-            len(proxy.y_train), subsample_fraction, seed=None if seed is None else child_seeds([seed, 41, j], 1)[0]
-        )
-        best, _ = _proxy_best(_scaled_copy(objective, proxy, rows, plan.trial_noise_multiplier), configs)
-        final = _proxy_copy(objective, proxy, plan.final_noise_multiplier)
-        metrics = _bound(final, configs[best][0]).evaluate_non_private(configs[best][1])
-        score = metrics["test_loss"] if metrics["test_loss"] is not None else metrics["validation_loss"]
-        table[float(share)] = float(score)
+        table[share] = simulated_share_loss(objective, proxy, configs, plan, rows, (trials_seed, final_seed))
     return min(table, key=lambda t: table[t]), table
 
 
-def _scaled_copy(objective: TorchModelTuningObjective, proxy: ClassificationData, rows: Tensor, sigma: float) -> Any:
+def simulated_share_loss(
+    objective: TorchModelTuningObjective,
+    proxy: ClassificationData,
+    configs: list[Configuration],
+    plan: SubsamplePlan,
+    rows: Tensor,
+    noise_seeds: tuple[int | None, int | None],
+) -> float:
+    r"""One τ's simulated procedure on the PUBLIC proxy (``choose_tuning_share``): the trials on the proxy's
+    ``rows`` at ``σ_t·m_proxy/m`` (noise seed ``noise_seeds[0]``), the best by the proxy's validation loss,
+    then the final run at ``σ_f·m_proxy/m`` on the whole proxy training split (``noise_seeds[1]``); the final
+    model's mean test loss on the proxy (its validation loss without a test split)."""
+    trials = _scaled_copy(objective, proxy, rows, plan.trial_noise_multiplier, noise_seeds[0])
+    best, _ = _proxy_best(trials, configs)
+    final = _proxy_copy(objective, proxy, plan.final_noise_multiplier, noise_seeds[1])
+    metrics = _bound(final, configs[best][0]).evaluate_non_private(configs[best][1])
+    score = metrics["test_loss"] if metrics["test_loss"] is not None else metrics["validation_loss"]
+    return float(score)
+
+
+def _scaled_copy(
+    objective: TorchModelTuningObjective,
+    proxy: ClassificationData,
+    rows: Tensor,
+    sigma: float,
+    noise_seed: int | None = None,
+) -> Any:
     r"""Trials on a γ-subset of the proxy with σ_t scaled by ``m_proxy/m`` (the subset's own size is
     random; the scale follows the proxy's, as the private trials' follows the private data's)."""
-    full = _proxy_copy(objective, proxy, sigma)
-    return full.with_data(_with_rows(proxy, rows), dp_sgd=full.run_dp_sgd)
+    full = _proxy_copy(objective, proxy, sigma, noise_seed)
+    with warnings.catch_warnings():  # a seeded copy on public data: no guarantee is at stake
+        warnings.simplefilter("ignore", PrivacyWarning)
+        return full.with_data(_with_rows(proxy, rows), dp_sgd=full.run_dp_sgd)

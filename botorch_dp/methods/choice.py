@@ -57,6 +57,7 @@ __all__ = [
     "DEFAULT_METHODS",
     "MethodComparison",
     "MethodScore",
+    "check_methods",
     "compare_in_context",
     "compare_methods",
     "recommend",
@@ -252,7 +253,8 @@ class _Counted:
 _M = TypeVar("_M", bound=SimulatedMethod)
 
 
-def _check_methods(methods: Sequence[_M]) -> tuple[_M, ...]:
+def check_methods(methods: Sequence[_M]) -> tuple[_M, ...]:
+    r"""``methods`` as a tuple; a ``ValueError`` when there is none, one is no method, or two share a name."""
     methods = tuple(methods)
     if not methods:
         raise ValueError("methods must hold at least one candidate method.")
@@ -355,7 +357,7 @@ def compare_in_context(
     Returns:
         The ``MethodComparison``.
     """
-    methods = _check_methods(methods)
+    methods = check_methods(methods)
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("seeds must hold at least one seed (one per repeat).")

@@ -35,6 +35,13 @@ class DPGIBOMethod:
     def gdp_mu(self) -> float | None:
         return None if self.config is None else config_mu(self.config)
 
+    @property
+    def runs_configurations(self) -> bool:
+        return False  # handed one objective and a child of tune's seed; tune wraps its one release
+
+    def with_max_trials(self, max_trials: int | None) -> DPGIBOMethod:
+        return self  # no hidden number of trials
+
     def _config(self) -> DPGIBOConfig:
         if self.config is None:
             raise ValueError("DPGIBOMethod: resolve it first (resolved(proxy_objective, context)).")

@@ -114,6 +114,13 @@ class EnumerateMethod:
         K = len(self.configs)
         return compose_gdp([config_mu(c) for c in self.configs] + ([self.score_mu] * K if K > 1 else []))
 
+    @property
+    def runs_configurations(self) -> bool:
+        return True  # runs over the configurations itself: the encoding's objective, its own streams of tune's seed
+
+    def with_max_trials(self, max_trials: int | None) -> EnumerateMethod:
+        return self  # one run per configuration, K public: nothing to pad
+
     def resolved(self, proxy_objective: Callable[[Tensor], Tensor] | None, context: MethodContext) -> EnumerateMethod:
         if not all(math.isfinite(config_mu(c)) for c in self.configs):
             raise MethodUnavailable("DP-GIBO per configuration: a config has no finite privacy budget.")

@@ -23,7 +23,7 @@ from torch.quasirandom import SobolEngine
 from botorch_dp.baselines.private_random_search import private_random_search
 from botorch_dp.baselines.selection import PrivateSelectionResult, check_max_trials, selection_progress
 from botorch_dp.methods.protocol import MethodContext, MethodRun, MethodUnavailable
-from botorch_dp.methods.proxy import _proxy_losses
+from botorch_dp.methods.proxy import proxy_losses
 from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon
 from botorch_dp.privacy.checks import check_positive, check_positive_int, check_probability
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, PrivacyLedger
@@ -54,7 +54,7 @@ def proxy_loss_clip(
     num_points = check_positive_int(num_points, "loss_clip_points")
     bounds = bounds.to(torch.float64)
     unit = SobolEngine(bounds.shape[1], scramble=True, seed=seed).draw(num_points, dtype=torch.float64)
-    losses = _proxy_losses(proxy_objective, bounds[0] + unit * (bounds[1] - bounds[0]))
+    losses = proxy_losses(proxy_objective, bounds[0] + unit * (bounds[1] - bounds[0]))
     clip = float(torch.quantile(losses.reshape(-1), quantile))
     if not clip > 0:
         raise MethodUnavailable(
@@ -103,6 +103,14 @@ class PrivateRandomSearchMethod:
     @property
     def gdp_mu(self) -> float | None:
         return None  # a Rényi-DP bound (private selection): no μ-GDP budget holds it
+
+    @property
+    def runs_configurations(self) -> bool:
+        return False  # handed one objective and a child of tune's seed; tune wraps its one release
+
+    def with_max_trials(self, max_trials: int | None) -> PrivateRandomSearchMethod:
+        r"""Padded to ``max_trials`` trials (``None``: unchanged): the wall time does not reveal ``K``."""
+        return self if max_trials is None else dataclasses.replace(self, max_trials=max_trials)
 
     @property
     def expected_evaluations(self) -> float | None:

@@ -19,7 +19,20 @@ never read a method's option fields. A method
   ``epsilon`` at ``delta``, and ``guarantees``: one ``(ε, δ)`` per protected set);
 * ``gdp_mu``: the GDP parameter of the private run when it is ``μ``-GDP (a ledger with a
   ``μ`` budget holds it), ``None`` when its guarantee is a Rényi-DP curve (private selection);
-* ``describe()``: the resolved public settings in one line.
+* ``describe()``: the resolved public settings in one line;
+* ``runs_configurations``: ``True`` for a method that runs over the space's categorical
+  configurations itself (the enumerate procedure, the sampled strategy): ``tune`` hands it the
+  objective on the space's public encoding and its own seed, from which it derives its noise
+  streams, and it returns its released per-configuration ``runs``; ``False`` for the others:
+  ``tune`` hands it one objective (the configuration's, or the encoding's for a selection over a
+  mixed space) and a child seed of its own, and wraps its one release in a ``ConfigurationRun``;
+* ``with_max_trials(max_trials)``: the method whose private run is padded to ``max_trials``
+  trials (the wall time then does not reveal a hidden number of trials ``K``; ``None``:
+  unchanged); a method without a hidden ``K`` returns itself.
+
+``tune`` picks what to do with a method by these members only, never by its type, so a method
+written by a user that has them runs through ``tune``'s path like a built-in one (e.g. given in
+``plan_options["methods"]`` with a proxy and recommended there).
 
 A ``SimulatedMethod`` has only ``name``, ``resolved``, ``simulate`` and ``describe``: it can be
 compared on the proxy, and its private run is another caller's. ``CandidateMethod`` is the old
@@ -220,6 +233,11 @@ class Method(SimulatedMethod, Protocol):
 
     @property
     def gdp_mu(self) -> float | None: ...
+
+    @property
+    def runs_configurations(self) -> bool: ...
+
+    def with_max_trials(self, max_trials: int | None) -> Method: ...
 
     def resolved(self, proxy_objective: Callable[[Tensor], Tensor] | None, context: MethodContext) -> Method: ...
 

@@ -2,7 +2,7 @@ r"""The public proxy as a stand-in for the private run: its checked losses and s
 
 ``simulation_config`` scales every privacy parameter of a config by ``n/n_p``, so a run on
 ``n_p`` proxy users draws noise of exactly the distribution the private run on ``n`` users
-will draw; ``_proxy_losses`` checks that the proxy returns finite per-user losses.
+will draw; ``proxy_losses`` checks that the proxy returns finite per-user losses.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from torch import Tensor
 from botorch_dp.optim.config import DPGIBOConfig, check_per_user_losses
 from botorch_dp.privacy.checks import check_positive_int
 
-__all__ = ["simulation_config"]
+__all__ = ["proxy_losses", "simulation_config"]
 
 
-def _proxy_losses(proxy_objective: Callable[[Tensor], Tensor], points: Tensor) -> Tensor:
+def proxy_losses(proxy_objective: Callable[[Tensor], Tensor], points: Tensor) -> Tensor:
     r"""The proxy's ``q x n_p`` per-user losses at ``q x d`` points, checked, in float64."""
     losses = torch.as_tensor(proxy_objective(points)).detach().to(torch.float64)
     if losses.dim() != 2 or losses.shape[0] != points.shape[0]:

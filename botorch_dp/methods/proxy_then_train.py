@@ -106,6 +106,13 @@ class ProxyThenTrainMethod:
         return None  # a DP-SGD run's Rényi-DP curve, charged to the objective's own ledger
 
     @property
+    def runs_configurations(self) -> bool:
+        return False  # handed one objective and a child of tune's seed; tune wraps its one release
+
+    def with_max_trials(self, max_trials: int | None) -> ProxyThenTrainMethod:
+        return self  # one private training: nothing to pad
+
+    @property
     def private_trainings(self) -> float:
         r"""The DP-SGD trainings on the private records: the final run only."""
         return 1.0

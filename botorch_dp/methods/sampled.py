@@ -110,6 +110,14 @@ class SampledMethod:
         return None  # a Rényi-DP bound (private selection): no μ-GDP budget holds it
 
     @property
+    def runs_configurations(self) -> bool:
+        return True  # runs over the configurations itself: the encoding's objective, its own streams of tune's seed
+
+    def with_max_trials(self, max_trials: int | None) -> SampledMethod:
+        r"""Padded to ``max_trials`` trials (``None``: unchanged): the wall time does not reveal ``K``."""
+        return self if max_trials is None else dataclasses.replace(self, max_trials=max_trials)
+
+    @property
     def per_trial_mu(self) -> float:
         return sampled_per_trial_mu(self.epsilon, self.delta, self.mean_trials)
 

@@ -161,7 +161,11 @@ def training_guarantee(
     k_args: dict[str, Any],
     max_trials: int | None,
     timing: str,
+    noise_multiplier_range: tuple[float, float] | None = None,
 ) -> BaselineGuarantee:
+    r"""The training records' statement of a selection charged as ``charge`` over the run ``shapes``;
+    ``noise_multiplier_range``: the ``(least, largest)`` ``σ`` of a trial where the space searches it
+    (the charge is at the least), ``None`` where every trial runs at ``charge.noise_multiplier``."""
     distribution, mean_trials, sigma = k_args["distribution"], k_args["mean_trials"], charge.noise_multiplier
     rate, steps = max(q for q, _ in shapes), max(t for _, t in shapes)
     if charge.accounting == "profile":
@@ -174,9 +178,16 @@ def training_guarantee(
         accounted = (
             f"accounted in RDP (the pointwise maximum of compute_rdp over the space's {len(shapes)} run shape(s))"
         )
+    if noise_multiplier_range is None:
+        noise = f"noise_multiplier={sigma:.6g}"
+    else:
+        noise = (
+            f"noise_multiplier searched in [{noise_multiplier_range[0]:.6g}, {noise_multiplier_range[1]:.6g}] "
+            f"(charged at its least value, {sigma:.6g}, whose curve bounds every trial's)"
+        )
     description = (
         f"private selection over E[K] = {mean_trials:g} DP-SGD training runs (Papernot & Steinke; K ~ "
-        f"{k_description(k_args)}, hidden), each run with noise_multiplier={sigma:.6g}, sample_rate <= {rate:.6g}, "
+        f"{k_description(k_args)}, hidden), each run with {noise}, sample_rate <= {rate:.6g}, "
         f"steps <= {steps}; {accounted} ({charge.reason})"
     )
     details = {
@@ -185,6 +196,7 @@ def training_guarantee(
         "binomial_rounds": k_args.get("binomial_rounds"),
         "mean_trials": float(mean_trials),
         "noise_multiplier": sigma,
+        "noise_multiplier_range": None if noise_multiplier_range is None else list(noise_multiplier_range),
         "run_shapes": [[q, t] for q, t in shapes],
         "accounting": charge.accounting,
         "accounting_reason": charge.reason,

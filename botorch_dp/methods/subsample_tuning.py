@@ -3,15 +3,24 @@ r"""Tune on one Poisson subsample of the training records, then ONE DP-SGD train
 ``SubsampleTuningMethod`` wraps ``methods.cheap_tuning.tune_on_subsample`` (Koskela & Kulkarni,
 NeurIPS 2023): ``K`` configurations trained on one Poisson γ-subset of the private training
 records, charged as ONE amplified tuning phase before the subset is drawn, the best carried
-unchanged to one final run on all the records. The ε split is the library's public default
-(``cheap_plan.DEFAULT_TUNING_SHARE``: the final run alone keeps ``ε·sqrt(1 − τ)``; the tuning phase
-takes what remains of the composed ``(ε, δ)``) and is stated in ``MethodRun.procedure``. With
+unchanged to one final run on all the records. The ε split (τ: the final run alone keeps
+``ε·sqrt(1 − τ)``; the tuning phase takes what remains of the composed ``(ε, δ)``) is the caller's
+``tuning_share``; else, with ``proxy_data`` (``tune`` hands its proxy over: ``with_tuning_share``),
+chosen on that PUBLIC proxy from ``cheap_plan.SHARE_GRID`` when the method runs
+(``cheap_tuning.choose_tuning_share``); else the public default ``cheap_plan.DEFAULT_TUNING_SHARE``.
+It is stated in ``MethodRun.procedure``, with how it was chosen. With
 ``protect="both"`` the trials' scores are Gaussian noised (all ``K`` together ``gdp_mu(ε, δ)``-GDP
 for the validation users); with ``"training"`` the validation users are treated as public.
 
 ``simulate_training(proxy, seed)`` simulates it on the proxy: the trials on a γ-subset of the
-proxy's training split at ``σ_t`` (scaled to the proxy), chosen by the fitting half (with the score
-noise of the private run under ``"both"``), the final run at ``σ_f`` scored on the scoring half.
+proxy's training split at ``σ_t`` (scaled to the proxy), chosen at the precision of the private run's
+choice on the objective's ``n`` validation users (once per scoring-half user, on the proxy's other
+users, topped up with the real run's sampling noise and, under ``"both"``, its score noise:
+``TrainingProxy.held_out_scores``), one final run at ``σ_f`` per configuration some user's choice
+picked, each user scoring the final model of its own choice. The simulation runs at the given
+``tuning_share``, else at the default τ, also when the private run will choose τ on the proxy:
+choosing τ inside every repeat of ``tune``'s method comparison would cost ``len(SHARE_GRID)``
+simulated procedures per repeat.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from botorch_dp.methods.protocol import MethodContext, MethodRun, MethodUnavailable
@@ -44,7 +54,10 @@ class SubsampleTuningMethod:
         protect: ``"training"`` or ``"both"``.
         num_configurations: ``K``, the configurations trained on the subset.
         subsample_fraction: γ (``None``: ``cheap_plan.DEFAULT_SUBSAMPLE_FRACTION``).
-        tuning_share: τ (``None``: ``cheap_plan.DEFAULT_TUNING_SHARE``).
+        tuning_share: τ (``None``: chosen on ``proxy_data`` at the run, else
+            ``cheap_plan.DEFAULT_TUNING_SHARE``; the simulation uses the default).
+        proxy_data: PUBLIC data (``ClassificationData``) to choose τ on when ``tuning_share`` is
+            ``None`` (``None``: the default τ).
     """
 
     space: Any
@@ -54,11 +67,23 @@ class SubsampleTuningMethod:
     num_configurations: int = DEFAULT_CONFIGURATIONS
     subsample_fraction: float | None = None
     tuning_share: float | None = None
+    proxy_data: Any = dataclasses.field(default=None, repr=False, compare=False)
     name: str = dataclasses.field(default="subsample_tuning", init=False)
+
+    def with_tuning_share(self, tuning_share: float | None, proxy_data: Any) -> SubsampleTuningMethod:
+        r"""This method with τ fixed at ``tuning_share``, or (``None``) chosen on ``proxy_data`` (public) at the run."""
+        return dataclasses.replace(self, tuning_share=tuning_share, proxy_data=proxy_data)
 
     @property
     def gdp_mu(self) -> float | None:
         return None  # Rényi-DP curves, charged to the objective's own ledger
+
+    @property
+    def runs_configurations(self) -> bool:
+        return False  # handed one objective and a child of tune's seed; tune wraps its one release
+
+    def with_max_trials(self, max_trials: int | None) -> SubsampleTuningMethod:
+        return self  # K = num_configurations is public: nothing to pad
 
     @property
     def private_trainings(self) -> float:
@@ -116,18 +141,26 @@ class SubsampleTuningMethod:
             clip = proxy.objective.loss_cap
             per_trial = self.score_mu / math.sqrt(self.num_configurations)
             noise = clip / (proxy.objective.num_users * per_trial)
-        best, _ = proxy.best_of(
-            configs, plan.trial_noise_multiplier, seed, rows=rows, score_noise=noise, score_clip=clip
-        )
-        return proxy.final_score(configs[best], plan.final_noise_multiplier, seed)
+        per_model = proxy.trained(configs, plan.trial_noise_multiplier, seed, rows)
+        users, choices = proxy.held_out_choices(
+            per_model, proxy.objective.num_users, seed, score_noise=noise, score_clip=clip
+        )  # the private run chooses on the objective's n validation users
+        chosen = sorted(set(choices.tolist()))  # one final training per configuration some fold chose
+        finals = proxy.final_losses([configs[i] for i in chosen], plan.final_noise_multiplier, seed)
+        return proxy.held_out_score(finals, users, torch.tensor([chosen.index(int(c)) for c in choices]))
 
     def describe(self) -> str:
         gamma, share = self._settings()
+        tau = f"tau = {share:g}" if not self._chooses_share else "tau chosen on the proxy at the run"
         return (
             f"{self.num_configurations} configurations trained on one Poisson subset (gamma = {gamma:g}), tuning "
-            f"share tau = {share:g} of epsilon^2, then one final DP-SGD training ({self.private_trainings:g} private "
+            f"share {tau} of epsilon^2, then one final DP-SGD training ({self.private_trainings:g} private "
             f"trainings; protects {self.protect})"
         )
+
+    @property
+    def _chooses_share(self) -> bool:
+        return self.tuning_share is None and self.proxy_data is not None
 
     def run_private(
         self,
@@ -138,20 +171,22 @@ class SubsampleTuningMethod:
         progress: bool = False,
         executor: Any = None,
     ) -> MethodRun:
-        r"""Run ``tune_on_subsample`` on ``objective`` (its ledger is ``ledger``); ``seed`` seeds the public
-        configurations; ``progress`` and ``executor`` are not used."""
+        r"""Run ``tune_on_subsample`` on ``objective`` (its ledger is ``ledger``), τ chosen on ``proxy_data``
+        unless fixed; ``seed`` seeds the public configurations and the proxy simulation of τ; ``progress``
+        and ``executor`` are not used."""
         from botorch_dp.methods.cheap_tuning import tune_on_subsample  # late: loaded when used
 
         if ledger is not objective.ledger:
             raise ValueError("ledger: the runs are charged to objective.ledger; pass that ledger or none.")
-        gamma, share = self._settings()
+        gamma, _ = self._settings()
         result = tune_on_subsample(
             objective,
             self.space,
             epsilon=self.epsilon,
             delta=self.delta,
             subsample_fraction=gamma,
-            tuning_share=share,
+            tuning_share=self.tuning_share,  # None: chosen on proxy_data, else the stated default
+            proxy=self.proxy_data,
             tuner=self.num_configurations,
             protect=self.protect,
             score_mu=self.score_mu,

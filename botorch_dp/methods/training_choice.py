@@ -5,11 +5,16 @@ DP-SGD objective with ``protect="training"`` or ``"both"``: private selection ov
 runs (``training_selection``), tuning on a Poisson subsample (``subsample_tuning``) and tuning on the
 proxy then one final training (``proxy_then_train``). Each is simulated on the proxy with paired
 seeds (repeat ``j`` of every method uses seed ``j``) at ITS OWN noise: the σ its private run would
-draw at the user's ``(ε, δ)``, scaled to the proxy's size (``methods.training_proxy``). Whatever a
-simulated procedure chooses it chooses by the proxy's FITTING half; it is scored by its released
-model's mean loss on the SCORING half (``methods.proxy_split``). The lowest mean wins; a tie within one
-paired standard error goes to the method with fewer private trainings, and the table's note says so
-(``methods.choice.recommend``).
+draw at the user's ``(ε, δ)``, scaled to the proxy's size (``methods.training_proxy``), and each
+choice at the precision of the users its real run chooses on, as far as the proxy allows: the
+selection and the subsample method choose in their private runs on the objective's ``n`` validation
+users, so their simulated choice is made once per scoring-half user on all the proxy's other users
+(with the real run's extra sampling noise added where ``n`` is smaller; ``n_p - 1`` users where ``n``
+is larger), not on the fitting half alone (``TrainingProxy.held_out_scores``); ``proxy_then_train``
+chooses by the proxy's FITTING half. Every procedure is scored by its released model's loss on the
+SCORING half's users, none of which took part in the choice it scores (``methods.proxy_split``). The
+lowest mean wins; a tie within one paired standard error goes to the method with fewer private
+trainings, and the table's note says so (``methods.choice.recommend``).
 
 One untuned run (``methods.untuned``: the public defaults, the whole ``ε``) is simulated alongside
 and listed last. When the recommended tuning method does not beat it by more than one paired
@@ -83,13 +88,17 @@ def training_method(
     num_configurations: int = DEFAULT_CONFIGURATIONS,
     untuned: dict[str, Any] | None = None,
     accounting: str = "auto",
+    distribution: str = "tnb",
+    tnb_eta: float = 1.0,
+    binomial_rounds: int | None = None,
 ) -> Any:
     r"""The method called ``name`` (``TRAINING_METHODS``) at the call's settings (public); ``accounting``
-    is the selection's over training runs (``select_training_runs``), the others' is fixed."""
+    and ``K``'s ``distribution`` (with ``tnb_eta``, ``binomial_rounds``) are the selection's over training
+    runs (``select_training_runs``), the others' are fixed."""
     if name == "training_selection":
         return TrainingSelectionMethod(
-            space, epsilon, delta, mean_trials, protect, max_trials=max_trials, loss_clip=loss_clip,
-            accounting=accounting,
+            space, epsilon, delta, mean_trials, protect, distribution, max_trials=max_trials, loss_clip=loss_clip,
+            accounting=accounting, binomial_rounds=binomial_rounds, tnb_eta=tnb_eta,
         )  # fmt: skip
     if name == "subsample_tuning":
         return SubsampleTuningMethod(space, epsilon, delta, protect, num_configurations)
@@ -121,6 +130,7 @@ def choose_training_method(
     seed: int = 0,
     progress: bool = False,
     accounting: str = "auto",
+    **k_distribution: Any,
 ) -> TrainingChoice:
     r"""Simulate every candidate on ``proxy_data`` (PUBLIC) and choose (see the module).
 
@@ -142,6 +152,7 @@ def choose_training_method(
         seed: The first repeat's seed and the proxy split's (public).
         progress: One bar over the simulations.
         accounting: The selection's accounting over training runs if it wins (``select_training_runs``).
+        **k_distribution: The selection's ``distribution``, ``tnb_eta``, ``binomial_rounds`` (``training_method``).
 
     Returns:
         The ``TrainingChoice``.
@@ -149,7 +160,7 @@ def choose_training_method(
     kw = dict(
         epsilon=epsilon, delta=delta, protect=protect, proxy_data=proxy_data, mean_trials=mean_trials,
         max_trials=max_trials, loss_clip=loss_clip, num_configurations=num_configurations, untuned=untuned,
-        accounting=accounting,
+        accounting=accounting, **k_distribution,
     )  # fmt: skip
     names = TUNING_METHODS if methods is None else tuple(methods)
     if not names or isinstance(methods, str) or not set(names) <= set(TUNING_METHODS) or len(set(names)) < len(names):

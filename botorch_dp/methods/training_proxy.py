@@ -2,10 +2,30 @@ r"""A PUBLIC proxy data set on which the methods that protect the training recor
 
 ``TrainingProxy`` trains copies of a DP-SGD objective on the proxy's public records at the noise a
 method's private run would draw, and scores them on the proxy's validation users split in two
-(``methods.proxy_split.ProxySplit``): what a simulated procedure CHOOSES (the best trial, the best
-configuration) it chooses by the FITTING half; what the comparison SCORES is the mean loss of the
-procedure's released model on the SCORING half. No method is scored on the users its choice was
-fitted on.
+(``methods.proxy_split.ProxySplit``): the comparison SCORES a procedure by its released model's loss on
+the SCORING half; no user scores a choice it took part in.
+
+The choice's precision (issue 41): a private run that chooses among its own trained models
+(``training_selection``'s trials, ``subsample_tuning``'s configurations) chooses by their mean loss on
+the objective's ``n`` PRIVATE validation users (171 on the dpsgd benchmark's breast_cancer, 539 on
+digits), ``n`` being public shape information. Choosing by the proxy's fitting half alone (11 and 34
+users there) made the simulated choice far noisier than the real one and those methods look worse
+than they are. Their simulated choice is therefore made once per scoring-half user ``u`` ("fold")
+on ALL the proxy's other ``n_p - 1`` users (the fitting half and the rest of the scoring half: 21
+and 67 there) and scored by the chosen model's loss at ``u`` alone (``held_out_scores``,
+``held_out_choices``, ``held_out_score``): the most users a choice can be made on while ``u`` stays
+out of it. Where the real run chooses on FEWER users (``n < n_p - 1``), each fold's scores get the
+Gaussian top-up ``N(0, Σ̂ (1/n - 1/(n_p - 1)))`` (``Σ̂`` the models' per-user loss covariance over
+the fold, by the multiplier bootstrap), so that, for Gaussian mean losses, the simulated scores
+have exactly the sampling noise of the real run's; with ``protect="both"`` every score also gets
+the real run's DP noise ``N(0, (C/(n μ))²)`` on losses clipped to ``[0, C]``. Where the real run
+chooses on MORE users than ``n_p - 1``, no proxy-only simulation can be as precise (the proxy's users
+carry no more information about the models than ``n_p - 1`` users do; removing noise would need a
+model of the trials' losses; SIMEX-style extrapolation to ``n`` recovered under a third of the gap in
+a Gaussian check), so the choice is simulated at ``n_p - 1`` users: about twice as precise as the
+fitting half, still less precise than the real run (the residual bias is against these methods).
+``proxy_then_train`` chooses on the proxy's users in its real run too and is simulated on the
+fitting half (``n_p/2`` against its real ``n_p``).
 
 The noise: a DP-SGD run on the private ``m`` records at ``(σ, q = 1/k, steps)`` adds noise
 ``σ C`` to the sum of an expected batch of ``q m`` clipped gradients; the proxy's copy runs at the
@@ -20,6 +40,7 @@ evaluated here.
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -148,38 +169,84 @@ class TrainingProxy:
         r"""A public child seed of a repeat's ``seed`` for one part of a simulation."""
         return int(child_seeds([int(seed), 4101, int(part)], 1)[0])
 
-    def best_of(
+    def trained(
+        self, configs: list[Configuration], noise_multiplier: float, seed: int, rows: Tensor | None = None
+    ) -> list[Tensor]:
+        r"""The ``n_p`` per-user losses of one model per configuration, trained at ``noise_multiplier`` (the
+        private run's σ) on ``rows`` of the proxy (default all) by one seeded copy (public)."""
+        copy = self.copy(noise_multiplier, self.stream(seed, 0), rows)
+        return [self.losses(copy, config) for config in configs]
+
+    def held_out_scores(
         self,
-        configs: list[Configuration],
-        noise_multiplier: float,
+        per_model: list[Tensor],
+        num_users: int,
         seed: int,
         *,
-        rows: Tensor | None = None,
         score_noise: float = 0.0,
         score_clip: float | None = None,
-    ) -> tuple[int, list[Tensor]]:
-        r"""What a simulated tuning phase chooses: one model per configuration trained at
-        ``noise_multiplier`` (the private run's σ) on ``rows`` of the proxy, the lowest fitting-half mean
-        loss, plus Gaussian noise of standard deviation ``score_noise`` when the private run noises its
-        scores (each mean then of losses clipped to ``[0, score_clip]``).
+    ) -> tuple[Tensor, Tensor]:
+        r"""The scores a private run choosing among these models on ``num_users`` validation users would
+        compare, simulated once per SCORING-half user ``u`` on the proxy's other ``n_p - 1`` users (see the
+        module).
+
+        A model's score in the fold of ``u`` is its mean loss over the users other than ``u`` (losses
+        clipped to ``[0, score_clip]`` when the private run clips them), plus, when the private run chooses
+        on fewer users than that (``num_users < n_p - 1``), the Gaussian top-up ``N(0, Σ̂ (1/n - 1/(n_p - 1)))``
+        (``Σ̂``: the models' covariance of per-user losses over the fold's users, drawn by the Gaussian
+        multiplier bootstrap, so the models stay correlated as they are on shared users), plus
+        ``N(0, score_noise²)`` per model (the private score's DP noise). A model with a non-finite loss
+        scores ``inf`` (it ranks last).
 
         Returns:
-            ``(index, per-model n_p losses)``.
+            ``(users, scores)``: the scoring half's user indices and the ``|users| x K`` fold scores.
         """
-        copy = self.copy(noise_multiplier, self.stream(seed, 0), rows)
+        n_p = self.num_proxy_users
+        users = self.split.halves(n_p)[1]
+        losses = torch.stack([torch.as_tensor(v, dtype=torch.float64) for v in per_model])  # K x n_p
+        if score_clip is not None:
+            losses = losses.clamp(0.0, score_clip)
+        finite = torch.isfinite(losses).all(-1)
+        losses = torch.where(finite[:, None], losses, torch.zeros_like(losses))
+        others = n_p - 1
+        means = (losses.sum(-1, keepdim=True) - losses[:, users]).T / others  # folds x K
         generator = torch.Generator().manual_seed(self.stream(seed, 1))
-        values, per_model = [], []
-        for config in configs:
-            losses = self.losses(copy, config)
-            per_model.append(losses)
-            if score_clip is not None:
-                losses = losses.clamp(0.0, score_clip)
-            noise = float(torch.randn((), generator=generator, dtype=torch.float64)) * score_noise
-            values.append(self.fitting_mean(losses) + noise)
-        return int(np.argmin(values)), per_model
+        scores = means.clone()
+        if int(num_users) < others:  # the real run's sampling noise exceeds the fold's own: top it up
+            weights = torch.randn(len(users), n_p, generator=generator, dtype=torch.float64)
+            weights[torch.arange(len(users)), users] = 0.0  # the held-out user takes no part in its fold
+            scale = math.sqrt((1.0 / int(num_users) - 1.0 / others) / (others - 1))
+            scores += scale * (weights @ losses.T - weights.sum(-1, keepdim=True) * means)
+        scores += float(score_noise) * torch.randn(scores.shape, generator=generator, dtype=torch.float64)
+        return users, torch.where(finite[None, :], scores, torch.full_like(scores, math.inf))
+
+    def held_out_choices(
+        self,
+        per_model: list[Tensor],
+        num_users: int,
+        seed: int,
+        *,
+        score_noise: float = 0.0,
+        score_clip: float | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        r"""``(users, choices)``: for each scoring-half user, the index of the model with the lowest
+        ``held_out_scores`` in that user's fold (what the private run would choose)."""
+        users, scores = self.held_out_scores(per_model, num_users, seed, score_noise=score_noise, score_clip=score_clip)
+        return users, scores.argmin(-1)
+
+    def final_losses(self, configs: list[Configuration], noise_multiplier: float, seed: int) -> list[Tensor]:
+        r"""The ``n_p`` per-user losses of one fresh model per configuration, each trained at ``config`` on the
+        whole proxy training split at ``noise_multiplier`` (the private final run's σ), in turn by one copy."""
+        copy = self.copy(noise_multiplier, self.stream(seed, 2))
+        return [self.losses(copy, config) for config in configs]
 
     def final_score(self, config: Configuration, noise_multiplier: float, seed: int) -> float:
         r"""The scoring-half mean loss of one fresh model trained at ``config`` on the whole proxy training
         split at ``noise_multiplier`` (the private final run's σ)."""
-        copy = self.copy(noise_multiplier, self.stream(seed, 2))
-        return self.scoring_mean(self.losses(copy, config))
+        return self.scoring_mean(self.final_losses([config], noise_multiplier, seed)[0])
+
+    def held_out_score(self, per_model: list[Tensor], users: Tensor, choices: Tensor) -> float:
+        r"""The mean, over the scoring half's users, of the loss of the model each one's fold chose (raw
+        losses: what the comparison scores a released model by)."""
+        losses = torch.stack([torch.as_tensor(v, dtype=torch.float64) for v in per_model])
+        return float(losses[choices, users].mean())

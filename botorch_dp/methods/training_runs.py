@@ -11,7 +11,9 @@ the training ledger before the first trial (and, when the validation users are p
 too, the scores' selection curve on the validation ledger in the same up-front charge); the
 trials themselves record nothing (``TorchModelTuningObjective.train_covered`` under a
 ``TrainingCover``), so the ledger never counts ``K``. The noise multiplier of every trial is
-calibrated so that the selection meets the target ``(ε, δ)`` on the training records.
+calibrated so that the selection meets the target ``(ε, δ)`` on the training records; where the
+space searches ``noise_multiplier``, each trial trains at its own ``σ`` and the selection is charged
+at the space's least ``σ`` (whose curve bounds every trial's), which must meet the target.
 
 ``K``, the losing trials and their scores stay hidden (``baselines.selection``'s guards: one
 error type, warnings dropped, one progress bar, ``max_trials`` padding); NON-PRIVATE
@@ -57,7 +59,12 @@ from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.privacy.seeding import noise_generator
 from botorch_dp.training.cover import TrainingCover
-from botorch_dp.training.selection_accounting import ACCOUNTINGS, choose_selection_accounting, trial_rdp_curve
+from botorch_dp.training.selection_accounting import (
+    ACCOUNTINGS,
+    choose_selection_accounting,
+    selection_accounting_at,
+    trial_rdp_curve,
+)
 from botorch_dp.utils import child_seeds
 
 __all__ = ["PROTECT", "NonPrivateTrainingTrials", "TrainingSelectionResult", "select_training_runs"]
@@ -217,11 +224,18 @@ def select_training_runs(
 
     Args:
         objective: A ``TorchModelTuningObjective`` built with ``dp_sgd=DPSGDConfig(...)``. Its
-            noise multiplier (or target) is NOT used: the selection calibrates ``σ`` itself; its
-            clip norm is used unless the space searches ``max_grad_norm``.
+            noise multiplier (or target) is NOT used: the selection calibrates ``σ`` itself unless
+            the space searches ``noise_multiplier``; its clip norm is used unless the space searches
+            ``max_grad_norm``.
         space: The objective's ``SearchSpace`` (default ``objective.space``; another is refused).
-            ``epochs``, ``batch_size`` and ``max_grad_norm`` may be searched (``Integer`` or
-            ``Categorical`` for the first two).
+            ``epochs``, ``batch_size``, ``max_grad_norm`` and ``noise_multiplier`` may be searched
+            (``Integer`` or ``Categorical`` for the first two). A searched ``noise_multiplier`` (a
+            ``Hyperparameter``, ``Integer`` or ``Categorical`` in natural units, ``σ > 0``) is not
+            calibrated: each trial trains at its own ``σ``, and the selection is charged at the
+            space's least ``σ`` (its curve bounds every trial's: more noise is post-processing),
+            refused (``ValueError`` naming ``noise_multiplier`` and the least ``σ`` the budget
+            allows) where that charge exceeds ``epsilon``. The guarantee then states the charged
+            ``ε`` (at most ``epsilon``) and ``details["noise_multiplier_range"]``.
         epsilon: ``ε`` of the whole selection on the training records.
         delta: ``δ`` of every statement.
         mean_trials: ``E[K] > 1``.
@@ -273,7 +287,9 @@ def select_training_runs(
     accounting = check_choice(accounting, "accounting", ACCOUNTINGS)
 
     shapes = objective.possible_run_shapes()
-    charge = choose_selection_accounting(
+    # a duck-typed objective (integrations.optuna_training) that does not search σ may lack the method
+    searched = getattr(objective, "noise_multiplier_range", lambda: None)()
+    charge_args: dict[str, Any] = dict(
         accounting=accounting,
         target_epsilon=epsilon,
         target_delta=delta,
@@ -281,10 +297,14 @@ def select_training_runs(
         profile_refused=profile_refused(ledger, delta),
         **k_args,
     )
+    if searched is None:  # one σ for every trial, calibrated to the target
+        charge = choose_selection_accounting(**charge_args)
+    else:  # each trial at its own σ >= the space's least, whose curve bounds them all (refused above the target)
+        charge = selection_accounting_at(noise_multiplier=searched[0], **charge_args)
     sigma = charge.noise_multiplier
     reference = trial_rdp_curve(sigma, shapes)
     timing = timing_note(max_trials, per_trial="training run", **k_args)
-    guarantee = {"training": training_guarantee(charge, delta, shapes, k_args, max_trials, timing)}
+    guarantee = {"training": training_guarantee(charge, delta, shapes, k_args, max_trials, timing, searched)}
     not_protected: dict[str, str] = {}
     score_generator = noise_generator(seed, stream=1)  # warns (PrivacyWarning) for an explicit seed
     mechanism, scores_charge = None, None

@@ -13,9 +13,11 @@ categorical ``configuration``), its trained model (``MethodRun.result.model``) a
 
 ``simulate`` (on a proxy objective) raises ``MethodUnavailable``; ``simulate_training(proxy, seed)``
 simulates it on a proxy's DATA (``methods.training_proxy``): ``K`` drawn from its distribution, ``K``
-trainings at random points at the selection's own ``σ`` (scaled to the proxy), the winner by the
-fitting half's mean loss (with the private scores' Gaussian noise under ``"both"``), scored by its
-own model's loss on the scoring half. ``tune(method="auto", proxy=...)`` compares it there with the
+trainings at random points at the selection's own ``σ`` (scaled to the proxy), the winner chosen at
+the precision of the private run's choice on the objective's ``n`` validation users: once per
+scoring-half user, on the proxy's other users, with the real run's sampling noise topped up and,
+under ``"both"``, the private scores' Gaussian noise (``TrainingProxy.held_out_scores``), each choice
+scored by its own model's loss at that held-out user. ``tune(method="auto", proxy=...)`` compares it there with the
 cheap methods; without a proxy ``tune`` runs it directly when the training records are protected.
 """
 
@@ -59,6 +61,7 @@ class TrainingSelectionMethod:
             empty, else RDP), ``"profile"`` or ``"rdp"``; the guarantee says which was used.
         binomial_rounds: ``m`` of ``distribution="binomial"`` (``K ~ Binomial(m, E[K]/m)``; may be 0 trials,
             which ``run_private`` refuses to turn into a point, as for Poisson).
+        tnb_eta: ``η`` of ``distribution="tnb"`` (1: geometric).
     """
 
     space: Any
@@ -71,11 +74,20 @@ class TrainingSelectionMethod:
     loss_clip: float | None = None
     accounting: str = "auto"
     binomial_rounds: int | None = None
+    tnb_eta: float = 1.0
     name: str = dataclasses.field(default="training_selection", init=False)
 
     @property
     def gdp_mu(self) -> float | None:
         return None  # a Rényi-DP curve, charged to the objective's own ledger
+
+    @property
+    def runs_configurations(self) -> bool:
+        return False  # handed one objective and a child of tune's seed; tune wraps its one release
+
+    def with_max_trials(self, max_trials: int | None) -> TrainingSelectionMethod:
+        r"""Padded to ``max_trials`` trials (``None``: unchanged): the wall time does not reveal ``K``."""
+        return self if max_trials is None else dataclasses.replace(self, max_trials=max_trials)
 
     def resolved(self, proxy_objective: Callable[[Tensor], Tensor] | None, context: MethodContext) -> Any:
         return self
@@ -101,6 +113,8 @@ class TrainingSelectionMethod:
         k_args: dict[str, Any] = dict(mean_trials=self.mean_trials, distribution=self._distribution)
         if self._distribution == "binomial":
             k_args["binomial_rounds"] = self.binomial_rounds
+        if self._distribution == "truncated_negative_binomial":
+            k_args["tnb_eta"] = self.tnb_eta
         return k_args
 
     def simulate_training(self, proxy: TrainingProxy, seed: int) -> float:
@@ -113,7 +127,7 @@ class TrainingSelectionMethod:
                 f"{self.name}: not simulated when the space searches epochs, batch size or clip norm."
             )
         sigma = _trial_noise(self.epsilon, self.delta, tuple(objective.possible_run_shapes()), self.mean_trials,
-                             self._distribution, self.binomial_rounds)  # fmt: skip
+                             self._distribution, self.binomial_rounds, self.tnb_eta)  # fmt: skip
         rng = np.random.default_rng([int(seed), 4103])
         K = max(1, sample_num_trials(rng=rng, **self._k_args))
         configs = random_configurations(self.space, K, seed)
@@ -124,11 +138,16 @@ class TrainingSelectionMethod:
                 target_epsilon=self.epsilon, target_delta=self.delta, orders=TRAINING_RDP_ORDERS, **self._k_args
             )
             noise = clip / (objective.num_users * mu)
-        best, losses = proxy.best_of(configs, sigma, seed, score_noise=noise, score_clip=clip)
-        return proxy.scoring_mean(losses[best])  # the winner's own model is released
+        per_model = proxy.trained(configs, sigma, seed)
+        users, choices = proxy.held_out_choices(
+            per_model, objective.num_users, seed, score_noise=noise, score_clip=clip
+        )  # the private run chooses on the objective's n validation users
+        return proxy.held_out_score(per_model, users, choices)  # the winner's own model is released
 
     def describe(self) -> str:
         rounds = f" over m = {self.binomial_rounds} rounds" if self._distribution == "binomial" else ""
+        if self._distribution == "truncated_negative_binomial" and self.tnb_eta != 1.0:
+            rounds = f" with eta = {self.tnb_eta:g}"
         return (
             f"private selection over whole DP-SGD training runs (E[K] = {self.mean_trials:g}, K ~ "
             f"{self.distribution}{rounds}, hidden; protects {self.protect}; accounting={self.accounting!r})"
@@ -162,11 +181,13 @@ class TrainingSelectionMethod:
             progress=progress,
             accounting=self.accounting,
             binomial_rounds=self.binomial_rounds,
+            tnb_eta=self.tnb_eta,
         )
         if result.hyperparameters is None:  # Poisson K = 0: the selection released "no trial"
             raise ValueError(
                 f"distribution={self.distribution!r}: the selection released no trial (K = 0), so there "
-                "are no hyperparameters to return; use distribution='tnb' (K >= 1)."
+                "are no hyperparameters to return; use distribution='tnb' (K >= 1; tune's "
+                "plan_options={'distribution': 'geometric'}, the default)."
             )
         training = result.guarantee["training"]
         free = self.space.configurations()[0].keys()
@@ -203,6 +224,7 @@ def _trial_noise(
     mean_trials: float,
     distribution: str,
     binomial_rounds: int | None = None,
+    tnb_eta: float = 1.0,
 ) -> float:
     r"""Every trial's ``σ`` of the selection at ``(ε, δ)`` (``calibrate_selection_noise``; public)."""
     from botorch_dp.training.selection_accounting import calibrate_selection_noise  # scipy, Opacus: late
@@ -214,6 +236,7 @@ def _trial_noise(
         mean_trials=mean_trials,
         distribution=distribution,
         binomial_rounds=binomial_rounds,
+        tnb_eta=tnb_eta,
     )
 
 

@@ -59,6 +59,13 @@ class UntunedMethod:
         return None
 
     @property
+    def runs_configurations(self) -> bool:
+        return False  # handed one objective and a child of tune's seed; tune wraps its one release
+
+    def with_max_trials(self, max_trials: int | None) -> UntunedMethod:
+        return self  # one private training: nothing to pad
+
+    @property
     def private_trainings(self) -> float:
         return 1.0
 

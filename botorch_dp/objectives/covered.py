@@ -20,11 +20,16 @@ What a cover cannot check: that the caller releases only the winner. It is made 
 ``select_training_runs`` and never leaves it. Runs trained this way are not counted in
 ``runs``/``num_trainings`` (those counts would be ``K``).
 
-Training hyperparameters: ``epochs``, ``batch_size`` and ``max_grad_norm`` can be searched
-(``Hyperparameter.target="training"``, inferred from these names) only here: a trial's run
-shape then depends on them, and the selection bounds every possible shape of the space by
-the pointwise maximum of their curves (``possible_run_shapes``). DP-GIBO's charged path
-refuses them (``refuse_training_routes``): it charges one fixed run per evaluation.
+Training hyperparameters: ``epochs``, ``batch_size``, ``max_grad_norm`` and ``noise_multiplier``
+can be searched (``Hyperparameter.target="training"``, inferred from these names) only here: a
+trial's run shape then depends on the first two, and the selection bounds every possible shape of
+the space by the pointwise maximum of their curves (``possible_run_shapes``). The clip norm does
+not change a run's curve (the noise scales with it). A searched noise multiplier ``σ`` does: the
+selection charges the curve at the space's least ``σ`` (``noise_multiplier_range``), which bounds
+every trial, since a run at ``σ' ≥ σ`` is the run at ``σ`` with independent Gaussian noise of
+variance ``(σ'² − σ²)C²`` added to each step's noisy sum (post-processing); the space's least ``σ``
+must therefore be at or above the least the selection's budget allows. DP-GIBO's charged path
+refuses them all (``refuse_training_routes``): it charges one fixed run per evaluation.
 """
 
 from __future__ import annotations
@@ -72,14 +77,16 @@ class CoveredTraining:
         names = self.training_routes()
         if names:
             raise ValueError(
-                f"space: {names} set the training run itself (epochs, batch size, clip norm), which each "
+                f"space: {names} set the training run itself (epochs, batch size, clip norm, noise multiplier), "
+                "which each "
                 "charged evaluation trains at its fixed TrainingConfig; only private selection over whole "
-                "runs searches them (botorch_dp.methods.training_runs.select_training_runs)."
+                "runs searches them (botorch_dp.methods.training_runs.select_training_runs, or tune with "
+                "protect='training' or 'both' and no proxy)."
             )
 
     def _training_values(self, name: str) -> list[Any]:
         r"""Every value ``name`` can take in the space (the config's own without a hyperparameter)."""
-        default = getattr(self.training, name) if name != "max_grad_norm" else None
+        default = getattr(self.training, name) if name in ("epochs", "batch_size") else None
         if self.routes.get(name) != "training":
             return [default]
         h = next(h for h in self.space.hyperparameters if h.name == name)
@@ -91,9 +98,9 @@ class CoveredTraining:
             values = list(h.choices)
         else:
             values = [h.lower, h.upper]
-        if name == "max_grad_norm":
+        if name in ("max_grad_norm", "noise_multiplier"):
             if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf for v in values):
-                raise ValueError(f"space: max_grad_norm must take positive finite values only, got {h!r}.")
+                raise ValueError(f"space: {name} must take positive finite values only, got {h!r}.")
         elif not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values):
             raise ValueError(f"space: {name} must be an Integer or a Categorical of positive ints, got {h!r}.")
         return values
@@ -111,12 +118,26 @@ class CoveredTraining:
         """
         epochs = max(self._training_values("epochs"))
         self._training_values("max_grad_norm")  # checked
+        self.noise_multiplier_range()  # checked
         shapes = set()
         for batch_size in self._training_values("batch_size"):
             config = dataclasses.replace(self.training, epochs=epochs, batch_size=batch_size)
             _, rate, steps = planned_dp_run(len(self.data.y_train), config, DPSGDConfig(noise_multiplier=1.0))
             shapes.add((rate, steps))
         return sorted(shapes)
+
+    def noise_multiplier_range(self) -> tuple[float, float] | None:
+        r"""``(σ_min, σ_max)``: the least and largest DP-SGD noise multiplier a trial of the space can
+        have, or ``None`` when the space does not search ``noise_multiplier`` (the selection then
+        calibrates one ``σ`` for every trial). Public: it reads the space only.
+
+        Raises:
+            ValueError: ``noise_multiplier`` takes a value that is not positive and finite.
+        """
+        if self.routes.get("noise_multiplier") != "training":
+            return None
+        values = [float(v) for v in self._training_values("noise_multiplier")]
+        return min(values), max(values)
 
     def _checked_trial(self, hyperparameters: Mapping[str, Any]) -> dict[str, Any]:
         r"""``hyperparameters`` checked to be a point of the space (``ValueError`` naming what is wrong)."""
@@ -138,8 +159,9 @@ class CoveredTraining:
     def trial_settings(
         self, hyperparameters: Mapping[str, Any], noise_multiplier: float
     ) -> tuple[TrainingConfig, DPSGDConfig]:
-        r"""The ``TrainingConfig`` and ``DPSGDConfig`` (at ``noise_multiplier``) of a trial at natural
-        ``hyperparameters`` (checked to be a point of the space)."""
+        r"""The ``TrainingConfig`` and ``DPSGDConfig`` of a trial at natural ``hyperparameters`` (checked
+        to be a point of the space): its noise multiplier is the trial's own where the space searches
+        ``noise_multiplier``, else ``noise_multiplier`` (the cover's)."""
         if self.run_dp_sgd is None:
             raise ValueError("A selection trial trains with DP-SGD: build the objective with dp_sgd=DPSGDConfig(...).")
         params = self._checked_trial(hyperparameters)
@@ -150,7 +172,8 @@ class CoveredTraining:
             batch_size=int(run.get("batch_size", self.training.batch_size)),
         )
         clip = float(run.get("max_grad_norm", self.run_dp_sgd.max_grad_norm))
-        return config, DPSGDConfig(noise_multiplier=noise_multiplier, max_grad_norm=clip)
+        sigma = float(run.get("noise_multiplier", noise_multiplier))
+        return config, DPSGDConfig(noise_multiplier=sigma, max_grad_norm=clip)
 
     # ------------------------------------------------------------------ covered training
     def train_covered(
@@ -159,8 +182,9 @@ class CoveredTraining:
         r"""Train one selection trial at natural ``hyperparameters`` WITHOUT a record of its own.
 
         Only under an open ``cover`` whose record this objective's ledger holds, and only a run
-        whose RDP curve lies below the cover's reference (see the module); checked before the
-        run touches the data. Not counted in ``runs``/``num_trainings``.
+        the cover covers (``TrainingCover.check_trial``; see the module); checked before the
+        run touches the data. Not counted in ``runs``/``num_trainings``. The run's noise
+        multiplier is the trial's own where the space searches it, else the cover's.
 
         Args:
             hyperparameters: ``{name: value}``, every hyperparameter of the space (categoricals too).

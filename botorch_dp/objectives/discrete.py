@@ -36,8 +36,9 @@ __all__ = [
 #: ``methods.training_runs.select_training_runs``, which bounds every trial's run).
 HYPERPARAMETER_TARGETS: tuple[str, ...] = ("optimizer", "model", "training")
 HyperparameterTarget = Literal["optimizer", "model", "training"]
-#: The names a ``"training"`` hyperparameter may have: epochs, (expected) batch size, clip norm.
-TRAINING_HYPERPARAMETERS: tuple[str, ...] = ("epochs", "batch_size", "max_grad_norm")
+#: The names a ``"training"`` hyperparameter may have: epochs, (expected) batch size, clip norm and
+#: DP-SGD's noise multiplier ``σ`` (searched only at or above the least ``σ`` the selection's budget allows).
+TRAINING_HYPERPARAMETERS: tuple[str, ...] = ("epochs", "batch_size", "max_grad_norm", "noise_multiplier")
 
 
 def check_name_and_target(name: Any, target: Any) -> None:

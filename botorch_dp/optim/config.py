@@ -59,7 +59,6 @@ __all__ = [
     "check_bias_tolerance",
     "check_per_user_losses",
     "clip_count_privacy_mu",
-    "default_batch_size",
     "resolve_model",
     "resolve_privacy",
     "resolve_strategy",
@@ -136,7 +135,8 @@ class DPGIBOConfig(OptionFields):
         batches: How many points each step evaluates and how they are searched (default
             ``FixedBatches()``: ``d + 1`` points, joint search, ``speed="fast"``).
         fitting: ``NoFitting()`` (default) or the unsafe ``SensitiveFitting(fit)``; a model with
-            an outcome transform makes it ``SensitiveFitting(fit, standardize=True)``.
+            an outcome transform makes it ``SensitiveFitting(fit, standardize=True)``. A user's
+            ``Fitting`` is kept as given.
     """
 
     bounds: Tensor
@@ -247,7 +247,7 @@ class DPGIBOConfig(OptionFields):
     @property
     def max_evaluations(self) -> int:
         r"""The most objective evaluations the run can ask for: ``T · b`` with fixed batches, ``T · b_max``
-        with adaptive ones (default ``default_batch_size``), plus the ``T + 1`` iterates an evaluated
+        with adaptive ones (default ``Projection.default_batch_size``), plus the ``T + 1`` iterates an evaluated
         selection evaluates; plan anything that costs per evaluation with it, e.g. the DP-SGD
         training runs of a target training ε (``DPSGDConfig(planned_runs=...)``)."""
         o = self.options
@@ -299,14 +299,22 @@ def resolve_strategy(name: str, value: Any) -> Any:
 
 
 def _checked_fitting(fitting: Fitting, model: Any, unsafe: bool) -> Fitting:
-    r"""The fitting strategy with the model's outcome transform read in (``standardize``), refused
-    unless the opt-out ``unsafe_allow_sensitive_fitting`` is set."""
+    r"""The fitting strategy, refused unless the opt-out ``unsafe_allow_sensitive_fitting`` is set
+    where it breaks the guarantee. The package's two are rebuilt with the model's outcome transform
+    read in (``standardize``); a user's ``Fitting`` is kept as given (a model that standardizes is
+    refused with it: only ``SensitiveFitting`` standardizes)."""
     fit = getattr(fitting, "fit", None)
     if fit is not None and not unsafe:
         raise ValueError(
             "fitting (hyperparameter_fit) would fit kernel hyperparameters on the sensitive losses, "
             "which breaks the privacy guarantee. Choose the hyperparameters from public "
             "information, or set unsafe_allow_sensitive_fitting=True to run without one."
+        )
+    own = isinstance(fitting, (NoFitting, SensitiveFitting))  # the model decides their standardize
+    if not own and not fitting.holds and not unsafe:
+        raise ValueError(
+            f"{fitting.label} does not keep the privacy guarantee (holds is False); set "
+            "unsafe_allow_sensitive_fitting=True to run without one."
         )
     transform = getattr(model, "outcome_transform", None)
     transform = getattr(model, "input_transform", None) if transform is None else transform
@@ -318,6 +326,13 @@ def _checked_fitting(fitting: Fitting, model: Any, unsafe: bool) -> Fitting:
             "privacy guarantee."
         )
     standardize = getattr(model, "outcome_transform", None) is not None
+    if not own:
+        if standardize:
+            raise ValueError(
+                f"{fitting.label} does not standardize the losses, which the model's outcome transform "
+                "asks for; pass a model with outcome_transform=None, or fitting=SensitiveFitting(...)."
+            )
+        return fitting
     if fit is None and not standardize:
         return NoFitting()
     fitted = SensitiveFitting(fit, standardize)
@@ -327,12 +342,6 @@ def _checked_fitting(fitting: Fitting, model: Any, unsafe: bool) -> Fitting:
 def _set(config: Any, name: str, value: Any) -> None:
     r"""Set a field of the frozen config while it is being validated."""
     object.__setattr__(config, name, value)
-
-
-def default_batch_size(config: DPGIBOConfig) -> int:
-    r"""Default ``b`` and ``b_max``: ``d + 1``, or ``k + 1`` with ``subspace_acquisition`` when
-    the oracle has an integer ``k`` (spec A5: ``k + 1`` points pin down ``k`` directions)."""
-    return config.options.projection.default_batch_size(config.bounds.shape[1])
 
 
 def split_privacy_mu(config: DPGIBOConfig) -> tuple[float, float | None]:

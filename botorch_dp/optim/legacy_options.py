@@ -13,10 +13,10 @@ with the flat fields is migrated (``stored_config.migrate_flat_config``) by the 
 from __future__ import annotations
 
 import functools
-import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from botorch_dp.optim.deprecated import alias_property, warn_renamed
 from botorch_dp.optim.options import (
     FixedClip,
     FullMatrixAdaGrad,
@@ -82,8 +82,7 @@ def _clip(v: Mapping[str, Any], kind: Any) -> Any:
         _only_with(v, params, "clip_bound='adaptive' (give them in the QuantileClip)")
         return bound
     if isinstance(bound, str) and bound == "adaptive":
-        names = dict(zip(params, ("bound", "quantile", "learning_rate", "fraction"), strict=True))
-        return QuantileClip(**{names[k]: v[k] for k in params if v.get(k) is not None})
+        return QuantileClip(**{str(FLAT_FIELDS[k][1]): v[k] for k in params if v.get(k) is not None})
     _only_with(v, params, "clip_bound='adaptive'")
     return FixedClip(bound)
 
@@ -140,14 +139,7 @@ def _selection(v: Mapping[str, Any], kind: Any) -> Any:
 
 
 def _batches(v: Mapping[str, Any], kind: Any) -> Any:
-    return batch_rule(
-        v.get("batch_size"),
-        bias_tolerance=v.get("bias_tolerance"),
-        max_size=v.get("max_batch_size"),
-        search=v.get("batch_search", "joint"),
-        maxiter=v.get("acqf_maxiter"),
-        speed=v.get("acqf_speed", "fast"),
-    )
+    return batch_rule(**{str(FLAT_FIELDS[k][1]): value for k, value in v.items()})  # a keyword not given: its default
 
 
 def _fitting(v: Mapping[str, Any], kind: Any) -> Any:
@@ -166,13 +158,16 @@ _BUILDERS = {
 }
 
 
-def strategies_from_flat(flat: Mapping[str, Any], kinds: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    r"""The strategy of each family that ``flat`` (old keywords, decoded) gives a value for;
-    ``kinds``: the ``step_rule`` and ``selection`` (a name or a strategy) those keywords refine.
-    A ``ValueError`` names the keyword that is wrong (as the flat fields' checks did)."""
+def strategies_from_flat(
+    flat: Mapping[str, Any], kinds: Mapping[str, Any] | None = None, families: Iterable[str] | None = None
+) -> dict[str, Any]:
+    r"""The strategy of each family that ``flat`` (old keywords, decoded) gives a value for, or of each
+    of ``families`` (a keyword not in ``flat``: its default); ``kinds``: the ``step_rule`` and
+    ``selection`` (a name or a strategy) those keywords refine. A ``ValueError`` names the keyword
+    that is wrong (as the flat fields' checks did)."""
     kinds = kinds or {}
-    families = {family for name, (family, _) in FLAT_FIELDS.items() if name in flat}
-    families |= {family for family in FLAT_KINDS if family in kinds and family in families}
+    if families is None:
+        families = {family for name, (family, _) in FLAT_FIELDS.items() if name in flat}
     return {
         family: _BUILDERS[family]({k: v for k, v in flat.items() if FLAT_FIELDS[k][0] == family}, kinds.get(family))
         for family in sorted(families)
@@ -201,11 +196,7 @@ def _merge_flat(cls_name: str, kwargs: dict[str, Any], stacklevel: int = 4) -> N
                 f"{', '.join(old)} (deprecated) and {family} = {given!r} are both given; give {family} only "
                 f"(with dataclasses.replace: replace(config, {family}=...))."
             )
-        warnings.warn(
-            f"{cls_name}({'=..., '.join(old)}=...) is deprecated; use {family}={strategy!r} instead.",
-            DeprecationWarning,
-            stacklevel=stacklevel,
-        )
+        warn_renamed(f"{cls_name}({'=..., '.join(old)}=...)", f"{family}={strategy!r}", stacklevel + 1)
         kwargs[family] = strategy
 
 
@@ -252,13 +243,5 @@ def install_flat_keywords(cls: type[Any]) -> None:
 
     cls.__init__ = __init__
     for name, (family, _) in FLAT_FIELDS.items():
-
-        def getter(self: Any, name: str = name, family: str = family) -> Any:
-            warnings.warn(
-                f"{cls.__name__}.{name} is deprecated; read {cls.__name__}.{family} (a strategy) instead.",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            return _read_flat(self, name)
-
-        setattr(cls, name, property(getter, doc=f"Deprecated: read ``{family}``."))
+        read = functools.partial(_read_flat, name=name)
+        setattr(cls, name, alias_property(f"{cls.__name__}.{name}", f"{cls.__name__}.{family} (a strategy)", read))

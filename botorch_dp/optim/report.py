@@ -15,7 +15,7 @@ from torch import Tensor
 
 from botorch_dp.distributed.partitions import PartitionedObjective
 from botorch_dp.optim.config import check_per_user_losses
-from botorch_dp.optim.options import Evaluated, Options, RunPlan
+from botorch_dp.optim.options import EvaluatedSelection, Options, RunPlan
 from botorch_dp.optim.options.batches import moved_batch
 from botorch_dp.optim.options.selection import SELECTION_KEY
 from botorch_dp.optim.privacy_target import DEFAULT_TARGET_DELTA
@@ -114,7 +114,7 @@ def check_next_release(
     charge. Public: settings and the ledger only. ``tell`` charges the same bound again (other runs
     may spend in between)."""
     if steps_done:  # only an evaluated selection is left to release once the steps are done
-        if not isinstance(selection := options.selection, Evaluated):
+        if not (selection := options.selection).evaluated or not isinstance(selection, EvaluatedSelection):
             raise RuntimeError(f"selection={selection.name!r} releases nothing after the steps.")
         bound, what = {SELECTION_KEY: selection.event()}, f"the selection of run {run_id!r}"
     else:

@@ -1,7 +1,7 @@
 r"""A DP-GIBO run's state as its checkpoint stores it: ``encode_state``/``apply_state`` (every
 field checked against the config and each other on load) and ``resume_run``. The checks of
-the releases against the checkpoint's ledger are in ``optim.resume_checks`` (their names stay
-importable from here); the config's own encoding and comparison are in ``optim.stored_config``.
+the releases against the checkpoint's ledger are in ``optim.resume_checks``; the config's own
+encoding and comparison are in ``optim.stored_config``.
 
 Nothing here unpickles: kernels are rebuilt from the allow-list in ``checkpoint`` only."""
 
@@ -37,10 +37,11 @@ from botorch_dp.optim.options import (
     resolved_mu,
     restore_state_of,
     state_json_of,
+    state_keeper,
 )
 from botorch_dp.optim.options.noise import NOISE_LISTS
 from botorch_dp.optim.options.records import compact
-from botorch_dp.optim.resume_checks import check_ledger_covers_steps, recorded_mus
+from botorch_dp.optim.resume_checks import check_ledger_covers_steps, recorded_mus, step_parts
 from botorch_dp.optim.state import Run, RunState
 from botorch_dp.optim.stored_config import check_same_run, config_from_json, config_to_json, decode_value, encode_value
 from botorch_dp.optim.users import InMemoryUsers
@@ -53,12 +54,9 @@ __all__ = [
     "STATE_VERSION",
     "apply_state",
     "budget_of_ledger_state",
-    "check_ledger_covers_steps",
     "committed_records",
-    "encode_diagnostics",
     "encode_state",
     "migrate_state_meta",
-    "recorded_mus",
     "resume_config",
     "resume_run",
 ]
@@ -175,18 +173,6 @@ def resume_config(
     return config, budget
 
 
-def encode_diagnostics(diagnostics: list[ReleaseDiagnostics]) -> list[dict[str, Any]]:
-    r"""The NON-PRIVATE diagnostics as exact JSON (checkpoint only)."""
-    return [
-        {
-            "unnoised_gradient": ckpt.tensor_to_json(dg.unnoised_gradient),
-            "clip_fraction": float(dg.clip_fraction).hex(),
-            "noise_norm": float(dg.noise_norm).hex(),
-        }
-        for dg in diagnostics
-    ]
-
-
 # ---------------------------------------------------------------- a run's RunState, encoded
 def encode_state(opt: Run) -> dict[str, Any]:
     r"""Full state as written to the checkpoint (SENSITIVE): ``meta`` (JSON-able: public
@@ -217,12 +203,21 @@ def encode_state(opt: Run) -> dict[str, Any]:
         "batch_sizes": list(s.batch_sizes),
         "traces": [float(t).hex() for t in s.traces],
         "released": ckpt.tensor_to_json(s.released_matrix(opt.dim)),
-        "diagnostics": encode_diagnostics(list(s.diagnostics)),
+        "diagnostics": [  # NON-PRIVATE, only when asked for
+            {
+                "unnoised_gradient": ckpt.tensor_to_json(dg.unnoised_gradient),
+                "clip_fraction": float(dg.clip_fraction).hex(),
+                "noise_norm": float(dg.noise_norm).hex(),
+            }
+            for dg in s.diagnostics
+        ],
         "step_optimizer": encode_value(s.optimizer),
         "ledger": opt.ledger.state_dict(),
         "noise_generator": ckpt.generator_to_json(opt.generators.noise),
         "search_generator": ckpt.generator_to_json(opt.generators.search),
-        "strategies": {strategy.family: state_json_of(strategy, records) for strategy in opt.options.strategies()},
+        "strategies": {
+            strategy.family: state_json_of(state_keeper(strategy), records) for strategy in opt.options.strategies()
+        },
         "partitioned_users": s.num_users if s.partitioned else None,
     }
     gp = {"X": s.X, "L": s.gp.L}  # the factor is restored as is: refactorizing changes bits
@@ -249,10 +244,13 @@ def restore_records(
         plan=opt.plan(num_users),
         recorded=recorded_mus(ledger, run_id),
         options=opt.options,
+        step_parts=step_parts(opt.config),
+        run_id=run_id,
     )
     records = RunRecords()
     for strategy in opt.options.strategies():
-        records = restore_state_of(strategy, strategy.family, stored[strategy.family], records, context)
+        family = strategy.family
+        records = restore_state_of(state_keeper(strategy), family, stored[family], records, context)
     return records
 
 

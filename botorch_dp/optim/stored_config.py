@@ -18,7 +18,6 @@ from botorch_dp.optim.checkpoint import build_kernel, kernel_fingerprint, kernel
 from botorch_dp.optim.config import RENAMED_FIELDS, STRATEGY_FIELDS, DPGIBOConfig, resolve_model
 from botorch_dp.optim.legacy_options import FLAT_FIELDS, FLAT_KINDS, strategies_from_flat
 from botorch_dp.optim.options import from_spec
-from botorch_dp.optim.options.noise import DEFAULT_NORM_MU_FRACTION
 from botorch_dp.optim.subspace import subspace_from_spec
 
 __all__ = [
@@ -36,51 +35,30 @@ __all__ = [
 #: sum, not what is clipped or how much noise is added; its default changed in issue 13's
 #: scale work).
 _RESUME_MAY_DIFFER = {"validation_mu_budget", "user_chunk_size"}
-#: Config fields added after schema version 1 (issue 16's target (ε, δ)); a checkpoint
-#: written before them reads them as not given.
-_CONFIG_FIELDS_ADDED = ("epsilon", "delta")
-#: Flat config fields added after schema version 1, with the value a checkpoint written before
-#: them means: issue 15 (Menart et al.: the fixed schedule, the last iterate; Kairouz et al.: no
-#: subspace, no full-matrix preconditioner), issue 16 (Andrew et al.: a fixed clip bound),
-#: issue 18 (BoTorch's default L-BFGS-B iterations), issue 43 (the opt-ins, refused before).
-_CONFIG_FIELDS_WITH_DEFAULTS: dict[str, Any] = {
-    "noise_schedule": "fixed",
-    "max_iterations": None,
-    "norm_mu_fraction": DEFAULT_NORM_MU_FRACTION,
-    "snr_factor": None,
-    "max_step_mu": None,
-    "selection": "last",
-    "selection_epsilon": None,
-    "selection_mu": None,
-    "loss_clip": None,
-    "preconditioner": None,
-    "preconditioner_mu_fraction": None,
-    "subspace": None,
-    "subspace_acquisition": False,
-    "clip_init": None,
-    "clip_quantile": None,
-    "clip_learning_rate": None,
-    "clip_mu_fraction": None,
-    "acqf_maxiter": None,
+#: Config fields added after schema version 1, with the value a checkpoint written before them
+#: means: issue 16's target (ε, δ) not given, issue 43's opt-ins (refused before), and issue 33's
+#: batch search (such runs searched as ``"reference"`` does). The other option fields added since
+#: (issues 15, 16 and 18) are left out: a flat keyword not given means its default
+#: (``legacy_options``), which is what those runs did.
+_CONFIG_FIELDS_ADDED: dict[str, Any] = {
+    "epsilon": None,
+    "delta": None,
     "unsafe_allow_large_delta": False,
     "allow_noise_dominated": False,
+    "acqf_speed": "reference",
 }
-#: Config fields added later whose value for a checkpoint written before them is not today's
-#: default: issue 33's fast batch search (such runs searched as ``"reference"`` does).
-_CONFIG_FIELDS_WITH_OLD_VALUES = {"acqf_speed": "reference"}
+#: The option fields of schema version 1, which every config stored flat holds.
+_OPTION_FIELDS_V1 = ("clip_bound", "step_rule", "batch_size", "bias_tolerance", "max_batch_size", "batch_search")
 
 
 def with_added_fields(stored: Any) -> Any:
-    r"""A config stored with the flat option fields, with the fields added since it was written
-    filled in, and renamed fields (``config.RENAMED_FIELDS``) under their new names (the first
-    step of ``migrate_flat_config``); a config stored as strategies' specs is returned as it is."""
+    r"""A config stored with the flat option fields, with ``_CONFIG_FIELDS_ADDED`` filled in and
+    renamed fields (``config.RENAMED_FIELDS``) under their new names (the first step of
+    ``migrate_flat_config``); a config stored as strategies' specs is returned as it is."""
     if not isinstance(stored, dict) or "clip" in stored:
         return stored
     stored = {RENAMED_FIELDS.get(name, name): value for name, value in stored.items()}
-    defaults = _CONFIG_FIELDS_WITH_DEFAULTS
-    added = {name: encode_value(value) for name, value in defaults.items() if name not in stored}
-    added.update({name: value for name, value in _CONFIG_FIELDS_WITH_OLD_VALUES.items() if name not in stored})
-    return {**{name: None for name in _CONFIG_FIELDS_ADDED if name not in stored}, **added, **stored}
+    return {**{name: value for name, value in _CONFIG_FIELDS_ADDED.items() if name not in stored}, **stored}
 
 
 def encode_value(value: Any) -> Any:
@@ -148,11 +126,11 @@ def migrate_flat_config(stored: Any) -> Any:
     if not isinstance(stored, dict) or "clip" in stored:
         return stored
     stored = with_added_fields(stored)
+    if missing := [name for name in (*_OPTION_FIELDS_V1, "hyperparameter_fit") if name not in stored]:
+        raise ValueError(f"Checkpoint field 'config': missing fields {missing}.")
     flat: dict[str, Any] = {}
     fit = stored.get("hyperparameter_fit")
-    for name in FLAT_FIELDS:
-        if name not in stored:
-            raise ValueError(f"Checkpoint field 'config': missing fields [{name!r}].")
+    for name in [name for name in FLAT_FIELDS if name in stored]:
         value = stored.pop(name)
         if name == "subspace" and isinstance(value, dict) and set(value) == {"subspace"}:
             flat[name] = subspace_from_spec(decode_value(value["subspace"], "config.subspace"))
@@ -160,26 +138,15 @@ def migrate_flat_config(stored: Any) -> Any:
             flat[name] = None  # stored by kind only (below)
         else:
             flat[name] = decode_value(value, f"config.{name}")
-    kinds = {name: decode_value(stored.pop(name), f"config.{name}") for name in FLAT_KINDS}
+    kinds = {name: decode_value(stored.pop(name), f"config.{name}") for name in FLAT_KINDS if name in stored}
     try:
-        strategies = strategies_from_flat(flat, kinds)
+        strategies = strategies_from_flat(flat, kinds, families=STRATEGY_FIELDS)
     except (TypeError, ValueError) as err:
         raise ValueError(f"Checkpoint field 'config' is not a valid DPGIBOConfig: {err}") from None
     specs = {family: strategy.spec() for family, strategy in strategies.items()}
     if isinstance(fit, dict) and set(fit) == {"object"}:  # the callable was never stored, only its kind
         specs["fitting"] = {"kind": "sensitive", "fit": fit["object"], "standardize": False}
     return {**stored, **{family: encode_value(spec) for family, spec in specs.items()}}
-
-
-def _strategy_from_json(name: str, value: Any) -> Any:
-    r"""A family's strategy rebuilt from its stored spec through the registry (registered kinds only)."""
-    spec = decode_value(value, f"config.{name}")
-    if isinstance(spec, dict) and spec.get("fit") is not None:
-        raise ValueError(
-            f"The checkpoint's config has a {name!r} with a callable ({spec['fit']}), which is not stored; "
-            "pass the config to DPGIBO.resume."
-        )
-    return from_spec(name, spec)
 
 
 def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, rebuild: bool) -> DPGIBOConfig | None:
@@ -203,9 +170,15 @@ def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, re
             )
         if name == "kernel":
             values[name] = None
-        elif name in STRATEGY_FIELDS:
+        elif name in STRATEGY_FIELDS:  # through the registry: registered kinds only
+            spec = decode_value(value, f"config.{name}")
+            if isinstance(spec, dict) and spec.get("fit") is not None:
+                raise ValueError(
+                    f"The checkpoint's config has a {name!r} with a callable ({spec['fit']}), which is not stored; "
+                    "pass the config to DPGIBO.resume."
+                )
             try:
-                values[name] = _strategy_from_json(name, value)
+                values[name] = from_spec(name, spec)
             except (TypeError, KeyError) as err:
                 raise ValueError(f"Checkpoint field 'config.{name}' is not a {name} spec: {err!r}") from None
         else:

@@ -32,12 +32,19 @@ from linear_operator.utils.errors import NanError, NotPSDError
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
-from botorch_dp.methods.proxy import _proxy_losses
+from botorch_dp.methods.proxy import proxy_losses
 from botorch_dp.optim.config import DPGIBOConfig, resolve_model
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.privacy.checks import check_nonnegative_int, check_positive_int
 
-__all__ = ["KERNEL_FIT_POINTS_PER_DIM", "UNCHANGED_RTOL", "KernelFit", "KernelFitWarning", "fit_kernel_on_proxy"]
+__all__ = [
+    "KERNEL_FIT_POINTS_PER_DIM",
+    "UNCHANGED_RTOL",
+    "KernelFit",
+    "KernelFitWarning",
+    "fit_kernel_on_proxy",
+    "fit_region",
+]
 
 KERNEL_FIT_POINTS_PER_DIM = 10
 """Default number of kernel-fit points per dimension (``m = 10 d``, the usual size of an initial
@@ -129,7 +136,7 @@ def _constrained_hyperparameters(kernel: Kernel) -> dict[str, tuple[float, ...]]
     return out
 
 
-def _fit_region(config: DPGIBOConfig, radius: float | Tensor | None, name: str = "radius") -> Tensor:
+def fit_region(config: DPGIBOConfig, radius: float | Tensor | None, name: str = "radius") -> Tensor:
     r"""The ``2 x d`` box ``[θ₀ − r, θ₀ + r] ∩ Θ`` (``Θ`` itself for ``radius=None``)."""
     bounds = config.bounds.to(torch.float64)
     if radius is None:
@@ -213,13 +220,13 @@ def fit_kernel_on_proxy(
     m = KERNEL_FIT_POINTS_PER_DIM * d if num_points is None else check_positive_int(num_points, "num_points")
     if m < 2:
         raise ValueError(f"num_points must be at least 2, got {m}.")
-    region = _fit_region(config, radius)
+    region = fit_region(config, radius)
     seed = check_nonnegative_int(seed, "seed")
     if max_evaluations is not None:
         max_evaluations = check_positive_int(max_evaluations, "max_evaluations (kernel_fit_evaluations)")
     sobol = SobolEngine(d, scramble=True, seed=seed).draw(m, dtype=torch.float64)
     points = region[0] + (region[1] - region[0]) * sobol
-    y = _proxy_losses(proxy_objective, points).mean(dim=1)
+    y = proxy_losses(proxy_objective, points).mean(dim=1)
     if not float(y.var()) > 0:
         raise ValueError("The proxy's mean loss is constant at the kernel-fit points: there is nothing to fit.")
     source = config.kernel if config.kernel is not None else config.model.covar_module

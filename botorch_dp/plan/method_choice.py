@@ -4,7 +4,6 @@ from botorch_dp.methods.choice import (
     DEFAULT_METHODS,
     MethodComparison,
     MethodScore,
-    _check_methods,  # noqa: F401  (old private name, still imported by old callers)
     compare_in_context,
     compare_methods,
 )

@@ -19,13 +19,13 @@ import torch
 from torch import Tensor
 
 from botorch_dp.gradient_gp import GradientGP
-from botorch_dp.methods.proxy import _proxy_losses, simulation_config
+from botorch_dp.methods.proxy import proxy_losses, simulation_config
 from botorch_dp.methods.proxy_split import ProxySplit
 from botorch_dp.optim.config import MIN_USERS, DPGIBOConfig
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.options import batch_rule, from_spec
 from botorch_dp.optim.public_checks import SettingsWarning
-from botorch_dp.plan.kernel_fit import KernelFit, _fit_region, fit_kernel_on_proxy
+from botorch_dp.plan.kernel_fit import KernelFit, fit_kernel_on_proxy, fit_region
 from botorch_dp.plan.trial_table import row, spread
 from botorch_dp.privacy.checks import check_nonnegative_int, check_positive, check_positive_int, check_probability
 from botorch_dp.privacy.mechanisms import clip_rows
@@ -358,14 +358,14 @@ def plan_private_run(
         if not isinstance(flag, bool):
             raise ValueError(f"{name} must be True or False, got {flag!r}.")
     # step 5, the method choice, is the methods layer's (methods.choice); the planner calls it here
-    from botorch_dp.methods.choice import DEFAULT_METHODS, _check_methods, compare_methods
+    from botorch_dp.methods.choice import DEFAULT_METHODS, check_methods, compare_methods
 
     if methods is not None:
-        methods = _check_methods(methods)
+        methods = check_methods(methods)
     if kernel_fit_points is not None and check_positive_int(kernel_fit_points, "kernel_fit_points") < 2:
         raise ValueError(f"kernel_fit_points must be at least 2, got {kernel_fit_points}.")
     if kernel_fit_radius is not None:
-        _fit_region(config, kernel_fit_radius, "kernel_fit_radius")  # refused before the proxy is called
+        fit_region(config, kernel_fit_radius, "kernel_fit_radius")  # refused before the proxy is called
     if kernel_fit_evaluations is not None:
         check_positive_int(kernel_fit_evaluations, "kernel_fit_evaluations")
     num_repeats = check_positive_int(num_repeats, "num_repeats")
@@ -409,7 +409,7 @@ def plan_private_run(
         def estimates_at_theta0(probe: DPGIBO) -> tuple[Tensor, Tensor]:
             r"""The probe's first batch and the proxy users' gradient estimates there (public)."""
             points = probe.ask()  # public: depends on θ₀, the kernel and the search seed only
-            losses = _proxy_losses(proxy_objective, points)
+            losses = proxy_losses(proxy_objective, points)
             if n_p and losses.shape[1] != n_p[0]:
                 raise ValueError(f"proxy_objective returned {losses.shape[1]} users, earlier {n_p[0]}.")
             n_p[:] = [losses.shape[1]]

@@ -14,30 +14,40 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-__all__ = ["LEGACY_RESERVATION_RUN", "SCHEMA_VERSION", "migrate"]
+__all__ = [
+    "LEGACY_RESERVATION_RUN",
+    "SCHEMA_VERSION",
+    "datasets",
+    "dumps",
+    "meta",
+    "metadata",
+    "migrate",
+    "now",
+    "records",
+]
 
 #: Version of the tables' layout; versions 1 and 2 are migrated, any other is refused.
 SCHEMA_VERSION = 3
 #: The run id that reservations migrated from a version-1 database are held under.
 LEGACY_RESERVATION_RUN = "legacy-reservation"
 
-_metadata = sa.MetaData()
-_meta = sa.Table(
+metadata = sa.MetaData()
+meta = sa.Table(
     "botorch_dp_ledger_meta",
-    _metadata,
+    metadata,
     sa.Column("name", sa.String(64), primary_key=True),
     sa.Column("value", sa.Text, nullable=False),
 )
-_datasets = sa.Table(
+datasets = sa.Table(
     "botorch_dp_ledger_datasets",
-    _metadata,
+    metadata,
     sa.Column("dataset", sa.String(255), primary_key=True),
     sa.Column("settings", sa.Text, nullable=False),
     sa.Column("created_at", sa.String(40), nullable=False),
 )
-_records = sa.Table(
+records = sa.Table(
     "botorch_dp_ledger_records",
-    _metadata,
+    metadata,
     sa.Column("seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
     sa.Column("dataset", sa.String(255), sa.ForeignKey("botorch_dp_ledger_datasets.dataset"), nullable=False),
     sa.Column("side", sa.String(16), nullable=False),
@@ -54,9 +64,9 @@ _records = sa.Table(
     sa.CheckConstraint("side IN ('validation', 'training')", name="botorch_dp_ledger_records_side"),
     sa.CheckConstraint("status IN ('recorded', 'reserved')", name="botorch_dp_ledger_records_status"),
 )
-sa.Index("botorch_dp_ledger_records_dataset_seq", _records.c.dataset, _records.c.seq)
+sa.Index("botorch_dp_ledger_records_dataset_seq", records.c.dataset, records.c.seq)
 
-# Version 1's table, read only to migrate it (never created: not in ``_metadata``).
+# Version 1's table, read only to migrate it (never created: not in ``metadata``).
 _legacy_metadata = sa.MetaData()
 _legacy_entries = sa.Table(
     "botorch_dp_ledger_entries",
@@ -73,11 +83,11 @@ _legacy_entries = sa.Table(
 )
 
 
-def _now() -> str:
+def now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat()
 
 
-def _dumps(value: Any) -> str:
+def dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, allow_nan=True)
 
 
@@ -86,7 +96,7 @@ def _migrate_from_version_2(connection: Connection) -> None:
     mark it version 3, inside the caller's locked transaction (its reservations name no holder)."""
     for column, kind in (("holder", "TEXT"), ("lease_expires", "DOUBLE PRECISION")):
         connection.execute(sa.text(f"ALTER TABLE botorch_dp_ledger_records ADD COLUMN {column} {kind}"))
-    connection.execute(_meta.update().where(_meta.c.name == "schema_version").values(value=str(SCHEMA_VERSION)))
+    connection.execute(meta.update().where(meta.c.name == "schema_version").values(value=str(SCHEMA_VERSION)))
 
 
 def _migrate_from_version_1(connection: Connection) -> None:
@@ -102,11 +112,11 @@ def _migrate_from_version_1(connection: Connection) -> None:
         if recorded:
             release_id = f"legacy:{r['side']}:{json.dumps(run_id)}:{r['release_key'] or ''}"
         connection.execute(
-            _records.insert().values(
+            records.insert().values(
                 dataset=r["dataset"],
                 side=r["side"],
                 status=r["status"],
-                run_id=_dumps(run_id if recorded else LEGACY_RESERVATION_RUN),
+                run_id=dumps(run_id if recorded else LEGACY_RESERVATION_RUN),
                 release_key=key,
                 release_id=release_id,
                 owner=None if recorded else (r["owner"] or "legacy"),
@@ -114,7 +124,7 @@ def _migrate_from_version_1(connection: Connection) -> None:
                 created_at=r["created_at"],
             )
         )
-    connection.execute(_meta.update().where(_meta.c.name == "schema_version").values(value=str(SCHEMA_VERSION)))
+    connection.execute(meta.update().where(meta.c.name == "schema_version").values(value=str(SCHEMA_VERSION)))
 
 
 def migrate(connection: Connection, version: str) -> str:

@@ -68,13 +68,13 @@ from sqlalchemy.engine import Connection, Engine
 
 from botorch_dp.privacy.ledger_schema import (
     SCHEMA_VERSION,
-    _datasets,
-    _dumps,
-    _meta,
-    _metadata,
-    _now,
-    _records,
+    datasets,
+    dumps,
+    meta,
+    metadata,
     migrate,
+    now,
+    records,
 )
 
 __all__ = ["SCHEMA_VERSION", "LedgerStorage", "LedgerTransaction", "StoredRow", "open_storage", "storage_url"]
@@ -191,7 +191,7 @@ class LedgerTransaction:
             entry=entry,
             run_id=run_id,
             owner=owner,
-            holder=None if holder is None else _dumps(dict(holder)),
+            holder=None if holder is None else dumps(dict(holder)),
             lease_expires=lease_expires,
         )
 
@@ -211,16 +211,16 @@ class LedgerTransaction:
         if side not in _SIDES or status not in _STATUSES:
             raise ValueError(f"side/status must be in {_SIDES}/{_STATUSES}, got {side!r}/{status!r}.")
         result = self._connection.execute(
-            _records.insert().values(
+            records.insert().values(
                 dataset=self.dataset,
                 side=side,
                 status=status,
-                run_id=None if run_id is None else _dumps(run_id),
+                run_id=None if run_id is None else dumps(run_id),
                 release_key=key,
                 release_id=release_id,
                 owner=owner,
-                entry=_dumps(dict(entry)),
-                created_at=_now(),
+                entry=dumps(dict(entry)),
+                created_at=now(),
                 holder=holder,
                 lease_expires=lease_expires,
             )
@@ -233,21 +233,21 @@ class LedgerTransaction:
     def shrink_reservation(self, seq: int, *, entry: Mapping[str, Any]) -> None:
         r"""Replace what reservation ``seq`` holds (part of it was used by a record)."""
         self._connection.execute(
-            _records.update()
-            .where(_records.c.dataset == self.dataset, _records.c.seq == seq, _records.c.status == "reserved")
-            .values(entry=_dumps(dict(entry)))
+            records.update()
+            .where(records.c.dataset == self.dataset, records.c.seq == seq, records.c.status == "reserved")
+            .values(entry=dumps(dict(entry)))
         )
 
     def fulfil_reservation(self, seq: int, *, entry: Mapping[str, Any], run_id: Any, key: str, release_id: str) -> None:
         r"""Turn training reservation ``seq`` into the record of its run, in place (its position
         fixes the training filter's order)."""
         self._connection.execute(
-            _records.update()
-            .where(_records.c.dataset == self.dataset, _records.c.seq == seq, _records.c.status == "reserved")
+            records.update()
+            .where(records.c.dataset == self.dataset, records.c.seq == seq, records.c.status == "reserved")
             .values(
-                entry=_dumps(dict(entry)),
+                entry=dumps(dict(entry)),
                 status="recorded",
-                run_id=_dumps(run_id),
+                run_id=dumps(run_id),
                 release_key=key,
                 release_id=release_id,
                 owner=None,
@@ -259,8 +259,8 @@ class LedgerTransaction:
     def renew_leases(self, owners: list[str], lease_expires: float) -> None:
         r"""Extend the leases of the reservations held by the charges ``owners``."""
         self._connection.execute(
-            _records.update()
-            .where(_records.c.dataset == self.dataset, _records.c.status == "reserved", _records.c.owner.in_(owners))
+            records.update()
+            .where(records.c.dataset == self.dataset, records.c.status == "reserved", records.c.owner.in_(owners))
             .values(lease_expires=lease_expires)
         )
 
@@ -268,16 +268,14 @@ class LedgerTransaction:
         r"""Remove reservation ``seq`` (its charge ended, or its run's reservations were cancelled);
         a record is never removed."""
         self._connection.execute(
-            _records.delete().where(
-                _records.c.dataset == self.dataset, _records.c.seq == seq, _records.c.status == "reserved"
+            records.delete().where(
+                records.c.dataset == self.dataset, records.c.seq == seq, records.c.status == "reserved"
             )
         )
 
 
 def _select_rows(connection: Connection, dataset: str) -> list[StoredRow]:
-    rows = connection.execute(
-        sa.select(_records).where(_records.c.dataset == dataset).order_by(_records.c.seq)
-    ).mappings()
+    rows = connection.execute(sa.select(records).where(records.c.dataset == dataset).order_by(records.c.seq)).mappings()
     return [
         StoredRow(
             seq=int(r["seq"]),
@@ -336,10 +334,10 @@ class LedgerStorage:
         with self.engine.begin() as connection:
             if self.dialect == "postgresql":  # concurrent CREATE TABLEs would collide
                 connection.execute(sa.text("SELECT pg_advisory_xact_lock(7262304165)"))
-            _metadata.create_all(connection)
-            insert = _dialect_insert(self.dialect, _meta).values(name="schema_version", value=str(SCHEMA_VERSION))
+            metadata.create_all(connection)
+            insert = _dialect_insert(self.dialect, meta).values(name="schema_version", value=str(SCHEMA_VERSION))
             connection.execute(insert.on_conflict_do_nothing(index_elements=["name"]))
-            version = connection.execute(sa.select(_meta.c.value).where(_meta.c.name == "schema_version")).scalar_one()
+            version = connection.execute(sa.select(meta.c.value).where(meta.c.name == "schema_version")).scalar_one()
             version = migrate(connection, version)
         if version != str(SCHEMA_VERSION):
             raise ValueError(
@@ -358,12 +356,12 @@ class LedgerStorage:
             The settings stored with the dataset (those of whoever created it first).
         """
         with self.engine.begin() as connection:
-            insert = _dialect_insert(self.dialect, _datasets).values(
-                dataset=dataset, settings=_dumps(dict(settings)), created_at=_now()
+            insert = _dialect_insert(self.dialect, datasets).values(
+                dataset=dataset, settings=dumps(dict(settings)), created_at=now()
             )
             connection.execute(insert.on_conflict_do_nothing(index_elements=["dataset"]))
             stored = connection.execute(
-                sa.select(_datasets.c.settings).where(_datasets.c.dataset == dataset)
+                sa.select(datasets.c.settings).where(datasets.c.dataset == dataset)
             ).scalar_one()
         return json.loads(stored)
 
@@ -385,7 +383,7 @@ class LedgerStorage:
         """
         with self.engine.begin() as connection:
             locked = connection.execute(
-                sa.select(_datasets.c.dataset).where(_datasets.c.dataset == dataset).with_for_update()
+                sa.select(datasets.c.dataset).where(datasets.c.dataset == dataset).with_for_update()
             ).scalar_one_or_none()
             if locked is None:
                 raise ValueError(f"Dataset {dataset!r} is not in the ledger database {self.url!r}.")

@@ -52,7 +52,9 @@ class TrainingCover:
         run_id: The training record's id.
         reference_rdp: ``ε(α)`` of ONE trial at each order of ``TRAINING_RDP_ORDERS``: the curve
             the selection's bound was computed from (every trial's curve must lie below it).
-        noise_multiplier: DP-SGD ``σ`` of every trial.
+        noise_multiplier: DP-SGD ``σ`` of the reference curve: every trial's where the space does not
+            search ``σ``, else the least a trial may have (a trial at ``σ' ≥ σ`` is the run at ``σ``
+            with more Gaussian noise added to each step, a post-processing: ``check_trial``).
         run_shapes: The ``(sample_rate, steps)`` the charge's bound was computed over (``()``: not
             checked). A selection charged at its privacy-profile bound (one ``(ε, δ)`` record, no
             curve) sets them: its bound is the maximum of these shapes' profiles at ``σ``, so a trial
@@ -86,8 +88,11 @@ class TrainingCover:
         The caller has checked that ``ledger`` is the cover's. Checked here: the cover is open; the
         ledger holds the cover's record (an RDP curve at or above the reference at every order, or,
         for a selection charged at its privacy-profile bound, one ``(ε, δ)`` entry with run shapes);
-        the trial's own curve lies below the reference; and under a profile charge the trial is one
-        of the run shapes (same rate, no more steps: a profile no larger, by post-processing).
+        the trial's curve lies below the reference; and under a profile charge the trial is one
+        of the run shapes (same rate, no more steps, no less noise: a profile no larger, by
+        post-processing). A trial noisier than the cover's ``σ`` is checked at the cover's ``σ``: its
+        run is that run with independent Gaussian noise added to each step's noisy sum, so that
+        run's curve bounds its own whatever rounding ``compute_rdp`` shows at the larger ``σ``.
 
         Args:
             ledger: The objective's ``PrivacyLedger``.
@@ -108,13 +113,18 @@ class TrainingCover:
             covers = self.run_id in ledger.training.approximate() and bool(self.run_shapes)
         if not covers:
             raise RuntimeError(f"The ledger holds no training record {self.run_id!r} that covers a trial.")
-        curve = trial_rdp_curve(run.noise_multiplier, [(run.sample_rate, run.steps)])
+        sigma = min(run.noise_multiplier, self.noise_multiplier)  # more noise: post-processing of the cover's σ
+        curve = trial_rdp_curve(sigma, [(run.sample_rate, run.steps)])
         if np.any(curve > reference * (1.0 + CURVE_RTOL)):
             raise RuntimeError(f"A run {run} lies above the cover's reference curve: it is not covered.")
-        if self.run_shapes and not any(
-            math.isclose(run.sample_rate, q, rel_tol=1e-12) and run.steps <= t for q, t in self.run_shapes
+        if self.run_shapes and not (
+            run.noise_multiplier >= self.noise_multiplier
+            and any(math.isclose(run.sample_rate, q, rel_tol=1e-12) and run.steps <= t for q, t in self.run_shapes)
         ):
-            raise RuntimeError(f"A run {run} is dominated by none of the run shapes of the cover's profile bound.")
+            raise RuntimeError(
+                f"A run {run} is dominated by none of the run shapes of the cover's profile bound "
+                f"(at noise_multiplier >= {self.noise_multiplier:g})."
+            )
 
 
 def same_event(a: Any, b: Any) -> bool:

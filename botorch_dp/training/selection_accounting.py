@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,7 @@ __all__ = [
     "calibrate_selection_noise",
     "calibrate_selection_noise_profile",
     "choose_selection_accounting",
+    "selection_accounting_at",
     "dp_sgd_runs_epsilon",
     "grid_hat_term",
     "selection_epsilon",
@@ -421,7 +422,8 @@ class SelectionAccounting:
         rdp_curve: The selection's RDP curve at ``σ`` on ``TRAINING_RDP_ORDERS`` (the cross-check; the
             charge when ``accounting == "rdp"``).
         rdp_epsilon: Its ``ε`` at ``delta`` (``≥ epsilon`` when the profile is used).
-        rdp_noise_multiplier: The ``σ`` the RDP calibration alone gives (``≥ noise_multiplier``).
+        rdp_noise_multiplier: The ``σ`` the RDP calibration alone gives (``≥ noise_multiplier``;
+            ``noise_multiplier`` itself for a selection charged at a given ``σ``: ``selection_accounting_at``).
     """
 
     accounting: str
@@ -508,3 +510,98 @@ def choose_selection_accounting(
         f"{rdp_eps:.4g} >= {eps:.4g} at the same noise"
     )
     return SelectionAccounting("profile", reason, sigma, eps, curve, rdp_eps, sigma_rdp)
+
+
+def selection_accounting_at(
+    *,
+    noise_multiplier: float,
+    accounting: str,
+    target_epsilon: float,
+    target_delta: float,
+    shapes: Sequence[tuple[float, int]],
+    mean_trials: float,
+    distribution: str = "truncated_negative_binomial",
+    tnb_eta: float = 1.0,
+    binomial_rounds: int | None = None,
+    profile_refused: str | None = None,
+    name: str = "noise_multiplier",
+) -> SelectionAccounting:
+    r"""The charge of a selection whose reference trial has a GIVEN ``σ`` (not calibrated), checked
+    against the target ``(ε, δ)``.
+
+    Used where the space searches the noise multiplier: the reference is the space's least ``σ``, whose
+    curve bounds every trial's (a noisier run is a post-processing of it). The accounting is chosen as in
+    ``choose_selection_accounting`` at that ``σ``: ``"rdp"``; ``"profile"`` where its ``ε`` is at most
+    RDP's at the same ``σ`` (the cross-check; else RDP, said); ``"auto"``: the profile where it is
+    tighter and ``profile_refused`` is None, else RDP.
+
+    Args:
+        noise_multiplier: The reference trial's ``σ > 0``.
+        accounting: One of ``ACCOUNTINGS``.
+        target_epsilon, target_delta: The selection's budget ``(ε, δ)`` on the training records; the
+            charge's ``ε`` must be at most ``target_epsilon``.
+        shapes: The possible ``(sample_rate, steps)`` of a trial.
+        mean_trials, distribution, tnb_eta, binomial_rounds: ``K``'s distribution.
+        profile_refused: Why the ledger cannot take a profile charge (``None``: it can).
+        name: What ``noise_multiplier`` is called in the error (the argument the caller gave).
+
+    Returns:
+        A ``SelectionAccounting`` at ``σ = noise_multiplier`` (``epsilon ≤ target_epsilon``).
+
+    Raises:
+        ValueError: ``σ`` is below the least noise at which the selection meets the target (the error
+            names that least ``σ``, calibrated by ``choose_selection_accounting``), or
+            ``accounting="profile"`` where the ledger refuses it.
+    """
+    sigma = check_positive(noise_multiplier, name, allow_inf=False)
+    target_epsilon = check_positive(target_epsilon, "target_epsilon", allow_inf=False)
+    target_delta = check_delta(target_delta, "target_delta")
+    check_choice(accounting, "accounting", ACCOUNTINGS)
+    if accounting == "profile" and profile_refused is not None:
+        raise ValueError(f"accounting='profile': {profile_refused} Use accounting='rdp' (or 'auto').")
+    k_args: dict[str, Any] = dict(
+        mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta, binomial_rounds=binomial_rounds
+    )
+    curve = selection_rdp_curve(trial_rdp_curve(sigma, shapes), **k_args)
+    rdp_eps = selection_epsilon(curve, target_delta)
+    charge = SelectionAccounting(
+        "rdp",
+        f"accounting={accounting!r} at the given {name} = {sigma:.6g}: RDP",
+        sigma,
+        rdp_eps,
+        curve,
+        rdp_eps,
+        sigma,
+    )
+    if accounting == "auto" and profile_refused is not None:
+        charge = replace(charge, reason=f"accounting='auto' uses RDP: {profile_refused}")
+    elif accounting != "rdp":
+        eps = selection_profile_epsilon(sigma, delta=target_delta, shapes=shapes, **k_args)
+        if eps <= rdp_eps:
+            reason = (
+                f"accounting={accounting!r}: the privacy-profile bound states epsilon = {eps:.4g} at the given "
+                f"{name} = {sigma:.6g}; cross-check: RDP states epsilon = {rdp_eps:.4g} >= {eps:.4g} there"
+            )
+            charge = SelectionAccounting("profile", reason, sigma, eps, curve, rdp_eps, sigma)
+        else:
+            charge = replace(
+                charge,
+                reason=f"the privacy-profile bound (epsilon = {eps:.4g}) was not below the RDP bound ({rdp_eps:.4g}) "
+                f"at {name} = {sigma:.6g}, so RDP is used",
+            )
+    if charge.epsilon > target_epsilon:
+        least = choose_selection_accounting(
+            accounting=accounting,
+            target_epsilon=target_epsilon,
+            target_delta=target_delta,
+            shapes=shapes,
+            profile_refused=profile_refused,
+            **k_args,
+        ).noise_multiplier
+        raise ValueError(
+            f"{name}={sigma:g}: below {least:.4g}, the least noise multiplier at which the selection (E[K] = "
+            f"{mean_trials:g}, {distribution}) meets epsilon={target_epsilon:g} at delta={target_delta:g} "
+            f"(at {sigma:g} it states epsilon = {charge.epsilon:.4g}); search noise_multiplier at or above "
+            f"{least:.4g}, or allow a larger epsilon. Nothing was trained."
+        )
+    return charge

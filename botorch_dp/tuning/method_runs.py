@@ -61,7 +61,7 @@ from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.tuning.encoding import MixedEncoding
 from botorch_dp.tuning.mixed_methods import choose_mixed_method
-from botorch_dp.tuning.tune_call import METHODS, TuneCall, check_method, proxy_data
+from botorch_dp.tuning.tune_call import METHODS, TuneCall, check_method, proxy_data, selection_distribution
 from botorch_dp.tuning.tune_result import TuneObjective, configs_objective
 from botorch_dp.utils import child_seeds, overall_progress, progress_stage
 
@@ -104,11 +104,9 @@ def without_proxy(
 
 
 def with_max_trials(candidate: CandidateMethod, max_trials: int | None) -> CandidateMethod:
-    r"""``candidate`` whose private run is padded to ``max_trials`` trials when it is a selection
-    (``PrivateRandomSearchMethod`` and ``DPHyPOMethod``; DP-GIBO has no hidden ``K``: unchanged)."""
-    if max_trials is None or not isinstance(candidate, PrivateRandomSearchMethod):
-        return candidate
-    return dataclasses.replace(candidate, max_trials=max_trials)
+    r"""``candidate`` whose private run is padded to ``max_trials`` trials when it has a hidden number of
+    trials (its own ``with_max_trials``; DP-GIBO has no hidden ``K``: unchanged)."""
+    return candidate if max_trials is None else candidate.with_max_trials(max_trials)
 
 
 def selection_timing(run: MethodRun) -> tuple[str, str | None]:
@@ -167,7 +165,7 @@ class OnSpace:
     ) -> MethodRun:
         kw = dict(ledger=ledger, progress=progress, executor=executor)
         encoding = MixedEncoding(self.space)
-        if isinstance(self.method, (EnumerateMethod, SampledMethod)):  # per configuration; seeds its own streams
+        if self.method.runs_configurations:  # over the configurations itself; seeds its own streams
             run = self.method.run_private(encoding.objective(objective), seed=seed, **kw)
         else:
             seed = None if seed is None else child_seeds([int(seed)], 1)[0]
@@ -217,10 +215,11 @@ def _training_choice(call: TuneCall, full: DPGIBOConfig) -> Choice:
         epsilon=call.epsilon, delta=call.delta, protect=call.protect, proxy_data=proxy_data(call.proxy),
         mean_trials=call.mean_trials, max_trials=call.max_trials, loss_clip=call.loss_clip,
         num_configurations=options.get("num_configurations", DEFAULT_CONFIGURATIONS), untuned=options.get("untuned"),
-        accounting=call.accounting,
+        accounting=call.accounting, **selection_distribution(options, call.mean_trials),
     )  # fmt: skip
     if call.method != "auto":
-        return Choice(OnSpace(training_method(call.method, call.space, **kw), call.space, full))
+        method = _split_on_proxy(training_method(call.method, call.space, **kw), kw, options)
+        return Choice(OnSpace(method, call.space, full))
     objective, n = call.given, int(call.given.num_users)
     context = MethodContext(call.space.bounds.to(torch.float64), n, len(kw["proxy_data"].y_val), call.epsilon,
                             call.delta, full, float(call.mean_trials))  # fmt: skip
@@ -230,7 +229,16 @@ def _training_choice(call: TuneCall, full: DPGIBOConfig) -> Choice:
             objective, call.space, context=context, num_repeats=options.get("num_repeats", DEFAULT_REPEATS),
             methods=options.get("methods"), progress=call.progress, **kw,
         )  # fmt: skip
-    return Choice(OnSpace(chosen.winner, call.space, full), chosen.comparison, chosen.advice)
+    winner = _split_on_proxy(chosen.winner, kw, options)
+    return Choice(OnSpace(winner, call.space, full), chosen.comparison, chosen.advice)
+
+
+def _split_on_proxy(method: Any, kw: dict[str, Any], options: dict[str, Any]) -> Any:
+    r"""A method that splits ε between a tuning phase and its final training (``with_tuning_share``: subsample
+    tuning) runs with ``plan_options["tuning_share"]``, or without it chooses the split on the proxy's PUBLIC
+    data when it runs; any other method as it is."""
+    split = getattr(method, "with_tuning_share", None)
+    return method if split is None else split(options.get("tuning_share"), kw["proxy_data"])
 
 
 def choose(call: TuneCall) -> Choice:

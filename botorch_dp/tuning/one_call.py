@@ -125,7 +125,11 @@ def tune(
             ``(X_train, y_train, X_val, y_val[, X_test, y_test])`` or a ``TorchModelTuningObjective``.
         num_users: ``n`` of ``objective`` (public), needed with ``proxy`` (read from a
             ``TorchModelTuningObjective``).
-        plan_options: Keywords of ``plan_private_run`` (``clip_quantiles``, ``step_sizes``, ...).
+        plan_options: Keywords of ``plan_private_run`` (``clip_quantiles``, ``step_sizes``, ...). With
+            ``protect="training"`` or ``"both"``, with or without ``proxy``: ``K``'s distribution of the
+            selection over training runs (``tune_call.selection_distribution``: ``"distribution"``, one of
+            ``"geometric"`` (default), ``"truncated_negative_binomial"`` with ``"tnb_eta"``, ``"poisson"``,
+            ``"binomial"`` with ``"binomial_rounds"``).
         plan_budget: The SECONDS the planning on the proxy should take (every configuration's settings
             search and the method comparison), estimated before it starts from the timed proxy and one
             timed DP-GIBO step (``plan.budget``): over it, ``budgeted_options`` cuts the repeats, the
@@ -163,7 +167,8 @@ def tune(
             ``proxy`` (PUBLIC data: a ``ClassificationData``, a tuple, or a ``TorchModelTuningObjective``'s
             ``data``) ``method="auto"`` instead chooses among ``"training_selection"``, ``"subsample_tuning"``
             and ``"proxy_then_train"`` simulated there at each one's own noise (``methods.training_choice``;
-            ``plan_options``: ``num_repeats``, ``num_configurations``, ``methods``, ``untuned``), and says
+            ``plan_options``: ``num_repeats``, ``num_configurations``, ``methods``, ``untuned``,
+            ``tuning_share``: subsample tuning's ε split, else chosen on the proxy when it runs), and says
             when tuning is not expected to beat one untuned run (``TuneResult.advice`` and a
             ``SettingsWarning``): unless the chosen tuning method beats the untuned run there by more
             than one paired standard error it runs that one training instead (``result.method ==

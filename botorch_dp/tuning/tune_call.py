@@ -31,7 +31,14 @@ from botorch_dp.optim.legacy_options import with_new_spelling
 from botorch_dp.optim.options import AdaGrad, FixedClip
 from botorch_dp.optim.stored_config import config_to_json
 from botorch_dp.privacy.analysis.gdp import gdp_mu
-from botorch_dp.privacy.checks import check_choice, check_delta, check_positive, check_probability, did_you_mean
+from botorch_dp.privacy.checks import (
+    check_choice,
+    check_delta,
+    check_greater,
+    check_positive,
+    check_probability,
+    did_you_mean,
+)
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.ledger.events import DPSGDRun
 from botorch_dp.privacy.seeding import PrivacyWarning
@@ -48,12 +55,15 @@ __all__ = [
     "METHODS",
     "PROTECT",
     "STRATEGIES",
+    "K_DISTRIBUTIONS",
+    "K_DISTRIBUTION_OPTIONS",
     "TRAINING_METHODS",
     "TUNE_DEFAULTS",
     "TuneCall",
     "check_method",
     "check_protect",
     "proxy_data",
+    "selection_distribution",
 ]
 
 #: DP-GIBO settings of ``tune`` unless given as keywords (those of the README's main example:
@@ -73,8 +83,66 @@ TRAINING_SELECTION = "training_selection"
 
 #: The methods that protect the training records (``methods.training_choice``), by ``tune``'s names.
 TRAINING_METHODS = ("training_selection", "subsample_tuning", "proxy_then_train", "untuned")
-#: What ``plan_options`` may hold with a proxy when the training records are protected.
-TRAINING_PLAN_OPTIONS = ("methods", "num_repeats", "num_configurations", "untuned")
+#: What ``plan_options`` may hold, with or without a proxy, when the training records are protected: the hidden
+#: ``K``'s distribution of the private selection over whole training runs (``selection_distribution``).
+K_DISTRIBUTION_OPTIONS = ("distribution", "tnb_eta", "binomial_rounds")
+#: What ``plan_options`` may hold with a proxy when the training records are protected (``tuning_share``: subsample
+#: tuning's τ, fixed instead of chosen on the proxy).
+TRAINING_PLAN_OPTIONS = (
+    "methods",
+    "num_repeats",
+    "num_configurations",
+    "untuned",
+    "tuning_share",
+    *K_DISTRIBUTION_OPTIONS,
+)
+#: The training methods that take a proxy: ``"auto"`` compares the methods there, ``"proxy_then_train"`` tunes on
+#: it, ``"subsample_tuning"`` chooses its ε split τ on it.
+PROXY_TRAINING_METHODS = ("auto", "proxy_then_train", "subsample_tuning")
+#: ``plan_options["distribution"]``: ``"geometric"`` is the truncated negative binomial with ``η = 1`` (the default);
+#: ``"tnb"`` is ``select_training_runs``' short name of the truncated negative binomial.
+K_DISTRIBUTIONS = ("geometric", "truncated_negative_binomial", "tnb", "poisson", "binomial")
+
+
+def selection_distribution(plan_options: dict[str, Any] | None, mean_trials: float) -> dict[str, Any]:
+    r"""The hidden ``K``'s distribution of the private selection over whole training runs asked for in
+    ``plan_options`` (``K_DISTRIBUTION_OPTIONS``), checked (``ValueError`` naming the key and its value) and as
+    ``select_training_runs`` takes it: ``{"distribution": "tnb" | "poisson" | "binomial", "tnb_eta": η,
+    "binomial_rounds": m or None}``. Without ``"distribution"``: geometric (``"tnb"``, ``η = 1``). ``tnb_eta``
+    (``η > -1``) is taken only with ``"truncated_negative_binomial"`` (``"geometric"`` is ``η = 1``),
+    ``binomial_rounds`` (``m ≥ E[K]``, an integer) is required with ``"binomial"`` and taken with it only."""
+    options = dict(plan_options or {})
+    name = options.get("distribution", "geometric")
+    if not isinstance(name, str) or name not in K_DISTRIBUTIONS:
+        raise ValueError(
+            f"plan_options['distribution'] must be one of {K_DISTRIBUTIONS}, got {name!r}."
+            f"{did_you_mean(name, K_DISTRIBUTIONS)}"
+        )
+    tnb = name in ("truncated_negative_binomial", "tnb")
+    if "tnb_eta" in options and not tnb:
+        raise ValueError(
+            f"plan_options['tnb_eta']={options['tnb_eta']!r} with distribution={name!r}: eta is the truncated "
+            "negative binomial's (geometric is eta = 1); pass distribution='truncated_negative_binomial' or leave "
+            "tnb_eta out."
+        )
+    eta = check_greater(options.get("tnb_eta", 1.0), "plan_options['tnb_eta']", -1.0) if tnb else 1.0
+    rounds = options.get("binomial_rounds")
+    if name != "binomial" and "binomial_rounds" in options:
+        raise ValueError(
+            f"plan_options['binomial_rounds']={rounds!r} is the number of rounds of distribution='binomial'; "
+            f"leave it out with distribution={name!r}."
+        )
+    if name == "binomial":
+        from botorch_dp.privacy.analysis.private_selection_trials import binomial_probability  # scipy: late
+
+        try:
+            binomial_probability(mean_trials=mean_trials, binomial_rounds=rounds)
+        except ValueError as err:
+            raise ValueError(f"plan_options['binomial_rounds']: {err}") from None
+        assert rounds is not None  # checked: an integer >= 1
+        rounds = int(rounds)
+    distribution = "tnb" if tnb or name == "geometric" else name
+    return {"distribution": distribution, "tnb_eta": eta, "binomial_rounds": rounds}
 
 
 def selects_training_runs(objective: Any) -> bool:
@@ -353,7 +421,7 @@ class TuneCall:
             raise ValueError(
                 f"num_users: planning on a proxy needs n, the number of users of objective (public), got {num_users!r}."
             )
-        if proxy is None and plan_options:
+        if proxy is None and set(plan_options or {}) - set(K_DISTRIBUTION_OPTIONS):  # K's: protect, checked below
             raise ValueError("plan_options: give proxy= to plan on.")
         check_choice(strategy, "strategy", STRATEGIES)
         if executor is not None and not callable(getattr(executor, "submit", None)):
@@ -407,8 +475,16 @@ class TuneCall:
                 f"accounted (protect='training' or 'both', method='training_selection' or 'auto'); with "
                 f"protect={protect!r} and method={method!r} nothing takes it: leave it out."
             )
+        chosen_k = sorted(set(plan_options or {}) & set(K_DISTRIBUTION_OPTIONS))
+        if chosen_k and (protect == "validation" or method not in ("auto", "training_selection")):
+            raise ValueError(
+                f"plan_options: {chosen_k} choose K's distribution of the private selection over whole DP-SGD "
+                f"training runs (protect='training' or 'both', method='training_selection' or 'auto'); with "
+                f"protect={protect!r} and method={method!r} nothing takes it: leave it out."
+            )
         if protect != "validation":
             _check_training_selection(protect, method, proxy, strategy, checkpoint_dir, settings, plan_options)
+            selection_distribution(plan_options, mean_trials)  # refused by name before anything runs
         elif method != "dp_gibo" and checkpoint_dir is not None:
             raise ValueError(
                 f"checkpoint_dir={checkpoint_dir!r}: method={method!r} (the planner's method choice or "
@@ -431,7 +507,7 @@ def _check_training_selection(
     plan_options: dict[str, Any] | None,
 ) -> None:
     r"""Refuse (``ValueError`` naming it) what the methods that protect the training records do not take."""
-    if proxy is not None and method in ("auto", "proxy_then_train") and proxy_data(proxy) is None:
+    if proxy is not None and method in PROXY_TRAINING_METHODS and proxy_data(proxy) is None:
         raise ValueError(
             f"proxy: the training methods tune on a proxy's PUBLIC data (a ClassificationData, a tuple "
             f"(X_train, y_train, X_val, y_val[, X_test, y_test]) or a TorchModelTuningObjective), got "
@@ -443,8 +519,16 @@ def _check_training_selection(
             f"plan_options: {unknown} with protect={protect!r}; the comparison of the training methods takes "
             f"{TRAINING_PLAN_OPTIONS}."
         )
+    options = plan_options or {}
+    if "tuning_share" in options:
+        if method not in ("auto", "subsample_tuning"):
+            raise ValueError(
+                f"plan_options['tuning_share'] with method={method!r}: only subsample tuning splits epsilon between "
+                "a tuning phase and its final training; leave it out."
+            )
+        check_probability(options["tuning_share"], "plan_options['tuning_share']")
     refused = {
-        "proxy": proxy is not None and method not in ("auto", "proxy_then_train"),
+        "proxy": proxy is not None and method not in PROXY_TRAINING_METHODS,
         "strategy": strategy != "enumerate",
         "checkpoint_dir": checkpoint_dir is not None,
     }
@@ -453,7 +537,8 @@ def _check_training_selection(
         if bad:
             raise ValueError(
                 f"{name}={given[name]!r} with protect={protect!r} and method={method!r}: the methods that protect "
-                f"the training records take no {name} (only method='auto' and 'proxy_then_train' take a proxy; "
+                f"the training records take no {name} (only method='auto', 'proxy_then_train' and "
+                "'subsample_tuning' take a proxy; "
                 "they sample their configurations themselves and are not checkpointed); leave it out, or pass "
                 "protect='validation' for DP-GIBO with every training run charged on its own."
             )

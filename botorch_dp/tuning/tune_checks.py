@@ -42,7 +42,7 @@ from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.checks import did_you_mean
 from botorch_dp.tuning.tune_result import TuneResult
 
-__all__ = ["FirstCallChecked", "TuneChecks", "check_setting_names"]
+__all__ = ["FirstCallChecked", "SearchedRun", "TuneChecks", "check_setting_names"]
 
 
 @dataclass(frozen=True)
@@ -231,13 +231,29 @@ def check_objective(name: str, objective: Any, space: SearchSpace) -> None:
 
 
 def training_event(objective: Any, space: SearchSpace) -> Any:
-    r"""The event ``objective`` charges per training run (DP-SGD, AMP), ``None`` if it charges none."""
+    r"""The event ``objective`` charges per training run (DP-SGD, AMP), ``None`` if it charges none, and a
+    ``SearchedRun`` for a DP-SGD objective whose space searches the run itself (no one event per run)."""
     planned = getattr(objective, "planned_event", None)
     if not isinstance(objective, SearchSpaceObjective) or planned is None:
         return None
-    return bound_objective(objective, space.configurations()[0]).planned_event(
-        torch.full((space.dim,), 0.5, dtype=torch.float64)
-    )
+    bound = bound_objective(objective, space.configurations()[0])
+    searched = getattr(bound, "training_routes", None)
+    if callable(searched) and searched() and bound.planned_run() is not None:
+        return SearchedRun(tuple(searched()))  # no one run per evaluation: objectives.covered
+    return bound.planned_event(torch.full((space.dim,), 0.5, dtype=torch.float64))
+
+
+@dataclass(frozen=True)
+class SearchedRun:
+    r"""What a DP-SGD objective whose space searches the run itself (``epochs``, ``batch_size``,
+    ``max_grad_norm``, ``noise_multiplier``) trains per evaluation: no one run. Only a private selection
+    over whole runs trains it (``objectives.covered``); DP-GIBO's charged path refuses it before anything.
+
+    Attributes:
+        names: The searched settings of the run.
+    """
+
+    names: tuple[str, ...]
 
 
 def bound_objective(objective: Any, choice: dict[str, Any]) -> Any:

@@ -136,9 +136,9 @@ def test_store_accepts_a_field_added_later_only_at_its_default(tmp_path):
 
 def test_cli_field_defaults_are_the_dataclass_defaults():
     from benchmarks import dimension
-    from benchmarks.cli import _field_defaults
+    from benchmarks.cli import field_defaults
 
-    defaults = _field_defaults(dimension.Settings(dims=(5,), acqf_maxiter=3))
+    defaults = field_defaults(dimension.Settings(dims=(5,), acqf_maxiter=3))
     assert defaults["dims"] == [5, 15, 30, 60, 100] and defaults["acqf_maxiter"] == 100
     assert set(defaults) == {f.name for f in dataclasses.fields(dimension.Settings)}
 

@@ -1,7 +1,10 @@
 """Cheap tuning of a DP-SGD model: a subsample tuning phase or a public proxy, then one final run."""
 
+import dataclasses
+import functools
 import math
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -9,8 +12,20 @@ import torch
 from opacus.accountants.analysis.rdp import compute_rdp
 
 from botorch_dp.methods import cheap_tuning as ct
-from botorch_dp.methods.cheap_plan import DEFAULT_TUNING_SHARE
-from botorch_dp.methods.cheap_tuning import draw_poisson_subset, tune_on_proxy_then_train, tune_on_subsample
+from botorch_dp.methods.cheap_plan import (
+    DEFAULT_TUNING_SHARE,
+    SHARE_GRID,
+    SubsamplePlan,
+    plan_subsample_tuning,
+    subsample_phase_rdp,
+)
+from botorch_dp.methods.cheap_tuning import (
+    choose_tuning_share,
+    draw_poisson_subset,
+    share_streams,
+    tune_on_proxy_then_train,
+    tune_on_subsample,
+)
 from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
 from botorch_dp.privacy.ledger import TRAINING_RDP_ORDERS, DPSGDRun, PrivacyLedger, TrainingMechanism
 from botorch_dp.training import DPSGDConfig, TrainingConfig
@@ -211,7 +226,7 @@ def test_a_proxy_that_shares_a_training_record_is_refused_before_anything_is_rec
     assert objective.ledger.training.records() == []
 
 
-def test_the_split_is_stated_default_or_given_or_simulated(objective):
+def test_the_split_is_stated_default_or_given(objective):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         default = tune_on_subsample(objective, epsilon=EPS, delta=DELTA, subsample_fraction=0.3, tuner=2, seed=0)
@@ -219,9 +234,275 @@ def test_the_split_is_stated_default_or_given_or_simulated(objective):
             objective, epsilon=EPS, delta=DELTA, subsample_fraction=0.3, tuner=2, seed=0, tuning_share=0.3
         )
     assert f"tau = {DEFAULT_TUNING_SHARE:g}" in default.split and "public default" in default.split
-    assert "tau = 0.3" in given.split and "chosen by given" in given.split
+    assert "tau = 0.3" in given.split and "tau given by the caller" in given.split
     assert default.settings["plan"].tuning_share == DEFAULT_TUNING_SHARE
     assert "split: tuning share" in default.guarantee_report()
+
+
+def test_the_split_is_stated_when_chosen_on_the_proxy(objective, quick_plans, monkeypatch):
+    # the real simulation on a tiny proxy, quick plans (each real plan takes seconds): the statement, the settings,
+    # the plan charged, and the choice is choose_tuning_share's with the same seed
+    proxy, asked, real = _proxy_with_test(), [], ct.choose_tuning_share
+
+    def spy(*args, **kwargs):
+        asked.append((args, kwargs))
+        assert objective.ledger.training.records() == []  # chosen before anything is charged
+        asked.append(real(*args, **kwargs))
+        return asked[-1]
+
+    monkeypatch.setattr(ct, "choose_tuning_share", spy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = tune_on_subsample(objective, epsilon=EPS, delta=DELTA, subsample_fraction=0.5, tuner=2, seed=4,
+                                   proxy=proxy)  # fmt: skip
+    (args, kwargs), (again, table) = asked
+    assert args[:2] == (objective, proxy) and kwargs == dict(epsilon=EPS, delta=DELTA, subsample_fraction=0.5, seed=4)
+    assert [c["lr"] for c in result.settings["configurations"]] == [
+        pytest.approx(c["lr"]) for c in (objective.space.to_natural(t) for _, t in args[2])
+    ]
+    stated = result.settings["tuning_share"]
+    assert stated == {"value": again, "chosen": "proxy", "proxy_losses": table}
+    assert again == min(table, key=lambda t: table[t]) and list(table) == list(SHARE_GRID)
+    plan = result.settings["plan"]
+    assert plan == quick_plan(**{**quick_plans[-1], "tuning_share": again}) and plan.tuning_share == again
+    assert f"tuning share tau = {again:g} of epsilon^2" in result.split
+    assert f"tau chosen on the proxy: tau = {again:g} had the lowest simulated final loss" in result.split
+    assert all(f"tau = {t:g}: {v:.4g}" in result.split for t, v in table.items())
+    assert "chosen on the proxy" in result.guarantee_report()
+    # the ledger: the phase and the final run of the chosen tau, composed exactly as stated (nothing for the choice)
+    phase, final = (r.event for r in objective.ledger.training.records())
+    assert np.array_equal(phase.rdp, plan.phase_rdp) and final == DPSGDRun(plan.final_noise_multiplier, 1 / 8, 8)
+    assert objective.ledger.training.epsilon(DELTA) == pytest.approx(plan.total_epsilon, rel=1e-12)
+    assert result.guarantee["training records"] == (plan.total_epsilon, DELTA)
+
+
+def test_a_given_share_is_used_and_the_proxy_is_not_read(objective, quick_plans, monkeypatch):
+    monkeypatch.setattr(ct, "choose_tuning_share", lambda *a, **k: pytest.fail("the proxy was read"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = tune_on_subsample(objective, epsilon=EPS, delta=DELTA, subsample_fraction=0.5, tuner=2, seed=4,
+                                   proxy=_proxy_with_test(), tuning_share=0.2)  # fmt: skip
+    assert result.settings["tuning_share"] == {"value": 0.2, "chosen": "given", "proxy_losses": None}
+    assert [kw["tuning_share"] for kw in quick_plans] == [0.2] and "tau given by the caller" in result.split
+
+
+# ------------------------------------------------------------------ choose_tuning_share: the split chosen on a proxy
+
+
+def quick_plan(**kw) -> SubsamplePlan:
+    r"""A stand-in for ``plan_subsample_tuning`` (a real plan takes seconds): σ's that depend on τ (more τ, less noise
+    on the trials and more on the final run: σ_t = 1/τ, σ_f = 1 + τ), and the phase curve and ε's computed from them,
+    so a ledger charged by it states what the plan says (its total is not the ε asked for)."""
+    return _quick_plan(tuple(sorted(kw.items())))
+
+
+@functools.cache
+def _quick_plan(items) -> SubsamplePlan:
+    kw = dict(items)
+    share, rate, steps = kw["tuning_share"], kw["sample_rate"], kw["steps"]
+    trials, gamma, delta = kw["num_trials"], kw["subsample_fraction"], kw["delta"]
+    sigma_t, sigma_f = 1.0 / share, 1.0 + share
+    phase = subsample_phase_rdp(
+        noise_multiplier=sigma_t, sample_rate=rate, steps=steps, num_trials=trials, subsample_fraction=gamma
+    )
+    final = np.asarray(compute_rdp(q=rate, noise_multiplier=sigma_f, steps=steps, orders=TRAINING_RDP_ORDERS))
+    alone = trials * np.asarray(compute_rdp(q=rate, noise_multiplier=sigma_t, steps=steps, orders=TRAINING_RDP_ORDERS))
+
+    def eps(curve):
+        return rdp_curve_epsilon(curve, TRAINING_RDP_ORDERS, delta)[0]
+
+    return SubsamplePlan(
+        epsilon=kw["epsilon"], delta=delta, subsample_fraction=gamma, tuning_share=share, num_trials=trials,
+        sample_rate=rate, steps=steps, trial_noise_multiplier=sigma_t, final_noise_multiplier=sigma_f,
+        tuning_epsilon=eps(phase), tuning_epsilon_unamplified=eps(alone), final_epsilon=eps(final),
+        total_epsilon=eps(phase + final), phase_rdp=tuple(float(v) for v in phase),
+    )  # fmt: skip
+
+
+@pytest.fixture
+def quick_plans(monkeypatch):
+    r"""``cheap_tuning``'s plans replaced by ``quick_plan``; the list of what each was asked."""
+    asked = []
+
+    def plan(**kw):
+        asked.append(kw)
+        return quick_plan(**kw)
+
+    monkeypatch.setattr(ct, "plan_subsample_tuning", plan)
+    return asked
+
+
+def _proxy_with_test():
+    r"""A PUBLIC proxy with a test split: 80 training records, 30 validation and 30 test users."""
+    (Xp, yp), (Xv, yv), (Xs, ys) = _split(80, 5), _split(30, 6), _split(30, 7)
+    return (Xp, yp, Xv, yv, Xs, ys)
+
+
+CONFIGS: list[tuple[dict[str, Any], torch.Tensor]] = [
+    ({}, torch.tensor([0.1], dtype=torch.float64)),
+    ({}, torch.tensor([0.9], dtype=torch.float64)),
+]
+
+
+@pytest.mark.parametrize("winner", range(len(SHARE_GRID)))
+def test_the_share_with_the_lowest_simulated_loss_is_chosen_and_every_share_sees_the_same_subset_and_seeds(
+    objective, quick_plans, monkeypatch, winner
+):
+    # the simulation stubbed with known losses: each share of the grid is the right answer once
+    losses = {t: 0.5 + 0.1 * ((j - winner) % len(SHARE_GRID)) for j, t in enumerate(SHARE_GRID)}
+    seen = []
+
+    def simulated(obj, proxy, configs, plan, rows, noise_seeds):
+        seen.append((plan, rows, noise_seeds))
+        return losses[plan.tuning_share]
+
+    monkeypatch.setattr(ct, "simulated_share_loss", simulated)
+    share, table = choose_tuning_share(
+        objective, _proxy_with_test(), CONFIGS, epsilon=EPS, delta=DELTA, subsample_fraction=0.5, seed=7
+    )
+    assert share == SHARE_GRID[winner] and table == losses and list(table) == list(SHARE_GRID)
+    # each share planned at the private run's public shape: q = 1/8, 8 steps, K = 2 trials
+    common = dict(epsilon=EPS, delta=DELTA, sample_rate=1 / 8, steps=8, num_trials=2, subsample_fraction=0.5)
+    assert quick_plans == [{**common, "tuning_share": t} for t in SHARE_GRID]
+    # paired: ONE subset of the proxy (80 records) and the same noise seeds for every share
+    subset_seed, trials_seed, final_seed = share_streams(7)
+    rows = draw_poisson_subset(80, 0.5, seed=subset_seed)
+    assert [p.tuning_share for p, _, _ in seen] == list(SHARE_GRID)
+    assert all(torch.equal(r, rows) and seeds == (trials_seed, final_seed) for _, r, seeds in seen)
+    assert len({subset_seed, trials_seed, final_seed}) == 3 and share_streams(None) == (None, None, None)
+
+
+def test_a_tie_goes_to_the_first_share_of_the_grid(objective, quick_plans, monkeypatch):
+    losses = {0.05: 0.4, 0.1: 0.3, 0.2: 0.3, 0.3: 0.5}
+    monkeypatch.setattr(ct, "simulated_share_loss", lambda *args: losses[args[3].tuning_share])
+    share, _ = choose_tuning_share(
+        objective, _proxy_with_test(), CONFIGS, epsilon=EPS, delta=DELTA, subsample_fraction=0.5, seed=0
+    )
+    assert share == 0.1
+    share, _ = choose_tuning_share(
+        objective, _proxy_with_test(), CONFIGS, epsilon=EPS, delta=DELTA, subsample_fraction=0.5, seed=0,
+        grid=(0.3, 0.2, 0.1),
+    )  # fmt: skip
+    assert share == 0.2
+
+
+def test_the_simulated_losses_are_a_brute_force_recomputation_with_the_same_seeds(objective, quick_plans):
+    # the trials and the final run rebuilt by hand on the proxy: the constructor, the seeds of share_streams, σ's
+    # scaled by m_proxy/m = 80/160, the private run's batches per epoch (k = 8); each share's loss must match exactly
+    proxy, grid = _proxy_with_test(), (0.05, 0.3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        share, table = choose_tuning_share(
+            objective, proxy, CONFIGS, epsilon=EPS, delta=DELTA, subsample_fraction=0.5, seed=11, grid=grid
+        )
+        subset_seed, trials_seed, final_seed = share_streams(11)
+        rows = draw_poisson_subset(80, 0.5, seed=subset_seed)
+        Xp, yp, Xv, yv, Xs, ys = proxy
+        training = dataclasses.replace(objective.training, batches_per_epoch=8)
+        clip = objective.run_dp_sgd.max_grad_norm
+
+        def on(data, sigma, seed):
+            dp = DPSGDConfig(noise_multiplier=sigma * 80 / 160, max_grad_norm=clip)
+            return TorchModelTuningObjective(
+                data, objective.space, optimizer=objective.optimizer, training=training, dp_sgd=dp, noise_seed=seed
+            )
+
+        expected, chosen = {}, {}
+        for tau in grid:
+            plan = quick_plan(**{**quick_plans[0], "tuning_share": tau})
+            trials = on((Xp[rows], yp[rows], Xv, yv, Xs, ys), plan.trial_noise_multiplier, trials_seed)
+            means = [float(trials(theta.reshape(1, -1))[0].mean()) for _, theta in CONFIGS]
+            chosen[tau] = best = int(np.argmin(means))
+            final = on(proxy, plan.final_noise_multiplier, final_seed)
+            expected[tau] = final.evaluate_non_private(CONFIGS[best][1])["test_loss"]
+    assert table == pytest.approx(expected, rel=1e-12, abs=0)
+    assert share == min(expected, key=lambda t: expected[t])
+    assert len(set(expected.values())) == len(grid)  # the shares' σ's make a difference here
+
+
+def _spy_objectives(monkeypatch):
+    r"""Every ``TorchModelTuningObjective`` that trains or is evaluated, by every route (the object itself)."""
+    used = []
+    for name in ("__call__", "train", "evaluate_charged", "evaluate_non_private", "train_covered"):
+        real = getattr(TorchModelTuningObjective, name)
+
+        def spy(self, *args, _real=real, **kwargs):
+            used.append(self)
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(TorchModelTuningObjective, name, spy)
+    return used
+
+
+def test_the_choice_reads_only_the_proxy(objective, quick_plans, monkeypatch):
+    used, seen = _spy_objectives(monkeypatch), _spy_trainings(monkeypatch)
+    proxy = _proxy_with_test()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        choose_tuning_share(
+            objective, proxy, CONFIGS, epsilon=EPS, delta=DELTA, subsample_fraction=0.5, seed=3, grid=(0.1, 0.3)
+        )
+    assert len(seen) == 2 * (len(CONFIGS) + 1)  # per share: 2 trials and the final run
+    assert used and objective not in used  # the private objective is never evaluated (its copies on the proxy are)
+    private = objective.data.X_train
+    for X, _, _ in seen:  # every training on the proxy's records, none on a private one
+        assert bool((X[:, None, :] == proxy[0][None, :, :]).all(-1).any(1).all())
+        assert not bool((X[:, None, :] == private[None, :, :]).all(-1).any())
+    assert objective.ledger.training.records() == [] and objective.num_trainings == 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"grid": ()}, "grid"),
+        ({"grid": "0.1"}, "grid"),
+        ({"grid": (0.1, 1.0)}, "grid"),
+        ({"grid": (0.0, 0.1)}, "grid"),
+        ({"grid": (0.1, 0.1)}, "grid"),
+        ({"subsample_fraction": 1.5}, "subsample_fraction"),
+        ({"epsilon": -1.0}, "epsilon"),
+        ({"delta": 2.0}, "delta"),
+        ({"configs": []}, "configs"),
+        ({"proxy": ("X",)}, "proxy"),
+        ({"proxy": "shared"}, "proxy shares 1 training record"),
+    ],
+)
+def test_choose_tuning_share_refuses_bad_input_by_name_before_anything_trains(objective, monkeypatch, kwargs, name):
+    seen = _spy_trainings(monkeypatch)
+    if kwargs.get("proxy") == "shared":
+        Xp, yp, Xv, yv, Xs, ys = _proxy_with_test()
+        Xp[0], yp[0] = objective.data.X_train[3], objective.data.y_train[3]
+        kwargs = {"proxy": (Xp, yp, Xv, yv, Xs, ys)}
+    args = {"proxy": _proxy_with_test(), "configs": CONFIGS, "epsilon": EPS, "delta": DELTA, "subsample_fraction": 0.5,
+            **kwargs}  # fmt: skip
+    with pytest.raises(ValueError, match=name):
+        choose_tuning_share(objective, **args)
+    assert seen == [] and objective.ledger.training.records() == []
+
+
+def test_a_bad_proxy_is_refused_by_tune_on_subsample_before_anything_is_recorded(objective):
+    with pytest.raises(ValueError, match="proxy"):
+        tune_on_subsample(objective, epsilon=EPS, delta=DELTA, subsample_fraction=0.5, tuner=2, proxy=("X",))
+    assert objective.ledger.training.records() == [] and objective.optimizer_calls == []
+
+
+def test_the_split_chosen_on_the_proxy_composes_to_epsilon_with_the_real_plans(objective):
+    # slow (tests/slow_tests.txt): the real plans of the four shares; the fast version above uses quick plans
+    proxy = _proxy_with_test()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = tune_on_subsample(objective, epsilon=EPS, delta=DELTA, subsample_fraction=0.5, tuner=2, seed=4,
+                                   proxy=proxy)  # fmt: skip
+    chosen = result.settings["tuning_share"]
+    table = chosen["proxy_losses"]
+    assert chosen["value"] == min(table, key=lambda t: table[t]) and list(table) == list(SHARE_GRID)
+    plan = result.settings["plan"]
+    real = plan_subsample_tuning(epsilon=EPS, delta=DELTA, sample_rate=1 / 8, steps=8, num_trials=2,
+                                 subsample_fraction=0.5, tuning_share=chosen["value"])  # fmt: skip
+    assert plan == real
+    epsilon = objective.ledger.training.epsilon(DELTA)
+    assert epsilon == pytest.approx(plan.total_epsilon, rel=1e-9) and 0.99 * EPS <= epsilon <= EPS
+    assert result.guarantee["training records"] == (pytest.approx(epsilon, rel=1e-9), DELTA)
 
 
 def test_protect_both_noises_the_scores_and_states_the_validation_guarantee(objective):

@@ -85,3 +85,39 @@ def test_subsample_tuning_is_unavailable_when_the_expected_subset_is_too_small(o
     method = SubsampleTuningMethod(SPACE, EPS, DELTA, subsample_fraction=0.05)  # 0.05 * 160 = 8 < 10 records
     with pytest.raises(MethodUnavailable, match="expected subset"):
         method.plan(TrainingProxy(objective, _proxy_data()))
+
+
+@pytest.mark.parametrize("share", [None, 0.2])
+def test_the_run_chooses_tau_on_the_proxy_unless_it_is_fixed_and_the_simulation_keeps_the_default(
+    objective, monkeypatch, share
+):
+    from botorch_dp.methods import cheap_tuning as ct
+
+    class Ran(Exception):
+        pass
+
+    asked = []
+
+    def run(*args, **kwargs):
+        asked.append(kwargs)
+        raise Ran
+
+    monkeypatch.setattr(ct, "tune_on_subsample", run)
+    data = _proxy_data()
+    method = SubsampleTuningMethod(SPACE, EPS, DELTA, protect="training").with_tuning_share(share, data)
+    assert method.proxy_data is data and method.tuning_share == share
+    assert ("tau chosen on the proxy at the run" in method.describe()) == (share is None)
+    with pytest.raises(Ran):
+        method.run_private(objective, ledger=objective.ledger, seed=0)
+    (kwargs,) = asked
+    assert kwargs["proxy"] is data and kwargs["tuning_share"] == share  # None: tune_on_subsample chooses on the proxy
+    # the simulation of the comparison (tune's method choice) plans at the given tau, else at the default
+    planned = []
+    monkeypatch.setattr(cp, "plan_subsample_tuning", lambda **kw: planned.append(kw["tuning_share"]) or "plan")
+    method.plan(TrainingProxy(objective, data))
+    assert planned == [cp.DEFAULT_TUNING_SHARE if share is None else share]
+    # without a proxy nor a share: the stated default (tune_on_subsample says so)
+    asked.clear()
+    with pytest.raises(Ran):
+        SubsampleTuningMethod(SPACE, EPS, DELTA).run_private(objective, ledger=objective.ledger, seed=0)
+    assert asked[0]["proxy"] is None and asked[0]["tuning_share"] is None

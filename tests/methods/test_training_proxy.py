@@ -87,21 +87,29 @@ def test_the_proxy_copy_draws_the_private_runs_noise_per_expected_batch_on_its_o
     assert objective.ledger.training.records() == []
 
 
-def test_a_simulated_choice_uses_the_fitting_half_and_the_score_the_scoring_half(objective, monkeypatch):
+def test_each_scoring_user_scores_a_choice_made_without_it_and_finals_are_scored_on_the_scoring_half(
+    objective, monkeypatch
+):
     data = _proxy_data()
     proxy = TrainingProxy(objective, data, ProxySplit(0))
     fitting, scoring = ProxySplit(0).halves(30)
     assert set(fitting.tolist()).isdisjoint(scoring.tolist()) and len(fitting) + len(scoring) == 30
-    # configuration 0 is the best on the fitting half and the worst on the scoring half; 1 the reverse
-    designed = {0: torch.zeros(30), 1: torch.zeros(30)}
-    designed[0][scoring], designed[1][fitting] = 5.0, 1.0
+    # model 0: loss 0 except 100 at one scoring user u*; model 1: loss 1 everywhere. The fold of u* (the other
+    # 29 users) chooses model 0 and scores 100 at u*; every other fold sees u*'s 100 (mean 100/29 > 1) and
+    # chooses model 1. Had u* taken part in its own fold, model 0 would never be chosen (score 1).
+    star = int(scoring[3])
+    designed = {0: torch.zeros(30), 1: torch.ones(30)}
+    designed[0][star] = 100.0
     monkeypatch.setattr(tp.TrainingProxy, "copy", lambda self, sigma, seed, rows=None: None)
     monkeypatch.setattr(tp.TrainingProxy, "losses", lambda self, copy, config: designed[int(config[1][0])])
     configs = [({}, torch.tensor([0.0])), ({}, torch.tensor([1.0]))]
-    best, losses = proxy.best_of(configs, 1.0, seed=0)
-    assert best == 0  # chosen by the fitting half alone
-    assert proxy.final_score(configs[0], 1.0, seed=0) == pytest.approx(5.0)  # scored by the scoring half alone
-    assert proxy.scoring_mean(losses[1]) == 0.0 and proxy.fitting_mean(losses[1]) == 1.0
+    per_model = proxy.trained(configs, 1.0, seed=0)
+    users, choices = proxy.held_out_choices(per_model, num_users=29, seed=0)
+    assert torch.equal(users, scoring) and choices.tolist() == [int(u == star) ^ 1 for u in scoring.tolist()]
+    assert proxy.held_out_score(per_model, users, choices) == pytest.approx((100.0 + len(scoring) - 1) / len(scoring))
+    # a final model is scored by the scoring half alone
+    designed[0][:], designed[0][scoring] = 0.0, 5.0
+    assert proxy.final_score(configs[0], 1.0, seed=0) == pytest.approx(5.0)
 
 
 def test_a_configuration_in_natural_units_round_trips_and_bad_values_are_refused_naming_the_argument():

@@ -113,6 +113,32 @@ def test_the_charged_path_and_a_space_that_cannot_bound_a_run_are_refused(data):
         _objective(data, dp_sgd=None).trial_settings({"lr": 0.01, "epochs": 1, "batch_size": 20, "max_grad_norm": 1}, 1)
 
 
+@pytest.mark.parametrize(
+    "hyperparameter, expected",
+    [
+        (Hyperparameter("noise_multiplier", 2.0, 8.0, log_scale=True), (2.0, 8.0)),
+        (Categorical("noise_multiplier", [4.0, 1.5, 3]), (1.5, 4.0)),
+        (Integer("noise_multiplier", 2, 5), (2.0, 5.0)),
+    ],
+)
+def test_a_searched_noise_multiplier_gives_its_range_and_each_trial_its_own_sigma(data, hyperparameter, expected):
+    space = SearchSpace([Hyperparameter("lr", 1e-3, 1e-1, log_scale=True), Integer("epochs", 1, 2), hyperparameter])
+    objective = _objective(data, space)
+    assert objective.training_routes() == ["epochs", "noise_multiplier"]
+    assert objective.noise_multiplier_range() == expected
+    assert objective.possible_run_shapes() == [(1 / 3, 6)]  # σ changes no run shape
+    point = {"lr": 0.01, "epochs": 1, "noise_multiplier": expected[1]}
+    training, dp_sgd = objective.trial_settings(point, expected[0])  # the trial's own σ, not the cover's
+    assert (training.epochs, dp_sgd.noise_multiplier, dp_sgd.max_grad_norm) == (1, expected[1], 1.0)
+    with pytest.raises(ValueError, match="noise_multiplier"):  # outside the space
+        objective.trial_settings({**point, "noise_multiplier": expected[0] / 2}, expected[0])
+    if isinstance(hyperparameter, Categorical):  # a choice fixed by with_choice is the whole range
+        assert objective.with_choice({"noise_multiplier": 3}).noise_multiplier_range() == (3.0, 3.0)
+    with pytest.raises(ValueError, match=r"\['epochs', 'noise_multiplier'\] set the training run itself"):
+        objective.refuse_training_routes()  # DP-GIBO's charged path: one fixed run per evaluation
+    assert _objective(data).noise_multiplier_range() is None  # not searched: the selection calibrates σ
+
+
 def _covering(objective, run_id="sel"):
     reference = trial_rdp_curve(1.0, objective.possible_run_shapes())
     with objective.ledger.charge_training({run_id: TrainingMechanism("a selection", tuple(2 * reference))}) as meter:

@@ -118,7 +118,8 @@ def test_old_keywords_give_the_strategy_of_the_new_spelling_with_a_warning_namin
     assert given.options == spelled.options
     for name, value in old.items():  # the old reads still work (with a warning)
         if name not in ("step_rule", "selection"):
-            with pytest.warns(DeprecationWarning, match=rf"DPGIBOConfig.{name} is deprecated; read"):
+            read = rf"DPGIBOConfig.{name} is deprecated; use DPGIBOConfig.{FLAT_FIELDS[name][0]} \(a strategy\)"
+            with pytest.warns(DeprecationWarning, match=read):
                 assert getattr(spelled, name) == value
 
 

@@ -69,8 +69,8 @@ def test_the_ledger_must_hold_every_part_of_every_step_at_the_configs_mu():
     check_ledger_covers_steps(config, _ledger(("step-0000", per_step), ("step-0001", per_step)), "run", 2, None)
     with pytest.raises(ValueError, match="lacks the release 'step-0002' of run 'run'"):
         check_ledger_covers_steps(config, _ledger(("step-0000", per_step), ("step-0001", per_step)), "run", 3, None)
-    with pytest.raises(ValueError, match="release 'step-0001' of run 'run' was not charged mu=0.5"):
-        check_ledger_covers_steps(config, _ledger(("step-0000", per_step), ("step-0001", 0.1)), "run", 2, None)
+    # the μ of each record is the strategy's to check (FixedNoise.restore_state: tests/optim/options/test_records.py)
+    check_ledger_covers_steps(config, _ledger(("step-0000", per_step), ("step-0001", 0.1)), "run", 2, None)
     adaptive_clip = _config(privacy_mu=1.0, clip_bound="adaptive")  # the count has its own key; the gradient /grad
     with pytest.raises(ValueError, match="lacks the release 'step-0000/grad'"):
         check_ledger_covers_steps(adaptive_clip, _ledger(("step-0000", per_step)), "run", 1, None)

@@ -73,6 +73,15 @@ def test_the_encoded_state_restores_a_fresh_run_that_continues_bit_for_bit():
     assert torch.equal(fresh.state.theta, opt.state.theta) and same(fresh.state.released, opt.state.released)
 
 
+def test_the_non_private_diagnostics_survive_the_encoded_state_bit_for_bit():
+    opt, _ = _stepped(_config(record_non_private_diagnostics=True))
+    fresh = DPGIBO(_config(record_non_private_diagnostics=True))
+    apply_state(fresh, _through_json(encode_state(opt)))
+    pairs = list(zip(fresh.state.diagnostics, opt.state.diagnostics, strict=True))
+    assert len(pairs) == 2 and all(torch.equal(a.unnoised_gradient, b.unnoised_gradient) for a, b in pairs)
+    assert [(a.clip_fraction, a.noise_norm) for a, _ in pairs] == [(b.clip_fraction, b.noise_norm) for _, b in pairs]
+
+
 @pytest.mark.parametrize(
     ("field", "damage", "match"),
     [

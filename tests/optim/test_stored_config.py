@@ -103,7 +103,7 @@ def test_a_changed_field_is_refused_naming_it_and_the_free_ones_pass(stored):
 def test_fields_added_later_read_as_their_old_values():
     old = with_added_fields({"clip_bound": {"float": (1.0).hex()}})
     assert old["acqf_speed"] == "reference" and old["epsilon"] is None and old["delta"] is None
-    assert old["noise_schedule"] == "fixed" and old["clip_bound"] == {"float": (1.0).hex()}
+    assert old["clip_bound"] == {"float": (1.0).hex()} and "noise_schedule" not in old  # migrated as its default
     assert with_added_fields({"acqf_speed": "fast"})["acqf_speed"] == "fast"
 
 
@@ -172,6 +172,11 @@ def test_a_flat_config_written_by_hand_migrates_to_the_specs_of_its_strategies()
     assert decode_value(migrated["selection"], "selection") == {"kind": "last"}
     batches = {"kind": "fixed", "size": 3, "search": "greedy", "maxiter": None, "speed": "reference"}
     assert decode_value(migrated["batches"], "batches") == batches  # before issue 33: the reference search
+    assert decode_value(migrated["step_rule"], "step_rule") == {"kind": "sgd"}
+    assert decode_value(migrated["projection"], "projection") == {"kind": "none"}
+    for name in ("clip_bound", "step_rule", "hyperparameter_fit"):  # held by every flat config
+        with pytest.raises(ValueError, match=rf"'config': missing fields \['{name}'\]"):
+            migrate_flat_config({k: v for k, v in v1.items() if k != name})
 
 
 def test_a_flat_checkpoint_resumes_with_its_strategies_and_refuses_a_changed_one():

@@ -83,6 +83,35 @@ def test_under_a_profile_charge_a_trial_must_be_one_of_the_run_shapes():
         TrainingCover(ledger, "sel", REFERENCE, 0.0)
 
 
+def test_a_trial_noisier_than_the_cover_is_checked_at_the_covers_sigma(monkeypatch):
+    import botorch_dp.training.selection_accounting as accounting
+
+    ledger = _ledger_with("sel", TrainingMechanism("a selection", tuple(2 * v for v in REFERENCE)))
+    cover = TrainingCover(ledger, "sel", REFERENCE, 1.0)
+    real = accounting.trial_rdp_curve
+    seen = []
+
+    def overflowing(sigma, shapes):  # compute_rdp overflowing to inf at a larger σ: no bound of the run there
+        seen.append(sigma)
+        return real(sigma, shapes) if sigma <= 1.0 else np.full(len(TRAINING_RDP_ORDERS), np.inf)
+
+    monkeypatch.setattr(accounting, "trial_rdp_curve", overflowing)
+    cover.check_trial(ledger, DPSGDRun(4.0, *SHAPE))  # the run at σ = 1 plus noise: covered by post-processing
+    assert seen == [1.0]
+    with pytest.raises(RuntimeError, match="lies above the cover's reference curve"):
+        cover.check_trial(ledger, DPSGDRun(4.0, 0.1, 21))  # noisier, but one step more than the reference
+
+
+def test_under_a_profile_charge_a_trial_must_have_at_least_the_covers_sigma():
+    ledger = _ledger_with("sel", ApproximateDP("a selection at its profile bound", 2.0, 1e-5))
+    loose = tuple(_curve(0.5, *SHAPE).tolist())  # a reference the RDP check passes at σ = 0.8
+    cover = TrainingCover(ledger, "sel", loose, 1.0, (SHAPE,))
+    cover.check_trial(ledger, DPSGDRun(1.0, *SHAPE))
+    cover.check_trial(ledger, DPSGDRun(3.0, *SHAPE))  # more noise: a profile no larger
+    with pytest.raises(RuntimeError, match=r"dominated by none of the run shapes .*at noise_multiplier >= 1"):
+        cover.check_trial(ledger, DPSGDRun(0.8, *SHAPE))  # the profile bound was computed at σ = 1
+
+
 def test_same_event_compares_runs_up_to_rounding_of_the_rate():
     run = DPSGDRun(1.2, 0.1, 30)
     assert same_event(run, DPSGDRun(1.2, 0.1 * (1 + 1e-12), 30)) and same_event(None, None)

@@ -225,7 +225,7 @@ def test_method_subsample_tuning_states_its_split_and_the_ledger_composes_to_it(
         ({"method": "auto", "protect": "validation", "proxy": _proxy()}, "proxy: data"),
         ({"proxy": _proxy(), "plan_options": {"clip_quantiles": (0.5,)}}, "plan_options"),
         ({"proxy": _proxy(), "plan_options": {"methods": ["untuned"]}}, "plan_options\\['methods'\\]"),
-        ({"method": "subsample_tuning", "proxy": _proxy()}, "proxy="),
+        ({"method": "training_selection", "proxy": _proxy()}, "proxy="),
         ({"method": "untuneed"}, "untuned"),
         ({"proxy": _proxy(), "plan_budget": 10}, "plan_budget"),
     ],

@@ -16,8 +16,9 @@ FORMAT = "botorch-dp/dp-gibo-checkpoint"
 SCHEMA_VERSION = 1
 #: Largest ``state.json`` read (a larger file is not ours).
 MAX_STATE_BYTES = 256 * 2**20
-_LOSS_NAME = re.compile(r"^losses/(\d{6})\.safetensors$")
-_GP_NAME = re.compile(r"^gp/(\d{6})\.safetensors$")
+#: The names a loss file and the GP file may have inside the directory.
+LOSS_NAME = re.compile(r"^losses/(\d{6})\.safetensors$")
+GP_NAME = re.compile(r"^gp/(\d{6})\.safetensors$")
 
 
 def taken_error(root: Path) -> ValueError:

@@ -17,9 +17,9 @@ import torch
 from torch import Tensor
 
 from botorch_dp.optim.checkpoint.directory import (
-    _GP_NAME,
-    _LOSS_NAME,
     FORMAT,
+    GP_NAME,
+    LOSS_NAME,
     MAX_STATE_BYTES,
     SCHEMA_VERSION,
     STATE_FILE,
@@ -241,7 +241,7 @@ def _read_files(root: Path, dir_fds: dict[str, int | None], meta: dict[str, Any]
         raise ValueError(f"Checkpoint field 'loss_files': expected one loss file per iteration ({iteration}).")
     blocks: list[Tensor] = []
     for t, record in enumerate(records):
-        data = _read_checked(root, dir_fds, record, f"loss_files[{t}]", _LOSS_NAME)
+        data = _read_checked(root, dir_fds, record, f"loss_files[{t}]", LOSS_NAME)
         if record["file"] != f"losses/{t:06d}.safetensors":
             raise ValueError(f"Checkpoint field 'loss_files[{t}]': expected losses/{t:06d}.safetensors.")
         tensors = _load_tensors(data, record["file"])
@@ -258,7 +258,7 @@ def _read_files(root: Path, dir_fds: dict[str, int | None], meta: dict[str, Any]
             )
         blocks.append(block)
     gp_record = meta.pop("gp_file", None)
-    data = _read_checked(root, dir_fds, gp_record, "gp_file", _GP_NAME)
+    data = _read_checked(root, dir_fds, gp_record, "gp_file", GP_NAME)
     if gp_record["file"] != f"gp/{iteration:06d}.safetensors":
         raise ValueError(f"Checkpoint field 'gp_file': expected gp/{iteration:06d}.safetensors.")
     gp = _load_tensors(data, gp_record["file"])

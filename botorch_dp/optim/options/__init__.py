@@ -13,14 +13,16 @@ r"""DP-GIBO's options as strategy objects, one family per module, each family a 
 A protocol holds the narrow methods ``Options`` and the loop call over a step's context; any
 class with them, registered under its family (``@register("noise", "my_schedule")``), plugs in.
 Variants compose by wrapping (``QuantileClip`` and ``DecayingClip`` wrap a ``FixedClip``). Adding
-one is a module, its ``@register`` line and its import here, and a test module (``decaying_clip``
-is the example). Compatibility is declared, not branched: a strategy lists what it ``requires``
+one is a module (its class with ``@register``), its name in ``_OPTION_MODULES`` at the end of this
+file (one line: the package imports it, so its names resolve in a config and a checkpoint), and a
+test module of the same name. Compatibility is declared, not branched: a strategy lists what it ``requires``
 and ``provides`` (``CAPABILITIES``), what it ``conflicts`` with and why, and whether it
 ``needs_finite_mu``; ``Options.check`` applies all of it and names both parties.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import typing
 from dataclasses import dataclass
@@ -31,10 +33,10 @@ from torch import Tensor
 from botorch_dp.optim.options.base import RunPlan
 from botorch_dp.optim.options.batches import AdaptiveBatches, BatchRule, FixedBatches, batch_rule
 from botorch_dp.optim.options.budget import BudgetSplit, resolved_mu, room_left
-from botorch_dp.optim.options.clip import ClipPolicy, FixedClip, QuantileClip
+from botorch_dp.optim.options.clip import ClipPolicy, FixedClip, QuantileClip, SavedClipState
 from botorch_dp.optim.options.decaying_clip import DecayingClip
 from botorch_dp.optim.options.fitting import Fitting, NoFitting, SensitiveFitting
-from botorch_dp.optim.options.noise import AdaptiveNorm, FixedNoise, NoisePolicy
+from botorch_dp.optim.options.noise import AdaptiveNorm, FixedNoise, NoisePolicy, SavedNoiseState
 from botorch_dp.optim.options.projection import NoProjection, Projected, Projection, ProjectionRecord
 from botorch_dp.optim.options.records import (
     ClipState,
@@ -149,6 +151,7 @@ __all__ = [
     "resolved_mu",
     "restore_state_of",
     "state_json_of",
+    "state_keeper",
 ]
 
 #: What a strategy may ``require`` of the others, as an error message describes it.
@@ -211,6 +214,18 @@ class OptionFields:
 
 #: Each family (an ``OptionFields`` field, named as the family) and its protocol.
 FAMILY_PROTOCOLS: dict[str, type] = typing.get_type_hints(OptionFields)
+#: The keeper of a strategy's run state where the strategy has no ``state_json``/``restore_state`` of its own
+#: (a user's): its family's generic one, which reads the strategy only through the family's protocol.
+FAMILY_KEEPERS: dict[str, Any] = {"clip": SavedClipState, "noise": SavedNoiseState}
+
+
+def state_keeper(strategy: Any) -> KeepsRunState | None:
+    r"""What saves and checks ``strategy``'s part of a run's state: the strategy itself when it has the
+    ``KeepsRunState`` pair, else its family's keeper (``FAMILY_KEEPERS``), else ``None`` (no state)."""
+    if isinstance(strategy, KeepsRunState):
+        return strategy
+    keeper = FAMILY_KEEPERS.get(strategy.family)
+    return None if keeper is None else keeper(strategy)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -292,3 +307,14 @@ class Options(OptionFields):
     def describe(self) -> dict[str, Any]:
         r"""Each family's ``spec()``."""
         return {s.family: s.spec() for s in self.strategies()}
+
+
+#: The modules that add options to a family (each registers its strategies with ``@register`` when
+#: imported), one line each; their classes are imported from their modules (``DecayingClip`` is
+#: also imported above, as it was before this list).
+_OPTION_MODULES = [
+    "decaying_clip",
+    "capped_clip",
+]
+for _module in _OPTION_MODULES:
+    importlib.import_module(f"{__name__}.{_module}")

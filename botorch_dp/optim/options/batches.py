@@ -18,6 +18,7 @@ at most ``WARM_MAXITER`` iterations (about fourfold cheaper at d = 100,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, TypedDict
@@ -411,49 +412,45 @@ def adaptive_joint_batch(
     return best
 
 
-class JointSearch:
+def joint_search(
+    gp: GradientGP,
+    theta: Tensor,
+    bounds: Tensor,
+    generator: torch.Generator,
+    size: int,
+    tolerance: float | None,
+    options: SearchOptions,
+    start: Tensor | None,
+) -> Tensor:
     r"""The whole batch at once: ``optimize_batch`` of ``size`` points (started from ``start`` when it
     has ``size`` points), or with a tolerance ``adaptive_joint_batch`` up to ``size``."""
-
-    def search(
-        self,
-        gp: GradientGP,
-        theta: Tensor,
-        bounds: Tensor,
-        generator: torch.Generator,
-        size: int,
-        tolerance: float | None,
-        options: SearchOptions,
-        start: Tensor | None,
-    ) -> Tensor:
-        if tolerance is not None:
-            return adaptive_joint_batch(gp, theta, bounds, tolerance, size, generator, start=start, **options)
-        start = start if start is not None and start.shape[0] == size else None
-        return optimize_batch(gp, theta, bounds, size, generator, start=start, **options)
+    if tolerance is not None:
+        return adaptive_joint_batch(gp, theta, bounds, tolerance, size, generator, start=start, **options)
+    start = start if start is not None and start.shape[0] == size else None
+    return optimize_batch(gp, theta, bounds, size, generator, start=start, **options)
 
 
-class GreedySearch:
+def greedy_search(
+    gp: GradientGP,
+    theta: Tensor,
+    bounds: Tensor,
+    generator: torch.Generator,
+    size: int,
+    tolerance: float | None,
+    options: SearchOptions,
+    start: Tensor | None,
+) -> Tensor:
     r"""One point at a time (``greedy_batch``), up to ``size`` points or the tolerance; never warm-started."""
-
-    def search(
-        self,
-        gp: GradientGP,
-        theta: Tensor,
-        bounds: Tensor,
-        generator: torch.Generator,
-        size: int,
-        tolerance: float | None,
-        options: SearchOptions,
-        start: Tensor | None,
-    ) -> Tensor:
-        return greedy_batch(gp, theta, bounds, size, generator, tolerance=tolerance, **options)
+    return greedy_batch(gp, theta, bounds, size, generator, tolerance=tolerance, **options)
 
 
-#: How a batch is searched (``BATCH_SEARCHES``): each kind's ``search`` gives ``size`` points (with a
-#: ``tolerance``: at most ``size``, stopping at ``tr Σ ≤ tolerance``), started from ``start`` where it can be.
-SearchKind = JointSearch | GreedySearch
-#: The allow-lists of a rule's ``search`` and ``speed``: name → the object that does the work.
-BATCH_SEARCHES: dict[str, SearchKind] = {"joint": JointSearch(), "greedy": GreedySearch()}
+#: How a batch is searched (``BATCH_SEARCHES``): a kind gives ``size`` points (with a ``tolerance``: at
+#: most ``size``, stopping at ``tr Σ ≤ tolerance``), started from ``start`` where it can be.
+SearchKind = Callable[
+    [GradientGP, Tensor, Tensor, torch.Generator, int, float | None, SearchOptions, Tensor | None], Tensor
+]
+#: The allow-lists of a rule's ``search`` and ``speed``: name → what does the work.
+BATCH_SEARCHES: dict[str, SearchKind] = {"joint": joint_search, "greedy": greedy_search}
 SEARCH_SPEEDS: dict[str, Speed] = {speed.name: speed for speed in (FAST, REFERENCE)}
 
 
@@ -481,4 +478,4 @@ def search_batch(
         num_restarts=num_restarts, raw_samples=raw_samples, basis=basis, maxiter=maxiter, speed=speed
     )
     size = batch_size if bias_tolerance is None else max_batch_size
-    return batch_search.search(gp, theta, bounds, generator, size, bias_tolerance, options, speed.start(previous))
+    return batch_search(gp, theta, bounds, generator, size, bias_tolerance, options, speed.start(previous))

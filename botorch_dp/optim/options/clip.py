@@ -56,6 +56,7 @@ __all__ = [
     "FixedClip",
     "QuantileClip",
     "ReplayedClip",
+    "SavedClipState",
     "clip_state_json",
     "next_clip_bound",
     "restore_clip_state",
@@ -149,7 +150,6 @@ class FixedClip(Strategy):
         return {}
 
     def aggregate(self, users: Users, W: Tensor, state: ClipState) -> ClippedSum:
-        r"""The users' clipped sum at this step's bound (one pass)."""
         return users.clipped_sum(W, self.current(state))
 
     def update(self, summed: ClippedSum, plan: RunPlan, state: ClipState, meter: Meter) -> ClipState:
@@ -309,3 +309,18 @@ def restore_clip_state(
             if mu not in context.recorded.get(release_key(t, part), []):
                 raise ValueError(f"Checkpoint field 'strategies.clip.counts' disagrees with the ledger at step {t}.")
     return state
+
+
+@dataclass(frozen=True)
+class SavedClipState:
+    r"""The clip family's keeper of a policy without its own ``state_json``/``restore_state`` (a
+    user's): ``clip_state_json``/``restore_clip_state``, which read the policy only through the
+    ``ClipPolicy`` protocol (and ``replay`` for one that releases counts)."""
+
+    clip: Any
+
+    def state_json(self, records: RunRecords) -> dict[str, Any]:
+        return clip_state_json(records)
+
+    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
+        return restore_clip_state(self.clip, payload, records, context)

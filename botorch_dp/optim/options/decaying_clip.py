@@ -53,7 +53,6 @@ class DecayingClip(Strategy):
 
     @property
     def mu_fraction(self) -> float | None:
-        r"""None: the schedule is public and releases nothing."""
         return None
 
     def at(self, step: int) -> float:
@@ -73,7 +72,6 @@ class DecayingClip(Strategy):
         return self.base.bound_parts(plan)
 
     def aggregate(self, users: Users, W: Tensor, state: ClipState) -> ClippedSum:
-        r"""The base's clipped sum at ``B_t`` (the state's latest bound)."""
         return self.base.aggregate(users, W, state)
 
     def update(self, summed: ClippedSum, plan: RunPlan, state: ClipState, meter: Meter) -> ClipState:

@@ -55,6 +55,7 @@ __all__ = [
     "NoisePolicy",
     "NoiseSchedule",
     "NoiseState",
+    "SavedNoiseState",
     "StepBudget",
     "default_snr_factor",
     "release_adaptive_step",
@@ -137,14 +138,10 @@ class AdaptiveNormSchedule:
     min_step_mu: float
 
     def __post_init__(self) -> None:
+        r"""The derived values only: ``AdaptiveNorm`` checks its fields, the config ``T`` and ``μ``."""
         mu = check_positive(self.total_mu, "total_mu (μ)", allow_inf=False)
-        check_positive(self.sensitivity, "sensitivity (Δ)", allow_inf=False)
-        check_positive_int(self.dim, "dim (d)")
-        check_positive_int(self.max_iterations, "max_iterations (T_max)")
-        check_positive(self.norm_mu, "norm_mu (μ_N)", allow_inf=False)
-        check_positive(self.snr_factor, "snr_factor (c_snr)", allow_inf=False)
-        check_positive(self.max_step_mu, "max_step_mu (μ_max)", allow_inf=False)
-        check_positive(self.min_step_mu, "min_step_mu (μ_min)", allow_inf=False)
+        if self.max_step_mu > mu:
+            raise ValueError(f"max_step_mu (μ_max) = {self.max_step_mu:g} exceeds the budget μ = {mu:g}.")
         if self.min_step_mu > self.max_step_mu:
             raise ValueError(
                 f"min_step_mu (μ_min) = {self.min_step_mu:g} exceeds max_step_mu (μ_max) = {self.max_step_mu:g}."
@@ -174,21 +171,14 @@ class AdaptiveNormSchedule:
         ``μ/√T_max`` so that about ``T_max/4`` steps fit even at the noise floor (on the E.4 Huber
         problem, ``T_max = 100``, μ = 1, 20 seeds, noisy GD's excess loss was 0.138 with ``μ/2``,
         0.024 with the fixed schedule and 0.009 with the cap)."""
-        mu = check_positive(total_mu, "total_mu (μ)", allow_inf=False)
-        t_max = check_positive_int(max_iterations, "max_iterations (T_max)")
-        f_n = check_probability(norm_mu_fraction, "norm_mu_fraction (f_N)")
-        if max_step_mu is None:
-            mu_max = min(mu / 2.0, 2.0 * mu / math.sqrt(t_max))
-        else:
-            mu_max = check_positive(max_step_mu, "max_step_mu (μ_max)", allow_inf=False)
-        if mu_max > mu:
-            raise ValueError(f"max_step_mu (μ_max) = {mu_max:g} exceeds the budget μ = {mu:g}.")
+        mu, t_max = total_mu, max_iterations
+        mu_max = min(mu / 2.0, 2.0 * mu / math.sqrt(t_max)) if max_step_mu is None else max_step_mu
         return cls(
             total_mu=mu,
             sensitivity=sensitivity,
             dim=dim,
             max_iterations=t_max,
-            norm_mu=mu * math.sqrt(f_n / t_max),
+            norm_mu=mu * math.sqrt(norm_mu_fraction / t_max),
             snr_factor=default_snr_factor(num_users, mu) if snr_factor is None else snr_factor,
             max_step_mu=mu_max,
             min_step_mu=min(mu / (2.0 * math.sqrt(t_max)), mu_max),
@@ -399,6 +389,14 @@ class FixedNoise(Strategy):
         track = records.clip.bounds
         bounds = [clip.current(replace(records.clip, bounds=track[: t + 1])) for t in range(context.steps)]
         mechanisms = [self.mechanism(context.plan, bound) for bound in bounds]
+        for t, mechanism in enumerate(mechanisms):  # each step's gradient was charged the config's μ_g/√T
+            key, mu = release_key(t, "grad", context.step_parts), mechanism.step_mu
+            held = context.recorded.get(key, [])
+            if math.isfinite(mu) and not any(math.isclose(v, mu, rel_tol=1e-12) for v in held):
+                raise ValueError(
+                    f"Checkpoint field 'ledger': release {key!r} of run {context.run_id!r} was not charged "
+                    f"mu={mu:.6g}, the config's per-step mu; the checkpoint is refused."
+                )
         state = NoiseState(
             step_mus=tuple(m.step_mu for m in mechanisms), noise_stds=tuple(m.noise_std for m in mechanisms)
         )
@@ -552,3 +550,36 @@ class AdaptiveNorm(Strategy):
 
     def record(self, state: NoiseState) -> NoiseState:
         return state
+
+
+@dataclass(frozen=True)
+class SavedNoiseState:
+    r"""The noise family's keeper of a schedule without its own ``state_json``/``restore_state`` (a
+    user's): every per-step list of its ``NoiseState`` and ``stopped``, each list ``T`` values (the
+    norms' may be empty: a schedule that releases none), positive but the norms, and every ``μ``
+    the ledger's record of that step's release (``"grad"``, ``"norm"``)."""
+
+    noise: Any
+
+    def state_json(self, records: RunRecords) -> dict[str, Any]:
+        lists = {name: floats_to_json(getattr(records.noise, name)) for name in NOISE_LISTS}
+        return compact({**lists, "stopped": records.noise.stopped})
+
+    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
+        entry = payload_entries(payload, dict.fromkeys(NOISE_LISTS, []) | {"stopped": False}, "noise")
+        T, lists = context.steps, {}
+        for name in NOISE_LISTS:
+            count = 0 if name in ("noisy_norms", "norm_mus") and not entry[name] else T
+            lists[name] = floats_from_json(entry[name], count, f"strategies.noise.{name}")
+            if name != "noisy_norms" and not all(v > 0 for v in lists[name]):
+                raise ValueError(f"Checkpoint field 'strategies.noise.{name}' must hold positive values.")
+        for name, part in (("step_mus", "grad"), ("norm_mus", "norm")):
+            for t, mu in enumerate(lists[name]):
+                if mu not in context.recorded.get(release_key(t, part, context.step_parts), []):
+                    raise ValueError(
+                        f"Checkpoint field 'strategies.noise.{name}' disagrees with the ledger at step {t}."
+                    )
+        if not isinstance(entry["stopped"], bool):
+            raise ValueError(f"Checkpoint field 'strategies.noise.stopped' must be a bool, got {entry['stopped']!r}.")
+        state = NoiseState(**{name: tuple(values) for name, values in lists.items()}, stopped=entry["stopped"])
+        return replace(records, noise=state)

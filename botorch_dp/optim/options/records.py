@@ -153,6 +153,8 @@ class ResumeContext:
         recorded: The μ of each of the run's ledger records, by key (``budget.recorded_mus``).
         options: The run's ``Options``: a strategy may read the others' protocol members (the
             clip policy's bound of a step, whether the step rule keeps the coordinates).
+        step_parts: The ledger parts of each step (``release_key``'s ``parts``).
+        run_id: The run's id (for messages).
     """
 
     steps: int
@@ -161,6 +163,8 @@ class ResumeContext:
     plan: RunPlan
     recorded: Mapping[str, list[float]]
     options: Any
+    step_parts: tuple[str, ...] = ("grad",)
+    run_id: str = ""
 
 
 @runtime_checkable
@@ -176,23 +180,23 @@ class KeepsRunState(Protocol):
         ...
 
 
-def state_json_of(strategy: Any, records: RunRecords) -> dict[str, Any]:
-    r"""``strategy.state_json(records)``, or ``{}`` for a strategy that keeps no state."""
-    return strategy.state_json(records) if isinstance(strategy, KeepsRunState) else {}
+def state_json_of(keeper: KeepsRunState | None, records: RunRecords) -> dict[str, Any]:
+    r"""``keeper.state_json(records)`` (``Options.state_keeper``), or ``{}`` without one (no state)."""
+    return {} if keeper is None else keeper.state_json(records)
 
 
 def restore_state_of(
-    strategy: Any, family: str, payload: Any, records: RunRecords, context: ResumeContext
+    keeper: KeepsRunState | None, family: str, payload: Any, records: RunRecords, context: ResumeContext
 ) -> RunRecords:
-    r"""``strategy.restore_state`` of its stored ``payload``; a strategy without the pair keeps no
-    state, so its payload must be empty."""
+    r"""``keeper.restore_state`` of its family's stored ``payload``; without a keeper the strategy keeps
+    no state, so its payload must be empty."""
     if not isinstance(payload, dict):
         raise ValueError(f"Checkpoint field 'strategies.{family}' must be an object, got {type(payload).__name__}.")
-    if isinstance(strategy, KeepsRunState):
-        return strategy.restore_state(payload, records, context)
+    if keeper is not None:
+        return keeper.restore_state(payload, records, context)
     if payload:
         raise ValueError(
-            f"Checkpoint field 'strategies.{family}' must be empty: {type(strategy).__name__} keeps no run state "
+            f"Checkpoint field 'strategies.{family}' must be empty: its strategy keeps no run state "
             f"(it has no state_json/restore_state), got keys {sorted(payload)}."
         )
     return records

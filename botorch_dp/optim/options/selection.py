@@ -148,9 +148,7 @@ class Last(Strategy):
     def record(
         self, num_iterates: int, noisy_norms: tuple[float, ...], chosen: int | None, scores: Tensor | None
     ) -> SelectionRecord:
-        r"""The returned iterate of ``num_iterates``, given the released ``noisy_norms`` and an
-        evaluated rule's ``chosen`` index and released ``scores`` (which a free rule ignores)."""
-        return SelectionRecord(self.index(num_iterates, noisy_norms))
+        return SelectionRecord(self.index(num_iterates, noisy_norms))  # a free rule ignores chosen and scores
 
 
 @register("selection", "min_noisy_norm")
@@ -171,7 +169,6 @@ class MinNoisyNorm(Strategy):
     def record(
         self, num_iterates: int, noisy_norms: tuple[float, ...], chosen: int | None, scores: Tensor | None
     ) -> SelectionRecord:
-        r"""The iterate with the smallest released noisy norm (post-processing)."""
         return SelectionRecord(self.index(num_iterates, noisy_norms))
 
 
@@ -186,16 +183,11 @@ class Evaluated(Strategy):
     #: ``C``: the losses are clamped to ``[0, C]`` (a field of each evaluated rule; this class is no dataclass)
     loss_clip: float
 
-    @property
-    def charge(self) -> float:
-        raise NotImplementedError
-
     def index(self, num_iterates: int, noisy_norms: tuple[float, ...]) -> int:
         r"""The last iterate's index (what the run holds until the private choice is made)."""
         return num_iterates - 1
 
     def event(self) -> PureDP | Gaussian:
-        r"""What the selection spends (``"select"``)."""
         raise NotImplementedError
 
     def mechanism(self, generator: torch.Generator | None) -> ExponentialLossSelection | NoisyLossSelection:
@@ -204,7 +196,6 @@ class Evaluated(Strategy):
     def release(
         self, sums: Tensor, num_users: int, meter: Meter, generator: torch.Generator | None
     ) -> SelectionRelease:
-        r"""Choose from the candidates' clamped loss sums (SENSITIVE), recorded as ``"select"``."""
         return self.mechanism(generator).release_sums(sums, num_users, meter=meter, part=SELECTION_KEY)
 
     def record(

@@ -10,6 +10,7 @@ search draws from its generator only, the speeds' settings reach ``optimize_acqf
 through the allow-lists ``BATCH_SEARCHES`` and ``SEARCH_SPEEDS``."""
 
 import json
+from typing import Any
 
 import pytest
 import torch
@@ -19,7 +20,7 @@ from gpytorch.kernels import RBFKernel
 import botorch_dp.optim.options.batches as batches_module
 from botorch_dp.acquisition import qGradientInformation
 from botorch_dp.gradient_gp import GradientGP
-from botorch_dp.optim.options import AdaptiveBatches, FixedBatches, from_spec
+from botorch_dp.optim.options import AdaptiveBatches, BatchRule, FixedBatches, from_spec, register
 from botorch_dp.optim.options.batches import (
     BATCH_SEARCHES,
     FAST,
@@ -33,6 +34,9 @@ from botorch_dp.optim.options.batches import (
     posterior_trace,
     search_batch,
 )
+from tests.optim.options.plugin import UserStrategy, run_and_resume
+from tests.optim.options.strategy_config import config_with
+from tests.test_option_pins import _settings
 
 JOINT = BATCH_SEARCHES["joint"]
 
@@ -506,3 +510,54 @@ def test_each_search_kind_runs_its_search_for_fixed_and_adaptive_batches(monkeyp
         ("greedy_batch", (5,), 0.2),
     ]
     assert seen[0][3] is prev and seen[1][3] is prev and seen[2][3] is None and seen[3][3] is None
+
+
+# ----------------------------------------------------------------- a user's batch rule plugs in (issue 42)
+@register("batches", "test_random_box")
+class RandomBox(UserStrategy):
+    r"""A user's batch rule (no class of the package): ``size`` points uniform in the box of half-width
+    ``radius`` around ``θ_t``, cut to the bounds, from the run's public search generator."""
+
+    tolerance = None
+
+    def __init__(self, size: int = 2, radius: float = 0.25) -> None:
+        self.size, self.radius = int(size), float(radius)
+
+    def params(self) -> dict[str, Any]:
+        return {"size": self.size, "radius": self.radius}
+
+    def per_step(self, default: int) -> int:
+        return self.size
+
+    def select(
+        self,
+        gp: GradientGP,
+        theta: torch.Tensor,
+        bounds: torch.Tensor,
+        generator: torch.Generator,
+        *,
+        basis: torch.Tensor | None,
+        default: int,
+        num_restarts: int,
+        raw_samples: int,
+        previous: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        low = torch.maximum(theta - self.radius, bounds[0])
+        high = torch.minimum(theta + self.radius, bounds[1])
+        u = torch.rand(self.size, theta.shape[0], generator=generator, dtype=theta.dtype)
+        return low + (high - low) * u
+
+
+def test_a_users_batch_rule_runs_in_its_box_and_resumes_bit_identically(tmp_path):
+    rule: BatchRule = RandomBox(2, 0.25)  # mypy checks the protocol's signatures here
+    assert type(rule).__mro__ == (RandomBox, UserStrategy, object)
+    config = config_with(_settings({"num_iterations": 3}), batches=rule)
+    assert config.batches is rule
+    whole, resumed, opt = run_and_resume(config, tmp_path, stop_after=1)  # the search generator resumes too
+    assert resumed == whole and type(opt.config.batches) is RandomBox  # rebuilt from its spec
+    release = opt.result().release
+    assert release.batch_sizes == [2, 2, 2]
+    points = release.evaluation_points.reshape(3, 2, -1)
+    for theta, batch in zip(release.iterates[:3], points, strict=True):
+        assert ((batch - theta).abs() <= 0.25).all()
+    assert len({tuple(p.tolist()) for p in release.evaluation_points}) == 6  # drawn afresh each step

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from botorch_dp.optim.dp_gibo import DPGIBO
-from botorch_dp.optim.options import DecayingClip, FixedClip, QuantileClip, from_spec
+from botorch_dp.optim.options import ClipPolicy, DecayingClip, FixedClip, QuantileClip, from_spec, register
 from botorch_dp.optim.options.base import RunPlan
 from botorch_dp.optim.options.budget import BudgetSplit, recorded_mus
 from botorch_dp.optim.options.clip import ClipState, ReplayedClip, next_clip_bound, restore_clip_state
@@ -33,6 +33,9 @@ from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
 from botorch_dp.privacy.mechanisms import GaussianClipCountMechanism
 from botorch_dp.privacy.seeding import PrivacyWarning
 from tests.optim.loop_helpers import nl_config, normal_location
+from tests.optim.options.plugin import UserStrategy, run_and_resume
+from tests.optim.options.strategy_config import config_with
+from tests.test_option_pins import _settings
 
 
 @pytest.mark.parametrize("strategy", [FixedClip(2.5), QuantileClip(2.0, 0.7, 0.1, 0.2), QuantileClip()])
@@ -357,3 +360,54 @@ def test_a_damaged_clip_record_is_refused(tmp_path):
         state_file.write_text(json.dumps(state))
         with pytest.raises(ValueError, match="strategies.clip"):
             DPGIBO.resume(tmp_path)
+
+
+# ----------------------------------------------------------------- a user's clip policy plugs in (issue 42)
+@register("clip", "test_halving")
+class HalvingClip(UserStrategy):
+    r"""A user's public clip schedule (no class of the package): ``B`` before step ``at_step``, ``B/2``
+    from then on; it releases nothing, so it costs no budget."""
+
+    mu_fraction = None
+
+    def __init__(self, bound: float = 3.0, at_step: int = 2) -> None:
+        self.bound, self.at_step = float(bound), int(at_step)
+
+    def params(self) -> dict[str, Any]:
+        return {"bound": self.bound, "at_step": self.at_step}
+
+    def at(self, step: int) -> float:
+        return self.bound if step < self.at_step else self.bound / 2.0
+
+    def initial_state(self) -> ClipState:
+        return ClipState(bounds=(self.at(0),))
+
+    def current(self, state: ClipState) -> float:
+        return state.bounds[-1]
+
+    def bound_parts(self, plan: RunPlan) -> dict[str, Any]:
+        return {}
+
+    def aggregate(self, users: Any, W: torch.Tensor, state: ClipState) -> Any:
+        return users.clipped_sum(W, self.current(state))
+
+    def update(self, summed: Any, plan: RunPlan, state: ClipState, meter: Any) -> ClipState:
+        return dataclasses.replace(state, bounds=(*state.bounds, self.at(len(state.bounds))))
+
+    def record(self, state: ClipState) -> ClipState:
+        return state
+
+
+def test_a_users_clip_policy_runs_and_resumes_bit_identically(tmp_path):
+    policy: ClipPolicy = HalvingClip(3.0, 2)  # mypy checks the protocol's signatures here
+    assert type(policy).__mro__ == (HalvingClip, UserStrategy, object)
+    config = config_with(_settings({"num_iterations": 4}), clip=policy)
+    assert config.clip is policy
+    whole, resumed, opt = run_and_resume(config, tmp_path, stop_after=1)
+    assert resumed == whole and type(opt.config.clip) is HalvingClip  # rebuilt from its spec
+    bounds = [float.fromhex(b) for b in whole["clip_bounds"]]
+    assert bounds == [3.0, 3.0, 1.5, 1.5, 1.5]
+    # the fixed schedule's noise follows each step's bound: σ_t = 2 B_t √T / (n μ)
+    stds = [float.fromhex(s) for s in whole["noise_stds"]]
+    assert stds == pytest.approx([2.0 * b * math.sqrt(4) / (40 * 1.0) for b in bounds[:4]], rel=1e-12)
+    assert [key for key, *_ in whole["ledger"]] == [f"step-{t:04d}" for t in range(4)]  # nothing but the steps

@@ -5,17 +5,23 @@ kernel on the mean losses and standardizes them as asked (closed form), and refu
 users and a call outside a charge."""
 
 import math
+from typing import Any
 
 import pytest
 import torch
+from botorch.models import SingleTaskGP
+from botorch.models.transforms.outcome import Standardize
 from gpytorch.kernels import RBFKernel
 
 from botorch_dp.distributed import InProcessPartitions
 from botorch_dp.distributed.synthetic import synthetic_partitions
 from botorch_dp.gradient_gp import GradientGP
-from botorch_dp.optim.options import NoFitting, SensitiveFitting
+from botorch_dp.optim.options import Fitting, NoFitting, SensitiveFitting, register
 from botorch_dp.optim.users import InMemoryUsers, PartitionedUsers
-from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
+from botorch_dp.privacy.ledger import Gaussian, PrivacyBudgetExceeded, PrivacyLedger
+from tests.optim.options.plugin import UserStrategy, run_and_resume, run_once
+from tests.optim.options.strategy_config import config_with
+from tests.test_option_pins import D, _settings
 
 F64 = torch.float64
 
@@ -61,3 +67,48 @@ def test_a_sensitive_fit_refuses_partitions_and_a_call_outside_a_charge():
     with pytest.raises(ValueError, match=r"only inside a step's charge \(meter=...\)"):
         SensitiveFitting(standardize=True).prepare(users, X, kernel, None, 1e-6, 1e-8)
     assert SensitiveFitting(standardize=True).spec() == {"kind": "sensitive", "fit": None, "standardize": True}
+
+
+# ----------------------------------------------------------------- a user's fitting plugs in (issue 42)
+@register("fitting", "test_user_none")
+class UserNoFitting(UserStrategy):
+    r"""A user's fitting (no class of the package) that leaves the users and the GP as they are, and
+    says whether the run's guarantee ``holds``."""
+
+    holds: bool
+
+    def __init__(self, holds: bool = True) -> None:
+        self.holds = holds
+
+    def params(self) -> dict[str, Any]:
+        return {"holds": self.holds}
+
+    def bound_parts(self) -> dict[str, Gaussian]:
+        return {}
+
+    def prepare(self, users, X, kernel, gp, noise_variance, jitter, meter=None):  # noqa: ANN001, ANN201
+        return users, gp
+
+
+def test_a_users_fitting_is_kept_runs_and_resumes_bit_identically(tmp_path):
+    fitting: Fitting = UserNoFitting()  # mypy checks the protocol's signatures here
+    assert type(fitting).__mro__ == (UserNoFitting, UserStrategy, object)
+    config = config_with(_settings({"num_iterations": 3}), fitting=fitting)
+    assert config.fitting is fitting  # kept, not swapped for the package's NoFitting
+    whole, resumed, opt = run_and_resume(config, tmp_path, stop_after=1)
+    assert resumed == whole and type(opt.config.fitting) is UserNoFitting  # rebuilt from its spec
+    _, package = run_once(config_with(_settings({"num_iterations": 3}), fitting=NoFitting()))
+    assert whole == package  # it changes nothing, as NoFitting does
+
+
+def test_a_users_fitting_that_breaks_the_guarantee_needs_the_opt_out_and_a_model_that_does_not_standardize():
+    settings = _settings({"num_iterations": 3})
+    with pytest.raises(ValueError, match=r"fitting='test_user_none' does not keep the privacy guarantee"):
+        config_with(settings, fitting=UserNoFitting(holds=False))
+    unsafe = config_with({**settings, "unsafe_allow_sensitive_fitting": True}, fitting=UserNoFitting(holds=False))
+    assert unsafe.fitting == UserNoFitting(holds=False)
+    model = SingleTaskGP(torch.zeros(1, D, dtype=F64), torch.zeros(1, 1, dtype=F64), outcome_transform=Standardize(m=1))
+    model.covar_module = settings["kernel"]
+    with_model = {k: v for k, v in settings.items() if k != "kernel"} | {"model": model}
+    with pytest.raises(ValueError, match=r"fitting='test_user_none' does not standardize the losses"):
+        config_with({**with_model, "unsafe_allow_sensitive_fitting": True}, fitting=UserNoFitting())

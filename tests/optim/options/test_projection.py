@@ -7,23 +7,27 @@ fit ``d``; each is rebuilt from its ``spec()``.
 The arithmetic (moved here from ``optim.projected``): the projected release with an identity basis is the plain
 mechanism bit for bit, it projects before clipping, and its noise energy is ``kσ²`` instead of ``dσ²``."""
 
-from __future__ import annotations
-
 import dataclasses
 import json
 import math
-import shutil
 import warnings
 from typing import Any
 
 import pytest
 import torch
-from torch import Tensor
 
 from botorch_dp.optim import DPGIBO
-from botorch_dp.optim.options import NoProjection, Projected, ResumeContext, RunRecords, from_spec, register
-from botorch_dp.optim.options.projection import (
+from botorch_dp.optim.options import (
+    NoProjection,
+    Projected,
+    Projection,
     ProjectionRecord,
+    ResumeContext,
+    RunRecords,
+    from_spec,
+    register,
+)
+from botorch_dp.optim.options.projection import (
     SubspaceTrack,
     lift,
     projected_release,
@@ -33,8 +37,9 @@ from botorch_dp.optim.options.projection import (
 from botorch_dp.optim.subspace import FixedSubspace, PosteriorGradientCovarianceSubspace, orthonormal_basis
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, clip_rows
 from botorch_dp.privacy.mechanisms.releases import GradientRelease
+from tests.optim.options.plugin import UserStrategy, run_and_resume, run_once
 from tests.optim.options.strategy_config import config_with
-from tests.test_option_pins import _objective, _settings
+from tests.test_option_pins import D, _objective, _settings
 
 F64 = torch.float64
 V = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]], dtype=F64)
@@ -138,50 +143,21 @@ def test_noise_energy_is_k_sigma_squared_instead_of_d_sigma_squared():
     assert abs(full.pow(2).sum(-1).mean() / (d * sigma2) - 1) < 0.05
 
 
-# ------------------------------------------------------- a user's projection, checkpointed and resumed
-@register("projection", "state42_first_axes")
-class FirstAxes:
-    r"""A user's projection (no package base class, not a ``Projected``): the first ``k`` axes as a
-    fixed basis each step. It saves and checks its part of the track with the projection module's
-    public helpers (the ``KeepsRunState`` pair)."""
-
-    family: str
-    name: str
-    requires: frozenset[str] = frozenset()
-    provides: frozenset[str] = frozenset({"fixed_basis"})
-    needs_finite_mu = None
+# ----------------------------------------------------------------- a user's projection plugs in (issue 42)
+@register("projection", "test_first_axes")
+class FirstAxes(UserStrategy):
+    r"""A user's projection (no class of the package) on the first ``k`` coordinate axes, a public basis."""
 
     def __init__(self, k: int = 1) -> None:
-        self.k = k
+        self.k = int(k)
 
-    @property
-    def key(self) -> str:
-        return f"{self.family}:{self.name}"
+    def params(self) -> dict[str, Any]:
+        return {"k": self.k}
 
-    @property
-    def label(self) -> str:
-        return f"projection={self.name!r}"
+    def basis(self, theta: torch.Tensor, gp: Any, track: SubspaceTrack) -> torch.Tensor:
+        return torch.eye(theta.shape[0], dtype=theta.dtype)[:, : self.k]
 
-    def conflicts(self) -> dict[str, str]:
-        return {}
-
-    def spec(self) -> dict[str, Any]:
-        return {"kind": self.name, "k": self.k}
-
-    @classmethod
-    def from_spec(cls, spec: Any) -> FirstAxes:
-        return cls(int(spec["k"]))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, FirstAxes) and other.k == self.k
-
-    def __hash__(self) -> int:
-        return hash(self.k)
-
-    def basis(self, theta: Tensor, gp: Any, track: SubspaceTrack) -> Tensor:
-        return torch.eye(theta.shape[-1], dtype=torch.float64)[:, : self.k]
-
-    def acquisition_basis(self, theta: Tensor, gp: Any, track: SubspaceTrack) -> Tensor | None:
+    def acquisition_basis(self, theta: torch.Tensor, gp: Any, track: SubspaceTrack) -> torch.Tensor | None:
         return None
 
     def default_batch_size(self, dim: int) -> int:
@@ -192,20 +168,21 @@ class FirstAxes:
 
     def check(self, dim: int) -> None:
         if not 1 <= self.k <= dim:
-            raise ValueError(f"k = {self.k} must lie in [1, d = {dim}].")
+            raise ValueError(f"k must lie in [1, d = {dim}], got {self.k!r}.")
 
     def lift(
-        self, release: GradientRelease, basis: Tensor | None, track: SubspaceTrack, record: bool
+        self, release: GradientRelease, basis: torch.Tensor | None, track: SubspaceTrack, record: bool
     ) -> tuple[GradientRelease, SubspaceTrack]:
         assert basis is not None
-        kept = dataclasses.replace(
+        track = dataclasses.replace(
             track, bases=(*track.bases, basis), coordinates=(*track.coordinates, release.gradient)
         )
-        return lift(release, basis), kept
+        return lift(release, basis), track
 
     def record(self, track: SubspaceTrack) -> ProjectionRecord:
         return ProjectionRecord(track.bases, track.coordinates)
 
+    # its part of the run's state, saved and checked with the projection module's helpers (KeepsRunState)
     def state_json(self, records: RunRecords) -> dict[str, Any]:
         return projection_state_json(records)
 
@@ -213,32 +190,48 @@ class FirstAxes:
         return restore_projection_state(payload, records, context, bases=True)
 
 
+def test_a_users_projection_runs_in_its_subspace_and_releases_what_the_packages_does():
+    # (resumed from its checkpoint: the test below)
+    projection: Projection = FirstAxes(2)  # mypy checks the protocol's signatures here
+    assert type(projection).__mro__ == (FirstAxes, UserStrategy, object)
+    config = config_with(_settings({"num_iterations": 3}), projection=projection)
+    assert config.projection is projection
+    opt, released = run_once(config)
+    record = opt.result().release.records["projection"]
+    assert record.dims == (2, 2, 2)
+    gradients, iterates = opt.result().release.released_gradients, opt.result().release.iterates
+    assert (gradients[:, 2:] == 0).all() and (gradients[:, :2] != 0).all()  # only the first k are released
+    assert (iterates[:, 2:] == 0).all()  # θ₀ = 0 moves only along the first two axes
+    # the same basis as the package's projection on a fixed subspace: the same bits
+    fixed = Projected(FixedSubspace(torch.eye(D, dtype=torch.float64)[:, :2]))
+    package_run, package = run_once(config_with(_settings({"num_iterations": 3}), projection=fixed))
+    bases = package_run.result().release.records["projection"].bases
+    assert all(torch.equal(a, b) for a, b in zip(record.bases, bases, strict=True))  # its QR writes −0.0 for 0.0
+    released.pop("subspace_bases"), package.pop("subspace_bases")
+    assert released == package
+    with pytest.raises(ValueError, match=r"k must lie in \[1, d = 3\], got 4"):
+        config_with(_settings({}), projection=FirstAxes(4))
+
+
 def test_a_users_projection_resumes_from_its_checkpoint_to_the_uninterrupted_run(tmp_path):
-    r"""Issue 42 item 3: a projection written by a user (not a ``Projected``) records a basis per step; a
-    run checkpointed after one step resumes, with the config rebuilt through the registry or given, to the
-    same release as an uninterrupted run, its bases included. (Before, resume compared the projection's
-    class with ``Projected`` and refused: "'subspace.bases' must hold 0 entries".)"""
+    r"""Issue 42 item 3: a user's projection (not a ``Projected``) that records a basis per step resumes
+    from the checkpoint alone (rebuilt through the registry; its part of the state restored by its own
+    ``restore_state``) to what the uninterrupted run releases, bit for bit, bases included. (Before, the
+    checkpoint code compared the projection's class with ``Projected`` and refused: "'subspace.bases' must
+    hold 0 entries".) A lost basis in its stored state is refused naming the field."""
     config = config_with(_settings({"num_iterations": 3}), projection=FirstAxes(1))
+    whole, resumed_release, resumed = run_and_resume(config, tmp_path, stop_after=1)
+    assert resumed.config.projection == FirstAxes(1) and resumed_release == whole
+    assert len(whole["subspace_bases"]) == 3
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        full = DPGIBO(config).run(_objective, progress=False).release
-        opt = DPGIBO(config, checkpoint_dir=tmp_path / "ckpt")
+        opt = DPGIBO(config, checkpoint_dir=tmp_path / "again")
         opt.run(_objective, progress=False, callback=lambda info: info.iteration == 1)
         opt.close()
-        stored = json.loads((tmp_path / "ckpt" / "state.json").read_text())["strategies"]["projection"]
-        assert set(stored) == {"bases", "coordinates"} and len(stored["bases"]) == 1
-        for given in (None, config):
-            copy = shutil.copytree(tmp_path / "ckpt", tmp_path / f"copy-{given is None}")  # modes kept: 0700/0600
-            with DPGIBO.resume(copy, given) as resumed:
-                assert resumed.config.projection == FirstAxes(1) and resumed.iteration == 1
-                release = resumed.run(_objective, progress=False).release
-            assert torch.equal(release.iterates, full.iterates) and torch.equal(release.theta, full.theta)
-            got, want = release.records["projection"], full.records["projection"]
-            assert got.dims == want.dims == (1, 1, 1)
-            assert all(torch.equal(a, b) for a, b in zip(got.coordinates, want.coordinates, strict=True))
-        # its stored record is checked like the package's: a lost basis is refused, naming the field
-        state = json.loads((tmp_path / "ckpt" / "state.json").read_text())
-        state["strategies"]["projection"]["bases"] = []
-        (tmp_path / "ckpt" / "state.json").write_text(json.dumps(state))
-        with pytest.raises(ValueError, match="'strategies.projection.bases' must hold 1 entries, got 0"):
-            DPGIBO.resume(tmp_path / "ckpt")
+    path = tmp_path / "again" / "state.json"
+    state = json.loads(path.read_text())
+    assert set(state["strategies"]["projection"]) == {"bases", "coordinates"}
+    state["strategies"]["projection"]["bases"] = []
+    path.write_text(json.dumps(state))
+    with pytest.raises(ValueError, match="'strategies.projection.bases' must hold 1 entries, got 0"):
+        DPGIBO.resume(tmp_path / "again")

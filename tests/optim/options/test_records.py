@@ -29,9 +29,12 @@ from botorch_dp.optim.options import (
     RunRecords,
     restore_state_of,
     state_json_of,
+    state_keeper,
 )
 from botorch_dp.optim.options.base import RunPlan
 from botorch_dp.optim.options.budget import BudgetSplit
+from botorch_dp.optim.options.clip import SavedClipState
+from botorch_dp.optim.options.noise import SavedNoiseState
 from botorch_dp.optim.options.records import (
     NoiseState,
     ResumeContext,
@@ -50,7 +53,7 @@ MU, T, N, B = 1.0, 4, 10, 2.0
 def _context(steps=1, recorded=None, **options):
     plan = RunPlan(T, T, 2, N, BudgetSplit(MU))
     family = {"clip": FixedClip(B), "step_rule": SGD(), **options}
-    return ResumeContext(steps, 2, N, plan, recorded or {}, SimpleNamespace(**family))
+    return ResumeContext(steps, 2, N, plan, recorded or {}, SimpleNamespace(**family), run_id="run")
 
 
 def _round_trip(strategy, records, context):
@@ -68,8 +71,11 @@ def test_compact_leaves_out_empty_values_but_keeps_a_zero_index():
 
 
 def test_the_fixed_schedule_stores_nothing_and_rebuilds_each_steps_noise_from_the_clip_bound():
-    records = _round_trip(FixedNoise(), RunRecords(), _context(steps=2))
     mechanism = GaussianGradientMechanism(clip_bound=B, num_users=N, privacy_mu=MU, num_steps=T)
+    charged = {"step-0000": [mechanism.step_mu], "step-0001": [mechanism.step_mu]}  # MU/√T each
+    records = _round_trip(FixedNoise(), RunRecords(), _context(steps=2, recorded=charged))
+    with pytest.raises(ValueError, match="release 'step-0001' of run 'run' was not charged mu=0.5"):
+        FixedNoise().restore_state({}, RunRecords(), _context(steps=2, recorded={**charged, "step-0001": [0.1]}))
     assert FixedNoise().state_json(RunRecords(noise=NoiseState((0.5,), (1.0,)))) == {}
     assert records.noise == NoiseState((mechanism.step_mu,) * 2, (mechanism.noise_std,) * 2)
     with pytest.raises(ValueError, match=r"'strategies.noise': unknown keys \['stopped'\]"):
@@ -105,9 +111,9 @@ def test_an_evaluated_selection_keeps_its_choice_and_only_a_scoring_rule_its_sco
     with pytest.raises(ValueError, match=r"'strategies.selection.selected_index' must be None or an index in \[0, 1\]"):
         NoisyLoss(0.3, 1.0).restore_state({"selected_index": 1}, RunRecords(), _context())  # no "select" record
     assert not isinstance(Last(), KeepsRunState)  # a free rule keeps no state: its payload must be empty
-    with pytest.raises(ValueError, match="'strategies.selection' must be empty: Last keeps no run state"):
-        restore_state_of(Last(), "selection", {"selected_index": 0}, RunRecords(), context)
-    assert state_json_of(Last(), made) == {}
+    with pytest.raises(ValueError, match="'strategies.selection' must be empty: its strategy keeps no run state"):
+        restore_state_of(state_keeper(Last()), "selection", {"selected_index": 0}, RunRecords(), context)
+    assert state_keeper(Last()) is None and state_json_of(None, made) == {}
 
 
 def test_the_projection_and_the_step_rule_each_restore_their_part_of_the_track():
@@ -146,3 +152,19 @@ def test_the_projection_and_the_step_rule_each_restore_their_part_of_the_track()
     with pytest.raises(ValueError, match="strategies.step_rule.preconditioners"):
         private.restore_state(private.state_json(RunRecords(track=wrong)), records, context)
     assert FullMatrixAdaGrad("noisy").state_json(RunRecords()) == {} and not isinstance(SGD(), KeepsRunState)
+
+
+def test_a_users_schedule_or_clip_policy_without_the_pair_is_kept_by_its_familys_keeper():
+    r"""``state_keeper``: a strategy without ``state_json``/``restore_state`` gets its family's keeper
+    (clip, noise), which checks the stored values as the package's do; other families keep no state."""
+    user_noise = SimpleNamespace(family="noise")  # no pair: the noise family's keeper
+    keeper = state_keeper(user_noise)
+    assert isinstance(keeper, SavedNoiseState) and state_keeper(SimpleNamespace(family="batches")) is None
+    stored = NoiseState(step_mus=(0.5, 0.25), noise_stds=(2.0, 4.0))  # no norms: a schedule that releases none
+    context = _context(steps=2, recorded={"step-0000": [0.5], "step-0001": [0.25]})
+    assert _round_trip(keeper, RunRecords(noise=stored), context) == RunRecords(noise=stored)
+    with pytest.raises(ValueError, match="'strategies.noise.step_mus' disagrees with the ledger at step 1"):
+        _round_trip(keeper, RunRecords(noise=dataclasses.replace(stored, step_mus=(0.5, 0.3))), context)
+    with pytest.raises(ValueError, match="'strategies.noise.noise_stds' must hold 2 values, got 1"):
+        _round_trip(keeper, RunRecords(noise=dataclasses.replace(stored, noise_stds=(2.0,))), context)
+    assert isinstance(state_keeper(SimpleNamespace(family="clip")), SavedClipState)

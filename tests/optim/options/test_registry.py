@@ -78,7 +78,9 @@ def test_lookup_family_refuses_a_class_outside_the_family_type_and_an_unknown_na
         lookup_family("clip", "fixed", IterateSelection)
     with pytest.raises(TypeError, match=r"The clip strategy 'fixed' \(FixedClip\) does not derive from Last"):
         lookup_family("clip", "fixed", Last)
-    with pytest.raises(ValueError, match=r"step_rule must be one of \['adagrad', 'adagrad_full', 'sgd'\].*got 'adam'"):
+    with pytest.raises(
+        ValueError, match=r"step_rule must be one of \['adagrad', 'adagrad_full', 'sgd'[^]]*\].*got 'adam'"
+    ):
         lookup_family("step_rule", "adam", StepPolicy, "step_rule")
     assert lookup_family("clip", "fixed", FixedClip) is FixedClip
 

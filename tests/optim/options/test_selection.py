@@ -9,6 +9,7 @@ charged again on a second release, refused before the draw) follow the loop's ch
 
 import json
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -25,11 +26,15 @@ from botorch_dp.optim.options import (
     Options,
     from_spec,
     lookup,
+    register,
 )
-from botorch_dp.optim.options.selection import SELECTION_KEY, min_noisy_norm_index
+from botorch_dp.optim.options.selection import SELECTION_KEY, SelectionRecord, min_noisy_norm_index
 from botorch_dp.privacy.analysis.gdp import compose_gdp, pure_dp_to_gdp_mu
 from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger, PureDP
 from botorch_dp.privacy.mechanisms import ExponentialLossSelection, NoisyLossSelection
+from tests.optim.options.plugin import UserStrategy, run_and_resume, run_once
+from tests.optim.options.strategy_config import config_with
+from tests.test_option_pins import _settings
 
 
 @pytest.mark.parametrize("rule", [Last(), MinNoisyNorm(), Exponential(0.7, 2.0), NoisyLoss(0.4, 3.0)])
@@ -192,3 +197,51 @@ def test_a_missing_run_id_is_refused_by_name_before_any_draw():
     with pytest.raises(ValueError, match=r"run_id .*None"):
         _release(Exponential(0.5, 1.0), losses, ledger, None, gen)
     assert torch.equal(gen.get_state(), state) and ledger.validation.records() == []
+
+
+# ----------------------------------------------------------------- a user's selection plugs in (issue 42)
+@register("selection", "test_user_exponential")
+class UserExponential(UserStrategy):
+    r"""A user's evaluated rule (no class of the package): the exponential mechanism of
+    ``privacy.mechanisms`` on the iterates' clamped losses, charged pure ``ε``."""
+
+    evaluated = True
+    needs_finite_mu = "spends budget"
+
+    def __init__(self, epsilon: float, loss_clip: float) -> None:
+        self.epsilon, self.loss_clip = float(epsilon), float(loss_clip)
+
+    def params(self) -> dict[str, Any]:
+        return {"epsilon": self.epsilon, "loss_clip": self.loss_clip}
+
+    @property
+    def charge(self) -> float:
+        return pure_dp_to_gdp_mu(self.epsilon)
+
+    def index(self, num_iterates: int, noisy_norms: tuple[float, ...]) -> int:
+        return num_iterates - 1
+
+    def record(
+        self, num_iterates: int, noisy_norms: tuple[float, ...], chosen: int | None, scores: torch.Tensor | None
+    ) -> SelectionRecord:
+        return SelectionRecord(chosen, scores)
+
+    def event(self) -> PureDP:
+        return PureDP(self.epsilon)
+
+    def release(self, sums: torch.Tensor, num_users: int, meter: Any, generator: torch.Generator | None) -> Any:
+        mechanism = ExponentialLossSelection(epsilon=self.epsilon, loss_clip=self.loss_clip, generator=generator)
+        return mechanism.release_sums(sums, num_users, meter=meter, part=SELECTION_KEY)
+
+
+@pytest.mark.parametrize("stop_after", [1, 2])  # 2: all steps done, only the selection left
+def test_a_users_evaluated_selection_runs_resumes_and_releases_what_the_packages_does(tmp_path, stop_after):
+    rule: EvaluatedSelection = UserExponential(0.5, 2.0)  # mypy checks the protocol's signatures here
+    assert type(rule).__mro__ == (UserExponential, UserStrategy, object)
+    config = config_with(_settings({"num_iterations": 2}), selection=rule)
+    whole, resumed, opt = run_and_resume(config, tmp_path, stop_after=stop_after)
+    assert resumed == whole and type(opt.config.selection) is UserExponential  # rebuilt from its spec
+    assert whole["selected_index"] is not None and whole["ledger"][-1][:2] == ["select", "PureDP"]
+    # the same mechanism, seed and charge as the package's own rule: the same bits
+    _, package = run_once(config_with(_settings({"num_iterations": 2}), selection=Exponential(0.5, 2.0)))
+    assert whole == package

@@ -10,13 +10,26 @@ hold for the square roots."""
 
 import json
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
 from botorch_dp.optim.legacy_options import strategies_from_flat
-from botorch_dp.optim.options import SGD, AdaGrad, FullMatrixAdaGrad, Noisy, PrivateGOE, from_spec, lookup, registered
+from botorch_dp.optim.options import (
+    SGD,
+    AdaGrad,
+    FullMatrixAdaGrad,
+    Noisy,
+    PreconditionerRecord,
+    PrivateGOE,
+    StepPolicy,
+    from_spec,
+    lookup,
+    register,
+    registered,
+)
 from botorch_dp.optim.options.base import RunPlan
 from botorch_dp.optim.options.budget import BudgetSplit
 from botorch_dp.optim.options.steps import (
@@ -29,6 +42,9 @@ from botorch_dp.optim.options.steps import (
     psd_sqrt,
 )
 from botorch_dp.optim.subspace import orthonormal_basis
+from tests.optim.options.plugin import UserStrategy, run_and_resume
+from tests.optim.options.strategy_config import config_with
+from tests.test_option_pins import _settings
 
 
 @pytest.mark.parametrize(
@@ -324,3 +340,68 @@ def test_bad_settings_and_states_are_refused():
         FullMatrixAdaGrad().make_optimizer(theta, 0.1).load_state_dict(state)
     with pytest.raises(ValueError, match="basis"):
         projected_step(opt, torch.ones(2, dtype=F64), wide(2), basis=torch.eye(3, dtype=F64))
+
+
+# ----------------------------------------------------------------- a user's step rule plugs in (issue 42)
+@register("step_rule", "test_heavy_ball")
+class HeavyBall(UserStrategy):
+    r"""A user's step rule (no class of the package): SGD with momentum on the released gradients,
+    ``v_t = m v_{t−1} + g_t``, ``θ_{t+1} = Π_Θ(θ_t − η v_t)`` (post-processing, releases nothing)."""
+
+    mu_fraction = None
+    keeps_coordinates = False
+
+    def __init__(self, momentum: float = 0.5) -> None:
+        self.momentum = float(momentum)
+
+    def params(self) -> dict[str, Any]:
+        return {"momentum": self.momentum}
+
+    def make_optimizer(self, theta: torch.Tensor, step_size: float) -> torch.optim.Optimizer:
+        return torch.optim.SGD([theta.detach().clone()], lr=step_size, momentum=self.momentum)
+
+    def bound_parts(self, plan: RunPlan) -> dict[str, Any]:
+        return {}
+
+    def observe(self, summed: Any, plan: RunPlan, track: Any, meter: Any) -> Any:
+        return track
+
+    def extras(self, basis: torch.Tensor | None, noise_std: float, track: Any) -> dict[str, Any]:
+        return {}
+
+    def record(self, plan: RunPlan, track: Any) -> PreconditionerRecord:
+        return PreconditionerRecord()
+
+
+def test_a_users_step_rule_runs_in_closed_form_and_resumes_bit_identically(tmp_path):
+    rule: StepPolicy = HeavyBall(0.5)  # mypy checks the protocol's signatures here
+    assert type(rule).__mro__ == (HeavyBall, UserStrategy, object)
+    config = config_with(_settings({"num_iterations": 4, "search_radius": 0.2}), step_rule=rule)
+    assert config.step_rule is rule
+    whole, resumed, opt = run_and_resume(config, tmp_path, stop_after=2)  # the momentum resumes too
+    assert resumed == whole and type(opt.config.step_rule) is HeavyBall  # rebuilt from its spec
+    # the iterates follow the heavy-ball recurrence on the released gradients (box projection included)
+    g = _decoded(whole["released_gradients"]).reshape(4, -1)
+    low, high = config.bounds
+    theta, v = torch.zeros(g.shape[1], dtype=torch.float64), torch.zeros(g.shape[1], dtype=torch.float64)
+    expected = [theta]
+    for t in range(4):
+        v = 0.5 * v + g[t] if t else g[t].clone()
+        theta = torch.clamp(theta - 0.3 * v, low, high)
+        expected.append(theta)
+    iterates = _decoded(whole["iterates"]).reshape(5, -1)
+    assert torch.allclose(iterates, torch.stack(expected), rtol=0, atol=1e-14)
+    assert not torch.allclose(iterates, _sgd(g, low, high), rtol=0, atol=1e-6)  # the momentum acts
+
+
+def _decoded(hexes: list[str]) -> torch.Tensor:
+    return torch.tensor([float.fromhex(h) for h in hexes], dtype=torch.float64)
+
+
+def _sgd(g: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+    theta = torch.zeros(g.shape[1], dtype=torch.float64)
+    out = [theta]
+    for t in range(g.shape[0]):
+        theta = torch.clamp(theta - 0.3 * g[t], low, high)
+        out.append(theta)
+    return torch.stack(out)

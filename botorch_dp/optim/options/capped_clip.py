@@ -1,0 +1,112 @@
+r"""Adaptive clipping under a public ceiling: ``B_{t+1} = min(B_t·exp(−η_C (b̃_t/n − γ)), B_max)``.
+
+``QuantileClip`` moves the bound towards a private ``γ``-quantile of the norms ``‖A y_i‖``; while
+most norms lie above the bound it grows by up to ``e^{η_C γ}`` a step, and the gradient noise
+``σ_t ∝ B_t`` grows with it. When a public bound on the norms is known (bounded losses, a known
+kernel), clipping above it only adds noise: ``CappedQuantileClip`` never moves past ``B_max``. It
+wraps a ``QuantileClip`` that makes the sums and releases the counts (same charge, same ledger
+keys); the cap is post-processing of the released counts, so it costs nothing, and ``replay``
+recomputes the capped bounds from the counts exactly (what resume checks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from torch import Tensor
+
+from botorch_dp.optim.options.base import RunPlan
+from botorch_dp.optim.options.clip import (
+    DEFAULT_CLIP_INIT,
+    DEFAULT_CLIP_LEARNING_RATE,
+    DEFAULT_CLIP_MU_FRACTION,
+    DEFAULT_CLIP_QUANTILE,
+    ClipState,
+    QuantileClip,
+    clip_state_json,
+    next_clip_bound,
+    restore_clip_state,
+)
+from botorch_dp.optim.options.records import ResumeContext, RunRecords
+from botorch_dp.optim.options.registry import Strategy, register
+from botorch_dp.optim.users import Users
+from botorch_dp.privacy.checks import check_positive
+from botorch_dp.privacy.ledger import Gaussian, Meter
+from botorch_dp.privacy.mechanisms.sums import ClippedSum
+
+__all__ = ["CappedQuantileClip"]
+
+
+@register("clip", "capped_adaptive")
+@dataclass(frozen=True)
+class CappedQuantileClip(Strategy):
+    r"""``QuantileClip`` whose bound never exceeds the public ``max_bound`` (``B_max``).
+
+    Args:
+        max_bound: ``B_max > 0``, finite, at least ``bound``.
+        bound, quantile, learning_rate, fraction: the wrapped ``QuantileClip``'s ``B₀``, ``γ``,
+            ``η_C`` and ``f_C``.
+    """
+
+    max_bound: float
+    bound: float = DEFAULT_CLIP_INIT
+    quantile: float = DEFAULT_CLIP_QUANTILE
+    learning_rate: float = DEFAULT_CLIP_LEARNING_RATE
+    fraction: float = DEFAULT_CLIP_MU_FRACTION
+    base: QuantileClip = field(init=False, repr=False, compare=False)
+    needs_finite_mu = QuantileClip.needs_finite_mu
+
+    def __post_init__(self) -> None:
+        base = QuantileClip(self.bound, self.quantile, self.learning_rate, self.fraction)  # checks its four
+        cap = check_positive(self.max_bound, "max_bound (B_max)", allow_inf=False)
+        if cap < base.bound:
+            raise ValueError(f"max_bound (B_max) = {self.max_bound!r} is below clip_init (B₀) = {self.bound!r}.")
+        object.__setattr__(self, "max_bound", cap)
+        for name in ("bound", "quantile", "learning_rate", "fraction"):
+            object.__setattr__(self, name, getattr(base, name))
+        object.__setattr__(self, "base", base)
+
+    @property
+    def mu_fraction(self) -> float | None:
+        return self.base.mu_fraction
+
+    def initial_state(self) -> ClipState:
+        return self.base.initial_state()
+
+    def current(self, state: ClipState) -> float:
+        return self.base.current(state)
+
+    def bound_parts(self, plan: RunPlan) -> dict[str, Gaussian]:
+        return self.base.bound_parts(plan)
+
+    def aggregate(self, users: Users, W: Tensor, state: ClipState) -> ClippedSum:
+        return self.base.aggregate(users, W, state)
+
+    def update(self, summed: ClippedSum, plan: RunPlan, state: ClipState, meter: Meter) -> ClipState:
+        r"""The base's count and move, then the new bound capped at ``B_max`` (post-processing)."""
+        state = self.base.update(summed, plan, state, meter)
+        return replace(state, bounds=(*state.bounds[:-1], min(state.bounds[-1], self.max_bound)))
+
+    def record(self, state: ClipState) -> ClipState:
+        return state
+
+    def state_json(self, records: RunRecords) -> dict[str, Any]:
+        return clip_state_json(records)
+
+    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
+        r"""The stored bounds and counts, checked as ``QuantileClip``'s are (the bounds replayed from the counts)."""
+        return restore_clip_state(self, payload, records, context)
+
+    def replay(self, counts: Sequence[float], num_users: int | None) -> list[float]:
+        r"""``[B_0, …, B_t]`` from the released counts, each move capped as ``update`` caps it."""
+        bounds = [self.bound]
+        if len(counts) == 0:
+            return bounds
+        if num_users is None:
+            raise ValueError(f"Replaying {len(counts)} clip counts needs num_users (n), got None.")
+        for count in counts:
+            moved = next_clip_bound(bounds[-1], count, num_users, self.quantile, self.learning_rate)
+            bounds.append(min(moved, self.max_bound))
+        return bounds

@@ -1,0 +1,103 @@
+r"""``tune`` uses a method through the ``Method`` protocol only (issue 41, item 1): a method written by a user,
+which subclasses none of the library's, given in ``plan_options["methods"]`` with a proxy and recommended there,
+runs through ``tune``'s path: its ``with_max_trials`` receives ``tune``'s ``max_trials``, its
+``runs_configurations`` says how ``tune`` seeds it and wraps its release, and its run is charged and released
+as a built-in one's."""
+
+import dataclasses
+import warnings
+
+import pytest
+import torch
+
+from botorch_dp import tune
+from botorch_dp.methods.private_random_search import PrivateRandomSearchMethod
+from botorch_dp.methods.protocol import Method
+from botorch_dp.tuning import Hyperparameter, SearchSpace
+from botorch_dp.utils import child_seeds
+
+SPACE = SearchSpace([Hyperparameter("x", 0.0, 1.0), Hyperparameter("y", 0.0, 1.0)])
+FAST = dict(raw_samples=8, num_restarts=1, acqf_maxiter=10, num_iterations=2, batch_size=2)
+
+
+class Mine:
+    r"""A user's method: private random search at E[K] = 3 under its own name, noting what tune asks of it."""
+
+    name = "mine"
+
+    def __init__(self, inner=None, log=None):
+        self.inner = PrivateRandomSearchMethod(mean_trials=3.0, loss_clip=1.0) if inner is None else inner
+        self.log = [] if log is None else log
+
+    @property
+    def gdp_mu(self):
+        return self.inner.gdp_mu
+
+    @property
+    def runs_configurations(self):
+        return False
+
+    def with_max_trials(self, max_trials):
+        self.log.append(("with_max_trials", max_trials))
+        return Mine(self.inner.with_max_trials(max_trials), self.log)
+
+    def resolved(self, proxy_objective, context):
+        return Mine(self.inner.resolved(proxy_objective, context), self.log)
+
+    def simulate(self, proxy_objective, context, seed):
+        return self.inner.simulate(proxy_objective, context, seed)
+
+    def describe(self):
+        return f"mine: {self.inner.describe()}"
+
+    def run_private(self, objective, *, ledger, seed=None, progress=False, executor=None):
+        self.log.append(("run_private", seed, self.inner.max_trials))
+        run = self.inner.run_private(objective, ledger=ledger, seed=seed, progress=progress, executor=executor)
+        return dataclasses.replace(run, method=self.name)
+
+
+def _objective(n, seed, rows):
+    g = torch.Generator().manual_seed(seed)
+    centres = torch.tensor([0.7, 0.3], dtype=torch.float64) + 0.02 * torch.randn(n, 2, generator=g, dtype=torch.float64)
+
+    def objective(configs):
+        rows.append(len(configs))
+        X = torch.tensor([[c["x"], c["y"]] for c in configs], dtype=torch.float64)
+        return 1 - torch.exp(-(X[:, None, :] - centres[None]).pow(2).sum(-1) / (2 * 0.2**2))
+
+    return objective
+
+
+def test_a_users_method_runs_through_tunes_path_by_its_protocol_members():
+    mine = Mine()
+    assert isinstance(mine, Method) and not isinstance(mine, PrivateRandomSearchMethod)
+    private_rows, proxy_rows = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = tune(
+            _objective(500, 1, private_rows),
+            SPACE,
+            epsilon=1.0,
+            delta=1e-5,
+            seed=3,
+            max_trials=6,
+            progress=False,
+            proxy=_objective(100, 0, proxy_rows),
+            plan_budget=None,
+            num_users=500,
+            plan_options=dict(
+                fit_kernel=False, clip_quantiles=(0.9,), step_sizes=(0.1,), num_repeats=1, methods=(mine,)
+            ),
+            **FAST,
+        )
+    assert result.method == "mine" and result.runs[0].plan.methods.recommended_name == "mine"
+    # tune asked the method itself to pad its run, and handed it its child seed (runs_configurations is False)
+    assert ("with_max_trials", 6) in mine.log
+    assert mine.log[-1] == ("run_private", child_seeds([3], 1)[0], 6)
+    assert sum(private_rows) >= 6  # the padded run: at least max_trials trials, one evaluation each
+    # tune wrapped its one release as a built-in selection's, charged once at the full budget
+    (released,) = result.runs
+    assert result.hyperparameters == SPACE.to_natural(released.result.theta)
+    assert released.noisy_score == released.result.released_score is not None
+    assert len(result.ledger.validation.records()) == 1
+    assert result.ledger.validation.epsilon(1e-5) == pytest.approx(1.0, rel=1e-6)
