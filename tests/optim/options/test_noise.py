@@ -173,9 +173,6 @@ class Weighted:
         std = state.noise_stds[-1] if state.noise_stds else sensitivity / self.step_mu(plan, 0)
         return std, std / sensitivity
 
-    def restored(self, plan: RunPlan, stored: NoiseState, bounds: list[float]) -> NoiseState:
-        return stored
-
 
 WEIGHTS = (2.0 / 3.0, 2.0 / 3.0, 1.0 / 3.0)
 
