@@ -16,29 +16,21 @@ from typing import Any
 
 from botorch_dp.utils import plain_json
 
-__all__ = ["release_json"]
+__all__ = ["record_fields", "release_json"]
 
-#: The keys of ``"release"``: the release's fields and, in the flat layout they had before the
-#: strategies' records (issue 42; ``PrivateRelease.field_value``), the records' values.
-_FIELDS = (
-    "theta",
-    "iterates",
-    "evaluation_points",
-    "batch_sizes",
-    "posterior_traces",
-    "released_gradients",
-    "step_mus",
-    "noise_stds",
-    "noisy_norms",
-    "norm_mus",
-    "selected_index",
-    "selection_scores",
-    "clip_bounds",
-    "clip_counts",
-    "preconditioner_mus",
-    "preconditioner_noise_stds",
-    "subspace_dims",
-)
+#: The release's own fields in ``"release"``; each strategy's record adds its values there under the
+#: keys its ``json_fields()`` gives (the flat keys of the release before the records, issue 42).
+_FIELDS = ("theta", "iterates", "evaluation_points", "batch_sizes", "posterior_traces", "released_gradients")
+
+
+def record_fields(family: str, record: Any) -> dict[str, Any]:
+    r"""What the release's JSON holds of one strategy's ``record``: its ``json_fields()``, or for a
+    record without them (a user's strategy) its dataclass fields under the family's name."""
+    if callable(fields := getattr(record, "json_fields", None)):
+        return dict(fields())
+    if dataclasses.is_dataclass(record) and not isinstance(record, type):
+        return {family: dataclasses.asdict(record)}
+    return {}
 
 
 def release_json(
@@ -50,7 +42,9 @@ def release_json(
     holds the returned ``θ`` in natural units by name and ``natural_iterates`` every iterate.
     """
     release = result.release
-    out: dict[str, Any] = {"release": {name: release.field_value(name) for name in _FIELDS}}
+    out: dict[str, Any] = {"release": {name: getattr(release, name) for name in _FIELDS}}
+    for family, record in release.records.items():
+        out["release"].update(record_fields(family, record))
     guarantee = dataclasses.asdict(release.guarantee)
     guarantee["rho"] = release.guarantee.rho
     out["guarantee"] = {

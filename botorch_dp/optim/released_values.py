@@ -31,11 +31,12 @@ __all__ = ["COLUMNS", "Charges", "as_table", "charges_of", "cost", "finish", "pr
 
 #: The columns of a run's rows (``TuneResult.released_values`` adds ``run`` and ``configuration``).
 COLUMNS = ("quantity", "step", "value", "mu", "epsilon", "delta", "protected")
-#: The row name of each ledger part of a DP-GIBO step (``events.release_key``) and of the selection.
+#: The row name of each ledger part of a DP-GIBO step (``events.release_key``) and of the selection, in
+#: the order of a step's rows (a part not named here keeps its own name and comes after these).
 PART_NAMES = {
-    "grad": "gradient",
     "norm": "gradient_norm",
     "clip": "clip_count",
+    "grad": "gradient",
     "precond": "preconditioner",
     "fit": "NON_PRIVATE_fit",
     "select": "selection",
@@ -66,22 +67,22 @@ def cost(events: Sequence[Any], delta: float) -> tuple[float | None, float]:
     return None, rdp_grid_epsilon(curve, delta)[0]
 
 
-def _from_release(release: Any) -> tuple[Charges, set[str]]:
-    r"""The charges a release states itself (gradients, norms, preconditioners) and the parts whose
-    charge it does not hold (clip counts; a selection's, which it cannot tell from a free one)."""
-    charges: Charges = {}
-    for part, mus in (
-        ("grad", release.recorded("noise", "step_mus")),
-        ("norm", release.recorded("noise", "norm_mus")),
-        ("precond", release.recorded("step_rule", "mus")),
-    ):
-        for step, mu in enumerate(mus):
-            charges[(step, part)] = [Gaussian(mu)]
-    unknown = {"clip"} if release.recorded("clip", "counts") else set()
-    scores = release.recorded("selection", "scores", None)
-    if release.selected_index is not None or scores is not None:
-        unknown.add("select")
-    return charges, unknown
+def _described(release: Any) -> tuple[dict[tuple[int | None, str], Any], dict[tuple[int | None, str], Any]]:
+    r"""What ``release`` published, by ``(step, part)``: its gradients and what each strategy's record says
+    it released (``released()``), in the order of ``PART_NAMES``; and the μ each record holds of its
+    releases (``charged()``: ``None`` where the charge is not held in the release, e.g. a clip count's)."""
+    values: dict[tuple[int | None, str], Any] = {(t, "grad"): g for t, g in enumerate(release.released_gradients)}
+    mus: dict[tuple[int | None, str], Any] = {}
+    for record in release.records.values():
+        values.update(_described_by(record, "released"))
+        mus.update(_described_by(record, "charged"))
+    order = {part: rank for rank, part in enumerate(PART_NAMES)}
+    return dict(sorted(values.items(), key=lambda item: order.get(item[0][1], len(order)))), mus
+
+
+def _described_by(record: Any, name: str) -> dict[tuple[int | None, str], Any]:
+    method = getattr(record, name, None)  # a user's record without it describes no release
+    return dict(method()) if callable(method) else {}
 
 
 def release_rows(
@@ -91,22 +92,14 @@ def release_rows(
     ``step``, ``value``, ``mu`` and ``epsilon`` (at ``delta``). ``charges``: the run's ledger records
     (``charges_of``; ``None``: the ``μ`` the release holds, ``None`` for the rest). ``within``: the
     ``ε`` of a private selection whose winner this run is (every row then has it and ``mu = None``)."""
-    unknown: set[str] = set()
-    if charges is None:
-        charges, unknown = _from_release(release)
-    values: dict[tuple[int | None, str], Any] = {}
-    for part, series in (
-        ("norm", release.recorded("noise", "noisy_norms")),
-        ("clip", release.recorded("clip", "counts")),
-        ("grad", release.released_gradients),
-        ("precond", release.recorded("step_rule", "preconditioners")),
-    ):
-        for step, value in enumerate(series):
-            values[(step, part)] = _plain(value)
-    if (scores := release.recorded("selection", "scores", None)) is not None:
-        values[(None, "select")] = _plain(scores)
-    elif (None, "select") in charges or "select" in unknown:
-        values[(None, "select")] = release.selected_index
+    described, mus = _described(release)
+    unknown: set[tuple[int | None, str]] = set()
+    if charges is None:  # the charges the release holds; a value after the steps is shown with its charge unknown
+        charges = {key: [Gaussian(mu)] for key, mu in mus.items() if mu is not None}
+        unknown = {key for key, mu in mus.items() if mu is None}
+        values = described
+    else:  # a value after the steps (a free rule's index is post-processing) is shown when the ledger charged it
+        values = {key: value for key, value in described.items() if key[0] is not None or key in charges}
     keys = list(dict.fromkeys([*values, *charges]))  # released values first, then charges with no value (a fit)
     rows: list[dict[str, Any]] = []
     before: list[Any] = []  # the events an iterate depends on
@@ -116,9 +109,18 @@ def release_rows(
         if step is not None:
             rows.append(_row("iterate", step, _plain(release.iterates[step]), None, _epsilon(before, complete, delta)))
         for key in (k for k in keys if k[0] == step or (step is None and k[0] is not None and k[0] >= steps)):
-            known = key[1] not in unknown and key in charges
+            known = key not in unknown and key in charges
             mu, epsilon = cost(charges[key], delta) if known else (None, None)
-            rows.append(_row(PART_NAMES.get(key[1], key[1]), key[0], values.get(key), mu, epsilon))
+            value = values.get(key)
+            rows.append(
+                _row(
+                    PART_NAMES.get(key[1], key[1]),
+                    key[0],
+                    _plain(value) if key[0] is not None else _listed(value),
+                    mu,
+                    epsilon,
+                )
+            )
             before += charges.get(key, [])
             complete = complete and known
     rows.append(_row("theta", None, _plain(release.theta), None, _epsilon(before, complete, delta)))
@@ -134,6 +136,11 @@ def _epsilon(events: list[Any], complete: bool, delta: float) -> float | None:
 
 def _row(quantity: str, step: int | None, value: Any, mu: float | None, epsilon: float | None) -> dict[str, Any]:
     return {"quantity": quantity, "step": step, "value": value, "mu": mu, "epsilon": epsilon}
+
+
+def _listed(value: Any) -> Any:
+    r"""A tensor as a (nested) list of floats; anything else as it is (a chosen index stays an ``int``)."""
+    return value.tolist() if hasattr(value, "tolist") else value
 
 
 def _plain(value: Any) -> Any:

@@ -30,15 +30,18 @@ from botorch_dp.optim.checkpoint import (
     save_state,
 )
 from botorch_dp.optim.config import DPGIBOConfig
-from botorch_dp.optim.options import ClipState, NoiseState, Projected, resolved_mu
-from botorch_dp.optim.options.clip import check_clip_state, encode_clip_state
-from botorch_dp.optim.options.projection import SubspaceTrack
-from botorch_dp.optim.resume_checks import (
-    NOISE_LISTS,
-    check_ledger_covers_steps,
-    check_noise_and_selection,
-    encode_noise_and_selection,
+from botorch_dp.optim.options import (
+    FAMILY_PROTOCOLS,
+    ResumeContext,
+    RunRecords,
+    resolved_mu,
+    restore_state_of,
+    state_json_of,
+    state_keeper,
 )
+from botorch_dp.optim.options.noise import NOISE_LISTS
+from botorch_dp.optim.options.records import compact
+from botorch_dp.optim.resume_checks import check_ledger_covers_steps, recorded_mus, step_parts
 from botorch_dp.optim.state import Run, RunState
 from botorch_dp.optim.stored_config import check_same_run, config_from_json, config_to_json, decode_value, encode_value
 from botorch_dp.optim.users import InMemoryUsers
@@ -53,12 +56,14 @@ __all__ = [
     "budget_of_ledger_state",
     "committed_records",
     "encode_state",
+    "migrate_state_meta",
     "resume_config",
     "resume_run",
 ]
 
-#: Version of ``DPGIBO.state_dict`` (3: JSON + safetensors, per-batch loss blocks, run id).
-STATE_VERSION = 3
+#: Version of ``DPGIBO.state_dict`` (3: JSON + safetensors, per-batch loss blocks, run id; 4: each
+#: strategy's run state under ``strategies``, by family). Version 3 is read through ``migrate_state_meta``.
+STATE_VERSION = 4
 
 
 META_KEYS = {
@@ -81,17 +86,45 @@ META_KEYS = {
     "ledger",
     "noise_generator",
     "search_generator",
-    "noise_and_selection",
-    "subspace",
-    "adaptive_clip",
+    "strategies",
     "partitioned_users",
 }
-#: Meta keys added after schema version 1, with what an older checkpoint means by them.
-#: ``noise_and_selection`` (issue 15, Menart et al.): nothing adaptive and no selection yet.
-#: ``subspace`` (issue 15, Kairouz et al.): no subspace, no private preconditioner yet.
-#: ``adaptive_clip`` (issue 16, Andrew et al.): a fixed clip bound.
-#: ``partitioned_users`` (issue 17): ``n`` of a run whose losses are held in partitions (none in the files).
-_META_KEYS_ADDED = {"noise_and_selection": None, "subspace": None, "adaptive_clip": None, "partitioned_users": None}
+#: Version 3's per-family keys and the keys each held (``None``: written before the key existed, issues
+#: 15 and 16: the fixed schedule, no selection, no subspace or private preconditioner, a fixed clip bound).
+_VERSION_3_KEYS = {
+    "noise_and_selection": {*NOISE_LISTS, "stopped", "selected_index", "selection_scores"},
+    "subspace": {"bases", "coordinates", "preconditioners", "preconditioner_noise_stds", "columns"},
+    "adaptive_clip": {"bounds", "counts"},
+}
+#: Where version 4 keeps what version 3's keys held: the family and the keys of its payload.
+_VERSION_3_FAMILIES = {
+    "clip": ("adaptive_clip", ("bounds", "counts")),
+    "noise": ("noise_and_selection", (*NOISE_LISTS, "stopped")),
+    "projection": ("subspace", ("bases", "coordinates")),
+    "step_rule": ("subspace", ("preconditioners", "preconditioner_noise_stds", "columns")),
+    "selection": ("noise_and_selection", ("selected_index", "selection_scores")),
+}
+
+
+def migrate_state_meta(meta: Any) -> Any:
+    r"""A checkpoint's ``meta`` of version 3 in version 4's layout (anything else as it is): the
+    per-family keys ``adaptive_clip``, ``noise_and_selection`` and ``subspace`` (each checked to
+    hold exactly its keys) become the families' payloads under ``strategies`` (empty values left
+    out, as ``state_json`` writes them), and ``partitioned_users``, added in issue 17, is ``None``
+    where it is missing. The payloads are then checked by each strategy's ``restore_state``."""
+    if not isinstance(meta, dict) or meta.get("version") != 3:
+        return meta
+    old: dict[str, dict[str, Any]] = {}
+    for key, keys in _VERSION_3_KEYS.items():
+        value = meta.get(key)
+        if value is not None:
+            ckpt.check_keys(value, keys, key)
+        old[key] = value or {}
+    strategies: dict[str, dict[str, Any]] = {family: {} for family in FAMILY_PROTOCOLS}
+    for family, (key, names) in _VERSION_3_FAMILIES.items():
+        strategies[family] = compact({k: old[key][k] for k in names if k in old[key]})
+    kept = {k: v for k, v in meta.items() if k not in _VERSION_3_KEYS}
+    return {"partitioned_users": None, **kept, "version": STATE_VERSION, "strategies": strategies}
 
 
 def committed_records(directory: str | os.PathLike) -> dict[str, Any]:
@@ -103,13 +136,6 @@ def committed_records(directory: str | os.PathLike) -> dict[str, Any]:
 def budget_of_ledger_state(ledger_state: Any) -> float | None:
     budget = ledger_state.get("validation_mu_budget") if isinstance(ledger_state, dict) else None
     return None if budget is None else float(budget)
-
-
-def _with_added_meta(meta: Any) -> Any:
-    r"""A stored ``meta`` with the keys added since it was written filled in."""
-    if not isinstance(meta, dict):
-        return meta
-    return {**{k: v for k, v in _META_KEYS_ADDED.items() if k not in meta}, **meta}
 
 
 _R = TypeVar("_R", bound=Run)  # the run class resume_run rebuilds
@@ -124,7 +150,7 @@ def resume_config(
     privacy or the algorithm must equal the stored one (``check_same_run``). A budget on
     ``config`` or ``ledger`` may only tighten the stored one.
     """
-    meta = _with_added_meta(state["meta"])
+    meta = migrate_state_meta(state["meta"])
     ckpt.check_keys(meta, META_KEYS, "state")
     stored = config_from_json(meta["config"], state["gp"], meta["kernel"], rebuild=config is None)
     stored_budget = budget_of_ledger_state(meta["ledger"])
@@ -153,6 +179,7 @@ def encode_state(opt: Run) -> dict[str, Any]:
     state, config, ledger, generator states, run id), ``gp`` (``X``, the Cholesky factor,
     the kernel's tensors) and ``loss_blocks`` (the per-batch per-user losses)."""
     s = opt.state
+    records = run_records(s)
     book = opt.checkpoint_book
     config_json = book.config_json if book.config_json is not None else config_to_json(opt.config)
     fingerprint = book.kernel_fingerprint or kernel_fingerprint(opt.kernel)
@@ -188,14 +215,43 @@ def encode_state(opt: Run) -> dict[str, Any]:
         "ledger": opt.ledger.state_dict(),
         "noise_generator": ckpt.generator_to_json(opt.generators.noise),
         "search_generator": ckpt.generator_to_json(opt.generators.search),
-        "noise_and_selection": encode_noise_and_selection(opt),
-        "subspace": s.track.to_json(),
-        "adaptive_clip": encode_clip_state(list(s.clip.bounds), list(s.clip.counts)) if s.clip.bounds else None,
+        "strategies": {
+            strategy.family: state_json_of(state_keeper(strategy), records) for strategy in opt.options.strategies()
+        },
         "partitioned_users": s.num_users if s.partitioned else None,
     }
     gp = {"X": s.X, "L": s.gp.L}  # the factor is restored as is: refactorizing changes bits
     gp.update({f"kernel.{k}": v.to(torch.float64) for k, v in kernel_tensors(opt.kernel).items()})
     return {"meta": meta, "gp": gp, "loss_blocks": s.blocks}
+
+
+def run_records(s: RunState) -> RunRecords:
+    r"""The strategies' records a ``RunState`` holds."""
+    return RunRecords(s.noise, s.clip, s.track, s.selected, s.selection_scores)
+
+
+def restore_records(
+    opt: Run, stored: Any, steps: int, num_users: int | None, ledger: PrivacyLedger, run_id: str
+) -> RunRecords:
+    r"""The strategies' records from the checkpoint's ``strategies`` field (one payload per family),
+    each restored and checked by its strategy, in the families' order (the clip policy's bounds
+    before the noise schedule that reads them, the projection's coordinates before the step rule's)."""
+    ckpt.check_keys(stored, set(FAMILY_PROTOCOLS), "strategies")
+    context = ResumeContext(
+        steps=steps,
+        dim=opt.dim,
+        num_users=num_users,
+        plan=opt.plan(num_users),
+        recorded=recorded_mus(ledger, run_id),
+        options=opt.options,
+        step_parts=step_parts(opt.config),
+        run_id=run_id,
+    )
+    records = RunRecords()
+    for strategy in opt.options.strategies():
+        family = strategy.family
+        records = restore_state_of(state_keeper(strategy), family, stored[family], records, context)
+    return records
 
 
 def apply_state(opt: Run, state: dict[str, Any]) -> None:
@@ -207,7 +263,7 @@ def apply_state(opt: Run, state: dict[str, Any]) -> None:
     """
     noise_gen, search_gen = opt.generators
     c = opt.config
-    meta, gp, blocks = _with_added_meta(state["meta"]), state["gp"], list(state["loss_blocks"])
+    meta, gp, blocks = migrate_state_meta(state["meta"]), state["gp"], list(state["loss_blocks"])
     if meta.get("version") != STATE_VERSION:
         raise ValueError(f"Checkpoint state version {meta.get('version')!r}, expected {STATE_VERSION}.")
     ckpt.check_keys(meta, META_KEYS, "state")
@@ -263,13 +319,6 @@ def apply_state(opt: Run, state: dict[str, Any]) -> None:
         raise ValueError(
             "Checkpoint field 'noise_generator'/'search_generator' does not match the config's generators."
         )
-    subspace = SubspaceTrack.from_json(
-        meta["subspace"] if meta["subspace"] is not None else SubspaceTrack().to_json(),
-        dim=d,
-        steps=T,
-        has_subspace=isinstance(c.projection, Projected),
-        private=c.step_rule.keeps_coordinates,
-    )
     optimizer = c.step_rule.make_optimizer(theta, c.step_size)
     try:
         optimizer.load_state_dict(decode_value(meta["step_optimizer"], "step_optimizer", optimizer_state=True))
@@ -281,25 +330,8 @@ def apply_state(opt: Run, state: dict[str, Any]) -> None:
     if n is not None and resolved_mu(c.privacy_mu) < math.inf and n == 0:
         raise ValueError("Checkpoint loss files hold no users.")
     check_ledger_covers_steps(c, ledger, meta["run_id"], T, n)
-    adaptive = check_noise_and_selection(
-        meta["noise_and_selection"], config=c, T=T, ledger=ledger, run_id=meta["run_id"]
-    )
-    clip_mu = c.mu_split.clip_mu
-    bounds, counts = check_clip_state(
-        meta["adaptive_clip"],
-        clip=c.clip,
-        T=T,
-        num_users=n,
-        ledger=ledger,
-        run_id=meta["run_id"],
-        step_mu=None if clip_mu is None else clip_mu / math.sqrt(c.iteration_cap),  # QuantileClip.count_mu
-    )
+    records = restore_records(opt, meta["strategies"], T, n, ledger, meta["run_id"])
     users = InMemoryUsers(tuple(blocks), c.user_chunk_size, c.nonfinite_losses) if blocks else None
-    noise = opt.options.noise.restored(
-        opt.plan(n),
-        NoiseState(**{name: tuple(adaptive[name]) for name in NOISE_LISTS}, stopped=adaptive["stopped"]),
-        [bounds[t] if bounds else opt.options.clip.current(ClipState()) for t in range(T)],
-    )
     # all checked: assign
     opt.kernel.load_state_dict({**opt.kernel.state_dict(), **stored_kernel_tensors})
     gp_model = GradientGP.from_factor(X, L, opt.kernel, opt.noise_variance, jitter=c.jitter)
@@ -318,11 +350,11 @@ def apply_state(opt: Run, state: dict[str, Any]) -> None:
         traces=tuple(traces),
         released=tuple(released),
         diagnostics=tuple(diag),
-        noise=noise,
-        clip=ClipState(tuple(bounds), tuple(counts)),
-        track=subspace,
-        selected=adaptive["selected_index"],
-        selection_scores=adaptive["selection_scores"],
+        noise=records.noise,
+        clip=records.clip,
+        track=records.track,
+        selected=records.selected,
+        selection_scores=records.selection_scores,
     )
     opt.run_id = meta["run_id"]
     opt.ledger.load_state_dict(ledger_state)

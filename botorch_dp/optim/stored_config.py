@@ -35,11 +35,6 @@ __all__ = [
 #: sum, not what is clipped or how much noise is added; its default changed in issue 13's
 #: scale work).
 _RESUME_MAY_DIFFER = {"validation_mu_budget", "user_chunk_size"}
-#: Keys of a family's spec that may differ on resume: the batch search's speed (public
-#: computation: it moves the next batches, not what is clipped or charged; its default changed
-#: in issue 33, so a config built today may resume an older run), the unsafe fitting's callable
-#: (only whether one is given is compared) and its ``standardize`` (compared as the kernel's).
-_SPEC_MAY_DIFFER = {"batches": {"speed"}, "fitting": {"fit", "standardize"}}
 #: Config fields added after schema version 1, with the value a checkpoint written before them
 #: means: issue 16's target (ε, δ) not given, issue 43's opt-ins (refused before), and issue 33's
 #: batch search (such runs searched as ``"reference"`` does). The other option fields added since
@@ -203,15 +198,14 @@ def config_from_json(stored: Any, gp: dict[str, Tensor], kernel_meta: Any, *, re
         raise ValueError(f"Checkpoint field 'config' is not a valid DPGIBOConfig: {err}") from None
 
 
-def _compared(name: str, encoded: Any) -> Any:
-    r"""What of a stored field must equal on resume: all of it, except a family's
-    ``_SPEC_MAY_DIFFER`` keys (a callable ``fit``: only whether one is given)."""
-    keep = _SPEC_MAY_DIFFER.get(name)
-    if keep is None or not (isinstance(encoded, dict) and set(encoded) == {"dict"}):
+def _compared(encoded: Any, tolerates: Any) -> Any:
+    r"""What of a stored field must equal on resume: all of it, except the spec keys its strategy
+    ``resume_tolerates`` (``"any"``: left out; ``"presence"``: only whether a value is given)."""
+    if not tolerates or not (isinstance(encoded, dict) and set(encoded) == {"dict"}):
         return encoded
-    items = [kv for kv in encoded["dict"] if isinstance(kv, list) and len(kv) == 2 and kv[0] not in keep]
-    fits = [kv for kv in encoded["dict"] if isinstance(kv, list) and len(kv) == 2 and kv[0] == "fit"]
-    return {"dict": items + [["fit", fit[1] is not None] for fit in fits]}
+    pairs = [kv for kv in encoded["dict"] if isinstance(kv, list) and len(kv) == 2]
+    kept = [kv for kv in pairs if kv[0] not in tolerates]
+    return {"dict": kept + [[kv[0], kv[1] is not None] for kv in pairs if tolerates.get(kv[0]) == "presence"]}
 
 
 def check_same_run(meta: dict[str, Any], config: DPGIBOConfig) -> None:
@@ -221,7 +215,8 @@ def check_same_run(meta: dict[str, Any], config: DPGIBOConfig) -> None:
     for field in dataclasses.fields(config):
         if field.name in _RESUME_MAY_DIFFER or field.name in ("kernel", "model"):
             continue
-        if _compared(field.name, given[field.name]) != _compared(field.name, stored.get(field.name)):
+        tolerates = getattr(getattr(config, field.name), "resume_tolerates", None)  # a strategy's, else none
+        if _compared(given[field.name], tolerates) != _compared(stored.get(field.name), tolerates):
             raise ValueError(
                 f"Config field {field.name!r} differs from the checkpoint's; resuming would change "
                 "the run (and its privacy accounting). Start a new run instead."

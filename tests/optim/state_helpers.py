@@ -66,3 +66,27 @@ def flat_config_json(config) -> dict:
                 out[name] = encode_value(value)
     out["step_rule"], out["selection"] = config.step_rule.name, config.selection.name
     return out
+
+
+def version_3_meta(meta: dict) -> dict:
+    r"""A checkpoint's ``meta`` as state version 3 wrote it (before issue 42 item 3): the families'
+    payloads under ``strategies`` spread back into the per-family keys ``adaptive_clip`` (``None``
+    for a fixed bound), ``noise_and_selection`` and ``subspace``, each with all its keys."""
+    strategies = meta["strategies"]
+    noise, selection, clip = strategies["noise"], strategies["selection"], strategies["clip"]
+    track = {**strategies["projection"], **strategies["step_rule"]}
+    lists = ("step_mus", "noise_stds", "noisy_norms", "norm_mus")
+    subspace = ("bases", "coordinates", "preconditioners", "preconditioner_noise_stds", "columns")
+    old = {k: v for k, v in meta.items() if k != "strategies"}
+    return {
+        **old,
+        "version": 3,
+        "noise_and_selection": {
+            **{name: noise.get(name, []) for name in lists},
+            "stopped": noise.get("stopped", False),
+            "selected_index": selection.get("selected_index"),
+            "selection_scores": selection.get("selection_scores"),
+        },
+        "subspace": {name: track.get(name, []) for name in subspace},
+        "adaptive_clip": {"bounds": clip.get("bounds", []), "counts": clip.get("counts", [])} if clip else None,
+    }

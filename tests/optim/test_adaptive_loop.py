@@ -32,7 +32,7 @@ from botorch_dp.privacy.mechanisms._noise import release_gaussian
 from botorch_dp.privacy.seeding import noise_generator
 
 from .loop_helpers import nl_config, normal_location, resumed_each
-from .state_helpers import flat_config_json, same, snapshot
+from .state_helpers import flat_config_json, same, snapshot, version_3_meta
 
 D, N = 2, 40
 
@@ -332,16 +332,16 @@ def test_a_damaged_noise_record_is_refused(tmp_path):
     opt.close()
     state_file = tmp_path / "state.json"
     good = json.loads(state_file.read_text())
-    for field, value in [
-        ("step_mus", [(0.3).hex()] * len(good["noise_and_selection"]["step_mus"])),
-        ("noisy_norms", []),
-        ("stopped", "yes"),
-        ("selected_index", 1),
+    for family, field, value in [
+        ("noise", "step_mus", [(0.3).hex()] * len(good["strategies"]["noise"]["step_mus"])),
+        ("noise", "noisy_norms", []),
+        ("noise", "stopped", "yes"),
+        ("selection", "selected_index", 1),  # min_noisy_norm keeps no state
     ]:
         state = json.loads(json.dumps(good))
-        state["noise_and_selection"][field] = value
+        state["strategies"][family][field] = value
         state_file.write_text(json.dumps(state))
-        with pytest.raises(ValueError, match="noise_and_selection"):
+        with pytest.raises(ValueError, match=f"strategies.{family}"):
             DPGIBO.resume(tmp_path)
 
 
@@ -367,6 +367,7 @@ def test_checkpoint_written_before_the_seed_003_fields_still_resumes(tmp_path):
         "loss_clip",
     ):
         del state["config"][name]
+    state = version_3_meta(state)
     del state["noise_and_selection"]  # what an older version wrote
     state["config_fingerprint"] = json_fingerprint(state["config"])  # of the config it wrote
     state_file.write_text(json.dumps(state))

@@ -1,6 +1,7 @@
 """DPGIBOResult's one statement and JSON export (issue 32, item 1): the release in natural units
 with its guarantee, strict JSON, no seed, NON-PRIVATE diagnostics only when asked; a short repr."""
 
+import dataclasses
 import json
 import math
 
@@ -8,6 +9,7 @@ import pytest
 import torch
 
 from botorch_dp.optim import DPGIBO
+from botorch_dp.optim.release_json import record_fields
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.tuning import Hyperparameter, SearchSpace
 
@@ -66,3 +68,32 @@ def test_the_report_states_each_protected_set_in_words_and_the_repr_is_short(run
     assert "training records: NO guarantee" in unprotected  # ... and the report says so
     assert len(repr(result)) < 200 and "3 steps" in repr(result) and "NON-PRIVATE diagnostics" in str(result)
     assert math.isfinite(result.release.guarantee.epsilon)
+
+
+#: The keys of ``"release"`` users read (the flat layout before the strategies' records, issue 42),
+#: written out here so that a record that stops giving one of them fails.
+RELEASE_KEYS = {
+    *("theta", "iterates", "evaluation_points", "batch_sizes", "posterior_traces", "released_gradients"),
+    *("step_mus", "noise_stds", "noisy_norms", "norm_mus", "selected_index", "selection_scores"),
+    *("clip_bounds", "clip_counts", "preconditioner_mus", "preconditioner_noise_stds", "subspace_dims"),
+}
+
+
+def test_each_record_gives_its_own_keys_and_the_release_keeps_the_keys_users_read(run):
+    _, result = run
+    release = result.release
+    assert set(_strict(result.to_json())["release"]) == RELEASE_KEYS
+    noise = release.records["noise"]
+    assert record_fields("noise", noise) == {
+        "step_mus": list(noise.step_mus),
+        "noise_stds": list(noise.noise_stds),
+        "noisy_norms": [],
+        "norm_mus": [],
+    }
+
+    @dataclasses.dataclass(frozen=True)
+    class UserRecord:  # a user's strategy's record without json_fields: its fields under its family
+        weights: tuple[float, ...] = (0.5, 0.5)
+
+    assert record_fields("noise", UserRecord()) == {"noise": {"weights": (0.5, 0.5)}}
+    assert record_fields("noise", object()) == {}

@@ -2,6 +2,8 @@
 the release's value, with the mu of the run's own ledger record and the epsilon of what it depends on
 (recomposed here from the ledger's records); the NON-PRIVATE diagnostics never appear."""
 
+import dataclasses
+
 import pytest
 
 from botorch_dp.optim import DPGIBO
@@ -83,3 +85,33 @@ def _flat(value):
     if isinstance(value, list):
         return [x for v in value for x in _flat(v)]
     return [float(value)] if isinstance(value, (int, float)) else []
+
+
+def test_a_new_options_record_describes_its_own_rows():
+    r"""Issue 42 item 3: the rows come from what each record says it released (``released()``) and
+    charged (``charged()``), so a new option's record shows without a change here: its part's rows
+    come in its step, after the named parts, with the μ it holds (``None``: not held, not guessed)."""
+
+    class Tally:  # a user's strategy's record: one noisy tally per step, the first charged 0.3 here
+        def released(self):
+            return {(0, "tally"): 4.5, (1, "tally"): 5.5}
+
+        def charged(self):
+            return {(0, "tally"): 0.3, (1, "tally"): None}
+
+    _, result = _run()
+    release = dataclasses.replace(result.release, records={**result.release.records, "tally": Tally()})
+    rows = release_rows(release, delta=1e-5)
+    tallies = [(r["step"], r["value"], r["mu"]) for r in rows if r["quantity"] == "tally"]
+    assert tallies == [(0, 4.5, 0.3), (1, 5.5, None)]
+    step_0 = [r["quantity"] for r in rows if r["step"] == 0]
+    assert step_0 == ["iterate", "gradient", "tally"]
+    plain = release_rows(result.release, delta=1e-5)
+    assert [(r["quantity"], r["step"], r["value"], r["mu"]) for r in plain] == [
+        (r["quantity"], r["step"], r["value"], r["mu"]) for r in rows if r["quantity"] != "tally"
+    ]
+    # what an iterate depends on now includes the tally: its charge where held, else unknown
+    iterate = {r["step"]: r["epsilon"] for r in rows if r["quantity"] == "iterate"}
+    mu_0 = result.release.step_mus[0]
+    assert iterate[1] == pytest.approx(gdp_epsilon(compose_gdp([mu_0, 0.3]), 1e-5), rel=1e-12)
+    assert iterate[2] is None and rows[-1]["epsilon"] is None

@@ -9,6 +9,7 @@ pass."""
 import dataclasses
 import json
 import math
+import warnings
 
 import pytest
 import torch
@@ -18,6 +19,7 @@ from botorch_dp.optim.options import (
     AdaptiveBatches,
     AdaptiveNorm,
     Exponential,
+    FixedBatches,
     FixedClip,
     FullMatrixAdaGrad,
     NoisyLoss,
@@ -226,3 +228,31 @@ def test_a_stored_callable_fit_is_migrated_by_kind_and_needs_the_config():
         config_from_json(
             migrated, {}, {"spec": 0, "fingerprint": 0, "noise_variance": 0, "standardize": 0}, rebuild=True
         )
+
+
+class _FitA:
+    r"""A user's kernel fit (never called here; the spec names its class)."""
+
+    def __call__(self, kernel, X, y):
+        pass
+
+
+class _FitB(_FitA):
+    r"""Another one."""
+
+
+def test_each_strategy_says_which_keys_of_its_spec_a_resume_tolerates(stored):
+    r"""``resume_tolerates`` (no list of families in the comparison): the batch search's speed may
+    differ, the unsafe fitting's callable is compared only by whether one is given."""
+    cfg, meta, _ = stored
+    assert FixedBatches().resume_tolerates == {"speed": "any"} and FixedClip().resume_tolerates == {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fitted = dataclasses.replace(cfg, fitting=SensitiveFitting(_FitA()), unsafe_allow_sensitive_fitting=True)
+        fitted_meta = {**meta, "config": _through_json(config_to_json(fitted))}
+        assert _through_json(config_to_json(fitted))["fitting"] != _through_json(
+            config_to_json(dataclasses.replace(fitted, fitting=SensitiveFitting(_FitB())))
+        )
+        check_same_run(fitted_meta, dataclasses.replace(fitted, fitting=SensitiveFitting(_FitB())))  # another fit
+        with pytest.raises(ValueError, match="Config field 'fitting' differs"):
+            check_same_run(fitted_meta, dataclasses.replace(fitted, fitting=SensitiveFitting(None)))

@@ -21,7 +21,7 @@ from botorch_dp.utils import project_to_box
 
 from .loop_helpers import nl_config as _nl_config
 from .loop_helpers import normal_location
-from .state_helpers import flat_config_json, same, snapshot
+from .state_helpers import flat_config_json, same, snapshot, version_3_meta
 
 F64 = torch.float64
 V42 = orthonormal_basis(torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.5, -1.0]], dtype=F64))
@@ -296,7 +296,7 @@ def test_resume_reproduces_a_private_preconditioner_run_and_refuses_changes(tmp_
     full = DPGIBO(cfg).run(objective, progress=False).release
     opt = DPGIBO(cfg, checkpoint_dir=tmp_path)
     opt.run(objective, progress=False, callback=lambda info: info.iteration == 2)
-    assert opt.state_dict()["meta"]["subspace"]["columns"]  # the sensitive X_t is in the checkpoint
+    assert opt.state_dict()["meta"]["strategies"]["step_rule"]["columns"]  # the sensitive X_t is in the checkpoint
     del opt
     for changed, field in [
         (dict(subspace=FixedSubspace(V42[:, :1])), "'projection'"),
@@ -346,8 +346,9 @@ def test_resume_with_a_changing_subspace_and_damaged_track_refused(tmp_path):
     resumed = DPGIBO.resume(tmp_path)
     assert isinstance(resumed.config.subspace, PosteriorGradientCovarianceSubspace)
     assert torch.equal(resumed.run(objective, progress=False).release.iterates, full.iterates)
-    bad = {**state, "meta": {**state["meta"], "subspace": {**state["meta"]["subspace"], "bases": []}}}
-    with pytest.raises(ValueError, match="subspace.bases"):
+    strategies = state["meta"]["strategies"]
+    bad = {**state, "meta": {**state["meta"], "strategies": {**strategies, "projection": {"coordinates": []}}}}
+    with pytest.raises(ValueError, match="'strategies.projection.bases' must hold 1 entries, got 0"):
         DPGIBO(cfg).load_state_dict(bad)
 
 
@@ -358,7 +359,7 @@ def test_a_checkpoint_written_before_the_subspace_fields_still_loads():
     X = opt.ask()
     opt.tell(X, objective(X))
     state = opt.state_dict()
-    meta = {k: v for k, v in state["meta"].items() if k != "subspace"}
+    meta = {k: v for k, v in version_3_meta(state["meta"]).items() if k != "subspace"}
     meta["config"] = {
         k: v
         for k, v in flat_config_json(cfg).items()  # the flat fields, as before issue 42
@@ -382,7 +383,7 @@ def test_a_checkpoint_written_before_the_subspace_fields_still_loads():
         )
     # a run with a subspace needs its record
     with_subspace = nl_config(d=2, privacy_mu=1.0, num_iterations=3, seed=9, subspace=FixedSubspace(torch.eye(2)))
-    with pytest.raises(ValueError, match="subspace.bases"):
+    with pytest.raises(ValueError, match="strategies.projection.bases"):
         DPGIBO(with_subspace).load_state_dict({**state, "meta": meta})
 
 

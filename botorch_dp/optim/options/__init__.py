@@ -33,11 +33,21 @@ from torch import Tensor
 from botorch_dp.optim.options.base import RunPlan
 from botorch_dp.optim.options.batches import AdaptiveBatches, BatchRule, FixedBatches, batch_rule
 from botorch_dp.optim.options.budget import BudgetSplit, resolved_mu, room_left
-from botorch_dp.optim.options.clip import ClipPolicy, ClipState, FixedClip, QuantileClip
+from botorch_dp.optim.options.clip import ClipPolicy, FixedClip, QuantileClip, SavedClipState
 from botorch_dp.optim.options.decaying_clip import DecayingClip
 from botorch_dp.optim.options.fitting import Fitting, NoFitting, SensitiveFitting
-from botorch_dp.optim.options.noise import AdaptiveNorm, FixedNoise, NoisePolicy, NoiseState
-from botorch_dp.optim.options.projection import NoProjection, Projected, Projection, ProjectionRecord, SubspaceTrack
+from botorch_dp.optim.options.noise import AdaptiveNorm, FixedNoise, NoisePolicy, SavedNoiseState
+from botorch_dp.optim.options.projection import NoProjection, Projected, Projection, ProjectionRecord
+from botorch_dp.optim.options.records import (
+    ClipState,
+    KeepsRunState,
+    NoiseState,
+    ResumeContext,
+    RunRecords,
+    SubspaceTrack,
+    restore_state_of,
+    state_json_of,
+)
 from botorch_dp.optim.options.registry import (
     Strategy,
     StrategyLike,
@@ -98,6 +108,7 @@ __all__ = [
     "Fitting",
     "FullMatrixAdaGrad",
     "IterateSelection",
+    "KeepsRunState",
     "Last",
     "MinNoisyNorm",
     "NoFitting",
@@ -116,13 +127,16 @@ __all__ = [
     "Projection",
     "ProjectionRecord",
     "QuantileClip",
+    "ResumeContext",
     "RunPlan",
+    "RunRecords",
     "SelectionRecord",
     "SensitiveFitting",
     "StepOutcome",
     "StepPolicy",
     "Strategy",
     "StrategyLike",
+    "SubspaceTrack",
     "batch_rule",
     "build",
     "from_spec",
@@ -135,6 +149,9 @@ __all__ = [
     "registered",
     "resolve",
     "resolved_mu",
+    "restore_state_of",
+    "state_json_of",
+    "state_keeper",
 ]
 
 #: What a strategy may ``require`` of the others, as an error message describes it.
@@ -197,6 +214,18 @@ class OptionFields:
 
 #: Each family (an ``OptionFields`` field, named as the family) and its protocol.
 FAMILY_PROTOCOLS: dict[str, type] = typing.get_type_hints(OptionFields)
+#: The keeper of a strategy's run state where the strategy has no ``state_json``/``restore_state`` of its own
+#: (a user's): its family's generic one, which reads the strategy only through the family's protocol.
+FAMILY_KEEPERS: dict[str, Any] = {"clip": SavedClipState, "noise": SavedNoiseState}
+
+
+def state_keeper(strategy: Any) -> KeepsRunState | None:
+    r"""What saves and checks ``strategy``'s part of a run's state: the strategy itself when it has the
+    ``KeepsRunState`` pair, else its family's keeper (``FAMILY_KEEPERS``), else ``None`` (no state)."""
+    if isinstance(strategy, KeepsRunState):
+        return strategy
+    keeper = FAMILY_KEEPERS.get(strategy.family)
+    return None if keeper is None else keeper(strategy)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal, Protocol, TypedDict
 
 import torch
@@ -76,6 +77,9 @@ class _SearchedBatches(Strategy):
     search: BatchSearch = "joint"
     maxiter: int | None = None
     speed: SearchSpeed = "fast"
+    #: The search's speed may differ on resume: public computation, it moves the next batches, not
+    #: what is clipped or charged (its default changed in issue 33: a config built today resumes older runs).
+    resume_tolerates = MappingProxyType({"speed": "any"})
 
     def __post_init__(self) -> None:
         if self.search not in BATCH_SEARCHES:

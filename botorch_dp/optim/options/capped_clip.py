@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from torch import Tensor
 
@@ -24,8 +25,11 @@ from botorch_dp.optim.options.clip import (
     DEFAULT_CLIP_QUANTILE,
     ClipState,
     QuantileClip,
+    clip_state_json,
     next_clip_bound,
+    restore_clip_state,
 )
+from botorch_dp.optim.options.records import ResumeContext, RunRecords
 from botorch_dp.optim.options.registry import Strategy, register
 from botorch_dp.optim.users import Users
 from botorch_dp.privacy.checks import check_positive
@@ -87,6 +91,13 @@ class CappedQuantileClip(Strategy):
 
     def record(self, state: ClipState) -> ClipState:
         return state
+
+    def state_json(self, records: RunRecords) -> dict[str, Any]:
+        return clip_state_json(records)
+
+    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
+        r"""The stored bounds and counts, checked as ``QuantileClip``'s are (the bounds replayed from the counts)."""
+        return restore_clip_state(self, payload, records, context)
 
     def replay(self, counts: Sequence[float], num_users: int | None) -> list[float]:
         r"""``[B_0, …, B_t]`` from the released counts, each move capped as ``update`` caps it."""

@@ -28,13 +28,20 @@ from typing import Any, Protocol, runtime_checkable
 
 from torch import Tensor
 
-from botorch_dp.optim.checkpoint.encoding import check_keys, float_from_json
 from botorch_dp.optim.options.base import RunPlan
-from botorch_dp.optim.options.budget import recorded_mus
+from botorch_dp.optim.options.records import (
+    ClipState,
+    ResumeContext,
+    RunRecords,
+    compact,
+    floats_from_json,
+    floats_to_json,
+    payload_entries,
+)
 from botorch_dp.optim.options.registry import Strategy, StrategyLike, register
 from botorch_dp.optim.users import Users
 from botorch_dp.privacy.checks import check_positive, check_probability
-from botorch_dp.privacy.ledger import Gaussian, Meter, PrivacyLedger, release_key
+from botorch_dp.privacy.ledger import Gaussian, Meter, release_key
 from botorch_dp.privacy.mechanisms import GaussianClipCountMechanism
 from botorch_dp.privacy.mechanisms.sums import ClippedSum
 
@@ -49,9 +56,10 @@ __all__ = [
     "FixedClip",
     "QuantileClip",
     "ReplayedClip",
-    "check_clip_state",
-    "encode_clip_state",
+    "SavedClipState",
+    "clip_state_json",
     "next_clip_bound",
+    "restore_clip_state",
 ]
 
 
@@ -72,15 +80,6 @@ def next_clip_bound(bound: float, noisy_count: float, num_users: int, quantile: 
     arithmetic on the released ``b̃`` (``noisy_count``). ``b̃/n`` may lie outside ``[0, 1]``; it is
     used as released (clamping would bias the update)."""
     return bound * math.exp(-learning_rate * (noisy_count / num_users - quantile))
-
-
-@dataclass(frozen=True)
-class ClipState:
-    r"""A moving bound's public record: ``B_0..B_t`` and the released counts ``b̃_0..b̃_{t−1}``
-    (both empty for a fixed bound)."""
-
-    bounds: tuple[float, ...] = ()
-    counts: tuple[float, ...] = ()
 
 
 class ClipPolicy(StrategyLike, Protocol):
@@ -159,6 +158,12 @@ class FixedClip(Strategy):
     def record(self, state: ClipState) -> ClipState:
         return state
 
+    def state_json(self, records: RunRecords) -> dict[str, Any]:
+        return clip_state_json(records)
+
+    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
+        return restore_clip_state(self, payload, records, context)
+
 
 @register("clip", "adaptive")
 @dataclass(frozen=True)
@@ -225,6 +230,12 @@ class QuantileClip(Strategy):
     def record(self, state: ClipState) -> ClipState:
         return state
 
+    def state_json(self, records: RunRecords) -> dict[str, Any]:
+        return clip_state_json(records)
+
+    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
+        return restore_clip_state(self, payload, records, context)
+
     def replay(self, counts: Sequence[float], num_users: int | None) -> list[float]:
         r"""``[B_0, …, B_t]`` that ``update`` moves through given the released counts ``b̃_0..b̃_{t−1}``
         (public arithmetic; what resume compares a checkpoint's bounds with, bit for bit)."""
@@ -249,69 +260,67 @@ class ReplayedClip(Protocol):
         ...
 
 
-def encode_clip_state(bounds: Sequence[float], counts: Sequence[float]) -> dict[str, Any]:
-    r"""The adaptive-clip state as exact JSON (floats as ``float.hex``)."""
-    return {"bounds": [float(b).hex() for b in bounds], "counts": [float(c).hex() for c in counts]}
+def clip_state_json(records: RunRecords) -> dict[str, Any]:
+    r"""A clip policy's part of a run's records as exact JSON: its bounds and counts (none for a fixed bound)."""
+    return compact({"bounds": floats_to_json(records.clip.bounds), "counts": floats_to_json(records.clip.counts)})
 
 
-def check_clip_state(
-    entry: Any,
-    *,
-    clip: ClipPolicy,
-    T: int,
-    num_users: int | None,
-    ledger: PrivacyLedger,
-    run_id: str,
-    step_mu: float | None,
-) -> tuple[list[float], list[float]]:
-    r"""Decode and check a checkpoint's ``adaptive_clip`` entry.
+def restore_clip_state(
+    clip: ClipPolicy, payload: dict[str, Any], records: RunRecords, context: ResumeContext
+) -> RunRecords:
+    r"""``records`` with the clip policy's ``ClipState`` from its stored ``payload``, checked.
 
-    ``None`` (fixed clip bound, or a checkpoint written before the field existed) is accepted
-    only for a clip policy without a track of bounds. A policy that keeps one holds ``T + 1``
-    bounds; one that releases counts (``QuantileClip``) also ``T`` counts, and the bounds must
-    be the ones the counts give by the update rule (recomputed exactly), each step's count
-    recorded in the ledger as ``step-t/clip`` with the per-step ``step_mu`` (``μ_C/√T``); a public
-    schedule (``DecayingClip``) releases none, starts at its own first bound, and each release's
-    noise follows the bound it clipped at. Returns ``(bounds, counts)`` (empty for a fixed bound).
+    A policy without a track of bounds (``initial_state().bounds`` empty) stores nothing. One that
+    keeps one holds ``T + 1`` bounds; one that releases counts (``mu_fraction`` not ``None``:
+    ``QuantileClip``) also ``T`` counts, and the bounds must be the ones the counts give by its
+    ``replay`` (recomputed exactly), each step's release of each of its ``bound_parts`` recorded
+    in the ledger at its μ; a public schedule (``DecayingClip``) releases none and starts at its
+    own first bound.
     """
-    track = clip.initial_state().bounds  # a moving bound keeps its track: (B_0,)
+    entry = payload_entries(payload, {"bounds": [], "counts": []}, "clip")
+    T, track = context.steps, clip.initial_state().bounds  # a moving bound keeps its track: (B_0,)
     counted = clip.mu_fraction is not None  # the policy releases a count per step (spends budget)
-    if entry is None:
-        if track:
-            raise ValueError(f"Checkpoint field 'adaptive_clip' is missing for a run with clip={clip!r}.")
-        return [], []
     if not track:
-        raise ValueError("Checkpoint field 'adaptive_clip' must be None for a fixed clip bound.")
-    check_keys(entry, {"bounds", "counts"}, "adaptive_clip")
-    bounds, counts = entry["bounds"], entry["counts"]
-    num_counts = T if counted else 0
-    if (
-        not isinstance(bounds, list)
-        or len(bounds) != T + 1
-        or not isinstance(counts, list)
-        or len(counts) != num_counts
-    ):
-        raise ValueError(f"Checkpoint field 'adaptive_clip' must hold {T + 1} bounds and {num_counts} counts.")
-    bounds = [float_from_json(v, "adaptive_clip.bounds") for v in bounds]
-    counts = [float_from_json(v, "adaptive_clip.counts") for v in counts]
+        if entry["bounds"] or entry["counts"]:
+            raise ValueError(f"Checkpoint field 'strategies.clip' must be empty for {clip!r} (a fixed clip bound).")
+        return records
+    bounds = floats_from_json(entry["bounds"], T + 1, "strategies.clip.bounds")
+    counts = floats_from_json(entry["counts"], T if counted else 0, "strategies.clip.counts")
+    state = replace(records, clip=ClipState(tuple(bounds), tuple(counts)))
     if not counted:  # a public schedule: its first bound is the policy's, each later one positive
         if bounds[0] != track[0] or not all(b > 0 for b in bounds):
-            raise ValueError(f"Checkpoint field 'adaptive_clip.bounds' does not start at {clip!r}'s first bound.")
-        return bounds, counts
-    if T and num_users is None:
-        raise ValueError("Checkpoint field 'adaptive_clip' holds counts but the run has no users.")
+            raise ValueError(f"Checkpoint field 'strategies.clip.bounds' does not start at {clip!r}'s first bound.")
+        return state
+    if T and context.num_users is None:
+        raise ValueError("Checkpoint field 'strategies.clip' holds counts but the run has no users.")
     if not isinstance(clip, ReplayedClip):
         raise ValueError(
-            f"Checkpoint field 'adaptive_clip' holds counts, but clip={clip!r} cannot recompute its bounds from them "
-            "(it has no replay method), so they cannot be checked."
+            f"Checkpoint field 'strategies.clip' holds counts, but clip={clip!r} cannot recompute its bounds from "
+            "them (it has no replay method), so they cannot be checked."
         )
-    expected = clip.replay(counts, num_users)
+    expected = clip.replay(counts, context.num_users)
     if [b.hex() for b in bounds] != [b.hex() for b in expected]:
         raise ValueError(
-            "Checkpoint field 'adaptive_clip.bounds' does not follow from clip_init and the released counts."
+            "Checkpoint field 'strategies.clip.bounds' does not follow from the first bound and the released counts."
         )
-    recorded = recorded_mus(ledger, run_id)
-    for t in range(T):
-        if step_mu not in recorded.get(release_key(t, CLIP_KEY, ("grad", CLIP_KEY)), []):
-            raise ValueError(f"Checkpoint field 'adaptive_clip.counts' disagrees with the ledger at step {t}.")
-    return bounds, counts
+    for part, event in clip.bound_parts(context.plan).items():
+        mu = getattr(event, "mu", None)
+        for t in range(T):
+            if mu not in context.recorded.get(release_key(t, part), []):
+                raise ValueError(f"Checkpoint field 'strategies.clip.counts' disagrees with the ledger at step {t}.")
+    return state
+
+
+@dataclass(frozen=True)
+class SavedClipState:
+    r"""The clip family's keeper of a policy without its own ``state_json``/``restore_state`` (a
+    user's): ``clip_state_json``/``restore_clip_state``, which read the policy only through the
+    ``ClipPolicy`` protocol (and ``replay`` for one that releases counts)."""
+
+    clip: Any
+
+    def state_json(self, records: RunRecords) -> dict[str, Any]:
+        return clip_state_json(records)
+
+    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
+        return restore_clip_state(self.clip, payload, records, context)

@@ -13,11 +13,13 @@ off the sum. It does not provide the ``"fixed_clip_bound"`` the private precondi
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from torch import Tensor
 
 from botorch_dp.optim.options.base import RunPlan
-from botorch_dp.optim.options.clip import ClipState, FixedClip
+from botorch_dp.optim.options.clip import FixedClip, clip_state_json, restore_clip_state
+from botorch_dp.optim.options.records import ClipState, ResumeContext, RunRecords
 from botorch_dp.optim.options.registry import Strategy, register
 from botorch_dp.optim.users import Users
 from botorch_dp.privacy.checks import check_positive
@@ -80,3 +82,10 @@ class DecayingClip(Strategy):
     def record(self, state: ClipState) -> ClipState:
         r"""The bounds ``B_0..B_t`` (public; nothing is released to move them)."""
         return state
+
+    def state_json(self, records: RunRecords) -> dict[str, Any]:
+        r"""The bounds ``B_0..B_t`` (a checkpoint checks them against ``B`` on resume)."""
+        return clip_state_json(records)
+
+    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
+        return restore_clip_state(self, payload, records, context)

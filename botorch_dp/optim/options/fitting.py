@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from gpytorch.kernels import Kernel
@@ -89,6 +90,8 @@ class SensitiveFitting(Strategy):
     fit: Callable[[Kernel, Tensor, Tensor], None] | None = None
     standardize: bool = False
     holds = False
+    #: On resume only whether a ``fit`` is given is compared, and ``standardize`` with the kernel's.
+    resume_tolerates = MappingProxyType({"fit": "presence", "standardize": "any"})
 
     def spec(self) -> dict[str, Any]:
         return {

@@ -18,13 +18,22 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from botorch_dp.optim.options.base import RunPlan
 from botorch_dp.optim.options.budget import BudgetSplit
+from botorch_dp.optim.options.records import (
+    NoiseState,
+    ResumeContext,
+    RunRecords,
+    compact,
+    floats_from_json,
+    floats_to_json,
+    payload_entries,
+)
 from botorch_dp.optim.options.registry import Strategy, StrategyLike, register
 from botorch_dp.privacy.checks import check_positive, check_positive_int, check_probability
-from botorch_dp.privacy.ledger import Gaussian, Meter, PrivacyBudgetExceeded
+from botorch_dp.privacy.ledger import Gaussian, Meter, PrivacyBudgetExceeded, release_key
 from botorch_dp.privacy.mechanisms import (
     AdaptiveGaussianGradientMechanism,
     ClippedMean,
@@ -38,6 +47,7 @@ __all__ = [
     "DEFAULT_FAILURE_PROBABILITY",
     "DEFAULT_NORM_MU_FRACTION",
     "FILTER_RTOL",
+    "NOISE_LISTS",
     "AdaptiveNorm",
     "AdaptiveNormSchedule",
     "AdaptiveStep",
@@ -45,12 +55,15 @@ __all__ = [
     "NoisePolicy",
     "NoiseSchedule",
     "NoiseState",
+    "SavedNoiseState",
     "StepBudget",
     "default_snr_factor",
     "release_adaptive_step",
     "remaining_square",
 ]
 
+#: The per-step lists of a ``NoiseState``, in its field order (``AdaptiveNorm`` stores them by these names).
+NOISE_LISTS = ("step_mus", "noise_stds", "noisy_norms", "norm_mus")
 #: The registered names a legacy ``noise_schedule=`` keyword may spell (annotations at the boundary
 #: only: the config holds a ``NoisePolicy``, and nothing compares these strings).
 NoiseSchedule = Literal["fixed", "adaptive_norm"]
@@ -269,25 +282,6 @@ def release_adaptive_step(
     )
 
 
-@dataclass(frozen=True)
-class NoiseState:
-    r"""The schedule's public record, one entry per step.
-
-    Attributes:
-        step_mus: ``μ_t`` of each gradient release.
-        noise_stds: ``σ_t`` of each gradient release.
-        noisy_norms: The released ``N_t`` (``AdaptiveNorm`` only).
-        norm_mus: ``μ_N`` of each norm release (``AdaptiveNorm`` only).
-        stopped: Whether the filter ended the steps (``AdaptiveNorm`` only).
-    """
-
-    step_mus: tuple[float, ...] = ()
-    noise_stds: tuple[float, ...] = ()
-    noisy_norms: tuple[float, ...] = ()
-    norm_mus: tuple[float, ...] = ()
-    stopped: bool = False
-
-
 class NoisePolicy(StrategyLike, Protocol):
     r"""A noise schedule of the gradient releases: how many steps a run may take, what each step
     may spend (declared before any draw) and the step's releases from the users' clipped sum,
@@ -326,10 +320,6 @@ class NoisePolicy(StrategyLike, Protocol):
 
     def noise(self, plan: RunPlan, state: NoiseState, bound: float) -> tuple[float, float]:
         r"""``(σ, σ/Δ)`` of the latest release at ``bound`` (the next one's before any; public)."""
-        ...
-
-    def restored(self, plan: RunPlan, stored: NoiseState, bounds: list[float]) -> NoiseState:
-        r"""The record of a resumed run from a checkpoint's stored record and the steps' bounds."""
         ...
 
     def record(self, state: NoiseState) -> NoiseState:
@@ -384,15 +374,33 @@ class FixedNoise(Strategy):
         mechanism = self.mechanism(plan, bound)
         return mechanism.noise_std, mechanism.noise_multiplier
 
-    def restored(self, plan: RunPlan, stored: NoiseState, bounds: list[float]) -> NoiseState:
-        r"""The record of steps clipped at ``bounds`` (a checkpoint stores none: it follows from the config)."""
-        mechanisms = [self.mechanism(plan, bound) for bound in bounds]
-        return NoiseState(
-            step_mus=tuple(m.step_mu for m in mechanisms), noise_stds=tuple(m.noise_std for m in mechanisms)
-        )
-
     def record(self, state: NoiseState) -> NoiseState:
         return state
+
+    def state_json(self, records: RunRecords) -> dict[str, Any]:
+        r"""Nothing: each step's ``μ_t`` and ``σ_t`` follow from the config and the step's clip bound."""
+        return {}
+
+    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
+        r"""``records`` with the record of ``T`` steps, each clipped at the clip policy's bound of that step
+        (restored before); a stored payload must be empty."""
+        payload_entries(payload, {}, "noise")
+        clip = context.options.clip
+        track = records.clip.bounds
+        bounds = [clip.current(replace(records.clip, bounds=track[: t + 1])) for t in range(context.steps)]
+        mechanisms = [self.mechanism(context.plan, bound) for bound in bounds]
+        for t, mechanism in enumerate(mechanisms):  # each step's gradient was charged the config's μ_g/√T
+            key, mu = release_key(t, "grad", context.step_parts), mechanism.step_mu
+            held = context.recorded.get(key, [])
+            if math.isfinite(mu) and not any(math.isclose(v, mu, rel_tol=1e-12) for v in held):
+                raise ValueError(
+                    f"Checkpoint field 'ledger': release {key!r} of run {context.run_id!r} was not charged "
+                    f"mu={mu:.6g}, the config's per-step mu; the checkpoint is refused."
+                )
+        state = NoiseState(
+            step_mus=tuple(m.step_mu for m in mechanisms), noise_stds=tuple(m.noise_std for m in mechanisms)
+        )
+        return replace(records, noise=state)
 
 
 @register("noise", "adaptive_norm")
@@ -507,9 +515,33 @@ class AdaptiveNorm(Strategy):
             stopped=out.final,
         )
 
-    def restored(self, plan: RunPlan, stored: NoiseState, bounds: list[float]) -> NoiseState:
-        r"""The stored record (a checkpoint keeps every ``μ_t``, ``σ_t`` and ``N_t``)."""
-        return stored
+    def state_json(self, records: RunRecords) -> dict[str, Any]:
+        r"""Every step's ``μ_t``, ``σ_t``, ``N_t`` and ``μ_N`` (chosen from released values, so they do not
+        follow from the config), and whether the filter stopped the steps."""
+        noise = records.noise
+        lists = {name: floats_to_json(getattr(noise, name)) for name in NOISE_LISTS}
+        return compact({**lists, "stopped": noise.stopped})
+
+    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
+        r"""``records`` with the stored record, checked: ``T`` values in each list (positive but the
+        norms), and every ``μ`` the ledger's record of that release (``step-t/norm``, ``step-t/grad``):
+        the filter's spent budget is read from the ledger, so the two must agree."""
+        entry = payload_entries(payload, dict.fromkeys(NOISE_LISTS, []) | {"stopped": False}, "noise")
+        T = context.steps
+        lists = {name: floats_from_json(entry[name], T, f"strategies.noise.{name}") for name in NOISE_LISTS}
+        for name, values in lists.items():
+            if name != "noisy_norms" and not all(v > 0 for v in values):
+                raise ValueError(f"Checkpoint field 'strategies.noise.{name}' must hold positive values.")
+        for t in range(T):
+            for name, part in (("norm_mus", "norm"), ("step_mus", "grad")):
+                if lists[name][t] not in context.recorded.get(release_key(t, part, ("norm", "grad")), []):
+                    raise ValueError(
+                        f"Checkpoint field 'strategies.noise.{name}' disagrees with the ledger at step {t}."
+                    )
+        if not isinstance(entry["stopped"], bool):
+            raise ValueError(f"Checkpoint field 'strategies.noise.stopped' must be a bool, got {entry['stopped']!r}.")
+        state = NoiseState(**{name: tuple(values) for name, values in lists.items()}, stopped=entry["stopped"])
+        return replace(records, noise=state)
 
     def noise(self, plan: RunPlan, state: NoiseState, bound: float) -> tuple[float, float]:
         std = state.noise_stds[-1] if state.noise_stds else 0.0
@@ -518,3 +550,36 @@ class AdaptiveNorm(Strategy):
 
     def record(self, state: NoiseState) -> NoiseState:
         return state
+
+
+@dataclass(frozen=True)
+class SavedNoiseState:
+    r"""The noise family's keeper of a schedule without its own ``state_json``/``restore_state`` (a
+    user's): every per-step list of its ``NoiseState`` and ``stopped``, each list ``T`` values (the
+    norms' may be empty: a schedule that releases none), positive but the norms, and every ``μ``
+    the ledger's record of that step's release (``"grad"``, ``"norm"``)."""
+
+    noise: Any
+
+    def state_json(self, records: RunRecords) -> dict[str, Any]:
+        lists = {name: floats_to_json(getattr(records.noise, name)) for name in NOISE_LISTS}
+        return compact({**lists, "stopped": records.noise.stopped})
+
+    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
+        entry = payload_entries(payload, dict.fromkeys(NOISE_LISTS, []) | {"stopped": False}, "noise")
+        T, lists = context.steps, {}
+        for name in NOISE_LISTS:
+            count = 0 if name in ("noisy_norms", "norm_mus") and not entry[name] else T
+            lists[name] = floats_from_json(entry[name], count, f"strategies.noise.{name}")
+            if name != "noisy_norms" and not all(v > 0 for v in lists[name]):
+                raise ValueError(f"Checkpoint field 'strategies.noise.{name}' must hold positive values.")
+        for name, part in (("step_mus", "grad"), ("norm_mus", "norm")):
+            for t, mu in enumerate(lists[name]):
+                if mu not in context.recorded.get(release_key(t, part, context.step_parts), []):
+                    raise ValueError(
+                        f"Checkpoint field 'strategies.noise.{name}' disagrees with the ledger at step {t}."
+                    )
+        if not isinstance(entry["stopped"], bool):
+            raise ValueError(f"Checkpoint field 'strategies.noise.stopped' must be a bool, got {entry['stopped']!r}.")
+        state = NoiseState(**{name: tuple(values) for name, values in lists.items()}, stopped=entry["stopped"])
+        return replace(records, noise=state)

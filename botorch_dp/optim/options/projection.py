@@ -8,7 +8,9 @@ estimates before clipping (the users' sum is taken at ``W = Ṽ_tᵀ A``: same s
 ``acquisition`` the batches are chosen for the projected gradient too (spec A5). ``Projection``
 is the family's protocol.
 
-``projected_release`` is the same release as a function; ``SubspaceTrack`` the run's record.
+``projected_release`` is the same release as a function. A projection's part of the run's
+``SubspaceTrack`` (the bases and released coordinates) is saved and checked by
+``projection_state_json``/``restore_projection_state``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,15 @@ import torch
 from torch import Tensor
 
 from botorch_dp.gradient_gp import GradientGP
-from botorch_dp.optim import checkpoint as ckpt
+from botorch_dp.optim.options.records import (
+    ResumeContext,
+    RunRecords,
+    SubspaceTrack,
+    compact,
+    payload_entries,
+    tensors_from_json,
+    tensors_to_json,
+)
 from botorch_dp.optim.options.registry import Strategy, StrategyLike, register
 from botorch_dp.optim.subspace import SubspaceOracle, check_basis, subspace_from_spec
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, GradientRelease, NonfiniteLosses
@@ -38,6 +48,8 @@ __all__ = [
     "SubspaceTrack",
     "lift",
     "projected_release",
+    "projection_state_json",
+    "restore_projection_state",
 ]
 
 
@@ -100,6 +112,10 @@ class ProjectionRecord:
         r"""``k`` of each step's subspace (empty without a subspace)."""
         return tuple(V.shape[1] for V in self.bases)
 
+    def json_fields(self) -> dict[str, Any]:
+        r"""What a release's JSON holds of it (``DPGIBOResult.to_json``): each step's ``k``."""
+        return {"subspace_dims": list(self.dims)}
+
 
 @register("projection", "none")
 @dataclass(frozen=True)
@@ -136,6 +152,12 @@ class NoProjection(Strategy):
     def record(self, track: SubspaceTrack) -> ProjectionRecord:
         r"""The released coordinates the track keeps (no basis: ``Ṽ_t = I``)."""
         return ProjectionRecord(coordinates=track.coordinates)
+
+    def state_json(self, records: RunRecords) -> dict[str, Any]:
+        return projection_state_json(records)
+
+    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
+        return restore_projection_state(payload, records, context, bases=False)
 
 
 @register("projection", "subspace")
@@ -223,6 +245,12 @@ class Projected(Strategy):
         r"""Each step's public basis and released coordinates (never the track's SENSITIVE columns)."""
         return ProjectionRecord(track.bases, track.coordinates)
 
+    def state_json(self, records: RunRecords) -> dict[str, Any]:
+        return projection_state_json(records)
+
+    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
+        return restore_projection_state(payload, records, context, bases=True)
+
 
 # ----------------------------------------------------------------------- the arithmetic
 @dataclass
@@ -281,72 +309,26 @@ def lift(release: GradientRelease, basis: Tensor) -> GradientRelease:
     return GradientRelease(gradient=basis @ release.gradient, cost=release.cost, diagnostics=info)
 
 
-# ----------------------------------------------------------------------- a run's record
-@dataclass(frozen=True)
-class SubspaceTrack:
-    r"""What Kairouz et al.'s options add to a DP-GIBO run's state, one entry per step.
+# ----------------------------------------------------------------------- a run's record, saved
+def projection_state_json(records: RunRecords) -> dict[str, Any]:
+    r"""A projection's part of the run's track as exact JSON: each step's basis and released coordinates."""
+    track = records.track
+    return compact({"bases": tensors_to_json(track.bases), "coordinates": tensors_to_json(track.coordinates)})
 
-    Immutable: the loop replaces it at each step (so a failed ``tell`` restores it).
 
-    Attributes:
-        bases: ``Ṽ_t`` (``d x k``, public) of each step; empty without a subspace.
-        coordinates: ``ũ_t`` (``k``; ``d`` without a subspace), the released coordinates;
-            empty unless a subspace or the private preconditioner is on.
-        preconditioners: The released ``Ĝ_t`` (``k x k``, public); private preconditioner only.
-        preconditioner_noise_stds: ``σ_B(t)`` of those releases (public).
-        columns: SENSITIVE clean ``ū_t`` (``k``), the private preconditioner's input
-            ``X_t = [ū_1 … ū_t]``; kept only in the run and its (protected) checkpoint.
-    """
+def restore_projection_state(
+    payload: dict[str, Any], records: RunRecords, context: ResumeContext, *, bases: bool
+) -> RunRecords:
+    r"""``records`` with a projection's ``bases`` and ``coordinates`` from its stored ``payload``, checked.
 
-    bases: tuple[Tensor, ...] = ()
-    coordinates: tuple[Tensor, ...] = ()
-    preconditioners: tuple[Tensor, ...] = ()
-    preconditioner_noise_stds: tuple[float, ...] = ()
-    columns: tuple[Tensor, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        r"""Exact JSON (floats as ``float.hex``) for the checkpoint (SENSITIVE: ``columns``)."""
-        return {
-            "bases": [ckpt.tensor_to_json(V) for V in self.bases],
-            "coordinates": [ckpt.tensor_to_json(u) for u in self.coordinates],
-            "preconditioners": [ckpt.tensor_to_json(G) for G in self.preconditioners],
-            "preconditioner_noise_stds": [float(x).hex() for x in self.preconditioner_noise_stds],
-            "columns": [ckpt.tensor_to_json(u) for u in self.columns],
-        }
-
-    @classmethod
-    def from_json(cls, value: Any, *, dim: int, steps: int, has_subspace: bool, private: bool) -> SubspaceTrack:
-        r"""Decode and check ``to_json``'s output for a run with ``steps`` steps taken (a ``ValueError``
-        names the first wrong field: counts, shapes, finiteness, orthonormality, symmetry)."""
-        name = "subspace"
-        expected = {  # each key's number of entries
-            "bases": steps if has_subspace else 0,
-            "coordinates": steps if has_subspace or private else 0,
-            "preconditioners": steps if private else 0,
-            "preconditioner_noise_stds": steps if private else 0,
-            "columns": steps if private else 0,
-        }
-        ckpt.check_keys(value, set(expected), name)
-        for key, count in expected.items():
-            if not isinstance(value[key], list) or len(value[key]) != count:
-                raise ValueError(f"Checkpoint field '{name}.{key}' must hold {count} entries.")
-        bases = tuple(check_basis(ckpt.tensor_from_json(v, f"{name}.bases", (dim, None)), dim) for v in value["bases"])
-        ks = [V.shape[1] for V in bases] if has_subspace else [dim] * expected["coordinates"]
-        coordinates = tuple(
-            ckpt.tensor_from_json(v, f"{name}.coordinates", (k,)) for v, k in zip(value["coordinates"], ks, strict=True)
-        )
-        k = ks[0] if ks else dim
-        preconditioners = tuple(
-            ckpt.tensor_from_json(v, f"{name}.preconditioners", (k, k)) for v in value["preconditioners"]
-        )
-        if any(not torch.equal(G, G.transpose(0, 1)) for G in preconditioners):
-            raise ValueError(f"Checkpoint field '{name}.preconditioners' must hold symmetric matrices.")
-        stds = tuple(
-            ckpt.float_from_json(v, f"{name}.preconditioner_noise_stds") for v in value["preconditioner_noise_stds"]
-        )
-        if any(x < 0 for x in stds):
-            raise ValueError(f"Checkpoint field '{name}.preconditioner_noise_stds' must be non-negative.")
-        columns = tuple(ckpt.tensor_from_json(v, f"{name}.columns", (k,)) for v in value["columns"])
-        if private and has_subspace and any(not torch.equal(V, bases[0]) for V in bases):
-            raise ValueError(f"Checkpoint field '{name}.bases': the private preconditioner needs one fixed basis.")
-        return cls(bases, coordinates, preconditioners, stds, columns)
+    ``bases``: the projection records a ``d x k`` orthonormal basis per step (else none, and ``Ṽ_t = I``).
+    The coordinates are kept each step with a basis, or when the step rule keeps them
+    (``keeps_coordinates``); each has the ``k`` of its step's basis (``d`` without one)."""
+    entry = payload_entries(payload, {"bases": [], "coordinates": []}, "projection")
+    T, d = context.steps, context.dim
+    stored = tensors_from_json(entry["bases"], [(d, None)] * (T if bases else 0), "strategies.projection.bases")
+    checked = tuple(check_basis(V, d, "checkpoint field 'strategies.projection.bases'") for V in stored)
+    kept = bases or context.options.step_rule.keeps_coordinates
+    ks = [V.shape[1] for V in checked] if bases else [d] * (T if kept else 0)
+    coordinates = tensors_from_json(entry["coordinates"], [(k,) for k in ks], "strategies.projection.coordinates")
+    return replace(records, track=replace(records.track, bases=checked, coordinates=coordinates))

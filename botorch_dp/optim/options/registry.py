@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from botorch_dp.privacy.checks import did_you_mean
@@ -90,6 +91,10 @@ class Strategy:
     #: leave a privacy or sensitivity choice to a class default (e.g. ``"its epsilon and loss_clip"``):
     #: the name is then refused (``build``) and the object must be given.
     by_name_needs: ClassVar[str | None] = None
+    #: Keys of ``spec()`` a resumed run's config need not match exactly: ``"any"`` (a public
+    #: computation's setting, e.g. the batch search's speed) or ``"presence"`` (only whether a value
+    #: is given is compared, e.g. a callable's).
+    resume_tolerates: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
     @property
     def provides(self) -> frozenset[str]:

@@ -12,12 +12,14 @@ shared part of the two evaluated rules here (their release), not the family's ty
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
 
+from botorch_dp.optim.checkpoint.encoding import is_int, tensor_from_json, tensor_to_json
+from botorch_dp.optim.options.records import ResumeContext, RunRecords, compact, payload_entries
 from botorch_dp.optim.options.registry import Strategy, StrategyLike, register
 from botorch_dp.privacy.analysis.gdp import pure_dp_to_gdp_mu
 from botorch_dp.privacy.checks import check_positive
@@ -113,6 +115,21 @@ class SelectionRecord:
     index: int | None
     scores: Tensor | None = None
 
+    def json_fields(self) -> dict[str, Any]:
+        r"""Its values under their keys in a release's JSON (``DPGIBOResult.to_json``)."""
+        return {"selected_index": self.index, "selection_scores": self.scores}
+
+    def released(self) -> dict[tuple[int | None, str], Any]:
+        r"""The choice after the steps (``(None, "select")``): the released scores, else the index (a
+        free rule's index is post-processing: a table shows it only where the ledger charged a selection)."""
+        if self.scores is None and self.index is None:
+            return {}
+        return {(None, SELECTION_KEY): self.index if self.scores is None else self.scores}
+
+    def charged(self) -> dict[tuple[int | None, str], float | None]:
+        r"""Its charge is not held here (a private choice reads the same as a free one): the ledger's."""
+        return dict.fromkeys(self.released())
+
 
 @register("selection", "last")
 @dataclass(frozen=True)
@@ -161,6 +178,8 @@ class Evaluated(Strategy):
 
     evaluated = True
     needs_finite_mu = "spends budget"
+    #: Whether the rule releases a score per iterate (kept with its choice: ``NoisyLoss``).
+    releases_scores: ClassVar[bool] = False
     #: ``C``: the losses are clamped to ``[0, C]`` (a field of each evaluated rule; this class is no dataclass)
     loss_clip: float
 
@@ -184,6 +203,33 @@ class Evaluated(Strategy):
     ) -> SelectionRecord:
         r"""The private choice (``None`` until made) and its released scores (a copy)."""
         return SelectionRecord(chosen, None if scores is None else scores.clone())
+
+    def state_json(self, records: RunRecords) -> dict[str, Any]:
+        r"""The private choice (once made) and its released scores."""
+        scores = records.selection_scores
+        return compact(
+            {"selected_index": records.selected, "selection_scores": None if scores is None else tensor_to_json(scores)}
+        )
+
+    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
+        r"""``records`` with the stored choice, checked: an index in ``[0, T]`` whose release the ledger
+        records (``"select"``), and its ``T + 1`` scores exactly when the rule releases scores."""
+        entry = payload_entries(payload, {"selected_index": None, "selection_scores": None}, "selection")
+        T, selected, scores = context.steps, entry["selected_index"], entry["selection_scores"]
+        made = is_int(selected) and 0 <= selected <= T and SELECTION_KEY in context.recorded
+        if selected is not None and not made:
+            raise ValueError(
+                f"Checkpoint field 'strategies.selection.selected_index' must be None or an index in [0, {T}] of a "
+                f"recorded selection, got {selected!r}."
+            )
+        if (scores is not None) != (selected is not None and self.releases_scores):
+            raise ValueError(
+                "Checkpoint field 'strategies.selection.selection_scores' must be given exactly for a made selection "
+                f"of a rule that releases scores ({self.label})."
+            )
+        name = "strategies.selection.selection_scores"
+        decoded = None if scores is None else tensor_from_json(scores, name, (T + 1,))
+        return replace(records, selected=selected, selection_scores=decoded)
 
 
 @register("selection", "exponential")
@@ -218,6 +264,7 @@ class NoisyLoss(Evaluated):
     for all scores together)."""
 
     by_name_needs = "its mu (μ_sel) and loss_clip (C)"
+    releases_scores = True
 
     mu: float = 1.0
     loss_clip: float = 1.0

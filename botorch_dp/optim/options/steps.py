@@ -24,7 +24,17 @@ import torch
 from torch import Tensor
 
 from botorch_dp.optim.options.base import RunPlan
-from botorch_dp.optim.options.projection import SubspaceTrack
+from botorch_dp.optim.options.records import (
+    ResumeContext,
+    RunRecords,
+    SubspaceTrack,
+    compact,
+    floats_from_json,
+    floats_to_json,
+    payload_entries,
+    tensors_from_json,
+    tensors_to_json,
+)
 from botorch_dp.optim.options.registry import Strategy, StrategyLike, lookup, missing_members, register, registered
 from botorch_dp.privacy.checks import check_positive
 from botorch_dp.privacy.ledger import Gaussian, Meter
@@ -113,6 +123,18 @@ class PreconditionerRecord:
     preconditioners: tuple[Tensor, ...] = ()
     mus: tuple[float, ...] = ()
     noise_stds: tuple[float, ...] = ()
+
+    def json_fields(self) -> dict[str, Any]:
+        r"""What a release's JSON holds of it (``DPGIBOResult.to_json``): each release's ``μ`` and ``σ_B``."""
+        return {"preconditioner_mus": list(self.mus), "preconditioner_noise_stds": list(self.noise_stds)}
+
+    def released(self) -> dict[tuple[int | None, str], Any]:
+        r"""Each step's released ``Ĝ_t`` (ledger part ``"precond"``)."""
+        return {(step, PRECONDITIONER_KEY): G for step, G in enumerate(self.preconditioners)}
+
+    def charged(self) -> dict[tuple[int | None, str], float | None]:
+        r"""The μ of each of those releases."""
+        return {(step, PRECONDITIONER_KEY): mu for step, mu in enumerate(self.mus)}
 
 
 def projected_step(optimizer: torch.optim.Optimizer, gradient: Tensor, bounds: Tensor, **step_kwargs: Any) -> Tensor:
@@ -395,6 +417,44 @@ class FullMatrixAdaGrad(Strategy):
         mu = _precond_mu(plan) / math.sqrt(plan.iteration_cap)
         count = len(track.preconditioners)
         return PreconditionerRecord(track.preconditioners, (mu,) * count, track.preconditioner_noise_stds)
+
+    def state_json(self, records: RunRecords) -> dict[str, Any]:
+        r"""The private preconditioner's releases and its SENSITIVE columns ``ū_t`` (nothing without it)."""
+        track = records.track
+        return compact(
+            {
+                "preconditioners": tensors_to_json(track.preconditioners),
+                "preconditioner_noise_stds": floats_to_json(track.preconditioner_noise_stds),
+                "columns": tensors_to_json(track.columns),
+            }
+        )
+
+    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
+        r"""``records`` with the private preconditioner's part of the track (``T`` symmetric ``k x k``
+        releases, their noise stds and the ``k``-vectors ``ū_t``, ``k`` that of the released coordinates,
+        which the projection restored before), checked; the basis must be one for the whole run."""
+        names = ("preconditioners", "preconditioner_noise_stds", "columns")
+        entry = payload_entries(payload, dict.fromkeys(names, []), "step_rule")
+        track, count = records.track, context.steps if self.private is not None else 0
+        k = track.coordinates[0].shape[0] if track.coordinates else context.dim
+        field = "strategies.step_rule"
+        preconditioners = tensors_from_json(entry["preconditioners"], [(k, k)] * count, f"{field}.preconditioners")
+        if any(not torch.equal(G, G.transpose(0, 1)) for G in preconditioners):
+            raise ValueError(f"Checkpoint field '{field}.preconditioners' must hold symmetric matrices.")
+        stds = floats_from_json(entry["preconditioner_noise_stds"], count, f"{field}.preconditioner_noise_stds")
+        if any(x < 0 for x in stds):
+            raise ValueError(f"Checkpoint field '{field}.preconditioner_noise_stds' must be non-negative.")
+        columns = tensors_from_json(entry["columns"], [(k,)] * count, f"{field}.columns")
+        if count and any(not torch.equal(V, track.bases[0]) for V in track.bases):
+            raise ValueError(
+                "Checkpoint field 'strategies.projection.bases': the private preconditioner needs one fixed basis."
+            )
+        return replace(
+            records,
+            track=replace(
+                track, preconditioners=preconditioners, preconditioner_noise_stds=tuple(stds), columns=columns
+            ),
+        )
 
 
 def _precond_mu(plan: RunPlan) -> float:

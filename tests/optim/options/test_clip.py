@@ -7,7 +7,7 @@ strategy's ``spec()`` rebuilds it through the registry, and bad settings are ref
 The quantile update's arithmetic (``next_clip_bound``, ``QuantileClip.replay``): its
 fixed point is the target quantile, closed forms; through ``DPGIBO`` with ``clip_bound="adaptive"``: the ledger's
 totals in closed form, the released counts against an independent count, the budget filter, and checkpoint/resume
-(bit-identical continuation, a changed setting or a damaged clip record refused; ``check_clip_state`` refuses a
+(bit-identical continuation, a changed setting or a damaged clip record refused; ``restore_state`` refuses a
 counting policy that cannot replay its bounds). The count mechanism is tested in
 ``tests/privacy/mechanisms/test_counts.py``.
 """
@@ -24,14 +24,9 @@ import torch
 from botorch_dp.optim.dp_gibo import DPGIBO
 from botorch_dp.optim.options import ClipPolicy, DecayingClip, FixedClip, QuantileClip, from_spec, register
 from botorch_dp.optim.options.base import RunPlan
-from botorch_dp.optim.options.budget import BudgetSplit
-from botorch_dp.optim.options.clip import (
-    ClipState,
-    ReplayedClip,
-    check_clip_state,
-    encode_clip_state,
-    next_clip_bound,
-)
+from botorch_dp.optim.options.budget import BudgetSplit, recorded_mus
+from botorch_dp.optim.options.clip import ClipState, ReplayedClip, next_clip_bound, restore_clip_state
+from botorch_dp.optim.options.records import ResumeContext, RunRecords
 from botorch_dp.optim.users import InMemoryUsers
 from botorch_dp.privacy.analysis.gdp import gdp_mu
 from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger
@@ -129,16 +124,22 @@ def test_a_stored_clip_state_is_checked_by_replaying_the_policys_counts():
     for step in range(2):
         with ledger.charge(clip.bound_parts(plan), run_id="run", step=step) as meter:
             state = clip.update(clip.aggregate(users, W, state), plan, state, meter)
-    entry = json.loads(json.dumps(encode_clip_state(state.bounds, state.counts)))
-    given: dict[str, Any] = dict(T=2, num_users=40, ledger=ledger, run_id="run", step_mu=clip.count_mu(plan))
-    assert check_clip_state(entry, clip=clip, **given) == (list(state.bounds), list(state.counts))
+    entry = json.loads(json.dumps(clip.state_json(RunRecords(clip=state))))
+    assert set(entry) == {"bounds", "counts"} and FixedClip().state_json(RunRecords()) == {}
+    context = ResumeContext(steps=2, dim=2, num_users=40, plan=plan, recorded=recorded_mus(ledger, "run"), options=None)
+    assert clip.restore_state(entry, RunRecords(), context) == RunRecords(clip=state)
     moved = dict(entry, counts=[entry["counts"][0], (state.counts[1] + 1.0).hex()])  # bounds no longer follow
-    with pytest.raises(ValueError, match="does not follow from clip_init and the released counts"):
-        check_clip_state(moved, clip=clip, **given)
-    with pytest.raises(ValueError, match="disagrees with the ledger at step 0"):
-        check_clip_state(entry, clip=clip, **{**given, "step_mu": 2 * clip.count_mu(plan)})
-    with pytest.raises(ValueError, match="must hold 3 bounds and 2 counts"):
-        check_clip_state(dict(entry, counts=entry["counts"][:1]), clip=clip, **given)
+    with pytest.raises(ValueError, match="does not follow from the first bound and the released counts"):
+        clip.restore_state(moved, RunRecords(), context)
+    doubled = {key: [2 * mu for mu in mus] for key, mus in context.recorded.items()}  # the ledger's μ differ
+    with pytest.raises(ValueError, match="'strategies.clip.counts' disagrees with the ledger at step 0"):
+        clip.restore_state(entry, RunRecords(), dataclasses.replace(context, recorded=doubled))
+    with pytest.raises(ValueError, match="'strategies.clip.counts' must hold 2 values, got 1"):
+        clip.restore_state(dict(entry, counts=entry["counts"][:1]), RunRecords(), context)
+    with pytest.raises(ValueError, match=r"'strategies.clip': unknown keys \['bound'\]"):
+        clip.restore_state(dict(entry, bound=entry["bounds"]), RunRecords(), context)
+    with pytest.raises(ValueError, match="'strategies.clip' must be empty for FixedClip"):
+        FixedClip().restore_state(entry, RunRecords(), context)
     # a policy that spends budget on counts but cannot replay its bounds from them is refused
     assert isinstance(clip, ReplayedClip) and not isinstance(FixedClip(), ReplayedClip)
     assert not isinstance(DecayingClip(), ReplayedClip)
@@ -151,7 +152,7 @@ def test_a_stored_clip_state_is_checked_by_replaying_the_policys_counts():
 
     counting: Any = Counting()
     with pytest.raises(ValueError, match="cannot recompute its bounds from them"):
-        check_clip_state(entry, clip=counting, **given)
+        restore_clip_state(counting, entry, RunRecords(), context)
 
 
 # ------------------------------------------------------------------------ adaptive clipping in the loop
@@ -350,14 +351,14 @@ def test_a_damaged_clip_record_is_refused(tmp_path):
     state_file = tmp_path / "state.json"
     good = json.loads(state_file.read_text())
     for damage in (
-        lambda s: s["adaptive_clip"]["bounds"].__setitem__(1, (7.0).hex()),
-        lambda s: s["adaptive_clip"]["counts"].pop(),
-        lambda s: s.__setitem__("adaptive_clip", None),
+        lambda s: s["strategies"]["clip"]["bounds"].__setitem__(1, (7.0).hex()),
+        lambda s: s["strategies"]["clip"]["counts"].pop(),
+        lambda s: s["strategies"].__setitem__("clip", {}),
     ):
         state = json.loads(json.dumps(good))
         damage(state)
         state_file.write_text(json.dumps(state))
-        with pytest.raises(ValueError, match="adaptive_clip"):
+        with pytest.raises(ValueError, match="strategies.clip"):
             DPGIBO.resume(tmp_path)
 
 

@@ -8,20 +8,38 @@ The arithmetic (moved here from ``optim.projected``): the projected release with
 mechanism bit for bit, it projects before clipping, and its noise energy is ``kσ²`` instead of ``dσ²``."""
 
 import dataclasses
+import json
 import math
+import warnings
 from typing import Any
 
 import pytest
 import torch
 
-from botorch_dp.optim.options import NoProjection, Projected, Projection, ProjectionRecord, from_spec, register
-from botorch_dp.optim.options.projection import SubspaceTrack, lift, projected_release
+from botorch_dp.optim import DPGIBO
+from botorch_dp.optim.options import (
+    NoProjection,
+    Projected,
+    Projection,
+    ProjectionRecord,
+    ResumeContext,
+    RunRecords,
+    from_spec,
+    register,
+)
+from botorch_dp.optim.options.projection import (
+    SubspaceTrack,
+    lift,
+    projected_release,
+    projection_state_json,
+    restore_projection_state,
+)
 from botorch_dp.optim.subspace import FixedSubspace, PosteriorGradientCovarianceSubspace, orthonormal_basis
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, clip_rows
 from botorch_dp.privacy.mechanisms.releases import GradientRelease
-from tests.optim.options.plugin import UserStrategy, run_once
+from tests.optim.options.plugin import UserStrategy, run_and_resume, run_once
 from tests.optim.options.strategy_config import config_with
-from tests.test_option_pins import D, _settings
+from tests.test_option_pins import D, _objective, _settings
 
 F64 = torch.float64
 V = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]], dtype=F64)
@@ -164,9 +182,16 @@ class FirstAxes(UserStrategy):
     def record(self, track: SubspaceTrack) -> ProjectionRecord:
         return ProjectionRecord(track.bases, track.coordinates)
 
+    # its part of the run's state, saved and checked with the projection module's helpers (KeepsRunState)
+    def state_json(self, records: RunRecords) -> dict[str, Any]:
+        return projection_state_json(records)
+
+    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
+        return restore_projection_state(payload, records, context, bases=True)
+
 
 def test_a_users_projection_runs_in_its_subspace_and_releases_what_the_packages_does():
-    # run only: resuming a run with a user's projection is left to the checkpoint redesign (issue 42 item 3)
+    # (resumed from its checkpoint: the test below)
     projection: Projection = FirstAxes(2)  # mypy checks the protocol's signatures here
     assert type(projection).__mro__ == (FirstAxes, UserStrategy, object)
     config = config_with(_settings({"num_iterations": 3}), projection=projection)
@@ -186,3 +211,27 @@ def test_a_users_projection_runs_in_its_subspace_and_releases_what_the_packages_
     assert released == package
     with pytest.raises(ValueError, match=r"k must lie in \[1, d = 3\], got 4"):
         config_with(_settings({}), projection=FirstAxes(4))
+
+
+def test_a_users_projection_resumes_from_its_checkpoint_to_the_uninterrupted_run(tmp_path):
+    r"""Issue 42 item 3: a user's projection (not a ``Projected``) that records a basis per step resumes
+    from the checkpoint alone (rebuilt through the registry; its part of the state restored by its own
+    ``restore_state``) to what the uninterrupted run releases, bit for bit, bases included. (Before, the
+    checkpoint code compared the projection's class with ``Projected`` and refused: "'subspace.bases' must
+    hold 0 entries".) A lost basis in its stored state is refused naming the field."""
+    config = config_with(_settings({"num_iterations": 3}), projection=FirstAxes(1))
+    whole, resumed_release, resumed = run_and_resume(config, tmp_path, stop_after=1)
+    assert resumed.config.projection == FirstAxes(1) and resumed_release == whole
+    assert len(whole["subspace_bases"]) == 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        opt = DPGIBO(config, checkpoint_dir=tmp_path / "again")
+        opt.run(_objective, progress=False, callback=lambda info: info.iteration == 1)
+        opt.close()
+    path = tmp_path / "again" / "state.json"
+    state = json.loads(path.read_text())
+    assert set(state["strategies"]["projection"]) == {"bases", "coordinates"}
+    state["strategies"]["projection"]["bases"] = []
+    path.write_text(json.dumps(state))
+    with pytest.raises(ValueError, match="'strategies.projection.bases' must hold 1 entries, got 0"):
+        DPGIBO.resume(tmp_path / "again")
