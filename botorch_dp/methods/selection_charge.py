@@ -260,7 +260,9 @@ def validation_guarantee(
 def is_amp_objective(objective: Any) -> bool:
     r"""Whether ``objective`` trains its selection trials with AMP (``problems.AMPTuningObjective``: it plans the
     selection's per-trial budget itself, ``selection_budget``, and trains a trial under a cover, ``train_covered``)."""
-    return callable(getattr(objective, "selection_budget", None)) and callable(getattr(objective, "train_covered", None))
+    return callable(getattr(objective, "selection_budget", None)) and callable(
+        getattr(objective, "train_covered", None)
+    )
 
 
 def amp_charge(

@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
 from botorch_dp.baselines.base import BaselineGuarantee
 from botorch_dp.baselines.selection import (

@@ -290,7 +290,10 @@ class AMPTuningObjective(ChargedTraining, SearchSpaceObjective, NaturalEvaluatio
             epsilon, delta, mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta,
             clip=b.clip, beta=b.beta, tau=b.tau, sigma_out=b.sigma_out,
         )  # fmt: skip
-        lam_floor, lo = budget.min_lam(), float(self.space.hyperparameters[0].lower)
+        lowest = self.space.to_natural(torch.zeros(self.dim, dtype=torch.float64))  # the space's least λ
+        if not isinstance(lowest, dict):  # a d tensor gives one {name: value}
+            raise TypeError(f"SearchSpace.to_natural of a {self.dim}-vector gave {type(lowest).__name__}, not a dict.")
+        lam_floor, lo = budget.min_lam(), float(lowest["lam"])
         if not lo > lam_floor:
             raise ValueError(
                 f"lam_range lower bound {lo:.6g}: the selection's per-trial budget at epsilon = {epsilon:g} "

@@ -117,7 +117,6 @@ class TrainingCover:
                 f"(at noise_multiplier >= {self.noise_multiplier:g})."
             )
 
-
     def _checked_record(self, ledger: Any) -> np.ndarray:
         r"""The reference curve, once the cover is open and ``ledger`` holds a record that covers it."""
         if not self.is_open:
@@ -141,7 +140,9 @@ class TrainingCover:
             raise RuntimeError(f"The cover {self.run_id!r} is not an RDP record: it covers DP-SGD runs only.")
         curve = np.asarray(event.rdp, dtype=np.float64)
         if curve.shape != reference.shape or np.any(curve > reference * (1.0 + CURVE_RTOL)):
-            raise RuntimeError(f"A run ({event.description}) lies above the cover's reference curve: it is not covered.")
+            raise RuntimeError(
+                f"A run ({event.description}) lies above the cover's reference curve: it is not covered."
+            )
 
 
 def same_event(a: Any, b: Any) -> bool:

@@ -179,7 +179,7 @@ def check_protect(protect: str | None, objective: Any, method: str) -> str:
         without = " without DP-SGD" if callable(getattr(objective, "planned_run", None)) else ""
         raise ValueError(
             f"protect={protect!r}: the training records are protected only by an objective that trains with "
-            f"DP-SGD (a TorchModelTuningObjective built with dp_sgd=DPSGDConfig(...)), got "
+            f"DP-SGD (a TorchModelTuningObjective built with dp_sgd=DPSGDConfig(...)) or AMP (AMPTuningObjective), got "
             f"{type(objective).__name__}{without}; "
             "use protect='validation'."
         )
