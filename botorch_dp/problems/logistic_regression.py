@@ -104,6 +104,25 @@ def _only_budget_weight(options: dict[str, Any]) -> None:
         raise TypeError(f"An AMP run takes only budget_weight as an option, got {sorted(options)}.")
 
 
+@functools.lru_cache(maxsize=16)
+def _selection_plan(
+    epsilon: float,
+    delta: float,
+    mean_trials: float,
+    distribution: str,
+    tnb_eta: float,
+    clip: float,
+    beta: float,
+    tau: float,
+    sigma_out: float,
+) -> AMPRunBudget:
+    r"""``plan_amp_selection`` at these public settings, planned once per process (it is deterministic)."""
+    return plan_amp_selection(
+        epsilon, delta, mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta,
+        clip=clip, beta=beta, tau=tau, sigma_out=sigma_out,
+    )  # fmt: skip
+
+
 class AMPTuningObjective(ChargedTraining, SearchSpaceObjective, NaturalEvaluation):
     r"""θ (``q x d`` unit cube) ↦ ``q x n`` validation losses of AMP logistic regressions.
 
@@ -286,9 +305,9 @@ class AMPTuningObjective(ChargedTraining, SearchSpaceObjective, NaturalEvaluatio
         objective's own budget is not used otherwise), checked BEFORE anything is charged: every ``λ`` of the
         space must have a ``σ`` below the new reference (``ValueError`` naming ``lam_range`` otherwise)."""
         b = self.budget
-        budget = plan_amp_selection(
-            epsilon, delta, mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta,
-            clip=b.clip, beta=b.beta, tau=b.tau, sigma_out=b.sigma_out,
+        budget = _selection_plan(
+            float(epsilon), float(delta), float(mean_trials), distribution, float(tnb_eta), b.clip, b.beta, b.tau,
+            b.sigma_out,
         )  # fmt: skip
         lowest = self.space.to_natural(torch.zeros(self.dim, dtype=torch.float64))  # the space's least λ
         if not isinstance(lowest, dict):  # a d tensor gives one {name: value}

@@ -129,6 +129,7 @@ def _masked(text):
     return re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "#", text)
 
 
+@pytest.mark.privacy_fast
 def test_k_stays_hidden_in_the_result_its_report_and_json(data, monkeypatch):
     found: dict[int, int] = {}
     for seed in range(40):
