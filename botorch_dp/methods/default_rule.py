@@ -114,7 +114,10 @@ def picked_method(
         return resolved, f"method={given!r} given"
     if protect != "validation":
         if resolved == "training_selection":
-            return resolved, f"protect={protect!r} without a proxy: private selection over whole DP-SGD training runs"
+            return (
+                resolved,
+                f"protect={protect!r} without a proxy: private selection over whole DP training runs (DP-SGD or AMP)",
+            )
         return resolved, (
             f"method='auto' with a proxy and protect={protect!r}: the training method the comparison on the proxy "
             "recommends"

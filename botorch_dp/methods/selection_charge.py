@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from botorch_dp.baselines.base import BaselineGuarantee
-from botorch_dp.baselines.selection import trials_tail
+from botorch_dp.baselines.selection import timing_note, trials_tail
 from botorch_dp.privacy.ledger import (
     ApproximateDP,
     PrivacyBudgetExceeded,
@@ -24,6 +24,8 @@ from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.training.selection_accounting import SelectionAccounting, selection_epsilon
 
 __all__ = [
+    "amp_charge",
+    "is_amp_objective",
     "k_description",
     "profile_refused",
     "record_up_front",
@@ -253,3 +255,62 @@ def validation_guarantee(
     if charge["accounting"] != "profile":
         epsilon = selection_epsilon(np.asarray(charge["curve"]), delta)
     return BaselineGuarantee(epsilon, delta, None, f"{description}. {timing}", details)
+
+
+def is_amp_objective(objective: Any) -> bool:
+    r"""Whether ``objective`` trains its selection trials with AMP (``problems.AMPTuningObjective``: it plans the
+    selection's per-trial budget itself, ``selection_budget``, and trains a trial under a cover, ``train_covered``)."""
+    return callable(getattr(objective, "selection_budget", None)) and callable(
+        getattr(objective, "train_covered", None)
+    )
+
+
+def amp_charge(
+    objective: Any, epsilon: float, delta: float, k_args: dict[str, Any], accounting: str, max_trials: int | None
+) -> tuple[BaselineGuarantee, TrainingEvent, tuple]:
+    r"""The training side of a private selection over AMP trials, known before anything is charged: the per-trial
+    reference of ``plan_amp_selection`` (``objective.selection_budget``; every trial's ``σ`` puts its curve below
+    it), the selection's RDP curve of that reference (``problems.run_budgets.selection_curve``, P&S Thm. 2 or 6)
+    as the ledger's ``TrainingMechanism``, its statement, and the cover's arguments (reference curve, reference σ).
+    ``accounting="profile"`` and ``distribution="binomial"`` are refused (``ValueError`` naming them): the AMP
+    selection is planned and charged in RDP over the truncated negative binomial or Poisson ``K`` only."""
+    from botorch_dp.problems.run_budgets import selection_curve
+
+    if accounting == "profile":
+        raise ValueError(
+            "accounting='profile' with an AMP objective: a selection over AMP trials is charged at its RDP curve "
+            "(plan_amp_selection); use accounting='rdp' or 'auto'."
+        )
+    distribution = k_args["distribution"]
+    if distribution not in ("truncated_negative_binomial", "poisson"):
+        raise ValueError(
+            f"distribution={distribution!r} with an AMP objective: plan_amp_selection plans the truncated negative "
+            "binomial (tune's plan_options={'distribution': 'geometric'}, the default) or 'poisson' only."
+        )
+    mean_trials, eta = k_args["mean_trials"], k_args.get("tnb_eta", 1.0)
+    budget = objective.selection_budget(epsilon, delta, mean_trials=mean_trials, distribution=distribution, tnb_eta=eta)
+    curve = selection_curve(budget.rdp, mean_trials=mean_trials, distribution=distribution, tnb_eta=eta)
+    charged = selection_epsilon(curve, delta)
+    timing = timing_note(max_trials, per_trial="training run", **k_args)
+    description = (
+        f"private selection over E[K] = {mean_trials:g} AMP training runs (Papernot & Steinke; K ~ "
+        f"{k_description(k_args)}, hidden), each run's RDP curve below one reference AMP run (sigma = "
+        f"{budget.sigma:.6g}, lambda = {budget.lam:.6g}, C = {budget.clip:g}, tau = {budget.tau:g}, sigma_out = "
+        f"{budget.sigma_out:g}; plan_amp_selection); accounted in RDP (TRAINING_RDP_ORDERS)"
+    )
+    details = {
+        "protected": "training records (add/remove one record)",
+        "distribution": distribution,
+        "mean_trials": float(mean_trials),
+        "mechanism": "AMP (approximate minima perturbation)",
+        "reference_run": dict(budget.privacy_parameters),
+        "accounting": "rdp",
+        "accountant": "rdp (TRAINING_RDP_ORDERS)",
+        "rdp_epsilon": charged,
+        "max_trials": max_trials,
+        "p_more_than_max_trials": trials_tail(max_trials, **k_args),
+        "timing": timing,
+    }
+    guarantee = BaselineGuarantee(charged, delta, None, f"{description}. {timing}", details)
+    event = TrainingMechanism(guarantee.description, tuple(float(v) for v in curve))
+    return guarantee, event, (tuple(float(v) for v in budget.rdp_values()), budget.sigma)

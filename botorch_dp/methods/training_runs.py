@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
 from botorch_dp.baselines.base import BaselineGuarantee
 from botorch_dp.baselines.selection import (
@@ -42,6 +41,8 @@ from botorch_dp.baselines.selection import (
     timing_note,
 )
 from botorch_dp.methods.selection_charge import (
+    amp_charge,
+    is_amp_objective,
     profile_refused,
     record_up_front,
     training_event,
@@ -91,7 +92,7 @@ class TrainingSelectionResult:
     """
 
     hyperparameters: dict[str, Any] | None
-    model: nn.Module | None
+    model: Any
     released_score: float | None
     guarantee: dict[str, BaselineGuarantee]
     not_protected: dict[str, str] = field(default_factory=dict)
@@ -284,8 +285,12 @@ def select_training_runs(
     k_args: dict[str, Any] = dict(mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta)
     if distribution == "binomial":
         k_args["binomial_rounds"] = binomial_rounds
-    accounting = check_choice(accounting, "accounting", ACCOUNTINGS)
+    accounting = settings["accounting"] = check_choice(accounting, "accounting", ACCOUNTINGS)
 
+    if is_amp_objective(objective):  # AMP trials: the reference of plan_amp_selection, charged in RDP
+        return _select(objective, settings, epsilon, delta, validation_epsilon, k_args, protect, score, max_trials,
+                       seed, progress, non_private_trials, amp_charge(objective, epsilon, delta, k_args, accounting,
+                                                                      max_trials))  # fmt: skip
     shapes = objective.possible_run_shapes()
     # a duck-typed objective (integrations.optuna_training) that does not search σ may lack the method
     searched = getattr(objective, "noise_multiplier_range", lambda: None)()
@@ -304,7 +309,35 @@ def select_training_runs(
     sigma = charge.noise_multiplier
     reference = trial_rdp_curve(sigma, shapes)
     timing = timing_note(max_trials, per_trial="training run", **k_args)
-    guarantee = {"training": training_guarantee(charge, delta, shapes, k_args, max_trials, timing, searched)}
+    training = training_guarantee(charge, delta, shapes, k_args, max_trials, timing, searched)
+    event = training_event(charge, training)
+    cover_args = (tuple(reference.tolist()), sigma, tuple(shapes) if charge.accounting == "profile" else ())
+    return _select(objective, settings, epsilon, delta, validation_epsilon, k_args, protect, score, max_trials, seed,
+                   progress, non_private_trials, (training, event, cover_args))  # fmt: skip
+
+
+def _select(
+    objective: Any,
+    settings: dict[str, Any],
+    epsilon: float,
+    delta: float,
+    validation_epsilon: float,
+    k_args: dict[str, Any],
+    protect: str,
+    score: str,
+    max_trials: int | None,
+    seed: int | None,
+    progress: bool,
+    non_private_trials: bool,
+    training_charge: tuple[BaselineGuarantee, Any, tuple],
+) -> TrainingSelectionResult:
+    r"""The selection itself, once the training side's statement, ledger event and cover arguments
+    (``training_charge``) are known: the validation side, the up-front record, ``K``, the trials."""
+    ledger, sampler, loss_clip = settings["ledger"], settings["sampler"], settings["clip"]
+    accounting = settings["accounting"]
+    timing = timing_note(max_trials, per_trial="training run", **k_args)
+    training, event, cover_args = training_charge
+    guarantee = {"training": training}
     not_protected: dict[str, str] = {}
     score_generator = noise_generator(seed, stream=1)  # warns (PrivacyWarning) for an explicit seed
     mechanism, scores_charge = None, None
@@ -322,17 +355,15 @@ def select_training_runs(
         )
 
     # the whole procedure's curves, admitted and recorded before K is drawn
-    run_id = f"dp-sgd-selection-{uuid.uuid4().hex}"
-    cover = TrainingCover(
-        ledger, run_id, tuple(reference.tolist()), sigma, tuple(shapes) if charge.accounting == "profile" else ()
-    )
-    record_up_front(ledger, run_id, guarantee, training_event(charge, guarantee["training"]), scores_charge)
+    run_id = f"{'amp' if is_amp_objective(objective) else 'dp-sgd'}-selection-{uuid.uuid4().hex}"
+    cover = TrainingCover(ledger, run_id, *cover_args)
+    record_up_front(ledger, run_id, guarantee, event, scores_charge)
     for g in guarantee.values():
         g.details["ledger_run_id"] = run_id
 
     rng, point_gen, trial_seed = _randomness(seed)
     K = sample_num_trials(rng=rng, **k_args)
-    best: tuple[float, dict[str, Any], nn.Module] | None = None
+    best: tuple[float, dict[str, Any], Any] | None = None
     trials = []
     try:
         with selection_progress(progress), hidden_trials():
@@ -381,10 +412,11 @@ def _checked_settings(
     from botorch_dp.objectives.charged import same_ledger
     from botorch_dp.objectives.covered import SCORES
 
-    if not callable(getattr(objective, "train_covered", None)) or objective.planned_run() is None:
+    amp = is_amp_objective(objective)
+    if not amp and (not callable(getattr(objective, "train_covered", None)) or objective.planned_run() is None):
         raise ValueError(
-            "objective must be a TorchModelTuningObjective built with dp_sgd=DPSGDConfig(...) (a DP-trained "
-            f"objective), got {type(objective).__name__}"
+            "objective must be a TorchModelTuningObjective built with dp_sgd=DPSGDConfig(...) or an "
+            f"AMPTuningObjective (a DP-trained objective), got {type(objective).__name__}"
             + (" without DP-SGD" if callable(getattr(objective, "planned_run", None)) else "")
             + "."
         )
@@ -418,7 +450,8 @@ def _checked_settings(
         raise ValueError("ledger: the selection charges the objective's own ledger (leave ledger out).")
     if sampler is not None and not callable(sampler):
         raise ValueError(f"sampler must be a callable generator -> hyperparameters, got {sampler!r}.")
-    objective.possible_run_shapes()  # refuses a training hyperparameter it cannot bound
+    if not amp:
+        objective.possible_run_shapes()  # refuses a training hyperparameter it cannot bound
     return {
         "ledger": objective_ledger,
         "sampler": uniform_sampler(objective.space) if sampler is None else sampler,

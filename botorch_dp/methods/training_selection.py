@@ -159,8 +159,9 @@ class TrainingSelectionMethod:
         progress: bool = False,
         executor: Any = None,
     ) -> MethodRun:
-        r"""Run the selection on ``objective`` (a ``TorchModelTuningObjective`` built with ``dp_sgd=``,
-        whose ledger is ``ledger``), charged once up front; ``executor`` is not used (trials train in turn)."""
+        r"""Run the selection on ``objective`` (a ``TorchModelTuningObjective`` built with ``dp_sgd=``, or an
+        ``AMPTuningObjective``: its trials are AMP runs below ``plan_amp_selection``'s reference; whose ledger is
+        ``ledger``), charged once up front; ``executor`` is not used (trials train in turn)."""
         from botorch_dp.methods.training_runs import select_training_runs
 
         result = select_training_runs(

@@ -23,6 +23,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
 from torch import Tensor, nn
@@ -101,6 +102,25 @@ def _only_budget_weight(options: dict[str, Any]) -> None:
     r"""AMP runs take one option, ``budget_weight``: ``TypeError`` naming any other."""
     if options:
         raise TypeError(f"An AMP run takes only budget_weight as an option, got {sorted(options)}.")
+
+
+@functools.lru_cache(maxsize=16)
+def _selection_plan(
+    epsilon: float,
+    delta: float,
+    mean_trials: float,
+    distribution: str,
+    tnb_eta: float,
+    clip: float,
+    beta: float,
+    tau: float,
+    sigma_out: float,
+) -> AMPRunBudget:
+    r"""``plan_amp_selection`` at these public settings, planned once per process (it is deterministic)."""
+    return plan_amp_selection(
+        epsilon, delta, mean_trials=mean_trials, distribution=distribution, tnb_eta=tnb_eta,
+        clip=clip, beta=beta, tau=tau, sigma_out=sigma_out,
+    )  # fmt: skip
 
 
 class AMPTuningObjective(ChargedTraining, SearchSpaceObjective, NaturalEvaluation):
@@ -220,6 +240,9 @@ class AMPTuningObjective(ChargedTraining, SearchSpaceObjective, NaturalEvaluatio
         sigma = self.budget.sigma_at(lam, clip, weight=budget_weight)
         if sigma is None:  # cannot happen inside lam_range (checked above); kept as a guard
             raise ValueError(f"lambda = {lam:g} is below what the budget allows; nothing was trained.")
+        return self._config(lam, clip, sigma)
+
+    def _config(self, lam: float, clip: float, sigma: float) -> AMPConfig:
         return AMPConfig(
             lam=lam,
             sigma=sigma,
@@ -272,6 +295,81 @@ class AMPTuningObjective(ChargedTraining, SearchSpaceObjective, NaturalEvaluatio
             The ``AMPResult`` (its ``theta`` is the released model).
         """
         return self._train_alone(theta, label, budget_weight=budget_weight)
+
+    # ------------------------------------------------------------------ private selection over whole runs
+    def selection_budget(
+        self, epsilon: float, delta: float, *, mean_trials: float, distribution: str, tnb_eta: float = 1.0
+    ) -> AMPRunBudget:
+        r"""The per-trial budget of a Papernot–Steinke selection over AMP trials at ``(ε, δ)``
+        (``plan_amp_selection`` with this objective's public AMP constants ``C``, ``β``, ``τ``, ``σ_out``; the
+        objective's own budget is not used otherwise), checked BEFORE anything is charged: every ``λ`` of the
+        space must have a ``σ`` below the new reference (``ValueError`` naming ``lam_range`` otherwise)."""
+        b = self.budget
+        budget = _selection_plan(
+            float(epsilon), float(delta), float(mean_trials), distribution, float(tnb_eta), b.clip, b.beta, b.tau,
+            b.sigma_out,
+        )  # fmt: skip
+        lowest = self.space.to_natural(torch.zeros(self.dim, dtype=torch.float64))  # the space's least λ
+        if not isinstance(lowest, dict):  # a d tensor gives one {name: value}
+            raise TypeError(f"SearchSpace.to_natural of a {self.dim}-vector gave {type(lowest).__name__}, not a dict.")
+        lam_floor, lo = budget.min_lam(), float(lowest["lam"])
+        if not lo > lam_floor:
+            raise ValueError(
+                f"lam_range lower bound {lo:.6g}: the selection's per-trial budget at epsilon = {epsilon:g} "
+                f"(E[K] = {mean_trials:g}) allows only lambda > {lam_floor:.6g}; build the objective with a "
+                "larger lam_range (e.g. budget=plan_amp_selection(epsilon, delta, mean_trials=...))."
+            )
+        return budget
+
+    def train_covered(self, hyperparameters: Any, cover: Any, *, noise_seed: int | None = None) -> AMPResult:
+        r"""Train one selection trial at natural ``hyperparameters`` (``lam``, and ``clip`` when searched)
+        WITHOUT a record of its own, only under an open ``cover`` (``TrainingCover``) whose RDP record this
+        objective's ledger holds: the trial's ``σ`` is the smallest whose curve lies below the cover's reference
+        (``amp_sigma_for_curve``), checked (``TrainingCover.check_mechanism``) before the run touches the data.
+
+        Returns:
+            The released ``AMPResult``.
+        """
+        from botorch_dp.objectives.charged import same_ledger
+        from botorch_dp.training.cover import TrainingCover
+
+        if not isinstance(cover, TrainingCover) or not cover.is_open:
+            raise RuntimeError(
+                "train_covered trains only under the open TrainingCover of a running private selection "
+                "(select_training_runs); to train a run on its own, use train(theta), which charges it."
+            )
+        ledger = self._charging_ledger()
+        if not same_ledger(cover.ledger, ledger):
+            raise ValueError("cover: its record is in another ledger than this objective's.")
+        theta = self.space.from_natural(dict(hyperparameters)).to(torch.float64).reshape(self.dim)
+        if not bool(((theta >= 0.0) & (theta <= 1.0)).all()):
+            raise ValueError(f"hyperparameters {dict(hyperparameters)!r} lie outside the objective's space.")
+        lam = float(hyperparameters["lam"])
+        clip = float(hyperparameters.get("clip", self.budget.clip))
+        b = self.budget
+        reference = np.asarray(cover.reference_rdp, dtype=np.float64)
+        sigma = amp_sigma_for_curve(reference, lam=lam, clip=clip, beta=b.beta, tau=b.tau, sigma_out=b.sigma_out)
+        if sigma is None:
+            raise RuntimeError(f"lambda = {lam:g}: no AMP run at it lies below the cover's reference curve.")
+        config = self._config(lam, clip, sigma)
+        event = amp_training_event(config, self.data.num_features + 1)
+        cover.check_mechanism(ledger, event)
+        generator = None if noise_seed is None else torch.Generator().manual_seed(int(noise_seed))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyWarning)
+            result = fit_amp(self.data.X_train, self.data.y_train, config, generator=generator)
+        if not same_event(amp_training_event(config, result.theta.numel()), event):
+            raise RuntimeError(f"AMP ran {result.description!r}, covered as {event}.")
+        return result
+
+    def per_user_scores(self, result: AMPResult, score: str = "loss") -> Tensor:
+        r"""SENSITIVE: each validation user's ``"loss"`` (capped logistic) or ``"error"`` (0/1) under a
+        released model: ``n`` float64."""
+        score = check_choice(score, "score", ("loss", "error"))
+        X, y = self.data.X_val, self.data.y_val
+        if score == "loss":
+            return self.losses_of(result, X, y).to(torch.float64)
+        return (result.predict(X) != y).to(torch.float64)
 
     def losses_of(self, result: AMPResult, X: Tensor, y: Tensor) -> Tensor:
         r"""Per-example capped logistic losses of a released model on ``(X, y)``: ``n``."""

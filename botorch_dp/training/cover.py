@@ -103,16 +103,7 @@ class TrainingCover:
         """
         from botorch_dp.training.selection_accounting import trial_rdp_curve
 
-        if not self.is_open:
-            raise RuntimeError("train_covered trains only under the open TrainingCover of a running private selection.")
-        reference = np.asarray(self.reference_rdp, dtype=np.float64)
-        recorded = ledger.training.mechanisms().get(self.run_id)
-        if recorded is not None:
-            covers = bool(np.all(np.asarray(recorded.rdp, dtype=np.float64) >= reference))
-        else:  # charged at its privacy-profile bound: one (ε, δ) over the cover's run shapes
-            covers = self.run_id in ledger.training.approximate() and bool(self.run_shapes)
-        if not covers:
-            raise RuntimeError(f"The ledger holds no training record {self.run_id!r} that covers a trial.")
+        reference = self._checked_record(ledger)
         sigma = min(run.noise_multiplier, self.noise_multiplier)  # more noise: post-processing of the cover's σ
         curve = trial_rdp_curve(sigma, [(run.sample_rate, run.steps)])
         if np.any(curve > reference * (1.0 + CURVE_RTOL)):
@@ -124,6 +115,33 @@ class TrainingCover:
             raise RuntimeError(
                 f"A run {run} is dominated by none of the run shapes of the cover's profile bound "
                 f"(at noise_multiplier >= {self.noise_multiplier:g})."
+            )
+
+    def _checked_record(self, ledger: Any) -> np.ndarray:
+        r"""The reference curve, once the cover is open and ``ledger`` holds a record that covers it."""
+        if not self.is_open:
+            raise RuntimeError("train_covered trains only under the open TrainingCover of a running private selection.")
+        reference = np.asarray(self.reference_rdp, dtype=np.float64)
+        recorded = ledger.training.mechanisms().get(self.run_id)
+        if recorded is not None:
+            covers = bool(np.all(np.asarray(recorded.rdp, dtype=np.float64) >= reference))
+        else:  # charged at its privacy-profile bound: one (ε, δ) over the cover's run shapes
+            covers = self.run_id in ledger.training.approximate() and bool(self.run_shapes)
+        if not covers:
+            raise RuntimeError(f"The ledger holds no training record {self.run_id!r} that covers a trial.")
+        return reference
+
+    def check_mechanism(self, ledger: Any, event: TrainingMechanism) -> None:
+        r"""Refuse a trial of another mechanism (an AMP run) this cover does not cover, before it touches the
+        data: the cover is open, ``ledger`` holds its RDP record, and the trial's curve ``event.rdp`` (on
+        ``TRAINING_RDP_ORDERS``) lies below the reference at every order (``RuntimeError`` otherwise)."""
+        reference = self._checked_record(ledger)
+        if self.run_shapes or self.run_id not in ledger.training.mechanisms():
+            raise RuntimeError(f"The cover {self.run_id!r} is not an RDP record: it covers DP-SGD runs only.")
+        curve = np.asarray(event.rdp, dtype=np.float64)
+        if curve.shape != reference.shape or np.any(curve > reference * (1.0 + CURVE_RTOL)):
+            raise RuntimeError(
+                f"A run ({event.description}) lies above the cover's reference curve: it is not covered."
             )
 
 

@@ -146,8 +146,12 @@ def selection_distribution(plan_options: dict[str, Any] | None, mean_trials: flo
 
 
 def selects_training_runs(objective: Any) -> bool:
-    r"""Whether ``objective`` can run a private selection over whole DP-SGD training runs (a
-    ``TorchModelTuningObjective`` built with ``dp_sgd=``)."""
+    r"""Whether ``objective`` can run a private selection over whole DP training runs (a
+    ``TorchModelTuningObjective`` built with ``dp_sgd=``, or an AMP objective: ``is_amp_objective``)."""
+    from botorch_dp.methods.selection_charge import is_amp_objective
+
+    if is_amp_objective(objective):
+        return True
     planned = getattr(objective, "planned_run", None)
     return callable(getattr(objective, "train_covered", None)) and callable(planned) and planned() is not None
 
@@ -175,7 +179,7 @@ def check_protect(protect: str | None, objective: Any, method: str) -> str:
         without = " without DP-SGD" if callable(getattr(objective, "planned_run", None)) else ""
         raise ValueError(
             f"protect={protect!r}: the training records are protected only by an objective that trains with "
-            f"DP-SGD (a TorchModelTuningObjective built with dp_sgd=DPSGDConfig(...)), got "
+            f"DP-SGD (a TorchModelTuningObjective built with dp_sgd=DPSGDConfig(...)) or AMP (AMPTuningObjective), got "
             f"{type(objective).__name__}{without}; "
             "use protect='validation'."
         )
@@ -197,6 +201,20 @@ def check_training_method(method: str, protect: str, proxy: Any) -> str:
     if method == "proxy_then_train" and proxy is None:
         raise ValueError("method='proxy_then_train' needs proxy= (public data to tune on).")
     return method
+
+
+def check_amp_training(objective: Any, method: str) -> None:
+    r"""An AMP objective protects its training records by private selection over whole AMP runs only
+    (``methods.training_runs``): any other training method (``"auto"`` with a proxy included, which compares the
+    DP-SGD methods there) is refused by name (``ValueError``) before anything is charged."""
+    from botorch_dp.methods.selection_charge import is_amp_objective
+
+    if is_amp_objective(objective) and method != TRAINING_SELECTION:
+        raise ValueError(
+            f"method={method!r} with an AMP objective ({type(objective).__name__}): its training records are "
+            f"protected by private selection over whole AMP runs only; use method={TRAINING_SELECTION!r} (or "
+            "'auto' without proxy=)."
+        )
 
 
 def proxy_data(proxy: Any) -> Any:
@@ -439,6 +457,7 @@ class TuneCall:
             resolved = check_method(method, proxy, K, strategy=strategy, trains=trains)
         else:
             resolved = check_training_method(method, protect, proxy)
+            check_amp_training(objective, resolved)
         kinds = space_kinds(space)  # public: the rule reads them
         method, method_rule = picked_method(
             method, resolved, kinds, proxy=proxy is not None, trains=trains, protect=protect,

@@ -62,7 +62,7 @@ _TRIALS = {
     "sample": "a DP-GIBO run on a configuration drawn at random, then its noisy score",
     "private_random_search": "a point drawn at random and its noisy score",
     "dp_hypo": "a point drawn from a density adapted to the earlier trials, and its noisy score",
-    "training_selection": "one DP-SGD training run at hyperparameters drawn at random, then its score",
+    "training_selection": "one DP training run (DP-SGD or AMP) at hyperparameters drawn at random, then its score",
 }
 #: The cheap training methods and the untuned run, in words (``TuneResult.runs_explained``).
 _CHEAP = {

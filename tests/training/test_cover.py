@@ -112,6 +112,26 @@ def test_under_a_profile_charge_a_trial_must_have_at_least_the_covers_sigma():
         cover.check_trial(ledger, DPSGDRun(0.8, *SHAPE))  # the profile bound was computed at σ = 1
 
 
+def test_another_mechanisms_trial_is_covered_only_below_the_reference_by_an_rdp_record():
+    r"""``check_mechanism`` (an AMP trial's ``TrainingMechanism``): covered at or below the reference at every
+    order, refused above it at one order, under a closed cover, or when the record is an ``(ε, δ)`` entry."""
+    ledger = _ledger_with("sel", TrainingMechanism("a selection", tuple(2 * v for v in REFERENCE)))
+    cover = TrainingCover(ledger, "sel", REFERENCE, 1.0)
+    cover.check_mechanism(ledger, TrainingMechanism("a trial", REFERENCE))
+    above = list(0.5 * v for v in REFERENCE)
+    above[7] = REFERENCE[7] * (1 + 1e-6)
+    with pytest.raises(RuntimeError, match="lies above the cover's reference curve"):
+        cover.check_mechanism(ledger, TrainingMechanism("a trial", tuple(above)))
+    profile = _ledger_with("sel", ApproximateDP("a selection at its profile bound", 2.0, 1e-5))
+    with pytest.raises(RuntimeError, match="not an RDP record"):
+        TrainingCover(profile, "sel", REFERENCE, 1.0, (SHAPE,)).check_mechanism(
+            profile, TrainingMechanism("t", REFERENCE)
+        )
+    cover.close()
+    with pytest.raises(RuntimeError, match="open TrainingCover"):
+        cover.check_mechanism(ledger, TrainingMechanism("a trial", REFERENCE))
+
+
 def test_same_event_compares_runs_up_to_rounding_of_the_rate():
     run = DPSGDRun(1.2, 0.1, 30)
     assert same_event(run, DPSGDRun(1.2, 0.1 * (1 + 1e-12), 30)) and same_event(None, None)
