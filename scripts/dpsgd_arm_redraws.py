@@ -136,7 +136,8 @@ def render(path: str, report: str, stores: list[str], notes: str | None = None) 
     out = [
         '# `tune(method="auto")`\'s hit rate on the dpsgd task, candidates redrawn (issue 41, item 2)',
         "",
-        f"Command: `PYTHONPATH=. python {' '.join(sys.argv[0:1])} run DATASET 3 3 0,...,9 FILE` per data set, then "
+        f"Command: `PYTHONPATH=. python {' '.join(sys.argv[0:1])} run DATASET 3 3 {_seed_text(data)} FILE` per data "
+        "set, then "
         f"`render {path} {report} {' '.join(stores)}`. Rendered {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} "
         f"UTC on {platform.machine()} ({os.cpu_count()} logical CPUs shared with other jobs), 1 torch thread per "
         f"run (`benchmarks.dpsgd.Runner`), nice -n 5; the redraws' runs took {seconds / 60:.0f} minutes of wall "
@@ -208,6 +209,14 @@ def render(path: str, report: str, stores: list[str], notes: str | None = None) 
             ]
     with open(report, "w", encoding="utf-8") as f:
         f.write("\n".join(out))
+
+
+def _seed_text(data: dict) -> str:
+    r"""The redrawn seeds as the ``run`` command takes them (``a,...,b`` when they are a run of integers)."""
+    seeds = sorted({seed for draws in data.values() for seed in draws})
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]},...,{seeds[-1]}"
+    return ",".join(map(str, seeds))
 
 
 def main(argv: list[str]) -> None:
