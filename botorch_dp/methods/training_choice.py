@@ -91,17 +91,19 @@ def training_method(
     distribution: str = "tnb",
     tnb_eta: float = 1.0,
     binomial_rounds: int | None = None,
+    tuning_share: float | None = None,
 ) -> Any:
     r"""The method called ``name`` (``TRAINING_METHODS``) at the call's settings (public); ``accounting``
     and ``K``'s ``distribution`` (with ``tnb_eta``, ``binomial_rounds``) are the selection's over training
-    runs (``select_training_runs``), the others' are fixed."""
+    runs (``select_training_runs``), ``tuning_share`` subsample tuning's τ (``None``: its default, or chosen
+    on the proxy when ``tune`` runs it), the others' are fixed."""
     if name == "training_selection":
         return TrainingSelectionMethod(
             space, epsilon, delta, mean_trials, protect, distribution, max_trials=max_trials, loss_clip=loss_clip,
             accounting=accounting, binomial_rounds=binomial_rounds, tnb_eta=tnb_eta,
         )  # fmt: skip
     if name == "subsample_tuning":
-        return SubsampleTuningMethod(space, epsilon, delta, protect, num_configurations)
+        return SubsampleTuningMethod(space, epsilon, delta, protect, num_configurations, tuning_share=tuning_share)
     if name == "proxy_then_train":
         if proxy_data is None:
             raise ValueError("method='proxy_then_train' needs proxy= (public data to tune on).")
@@ -130,6 +132,7 @@ def choose_training_method(
     seed: int = 0,
     progress: bool = False,
     accounting: str = "auto",
+    tuning_share: float | None = None,
     **k_distribution: Any,
 ) -> TrainingChoice:
     r"""Simulate every candidate on ``proxy_data`` (PUBLIC) and choose (see the module).
@@ -152,6 +155,8 @@ def choose_training_method(
         seed: The first repeat's seed and the proxy split's (public).
         progress: One bar over the simulations.
         accounting: The selection's accounting over training runs if it wins (``select_training_runs``).
+        tuning_share: Subsample tuning's τ when the caller fixed it (simulated at it), ``None``: simulated at the
+            default τ (``SubsampleTuningMethod``).
         **k_distribution: The selection's ``distribution``, ``tnb_eta``, ``binomial_rounds`` (``training_method``).
 
     Returns:
@@ -160,7 +165,7 @@ def choose_training_method(
     kw = dict(
         epsilon=epsilon, delta=delta, protect=protect, proxy_data=proxy_data, mean_trials=mean_trials,
         max_trials=max_trials, loss_clip=loss_clip, num_configurations=num_configurations, untuned=untuned,
-        accounting=accounting, **k_distribution,
+        accounting=accounting, tuning_share=tuning_share, **k_distribution,
     )  # fmt: skip
     names = TUNING_METHODS if methods is None else tuple(methods)
     if not names or isinstance(methods, str) or not set(names) <= set(TUNING_METHODS) or len(set(names)) < len(names):

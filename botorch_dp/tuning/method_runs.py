@@ -215,7 +215,8 @@ def _training_choice(call: TuneCall, full: DPGIBOConfig) -> Choice:
         epsilon=call.epsilon, delta=call.delta, protect=call.protect, proxy_data=proxy_data(call.proxy),
         mean_trials=call.mean_trials, max_trials=call.max_trials, loss_clip=call.loss_clip,
         num_configurations=options.get("num_configurations", DEFAULT_CONFIGURATIONS), untuned=options.get("untuned"),
-        accounting=call.accounting, **selection_distribution(options, call.mean_trials),
+        accounting=call.accounting, tuning_share=options.get("tuning_share"),
+        **selection_distribution(options, call.mean_trials),
     )  # fmt: skip
     if call.method != "auto":
         method = _split_on_proxy(training_method(call.method, call.space, **kw), kw, options)

@@ -114,6 +114,34 @@ def test_auto_runs_its_subsample_tuning_winner_with_tau_chosen_on_the_proxy(monk
     _charged_as_planned(obj, result, 0.1)
 
 
+class _Planned(Exception):
+    r"""Raised by the plan spy: the comparison's subsample simulation stops at its plan, nothing trains."""
+
+
+@pytest.mark.privacy_fast
+@pytest.mark.parametrize(("options", "tau"), [({"tuning_share": 0.2}, 0.2), ({}, 0.3)])
+def test_auto_simulates_subsample_tuning_at_the_callers_fixed_tau_else_the_default(monkeypatch, options, tau):
+    # the comparison simulates what the private run would run: the caller's fixed tau, else the default tau = 0.3;
+    # the other methods' simulations are fixed losses, subsample tuning's is the real one up to its plan (a spy)
+    from botorch_dp.methods import cheap_plan
+    from botorch_dp.methods import training_choice as tc
+
+    for cls in (tc.TrainingSelectionMethod, tc.ProxyThenTrainMethod, tc.UntunedMethod):
+        monkeypatch.setattr(cls, "simulate_training", lambda self, proxy, seed: 0.5)
+    asked = []
+
+    def spy(**kw):
+        asked.append(kw)
+        raise _Planned
+
+    monkeypatch.setattr(cheap_plan, "plan_subsample_tuning", spy)
+    obj = _objective(INFORMATIVE)
+    with pytest.raises(_Planned):
+        _tune(obj, protect="training", proxy=_proxy(), plan_options={"num_configurations": 2, **options})
+    assert [kw["tuning_share"] for kw in asked] == [tau] and asked[0]["num_trials"] == 2
+    assert obj.evaluations == 0 and obj.ledger.training.records() == []
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
