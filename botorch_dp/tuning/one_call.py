@@ -129,7 +129,8 @@ def tune(
             ``protect="training"`` or ``"both"``, with or without ``proxy``: ``K``'s distribution of the
             selection over training runs (``tune_call.selection_distribution``: ``"distribution"``, one of
             ``"geometric"`` (default), ``"truncated_negative_binomial"`` with ``"tnb_eta"``, ``"poisson"``,
-            ``"binomial"`` with ``"binomial_rounds"``).
+            ``"binomial"`` with ``"binomial_rounds"``); with ``method="subsample_tuning"``, with or without
+            ``proxy``: ``"tuning_share"``, its fixed τ (refused by name with any other method).
         plan_budget: The SECONDS the planning on the proxy should take (every configuration's settings
             search and the method comparison), estimated before it starts from the timed proxy and one
             timed DP-GIBO step (``plan.budget``): over it, ``budgeted_options`` cuts the repeats, the

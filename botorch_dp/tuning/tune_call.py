@@ -57,6 +57,7 @@ __all__ = [
     "STRATEGIES",
     "K_DISTRIBUTIONS",
     "K_DISTRIBUTION_OPTIONS",
+    "NO_PROXY_PLAN_OPTIONS",
     "TRAINING_METHODS",
     "TUNE_DEFAULTS",
     "TuneCall",
@@ -86,6 +87,9 @@ TRAINING_METHODS = ("training_selection", "subsample_tuning", "proxy_then_train"
 #: What ``plan_options`` may hold, with or without a proxy, when the training records are protected: the hidden
 #: ``K``'s distribution of the private selection over whole training runs (``selection_distribution``).
 K_DISTRIBUTION_OPTIONS = ("distribution", "tnb_eta", "binomial_rounds")
+#: What ``plan_options`` may hold without a proxy (each checked against ``protect`` and ``method``): ``K``'s
+#: distribution and subsample tuning's fixed τ (``tuning_share``; the proxy only chooses τ when it is not fixed).
+NO_PROXY_PLAN_OPTIONS = (*K_DISTRIBUTION_OPTIONS, "tuning_share")
 #: What ``plan_options`` may hold with a proxy when the training records are protected (``tuning_share``: subsample
 #: tuning's τ, fixed instead of chosen on the proxy).
 TRAINING_PLAN_OPTIONS = (
@@ -439,7 +443,7 @@ class TuneCall:
             raise ValueError(
                 f"num_users: planning on a proxy needs n, the number of users of objective (public), got {num_users!r}."
             )
-        if proxy is None and set(plan_options or {}) - set(K_DISTRIBUTION_OPTIONS):  # K's: protect, checked below
+        if proxy is None and set(plan_options or {}) - set(NO_PROXY_PLAN_OPTIONS):  # protect and method: below
             raise ValueError("plan_options: give proxy= to plan on.")
         check_choice(strategy, "strategy", STRATEGIES)
         if executor is not None and not callable(getattr(executor, "submit", None)):
@@ -501,6 +505,13 @@ class TuneCall:
                 f"training runs (protect='training' or 'both', method='training_selection' or 'auto'); with "
                 f"protect={protect!r} and method={method!r} nothing takes it: leave it out."
             )
+        if "tuning_share" in (plan_options or {}) and protect == "validation":
+            raise ValueError(
+                f"plan_options['tuning_share'] with protect={protect!r}: tuning_share is subsample tuning's split of "
+                "epsilon between its tuning phase and its final training (protect='training' or 'both', "
+                "method='subsample_tuning' or 'auto' with proxy=); with protect='validation' nothing takes it: leave "
+                "it out."
+            )
         if protect != "validation":
             _check_training_selection(protect, method, proxy, strategy, checkpoint_dir, settings, plan_options)
             selection_distribution(plan_options, mean_trials)  # refused by name before anything runs
@@ -543,7 +554,8 @@ def _check_training_selection(
         if method not in ("auto", "subsample_tuning"):
             raise ValueError(
                 f"plan_options['tuning_share'] with method={method!r}: only subsample tuning splits epsilon between "
-                "a tuning phase and its final training; leave it out."
+                "a tuning phase and its final training (method='subsample_tuning', or 'auto' with proxy=); leave it "
+                "out."
             )
         check_probability(options["tuning_share"], "plan_options['tuning_share']")
     refused = {
