@@ -92,15 +92,17 @@ def training_method(
     tnb_eta: float = 1.0,
     binomial_rounds: int | None = None,
     tuning_share: float | None = None,
+    mechanism: str | None = None,
 ) -> Any:
     r"""The method called ``name`` (``TRAINING_METHODS``) at the call's settings (public); ``accounting``
     and ``K``'s ``distribution`` (with ``tnb_eta``, ``binomial_rounds``) are the selection's over training
-    runs (``select_training_runs``), ``tuning_share`` subsample tuning's τ (``None``: its default, or chosen
-    on the proxy when ``tune`` runs it), the others' are fixed."""
+    runs (``select_training_runs``; ``mechanism``: what the objective trains a run with, which it states),
+    ``tuning_share`` subsample tuning's τ (``None``: its default, or chosen on the proxy when ``tune`` runs it),
+    the others' are fixed."""
     if name == "training_selection":
         return TrainingSelectionMethod(
             space, epsilon, delta, mean_trials, protect, distribution, max_trials=max_trials, loss_clip=loss_clip,
-            accounting=accounting, binomial_rounds=binomial_rounds, tnb_eta=tnb_eta,
+            accounting=accounting, binomial_rounds=binomial_rounds, tnb_eta=tnb_eta, mechanism=mechanism,
         )  # fmt: skip
     if name == "subsample_tuning":
         return SubsampleTuningMethod(space, epsilon, delta, protect, num_configurations, tuning_share=tuning_share)
@@ -133,6 +135,7 @@ def choose_training_method(
     progress: bool = False,
     accounting: str = "auto",
     tuning_share: float | None = None,
+    mechanism: str | None = None,
     **k_distribution: Any,
 ) -> TrainingChoice:
     r"""Simulate every candidate on ``proxy_data`` (PUBLIC) and choose (see the module).
@@ -157,15 +160,20 @@ def choose_training_method(
         accounting: The selection's accounting over training runs if it wins (``select_training_runs``).
         tuning_share: Subsample tuning's τ when the caller fixed it (simulated at it), ``None``: simulated at the
             default τ (``SubsampleTuningMethod``).
+        mechanism: What ``objective`` trains a run with, in words (``None``: read from it,
+            ``selection_charge.training_mechanism``).
         **k_distribution: The selection's ``distribution``, ``tnb_eta``, ``binomial_rounds`` (``training_method``).
 
     Returns:
         The ``TrainingChoice``.
     """
+    from botorch_dp.methods.selection_charge import training_mechanism  # scipy, Opacus: late
+
     kw = dict(
         epsilon=epsilon, delta=delta, protect=protect, proxy_data=proxy_data, mean_trials=mean_trials,
         max_trials=max_trials, loss_clip=loss_clip, num_configurations=num_configurations, untuned=untuned,
         accounting=accounting, tuning_share=tuning_share, **k_distribution,
+        mechanism=training_mechanism(objective) if mechanism is None else mechanism,
     )  # fmt: skip
     names = TUNING_METHODS if methods is None else tuple(methods)
     if not names or isinstance(methods, str) or not set(names) <= set(TUNING_METHODS) or len(set(names)) < len(names):

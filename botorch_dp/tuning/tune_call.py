@@ -78,7 +78,7 @@ STRATEGIES = ("enumerate", "sample")
 METHODS = ("auto", "dp_gibo", "private_random_search", "dp_hypo")
 #: ``tune``'s ``protect`` values (``None``: what the objective makes possible, ``check_protect``).
 PROTECT = ("validation", "training", "both")
-#: The method that protects the training records: private selection over whole DP-SGD runs.
+#: The method that protects the training records: private selection over whole DP-SGD (or AMP) runs.
 TRAINING_SELECTION = "training_selection"
 
 
@@ -311,7 +311,7 @@ class TuneCall:
 
     @property
     def selects_trainings(self) -> bool:
-        r"""Whether the call protects the training records (private selection over whole DP-SGD training runs,
+        r"""Whether the call protects the training records (private selection over whole DP training runs,
         cheap tuning, an untuned run, or ``"auto"`` among them with a proxy)."""
         return self.protect != "validation"
 
@@ -431,7 +431,8 @@ class TuneCall:
         if blocked:
             raise ValueError(f"tune sets {sorted(blocked)} itself; give epsilon, delta and seed to tune().")
         check_setting_names(settings, tune)
-        from botorch_dp.training.selection_accounting import ACCOUNTINGS  # scipy, Opacus: late
+        from botorch_dp.methods.selection_charge import training_mechanism  # scipy, Opacus: late
+        from botorch_dp.training.selection_accounting import ACCOUNTINGS
 
         check_choice(accounting, "accounting", ACCOUNTINGS)
         check_objective("objective", objective, space)
@@ -465,7 +466,7 @@ class TuneCall:
         kinds = space_kinds(space)  # public: the rule reads them
         method, method_rule = picked_method(
             method, resolved, kinds, proxy=proxy is not None, trains=trains, protect=protect,
-            resumable=checkpoint_dir is not None,
+            resumable=checkpoint_dir is not None, trained_with=training_mechanism(objective) if trains else None,
         )  # fmt: skip
         sampled = strategy == "sample" and K > 1 and method == "dp_gibo"
         if sampled and checkpoint_dir is not None:
@@ -494,14 +495,14 @@ class TuneCall:
         guarded = checks.guarded(objective, known)  # refused before any call when n is known, else at the first
         if accounting != "auto" and (protect == "validation" or method not in ("auto", "training_selection")):
             raise ValueError(
-                f"accounting={accounting!r} is how the private selection over whole DP-SGD training runs is "
+                f"accounting={accounting!r} is how the private selection over whole DP training runs is "
                 f"accounted (protect='training' or 'both', method='training_selection' or 'auto'); with "
                 f"protect={protect!r} and method={method!r} nothing takes it: leave it out."
             )
         chosen_k = sorted(set(plan_options or {}) & set(K_DISTRIBUTION_OPTIONS))
         if chosen_k and (protect == "validation" or method not in ("auto", "training_selection")):
             raise ValueError(
-                f"plan_options: {chosen_k} choose K's distribution of the private selection over whole DP-SGD "
+                f"plan_options: {chosen_k} choose K's distribution of the private selection over whole DP "
                 f"training runs (protect='training' or 'both', method='training_selection' or 'auto'); with "
                 f"protect={protect!r} and method={method!r} nothing takes it: leave it out."
             )

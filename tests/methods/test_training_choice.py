@@ -121,6 +121,9 @@ def test_the_choice_recommends_the_untuned_run_unless_tuning_beats_it_by_a_stand
 
     choice = choose()
     assert choice.winner.name == "untuned" and choice.comparison.recommended_name == "untuned"
+    # the selection's row names what the objective trains with (read from it)
+    selection = choice.comparison.scores[0].method
+    assert selection.mechanism == "DP-SGD" and "whole DP-SGD training runs" in selection.describe()
     assert "ran the untuned training once" in choice.advice
     # proxy_then_train lower in mean but within one paired standard error: still the untuned run
     fixed["untuned"] = [0.6, 0.4, 0.65]
