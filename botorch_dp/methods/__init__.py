@@ -12,7 +12,7 @@ One module per method, its algorithm's wrapper (the reference algorithms stay in
 * ``sampled``: Papernot–Steinke over DP-GIBO runs on drawn configurations (``SampledMethod``);
 * ``private_random_search``: Papernot & Steinke's private random search;
 * ``dp_hypo``: DP-HyPO (Wang et al.);
-* ``training_selection``: Papernot–Steinke over whole DP-SGD training runs, the training records
+* ``training_selection``: Papernot–Steinke over whole DP-SGD (or AMP) training runs, the training records
   protected (``methods.training_runs``);
 * ``proxy_then_train``: tune on a public proxy's data, then one DP-SGD training at the whole ε;
 * ``subsample_tuning``: tune on one Poisson subsample of the training records, then one final

@@ -92,7 +92,15 @@ def default_method(kinds: Sequence[str], *, resumable: bool = False) -> DefaultM
 
 
 def picked_method(
-    given: str, resolved: str, kinds: Sequence[str], *, proxy: bool, trains: bool, protect: str, resumable: bool
+    given: str,
+    resolved: str,
+    kinds: Sequence[str],
+    *,
+    proxy: bool,
+    trains: bool,
+    protect: str,
+    resumable: bool,
+    trained_with: str | None = None,
 ) -> tuple[str, str]:
     r"""The method ``tune`` runs and the one line saying which rule picked it.
 
@@ -106,6 +114,8 @@ def picked_method(
         trains: Whether the objective charges DP training runs.
         protect: ``tune``'s resolved ``protect``.
         resumable: Whether ``checkpoint_dir`` was given.
+        trained_with: What the objective trains a run with, in words (``selection_charge.training_mechanism``;
+            ``None``: "DP"), named by the rule of a selection over whole training runs.
 
     Returns:
         ``(method, reason)``: ``"auto"`` stays ``"auto"`` with a proxy (the comparison there decides).
@@ -116,7 +126,8 @@ def picked_method(
         if resolved == "training_selection":
             return (
                 resolved,
-                f"protect={protect!r} without a proxy: private selection over whole DP training runs (DP-SGD or AMP)",
+                f"protect={protect!r} without a proxy: private selection over whole {trained_with or 'DP'} training "
+                "runs",
             )
         return resolved, (
             f"method='auto' with a proxy and protect={protect!r}: the training method the comparison on the proxy "

@@ -1,6 +1,8 @@
-r"""What a private selection over DP-SGD runs charges and states: the training ledger's entry (the
+r"""What a private selection over DP-SGD or AMP runs charges and states: the training ledger's entry (the
 privacy-profile ``(ε, δ)`` or the RDP curve), the up-front record of both sides, and the
-``(ε, δ)`` statement of each protected set. Used by ``methods.training_runs`` only.
+``(ε, δ)`` statement of each protected set (its training statement's ``details["mechanism"]`` says what the
+trials train with: ``training_mechanism``). Used by ``methods.training_runs``; ``tune`` reads which objectives
+are AMP's and what they train with here.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from botorch_dp.privacy.mechanisms import GaussianScoreMechanism
 from botorch_dp.training.selection_accounting import SelectionAccounting, selection_epsilon
 
 __all__ = [
+    "AMP_MECHANISM",
+    "DP_SGD_MECHANISM",
     "amp_charge",
     "is_amp_objective",
     "k_description",
@@ -31,9 +35,16 @@ __all__ = [
     "record_up_front",
     "training_event",
     "training_guarantee",
+    "training_mechanism",
     "validation_charge",
     "validation_guarantee",
 ]
+
+
+#: What each trial of a selection over whole training runs trains with, as its training statement's
+#: ``details["mechanism"]`` names it (``training_guarantee``, ``amp_charge``; ``training_mechanism``).
+DP_SGD_MECHANISM = "DP-SGD"
+AMP_MECHANISM = "AMP (approximate minima perturbation)"
 
 
 def k_description(k_args: dict[str, Any]) -> str:
@@ -188,12 +199,13 @@ def training_guarantee(
             f"(charged at its least value, {sigma:.6g}, whose curve bounds every trial's)"
         )
     description = (
-        f"private selection over E[K] = {mean_trials:g} DP-SGD training runs (Papernot & Steinke; K ~ "
+        f"private selection over E[K] = {mean_trials:g} {DP_SGD_MECHANISM} training runs (Papernot & Steinke; K ~ "
         f"{k_description(k_args)}, hidden), each run with {noise}, sample_rate <= {rate:.6g}, "
         f"steps <= {steps}; {accounted} ({charge.reason})"
     )
     details = {
         "protected": "training records (add/remove one record)",
+        "mechanism": DP_SGD_MECHANISM,
         "distribution": distribution,
         "binomial_rounds": k_args.get("binomial_rounds"),
         "mean_trials": float(mean_trials),
@@ -265,6 +277,12 @@ def is_amp_objective(objective: Any) -> bool:
     )
 
 
+def training_mechanism(objective: Any) -> str:
+    r"""What ``objective`` trains each selection trial with (``AMP_MECHANISM`` for an AMP objective, else
+    ``DP_SGD_MECHANISM``), as the training statement's ``details["mechanism"]`` will name it."""
+    return AMP_MECHANISM if is_amp_objective(objective) else DP_SGD_MECHANISM
+
+
 def amp_charge(
     objective: Any, epsilon: float, delta: float, k_args: dict[str, Any], accounting: str, max_trials: int | None
 ) -> tuple[BaselineGuarantee, TrainingEvent, tuple]:
@@ -302,7 +320,7 @@ def amp_charge(
         "protected": "training records (add/remove one record)",
         "distribution": distribution,
         "mean_trials": float(mean_trials),
-        "mechanism": "AMP (approximate minima perturbation)",
+        "mechanism": AMP_MECHANISM,
         "reference_run": dict(budget.privacy_parameters),
         "accounting": "rdp",
         "accountant": "rdp (TRAINING_RDP_ORDERS)",

@@ -91,17 +91,21 @@ def training_method(
     distribution: str = "tnb",
     tnb_eta: float = 1.0,
     binomial_rounds: int | None = None,
+    tuning_share: float | None = None,
+    mechanism: str | None = None,
 ) -> Any:
     r"""The method called ``name`` (``TRAINING_METHODS``) at the call's settings (public); ``accounting``
     and ``K``'s ``distribution`` (with ``tnb_eta``, ``binomial_rounds``) are the selection's over training
-    runs (``select_training_runs``), the others' are fixed."""
+    runs (``select_training_runs``; ``mechanism``: what the objective trains a run with, which it states),
+    ``tuning_share`` subsample tuning's τ (``None``: its default, or chosen on the proxy when ``tune`` runs it),
+    the others' are fixed."""
     if name == "training_selection":
         return TrainingSelectionMethod(
             space, epsilon, delta, mean_trials, protect, distribution, max_trials=max_trials, loss_clip=loss_clip,
-            accounting=accounting, binomial_rounds=binomial_rounds, tnb_eta=tnb_eta,
+            accounting=accounting, binomial_rounds=binomial_rounds, tnb_eta=tnb_eta, mechanism=mechanism,
         )  # fmt: skip
     if name == "subsample_tuning":
-        return SubsampleTuningMethod(space, epsilon, delta, protect, num_configurations)
+        return SubsampleTuningMethod(space, epsilon, delta, protect, num_configurations, tuning_share=tuning_share)
     if name == "proxy_then_train":
         if proxy_data is None:
             raise ValueError("method='proxy_then_train' needs proxy= (public data to tune on).")
@@ -130,6 +134,8 @@ def choose_training_method(
     seed: int = 0,
     progress: bool = False,
     accounting: str = "auto",
+    tuning_share: float | None = None,
+    mechanism: str | None = None,
     **k_distribution: Any,
 ) -> TrainingChoice:
     r"""Simulate every candidate on ``proxy_data`` (PUBLIC) and choose (see the module).
@@ -152,15 +158,22 @@ def choose_training_method(
         seed: The first repeat's seed and the proxy split's (public).
         progress: One bar over the simulations.
         accounting: The selection's accounting over training runs if it wins (``select_training_runs``).
+        tuning_share: Subsample tuning's τ when the caller fixed it (simulated at it), ``None``: simulated at the
+            default τ (``SubsampleTuningMethod``).
+        mechanism: What ``objective`` trains a run with, in words (``None``: read from it,
+            ``selection_charge.training_mechanism``).
         **k_distribution: The selection's ``distribution``, ``tnb_eta``, ``binomial_rounds`` (``training_method``).
 
     Returns:
         The ``TrainingChoice``.
     """
+    from botorch_dp.methods.selection_charge import training_mechanism  # scipy, Opacus: late
+
     kw = dict(
         epsilon=epsilon, delta=delta, protect=protect, proxy_data=proxy_data, mean_trials=mean_trials,
         max_trials=max_trials, loss_clip=loss_clip, num_configurations=num_configurations, untuned=untuned,
-        accounting=accounting, **k_distribution,
+        accounting=accounting, tuning_share=tuning_share, **k_distribution,
+        mechanism=training_mechanism(objective) if mechanism is None else mechanism,
     )  # fmt: skip
     names = TUNING_METHODS if methods is None else tuple(methods)
     if not names or isinstance(methods, str) or not set(names) <= set(TUNING_METHODS) or len(set(names)) < len(names):

@@ -1,7 +1,8 @@
-r"""Private selection over whole DP-SGD training runs as a method (``methods.protocol``).
+r"""Private selection over whole DP training runs as a method (``methods.protocol``).
 
 ``TrainingSelectionMethod`` wraps ``methods.training_runs.select_training_runs``
-(Papernot & Steinke over ``K`` DP-SGD training runs at random hyperparameters, ``K`` hidden):
+(Papernot & Steinke over ``K`` training runs at random hyperparameters, ``K`` hidden; each run DP-SGD, or
+AMP for an ``AMPTuningObjective``: whatever the objective trains with, ``mechanism``):
 the whole procedure is charged ONCE (on the training records at its privacy-profile bound where
 that is tighter, else its Rényi-DP curve; ``accounting``) to the objective's ledger before the first
 trial, on the training records and, with ``protect="both"``, on the validation users too (the
@@ -42,7 +43,7 @@ __all__ = ["TrainingSelectionMethod"]
 
 @dataclass(frozen=True)
 class TrainingSelectionMethod:
-    r"""Papernot–Steinke private selection over whole DP-SGD training runs (see the module).
+    r"""Papernot–Steinke private selection over whole DP training runs (see the module).
 
     Attributes:
         space: The objective's ``SearchSpace`` (the released hyperparameters are read back on it).
@@ -62,6 +63,8 @@ class TrainingSelectionMethod:
         binomial_rounds: ``m`` of ``distribution="binomial"`` (``K ~ Binomial(m, E[K]/m)``; may be 0 trials,
             which ``run_private`` refuses to turn into a point, as for Poisson).
         tnb_eta: ``η`` of ``distribution="tnb"`` (1: geometric).
+        mechanism: What the objective trains each run with, in words (``selection_charge.training_mechanism``:
+            ``"DP-SGD"`` or AMP's), stated by ``describe``; ``None``: not known (``describe`` says "DP").
     """
 
     space: Any
@@ -75,6 +78,7 @@ class TrainingSelectionMethod:
     accounting: str = "auto"
     binomial_rounds: int | None = None
     tnb_eta: float = 1.0
+    mechanism: str | None = None
     name: str = dataclasses.field(default="training_selection", init=False)
 
     @property
@@ -94,14 +98,14 @@ class TrainingSelectionMethod:
 
     def simulate(self, proxy_objective: Callable[[Tensor], Tensor], context: MethodContext, seed: int) -> Tensor:
         raise MethodUnavailable(
-            "training_selection: private selection over whole DP-SGD training runs is not simulated on a "
+            "training_selection: private selection over whole DP training runs is not simulated on a "
             "proxy objective (it trains one model per trial on the private training records); simulate_training "
             "simulates it on a proxy's data."
         )
 
     @property
     def private_trainings(self) -> float:
-        r"""The expected DP-SGD trainings on the private records (``max(K, max_trials)``: at least ``E[K]``)."""
+        r"""The expected DP trainings on the private records (``max(K, max_trials)``: at least ``E[K]``)."""
         return float(max(self.mean_trials, self.max_trials or 0))
 
     @property
@@ -146,7 +150,7 @@ class TrainingSelectionMethod:
         if self._distribution == "truncated_negative_binomial" and self.tnb_eta != 1.0:
             rounds = f" with eta = {self.tnb_eta:g}"
         return (
-            f"private selection over whole DP-SGD training runs (E[K] = {self.mean_trials:g}, K ~ "
+            f"private selection over whole {self.mechanism or 'DP'} training runs (E[K] = {self.mean_trials:g}, K ~ "
             f"{self.distribution}{rounds}, hidden; protects {self.protect}; accounting={self.accounting!r})"
         )
 

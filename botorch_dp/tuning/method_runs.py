@@ -11,8 +11,9 @@ PUBLIC proxy, compares the candidates there before the sensitive objective is ca
 * a mixed space: with a proxy, every configuration planned and the enumerate procedure, private
   random search and DP-HyPO over the space's public encoding compared (``tuning.mixed_methods``);
   a selection method runs over the encoding (without a proxy with ``E[K] = K (T b + 1)``);
-* ``protect="training"`` or ``"both"``: private selection over whole DP-SGD training runs
-  (``methods.training_selection``; no proxy, no comparison);
+* ``protect="training"`` or ``"both"``: private selection over whole DP (DP-SGD or AMP) training runs
+  (``methods.training_selection``) without a proxy, else the training methods compared on the proxy's data
+  (``methods.training_choice``);
 * DP-GIBO: the enumerate procedure (``methods.enumerate``; each configuration planned on the
   proxy when one is given) or, with ``strategy="sample"``, the sampled strategy
   (``methods.sampled``; every configuration planned before the first trial).
@@ -210,12 +211,15 @@ class Choice:
 def _training_choice(call: TuneCall, full: DPGIBOConfig) -> Choice:
     r"""A method that protects the training records: the one asked for, or with ``method="auto"`` and a
     proxy the best of them simulated on the proxy's PUBLIC data (``methods.training_choice``)."""
+    from botorch_dp.methods.selection_charge import training_mechanism  # scipy, Opacus: late
+
     options = dict(call.plan_options or {})
     kw = dict(
         epsilon=call.epsilon, delta=call.delta, protect=call.protect, proxy_data=proxy_data(call.proxy),
         mean_trials=call.mean_trials, max_trials=call.max_trials, loss_clip=call.loss_clip,
         num_configurations=options.get("num_configurations", DEFAULT_CONFIGURATIONS), untuned=options.get("untuned"),
-        accounting=call.accounting, **selection_distribution(options, call.mean_trials),
+        accounting=call.accounting, tuning_share=options.get("tuning_share"),
+        mechanism=training_mechanism(call.given), **selection_distribution(options, call.mean_trials),
     )  # fmt: skip
     if call.method != "auto":
         method = _split_on_proxy(training_method(call.method, call.space, **kw), kw, options)

@@ -129,7 +129,8 @@ def tune(
             ``protect="training"`` or ``"both"``, with or without ``proxy``: ``K``'s distribution of the
             selection over training runs (``tune_call.selection_distribution``: ``"distribution"``, one of
             ``"geometric"`` (default), ``"truncated_negative_binomial"`` with ``"tnb_eta"``, ``"poisson"``,
-            ``"binomial"`` with ``"binomial_rounds"``).
+            ``"binomial"`` with ``"binomial_rounds"``); with ``method="subsample_tuning"``, with or without
+            ``proxy``: ``"tuning_share"``, its fixed τ (refused by name with any other method).
         plan_budget: The SECONDS the planning on the proxy should take (every configuration's settings
             search and the method comparison), estimated before it starts from the timed proxy and one
             timed DP-GIBO step (``plan.budget``): over it, ``budgeted_options`` cuts the repeats, the
@@ -161,7 +162,7 @@ def tune(
             hyperparameters), ``"training"`` (the records a DP-trained objective trains on) or ``"both"``.
             ``None`` (default): ``"both"`` for a ``TorchModelTuningObjective`` built with ``dp_sgd=`` and
             ``method="auto"``, else ``"validation"``. ``"training"`` and ``"both"`` run private selection
-            over whole DP-SGD training runs (``methods.training_selection``: ``E[K] = mean_trials``, the
+            over whole DP-SGD (or AMP) training runs (``methods.training_selection``: ``E[K] = mean_trials``, the
             whole procedure charged once to the objective's ledger before the first trial, ``K`` hidden;
             no checkpoint or DP-GIBO setting) and are refused by name for any other objective. With
             ``proxy`` (PUBLIC data: a ``ClassificationData``, a tuple, or a ``TorchModelTuningObjective``'s
@@ -191,7 +192,7 @@ def tune(
         unsafe_allow_large_delta: Run although ``delta ≥ 1/n`` (``tuning.tune_checks``: refused otherwise).
         allow_noise_dominated: Run although the budget is noise-dominated at ``n`` (refused otherwise).
             With either opt-in the result's report and JSON carry the warning (``cautions``).
-        accounting: How the private selection over whole DP-SGD training runs (``protect="training"`` or
+        accounting: How the private selection over whole DP training runs (``protect="training"`` or
             ``"both"``) accounts the training records' charge (``methods.training_runs.select_training_runs``):
             ``"auto"`` (default: its privacy-profile bound where that needs less noise and the ledger's
             training side is empty, else the Papernot–Steinke RDP curve), ``"profile"`` (refused when the

@@ -57,6 +57,7 @@ __all__ = [
     "STRATEGIES",
     "K_DISTRIBUTIONS",
     "K_DISTRIBUTION_OPTIONS",
+    "NO_PROXY_PLAN_OPTIONS",
     "TRAINING_METHODS",
     "TUNE_DEFAULTS",
     "TuneCall",
@@ -77,7 +78,7 @@ STRATEGIES = ("enumerate", "sample")
 METHODS = ("auto", "dp_gibo", "private_random_search", "dp_hypo")
 #: ``tune``'s ``protect`` values (``None``: what the objective makes possible, ``check_protect``).
 PROTECT = ("validation", "training", "both")
-#: The method that protects the training records: private selection over whole DP-SGD runs.
+#: The method that protects the training records: private selection over whole DP-SGD (or AMP) runs.
 TRAINING_SELECTION = "training_selection"
 
 
@@ -86,6 +87,9 @@ TRAINING_METHODS = ("training_selection", "subsample_tuning", "proxy_then_train"
 #: What ``plan_options`` may hold, with or without a proxy, when the training records are protected: the hidden
 #: ``K``'s distribution of the private selection over whole training runs (``selection_distribution``).
 K_DISTRIBUTION_OPTIONS = ("distribution", "tnb_eta", "binomial_rounds")
+#: What ``plan_options`` may hold without a proxy (each checked against ``protect`` and ``method``): ``K``'s
+#: distribution and subsample tuning's fixed τ (``tuning_share``; the proxy only chooses τ when it is not fixed).
+NO_PROXY_PLAN_OPTIONS = (*K_DISTRIBUTION_OPTIONS, "tuning_share")
 #: What ``plan_options`` may hold with a proxy when the training records are protected (``tuning_share``: subsample
 #: tuning's τ, fixed instead of chosen on the proxy).
 TRAINING_PLAN_OPTIONS = (
@@ -307,7 +311,7 @@ class TuneCall:
 
     @property
     def selects_trainings(self) -> bool:
-        r"""Whether the call protects the training records (private selection over whole DP-SGD training runs,
+        r"""Whether the call protects the training records (private selection over whole DP training runs,
         cheap tuning, an untuned run, or ``"auto"`` among them with a proxy)."""
         return self.protect != "validation"
 
@@ -427,7 +431,8 @@ class TuneCall:
         if blocked:
             raise ValueError(f"tune sets {sorted(blocked)} itself; give epsilon, delta and seed to tune().")
         check_setting_names(settings, tune)
-        from botorch_dp.training.selection_accounting import ACCOUNTINGS  # scipy, Opacus: late
+        from botorch_dp.methods.selection_charge import training_mechanism  # scipy, Opacus: late
+        from botorch_dp.training.selection_accounting import ACCOUNTINGS
 
         check_choice(accounting, "accounting", ACCOUNTINGS)
         check_objective("objective", objective, space)
@@ -439,7 +444,7 @@ class TuneCall:
             raise ValueError(
                 f"num_users: planning on a proxy needs n, the number of users of objective (public), got {num_users!r}."
             )
-        if proxy is None and set(plan_options or {}) - set(K_DISTRIBUTION_OPTIONS):  # K's: protect, checked below
+        if proxy is None and set(plan_options or {}) - set(NO_PROXY_PLAN_OPTIONS):  # protect and method: below
             raise ValueError("plan_options: give proxy= to plan on.")
         check_choice(strategy, "strategy", STRATEGIES)
         if executor is not None and not callable(getattr(executor, "submit", None)):
@@ -461,7 +466,7 @@ class TuneCall:
         kinds = space_kinds(space)  # public: the rule reads them
         method, method_rule = picked_method(
             method, resolved, kinds, proxy=proxy is not None, trains=trains, protect=protect,
-            resumable=checkpoint_dir is not None,
+            resumable=checkpoint_dir is not None, trained_with=training_mechanism(objective) if trains else None,
         )  # fmt: skip
         sampled = strategy == "sample" and K > 1 and method == "dp_gibo"
         if sampled and checkpoint_dir is not None:
@@ -490,16 +495,23 @@ class TuneCall:
         guarded = checks.guarded(objective, known)  # refused before any call when n is known, else at the first
         if accounting != "auto" and (protect == "validation" or method not in ("auto", "training_selection")):
             raise ValueError(
-                f"accounting={accounting!r} is how the private selection over whole DP-SGD training runs is "
+                f"accounting={accounting!r} is how the private selection over whole DP training runs is "
                 f"accounted (protect='training' or 'both', method='training_selection' or 'auto'); with "
                 f"protect={protect!r} and method={method!r} nothing takes it: leave it out."
             )
         chosen_k = sorted(set(plan_options or {}) & set(K_DISTRIBUTION_OPTIONS))
         if chosen_k and (protect == "validation" or method not in ("auto", "training_selection")):
             raise ValueError(
-                f"plan_options: {chosen_k} choose K's distribution of the private selection over whole DP-SGD "
+                f"plan_options: {chosen_k} choose K's distribution of the private selection over whole DP "
                 f"training runs (protect='training' or 'both', method='training_selection' or 'auto'); with "
                 f"protect={protect!r} and method={method!r} nothing takes it: leave it out."
+            )
+        if "tuning_share" in (plan_options or {}) and protect == "validation":
+            raise ValueError(
+                f"plan_options['tuning_share'] with protect={protect!r}: tuning_share is subsample tuning's split of "
+                "epsilon between its tuning phase and its final training (protect='training' or 'both', "
+                "method='subsample_tuning' or 'auto' with proxy=); with protect='validation' nothing takes it: leave "
+                "it out."
             )
         if protect != "validation":
             _check_training_selection(protect, method, proxy, strategy, checkpoint_dir, settings, plan_options)
@@ -543,7 +555,8 @@ def _check_training_selection(
         if method not in ("auto", "subsample_tuning"):
             raise ValueError(
                 f"plan_options['tuning_share'] with method={method!r}: only subsample tuning splits epsilon between "
-                "a tuning phase and its final training; leave it out."
+                "a tuning phase and its final training (method='subsample_tuning', or 'auto' with proxy=); leave it "
+                "out."
             )
         check_probability(options["tuning_share"], "plan_options['tuning_share']")
     refused = {

@@ -57,14 +57,16 @@ VALIDATION_NOT_PROTECTED = (
 )
 #: Each protected set in words (``TuneResult.protected``).
 _SET_WORDS = {"validation": "validation users", "training": "training records"}
-#: A private selection's trial, in words, by method (``"sample"``: ``tune(strategy="sample")``).
+#: A private selection's trial, in words, by method (``"sample"``: ``tune(strategy="sample")``; ``{mechanism}``: what
+#: the selection's training statement says each run trains with, ``_trained_with``).
 _TRIALS = {
     "sample": "a DP-GIBO run on a configuration drawn at random, then its noisy score",
     "private_random_search": "a point drawn at random and its noisy score",
     "dp_hypo": "a point drawn from a density adapted to the earlier trials, and its noisy score",
-    "training_selection": "one DP training run (DP-SGD or AMP) at hyperparameters drawn at random, then its score",
+    "training_selection": "one {mechanism} training run at hyperparameters drawn at random, then its score",
 }
-#: The cheap training methods and the untuned run, in words (``TuneResult.runs_explained``).
+#: The cheap training methods and the untuned run, in words (``TuneResult.runs_explained``; DP-SGD only: ``tune``
+#: refuses them for an AMP objective).
 _CHEAP = {
     "proxy_then_train": "the configurations tried on the public proxy (no record), then ONE final DP-SGD training on "
     "the training records",
@@ -220,6 +222,7 @@ class TuneResult:
             own = 0 if self.protected.get("validation") in (None, (0.0, self.guarantee.delta)) else 1
         elif self.method != "dp_gibo" or (K == 1 and self.score_mu is not None):  # a selection: the winner only
             trial = _TRIALS.get(self.method if self.score_mu is None else "sample", "trial and its noisy score")
+            trial = trial.format(mechanism=_trained_with(self) or "DP")
             lines = [
                 f"one private selection over a hidden number of trials (each {trial}), recorded in the ledger "
                 "as ONE run (its whole guarantee, charged before the first trial): 1 run; only the winner is "
@@ -411,6 +414,16 @@ def tune_result(
         protected=dict(run.guarantees),
         advice=advice,
     )
+
+
+def _trained_with(result: TuneResult) -> str | None:
+    r"""What the chosen run's trials trained with, as its training statement's ``details["mechanism"]`` says
+    (``selection_charge.training_mechanism``; ``None`` where it states none)."""
+    released = getattr(result.runs[result.chosen].result, "result", None) if result.runs else None
+    guarantee = getattr(released, "guarantee", None)  # per protected set for the training methods
+    details = getattr(guarantee.get("training"), "details", None) if isinstance(guarantee, dict) else None
+    mechanism = details.get("mechanism") if isinstance(details, dict) else None
+    return mechanism if isinstance(mechanism, str) else None
 
 
 def _each_training(ledger: PrivacyLedger, delta: float) -> str:

@@ -31,6 +31,10 @@ def test_every_training_method_is_a_method_and_tune_knows_the_same_names():
             m.simulate(lambda X: X, None, 0)
     with pytest.raises(ValueError, match="proxy_then_train.*needs proxy"):
         training_method("proxy_then_train", SPACE, epsilon=EPS, delta=DELTA, protect="both")
+    # subsample tuning carries the caller's fixed tau (simulated at it), else none: the default tau
+    fixed = training_method("subsample_tuning", SPACE, **kw, tuning_share=0.2)
+    assert fixed.tuning_share == 0.2 and methods[1].tuning_share is None
+    assert "tau = 0.2 " in fixed.describe() and "tau = 0.3 " in methods[1].describe()
 
 
 def test_the_advice_is_given_exactly_when_the_chosen_method_does_not_beat_the_untuned_run_by_a_standard_error():
@@ -117,6 +121,9 @@ def test_the_choice_recommends_the_untuned_run_unless_tuning_beats_it_by_a_stand
 
     choice = choose()
     assert choice.winner.name == "untuned" and choice.comparison.recommended_name == "untuned"
+    # the selection's row names what the objective trains with (read from it)
+    selection = choice.comparison.scores[0].method
+    assert selection.mechanism == "DP-SGD" and "whole DP-SGD training runs" in selection.describe()
     assert "ran the untuned training once" in choice.advice
     # proxy_then_train lower in mean but within one paired standard error: still the untuned run
     fixed["untuned"] = [0.6, 0.4, 0.65]

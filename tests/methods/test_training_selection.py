@@ -34,6 +34,24 @@ def test_the_description_states_the_hidden_k_its_distribution_and_what_is_protec
     assert "K ~ binomial over m = 12 rounds" in binomial.describe()
 
 
+def test_the_description_names_what_the_objective_trains_with():
+    from botorch_dp.methods.selection_charge import AMP_MECHANISM, training_mechanism
+    from botorch_dp.problems.logistic_regression import AMPTuningObjective, load_logistic_data, plan_amp_runs
+
+    dp_sgd = TorchModelTuningObjective(
+        _proxy_data(), SPACE, training=TrainingConfig(epochs=1, batch_size=20), dp_sgd=DPSGDConfig(noise_multiplier=1.0)
+    )
+    data = load_logistic_data("synthetic", seed=3, num_examples=40, num_features=2)
+    amp = AMPTuningObjective(data, plan_amp_runs(1.0, DELTA, num_runs=5))
+    assert training_mechanism(dp_sgd) == "DP-SGD" and training_mechanism(amp) == AMP_MECHANISM
+    for objective in (dp_sgd, amp):
+        mechanism = training_mechanism(objective)
+        text = TrainingSelectionMethod(SPACE, EPS, DELTA, 3.0, mechanism=mechanism).describe()
+        assert f"private selection over whole {mechanism} training runs" in text
+    text = TrainingSelectionMethod(SPACE, EPS, DELTA, 3.0).describe()  # not told: no mechanism named
+    assert "whole DP training runs" in text and "DP-SGD" not in text and "AMP" not in text
+
+
 def test_the_selection_is_not_simulated_when_the_space_searches_epochs():
     from botorch_dp.tuning import Integer
 

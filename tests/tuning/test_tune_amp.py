@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize_scalar
 
+from botorch_dp.methods.selection_charge import AMP_MECHANISM
 from botorch_dp.privacy.analysis.objective_perturbation import amp_rdp
 from botorch_dp.privacy.analysis.private_selection import sample_num_trials
 from botorch_dp.privacy.analysis.rdp import rdp_curve_epsilon
@@ -115,6 +116,12 @@ def test_charged_once_before_the_first_trial_with_the_selections_curve_and_every
     assert (result.protected["validation"] is None) == (protect == "training")
     details = result.runs[0].result.result.guarantee["training"].details
     assert details["reference_run"] == reference.privacy_parameters
+    # what each trial trains with is read from the charge's statement: AMP, and nothing tune returns says DP-SGD
+    assert details["mechanism"] == AMP_MECHANISM
+    report = result.guarantee_report()
+    assert f"(each one {AMP_MECHANISM} training run at hyperparameters drawn at random" in report
+    assert result.method_rule.endswith(f"private selection over whole {AMP_MECHANISM} training runs")
+    assert not [text for text in (repr(result), result.to_json(), report, result.procedure) if "DP-SGD" in text]
 
 
 def _tune_K(seed):

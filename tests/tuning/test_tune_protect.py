@@ -69,6 +69,10 @@ def test_protect_training_releases_the_winner_with_one_training_record_and_no_tr
     assert f"(epsilon = {epsilon:.4g}, delta = {DELTA:.3g})-DP for the training records" in report
     assert "the validation users NOT protected" in report
     assert "1 training record of 1 in the ledger" in report
+    # what each trial trains with, read from the charge's statement: DP-SGD (test_tune_amp.py: AMP)
+    assert "(each one DP-SGD training run at hyperparameters drawn at random" in report and "AMP" not in report
+    assert selection.guarantee["training"].details["mechanism"] == "DP-SGD"
+    assert result.method_rule.endswith("private selection over whole DP-SGD training runs")
     assert "the validation users (protect='training')" in report.split("What was NOT protected:")[1]
     rows = result.released_values(as_frame=False)
     assert [r["quantity"] for r in rows] == ["theta", "winner_score", "hyperparameters"]

@@ -49,10 +49,10 @@ def _tune(obj, **kw):
         return tune(obj, INFORMATIVE, **{"epsilon": EPS, "delta": DELTA, "progress": False, "seed": 3, **kw})
 
 
-def _charged_as_planned(obj, result, share):
+def _charged_as_planned(obj, result, share, num_trials=2):
     r"""The ledger holds the phase and the final run of ``share``'s plan, composed to what the result states."""
-    plan = quick_plan(epsilon=EPS, delta=DELTA, sample_rate=1 / 8, steps=8, num_trials=2, subsample_fraction=0.5,
-                      tuning_share=share)  # fmt: skip
+    plan = quick_plan(epsilon=EPS, delta=DELTA, sample_rate=1 / 8, steps=8, num_trials=num_trials,
+                      subsample_fraction=0.5, tuning_share=share)  # fmt: skip
     phase, final = obj.ledger.training.records()
     assert np.array_equal(phase.event.rdp, plan.phase_rdp) and "Poisson subset" in phase.event.description
     assert final.event == DPSGDRun(plan.final_noise_multiplier, 1 / 8, 8) and final.run_id.endswith("-final")
@@ -97,6 +97,16 @@ def test_without_a_proxy_the_default_tau_is_stated(quick_plans, simulated):
     assert "tau the public default (no proxy to choose it on)" in result.guarantee_report()
 
 
+def test_without_a_proxy_plan_options_tuning_share_fixes_tau(quick_plans, simulated):
+    # fixing tau needs no proxy (the proxy only chooses tau when it is not fixed)
+    obj = _objective(INFORMATIVE)
+    result = _tune(obj, method="subsample_tuning", protect="training", plan_options={"tuning_share": 0.2})
+    assert simulated == [] and [kw["tuning_share"] for kw in quick_plans] == [0.2]
+    assert "tuning share tau = 0.2 of epsilon^2" in result.guarantee_report()
+    assert "tau given by the caller" in result.guarantee_report()
+    _charged_as_planned(obj, result, 0.2, num_trials=8)
+
+
 @pytest.mark.privacy_fast
 def test_auto_runs_its_subsample_tuning_winner_with_tau_chosen_on_the_proxy(monkeypatch, quick_plans, simulated):
     # the method comparison's simulations replaced by fixed paired losses (each is tested on its own): subsample
@@ -114,6 +124,34 @@ def test_auto_runs_its_subsample_tuning_winner_with_tau_chosen_on_the_proxy(monk
     _charged_as_planned(obj, result, 0.1)
 
 
+class _Planned(Exception):
+    r"""Raised by the plan spy: the comparison's subsample simulation stops at its plan, nothing trains."""
+
+
+@pytest.mark.privacy_fast
+@pytest.mark.parametrize(("options", "tau"), [({"tuning_share": 0.2}, 0.2), ({}, 0.3)])
+def test_auto_simulates_subsample_tuning_at_the_callers_fixed_tau_else_the_default(monkeypatch, options, tau):
+    # the comparison simulates what the private run would run: the caller's fixed tau, else the default tau = 0.3;
+    # the other methods' simulations are fixed losses, subsample tuning's is the real one up to its plan (a spy)
+    from botorch_dp.methods import cheap_plan
+    from botorch_dp.methods import training_choice as tc
+
+    for cls in (tc.TrainingSelectionMethod, tc.ProxyThenTrainMethod, tc.UntunedMethod):
+        monkeypatch.setattr(cls, "simulate_training", lambda self, proxy, seed: 0.5)
+    asked = []
+
+    def spy(**kw):
+        asked.append(kw)
+        raise _Planned
+
+    monkeypatch.setattr(cheap_plan, "plan_subsample_tuning", spy)
+    obj = _objective(INFORMATIVE)
+    with pytest.raises(_Planned):
+        _tune(obj, protect="training", proxy=_proxy(), plan_options={"num_configurations": 2, **options})
+    assert [kw["tuning_share"] for kw in asked] == [tau] and asked[0]["num_trials"] == 2
+    assert obj.evaluations == 0 and obj.ledger.training.records() == []
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
@@ -122,6 +160,24 @@ def test_auto_runs_its_subsample_tuning_winner_with_tau_chosen_on_the_proxy(monk
         ({"method": "proxy_then_train", "plan_options": {"tuning_share": 0.2}}, r"plan_options\['tuning_share'\]"),
         ({"method": "subsample_tuning", "proxy": lambda X: X}, "proxy"),
         ({"method": "training_selection"}, "proxy="),
+        # without a proxy: only subsample tuning takes a fixed tau (auto without proxy= is training_selection)
+        *(
+            (
+                {"proxy": None, "method": m, "plan_options": {"tuning_share": 0.2}},
+                rf"plan_options\['tuning_share'\] with method='{m}'",
+            )
+            for m in ("training_selection", "untuned")
+        ),
+        (
+            {"proxy": None, "method": "auto", "plan_options": {"tuning_share": 0.2}},
+            r"plan_options\['tuning_share'\] with method='training_selection'",
+        ),
+        (
+            {"proxy": None, "protect": "validation", "plan_options": {"tuning_share": 0.2}},
+            r"plan_options\['tuning_share'\] with protect='validation'",
+        ),
+        ({"proxy": None, "method": "subsample_tuning", "plan_options": {"tuning_share": 1.5}}, "tuning_share"),
+        ({"proxy": None, "method": "subsample_tuning", "plan_options": {"num_repeats": 2}}, "give proxy= to plan on"),
     ],
 )
 def test_bad_share_options_are_refused_by_name_before_anything_trains(kwargs, match, simulated):
