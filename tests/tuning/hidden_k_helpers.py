@@ -17,17 +17,22 @@ The rule it checks: *a selection reveals nothing of K or its losing trials, anyw
 
 ``assert_same_walk`` compares two such observations after masking ONLY what legitimately differs with the noise:
 
-- floats (Python, NumPy and tensor values, and decimal numbers written in text) — the released model's weights,
-  the noisy scores, the released hyperparameters and, in text, the wall times; a float that is the same in both
-  runs (ε, δ, σ, a curve) compares the same either way, and the check is strict on everything else;
-- the released hyperparameters' non-numeric values (a categorical's chosen level differs with the winner);
+- the floats of the RELEASED values (Python, NumPy and tensor values at a path ``NOISY`` matches: the released
+  hyperparameters, the noisy/released score, ``theta``, the released model and its ``state_dict``, a DP-GIBO
+  winner's ``release`` (its noisy iterates), ``released_values()`` rows' values, ``to_json()``'s configurations);
+  every OTHER float value (ε, δ, σ, μ, a details entry, a ledger record's RDP curve) is compared exactly;
+- the decimal numbers written in TEXT (repr, str, reports, warnings, logs, stderr): text mixes the released
+  values and the wall time with the rest, and cannot be told apart by path;
+- the released hyperparameters' non-numeric values, as whole words (a categorical's chosen level differs with the
+  winner);
 - identifiers: 32-hex run ids and ``0x…`` memory addresses; the spaces after ``[``, ``(`` and ``,`` (a tensor's
   repr pads a float by its sign).
 
 Integers are compared EXACTLY, as values and in text (counts are what would reveal K: ``len(runs)``, a number of
-records, a number of calls, "K = 3"), and so are strings, keys, types, shapes and dtypes. A float ``K`` (``3.0``)
-would be masked: the walk also refuses any key or attribute named like a count of trials (``num_trials``,
-``num_evaluations``, ``trials``, ``losing``), whatever its value.
+records, a number of calls, "K = 3"), and so are strings, keys, types, shapes, dtypes and integer tensors. A float
+``K`` written in text (``"3.0"``) or under a released path would be masked: the walk also refuses any key or
+attribute named like a count of trials (``num_trials``, ``num_evaluations``, ``trials``, ``losing...``, ``k``),
+whatever its value. Warnings are recorded with ``simplefilter("always")``, so none is deduplicated away.
 """
 
 from __future__ import annotations

@@ -145,3 +145,22 @@ def test_the_walk_masks_only_the_noise_and_names_a_count_anywhere():
         assert_same_walk(fake(1, 0.25, warned=["ran 1 trials"]), fake(2, 0.5, warned=["ran 2 trials"]))
     with pytest.raises(AssertionError, match=r"'num_trials', a count"):
         assert_same_walk(fake(1, 0.25, key="num_trials"), fake(2, 0.5, key="num_trials"))
+
+
+@pytest.mark.privacy_fast  # the fast version of a privacy property (tests/conftest.py)
+def test_a_forced_private_random_search_shows_nothing_of_K():
+    box, tiny = validation_side.BOX, validation_side.TINY
+    first = tune(
+        validation_side.Counted(), box, epsilon=3.0, delta=1e-5, method="private_random_search", seed=0, **tiny
+    )
+    mu0 = first.runs[0].result.result.guarantee.details["per_trial_mu"]  # public: the per-trial budget
+    by_k: dict[int, int] = {}
+    for seed in range(30):
+        by_k.setdefault(validation_side._prs_trials(seed, mu0).num_evaluations, seed)
+    assert len(by_k) >= 2  # two seeds whose K differ (the NON-PRIVATE diagnostic draws tune's K)
+    observations = []
+    for _, seed in sorted(by_k.items())[:2]:
+        args = dict(epsilon=3.0, delta=1e-5, method="private_random_search", seed=seed, **tiny)
+        observations.append(observe(lambda args=args: tune(validation_side.Counted(), box, progress=True, **args)))
+    rows = assert_same_walk(*observations)
+    assert any(path.endswith("guarantee.details") for path, _, _ in rows)
