@@ -76,12 +76,14 @@ class Holder:
         return f"process {self.pid} on host {self.host!r} (holder {self.token[:8]})"
 
 
+def _boot_id() -> str:
+    with open("/proc/sys/kernel/random/boot_id") as f:  # closed: no ResourceWarning reaches the caller
+        return f.read().strip()
+
+
 def _node() -> str:
     parts = []
-    for read in (
-        lambda: open("/proc/sys/kernel/random/boot_id").read().strip(),  # noqa: SIM115
-        lambda: os.readlink("/proc/self/ns/pid"),
-    ):
+    for read in (_boot_id, lambda: os.readlink("/proc/self/ns/pid")):
         try:
             parts.append(read())
         except OSError:
