@@ -56,7 +56,7 @@ from benchmarks.runs import Run
 from botorch_dp import tune
 from botorch_dp.baselines import BaselineResult, dp_hypo, private_random_search, random_search
 from botorch_dp.baselines.selection import non_private_baseline_result
-from botorch_dp.plan.method_protocol import MethodRun
+from botorch_dp.methods.protocol import MethodRun
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 from botorch_dp.privacy.analysis.private_selection import per_trial_mu_for_epsilon
 from botorch_dp.utils import child_seeds, torch_threads

@@ -42,10 +42,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.provenance import script_meta, write_report  # noqa: E402
+from botorch_dp.methods.protocol import CandidateMethod  # noqa: E402
 from botorch_dp.optim.config import DPGIBOConfig  # noqa: E402
 from botorch_dp.optim.options import FixedClip, batch_rule  # noqa: E402
 from botorch_dp.plan import compare_methods  # noqa: E402
-from botorch_dp.plan.method_protocol import CandidateMethod  # noqa: E402
 from botorch_dp.privacy.ledger import PrivacyLedger  # noqa: E402
 from botorch_dp.utils import torch_threads  # noqa: E402
 

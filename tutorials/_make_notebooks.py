@@ -588,7 +588,8 @@ print(result_dp.guarantee_report())  # one statement: validation users, training
 ## Which method? Ask the planner on a public proxy
 
 Local search does not win everywhere: with few users, a small ε or a flat loss, private random
-search (or DP-HyPO) can do better at the same (ε, δ). `plan_private_run` simulates the candidates on a
+search (or DP-HyPO) can do better at the same (ε, δ). `plan_and_compare` (what `tune(method="auto")`
+does) plans DP-GIBO's settings (`plan_private_run`) and simulates the candidates on a
 **public proxy** — here the same DP-SGD training on the public synthetic data, with a fresh ledger,
 so it costs no privacy — with the private run's noise (the same ε, δ and number of validation users
 n; each method's own mechanism at the private noise scale), with paired seeds, and recommends the
@@ -596,7 +597,7 @@ best with the evidence: mean proxy loss ± standard error, and the paired wins a
 recommended method. The sensitive data is not an argument of the plan.
 """),
     code(r"""
-from botorch_dp.plan import plan_private_run
+from botorch_dp.tuning.mixed_methods import plan_and_compare
 
 proxy = objective_dp.with_data(public, ledger=PrivacyLedger(), noise_seed=1, run_prefix="plan")  # public rows only
 base = DPGIBOConfig(
@@ -604,7 +605,7 @@ base = DPGIBOConfig(
     step_size=0.2, step_rule="adagrad", search_radius=0.1, noise_variance=noise_variance, target_delta=DELTA,
     raw_samples=RAW_SAMPLES, num_restarts=NUM_RESTARTS,
 )
-plan = plan_private_run(proxy, base, num_users=objective_dp.num_users, fit_kernel=False, clip_quantiles=(0.9,),
+plan = plan_and_compare(proxy, base, num_users=objective_dp.num_users, fit_kernel=False, clip_quantiles=(0.9,),
                         step_sizes=(0.2,), num_repeats=1 if SMOKE else 3, progress=False)
 print(plan.methods)
 print("recommended method:", plan.recommended_method.name)
@@ -1029,6 +1030,7 @@ from sklearn.preprocessing import PolynomialFeatures, StandardScaler
 
 from botorch_dp import DPGIBO, DPGIBOConfig, PrivacyWarning, plan_private_run
 from botorch_dp.optim.options import FixedBatches, QuantileClip
+from botorch_dp.tuning.mixed_methods import plan_and_compare
 
 SMOKE = os.environ.get("BOTORCH_DP_TUTORIAL_SMOKE", "0") == "1"
 T_CANDIDATES = (2,) if SMOKE else (4, 8)  # number of steps T tried
@@ -1113,8 +1115,9 @@ print(f"target (epsilon, delta) = ({EPSILON:g}, {DELTA:g}) -> mu = {base.privacy
     md(r"""
 ## Plan on the public proxy
 
-`plan_private_run` takes the proxy objective, the config and the number of **private** users $n$
-(public). It
+`plan_and_compare` takes the proxy objective, the config and the number of **private** users $n$
+(public). It plans DP-GIBO's settings with `plan_private_run` on the fitting half of the proxy's
+users, then compares the methods on the other half (`botorch_dp.methods.choice`); the plan
 
 1. fits the kernel's length-scale, outputscale and noise variance by marginal likelihood on the
    proxy's mean loss at $10d$ Sobol points of the box (BoTorch's `SingleTaskGP` and
@@ -1137,7 +1140,7 @@ The noise-to-signal column is the first step's expected noise norm $\sigma\sqrt 
 the proxy's clipped mean gradient estimate at θ₀: well above 1, the first steps are mostly noise.
 """),
     code(r"""
-plan = plan_private_run(
+plan = plan_and_compare(
     public_objective, base, num_users=len(y_private), clip_quantiles=(0.5, 0.9),
     step_sizes=STEP_SIZES, num_iterations=T_CANDIDATES, num_repeats=1,
 )
@@ -1196,7 +1199,7 @@ the good region lies.
     code(r"""
 oracle = plan_private_run(  # NOT private: for comparison only
     private_objective, base, num_users=len(y_private), clip_quantiles=(0.5, 0.9),
-    step_sizes=STEP_SIZES, num_iterations=T_CANDIDATES, num_repeats=1, choose_method=False,
+    step_sizes=STEP_SIZES, num_iterations=T_CANDIDATES, num_repeats=1,
 )
 o = oracle.config
 print(f"oracle (non-private) choice: B = {o.clip.bound:.4g}, eta = {o.step_size:g}, T = {o.num_iterations}")

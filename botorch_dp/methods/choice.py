@@ -1,6 +1,12 @@
 r"""The choice of METHOD: every candidate simulated on the public proxy (paired seeds), the best recommended.
 
-``compare_methods`` (the planner's step 5, ``plan_private_run``) resolves each ``Method``
+This module is the one place methods are compared. ``plan_then_compare`` (``tune``'s choice for one
+configuration) plans DP-GIBO's settings on the fitting half of the proxy's users (the caller's
+``planner``, ``plan.plan_private_run``, which plans settings only) and compares the candidates on the
+scoring half (``methods.proxy_split``); ``tuning.mixed_methods`` compares on a mixed space's encoding
+through ``compare_in_context``.
+
+``compare_methods`` resolves each ``Method``
 (``methods.protocol``) against the public ``MethodContext`` (the private run's ``n``, ``(ε, δ)``,
 box, DP-GIBO's planned config and its number of evaluations), simulates it ``r`` times on the
 proxy with the private run's noise (the same seeds for every method: repeat ``j`` of each method
@@ -47,11 +53,13 @@ from botorch_dp.methods.dp_gibo import DPGIBOMethod
 from botorch_dp.methods.dp_hypo import DPHyPOMethod
 from botorch_dp.methods.private_random_search import PrivateRandomSearchMethod
 from botorch_dp.methods.protocol import CandidateMethod, MethodContext, MethodUnavailable, SimulatedMethod, config_mu
+from botorch_dp.methods.proxy_split import ProxySplit
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
+from botorch_dp.privacy.checks import check_nonnegative_int
 from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.utils import progress_bar, progress_stage
+from botorch_dp.utils import child_seeds, progress_bar, progress_stage
 
 __all__ = [
     "DEFAULT_METHODS",
@@ -60,6 +68,7 @@ __all__ = [
     "check_methods",
     "compare_in_context",
     "compare_methods",
+    "plan_then_compare",
     "recommend",
     "with_loss_clip",
 ]
@@ -299,7 +308,7 @@ def compare_methods(
         progress: Show a tqdm bar (public values only).
         fitting_objective: The PUBLIC users the candidates' open settings (the selection
             methods' loss clip) are fitted on, when not those they are scored on
-            (``methods.proxy_split``: ``plan_private_run`` passes the fitting half and scores on the
+            (``methods.proxy_split``: ``plan_then_compare`` passes the fitting half and scores on the
             other); ``None``: ``proxy_objective``.
         prefer: The method recommended among tied, equally cheap ones (``recommend``).
 
@@ -328,6 +337,57 @@ def compare_methods(
         fitting_objective=fitting_objective,
         prefer=prefer,
     )
+
+
+def plan_then_compare(
+    proxy_objective: Callable[[Tensor], Tensor],
+    planner: Callable[[Callable[[Tensor], Tensor]], Any],
+    methods: Sequence[SimulatedMethod] = DEFAULT_METHODS,
+    *,
+    num_users: int,
+    seed: int = 0,
+    num_repeats: int = 3,
+    progress: bool = True,
+) -> tuple[Any, MethodComparison, ProxySplit]:
+    r"""Plan DP-GIBO's settings on one half of the PUBLIC proxy's users, then compare ``methods`` on the other.
+
+    The proxy's users are split (``ProxySplit(seed)``, public and seeded); ``planner`` plans DP-GIBO's
+    settings on the fitting half (``tune`` passes ``plan.plan_private_run`` with the call's options, the
+    same ``seed`` and ``num_repeats``); the candidates' open settings are fitted on that half too, and
+    every candidate is simulated and scored on the scoring half (``compare_methods``), ``num_repeats``
+    times with fresh seeds paired across the methods (``child_seeds([seed, 1], num_repeats)``, not those
+    the settings were chosen on), against DP-GIBO's planned config and its planned number of evaluations.
+
+    Args:
+        proxy_objective: ``q x d`` points to the ``q x n_p`` per-user losses of PUBLIC users (``n_p ≥ 4``).
+        planner: The fitting half to a plan with ``config``, ``trials``, ``best`` and ``gradient_points``
+            (a ``plan.PrivatePlan``).
+        methods: The candidates (default DP-GIBO, private random search, DP-HyPO).
+        num_users: ``n`` of the private run.
+        seed: The split's and the comparison's seed (the plan's).
+        num_repeats: The comparison's paired repeats (the plan's).
+        progress: Show a tqdm bar (public values only).
+
+    Returns:
+        ``(plan, comparison, split)``.
+    """
+    methods = check_methods(methods)
+    split = ProxySplit(seed)
+    fitting = split.fitting(proxy_objective)  # settings fitted on one half, every candidate scored on the other
+    plan = planner(fitting)
+    scoring = split.scoring(proxy_objective)
+    comparison = compare_methods(
+        scoring,
+        plan.config,
+        methods,
+        num_users=num_users,
+        num_proxy_users=scoring.count(plan.gradient_points[:1]),
+        evaluations=plan.trials[plan.best].num_evaluations,
+        seeds=child_seeds([check_nonnegative_int(seed, "seed"), 1], int(num_repeats)),
+        progress=progress,
+        fitting_objective=fitting,
+    )
+    return plan, comparison, split
 
 
 def compare_in_context(

@@ -46,15 +46,17 @@ The steps:
 The privacy budget, θ₀, the box and the step rule are taken from the given config (public
 choices); the plan does not choose them.
 
-5. The METHOD (``choose_method=True``, default): DP-GIBO with the recommended config, private
-   random search and DP-HyPO (where affordable) are simulated on the proxy with the private
-   run's noise (the same ``ε``, ``δ`` and ``n``; each method's own mechanism at the private
-   noise scale), ``num_repeats`` times with paired seeds, and the one with the lowest mean
-   proxy loss is recommended (``PrivatePlan.methods``: mean ± standard error, paired wins).
+The planner plans DP-GIBO's settings only. The choice of METHOD is the methods layer's
+(``methods.choice``, the one place methods are compared): ``methods.choice.plan_then_compare``
+plans with ``plan_private_run`` on the fitting half of the proxy's users and simulates DP-GIBO with
+the recommended config, private random search and DP-HyPO (where affordable) on the other half with
+the private run's noise, ``num_repeats`` times with paired seeds; ``tune(method="auto", proxy=...)``
+calls it (``tuning.mixed_methods.plan_and_compare``, which keeps the comparison on the plan:
+``PrivatePlan.methods``). ``plan_private_run(choose_method=True)`` is deprecated and does the same.
 
 The package: ``kernel_fit`` (step 1, ``fit_kernel_on_proxy``) and ``search`` (steps 2 to 4,
 ``plan_private_run``); the proxy's checked losses and ``simulation_config`` are
-``methods.proxy``'s, re-exported here. The method choice (step 5) and the methods themselves
+``methods.proxy``'s, re-exported here. The method choice and the methods themselves
 live in ``botorch_dp.methods`` (``protocol``, ``dp_gibo``, ``private_random_search``,
 ``dp_hypo``, ``choice``), the layer below planning; their names are still importable from here
 and from the old modules ``plan.method_*``, loaded on first use (PEP 562), so that importing

@@ -3,6 +3,8 @@ r"""The search over clip bound, step size, number of steps and batch rule on the
 ``plan_private_run`` fits the kernel (``kernel_fit``), takes the ``B`` candidates from the proxy's per-user
 gradient-estimate norms at ``θ₀``, runs DP-GIBO on the proxy at the simulated private budget
 (``proxy.simulation_config``) for every setting, and returns the best in a ``PrivatePlan`` (every ``PlanTrial``).
+It plans DP-GIBO's settings only: the choice of METHOD is the methods layer's (``methods.choice``, which
+``tune`` calls; ``choose_method=True`` here is deprecated and calls it too).
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ from botorch_dp.plan.trial_table import row, spread
 from botorch_dp.privacy.checks import check_nonnegative_int, check_positive, check_positive_int, check_probability
 from botorch_dp.privacy.mechanisms import clip_rows
 from botorch_dp.privacy.seeding import PrivacyWarning
-from botorch_dp.utils import child_seeds, progress_bar, progress_stage
+from botorch_dp.utils import child_seeds, progress_bar, progress_stage, warn_renamed
 
-if TYPE_CHECKING:  # the method choice (step 5), in ``methods``: imported where it is used, so planning loads it late
+if TYPE_CHECKING:  # the method choice, in ``methods``: imported where it is used, so planning loads it late
     from botorch_dp.methods.choice import MethodComparison
     from botorch_dp.methods.protocol import Method
 
@@ -99,10 +101,10 @@ class PrivatePlan:
         given: The settings passed in (their kernel, ``B``, ``η``, ``T`` and batch rule, no
             planning) simulated the same way, so the plan's gain is visible (``None`` for a
             plan made without it). Its ``clip_quantile`` is the share of proxy norms ``≤ B``.
-        methods: The choice of method (``methods.choice.MethodComparison``): DP-GIBO with
-            ``config``, private random search and DP-HyPO simulated on the proxy with paired
-            seeds, and the recommendation with its evidence; ``None`` with
-            ``choose_method=False`` (DP-GIBO is then the method).
+        methods: The choice of method made with this plan (``methods.choice.plan_then_compare``, which
+            ``tune`` calls): DP-GIBO with ``config``, private random search and DP-HyPO simulated on
+            the proxy with paired seeds, and the recommendation with its evidence; ``None`` for a plan
+            of the settings only (``plan_private_run``'s own; DP-GIBO is then the method).
         proxy_split: The split of the proxy's users (``methods.proxy_split``) when the method was
             chosen: the kernel, the trials and the selection methods' ``C`` read its fitting
             half only (``num_proxy_users`` is that half's size), the comparison its scoring
@@ -217,7 +219,7 @@ def planned_simulations(
     num_iterations: Sequence[int] | None = None,
     bias_tolerances: Sequence[float | None] | None = None,
     num_repeats: int = 3,
-    choose_method: bool = True,
+    choose_method: bool | None = None,
     methods: Sequence[Method] | None = None,
     baseline: bool = True,
     search_settings: bool = True,
@@ -225,13 +227,14 @@ def planned_simulations(
 ) -> int:
     r"""The number of simulated runs ``plan_private_run(proxy, config, **options)`` makes (public):
     ``(rules · quantiles · step sizes · T's + 1) · repeats`` for the settings (the ``+ 1``: the
-    settings passed in), plus ``methods · repeats`` for the method choice. ``other_options``, the
-    planner's keywords that do not change the count, are ignored."""
+    settings passed in), plus ``methods · repeats`` for a method choice (``choose_method=True``, or
+    ``methods`` given with ``choose_method`` unset: ``tune``'s, ``methods.choice.plan_then_compare``).
+    ``other_options``, the planner's keywords that do not change the count, are ignored."""
     settings = len(tuple(clip_quantiles)) * (3 if step_sizes is None else len(tuple(step_sizes)))
     settings *= 1 if num_iterations is None else len(tuple(num_iterations))
     settings *= 1 if bias_tolerances is None else len(tuple(bias_tolerances))
     count = ((settings if search_settings else 0) + (1 if baseline else 0)) * int(num_repeats)
-    if choose_method:
+    if choose_method or (choose_method is None and methods is not None):
         from botorch_dp.methods.choice import DEFAULT_METHODS  # loaded late (see the imports)
 
         count += len(tuple(DEFAULT_METHODS if methods is None else methods)) * int(num_repeats)
@@ -256,7 +259,7 @@ def plan_private_run(
     num_repeats: int = 3,
     seed: int = 0,
     progress: bool = True,
-    choose_method: bool = True,
+    choose_method: bool | None = None,
     methods: Sequence[Method] | None = None,
     baseline: bool = True,
     search_settings: bool = True,
@@ -303,18 +306,15 @@ def plan_private_run(
         seed: Seed of the fit points and of the simulated runs' noise and search (public
             randomness on public data).
         progress: Show a tqdm bar over the simulated runs (public values only).
-        choose_method: Also choose the METHOD (``methods.choice.compare_methods``): DP-GIBO
-            with the planned settings, private random search and DP-HyPO (where affordable)
-            are simulated on the proxy with the private run's noise (same ``ε``, ``δ``, ``n``,
-            each method's own mechanism at the private noise scale), ``num_repeats`` times
-            with paired seeds (fresh ones, not those the settings were chosen on), and the
-            best is recommended (``PrivatePlan.methods``, ``recommended_method``). Skipped
-            for a config without a finite privacy budget. The proxy's users are then split
-            (``methods.proxy_split.ProxySplit(seed)``, public and seeded): every setting (the kernel,
-            ``B``, ``η``, ``T``, the batch rule, the selection methods' loss clip) is fitted
-            on the fitting half and every candidate is scored on the other half, so no
-            method is scored on the users its settings were fitted on (``n_p ≥ 4``).
-        methods: The candidates (``methods.protocol.Method``; default
+        choose_method: DEPRECATED (a ``DeprecationWarning``): the choice of METHOD is the methods
+            layer's, ``methods.choice.plan_then_compare``, which ``tune(method="auto", proxy=...)``
+            calls. ``True`` (or ``methods`` given) still calls it and returns the plan with the
+            comparison attached (``PrivatePlan.methods``, ``recommended_method``, ``proxy_split``):
+            DP-GIBO with the settings planned on the fitting half of the proxy's users, private
+            random search and DP-HyPO (where affordable) simulated on the other half with the
+            private run's noise, ``num_repeats`` times with fresh paired seeds (skipped for a config
+            without a finite privacy budget). ``None`` (default) or ``False``: settings only.
+        methods: DEPRECATED with ``choose_method``: the candidates (default
             ``methods.choice.DEFAULT_METHODS``).
         baseline: Also simulate the settings passed in (``PrivatePlan.given``; ``False``: ``None``).
         search_settings: ``False`` (a planning budget, ``plan.budget``): no setting is simulated; the first
@@ -332,6 +332,29 @@ def plan_private_run(
             bias tolerance at or above the prior gradient trace, or a proxy that does not
             return per-user losses.
     """
+    if choose_method is not None or methods is not None:  # the method choice: the methods layer's
+        return _deprecated_method_choice(
+            proxy_objective,
+            config,
+            choose_method,
+            methods,
+            num_users=num_users,
+            clip_quantiles=clip_quantiles,
+            step_sizes=step_sizes,
+            num_iterations=num_iterations,
+            bias_tolerances=bias_tolerances,
+            fit_kernel=fit_kernel,
+            kernel_fit_points=kernel_fit_points,
+            kernel_fit_radius=kernel_fit_radius,
+            kernel_fit_evaluations=kernel_fit_evaluations,
+            kernel_fit_lengthscales=kernel_fit_lengthscales,
+            coordinate_names=coordinate_names,
+            num_repeats=num_repeats,
+            seed=seed,
+            progress=progress,
+            baseline=baseline,
+            search_settings=search_settings,
+        )
     n = check_positive_int(num_users, "num_users (n)")
     if n < MIN_USERS:
         raise ValueError(f"num_users (n) must be at least {MIN_USERS}: the private run protects each of its n users.")
@@ -352,16 +375,11 @@ def plan_private_run(
     tolerances = _checked_tolerances((config.batches.tolerance,) if bias_tolerances is None else bias_tolerances)
     if not search_settings:  # one setting, recommended without a simulation
         quantiles, etas, Ts, tolerances = (quantiles[len(quantiles) // 2],), (config.step_size,), Ts[:1], tolerances[:1]
-    flags = dict(fit_kernel=fit_kernel, choose_method=choose_method, baseline=baseline, search_settings=search_settings)
+    flags = dict(fit_kernel=fit_kernel, baseline=baseline, search_settings=search_settings)
     flags["kernel_fit_lengthscales"] = kernel_fit_lengthscales
     for name, flag in flags.items():
         if not isinstance(flag, bool):
             raise ValueError(f"{name} must be True or False, got {flag!r}.")
-    # step 5, the method choice, is the methods layer's (methods.choice); the planner calls it here
-    from botorch_dp.methods.choice import DEFAULT_METHODS, check_methods, compare_methods
-
-    if methods is not None:
-        methods = check_methods(methods)
     if kernel_fit_points is not None and check_positive_int(kernel_fit_points, "kernel_fit_points") < 2:
         raise ValueError(f"kernel_fit_points must be at least 2, got {kernel_fit_points}.")
     if kernel_fit_radius is not None:
@@ -372,11 +390,6 @@ def plan_private_run(
     seeds = child_seeds([check_nonnegative_int(seed, "seed")], num_repeats)
 
     given_config = config  # the settings passed in, simulated as they are for the "given" row
-    assert config.privacy_mu is not None  # DPGIBOConfig resolves it
-    split = ProxySplit(seed) if choose_method and math.isfinite(config.privacy_mu) else None
-    proxy = proxy_objective  # what the method choice scores on (its scoring half with a split)
-    if split is not None:  # settings fitted on one half, every candidate scored on the other
-        proxy_objective = split.fitting(proxy)
     kernel_fit = None
     if fit_kernel:
         config, kernel_fit = fit_kernel_on_proxy(
@@ -491,20 +504,6 @@ def plan_private_run(
         step_size=t.step_size,
         num_iterations=t.num_iterations,
     )
-    comparison = None
-    if split is not None:  # fresh seeds, paired across the methods, on the scoring half
-        scoring = split.scoring(proxy)
-        comparison = compare_methods(
-            scoring,
-            recommended,
-            DEFAULT_METHODS if methods is None else methods,
-            num_users=n,
-            num_proxy_users=scoring.count(gradient_points[t.bias_tolerance][:1]),
-            evaluations=t.num_evaluations,
-            seeds=child_seeds([check_nonnegative_int(seed, "seed"), 1], num_repeats),
-            progress=progress,
-            fitting_objective=proxy_objective,
-        )
     return PrivatePlan(
         config=recommended,
         trials=trials,
@@ -515,6 +514,33 @@ def plan_private_run(
         num_proxy_users=n_p_value,
         kernel_fit=kernel_fit,
         given=given,
-        methods=comparison,
-        proxy_split=split,
     )
+
+
+def _deprecated_method_choice(
+    proxy_objective: Callable[[Tensor], Tensor],
+    config: DPGIBOConfig,
+    choose_method: bool | None,
+    methods: Sequence[Method] | None,
+    **options: object,
+) -> PrivatePlan:
+    r"""``plan_private_run(choose_method=..., methods=...)``: deprecated; the method choice is the methods
+    layer's (``methods.choice.plan_then_compare``), called here as ``tune`` calls it."""
+    warn_renamed("plan_private_run(choose_method=..., methods=...)", "methods.choice.plan_then_compare", 4)
+    if choose_method is not None and not isinstance(choose_method, bool):
+        raise ValueError(f"choose_method must be True or False, got {choose_method!r}.")
+    assert config.privacy_mu is not None  # DPGIBOConfig resolves it
+    if choose_method is False or not math.isfinite(config.privacy_mu):  # settings only
+        return plan_private_run(proxy_objective, config, **options)  # type: ignore[arg-type]
+    from botorch_dp.methods.choice import DEFAULT_METHODS, plan_then_compare  # loaded late (see the imports)
+
+    plan, comparison, split = plan_then_compare(
+        proxy_objective,
+        lambda fitting: plan_private_run(fitting, config, **options),  # type: ignore[arg-type]
+        DEFAULT_METHODS if methods is None else methods,
+        num_users=options["num_users"],  # type: ignore[arg-type]
+        seed=options["seed"],  # type: ignore[arg-type]
+        num_repeats=options["num_repeats"],  # type: ignore[arg-type]
+        progress=options["progress"],  # type: ignore[arg-type]
+    )
+    return dataclasses.replace(plan, methods=comparison, proxy_split=split)

@@ -4,10 +4,11 @@ r"""``tune``'s candidates: which method runs, built from the call's arguments an
 PUBLIC proxy, compares the candidates there before the sensitive objective is called:
 
 * one configuration (no categorical hyperparameters) and ``method`` other than ``"dp_gibo"``:
-  the space planned on the proxy (``plan_private_run``, which also compares DP-GIBO with its
-  planned settings, private random search and DP-HyPO, ``methods.choice``) and the recommended
-  or forced method; without a proxy the forced selection method takes ``E[K]`` = DP-GIBO's
-  evaluations (``T`` times the batch size) and ``C = loss_clip``;
+  DP-GIBO's settings planned on the proxy's fitting half (``plan_private_run``) and DP-GIBO with
+  them, private random search and DP-HyPO compared on its scoring half
+  (``tuning.mixed_methods.plan_and_compare``, through ``methods.choice.plan_then_compare``), then
+  the recommended or forced method; without a proxy the forced selection method takes ``E[K]`` =
+  DP-GIBO's evaluations (``T`` times the batch size) and ``C = loss_clip``;
 * a mixed space: with a proxy, every configuration planned and the enumerate procedure, private
   random search and DP-HyPO over the space's public encoding compared (``tuning.mixed_methods``);
   a selection method runs over the encoding (without a proxy with ``E[K] = K (T b + 1)``);
@@ -61,7 +62,7 @@ from botorch_dp.privacy.analysis.gdp import gdp_epsilon
 from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.privacy.seeding import PrivacyWarning
 from botorch_dp.tuning.encoding import MixedEncoding
-from botorch_dp.tuning.mixed_methods import choose_mixed_method
+from botorch_dp.tuning.mixed_methods import choose_mixed_method, plan_and_compare
 from botorch_dp.tuning.tune_call import METHODS, TuneCall, check_method, proxy_data, selection_distribution
 from botorch_dp.tuning.tune_result import TuneObjective, configs_objective
 from botorch_dp.utils import child_seeds, overall_progress, progress_stage
@@ -257,14 +258,7 @@ def choose(call: TuneCall) -> Choice:
             candidate = without_proxy(method, call.loss_clip, full, space.bounds, evaluations)
             return Choice(OnSpace(with_max_trials(candidate, call.max_trials), space, full))
         assert n is not None  # checked with the proxy
-        options = {"coordinate_names": space.names, **(call.plan_options or {})}
-        # every candidate scores with tune's C (methods.choice.with_loss_clip), as without a proxy
-        options["methods"] = with_loss_clip(options.get("methods") or DEFAULT_METHODS, call.loss_clip)
-        with overall_progress(total=planned_simulations(full, **options), desc=PLANNING, disable=not call.progress):
-            progress_stage(configuration="1/1")
-            plan = plan_private_run(
-                configs_objective(call.proxy, space, {}), full, num_users=n, progress=call.progress, **options
-            )
+        plan = _single_plan(call, full)
         if plan.methods is None:
             if method not in ("auto", "dp_gibo"):
                 raise ValueError(f"method={method!r}: plan_options turned the method choice off (choose_method=False).")
@@ -322,16 +316,41 @@ def choose(call: TuneCall) -> Choice:
     return Choice(OnSpace(procedure, space, call.run_config, planned_for=planned_for), comparison)
 
 
+def _single_plan(call: TuneCall, full: DPGIBOConfig) -> PrivatePlan:
+    r"""One configuration's DP-GIBO settings planned on the PUBLIC proxy and, unless ``plan_options`` turn it
+    off (``choose_method=False``) or the budget is not finite, the methods compared there
+    (``tuning.mixed_methods.plan_and_compare``: settings on the fitting half, candidates scored on the
+    other), the comparison kept on the plan (``PrivatePlan.methods``, ``proxy_split``)."""
+    assert call.num_users is not None  # checked with the proxy
+    options = {"coordinate_names": call.space.names, **(call.plan_options or {})}
+    choose_method = options.pop("choose_method", True)
+    if not isinstance(choose_method, bool):
+        raise ValueError(f"choose_method must be True or False, got {choose_method!r}.")
+    # every candidate scores with tune's C (methods.choice.with_loss_clip), as without a proxy
+    methods = with_loss_clip(options.pop("methods", None) or DEFAULT_METHODS, call.loss_clip)
+    total = planned_simulations(full, choose_method=choose_method, methods=methods, **options)
+    proxy = configs_objective(call.proxy, call.space, {})
+    n, progress = call.num_users, call.progress
+    with overall_progress(total=total, desc=PLANNING, disable=not progress):
+        progress_stage(configuration="1/1")
+        if not choose_method:
+            return plan_private_run(proxy, full, num_users=n, progress=progress, **options)
+        return plan_and_compare(proxy, full, num_users=n, methods=methods, progress=progress, **options)
+
+
 def _plan(call: TuneCall, mu: float, k: int, *, progress: bool | None = None) -> PrivatePlan:
     r"""Configuration ``k``'s DP-GIBO settings at ``mu`` planned on the PUBLIC proxy (the private run's
     noise simulated; no method choice)."""
     assert call.num_users is not None  # checked with the proxy
+    options = {"coordinate_names": call.space.names, **(call.plan_options or {})}
+    for name in ("choose_method", "methods"):  # tune's method choice, not the plan's
+        options.pop(name, None)
     return plan_private_run(
         configs_objective(call.proxy, call.space, call.configurations[k]),
         call.config(mu),
         num_users=call.num_users,
         progress=call.progress if progress is None else progress,
-        **{"choose_method": False, "coordinate_names": call.space.names, **(call.plan_options or {})},
+        **options,
     )
 
 

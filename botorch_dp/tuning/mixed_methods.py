@@ -1,9 +1,15 @@
-r"""``tune(method=...)`` on a mixed space (categorical hyperparameters): the method choice over the
-space's public encoding.
+r"""``tune``'s method choice on the proxy: one configuration (``plan_and_compare``) and a mixed space
+(categorical hyperparameters, ``choose_mixed_method``: the choice over the space's public encoding).
+
+Both compare through ``methods.choice``, the one place methods are compared; ``plan_private_run`` plans
+DP-GIBO's settings only. ``plan_and_compare`` plans them on the fitting half of the proxy's users and
+compares DP-GIBO with them, private random search and DP-HyPO on the scoring half
+(``methods.choice.plan_then_compare``).
 
 With ``proxy=`` (PUBLIC users), ``choose_mixed_method`` first plans every configuration's
 DP-GIBO run on the proxy (``plan_private_run``, as ``tune``'s enumerate path does, at ``μ_run``),
-then compares on the proxy, with fresh paired seeds (``plan.method_choice.compare_in_context``):
+then compares on the proxy, with fresh paired seeds (``methods.choice.compare_in_context``, the one place
+methods are compared; one configuration's choice is ``methods.choice.plan_then_compare``):
 
 * ``"dp_gibo"``: ``tune``'s enumerate procedure with those plans (``methods.enumerate``),
 * ``"private_random_search"`` and ``"dp_hypo"`` over the encoded cube (``tuning.encoding``),
@@ -29,10 +35,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from botorch_dp.methods.choice import MethodComparison, compare_in_context, with_loss_clip
+from torch import Tensor
+
+from botorch_dp.methods.choice import (
+    DEFAULT_METHODS,
+    MethodComparison,
+    compare_in_context,
+    plan_then_compare,
+    with_loss_clip,
+)
 from botorch_dp.methods.default_rule import default_method, space_kinds
 from botorch_dp.methods.dp_hypo import DPHyPOMethod
 from botorch_dp.methods.enumerate import EnumerateMethod
@@ -47,7 +62,46 @@ from botorch_dp.tuning.encoding import MixedEncoding
 from botorch_dp.tuning.tune_result import TuneObjective, configs_objective
 from botorch_dp.utils import child_seeds, progress_stage
 
-__all__ = ["MixedChoice", "choose_mixed_method"]
+__all__ = ["MixedChoice", "choose_mixed_method", "plan_and_compare"]
+
+
+def plan_and_compare(
+    proxy_objective: Callable[[Tensor], Tensor],
+    config: DPGIBOConfig,
+    *,
+    num_users: int,
+    methods: Sequence[SimulatedMethod] | None = None,
+    seed: int = 0,
+    num_repeats: int = 3,
+    progress: bool = True,
+    **plan_options: Any,
+) -> PrivatePlan:
+    r"""DP-GIBO's settings planned on the PUBLIC proxy and the methods compared there: what
+    ``tune(method="auto", proxy=...)`` does for one configuration.
+
+    The proxy's users are split (``methods.proxy_split.ProxySplit(seed)``); ``plan_private_run(...,
+    **plan_options)`` plans the settings on the fitting half, and ``methods`` (default DP-GIBO with those
+    settings, private random search and DP-HyPO) are simulated on the scoring half with the private run's
+    noise, ``num_repeats`` times with fresh paired seeds (``methods.choice.plan_then_compare``).
+
+    Returns:
+        The plan with the comparison attached (``PrivatePlan.methods``, ``proxy_split``,
+        ``recommended_method``); for a config without a finite privacy budget, the plan alone.
+    """
+    options = dict(num_users=num_users, seed=seed, num_repeats=num_repeats, progress=progress, **plan_options)
+    assert config.privacy_mu is not None  # DPGIBOConfig resolves it
+    if not math.isfinite(config.privacy_mu):  # no noise to simulate: no comparison
+        return plan_private_run(proxy_objective, config, **options)
+    plan, comparison, split = plan_then_compare(
+        proxy_objective,
+        lambda fitting: plan_private_run(fitting, config, **options),
+        DEFAULT_METHODS if methods is None else methods,
+        num_users=num_users,
+        seed=seed,
+        num_repeats=num_repeats,
+        progress=progress,
+    )
+    return dataclasses.replace(plan, methods=comparison, proxy_split=split)
 
 
 @dataclass
@@ -112,7 +166,6 @@ def choose_mixed_method(
                 num_users=num_users,
                 progress=progress,
                 **options,
-                choose_method=False,
             )
         )
     progress_stage(configuration=f"all {len(configurations)} (encoded)")

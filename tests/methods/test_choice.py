@@ -1,7 +1,8 @@
-r"""``botorch_dp.plan.method_choice``: the recommendation follows the proxy (DP-GIBO on a smooth
+r"""``botorch_dp.methods.choice``: the recommendation follows the proxy (DP-GIBO on a smooth
 30-d quadratic with many users, private random search on a flat 2-d landscape with a narrow
 basin), the evidence is recomputed by brute force from the kept losses, a method that cannot
-reach the budget is listed with its reason, and ``plan_private_run`` keeps the comparison."""
+reach the budget is listed with its reason, and ``plan_then_compare`` (through ``tune``'s
+``tuning.mixed_methods.plan_and_compare``) keeps the comparison on the plan."""
 
 import dataclasses
 import math
@@ -16,8 +17,8 @@ from botorch_dp.plan import (
     DPHyPOMethod,
     PrivateRandomSearchMethod,
     compare_methods,
-    plan_private_run,
 )
+from botorch_dp.tuning.mixed_methods import plan_and_compare
 from tests.optim.loop_helpers import normal_location
 from tests.plan.plan_helpers import N_PRIVATE, N_PROXY, D
 from tests.plan.plan_helpers import plan_config as _config
@@ -87,9 +88,9 @@ def test_dp_hypo_runs_where_a_ratio_bound_reaches_the_budget():
     assert all(isinstance(m, CandidateMethod) for m in DEFAULT_METHODS)
 
 
-def test_plan_private_run_keeps_the_comparison_with_fresh_paired_seeds():
+def test_plan_then_compare_keeps_the_comparison_with_fresh_paired_seeds():
     _, proxy = normal_location(n=N_PROXY, d=D, seed=1)
-    plan = plan_private_run(
+    plan = plan_and_compare(
         proxy,
         _config(),
         num_users=N_PRIVATE,

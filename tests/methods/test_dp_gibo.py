@@ -1,4 +1,4 @@
-r"""``botorch_dp.plan.method_dp_gibo``: the simulation is DP-GIBO on the proxy with
+r"""``botorch_dp.methods.dp_gibo``: the simulation is DP-GIBO on the proxy with
 ``simulation_config``, the private run charges the planned μ to the ledger, and a config without a
 finite budget is unavailable."""
 

@@ -1,4 +1,4 @@
-r"""``botorch_dp.plan.method_dp_hypo``: the ratio bound kept is the largest of the ladder whose
+r"""``botorch_dp.methods.dp_hypo``: the ratio bound kept is the largest of the ladder whose
 bound reaches (ε, δ) (the larger ones are refused by the bound itself), the E[K] cap makes the
 method unavailable with the reason, and the simulation is the baseline at μ₀ n/n_p."""
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from botorch_dp.baselines import dp_hypo
+from botorch_dp.methods.dp_hypo import RATIO_LADDER
 from botorch_dp.plan import DPHyPOMethod, MethodContext, MethodUnavailable
-from botorch_dp.plan.method_dp_hypo import RATIO_LADDER
 from botorch_dp.privacy.analysis.dp_hypo import dp_hypo_per_trial_mu_for_epsilon
 
 from .method_helpers import narrow_basin

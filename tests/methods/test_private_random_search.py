@@ -1,4 +1,4 @@
-r"""``botorch_dp.plan.method_random_search``: the resolved settings are their closed forms (μ₀ from
+r"""``botorch_dp.methods.private_random_search``: the resolved settings are their closed forms (μ₀ from
 the selection bound, C the proxy's loss quantile, E[K] DP-GIBO's evaluations), the simulation is the
 baseline at μ₀ n/n_p and draws the private noise C/(n μ₀), and the private run is charged its
 whole (ε, δ) curve before the objective is called."""

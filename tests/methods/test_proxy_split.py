@@ -10,8 +10,7 @@ import botorch_dp.methods.choice as choice_module
 import botorch_dp.methods.private_random_search as prs_module
 import botorch_dp.plan.search as search_module
 from botorch_dp.methods.proxy_split import PROXY_SPLIT_SEED, ProxySplit
-from botorch_dp.plan import plan_private_run
-from botorch_dp.tuning.mixed_methods import choose_mixed_method
+from botorch_dp.tuning.mixed_methods import choose_mixed_method, plan_and_compare
 from tests.optim.loop_helpers import normal_location
 from tests.plan.plan_helpers import N_PRIVATE, N_PROXY
 from tests.plan.plan_helpers import plan_config as _config
@@ -84,7 +83,7 @@ def _users(phase):
 
 def test_settings_are_fitted_on_one_half_and_every_candidate_scored_on_the_other(phases):
     _, proxy = normal_location(n=N_PROXY, d=2, seed=1)
-    plan = plan_private_run(
+    plan = plan_and_compare(  # tune's choice for one configuration (methods.choice.plan_then_compare)
         _recording(proxy), _config(), num_users=N_PRIVATE, clip_quantiles=(0.5,), num_repeats=2, seed=5
     )
     fitting, scoring = (frozenset(h.tolist()) for h in ProxySplit(5).halves(N_PROXY))

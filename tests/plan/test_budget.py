@@ -91,7 +91,7 @@ def test_a_bad_budget_is_refused_by_name(bad):
 def test_the_least_planning_simulates_no_setting_and_recommends_the_middle_one():
     proxy = Counting()
     config = plan_config()
-    options = dict(clip_quantiles=(0.25, 0.5, 0.9), search_settings=False, baseline=False, choose_method=False)
+    options = dict(clip_quantiles=(0.25, 0.5, 0.9), search_settings=False, baseline=False)
     assert planned_simulations(config, **options) == 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -111,7 +111,7 @@ def test_timing_the_proxy_costs_no_evaluation_the_planning_would_not_make(fit_ke
     from botorch_dp.plan.cache import ProxyCache
 
     config = plan_config()
-    options = dict(search_settings=False, baseline=False, choose_method=False, fit_kernel=fit_kernel)
+    options = dict(search_settings=False, baseline=False, fit_kernel=fit_kernel)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         alone = Counting()
@@ -216,7 +216,7 @@ def test_on_a_mocked_clock_the_budgeted_planning_stays_within_its_budget(clock):
                 config, None, budget=budget, estimate=estimate, num_methods=0, may_skip_comparison=False
             )
             start = clock.now
-            plan_private_run(cached, config, num_users=N_PRIVATE, progress=False, choose_method=False, **options)
+            plan_private_run(cached, config, num_users=N_PRIVATE, progress=False, **options)
             spent[budget] = clock.now - start
             cuts.add(note.split(": planned with ")[1].split("; estimated")[0])
             fits.append((options.get("kernel_fit_evaluations"), options.get("kernel_fit_lengthscales", True)))
@@ -242,9 +242,9 @@ def test_on_a_tiny_task_the_least_fitted_planning_keeps_the_full_plan_s_kernel_a
     assert least["kernel_fit_evaluations"] == CAPPED_FIT_EVALUATIONS and least["search_settings"] is False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        full = plan_private_run(Counting(), config, num_users=N_PRIVATE, progress=False, choose_method=False,
+        full = plan_private_run(Counting(), config, num_users=N_PRIVATE, progress=False,
                                 step_sizes=(config.step_size,), baseline=False, num_repeats=1)  # fmt: skip
-        small = plan_private_run(Counting(), config, num_users=N_PRIVATE, progress=False, choose_method=False, **least)
+        small = plan_private_run(Counting(), config, num_users=N_PRIVATE, progress=False, **least)
     for name, values in full.kernel_fit.hyperparameters.items():
         assert small.kernel_fit.hyperparameters[name] == pytest.approx(values, rel=1e-9, abs=1e-12)
     assert small.config.clip_bound == pytest.approx(full.norm_quantiles[0.5], rel=1e-9)

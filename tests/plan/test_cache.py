@@ -6,8 +6,8 @@ import warnings
 
 import torch
 
-from botorch_dp.plan import plan_private_run
 from botorch_dp.plan.cache import ProxyCache
+from botorch_dp.tuning.mixed_methods import plan_and_compare
 from tests.plan.plan_helpers import N_PRIVATE, N_PROXY, plan_config
 
 
@@ -48,10 +48,11 @@ def test_planning_twice_through_one_cache_evaluates_nothing_the_second_time():
     options = dict(num_users=N_PRIVATE, clip_quantiles=(0.5, 0.9), step_sizes=(0.5,), num_repeats=2, progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        plain = plan_private_run(Counting(), config, **options)
-        first = plan_private_run(cache.objective(proxy), config, **options)
+        # the settings planned and the methods compared (tune's planning of one configuration)
+        plain = plan_and_compare(Counting(), config, **options)
+        first = plan_and_compare(cache.objective(proxy), config, **options)
         evaluated = proxy.rows
-        second = plan_private_run(cache.objective(proxy), config, **options)
+        second = plan_and_compare(cache.objective(proxy), config, **options)
     assert proxy.rows == evaluated  # the second plan: every point answered from the memo
     assert cache.rows_evaluated < cache.rows_asked  # shared work inside the first plan already
     for a, b in ((plain, first), (first, second)):  # the memo changes no answer

@@ -16,6 +16,7 @@ from linear_operator.utils.errors import NanError, NotPSDError
 
 from botorch_dp import DPGIBOConfig, SettingsWarning
 from botorch_dp.gradient_gp import GradientGP
+from botorch_dp.methods.proxy_split import ProxySplit
 from botorch_dp.optim.config import resolve_model
 from botorch_dp.plan import KernelFitWarning, fit_kernel_on_proxy, plan_private_run
 
@@ -60,8 +61,9 @@ def test_the_kernel_fit_recovers_the_length_scales_of_a_gp_sample():
         acqf_maxiter=20,
         **FAST,
     )
+    split = ProxySplit(0)  # planned on the fitting half of the proxy's users, as tune plans before a method choice
     plan = plan_private_run(
-        proxy,
+        split.fitting(proxy),
         config,
         num_users=N_PRIVATE,
         clip_quantiles=(0.5,),
@@ -78,7 +80,7 @@ def test_the_kernel_fit_recovers_the_length_scales_of_a_gp_sample():
     # the fit's data: 40 points in Θ, the proxy's mean losses there over the split's fitting half
     assert fit.points.shape == (40, 2) and ((fit.points >= 0) & (fit.points <= 3)).all()
     losses = proxy(fit.points)
-    fitting, _ = plan.proxy_split.halves(losses.shape[1])
+    fitting, _ = split.halves(losses.shape[1])
     assert torch.allclose(fit.mean_losses, losses[:, fitting].mean(1), rtol=1e-12, atol=0)
     # the returned config carries them in a float64 copy of the same kernel class; the user's is unchanged
     fitted = plan.config.kernel
@@ -159,7 +161,6 @@ def test_a_failed_fit_keeps_the_public_default_kernel_warns_once_and_the_plan_go
             clip_quantiles=(0.5,),
             step_sizes=(0.1,),
             num_repeats=1,
-            choose_method=False,
             coordinate_names=space.names,
             progress=False,
         )

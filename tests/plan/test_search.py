@@ -39,8 +39,7 @@ def planned():
         clip_quantiles=(0.5, 0.9),
         step_sizes=(0.5,),
         num_repeats=1,
-        choose_method=False,
-    )  # the method choice is tests/plan/test_method_choice.py's
+    )  # it plans the settings only: the method choice is methods.choice's (tests/methods/test_choice.py)
     return plan, proxy, calls
 
 
@@ -102,7 +101,6 @@ def test_adaptive_clip_plans_the_starting_bound():
             clip_quantiles=(0.5,),
             step_sizes=(0.5,),
             num_repeats=1,
-            choose_method=False,
         )
     assert plan.config.clip_bound == "adaptive" and plan.config.clip_init == plan.norm_quantiles[0.5]
 
@@ -122,7 +120,6 @@ def test_a_clearly_better_batch_rule_is_chosen():
         num_repeats=1,
         bias_tolerances=(None, 1e-3),
         fit_kernel=False,
-        choose_method=False,
     )
     fixed, adaptive = plan.trials
     assert (fixed.bias_tolerance, adaptive.bias_tolerance) == (None, 1e-3)
@@ -179,7 +176,7 @@ def test_a_plan_whose_best_setting_is_mostly_noise_warns_with_its_ratio():
     from botorch_dp.optim.public_checks import SettingsWarning
 
     _, proxy = normal_location(n=N_PROXY, d=D, seed=1)
-    kw = dict(num_users=N_PRIVATE, clip_quantiles=(0.5, 0.9), step_sizes=(0.5,), num_repeats=1, choose_method=False)
+    kw = dict(num_users=N_PRIVATE, clip_quantiles=(0.5, 0.9), step_sizes=(0.5,), num_repeats=1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         plan = plan_private_run(proxy, _config(epsilon=0.05), **kw)  # μ ≈ 0.012 for 120 users
@@ -207,7 +204,6 @@ def test_the_settings_passed_in_are_simulated_as_they_are_and_shown_next_to_the_
         step_sizes=(0.5,),
         num_repeats=2,
         progress=True,
-        choose_method=False,
     )
     given = plan.given
     assert (given.clip_bound, given.step_size, given.num_iterations) == (0.7, 0.25, config.num_iterations)
@@ -232,6 +228,62 @@ def test_the_settings_passed_in_are_simulated_as_they_are_and_shown_next_to_the_
         step_sizes=(0.5,),
         num_repeats=1,
         progress=False,
-        choose_method=False,
     )
     assert " n/a " in one.table()  # one repeat has no spread to show
+
+
+def _spied(monkeypatch):
+    r"""Every method's ``simulate`` and the comparison entry (``methods.choice.compare_in_context``) record
+    their calls; the real ones run."""
+    import botorch_dp.methods.choice as choice
+    from botorch_dp.methods.dp_gibo import DPGIBOMethod
+    from botorch_dp.methods.dp_hypo import DPHyPOMethod
+    from botorch_dp.methods.private_random_search import PrivateRandomSearchMethod
+
+    calls = []
+    for cls in (DPGIBOMethod, PrivateRandomSearchMethod, DPHyPOMethod):
+
+        def simulate(self, *args, _original=cls.simulate, **kwargs):
+            calls.append(("simulate", self.name))
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "simulate", simulate)
+
+    def compare(*args, _original=choice.compare_in_context, **kwargs):
+        calls.append(("compare", None))
+        return _original(*args, **kwargs)
+
+    monkeypatch.setattr(choice, "compare_in_context", compare)
+    return calls
+
+
+def test_the_plan_plans_settings_only_and_the_old_method_switch_is_deprecated(monkeypatch):
+    from botorch_dp.methods.proxy_split import ProxySplit
+    from botorch_dp.tuning.mixed_methods import plan_and_compare
+
+    calls = _spied(monkeypatch)
+    _, proxy = normal_location(n=N_PROXY, d=D, seed=1)
+    kw = dict(num_users=N_PRIVATE, clip_quantiles=(0.9,), step_sizes=(0.5,), num_repeats=2, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        warnings.simplefilter("error", DeprecationWarning)  # the default path uses nothing deprecated
+        plan = plan_private_run(proxy, _config(), **kw)
+    # DP-GIBO's settings only: no method simulated, nothing compared, every proxy user read (no split)
+    assert calls == [] and plan.methods is None and plan.proxy_split is None and plan.num_proxy_users == N_PROXY
+    assert plan.recommended_method.name == "dp_gibo" and plan.recommended_method.config is plan.config
+    # the old switch still works, with a DeprecationWarning, through the methods layer: the same plan
+    # and comparison as tune's (tuning.mixed_methods.plan_and_compare -> methods.choice.plan_then_compare)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        with pytest.warns(DeprecationWarning, match=r"plan_private_run\(choose_method"):
+            old = plan_private_run(proxy, _config(), choose_method=True, **kw)
+        assert ("compare", None) in calls and ("simulate", "private_random_search") in calls
+        new = plan_and_compare(proxy, _config(), **kw)
+    assert old.proxy_split == new.proxy_split == ProxySplit(0) and old.num_proxy_users == N_PROXY // 2
+    assert [t.proxy_losses for t in old.trials] == [t.proxy_losses for t in new.trials]
+    assert [(s.name, s.proxy_losses, s.evaluations) for s in old.methods.scores] == [
+        (s.name, s.proxy_losses, s.evaluations) for s in new.methods.scores
+    ]
+    assert old.methods.best == new.methods.best and old.methods.table() == new.methods.table()
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="choose_method must be True or False"):
+        plan_private_run(proxy, _config(), choose_method="yes", **kw)

@@ -8,9 +8,9 @@ import warnings
 import pytest
 import torch
 
+from botorch_dp.methods.choice import compare_in_context
 from botorch_dp.optim import DPGIBO, DPGIBOConfig
 from botorch_dp.plan import MethodContext, simulation_config
-from botorch_dp.plan.method_choice import compare_in_context
 from botorch_dp.tuning import Categorical, Hyperparameter, SearchSpace
 from botorch_dp.tuning.encoding import MixedEncoding
 from botorch_dp.tuning.method_enumerate import EnumerateMethod

@@ -240,3 +240,36 @@ def test_forced_private_random_search_without_a_seed_draws_K_from_os_entropy():
             )
             counts.append(sum(rows for _, rows in log))
     assert len(set(counts)) > 1, counts
+
+
+def test_the_single_configuration_method_choice_is_the_one_recorded_before_it_left_the_planner():
+    # tune's choice for one configuration was made inside plan_private_run (its "step 5") until the method
+    # comparison moved to methods.choice (plan41); these values were recorded on main before the move
+    # (c37af8a): the same candidates, seeds and tie rule give the same losses, table and release, bit for bit
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = tune(
+            _basin(_users(2000, 1), [], "private"), BASIN, epsilon=1.0, delta=1e-5, seed=3, progress=False,
+            proxy=_basin(_users(200, 0), [], "proxy"), plan_budget=None, num_users=2000,
+            plan_options=dict(fit_kernel=False, clip_quantiles=(0.9,), step_sizes=(0.1,), num_repeats=2),
+            num_iterations=3, batch_size=3, step_size=0.1, search_radius=0.05,
+            theta0=torch.full((2,), 0.15, dtype=torch.float64), **FAST,
+        )  # fmt: skip
+    comparison = result.methods
+    assert result.method == "private_random_search" and comparison.best == 1 and comparison.note is None
+    assert [(s.name, s.proxy_losses, s.evaluations) for s in comparison.scores] == [
+        ("dp_gibo", (0.8856581370937079, 0.8909716427516462), 9.0),
+        ("private_random_search", (0.174119941316468, 0.5386910171019149), 9.0),
+        ("dp_hypo", (0.9977176446685126, 0.5433239323902905), 9.0),
+    ]
+    rows = comparison.table().splitlines()[1:]
+    assert [r.split()[:5] for r in rows] == [
+        ["dp_gibo", "0.88831", "0.0027", "2/2", "+0.5319"],
+        ["*", "private_random_search", "0.35641", "0.18", "-"],
+        ["dp_hypo", "0.77052", "0.23", "2/2", "+0.4141"],
+    ]
+    plan = result.runs[0].plan
+    assert plan.methods is comparison and plan.num_proxy_users == 100 and comparison.context.num_proxy_users == 100
+    released = json.loads(result.to_json())
+    assert released["hyperparameters"] == {"x": 0.611337142172425, "y": 0.4851204903214946}
+    assert released["configurations"][0]["noisy_score"] == 0.4850514158606529
