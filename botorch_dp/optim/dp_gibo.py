@@ -31,7 +31,7 @@ from botorch_dp.optim import report
 from botorch_dp.optim.checkpoint import check_new_checkpoint_dir, kernel_fingerprint, save_state
 from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, resolve_model
 from botorch_dp.optim.driver import run_to_end
-from botorch_dp.optim.options import EvaluatedSelection, RunPlan, resolved_mu
+from botorch_dp.optim.options import EvaluatedSelection, RunPlan, resolved_mu, state_keepers
 from botorch_dp.optim.options.batches import local_bounds
 from botorch_dp.optim.options.selection import SELECTION_KEY
 from botorch_dp.optim.options.steps import projected_step
@@ -116,6 +116,8 @@ class DPGIBO(OwnsCheckpoint):
         self.state = RunState.initial(theta0, gp, self.step_optimizer.state_dict(), o.clip.initial_state())
         if (tolerance := o.batches.tolerance) is not None:  # needs the kernel, so checked here, not in the config
             check_bias_tolerance(tolerance, gp, theta0, o.projection.acquisition_basis(theta0, gp, self.state.track))
+        if self.checkpoint_dir is not None:
+            state_keepers(o)  # a strategy whose records could not be kept is refused before anything is written
         stored = (config_to_json(c), kernel_fingerprint(self.kernel)) if self.checkpoint_dir is not None else ()
         self.checkpoint_book = CheckpointBook(*stored)  # what the checkpoint holds of the config and the kernel
         if ledger is not None and c.validation_mu_budget is not None:

@@ -37,7 +37,7 @@ from botorch_dp.optim.options import (
     resolved_mu,
     restore_state_of,
     state_json_of,
-    state_keeper,
+    state_keepers,
 )
 from botorch_dp.optim.options.noise import NOISE_LISTS
 from botorch_dp.optim.options.records import compact
@@ -215,9 +215,7 @@ def encode_state(opt: Run) -> dict[str, Any]:
         "ledger": opt.ledger.state_dict(),
         "noise_generator": ckpt.generator_to_json(opt.generators.noise),
         "search_generator": ckpt.generator_to_json(opt.generators.search),
-        "strategies": {
-            strategy.family: state_json_of(state_keeper(strategy), records) for strategy in opt.options.strategies()
-        },
+        "strategies": {family: state_json_of(keeper, records) for family, keeper in state_keepers(opt.options).items()},
         "partitioned_users": s.num_users if s.partitioned else None,
     }
     gp = {"X": s.X, "L": s.gp.L}  # the factor is restored as is: refactorizing changes bits
@@ -248,9 +246,8 @@ def restore_records(
         run_id=run_id,
     )
     records = RunRecords()
-    for strategy in opt.options.strategies():
-        family = strategy.family
-        records = restore_state_of(state_keeper(strategy), family, stored[family], records, context)
+    for family, keeper in state_keepers(opt.options).items():
+        records = restore_state_of(keeper, family, stored[family], records, context)
     return records
 
 
