@@ -235,14 +235,15 @@ def restore_records(
     each restored and checked by its strategy, in the families' order (the clip policy's bounds
     before the noise schedule that reads them, the projection's coordinates before the step rule's)."""
     ckpt.check_keys(stored, set(FAMILY_PROTOCOLS), "strategies")
+    plan = opt.plan(num_users)
     context = ResumeContext(
         steps=steps,
         dim=opt.dim,
         num_users=num_users,
-        plan=opt.plan(num_users),
+        plan=plan,
         recorded=recorded_mus(ledger, run_id),
         options=opt.options,
-        step_parts=step_parts(opt.config),
+        step_parts=step_parts(opt.options, plan),
         run_id=run_id,
     )
     records = RunRecords()
