@@ -179,7 +179,7 @@ def encode_state(opt: Run) -> dict[str, Any]:
     state, config, ledger, generator states, run id), ``gp`` (``X``, the Cholesky factor,
     the kernel's tensors) and ``loss_blocks`` (the per-batch per-user losses)."""
     s = opt.state
-    records = run_records(s)
+    records = s.records
     book = opt.checkpoint_book
     config_json = book.config_json if book.config_json is not None else config_to_json(opt.config)
     fingerprint = book.kernel_fingerprint or kernel_fingerprint(opt.kernel)
@@ -221,11 +221,6 @@ def encode_state(opt: Run) -> dict[str, Any]:
     gp = {"X": s.X, "L": s.gp.L}  # the factor is restored as is: refactorizing changes bits
     gp.update({f"kernel.{k}": v.to(torch.float64) for k, v in kernel_tensors(opt.kernel).items()})
     return {"meta": meta, "gp": gp, "loss_blocks": s.blocks}
-
-
-def run_records(s: RunState) -> RunRecords:
-    r"""The strategies' records a ``RunState`` holds."""
-    return RunRecords(s.noise, s.clip, s.track, s.selected, s.selection_scores)
 
 
 def restore_records(
@@ -348,11 +343,7 @@ def apply_state(opt: Run, state: dict[str, Any]) -> None:
         traces=tuple(traces),
         released=tuple(released),
         diagnostics=tuple(diag),
-        noise=records.noise,
-        clip=records.clip,
-        track=records.track,
-        selected=records.selected,
-        selection_scores=records.selection_scores,
+        records=records,
     )
     opt.run_id = meta["run_id"]
     opt.ledger.load_state_dict(ledger_state)

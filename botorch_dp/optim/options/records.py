@@ -126,7 +126,7 @@ class SubspaceTrack:
 
 @dataclass(frozen=True)
 class RunRecords:
-    r"""The strategies' records of a run (``RunState`` holds the same fields).
+    r"""The strategies' records of a run (``RunState.records``).
 
     Attributes:
         noise: The noise schedule's record.
