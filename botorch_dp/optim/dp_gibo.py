@@ -31,7 +31,7 @@ from botorch_dp.optim import report
 from botorch_dp.optim.checkpoint import check_new_checkpoint_dir, kernel_fingerprint, save_state
 from botorch_dp.optim.config import DPGIBOConfig, check_bias_tolerance, resolve_model
 from botorch_dp.optim.driver import run_to_end
-from botorch_dp.optim.options import EvaluatedSelection, RunPlan, resolved_mu
+from botorch_dp.optim.options import EvaluatedSelection, RunPlan, resolved_mu, state_keepers
 from botorch_dp.optim.options.batches import local_bounds
 from botorch_dp.optim.options.selection import SELECTION_KEY
 from botorch_dp.optim.options.steps import projected_step
@@ -115,7 +115,11 @@ class DPGIBO(OwnsCheckpoint):
         self.step_optimizer = o.step_rule.make_optimizer(theta0, c.step_size)  # public: θ and released steps
         self.state = RunState.initial(theta0, gp, self.step_optimizer.state_dict(), o.clip.initial_state())
         if (tolerance := o.batches.tolerance) is not None:  # needs the kernel, so checked here, not in the config
-            check_bias_tolerance(tolerance, gp, theta0, o.projection.acquisition_basis(theta0, gp, self.state.track))
+            check_bias_tolerance(
+                tolerance, gp, theta0, o.projection.acquisition_basis(theta0, gp, self.state.records.track)
+            )
+        if self.checkpoint_dir is not None:
+            state_keepers(o)  # a strategy whose records could not be kept is refused before anything is written
         stored = (config_to_json(c), kernel_fingerprint(self.kernel)) if self.checkpoint_dir is not None else ()
         self.checkpoint_book = CheckpointBook(*stored)  # what the checkpoint holds of the config and the kernel
         if ledger is not None and c.validation_mu_budget is not None:
@@ -156,12 +160,12 @@ class DPGIBO(OwnsCheckpoint):
     @property
     def steps_done(self) -> bool:
         r"""No gradient step is left: the schedule's cap reached, or its filter spent the budget."""
-        return self.state.noise.stopped or self.iteration >= self.config.iteration_cap
+        return self.state.records.noise.stopped or self.iteration >= self.config.iteration_cap
 
     @property
     def is_done(self) -> bool:
         r"""The steps are done and so is the choice of the returned iterate."""
-        return self.steps_done and not (self.options.selection.evaluated and self.state.selected is None)
+        return self.steps_done and not (self.options.selection.evaluated and self.state.records.selected is None)
 
     def plan(self, num_users: int | None = None) -> RunPlan:
         r"""The run's public ``RunPlan`` (for ``num_users``, default the run's ``n``)."""
@@ -239,14 +243,14 @@ class DPGIBO(OwnsCheckpoint):
         s, o, plan = self.state, self.options, self.plan(users.num_users)
         bound, spent, room = report.step_bound(o, s, self.ledger, plan, self.run_id)  # worst case, before any draw
         with self.ledger.charge(bound, run_id=self.run_id, step=s.iteration) as meter, torch.no_grad():
-            basis = o.projection.basis(s.theta, s.gp, s.track)  # Ṽ_t from the GP before the batch (public), or None
+            basis = o.projection.basis(s.theta, s.gp, s.records.track)  # Ṽ_t from the GP before the batch, or None
             gp = s.gp.condition_on(points) if points.shape[0] else s.gp
             users, gp = o.fitting.prepare(
                 users, torch.cat([s.X, points]), self.kernel, gp, self.noise_variance, self.config.jitter, meter
             )
             W = gp.gradient_weights(s.theta)
             W = W if basis is None else basis.transpose(0, 1) @ W
-            out = o.release_step(users, W, plan, meter=meter, spent=spent, room=room, **s.records())
+            out = o.release_step(users, W, plan, meter=meter, spent=spent, room=room, **s.step_records())
             release, track = o.projection.lift(out.release, basis, out.track, o.step_rule.keeps_coordinates)
             out = replace(out, release=release, track=track)  # the step's records in θ's coordinates
             trace = float(gp.posterior_trace(s.theta))
@@ -266,7 +270,8 @@ class DPGIBO(OwnsCheckpoint):
         sums = users.clamped_loss_sums(points, losses, selection.loss_clip)
         with self.ledger.charge({SELECTION_KEY: selection.event()}, run_id=self.run_id) as meter:
             chosen = selection.release(sums, users.num_users, meter, self.generators.noise)
-        self.state = replace(self.state, selected=chosen.index, selection_scores=chosen.scores, pending=None)
+        records = replace(self.state.records, selected=chosen.index, selection_scores=chosen.scores)
+        self.state = replace(self.state, records=records, pending=None)
         self._save_checkpoint()  # durable before the choice is returned
         return IterationInfo(
             self.iteration, self.state.iterates[chosen.index].clone(), points.shape[0], math.nan, chosen.index
@@ -294,8 +299,8 @@ class DPGIBO(OwnsCheckpoint):
 
     def selected_index(self) -> int | None:
         r"""The index ``j`` of the iterate the run returns (``None`` until an evaluated choice is made)."""
-        s = self.state
-        return self.options.selection.record(len(s.iterates), s.noise.noisy_norms, s.selected, None).index
+        s, r = self.state, self.state.records
+        return self.options.selection.record(len(s.iterates), r.noise.noisy_norms, r.selected, None).index
 
     def result(self) -> DPGIBOResult:
         r"""The private release and, if ``config.record_non_private_diagnostics``, NON-PRIVATE diagnostics."""

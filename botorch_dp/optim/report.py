@@ -82,7 +82,7 @@ def next_batch(config: Any, options: Options, state: RunState, box: Tensor, gene
         generator,
         default=o.projection.default_batch_size(s.theta.shape[-1]),
         num_restarts=config.num_restarts,
-        basis=o.projection.acquisition_basis(s.theta, s.gp, s.track),
+        basis=o.projection.acquisition_basis(s.theta, s.gp, s.records.track),
         raw_samples=config.raw_samples,
         previous=moved_batch(s.X, s.batch_sizes, s.iterates),
     )
@@ -101,7 +101,7 @@ def step_bound(
     r"""The next step's worst case (``Options.step_bound``, public) with what it reads: the run's
     spent norm and gradient μ's and the ledger's room."""
     spent_mus, room = spent(ledger, run_id), ledger.validation.remaining_mu()
-    return options.step_bound(plan, state.noise, spent_mus, room), spent_mus, room
+    return options.step_bound(plan, state.records.noise, spent_mus, room), spent_mus, room
 
 
 def check_next_release(
@@ -125,9 +125,10 @@ def check_next_release(
 
 def _last_bound(options: Options, state: RunState) -> float:
     r"""The bound the latest step was clipped at (the first step's before any)."""
-    if state.clip.bounds and state.iteration:
-        return state.clip.bounds[state.iteration - 1]
-    return options.clip.current(state.clip)
+    clip = state.records.clip
+    if clip.bounds and state.iteration:
+        return clip.bounds[state.iteration - 1]
+    return options.clip.current(clip)
 
 
 def guarantee(
@@ -150,7 +151,7 @@ def guarantee(
     delta = config.target_delta if delta is None else delta
     epsilon = ledger.validation.epsilon(delta) if rdp else gdp_epsilon(mu, delta)
     plan = plan_for(state.num_users or 1)
-    std, multiplier = options.noise.noise(plan, state.noise, _last_bound(options, state))
+    std, multiplier = options.noise.noise(plan, state.records.noise, _last_bound(options, state))
     return PrivacyGuarantee(
         mu=mu,
         epsilon=epsilon,
@@ -165,13 +166,13 @@ def guarantee(
 
 def release_records(options: Options, state: RunState, plan: RunPlan) -> dict[str, Any]:
     r"""Each strategy's public record of the run (``PrivateRelease.records``), made by the strategy."""
-    s = state
+    r = state.records
     return {
-        "clip": options.clip.record(s.clip),
-        "noise": options.noise.record(s.noise),
-        "projection": options.projection.record(s.track),
-        "step_rule": options.step_rule.record(plan, s.track),
-        "selection": options.selection.record(len(s.iterates), s.noise.noisy_norms, s.selected, s.selection_scores),
+        "clip": options.clip.record(r.clip),
+        "noise": options.noise.record(r.noise),
+        "projection": options.projection.record(r.track),
+        "step_rule": options.step_rule.record(plan, r.track),
+        "selection": options.selection.record(len(state.iterates), r.noise.noisy_norms, r.selected, r.selection_scores),
     }
 
 
@@ -273,8 +274,8 @@ def _first_batch_checks(config: Any, options: Options, state: RunState, plan: Ru
         return
     for caution, opt_in, allow, because in _cautions(c, n):
         enforce(caution, opt_in, allow, because=because, stacklevel=6)
-    bound = o.clip.current(state.clip)
-    noise_std, _ = o.noise.noise(plan, state.noise, bound)
+    bound = o.clip.current(state.records.clip)
+    noise_std, _ = o.noise.noise(plan, state.records.noise, bound)
     warn_noise(noise_std, o.projection.released_dim(plan.dim), bound, n, c.privacy_mu, stacklevel=5)
 
 

@@ -8,20 +8,21 @@ from __future__ import annotations
 import math
 
 from botorch_dp.optim.config import DPGIBOConfig
-from botorch_dp.optim.options import resolved_mu
+from botorch_dp.optim.options import Options, RunPlan, resolved_mu
 from botorch_dp.optim.options.budget import recorded_mus
+from botorch_dp.optim.report import run_plan
 from botorch_dp.privacy.ledger import PrivacyLedger, release_key
 
 __all__ = ["check_ledger_covers_steps", "recorded_mus", "step_parts"]
 
 
-def step_parts(config: DPGIBOConfig) -> tuple[str, ...]:
-    r"""The ledger parts of each of a run's steps (``release_key``'s ``parts``): a noisy norm before the
-    gradient where the schedule releases norms, the clip count and the preconditioner where the
-    config's split gives them a share."""
-    parts = ["norm", "grad"] if "noisy_norms" in config.noise.provides else ["grad"]
-    split = config.mu_split
-    return (*parts, *(["clip"] if split.clip_mu is not None else []), *(["precond"] if split.precond_mu else []))
+def step_parts(options: Options, plan: RunPlan) -> tuple[str, ...]:
+    r"""The ledger parts of each of a run's steps (``release_key``'s ``parts``), as its strategies declare
+    them: a noisy norm before the gradient where the noise schedule provides ``noisy_norms``, then what the
+    clip policy and the step rule add to a step's charge (their ``bound_parts``). (The unsafe fit's part,
+    a release without noise, is not among them: no check reads it.)"""
+    noise = ("norm", "grad") if "noisy_norms" in options.noise.provides else ("grad",)
+    return (*noise, *options.clip.bound_parts(plan), *options.step_rule.bound_parts(plan))
 
 
 def check_ledger_covers_steps(config: DPGIBOConfig, ledger: PrivacyLedger, run_id: str, T: int, n: int | None) -> None:
@@ -32,7 +33,7 @@ def check_ledger_covers_steps(config: DPGIBOConfig, ledger: PrivacyLedger, run_i
     if T == 0 or config.unsafe_allow_sensitive_fitting and math.isinf(resolved_mu(config.privacy_mu)):
         return
     recorded = recorded_mus(ledger, run_id)
-    parts = step_parts(config)
+    parts = step_parts(config.options, run_plan(config, config.options, config.bounds.shape[1], n, None))
     for t in range(T):
         for part in parts:
             key = release_key(t, part, parts)

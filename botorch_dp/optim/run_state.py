@@ -37,7 +37,7 @@ from botorch_dp.optim.options import (
     resolved_mu,
     restore_state_of,
     state_json_of,
-    state_keeper,
+    state_keepers,
 )
 from botorch_dp.optim.options.noise import NOISE_LISTS
 from botorch_dp.optim.options.records import compact
@@ -179,7 +179,7 @@ def encode_state(opt: Run) -> dict[str, Any]:
     state, config, ledger, generator states, run id), ``gp`` (``X``, the Cholesky factor,
     the kernel's tensors) and ``loss_blocks`` (the per-batch per-user losses)."""
     s = opt.state
-    records = run_records(s)
+    records = s.records
     book = opt.checkpoint_book
     config_json = book.config_json if book.config_json is not None else config_to_json(opt.config)
     fingerprint = book.kernel_fingerprint or kernel_fingerprint(opt.kernel)
@@ -215,19 +215,12 @@ def encode_state(opt: Run) -> dict[str, Any]:
         "ledger": opt.ledger.state_dict(),
         "noise_generator": ckpt.generator_to_json(opt.generators.noise),
         "search_generator": ckpt.generator_to_json(opt.generators.search),
-        "strategies": {
-            strategy.family: state_json_of(state_keeper(strategy), records) for strategy in opt.options.strategies()
-        },
+        "strategies": {family: state_json_of(keeper, records) for family, keeper in state_keepers(opt.options).items()},
         "partitioned_users": s.num_users if s.partitioned else None,
     }
     gp = {"X": s.X, "L": s.gp.L}  # the factor is restored as is: refactorizing changes bits
     gp.update({f"kernel.{k}": v.to(torch.float64) for k, v in kernel_tensors(opt.kernel).items()})
     return {"meta": meta, "gp": gp, "loss_blocks": s.blocks}
-
-
-def run_records(s: RunState) -> RunRecords:
-    r"""The strategies' records a ``RunState`` holds."""
-    return RunRecords(s.noise, s.clip, s.track, s.selected, s.selection_scores)
 
 
 def restore_records(
@@ -237,20 +230,20 @@ def restore_records(
     each restored and checked by its strategy, in the families' order (the clip policy's bounds
     before the noise schedule that reads them, the projection's coordinates before the step rule's)."""
     ckpt.check_keys(stored, set(FAMILY_PROTOCOLS), "strategies")
+    plan = opt.plan(num_users)
     context = ResumeContext(
         steps=steps,
         dim=opt.dim,
         num_users=num_users,
-        plan=opt.plan(num_users),
+        plan=plan,
         recorded=recorded_mus(ledger, run_id),
         options=opt.options,
-        step_parts=step_parts(opt.config),
+        step_parts=step_parts(opt.options, plan),
         run_id=run_id,
     )
     records = RunRecords()
-    for strategy in opt.options.strategies():
-        family = strategy.family
-        records = restore_state_of(state_keeper(strategy), family, stored[family], records, context)
+    for family, keeper in state_keepers(opt.options).items():
+        records = restore_state_of(keeper, family, stored[family], records, context)
     return records
 
 
@@ -350,11 +343,7 @@ def apply_state(opt: Run, state: dict[str, Any]) -> None:
         traces=tuple(traces),
         released=tuple(released),
         diagnostics=tuple(diag),
-        noise=records.noise,
-        clip=records.clip,
-        track=records.track,
-        selected=records.selected,
-        selection_scores=records.selection_scores,
+        records=records,
     )
     opt.run_id = meta["run_id"]
     opt.ledger.load_state_dict(ledger_state)

@@ -19,8 +19,7 @@ import torch
 from torch import Tensor
 
 from botorch_dp.gradient_gp import GradientGP
-from botorch_dp.optim.options import ClipState, NoiseState, StepOutcome
-from botorch_dp.optim.options.projection import SubspaceTrack
+from botorch_dp.optim.options import ClipState, NoiseState, RunRecords, StepOutcome, SubspaceTrack
 from botorch_dp.optim.users import InMemoryUsers, Users
 from botorch_dp.privacy.mechanisms import ReleaseDiagnostics
 
@@ -73,10 +72,8 @@ class RunState:
         batch_sizes, traces, released: Per step: points added, ``tr Σ_D(θ)``, the θ-space release.
         diagnostics: NON-PRIVATE diagnostics per step (only when asked for).
         optimizer: The step rule's ``torch.optim`` state after the last step (a copy).
-        noise: The noise schedule's record; clip: the clip policy's; track: the projection's
-            and the private preconditioner's (``SubspaceTrack``).
-        selected: The evaluated selection's choice (``None`` until made).
-        selection_scores: ``"noisy_loss"``'s released scores.
+        records: The strategies' records (``RunRecords``: the noise schedule's, the clip policy's,
+            the projection's and step rule's ``SubspaceTrack``, the evaluated selection's choice).
     """
 
     theta: Tensor
@@ -92,11 +89,7 @@ class RunState:
     traces: tuple[float, ...] = ()
     released: tuple[Tensor, ...] = ()
     diagnostics: tuple[ReleaseDiagnostics, ...] = ()
-    noise: NoiseState = field(default_factory=NoiseState)
-    clip: ClipState = field(default_factory=ClipState)
-    track: SubspaceTrack = field(default_factory=SubspaceTrack)
-    selected: int | None = None
-    selection_scores: Tensor | None = None
+    records: RunRecords = field(default_factory=RunRecords)
 
     @property
     def iteration(self) -> int:
@@ -112,9 +105,10 @@ class RunState:
         r"""The ``t x d`` released gradients (public)."""
         return torch.stack(self.released) if self.released else self.theta.new_empty(0, dim)  # θ's device, float64
 
-    def records(self) -> StepRecords:
+    def step_records(self) -> StepRecords:
         r"""The noise schedule's, clip policy's and projection's records and the step's index."""
-        return StepRecords(noise=self.noise, clip=self.clip, track=self.track, step=self.iteration)
+        r = self.records
+        return StepRecords(noise=r.noise, clip=r.clip, track=r.track, step=self.iteration)
 
     @classmethod
     def initial(cls, theta0: Tensor, gp: GradientGP, optimizer: dict[str, Any], clip: ClipState) -> RunState:
@@ -125,7 +119,7 @@ class RunState:
             X=gp.train_X.clone(),
             gp=gp,
             optimizer=optimizer,
-            clip=clip,
+            records=RunRecords(clip=clip),
         )
 
     def stepped(
@@ -158,9 +152,7 @@ class RunState:
             released=(*self.released, release.gradient),
             diagnostics=self.diagnostics if release.diagnostics is None else (*self.diagnostics, release.diagnostics),
             optimizer=copy.deepcopy(optimizer.state_dict()),
-            noise=outcome.noise,
-            clip=outcome.clip,
-            track=outcome.track,
+            records=replace(self.records, noise=outcome.noise, clip=outcome.clip, track=outcome.track),
         )
 
 

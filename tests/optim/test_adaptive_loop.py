@@ -70,7 +70,7 @@ def test_adaptive_run_spends_exactly_its_budget_with_one_norm_and_one_gradient_k
     opt, result = _run(_cfg())
     r = result.release
     T = len(r.step_mus)
-    assert 1 <= T <= 12 and opt.is_done and (opt.state.noise.stopped or T == 12)
+    assert 1 <= T <= 12 and opt.is_done and (opt.state.records.noise.stopped or T == 12)
     keys = [key for (_, key) in opt.ledger.validation.steps()]
     assert keys == [f"step-{t:04d}/{kind}" for t in range(T) for kind in ("norm", "grad")]
     recorded = list(opt.ledger.validation.steps().values())
@@ -323,7 +323,7 @@ def test_finished_adaptive_run_resumes_as_finished(tmp_path):
     opt, result = _run(cfg, checkpoint_dir=tmp_path)
     opt.close()
     resumed = DPGIBO.resume(tmp_path)
-    assert resumed.is_done and resumed.state.noise.stopped == opt.state.noise.stopped
+    assert resumed.is_done and resumed.state.records.noise.stopped == opt.state.records.noise.stopped
     assert same(resumed.result().release.selected_index, result.release.selected_index)
 
 

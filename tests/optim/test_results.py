@@ -146,7 +146,7 @@ def test_no_record_holds_the_preconditioners_sensitive_columns(run_b):
     r"""The private preconditioner keeps the clean ``ū_t`` (SENSITIVE) in the run's track; the records
     made from that track hold none of them."""
     opt, result = run_b
-    columns = opt.state.track.columns
+    columns = opt.state.records.track.columns
     assert len(columns) == T
     held = [
         value

@@ -74,3 +74,10 @@ def test_the_ledger_must_hold_every_part_of_every_step_at_the_configs_mu():
     adaptive_clip = _config(privacy_mu=1.0, clip_bound="adaptive")  # the count has its own key; the gradient /grad
     with pytest.raises(ValueError, match="lacks the release 'step-0000/grad'"):
         check_ledger_covers_steps(adaptive_clip, _ledger(("step-0000", per_step)), "run", 1, None)
+    # the parts are the strategies' (their bound_parts): the private preconditioner adds "precond"
+    private = _config(
+        privacy_mu=1.0, step_rule="adagrad_full", preconditioner="private", preconditioner_mu_fraction=0.5
+    )
+    with pytest.raises(ValueError, match="lacks the release 'step-0000/precond'"):
+        check_ledger_covers_steps(private, _ledger(("step-0000", per_step)), "run", 1, None)
+    check_ledger_covers_steps(private, _ledger(("step-0000", per_step), ("step-0000/precond", 0.1)), "run", 1, None)

@@ -40,7 +40,7 @@ def test_each_step_gives_a_new_state_and_none_changes_in_place():
     second = opt.state
     assert second is not first and first.iteration == 0 and len(first.iterates) == 1
     assert second.iteration == 1 and len(second.iterates) == 2 and second.released_matrix(D).shape == (1, D)
-    assert second.records()["step"] == 1 and [b.shape for b in second.blocks] == [(second.batch_sizes[0], 10)]
+    assert second.step_records()["step"] == 1 and [b.shape for b in second.blocks] == [(second.batch_sizes[0], 10)]
     with pytest.raises(dataclasses.FrozenInstanceError):
         second.theta = torch.zeros(D)
 

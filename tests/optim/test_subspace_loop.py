@@ -164,7 +164,7 @@ def test_private_preconditioner_releases_twice_per_step_and_composes_to_mu():
     assert rel.guarantee.epsilon == pytest.approx(4.3772, abs=5e-5)
     delta = 2 * 3.0 / 20
     assert rel.guarantee.noise_std == pytest.approx(math.sqrt(T) * delta / (1 / math.sqrt(2)))  # σ_b with μ_g
-    stds = opt.state.track.preconditioner_noise_stds
+    stds = opt.state.records.track.preconditioner_noise_stds
     assert list(stds) == pytest.approx([math.sqrt(t * T) * delta * math.sqrt(2) for t in range(1, T + 1)])
     assert len(rel.released_preconditioners) == T
     assert all(G.shape == (2, 2) and torch.equal(G, G.T) for G in rel.released_preconditioners)
@@ -318,7 +318,7 @@ def test_resume_reproduces_a_private_preconditioner_run_and_refuses_changes(tmp_
             DPGIBO.resume(tmp_path, nl_config(**{**base, **changed}))
     resumed = DPGIBO.resume(tmp_path)  # the config (and its subspace) rebuilt from the checkpoint
     assert torch.equal(resumed.config.projection.oracle.basis, cfg.projection.oracle.basis)
-    assert len(resumed.state.track.columns) == 2  # the sensitive X_t survives
+    assert len(resumed.state.records.track.columns) == 2  # the sensitive X_t survives
     rel = resumed.run(objective, progress=False).release
     assert torch.equal(rel.iterates, full.iterates)
     assert all(
@@ -367,7 +367,11 @@ def test_a_checkpoint_written_before_the_subspace_fields_still_loads():
     }
     other = DPGIBO(cfg)
     other.load_state_dict({**state, "meta": meta})
-    assert torch.equal(other.theta, opt.theta) and other.iteration == 1 and other.state.track == opt.state.track
+    assert (
+        torch.equal(other.theta, opt.theta)
+        and other.iteration == 1
+        and other.state.records.track == opt.state.records.track
+    )
     check_same_run(meta, cfg)  # resuming it with the same config is allowed: the new fields read as not given
     with pytest.raises(ValueError, match="'projection'"):  # a new field given a value is a change
         check_same_run(

@@ -152,6 +152,7 @@ __all__ = [
     "restore_state_of",
     "state_json_of",
     "state_keeper",
+    "state_keepers",
 ]
 
 #: What a strategy may ``require`` of the others, as an error message describes it.
@@ -217,15 +218,36 @@ FAMILY_PROTOCOLS: dict[str, type] = typing.get_type_hints(OptionFields)
 #: The keeper of a strategy's run state where the strategy has no ``state_json``/``restore_state`` of its own
 #: (a user's): its family's generic one, which reads the strategy only through the family's protocol.
 FAMILY_KEEPERS: dict[str, Any] = {"clip": SavedClipState, "noise": SavedNoiseState}
+#: The families whose strategies write run records (``RunRecords``) but have no generic keeper: each of their
+#: strategies has the ``KeepsRunState`` pair or declares ``stateless = True`` (it writes no records).
+RECORDING_FAMILIES = ("projection", "step_rule", "selection")
 
 
 def state_keeper(strategy: Any) -> KeepsRunState | None:
     r"""What saves and checks ``strategy``'s part of a run's state: the strategy itself when it has the
-    ``KeepsRunState`` pair, else its family's keeper (``FAMILY_KEEPERS``), else ``None`` (no state)."""
-    if isinstance(strategy, KeepsRunState):
-        return strategy
+    ``KeepsRunState`` pair, else its family's keeper (``FAMILY_KEEPERS``), else ``None`` (no state: a
+    strategy of batches or fitting, or one of ``RECORDING_FAMILIES`` that declares ``stateless = True``).
+    ``TypeError`` for a strategy of ``RECORDING_FAMILIES`` with neither: its records would not be saved,
+    and a resumed run would silently lose them."""
+    missing = [name for name in ("restore_state", "state_json") if not callable(getattr(strategy, name, None))]
+    if not missing:  # (not isinstance: a Protocol's isinstance caches a class's answer)
+        return typing.cast(KeepsRunState, strategy)
     keeper = FAMILY_KEEPERS.get(strategy.family)
-    return None if keeper is None else keeper(strategy)
+    if keeper is not None:
+        return keeper(strategy)
+    if strategy.family in RECORDING_FAMILIES and getattr(strategy, "stateless", False) is not True:
+        raise TypeError(
+            f"{type(strategy).__name__} ({strategy.family}) cannot be checkpointed: it lacks "
+            f"{', '.join(missing)} (KeepsRunState), so its part of the run's "
+            "records would be lost on resume. Implement state_json/restore_state, or set stateless = True "
+            "if it writes no run records."
+        )
+    return None
+
+
+def state_keepers(options: OptionFields) -> dict[str, KeepsRunState | None]:
+    r"""Each family's ``state_keeper`` (``TypeError`` naming a strategy whose state could not be kept)."""
+    return {strategy.family: state_keeper(strategy) for strategy in options.strategies()}
 
 
 @dataclass(frozen=True, kw_only=True)

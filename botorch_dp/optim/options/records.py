@@ -11,7 +11,9 @@ batches, fitting): ``restore_state(payload, records, context)`` checks the paylo
 config, the steps taken and the ledger's records (a ``ValueError`` naming the checkpoint field
 ``strategies.<family>.<key>`` and what is wrong), and returns ``records`` with its part set. A
 key it does not know is refused; a key left out is the empty value. A strategy without the pair
-keeps no state: its payload must be empty (``restore_state_of``). Nothing here unpickles.
+is kept by its family's keeper (clip, noise) or keeps no state (its payload must be empty,
+``restore_state_of``): a projection, step rule or selection must then declare ``stateless = True``,
+else its run is refused a checkpoint (``options.state_keeper``). Nothing here unpickles.
 """
 
 from __future__ import annotations
@@ -124,7 +126,7 @@ class SubspaceTrack:
 
 @dataclass(frozen=True)
 class RunRecords:
-    r"""The strategies' records of a run (``RunState`` holds the same fields).
+    r"""The strategies' records of a run (``RunState.records``).
 
     Attributes:
         noise: The noise schedule's record.

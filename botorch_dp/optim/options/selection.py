@@ -38,6 +38,8 @@ __all__ = [
     "Selection",
     "SelectionRecord",
     "min_noisy_norm_index",
+    "restore_selection_state",
+    "selection_state_json",
 ]
 
 #: The registered rules' names (``DPGIBOConfig(selection="exponential")`` and the baselines' keyword).
@@ -137,6 +139,7 @@ class Last(Strategy):
     r"""Return the last iterate ``θ_T``."""
 
     evaluated = False
+    stateless: ClassVar[bool] = True  # a free rule writes no run records
 
     @property
     def charge(self) -> float:
@@ -157,6 +160,7 @@ class MinNoisyNorm(Strategy):
     r"""Return the iterate whose released noisy gradient norm is smallest (post-processing)."""
 
     evaluated = False
+    stateless: ClassVar[bool] = True  # a free rule writes no run records
     requires = frozenset({"noisy_norms"})
 
     @property
@@ -205,31 +209,10 @@ class Evaluated(Strategy):
         return SelectionRecord(chosen, None if scores is None else scores.clone())
 
     def state_json(self, records: RunRecords) -> dict[str, Any]:
-        r"""The private choice (once made) and its released scores."""
-        scores = records.selection_scores
-        return compact(
-            {"selected_index": records.selected, "selection_scores": None if scores is None else tensor_to_json(scores)}
-        )
+        return selection_state_json(records)
 
     def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
-        r"""``records`` with the stored choice, checked: an index in ``[0, T]`` whose release the ledger
-        records (``"select"``), and its ``T + 1`` scores exactly when the rule releases scores."""
-        entry = payload_entries(payload, {"selected_index": None, "selection_scores": None}, "selection")
-        T, selected, scores = context.steps, entry["selected_index"], entry["selection_scores"]
-        made = is_int(selected) and 0 <= selected <= T and SELECTION_KEY in context.recorded
-        if selected is not None and not made:
-            raise ValueError(
-                f"Checkpoint field 'strategies.selection.selected_index' must be None or an index in [0, {T}] of a "
-                f"recorded selection, got {selected!r}."
-            )
-        if (scores is not None) != (selected is not None and self.releases_scores):
-            raise ValueError(
-                "Checkpoint field 'strategies.selection.selection_scores' must be given exactly for a made selection "
-                f"of a rule that releases scores ({self.label})."
-            )
-        name = "strategies.selection.selection_scores"
-        decoded = None if scores is None else tensor_from_json(scores, name, (T + 1,))
-        return replace(records, selected=selected, selection_scores=decoded)
+        return restore_selection_state(payload, records, context, scores=self.releases_scores)
 
 
 @register("selection", "exponential")
@@ -282,3 +265,36 @@ class NoisyLoss(Evaluated):
 
     def mechanism(self, generator: torch.Generator | None) -> ExponentialLossSelection | NoisyLossSelection:
         return NoisyLossSelection(total_mu=self.mu, loss_clip=self.loss_clip, generator=generator)
+
+
+# ----------------------------------------------------------------------- a run's record, saved
+def selection_state_json(records: RunRecords) -> dict[str, Any]:
+    r"""An evaluated selection's part of the run's records as exact JSON: its choice (once made) and its
+    released scores."""
+    scores = records.selection_scores
+    return compact(
+        {"selected_index": records.selected, "selection_scores": None if scores is None else tensor_to_json(scores)}
+    )
+
+
+def restore_selection_state(
+    payload: dict[str, Any], records: RunRecords, context: ResumeContext, *, scores: bool
+) -> RunRecords:
+    r"""``records`` with the stored choice, checked: an index in ``[0, T]`` whose release the ledger
+    records (``"select"``), and its ``T + 1`` scores exactly when the rule releases scores (``scores``)."""
+    entry = payload_entries(payload, {"selected_index": None, "selection_scores": None}, "selection")
+    T, selected, stored = context.steps, entry["selected_index"], entry["selection_scores"]
+    made = is_int(selected) and 0 <= selected <= T and SELECTION_KEY in context.recorded
+    if selected is not None and not made:
+        raise ValueError(
+            f"Checkpoint field 'strategies.selection.selected_index' must be None or an index in [0, {T}] of a "
+            f"recorded selection, got {selected!r}."
+        )
+    if (stored is not None) != (selected is not None and scores):
+        raise ValueError(
+            "Checkpoint field 'strategies.selection.selection_scores' must be given exactly for a made selection "
+            f"of a rule that releases scores ({'it does' if scores else 'it does not'})."
+        )
+    name = "strategies.selection.selection_scores"
+    decoded = None if stored is None else tensor_from_json(stored, name, (T + 1,))
+    return replace(records, selected=selected, selection_scores=decoded)

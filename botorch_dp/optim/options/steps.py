@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol, cast, overload
+from typing import Any, ClassVar, Literal, Protocol, cast, overload
 
 import torch
 from torch import Tensor
@@ -153,6 +153,9 @@ def projected_step(optimizer: torch.optim.Optimizer, gradient: Tensor, bounds: T
 @dataclass(frozen=True)
 class SGD(Strategy):
     r"""``θ ← Π_Θ(θ − η g)`` (``torch.optim.SGD``)."""
+
+    #: It writes no run records (its state is the optimizer's, which the checkpoint keeps).
+    stateless: ClassVar[bool] = True
 
     @property
     def mu_fraction(self) -> float | None:

@@ -4,7 +4,8 @@ public API, whole and checkpointed, resumed from the checkpoint alone and finish
 
 ``run_and_resume`` returns what both runs released and were charged, as exact hex strings
 (``tests/test_option_pins._encode_release``), so a test compares the resumed run with the
-uninterrupted one bit for bit.
+uninterrupted one bit for bit. ``assert_not_checkpointed``: a strategy whose run records could not be
+kept (issue 42 item 3) is refused a checkpoint before anything is written.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from botorch_dp.optim import DPGIBO, DPGIBOConfig
 from tests.test_option_pins import _encode_release, _objective
 
-__all__ = ["UserStrategy", "run_and_resume", "run_once"]
+__all__ = ["UserStrategy", "assert_not_checkpointed", "run_and_resume", "run_once"]
 
 
 class UserStrategy:
@@ -85,3 +88,15 @@ def run_and_resume(config: DPGIBOConfig, tmp_path: Path, stop_after: int) -> tup
         release = resumed.run(_objective, progress=False).release
         resumed.close()
     return whole, _encode_release(resumed, release), resumed
+
+
+def assert_not_checkpointed(config: DPGIBOConfig, tmp_path: Path, message: str) -> None:
+    r"""``config``'s run is refused a checkpoint (``TypeError`` matching ``message``) before its directory is
+    made, and so is its ``state_dict``; without a checkpoint it is built as usual."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(TypeError, match=message):
+            DPGIBO(config, checkpoint_dir=tmp_path / "refused")
+        assert not (tmp_path / "refused").exists()
+        with pytest.raises(TypeError, match=message):
+            DPGIBO(config).state_dict()

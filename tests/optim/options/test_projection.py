@@ -37,7 +37,7 @@ from botorch_dp.optim.options.projection import (
 from botorch_dp.optim.subspace import FixedSubspace, PosteriorGradientCovarianceSubspace, orthonormal_basis
 from botorch_dp.privacy.mechanisms import GaussianGradientMechanism, clip_rows
 from botorch_dp.privacy.mechanisms.releases import GradientRelease
-from tests.optim.options.plugin import UserStrategy, run_and_resume, run_once
+from tests.optim.options.plugin import UserStrategy, assert_not_checkpointed, run_and_resume, run_once
 from tests.optim.options.strategy_config import config_with
 from tests.test_option_pins import D, _objective, _settings
 
@@ -235,3 +235,12 @@ def test_a_users_projection_resumes_from_its_checkpoint_to_the_uninterrupted_run
     path.write_text(json.dumps(state))
     with pytest.raises(ValueError, match="'strategies.projection.bases' must hold 1 entries, got 0"):
         DPGIBO.resume(tmp_path / "again")
+
+
+def test_a_users_projection_without_the_state_pair_is_refused_a_checkpoint(tmp_path, monkeypatch):
+    r"""Issue 42 item 3: without ``state_json`` its bases and coordinates would not be saved (a resumed
+    run would lose them): the run is refused a checkpoint before anything is written."""
+    monkeypatch.delattr(FirstAxes, "state_json")
+    config = config_with(_settings({"num_iterations": 3}), projection=FirstAxes(1))
+    message = r"FirstAxes \(projection\) cannot be checkpointed: it lacks state_json \(KeepsRunState\)"
+    assert_not_checkpointed(config, tmp_path, message)

@@ -24,15 +24,23 @@ from botorch_dp.optim.options import (
     MinNoisyNorm,
     NoisyLoss,
     Options,
+    ResumeContext,
+    RunRecords,
     from_spec,
     lookup,
     register,
 )
-from botorch_dp.optim.options.selection import SELECTION_KEY, SelectionRecord, min_noisy_norm_index
+from botorch_dp.optim.options.selection import (
+    SELECTION_KEY,
+    SelectionRecord,
+    min_noisy_norm_index,
+    restore_selection_state,
+    selection_state_json,
+)
 from botorch_dp.privacy.analysis.gdp import compose_gdp, pure_dp_to_gdp_mu
 from botorch_dp.privacy.ledger import PrivacyBudgetExceeded, PrivacyLedger, PureDP
 from botorch_dp.privacy.mechanisms import ExponentialLossSelection, NoisyLossSelection
-from tests.optim.options.plugin import UserStrategy, run_and_resume, run_once
+from tests.optim.options.plugin import UserStrategy, assert_not_checkpointed, run_and_resume, run_once
 from tests.optim.options.strategy_config import config_with
 from tests.test_option_pins import _settings
 
@@ -233,6 +241,13 @@ class UserExponential(UserStrategy):
         mechanism = ExponentialLossSelection(epsilon=self.epsilon, loss_clip=self.loss_clip, generator=generator)
         return mechanism.release_sums(sums, num_users, meter=meter, part=SELECTION_KEY)
 
+    # its choice kept in the run's state with the selection module's helpers (KeepsRunState; no scores)
+    def state_json(self, records: RunRecords) -> dict[str, Any]:
+        return selection_state_json(records)
+
+    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
+        return restore_selection_state(payload, records, context, scores=False)
+
 
 @pytest.mark.parametrize("stop_after", [1, 2])  # 2: all steps done, only the selection left
 def test_a_users_evaluated_selection_runs_resumes_and_releases_what_the_packages_does(tmp_path, stop_after):
@@ -245,3 +260,12 @@ def test_a_users_evaluated_selection_runs_resumes_and_releases_what_the_packages
     # the same mechanism, seed and charge as the package's own rule: the same bits
     _, package = run_once(config_with(_settings({"num_iterations": 2}), selection=Exponential(0.5, 2.0)))
     assert whole == package
+
+
+def test_a_users_evaluated_selection_without_the_state_pair_is_refused_a_checkpoint(tmp_path, monkeypatch):
+    r"""Issue 42 item 3: without ``restore_state`` its choice could not be restored (a resumed run would
+    select again): the run is refused a checkpoint before anything is written (``stateless`` it is not)."""
+    monkeypatch.delattr(UserExponential, "restore_state")
+    config = config_with(_settings({"num_iterations": 2}), selection=UserExponential(0.5, 2.0))
+    message = r"UserExponential \(selection\) cannot be checkpointed: it lacks restore_state \(KeepsRunState\)"
+    assert_not_checkpointed(config, tmp_path, message)

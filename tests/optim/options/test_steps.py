@@ -10,12 +10,14 @@ hold for the square roots."""
 
 import json
 import math
+import warnings
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
+from botorch_dp.optim import DPGIBO
 from botorch_dp.optim.legacy_options import strategies_from_flat
 from botorch_dp.optim.options import (
     SGD,
@@ -42,9 +44,9 @@ from botorch_dp.optim.options.steps import (
     psd_sqrt,
 )
 from botorch_dp.optim.subspace import orthonormal_basis
-from tests.optim.options.plugin import UserStrategy, run_and_resume
+from tests.optim.options.plugin import UserStrategy, assert_not_checkpointed, run_and_resume
 from tests.optim.options.strategy_config import config_with
-from tests.test_option_pins import _settings
+from tests.test_option_pins import _objective, _settings
 
 
 @pytest.mark.parametrize(
@@ -350,6 +352,7 @@ class HeavyBall(UserStrategy):
 
     mu_fraction = None
     keeps_coordinates = False
+    stateless = True  # its momentum is the optimizer's state, which the checkpoint keeps
 
     def __init__(self, momentum: float = 0.5) -> None:
         self.momentum = float(momentum)
@@ -392,6 +395,25 @@ def test_a_users_step_rule_runs_in_closed_form_and_resumes_bit_identically(tmp_p
     iterates = _decoded(whole["iterates"]).reshape(5, -1)
     assert torch.allclose(iterates, torch.stack(expected), rtol=0, atol=1e-14)
     assert not torch.allclose(iterates, _sgd(g, low, high), rtol=0, atol=1e-6)  # the momentum acts
+
+
+def test_a_users_step_rule_without_the_state_pair_is_refused_a_checkpoint_and_a_resume(tmp_path, monkeypatch):
+    r"""Issue 42 item 3: a step rule (a family that writes run records) with neither ``state_json``/
+    ``restore_state`` nor ``stateless = True`` could lose its records on resume: it is refused a checkpoint
+    before anything is written, and a resume of a checkpoint made with it, which is left as it was."""
+    config = config_with(_settings({"num_iterations": 3, "search_radius": 0.2}), step_rule=HeavyBall(0.5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        opt = DPGIBO(config, checkpoint_dir=tmp_path / "ck")
+        opt.run(_objective, progress=False, callback=lambda info: info.iteration == 1)
+        opt.close()
+    written = (tmp_path / "ck" / "state.json").read_bytes()
+    monkeypatch.delattr(HeavyBall, "stateless")
+    message = r"HeavyBall \(step_rule\) cannot be checkpointed: it lacks restore_state, state_json \(KeepsRunState\)"
+    assert_not_checkpointed(config, tmp_path, message)
+    with pytest.raises(TypeError, match=message):
+        DPGIBO.resume(tmp_path / "ck")
+    assert (tmp_path / "ck" / "state.json").read_bytes() == written
 
 
 def _decoded(hexes: list[str]) -> torch.Tensor:
