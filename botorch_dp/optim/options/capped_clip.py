@@ -13,9 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
-
-from torch import Tensor
 
 from botorch_dp.optim.options.base import RunPlan
 from botorch_dp.optim.options.clip import (
@@ -25,15 +22,12 @@ from botorch_dp.optim.options.clip import (
     DEFAULT_CLIP_QUANTILE,
     ClipState,
     QuantileClip,
-    clip_state_json,
+    WrappedClip,
     next_clip_bound,
-    restore_clip_state,
 )
-from botorch_dp.optim.options.records import ResumeContext, RunRecords
-from botorch_dp.optim.options.registry import Strategy, register
-from botorch_dp.optim.users import Users
+from botorch_dp.optim.options.registry import register
 from botorch_dp.privacy.checks import check_positive
-from botorch_dp.privacy.ledger import Gaussian, Meter
+from botorch_dp.privacy.ledger import Meter
 from botorch_dp.privacy.mechanisms.sums import ClippedSum
 
 __all__ = ["CappedQuantileClip"]
@@ -41,7 +35,7 @@ __all__ = ["CappedQuantileClip"]
 
 @register("clip", "capped_adaptive")
 @dataclass(frozen=True)
-class CappedQuantileClip(Strategy):
+class CappedQuantileClip(WrappedClip):
     r"""``QuantileClip`` whose bound never exceeds the public ``max_bound`` (``B_max``).
 
     Args:
@@ -68,36 +62,10 @@ class CappedQuantileClip(Strategy):
             object.__setattr__(self, name, getattr(base, name))
         object.__setattr__(self, "base", base)
 
-    @property
-    def mu_fraction(self) -> float | None:
-        return self.base.mu_fraction
-
-    def initial_state(self) -> ClipState:
-        return self.base.initial_state()
-
-    def current(self, state: ClipState) -> float:
-        return self.base.current(state)
-
-    def bound_parts(self, plan: RunPlan) -> dict[str, Gaussian]:
-        return self.base.bound_parts(plan)
-
-    def aggregate(self, users: Users, W: Tensor, state: ClipState) -> ClippedSum:
-        return self.base.aggregate(users, W, state)
-
     def update(self, summed: ClippedSum, plan: RunPlan, state: ClipState, meter: Meter) -> ClipState:
         r"""The base's count and move, then the new bound capped at ``B_max`` (post-processing)."""
         state = self.base.update(summed, plan, state, meter)
         return replace(state, bounds=(*state.bounds[:-1], min(state.bounds[-1], self.max_bound)))
-
-    def record(self, state: ClipState) -> ClipState:
-        return state
-
-    def state_json(self, records: RunRecords) -> dict[str, Any]:
-        return clip_state_json(records)
-
-    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
-        r"""The stored bounds and counts, checked as ``QuantileClip``'s are (the bounds replayed from the counts)."""
-        return restore_clip_state(self, payload, records, context)
 
     def replay(self, counts: Sequence[float], num_users: int | None) -> list[float]:
         r"""``[B_0, …, B_t]`` from the released counts, each move capped as ``update`` caps it."""

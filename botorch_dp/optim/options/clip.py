@@ -57,6 +57,7 @@ __all__ = [
     "QuantileClip",
     "ReplayedClip",
     "SavedClipState",
+    "WrappedClip",
     "clip_state_json",
     "next_clip_bound",
     "restore_clip_state",
@@ -165,9 +166,46 @@ class FixedClip(Strategy):
         return restore_clip_state(self, payload, records, context)
 
 
+class WrappedClip(Strategy):
+    r"""A clip policy that wraps another, ``base`` (as TF Privacy's adaptive query wraps its sum
+    query): each ``ClipPolicy`` method forwards to ``base``, and a subclass defines only what it
+    changes. Its state is saved and checked as the clip family's (``restore_clip_state`` of the
+    wrapper itself, so the wrapper's ``replay``, if any, recomputes the bounds)."""
+
+    base: ClipPolicy
+
+    @property
+    def mu_fraction(self) -> float | None:
+        return self.base.mu_fraction
+
+    def initial_state(self) -> ClipState:
+        return self.base.initial_state()
+
+    def current(self, state: ClipState) -> float:
+        return self.base.current(state)
+
+    def bound_parts(self, plan: RunPlan) -> dict[str, Gaussian]:
+        return self.base.bound_parts(plan)
+
+    def aggregate(self, users: Users, W: Tensor, state: ClipState) -> ClippedSum:
+        return self.base.aggregate(users, W, state)
+
+    def update(self, summed: ClippedSum, plan: RunPlan, state: ClipState, meter: Meter) -> ClipState:
+        return self.base.update(summed, plan, state, meter)
+
+    def record(self, state: ClipState) -> ClipState:
+        return self.base.record(state)
+
+    def state_json(self, records: RunRecords) -> dict[str, Any]:
+        return clip_state_json(records)
+
+    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
+        return restore_clip_state(self, payload, records, context)
+
+
 @register("clip", "adaptive")
 @dataclass(frozen=True)
-class QuantileClip(Strategy):
+class QuantileClip(WrappedClip):
     r"""The bound tracks a private ``γ``-quantile of the estimates' norms (Andrew et al. 2021).
 
     It wraps ``base``, a ``FixedClip(B₀)`` that makes the clipped sums at the bound this policy
@@ -199,13 +237,6 @@ class QuantileClip(Strategy):
     def initial_state(self) -> ClipState:
         return ClipState(bounds=(self.base.current(self.base.initial_state()),))
 
-    def current(self, state: ClipState) -> float:
-        return self.base.current(state)
-
-    def aggregate(self, users: Users, W: Tensor, state: ClipState) -> ClippedSum:
-        r"""The base's clipped sum at ``B_t`` (the state's latest bound), with its count ``within``."""
-        return self.base.aggregate(users, W, state)
-
     def count_mu(self, plan: RunPlan) -> float:
         r"""``μ_C/√T_max``: one count's GDP parameter (at most ``T_max`` counts compose to ``μ_C``)."""
         clip_mu = plan.split.clip_mu
@@ -226,15 +257,6 @@ class QuantileClip(Strategy):
         count = counter.release_count(summed.within, self.count_mu(plan), meter=meter, part=CLIP_KEY)
         bound = next_clip_bound(state.bounds[-1], count.count, plan.num_users, self.quantile, self.learning_rate)
         return replace(state, bounds=(*state.bounds, bound), counts=(*state.counts, count.count))
-
-    def record(self, state: ClipState) -> ClipState:
-        return state
-
-    def state_json(self, records: RunRecords) -> dict[str, Any]:
-        return clip_state_json(records)
-
-    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
-        return restore_clip_state(self, payload, records, context)
 
     def replay(self, counts: Sequence[float], num_users: int | None) -> list[float]:
         r"""``[B_0, …, B_t]`` that ``update`` moves through given the released counts ``b̃_0..b̃_{t−1}``

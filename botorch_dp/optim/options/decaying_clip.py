@@ -13,17 +13,13 @@ off the sum. It does not provide the ``"fixed_clip_bound"`` the private precondi
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
-
-from torch import Tensor
 
 from botorch_dp.optim.options.base import RunPlan
-from botorch_dp.optim.options.clip import FixedClip, clip_state_json, restore_clip_state
-from botorch_dp.optim.options.records import ClipState, ResumeContext, RunRecords
-from botorch_dp.optim.options.registry import Strategy, register
-from botorch_dp.optim.users import Users
+from botorch_dp.optim.options.clip import FixedClip, WrappedClip
+from botorch_dp.optim.options.records import ClipState
+from botorch_dp.optim.options.registry import register
 from botorch_dp.privacy.checks import check_positive
-from botorch_dp.privacy.ledger import Gaussian, Meter
+from botorch_dp.privacy.ledger import Meter
 from botorch_dp.privacy.mechanisms.sums import ClippedSum
 
 __all__ = ["DecayingClip"]
@@ -31,7 +27,7 @@ __all__ = ["DecayingClip"]
 
 @register("clip", "decaying")
 @dataclass(frozen=True)
-class DecayingClip(Strategy):
+class DecayingClip(WrappedClip):
     r"""Clip step ``t`` at ``B_t = B·ρ^t`` (a public schedule; free).
 
     Args:
@@ -51,10 +47,6 @@ class DecayingClip(Strategy):
         object.__setattr__(self, "decay", decay)
         object.__setattr__(self, "base", FixedClip(self.bound))
 
-    @property
-    def mu_fraction(self) -> float | None:
-        return None
-
     def at(self, step: int) -> float:
         r"""``B_t = B·ρ^t`` (``ValueError`` if it underflows to 0)."""
         bound = self.bound * self.decay**step
@@ -65,27 +57,7 @@ class DecayingClip(Strategy):
     def initial_state(self) -> ClipState:
         return ClipState(bounds=(self.at(0),))
 
-    def current(self, state: ClipState) -> float:
-        return self.base.current(state)
-
-    def bound_parts(self, plan: RunPlan) -> dict[str, Gaussian]:
-        return self.base.bound_parts(plan)
-
-    def aggregate(self, users: Users, W: Tensor, state: ClipState) -> ClippedSum:
-        return self.base.aggregate(users, W, state)
-
     def update(self, summed: ClippedSum, plan: RunPlan, state: ClipState, meter: Meter) -> ClipState:
         r"""The base's update (nothing released), then ``B_{t+1} = B·ρ^{t+1}`` (public)."""
         state = self.base.update(summed, plan, state, meter)
         return replace(state, bounds=(*state.bounds, self.at(len(state.bounds))))
-
-    def record(self, state: ClipState) -> ClipState:
-        r"""The bounds ``B_0..B_t`` (public; nothing is released to move them)."""
-        return state
-
-    def state_json(self, records: RunRecords) -> dict[str, Any]:
-        r"""The bounds ``B_0..B_t`` (a checkpoint checks them against ``B`` on resume)."""
-        return clip_state_json(records)
-
-    def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
-        return restore_clip_state(self, payload, records, context)

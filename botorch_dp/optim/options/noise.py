@@ -58,8 +58,10 @@ __all__ = [
     "SavedNoiseState",
     "StepBudget",
     "default_snr_factor",
+    "noise_state_json",
     "release_adaptive_step",
     "remaining_square",
+    "restore_noise_state",
 ]
 
 #: The per-step lists of a ``NoiseState``, in its field order (``AdaptiveNorm`` stores them by these names).
@@ -518,30 +520,12 @@ class AdaptiveNorm(Strategy):
     def state_json(self, records: RunRecords) -> dict[str, Any]:
         r"""Every step's ``μ_t``, ``σ_t``, ``N_t`` and ``μ_N`` (chosen from released values, so they do not
         follow from the config), and whether the filter stopped the steps."""
-        noise = records.noise
-        lists = {name: floats_to_json(getattr(noise, name)) for name in NOISE_LISTS}
-        return compact({**lists, "stopped": noise.stopped})
+        return noise_state_json(records)
 
     def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
-        r"""``records`` with the stored record, checked: ``T`` values in each list (positive but the
-        norms), and every ``μ`` the ledger's record of that release (``step-t/norm``, ``step-t/grad``):
-        the filter's spent budget is read from the ledger, so the two must agree."""
-        entry = payload_entries(payload, dict.fromkeys(NOISE_LISTS, []) | {"stopped": False}, "noise")
-        T = context.steps
-        lists = {name: floats_from_json(entry[name], T, f"strategies.noise.{name}") for name in NOISE_LISTS}
-        for name, values in lists.items():
-            if name != "noisy_norms" and not all(v > 0 for v in values):
-                raise ValueError(f"Checkpoint field 'strategies.noise.{name}' must hold positive values.")
-        for t in range(T):
-            for name, part in (("norm_mus", "norm"), ("step_mus", "grad")):
-                if lists[name][t] not in context.recorded.get(release_key(t, part, ("norm", "grad")), []):
-                    raise ValueError(
-                        f"Checkpoint field 'strategies.noise.{name}' disagrees with the ledger at step {t}."
-                    )
-        if not isinstance(entry["stopped"], bool):
-            raise ValueError(f"Checkpoint field 'strategies.noise.stopped' must be a bool, got {entry['stopped']!r}.")
-        state = NoiseState(**{name: tuple(values) for name, values in lists.items()}, stopped=entry["stopped"])
-        return replace(records, noise=state)
+        r"""``records`` with the stored record, checked (``restore_noise_state``; every step releases a norm
+        and a gradient): the filter's spent budget is read from the ledger, so the two must agree."""
+        return restore_noise_state(payload, records, context, ("norm", "grad"))
 
     def noise(self, plan: RunPlan, state: NoiseState, bound: float) -> tuple[float, float]:
         std = state.noise_stds[-1] if state.noise_stds else 0.0
@@ -552,34 +536,49 @@ class AdaptiveNorm(Strategy):
         return state
 
 
+def noise_state_json(records: RunRecords) -> dict[str, Any]:
+    r"""A noise schedule's part of a run's records as exact JSON: its ``NoiseState``'s lists and ``stopped``."""
+    lists = {name: floats_to_json(getattr(records.noise, name)) for name in NOISE_LISTS}
+    return compact({**lists, "stopped": records.noise.stopped})
+
+
+def restore_noise_state(
+    payload: dict[str, Any],
+    records: RunRecords,
+    context: ResumeContext,
+    parts: tuple[str, ...],
+    optional: tuple[str, ...] = (),
+) -> RunRecords:
+    r"""``records`` with the ``NoiseState`` stored in ``payload``, checked: ``T`` values in each list (or
+    none in the ``optional`` ones), positive but the norms, and every ``μ`` the ledger's record of that
+    step's release (``"norm"``, ``"grad"``; ``release_key`` among the step's ``parts``)."""
+    entry = payload_entries(payload, dict.fromkeys(NOISE_LISTS, []) | {"stopped": False}, "noise")
+    T, lists = context.steps, {}
+    for name in NOISE_LISTS:
+        count = 0 if name in optional and not entry[name] else T
+        lists[name] = floats_from_json(entry[name], count, f"strategies.noise.{name}")
+        if name != "noisy_norms" and not all(v > 0 for v in lists[name]):
+            raise ValueError(f"Checkpoint field 'strategies.noise.{name}' must hold positive values.")
+    for name, part in (("step_mus", "grad"), ("norm_mus", "norm")):
+        for t, mu in enumerate(lists[name]):
+            if mu not in context.recorded.get(release_key(t, part, parts), []):
+                raise ValueError(f"Checkpoint field 'strategies.noise.{name}' disagrees with the ledger at step {t}.")
+    if not isinstance(entry["stopped"], bool):
+        raise ValueError(f"Checkpoint field 'strategies.noise.stopped' must be a bool, got {entry['stopped']!r}.")
+    state = NoiseState(**{name: tuple(values) for name, values in lists.items()}, stopped=entry["stopped"])
+    return replace(records, noise=state)
+
+
 @dataclass(frozen=True)
 class SavedNoiseState:
     r"""The noise family's keeper of a schedule without its own ``state_json``/``restore_state`` (a
-    user's): every per-step list of its ``NoiseState`` and ``stopped``, each list ``T`` values (the
-    norms' may be empty: a schedule that releases none), positive but the norms, and every ``μ``
-    the ledger's record of that step's release (``"grad"``, ``"norm"``)."""
+    user's): ``noise_state_json``/``restore_noise_state``, each list ``T`` values (the norms' may be
+    empty: a schedule that releases none)."""
 
     noise: Any
 
     def state_json(self, records: RunRecords) -> dict[str, Any]:
-        lists = {name: floats_to_json(getattr(records.noise, name)) for name in NOISE_LISTS}
-        return compact({**lists, "stopped": records.noise.stopped})
+        return noise_state_json(records)
 
     def restore_state(self, payload: dict[str, Any], records: RunRecords, context: ResumeContext) -> RunRecords:
-        entry = payload_entries(payload, dict.fromkeys(NOISE_LISTS, []) | {"stopped": False}, "noise")
-        T, lists = context.steps, {}
-        for name in NOISE_LISTS:
-            count = 0 if name in ("noisy_norms", "norm_mus") and not entry[name] else T
-            lists[name] = floats_from_json(entry[name], count, f"strategies.noise.{name}")
-            if name != "noisy_norms" and not all(v > 0 for v in lists[name]):
-                raise ValueError(f"Checkpoint field 'strategies.noise.{name}' must hold positive values.")
-        for name, part in (("step_mus", "grad"), ("norm_mus", "norm")):
-            for t, mu in enumerate(lists[name]):
-                if mu not in context.recorded.get(release_key(t, part, context.step_parts), []):
-                    raise ValueError(
-                        f"Checkpoint field 'strategies.noise.{name}' disagrees with the ledger at step {t}."
-                    )
-        if not isinstance(entry["stopped"], bool):
-            raise ValueError(f"Checkpoint field 'strategies.noise.stopped' must be a bool, got {entry['stopped']!r}.")
-        state = NoiseState(**{name: tuple(values) for name, values in lists.items()}, stopped=entry["stopped"])
-        return replace(records, noise=state)
+        return restore_noise_state(payload, records, context, context.step_parts, ("noisy_norms", "norm_mus"))
