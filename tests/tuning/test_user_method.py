@@ -15,10 +15,12 @@ import torch
 
 from botorch_dp import tune
 from botorch_dp.methods.choice import with_loss_clip
+from botorch_dp.methods.dp_gibo import DPGIBOMethod
 from botorch_dp.methods.private_random_search import PrivateRandomSearchMethod
-from botorch_dp.methods.protocol import Method, Resumable, TakesLossClip
-from botorch_dp.optim import DPGIBOConfig
+from botorch_dp.methods.protocol import Method, MethodContext, MethodRun, Resumable, TakesLossClip
+from botorch_dp.optim import DPGIBOConfig, DPGIBOResult
 from botorch_dp.optim.options import FixedClip
+from botorch_dp.privacy.ledger import PrivacyLedger
 from botorch_dp.tuning import Hyperparameter, SearchSpace
 from botorch_dp.tuning.method_runs import OnSpace
 from botorch_dp.utils import child_seeds
@@ -220,3 +222,26 @@ def test_a_checkpoint_is_asked_of_the_method_and_refused_by_name_when_it_cannot_
     assert plain.with_checkpoint(None) is plain
     with pytest.raises(ValueError, match=r"checkpoint_dir: method 'mine' \(Mine\) cannot resume"):
         plain.with_checkpoint(checkpoint)
+
+
+def test_tune_records_dp_gibos_own_result_and_a_users_run_as_the_run_says():
+    r"""``OnSpace`` wraps one release as the run says (``MethodRun.result_is_record``), not by the result's type:
+    DP-GIBO's ``DPGIBOResult`` is held as an enumerate run's, a user's run (whatever its result) as itself."""
+    config = DPGIBOConfig(
+        bounds=SPACE.bounds,
+        privacy_mu=1.0,
+        target_delta=1e-5,
+        clip=FixedClip(1.0),
+        kernel=SPACE.recommended_kernel(),
+        **FAST,
+    )
+    run = OnSpace(DPGIBOMethod(config), SPACE, config).run_private(
+        _objective(50, 1, []), ledger=PrivacyLedger(), seed=0
+    )
+    assert run.result_is_record and isinstance(run.result, DPGIBOResult) and run.runs[0].result is run.result
+    mine = OnSpace(Mine(PrivateRandomSearchMethod(mean_trials=2.0, loss_clip=1.0)), SPACE, config)
+    context = MethodContext(SPACE.bounds, 50, None, 1.0, 1e-5, config, 2.0)
+    mine = dataclasses.replace(mine, method=mine.method.resolved(None, context))
+    released = mine.run_private(_objective(50, 1, []), ledger=PrivacyLedger(), seed=0)
+    held = released.runs[0].result
+    assert not released.result_is_record and isinstance(held, MethodRun) and held.theta is released.theta
