@@ -38,7 +38,6 @@ sensitive objective is not an argument.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 import warnings
@@ -52,7 +51,16 @@ from torch import Tensor
 from botorch_dp.methods.dp_gibo import DPGIBOMethod
 from botorch_dp.methods.dp_hypo import DPHyPOMethod
 from botorch_dp.methods.private_random_search import PrivateRandomSearchMethod
-from botorch_dp.methods.protocol import CandidateMethod, MethodContext, MethodUnavailable, SimulatedMethod, config_mu
+from botorch_dp.methods.protocol import (
+    METHOD_MEMBERS,
+    CandidateMethod,
+    MethodContext,
+    MethodUnavailable,
+    SimulatedMethod,
+    TakesLossClip,
+    config_mu,
+    missing_members,
+)
 from botorch_dp.methods.proxy_split import ProxySplit
 from botorch_dp.optim.config import DPGIBOConfig
 from botorch_dp.optim.public_checks import SettingsWarning
@@ -80,7 +88,8 @@ _S = TypeVar("_S")
 
 
 def with_loss_clip(methods: Sequence[_S], loss_clip: float | None) -> tuple[_S, ...]:
-    r"""``methods`` with every selection whose ``loss_clip`` is open (``None``) given ``C = loss_clip``
+    r"""``methods`` with every method that takes a score clip (``with_loss_clip``; the selections) and whose
+    ``loss_clip`` is open (``None``) given ``C = loss_clip``
     (``None``: unchanged, each fits its own from the proxy). ``tune`` passes its ``loss_clip``: the
     ``C`` of DP-GIBO's enumerate scores and of a selection forced without a proxy, so every candidate
     scores with the same ``C`` (issue 41: a ``C`` from the proxy's loss quantile made private random
@@ -88,12 +97,8 @@ def with_loss_clip(methods: Sequence[_S], loss_clip: float | None) -> tuple[_S, 
     arms run at)."""
     if loss_clip is None:
         return tuple(methods)
-    return tuple(
-        dataclasses.replace(m, loss_clip=loss_clip)
-        if isinstance(m, PrivateRandomSearchMethod) and m.loss_clip is None
-        else m
-        for m in methods
-    )
+    # a method that takes a score clip sets its own open C (``TakesLossClip``); the others keep theirs
+    return tuple(m.with_loss_clip(loss_clip) if isinstance(m, TakesLossClip) else m for m in methods)
 
 
 def _expected_cost(method: object, counted_rows: float) -> float:
@@ -184,7 +189,13 @@ class MethodComparison:
                 if score.method is None:
                     raise ValueError(f"method={name!r} cannot run here: {score.unavailable}")
                 if not isinstance(score.method, CandidateMethod):
-                    raise ValueError(f"method={name!r} is simulated here only; its caller runs it privately.")
+                    if not hasattr(score.method, "run_private"):
+                        raise ValueError(f"method={name!r} is simulated here only; its caller runs it privately.")
+                    raise ValueError(  # meant to run privately, but without members tune picks by
+                        f"method={name!r} ({type(score.method).__name__}) has run_private but lacks the Method "
+                        f"members {missing_members(score.method)} (methods.protocol.Method): add them to run it "
+                        "privately."
+                    )
                 return score.method
         raise ValueError(f"method={name!r} was not among the planned candidates {[s.name for s in self.scores]}.")
 
@@ -270,8 +281,8 @@ def check_methods(methods: Sequence[_M]) -> tuple[_M, ...]:
     for m in methods:
         if not isinstance(m, SimulatedMethod):
             raise ValueError(
-                f"methods: {m!r} is not a CandidateMethod (name, gdp_mu, resolved, simulate, run_private, "
-                "describe) nor a SimulatedMethod (name, resolved, simulate, describe)."
+                f"methods: {m!r} is not a CandidateMethod ({', '.join(METHOD_MEMBERS)}) nor a SimulatedMethod "
+                "(name, resolved, simulate, describe)."
             )
     names = [m.name for m in methods]
     if len(set(names)) != len(names):

@@ -86,6 +86,7 @@ class DPGIBOMethod:
             description,
             mu=ledger.validation.mu(optimizer.run_id),
             procedure=description,
+            result_is_record=True,  # tune's ConfigurationRun holds the DPGIBOResult, as an enumerate run's
         )
 
     def describe(self) -> str:

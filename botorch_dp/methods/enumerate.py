@@ -121,6 +121,10 @@ class EnumerateMethod:
     def with_max_trials(self, max_trials: int | None) -> EnumerateMethod:
         return self  # one run per configuration, K public: nothing to pad
 
+    def with_checkpoint(self, checkpoint: Any) -> EnumerateMethod:
+        r"""Resumable in ``checkpoint`` (``None``: unchanged)."""
+        return self if checkpoint is None else dataclasses.replace(self, checkpoint=checkpoint)
+
     def resolved(self, proxy_objective: Callable[[Tensor], Tensor] | None, context: MethodContext) -> EnumerateMethod:
         if not all(math.isfinite(config_mu(c)) for c in self.configs):
             raise MethodUnavailable("DP-GIBO per configuration: a config has no finite privacy budget.")

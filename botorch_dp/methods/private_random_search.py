@@ -112,6 +112,10 @@ class PrivateRandomSearchMethod:
         r"""Padded to ``max_trials`` trials (``None``: unchanged): the wall time does not reveal ``K``."""
         return self if max_trials is None else dataclasses.replace(self, max_trials=max_trials)
 
+    def with_loss_clip(self, loss_clip: float) -> PrivateRandomSearchMethod:
+        r"""Scores clipped at ``C = loss_clip`` when ``C`` is open (``loss_clip`` given: unchanged)."""
+        return dataclasses.replace(self, loss_clip=loss_clip) if self.loss_clip is None else self
+
     @property
     def expected_evaluations(self) -> float | None:
         r"""The run's cost in objective evaluations: ``E[K]`` (one evaluation per trial; ``None`` before

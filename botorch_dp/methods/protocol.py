@@ -30,6 +30,21 @@ never read a method's option fields. A method
   trials (the wall time then does not reveal a hidden number of trials ``K``; ``None``:
   unchanged); a method without a hidden ``K`` returns itself.
 
+Two members are optional capabilities, each its own protocol:
+
+* ``with_loss_clip(loss_clip)`` (``TakesLossClip``): the method whose open score clip ``C`` is
+  ``loss_clip`` (a method with its own ``C`` returns itself). ``tune`` hands it its ``loss_clip``
+  (``methods.choice.with_loss_clip``); a method without the member keeps its own clip;
+* ``with_checkpoint(checkpoint)`` (``Resumable``): the method whose private run resumes from
+  ``checkpoint`` (a ``tuning.tune_checkpoint.TuneCheckpoint``). ``tune`` asks it of the winner
+  when given ``checkpoint_dir``, and refuses a method without it by name before it runs.
+
+What ``tune`` records of a method's one release (``runs_configurations`` false) the run says:
+``MethodRun.result_is_record`` true when ``result`` is the run's own record (DP-GIBO's
+``DPGIBOResult``: its release with the iterates and its records), which ``tune``'s
+``ConfigurationRun`` then holds as the enumerate procedure's runs do; else it holds the
+``MethodRun`` (``MethodRun.configuration_result``).
+
 ``tune`` picks what to do with a method by these members only, never by its type, so a method
 written by a user that has them runs through ``tune``'s path like a built-in one (e.g. given in
 ``plan_options["methods"]`` with a proxy and recommended there).
@@ -69,13 +84,17 @@ __all__ = [
     "PROTECTED_SETS",
     "CandidateMethod",
     "ConfigurationRun",
+    "METHOD_MEMBERS",
     "Method",
     "MethodContext",
     "MethodRun",
     "MethodUnavailable",
+    "Resumable",
     "SimulatedMethod",
+    "TakesLossClip",
     "config_delta",
     "config_mu",
+    "missing_members",
 ]
 
 #: The sets of people a method's guarantee is stated for (``MethodRun.guarantees``).
@@ -160,6 +179,9 @@ class MethodRun:
         timing: What the wall time of a run with a hidden number of trials reveals, else ``None``.
         guarantees: ``{protected set: (ε, δ) or None}`` for each of ``PROTECTED_SETS`` (see the
             module); default ``{"validation": (epsilon, delta), "training": None}``.
+        result_is_record: ``True`` when ``result`` is the run's own record of its one release
+            (DP-GIBO's ``DPGIBOResult``), which ``tune``'s ``ConfigurationRun`` holds in place of
+            this run (``configuration_result``).
     """
 
     method: str
@@ -179,6 +201,7 @@ class MethodRun:
     procedure: str | None = None
     timing: str | None = None
     guarantees: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    result_is_record: bool = False
 
     def __post_init__(self) -> None:
         if not self.guarantees:
@@ -191,6 +214,12 @@ class MethodRun:
     def release(self) -> Any:
         r"""``result.release`` for DP-GIBO, else ``self`` (whose ``theta`` is the release)."""
         return getattr(self.result, "release", self)
+
+    @property
+    def configuration_result(self) -> Any:
+        r"""What ``tune``'s ``ConfigurationRun`` holds of this one release: ``result`` when it is the run's
+        own record (``result_is_record``), else this run; ``.release.theta`` is the released point either way."""
+        return self.result if self.result_is_record else self
 
 
 @dataclass
@@ -252,6 +281,38 @@ class Method(SimulatedMethod, Protocol):
     ) -> MethodRun: ...
 
     def describe(self) -> str: ...
+
+
+@runtime_checkable
+class TakesLossClip(Protocol):
+    r"""A method whose score clip ``C`` its caller may set (see the module)."""
+
+    def with_loss_clip(self, loss_clip: float) -> Any: ...
+
+
+@runtime_checkable
+class Resumable(Protocol):
+    r"""A method whose private run can resume from a checkpoint (see the module)."""
+
+    def with_checkpoint(self, checkpoint: Any) -> Any: ...
+
+
+#: The members a ``Method`` has (``SimulatedMethod``'s, then those its private run needs).
+METHOD_MEMBERS = (
+    "name",
+    "resolved",
+    "simulate",
+    "describe",
+    "gdp_mu",
+    "runs_configurations",
+    "with_max_trials",
+    "run_private",
+)
+
+
+def missing_members(method: object, members: tuple[str, ...] = METHOD_MEMBERS) -> list[str]:
+    r"""The ``Method`` members ``method`` lacks, in ``METHOD_MEMBERS``' order (``[]``: it is a ``Method``)."""
+    return [m for m in members if not hasattr(method, m)]
 
 
 #: The old name of ``Method``.

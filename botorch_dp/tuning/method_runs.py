@@ -48,6 +48,7 @@ from botorch_dp.methods.protocol import (
     ConfigurationRun,
     MethodContext,
     MethodRun,
+    Resumable,
     config_delta,
     config_mu,
 )
@@ -55,7 +56,7 @@ from botorch_dp.methods.proxy_then_train import DEFAULT_CONFIGURATIONS
 from botorch_dp.methods.sampled import SampledMethod, sampled_per_trial_mu
 from botorch_dp.methods.training_choice import DEFAULT_REPEATS, choose_training_method, training_method
 from botorch_dp.objectives.search_space import SearchSpace
-from botorch_dp.optim import DPGIBOConfig, DPGIBOResult
+from botorch_dp.optim import DPGIBOConfig
 from botorch_dp.optim.public_checks import SettingsWarning
 from botorch_dp.plan.search import PrivatePlan, plan_private_run, planned_simulations
 from botorch_dp.privacy.analysis.gdp import gdp_epsilon
@@ -151,10 +152,16 @@ class OnSpace:
         return self.method.gdp_mu
 
     def with_checkpoint(self, checkpoint: Any) -> OnSpace:
-        r"""This method, resumable in ``checkpoint`` (the enumerate procedure; ``None``: unchanged)."""
+        r"""This method, resumable in ``checkpoint`` (its ``with_checkpoint``: the enumerate procedure's;
+        ``None``: unchanged); a ``ValueError`` naming the method when it cannot resume (no ``Resumable``)."""
         if checkpoint is None:
             return self
-        return dataclasses.replace(self, method=dataclasses.replace(self.method, checkpoint=checkpoint))
+        if not isinstance(self.method, Resumable):
+            raise ValueError(
+                f"checkpoint_dir: method {self.name!r} ({type(self.method).__name__}) cannot resume from a "
+                "checkpoint (it has no with_checkpoint); run it without checkpoint_dir."
+            )
+        return dataclasses.replace(self, method=self.method.with_checkpoint(checkpoint))
 
     def run_private(
         self,
@@ -180,9 +187,14 @@ class OnSpace:
                 run = dataclasses.replace(
                     run, theta=run.theta[: self.space.dim], configuration=configuration, procedure=procedure
                 )
-            result = run.result if isinstance(run.result, DPGIBOResult) else run  # ``.release.theta`` either way
-            released = ConfigurationRun(
-                run.configuration, result, run.run_id, run.num_users, self.config, self.plan, run.released_score
+            released = ConfigurationRun(  # the run's own record (DP-GIBO's) or the run: ``.release.theta`` either way
+                run.configuration,
+                run.configuration_result,
+                run.run_id,
+                run.num_users,
+                self.config,
+                self.plan,
+                run.released_score,
             )
             run = dataclasses.replace(run, runs=[released])
         if self.planned_for is not None and any(r.num_users != self.planned_for for r in run.runs):
