@@ -23,7 +23,7 @@ from botorch_dp.optim.options.clip import (
     ClipState,
     QuantileClip,
     WrappedClip,
-    next_clip_bound,
+    replay_bounds,
 )
 from botorch_dp.optim.options.registry import register
 from botorch_dp.privacy.checks import check_positive
@@ -69,12 +69,6 @@ class CappedQuantileClip(WrappedClip):
 
     def replay(self, counts: Sequence[float], num_users: int | None) -> list[float]:
         r"""``[B_0, …, B_t]`` from the released counts, each move capped as ``update`` caps it."""
-        bounds = [self.bound]
-        if len(counts) == 0:
-            return bounds
-        if num_users is None:
-            raise ValueError(f"Replaying {len(counts)} clip counts needs num_users (n), got None.")
-        for count in counts:
-            moved = next_clip_bound(bounds[-1], count, num_users, self.quantile, self.learning_rate)
-            bounds.append(min(moved, self.max_bound))
-        return bounds
+        return replay_bounds(
+            self.bound, counts, num_users, lambda bound, count, n: min(self.base.moved(bound, count, n), self.max_bound)
+        )

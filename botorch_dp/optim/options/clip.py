@@ -22,7 +22,7 @@ released counts (``ReplayedClip``), each of which must be in the ledger.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -60,6 +60,7 @@ __all__ = [
     "WrappedClip",
     "clip_state_json",
     "next_clip_bound",
+    "replay_bounds",
     "restore_clip_state",
 ]
 
@@ -81,6 +82,21 @@ def next_clip_bound(bound: float, noisy_count: float, num_users: int, quantile: 
     arithmetic on the released ``b̃`` (``noisy_count``). ``b̃/n`` may lie outside ``[0, 1]``; it is
     used as released (clamping would bias the update)."""
     return bound * math.exp(-learning_rate * (noisy_count / num_users - quantile))
+
+
+def replay_bounds(
+    start: float, counts: Sequence[float], num_users: int | None, move: Callable[[float, float, int], float]
+) -> list[float]:
+    r"""``[B_0, …, B_t]``: ``B_0 = start`` moved once per released count ``b̃_i`` by ``move(B_i, b̃_i, n)``
+    (public arithmetic; what resume compares a checkpoint's bounds with, bit for bit)."""
+    bounds = [start]
+    if len(counts) == 0:
+        return bounds
+    if num_users is None:
+        raise ValueError(f"Replaying {len(counts)} clip counts needs num_users (n), got None.")
+    for count in counts:
+        bounds.append(move(bounds[-1], count, num_users))
+    return bounds
 
 
 class ClipPolicy(StrategyLike, Protocol):
@@ -255,20 +271,17 @@ class QuantileClip(WrappedClip):
             num_users=plan.num_users, generator=plan.generator, chunk_size=plan.chunk_size
         )
         count = counter.release_count(summed.within, self.count_mu(plan), meter=meter, part=CLIP_KEY)
-        bound = next_clip_bound(state.bounds[-1], count.count, plan.num_users, self.quantile, self.learning_rate)
+        bound = self.moved(state.bounds[-1], count.count, plan.num_users)
         return replace(state, bounds=(*state.bounds, bound), counts=(*state.counts, count.count))
 
+    def moved(self, bound: float, noisy_count: float, num_users: int) -> float:
+        r"""The next bound after ``bound`` given the released count (``next_clip_bound`` at this policy's ``γ``,
+        ``η_C``)."""
+        return next_clip_bound(bound, noisy_count, num_users, self.quantile, self.learning_rate)
+
     def replay(self, counts: Sequence[float], num_users: int | None) -> list[float]:
-        r"""``[B_0, …, B_t]`` that ``update`` moves through given the released counts ``b̃_0..b̃_{t−1}``
-        (public arithmetic; what resume compares a checkpoint's bounds with, bit for bit)."""
-        bounds = [self.bound]
-        if len(counts) == 0:
-            return bounds
-        if num_users is None:
-            raise ValueError(f"Replaying {len(counts)} clip counts needs num_users (n), got None.")
-        for count in counts:
-            bounds.append(next_clip_bound(bounds[-1], count, num_users, self.quantile, self.learning_rate))
-        return bounds
+        r"""``[B_0, …, B_t]`` that ``update`` moves through given the released counts ``b̃_0..b̃_{t−1}``."""
+        return replay_bounds(self.bound, counts, num_users, self.moved)
 
 
 @runtime_checkable
